@@ -1,0 +1,60 @@
+// A small tape-based autograd.
+//
+// An op computes its output, then calls autograd::record(...). When gradients are enabled and an
+// input requires grad, the output gets a Node whose `backward` maps d(output) to d(input_i) for
+// each input (an undefined Tensor where an input needs none). `loss.backward()` walks the Nodes
+// reachable from the loss in reverse topological order.
+//
+// Gradient contract:
+//  - leaf tensors (requires_grad, no grad_fn) ACCUMULATE into .grad (+=) across backward calls
+//    until zero_grad(); optimisers read .grad;
+//  - a tensor used by several ops receives the sum of their gradients;
+//  - backward closures must not capture their own output with its history (use detach()), or
+//    the output would keep itself alive;
+//  - after backward the tape's closures are released (saved tensors freed); a second backward
+//    through the same graph throws.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "framework/tensor.h"
+
+namespace gat {
+
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+
+struct Node {
+  std::string op;             // the op's name, for error messages
+  std::vector<Tensor> inputs; // the tensors this op differentiates with respect to
+  BackwardFn backward;        // empty once run
+};
+
+namespace autograd {
+
+bool grad_enabled();
+
+// Disables recording in its scope (evaluation, optimiser updates).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// True when recording is on and any of `inputs` requires grad.
+bool needs_grad(const std::vector<Tensor>& inputs);
+
+// Attaches a Node to `out` when needs_grad(inputs); returns `out` either way.
+Tensor record(const char* op, Tensor out, std::vector<Tensor> inputs, BackwardFn backward);
+
+// Back-propagates from `root`. grad_root defaults to ones for a one-element root.
+void backward(const Tensor& root, const Tensor& grad_root = Tensor());
+
+}  // namespace autograd
+}  // namespace gat

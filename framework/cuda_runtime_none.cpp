@@ -1,0 +1,27 @@
+// The CUDA entry points of a build without CUDA: nothing is available, everything else throws.
+#if !GAT_WITH_CUDA
+#include "framework/check.h"
+#include "framework/cuda_runtime.h"
+
+namespace gat::cuda {
+
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  GAT_FAIL(what, ": this build of gat has no CUDA backend (configure with GAT_CUDA=ON)");
+}
+}  // namespace
+
+bool built_with_cuda() { return false; }
+bool available() { return false; }
+const char* unavailable_reason() { return "built without CUDA"; }
+void* malloc(size_t, const char* what) { no_cuda(what); }
+void free(void*) {}
+void memcpy(void*, bool, const void*, bool, size_t) { no_cuda("cuda::memcpy"); }
+void memset_zero(void*, size_t) { no_cuda("cuda::memset_zero"); }
+void synchronize() {}
+size_t memory_allocated() { return 0; }
+size_t peak_memory_allocated() { return 0; }
+void reset_peak_memory() {}
+
+}  // namespace gat::cuda
+#endif

@@ -1,0 +1,73 @@
+// Graph: directed graph in CSR form by DESTINATION, plus its transpose (CSR by source).
+//
+// For every destination node i, its incoming edges are e in [row_ptr[i], row_ptr[i+1]), and
+// col_idx[e] is the SOURCE of edge e. Within a row, edges are sorted by source; the edge index e
+// (0..E-1) in this order is THE edge id used by every per-edge tensor (edge scores (E, H),
+// attention weights (E, H)).
+//
+// The transpose lists, for every source node j, its outgoing edges in [t_row_ptr[j],
+// t_row_ptr[j+1]), sorted by destination: t_col_idx[k] is the destination and t_edge_id[k] the
+// edge id. Backward passes gather over it in this fixed order, so no float atomics are needed
+// and results are bitwise reproducible.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "framework/tensor.h"
+
+namespace gat {
+
+struct GraphBuildOptions {
+  bool symmetrize = false;         // add the reverse of every edge
+  bool remove_duplicates = true;   // keep one copy of each (src, dst)
+  bool remove_self_loops = false;  // drop every (i, i)
+  bool add_self_loops = false;     // then add (i, i) for every node (after removing existing ones)
+};
+
+class Graph {
+ public:
+  Graph() = default;
+
+  // Builds from an edge list src[k] -> dst[k]. Throws gat::Error when an index is outside
+  // [0, num_nodes) (naming the edge and the value) or the lists differ in length.
+  static Graph from_edges(int64_t num_nodes, const std::vector<int32_t>& src,
+                          const std::vector<int32_t>& dst, const GraphBuildOptions& options = {});
+  // Takes a CSR by destination as given (validated; rows are sorted by source if needed).
+  static Graph from_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx);
+
+  int64_t num_nodes() const { return num_nodes_; }
+  int64_t num_edges() const { return row_ptr_.defined() ? col_idx_.numel() : 0; }
+  Device device() const { return row_ptr_.device(); }
+
+  const Tensor& row_ptr() const { return row_ptr_; }      // (N+1,) i32
+  const Tensor& col_idx() const { return col_idx_; }      // (E,) i32: source of each edge
+  const Tensor& t_row_ptr() const { return t_row_ptr_; }  // (N+1,) i32
+  const Tensor& t_col_idx() const { return t_col_idx_; }  // (E,) i32: destination
+  const Tensor& t_edge_id() const { return t_edge_id_; }  // (E,) i32: edge id in CSR order
+  const Tensor& edge_dst() const { return edge_dst_; }    // (E,) i32: destination of each edge
+
+  // Edge list in edge-id order (host vectors; copies from the device if needed).
+  std::vector<int32_t> sources() const;
+  std::vector<int32_t> destinations() const;
+  std::vector<int32_t> in_degrees() const;
+  int64_t max_in_degree() const { return max_in_degree_; }
+  int64_t max_out_degree() const { return max_out_degree_; }
+  int64_t count_self_loops() const;
+
+  // The same graph with self loops removed, then one added per node (GAT's default).
+  Graph with_self_loops() const;
+  // Copy of all index arrays to `device`.
+  Graph to(Device device) const;
+  // Checks every invariant (monotone row pointers, indices in range, consistent sizes, the
+  // transpose matches); throws gat::Error naming the first violation.
+  void validate() const;
+
+ private:
+  int64_t num_nodes_ = 0;
+  int64_t max_in_degree_ = 0;
+  int64_t max_out_degree_ = 0;
+  Tensor row_ptr_, col_idx_, t_row_ptr_, t_col_idx_, t_edge_id_, edge_dst_;
+};
+
+}  // namespace gat

@@ -1,0 +1,51 @@
+// csr_softmax_aggregate: the fused CSR softmax-aggregate op (see KERNELS.md for the maths).
+//
+// For every destination i (a row of the graph's CSR by destination) and head h:
+//   a[e,h]     = softmax over e in row i of edge_scores[e,h]
+//   a~[e,h]    = a[e,h] * keep[e,h] / (1 - p)      (attention dropout; keep from the Philox key)
+//   out[i,h,:] = sum_e a~[e,h] * node_value[col_idx[e],h,:]       (zero when i has no edge)
+// Backward gives d edge_scores and d node_value. Only the log-sum-exp (N, H) is saved; the
+// weights are recomputed and the dropout mask regenerated (keep index = e * H + h).
+// Usable on its own with any edge scores (GAT, GATv2, transformer-style attention).
+#pragma once
+
+#include "framework/graph.h"
+#include "framework/rng.h"
+#include "framework/tensor.h"
+
+namespace gat::ops {
+
+// graph: N nodes, E edges, on the tensors' device
+// edge_scores: (E, H) f32|f64     node_value: (N, H, F) same dtype/device   -> out (N, H, F)
+Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, const Tensor& node_value,
+                             const DropoutKey& attn_dropout = {});
+
+// The softmax weights a (E, H) alone, without dropout and without autograd: for inspection
+// (GATConv's return_attention_weights).
+Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
+
+// ---- the kernels behind the op, one set per device, same contract ----
+//  forward:  writes out (N, H, F) and lse (N, H) (lse = -inf for a row with no edges)
+//  backward: given grad_out (N, H, F), writes grad_scores (E, H) and/or grad_value (N, H, F)
+//            (either may be null to skip it). Overwrites, never accumulates.
+namespace cpu_impl {
+void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
+                                   const Tensor& node_value, const DropoutKey& attn_dropout,
+                                   Tensor& out, Tensor& lse);
+void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_scores,
+                                    const Tensor& node_value, const Tensor& lse,
+                                    const Tensor& grad_out, const DropoutKey& attn_dropout,
+                                    Tensor* grad_scores, Tensor* grad_value);
+}  // namespace cpu_impl
+namespace cuda_impl {
+void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
+                                   const Tensor& node_value, const DropoutKey& attn_dropout,
+                                   Tensor& out, Tensor& lse);
+void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_scores,
+                                    const Tensor& node_value, const Tensor& lse,
+                                    const Tensor& grad_out, const DropoutKey& attn_dropout,
+                                    Tensor* grad_scores, Tensor* grad_value);
+void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights);
+}  // namespace cuda_impl
+
+}  // namespace gat::ops

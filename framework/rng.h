@@ -1,0 +1,73 @@
+// Counter-based random numbers (Philox4x32-10, Salmon et al. 2011), identical on CPU and CUDA.
+//
+// A random draw is a pure function of (seed, stream, index): no state to carry, any element's
+// draw can be regenerated in a backward pass, and the CPU and CUDA backends draw the same bits.
+//   seed   – the user's seed
+//   stream – which draw site and step (Generator hands out a fresh one per call)
+//   index  – the element (e.g. e * H + h for an edge-head pair)
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define GAT_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define GAT_HOST_DEVICE inline
+#endif
+
+namespace gat {
+
+// Philox4x32-10 of counter (index_lo, index_hi, stream_lo, stream_hi) under key seed; returns the
+// first 32-bit word.
+GAT_HOST_DEVICE uint32_t philox_u32(uint64_t seed, uint64_t stream, uint64_t index) {
+  uint32_t c0 = static_cast<uint32_t>(index), c1 = static_cast<uint32_t>(index >> 32);
+  uint32_t c2 = static_cast<uint32_t>(stream), c3 = static_cast<uint32_t>(stream >> 32);
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
+    const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    c1 = static_cast<uint32_t>(p1);
+    c3 = static_cast<uint32_t>(p0);
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return c0;
+}
+
+// Uniform in [0, 1) with 24 random bits (exact in float and double alike, so f32 and f64 paths
+// and both devices make the same keep/drop decisions).
+GAT_HOST_DEVICE float philox_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
+  return static_cast<float>(philox_u32(seed, stream, index) >> 8) * (1.0f / 16777216.0f);
+}
+
+// Dropout decision shared by every dropout in the framework: keep when uniform >= p.
+struct DropoutKey {
+  float p = 0.0f;       // drop probability in [0, 1)
+  uint64_t seed = 0;
+  uint64_t stream = 0;
+  GAT_HOST_DEVICE bool keep(uint64_t index) const { return philox_uniform(seed, stream, index) >= p; }
+  GAT_HOST_DEVICE bool active() const { return p > 0.0f; }
+};
+
+// Hands out a fresh stream for every draw site and step: same seed, same sequence of masks.
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0) : seed_(seed) {}
+  DropoutKey dropout_key(float p) { return DropoutKey{p, seed_, next_stream_++}; }
+  uint64_t seed() const { return seed_; }
+  uint64_t next_stream() const { return next_stream_; }
+  // Uniform [0,1) draw for host-side initialisers (not a dropout mask).
+  double uniform() { return philox_uniform(seed_, kInitStream, init_index_++); }
+
+ private:
+  static constexpr uint64_t kInitStream = ~0ull;
+  uint64_t seed_;
+  uint64_t next_stream_ = 0;
+  uint64_t init_index_ = 0;
+};
+
+}  // namespace gat

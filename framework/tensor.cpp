@@ -1,0 +1,258 @@
+#include "framework/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+#include "framework/autograd.h"
+#include "framework/cuda_runtime.h"
+
+namespace gat {
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::i32: return 4;
+  }
+  GAT_FAIL("dtype_size: unknown dtype ", static_cast<int>(dtype));
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::i32: return "i32";
+  }
+  return "unknown";
+}
+
+const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+
+std::string shape_str(const Shape& shape) {
+  std::ostringstream os;
+  os << '(';
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << (shape.size() == 1 ? ",)" : ")");
+  return os.str();
+}
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    GAT_CHECK(s >= 0, "negative dimension in shape ", shape_str(shape));
+    n *= s;
+  }
+  return n;
+}
+
+// ---- Storage ----------------------------------------------------------------
+
+Storage::Storage(size_t bytes, Device device, const char* what) : bytes_(bytes), device_(device) {
+  if (bytes == 0) return;
+  if (device == Device::cpu) {
+    // 64-byte alignment for Eigen's and the compiler's vector loads.
+    data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!data_) throw Error(detail::concat(what, ": out of host memory allocating ", bytes, " bytes"));
+  } else {
+    data_ = cuda::malloc(bytes, what);
+  }
+}
+
+Storage::~Storage() {
+  if (!data_) return;
+  if (device_ == Device::cpu) std::free(data_);
+  else cuda::free(data_);
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_device == Device::cpu && src_device == Device::cpu) std::memcpy(dst, src, bytes);
+  else cuda::memcpy(dst, dst_device == Device::cuda, src, src_device == Device::cuda, bytes);
+}
+
+// ---- Tensor -------------------------------------------------------------------
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const char* what) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->dtype = dtype;
+  impl->storage =
+      std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), device, what);
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  t.zero_();
+  return t;
+}
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, Device::cpu);
+  const int64_t n = t.numel();
+  switch (dtype) {
+    case DType::f32: for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(value); break;
+    case DType::f64: for (int64_t i = 0; i < n; ++i) t.data<double>()[i] = value; break;
+    case DType::i32: for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(value); break;
+  }
+  return t.to(device);
+}
+
+int64_t Tensor::size(int64_t axis) const {
+  const int64_t d = dim();
+  const int64_t a = axis < 0 ? axis + d : axis;
+  GAT_CHECK(a >= 0 && a < d, "Tensor::size(", axis, ") on a tensor of shape ", shape_str(shape()));
+  return shape()[static_cast<size_t>(a)];
+}
+
+std::string Tensor::describe() const {
+  if (!defined()) return "undefined";
+  return detail::concat(dtype_name(dtype()), ' ', device_name(device()), ' ', shape_str(shape()));
+}
+
+double Tensor::item() const {
+  GAT_CHECK(numel() == 1, "Tensor::item() on a tensor of ", describe(), " (needs one element)");
+  switch (dtype()) {
+    case DType::f32: return to_vector<float>()[0];
+    case DType::f64: return to_vector<double>()[0];
+    case DType::i32: return to_vector<int32_t>()[0];
+  }
+  GAT_FAIL("Tensor::item: unknown dtype");
+}
+
+Tensor Tensor::to(Device target) const {
+  if (device() == target) return *this;
+  Tensor out = empty(shape(), dtype(), target, "Tensor::to");
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::to(DType target) const {
+  if (dtype() == target) return clone();
+  Tensor host = to(Device::cpu);
+  Tensor out = empty(shape(), target, Device::cpu, "Tensor::to(dtype)");
+  const int64_t n = numel();
+  auto convert = [&](auto* dst) {
+    using D = std::remove_pointer_t<decltype(dst)>;
+    switch (dtype()) {
+      case DType::f32: for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<float>()[i]); break;
+      case DType::f64: for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<double>()[i]); break;
+      case DType::i32: for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<int32_t>()[i]); break;
+    }
+  };
+  switch (target) {
+    case DType::f32: convert(out.data<float>()); break;
+    case DType::f64: convert(out.data<double>()); break;
+    case DType::i32: convert(out.data<int32_t>()); break;
+  }
+  return out.to(device());
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype(), device(), "Tensor::clone");
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::detach() const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape();
+  impl->dtype = dtype();
+  impl->storage = this->impl().storage;
+  impl->offset = this->impl().offset;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::view(const Shape& new_shape) const {
+  Shape resolved = new_shape;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < resolved.size(); ++i) {
+    if (resolved[i] == -1) {
+      GAT_CHECK(infer < 0, "view: more than one -1 in ", shape_str(new_shape));
+      infer = static_cast<int64_t>(i);
+    } else {
+      GAT_CHECK(resolved[i] >= 0, "view: negative dimension in ", shape_str(new_shape));
+      known *= resolved[i];
+    }
+  }
+  if (infer >= 0) {
+    GAT_CHECK(known > 0 && numel() % known == 0, "view: cannot view ", shape_str(shape()), " as ",
+              shape_str(new_shape));
+    resolved[static_cast<size_t>(infer)] = numel() / known;
+  }
+  GAT_CHECK(shape_numel(resolved) == numel(), "view: cannot view ", shape_str(shape()), " (",
+            numel(), " elements) as ", shape_str(new_shape));
+  Tensor out = detach();
+  out.impl().shape = resolved;
+  return out;
+}
+
+void Tensor::copy_(const Tensor& src) {
+  GAT_CHECK(src.shape() == shape() && src.dtype() == dtype(), "Tensor::copy_: source ",
+            src.describe(), " does not match destination ", describe());
+  copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
+}
+
+void Tensor::zero_() {
+  if (device() == Device::cpu) std::memset(raw_data(), 0, nbytes());
+  else cuda::memset_zero(raw_data(), nbytes());
+}
+
+void Tensor::move_to_(Device target) {
+  if (device() == target) return;
+  Tensor moved = to(target);
+  impl().storage = moved.impl().storage;
+  impl().offset = 0;
+  if (impl().grad) Tensor(impl().grad).move_to_(target);
+}
+
+Tensor& Tensor::set_requires_grad(bool on) {
+  if (on) check_float("set_requires_grad", "tensor", *this);
+  impl().requires_grad = on;
+  return *this;
+}
+
+void Tensor::zero_grad() { impl().grad.reset(); }
+
+void Tensor::backward(const Tensor& grad_output) const { autograd::backward(*this, grad_output); }
+
+// ---- entry-point checks ---------------------------------------------------------
+
+void check_defined(const char* op, const char* arg, const Tensor& t) {
+  GAT_CHECK(t.defined(), op, ": argument '", arg, "' is an undefined tensor");
+}
+
+void check_dtype(const char* op, const char* arg, const Tensor& t, DType dtype) {
+  check_defined(op, arg, t);
+  GAT_CHECK(t.dtype() == dtype, op, ": '", arg, "' must be ", dtype_name(dtype), ", got ", t.describe());
+}
+
+void check_float(const char* op, const char* arg, const Tensor& t) {
+  check_defined(op, arg, t);
+  GAT_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64, op, ": '", arg,
+            "' must be f32 or f64, got ", t.describe());
+}
+
+void check_dim(const char* op, const char* arg, const Tensor& t, int64_t dim) {
+  check_defined(op, arg, t);
+  GAT_CHECK(t.dim() == dim, op, ": '", arg, "' must have ", dim, " dimensions, got ", t.describe());
+}
+
+void check_shape(const char* op, const char* arg, const Tensor& t, const Shape& shape) {
+  check_defined(op, arg, t);
+  GAT_CHECK(t.shape() == shape, op, ": '", arg, "' must have shape ", shape_str(shape), ", got ",
+            t.describe());
+}
+
+void check_same(const char* op, const char* arg_a, const Tensor& a, const char* arg_b, const Tensor& b) {
+  check_defined(op, arg_a, a);
+  check_defined(op, arg_b, b);
+  GAT_CHECK(a.device() == b.device(), op, ": '", arg_a, "' ", a.describe(), " and '", arg_b, "' ",
+            b.describe(), " are on different devices");
+  GAT_CHECK(a.dtype() == b.dtype(), op, ": '", arg_a, "' ", a.describe(), " and '", arg_b, "' ",
+            b.describe(), " have different dtypes");
+}
+
+}  // namespace gat

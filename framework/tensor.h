@@ -1,0 +1,179 @@
+// Tensor: a contiguous, row-major block of one dtype on one device, with shared storage.
+//
+// A Tensor is a cheap handle (shared_ptr to TensorImpl). Copies of the handle alias the same
+// data; `clone()` copies data, `to(device)` copies across devices, nothing copies implicitly.
+// Autograd state (requires_grad, grad, grad_fn) lives on the TensorImpl: see autograd.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "framework/check.h"
+
+namespace gat {
+
+enum class DType : uint8_t { f32, f64, i32 };
+enum class Device : uint8_t { cpu, cuda };
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+const char* device_name(Device device);
+
+template <class T> struct dtype_of;
+template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
+template <> struct dtype_of<int32_t> { static constexpr DType value = DType::i32; };
+
+using Shape = std::vector<int64_t>;
+std::string shape_str(const Shape& shape);  // "(2, 3)"
+int64_t shape_numel(const Shape& shape);
+
+// Raw bytes on one device. Move-only; freed when the last Tensor using it goes.
+// CUDA memory comes from the stream-ordered allocator in framework/cuda_runtime.h.
+class Storage {
+ public:
+  Storage(size_t bytes, Device device, const char* what);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  Device device_;
+};
+
+struct Node;  // autograd.h
+
+struct TensorImpl {
+  Shape shape;
+  DType dtype = DType::f32;
+  std::shared_ptr<Storage> storage;
+  size_t offset = 0;  // bytes into storage
+  // autograd
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;  // accumulated gradient of a leaf (same shape/dtype/device)
+  std::shared_ptr<Node> grad_fn;     // the op that produced this tensor, if recorded
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- creation (contents of `empty` are uninitialised) ----
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu,
+                      const char* what = "tensor");
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
+                     Device device = Device::cpu);
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& values, const Shape& shape,
+                            Device device = Device::cpu);
+  static Tensor scalar(double value, DType dtype = DType::f32, Device device = Device::cpu) {
+    return full({}, value, dtype, device);
+  }
+
+  // ---- metadata ----
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  int64_t dim() const { return static_cast<int64_t>(impl().shape.size()); }
+  int64_t size(int64_t axis) const;  // negative axis counts from the end
+  int64_t numel() const { return shape_numel(impl().shape); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device(); }
+  bool is_cuda() const { return device() == Device::cuda; }
+  std::string describe() const;  // "f32 cuda (2, 3)"
+
+  // ---- data access (pointer on the tensor's device; T must match the dtype) ----
+  template <class T> T* data() const {
+    GAT_CHECK(dtype() == dtype_of<T>::value, "Tensor::data<", dtype_name(dtype_of<T>::value),
+              ">() on a tensor of ", describe());
+    return reinterpret_cast<T*>(raw_data());
+  }
+  void* raw_data() const { return static_cast<char*>(impl().storage->data()) + impl().offset; }
+  template <class T> std::vector<T> to_vector() const;  // copies to host
+  double item() const;                                  // one-element tensor, any dtype/device
+
+  // ---- copies and views (no autograd) ----
+  Tensor to(Device device) const;     // copy to device (returns *this handle if already there)
+  Tensor to(DType dtype) const;       // converted copy (same device)
+  Tensor clone() const;               // deep copy, same dtype/device, no autograd history
+  Tensor detach() const;              // same storage, no autograd history
+  Tensor view(const Shape& shape) const;  // same storage, new shape (one -1 allowed), no autograd
+  void copy_(const Tensor& src);      // elementwise copy of equal shape/dtype, any devices
+  void zero_();                       // fill with zeros, in place
+  // Moves this tensor's data to `device` in place: every handle to it (module parameters,
+  // optimiser references) sees the new storage. Gradients move too.
+  void move_to_(Device device);
+
+  // ---- autograd ----
+  bool requires_grad() const { return impl().requires_grad; }
+  Tensor& set_requires_grad(bool on = true);
+  Tensor grad() const { return Tensor(impl().grad); }  // undefined until backward reaches it
+  void zero_grad();                                    // drops the accumulated gradient
+  void backward(const Tensor& grad_output = Tensor()) const;  // see autograd.h
+
+  TensorImpl& impl() const {
+    GAT_CHECK(impl_ != nullptr, "use of an undefined Tensor");
+    return *impl_;
+  }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& other) const { return impl_ == other.impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Copies `bytes` between host and device pointers (either may be on either device).
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+
+template <class T>
+Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
+  GAT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "Tensor::from_vector: ",
+            values.size(), " values for shape ", shape_str(shape));
+  Tensor t = empty(shape, dtype_of<T>::value, device);
+  copy_bytes(t.raw_data(), device, values.data(), Device::cpu, values.size() * sizeof(T));
+  return t;
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  GAT_CHECK(dtype() == dtype_of<T>::value, "Tensor::to_vector<", dtype_name(dtype_of<T>::value),
+            ">() on a tensor of ", describe());
+  std::vector<T> out(static_cast<size_t>(numel()));
+  copy_bytes(out.data(), Device::cpu, raw_data(), device(), nbytes());
+  return out;
+}
+
+// ---- checks at op entry points: messages name the op, the argument and the shapes ----
+void check_defined(const char* op, const char* arg, const Tensor& t);
+void check_dtype(const char* op, const char* arg, const Tensor& t, DType dtype);
+void check_float(const char* op, const char* arg, const Tensor& t);  // f32 or f64
+void check_dim(const char* op, const char* arg, const Tensor& t, int64_t dim);
+void check_shape(const char* op, const char* arg, const Tensor& t, const Shape& shape);
+// Same device and dtype, for tensors that meet in one op.
+void check_same(const char* op, const char* arg_a, const Tensor& a, const char* arg_b,
+                const Tensor& b);
+
+// Calls f(T{}) with T = float or double according to dtype; other dtypes throw naming `op`.
+template <class F>
+decltype(auto) dispatch_float(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    default: break;
+  }
+  GAT_FAIL(op, ": unsupported dtype ", dtype_name(dtype), " (expected f32 or f64)");
+}
+
+}  // namespace gat

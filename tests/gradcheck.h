@@ -1,0 +1,108 @@
+// Gradient checking by central finite differences in double precision.
+//
+//   expect_gradients_match("relu", [](const std::vector<Tensor>& in) { return ops::relu(in[0]); },
+//                          {random_tensor({3, 4}, rng)});
+//
+// `f` maps the inputs to one output tensor of any shape. The scalar checked is
+// L = sum(out * R) for a fixed random R, so every output element matters. Each input is f64
+// (CPU or CUDA); every element of every input is perturbed by ±eps and the slope compared with
+// the analytic gradient from backward(). The worst element is reported with its input, index,
+// analytic and numeric values.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "framework/autograd.h"
+#include "framework/tensor.h"
+
+namespace gat::testing {
+
+using TensorFn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Uniform in [lo, hi), f64 unless told otherwise.
+inline Tensor random_tensor(const Shape& shape, std::mt19937_64& rng, double lo = -1.0, double hi = 1.0,
+                            DType dtype = DType::f64, Device device = Device::cpu) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (double& x : v) x = dist(rng);
+  return Tensor::from_vector(v, shape).to(dtype).to(device);
+}
+
+struct GradcheckReport {
+  double worst_error = 0.0;  // |analytic - numeric| / max(|analytic|, |numeric|, floor)
+  std::string worst_where = "(no element)";
+};
+
+inline GradcheckReport gradcheck(const TensorFn& f, std::vector<Tensor> inputs, double eps = 1e-6,
+                                 double floor = 1e-3) {
+  for (Tensor& t : inputs) {
+    EXPECT_EQ(t.dtype(), DType::f64) << "gradcheck needs f64 inputs";
+    t = t.detach();
+    t.set_requires_grad(true);
+  }
+  Tensor out = f(inputs);
+  std::mt19937_64 rng(1234);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> weights(static_cast<size_t>(out.numel()));
+  for (double& w : weights) w = dist(rng);
+  auto loss_of = [&](const Tensor& o) {
+    std::vector<double> v = o.to(DType::f64).to_vector<double>();
+    double s = 0.0;
+    for (size_t i = 0; i < v.size(); ++i) s += v[i] * weights[i];
+    return s;
+  };
+  if (!out.requires_grad()) {
+    ADD_FAILURE() << "gradcheck: the output does not require grad";
+    return {};
+  }
+  out.backward(Tensor::from_vector(weights, out.shape()).to(out.dtype()).to(out.device()));
+
+  GradcheckReport report;
+  autograd::NoGradGuard no_grad;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor analytic_t = inputs[i].grad();
+    std::vector<double> analytic = analytic_t.defined()
+                                       ? analytic_t.to_vector<double>()
+                                       : std::vector<double>(static_cast<size_t>(inputs[i].numel()), 0.0);
+    std::vector<double> x = inputs[i].to_vector<double>();
+    for (size_t k = 0; k < x.size(); ++k) {
+      auto eval_at = [&](double value) {
+        std::vector<double> xp = x;
+        xp[k] = value;
+        std::vector<Tensor> moved = inputs;
+        moved[i] = Tensor::from_vector(xp, inputs[i].shape()).to(inputs[i].device());
+        return loss_of(f(moved));
+      };
+      const double numeric = (eval_at(x[k] + eps) - eval_at(x[k] - eps)) / (2 * eps);
+      const double err = std::abs(analytic[k] - numeric) /
+                         std::max({std::abs(analytic[k]), std::abs(numeric), floor});
+      if (!(err <= report.worst_error)) {  // also catches NaN
+        report.worst_error = std::isnan(err) ? INFINITY : err;
+        std::ostringstream os;
+        os << "input " << i << " " << inputs[i].describe() << " element " << k << ": analytic "
+           << analytic[k] << ", numeric " << numeric;
+        report.worst_where = os.str();
+      }
+    }
+  }
+  return report;
+}
+
+// Fails the test when the worst relative error exceeds `tolerance`.
+inline void expect_gradients_match(const std::string& what, const TensorFn& f,
+                                   std::vector<Tensor> inputs, double tolerance = 1e-6,
+                                   double eps = 1e-6) {
+  GradcheckReport r = gradcheck(f, std::move(inputs), eps);
+  EXPECT_LE(r.worst_error, tolerance) << what << ": worst gradient error " << r.worst_error
+                                      << " at " << r.worst_where;
+}
+
+}  // namespace gat::testing

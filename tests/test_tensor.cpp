@@ -1,0 +1,83 @@
+#include <gtest/gtest.h>
+
+#include "framework/autograd.h"
+#include "framework/cuda_runtime.h"
+#include "framework/tensor.h"
+
+using namespace gat;
+
+TEST(Tensor, CreationAndMetadata) {
+  Tensor t = Tensor::full({2, 3}, 1.5);
+  EXPECT_EQ(t.shape(), (Shape{2, 3}));
+  EXPECT_EQ(t.numel(), 6);
+  EXPECT_EQ(t.dtype(), DType::f32);
+  EXPECT_EQ(t.device(), Device::cpu);
+  for (float v : t.to_vector<float>()) EXPECT_EQ(v, 1.5f);
+  EXPECT_EQ(t.size(-1), 3);
+  EXPECT_THROW(t.size(2), Error);
+}
+
+TEST(Tensor, WrongDtypeAccessNamesTheTensor) {
+  Tensor t = Tensor::zeros({4}, DType::i32);
+  try {
+    t.data<float>();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("i32 cpu (4,)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Tensor, ViewSharesStorageAndInfersOneDimension) {
+  Tensor t = Tensor::from_vector<double>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor v = t.view({3, -1});
+  EXPECT_EQ(v.shape(), (Shape{3, 2}));
+  v.data<double>()[5] = 42;
+  EXPECT_EQ(t.to_vector<double>()[5], 42);
+  EXPECT_THROW(t.view({4, -1}), Error);
+  EXPECT_THROW(t.view({-1, -1}), Error);
+}
+
+TEST(Tensor, CastAndClone) {
+  Tensor t = Tensor::from_vector<float>({1.25f, -2.5f}, {2});
+  Tensor d = t.to(DType::f64);
+  EXPECT_EQ(d.to_vector<double>(), (std::vector<double>{1.25, -2.5}));
+  Tensor c = t.clone();
+  c.data<float>()[0] = 7;
+  EXPECT_EQ(t.to_vector<float>()[0], 1.25f);
+}
+
+TEST(Tensor, CudaUnavailableIsAnErrorNotACrash) {
+  if (cuda::available()) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_THROW(Tensor::zeros({2}, DType::f32, Device::cuda), Error);
+}
+
+TEST(Autograd, LeafGradientsAccumulateAcrossBackwardCalls) {
+  Tensor x = Tensor::from_vector<double>({1, 2}, {2}).set_requires_grad();
+  // An identity "op" recorded by hand: d out / d x = 1.
+  auto identity = [](const Tensor& in) {
+    return autograd::record("identity", in.clone(), {in},
+                            [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  };
+  Tensor g = Tensor::from_vector<double>({3, 4}, {2});
+  identity(x).backward(g);
+  identity(x).backward(g);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{6, 8}));
+  x.zero_grad();
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Autograd, NoGradGuardStopsRecording) {
+  Tensor x = Tensor::from_vector<double>({1}, {1}).set_requires_grad();
+  autograd::NoGradGuard guard;
+  Tensor y = autograd::record("identity", x.clone(), {x},
+                              [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  EXPECT_FALSE(y.requires_grad());
+}
+
+TEST(Autograd, SecondBackwardThroughFreedGraphThrows) {
+  Tensor x = Tensor::from_vector<double>({1}, {1}).set_requires_grad();
+  Tensor y = autograd::record("identity", x.clone(), {x},
+                              [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  y.backward();
+  EXPECT_THROW(y.backward(), Error);
+}
