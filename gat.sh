@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The project's two commands (and the steps behind them).
+#
+#   ./gat.sh train [gat_train flags]   install what is missing, build, train GAT on Cora
+#   ./gat.sh test                      install what is missing, build, run every test (ctest)
+#
+#   ./gat.sh deps | build | sanitize   the single steps (sanitize: ASan+UBSan CPU build and tests)
+#
+# Environment: BUILD_DIR (default build), GAT_CUDA (AUTO|ON|OFF, default AUTO),
+# GAT_CUDA_ARCH (default 90), JOBS (default: all cores).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+PACKAGES=(cmake ninja-build g++ pkg-config zlib1g-dev libeigen3-dev googletest libgtest-dev
+          libbenchmark-dev libcli11-dev nlohmann-json3-dev)
+
+deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "gat.sh: installing ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+}
+
+build() {  # build DIR [cmake options...]
+  local dir=$1; shift
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGAT_CUDA="${GAT_CUDA:-AUTO}" \
+    -DGAT_CUDA_ARCH="${GAT_CUDA_ARCH:-90}" "$@" >/dev/null
+  cmake --build "$dir" -j "$JOBS"
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  deps) deps ;;
+  build) deps; build "$BUILD_DIR" ;;
+  train)
+    deps; build "$BUILD_DIR"
+    if [ $# -eq 0 ]; then set -- --dataset cora; fi
+    "$BUILD_DIR/gat_train" "$@" ;;
+  test)
+    deps; build "$BUILD_DIR"
+    ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" ;;
+  sanitize)
+    deps; GAT_CUDA=OFF build "${BUILD_DIR}-sanitize" -DGAT_SANITIZE=address,undefined -DGAT_BENCH=OFF
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      ctest --test-dir "${BUILD_DIR}-sanitize" --output-on-failure -j "$JOBS" ;;
+  *)
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    [ -z "$cmd" ] || [ "$cmd" = help ] || exit 2 ;;
+esac
