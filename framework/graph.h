@@ -64,6 +64,10 @@ class Graph {
   void validate() const;
 
  private:
+  // Builds the transpose, edge_dst and the degree maxima from a checked CSR by destination whose
+  // rows are sorted by source (host vectors), and puts all arrays in CPU tensors.
+  static Graph from_sorted_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx);
+
   int64_t num_nodes_ = 0;
   int64_t max_in_degree_ = 0;
   int64_t max_out_degree_ = 0;

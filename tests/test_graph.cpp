@@ -1,0 +1,185 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "framework/cuda_runtime.h"
+#include "framework/graph.h"
+
+using namespace gat;
+
+namespace {
+
+std::vector<std::pair<int32_t, int32_t>> edge_pairs(const Graph& g) {  // (src, dst) in edge-id order
+  const std::vector<int32_t> s = g.sources(), d = g.destinations();
+  std::vector<std::pair<int32_t, int32_t>> out;
+  for (size_t e = 0; e < s.size(); ++e) out.emplace_back(s[e], d[e]);
+  return out;
+}
+
+void expect_error_mentions(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    FAIL() << "expected a gat::Error";
+  } catch (const Error& e) {
+    for (const std::string& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "'" << p << "' not in: " << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(Graph, FromEdgesSortsByDestinationThenSource) {
+  // 0->2, 3->1, 1->2, 2->0, 0->1 (unsorted input)
+  Graph g = Graph::from_edges(4, {0, 3, 1, 2, 0}, {2, 1, 2, 0, 1});
+  g.validate();
+  EXPECT_EQ(g.num_nodes(), 4);
+  EXPECT_EQ(g.num_edges(), 5);
+  EXPECT_EQ(g.row_ptr().to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 3, 5, 5}));
+  EXPECT_EQ(g.col_idx().to_vector<int32_t>(), (std::vector<int32_t>{2, 0, 3, 0, 1}));
+  EXPECT_EQ(g.edge_dst().to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 1, 2, 2}));
+  // Transpose by source, sorted by destination: 0 -> {1 (edge 1), 2 (edge 3)}, 1 -> {2 (4)},
+  // 2 -> {0 (0)}, 3 -> {1 (2)}.
+  EXPECT_EQ(g.t_row_ptr().to_vector<int32_t>(), (std::vector<int32_t>{0, 2, 3, 4, 5}));
+  EXPECT_EQ(g.t_col_idx().to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 2, 0, 1}));
+  EXPECT_EQ(g.t_edge_id().to_vector<int32_t>(), (std::vector<int32_t>{1, 3, 4, 0, 2}));
+  EXPECT_EQ(g.in_degrees(), (std::vector<int32_t>{1, 2, 2, 0}));
+  EXPECT_EQ(g.max_in_degree(), 2);
+  EXPECT_EQ(g.max_out_degree(), 2);
+  EXPECT_EQ(g.count_self_loops(), 0);
+}
+
+TEST(Graph, BuildOptions) {
+  const std::vector<int32_t> src = {0, 0, 1, 2, 2}, dst = {1, 1, 1, 0, 2};  // dup 0->1, loops 1,2
+  GraphBuildOptions keep;
+  keep.remove_duplicates = false;
+  EXPECT_EQ(Graph::from_edges(3, src, dst, keep).num_edges(), 5);
+
+  Graph dedup = Graph::from_edges(3, src, dst);  // defaults: deduplicate only
+  EXPECT_EQ(edge_pairs(dedup), (std::vector<std::pair<int32_t, int32_t>>{{2, 0}, {0, 1}, {1, 1}, {2, 2}}));
+
+  GraphBuildOptions no_loops;
+  no_loops.remove_self_loops = true;
+  EXPECT_EQ(edge_pairs(Graph::from_edges(3, src, dst, no_loops)),
+            (std::vector<std::pair<int32_t, int32_t>>{{2, 0}, {0, 1}}));
+
+  GraphBuildOptions sym;
+  sym.symmetrize = true;
+  sym.remove_self_loops = true;
+  Graph u = Graph::from_edges(3, src, dst, sym);
+  u.validate();
+  EXPECT_EQ(edge_pairs(u), (std::vector<std::pair<int32_t, int32_t>>{{1, 0}, {2, 0}, {0, 1}, {0, 2}}));
+
+  GraphBuildOptions loops;
+  loops.add_self_loops = true;
+  Graph l = Graph::from_edges(3, src, dst, loops);
+  l.validate();
+  EXPECT_EQ(l.count_self_loops(), 3);
+  EXPECT_EQ(edge_pairs(l),
+            (std::vector<std::pair<int32_t, int32_t>>{{0, 0}, {2, 0}, {0, 1}, {1, 1}, {2, 2}}));
+}
+
+TEST(Graph, WithSelfLoopsReplacesExistingLoops) {
+  Graph g = Graph::from_edges(3, {1, 1, 0}, {1, 2, 2});
+  Graph l = g.with_self_loops();
+  l.validate();
+  EXPECT_EQ(edge_pairs(l),
+            (std::vector<std::pair<int32_t, int32_t>>{{0, 0}, {1, 1}, {0, 2}, {1, 2}, {2, 2}}));
+  EXPECT_EQ(l.with_self_loops().num_edges(), l.num_edges());
+}
+
+TEST(Graph, RandomGraphMatchesAReferenceSort) {
+  std::mt19937 rng(7);
+  const int32_t n = 300;
+  std::vector<int32_t> src(5000), dst(5000);
+  for (size_t k = 0; k < src.size(); ++k) {
+    src[k] = static_cast<int32_t>(rng() % n);
+    dst[k] = static_cast<int32_t>(rng() % n);
+  }
+  GraphBuildOptions opt;
+  opt.symmetrize = true;
+  opt.remove_self_loops = true;
+  Graph g = Graph::from_edges(n, src, dst, opt);
+  g.validate();
+  std::set<std::pair<int32_t, int32_t>> ref;  // (dst, src)
+  for (size_t k = 0; k < src.size(); ++k) {
+    if (src[k] == dst[k]) continue;
+    ref.emplace(dst[k], src[k]);
+    ref.emplace(src[k], dst[k]);
+  }
+  std::vector<std::pair<int32_t, int32_t>> expect;
+  for (auto [d, s] : ref) expect.emplace_back(s, d);
+  EXPECT_EQ(edge_pairs(g), expect);
+  // from_csr of the same arrays, rows shuffled, gives the same graph.
+  std::vector<int32_t> rp = g.row_ptr().to_vector<int32_t>(), ci = g.col_idx().to_vector<int32_t>();
+  for (int32_t i = 0; i < n; ++i) std::shuffle(ci.begin() + rp[i], ci.begin() + rp[i + 1], rng);
+  Graph c = Graph::from_csr(rp, ci);
+  c.validate();
+  EXPECT_EQ(edge_pairs(c), expect);
+  EXPECT_EQ(c.t_edge_id().to_vector<int32_t>(), g.t_edge_id().to_vector<int32_t>());
+  EXPECT_EQ(c.max_out_degree(), g.max_out_degree());
+}
+
+TEST(Graph, ErrorsNameTheEdgeAndTheValue) {
+  expect_error_mentions([] { Graph::from_edges(3, {0, 1, 5}, {1, 2, 0}); }, {"edge 2", "source 5", "[0, 3)"});
+  expect_error_mentions([] { Graph::from_edges(3, {0, 1}, {1, -1}); }, {"edge 1", "destination -1"});
+  expect_error_mentions([] { Graph::from_edges(3, {0, 1}, {1}); }, {"2 sources", "1 destinations"});
+  expect_error_mentions([] { Graph::from_csr({0, 2, 1}, {0, 1}); }, {"row_ptr decreases at node 1"});
+  expect_error_mentions([] { Graph::from_csr({0, 1, 2}, {0, 7}); }, {"edge 1", "source 7"});
+  expect_error_mentions([] { Graph::from_csr({0, 1, 3}, {0, 1}); }, {"row_ptr[N] is 3"});
+  expect_error_mentions([] { Graph::from_csr({}, {}); }, {"row_ptr is empty"});
+}
+
+TEST(Graph, ValidateFindsCorruptedArrays) {
+  auto fresh = [] { return Graph::from_edges(4, {0, 1, 2, 3, 0}, {1, 2, 3, 0, 2}); };
+  Graph g = fresh();
+  g.validate();
+  g.col_idx().data<int32_t>()[1] = 9;  // a source outside the graph
+  expect_error_mentions([&] { g.validate(); }, {"edge 1", "source 9"});
+  g = fresh();
+  std::swap(g.col_idx().data<int32_t>()[2], g.col_idx().data<int32_t>()[3]);  // row 2 unsorted
+  expect_error_mentions([&] { g.validate(); }, {"row 2 is not sorted"});
+  g = fresh();
+  g.t_edge_id().data<int32_t>()[0] = g.t_edge_id().data<int32_t>()[1];  // an edge id twice
+  expect_error_mentions([&] { g.validate(); }, {"transpose position 0"});
+  g = fresh();
+  g.edge_dst().data<int32_t>()[4] = 0;
+  expect_error_mentions([&] { g.validate(); }, {"edge_dst[4]"});
+  g = fresh();
+  g.t_row_ptr().data<int32_t>()[1] = 3;
+  EXPECT_THROW(g.validate(), Error);
+}
+
+TEST(Graph, EmptyGraphs) {
+  Graph none;
+  none.validate();
+  EXPECT_EQ(none.num_edges(), 0);
+  EXPECT_TRUE(none.sources().empty());
+  Graph zero = Graph::from_edges(0, {}, {});
+  zero.validate();
+  EXPECT_EQ(zero.num_nodes(), 0);
+  Graph isolated = Graph::from_edges(4, {}, {});
+  isolated.validate();
+  EXPECT_EQ(isolated.in_degrees(), (std::vector<int32_t>{0, 0, 0, 0}));
+  EXPECT_EQ(isolated.with_self_loops().num_edges(), 4);
+}
+
+TEST(Graph, CudaRoundTripKeepsEveryArray) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
+  Graph g = Graph::from_edges(5, {0, 1, 2, 3, 4, 0}, {1, 2, 3, 4, 0, 3}).with_self_loops();
+  Graph d = g.to(Device::cuda);
+  EXPECT_EQ(d.device(), Device::cuda);
+  EXPECT_EQ(d.t_edge_id().device(), Device::cuda);
+  d.validate();
+  EXPECT_EQ(edge_pairs(d), edge_pairs(g));
+  EXPECT_EQ(d.in_degrees(), g.in_degrees());
+  Graph l = d.with_self_loops();
+  EXPECT_EQ(l.device(), Device::cuda);
+  EXPECT_EQ(edge_pairs(l), edge_pairs(g));
+  Graph back = d.to(Device::cpu);
+  EXPECT_EQ(back.t_col_idx().to_vector<int32_t>(), g.t_col_idx().to_vector<int32_t>());
+}
