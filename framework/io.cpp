@@ -1,0 +1,252 @@
+#include "framework/io.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "safetensors stores little-endian bytes; this code copies them as they are in memory");
+
+namespace gat::io {
+
+namespace {
+
+constexpr const char* kMetadataKey = "__metadata__";
+
+const char* st_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "F32";
+    case DType::f64: return "F64";
+    case DType::i32: return "I32";
+  }
+  return "?";
+}
+
+bool parse_st_dtype(const std::string& name, DType* dtype) {
+  if (name == "F32") *dtype = DType::f32;
+  else if (name == "F64") *dtype = DType::f64;
+  else if (name == "I32") *dtype = DType::i32;
+  else return false;
+  return true;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Writes all of `bytes` to fd; false on any failure (errno set).
+bool write_all(int fd, const char* bytes, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, bytes, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    bytes += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+std::string parent_directory(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata) {
+  // Header and the host copies, in name order (std::map is sorted).
+  nlohmann::json header = nlohmann::json::object();
+  std::vector<Tensor> host;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    GAT_CHECK(name != kMetadataKey, "safetensors: ", path, ": a tensor may not be named '",
+              kMetadataKey, "'");
+    GAT_CHECK(tensor.defined(), "safetensors: ", path, ": tensor '", name, "' is undefined");
+    host.push_back(tensor.to(Device::cpu));
+    const uint64_t bytes = tensor.nbytes();
+    header[name] = {{"dtype", st_dtype(tensor.dtype())},
+                    {"shape", tensor.shape()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  if (!metadata.empty()) header[kMetadataKey] = metadata;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+
+  char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xff);
+
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  GAT_CHECK(fd >= 0, "safetensors: cannot create ", tmp, ": ", errno_text());
+  bool ok = write_all(fd, length, 8) && write_all(fd, text.data(), text.size());
+  for (size_t i = 0; ok && i < host.size(); ++i)
+    ok = write_all(fd, static_cast<const char*>(host[i].raw_data()), host[i].nbytes());
+  ok = ok && ::fsync(fd) == 0;
+  const std::string write_error = ok ? "" : errno_text();
+  ok = (::close(fd) == 0) && ok;
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    GAT_FAIL("safetensors: writing ", tmp, " failed: ", write_error.empty() ? errno_text() : write_error);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = errno_text();
+    ::unlink(tmp.c_str());
+    GAT_FAIL("safetensors: cannot rename ", tmp, " to ", path, ": ", why);
+  }
+  // Make the rename itself durable.
+  const int dir = ::open(parent_directory(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+Safetensors load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  GAT_CHECK(in, "safetensors: cannot open ", path, ": ", errno_text());
+  const std::vector<char> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  GAT_CHECK(!in.bad(), "safetensors: ", path, ": read error");
+  const uint64_t size = file.size();
+  GAT_CHECK(size >= 8, "safetensors: ", path, ": file is ", size,
+            " bytes, too short for the 8-byte header length");
+  uint64_t header_length = 0;
+  for (int i = 0; i < 8; ++i)
+    header_length |= uint64_t{static_cast<unsigned char>(file[static_cast<size_t>(i)])} << (8 * i);
+  GAT_CHECK(header_length <= size - 8, "safetensors: ", path, ": header length ", header_length,
+            " exceeds the ", size - 8, " bytes after the length field (truncated file?)");
+  const uint64_t data_size = size - 8 - header_length;
+  const char* data = file.data() + 8 + header_length;
+
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<ptrdiff_t>(header_length));
+  } catch (const nlohmann::json::exception& e) {
+    GAT_FAIL("safetensors: ", path, ": bad JSON header: ", e.what());
+  }
+  GAT_CHECK(header.is_object(), "safetensors: ", path, ": the header is not a JSON object");
+
+  Safetensors result;
+  struct Extent {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Extent> extents;
+  for (const auto& [name, entry] : header.items()) {
+    const std::string where = detail::concat("safetensors: ", path, ": tensor '", name, "': ");
+    if (name == kMetadataKey) {
+      GAT_CHECK(entry.is_object(), "safetensors: ", path, ": '", kMetadataKey, "' is not an object");
+      for (const auto& [key, value] : entry.items()) {
+        GAT_CHECK(value.is_string(), "safetensors: ", path, ": metadata '", key, "' is not a string");
+        result.metadata[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    GAT_CHECK(entry.is_object(), where, "entry is not an object");
+    for (const char* field : {"dtype", "shape", "data_offsets"})
+      GAT_CHECK(entry.contains(field), where, "no '", field, "'");
+    GAT_CHECK(entry.size() == 3, where, "unexpected fields besides dtype, shape, data_offsets");
+
+    const nlohmann::json& jdtype = entry["dtype"];
+    DType dtype = DType::f32;
+    GAT_CHECK(jdtype.is_string() && parse_st_dtype(jdtype.get<std::string>(), &dtype), where,
+              "unsupported dtype ", jdtype.dump(), " (expected F32, F64 or I32)");
+
+    const nlohmann::json& jshape = entry["shape"];
+    GAT_CHECK(jshape.is_array(), where, "shape ", jshape.dump(), " is not an array");
+    Shape shape;
+    uint64_t numel = 1;
+    for (const nlohmann::json& d : jshape) {
+      GAT_CHECK(d.is_number_unsigned(), where, "shape ", jshape.dump(),
+                " has an entry that is not a non-negative integer");
+      const uint64_t v = d.get<uint64_t>();
+      GAT_CHECK(v <= uint64_t{std::numeric_limits<int64_t>::max()} &&
+                    (v == 0 || numel <= size / v),  // a tensor can never exceed the file
+                where, "shape ", jshape.dump(), " is larger than the file");
+      numel *= v;
+      shape.push_back(static_cast<int64_t>(v));
+    }
+
+    const nlohmann::json& joff = entry["data_offsets"];
+    GAT_CHECK(joff.is_array() && joff.size() == 2 && joff[0].is_number_unsigned() &&
+                  joff[1].is_number_unsigned(),
+              where, "data_offsets ", joff.dump(), " is not a pair of non-negative integers");
+    const uint64_t begin = joff[0].get<uint64_t>(), end = joff[1].get<uint64_t>();
+    GAT_CHECK(begin <= end, where, "data_offsets [", begin, ", ", end, "] are reversed");
+    GAT_CHECK(end <= data_size, where, "data_offsets [", begin, ", ", end, "] run past the ",
+              data_size, " data bytes in the file (truncated file?)");
+    const uint64_t expected = numel * dtype_size(dtype);
+    GAT_CHECK(end - begin == expected, where, "data_offsets [", begin, ", ", end, "] hold ",
+              end - begin, " bytes but ", st_dtype(dtype), " ", shape_str(shape), " needs ", expected);
+
+    Tensor t = Tensor::empty(shape, dtype, Device::cpu, "safetensors tensor");
+    std::memcpy(t.raw_data(), data + begin, expected);
+    result.tensors.emplace(name, t);
+    extents.push_back({begin, end, name});
+  }
+
+  // The tensors must tile the data area exactly: no overlaps, no holes, no trailing bytes.
+  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) {
+    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+  });
+  uint64_t covered = 0;
+  const std::string* previous = nullptr;
+  for (const Extent& x : extents) {
+    GAT_CHECK(x.begin >= covered, "safetensors: ", path, ": tensor '", x.name, "' (bytes ", x.begin,
+              "..", x.end, ") overlaps tensor '", previous ? *previous : "", "' (ending at ", covered, ")");
+    GAT_CHECK(x.begin == covered, "safetensors: ", path, ": bytes ", covered, "..", x.begin,
+              " before tensor '", x.name, "' belong to no tensor");
+    covered = x.end;
+    previous = &x.name;
+  }
+  GAT_CHECK(covered == data_size, "safetensors: ", path, ": ", data_size - covered,
+            " trailing data bytes belong to no tensor");
+  return result;
+}
+
+void save(const Module& module, const std::string& path, const Metadata& metadata) {
+  TensorMap tensors;
+  for (const auto& [name, p] : module.named_parameters()) tensors.emplace(name, p);
+  save_safetensors(path, tensors, metadata);
+}
+
+Metadata load_into(Module& module, const std::string& path) {
+  Safetensors file = load_safetensors(path);
+  const auto params = module.named_parameters();
+  for (const auto& [name, p] : params) {
+    auto it = file.tensors.find(name);
+    GAT_CHECK(it != file.tensors.end(), "load_into: ", path, ": missing tensor '", name,
+              "' (the module has ", p.describe(), ")");
+    const Tensor& t = it->second;
+    GAT_CHECK(t.shape() == p.shape(), "load_into: ", path, ": tensor '", name, "' has shape ",
+              shape_str(t.shape()), " in the file vs ", shape_str(p.shape()), " in the module");
+    GAT_CHECK(t.dtype() == p.dtype(), "load_into: ", path, ": tensor '", name, "' has dtype ",
+              dtype_name(t.dtype()), " in the file vs ", dtype_name(p.dtype()), " in the module");
+  }
+  for (const auto& [name, t] : file.tensors) {
+    const bool known = std::any_of(params.begin(), params.end(),
+                                   [&](const auto& np) { return np.first == name; });
+    GAT_CHECK(known, "load_into: ", path, ": unexpected tensor '", name, "' ", t.describe(),
+              " (the module has no such parameter)");
+  }
+  for (const auto& [name, p] : params) {
+    Tensor dst = p;
+    dst.copy_(file.tensors.at(name));
+  }
+  return file.metadata;
+}
+
+}  // namespace gat::io

@@ -1,0 +1,43 @@
+// Checkpoints in the safetensors format (https://github.com/huggingface/safetensors):
+//
+//   [8 bytes: header length L, little-endian u64]
+//   [L bytes: JSON {"NAME": {"dtype": "F32"|"F64"|"I32", "shape": [...],
+//                            "data_offsets": [begin, end]}, ...,
+//                   "__metadata__": {"key": "value", ...}}]
+//   [raw little-endian tensor bytes; offsets are relative to the end of the header]
+//
+// Saving writes names sorted, tensors back to back in that order, to PATH.tmp, fsyncs it and
+// renames it over PATH (then fsyncs the directory), so a crash leaves either the old file or the
+// new one, never half of one. Loading validates everything and every error names the file and,
+// where there is one, the tensor.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "framework/module.h"
+#include "framework/tensor.h"
+
+namespace gat::io {
+
+using TensorMap = std::map<std::string, Tensor>;       // sorted by name
+using Metadata = std::map<std::string, std::string>;  // the "__metadata__" object
+
+struct Safetensors {
+  TensorMap tensors;  // host tensors
+  Metadata metadata;
+};
+
+// Tensors may live on any device (they are copied to the host to be written).
+void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata = {});
+Safetensors load_safetensors(const std::string& path);
+
+// A module's named_parameters() as a checkpoint.
+void save(const Module& module, const std::string& path, const Metadata& metadata = {});
+// Copies a checkpoint into the module's parameters (on whatever device they live). The names,
+// shapes and dtypes must match exactly; the first difference is reported (missing tensor,
+// unexpected tensor, shape A vs B, dtype A vs B) and nothing is copied then. Returns the
+// checkpoint's metadata.
+Metadata load_into(Module& module, const std::string& path);
+
+}  // namespace gat::io

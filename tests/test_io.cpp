@@ -1,0 +1,291 @@
+// Safetensors checkpoints: round trips, a file built byte by byte here, and every way a file can
+// be broken (each refused with a message naming the file and the tensor).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "framework/io.h"
+#include "framework/module.h"
+
+using namespace gat;
+namespace fs = std::filesystem;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "gat_test_io_XXXXXX").string();
+    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string le64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[static_cast<size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+template <class T>
+std::string raw(const std::vector<T>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+}
+
+// A file with the given JSON header text and data bytes.
+std::string safetensors_bytes(const std::string& header, const std::string& data) {
+  return le64(header.size()) + header + data;
+}
+
+// Loading `bytes` must throw a gat::Error whose message contains the file name and `expected`.
+void expect_refused(const TempDir& dir, const std::string& bytes, const std::string& expected) {
+  const std::string path = dir.file("bad.safetensors");
+  write_bytes(path, bytes);
+  try {
+    io::load_safetensors(path);
+    ADD_FAILURE() << "loaded a bad file; expected an error containing '" << expected << "'";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find(expected), std::string::npos) << "expected '" << expected << "' in: " << msg;
+  }
+}
+
+struct TwoParams : Module {
+  Tensor weight, bias;
+  TwoParams(int64_t rows, DType bias_dtype) {
+    weight = register_parameter("weight", Tensor::zeros({rows, 3}, DType::f32));
+    bias = register_parameter("bias", Tensor::zeros({3}, bias_dtype));
+  }
+};
+
+struct Nested : Module {
+  std::shared_ptr<TwoParams> inner;
+  Tensor scale;
+  Nested() {
+    inner = register_module("inner", std::make_shared<TwoParams>(2, DType::f32));
+    scale = register_parameter("scale", Tensor::full({1}, 2.0));
+  }
+};
+
+}  // namespace
+
+TEST(Safetensors, RoundTripKeepsValuesShapesDtypesAndMetadata) {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  io::TensorMap tensors{
+      {"zeta", Tensor::from_vector<float>({1.5f, -2.25f, 3.0f, 1e-30f, 7.0f, -0.0f}, {2, 3})},
+      {"alpha", Tensor::from_vector<double>({3.141592653589793, -1e300}, {2})},
+      {"mid", Tensor::from_vector<int32_t>({-7, 0, 2147483647}, {3, 1})},
+      {"scalar", Tensor::scalar(0.5, DType::f64)},
+      {"empty", Tensor::zeros({0, 4}, DType::f32)},
+  };
+  io::save_safetensors(path, tensors, {{"dataset", "cora"}, {"epoch", "12"}});
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+
+  io::Safetensors back = io::load_safetensors(path);
+  EXPECT_EQ(back.metadata, (io::Metadata{{"dataset", "cora"}, {"epoch", "12"}}));
+  ASSERT_EQ(back.tensors.size(), tensors.size());
+  for (const auto& [name, t] : tensors) {
+    ASSERT_EQ(back.tensors.count(name), 1u) << name;
+    const Tensor& b = back.tensors.at(name);
+    EXPECT_EQ(b.shape(), t.shape()) << name;
+    EXPECT_EQ(b.dtype(), t.dtype()) << name;
+    EXPECT_EQ(std::memcmp(b.raw_data(), t.raw_data(), t.nbytes()), 0) << name;
+  }
+
+  // The layout on disk: little-endian length, an 8-byte aligned JSON header, tensors back to
+  // back in name order.
+  const std::string bytes = read_bytes(path);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t{static_cast<unsigned char>(bytes[static_cast<size_t>(i)])} << (8 * i);
+  EXPECT_EQ(n % 8, 0u);
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+  EXPECT_EQ(header["zeta"]["dtype"], "F32");
+  EXPECT_EQ(header["alpha"]["dtype"], "F64");
+  EXPECT_EQ(header["mid"]["dtype"], "I32");
+  EXPECT_EQ(header["mid"]["shape"], nlohmann::json({3, 1}));
+  EXPECT_EQ(header["alpha"]["data_offsets"], nlohmann::json({0, 16}));   // first by name
+  EXPECT_EQ(header["empty"]["data_offsets"], nlohmann::json({16, 16}));
+  EXPECT_EQ(header["mid"]["data_offsets"], nlohmann::json({16, 28}));
+  EXPECT_EQ(header["scalar"]["data_offsets"], nlohmann::json({28, 36}));
+  EXPECT_EQ(header["zeta"]["data_offsets"], nlohmann::json({36, 60}));
+  EXPECT_EQ(bytes.size(), 8 + n + 60);
+}
+
+TEST(Safetensors, SavingOverAnExistingFileReplacesItWhole) {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  io::save_safetensors(path, {{"a", Tensor::full({100}, 1.0)}});
+  io::save_safetensors(path, {{"b", Tensor::full({2}, 2.0)}});
+  io::Safetensors back = io::load_safetensors(path);
+  ASSERT_EQ(back.tensors.size(), 1u);
+  EXPECT_EQ(back.tensors.at("b").to_vector<float>(), (std::vector<float>{2.0f, 2.0f}));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+}
+
+TEST(Safetensors, SaveIntoAMissingDirectoryThrowsNamingTheFile) {
+  TempDir dir;
+  const std::string path = dir.file("no/such/dir/ckpt.safetensors");
+  try {
+    io::save_safetensors(path, {{"a", Tensor::full({1}, 1.0)}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ".tmp"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Safetensors, FileWrittenByHandLoads) {
+  TempDir dir;
+  const std::string path = dir.file("hand.safetensors");
+  // Tensors listed out of order in the header and stored in the other order in the data.
+  const std::string header =
+      R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[12,28]},)"
+      R"("idx":{"data_offsets":[0,12],"shape":[3],"dtype":"I32"},)"
+      R"("__metadata__":{"format":"pt"}}   )";  // trailing spaces are allowed padding
+  const std::string data = raw<int32_t>({4, -5, 6}) + raw<float>({0.5f, 1.5f, -2.0f, 8.0f});
+  write_bytes(path, safetensors_bytes(header, data));
+
+  io::Safetensors st = io::load_safetensors(path);
+  EXPECT_EQ(st.metadata, (io::Metadata{{"format", "pt"}}));
+  ASSERT_EQ(st.tensors.size(), 2u);
+  EXPECT_EQ(st.tensors.at("idx").dtype(), DType::i32);
+  EXPECT_EQ(st.tensors.at("idx").to_vector<int32_t>(), (std::vector<int32_t>{4, -5, 6}));
+  EXPECT_EQ(st.tensors.at("w").shape(), (Shape{2, 2}));
+  EXPECT_EQ(st.tensors.at("w").to_vector<float>(), (std::vector<float>{0.5f, 1.5f, -2.0f, 8.0f}));
+}
+
+TEST(Safetensors, EveryTruncationIsRefused) {
+  TempDir dir;
+  const std::string good = dir.file("good.safetensors");
+  io::save_safetensors(good, {{"a", Tensor::full({3}, 1.0, DType::f64)},
+                              {"b", Tensor::full({2, 2}, 2.0)}}, {{"k", "v"}});
+  const std::string bytes = read_bytes(good);
+  ASSERT_GT(bytes.size(), 8u);
+  const std::string path = dir.file("cut.safetensors");
+  for (size_t len = 0; len < bytes.size(); ++len) {
+    write_bytes(path, bytes.substr(0, len));
+    try {
+      io::load_safetensors(path);
+      ADD_FAILURE() << "a prefix of " << len << " of " << bytes.size() << " bytes loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(io::load_safetensors(good));
+}
+
+TEST(Safetensors, BadFilesAreRefusedWithClearMessages) {
+  TempDir dir;
+  const std::string f32x2 = raw<float>({1.0f, 2.0f});
+  auto one = [](const std::string& entry) { return R"({"t":)" + entry + "}"; };
+
+  expect_refused(dir, le64(1000) + "{}", "header length 1000 exceeds");
+  expect_refused(dir, safetensors_bytes("{\"t\": [", f32x2), "bad JSON header");
+  expect_refused(dir, safetensors_bytes("[1, 2]", ""), "not a JSON object");
+  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F16","shape":[2],"data_offsets":[0,4]})"), raw<float>({1.0f})),
+                 "tensor 't': unsupported dtype \"F16\"");
+  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[-2],"data_offsets":[0,8]})"), f32x2),
+                 "tensor 't': shape [-2]");
+  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8,9]})"), f32x2),
+                 "tensor 't': data_offsets [0,8,9]");
+  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[2]})"), f32x2),
+                 "tensor 't': no 'data_offsets'");
+  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[4],"data_offsets":[0,16]})"), f32x2),
+                 "tensor 't': data_offsets [0, 16] run past the 8 data bytes");
+  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[2],"data_offsets":[8,0]})"), f32x2),
+                 "are reversed");
+  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F64","shape":[2],"data_offsets":[0,8]})"), f32x2),
+                 "tensor 't': data_offsets [0, 8] hold 8 bytes but F64 (2,) needs 16");
+  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})"), f32x2),
+                 "4 trailing data bytes belong to no tensor");
+  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[1],"data_offsets":[4,8]})"), f32x2),
+                 "bytes 0..4 before tensor 't' belong to no tensor");
+  expect_refused(dir,
+                 safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                   R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                   f32x2),
+                 "tensor 'b' (bytes 4..8) overlaps tensor 'a'");
+  expect_refused(dir,
+                 safetensors_bytes(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                   R"("__metadata__":{"epoch":3}})",
+                                   f32x2),
+                 "metadata 'epoch' is not a string");
+  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]})"), f32x2),
+                 "is larger than the file");
+
+  const std::string missing = dir.file("absent.safetensors");
+  try {
+    io::load_safetensors(missing);
+    ADD_FAILURE() << "loaded a missing file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot open " + missing), std::string::npos) << e.what();
+  }
+}
+
+TEST(Safetensors, ModuleRoundTripWithNestedNames) {
+  TempDir dir;
+  const std::string path = dir.file("m.safetensors");
+  Nested a;
+  a.inner->weight.copy_(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  a.inner->bias.copy_(Tensor::from_vector<float>({-1, -2, -3}, {3}));
+  io::save(a, path, {{"model", "nested"}});
+  EXPECT_EQ(io::load_safetensors(path).tensors.count("inner.weight"), 1u);
+
+  Nested b;
+  Tensor handle = b.inner->weight;  // parameters are loaded in place: handles stay valid
+  EXPECT_EQ(io::load_into(b, path), (io::Metadata{{"model", "nested"}}));
+  EXPECT_EQ(handle.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(b.inner->bias.to_vector<float>(), (std::vector<float>{-1, -2, -3}));
+  EXPECT_EQ(b.scale.to_vector<float>(), (std::vector<float>{2}));
+}
+
+TEST(Safetensors, LoadIntoNamesTheMismatch) {
+  TempDir dir;
+  auto expect_mismatch = [&](Module& module, const io::TensorMap& file, const std::string& expected) {
+    const std::string path = dir.file("mm.safetensors");
+    io::save_safetensors(path, file);
+    try {
+      io::load_into(module, path);
+      ADD_FAILURE() << "loaded a mismatched checkpoint; expected '" << expected << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos)
+          << "expected '" << expected << "' in: " << e.what();
+    }
+  };
+  TwoParams m(2, DType::f32);
+  const Tensor w = Tensor::full({2, 3}, 1.0), b = Tensor::full({3}, 1.0);
+  expect_mismatch(m, {{"weight", w}}, "missing tensor 'bias'");
+  expect_mismatch(m, {{"weight", w}, {"bias", b}, {"extra", b}}, "unexpected tensor 'extra'");
+  expect_mismatch(m, {{"weight", Tensor::full({3, 2}, 1.0)}, {"bias", b}},
+                  "tensor 'weight' has shape (3, 2) in the file vs (2, 3) in the module");
+  expect_mismatch(m, {{"weight", w}, {"bias", Tensor::full({3}, 1.0, DType::f64)}},
+                  "tensor 'bias' has dtype f64 in the file vs f32 in the module");
+  // Nothing was copied by the failed loads.
+  EXPECT_EQ(m.weight.to_vector<float>(), std::vector<float>(6, 0.0f));
+}
