@@ -1,0 +1,93 @@
+#include "framework/ops/head_dot.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "framework/autograd.h"
+#include "framework/ops/dispatch.h"
+
+namespace gat::ops {
+
+namespace {
+
+void forward_cpu(const Tensor& x, const Tensor& a, Tensor& out) {
+  const int64_t N = x.size(0), H = x.size(1), F = x.size(2);
+  dispatch_float(x.dtype(), "head_dot", [&](auto zero) {
+    using T = decltype(zero);
+    const T* xp = x.data<T>();  // (N, H, F)
+    const T* ap = a.data<T>();  // (H, F)
+    T* o = out.data<T>();       // (N, H)
+#pragma omp parallel for if (N * H * F > 65536)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < H; ++h) {
+        T acc = 0;
+        for (int64_t f = 0; f < F; ++f) acc += xp[(n * H + h) * F + f] * ap[h * F + f];
+        o[n * H + h] = acc;
+      }
+  });
+}
+
+void backward_cpu(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
+                  Tensor* grad_a) {
+  const int64_t N = x.size(0), H = x.size(1), F = x.size(2), HF = H * F;
+  dispatch_float(x.dtype(), "head_dot backward", [&](auto zero) {
+    using T = decltype(zero);
+    const T* xp = x.data<T>();         // (N, H, F)
+    const T* ap = a.data<T>();         // (H, F)
+    const T* g = grad_out.data<T>();   // (N, H)
+    if (grad_x) {
+      T* dx = grad_x->data<T>();  // (N, H, F)
+#pragma omp parallel for if (N * HF > 65536)
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < HF; ++c) dx[n * HF + c] = g[n * H + c / F] * ap[c];
+    }
+    if (grad_a) {
+      // Stage 1: one partial (H, F) per block of rows; stage 2: the partials summed in order.
+      const int64_t rows = head_dot_detail::kRowsPerBlock;
+      const int64_t blocks = (N + rows - 1) / rows;
+      std::vector<T> partial(static_cast<size_t>(blocks * HF), T(0));  // (blocks, H, F)
+#pragma omp parallel for if (N * HF > 65536)
+      for (int64_t b = 0; b < blocks; ++b) {
+        T* p = partial.data() + b * HF;
+        for (int64_t n = b * rows; n < std::min(N, (b + 1) * rows); ++n)
+          for (int64_t c = 0; c < HF; ++c) p[c] += g[n * H + c / F] * xp[n * HF + c];
+      }
+      T* da = grad_a->data<T>();  // (H, F)
+      std::fill(da, da + HF, T(0));
+      for (int64_t b = 0; b < blocks; ++b)
+        for (int64_t c = 0; c < HF; ++c) da[c] += partial[b * HF + c];
+    }
+  });
+}
+
+}  // namespace
+
+Tensor head_dot(const Tensor& x, const Tensor& a) {
+  const char* op = "head_dot";
+  check_float(op, "x", x);
+  check_dim(op, "x", x, 3);
+  check_same(op, "x", x, "a", a);
+  check_shape(op, "a", a, {x.size(1), x.size(2)});
+
+  Tensor out = Tensor::empty({x.size(0), x.size(1)}, x.dtype(), x.device(), op);
+  if (x.is_cuda()) GAT_CUDA_CALL(cuda_impl::head_dot_forward(x, a, out));
+  else forward_cpu(x, a, out);
+
+  const bool need_x = x.requires_grad(), need_a = a.requires_grad();
+  return autograd::record(
+      op, out, {x, a},
+      [xd = x.detach(), ad = a.detach(), need_x, need_a](const Tensor& grad_out) {
+        check_same("head_dot backward", "grad_out", grad_out, "x", xd);
+        check_shape("head_dot backward", "grad_out", grad_out, {xd.size(0), xd.size(1)});
+        Tensor dx, da;
+        if (need_x) dx = Tensor::empty(xd.shape(), xd.dtype(), xd.device(), "d x");
+        if (need_a) da = Tensor::empty(ad.shape(), ad.dtype(), ad.device(), "d a");
+        Tensor* px = need_x ? &dx : nullptr;
+        Tensor* pa = need_a ? &da : nullptr;
+        if (xd.is_cuda()) GAT_CUDA_CALL(cuda_impl::head_dot_backward(xd, ad, grad_out, px, pa));
+        else backward_cpu(xd, ad, grad_out, px, pa);
+        return std::vector<Tensor>{dx, da};
+      });
+}
+
+}  // namespace gat::ops

@@ -1,0 +1,112 @@
+#include <algorithm>
+
+#include "framework/cuda_check.h"
+#include "framework/cuda_runtime.h"
+#include "framework/ops/head_dot.h"
+
+namespace gat::ops::cuda_impl {
+
+namespace {
+
+template <class T>
+__global__ void head_dot_forward_kernel(const T* __restrict__ x,  // (N, H, F)
+                                        const T* __restrict__ a,  // (H, F)
+                                        T* __restrict__ out,      // (N, H)
+                                        long long NH, int H, int F) {
+  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < NH;
+       t += (long long)gridDim.x * blockDim.x) {
+    const T* xr = x + t * F;
+    const T* ar = a + (t % H) * F;
+    T acc = 0;
+    for (int f = 0; f < F; ++f) acc += xr[f] * ar[f];
+    out[t] = acc;
+  }
+}
+
+template <class T>
+__global__ void head_dot_grad_x_kernel(const T* __restrict__ a,  // (H, F)
+                                       const T* __restrict__ g,  // (N, H)
+                                       T* __restrict__ dx,       // (N, H, F)
+                                       long long n, int HF, int F) {
+  for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < n;
+       t += (long long)gridDim.x * blockDim.x) {
+    const int c = static_cast<int>(t % HF);
+    dx[t] = g[t / F] * a[c];
+  }
+}
+
+// Stage 1: block b sums rows [b * rows, (b+1) * rows) of g[n,h] * x[n,h,f] in row order.
+template <class T>
+__global__ void head_dot_grad_a_partial_kernel(const T* __restrict__ x,  // (N, H, F)
+                                               const T* __restrict__ g,  // (N, H)
+                                               T* __restrict__ partial,  // (blocks, H, F)
+                                               long long N, int H, int F, int rows) {
+  const int HF = H * F;
+  const long long b = blockIdx.x;
+  const long long n_end = min(N, (b + 1) * rows);
+  for (int c = threadIdx.x; c < HF; c += blockDim.x) {
+    const int h = c / F;
+    T acc = 0;
+    for (long long n = b * rows; n < n_end; ++n) acc += g[n * H + h] * x[n * HF + c];
+    partial[b * HF + c] = acc;
+  }
+}
+
+// Stage 2: d a[c] = sum over blocks b, in order, of partial[b, c].
+template <class T>
+__global__ void head_dot_grad_a_sum_kernel(const T* __restrict__ partial,  // (blocks, H, F)
+                                           T* __restrict__ da,             // (H, F)
+                                           long long blocks, int HF) {
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < HF; c += gridDim.x * blockDim.x) {
+    T acc = 0;
+    for (long long b = 0; b < blocks; ++b) acc += partial[b * HF + c];
+    da[c] = acc;
+  }
+}
+
+}  // namespace
+
+void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
+  const long long NH = out.numel();
+  if (NH == 0) return;
+  const int H = static_cast<int>(x.size(1)), F = static_cast<int>(x.size(2));
+  dispatch_float(x.dtype(), "head_dot", [&](auto zero) {
+    using T = decltype(zero);
+    head_dot_forward_kernel<T><<<cuda::blocks_for(NH), 256, 0, cuda::stream()>>>(
+        x.data<T>(), a.data<T>(), out.data<T>(), NH, H, F);
+    CUDA_CHECK_LAUNCH("head_dot_forward_kernel");
+  });
+}
+
+void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
+                       Tensor* grad_a) {
+  const long long N = x.size(0);
+  const int H = static_cast<int>(x.size(1)), F = static_cast<int>(x.size(2)), HF = H * F;
+  dispatch_float(x.dtype(), "head_dot backward", [&](auto zero) {
+    using T = decltype(zero);
+    if (grad_x && grad_x->numel() > 0) {
+      const long long n = grad_x->numel();
+      head_dot_grad_x_kernel<T><<<cuda::blocks_for(n), 256, 0, cuda::stream()>>>(
+          a.data<T>(), grad_out.data<T>(), grad_x->data<T>(), n, HF, F);
+      CUDA_CHECK_LAUNCH("head_dot_grad_x_kernel");
+    }
+    if (grad_a && HF > 0) {
+      const long long rows = head_dot_detail::kRowsPerBlock;
+      const long long blocks = (N + rows - 1) / rows;
+      if (blocks == 0) {
+        grad_a->zero_();
+        return;
+      }
+      Tensor partial = Tensor::empty({blocks, H, F}, x.dtype(), Device::cuda, "head_dot partial d a");
+      const unsigned threads = static_cast<unsigned>(std::min(256, (HF + 31) / 32 * 32));
+      head_dot_grad_a_partial_kernel<T><<<static_cast<unsigned>(blocks), threads, 0, cuda::stream()>>>(
+          x.data<T>(), grad_out.data<T>(), partial.data<T>(), N, H, F, static_cast<int>(rows));
+      CUDA_CHECK_LAUNCH("head_dot_grad_a_partial_kernel");
+      head_dot_grad_a_sum_kernel<T><<<cuda::blocks_for(HF), 256, 0, cuda::stream()>>>(
+          partial.data<T>(), grad_a->data<T>(), blocks, HF);
+      CUDA_CHECK_LAUNCH("head_dot_grad_a_sum_kernel");
+    }
+  });
+}
+
+}  // namespace gat::ops::cuda_impl

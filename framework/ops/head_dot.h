@@ -1,0 +1,27 @@
+// head_dot(x, a): per-head dot product of node features with a per-head vector.
+//   out[n,h] = sum_f x[n,h,f] * a[h,f]
+// GAT uses it for the attention terms el = Wh . a_src and er = Wh . a_dst.
+//   x: (N, H, F) f32|f64, a: (H, F) same dtype/device  ->  out (N, H)
+// Backward: d x[n,h,f] = g[n,h] * a[h,f];  d a[h,f] = sum_n g[n,h] * x[n,h,f], reduced in a fixed
+// order (row blocks of kRowsPerBlock summed one after another) on both devices, so the result is
+// bitwise reproducible and independent of the thread count.
+#pragma once
+
+#include "framework/tensor.h"
+
+namespace gat::ops {
+
+Tensor head_dot(const Tensor& x, const Tensor& a);
+
+namespace head_dot_detail {
+constexpr int64_t kRowsPerBlock = 256;  // rows of x per partial sum of d a
+}
+
+namespace cuda_impl {
+void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out);
+// grad_out (N, H) -> grad_x (N, H, F) and/or grad_a (H, F) (either may be null); overwrites.
+void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
+                       Tensor* grad_a);
+}  // namespace cuda_impl
+
+}  // namespace gat::ops
