@@ -1,0 +1,69 @@
+#include "framework/ops/accuracy.h"
+
+#include "framework/ops/dispatch.h"
+
+namespace gat::ops {
+
+namespace {
+
+Tensor argmax_unchecked(const Tensor& x) {
+  Tensor out = Tensor::empty({x.size(0)}, DType::i32, x.device(), "argmax");  // (N,)
+  if (x.is_cuda()) {
+    GAT_CUDA_CALL(cuda_impl::argmax(x, out));
+    return out;
+  }
+  dispatch_float(x.dtype(), "argmax", [&](auto zero) {
+    using T = decltype(zero);
+    const int64_t N = x.size(0), C = x.size(1);
+    const T* in = x.data<T>();      // (N, C)
+    int32_t* o = out.data<int32_t>();  // (N,)
+#pragma omp parallel for if (N * C > 16384)
+    for (int64_t r = 0; r < N; ++r) o[r] = row_argmax(in + r * C, C);
+  });
+  return out;
+}
+
+int64_t count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index) {
+  if (pred.is_cuda()) return GAT_CUDA_CALL(cuda_impl::count_correct(pred, labels, index));
+  const int64_t N = pred.numel(), K = index.numel();
+  const int32_t* p = pred.data<int32_t>();     // (N,)
+  const int32_t* y = labels.data<int32_t>();   // (N,)
+  const int32_t* idx = index.data<int32_t>();  // (K,)
+  int64_t correct = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    GAT_CHECK(idx[k] >= 0 && idx[k] < N, "accuracy: index[", k, "] = ", idx[k],
+              " is outside [0, ", N, ")");
+    correct += p[idx[k]] == y[idx[k]];
+  }
+  return correct;
+}
+
+void check_logits(const char* op, const Tensor& x) {
+  check_float(op, "logits", x);
+  check_dim(op, "logits", x, 2);
+  GAT_CHECK(x.size(1) >= 1, op, ": 'logits' ", x.describe(), " has no columns");
+}
+
+}  // namespace
+
+Tensor argmax(const Tensor& x) {
+  check_logits("argmax", x);
+  return argmax_unchecked(x);
+}
+
+double accuracy(const Tensor& logits, const Tensor& labels, const Tensor& index) {
+  const char* op = "accuracy";
+  check_logits(op, logits);
+  check_dtype(op, "labels", labels, DType::i32);
+  check_shape(op, "labels", labels, {logits.size(0)});
+  check_dtype(op, "index", index, DType::i32);
+  check_dim(op, "index", index, 1);
+  GAT_CHECK(index.numel() > 0, op, ": 'index' is empty");
+  GAT_CHECK(labels.device() == logits.device() && index.device() == logits.device(), op,
+            ": logits ", logits.describe(), ", labels ", labels.describe(), " and index ",
+            index.describe(), " must be on one device");
+  return static_cast<double>(count_correct(argmax_unchecked(logits), labels, index)) /
+         static_cast<double>(index.numel());
+}
+
+}  // namespace gat::ops

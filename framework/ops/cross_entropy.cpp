@@ -1,0 +1,103 @@
+#include "framework/ops/cross_entropy.h"
+
+#include <vector>
+
+#include "framework/autograd.h"
+#include "framework/ops/dispatch.h"
+#include "framework/ops/log_softmax.h"
+
+namespace gat::ops {
+
+namespace {
+
+// Throws when an index entry or the label of a used row is out of range (CPU tensors).
+void check_rows_and_labels(const Tensor& logits, const Tensor& labels, const Tensor& index) {
+  const int64_t N = logits.size(0), C = logits.size(1), K = index.numel();
+  const int32_t* idx = index.data<int32_t>();  // (K,)
+  const int32_t* y = labels.data<int32_t>();   // (N,)
+  for (int64_t k = 0; k < K; ++k) {
+    GAT_CHECK(idx[k] >= 0 && idx[k] < N, "masked_cross_entropy: index[", k, "] = ", idx[k],
+              " is outside [0, ", N, ") for logits ", logits.describe());
+    GAT_CHECK(y[idx[k]] >= 0 && y[idx[k]] < C, "masked_cross_entropy: labels[", idx[k], "] = ",
+              y[idx[k]], " is outside [0, ", C, ") for logits ", logits.describe());
+  }
+}
+
+void forward(const Tensor& logits, const Tensor& labels, const Tensor& index, Tensor& loss) {
+  if (logits.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::masked_cross_entropy_forward(logits, labels, index, loss));
+  check_rows_and_labels(logits, labels, index);
+  dispatch_float(logits.dtype(), "masked_cross_entropy", [&](auto zero) {
+    using T = decltype(zero);
+    const int64_t C = logits.size(1), K = index.numel();
+    const T* x = logits.data<T>();               // (N, C)
+    const int32_t* y = labels.data<int32_t>();   // (N,)
+    const int32_t* idx = index.data<int32_t>();  // (K,)
+    std::vector<T> nll(static_cast<size_t>(K));  // (K,)
+#pragma omp parallel for if (K * C > 16384)
+    for (int64_t k = 0; k < K; ++k) {
+      const T* row = x + idx[k] * C;
+      nll[k] = cpu_impl::row_logsumexp(row, C) - row[y[idx[k]]];
+    }
+    T sum = 0;  // in index order: deterministic
+    for (T v : nll) sum += v;
+    loss.data<T>()[0] = sum / static_cast<T>(K);
+  });
+}
+
+void backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
+              const Tensor& grad_loss, Tensor& grad_logits) {
+  if (logits.is_cuda())
+    return GAT_CUDA_CALL(
+        cuda_impl::masked_cross_entropy_backward(logits, labels, index, grad_loss, grad_logits));
+  dispatch_float(logits.dtype(), "masked_cross_entropy", [&](auto zero) {
+    using T = decltype(zero);
+    const int64_t N = logits.size(0), C = logits.size(1), K = index.numel();
+    const T* x = logits.data<T>();               // (N, C)
+    const int32_t* y = labels.data<int32_t>();   // (N,)
+    const int32_t* idx = index.data<int32_t>();  // (K,)
+    T* dx = grad_logits.data<T>();               // (N, C)
+    std::vector<int32_t> count(static_cast<size_t>(N), 0);  // (N,) uses of each row
+    for (int64_t k = 0; k < K; ++k) ++count[idx[k]];  // validated in forward
+    const T scale = grad_loss.data<T>()[0] / static_cast<T>(K);
+#pragma omp parallel for if (N * C > 16384)
+    for (int64_t r = 0; r < N; ++r) {
+      const T* row = x + r * C;
+      T* drow = dx + r * C;
+      if (count[r] == 0) {
+        for (int64_t c = 0; c < C; ++c) drow[c] = 0;
+        continue;
+      }
+      const T lse = cpu_impl::row_logsumexp(row, C);
+      const T s = scale * static_cast<T>(count[r]);
+      for (int64_t c = 0; c < C; ++c) drow[c] = s * (std::exp(row[c] - lse) - (c == y[r] ? T(1) : T(0)));
+    }
+  });
+}
+
+}  // namespace
+
+Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& index) {
+  const char* op = "masked_cross_entropy";
+  check_float(op, "logits", logits);
+  check_dim(op, "logits", logits, 2);
+  check_dtype(op, "labels", labels, DType::i32);
+  check_shape(op, "labels", labels, {logits.size(0)});
+  check_dtype(op, "index", index, DType::i32);
+  check_dim(op, "index", index, 1);
+  GAT_CHECK(index.numel() > 0, op, ": 'index' is empty: the mean over no rows is undefined");
+  GAT_CHECK(labels.device() == logits.device() && index.device() == logits.device(), op,
+            ": logits ", logits.describe(), ", labels ", labels.describe(), " and index ",
+            index.describe(), " must be on one device");
+  Tensor loss = Tensor::empty({}, logits.dtype(), logits.device(), op);  // ()
+  forward(logits, labels, index, loss);
+  return autograd::record(op, loss, {logits},
+                          [logits = logits.detach(), labels, index](const Tensor& grad_loss) {
+                            Tensor grad = Tensor::empty(logits.shape(), logits.dtype(),
+                                                        logits.device(), "masked_cross_entropy grad");
+                            backward(logits, labels, index, grad_loss, grad);
+                            return std::vector<Tensor>{grad};
+                          });
+}
+
+}  // namespace gat::ops

@@ -1,0 +1,32 @@
+// masked_cross_entropy(logits, labels, index): the mean negative log-likelihood of the rows of
+// logits listed in index,
+//   loss = (1/K) sum_k [ logsumexp(logits[r_k, :]) - logits[r_k, labels[r_k]] ],  r_k = index[k]
+// computed stably (row max subtracted), f32 or f64, CPU and CUDA.
+//
+// Backward (d loss = g):  d logits[r, :] = g * count(r) / K * (softmax(logits[r, :]) - onehot(labels[r]))
+// where count(r) is how often r appears in index (0 for rows not used). Deterministic on CUDA:
+// one block sums the per-row losses in a fixed order; row counts use integer atomics only.
+//
+// Errors: labels outside [0, C) or index entries outside [0, N) throw on CPU. On CUDA they are not
+// checked on the host (that would need a device-to-host synchronisation): the loss becomes NaN
+// and the rows are skipped in backward.
+#pragma once
+
+#include "framework/tensor.h"
+
+namespace gat::ops {
+
+// logits: (N, C) f32|f64; labels: (N,) i32; index: (K,) i32, K >= 1; all on one device
+//   -> scalar () of logits' dtype. Records autograd for logits.
+Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& index);
+
+namespace cuda_impl {  // cross_entropy.cu; overwrite their outputs
+// -> loss () = the mean NLL over index
+void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
+                                  Tensor& loss);
+// grad_loss () -> grad_logits (N, C)
+void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
+                                   const Tensor& grad_loss, Tensor& grad_logits);
+}  // namespace cuda_impl
+
+}  // namespace gat::ops

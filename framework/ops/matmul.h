@@ -1,0 +1,25 @@
+// matmul(a, b): the matrix product a (M, K) · b (K, N) -> (M, N), f32 or f64, CPU and CUDA.
+//
+// Backward: dA = G · B^T (M, K), dB = A^T · G (K, N), for G = d out (M, N). A tensor used as both
+// inputs (matmul(x, x)) receives the sum of both gradients.
+// CPU: Eigen on row-major maps (parallel with OpenMP). CUDA: cuBLAS {S,D}gemm on
+// gat::cuda::stream() in the handle's default math mode (full FP32, no TF32).
+#pragma once
+
+#include "framework/tensor.h"
+
+namespace gat::ops {
+
+// a: (M, K), b: (K, N), same dtype (f32|f64) and device  ->  (M, N). Records autograd.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// out = op(a) · op(b) with op(x) = x^T when the flag is set, overwriting out; no autograd, no
+// shape checks (callers check). The shared kernel of matmul's forward and backward passes.
+//   a: (M, K) or (K, M) if transpose_a;  b: (K, N) or (N, K) if transpose_b;  out: (M, N)
+void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out);
+
+namespace cuda_impl {
+void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out);  // matmul.cu
+}
+
+}  // namespace gat::ops

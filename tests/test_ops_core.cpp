@@ -1,0 +1,183 @@
+// matmul, log_softmax, masked_cross_entropy, argmax, accuracy on CPU: gradient checks, values
+// against references written out here, and the error messages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "framework/ops/accuracy.h"
+#include "framework/ops/cross_entropy.h"
+#include "framework/ops/log_softmax.h"
+#include "framework/ops/matmul.h"
+#include "gradcheck.h"
+
+using namespace gat;
+using gat::testing::expect_gradients_match;
+using gat::testing::random_tensor;
+
+namespace {
+
+// Asserts that `f` throws a gat::Error whose message contains every one of `parts`.
+template <class F>
+void expect_error_naming(F&& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a gat::Error";
+  } catch (const Error& e) {
+    for (const std::string& part : parts)
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+          << "message '" << e.what() << "' lacks '" << part << "'";
+  }
+}
+
+}  // namespace
+
+TEST(Matmul, MatchesNaiveProduct) {
+  std::mt19937_64 rng(1);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor a = random_tensor({5, 3}, rng, -1, 1, dtype), b = random_tensor({3, 4}, rng, -1, 1, dtype);
+    std::vector<double> av = a.to(DType::f64).to_vector<double>(), bv = b.to(DType::f64).to_vector<double>();
+    std::vector<double> out = ops::matmul(a, b).to(DType::f64).to_vector<double>();
+    ASSERT_EQ(out.size(), 20u);
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 4; ++j) {
+        double ref = 0;
+        for (int k = 0; k < 3; ++k) ref += av[i * 3 + k] * bv[k * 4 + j];
+        EXPECT_NEAR(out[i * 4 + j], ref, dtype == DType::f32 ? 1e-6 : 1e-14);
+      }
+  }
+}
+
+TEST(Matmul, EmptyInnerDimensionGivesZeros) {
+  Tensor out = ops::matmul(Tensor::zeros({2, 0}), Tensor::zeros({0, 3}));
+  EXPECT_EQ(out.shape(), (Shape{2, 3}));
+  for (float v : out.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Matmul, Gradients) {
+  std::mt19937_64 rng(2);
+  auto mm = [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[1]); };
+  expect_gradients_match("matmul (4,3)x(3,5)", mm, {random_tensor({4, 3}, rng), random_tensor({3, 5}, rng)});
+  expect_gradients_match("matmul K=1", mm, {random_tensor({4, 1}, rng), random_tensor({1, 5}, rng)});
+  expect_gradients_match("matmul N=1", mm, {random_tensor({4, 3}, rng), random_tensor({3, 1}, rng)});
+}
+
+TEST(Matmul, TensorUsedTwiceGetsBothGradients) {
+  std::mt19937_64 rng(3);
+  expect_gradients_match("matmul(x, x)", [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[0]); },
+                         {random_tensor({4, 4}, rng)});
+  // d/dx sum(x·x) for x = [[1,2],[3,4]]: G B^T + A^T G with G = ones gives row sums + column sums.
+  Tensor x = Tensor::from_vector<double>({1, 2, 3, 4}, {2, 2}).set_requires_grad();
+  ops::matmul(x, x).backward(Tensor::full({2, 2}, 1.0, DType::f64));
+  // G x^T: rows of x summed -> [[3, 7], [3, 7]];  x^T G: columns of x summed -> [[4, 4], [6, 6]]
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{7, 11, 9, 13}));
+}
+
+TEST(Matmul, OnlyInputsThatNeedGradientsGetThem) {
+  Tensor a = Tensor::full({2, 3}, 1.0, DType::f64).set_requires_grad();
+  Tensor b = Tensor::full({3, 2}, 1.0, DType::f64);
+  ops::matmul(a, b).backward(Tensor::full({2, 2}, 1.0, DType::f64));
+  EXPECT_EQ(a.grad().to_vector<double>(), std::vector<double>(6, 2.0));
+  EXPECT_FALSE(b.grad().defined());
+}
+
+TEST(Matmul, ShapeErrorsNameBothShapes) {
+  expect_error_naming([] { ops::matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5})); },
+                      {"matmul", "(2, 3)", "(4, 5)"});
+  expect_error_naming([] { ops::matmul(Tensor::zeros({2, 3, 1}), Tensor::zeros({3, 5})); },
+                      {"matmul", "(2, 3, 1)", "(3, 5)"});
+  expect_error_naming([] { ops::matmul(Tensor::zeros({2, 3}), Tensor::zeros({3, 5}, DType::f64)); },
+                      {"matmul", "f32", "f64"});
+  expect_error_naming([] { ops::matmul(Tensor::zeros({2, 3}, DType::i32), Tensor::zeros({3, 5}, DType::i32)); },
+                      {"matmul", "i32"});
+}
+
+TEST(LogSoftmax, ValuesAreStableAndNormalised) {
+  // Large logits: a naive exp would overflow.
+  Tensor x = Tensor::from_vector<double>({1000, 1001, 1002, -3, 0, 3}, {2, 3});
+  std::vector<double> y = ops::log_softmax(x).to_vector<double>();
+  const double lse0 = 1002 + std::log(std::exp(-2.0) + std::exp(-1.0) + 1.0);
+  EXPECT_NEAR(y[0], 1000 - lse0, 1e-12);
+  EXPECT_NEAR(y[2], 1002 - lse0, 1e-12);
+  for (int r = 0; r < 2; ++r) {
+    double s = 0;
+    for (int c = 0; c < 3; ++c) s += std::exp(y[r * 3 + c]);
+    EXPECT_NEAR(s, 1.0, 1e-12);
+  }
+}
+
+TEST(LogSoftmax, Gradients) {
+  std::mt19937_64 rng(4);
+  auto f = [](const std::vector<Tensor>& in) { return ops::log_softmax(in[0]); };
+  expect_gradients_match("log_softmax (5,4)", f, {random_tensor({5, 4}, rng, -3, 3)});
+  expect_gradients_match("log_softmax (3,40)", f, {random_tensor({3, 40}, rng, -3, 3)});
+}
+
+TEST(LogSoftmax, RejectsWrongRank) {
+  expect_error_naming([] { ops::log_softmax(Tensor::zeros({2, 3, 4})); }, {"log_softmax", "(2, 3, 4)"});
+}
+
+TEST(MaskedCrossEntropy, MatchesMeanNegativeLogLikelihood) {
+  std::mt19937_64 rng(5);
+  Tensor logits = random_tensor({6, 4}, rng, -2, 2);
+  Tensor labels = Tensor::from_vector<int32_t>({0, 3, 1, 2, 2, 0}, {6});
+  Tensor index = Tensor::from_vector<int32_t>({4, 1, 5}, {3});
+  std::vector<double> lp = ops::log_softmax(logits).to_vector<double>();
+  const double ref = -(lp[4 * 4 + 2] + lp[1 * 4 + 3] + lp[5 * 4 + 0]) / 3;
+  EXPECT_NEAR(ops::masked_cross_entropy(logits, labels, index).item(), ref, 1e-14);
+}
+
+TEST(MaskedCrossEntropy, Gradients) {
+  std::mt19937_64 rng(6);
+  Tensor labels = Tensor::from_vector<int32_t>({0, 3, 1, 2, 2, 0}, {6});
+  // Row 4 twice: it counts twice in the mean and in the gradient. Rows 0, 3 unused: zero gradient.
+  Tensor index = Tensor::from_vector<int32_t>({4, 1, 5, 4, 2}, {5});
+  expect_gradients_match(
+      "masked_cross_entropy",
+      [&](const std::vector<Tensor>& in) { return ops::masked_cross_entropy(in[0], labels, index); },
+      {random_tensor({6, 4}, rng, -3, 3)});
+}
+
+TEST(MaskedCrossEntropy, UnusedRowsGetZeroGradient) {
+  Tensor logits = Tensor::full({3, 2}, 0.5, DType::f64).set_requires_grad();
+  Tensor labels = Tensor::from_vector<int32_t>({0, 1, 0}, {3});
+  ops::masked_cross_entropy(logits, labels, Tensor::from_vector<int32_t>({1}, {1})).backward();
+  // Row 1: softmax = (1/2, 1/2), onehot = (0, 1) -> (1/2, -1/2); rows 0 and 2: zero.
+  const std::vector<double> expected{0, 0, 0.5, -0.5, 0, 0}, grad = logits.grad().to_vector<double>();
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(grad[i], expected[i], 1e-15) << i;
+}
+
+TEST(MaskedCrossEntropy, BadLabelsIndexAndShapesThrow) {
+  Tensor logits = Tensor::zeros({3, 2});
+  Tensor index = Tensor::from_vector<int32_t>({0, 2}, {2});
+  expect_error_naming([&] { ops::masked_cross_entropy(logits, Tensor::from_vector<int32_t>({0, 1, 2}, {3}), index); },
+                      {"masked_cross_entropy", "labels[2] = 2", "[0, 2)"});
+  expect_error_naming([&] { ops::masked_cross_entropy(logits, Tensor::from_vector<int32_t>({0, 1, -1}, {3}), index); },
+                      {"masked_cross_entropy", "labels[2] = -1"});
+  Tensor labels = Tensor::from_vector<int32_t>({0, 1, 1}, {3});
+  expect_error_naming([&] { ops::masked_cross_entropy(logits, labels, Tensor::from_vector<int32_t>({3}, {1})); },
+                      {"masked_cross_entropy", "index[0] = 3", "[0, 3)"});
+  expect_error_naming([&] { ops::masked_cross_entropy(logits, Tensor::from_vector<int32_t>({0, 1}, {2}), index); },
+                      {"masked_cross_entropy", "labels", "(3,)", "(2,)"});
+  expect_error_naming([&] { ops::masked_cross_entropy(logits, labels, Tensor::zeros({0}, DType::i32)); },
+                      {"masked_cross_entropy", "empty"});
+  // A label outside [0, C) in a row that is not used does not matter.
+  EXPECT_NO_THROW(ops::masked_cross_entropy(logits, Tensor::from_vector<int32_t>({0, 7, 1}, {3}), index));
+}
+
+TEST(Accuracy, ArgmaxTakesTheFirstMaximum) {
+  Tensor x = Tensor::from_vector<float>({1, 3, 3, 0, -1, -2, -2, -1, 5, 5, 5, 5}, {3, 4});
+  EXPECT_EQ(ops::argmax(x).to_vector<int32_t>(), (std::vector<int32_t>{1, 0, 0}));
+  EXPECT_EQ(ops::argmax(x.to(DType::f64)).to_vector<int32_t>(), (std::vector<int32_t>{1, 0, 0}));
+}
+
+TEST(Accuracy, CountsMatchingRowsOfTheIndex) {
+  Tensor logits = Tensor::from_vector<float>({0, 1, 1, 0, 0, 1, 1, 0}, {4, 2});  // argmax 1, 0, 1, 0
+  Tensor labels = Tensor::from_vector<int32_t>({1, 1, 1, 1}, {4});
+  EXPECT_DOUBLE_EQ(ops::accuracy(logits, labels, Tensor::from_vector<int32_t>({0, 1, 2}, {3})), 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(ops::accuracy(logits, labels, Tensor::from_vector<int32_t>({1, 3}, {2})), 0.0);
+  expect_error_naming([&] { ops::accuracy(logits, labels, Tensor::from_vector<int32_t>({4}, {1})); },
+                      {"accuracy", "index[0] = 4"});
+}
