@@ -1,0 +1,20 @@
+// Parameter initialisers, drawn on the host from gat::Generator (rng.h) and then moved to the
+// requested device, so a seed gives the same parameters on CPU and CUDA.
+#pragma once
+
+#include <cstdint>
+
+#include "framework/rng.h"
+#include "framework/tensor.h"
+
+namespace gat::init {
+
+// Uniform in [-a, a) with a = sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio 2010), the bound of
+// PyTorch's xavier_uniform_ and PyG's glorot. Elements are drawn in row-major order.
+Tensor glorot_uniform(const Shape& shape, int64_t fan_in, int64_t fan_out, Generator& gen,
+                      DType dtype = DType::f32, Device device = Device::cpu);
+
+// All zeros (biases).
+Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
+
+}  // namespace gat::init
