@@ -37,18 +37,20 @@ Tensor record(const char* op, Tensor out, std::vector<Tensor> inputs, BackwardFn
 namespace {
 
 // Tensors reachable from root through grad_fn edges, in reverse topological order
-// (every tensor before the inputs of the op that produced it).
-std::vector<TensorImpl*> reverse_topological_order(TensorImpl* root) {
-  std::vector<TensorImpl*> post_order;
-  std::unordered_set<TensorImpl*> visited{root};
+// (every tensor before the inputs of the op that produced it). The list owns the tensors: the
+// walk frees each node's inputs after running it, which may drop the last other reference to an
+// intermediate tensor still waiting in the list.
+std::vector<std::shared_ptr<TensorImpl>> reverse_topological_order(const std::shared_ptr<TensorImpl>& root) {
+  std::vector<std::shared_ptr<TensorImpl>> post_order;
+  std::unordered_set<TensorImpl*> visited{root.get()};
   // Iterative DFS: (tensor, index of the next input to visit).
-  std::vector<std::pair<TensorImpl*, size_t>> stack{{root, 0}};
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, size_t>> stack{{root, 0}};
   while (!stack.empty()) {
     auto& [t, next] = stack.back();
     const Node* node = t->grad_fn.get();
     if (node && next < node->inputs.size()) {
-      TensorImpl* in = node->inputs[next++].impl_ptr().get();
-      if (in && in->requires_grad && visited.insert(in).second) stack.push_back({in, 0});
+      std::shared_ptr<TensorImpl> in = node->inputs[next++].impl_ptr();
+      if (in && in->requires_grad && visited.insert(in.get()).second) stack.push_back({std::move(in), 0});
       continue;
     }
     post_order.push_back(t);
@@ -95,7 +97,8 @@ void backward(const Tensor& root, const Tensor& grad_root) {
     }
   };
 
-  for (TensorImpl* t : reverse_topological_order(root.impl_ptr().get())) {
+  for (const std::shared_ptr<TensorImpl>& owned : reverse_topological_order(root.impl_ptr())) {
+    TensorImpl* t = owned.get();
     if (!t->grad_fn) {  // a leaf reached from the root: the root itself when it is a leaf
       if (t == root.impl_ptr().get()) deliver(root.impl_ptr(), seed);
       continue;
