@@ -1,0 +1,113 @@
+#include "framework/ops/activations.h"
+
+#include <cmath>
+
+#include "framework/autograd.h"
+#include "framework/ops/dispatch.h"
+#include "framework/ops/loops.h"
+
+namespace gat::ops {
+
+namespace {
+
+// out[i] = f(x[i]) on the CPU; x, out: (n,) flat.
+template <class F>
+Tensor cpu_forward(const char* op, const Tensor& x, F f) {
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
+  dispatch_float(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data<T>();  // (n,)
+    T* po = out.data<T>();      // (n,)
+    detail::parallel_for(out.numel(), [&](int64_t i) { po[i] = f(px[i]); });
+  });
+  return out;
+}
+
+// grad_x[i] = f(x[i], g[i]) on the CPU; x, g, grad_x: (n,) flat.
+template <class F>
+Tensor cpu_backward(const char* op, const Tensor& x, const Tensor& g, F f) {
+  Tensor grad_x = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
+  dispatch_float(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data<T>();     // (n,)
+    const T* pg = g.data<T>();     // (n,)
+    T* pdx = grad_x.data<T>();     // (n,)
+    detail::parallel_for(grad_x.numel(), [&](int64_t i) { pdx[i] = f(px[i], pg[i]); });
+  });
+  return grad_x;
+}
+
+Tensor leaky_relu_forward(const char* op, const Tensor& x, double slope) {
+  if (x.is_cuda()) {
+    Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
+    GAT_CUDA_CALL(cuda_impl::leaky_relu_forward(x, slope, out));
+    return out;
+  }
+  return cpu_forward(op, x, [slope](auto v) {
+    using T = decltype(v);
+    return v > T(0) ? v : static_cast<T>(slope) * v;
+  });
+}
+
+Tensor leaky_relu_backward(const char* op, const Tensor& x, const Tensor& g, double slope) {
+  if (x.is_cuda()) {
+    Tensor grad_x = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
+    GAT_CUDA_CALL(cuda_impl::leaky_relu_backward(x, g, slope, grad_x));
+    return grad_x;
+  }
+  return cpu_backward(op, x, g, [slope](auto v, auto gv) {
+    using T = decltype(v);
+    return v > T(0) ? gv : static_cast<T>(slope) * gv;
+  });
+}
+
+// relu and leaky_relu are one op; relu has slope 0.
+Tensor leaky_relu_op(const char* op, const Tensor& x, double slope) {
+  check_float(op, "x", x);
+  const Tensor x_saved = x.detach();
+  return autograd::record(op, leaky_relu_forward(op, x, slope), {x}, [op, x_saved, slope](const Tensor& g) {
+    return std::vector<Tensor>{leaky_relu_backward(op, x_saved, g, slope)};
+  });
+}
+
+Tensor elu_forward(const Tensor& x, double alpha) {
+  if (x.is_cuda()) {
+    Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), "elu");
+    GAT_CUDA_CALL(cuda_impl::elu_forward(x, alpha, out));
+    return out;
+  }
+  return cpu_forward("elu", x, [alpha](auto v) {
+    using T = decltype(v);
+    return v > T(0) ? v : static_cast<T>(alpha) * std::expm1(v);
+  });
+}
+
+Tensor elu_backward(const Tensor& x, const Tensor& g, double alpha) {
+  if (x.is_cuda()) {
+    Tensor grad_x = Tensor::empty(x.shape(), x.dtype(), x.device(), "elu backward");
+    GAT_CUDA_CALL(cuda_impl::elu_backward(x, g, alpha, grad_x));
+    return grad_x;
+  }
+  return cpu_backward("elu backward", x, g, [alpha](auto v, auto gv) {
+    using T = decltype(v);
+    return v > T(0) ? gv : static_cast<T>(alpha) * std::exp(v) * gv;
+  });
+}
+
+}  // namespace
+
+Tensor relu(const Tensor& x) { return leaky_relu_op("relu", x, 0.0); }
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return leaky_relu_op("leaky_relu", x, negative_slope);
+}
+
+Tensor elu(const Tensor& x, double alpha) {
+  check_float("elu", "x", x);
+  const Tensor x_saved = x.detach();
+  return autograd::record("elu", elu_forward(x, alpha), {x}, [x_saved, alpha](const Tensor& g) {
+    return std::vector<Tensor>{elu_backward(x_saved, g, alpha)};
+  });
+}
+
+}  // namespace gat::ops

@@ -1,0 +1,27 @@
+// Elementwise activations with autograd (f32/f64, CPU and CUDA). x: any shape -> the same shape.
+//
+//   relu(x)                        = max(x, 0)
+//   leaky_relu(x, negative_slope)  = x > 0 ? x : negative_slope * x
+//   elu(x, alpha)                  = x > 0 ? x : alpha * (exp(x) - 1)
+//
+// Backward (g = d out), with the derivative at x = 0 taken from the left branch:
+//   relu, leaky_relu:  d x = x > 0 ? g : negative_slope * g    (relu: negative_slope = 0)
+//   elu:               d x = x > 0 ? g : alpha * exp(x) * g
+#pragma once
+
+#include "framework/tensor.h"
+
+namespace gat::ops {
+
+Tensor relu(const Tensor& x);
+Tensor leaky_relu(const Tensor& x, double negative_slope);
+Tensor elu(const Tensor& x, double alpha = 1.0);
+
+namespace cuda_impl {  // activations.cu; every tensor (n,) flat, outputs allocated by the caller
+void leaky_relu_forward(const Tensor& x, double negative_slope, Tensor& out);
+void leaky_relu_backward(const Tensor& x, const Tensor& grad_out, double negative_slope, Tensor& grad_x);
+void elu_forward(const Tensor& x, double alpha, Tensor& out);
+void elu_backward(const Tensor& x, const Tensor& grad_out, double alpha, Tensor& grad_x);
+}  // namespace cuda_impl
+
+}  // namespace gat::ops

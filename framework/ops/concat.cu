@@ -1,0 +1,12 @@
+#include "framework/cuda_check.h"
+#include "framework/ops/concat.h"
+
+namespace gat::ops::cuda_impl {
+
+void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+               size_t rows) {
+  CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
+                               cudaMemcpyDeviceToDevice, cuda::stream()));
+}
+
+}  // namespace gat::ops::cuda_impl

@@ -1,0 +1,23 @@
+// Dropout with autograd (f32/f64, CPU and CUDA). x: any shape -> the same shape.
+//
+//   out[i] = keep[i] ? x[i] / (1 - p) : 0,   keep[i] = key.keep(i) for the flat element index i
+//
+// The mask is a pure function of (key.seed, key.stream, i) (Philox, framework/rng.h): the CPU
+// and CUDA backends draw the same mask, and backward regenerates it instead of storing it:
+//   d x = dropout(g, key).
+// When !key.active() (p == 0) dropout returns x itself. p must lie in [0, 1).
+#pragma once
+
+#include "framework/rng.h"
+#include "framework/tensor.h"
+
+namespace gat::ops {
+
+Tensor dropout(const Tensor& x, const DropoutKey& key);
+
+namespace cuda_impl {  // dropout.cu
+// out (n,) = x (n,) * keep * keep_scale, with keep_scale = 1 / (1 - key.p) computed by the caller.
+void dropout(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out);
+}  // namespace cuda_impl
+
+}  // namespace gat::ops

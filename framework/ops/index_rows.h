@@ -1,0 +1,65 @@
+// index_rows(x, index): gathers rows of x, with autograd (gather: any dtype; gradient: f32/f64;
+// CPU and CUDA).
+//
+//   x: (N, ...), index: (K,) i32 with values in [0, N)  ->  out (K, ...), out[k] = x[index[k]]
+//
+// Backward scatters g (K, ...) into d x (N, ...), summing the rows of repeated indices. It is
+// deterministic without atomics: a RowIndex holds, built once on the host, the positions k
+// sorted by (index[k], k) and the runs of equal index values; each distinct row of d x is then
+// written by one thread per feature, which adds its g rows in ascending k. The CPU and CUDA
+// backends add in that same order, so they agree bit for bit.
+//
+// A RowIndex validates the indices when it is built (negative ones throw there); index_rows
+// checks the largest against x.size(0) and throws naming the index, its position and the bound.
+// Building one reads the indices on the host (a device-to-host copy for CUDA tensors), so a
+// training loop builds its RowIndex once and reuses it; the index_rows(x, Tensor) overload
+// builds a fresh one per call.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "framework/tensor.h"
+
+namespace gat::ops {
+
+class RowIndex {
+ public:
+  RowIndex() = default;
+  // index: (K,) i32 on any device; the plan is stored on `device`.
+  RowIndex(const Tensor& index, Device device);
+  explicit RowIndex(const Tensor& index) : RowIndex(index, index.device()) {}
+
+  int64_t size() const { return index_.numel(); }     // K
+  Device device() const { return index_.device(); }
+  int32_t max_index() const { return max_index_; }     // -1 when K = 0
+  int64_t max_position() const { return max_position_; }  // the first k holding max_index()
+
+  const Tensor& index() const { return index_; }      // (K,) i32
+  const Tensor& order() const { return order_; }      // (K,) i32: k sorted by (index[k], k)
+  const Tensor& rows() const { return rows_; }        // (U,) i32: the distinct index values, ascending
+  const Tensor& run_ptr() const { return run_ptr_; }  // (U+1,) i32: rows()[u] is index[order[j]]
+                                                      //   for j in [run_ptr[u], run_ptr[u+1])
+
+ private:
+  Tensor index_, order_, rows_, run_ptr_;
+  int32_t max_index_ = -1;
+  int64_t max_position_ = -1;
+};
+
+Tensor index_rows(const Tensor& x, const RowIndex& index);
+Tensor index_rows(const Tensor& x, const Tensor& index);  // builds RowIndex(index, x.device())
+
+// The positions of the set entries, ascending: (count,) i32 on the CPU.
+Tensor mask_to_index(const std::vector<bool>& mask);
+Tensor mask_to_index(const std::vector<uint8_t>& mask);
+
+namespace cuda_impl {  // index_rows.cu
+// out (K, row_words) = x (N, row_words) gathered by index.index(), in 32-bit words (any dtype).
+void gather_rows(const Tensor& x, const RowIndex& index, int64_t row_words, Tensor& out);
+// grad_x (N, D), zeroed by the caller: grad_x[rows[u]] = sum over j in run u of
+// grad_out[order[j]] (grad_out (K, D)), added in ascending j.
+void scatter_rows(const Tensor& grad_out, const RowIndex& index, int64_t features, Tensor& grad_x);
+}  // namespace cuda_impl
+
+}  // namespace gat::ops

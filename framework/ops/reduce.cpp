@@ -1,0 +1,100 @@
+#include "framework/ops/reduce.h"
+
+#include "framework/autograd.h"
+#include "framework/ops/arithmetic.h"
+#include "framework/ops/dispatch.h"
+#include "framework/ops/loops.h"
+
+namespace gat::ops {
+
+namespace {
+
+// x viewed (outer, len, inner) -> (outer, inner) with shape out_shape; no autograd.
+Tensor sum_values(const Tensor& x, int64_t outer, int64_t len, int64_t inner, const Shape& out_shape) {
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device(), "sum");
+  if (x.is_cuda()) {
+    GAT_CUDA_CALL(cuda_impl::sum_axis(x, outer, len, inner, out));
+    return out;
+  }
+  dispatch_float(x.dtype(), "sum", [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data<T>();  // (outer, len, inner)
+    T* po = out.data<T>();      // (outer, inner)
+    detail::parallel_for(outer * inner, [&](int64_t r) {
+      const T* base = px + (r / inner) * len * inner + r % inner;
+      double acc = 0.0;
+      for (int64_t l = 0; l < len; ++l) acc += base[l * inner];
+      po[r] = static_cast<T>(acc);
+    });
+  });
+  return out;
+}
+
+// g viewed (outer, inner) -> (outer, len, inner) with shape out_shape; no autograd.
+Tensor expand_values(const Tensor& g, int64_t outer, int64_t len, int64_t inner, const Shape& out_shape) {
+  Tensor out = Tensor::empty(out_shape, g.dtype(), g.device(), "sum backward");
+  if (g.is_cuda()) {
+    GAT_CUDA_CALL(cuda_impl::expand_axis(g, outer, len, inner, out));
+    return out;
+  }
+  dispatch_float(g.dtype(), "sum backward", [&](auto zero) {
+    using T = decltype(zero);
+    const T* pg = g.data<T>();  // (outer, inner)
+    T* po = out.data<T>();      // (outer, len, inner)
+    detail::parallel_for(outer * len, [&](int64_t ol) {
+      const T* src = pg + (ol / len) * inner;
+      for (int64_t i = 0; i < inner; ++i) po[ol * inner + i] = src[i];
+    });
+  });
+  return out;
+}
+
+// The recorded reduction of x viewed (outer, len, inner) to out_shape.
+Tensor sum_recorded(const Tensor& x, int64_t outer, int64_t len, int64_t inner, const Shape& out_shape) {
+  const Shape in_shape = x.shape();
+  return autograd::record("sum", sum_values(x, outer, len, inner, out_shape), {x},
+                          [=](const Tensor& g) {
+                            return std::vector<Tensor>{expand_values(g, outer, len, inner, in_shape)};
+                          });
+}
+
+// Resolves a possibly negative axis of x, naming the op when it is out of range.
+int64_t resolve_axis(const char* op, const Tensor& x, int64_t axis) {
+  const int64_t resolved = axis < 0 ? axis + x.dim() : axis;
+  GAT_CHECK(resolved >= 0 && resolved < x.dim(), op, ": axis ", axis, " is out of range for 'x' ",
+            x.describe());
+  return resolved;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x) {
+  check_float("sum", "x", x);
+  return sum_recorded(x, 1, x.numel(), 1, {});
+}
+
+Tensor mean(const Tensor& x) {
+  check_float("mean", "x", x);
+  GAT_CHECK(x.numel() > 0, "mean: 'x' ", x.describe(), " has no elements");
+  return scale(sum(x), 1.0 / static_cast<double>(x.numel()));
+}
+
+Tensor sum(const Tensor& x, int64_t axis) {
+  check_float("sum", "x", x);
+  const size_t a = static_cast<size_t>(resolve_axis("sum", x, axis));
+  const Shape& shape = x.shape();
+  const int64_t outer = shape_numel(Shape(shape.begin(), shape.begin() + a));
+  const int64_t inner = shape_numel(Shape(shape.begin() + a + 1, shape.end()));
+  Shape out_shape = shape;
+  out_shape.erase(out_shape.begin() + a);
+  return sum_recorded(x, outer, shape[a], inner, out_shape);
+}
+
+Tensor mean(const Tensor& x, int64_t axis) {
+  check_float("mean", "x", x);
+  const int64_t len = x.shape()[static_cast<size_t>(resolve_axis("mean", x, axis))];
+  GAT_CHECK(len > 0, "mean: axis ", axis, " of 'x' ", x.describe(), " has length 0");
+  return scale(sum(x, axis), 1.0 / static_cast<double>(len));
+}
+
+}  // namespace gat::ops

@@ -1,0 +1,32 @@
+// Reductions with autograd: sum and mean, over all elements or over one axis (f32/f64, CPU and
+// CUDA).
+//
+//   sum(x), mean(x)              x: any shape               -> ()  (a 0-dimensional tensor)
+//   sum(x, axis), mean(x, axis)  x: (d0, ..., d_axis, ...)  -> the shape of x without `axis`
+//                                (axis < 0 counts from the end)
+//
+// Sums accumulate in double on both devices and in a fixed order (CPU: ascending along the axis;
+// CUDA: a fixed 256-thread tree per output), so results are reproducible bit for bit; the two
+// devices agree to rounding. The mean of zero elements throws.
+// Backward: d x = g broadcast along the reduced axis (times 1/len for mean).
+#pragma once
+
+#include <cstdint>
+
+#include "framework/tensor.h"
+
+namespace gat::ops {
+
+Tensor sum(const Tensor& x);
+Tensor mean(const Tensor& x);
+Tensor sum(const Tensor& x, int64_t axis);
+Tensor mean(const Tensor& x, int64_t axis);
+
+namespace cuda_impl {  // reduce.cu; outputs allocated by the caller
+// x viewed (outer, len, inner) -> out (outer, inner): out[o, i] = sum over l of x[o, l, i]
+void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out);
+// g viewed (outer, inner) -> out (outer, len, inner): out[o, l, i] = g[o, i]
+void expand_axis(const Tensor& g, int64_t outer, int64_t len, int64_t inner, Tensor& out);
+}  // namespace cuda_impl
+
+}  // namespace gat::ops

@@ -1,0 +1,318 @@
+// CPU tests of the elementwise, shape and reduction ops: values, gradient checks for every
+// differentiable input, dropout masks, and the error messages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "framework/ops/activations.h"
+#include "framework/ops/arithmetic.h"
+#include "framework/ops/concat.h"
+#include "framework/ops/dropout.h"
+#include "framework/ops/index_rows.h"
+#include "framework/ops/reduce.h"
+#include "framework/ops/reshape.h"
+#include "gradcheck.h"
+
+using namespace gat;
+using gat::testing::expect_gradients_match;
+using gat::testing::random_tensor;
+
+namespace {
+
+using Inputs = std::vector<Tensor>;
+
+// Runs f, expects a gat::Error whose message contains every one of `parts`.
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a gat::Error mentioning " << parts.front();
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const std::string& part : parts)
+      EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
+  }
+}
+
+Tensor f64(std::vector<double> values, const Shape& shape) { return Tensor::from_vector(values, shape); }
+
+}  // namespace
+
+// ---- values ---------------------------------------------------------------------------------
+
+TEST(OpsValues, Arithmetic) {
+  Tensor a = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = f64({0.5, -1, 2, 0, 10, -3}, {2, 3});
+  EXPECT_EQ(ops::add(a, b).to_vector<double>(), (std::vector<double>{1.5, 1, 5, 4, 15, 3}));
+  EXPECT_EQ(ops::mul(a, b).to_vector<double>(), (std::vector<double>{0.5, -2, 6, 0, 50, -18}));
+  EXPECT_EQ(ops::scale(a, -2).to_vector<double>(), (std::vector<double>{-2, -4, -6, -8, -10, -12}));
+  Tensor bias = f64({10, 20, 30}, {3});
+  EXPECT_EQ(ops::add_bias(a, bias).to_vector<double>(), (std::vector<double>{11, 22, 33, 14, 25, 36}));
+  EXPECT_EQ(ops::add_bias(a, bias).shape(), (Shape{2, 3}));
+}
+
+TEST(OpsValues, ActivationsInF32AndF64) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor x = f64({-2, -0.5, 0, 1.5}, {2, 2}).to(dtype);
+    EXPECT_EQ(ops::relu(x).to(DType::f64).to_vector<double>(), (std::vector<double>{0, 0, 0, 1.5}));
+    EXPECT_EQ(ops::leaky_relu(x, 0.25).to(DType::f64).to_vector<double>(),
+              (std::vector<double>{-0.5, -0.125, 0, 1.5}));
+    std::vector<double> e = ops::elu(x, 2.0).to(DType::f64).to_vector<double>();
+    const double tol = dtype == DType::f32 ? 1e-6 : 1e-15;
+    EXPECT_NEAR(e[0], 2.0 * std::expm1(-2.0), tol);
+    EXPECT_NEAR(e[1], 2.0 * std::expm1(-0.5), tol);
+    EXPECT_EQ(e[2], 0.0);
+    EXPECT_EQ(e[3], 1.5);
+    EXPECT_EQ(ops::elu(x).dtype(), dtype);
+  }
+}
+
+TEST(OpsValues, Reductions) {
+  Tensor x = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor s = ops::sum(x);
+  EXPECT_EQ(s.shape(), Shape{});
+  EXPECT_EQ(s.item(), 21);
+  EXPECT_EQ(ops::mean(x).item(), 3.5);
+  EXPECT_EQ(ops::sum(x, 0).to_vector<double>(), (std::vector<double>{5, 7, 9}));
+  EXPECT_EQ(ops::sum(x, -1).to_vector<double>(), (std::vector<double>{6, 15}));
+  EXPECT_EQ(ops::sum(x, -1).shape(), (Shape{2}));
+  EXPECT_EQ(ops::mean(x, 1).to_vector<double>(), (std::vector<double>{2, 5}));
+  Tensor y = f64({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2});
+  EXPECT_EQ(ops::sum(y, 1).to_vector<double>(), (std::vector<double>{4, 6, 12, 14}));
+  EXPECT_EQ(ops::sum(y, 1).shape(), (Shape{2, 2}));
+  // An empty axis sums to zero; f32 sums accumulate in double.
+  EXPECT_EQ(ops::sum(Tensor::zeros({3, 0}), 1).to_vector<float>(), (std::vector<float>{0, 0, 0}));
+  Tensor big = Tensor::full({1 << 20}, 0.1, DType::f32);
+  EXPECT_NEAR(ops::sum(big).item(), 0.1f * (1 << 20), 1e-6 * (1 << 20) * 0.1);
+}
+
+TEST(OpsValues, ReshapeIsAView) {
+  Tensor x = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor r = ops::reshape(x, {3, -1});
+  EXPECT_EQ(r.shape(), (Shape{3, 2}));
+  EXPECT_EQ(r.raw_data(), x.raw_data());
+}
+
+TEST(OpsValues, ConcatAlongEveryAxis) {
+  Tensor a = f64({1, 2, 3, 4}, {2, 2});
+  Tensor b = f64({5, 6}, {2, 1});
+  Tensor c = f64({7, 8}, {1, 2});
+  Tensor ab = ops::concat({a, b}, 1);
+  EXPECT_EQ(ab.shape(), (Shape{2, 3}));
+  EXPECT_EQ(ab.to_vector<double>(), (std::vector<double>{1, 2, 5, 3, 4, 6}));
+  EXPECT_EQ(ops::concat({a, b}, -1).to_vector<double>(), ab.to_vector<double>());
+  Tensor ac = ops::concat({a, c}, 0);
+  EXPECT_EQ(ac.shape(), (Shape{3, 2}));
+  EXPECT_EQ(ac.to_vector<double>(), (std::vector<double>{1, 2, 3, 4, 7, 8}));
+  Tensor ints = ops::concat({Tensor::from_vector<int32_t>({1, 2}, {2}), Tensor::from_vector<int32_t>({3}, {1})}, 0);
+  EXPECT_EQ(ints.to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 3}));
+}
+
+TEST(OpsValues, IndexRowsGathersAndScattersRepeatsInOrder) {
+  Tensor x = f64({0, 1, 10, 11, 20, 21, 30, 31}, {4, 2});
+  Tensor index = Tensor::from_vector<int32_t>({2, 0, 2, 3}, {4});
+  Tensor out = ops::index_rows(x.detach().set_requires_grad(), index);
+  EXPECT_EQ(out.shape(), (Shape{4, 2}));
+  EXPECT_EQ(out.to_vector<double>(), (std::vector<double>{20, 21, 0, 1, 20, 21, 30, 31}));
+
+  Tensor leaf = x.detach().set_requires_grad();
+  ops::index_rows(leaf, index).backward(f64({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2}));
+  // Row 2 is picked twice: its gradient is the sum of rows 0 and 2 of g; row 1 gets zeros.
+  EXPECT_EQ(leaf.grad().to_vector<double>(), (std::vector<double>{3, 4, 0, 0, 6, 8, 7, 8}));
+
+  ops::RowIndex plan(index);
+  EXPECT_EQ(plan.order().to_vector<int32_t>(), (std::vector<int32_t>{1, 0, 2, 3}));
+  EXPECT_EQ(plan.rows().to_vector<int32_t>(), (std::vector<int32_t>{0, 2, 3}));
+  EXPECT_EQ(plan.run_ptr().to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 3, 4}));
+
+  // Labels are i32: the gather works for any dtype.
+  Tensor labels = Tensor::from_vector<int32_t>({5, 6, 7, 8}, {4});
+  EXPECT_EQ(ops::index_rows(labels, plan).to_vector<int32_t>(), (std::vector<int32_t>{7, 5, 7, 8}));
+  // No indices: an empty result of the right shape.
+  Tensor none = ops::index_rows(x, Tensor::zeros({0}, DType::i32));
+  EXPECT_EQ(none.shape(), (Shape{0, 2}));
+}
+
+TEST(OpsValues, MaskToIndex) {
+  EXPECT_EQ(ops::mask_to_index(std::vector<bool>{true, false, false, true, true}).to_vector<int32_t>(),
+            (std::vector<int32_t>{0, 3, 4}));
+  Tensor t = ops::mask_to_index(std::vector<uint8_t>{0, 2, 0, 1});
+  EXPECT_EQ(t.dtype(), DType::i32);
+  EXPECT_EQ(t.to_vector<int32_t>(), (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(ops::mask_to_index(std::vector<bool>{false, false}).shape(), (Shape{0}));
+}
+
+// ---- dropout ---------------------------------------------------------------------------------
+
+TEST(OpsDropout, MaskRateScalingAndRegeneratedBackward) {
+  const int64_t n = 200000;
+  const DropoutKey key{0.3f, 42, 7};
+  Tensor x = Tensor::full({n}, 2.0, DType::f64).set_requires_grad();
+  Tensor out = ops::dropout(x, key);
+  std::vector<double> v = out.to_vector<double>();
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(v[i] != 0.0, key.keep(static_cast<uint64_t>(i))) << "element " << i;
+    if (v[i] != 0.0) {
+      ++kept;
+      ASSERT_NEAR(v[i], 2.0 / 0.7, 1e-7) << "element " << i;  // p is a float: 1 - 0.3f ~ 0.7
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(kept) / n, 0.7, 0.005);
+  // The backward pass applies the same mask and scale to the gradient.
+  out.backward(Tensor::full({n}, 1.0, DType::f64));
+  std::vector<double> g = x.grad().to_vector<double>();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(g[i], v[i] / 2.0) << "element " << i;
+  // Deterministic: the same key gives the same output again.
+  EXPECT_EQ(ops::dropout(x, key).to_vector<double>(), v);
+}
+
+TEST(OpsDropout, StreamsAndSeedsGiveDifferentMasks) {
+  Tensor x = Tensor::full({4096}, 1.0, DType::f32);
+  std::vector<float> base = ops::dropout(x, DropoutKey{0.5f, 1, 0}).to_vector<float>();
+  EXPECT_NE(ops::dropout(x, DropoutKey{0.5f, 1, 1}).to_vector<float>(), base);
+  EXPECT_NE(ops::dropout(x, DropoutKey{0.5f, 2, 0}).to_vector<float>(), base);
+  Generator gen(9);
+  DropoutKey k1 = gen.dropout_key(0.5f), k2 = gen.dropout_key(0.5f);
+  EXPECT_NE(ops::dropout(x, k1).to_vector<float>(), ops::dropout(x, k2).to_vector<float>());
+}
+
+TEST(OpsDropout, InactiveKeyIsIdentityAndBadRateThrows) {
+  Tensor x = Tensor::full({3}, 1.0, DType::f32);
+  EXPECT_TRUE(ops::dropout(x, DropoutKey{}).same(x));
+  expect_error([&] { ops::dropout(x, DropoutKey{1.0f, 0, 0}); }, {"dropout", "p = 1"});
+  expect_error([&] { ops::dropout(x, DropoutKey{-0.5f, 0, 0}); }, {"dropout", "outside [0, 1)"});
+}
+
+// ---- gradient checks (f64, central differences) ------------------------------------------------
+
+class OpsGradcheck : public ::testing::Test {
+ protected:
+  std::mt19937_64 rng{2024};
+  Tensor rand(const Shape& shape, double lo = -1.0, double hi = 1.0) { return random_tensor(shape, rng, lo, hi); }
+};
+
+TEST_F(OpsGradcheck, Arithmetic) {
+  expect_gradients_match("add", [](const Inputs& in) { return ops::add(in[0], in[1]); },
+                         {rand({3, 4}), rand({3, 4})});
+  expect_gradients_match("mul", [](const Inputs& in) { return ops::mul(in[0], in[1]); },
+                         {rand({3, 4}), rand({3, 4})});
+  expect_gradients_match("scale", [](const Inputs& in) { return ops::scale(in[0], -1.75); }, {rand({5})});
+  expect_gradients_match("add_bias", [](const Inputs& in) { return ops::add_bias(in[0], in[1]); },
+                         {rand({2, 3, 4}), rand({4})});
+  expect_gradients_match("add_bias 1-d", [](const Inputs& in) { return ops::add_bias(in[0], in[1]); },
+                         {rand({4}), rand({4})});
+}
+
+TEST_F(OpsGradcheck, TensorUsedTwice) {
+  expect_gradients_match("mul(x, x)", [](const Inputs& in) { return ops::mul(in[0], in[0]); }, {rand({3, 4})});
+  expect_gradients_match("add(x, x)", [](const Inputs& in) { return ops::add(in[0], in[0]); }, {rand({3, 4})});
+  expect_gradients_match("concat(x, x)", [](const Inputs& in) { return ops::concat({in[0], in[0]}, 1); },
+                         {rand({3, 2})});
+  expect_gradients_match("x * relu(x) + x",
+                         [](const Inputs& in) { return ops::add(ops::mul(in[0], ops::relu(in[0])), in[0]); },
+                         {rand({6})});
+  // The analytic value too: d/dx sum(x * x) = 2x.
+  Tensor x = rand({4}).set_requires_grad();
+  ops::sum(ops::mul(x, x)).backward();
+  std::vector<double> xv = x.to_vector<double>(), g = x.grad().to_vector<double>();
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_DOUBLE_EQ(g[i], 2 * xv[i]);
+}
+
+TEST_F(OpsGradcheck, Activations) {
+  expect_gradients_match("relu", [](const Inputs& in) { return ops::relu(in[0]); }, {rand({4, 5})});
+  expect_gradients_match("leaky_relu", [](const Inputs& in) { return ops::leaky_relu(in[0], 0.2); },
+                         {rand({4, 5})});
+  expect_gradients_match("elu", [](const Inputs& in) { return ops::elu(in[0], 1.3); }, {rand({4, 5}, -3, 2)});
+}
+
+TEST_F(OpsGradcheck, Dropout) {
+  const DropoutKey key{0.4f, 11, 3};
+  expect_gradients_match("dropout", [key](const Inputs& in) { return ops::dropout(in[0], key); },
+                         {rand({6, 7})});
+}
+
+TEST_F(OpsGradcheck, ShapeOps) {
+  expect_gradients_match("reshape", [](const Inputs& in) { return ops::reshape(in[0], {-1, 2}); },
+                         {rand({2, 3, 2})});
+  expect_gradients_match("concat axis 1",
+                         [](const Inputs& in) { return ops::concat({in[0], in[1], in[2]}, 1); },
+                         {rand({2, 1, 3}), rand({2, 4, 3}), rand({2, 2, 3})});
+  expect_gradients_match("concat axis 0", [](const Inputs& in) { return ops::concat({in[0], in[1]}, 0); },
+                         {rand({2, 3}), rand({1, 3})});
+  expect_gradients_match("concat axis -1", [](const Inputs& in) { return ops::concat({in[0], in[1]}, -1); },
+                         {rand({3, 2}), rand({3, 1})});
+  Tensor index = Tensor::from_vector<int32_t>({4, 1, 4, 0, 4, 2}, {6});
+  expect_gradients_match("index_rows", [index](const Inputs& in) { return ops::index_rows(in[0], index); },
+                         {rand({5, 2, 3})});
+}
+
+TEST_F(OpsGradcheck, Reductions) {
+  expect_gradients_match("sum", [](const Inputs& in) { return ops::sum(in[0]); }, {rand({3, 4})});
+  expect_gradients_match("mean", [](const Inputs& in) { return ops::mean(in[0]); }, {rand({3, 4})});
+  for (int64_t axis : {0, 1, 2, -1, -3}) {
+    expect_gradients_match("sum axis " + std::to_string(axis),
+                           [axis](const Inputs& in) { return ops::sum(in[0], axis); }, {rand({2, 3, 4})});
+    expect_gradients_match("mean axis " + std::to_string(axis),
+                           [axis](const Inputs& in) { return ops::mean(in[0], axis); }, {rand({2, 3, 4})});
+  }
+}
+
+TEST_F(OpsGradcheck, GradientsOnlyForInputsThatRequireThem) {
+  Tensor a = rand({3}).set_requires_grad();
+  Tensor b = rand({3});
+  ops::sum(ops::mul(a, b)).backward();
+  EXPECT_EQ(a.grad().to_vector<double>(), b.to_vector<double>());
+  EXPECT_FALSE(b.grad().defined());
+  Tensor c = rand({2, 2});
+  Tensor d = rand({2, 2}).set_requires_grad();
+  ops::sum(ops::concat({c, d}, 0)).backward();
+  EXPECT_EQ(d.grad().to_vector<double>(), (std::vector<double>(4, 1.0)));
+  EXPECT_FALSE(c.grad().defined());
+}
+
+// ---- errors ----------------------------------------------------------------------------------
+
+TEST(OpsErrors, ShapeMismatchNamesTheShapes) {
+  Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({3, 2});
+  expect_error([&] { ops::add(a, b); }, {"add", "(2, 3)", "(3, 2)"});
+  expect_error([&] { ops::mul(a, b); }, {"mul", "(2, 3)", "(3, 2)"});
+  expect_error([&] { ops::add_bias(a, Tensor::zeros({2})); }, {"add_bias", "bias", "(3,)", "(2,)"});
+  expect_error([&] { ops::add_bias(Tensor::zeros({}), Tensor::zeros({1})); }, {"add_bias", "at least one"});
+  expect_error([&] { ops::concat({a, b}, 0); }, {"concat", "inputs[1]", "(3, 2)", "(2, 3)", "outside axis 0"});
+  expect_error([&] { ops::concat({a, Tensor::zeros({2, 3, 1})}, 0); }, {"concat", "(2, 3, 1)"});
+  expect_error([&] { ops::concat({}, 0); }, {"concat", "no inputs"});
+  expect_error([&] { ops::reshape(a, {4, -1}); }, {"reshape", "(2, 3)", "(4, -1)"});
+  expect_error([&] { ops::sum(a, 2); }, {"sum", "axis 2", "(2, 3)"});
+  expect_error([&] { ops::mean(a, -3); }, {"mean", "axis -3", "(2, 3)"});
+  expect_error([&] { ops::concat({a, a}, 2); }, {"concat", "axis 2", "(2, 3)"});
+  expect_error([&] { ops::mean(Tensor::zeros({0, 2})); }, {"mean", "(0, 2)", "no elements"});
+  expect_error([&] { ops::mean(Tensor::zeros({2, 0}), 1); }, {"mean", "(2, 0)", "length 0"});
+}
+
+TEST(OpsErrors, DtypeMismatchNamesBothTensors) {
+  Tensor a = Tensor::zeros({2, 3}, DType::f32), b = Tensor::zeros({2, 3}, DType::f64);
+  expect_error([&] { ops::add(a, b); }, {"add", "f32 cpu (2, 3)", "f64 cpu (2, 3)", "different dtypes"});
+  expect_error([&] { ops::mul(b, a); }, {"mul", "different dtypes"});
+  expect_error([&] { ops::add_bias(a, Tensor::zeros({3}, DType::f64)); }, {"add_bias", "f64 cpu (3,)"});
+  expect_error([&] { ops::concat({a, b}, 0); }, {"concat", "inputs[1]", "different dtypes"});
+  Tensor ints = Tensor::zeros({2, 3}, DType::i32);
+  expect_error([&] { ops::relu(ints); }, {"relu", "i32 cpu (2, 3)", "f32 or f64"});
+  expect_error([&] { ops::sum(ints); }, {"sum", "i32 cpu (2, 3)"});
+  expect_error([&] { ops::index_rows(a, Tensor::zeros({2}, DType::f32)); }, {"index_rows", "index", "i32"});
+  expect_error([&] { ops::index_rows(a, Tensor::zeros({2, 1}, DType::i32)); }, {"index_rows", "(2, 1)"});
+}
+
+TEST(OpsErrors, IndexOutOfRangeNamesTheIndexAndTheBound) {
+  Tensor x = Tensor::zeros({5, 2});
+  expect_error([&] { ops::index_rows(x, Tensor::from_vector<int32_t>({0, 7, 3, 7}, {4})); },
+               {"index_rows", "index 7", "position 1", "(5, 2)", "5 rows"});
+  expect_error([&] { ops::index_rows(x, Tensor::from_vector<int32_t>({0, 5}, {2})); }, {"index 5", "5 rows"});
+  expect_error([&] { ops::index_rows(x, Tensor::from_vector<int32_t>({1, -2}, {2})); },
+               {"index_rows", "index -2", "position 1", "negative"});
+  expect_error([&] { ops::index_rows(Tensor::zeros({}), Tensor::zeros({0}, DType::i32)); },
+               {"index_rows", "at least one dimension"});
+}
