@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The whole GPU verification in one call, for a machine with a CUDA GPU (run from the repo root):
+#
+#   bench/gpu_check.sh [build] [test] [sanitize] [accuracy] [bench]     (default: all of them)
+#
+# build     configure with GAT_CUDA=ON (sm_90 unless GAT_CUDA_ARCH says otherwise) and build
+# test      every test (CPU and CUDA) with ctest
+# sanitize  compute-sanitizer memcheck and racecheck over the CUDA tests
+# accuracy  gat_train, 10 seeds on Cora and CiteSeer on the GPU
+# bench     bench/compare_pyg.py: PyG and this project side by side
+#
+# Logs and results go to $OUT (default /tmp/gat_out). Dependencies that the machine lacks can be
+# provided as a prefix in .devdeps (CMake packages) and the Planetoid files in devdata/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gat_out}
+B=${BUILD_DIR:-/tmp/gat_build}
+mkdir -p "$OUT"
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(build test sanitize accuracy bench)
+want() { [[ " ${stages[*]} " == *" $1 "* ]]; }
+status=0
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+DATA=${GAT_DATA_DIR:-$PWD/devdata}
+[ -d "$DATA" ] || DATA=$PWD/../shared/datasets/planetoid
+export GAT_DATA_DIR=$DATA
+
+if want build; then
+  step build
+  extra=()
+  if [ -d .devdeps ]; then
+    extra+=(-DCMAKE_PREFIX_PATH="$PWD/.devdeps" -DZLIB_INCLUDE_DIR="$PWD/.devdeps/include"
+            -DZLIB_LIBRARY="$PWD/.devdeps/lib/libz.a")
+  fi
+  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGAT_CUDA=ON \
+    -DGAT_CUDA_ARCH="${GAT_CUDA_ARCH:-90}" "${extra[@]}" >"$OUT/configure.log" 2>&1 \
+    || { tail -30 "$OUT/configure.log"; exit 1; }
+  cmake --build "$B" -j "$(nproc)" >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
+  grep -E "warning" "$OUT/build.log" | head -20
+  nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv,noheader
+fi
+
+if want test; then
+  step ctest
+  ctest --test-dir "$B" --output-on-failure -j 4 >"$OUT/ctest.log" 2>&1 || status=1
+  grep -E "tests passed|Failed|\*\*\*|Passed|Skipped" "$OUT/ctest.log" | tail -40
+  grep -B2 -A25 -E "^\[  FAILED  \]|Failure$" "$OUT/ctest.log" | head -120
+fi
+
+if want sanitize; then
+  for tool in memcheck racecheck; do
+    step "compute-sanitizer $tool"
+    for t in "$B"/tests/test_cuda_*; do
+      timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" >"$OUT/$tool-$(basename "$t").log" 2>&1
+      rc=$?
+      echo "$tool $(basename "$t"): rc $rc, $(grep -cE '^========= (Invalid|Race|Error)' "$OUT/$tool-$(basename "$t").log") reports; $(tail -1 "$OUT/$tool-$(basename "$t").log")"
+      [ $rc -eq 0 ] || status=1
+    done
+  done
+fi
+
+if want accuracy; then
+  for ds in cora citeseer; do
+    step "accuracy $ds (10 seeds, cuda)"
+    "$B/gat_train" --dataset "$ds" --data-dir "$DATA" --device cuda --runs 10 --json --quiet \
+      >"$OUT/accuracy-$ds.log" 2>&1 || status=1
+    tail -1 "$OUT/accuracy-$ds.log"
+  done
+fi
+
+if want bench; then
+  step "compare with PyG"
+  GAT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) PYTHONUNBUFFERED=1 \
+    python3 bench/compare_pyg.py --build "$B" --data-dir "$DATA" --out "$OUT" 2>&1 | tee "$OUT/compare.log" | tail -40
+fi
+exit $status
