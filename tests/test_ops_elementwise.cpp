@@ -85,6 +85,12 @@ TEST(OpsValues, Reductions) {
   EXPECT_EQ(ops::sum(y, 1).shape(), (Shape{2, 2}));
   // An empty axis sums to zero; f32 sums accumulate in double.
   EXPECT_EQ(ops::sum(Tensor::zeros({3, 0}), 1).to_vector<float>(), (std::vector<float>{0, 0, 0}));
+  // Long axes are added in chunks: integers keep every partial sum exact.
+  std::vector<double> ramp(60000);
+  for (size_t k = 0; k < ramp.size(); ++k) ramp[k] = static_cast<double>(k / 3) + static_cast<double>(k % 3);
+  EXPECT_EQ(ops::sum(f64(ramp, {20000, 3}), 0).to_vector<double>(),
+            (std::vector<double>{199990000, 200010000, 200030000}));
+  EXPECT_EQ(ops::sum(f64(ramp, {60000})).item(), 600030000);
   Tensor big = Tensor::full({1 << 20}, 0.1, DType::f32);
   EXPECT_NEAR(ops::sum(big).item(), 0.1f * (1 << 20), 1e-6 * (1 << 20) * 0.1);
 }

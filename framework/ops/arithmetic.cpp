@@ -108,7 +108,7 @@ Tensor add_bias(const Tensor& x, const Tensor& bias) {
       T* po = out.data<T>();         // (R, C)
       detail::parallel_for(rows, [&](int64_t r) {
         for (int64_t c = 0; c < channels; ++c) po[r * channels + c] = px[r * channels + c] + pb[c];
-      });
+      }, channels);
     });
   }
   return autograd::record("add_bias", out, {x, bias}, [rows, channels](const Tensor& g) {

@@ -19,7 +19,7 @@ void copy_rows(Device device, char* dst, size_t dst_pitch, const char* src, size
   if (device == Device::cuda) return GAT_CUDA_CALL(cuda_impl::copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, rows));
   detail::parallel_for(static_cast<int64_t>(rows), [&](int64_t r) {
     std::memcpy(dst + r * dst_pitch, src + r * src_pitch, row_bytes);
-  });
+  }, static_cast<int64_t>(row_bytes / sizeof(double)));
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ Tensor index_rows(const Tensor& x, const RowIndex& index) {
     char* dst = static_cast<char*>(out.raw_data());            // (K, row_bytes)
     detail::parallel_for(count, [&](int64_t k) {
       std::memcpy(dst + k * row_bytes, src + static_cast<size_t>(idx[k]) * row_bytes, row_bytes);
-    });
+    }, static_cast<int64_t>(row_bytes / sizeof(double)));
   }
 
   const Shape in_shape = x.shape();
@@ -82,13 +82,15 @@ Tensor index_rows(const Tensor& x, const RowIndex& index) {
       const int32_t* order = index.order().data<int32_t>();  // (K,)
       const int32_t* rows = index.rows().data<int32_t>();    // (U,)
       const int32_t* run = index.run_ptr().data<int32_t>();  // (U+1,)
-      detail::parallel_for(index.rows().numel(), [&](int64_t u) {
+      const int64_t distinct = index.rows().numel();
+      const int64_t cost = distinct > 0 ? row_elems * index.size() / distinct : 0;  // per distinct row
+      detail::parallel_for(distinct, [&](int64_t u) {
         T* dst = pdx + static_cast<int64_t>(rows[u]) * row_elems;
         for (int32_t j = run[u]; j < run[u + 1]; ++j) {
           const T* src = pg + static_cast<int64_t>(order[j]) * row_elems;
           for (int64_t d = 0; d < row_elems; ++d) dst[d] += src[d];
         }
-      });
+      }, cost);
     });
     return std::vector<Tensor>{grad_x};
   });

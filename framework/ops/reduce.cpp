@@ -1,5 +1,8 @@
 #include "framework/ops/reduce.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "framework/autograd.h"
 #include "framework/ops/arithmetic.h"
 #include "framework/ops/dispatch.h"
@@ -9,6 +12,8 @@ namespace gat::ops {
 
 namespace {
 
+constexpr int64_t kSumChunk = 8192;  // elements along the axis one CPU thread adds
+
 // x viewed (outer, len, inner) -> (outer, inner) with shape out_shape; no autograd.
 Tensor sum_values(const Tensor& x, int64_t outer, int64_t len, int64_t inner, const Shape& out_shape) {
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device(), "sum");
@@ -16,16 +21,27 @@ Tensor sum_values(const Tensor& x, int64_t outer, int64_t len, int64_t inner, co
     GAT_CUDA_CALL(cuda_impl::sum_axis(x, outer, len, inner, out));
     return out;
   }
+  // Fixed chunks along the axis: each (output, chunk) pair is summed by one thread, then each
+  // output adds its chunks in order. The order depends only on the shape, not the thread count.
+  const int64_t outputs = outer * inner;
+  const int64_t chunks = len > kSumChunk ? (len + kSumChunk - 1) / kSumChunk : 1;
+  std::vector<double> partial(static_cast<size_t>(outputs * chunks));  // (outer, inner, chunks)
   dispatch_float(x.dtype(), "sum", [&](auto zero) {
     using T = decltype(zero);
     const T* px = x.data<T>();  // (outer, len, inner)
     T* po = out.data<T>();      // (outer, inner)
-    detail::parallel_for(outer * inner, [&](int64_t r) {
+    detail::parallel_for(outputs * chunks, [&](int64_t rc) {
+      const int64_t r = rc / chunks, begin = rc % chunks * kSumChunk, end = std::min(len, begin + kSumChunk);
       const T* base = px + (r / inner) * len * inner + r % inner;
       double acc = 0.0;
-      for (int64_t l = 0; l < len; ++l) acc += base[l * inner];
+      for (int64_t l = begin; l < end; ++l) acc += base[l * inner];
+      partial[static_cast<size_t>(rc)] = acc;
+    }, std::min(len, kSumChunk));
+    detail::parallel_for(outputs, [&](int64_t r) {
+      double acc = 0.0;
+      for (int64_t c = 0; c < chunks; ++c) acc += partial[static_cast<size_t>(r * chunks + c)];
       po[r] = static_cast<T>(acc);
-    });
+    }, chunks);
   });
   return out;
 }
@@ -44,7 +60,7 @@ Tensor expand_values(const Tensor& g, int64_t outer, int64_t len, int64_t inner,
     detail::parallel_for(outer * len, [&](int64_t ol) {
       const T* src = pg + (ol / len) * inner;
       for (int64_t i = 0; i < inner; ++i) po[ol * inner + i] = src[i];
-    });
+    }, inner);
   });
   return out;
 }

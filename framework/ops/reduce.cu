@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "framework/ops/loops.cuh"
 #include "framework/ops/reduce.h"
 
@@ -5,52 +7,126 @@ namespace gat::ops::cuda_impl {
 
 namespace {
 
-constexpr int kSumThreads = 256;  // a power of two: the tree below halves it
+constexpr int kRowThreads = 256;  // inner == 1: threads along the axis (a power of two: tree below)
+constexpr int kTileCols = 32;     // inner > 1: one warp reads 32 adjacent columns ...
+constexpr int kTileRows = 8;      // ... and 8 warps stride down the axis
+constexpr long long kChunk = 16384;          // axis elements one block adds (at least)
+constexpr long long kMaxGridX = 65535LL * 32;
+constexpr long long kMaxGridY = 65535;
 
-// One block per output (grid-stride over outputs): the threads stride along the axis, then a
-// shared-memory tree adds their partial sums. The order depends only on kSumThreads, so the
-// result is the same on every run.
+// One block's sum of one output over one chunk of the axis: straight to out when the axis is a
+// single chunk, else to partial for the second pass.
 template <class T>
-__global__ void sum_axis_kernel(const T* __restrict__ x,  // (outer, len, inner)
-                                T* __restrict__ out,      // (outer, inner)
-                                long long outer, long long len, long long inner) {
-  __shared__ double partial[kSumThreads];
-  for (long long r = blockIdx.x; r < outer * inner; r += gridDim.x) {
-    const T* base = x + (r / inner) * len * inner + r % inner;
+__device__ void store_sum(double s, long long chunk, long long chunks, long long outputs, long long r,
+                          T* out, double* partial) {
+  if (chunks == 1) out[r] = static_cast<T>(s);
+  else partial[chunk * outputs + r] = s;
+}
+
+// inner == 1. Block (r, c) adds x[r, chunk c]: the threads stride the chunk, then a
+// shared-memory tree adds their partial sums.
+template <class T>
+__global__ void sum_rows_kernel(const T* __restrict__ x,  // (outputs, len)
+                                long long outputs, long long len, long long chunk_len, long long chunks,
+                                T* __restrict__ out,            // (outputs,)
+                                double* __restrict__ partial) {  // (chunks, outputs) when chunks > 1
+  __shared__ double tree[kRowThreads];
+  const long long c = blockIdx.y;
+  const long long begin = c * chunk_len, end = min(len, begin + chunk_len);
+  for (long long r = blockIdx.x; r < outputs; r += gridDim.x) {
+    const T* row = x + r * len;
     double acc = 0.0;
-    for (long long l = threadIdx.x; l < len; l += kSumThreads) acc += static_cast<double>(base[l * inner]);
-    partial[threadIdx.x] = acc;
+    for (long long l = begin + threadIdx.x; l < end; l += kRowThreads) acc += static_cast<double>(row[l]);
+    tree[threadIdx.x] = acc;
     __syncthreads();
-    for (int half = kSumThreads / 2; half > 0; half /= 2) {
-      if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    for (int half = kRowThreads / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) tree[threadIdx.x] += tree[threadIdx.x + half];
       __syncthreads();
     }
-    if (threadIdx.x == 0) out[r] = static_cast<T>(partial[0]);
-    __syncthreads();  // partial[0] is read before the next output overwrites it
+    if (threadIdx.x == 0) store_sum(tree[0], c, chunks, outputs, r, out, partial);
+    __syncthreads();  // tree[0] is read before the next output overwrites it
   }
 }
+
+// inner > 1. Block (t, c) adds a 32-column tile t of x over chunk c of the axis: each warp reads
+// 32 adjacent columns of one axis row (coalesced), the 8 warps stride the chunk, then one thread
+// per column adds the 8 warp sums in order.
+template <class T>
+__global__ void sum_columns_kernel(const T* __restrict__ x,  // (outer, len, inner)
+                                   long long outer, long long len, long long inner, long long chunk_len,
+                                   long long chunks,
+                                   T* __restrict__ out,            // (outer, inner)
+                                   double* __restrict__ partial) {  // (chunks, outer * inner) when chunks > 1
+  __shared__ double tile[kTileRows][kTileCols];
+  const long long col_tiles = (inner + kTileCols - 1) / kTileCols;
+  const long long c = blockIdx.y;
+  const long long begin = c * chunk_len, end = min(len, begin + chunk_len);
+  for (long long t = blockIdx.x; t < outer * col_tiles; t += gridDim.x) {
+    const long long o = t / col_tiles, i = t % col_tiles * kTileCols + threadIdx.x;
+    double acc = 0.0;
+    if (i < inner)
+      for (long long l = begin + threadIdx.y; l < end; l += kTileRows)
+        acc += static_cast<double>(x[(o * len + l) * inner + i]);
+    tile[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && i < inner) {
+      double s = 0.0;
+      for (int k = 0; k < kTileRows; ++k) s += tile[k][threadIdx.x];
+      store_sum(s, c, chunks, outer * inner, o * inner + i, out, partial);
+    }
+    __syncthreads();  // the tile is read before the next one overwrites it
+  }
+}
+
+// Second pass: out[r] = the chunk sums of output r, added in chunk order.
+template <class T>
+struct SumChunksFn {
+  const double* partial;  // (chunks, outputs)
+  long long chunks, outputs;
+  T* out;                 // (outputs,)
+  __device__ void operator()(long long r) const {
+    double s = 0.0;
+    for (long long c = 0; c < chunks; ++c) s += partial[c * outputs + r];
+    out[r] = static_cast<T>(s);
+  }
+};
 
 template <class T>
 struct ExpandFn {
   const T* g;  // (outer, inner)
   long long len, inner;
   T* out;      // (outer, len, inner)
-  __device__ void operator()(long long k) const {
-    out[k] = g[k / (len * inner) * inner + k % inner];
-  }
+  __device__ void operator()(long long k) const { out[k] = g[k / (len * inner) * inner + k % inner]; }
 };
 
 }  // namespace
 
+// Long axes are split into chunks, one grid row of blocks each, and a second pass adds the chunk
+// sums; every summation order is fixed by the shape alone, so runs agree bit for bit.
 void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out) {
   const long long outputs = outer * inner;
   if (outputs == 0) return;
+  const long long chunk_len = std::max(kChunk, (len + kMaxGridY - 1) / kMaxGridY);
+  const long long chunks = len > chunk_len ? (len + chunk_len - 1) / chunk_len : 1;
+  Tensor partial;  // (chunks, outputs) f64, only when the axis is split
+  if (chunks > 1) partial = Tensor::empty({chunks, outputs}, DType::f64, Device::cuda, "sum partials");
+  double* partial_data = chunks > 1 ? partial.data<double>() : nullptr;
   dispatch_float(x.dtype(), "sum", [&](auto zero) {
     using T = decltype(zero);
-    const unsigned blocks = static_cast<unsigned>(outputs < 65535LL * 32 ? outputs : 65535LL * 32);
-    sum_axis_kernel<T><<<blocks, kSumThreads, 0, cuda::stream()>>>(x.data<T>(), out.data<T>(), outer,
-                                                                   len, inner);
-    CUDA_CHECK_LAUNCH("sum_axis_kernel");
+    if (inner == 1) {
+      const dim3 grid(static_cast<unsigned>(std::min(outputs, kMaxGridX)), static_cast<unsigned>(chunks));
+      sum_rows_kernel<T><<<grid, kRowThreads, 0, cuda::stream()>>>(x.data<T>(), outputs, len, chunk_len,
+                                                                   chunks, out.data<T>(), partial_data);
+      CUDA_CHECK_LAUNCH("sum_rows_kernel");
+    } else {
+      const long long tiles = outer * ((inner + kTileCols - 1) / kTileCols);
+      const dim3 grid(static_cast<unsigned>(std::min(tiles, kMaxGridX)), static_cast<unsigned>(chunks));
+      sum_columns_kernel<T><<<grid, dim3(kTileCols, kTileRows), 0, cuda::stream()>>>(
+          x.data<T>(), outer, len, inner, chunk_len, chunks, out.data<T>(), partial_data);
+      CUDA_CHECK_LAUNCH("sum_columns_kernel");
+    }
+    if (chunks > 1)
+      detail::launch_for_each("sum chunks", outputs, SumChunksFn<T>{partial_data, chunks, outputs, out.data<T>()});
   });
 }
 

@@ -5,9 +5,11 @@
 //   sum(x, axis), mean(x, axis)  x: (d0, ..., d_axis, ...)  -> the shape of x without `axis`
 //                                (axis < 0 counts from the end)
 //
-// Sums accumulate in double on both devices and in a fixed order (CPU: ascending along the axis;
-// CUDA: a fixed 256-thread tree per output), so results are reproducible bit for bit; the two
-// devices agree to rounding. The mean of zero elements throws.
+// Sums accumulate in double on both devices, in an order fixed by the shape alone (CPU: chunks
+// of 8192 along the axis, then the chunk sums in order; CUDA: per block a fixed tree or tile,
+// long axes in chunks of 16384 and a second pass), so results are reproducible bit for bit and
+// independent of the thread count; the two devices agree to rounding. The mean of zero elements
+// throws.
 // Backward: d x = g broadcast along the reduced axis (times 1/len for mean).
 #pragma once
 

@@ -1,0 +1,237 @@
+// CUDA tests of the elementwise, shape and reduction ops: every op (forward and backward) against
+// the CPU reference, dropout masks bit for bit, f64 gradient checks on the device, and bitwise
+// reproducibility across runs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "framework/cuda_runtime.h"
+#include "framework/ops/activations.h"
+#include "framework/ops/arithmetic.h"
+#include "framework/ops/concat.h"
+#include "framework/ops/dropout.h"
+#include "framework/ops/index_rows.h"
+#include "framework/ops/reduce.h"
+#include "framework/ops/reshape.h"
+#include "gradcheck.h"
+
+using namespace gat;
+using gat::testing::expect_gradients_match;
+using gat::testing::random_tensor;
+using gat::testing::TensorFn;
+
+namespace {
+
+using Inputs = std::vector<Tensor>;
+
+struct OpCase {
+  std::string name;
+  TensorFn f;
+  std::vector<Shape> large;  // parity and reproducibility: several blocks' worth of elements
+  std::vector<Shape> small;  // f64 gradient checks (2 evaluations per element)
+};
+
+// Indices with repeats (every 3rd row, some rows three times) for `rows` source rows.
+Tensor repeating_index(int64_t count, int64_t rows) {
+  std::vector<int32_t> v(static_cast<size_t>(count));
+  for (int64_t k = 0; k < count; ++k) v[static_cast<size_t>(k)] = static_cast<int32_t>((k * 7 + k / 3) % rows);
+  return Tensor::from_vector(v, {count});
+}
+
+std::vector<OpCase> op_cases() {
+  const DropoutKey key{0.35f, 123, 4};
+  const Tensor index_large = repeating_index(3000, 1000), index_small = repeating_index(9, 4);
+  return {
+      {"add", [](const Inputs& in) { return ops::add(in[0], in[1]); }, {{513, 67}, {513, 67}}, {{3, 4}, {3, 4}}},
+      {"add(x, x)", [](const Inputs& in) { return ops::add(in[0], in[0]); }, {{513, 67}}, {{3, 4}}},
+      {"mul", [](const Inputs& in) { return ops::mul(in[0], in[1]); }, {{513, 67}, {513, 67}}, {{3, 4}, {3, 4}}},
+      {"mul(x, x)", [](const Inputs& in) { return ops::mul(in[0], in[0]); }, {{513, 67}}, {{3, 4}}},
+      {"scale", [](const Inputs& in) { return ops::scale(in[0], -0.3); }, {{100003}}, {{5}}},
+      {"add_bias", [](const Inputs& in) { return ops::add_bias(in[0], in[1]); }, {{300, 8, 67}, {67}},
+       {{2, 3, 4}, {4}}},
+      {"relu", [](const Inputs& in) { return ops::relu(in[0]); }, {{100003}}, {{4, 5}}},
+      {"leaky_relu", [](const Inputs& in) { return ops::leaky_relu(in[0], 0.2); }, {{100003}}, {{4, 5}}},
+      {"elu", [](const Inputs& in) { return ops::elu(in[0], 1.3); }, {{100003}}, {{4, 5}}},
+      {"dropout", [key](const Inputs& in) { return ops::dropout(in[0], key); }, {{1000, 99}}, {{6, 7}}},
+      {"reshape", [](const Inputs& in) { return ops::reshape(in[0], {-1, 2}); }, {{50, 7, 6}}, {{2, 3, 2}}},
+      {"sum", [](const Inputs& in) { return ops::sum(in[0]); }, {{1000003}}, {{3, 4}}},
+      {"mean", [](const Inputs& in) { return ops::mean(in[0]); }, {{700, 301}}, {{3, 4}}},
+      {"sum axis 0", [](const Inputs& in) { return ops::sum(in[0], 0); }, {{300, 70, 5}}, {{2, 3, 4}}},
+      {"sum axis 1", [](const Inputs& in) { return ops::sum(in[0], 1); }, {{300, 70, 5}}, {{2, 3, 4}}},
+      {"sum axis 0, long", [](const Inputs& in) { return ops::sum(in[0], 0); }, {{40000, 3}}, {}},
+      {"sum axis -1, long", [](const Inputs& in) { return ops::sum(in[0], -1); }, {{3, 40000}}, {}},
+      {"sum axis -1", [](const Inputs& in) { return ops::sum(in[0], -1); }, {{300, 70, 5}}, {{2, 3, 4}}},
+      {"mean axis 1", [](const Inputs& in) { return ops::mean(in[0], 1); }, {{300, 70, 5}}, {{2, 3, 4}}},
+      {"concat axis 1", [](const Inputs& in) { return ops::concat({in[0], in[1], in[2]}, 1); },
+       {{200, 3, 9}, {200, 17, 9}, {200, 1, 9}}, {{2, 1, 3}, {2, 4, 3}, {2, 2, 3}}},
+      {"concat axis 0", [](const Inputs& in) { return ops::concat({in[0], in[1]}, 0); },
+       {{300, 64}, {17, 64}}, {{2, 3}, {1, 3}}},
+      {"concat(x, x) axis -1", [](const Inputs& in) { return ops::concat({in[0], in[0]}, -1); },
+       {{300, 33}}, {{3, 2}}},
+      {"index_rows", [index_large](const Inputs& in) { return ops::index_rows(in[0], index_large); },
+       {{1000, 4, 16}}, {}},
+      {"index_rows small", [index_small](const Inputs& in) { return ops::index_rows(in[0], index_small); },
+       {}, {{4, 2, 3}}},
+  };
+}
+
+std::vector<double> host_f64(const Tensor& t) { return t.to(Device::cpu).to(DType::f64).to_vector<double>(); }
+
+// |a - b| <= rel * max(|a|, |b|, 1e-6) for every element.
+void expect_close(const std::string& what, const Tensor& cpu, const Tensor& cuda, double rel) {
+  ASSERT_EQ(cpu.shape(), cuda.shape()) << what;
+  ASSERT_EQ(cuda.device(), Device::cuda) << what;
+  std::vector<double> a = host_f64(cpu), b = host_f64(cuda);
+  double worst = 0.0;
+  size_t where = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double err = std::abs(a[i] - b[i]) / std::max({std::abs(a[i]), std::abs(b[i]), 1e-6});
+    if (!(err <= worst)) {
+      worst = std::isnan(err) ? INFINITY : err;
+      where = i;
+    }
+  }
+  EXPECT_LE(worst, rel) << what << ": element " << where << " cpu " << a[where] << " cuda " << b[where];
+}
+
+// Forward output and the gradients of every input for the upstream gradient `g`.
+struct OpRun {
+  Tensor out;
+  std::vector<Tensor> grads;
+};
+
+OpRun run_op(const OpCase& c, const std::vector<Tensor>& inputs, Device device, const Tensor& g_host) {
+  std::vector<Tensor> leaves;
+  for (const Tensor& t : inputs) leaves.push_back(t.to(device).detach().set_requires_grad());
+  OpRun r;
+  r.out = c.f(leaves);
+  r.out.backward(g_host.to(device));
+  for (const Tensor& t : leaves) r.grads.push_back(t.grad());
+  return r;
+}
+
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  Tensor host = t.to(Device::cpu);
+  const auto* p = static_cast<const uint8_t*>(host.raw_data());
+  return std::vector<uint8_t>(p, p + host.nbytes());
+}
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
+  }
+};
+
+}  // namespace
+
+TEST_F(CudaOps, EveryOpMatchesTheCpuForwardAndBackward) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const double rel = dtype == DType::f32 ? 1e-5 : 1e-12;
+    for (const OpCase& c : op_cases()) {
+      if (c.large.empty()) continue;
+      SCOPED_TRACE(c.name + " " + dtype_name(dtype));
+      std::mt19937_64 rng(17);
+      std::vector<Tensor> inputs;
+      for (const Shape& s : c.large) inputs.push_back(random_tensor(s, rng, -1.0, 1.0, dtype));
+      Tensor probe = c.f(inputs);  // the output shape, for the upstream gradient
+      Tensor g = random_tensor(probe.shape(), rng, -1.0, 1.0, dtype);
+      OpRun cpu = run_op(c, inputs, Device::cpu, g);
+      OpRun gpu = run_op(c, inputs, Device::cuda, g);
+      expect_close(c.name + " forward", cpu.out, gpu.out, rel);
+      for (size_t i = 0; i < inputs.size(); ++i)
+        expect_close(c.name + " grad of input " + std::to_string(i), cpu.grads[i], gpu.grads[i], rel);
+    }
+  }
+}
+
+TEST_F(CudaOps, ResultsAreBitwiseIdenticalAcrossRuns) {
+  for (const OpCase& c : op_cases()) {
+    if (c.large.empty()) continue;
+    SCOPED_TRACE(c.name);
+    std::mt19937_64 rng(5);
+    std::vector<Tensor> inputs;
+    for (const Shape& s : c.large) inputs.push_back(random_tensor(s, rng, -1.0, 1.0, DType::f32));
+    Tensor g = random_tensor(c.f(inputs).shape(), rng, -1.0, 1.0, DType::f32);
+    OpRun first = run_op(c, inputs, Device::cuda, g);
+    OpRun second = run_op(c, inputs, Device::cuda, g);
+    EXPECT_EQ(bytes_of(first.out), bytes_of(second.out));
+    for (size_t i = 0; i < inputs.size(); ++i) EXPECT_EQ(bytes_of(first.grads[i]), bytes_of(second.grads[i]));
+  }
+}
+
+TEST_F(CudaOps, GradientChecksInF64OnTheDevice) {
+  for (const OpCase& c : op_cases()) {
+    if (c.small.empty()) continue;
+    std::mt19937_64 rng(99);
+    std::vector<Tensor> inputs;
+    for (const Shape& s : c.small) inputs.push_back(random_tensor(s, rng, -1.0, 1.0, DType::f64, Device::cuda));
+    expect_gradients_match(c.name + " (cuda)", c.f, inputs);
+  }
+}
+
+TEST_F(CudaOps, DropoutMasksAreTheCpuMasksBitForBit) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    std::mt19937_64 rng(3);
+    Tensor x = random_tensor({777, 129}, rng, -1.0, 1.0, dtype);
+    for (const DropoutKey& key : {DropoutKey{0.5f, 1, 0}, DropoutKey{0.1f, 99, 12345}, DropoutKey{0.9f, 7, 1}}) {
+      Tensor cpu = ops::dropout(x, key), gpu = ops::dropout(x.to(Device::cuda), key);
+      EXPECT_EQ(bytes_of(cpu), bytes_of(gpu)) << "p " << key.p << " stream " << key.stream << " "
+                                              << dtype_name(dtype);
+    }
+  }
+}
+
+TEST_F(CudaOps, IndexRowsGathersAnyDtypeAndChecksTheBoundOnTheHost) {
+  Tensor labels = Tensor::from_vector<int32_t>({5, 6, 7, 8}, {4});
+  ops::RowIndex plan(Tensor::from_vector<int32_t>({3, 0, 3}, {3}), Device::cuda);
+  EXPECT_EQ(ops::index_rows(labels.to(Device::cuda), plan).to_vector<int32_t>(), (std::vector<int32_t>{8, 5, 8}));
+  Tensor x = Tensor::zeros({3, 2}, DType::f32, Device::cuda);
+  try {
+    ops::index_rows(x, plan);
+    ADD_FAILURE() << "expected an out-of-range error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("index 3"), std::string::npos) << m;
+    EXPECT_NE(m.find("3 rows"), std::string::npos) << m;
+  }
+  // A plan on the CPU does not serve a CUDA tensor.
+  EXPECT_THROW(ops::index_rows(x, ops::RowIndex(Tensor::from_vector<int32_t>({0}, {1}))), Error);
+}
+
+TEST_F(CudaOps, EmptyTensors) {
+  Tensor empty = Tensor::zeros({0, 3}, DType::f32, Device::cuda);
+  EXPECT_EQ(ops::sum(empty).item(), 0.0);
+  EXPECT_EQ(host_f64(ops::sum(empty, 0)), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(ops::relu(empty).shape(), (Shape{0, 3}));
+  Tensor one = Tensor::full({1, 3}, 2.0, DType::f32, Device::cuda);
+  EXPECT_EQ(host_f64(ops::concat({empty, one}, 0)), (std::vector<double>{2, 2, 2}));
+  EXPECT_EQ(ops::index_rows(one, Tensor::zeros({0}, DType::i32)).shape(), (Shape{0, 3}));
+}
+
+TEST_F(CudaOps, DeviceMismatchNamesBothTensors) {
+  Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({2, 3}, DType::f32, Device::cuda);
+  for (const auto& f : std::vector<std::function<void()>>{[&] { ops::add(a, b); }, [&] { ops::mul(b, a); },
+                                                         [&] { ops::concat({a, b}, 0); }}) {
+    try {
+      f();
+      ADD_FAILURE() << "expected a device mismatch error";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("f32 cpu (2, 3)"), std::string::npos) << m;
+      EXPECT_NE(m.find("f32 cuda (2, 3)"), std::string::npos) << m;
+      EXPECT_NE(m.find("different devices"), std::string::npos) << m;
+    }
+  }
+  try {
+    ops::add_bias(b, Tensor::zeros({3}));
+    ADD_FAILURE() << "expected a device mismatch error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("f32 cpu (3,)"), std::string::npos) << e.what();
+  }
+}
