@@ -1,0 +1,257 @@
+// The CUDA backends of matmul, log_softmax, masked_cross_entropy, argmax/accuracy and the
+// optimisers against their CPU references (f32, relative error <= 1e-5), f64 gradient checks on
+// the device, bitwise reproducibility, and Module::to(cuda).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "framework/cuda_runtime.h"
+#include "framework/module.h"
+#include "framework/ops/accuracy.h"
+#include "framework/ops/cross_entropy.h"
+#include "framework/ops/log_softmax.h"
+#include "framework/ops/matmul.h"
+#include "framework/optim.h"
+#include "gradcheck.h"
+
+using namespace gat;
+using gat::testing::expect_gradients_match;
+using gat::testing::random_tensor;
+
+#define REQUIRE_CUDA() \
+  if (!cuda::available()) GTEST_SKIP() << cuda::unavailable_reason()
+
+namespace {
+
+constexpr double kTol = 1e-5;
+
+// max_i |got_i - want_i| / max_i |want_i| <= tol (relative to the tensor's largest element: two
+// summation orders legitimately differ by a few ulps of the largest partial sums); got may live on
+// the device.
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what, double tol = kTol) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  std::vector<double> g = got.to(Device::cpu).to(DType::f64).to_vector<double>();
+  std::vector<double> w = want.to(Device::cpu).to(DType::f64).to_vector<double>();
+  double largest = 0, worst = 0;
+  size_t at = 0;
+  for (double v : w) largest = std::max(largest, std::abs(v));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double err = std::abs(g[i] - w[i]);
+    if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err, at = i;
+  }
+  EXPECT_LE(worst, tol * largest) << what << ": element " << at << " got " << g[at] << " want "
+                                  << w[at] << " (largest |want| " << largest << ")";
+}
+
+Tensor labels_for(int64_t N, int64_t C, std::mt19937_64& rng) {
+  std::vector<int32_t> y(static_cast<size_t>(N));
+  for (int32_t& v : y) v = static_cast<int32_t>(rng() % C);
+  return Tensor::from_vector(y, {N});
+}
+
+// Forward and the gradients of every input that requires grad, for g = fixed random weights.
+std::vector<Tensor> forward_and_grads(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                                      std::vector<Tensor> inputs) {
+  for (Tensor& t : inputs) t = t.detach().set_requires_grad();
+  Tensor out = f(inputs);
+  std::mt19937_64 rng(99);
+  out.backward(random_tensor(out.shape(), rng, -1, 1, out.dtype(), out.device()));
+  std::vector<Tensor> result{out.detach()};
+  for (Tensor& t : inputs) result.push_back(t.grad());
+  return result;
+}
+
+// Runs f on CPU f32 inputs and on the same inputs moved to CUDA; compares outputs and gradients.
+void expect_cuda_matches_cpu(const std::string& what,
+                             const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                             const std::vector<Tensor>& cpu_inputs) {
+  std::vector<Tensor> cuda_inputs;
+  for (const Tensor& t : cpu_inputs) cuda_inputs.push_back(t.to(Device::cuda));
+  std::vector<Tensor> want = forward_and_grads(f, cpu_inputs);
+  std::vector<Tensor> got = forward_and_grads(f, cuda_inputs);
+  EXPECT_EQ(got[0].device(), Device::cuda) << what;
+  for (size_t i = 0; i < want.size(); ++i)
+    expect_close(got[i], want[i], what + (i == 0 ? " output" : " grad of input " + std::to_string(i - 1)));
+}
+
+}  // namespace
+
+TEST(CudaCore, MatmulMatchesCpu) {
+  REQUIRE_CUDA();
+  std::mt19937_64 rng(1);
+  auto mm = [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[1]); };
+  for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{
+           {4, 4, 4}, {7, 3, 5}, {300, 200, 100}, {33, 1, 17}, {17, 40, 1}, {1, 64, 9}, {5, 1, 1}}) {
+    expect_cuda_matches_cpu("matmul (" + std::to_string(M) + "," + std::to_string(K) + ")x(" +
+                                std::to_string(K) + "," + std::to_string(N) + ")",
+                            mm, {random_tensor({M, K}, rng, -1, 1, DType::f32),
+                                 random_tensor({K, N}, rng, -1, 1, DType::f32)});
+  }
+  expect_cuda_matches_cpu("matmul(x, x)", [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[0]); },
+                          {random_tensor({6, 6}, rng, -1, 1, DType::f32)});
+  Tensor empty = ops::matmul(Tensor::zeros({3, 0}, DType::f32, Device::cuda), Tensor::zeros({0, 2}, DType::f32, Device::cuda));
+  EXPECT_EQ(empty.to_vector<float>(), std::vector<float>(6, 0.0f));
+}
+
+TEST(CudaCore, MatmulGradcheckF64) {
+  REQUIRE_CUDA();
+  std::mt19937_64 rng(2);
+  auto mm = [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[1]); };
+  const Device d = Device::cuda;
+  expect_gradients_match("cuda matmul", mm, {random_tensor({4, 3}, rng, -1, 1, DType::f64, d),
+                                             random_tensor({3, 5}, rng, -1, 1, DType::f64, d)});
+  expect_gradients_match("cuda matmul K=1", mm, {random_tensor({4, 1}, rng, -1, 1, DType::f64, d),
+                                                 random_tensor({1, 5}, rng, -1, 1, DType::f64, d)});
+  expect_gradients_match("cuda matmul(x, x)", [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[0]); },
+                         {random_tensor({4, 4}, rng, -1, 1, DType::f64, d)});
+}
+
+TEST(CudaCore, LogSoftmaxMatchesCpuAndGradcheck) {
+  REQUIRE_CUDA();
+  std::mt19937_64 rng(3);
+  auto f = [](const std::vector<Tensor>& in) { return ops::log_softmax(in[0]); };
+  expect_cuda_matches_cpu("log_softmax (3000, 7)", f, {random_tensor({3000, 7}, rng, -5, 5, DType::f32)});
+  expect_cuda_matches_cpu("log_softmax (50, 100)", f, {random_tensor({50, 100}, rng, -5, 5, DType::f32)});
+  expect_gradients_match("cuda log_softmax", f, {random_tensor({5, 40}, rng, -3, 3, DType::f64, Device::cuda)});
+}
+
+TEST(CudaCore, CrossEntropyMatchesCpuAndGradcheck) {
+  REQUIRE_CUDA();
+  std::mt19937_64 rng(4);
+  const int64_t N = 3000, C = 7;
+  Tensor labels = labels_for(N, C, rng);
+  std::vector<int32_t> rows;
+  for (int32_t r = 0; r < N; r += 3) rows.push_back(r);
+  rows.push_back(5);  // a duplicate: counted twice in the loss and the gradient
+  Tensor index = Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())});
+  auto f = [&](const std::vector<Tensor>& in) {
+    const Device d = in[0].device();
+    return ops::masked_cross_entropy(in[0], labels.to(d), index.to(d));
+  };
+  expect_cuda_matches_cpu("masked_cross_entropy", f, {random_tensor({N, C}, rng, -4, 4, DType::f32)});
+  Tensor y_small = Tensor::from_vector<int32_t>({0, 3, 1, 2, 2, 0}, {6}).to(Device::cuda);
+  Tensor idx_small = Tensor::from_vector<int32_t>({4, 1, 5, 4, 2}, {5}).to(Device::cuda);
+  expect_gradients_match(
+      "cuda masked_cross_entropy",
+      [&](const std::vector<Tensor>& in) { return ops::masked_cross_entropy(in[0], y_small, idx_small); },
+      {random_tensor({6, 4}, rng, -3, 3, DType::f64, Device::cuda)});
+}
+
+TEST(CudaCore, CrossEntropyBadLabelGivesNaNWithoutSync) {
+  REQUIRE_CUDA();
+  Tensor logits = Tensor::zeros({3, 2}, DType::f32, Device::cuda);
+  Tensor labels = Tensor::from_vector<int32_t>({0, 5, 1}, {3}).to(Device::cuda);
+  Tensor index = Tensor::from_vector<int32_t>({0, 1}, {2}).to(Device::cuda);
+  EXPECT_TRUE(std::isnan(ops::masked_cross_entropy(logits, labels, index).item()));
+  Tensor bad_index = Tensor::from_vector<int32_t>({0, 3}, {2}).to(Device::cuda);
+  EXPECT_TRUE(std::isnan(ops::masked_cross_entropy(logits, labels, bad_index).item()));
+  Tensor good = Tensor::from_vector<int32_t>({0, 2}, {2}).to(Device::cuda);
+  EXPECT_NEAR(ops::masked_cross_entropy(logits, labels, good).item(), std::log(2.0), 1e-6);
+}
+
+TEST(CudaCore, ArgmaxAndAccuracyMatchCpu) {
+  REQUIRE_CUDA();
+  std::mt19937_64 rng(5);
+  const int64_t N = 5000, C = 6;
+  Tensor logits = random_tensor({N, C}, rng, -1, 1, DType::f32);
+  logits.data<float>()[7 * C + 2] = logits.data<float>()[7 * C + 4] = 10.0f;  // a tie: first wins
+  Tensor labels = labels_for(N, C, rng);
+  std::vector<int32_t> rows;
+  for (int32_t r = 0; r < N; r += 2) rows.push_back(r);
+  Tensor index = Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())});
+  Tensor pred = ops::argmax(logits.to(Device::cuda));
+  EXPECT_EQ(pred.device(), Device::cuda);
+  EXPECT_EQ(pred.to_vector<int32_t>(), ops::argmax(logits).to_vector<int32_t>());
+  EXPECT_EQ(pred.to_vector<int32_t>()[7], 2);
+  EXPECT_DOUBLE_EQ(ops::accuracy(logits.to(Device::cuda), labels.to(Device::cuda), index.to(Device::cuda)),
+                   ops::accuracy(logits, labels, index));
+  Tensor bad = Tensor::from_vector<int32_t>({0, static_cast<int32_t>(N)}, {2}).to(Device::cuda);
+  EXPECT_THROW(ops::accuracy(logits.to(Device::cuda), labels.to(Device::cuda), bad), Error);
+}
+
+TEST(CudaCore, OptimiserStepsMatchCpu) {
+  REQUIRE_CUDA();
+  std::mt19937_64 rng(6);
+  // 40 parameters (more than one launch's kMaxSlots), f32 and f64 mixed, one without a gradient.
+  std::vector<Tensor> start, grads;
+  for (int i = 0; i < 40; ++i) {
+    const Shape shape{1 + i % 5, 3 + 7 * i};
+    const DType dtype = i % 9 == 4 ? DType::f64 : DType::f32;
+    start.push_back(random_tensor(shape, rng, -1, 1, dtype));
+    grads.push_back(random_tensor(shape, rng, -1, 1, dtype));
+  }
+  auto run = [&](Device device, const std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>& make) {
+    std::vector<Tensor> params;
+    for (const Tensor& s : start) params.push_back(s.to(device).clone().set_requires_grad());
+    std::unique_ptr<Optimizer> opt = make(params);
+    for (int step = 0; step < 2; ++step) {
+      for (size_t i = 0; i < params.size(); ++i)
+        if (i != 17) params[i].impl().grad = grads[i].to(device).clone().impl_ptr();
+      opt->step();
+      opt->zero_grad();
+    }
+    return params;
+  };
+  AdamOptions adam;
+  adam.lr = 0.05;
+  adam.weight_decay = 0.1;
+  AdamWOptions adamw;
+  adamw.lr = 0.05;
+  SGDOptions sgd;
+  sgd.lr = 0.1;
+  sgd.momentum = 0.9;
+  sgd.weight_decay = 0.01;
+  const std::vector<std::pair<std::string, std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>>> kinds{
+      {"Adam", [&](std::vector<Tensor> p) { return std::make_unique<Adam>(p, adam); }},
+      {"AdamW", [&](std::vector<Tensor> p) { return std::make_unique<AdamW>(p, adamw); }},
+      {"SGD", [&](std::vector<Tensor> p) { return std::make_unique<SGD>(p, sgd); }}};
+  for (const auto& [name, make] : kinds) {
+    std::vector<Tensor> want = run(Device::cpu, make), got = run(Device::cuda, make);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].device(), Device::cuda);
+      expect_close(got[i], want[i], name + " parameter " + std::to_string(i));
+    }
+    expect_close(got[17], start[17], name + " parameter without gradient", 0.0);
+  }
+}
+
+TEST(CudaCore, ResultsAreBitwiseReproducible) {
+  REQUIRE_CUDA();
+  std::mt19937_64 rng(7);
+  const int64_t N = 20000, C = 40;
+  Tensor logits = random_tensor({N, C}, rng, -3, 3, DType::f32, Device::cuda);
+  Tensor labels = labels_for(N, C, rng).to(Device::cuda);
+  std::vector<int32_t> rows(static_cast<size_t>(N));
+  for (int32_t r = 0; r < N; ++r) rows[r] = (r * 7919) % N;
+  Tensor index = Tensor::from_vector(rows, {N}).to(Device::cuda);
+  auto once = [&] {
+    Tensor x = logits.detach().set_requires_grad();
+    Tensor loss = ops::masked_cross_entropy(ops::log_softmax(x), labels, index);
+    loss.backward();
+    std::vector<float> out = x.grad().to_vector<float>();
+    out.push_back(static_cast<float>(loss.item()));
+    return out;
+  };
+  EXPECT_EQ(once(), once());
+}
+
+TEST(CudaCore, ModuleToCudaMovesParametersInPlace) {
+  REQUIRE_CUDA();
+  struct Holder : Module {
+    Tensor w;
+    Holder() { w = register_parameter("w", Tensor::from_vector<float>({1, 2, 3}, {3})); }
+  } m;
+  Tensor handle = m.w;
+  m.to(Device::cuda);
+  EXPECT_EQ(handle.device(), Device::cuda);
+  EXPECT_EQ(handle.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  m.to(Device::cpu);
+  EXPECT_EQ(m.parameters()[0].device(), Device::cpu);
+}
