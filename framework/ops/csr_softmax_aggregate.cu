@@ -1,0 +1,577 @@
+// CUDA kernels of csr_softmax_aggregate (see KERNELS.md).
+//
+// Forward: a group of G lanes (G a power of two <= 32) owns one (destination row, column tile);
+// each lane owns VEC consecutive features of one head (float4 / double2 loads when F allows) and
+// runs the online softmax over the row in ONE pass (running max m, sum z, accumulator rescaled
+// when the max grows). Rows of more than kChunk edges are split: each chunk of kChunk edges is a
+// work item writing a partial (m, z, acc), and a merge kernel combines a row's partials in chunk
+// order. Chunks are enumerated by an exclusive scan (CUB, integer) of the chunk counts per row and
+// found by binary search, so the work list needs no host synchronisation.
+//
+// Backward: (1) one group per (edge, head) computes da = keep/(1-p) * G[dst,h,:].V[src,h,:];
+// (2) one warp per (row, head) sweeps the row twice: r = sum a*da (fixed butterfly), then
+// ds = a*(da - r), with a recomputed from lse; (3) dV over the transposed graph, a group per
+// (source row, column tile) gathering G[dst] in t_row order. No float atomics anywhere: every
+// sum has a fixed order, so results are bitwise reproducible.
+#include <cub/device/device_scan.cuh>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "framework/cuda_check.h"
+#include "framework/ops/csr_softmax_aggregate.h"
+#include "framework/ops/graph_kernels.cuh"
+
+namespace gat::ops::cuda_impl {
+
+namespace {
+
+using graph::kWarp;
+
+constexpr int kChunk = 512;  // rows with more edges are split into chunks of this many edges
+constexpr int kUnroll = 4;   // edges whose loads are issued together
+constexpr unsigned kThreads = 256;
+
+template <class T, int VEC>
+struct alignas(sizeof(T) * VEC) Vec {
+  T v[VEC];
+};
+
+template <class T, int VEC>
+__device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
+  return *reinterpret_cast<const Vec<T, VEC>*>(p);
+}
+template <class T, int VEC>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& x) {
+  *reinterpret_cast<Vec<T, VEC>*>(p) = x;
+}
+
+template <class T, int VEC>
+__device__ __forceinline__ Vec<T, VEC> to_vec(const T (&a)[VEC]) {
+  Vec<T, VEC> v;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) v.v[k] = a[k];
+  return v;
+}
+
+// Keep factor of attention dropout for (edge, head) index: keep / (1 - p), or 1 when inactive.
+template <class T>
+__device__ __forceinline__ T drop_factor(const DropoutKey& key, T scale, long long index) {
+  return !key.active() ? T(1) : (key.keep(static_cast<uint64_t>(index)) ? scale : T(0));
+}
+
+// Where a group's lane sits: work item, and the lane's VEC features [c, c + VEC) of head h.
+template <int G>
+struct GroupLane {
+  long long first_item;  // item of lane group 0 of this warp in this grid-stride round
+  long long stride;      // items per grid-stride round
+  int group;             // group index in the warp
+  int lane;              // lane within the group
+  __device__ GroupLane() {
+    const long long warp = graph::warp_id();
+    group = (threadIdx.x % kWarp) / G;
+    lane = threadIdx.x % G;
+    first_item = warp * (kWarp / G);
+    stride = graph::warp_count() * (kWarp / G);
+  }
+};
+
+// Online-softmax state of one lane: running max, sum of exp, and the weighted feature sum.
+template <class T, int VEC>
+struct OnlineState {
+  T m = -INFINITY;  // running max of the scores
+  T z = 0;          // sum of exp(s - m) (without dropout)
+  T acc[VEC] = {};  // sum of exp(s - m) * keep/(1-p) * V
+
+  __device__ __forceinline__ void add(T score, T drop, const Vec<T, VEC>& v) {
+    if (score > m) {
+      const T r = exp(m - score);
+      z *= r;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) acc[k] *= r;
+      m = score;
+    }
+    const T p = exp(score - m);
+    z += p;
+    const T w = p * drop;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) acc[k] += w * v.v[k];
+  }
+};
+
+// Runs the online softmax of one lane over edges [begin, end) of a row.
+template <class T, int VEC>
+__device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ col_idx,  // (E,)
+                                               const T* __restrict__ s,             // (E, H)
+                                               const T* __restrict__ V,             // (N, H, F)
+                                               long long begin, long long end, int H, int HF,
+                                               int h, int c, const DropoutKey& key, T scale,
+                                               OnlineState<T, VEC>& st) {
+  long long e = begin;
+  for (; e + kUnroll <= end; e += kUnroll) {
+    long long j[kUnroll];
+    T score[kUnroll];
+    Vec<T, VEC> v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      j[u] = col_idx[e + u];
+      score[u] = s[(e + u) * H + h];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = load_vec<T, VEC>(V + j[u] * HF + c);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      st.add(score[u], drop_factor(key, scale, (e + u) * H + h), v[u]);
+  }
+  for (; e < end; ++e)
+    st.add(s[e * H + h], drop_factor(key, scale, e * H + h),
+           load_vec<T, VEC>(V + (long long)col_idx[e] * HF + c));
+}
+
+// Writes out[i, h, c..c+VEC) = acc / z and (from the head's first lane) lse[i,h] = m + log z;
+// zeros and -inf for an empty row (z = 0).
+template <class T, int VEC>
+__device__ __forceinline__ void write_row(T* __restrict__ out,  // (N, H, F)
+                                          T* __restrict__ lse,  // (N, H)
+                                          long long i, int H, int F, int h, int c, T m, T z,
+                                          const T (&acc)[VEC]) {
+  Vec<T, VEC> o;
+  const T inv = z > T(0) ? T(1) / z : T(0);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) o.v[k] = acc[k] * inv;
+  store_vec<T, VEC>(out + (i * H + h) * F + (c - h * F), o);
+  if (c % F == 0) lse[i * H + h] = z > T(0) ? m + log(z) : -INFINITY;
+}
+
+// One group per (row, column tile); rows of more than `long_row` edges are left to the split
+// kernels.
+template <class T, int VEC, int G>
+__global__ void __launch_bounds__(kThreads)
+    aggregate_forward_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
+                             const int32_t* __restrict__ col_idx,  // (E,)
+                             const T* __restrict__ s,              // (E, H)
+                             const T* __restrict__ V,              // (N, H, F)
+                             T* __restrict__ out,                  // (N, H, F)
+                             T* __restrict__ lse,                  // (N, H)
+                             long long N, int H, int F, int tiles, long long long_row,
+                             DropoutKey key, T scale) {
+  const GroupLane<G> g;
+  const int HF = H * F;
+  const long long items = N * tiles;
+  for (long long item = g.first_item + g.group; item < items; item += g.stride) {
+    const long long i = item / tiles;
+    const int c = ((static_cast<int>(item - i * tiles)) * G + g.lane) * VEC;
+    const long long begin = row_ptr[i], end = row_ptr[i + 1];
+    if (c >= HF || end - begin > long_row) continue;
+    const int h = c / F;
+    OnlineState<T, VEC> st;
+    gather_softmax<T, VEC>(col_idx, s, V, begin, end, H, HF, h, c, key, scale, st);
+    write_row<T, VEC>(out, lse, i, H, F, h, c, st.m, st.z, st.acc);
+  }
+}
+
+// nchunks[i] = chunks of a row longer than kChunk edges, 0 otherwise; nchunks[N] = 0.
+__global__ void count_chunks_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
+                                    int32_t* __restrict__ nchunks,        // (N+1,)
+                                    long long N) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i <= N;
+       i += (long long)gridDim.x * blockDim.x) {
+    const int deg = i < N ? row_ptr[i + 1] - row_ptr[i] : 0;
+    nchunks[i] = deg > kChunk ? (deg + kChunk - 1) / kChunk : 0;
+  }
+}
+
+// One group per (chunk of a long row, column tile): the partial online-softmax state of the
+// chunk. chunk_ptr (N+1) is the exclusive scan of nchunks: row i owns chunks
+// [chunk_ptr[i], chunk_ptr[i+1]).
+template <class T, int VEC, int G>
+__global__ void __launch_bounds__(kThreads)
+    aggregate_chunk_kernel(const int32_t* __restrict__ row_ptr,    // (N+1,)
+                           const int32_t* __restrict__ col_idx,    // (E,)
+                           const int32_t* __restrict__ chunk_ptr,  // (N+1,)
+                           const T* __restrict__ s,                // (E, H)
+                           const T* __restrict__ V,                // (N, H, F)
+                           T* __restrict__ part_m,                 // (W, H)
+                           T* __restrict__ part_z,                 // (W, H)
+                           T* __restrict__ part_acc,               // (W, H, F)
+                           long long N, int H, int F, int tiles, long long max_chunks,
+                           DropoutKey key, T scale) {
+  const GroupLane<G> g;
+  const int HF = H * F;
+  const long long chunks = chunk_ptr[N];  // W <= max_chunks
+  const long long items = max_chunks * tiles;
+  for (long long item = g.first_item + g.group; item < items; item += g.stride) {
+    const long long w = item / tiles;
+    const int c = ((static_cast<int>(item - w * tiles)) * G + g.lane) * VEC;
+    if (w >= chunks || c >= HF) continue;
+    // The row owning chunk w: the last i with chunk_ptr[i] <= w.
+    long long lo = 0, hi = N - 1;
+    while (lo < hi) {
+      const long long mid = (lo + hi + 1) / 2;
+      if (chunk_ptr[mid] <= w) lo = mid;
+      else hi = mid - 1;
+    }
+    const long long begin = row_ptr[lo] + (w - chunk_ptr[lo]) * kChunk;
+    const long long end = min(begin + kChunk, static_cast<long long>(row_ptr[lo + 1]));
+    const int h = c / F;
+    OnlineState<T, VEC> st;
+    gather_softmax<T, VEC>(col_idx, s, V, begin, end, H, HF, h, c, key, scale, st);
+    store_vec<T, VEC>(part_acc + w * HF + c, to_vec(st.acc));
+    if (c % F == 0) {
+      part_m[w * H + h] = st.m;
+      part_z[w * H + h] = st.z;
+    }
+  }
+}
+
+// One group per (long row, column tile): merges the row's chunk partials in chunk order.
+template <class T, int VEC, int G>
+__global__ void __launch_bounds__(kThreads)
+    aggregate_merge_kernel(const int32_t* __restrict__ chunk_ptr,  // (N+1,)
+                           const T* __restrict__ part_m,           // (W, H)
+                           const T* __restrict__ part_z,           // (W, H)
+                           const T* __restrict__ part_acc,         // (W, H, F)
+                           T* __restrict__ out,                    // (N, H, F)
+                           T* __restrict__ lse,                    // (N, H)
+                           long long N, int H, int F, int tiles) {
+  const GroupLane<G> g;
+  const int HF = H * F;
+  const long long items = N * tiles;
+  for (long long item = g.first_item + g.group; item < items; item += g.stride) {
+    const long long i = item / tiles;
+    const int c = ((static_cast<int>(item - i * tiles)) * G + g.lane) * VEC;
+    const long long w0 = chunk_ptr[i], w1 = chunk_ptr[i + 1];
+    if (c >= HF || w0 == w1) continue;
+    const int h = c / F;
+    T m = -INFINITY;
+    for (long long w = w0; w < w1; ++w) m = fmax(m, part_m[w * H + h]);
+    T z = 0, acc[VEC] = {};
+    for (long long w = w0; w < w1; ++w) {
+      const T r = exp(part_m[w * H + h] - m);
+      z += part_z[w * H + h] * r;
+      const Vec<T, VEC> a = load_vec<T, VEC>(part_acc + w * HF + c);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) acc[k] += a.v[k] * r;
+    }
+    write_row<T, VEC>(out, lse, i, H, F, h, c, m, z, acc);
+  }
+}
+
+// Backward (1): one group of G lanes per (edge, head): da[e,h] = keep/(1-p) * G[dst,h,:].V[src,h,:]
+// written to ds. Lanes stride over F in VEC steps; the dot is a fixed butterfly over the group.
+template <class T, int VEC, int G>
+__global__ void __launch_bounds__(kThreads)
+    edge_dot_kernel(const int32_t* __restrict__ col_idx,   // (E,)
+                    const int32_t* __restrict__ edge_dst,  // (E,)
+                    const T* __restrict__ V,               // (N, H, F)
+                    const T* __restrict__ grad_out,        // (N, H, F)
+                    T* __restrict__ da,                    // (E, H)
+                    long long EH, int H, int F, DropoutKey key, T scale) {
+  const GroupLane<G> g;
+  // Every lane of a warp runs the same number of rounds (the butterfly needs them all).
+  for (long long base = g.first_item; base < EH; base += g.stride) {
+    const long long t = base + g.group;
+    T dot = 0;
+    if (t < EH) {
+      const long long e = t / H;
+      const int h = static_cast<int>(t - e * H);
+      const T* vr = V + ((long long)col_idx[e] * H + h) * F;
+      const T* gr = grad_out + ((long long)edge_dst[e] * H + h) * F;
+      for (int f = g.lane * VEC; f < F; f += G * VEC) {
+        const Vec<T, VEC> a = load_vec<T, VEC>(vr + f), b = load_vec<T, VEC>(gr + f);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) dot += a.v[k] * b.v[k];
+      }
+    }
+    dot = graph::group_sum<G>(dot);
+    if (t < EH && g.lane == 0) da[t] = dot * drop_factor(key, scale, t);
+  }
+}
+
+// Backward (2): one warp per (row, head): r = sum_e a*da, then ds = a*(da - r) in place.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    row_softmax_grad_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
+                            const T* __restrict__ s,              // (E, H)
+                            const T* __restrict__ lse,            // (N, H)
+                            T* __restrict__ ds,                   // (E, H): da in, ds out
+                            long long NH, int H) {
+  const int lane = threadIdx.x % kWarp;
+  for (long long w = graph::warp_id(); w < NH; w += graph::warp_count()) {
+    const long long i = w / H;
+    const int h = static_cast<int>(w - i * H);
+    const long long begin = row_ptr[i], end = row_ptr[i + 1];
+    const T l = lse[w];
+    T r = 0;
+    for (long long e = begin + lane; e < end; e += kWarp) r += exp(s[e * H + h] - l) * ds[e * H + h];
+    r = graph::group_sum<kWarp>(r);
+    for (long long e = begin + lane; e < end; e += kWarp) {
+      const T a = exp(s[e * H + h] - l);
+      ds[e * H + h] = a * (ds[e * H + h] - r);
+    }
+  }
+}
+
+// Backward (3): one group per (source row j, column tile) over the transposed graph:
+// dV[j,h,c..] = sum over out-edges k (t_row order) of a~[e,h] * G[dst,h,c..].
+template <class T, int VEC, int G>
+__global__ void __launch_bounds__(kThreads)
+    value_grad_kernel(const int32_t* __restrict__ t_row_ptr,  // (N+1,)
+                      const int32_t* __restrict__ t_col_idx,  // (E,) destination
+                      const int32_t* __restrict__ t_edge_id,  // (E,) edge id
+                      const T* __restrict__ s,                // (E, H)
+                      const T* __restrict__ lse,              // (N, H)
+                      const T* __restrict__ grad_out,         // (N, H, F)
+                      T* __restrict__ dV,                     // (N, H, F)
+                      long long N, int H, int F, int tiles, DropoutKey key, T scale) {
+  const GroupLane<G> g;
+  const int HF = H * F;
+  const long long items = N * tiles;
+  for (long long item = g.first_item + g.group; item < items; item += g.stride) {
+    const long long j = item / tiles;
+    const int c = ((static_cast<int>(item - j * tiles)) * G + g.lane) * VEC;
+    if (c >= HF) continue;
+    const int h = c / F;
+    T acc[VEC] = {};
+    const long long begin = t_row_ptr[j], end = t_row_ptr[j + 1];
+    long long k = begin;
+    auto add = [&](long long e, long long i, const Vec<T, VEC>& gv) {
+      const T w = exp(s[e * H + h] - lse[i * H + h]) * drop_factor(key, scale, e * H + h);
+#pragma unroll
+      for (int q = 0; q < VEC; ++q) acc[q] += w * gv.v[q];
+    };
+    for (; k + kUnroll <= end; k += kUnroll) {
+      long long e[kUnroll], i[kUnroll];
+      Vec<T, VEC> gv[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) e[u] = t_edge_id[k + u], i[u] = t_col_idx[k + u];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) gv[u] = load_vec<T, VEC>(grad_out + i[u] * HF + c);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) add(e[u], i[u], gv[u]);
+    }
+    for (; k < end; ++k)
+      add(t_edge_id[k], t_col_idx[k], load_vec<T, VEC>(grad_out + (long long)t_col_idx[k] * HF + c));
+    store_vec<T, VEC>(dV + j * HF + c, to_vec(acc));
+  }
+}
+
+// One warp per (row, head): lse by a max and a sum sweep, then (when a is given) the weights.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    row_softmax_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
+                       const T* __restrict__ s,              // (E, H)
+                       T* __restrict__ a,                    // (E, H) or null
+                       T* __restrict__ lse,                  // (N, H) or null
+                       long long NH, int H) {
+  const int lane = threadIdx.x % kWarp;
+  for (long long w = graph::warp_id(); w < NH; w += graph::warp_count()) {
+    const long long i = w / H;
+    const int h = static_cast<int>(w - i * H);
+    const long long begin = row_ptr[i], end = row_ptr[i + 1];
+    T m = -INFINITY;
+    for (long long e = begin + lane; e < end; e += kWarp) m = fmax(m, s[e * H + h]);
+#pragma unroll
+    for (int offset = kWarp / 2; offset > 0; offset /= 2)
+      m = fmax(m, __shfl_xor_sync(0xffffffffu, m, offset));
+    T z = 0;
+    for (long long e = begin + lane; e < end; e += kWarp) z += exp(s[e * H + h] - m);
+    z = graph::group_sum<kWarp>(z);
+    if (lse && lane == 0) lse[w] = z > T(0) ? m + log(z) : -INFINITY;
+    if (a)  // from (m, z), not lse, as on the CPU: lse rounds to ulp(m)
+      for (long long e = begin + lane; e < end; e += kWarp) a[e * H + h] = exp(s[e * H + h] - m) / z;
+  }
+}
+
+// ---- host side -------------------------------------------------------------------------
+
+template <int N>
+using Int = std::integral_constant<int, N>;
+
+// Calls f(Int<G>{}) for G in {1, 2, 4, 8, 16, 32}.
+template <class Fn>
+void with_group(int G, Fn&& f) {
+  switch (G) {
+    case 1: return f(Int<1>{});
+    case 2: return f(Int<2>{});
+    case 4: return f(Int<4>{});
+    case 8: return f(Int<8>{});
+    case 16: return f(Int<16>{});
+    default: return f(Int<32>{});
+  }
+}
+
+// Calls f(Int<VEC>{}): 16-byte vectors (float4 / double2) when every row of `F` features splits
+// into whole vectors and all the pointers are 16-byte aligned, scalars otherwise.
+template <class T, class Fn>
+void with_vec(int F, std::initializer_list<const void*> ptrs, Fn&& f) {
+  constexpr int kVec = 16 / sizeof(T);
+  bool ok = F % kVec == 0;
+  for (const void* p : ptrs) ok = ok && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  if (ok) f(Int<kVec>{});
+  else f(Int<1>{});
+}
+
+int pow2_at_least(long long n) {
+  int g = 1;
+  while (g < n && g < kWarp) g *= 2;
+  return g;
+}
+
+// Column tiling of the (H * F) features of a row: G lanes of VEC features per tile.
+struct Tiling {
+  int G, tiles;
+  Tiling(int HF, int vec) {
+    G = pow2_at_least((HF + vec - 1) / vec);
+    tiles = HF == 0 ? 0 : (HF + G * vec - 1) / (G * vec);
+  }
+};
+
+unsigned group_blocks(long long items, int G) {
+  return graph::warp_blocks((items + kWarp / G - 1) / (kWarp / G), kThreads);
+}
+
+template <class T>
+T drop_scale(const DropoutKey& key) {
+  return key.active() ? T(1) / (T(1) - static_cast<T>(key.p)) : T(1);
+}
+
+}  // namespace
+
+void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
+                                   const Tensor& node_value, const DropoutKey& attn_dropout,
+                                   Tensor& out, Tensor& lse) {
+  const long long N = graph.num_nodes(), E = graph.num_edges();
+  const int H = static_cast<int>(edge_scores.size(1)), F = static_cast<int>(node_value.size(2));
+  if (N == 0 || H == 0) return;
+  if (F == 0) {  // nothing to aggregate: lse alone
+    dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
+      using T = decltype(zero);
+      row_softmax_kernel<T><<<graph::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(
+          graph.row_ptr().data<int32_t>(), edge_scores.data<T>(), nullptr, lse.data<T>(), N * H, H);
+      CUDA_CHECK_LAUNCH("row_softmax_kernel");
+    });
+    return;
+  }
+  const bool split = graph.max_in_degree() > kChunk;
+  dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
+    using T = decltype(zero);
+    const T scale = drop_scale<T>(attn_dropout);
+    const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
+    const int32_t* col_idx = graph.col_idx().data<int32_t>();  // (E,)
+    const T* s = edge_scores.data<T>();                        // (E, H)
+    const T* V = node_value.data<T>();                         // (N, H, F)
+    T* o = out.data<T>();                                      // (N, H, F)
+    T* l = lse.data<T>();                                      // (N, H)
+    with_vec<T>(F, {V, o}, [&](auto vec) {
+      constexpr int VEC = decltype(vec)::value;
+      const Tiling tiling(H * F, VEC);
+      with_group(tiling.G, [&](auto group) {
+        constexpr int G = decltype(group)::value;
+        const long long items = N * tiling.tiles;
+        aggregate_forward_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
+            row_ptr, col_idx, s, V, o, l, N, H, F, tiling.tiles, split ? kChunk : E, attn_dropout,
+            scale);
+        CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
+        if (!split) return;
+        // Long rows: chunk counts, their scan, the chunk partials, the merge.
+        Tensor nchunks = Tensor::empty({N + 1}, DType::i32, Device::cuda, "aggregate chunk counts");
+        Tensor chunk_ptr = Tensor::empty({N + 1}, DType::i32, Device::cuda, "aggregate chunk_ptr");
+        count_chunks_kernel<<<cuda::blocks_for(N + 1), kThreads, 0, cuda::stream()>>>(
+            row_ptr, nchunks.data<int32_t>(), N);
+        CUDA_CHECK_LAUNCH("count_chunks_kernel");
+        size_t temp_bytes = 0;
+        CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, nchunks.data<int32_t>(),
+                                                 chunk_ptr.data<int32_t>(), static_cast<int>(N + 1),
+                                                 cuda::stream()));
+        Tensor temp = Tensor::empty({static_cast<long long>(temp_bytes / 4 + 1)}, DType::i32,
+                                    Device::cuda, "aggregate scan workspace");
+        CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw_data(), temp_bytes, nchunks.data<int32_t>(),
+                                                 chunk_ptr.data<int32_t>(), static_cast<int>(N + 1),
+                                                 cuda::stream()));
+        // Rows longer than kChunk have ceil(deg / kChunk) < 2 deg / kChunk chunks.
+        const long long max_chunks = 2 * E / kChunk + 1;
+        Tensor part_m = Tensor::empty({max_chunks, H}, out.dtype(), Device::cuda, "aggregate partial m");
+        Tensor part_z = Tensor::empty({max_chunks, H}, out.dtype(), Device::cuda, "aggregate partial z");
+        Tensor part_acc = Tensor::empty({max_chunks, H, F}, out.dtype(), Device::cuda,
+                                        "aggregate partial acc");
+        aggregate_chunk_kernel<T, VEC, G>
+            <<<group_blocks(max_chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
+                row_ptr, col_idx, chunk_ptr.data<int32_t>(), s, V, part_m.data<T>(),
+                part_z.data<T>(), part_acc.data<T>(), N, H, F, tiling.tiles, max_chunks,
+                attn_dropout, scale);
+        CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
+        aggregate_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
+            chunk_ptr.data<int32_t>(), part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o,
+            l, N, H, F, tiling.tiles);
+        CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
+      });
+    });
+  });
+}
+
+void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_scores,
+                                    const Tensor& node_value, const Tensor& lse,
+                                    const Tensor& grad_out, const DropoutKey& attn_dropout,
+                                    Tensor* grad_scores, Tensor* grad_value) {
+  const long long N = graph.num_nodes(), E = graph.num_edges();
+  const int H = static_cast<int>(edge_scores.size(1)), F = static_cast<int>(node_value.size(2));
+  dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate backward", [&](auto zero) {
+    using T = decltype(zero);
+    const T scale = drop_scale<T>(attn_dropout);
+    const T* s = edge_scores.data<T>();  // (E, H)
+    const T* V = node_value.data<T>();   // (N, H, F)
+    const T* l = lse.data<T>();          // (N, H)
+    const T* dout = grad_out.data<T>();    // (N, H, F)
+    if (grad_scores && E * H > 0) {
+      T* ds = grad_scores->data<T>();  // (E, H)
+      if (F == 0) {
+        grad_scores->zero_();
+      } else {
+        with_vec<T>(F, {V, dout}, [&](auto vec) {
+          constexpr int VEC = decltype(vec)::value;
+          with_group(pow2_at_least((F + VEC - 1) / VEC), [&](auto group) {
+            constexpr int G = decltype(group)::value;
+            edge_dot_kernel<T, VEC, G><<<group_blocks(E * H, G), kThreads, 0, cuda::stream()>>>(
+                graph.col_idx().data<int32_t>(), graph.edge_dst().data<int32_t>(), V, dout, ds,
+                E * H, H, F, attn_dropout, scale);
+            CUDA_CHECK_LAUNCH("edge_dot_kernel");
+          });
+        });
+        row_softmax_grad_kernel<T><<<graph::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(
+            graph.row_ptr().data<int32_t>(), s, l, ds, N * H, H);
+        CUDA_CHECK_LAUNCH("row_softmax_grad_kernel");
+      }
+    }
+    if (grad_value && N * H * F > 0) {
+      T* dV = grad_value->data<T>();  // (N, H, F)
+      with_vec<T>(F, {dout, dV}, [&](auto vec) {
+        constexpr int VEC = decltype(vec)::value;
+        const Tiling tiling(H * F, VEC);
+        with_group(tiling.G, [&](auto group) {
+          constexpr int G = decltype(group)::value;
+          value_grad_kernel<T, VEC, G>
+              <<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
+                  graph.t_row_ptr().data<int32_t>(), graph.t_col_idx().data<int32_t>(),
+                  graph.t_edge_id().data<int32_t>(), s, l, dout, dV, N, H, F, tiling.tiles,
+                  attn_dropout, scale);
+          CUDA_CHECK_LAUNCH("value_grad_kernel");
+        });
+      });
+    }
+  });
+}
+
+void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
+  const long long NH = graph.num_nodes() * edge_scores.size(1);
+  if (NH == 0 || graph.num_edges() == 0) return;
+  dispatch_float(edge_scores.dtype(), "csr_softmax", [&](auto zero) {
+    using T = decltype(zero);
+    row_softmax_kernel<T><<<graph::warp_blocks(NH), kThreads, 0, cuda::stream()>>>(
+        graph.row_ptr().data<int32_t>(), edge_scores.data<T>(), weights.data<T>(), nullptr, NH,
+        static_cast<int>(edge_scores.size(1)));
+    CUDA_CHECK_LAUNCH("row_softmax_kernel");
+  });
+}
+
+}  // namespace gat::ops::cuda_impl

@@ -1,0 +1,388 @@
+// CPU tests of the graph ops: csr_softmax_aggregate, csr_softmax, gat_edge_scores, head_dot.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "framework/autograd.h"
+#include "framework/graph.h"
+#include "framework/ops/csr_softmax_aggregate.h"
+#include "framework/ops/gat_edge_scores.h"
+#include "framework/ops/head_dot.h"
+#include "gradcheck.h"
+
+using namespace gat;
+using gat::testing::expect_gradients_match;
+using gat::testing::random_tensor;
+
+namespace {
+
+// 8 nodes, 13 edges: 0, 6 and 7 have no incoming edge, 1 has one, 2 has six, 4 has a self loop;
+// 7 has no edge at all.
+Graph mixed_graph() {
+  const std::vector<int32_t> src = {3, 0, 1, 3, 4, 5, 6, 2, 6, 4, 0, 1, 2};
+  const std::vector<int32_t> dst = {1, 2, 2, 2, 2, 2, 2, 3, 3, 4, 4, 5, 5};
+  return Graph::from_edges(8, src, dst);
+}
+
+// Node 0 receives from 1..deg (a long row); `extra` random edges go into nodes of the first half.
+Graph hub_graph(int32_t deg, int64_t extra, std::mt19937_64& rng) {
+  std::vector<int32_t> src, dst;
+  for (int32_t j = 1; j <= deg; ++j) src.push_back(j), dst.push_back(0);
+  std::uniform_int_distribution<int32_t> node(0, deg);
+  for (int64_t k = 0; k < extra; ++k) src.push_back(node(rng)), dst.push_back(node(rng) / 2);
+  return Graph::from_edges(deg + 1, src, dst);
+}
+
+// Random graph with N nodes; the first N/4 nodes receive nothing.
+Graph random_graph(int32_t N, int64_t E, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> any(0, N - 1), receiver(N / 4, N - 1);
+  std::vector<int32_t> src, dst;
+  for (int64_t k = 0; k < E; ++k) src.push_back(any(rng)), dst.push_back(receiver(rng));
+  return Graph::from_edges(N, src, dst);
+}
+
+// Dense reference of the op, in double: per row, softmax over its edges, dropout, weighted sum.
+std::vector<double> reference_aggregate(const Graph& g, const std::vector<double>& s,
+                                        const std::vector<double>& v, int64_t H, int64_t F,
+                                        const DropoutKey& key) {
+  const int64_t N = g.num_nodes(), E = g.num_edges();
+  const std::vector<int32_t> srcs = g.sources(), dsts = g.destinations();
+  std::vector<double> out(static_cast<size_t>(N * H * F), 0.0);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t h = 0; h < H; ++h) {
+      std::vector<int64_t> row;
+      for (int64_t e = 0; e < E; ++e)
+        if (dsts[e] == i) row.push_back(e);
+      if (row.empty()) continue;
+      double m = -INFINITY, z = 0;
+      for (int64_t e : row) m = std::max(m, s[e * H + h]);
+      for (int64_t e : row) z += std::exp(s[e * H + h] - m);
+      for (int64_t e : row) {
+        double w = std::exp(s[e * H + h] - m) / z;
+        if (key.active()) w = key.keep(e * H + h) ? w / (1.0 - key.p) : 0.0;
+        for (int64_t f = 0; f < F; ++f) out[(i * H + h) * F + f] += w * v[(srcs[e] * H + h) * F + f];
+      }
+    }
+  return out;
+}
+
+double max_rel_error(const std::vector<double>& got, const std::vector<double>& want) {
+  double diff = 0, scale = 0;
+  for (size_t k = 0; k < want.size(); ++k) {
+    diff = std::max(diff, std::abs(got[k] - want[k]));
+    scale = std::max(scale, std::abs(want[k]));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+bool all_finite(const Tensor& t) {
+  for (double x : t.to(DType::f64).to_vector<double>())
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.to(Device::cpu).raw_data(), b.to(Device::cpu).raw_data(), a.nbytes()) == 0;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+const DropoutKey kDrop{0.3f, 42, 7};
+
+}  // namespace
+
+// ---- csr_softmax_aggregate ---------------------------------------------------------------
+
+TEST(CsrSoftmaxAggregate, MatchesDenseReference) {
+  std::mt19937_64 rng(1);
+  const Graph g = mixed_graph();
+  for (int64_t H : {1, 3})
+    for (int64_t F : {1, 5})
+      for (const DropoutKey& key : {DropoutKey{}, kDrop})
+        for (DType dtype : {DType::f32, DType::f64}) {
+          Tensor s = random_tensor({g.num_edges(), H}, rng, -3, 3, dtype);
+          Tensor v = random_tensor({g.num_nodes(), H, F}, rng, -1, 1, dtype);
+          Tensor out = ops::csr_softmax_aggregate(g, s, v, key);
+          ASSERT_EQ(out.shape(), (Shape{g.num_nodes(), H, F}));
+          const auto want = reference_aggregate(g, s.to(DType::f64).to_vector<double>(),
+                                                v.to(DType::f64).to_vector<double>(), H, F, key);
+          EXPECT_LE(max_rel_error(out.to(DType::f64).to_vector<double>(), want),
+                    dtype == DType::f32 ? 1e-6 : 1e-14)
+              << "H=" << H << " F=" << F << " p=" << key.p << " " << dtype_name(dtype);
+        }
+}
+
+TEST(CsrSoftmaxAggregate, EmptyRowsGiveZerosAndZeroGradients) {
+  std::mt19937_64 rng(2);
+  const Graph g = mixed_graph();  // rows 0, 6, 7 are empty
+  Tensor s = random_tensor({g.num_edges(), 2}, rng).set_requires_grad();
+  Tensor v = random_tensor({g.num_nodes(), 2, 3}, rng).set_requires_grad();
+  Tensor out = ops::csr_softmax_aggregate(g, s, v);
+  const auto o = out.to_vector<double>();
+  for (int64_t i : {0, 6, 7})
+    for (int64_t k = 0; k < 6; ++k) EXPECT_EQ(o[i * 6 + k], 0.0) << "row " << i;
+  // A gradient only on the empty rows reaches nothing.
+  std::vector<double> grad(o.size(), 0.0);
+  for (int64_t i : {0, 6, 7})
+    for (int64_t k = 0; k < 6; ++k) grad[i * 6 + k] = 1.0;
+  out.backward(Tensor::from_vector(grad, out.shape()));
+  for (double x : s.grad().to_vector<double>()) EXPECT_EQ(x, 0.0);
+  for (double x : v.grad().to_vector<double>()) EXPECT_EQ(x, 0.0);
+}
+
+TEST(CsrSoftmaxAggregate, GradientsMatchFiniteDifferences) {
+  std::mt19937_64 rng(3);
+  const Graph g = mixed_graph();
+  for (int64_t H : {1, 3})
+    for (int64_t F : {1, 5})
+      for (const DropoutKey& key : {DropoutKey{}, kDrop}) {
+        auto f = [&](const std::vector<Tensor>& in) {
+          return ops::csr_softmax_aggregate(g, in[0], in[1], key);
+        };
+        expect_gradients_match("csr_softmax_aggregate H=" + std::to_string(H) + " F=" +
+                                   std::to_string(F) + " p=" + std::to_string(key.p),
+                               f,
+                               {random_tensor({g.num_edges(), H}, rng, -2, 2),
+                                random_tensor({g.num_nodes(), H, F}, rng)});
+      }
+}
+
+TEST(CsrSoftmaxAggregate, GradientsOfALongRow) {
+  std::mt19937_64 rng(4);
+  const Graph g = hub_graph(1000, 0, rng);
+  ASSERT_EQ(g.in_degrees()[0], 1000);
+  for (const DropoutKey& key : {DropoutKey{}, kDrop}) {
+    auto f = [&](const std::vector<Tensor>& in) {
+      return ops::csr_softmax_aggregate(g, in[0], in[1], key);
+    };
+    expect_gradients_match("csr_softmax_aggregate, a row of 1000 edges", f,
+                           {random_tensor({g.num_edges(), 1}, rng, -2, 2),
+                            random_tensor({g.num_nodes(), 1, 1}, rng)});
+  }
+}
+
+TEST(CsrSoftmaxAggregate, ExtremeScoresStayFinite) {
+  std::mt19937_64 rng(5);
+  const Graph g = mixed_graph();
+  const int64_t H = 3;
+  std::vector<double> sv(static_cast<size_t>(g.num_edges() * H));
+  for (size_t k = 0; k < sv.size(); ++k) sv[k] = (k % 3 == 0 ? -1e4 : 1e4) + 0.25 * (k % 5);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor s = Tensor::from_vector(sv, {g.num_edges(), H}).to(dtype).set_requires_grad();
+    Tensor v = random_tensor({g.num_nodes(), H, 4}, rng, -1, 1, dtype).set_requires_grad();
+    Tensor out = ops::csr_softmax_aggregate(g, s, v, kDrop);
+    EXPECT_TRUE(all_finite(out)) << dtype_name(dtype);
+    out.backward(Tensor::full(out.shape(), 1.0, dtype));
+    EXPECT_TRUE(all_finite(s.grad())) << dtype_name(dtype);
+    EXPECT_TRUE(all_finite(v.grad())) << dtype_name(dtype);
+    const auto want = reference_aggregate(g, s.to(DType::f64).to_vector<double>(),
+                                          v.to(DType::f64).to_vector<double>(), H, 4, kDrop);
+    EXPECT_LE(max_rel_error(out.to(DType::f64).to_vector<double>(), want),
+              dtype == DType::f32 ? 1e-6 : 1e-13);
+  }
+  // Central differences with eps = 1e-4: at |s| = 1e4 a step of 1e-6 is only 1e-10 relative.
+  auto f = [&](const std::vector<Tensor>& in) { return ops::csr_softmax_aggregate(g, in[0], in[1]); };
+  expect_gradients_match("csr_softmax_aggregate, scores of +-1e4", f,
+                         {Tensor::from_vector(sv, {g.num_edges(), H}),
+                          random_tensor({g.num_nodes(), H, 2}, rng)},
+                         1e-6, 1e-4);
+}
+
+TEST(CsrSoftmaxAggregate, RunsAreBitwiseIdentical) {
+  std::mt19937_64 rng(6);
+  const Graph g = random_graph(3000, 40000, rng);
+  auto run = [&] {
+    Tensor s = random_tensor({g.num_edges(), 2}, rng, -2, 2, DType::f32).set_requires_grad();
+    Tensor v = random_tensor({g.num_nodes(), 2, 8}, rng, -1, 1, DType::f32).set_requires_grad();
+    Tensor out = ops::csr_softmax_aggregate(g, s, v, kDrop);
+    out.backward(Tensor::full(out.shape(), 0.5, DType::f32));
+    return std::vector<Tensor>{out, s.grad(), v.grad()};
+  };
+  const uint64_t seed = rng();
+  rng.seed(seed);
+  auto a = run();
+  rng.seed(seed);
+  auto b = run();
+  for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(bitwise_equal(a[k], b[k])) << "tensor " << k;
+}
+
+TEST(CsrSoftmaxAggregate, DropoutDropsAboutP) {
+  // One self loop per node: out[i,h] = keep(i*H + h) / (1 - p) for a value of ones.
+  const int32_t N = 20000;
+  std::vector<int32_t> nodes(N);
+  for (int32_t i = 0; i < N; ++i) nodes[i] = i;
+  const Graph g = Graph::from_edges(N, nodes, nodes);
+  const int64_t H = 2;
+  for (float p : {0.1f, 0.5f}) {
+    const DropoutKey key{p, 9, 3};
+    Tensor out = ops::csr_softmax_aggregate(g, Tensor::zeros({N, H}), Tensor::full({N, H, 1}, 1.0), key);
+    int64_t dropped = 0;
+    for (float x : out.to_vector<float>()) {
+      if (x == 0.0f) ++dropped;
+      else EXPECT_FLOAT_EQ(x, 1.0f / (1.0f - p));
+    }
+    const double rate = static_cast<double>(dropped) / (N * H);
+    EXPECT_NEAR(rate, p, 0.01) << "p=" << p;
+  }
+}
+
+TEST(CsrSoftmaxAggregate, DegenerateGraphs) {
+  // No edges at all, and a single node.
+  const Graph none = Graph::from_edges(3, {}, {});
+  Tensor out = ops::csr_softmax_aggregate(none, Tensor::zeros({0, 2}), Tensor::full({3, 2, 4}, 1.0));
+  for (float x : out.to_vector<float>()) EXPECT_EQ(x, 0.0f);
+  const Graph one = Graph::from_edges(1, {0}, {0});
+  Tensor o1 = ops::csr_softmax_aggregate(one, Tensor::full({1, 1}, 5.0), Tensor::full({1, 1, 3}, 2.0));
+  for (float x : o1.to_vector<float>()) EXPECT_EQ(x, 2.0f);
+}
+
+TEST(CsrSoftmaxAggregate, BadArgumentsNameTheShapes) {
+  const Graph g = mixed_graph();  // 8 nodes, 13 edges
+  const int64_t E = g.num_edges();
+  std::string msg = error_of([&] {
+    ops::csr_softmax_aggregate(g, Tensor::zeros({E + 1, 2}), Tensor::zeros({8, 2, 3}));
+  });
+  EXPECT_NE(msg.find("(" + std::to_string(E + 1) + ", 2)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("csr_softmax_aggregate"), std::string::npos) << msg;
+  msg = error_of([&] { ops::csr_softmax_aggregate(g, Tensor::zeros({E, 2}), Tensor::zeros({8, 3, 3})); });
+  EXPECT_NE(msg.find("(8, 3, 3)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(" + std::to_string(E) + ", 2)"), std::string::npos) << msg;
+  msg = error_of([&] { ops::csr_softmax_aggregate(g, Tensor::zeros({E, 2}), Tensor::zeros({7, 2, 3})); });
+  EXPECT_NE(msg.find("(7, 2, 3)"), std::string::npos) << msg;
+  msg = error_of([&] {
+    ops::csr_softmax_aggregate(g, Tensor::zeros({E, 2}), Tensor::zeros({8, 2, 3}, DType::f64));
+  });
+  EXPECT_NE(msg.find("f64 cpu (8, 2, 3)"), std::string::npos) << msg;
+  msg = error_of([&] {
+    ops::csr_softmax_aggregate(g, Tensor::zeros({E, 2}, DType::i32), Tensor::zeros({8, 2, 3}));
+  });
+  EXPECT_NE(msg.find("i32"), std::string::npos) << msg;
+  msg = error_of([&] {
+    ops::csr_softmax_aggregate(g, Tensor::zeros({E, 2}), Tensor::zeros({8, 2, 3}), DropoutKey{1.0f, 0, 0});
+  });
+  EXPECT_NE(msg.find("dropout"), std::string::npos) << msg;
+}
+
+// ---- csr_softmax -------------------------------------------------------------------------
+
+TEST(CsrSoftmax, WeightsAreTheRowSoftmax) {
+  std::mt19937_64 rng(7);
+  const Graph g = mixed_graph();
+  const int64_t H = 3;
+  Tensor s = random_tensor({g.num_edges(), H}, rng, -3, 3);
+  const auto a = ops::csr_softmax(g, s).to_vector<double>();
+  const auto sv = s.to_vector<double>();
+  const auto dsts = g.destinations();
+  for (int64_t i = 0; i < g.num_nodes(); ++i)
+    for (int64_t h = 0; h < H; ++h) {
+      double z = 0;
+      for (int64_t e = 0; e < g.num_edges(); ++e)
+        if (dsts[e] == i) z += std::exp(sv[e * H + h]);
+      for (int64_t e = 0; e < g.num_edges(); ++e) {
+        if (dsts[e] != i) continue;
+        EXPECT_NEAR(a[e * H + h], std::exp(sv[e * H + h]) / z, 1e-14);
+      }
+    }
+}
+
+// ---- gat_edge_scores ---------------------------------------------------------------------
+
+TEST(GatEdgeScores, MatchesReferenceAndGradients) {
+  std::mt19937_64 rng(8);
+  const Graph g = mixed_graph();
+  const auto srcs = g.sources(), dsts = g.destinations();
+  for (int64_t H : {1, 3}) {
+    Tensor el = random_tensor({g.num_nodes(), H}, rng), er = random_tensor({g.num_nodes(), H}, rng);
+    const auto s = ops::gat_edge_scores(g, el, er, 0.2).to_vector<double>();
+    const auto l = el.to_vector<double>(), r = er.to_vector<double>();
+    for (int64_t e = 0; e < g.num_edges(); ++e)
+      for (int64_t h = 0; h < H; ++h) {
+        const double x = l[srcs[e] * H + h] + r[dsts[e] * H + h];
+        EXPECT_EQ(s[e * H + h], x > 0 ? x : 0.2 * x);
+      }
+    auto f = [&](const std::vector<Tensor>& in) { return ops::gat_edge_scores(g, in[0], in[1], 0.2); };
+    expect_gradients_match("gat_edge_scores H=" + std::to_string(H), f, {el, er});
+  }
+}
+
+TEST(GatEdgeScores, ComposedWithAggregateGradients) {
+  std::mt19937_64 rng(9);
+  const Graph g = hub_graph(50, 100, rng);
+  auto f = [&](const std::vector<Tensor>& in) {
+    return ops::csr_softmax_aggregate(g, ops::gat_edge_scores(g, in[0], in[1], 0.2), in[2], kDrop);
+  };
+  expect_gradients_match("gat_edge_scores -> csr_softmax_aggregate", f,
+                         {random_tensor({g.num_nodes(), 2}, rng), random_tensor({g.num_nodes(), 2}, rng),
+                          random_tensor({g.num_nodes(), 2, 3}, rng)});
+}
+
+TEST(GatEdgeScores, BadArgumentsNameTheShapes) {
+  const Graph g = mixed_graph();
+  std::string msg = error_of([&] { ops::gat_edge_scores(g, Tensor::zeros({8, 2}), Tensor::zeros({8, 3}), 0.2); });
+  EXPECT_NE(msg.find("(8, 3)"), std::string::npos) << msg;
+  msg = error_of([&] { ops::gat_edge_scores(g, Tensor::zeros({9, 2}), Tensor::zeros({9, 2}), 0.2); });
+  EXPECT_NE(msg.find("(9, 2)"), std::string::npos) << msg;
+  msg = error_of([&] {
+    ops::gat_edge_scores(g, Tensor::zeros({8, 2}), Tensor::zeros({8, 2}, DType::f64), 0.2);
+  });
+  EXPECT_NE(msg.find("f64"), std::string::npos) << msg;
+}
+
+// ---- head_dot ----------------------------------------------------------------------------
+
+TEST(HeadDot, MatchesReferenceAndGradients) {
+  std::mt19937_64 rng(10);
+  for (int64_t H : {1, 3})
+    for (int64_t F : {1, 5}) {
+      Tensor x = random_tensor({7, H, F}, rng), a = random_tensor({H, F}, rng);
+      const auto o = ops::head_dot(x, a).to_vector<double>();
+      const auto xv = x.to_vector<double>(), av = a.to_vector<double>();
+      for (int64_t n = 0; n < 7; ++n)
+        for (int64_t h = 0; h < H; ++h) {
+          double want = 0;
+          for (int64_t f = 0; f < F; ++f) want += xv[(n * H + h) * F + f] * av[h * F + f];
+          EXPECT_NEAR(o[n * H + h], want, 1e-15);
+        }
+      auto f = [](const std::vector<Tensor>& in) { return ops::head_dot(in[0], in[1]); };
+      expect_gradients_match("head_dot H=" + std::to_string(H) + " F=" + std::to_string(F), f, {x, a});
+    }
+  // Several row blocks in the reduction of d a. The op is linear in each input, so a large step
+  // is exact and keeps the rounding of the 1200-term loss out of the slope.
+  auto f = [](const std::vector<Tensor>& in) { return ops::head_dot(in[0], in[1]); };
+  expect_gradients_match("head_dot N=600", f, {random_tensor({600, 2, 3}, rng), random_tensor({2, 3}, rng)},
+                         1e-6, 1e-2);
+}
+
+TEST(HeadDot, RunsAreBitwiseIdentical) {
+  std::mt19937_64 rng(11);
+  Tensor x = random_tensor({5000, 4, 16}, rng, -1, 1, DType::f32);
+  Tensor a = random_tensor({4, 16}, rng, -1, 1, DType::f32);
+  Tensor g = random_tensor({5000, 4}, rng, -1, 1, DType::f32);
+  auto run = [&] {
+    Tensor xr = x.detach().set_requires_grad(), ar = a.detach().set_requires_grad();
+    ops::head_dot(xr, ar).backward(g);
+    return std::vector<Tensor>{xr.grad(), ar.grad()};
+  };
+  auto r1 = run(), r2 = run();
+  for (size_t k = 0; k < r1.size(); ++k) EXPECT_TRUE(bitwise_equal(r1[k], r2[k])) << "tensor " << k;
+}
+
+TEST(HeadDot, BadArgumentsNameTheShapes) {
+  std::string msg = error_of([] { ops::head_dot(Tensor::zeros({4, 2, 3}), Tensor::zeros({3, 2})); });
+  EXPECT_NE(msg.find("(3, 2)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("(2, 3)"), std::string::npos) << msg;
+  msg = error_of([] { ops::head_dot(Tensor::zeros({4, 6}), Tensor::zeros({2, 3})); });
+  EXPECT_NE(msg.find("(4, 6)"), std::string::npos) << msg;
+}
