@@ -1,0 +1,109 @@
+#include "datasets/custom.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+
+#include "datasets/text.h"
+
+namespace gat {
+
+namespace {
+
+// <dir>/<name>, or <dir>/<name>.gz when only that exists.
+std::string find_file(const std::string& dir, const std::string& name) {
+  namespace fs = std::filesystem;
+  const fs::path plain = fs::path(dir) / name;
+  if (fs::exists(plain)) return plain.string();
+  const fs::path gz = fs::path(dir) / (name + ".gz");
+  if (fs::exists(gz)) return gz.string();
+  GAT_FAIL("load_custom: ", plain.string(), " (or .gz) not found");
+}
+
+// Calls f(fields, where) for every non-blank line, parsed by `parse`.
+template <class Parse, class F>
+void for_each_record(const std::string& path, Parse parse, F f) {
+  const std::string content = text::read_file(path);
+  text::Lines lines(content);
+  std::string_view line;
+  while (lines.next(line)) {
+    if (text::blank(line)) continue;
+    const std::string where = detail::concat(path, ":", lines.number());
+    f(parse(line, where), where);
+  }
+}
+
+// One integer id per line in [0, n), distinct; returned ascending.
+std::vector<int32_t> read_ids(const std::string& path, int64_t n) {
+  std::vector<int32_t> ids;
+  for_each_record(path, text::parse_ints, [&](const std::vector<int64_t>& v, const std::string& where) {
+    GAT_CHECK(v.size() == 1, where, ": expected one node id, got ", v.size(), " fields");
+    GAT_CHECK(v[0] >= 0 && v[0] < n, where, ": node id ", v[0], " is outside [0, ", n, ")");
+    ids.push_back(static_cast<int32_t>(v[0]));
+  });
+  std::sort(ids.begin(), ids.end());
+  const auto dup = std::adjacent_find(ids.begin(), ids.end());
+  GAT_CHECK(dup == ids.end(), path, ": node id ", dup == ids.end() ? 0 : *dup, " appears twice");
+  return ids;
+}
+
+Tensor index_tensor(const std::vector<int32_t>& ids) {
+  return Tensor::from_vector(ids, {static_cast<int64_t>(ids.size())});
+}
+
+}  // namespace
+
+Dataset load_custom(const std::string& dir) {
+  GAT_CHECK(std::filesystem::is_directory(dir), "load_custom: ", dir, " is not a directory");
+  Dataset data;
+  data.name = std::filesystem::path(dir).lexically_normal().filename().string();
+  if (data.name.empty()) data.name = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
+
+  // Features define N and F.
+  const std::string feat_path = find_file(dir, "node-feat.csv");
+  std::vector<float> features;  // (N * F,)
+  int64_t n = 0, f = -1;
+  for_each_record(feat_path, text::parse_floats, [&](const std::vector<float>& row, const std::string& where) {
+    if (f < 0) f = static_cast<int64_t>(row.size());
+    GAT_CHECK(static_cast<int64_t>(row.size()) == f, where, ": ", row.size(), " features, the first row has ", f);
+    GAT_CHECK(n < std::numeric_limits<int32_t>::max(), where, ": too many nodes");
+    features.insert(features.end(), row.begin(), row.end());
+    ++n;
+  });
+  GAT_CHECK(n > 0, "load_custom: ", feat_path, ": no nodes");
+  data.x = Tensor::from_vector(features, {n, f});
+
+  const std::string label_path = find_file(dir, "node-label.csv");
+  std::vector<int32_t> labels;  // (N,)
+  for_each_record(label_path, text::parse_ints, [&](const std::vector<int64_t>& v, const std::string& where) {
+    GAT_CHECK(v.size() == 1, where, ": expected one label, got ", v.size(), " fields");
+    GAT_CHECK(v[0] >= 0 && v[0] < std::numeric_limits<int32_t>::max(), where, ": label ", v[0], " is out of range");
+    GAT_CHECK(static_cast<int64_t>(labels.size()) < n, where, ": more labels than the ", n, " nodes of ", feat_path);
+    labels.push_back(static_cast<int32_t>(v[0]));
+  });
+  GAT_CHECK(static_cast<int64_t>(labels.size()) == n, "load_custom: ", label_path, " has ", labels.size(),
+            " labels for the ", n, " nodes of ", feat_path);
+  data.num_classes = *std::max_element(labels.begin(), labels.end()) + int64_t{1};
+  data.y = Tensor::from_vector(labels, {n});
+
+  const std::string edge_path = find_file(dir, "edge.csv");
+  std::vector<int32_t> src, dst;
+  for_each_record(edge_path, text::parse_ints, [&](const std::vector<int64_t>& v, const std::string& where) {
+    GAT_CHECK(v.size() == 2, where, ": expected 'src,dst', got ", v.size(), " fields");
+    for (int64_t id : v) GAT_CHECK(id >= 0 && id < n, where, ": node id ", id, " is outside [0, ", n, ")");
+    src.push_back(static_cast<int32_t>(v[0]));
+    dst.push_back(static_cast<int32_t>(v[1]));
+  });
+  GraphBuildOptions options;
+  options.symmetrize = true;
+  options.remove_self_loops = true;
+  data.graph = Graph::from_edges(n, src, dst, options);
+
+  const std::string split_dir = (std::filesystem::path(dir) / "split").string();
+  data.train_index = index_tensor(read_ids(find_file(split_dir, "train.csv"), n));
+  data.val_index = index_tensor(read_ids(find_file(split_dir, "valid.csv"), n));
+  data.test_index = index_tensor(read_ids(find_file(split_dir, "test.csv"), n));
+  return data;
+}
+
+}  // namespace gat

@@ -1,0 +1,26 @@
+// Loader for a node-classification dataset in an OGB-style raw directory:
+//
+//   <dir>/edge.csv[.gz]         one edge per line, "src,dst" (0-based node ids)
+//   <dir>/node-feat.csv[.gz]    one line per node, F comma-separated numbers (this file defines N)
+//   <dir>/node-label.csv[.gz]   one line per node, its class (an integer >= 0)
+//   <dir>/split/train.csv[.gz]  one node id per line
+//   <dir>/split/valid.csv[.gz]  one node id per line
+//   <dir>/split/test.csv[.gz]   one node id per line
+//
+// Each file may be plain text or gzip-compressed (name ending in .gz; the plain name wins when
+// both exist). Blank lines are skipped; there is no header line. The graph is made undirected,
+// deduplicated and self loops removed (GATConv adds its own); num_classes = the largest label + 1;
+// split ids are sorted ascending and must be distinct. This is the layout of the OGB node
+// property prediction downloads (e.g. ogbn-arxiv: raw/*.csv.gz and split/time/*.csv.gz put side
+// by side in one folder). Every error names the file and, for content errors, the line.
+#pragma once
+
+#include <string>
+
+#include "datasets/dataset.h"
+
+namespace gat {
+
+Dataset load_custom(const std::string& dir);
+
+}  // namespace gat

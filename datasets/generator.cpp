@@ -1,0 +1,187 @@
+#include "datasets/generator.h"
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "framework/rng.h"
+
+namespace gat {
+
+namespace {
+
+// One Philox stream per kind of draw; the index names the element.
+enum Stream : uint64_t { kClass = 1, kWeight, kStubs, kEdge, kPrototype, kFeature };
+constexpr uint64_t kDrawsPerEdge = 5;  // intra coin (1), class (2) and node (2) of the other end
+
+// Uniform integer in [0, n) from one 32-bit draw (Lemire's multiply-shift).
+inline int64_t draw_below(uint64_t seed, uint64_t stream, uint64_t index, int64_t n) {
+  return static_cast<int64_t>((static_cast<uint64_t>(philox_u32(seed, stream, index)) * static_cast<uint64_t>(n)) >> 32);
+}
+
+// Uniform in [0, 1) with 32 random bits.
+inline double draw_unit(uint64_t seed, uint64_t stream, uint64_t index) {
+  return philox_u32(seed, stream, index) * (1.0 / 4294967296.0);
+}
+
+// Walker/Vose alias table over `ids` with weights w[id]: O(1) sampling proportional to weight.
+// One slot is 16 bytes, so a draw touches one cache line.
+struct AliasTable {
+  struct Slot {
+    double keep;    // probability of taking `id` rather than `alias`
+    int32_t id;     // the slot's own outcome
+    int32_t alias;  // the outcome taken otherwise
+  };
+  std::vector<Slot> slots;  // (n,)
+
+  AliasTable(const std::vector<int32_t>& ids, const std::vector<double>& w) {
+    const size_t n = ids.size();
+    slots.resize(n);
+    double total = 0.0;
+    for (int32_t id : ids) total += w[static_cast<size_t>(id)];
+    std::vector<double> scaled(n);  // (n,) weight * n / total
+    std::vector<size_t> small, large;
+    for (size_t i = 0; i < n; ++i) {
+      slots[i] = Slot{1.0, ids[i], ids[i]};
+      scaled[i] = w[static_cast<size_t>(ids[i])] * static_cast<double>(n) / total;
+      (scaled[i] < 1.0 ? small : large).push_back(i);
+    }
+    while (!small.empty() && !large.empty()) {
+      const size_t s = small.back(), l = large.back();
+      small.pop_back();
+      slots[s].keep = scaled[s];
+      slots[s].alias = ids[l];
+      scaled[l] -= 1.0 - scaled[s];
+      if (scaled[l] < 1.0) {
+        large.pop_back();
+        small.push_back(l);
+      }
+    }
+    // Slots left in either list hold 1 up to rounding: they keep their own outcome.
+  }
+
+  int32_t sample(uint64_t seed, uint64_t index) const {
+    const Slot& slot = slots[static_cast<size_t>(draw_below(seed, kEdge, index, static_cast<int64_t>(slots.size())))];
+    return draw_unit(seed, kEdge, index + 1) < slot.keep ? slot.id : slot.alias;
+  }
+};
+
+}  // namespace
+
+Dataset generate_sbm(const GeneratorOptions& o) {
+  GAT_CHECK(o.num_nodes > 0 && o.num_nodes <= std::numeric_limits<int32_t>::max(), "generate_sbm: num_nodes ",
+            o.num_nodes, " outside [1, ", std::numeric_limits<int32_t>::max(), "]");
+  GAT_CHECK(o.avg_degree >= 0.0 && o.avg_degree * static_cast<double>(o.num_nodes) <= std::numeric_limits<int32_t>::max(),
+            "generate_sbm: avg_degree ", o.avg_degree, " for ", o.num_nodes, " nodes gives too many edges");
+  GAT_CHECK(o.num_classes > 0 && o.num_classes <= o.num_nodes, "generate_sbm: num_classes ", o.num_classes,
+            " outside [1, num_nodes]");
+  GAT_CHECK(o.num_features > 0, "generate_sbm: num_features ", o.num_features, " must be positive");
+  GAT_CHECK(o.intra_fraction >= 0.0 && o.intra_fraction <= 1.0, "generate_sbm: intra_fraction ",
+            o.intra_fraction, " outside [0, 1]");
+  GAT_CHECK(o.pareto_alpha > 1.0, "generate_sbm: pareto_alpha ", o.pareto_alpha, " must exceed 1");
+  GAT_CHECK(o.train_per_class >= 0 && o.val_size >= 0 && o.test_size >= 0, "generate_sbm: negative split size");
+  const int64_t n = o.num_nodes, c = o.num_classes, f = o.num_features;
+  const uint64_t seed = o.seed;
+
+  Dataset data;
+  data.name = detail::concat("synthetic:", n, ":", o.avg_degree, ":", seed);
+  data.num_classes = c;
+
+  // Classes and Pareto weights theta = (1 - u)^(-1 / (alpha - 1)), u in [0, 1).
+  data.y = Tensor::empty({n}, DType::i32);
+  int32_t* y = data.y.data<int32_t>();  // (N,)
+  std::vector<double> theta(static_cast<size_t>(n));  // (N,)
+  const double exponent = -1.0 / (o.pareto_alpha - 1.0);
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = static_cast<int32_t>(draw_below(seed, kClass, static_cast<uint64_t>(i), c));
+    theta[i] = std::pow(1.0 - draw_unit(seed, kWeight, static_cast<uint64_t>(i)), exponent);
+  }
+
+  // Alias tables: the nodes of each class (ids ascending), and the classes by total weight.
+  std::vector<std::vector<int32_t>> members(static_cast<size_t>(c));
+  for (int64_t i = 0; i < n; ++i) members[static_cast<size_t>(y[i])].push_back(static_cast<int32_t>(i));
+  std::vector<AliasTable> block;
+  block.reserve(static_cast<size_t>(c));
+  std::vector<int32_t> classes;                                   // the non-empty classes
+  std::vector<double> class_weight(static_cast<size_t>(c), 0.0);  // (C,) sum of theta
+  for (int64_t k = 0; k < c; ++k) {
+    block.emplace_back(members[static_cast<size_t>(k)], theta);
+    if (!members[static_cast<size_t>(k)].empty()) classes.push_back(static_cast<int32_t>(k));
+    for (int32_t i : members[static_cast<size_t>(k)]) class_weight[static_cast<size_t>(k)] += theta[static_cast<size_t>(i)];
+  }
+  const AliasTable class_table(classes, class_weight);
+
+  // Undirected edges, Chung-Lu style: node u starts floor(m_u) or floor(m_u) + 1 edges (the
+  // fraction as a coin) with m_u = pairs * theta_u / sum(theta); the other end is ~ theta within
+  // u's class with probability intra_fraction, else ~ theta overall (class first, then node).
+  // Edges are laid out by first end, so only the other end costs a random memory access.
+  const double total_weight = std::accumulate(class_weight.begin(), class_weight.end(), 0.0);
+  const double per_weight = o.avg_degree * static_cast<double>(n) / 2.0 / total_weight;
+  std::vector<int64_t> first(static_cast<size_t>(n) + 1, 0);  // (N+1,) edge offsets by first end
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const double m = per_weight * theta[static_cast<size_t>(i)];
+    const double whole = std::floor(m);
+    first[i + 1] = static_cast<int64_t>(whole) + (draw_unit(seed, kStubs, static_cast<uint64_t>(i)) < m - whole);
+  }
+  std::partial_sum(first.begin(), first.end(), first.begin());
+  const int64_t pairs = first[n];
+  GAT_CHECK(pairs <= std::numeric_limits<int32_t>::max() / 2, "generate_sbm: ", pairs, " edges are too many");
+  std::vector<int32_t> src(static_cast<size_t>(pairs)), dst(static_cast<size_t>(pairs));  // (pairs,)
+#pragma omp parallel for schedule(dynamic, 4096) if (pairs > 65536)
+  for (int64_t u = 0; u < n; ++u) {
+    const int32_t cu = y[u];
+    for (int64_t k = first[u]; k < first[u + 1]; ++k) {
+      const uint64_t base = static_cast<uint64_t>(k) * kDrawsPerEdge;
+      const bool intra = draw_unit(seed, kEdge, base) < o.intra_fraction;
+      const int32_t cv = intra ? cu : class_table.sample(seed, base + 1);
+      src[k] = static_cast<int32_t>(u);
+      dst[k] = block[static_cast<size_t>(cv)].sample(seed, base + 3);
+    }
+  }
+  GraphBuildOptions options;
+  options.symmetrize = true;
+  options.remove_self_loops = true;
+  data.graph = Graph::from_edges(n, src, dst, options);
+
+  // Features: signal * prototype[class] + noise in [-1, 1).
+  std::vector<float> prototype(static_cast<size_t>(c * f));  // (C, F) +-1
+  for (int64_t i = 0; i < c * f; ++i)
+    prototype[i] = (philox_u32(seed, kPrototype, static_cast<uint64_t>(i)) & 1u) ? 1.0f : -1.0f;
+  data.x = Tensor::empty({n, f}, DType::f32, Device::cpu, "generate_sbm features");
+  float* x = data.x.data<float>();  // (N, F)
+  const float signal = static_cast<float>(o.signal);
+#pragma omp parallel for if (n * f > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* proto = prototype.data() + static_cast<int64_t>(y[i]) * f;
+    for (int64_t j = 0; j < f; ++j) {
+      const uint64_t index = static_cast<uint64_t>(i * f + j);
+      x[i * f + j] = signal * proto[j] + 2.0f * philox_uniform(seed, kFeature, index) - 1.0f;
+    }
+  }
+
+  // Split in node-id order: train_per_class of each class, then val_size, then test_size nodes.
+  std::vector<int32_t> train, val, test;
+  std::vector<int64_t> taken(static_cast<size_t>(c), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    if (taken[static_cast<size_t>(y[i])] < o.train_per_class) {
+      ++taken[static_cast<size_t>(y[i])];
+      train.push_back(static_cast<int32_t>(i));
+    } else if (static_cast<int64_t>(val.size()) < o.val_size) {
+      val.push_back(static_cast<int32_t>(i));
+    } else if (static_cast<int64_t>(test.size()) < o.test_size) {
+      test.push_back(static_cast<int32_t>(i));
+    }
+  }
+  auto index_tensor = [](const std::vector<int32_t>& v) {
+    return Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
+  };
+  data.train_index = index_tensor(train);
+  data.val_index = index_tensor(val);
+  data.test_index = index_tensor(test);
+  return data;
+}
+
+}  // namespace gat

@@ -1,0 +1,41 @@
+// Synthetic node-classification graphs for scale tests and benchmarks: a degree-corrected
+// stochastic block model (Karrer & Newman 2011) with one block per class.
+//
+//   - every node draws a class uniformly and a Pareto weight theta (tail exponent `pareto_alpha`),
+//     so expected degrees follow a power law;
+//   - node u starts about m_u = (num_nodes * avg_degree / 2) * theta_u / sum(theta) edges (floor
+//     of m_u, plus one with probability equal to its fraction); the other end of each is drawn
+//     proportional to theta inside u's class with probability `intra_fraction`, else
+//     proportional to theta over all nodes; the graph is then symmetrised, deduplicated and self
+//     loops removed (so it has about, and at most, num_nodes * avg_degree directed edges);
+//   - features: the class's random +-1 prototype scaled by `signal`, plus uniform noise in [-1, 1);
+//   - split: in node-id order, the first `train_per_class` nodes of every class train, the next
+//     `val_size` nodes validation, the next `test_size` test (fewer when the graph is small).
+//
+// Every random draw is Philox(seed, stream, index) (framework/rng.h), a pure function of its
+// index, so the result is the same for any number of OpenMP threads.
+#pragma once
+
+#include <cstdint>
+
+#include "datasets/dataset.h"
+
+namespace gat {
+
+struct GeneratorOptions {
+  int64_t num_nodes = 10000;
+  double avg_degree = 16.0;  // directed edges per node before deduplication
+  uint64_t seed = 0;
+  int64_t num_classes = 8;
+  int64_t num_features = 32;
+  double intra_fraction = 0.8;  // share of edges drawn inside a block
+  double pareto_alpha = 2.5;    // degree tail exponent (> 1); smaller is more skewed
+  double signal = 0.5;          // prototype strength relative to the noise
+  int64_t train_per_class = 20;
+  int64_t val_size = 500;
+  int64_t test_size = 1000;
+};
+
+Dataset generate_sbm(const GeneratorOptions& options);
+
+}  // namespace gat

@@ -1,0 +1,98 @@
+#include "datasets/registry.h"
+
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+
+#include "datasets/custom.h"
+#include "datasets/generator.h"
+#include "datasets/planetoid.h"
+
+namespace gat {
+
+namespace {
+
+std::string lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// One field of "synthetic:<nodes>:<avg_degree>:<seed>", the whole field or an error naming `spec`.
+template <class T>
+T parse_field(std::string_view field, const std::string& spec, const char* what) {
+  T value{};
+  const auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
+  GAT_CHECK(!field.empty() && ec == std::errc() && ptr == field.data() + field.size(), "load_dataset: '", spec,
+            "': ", what, " '", field, "' is not a valid number (expected synthetic:<nodes>:<avg_degree>:<seed>)");
+  return value;
+}
+
+Dataset load_synthetic(const std::string& spec) {
+  std::vector<std::string_view> fields;
+  std::string_view rest(spec);
+  for (size_t colon; (colon = rest.find(':')) != std::string_view::npos; rest.remove_prefix(colon + 1))
+    fields.push_back(rest.substr(0, colon));
+  fields.push_back(rest);
+  GAT_CHECK(fields.size() == 4, "load_dataset: '", spec, "' has ", fields.size(),
+            " fields (expected synthetic:<nodes>:<avg_degree>:<seed>)");
+  GeneratorOptions options;
+  options.num_nodes = parse_field<int64_t>(fields[1], spec, "nodes");
+  options.avg_degree = parse_field<double>(fields[2], spec, "avg_degree");
+  options.seed = parse_field<uint64_t>(fields[3], spec, "seed");
+  return generate_sbm(options);
+}
+
+}  // namespace
+
+Dataset load_dataset(const std::string& name, const std::string& data_dir) {
+  const std::string key = lower(name);
+  if (key == "cora" || key == "citeseer" || key == "pubmed")
+    return load_planetoid(key, data_dir.empty() ? default_data_dir() : data_dir);
+  if (key.rfind("synthetic:", 0) == 0) return load_synthetic(name);
+  if (std::filesystem::is_directory(name)) return load_custom(name);
+  GAT_FAIL("load_dataset: unknown dataset '", name,
+           "' (expected cora, citeseer, pubmed, synthetic:<nodes>:<avg_degree>:<seed> or a directory)");
+}
+
+std::string default_data_dir() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("GAT_DATA_DIR"); env && *env) return env;
+  const fs::path tail = fs::path("shared") / "datasets" / "planetoid";
+  std::vector<fs::path> candidates = {tail, ".." / tail, "../.." / tail, "../../.." / tail};
+  // This file's path as the compiler saw it (absolute in CMake builds): <source>/datasets/registry.cpp.
+  const fs::path source = fs::path(__FILE__).parent_path().parent_path();
+  if (source.is_absolute()) candidates.push_back(source / ".." / tail);
+  for (const fs::path& c : candidates) {
+    std::error_code ec;
+    if (fs::is_directory(c, ec)) return c.lexically_normal().string();
+  }
+  return (".." / tail).string();
+}
+
+nlohmann::json dataset_summary(const Dataset& data) {
+  const std::vector<int32_t> y = data.y.to_vector<int32_t>();
+  std::vector<int64_t> counts(static_cast<size_t>(data.num_classes), 0);
+  for (const int32_t label : y) {
+    GAT_CHECK(label >= 0 && label < data.num_classes, "dataset_summary: label ", label, " outside [0, ",
+              data.num_classes, ")");
+    ++counts[static_cast<size_t>(label)];
+  }
+  const std::vector<float> x = data.x.to_vector<float>();
+  double checksum = 0.0;
+  for (const float v : x) checksum += v;
+  return {
+      {"name", data.name},
+      {"nodes", data.num_nodes()},
+      {"edges", data.graph.num_edges() - data.graph.count_self_loops()},
+      {"features", data.num_features()},
+      {"classes", data.num_classes},
+      {"train", data.train_index.numel()},
+      {"val", data.val_index.numel()},
+      {"test", data.test_index.numel()},
+      {"label_counts", counts},
+      {"feature_checksum", checksum},
+  };
+}
+
+}  // namespace gat

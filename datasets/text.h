@@ -1,0 +1,38 @@
+// Text input shared by the dataset loaders: whole files (plain or gzip, read through zlib) split
+// into lines, and comma-separated numbers parsed with errors that name "file:line".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gat::text {
+
+// The whole file, decompressed when it is gzip (zlib reads plain files unchanged). Throws a
+// gat::Error naming the path when it cannot be opened or read.
+std::string read_file(const std::string& path);
+
+// Splits text into lines ('\n', an optional '\r' before it is dropped; a last line without
+// '\n' counts). Line numbers are 1-based.
+class Lines {
+ public:
+  explicit Lines(const std::string& text) : text_(text) {}
+  // The next line into `line`; false at the end.
+  bool next(std::string_view& line);
+  size_t number() const { return number_; }  // of the line last returned
+
+ private:
+  std::string_view text_;
+  size_t pos_ = 0;
+  size_t number_ = 0;
+};
+
+// True for a line that is empty or only blanks.
+bool blank(std::string_view line);
+// Comma-separated fields of one line (surrounding blanks allowed) as integers / floats. `where`
+// ("file:line") starts every error message.
+std::vector<int64_t> parse_ints(std::string_view line, const std::string& where);
+std::vector<float> parse_floats(std::string_view line, const std::string& where);
+
+}  // namespace gat::text
