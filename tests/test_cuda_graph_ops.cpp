@@ -1,0 +1,289 @@
+// CUDA tests of the graph ops against the CPU reference: csr_softmax_aggregate (short rows, rows
+// split into chunks, empty rows), csr_softmax, gat_edge_scores, head_dot. Skipped without a device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "framework/autograd.h"
+#include "framework/cuda_runtime.h"
+#include "framework/graph.h"
+#include "framework/ops/csr_softmax_aggregate.h"
+#include "framework/ops/gat_edge_scores.h"
+#include "framework/ops/head_dot.h"
+#include "gradcheck.h"
+
+using namespace gat;
+using gat::testing::expect_gradients_match;
+using gat::testing::random_tensor;
+
+namespace {
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason()
+
+// N nodes, E random edges into the last 3/4 of the nodes (the first N/4 receive nothing); node 0
+// also receives from `hub` distinct sources (a long row, split into chunks on the device).
+Graph random_graph(int32_t N, int64_t E, int32_t hub, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> any(0, N - 1), receiver(N / 4, N - 1);
+  std::vector<int32_t> src, dst;
+  for (int64_t k = 0; k < E; ++k) src.push_back(any(rng)), dst.push_back(receiver(rng));
+  for (int32_t j = 1; j <= hub; ++j) src.push_back(j % N), dst.push_back(0);
+  return Graph::from_edges(N, src, dst);
+}
+
+// 8 nodes, 13 edges: 0, 6 and 7 have no incoming edge, 1 has one, 2 has six, 4 has a self loop.
+Graph mixed_graph() {
+  return Graph::from_edges(8, {3, 0, 1, 3, 4, 5, 6, 2, 6, 4, 0, 1, 2},
+                           {1, 2, 2, 2, 2, 2, 2, 3, 3, 4, 4, 5, 5});
+}
+
+// max |got - want| / max |want| (both copied to the host as f64); equal infinities match, an
+// infinity or NaN anywhere else gives an infinite error.
+double rel_error(const Tensor& got, const Tensor& want) {
+  EXPECT_EQ(got.shape(), want.shape());
+  const auto g = got.to(Device::cpu).to(DType::f64).to_vector<double>();
+  const auto w = want.to(Device::cpu).to(DType::f64).to_vector<double>();
+  double diff = 0, scale = 0;
+  for (size_t k = 0; k < w.size() && k < g.size(); ++k) {
+    if (std::isfinite(w[k])) scale = std::max(scale, std::abs(w[k]));
+    if (g[k] == w[k]) continue;  // also equal infinities (lse of an empty row)
+    if (!std::isfinite(g[k]) || !std::isfinite(w[k])) return INFINITY;
+    diff = std::max(diff, std::abs(g[k] - w[k]));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor ha = a.to(Device::cpu), hb = b.to(Device::cpu);
+  return std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
+}
+
+struct AggregateResult {
+  Tensor out, lse, grad_scores, grad_value;
+};
+
+// Runs forward and backward of the op's kernels on the device of the inputs.
+AggregateResult run_aggregate(const Graph& g, const Tensor& s, const Tensor& v, const Tensor& grad_out,
+                              const DropoutKey& key) {
+  AggregateResult r;
+  const int64_t N = g.num_nodes(), H = s.size(1);
+  const Device d = s.device();
+  r.out = Tensor::empty(v.shape(), v.dtype(), d);
+  r.lse = Tensor::empty({N, H}, v.dtype(), d);
+  r.grad_scores = Tensor::empty(s.shape(), s.dtype(), d);
+  r.grad_value = Tensor::empty(v.shape(), v.dtype(), d);
+  if (d == Device::cuda) {
+    ops::cuda_impl::csr_softmax_aggregate_forward(g, s, v, key, r.out, r.lse);
+    ops::cuda_impl::csr_softmax_aggregate_backward(g, s, v, r.lse, grad_out, key, &r.grad_scores,
+                                                   &r.grad_value);
+  } else {
+    ops::cpu_impl::csr_softmax_aggregate_forward(g, s, v, key, r.out, r.lse);
+    ops::cpu_impl::csr_softmax_aggregate_backward(g, s, v, r.lse, grad_out, key, &r.grad_scores,
+                                                  &r.grad_value);
+  }
+  return r;
+}
+
+// CUDA f32 against the CPU op in f64 on the same values (so the CPU's own f32 rounding in rows of
+// 100,000 edges does not count against the device), and CUDA f64 against CPU f64.
+void expect_aggregate_matches_cpu(const std::string& what, const Graph& g, int64_t H, int64_t F,
+                                  const DropoutKey& key, std::mt19937_64& rng) {
+  const Graph gd = g.to(Device::cuda);
+  const Tensor s = random_tensor({g.num_edges(), H}, rng, -4, 4);
+  const Tensor v = random_tensor({g.num_nodes(), H, F}, rng);
+  const Tensor go = random_tensor({g.num_nodes(), H, F}, rng);
+  const AggregateResult want = run_aggregate(g, s, v, go, key);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    auto on_device = [&](const Tensor& t) { return t.to(dtype).to(Device::cuda); };
+    // The f64 reference of the f32 run uses the f32-rounded inputs.
+    const Tensor s_ = on_device(s), v_ = on_device(v), go_ = on_device(go);
+    const AggregateResult ref = dtype == DType::f32
+                                    ? run_aggregate(g, s_.to(Device::cpu).to(DType::f64),
+                                                    v_.to(Device::cpu).to(DType::f64),
+                                                    go_.to(Device::cpu).to(DType::f64), key)
+                                    : want;
+    const AggregateResult got = run_aggregate(gd, s_, v_, go_, key);
+    const double tol = dtype == DType::f32 ? 1e-5 : 1e-12;
+    const std::string tag = what + " H=" + std::to_string(H) + " F=" + std::to_string(F) +
+                            " p=" + std::to_string(key.p) + " " + dtype_name(dtype);
+    EXPECT_LE(rel_error(got.out, ref.out), tol) << tag << ": out";
+    EXPECT_LE(rel_error(got.lse, ref.lse), tol) << tag << ": lse";
+    EXPECT_LE(rel_error(got.grad_scores, ref.grad_scores), tol) << tag << ": d scores";
+    EXPECT_LE(rel_error(got.grad_value, ref.grad_value), tol) << tag << ": d value";
+  }
+}
+
+const DropoutKey kDrop{0.3f, 42, 7};
+const std::vector<std::pair<int64_t, int64_t>> kHeadsFeatures = {{1, 1}, {8, 8}, {1, 64}, {4, 64}, {1, 256}};
+
+}  // namespace
+
+TEST(CudaCsrSoftmaxAggregate, MatchesCpuOnRandomGraphs) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(1);
+  const Graph g = random_graph(3000, 30000, 0, rng);
+  for (auto [H, F] : kHeadsFeatures)
+    for (const DropoutKey& key : {DropoutKey{}, kDrop})
+      expect_aggregate_matches_cpu("random graph", g, H, F, key, rng);
+  // F not a multiple of the vector width: the scalar path.
+  expect_aggregate_matches_cpu("random graph", g, 3, 5, kDrop, rng);
+}
+
+TEST(CudaCsrSoftmaxAggregate, MatchesCpuWithAHubOf100000Edges) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(2);
+  const Graph g = random_graph(120000, 200000, 100000, rng);
+  ASSERT_EQ(g.max_in_degree(), 100000);
+  for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {8, 8}, {1, 64}})
+    for (const DropoutKey& key : {DropoutKey{}, kDrop})
+      expect_aggregate_matches_cpu("hub graph", g, H, F, key, rng);
+}
+
+TEST(CudaCsrSoftmaxAggregate, DegenerateGraphs) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(3);
+  expect_aggregate_matches_cpu("one node", Graph::from_edges(1, {0}, {0}), 2, 4, DropoutKey{}, rng);
+  expect_aggregate_matches_cpu("one node, no edge", Graph::from_edges(1, {}, {}), 2, 4, DropoutKey{}, rng);
+  expect_aggregate_matches_cpu("no edges", Graph::from_edges(50, {}, {}), 1, 64, kDrop, rng);
+  expect_aggregate_matches_cpu("mixed", mixed_graph(), 3, 5, kDrop, rng);
+}
+
+TEST(CudaCsrSoftmaxAggregate, DropoutMasksMatchCpu) {
+  SKIP_WITHOUT_CUDA();
+  // One self loop per node and values of one: out[i,h] = keep(i*H + h) / (1 - p) exactly.
+  const int32_t N = 10000;
+  std::vector<int32_t> nodes(N);
+  for (int32_t i = 0; i < N; ++i) nodes[i] = i;
+  const Graph g = Graph::from_edges(N, nodes, nodes);
+  const Tensor s = Tensor::zeros({N, 4}), v = Tensor::full({N, 4, 1}, 1.0);
+  const Tensor cpu = ops::csr_softmax_aggregate(g, s, v, kDrop);
+  const Tensor dev = ops::csr_softmax_aggregate(g.to(Device::cuda), s.to(Device::cuda), v.to(Device::cuda), kDrop);
+  EXPECT_TRUE(bitwise_equal(dev, cpu));
+}
+
+TEST(CudaCsrSoftmaxAggregate, GradientsMatchFiniteDifferencesOnDevice) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(4);
+  const Graph mixed = mixed_graph().to(Device::cuda);
+  for (int64_t H : {1, 3})
+    for (int64_t F : {1, 4, 5})
+      for (const DropoutKey& key : {DropoutKey{}, kDrop}) {
+        auto f = [&](const std::vector<Tensor>& in) {
+          return ops::csr_softmax_aggregate(mixed, in[0], in[1], key);
+        };
+        expect_gradients_match("cuda csr_softmax_aggregate H=" + std::to_string(H) + " F=" +
+                                   std::to_string(F) + " p=" + std::to_string(key.p),
+                               f,
+                               {random_tensor({mixed.num_edges(), H}, rng, -2, 2, DType::f64, Device::cuda),
+                                random_tensor({mixed.num_nodes(), H, F}, rng, -1, 1, DType::f64, Device::cuda)});
+      }
+  // A row of 1,200 edges: split into chunks and merged.
+  const Graph hub = random_graph(1300, 0, 1200, rng).to(Device::cuda);
+  auto f = [&](const std::vector<Tensor>& in) { return ops::csr_softmax_aggregate(hub, in[0], in[1], kDrop); };
+  expect_gradients_match("cuda csr_softmax_aggregate, split row", f,
+                         {random_tensor({hub.num_edges(), 1}, rng, -2, 2, DType::f64, Device::cuda),
+                          random_tensor({hub.num_nodes(), 1, 2}, rng, -1, 1, DType::f64, Device::cuda)});
+}
+
+TEST(CudaCsrSoftmaxAggregate, ExtremeScoresStayFinite) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(5);
+  const Graph g = random_graph(2000, 20000, 1000, rng);
+  std::vector<float> sv(static_cast<size_t>(g.num_edges() * 2));
+  for (size_t k = 0; k < sv.size(); ++k) sv[k] = (k % 3 == 0 ? -1e4f : 1e4f) + 0.25f * (k % 5);
+  const Tensor s = Tensor::from_vector(sv, {g.num_edges(), 2});
+  const Tensor v = random_tensor({g.num_nodes(), 2, 8}, rng, -1, 1, DType::f32);
+  const Tensor go = random_tensor({g.num_nodes(), 2, 8}, rng, -1, 1, DType::f32);
+  const AggregateResult got = run_aggregate(g.to(Device::cuda), s.to(Device::cuda),
+                                            v.to(Device::cuda), go.to(Device::cuda), kDrop);
+  const AggregateResult want = run_aggregate(g, s.to(DType::f64), v.to(DType::f64), go.to(DType::f64), kDrop);
+  for (const Tensor* t : {&got.out, &got.grad_scores, &got.grad_value})
+    for (float x : t->to_vector<float>()) ASSERT_TRUE(std::isfinite(x));
+  EXPECT_LE(rel_error(got.out, want.out), 1e-5);
+  // The backward pass recomputes weights from lse, which f32 holds to ulp(1e4) ~ 1e-3.
+  EXPECT_LE(rel_error(got.grad_value, want.grad_value), 2e-3);
+  EXPECT_LE(rel_error(got.grad_scores, want.grad_scores), 5e-3);
+}
+
+TEST(CudaCsrSoftmaxAggregate, RunsAreBitwiseIdentical) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(6);
+  const Graph g = random_graph(50000, 400000, 30000, rng).to(Device::cuda);
+  for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 64}, {8, 8}, {3, 5}}) {
+    const Tensor s = random_tensor({g.num_edges(), H}, rng, -3, 3, DType::f32, Device::cuda);
+    const Tensor v = random_tensor({g.num_nodes(), H, F}, rng, -1, 1, DType::f32, Device::cuda);
+    const Tensor go = random_tensor({g.num_nodes(), H, F}, rng, -1, 1, DType::f32, Device::cuda);
+    const AggregateResult a = run_aggregate(g, s, v, go, kDrop), b = run_aggregate(g, s, v, go, kDrop);
+    EXPECT_TRUE(bitwise_equal(a.out, b.out)) << H << "x" << F;
+    EXPECT_TRUE(bitwise_equal(a.lse, b.lse)) << H << "x" << F;
+    EXPECT_TRUE(bitwise_equal(a.grad_scores, b.grad_scores)) << H << "x" << F;
+    EXPECT_TRUE(bitwise_equal(a.grad_value, b.grad_value)) << H << "x" << F;
+  }
+}
+
+TEST(CudaCsrSoftmax, MatchesCpu) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(7);
+  const Graph g = random_graph(3000, 30000, 2000, rng);
+  const Tensor s = random_tensor({g.num_edges(), 3}, rng, -4, 4, DType::f32);
+  EXPECT_LE(rel_error(ops::csr_softmax(g.to(Device::cuda), s.to(Device::cuda)), ops::csr_softmax(g, s)), 1e-5);
+}
+
+TEST(CudaGatEdgeScores, MatchesCpuAndGradients) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(8);
+  const Graph g = random_graph(3000, 30000, 2000, rng);
+  const Graph gd = g.to(Device::cuda);
+  for (int64_t H : {1, 8}) {
+    const Tensor el = random_tensor({g.num_nodes(), H}, rng, -1, 1, DType::f32);
+    const Tensor er = random_tensor({g.num_nodes(), H}, rng, -1, 1, DType::f32);
+    const Tensor gs = random_tensor({g.num_edges(), H}, rng, -1, 1, DType::f32);
+    auto run = [&](const Graph& graph, Device d) {
+      Tensor l = el.to(d).detach().set_requires_grad(), r = er.to(d).detach().set_requires_grad();
+      Tensor s = ops::gat_edge_scores(graph, l, r, 0.2);
+      s.backward(gs.to(d));
+      return std::vector<Tensor>{s, l.grad(), r.grad()};
+    };
+    const auto want = run(g, Device::cpu), got = run(gd, Device::cuda), again = run(gd, Device::cuda);
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << "H=" << H << " tensor " << k;
+      EXPECT_TRUE(bitwise_equal(got[k], again[k])) << "H=" << H << " tensor " << k;
+    }
+  }
+  const Graph mixed = mixed_graph().to(Device::cuda);
+  auto f = [&](const std::vector<Tensor>& in) { return ops::gat_edge_scores(mixed, in[0], in[1], 0.2); };
+  expect_gradients_match("cuda gat_edge_scores", f,
+                         {random_tensor({8, 3}, rng, -1, 1, DType::f64, Device::cuda),
+                          random_tensor({8, 3}, rng, -1, 1, DType::f64, Device::cuda)});
+}
+
+TEST(CudaHeadDot, MatchesCpuAndGradients) {
+  SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(9);
+  for (auto [H, F] : kHeadsFeatures) {
+    const Tensor x = random_tensor({3000, H, F}, rng, -1, 1, DType::f32);
+    const Tensor a = random_tensor({H, F}, rng, -1, 1, DType::f32);
+    const Tensor g = random_tensor({3000, H}, rng, -1, 1, DType::f32);
+    auto run = [&](Device d) {
+      Tensor xd = x.to(d).detach().set_requires_grad(), ad = a.to(d).detach().set_requires_grad();
+      Tensor out = ops::head_dot(xd, ad);
+      out.backward(g.to(d));
+      return std::vector<Tensor>{out, xd.grad(), ad.grad()};
+    };
+    const auto want = run(Device::cpu), got = run(Device::cuda), again = run(Device::cuda);
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << H << "x" << F << " tensor " << k;
+      EXPECT_TRUE(bitwise_equal(got[k], again[k])) << H << "x" << F << " tensor " << k;
+    }
+  }
+  auto f = [](const std::vector<Tensor>& in) { return ops::head_dot(in[0], in[1]); };
+  expect_gradients_match("cuda head_dot", f,
+                         {random_tensor({600, 2, 3}, rng, -1, 1, DType::f64, Device::cuda),
+                          random_tensor({2, 3}, rng, -1, 1, DType::f64, Device::cuda)},
+                         1e-6, 1e-2);
+}
