@@ -196,6 +196,7 @@ void Tensor::copy_(const Tensor& src) {
 }
 
 void Tensor::zero_() {
+  if (nbytes() == 0) return;  // an empty tensor has no storage: memset(nullptr, ...) is undefined
   if (device() == Device::cpu) std::memset(raw_data(), 0, nbytes());
   else cuda::memset_zero(raw_data(), nbytes());
 }
