@@ -1,6 +1,7 @@
 // CPU tests of the elementwise, shape and reduction ops: values, gradient checks for every
 // differentiable input, dropout masks, and the error messages.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <functional>
@@ -93,6 +94,24 @@ TEST(OpsValues, Reductions) {
   EXPECT_EQ(ops::sum(f64(ramp, {60000})).item(), 600030000);
   Tensor big = Tensor::full({1 << 20}, 0.1, DType::f32);
   EXPECT_NEAR(ops::sum(big).item(), 0.1f * (1 << 20), 1e-6 * (1 << 20) * 0.1);
+}
+
+TEST(OpsValues, SumsDoNotDependOnTheThreadCount) {
+  std::mt19937_64 rng(1);
+  Tensor x = random_tensor({400000}, rng, -1.0, 1.0, DType::f32);
+  auto sums = [&] {
+    std::vector<float> all = ops::sum(x).to_vector<float>();
+    std::vector<float> cols = ops::sum(x.view({40000, 10}), 0).to_vector<float>();
+    all.insert(all.end(), cols.begin(), cols.end());
+    return all;
+  };
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const std::vector<float> serial = sums();
+  omp_set_num_threads(5);
+  const std::vector<float> parallel = sums();
+  omp_set_num_threads(threads);
+  EXPECT_EQ(serial, parallel);
 }
 
 TEST(OpsValues, ReshapeIsAView) {
