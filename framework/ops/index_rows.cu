@@ -24,10 +24,10 @@ struct ScatterFn {
   const int32_t* rows;    // (U,)
   const int32_t* run_ptr; // (U+1,)
   long long features;     // D
-  T* grad_x;              // (N, D), zero where no index points
+  T* grad_x;              // (N, D), zeroed by the caller: rows no index points to stay zero
   __device__ void operator()(long long i) const {
     const long long u = i / features, d = i % features;
-    T acc = grad_x[static_cast<long long>(rows[u]) * features + d];
+    T acc = T(0);
     for (int32_t j = run_ptr[u]; j < run_ptr[u + 1]; ++j)
       acc += g[static_cast<long long>(order[j]) * features + d];
     grad_x[static_cast<long long>(rows[u]) * features + d] = acc;
