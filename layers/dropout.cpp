@@ -1,0 +1,16 @@
+#include "layers/dropout.h"
+
+#include "framework/ops/dropout.h"
+
+namespace gat {
+
+Dropout::Dropout(double p) : p_(p) {
+  GAT_CHECK(p >= 0.0 && p < 1.0, "Dropout: rate ", p, " is outside [0, 1)");
+}
+
+Tensor Dropout::forward(const Tensor& x, Generator& gen) const {
+  if (!is_training() || p_ == 0.0) return x;
+  return ops::dropout(x, gen.dropout_key(static_cast<float>(p_)));
+}
+
+}  // namespace gat

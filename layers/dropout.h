@@ -1,0 +1,24 @@
+// Dropout as a module: active only in training mode (Module::train/eval), its masks drawn from
+// the Generator passed to forward (a fresh Philox stream per call, so a seed fixes every mask).
+#pragma once
+
+#include "framework/module.h"
+#include "framework/rng.h"
+#include "framework/tensor.h"
+
+namespace gat {
+
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p);
+
+  // x: any shape -> the same shape. Identity (x itself, no stream drawn) in eval mode or for p = 0.
+  Tensor forward(const Tensor& x, Generator& gen) const;
+
+  double p() const { return p_; }
+
+ private:
+  double p_;
+};
+
+}  // namespace gat

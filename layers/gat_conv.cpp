@@ -1,0 +1,72 @@
+#include "layers/gat_conv.h"
+
+#include "framework/init.h"
+#include "framework/ops/arithmetic.h"
+#include "framework/ops/csr_softmax_aggregate.h"
+#include "framework/ops/gat_edge_scores.h"
+#include "framework/ops/head_dot.h"
+#include "framework/ops/reduce.h"
+#include "framework/ops/reshape.h"
+
+namespace gat {
+
+GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(options) {
+  const int64_t in = options.in_channels, F = options.out_channels, H = options.heads;
+  GAT_CHECK(in > 0 && F > 0 && H > 0, "GATConv: in_channels ", in, ", out_channels ", F,
+            " and heads ", H, " must be positive");
+  GAT_CHECK(options.dropout >= 0.0 && options.dropout < 1.0, "GATConv: attention dropout ",
+            options.dropout, " is outside [0, 1)");
+  lin = register_module("lin", std::make_shared<Linear>(in, H * F, false, init, options.dtype));
+  // PyG's glorot on att (1, H, F) uses fan_in = H, fan_out = F.
+  att_src = register_parameter("att_src", init::glorot_uniform({H, F}, H, F, init, options.dtype));
+  att_dst = register_parameter("att_dst", init::glorot_uniform({H, F}, H, F, init, options.dtype));
+  if (options.bias) bias = register_parameter("bias", init::zeros({out_features()}, options.dtype));
+  if (options.residual)
+    res = register_module("res", std::make_shared<Linear>(in, out_features(), false, init, options.dtype));
+}
+
+int64_t GATConv::out_features() const {
+  return options_.concat ? options_.heads * options_.out_channels : options_.out_channels;
+}
+
+const Graph& GATConv::graph_for(const Graph& graph) {
+  if (!options_.add_self_loops) return graph;
+  if (!cached_input_.row_ptr().defined() || !cached_input_.row_ptr().same(graph.row_ptr()) ||
+      !cached_input_.col_idx().same(graph.col_idx())) {
+    cached_looped_ = graph.with_self_loops();
+    cached_input_ = graph;
+  }
+  return cached_looped_;
+}
+
+Tensor GATConv::forward(const Tensor& x, const Graph& graph, Generator& gen) {
+  const int64_t N = graph.num_nodes(), H = options_.heads, F = options_.out_channels;
+  check_dim("GATConv", "x", x, 2);
+  GAT_CHECK(x.size(0) == N && x.size(1) == options_.in_channels, "GATConv: 'x' ", x.describe(),
+            " must be (", N, ", ", options_.in_channels, ") for a graph of ", N, " nodes and ",
+            options_.in_channels, " input channels");
+  const Graph& g = graph_for(graph);
+
+  Tensor wh = ops::reshape(lin->forward(x), {N, H, F});  // (N, H, F)
+  Tensor el = ops::head_dot(wh, att_src);                 // (N, H)
+  Tensor er = ops::head_dot(wh, att_dst);                 // (N, H)
+  Tensor scores = ops::gat_edge_scores(g, el, er, options_.negative_slope);  // (E, H)
+  const DropoutKey key = is_training() && options_.dropout > 0.0
+                             ? gen.dropout_key(static_cast<float>(options_.dropout))
+                             : DropoutKey{};
+  Tensor out = ops::csr_softmax_aggregate(g, scores, wh, key);  // (N, H, F)
+  out = options_.concat ? ops::reshape(out, {N, H * F}) : ops::mean(out, 1);  // (N, out_features)
+  if (res) out = ops::add(out, res->forward(x));
+  if (bias.defined()) out = ops::add_bias(out, bias);
+
+  last_graph_ = g;
+  last_scores_ = scores.detach();
+  return out;
+}
+
+GATConv::Attention GATConv::attention_weights() const {
+  GAT_CHECK(last_scores_.defined(), "GATConv::attention_weights: no forward pass has run yet");
+  return {last_graph_, ops::csr_softmax(last_graph_, last_scores_)};
+}
+
+}  // namespace gat

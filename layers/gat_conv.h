@@ -1,0 +1,78 @@
+// GATConv: the graph attention layer of Velickovic et al. (2018) with PyTorch Geometric's
+// GATConv options and initialisation.
+//
+//   Wh  = x W                            viewed (N, H, F)
+//   el  = Wh . att_src,  er = Wh . att_dst                        (N, H)
+//   s   = LeakyReLU(el[src(e)] + er[dst(e)], negative_slope)     (E, H)
+//   out = softmax over each node's incoming edges of s, attention dropout, weighted sum of Wh
+//         (csr_softmax_aggregate)                                  (N, H, F)
+//   out = concat ? out viewed (N, H*F) : mean over heads (N, F);  + residual(x);  + bias
+//
+// With add_self_loops the layer runs on graph.with_self_loops() (existing loops removed, one per
+// node added), built once per input graph and cached. Everything goes through ops, so the layer
+// runs unchanged on CPU and CUDA. Parameter names follow PyG: lin.weight (stored (in, H*F), the
+// transpose of PyG's), att_src and att_dst (H, F) (PyG: (1, H, F)), bias, res.weight.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "framework/graph.h"
+#include "framework/module.h"
+#include "framework/rng.h"
+#include "framework/tensor.h"
+#include "layers/linear.h"
+
+namespace gat {
+
+struct GATConvOptions {
+  int64_t in_channels = 0;
+  int64_t out_channels = 0;     // F, per head
+  int64_t heads = 1;            // H
+  bool concat = true;           // (N, H*F); else the mean over heads (N, F)
+  double negative_slope = 0.2;  // of the LeakyReLU on the edge scores
+  double dropout = 0.0;         // attention dropout rate (training mode only)
+  bool add_self_loops = true;
+  bool bias = true;
+  bool residual = false;        // + x R with R a bias-free Linear (in, output width)
+  DType dtype = DType::f32;     // of the parameters
+};
+
+class GATConv : public Module {
+ public:
+  // `init` draws lin.weight, att_src, att_dst and res.weight (glorot), in that order; bias = 0.
+  GATConv(const GATConvOptions& options, Generator& init);
+
+  // x: (N, in_channels) on the graph's device -> (N, H*F) if concat else (N, F).
+  // `gen` supplies the attention-dropout stream in training mode (untouched in eval mode).
+  Tensor forward(const Tensor& x, const Graph& graph, Generator& gen);
+
+  // The attention weights of the last forward pass, without dropout: softmax of its edge scores
+  // over every node's incoming edges. `graph` is the graph they belong to (with self loops when
+  // add_self_loops), `weights` (E, H) in its edge order. No autograd.
+  struct Attention {
+    Graph graph;
+    Tensor weights;  // (E, H)
+  };
+  Attention attention_weights() const;
+
+  const GATConvOptions& options() const { return options_; }
+  int64_t out_features() const;  // H*F if concat else F
+
+  std::shared_ptr<Linear> lin;  // (in, H*F), no bias
+  Tensor att_src;               // (H, F)
+  Tensor att_dst;               // (H, F)
+  Tensor bias;                  // (out_features,), undefined without bias
+  std::shared_ptr<Linear> res;  // (in, out_features), no bias; null without residual
+
+ private:
+  const Graph& graph_for(const Graph& graph);  // the looped graph (cached) or graph itself
+
+  GATConvOptions options_;
+  Graph cached_input_;   // the last input graph seen with add_self_loops ...
+  Graph cached_looped_;  // ... and its with_self_loops()
+  Graph last_graph_;     // graph and edge scores (E, H) of the last forward
+  Tensor last_scores_;
+};
+
+}  // namespace gat

@@ -1,0 +1,32 @@
+// Linear: y = x W (+ b), the fully connected layer.
+//
+// W is stored (in, out), the transpose of torch's (out, in), so the forward pass is one matmul
+// with no transpose. Initialised as PyG's Linear(weight_initializer="glorot",
+// bias_initializer="zeros"): W uniform in [-a, a), a = sqrt(6 / (in + out)); b = 0.
+#pragma once
+
+#include <cstdint>
+
+#include "framework/module.h"
+#include "framework/rng.h"
+#include "framework/tensor.h"
+
+namespace gat {
+
+class Linear : public Module {
+ public:
+  // `init` draws the weight; parameters are created with `dtype` on the CPU (Module::to moves them).
+  Linear(int64_t in_features, int64_t out_features, bool bias, Generator& init,
+         DType dtype = DType::f32);
+
+  // x: (N, in) -> (N, out)
+  Tensor forward(const Tensor& x) const;
+
+  int64_t in_features() const { return weight.size(0); }
+  int64_t out_features() const { return weight.size(1); }
+
+  Tensor weight;  // (in, out)
+  Tensor bias;    // (out,), undefined without bias
+};
+
+}  // namespace gat

@@ -1,0 +1,52 @@
+// GAT: the two-layer graph attention network of Velickovic et al. (2018), as in PyG's example:
+//
+//   x -> dropout(p) -> GATConv(F_in, hidden, heads, concat, attention dropout p) -> ELU
+//     -> dropout(p) -> GATConv(hidden * heads, C, output_heads, mean over heads, attention
+//        dropout p) -> logits (N, C)
+//
+// The paper's recipe: hidden 8, heads 8, output_heads 1 (8 for PubMed), p = 0.6.
+// Built only from the public layers in layers/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "framework/graph.h"
+#include "framework/module.h"
+#include "framework/rng.h"
+#include "framework/tensor.h"
+#include "layers/dropout.h"
+#include "layers/gat_conv.h"
+
+namespace gat {
+
+struct GATConfig {
+  int64_t in_features = 0;
+  int64_t num_classes = 0;
+  int64_t hidden = 8;        // features per head of the first layer
+  int64_t heads = 8;         // heads of the first layer (concatenated)
+  int64_t output_heads = 1;  // heads of the output layer (averaged)
+  double dropout = 0.6;      // on the inputs of both layers and on both layers' attention
+  double negative_slope = 0.2;
+  DType dtype = DType::f32;  // of the parameters
+};
+
+class GAT : public Module {
+ public:
+  // `init` draws the parameters (conv1's, then conv2's).
+  GAT(const GATConfig& config, Generator& init);
+
+  // x: (N, in_features), graph: N nodes without self loops (the layers add them)
+  //   -> logits (N, num_classes). `gen` supplies the dropout streams in training mode.
+  Tensor forward(const Tensor& x, const Graph& graph, Generator& gen);
+
+  const GATConfig& config() const { return config_; }
+
+  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<GATConv> conv1, conv2;
+
+ private:
+  GATConfig config_;
+};
+
+}  // namespace gat

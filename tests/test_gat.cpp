@@ -1,0 +1,416 @@
+// GATConv and the GAT model: forward against a naive reference, gradient checks with respect to
+// the input and every parameter (with and without dropout), attention weights, and a different
+// network (three residual GATConv layers) built from the same pieces and trained to high accuracy.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "datasets/generator.h"
+#include "framework/autograd.h"
+#include "framework/ops/activations.h"
+#include "gradcheck.h"
+#include "layers/dropout.h"
+#include "layers/gat_conv.h"
+#include "models/gat.h"
+#include "train/trainer.h"
+
+using namespace gat;
+using gat::testing::expect_gradients_match;
+using gat::testing::random_tensor;
+
+namespace {
+
+// A small directed graph with some self loops and a node (0) that only sends.
+Graph small_graph(int64_t n, std::mt19937_64& rng) {
+  std::vector<int32_t> src, dst;
+  std::uniform_int_distribution<int32_t> node(0, static_cast<int32_t>(n - 1));
+  for (int k = 0; k < 3 * n; ++k) {
+    const int32_t s = node(rng), d = node(rng);
+    if (d == 0) continue;
+    src.push_back(s);
+    dst.push_back(d);
+  }
+  src.push_back(2);  // an explicit self loop: with_self_loops must not double it
+  dst.push_back(2);
+  return Graph::from_edges(n, src, dst);
+}
+
+GATConvOptions conv_options(int64_t in, int64_t out, int64_t heads, bool concat, bool residual,
+                            double dropout) {
+  GATConvOptions o;
+  o.in_channels = in;
+  o.out_channels = out;
+  o.heads = heads;
+  o.concat = concat;
+  o.residual = residual;
+  o.dropout = dropout;
+  o.dtype = DType::f64;
+  return o;
+}
+
+// PyG's GATConv written out with plain loops over an edge list (no dropout), in double.
+std::vector<double> reference_gat_conv(const GATConv& conv, const std::vector<double>& x, int64_t N,
+                                       const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {
+  const GATConvOptions& o = conv.options();
+  const int64_t in = o.in_channels, H = o.heads, F = o.out_channels, HF = H * F;
+  const std::vector<double> W = conv.lin->weight.to_vector<double>();  // (in, H*F)
+  const std::vector<double> as = conv.att_src.to_vector<double>(), ad = conv.att_dst.to_vector<double>();
+  std::vector<double> wh(static_cast<size_t>(N * HF), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < HF; ++c)
+      for (int64_t k = 0; k < in; ++k) wh[n * HF + c] += x[n * in + k] * W[k * HF + c];
+  // Edges without self loops, then one loop per node.
+  std::vector<int32_t> s, d;
+  for (size_t e = 0; e < src.size(); ++e)
+    if (src[e] != dst[e]) s.push_back(src[e]), d.push_back(dst[e]);
+  for (int32_t n = 0; n < N; ++n) s.push_back(n), d.push_back(n);
+  std::vector<double> agg(static_cast<size_t>(N * HF), 0.0);
+  for (int64_t h = 0; h < H; ++h) {
+    auto dot = [&](const std::vector<double>& a, int64_t n) {
+      double r = 0;
+      for (int64_t f = 0; f < F; ++f) r += wh[n * HF + h * F + f] * a[h * F + f];
+      return r;
+    };
+    std::vector<double> score(s.size()), mx(static_cast<size_t>(N), -INFINITY), z(static_cast<size_t>(N), 0.0);
+    for (size_t e = 0; e < s.size(); ++e) {
+      const double v = dot(as, s[e]) + dot(ad, d[e]);
+      score[e] = v > 0 ? v : o.negative_slope * v;
+      mx[d[e]] = std::max(mx[d[e]], score[e]);
+    }
+    for (size_t e = 0; e < s.size(); ++e) z[d[e]] += std::exp(score[e] - mx[d[e]]);
+    for (size_t e = 0; e < s.size(); ++e) {
+      const double a = std::exp(score[e] - mx[d[e]]) / z[d[e]];
+      for (int64_t f = 0; f < F; ++f) agg[d[e] * HF + h * F + f] += a * wh[s[e] * HF + h * F + f];
+    }
+  }
+  const int64_t C = conv.out_features();
+  std::vector<double> out(static_cast<size_t>(N * C), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t f = 0; f < F; ++f) {
+        const double v = agg[n * HF + h * F + f];
+        if (o.concat) out[n * C + h * F + f] = v;
+        else out[n * C + f] += v / static_cast<double>(H);
+      }
+  if (conv.res) {
+    const std::vector<double> R = conv.res->weight.to_vector<double>();  // (in, C)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t k = 0; k < in; ++k) out[n * C + c] += x[n * in + k] * R[k * C + c];
+  }
+  if (conv.bias.defined()) {
+    const std::vector<double> b = conv.bias.to_vector<double>();
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c) out[n * C + c] += b[c];
+  }
+  return out;
+}
+
+// The parameter slots of a GATConv, in a fixed order, so a gradient check can substitute them.
+std::vector<Tensor*> slots_of(GATConv& conv) {
+  std::vector<Tensor*> slots{&conv.lin->weight, &conv.att_src, &conv.att_dst};
+  if (conv.bias.defined()) slots.push_back(&conv.bias);
+  if (conv.res) slots.push_back(&conv.res->weight);
+  return slots;
+}
+
+// Inputs of a gradient check: x, then the current value of every slot (bias made non-zero so it
+// is not a special point).
+std::vector<Tensor> gradcheck_inputs(const Tensor& x, const std::vector<Tensor*>& slots) {
+  std::vector<Tensor> inputs{x};
+  for (Tensor* s : slots) inputs.push_back(s->clone());
+  return inputs;
+}
+
+void check_conv_gradients(const std::string& what, const GATConvOptions& options, bool training) {
+  std::mt19937_64 rng(11);
+  const int64_t N = 7;
+  const Graph graph = small_graph(N, rng);
+  Generator init(5);
+  GATConv conv(options, init);
+  conv.train(training);
+  if (conv.bias.defined()) conv.bias = random_tensor(conv.bias.shape(), rng);
+  const std::vector<Tensor*> slots = slots_of(conv);
+  expect_gradients_match(
+      what,
+      [&](const std::vector<Tensor>& in) {
+        for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 1];
+        Generator gen(99);  // the same dropout masks in every evaluation
+        return conv.forward(in[0], graph, gen);
+      },
+      gradcheck_inputs(random_tensor({N, options.in_channels}, rng), slots));
+}
+
+}  // namespace
+
+TEST(GATConv, MatchesANaiveReferenceConcatAndMean) {
+  std::mt19937_64 rng(3);
+  const int64_t N = 9;
+  const Graph graph = small_graph(N, rng);
+  for (bool concat : {true, false}) {
+    for (bool residual : {false, true}) {
+      Generator init(1);
+      GATConv conv(conv_options(5, 4, 3, concat, residual, 0.0), init);
+      conv.bias = random_tensor(conv.bias.shape(), rng);
+      const Tensor x = random_tensor({N, 5}, rng);
+      Generator gen(0);
+      const Tensor out = conv.forward(x, graph, gen);
+      ASSERT_EQ(out.shape(), (Shape{N, concat ? 12 : 4}));
+      const std::vector<double> got = out.to_vector<double>();
+      const std::vector<double> want =
+          reference_gat_conv(conv, x.to_vector<double>(), N, graph.sources(), graph.destinations());
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-12) << "concat " << concat << " residual " << residual << " i " << i;
+    }
+  }
+}
+
+TEST(GATConv, ParametersInitialisedAsPyG) {
+  Generator init(2);
+  GATConvOptions o = conv_options(300, 50, 4, true, true, 0.0);
+  GATConv conv(o, init);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : conv.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"att_src", "att_dst", "bias", "lin.weight", "res.weight"}));
+  auto max_abs = [](const Tensor& t) {
+    double m = 0;
+    for (double v : t.to_vector<double>()) m = std::max(m, std::abs(v));
+    return m;
+  };
+  const double lin_bound = std::sqrt(6.0 / (300 + 200)), att_bound = std::sqrt(6.0 / (4 + 50));
+  EXPECT_LE(max_abs(conv.lin->weight), lin_bound);
+  EXPECT_GT(max_abs(conv.lin->weight), 0.95 * lin_bound);
+  EXPECT_LE(max_abs(conv.att_src), att_bound);
+  EXPECT_GT(max_abs(conv.att_src), 0.8 * att_bound);
+  EXPECT_EQ(max_abs(conv.bias), 0.0);
+  EXPECT_EQ(conv.att_src.shape(), (Shape{4, 50}));
+  EXPECT_EQ(conv.res->weight.shape(), (Shape{300, 200}));
+}
+
+TEST(GATConv, ExistingSelfLoopsAreReplacedNotDoubled) {
+  std::mt19937_64 rng(4);
+  const int64_t N = 6;
+  std::vector<int32_t> src{0, 1, 2, 3, 4, 5, 1}, dst{1, 2, 3, 4, 5, 0, 1};  // 1 -> 1 already there
+  const Graph with_loop = Graph::from_edges(N, src, dst);
+  src.pop_back();
+  dst.pop_back();
+  const Graph without = Graph::from_edges(N, src, dst);
+  Generator init(1);
+  GATConv conv(conv_options(3, 2, 2, true, false, 0.0), init);
+  const Tensor x = random_tensor({N, 3}, rng);
+  Generator gen(0);
+  const std::vector<double> a = conv.forward(x, with_loop, gen).to_vector<double>();
+  EXPECT_EQ(conv.attention_weights().graph.num_edges(), 6 + N);
+  const std::vector<double> b = conv.forward(x, without, gen).to_vector<double>();
+  EXPECT_EQ(a, b);
+}
+
+TEST(GATConv, AttentionWeightsAreASoftmaxOverIncomingEdges) {
+  std::mt19937_64 rng(5);
+  const int64_t N = 8;
+  const Graph graph = small_graph(N, rng);
+  Generator init(1);
+  GATConv conv(conv_options(4, 3, 2, true, false, 0.5), init);
+  EXPECT_THROW(conv.attention_weights(), Error);
+  Generator gen(0);
+  conv.forward(random_tensor({N, 4}, rng), graph, gen);
+  const GATConv::Attention att = conv.attention_weights();
+  EXPECT_EQ(att.graph.count_self_loops(), N);
+  ASSERT_EQ(att.weights.shape(), (Shape{att.graph.num_edges(), 2}));
+  const std::vector<double> w = att.weights.to_vector<double>();
+  const std::vector<int32_t> row_ptr = att.graph.row_ptr().to_vector<int32_t>();
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t h = 0; h < 2; ++h) {
+      double total = 0;
+      for (int32_t e = row_ptr[i]; e < row_ptr[i + 1]; ++e) {
+        EXPECT_GT(w[e * 2 + h], 0.0);
+        total += w[e * 2 + h];
+      }
+      EXPECT_NEAR(total, 1.0, 1e-12) << "node " << i << " head " << h;  // no dropout in them
+    }
+}
+
+TEST(GATConv, AttentionDropoutOnlyInTrainingMode) {
+  std::mt19937_64 rng(6);
+  const int64_t N = 8;
+  const Graph graph = small_graph(N, rng);
+  Generator init(1);
+  GATConv conv(conv_options(4, 3, 2, true, false, 0.5), init);
+  const Tensor x = random_tensor({N, 4}, rng);
+  Generator gen_a(0), gen_b(0), gen_c(1);
+  const std::vector<double> a = conv.forward(x, graph, gen_a).to_vector<double>();
+  EXPECT_EQ(gen_a.next_stream(), 1u);
+  EXPECT_EQ(conv.forward(x, graph, gen_b).to_vector<double>(), a);  // same seed, same mask
+  EXPECT_NE(conv.forward(x, graph, gen_c).to_vector<double>(), a);
+  conv.eval();
+  Generator gen_d(0);
+  const std::vector<double> e1 = conv.forward(x, graph, gen_d).to_vector<double>();
+  EXPECT_EQ(gen_d.next_stream(), 0u);  // eval mode draws nothing
+  EXPECT_NE(e1, a);
+}
+
+TEST(GATConv, RejectsBadInputsNamingTheShapes) {
+  std::mt19937_64 rng(7);
+  const Graph graph = small_graph(5, rng);
+  Generator init(1), gen(0);
+  GATConv conv(conv_options(4, 3, 2, true, false, 0.0), init);
+  try {
+    conv.forward(random_tensor({5, 6}, rng), graph, gen);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GATConv: 'x' f64 cpu (5, 6) must be (5, 4)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(conv.forward(random_tensor({4, 4}, rng), graph, gen), Error);
+  EXPECT_THROW(conv.forward(random_tensor({5, 4}, rng, -1, 1, DType::f32), graph, gen), Error);
+  GATConvOptions bad = conv_options(4, 3, 0, true, false, 0.0);
+  EXPECT_THROW(GATConv(bad, init), Error);
+  bad = conv_options(4, 3, 2, true, false, 1.0);
+  EXPECT_THROW(GATConv(bad, init), Error);
+}
+
+TEST(GATConv, GradientsConcatResidualNoDropout) {
+  check_conv_gradients("GATConv concat residual", conv_options(5, 4, 3, true, true, 0.0), true);
+}
+
+TEST(GATConv, GradientsMeanResidualNoDropout) {
+  check_conv_gradients("GATConv mean residual", conv_options(5, 4, 3, false, true, 0.0), true);
+}
+
+TEST(GATConv, GradientsConcatResidualWithAttentionDropout) {
+  check_conv_gradients("GATConv concat residual dropout", conv_options(5, 4, 3, true, true, 0.5), true);
+}
+
+TEST(GATConv, GradientsMeanResidualWithAttentionDropout) {
+  check_conv_gradients("GATConv mean residual dropout", conv_options(5, 4, 3, false, true, 0.5), true);
+}
+
+TEST(GATConv, GradientsWithoutSelfLoopsOrBias) {
+  GATConvOptions o = conv_options(5, 4, 2, true, false, 0.0);
+  o.add_self_loops = false;  // node 0 has no incoming edge: a zero row, no NaN
+  o.bias = false;
+  check_conv_gradients("GATConv no loops no bias", o, true);
+}
+
+namespace {
+
+void check_model_gradients(const std::string& what, bool training) {
+  std::mt19937_64 rng(21);
+  const int64_t N = 7;
+  const Graph graph = small_graph(N, rng);
+  GATConfig config;
+  config.in_features = 5;
+  config.num_classes = 3;
+  config.hidden = 3;
+  config.heads = 2;
+  config.output_heads = 2;
+  config.dropout = 0.4;
+  config.dtype = DType::f64;
+  Generator init(8);
+  GAT model(config, init);
+  model.train(training);
+  model.conv1->bias = random_tensor(model.conv1->bias.shape(), rng);
+  model.conv2->bias = random_tensor(model.conv2->bias.shape(), rng);
+  std::vector<Tensor*> slots = slots_of(*model.conv1);
+  for (Tensor* s : slots_of(*model.conv2)) slots.push_back(s);
+  ASSERT_EQ(slots.size(), model.named_parameters().size());
+  expect_gradients_match(
+      what,
+      [&](const std::vector<Tensor>& in) {
+        for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 1];
+        Generator gen(77);
+        return model.forward(in[0], graph, gen);
+      },
+      gradcheck_inputs(random_tensor({N, 5}, rng), slots),
+      1e-6, 1e-5);  // a wider step: two layers make the loss larger, so rounding matters more
+}
+
+}  // namespace
+
+TEST(GAT, GradientsWithDropout) { check_model_gradients("GAT train mode", true); }
+TEST(GAT, GradientsWithoutDropout) { check_model_gradients("GAT eval mode", false); }
+
+TEST(GAT, ShapesAndParameterNames) {
+  GATConfig config;
+  config.in_features = 20;
+  config.num_classes = 5;
+  config.output_heads = 8;
+  Generator init(0), gen(0);
+  GAT model(config, init);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : model.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"conv1.att_src", "conv1.att_dst", "conv1.bias",
+                                             "conv1.lin.weight", "conv2.att_src", "conv2.att_dst",
+                                             "conv2.bias", "conv2.lin.weight"}));
+  EXPECT_EQ(model.conv2->lin->weight.shape(), (Shape{64, 40}));
+  EXPECT_EQ(model.conv2->bias.shape(), (Shape{5}));
+  std::mt19937_64 rng(0);
+  const Graph graph = small_graph(10, rng);
+  EXPECT_EQ(model.forward(random_tensor({10, 20}, rng, 0, 1, DType::f32), graph, gen).shape(), (Shape{10, 5}));
+  // input dropout, conv1 attention, hidden dropout, conv2 attention
+  EXPECT_EQ(gen.next_stream(), 4u);
+}
+
+namespace {
+
+// A different network from the same pieces: three GATConv layers, the middle one residual.
+struct ResidualGAT3 : Module {
+  std::shared_ptr<Dropout> drop;
+  std::shared_ptr<GATConv> conv1, conv2, conv3;
+  ResidualGAT3(int64_t in, int64_t classes, Generator& init) {
+    drop = register_module("drop", std::make_shared<Dropout>(0.2));
+    GATConvOptions o;
+    o.in_channels = in;
+    o.out_channels = 8;
+    o.heads = 4;
+    o.dropout = 0.1;
+    conv1 = register_module("conv1", std::make_shared<GATConv>(o, init));
+    o.in_channels = 32;
+    o.residual = true;
+    conv2 = register_module("conv2", std::make_shared<GATConv>(o, init));
+    o.out_channels = classes;
+    o.heads = 2;
+    o.concat = false;
+    o.residual = false;
+    conv3 = register_module("conv3", std::make_shared<GATConv>(o, init));
+  }
+  Tensor forward(const Tensor& x, const Graph& g, Generator& gen) {
+    Tensor h = ops::elu(conv1->forward(drop->forward(x, gen), g, gen));
+    h = ops::elu(conv2->forward(drop->forward(h, gen), g, gen));
+    return conv3->forward(drop->forward(h, gen), g, gen);
+  }
+};
+
+}  // namespace
+
+TEST(GAT, ThreeLayerResidualNetworkLearnsAGeneratedGraph) {
+  GeneratorOptions go;
+  go.num_nodes = 600;
+  go.avg_degree = 8;
+  go.num_classes = 4;
+  go.num_features = 16;
+  go.intra_fraction = 0.9;
+  go.signal = 0.25;  // features alone are weak evidence: the neighbourhood has to be used
+  go.train_per_class = 20;
+  go.val_size = 150;
+  go.test_size = 300;
+  go.seed = 3;
+  const Dataset data = generate_sbm(go);
+
+  Generator gen(1);
+  ResidualGAT3 net(data.num_features(), data.num_classes, gen);
+  auto forward = [&](const Tensor& x, const Graph& g, Generator& gn) { return net.forward(x, g, gn); };
+  const Evaluation before = evaluate(net, forward, data);
+  TrainOptions options;
+  options.lr = 0.01;
+  options.max_epochs = 300;
+  options.patience = 50;
+  const TrainResult result = train_node_classifier(net, forward, data, options, gen);
+  EXPECT_LT(before.test.acc, 0.5);
+  EXPECT_GE(result.test_acc, 0.9) << "after " << result.epochs << " epochs";
+  // The model is left holding the remembered epoch's parameters.
+  EXPECT_DOUBLE_EQ(evaluate(net, forward, data).test.acc, result.test_acc);
+}

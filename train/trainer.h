@@ -1,0 +1,79 @@
+// The node-classification training loop shared by gat_train and the tests.
+//
+// One epoch: a training step (forward in training mode, masked cross-entropy on the training
+// nodes, backward, Adam step with torch's coupled L2 weight decay), then an evaluation in eval
+// mode without autograd (validation loss and accuracy, test accuracy). Early stopping exactly as
+// the GAT reference code (Velickovic et al., execute_cora.py):
+//
+//   if val_acc >= best_acc or val_loss <= best_loss:
+//       if val_acc >= best_acc and val_loss <= best_loss:
+//           remember this epoch's test accuracy and parameters
+//       best_acc = max(best_acc, val_acc); best_loss = min(best_loss, val_loss); wait = 0
+//   else:
+//       wait += 1; stop when wait == patience
+//
+// The model ends in eval mode holding the remembered parameters.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "datasets/dataset.h"
+#include "framework/graph.h"
+#include "framework/module.h"
+#include "framework/rng.h"
+#include "framework/tensor.h"
+
+namespace gat {
+
+// The model's forward pass: x (N, F), graph, dropout generator -> logits (N, C).
+using ForwardFn = std::function<Tensor(const Tensor& x, const Graph& graph, Generator& gen)>;
+
+struct TrainOptions {
+  double lr = 0.005;
+  double weight_decay = 5e-4;  // L2 added to the gradient (torch.optim.Adam's weight_decay)
+  int64_t max_epochs = 100000;
+  int64_t patience = 100;
+};
+
+struct EpochStats {
+  int64_t epoch = 0;       // 1-based
+  double loss = 0;         // training loss of the step (training mode, dropout on)
+  double train_acc = 0;    // of the same forward pass
+  double val_loss = 0;     // eval mode
+  double val_acc = 0;
+  double test_acc = 0;
+  double step_ms = 0;      // forward + backward + optimizer step
+  double ms = 0;           // the whole epoch (step and evaluation)
+};
+
+struct TrainResult {
+  double test_acc = 0;     // of the remembered epoch
+  double val_acc = 0;      // of the remembered epoch
+  double val_loss = 0;
+  int64_t best_epoch = 0;  // the remembered epoch (1-based)
+  int64_t epochs = 0;      // epochs run
+  double train_step_ms = 0;  // mean forward + backward + optimizer step
+};
+
+struct SplitMetrics {
+  double loss = 0;
+  double acc = 0;
+};
+struct Evaluation {
+  SplitMetrics train, val, test;
+};
+
+// Eval mode, no autograd; the model is left in eval mode.
+Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data);
+
+// Trains model's parameters on data (every tensor and the graph on the model's device).
+// `gen` supplies the dropout streams. on_epoch, if given, sees every epoch.
+TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const Dataset& data,
+                                  const TrainOptions& options, Generator& gen,
+                                  const std::function<void(const EpochStats&)>& on_epoch = {});
+
+// A copy of the dataset with every tensor and the graph on `device`.
+Dataset dataset_to(const Dataset& data, Device device);
+
+}  // namespace gat
