@@ -1,0 +1,164 @@
+// Google Benchmark timings of csr_softmax_aggregate forward and backward, CPU and CUDA, on
+// generated random graphs (uniform sources, in-degrees uniform in [0, 2 * avg]):
+//   384 nodes, degree 18, H*F = 1*64             (the original kernel's benchmark shape)
+//   1,000,000 nodes, 16,000,000 edges, H*F = 1*64 and 8*8
+// CUDA times are CUDA events around the launches on gat::cuda::stream(), synchronised, reported
+// as manual time. Every run reports `bytes`: the bytes the op must move at least (below), and
+// `bandwidth` = bytes / time, so the time of the memory bound is bytes / peak bandwidth
+// (4.3 TB/s on an H200: bound_ms = bytes / 4.3e9).
+//
+//   bench_graph_ops [--benchmark_filter=...]     (CUDA benchmarks only where a device is present)
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#if GAT_WITH_CUDA
+#include "framework/cuda_check.h"
+#endif
+#include "framework/cuda_runtime.h"
+#include "framework/graph.h"
+#include "framework/ops/csr_softmax_aggregate.h"
+
+using namespace gat;
+
+namespace {
+
+struct Problem {
+  Graph graph;
+  Tensor scores, value, grad_out, out, lse, grad_scores, grad_value;
+};
+
+Tensor random_f32(const Shape& shape, std::mt19937_64& rng, Device device) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  for (float& x : v) x = dist(rng);
+  return Tensor::from_vector(v, shape).to(device);
+}
+
+// The problem for (N, average degree, H, F, device), built once and kept for every benchmark.
+Problem& problem(int64_t N, int64_t avg_degree, int64_t H, int64_t F, Device device) {
+  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, Device>, std::unique_ptr<Problem>> cache;
+  auto& slot = cache[{N, avg_degree, H, F, device}];
+  if (slot) return *slot;
+  std::mt19937_64 rng(static_cast<uint64_t>(N * 31 + avg_degree));
+  std::uniform_int_distribution<int32_t> degree(0, static_cast<int32_t>(2 * avg_degree));
+  std::uniform_int_distribution<int32_t> source(0, static_cast<int32_t>(N - 1));
+  std::vector<int32_t> row_ptr{0}, col_idx;
+  for (int64_t i = 0; i < N; ++i) {
+    const int32_t d = degree(rng);
+    for (int32_t k = 0; k < d; ++k) col_idx.push_back(source(rng));
+    row_ptr.push_back(static_cast<int32_t>(col_idx.size()));
+  }
+  auto p = std::make_unique<Problem>();
+  p->graph = Graph::from_csr(std::move(row_ptr), std::move(col_idx)).to(device);
+  const int64_t E = p->graph.num_edges();
+  p->scores = random_f32({E, H}, rng, device);
+  p->value = random_f32({N, H, F}, rng, device);
+  p->grad_out = random_f32({N, H, F}, rng, device);
+  p->out = Tensor::empty({N, H, F}, DType::f32, device);
+  p->lse = Tensor::empty({N, H}, DType::f32, device);
+  p->grad_scores = Tensor::empty({E, H}, DType::f32, device);
+  p->grad_value = Tensor::empty({N, H, F}, DType::f32, device);
+  slot = std::move(p);
+  return *slot;
+}
+
+void forward(Problem& p) {
+#if GAT_WITH_CUDA
+  if (p.value.is_cuda())
+    return ops::cuda_impl::csr_softmax_aggregate_forward(p.graph, p.scores, p.value, {}, p.out, p.lse);
+#endif
+  ops::cpu_impl::csr_softmax_aggregate_forward(p.graph, p.scores, p.value, {}, p.out, p.lse);
+}
+
+void backward(Problem& p) {
+#if GAT_WITH_CUDA
+  if (p.value.is_cuda())
+    return ops::cuda_impl::csr_softmax_aggregate_backward(p.graph, p.scores, p.value, p.lse, p.grad_out,
+                                                          {}, &p.grad_scores, &p.grad_value);
+#endif
+  ops::cpu_impl::csr_softmax_aggregate_backward(p.graph, p.scores, p.value, p.lse, p.grad_out, {},
+                                                &p.grad_scores, &p.grad_value);
+}
+
+// Bytes that must move at least (4-byte indices and values):
+//  forward:  row_ptr, col_idx, scores (E,H), one gathered V row per edge (E,H,F), out, lse
+//  backward: over CSR rows   row_ptr, col_idx, scores, lse, G (N,H,F), gathered V (E,H,F), ds
+//            over transpose  t_row_ptr, t_col_idx, t_edge_id, gathered scores and lse (E,H),
+//                            gathered G (E,H,F), dV (N,H,F)
+double bytes_moved(const Problem& p, bool is_backward) {
+  const double N = static_cast<double>(p.graph.num_nodes()), E = static_cast<double>(p.graph.num_edges());
+  const double H = static_cast<double>(p.scores.size(1)), HF = H * static_cast<double>(p.value.size(2));
+  if (!is_backward) return 4 * ((N + 1) + E + E * H + E * HF + N * HF + N * H);
+  const double rows = (N + 1) + E + E * H + N * H + N * HF + E * HF + E * H;
+  const double transpose = (N + 1) + 2 * E + 2 * E * H + E * HF + N * HF;
+  return 4 * (rows + transpose);
+}
+
+void run(benchmark::State& state, int64_t N, int64_t avg_degree, int64_t H, int64_t F, Device device,
+         bool is_backward) {
+  Problem& p = problem(N, avg_degree, H, F, device);
+  forward(p);  // lse for the backward pass; also the warm-up
+  auto step = [&] { is_backward ? backward(p) : forward(p); };
+  for (auto _ : state) {
+#if GAT_WITH_CUDA
+    if (device == Device::cuda) {
+      cudaEvent_t start, stop;
+      CUDA_CHECK(cudaEventCreate(&start));
+      CUDA_CHECK(cudaEventCreate(&stop));
+      CUDA_CHECK(cudaEventRecord(start, cuda::stream()));
+      step();
+      CUDA_CHECK(cudaEventRecord(stop, cuda::stream()));
+      CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      CUDA_CHECK(cudaEventDestroy(start));
+      CUDA_CHECK(cudaEventDestroy(stop));
+      state.SetIterationTime(ms / 1e3);
+      continue;
+    }
+#endif
+    step();
+  }
+  const double bytes = bytes_moved(p, is_backward);
+  state.counters["bytes"] = benchmark::Counter(bytes);
+  state.counters["bandwidth"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
+                                                   benchmark::Counter::kIs1000);
+  state.counters["edges"] = benchmark::Counter(static_cast<double>(p.graph.num_edges()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  struct Shape4 {
+    int64_t N, degree, H, F;
+  };
+  const std::vector<Shape4> shapes = {{384, 18, 1, 64}, {1000000, 16, 1, 64}, {1000000, 16, 8, 8}};
+  std::vector<Device> devices = {Device::cpu};
+  if (cuda::available()) devices.push_back(Device::cuda);
+  else std::fprintf(stderr, "bench_graph_ops: CUDA benchmarks skipped (%s)\n", cuda::unavailable_reason());
+  for (Device device : devices)
+    for (const Shape4& s : shapes)
+      for (bool is_backward : {false, true}) {
+        const std::string name = std::string("csr_softmax_aggregate_") + (is_backward ? "backward" : "forward") +
+                                 "/" + device_name(device) + "/N=" + std::to_string(s.N) +
+                                 "/deg=" + std::to_string(s.degree) + "/H=" + std::to_string(s.H) +
+                                 "/F=" + std::to_string(s.F);
+        auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+          run(st, s.N, s.degree, s.H, s.F, device, is_backward);
+        });
+        b->Unit(benchmark::kMillisecond);
+        if (device == Device::cuda) b->UseManualTime();
+        else b->UseRealTime();  // OpenMP threads: wall time, not the main thread's CPU time
+      }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
