@@ -10,40 +10,13 @@ namespace gat::ops {
 
 namespace {
 
-// out[i] = f(x[i]) on the CPU; x, out: (n,) flat.
-template <class F>
-Tensor cpu_forward(const char* op, const Tensor& x, F f) {
-  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
-  dispatch_float(x.dtype(), op, [&](auto zero) {
-    using T = decltype(zero);
-    const T* px = x.data<T>();  // (n,)
-    T* po = out.data<T>();      // (n,)
-    detail::parallel_for(out.numel(), [&](int64_t i) { po[i] = f(px[i]); });
-  });
-  return out;
-}
-
-// grad_x[i] = f(x[i], g[i]) on the CPU; x, g, grad_x: (n,) flat.
-template <class F>
-Tensor cpu_backward(const char* op, const Tensor& x, const Tensor& g, F f) {
-  Tensor grad_x = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
-  dispatch_float(x.dtype(), op, [&](auto zero) {
-    using T = decltype(zero);
-    const T* px = x.data<T>();     // (n,)
-    const T* pg = g.data<T>();     // (n,)
-    T* pdx = grad_x.data<T>();     // (n,)
-    detail::parallel_for(grad_x.numel(), [&](int64_t i) { pdx[i] = f(px[i], pg[i]); });
-  });
-  return grad_x;
-}
-
 Tensor leaky_relu_forward(const char* op, const Tensor& x, double slope) {
   if (x.is_cuda()) {
     Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
     GAT_CUDA_CALL(cuda_impl::leaky_relu_forward(x, slope, out));
     return out;
   }
-  return cpu_forward(op, x, [slope](auto v) {
+  return detail::cpu_map(op, x, [slope](auto v) {
     using T = decltype(v);
     return v > T(0) ? v : static_cast<T>(slope) * v;
   });
@@ -55,7 +28,7 @@ Tensor leaky_relu_backward(const char* op, const Tensor& x, const Tensor& g, dou
     GAT_CUDA_CALL(cuda_impl::leaky_relu_backward(x, g, slope, grad_x));
     return grad_x;
   }
-  return cpu_backward(op, x, g, [slope](auto v, auto gv) {
+  return detail::cpu_map(op, x, g, [slope](auto v, auto gv) {
     using T = decltype(v);
     return v > T(0) ? gv : static_cast<T>(slope) * gv;
   });
@@ -76,7 +49,7 @@ Tensor elu_forward(const Tensor& x, double alpha) {
     GAT_CUDA_CALL(cuda_impl::elu_forward(x, alpha, out));
     return out;
   }
-  return cpu_forward("elu", x, [alpha](auto v) {
+  return detail::cpu_map("elu", x, [alpha](auto v) {
     using T = decltype(v);
     return v > T(0) ? v : static_cast<T>(alpha) * std::expm1(v);
   });
@@ -88,7 +61,7 @@ Tensor elu_backward(const Tensor& x, const Tensor& g, double alpha) {
     GAT_CUDA_CALL(cuda_impl::elu_backward(x, g, alpha, grad_x));
     return grad_x;
   }
-  return cpu_backward("elu backward", x, g, [alpha](auto v, auto gv) {
+  return detail::cpu_map("elu backward", x, g, [alpha](auto v, auto gv) {
     using T = decltype(v);
     return v > T(0) ? gv : static_cast<T>(alpha) * std::exp(v) * gv;
   });

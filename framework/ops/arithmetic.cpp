@@ -16,53 +16,32 @@ void check_binary(const char* op, const Tensor& a, const Tensor& b) {
   check_shape(op, "b", b, a.shape());
 }
 
-// out[i] = f(a[i], b[i]) on the CPU; a, b, out: (n,) flat, same dtype.
-template <class F>
-void cpu_binary(const char* op, const Tensor& a, const Tensor& b, Tensor& out, F f) {
-  dispatch_float(a.dtype(), op, [&](auto zero) {
-    using T = decltype(zero);
-    const T* pa = a.data<T>();  // (n,)
-    const T* pb = b.data<T>();  // (n,)
-    T* po = out.data<T>();      // (n,)
-    detail::parallel_for(out.numel(), [&](int64_t i) { po[i] = f(pa[i], pb[i]); });
-  });
-}
-
 // The kernels without autograd: the forward passes and the backward passes share them.
 Tensor add_values(const Tensor& a, const Tensor& b) {
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device(), "add");
   if (a.is_cuda()) {
+    Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device(), "add");
     GAT_CUDA_CALL(cuda_impl::add(a, b, out));
     return out;
   }
-  cpu_binary("add", a, b, out, [](auto x, auto y) { return x + y; });
-  return out;
+  return detail::cpu_map("add", a, b, [](auto x, auto y) { return x + y; });
 }
 
 Tensor mul_values(const Tensor& a, const Tensor& b) {
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device(), "mul");
   if (a.is_cuda()) {
+    Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device(), "mul");
     GAT_CUDA_CALL(cuda_impl::mul(a, b, out));
     return out;
   }
-  cpu_binary("mul", a, b, out, [](auto x, auto y) { return x * y; });
-  return out;
+  return detail::cpu_map("mul", a, b, [](auto x, auto y) { return x * y; });
 }
 
 Tensor scale_values(const Tensor& x, double s) {
-  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), "scale");
   if (x.is_cuda()) {
+    Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), "scale");
     GAT_CUDA_CALL(cuda_impl::scale(x, s, out));
     return out;
   }
-  dispatch_float(x.dtype(), "scale", [&](auto zero) {
-    using T = decltype(zero);
-    const T* px = x.data<T>();  // (n,)
-    T* po = out.data<T>();      // (n,)
-    const T factor = static_cast<T>(s);
-    detail::parallel_for(out.numel(), [&](int64_t i) { po[i] = factor * px[i]; });
-  });
-  return out;
+  return detail::cpu_map("scale", x, [s](auto v) { return static_cast<decltype(v)>(s) * v; });
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
-// CPU loop helper shared by the op implementations (included by framework/ops/*.cpp only).
+// CPU loop helpers shared by the op implementations (included by framework/ops/*.cpp only).
 #pragma once
 
 #include <cstdint>
+
+#include "framework/tensor.h"
 
 namespace gat::ops::detail {
 
@@ -16,6 +18,33 @@ template <class F>
 void parallel_for(int64_t n, F&& f, int64_t cost_per_item = 1) {
 #pragma omp parallel for schedule(static) if (n * cost_per_item > kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+// Elementwise maps over f32/f64 CPU tensors viewed flat (n,): a new tensor like `a` with
+// out[i] = f(a[i]), or f(a[i], b[i]) for b of a's shape and dtype. f is generic in the scalar type.
+template <class F>
+Tensor cpu_map(const char* op, const Tensor& a, F f) {
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device(), op);
+  dispatch_float(a.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    const T* pa = a.data<T>();  // (n,)
+    T* po = out.data<T>();      // (n,)
+    parallel_for(out.numel(), [&](int64_t i) { po[i] = f(pa[i]); });
+  });
+  return out;
+}
+
+template <class F>
+Tensor cpu_map(const char* op, const Tensor& a, const Tensor& b, F f) {
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device(), op);
+  dispatch_float(a.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    const T* pa = a.data<T>();  // (n,)
+    const T* pb = b.data<T>();  // (n,)
+    T* po = out.data<T>();      // (n,)
+    parallel_for(out.numel(), [&](int64_t i) { po[i] = f(pa[i], pb[i]); });
+  });
+  return out;
 }
 
 }  // namespace gat::ops::detail
