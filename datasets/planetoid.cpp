@@ -79,24 +79,28 @@ Dataset load_planetoid(const std::string& name, const std::string& data_dir) {
   same_rows(ty, "ty", tx.size(0), "tx");
   same_rows(tx, "tx", static_cast<int64_t>(test.size()), "test.index");
 
-  // Node count: allx rows, then the test id range (wider than tx where ids are missing).
+  // Node count: allx rows, then the test rows. CiteSeer's test.index skips ids (isolated
+  // nodes); as in PyG, its tx/ty are widened to the whole id range with all-zero rows.
   const int64_t base = allx.size(0), test_rows = tx.size(0);
   std::vector<int64_t> sorted = test;
   std::sort(sorted.begin(), sorted.end());
-  const int64_t span = sorted.back() - sorted.front() + 1;
+  const bool widened = parts.name == "citeseer";
+  const int64_t span = widened ? sorted.back() - sorted.front() + 1 : test_rows;
   GAT_CHECK(span <= 2 * test_rows, "load_planetoid: ", parts.path("test.index"), ": the ids span ", span,
             " nodes for ", test_rows, " test rows (at most twice as many allowed)");
   const int64_t n = base + span;
   GAT_CHECK(n <= std::numeric_limits<int32_t>::max(), "load_planetoid: too many nodes (", n, ")");
   GAT_CHECK(sorted.back() < n, "load_planetoid: ", parts.path("test.index"), ": test id ", sorted.back(),
-            " is outside the ", n, " nodes (", base, " allx rows + ", span, " test id range)");
+            " is outside the ", n, " nodes (", base, " allx rows + ", span, " test rows)");
   GAT_CHECK(x.size(0) + kValSize <= n, "load_planetoid: ", x.size(0), " training rows + ", kValSize,
             " validation nodes exceed the ", n, " nodes");
 
-  // Row r of cat(allx, tx widened): allx row r, or tx row k where r = base + sorted[k] - min,
-  // or an all-zero row. Then PyG's x[test[k]] = x[sorted[k]]: final row i reads row from[i].
-  std::vector<int64_t> tx_row(static_cast<size_t>(span), -1);  // (span,) widened -> tx row
-  for (int64_t k = 0; k < test_rows; ++k) tx_row[static_cast<size_t>(sorted[k] - sorted.front())] = k;
+  // Row r of cat(allx, tx) is allx row r or tx row tx_row[r - base]; widened (CiteSeer), tx row k
+  // sits at base + sorted[k] - min and the other rows are all zero (tx_row -1). Then PyG's
+  // x[test[k]] = x[sorted[k]]: final row i reads row from[i].
+  std::vector<int64_t> tx_row(static_cast<size_t>(span), -1);  // (span,)
+  for (int64_t k = 0; k < test_rows; ++k)
+    tx_row[static_cast<size_t>(widened ? sorted[k] - sorted.front() : k)] = k;
   std::vector<int64_t> from(static_cast<size_t>(n));  // (N,)
   for (int64_t i = 0; i < n; ++i) from[i] = i;
   for (int64_t k = 0; k < test_rows; ++k) from[static_cast<size_t>(test[k])] = sorted[k];

@@ -1,8 +1,8 @@
 // The Planetoid citation graphs (Cora, CiteSeer, PubMed) from their raw files
 // ind.<name>.{x,tx,allx,y,ty,ally,graph,test.index}, assembled exactly as PyTorch Geometric's
 // Planetoid dataset (split "public"):
-//   - features: allx rows, then tx rows; when test.index skips ids (CiteSeer), tx/ty are widened
-//     to the full id range with all-zero rows; then x[test_index] = x[sorted(test_index)];
+//   - features: allx rows, then tx rows; for CiteSeer, whose test.index skips 15 ids, tx/ty are
+//     widened to the full id range with all-zero rows; then x[test_index] = x[sorted(test_index)];
 //   - labels: argmax of the one-hot rows (an all-zero row gives 0), permuted the same way;
 //   - split: train = the first len(y) nodes, val = the next 500, test = the test.index ids;
 //   - graph: the adjacency lists, made undirected, deduplicated, self loops removed.

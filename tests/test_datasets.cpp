@@ -1,0 +1,622 @@
+// Datasets: the Planetoid loader against the known figures of Cora and CiteSeer, the restricted
+// unpickler against hostile files, the custom directory loader, the generator and the registry.
+//
+// Feature checksums (sum of x in double) were computed independently of this code: Python 3's
+// own pickle.Unpickler with stub classes for the six globals (no numpy/scipy needed) loads
+// ind.<name>.allx and ind.<name>.tx, and the float32 values of their csr `data` arrays are
+// summed with struct.unpack. sum(x) equals that sum: x is a row permutation of allx and tx plus
+// all-zero rows. Cora 49216, CiteSeer 105165 (both binary features, so these are nnz counts).
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <set>
+#include <string>
+
+#include "datasets/custom.h"
+#include "datasets/generator.h"
+#include "datasets/pickle.h"
+#include "datasets/planetoid.h"
+#include "datasets/registry.h"
+#include "datasets/text.h"
+
+using namespace gat;
+using namespace std::string_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string planetoid_dir() { return default_data_dir(); }
+
+bool have_planetoid(const std::string& name) {
+  return fs::exists(fs::path(planetoid_dir()) / ("ind." + name + ".x"));
+}
+
+#define SKIP_WITHOUT(name)                                                                         \
+  if (!have_planetoid(name))                                                                       \
+  GTEST_SKIP() << "Planetoid files for " << name << " not found in '" << planetoid_dir()          \
+               << "' (set GAT_DATA_DIR to the folder holding ind." << name << ".*)"
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+void write_gz(const fs::path& path, const std::string& bytes) {
+  gzFile f = gzopen(path.string().c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+// Runs f, expects a gat::Error whose message contains every part.
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a gat::Error containing '" << parts.front() << "'";
+  } catch (const Error& e) {
+    for (const std::string& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "'" << p << "' not in: " << e.what();
+  }
+}
+
+// A fresh temporary folder, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() /
+           ("gat_test_datasets_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// A copy of the Cora raw files in a temporary folder, so that one part can be replaced.
+struct CoraCopy : TempDir {
+  CoraCopy() {
+    for (const char* part : {"x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"})
+      fs::copy_file(fs::path(planetoid_dir()) / (std::string("ind.cora.") + part), path / (std::string("ind.cora.") + part));
+  }
+  std::string file(const char* part) const { return (path / (std::string("ind.cora.") + part)).string(); }
+};
+
+// Every edge's reverse is present, no self loops, no duplicates.
+void expect_undirected_simple(const Graph& g) {
+  g.validate();
+  const std::vector<int32_t> s = g.sources(), d = g.destinations();
+  std::set<std::pair<int32_t, int32_t>> edges;
+  for (size_t e = 0; e < s.size(); ++e) {
+    EXPECT_NE(s[e], d[e]) << "self loop at edge " << e;
+    EXPECT_TRUE(edges.emplace(s[e], d[e]).second) << "duplicate edge " << s[e] << " -> " << d[e];
+  }
+  for (const auto& [a, b] : edges) ASSERT_TRUE(edges.count({b, a})) << "edge " << a << " -> " << b << " has no reverse";
+}
+
+void expect_split_shape(const Dataset& d) {
+  for (const Tensor* t : {&d.train_index, &d.val_index, &d.test_index}) {
+    const std::vector<int32_t> v = t->to_vector<int32_t>();
+    EXPECT_TRUE(std::is_sorted(v.begin(), v.end()));
+    EXPECT_EQ(std::adjacent_find(v.begin(), v.end()), v.end());
+    for (int32_t i : v) ASSERT_TRUE(i >= 0 && i < d.num_nodes());
+  }
+}
+
+// ---- hand-built pickles ------------------------------------------------------------------------
+
+std::string le32(int32_t v) {
+  std::string s(4, '\0');
+  for (int i = 0; i < 4; ++i) s[static_cast<size_t>(i)] = static_cast<char>((static_cast<uint32_t>(v) >> (8 * i)) & 0xff);
+  return s;
+}
+
+// numpy.ndarray pickle body (no PROTO/STOP) as numpy 1.x writes it under protocol 2.
+std::string ndarray_body(const std::vector<int32_t>& shape, const std::string& typestr, const std::string& order,
+                         bool fortran, const std::string& raw) {
+  std::string s = "cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85U\x01" "b\x87R"s;
+  s += "(K\x01(";
+  for (int32_t d : shape) s += "J" + le32(d);
+  s += "tcnumpy\ndtype\nU\x02" + typestr + "K\x00K\x01\x87R"s;
+  s += "(K\x03U\x01" + order + "NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb"s;
+  s += fortran ? "\x88" : "\x89";
+  s += "T" + le32(static_cast<int32_t>(raw.size())) + raw + "tb";
+  return s;
+}
+
+std::string pickle_of(const std::string& body) { return "\x80\x02"s + body + "."; }
+
+template <class T>
+std::string raw_of(const std::vector<T>& v, bool big_endian = false) {
+  std::string s(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  if (big_endian)
+    for (size_t i = 0; i < v.size(); ++i) std::reverse(s.begin() + i * sizeof(T), s.begin() + (i + 1) * sizeof(T));
+  return s;
+}
+
+// scipy csr_matrix pickle with the given arrays.
+std::string csr_pickle(int32_t rows, int32_t cols, const std::vector<int32_t>& indptr, const std::vector<int32_t>& indices,
+                       const std::vector<float>& data) {
+  std::string s = "cscipy.sparse.csr\ncsr_matrix\n)\x81}(U\x06_shapeJ"s + le32(rows) + "J" + le32(cols) + "\x86";
+  s += "U\x06indptr" + ndarray_body({static_cast<int32_t>(indptr.size())}, "i4", "<", false, raw_of(indptr));
+  s += "U\x07indices" + ndarray_body({static_cast<int32_t>(indices.size())}, "i4", "<", false, raw_of(indices));
+  s += "U\x04" "data" + ndarray_body({static_cast<int32_t>(data.size())}, "f4", "<", false, raw_of(data));
+  s += "ub";
+  return pickle_of(s);
+}
+
+pickle::Document parse(const std::string& bytes, const std::string& name = "test.pkl") {
+  return pickle::Document::parse(bytes, name);
+}
+
+}  // namespace
+
+// ---- Planetoid -------------------------------------------------------------------------------------
+
+TEST(Planetoid, CoraMatchesThePublishedFigures) {
+  SKIP_WITHOUT("cora");
+  const Dataset d = load_planetoid("Cora", planetoid_dir());
+  const nlohmann::json s = dataset_summary(d);
+  EXPECT_EQ(s["name"], "cora");
+  EXPECT_EQ(s["nodes"], 2708);
+  EXPECT_EQ(s["edges"], 10556);
+  EXPECT_EQ(s["features"], 1433);
+  EXPECT_EQ(s["classes"], 7);
+  EXPECT_EQ(s["train"], 140);
+  EXPECT_EQ(s["val"], 500);
+  EXPECT_EQ(s["test"], 1000);
+  EXPECT_EQ(s["label_counts"], (std::vector<int64_t>{351, 217, 418, 818, 426, 298, 180}));
+  EXPECT_EQ(s["feature_checksum"].get<double>(), 49216.0);
+  EXPECT_EQ(d.x.shape(), (Shape{2708, 1433}));
+  EXPECT_EQ(d.y.dtype(), DType::i32);
+  expect_undirected_simple(d.graph);
+  expect_split_shape(d);
+  // train = 0..139, 20 of each class; val = 140..639; test = 1708..2707
+  const std::vector<int32_t> y = d.y.to_vector<int32_t>(), train = d.train_index.to_vector<int32_t>();
+  std::vector<int> per_class(7, 0);
+  for (size_t i = 0; i < train.size(); ++i) {
+    EXPECT_EQ(train[i], static_cast<int32_t>(i));
+    ++per_class[static_cast<size_t>(y[static_cast<size_t>(train[i])])];
+  }
+  EXPECT_EQ(per_class, std::vector<int>(7, 20));
+  EXPECT_EQ(d.val_index.to_vector<int32_t>().front(), 140);
+  EXPECT_EQ(d.val_index.to_vector<int32_t>().back(), 639);
+  EXPECT_EQ(d.test_index.to_vector<int32_t>().front(), 1708);
+  EXPECT_EQ(d.test_index.to_vector<int32_t>().back(), 2707);
+}
+
+TEST(Planetoid, TestRowsAreReorderedAsInPyG) {
+  SKIP_WITHOUT("cora");
+  const Dataset d = load_planetoid("cora", planetoid_dir());
+  // tx row k belongs to the k-th id of test.index (x[test_index] = x[sorted_test_index]).
+  const Tensor tx = pickle::to_dense(pickle::Document::load(planetoid_dir() + "/ind.cora.tx"));
+  const Tensor ty = pickle::to_dense(pickle::Document::load(planetoid_dir() + "/ind.cora.ty"));
+  const std::string index_text = text::read_file(planetoid_dir() + "/ind.cora.test.index");
+  text::Lines lines(index_text);
+  std::string_view line;
+  std::vector<int64_t> ids;
+  while (lines.next(line)) ids.push_back(text::parse_ints(line, "test.index")[0]);
+  ASSERT_EQ(ids.size(), 1000u);
+  ASSERT_NE(ids[0], 1708) << "the file is not in sorted order, so this test can tell orders apart";
+  const float* x = d.x.data<float>();
+  const float* t = tx.data<float>();
+  const int32_t* y = d.y.data<int32_t>();
+  for (size_t k = 0; k < ids.size(); ++k) {
+    ASSERT_TRUE(std::equal(t + k * 1433, t + (k + 1) * 1433, x + ids[k] * 1433)) << "test row " << k;
+    const float* onehot = ty.data<float>() + k * 7;
+    ASSERT_EQ(y[ids[k]], std::max_element(onehot, onehot + 7) - onehot) << "test row " << k;
+  }
+}
+
+TEST(Planetoid, CiteSeerPadsMissingTestIds) {
+  SKIP_WITHOUT("citeseer");
+  const Dataset d = load_planetoid("citeseer", planetoid_dir());
+  const nlohmann::json s = dataset_summary(d);
+  EXPECT_EQ(s["nodes"], 3327);
+  EXPECT_EQ(s["edges"], 9104);
+  EXPECT_EQ(s["features"], 3703);
+  EXPECT_EQ(s["classes"], 6);
+  EXPECT_EQ(s["train"], 120);
+  EXPECT_EQ(s["val"], 500);
+  EXPECT_EQ(s["test"], 1000);
+  // PyG's CiteSeer bincount: the 15 padded nodes count as class 0.
+  EXPECT_EQ(s["label_counts"], (std::vector<int64_t>{264, 590, 668, 701, 596, 508}));
+  EXPECT_EQ(s["feature_checksum"].get<double>(), 105165.0);
+  expect_undirected_simple(d.graph);
+  expect_split_shape(d);
+  std::vector<int> per_class(6, 0);
+  const std::vector<int32_t> y = d.y.to_vector<int32_t>();
+  for (int32_t i : d.train_index.to_vector<int32_t>()) ++per_class[static_cast<size_t>(y[static_cast<size_t>(i)])];
+  EXPECT_EQ(per_class, std::vector<int>(6, 20));
+  // The 15 ids in [2312, 3327) missing from test.index: all-zero features, label 0, in no split.
+  const std::vector<int32_t> test = d.test_index.to_vector<int32_t>();
+  const std::set<int32_t> in_test(test.begin(), test.end());
+  int missing = 0;
+  for (int32_t i = 2312; i < 3327; ++i) {
+    if (in_test.count(i)) continue;
+    ++missing;
+    const float* row = d.x.data<float>() + static_cast<int64_t>(i) * 3703;
+    EXPECT_TRUE(std::all_of(row, row + 3703, [](float v) { return v == 0.0f; })) << "node " << i;
+    EXPECT_EQ(y[static_cast<size_t>(i)], 0) << "node " << i;
+  }
+  EXPECT_EQ(missing, 15);
+}
+
+TEST(Planetoid, NormalizeFeaturesAsPyG) {
+  // PyG: x - x.min(), then rows divided by their sum clamped to >= 1.
+  const Tensor x = Tensor::from_vector<float>({1, 3, 0, 0, 0, 0, 0.25f, 0.25f, 0}, {3, 3});
+  EXPECT_EQ(normalize_features(x).to_vector<float>(),
+            (std::vector<float>{0.25f, 0.75f, 0, 0, 0, 0, 0.25f, 0.25f, 0}));  // last row sums to 0.5 < 1
+  const Tensor shifted = Tensor::from_vector<float>({-1, 1, -1, -1}, {2, 2});
+  EXPECT_EQ(normalize_features(shifted).to_vector<float>(), (std::vector<float>{0, 1, 0, 0}));
+  EXPECT_THROW(normalize_features(Tensor::zeros({3})), Error);
+  SKIP_WITHOUT("cora");
+  const Dataset d = load_planetoid("cora", planetoid_dir());
+  const Tensor n = normalize_features(d.x);
+  for (int64_t r = 0; r < n.size(0); ++r) {
+    double sum = 0;
+    for (int64_t c = 0; c < n.size(1); ++c) sum += n.data<float>()[r * n.size(1) + c];
+    ASSERT_NEAR(sum, 1.0, 1e-5) << "row " << r;  // every Cora row has a feature
+  }
+}
+
+// ---- hostile Planetoid files ----------------------------------------------------------------------
+
+TEST(PlanetoidHostile, OutOfRangeAndDuplicateTestIds) {
+  SKIP_WITHOUT("cora");
+  CoraCopy copy;
+  std::string ids = read_bytes(copy.file("test.index"));
+  const std::string first = ids.substr(0, ids.find('\n'));
+  write_bytes(copy.file("test.index"), "99999\n" + ids.substr(ids.find('\n') + 1));
+  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("test.index"), "test id 99999", "2708 nodes"});
+  write_bytes(copy.file("test.index"), "2708\n" + ids.substr(ids.find('\n') + 1));
+  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("test.index"), "test id 2708"});
+  write_bytes(copy.file("test.index"), "-3\n" + ids.substr(ids.find('\n') + 1));
+  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("test.index") + ":1", "-3"});
+  write_bytes(copy.file("test.index"), ids + first + "\n");
+  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("test.index"), "twice"});
+  write_bytes(copy.file("test.index"), ids.substr(0, 20) + "12x\n");
+  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("test.index") + ":5", "12x"});
+}
+
+TEST(PlanetoidHostile, CiteSeerTestIdSpanIsBounded) {
+  SKIP_WITHOUT("citeseer");
+  TempDir copy;
+  for (const char* part : {"x", "tx", "allx", "y", "ty", "ally", "graph"})
+    fs::copy_file(fs::path(planetoid_dir()) / (std::string("ind.citeseer.") + part), copy.path / (std::string("ind.citeseer.") + part));
+  // One id far away would widen tx to ~1e9 rows: refused before allocating.
+  std::string ids = read_bytes(planetoid_dir() + "/ind.citeseer.test.index");
+  write_bytes(copy.path / "ind.citeseer.test.index", "999999999\n" + ids.substr(ids.find('\n') + 1));
+  expect_error([&] { load_planetoid("citeseer", copy.path.string()); }, {"ind.citeseer.test.index", "span"});
+}
+
+TEST(PlanetoidHostile, GraphNamingNodesBeyondN) {
+  SKIP_WITHOUT("cora");
+  CoraCopy copy;
+  // defaultdict(list) {0: [5000]}
+  const std::string body = "ccollections\ndefaultdict\nq\x01" "c__builtin__\nlist\nq\x02\x85Rq\x03(K\x00]q\x04M\x88\x13" "au"s;
+  write_bytes(copy.file("graph"), pickle_of(body));
+  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("graph"), "node 5000", "[0, 2708)"});
+  // {9999: []}: a key beyond N
+  write_bytes(copy.file("graph"), pickle_of("ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R(M\x0f\x27]u"s));
+  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("graph"), "node 9999"});
+}
+
+TEST(PlanetoidHostile, InconsistentPartsNameTheFiles) {
+  SKIP_WITHOUT("cora");
+  CoraCopy copy;
+  fs::copy_file(fs::path(planetoid_dir()) / "ind.cora.y", copy.file("ty"), fs::copy_options::overwrite_existing);
+  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("ty"), "140 rows", copy.file("tx")});
+  fs::remove(copy.file("allx"));
+  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("allx"), "cannot open"});
+  expect_error([&] { load_planetoid("reddit", copy.path.string()); }, {"unknown dataset 'reddit'"});
+}
+
+// ---- the restricted unpickler ---------------------------------------------------------------------
+
+TEST(Pickle, EmptyFile) {
+  expect_error([] { parse("", "empty.pkl"); }, {"empty.pkl", "empty file"});
+}
+
+TEST(Pickle, EveryTruncationOfARealFileIsAnError) {
+  SKIP_WITHOUT("cora");
+  for (const char* part : {"y", "x", "graph"}) {
+    const std::string path = planetoid_dir() + "/ind.cora." + part;
+    const std::string bytes = read_bytes(path);
+    ASSERT_FALSE(bytes.empty());
+    EXPECT_NO_THROW(parse(bytes, path));
+    // Every prefix of y and x; every 61st of the graph file (23,942 values a parse).
+    const size_t step = std::string(part) == "graph" ? 61 : 1;
+    for (size_t k = 0; k < bytes.size(); k += step) {
+      try {
+        parse(bytes.substr(0, k), path);
+        FAIL() << path << " truncated to " << k << " bytes parsed";
+      } catch (const Error& e) {
+        ASSERT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
+TEST(Pickle, RandomBytesAreRejected) {
+  std::mt19937 rng(123);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string bytes(16 + rng() % 512, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    if (trial % 2) bytes.replace(0, 2, "\x80\x02");  // past the PROTO check
+    try {
+      const pickle::Document doc = parse(bytes, "random.pkl");
+      pickle::to_dense(doc);
+      FAIL() << "random bytes (trial " << trial << ") gave a dense matrix";
+    } catch (const Error& e) {
+      ASSERT_NE(std::string(e.what()).find("random.pkl"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Pickle, UnknownOpcodeNamesTheByteOffset) {
+  // LONG_BINGET ('j') is a real opcode, but not one of the 28.
+  expect_error([] { parse("\x80\x02]q\x00j\x00\x00\x00\x00."s, "op.pkl"); }, {"op.pkl", "byte 5", "0x6a"});
+  expect_error([] { parse("\x80\x02\xff."s, "op.pkl"); }, {"op.pkl", "byte 2", "0xff"});
+  expect_error([] { parse("\x80\x03N."s, "op.pkl"); }, {"op.pkl", "byte 0", "protocol 3"});
+}
+
+TEST(Pickle, GlobalsOutsideTheSixAreRefused) {
+  expect_error([] { parse("\x80\x02" "cos\nsystem\n(U\x02lstR."s, "evil.pkl"); }, {"evil.pkl", "byte 2", "'os system'"});
+  expect_error([] { parse("\x80\x02" "c__builtin__\neval\n."s, "evil.pkl"); }, {"'__builtin__ eval'"});
+  expect_error([] { parse("\x80\x02" "cnumpy\ndtype"s, "evil.pkl"); }, {"truncated"});
+}
+
+TEST(Pickle, LengthsLargerThanTheFileAreRefusedBeforeAllocating) {
+  expect_error([] { parse("\x80\x02T\xff\xff\xff\x7f" "abc."s, "long.pkl"); }, {"long.pkl", "byte 2", "needs 2147483647 bytes"});
+  expect_error([] { parse("\x80\x02T\xff\xff\xff\xff" "abc."s, "long.pkl"); }, {"negative string length"});
+  expect_error([] { parse("\x80\x02U\x09" "abc."s, "long.pkl"); }, {"needs 9 bytes, 4 remain"});
+  // An ndarray whose shape claims more elements than its bytes hold.
+  const std::string big = pickle_of(ndarray_body({1 << 30, 1 << 30}, "f4", "<", false, raw_of(std::vector<float>{1, 2})));
+  expect_error([&] { pickle::to_dense(parse(big, "shape.pkl")); }, {"shape.pkl", "needs more than the 8 data bytes"});
+  // A csr_matrix whose dense form would be huge.
+  expect_error([] { pickle::to_dense(parse(csr_pickle(1 << 30, 1 << 30, {0, 0}, {}, {}), "huge.pkl")); },
+               {"huge.pkl", "dense limit"});
+}
+
+TEST(Pickle, StackAndMemoMisuse) {
+  expect_error([] { parse("\x80\x02t."s, "s.pkl"); }, {"no MARK"});
+  expect_error([] { parse("\x80\x02(a."s, "s.pkl"); }, {"stack underflow"});
+  expect_error([] { parse("\x80\x02h\x05."s, "s.pkl"); }, {"memo key 5"});
+  expect_error([] { parse("\x80\x02NN."s, "s.pkl"); }, {"expected one value on the stack, found 2"});
+  expect_error([] { parse("\x80\x02N.N"s, "s.pkl"); }, {"1 bytes follow the STOP"});
+  expect_error([] { parse("\x80\x02(N."s, "s.pkl"); }, {"MARK(s) still open"});
+  expect_error([] { parse("\x80\x02" + std::string(100, '(') + "N.", "s.pkl"); }, {"nested MARKs"});
+  expect_error([] { parse("\x80\x02NNa."s, "s.pkl"); }, {"APPEND target must be a list"});
+  expect_error([] { parse("\x80\x02}(K\x01u."s, "s.pkl"); }, {"odd number of items"});
+  // A list that contains itself: no crash, no leak (the arena owns every value), and the
+  // converters refuse it.
+  const pickle::Document cyclic = parse("\x80\x02]q\x00h\x00" "a."s, "cycle.pkl");
+  EXPECT_EQ(cyclic.root().items.size(), 1u);
+  EXPECT_EQ(cyclic.root().items[0], &cyclic.root());
+  expect_error([&] { pickle::to_adjacency(cyclic); }, {"cycle.pkl", "defaultdict"});
+}
+
+TEST(Pickle, NdarrayDtypesOrdersAndLayouts) {
+  const std::vector<int64_t> i8 = {1, -2, 3, 4, 5, 6};
+  const pickle::Document ints = parse(pickle_of(ndarray_body({2, 3}, "i8", "<", false, raw_of(i8))));
+  const Tensor a = pickle::ndarray_to_tensor(ints, ints.root(), DType::i32);
+  EXPECT_EQ(a.shape(), (Shape{2, 3}));
+  EXPECT_EQ(a.to_vector<int32_t>(), (std::vector<int32_t>{1, -2, 3, 4, 5, 6}));
+  // Big-endian f8, Fortran order: storage is column-major.
+  const std::vector<double> col_major = {1, 4, 2, 5, 3, 6};
+  const pickle::Document f = parse(pickle_of(ndarray_body({2, 3}, "f8", ">", true, raw_of(col_major, true))));
+  EXPECT_EQ(pickle::to_dense(f).to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  // Float data cannot become i32; i8 values beyond i32 are refused.
+  expect_error([&] { pickle::ndarray_to_tensor(f, f.root(), DType::i32); }, {"integer array"});
+  const pickle::Document wide = parse(pickle_of(ndarray_body({1}, "i8", "<", false, raw_of(std::vector<int64_t>{1ll << 40}))));
+  expect_error([&] { pickle::ndarray_to_tensor(wide, wide.root(), DType::i32); }, {"does not fit in i32"});
+  const pickle::Document u2 = parse(pickle_of(ndarray_body({2}, "u2", "<", false, "abcd")));
+  expect_error([&] { pickle::ndarray_to_tensor(u2, u2.root(), DType::f32); }, {"unsupported dtype 'u2'"});
+}
+
+TEST(Pickle, CsrMatrixToDense) {
+  // [[0, 2, 0], [1, 0, 3]], with a duplicate entry in row 1 that adds up (scipy's todense).
+  const pickle::Document ok = parse(csr_pickle(2, 3, {0, 1, 4}, {1, 0, 2, 2}, {2, 1, 1, 2}), "m.pkl");
+  EXPECT_EQ(pickle::to_dense(ok).to_vector<float>(), (std::vector<float>{0, 2, 0, 1, 0, 3}));
+  expect_error([] { pickle::to_dense(parse(csr_pickle(2, 3, {0, 1, 4}, {1, 0, 7, 2}, {1, 1, 1, 1}), "m.pkl")); },
+               {"m.pkl", "column 7"});
+  expect_error([] { pickle::to_dense(parse(csr_pickle(2, 3, {0, 3, 2}, {1, 0, 2}, {1, 1, 1}), "m.pkl")); },
+               {"indptr decreases at row 1"});
+  expect_error([] { pickle::to_dense(parse(csr_pickle(3, 3, {0, 1, 2}, {1, 0}, {1, 1}), "m.pkl")); },
+               {"indptr has 3 entries for 3 rows"});
+  expect_error([] { pickle::to_dense(parse(csr_pickle(2, 3, {0, 1, 2}, {1, 0}, {1}), "m.pkl")); },
+               {"indices has 2 entries but data has 1"});
+}
+
+TEST(Pickle, RealFilesGiveTheirKnownShapes) {
+  SKIP_WITHOUT("cora");
+  const pickle::Document graph = pickle::Document::load(planetoid_dir() + "/ind.cora.graph");
+  const auto adjacency = pickle::to_adjacency(graph);
+  EXPECT_EQ(adjacency.size(), 2708u);
+  EXPECT_EQ(adjacency.at(0), (std::vector<int64_t>{633, 1862, 2582}));
+  EXPECT_LE(graph.value_count(), 59847u);  // at most one value per byte
+  const Tensor y = pickle::to_dense(pickle::Document::load(planetoid_dir() + "/ind.cora.y"));
+  EXPECT_EQ(y.shape(), (Shape{140, 7}));
+}
+
+// ---- custom directory loader --------------------------------------------------------------------
+
+namespace {
+
+void write_custom(const fs::path& dir) {
+  fs::create_directories(dir / "split");
+  write_gz(dir / "edge.csv.gz", "0,1\n1,2\n2,0\n3,4\n1,0\n4,4\n");  // 1,0 duplicates 0,1; 4,4 a loop
+  write_bytes(dir / "node-feat.csv", "0.5,1\n-2,3e2\n\n1,1\r\n0,0\n7,+8\n");
+  write_bytes(dir / "node-label.csv", "1\n0\n2\n1\n0\n");
+  write_bytes(dir / "split" / "train.csv", "3\n0\n");
+  write_gz(dir / "split" / "valid.csv.gz", "1\n");
+  write_bytes(dir / "split" / "test.csv", "4\n2\n");
+}
+
+}  // namespace
+
+TEST(Custom, RoundTrip) {
+  TempDir tmp;
+  write_custom(tmp.path);
+  const Dataset d = load_custom(tmp.path.string());
+  EXPECT_EQ(d.x.shape(), (Shape{5, 2}));
+  EXPECT_EQ(d.x.to_vector<float>(), (std::vector<float>{0.5f, 1, -2, 300, 1, 1, 0, 0, 7, 8}));
+  EXPECT_EQ(d.y.to_vector<int32_t>(), (std::vector<int32_t>{1, 0, 2, 1, 0}));
+  EXPECT_EQ(d.num_classes, 3);
+  EXPECT_EQ(d.train_index.to_vector<int32_t>(), (std::vector<int32_t>{0, 3}));
+  EXPECT_EQ(d.val_index.to_vector<int32_t>(), (std::vector<int32_t>{1}));
+  EXPECT_EQ(d.test_index.to_vector<int32_t>(), (std::vector<int32_t>{2, 4}));
+  expect_undirected_simple(d.graph);
+  EXPECT_EQ(d.graph.num_edges(), 8);  // {0-1, 1-2, 2-0, 3-4} both ways
+  EXPECT_EQ(load_dataset(tmp.path.string()).graph.num_edges(), 8);
+}
+
+TEST(Custom, ErrorsNameFileAndLine) {
+  TempDir tmp;
+  write_custom(tmp.path);
+  const std::string dir = tmp.path.string();
+  auto load = [&] { load_custom(dir); };
+  write_bytes(tmp.path / "node-feat.csv", "1,2\n3,4\n5\n");
+  expect_error(load, {"node-feat.csv:3", "1 features, the first row has 2"});
+  write_bytes(tmp.path / "node-feat.csv", "1,2\n3,x\n");
+  expect_error(load, {"node-feat.csv:2", "field 2 'x'"});
+  write_bytes(tmp.path / "node-feat.csv", "1,2\n3,nan\n");
+  expect_error(load, {"node-feat.csv:2", "not finite"});
+  write_bytes(tmp.path / "node-feat.csv", "1,2\n3,4\n5,6\n7,8\n9,10\n");
+  write_gz(tmp.path / "edge.csv.gz", "0,1\n1,9\n");
+  expect_error(load, {"edge.csv.gz:2", "node id 9", "[0, 5)"});
+  write_gz(tmp.path / "edge.csv.gz", "0,1,2\n");
+  expect_error(load, {"edge.csv.gz:1", "expected 'src,dst'"});
+  write_gz(tmp.path / "edge.csv.gz", "0,1\n");
+  write_bytes(tmp.path / "node-label.csv", "1\n0\n2\n");
+  expect_error(load, {"node-label.csv", "3 labels for the 5 nodes"});
+  write_bytes(tmp.path / "node-label.csv", "1\n0\n2\n1\n-1\n");
+  expect_error(load, {"node-label.csv:5", "label -1"});
+  write_bytes(tmp.path / "node-label.csv", "1\n0\n2\n1\n0\n");
+  write_bytes(tmp.path / "split" / "test.csv", "4\n4\n");
+  expect_error(load, {"test.csv", "node id 4 appears twice"});
+  write_bytes(tmp.path / "split" / "test.csv", "4\n5\n");
+  expect_error(load, {"test.csv:2", "node id 5"});
+  fs::remove(tmp.path / "split" / "test.csv");
+  expect_error(load, {"test.csv", "not found"});
+  // A truncated gzip stream.
+  write_bytes(tmp.path / "split" / "test.csv", "4\n");
+  std::string gz = read_bytes((tmp.path / "edge.csv.gz").string());
+  write_bytes(tmp.path / "edge.csv.gz", gz.substr(0, gz.size() / 2));
+  expect_error(load, {"edge.csv.gz"});
+}
+
+// ---- generator --------------------------------------------------------------------------------------
+
+TEST(Generator, DeterministicForASeedWhateverTheThreadCount) {
+  GeneratorOptions o;
+  o.num_nodes = 20000;
+  o.avg_degree = 10;
+  o.seed = 42;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Dataset one = generate_sbm(o);
+  omp_set_num_threads(std::max(2, threads));
+  const Dataset many = generate_sbm(o);
+  omp_set_num_threads(threads);
+  EXPECT_EQ(one.graph.sources(), many.graph.sources());
+  EXPECT_EQ(one.graph.destinations(), many.graph.destinations());
+  EXPECT_EQ(one.x.to_vector<float>(), many.x.to_vector<float>());
+  EXPECT_EQ(one.y.to_vector<int32_t>(), many.y.to_vector<int32_t>());
+  o.seed = 43;
+  const Dataset other = generate_sbm(o);
+  EXPECT_NE(one.graph.sources(), other.graph.sources());
+  EXPECT_NE(one.y.to_vector<int32_t>(), other.y.to_vector<int32_t>());
+  EXPECT_NE(one.x.to_vector<float>(), other.x.to_vector<float>());
+}
+
+TEST(Generator, SkewedDegreesHomophilyAndInformativeFeatures) {
+  GeneratorOptions o;
+  o.num_nodes = 50000;
+  o.avg_degree = 16;
+  o.seed = 7;
+  const Dataset d = generate_sbm(o);
+  expect_undirected_simple(d.graph);
+  const double mean_degree = static_cast<double>(d.graph.num_edges()) / static_cast<double>(o.num_nodes);
+  EXPECT_GT(mean_degree, 0.8 * o.avg_degree);
+  EXPECT_LE(mean_degree, o.avg_degree);
+  EXPECT_GT(static_cast<double>(d.graph.max_in_degree()), 20 * mean_degree);  // power-law tail
+  const std::vector<int32_t> y = d.y.to_vector<int32_t>(), s = d.graph.sources(), t = d.graph.destinations();
+  size_t same = 0;
+  for (size_t e = 0; e < s.size(); ++e) same += y[static_cast<size_t>(s[e])] == y[static_cast<size_t>(t[e])];
+  EXPECT_GT(static_cast<double>(same) / static_cast<double>(s.size()), 0.7);  // chance: 1/8
+  // Nearest class mean classifies most nodes (chance 1/8).
+  const int64_t c = o.num_classes, f = o.num_features;
+  std::vector<double> mean(static_cast<size_t>(c * f), 0.0);
+  std::vector<int64_t> count(static_cast<size_t>(c), 0);
+  const float* x = d.x.data<float>();
+  for (int64_t i = 0; i < o.num_nodes; ++i) {
+    ++count[static_cast<size_t>(y[i])];
+    for (int64_t j = 0; j < f; ++j) mean[static_cast<size_t>(y[i] * f + j)] += x[i * f + j];
+  }
+  int64_t right = 0;
+  for (int64_t i = 0; i < o.num_nodes; ++i) {
+    int64_t best = 0;
+    double best_score = -1e300;
+    for (int64_t k = 0; k < c; ++k) {
+      double score = 0;
+      for (int64_t j = 0; j < f; ++j) score += x[i * f + j] * mean[static_cast<size_t>(k * f + j)] / count[static_cast<size_t>(k)];
+      if (score > best_score) best_score = score, best = k;
+    }
+    right += best == y[i];
+  }
+  EXPECT_GT(static_cast<double>(right) / static_cast<double>(o.num_nodes), 0.5);
+  // Split: 20 per class, 500, 1000; disjoint.
+  EXPECT_EQ(d.train_index.numel(), 20 * c);
+  EXPECT_EQ(d.val_index.numel(), 500);
+  EXPECT_EQ(d.test_index.numel(), 1000);
+  expect_split_shape(d);
+}
+
+TEST(Generator, RejectsBadOptions) {
+  GeneratorOptions o;
+  o.num_nodes = 0;
+  expect_error([&] { generate_sbm(o); }, {"num_nodes 0"});
+  o.num_nodes = 10;
+  o.pareto_alpha = 1.0;
+  expect_error([&] { generate_sbm(o); }, {"pareto_alpha"});
+}
+
+// ---- registry -----------------------------------------------------------------------------------------
+
+TEST(Registry, SyntheticSpecsAndErrors) {
+  const Dataset d = load_dataset("synthetic:2000:8:5");
+  EXPECT_EQ(d.num_nodes(), 2000);
+  EXPECT_EQ(d.name, "synthetic:2000:8:5");
+  const nlohmann::json s = dataset_summary(d);
+  for (const char* key : {"nodes", "edges", "features", "classes", "train", "val", "test", "label_counts", "feature_checksum"})
+    EXPECT_TRUE(s.contains(key)) << key;
+  EXPECT_EQ(s["edges"], d.graph.num_edges());
+  expect_error([] { load_dataset("synthetic:2000:8"); }, {"synthetic:2000:8", "3 fields"});
+  expect_error([] { load_dataset("synthetic:abc:8:1"); }, {"nodes 'abc'"});
+  expect_error([] { load_dataset("no-such-dataset"); }, {"unknown dataset 'no-such-dataset'"});
+}
+
+TEST(Registry, DataDirFromTheEnvironment) {
+  const char* old = std::getenv("GAT_DATA_DIR");
+  const std::string saved = old ? old : "";
+  setenv("GAT_DATA_DIR", "/some/where", 1);
+  EXPECT_EQ(default_data_dir(), "/some/where");
+  expect_error([] { load_dataset("cora"); }, {"/some/where/ind.cora.x"});
+  if (old) setenv("GAT_DATA_DIR", saved.c_str(), 1);
+  else unsetenv("GAT_DATA_DIR");
+  SKIP_WITHOUT("cora");
+  EXPECT_EQ(load_dataset("CORA").num_nodes(), 2708);
+}
