@@ -77,6 +77,13 @@ std::vector<OpCase> op_cases() {
        {{1000, 4, 16}}, {}},
       {"index_rows small", [index_small](const Inputs& in) { return ops::index_rows(in[0], index_small); },
        {}, {{4, 2, 3}}},
+      {"chain",
+       [key, index_small](const Inputs& in) {
+         Tensor h = ops::concat({ops::leaky_relu(in[0], 0.2), ops::scale(in[1], 0.5)}, -1);
+         h = ops::dropout(ops::elu(ops::add_bias(h, in[2])), key);
+         return ops::mean(ops::sum(ops::index_rows(h, index_small), 1));
+       },
+       {{4, 100}, {4, 28}, {128}}, {{4, 1}, {4, 3}, {4}}},
   };
 }
 

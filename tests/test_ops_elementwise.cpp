@@ -286,6 +286,20 @@ TEST_F(OpsGradcheck, Reductions) {
   }
 }
 
+TEST_F(OpsGradcheck, AChainOfOpsAsInAGatLayer) {
+  // heads concatenated, bias, ELU, dropout, rows of the training set, mean loss.
+  const DropoutKey key{0.2f, 5, 1};
+  Tensor train = ops::mask_to_index(std::vector<bool>{true, false, true, true, false});
+  expect_gradients_match(
+      "chain",
+      [key, train](const Inputs& in) {
+        Tensor h = ops::concat({ops::leaky_relu(in[0], 0.2), ops::scale(in[1], 0.5)}, -1);  // (5, 4)
+        h = ops::dropout(ops::elu(ops::add_bias(h, in[2])), key);
+        return ops::mean(ops::sum(ops::mul(ops::index_rows(h, train), ops::reshape(in[3], {3, 4})), 1));
+      },
+      {rand({5, 1}), rand({5, 3}), rand({4}), rand({12})});
+}
+
 TEST_F(OpsGradcheck, GradientsOnlyForInputsThatRequireThem) {
   Tensor a = rand({3}).set_requires_grad();
   Tensor b = rand({3});
