@@ -328,6 +328,7 @@ class Parser {
 Document Document::parse(const std::string& bytes, std::string name) {
   Document doc;
   doc.name_ = std::move(name);
+  doc.file_size_ = bytes.size();
   if (bytes.empty()) doc.fail("empty file");
   doc.root_ = Parser(doc, bytes).run();
   return doc;
@@ -523,8 +524,11 @@ Tensor csr_to_dense(const Document& doc, const Value& matrix) {
   const auto& shape = tuple_items(doc, shape_v, 2, "the csr_matrix _shape");
   const int64_t rows = int_value(doc, shape[0], "the row count"), cols = int_value(doc, shape[1], "the column count");
   if (rows < 0 || cols < 0) doc.fail("negative csr_matrix shape (", rows, ", ", cols, ")");
-  if (cols != 0 && rows > kMaxDenseElements / cols)
-    doc.fail("csr_matrix shape (", rows, ", ", cols, ") exceeds the dense limit of ", kMaxDenseElements, " cells");
+  const int64_t limit = static_cast<int64_t>(std::min<size_t>(
+      static_cast<size_t>(kMaxDenseElements), doc.file_size() * kDenseCellsPerFileByte + (size_t{1} << 20)));
+  if (cols != 0 && rows > limit / cols)
+    doc.fail("csr_matrix shape (", rows, ", ", cols, ") exceeds the dense limit of ", limit, " cells for a ",
+             doc.file_size(), "-byte file");
   for (const char* key : {"indptr", "indices", "data"})
     if (!dict_get(st, key)) doc.fail("the csr_matrix state has no '", key, "'");
   const std::vector<int64_t> indptr = int_elements(doc, *dict_get(st, "indptr"), "indptr", 1);

@@ -56,6 +56,7 @@ class Document {
 
   const Value& root() const { return *root_; }
   const std::string& name() const { return name_; }
+  size_t file_size() const { return file_size_; }
   size_t value_count() const { return arena_.size(); }
 
   // Throws gat::Error("pickle: <name>: <message>").
@@ -67,6 +68,7 @@ class Document {
  private:
   friend class Parser;
   std::string name_;
+  size_t file_size_ = 0;
   std::vector<std::unique_ptr<Value>> arena_;
   const Value* root_ = nullptr;
 };
@@ -78,10 +80,13 @@ class Document {
 // i32 needs integer values within range).
 Tensor ndarray_to_tensor(const Document& doc, const Value& array, DType dtype);
 // A scipy.sparse.csr_matrix object (state dict with _shape, indptr, indices, data) as a dense
-// (rows, cols) f32 tensor; duplicate entries add up, as in scipy's todense(). At most
-// kMaxDenseElements cells.
+// (rows, cols) f32 tensor; duplicate entries add up, as in scipy's todense(). The shape is the
+// one size a file states without paying for it in bytes, so the dense form is capped at
+// kDenseCellsPerFileByte cells per byte of file (plus 2^20), and at kMaxDenseElements overall:
+// Planetoid's files need at most ~15 cells a byte.
 Tensor csr_to_dense(const Document& doc, const Value& matrix);
 inline constexpr int64_t kMaxDenseElements = int64_t{1} << 28;
+inline constexpr int64_t kDenseCellsPerFileByte = 4096;
 // The root as a dense f32 tensor: a csr_matrix or a 2-D ndarray.
 Tensor to_dense(const Document& doc);
 // A collections.defaultdict(list) (or dict) of int -> list of int, as a sorted map.
