@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -25,13 +26,15 @@ namespace {
 #define SKIP_WITHOUT_CUDA() \
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason()
 
-// N nodes, E random edges into the last 3/4 of the nodes (the first N/4 receive nothing); node 0
-// also receives from `hub` distinct sources (a long row, split into chunks on the device).
+// N nodes, E random edges into the last 3/4 of the nodes (the first N/4 receive nothing). With
+// hub > 0, node 0 also receives from `hub` distinct sources and node 1 sends to up to `hub`
+// distinct destinations: a long row and a long transposed row, split into chunks on the device.
 Graph random_graph(int32_t N, int64_t E, int32_t hub, std::mt19937_64& rng) {
   std::uniform_int_distribution<int32_t> any(0, N - 1), receiver(N / 4, N - 1);
   std::vector<int32_t> src, dst;
   for (int64_t k = 0; k < E; ++k) src.push_back(any(rng)), dst.push_back(receiver(rng));
   for (int32_t j = 1; j <= hub; ++j) src.push_back(j % N), dst.push_back(0);
+  for (int32_t j = N / 4; j < std::min(N, N / 4 + hub); ++j) src.push_back(1), dst.push_back(j);
   return Graph::from_edges(N, src, dst);
 }
 
@@ -139,6 +142,7 @@ TEST(CudaCsrSoftmaxAggregate, MatchesCpuWithAHubOf100000Edges) {
   std::mt19937_64 rng(2);
   const Graph g = random_graph(120000, 200000, 100000, rng);
   ASSERT_EQ(g.max_in_degree(), 100000);
+  ASSERT_GE(g.max_out_degree(), 90000);
   for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {8, 8}, {1, 64}})
     for (const DropoutKey& key : {DropoutKey{}, kDrop})
       expect_aggregate_matches_cpu("hub graph", g, H, F, key, rng);
@@ -182,7 +186,7 @@ TEST(CudaCsrSoftmaxAggregate, GradientsMatchFiniteDifferencesOnDevice) {
                                {random_tensor({mixed.num_edges(), H}, rng, -2, 2, DType::f64, Device::cuda),
                                 random_tensor({mixed.num_nodes(), H, F}, rng, -1, 1, DType::f64, Device::cuda)});
       }
-  // A row of 1,200 edges: split into chunks and merged.
+  // A row of 1,200 edges and a source of 975: split into chunks and merged.
   const Graph hub = random_graph(1300, 0, 1200, rng).to(Device::cuda);
   auto f = [&](const std::vector<Tensor>& in) { return ops::csr_softmax_aggregate(hub, in[0], in[1], kDrop); };
   expect_gradients_match("cuda csr_softmax_aggregate, split row", f,

@@ -11,8 +11,9 @@
 // Backward: (1) one group per (edge, head) computes da = keep/(1-p) * G[dst,h,:].V[src,h,:];
 // (2) one warp per (row, head) sweeps the row twice: r = sum a*da (fixed butterfly), then
 // ds = a*(da - r), with a recomputed from lse; (3) dV over the transposed graph, a group per
-// (source row, column tile) gathering G[dst] in t_row order. No float atomics anywhere: every
-// sum has a fixed order, so results are bitwise reproducible.
+// (source row, column tile) gathering G[dst] in t_row order, sources of more than kChunk edges
+// split into chunks as in the forward pass. No float atomics anywhere: every sum has a fixed
+// order, so results are bitwise reproducible.
 #include <cub/device/device_scan.cuh>
 
 #include <cstdint>
@@ -170,6 +171,25 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Edge range [begin, end) of chunk w: the chunks of row i are [chunk_ptr[i], chunk_ptr[i+1]),
+// chunk_ptr (N+1) being the exclusive scan of the chunk counts. The owner is the last row i with
+// chunk_ptr[i] <= w (binary search; rows without chunks have empty ranges).
+struct ChunkRange {
+  long long begin, end;
+};
+__device__ __forceinline__ ChunkRange find_chunk(const int32_t* __restrict__ row_ptr,    // (N+1,)
+                                                 const int32_t* __restrict__ chunk_ptr,  // (N+1,)
+                                                 long long N, long long w) {
+  long long lo = 0, hi = N - 1;
+  while (lo < hi) {
+    const long long mid = (lo + hi + 1) / 2;
+    if (chunk_ptr[mid] <= w) lo = mid;
+    else hi = mid - 1;
+  }
+  const long long begin = row_ptr[lo] + (w - chunk_ptr[lo]) * kChunk;
+  return {begin, min(begin + kChunk, static_cast<long long>(row_ptr[lo + 1]))};
+}
+
 // nchunks[i] = chunks of a row longer than kChunk edges, 0 otherwise; nchunks[N] = 0.
 __global__ void count_chunks_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
                                     int32_t* __restrict__ nchunks,        // (N+1,)
@@ -182,8 +202,7 @@ __global__ void count_chunks_kernel(const int32_t* __restrict__ row_ptr,  // (N+
 }
 
 // One group per (chunk of a long row, column tile): the partial online-softmax state of the
-// chunk. chunk_ptr (N+1) is the exclusive scan of nchunks: row i owns chunks
-// [chunk_ptr[i], chunk_ptr[i+1]).
+// chunk.
 template <class T, int VEC, int G>
 __global__ void __launch_bounds__(kThreads)
     aggregate_chunk_kernel(const int32_t* __restrict__ row_ptr,    // (N+1,)
@@ -204,18 +223,10 @@ __global__ void __launch_bounds__(kThreads)
     const long long w = item / tiles;
     const int c = ((static_cast<int>(item - w * tiles)) * G + g.lane) * VEC;
     if (w >= chunks || c >= HF) continue;
-    // The row owning chunk w: the last i with chunk_ptr[i] <= w.
-    long long lo = 0, hi = N - 1;
-    while (lo < hi) {
-      const long long mid = (lo + hi + 1) / 2;
-      if (chunk_ptr[mid] <= w) lo = mid;
-      else hi = mid - 1;
-    }
-    const long long begin = row_ptr[lo] + (w - chunk_ptr[lo]) * kChunk;
-    const long long end = min(begin + kChunk, static_cast<long long>(row_ptr[lo + 1]));
+    const ChunkRange r = find_chunk(row_ptr, chunk_ptr, N, w);
     const int h = c / F;
     OnlineState<T, VEC> st;
-    gather_softmax<T, VEC>(col_idx, s, V, begin, end, H, HF, h, c, key, scale, st);
+    gather_softmax<T, VEC>(col_idx, s, V, r.begin, r.end, H, HF, h, c, key, scale, st);
     store_vec<T, VEC>(part_acc + w * HF + c, to_vec(st.acc));
     if (c % F == 0) {
       part_m[w * H + h] = st.m;
@@ -312,8 +323,40 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// dV gather of one lane over the transposed list [begin, end) of a source row:
+// acc += a~[e,h] * G[dst,h,c..c+VEC) with a~ recomputed from lse and the regenerated mask.
+template <class T, int VEC>
+__device__ __forceinline__ void gather_value_grad(const int32_t* __restrict__ t_col_idx,  // (E,)
+                                                  const int32_t* __restrict__ t_edge_id,  // (E,)
+                                                  const T* __restrict__ s,                // (E, H)
+                                                  const T* __restrict__ lse,              // (N, H)
+                                                  const T* __restrict__ grad_out,  // (N, H, F)
+                                                  long long begin, long long end, int H, int HF,
+                                                  int h, int c, const DropoutKey& key, T scale,
+                                                  T (&acc)[VEC]) {
+  auto add = [&](long long e, long long i, const Vec<T, VEC>& gv) {
+    const T w = exp(s[e * H + h] - lse[i * H + h]) * drop_factor(key, scale, e * H + h);
+#pragma unroll
+    for (int q = 0; q < VEC; ++q) acc[q] += w * gv.v[q];
+  };
+  long long k = begin;
+  for (; k + kUnroll <= end; k += kUnroll) {
+    long long e[kUnroll], i[kUnroll];
+    Vec<T, VEC> gv[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) e[u] = t_edge_id[k + u], i[u] = t_col_idx[k + u];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) gv[u] = load_vec<T, VEC>(grad_out + i[u] * HF + c);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) add(e[u], i[u], gv[u]);
+  }
+  for (; k < end; ++k)
+    add(t_edge_id[k], t_col_idx[k], load_vec<T, VEC>(grad_out + (long long)t_col_idx[k] * HF + c));
+}
+
 // Backward (3): one group per (source row j, column tile) over the transposed graph:
-// dV[j,h,c..] = sum over out-edges k (t_row order) of a~[e,h] * G[dst,h,c..].
+// dV[j,h,c..] = sum over out-edges k (t_row order) of a~[e,h] * G[dst,h,c..]. Rows of more than
+// `long_row` out-edges are left to the chunk and merge kernels below.
 template <class T, int VEC, int G>
 __global__ void __launch_bounds__(kThreads)
     value_grad_kernel(const int32_t* __restrict__ t_row_ptr,  // (N+1,)
@@ -323,35 +366,73 @@ __global__ void __launch_bounds__(kThreads)
                       const T* __restrict__ lse,              // (N, H)
                       const T* __restrict__ grad_out,         // (N, H, F)
                       T* __restrict__ dV,                     // (N, H, F)
-                      long long N, int H, int F, int tiles, DropoutKey key, T scale) {
+                      long long N, int H, int F, int tiles, long long long_row, DropoutKey key,
+                      T scale) {
   const GroupLane<G> g;
   const int HF = H * F;
   const long long items = N * tiles;
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const long long j = item / tiles;
     const int c = ((static_cast<int>(item - j * tiles)) * G + g.lane) * VEC;
-    if (c >= HF) continue;
-    const int h = c / F;
-    T acc[VEC] = {};
     const long long begin = t_row_ptr[j], end = t_row_ptr[j + 1];
-    long long k = begin;
-    auto add = [&](long long e, long long i, const Vec<T, VEC>& gv) {
-      const T w = exp(s[e * H + h] - lse[i * H + h]) * drop_factor(key, scale, e * H + h);
+    if (c >= HF || end - begin > long_row) continue;
+    T acc[VEC] = {};
+    gather_value_grad<T, VEC>(t_col_idx, t_edge_id, s, lse, grad_out, begin, end, H, HF, c / F, c,
+                              key, scale, acc);
+    store_vec<T, VEC>(dV + j * HF + c, to_vec(acc));
+  }
+}
+
+// One group per (chunk of a long transposed row, column tile): the chunk's partial dV.
+template <class T, int VEC, int G>
+__global__ void __launch_bounds__(kThreads)
+    value_grad_chunk_kernel(const int32_t* __restrict__ t_row_ptr,  // (N+1,)
+                            const int32_t* __restrict__ t_col_idx,  // (E,) destination
+                            const int32_t* __restrict__ t_edge_id,  // (E,) edge id
+                            const int32_t* __restrict__ chunk_ptr,  // (N+1,)
+                            const T* __restrict__ s,                // (E, H)
+                            const T* __restrict__ lse,              // (N, H)
+                            const T* __restrict__ grad_out,         // (N, H, F)
+                            T* __restrict__ part_acc,               // (W, H, F)
+                            long long N, int H, int F, int tiles, long long max_chunks,
+                            DropoutKey key, T scale) {
+  const GroupLane<G> g;
+  const int HF = H * F;
+  const long long chunks = chunk_ptr[N];  // W <= max_chunks
+  const long long items = max_chunks * tiles;
+  for (long long item = g.first_item + g.group; item < items; item += g.stride) {
+    const long long w = item / tiles;
+    const int c = ((static_cast<int>(item - w * tiles)) * G + g.lane) * VEC;
+    if (w >= chunks || c >= HF) continue;
+    const ChunkRange r = find_chunk(t_row_ptr, chunk_ptr, N, w);
+    T acc[VEC] = {};
+    gather_value_grad<T, VEC>(t_col_idx, t_edge_id, s, lse, grad_out, r.begin, r.end, H, HF, c / F,
+                              c, key, scale, acc);
+    store_vec<T, VEC>(part_acc + w * HF + c, to_vec(acc));
+  }
+}
+
+// One group per (long transposed row, column tile): dV = sum of its chunk partials in order.
+template <class T, int VEC, int G>
+__global__ void __launch_bounds__(kThreads)
+    value_grad_merge_kernel(const int32_t* __restrict__ chunk_ptr,  // (N+1,)
+                            const T* __restrict__ part_acc,         // (W, H, F)
+                            T* __restrict__ dV,                     // (N, H, F)
+                            long long N, int H, int F, int tiles) {
+  const GroupLane<G> g;
+  const int HF = H * F;
+  const long long items = N * tiles;
+  for (long long item = g.first_item + g.group; item < items; item += g.stride) {
+    const long long j = item / tiles;
+    const int c = ((static_cast<int>(item - j * tiles)) * G + g.lane) * VEC;
+    const long long w0 = chunk_ptr[j], w1 = chunk_ptr[j + 1];
+    if (c >= HF || w0 == w1) continue;
+    T acc[VEC] = {};
+    for (long long w = w0; w < w1; ++w) {
+      const Vec<T, VEC> a = load_vec<T, VEC>(part_acc + w * HF + c);
 #pragma unroll
-      for (int q = 0; q < VEC; ++q) acc[q] += w * gv.v[q];
-    };
-    for (; k + kUnroll <= end; k += kUnroll) {
-      long long e[kUnroll], i[kUnroll];
-      Vec<T, VEC> gv[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) e[u] = t_edge_id[k + u], i[u] = t_col_idx[k + u];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) gv[u] = load_vec<T, VEC>(grad_out + i[u] * HF + c);
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) add(e[u], i[u], gv[u]);
+      for (int k = 0; k < VEC; ++k) acc[k] += a.v[k];
     }
-    for (; k < end; ++k)
-      add(t_edge_id[k], t_col_idx[k], load_vec<T, VEC>(grad_out + (long long)t_col_idx[k] * HF + c));
     store_vec<T, VEC>(dV + j * HF + c, to_vec(acc));
   }
 }
@@ -431,6 +512,33 @@ unsigned group_blocks(long long items, int G) {
   return graph::warp_blocks((items + kWarp / G - 1) / (kWarp / G), kThreads);
 }
 
+// The chunks of the rows of more than kChunk edges of a CSR (by destination or the transpose).
+struct ChunkPlan {
+  Tensor chunk_ptr;          // (N+1,) i32: row i owns chunks [chunk_ptr[i], chunk_ptr[i+1])
+  long long max_chunks = 0;  // host bound on chunk_ptr[N], for grids and partial buffers
+};
+
+ChunkPlan plan_chunks(const Tensor& row_ptr, long long N, long long E) {
+  ChunkPlan plan;
+  Tensor nchunks = Tensor::empty({N + 1}, DType::i32, Device::cuda, "chunk counts");
+  plan.chunk_ptr = Tensor::empty({N + 1}, DType::i32, Device::cuda, "chunk_ptr");
+  count_chunks_kernel<<<cuda::blocks_for(N + 1), kThreads, 0, cuda::stream()>>>(
+      row_ptr.data<int32_t>(), nchunks.data<int32_t>(), N);
+  CUDA_CHECK_LAUNCH("count_chunks_kernel");
+  size_t temp_bytes = 0;
+  CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, nchunks.data<int32_t>(),
+                                           plan.chunk_ptr.data<int32_t>(), static_cast<int>(N + 1),
+                                           cuda::stream()));
+  Tensor temp = Tensor::empty({static_cast<int64_t>(temp_bytes / 4 + 1)}, DType::i32, Device::cuda,
+                              "chunk scan workspace");
+  CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw_data(), temp_bytes, nchunks.data<int32_t>(),
+                                           plan.chunk_ptr.data<int32_t>(), static_cast<int>(N + 1),
+                                           cuda::stream()));
+  // A row of deg > kChunk edges has ceil(deg / kChunk) < 2 deg / kChunk chunks.
+  plan.max_chunks = 2 * E / kChunk + 1;
+  return plan;
+}
+
 template <class T>
 T drop_scale(const DropoutKey& key) {
   return key.active() ? T(1) / (T(1) - static_cast<T>(key.p)) : T(1);
@@ -474,35 +582,21 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
             scale);
         CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
         if (!split) return;
-        // Long rows: chunk counts, their scan, the chunk partials, the merge.
-        Tensor nchunks = Tensor::empty({N + 1}, DType::i32, Device::cuda, "aggregate chunk counts");
-        Tensor chunk_ptr = Tensor::empty({N + 1}, DType::i32, Device::cuda, "aggregate chunk_ptr");
-        count_chunks_kernel<<<cuda::blocks_for(N + 1), kThreads, 0, cuda::stream()>>>(
-            row_ptr, nchunks.data<int32_t>(), N);
-        CUDA_CHECK_LAUNCH("count_chunks_kernel");
-        size_t temp_bytes = 0;
-        CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, nchunks.data<int32_t>(),
-                                                 chunk_ptr.data<int32_t>(), static_cast<int>(N + 1),
-                                                 cuda::stream()));
-        Tensor temp = Tensor::empty({static_cast<long long>(temp_bytes / 4 + 1)}, DType::i32,
-                                    Device::cuda, "aggregate scan workspace");
-        CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw_data(), temp_bytes, nchunks.data<int32_t>(),
-                                                 chunk_ptr.data<int32_t>(), static_cast<int>(N + 1),
-                                                 cuda::stream()));
-        // Rows longer than kChunk have ceil(deg / kChunk) < 2 deg / kChunk chunks.
-        const long long max_chunks = 2 * E / kChunk + 1;
+        // Long rows: their chunks' partial states, merged in chunk order.
+        const ChunkPlan plan = plan_chunks(graph.row_ptr(), N, E);
+        const long long max_chunks = plan.max_chunks;
         Tensor part_m = Tensor::empty({max_chunks, H}, out.dtype(), Device::cuda, "aggregate partial m");
         Tensor part_z = Tensor::empty({max_chunks, H}, out.dtype(), Device::cuda, "aggregate partial z");
         Tensor part_acc = Tensor::empty({max_chunks, H, F}, out.dtype(), Device::cuda,
                                         "aggregate partial acc");
         aggregate_chunk_kernel<T, VEC, G>
             <<<group_blocks(max_chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-                row_ptr, col_idx, chunk_ptr.data<int32_t>(), s, V, part_m.data<T>(),
+                row_ptr, col_idx, plan.chunk_ptr.data<int32_t>(), s, V, part_m.data<T>(),
                 part_z.data<T>(), part_acc.data<T>(), N, H, F, tiling.tiles, max_chunks,
                 attn_dropout, scale);
         CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
         aggregate_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
-            chunk_ptr.data<int32_t>(), part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o,
+            plan.chunk_ptr.data<int32_t>(), part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o,
             l, N, H, F, tiling.tiles);
         CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
       });
@@ -545,17 +639,33 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
     }
     if (grad_value && N * H * F > 0) {
       T* dV = grad_value->data<T>();  // (N, H, F)
+      const bool split = graph.max_out_degree() > kChunk;
+      const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (N+1,)
+      const int32_t* t_col_idx = graph.t_col_idx().data<int32_t>();  // (E,) destination
+      const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
       with_vec<T>(F, {dout, dV}, [&](auto vec) {
         constexpr int VEC = decltype(vec)::value;
         const Tiling tiling(H * F, VEC);
         with_group(tiling.G, [&](auto group) {
           constexpr int G = decltype(group)::value;
-          value_grad_kernel<T, VEC, G>
-              <<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-                  graph.t_row_ptr().data<int32_t>(), graph.t_col_idx().data<int32_t>(),
-                  graph.t_edge_id().data<int32_t>(), s, l, dout, dV, N, H, F, tiling.tiles,
-                  attn_dropout, scale);
+          const long long items = N * tiling.tiles;
+          value_grad_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
+              t_row_ptr, t_col_idx, t_edge_id, s, l, dout, dV, N, H, F, tiling.tiles,
+              split ? kChunk : E, attn_dropout, scale);
           CUDA_CHECK_LAUNCH("value_grad_kernel");
+          if (!split) return;
+          // Sources of more than kChunk edges: chunk partials, summed in chunk order.
+          const ChunkPlan plan = plan_chunks(graph.t_row_ptr(), N, E);
+          Tensor part_acc = Tensor::empty({plan.max_chunks, H, F}, grad_value->dtype(), Device::cuda,
+                                          "value grad partial acc");
+          value_grad_chunk_kernel<T, VEC, G>
+              <<<group_blocks(plan.max_chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
+                  t_row_ptr, t_col_idx, t_edge_id, plan.chunk_ptr.data<int32_t>(), s, l, dout,
+                  part_acc.data<T>(), N, H, F, tiling.tiles, plan.max_chunks, attn_dropout, scale);
+          CUDA_CHECK_LAUNCH("value_grad_chunk_kernel");
+          value_grad_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
+              plan.chunk_ptr.data<int32_t>(), part_acc.data<T>(), dV, N, H, F, tiling.tiles);
+          CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
         });
       });
     }
