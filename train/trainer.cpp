@@ -1,10 +1,13 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <limits>
 #include <vector>
 
+#include "datasets/planetoid.h"
+#include "datasets/registry.h"
 #include "framework/autograd.h"
 #include "framework/cuda_runtime.h"
 #include "framework/ops/accuracy.h"
@@ -108,6 +111,15 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   }
   model.eval();
   return result;
+}
+
+Dataset load_training_dataset(const std::string& name, const std::string& data_dir) {
+  Dataset data = load_dataset(name, data_dir);
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "cora" || lower == "citeseer" || lower == "pubmed") data.x = normalize_features(data.x);
+  return data;
 }
 
 Dataset dataset_to(const Dataset& data, Device device) {

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "datasets/dataset.h"
 #include "framework/graph.h"
@@ -72,6 +73,10 @@ Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data
 TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const Dataset& data,
                                   const TrainOptions& options, Generator& gen,
                                   const std::function<void(const EpochStats&)>& on_epoch = {});
+
+// load_dataset(name, data_dir) (datasets/registry.h) with the paper's preprocessing: the
+// Planetoid graphs get row-normalised features (PyG's NormalizeFeatures).
+Dataset load_training_dataset(const std::string& name, const std::string& data_dir = "");
 
 // A copy of the dataset with every tensor and the graph on `device`.
 Dataset dataset_to(const Dataset& data, Device device);
