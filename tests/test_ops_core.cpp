@@ -1,6 +1,7 @@
 // matmul, log_softmax, masked_cross_entropy, argmax, accuracy on CPU: gradient checks, values
 // against references written out here, and the error messages.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <random>
@@ -48,6 +49,21 @@ TEST(Matmul, MatchesNaiveProduct) {
         EXPECT_NEAR(out[i * 4 + j], ref, dtype == DType::f32 ? 1e-6 : 1e-14);
       }
   }
+}
+
+TEST(Matmul, BitwiseIndependentOfThreadCount) {
+  std::mt19937_64 rng(9);
+  // Several output tiles, a ragged last tile, and a K large enough for Eigen to block over it.
+  Tensor a = random_tensor({300, 700}, rng, -1, 1, DType::f32), b = random_tensor({700, 150}, rng, -1, 1, DType::f32);
+  const int threads = omp_get_max_threads();
+  std::vector<std::vector<float>> results;
+  for (int n : {1, 2, 5}) {
+    omp_set_num_threads(n);
+    results.push_back(ops::matmul(a, b).to_vector<float>());
+  }
+  omp_set_num_threads(threads);
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
 }
 
 TEST(Matmul, EmptyInnerDimensionGivesZeros) {

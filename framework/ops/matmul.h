@@ -2,8 +2,9 @@
 //
 // Backward: dA = G · B^T (M, K), dB = A^T · G (K, N), for G = d out (M, N). A tensor used as both
 // inputs (matmul(x, x)) receives the sum of both gradients.
-// CPU: Eigen on row-major maps (parallel with OpenMP). CUDA: cuBLAS {S,D}gemm on
-// gat::cuda::stream() in the handle's default math mode (full FP32, no TF32).
+// CPU: Eigen on row-major maps, fixed output tiles spread over OpenMP threads (bitwise the same
+// for any thread count). CUDA: cuBLAS {S,D}gemm on gat::cuda::stream() in the handle's default
+// math mode (full FP32, no TF32).
 #pragma once
 
 #include "framework/tensor.h"
