@@ -616,7 +616,7 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
     const T* s = edge_scores.data<T>();  // (E, H)
     const T* V = node_value.data<T>();   // (N, H, F)
     const T* l = lse.data<T>();          // (N, H)
-    const T* dout = grad_out.data<T>();    // (N, H, F)
+    const T* dout = grad_out.data<T>();  // (N, H, F)
     if (grad_scores && E * H > 0) {
       T* ds = grad_scores->data<T>();  // (E, H)
       if (F == 0) {
