@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The whole GPU verification in one call, for a machine with a CUDA GPU (run from the repo root):
 #
-#   bench/gpu_check.sh [build] [test] [sanitize] [accuracy] [bench]     (default: all of them)
+#   bench/gpu_check.sh [build] [test] [sanitize] [kernels] [accuracy] [bench]   (default: all)
 #
 # build     configure with GAT_CUDA=ON (sm_90 unless GAT_CUDA_ARCH says otherwise) and build
 # test      every test (CPU and CUDA) with ctest
 # sanitize  compute-sanitizer memcheck and racecheck over the CUDA tests
+# kernels   bench_graph_ops (Google Benchmark) on the GPU
 # accuracy  gat_train, 10 seeds on Cora and CiteSeer on the GPU
 # bench     bench/compare_pyg.py: PyG and this project side by side
 #
@@ -17,7 +18,7 @@ OUT=${OUT:-/tmp/gat_out}
 B=${BUILD_DIR:-/tmp/gat_build}
 mkdir -p "$OUT"
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(build test sanitize accuracy bench)
+[ ${#stages[@]} -gt 0 ] || stages=(build test sanitize kernels accuracy bench)
 want() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
@@ -36,8 +37,10 @@ if want build; then
   cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGAT_CUDA=ON \
     -DGAT_CUDA_ARCH="${GAT_CUDA_ARCH:-90}" "${extra[@]}" >"$OUT/configure.log" 2>&1 \
     || { tail -30 "$OUT/configure.log"; exit 1; }
-  cmake --build "$B" -j "$(nproc)" >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
+  # -k 0: a target that fails to compile does not stop the others (their tests still run).
+  cmake --build "$B" -j "$(nproc)" -- -k 0 >"$OUT/build.log" 2>&1 || { status=1; grep -E "error|FAILED" "$OUT/build.log" | head -30; }
   grep -E "warning" "$OUT/build.log" | head -20
+  [ -d .devdeps ] && export LD_LIBRARY_PATH="$PWD/.devdeps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
   nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv,noheader
 fi
 
@@ -58,6 +61,13 @@ if want sanitize; then
       [ $rc -eq 0 ] || status=1
     done
   done
+fi
+
+if want kernels; then
+  step "bench_graph_ops (Google Benchmark)"
+  [ -d .devdeps ] && export LD_LIBRARY_PATH="$PWD/.devdeps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  "$B/bench/bench_graph_ops" --benchmark_filter="${KERNEL_FILTER:-cuda}" --benchmark_out="$OUT/bench_graph_ops.json" \
+    --benchmark_out_format=json 2>&1 | tee "$OUT/bench_graph_ops.log" | tail -30
 fi
 
 if want accuracy; then
