@@ -11,6 +11,7 @@
 #include "datasets/generator.h"
 #include "framework/autograd.h"
 #include "framework/ops/activations.h"
+#include "gat_testing.h"
 #include "gradcheck.h"
 #include "layers/dropout.h"
 #include "layers/gat_conv.h"
@@ -18,38 +19,9 @@
 #include "train/trainer.h"
 
 using namespace gat;
-using gat::testing::expect_gradients_match;
-using gat::testing::random_tensor;
+using namespace gat::testing;
 
 namespace {
-
-// A small directed graph with some self loops and a node (0) that only sends.
-Graph small_graph(int64_t n, std::mt19937_64& rng) {
-  std::vector<int32_t> src, dst;
-  std::uniform_int_distribution<int32_t> node(0, static_cast<int32_t>(n - 1));
-  for (int k = 0; k < 3 * n; ++k) {
-    const int32_t s = node(rng), d = node(rng);
-    if (d == 0) continue;
-    src.push_back(s);
-    dst.push_back(d);
-  }
-  src.push_back(2);  // an explicit self loop: with_self_loops must not double it
-  dst.push_back(2);
-  return Graph::from_edges(n, src, dst);
-}
-
-GATConvOptions conv_options(int64_t in, int64_t out, int64_t heads, bool concat, bool residual,
-                            double dropout) {
-  GATConvOptions o;
-  o.in_channels = in;
-  o.out_channels = out;
-  o.heads = heads;
-  o.concat = concat;
-  o.residual = residual;
-  o.dropout = dropout;
-  o.dtype = DType::f64;
-  return o;
-}
 
 // PyG's GATConv written out with plain loops over an edge list (no dropout), in double.
 std::vector<double> reference_gat_conv(const GATConv& conv, const std::vector<double>& x, int64_t N,
@@ -109,22 +81,6 @@ std::vector<double> reference_gat_conv(const GATConv& conv, const std::vector<do
   return out;
 }
 
-// The parameter slots of a GATConv, in a fixed order, so a gradient check can substitute them.
-std::vector<Tensor*> slots_of(GATConv& conv) {
-  std::vector<Tensor*> slots{&conv.lin->weight, &conv.att_src, &conv.att_dst};
-  if (conv.bias.defined()) slots.push_back(&conv.bias);
-  if (conv.res) slots.push_back(&conv.res->weight);
-  return slots;
-}
-
-// Inputs of a gradient check: x, then the current value of every slot (bias made non-zero so it
-// is not a special point).
-std::vector<Tensor> gradcheck_inputs(const Tensor& x, const std::vector<Tensor*>& slots) {
-  std::vector<Tensor> inputs{x};
-  for (Tensor* s : slots) inputs.push_back(s->clone());
-  return inputs;
-}
-
 void check_conv_gradients(const std::string& what, const GATConvOptions& options, bool training) {
   std::mt19937_64 rng(11);
   const int64_t N = 7;
@@ -134,14 +90,11 @@ void check_conv_gradients(const std::string& what, const GATConvOptions& options
   conv.train(training);
   if (conv.bias.defined()) conv.bias = random_tensor(conv.bias.shape(), rng);
   const std::vector<Tensor*> slots = slots_of(conv);
-  expect_gradients_match(
-      what,
-      [&](const std::vector<Tensor>& in) {
-        for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 1];
-        Generator gen(99);  // the same dropout masks in every evaluation
-        return conv.forward(in[0], graph, gen);
-      },
-      gradcheck_inputs(random_tensor({N, options.in_channels}, rng), slots));
+  expect_gradients_match(what, with_slots(slots, [&](const Tensor& x) {
+                           Generator gen(99);  // the same dropout masks in every evaluation
+                           return conv.forward(x, graph, gen);
+                         }),
+                         gradcheck_inputs(random_tensor({N, options.in_channels}, rng), slots));
 }
 
 }  // namespace
@@ -317,14 +270,11 @@ void check_model_gradients(const std::string& what, bool training) {
   std::vector<Tensor*> slots = slots_of(*model.conv1);
   for (Tensor* s : slots_of(*model.conv2)) slots.push_back(s);
   ASSERT_EQ(slots.size(), model.named_parameters().size());
-  expect_gradients_match(
-      what,
-      [&](const std::vector<Tensor>& in) {
-        for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 1];
-        Generator gen(77);
-        return model.forward(in[0], graph, gen);
-      },
-      gradcheck_inputs(random_tensor({N, 5}, rng), slots),
+  expect_gradients_match(what, with_slots(slots, [&](const Tensor& x) {
+                           Generator gen(77);
+                           return model.forward(x, graph, gen);
+                         }),
+                         gradcheck_inputs(random_tensor({N, 5}, rng), slots),
       1e-6, 1e-5);  // a wider step: two layers make the loss larger, so rounding matters more
 }
 
