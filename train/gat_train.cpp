@@ -236,6 +236,7 @@ int train_runs(const Flags& flags, Device device) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines show up live in logs and pipes
   Flags flags;
   CLI::App app{"Train the two-layer GAT (Velickovic et al. 2018) on a node-classification dataset."};
   app.option_defaults()->always_capture_default();
