@@ -71,8 +71,11 @@ std::string op_str(uint8_t op) {
   return name ? detail::concat(name, " (", hex, ")") : detail::concat("unsupported opcode ", hex);
 }
 
-constexpr size_t kMaxOpenMarks = 64;       // nesting of MARK ... TUPLE/APPENDS/SETITEMS
-constexpr size_t kBudgetPerFileByte = 256;  // bytes the value tree may hold per byte of file
+constexpr size_t kMaxOpenMarks = 64;  // nesting of MARK ... TUPLE/APPENDS/SETITEMS
+// Bytes the value tree may hold per byte of file. No opcode adds more than one Value (~120 bytes)
+// plus a few pointers, so well-formed and hostile files alike stay below it; the cap is the
+// guard that keeps that linear bound true if the parser ever changes.
+constexpr size_t kBudgetPerFileByte = 256;
 constexpr size_t kBudgetSlack = size_t{1} << 20;
 
 }  // namespace
