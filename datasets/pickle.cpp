@@ -77,6 +77,7 @@ constexpr size_t kMaxOpenMarks = 64;  // nesting of MARK ... TUPLE/APPENDS/SETIT
 // guard that keeps that linear bound true if the parser ever changes.
 constexpr size_t kBudgetPerFileByte = 256;
 constexpr size_t kBudgetSlack = size_t{1} << 20;
+static_assert(sizeof(Value) + 8 * sizeof(void*) < kBudgetPerFileByte, "one opcode's worth must fit the budget");
 
 }  // namespace
 
