@@ -236,11 +236,11 @@ Metadata load_into(Module& module, const std::string& path) {
     GAT_CHECK(t.dtype() == p.dtype(), "load_into: ", path, ": tensor '", name, "' has dtype ",
               dtype_name(t.dtype()), " in the file vs ", dtype_name(p.dtype()), " in the module");
   }
-  for (const auto& [name, t] : file.tensors) {
+  for (const auto& entry : file.tensors) {  // (no structured binding: C++17 lambdas cannot capture one)
     const bool known = std::any_of(params.begin(), params.end(),
-                                   [&](const auto& np) { return np.first == name; });
-    GAT_CHECK(known, "load_into: ", path, ": unexpected tensor '", name, "' ", t.describe(),
-              " (the module has no such parameter)");
+                                   [&](const auto& np) { return np.first == entry.first; });
+    GAT_CHECK(known, "load_into: ", path, ": unexpected tensor '", entry.first, "' ",
+              entry.second.describe(), " (the module has no such parameter)");
   }
   for (const auto& [name, p] : params) {
     Tensor dst = p;
