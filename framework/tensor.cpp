@@ -7,6 +7,7 @@
 
 #include "framework/autograd.h"
 #include "framework/cuda_runtime.h"
+#include "framework/ops/fill.h"
 
 namespace gat {
 
@@ -90,14 +91,9 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
 }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
-  Tensor t = empty(shape, dtype, Device::cpu);
-  const int64_t n = t.numel();
-  switch (dtype) {
-    case DType::f32: for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(value); break;
-    case DType::f64: for (int64_t i = 0; i < n; ++i) t.data<double>()[i] = value; break;
-    case DType::i32: for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(value); break;
-  }
-  return t.to(device);
+  Tensor t = empty(shape, dtype, device);
+  ops::fill_(t, value);  // on CUDA a kernel: no host copy, no sync
+  return t;
 }
 
 int64_t Tensor::size(int64_t axis) const {

@@ -81,3 +81,11 @@ TEST(Autograd, SecondBackwardThroughFreedGraphThrows) {
   y.backward();
   EXPECT_THROW(y.backward(), Error);
 }
+
+TEST(Tensor, FullOnTheDeviceMatchesTheHost) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
+  EXPECT_EQ(Tensor::full({3, 5}, 2.5, DType::f32, Device::cuda).to_vector<float>(), std::vector<float>(15, 2.5f));
+  EXPECT_EQ(Tensor::full({4}, -1.25, DType::f64, Device::cuda).to_vector<double>(), std::vector<double>(4, -1.25));
+  EXPECT_EQ(Tensor::full({2, 2}, 7, DType::i32, Device::cuda).to_vector<int32_t>(), std::vector<int32_t>(4, 7));
+  EXPECT_EQ(Tensor::full({0}, 1.0, DType::f32, Device::cuda).numel(), 0);
+}

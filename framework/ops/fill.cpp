@@ -1,0 +1,19 @@
+#include "framework/ops/fill.h"
+
+#include <algorithm>
+
+#include "framework/ops/dispatch.h"
+
+namespace gat::ops {
+
+void fill_(Tensor& t, double value) {
+  check_defined("fill_", "t", t);
+  if (t.is_cuda()) return GAT_CUDA_CALL(cuda_impl::fill_(t, value));
+  switch (t.dtype()) {
+    case DType::f32: std::fill_n(t.data<float>(), t.numel(), static_cast<float>(value)); break;
+    case DType::f64: std::fill_n(t.data<double>(), t.numel(), value); break;
+    case DType::i32: std::fill_n(t.data<int32_t>(), t.numel(), static_cast<int32_t>(value)); break;
+  }
+}
+
+}  // namespace gat::ops

@@ -1,0 +1,23 @@
+#include "framework/ops/fill.h"
+#include "framework/ops/loops.cuh"
+
+namespace gat::ops::cuda_impl {
+
+namespace {
+template <class T>
+struct Fill {
+  T* out;  // (n,)
+  T value;
+  __device__ void operator()(long long i) const { out[i] = value; }
+};
+}  // namespace
+
+void fill_(Tensor& t, double value) {
+  switch (t.dtype()) {
+    case DType::f32: return detail::launch_for_each("fill_", t.numel(), Fill<float>{t.data<float>(), static_cast<float>(value)});
+    case DType::f64: return detail::launch_for_each("fill_", t.numel(), Fill<double>{t.data<double>(), value});
+    case DType::i32: return detail::launch_for_each("fill_", t.numel(), Fill<int32_t>{t.data<int32_t>(), static_cast<int32_t>(value)});
+  }
+}
+
+}  // namespace gat::ops::cuda_impl

@@ -1,0 +1,15 @@
+// fill_(t, value): every element of t (any shape, f32/f64/i32, either device) set to value, in
+// place, no autograd. On CUDA a kernel on the framework's stream: no host copy, no sync.
+#pragma once
+
+#include "framework/tensor.h"
+
+namespace gat::ops {
+
+void fill_(Tensor& t, double value);
+
+namespace cuda_impl {
+void fill_(Tensor& t, double value);  // fill.cu
+}
+
+}  // namespace gat::ops
