@@ -197,3 +197,54 @@ TEST(Accuracy, CountsMatchingRowsOfTheIndex) {
   expect_error_naming([&] { ops::accuracy(logits, labels, Tensor::from_vector<int32_t>({4}, {1})); },
                       {"accuracy", "index[0] = 4"});
 }
+
+namespace {
+// (rows, cols) with about 2% non-zeros in [-1, 1): the shape of bag-of-words node features.
+Tensor sparse_random(int64_t rows, int64_t cols, std::mt19937_64& rng, DType dtype) {
+  std::uniform_real_distribution<double> value(-1, 1), coin(0, 1);
+  std::vector<double> v(static_cast<size_t>(rows * cols), 0.0);
+  for (double& x : v)
+    if (coin(rng) < 0.02) x = value(rng);
+  return Tensor::from_vector(v, {rows, cols}).to(dtype);
+}
+}  // namespace
+
+TEST(Matmul, SparseInputMatchesTheDenseProductAndItsGradients) {
+  std::mt19937_64 rng(17);
+  Tensor a = sparse_random(300, 700, rng, DType::f64), b = random_tensor({700, 40}, rng, -1, 1);
+  // Dense reference in f64: the sparse walk skips only exact zeros.
+  const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+  const std::vector<double> got = ops::matmul(a, b).to_vector<double>();
+  for (int64_t i = 0; i < 300; ++i)
+    for (int64_t j = 0; j < 40; ++j) {
+      double want = 0;
+      for (int64_t k = 0; k < 700; ++k) want += av[i * 700 + k] * bv[k * 40 + j];
+      ASSERT_NEAR(got[i * 40 + j], want, 1e-12) << i << "," << j;
+    }
+  // d b = A^T G also walks A's non-zeros; d a is a dense product.
+  Tensor small_a = sparse_random(20, 60, rng, DType::f64);
+  expect_gradients_match("matmul, sparse a", [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[1]); },
+                         {small_a, random_tensor({60, 7}, rng)});
+}
+
+TEST(Matmul, SparseInputIsBitwiseIndependentOfThreadCount) {
+  std::mt19937_64 rng(5);
+  Tensor a = sparse_random(500, 900, rng, DType::f32), g = random_tensor({500, 64}, rng, -1, 1, DType::f32);
+  a.set_requires_grad();
+  Tensor w = random_tensor({900, 64}, rng, -1, 1, DType::f32).set_requires_grad();
+  const int threads = omp_get_max_threads();
+  std::vector<std::vector<float>> outs, grads;
+  for (int n : {1, 2, 3}) {
+    omp_set_num_threads(n);
+    w.zero_grad();
+    Tensor out = ops::matmul(a.detach(), w);
+    out.backward(g);
+    outs.push_back(out.to_vector<float>());
+    grads.push_back(w.grad().to_vector<float>());
+  }
+  omp_set_num_threads(threads);
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
+  EXPECT_EQ(grads[0], grads[1]);
+  EXPECT_EQ(grads[0], grads[2]);
+}
