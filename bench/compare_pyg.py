@@ -116,7 +116,7 @@ def pyg_gatconv(src, dst, n, in_ch, heads, out_ch):
     return ms, peak
 
 
-def pyg_planetoid(name, data_dir):
+def pyg_planetoid(name, data_dir, device=DEV):
     """PyG's Planetoid from the raw files already here (copied where PyG looks; no download)."""
     from torch_geometric.datasets import Planetoid
     import torch_geometric.transforms as T
@@ -126,14 +126,15 @@ def pyg_planetoid(name, data_dir):
     for part in ["x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"]:
         shutil.copy(os.path.join(data_dir, f"ind.{name}.{part}"), raw)
     return Planetoid(root, {"cora": "Cora", "citeseer": "CiteSeer"}[name],
-                     transform=T.NormalizeFeatures())[0].to(DEV)
+                     transform=T.NormalizeFeatures())[0].to(device)
 
 
-def pyg_training(name, data_dir):
-    """One PyG GAT training step (forward, backward, Adam) and 200 epochs with evaluation."""
+def pyg_training(name, data_dir, device=DEV):
+    """One PyG GAT training step (forward, backward, Adam) and 200 epochs with evaluation; on the
+    CPU the step is timed with a wall clock (the caller pins the process and the threads)."""
     from torch_geometric.nn import GATConv
     import torch.nn.functional as F
-    data = pyg_planetoid(name, data_dir)
+    data = pyg_planetoid(name, data_dir, device)
     num_classes = int(data.y.max()) + 1
 
     class GAT(torch.nn.Module):
@@ -148,7 +149,7 @@ def pyg_training(name, data_dir):
             x = F.dropout(x, 0.6, self.training)
             return self.conv2(x, ei)
 
-    model = GAT().to(DEV)
+    model = GAT().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
 
     def step():
@@ -166,6 +167,17 @@ def pyg_training(name, data_dir):
             pred = out.argmax(-1)
             return float(loss), float((pred[data.val_mask] == data.y[data.val_mask]).float().mean())
 
+    if device.type == "cpu":
+        for _ in range(5):
+            step()
+        times = []
+        for _ in range(30):
+            t0 = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t0) * 1e3)
+        t0 = time.perf_counter()
+        evaluate()
+        return statistics.median(times), (time.perf_counter() - t0) * 1e3
     step_ms = median_ms(step, warmup=10, reps=100)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -174,6 +186,34 @@ def pyg_training(name, data_dir):
         evaluate()
     torch.cuda.synchronize()
     return step_ms, (time.perf_counter() - t0) * 1e3
+
+
+def cpu_comparison(args):
+    """PyG and this project on two CPU cores (taskset -c 0,1, two threads), Cora and CiteSeer:
+    one training step each, and this project's whole 10-seed run. PyG's 10-seed time is estimated
+    from its step and evaluation times and this project's epoch count (running it would take
+    minutes of the lease)."""
+    torch.set_num_threads(2)
+    os.sched_setaffinity(0, {0, 1})
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    rows, out = [], {}
+    for name in ["cora", "citeseer"]:
+        pyg_step, pyg_eval = pyg_training(name, args.data_dir, torch.device("cpu"))
+        exe = os.path.join(args.build, "gat_train")
+        t0 = time.perf_counter()
+        run = subprocess.run(["taskset", "-c", "0,1", exe, "--dataset", name, "--data-dir", args.data_dir,
+                              "--device", "cpu", "--runs", "10", "--json", "--quiet"],
+                             check=True, capture_output=True, text=True, env=env)
+        total_s = time.perf_counter() - t0
+        mine = json.loads(run.stdout.strip().splitlines()[-1])
+        epochs = sum(mine["epochs"])
+        pyg_total_s = epochs * (pyg_step + pyg_eval) / 1e3
+        rows.append((f"{name} CPU 2 cores: one training step (ms)", pyg_step, mine["train_step_ms"], None))
+        rows.append((f"{name} CPU 2 cores: 10 seeds (s; PyG estimated)", pyg_total_s, total_s, None))
+        out[name] = {"pyg_step_ms": pyg_step, "pyg_eval_ms": pyg_eval, "pyg_10_seeds_estimated_s": pyg_total_s,
+                     "ours_step_ms": mine["train_step_ms"], "ours_10_seeds_s": total_s, "ours_epochs": epochs,
+                     "ours_test_acc_mean": mine["test_acc_mean"], "ours_test_acc_std": mine["test_acc_std"]}
+    return rows, out
 
 
 def ours(build, *args):
@@ -188,6 +228,7 @@ def main():
     ap.add_argument("--data-dir", default="../shared/datasets/planetoid")
     ap.add_argument("--out", default="out")
     ap.add_argument("--quick", action="store_true", help="skip the 10^7-node scaling point")
+    ap.add_argument("--only", choices=["gpu", "cpu"], help="only the GPU workloads or only the CPU comparison")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="gat_bench_")
@@ -196,6 +237,12 @@ def main():
     bw = copy_bandwidth()
     results["copy_bandwidth_TBps"] = bw / 1e12
     rows = []
+    if args.only == "cpu":
+        rows, results["cpu"] = cpu_comparison(args)
+        with open(os.path.join(args.out, "compare_cpu.json"), "w") as fh:
+            json.dump(results, fh, indent=2)
+        print_table(results, bw, rows)
+        return
 
     def bound_ms(nbytes):
         return nbytes / bw * 1e3
@@ -256,17 +303,21 @@ def main():
     except Exception as exc:  # the table still stands without the picture
         print("plot failed:", exc, file=sys.stderr)
 
-    print(f"\nGPU {results['gpu']}, copy bandwidth {bw / 1e12:.2f} TB/s, torch {torch.__version__}")
-    print(f"{'workload':<48} {'PyG':>10} {'ours':>10} {'PyG/ours':>9} {'bound':>9} {'bound/ours':>10}")
-    for name, ref, mine, bound in rows:
-        fmt = lambda v: f"{v:10.3f}" if v is not None else f"{'-':>10}"
-        ratio = f"{ref / mine:9.1f}" if ref and mine else f"{'-':>9}"
-        eff = f"{bound / mine:10.0%}" if bound and mine else f"{'-':>10}"
-        print(f"{name:<48} {fmt(ref)} {fmt(mine)} {ratio} {fmt(bound)[1:]} {eff}")
+    print_table(results, bw, rows)
     print("\nscaling (H=1, F=64):")
     print(f"{'nodes':>10} {'degree':>6} {'fwd ms':>8} {'bwd ms':>8} {'bound ms':>8}")
     for s in scaling:
         print(f"{s['nodes']:>10} {s['degree']:>6} {s['forward_ms']:8.3f} {s['backward_ms']:8.3f} {s['bound_forward_ms']:8.3f}")
+
+
+def print_table(results, bw, rows):
+    print(f"\nGPU {results['gpu']}, copy bandwidth {bw / 1e12:.2f} TB/s, torch {torch.__version__}")
+    print(f"{'workload':<52} {'PyG':>10} {'ours':>10} {'PyG/ours':>9} {'bound':>9} {'bound/ours':>10}")
+    for name, ref, mine, bound in rows:
+        fmt = lambda v: f"{v:10.3f}" if v is not None else f"{'-':>10}"
+        ratio = f"{ref / mine:9.1f}" if ref and mine else f"{'-':>9}"
+        eff = f"{bound / mine:10.0%}" if bound and mine else f"{'-':>10}"
+        print(f"{name:<52} {fmt(ref)} {fmt(mine)} {ratio} {fmt(bound)[1:]} {eff}")
 
 
 def plot_scaling(scaling, path):

@@ -8,7 +8,8 @@
 # sanitize  compute-sanitizer memcheck and racecheck over the CUDA tests
 # kernels   bench_graph_ops (Google Benchmark) on the GPU
 # accuracy  gat_train, 10 seeds on Cora and CiteSeer on the GPU
-# bench     bench/compare_pyg.py: PyG and this project side by side
+# bench     bench/compare_pyg.py: PyG and this project side by side on the GPU
+# cpubench  the same on two CPU cores (not in the default list)
 #
 # Logs and results go to $OUT (default /tmp/gat_out). Dependencies that the machine lacks can be
 # provided as a prefix in .devdeps (CMake packages) and the Planetoid files in devdata/.
@@ -83,5 +84,10 @@ if want bench; then
   step "compare with PyG"
   GAT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) PYTHONUNBUFFERED=1 \
     python3 bench/compare_pyg.py --build "$B" --data-dir "$DATA" --out "$OUT" 2>&1 | tee "$OUT/compare.log" | tail -40
+fi
+if want cpubench; then
+  step "compare with PyG on two CPU cores (taskset -c 0,1)"
+  PYTHONUNBUFFERED=1 python3 bench/compare_pyg.py --only cpu --build "$B" --data-dir "$DATA" --out "$OUT" 2>&1 \
+    | tee "$OUT/compare_cpu.log" | tail -12
 fi
 exit $status
