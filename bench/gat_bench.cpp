@@ -162,7 +162,7 @@ nlohmann::json bench_train(const std::string& dataset, const std::string& data_d
   Generator init(0);
   GAT model(config, init);
   model.to(device);
-  ForwardFn forward = [&](const Tensor& x, const Graph& g, Generator& gen) { return model.forward(x, g, gen); };
+  ForwardFn forward = [&](const Features& x, const Graph& g, Generator& gen) { return model.forward(x, g, gen); };
   TrainOptions options;
   options.max_epochs = 200;
   options.patience = 1 << 30;  // run all 200 epochs

@@ -1,6 +1,7 @@
 #include "layers/dropout.h"
 
 #include "framework/ops/dropout.h"
+#include "framework/ops/sparse_dropout.h"
 
 namespace gat {
 
@@ -11,6 +12,16 @@ Dropout::Dropout(double p) : p_(p) {
 Tensor Dropout::forward(const Tensor& x, Generator& gen) const {
   if (!is_training() || p_ == 0.0) return x;
   return ops::dropout(x, gen.dropout_key(static_cast<float>(p_)));
+}
+
+CsrMatrix Dropout::forward(const CsrMatrix& x, Generator& gen) const {
+  if (!is_training() || p_ == 0.0) return x;
+  return ops::sparse_dropout(x, gen.dropout_key(static_cast<float>(p_)));
+}
+
+Features Dropout::forward(const Features& x, Generator& gen) const {
+  if (x.is_sparse()) return forward(x.sparse(), gen);
+  return forward(x.dense(), gen);
 }
 
 }  // namespace gat

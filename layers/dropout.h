@@ -4,6 +4,7 @@
 
 #include "framework/module.h"
 #include "framework/rng.h"
+#include "framework/sparse.h"
 #include "framework/tensor.h"
 
 namespace gat {
@@ -14,6 +15,9 @@ class Dropout : public Module {
 
   // x: any shape -> the same shape. Identity (x itself, no stream drawn) in eval mode or for p = 0.
   Tensor forward(const Tensor& x, Generator& gen) const;
+  // Sparse x: ops::sparse_dropout, the same mask as for x.to_dense() (same pattern, zeros dropped).
+  CsrMatrix forward(const CsrMatrix& x, Generator& gen) const;
+  Features forward(const Features& x, Generator& gen) const;
 
   double p() const { return p_; }
 

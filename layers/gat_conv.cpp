@@ -39,10 +39,10 @@ const Graph& GATConv::graph_for(const Graph& graph) {
   return cached_looped_;
 }
 
-Tensor GATConv::forward(const Tensor& x, const Graph& graph, Generator& gen) {
+Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen) {
   const int64_t N = graph.num_nodes(), H = options_.heads, F = options_.out_channels;
-  check_dim("GATConv", "x", x, 2);
-  GAT_CHECK(x.size(0) == N && x.size(1) == options_.in_channels, "GATConv: 'x' ", x.describe(),
+  if (!x.is_sparse()) check_dim("GATConv", "x", x.dense(), 2);
+  GAT_CHECK(x.rows() == N && x.cols() == options_.in_channels, "GATConv: 'x' ", x.describe(),
             " must be (", N, ", ", options_.in_channels, ") for a graph of ", N, " nodes and ",
             options_.in_channels, " input channels");
   const Graph& g = graph_for(graph);

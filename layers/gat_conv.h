@@ -20,6 +20,7 @@
 #include "framework/graph.h"
 #include "framework/module.h"
 #include "framework/rng.h"
+#include "framework/sparse.h"
 #include "framework/tensor.h"
 #include "layers/linear.h"
 
@@ -43,9 +44,10 @@ class GATConv : public Module {
   // `init` draws lin.weight, att_src, att_dst and res.weight (glorot), in that order; bias = 0.
   GATConv(const GATConvOptions& options, Generator& init);
 
-  // x: (N, in_channels) on the graph's device -> (N, H*F) if concat else (N, F).
+  // x: (N, in_channels) on the graph's device, dense or sparse (the projections then use
+  // ops::sparse_matmul) -> (N, H*F) if concat else (N, F).
   // `gen` supplies the attention-dropout stream in training mode (untouched in eval mode).
-  Tensor forward(const Tensor& x, const Graph& graph, Generator& gen);
+  Tensor forward(const Features& x, const Graph& graph, Generator& gen);
 
   // The attention weights of the last forward pass, without dropout: softmax of its edge scores
   // over every node's incoming edges. `graph` is the graph they belong to (with self loops when

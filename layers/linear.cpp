@@ -3,6 +3,7 @@
 #include "framework/init.h"
 #include "framework/ops/arithmetic.h"
 #include "framework/ops/matmul.h"
+#include "framework/ops/sparse_matmul.h"
 
 namespace gat {
 
@@ -15,11 +16,12 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias_on, Generato
   if (bias_on) bias = register_parameter("bias", init::zeros({out_features}, dtype));
 }
 
-Tensor Linear::forward(const Tensor& x) const {
-  check_dim("Linear", "x", x, 2);
-  GAT_CHECK(x.size(1) == in_features(), "Linear: 'x' ", x.describe(), " must have ", in_features(),
+Tensor Linear::forward(const Features& x) const {
+  if (!x.is_sparse()) check_dim("Linear", "x", x.dense(), 2);
+  GAT_CHECK(x.cols() == in_features(), "Linear: 'x' ", x.describe(), " must have ", in_features(),
             " columns (weight ", weight.describe(), ")");
-  Tensor y = ops::matmul(x, weight);  // (N, out)
+  Tensor y = x.is_sparse() ? ops::sparse_matmul(x.sparse(), weight)  // (N, out)
+                           : ops::matmul(x.dense(), weight);
   return bias.defined() ? ops::add_bias(y, bias) : y;
 }
 

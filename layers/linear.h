@@ -3,12 +3,14 @@
 // W is stored (in, out), the transpose of torch's (out, in), so the forward pass is one matmul
 // with no transpose. Initialised as PyG's Linear(weight_initializer="glorot",
 // bias_initializer="zeros"): W uniform in [-a, a), a = sqrt(6 / (in + out)); b = 0.
+// x may be sparse (a CsrMatrix, via Features): the product is then ops::sparse_matmul.
 #pragma once
 
 #include <cstdint>
 
 #include "framework/module.h"
 #include "framework/rng.h"
+#include "framework/sparse.h"
 #include "framework/tensor.h"
 
 namespace gat {
@@ -19,8 +21,8 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias, Generator& init,
          DType dtype = DType::f32);
 
-  // x: (N, in) -> (N, out)
-  Tensor forward(const Tensor& x) const;
+  // x: (N, in), dense or sparse -> (N, out)
+  Tensor forward(const Features& x) const;
 
   int64_t in_features() const { return weight.size(0); }
   int64_t out_features() const { return weight.size(1); }

@@ -25,7 +25,7 @@ GAT::GAT(const GATConfig& config, Generator& init) : config_(config) {
   conv2 = register_module("conv2", std::make_shared<GATConv>(second, init));
 }
 
-Tensor GAT::forward(const Tensor& x, const Graph& graph, Generator& gen) {
+Tensor GAT::forward(const Features& x, const Graph& graph, Generator& gen) {
   Tensor h = conv1->forward(dropout->forward(x, gen), graph, gen);  // (N, heads * hidden)
   h = ops::elu(h);
   return conv2->forward(dropout->forward(h, gen), graph, gen);  // (N, num_classes)

@@ -14,6 +14,7 @@
 #include "framework/graph.h"
 #include "framework/module.h"
 #include "framework/rng.h"
+#include "framework/sparse.h"
 #include "framework/tensor.h"
 #include "layers/dropout.h"
 #include "layers/gat_conv.h"
@@ -36,9 +37,10 @@ class GAT : public Module {
   // `init` draws the parameters (conv1's, then conv2's).
   GAT(const GATConfig& config, Generator& init);
 
-  // x: (N, in_features), graph: N nodes without self loops (the layers add them)
-  //   -> logits (N, num_classes). `gen` supplies the dropout streams in training mode.
-  Tensor forward(const Tensor& x, const Graph& graph, Generator& gen);
+  // x: (N, in_features), dense or sparse (input dropout and conv1's projection then stay sparse),
+  // graph: N nodes without self loops (the layers add them) -> logits (N, num_classes).
+  // `gen` supplies the dropout streams in training mode.
+  Tensor forward(const Features& x, const Graph& graph, Generator& gen);
 
   const GATConfig& config() const { return config_; }
 

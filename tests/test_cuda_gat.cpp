@@ -65,7 +65,7 @@ Trajectory train_on(Device device, const Dataset& host_data, int64_t epochs) {
   Generator gen(11);
   GAT model(GATConfig{data.num_features(), data.num_classes}, gen);
   model.to(device);
-  auto forward = [&](const Tensor& x, const Graph& g, Generator& gn) { return model.forward(x, g, gn); };
+  auto forward = [&](const Features& x, const Graph& g, Generator& gn) { return model.forward(x, g, gn); };
   TrainOptions options;
   options.max_epochs = epochs;
   Trajectory t;

@@ -327,7 +327,7 @@ struct ResidualGAT3 : Module {
     o.residual = false;
     conv3 = register_module("conv3", std::make_shared<GATConv>(o, init));
   }
-  Tensor forward(const Tensor& x, const Graph& g, Generator& gen) {
+  Tensor forward(const Features& x, const Graph& g, Generator& gen) {
     Tensor h = ops::elu(conv1->forward(drop->forward(x, gen), g, gen));
     h = ops::elu(conv2->forward(drop->forward(h, gen), g, gen));
     return conv3->forward(drop->forward(h, gen), g, gen);
@@ -352,7 +352,7 @@ TEST(GAT, ThreeLayerResidualNetworkLearnsAGeneratedGraph) {
 
   Generator gen(1);
   ResidualGAT3 net(data.num_features(), data.num_classes, gen);
-  auto forward = [&](const Tensor& x, const Graph& g, Generator& gn) { return net.forward(x, g, gn); };
+  auto forward = [&](const Features& x, const Graph& g, Generator& gn) { return net.forward(x, g, gn); };
   const Evaluation before = evaluate(net, forward, data);
   TrainOptions options;
   options.lr = 0.01;

@@ -94,7 +94,7 @@ TEST(TrainCora, PaperRecipeReaches80PercentAndTheCheckpointReloads) {
   const Dataset data = load_training_dataset("cora");
   Generator gen(0);
   GAT model(paper_config(data), gen);
-  auto forward = [&](const Tensor& x, const Graph& g, Generator& gn) { return model.forward(x, g, gn); };
+  auto forward = [&](const Features& x, const Graph& g, Generator& gn) { return model.forward(x, g, gn); };
   const TrainResult result = train_node_classifier(model, forward, data, TrainOptions{}, gen);
   EXPECT_GE(result.test_acc, 0.80) << "stopped after " << result.epochs << " epochs (best "
                                    << result.best_epoch << ")";
@@ -107,7 +107,7 @@ TEST(TrainCora, PaperRecipeReaches80PercentAndTheCheckpointReloads) {
   io::save(model, path, {{"dataset", "cora"}});
   Generator other(12345);  // different initial parameters, replaced by the checkpoint
   GAT reloaded(paper_config(data), other);
-  auto forward2 = [&](const Tensor& x, const Graph& g, Generator& gn) { return reloaded.forward(x, g, gn); };
+  auto forward2 = [&](const Features& x, const Graph& g, Generator& gn) { return reloaded.forward(x, g, gn); };
   EXPECT_NE(evaluate(reloaded, forward2, data).test.acc, result.test_acc);
   io::load_into(reloaded, path);
   const Evaluation e = evaluate(reloaded, forward2, data);

@@ -43,6 +43,7 @@ struct Flags {
   int64_t heads = 8;
   int64_t output_heads = 1;
   double dropout = 0.6;
+  double sparse_below = TrainOptions{}.sparse_max_density;
   uint64_t seed = 0;
   int64_t runs = 1;
   std::string save, load, log;
@@ -125,8 +126,8 @@ int evaluate_checkpoint(const Flags& flags, bool dataset_given, Device device) {
   GAT model(config, init);
   model.to(device);
   io::load_into(model, flags.load);
-  auto forward = [&](const Tensor& x, const Graph& g, Generator& gen) { return model.forward(x, g, gen); };
-  const Evaluation e = evaluate(model, forward, data);
+  auto forward = [&](const Features& x, const Graph& g, Generator& gen) { return model.forward(x, g, gen); };
+  const Evaluation e = evaluate(model, forward, data, Features::choose(data.x, flags.sparse_below));
   if (!flags.quiet)
     std::printf("%s: checkpoint %s: train acc %.4f, val acc %.4f (loss %.4f), test acc %.4f\n",
                 dataset.c_str(), flags.load.c_str(), e.train.acc, e.val.acc, e.val.loss, e.test.acc);
@@ -154,6 +155,7 @@ int train_runs(const Flags& flags, Device device) {
   options.weight_decay = flags.weight_decay;
   options.max_epochs = flags.epochs;
   options.patience = flags.patience;
+  options.sparse_max_density = flags.sparse_below;
 
   std::ofstream log;
   if (!flags.log.empty()) {
@@ -167,7 +169,7 @@ int train_runs(const Flags& flags, Device device) {
     Generator gen(seed);
     GAT model(config, gen);
     model.to(device);
-    auto forward = [&](const Tensor& x, const Graph& g, Generator& gn) { return model.forward(x, g, gn); };
+    auto forward = [&](const Features& x, const Graph& g, Generator& gn) { return model.forward(x, g, gn); };
     auto on_epoch = [&](const EpochStats& s) {
       if (log.is_open()) {
         const nlohmann::json j = {{"run", run},         {"epoch", s.epoch},       {"loss", s.loss},
@@ -258,6 +260,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--dropout", flags.dropout, "feature and attention dropout rate")
       ->check(CLI::Range(0.0, 0.999999));
+  app.add_option("--sparse-below", flags.sparse_below,
+                 "pass the features as a sparse CSR matrix when fewer than this fraction is non-zero "
+                 "(0: always dense; same results up to rounding)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", flags.seed, "seed of the first run");
   app.add_option("--runs", flags.runs, "runs with seeds seed, seed+1, ...; reports mean +- std")
       ->check(CLI::PositiveNumber);

@@ -36,13 +36,17 @@ SplitMetrics metrics(const Tensor& logits, const Dataset& data, const Tensor& in
 
 }  // namespace
 
-Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data) {
+Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x) {
   autograd::NoGradGuard no_grad;
   model.eval();
   Generator no_dropout(0);  // eval mode draws no dropout stream from it
-  const Tensor logits = forward(data.x, data.graph, no_dropout);  // (N, C)
+  const Tensor logits = forward(x, data.graph, no_dropout);  // (N, C)
   return {metrics(logits, data, data.train_index), metrics(logits, data, data.val_index),
           metrics(logits, data, data.test_index)};
+}
+
+Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data) {
+  return evaluate(model, forward, data, Features::choose(data.x));
 }
 
 TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const Dataset& data,
@@ -61,11 +65,12 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   double best_acc = 0.0, best_loss = std::numeric_limits<double>::infinity();
   double step_ms_total = 0.0;
   int64_t wait = 0;
+  const Features x = Features::choose(data.x, options.sparse_max_density);  // built once
   for (int64_t epoch = 1; epoch <= options.max_epochs; ++epoch) {
     const Clock::time_point start = Clock::now();
     model.train();
     optimizer.zero_grad();
-    const Tensor logits = forward(data.x, data.graph, gen);  // (N, C)
+    const Tensor logits = forward(x, data.graph, gen);  // (N, C)
     const Tensor loss = ops::masked_cross_entropy(logits, data.y, data.train_index);
     loss.backward();
     optimizer.step();
@@ -77,7 +82,7 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
     stats.loss = loss.item();
     stats.train_acc = ops::accuracy(logits.detach(), data.y, data.train_index);
 
-    const Evaluation eval = evaluate(model, forward, data);
+    const Evaluation eval = evaluate(model, forward, data, x);
     stats.val_loss = eval.val.loss;
     stats.val_acc = eval.val.acc;
     stats.test_acc = eval.test.acc;

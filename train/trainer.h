@@ -23,18 +23,22 @@
 #include "framework/graph.h"
 #include "framework/module.h"
 #include "framework/rng.h"
+#include "framework/sparse.h"
 #include "framework/tensor.h"
 
 namespace gat {
 
-// The model's forward pass: x (N, F), graph, dropout generator -> logits (N, C).
-using ForwardFn = std::function<Tensor(const Tensor& x, const Graph& graph, Generator& gen)>;
+// The model's forward pass: x (N, F) dense or sparse, graph, dropout generator -> logits (N, C).
+using ForwardFn = std::function<Tensor(const Features& x, const Graph& graph, Generator& gen)>;
 
 struct TrainOptions {
   double lr = 0.005;
   double weight_decay = 5e-4;  // L2 added to the gradient (torch.optim.Adam's weight_decay)
   int64_t max_epochs = 100000;
   int64_t patience = 100;
+  // The features go to the model as a CsrMatrix when fewer than this fraction of data.x is
+  // non-zero (Features::choose; 0 keeps them dense). Same numbers either way, up to rounding.
+  double sparse_max_density = 0.1;
 };
 
 struct EpochStats {
@@ -65,7 +69,9 @@ struct Evaluation {
   SplitMetrics train, val, test;
 };
 
-// Eval mode, no autograd; the model is left in eval mode.
+// Eval mode, no autograd; the model is left in eval mode. `x` replaces data.x (e.g. its sparse
+// form); without it the features are Features::choose(data.x).
+Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x);
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data);
 
 // Trains model's parameters on data (every tensor and the graph on the model's device).

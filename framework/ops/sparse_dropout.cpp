@@ -1,0 +1,51 @@
+#include "framework/ops/sparse_dropout.h"
+
+#include "framework/autograd.h"
+#include "framework/ops/dispatch.h"
+#include "framework/ops/loops.h"
+
+namespace gat::ops {
+
+namespace {
+
+// The masked, rescaled copy of `values` (nnz,) laid out as a's entries: forward of a's values,
+// backward of their gradient. Same scale T(1 / (1 - p)) as dense dropout, on both devices.
+Tensor apply_mask(const CsrMatrix& a, const Tensor& values, const DropoutKey& key) {
+  const double keep_scale = 1.0 / (1.0 - static_cast<double>(key.p));
+  Tensor out = Tensor::empty(values.shape(), values.dtype(), values.device(), "sparse_dropout");  // (nnz,)
+  if (values.is_cuda()) {
+    GAT_CUDA_CALL(cuda_impl::sparse_dropout(a, values, key, keep_scale, out));
+    return out;
+  }
+  dispatch_float(values.dtype(), "sparse_dropout", [&](auto zero) {
+    using T = decltype(zero);
+    const T* pv = values.data<T>();                // (nnz,)
+    const int32_t* row = a.row_idx().data<int32_t>();  // (nnz,)
+    const int32_t* col = a.col_idx().data<int32_t>();  // (nnz,)
+    T* po = out.data<T>();                         // (nnz,)
+    const uint64_t cols = static_cast<uint64_t>(a.cols());
+    const T s = static_cast<T>(keep_scale);
+    detail::parallel_for(out.numel(), [&](int64_t e) {
+      const uint64_t flat = static_cast<uint64_t>(row[e]) * cols + static_cast<uint64_t>(col[e]);
+      po[e] = pv[e] != T(0) && key.keep(flat) ? pv[e] * s : T(0);  // as dense dropout
+    }, 16);  // a Philox draw is about 16 multiply-adds
+  });
+  return out;
+}
+
+}  // namespace
+
+CsrMatrix sparse_dropout(const CsrMatrix& a, const DropoutKey& key) {
+  GAT_CHECK(a.values().defined(), "sparse_dropout: empty matrix 'a'");
+  check_float("sparse_dropout", "a.values", a.values());
+  GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, "sparse_dropout: drop probability p = ", key.p,
+            " is outside [0, 1)");
+  if (!key.active()) return a;
+  const CsrMatrix pattern = a.with_values(a.values().detach());  // no history kept by the closure
+  Tensor values = autograd::record(
+      "sparse_dropout", apply_mask(a, a.values(), key), {a.values()},
+      [pattern, key](const Tensor& g) { return std::vector<Tensor>{apply_mask(pattern, g, key)}; });
+  return a.with_values(values);
+}
+
+}  // namespace gat::ops

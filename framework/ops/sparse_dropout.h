@@ -1,0 +1,26 @@
+// sparse_dropout(a, key): dropout on the values of a CsrMatrix, drawing EXACTLY the mask that dense
+// dropout (framework/ops/dropout.h) draws for a.to_dense():
+//
+//   out.values[e] = values[e] != 0 && key.keep(row * cols + col) ? values[e] / (1 - p) : 0
+//
+// with (row, col) the position of entry e, so row * cols + col is its dense flat index: a dense
+// and a sparse run of the same seed drop the same elements and scale them by the same T(1/(1-p)).
+// The output keeps a's pattern (dropped entries hold zeros; the ops skip them). Autograd through
+// the values when they require grad: d values = the same mask applied to d out.values.
+// When !key.active() (p == 0) it returns a itself. p must lie in [0, 1). f32/f64, CPU and CUDA.
+#pragma once
+
+#include "framework/rng.h"
+#include "framework/sparse.h"
+
+namespace gat::ops {
+
+CsrMatrix sparse_dropout(const CsrMatrix& a, const DropoutKey& key);
+
+namespace cuda_impl {  // sparse_dropout.cu
+// out (nnz,) = values (nnz,) masked at the dense flat indices of a's entries, * keep_scale.
+void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& key,
+                    double keep_scale, Tensor& out);
+}  // namespace cuda_impl
+
+}  // namespace gat::ops

@@ -1,0 +1,99 @@
+#include "framework/ops/sparse_matmul.h"
+
+#include <algorithm>
+
+#include "framework/autograd.h"
+#include "framework/ops/dispatch.h"
+#include "framework/ops/loops.h"
+
+namespace gat::ops {
+
+namespace cpu_impl {
+
+void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
+  dispatch_float(out.dtype(), "sparse_matmul", [&](auto zero) {
+    using T = decltype(zero);
+    const int32_t* ptr = a.ptr.data<int32_t>();                         // (R+1,)
+    const int32_t* entry = a.entry ? a.entry->data<int32_t>() : nullptr;  // (nnz,)
+    const int32_t* index = a.index.data<int32_t>();                     // (nnz,)
+    const T* values = a.values.data<T>();                               // (nnz,)
+    const T* d = dense.data<T>();                                       // (*, N)
+    T* o = out.data<T>();                                               // (R, N)
+    const int64_t R = out.size(0), N = out.size(1);
+    const int64_t per_row = N * (1 + a.values.numel() / std::max<int64_t>(R, 1));
+    detail::parallel_for(R, [&](int64_t r) {
+      T* orow = o + r * N;
+      std::fill(orow, orow + N, T(0));
+      for (int64_t p = ptr[r]; p < ptr[r + 1]; ++p) {
+        const int64_t e = entry ? entry[p] : p;
+        const T v = values[e];
+        if (v == T(0)) continue;
+        const T* drow = d + static_cast<int64_t>(index[e]) * N;
+        for (int64_t j = 0; j < N; ++j) orow[j] += v * drow[j];
+      }
+    }, per_row);
+  });
+}
+
+void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out) {
+  dispatch_float(out.dtype(), "sparse_matmul", [&](auto zero) {
+    using T = decltype(zero);
+    const int32_t* row = a.row_idx().data<int32_t>();  // (nnz,)
+    const int32_t* col = a.col_idx().data<int32_t>();  // (nnz,)
+    const T* pg = g.data<T>();                         // (M, N)
+    const T* pb = b.data<T>();                         // (K, N)
+    T* o = out.data<T>();                              // (nnz,)
+    const int64_t N = g.size(1);
+    detail::parallel_for(out.numel(), [&](int64_t e) {
+      const T* gi = pg + static_cast<int64_t>(row[e]) * N;
+      const T* bk = pb + static_cast<int64_t>(col[e]) * N;
+      T acc = T(0);
+      for (int64_t j = 0; j < N; ++j) acc += gi[j] * bk[j];
+      o[e] = acc;
+    }, N);
+  });
+}
+
+}  // namespace cpu_impl
+
+namespace {
+
+void rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
+  if (out.is_cuda()) return GAT_CUDA_CALL(cuda_impl::sparse_rows(a, dense, out));
+  cpu_impl::sparse_rows(a, dense, out);
+}
+
+void dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out) {
+  if (out.is_cuda()) return GAT_CUDA_CALL(cuda_impl::sparse_dots(a, g, b, out));
+  cpu_impl::sparse_dots(a, g, b, out);
+}
+
+}  // namespace
+
+Tensor sparse_matmul(const CsrMatrix& a, const Tensor& b) {
+  GAT_CHECK(a.values().defined(), "sparse_matmul: empty matrix 'a'");
+  check_float("sparse_matmul", "a.values", a.values());
+  check_same("sparse_matmul", "a.values", a.values(), "b", b);
+  GAT_CHECK(b.dim() == 2 && a.cols() == b.size(0), "sparse_matmul: cannot multiply a ",
+            a.describe(), " by b ", b.describe(), " (expected (M, K) x (K, N))");
+  Tensor out = Tensor::empty({a.rows(), b.size(1)}, b.dtype(), b.device(), "sparse_matmul");  // (M, N)
+  rows({a.row_ptr(), nullptr, a.col_idx(), a.values()}, b, out);
+  const Tensor values = a.values();
+  return autograd::record(
+      "sparse_matmul", out, {values, b},
+      [a = a.with_values(values.detach()), b = b.detach(), need_values = values.requires_grad(),
+       need_b = b.requires_grad()](const Tensor& grad_out) {
+        Tensor grad_values, grad_b;
+        if (need_values) {  // (nnz,): G[i, :] . b[k, :]
+          grad_values = Tensor::empty(a.values().shape(), b.dtype(), b.device(), "sparse_matmul grad_values");
+          dots(a, grad_out, b, grad_values);
+        }
+        if (need_b) {  // A^T (K, M) · G (M, N) through the transpose plan
+          grad_b = Tensor::empty(b.shape(), b.dtype(), b.device(), "sparse_matmul grad_b");
+          rows({a.t_row_ptr(), &a.t_entry(), a.row_idx(), a.values()}, grad_out, grad_b);
+        }
+        return std::vector<Tensor>{grad_values, grad_b};
+      });
+}
+
+}  // namespace gat::ops

@@ -1,0 +1,88 @@
+#include "framework/ops/loops.cuh"
+#include "framework/ops/sparse_matmul.h"
+
+namespace gat::ops::cuda_impl {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// Lanes per output row: the smallest power of two >= N, at most a warp (lanes stride over N).
+int lanes_for(long long N) {
+  int lanes = 1;
+  while (lanes < 32 && lanes < N) lanes *= 2;
+  return lanes;
+}
+
+// out (R, N): a group of `lanes` consecutive threads per row r (grid-stride over rows), lane l
+// computing columns l, l + lanes, ...; each sums its row's entries in CSR order (the CPU order).
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+sparse_rows_kernel(const int32_t* __restrict__ ptr,     // (R+1,)
+                   const int32_t* __restrict__ entry,   // (nnz,) or null for the identity
+                   const int32_t* __restrict__ index,   // (nnz,) dense row of each entry
+                   const T* __restrict__ values,        // (nnz,)
+                   const T* __restrict__ dense,         // (*, N)
+                   T* __restrict__ out,                 // (R, N)
+                   long long R, long long N, int lanes) {
+  const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  const long long groups = static_cast<long long>(gridDim.x) * blockDim.x / lanes;
+  const int lane = static_cast<int>(thread % lanes);
+  for (long long r = thread / lanes; r < R; r += groups) {
+    const int begin = ptr[r], end = ptr[r + 1];
+    for (long long j = lane; j < N; j += lanes) {
+      T acc = T(0);
+      for (int p = begin; p < end; ++p) {
+        const int e = entry ? entry[p] : p;
+        const T v = values[e];
+        if (v == T(0)) continue;
+        acc += v * dense[static_cast<long long>(index[e]) * N + j];
+      }
+      out[r * N + j] = acc;
+    }
+  }
+}
+
+// out (nnz,) [e] = g[row[e], :] . b[col[e], :], one thread per entry, j ascending (as the CPU).
+template <class T>
+struct SparseDotsFn {
+  const int32_t* row;  // (nnz,)
+  const int32_t* col;  // (nnz,)
+  const T* g;          // (M, N)
+  const T* b;          // (K, N)
+  long long N;
+  T* out;              // (nnz,)
+  __device__ void operator()(long long e) const {
+    const T* gi = g + static_cast<long long>(row[e]) * N;
+    const T* bk = b + static_cast<long long>(col[e]) * N;
+    T acc = T(0);
+    for (long long j = 0; j < N; ++j) acc += gi[j] * bk[j];
+    out[e] = acc;
+  }
+};
+
+}  // namespace
+
+void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
+  const long long R = out.size(0), N = out.size(1);
+  if (R == 0 || N == 0) return;
+  const int lanes = lanes_for(N);
+  dispatch_float(out.dtype(), "sparse_matmul", [&](auto zero) {
+    using T = decltype(zero);
+    sparse_rows_kernel<T><<<cuda::blocks_for(R * lanes, kThreads), kThreads, 0, cuda::stream()>>>(
+        a.ptr.data<int32_t>(), a.entry ? a.entry->data<int32_t>() : nullptr,
+        a.index.data<int32_t>(), a.values.data<T>(), dense.data<T>(), out.data<T>(), R, N, lanes);
+    CUDA_CHECK_LAUNCH("sparse_matmul rows");
+  });
+}
+
+void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out) {
+  dispatch_float(out.dtype(), "sparse_matmul", [&](auto zero) {
+    using T = decltype(zero);
+    detail::launch_for_each("sparse_matmul dots", out.numel(),
+                            SparseDotsFn<T>{a.row_idx().data<int32_t>(), a.col_idx().data<int32_t>(),
+                                            g.data<T>(), b.data<T>(), g.size(1), out.data<T>()});
+  });
+}
+
+}  // namespace gat::ops::cuda_impl

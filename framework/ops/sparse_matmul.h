@@ -1,0 +1,45 @@
+// sparse_matmul(a, b): the product of a sparse a (M, K) (CsrMatrix) and a dense b (K, N) -> (M, N),
+// f32 or f64, CPU and CUDA. The first layer's projection of sparse node features.
+//
+//   out[i, :]   = sum over the entries e of row i, by ascending column k, of values[e] * b[k, :]
+// Backward, for G = d out (M, N):
+//   d b[k, :]   = sum over the entries e of column k, by ascending row i, of values[e] * G[i, :]
+//                 (A^T G through a's transpose plan: fixed order, no float atomics)
+//   d values[e] = G[i, :] . b[k, :]      (only when a.values() requires grad)
+// Entries holding zero (dropped by sparse_dropout) are skipped in the sums: a dense matmul of
+// a.to_dense() (which skips a mostly-zero left operand's zeros in the same order) gives the same
+// numbers. Every output element is summed on one thread in a fixed order: results do not depend
+// on the thread count. CUDA: a group of lanes per output row (up to a warp), lanes over N.
+#pragma once
+
+#include "framework/sparse.h"
+#include "framework/tensor.h"
+
+namespace gat::ops {
+
+// a: (M, K) sparse, b: (K, N), same dtype (f32|f64) and device -> (M, N). Records autograd for
+// b and a.values().
+Tensor sparse_matmul(const CsrMatrix& a, const Tensor& b);
+
+// ---- the kernels behind the op, one set per device, same contract; each overwrites its output ----
+//  rows:   out (R, N) [r, :] = sum over p in [ptr[r], ptr[r+1]) of values[e] * dense[index[e], :],
+//          e = entry ? entry[p] : p, skipping values[e] == 0. Forward: R = M, ptr = row_ptr,
+//          index = col_idx, dense = b. d b: R = K, ptr = t_row_ptr, entry = t_entry,
+//          index = row_idx, dense = G.
+//  dots:   out (nnz,) [e] = g[row_idx[e], :] . b[col_idx[e], :] for g (M, N), b (K, N).
+struct SparseRows {
+  const Tensor& ptr;    // (R+1,) i32
+  const Tensor* entry;  // (nnz,) i32, or null for the identity
+  const Tensor& index;  // (nnz,) i32: the dense row each entry multiplies
+  const Tensor& values; // (nnz,) f32|f64
+};
+namespace cpu_impl {
+void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out);
+void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out);
+}  // namespace cpu_impl
+namespace cuda_impl {  // sparse_matmul.cu
+void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out);
+void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out);
+}  // namespace cuda_impl
+
+}  // namespace gat::ops

@@ -1,0 +1,285 @@
+// Sparse node features: CsrMatrix (from/to dense, transpose plan), sparse_dropout (the dense
+// dropout mask, bit for bit), sparse_matmul (the dense product and its gradient, bit for bit;
+// gradient checks for b and the values), and the layers, the GAT model and the trainer taking
+// dense or sparse features to the same numbers.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <random>
+#include <vector>
+
+#include "datasets/generator.h"
+#include "framework/autograd.h"
+#include "framework/ops/dropout.h"
+#include "framework/ops/matmul.h"
+#include "framework/ops/sparse_dropout.h"
+#include "framework/ops/sparse_matmul.h"
+#include "framework/sparse.h"
+#include "gradcheck.h"
+#include "layers/linear.h"
+#include "models/gat.h"
+#include "train/trainer.h"
+
+using namespace gat;
+using namespace gat::testing;
+
+namespace {
+
+// (rows, cols) with about `density` of the elements non-zero in [0.1, 1) (both signs), an empty
+// row and an empty column.
+Tensor sparse_random(int64_t rows, int64_t cols, std::mt19937_64& rng, double density = 0.05,
+                     DType dtype = DType::f64) {
+  std::uniform_real_distribution<double> coin(0.0, 1.0), value(0.1, 1.0);
+  std::vector<double> v(static_cast<size_t>(rows * cols), 0.0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t k = 0; k < cols; ++k)
+      if (i != 1 && k != 2 && coin(rng) < density) v[i * cols + k] = coin(rng) < 0.5 ? value(rng) : -value(rng);
+  return Tensor::from_vector(v, {rows, cols}).to(dtype);
+}
+
+}  // namespace
+
+TEST(CsrMatrix, FromDenseListsTheNonZerosAndTheirTranspose) {
+  // 0 2 0 3
+  // 0 0 0 0
+  // 4 0 0 5
+  const Tensor dense = Tensor::from_vector<float>({0, 2, 0, 3, 0, 0, 0, 0, 4, 0, 0, 5}, {3, 4});
+  const CsrMatrix m = CsrMatrix::from_dense(dense);
+  EXPECT_EQ(m.rows(), 3);
+  EXPECT_EQ(m.cols(), 4);
+  EXPECT_EQ(m.nnz(), 4);
+  EXPECT_EQ(m.row_ptr().to_vector<int32_t>(), (std::vector<int32_t>{0, 2, 2, 4}));
+  EXPECT_EQ(m.col_idx().to_vector<int32_t>(), (std::vector<int32_t>{1, 3, 0, 3}));
+  EXPECT_EQ(m.row_idx().to_vector<int32_t>(), (std::vector<int32_t>{0, 0, 2, 2}));
+  EXPECT_EQ(m.values().to_vector<float>(), (std::vector<float>{2, 3, 4, 5}));
+  EXPECT_EQ(m.t_row_ptr().to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2, 2, 4}));
+  EXPECT_EQ(m.t_entry().to_vector<int32_t>(), (std::vector<int32_t>{2, 0, 1, 3}));
+  EXPECT_EQ(m.to_dense().to_vector<float>(), dense.to_vector<float>());
+  EXPECT_EQ(m.describe(), "csr f32 cpu (3, 4) nnz 4");
+}
+
+TEST(CsrMatrix, RoundTripsAndHandlesAllZeros) {
+  std::mt19937_64 rng(1);
+  const Tensor dense = sparse_random(40, 70, rng);
+  EXPECT_EQ(CsrMatrix::from_dense(dense).to_dense().to_vector<double>(), dense.to_vector<double>());
+  const CsrMatrix zeros = CsrMatrix::from_dense(Tensor::zeros({3, 5}));
+  EXPECT_EQ(zeros.nnz(), 0);
+  EXPECT_EQ(zeros.to_dense().to_vector<float>(), std::vector<float>(15, 0.0f));
+  EXPECT_EQ(ops::sparse_matmul(zeros, Tensor::full({5, 2}, 1.0)).to_vector<float>(), std::vector<float>(6, 0.0f));
+}
+
+TEST(CsrMatrix, RejectsBadInputs) {
+  EXPECT_THROW(CsrMatrix::from_dense(Tensor::zeros({4})), Error);
+  EXPECT_THROW(CsrMatrix::from_dense(Tensor::zeros({2, 2}, DType::i32)), Error);
+  const CsrMatrix m = CsrMatrix::from_dense(Tensor::full({2, 2}, 1.0));
+  EXPECT_THROW(m.with_values(Tensor::zeros({3})), Error);
+  EXPECT_THROW(Features(Tensor::zeros({2, 2})).sparse(), Error);
+  EXPECT_THROW(Features(m).dense(), Error);
+}
+
+TEST(Features, ChooseGoesSparseBelowTheDensity) {
+  std::mt19937_64 rng(2);
+  const Tensor x = sparse_random(50, 80, rng, 0.05);
+  const Features sparse = Features::choose(x);
+  ASSERT_TRUE(sparse.is_sparse());
+  EXPECT_EQ(sparse.rows(), 50);
+  EXPECT_EQ(sparse.cols(), 80);
+  EXPECT_EQ(sparse.sparse().to_dense().to_vector<double>(), x.to_vector<double>());
+  EXPECT_FALSE(Features::choose(x, 0.0).is_sparse());   // 0 keeps them dense
+  EXPECT_FALSE(Features::choose(x, 0.01).is_sparse());  // denser than 1%
+  EXPECT_FALSE(Features::choose(random_tensor({10, 10}, rng)).is_sparse());
+}
+
+TEST(SparseDropout, DrawsTheDenseMaskBitForBit) {
+  std::mt19937_64 rng(3);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const Tensor x = sparse_random(60, 90, rng, 0.1, dtype);
+    const CsrMatrix a = CsrMatrix::from_dense(x);
+    for (const DropoutKey& key : {DropoutKey{0.6f, 7, 0}, DropoutKey{0.2f, 123, 45}}) {
+      const CsrMatrix dropped = ops::sparse_dropout(a, key);
+      EXPECT_EQ(dropped.nnz(), a.nnz());  // the pattern stays, dropped entries hold zeros
+      const Tensor want = ops::dropout(x, key), got = dropped.to_dense();
+      if (dtype == DType::f32) EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>());
+      else EXPECT_EQ(got.to_vector<double>(), want.to_vector<double>());
+    }
+  }
+  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(5, 5, rng));
+  EXPECT_TRUE(ops::sparse_dropout(a, DropoutKey{}).values().same(a.values()));  // p = 0: a itself
+  EXPECT_THROW(ops::sparse_dropout(a, DropoutKey{1.0f, 0, 0}), Error);
+}
+
+TEST(SparseDropout, DropsAboutP) {
+  const CsrMatrix a = CsrMatrix::from_dense(Tensor::full({200, 100}, 1.0));
+  const std::vector<float> v = ops::sparse_dropout(a, DropoutKey{0.3f, 5, 1}).values().to_vector<float>();
+  int64_t dropped = 0;
+  for (float x : v) dropped += x == 0.0f;
+  EXPECT_NEAR(static_cast<double>(dropped) / static_cast<double>(v.size()), 0.3, 0.02);
+}
+
+TEST(SparseDropout, GradientOfTheValues) {
+  std::mt19937_64 rng(4);
+  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(12, 15, rng, 0.3));
+  expect_gradients_match("sparse_dropout values", [&](const std::vector<Tensor>& in) {
+    return ops::sparse_dropout(a.with_values(in[0]), DropoutKey{0.4f, 9, 2}).values();
+  }, {a.values()});
+}
+
+TEST(SparseMatmul, MatchesTheDenseProductAndItsWeightGradientBitForBit) {
+  std::mt19937_64 rng(5);
+  const Tensor x = sparse_random(300, 500, rng, 0.03, DType::f32);  // below matmul's sparse cut
+  const Tensor g = random_tensor({300, 64}, rng, -1, 1, DType::f32);
+  for (const DropoutKey& key : {DropoutKey{}, DropoutKey{0.6f, 1, 3}}) {  // with dropped zeros too
+    Tensor w = random_tensor({500, 64}, rng, -1, 1, DType::f32).set_requires_grad();
+    Tensor dense_out = ops::matmul(ops::dropout(x, key), w);
+    dense_out.backward(g);
+    const std::vector<float> dense_grad = w.grad().to_vector<float>();
+    w.zero_grad();
+    Tensor sparse_out = ops::sparse_matmul(ops::sparse_dropout(CsrMatrix::from_dense(x), key), w);
+    sparse_out.backward(g);
+    EXPECT_EQ(sparse_out.to_vector<float>(), dense_out.to_vector<float>());
+    EXPECT_EQ(w.grad().to_vector<float>(), dense_grad);
+  }
+}
+
+TEST(SparseMatmul, GradientsOfBAndTheValues) {
+  std::mt19937_64 rng(6);
+  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(9, 14, rng, 0.3));
+  expect_gradients_match("sparse_matmul b and values", [&](const std::vector<Tensor>& in) {
+    return ops::sparse_matmul(a.with_values(in[0]), in[1]);
+  }, {a.values(), random_tensor({14, 5}, rng)});
+  expect_gradients_match("sparse_matmul b", [&](const std::vector<Tensor>& in) {
+    return ops::sparse_matmul(a, in[0]);
+  }, {random_tensor({14, 3}, rng)});
+  // Through dropout, as the first layer sees it.
+  expect_gradients_match("sparse_matmul after sparse_dropout", [&](const std::vector<Tensor>& in) {
+    return ops::sparse_matmul(ops::sparse_dropout(a.with_values(in[0]), DropoutKey{0.5f, 4, 4}), in[1]);
+  }, {a.values(), random_tensor({14, 4}, rng)});
+}
+
+TEST(SparseMatmul, OnlyInputsThatNeedGradientsGetThem) {
+  std::mt19937_64 rng(7);
+  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(6, 8, rng, 0.4));
+  Tensor b = random_tensor({8, 3}, rng).set_requires_grad();
+  ops::sparse_matmul(a, b).backward(Tensor::full({6, 3}, 1.0, DType::f64));
+  EXPECT_TRUE(b.grad().defined());
+  EXPECT_FALSE(a.values().grad().defined());
+  const autograd::NoGradGuard no_grad;
+  EXPECT_FALSE(ops::sparse_matmul(a, b).requires_grad());
+}
+
+TEST(SparseMatmul, BitwiseIndependentOfThreadCount) {
+  std::mt19937_64 rng(8);
+  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(700, 900, rng, 0.05, DType::f32));
+  Tensor values = a.values().clone().set_requires_grad();
+  Tensor w = random_tensor({900, 64}, rng, -1, 1, DType::f32).set_requires_grad();
+  const Tensor g = random_tensor({700, 64}, rng, -1, 1, DType::f32);
+  const int threads = omp_get_max_threads();
+  std::vector<std::vector<float>> outs, grads, value_grads;
+  for (int n : {1, 2, 3}) {
+    omp_set_num_threads(n);
+    w.zero_grad();
+    values.zero_grad();
+    Tensor out = ops::sparse_matmul(a.with_values(values), w);
+    out.backward(g);
+    outs.push_back(out.to_vector<float>());
+    grads.push_back(w.grad().to_vector<float>());
+    value_grads.push_back(values.grad().to_vector<float>());
+  }
+  omp_set_num_threads(threads);
+  for (int k : {1, 2}) {
+    EXPECT_EQ(outs[0], outs[k]);
+    EXPECT_EQ(grads[0], grads[k]);
+    EXPECT_EQ(value_grads[0], value_grads[k]);
+  }
+}
+
+TEST(SparseMatmul, ShapeAndTypeErrorsNameTheOperands) {
+  const CsrMatrix a = CsrMatrix::from_dense(Tensor::full({2, 3}, 1.0));
+  try {
+    ops::sparse_matmul(a, Tensor::zeros({4, 2}));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("csr f32 cpu (2, 3) nnz 6"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(4, 2)"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ops::sparse_matmul(a, Tensor::zeros({3, 2}, DType::f64)), Error);
+  EXPECT_THROW(ops::sparse_matmul(CsrMatrix(), Tensor::zeros({3, 2})), Error);
+}
+
+TEST(SparseFeatures, LinearAndDropoutLayersGiveTheDenseNumbers) {
+  std::mt19937_64 rng(9);
+  Generator init(0);
+  const Linear lin(120, 16, true, init);
+  const Tensor x = sparse_random(50, 120, rng, 0.05, DType::f32);
+  const CsrMatrix xs = CsrMatrix::from_dense(x);
+  EXPECT_EQ(lin.forward(xs).to_vector<float>(), lin.forward(x).to_vector<float>());
+  EXPECT_THROW(lin.forward(CsrMatrix::from_dense(Tensor::full({2, 7}, 1.0))), Error);
+  Dropout drop(0.5);
+  Generator dense_gen(3), sparse_gen(3);
+  EXPECT_EQ(drop.forward(Features(xs), sparse_gen).sparse().to_dense().to_vector<float>(),
+            drop.forward(x, dense_gen).to_vector<float>());
+  drop.eval();
+  EXPECT_TRUE(drop.forward(xs, sparse_gen).values().same(xs.values()));
+}
+
+TEST(SparseFeatures, GATGradientsMatchTheDenseInput) {
+  GeneratorOptions go;
+  go.num_nodes = 40;
+  go.avg_degree = 4;
+  go.num_features = 30;
+  go.num_classes = 3;
+  go.val_size = 5;
+  go.test_size = 5;
+  go.train_per_class = 3;
+  const Dataset data = generate_sbm(go);
+  std::mt19937_64 rng(10);
+  const Tensor x = sparse_random(40, 30, rng, 0.1, DType::f64);
+  GATConfig config{30, 3};
+  config.dtype = DType::f64;
+  Generator init(1);
+  GAT model(config, init);
+  std::vector<std::vector<double>> grads;
+  for (const Features& features : {Features(x), Features(CsrMatrix::from_dense(x))}) {
+    model.zero_grad();
+    Generator gen(4);
+    ops::matmul(model.forward(features, data.graph, gen), Tensor::full({3, 1}, 1.0, DType::f64))
+        .backward(Tensor::full({40, 1}, 1.0, DType::f64));
+    grads.push_back(model.conv1->lin->weight.grad().to_vector<double>());
+  }
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_NEAR(grads[0][i], grads[1][i], 1e-12) << i;
+}
+
+TEST(SparseFeatures, TrainingLossesMatchTheDenseRun) {
+  GeneratorOptions go;
+  go.num_nodes = 300;
+  go.avg_degree = 6;
+  go.num_features = 200;
+  go.num_classes = 4;
+  go.val_size = 60;
+  go.test_size = 100;
+  go.seed = 2;
+  Dataset data = generate_sbm(go);
+  std::mt19937_64 rng(11);
+  data.x = sparse_random(300, 200, rng, 0.04, DType::f32);  // bag-of-words-like features
+  std::vector<std::vector<double>> losses(2);
+  for (int sparse = 0; sparse < 2; ++sparse) {
+    Generator gen(5);
+    GAT model(GATConfig{200, 4}, gen);
+    bool saw_sparse = false;
+    ForwardFn forward = [&](const Features& x, const Graph& g, Generator& gn) {
+      saw_sparse = saw_sparse || x.is_sparse();
+      return model.forward(x, g, gn);
+    };
+    TrainOptions options;
+    options.max_epochs = 8;
+    options.sparse_max_density = sparse ? 0.1 : 0.0;
+    train_node_classifier(model, forward, data, options, gen,
+                          [&](const EpochStats& s) { losses[sparse].push_back(s.loss); });
+    EXPECT_EQ(saw_sparse, sparse == 1);
+  }
+  ASSERT_EQ(losses[0].size(), 8u);
+  ASSERT_EQ(losses[1].size(), 8u);
+  for (size_t e = 0; e < 8; ++e) EXPECT_NEAR(losses[1][e], losses[0][e], 1e-5) << "epoch " << e + 1;
+  EXPECT_LT(losses[0].back(), losses[0].front());  // it trains
+}
