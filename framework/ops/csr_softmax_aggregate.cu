@@ -41,9 +41,6 @@ constexpr int kChunk = 512;  // rows with more edges are split into chunks of th
 constexpr int kUnroll = 4;   // edges whose loads are issued together (backward row pass)
 constexpr int kGather = 8;   // the same for the forward and dV gathers (the last round predicated)
 constexpr unsigned kThreads = 256;
-// Blocks per SM the forward kernel is compiled for: caps its registers at 80 (no spills), so 24
-// warps per SM, each group with kGather rows in flight (the dV kernel would spill under that cap).
-constexpr int kForwardBlocks = 3;
 
 template <class T, int VEC>
 struct alignas(sizeof(T) * VEC) Vec {
@@ -112,7 +109,9 @@ struct OnlineState {
   }
 };
 
-// Runs the online softmax of one lane over edges [begin, end) of a row.
+// Runs the online softmax of one lane over edges [begin, end) of a row, kGather edges per round
+// (the last round predicated); a round's sources are loaded during the round before, so its V
+// loads never wait on col_idx.
 template <class T, int VEC>
 __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ col_idx,  // (E,)
                                                const T* __restrict__ s,             // (E, H)
@@ -120,19 +119,21 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ col_i
                                                long long begin, long long end, int H, int HF,
                                                int h, int c, const DropoutKey& key, T scale,
                                                OnlineState<T, VEC>& st) {
+  int32_t j[kGather];  // sources of edges e + u (the coming round)
+#pragma unroll
+  for (int u = 0; u < kGather; ++u) j[u] = begin + u < end ? col_idx[begin + u] : 0;
   for (long long e = begin; e < end; e += kGather) {
-    int32_t j[kGather];
     T score[kGather];
     Vec<T, VEC> v[kGather];
 #pragma unroll
     for (int u = 0; u < kGather; ++u) {
-      j[u] = e + u < end ? col_idx[e + u] : 0;
       score[u] = e + u < end ? s[(e + u) * H + h] : T(0);
-    }
-#pragma unroll
-    for (int u = 0; u < kGather; ++u)
       v[u] = e + u < end ? load_vec<T, VEC>(V + static_cast<long long>(j[u]) * HF + c)
                          : Vec<T, VEC>{};
+    }
+#pragma unroll
+    for (int u = 0; u < kGather; ++u)  // the next round's sources
+      j[u] = e + kGather + u < end ? col_idx[e + kGather + u] : 0;
 #pragma unroll
     for (int u = 0; u < kGather; ++u)
       if (e + u < end) st.add(score[u], drop_factor(key, scale, (e + u) * H + h), v[u]);
@@ -157,7 +158,7 @@ __device__ __forceinline__ void write_row(T* __restrict__ out,  // (N, H, F)
 // One group per (row, column tile); rows of more than `long_row` edges are left to the split
 // kernels.
 template <class T, int VEC, int G>
-__global__ void __launch_bounds__(kThreads, kForwardBlocks)
+__global__ void __launch_bounds__(kThreads)
     aggregate_forward_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
                              const int32_t* __restrict__ col_idx,  // (E,)
                              const T* __restrict__ s,              // (E, H)
