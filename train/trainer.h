@@ -38,7 +38,7 @@ struct TrainOptions {
   int64_t patience = 100;
   // The features go to the model as a CsrMatrix when fewer than this fraction of data.x is
   // non-zero (Features::choose; 0 keeps them dense). Same numbers either way, up to rounding.
-  double sparse_max_density = 0.1;
+  double sparse_max_density = Features::kDefaultMaxDensity;
 };
 
 struct EpochStats {
