@@ -20,8 +20,8 @@
 //
 // Fast path: the Graph knows max_in_degree() and max_out_degree() on the host. When they are at
 // most kChunk (every graph without hubs, e.g. the 384-node benchmark), no chunk plan is built,
-// nothing is allocated and no scan runs: the forward pass is ONE launch, the backward pass two
-// (scores, values), with no host synchronisation.
+// nothing is allocated and no scan runs: the forward pass is ONE launch, the backward pass one
+// per gradient asked for (scores, values), with no host synchronisation.
 #include <cub/device/device_scan.cuh>
 
 #include <cstdint>
