@@ -50,6 +50,12 @@ struct DropoutKey {
   uint64_t seed = 0;
   uint64_t stream = 0;
   GAT_HOST_DEVICE bool keep(uint64_t index) const { return philox_uniform(seed, stream, index) >= p; }
+  // x dropped or scaled by keep_scale = 1 / (1 - p): the one formula of every dropout (dense,
+  // sparse, CPU, CUDA). A zero stays zero whatever the mask says, so its draw is skipped.
+  template <class T>
+  GAT_HOST_DEVICE T apply(T x, uint64_t index, T keep_scale) const {
+    return x != T(0) && keep(index) ? x * keep_scale : T(0);
+  }
   GAT_HOST_DEVICE bool active() const { return p > 0.0f; }
 };
 

@@ -23,8 +23,7 @@ Tensor apply_mask(const Tensor& x, const DropoutKey& key) {
     T* po = out.data<T>();      // (n,)
     const T s = static_cast<T>(keep_scale);
     detail::parallel_for(out.numel(), [&](int64_t i) {
-      // A zero stays zero whatever the mask says: skip its draw (sparse inputs are mostly zeros).
-      po[i] = px[i] != T(0) && key.keep(static_cast<uint64_t>(i)) ? px[i] * s : T(0);
+      po[i] = key.apply(px[i], static_cast<uint64_t>(i), s);
     }, 16);  // a Philox draw is about 16 multiply-adds
   });
   return out;

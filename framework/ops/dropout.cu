@@ -12,7 +12,7 @@ struct DropoutFn {
   T keep_scale;
   T* out;      // (n,)
   __device__ void operator()(long long i) const {
-    out[i] = x[i] != T(0) && key.keep(static_cast<uint64_t>(i)) ? x[i] * keep_scale : T(0);  // as the CPU
+    out[i] = key.apply(x[i], static_cast<uint64_t>(i), keep_scale);  // as the CPU
   }
 };
 

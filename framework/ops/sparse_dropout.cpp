@@ -27,7 +27,7 @@ Tensor apply_mask(const CsrMatrix& a, const Tensor& values, const DropoutKey& ke
     const T s = static_cast<T>(keep_scale);
     detail::parallel_for(out.numel(), [&](int64_t e) {
       const uint64_t flat = static_cast<uint64_t>(row[e]) * cols + static_cast<uint64_t>(col[e]);
-      po[e] = pv[e] != T(0) && key.keep(flat) ? pv[e] * s : T(0);  // as dense dropout
+      po[e] = key.apply(pv[e], flat, s);  // as dense dropout
     }, 16);  // a Philox draw is about 16 multiply-adds
   });
   return out;

@@ -16,7 +16,7 @@ struct SparseDropoutFn {
   T* out;              // (nnz,)
   __device__ void operator()(long long e) const {
     const uint64_t flat = static_cast<uint64_t>(row[e]) * cols + static_cast<uint64_t>(col[e]);
-    out[e] = values[e] != T(0) && key.keep(flat) ? values[e] * keep_scale : T(0);  // as the CPU
+    out[e] = key.apply(values[e], flat, keep_scale);  // as the CPU
   }
 };
 
