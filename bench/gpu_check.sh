@@ -47,7 +47,8 @@ fi
 
 if want test; then
   step ctest
-  ctest --test-dir "$B" --output-on-failure -j 4 >"$OUT/ctest.log" 2>&1 || status=1
+  # CTEST_ARGS="-L cuda" runs the CUDA tests alone (the CPU suite is CI's).
+  ctest --test-dir "$B" --output-on-failure -j 4 ${CTEST_ARGS:-} >"$OUT/ctest.log" 2>&1 || status=1
   grep -E "tests passed|Failed|\*\*\*|Passed|Skipped" "$OUT/ctest.log" | tail -40
   grep -B2 -A25 -E "^\[  FAILED  \]|Failure$" "$OUT/ctest.log" | head -120
 fi
