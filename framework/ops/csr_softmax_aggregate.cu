@@ -3,25 +3,17 @@
 // Forward: a group of G lanes (G a power of two <= 32) owns one (destination row, column tile);
 // each lane owns VEC consecutive features of one head (float4 / double2 loads when F allows) and
 // runs the online softmax over the row in ONE pass (running max m, sum z, accumulator rescaled
-// when the max grows), loading kGather edges per round (the last round predicated, no serial
-// tail). Rows of more than kChunk edges are split: each chunk of kChunk edges is a work item
-// writing a partial (m, z, acc), and a merge kernel combines a row's partials in chunk order.
-// Chunks are enumerated by an exclusive scan (CUB, integer) of the chunk counts per row and found
-// by binary search, so the work list needs no host synchronisation.
+// when the max grows). Rows of more than kChunk edges are split: each chunk of kChunk edges is a
+// work item writing a partial (m, z, acc), and a merge kernel combines a row's partials in chunk
+// order. Chunks are enumerated by an exclusive scan (CUB, integer) of the chunk counts per row and
+// found by binary search, so the work list needs no host synchronisation.
 //
-// Backward: (1) one group of lanes per (destination row, head) holds G[i,h,:] in registers and
-// sweeps the row: da = keep/(1-p) * G[i,h,:].V[src,h,:] (lanes over features, fixed butterfly),
-// written to ds, and r = sum a*da with a recomputed from lse; a second sweep of the same lanes
-// over their own edges writes ds = a*(da - r). No E x H scratch buffer, no separate dot kernel.
-// Rows of more than kChunk edges: chunks of dots, then one warp per (row, head) for r and ds.
-// (2) dV over the transposed graph, a group per (source row, column tile) gathering G[dst] in
-// t_row order, sources of more than kChunk edges split into chunks as in the forward pass.
-// No float atomics anywhere: every sum has a fixed order, so results are bitwise reproducible.
-//
-// Fast path: the Graph knows max_in_degree() and max_out_degree() on the host. When they are at
-// most kChunk (every graph without hubs, e.g. the 384-node benchmark), no chunk plan is built,
-// nothing is allocated and no scan runs: the forward pass is ONE launch, the backward pass one
-// per gradient asked for (scores, values), with no host synchronisation.
+// Backward: (1) one group per (edge, head) computes da = keep/(1-p) * G[dst,h,:].V[src,h,:];
+// (2) one warp per (row, head) sweeps the row twice: r = sum a*da (fixed butterfly), then
+// ds = a*(da - r), with a recomputed from lse; (3) dV over the transposed graph, a group per
+// (source row, column tile) gathering G[dst] in t_row order, sources of more than kChunk edges
+// split into chunks as in the forward pass. No float atomics anywhere: every sum has a fixed
+// order, so results are bitwise reproducible.
 #include <cub/device/device_scan.cuh>
 
 #include <cstdint>
@@ -38,8 +30,7 @@ namespace {
 using graph::kWarp;
 
 constexpr int kChunk = 512;  // rows with more edges are split into chunks of this many edges
-constexpr int kUnroll = 4;   // edges whose loads are issued together (backward row pass)
-constexpr int kGather = 8;   // the same for the forward and dV gathers (the last round predicated)
+constexpr int kUnroll = 4;   // edges whose loads are issued together
 constexpr unsigned kThreads = 256;
 
 template <class T, int VEC>
@@ -109,9 +100,7 @@ struct OnlineState {
   }
 };
 
-// Runs the online softmax of one lane over edges [begin, end) of a row, kGather edges per round
-// (the last round predicated); a round's sources are loaded during the round before, so its V
-// loads never wait on col_idx.
+// Runs the online softmax of one lane over edges [begin, end) of a row.
 template <class T, int VEC>
 __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ col_idx,  // (E,)
                                                const T* __restrict__ s,             // (E, H)
@@ -119,25 +108,25 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ col_i
                                                long long begin, long long end, int H, int HF,
                                                int h, int c, const DropoutKey& key, T scale,
                                                OnlineState<T, VEC>& st) {
-  int32_t j[kGather];  // sources of edges e + u (the coming round)
+  long long e = begin;
+  for (; e + kUnroll <= end; e += kUnroll) {
+    long long j[kUnroll];
+    T score[kUnroll];
+    Vec<T, VEC> v[kUnroll];
 #pragma unroll
-  for (int u = 0; u < kGather; ++u) j[u] = begin + u < end ? col_idx[begin + u] : 0;
-  for (long long e = begin; e < end; e += kGather) {
-    T score[kGather];
-    Vec<T, VEC> v[kGather];
-#pragma unroll
-    for (int u = 0; u < kGather; ++u) {
-      score[u] = e + u < end ? s[(e + u) * H + h] : T(0);
-      v[u] = e + u < end ? load_vec<T, VEC>(V + static_cast<long long>(j[u]) * HF + c)
-                         : Vec<T, VEC>{};
+    for (int u = 0; u < kUnroll; ++u) {
+      j[u] = col_idx[e + u];
+      score[u] = s[(e + u) * H + h];
     }
 #pragma unroll
-    for (int u = 0; u < kGather; ++u)  // the next round's sources
-      j[u] = e + kGather + u < end ? col_idx[e + kGather + u] : 0;
+    for (int u = 0; u < kUnroll; ++u) v[u] = load_vec<T, VEC>(V + j[u] * HF + c);
 #pragma unroll
-    for (int u = 0; u < kGather; ++u)
-      if (e + u < end) st.add(score[u], drop_factor(key, scale, (e + u) * H + h), v[u]);
+    for (int u = 0; u < kUnroll; ++u)
+      st.add(score[u], drop_factor(key, scale, (e + u) * H + h), v[u]);
   }
+  for (; e < end; ++e)
+    st.add(s[e * H + h], drop_factor(key, scale, e * H + h),
+           load_vec<T, VEC>(V + (long long)col_idx[e] * HF + c));
 }
 
 // Writes out[i, h, c..c+VEC) = acc / z and (from the head's first lane) lse[i,h] = m + log z;
@@ -186,8 +175,7 @@ __global__ void __launch_bounds__(kThreads)
 // chunk_ptr (N+1) being the exclusive scan of the chunk counts. The owner is the last row i with
 // chunk_ptr[i] <= w (binary search; rows without chunks have empty ranges).
 struct ChunkRange {
-  long long begin, end;  // edges [begin, end)
-  long long row;         // the row that owns the chunk
+  long long begin, end;
 };
 __device__ __forceinline__ ChunkRange find_chunk(const int32_t* __restrict__ row_ptr,    // (N+1,)
                                                  const int32_t* __restrict__ chunk_ptr,  // (N+1,)
@@ -199,7 +187,7 @@ __device__ __forceinline__ ChunkRange find_chunk(const int32_t* __restrict__ row
     else hi = mid - 1;
   }
   const long long begin = row_ptr[lo] + (w - chunk_ptr[lo]) * kChunk;
-  return {begin, min(begin + kChunk, static_cast<long long>(row_ptr[lo + 1])), lo};
+  return {begin, min(begin + kChunk, static_cast<long long>(row_ptr[lo + 1]))};
 }
 
 // nchunks[i] = chunks of a row longer than kChunk edges, 0 otherwise; nchunks[N] = 0.
@@ -280,165 +268,50 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Largest n over the 32 lanes of the warp (every lane must call it).
-__device__ __forceinline__ int warp_max_int(int n) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    n = max(n, __shfl_xor_sync(0xffffffffu, n, offset));
-  return n;
-}
-
-// Backward dots of one group of G lanes over the edges [begin, begin + n) of destination row i,
-// head h: dot_e = G[i,h,:] . V[src(e),h,:], lanes over the features (lane owns features
-// lane * VEC + [0, VEC), then every G * VEC further), summed by a fixed butterfly over the group.
-// G[i,h,:] is the same for every edge of the row, so a lane keeps its first vector of it in
-// registers; features beyond G * VEC (F > 128 in f32) are read from memory (L1). Edge begin + k
-// is owned by lane k % G, which alone loads s[e,h] and calls on_edge(e, dot_e, s[e,h]). The
-// sources of a round's kUnroll edges are loaded during the round before, so its V loads never
-// wait on col_idx. Every lane of the warp runs the same rounds up to nmax >= n (the butterfly
-// needs them all); n = 0 for an idle group.
-template <class T, int VEC, int G, class OnEdge>
-__device__ __forceinline__ void row_dots(const int32_t* __restrict__ col_idx,  // (E,)
-                                         const T* __restrict__ s,              // (E, H)
-                                         const T* __restrict__ V,              // (N, H, F)
-                                         const T* __restrict__ gi,             // (F,) G[i,h,:]
-                                         long long begin, int n, int nmax, int H, int HF, int F,
-                                         int h, int lane, OnEdge&& on_edge) {
-  const int f0 = lane * VEC;
-  const Vec<T, VEC> held = n > 0 && f0 < F ? load_vec<T, VEC>(gi + f0) : Vec<T, VEC>{};
-  int32_t src[kUnroll];  // sources of edges begin + k0 + u (the coming round)
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) src[u] = u < n ? col_idx[begin + u] : 0;
-  for (int k0 = 0; k0 < nmax; k0 += kUnroll) {
-    const T* vj[kUnroll];  // V[src, h, :] of edge begin + k0 + u, null past the row
-    Vec<T, VEC> x[kUnroll];
-    T score[kUnroll];  // s[e, h] on the owning lane
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int k = k0 + u;
-      vj[u] = k < n ? V + static_cast<long long>(src[u]) * HF + h * F : nullptr;
-      x[u] = vj[u] && f0 < F ? load_vec<T, VEC>(vj[u] + f0) : Vec<T, VEC>{};
-      score[u] = k < n && k % G == lane ? s[(begin + k) * H + h] : T(0);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {  // the next round's sources
-      const int k = k0 + kUnroll + u;
-      src[u] = k < n ? col_idx[begin + k] : 0;
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      T dot = 0;
-#pragma unroll
-      for (int p = 0; p < VEC; ++p) dot += held.v[p] * x[u].v[p];
-      if (vj[u])
-        for (int f = f0 + G * VEC; f < F; f += G * VEC) {
-          const Vec<T, VEC> a = load_vec<T, VEC>(gi + f), b = load_vec<T, VEC>(vj[u] + f);
-#pragma unroll
-          for (int p = 0; p < VEC; ++p) dot += a.v[p] * b.v[p];
-        }
-      dot = graph::group_sum<G>(dot);
-      const int k = k0 + u;
-      if (k < n && k % G == lane) on_edge(begin + k, dot, score[u]);
-    }
-  }
-}
-
-// Backward (1): one group of G lanes per (destination row i, head h), rows of at most
-// `long_row` edges. Sweep 1 (row_dots): da[e,h] = keep/(1-p) * G[i,h,:].V[src,h,:], written to
-// ds by the edge's owning lane, which also sums r_lane += a * da with a = exp(s - lse[i,h]);
-// r = sum of r_lane over the group (fixed butterfly). Sweep 2: each lane rewrites its own edges
-// ds = a * (da - r) (it reads back what it wrote). No E x H buffer besides ds itself.
+// Backward (1): one group of G lanes per (edge, head): da[e,h] = keep/(1-p) * G[dst,h,:].V[src,h,:]
+// written to ds. Lanes stride over F in VEC steps; the dot is a fixed butterfly over the group.
 template <class T, int VEC, int G>
 __global__ void __launch_bounds__(kThreads)
-    score_grad_kernel(const int32_t* __restrict__ row_ptr,   // (N+1,)
-                      const int32_t* __restrict__ col_idx,   // (E,)
-                      const T* __restrict__ s,               // (E, H)
-                      const T* __restrict__ lse,             // (N, H)
-                      const T* __restrict__ V,               // (N, H, F)
-                      const T* __restrict__ grad_out,        // (N, H, F)
-                      T* __restrict__ ds,                    // (E, H)
-                      long long N, int H, int F, long long long_row, DropoutKey key, T scale) {
+    edge_dot_kernel(const int32_t* __restrict__ col_idx,   // (E,)
+                    const int32_t* __restrict__ edge_dst,  // (E,)
+                    const T* __restrict__ V,               // (N, H, F)
+                    const T* __restrict__ grad_out,        // (N, H, F)
+                    T* __restrict__ da,                    // (E, H)
+                    long long EH, int H, int F, DropoutKey key, T scale) {
   const GroupLane<G> g;
-  const int HF = H * F;
-  const long long items = N * H;
-  // Warp-uniform rounds: the butterflies in row_dots need every lane.
-  for (long long base = g.first_item; base < items; base += g.stride) {
-    const long long item = base + g.group;  // i * H + h
-    const long long i = item / H;
-    const int h = static_cast<int>(item - i * H);
-    long long begin = 0;
-    int n = 0;
-    if (item < items) {
-      begin = row_ptr[i];
-      const long long deg = row_ptr[i + 1] - begin;
-      n = deg > long_row ? 0 : static_cast<int>(deg);
+  // Every lane of a warp runs the same number of rounds (the butterfly needs them all).
+  for (long long base = g.first_item; base < EH; base += g.stride) {
+    const long long t = base + g.group;
+    T dot = 0;
+    if (t < EH) {
+      const long long e = t / H;
+      const int h = static_cast<int>(t - e * H);
+      const T* vr = V + ((long long)col_idx[e] * H + h) * F;
+      const T* gr = grad_out + ((long long)edge_dst[e] * H + h) * F;
+      for (int f = g.lane * VEC; f < F; f += G * VEC) {
+        const Vec<T, VEC> a = load_vec<T, VEC>(vr + f), b = load_vec<T, VEC>(gr + f);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) dot += a.v[k] * b.v[k];
+      }
     }
-    const int nmax = warp_max_int(n);
-    if (nmax == 0) continue;
-    const T l = n > 0 ? lse[item] : T(0);
-    T r = 0;  // sum of a * da over this lane's edges
-    row_dots<T, VEC, G>(col_idx, s, V, grad_out + item * F, begin, n, nmax, H, HF, F, h, g.lane,
-                        [&](long long e, T dot, T score) {
-                          const T da = dot * drop_factor(key, scale, e * H + h);
-                          ds[e * H + h] = da;
-                          r += exp(score - l) * da;
-                        });
-    r = graph::group_sum<G>(r);
-    for (int k = g.lane; k < n; k += G) {
-      const long long e = begin + k;
-      ds[e * H + h] = exp(s[e * H + h] - l) * (ds[e * H + h] - r);
-    }
+    dot = graph::group_sum<G>(dot);
+    if (t < EH && g.lane == 0) da[t] = dot * drop_factor(key, scale, t);
   }
 }
 
-// Backward (1) for rows of more than kChunk edges, part 1: one group per (chunk, head) writes
-// da[e,h] = keep/(1-p) * G[i,h,:].V[src,h,:] into ds; row_softmax_grad_kernel finishes the row.
-template <class T, int VEC, int G>
-__global__ void __launch_bounds__(kThreads)
-    score_dot_chunk_kernel(const int32_t* __restrict__ row_ptr,    // (N+1,)
-                           const int32_t* __restrict__ col_idx,    // (E,)
-                           const int32_t* __restrict__ chunk_ptr,  // (N+1,)
-                           const T* __restrict__ s,                // (E, H)
-                           const T* __restrict__ V,                // (N, H, F)
-                           const T* __restrict__ grad_out,         // (N, H, F)
-                           T* __restrict__ ds,                     // (E, H): da out
-                           long long N, int H, int F, long long max_chunks, DropoutKey key,
-                           T scale) {
-  const GroupLane<G> g;
-  const int HF = H * F;
-  const long long chunks = chunk_ptr[N];  // W <= max_chunks
-  const long long items = max_chunks * H;
-  for (long long base = g.first_item; base < items; base += g.stride) {
-    const long long item = base + g.group;  // w * H + h
-    const long long w = item / H;
-    const int h = static_cast<int>(item - w * H);
-    ChunkRange r{0, 0, 0};
-    if (item < items && w < chunks) r = find_chunk(row_ptr, chunk_ptr, N, w);
-    const int n = static_cast<int>(r.end - r.begin);
-    const int nmax = warp_max_int(n);
-    if (nmax == 0) continue;
-    row_dots<T, VEC, G>(col_idx, s, V, grad_out + (r.row * H + h) * F, r.begin, n, nmax, H, HF, F,
-                        h, g.lane, [&](long long e, T dot, T) {
-                          ds[e * H + h] = dot * drop_factor(key, scale, e * H + h);
-                        });
-  }
-}
-
-// Backward (1) for rows of more than `short_row` edges, part 2: one warp per (row, head):
-// r = sum_e a*da, then ds = a*(da - r) in place (rows of at most short_row edges are skipped).
+// Backward (2): one warp per (row, head): r = sum_e a*da, then ds = a*(da - r) in place.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     row_softmax_grad_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
                             const T* __restrict__ s,              // (E, H)
                             const T* __restrict__ lse,            // (N, H)
                             T* __restrict__ ds,                   // (E, H): da in, ds out
-                            long long NH, int H, long long short_row) {
+                            long long NH, int H) {
   const int lane = threadIdx.x % kWarp;
   for (long long w = graph::warp_id(); w < NH; w += graph::warp_count()) {
     const long long i = w / H;
     const int h = static_cast<int>(w - i * H);
     const long long begin = row_ptr[i], end = row_ptr[i + 1];
-    if (end - begin <= short_row) continue;
     const T l = lse[w];
     T r = 0;
     for (long long e = begin + lane; e < end; e += kWarp) r += exp(s[e * H + h] - l) * ds[e * H + h];
@@ -452,8 +325,6 @@ __global__ void __launch_bounds__(kThreads)
 
 // dV gather of one lane over the transposed list [begin, end) of a source row:
 // acc += a~[e,h] * G[dst,h,c..c+VEC) with a~ recomputed from lse and the regenerated mask.
-// kGather edges per round, the last one predicated; a round's edge ids and destinations are
-// loaded during the round before, so its score, lse and G loads never wait on them.
 template <class T, int VEC>
 __device__ __forceinline__ void gather_value_grad(const int32_t* __restrict__ t_col_idx,  // (E,)
                                                   const int32_t* __restrict__ t_edge_id,  // (E,)
@@ -463,43 +334,27 @@ __device__ __forceinline__ void gather_value_grad(const int32_t* __restrict__ t_
                                                   long long begin, long long end, int H, int HF,
                                                   int h, int c, const DropoutKey& key, T scale,
                                                   T (&acc)[VEC]) {
-  int32_t e[kGather], i[kGather];  // edge id and destination of entry k + u (the coming round)
+  auto add = [&](long long e, long long i, const Vec<T, VEC>& gv) {
+    const T w = exp(s[e * H + h] - lse[i * H + h]) * drop_factor(key, scale, e * H + h);
 #pragma unroll
-  for (int u = 0; u < kGather; ++u) {
-    e[u] = begin + u < end ? t_edge_id[begin + u] : 0;
-    i[u] = begin + u < end ? t_col_idx[begin + u] : 0;
+    for (int q = 0; q < VEC; ++q) acc[q] += w * gv.v[q];
+  };
+  long long k = begin;
+  for (; k + kUnroll <= end; k += kUnroll) {
+    long long e[kUnroll], i[kUnroll];
+    Vec<T, VEC> gv[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) e[u] = t_edge_id[k + u], i[u] = t_col_idx[k + u];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) gv[u] = load_vec<T, VEC>(grad_out + i[u] * HF + c);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) add(e[u], i[u], gv[u]);
   }
-  for (long long k = begin; k < end; k += kGather) {
-    int32_t edge[kGather];  // this round's edge ids (for the dropout mask)
-    T score[kGather], l[kGather];
-    Vec<T, VEC> gv[kGather];
-#pragma unroll
-    for (int u = 0; u < kGather; ++u) {
-      const bool in = k + u < end;
-      edge[u] = e[u];
-      score[u] = in ? s[static_cast<long long>(e[u]) * H + h] : T(0);
-      l[u] = in ? lse[static_cast<long long>(i[u]) * H + h] : T(0);
-      gv[u] = in ? load_vec<T, VEC>(grad_out + static_cast<long long>(i[u]) * HF + c)
-                 : Vec<T, VEC>{};
-    }
-#pragma unroll
-    for (int u = 0; u < kGather; ++u) {  // the next round's edges
-      const bool in = k + kGather + u < end;
-      e[u] = in ? t_edge_id[k + kGather + u] : 0;
-      i[u] = in ? t_col_idx[k + kGather + u] : 0;
-    }
-#pragma unroll
-    for (int u = 0; u < kGather; ++u) {
-      if (k + u >= end) continue;
-      const long long index = static_cast<long long>(edge[u]) * H + h;
-      const T w = exp(score[u] - l[u]) * drop_factor(key, scale, index);
-#pragma unroll
-      for (int q = 0; q < VEC; ++q) acc[q] += w * gv[u].v[q];
-    }
-  }
+  for (; k < end; ++k)
+    add(t_edge_id[k], t_col_idx[k], load_vec<T, VEC>(grad_out + (long long)t_col_idx[k] * HF + c));
 }
 
-// Backward (2): one group per (source row j, column tile) over the transposed graph:
+// Backward (3): one group per (source row j, column tile) over the transposed graph:
 // dV[j,h,c..] = sum over out-edges k (t_row order) of a~[e,h] * G[dst,h,c..]. Rows of more than
 // `long_row` out-edges are left to the chunk and merge kernels below.
 template <class T, int VEC, int G>
@@ -767,31 +622,19 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
       if (F == 0) {
         grad_scores->zero_();
       } else {
-        // Rows of at most kChunk edges in one launch; longer ones (only when the host-side
-        // max_in_degree says there are any) by chunks of dots, then a warp per (row, head).
-        const bool split = graph.max_in_degree() > kChunk;
-        const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-        const int32_t* col_idx = graph.col_idx().data<int32_t>();  // (E,)
         with_vec<T>(F, {V, dout}, [&](auto vec) {
           constexpr int VEC = decltype(vec)::value;
           with_group(pow2_at_least((F + VEC - 1) / VEC), [&](auto group) {
             constexpr int G = decltype(group)::value;
-            score_grad_kernel<T, VEC, G><<<group_blocks(N * H, G), kThreads, 0, cuda::stream()>>>(
-                row_ptr, col_idx, s, l, V, dout, ds, N, H, F, split ? kChunk : E, attn_dropout,
-                scale);
-            CUDA_CHECK_LAUNCH("score_grad_kernel");
-            if (!split) return;
-            const ChunkPlan plan = plan_chunks(graph.row_ptr(), N, E);
-            score_dot_chunk_kernel<T, VEC, G>
-                <<<group_blocks(plan.max_chunks * H, G), kThreads, 0, cuda::stream()>>>(
-                    row_ptr, col_idx, plan.chunk_ptr.data<int32_t>(), s, V, dout, ds, N, H, F,
-                    plan.max_chunks, attn_dropout, scale);
-            CUDA_CHECK_LAUNCH("score_dot_chunk_kernel");
-            row_softmax_grad_kernel<T><<<graph::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(
-                row_ptr, s, l, ds, N * H, H, kChunk);
-            CUDA_CHECK_LAUNCH("row_softmax_grad_kernel");
+            edge_dot_kernel<T, VEC, G><<<group_blocks(E * H, G), kThreads, 0, cuda::stream()>>>(
+                graph.col_idx().data<int32_t>(), graph.edge_dst().data<int32_t>(), V, dout, ds,
+                E * H, H, F, attn_dropout, scale);
+            CUDA_CHECK_LAUNCH("edge_dot_kernel");
           });
         });
+        row_softmax_grad_kernel<T><<<graph::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(
+            graph.row_ptr().data<int32_t>(), s, l, ds, N * H, H);
+        CUDA_CHECK_LAUNCH("row_softmax_grad_kernel");
       }
     }
     if (grad_value && N * H * F > 0) {
