@@ -3,6 +3,7 @@
 #include "framework/init.h"
 #include "framework/ops/arithmetic.h"
 #include "framework/ops/csr_softmax_aggregate.h"
+#include "framework/ops/dropout.h"
 #include "framework/ops/gat_edge_scores.h"
 #include "framework/ops/head_dot.h"
 #include "framework/ops/reduce.h"
@@ -54,7 +55,10 @@ Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen) {
   const DropoutKey key = is_training() && options_.dropout > 0.0
                              ? gen.dropout_key(static_cast<float>(options_.dropout))
                              : DropoutKey{};
-  Tensor out = ops::csr_softmax_aggregate(g, scores, wh, key);  // (N, H, F)
+  Tensor values = wh;  // (N, H, F)
+  if (is_training() && options_.value_dropout > 0.0)
+    values = ops::dropout(wh, gen.dropout_key(static_cast<float>(options_.value_dropout)));
+  Tensor out = ops::csr_softmax_aggregate(g, scores, values, key);  // (N, H, F)
   out = options_.concat ? ops::reshape(out, {N, H * F}) : ops::mean(out, 1);  // (N, out_features)
   if (res) out = ops::add(out, res->forward(x));
   if (bias.defined()) out = ops::add_bias(out, bias);

@@ -33,6 +33,9 @@ struct GATConvOptions {
   bool concat = true;           // (N, H*F); else the mean over heads (N, F)
   double negative_slope = 0.2;  // of the LeakyReLU on the edge scores
   double dropout = 0.0;         // attention dropout rate (training mode only)
+  // Dropout on Wh where it is aggregated (not where el, er are computed), as the GAT authors'
+  // implementation does (its attn_head drops seq_fts with in_drop); PyG's GATConv has none (0).
+  double value_dropout = 0.0;
   bool add_self_loops = true;
   bool bias = true;
   bool residual = false;        // + x R with R a bias-free Linear (in, output width)

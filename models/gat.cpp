@@ -15,6 +15,7 @@ GAT::GAT(const GATConfig& config, Generator& init) : config_(config) {
   first.concat = true;
   first.negative_slope = config.negative_slope;
   first.dropout = config.dropout;
+  first.value_dropout = config.value_dropout;
   first.dtype = config.dtype;
   conv1 = register_module("conv1", std::make_shared<GATConv>(first, init));
   GATConvOptions second = first;

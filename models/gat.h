@@ -28,6 +28,7 @@ struct GATConfig {
   int64_t heads = 8;         // heads of the first layer (concatenated)
   int64_t output_heads = 1;  // heads of the output layer (averaged)
   double dropout = 0.6;      // on the inputs of both layers and on both layers' attention
+  double value_dropout = 0.0;  // GATConvOptions::value_dropout of both layers (reference code: 0.6)
   double negative_slope = 0.2;
   DType dtype = DType::f32;  // of the parameters
 };

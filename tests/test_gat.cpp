@@ -241,6 +241,29 @@ TEST(GATConv, GradientsMeanResidualWithAttentionDropout) {
   check_conv_gradients("GATConv mean residual dropout", conv_options(5, 4, 3, false, true, 0.5), true);
 }
 
+TEST(GATConv, GradientsWithValueDropout) {
+  GATConvOptions o = conv_options(5, 4, 3, true, false, 0.5);
+  o.value_dropout = 0.5;  // the reference implementation's dropout on Wh where it is aggregated
+  check_conv_gradients("GATConv value dropout", o, true);
+}
+
+TEST(GATConv, ValueDropoutActsOnlyInTrainingMode) {
+  std::mt19937_64 rng(4);
+  const Graph graph = small_graph(7, rng);
+  GATConvOptions o = conv_options(5, 4, 2, true, false, 0.0, DType::f32);
+  Generator init(1);
+  GATConv plain(o, init);
+  o.value_dropout = 0.5;
+  Generator init_again(1);
+  GATConv dropped(o, init_again);
+  const Tensor x = random_tensor({7, 5}, rng, -1, 1, DType::f32);
+  Generator g1(3), g2(3);
+  EXPECT_NE(plain.forward(x, graph, g1).to_vector<float>(), dropped.forward(x, graph, g2).to_vector<float>());
+  plain.eval();
+  dropped.eval();
+  EXPECT_EQ(plain.forward(x, graph, g1).to_vector<float>(), dropped.forward(x, graph, g2).to_vector<float>());
+}
+
 TEST(GATConv, GradientsWithoutSelfLoopsOrBias) {
   GATConvOptions o = conv_options(5, 4, 2, true, false, 0.0);
   o.add_self_loops = false;  // node 0 has no incoming edge: a zero row, no NaN

@@ -43,6 +43,7 @@ struct Flags {
   int64_t heads = 8;
   int64_t output_heads = 1;
   double dropout = 0.6;
+  double value_dropout = 0.0;
   double sparse_below = TrainOptions{}.sparse_max_density;
   uint64_t seed = 0;
   int64_t runs = 1;
@@ -150,6 +151,7 @@ int train_runs(const Flags& flags, Device device) {
   config.heads = flags.heads;
   config.output_heads = flags.output_heads;
   config.dropout = flags.dropout;
+  config.value_dropout = flags.value_dropout;
   TrainOptions options;
   options.lr = flags.lr;
   options.weight_decay = flags.weight_decay;
@@ -228,7 +230,7 @@ int train_runs(const Flags& flags, Device device) {
         {"train_step_ms", step_ms_mean}, {"train_step_ms_per_run", step_ms},
         {"threads", omp_get_max_threads()},
         {"config", {{"hidden", flags.hidden}, {"heads", flags.heads}, {"output_heads", flags.output_heads},
-                    {"dropout", flags.dropout}, {"lr", flags.lr}, {"weight_decay", flags.weight_decay},
+                    {"dropout", flags.dropout}, {"value_dropout", flags.value_dropout}, {"lr", flags.lr}, {"weight_decay", flags.weight_decay},
                     {"patience", flags.patience}, {"max_epochs", flags.epochs}}}};
     std::printf("%s\n", j.dump().c_str());
   }
@@ -259,6 +261,10 @@ int main(int argc, char** argv) {
   app.add_option("--output-heads", flags.output_heads, "heads of the output layer (8 for PubMed)")
       ->check(CLI::PositiveNumber);
   app.add_option("--dropout", flags.dropout, "feature and attention dropout rate")
+      ->check(CLI::Range(0.0, 0.999999));
+  app.add_option("--value-dropout", flags.value_dropout,
+                 "dropout on the projected features where they are aggregated, as the GAT authors' "
+                 "code does (0: as PyG's GATConv)")
       ->check(CLI::Range(0.0, 0.999999));
   app.add_option("--sparse-below", flags.sparse_below,
                  "pass the features as a sparse CSR matrix when fewer than this fraction is non-zero "
