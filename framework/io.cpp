@@ -193,7 +193,7 @@ Safetensors load_safetensors(const std::string& path) {
               end - begin, " bytes but ", st_dtype(dtype), " ", shape_str(shape), " needs ", expected);
 
     Tensor t = Tensor::empty(shape, dtype, Device::cpu, "safetensors tensor");
-    std::memcpy(t.raw_data(), data + begin, expected);
+    copy_bytes(t.raw_data(), Device::cpu, data + begin, Device::cpu, expected);  // 0 bytes: no-op
     result.tensors.emplace(name, t);
     extents.push_back({begin, end, name});
   }
