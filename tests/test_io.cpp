@@ -116,7 +116,9 @@ TEST(Safetensors, RoundTripKeepsValuesShapesDtypesAndMetadata) {
     const Tensor& b = back.tensors.at(name);
     EXPECT_EQ(b.shape(), t.shape()) << name;
     EXPECT_EQ(b.dtype(), t.dtype()) << name;
-    if (t.nbytes() > 0) EXPECT_EQ(std::memcmp(b.raw_data(), t.raw_data(), t.nbytes()), 0) << name;
+    if (t.nbytes() > 0) {
+      EXPECT_EQ(std::memcmp(b.raw_data(), t.raw_data(), t.nbytes()), 0) << name;
+    }
   }
 
   // The layout on disk: little-endian length, an 8-byte aligned JSON header, tensors back to
