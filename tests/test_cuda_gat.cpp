@@ -60,7 +60,7 @@ struct Trajectory {
   std::vector<Tensor> params;  // on the host
 };
 
-Trajectory train_on(Device device, const Dataset& host_data, int64_t epochs) {
+Trajectory train_on(Device device, const Dataset& host_data, int64_t epochs, int64_t patience = 100) {
   const Dataset data = dataset_to(host_data, device);
   Generator gen(11);
   GAT model(GATConfig{data.num_features(), data.num_classes}, gen);
@@ -68,6 +68,7 @@ Trajectory train_on(Device device, const Dataset& host_data, int64_t epochs) {
   auto forward = [&](const Features& x, const Graph& g, Generator& gn) { return model.forward(x, g, gn); };
   TrainOptions options;
   options.max_epochs = epochs;
+  options.patience = patience;
   Trajectory t;
   t.result = train_node_classifier(model, forward, data, options, gen, [&](const EpochStats& s) {
     t.losses.push_back(s.loss);
@@ -191,4 +192,29 @@ TEST(CudaTraining, CheckpointsMoveBetweenDevices) {
   EXPECT_TRUE(back_on_gpu.conv1->att_src.is_cuda());
   EXPECT_EQ(rel_error(back_on_gpu.conv1->att_src, on_gpu.conv1->att_src), 0.0);
   std::filesystem::remove(path);
+}
+
+// The acceptance figures on the real data: Cora with the paper's recipe (dropout
+// included), 50 epochs on both devices, then 200 epochs twice on the GPU.
+TEST(CudaTraining, CoraLossesFollowTheCpuFor50EpochsAndRunsAreBitwiseIdenticalAfter200) {
+  SKIP_WITHOUT_CUDA();
+  Dataset cora;
+  try {
+    cora = load_training_dataset("cora");
+  } catch (const Error& e) {
+    GTEST_SKIP() << "Cora not available: " << e.what();
+  }
+  const Trajectory cpu = train_on(Device::cpu, cora, 50, 1000);
+  const Trajectory gpu = train_on(Device::cuda, cora, 50, 1000);
+  ASSERT_EQ(gpu.losses.size(), 50u);
+  for (size_t e = 0; e < cpu.losses.size(); ++e)
+    EXPECT_NEAR(gpu.losses[e], cpu.losses[e], 1e-4 * std::abs(cpu.losses[e])) << "epoch " << e + 1;
+  const Trajectory first = train_on(Device::cuda, cora, 200, 1000);
+  const Trajectory second = train_on(Device::cuda, cora, 200, 1000);
+  ASSERT_EQ(first.losses.size(), 200u);
+  EXPECT_EQ(first.losses, second.losses);
+  ASSERT_EQ(first.params.size(), second.params.size());
+  for (size_t i = 0; i < first.params.size(); ++i)
+    EXPECT_EQ(std::memcmp(first.params[i].raw_data(), second.params[i].raw_data(), first.params[i].nbytes()), 0)
+        << "parameter " << i;
 }
