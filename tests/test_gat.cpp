@@ -323,8 +323,8 @@ TEST(GAT, ShapesAndParameterNames) {
   std::mt19937_64 rng(0);
   const Graph graph = small_graph(10, rng);
   EXPECT_EQ(model.forward(random_tensor({10, 20}, rng, 0, 1, DType::f32), graph, gen).shape(), (Shape{10, 5}));
-  // input dropout, conv1 attention, hidden dropout, conv2 attention
-  EXPECT_EQ(gen.next_stream(), 4u);
+  // input dropout, conv1 attention and values, hidden dropout, conv2 attention and values
+  EXPECT_EQ(gen.next_stream(), 6u);
 }
 
 namespace {

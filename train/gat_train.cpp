@@ -43,7 +43,7 @@ struct Flags {
   int64_t heads = 8;
   int64_t output_heads = 1;
   double dropout = 0.6;
-  double value_dropout = 0.0;
+  double value_dropout = GATConfig{}.value_dropout;
   double sparse_below = TrainOptions{}.sparse_max_density;
   uint64_t seed = 0;
   int64_t runs = 1;
@@ -71,6 +71,7 @@ io::Metadata checkpoint_metadata(const std::string& dataset, const GATConfig& c,
           {"heads", str(c.heads)},
           {"output_heads", str(c.output_heads)},
           {"dropout", str(c.dropout)},
+          {"value_dropout", str(c.value_dropout)},
           {"negative_slope", str(c.negative_slope)},
           {"seed", str(seed)},
           {"best_epoch", str(r.best_epoch)},
