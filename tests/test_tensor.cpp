@@ -89,3 +89,19 @@ TEST(Tensor, FullOnTheDeviceMatchesTheHost) {
   EXPECT_EQ(Tensor::full({2, 2}, 7, DType::i32, Device::cuda).to_vector<int32_t>(), std::vector<int32_t>(4, 7));
   EXPECT_EQ(Tensor::full({0}, 1.0, DType::f32, Device::cuda).numel(), 0);
 }
+
+TEST(Tensor, DeviceOutOfMemoryIsAnErrorNamingTheSizeAndTheOp) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
+  const int64_t elements = int64_t{1} << 48;  // 1 PiB of f32: more than any GPU has
+  try {
+    Tensor::empty({elements}, DType::f32, Device::cuda, "huge activation");
+    FAIL() << "expected an out-of-memory error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("huge activation"), std::string::npos) << what;
+    EXPECT_NE(what.find("out of memory"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(elements * 4)), std::string::npos) << what;
+  }
+  // The device is still usable afterwards.
+  EXPECT_EQ(Tensor::full({3}, 1.5, DType::f32, Device::cuda).to_vector<float>(), std::vector<float>(3, 1.5f));
+}
