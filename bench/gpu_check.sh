@@ -11,8 +11,8 @@
 # bench     bench/compare_pyg.py: PyG and this project side by side on the GPU
 # cpubench  the same on two CPU cores (not in the default list)
 #
-# Logs and results go to $OUT (default /tmp/gat_out). Dependencies that the machine lacks can be
-# provided as a prefix in .devdeps (CMake packages) and the Planetoid files in devdata/.
+# Logs and results go to $OUT (default /tmp/gat_out). Dependencies that the machine lacks come as
+# a prefix in .devdeps and the Planetoid files in devdata/: bench/make_devdeps.sh makes both.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gat_out}
