@@ -18,9 +18,7 @@
 #include <tuple>
 #include <vector>
 
-#if GAT_WITH_CUDA
-#include "framework/cuda_check.h"
-#endif
+#include "bench/timing.h"
 #include "framework/cuda_runtime.h"
 #include "framework/graph.h"
 #include "framework/ops/csr_softmax_aggregate.h"
@@ -106,26 +104,7 @@ void run(benchmark::State& state, int64_t N, int64_t avg_degree, int64_t H, int6
   Problem& p = problem(N, avg_degree, H, F, device);
   forward(p);  // lse for the backward pass; also the warm-up
   auto step = [&] { is_backward ? backward(p) : forward(p); };
-  for (auto _ : state) {
-#if GAT_WITH_CUDA
-    if (device == Device::cuda) {
-      cudaEvent_t start, stop;
-      CUDA_CHECK(cudaEventCreate(&start));
-      CUDA_CHECK(cudaEventCreate(&stop));
-      CUDA_CHECK(cudaEventRecord(start, cuda::stream()));
-      step();
-      CUDA_CHECK(cudaEventRecord(stop, cuda::stream()));
-      CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      CUDA_CHECK(cudaEventDestroy(start));
-      CUDA_CHECK(cudaEventDestroy(stop));
-      state.SetIterationTime(ms / 1e3);
-      continue;
-    }
-#endif
-    step();
-  }
+  for (auto _ : state) state.SetIterationTime(bench::time_ms(device, step) / 1e3);
   const double bytes = bytes_moved(p, is_backward);
   state.counters["bytes"] = benchmark::Counter(bytes);
   state.counters["bandwidth"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,

@@ -23,9 +23,7 @@
 #include <random>
 #include <vector>
 
-#if GAT_WITH_CUDA
-#include "framework/cuda_check.h"
-#endif
+#include "bench/timing.h"
 
 #include "framework/autograd.h"
 #include "framework/cuda_runtime.h"
@@ -66,28 +64,7 @@ Tensor random_f32(const Shape& shape, uint64_t seed, Device device) {
 double median_ms(Device device, const std::function<void()>& fn, int reps = 10, int inner = 1) {
   for (int i = 0; i < 2; ++i) fn();
   std::vector<double> times;
-  for (int r = 0; r < reps; ++r) {
-#if GAT_WITH_CUDA
-    if (device == Device::cuda) {
-      cudaEvent_t start, stop;
-      CUDA_CHECK(cudaEventCreate(&start));
-      CUDA_CHECK(cudaEventCreate(&stop));
-      CUDA_CHECK(cudaEventRecord(start, cuda::stream()));
-      for (int i = 0; i < inner; ++i) fn();
-      CUDA_CHECK(cudaEventRecord(stop, cuda::stream()));
-      CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      CUDA_CHECK(cudaEventDestroy(start));
-      CUDA_CHECK(cudaEventDestroy(stop));
-      times.push_back(ms / inner);
-      continue;
-    }
-#endif
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < inner; ++i) fn();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / inner);
-  }
+  for (int r = 0; r < reps; ++r) times.push_back(bench::time_ms(device, fn, inner) / inner);
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
