@@ -17,10 +17,18 @@
 
 namespace gat {
 
-// Philox4x32-10 of counter (index_lo, index_hi, stream_lo, stream_hi) under key seed; returns the
-// first 32-bit word.
-GAT_HOST_DEVICE uint32_t philox_u32(uint64_t seed, uint64_t stream, uint64_t index) {
-  uint32_t c0 = static_cast<uint32_t>(index), c1 = static_cast<uint32_t>(index >> 32);
+// The four 32-bit words of one Philox4x32-10 block.
+struct PhiloxBlock {
+  uint32_t w0, w1, w2, w3;
+  GAT_HOST_DEVICE uint32_t word(unsigned k) const {  // k in [0, 4); no indexed array on CUDA
+    return k == 0 ? w0 : k == 1 ? w1 : k == 2 ? w2 : w3;
+  }
+};
+
+// Philox4x32-10 of counter (counter_lo, counter_hi, stream_lo, stream_hi) under key seed (the
+// Random123 known-answer vectors hold for it: tests/test_ops_elementwise.cpp).
+GAT_HOST_DEVICE PhiloxBlock philox4x32(uint64_t seed, uint64_t stream, uint64_t counter) {
+  uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32);
   uint32_t c2 = static_cast<uint32_t>(stream), c3 = static_cast<uint32_t>(stream >> 32);
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   for (int round = 0; round < 10; ++round) {
@@ -35,26 +43,51 @@ GAT_HOST_DEVICE uint32_t philox_u32(uint64_t seed, uint64_t stream, uint64_t ind
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  return c0;
+  return {c0, c1, c2, c3};
 }
 
-// Uniform in [0, 1) with 24 random bits (exact in float and double alike, so f32 and f64 paths
-// and both devices make the same keep/drop decisions).
+// One 32-bit draw per index: the first word of block `index` (the dataset generator's draws).
+GAT_HOST_DEVICE uint32_t philox_u32(uint64_t seed, uint64_t stream, uint64_t index) {
+  return philox4x32(seed, stream, index).w0;
+}
+
+// Uniform in [0, 1) from the top 24 bits of a word (exact in float and double alike, so f32 and
+// f64 paths and both devices make the same keep/drop decisions).
+GAT_HOST_DEVICE float uniform24(uint32_t word) {
+  return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
+}
 GAT_HOST_DEVICE float philox_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
-  return static_cast<float>(philox_u32(seed, stream, index) >> 8) * (1.0f / 16777216.0f);
+  return uniform24(philox_u32(seed, stream, index));
 }
 
-// Dropout decision shared by every dropout in the framework: keep when uniform >= p.
+// Dropout decision shared by every dropout in the framework: keep element `index` when the
+// uniform from word index % 4 of Philox block index / 4 is >= p. One block serves four
+// consecutive elements: loops over contiguous elements draw it once (keep4), scattered ones
+// (sparse entries, edges) call keep() and use one word of it.
 struct DropoutKey {
   float p = 0.0f;       // drop probability in [0, 1)
   uint64_t seed = 0;
   uint64_t stream = 0;
-  GAT_HOST_DEVICE bool keep(uint64_t index) const { return philox_uniform(seed, stream, index) >= p; }
+  GAT_HOST_DEVICE bool keep(uint64_t index) const {
+    return uniform24(philox4x32(seed, stream, index >> 2)
+                         .word(static_cast<unsigned>(index & 3))) >= p;
+  }
+  // keep(4 * block + k) in bit k, k = 0..3, from one Philox call.
+  GAT_HOST_DEVICE unsigned keep4(uint64_t block) const {
+    const PhiloxBlock b = philox4x32(seed, stream, block);
+    return (uniform24(b.w0) >= p ? 1u : 0u) | (uniform24(b.w1) >= p ? 2u : 0u) |
+           (uniform24(b.w2) >= p ? 4u : 0u) | (uniform24(b.w3) >= p ? 8u : 0u);
+  }
   // x dropped or scaled by keep_scale = 1 / (1 - p): the one formula of every dropout (dense,
   // sparse, CPU, CUDA). A zero stays zero whatever the mask says, so its draw is skipped.
   template <class T>
   GAT_HOST_DEVICE T apply(T x, uint64_t index, T keep_scale) const {
     return x != T(0) && keep(index) ? x * keep_scale : T(0);
+  }
+  // The same for a known keep decision (bit k of keep4).
+  template <class T>
+  GAT_HOST_DEVICE static T apply_kept(T x, bool kept, T keep_scale) {
+    return kept && x != T(0) ? x * keep_scale : T(0);
   }
   GAT_HOST_DEVICE bool active() const { return p > 0.0f; }
 };

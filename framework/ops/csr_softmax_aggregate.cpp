@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "framework/autograd.h"
 #include "framework/ops/dispatch.h"
@@ -28,19 +29,35 @@ void check_dropout(const char* op, const DropoutKey& key) {
             " is outside [0, 1)");
 }
 
-// Per-element keep factor of the attention dropout: keep / (1 - p), or 1 when inactive.
+// Keep factors of the attention dropout, keep / (1 - p) or 1 when inactive, for the contiguous
+// (edge, head) indices [first, first + count): one Philox block per four indices (a row's edges
+// e in [b, end) own the indices [b H, end H)).
 template <class T>
-struct DropScale {
-  DropoutKey key;
-  T scale;
-  explicit DropScale(const DropoutKey& k)
-      : key(k), scale(k.active() ? T(1) / (T(1) - static_cast<T>(k.p)) : T(1)) {}
-  T operator()(uint64_t index) const {
-    return !key.active() ? T(1) : (key.keep(index) ? scale : T(0));
+class DropFactors {
+ public:
+  explicit DropFactors(const DropoutKey& k)
+      : key_(k), scale_(k.active() ? T(1) / (T(1) - static_cast<T>(k.p)) : T(1)) {}
+  void fill(uint64_t first, int64_t count, T* out) const {  // out (count,)
+    if (!key_.active()) {
+      std::fill(out, out + count, T(1));
+      return;
+    }
+    for (int64_t k = 0; k < count;) {
+      const uint64_t index = first + static_cast<uint64_t>(k);
+      const unsigned kept = key_.keep4(index >> 2);
+      for (unsigned w = static_cast<unsigned>(index & 3); w < 4 && k < count; ++w, ++k)
+        out[k] = (kept >> w) & 1u ? scale_ : T(0);
+    }
   }
+
+ private:
+  DropoutKey key_;
+  T scale_;
 };
 
-// Max and sum of exp(s - max) of head h over the row's edges [begin, end) (z = 0 when empty).
+// Head h of a row's softmax over its edges [b, b + degree): ex[k] = exp(s - m) for the row max m,
+// and (m, z = sum of ex). Weights are ex / z, not exp(s - lse): lse = m + log z rounds to ulp(m),
+// a relative error of 1e-3 in f32 for scores of 1e4.
 template <class T>
 struct MaxSum {
   T m = -std::numeric_limits<T>::infinity();
@@ -49,13 +66,25 @@ struct MaxSum {
 };
 
 template <class T>
-MaxSum<T> row_max_sum(const T* s,  // (E, H)
-                      int64_t begin, int64_t end, int64_t H, int64_t h) {
+MaxSum<T> row_exps(const T* s,  // (E, H)
+                   int64_t b, int64_t degree, int64_t H, int64_t h, T* ex /* (degree,) */) {
   MaxSum<T> r;
-  for (int64_t e = begin; e < end; ++e) r.m = std::max(r.m, s[e * H + h]);
-  for (int64_t e = begin; e < end; ++e) r.z += std::exp(s[e * H + h] - r.m);
+  for (int64_t k = 0; k < degree; ++k) r.m = std::max(r.m, s[(b + k) * H + h]);
+  for (int64_t k = 0; k < degree; ++k) r.z += ex[k] = std::exp(s[(b + k) * H + h] - r.m);
   return r;
 }
+
+// Per-thread scratch for one row: (edge, head) keep factors and one head's exponentials.
+template <class T>
+struct RowScratch {
+  std::vector<T> drop, ex;
+  void reserve(int64_t degree, int64_t H) {
+    if (static_cast<int64_t>(ex.size()) < degree) {
+      drop.resize(static_cast<size_t>(degree * H));
+      ex.resize(static_cast<size_t>(degree));
+    }
+  }
+};
 
 }  // namespace
 
@@ -73,20 +102,25 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
     const T* V = node_value.data<T>();                         // (N, H, F)
     T* o = out.data<T>();                                      // (N, H, F)
     T* l = lse.data<T>();                                      // (N, H)
-    const DropScale<T> drop(attn_dropout);
-#pragma omp parallel for schedule(dynamic, 64)
-    for (int64_t i = 0; i < N; ++i) {
-      T* oi = o + i * H * F;
-      std::fill(oi, oi + H * F, T(0));
-      for (int64_t h = 0; h < H; ++h) {
-        // Weights from (m, z), not from lse: lse = m + log z rounds to ulp(m), a relative error of
-        // 1e-3 in f32 for scores of 1e4.
-        const MaxSum<T> ms = row_max_sum(s, row_ptr[i], row_ptr[i + 1], H, h);
-        l[i * H + h] = ms.lse();
-        for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; ++e) {
-          const T w = std::exp(s[e * H + h] - ms.m) / ms.z * drop(static_cast<uint64_t>(e * H + h));
-          const T* vj = V + (static_cast<int64_t>(col_idx[e]) * H + h) * F;
-          for (int64_t f = 0; f < F; ++f) oi[h * F + f] += w * vj[f];
+    const DropFactors<T> drop(attn_dropout);
+#pragma omp parallel
+    {
+      RowScratch<T> row;
+#pragma omp for schedule(dynamic, 64)
+      for (int64_t i = 0; i < N; ++i) {
+        const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
+        T* oi = o + i * H * F;
+        std::fill(oi, oi + H * F, T(0));
+        row.reserve(degree, H);
+        drop.fill(static_cast<uint64_t>(b * H), degree * H, row.drop.data());  // (degree, H)
+        for (int64_t h = 0; h < H; ++h) {
+          const MaxSum<T> ms = row_exps(s, b, degree, H, h, row.ex.data());
+          l[i * H + h] = ms.lse();
+          for (int64_t k = 0; k < degree; ++k) {
+            const T w = row.ex[k] / ms.z * row.drop[k * H + h];
+            const T* vj = V + (static_cast<int64_t>(col_idx[b + k]) * H + h) * F;
+            for (int64_t f = 0; f < F; ++f) oi[h * F + f] += w * vj[f];
+          }
         }
       }
     }
@@ -104,29 +138,35 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
     const T* V = node_value.data<T>();   // (N, H, F)
     const T* l = lse.data<T>();          // (N, H)
     const T* G = grad_out.data<T>();     // (N, H, F)
-    const DropScale<T> drop(attn_dropout);
+    const DropFactors<T> drop(attn_dropout);
     if (grad_scores) {
-      // Pass 1 over CSR rows: da (stored in ds first), the row sum of a * da, then ds.
+      // Pass 1 over CSR rows: da = G[i].V[j] * keep, the row sum r of a * da, ds = a (da - r).
       const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
       const int32_t* col_idx = graph.col_idx().data<int32_t>();  // (E,)
       T* ds = grad_scores->data<T>();                            // (E, H)
-#pragma omp parallel for schedule(dynamic, 64)
-      for (int64_t i = 0; i < N; ++i) {
-        const int64_t b = row_ptr[i], e_end = row_ptr[i + 1];
-        for (int64_t h = 0; h < H; ++h) {
-          const T* gi = G + (i * H + h) * F;
-          T row_sum = 0;
-          for (int64_t e = b; e < e_end; ++e) {
-            const T* vj = V + (static_cast<int64_t>(col_idx[e]) * H + h) * F;
-            T dot = 0;
-            for (int64_t f = 0; f < F; ++f) dot += gi[f] * vj[f];
-            const T da = dot * drop(static_cast<uint64_t>(e * H + h));
-            ds[e * H + h] = da;
-            row_sum += std::exp(s[e * H + h] - l[i * H + h]) * da;
-          }
-          for (int64_t e = b; e < e_end; ++e) {
-            const T a = std::exp(s[e * H + h] - l[i * H + h]);
-            ds[e * H + h] = a * (ds[e * H + h] - row_sum);
+#pragma omp parallel
+      {
+        RowScratch<T> row;
+#pragma omp for schedule(dynamic, 64)
+        for (int64_t i = 0; i < N; ++i) {
+          const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
+          row.reserve(degree, H);
+          drop.fill(static_cast<uint64_t>(b * H), degree * H, row.drop.data());  // (degree, H)
+          for (int64_t h = 0; h < H; ++h) {
+            const T* gi = G + (i * H + h) * F;
+            T row_sum = 0;
+            for (int64_t k = 0; k < degree; ++k) {
+              const int64_t e = b + k;
+              const T* vj = V + (static_cast<int64_t>(col_idx[e]) * H + h) * F;
+              T dot = 0;
+              for (int64_t f = 0; f < F; ++f) dot += gi[f] * vj[f];
+              const T da = dot * row.drop[k * H + h];
+              ds[e * H + h] = da;
+              row.ex[k] = std::exp(s[e * H + h] - l[i * H + h]);  // a
+              row_sum += row.ex[k] * da;
+            }
+            for (int64_t k = 0; k < degree; ++k)
+              ds[(b + k) * H + h] = row.ex[k] * (ds[(b + k) * H + h] - row_sum);
           }
         }
       }
@@ -137,16 +177,21 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
       const int32_t* t_col_idx = graph.t_col_idx().data<int32_t>();  // (E,) destination
       const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
       T* dV = grad_value->data<T>();                                 // (N, H, F)
-#pragma omp parallel for schedule(dynamic, 64)
-      for (int64_t j = 0; j < N; ++j) {
-        T* dvj = dV + j * H * F;
-        std::fill(dvj, dvj + H * F, T(0));
-        for (int64_t k = t_row_ptr[j]; k < t_row_ptr[j + 1]; ++k) {
-          const int64_t e = t_edge_id[k], i = t_col_idx[k];
-          const T* gi = G + i * H * F;
-          for (int64_t h = 0; h < H; ++h) {
-            const T w = std::exp(s[e * H + h] - l[i * H + h]) * drop(static_cast<uint64_t>(e * H + h));
-            for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w * gi[h * F + f];
+#pragma omp parallel
+      {
+        std::vector<T> keep(static_cast<size_t>(H));  // (H,) keep factors of one edge
+#pragma omp for schedule(dynamic, 64)
+        for (int64_t j = 0; j < N; ++j) {
+          T* dvj = dV + j * H * F;
+          std::fill(dvj, dvj + H * F, T(0));
+          for (int64_t k = t_row_ptr[j]; k < t_row_ptr[j + 1]; ++k) {
+            const int64_t e = t_edge_id[k], i = t_col_idx[k];
+            const T* gi = G + i * H * F;
+            drop.fill(static_cast<uint64_t>(e * H), H, keep.data());
+            for (int64_t h = 0; h < H; ++h) {
+              const T w = std::exp(s[e * H + h] - l[i * H + h]) * keep[h];
+              for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w * gi[h * F + f];
+            }
           }
         }
       }
@@ -214,13 +259,19 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores) {
     const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
     const T* s = edge_scores.data<T>();                        // (E, H)
     T* a = weights.data<T>();                                  // (E, H)
-#pragma omp parallel for schedule(dynamic, 64)
-    for (int64_t i = 0; i < N; ++i)
-      for (int64_t h = 0; h < H; ++h) {
-        const MaxSum<T> ms = row_max_sum(s, row_ptr[i], row_ptr[i + 1], H, h);
-        for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; ++e)
-          a[e * H + h] = std::exp(s[e * H + h] - ms.m) / ms.z;
+#pragma omp parallel
+    {
+      RowScratch<T> row;
+#pragma omp for schedule(dynamic, 64)
+      for (int64_t i = 0; i < N; ++i) {
+        const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
+        row.reserve(degree, H);
+        for (int64_t h = 0; h < H; ++h) {
+          const MaxSum<T> ms = row_exps(s, b, degree, H, h, row.ex.data());
+          for (int64_t k = 0; k < degree; ++k) a[(b + k) * H + h] = row.ex[k] / ms.z;
+        }
       }
+    }
   });
   return weights;
 }

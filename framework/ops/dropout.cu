@@ -8,11 +8,14 @@ namespace {
 template <class T>
 struct DropoutFn {
   const T* x;  // (n,)
+  long long n;
   DropoutKey key;
   T keep_scale;
   T* out;      // (n,)
-  __device__ void operator()(long long i) const {
-    out[i] = key.apply(x[i], static_cast<uint64_t>(i), keep_scale);  // as the CPU
+  __device__ void operator()(long long block) const {  // elements [4 block, 4 block + 4), as the CPU
+    const unsigned kept = key.keep4(static_cast<uint64_t>(block));
+    for (long long k = 0, i = 4 * block; k < 4 && i < n; ++k, ++i)
+      out[i] = DropoutKey::apply_kept(x[i], (kept >> k) & 1u, keep_scale);
   }
 };
 
@@ -21,8 +24,9 @@ struct DropoutFn {
 void dropout(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out) {
   dispatch_float(x.dtype(), "dropout", [&](auto zero) {
     using T = decltype(zero);
-    detail::launch_for_each("dropout", x.numel(),
-                            DropoutFn<T>{x.data<T>(), key, static_cast<T>(keep_scale), out.data<T>()});
+    const long long n = x.numel();
+    detail::launch_for_each("dropout", (n + 3) / 4,
+                            DropoutFn<T>{x.data<T>(), n, key, static_cast<T>(keep_scale), out.data<T>()});
   });
 }
 
