@@ -268,7 +268,9 @@ def main():
         pyg_step, pyg_200 = pyg_training(name, args.data_dir)
         mine = ours(args.build, "train", "--dataset", name, "--data-dir", args.data_dir)
         rows.append((f"{name}: one training step (ms)", pyg_step, mine["step_ms"], None))
+        rows.append((f"{name}: one training step, eager (ms)", pyg_step, mine["eager_step_ms"], None))
         rows.append((f"{name}: 200 epochs + eval (ms)", pyg_200, mine["epochs200_ms"], None))
+        rows.append((f"{name}: 200 epochs + eval, eager (ms)", pyg_200, mine["eager_epochs200_ms"], None))
         results[f"train {name}"] = {"pyg_step_ms": pyg_step, "pyg_200_epochs_ms": pyg_200, **mine}
 
     # ---- scaling: forward and backward at 10^5..10^7 nodes (degree 16), degree 4..64 ----
