@@ -1,5 +1,6 @@
 // The CUDA runtime of the framework: one device, one stream, a stream-ordered pool allocator,
 // one cuBLAS handle bound to the stream.
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -16,7 +17,10 @@ struct Runtime {
   std::string reason;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  void* cublas_workspace = nullptr;
 };
+
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
 
 Runtime& runtime() {
   static Runtime rt = [] {
@@ -38,6 +42,10 @@ Runtime& runtime() {
     CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
     CUBLAS_CHECK(cublasCreate(&r.cublas));
     CUBLAS_CHECK(cublasSetStream(r.cublas, r.stream));
+    // A workspace of our own: cuBLAS then never allocates inside a call, which graph capture
+    // needs (cuBLAS's own default for Hopper is 32 MiB).
+    CUDA_CHECK(cudaMalloc(&r.cublas_workspace, kCublasWorkspaceBytes));
+    CUBLAS_CHECK(cublasSetWorkspace(r.cublas, r.cublas_workspace, kCublasWorkspaceBytes));
     r.ok = true;
     return r;
   }();
@@ -53,6 +61,14 @@ Runtime& checked_runtime(const char* what) {
 size_t g_allocated = 0;  // guarded by g_sizes_mutex
 size_t g_peak = 0;
 std::mutex g_sizes_mutex;
+
+// Capture state (one capture at a time, on the framework's one stream).
+struct CaptureState {
+  bool active = false;
+  std::vector<void*> recorded;  // allocated while recording
+  std::vector<void*> deferred;  // allocated before, freed while recording
+};
+CaptureState g_capture;  // guarded by g_sizes_mutex
 
 }  // namespace
 
@@ -83,6 +99,7 @@ void* malloc(size_t bytes, const char* what) {
              " bytes free of ", total_bytes, "): ", cudaGetErrorString(status));
   }
   std::lock_guard<std::mutex> lock(g_sizes_mutex);
+  if (g_capture.active) g_capture.recorded.push_back(ptr);
   live_sizes()[ptr] = bytes;
   g_allocated += bytes;
   if (g_allocated > g_peak) g_peak = g_allocated;
@@ -93,13 +110,20 @@ void free(void* ptr) {
   if (!ptr) return;
   {
     std::lock_guard<std::mutex> lock(g_sizes_mutex);
+    if (g_capture.active && std::find(g_capture.recorded.begin(), g_capture.recorded.end(), ptr) ==
+                                g_capture.recorded.end()) {
+      g_capture.deferred.push_back(ptr);  // not the graph's: a free node may not take it
+      return;
+    }
     auto it = live_sizes().find(ptr);
     if (it != live_sizes().end()) {
       g_allocated -= it->second;
       live_sizes().erase(it);
     }
   }
-  cudaFreeAsync(ptr, runtime().stream);  // no throw from destructors; errors surface later
+  // No throw from destructors. An address of a failed capture is refused: clear that error so
+  // that it is not reported by the next launch check.
+  if (cudaFreeAsync(ptr, runtime().stream) != cudaSuccess) cudaGetLastError();
 }
 
 void memcpy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes) {
@@ -116,6 +140,112 @@ void memset_zero(void* ptr, size_t bytes) {
 
 void synchronize() {
   if (runtime().ok) CUDA_CHECK(cudaStreamSynchronize(runtime().stream));
+}
+
+// ---- CUDA graphs ----------------------------------------------------------------------------
+
+bool capturing() {
+  std::lock_guard<std::mutex> lock(g_sizes_mutex);
+  return g_capture.active;
+}
+
+CapturedGraph capture(const std::function<void()>& record, std::string* why) {
+  Runtime& r = checked_runtime("cuda::capture");
+  GAT_CHECK(!capturing(), "cuda::capture: a capture is already recording");
+  CUDA_CHECK(cudaStreamSynchronize(r.stream));
+  CUDA_CHECK(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
+  {
+    std::lock_guard<std::mutex> lock(g_sizes_mutex);
+    g_capture = CaptureState{};
+    g_capture.active = true;
+  }
+  std::string failure;
+  try {
+    record();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(r.stream, &graph);
+  CaptureState state;
+  {
+    std::lock_guard<std::mutex> lock(g_sizes_mutex);
+    state = std::move(g_capture);
+    g_capture = CaptureState{};
+  }
+  if (failure.empty() && ended != cudaSuccess)
+    failure = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
+  CapturedGraph out;
+  out.kept_alive_ = std::move(state.deferred);
+  if (failure.empty()) {
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made =
+        cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
+    if (made == cudaSuccess) out.exec_ = exec;
+    else failure = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
+  }
+  if (graph) cudaGraphDestroy(graph);
+  cudaGetLastError();  // a failed capture leaves non-sticky errors behind; the stream is fine
+  if (!failure.empty()) {
+    out.release();  // frees what was kept alive: nothing will replay
+    if (why) *why = failure;
+  }
+  return out;
+}
+
+CapturedGraph::~CapturedGraph() { release(); }
+
+CapturedGraph::CapturedGraph(CapturedGraph&& other) noexcept
+    : exec_(other.exec_), kept_alive_(std::move(other.kept_alive_)) {
+  other.exec_ = nullptr;
+  other.kept_alive_.clear();
+}
+
+CapturedGraph& CapturedGraph::operator=(CapturedGraph&& other) noexcept {
+  if (this != &other) {
+    release();
+    exec_ = other.exec_;
+    kept_alive_ = std::move(other.kept_alive_);
+    other.exec_ = nullptr;
+    other.kept_alive_.clear();
+  }
+  return *this;
+}
+
+void CapturedGraph::release() {
+  if (exec_) {
+    cudaStreamSynchronize(runtime().stream);  // a replay in flight may still use what follows
+    cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+    exec_ = nullptr;
+  }
+  for (void* p : kept_alive_) free(p);
+  kept_alive_.clear();
+}
+
+void CapturedGraph::replay() const {
+  GAT_CHECK(valid(), "CapturedGraph::replay: nothing was captured");
+  CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), runtime().stream));
+}
+
+namespace {
+__global__ void set_counter_kernel(uint64_t* counter, uint64_t value) { *counter = value; }
+__global__ void advance_counter_kernel(uint64_t* counter, uint64_t by) { *counter += by; }
+}  // namespace
+
+DeviceCounter::DeviceCounter()
+    : ptr_(static_cast<uint64_t*>(malloc(sizeof(uint64_t), "DeviceCounter"))) {
+  set(0);
+}
+DeviceCounter::~DeviceCounter() { free(ptr_); }
+
+void DeviceCounter::set(uint64_t value) {
+  set_counter_kernel<<<1, 1, 0, stream()>>>(ptr_, value);
+  CUDA_CHECK_LAUNCH("set_counter_kernel");
+}
+
+void DeviceCounter::advance(uint64_t by) {
+  advance_counter_kernel<<<1, 1, 0, stream()>>>(ptr_, by);
+  CUDA_CHECK_LAUNCH("advance_counter_kernel");
 }
 
 size_t memory_allocated() {

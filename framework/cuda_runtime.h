@@ -6,6 +6,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
 
 namespace gat::cuda {
 
@@ -22,6 +26,52 @@ void free(void* ptr);
 void memcpy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes);
 void memset_zero(void* ptr, size_t bytes);
 void synchronize();
+
+// CUDA graphs. capture(record) runs `record` with the stream in capture mode and instantiates
+// what it queued; replay() queues all of it again in one launch. While recording, allocations
+// become the graph's own (stream-ordered, same addresses at every replay; what is still allocated
+// when capture ends is freed and re-made by the next replay, so tensors made while recording
+// keep holding valid data after each replay), and memory allocated before the capture but freed
+// while recording is kept alive until the graph is destroyed (the graph may still read it).
+// Anything that needs the host while recording (a copy to the host, a synchronisation) fails
+// the capture: capture() then returns an empty CapturedGraph and says why in `why`, the stream
+// is usable again, and the caller runs the work eagerly.
+class CapturedGraph {
+ public:
+  CapturedGraph() = default;
+  ~CapturedGraph();
+  CapturedGraph(CapturedGraph&&) noexcept;
+  CapturedGraph& operator=(CapturedGraph&&) noexcept;
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+
+  bool valid() const { return exec_ != nullptr; }
+  void replay() const;  // queues the graph on the stream
+
+ private:
+  friend CapturedGraph capture(const std::function<void()>& record, std::string* why);
+  void release();
+  void* exec_ = nullptr;           // cudaGraphExec_t
+  std::vector<void*> kept_alive_;  // freed while recording, freed for real with the graph
+};
+CapturedGraph capture(const std::function<void()>& record, std::string* why);
+bool capturing();  // true while capture() records
+
+// A device-side 64-bit counter (e.g. the dropout stream offset of a captured step): set from
+// the host, advanced on the stream (so a replayed graph advances it too).
+class DeviceCounter {
+ public:
+  DeviceCounter();
+  ~DeviceCounter();
+  DeviceCounter(const DeviceCounter&) = delete;
+  DeviceCounter& operator=(const DeviceCounter&) = delete;
+  const uint64_t* get() const { return ptr_; }
+  void set(uint64_t value);          // queued on the stream
+  void advance(uint64_t by);         // queued on the stream: *get() += by
+
+ private:
+  uint64_t* ptr_ = nullptr;
+};
 
 // Bytes in use and the high-water mark of the allocator since the last reset.
 size_t memory_allocated();

@@ -19,6 +19,17 @@ void free(void*) {}
 void memcpy(void*, bool, const void*, bool, size_t) { no_cuda("cuda::memcpy"); }
 void memset_zero(void*, size_t) { no_cuda("cuda::memset_zero"); }
 void synchronize() {}
+CapturedGraph::~CapturedGraph() = default;
+CapturedGraph::CapturedGraph(CapturedGraph&&) noexcept = default;
+CapturedGraph& CapturedGraph::operator=(CapturedGraph&&) noexcept = default;
+void CapturedGraph::replay() const { no_cuda("cuda::CapturedGraph::replay"); }
+void CapturedGraph::release() {}
+CapturedGraph capture(const std::function<void()>&, std::string*) { no_cuda("cuda::capture"); }
+bool capturing() { return false; }
+DeviceCounter::DeviceCounter() { no_cuda("cuda::DeviceCounter"); }
+DeviceCounter::~DeviceCounter() = default;
+void DeviceCounter::set(uint64_t) { no_cuda("cuda::DeviceCounter::set"); }
+void DeviceCounter::advance(uint64_t) { no_cuda("cuda::DeviceCounter::advance"); }
 size_t memory_allocated() { return 0; }
 size_t peak_memory_allocated() { return 0; }
 void reset_peak_memory() {}

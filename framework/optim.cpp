@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "framework/autograd.h"
+#include "framework/cuda_runtime.h"
 #include "framework/ops/dispatch.h"
 
 namespace gat {
@@ -56,31 +57,51 @@ void Optimizer::zero_grad() {
   for (Tensor& p : params_) p.zero_grad();
 }
 
+void Optimizer::count_replayed_step() {
+  GAT_CHECK(recorded_updates_.size() == params_.size(),
+            "Optimizer::count_replayed_step: no step was recorded in a CUDA graph");
+  for (size_t i = 0; i < params_.size(); ++i) steps_[i] += recorded_updates_[i] ? 1 : 0;
+}
+
 void Optimizer::apply(const optim::Rule& rule, int buffers) {
   autograd::NoGradGuard no_grad;
   std::vector<optim::Slot<float>> cuda_f32;
   std::vector<optim::Slot<double>> cuda_f64;
+  bool any_cpu = false, any_cuda = false;
+  for (const Tensor& p : params_)
+    if (p.grad().defined()) (p.is_cuda() ? any_cuda : any_cpu) = true;
+  if (any_cuda && !device_steps_current_) {  // the host counts before this step, uploaded
+    const std::vector<int32_t> counts(steps_.begin(), steps_.end());
+    device_steps_ = Tensor::from_vector(counts, {static_cast<int64_t>(counts.size())}).to(Device::cuda);
+    device_steps_current_ = true;
+  }
+  if (any_cpu) device_steps_current_ = false;  // CPU steps are counted on the host only
+  updated_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     const Tensor g = p.grad();
     if (!g.defined()) continue;
+    updated_[i] = true;
     GAT_CHECK(g.shape() == p.shape() && g.dtype() == p.dtype() && g.device() == p.device(),
               "Optimizer: gradient ", g.describe(), " does not match parameter ", i, " ", p.describe());
     if (buffers >= 1) ensure_buffer(buffer1_[i], p);
     if (buffers >= 2) ensure_buffer(buffer2_[i], p);
-    const int64_t step = ++steps_[i];
+    // While a CUDA graph records this step nothing runs: its replays count (count_replayed_step).
+    const int64_t step = cuda::capturing() ? steps_[i] + 1 : ++steps_[i];
     dispatch_float(p.dtype(), "Optimizer", [&](auto zero) {
       using T = decltype(zero);
       const optim::Slot<T> slot{p.data<T>(), g.data<T>(), data_or_null<T>(buffer1_[i]),
                                 data_or_null<T>(buffer2_[i]), static_cast<long long>(p.numel()),
-                                optim::scalars_for<T>(rule, step)};
+                                optim::scalars_for<T>(rule, step),
+                                p.is_cuda() ? device_steps_.data<int32_t>() + i : nullptr};
       if (!p.is_cuda()) cpu_step(slot);
       else if constexpr (std::is_same_v<T, float>) cuda_f32.push_back(slot);
       else cuda_f64.push_back(slot);
     });
   }
-  if (!cuda_f32.empty()) GAT_CUDA_CALL(optim::cuda_impl::step(cuda_f32));
-  if (!cuda_f64.empty()) GAT_CUDA_CALL(optim::cuda_impl::step(cuda_f64));
+  if (cuda::capturing()) recorded_updates_ = updated_;
+  if (!cuda_f32.empty()) GAT_CUDA_CALL(optim::cuda_impl::step(rule, cuda_f32));
+  if (!cuda_f64.empty()) GAT_CUDA_CALL(optim::cuda_impl::step(rule, cuda_f64));
 }
 
 Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)

@@ -11,8 +11,10 @@
 // PyTorch). State tensors (exp_avg, exp_avg_sq, momentum_buffer) are created on a parameter's
 // first update, on its device, and follow it when the parameter moves.
 // CPU: OpenMP loops. CUDA: one fused kernel launch per step for up to kMaxSlots parameters of one
-// dtype, the per-parameter pointers and scalars passed as kernel arguments (no copies, no host
-// synchronisation). The step counters are host integers.
+// dtype, the per-parameter pointers passed as kernel arguments (no copies, no host
+// synchronisation). The step counts live on the host and, for CUDA parameters, also on the
+// device, where the kernels advance them and derive Adam's bias corrections: a step recorded in
+// a CUDA graph stays right at every replay (count_replayed_step keeps the host count in line).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,8 @@ class Optimizer {
   const std::vector<Tensor>& params() const { return params_; }
   // Updates applied to params()[i] so far.
   int64_t step_count(size_t i) const { return steps_.at(i); }
+  // A CUDA graph that recorded step() was replayed: count it for the parameters it updated.
+  void count_replayed_step();
 
  protected:
   // One update of `rule` for every parameter with a gradient; `buffers` (0, 1 or 2) state
@@ -45,6 +49,10 @@ class Optimizer {
   std::vector<Tensor> params_;
   std::vector<Tensor> buffer1_, buffer2_;  // per parameter, same shape/dtype/device, lazily made
   std::vector<int64_t> steps_;
+  std::vector<bool> updated_;           // by the last step()
+  std::vector<bool> recorded_updates_;  // by the step recorded in a CUDA graph
+  Tensor device_steps_;        // (P,) i32 on the CUDA device: steps_ as the kernels see them
+  bool device_steps_current_ = false;  // false after a CPU update or before the first CUDA one
 };
 
 struct AdamOptions {

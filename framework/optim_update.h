@@ -28,7 +28,7 @@ struct Scalars {
 };
 
 template <class T>
-Scalars<T> scalars_for(const Rule& rule, int64_t step) {
+GAT_HOST_DEVICE Scalars<T> scalars_for(const Rule& rule, int64_t step) {
   const double t = static_cast<double>(step);
   return Scalars<T>{rule.kind,
                     static_cast<T>(rule.lr),
@@ -37,8 +37,8 @@ Scalars<T> scalars_for(const Rule& rule, int64_t step) {
                     static_cast<T>(rule.eps),
                     static_cast<T>(rule.weight_decay),
                     static_cast<T>(rule.momentum),
-                    static_cast<T>(rule.lr / (1.0 - std::pow(rule.beta1, t))),
-                    static_cast<T>(std::sqrt(1.0 - std::pow(rule.beta2, t)))};
+                    static_cast<T>(rule.lr / (1.0 - ::pow(rule.beta1, t))),
+                    static_cast<T>(::sqrt(1.0 - ::pow(rule.beta2, t)))};
 }
 
 // One element: p (parameter), g (its gradient), m (exp_avg or momentum buffer), v (exp_avg_sq).
@@ -62,7 +62,9 @@ GAT_HOST_DEVICE void update_element(const Scalars<T>& s, T& p, T g, T& m, T& v) 
   p += -s.step_size * m / denom;
 }
 
-// One parameter for the fused CUDA kernel.
+// One parameter for one step. On CUDA, `step` is the parameter's update counter on the device:
+// the kernel advances it and derives the scalars from it, so a step recorded in a CUDA graph
+// uses the right bias corrections at every replay. On the CPU (step null) `scalars` hold them.
 template <class T>
 struct Slot {
   T* param;        // (n,)
@@ -71,14 +73,16 @@ struct Slot {
   T* buffer2;      // (n,) or null
   long long n;
   Scalars<T> scalars;
+  int32_t* step;   // CUDA: the update count before this step, or null
 };
 
 // Up to kMaxSlots parameters per launch: the slots travel as a kernel argument (< 4 KiB).
 constexpr int kMaxSlots = 32;
 
 namespace cuda_impl {  // optim.cu: launches over slots in batches of kMaxSlots
-void step(const std::vector<Slot<float>>& slots);
-void step(const std::vector<Slot<double>>& slots);
+// Advances every slot's device counter, then updates with scalars_for(rule, counter).
+void step(const Rule& rule, const std::vector<Slot<float>>& slots);
+void step(const Rule& rule, const std::vector<Slot<double>>& slots);
 }  // namespace cuda_impl
 
 }  // namespace gat::optim

@@ -68,13 +68,25 @@ struct DropoutKey {
   float p = 0.0f;       // drop probability in [0, 1)
   uint64_t seed = 0;
   uint64_t stream = 0;
+  // Set only in keys made while a CUDA graph records (Generator::begin_device_streams): the
+  // stream is then stream + *stream_base, read by the kernel when it runs, so every replay of
+  // the graph draws the masks an eager step would. Host code never sees such a key.
+  const uint64_t* stream_base = nullptr;
+
+  GAT_HOST_DEVICE uint64_t effective_stream() const {
+#if defined(__CUDA_ARCH__)
+    return stream_base ? stream + *stream_base : stream;
+#else
+    return stream;
+#endif
+  }
   GAT_HOST_DEVICE bool keep(uint64_t index) const {
-    return uniform24(philox4x32(seed, stream, index >> 2)
+    return uniform24(philox4x32(seed, effective_stream(), index >> 2)
                          .word(static_cast<unsigned>(index & 3))) >= p;
   }
   // keep(4 * block + k) in bit k, k = 0..3, from one Philox call.
   GAT_HOST_DEVICE unsigned keep4(uint64_t block) const {
-    const PhiloxBlock b = philox4x32(seed, stream, block);
+    const PhiloxBlock b = philox4x32(seed, effective_stream(), block);
     return (uniform24(b.w0) >= p ? 1u : 0u) | (uniform24(b.w1) >= p ? 2u : 0u) |
            (uniform24(b.w2) >= p ? 4u : 0u) | (uniform24(b.w3) >= p ? 8u : 0u);
   }
@@ -96,9 +108,27 @@ struct DropoutKey {
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : seed_(seed) {}
-  DropoutKey dropout_key(float p) { return DropoutKey{p, seed_, next_stream_++}; }
+  DropoutKey dropout_key(float p) {
+    if (!device_base_) return DropoutKey{p, seed_, next_stream_++};
+    return DropoutKey{p, seed_, next_stream_++ - recording_from_, device_base_};
+  }
   uint64_t seed() const { return seed_; }
   uint64_t next_stream() const { return next_stream_; }
+  // For recording a CUDA graph of a step. Between begin and end, keys count their streams from
+  // 0 and carry `device_base`, a device counter that must hold next_stream() when a replay
+  // starts; end returns the streams the step drew (the replay must then advance the counter and
+  // this generator, skip_streams, by that many) and leaves next_stream() where begin found it.
+  void begin_device_streams(const uint64_t* device_base) {
+    device_base_ = device_base;
+    recording_from_ = next_stream_;
+  }
+  uint64_t end_device_streams() {
+    const uint64_t drawn = next_stream_ - recording_from_;
+    next_stream_ = recording_from_;
+    device_base_ = nullptr;
+    return drawn;
+  }
+  void skip_streams(uint64_t n) { next_stream_ += n; }
   // Uniform [0,1) draw for host-side initialisers (not a dropout mask).
   double uniform() { return philox_uniform(seed_, kInitStream, init_index_++); }
 
@@ -107,6 +137,8 @@ class Generator {
   uint64_t seed_;
   uint64_t next_stream_ = 0;
   uint64_t init_index_ = 0;
+  const uint64_t* device_base_ = nullptr;  // while recording a graph
+  uint64_t recording_from_ = 0;
 };
 
 }  // namespace gat

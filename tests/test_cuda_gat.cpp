@@ -60,15 +60,23 @@ struct Trajectory {
   std::vector<Tensor> params;  // on the host
 };
 
-Trajectory train_on(Device device, const Dataset& host_data, int64_t epochs, int64_t patience = 100) {
+// `host_sync_in_forward` reads a value back inside the forward pass, which a CUDA graph cannot
+// record: the trainer must fall back to eager steps.
+Trajectory train_on(Device device, const Dataset& host_data, int64_t epochs, int64_t patience = 100,
+                    bool cuda_graphs = true, bool host_sync_in_forward = false) {
   const Dataset data = dataset_to(host_data, device);
   Generator gen(11);
   GAT model(GATConfig{data.num_features(), data.num_classes}, gen);
   model.to(device);
-  auto forward = [&](const Features& x, const Graph& g, Generator& gn) { return model.forward(x, g, gn); };
+  auto forward = [&](const Features& x, const Graph& g, Generator& gn) {
+    Tensor logits = model.forward(x, g, gn);
+    if (host_sync_in_forward) (void)logits.to(Device::cpu);
+    return logits;
+  };
   TrainOptions options;
   options.max_epochs = epochs;
   options.patience = patience;
+  options.cuda_graphs = cuda_graphs;
   Trajectory t;
   t.result = train_node_classifier(model, forward, data, options, gen, [&](const EpochStats& s) {
     t.losses.push_back(s.loss);
@@ -174,6 +182,42 @@ TEST(CudaTraining, FollowsTheCpuAndIsBitwiseReproducible) {
         << "parameter " << i;
 }
 
+namespace {
+void expect_same_run(const Trajectory& a, const Trajectory& b, const std::string& what) {
+  EXPECT_EQ(a.losses, b.losses) << what;
+  EXPECT_EQ(a.val_losses, b.val_losses) << what;
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (size_t i = 0; i < a.params.size(); ++i)
+    EXPECT_EQ(std::memcmp(a.params[i].raw_data(), b.params[i].raw_data(), a.params[i].nbytes()), 0)
+        << what << ": parameter " << i;
+}
+}  // namespace
+
+TEST(CudaTraining, RecordedGraphsReplayTheEagerStepsBitForBit) {
+  SKIP_WITHOUT_CUDA();
+  const Dataset data = generated_dataset();
+  const Trajectory replayed = train_on(Device::cuda, data, 30, 100, true);
+  const Trajectory eager = train_on(Device::cuda, data, 30, 100, false);
+  EXPECT_EQ(replayed.result.cuda_graphs_note, "recorded");
+  EXPECT_EQ(eager.result.cuda_graphs_note, "off");
+  ASSERT_EQ(replayed.losses.size(), 30u);
+  // Dropout draws fresh masks at every replay: the training loss changes from epoch to epoch
+  // exactly as in the eager run.
+  expect_same_run(replayed, eager, "graphs vs eager");
+}
+
+TEST(CudaTraining, AStepThatCannotBeRecordedRunsEagerly) {
+  SKIP_WITHOUT_CUDA();
+  const Dataset data = generated_dataset();
+  const Trajectory fallback = train_on(Device::cuda, data, 10, 100, true, true);
+  const Trajectory eager = train_on(Device::cuda, data, 10, 100, false, true);
+  EXPECT_EQ(fallback.result.cuda_graphs_note.rfind("not recorded: ", 0), 0u)
+      << fallback.result.cuda_graphs_note;
+  expect_same_run(fallback, eager, "fallback vs eager");
+  // The device is usable afterwards: recording works again.
+  EXPECT_EQ(train_on(Device::cuda, data, 3).result.cuda_graphs_note, "recorded");
+}
+
 TEST(CudaTraining, CheckpointsMoveBetweenDevices) {
   SKIP_WITHOUT_CUDA();
   Generator init_a(1), init_b(2);
@@ -209,12 +253,10 @@ TEST(CudaTraining, CoraLossesFollowTheCpuFor50EpochsAndRunsAreBitwiseIdenticalAf
   ASSERT_EQ(gpu.losses.size(), 50u);
   for (size_t e = 0; e < cpu.losses.size(); ++e)
     EXPECT_NEAR(gpu.losses[e], cpu.losses[e], 1e-4 * std::abs(cpu.losses[e])) << "epoch " << e + 1;
+  EXPECT_EQ(gpu.result.cuda_graphs_note, "recorded");
   const Trajectory first = train_on(Device::cuda, cora, 200, 1000);
   const Trajectory second = train_on(Device::cuda, cora, 200, 1000);
   ASSERT_EQ(first.losses.size(), 200u);
-  EXPECT_EQ(first.losses, second.losses);
-  ASSERT_EQ(first.params.size(), second.params.size());
-  for (size_t i = 0; i < first.params.size(); ++i)
-    EXPECT_EQ(std::memcmp(first.params[i].raw_data(), second.params[i].raw_data(), first.params[i].nbytes()), 0)
-        << "parameter " << i;
+  expect_same_run(first, second, "two runs");
+  expect_same_run(first, train_on(Device::cuda, cora, 200, 1000, false), "graphs vs eager");
 }

@@ -49,6 +49,7 @@ struct Flags {
   int64_t runs = 1;
   std::string save, load, log;
   bool json = false, info = false, quiet = false;
+  bool cuda_graphs = TrainOptions{}.cuda_graphs;
 };
 
 Device resolve_device(const std::string& name) {
@@ -159,6 +160,7 @@ int train_runs(const Flags& flags, Device device) {
   options.max_epochs = flags.epochs;
   options.patience = flags.patience;
   options.sparse_max_density = flags.sparse_below;
+  options.cuda_graphs = flags.cuda_graphs;
 
   std::ofstream log;
   if (!flags.log.empty()) {
@@ -189,6 +191,8 @@ int train_runs(const Flags& flags, Device device) {
     };
     const TrainResult r = train_node_classifier(model, forward, data, options, gen, on_epoch);
     results.push_back(r);
+    if (r.cuda_graphs_note.rfind("not recorded", 0) == 0)
+      std::fprintf(stderr, "gat_train: CUDA graphs %s; the steps ran eagerly\n", r.cuda_graphs_note.c_str());
     if (!flags.quiet)
       std::printf("run %lld/%lld seed %llu: test acc %.4f at epoch %lld (val acc %.4f, loss %.4f), "
                   "%lld epochs, %.2f ms/step\n",
@@ -208,11 +212,13 @@ int train_runs(const Flags& flags, Device device) {
     return std::pair<double, double>{m, v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0};
   };
   std::vector<double> accs, epochs, best_epochs, step_ms;
+  std::vector<std::string> graph_notes;
   for (const TrainResult& r : results) {
     accs.push_back(r.test_acc);
     epochs.push_back(static_cast<double>(r.epochs));
     best_epochs.push_back(static_cast<double>(r.best_epoch));
     step_ms.push_back(r.train_step_ms);
+    graph_notes.push_back(r.cuda_graphs_note);
   }
   const auto [acc_mean, acc_std] = mean_std(accs);
   const double epochs_mean = mean_std(epochs).first, step_ms_mean = mean_std(step_ms).first;
@@ -229,7 +235,7 @@ int train_runs(const Flags& flags, Device device) {
         {"test_accs", accs},         {"epochs_mean", epochs_mean},
         {"epochs", epochs},          {"best_epochs", best_epochs},
         {"train_step_ms", step_ms_mean}, {"train_step_ms_per_run", step_ms},
-        {"threads", omp_get_max_threads()},
+        {"threads", omp_get_max_threads()}, {"cuda_graphs", graph_notes},
         {"config", {{"hidden", flags.hidden}, {"heads", flags.heads}, {"output_heads", flags.output_heads},
                     {"dropout", flags.dropout}, {"value_dropout", flags.value_dropout}, {"lr", flags.lr}, {"weight_decay", flags.weight_decay},
                     {"patience", flags.patience}, {"max_epochs", flags.epochs}}}};
@@ -271,6 +277,9 @@ int main(int argc, char** argv) {
                  "pass the features as a sparse CSR matrix when fewer than this fraction is non-zero "
                  "(0: always dense; same results up to rounding)")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("!--no-cuda-graphs", flags.cuda_graphs,
+               "on CUDA, run every step eagerly instead of replaying recorded CUDA graphs "
+               "(the same results)");
   app.add_option("--seed", flags.seed, "seed of the first run");
   app.add_option("--runs", flags.runs, "runs with seeds seed, seed+1, ...; reports mean +- std")
       ->check(CLI::PositiveNumber);

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <chrono>
 #include <limits>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "datasets/planetoid.h"
@@ -11,7 +13,9 @@
 #include "framework/autograd.h"
 #include "framework/cuda_runtime.h"
 #include "framework/ops/accuracy.h"
+#include "framework/ops/concat.h"
 #include "framework/ops/cross_entropy.h"
+#include "framework/ops/reshape.h"
 #include "framework/optim.h"
 
 namespace gat {
@@ -29,20 +33,106 @@ void sync_if_cuda(const Dataset& data) {
   if (data.x.is_cuda()) cuda::synchronize();
 }
 
-SplitMetrics metrics(const Tensor& logits, const Dataset& data, const Tensor& index) {
-  return {ops::masked_cross_entropy(logits, data.y, index).item(),
-          ops::accuracy(logits, data.y, index)};
+// One training step, queued without waiting: forward in training mode, masked cross-entropy on
+// the training nodes, backward, optimiser step. Gradients are dropped before and after, so a
+// recorded step owns all the memory it makes.
+struct StepOutputs {
+  Tensor loss;            // () training loss
+  Tensor train_counts;    // (2,) i32 correct_counts of the training nodes
+};
+StepOutputs queue_step(Module& model, const ForwardFn& forward, const Dataset& data,
+                       const Features& x, Optimizer& optimizer, Generator& gen) {
+  model.train();
+  optimizer.zero_grad();
+  const Tensor logits = forward(x, data.graph, gen);  // (N, C)
+  const Tensor loss = ops::masked_cross_entropy(logits, data.y, data.train_index);
+  loss.backward();
+  optimizer.step();
+  optimizer.zero_grad();
+  return {loss.detach(), ops::correct_counts(logits.detach(), data.y, data.train_index)};
 }
 
-}  // namespace
-
-Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x) {
+// The evaluation, queued without waiting: eval mode, no autograd, the losses (3,) and
+// correct_counts (6,) of the train, validation and test nodes.
+struct EvalOutputs {
+  Tensor losses;  // (3,)
+  Tensor counts;  // (6,) i32
+};
+EvalOutputs queue_eval(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x) {
   autograd::NoGradGuard no_grad;
   model.eval();
   Generator no_dropout(0);  // eval mode draws no dropout stream from it
   const Tensor logits = forward(x, data.graph, no_dropout);  // (N, C)
-  return {metrics(logits, data, data.train_index), metrics(logits, data, data.val_index),
-          metrics(logits, data, data.test_index)};
+  std::vector<Tensor> losses, counts;
+  for (const Tensor* index : {&data.train_index, &data.val_index, &data.test_index}) {
+    losses.push_back(ops::reshape(ops::masked_cross_entropy(logits, data.y, *index), {1}));
+    counts.push_back(ops::correct_counts(logits, data.y, *index));
+  }
+  return {ops::concat(losses, 0), ops::concat(counts, 0)};
+}
+
+Evaluation read_eval(const EvalOutputs& out, const Dataset& data) {
+  const std::vector<double> losses = out.losses.to(DType::f64).to_vector<double>();
+  const std::vector<int32_t> counts = out.counts.to_vector<int32_t>();
+  const Tensor* index[3] = {&data.train_index, &data.val_index, &data.test_index};
+  SplitMetrics m[3];
+  for (int k = 0; k < 3; ++k)
+    m[k] = {losses[k], ops::accuracy_from_counts({counts[2 * k], counts[2 * k + 1]}, *index[k])};
+  return {m[0], m[1], m[2]};
+}
+
+// The step and the evaluation recorded once as CUDA graphs and replayed every epoch. The
+// dropout streams come from a device counter that each replay advances, and the optimiser
+// counts its steps on the device, so a replay does exactly what queue_step would.
+class RecordedEpoch {
+ public:
+  RecordedEpoch(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x,
+                Optimizer& optimizer, Generator& gen)
+      : optimizer_(optimizer), gen_(gen) {
+    stream_base_.set(gen.next_stream());
+    step_ = cuda::capture([&] {
+      gen.begin_device_streams(stream_base_.get());
+      try {
+        step_out_ = queue_step(model, forward, data, x, optimizer, gen);
+      } catch (...) {
+        gen.end_device_streams();
+        throw;
+      }
+      streams_per_step_ = gen.end_device_streams();
+      stream_base_.advance(streams_per_step_);
+    }, &why_);
+    if (step_.valid())
+      eval_ = cuda::capture([&] { eval_out_ = queue_eval(model, forward, data, x); }, &why_);
+  }
+  bool valid() const { return step_.valid() && eval_.valid(); }
+  const std::string& why() const { return why_; }
+
+  const StepOutputs& step() {
+    step_.replay();
+    gen_.skip_streams(streams_per_step_);
+    optimizer_.count_replayed_step();
+    return step_out_;
+  }
+  const EvalOutputs& eval() {
+    eval_.replay();
+    return eval_out_;
+  }
+
+ private:
+  Optimizer& optimizer_;
+  Generator& gen_;
+  cuda::DeviceCounter stream_base_;
+  uint64_t streams_per_step_ = 0;
+  cuda::CapturedGraph step_, eval_;
+  StepOutputs step_out_;
+  EvalOutputs eval_out_;
+  std::string why_;
+};
+
+}  // namespace
+
+Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x) {
+  return read_eval(queue_eval(model, forward, data, x), data);
 }
 
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data) {
@@ -60,34 +150,38 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   Adam optimizer(model.parameters(), adam);
   const std::vector<Tensor> params = model.parameters();
   std::vector<Tensor> best_params(params.size());
-
   TrainResult result;
   double best_acc = 0.0, best_loss = std::numeric_limits<double>::infinity();
   double step_ms_total = 0.0;
   int64_t wait = 0;
   const Features x = Features::choose(data.x, options.sparse_max_density);  // built once
+  // Recorded after the first (eager) epoch has made the optimiser state and every cache.
+  std::unique_ptr<RecordedEpoch> recorded;
+  bool record = options.cuda_graphs && data.x.is_cuda();
+  result.cuda_graphs_note = record ? "" : "off";
   for (int64_t epoch = 1; epoch <= options.max_epochs; ++epoch) {
+    if (record && epoch == 2) {
+      record = false;
+      recorded = std::make_unique<RecordedEpoch>(model, forward, data, x, optimizer, gen);
+      if (!recorded->valid()) {  // fall back to eager steps
+        result.cuda_graphs_note = "not recorded: " + recorded->why();
+        recorded.reset();
+      }
+    }
     const Clock::time_point start = Clock::now();
-    model.train();
-    optimizer.zero_grad();
-    const Tensor logits = forward(x, data.graph, gen);  // (N, C)
-    const Tensor loss = ops::masked_cross_entropy(logits, data.y, data.train_index);
-    loss.backward();
-    optimizer.step();
+    const StepOutputs step = recorded ? recorded->step() : queue_step(model, forward, data, x, optimizer, gen);
     sync_if_cuda(data);
     EpochStats stats;
     stats.epoch = epoch;
     stats.step_ms = ms_since(start);
     step_ms_total += stats.step_ms;
-    stats.loss = loss.item();
-    stats.train_acc = ops::accuracy(logits.detach(), data.y, data.train_index);
-
-    const Evaluation eval = evaluate(model, forward, data, x);
+    stats.loss = step.loss.item();
+    stats.train_acc = ops::accuracy_from_counts(step.train_counts.to_vector<int32_t>(), data.train_index);
+    const Evaluation eval = read_eval(recorded ? recorded->eval() : queue_eval(model, forward, data, x), data);
     stats.val_loss = eval.val.loss;
     stats.val_acc = eval.val.acc;
     stats.test_acc = eval.test.acc;
     result.epochs = epoch;
-
     bool stop = false;
     if (stats.val_acc >= best_acc || stats.val_loss <= best_loss) {
       if (stats.val_acc >= best_acc && stats.val_loss <= best_loss) {
@@ -107,6 +201,8 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
     if (on_epoch) on_epoch(stats);
     if (stop) break;
   }
+  if (recorded) result.cuda_graphs_note = "recorded";
+  recorded.reset();
   result.train_step_ms = step_ms_total / static_cast<double>(result.epochs);
   GAT_CHECK(result.best_epoch > 0, "train: no epoch had a finite validation loss (last: ",
             best_loss, ")");

@@ -39,6 +39,9 @@ struct TrainOptions {
   // The features go to the model as a CsrMatrix when fewer than this fraction of data.x is
   // non-zero (Features::choose; 0 keeps them dense). Same numbers either way, up to rounding.
   double sparse_max_density = Features::kDefaultMaxDensity;
+  // On CUDA: record the training step and the evaluation as CUDA graphs after the first epoch
+  // and replay them (same results as eager steps, bit for bit; eager when recording fails).
+  bool cuda_graphs = true;
 };
 
 struct EpochStats {
@@ -59,6 +62,9 @@ struct TrainResult {
   int64_t best_epoch = 0;  // the remembered epoch (1-based)
   int64_t epochs = 0;      // epochs run
   double train_step_ms = 0;  // mean forward + backward + optimizer step
+  // "recorded" (epochs after the first replayed CUDA graphs), "off" (not asked for, or not on
+  // CUDA), or "not recorded: <why>" (eager steps throughout).
+  std::string cuda_graphs_note;
 };
 
 struct SplitMetrics {

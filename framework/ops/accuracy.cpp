@@ -1,5 +1,7 @@
 #include "framework/ops/accuracy.h"
 
+#include <vector>
+
 #include "framework/ops/dispatch.h"
 
 namespace gat::ops {
@@ -23,19 +25,25 @@ Tensor argmax_unchecked(const Tensor& x) {
   return out;
 }
 
-int64_t count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index) {
-  if (pred.is_cuda()) return GAT_CUDA_CALL(cuda_impl::count_correct(pred, labels, index));
+// (2,) i32 on pred's device: rows k of index with pred[index[k]] == labels[index[k]], and index
+// entries outside [0, N) (CUDA; the CPU throws on the first one).
+Tensor count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index) {
+  if (pred.is_cuda()) {
+    Tensor counts = Tensor::zeros({2}, DType::i32, Device::cuda);
+    GAT_CUDA_CALL(cuda_impl::count_correct(pred, labels, index, counts));
+    return counts;
+  }
   const int64_t N = pred.numel(), K = index.numel();
   const int32_t* p = pred.data<int32_t>();     // (N,)
   const int32_t* y = labels.data<int32_t>();   // (N,)
   const int32_t* idx = index.data<int32_t>();  // (K,)
-  int64_t correct = 0;
+  int32_t correct = 0;
   for (int64_t k = 0; k < K; ++k) {
     GAT_CHECK(idx[k] >= 0 && idx[k] < N, "accuracy: index[", k, "] = ", idx[k],
-              " is outside [0, ", N, ")");
+              " is outside [0, ", N, ")");  // on the host the entry can be named at once
     correct += p[idx[k]] == y[idx[k]];
   }
-  return correct;
+  return Tensor::from_vector(std::vector<int32_t>{correct, 0}, {2});
 }
 
 void check_logits(const char* op, const Tensor& x) {
@@ -51,7 +59,7 @@ Tensor argmax(const Tensor& x) {
   return argmax_unchecked(x);
 }
 
-double accuracy(const Tensor& logits, const Tensor& labels, const Tensor& index) {
+Tensor correct_counts(const Tensor& logits, const Tensor& labels, const Tensor& index) {
   const char* op = "accuracy";
   check_logits(op, logits);
   check_dtype(op, "labels", labels, DType::i32);
@@ -62,8 +70,17 @@ double accuracy(const Tensor& logits, const Tensor& labels, const Tensor& index)
   GAT_CHECK(labels.device() == logits.device() && index.device() == logits.device(), op,
             ": logits ", logits.describe(), ", labels ", labels.describe(), " and index ",
             index.describe(), " must be on one device");
-  return static_cast<double>(count_correct(argmax_unchecked(logits), labels, index)) /
-         static_cast<double>(index.numel());
+  return count_correct(argmax_unchecked(logits), labels, index);
+}
+
+double accuracy_from_counts(const std::vector<int32_t>& counts, const Tensor& index) {
+  GAT_CHECK(counts.size() == 2 && counts[1] == 0, "accuracy: ", counts.at(1), " entries of index ",
+            index.describe(), " are outside [0, N)");
+  return static_cast<double>(counts[0]) / static_cast<double>(index.numel());
+}
+
+double accuracy(const Tensor& logits, const Tensor& labels, const Tensor& index) {
+  return accuracy_from_counts(correct_counts(logits, labels, index).to_vector<int32_t>(), index);
 }
 
 }  // namespace gat::ops

@@ -42,16 +42,11 @@ void argmax(const Tensor& x, Tensor& out) {
   });
 }
 
-int64_t count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index) {
+void count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index, Tensor& counts) {
   const long long N = pred.numel(), K = index.numel();
-  Tensor counts = Tensor::zeros({2}, DType::i32, Device::cuda);  // (2,) correct, out of range
   count_correct_kernel<<<cuda::blocks_for(K), 256, 0, cuda::stream()>>>(
       pred.data<int32_t>(), labels.data<int32_t>(), index.data<int32_t>(), counts.data<int32_t>(), N, K);
   CUDA_CHECK_LAUNCH("count_correct_kernel");
-  const std::vector<int32_t> host = counts.to_vector<int32_t>();  // waits for the device
-  GAT_CHECK(host[1] == 0, "accuracy: ", host[1], " entries of index ", index.describe(),
-            " are outside [0, ", N, ")");
-  return host[0];
 }
 
 }  // namespace gat::ops::cuda_impl

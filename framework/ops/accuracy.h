@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "framework/rng.h"  // GAT_HOST_DEVICE
 #include "framework/tensor.h"
@@ -17,6 +18,13 @@ Tensor argmax(const Tensor& x);
 // Throws when an index entry is outside [0, N). Waits for the device (returns a host value).
 double accuracy(const Tensor& logits, const Tensor& labels, const Tensor& index);
 
+// The same in two steps, for work queued without waiting (e.g. recorded in a CUDA graph):
+// correct_counts -> (2,) i32 on logits' device: the rows of index predicted right, and the index
+// entries outside [0, N); accuracy_from_counts turns those counts, read back, into accuracy's
+// value (throwing on entries outside [0, N)).
+Tensor correct_counts(const Tensor& logits, const Tensor& labels, const Tensor& index);
+double accuracy_from_counts(const std::vector<int32_t>& counts, const Tensor& index);
+
 // The argmax of one row of C >= 1 values, the same on both devices.
 template <class T>
 GAT_HOST_DEVICE int32_t row_argmax(const T* row, int64_t C) {
@@ -28,8 +36,9 @@ GAT_HOST_DEVICE int32_t row_argmax(const T* row, int64_t C) {
 
 namespace cuda_impl {  // accuracy.cu
 void argmax(const Tensor& x, Tensor& out);  // x (N, C) -> out (N,) i32
-// Rows k of index with pred[index[k]] == labels[index[k]]; throws on an index outside [0, N).
-int64_t count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index);
+// counts (2,) i32, zeroed by the caller, += rows k of index with pred[index[k]] ==
+// labels[index[k]], and += index entries outside [0, N).
+void count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index, Tensor& counts);
 }  // namespace cuda_impl
 
 }  // namespace gat::ops

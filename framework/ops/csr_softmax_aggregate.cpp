@@ -36,7 +36,9 @@ template <class T>
 class DropFactors {
  public:
   explicit DropFactors(const DropoutKey& k)
-      : key_(k), scale_(k.active() ? T(1) / (T(1) - static_cast<T>(k.p)) : T(1)) {}
+      : key_(k), scale_(k.active() ? T(1) / (T(1) - static_cast<T>(k.p)) : T(1)) {
+    GAT_CHECK(!k.stream_base, "csr_softmax_aggregate: a key recorded for a CUDA graph reached the CPU");
+  }
   void fill(uint64_t first, int64_t count, T* out) const {  // out (count,)
     if (!key_.active()) {
       std::fill(out, out + count, T(1));

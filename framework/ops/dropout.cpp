@@ -17,6 +17,7 @@ Tensor apply_mask(const Tensor& x, const DropoutKey& key) {
     GAT_CUDA_CALL(cuda_impl::dropout(x, key, keep_scale, out));
     return out;
   }
+  GAT_CHECK(!key.stream_base, "dropout: a key recorded for a CUDA graph reached the CPU");
   dispatch_float(x.dtype(), "dropout", [&](auto zero) {
     using T = decltype(zero);
     const T* px = x.data<T>();  // (n,)

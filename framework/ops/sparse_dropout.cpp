@@ -17,6 +17,7 @@ Tensor apply_mask(const CsrMatrix& a, const Tensor& values, const DropoutKey& ke
     GAT_CUDA_CALL(cuda_impl::sparse_dropout(a, values, key, keep_scale, out));
     return out;
   }
+  GAT_CHECK(!key.stream_base, "sparse_dropout: a key recorded for a CUDA graph reached the CPU");
   dispatch_float(values.dtype(), "sparse_dropout", [&](auto zero) {
     using T = decltype(zero);
     const T* pv = values.data<T>();                // (nnz,)
