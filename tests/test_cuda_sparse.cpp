@@ -98,6 +98,20 @@ TEST_F(CudaSparse, MatmulAndItsGradientsMatchTheCpu) {
   }
 }
 
+// Both CUDA kernels: the forward's 20,000 rows take one group of lanes per row, the gradient's
+// 40 rows (every column holds ~5,000 entries) a block per row.
+TEST_F(CudaSparse, TallAndWideMatmulsMatchTheCpu) {
+  std::mt19937_64 rng(6);
+  const CsrMatrix cpu = CsrMatrix::from_dense(sparse_random(20000, 40, rng, 0.25));
+  const Tensor b = random_tensor({40, 64}, rng, -1, 1, DType::f32), g = random_tensor({20000, 64}, rng, -1, 1, DType::f32);
+  Tensor b_cpu = b.clone().set_requires_grad(), b_gpu = b.to(Device::cuda).set_requires_grad();
+  Tensor out_cpu = ops::sparse_matmul(cpu, b_cpu), out_gpu = ops::sparse_matmul(cpu.to(Device::cuda), b_gpu);
+  out_cpu.backward(g);
+  out_gpu.backward(g.to(Device::cuda));
+  EXPECT_LE(rel_error(out_gpu, out_cpu), 1e-5);
+  EXPECT_LE(rel_error(b_gpu.grad(), b_cpu.grad()), 1e-5);
+}
+
 TEST_F(CudaSparse, MatmulIsBitwiseReproducible) {
   std::mt19937_64 rng(4);
   const CsrMatrix a = CsrMatrix::from_dense(sparse_random(3000, 1400, rng, 0.02)).to(Device::cuda);

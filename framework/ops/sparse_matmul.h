@@ -9,7 +9,10 @@
 // Entries holding zero (dropped by sparse_dropout) are skipped in the sums: a dense matmul of
 // a.to_dense() (which skips a mostly-zero left operand's zeros in the same order) gives the same
 // numbers. Every output element is summed on one thread in a fixed order: results do not depend
-// on the thread count. CUDA: a group of lanes per output row (up to a warp), lanes over N.
+// on the thread count. CUDA: a group of lanes per output row (up to a warp), lanes over N; when
+// that would leave the GPU mostly idle (few rows, e.g. the 1,433 rows of Cora's feature gradient),
+// a block per row whose slices' partial sums are added in a fixed order (reproducible, equal to
+// the CPU up to rounding).
 #pragma once
 
 #include "framework/sparse.h"
