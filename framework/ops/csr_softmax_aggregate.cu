@@ -3,15 +3,16 @@
 // Forward: a group of G lanes (G a power of two <= 32) owns one (destination row, column tile);
 // each lane owns VEC consecutive features of one head (float4 / double2 loads when F allows) and
 // runs the online softmax over the row in ONE pass (running max m, sum z, accumulator rescaled
-// when the max grows). Rows of more than kChunk edges are split: each chunk of kChunk edges is a
-// work item writing a partial (m, z, acc), and a merge kernel combines a row's partials in chunk
-// order. Chunks are enumerated by an exclusive scan (CUB, integer) of the chunk counts per row and
+// when the max grows). Rows of more than `chunk` edges are split (chunk_edges: 512 on large graphs,
+// down to 32 on small ones, where one long row would otherwise be the whole kernel's time): each
+// chunk is a work item writing a partial (m, z, acc), and a merge kernel combines a row's
+// partials in chunk order. Chunks are enumerated by an exclusive scan (CUB, integer) of the chunk counts per row and
 // found by binary search, so the work list needs no host synchronisation.
 //
 // Backward: (1) one group per (edge, head) computes da = keep/(1-p) * G[dst,h,:].V[src,h,:];
 // (2) one warp per (row, head) sweeps the row twice: r = sum a*da (fixed butterfly), then
 // ds = a*(da - r), with a recomputed from lse; (3) dV over the transposed graph, a group per
-// (source row, column tile) gathering G[dst] in t_row order, sources of more than kChunk edges
+// (source row, column tile) gathering G[dst] in t_row order, sources of more than `chunk` edges
 // split into chunks as in the forward pass. No float atomics anywhere: every sum has a fixed
 // order, so results are bitwise reproducible.
 #include <cub/device/device_scan.cuh>
@@ -29,7 +30,16 @@ namespace {
 
 using graph::kWarp;
 
-constexpr int kChunk = 512;  // rows with more edges are split into chunks of this many edges
+// Rows of more edges than chunk_edges(E) are split into chunks of that many edges. 512 keeps the
+// chunk plan off large graphs' typical rows; on a small graph (Cora: 13,264 edges, 2,708 rows, the
+// longest of 169 edges) the GPU is nearly idle and the longest row's serial loop is the kernel's
+// time, so the chunks shrink with E down to 32 edges. Fixed by E: runs stay reproducible.
+constexpr int kMaxChunk = 512, kMinChunk = 32;
+int chunk_edges(long long E) {
+  int chunk = kMinChunk;
+  while (chunk < kMaxChunk && static_cast<long long>(chunk) * 2 * 2048 <= E) chunk *= 2;
+  return chunk;
+}
 constexpr int kUnroll = 4;   // edges whose loads are issued together
 constexpr unsigned kThreads = 256;
 
@@ -179,25 +189,25 @@ struct ChunkRange {
 };
 __device__ __forceinline__ ChunkRange find_chunk(const int32_t* __restrict__ row_ptr,    // (N+1,)
                                                  const int32_t* __restrict__ chunk_ptr,  // (N+1,)
-                                                 long long N, long long w) {
+                                                 long long N, long long w, int chunk) {
   long long lo = 0, hi = N - 1;
   while (lo < hi) {
     const long long mid = (lo + hi + 1) / 2;
     if (chunk_ptr[mid] <= w) lo = mid;
     else hi = mid - 1;
   }
-  const long long begin = row_ptr[lo] + (w - chunk_ptr[lo]) * kChunk;
-  return {begin, min(begin + kChunk, static_cast<long long>(row_ptr[lo + 1]))};
+  const long long begin = row_ptr[lo] + (w - chunk_ptr[lo]) * chunk;
+  return {begin, min(begin + chunk, static_cast<long long>(row_ptr[lo + 1]))};
 }
 
-// nchunks[i] = chunks of a row longer than kChunk edges, 0 otherwise; nchunks[N] = 0.
+// nchunks[i] = chunks of a row longer than `chunk` edges, 0 otherwise; nchunks[N] = 0.
 __global__ void count_chunks_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
                                     int32_t* __restrict__ nchunks,        // (N+1,)
-                                    long long N) {
+                                    long long N, int chunk) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i <= N;
        i += (long long)gridDim.x * blockDim.x) {
     const int deg = i < N ? row_ptr[i + 1] - row_ptr[i] : 0;
-    nchunks[i] = deg > kChunk ? (deg + kChunk - 1) / kChunk : 0;
+    nchunks[i] = deg > chunk ? (deg + chunk - 1) / chunk : 0;
   }
 }
 
@@ -213,7 +223,7 @@ __global__ void __launch_bounds__(kThreads)
                            T* __restrict__ part_m,                 // (W, H)
                            T* __restrict__ part_z,                 // (W, H)
                            T* __restrict__ part_acc,               // (W, H, F)
-                           long long N, int H, int F, int tiles, long long max_chunks,
+                           long long N, int H, int F, int tiles, long long max_chunks, int chunk,
                            DropoutKey key, T scale) {
   const GroupLane<G> g;
   const int HF = H * F;
@@ -223,7 +233,7 @@ __global__ void __launch_bounds__(kThreads)
     const long long w = item / tiles;
     const int c = ((static_cast<int>(item - w * tiles)) * G + g.lane) * VEC;
     if (w >= chunks || c >= HF) continue;
-    const ChunkRange r = find_chunk(row_ptr, chunk_ptr, N, w);
+    const ChunkRange r = find_chunk(row_ptr, chunk_ptr, N, w, chunk);
     const int h = c / F;
     OnlineState<T, VEC> st;
     gather_softmax<T, VEC>(col_idx, s, V, r.begin, r.end, H, HF, h, c, key, scale, st);
@@ -270,8 +280,11 @@ __global__ void __launch_bounds__(kThreads)
 
 // Backward (1): one group of G lanes per (edge, head): da[e,h] = keep/(1-p) * G[dst,h,:].V[src,h,:]
 // written to ds. Lanes stride over F in VEC steps; the dot is a fixed butterfly over the group.
+// Six blocks per SM (<= 40 registers): the gathers need the warps in flight, and the inlined
+// Philox draw would otherwise push the kernel to 44 registers and five blocks (measured 15%
+// slower on the H200).
 template <class T, int VEC, int G>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 6)
     edge_dot_kernel(const int32_t* __restrict__ col_idx,   // (E,)
                     const int32_t* __restrict__ edge_dst,  // (E,)
                     const T* __restrict__ V,               // (N, H, F)
@@ -394,7 +407,7 @@ __global__ void __launch_bounds__(kThreads)
                             const T* __restrict__ lse,              // (N, H)
                             const T* __restrict__ grad_out,         // (N, H, F)
                             T* __restrict__ part_acc,               // (W, H, F)
-                            long long N, int H, int F, int tiles, long long max_chunks,
+                            long long N, int H, int F, int tiles, long long max_chunks, int chunk,
                             DropoutKey key, T scale) {
   const GroupLane<G> g;
   const int HF = H * F;
@@ -404,7 +417,7 @@ __global__ void __launch_bounds__(kThreads)
     const long long w = item / tiles;
     const int c = ((static_cast<int>(item - w * tiles)) * G + g.lane) * VEC;
     if (w >= chunks || c >= HF) continue;
-    const ChunkRange r = find_chunk(t_row_ptr, chunk_ptr, N, w);
+    const ChunkRange r = find_chunk(t_row_ptr, chunk_ptr, N, w, chunk);
     T acc[VEC] = {};
     gather_value_grad<T, VEC>(t_col_idx, t_edge_id, s, lse, grad_out, r.begin, r.end, H, HF, c / F,
                               c, key, scale, acc);
@@ -512,18 +525,18 @@ unsigned group_blocks(long long items, int G) {
   return graph::warp_blocks((items + kWarp / G - 1) / (kWarp / G), kThreads);
 }
 
-// The chunks of the rows of more than kChunk edges of a CSR (by destination or the transpose).
+// The chunks of the rows of more than `chunk` edges of a CSR (by destination or the transpose).
 struct ChunkPlan {
   Tensor chunk_ptr;          // (N+1,) i32: row i owns chunks [chunk_ptr[i], chunk_ptr[i+1])
   long long max_chunks = 0;  // host bound on chunk_ptr[N], for grids and partial buffers
 };
 
-ChunkPlan plan_chunks(const Tensor& row_ptr, long long N, long long E) {
+ChunkPlan plan_chunks(const Tensor& row_ptr, long long N, long long E, int chunk) {
   ChunkPlan plan;
   Tensor nchunks = Tensor::empty({N + 1}, DType::i32, Device::cuda, "chunk counts");
   plan.chunk_ptr = Tensor::empty({N + 1}, DType::i32, Device::cuda, "chunk_ptr");
   count_chunks_kernel<<<cuda::blocks_for(N + 1), kThreads, 0, cuda::stream()>>>(
-      row_ptr.data<int32_t>(), nchunks.data<int32_t>(), N);
+      row_ptr.data<int32_t>(), nchunks.data<int32_t>(), N, chunk);
   CUDA_CHECK_LAUNCH("count_chunks_kernel");
   size_t temp_bytes = 0;
   CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, nchunks.data<int32_t>(),
@@ -534,8 +547,8 @@ ChunkPlan plan_chunks(const Tensor& row_ptr, long long N, long long E) {
   CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw_data(), temp_bytes, nchunks.data<int32_t>(),
                                            plan.chunk_ptr.data<int32_t>(), static_cast<int>(N + 1),
                                            cuda::stream()));
-  // A row of deg > kChunk edges has ceil(deg / kChunk) < 2 deg / kChunk chunks.
-  plan.max_chunks = 2 * E / kChunk + 1;
+  // A row of deg > chunk edges has ceil(deg / chunk) < 2 deg / chunk chunks.
+  plan.max_chunks = 2 * E / chunk + 1;
   return plan;
 }
 
@@ -561,7 +574,8 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
     });
     return;
   }
-  const bool split = graph.max_in_degree() > kChunk;
+  const int chunk = chunk_edges(E);
+  const bool split = graph.max_in_degree() > chunk;
   dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
     using T = decltype(zero);
     const T scale = drop_scale<T>(attn_dropout);
@@ -578,12 +592,12 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
         constexpr int G = decltype(group)::value;
         const long long items = N * tiling.tiles;
         aggregate_forward_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
-            row_ptr, col_idx, s, V, o, l, N, H, F, tiling.tiles, split ? kChunk : E, attn_dropout,
+            row_ptr, col_idx, s, V, o, l, N, H, F, tiling.tiles, split ? chunk : E, attn_dropout,
             scale);
         CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
         if (!split) return;
         // Long rows: their chunks' partial states, merged in chunk order.
-        const ChunkPlan plan = plan_chunks(graph.row_ptr(), N, E);
+        const ChunkPlan plan = plan_chunks(graph.row_ptr(), N, E, chunk);
         const long long max_chunks = plan.max_chunks;
         Tensor part_m = Tensor::empty({max_chunks, H}, out.dtype(), Device::cuda, "aggregate partial m");
         Tensor part_z = Tensor::empty({max_chunks, H}, out.dtype(), Device::cuda, "aggregate partial z");
@@ -592,7 +606,7 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
         aggregate_chunk_kernel<T, VEC, G>
             <<<group_blocks(max_chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
                 row_ptr, col_idx, plan.chunk_ptr.data<int32_t>(), s, V, part_m.data<T>(),
-                part_z.data<T>(), part_acc.data<T>(), N, H, F, tiling.tiles, max_chunks,
+                part_z.data<T>(), part_acc.data<T>(), N, H, F, tiling.tiles, max_chunks, chunk,
                 attn_dropout, scale);
         CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
         aggregate_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
@@ -639,7 +653,8 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
     }
     if (grad_value && N * H * F > 0) {
       T* dV = grad_value->data<T>();  // (N, H, F)
-      const bool split = graph.max_out_degree() > kChunk;
+      const int chunk = chunk_edges(E);
+      const bool split = graph.max_out_degree() > chunk;
       const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (N+1,)
       const int32_t* t_col_idx = graph.t_col_idx().data<int32_t>();  // (E,) destination
       const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
@@ -651,17 +666,17 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
           const long long items = N * tiling.tiles;
           value_grad_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
               t_row_ptr, t_col_idx, t_edge_id, s, l, dout, dV, N, H, F, tiling.tiles,
-              split ? kChunk : E, attn_dropout, scale);
+              split ? chunk : E, attn_dropout, scale);
           CUDA_CHECK_LAUNCH("value_grad_kernel");
           if (!split) return;
-          // Sources of more than kChunk edges: chunk partials, summed in chunk order.
-          const ChunkPlan plan = plan_chunks(graph.t_row_ptr(), N, E);
+          // Sources of more than `chunk` edges: chunk partials, summed in chunk order.
+          const ChunkPlan plan = plan_chunks(graph.t_row_ptr(), N, E, chunk);
           Tensor part_acc = Tensor::empty({plan.max_chunks, H, F}, grad_value->dtype(), Device::cuda,
                                           "value grad partial acc");
           value_grad_chunk_kernel<T, VEC, G>
               <<<group_blocks(plan.max_chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
                   t_row_ptr, t_col_idx, t_edge_id, plan.chunk_ptr.data<int32_t>(), s, l, dout,
-                  part_acc.data<T>(), N, H, F, tiling.tiles, plan.max_chunks, attn_dropout, scale);
+                  part_acc.data<T>(), N, H, F, tiling.tiles, plan.max_chunks, chunk, attn_dropout, scale);
           CUDA_CHECK_LAUNCH("value_grad_chunk_kernel");
           value_grad_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
               plan.chunk_ptr.data<int32_t>(), part_acc.data<T>(), dV, N, H, F, tiling.tiles);
