@@ -14,7 +14,9 @@ namespace gat::ops {
 Tensor head_dot(const Tensor& x, const Tensor& a);
 
 namespace head_dot_detail {
-constexpr int64_t kRowsPerBlock = 256;  // rows of x per partial sum of d a
+// Rows of x per partial sum of d a: 32 gives Cora's 2,708 rows 85 blocks on the GPU (256 left
+// 11 blocks each adding 256 rows in a row, 20 us per call).
+constexpr int64_t kRowsPerBlock = 32;
 }
 
 namespace cuda_impl {

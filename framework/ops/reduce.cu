@@ -10,7 +10,9 @@ namespace {
 constexpr int kRowThreads = 256;  // inner == 1: threads along the axis (a power of two: tree below)
 constexpr int kTileCols = 32;     // inner > 1: one warp reads 32 adjacent columns ...
 constexpr int kTileRows = 8;      // ... and 8 warps stride down the axis
-constexpr long long kChunk = 16384;          // axis elements one block adds (at least)
+constexpr long long kMinChunk = 256;       // axis elements one block adds (at least) ...
+constexpr long long kTargetBlocks = 264;   // ... and enough chunks for 2 blocks per H200 SM
+
 constexpr long long kMaxGridX = 65535LL * 32;
 constexpr long long kMaxGridY = 65535;
 
@@ -106,7 +108,12 @@ struct ExpandFn {
 void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out) {
   const long long outputs = outer * inner;
   if (outputs == 0) return;
-  const long long chunk_len = std::max(kChunk, (len + kMaxGridY - 1) / kMaxGridY);
+  // Short, narrow sums (a bias gradient over Cora's 2,708 rows: 2 column tiles) are split
+  // along the axis too, or two blocks would add 340 rows per thread.
+  const long long blocks_per_chunk = inner == 1 ? outputs : outer * ((inner + kTileCols - 1) / kTileCols);
+  const long long want_chunks = std::max(1LL, kTargetBlocks / blocks_per_chunk);
+  const long long chunk_len = std::max({kMinChunk, (len + want_chunks - 1) / want_chunks,
+                                        (len + kMaxGridY - 1) / kMaxGridY});
   const long long chunks = len > chunk_len ? (len + chunk_len - 1) / chunk_len : 1;
   Tensor partial;  // (chunks, outputs) f64, only when the axis is split
   if (chunks > 1) partial = Tensor::empty({chunks, outputs}, DType::f64, Device::cuda, "sum partials");
