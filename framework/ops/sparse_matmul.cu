@@ -48,10 +48,11 @@ sparse_rows_kernel(const int32_t* __restrict__ ptr,     // (R+1,)
 // The same with a block per row r (grid-stride over rows), for matrices with few rows whose
 // longest rows would leave one group of lanes summing thousands of entries alone (the feature
 // gradient of Cora: 1,433 rows, the most common word in 1,000+ documents). The block's kSlices
-// slices take the row's entries p = begin + s, begin + s + kSlices, ...; for each tile of `lanes`
-// columns the slices' partial sums meet in shared memory and are added in slice order: a fixed
-// order, so results are reproducible (they differ from the CPU's sequential sum by rounding).
-template <class T, int kLanes>
+// slices take the row's entries p = begin + s, begin + s + kSlices, ...; a slice's kLanes lanes
+// hold kCols columns each (a tile of kLanes * kCols columns per pass over the entries); the
+// slices' partial sums meet in shared memory and are added in slice order: a fixed order, so
+// results are reproducible (they differ from the CPU's sequential sum by rounding).
+template <class T>
 __global__ void __launch_bounds__(kThreads)
 sparse_rows_block_kernel(const int32_t* __restrict__ ptr,    // (R+1,)
                          const int32_t* __restrict__ entry,  // (nnz,) or null for the identity
@@ -60,27 +61,29 @@ sparse_rows_block_kernel(const int32_t* __restrict__ ptr,    // (R+1,)
                          const T* __restrict__ dense,        // (*, N)
                          T* __restrict__ out,                // (R, N)
                          long long R, long long N) {
-  constexpr int kSlices = kThreads / kLanes;
-  __shared__ T partial[kSlices][kLanes];
+  constexpr int kLanes = 16, kCols = 4, kSlices = kThreads / kLanes, kTile = kLanes * kCols;
+  __shared__ T partial[kSlices][kTile];
   const int lane = threadIdx.x % kLanes, slice = threadIdx.x / kLanes;
   for (long long r = blockIdx.x; r < R; r += gridDim.x) {
     const int begin = ptr[r], end = ptr[r + 1];
-    for (long long j0 = 0; j0 < N; j0 += kLanes) {
-      const long long j = j0 + lane;
-      T acc = T(0);
-      if (j < N)
-        for (int p = begin + slice; p < end; p += kSlices) {
-          const int e = entry ? entry[p] : p;
-          const T v = values[e];
-          if (v == T(0)) continue;
-          acc += v * dense[static_cast<long long>(index[e]) * N + j];
-        }
-      partial[slice][lane] = acc;
+    for (long long j0 = 0; j0 < N; j0 += kTile) {
+      T acc[kCols] = {};
+      for (int p = begin + slice; p < end; p += kSlices) {
+        const int e = entry ? entry[p] : p;
+        const T v = values[e];
+        if (v == T(0)) continue;
+        const T* row = dense + static_cast<long long>(index[e]) * N + j0 + lane;
+#pragma unroll
+        for (int k = 0; k < kCols; ++k)
+          if (j0 + lane + k * kLanes < N) acc[k] += v * row[k * kLanes];
+      }
+#pragma unroll
+      for (int k = 0; k < kCols; ++k) partial[slice][lane + k * kLanes] = acc[k];
       __syncthreads();
-      if (slice == 0 && j < N) {
-        T sum = partial[0][lane];
-        for (int k = 1; k < kSlices; ++k) sum += partial[k][lane];
-        out[r * N + j] = sum;
+      for (int c = threadIdx.x; c < kTile && j0 + c < N; c += kThreads) {
+        T sum = partial[0][c];
+        for (int k = 1; k < kSlices; ++k) sum += partial[k][c];
+        out[r * N + j0 + c] = sum;
       }
       __syncthreads();
     }
@@ -119,7 +122,7 @@ void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
     using T = decltype(zero);
     if (R * lanes < kBlockPerRowBelowThreads) {
       const unsigned blocks = static_cast<unsigned>(std::min<long long>(R, 65535LL * 32));
-      sparse_rows_block_kernel<T, 32><<<blocks, kThreads, 0, cuda::stream()>>>(
+      sparse_rows_block_kernel<T><<<blocks, kThreads, 0, cuda::stream()>>>(
           a.ptr.data<int32_t>(), a.entry ? a.entry->data<int32_t>() : nullptr,
           a.index.data<int32_t>(), a.values.data<T>(), dense.data<T>(), out.data<T>(), R, N);
       CUDA_CHECK_LAUNCH("sparse_matmul rows (block per row)");
