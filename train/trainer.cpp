@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <string>
@@ -137,6 +138,13 @@ class RecordedEpoch {
 };
 
 }  // namespace
+
+bool cuda_graphs_by_default() {
+  const char* env = std::getenv("GAT_CUDA_GRAPHS");
+  if (!env) return true;
+  const std::string v = env;
+  return !(v == "0" || v == "off" || v == "false");
+}
 
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x) {
   return read_eval(queue_eval(model, forward, data, x), data);

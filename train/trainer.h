@@ -31,6 +31,9 @@ namespace gat {
 // The model's forward pass: x (N, F) dense or sparse, graph, dropout generator -> logits (N, C).
 using ForwardFn = std::function<Tensor(const Features& x, const Graph& graph, Generator& gen)>;
 
+// False when the environment sets GAT_CUDA_GRAPHS to 0, off or false; true otherwise.
+bool cuda_graphs_by_default();
+
 struct TrainOptions {
   double lr = 0.005;
   double weight_decay = 5e-4;  // L2 added to the gradient (torch.optim.Adam's weight_decay)
@@ -41,7 +44,9 @@ struct TrainOptions {
   double sparse_max_density = Features::kDefaultMaxDensity;
   // On CUDA: record the training step and the evaluation as CUDA graphs after the first epoch
   // and replay them (same results as eager steps, bit for bit; eager when recording fails).
-  bool cuda_graphs = true;
+  // The environment variable GAT_CUDA_GRAPHS=0 turns the default off, e.g. for
+  // compute-sanitizer, whose memcheck does not follow the graphs' own allocations.
+  bool cuda_graphs = cuda_graphs_by_default();
 };
 
 struct EpochStats {

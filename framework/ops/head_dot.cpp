@@ -43,7 +43,7 @@ void backward_cpu(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tens
     }
     if (grad_a) {
       // Stage 1: one partial (H, F) per block of rows; stage 2: the partials summed in order.
-      const int64_t rows = head_dot_detail::kRowsPerBlock;
+      const int64_t rows = head_dot_detail::rows_per_block(N);
       const int64_t blocks = (N + rows - 1) / rows;
       std::vector<T> partial(static_cast<size_t>(blocks * HF), T(0));  // (blocks, H, F)
 #pragma omp parallel for if (N * HF > 65536)

@@ -91,7 +91,7 @@ void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out,
       CUDA_CHECK_LAUNCH("head_dot_grad_x_kernel");
     }
     if (grad_a && HF > 0) {
-      const long long rows = head_dot_detail::kRowsPerBlock;
+      const long long rows = head_dot_detail::rows_per_block(N);
       const long long blocks = (N + rows - 1) / rows;
       if (blocks == 0) {
         grad_a->zero_();
