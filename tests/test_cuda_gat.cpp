@@ -65,7 +65,7 @@ struct Trajectory {
 // `host_sync_in_forward` reads a value back inside the forward pass, which a CUDA graph cannot
 // record: the trainer must fall back to eager steps.
 Trajectory train_on(Device device, const Dataset& host_data, int64_t epochs, int64_t patience = 100,
-                    bool cuda_graphs = true, bool host_sync_in_forward = false) {
+                    bool cuda_graphs = TrainOptions{}.cuda_graphs, bool host_sync_in_forward = false) {
   const Dataset data = dataset_to(host_data, device);
   Generator gen(11);
   GAT model(GATConfig{data.num_features(), data.num_classes}, gen);
