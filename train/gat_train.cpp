@@ -277,9 +277,10 @@ int main(int argc, char** argv) {
                  "pass the features as a sparse CSR matrix when fewer than this fraction is non-zero "
                  "(0: always dense; same results up to rounding)")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_flag("!--no-cuda-graphs", flags.cuda_graphs,
-               "on CUDA, run every step eagerly instead of replaying recorded CUDA graphs "
-               "(the same results)");
+  app.add_flag("--cuda-graphs,!--no-cuda-graphs", flags.cuda_graphs,
+               "on CUDA, record the training step and evaluation as CUDA graphs and replay them "
+               "(the same results, less host work per epoch; experimental, default: "
+               "GAT_CUDA_GRAPHS or off)");
   app.add_option("--seed", flags.seed, "seed of the first run");
   app.add_option("--runs", flags.runs, "runs with seeds seed, seed+1, ...; reports mean +- std")
       ->check(CLI::PositiveNumber);

@@ -141,9 +141,9 @@ class RecordedEpoch {
 
 bool cuda_graphs_by_default() {
   const char* env = std::getenv("GAT_CUDA_GRAPHS");
-  if (!env) return true;
+  if (!env) return false;
   const std::string v = env;
-  return !(v == "0" || v == "off" || v == "false");
+  return v == "1" || v == "on" || v == "true";
 }
 
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x) {
