@@ -88,6 +88,22 @@ struct RowScratch {
   }
 };
 
+// f(row, i, b, degree) for every row i of a CSR (edges [b, b + degree)), rows spread dynamically
+// over the OpenMP threads, each thread with its own RowScratch reserved for the row.
+template <class T, class F>
+void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
+#pragma omp parallel
+  {
+    RowScratch<T> row;
+#pragma omp for schedule(dynamic, 64)
+    for (int64_t i = 0; i < N; ++i) {
+      const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
+      row.reserve(degree, H);
+      f(row, i, b, degree);
+    }
+  }
+}
+
 }  // namespace
 
 namespace cpu_impl {
@@ -105,27 +121,20 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
     T* o = out.data<T>();                                      // (N, H, F)
     T* l = lse.data<T>();                                      // (N, H)
     const DropFactors<T> drop(attn_dropout);
-#pragma omp parallel
-    {
-      RowScratch<T> row;
-#pragma omp for schedule(dynamic, 64)
-      for (int64_t i = 0; i < N; ++i) {
-        const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
-        T* oi = o + i * H * F;
-        std::fill(oi, oi + H * F, T(0));
-        row.reserve(degree, H);
-        drop.fill(static_cast<uint64_t>(b * H), degree * H, row.drop.data());  // (degree, H)
-        for (int64_t h = 0; h < H; ++h) {
-          const MaxSum<T> ms = row_exps(s, b, degree, H, h, row.ex.data());
-          l[i * H + h] = ms.lse();
-          for (int64_t k = 0; k < degree; ++k) {
-            const T w = row.ex[k] / ms.z * row.drop[k * H + h];
-            const T* vj = V + (static_cast<int64_t>(col_idx[b + k]) * H + h) * F;
-            for (int64_t f = 0; f < F; ++f) oi[h * F + f] += w * vj[f];
-          }
+    for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+      T* oi = o + i * H * F;
+      std::fill(oi, oi + H * F, T(0));
+      drop.fill(static_cast<uint64_t>(b * H), degree * H, row.drop.data());  // (degree, H)
+      for (int64_t h = 0; h < H; ++h) {
+        const MaxSum<T> ms = row_exps(s, b, degree, H, h, row.ex.data());
+        l[i * H + h] = ms.lse();
+        for (int64_t k = 0; k < degree; ++k) {
+          const T w = row.ex[k] / ms.z * row.drop[k * H + h];
+          const T* vj = V + (static_cast<int64_t>(col_idx[b + k]) * H + h) * F;
+          for (int64_t f = 0; f < F; ++f) oi[h * F + f] += w * vj[f];
         }
       }
-    }
+    });
   });
 }
 
@@ -146,32 +155,25 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
       const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
       const int32_t* col_idx = graph.col_idx().data<int32_t>();  // (E,)
       T* ds = grad_scores->data<T>();                            // (E, H)
-#pragma omp parallel
-      {
-        RowScratch<T> row;
-#pragma omp for schedule(dynamic, 64)
-        for (int64_t i = 0; i < N; ++i) {
-          const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
-          row.reserve(degree, H);
-          drop.fill(static_cast<uint64_t>(b * H), degree * H, row.drop.data());  // (degree, H)
-          for (int64_t h = 0; h < H; ++h) {
-            const T* gi = G + (i * H + h) * F;
-            T row_sum = 0;
-            for (int64_t k = 0; k < degree; ++k) {
-              const int64_t e = b + k;
-              const T* vj = V + (static_cast<int64_t>(col_idx[e]) * H + h) * F;
-              T dot = 0;
-              for (int64_t f = 0; f < F; ++f) dot += gi[f] * vj[f];
-              const T da = dot * row.drop[k * H + h];
-              ds[e * H + h] = da;
-              row.ex[k] = std::exp(s[e * H + h] - l[i * H + h]);  // a
-              row_sum += row.ex[k] * da;
-            }
-            for (int64_t k = 0; k < degree; ++k)
-              ds[(b + k) * H + h] = row.ex[k] * (ds[(b + k) * H + h] - row_sum);
+      for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+        drop.fill(static_cast<uint64_t>(b * H), degree * H, row.drop.data());  // (degree, H)
+        for (int64_t h = 0; h < H; ++h) {
+          const T* gi = G + (i * H + h) * F;
+          T row_sum = 0;
+          for (int64_t k = 0; k < degree; ++k) {
+            const int64_t e = b + k;
+            const T* vj = V + (static_cast<int64_t>(col_idx[e]) * H + h) * F;
+            T dot = 0;
+            for (int64_t f = 0; f < F; ++f) dot += gi[f] * vj[f];
+            const T da = dot * row.drop[k * H + h];
+            ds[e * H + h] = da;
+            row.ex[k] = std::exp(s[e * H + h] - l[i * H + h]);  // a
+            row_sum += row.ex[k] * da;
           }
+          for (int64_t k = 0; k < degree; ++k)
+            ds[(b + k) * H + h] = row.ex[k] * (ds[(b + k) * H + h] - row_sum);
         }
-      }
+      });
     }
     if (grad_value) {
       // Pass 2 over the transposed graph, in its fixed (source, destination) order.
@@ -261,19 +263,12 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores) {
     const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
     const T* s = edge_scores.data<T>();                        // (E, H)
     T* a = weights.data<T>();                                  // (E, H)
-#pragma omp parallel
-    {
-      RowScratch<T> row;
-#pragma omp for schedule(dynamic, 64)
-      for (int64_t i = 0; i < N; ++i) {
-        const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
-        row.reserve(degree, H);
-        for (int64_t h = 0; h < H; ++h) {
-          const MaxSum<T> ms = row_exps(s, b, degree, H, h, row.ex.data());
-          for (int64_t k = 0; k < degree; ++k) a[(b + k) * H + h] = row.ex[k] / ms.z;
-        }
+    for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t, int64_t b, int64_t degree) {
+      for (int64_t h = 0; h < H; ++h) {
+        const MaxSum<T> ms = row_exps(s, b, degree, H, h, row.ex.data());
+        for (int64_t k = 0; k < degree; ++k) a[(b + k) * H + h] = row.ex[k] / ms.z;
       }
-    }
+    });
   });
   return weights;
 }
