@@ -29,7 +29,8 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //  backward: given grad_out (N, H, F), writes grad_scores (E, H) and/or grad_value (N, H, F)
 //            (either may be null to skip it). Overwrites, never accumulates.
 //  CUDA fast path: when graph.max_in_degree() and max_out_degree() (known on the host) are at
-//  most the chunk size (512), no chunk plan is built: the forward pass is one launch, the
+//  most the chunk size (512 edges on graphs of a million edges or more, down to 64 on small
+//  ones: csr_softmax_aggregate.cu), no chunk plan is built: the forward pass is one launch, the
 //  backward pass three (edge dots, the row pass for d scores, the transposed pass for d value);
 //  no host synchronisation.
 namespace cpu_impl {
