@@ -76,18 +76,19 @@ void Optimizer::apply(const optim::Rule& rule, int buffers) {
     device_steps_current_ = true;
   }
   if (any_cpu) device_steps_current_ = false;  // CPU steps are counted on the host only
-  updated_.assign(params_.size(), false);
+  // While a CUDA graph records this step nothing runs: its replays count (count_replayed_step).
+  const bool recording = cuda::capturing();
+  if (recording) recorded_updates_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    updated_[i] = true;
+    if (recording) recorded_updates_[i] = true;
     GAT_CHECK(g.shape() == p.shape() && g.dtype() == p.dtype() && g.device() == p.device(),
               "Optimizer: gradient ", g.describe(), " does not match parameter ", i, " ", p.describe());
     if (buffers >= 1) ensure_buffer(buffer1_[i], p);
     if (buffers >= 2) ensure_buffer(buffer2_[i], p);
-    // While a CUDA graph records this step nothing runs: its replays count (count_replayed_step).
-    const int64_t step = cuda::capturing() ? steps_[i] + 1 : ++steps_[i];
+    const int64_t step = recording ? steps_[i] + 1 : ++steps_[i];
     dispatch_float(p.dtype(), "Optimizer", [&](auto zero) {
       using T = decltype(zero);
       const optim::Slot<T> slot{p.data<T>(), g.data<T>(), data_or_null<T>(buffer1_[i]),
@@ -99,7 +100,6 @@ void Optimizer::apply(const optim::Rule& rule, int buffers) {
       else cuda_f64.push_back(slot);
     });
   }
-  if (cuda::capturing()) recorded_updates_ = updated_;
   if (!cuda_f32.empty()) GAT_CUDA_CALL(optim::cuda_impl::step(rule, cuda_f32));
   if (!cuda_f64.empty()) GAT_CUDA_CALL(optim::cuda_impl::step(rule, cuda_f64));
 }

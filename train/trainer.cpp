@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -53,6 +54,11 @@ StepOutputs queue_step(Module& model, const ForwardFn& forward, const Dataset& d
   return {loss.detach(), ops::correct_counts(logits.detach(), data.y, data.train_index)};
 }
 
+// The index tensors of the train, validation and test nodes, in that order.
+std::array<const Tensor*, 3> split_indices(const Dataset& data) {
+  return {&data.train_index, &data.val_index, &data.test_index};
+}
+
 // The evaluation, queued without waiting: eval mode, no autograd, the losses (3,) and
 // correct_counts (6,) of the train, validation and test nodes.
 struct EvalOutputs {
@@ -65,7 +71,7 @@ EvalOutputs queue_eval(Module& model, const ForwardFn& forward, const Dataset& d
   Generator no_dropout(0);  // eval mode draws no dropout stream from it
   const Tensor logits = forward(x, data.graph, no_dropout);  // (N, C)
   std::vector<Tensor> losses, counts;
-  for (const Tensor* index : {&data.train_index, &data.val_index, &data.test_index}) {
+  for (const Tensor* index : split_indices(data)) {
     losses.push_back(ops::reshape(ops::masked_cross_entropy(logits, data.y, *index), {1}));
     counts.push_back(ops::correct_counts(logits, data.y, *index));
   }
@@ -82,7 +88,7 @@ std::vector<double> host_doubles(const Tensor& t) {
 Evaluation read_eval(const EvalOutputs& out, const Dataset& data) {
   const std::vector<double> losses = host_doubles(out.losses);
   const std::vector<int32_t> counts = out.counts.to_vector<int32_t>();
-  const Tensor* index[3] = {&data.train_index, &data.val_index, &data.test_index};
+  const std::array<const Tensor*, 3> index = split_indices(data);
   SplitMetrics m[3];
   for (int k = 0; k < 3; ++k)
     m[k] = {losses[k], ops::accuracy_from_counts({counts[2 * k], counts[2 * k + 1]}, *index[k])};
@@ -173,7 +179,7 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   // Recorded after the first (eager) epoch has made the optimiser state and every cache.
   std::unique_ptr<RecordedEpoch> recorded;
   bool record = options.cuda_graphs && data.x.is_cuda();
-  result.cuda_graphs_note = record ? "" : "off";
+  result.cuda_graphs_note = record ? "not recorded: training ended before epoch 2" : "off";
   for (int64_t epoch = 1; epoch <= options.max_epochs; ++epoch) {
     const Clock::time_point start = Clock::now();  // epoch 2's times include the recording
     if (record && epoch == 2) {
