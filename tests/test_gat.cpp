@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "datasets/generator.h"
@@ -386,4 +388,22 @@ TEST(GAT, ThreeLayerResidualNetworkLearnsAGeneratedGraph) {
   EXPECT_GE(result.test_acc, 0.9) << "after " << result.epochs << " epochs";
   // The model is left holding the remembered epoch's parameters.
   EXPECT_DOUBLE_EQ(evaluate(net, forward, data).test.acc, result.test_acc);
+}
+
+TEST(Trainer, CudaGraphsAreOptInThroughTheEnvironment) {
+  const char* before = std::getenv("GAT_CUDA_GRAPHS");
+  const std::string saved = before ? before : "";
+  ::unsetenv("GAT_CUDA_GRAPHS");
+  EXPECT_FALSE(cuda_graphs_by_default());
+  for (const char* on : {"1", "on", "true"}) {
+    ::setenv("GAT_CUDA_GRAPHS", on, 1);
+    EXPECT_TRUE(cuda_graphs_by_default()) << on;
+    EXPECT_TRUE(TrainOptions{}.cuda_graphs) << on;
+  }
+  for (const char* off : {"0", "off", "yes"}) {
+    ::setenv("GAT_CUDA_GRAPHS", off, 1);
+    EXPECT_FALSE(cuda_graphs_by_default()) << off;
+  }
+  if (before) ::setenv("GAT_CUDA_GRAPHS", saved.c_str(), 1);
+  else ::unsetenv("GAT_CUDA_GRAPHS");
 }

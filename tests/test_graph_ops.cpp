@@ -273,6 +273,13 @@ TEST(CsrSoftmaxAggregate, BadArgumentsNameTheShapes) {
     ops::csr_softmax_aggregate(g, Tensor::zeros({E, 2}), Tensor::zeros({8, 2, 3}), DropoutKey{1.0f, 0, 0});
   });
   EXPECT_NE(msg.find("dropout"), std::string::npos) << msg;
+  // A key made while a CUDA graph records carries a device pointer the CPU cannot read.
+  const uint64_t device_base = 0;
+  msg = error_of([&] {
+    ops::csr_softmax_aggregate(g, Tensor::zeros({E, 2}), Tensor::zeros({8, 2, 3}),
+                               DropoutKey{0.5f, 0, 0, &device_base});
+  });
+  EXPECT_NE(msg.find("recorded for a CUDA graph"), std::string::npos) << msg;
 }
 
 // ---- csr_softmax -------------------------------------------------------------------------

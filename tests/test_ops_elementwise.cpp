@@ -16,6 +16,8 @@
 #include "framework/ops/index_rows.h"
 #include "framework/ops/reduce.h"
 #include "framework/ops/reshape.h"
+#include "framework/ops/sparse_dropout.h"
+#include "framework/sparse.h"
 #include "gradcheck.h"
 
 using namespace gat;
@@ -242,6 +244,31 @@ TEST(OpsDropout, InactiveKeyIsIdentityAndBadRateThrows) {
   EXPECT_TRUE(ops::dropout(x, DropoutKey{}).same(x));
   expect_error([&] { ops::dropout(x, DropoutKey{1.0f, 0, 0}); }, {"dropout", "p = 1"});
   expect_error([&] { ops::dropout(x, DropoutKey{-0.5f, 0, 0}); }, {"dropout", "outside [0, 1)"});
+  // A key made while a CUDA graph records carries a device pointer the CPU cannot read.
+  const uint64_t device_base = 0;
+  const DropoutKey recorded{0.5f, 0, 0, &device_base};
+  expect_error([&] { ops::dropout(x, recorded); }, {"dropout", "recorded for a CUDA graph"});
+  const CsrMatrix sparse = CsrMatrix::from_dense(Tensor::full({2, 3}, 1.0, DType::f32));
+  expect_error([&] { ops::sparse_dropout(sparse, recorded); }, {"sparse_dropout", "recorded for a CUDA graph"});
+}
+
+TEST(OpsDropout, GeneratorRecordsStreamsRelativeToADeviceCounter) {
+  Generator gen(7);
+  gen.dropout_key(0.5f);
+  gen.dropout_key(0.5f);  // next stream: 2
+  const uint64_t device_base = 0;  // stands for the device counter; never read on the host
+  gen.begin_device_streams(&device_base);
+  const DropoutKey a = gen.dropout_key(0.5f), b = gen.dropout_key(0.3f);
+  EXPECT_EQ(a.stream, 0u);
+  EXPECT_EQ(b.stream, 1u);
+  EXPECT_EQ(a.stream_base, &device_base);
+  EXPECT_EQ(a.seed, 7u);
+  EXPECT_EQ(gen.end_device_streams(), 2u);  // the streams one replay draws
+  EXPECT_EQ(gen.next_stream(), 2u);         // recording itself draws nothing
+  gen.skip_streams(2);                      // a replay happened
+  const DropoutKey c = gen.dropout_key(0.5f);
+  EXPECT_EQ(c.stream, 4u);
+  EXPECT_EQ(c.stream_base, nullptr);
 }
 
 // ---- gradient checks (f64, central differences) ------------------------------------------------
