@@ -40,7 +40,8 @@ const Graph& GATConv::graph_for(const Graph& graph) {
   return cached_looped_;
 }
 
-Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen) {
+Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen,
+                        Attention* attention) {
   const int64_t N = graph.num_nodes(), H = options_.heads, F = options_.out_channels;
   if (!x.is_sparse()) check_dim("GATConv", "x", x.dense(), 2);
   GAT_CHECK(x.rows() == N && x.cols() == options_.in_channels, "GATConv: 'x' ", x.describe(),
@@ -63,14 +64,8 @@ Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen) {
   if (res) out = ops::add(out, res->forward(x));
   if (bias.defined()) out = ops::add_bias(out, bias);
 
-  last_graph_ = g;
-  last_scores_ = scores.detach();
+  if (attention) *attention = {g, ops::csr_softmax(g, scores.detach())};
   return out;
-}
-
-GATConv::Attention GATConv::attention_weights() const {
-  GAT_CHECK(last_scores_.defined(), "GATConv::attention_weights: no forward pass has run yet");
-  return {last_graph_, ops::csr_softmax(last_graph_, last_scores_)};
 }
 
 }  // namespace gat

@@ -47,19 +47,21 @@ class GATConv : public Module {
   // `init` draws lin.weight, att_src, att_dst and res.weight (glorot), in that order; bias = 0.
   GATConv(const GATConvOptions& options, Generator& init);
 
-  // x: (N, in_channels) on the graph's device, dense or sparse (the projections then use
-  // ops::sparse_matmul) -> (N, H*F) if concat else (N, F).
-  // `gen` supplies the attention-dropout stream in training mode (untouched in eval mode).
-  Tensor forward(const Features& x, const Graph& graph, Generator& gen);
-
-  // The attention weights of the last forward pass, without dropout: softmax of its edge scores
-  // over every node's incoming edges. `graph` is the graph they belong to (with self loops when
-  // add_self_loops), `weights` (E, H) in its edge order. No autograd.
+  // Attention weights without dropout: the softmax of the edge scores over every node's incoming
+  // edges. `graph` is the graph they belong to (with self loops when add_self_loops), `weights`
+  // (E, H) in its edge order. No autograd.
   struct Attention {
     Graph graph;
     Tensor weights;  // (E, H)
   };
-  Attention attention_weights() const;
+
+  // x: (N, in_channels) on the graph's device, dense or sparse (the projections then use
+  // ops::sparse_matmul) -> (N, H*F) if concat else (N, F).
+  // `gen` supplies the attention-dropout stream in training mode (untouched in eval mode).
+  // `attention`, when given, receives this pass's attention weights (PyG's
+  // return_attention_weights); the layer itself keeps nothing of a pass.
+  Tensor forward(const Features& x, const Graph& graph, Generator& gen,
+                 Attention* attention = nullptr);
 
   const GATConvOptions& options() const { return options_; }
   int64_t out_features() const;  // H*F if concat else F
@@ -76,8 +78,6 @@ class GATConv : public Module {
   GATConvOptions options_;
   Graph cached_input_;   // the last input graph seen with add_self_loops ...
   Graph cached_looped_;  // ... and its with_self_loops()
-  Graph last_graph_;     // graph and edge scores (E, H) of the last forward
-  Tensor last_scores_;
 };
 
 }  // namespace gat

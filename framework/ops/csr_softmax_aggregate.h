@@ -21,7 +21,7 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
                              const DropoutKey& attn_dropout = {});
 
 // The softmax weights a (E, H) alone, without dropout and without autograd: for inspection
-// (GATConv's return_attention_weights).
+// (GATConv::forward's `attention`).
 Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 
 // ---- the kernels behind the op, one set per device, same contract ----
