@@ -1,46 +1,79 @@
 // Does compute-sanitizer memcheck follow memory that CUDA graphs allocate? The trainer's recorded
-// step and evaluation (train/trainer.cpp, --cuda-graphs) are reported writing outside any
-// allocation when replayed under memcheck; this program has the same pattern in miniature: two
-// graphs with their own allocations (freed inside the graph, and one outliving each launch, as
-// the loss does), AutoFreeOnLaunch, recorded one after the other and launched in turn. On an
-// H200 with CUDA 13 it runs clean under memcheck, so the trainer's report is not explained by
-// these features alone. Not yet tried: an address the graph frees and allocates again within one
-// recording (the trainer's step does that constantly, this program never does); in one report
-// the nearest allocation was a 4-byte one, the size of the loss the graph keeps.
+// step and evaluation (train/trainer.cpp, --cuda-graphs) were reported writing outside any
+// allocation when replayed under memcheck, always just past a small allocation at the start of
+// the reported region (once 4 bytes: the size of the loss the step graph keeps).
+//
+// The hypothesis this program tests: an allocation that outlives the graph (the loss) is made
+// after a temporary of the same graph was freed, so the graph gives it the temporary's address.
+// With cudaGraphInstantiateFlagAutoFreeOnLaunch the next launch frees it implicitly and
+// allocates the temporary there again; if memcheck misses that implicit free, it still sees the
+// small allocation when the temporary is written and reports the write as out of bounds.
+//
+//   escape-first    the kept allocation is made before the temporary (no address reuse)
+//   escape-reuses   the kept allocation is made after the temporary is freed, AutoFreeOnLaunch
+//   explicit-free   the same graph without AutoFreeOnLaunch; the host frees the kept allocation
+//                   (cudaFreeAsync) before each launch
 //
 //   nvcc -arch=sm_90 -o /tmp/graph_memcheck_repro bench/graph_memcheck_repro.cu
-//   compute-sanitizer --tool memcheck /tmp/graph_memcheck_repro
+//   for m in escape-first escape-reuses explicit-free; do
+//     compute-sanitizer --tool memcheck /tmp/graph_memcheck_repro $m; done
 #include <cstdio>
+#include <cstring>
 #include <cuda_runtime.h>
-__global__ void fill(float* p, int n, float v) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] = v; }
-__global__ void sum(const float* p, int n, float* out) { if (threadIdx.x == 0 && blockIdx.x == 0) { float s = 0; for (int i = 0; i < n; ++i) s += p[i]; *out = s; } }
-cudaGraphExec_t record(cudaStream_t s, int n, float v, float** esc) {
-  cudaGraph_t g; cudaGraphExec_t e;
-  cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
-  float* p; cudaMallocAsync((void**)&p, n * 4, s);
-  float* q; cudaMallocAsync((void**)&q, n * 4, s);
-  cudaMallocAsync((void**)esc, 4, s);
-  fill<<<(n + 255) / 256, 256, 0, s>>>(p, n, v);
-  fill<<<(n + 255) / 256, 256, 0, s>>>(q, n, v);
-  cudaFreeAsync(p, s);
-  sum<<<1, 32, 0, s>>>(q, n, *esc);
-  cudaFreeAsync(q, s);
-  cudaStreamEndCapture(s, &g);
-  printf("instantiate %s\n", cudaGetErrorString(cudaGraphInstantiateWithFlags(&e, g, cudaGraphInstantiateFlagAutoFreeOnLaunch)));
-  return e;
+
+__global__ void fill(float* p, int n, float v) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) p[i] = v;
 }
-int main() {
-  cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-  float* counter; cudaMallocAsync((void**)&counter, 8, s);
-  cudaStreamSynchronize(s);
-  float *esc1, *esc2;
-  cudaGraphExec_t a = record(s, 100000, 1.0f, &esc1), b = record(s, 50000, 2.0f, &esc2);
-  for (int k = 0; k < 3; ++k) {
-    cudaGraphLaunch(a, s);
-    float h1 = 0; cudaMemcpyAsync(&h1, esc1, 4, cudaMemcpyDeviceToHost, s);
-    cudaGraphLaunch(b, s);
-    float h2 = 0; cudaMemcpyAsync(&h2, esc2, 4, cudaMemcpyDeviceToHost, s);
-    printf("round %d: sync %s, sums %.0f %.0f (want 100000 100000)\n", k, cudaGetErrorString(cudaStreamSynchronize(s)), h1, h2);
+__global__ void sum(const float* p, int n, float* out) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    float s = 0;
+    for (int i = 0; i < n; ++i) s += p[i];
+    *out = s;
   }
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "escape-reuses";
+  const bool kept_first = !strcmp(mode, "escape-first");
+  const bool explicit_free = !strcmp(mode, "explicit-free");
+  if (!kept_first && !explicit_free && strcmp(mode, "escape-reuses")) {
+    fprintf(stderr, "usage: %s escape-first|escape-reuses|explicit-free\n", argv[0]);
+    return 2;
+  }
+  const int n = 4096;
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaGraph_t g;
+  cudaGraphExec_t e;
+  float *temp = nullptr, *kept = nullptr;
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  if (kept_first) cudaMallocAsync((void**)&kept, 4, s);
+  cudaMallocAsync((void**)&temp, n * 4, s);
+  fill<<<(n + 255) / 256, 256, 0, s>>>(temp, n, 1.0f);
+  float* partial;  // a second temporary alive across temp's free, as in the trainer
+  cudaMallocAsync((void**)&partial, 4, s);
+  sum<<<1, 32, 0, s>>>(temp, n, partial);
+  cudaFreeAsync(temp, s);
+  if (!kept_first) cudaMallocAsync((void**)&kept, 4, s);
+  sum<<<1, 32, 0, s>>>(partial, 1, kept);
+  cudaFreeAsync(partial, s);
+  cudaStreamEndCapture(s, &g);
+  const cudaError_t made = cudaGraphInstantiateWithFlags(
+      &e, g, explicit_free ? 0 : cudaGraphInstantiateFlagAutoFreeOnLaunch);
+  printf("%s: instantiate %s; temp %p, kept %p (%s)\n", mode, cudaGetErrorString(made), temp, kept,
+         temp == kept ? "same address" : "different addresses");
+  for (int k = 0; k < 3; ++k) {
+    if (explicit_free && k > 0) cudaFreeAsync(kept, s);
+    cudaGraphLaunch(e, s);
+    float h = 0;
+    cudaMemcpyAsync(&h, kept, 4, cudaMemcpyDeviceToHost, s);
+    const cudaError_t done = cudaStreamSynchronize(s);
+    printf("launch %d: %s, sum %.0f (want %d)\n", k, cudaGetErrorString(done), h, n);
+  }
+  cudaGraphExecDestroy(e);
+  cudaGraphDestroy(g);
+  cudaFreeAsync(kept, s);
+  cudaStreamSynchronize(s);
   return 0;
 }

@@ -1,6 +1,5 @@
 // The CUDA runtime of the framework: one device, one stream, a stream-ordered pool allocator,
 // one cuBLAS handle bound to the stream.
-#include <algorithm>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -65,8 +64,8 @@ std::mutex g_sizes_mutex;
 // Capture state (one capture at a time, on the framework's one stream).
 struct CaptureState {
   bool active = false;
-  std::vector<void*> recorded;  // allocated while recording
-  std::vector<void*> deferred;  // allocated before, freed while recording
+  std::unordered_map<void*, std::string> recorded;  // allocated while recording, not yet freed
+  std::vector<void*> deferred;                      // allocated before, freed while recording
 };
 CaptureState g_capture;  // guarded by g_sizes_mutex
 
@@ -99,7 +98,7 @@ void* malloc(size_t bytes, const char* what) {
              " bytes free of ", total_bytes, "): ", cudaGetErrorString(status));
   }
   std::lock_guard<std::mutex> lock(g_sizes_mutex);
-  if (g_capture.active) g_capture.recorded.push_back(ptr);
+  if (g_capture.active) g_capture.recorded[ptr] = what ? what : "unnamed";
   live_sizes()[ptr] = bytes;
   g_allocated += bytes;
   if (g_allocated > g_peak) g_peak = g_allocated;
@@ -110,8 +109,7 @@ void free(void* ptr) {
   if (!ptr) return;
   {
     std::lock_guard<std::mutex> lock(g_sizes_mutex);
-    if (g_capture.active && std::find(g_capture.recorded.begin(), g_capture.recorded.end(), ptr) ==
-                                g_capture.recorded.end()) {
+    if (g_capture.active && g_capture.recorded.erase(ptr) == 0) {
       g_capture.deferred.push_back(ptr);  // not the graph's: a free node may not take it
       return;
     }
@@ -175,12 +173,15 @@ CapturedGraph capture(const std::function<void()>& record, std::string* why) {
   }
   if (failure.empty() && ended != cudaSuccess)
     failure = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
+  if (failure.empty() && !state.recorded.empty())
+    failure = std::to_string(state.recorded.size()) + " allocation(s) made while recording outlive it (" +
+              state.recorded.begin()->second + ", ...): a recorded graph writes its results " +
+              "into memory allocated before it";
   CapturedGraph out;
   out.kept_alive_ = std::move(state.deferred);
   if (failure.empty()) {
     cudaGraphExec_t exec = nullptr;
-    const cudaError_t made =
-        cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
+    const cudaError_t made = cudaGraphInstantiateWithFlags(&exec, graph, 0);
     if (made == cudaSuccess) out.exec_ = exec;
     else failure = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
   }

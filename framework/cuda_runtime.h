@@ -29,13 +29,16 @@ void synchronize();
 
 // CUDA graphs. capture(record) runs `record` with the stream in capture mode and instantiates
 // what it queued; replay() queues all of it again in one launch. While recording, allocations
-// become the graph's own (stream-ordered, same addresses at every replay; what is still allocated
-// when capture ends is freed and re-made by the next replay, so tensors made while recording
-// keep holding valid data after each replay), and memory allocated before the capture but freed
-// while recording is kept alive until the graph is destroyed (the graph may still read it).
-// Anything that needs the host while recording (a copy to the host, a synchronisation) fails
-// the capture: capture() then returns an empty CapturedGraph and says why in `why`, the stream
-// is usable again, and the caller runs the work eagerly.
+// become the graph's own (stream-ordered, same addresses at every replay) and must be freed
+// before the recording ends: a graph writes its results into tensors allocated before it
+// (e.g. with Tensor::copy_), and one that would keep memory of its own fails to record. (Memory
+// kept past a recording gets an address the graph also uses for a temporary, which is legal
+// but which compute-sanitizer's memcheck cannot follow: bench/graph_memcheck_repro.cu.) Memory
+// allocated before the capture but freed while recording is kept alive until the graph is
+// destroyed (the graph may still read it). Anything that needs the host while recording (a copy
+// to the host, a synchronisation) fails the capture too: capture() then returns an empty
+// CapturedGraph and says why in `why`, the stream is usable again, and the caller runs the work
+// eagerly (whatever the failed recording allocated must not be read).
 class CapturedGraph {
  public:
   CapturedGraph() = default;

@@ -255,3 +255,31 @@ TEST(CudaCore, ModuleToCudaMovesParametersInPlace) {
   m.to(Device::cpu);
   EXPECT_EQ(m.parameters()[0].device(), Device::cpu);
 }
+
+TEST(CudaCore, ARecordedGraphWritesIntoEarlierMemoryAndKeepsNoneOfItsOwn) {
+  REQUIRE_CUDA();
+  std::mt19937_64 rng(8);
+  const Tensor a = random_tensor({5, 3}, rng, -1, 1, DType::f32, Device::cuda);
+  const Tensor b = random_tensor({3, 4}, rng, -1, 1, DType::f32, Device::cuda);
+  const Tensor c = random_tensor({4, 2}, rng, -1, 1, DType::f32, Device::cuda);
+  const Tensor want = ops::matmul(ops::matmul(a, b), c);  // (5, 2)
+  Tensor out = Tensor::zeros(want.shape(), DType::f32, Device::cuda);
+  std::string why;
+  // Temporaries made and freed while recording, the result copied into `out`.
+  const cuda::CapturedGraph graph = cuda::capture(
+      [&] { out.copy_(ops::matmul(ops::matmul(a, b), c)); }, &why);
+  ASSERT_TRUE(graph.valid()) << why;
+  EXPECT_EQ(out.to_vector<float>(), std::vector<float>(want.numel(), 0.0f));  // nothing ran yet
+  for (int replay = 0; replay < 2; ++replay) {
+    graph.replay();
+    EXPECT_EQ(out.to_vector<float>(), want.to_vector<float>()) << "replay " << replay;
+    out.zero_();
+  }
+  // A recording that would keep memory of its own is refused, and the stream works afterwards.
+  Tensor kept;
+  const cuda::CapturedGraph refused = cuda::capture([&] { kept = ops::matmul(a, b); }, &why);
+  EXPECT_FALSE(refused.valid());
+  EXPECT_NE(why.find("outlive"), std::string::npos) << why;
+  kept = Tensor();
+  expect_close(ops::matmul(a, b), ops::matmul(a.to(Device::cpu), b.to(Device::cpu)), "after refusal");
+}

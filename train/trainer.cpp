@@ -37,7 +37,7 @@ void sync_if_cuda(const Dataset& data) {
 
 // One training step, queued without waiting: forward in training mode, masked cross-entropy on
 // the training nodes, backward, optimiser step. Gradients are dropped before and after, so a
-// recorded step owns all the memory it makes.
+// recorded step frees all the memory it makes but its outputs (RecordedEpoch copies those).
 struct StepOutputs {
   Tensor loss;            // () training loss
   Tensor train_counts;    // (2,) i32 correct_counts of the training nodes
@@ -97,17 +97,22 @@ Evaluation read_eval(const EvalOutputs& out, const Dataset& data) {
 
 // The step and the evaluation recorded once as CUDA graphs and replayed every epoch. The
 // dropout streams come from a device counter that each replay advances, and the optimiser
-// counts its steps on the device, so a replay does exactly what queue_step would.
+// counts its steps on the device, so a replay does exactly what queue_step would. The graphs
+// copy their results into the outputs of an eager epoch (`step_into`, `eval_into`): a recorded
+// graph keeps no memory of its own (cuda::capture).
 class RecordedEpoch {
  public:
   RecordedEpoch(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x,
-                Optimizer& optimizer, Generator& gen)
-      : optimizer_(optimizer), gen_(gen) {
+                Optimizer& optimizer, Generator& gen, const StepOutputs& step_into,
+                const EvalOutputs& eval_into)
+      : optimizer_(optimizer), gen_(gen), step_out_(step_into), eval_out_(eval_into) {
     stream_base_.set(gen.next_stream());
     step_ = cuda::capture([&] {
       gen.begin_device_streams(stream_base_.get());
       try {
-        step_out_ = queue_step(model, forward, data, x, optimizer, gen);
+        const StepOutputs out = queue_step(model, forward, data, x, optimizer, gen);
+        step_out_.loss.copy_(out.loss);
+        step_out_.train_counts.copy_(out.train_counts);
       } catch (...) {
         gen.end_device_streams();
         throw;
@@ -116,7 +121,11 @@ class RecordedEpoch {
       stream_base_.advance(streams_per_step_);
     }, &why_);
     if (step_.valid())
-      eval_ = cuda::capture([&] { eval_out_ = queue_eval(model, forward, data, x); }, &why_);
+      eval_ = cuda::capture([&] {
+        const EvalOutputs out = queue_eval(model, forward, data, x);
+        eval_out_.losses.copy_(out.losses);
+        eval_out_.counts.copy_(out.counts);
+      }, &why_);
   }
   bool valid() const { return step_.valid() && eval_.valid(); }
   const std::string& why() const { return why_; }
@@ -178,19 +187,22 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   const Features x = Features::choose(data.x, options.sparse_max_density);  // built once
   // Recorded after the first (eager) epoch has made the optimiser state and every cache.
   std::unique_ptr<RecordedEpoch> recorded;
+  StepOutputs step;      // the last epoch's outputs (a recorded epoch writes into them)
+  EvalOutputs eval_out;
   bool record = options.cuda_graphs && data.x.is_cuda();
   result.cuda_graphs_note = record ? "not recorded: training ended before epoch 2" : "off";
   for (int64_t epoch = 1; epoch <= options.max_epochs; ++epoch) {
     const Clock::time_point start = Clock::now();  // epoch 2's times include the recording
     if (record && epoch == 2) {
       record = false;
-      recorded = std::make_unique<RecordedEpoch>(model, forward, data, x, optimizer, gen);
+      recorded = std::make_unique<RecordedEpoch>(model, forward, data, x, optimizer, gen, step,
+                                                 eval_out);
       if (!recorded->valid()) {  // fall back to eager steps
         result.cuda_graphs_note = "not recorded: " + recorded->why();
         recorded.reset();
       }
     }
-    const StepOutputs step = recorded ? recorded->step() : queue_step(model, forward, data, x, optimizer, gen);
+    step = recorded ? recorded->step() : queue_step(model, forward, data, x, optimizer, gen);
     sync_if_cuda(data);
     EpochStats stats;
     stats.epoch = epoch;
@@ -198,7 +210,8 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
     step_ms_total += stats.step_ms;
     stats.loss = step.loss.item();
     stats.train_acc = ops::accuracy_from_counts(step.train_counts.to_vector<int32_t>(), data.train_index);
-    const Evaluation eval = read_eval(recorded ? recorded->eval() : queue_eval(model, forward, data, x), data);
+    eval_out = recorded ? recorded->eval() : queue_eval(model, forward, data, x);
+    const Evaluation eval = read_eval(eval_out, data);
     stats.val_loss = eval.val.loss;
     stats.val_acc = eval.val.acc;
     stats.test_acc = eval.test.acc;
