@@ -57,9 +57,7 @@ if want sanitize; then
   for tool in memcheck racecheck; do
     step "compute-sanitizer $tool"
     for t in "$B"/tests/test_cuda_*; do
-      # GAT_CUDA_GRAPHS=0: eager steps, graph tests skipped (memcheck's report on graph replays is
-      # open: BENCHMARKS.md, bench/graph_memcheck_repro.cu).
-      GAT_CUDA_GRAPHS=0 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" >"$OUT/$tool-$(basename "$t").log" 2>&1
+      timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" >"$OUT/$tool-$(basename "$t").log" 2>&1
       rc=$?
       echo "$tool $(basename "$t"): rc $rc, $(grep -cE '^========= (Invalid|Race|Error)' "$OUT/$tool-$(basename "$t").log") reports; $(tail -1 "$OUT/$tool-$(basename "$t").log")"
       [ $rc -eq 0 ] || status=1

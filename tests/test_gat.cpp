@@ -392,19 +392,20 @@ TEST(GAT, ThreeLayerResidualNetworkLearnsAGeneratedGraph) {
   EXPECT_DOUBLE_EQ(evaluate(net, forward, data).test.acc, result.test_acc);
 }
 
-TEST(Trainer, CudaGraphsAreOptInThroughTheEnvironment) {
+TEST(Trainer, CudaGraphsAreOnUnlessTheEnvironmentTurnsThemOff) {
   const char* before = std::getenv("GAT_CUDA_GRAPHS");
   const std::string saved = before ? before : "";
   ::unsetenv("GAT_CUDA_GRAPHS");
-  EXPECT_FALSE(cuda_graphs_by_default());
+  EXPECT_TRUE(cuda_graphs_by_default());
+  EXPECT_TRUE(TrainOptions{}.cuda_graphs);
   for (const char* on : {"1", "on", "true"}) {
     ::setenv("GAT_CUDA_GRAPHS", on, 1);
     EXPECT_TRUE(cuda_graphs_by_default()) << on;
-    EXPECT_TRUE(TrainOptions{}.cuda_graphs) << on;
   }
-  for (const char* off : {"0", "off", "yes"}) {
+  for (const char* off : {"0", "off", "false"}) {
     ::setenv("GAT_CUDA_GRAPHS", off, 1);
     EXPECT_FALSE(cuda_graphs_by_default()) << off;
+    EXPECT_FALSE(TrainOptions{}.cuda_graphs) << off;
   }
   if (before) ::setenv("GAT_CUDA_GRAPHS", saved.c_str(), 1);
   else ::unsetenv("GAT_CUDA_GRAPHS");

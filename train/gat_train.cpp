@@ -279,8 +279,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_flag("--cuda-graphs,!--no-cuda-graphs", flags.cuda_graphs,
                "on CUDA, record the training step and evaluation as CUDA graphs and replay them "
-               "(the same results, less host work per epoch; experimental, default: "
-               "GAT_CUDA_GRAPHS or off)");
+               "(the same results, less host work per epoch; default on unless "
+               "GAT_CUDA_GRAPHS=0)");
   app.add_option("--seed", flags.seed, "seed of the first run");
   app.add_option("--runs", flags.runs, "runs with seeds seed, seed+1, ...; reports mean +- std")
       ->check(CLI::PositiveNumber);

@@ -156,9 +156,9 @@ class RecordedEpoch {
 
 bool cuda_graphs_by_default() {
   const char* env = std::getenv("GAT_CUDA_GRAPHS");
-  if (!env) return false;
+  if (!env) return true;
   const std::string v = env;
-  return v == "1" || v == "on" || v == "true";
+  return !(v == "0" || v == "off" || v == "false");
 }
 
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x) {

