@@ -3,6 +3,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "framework/cuda_check.h"
 #include "framework/cuda_runtime.h"
@@ -68,6 +69,22 @@ struct CaptureState {
   std::vector<void*> deferred;                      // allocated before, freed while recording
 };
 CaptureState g_capture;  // guarded by g_sizes_mutex
+// Addresses of recordings that failed or were refused: no graph will ever allocate them, so
+// freeing one only forgets it (a CUDA call would fail).
+std::unordered_set<void*> g_dead;  // guarded by g_sizes_mutex
+
+// Whether the capture on `stream` can still take a free node (an invalid operation ends it).
+bool capture_still_valid(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
+         status == cudaStreamCaptureStatusActive;
+}
+
+// Fails, before any CUDA call, an operation a capture cannot record (it would end the capture).
+void check_not_capturing(const char* what) {
+  std::lock_guard<std::mutex> lock(g_sizes_mutex);
+  GAT_CHECK(!g_capture.active, what, " waits for the device, which a CUDA graph cannot record");
+}
 
 }  // namespace
 
@@ -109,18 +126,23 @@ void free(void* ptr) {
   if (!ptr) return;
   {
     std::lock_guard<std::mutex> lock(g_sizes_mutex);
-    if (g_capture.active && g_capture.recorded.erase(ptr) == 0) {
-      g_capture.deferred.push_back(ptr);  // not the graph's: a free node may not take it
-      return;
+    bool dead = g_dead.erase(ptr) > 0;
+    if (g_capture.active) {
+      if (g_capture.recorded.erase(ptr) == 0) {
+        g_capture.deferred.push_back(ptr);  // not the graph's: a free node may not take it
+        return;
+      }
+      dead = !capture_still_valid(runtime().stream);
     }
     auto it = live_sizes().find(ptr);
     if (it != live_sizes().end()) {
       g_allocated -= it->second;
       live_sizes().erase(it);
     }
+    if (dead) return;
   }
-  // No throw from destructors. An address of a failed capture is refused: clear that error so
-  // that it is not reported by the next launch check.
+  // No throw from destructors: an unexpected failure is cleared so that the next launch check
+  // does not report it.
   if (cudaFreeAsync(ptr, runtime().stream) != cudaSuccess) cudaGetLastError();
 }
 
@@ -128,6 +150,7 @@ void memcpy(void* dst, bool dst_on_device, const void* src, bool src_on_device, 
   Runtime& r = checked_runtime("cuda::memcpy");
   cudaMemcpyKind kind = dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                       : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  if (!dst_on_device || !src_on_device) check_not_capturing("a copy between host and device");
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, r.stream));
   if (!dst_on_device || !src_on_device) CUDA_CHECK(cudaStreamSynchronize(r.stream));
 }
@@ -137,7 +160,9 @@ void memset_zero(void* ptr, size_t bytes) {
 }
 
 void synchronize() {
-  if (runtime().ok) CUDA_CHECK(cudaStreamSynchronize(runtime().stream));
+  if (!runtime().ok) return;
+  check_not_capturing("cuda::synchronize");
+  CUDA_CHECK(cudaStreamSynchronize(runtime().stream));
 }
 
 // ---- CUDA graphs ----------------------------------------------------------------------------
@@ -170,6 +195,8 @@ CapturedGraph capture(const std::function<void()>& record, std::string* why) {
     std::lock_guard<std::mutex> lock(g_sizes_mutex);
     state = std::move(g_capture);
     g_capture = CaptureState{};
+    // Anything still recorded fails the capture below: no graph will make these addresses.
+    for (const auto& kept : state.recorded) g_dead.insert(kept.first);
   }
   if (failure.empty() && ended != cudaSuccess)
     failure = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
