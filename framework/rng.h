@@ -90,16 +90,22 @@ struct DropoutKey {
     return (uniform24(b.w0) >= p ? 1u : 0u) | (uniform24(b.w1) >= p ? 2u : 0u) |
            (uniform24(b.w2) >= p ? 4u : 0u) | (uniform24(b.w3) >= p ? 8u : 0u);
   }
-  // x dropped or scaled by keep_scale = 1 / (1 - p): the one formula of every dropout (dense,
-  // sparse, CPU, CUDA). A zero stays zero whatever the mask says, so its draw is skipped.
-  template <class T>
-  GAT_HOST_DEVICE T apply(T x, uint64_t index, T keep_scale) const {
-    return x != T(0) && keep(index) ? x * keep_scale : T(0);
-  }
-  // The same for a known keep decision (bit k of keep4).
+  // x times its keep factor, keep_scale = 1 / (1 - p) when kept, 0 when dropped: the one formula
+  // of every dropout (dense, sparse, attention; CPU and CUDA). A product, not a branch: the keep
+  // bits are random, so a branch would be mispredicted half the time on the CPU.
   template <class T>
   GAT_HOST_DEVICE static T apply_kept(T x, bool kept, T keep_scale) {
-    return kept && x != T(0) ? x * keep_scale : T(0);
+#if defined(__CUDA_ARCH__)
+    return x * (kept ? keep_scale : T(0));  // a predicated select
+#else
+    const T factor[2] = {T(0), keep_scale};  // g++ compiles the ?: above to a branch
+    return x * factor[kept];
+#endif
+  }
+  // The same with the decision drawn for element `index`; a zero needs no draw.
+  template <class T>
+  GAT_HOST_DEVICE T apply(T x, uint64_t index, T keep_scale) const {
+    return x != T(0) ? apply_kept(x, keep(index), keep_scale) : T(0);
   }
   GAT_HOST_DEVICE bool active() const { return p > 0.0f; }
 };

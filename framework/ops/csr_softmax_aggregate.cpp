@@ -44,11 +44,12 @@ class DropFactors {
       std::fill(out, out + count, T(1));
       return;
     }
+    const T factor[2] = {T(0), scale_};  // indexed, not ?: (a branch on random bits)
     for (int64_t k = 0; k < count;) {
       const uint64_t index = first + static_cast<uint64_t>(k);
       const unsigned kept = key_.keep4(index >> 2);
       for (unsigned w = static_cast<unsigned>(index & 3); w < 4 && k < count; ++w, ++k)
-        out[k] = (kept >> w) & 1u ? scale_ : T(0);
+        out[k] = factor[(kept >> w) & 1u];
     }
   }
 
