@@ -39,7 +39,10 @@ void backward_cpu(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tens
       T* dx = grad_x->data<T>();  // (N, H, F)
 #pragma omp parallel for if (N * HF > 65536)
       for (int64_t n = 0; n < N; ++n)
-        for (int64_t c = 0; c < HF; ++c) dx[n * HF + c] = g[n * H + c / F] * ap[c];
+        for (int64_t h = 0; h < H; ++h) {
+          const T gh = g[n * H + h];
+          for (int64_t f = 0; f < F; ++f) dx[(n * H + h) * F + f] = gh * ap[h * F + f];
+        }
     }
     if (grad_a) {
       // Stage 1: one partial (H, F) per block of rows; stage 2: the partials summed in order.
@@ -50,7 +53,10 @@ void backward_cpu(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tens
       for (int64_t b = 0; b < blocks; ++b) {
         T* p = partial.data() + b * HF;
         for (int64_t n = b * rows; n < std::min(N, (b + 1) * rows); ++n)
-          for (int64_t c = 0; c < HF; ++c) p[c] += g[n * H + c / F] * xp[n * HF + c];
+          for (int64_t h = 0; h < H; ++h) {
+            const T gh = g[n * H + h];
+            for (int64_t f = 0; f < F; ++f) p[h * F + f] += gh * xp[(n * H + h) * F + f];
+          }
       }
       T* da = grad_a->data<T>();  // (H, F)
       std::fill(da, da + HF, T(0));
