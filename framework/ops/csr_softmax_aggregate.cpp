@@ -151,52 +151,52 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
     const T* l = lse.data<T>();          // (N, H)
     const T* G = grad_out.data<T>();     // (N, H, F)
     const DropFactors<T> drop(attn_dropout);
-    if (grad_scores) {
-      // Pass 1 over CSR rows: da = G[i].V[j] * keep, the row sum r of a * da, ds = a (da - r).
-      const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-      const int32_t* col_idx = graph.col_idx().data<int32_t>();  // (E,)
-      T* ds = grad_scores->data<T>();                            // (E, H)
-      for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-        drop.fill(static_cast<uint64_t>(b * H), degree * H, row.drop.data());  // (degree, H)
-        for (int64_t h = 0; h < H; ++h) {
-          const T* gi = G + (i * H + h) * F;
-          T row_sum = 0;
-          for (int64_t k = 0; k < degree; ++k) {
-            const int64_t e = b + k;
-            const T* vj = V + (static_cast<int64_t>(col_idx[e]) * H + h) * F;
-            T dot = 0;
-            for (int64_t f = 0; f < F; ++f) dot += gi[f] * vj[f];
-            const T da = dot * row.drop[k * H + h];
-            ds[e * H + h] = da;
-            row.ex[k] = std::exp(s[e * H + h] - l[i * H + h]);  // a
-            row_sum += row.ex[k] * da;
-          }
-          for (int64_t k = 0; k < degree; ++k)
-            ds[(b + k) * H + h] = row.ex[k] * (ds[(b + k) * H + h] - row_sum);
+    const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
+    const int32_t* col_idx = graph.col_idx().data<int32_t>();  // (E,)
+    // Pass 1 over CSR rows: a = exp(s - lse); for d scores da = G[i].V[j] * keep, the row sum r
+    // of a * da, ds = a (da - r); for d values the dropped-out weights a * keep, kept for pass 2.
+    T* ds = grad_scores ? grad_scores->data<T>() : nullptr;  // (E, H)
+    std::vector<T> kept_weights(grad_value ? static_cast<size_t>(graph.num_edges() * H) : 0);
+    T* wk = grad_value ? kept_weights.data() : nullptr;  // (E, H)
+    for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+      drop.fill(static_cast<uint64_t>(b * H), degree * H, row.drop.data());  // (degree, H)
+      for (int64_t h = 0; h < H; ++h) {
+        const T* gi = G + (i * H + h) * F;
+        T row_sum = 0;
+        for (int64_t k = 0; k < degree; ++k) {
+          const int64_t e = b + k;
+          const T a = std::exp(s[e * H + h] - l[i * H + h]);
+          if (wk) wk[e * H + h] = a * row.drop[k * H + h];
+          if (!ds) continue;
+          const T* vj = V + (static_cast<int64_t>(col_idx[e]) * H + h) * F;
+          T dot = 0;
+          for (int64_t f = 0; f < F; ++f) dot += gi[f] * vj[f];
+          const T da = dot * row.drop[k * H + h];
+          ds[e * H + h] = da;
+          row.ex[k] = a;
+          row_sum += a * da;
         }
-      });
-    }
+        if (!ds) continue;
+        for (int64_t k = 0; k < degree; ++k)
+          ds[(b + k) * H + h] = row.ex[k] * (ds[(b + k) * H + h] - row_sum);
+      }
+    });
     if (grad_value) {
       // Pass 2 over the transposed graph, in its fixed (source, destination) order.
       const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (N+1,)
       const int32_t* t_col_idx = graph.t_col_idx().data<int32_t>();  // (E,) destination
       const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
       T* dV = grad_value->data<T>();                                 // (N, H, F)
-#pragma omp parallel
-      {
-        std::vector<T> keep(static_cast<size_t>(H));  // (H,) keep factors of one edge
-#pragma omp for schedule(dynamic, 64)
-        for (int64_t j = 0; j < N; ++j) {
-          T* dvj = dV + j * H * F;
-          std::fill(dvj, dvj + H * F, T(0));
-          for (int64_t k = t_row_ptr[j]; k < t_row_ptr[j + 1]; ++k) {
-            const int64_t e = t_edge_id[k], i = t_col_idx[k];
-            const T* gi = G + i * H * F;
-            drop.fill(static_cast<uint64_t>(e * H), H, keep.data());
-            for (int64_t h = 0; h < H; ++h) {
-              const T w = std::exp(s[e * H + h] - l[i * H + h]) * keep[h];
-              for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w * gi[h * F + f];
-            }
+#pragma omp parallel for schedule(dynamic, 64)
+      for (int64_t j = 0; j < N; ++j) {
+        T* dvj = dV + j * H * F;
+        std::fill(dvj, dvj + H * F, T(0));
+        for (int64_t k = t_row_ptr[j]; k < t_row_ptr[j + 1]; ++k) {
+          const int64_t e = t_edge_id[k], i = t_col_idx[k];
+          const T* gi = G + i * H * F;
+          for (int64_t h = 0; h < H; ++h) {
+            const T w = wk[e * H + h];
+            for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w * gi[h * F + f];
           }
         }
       }
