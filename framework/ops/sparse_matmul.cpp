@@ -24,13 +24,26 @@ void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
     detail::parallel_for(R, [&](int64_t r) {
       T* orow = o + r * N;
       std::fill(orow, orow + N, T(0));
+      // Zero values (most of them after dropout, at random places) are skipped by collecting
+      // the row's other entries without a branch, up to 64 at a time, then adding those in order.
+      constexpr int kBatch = 64;
+      int64_t kept[kBatch];
+      int count = 0;
+      auto add_kept = [&] {
+        for (int q = 0; q < count; ++q) {
+          const T v = values[kept[q]];
+          const T* drow = d + static_cast<int64_t>(index[kept[q]]) * N;
+          for (int64_t j = 0; j < N; ++j) orow[j] += v * drow[j];
+        }
+        count = 0;
+      };
       for (int64_t p = ptr[r]; p < ptr[r + 1]; ++p) {
         const int64_t e = entry ? entry[p] : p;
-        const T v = values[e];
-        if (v == T(0)) continue;
-        const T* drow = d + static_cast<int64_t>(index[e]) * N;
-        for (int64_t j = 0; j < N; ++j) orow[j] += v * drow[j];
+        kept[count] = e;
+        count += values[e] != T(0);
+        if (count == kBatch) add_kept();
       }
+      add_kept();
     }, per_row);
   });
 }
