@@ -24,6 +24,10 @@ want() { [[ " ${stages[*]} " == *" $1 "* ]]; }
 status=0
 step() { echo; echo "=== $* ($(date +%T))"; }
 
+# The commit the results belong to (the device's copy of the tree may carry a stale .git: pass
+# GAT_COMMIT from the machine that made the copy).
+export GAT_COMMIT=${GAT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+
 DATA=${GAT_DATA_DIR:-$PWD/devdata}
 [ -d "$DATA" ] || DATA=$PWD/../shared/datasets/planetoid
 export GAT_DATA_DIR=$DATA
@@ -83,7 +87,7 @@ fi
 
 if want bench; then
   step "compare with PyG"
-  GAT_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) PYTHONUNBUFFERED=1 \
+  PYTHONUNBUFFERED=1 \
     python3 bench/compare_pyg.py --build "$B" --data-dir "$DATA" --out "$OUT" 2>&1 | tee "$OUT/compare.log" | tail -40
 fi
 if want cpubench; then
