@@ -15,6 +15,7 @@
 #include "framework/ops/sparse_dropout.h"
 #include "framework/ops/sparse_matmul.h"
 #include "framework/sparse.h"
+#include "gat_testing.h"
 #include "gradcheck.h"
 #include "layers/linear.h"
 #include "models/gat.h"
@@ -139,6 +140,24 @@ TEST(SparseMatmul, MatchesTheDenseProductAndItsWeightGradientBitForBit) {
     EXPECT_EQ(sparse_out.to_vector<float>(), dense_out.to_vector<float>());
     EXPECT_EQ(w.grad().to_vector<float>(), dense_grad);
   }
+}
+
+TEST(SparseMatmul, LongRowsAndColumnsWithDroppedEntriesMatchTheDenseProduct) {
+  // Rows and columns of over a hundred kept entries among dropped ones: the CPU kernel collects a
+  // row's non-zero entries 64 at a time, so this crosses its batches in both products.
+  std::mt19937_64 rng(9);
+  const Tensor x = sparse_random(200, 300, rng, 0.9);  // f64
+  const Tensor g = random_tensor({200, 16}, rng, -1, 1);
+  const DropoutKey key{0.3f, 2, 5};
+  Tensor w = random_tensor({300, 16}, rng, -1, 1).set_requires_grad();
+  Tensor dense_out = ops::matmul(ops::dropout(x, key), w);
+  dense_out.backward(g);
+  const Tensor dense_grad = w.grad().clone();
+  w.zero_grad();
+  Tensor sparse_out = ops::sparse_matmul(ops::sparse_dropout(CsrMatrix::from_dense(x), key), w);
+  sparse_out.backward(g);
+  EXPECT_LE(rel_error(sparse_out, dense_out), 1e-13);
+  EXPECT_LE(rel_error(w.grad(), dense_grad), 1e-13);
 }
 
 TEST(SparseMatmul, GradientsOfBAndTheValues) {
