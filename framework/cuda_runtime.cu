@@ -70,7 +70,9 @@ struct CaptureState {
 };
 CaptureState g_capture;  // guarded by g_sizes_mutex
 // Addresses of recordings that failed or were refused: no graph will ever allocate them, so
-// freeing one only forgets it (a CUDA call would fail).
+// freeing one only forgets it (a CUDA call would fail). Their holders should let them go before
+// anything records again: a later graph may be given the same address (the trainer drops a
+// failed recording's tensors at once and records at most once per run).
 std::unordered_set<void*> g_dead;  // guarded by g_sizes_mutex
 
 // Whether the capture on `stream` can still take a free node (an invalid operation ends it).
