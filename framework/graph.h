@@ -53,6 +53,17 @@ class Graph {
   std::vector<int32_t> in_degrees() const;
   int64_t max_in_degree() const { return max_in_degree_; }
   int64_t max_out_degree() const { return max_out_degree_; }
+
+  // Long rows cut into chunks, for the GPU kernels (a row's serial loop would otherwise be the
+  // kernel's time): rows of more than chunk_edges() edges are cut into chunks of chunk_edges()
+  // edges, and row i owns chunks [row_chunk_ptr[i], row_chunk_ptr[i+1]); shorter rows own none.
+  // The same for the transpose's rows. chunk_edges() depends on the edge count alone (64 on
+  // small graphs up to 512 on large ones), so a graph's chunks are fixed and runs reproducible.
+  int chunk_edges() const { return chunk_edges_; }
+  const Tensor& row_chunk_ptr() const { return row_chunk_ptr_; }      // (N+1,) i32
+  const Tensor& t_row_chunk_ptr() const { return t_row_chunk_ptr_; }  // (N+1,) i32
+  int64_t num_row_chunks() const { return num_row_chunks_; }          // row_chunk_ptr[N]
+  int64_t num_t_row_chunks() const { return num_t_row_chunks_; }      // t_row_chunk_ptr[N]
   int64_t count_self_loops() const;
 
   // The same graph with self loops removed, then one added per node (GAT's default).
@@ -71,7 +82,10 @@ class Graph {
   int64_t num_nodes_ = 0;
   int64_t max_in_degree_ = 0;
   int64_t max_out_degree_ = 0;
+  int chunk_edges_ = 0;
+  int64_t num_row_chunks_ = 0, num_t_row_chunks_ = 0;
   Tensor row_ptr_, col_idx_, t_row_ptr_, t_col_idx_, t_edge_id_, edge_dst_;
+  Tensor row_chunk_ptr_, t_row_chunk_ptr_;
 };
 
 }  // namespace gat

@@ -168,6 +168,30 @@ TEST(Graph, EmptyGraphs) {
   EXPECT_EQ(isolated.with_self_loops().num_edges(), 4);
 }
 
+TEST(Graph, LongRowsAreCutIntoChunksByTheEdgeCount) {
+  // Node 0 receives from 1..300 and sends to 1..100; every other node receives one edge.
+  std::vector<int32_t> src, dst;
+  for (int32_t j = 1; j <= 300; ++j) src.push_back(j), dst.push_back(0);
+  for (int32_t j = 1; j <= 100; ++j) src.push_back(0), dst.push_back(j);
+  const Graph small = Graph::from_edges(301, src, dst);
+  small.validate();
+  EXPECT_EQ(small.chunk_edges(), 64);  // 400 edges: the smallest chunk
+  std::vector<int32_t> rows(302, 5), t_rows(302, 2);  // ceil(300 / 64) = 5, ceil(100 / 64) = 2
+  rows[0] = t_rows[0] = 0;
+  EXPECT_EQ(small.row_chunk_ptr().to_vector<int32_t>(), rows);
+  EXPECT_EQ(small.t_row_chunk_ptr().to_vector<int32_t>(), t_rows);
+  EXPECT_EQ(small.num_row_chunks(), 5);
+  EXPECT_EQ(small.num_t_row_chunks(), 2);
+  // Chunks grow with the edge count: a row of 300 edges is whole in a graph of 3M edges.
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<int32_t> node(0, 199999);
+  for (int64_t k = 0; k < 3000000; ++k) src.push_back(node(rng)), dst.push_back(node(rng));
+  const Graph large = Graph::from_edges(200000, src, dst, GraphBuildOptions{false, false});
+  EXPECT_EQ(large.chunk_edges(), 512);
+  EXPECT_EQ(large.num_row_chunks(), 0);
+  EXPECT_EQ(large.num_t_row_chunks(), 0);
+}
+
 TEST(Graph, CudaRoundTripKeepsEveryArray) {
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
   Graph g = Graph::from_edges(5, {0, 1, 2, 3, 4, 0}, {1, 2, 3, 4, 0, 3}).with_self_loops();
@@ -182,4 +206,6 @@ TEST(Graph, CudaRoundTripKeepsEveryArray) {
   EXPECT_EQ(edge_pairs(l), edge_pairs(g));
   Graph back = d.to(Device::cpu);
   EXPECT_EQ(back.t_col_idx().to_vector<int32_t>(), g.t_col_idx().to_vector<int32_t>());
+  EXPECT_EQ(d.t_row_chunk_ptr().device(), Device::cuda);
+  EXPECT_EQ(back.row_chunk_ptr().to_vector<int32_t>(), g.row_chunk_ptr().to_vector<int32_t>());
 }

@@ -3,11 +3,11 @@
 // Forward: a group of G lanes (G a power of two <= 32) owns one (destination row, column tile);
 // each lane owns VEC consecutive features of one head (float4 / double2 loads when F allows) and
 // runs the online softmax over the row in ONE pass (running max m, sum z, accumulator rescaled
-// when the max grows). Rows of more than `chunk` edges are split (chunk_edges: 512 on large graphs,
-// down to 64 on small ones, where one long row would otherwise be the whole kernel's time): each
-// chunk is a work item writing a partial (m, z, acc), and a merge kernel combines a row's
-// partials in chunk order. Chunks are enumerated by an exclusive scan (CUB, integer) of the chunk counts per row and
-// found by binary search, so the work list needs no host synchronisation.
+// when the max grows). Rows of more than Graph::chunk_edges() edges (512 on large graphs, down
+// to 64 on small ones, where one long row would otherwise be the whole kernel's time) are split:
+// each chunk is a work item writing a partial (m, z, acc), and a merge kernel combines a row's
+// partials in chunk order. The graph lists each row's chunks (Graph::row_chunk_ptr, made once
+// with the graph); a work item finds its row by binary search.
 //
 // Backward: (1) one group per (edge, head) computes da = keep/(1-p) * G[dst,h,:].V[src,h,:];
 // (2) one warp per (row, head) sweeps the row twice: r = sum a*da (fixed butterfly), then
@@ -15,8 +15,6 @@
 // (source row, column tile) gathering G[dst] in t_row order, sources of more than `chunk` edges
 // split into chunks as in the forward pass. No float atomics anywhere: every sum has a fixed
 // order, so results are bitwise reproducible.
-#include <cub/device/device_scan.cuh>
-
 #include <cstdint>
 #include <type_traits>
 
@@ -30,18 +28,6 @@ namespace {
 
 using graph::kWarp;
 
-// Rows of more edges than chunk_edges(E) are split into chunks of that many edges. 512 keeps the
-// chunk plan off large graphs' typical rows; on a small graph (Cora: 13,264 edges, 2,708 rows, the
-// longest of 169 edges) the GPU is nearly idle and the longest row's serial loop is the kernel's
-// time, so the chunks shrink with E down to 64 edges (not less: below that the chunk plan's extra
-// launches cost more than the shorter loop saves, and the 384-node benchmark graph, whose rows
-// stay under 64 edges, keeps its single launch). Fixed by E: runs stay reproducible.
-constexpr int kMaxChunk = 512, kMinChunk = 64;
-int chunk_edges(long long E) {
-  int chunk = kMinChunk;
-  while (chunk < kMaxChunk && static_cast<long long>(chunk) * 2 * 2048 <= E) chunk *= 2;
-  return chunk;
-}
 constexpr int kUnroll = 4;   // edges whose loads are issued together
 constexpr unsigned kThreads = 256;
 
@@ -202,17 +188,6 @@ __device__ __forceinline__ ChunkRange find_chunk(const int32_t* __restrict__ row
   return {begin, min(begin + chunk, static_cast<long long>(row_ptr[lo + 1]))};
 }
 
-// nchunks[i] = chunks of a row longer than `chunk` edges, 0 otherwise; nchunks[N] = 0.
-__global__ void count_chunks_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
-                                    int32_t* __restrict__ nchunks,        // (N+1,)
-                                    long long N, int chunk) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i <= N;
-       i += (long long)gridDim.x * blockDim.x) {
-    const int deg = i < N ? row_ptr[i + 1] - row_ptr[i] : 0;
-    nchunks[i] = deg > chunk ? (deg + chunk - 1) / chunk : 0;
-  }
-}
-
 // One group per (chunk of a long row, column tile): the partial online-softmax state of the
 // chunk.
 template <class T, int VEC, int G>
@@ -225,16 +200,15 @@ __global__ void __launch_bounds__(kThreads)
                            T* __restrict__ part_m,                 // (W, H)
                            T* __restrict__ part_z,                 // (W, H)
                            T* __restrict__ part_acc,               // (W, H, F)
-                           long long N, int H, int F, int tiles, long long max_chunks, int chunk,
+                           long long N, int H, int F, int tiles, long long chunks, int chunk,
                            DropoutKey key, T scale) {
   const GroupLane<G> g;
   const int HF = H * F;
-  const long long chunks = chunk_ptr[N];  // W <= max_chunks
-  const long long items = max_chunks * tiles;
+  const long long items = chunks * tiles;  // chunks = W = chunk_ptr[N]
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const long long w = item / tiles;
     const int c = ((static_cast<int>(item - w * tiles)) * G + g.lane) * VEC;
-    if (w >= chunks || c >= HF) continue;
+    if (c >= HF) continue;
     const ChunkRange r = find_chunk(row_ptr, chunk_ptr, N, w, chunk);
     const int h = c / F;
     OnlineState<T, VEC> st;
@@ -409,16 +383,15 @@ __global__ void __launch_bounds__(kThreads)
                             const T* __restrict__ lse,              // (N, H)
                             const T* __restrict__ grad_out,         // (N, H, F)
                             T* __restrict__ part_acc,               // (W, H, F)
-                            long long N, int H, int F, int tiles, long long max_chunks, int chunk,
+                            long long N, int H, int F, int tiles, long long chunks, int chunk,
                             DropoutKey key, T scale) {
   const GroupLane<G> g;
   const int HF = H * F;
-  const long long chunks = chunk_ptr[N];  // W <= max_chunks
-  const long long items = max_chunks * tiles;
+  const long long items = chunks * tiles;  // chunks = W = chunk_ptr[N]
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const long long w = item / tiles;
     const int c = ((static_cast<int>(item - w * tiles)) * G + g.lane) * VEC;
-    if (w >= chunks || c >= HF) continue;
+    if (c >= HF) continue;
     const ChunkRange r = find_chunk(t_row_ptr, chunk_ptr, N, w, chunk);
     T acc[VEC] = {};
     gather_value_grad<T, VEC>(t_col_idx, t_edge_id, s, lse, grad_out, r.begin, r.end, H, HF, c / F,
@@ -527,33 +500,6 @@ unsigned group_blocks(long long items, int G) {
   return graph::warp_blocks((items + kWarp / G - 1) / (kWarp / G), kThreads);
 }
 
-// The chunks of the rows of more than `chunk` edges of a CSR (by destination or the transpose).
-struct ChunkPlan {
-  Tensor chunk_ptr;          // (N+1,) i32: row i owns chunks [chunk_ptr[i], chunk_ptr[i+1])
-  long long max_chunks = 0;  // host bound on chunk_ptr[N], for grids and partial buffers
-};
-
-ChunkPlan plan_chunks(const Tensor& row_ptr, long long N, long long E, int chunk) {
-  ChunkPlan plan;
-  Tensor nchunks = Tensor::empty({N + 1}, DType::i32, Device::cuda, "chunk counts");
-  plan.chunk_ptr = Tensor::empty({N + 1}, DType::i32, Device::cuda, "chunk_ptr");
-  count_chunks_kernel<<<cuda::blocks_for(N + 1), kThreads, 0, cuda::stream()>>>(
-      row_ptr.data<int32_t>(), nchunks.data<int32_t>(), N, chunk);
-  CUDA_CHECK_LAUNCH("count_chunks_kernel");
-  size_t temp_bytes = 0;
-  CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, nchunks.data<int32_t>(),
-                                           plan.chunk_ptr.data<int32_t>(), static_cast<int>(N + 1),
-                                           cuda::stream()));
-  Tensor temp = Tensor::empty({static_cast<int64_t>(temp_bytes / 4 + 1)}, DType::i32, Device::cuda,
-                              "chunk scan workspace");
-  CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.raw_data(), temp_bytes, nchunks.data<int32_t>(),
-                                           plan.chunk_ptr.data<int32_t>(), static_cast<int>(N + 1),
-                                           cuda::stream()));
-  // A row of deg > chunk edges has ceil(deg / chunk) < 2 deg / chunk chunks.
-  plan.max_chunks = 2 * E / chunk + 1;
-  return plan;
-}
-
 template <class T>
 T drop_scale(const DropoutKey& key) {
   return key.active() ? T(1) / (T(1) - static_cast<T>(key.p)) : T(1);
@@ -576,7 +522,7 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
     });
     return;
   }
-  const int chunk = chunk_edges(E);
+  const int chunk = graph.chunk_edges();
   const bool split = graph.max_in_degree() > chunk;
   dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
     using T = decltype(zero);
@@ -599,21 +545,20 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
         CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
         if (!split) return;
         // Long rows: their chunks' partial states, merged in chunk order.
-        const ChunkPlan plan = plan_chunks(graph.row_ptr(), N, E, chunk);
-        const long long max_chunks = plan.max_chunks;
-        Tensor part_m = Tensor::empty({max_chunks, H}, out.dtype(), Device::cuda, "aggregate partial m");
-        Tensor part_z = Tensor::empty({max_chunks, H}, out.dtype(), Device::cuda, "aggregate partial z");
-        Tensor part_acc = Tensor::empty({max_chunks, H, F}, out.dtype(), Device::cuda,
+        const int32_t* chunk_ptr = graph.row_chunk_ptr().data<int32_t>();  // (N+1,)
+        const long long chunks = graph.num_row_chunks();
+        Tensor part_m = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial m");
+        Tensor part_z = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial z");
+        Tensor part_acc = Tensor::empty({chunks, H, F}, out.dtype(), Device::cuda,
                                         "aggregate partial acc");
         aggregate_chunk_kernel<T, VEC, G>
-            <<<group_blocks(max_chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-                row_ptr, col_idx, plan.chunk_ptr.data<int32_t>(), s, V, part_m.data<T>(),
-                part_z.data<T>(), part_acc.data<T>(), N, H, F, tiling.tiles, max_chunks, chunk,
-                attn_dropout, scale);
+            <<<group_blocks(chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
+                row_ptr, col_idx, chunk_ptr, s, V, part_m.data<T>(), part_z.data<T>(),
+                part_acc.data<T>(), N, H, F, tiling.tiles, chunks, chunk, attn_dropout, scale);
         CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
         aggregate_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
-            plan.chunk_ptr.data<int32_t>(), part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o,
-            l, N, H, F, tiling.tiles);
+            chunk_ptr, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o, l, N, H, F,
+            tiling.tiles);
         CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
       });
     });
@@ -655,7 +600,7 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
     }
     if (grad_value && N * H * F > 0) {
       T* dV = grad_value->data<T>();  // (N, H, F)
-      const int chunk = chunk_edges(E);
+      const int chunk = graph.chunk_edges();
       const bool split = graph.max_out_degree() > chunk;
       const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (N+1,)
       const int32_t* t_col_idx = graph.t_col_idx().data<int32_t>();  // (E,) destination
@@ -672,16 +617,17 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
           CUDA_CHECK_LAUNCH("value_grad_kernel");
           if (!split) return;
           // Sources of more than `chunk` edges: chunk partials, summed in chunk order.
-          const ChunkPlan plan = plan_chunks(graph.t_row_ptr(), N, E, chunk);
-          Tensor part_acc = Tensor::empty({plan.max_chunks, H, F}, grad_value->dtype(), Device::cuda,
+          const int32_t* chunk_ptr = graph.t_row_chunk_ptr().data<int32_t>();  // (N+1,)
+          const long long chunks = graph.num_t_row_chunks();
+          Tensor part_acc = Tensor::empty({chunks, H, F}, grad_value->dtype(), Device::cuda,
                                           "value grad partial acc");
           value_grad_chunk_kernel<T, VEC, G>
-              <<<group_blocks(plan.max_chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-                  t_row_ptr, t_col_idx, t_edge_id, plan.chunk_ptr.data<int32_t>(), s, l, dout,
-                  part_acc.data<T>(), N, H, F, tiling.tiles, plan.max_chunks, chunk, attn_dropout, scale);
+              <<<group_blocks(chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
+                  t_row_ptr, t_col_idx, t_edge_id, chunk_ptr, s, l, dout, part_acc.data<T>(), N, H,
+                  F, tiling.tiles, chunks, chunk, attn_dropout, scale);
           CUDA_CHECK_LAUNCH("value_grad_chunk_kernel");
           value_grad_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
-              plan.chunk_ptr.data<int32_t>(), part_acc.data<T>(), dV, N, H, F, tiling.tiles);
+              chunk_ptr, part_acc.data<T>(), dV, N, H, F, tiling.tiles);
           CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
         });
       });
