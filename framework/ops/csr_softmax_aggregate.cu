@@ -9,12 +9,13 @@
 // partials in chunk order. The graph lists each row's chunks (Graph::row_chunk_ptr, made once
 // with the graph); a work item finds its row by binary search.
 //
-// Backward: (1) one group per (edge, head) computes da = keep/(1-p) * G[dst,h,:].V[src,h,:];
-// (2) one warp per (row, head) sweeps the row twice: r = sum a*da (fixed butterfly), then
-// ds = a*(da - r), with a recomputed from lse; (3) dV over the transposed graph, a group per
-// (source row, column tile) gathering G[dst] in t_row order, sources of more than `chunk` edges
-// split into chunks as in the forward pass. No float atomics anywhere: every sum has a fixed
-// order, so results are bitwise reproducible.
+// Backward: (1) over the transposed graph, a group per (source j, head, feature tile) holds
+// V[j,h,tile] in registers and gathers G[dst,h,tile] of j's out-edges in t_row order: one gather
+// gives both dV[j] = sum a~ G[dst] (a~ recomputed from lse and the regenerated mask) and the
+// edge's da = keep/(1-p) G[dst].V[j] (per tile, reduced by a butterfly over the group); sources
+// of more than `chunk` out-edges are split into chunks as in the forward pass. (2) over the rows,
+// a warp per row (all its heads when H divides 32): r = sum a*da, then ds = a*(da - r).
+// No float atomics anywhere: every sum has a fixed order, so results are bitwise reproducible.
 #include <cstdint>
 #include <type_traits>
 
@@ -28,8 +29,16 @@ namespace {
 
 using graph::kWarp;
 
-constexpr int kUnroll = 4;   // edges whose loads are issued together
+constexpr int kUnroll = 4;   // edges whose loads are issued together (forward)
+// The backward gather: 2 edges per batch and at most 64 registers (4 blocks per SM). Measured on
+// the H200 at 1M nodes / 16M edges: 2.80 ms (H=1, F=64) and 3.17 ms (H=8, F=8); 4 edges per
+// batch at 89 registers (2 blocks): 3.26 and 3.72 ms; 4 edges capped at 85 registers: 2.81, 3.17.
+constexpr int kUnrollBackward = 2;
+constexpr int kBackwardBlocksPerSM = 4;
 constexpr unsigned kThreads = 256;
+
+template <int N>
+using Int = std::integral_constant<int, N>;
 
 template <class T, int VEC>
 struct alignas(sizeof(T) * VEC) Vec {
@@ -169,11 +178,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Edge range [begin, end) of chunk w: the chunks of row i are [chunk_ptr[i], chunk_ptr[i+1]),
-// chunk_ptr (N+1) being the exclusive scan of the chunk counts. The owner is the last row i with
+// Row and edge range [begin, end) of chunk w: the chunks of row i are
+// [chunk_ptr[i], chunk_ptr[i+1]), chunk_ptr (N+1) being the exclusive scan of the chunk counts. The owner is the last row i with
 // chunk_ptr[i] <= w (binary search; rows without chunks have empty ranges).
 struct ChunkRange {
-  long long begin, end;
+  long long row, begin, end;
 };
 __device__ __forceinline__ ChunkRange find_chunk(const int32_t* __restrict__ row_ptr,    // (N+1,)
                                                  const int32_t* __restrict__ chunk_ptr,  // (N+1,)
@@ -185,7 +194,7 @@ __device__ __forceinline__ ChunkRange find_chunk(const int32_t* __restrict__ row
     else hi = mid - 1;
   }
   const long long begin = row_ptr[lo] + (w - chunk_ptr[lo]) * chunk;
-  return {begin, min(begin + chunk, static_cast<long long>(row_ptr[lo + 1]))};
+  return {lo, begin, min(begin + chunk, static_cast<long long>(row_ptr[lo + 1]))};
 }
 
 // One group per (chunk of a long row, column tile): the partial online-softmax state of the
@@ -254,149 +263,175 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Backward (1): one group of G lanes per (edge, head): da[e,h] = keep/(1-p) * G[dst,h,:].V[src,h,:]
-// written to ds. Lanes stride over F in VEC steps; the dot is a fixed butterfly over the group.
-// Six blocks per SM (<= 40 registers): the gathers need the warps in flight, and the inlined
-// Philox draw would otherwise push the kernel to 44 registers and five blocks (measured 15%
-// slower on the H200).
+// The tensors of the backward pass, as the kernels read them.
+template <class T>
+struct BackwardArgs {
+  const int32_t* t_row_ptr;  // (N+1,) transposed CSR: the out-edges of each source
+  const int32_t* t_col_idx;  // (E,) destination of each transposed entry
+  const int32_t* t_edge_id;  // (E,) edge id of each transposed entry
+  const T* s;                // (E, H) edge scores
+  const T* lse;              // (N, H) row log-sum-exp of the forward pass
+  const T* V;                // (N, H, F) node values
+  const T* grad_out;         // (N, H, F)
+  T* da;                     // (tiles, E, H) per-tile parts of da, or null when d scores are not asked
+  T* dV;                     // (N, H, F), or null when d values are not asked
+  long long N, E;
+  int H, F, tiles;           // tiles: feature tiles of one head
+  DropoutKey key;
+  T scale;
+};
+
+// Backward (1) for one group of G lanes over transposed entries [begin, end) of source j, head h;
+// the lane owns features [c, c + VEC) of the head (none when c >= F: it still joins the sums).
+// For each entry (edge e, destination i), in t_row order:
+//   acc      += a~[e,h] * G[i,h,c..c+VEC)    with a~ = exp(s[e,h] - lse[i,h]) * keep/(1-p)
+//   da[e,h]   = keep/(1-p) * G[i,h,:].V[j,h,:]  (this tile's part; the group's first lane writes)
+// One gather of G serves both gradients. kUnrollBackward entries' loads are issued together and
+// their dots reduced together.
 template <class T, int VEC, int G>
-__global__ void __launch_bounds__(kThreads, 6)
-    edge_dot_kernel(const int32_t* __restrict__ col_idx,   // (E,)
-                    const int32_t* __restrict__ edge_dst,  // (E,)
-                    const T* __restrict__ V,               // (N, H, F)
-                    const T* __restrict__ grad_out,        // (N, H, F)
-                    T* __restrict__ da,                    // (E, H)
-                    long long EH, int H, int F, DropoutKey key, T scale) {
-  const GroupLane<G> g;
-  // Every lane of a warp runs the same number of rounds (the butterfly needs them all).
-  for (long long base = g.first_item; base < EH; base += g.stride) {
-    const long long t = base + g.group;
-    T dot = 0;
-    if (t < EH) {
-      const long long e = t / H;
-      const int h = static_cast<int>(t - e * H);
-      const T* vr = V + ((long long)col_idx[e] * H + h) * F;
-      const T* gr = grad_out + ((long long)edge_dst[e] * H + h) * F;
-      for (int f = g.lane * VEC; f < F; f += G * VEC) {
-        const Vec<T, VEC> a = load_vec<T, VEC>(vr + f), b = load_vec<T, VEC>(gr + f);
+__device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, long long j,
+                                                      long long begin, long long end, int h, int c,
+                                                      T* __restrict__ da_tile,  // (E, H) or null
+                                                      T (&acc)[VEC]) {
+  const int H = a.H;
+  const bool lane_has_features = c < a.F;
+  const long long head_offset = static_cast<long long>(h) * a.F + c;  // within a node's H*F
+  const long long HF = static_cast<long long>(H) * a.F;
+  Vec<T, VEC> v{};  // V[j, h, c..c+VEC)
+  if (da_tile && lane_has_features) v = load_vec<T, VEC>(a.V + j * HF + head_offset);
+  auto entries = [&](long long k, auto count) {
+    constexpr int U = decltype(count)::value;
+    int32_t e[U], i[U];  // edge id and destination (64-bit offsets are formed at each use)
+    Vec<T, VEC> g[U];
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) dot += a.v[k] * b.v[k];
+    for (int u = 0; u < U; ++u) e[u] = a.t_edge_id[k + u], i[u] = a.t_col_idx[k + u];
+    T score[U], row_lse[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      g[u] = Vec<T, VEC>{};
+      if (lane_has_features) g[u] = load_vec<T, VEC>(a.grad_out + i[u] * HF + head_offset);
+      if (a.dV) {
+        score[u] = a.s[static_cast<long long>(e[u]) * H + h];
+        row_lse[u] = a.lse[static_cast<long long>(i[u]) * H + h];
       }
     }
-    dot = graph::group_sum<G>(dot);
-    if (t < EH && g.lane == 0) da[t] = dot * drop_factor(key, scale, t);
+    T drop[U], dot[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      drop[u] = drop_factor(a.key, a.scale, static_cast<long long>(e[u]) * H + h);
+      if (a.dV) {
+        const T w = exp(score[u] - row_lse[u]) * drop[u];
+#pragma unroll
+        for (int q = 0; q < VEC; ++q) acc[q] += w * g[u].v[q];
+      }
+      dot[u] = 0;
+#pragma unroll
+      for (int q = 0; q < VEC; ++q) dot[u] += v.v[q] * g[u].v[q];
+    }
+    if (!da_tile) return;
+#pragma unroll
+    for (int u = 0; u < U; ++u) dot[u] = graph::group_sum<G>(dot[u]);
+    if (threadIdx.x % G == 0)
+#pragma unroll
+      for (int u = 0; u < U; ++u) da_tile[static_cast<long long>(e[u]) * H + h] = dot[u] * drop[u];
+  };
+  long long k = begin;
+  for (; k + kUnrollBackward <= end; k += kUnrollBackward) entries(k, Int<kUnrollBackward>{});
+  for (; k < end; ++k) entries(k, Int<1>{});
+}
+
+// Where a backward work item sits: item = (node or chunk n, head h, tile) -> the lane's feature c
+// within the head.
+struct HeadItem {
+  long long n;
+  int h, tile, c;
+  template <int VEC, int G>
+  __device__ __forceinline__ static HeadItem of(long long item, int H, int tiles, int lane) {
+    HeadItem x;
+    const long long nh = item / tiles;
+    x.tile = static_cast<int>(item - nh * tiles);
+    x.n = nh / H;
+    x.h = static_cast<int>(nh - x.n * H);
+    x.c = (x.tile * G + lane) * VEC;
+    return x;
+  }
+};
+
+// Backward (1): one group per (source j, head, feature tile) over the transposed graph, writing
+// dV[j,h,c..] and the da parts of j's out-edges. Sources of more than `long_row` out-edges are
+// left to the chunk kernel.
+template <class T, int VEC, int G>
+__global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSM)
+    attention_grad_kernel(BackwardArgs<T> a, long long long_row) {
+  const GroupLane<G> g;
+  const long long items = a.N * a.H * a.tiles;
+  for (long long item = g.first_item + g.group; item < items; item += g.stride) {
+    const HeadItem x = HeadItem::of<VEC, G>(item, a.H, a.tiles, g.lane);
+    const long long begin = a.t_row_ptr[x.n], end = a.t_row_ptr[x.n + 1];
+    if (end - begin > long_row) continue;  // the whole group skips
+    T acc[VEC] = {};
+    T* da_tile = a.da ? a.da + x.tile * a.E * a.H : nullptr;
+    gather_attention_grad<T, VEC, G>(a, x.n, begin, end, x.h, x.c, da_tile, acc);
+    if (a.dV && x.c < a.F) store_vec<T, VEC>(a.dV + (x.n * a.H + x.h) * a.F + x.c, to_vec(acc));
   }
 }
 
-// Backward (2): one warp per (row, head): r = sum_e a*da, then ds = a*(da - r) in place.
+// One group per (chunk w of a long transposed row, head, feature tile): the chunk's partial dV
+// and the da parts of its edges.
+template <class T, int VEC, int G>
+__global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSM)
+    attention_grad_chunk_kernel(BackwardArgs<T> a,
+                                const int32_t* __restrict__ chunk_ptr,  // (N+1,)
+                                T* __restrict__ part_acc,               // (W, H, F) or null
+                                long long chunks, int chunk) {
+  const GroupLane<G> g;
+  const long long items = chunks * a.H * a.tiles;  // chunks = W = chunk_ptr[N]
+  for (long long item = g.first_item + g.group; item < items; item += g.stride) {
+    const HeadItem x = HeadItem::of<VEC, G>(item, a.H, a.tiles, g.lane);
+    const ChunkRange r = find_chunk(a.t_row_ptr, chunk_ptr, a.N, x.n, chunk);
+    T acc[VEC] = {};
+    T* da_tile = a.da ? a.da + x.tile * a.E * a.H : nullptr;
+    gather_attention_grad<T, VEC, G>(a, r.row, r.begin, r.end, x.h, x.c, da_tile, acc);
+    if (part_acc && x.c < a.F)
+      store_vec<T, VEC>(part_acc + (x.n * a.H + x.h) * a.F + x.c, to_vec(acc));
+  }
+}
+
+// Backward (2): d scores from the da parts of (1). A warp per (destination row, block of P
+// heads), P = H when H divides 32 (the row's (edge, head) scores are then contiguous: lane k
+// takes head k % P of edges begin + k / P, begin + k / P + 32 / P, ...), else P = 1:
+//   da = sum of the tiles' parts (in tile order), r = sum_e a*da (fixed butterfly over the lanes
+//   of a head), then ds = a*(da - r) with a = exp(s - lse).
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     row_softmax_grad_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
                             const T* __restrict__ s,              // (E, H)
                             const T* __restrict__ lse,            // (N, H)
-                            T* __restrict__ ds,                   // (E, H): da in, ds out
-                            long long NH, int H) {
+                            const T* da,  // (tiles, E, H); tile 0 is ds itself when tiles == 1
+                            T* ds,        // (E, H)
+                            long long N, long long E, int H, int P, int tiles) {
   const int lane = threadIdx.x % kWarp;
-  for (long long w = graph::warp_id(); w < NH; w += graph::warp_count()) {
-    const long long i = w / H;
-    const int h = static_cast<int>(w - i * H);
+  const int blocks = H / P, step = kWarp / P;
+  const long long EH = E * H;
+  for (long long w = graph::warp_id(); w < N * blocks; w += graph::warp_count()) {
+    const long long i = w / blocks;
+    const int h = static_cast<int>(w - i * blocks) * P + lane % P;
     const long long begin = row_ptr[i], end = row_ptr[i + 1];
-    const T l = lse[w];
+    const T l = lse[i * H + h];
     T r = 0;
-    for (long long e = begin + lane; e < end; e += kWarp) r += exp(s[e * H + h] - l) * ds[e * H + h];
-    r = graph::group_sum<kWarp>(r);
-    for (long long e = begin + lane; e < end; e += kWarp) {
-      const T a = exp(s[e * H + h] - l);
-      ds[e * H + h] = a * (ds[e * H + h] - r);
+    for (long long e = begin + lane / P; e < end; e += step) {
+      const long long x = e * H + h;
+      T d = da[x];
+      for (int t = 1; t < tiles; ++t) d += da[t * EH + x];
+      if (tiles > 1) ds[x] = d;
+      r += exp(s[x] - l) * d;
     }
-  }
-}
-
-// dV gather of one lane over the transposed list [begin, end) of a source row:
-// acc += a~[e,h] * G[dst,h,c..c+VEC) with a~ recomputed from lse and the regenerated mask.
-template <class T, int VEC>
-__device__ __forceinline__ void gather_value_grad(const int32_t* __restrict__ t_col_idx,  // (E,)
-                                                  const int32_t* __restrict__ t_edge_id,  // (E,)
-                                                  const T* __restrict__ s,                // (E, H)
-                                                  const T* __restrict__ lse,              // (N, H)
-                                                  const T* __restrict__ grad_out,  // (N, H, F)
-                                                  long long begin, long long end, int H, int HF,
-                                                  int h, int c, const DropoutKey& key, T scale,
-                                                  T (&acc)[VEC]) {
-  auto add = [&](long long e, long long i, const Vec<T, VEC>& gv) {
-    const T w = exp(s[e * H + h] - lse[i * H + h]) * drop_factor(key, scale, e * H + h);
-#pragma unroll
-    for (int q = 0; q < VEC; ++q) acc[q] += w * gv.v[q];
-  };
-  long long k = begin;
-  for (; k + kUnroll <= end; k += kUnroll) {
-    long long e[kUnroll], i[kUnroll];
-    Vec<T, VEC> gv[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) e[u] = t_edge_id[k + u], i[u] = t_col_idx[k + u];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) gv[u] = load_vec<T, VEC>(grad_out + i[u] * HF + c);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) add(e[u], i[u], gv[u]);
-  }
-  for (; k < end; ++k)
-    add(t_edge_id[k], t_col_idx[k], load_vec<T, VEC>(grad_out + (long long)t_col_idx[k] * HF + c));
-}
-
-// Backward (3): one group per (source row j, column tile) over the transposed graph:
-// dV[j,h,c..] = sum over out-edges k (t_row order) of a~[e,h] * G[dst,h,c..]. Rows of more than
-// `long_row` out-edges are left to the chunk and merge kernels below.
-template <class T, int VEC, int G>
-__global__ void __launch_bounds__(kThreads)
-    value_grad_kernel(const int32_t* __restrict__ t_row_ptr,  // (N+1,)
-                      const int32_t* __restrict__ t_col_idx,  // (E,) destination
-                      const int32_t* __restrict__ t_edge_id,  // (E,) edge id
-                      const T* __restrict__ s,                // (E, H)
-                      const T* __restrict__ lse,              // (N, H)
-                      const T* __restrict__ grad_out,         // (N, H, F)
-                      T* __restrict__ dV,                     // (N, H, F)
-                      long long N, int H, int F, int tiles, long long long_row, DropoutKey key,
-                      T scale) {
-  const GroupLane<G> g;
-  const int HF = H * F;
-  const long long items = N * tiles;
-  for (long long item = g.first_item + g.group; item < items; item += g.stride) {
-    const long long j = item / tiles;
-    const int c = ((static_cast<int>(item - j * tiles)) * G + g.lane) * VEC;
-    const long long begin = t_row_ptr[j], end = t_row_ptr[j + 1];
-    if (c >= HF || end - begin > long_row) continue;
-    T acc[VEC] = {};
-    gather_value_grad<T, VEC>(t_col_idx, t_edge_id, s, lse, grad_out, begin, end, H, HF, c / F, c,
-                              key, scale, acc);
-    store_vec<T, VEC>(dV + j * HF + c, to_vec(acc));
-  }
-}
-
-// One group per (chunk of a long transposed row, column tile): the chunk's partial dV.
-template <class T, int VEC, int G>
-__global__ void __launch_bounds__(kThreads)
-    value_grad_chunk_kernel(const int32_t* __restrict__ t_row_ptr,  // (N+1,)
-                            const int32_t* __restrict__ t_col_idx,  // (E,) destination
-                            const int32_t* __restrict__ t_edge_id,  // (E,) edge id
-                            const int32_t* __restrict__ chunk_ptr,  // (N+1,)
-                            const T* __restrict__ s,                // (E, H)
-                            const T* __restrict__ lse,              // (N, H)
-                            const T* __restrict__ grad_out,         // (N, H, F)
-                            T* __restrict__ part_acc,               // (W, H, F)
-                            long long N, int H, int F, int tiles, long long chunks, int chunk,
-                            DropoutKey key, T scale) {
-  const GroupLane<G> g;
-  const int HF = H * F;
-  const long long items = chunks * tiles;  // chunks = W = chunk_ptr[N]
-  for (long long item = g.first_item + g.group; item < items; item += g.stride) {
-    const long long w = item / tiles;
-    const int c = ((static_cast<int>(item - w * tiles)) * G + g.lane) * VEC;
-    if (c >= HF) continue;
-    const ChunkRange r = find_chunk(t_row_ptr, chunk_ptr, N, w, chunk);
-    T acc[VEC] = {};
-    gather_value_grad<T, VEC>(t_col_idx, t_edge_id, s, lse, grad_out, r.begin, r.end, H, HF, c / F,
-                              c, key, scale, acc);
-    store_vec<T, VEC>(part_acc + w * HF + c, to_vec(acc));
+    for (int offset = kWarp / 2; offset >= P; offset /= 2)
+      r += __shfl_xor_sync(0xffffffffu, r, offset);
+    for (long long e = begin + lane / P; e < end; e += step) {
+      const long long x = e * H + h;
+      ds[x] = exp(s[x] - l) * (ds[x] - r);
+    }
   }
 }
 
@@ -453,9 +488,6 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ---- host side -------------------------------------------------------------------------
-
-template <int N>
-using Int = std::integral_constant<int, N>;
 
 // Calls f(Int<G>{}) for G in {1, 2, 4, 8, 16, 32}.
 template <class Fn>
@@ -571,67 +603,76 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
                                     Tensor* grad_scores, Tensor* grad_value) {
   const long long N = graph.num_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(edge_scores.size(1)), F = static_cast<int>(node_value.size(2));
+  const bool need_scores = grad_scores && E * H > 0, need_value = grad_value && N * H * F > 0;
+  if (F == 0) {  // no features: the scores do not matter
+    if (need_scores) grad_scores->zero_();
+    return;
+  }
+  if (!need_scores && !need_value) return;
   dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
-    const T scale = drop_scale<T>(attn_dropout);
-    const T* s = edge_scores.data<T>();  // (E, H)
-    const T* V = node_value.data<T>();   // (N, H, F)
-    const T* l = lse.data<T>();          // (N, H)
-    const T* dout = grad_out.data<T>();  // (N, H, F)
-    if (grad_scores && E * H > 0) {
-      T* ds = grad_scores->data<T>();  // (E, H)
-      if (F == 0) {
-        grad_scores->zero_();
-      } else {
-        with_vec<T>(F, {V, dout}, [&](auto vec) {
-          constexpr int VEC = decltype(vec)::value;
-          with_group(pow2_at_least((F + VEC - 1) / VEC), [&](auto group) {
-            constexpr int G = decltype(group)::value;
-            edge_dot_kernel<T, VEC, G><<<group_blocks(E * H, G), kThreads, 0, cuda::stream()>>>(
-                graph.col_idx().data<int32_t>(), graph.edge_dst().data<int32_t>(), V, dout, ds,
-                E * H, H, F, attn_dropout, scale);
-            CUDA_CHECK_LAUNCH("edge_dot_kernel");
-          });
-        });
-        row_softmax_grad_kernel<T><<<graph::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(
-            graph.row_ptr().data<int32_t>(), s, l, ds, N * H, H);
-        CUDA_CHECK_LAUNCH("row_softmax_grad_kernel");
-      }
-    }
-    if (grad_value && N * H * F > 0) {
-      T* dV = grad_value->data<T>();  // (N, H, F)
-      const int chunk = graph.chunk_edges();
-      const bool split = graph.max_out_degree() > chunk;
-      const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (N+1,)
-      const int32_t* t_col_idx = graph.t_col_idx().data<int32_t>();  // (E,) destination
-      const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
-      with_vec<T>(F, {dout, dV}, [&](auto vec) {
-        constexpr int VEC = decltype(vec)::value;
-        const Tiling tiling(H * F, VEC);
-        with_group(tiling.G, [&](auto group) {
-          constexpr int G = decltype(group)::value;
-          const long long items = N * tiling.tiles;
-          value_grad_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
-              t_row_ptr, t_col_idx, t_edge_id, s, l, dout, dV, N, H, F, tiling.tiles,
-              split ? chunk : E, attn_dropout, scale);
-          CUDA_CHECK_LAUNCH("value_grad_kernel");
-          if (!split) return;
-          // Sources of more than `chunk` edges: chunk partials, summed in chunk order.
-          const int32_t* chunk_ptr = graph.t_row_chunk_ptr().data<int32_t>();  // (N+1,)
-          const long long chunks = graph.num_t_row_chunks();
-          Tensor part_acc = Tensor::empty({chunks, H, F}, grad_value->dtype(), Device::cuda,
-                                          "value grad partial acc");
-          value_grad_chunk_kernel<T, VEC, G>
-              <<<group_blocks(chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-                  t_row_ptr, t_col_idx, t_edge_id, chunk_ptr, s, l, dout, part_acc.data<T>(), N, H,
-                  F, tiling.tiles, chunks, chunk, attn_dropout, scale);
-          CUDA_CHECK_LAUNCH("value_grad_chunk_kernel");
-          value_grad_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
-              chunk_ptr, part_acc.data<T>(), dV, N, H, F, tiling.tiles);
+    BackwardArgs<T> a{};
+    a.t_row_ptr = graph.t_row_ptr().data<int32_t>();
+    a.t_col_idx = graph.t_col_idx().data<int32_t>();
+    a.t_edge_id = graph.t_edge_id().data<int32_t>();
+    a.s = edge_scores.data<T>();
+    a.lse = lse.data<T>();
+    a.V = node_value.data<T>();
+    a.grad_out = grad_out.data<T>();
+    a.dV = need_value ? grad_value->data<T>() : nullptr;
+    a.N = N, a.E = E, a.H = H, a.F = F;
+    a.key = attn_dropout;
+    a.scale = drop_scale<T>(attn_dropout);
+    T* ds = need_scores ? grad_scores->data<T>() : nullptr;  // (E, H)
+    with_vec<T>(F, {a.V, a.grad_out, a.dV}, [&](auto vec) {
+      constexpr int VEC = decltype(vec)::value;
+      const Tiling tiling(F, VEC);  // of one head
+      a.tiles = tiling.tiles;
+      // da parts: straight into ds when a head is one tile, else one (E, H) slice per tile.
+      Tensor da_parts;
+      if (need_scores && tiling.tiles > 1)
+        da_parts = Tensor::empty({tiling.tiles, E, H}, edge_scores.dtype(), Device::cuda,
+                                 "d attention parts");
+      a.da = !need_scores ? nullptr : tiling.tiles > 1 ? da_parts.data<T>() : ds;
+      with_group(tiling.G, [&](auto group) {
+        constexpr int G = decltype(group)::value;
+        const int chunk = graph.chunk_edges();
+        const bool split = graph.max_out_degree() > chunk;
+        attention_grad_kernel<T, VEC, G>
+            <<<group_blocks(N * H * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
+                a, split ? chunk : E);
+        CUDA_CHECK_LAUNCH("attention_grad_kernel");
+        if (!split) return;
+        // Sources of more than `chunk` out-edges: chunk by chunk, the dV partials summed in chunk
+        // order.
+        const int32_t* chunk_ptr = graph.t_row_chunk_ptr().data<int32_t>();  // (N+1,)
+        const long long chunks = graph.num_t_row_chunks();
+        Tensor part_acc;
+        if (need_value)
+          part_acc = Tensor::empty({chunks, H, F}, grad_value->dtype(), Device::cuda,
+                                   "value grad partial acc");
+        attention_grad_chunk_kernel<T, VEC, G>
+            <<<group_blocks(chunks * H * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
+                a, chunk_ptr, need_value ? part_acc.data<T>() : nullptr, chunks, chunk);
+        CUDA_CHECK_LAUNCH("attention_grad_chunk_kernel");
+        if (!need_value) return;
+        const Tiling row_tiling(H * F, VEC);
+        with_group(row_tiling.G, [&](auto merge_group) {
+          constexpr int GM = decltype(merge_group)::value;
+          value_grad_merge_kernel<T, VEC, GM>
+              <<<group_blocks(N * row_tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
+                  chunk_ptr, part_acc.data<T>(), a.dV, N, H, F, row_tiling.tiles);
           CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
         });
       });
-    }
+      if (!need_scores) return;
+      const int heads_per_warp = H <= kWarp && kWarp % H == 0 ? H : 1;
+      row_softmax_grad_kernel<T>
+          <<<graph::warp_blocks(N * (H / heads_per_warp)), kThreads, 0, cuda::stream()>>>(
+              graph.row_ptr().data<int32_t>(), a.s, a.lse, a.da, ds, N, E, H, heads_per_warp,
+              tiling.tiles);
+      CUDA_CHECK_LAUNCH("row_softmax_grad_kernel");
+    });
   });
 }
 

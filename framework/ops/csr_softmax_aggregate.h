@@ -30,9 +30,9 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //            (either may be null to skip it). Overwrites, never accumulates.
 //  CUDA fast path: when graph.max_in_degree() and max_out_degree() (known on the host) are at
 //  most the chunk size (512 edges on graphs of a million edges or more, down to 64 on small
-//  ones: csr_softmax_aggregate.cu), no chunk plan is built: the forward pass is one launch, the
-//  backward pass three (edge dots, the row pass for d scores, the transposed pass for d value);
-//  no host synchronisation.
+//  ones: Graph::chunk_edges), the forward pass is one launch and the backward pass two (the
+//  transposed pass for d value and the edge dots, then the row pass for d scores); no host
+//  synchronisation.
 namespace cpu_impl {
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
                                    const Tensor& node_value, const DropoutKey& attn_dropout,

@@ -9,12 +9,14 @@ namespace gat::ops::cuda_impl::graph {
 constexpr int kWarp = 32;
 
 // Sum over the G consecutive lanes of an aligned group (G a power of two <= 32), by a fixed
-// butterfly: every lane of the group gets the same, reproducible result. All 32 lanes of the
-// warp must call it.
+// butterfly: every lane of the group gets the same, reproducible result. All G lanes of the
+// group must call it; the other groups of the warp may be elsewhere.
 template <int G, class T>
 __device__ __forceinline__ T group_sum(T v) {
+  const unsigned lanes = G == kWarp ? 0xffffffffu : (1u << (G % kWarp)) - 1;
+  const unsigned mask = lanes << ((threadIdx.x % kWarp) & ~(G - 1));
 #pragma unroll
-  for (int offset = G / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  for (int offset = G / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(mask, v, offset);
   return v;
 }
 
