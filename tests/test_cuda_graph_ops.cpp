@@ -269,7 +269,7 @@ TEST(CudaGatEdgeScores, MatchesCpuAndGradients) {
   std::mt19937_64 rng(8);
   const Graph g = random_graph(3000, 30000, 2000, rng);
   const Graph gd = g.to(Device::cuda);
-  for (int64_t H : {1, 8}) {
+  for (int64_t H : {1, 3, 8, 64}) {  // a warp per node over all heads (1, 8), per head (3, 64)
     const Tensor el = random_tensor({g.num_nodes(), H}, rng, -1, 1, DType::f32);
     const Tensor er = random_tensor({g.num_nodes(), H}, rng, -1, 1, DType::f32);
     const Tensor gs = random_tensor({g.num_edges(), H}, rng, -1, 1, DType::f32);

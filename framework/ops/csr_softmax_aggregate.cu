@@ -397,9 +397,8 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSM)
   }
 }
 
-// Backward (2): d scores from the da parts of (1). A warp per (destination row, block of P
-// heads), P = H when H divides 32 (the row's (edge, head) scores are then contiguous: lane k
-// takes head k % P of edges begin + k / P, begin + k / P + 32 / P, ...), else P = 1:
+// Backward (2): d scores from the da parts of (1), a warp per (destination row, block of heads)
+// (graph::HeadLanes: all the row's heads at once when H divides 32):
 //   da = sum of the tiles' parts (in tile order), r = sum_e a*da (fixed butterfly over the lanes
 //   of a head), then ds = a*(da - r) with a = exp(s - lse).
 template <class T>
@@ -409,26 +408,25 @@ __global__ void __launch_bounds__(kThreads)
                             const T* __restrict__ lse,            // (N, H)
                             const T* da,  // (tiles, E, H); tile 0 is ds itself when tiles == 1
                             T* ds,        // (E, H)
-                            long long N, long long E, int H, int P, int tiles) {
+                            long long N, long long E, int H, int tiles) {
   const int lane = threadIdx.x % kWarp;
-  const int blocks = H / P, step = kWarp / P;
+  const graph::HeadLanes heads(H);
   const long long EH = E * H;
-  for (long long w = graph::warp_id(); w < N * blocks; w += graph::warp_count()) {
-    const long long i = w / blocks;
-    const int h = static_cast<int>(w - i * blocks) * P + lane % P;
-    const long long begin = row_ptr[i], end = row_ptr[i + 1];
+  for (long long w = graph::warp_id(); w < N * heads.blocks; w += graph::warp_count()) {
+    const long long i = w / heads.blocks;
+    const int h = heads.head(w, lane);
+    const long long begin = row_ptr[i] + heads.first(lane), end = row_ptr[i + 1];
     const T l = lse[i * H + h];
     T r = 0;
-    for (long long e = begin + lane / P; e < end; e += step) {
+    for (long long e = begin; e < end; e += heads.stride()) {
       const long long x = e * H + h;
       T d = da[x];
       for (int t = 1; t < tiles; ++t) d += da[t * EH + x];
       if (tiles > 1) ds[x] = d;
       r += exp(s[x] - l) * d;
     }
-    for (int offset = kWarp / 2; offset >= P; offset /= 2)
-      r += __shfl_xor_sync(0xffffffffu, r, offset);
-    for (long long e = begin + lane / P; e < end; e += step) {
+    r = heads.sum(r);
+    for (long long e = begin; e < end; e += heads.stride()) {
       const long long x = e * H + h;
       ds[x] = exp(s[x] - l) * (ds[x] - r);
     }
@@ -666,11 +664,9 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
         });
       });
       if (!need_scores) return;
-      const int heads_per_warp = H <= kWarp && kWarp % H == 0 ? H : 1;
       row_softmax_grad_kernel<T>
-          <<<graph::warp_blocks(N * (H / heads_per_warp)), kThreads, 0, cuda::stream()>>>(
-              graph.row_ptr().data<int32_t>(), a.s, a.lse, a.da, ds, N, E, H, heads_per_warp,
-              tiling.tiles);
+          <<<graph::warp_blocks(N * graph::HeadLanes(H).blocks), kThreads, 0, cuda::stream()>>>(
+              graph.row_ptr().data<int32_t>(), a.s, a.lse, a.da, ds, N, E, H, tiling.tiles);
       CUDA_CHECK_LAUNCH("row_softmax_grad_kernel");
     });
   });

@@ -20,6 +20,26 @@ __device__ __forceinline__ T group_sum(T v) {
   return v;
 }
 
+// A warp over the (entry, head) values of one node's list of entries, P heads at a time. With
+// P = H (when H divides 32) the list's values, stored (entry, head), are contiguous: lane k takes
+// head k % P of entries first + k / P, first + k / P + 32 / P, ...; otherwise P = 1, a warp per
+// (node, head). Work items: N * blocks; item w is node w / blocks, heads from (w % blocks) * P.
+struct HeadLanes {
+  int P;       // heads per warp
+  int blocks;  // warps per node
+  __host__ __device__ explicit HeadLanes(int H)
+      : P(H <= kWarp && kWarp % H == 0 ? H : 1), blocks(H / P) {}
+  __device__ int head(long long w, int lane) const { return static_cast<int>(w % blocks) * P + lane % P; }
+  __device__ int first(int lane) const { return lane / P; }
+  __device__ int stride() const { return kWarp / P; }
+  // Sum over the lanes of this lane's head (fixed butterfly; all 32 lanes must call it).
+  template <class T>
+  __device__ T sum(T v) const {
+    for (int offset = kWarp / 2; offset >= P; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+  }
+};
+
 // Global index of this thread's warp and the number of warps in the grid.
 __device__ __forceinline__ long long warp_id() {
   return (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / kWarp;
