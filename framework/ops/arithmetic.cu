@@ -35,7 +35,8 @@ struct AddBiasFn {
   const T* bias;  // (C,)
   long long channels;
   T* out;         // (R, C)
-  __device__ void operator()(long long i) const { out[i] = x[i] + bias[i % channels]; }
+  template <class I>
+  __device__ void operator()(I i) const { out[i] = x[i] + bias[i % static_cast<I>(channels)]; }
 };
 
 }  // namespace

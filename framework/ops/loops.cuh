@@ -4,15 +4,20 @@
 //   detail::launch_for_each("relu", n, Relu{...});
 #pragma once
 
+#include <cstdint>
+
 #include "framework/cuda_check.h"
 
 namespace gat::ops::detail {
 
-// Grid-stride loop: f(i) for i in [0, n), one thread per i at a time.
-template <class F>
-__global__ void for_each_kernel(long long n, F f) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
+// Grid-stride loop: f(i) for i in [0, n), one thread per i at a time. The index type I is 32-bit
+// when n allows: a functor whose operator() takes its index as a template parameter then divides
+// in 32 bits (a 64-bit division or modulo per element is a long software routine: it held
+// broadcasts such as add_bias to half the memory bandwidth).
+template <class I, class F>
+__global__ void for_each_kernel(I n, F f) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<I>(gridDim.x) * blockDim.x)
     f(i);
 }
 
@@ -21,7 +26,10 @@ __global__ void for_each_kernel(long long n, F f) {
 template <class F>
 void launch_for_each(const char* name, long long n, const F& f) {
   if (n == 0) return;
-  for_each_kernel<<<cuda::blocks_for(n), 256, 0, cuda::stream()>>>(n, f);
+  if (n < (1LL << 31))  // (i + the grid's stride stays below 2^32)
+    for_each_kernel<uint32_t><<<cuda::blocks_for(n), 256, 0, cuda::stream()>>>(static_cast<uint32_t>(n), f);
+  else
+    for_each_kernel<long long><<<cuda::blocks_for(n), 256, 0, cuda::stream()>>>(n, f);
   CUDA_CHECK_LAUNCH(name);
 }
 

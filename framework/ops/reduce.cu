@@ -98,7 +98,10 @@ struct ExpandFn {
   const T* g;  // (outer, inner)
   long long len, inner;
   T* out;      // (outer, len, inner)
-  __device__ void operator()(long long k) const { out[k] = g[k / (len * inner) * inner + k % inner]; }
+  template <class I>
+  __device__ void operator()(I k) const {
+    out[k] = g[k / static_cast<I>(len * inner) * static_cast<I>(inner) + k % static_cast<I>(inner)];
+  }
 };
 
 }  // namespace
