@@ -107,16 +107,17 @@ Graph Graph::from_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx
 
 namespace {
 
-// The chunk length of a graph of E edges. 512 leaves large graphs' typical rows whole; on a small
-// graph (Cora: 13,264 edges, 2,708 rows, the longest of 169 edges) the GPU is nearly idle and the
-// longest row's serial loop is a kernel's whole time, so the chunks shrink with E down to 64
-// edges (not less: below that the chunks' extra kernels cost more than the shorter loop saves,
-// and the 384-node benchmark graph, whose rows stay under 64 edges, keeps its single launch).
-int chunk_edges_for(int64_t E) {
-  constexpr int kMaxChunk = 512, kMinChunk = 64;
+// The chunk length of a graph of E edges whose longest row (either way) has `longest` edges.
+// 512 leaves large graphs' typical rows whole. On a small graph the GPU is nearly idle and the
+// longest serial loop is a kernel's whole time (Cora: 13,264 edges, 2,708 rows, the longest of
+// 169 edges), so the chunks shrink with E, down to 16 edges. A graph whose rows all fit in 64
+// edges is not cut at all: the chunk and merge launches would cost more than the shorter loops
+// save, and the 384-node benchmark graph keeps its single launch.
+int chunk_edges_for(int64_t E, int64_t longest) {
+  constexpr int kMaxChunk = 512, kMinChunk = 16, kWholeRows = 64;
   int chunk = kMinChunk;
   while (chunk < kMaxChunk && static_cast<int64_t>(chunk) * 2 * 2048 <= E) chunk *= 2;
-  return chunk;
+  return longest <= kWholeRows ? std::max(chunk, kWholeRows) : chunk;
 }
 
 // chunk_ptr (N+1,) of a CSR: the running count of chunks, ceil(degree / chunk) for the rows of
@@ -160,7 +161,7 @@ Graph Graph::from_sorted_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> 
     t_col_idx[pos] = edge_dst[k];
     t_edge_id[pos] = static_cast<int32_t>(k);
   }
-  g.chunk_edges_ = chunk_edges_for(e);
+  g.chunk_edges_ = chunk_edges_for(e, std::max(g.max_in_degree_, g.max_out_degree_));
   const std::vector<int32_t> row_chunk_ptr = chunk_ptr_of(row_ptr, g.chunk_edges_);
   const std::vector<int32_t> t_row_chunk_ptr = chunk_ptr_of(t_row_ptr, g.chunk_edges_);
   g.num_row_chunks_ = row_chunk_ptr.back();
@@ -284,8 +285,9 @@ void Graph::validate() const {
             max_out);
 
   // The chunks of long rows, as from_sorted_csr cuts them.
-  GAT_CHECK(chunk_edges_ == chunk_edges_for(e), op, ": chunk_edges is ", chunk_edges_,
-            ", the graph's edge count gives ", chunk_edges_for(e));
+  const int chunk = chunk_edges_for(e, std::max(max_in_degree_, max_out_degree_));
+  GAT_CHECK(chunk_edges_ == chunk, op, ": chunk_edges is ", chunk_edges_,
+            ", the graph's edge count and longest row give ", chunk);
   const std::vector<int32_t> rcp = chunk_ptr_of(rp, chunk_edges_), trcp = chunk_ptr_of(trp, chunk_edges_);
   GAT_CHECK(row_chunk_ptr_.to_vector<int32_t>() == rcp && num_row_chunks_ == rcp.back(), op,
             ": row_chunk_ptr does not match the rows");

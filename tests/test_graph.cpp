@@ -175,13 +175,18 @@ TEST(Graph, LongRowsAreCutIntoChunksByTheEdgeCount) {
   for (int32_t j = 1; j <= 100; ++j) src.push_back(0), dst.push_back(j);
   const Graph small = Graph::from_edges(301, src, dst);
   small.validate();
-  EXPECT_EQ(small.chunk_edges(), 64);  // 400 edges: the smallest chunk
-  std::vector<int32_t> rows(302, 5), t_rows(302, 2);  // ceil(300 / 64) = 5, ceil(100 / 64) = 2
+  EXPECT_EQ(small.chunk_edges(), 16);  // 400 edges: the smallest chunk
+  std::vector<int32_t> rows(302, 19), t_rows(302, 7);  // ceil(300 / 16) = 19, ceil(100 / 16) = 7
   rows[0] = t_rows[0] = 0;
   EXPECT_EQ(small.row_chunk_ptr().to_vector<int32_t>(), rows);
   EXPECT_EQ(small.t_row_chunk_ptr().to_vector<int32_t>(), t_rows);
-  EXPECT_EQ(small.num_row_chunks(), 5);
-  EXPECT_EQ(small.num_t_row_chunks(), 2);
+  EXPECT_EQ(small.num_row_chunks(), 19);
+  EXPECT_EQ(small.num_t_row_chunks(), 7);
+  // A small graph whose rows all fit in 64 edges is not cut (node 0 receives from 1..64).
+  const Graph short_rows = Graph::from_edges(301, {src.begin(), src.begin() + 64},
+                                             {dst.begin(), dst.begin() + 64});
+  EXPECT_EQ(short_rows.chunk_edges(), 64);
+  EXPECT_EQ(short_rows.num_row_chunks(), 0);
   // Chunks grow with the edge count: a row of 300 edges is whole in a graph of 3M edges.
   std::mt19937_64 rng(3);
   std::uniform_int_distribution<int32_t> node(0, 199999);
