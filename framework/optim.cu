@@ -23,10 +23,16 @@ __global__ void count_step_kernel(const __grid_constant__ Batch<T> batch) {
 // blockIdx.y = the parameter; blocks along x stride over its elements. Elementwise, so the
 // result does not depend on the launch shape. __grid_constant__: the slots are read from the
 // kernel argument space, never copied per thread.
+// The step's scalars (two double pow) are worked out once per block that has elements: per
+// thread, over every block of the grid, they were most of the kernel's time on Cora.
 template <class T>
 __global__ void optimizer_step_kernel(const __grid_constant__ Batch<T> batch) {
   const Slot<T>& slot = batch.slots[blockIdx.y];
-  const Scalars<T> scalars = scalars_for<T>(batch.rule, *slot.step);
+  if (blockIdx.x * (long long)blockDim.x >= slot.n) return;  // the whole block: no element here
+  __shared__ Scalars<T> shared_scalars;
+  if (threadIdx.x == 0) shared_scalars = scalars_for<T>(batch.rule, *slot.step);
+  __syncthreads();
+  const Scalars<T> scalars = shared_scalars;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < slot.n;
        i += (long long)gridDim.x * blockDim.x) {
     T p = slot.param[i];
