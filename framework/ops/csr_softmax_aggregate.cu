@@ -341,17 +341,24 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, 
 }
 
 // Where a backward work item sits: item = (node or chunk n, head h, tile) -> the lane's feature c
-// within the head.
+// within the head. Divides in 32 bits while the item fits (64-bit divisions are long software
+// routines, and every lane of a group of 2 does them at H = 8, F = 8).
 struct HeadItem {
   long long n;
   int h, tile, c;
   template <int VEC, int G>
   __device__ __forceinline__ static HeadItem of(long long item, int H, int tiles, int lane) {
+    return item < (1LL << 32) ? split<VEC, G, uint32_t>(item, H, tiles, lane)
+                              : split<VEC, G, unsigned long long>(item, H, tiles, lane);
+  }
+  template <int VEC, int G, class I>
+  __device__ __forceinline__ static HeadItem split(I item, I H, I tiles, int lane) {
     HeadItem x;
-    const long long nh = item / tiles;
+    const I nh = item / tiles;
     x.tile = static_cast<int>(item - nh * tiles);
-    x.n = nh / H;
-    x.h = static_cast<int>(nh - x.n * H);
+    const I n = nh / H;
+    x.n = static_cast<long long>(n);
+    x.h = static_cast<int>(nh - n * H);
     x.c = (x.tile * G + lane) * VEC;
     return x;
   }
@@ -409,16 +416,16 @@ __global__ void __launch_bounds__(kThreads)
                             const T* da,  // (tiles, E, H); tile 0 is ds itself when tiles == 1
                             T* ds,        // (E, H)
                             long long N, long long E, int H, int tiles) {
-  const int lane = threadIdx.x % kWarp;
-  const graph::HeadLanes heads(H);
+  const graph::HeadLanes heads(H, threadIdx.x % kWarp);
   const long long EH = E * H;
   for (long long w = graph::warp_id(); w < N * heads.blocks; w += graph::warp_count()) {
-    const long long i = w / heads.blocks;
-    const int h = heads.head(w, lane);
-    const long long begin = row_ptr[i] + heads.first(lane), end = row_ptr[i + 1];
+    long long i;
+    int h;
+    heads.item(w, i, h);
+    const long long begin = row_ptr[i] + heads.first, end = row_ptr[i + 1];
     const T l = lse[i * H + h];
     T r = 0;
-    for (long long e = begin; e < end; e += heads.stride()) {
+    for (long long e = begin; e < end; e += heads.stride) {
       const long long x = e * H + h;
       T d = da[x];
       for (int t = 1; t < tiles; ++t) d += da[t * EH + x];
@@ -426,7 +433,7 @@ __global__ void __launch_bounds__(kThreads)
       r += exp(s[x] - l) * d;
     }
     r = heads.sum(r);
-    for (long long e = begin; e < end; e += heads.stride()) {
+    for (long long e = begin; e < end; e += heads.stride) {
       const long long x = e * H + h;
       ds[x] = exp(s[x] - l) * (ds[x] - r);
     }

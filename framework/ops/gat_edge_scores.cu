@@ -42,22 +42,22 @@ __global__ void edge_scores_backward_kernel(const int32_t* __restrict__ ptr,    
                                             const T* __restrict__ grad_scores,    // (E, H)
                                             T* __restrict__ grad,                 // (N, H)
                                             long long N, int H, T slope) {
-  const int lane = threadIdx.x % kWarp;
-  const graph::HeadLanes heads(H);
+  const graph::HeadLanes heads(H, threadIdx.x % kWarp);
   for (long long w = graph::warp_id(); w < N * heads.blocks; w += graph::warp_count()) {
-    const long long n = w / heads.blocks;
-    const int h = heads.head(w, lane);
+    long long n;
+    int h;
+    heads.item(w, n, h);
     const T own = kTransposed ? el[n * H + h] : er[n * H + h];
     T acc = 0;
 #pragma unroll 4
-    for (long long k = ptr[n] + heads.first(lane); k < ptr[n + 1]; k += heads.stride()) {
+    for (long long k = ptr[n] + heads.first; k < ptr[n + 1]; k += heads.stride) {
       const long long e = kTransposed ? edge_id[k] : k;
       const T x = own + (kTransposed ? er : el)[(long long)other[k] * H + h];
       const T g = grad_scores[e * H + h];
       acc += x > T(0) ? g : slope * g;
     }
     acc = heads.sum(acc);
-    if (heads.first(lane) == 0) grad[n * H + h] = acc;
+    if (heads.first == 0) grad[n * H + h] = acc;
   }
 }
 

@@ -24,14 +24,27 @@ __device__ __forceinline__ T group_sum(T v) {
 // P = H (when H divides 32) the list's values, stored (entry, head), are contiguous: lane k takes
 // head k % P of entries first + k / P, first + k / P + 32 / P, ...; otherwise P = 1, a warp per
 // (node, head). Work items: N * blocks; item w is node w / blocks, heads from (w % blocks) * P.
+// The lane's constants are worked out once, and an item costs no 64-bit division when a warp
+// takes a whole node (a division per item measured 0.1 ms of a 2.9 ms backward at 1M nodes).
 struct HeadLanes {
-  int P;       // heads per warp
-  int blocks;  // warps per node
-  __host__ __device__ explicit HeadLanes(int H)
-      : P(H <= kWarp && kWarp % H == 0 ? H : 1), blocks(H / P) {}
-  __device__ int head(long long w, int lane) const { return static_cast<int>(w % blocks) * P + lane % P; }
-  __device__ int first(int lane) const { return lane / P; }
-  __device__ int stride() const { return kWarp / P; }
+  int P;          // heads per warp
+  int blocks;     // warps per node
+  int lane_head;  // this lane's head within the warp's block of heads
+  int first;      // this lane's first entry in a node's list
+  int stride;     // entries between a lane's values
+  __host__ __device__ explicit HeadLanes(int H, int lane = 0)
+      : P(H <= kWarp && kWarp % H == 0 ? H : 1), blocks(H / P), lane_head(lane % P),
+        first(lane / P), stride(kWarp / P) {}
+  // Item w -> its node and this lane's head.
+  __device__ void item(long long w, long long& node, int& h) const {
+    if (blocks == 1) {
+      node = w;
+      h = lane_head;
+    } else {
+      node = w / blocks;
+      h = static_cast<int>(w - node * blocks) * P + lane_head;
+    }
+  }
   // Sum over the lanes of this lane's head (fixed butterfly; all 32 lanes must call it).
   template <class T>
   __device__ T sum(T v) const {
