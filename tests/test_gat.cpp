@@ -392,6 +392,44 @@ TEST(GAT, ThreeLayerResidualNetworkLearnsAGeneratedGraph) {
   EXPECT_DOUBLE_EQ(evaluate(net, forward, data).test.acc, result.test_acc);
 }
 
+TEST(Trainer, FeaturesMadeOnceGiveTheSameRunAndWrongFeaturesAreRefused) {
+  GeneratorOptions go;
+  go.num_nodes = 200;
+  go.num_classes = 3;
+  go.num_features = 12;
+  go.train_per_class = 10;
+  go.val_size = 50;
+  go.test_size = 100;
+  go.seed = 4;
+  const Dataset data = generate_sbm(go);
+  TrainOptions options;
+  options.max_epochs = 20;
+  options.sparse_max_density = 2.0;  // sparse at any density: the sparse first layer, both ways
+  auto run = [&](const Features* x) {
+    Generator gen(2);
+    GATConfig config;
+    config.in_features = data.num_features();
+    config.num_classes = data.num_classes;
+    GAT model(config, gen);
+    auto forward = [&](const Features& f, const Graph& g, Generator& gn) { return model.forward(f, g, gn); };
+    return x ? train_node_classifier(model, forward, data, *x, options, gen)
+             : train_node_classifier(model, forward, data, options, gen);
+  };
+  const Features x = Features::choose(data.x, options.sparse_max_density);
+  ASSERT_TRUE(x.is_sparse());
+  const TrainResult made_here = run(nullptr), given = run(&x);
+  EXPECT_EQ(given.test_acc, made_here.test_acc);
+  EXPECT_EQ(given.val_loss, made_here.val_loss);
+  EXPECT_EQ(given.epochs, made_here.epochs);
+  const Features wrong = Features(Tensor::zeros({data.x.size(0), data.x.size(1) + 1}));
+  try {
+    run(&wrong);
+    ADD_FAILURE() << "features of 13 columns for data of 12 were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not data.x's shape"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Trainer, CudaGraphsAreOnUnlessTheEnvironmentTurnsThemOff) {
   const char* before = std::getenv("GAT_CUDA_GRAPHS");
   const std::string saved = before ? before : "";

@@ -159,7 +159,6 @@ int train_runs(const Flags& flags, Device device) {
   options.weight_decay = flags.weight_decay;
   options.max_epochs = flags.epochs;
   options.patience = flags.patience;
-  options.sparse_max_density = flags.sparse_below;
   options.cuda_graphs = flags.cuda_graphs;
 
   std::ofstream log;
@@ -168,6 +167,7 @@ int train_runs(const Flags& flags, Device device) {
     GAT_CHECK(log.is_open(), "--log: cannot open ", flags.log, " for writing");
   }
   const bool every_epoch = isatty(STDOUT_FILENO);
+  const Features x = Features::choose(data.x, flags.sparse_below);  // once for all the runs
   std::vector<TrainResult> results;
   for (int64_t run = 0; run < flags.runs; ++run) {
     const uint64_t seed = flags.seed + static_cast<uint64_t>(run);
@@ -189,7 +189,7 @@ int train_runs(const Flags& flags, Device device) {
                     static_cast<long long>(s.epoch), s.loss, s.train_acc, s.val_acc, s.val_loss,
                     s.test_acc, s.step_ms);
     };
-    const TrainResult r = train_node_classifier(model, forward, data, options, gen, on_epoch);
+    const TrainResult r = train_node_classifier(model, forward, data, x, options, gen, on_epoch);
     results.push_back(r);
     if (r.cuda_graphs_note.rfind("not recorded", 0) == 0)
       std::fprintf(stderr, "gat_train: CUDA graphs %s; the steps ran eagerly\n", r.cuda_graphs_note.c_str());

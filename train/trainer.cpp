@@ -172,8 +172,19 @@ Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data
 TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const Dataset& data,
                                   const TrainOptions& options, Generator& gen,
                                   const std::function<void(const EpochStats&)>& on_epoch) {
+  return train_node_classifier(model, forward, data,
+                               Features::choose(data.x, options.sparse_max_density), options, gen,
+                               on_epoch);
+}
+
+TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const Dataset& data,
+                                  const Features& x, const TrainOptions& options, Generator& gen,
+                                  const std::function<void(const EpochStats&)>& on_epoch) {
   GAT_CHECK(options.max_epochs >= 1 && options.patience >= 1, "train: max_epochs ",
             options.max_epochs, " and patience ", options.patience, " must be at least 1");
+  GAT_CHECK(x.rows() == data.x.size(0) && x.cols() == data.x.size(1) && x.device() == data.x.device(),
+            "train: the features ", x.describe(), " are not data.x's shape and device (",
+            data.x.describe(), ")");
   AdamOptions adam;
   adam.lr = options.lr;
   adam.weight_decay = options.weight_decay;
@@ -184,7 +195,6 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   double best_acc = 0.0, best_loss = std::numeric_limits<double>::infinity();
   double step_ms_total = 0.0;
   int64_t wait = 0;
-  const Features x = Features::choose(data.x, options.sparse_max_density);  // built once
   // Recorded after the first (eager) epoch has made the optimiser state and every cache.
   std::unique_ptr<RecordedEpoch> recorded;
   StepOutputs step;      // the last epoch's outputs (a recorded epoch writes into them)

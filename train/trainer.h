@@ -85,9 +85,16 @@ Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data);
 
 // Trains model's parameters on data (every tensor and the graph on the model's device).
-// `gen` supplies the dropout streams. on_epoch, if given, sees every epoch.
+// `gen` supplies the dropout streams. on_epoch, if given, sees every epoch. The features are
+// Features::choose(data.x, options.sparse_max_density).
 TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const Dataset& data,
                                   const TrainOptions& options, Generator& gen,
+                                  const std::function<void(const EpochStats&)>& on_epoch = {});
+// The same on features made by the caller (data.x's values, dense or sparse, on data's device):
+// made once for several runs (Features::choose copies data.x to the host and builds its sparse
+// form there). options.sparse_max_density is not used.
+TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const Dataset& data,
+                                  const Features& x, const TrainOptions& options, Generator& gen,
                                   const std::function<void(const EpochStats&)>& on_epoch = {});
 
 // load_dataset(name, data_dir) (datasets/registry.h) with the paper's preprocessing: the
