@@ -178,9 +178,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Row and edge range [begin, end) of chunk w: the chunks of row i are
-// [chunk_ptr[i], chunk_ptr[i+1]), chunk_ptr (N+1) being the exclusive scan of the chunk counts. The owner is the last row i with
-// chunk_ptr[i] <= w (binary search; rows without chunks have empty ranges).
+// Row and edge range [begin, end) of chunk w: the chunks of row i are [chunk_ptr[i],
+// chunk_ptr[i+1]), chunk_ptr (N+1) being the exclusive scan of the chunk counts. The owner is the
+// last row i with chunk_ptr[i] <= w (binary search; rows without chunks have empty ranges).
 struct ChunkRange {
   long long row, begin, end;
 };
