@@ -3,8 +3,8 @@
 // GAT uses it for the attention terms el = Wh . a_src and er = Wh . a_dst.
 //   x: (N, H, F) f32|f64, a: (H, F) same dtype/device  ->  out (N, H)
 // Backward: d x[n,h,f] = g[n,h] * a[h,f];  d a[h,f] = sum_n g[n,h] * x[n,h,f], reduced in a fixed
-// order (row blocks of rows_per_block(N) summed one after another) on both devices, so the result is
-// bitwise reproducible and independent of the thread count.
+// order (row blocks of rows_per_block(N) summed one after another) on both devices, so the result
+// is bitwise reproducible and independent of the thread count.
 #pragma once
 
 #include <algorithm>
