@@ -17,6 +17,7 @@
 #include "framework/ops/reduce.h"
 #include "framework/ops/reshape.h"
 #include "framework/ops/sparse_dropout.h"
+#include "framework/rng_cpu.h"
 #include "framework/sparse.h"
 #include "gradcheck.h"
 
@@ -204,6 +205,49 @@ TEST(OpsDropout, OneBlockServesFourElementsIndependently) {
   }
   // Independent words agree half the time at p = 0.5 (5 sigma ~ 0.011).
   EXPECT_NEAR(static_cast<double>(same_as_next) / blocks, 0.5, 0.011);
+}
+
+TEST(OpsDropout, BatchedDrawsMatchKeep4OnEverySimdPath) {
+  // Counters past 2^32, streams and seeds with high words, rates at the edges of a threshold
+  // step (p 2^24 an integer and not), batch lengths that leave partial SIMD steps.
+  std::mt19937_64 rng(5);
+  std::vector<uint64_t> blocks(1000);
+  for (size_t k = 0; k < blocks.size(); ++k) blocks[k] = k % 3 == 0 ? k : rng();
+  const float rates[] = {0.0f, 0.5f, 0.6f, 0.1f, 1.0f - 1.0f / 16777216.0f, 3.0f / 16777216.0f};
+  const DropoutKey keys[] = {{0.6f, 0, 0}, {0.6f, ~0ull, ~0ull}, {0.6f, 0x123456789abcdefull, 1ull << 40}};
+  using detail::Keep4Path;
+  int paths = 0;
+  for (Keep4Path path : {Keep4Path::scalar, Keep4Path::avx2, Keep4Path::avx512}) {
+    if (!detail::keep4_path_supported(path)) continue;
+    ++paths;
+    for (DropoutKey key : keys)
+      for (int r = 0; r < 8; ++r) {
+        // The last two rates sit exactly on a drawn word (uniform24 == p keeps): word 0 of
+        // block 5 and word 3 of block 16 (the second SIMD vector).
+        const PhiloxBlock b5 = philox4x32(key.seed, key.stream, blocks[5]);
+        const PhiloxBlock b16 = philox4x32(key.seed, key.stream, blocks[16]);
+        const float p = r < 6 ? rates[r] : uniform24(r == 6 ? b5.w0 : b16.w3);
+        if (!(p < 1.0f)) continue;
+        key.p = p;
+        for (int64_t n : {1, 7, 8, 15, 16, 17, 1000}) {
+          std::vector<uint8_t> keep(static_cast<size_t>(n), 0xff);
+          detail::keep4_blocks_on(path, key, blocks.data(), n, keep.data());
+          for (int64_t k = 0; k < n; ++k)
+            ASSERT_EQ(keep[k], key.keep4(blocks[k])) << "path " << static_cast<int>(path) << " p "
+                                                     << p << " n " << n << " block " << k;
+        }
+      }
+  }
+  EXPECT_GE(paths, 1);
+  // The consecutive-block form and the parallel whole mask read the same bits.
+  const DropoutKey key{0.6f, 17, 3};
+  std::vector<uint8_t> range(300);
+  keep4_range(key, (1ull << 32) - 100, 300, range.data());
+  for (int64_t k = 0; k < 300; ++k) ASSERT_EQ(range[k], key.keep4((1ull << 32) - 100 + k)) << k;
+  const int64_t n = 1 << 20;
+  const KeepMask mask(key, n + 3);
+  for (int64_t i = 0; i < n + 3; i += 997) ASSERT_EQ(mask[i], key.keep(static_cast<uint64_t>(i))) << i;
+  EXPECT_EQ(mask.block(n / 4), key.keep4(static_cast<uint64_t>(n / 4)));
 }
 
 TEST(OpsDropout, MaskRateScalingAndRegeneratedBackward) {

@@ -7,6 +7,7 @@
 
 #include "framework/autograd.h"
 #include "framework/ops/dispatch.h"
+#include "framework/rng_cpu.h"
 
 namespace gat::ops {
 
@@ -29,33 +30,30 @@ void check_dropout(const char* op, const DropoutKey& key) {
             " is outside [0, 1)");
 }
 
-// Keep factors of the attention dropout, keep / (1 - p) or 1 when inactive, for the contiguous
-// (edge, head) indices [first, first + count): one Philox block per four indices (a row's edges
+// Keep factors of the attention dropout, keep / (1 - p) or 1 when inactive, of the (edge, head)
+// indices e H + h [0, E H): drawn for the whole graph at once, read row by row (a row's edges
 // e in [b, end) own the indices [b H, end H)).
 template <class T>
 class DropFactors {
  public:
-  explicit DropFactors(const DropoutKey& k)
-      : key_(k), scale_(k.active() ? T(1) / (T(1) - static_cast<T>(k.p)) : T(1)) {
+  DropFactors(const DropoutKey& k, int64_t num_indices)
+      : active_(k.active()), scale_(active_ ? T(1) / (T(1) - static_cast<T>(k.p)) : T(1)) {
     GAT_CHECK(!k.stream_base, "csr_softmax_aggregate: a key recorded for a CUDA graph reached the CPU");
+    if (active_) mask_ = KeepMask(k, num_indices);
   }
-  void fill(uint64_t first, int64_t count, T* out) const {  // out (count,)
-    if (!key_.active()) {
+  void fill(int64_t first, int64_t count, T* out) const {  // out (count,)
+    if (!active_) {
       std::fill(out, out + count, T(1));
       return;
     }
     const T factor[2] = {T(0), scale_};  // indexed, not ?: (a branch on random bits)
-    for (int64_t k = 0; k < count;) {
-      const uint64_t index = first + static_cast<uint64_t>(k);
-      const unsigned kept = key_.keep4(index >> 2);
-      for (unsigned w = static_cast<unsigned>(index & 3); w < 4 && k < count; ++w, ++k)
-        out[k] = factor[(kept >> w) & 1u];
-    }
+    for (int64_t k = 0; k < count; ++k) out[k] = factor[mask_[first + k]];
   }
 
  private:
-  DropoutKey key_;
+  bool active_;
   T scale_;
+  KeepMask mask_;
 };
 
 // Head h of a row's softmax over its edges [b, b + degree): ex[k] = exp(s - m) for the row max m,
@@ -121,11 +119,11 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
     const T* V = node_value.data<T>();                         // (N, H, F)
     T* o = out.data<T>();                                      // (N, H, F)
     T* l = lse.data<T>();                                      // (N, H)
-    const DropFactors<T> drop(attn_dropout);
+    const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
     for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
       T* oi = o + i * H * F;
       std::fill(oi, oi + H * F, T(0));
-      drop.fill(static_cast<uint64_t>(b * H), degree * H, row.drop.data());  // (degree, H)
+      drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
       for (int64_t h = 0; h < H; ++h) {
         const MaxSum<T> ms = row_exps(s, b, degree, H, h, row.ex.data());
         l[i * H + h] = ms.lse();
@@ -150,7 +148,7 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
     const T* V = node_value.data<T>();   // (N, H, F)
     const T* l = lse.data<T>();          // (N, H)
     const T* G = grad_out.data<T>();     // (N, H, F)
-    const DropFactors<T> drop(attn_dropout);
+    const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
     const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
     const int32_t* col_idx = graph.col_idx().data<int32_t>();  // (E,)
     // Pass 1 over CSR rows: a = exp(s - lse); for d scores da = G[i].V[j] * keep, the row sum r
@@ -159,7 +157,7 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
     std::vector<T> kept_weights(grad_value ? static_cast<size_t>(graph.num_edges() * H) : 0);
     T* wk = grad_value ? kept_weights.data() : nullptr;  // (E, H)
     for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-      drop.fill(static_cast<uint64_t>(b * H), degree * H, row.drop.data());  // (degree, H)
+      drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
       for (int64_t h = 0; h < H; ++h) {
         const T* gi = G + (i * H + h) * F;
         T row_sum = 0;

@@ -1,12 +1,12 @@
 #include "framework/ops/dropout.h"
 
-#include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "framework/autograd.h"
 #include "framework/ops/dispatch.h"
 #include "framework/ops/loops.h"
+#include "framework/rng_cpu.h"
 
 namespace gat::ops {
 
@@ -22,25 +22,15 @@ Tensor cuda_apply(const Tensor& x, const DropoutKey& key) {
   return out;
 }
 
-// Keep bits of the elements in blocks of four: bit k of byte b keeps element 4 b + k.
-using KeepBits = std::vector<uint8_t>;
-
-// The same on the CPU, with the keep bits drawn into `bits` (the forward) or read from it.
-Tensor cpu_apply(const Tensor& x, const DropoutKey& key, KeepBits& bits, bool draw) {
-  GAT_CHECK(!key.stream_base, "dropout: a key recorded for a CUDA graph reached the CPU");
+// The same on the CPU, with the decisions drawn once by the forward and read again by the backward.
+Tensor cpu_apply(const Tensor& x, const KeepMask& mask, const DropoutKey& key) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), "dropout");
   dispatch_float(x.dtype(), "dropout", [&](auto zero) {
     using T = decltype(zero);
     const T* px = x.data<T>();  // (n,)
     T* po = out.data<T>();      // (n,)
     const T s = static_cast<T>(keep_scale(key));
-    const int64_t n = out.numel();
-    detail::parallel_for((n + 3) / 4, [&](int64_t block) {  // elements [4 block, 4 block + 4)
-      if (draw) bits[block] = static_cast<uint8_t>(key.keep4(static_cast<uint64_t>(block)));
-      const unsigned kept = bits[block];
-      for (int64_t k = 0, i = 4 * block; k < 4 && i < n; ++k, ++i)
-        po[i] = DropoutKey::apply_kept(px[i], (kept >> k) & 1u, s);
-    }, draw ? 16 : 4);  // a Philox block is about 16 multiply-adds
+    detail::parallel_for(out.numel(), [&](int64_t i) { po[i] = DropoutKey::apply_kept(px[i], mask[i], s); });
   });
   return out;
 }
@@ -55,10 +45,9 @@ Tensor dropout(const Tensor& x, const DropoutKey& key) {
   if (x.is_cuda())
     return autograd::record("dropout", cuda_apply(x, key), {x},
                             [key](const Tensor& g) { return std::vector<Tensor>{cuda_apply(g, key)}; });
-  auto bits = std::make_shared<KeepBits>(static_cast<size_t>((x.numel() + 3) / 4));
-  Tensor out = cpu_apply(x, key, *bits, true);
-  return autograd::record("dropout", out, {x}, [key, bits](const Tensor& g) {
-    return std::vector<Tensor>{cpu_apply(g, key, *bits, false)};
+  auto mask = std::make_shared<const KeepMask>(key, x.numel());
+  return autograd::record("dropout", cpu_apply(x, *mask, key), {x}, [key, mask](const Tensor& g) {
+    return std::vector<Tensor>{cpu_apply(g, *mask, key)};
   });
 }
 

@@ -1,8 +1,11 @@
 #include "framework/ops/sparse_dropout.h"
 
+#include <algorithm>
+
 #include "framework/autograd.h"
 #include "framework/ops/dispatch.h"
 #include "framework/ops/loops.h"
+#include "framework/rng_cpu.h"
 
 namespace gat::ops {
 
@@ -26,10 +29,25 @@ Tensor apply_mask(const CsrMatrix& a, const Tensor& values, const DropoutKey& ke
     T* po = out.data<T>();                         // (nnz,)
     const uint64_t cols = static_cast<uint64_t>(a.cols());
     const T s = static_cast<T>(keep_scale);
-    detail::parallel_for(out.numel(), [&](int64_t e) {
-      const uint64_t flat = static_cast<uint64_t>(row[e]) * cols + static_cast<uint64_t>(col[e]);
-      po[e] = key.apply(pv[e], flat, s);  // as dense dropout
-    }, 16);  // a Philox draw is about 16 multiply-adds
+    // Entries in batches: the Philox blocks of their flat indices row * cols + col (as dense
+    // dropout), drawn together, then each entry's word of its block.
+    constexpr int64_t kBatch = 64;
+    const int64_t nnz = out.numel();
+    detail::parallel_for((nnz + kBatch - 1) / kBatch, [&](int64_t batch) {
+      const int64_t first = batch * kBatch, count = std::min(kBatch, nnz - first);
+      uint64_t flat[kBatch], blocks[kBatch] = {};  // {}: g++ cannot see count <= kBatch
+      uint8_t kept[kBatch];
+      for (int64_t k = 0; k < count; ++k) {
+        flat[k] = static_cast<uint64_t>(row[first + k]) * cols + static_cast<uint64_t>(col[first + k]);
+        blocks[k] = flat[k] >> 2;
+      }
+      keep4_blocks(key, blocks, count, kept);
+      for (int64_t k = 0; k < count; ++k) {
+        const T v = pv[first + k];
+        // as DropoutKey::apply: a zero stays zero
+        po[first + k] = v != T(0) ? DropoutKey::apply_kept(v, (kept[k] >> (flat[k] & 3)) & 1u, s) : T(0);
+      }
+    }, kBatch * 8);  // a batched Philox block costs about 8 element steps
   });
   return out;
 }
