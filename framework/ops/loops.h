@@ -7,6 +7,17 @@
 
 namespace gat::ops::detail {
 
+// Marks a CPU loop kernel to be compiled for AVX-512 and AVX2 besides baseline x86-64, the
+// version taken when the program loads (GCC function multiversioning: wider vectors for the
+// same loop). The library is built with -ffp-contract=off, so no version fuses a multiply and
+// an add: every version gives the same bits. Put it on a function called per row or per chunk
+// (an ifunc call), not per element; lambdas inlined into it are compiled with its target.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define GAT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GAT_SIMD_CLONES
+#endif
+
 // Below this many elementary steps a loop runs on the calling thread: forking costs more than it
 // saves.
 constexpr int64_t kParallelThreshold = 32768;

@@ -8,6 +8,22 @@
 
 namespace gat::ops {
 
+namespace {
+
+// orow (N,) += values[e] * d[index[e], :] for the entries e = kept[0], ..., kept[count - 1], in
+// that order. d (*, N).
+template <class T>
+GAT_SIMD_CLONES void add_scaled_rows(T* orow, const T* d, int64_t N, const T* values,
+                                     const int32_t* index, const int64_t* kept, int count) {
+  for (int q = 0; q < count; ++q) {
+    const T v = values[kept[q]];
+    const T* drow = d + static_cast<int64_t>(index[kept[q]]) * N;
+    for (int64_t j = 0; j < N; ++j) orow[j] += v * drow[j];
+  }
+}
+
+}  // namespace
+
 namespace cpu_impl {
 
 void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
@@ -30,11 +46,7 @@ void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
       int64_t kept[kBatch];
       int count = 0;
       auto add_kept = [&] {
-        for (int q = 0; q < count; ++q) {
-          const T v = values[kept[q]];
-          const T* drow = d + static_cast<int64_t>(index[kept[q]]) * N;
-          for (int64_t j = 0; j < N; ++j) orow[j] += v * drow[j];
-        }
+        add_scaled_rows(orow, d, N, values, index, kept, count);
         count = 0;
       };
       for (int64_t p = ptr[r]; p < ptr[r + 1]; ++p) {
