@@ -93,13 +93,16 @@ struct DropoutKey {
   // x times its keep factor, keep_scale = 1 / (1 - p) when kept, 0 when dropped: the one formula
   // of every dropout (dense, sparse, attention; CPU and CUDA). A product, not a branch: the keep
   // bits are random, so a branch would be mispredicted half the time on the CPU.
-  template <class T>
-  GAT_HOST_DEVICE static T apply_kept(T x, bool kept, T keep_scale) {
+  // `kept` is 0 or 1 (bool or an integer: a loop reading kept bytes vectorises, one reading bools
+  // does not).
+  template <class T, class Kept>
+  GAT_HOST_DEVICE static T apply_kept(T x, Kept kept, T keep_scale) {
 #if defined(__CUDA_ARCH__)
     return x * (kept ? keep_scale : T(0));  // a predicated select
 #else
-    const T factor[2] = {T(0), keep_scale};  // g++ compiles the ?: above to a branch
-    return x * factor[kept];
+    // g++ compiles the ?: above to a branch. 1 * keep_scale and 0 * keep_scale are exact, so
+    // this is the same factor.
+    return x * (static_cast<T>(kept) * keep_scale);
 #endif
   }
   // The same with the decision drawn for element `index`; a zero needs no draw.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "framework/check.h"
 
@@ -228,15 +229,33 @@ void keep4_range(const DropoutKey& key, uint64_t first_block, int64_t n, uint8_t
   }
 }
 
-KeepMask::KeepMask(const DropoutKey& key, int64_t n) : blocks_(static_cast<size_t>((n + 3) / 4)) {
+namespace {
+// The four bytes (0 or 1) of a block's keep bits, in memory order.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "kBlockBytes is laid out little-endian");
+constexpr uint32_t block_bytes(unsigned bits) {
+  return (bits & 1u) | ((bits >> 1) & 1u) << 8 | ((bits >> 2) & 1u) << 16 | ((bits >> 3) & 1u) << 24;
+}
+constexpr uint32_t kBlockBytes[16] = {
+    block_bytes(0),  block_bytes(1),  block_bytes(2),  block_bytes(3),  block_bytes(4),  block_bytes(5),
+    block_bytes(6),  block_bytes(7),  block_bytes(8),  block_bytes(9),  block_bytes(10), block_bytes(11),
+    block_bytes(12), block_bytes(13), block_bytes(14), block_bytes(15)};
+}  // namespace
+
+KeepMask::KeepMask(const DropoutKey& key, int64_t n) : kept_(static_cast<size_t>(n)) {
   GAT_CHECK(!key.stream_base, "dropout: a key recorded for a CUDA graph reached the CPU");
-  constexpr int64_t kChunk = 1024;  // blocks per task
-  const int64_t num_blocks = static_cast<int64_t>(blocks_.size());
-  const int64_t chunks = (num_blocks + kChunk - 1) / kChunk;
+  constexpr int64_t kChunk = 1024;  // blocks of four indices per task
+  const int64_t num_blocks = (n + 3) / 4, chunks = (num_blocks + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (chunks > 1)
-  for (int64_t c = 0; c < chunks; ++c)
-    keep4_range(key, static_cast<uint64_t>(c * kChunk), std::min(kChunk, num_blocks - c * kChunk),
-                blocks_.data() + c * kChunk);
+  for (int64_t c = 0; c < chunks; ++c) {
+    uint8_t blocks[kChunk];
+    const int64_t first = c * kChunk, count = std::min(kChunk, num_blocks - first);
+    keep4_range(key, static_cast<uint64_t>(first), count, blocks);
+    for (int64_t k = 0; k < count; ++k) {  // bit w of block k -> byte 4 (first + k) + w
+      const int64_t i = 4 * (first + k);
+      const uint32_t bytes = kBlockBytes[blocks[k]];
+      std::memcpy(&kept_[static_cast<size_t>(i)], &bytes, static_cast<size_t>(std::min<int64_t>(4, n - i)));
+    }
+  }
 }
 
 }  // namespace gat

@@ -20,17 +20,16 @@ void keep4_range(const DropoutKey& key, uint64_t first_block, int64_t n, uint8_t
 void keep4_blocks(const DropoutKey& key, const uint64_t* blocks, int64_t n, uint8_t* keep);
 
 // The dropout decisions key.keep(i) of the indices [0, n), drawn once (in parallel, OpenMP) and
-// read many times: by a pass and its backward, or by rows that each need a few.
+// read many times: by a pass and its backward, or by rows that each need a few. A byte per
+// index, so that loops reading it vectorise.
 class KeepMask {
  public:
   KeepMask() = default;
   KeepMask(const DropoutKey& key, int64_t n);
-  // keep4(b): the decisions of indices [4 b, 4 b + 4) in bits 0..3.
-  unsigned block(int64_t b) const { return blocks_[static_cast<size_t>(b)]; }
-  bool operator[](int64_t i) const { return (block(i >> 2) >> (i & 3)) & 1u; }
+  uint8_t operator[](int64_t i) const { return kept_[static_cast<size_t>(i)]; }  // 1 kept, 0 dropped
 
  private:
-  std::vector<uint8_t> blocks_;  // (ceil(n / 4),)
+  std::vector<uint8_t> kept_;  // (n,) 0 or 1
 };
 
 namespace detail {

@@ -247,7 +247,7 @@ TEST(OpsDropout, BatchedDrawsMatchKeep4OnEverySimdPath) {
   const int64_t n = 1 << 20;
   const KeepMask mask(key, n + 3);
   for (int64_t i = 0; i < n + 3; i += 997) ASSERT_EQ(mask[i], key.keep(static_cast<uint64_t>(i))) << i;
-  EXPECT_EQ(mask.block(n / 4), key.keep4(static_cast<uint64_t>(n / 4)));
+  for (int64_t i = n - 5; i < n + 3; ++i) ASSERT_EQ(mask[i], key.keep(static_cast<uint64_t>(i))) << i;
 }
 
 TEST(OpsDropout, MaskRateScalingAndRegeneratedBackward) {

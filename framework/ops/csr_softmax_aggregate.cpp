@@ -7,6 +7,7 @@
 
 #include "framework/autograd.h"
 #include "framework/ops/dispatch.h"
+#include "framework/ops/loops.h"
 #include "framework/rng_cpu.h"
 
 namespace gat::ops {
@@ -46,8 +47,7 @@ class DropFactors {
       std::fill(out, out + count, T(1));
       return;
     }
-    const T factor[2] = {T(0), scale_};  // indexed, not ?: (a branch on random bits)
-    for (int64_t k = 0; k < count; ++k) out[k] = factor[mask_[first + k]];
+    for (int64_t k = 0; k < count; ++k) out[k] = static_cast<T>(mask_[first + k]) * scale_;  // 0 or scale
   }
 
  private:
@@ -87,19 +87,29 @@ struct RowScratch {
   }
 };
 
-// f(row, i, b, degree) for every row i of a CSR (edges [b, b + degree)), rows spread dynamically
-// over the OpenMP threads, each thread with its own RowScratch reserved for the row.
+// f(row, i, b, degree) for the rows i in [begin, end) of a CSR (edges [b, b + degree)), with f
+// inlined into every SIMD version.
+template <class T, class F>
+GAT_SIMD_CLONES void rows_in_range(const int32_t* row_ptr, int64_t begin, int64_t end, int64_t H,
+                                   RowScratch<T>& row, F& f) {
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
+    row.reserve(degree, H);
+    f(row, i, b, degree);
+  }
+}
+
+// f(row, i, b, degree) for every row i of a CSR, rows spread dynamically over the OpenMP threads
+// in groups of 64, each thread with its own RowScratch reserved for the row.
 template <class T, class F>
 void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
+  constexpr int64_t kRows = 64;
 #pragma omp parallel
   {
     RowScratch<T> row;
-#pragma omp for schedule(dynamic, 64)
-    for (int64_t i = 0; i < N; ++i) {
-      const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
-      row.reserve(degree, H);
-      f(row, i, b, degree);
-    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t group = 0; group < (N + kRows - 1) / kRows; ++group)
+      rows_in_range(row_ptr, group * kRows, std::min(N, (group + 1) * kRows), H, row, f);
   }
 }
 
@@ -185,11 +195,10 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
       const int32_t* t_col_idx = graph.t_col_idx().data<int32_t>();  // (E,) destination
       const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
       T* dV = grad_value->data<T>();                                 // (N, H, F)
-#pragma omp parallel for schedule(dynamic, 64)
-      for (int64_t j = 0; j < N; ++j) {
+      for_each_row<T>(t_row_ptr, N, H, [&](RowScratch<T>&, int64_t j, int64_t b, int64_t degree) {
         T* dvj = dV + j * H * F;
         std::fill(dvj, dvj + H * F, T(0));
-        for (int64_t k = t_row_ptr[j]; k < t_row_ptr[j + 1]; ++k) {
+        for (int64_t k = b; k < b + degree; ++k) {
           const int64_t e = t_edge_id[k], i = t_col_idx[k];
           const T* gi = G + i * H * F;
           for (int64_t h = 0; h < H; ++h) {
@@ -197,7 +206,7 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
             for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w * gi[h * F + f];
           }
         }
-      }
+      });
     }
   });
 }

@@ -30,7 +30,7 @@ Tensor cpu_apply(const Tensor& x, const KeepMask& mask, const DropoutKey& key) {
     const T* px = x.data<T>();  // (n,)
     T* po = out.data<T>();      // (n,)
     const T s = static_cast<T>(keep_scale(key));
-    detail::parallel_for(out.numel(), [&](int64_t i) { po[i] = DropoutKey::apply_kept(px[i], mask[i], s); });
+    detail::parallel_for(out.numel(), [&, s](int64_t i) { po[i] = DropoutKey::apply_kept(px[i], mask[i], s); });
   });
   return out;
 }

@@ -1,6 +1,8 @@
 // CPU loop helpers shared by the op implementations (included by framework/ops/*.cpp only).
 #pragma once
 
+#include <omp.h>
+
 #include <cstdint>
 
 #include "framework/tensor.h"
@@ -22,13 +24,26 @@ namespace gat::ops::detail {
 // saves.
 constexpr int64_t kParallelThreshold = 32768;
 
-// f(i) for i in [0, n), split statically over the OpenMP threads where n * cost_per_item (about
-// the elementary steps of the whole loop) is large enough. Each i is handled by exactly one
-// thread, so results do not depend on the thread count.
+// f(i) for i in [begin, end): the loop that each thread of parallel_for runs, with f inlined
+// into every SIMD version. f comes by value: the loop then reads its captures from registers,
+// not from an object that a store through an output pointer might change, which would stop
+// the loop from vectorising.
+template <class F>
+GAT_SIMD_CLONES void for_range(int64_t begin, int64_t end, F f) {
+  for (int64_t i = begin; i < end; ++i) f(i);
+}
+
+// f(i) for i in [0, n), split into one contiguous range per OpenMP thread where n *
+// cost_per_item (about the elementary steps of the whole loop) is large enough. Each i is
+// handled by exactly one thread, so results do not depend on the thread count.
 template <class F>
 void parallel_for(int64_t n, F&& f, int64_t cost_per_item = 1) {
-#pragma omp parallel for schedule(static) if (n * cost_per_item > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) f(i);
+  if (n * cost_per_item <= kParallelThreshold) return for_range(0, n, f);
+#pragma omp parallel
+  {
+    const int64_t thread = omp_get_thread_num(), threads = omp_get_num_threads();
+    for_range(n * thread / threads, n * (thread + 1) / threads, f);
+  }
 }
 
 // Elementwise maps over f32/f64 CPU tensors viewed flat (n,): a new tensor like `a` with
@@ -40,7 +55,7 @@ Tensor cpu_map(const char* op, const Tensor& a, F f) {
     using T = decltype(zero);
     const T* pa = a.data<T>();  // (n,)
     T* po = out.data<T>();      // (n,)
-    parallel_for(out.numel(), [&](int64_t i) { po[i] = f(pa[i]); });
+    parallel_for(out.numel(), [&, f](int64_t i) { po[i] = f(pa[i]); });
   });
   return out;
 }
@@ -53,7 +68,7 @@ Tensor cpu_map(const char* op, const Tensor& a, const Tensor& b, F f) {
     const T* pa = a.data<T>();  // (n,)
     const T* pb = b.data<T>();  // (n,)
     T* po = out.data<T>();      // (n,)
-    parallel_for(out.numel(), [&](int64_t i) { po[i] = f(pa[i], pb[i]); });
+    parallel_for(out.numel(), [&, f](int64_t i) { po[i] = f(pa[i], pb[i]); });
   });
   return out;
 }
