@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <climits>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/ops/activations.h"
@@ -17,6 +20,7 @@
 #include "framework/ops/reduce.h"
 #include "framework/ops/reshape.h"
 #include "framework/ops/sparse_dropout.h"
+#include "framework/ops/vec_math.h"
 #include "framework/rng_cpu.h"
 #include "framework/sparse.h"
 #include "gradcheck.h"
@@ -72,6 +76,50 @@ TEST(OpsValues, ActivationsInF32AndF64) {
     EXPECT_EQ(e[3], 1.5);
     EXPECT_EQ(ops::elu(x).dtype(), dtype);
   }
+}
+
+TEST(OpsValues, VectorisedExpAndExpm1AreWithinTwoUlp) {
+  // Every 64th float of [-104, 89] against exp and expm1 in double, rounded to float.
+  const auto ulps = [](float a, float b) {
+    int32_t ia, ib;
+    std::memcpy(&ia, &a, sizeof ia);
+    std::memcpy(&ib, &b, sizeof ib);
+    return (ia < 0) != (ib < 0) ? (a == b ? 0 : INT32_MAX) : std::abs(ia - ib);  // same sign
+  };
+  const auto from_magnitude = [](uint32_t magnitude, bool negative) {  // |x|'s bits and a sign
+    const uint32_t bits = magnitude | (negative ? 0x80000000u : 0u);
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    return x;
+  };
+  int worst_exp = 0, worst_expm1 = 0;
+  int64_t checked = 0;
+  for (const auto& [negative, limit] : {std::pair<bool, float>{true, 104.0f}, {false, 89.0f}}) {
+    uint32_t limit_bits;
+    std::memcpy(&limit_bits, &limit, sizeof limit_bits);
+    for (uint32_t magnitude = 0; magnitude <= limit_bits; magnitude += 64, ++checked) {
+      const float x = from_magnitude(magnitude, negative);
+      const float exp_ref = static_cast<float>(std::exp(static_cast<double>(x)));
+      const float expm1_ref = static_cast<float>(std::expm1(static_cast<double>(x)));
+      // Below the smallest normal result: flushed to 0 (exp) and -1 (expm1).
+      if (x >= ops::detail::kExpMin) worst_exp = std::max(worst_exp, ulps(ops::detail::vec_exp(x), exp_ref));
+      else ASSERT_EQ(ops::detail::vec_exp(x), 0.0f) << x;
+      worst_expm1 = std::max(worst_expm1, ulps(ops::detail::vec_expm1(x), expm1_ref));
+      ASSERT_LE(worst_expm1, 2) << "expm1 at x = " << x;
+      ASSERT_LE(worst_exp, 2) << "exp at x = " << x;
+    }
+  }
+  EXPECT_GT(checked, 30000000);
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(ops::detail::vec_exp(-inf), 0.0f);
+  EXPECT_EQ(ops::detail::vec_exp(inf), inf);
+  EXPECT_EQ(ops::detail::vec_exp(0.0f), 1.0f);
+  EXPECT_EQ(ops::detail::vec_expm1(-inf), -1.0f);
+  EXPECT_EQ(ops::detail::vec_expm1(inf), inf);
+  EXPECT_EQ(ops::detail::vec_expm1(0.0f), 0.0f);
+  EXPECT_TRUE(std::isnan(ops::detail::vec_exp(std::nanf(""))));
+  EXPECT_TRUE(std::isnan(ops::detail::vec_expm1(std::nanf(""))));
+  EXPECT_LT(ops::detail::vec_exp(88.72283f), inf);  // the largest x with a finite exp
 }
 
 TEST(OpsValues, Reductions) {

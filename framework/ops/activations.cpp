@@ -1,10 +1,11 @@
 #include "framework/ops/activations.h"
 
-#include <cmath>
+#include <algorithm>
 
 #include "framework/autograd.h"
 #include "framework/ops/dispatch.h"
 #include "framework/ops/loops.h"
+#include "framework/ops/vec_math.h"
 
 namespace gat::ops {
 
@@ -49,9 +50,11 @@ Tensor elu_forward(const Tensor& x, double alpha) {
     GAT_CUDA_CALL(cuda_impl::elu_forward(x, alpha, out));
     return out;
   }
+  // Both sides computed and one selected: a loop without branches or calls vectorises.
   return detail::cpu_map("elu", x, [alpha](auto v) {
     using T = decltype(v);
-    return v > T(0) ? v : static_cast<T>(alpha) * std::expm1(v);
+    const T negative = static_cast<T>(alpha) * detail::vec_expm1(std::min(v, T(0)));
+    return v > T(0) ? v : negative;
   });
 }
 
@@ -63,7 +66,8 @@ Tensor elu_backward(const Tensor& x, const Tensor& g, double alpha) {
   }
   return detail::cpu_map("elu backward", x, g, [alpha](auto v, auto gv) {
     using T = decltype(v);
-    return v > T(0) ? gv : static_cast<T>(alpha) * std::exp(v) * gv;
+    const T negative = static_cast<T>(alpha) * detail::vec_exp(std::min(v, T(0))) * gv;
+    return v > T(0) ? gv : negative;
   });
 }
 

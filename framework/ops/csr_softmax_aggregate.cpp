@@ -8,6 +8,7 @@
 #include "framework/autograd.h"
 #include "framework/ops/dispatch.h"
 #include "framework/ops/loops.h"
+#include "framework/ops/vec_math.h"
 #include "framework/rng_cpu.h"
 
 namespace gat::ops {
@@ -56,36 +57,50 @@ class DropFactors {
   KeepMask mask_;
 };
 
-// Head h of a row's softmax over its edges [b, b + degree): ex[k] = exp(s - m) for the row max m,
-// and (m, z = sum of ex). Weights are ex / z, not exp(s - lse): lse = m + log z rounds to ulp(m),
-// a relative error of 1e-3 in f32 for scores of 1e4.
-template <class T>
-struct MaxSum {
-  T m = -std::numeric_limits<T>::infinity();
-  T z = 0;
-  T lse() const { return z > T(0) ? m + std::log(z) : m; }  // -inf for an empty row
-};
-
-template <class T>
-MaxSum<T> row_exps(const T* s,  // (E, H)
-                   int64_t b, int64_t degree, int64_t H, int64_t h, T* ex /* (degree,) */) {
-  MaxSum<T> r;
-  for (int64_t k = 0; k < degree; ++k) r.m = std::max(r.m, s[(b + k) * H + h]);
-  for (int64_t k = 0; k < degree; ++k) r.z += ex[k] = std::exp(s[(b + k) * H + h] - r.m);
-  return r;
-}
-
-// Per-thread scratch for one row: (edge, head) keep factors and one head's exponentials.
+// Per-thread scratch for one row of degree edges: (edge, head) keep factors and exponentials,
+// and per head the scores' max and the sum of the exponentials.
 template <class T>
 struct RowScratch {
-  std::vector<T> drop, ex;
+  std::vector<T> drop, ex, m, z;
   void reserve(int64_t degree, int64_t H) {
-    if (static_cast<int64_t>(ex.size()) < degree) {
+    if (static_cast<int64_t>(ex.size()) < degree * H) {
       drop.resize(static_cast<size_t>(degree * H));
-      ex.resize(static_cast<size_t>(degree));
+      ex.resize(static_cast<size_t>(degree * H));
     }
+    m.resize(static_cast<size_t>(H));
+    z.resize(static_cast<size_t>(H));
   }
 };
+
+// ex (degree, H) = exp(s_row - shift[h]) for a row's scores s_row (degree, H), contiguous: the
+// subtractions, then one flat pass of exponentials, which vectorises for any H.
+template <class T>
+GAT_SIMD_CLONES void shifted_exps(const T* s_row, int64_t degree, int64_t H, const T* shift, T* ex) {
+  for (int64_t k = 0; k < degree; ++k)
+    for (int64_t h = 0; h < H; ++h) ex[k * H + h] = s_row[k * H + h] - shift[h];
+  for (int64_t q = 0; q < degree * H; ++q) ex[q] = detail::vec_exp(ex[q]);
+}
+
+// A row's softmax over its edges, every head at once: m[h] = max over k of s_row[k, h],
+// ex[k, h] = exp(s_row[k, h] - m[h]) and z[h] = their sum, in edge order. Weights are ex / z, not
+// exp(s - lse): lse = m + log z rounds to ulp(m), a relative error of 1e-3 in f32 for scores of
+// 1e4.
+template <class T>
+void row_softmax_terms(const T* s_row, int64_t degree, int64_t H, RowScratch<T>& row) {
+  std::fill(row.m.begin(), row.m.end(), -std::numeric_limits<T>::infinity());
+  std::fill(row.z.begin(), row.z.end(), T(0));
+  for (int64_t k = 0; k < degree; ++k)
+    for (int64_t h = 0; h < H; ++h) row.m[h] = std::max(row.m[h], s_row[k * H + h]);
+  shifted_exps(s_row, degree, H, row.m.data(), row.ex.data());
+  for (int64_t k = 0; k < degree; ++k)
+    for (int64_t h = 0; h < H; ++h) row.z[h] += row.ex[k * H + h];
+}
+
+// log of a head's softmax denominator, m + log z; -inf for an empty row.
+template <class T>
+T log_sum_exp(T m, T z) {
+  return z > T(0) ? m + std::log(z) : m;
+}
 
 // f(row, i, b, degree) for the rows i in [begin, end) of a CSR (edges [b, b + degree)), with f
 // inlined into every SIMD version.
@@ -134,11 +149,11 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
       T* oi = o + i * H * F;
       std::fill(oi, oi + H * F, T(0));
       drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
+      row_softmax_terms(s + b * H, degree, H, row);
       for (int64_t h = 0; h < H; ++h) {
-        const MaxSum<T> ms = row_exps(s, b, degree, H, h, row.ex.data());
-        l[i * H + h] = ms.lse();
+        l[i * H + h] = log_sum_exp(row.m[h], row.z[h]);
         for (int64_t k = 0; k < degree; ++k) {
-          const T w = row.ex[k] / ms.z * row.drop[k * H + h];
+          const T w = row.ex[k * H + h] / row.z[h] * row.drop[k * H + h];
           const T* vj = V + (static_cast<int64_t>(col_idx[b + k]) * H + h) * F;
           for (int64_t f = 0; f < F; ++f) oi[h * F + f] += w * vj[f];
         }
@@ -168,12 +183,13 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
     T* wk = grad_value ? kept_weights.data() : nullptr;  // (E, H)
     for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
       drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
+      shifted_exps(s + b * H, degree, H, l + i * H, row.ex.data());  // a (degree, H)
       for (int64_t h = 0; h < H; ++h) {
         const T* gi = G + (i * H + h) * F;
         T row_sum = 0;
         for (int64_t k = 0; k < degree; ++k) {
           const int64_t e = b + k;
-          const T a = std::exp(s[e * H + h] - l[i * H + h]);
+          const T a = row.ex[k * H + h];
           if (wk) wk[e * H + h] = a * row.drop[k * H + h];
           if (!ds) continue;
           const T* vj = V + (static_cast<int64_t>(col_idx[e]) * H + h) * F;
@@ -181,12 +197,11 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
           for (int64_t f = 0; f < F; ++f) dot += gi[f] * vj[f];
           const T da = dot * row.drop[k * H + h];
           ds[e * H + h] = da;
-          row.ex[k] = a;
           row_sum += a * da;
         }
         if (!ds) continue;
         for (int64_t k = 0; k < degree; ++k)
-          ds[(b + k) * H + h] = row.ex[k] * (ds[(b + k) * H + h] - row_sum);
+          ds[(b + k) * H + h] = row.ex[k * H + h] * (ds[(b + k) * H + h] - row_sum);
       }
     });
     if (grad_value) {
@@ -272,10 +287,8 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores) {
     const T* s = edge_scores.data<T>();                        // (E, H)
     T* a = weights.data<T>();                                  // (E, H)
     for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t, int64_t b, int64_t degree) {
-      for (int64_t h = 0; h < H; ++h) {
-        const MaxSum<T> ms = row_exps(s, b, degree, H, h, row.ex.data());
-        for (int64_t k = 0; k < degree; ++k) a[(b + k) * H + h] = row.ex[k] / ms.z;
-      }
+      row_softmax_terms(s + b * H, degree, H, row);
+      for (int64_t q = 0; q < degree * H; ++q) a[b * H + q] = row.ex[q] / row.z[q % H];
     });
   });
   return weights;
