@@ -71,7 +71,10 @@ inline float vec_expm1(float x) {
   int32_t k;
   const float em1 = expm1_reduced(clamped, &k);
   const float scale = pow2i(std::max(std::min(k, 127), -126));
-  const float value = k > 24 ? exp_from_reduced(em1, k) : scale * em1 + (scale - 1.0f);
+  // Every value computed, then selected: a conditional float operation (it might trap) would keep
+  // the compiler from vectorising.
+  const float large = exp_from_reduced(em1, k), small = scale * em1 + (scale - 1.0f);
+  const float value = k > 24 ? large : small;
   return x < kExpMin ? -1.0f : x > kExpMax ? std::numeric_limits<float>::infinity() : value;
 }
 
