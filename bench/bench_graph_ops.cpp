@@ -7,6 +7,8 @@
 // `bandwidth` = bytes / time, so the time of the memory bound is bytes / peak bandwidth
 // (4.3 TB/s on an H200: bound_ms = bytes / 4.3e9).
 //
+// Also the CPU's batched dropout draws on each SIMD path the CPU has (dropout_keep4_blocks).
+//
 //   bench_graph_ops [--benchmark_filter=...]     (CUDA benchmarks only where a device is present)
 #include <benchmark/benchmark.h>
 
@@ -16,12 +18,14 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bench/timing.h"
 #include "framework/cuda_runtime.h"
 #include "framework/graph.h"
 #include "framework/ops/csr_softmax_aggregate.h"
+#include "framework/rng_cpu.h"
 
 using namespace gat;
 
@@ -137,6 +141,27 @@ int main(int argc, char** argv) {
         if (device == Device::cuda) b->UseManualTime();
         else b->UseRealTime();  // OpenMP threads: wall time, not the main thread's CPU time
       }
+  // The CPU's batched dropout draws (framework/rng_cpu.h), each SIMD path this CPU has:
+  // items_per_second counts Philox blocks (four dropout decisions each).
+  const std::pair<detail::Keep4Path, const char*> paths[] = {
+      {detail::Keep4Path::scalar, "scalar"}, {detail::Keep4Path::avx2, "avx2"}, {detail::Keep4Path::avx512, "avx512"}};
+  for (const auto& [path, path_name] : paths) {
+    if (!detail::keep4_path_supported(path)) continue;
+    benchmark::RegisterBenchmark((std::string("dropout_keep4_blocks/cpu/") + path_name).c_str(),
+                                 [path = path](benchmark::State& st) {
+                                   const int64_t n = 1 << 20;
+                                   std::vector<uint64_t> blocks(n);
+                                   std::vector<uint8_t> keep(n);
+                                   for (int64_t k = 0; k < n; ++k) blocks[k] = static_cast<uint64_t>(k);
+                                   const DropoutKey key{0.6f, 1, 2};
+                                   for (auto _ : st) {
+                                     detail::keep4_blocks_on(path, key, blocks.data(), n, keep.data());
+                                     benchmark::DoNotOptimize(keep.data());
+                                   }
+                                   st.SetItemsProcessed(st.iterations() * n);
+                                 })
+        ->Unit(benchmark::kMillisecond);
+  }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
