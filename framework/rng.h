@@ -25,6 +25,10 @@ struct PhiloxBlock {
   }
 };
 
+// Philox4x32's round multipliers and key schedule (also used by the SIMD draws, rng_cpu.cpp).
+constexpr uint32_t kPhiloxMul0 = 0xD2511F53u, kPhiloxMul1 = 0xCD9E8D57u;
+constexpr uint32_t kPhiloxBump0 = 0x9E3779B9u, kPhiloxBump1 = 0xBB67AE85u;
+
 // Philox4x32-10 of counter (counter_lo, counter_hi, stream_lo, stream_hi) under key seed (the
 // Random123 known-answer vectors hold for it: tests/test_ops_elementwise.cpp).
 GAT_HOST_DEVICE PhiloxBlock philox4x32(uint64_t seed, uint64_t stream, uint64_t counter) {
@@ -32,16 +36,16 @@ GAT_HOST_DEVICE PhiloxBlock philox4x32(uint64_t seed, uint64_t stream, uint64_t 
   uint32_t c2 = static_cast<uint32_t>(stream), c3 = static_cast<uint32_t>(stream >> 32);
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
-    const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+    const uint64_t p0 = static_cast<uint64_t>(kPhiloxMul0) * c0;
+    const uint64_t p1 = static_cast<uint64_t>(kPhiloxMul1) * c2;
     const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
     const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
     c1 = static_cast<uint32_t>(p1);
     c3 = static_cast<uint32_t>(p0);
     c0 = n0;
     c2 = n2;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
+    k0 += kPhiloxBump0;
+    k1 += kPhiloxBump1;
   }
   return {c0, c1, c2, c3};
 }

@@ -20,9 +20,6 @@ namespace gat {
 
 namespace {
 
-constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;  // Philox4x32 round multipliers
-constexpr uint32_t kBump0 = 0x9E3779B9u, kBump1 = 0xBB67AE85u;  // its key schedule
-
 // keep ⇔ uniform24(word) >= p ⇔ (word >> 8) >= ceil(p 2^24): p 2^24 is exact in double, and
 // (word >> 8) 2^-24 is exact in float, so the integer test makes keep4's decisions.
 uint32_t keep_threshold(float p) {
@@ -62,7 +59,7 @@ __attribute__((target("avx512f"))) void keep4_avx512(const DropoutKey& key, cons
   constexpr int kLanes = 16;
   constexpr int64_t kStep = kChains * kLanes;
   constexpr __mmask16 kOdd = 0xAAAA;
-  const __m512i mul0 = _mm512_set1_epi64(kMul0), mul1 = _mm512_set1_epi64(kMul1);
+  const __m512i mul0 = _mm512_set1_epi64(kPhiloxMul0), mul1 = _mm512_set1_epi64(kPhiloxMul1);
   const __m512i stream_lo = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(key.stream)));
   const __m512i stream_hi = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(key.stream >> 32)));
   const __m512i threshold = _mm512_set1_epi32(static_cast<int>(keep_threshold(key.p)));
@@ -100,8 +97,8 @@ __attribute__((target("avx512f"))) void keep4_avx512(const DropoutKey& key, cons
         c1[c] = _mm512_mask_blend_epi32(kOdd, p1_even, _mm512_slli_epi64(p1_odd, 32));
         c3[c] = _mm512_mask_blend_epi32(kOdd, p0_even, _mm512_slli_epi64(p0_odd, 32));
       }
-      k0 += kBump0;
-      k1 += kBump1;
+      k0 += kPhiloxBump0;
+      k1 += kPhiloxBump1;
     }
 #pragma GCC unroll 4
     for (int c = 0; c < kChains; ++c) {  // bit w of lane k's byte: (word w >> 8) >= threshold
@@ -117,20 +114,20 @@ __attribute__((target("avx512f"))) void keep4_avx512(const DropoutKey& key, cons
   }
 }
 
-// The same with 8 lanes. (word >> 8) and the threshold are at most 2^24, so the signed
-// comparison (word >> 8) > threshold - 1 is the unsigned >=.
-// `bit` in the lanes whose word keeps: (word >> 8) > threshold - 1.
+// `bit` in the lanes whose word keeps: (word >> 8) > threshold - 1. (word >> 8) and the
+// threshold are at most 2^24, so this signed comparison is the unsigned >=.
 __attribute__((target("avx2"))) __m256i avx2_kept(__m256i word, __m256i below, int bit) {
   return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_srli_epi32(word, 8), below),
                           _mm256_set1_epi32(bit));
 }
 
+// The same as keep4_avx512 with 8 lanes.
 __attribute__((target("avx2"))) void keep4_avx2(const DropoutKey& key, const uint64_t* blocks,
                                                 int64_t n, uint8_t* keep) {
   constexpr int kLanes = 8;
   constexpr int64_t kStep = kChains * kLanes;
   constexpr int kOdd = 0xAA;
-  const __m256i mul0 = _mm256_set1_epi64x(kMul0), mul1 = _mm256_set1_epi64x(kMul1);
+  const __m256i mul0 = _mm256_set1_epi64x(kPhiloxMul0), mul1 = _mm256_set1_epi64x(kPhiloxMul1);
   const __m256i stream_lo = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key.stream)));
   const __m256i stream_hi = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key.stream >> 32)));
   const __m256i below = _mm256_set1_epi32(static_cast<int>(keep_threshold(key.p)) - 1);
@@ -167,8 +164,8 @@ __attribute__((target("avx2"))) void keep4_avx2(const DropoutKey& key, const uin
         c1[c] = _mm256_blend_epi32(p1_even, _mm256_slli_epi64(p1_odd, 32), kOdd);
         c3[c] = _mm256_blend_epi32(p0_even, _mm256_slli_epi64(p0_odd, 32), kOdd);
       }
-      k0 += kBump0;
-      k1 += kBump1;
+      k0 += kPhiloxBump0;
+      k1 += kPhiloxBump1;
     }
 #pragma GCC unroll 4
     for (int c = 0; c < kChains; ++c) {  // bit w of lane k's byte: (word w >> 8) >= threshold
