@@ -21,11 +21,11 @@
 #include <utility>
 #include <vector>
 
-#include "bench/timing.h"
-#include "framework/cuda_runtime.h"
-#include "framework/graph.h"
-#include "framework/ops/csr_softmax_aggregate.h"
-#include "framework/rng_cpu.h"
+#include "timing.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/graph.h"
+#include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/rng_cpu.h"
 
 using namespace gat;
 

@@ -23,16 +23,16 @@
 #include <random>
 #include <vector>
 
-#include "bench/timing.h"
+#include "timing.h"
 
-#include "framework/autograd.h"
-#include "framework/cuda_runtime.h"
-#include "framework/graph.h"
-#include "framework/ops/csr_softmax_aggregate.h"
-#include "framework/ops/reduce.h"
-#include "layers/gat_conv.h"
-#include "models/gat.h"
-#include "train/trainer.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/graph.h"
+#include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/reduce.h"
+#include "gat/layers/gat_conv.h"
+#include "gat/models/gat.h"
+#include "gat/train/trainer.h"
 
 using namespace gat;
 

@@ -4,9 +4,9 @@
 #include <chrono>
 #include <functional>
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 #if GAT_WITH_CUDA
-#include "framework/cuda_check.h"
+#include "gat/framework/cuda_check.h"
 #endif
 
 namespace gat::bench {

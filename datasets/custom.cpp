@@ -1,10 +1,10 @@
-#include "datasets/custom.h"
+#include "gat/datasets/custom.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <limits>
 
-#include "datasets/text.h"
+#include "gat/datasets/text.h"
 
 namespace gat {
 

@@ -17,7 +17,7 @@
 
 #include <string>
 
-#include "datasets/dataset.h"
+#include "gat/datasets/dataset.h"
 
 namespace gat {
 

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "framework/graph.h"
-#include "framework/tensor.h"
+#include "gat/framework/graph.h"
+#include "gat/framework/tensor.h"
 
 namespace gat {
 

@@ -1,11 +1,11 @@
-#include "datasets/generator.h"
+#include "gat/datasets/generator.h"
 
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <string>
 
-#include "framework/rng.h"
+#include "gat/framework/rng.h"
 
 namespace gat {
 

@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include "datasets/dataset.h"
+#include "gat/datasets/dataset.h"
 
 namespace gat {
 

@@ -1,4 +1,4 @@
-#include "datasets/pickle.h"
+#include "gat/datasets/pickle.h"
 
 #include <algorithm>
 #include <cstdio>

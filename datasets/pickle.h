@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::pickle {
 

@@ -1,11 +1,11 @@
-#include "datasets/planetoid.h"
+#include "gat/datasets/planetoid.h"
 
 #include <algorithm>
 #include <cctype>
 #include <limits>
 
-#include "datasets/pickle.h"
-#include "datasets/text.h"
+#include "gat/datasets/pickle.h"
+#include "gat/datasets/text.h"
 
 namespace gat {
 

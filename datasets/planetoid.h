@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "datasets/dataset.h"
+#include "gat/datasets/dataset.h"
 
 namespace gat {
 

@@ -1,13 +1,15 @@
-#include "datasets/registry.h"
+#include "gat/datasets/registry.h"
+
+#include <nlohmann/json.hpp>
 
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
 
-#include "datasets/custom.h"
-#include "datasets/generator.h"
-#include "datasets/planetoid.h"
+#include "gat/datasets/custom.h"
+#include "gat/datasets/generator.h"
+#include "gat/datasets/planetoid.h"
 
 namespace gat {
 
@@ -70,7 +72,7 @@ std::string default_data_dir() {
   return (".." / tail).string();
 }
 
-nlohmann::json dataset_summary(const Dataset& data) {
+std::string dataset_summary(const Dataset& data) {
   const std::vector<int32_t> y = data.y.to_vector<int32_t>();
   std::vector<int64_t> counts(static_cast<size_t>(data.num_classes), 0);
   for (const int32_t label : y) {
@@ -81,7 +83,7 @@ nlohmann::json dataset_summary(const Dataset& data) {
   const std::vector<float> x = data.x.to_vector<float>();
   double checksum = 0.0;
   for (const float v : x) checksum += v;
-  return {
+  const nlohmann::json summary = {
       {"name", data.name},
       {"nodes", data.num_nodes()},
       {"edges", data.graph.num_edges() - data.graph.count_self_loops()},
@@ -93,6 +95,7 @@ nlohmann::json dataset_summary(const Dataset& data) {
       {"label_counts", counts},
       {"feature_checksum", checksum},
   };
+  return summary.dump();
 }
 
 }  // namespace gat

@@ -1,11 +1,9 @@
 // One entry point for every dataset source, and a JSON summary of a loaded dataset.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <string>
 
-#include "datasets/dataset.h"
+#include "gat/datasets/dataset.h"
 
 namespace gat {
 
@@ -24,7 +22,8 @@ Dataset load_dataset(const std::string& name, const std::string& data_dir = "");
 std::string default_data_dir();
 
 // {name, nodes, edges (directed, self loops not counted), features, classes, train, val, test,
-//  label_counts (per class, all nodes), feature_checksum (sum of x in double)}
-nlohmann::json dataset_summary(const Dataset& data);
+//  label_counts (per class, all nodes), feature_checksum (sum of x in double)} as one line of
+// JSON text.
+std::string dataset_summary(const Dataset& data);
 
 }  // namespace gat

@@ -1,4 +1,4 @@
-#include "datasets/text.h"
+#include "gat/datasets/text.h"
 
 #include <zlib.h>
 
@@ -7,7 +7,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "framework/check.h"
+#include "gat/framework/check.h"
 
 namespace gat::text {
 

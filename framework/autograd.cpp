@@ -1,9 +1,9 @@
-#include "framework/autograd.h"
+#include "gat/framework/autograd.h"
 
 #include <unordered_map>
 #include <unordered_set>
 
-#include "framework/ops/add_into.h"
+#include "gat/framework/ops/add_into.h"
 
 namespace gat::autograd {
 

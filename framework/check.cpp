@@ -1,4 +1,4 @@
-#include "framework/check.h"
+#include "gat/framework/check.h"
 
 #include <cstring>
 

@@ -5,7 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "framework/check.h"
+#include "gat/framework/check.h"
 
 #define CUDA_CHECK(call)                                                                   \
   do {                                                                                     \

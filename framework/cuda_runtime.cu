@@ -5,8 +5,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "framework/cuda_check.h"
-#include "framework/cuda_runtime.h"
+#include "gat/framework/cuda_check.h"
+#include "gat/framework/cuda_runtime.h"
 
 namespace gat::cuda {
 

@@ -1,7 +1,7 @@
 // The CUDA entry points of a build without CUDA: nothing is available, everything else throws.
 #if !GAT_WITH_CUDA
-#include "framework/check.h"
-#include "framework/cuda_runtime.h"
+#include "gat/framework/check.h"
+#include "gat/framework/cuda_runtime.h"
 
 namespace gat::cuda {
 

@@ -1,4 +1,4 @@
-#include "framework/graph.h"
+#include "gat/framework/graph.h"
 
 #include <algorithm>
 #include <limits>

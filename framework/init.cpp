@@ -1,4 +1,4 @@
-#include "framework/init.h"
+#include "gat/framework/init.h"
 
 #include <cmath>
 #include <vector>

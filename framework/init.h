@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "framework/rng.h"
-#include "framework/tensor.h"
+#include "gat/framework/rng.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::init {
 

@@ -1,4 +1,4 @@
-#include "framework/io.h"
+#include "gat/framework/io.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -15,8 +15,8 @@
 #include <map>
 #include <string>
 
-#include "framework/module.h"
-#include "framework/tensor.h"
+#include "gat/framework/module.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::io {
 

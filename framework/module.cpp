@@ -1,4 +1,4 @@
-#include "framework/module.h"
+#include "gat/framework/module.h"
 
 namespace gat {
 

@@ -1,10 +1,10 @@
-#include "framework/optim.h"
+#include "gat/framework/optim.h"
 
 #include <type_traits>
 
-#include "framework/autograd.h"
-#include "framework/cuda_runtime.h"
-#include "framework/ops/dispatch.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat {
 

@@ -1,7 +1,7 @@
 #include <algorithm>
 
-#include "framework/cuda_check.h"
-#include "framework/optim_update.h"
+#include "gat/framework/cuda_check.h"
+#include "gat/framework/optim_update.h"
 
 namespace gat::optim::cuda_impl {
 

@@ -20,8 +20,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/optim_update.h"
-#include "framework/tensor.h"
+#include "gat/framework/optim_update.h"
+#include "gat/framework/tensor.h"
 
 namespace gat {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/rng.h"  // GAT_HOST_DEVICE
+#include "gat/framework/rng.h"  // GAT_HOST_DEVICE
 
 namespace gat::optim {
 

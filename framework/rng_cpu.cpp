@@ -1,10 +1,10 @@
-#include "framework/rng_cpu.h"
+#include "gat/framework/rng_cpu.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "framework/check.h"
+#include "gat/framework/check.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 // g++ 12's AVX-512 headers start masked intrinsics from _mm512_undefined_*() and then warn that

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/rng.h"
+#include "gat/framework/rng.h"
 
 namespace gat {
 

@@ -1,4 +1,4 @@
-#include "framework/sparse.h"
+#include "gat/framework/sparse.h"
 
 #include <limits>
 #include <sstream>

@@ -15,7 +15,7 @@
 #include <string>
 #include <variant>
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 namespace gat {
 

@@ -1,13 +1,13 @@
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <sstream>
 
-#include "framework/autograd.h"
-#include "framework/cuda_runtime.h"
-#include "framework/ops/fill.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/fill.h"
 
 namespace gat {
 

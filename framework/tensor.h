@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "framework/check.h"
+#include "gat/framework/check.h"
 
 namespace gat {
 

@@ -1,7 +1,7 @@
-#include "layers/dropout.h"
+#include "gat/layers/dropout.h"
 
-#include "framework/ops/dropout.h"
-#include "framework/ops/sparse_dropout.h"
+#include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/sparse_dropout.h"
 
 namespace gat {
 

@@ -2,10 +2,10 @@
 // the Generator passed to forward (a fresh Philox stream per call, so a seed fixes every mask).
 #pragma once
 
-#include "framework/module.h"
-#include "framework/rng.h"
-#include "framework/sparse.h"
-#include "framework/tensor.h"
+#include "gat/framework/module.h"
+#include "gat/framework/rng.h"
+#include "gat/framework/sparse.h"
+#include "gat/framework/tensor.h"
 
 namespace gat {
 

@@ -1,13 +1,13 @@
-#include "layers/gat_conv.h"
+#include "gat/layers/gat_conv.h"
 
-#include "framework/init.h"
-#include "framework/ops/arithmetic.h"
-#include "framework/ops/csr_softmax_aggregate.h"
-#include "framework/ops/dropout.h"
-#include "framework/ops/gat_edge_scores.h"
-#include "framework/ops/head_dot.h"
-#include "framework/ops/reduce.h"
-#include "framework/ops/reshape.h"
+#include "gat/framework/init.h"
+#include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/gat_edge_scores.h"
+#include "gat/framework/ops/head_dot.h"
+#include "gat/framework/ops/reduce.h"
+#include "gat/framework/ops/reshape.h"
 
 namespace gat {
 

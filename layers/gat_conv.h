@@ -17,12 +17,12 @@
 #include <cstdint>
 #include <memory>
 
-#include "framework/graph.h"
-#include "framework/module.h"
-#include "framework/rng.h"
-#include "framework/sparse.h"
-#include "framework/tensor.h"
-#include "layers/linear.h"
+#include "gat/framework/graph.h"
+#include "gat/framework/module.h"
+#include "gat/framework/rng.h"
+#include "gat/framework/sparse.h"
+#include "gat/framework/tensor.h"
+#include "gat/layers/linear.h"
 
 namespace gat {
 

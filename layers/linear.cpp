@@ -1,9 +1,9 @@
-#include "layers/linear.h"
+#include "gat/layers/linear.h"
 
-#include "framework/init.h"
-#include "framework/ops/arithmetic.h"
-#include "framework/ops/matmul.h"
-#include "framework/ops/sparse_matmul.h"
+#include "gat/framework/init.h"
+#include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/matmul.h"
+#include "gat/framework/ops/sparse_matmul.h"
 
 namespace gat {
 

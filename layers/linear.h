@@ -8,10 +8,10 @@
 
 #include <cstdint>
 
-#include "framework/module.h"
-#include "framework/rng.h"
-#include "framework/sparse.h"
-#include "framework/tensor.h"
+#include "gat/framework/module.h"
+#include "gat/framework/rng.h"
+#include "gat/framework/sparse.h"
+#include "gat/framework/tensor.h"
 
 namespace gat {
 

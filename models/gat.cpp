@@ -1,6 +1,6 @@
-#include "models/gat.h"
+#include "gat/models/gat.h"
 
-#include "framework/ops/activations.h"
+#include "gat/framework/ops/activations.h"
 
 namespace gat {
 

@@ -6,10 +6,10 @@
 #include <random>
 #include <vector>
 
-#include "framework/graph.h"
-#include "framework/tensor.h"
+#include "gat/framework/graph.h"
+#include "gat/framework/tensor.h"
 #include "gradcheck.h"
-#include "layers/gat_conv.h"
+#include "gat/layers/gat_conv.h"
 
 namespace gat::testing {
 

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/autograd.h"
-#include "framework/tensor.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::testing {
 

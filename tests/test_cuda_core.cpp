@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "framework/cuda_runtime.h"
-#include "framework/module.h"
-#include "framework/ops/accuracy.h"
-#include "framework/ops/cross_entropy.h"
-#include "framework/ops/log_softmax.h"
-#include "framework/ops/matmul.h"
-#include "framework/optim.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/module.h"
+#include "gat/framework/ops/accuracy.h"
+#include "gat/framework/ops/cross_entropy.h"
+#include "gat/framework/ops/log_softmax.h"
+#include "gat/framework/ops/matmul.h"
+#include "gat/framework/optim.h"
 #include "gradcheck.h"
 
 using namespace gat;

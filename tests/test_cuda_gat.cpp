@@ -13,14 +13,14 @@
 #include <string>
 #include <vector>
 
-#include "datasets/generator.h"
-#include "framework/cuda_runtime.h"
-#include "framework/io.h"
+#include "gat/datasets/generator.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/io.h"
 #include "gat_testing.h"
 #include "gradcheck.h"
-#include "layers/gat_conv.h"
-#include "models/gat.h"
-#include "train/trainer.h"
+#include "gat/layers/gat_conv.h"
+#include "gat/models/gat.h"
+#include "gat/train/trainer.h"
 
 using namespace gat;
 using namespace gat::testing;

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "framework/autograd.h"
-#include "framework/cuda_runtime.h"
-#include "framework/graph.h"
-#include "framework/ops/csr_softmax_aggregate.h"
-#include "framework/ops/gat_edge_scores.h"
-#include "framework/ops/head_dot.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/graph.h"
+#include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/gat_edge_scores.h"
+#include "gat/framework/ops/head_dot.h"
 #include "gradcheck.h"
 
 using namespace gat;

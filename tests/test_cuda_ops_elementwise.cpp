@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "framework/cuda_runtime.h"
-#include "framework/ops/activations.h"
-#include "framework/ops/arithmetic.h"
-#include "framework/ops/concat.h"
-#include "framework/ops/dropout.h"
-#include "framework/ops/index_rows.h"
-#include "framework/ops/reduce.h"
-#include "framework/ops/reshape.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/activations.h"
+#include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/concat.h"
+#include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/index_rows.h"
+#include "gat/framework/ops/reduce.h"
+#include "gat/framework/ops/reshape.h"
 #include "gradcheck.h"
 
 using namespace gat;

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "framework/cuda_runtime.h"
-#include "framework/ops/sparse_dropout.h"
-#include "framework/ops/sparse_matmul.h"
-#include "framework/sparse.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/sparse_dropout.h"
+#include "gat/framework/ops/sparse_matmul.h"
+#include "gat/framework/sparse.h"
 #include "gat_testing.h"
 #include "gradcheck.h"
-#include "models/gat.h"
+#include "gat/models/gat.h"
 
 using namespace gat;
 using gat::testing::expect_gradients_match;

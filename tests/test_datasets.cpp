@@ -7,6 +7,7 @@
 // summed with struct.unpack. sum(x) equals that sum: x is a row permutation of allx and tx plus
 // all-zero rows. Cora 49216, CiteSeer 105165 (both binary features, so these are nnz counts).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <omp.h>
 #include <zlib.h>
 
@@ -19,12 +20,12 @@
 #include <set>
 #include <string>
 
-#include "datasets/custom.h"
-#include "datasets/generator.h"
-#include "datasets/pickle.h"
-#include "datasets/planetoid.h"
-#include "datasets/registry.h"
-#include "datasets/text.h"
+#include "gat/datasets/custom.h"
+#include "gat/datasets/generator.h"
+#include "gat/datasets/pickle.h"
+#include "gat/datasets/planetoid.h"
+#include "gat/datasets/registry.h"
+#include "gat/datasets/text.h"
 
 using namespace gat;
 using namespace std::string_literals;
@@ -167,7 +168,7 @@ pickle::Document parse(const std::string& bytes, const std::string& name = "test
 TEST(Planetoid, CoraMatchesThePublishedFigures) {
   SKIP_WITHOUT("cora");
   const Dataset d = load_planetoid("Cora", planetoid_dir());
-  const nlohmann::json s = dataset_summary(d);
+  const nlohmann::json s = nlohmann::json::parse(dataset_summary(d));
   EXPECT_EQ(s["name"], "cora");
   EXPECT_EQ(s["nodes"], 2708);
   EXPECT_EQ(s["edges"], 10556);
@@ -222,7 +223,7 @@ TEST(Planetoid, TestRowsAreReorderedAsInPyG) {
 TEST(Planetoid, CiteSeerPadsMissingTestIds) {
   SKIP_WITHOUT("citeseer");
   const Dataset d = load_planetoid("citeseer", planetoid_dir());
-  const nlohmann::json s = dataset_summary(d);
+  const nlohmann::json s = nlohmann::json::parse(dataset_summary(d));
   EXPECT_EQ(s["nodes"], 3327);
   EXPECT_EQ(s["edges"], 9104);
   EXPECT_EQ(s["features"], 3703);
@@ -600,7 +601,7 @@ TEST(Registry, SyntheticSpecsAndErrors) {
   const Dataset d = load_dataset("synthetic:2000:8:5");
   EXPECT_EQ(d.num_nodes(), 2000);
   EXPECT_EQ(d.name, "synthetic:2000:8:5");
-  const nlohmann::json s = dataset_summary(d);
+  const nlohmann::json s = nlohmann::json::parse(dataset_summary(d));
   for (const char* key : {"nodes", "edges", "features", "classes", "train", "val", "test", "label_counts", "feature_checksum"})
     EXPECT_TRUE(s.contains(key)) << key;
   EXPECT_EQ(s["edges"], d.graph.num_edges());

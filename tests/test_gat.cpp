@@ -10,15 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "datasets/generator.h"
-#include "framework/autograd.h"
-#include "framework/ops/activations.h"
+#include "gat/datasets/generator.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/activations.h"
 #include "gat_testing.h"
 #include "gradcheck.h"
-#include "layers/dropout.h"
-#include "layers/gat_conv.h"
-#include "models/gat.h"
-#include "train/trainer.h"
+#include "gat/layers/dropout.h"
+#include "gat/layers/gat_conv.h"
+#include "gat/models/gat.h"
+#include "gat/train/trainer.h"
 
 using namespace gat;
 using namespace gat::testing;

@@ -7,8 +7,8 @@
 #include <string>
 #include <utility>
 
-#include "framework/cuda_runtime.h"
-#include "framework/graph.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/graph.h"
 
 using namespace gat;
 

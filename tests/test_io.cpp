@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "framework/io.h"
-#include "framework/module.h"
+#include "gat/framework/io.h"
+#include "gat/framework/module.h"
 
 using namespace gat;
 namespace fs = std::filesystem;

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <memory>
 
-#include "framework/init.h"
-#include "framework/module.h"
+#include "gat/framework/init.h"
+#include "gat/framework/module.h"
 
 using namespace gat;
 

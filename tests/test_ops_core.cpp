@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "framework/ops/accuracy.h"
-#include "framework/ops/cross_entropy.h"
-#include "framework/ops/log_softmax.h"
-#include "framework/ops/matmul.h"
+#include "gat/framework/ops/accuracy.h"
+#include "gat/framework/ops/cross_entropy.h"
+#include "gat/framework/ops/log_softmax.h"
+#include "gat/framework/ops/matmul.h"
 #include "gradcheck.h"
 
 using namespace gat;

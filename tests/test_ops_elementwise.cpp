@@ -12,17 +12,17 @@
 #include <utility>
 #include <vector>
 
-#include "framework/ops/activations.h"
-#include "framework/ops/arithmetic.h"
-#include "framework/ops/concat.h"
-#include "framework/ops/dropout.h"
-#include "framework/ops/index_rows.h"
-#include "framework/ops/reduce.h"
-#include "framework/ops/reshape.h"
-#include "framework/ops/sparse_dropout.h"
-#include "framework/ops/vec_math.h"
-#include "framework/rng_cpu.h"
-#include "framework/sparse.h"
+#include "gat/framework/ops/activations.h"
+#include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/concat.h"
+#include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/index_rows.h"
+#include "gat/framework/ops/reduce.h"
+#include "gat/framework/ops/reshape.h"
+#include "gat/framework/ops/sparse_dropout.h"
+#include "gat/framework/ops/vec_math.h"
+#include "gat/framework/rng_cpu.h"
+#include "gat/framework/sparse.h"
 #include "gradcheck.h"
 
 using namespace gat;

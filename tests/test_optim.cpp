@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "framework/optim.h"
+#include "gat/framework/optim.h"
 
 using namespace gat;
 

@@ -8,18 +8,18 @@
 #include <random>
 #include <vector>
 
-#include "datasets/generator.h"
-#include "framework/autograd.h"
-#include "framework/ops/dropout.h"
-#include "framework/ops/matmul.h"
-#include "framework/ops/sparse_dropout.h"
-#include "framework/ops/sparse_matmul.h"
-#include "framework/sparse.h"
+#include "gat/datasets/generator.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/matmul.h"
+#include "gat/framework/ops/sparse_dropout.h"
+#include "gat/framework/ops/sparse_matmul.h"
+#include "gat/framework/sparse.h"
 #include "gat_testing.h"
 #include "gradcheck.h"
-#include "layers/linear.h"
-#include "models/gat.h"
-#include "train/trainer.h"
+#include "gat/layers/linear.h"
+#include "gat/models/gat.h"
+#include "gat/train/trainer.h"
 
 using namespace gat;
 using namespace gat::testing;

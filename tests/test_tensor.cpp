@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "framework/autograd.h"
-#include "framework/cuda_runtime.h"
-#include "framework/tensor.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/tensor.h"
 
 using namespace gat;
 

@@ -15,10 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "datasets/registry.h"
-#include "framework/io.h"
-#include "models/gat.h"
-#include "train/trainer.h"
+#include "gat/datasets/registry.h"
+#include "gat/framework/io.h"
+#include "gat/models/gat.h"
+#include "gat/train/trainer.h"
 
 using namespace gat;
 namespace fs = std::filesystem;

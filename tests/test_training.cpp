@@ -7,16 +7,16 @@
 #include <random>
 #include <vector>
 
-#include "framework/autograd.h"
-#include "framework/cuda_runtime.h"
-#include "framework/init.h"
-#include "framework/module.h"
-#include "framework/ops/accuracy.h"
-#include "framework/ops/activations.h"
-#include "framework/ops/arithmetic.h"
-#include "framework/ops/cross_entropy.h"
-#include "framework/ops/matmul.h"
-#include "framework/optim.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/init.h"
+#include "gat/framework/module.h"
+#include "gat/framework/ops/accuracy.h"
+#include "gat/framework/ops/activations.h"
+#include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/cross_entropy.h"
+#include "gat/framework/ops/matmul.h"
+#include "gat/framework/optim.h"
 
 using namespace gat;
 

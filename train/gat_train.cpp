@@ -21,11 +21,11 @@
 #include <nlohmann/json.hpp>
 #include <omp.h>
 
-#include "datasets/registry.h"
-#include "framework/cuda_runtime.h"
-#include "framework/io.h"
-#include "models/gat.h"
-#include "train/trainer.h"
+#include "gat/datasets/registry.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/io.h"
+#include "gat/models/gat.h"
+#include "gat/train/trainer.h"
 
 using namespace gat;
 
@@ -302,7 +302,7 @@ int main(int argc, char** argv) {
 
   try {
     if (flags.info) {
-      std::printf("%s\n", dataset_summary(load_dataset(flags.dataset, flags.data_dir)).dump().c_str());
+      std::printf("%s\n", dataset_summary(load_dataset(flags.dataset, flags.data_dir)).c_str());
       return 0;
     }
     const Device device = resolve_device(flags.device);

@@ -1,4 +1,4 @@
-#include "train/trainer.h"
+#include "gat/train/trainer.h"
 
 #include <algorithm>
 #include <array>
@@ -10,15 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "datasets/planetoid.h"
-#include "datasets/registry.h"
-#include "framework/autograd.h"
-#include "framework/cuda_runtime.h"
-#include "framework/ops/accuracy.h"
-#include "framework/ops/concat.h"
-#include "framework/ops/cross_entropy.h"
-#include "framework/ops/reshape.h"
-#include "framework/optim.h"
+#include "gat/datasets/planetoid.h"
+#include "gat/datasets/registry.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/accuracy.h"
+#include "gat/framework/ops/concat.h"
+#include "gat/framework/ops/cross_entropy.h"
+#include "gat/framework/ops/reshape.h"
+#include "gat/framework/optim.h"
 
 namespace gat {
 

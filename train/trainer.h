@@ -19,12 +19,12 @@
 #include <functional>
 #include <string>
 
-#include "datasets/dataset.h"
-#include "framework/graph.h"
-#include "framework/module.h"
-#include "framework/rng.h"
-#include "framework/sparse.h"
-#include "framework/tensor.h"
+#include "gat/datasets/dataset.h"
+#include "gat/framework/graph.h"
+#include "gat/framework/module.h"
+#include "gat/framework/rng.h"
+#include "gat/framework/sparse.h"
+#include "gat/framework/tensor.h"
 
 namespace gat {
 

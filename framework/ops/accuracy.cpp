@@ -1,8 +1,8 @@
-#include "framework/ops/accuracy.h"
+#include "gat/framework/ops/accuracy.h"
 
 #include <vector>
 
-#include "framework/ops/dispatch.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 

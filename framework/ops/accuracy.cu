@@ -1,5 +1,5 @@
-#include "framework/cuda_check.h"
-#include "framework/ops/accuracy.h"
+#include "gat/framework/cuda_check.h"
+#include "gat/framework/ops/accuracy.h"
 
 namespace gat::ops::cuda_impl {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/rng.h"  // GAT_HOST_DEVICE
-#include "framework/tensor.h"
+#include "gat/framework/rng.h"  // GAT_HOST_DEVICE
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

@@ -1,11 +1,11 @@
-#include "framework/ops/activations.h"
+#include "gat/framework/ops/activations.h"
 
 #include <algorithm>
 
-#include "framework/autograd.h"
-#include "framework/ops/dispatch.h"
-#include "framework/ops/loops.h"
-#include "framework/ops/vec_math.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
+#include "gat/framework/ops/vec_math.h"
 
 namespace gat::ops {
 

@@ -1,5 +1,5 @@
-#include "framework/ops/activations.h"
-#include "framework/ops/loops.cuh"
+#include "gat/framework/ops/activations.h"
+#include "gat/framework/ops/loops.cuh"
 
 namespace gat::ops::cuda_impl {
 

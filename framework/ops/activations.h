@@ -9,7 +9,7 @@
 //   elu:               d x = x > 0 ? g : alpha * exp(x) * g
 #pragma once
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

@@ -1,6 +1,6 @@
-#include "framework/ops/add_into.h"
+#include "gat/framework/ops/add_into.h"
 
-#include "framework/ops/dispatch.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 

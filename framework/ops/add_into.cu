@@ -1,5 +1,5 @@
-#include "framework/cuda_check.h"
-#include "framework/ops/add_into.h"
+#include "gat/framework/cuda_check.h"
+#include "gat/framework/ops/add_into.h"
 
 namespace gat::ops::cuda_impl {
 

@@ -3,7 +3,7 @@
 //   dst: (any shape) f32/f64, src: same shape, dtype and device.
 #pragma once
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

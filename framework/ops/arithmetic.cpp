@@ -1,9 +1,9 @@
-#include "framework/ops/arithmetic.h"
+#include "gat/framework/ops/arithmetic.h"
 
-#include "framework/autograd.h"
-#include "framework/ops/dispatch.h"
-#include "framework/ops/loops.h"
-#include "framework/ops/reduce.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
+#include "gat/framework/ops/reduce.h"
 
 namespace gat::ops {
 

@@ -13,7 +13,7 @@
 // Mismatched shapes, dtypes or devices throw gat::Error naming the op and both tensors.
 #pragma once
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

@@ -1,11 +1,11 @@
-#include "framework/ops/concat.h"
+#include "gat/framework/ops/concat.h"
 
 #include <cstring>
 #include <string>
 
-#include "framework/autograd.h"
-#include "framework/ops/dispatch.h"
-#include "framework/ops/loops.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
 
 namespace gat::ops {
 

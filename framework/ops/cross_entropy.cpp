@@ -1,10 +1,10 @@
-#include "framework/ops/cross_entropy.h"
+#include "gat/framework/ops/cross_entropy.h"
 
 #include <vector>
 
-#include "framework/autograd.h"
-#include "framework/ops/dispatch.h"
-#include "framework/ops/log_softmax.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/log_softmax.h"
 
 namespace gat::ops {
 

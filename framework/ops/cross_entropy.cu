@@ -1,6 +1,6 @@
-#include "framework/cuda_check.h"
-#include "framework/ops/cross_entropy.h"
-#include "framework/ops/row_reduce.cuh"
+#include "gat/framework/cuda_check.h"
+#include "gat/framework/ops/cross_entropy.h"
+#include "gat/framework/ops/row_reduce.cuh"
 
 namespace gat::ops::cuda_impl {
 

@@ -12,7 +12,7 @@
 // and the rows are skipped in backward.
 #pragma once
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

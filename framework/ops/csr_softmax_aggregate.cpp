@@ -1,15 +1,15 @@
-#include "framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/csr_softmax_aggregate.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "framework/autograd.h"
-#include "framework/ops/dispatch.h"
-#include "framework/ops/loops.h"
-#include "framework/ops/vec_math.h"
-#include "framework/rng_cpu.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
+#include "gat/framework/ops/vec_math.h"
+#include "gat/framework/rng_cpu.h"
 
 namespace gat::ops {
 

@@ -19,9 +19,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "framework/cuda_check.h"
-#include "framework/ops/csr_softmax_aggregate.h"
-#include "framework/ops/graph_kernels.cuh"
+#include "gat/framework/cuda_check.h"
+#include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/graph_kernels.cuh"
 
 namespace gat::ops::cuda_impl {
 

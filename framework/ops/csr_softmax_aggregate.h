@@ -9,9 +9,9 @@
 // Usable on its own with any edge scores (GAT, GATv2, transformer-style attention).
 #pragma once
 
-#include "framework/graph.h"
-#include "framework/rng.h"
-#include "framework/tensor.h"
+#include "gat/framework/graph.h"
+#include "gat/framework/rng.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

@@ -7,7 +7,7 @@
 // CUDA tensor can be allocated in such a build.
 #pragma once
 
-#include "framework/check.h"
+#include "gat/framework/check.h"
 
 namespace gat::detail {
 template <class R>

@@ -1,12 +1,12 @@
-#include "framework/ops/dropout.h"
+#include "gat/framework/ops/dropout.h"
 
 #include <memory>
 #include <vector>
 
-#include "framework/autograd.h"
-#include "framework/ops/dispatch.h"
-#include "framework/ops/loops.h"
-#include "framework/rng_cpu.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
+#include "gat/framework/rng_cpu.h"
 
 namespace gat::ops {
 

@@ -8,8 +8,8 @@
 // When !key.active() (p == 0) dropout returns x itself. p must lie in [0, 1).
 #pragma once
 
-#include "framework/rng.h"
-#include "framework/tensor.h"
+#include "gat/framework/rng.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

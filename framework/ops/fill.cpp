@@ -1,8 +1,8 @@
-#include "framework/ops/fill.h"
+#include "gat/framework/ops/fill.h"
 
 #include <algorithm>
 
-#include "framework/ops/dispatch.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 

@@ -1,5 +1,5 @@
-#include "framework/ops/fill.h"
-#include "framework/ops/loops.cuh"
+#include "gat/framework/ops/fill.h"
+#include "gat/framework/ops/loops.cuh"
 
 namespace gat::ops::cuda_impl {
 

@@ -2,7 +2,7 @@
 // place, no autograd. On CUDA a kernel on the framework's stream: no host copy, no sync.
 #pragma once
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

@@ -1,7 +1,7 @@
-#include "framework/ops/gat_edge_scores.h"
+#include "gat/framework/ops/gat_edge_scores.h"
 
-#include "framework/autograd.h"
-#include "framework/ops/dispatch.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 

@@ -5,8 +5,8 @@
 //   d el[j,h] = sum over edges e out of j of g[e,h]        (transposed graph, fixed order)
 #pragma once
 
-#include "framework/graph.h"
-#include "framework/tensor.h"
+#include "gat/framework/graph.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

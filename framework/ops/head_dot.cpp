@@ -1,10 +1,10 @@
-#include "framework/ops/head_dot.h"
+#include "gat/framework/ops/head_dot.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "framework/autograd.h"
-#include "framework/ops/dispatch.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 

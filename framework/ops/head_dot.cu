@@ -1,8 +1,8 @@
 #include <algorithm>
 
-#include "framework/cuda_check.h"
-#include "framework/cuda_runtime.h"
-#include "framework/ops/head_dot.h"
+#include "gat/framework/cuda_check.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/head_dot.h"
 
 namespace gat::ops::cuda_impl {
 

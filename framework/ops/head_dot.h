@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

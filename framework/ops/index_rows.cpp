@@ -1,13 +1,13 @@
-#include "framework/ops/index_rows.h"
+#include "gat/framework/ops/index_rows.h"
 
 #include <algorithm>
 #include <climits>
 #include <cstring>
 #include <numeric>
 
-#include "framework/autograd.h"
-#include "framework/ops/dispatch.h"
-#include "framework/ops/loops.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
 
 namespace gat::ops {
 

@@ -1,5 +1,5 @@
-#include "framework/ops/index_rows.h"
-#include "framework/ops/loops.cuh"
+#include "gat/framework/ops/index_rows.h"
+#include "gat/framework/ops/loops.cuh"
 
 namespace gat::ops::cuda_impl {
 

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

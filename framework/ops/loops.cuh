@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "framework/cuda_check.h"
+#include "gat/framework/cuda_check.h"
 
 namespace gat::ops::detail {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops::detail {
 

@@ -1,12 +1,12 @@
-#include "framework/ops/matmul.h"
+#include "gat/framework/ops/matmul.h"
 
 #include <Eigen/Core>
 #include <omp.h>
 
 #include <algorithm>
 
-#include "framework/autograd.h"
-#include "framework/ops/dispatch.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 

@@ -3,8 +3,8 @@
 // cuBLAS is column-major. A row-major (R, C) buffer read column-major is its transpose (C, R)
 // with leading dimension C, so the row-major product out = op(a) · op(b) is computed without
 // copies as the column-major out^T = op(b)^T · op(a)^T: swap the operands, keep the flags.
-#include "framework/cuda_check.h"
-#include "framework/ops/matmul.h"
+#include "gat/framework/cuda_check.h"
+#include "gat/framework/ops/matmul.h"
 
 namespace gat::ops::cuda_impl {
 

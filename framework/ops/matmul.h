@@ -7,7 +7,7 @@
 // math mode (full FP32, no TF32).
 #pragma once
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

@@ -1,12 +1,12 @@
-#include "framework/ops/reduce.h"
+#include "gat/framework/ops/reduce.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "framework/autograd.h"
-#include "framework/ops/arithmetic.h"
-#include "framework/ops/dispatch.h"
-#include "framework/ops/loops.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
 
 namespace gat::ops {
 

@@ -1,7 +1,7 @@
 #include <algorithm>
 
-#include "framework/ops/loops.cuh"
-#include "framework/ops/reduce.h"
+#include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/reduce.h"
 
 namespace gat::ops::cuda_impl {
 

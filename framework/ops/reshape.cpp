@@ -1,6 +1,6 @@
-#include "framework/ops/reshape.h"
+#include "gat/framework/ops/reshape.h"
 
-#include "framework/autograd.h"
+#include "gat/framework/autograd.h"
 
 namespace gat::ops {
 

@@ -3,7 +3,7 @@
 // The result is a view: it shares x's storage (Tensor::view). Backward: d x = g viewed as x.
 #pragma once
 
-#include "framework/tensor.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

@@ -1,11 +1,11 @@
-#include "framework/ops/sparse_dropout.h"
+#include "gat/framework/ops/sparse_dropout.h"
 
 #include <algorithm>
 
-#include "framework/autograd.h"
-#include "framework/ops/dispatch.h"
-#include "framework/ops/loops.h"
-#include "framework/rng_cpu.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
+#include "gat/framework/rng_cpu.h"
 
 namespace gat::ops {
 

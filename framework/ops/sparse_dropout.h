@@ -10,8 +10,8 @@
 // When !key.active() (p == 0) it returns a itself. p must lie in [0, 1). f32/f64, CPU and CUDA.
 #pragma once
 
-#include "framework/rng.h"
-#include "framework/sparse.h"
+#include "gat/framework/rng.h"
+#include "gat/framework/sparse.h"
 
 namespace gat::ops {
 

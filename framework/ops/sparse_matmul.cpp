@@ -1,10 +1,10 @@
-#include "framework/ops/sparse_matmul.h"
+#include "gat/framework/ops/sparse_matmul.h"
 
 #include <algorithm>
 
-#include "framework/autograd.h"
-#include "framework/ops/dispatch.h"
-#include "framework/ops/loops.h"
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
 
 namespace gat::ops {
 

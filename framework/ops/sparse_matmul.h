@@ -15,8 +15,8 @@
 // the CPU up to rounding).
 #pragma once
 
-#include "framework/sparse.h"
-#include "framework/tensor.h"
+#include "gat/framework/sparse.h"
+#include "gat/framework/tensor.h"
 
 namespace gat::ops {
 

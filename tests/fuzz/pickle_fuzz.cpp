@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "datasets/pickle.h"
+#include "gat/datasets/pickle.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
