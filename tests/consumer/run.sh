@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds and runs the consumer project in this folder against gat as a user would (a CTest entry,
+# tests/CMakeLists.txt):
+#   run.sh package      BUILD_DIR WORK_DIR GENERATOR CXX   install BUILD_DIR to WORK_DIR/prefix, then
+#                                                          find_package(gat) from there
+#   run.sh subdirectory SOURCE_DIR WORK_DIR GENERATOR CXX  add_subdirectory(SOURCE_DIR), no option set
+set -euo pipefail
+mode=$1 from=$2 work=$3 generator=$4 cxx=$5
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work"
+mkdir -p "$work"
+args=(-S "$here" -B "$work/build" -G "$generator" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release)
+case "$mode" in
+  package)
+    cmake --install "$from" --prefix "$work/prefix" >"$work/install.log"
+    args+=(-DCMAKE_PREFIX_PATH="$work/prefix") ;;
+  subdirectory)
+    args+=(-DGAT_CONSUMER_MODE=subdirectory -DGAT_SOURCE_DIR="$from") ;;
+  *) echo "run.sh: unknown mode '$mode' (package or subdirectory)" >&2; exit 2 ;;
+esac
+cmake "${args[@]}" >"$work/configure.log" || { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/build" -j "${JOBS:-2}" >"$work/build.log" 2>&1 || { tail -40 "$work/build.log"; exit 1; }
+"$work/build/test_graph"
