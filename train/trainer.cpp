@@ -5,7 +5,6 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
-#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "gat/framework/ops/cross_entropy.h"
 #include "gat/framework/ops/reshape.h"
 #include "gat/framework/optim.h"
+#include "gat/train/early_stopping.h"
 
 namespace gat {
 
@@ -192,9 +192,8 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   const std::vector<Tensor> params = model.parameters();
   std::vector<Tensor> best_params(params.size());
   TrainResult result;
-  double best_acc = 0.0, best_loss = std::numeric_limits<double>::infinity();
+  EarlyStopping stopping(options.patience);
   double step_ms_total = 0.0;
-  int64_t wait = 0;
   // Recorded after the first (eager) epoch has made the optimiser state and every cache.
   std::unique_ptr<RecordedEpoch> recorded;
   StepOutputs step;      // the last epoch's outputs (a recorded epoch writes into them)
@@ -226,30 +225,23 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
     stats.val_acc = eval.val.acc;
     stats.test_acc = eval.test.acc;
     result.epochs = epoch;
-    bool stop = false;
-    if (stats.val_acc >= best_acc || stats.val_loss <= best_loss) {
-      if (stats.val_acc >= best_acc && stats.val_loss <= best_loss) {
-        result.test_acc = stats.test_acc;
-        result.val_acc = stats.val_acc;
-        result.val_loss = stats.val_loss;
-        result.best_epoch = epoch;
-        for (size_t i = 0; i < params.size(); ++i) best_params[i] = params[i].clone();
-      }
-      best_acc = std::max(best_acc, stats.val_acc);
-      best_loss = std::min(best_loss, stats.val_loss);
-      wait = 0;
-    } else {
-      stop = ++wait == options.patience;
+    const EarlyStopping::Decision decision = stopping.update(stats.val_acc, stats.val_loss);
+    if (decision.remember) {
+      result.test_acc = stats.test_acc;
+      result.val_acc = stats.val_acc;
+      result.val_loss = stats.val_loss;
+      result.best_epoch = epoch;
+      for (size_t i = 0; i < params.size(); ++i) best_params[i] = params[i].clone();
     }
     stats.ms = ms_since(start);
     if (on_epoch) on_epoch(stats);
-    if (stop) break;
+    if (decision.stop) break;
   }
   if (recorded) result.cuda_graphs_note = "recorded";
   recorded.reset();
   result.train_step_ms = step_ms_total / static_cast<double>(result.epochs);
   GAT_CHECK(result.best_epoch > 0, "train: no epoch had a finite validation loss (last: ",
-            best_loss, ")");
+            stopping.best_loss(), ")");
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor p = params[i];
     p.copy_(best_params[i]);

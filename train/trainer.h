@@ -3,16 +3,9 @@
 // One epoch: a training step (forward in training mode, masked cross-entropy on the training
 // nodes, backward, Adam step with torch's coupled L2 weight decay), then an evaluation in eval
 // mode without autograd (validation loss and accuracy, test accuracy). Early stopping exactly as
-// the GAT reference code (Velickovic et al., execute_cora.py):
-//
-//   if val_acc >= best_acc or val_loss <= best_loss:
-//       if val_acc >= best_acc and val_loss <= best_loss:
-//           remember this epoch's test accuracy and parameters
-//       best_acc = max(best_acc, val_acc); best_loss = min(best_loss, val_loss); wait = 0
-//   else:
-//       wait += 1; stop when wait == patience
-//
-// The model ends in eval mode holding the remembered parameters.
+// the GAT reference code (EarlyStopping, early_stopping.h): each epoch the rule may remember the
+// epoch (its test accuracy and parameters) or stop. The model ends in eval mode holding the
+// remembered parameters.
 #pragma once
 
 #include <cstdint>
