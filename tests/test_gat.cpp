@@ -123,6 +123,67 @@ TEST(GATConv, MatchesANaiveReferenceConcatAndMean) {
   }
 }
 
+// Each option's effect on its own, with non-zero bias and residual weights, independent of the
+// naive reference: the bias adds itself to every row, the residual adds x R, mean is the average
+// of the concatenated heads, and the LeakyReLU slope is the one asked for.
+TEST(GATConv, OptionsActAsDocumentedWithNonZeroBiasAndResidual) {
+  std::mt19937_64 rng(12);
+  const int64_t N = 8, in = 5, F = 3, H = 4;
+  const Graph graph = small_graph(N, rng);
+  const Tensor x = random_tensor({N, in}, rng);
+  auto run = [&](GATConv& conv) {
+    Generator gen(0);
+    return conv.forward(x, graph, gen).to_vector<double>();
+  };
+  for (bool concat : {true, false}) {
+    Generator init(3);
+    GATConv conv(conv_options(in, F, H, concat, true, 0.0), init);
+    const int64_t C = conv.out_features();
+    conv.bias = random_tensor({C}, rng, 0.5, 2.0);
+    const std::vector<double> full = run(conv);
+    const std::vector<double> b = conv.bias.to_vector<double>();
+    conv.bias = Tensor::zeros({C}, DType::f64);
+    const std::vector<double> no_bias = run(conv);
+    const std::vector<double> R = conv.res->weight.to_vector<double>();  // (in, C)
+    ASSERT_GT(*std::max_element(R.begin(), R.end()), 0.0);
+    conv.res->weight = Tensor::zeros({in, C}, DType::f64);
+    const std::vector<double> neither = run(conv);
+    const std::vector<double> xs = x.to_vector<double>();
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c) {
+        double xr = 0;
+        for (int64_t k = 0; k < in; ++k) xr += xs[n * in + k] * R[k * C + c];
+        EXPECT_NEAR(full[n * C + c] - no_bias[n * C + c], b[c], 1e-12) << "bias, concat " << concat;
+        EXPECT_NEAR(no_bias[n * C + c] - neither[n * C + c], xr, 1e-12) << "residual, concat " << concat;
+      }
+  }
+  // Without bias and residual both layouts draw the same weights: mean = the heads' average.
+  Generator init_concat(4), init_mean(4);
+  GATConvOptions concat_options = conv_options(in, F, H, true, false, 0.0), mean_options = concat_options;
+  mean_options.concat = false;
+  concat_options.bias = mean_options.bias = false;
+  GATConv concat_conv(concat_options, init_concat), mean_conv(mean_options, init_mean);
+  const std::vector<double> heads = run(concat_conv), mean = run(mean_conv);  // (N, H*F), (N, F)
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t f = 0; f < F; ++f) {
+      double average = 0;
+      for (int64_t h = 0; h < H; ++h) average += heads[n * H * F + h * F + f] / H;
+      EXPECT_NEAR(mean[n * F + f], average, 1e-12) << "node " << n << " feature " << f;
+    }
+  // The slope: a layer with slope 0.9 matches the reference at 0.9 and differs from slope 0.2.
+  GATConvOptions steep = conv_options(in, F, H, true, true, 0.0);
+  steep.negative_slope = 0.9;
+  Generator init_steep(5), init_default(5);
+  GATConv steep_conv(steep, init_steep), default_conv(conv_options(in, F, H, true, true, 0.0), init_default);
+  steep_conv.bias = random_tensor(steep_conv.bias.shape(), rng);
+  default_conv.bias = steep_conv.bias;
+  const std::vector<double> got = run(steep_conv);
+  const std::vector<double> want =
+      reference_gat_conv(steep_conv, x.to_vector<double>(), N, graph.sources(), graph.destinations());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "slope 0.9, i " << i;
+  EXPECT_NE(run(default_conv), got);
+}
+
 TEST(GATConv, ParametersInitialisedAsPyG) {
   Generator init(2);
   GATConvOptions o = conv_options(300, 50, 4, true, true, 0.0);
