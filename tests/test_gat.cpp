@@ -454,15 +454,7 @@ TEST(GAT, ThreeLayerResidualNetworkLearnsAGeneratedGraph) {
 }
 
 TEST(Trainer, FeaturesMadeOnceGiveTheSameRunAndWrongFeaturesAreRefused) {
-  GeneratorOptions go;
-  go.num_nodes = 200;
-  go.num_classes = 3;
-  go.num_features = 12;
-  go.train_per_class = 10;
-  go.val_size = 50;
-  go.test_size = 100;
-  go.seed = 4;
-  const Dataset data = generate_sbm(go);
+  const Dataset data = small_training_dataset();
   TrainOptions options;
   options.max_epochs = 20;
   options.sparse_max_density = 2.0;  // sparse at any density: the sparse first layer, both ways

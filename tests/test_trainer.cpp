@@ -9,12 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "gat/datasets/generator.h"
 #include "gat/models/gat.h"
 #include "gat/train/early_stopping.h"
 #include "gat/train/trainer.h"
+#include "gat_testing.h"
 
 using namespace gat;
+using namespace gat::testing;
 
 namespace {
 
@@ -117,15 +118,7 @@ TEST(EarlyStopping, RejectsAPatienceBelowOne) {
 // The trainer on a small graph: it stops where the rule stops, remembers the epoch the rule
 // remembers, and ends holding that epoch's parameters (not the last epoch's).
 TEST(Trainer, StopsByTheRuleAndRestoresTheRememberedEpochsParameters) {
-  GeneratorOptions go;
-  go.num_nodes = 200;
-  go.num_classes = 3;
-  go.num_features = 12;
-  go.train_per_class = 10;
-  go.val_size = 50;
-  go.test_size = 100;
-  go.seed = 4;
-  const Dataset data = generate_sbm(go);
+  const Dataset data = small_training_dataset();
   Generator gen(2);
   GATConfig config;
   config.in_features = data.num_features();

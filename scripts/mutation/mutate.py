@@ -16,6 +16,7 @@ file. See docs/mutation.md.
 """
 import argparse
 import concurrent.futures
+import fcntl
 import json
 import os
 import re
@@ -118,16 +119,18 @@ def sync_tree(root, dest):
 class Copy:
     """One copy of the tree with its own build directory."""
 
-    def __init__(self, path, cuda, build_jobs):
+    def __init__(self, path, cuda, build_jobs, object_cache):
         self.path, self.cuda, self.build_jobs = path, cuda, build_jobs
         self.build = os.path.join(path, "build")
+        self.object_cache = object_cache  # None: ccache; else compile_cache.py's directory
 
     def configure(self):
         cmd = ["cmake", "-S", self.path, "-B", self.build, "-G", "Ninja",
                "-DCMAKE_BUILD_TYPE=Release", f"-DGAT_CUDA={self.cuda}", "-DGAT_BENCH=OFF",
                "-DGAT_FUZZ=OFF", "-DGAT_INSTALL=OFF"]
-        if shutil.which("ccache"):
-            cmd += ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache", "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"]
+        launcher = "ccache" if self.object_cache is None else \
+            f"{sys.executable};{os.path.join(HERE, 'compile_cache.py')}"
+        cmd += [f"-DCMAKE_CXX_COMPILER_LAUNCHER={launcher}", f"-DCMAKE_CUDA_COMPILER_LAUNCHER={launcher}"]
         rc, out = run(cmd)
         if rc != 0:
             sys.exit(f"mutate: configuring {self.path} failed:\n{out}")
@@ -135,7 +138,8 @@ class Copy:
     def ninja(self, targets):
         # ccache's base directory is the copy: object files are then shared by every copy and by
         # any checkout built with CCACHE_BASEDIR above it (the paths hashed are relative).
-        env = dict(os.environ, CCACHE_BASEDIR=self.path)
+        env = dict(os.environ, CCACHE_BASEDIR=self.path, GAT_MUTATION_ROOT=self.path,
+                   GAT_MUTATION_CACHE=self.object_cache or "")
         return run(["ninja", "-C", self.build, f"-j{self.build_jobs}"] + sorted(targets), env=env)
 
     def ctest_names(self):
@@ -152,8 +156,8 @@ class Copy:
             return True, "", seconds
         if rc is None or "Timeout" in out:
             return False, "timeout", seconds
-        failed = re.findall(r"\[  FAILED  \] (\S+\.\S+)", out)
-        return False, (failed[0] if failed else "exit code"), seconds
+        failed = list(dict.fromkeys(re.findall(r"\[  FAILED  \] (\S+\.\S+)", out)))
+        return False, (" ".join(failed) if failed else "crashed or exit code"), seconds
 
 
 def targets_of(tests):
@@ -202,6 +206,9 @@ def main():
                          "(default: /tmp/gat-mutation-<catalogue>)")
     ap.add_argument("--timeout", type=float, default=0,
                     help="seconds per test (default: 5x its unmutated time, at least 60)")
+    ap.add_argument("--cache", choices=("auto", "ccache", "builtin"), default="auto",
+                    help="how copies share object files: ccache (auto: where installed) or "
+                         "scripts/mutation/compile_cache.py")
     ap.add_argument("--json", default=None, help="write the results here (default: <workdir>/results.json)")
     ap.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -235,12 +242,22 @@ def main():
     build_jobs = args.build_jobs or max(1, (os.cpu_count() or 1) // jobs)
     workdir = os.path.abspath(args.workdir or f"/tmp/gat-mutation-{base}")
     os.makedirs(workdir, exist_ok=True)
+    # One run per work directory: two runs mutating the same copies would build each other's bugs.
+    lock = open(os.path.join(workdir, "lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        sys.exit(f"mutate: another run is using {workdir} (--workdir picks another)")
     t0 = time.time()
-    copies = [Copy(os.path.join(workdir, f"copy{k}"), cuda, build_jobs) for k in range(jobs)]
+    use_ccache = args.cache == "ccache" or (args.cache == "auto" and shutil.which("ccache"))
+    object_cache = None if use_ccache else os.path.join(workdir, "objects")
+    copies = [Copy(os.path.join(workdir, f"copy{k}"), cuda, build_jobs, object_cache)
+              for k in range(jobs)]
 
     # Copy, configure and build every copy (the first with all cores; the others are mostly
     # compiler-cache hits when ccache is found).
-    say(f"mutate: {len(mutants)} mutants of {name}, {jobs} copies in {workdir} (GAT_CUDA={cuda})")
+    say(f"mutate: {len(mutants)} mutants of {name}, {jobs} copies in {workdir} (GAT_CUDA={cuda}, "
+        f"objects shared by {'ccache' if use_ccache else 'compile_cache.py'})")
     all_tests = None
     for k, c in enumerate(copies):
         sync_tree(args.root, c.path)
