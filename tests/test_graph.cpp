@@ -92,6 +92,16 @@ TEST(Graph, WithSelfLoopsReplacesExistingLoops) {
   EXPECT_EQ(l.with_self_loops().num_edges(), l.num_edges());
 }
 
+TEST(Graph, SymmetrizingKeepsASelfLoopSingleEvenWithDuplicatesKept) {
+  // A self loop is its own reverse: symmetrize adds nothing for it, duplicates kept or not.
+  GraphBuildOptions opt;
+  opt.symmetrize = true;
+  opt.remove_duplicates = false;
+  const Graph g = Graph::from_edges(3, {0, 2, 0}, {1, 2, 1}, opt);
+  EXPECT_EQ(edge_pairs(g), (std::vector<std::pair<int32_t, int32_t>>{{1, 0}, {1, 0}, {0, 1}, {0, 1}, {2, 2}}));
+  EXPECT_EQ(g.count_self_loops(), 1);
+}
+
 TEST(Graph, RandomGraphMatchesAReferenceSort) {
   std::mt19937 rng(7);
   const int32_t n = 300;

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/tensor.h"
 
@@ -64,6 +65,20 @@ TEST(Autograd, LeafGradientsAccumulateAcrossBackwardCalls) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{6, 8}));
   x.zero_grad();
   EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Autograd, LeavesHandedOneGradientTensorOwnSeparateCopies) {
+  // add's backward hands its incoming gradient, here the caller's tensor, to both inputs: each
+  // leaf must keep a copy, or accumulating into one leaf's gradient would change the other's and
+  // the caller's tensor.
+  Tensor a = Tensor::from_vector<double>({1, 2}, {2}).set_requires_grad();
+  Tensor b = Tensor::from_vector<double>({3, 4}, {2}).set_requires_grad();
+  const Tensor g = Tensor::from_vector<double>({1, 2}, {2});
+  ops::add(a, b).backward(g);
+  ops::add(a, b).backward(g);
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{2, 4}));
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{2, 4}));
+  EXPECT_EQ(g.to_vector<double>(), (std::vector<double>{1, 2}));
 }
 
 TEST(Autograd, NoGradGuardStopsRecording) {

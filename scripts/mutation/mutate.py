@@ -146,11 +146,12 @@ class Copy:
         rc, out = run(["ctest", "--test-dir", self.build, "-N"])
         return re.findall(r"Test\s+#\d+: (\S+)", out)
 
-    def run_test(self, name, timeout):
+    def run_test(self, name, timeout, env=None):
         """(passed, detail, seconds) for one ctest entry."""
         start = time.time()
         rc, out = run(["ctest", "--test-dir", self.build, "-R", f"^{re.escape(name)}$",
-                       "--output-on-failure", "--timeout", str(int(timeout))], timeout=timeout + 30)
+                       "--output-on-failure", "--timeout", str(int(timeout))], timeout=timeout + 30,
+                      env=env)
         seconds = time.time() - start
         if rc == 0 and re.search(r"100% tests passed", out):
             return True, "", seconds
@@ -166,7 +167,26 @@ def targets_of(tests):
     return {"gat_" + t for t in tests} | {"gat_train"}
 
 
-def mutate_one(copy, m, tests, durations, timeout):
+def test_environment(root, data_dir):
+    """The tests' environment: GAT_DATA_DIR set to the Planetoid folder the tree would find.
+
+    The copies live elsewhere, where the tests' own search (shared/datasets/planetoid beside or
+    above the checkout, datasets/registry.cpp) finds nothing: their Planetoid tests would skip.
+    """
+    env = dict(os.environ)
+    if data_dir:
+        env["GAT_DATA_DIR"] = os.path.abspath(data_dir)
+    elif not env.get("GAT_DATA_DIR"):
+        tail = os.path.join("shared", "datasets", "planetoid")
+        for up in ("", "..", os.path.join("..", "..")):
+            candidate = os.path.normpath(os.path.join(root, up, tail))
+            if os.path.isdir(candidate):
+                env["GAT_DATA_DIR"] = candidate
+                break
+    return env
+
+
+def mutate_one(copy, m, tests, durations, timeout, env):
     path = os.path.join(copy.path, m["file"])
     with open(path, encoding="utf-8") as f:
         original = f.read()
@@ -181,7 +201,7 @@ def mutate_one(copy, m, tests, durations, timeout):
             return {"status": "did-not-build", "detail": (errors[0] if errors else "")[:200]}
         for name in sorted(tests, key=lambda t: durations.get(t, 0)):
             limit = timeout or max(60.0, 5 * durations.get(name, 60.0))
-            passed, detail, _ = copy.run_test(name, limit)
+            passed, detail, _ = copy.run_test(name, limit, env)
             if not passed:
                 return {"status": "killed", "test": name, "detail": detail}
         return {"status": "survived", "detail": ""}
@@ -209,6 +229,9 @@ def main():
     ap.add_argument("--cache", choices=("auto", "ccache", "builtin"), default="auto",
                     help="how copies share object files: ccache (auto: where installed) or "
                          "scripts/mutation/compile_cache.py")
+    ap.add_argument("--data-dir", default=None,
+                    help="the Planetoid folder for the tests (default: GAT_DATA_DIR, else "
+                         "shared/datasets/planetoid beside or above the checkout)")
     ap.add_argument("--json", default=None, help="write the results here (default: <workdir>/results.json)")
     ap.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -281,9 +304,11 @@ def main():
     say(f"mutate: built in {build_seconds:.0f} s; running the {len(wanted)} relevant tests unmutated")
 
     # The tests must pass unmutated; their times order the runs (fastest first) and set timeouts.
+    env = test_environment(args.root, args.data_dir)
+    say(f"mutate: GAT_DATA_DIR={env.get('GAT_DATA_DIR', '(unset: Planetoid tests skip)')}")
     durations = {}
     for t in sorted(wanted):
-        passed, detail, seconds = copies[0].run_test(t, args.timeout or 900)
+        passed, detail, seconds = copies[0].run_test(t, args.timeout or 900, env)
         if not passed:
             sys.exit(f"mutate: {t} fails on the unmutated tree ({detail}); fix that first")
         durations[t] = seconds
@@ -298,7 +323,7 @@ def main():
             copy = free.pop()
         start = time.time()
         try:
-            r = mutate_one(copy, m, m["_tests"], durations, args.timeout)
+            r = mutate_one(copy, m, m["_tests"], durations, args.timeout, env)
             r["seconds"] = round(time.time() - start, 1)
         finally:
             with free_lock:
