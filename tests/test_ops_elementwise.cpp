@@ -255,6 +255,19 @@ TEST(OpsDropout, OneBlockServesFourElementsIndependently) {
   EXPECT_NEAR(static_cast<double>(same_as_next) / blocks, 0.5, 0.011);
 }
 
+namespace {
+// (2u + 1) / 2^25 for the first word of b whose top 24 bits u are below 2^23 (exact in float):
+// half a threshold step above uniform24 of that word.
+float half_step_above_a_draw(const PhiloxBlock& b) {
+  for (unsigned k = 0; k < 4; ++k) {
+    const uint32_t u = b.word(k) >> 8;
+    if (u < (1u << 23)) return (2.0f * static_cast<float>(u) + 1.0f) / 33554432.0f;
+  }
+  ADD_FAILURE() << "no word of the block is below 1/2: pick another block";
+  return 0.5f;
+}
+}  // namespace
+
 TEST(OpsDropout, BatchedDrawsMatchKeep4OnEverySimdPath) {
   // Counters past 2^32, streams and seeds with high words, rates at the edges of a threshold
   // step (p 2^24 an integer and not), batch lengths that leave partial SIMD steps.
@@ -269,12 +282,15 @@ TEST(OpsDropout, BatchedDrawsMatchKeep4OnEverySimdPath) {
     if (!detail::keep4_path_supported(path)) continue;
     ++paths;
     for (DropoutKey key : keys)
-      for (int r = 0; r < 8; ++r) {
-        // The last two rates sit exactly on a drawn word (uniform24 == p keeps): word 0 of
-        // block 5 and word 3 of block 16 (the second SIMD vector).
+      for (int r = 0; r < 9; ++r) {
+        // Rates 6 and 7 sit exactly on a drawn word (uniform24 == p keeps): word 0 of block 5
+        // and word 3 of block 16 (the second SIMD vector). Rate 8 sits half a step above a
+        // drawn word of block 5 (uniform24 < p drops: the SIMD threshold must round p 2^24 up).
         const PhiloxBlock b5 = philox4x32(key.seed, key.stream, blocks[5]);
         const PhiloxBlock b16 = philox4x32(key.seed, key.stream, blocks[16]);
-        const float p = r < 6 ? rates[r] : uniform24(r == 6 ? b5.w0 : b16.w3);
+        const float p = r < 6    ? rates[r]
+                        : r < 8 ? uniform24(r == 6 ? b5.w0 : b16.w3)
+                                : half_step_above_a_draw(b5);
         if (!(p < 1.0f)) continue;
         key.p = p;
         for (int64_t n : {1, 7, 8, 15, 16, 17, 1000}) {
