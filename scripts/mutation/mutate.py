@@ -155,7 +155,7 @@ class Copy:
         seconds = time.time() - start
         if rc == 0 and re.search(r"100% tests passed", out):
             return True, "", seconds
-        if rc is None or "Timeout" in out:
+        if rc is None or "***Timeout" in out:
             return False, "timeout", seconds
         failed = list(dict.fromkeys(re.findall(r"\[  FAILED  \] (\S+\.\S+)", out)))
         return False, (" ".join(failed) if failed else "crashed or exit code"), seconds
