@@ -12,7 +12,8 @@ file. See docs/mutation.md.
   scripts/mutation/mutate.py --check                       every mutant's text occurs once
   scripts/mutation/mutate.py --catalogue cpu               run the CPU catalogue (GAT_CUDA=OFF)
   scripts/mutation/mutate.py --catalogue cuda --jobs 8     the CUDA catalogue, 8 copies in parallel
-  scripts/mutation/mutate.py --only adam_bias1 sgd_wd      some mutants only
+  scripts/mutation/mutate.py --only adam_no_bias_correction1 sgd_no_weight_decay   some only
+  scripts/mutation/mutate.py --catalogue cuda --jobs 8 --prepare   build the copies, no mutants
 """
 import argparse
 import concurrent.futures
@@ -218,6 +219,9 @@ def main():
     ap.add_argument("--check", action="store_true",
                     help="only verify that every mutant's original text occurs once in its file")
     ap.add_argument("--only", nargs="+", metavar="ID", help="run these mutants only")
+    ap.add_argument("--prepare", action="store_true",
+                    help="build the copies and run the tests unmutated, then stop (a later run "
+                         "with the same --workdir and --jobs starts from there)")
     ap.add_argument("--jobs", type=int, default=1, help="independent tree copies building in parallel")
     ap.add_argument("--build-jobs", type=int, default=0,
                     help="ninja -j per copy (default: the cores divided by --jobs)")
@@ -261,7 +265,7 @@ def main():
             sys.exit(f"mutate: no mutants {sorted(unknown)} in {name}")
         mutants = [m for m in mutants if m["id"] in args.only]
 
-    jobs = max(1, min(args.jobs, len(mutants)))
+    jobs = max(1, args.jobs if args.prepare else min(args.jobs, len(mutants)))
     build_jobs = args.build_jobs or max(1, (os.cpu_count() or 1) // jobs)
     workdir = os.path.abspath(args.workdir or f"/tmp/gat-mutation-{base}")
     os.makedirs(workdir, exist_ok=True)
@@ -313,6 +317,9 @@ def main():
             sys.exit(f"mutate: {t} fails on the unmutated tree ({detail}); fix that first")
         durations[t] = seconds
     say("mutate: unmutated: " + ", ".join(f"{t} {s:.1f}s" for t, s in sorted(durations.items())))
+    if args.prepare:
+        say(f"mutate: prepared {jobs} copies in {time.time() - t0:.0f} s")
+        return 0
 
     free = list(copies)
     free_lock = threading.Lock()
