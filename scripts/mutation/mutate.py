@@ -285,9 +285,10 @@ def main():
     # compiler-cache hits when ccache is found).
     say(f"mutate: {len(mutants)} mutants of {name}, {jobs} copies in {workdir} (GAT_CUDA={cuda}, "
         f"objects shared by {'ccache' if use_ccache else 'compile_cache.py'})")
-    all_tests = None
-    for k, c in enumerate(copies):
+    for c in copies:  # all at once: every copy holds the same snapshot of the tree
         sync_tree(args.root, c.path)
+    all_tests = None
+    for c in copies:
         c.configure()
         if all_tests is None:
             all_tests = c.ctest_names()
