@@ -1,5 +1,7 @@
 #include "gat/framework/ops/arithmetic.h"
 
+#include <algorithm>
+
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/loops.h"
@@ -9,90 +11,203 @@ namespace gat::ops {
 
 namespace {
 
-// Entry checks of the same-shape binary ops.
-void check_binary(const char* op, const Tensor& a, const Tensor& b) {
+int64_t last_dim(const Shape& shape) { return shape.empty() ? 1 : shape.back(); }
+int64_t rows_of(const Shape& shape) { return shape.empty() ? 1 : shape_numel(Shape(shape.begin(), shape.end() - 1)); }
+
+// NumPy's broadcast shape of a and b; throws naming the op and both tensors.
+Shape broadcast_shape(const char* op, const Tensor& a, const Tensor& b) {
+  const size_t rank = std::max(a.shape().size(), b.shape().size());
+  Shape out(rank);
+  for (size_t k = 1; k <= rank; ++k) {  // dimension -k
+    const int64_t da = k <= a.shape().size() ? a.shape()[a.shape().size() - k] : 1;
+    const int64_t db = k <= b.shape().size() ? b.shape()[b.shape().size() - k] : 1;
+    GAT_CHECK(da == db || da == 1 || db == 1, op, ": 'a' ", a.describe(), " and 'b' ", b.describe(),
+              " do not broadcast (dimension -", k, ": ", da, " against ", db, ")");
+    out[rank - k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// How `t` (one side of a broadcast to `out`) is read; throws for a broadcast the kernels lack.
+Broadcast broadcast_of(const char* op, const char* arg, const Tensor& t, const Shape& out,
+                       const Tensor& a, const Tensor& b) {
+  const int64_t C = last_dim(out);
+  if (t.numel() == shape_numel(out)) return Broadcast::full;
+  if (t.numel() == 1) return Broadcast::single;
+  if (last_dim(t.shape()) == C && t.numel() == C) return Broadcast::row;
+  if (last_dim(t.shape()) == 1 && t.numel() == rows_of(out)) return Broadcast::column;
+  GAT_FAIL(op, ": 'a' ", a.describe(), " and 'b' ", b.describe(), " broadcast to ", shape_str(out),
+           ", but '", arg, "' is neither the whole output, a row (C,), a column (..., 1) nor one element");
+}
+
+Tensor binary_values(const char* op, BinaryOp kind, const Operand& a, const Operand& b, const Shape& shape) {
+  const Tensor& like = a.tensor.defined() ? a.tensor : b.tensor;
+  Tensor out = Tensor::empty(shape, like.dtype(), like.device(), op);
+  kernels::binary(kind, a, b, out);
+  return out;
+}
+
+Operand whole(const Tensor& t) { return {t, Broadcast::full}; }
+Operand constant(double value) { return {Tensor(), Broadcast::single, value}; }
+
+// The gradient of `side` from its output-shaped gradient: the sum over the rows or columns it
+// was broadcast along, shaped as the operand.
+Tensor reduce_to(const Operand& side, const Tensor& grad) {
+  const Shape& shape = side.tensor.shape();
+  const int64_t R = rows_of(grad.shape()), C = last_dim(grad.shape());
+  switch (side.how) {
+    case Broadcast::full: return grad.shape() == shape ? grad : grad.view(shape);
+    case Broadcast::row: return sum(grad.view({R, C}), 0).view(shape);
+    case Broadcast::column: return sum(grad.view({R, C}), 1).view(shape);
+    case Broadcast::single: break;
+  }
+  return sum(grad).view(shape);
+}
+
+// The autograd entry shared by every binary op: a, b are tensors read as they say, or constants.
+Tensor binary_op(const char* op, BinaryOp kind, const Operand& a, const Operand& b, const Shape& shape) {
+  Tensor out = binary_values(op, kind, a, b, shape);
+  const bool need_a = a.tensor.defined() && a.tensor.requires_grad();
+  const bool need_b = b.tensor.defined() && b.tensor.requires_grad();
+  std::vector<Tensor> inputs;
+  for (const Operand* side : {&a, &b})
+    if (side->tensor.defined()) inputs.push_back(side->tensor);
+  if (!autograd::needs_grad(inputs)) return out;
+  // No history in the closure: only detached values.
+  Operand a_saved = a, b_saved = b;
+  if (a.tensor.defined()) a_saved.tensor = a.tensor.detach();
+  if (b.tensor.defined()) b_saved.tensor = b.tensor.detach();
+  const Tensor out_saved = kind == BinaryOp::div && need_b ? out.detach() : Tensor();
+  return autograd::record(op, out, inputs, [=](const Tensor& g) {
+    Tensor grad_a = g, grad_b = g;  // at the output's shape; d b negated after its reduction
+    const bool negate_b = kind == BinaryOp::sub || kind == BinaryOp::div;
+    if (kind == BinaryOp::mul) {
+      if (need_a) grad_a = binary_values(op, BinaryOp::mul, whole(g), b_saved, g.shape());
+      if (need_b) grad_b = binary_values(op, BinaryOp::mul, whole(g), a_saved, g.shape());
+    } else if (kind == BinaryOp::div) {
+      grad_a = binary_values(op, BinaryOp::div, whole(g), b_saved, g.shape());  // g / b
+      if (need_b) grad_b = binary_values(op, BinaryOp::mul, whole(grad_a), whole(out_saved), g.shape());
+    }
+    std::vector<Tensor> grads;
+    if (a.tensor.defined()) grads.push_back(need_a ? reduce_to(a_saved, grad_a) : Tensor());
+    if (b.tensor.defined()) {
+      Tensor db;
+      if (need_b) {
+        db = reduce_to(b_saved, grad_b);
+        if (negate_b) db = binary_values(op, BinaryOp::mul, whole(db), constant(-1.0), db.shape());
+      }
+      grads.push_back(db);
+    }
+    return grads;
+  });
+}
+
+Tensor tensor_op(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b) {
   check_float(op, "a", a);
   check_same(op, "a", a, "b", b);
-  check_shape(op, "b", b, a.shape());
+  const Shape shape = broadcast_shape(op, a, b);
+  return binary_op(op, kind, {a, broadcast_of(op, "a", a, shape, a, b)},
+                   {b, broadcast_of(op, "b", b, shape, a, b)}, shape);
 }
 
-// The kernels without autograd: the forward passes and the backward passes share them.
-Tensor add_values(const Tensor& a, const Tensor& b) {
-  if (a.is_cuda()) {
-    Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device(), "add");
-    GAT_CUDA_CALL(cuda_impl::add(a, b, out));
-    return out;
-  }
-  return detail::cpu_map("add", a, b, [](auto x, auto y) { return x + y; });
+Tensor tensor_constant_op(const char* op, BinaryOp kind, const Tensor& a, double b) {
+  check_float(op, "a", a);
+  return binary_op(op, kind, whole(a), constant(b), a.shape());
 }
 
-Tensor mul_values(const Tensor& a, const Tensor& b) {
-  if (a.is_cuda()) {
-    Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device(), "mul");
-    GAT_CUDA_CALL(cuda_impl::mul(a, b, out));
-    return out;
-  }
-  return detail::cpu_map("mul", a, b, [](auto x, auto y) { return x * y; });
-}
-
-Tensor scale_values(const Tensor& x, double s) {
-  if (x.is_cuda()) {
-    Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), "scale");
-    GAT_CUDA_CALL(cuda_impl::scale(x, s, out));
-    return out;
-  }
-  return detail::cpu_map("scale", x, [s](auto v) { return static_cast<decltype(v)>(s) * v; });
+Tensor constant_tensor_op(const char* op, BinaryOp kind, double a, const Tensor& b) {
+  check_float(op, "b", b);
+  return binary_op(op, kind, constant(a), whole(b), b.shape());
 }
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) {
-  check_binary("add", a, b);
-  return autograd::record("add", add_values(a, b), {a, b},
-                          [](const Tensor& g) { return std::vector<Tensor>{g, g}; });
-}
-
-Tensor mul(const Tensor& a, const Tensor& b) {
-  check_binary("mul", a, b);
-  const Tensor a_saved = a.detach(), b_saved = b.detach();  // no history in the closure
-  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-  return autograd::record("mul", mul_values(a, b), {a, b}, [=](const Tensor& g) {
-    return std::vector<Tensor>{need_a ? mul_values(g, b_saved) : Tensor(),
-                               need_b ? mul_values(g, a_saved) : Tensor()};
-  });
-}
-
-Tensor scale(const Tensor& x, double s) {
-  check_float("scale", "x", x);
-  return autograd::record("scale", scale_values(x, s), {x},
-                          [s](const Tensor& g) { return std::vector<Tensor>{scale_values(g, s)}; });
-}
+Tensor add(const Tensor& a, const Tensor& b) { return tensor_op("add", BinaryOp::add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return tensor_op("sub", BinaryOp::sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return tensor_op("mul", BinaryOp::mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return tensor_op("div", BinaryOp::div, a, b); }
+Tensor add(const Tensor& a, double b) { return tensor_constant_op("add", BinaryOp::add, a, b); }
+Tensor sub(const Tensor& a, double b) { return tensor_constant_op("sub", BinaryOp::sub, a, b); }
+Tensor mul(const Tensor& a, double b) { return tensor_constant_op("mul", BinaryOp::mul, a, b); }
+Tensor div(const Tensor& a, double b) { return tensor_constant_op("div", BinaryOp::div, a, b); }
+Tensor add(double a, const Tensor& b) { return constant_tensor_op("add", BinaryOp::add, a, b); }
+Tensor sub(double a, const Tensor& b) { return constant_tensor_op("sub", BinaryOp::sub, a, b); }
+Tensor mul(double a, const Tensor& b) { return constant_tensor_op("mul", BinaryOp::mul, a, b); }
+Tensor div(double a, const Tensor& b) { return constant_tensor_op("div", BinaryOp::div, a, b); }
+Tensor neg(const Tensor& x) { return tensor_constant_op("neg", BinaryOp::mul, x, -1.0); }
+Tensor scale(const Tensor& x, double s) { return tensor_constant_op("scale", BinaryOp::mul, x, s); }
 
 Tensor add_bias(const Tensor& x, const Tensor& bias) {
-  check_float("add_bias", "x", x);
-  check_same("add_bias", "x", x, "bias", bias);
+  const char* op = "add_bias";
+  check_float(op, "x", x);
+  check_same(op, "x", x, "bias", bias);
   GAT_CHECK(x.dim() >= 1, "add_bias: 'x' must have at least one dimension, got ", x.describe());
-  const int64_t channels = x.size(-1);
-  check_shape("add_bias", "bias", bias, {channels});
-  const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  check_shape(op, "bias", bias, {x.size(-1)});
+  return binary_op(op, BinaryOp::add, whole(x), {bias, broadcast_of(op, "bias", bias, x.shape(), x, bias)},
+                   x.shape());
+}
 
-  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), "add_bias");
-  if (x.is_cuda()) {
-    GAT_CUDA_CALL(cuda_impl::add_bias(x, bias, out));
-  } else {
-    dispatch_float(x.dtype(), "add_bias", [&](auto zero) {
-      using T = decltype(zero);
-      const T* px = x.data<T>();     // (R, C)
-      const T* pb = bias.data<T>();  // (C,)
-      T* po = out.data<T>();         // (R, C)
-      detail::parallel_for(rows, [&](int64_t r) {
-        for (int64_t c = 0; c < channels; ++c) po[r * channels + c] = px[r * channels + c] + pb[c];
-      }, channels);
-    });
-  }
-  return autograd::record("add_bias", out, {x, bias}, [rows, channels](const Tensor& g) {
-    return std::vector<Tensor>{g, sum(g.view({rows, channels}), 0)};
+namespace kernels {
+void binary(BinaryOp op, const Operand& a, const Operand& b, Tensor& out) {
+  if (out.is_cuda()) return GAT_CUDA_CALL(cuda_impl::binary(op, a, b, out));
+  cpu_impl::binary(op, a, b, out);
+}
+}  // namespace kernels
+
+namespace cpu_impl {
+
+namespace {
+
+// Columns per task: a row is split so that a flat tensor (one long row) spreads over threads.
+constexpr int64_t kSpan = 4096;
+
+template <class T, class F>
+void binary_loop(const Operand& a, const Operand& b, Tensor& out, F f) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const bool by_row = rowwise(a, b);
+  const int64_t C = last_dim(out.shape());
+  const int64_t rows = by_row ? n / C : 1, cols = by_row ? C : n;  // out (rows, cols)
+  const T a_constant = static_cast<T>(a.constant), b_constant = static_cast<T>(b.constant);
+  const T* pa = a.tensor.defined() ? a.tensor.data<T>() : &a_constant;
+  const T* pb = b.tensor.defined() ? b.tensor.data<T>() : &b_constant;
+  const Strides sa = strides_of(a.how, C), sb = strides_of(b.how, C);
+  T* po = out.data<T>();
+  const int64_t spans = (cols + kSpan - 1) / kSpan;
+  detail::parallel_for(rows * spans, [=](int64_t task) {
+    const int64_t r = task / spans, c0 = task % spans * kSpan, count = std::min(cols - c0, kSpan);
+    const T* ra = pa + r * sa.row + c0 * sa.col;  // (count,) or one value
+    const T* rb = pb + r * sb.row + c0 * sb.col;
+    T* ro = po + r * cols + c0;                   // (count,)
+    if (sa.col == 1 && sb.col == 1) {
+      for (int64_t k = 0; k < count; ++k) ro[k] = f(ra[k], rb[k]);
+    } else if (sa.col == 1) {
+      const T y = *rb;
+      for (int64_t k = 0; k < count; ++k) ro[k] = f(ra[k], y);
+    } else if (sb.col == 1) {
+      const T x = *ra;
+      for (int64_t k = 0; k < count; ++k) ro[k] = f(x, rb[k]);
+    } else {
+      const T value = f(*ra, *rb);
+      for (int64_t k = 0; k < count; ++k) ro[k] = value;
+    }
+  }, std::min(cols, kSpan));
+}
+
+}  // namespace
+
+void binary(BinaryOp op, const Operand& a, const Operand& b, Tensor& out) {
+  dispatch_float(out.dtype(), "binary", [&](auto zero) {
+    using T = decltype(zero);
+    switch (op) {
+      case BinaryOp::add: return binary_loop<T>(a, b, out, [](T x, T y) { return x + y; });
+      case BinaryOp::sub: return binary_loop<T>(a, b, out, [](T x, T y) { return x - y; });
+      case BinaryOp::mul: return binary_loop<T>(a, b, out, [](T x, T y) { return x * y; });
+      case BinaryOp::div: return binary_loop<T>(a, b, out, [](T x, T y) { return x / y; });
+    }
   });
 }
+
+}  // namespace cpu_impl
 
 }  // namespace gat::ops

@@ -5,69 +5,67 @@ namespace gat::ops::cuda_impl {
 
 namespace {
 
+// One operand as the kernel reads it: data[r * row + c * col], or `constant` when data is null.
 template <class T>
-struct AddFn {
-  const T* a;  // (n,)
-  const T* b;  // (n,)
-  T* out;      // (n,)
-  __device__ void operator()(long long i) const { out[i] = a[i] + b[i]; }
-};
-
-template <class T>
-struct MulFn {
-  const T* a;  // (n,)
-  const T* b;  // (n,)
-  T* out;      // (n,)
-  __device__ void operator()(long long i) const { out[i] = a[i] * b[i]; }
-};
-
-template <class T>
-struct ScaleFn {
-  const T* x;  // (n,)
-  T s;
-  T* out;      // (n,)
-  __device__ void operator()(long long i) const { out[i] = s * x[i]; }
-};
-
-template <class T>
-struct AddBiasFn {
-  const T* x;     // (R, C)
-  const T* bias;  // (C,)
-  long long channels;
-  T* out;         // (R, C)
+struct Source {
+  const T* data;
+  T constant;
+  long long row, col;
   template <class I>
-  __device__ void operator()(I i) const { out[i] = x[i] + bias[i % static_cast<I>(channels)]; }
+  __device__ T at(I r, I c) const {
+    return data ? data[r * static_cast<I>(row) + c * static_cast<I>(col)] : constant;
+  }
 };
+
+template <class T>
+Source<T> source_of(const Operand& x, long long C) {
+  const Strides s = strides_of(x.how, C);
+  return {x.tensor.defined() ? x.tensor.data<T>() : nullptr, static_cast<T>(x.constant), s.row, s.col};
+}
+
+// out (R, C) = a op b. kRowwise: the operands need the row index (a 32-bit division per element
+// when the index is 32-bit, see loops.cuh); else r = 0 and the output is read flat.
+template <class T, BinaryOp kOp, bool kRowwise>
+struct BinaryFn {
+  Source<T> a, b;
+  T* out;  // (R, C)
+  long long cols;
+  template <class I>
+  __device__ void operator()(I i) const {
+    I r = 0, c = i;
+    if (kRowwise) {
+      r = i / static_cast<I>(cols);
+      c = i - r * static_cast<I>(cols);
+    }
+    const T x = a.at(r, c), y = b.at(r, c);
+    if constexpr (kOp == BinaryOp::add) out[i] = x + y;
+    if constexpr (kOp == BinaryOp::sub) out[i] = x - y;
+    if constexpr (kOp == BinaryOp::mul) out[i] = x * y;
+    if constexpr (kOp == BinaryOp::div) out[i] = x / y;
+  }
+};
+
+template <class T, BinaryOp kOp>
+void launch(const char* name, const Operand& a, const Operand& b, Tensor& out) {
+  const long long C = out.dim() == 0 ? 1 : out.size(-1);
+  const Source<T> sa = source_of<T>(a, C), sb = source_of<T>(b, C);
+  if (rowwise(a, b))
+    detail::launch_for_each(name, out.numel(), BinaryFn<T, kOp, true>{sa, sb, out.data<T>(), C});
+  else
+    detail::launch_for_each(name, out.numel(), BinaryFn<T, kOp, false>{sa, sb, out.data<T>(), C});
+}
 
 }  // namespace
 
-void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  dispatch_float(a.dtype(), "add", [&](auto zero) {
+void binary(BinaryOp op, const Operand& a, const Operand& b, Tensor& out) {
+  dispatch_float(out.dtype(), "binary", [&](auto zero) {
     using T = decltype(zero);
-    detail::launch_for_each("add", out.numel(), AddFn<T>{a.data<T>(), b.data<T>(), out.data<T>()});
-  });
-}
-
-void mul(const Tensor& a, const Tensor& b, Tensor& out) {
-  dispatch_float(a.dtype(), "mul", [&](auto zero) {
-    using T = decltype(zero);
-    detail::launch_for_each("mul", out.numel(), MulFn<T>{a.data<T>(), b.data<T>(), out.data<T>()});
-  });
-}
-
-void scale(const Tensor& x, double s, Tensor& out) {
-  dispatch_float(x.dtype(), "scale", [&](auto zero) {
-    using T = decltype(zero);
-    detail::launch_for_each("scale", out.numel(),
-                            ScaleFn<T>{x.data<T>(), static_cast<T>(s), out.data<T>()});
-  });
-}
-
-void add_bias(const Tensor& x, const Tensor& bias, Tensor& out) {
-  dispatch_float(x.dtype(), "add_bias", [&](auto zero) {
-    using T = decltype(zero);
-    detail::launch_for_each("add_bias", out.numel(),
-                            AddBiasFn<T>{x.data<T>(), bias.data<T>(), bias.numel(), out.data<T>()});
+    switch (op) {
+      case BinaryOp::add: return launch<T, BinaryOp::add>("add", a, b, out);
+      case BinaryOp::sub: return launch<T, BinaryOp::sub>("sub", a, b, out);
+      case BinaryOp::mul: return launch<T, BinaryOp::mul>("mul", a, b, out);
+      case BinaryOp::div: return launch<T, BinaryOp::div>("div", a, b, out);
+    }
   });
 }
 
