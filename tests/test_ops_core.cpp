@@ -131,8 +131,10 @@ TEST(LogSoftmax, Gradients) {
   expect_gradients_match("log_softmax (3,40)", f, {random_tensor({3, 40}, rng, -3, 3)});
 }
 
-TEST(LogSoftmax, RejectsWrongRank) {
-  expect_error_naming([] { ops::log_softmax(Tensor::zeros({2, 3, 4})); }, {"log_softmax", "(2, 3, 4)"});
+TEST(LogSoftmax, RejectsAScalarAndAnAxisOutOfRange) {
+  expect_error_naming([] { ops::log_softmax(Tensor::zeros({})); }, {"log_softmax", "at least one dimension"});
+  expect_error_naming([] { ops::log_softmax(Tensor::zeros({2, 3, 4}), 3); }, {"log_softmax", "axis 3", "(2, 3, 4)"});
+  expect_error_naming([] { ops::softmax(Tensor::zeros({2, 3}), -3); }, {"softmax", "axis -3", "(2, 3)"});
 }
 
 TEST(MaskedCrossEntropy, MatchesMeanNegativeLogLikelihood) {

@@ -11,63 +11,15 @@ namespace gat::ops {
 
 namespace {
 
-Tensor leaky_relu_forward(const char* op, const Tensor& x, double slope) {
-  if (x.is_cuda()) {
-    Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
-    GAT_CUDA_CALL(cuda_impl::leaky_relu_forward(x, slope, out));
-    return out;
-  }
-  return detail::cpu_map(op, x, [slope](auto v) {
-    using T = decltype(v);
-    return v > T(0) ? v : static_cast<T>(slope) * v;
-  });
-}
-
-Tensor leaky_relu_backward(const char* op, const Tensor& x, const Tensor& g, double slope) {
-  if (x.is_cuda()) {
-    Tensor grad_x = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
-    GAT_CUDA_CALL(cuda_impl::leaky_relu_backward(x, g, slope, grad_x));
-    return grad_x;
-  }
-  return detail::cpu_map(op, x, g, [slope](auto v, auto gv) {
-    using T = decltype(v);
-    return v > T(0) ? gv : static_cast<T>(slope) * gv;
-  });
-}
-
 // relu and leaky_relu are one op; relu has slope 0.
 Tensor leaky_relu_op(const char* op, const Tensor& x, double slope) {
   check_float(op, "x", x);
-  const Tensor x_saved = x.detach();
-  return autograd::record(op, leaky_relu_forward(op, x, slope), {x}, [op, x_saved, slope](const Tensor& g) {
-    return std::vector<Tensor>{leaky_relu_backward(op, x_saved, g, slope)};
-  });
-}
-
-Tensor elu_forward(const Tensor& x, double alpha) {
-  if (x.is_cuda()) {
-    Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), "elu");
-    GAT_CUDA_CALL(cuda_impl::elu_forward(x, alpha, out));
-    return out;
-  }
-  // Both sides computed and one selected: a loop without branches or calls vectorises.
-  return detail::cpu_map("elu", x, [alpha](auto v) {
-    using T = decltype(v);
-    const T negative = static_cast<T>(alpha) * detail::vec_expm1(std::min(v, T(0)));
-    return v > T(0) ? v : negative;
-  });
-}
-
-Tensor elu_backward(const Tensor& x, const Tensor& g, double alpha) {
-  if (x.is_cuda()) {
-    Tensor grad_x = Tensor::empty(x.shape(), x.dtype(), x.device(), "elu backward");
-    GAT_CUDA_CALL(cuda_impl::elu_backward(x, g, alpha, grad_x));
-    return grad_x;
-  }
-  return detail::cpu_map("elu backward", x, g, [alpha](auto v, auto gv) {
-    using T = decltype(v);
-    const T negative = static_cast<T>(alpha) * detail::vec_exp(std::min(v, T(0))) * gv;
-    return v > T(0) ? gv : negative;
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
+  kernels::leaky_relu_forward(x, slope, out);
+  return autograd::record(op, out, {x}, [op, x_saved = x.detach(), slope](const Tensor& g) {
+    Tensor grad_x = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), op);
+    kernels::leaky_relu_backward(x_saved, g, slope, grad_x);
+    return std::vector<Tensor>{grad_x};
   });
 }
 
@@ -81,10 +33,67 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
 
 Tensor elu(const Tensor& x, double alpha) {
   check_float("elu", "x", x);
-  const Tensor x_saved = x.detach();
-  return autograd::record("elu", elu_forward(x, alpha), {x}, [x_saved, alpha](const Tensor& g) {
-    return std::vector<Tensor>{elu_backward(x_saved, g, alpha)};
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), "elu");
+  kernels::elu_forward(x, alpha, out);
+  return autograd::record("elu", out, {x}, [x_saved = x.detach(), alpha](const Tensor& g) {
+    Tensor grad_x = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), "elu backward");
+    kernels::elu_backward(x_saved, g, alpha, grad_x);
+    return std::vector<Tensor>{grad_x};
   });
 }
+
+namespace kernels {
+void leaky_relu_forward(const Tensor& x, double negative_slope, Tensor& out) {
+  if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::leaky_relu_forward(x, negative_slope, out));
+  cpu_impl::leaky_relu_forward(x, negative_slope, out);
+}
+void leaky_relu_backward(const Tensor& x, const Tensor& grad_out, double negative_slope, Tensor& grad_x) {
+  if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::leaky_relu_backward(x, grad_out, negative_slope, grad_x));
+  cpu_impl::leaky_relu_backward(x, grad_out, negative_slope, grad_x);
+}
+void elu_forward(const Tensor& x, double alpha, Tensor& out) {
+  if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::elu_forward(x, alpha, out));
+  cpu_impl::elu_forward(x, alpha, out);
+}
+void elu_backward(const Tensor& x, const Tensor& grad_out, double alpha, Tensor& grad_x) {
+  if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::elu_backward(x, grad_out, alpha, grad_x));
+  cpu_impl::elu_backward(x, grad_out, alpha, grad_x);
+}
+}  // namespace kernels
+
+namespace cpu_impl {
+
+void leaky_relu_forward(const Tensor& x, double negative_slope, Tensor& out) {
+  detail::cpu_map(x, out, [negative_slope](auto v) {
+    using T = decltype(v);
+    return v > T(0) ? v : static_cast<T>(negative_slope) * v;
+  });
+}
+
+void leaky_relu_backward(const Tensor& x, const Tensor& grad_out, double negative_slope, Tensor& grad_x) {
+  detail::cpu_map(x, grad_out, grad_x, [negative_slope](auto v, auto g) {
+    using T = decltype(v);
+    return v > T(0) ? g : static_cast<T>(negative_slope) * g;
+  });
+}
+
+// Both sides computed and one selected: a loop without branches or calls vectorises.
+void elu_forward(const Tensor& x, double alpha, Tensor& out) {
+  detail::cpu_map(x, out, [alpha](auto v) {
+    using T = decltype(v);
+    const T negative = static_cast<T>(alpha) * detail::vec_expm1(std::min(v, T(0)));
+    return v > T(0) ? v : negative;
+  });
+}
+
+void elu_backward(const Tensor& x, const Tensor& grad_out, double alpha, Tensor& grad_x) {
+  detail::cpu_map(x, grad_out, grad_x, [alpha](auto v, auto g) {
+    using T = decltype(v);
+    const T negative = static_cast<T>(alpha) * detail::vec_exp(std::min(v, T(0))) * g;
+    return v > T(0) ? g : negative;
+  });
+}
+
+}  // namespace cpu_impl
 
 }  // namespace gat::ops

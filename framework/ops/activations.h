@@ -17,7 +17,20 @@ Tensor relu(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double negative_slope);
 Tensor elu(const Tensor& x, double alpha = 1.0);
 
-namespace cuda_impl {  // activations.cu; every tensor (n,) flat, outputs allocated by the caller
+// ---- the kernels: every tensor of x's shape and dtype, outputs allocated by the caller ----
+namespace kernels {
+void leaky_relu_forward(const Tensor& x, double negative_slope, Tensor& out);
+void leaky_relu_backward(const Tensor& x, const Tensor& grad_out, double negative_slope, Tensor& grad_x);
+void elu_forward(const Tensor& x, double alpha, Tensor& out);
+void elu_backward(const Tensor& x, const Tensor& grad_out, double alpha, Tensor& grad_x);
+}  // namespace kernels
+namespace cpu_impl {
+void leaky_relu_forward(const Tensor& x, double negative_slope, Tensor& out);
+void leaky_relu_backward(const Tensor& x, const Tensor& grad_out, double negative_slope, Tensor& grad_x);
+void elu_forward(const Tensor& x, double alpha, Tensor& out);
+void elu_backward(const Tensor& x, const Tensor& grad_out, double alpha, Tensor& grad_x);
+}  // namespace cpu_impl
+namespace cuda_impl {  // activations.cu
 void leaky_relu_forward(const Tensor& x, double negative_slope, Tensor& out);
 void leaky_relu_backward(const Tensor& x, const Tensor& grad_out, double negative_slope, Tensor& grad_x);
 void elu_forward(const Tensor& x, double alpha, Tensor& out);

@@ -6,55 +6,116 @@ namespace gat::ops::cuda_impl {
 
 namespace {
 
-// One warp per row; 256-thread blocks (8 rows per block), grid-stride over rows.
+constexpr int kThreads = 256;
+
 template <class T>
-__global__ void log_softmax_forward_kernel(const T* __restrict__ inp,  // (N, C)
-                                           T* __restrict__ out,        // (N, C)
-                                           long long N, long long C) {
+__device__ T finish(T v, T lse, bool take_log) { return take_log ? v - lse : exp(v - lse); }
+
+// log: dx = G - exp(y) sum G;  softmax: dx = y (G - sum G y)
+template <class T>
+__device__ T term(T y, T g, bool take_log) { return take_log ? g : g * y; }
+template <class T>
+__device__ T input_grad(T y, T g, T sum, bool take_log) { return take_log ? g - exp(y) * sum : y * (g - sum); }
+
+// ---- contiguous axis (inner = 1): one warp per row of len values, grid-stride over rows ----
+
+template <class T>
+__global__ void rows_forward_kernel(const T* __restrict__ inp,  // (rows, len)
+                                    T* __restrict__ out,        // (rows, len)
+                                    long long rows, long long len, bool take_log) {
   const int lane = threadIdx.x % kWarp;
   const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
-  for (long long r = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; r < N; r += warps) {
-    const T lse = warp_row_logsumexp(inp + r * C, C, lane);
-    for (long long c = lane; c < C; c += kWarp) out[r * C + c] = inp[r * C + c] - lse;
+  for (long long r = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; r < rows; r += warps) {
+    const T lse = warp_row_logsumexp(inp + r * len, len, lane);
+    for (long long c = lane; c < len; c += kWarp) out[r * len + c] = finish(inp[r * len + c], lse, take_log);
   }
 }
 
 template <class T>
-__global__ void log_softmax_backward_kernel(const T* __restrict__ out,   // (N, C)
-                                            const T* __restrict__ dout,  // (N, C)
-                                            T* __restrict__ dinp,        // (N, C)
-                                            long long N, long long C) {
+__global__ void rows_backward_kernel(const T* __restrict__ out,   // (rows, len)
+                                     const T* __restrict__ dout,  // (rows, len)
+                                     T* __restrict__ dinp,        // (rows, len)
+                                     long long rows, long long len, bool take_log) {
   const int lane = threadIdx.x % kWarp;
   const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
-  for (long long r = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; r < N; r += warps) {
+  for (long long r = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; r < rows; r += warps) {
     T sum = 0;
-    for (long long c = lane; c < C; c += kWarp) sum += dout[r * C + c];
+    for (long long c = lane; c < len; c += kWarp) sum += term(out[r * len + c], dout[r * len + c], take_log);
     sum = warp_sum(sum);
-    for (long long c = lane; c < C; c += kWarp) dinp[r * C + c] = dout[r * C + c] - exp(out[r * C + c]) * sum;
+    for (long long c = lane; c < len; c += kWarp)
+      dinp[r * len + c] = input_grad(out[r * len + c], dout[r * len + c], sum, take_log);
+  }
+}
+
+// ---- strided axis (inner > 1): one thread per (outer, inner) column, walking its len values in
+// ascending order (neighbouring threads read neighbouring addresses), grid-stride over columns ----
+
+template <class T>
+__global__ void columns_forward_kernel(const T* __restrict__ inp,  // (outer, len, inner)
+                                       T* __restrict__ out,        // (outer, len, inner)
+                                       long long outer, long long len, long long inner, bool take_log) {
+  for (long long col = blockIdx.x * (long long)blockDim.x + threadIdx.x; col < outer * inner;
+       col += (long long)gridDim.x * blockDim.x) {
+    const long long base = col / inner * len * inner + col % inner;  // element l: base + l * inner
+    T max = -INFINITY;
+    for (long long l = 0; l < len; ++l) max = fmax(max, inp[base + l * inner]);
+    T lse = max;  // -inf for a column of -inf, as warp_row_logsumexp
+    if (max != -INFINITY) {
+      T sum = 0;
+      for (long long l = 0; l < len; ++l) sum += exp(inp[base + l * inner] - max);
+      lse = max + log(sum);
+    }
+    for (long long l = 0; l < len; ++l) out[base + l * inner] = finish(inp[base + l * inner], lse, take_log);
+  }
+}
+
+template <class T>
+__global__ void columns_backward_kernel(const T* __restrict__ out,   // (outer, len, inner)
+                                        const T* __restrict__ dout,  // (outer, len, inner)
+                                        T* __restrict__ dinp,        // (outer, len, inner)
+                                        long long outer, long long len, long long inner, bool take_log) {
+  for (long long col = blockIdx.x * (long long)blockDim.x + threadIdx.x; col < outer * inner;
+       col += (long long)gridDim.x * blockDim.x) {
+    const long long base = col / inner * len * inner + col % inner;
+    T sum = 0;
+    for (long long l = 0; l < len; ++l) sum += term(out[base + l * inner], dout[base + l * inner], take_log);
+    for (long long l = 0; l < len; ++l)
+      dinp[base + l * inner] = input_grad(out[base + l * inner], dout[base + l * inner], sum, take_log);
   }
 }
 
 }  // namespace
 
-void log_softmax_forward(const Tensor& x, Tensor& out) {
-  const long long N = x.size(0), C = x.size(1);
-  if (N * C == 0) return;
-  dispatch_float(x.dtype(), "log_softmax", [&](auto zero) {
+void softmax_forward(const Tensor& x, int64_t outer, int64_t len, int64_t inner, bool log, Tensor& out) {
+  if (x.numel() == 0) return;
+  dispatch_float(x.dtype(), log ? "log_softmax" : "softmax", [&](auto zero) {
     using T = decltype(zero);
-    log_softmax_forward_kernel<T><<<cuda::blocks_for(N * kWarp), 256, 0, cuda::stream()>>>(
-        x.data<T>(), out.data<T>(), N, C);
-    CUDA_CHECK_LAUNCH("log_softmax_forward_kernel");
+    if (inner == 1) {
+      rows_forward_kernel<T><<<cuda::blocks_for(outer * kWarp, kThreads), kThreads, 0, cuda::stream()>>>(
+          x.data<T>(), out.data<T>(), outer, len, log);
+      CUDA_CHECK_LAUNCH("softmax rows_forward_kernel");
+    } else {
+      columns_forward_kernel<T><<<cuda::blocks_for(outer * inner, kThreads), kThreads, 0, cuda::stream()>>>(
+          x.data<T>(), out.data<T>(), outer, len, inner, log);
+      CUDA_CHECK_LAUNCH("softmax columns_forward_kernel");
+    }
   });
 }
 
-void log_softmax_backward(const Tensor& out, const Tensor& grad_out, Tensor& grad_x) {
-  const long long N = out.size(0), C = out.size(1);
-  if (N * C == 0) return;
-  dispatch_float(out.dtype(), "log_softmax", [&](auto zero) {
+void softmax_backward(const Tensor& out, const Tensor& grad_out, int64_t outer, int64_t len, int64_t inner,
+                      bool log, Tensor& grad_x) {
+  if (out.numel() == 0) return;
+  dispatch_float(out.dtype(), log ? "log_softmax" : "softmax", [&](auto zero) {
     using T = decltype(zero);
-    log_softmax_backward_kernel<T><<<cuda::blocks_for(N * kWarp), 256, 0, cuda::stream()>>>(
-        out.data<T>(), grad_out.data<T>(), grad_x.data<T>(), N, C);
-    CUDA_CHECK_LAUNCH("log_softmax_backward_kernel");
+    if (inner == 1) {
+      rows_backward_kernel<T><<<cuda::blocks_for(outer * kWarp, kThreads), kThreads, 0, cuda::stream()>>>(
+          out.data<T>(), grad_out.data<T>(), grad_x.data<T>(), outer, len, log);
+      CUDA_CHECK_LAUNCH("softmax rows_backward_kernel");
+    } else {
+      columns_backward_kernel<T><<<cuda::blocks_for(outer * inner, kThreads), kThreads, 0, cuda::stream()>>>(
+          out.data<T>(), grad_out.data<T>(), grad_x.data<T>(), outer, len, inner, log);
+      CUDA_CHECK_LAUNCH("softmax columns_backward_kernel");
+    }
   });
 }
 

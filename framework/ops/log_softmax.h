@@ -1,7 +1,15 @@
-// log_softmax(x): log of the softmax over the last axis of x (N, C), computed stably as
-// x - logsumexp(x) per row, f32 or f64, CPU and CUDA.
+// softmax and log_softmax along one axis, with autograd (f32/f64, CPU and CUDA).
 //
-// Backward, with y = log_softmax(x) and G = d y:  dx = G - exp(y) * sum_c G[:, c].
+//   log_softmax(x, axis) = x - logsumexp(x) along `axis`
+//   softmax(x, axis)     = exp(x - logsumexp(x)) along `axis`
+//   x: any shape with at least one dimension -> the same shape; axis < 0 counts from the end
+//   (default: the last). logsumexp subtracts the maximum first (stable for any finite input):
+//   lse = max + log(sum exp(x - max)).
+//
+// Backward (G = d out, y = out), sums along `axis`:
+//   log_softmax:  dx = G - exp(y) * sum(G)
+//   softmax:      dx = y * (G - sum(G * y))
+// Errors: non-float dtypes, 0-dimensional x, an axis outside [-dim, dim).
 #pragma once
 
 #include <cmath>
@@ -12,12 +20,28 @@
 
 namespace gat::ops {
 
-// x: (N, C) f32|f64  ->  (N, C). Records autograd.
-Tensor log_softmax(const Tensor& x);
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+Tensor softmax(const Tensor& x, int64_t axis = -1);
 
+// ---- the kernels: x, out, grad_out, grad_x viewed (outer, len, inner), the axis of length len
+// (stride inner); `log` picks log_softmax over softmax. Outputs allocated by the caller. ----
+//  forward:  out from x
+//  backward: grad_x from the forward's out and grad_out
+// Every sum along the axis runs in one fixed order (CPU: ascending; CUDA: a warp per slice when
+// inner = 1, lanes strided then a butterfly; a thread per slice in ascending order otherwise), so
+// each device gives the same bits on every call.
+namespace kernels {
+void softmax_forward(const Tensor& x, int64_t outer, int64_t len, int64_t inner, bool log, Tensor& out);
+void softmax_backward(const Tensor& out, const Tensor& grad_out, int64_t outer, int64_t len, int64_t inner,
+                      bool log, Tensor& grad_x);
+}  // namespace kernels
 namespace cpu_impl {
+void softmax_forward(const Tensor& x, int64_t outer, int64_t len, int64_t inner, bool log, Tensor& out);
+void softmax_backward(const Tensor& out, const Tensor& grad_out, int64_t outer, int64_t len, int64_t inner,
+                      bool log, Tensor& grad_x);
+
 // log(sum_c exp(row[c])) of one row of C values, shifted by the row max (-inf for C = 0 or a
-// row of -inf). Shared by log_softmax and masked_cross_entropy.
+// row of -inf). Shared by the softmax kernels and masked_cross_entropy.
 template <class T>
 T row_logsumexp(const T* row, int64_t C) {
   T max = -std::numeric_limits<T>::infinity();
@@ -28,11 +52,10 @@ T row_logsumexp(const T* row, int64_t C) {
   return max + std::log(sum);
 }
 }  // namespace cpu_impl
-
-namespace cuda_impl {  // log_softmax.cu; overwrite their outputs
-void log_softmax_forward(const Tensor& x, Tensor& out);  // x (N, C) -> out (N, C)
-// out (N, C) = log_softmax(x), grad_out (N, C)  ->  grad_x (N, C)
-void log_softmax_backward(const Tensor& out, const Tensor& grad_out, Tensor& grad_x);
+namespace cuda_impl {  // log_softmax.cu
+void softmax_forward(const Tensor& x, int64_t outer, int64_t len, int64_t inner, bool log, Tensor& out);
+void softmax_backward(const Tensor& out, const Tensor& grad_out, int64_t outer, int64_t len, int64_t inner,
+                      bool log, Tensor& grad_x);
 }  // namespace cuda_impl
 
 }  // namespace gat::ops

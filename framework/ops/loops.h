@@ -46,31 +46,28 @@ void parallel_for(int64_t n, F&& f, int64_t cost_per_item = 1) {
   }
 }
 
-// Elementwise maps over f32/f64 CPU tensors viewed flat (n,): a new tensor like `a` with
-// out[i] = f(a[i]), or f(a[i], b[i]) for b of a's shape and dtype. f is generic in the scalar type.
+// Elementwise maps over f32/f64 CPU tensors viewed flat (n,), into `out` (allocated by the caller,
+// a's shape and dtype): out[i] = f(a[i]), or f(a[i], b[i]) for b of a's shape and dtype. f is
+// generic in the scalar type.
 template <class F>
-Tensor cpu_map(const char* op, const Tensor& a, F f) {
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device(), op);
-  dispatch_float(a.dtype(), op, [&](auto zero) {
+void cpu_map(const Tensor& a, Tensor& out, F f) {
+  dispatch_float(a.dtype(), "cpu_map", [&](auto zero) {
     using T = decltype(zero);
     const T* pa = a.data<T>();  // (n,)
     T* po = out.data<T>();      // (n,)
     parallel_for(out.numel(), [&, f](int64_t i) { po[i] = f(pa[i]); });
   });
-  return out;
 }
 
 template <class F>
-Tensor cpu_map(const char* op, const Tensor& a, const Tensor& b, F f) {
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device(), op);
-  dispatch_float(a.dtype(), op, [&](auto zero) {
+void cpu_map(const Tensor& a, const Tensor& b, Tensor& out, F f) {
+  dispatch_float(a.dtype(), "cpu_map", [&](auto zero) {
     using T = decltype(zero);
     const T* pa = a.data<T>();  // (n,)
     const T* pb = b.data<T>();  // (n,)
     T* po = out.data<T>();      // (n,)
     parallel_for(out.numel(), [&, f](int64_t i) { po[i] = f(pa[i], pb[i]); });
   });
-  return out;
 }
 
 }  // namespace gat::ops::detail
