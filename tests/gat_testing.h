@@ -1,10 +1,11 @@
-// Helpers shared by the GAT layer and trainer tests (test_gat.cpp, test_cuda_gat.cpp,
-// test_trainer.cpp).
+// Helpers shared by the tests (the GAT layer and trainer tests, the ops a custom network needs).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gat/datasets/generator.h"
@@ -94,6 +95,18 @@ inline double rel_error(const Tensor& got, const Tensor& want) {
     diff = std::max(diff, std::abs(g[k] - w[k]));
   }
   return scale > 0 ? diff / scale : diff;
+}
+
+// Runs f, expects a gat::Error whose message contains every one of `parts`.
+inline void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a gat::Error mentioning " << parts.front();
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const std::string& part : parts)
+      EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
+  }
 }
 
 }  // namespace gat::testing

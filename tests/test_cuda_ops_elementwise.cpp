@@ -16,8 +16,12 @@
 #include "gat/framework/ops/concat.h"
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/index_rows.h"
+#include "gat/framework/ops/log_softmax.h"
+#include "gat/framework/ops/losses.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
+#include "gat/framework/ops/transpose.h"
+#include "gat/framework/ops/unary.h"
 #include "gradcheck.h"
 
 using namespace gat;
@@ -77,6 +81,45 @@ std::vector<OpCase> op_cases() {
        {{1000, 4, 16}}, {}},
       {"index_rows small", [index_small](const Inputs& in) { return ops::index_rows(in[0], index_small); },
        {}, {{4, 2, 3}}},
+      // Broadcasting arithmetic: rows, columns, single elements, constants on either side. Divisors
+      // and logarithms see 0.5 + x^2 (the inputs are uniform in [-1, 1]).
+      {"sub", [](const Inputs& in) { return in[0] - in[1]; }, {{513, 67}, {513, 67}}, {{3, 4}, {3, 4}}},
+      {"div", [](const Inputs& in) { return in[0] / (in[1] * in[1] + 0.5); }, {{513, 67}, {513, 67}}, {{3, 4}, {3, 4}}},
+      {"add row", [](const Inputs& in) { return in[0] + in[1]; }, {{300, 8, 67}, {67}}, {{2, 3, 4}, {4}}},
+      {"sub row (1, C) first", [](const Inputs& in) { return in[1] - in[0]; }, {{513, 67}, {1, 67}}, {{3, 4}, {1, 4}}},
+      {"mul column", [](const Inputs& in) { return in[0] * in[1]; }, {{513, 67}, {513, 1}}, {{3, 4}, {3, 1}}},
+      {"div column", [](const Inputs& in) { return in[0] / (in[1] * in[1] + 0.5); }, {{513, 67}, {513, 1}},
+       {{3, 4}, {3, 1}}},
+      {"div by a row", [](const Inputs& in) { return in[1] / (in[0] * in[0] + 0.5); }, {{513, 67}, {67}},
+       {{3, 4}, {4}}},
+      {"mul single", [](const Inputs& in) { return in[1] * in[0]; }, {{513, 67}, {1, 1}}, {{3, 4}, {1, 1}}},
+      {"outer sum", [](const Inputs& in) { return in[0] + in[1]; }, {{513, 1}, {1, 67}}, {{3, 1}, {1, 4}}},
+      {"constants", [](const Inputs& in) { return 2.0 - in[0] * 3.0 + -in[0] / 4.0 + 1.0 / (in[0] * in[0] + 0.5); },
+       {{100003}}, {{5}}},
+      // Pointwise functions, softmax along both axes of 2-D tensors and a middle axis, transpose.
+      {"exp", [](const Inputs& in) { return ops::exp(in[0]); }, {{100003}}, {{4, 5}}},
+      {"log", [](const Inputs& in) { return ops::log(in[0] * in[0] + 0.5); }, {{100003}}, {{4, 5}}},
+      {"sigmoid", [](const Inputs& in) { return ops::sigmoid(in[0] * 8.0); }, {{100003}}, {{4, 5}}},
+      {"tanh", [](const Inputs& in) { return ops::tanh(in[0] * 3.0); }, {{100003}}, {{4, 5}}},
+      {"softmax axis 1", [](const Inputs& in) { return ops::softmax(in[0] * 5.0, 1); }, {{1000, 99}}, {{3, 5}}},
+      {"softmax axis 0", [](const Inputs& in) { return ops::softmax(in[0] * 5.0, 0); }, {{1000, 99}}, {{3, 5}}},
+      {"log_softmax axis 1", [](const Inputs& in) { return ops::log_softmax(in[0] * 5.0, 1); }, {{1000, 99}},
+       {{3, 5}}},
+      {"log_softmax axis 0", [](const Inputs& in) { return ops::log_softmax(in[0] * 5.0, 0); }, {{1000, 99}},
+       {{3, 5}}},
+      {"softmax 3-D axis 1", [](const Inputs& in) { return ops::softmax(in[0] * 5.0, 1); }, {{40, 300, 33}},
+       {{2, 3, 4}}},
+      {"transpose", [](const Inputs& in) { return ops::transpose(in[0]); }, {{1000, 67}}, {{3, 5}}},
+      // Losses, whole and over the rows of an index with repeats.
+      {"mse_loss", [](const Inputs& in) { return ops::mse_loss(in[0], in[1]); }, {{1000, 33}, {1000, 33}},
+       {{4, 3}, {4, 3}}},
+      {"bce_with_logits", [](const Inputs& in) { return ops::binary_cross_entropy_with_logits(in[0] * 5.0, in[1]); },
+       {{1000, 33}, {1000, 33}}, {{4, 3}, {4, 3}}},
+      {"masked mse_loss", [index_large](const Inputs& in) { return ops::mse_loss(in[0], in[1], index_large); },
+       {{1000, 7}, {1000, 7}}, {}},
+      {"masked bce_with_logits small",
+       [index_small](const Inputs& in) { return ops::binary_cross_entropy_with_logits(in[0], in[1], index_small); },
+       {}, {{4, 3}, {4, 3}}},
       {"chain",
        [key, index_small](const Inputs& in) {
          Tensor h = ops::concat({ops::leaky_relu(in[0], 0.2), ops::scale(in[1], 0.5)}, -1);
@@ -233,6 +276,15 @@ TEST_F(CudaOps, DeviceMismatchNamesBothTensors) {
       EXPECT_NE(m.find("f32 cpu (2, 3)"), std::string::npos) << m;
       EXPECT_NE(m.find("f32 cuda (2, 3)"), std::string::npos) << m;
       EXPECT_NE(m.find("different devices"), std::string::npos) << m;
+    }
+  }
+  for (const auto& f : std::vector<std::function<void()>>{[&] { b / a; }, [&] { b - Tensor::zeros({1, 3}); },
+                                                         [&] { ops::mse_loss(b, a); }}) {
+    try {
+      f();
+      ADD_FAILURE() << "expected a device mismatch error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("different devices"), std::string::npos) << e.what();
     }
   }
   try {

@@ -11,10 +11,10 @@ struct UnaryFn {
   T* out;      // (n,)
   __device__ void operator()(long long i) const {
     const T v = x[i];
-    if constexpr (kOp == UnaryOp::exp) out[i] = exp(v);
-    if constexpr (kOp == UnaryOp::log) out[i] = log(v);
-    if constexpr (kOp == UnaryOp::sigmoid) out[i] = T(1) / (T(1) + exp(-v));
-    if constexpr (kOp == UnaryOp::tanh) out[i] = tanh(v);
+    if constexpr (kOp == UnaryOp::exp) out[i] = ::exp(v);
+    if constexpr (kOp == UnaryOp::log) out[i] = ::log(v);
+    if constexpr (kOp == UnaryOp::sigmoid) out[i] = T(1) / (T(1) + ::exp(-v));
+    if constexpr (kOp == UnaryOp::tanh) out[i] = ::tanh(v);
   }
 };
 
