@@ -6,7 +6,6 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -23,27 +22,16 @@
 #include "gat/framework/ops/vec_math.h"
 #include "gat/framework/rng_cpu.h"
 #include "gat/framework/sparse.h"
-#include "gradcheck.h"
+#include "gat_testing.h"
 
 using namespace gat;
+using gat::testing::expect_error;
 using gat::testing::expect_gradients_match;
 using gat::testing::random_tensor;
 
 namespace {
 
 using Inputs = std::vector<Tensor>;
-
-// Runs f, expects a gat::Error whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a gat::Error mentioning " << parts.front();
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (const std::string& part : parts)
-      EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
-  }
-}
 
 Tensor f64(std::vector<double> values, const Shape& shape) { return Tensor::from_vector(values, shape); }
 

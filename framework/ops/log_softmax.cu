@@ -9,13 +9,13 @@ namespace {
 constexpr int kThreads = 256;
 
 template <class T>
-__device__ T finish(T v, T lse, bool take_log) { return take_log ? v - lse : exp(v - lse); }
+__device__ T finish(T v, T lse, bool take_log) { return take_log ? v - lse : ::exp(v - lse); }
 
 // log: dx = G - exp(y) sum G;  softmax: dx = y (G - sum G y)
 template <class T>
 __device__ T term(T y, T g, bool take_log) { return take_log ? g : g * y; }
 template <class T>
-__device__ T input_grad(T y, T g, T sum, bool take_log) { return take_log ? g - exp(y) * sum : y * (g - sum); }
+__device__ T input_grad(T y, T g, T sum, bool take_log) { return take_log ? g - ::exp(y) * sum : y * (g - sum); }
 
 // ---- contiguous axis (inner = 1): one warp per row of len values, grid-stride over rows ----
 
@@ -58,12 +58,12 @@ __global__ void columns_forward_kernel(const T* __restrict__ inp,  // (outer, le
        col += (long long)gridDim.x * blockDim.x) {
     const long long base = col / inner * len * inner + col % inner;  // element l: base + l * inner
     T max = -INFINITY;
-    for (long long l = 0; l < len; ++l) max = fmax(max, inp[base + l * inner]);
+    for (long long l = 0; l < len; ++l) max = ::fmax(max, inp[base + l * inner]);
     T lse = max;  // -inf for a column of -inf, as warp_row_logsumexp
     if (max != -INFINITY) {
       T sum = 0;
-      for (long long l = 0; l < len; ++l) sum += exp(inp[base + l * inner] - max);
-      lse = max + log(sum);
+      for (long long l = 0; l < len; ++l) sum += ::exp(inp[base + l * inner] - max);
+      lse = max + ::log(sum);
     }
     for (long long l = 0; l < len; ++l) out[base + l * inner] = finish(inp[base + l * inner], lse, take_log);
   }

@@ -13,7 +13,7 @@ struct TermsFn {
   bool mse;
   __device__ void operator()(long long i) const {
     const T xv = x[i], yv = y[i];
-    terms[i] = mse ? (xv - yv) * (xv - yv) : fmax(xv, T(0)) - xv * yv + log1p(exp(-fabs(xv)));
+    terms[i] = mse ? (xv - yv) * (xv - yv) : ::fmax(xv, T(0)) - xv * yv + ::log1p(::exp(-::fabs(xv)));
   }
 };
 
@@ -26,7 +26,7 @@ struct TermsBackwardFn {
   T* dy;       // (n,) or null
   bool mse;
   __device__ void operator()(long long i) const {
-    const T d = mse ? T(2) * (x[i] - y[i]) : T(1) / (T(1) + exp(-x[i])) - y[i];
+    const T d = mse ? T(2) * (x[i] - y[i]) : T(1) / (T(1) + ::exp(-x[i])) - y[i];
     if (dx) dx[i] = d * g[i];
     if (dy) dy[i] = (mse ? -d : -x[i]) * g[i];
   }
