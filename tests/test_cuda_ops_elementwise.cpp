@@ -270,6 +270,12 @@ TEST_F(CudaOps, EmptyTensors) {
   Tensor one = Tensor::full({1, 3}, 2.0, DType::f32, Device::cuda);
   EXPECT_EQ(host_f64(ops::concat({empty, one}, 0)), (std::vector<double>{2, 2, 2}));
   EXPECT_EQ(ops::index_rows(one, Tensor::zeros({0}, DType::i32)).shape(), (Shape{0, 3}));
+  EXPECT_EQ((empty + one).shape(), (Shape{0, 3}));
+  EXPECT_EQ((empty * Tensor::zeros({1}, DType::f32, Device::cuda)).shape(), (Shape{0, 3}));
+  EXPECT_EQ(ops::softmax(empty, 0).shape(), (Shape{0, 3}));
+  EXPECT_EQ(ops::log_softmax(empty, 1).shape(), (Shape{0, 3}));
+  EXPECT_EQ(ops::sigmoid(empty).shape(), (Shape{0, 3}));
+  EXPECT_EQ(ops::transpose(empty).shape(), (Shape{3, 0}));
 }
 
 TEST_F(CudaOps, DeviceMismatchNamesBothTensors) {

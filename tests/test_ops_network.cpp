@@ -264,6 +264,16 @@ TEST(NetworkOpsValues, TransposeAnyDtypeAndTileEdges) {
   EXPECT_EQ(ops::transpose(Tensor::zeros({0, 4})).shape(), (Shape{4, 0}));
 }
 
+TEST(NetworkOpsValues, EmptyTensors) {
+  const Tensor empty = Tensor::zeros({0, 3});
+  EXPECT_EQ((empty + Tensor::zeros({3})).shape(), (Shape{0, 3}));
+  EXPECT_EQ((Tensor::zeros({0, 1}) * Tensor::zeros({1, 3})).shape(), (Shape{0, 3}));
+  EXPECT_EQ((empty / 2.0).shape(), (Shape{0, 3}));
+  EXPECT_EQ(ops::softmax(empty, 0).shape(), (Shape{0, 3}));
+  EXPECT_EQ(ops::log_softmax(empty, 1).shape(), (Shape{0, 3}));
+  EXPECT_EQ(ops::exp(empty).shape(), (Shape{0, 3}));
+}
+
 TEST_F(NetworkOps, TransposeGradient) {
   expect_gradients_match("transpose", [](const Inputs& in) { return ops::transpose(in[0]); }, {rand({3, 5})});
   expect_gradients_match("x^T x", [](const Inputs& in) { return ops::transpose(in[0]) * ops::transpose(in[0]); },
