@@ -158,40 +158,43 @@ namespace cpu_impl {
 
 namespace {
 
-// Columns per task: a row is split so that a flat tensor (one long row) spreads over threads.
+// Elements per task of a flat loop (no row or column operand), so that it spreads over threads.
 constexpr int64_t kSpan = 4096;
 
-template <class T, class F>
+// out (R, C) = f(a, b); kA / kB: the operand varies along a row (column stride 1), else it holds
+// one value per row. Compile-time, so that each loop is a plain vectorisable one, with no
+// division per task.
+template <bool kA, bool kB, class T, class F>
 void binary_loop(const Operand& a, const Operand& b, Tensor& out, F f) {
-  const int64_t n = out.numel();
-  if (n == 0) return;
-  const bool by_row = rowwise(a, b);
-  const int64_t C = last_dim(out.shape());
-  const int64_t rows = by_row ? n / C : 1, cols = by_row ? C : n;  // out (rows, cols)
+  const int64_t n = out.numel(), C = last_dim(out.shape());
   const T a_constant = static_cast<T>(a.constant), b_constant = static_cast<T>(b.constant);
   const T* pa = a.tensor.defined() ? a.tensor.data<T>() : &a_constant;
   const T* pb = b.tensor.defined() ? b.tensor.data<T>() : &b_constant;
-  const Strides sa = strides_of(a.how, C), sb = strides_of(b.how, C);
   T* po = out.data<T>();
-  const int64_t spans = (cols + kSpan - 1) / kSpan;
-  detail::parallel_for(rows * spans, [=](int64_t task) {
-    const int64_t r = task / spans, c0 = task % spans * kSpan, count = std::min(cols - c0, kSpan);
-    const T* ra = pa + r * sa.row + c0 * sa.col;  // (count,) or one value
-    const T* rb = pb + r * sb.row + c0 * sb.col;
-    T* ro = po + r * cols + c0;                   // (count,)
-    if (sa.col == 1 && sb.col == 1) {
-      for (int64_t k = 0; k < count; ++k) ro[k] = f(ra[k], rb[k]);
-    } else if (sa.col == 1) {
-      const T y = *rb;
-      for (int64_t k = 0; k < count; ++k) ro[k] = f(ra[k], y);
-    } else if (sb.col == 1) {
-      const T x = *ra;
-      for (int64_t k = 0; k < count; ++k) ro[k] = f(x, rb[k]);
-    } else {
-      const T value = f(*ra, *rb);
-      for (int64_t k = 0; k < count; ++k) ro[k] = value;
-    }
-  }, std::min(cols, kSpan));
+  // count values from ra, rb (or their first value) into ro
+  auto run = [f](const T* ra, const T* rb, T* ro, int64_t count) {
+    const T x = *ra, y = *rb;
+    for (int64_t k = 0; k < count; ++k) ro[k] = f(kA ? ra[k] : x, kB ? rb[k] : y);
+  };
+  if (rowwise(a, b)) {  // a task per row
+    const int64_t a_row = strides_of(a.how, C).row, b_row = strides_of(b.how, C).row;
+    detail::parallel_for(n / C, [=](int64_t r) { run(pa + r * a_row, pb + r * b_row, po + r * C, C); }, C);
+  } else {  // a task per span of the flat output
+    detail::parallel_for((n + kSpan - 1) / kSpan, [=](int64_t span) {
+      const int64_t c0 = span * kSpan;
+      run(pa + (kA ? c0 : 0), pb + (kB ? c0 : 0), po + c0, std::min(kSpan, n - c0));
+    }, std::min(kSpan, n));
+  }
+}
+
+template <class T, class F>
+void binary_loop(const Operand& a, const Operand& b, Tensor& out, F f) {
+  if (out.numel() == 0) return;
+  const bool a_varies = strides_of(a.how, 1).col == 1, b_varies = strides_of(b.how, 1).col == 1;
+  if (a_varies && b_varies) return binary_loop<true, true, T>(a, b, out, f);
+  if (a_varies) return binary_loop<true, false, T>(a, b, out, f);
+  if (b_varies) return binary_loop<false, true, T>(a, b, out, f);
+  binary_loop<false, false, T>(a, b, out, f);
 }
 
 }  // namespace
