@@ -12,13 +12,14 @@
 //   full    the output's elements (its shape is the output's, up to leading 1s)
 //   row     (C,), (1, C), (1, ..., 1, C): the same C values for every row         (a bias)
 //   column  (..., 1) with the output's leading dimensions: one value per row      (a per-node scale)
-//   single  one element, (), (1,), (1, 1), or a double
+//   single  one element, (), (1,), (1, 1), or a double (rounded to the tensor's dtype first)
 // e.g. (N, C) op (1, C), (N, C) op (C,), (N, C) op (N, 1), (N, 1) op (1, C) -> (N, C).
 // Other broadcasts, and mismatched dtypes or devices, throw gat::Error naming the op and both
 // tensors.
 //
-// Backward (g = d out), reduced back to each operand's shape by summing over the rows it was
-// broadcast along (ops::sum: a fixed summation order on both devices):
+// Backward (g = d out), reduced back to each operand's shape by summing over what it was
+// broadcast along (a row: the rows; a column: the columns; a single element: everything), with
+// ops::sum (a fixed summation order on both devices):
 //   add: d a = g, d b = g          sub: d a = g, d b = -g
 //   mul: d a = g * b, d b = g * a  (mul(x, x) gives 2 g x: the tape sums both uses)
 //   div: d a = g / b, d b = -(g / b) * out   (= -g a / b^2)
