@@ -217,15 +217,26 @@ Safetensors load_safetensors(const std::string& path) {
   return result;
 }
 
+namespace {
+
+// What a checkpoint holds of a module: its parameters, then its buffers.
+std::vector<std::pair<std::string, Tensor>> module_state(const Module& module) {
+  auto state = module.named_parameters();
+  for (auto& named : module.named_buffers()) state.push_back(std::move(named));
+  return state;
+}
+
+}  // namespace
+
 void save(const Module& module, const std::string& path, const Metadata& metadata) {
   TensorMap tensors;
-  for (const auto& [name, p] : module.named_parameters()) tensors.emplace(name, p);
+  for (const auto& [name, p] : module_state(module)) tensors.emplace(name, p);
   save_safetensors(path, tensors, metadata);
 }
 
 Metadata load_into(Module& module, const std::string& path) {
   Safetensors file = load_safetensors(path);
-  const auto params = module.named_parameters();
+  const auto params = module_state(module);
   for (const auto& [name, p] : params) {
     auto it = file.tensors.find(name);
     GAT_CHECK(it != file.tensors.end(), "load_into: ", path, ": missing tensor '", name,
@@ -240,7 +251,7 @@ Metadata load_into(Module& module, const std::string& path) {
     const bool known = std::any_of(params.begin(), params.end(),
                                    [&](const auto& np) { return np.first == entry.first; });
     GAT_CHECK(known, "load_into: ", path, ": unexpected tensor '", entry.first, "' ",
-              entry.second.describe(), " (the module has no such parameter)");
+              entry.second.describe(), " (the module has no such parameter or buffer)");
   }
   for (const auto& [name, p] : params) {
     Tensor dst = p;

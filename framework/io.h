@@ -32,9 +32,9 @@ struct Safetensors {
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata = {});
 Safetensors load_safetensors(const std::string& path);
 
-// A module's named_parameters() as a checkpoint.
+// A module's named_parameters() and named_buffers() as a checkpoint.
 void save(const Module& module, const std::string& path, const Metadata& metadata = {});
-// Copies a checkpoint into the module's parameters (on whatever device they live). The names,
+// Copies a checkpoint into the module's parameters and buffers (on whatever device they live). The names,
 // shapes and dtypes must match exactly; the first difference is reported (missing tensor,
 // unexpected tensor, shape A vs B, dtype A vs B) and nothing is copied then. Returns the
 // checkpoint's metadata.

@@ -13,9 +13,11 @@
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/ops/activations.h"
 #include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/batch_norm.h"
 #include "gat/framework/ops/concat.h"
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/index_rows.h"
+#include "gat/framework/ops/layer_norm.h"
 #include "gat/framework/ops/log_softmax.h"
 #include "gat/framework/ops/losses.h"
 #include "gat/framework/ops/reduce.h"
@@ -75,6 +77,24 @@ std::vector<OpCase> op_cases() {
       {"sum axis -1, long", [](const Inputs& in) { return ops::sum(in[0], -1); }, {{3, 40000}}, {}},
       {"sum axis -1", [](const Inputs& in) { return ops::sum(in[0], -1); }, {{300, 70, 5}}, {{2, 3, 4}}},
       {"mean axis 1", [](const Inputs& in) { return ops::mean(in[0], 1); }, {{300, 70, 5}}, {{2, 3, 4}}},
+      {"layer_norm", [](const Inputs& in) { return ops::layer_norm(in[0], in[1], in[2], 1e-5); },
+       {{300, 7, 129}, {129}, {129}}, {{3, 2, 5}, {5}, {5}}},
+      {"layer_norm plain", [](const Inputs& in) { return ops::layer_norm(in[0], Tensor(), Tensor(), 1e-3); },
+       {{1000, 64}}, {{4, 6}}},
+      {"batch_norm training",
+       [](const Inputs& in) { return ops::batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true, 0.1, 1e-5); },
+       {{3000, 70}, {70}, {70}}, {{5, 3}, {3}, {3}}},
+      {"batch_norm training, long", [](const Inputs& in) {
+         return ops::batch_norm(in[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5); },
+       {{40000, 3}}, {}},
+      {"batch_norm eval",
+       [](const Inputs& in) {
+         const int64_t C = in[0].size(1);
+         Tensor running_mean = Tensor::full({C}, 0.25, in[0].dtype(), in[0].device());
+         Tensor running_var = Tensor::full({C}, 1.5, in[0].dtype(), in[0].device());
+         return ops::batch_norm(in[0], running_mean, running_var, in[1], in[2], false, 0.1, 1e-5);
+       },
+       {{500, 33}, {33}, {33}}, {{4, 3}, {3}, {3}}},
       {"concat axis 1", [](const Inputs& in) { return ops::concat({in[0], in[1], in[2]}, 1); },
        {{200, 3, 9}, {200, 17, 9}, {200, 1, 9}}, {{2, 1, 3}, {2, 4, 3}, {2, 2, 3}}},
       {"concat axis 0", [](const Inputs& in) { return ops::concat({in[0], in[1]}, 0); },
@@ -230,6 +250,23 @@ TEST_F(CudaOps, GradientChecksInF64OnTheDevice) {
     std::vector<Tensor> inputs;
     for (const Shape& s : c.small) inputs.push_back(random_tensor(s, rng, -1.0, 1.0, DType::f64, Device::cuda));
     expect_gradients_match(c.name + " (cuda)", c.f, inputs);
+  }
+}
+
+TEST_F(CudaOps, BatchNormRunningStatisticsMatchTheCpu) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const double rel = dtype == DType::f32 ? 1e-5 : 1e-10;
+    std::mt19937_64 rng(8);
+    const int64_t C = 37;
+    Tensor cpu_mean = Tensor::zeros({C}, dtype), cpu_var = Tensor::full({C}, 1.0, dtype);
+    Tensor gpu_mean = cpu_mean.to(Device::cuda), gpu_var = cpu_var.to(Device::cuda);
+    for (int step = 0; step < 3; ++step) {
+      Tensor x = random_tensor({2000, C}, rng, -1.0 + step, 2.0, dtype);
+      ops::batch_norm(x, cpu_mean, cpu_var, Tensor(), Tensor(), true, 0.3, 1e-5);
+      ops::batch_norm(x.to(Device::cuda), gpu_mean, gpu_var, Tensor(), Tensor(), true, 0.3, 1e-5);
+    }
+    expect_close("running_mean", cpu_mean, gpu_mean, rel);
+    expect_close("running_var", cpu_var, gpu_var, rel);
   }
 }
 
