@@ -226,16 +226,20 @@ std::vector<std::pair<std::string, Tensor>> module_state(const Module& module) {
   return state;
 }
 
-}  // namespace
+bool is_optimizer_entry(const std::string& name) { return name.rfind(kOptimizerPrefix, 0) == 0; }
 
-void save(const Module& module, const std::string& path, const Metadata& metadata) {
+TensorMap module_tensors(const Module& module) {
   TensorMap tensors;
-  for (const auto& [name, p] : module_state(module)) tensors.emplace(name, p);
-  save_safetensors(path, tensors, metadata);
+  for (const auto& [name, p] : module_state(module)) {
+    GAT_CHECK(!is_optimizer_entry(name), "io::save: the module's tensor '", name, "' uses the prefix '",
+              kOptimizerPrefix, "' that checkpoints keep for the optimiser");
+    tensors.emplace(name, p);
+  }
+  return tensors;
 }
 
-Metadata load_into(Module& module, const std::string& path) {
-  Safetensors file = load_safetensors(path);
+// Checks file's module entries against the module, then copies them in.
+void copy_into(Module& module, Safetensors& file, const std::string& path) {
   const auto params = module_state(module);
   for (const auto& [name, p] : params) {
     auto it = file.tensors.find(name);
@@ -248,6 +252,7 @@ Metadata load_into(Module& module, const std::string& path) {
               dtype_name(t.dtype()), " in the file vs ", dtype_name(p.dtype()), " in the module");
   }
   for (const auto& entry : file.tensors) {  // (no structured binding: C++17 lambdas cannot capture one)
+    if (is_optimizer_entry(entry.first)) continue;
     const bool known = std::any_of(params.begin(), params.end(),
                                    [&](const auto& np) { return np.first == entry.first; });
     GAT_CHECK(known, "load_into: ", path, ": unexpected tensor '", entry.first, "' ",
@@ -256,6 +261,44 @@ Metadata load_into(Module& module, const std::string& path) {
   for (const auto& [name, p] : params) {
     Tensor dst = p;
     dst.copy_(file.tensors.at(name));
+  }
+}
+
+}  // namespace
+
+void save(const Module& module, const std::string& path, const Metadata& metadata) {
+  save_safetensors(path, module_tensors(module), metadata);
+}
+
+Metadata load_into(Module& module, const std::string& path) {
+  Safetensors file = load_safetensors(path);
+  copy_into(module, file, path);
+  return file.metadata;
+}
+
+void save(const Module& module, const Optimizer& optimizer, const std::string& path, const Metadata& metadata) {
+  TensorMap tensors = module_tensors(module);
+  for (auto& [name, t] : optimizer.state_dict()) tensors.emplace(kOptimizerPrefix + name, t);
+  save_safetensors(path, tensors, metadata);
+}
+
+Metadata load_into(Module& module, Optimizer& optimizer, const std::string& path) {
+  Safetensors file = load_safetensors(path);
+  std::map<std::string, Tensor> state;
+  const size_t prefix = std::string(kOptimizerPrefix).size();
+  for (const auto& [name, t] : file.tensors)
+    if (is_optimizer_entry(name)) state.emplace(name.substr(prefix), t);
+  GAT_CHECK(!state.empty(), "load_into: ", path, ": holds no optimiser state (no '", kOptimizerPrefix,
+            "' tensors): not a checkpoint to resume from");
+  // Both are checked before either changes: the module's entries first (copy_into copies only
+  // after checking all), so the optimiser's are checked on a copy of its state.
+  const std::map<std::string, Tensor> previous = optimizer.state_dict();
+  optimizer.load_state_dict(state);
+  try {
+    copy_into(module, file, path);
+  } catch (...) {
+    optimizer.load_state_dict(previous);
+    throw;
   }
   return file.metadata;
 }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "gat/framework/module.h"
+#include "gat/framework/optim.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::io {
@@ -38,6 +39,15 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
 // shapes and dtypes must match exactly; the first difference is reported (missing tensor,
 // unexpected tensor, shape A vs B, dtype A vs B) and nothing is copied then. Returns the
 // checkpoint's metadata.
+// Entries named "optimizer.*" (an optimiser's state, below) are not the module's and are skipped.
 Metadata load_into(Module& module, const std::string& path);
+
+// A checkpoint to continue training from: the module as above, and beside it the optimiser's
+// state_dict() with every name prefixed "optimizer." (kOptimizerPrefix).
+constexpr const char* kOptimizerPrefix = "optimizer.";
+void save(const Module& module, const Optimizer& optimizer, const std::string& path,
+          const Metadata& metadata = {});
+// Loads both; the checkpoint must hold the optimiser's state (checked before anything changes).
+Metadata load_into(Module& module, Optimizer& optimizer, const std::string& path);
 
 }  // namespace gat::io

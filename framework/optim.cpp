@@ -1,10 +1,13 @@
 #include "gat/framework/optim.h"
 
+#include <cmath>
 #include <type_traits>
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/reduce.h"
 
 namespace gat {
 
@@ -44,8 +47,8 @@ void cpu_step(const optim::Slot<T>& slot) {
 
 }  // namespace
 
-Optimizer::Optimizer(std::vector<Tensor> params)
-    : params_(std::move(params)), buffer1_(params_.size()), buffer2_(params_.size()), steps_(params_.size(), 0) {
+Optimizer::Optimizer(std::vector<Tensor> params, double lr)
+    : lr_(lr), params_(std::move(params)), buffer1_(params_.size()), buffer2_(params_.size()), steps_(params_.size(), 0) {
   for (size_t i = 0; i < params_.size(); ++i) {
     check_float("Optimizer", "parameter", params_[i]);
     GAT_CHECK(params_[i].requires_grad() && !params_[i].impl().grad_fn, "Optimizer: parameter ", i,
@@ -61,6 +64,74 @@ void Optimizer::count_replayed_step() {
   GAT_CHECK(recorded_updates_.size() == params_.size(),
             "Optimizer::count_replayed_step: no step was recorded in a CUDA graph");
   for (size_t i = 0; i < params_.size(); ++i) steps_[i] += recorded_updates_[i] ? 1 : 0;
+}
+
+void Optimizer::set_lr(double lr) {
+  GAT_CHECK(lr >= 0, "Optimizer::set_lr: invalid learning rate ", lr);
+  lr_ = lr;
+}
+
+std::map<std::string, Tensor> Optimizer::state_dict() const {
+  std::map<std::string, Tensor> state;
+  state.emplace("lr", Tensor::scalar(lr_, DType::f64));
+  std::vector<int32_t> steps(steps_.size());
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    GAT_CHECK(steps_[i] <= INT32_MAX, "Optimizer::state_dict: step count ", steps_[i], " of parameter ", i,
+              " does not fit the checkpoint's i32");
+    steps[i] = static_cast<int32_t>(steps_[i]);
+  }
+  state.emplace("step", Tensor::from_vector(steps, {static_cast<int64_t>(steps.size())}));
+  const std::vector<std::string> names = buffer_names();
+  const std::vector<Tensor>* buffers[] = {&buffer1_, &buffer2_};
+  for (size_t b = 0; b < names.size(); ++b)
+    for (size_t i = 0; i < params_.size(); ++i)
+      if ((*buffers[b])[i].defined()) state.emplace(names[b] + "." + std::to_string(i), (*buffers[b])[i]);
+  return state;
+}
+
+void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+  auto lookup = [&](const std::string& name) -> const Tensor& {
+    auto it = state.find(name);
+    GAT_CHECK(it != state.end(), "Optimizer::load_state_dict: missing '", name, "'");
+    return it->second;
+  };
+  const Tensor& lr = lookup("lr");
+  check_shape("Optimizer::load_state_dict", "lr", lr, {});
+  check_dtype("Optimizer::load_state_dict", "lr", lr, DType::f64);
+  const Tensor& step = lookup("step");
+  check_shape("Optimizer::load_state_dict", "step", step, {static_cast<int64_t>(params_.size())});
+  check_dtype("Optimizer::load_state_dict", "step", step, DType::i32);
+  const std::vector<std::string> names = buffer_names();
+  size_t expected = 2;  // lr and step, then every buffer, each checked against its parameter
+  for (const std::string& name : names)
+    for (size_t i = 0; i < params_.size(); ++i) {
+      auto it = state.find(name + "." + std::to_string(i));
+      if (it == state.end()) continue;
+      ++expected;
+      GAT_CHECK(it->second.shape() == params_[i].shape() && it->second.dtype() == params_[i].dtype(),
+                "Optimizer::load_state_dict: '", it->first, "' is ", it->second.describe(), " but parameter ",
+                i, " is ", params_[i].describe());
+    }
+  GAT_CHECK(expected == state.size(), "Optimizer::load_state_dict: ", state.size() - expected,
+            " entries are not state of this optimiser (", names.empty() ? "no buffers" : names[0] + "...",
+            " over ", params_.size(), " parameters)");
+  lr_ = lr.item();
+  const std::vector<int32_t> steps = step.to(Device::cpu).to_vector<int32_t>();
+  steps_.assign(steps.begin(), steps.end());
+  std::vector<Tensor>* buffers[] = {&buffer1_, &buffer2_};
+  for (size_t b = 0; b < names.size(); ++b)
+    for (size_t i = 0; i < params_.size(); ++i) {
+      auto it = state.find(names[b] + "." + std::to_string(i));
+      Tensor& buffer = (*buffers[b])[i];
+      if (it == state.end()) {
+        buffer = Tensor();
+        continue;
+      }
+      buffer = Tensor::empty(params_[i].shape(), params_[i].dtype(), params_[i].device(), "optimizer state");
+      buffer.copy_(it->second);
+    }
+  device_steps_current_ = false;  // the device counters are uploaded again at the next CUDA step
+  recorded_updates_.clear();
 }
 
 void Optimizer::apply(const optim::Rule& rule, int buffers) {
@@ -105,37 +176,123 @@ void Optimizer::apply(const optim::Rule& rule, int buffers) {
 }
 
 Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
-    : Optimizer(std::move(params)), options_(options) {
+    : Optimizer(std::move(params), options.lr), options_(options) {
   check_adam("Adam", options.lr, options.beta1, options.beta2, options.eps, options.weight_decay);
 }
 
 void Adam::step() {
-  apply({optim::Kind::adam, options_.lr, options_.beta1, options_.beta2, options_.eps,
+  apply({optim::Kind::adam, lr(), options_.beta1, options_.beta2, options_.eps,
          options_.weight_decay, 0.0},
         2);
 }
 
 AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options)
-    : Optimizer(std::move(params)), options_(options) {
+    : Optimizer(std::move(params), options.lr), options_(options) {
   check_adam("AdamW", options.lr, options.beta1, options.beta2, options.eps, options.weight_decay);
 }
 
 void AdamW::step() {
-  apply({optim::Kind::adamw, options_.lr, options_.beta1, options_.beta2, options_.eps,
+  apply({optim::Kind::adamw, lr(), options_.beta1, options_.beta2, options_.eps,
          options_.weight_decay, 0.0},
         2);
 }
 
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
-    : Optimizer(std::move(params)), options_(options) {
+    : Optimizer(std::move(params), options.lr), options_(options) {
   GAT_CHECK(options.lr >= 0, "SGD: invalid learning rate ", options.lr);
   GAT_CHECK(options.momentum >= 0, "SGD: invalid momentum ", options.momentum);
   GAT_CHECK(options.weight_decay >= 0, "SGD: invalid weight_decay ", options.weight_decay);
 }
 
 void SGD::step() {
-  apply({optim::Kind::sgd, options_.lr, 0.0, 0.0, 0.0, options_.weight_decay, options_.momentum},
+  apply({optim::Kind::sgd, lr(), 0.0, 0.0, 0.0, options_.weight_decay, options_.momentum},
         options_.momentum != 0.0 ? 1 : 0);
+}
+
+std::vector<std::string> SGD::buffer_names() const {
+  if (options_.momentum == 0.0) return {};
+  return {"momentum_buffer"};
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  GAT_CHECK(max_norm >= 0, "clip_grad_norm: invalid max_norm ", max_norm);
+  autograd::NoGradGuard no_grad;
+  double squares = 0.0;
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (g.defined()) squares += ops::sum(ops::mul(g, g)).item();
+  }
+  const double total = std::sqrt(squares);
+  const double coefficient = max_norm / (total + 1e-6);
+  if (coefficient < 1.0)
+    for (const Tensor& p : params) {
+      Tensor g = p.grad();
+      if (g.defined()) g.copy_(ops::scale(g, coefficient));
+    }
+  return total;
+}
+
+LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer), base_lr_(optimizer.lr()) {}
+
+void LRScheduler::start() { step(); }
+
+void LRScheduler::step() {
+  ++last_epoch_;
+  optimizer_.set_lr(next_lr(optimizer_.lr()));
+}
+
+void LRScheduler::resume_at(int64_t epoch) {
+  GAT_CHECK(epoch >= 0, "LRScheduler::resume_at: invalid epoch ", epoch);
+  last_epoch_ = epoch;
+}
+
+StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
+    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+  GAT_CHECK(step_size > 0, "StepLR: step_size ", step_size, " must be positive");
+  GAT_CHECK(gamma >= 0, "StepLR: invalid gamma ", gamma);
+  start();
+}
+
+double StepLR::next_lr(double current) const {
+  if (last_epoch() == 0 || last_epoch() % step_size_ != 0) return current;
+  return current * gamma_;
+}
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)
+    : LRScheduler(optimizer), T_max_(T_max), eta_min_(eta_min) {
+  GAT_CHECK(T_max > 0, "CosineAnnealingLR: T_max ", T_max, " must be positive");
+  GAT_CHECK(eta_min >= 0, "CosineAnnealingLR: invalid eta_min ", eta_min);
+  start();
+}
+
+double CosineAnnealingLR::next_lr(double current) const {
+  const double pi = 3.14159265358979323846;  // math.pi
+  const int64_t t = last_epoch();
+  const double T = static_cast<double>(T_max_);
+  if (t == 0) return current;
+  if ((t - 1 - T_max_) % (2 * T_max_) == 0)
+    return current + (base_lr() - eta_min_) * (1 - std::cos(pi / T)) / 2;
+  return (1 + std::cos(pi * static_cast<double>(t) / T)) / (1 + std::cos(pi * static_cast<double>(t - 1) / T)) *
+             (current - eta_min_) +
+         eta_min_;
+}
+
+LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor, int64_t total_iters)
+    : LRScheduler(optimizer), start_factor_(start_factor), end_factor_(end_factor), total_iters_(total_iters) {
+  GAT_CHECK(start_factor > 0 && start_factor <= 1, "LinearLR: start_factor ", start_factor,
+            " must be in (0, 1]");
+  GAT_CHECK(end_factor >= 0 && end_factor <= 1, "LinearLR: end_factor ", end_factor, " must be in [0, 1]");
+  GAT_CHECK(total_iters > 0, "LinearLR: total_iters ", total_iters, " must be positive");
+  start();
+}
+
+double LinearLR::next_lr(double current) const {
+  const int64_t t = last_epoch();
+  if (t == 0) return current * start_factor_;
+  if (t > total_iters_) return current;
+  return current * (1 + (end_factor_ - start_factor_) /
+                            (static_cast<double>(total_iters_) * start_factor_ +
+                             static_cast<double>(t - 1) * (end_factor_ - start_factor_)));
 }
 
 }  // namespace gat

@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -220,6 +221,56 @@ TEST(CudaCore, OptimiserStepsMatchCpu) {
     }
     expect_close(got[17], start[17], name + " parameter without gradient", 0.0);
   }
+}
+
+TEST(CudaCore, ClipGradNormMatchesCpu) {
+  REQUIRE_CUDA();
+  for (DType dtype : {DType::f32, DType::f64}) {
+    std::mt19937_64 rng(12);
+    std::vector<Tensor> grads;
+    for (const Shape& shape : {Shape{300, 70}, Shape{64}, Shape{100003}}) grads.push_back(random_tensor(shape, rng, -1, 1, dtype));
+    auto clipped = [&](Device device, double& total) {
+      std::vector<Tensor> params;
+      for (const Tensor& g : grads) {
+        params.push_back(Tensor::zeros(g.shape(), dtype, device).set_requires_grad());
+        params.back().impl().grad = g.to(device).clone().impl_ptr();
+      }
+      total = clip_grad_norm(params, 1.5);
+      return params;
+    };
+    double cpu_total = 0, cuda_total = 0;
+    std::vector<Tensor> want = clipped(Device::cpu, cpu_total), got = clipped(Device::cuda, cuda_total);
+    EXPECT_NEAR(cuda_total, cpu_total, (dtype == DType::f32 ? 1e-5 : 1e-12) * cpu_total);
+    for (size_t i = 0; i < want.size(); ++i)
+      expect_close(got[i].grad(), want[i].grad(), std::string("clipped gradient ") + dtype_name(dtype));
+  }
+}
+
+TEST(CudaCore, OptimiserStateLoadsOntoTheDevice) {
+  REQUIRE_CUDA();
+  std::mt19937_64 rng(13);
+  Tensor start = random_tensor({40, 3}, rng, -1, 1, DType::f32), grad = random_tensor({40, 3}, rng, -1, 1, DType::f32);
+  auto steps = [&](Tensor& p, Optimizer& opt, int n) {
+    for (int k = 0; k < n; ++k) {
+      p.impl().grad = grad.to(p.device()).clone().impl_ptr();
+      opt.step();
+      opt.zero_grad();
+    }
+  };
+  Tensor straight = start.to(Device::cuda).clone().set_requires_grad();
+  Adam straight_opt({straight}, AdamOptions{});
+  steps(straight, straight_opt, 4);
+  Tensor first = start.to(Device::cuda).clone().set_requires_grad();
+  Adam first_opt({first}, AdamOptions{});
+  steps(first, first_opt, 2);
+  const std::map<std::string, Tensor> state = first_opt.state_dict();
+  Tensor resumed = first.clone().set_requires_grad();
+  Adam resumed_opt({resumed}, AdamOptions{});
+  std::map<std::string, Tensor> host_state;
+  for (const auto& [name, t] : state) host_state.emplace(name, t.to(Device::cpu));  // as from a file
+  resumed_opt.load_state_dict(host_state);
+  steps(resumed, resumed_opt, 2);
+  expect_close(resumed, straight, "resumed Adam on the device", 0.0);
 }
 
 TEST(CudaCore, ResultsAreBitwiseReproducible) {

@@ -1,10 +1,17 @@
-// Adam, AdamW and SGD against PyTorch's update formulas written out here in double.
+// Adam, AdamW and SGD against PyTorch's update formulas written out here in double; the
+// learning rate schedulers against torch's closed forms; clip_grad_norm; optimiser state in
+// checkpoints.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 
+#include "expect_error.h"
+#include "gat/framework/io.h"
 #include "gat/framework/optim.h"
+#include "gat/layers/linear.h"
 
 using namespace gat;
 
@@ -166,4 +173,152 @@ TEST(Optim, ZeroGradAndBadOptionsAndParameters) {
   EXPECT_THROW(SGD({p}, negative), Error);
   EXPECT_THROW(SGD({Tensor::from_vector<double>({1}, {1})}), Error);  // does not require grad
   EXPECT_THROW(SGD({Tensor::zeros({1}, DType::i32)}), Error);
+}
+
+TEST(Optim, LearningRateIsReadableAndSettable) {
+  AdamOptions o;
+  o.lr = 0.01;
+  {
+    Tensor q = Tensor::from_vector(kStart, {2, 2}).to(DType::f64).set_requires_grad();
+    Adam opt({q}, o);
+    EXPECT_EQ(opt.lr(), 0.01);
+    set_grad(q, kGrads[0]);
+    opt.step();
+    opt.set_lr(0.002);  // the second step runs at the new rate: as a fresh Adam at 0.002 would
+    EXPECT_EQ(opt.lr(), 0.002);
+    set_grad(q, kGrads[1]);
+    opt.step();
+    const Vec got = q.to_vector<double>();
+    // Reference: step 1 at 0.01, step 2 at 0.002 (the bias corrections do not depend on lr).
+    const std::vector<Vec> at_first = adam_reference(0.01, o.beta1, o.beta2, o.eps, 0.0, false);
+    const std::vector<Vec> at_second = adam_reference(0.002, o.beta1, o.beta2, o.eps, 0.0, false);
+    for (size_t i = 0; i < got.size(); ++i) {
+      // p2 = p1 - 0.002 * u2 where u2 is the same update direction in both references.
+      const double u2 = (at_second[0][i] - at_second[1][i]) / 0.002;
+      EXPECT_NEAR(got[i], at_first[0][i] - 0.002 * u2, 1e-12) << i;
+    }
+    EXPECT_THROW(opt.set_lr(-1.0), Error);
+  }
+}
+
+// torch.optim.lr_scheduler's documented closed forms, against the schedules (each epoch's rate
+// as the optimiser sees it).
+TEST(Schedulers, MatchTorchFormulas) {
+  Tensor p = Tensor::zeros({1}).set_requires_grad();
+  const double base = 0.1;
+  SGDOptions o;
+  o.lr = base;
+  {
+    SGD opt({p}, o);
+    StepLR schedule(opt, 3, 0.5);
+    for (int epoch = 0; epoch < 10; ++epoch) {
+      EXPECT_DOUBLE_EQ(opt.lr(), base * std::pow(0.5, epoch / 3)) << "StepLR epoch " << epoch;
+      EXPECT_EQ(schedule.last_epoch(), epoch);
+      schedule.step();
+    }
+  }
+  {
+    SGD opt({p}, o);
+    const double eta_min = 0.001;
+    CosineAnnealingLR schedule(opt, 7, eta_min);
+    for (int epoch = 0; epoch < 20; ++epoch) {  // past T_max too (torch keeps following the cosine)
+      const double want = eta_min + (base - eta_min) * (1 + std::cos(M_PI * epoch / 7)) / 2;
+      EXPECT_NEAR(opt.lr(), want, 1e-15) << "CosineAnnealingLR epoch " << epoch;
+      schedule.step();
+    }
+  }
+  {
+    SGD opt({p}, o);
+    LinearLR warmup(opt, 0.25, 1.0, 4);
+    for (int epoch = 0; epoch < 8; ++epoch) {
+      const double want = base * (0.25 + 0.75 * std::min(epoch, 4) / 4.0);
+      EXPECT_NEAR(opt.lr(), want, 1e-15) << "LinearLR epoch " << epoch;
+      warmup.step();
+    }
+  }
+  SGD opt({p}, o);
+  gat::testing::expect_error_naming([&] { StepLR(opt, 0); }, {"StepLR", "step_size"});
+  gat::testing::expect_error_naming([&] { CosineAnnealingLR(opt, 0); }, {"CosineAnnealingLR", "T_max"});
+  gat::testing::expect_error_naming([&] { LinearLR(opt, 0.0); }, {"LinearLR", "start_factor"});
+}
+
+TEST(ClipGradNorm, ScalesAllGradientsTogetherAsTorch) {
+  for (DType dtype : {DType::f64, DType::f32}) {
+    Tensor a = Tensor::zeros({2, 2}, dtype).set_requires_grad(), b = Tensor::zeros({3}, dtype).set_requires_grad();
+    Tensor c = Tensor::zeros({1}, dtype).set_requires_grad();  // no gradient: skipped
+    set_grad(a, {3, 0, 0, 4});
+    set_grad(b, {0, 12, 0});
+    const double total = clip_grad_norm({a, b, c}, 6.5);  // sqrt(9 + 16 + 144) = 13
+    EXPECT_NEAR(total, 13.0, 1e-6);
+    const double k = 6.5 / (13.0 + 1e-6);  // torch: max_norm / (total + 1e-6)
+    const double tol = dtype == DType::f64 ? 1e-15 : 1e-6;
+    const Vec ga = a.grad().to(DType::f64).to_vector<double>(), gb = b.grad().to(DType::f64).to_vector<double>();
+    EXPECT_NEAR(ga[0], 3 * k, tol);
+    EXPECT_NEAR(ga[3], 4 * k, tol);
+    EXPECT_NEAR(gb[1], 12 * k, tol);
+    EXPECT_FALSE(c.grad().defined());
+    // Below the limit nothing changes.
+    EXPECT_NEAR(clip_grad_norm({a, b}, 100.0), 6.5, 1e-5);
+    EXPECT_NEAR(a.grad().to(DType::f64).to_vector<double>()[0], 3 * k, tol);
+  }
+  EXPECT_THROW(clip_grad_norm({}, -1.0), Error);
+}
+
+// Training 2 steps, saving model and optimiser, and continuing from the file for 2 more steps
+// gives the bits of 4 uninterrupted steps (Adam's moments and step counts travel with it).
+TEST(OptimizerState, CheckpointResumesBitForBit) {
+  const std::string path = ::testing::TempDir() + "gat_optim_state.safetensors";
+  auto train = [](Linear& model, Optimizer& opt, int from, int to) {
+    for (int step = from; step < to; ++step) {
+      Vec g(model.weight.numel());
+      for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(1.0 + step * 7 + i);
+      set_grad(model.weight, g);
+      set_grad(model.bias, {0.5 * step, -0.25});
+      opt.step();
+      opt.zero_grad();
+    }
+  };
+  Generator init(3);
+  AdamOptions o;
+  o.lr = 0.05;
+  o.weight_decay = 0.01;
+  Linear straight(3, 2, true, init, DType::f32);
+  Adam straight_opt(straight.parameters(), o);
+  train(straight, straight_opt, 0, 4);
+
+  Generator init2(3);
+  Linear first(3, 2, true, init2, DType::f32);
+  Adam first_opt(first.parameters(), o);
+  train(first, first_opt, 0, 2);
+  io::save(first, first_opt, path);
+  const io::Safetensors file = io::load_safetensors(path);
+  EXPECT_EQ(file.tensors.count("optimizer.exp_avg.0"), 1u);
+  EXPECT_EQ(file.tensors.count("optimizer.exp_avg_sq.1"), 1u);
+  EXPECT_EQ(file.tensors.at("optimizer.step").to_vector<int32_t>(), (std::vector<int32_t>{2, 2}));
+
+  Generator other(99);  // different initial weights: all of them come from the file
+  Linear resumed(3, 2, true, other, DType::f32);
+  AdamOptions other_rate = o;  // the hyper-parameters are the program's; the rate comes from the file
+  other_rate.lr = 1.0;
+  Adam resumed_opt(resumed.parameters(), other_rate);
+  io::load_into(resumed, resumed_opt, path);
+  EXPECT_EQ(resumed_opt.lr(), 0.05);
+  EXPECT_EQ(resumed_opt.step_count(0), 2);
+  train(resumed, resumed_opt, 2, 4);
+  EXPECT_EQ(resumed.weight.to_vector<float>(), straight.weight.to_vector<float>());
+  EXPECT_EQ(resumed.bias.to_vector<float>(), straight.bias.to_vector<float>());
+
+  // A plain load (evaluation) skips the optimiser's entries; a resume needs them.
+  Linear plain(3, 2, true, other, DType::f32);
+  EXPECT_NO_THROW(io::load_into(plain, path));
+  const std::string bare = ::testing::TempDir() + "gat_optim_bare.safetensors";
+  io::save(plain, bare);
+  gat::testing::expect_error_naming([&] { io::load_into(resumed, resumed_opt, bare); }, {"no optimiser state"});
+  // State of another optimiser kind is refused, and nothing changes.
+  SGDOptions so;
+  so.momentum = 0.9;
+  SGD sgd(resumed.parameters(), so);
+  gat::testing::expect_error_naming([&] { io::load_into(resumed, sgd, path); }, {"not state of this optimiser"});
+  std::remove(path.c_str());
+  std::remove(bare.c_str());
 }
