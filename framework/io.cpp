@@ -226,13 +226,18 @@ std::vector<std::pair<std::string, Tensor>> module_state(const Module& module) {
   return state;
 }
 
-bool is_optimizer_entry(const std::string& name) { return name.rfind(kOptimizerPrefix, 0) == 0; }
+bool has_prefix(const std::string& name, const char* prefix) { return name.rfind(prefix, 0) == 0; }
+
+// A run's state rather than the module's.
+bool is_run_entry(const std::string& name) {
+  return has_prefix(name, kOptimizerPrefix) || has_prefix(name, kRunStatePrefix);
+}
 
 TensorMap module_tensors(const Module& module) {
   TensorMap tensors;
   for (const auto& [name, p] : module_state(module)) {
-    GAT_CHECK(!is_optimizer_entry(name), "io::save: the module's tensor '", name, "' uses the prefix '",
-              kOptimizerPrefix, "' that checkpoints keep for the optimiser");
+    GAT_CHECK(!is_run_entry(name), "io::save: the module's tensor '", name, "' uses a prefix ('",
+              kOptimizerPrefix, "' or '", kRunStatePrefix, "') that checkpoints keep for a run's state");
     tensors.emplace(name, p);
   }
   return tensors;
@@ -252,7 +257,7 @@ void copy_into(Module& module, Safetensors& file, const std::string& path) {
               dtype_name(t.dtype()), " in the file vs ", dtype_name(p.dtype()), " in the module");
   }
   for (const auto& entry : file.tensors) {  // (no structured binding: C++17 lambdas cannot capture one)
-    if (is_optimizer_entry(entry.first)) continue;
+    if (is_run_entry(entry.first)) continue;
     const bool known = std::any_of(params.begin(), params.end(),
                                    [&](const auto& np) { return np.first == entry.first; });
     GAT_CHECK(known, "load_into: ", path, ": unexpected tensor '", entry.first, "' ",
@@ -276,18 +281,22 @@ Metadata load_into(Module& module, const std::string& path) {
   return file.metadata;
 }
 
-void save(const Module& module, const Optimizer& optimizer, const std::string& path, const Metadata& metadata) {
+void save(const Module& module, const Optimizer& optimizer, const std::string& path, const Metadata& metadata,
+          const TensorMap& run_state) {
   TensorMap tensors = module_tensors(module);
   for (auto& [name, t] : optimizer.state_dict()) tensors.emplace(kOptimizerPrefix + name, t);
+  for (auto& [name, t] : run_state) tensors.emplace(kRunStatePrefix + name, t);
   save_safetensors(path, tensors, metadata);
 }
 
-Metadata load_into(Module& module, Optimizer& optimizer, const std::string& path) {
+Metadata load_into(Module& module, Optimizer& optimizer, const std::string& path, TensorMap* run_state) {
   Safetensors file = load_safetensors(path);
   std::map<std::string, Tensor> state;
-  const size_t prefix = std::string(kOptimizerPrefix).size();
-  for (const auto& [name, t] : file.tensors)
-    if (is_optimizer_entry(name)) state.emplace(name.substr(prefix), t);
+  for (const auto& [name, t] : file.tensors) {
+    if (has_prefix(name, kOptimizerPrefix)) state.emplace(name.substr(std::string(kOptimizerPrefix).size()), t);
+    if (run_state && has_prefix(name, kRunStatePrefix))
+      run_state->emplace(name.substr(std::string(kRunStatePrefix).size()), t);
+  }
   GAT_CHECK(!state.empty(), "load_into: ", path, ": holds no optimiser state (no '", kOptimizerPrefix,
             "' tensors): not a checkpoint to resume from");
   // Both are checked before either changes: the module's entries first (copy_into copies only

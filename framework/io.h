@@ -39,15 +39,21 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
 // shapes and dtypes must match exactly; the first difference is reported (missing tensor,
 // unexpected tensor, shape A vs B, dtype A vs B) and nothing is copied then. Returns the
 // checkpoint's metadata.
-// Entries named "optimizer.*" (an optimiser's state, below) are not the module's and are skipped.
+// Entries named "optimizer.*" or "trainer.*" (a run's state, below) are not the module's and are
+// skipped.
 Metadata load_into(Module& module, const std::string& path);
 
 // A checkpoint to continue training from: the module as above, and beside it the optimiser's
-// state_dict() with every name prefixed "optimizer." (kOptimizerPrefix).
+// state_dict() with every name prefixed "optimizer." and the training loop's own tensors
+// (`run_state`) prefixed "trainer.".
 constexpr const char* kOptimizerPrefix = "optimizer.";
+constexpr const char* kRunStatePrefix = "trainer.";
 void save(const Module& module, const Optimizer& optimizer, const std::string& path,
-          const Metadata& metadata = {});
-// Loads both; the checkpoint must hold the optimiser's state (checked before anything changes).
-Metadata load_into(Module& module, Optimizer& optimizer, const std::string& path);
+          const Metadata& metadata = {}, const TensorMap& run_state = {});
+// Loads the module and the optimiser (the checkpoint must hold the optimiser's state; both are
+// checked before either changes) and returns the metadata; `run_state`, if given, receives the
+// "trainer." tensors (names without the prefix, host tensors).
+Metadata load_into(Module& module, Optimizer& optimizer, const std::string& path,
+                   TensorMap* run_state = nullptr);
 
 }  // namespace gat::io

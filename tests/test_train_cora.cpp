@@ -7,15 +7,18 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "gat/datasets/registry.h"
+#include "gat/framework/cuda_runtime.h"
 #include "gat/framework/io.h"
 #include "gat/models/gat.h"
 #include "gat/train/trainer.h"
@@ -186,4 +189,82 @@ TEST(TrainCora, InfoOnATruncatedDataFileNamesTheFile) {
     EXPECT_NE(o.status, 0) << part;
     EXPECT_NE(o.err.find(std::string("ind.cora.") + part), std::string::npos) << part << ": " << o.err;
   }
+}
+
+namespace {
+
+// The per-epoch log without its timing fields.
+std::vector<nlohmann::json> log_without_times(const std::string& path) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(read_text(path));
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line);
+    j.erase("ms");
+    j.erase("step_ms");
+    lines.push_back(j);
+  }
+  return lines;
+}
+
+// The names of the tensors whose bytes differ between two safetensors files (or that only one has).
+std::vector<std::string> differing_tensors(const std::string& a, const std::string& b) {
+  const io::TensorMap ta = io::load_safetensors(a).tensors, tb = io::load_safetensors(b).tensors;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : ta) {
+    auto it = tb.find(name);
+    if (it == tb.end() || it->second.nbytes() != t.nbytes() ||
+        std::memcmp(it->second.raw_data(), t.raw_data(), t.nbytes()) != 0)
+      names.push_back(name);
+  }
+  for (const auto& [name, t] : tb)
+    if (!ta.count(name)) names.push_back(name);
+  return names;
+}
+
+// A run interrupted after epoch 13 (its last checkpoint) and resumed gives the uninterrupted run's
+// log and final parameters bit for bit; so does resuming with a log that went past the checkpoint
+// (the extra lines are dropped, then rewritten). Early stopping (patience 5) ends the run after
+// the interruption, so its state must travel too.
+void expect_resume_is_bitwise(const std::string& device) {
+  TempDir dir;
+  const std::string common = "--dataset cora --device " + device + " --patience 5 --seed 3 --quiet ";
+  ASSERT_EQ(run_gat_train(common + "--epochs 200 --log '" + dir.file("a.jsonl") + "' --save '" +
+                              dir.file("a.safetensors") + "'", dir).status, 0);
+  const std::string checkpoint = dir.file("run.safetensors");
+  Outcome first = run_gat_train(common + "--epochs 13 --checkpoint-every 5 --checkpoint '" + checkpoint +
+                                    "' --log '" + dir.file("b.jsonl") + "'", dir);
+  ASSERT_EQ(first.status, 0) << first.err;
+  EXPECT_EQ(io::load_safetensors(checkpoint).metadata.at(kCheckpointEpochKey), "13");
+  Outcome resumed = run_gat_train(common + "--epochs 200 --resume '" + checkpoint + "' --log '" +
+                                      dir.file("b.jsonl") + "' --save '" + dir.file("b.safetensors") + "'", dir);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  const std::vector<nlohmann::json> straight = log_without_times(dir.file("a.jsonl"));
+  ASSERT_GT(straight.size(), 13u);
+  EXPECT_LT(straight.size(), 200u) << "early stopping should end the run";
+  EXPECT_EQ(log_without_times(dir.file("b.jsonl")), straight);
+  EXPECT_EQ(differing_tensors(dir.file("b.safetensors"), dir.file("a.safetensors")), std::vector<std::string>{});
+
+  fs::copy_file(dir.file("a.jsonl"), dir.file("c.jsonl"));  // a log past the checkpoint's epoch
+  ASSERT_EQ(run_gat_train(common + "--epochs 200 --resume '" + checkpoint + "' --log '" + dir.file("c.jsonl") +
+                              "' --save '" + dir.file("c.safetensors") + "'", dir).status, 0);
+  EXPECT_EQ(log_without_times(dir.file("c.jsonl")), straight);
+  EXPECT_EQ(differing_tensors(dir.file("c.safetensors"), dir.file("a.safetensors")), std::vector<std::string>{});
+
+  Outcome wrong_seed = run_gat_train("--dataset cora --device " + device + " --seed 4 --resume '" + checkpoint + "'", dir);
+  EXPECT_EQ(wrong_seed.status, 1);
+  EXPECT_NE(wrong_seed.err.find("seed"), std::string::npos) << wrong_seed.err;
+}
+
+}  // namespace
+
+TEST(TrainCora, ResumedRunIsBitwiseTheUninterruptedOne) {
+  SKIP_WITHOUT_CORA();
+  expect_resume_is_bitwise("cpu");
+}
+
+TEST(TrainCora, ResumedRunIsBitwiseTheUninterruptedOneOnCuda) {
+  SKIP_WITHOUT_CORA();
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
+  expect_resume_is_bitwise("cuda");
 }

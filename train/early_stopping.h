@@ -34,6 +34,10 @@ class EarlyStopping {
   double best_loss() const { return best_loss_; }
   int64_t wait() const { return wait_; }  // epochs since the last progress
 
+  // Continues from a saved state (a resumed run): the bests so far and the epochs since progress
+  // (0 <= wait <= patience; patience when the saved run had stopped).
+  void restore(double best_acc, double best_loss, int64_t wait);
+
  private:
   int64_t patience_;
   double best_acc_ = 0.0;

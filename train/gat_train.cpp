@@ -5,6 +5,9 @@
 //   gat_train --dataset citeseer --save citeseer.safetensors
 //   gat_train --load citeseer.safetensors            (evaluate a checkpoint, no training)
 //   gat_train --dataset cora --info                  (dataset summary as one JSON line)
+//   gat_train --dataset cora --checkpoint run.safetensors --log run.jsonl   (the run's state
+//   gat_train --dataset cora --resume run.safetensors --log run.jsonl        after each epoch;
+//                                                    continued after an interruption)
 //
 // Exit status: 0 on success, 2 for bad flags (with the usage), 1 for any other error (the
 // message on stderr).
@@ -48,6 +51,8 @@ struct Flags {
   uint64_t seed = 0;
   int64_t runs = 1;
   std::string save, load, log;
+  std::string checkpoint, resume;  // run checkpoints (train/trainer.h)
+  int64_t checkpoint_every = 1;
   bool json = false, info = false, quiet = false;
   bool cuda_graphs = TrainOptions{}.cuda_graphs;
 };
@@ -109,6 +114,23 @@ GATConfig config_from_metadata(const io::Metadata& meta, const std::string& path
   return c;
 }
 
+// A resumed run's log: the lines of the epochs the checkpoint has done are kept, later ones (written
+// after the checkpoint, before the interruption) dropped; the resumed epochs append to it.
+void truncate_log_after(const std::string& path, int64_t epoch) {
+  std::ifstream in(path);
+  std::vector<std::string> kept;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    GAT_CHECK(!j.is_discarded() && j.contains("epoch"), "--log: ", path, ": line '", line,
+              "' is not a gat_train log line");
+    if (j["epoch"].get<int64_t>() <= epoch) kept.push_back(line);
+  }
+  std::ofstream out(path, std::ios::trunc);
+  for (const std::string& line : kept) out << line << '\n';
+  GAT_CHECK(out.good(), "--log: rewriting ", path, " failed");
+}
+
 // ---- the two modes ----
 
 int evaluate_checkpoint(const Flags& flags, bool dataset_given, Device device) {
@@ -160,10 +182,23 @@ int train_runs(const Flags& flags, Device device) {
   options.max_epochs = flags.epochs;
   options.patience = flags.patience;
   options.cuda_graphs = flags.cuda_graphs;
+  options.checkpoints.path = flags.checkpoint;
+  options.checkpoints.every = flags.checkpoint_every;
+  options.checkpoints.metadata = checkpoint_metadata(flags.dataset, config, flags.seed, TrainResult{});
+  options.checkpoints.resume = flags.resume;
+  GAT_CHECK(flags.runs == 1 || (flags.checkpoint.empty() && flags.resume.empty()),
+            "--checkpoint and --resume follow one run: --runs must be 1");
 
   std::ofstream log;
   if (!flags.log.empty()) {
-    log.open(flags.log, std::ios::trunc);
+    if (!flags.resume.empty()) {
+      const io::Metadata meta = io::load_safetensors(flags.resume).metadata;
+      const auto it = meta.find(kCheckpointEpochKey);
+      GAT_CHECK(it != meta.end(), "--resume: ", flags.resume, " is not a run checkpoint (no '",
+                kCheckpointEpochKey, "')");
+      truncate_log_after(flags.log, std::stoll(it->second));
+    }
+    log.open(flags.log, flags.resume.empty() ? std::ios::trunc : std::ios::app);
     GAT_CHECK(log.is_open(), "--log: cannot open ", flags.log, " for writing");
   }
   const bool every_epoch = isatty(STDOUT_FILENO);
@@ -290,7 +325,16 @@ int main(int argc, char** argv) {
   app.add_flag("--json", flags.json, "print a JSON summary as the last line");
   app.add_flag("--info", flags.info, "print the dataset summary as one JSON line and exit");
   app.add_flag("--quiet", flags.quiet, "no progress lines");
+  app.add_option("--checkpoint", flags.checkpoint,
+                 "write the run's whole state (parameters, optimiser, early stopping, epoch, dropout "
+                 "generator) to this file during training, to continue it with --resume");
+  app.add_option("--checkpoint-every", flags.checkpoint_every, "epochs between --checkpoint writes (also "
+                 "written at the last epoch)")->check(CLI::PositiveNumber);
+  auto* resume = app.add_option("--resume", flags.resume,
+                                "continue the run saved by --checkpoint in this file, bit for bit (give the "
+                                "same flags as the interrupted run; --log appends to its log)");
   load->excludes(app.get_option("--save"));
+  load->excludes(resume);
 
   try {
     app.parse(argc, argv);

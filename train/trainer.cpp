@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -152,6 +153,78 @@ class RecordedEpoch {
   std::string why_;
 };
 
+// What train_node_classifier carries from epoch to epoch besides the parameters and the
+// optimiser: saved in run checkpoints (numbers in the metadata, exact to the bit: %.17g).
+struct LoopState {
+  explicit LoopState(int64_t patience) : stopping(patience) {}
+  int64_t epoch = 0;  // the last epoch completed
+  bool stopped = false;
+  EarlyStopping stopping;
+  double step_ms_total = 0.0;
+  TrainResult result;
+  std::vector<Tensor> best_params;
+};
+
+std::string exact(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.17g", v);
+  return buffer;
+}
+
+void save_run(const std::string& path, const Module& model, const Optimizer& optimizer, const Generator& gen,
+              const LoopState& s, const io::Metadata& extra) {
+  io::Metadata meta = extra;
+  meta[kCheckpointEpochKey] = std::to_string(s.epoch);
+  meta["trainer.stopped"] = s.stopped ? "1" : "0";
+  meta["trainer.best_acc"] = exact(s.stopping.best_acc());
+  meta["trainer.best_loss"] = exact(s.stopping.best_loss());
+  meta["trainer.wait"] = std::to_string(s.stopping.wait());
+  meta["trainer.step_ms_total"] = exact(s.step_ms_total);
+  meta["trainer.test_acc"] = exact(s.result.test_acc);
+  meta["trainer.val_acc"] = exact(s.result.val_acc);
+  meta["trainer.val_loss"] = exact(s.result.val_loss);
+  meta["trainer.best_epoch"] = std::to_string(s.result.best_epoch);
+  meta["trainer.seed"] = std::to_string(gen.seed());
+  meta["trainer.next_stream"] = std::to_string(gen.next_stream());
+  io::TensorMap best;
+  for (size_t i = 0; i < s.best_params.size(); ++i)
+    if (s.best_params[i].defined()) best.emplace("best." + std::to_string(i), s.best_params[i]);
+  io::save(model, optimizer, path, meta, best);
+}
+
+void resume_run(const std::string& path, Module& model, Optimizer& optimizer, Generator& gen, LoopState& s) {
+  io::TensorMap best;
+  const io::Metadata meta = io::load_into(model, optimizer, path, &best);
+  auto field = [&](const char* key) -> const std::string& {
+    auto it = meta.find(key);
+    GAT_CHECK(it != meta.end(), "resume: ", path, ": metadata has no '", key, "' (not a run checkpoint)");
+    return it->second;
+  };
+  auto number = [&](const char* key) { return std::strtod(field(key).c_str(), nullptr); };
+  auto count = [&](const char* key) { return std::strtoll(field(key).c_str(), nullptr, 10); };
+  GAT_CHECK(std::strtoull(field("trainer.seed").c_str(), nullptr, 10) == gen.seed(), "resume: ", path,
+            ": the run used generator seed ", field("trainer.seed"), ", this one has ", gen.seed());
+  const uint64_t stream = std::strtoull(field("trainer.next_stream").c_str(), nullptr, 10);
+  GAT_CHECK(stream >= gen.next_stream(), "resume: ", path, ": the generator is already past the saved stream");
+  gen.skip_streams(stream - gen.next_stream());
+  s.epoch = count(kCheckpointEpochKey);
+  s.stopped = field("trainer.stopped") == "1";
+  s.stopping.restore(number("trainer.best_acc"), number("trainer.best_loss"), count("trainer.wait"));
+  s.step_ms_total = number("trainer.step_ms_total");
+  s.result.test_acc = number("trainer.test_acc");
+  s.result.val_acc = number("trainer.val_acc");
+  s.result.val_loss = number("trainer.val_loss");
+  s.result.best_epoch = count("trainer.best_epoch");
+  s.result.epochs = s.epoch;
+  const std::vector<Tensor> params = model.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto it = best.find("best." + std::to_string(i));
+    if (it == best.end()) continue;
+    check_shape("resume", "remembered parameter", it->second, params[i].shape());
+    s.best_params[i] = it->second.to(params[i].device());
+  }
+}
+
 }  // namespace
 
 bool cuda_graphs_by_default() {
@@ -190,19 +263,25 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   adam.weight_decay = options.weight_decay;
   Adam optimizer(model.parameters(), adam);
   const std::vector<Tensor> params = model.parameters();
-  std::vector<Tensor> best_params(params.size());
-  TrainResult result;
-  EarlyStopping stopping(options.patience);
-  double step_ms_total = 0.0;
+  const TrainCheckpoints& checkpoints = options.checkpoints;
+  GAT_CHECK(checkpoints.every >= 1, "train: checkpoints.every ", checkpoints.every, " must be at least 1");
+  LoopState state(options.patience);
+  state.best_params.resize(params.size());
+  if (!checkpoints.resume.empty()) resume_run(checkpoints.resume, model, optimizer, gen, state);
+  TrainResult& result = state.result;
+  std::vector<Tensor>& best_params = state.best_params;
+  EarlyStopping& stopping = state.stopping;
+  double& step_ms_total = state.step_ms_total;
+  const int64_t first_epoch = state.epoch + 1;
   // Recorded after the first (eager) epoch has made the optimiser state and every cache.
   std::unique_ptr<RecordedEpoch> recorded;
   StepOutputs step;      // the last epoch's outputs (a recorded epoch writes into them)
   EvalOutputs eval_out;
   bool record = options.cuda_graphs && data.x.is_cuda();
-  result.cuda_graphs_note = record ? "not recorded: training ended before epoch 2" : "off";
-  for (int64_t epoch = 1; epoch <= options.max_epochs; ++epoch) {
-    const Clock::time_point start = Clock::now();  // epoch 2's times include the recording
-    if (record && epoch == 2) {
+  result.cuda_graphs_note = record ? "not recorded: training ended after its first epoch" : "off";
+  for (int64_t epoch = first_epoch; epoch <= options.max_epochs && !state.stopped; ++epoch) {
+    const Clock::time_point start = Clock::now();  // the second epoch's times include the recording
+    if (record && epoch == first_epoch + 1) {
       record = false;
       recorded = std::make_unique<RecordedEpoch>(model, forward, data, x, optimizer, gen, step,
                                                  eval_out);
@@ -234,12 +313,15 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
       for (size_t i = 0; i < params.size(); ++i) best_params[i] = params[i].clone();
     }
     stats.ms = ms_since(start);
-    if (on_epoch) on_epoch(stats);
-    if (decision.stop) break;
+    state.epoch = epoch;
+    state.stopped = decision.stop;
+    if (on_epoch) on_epoch(stats);  // (first: a log line is never missing for a saved epoch)
+    if (!checkpoints.path.empty() && (epoch % checkpoints.every == 0 || decision.stop || epoch == options.max_epochs))
+      save_run(checkpoints.path, model, optimizer, gen, state, checkpoints.metadata);
   }
   if (recorded) result.cuda_graphs_note = "recorded";
   recorded.reset();
-  result.train_step_ms = step_ms_total / static_cast<double>(result.epochs);
+  result.train_step_ms = result.epochs > 0 ? step_ms_total / static_cast<double>(result.epochs) : 0.0;
   GAT_CHECK(result.best_epoch > 0, "train: no epoch had a finite validation loss (last: ",
             stopping.best_loss(), ")");
   for (size_t i = 0; i < params.size(); ++i) {

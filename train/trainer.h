@@ -6,6 +6,13 @@
 // the GAT reference code (EarlyStopping, early_stopping.h): each epoch the rule may remember the
 // epoch (its test accuracy and parameters) or stop. The model ends in eval mode holding the
 // remembered parameters.
+//
+// Checkpoints to continue from (TrainOptions::checkpoints): after every `every`-th epoch the
+// whole state of the run goes to one safetensors file (written atomically): the parameters,
+// Adam's state, the epoch, the early-stopping state with the parameters it remembers, and the
+// dropout generator's position. A run resumed from it (checkpoints.resume, with the same model,
+// data, options and generator seed) continues exactly as if it had never stopped: the same
+// parameters and the same per-epoch numbers, bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +21,7 @@
 
 #include "gat/datasets/dataset.h"
 #include "gat/framework/graph.h"
+#include "gat/framework/io.h"
 #include "gat/framework/module.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/sparse.h"
@@ -27,6 +35,13 @@ using ForwardFn = std::function<Tensor(const Features& x, const Graph& graph, Ge
 // False when the environment sets GAT_CUDA_GRAPHS to 0, off or false; true otherwise.
 bool cuda_graphs_by_default();
 
+struct TrainCheckpoints {
+  std::string path;        // write the run's state here after every `every`-th epoch (none if empty)
+  int64_t every = 1;
+  io::Metadata metadata;   // added to the file's metadata (e.g. the model's configuration)
+  std::string resume;      // continue the run saved in this file (none if empty)
+};
+
 struct TrainOptions {
   double lr = 0.005;
   double weight_decay = 5e-4;  // L2 added to the gradient (torch.optim.Adam's weight_decay)
@@ -39,7 +54,11 @@ struct TrainOptions {
   // and replay them (the same results as eager steps, bit for bit; eager when recording fails).
   // On unless GAT_CUDA_GRAPHS=0.
   bool cuda_graphs = cuda_graphs_by_default();
+  TrainCheckpoints checkpoints;
 };
+
+// The metadata key of a run checkpoint that holds its last completed epoch.
+constexpr const char* kCheckpointEpochKey = "trainer.epoch";
 
 struct EpochStats {
   int64_t epoch = 0;       // 1-based
