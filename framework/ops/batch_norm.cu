@@ -45,8 +45,8 @@ struct UpdateRunningFn {
   T* running_var;      // (C,)
   template <class I>
   __device__ void operator()(I c) const {
-    running_mean[c] = momentum * mean[c] + (T(1) - momentum) * running_mean[c];
-    running_var[c] = momentum * (var[c] * unbias) + (T(1) - momentum) * running_var[c];
+    running_mean[c] = detail::mul_rn(momentum, mean[c]) + detail::mul_rn(T(1) - momentum, running_mean[c]);
+    running_var[c] = detail::mul_rn(momentum, var[c] * unbias) + detail::mul_rn(T(1) - momentum, running_var[c]);
   }
 };
 
@@ -72,7 +72,7 @@ struct NormalizeFn {
   __device__ void operator()(I i) const {
     const I c = i % static_cast<I>(C);
     const T xhat = (x[i] - mean[c]) * rstd[c];
-    out[i] = (weight ? xhat * weight[c] : xhat) + (bias ? bias[c] : T(0));
+    out[i] = (weight ? detail::mul_rn(xhat, weight[c]) : xhat) + (bias ? bias[c] : T(0));
   }
 };
 

@@ -38,7 +38,7 @@ __global__ void layer_norm_forward_kernel(const T* __restrict__ x,       // (R, 
     double squares = 0.0;
     for (long long d = lane; d < D; d += kWarp) {
       const double centred = static_cast<double>(row[d] - m);
-      squares += centred * centred;
+      squares += detail::mul_rn(centred, centred);
     }
     const T s = static_cast<T>(1.0 / sqrt(warp_sum(squares) / static_cast<double>(D) + eps));
     if (lane == 0) {
@@ -47,7 +47,7 @@ __global__ void layer_norm_forward_kernel(const T* __restrict__ x,       // (R, 
     }
     for (long long d = lane; d < D; d += kWarp) {
       const T xhat = (row[d] - m) * s;
-      out[r * D + d] = (weight ? xhat * weight[d] : xhat) + (bias ? bias[d] : T(0));
+      out[r * D + d] = (weight ? detail::mul_rn(xhat, weight[d]) : xhat) + (bias ? bias[d] : T(0));
     }
   }
 }
@@ -69,15 +69,15 @@ __global__ void layer_norm_backward_kernel(const T* __restrict__ x,       // (R,
     const T m = mean[r], s = rstd[r];
     double sum_gw = 0.0, sum_gw_xhat = 0.0;
     for (long long d = lane; d < D; d += kWarp) {
-      const T gw = weight ? grow[d] * weight[d] : grow[d];
+      const T gw = weight ? detail::mul_rn(grow[d], weight[d]) : grow[d];
       sum_gw += static_cast<double>(gw);
-      sum_gw_xhat += static_cast<double>(gw * ((row[d] - m) * s));
+      sum_gw_xhat += static_cast<double>(detail::mul_rn(gw, (row[d] - m) * s));
     }
     const T mean_gw = static_cast<T>(warp_sum(sum_gw) / static_cast<double>(D));
     const T mean_gw_xhat = static_cast<T>(warp_sum(sum_gw_xhat) / static_cast<double>(D));
     for (long long d = lane; d < D; d += kWarp) {
-      const T gw = weight ? grow[d] * weight[d] : grow[d];
-      grad_x[r * D + d] = s * (gw - mean_gw - (row[d] - m) * s * mean_gw_xhat);
+      const T gw = weight ? detail::mul_rn(grow[d], weight[d]) : grow[d];
+      grad_x[r * D + d] = s * (gw - mean_gw - detail::mul_rn((row[d] - m) * s, mean_gw_xhat));
     }
   }
 }

@@ -34,3 +34,14 @@ void launch_for_each(const char* name, long long n, const F& f) {
 }
 
 }  // namespace gat::ops::detail
+
+namespace gat::ops::detail {
+
+// a * b rounded on its own. nvcc contracts a * b + c into one fused multiply-add (one rounding)
+// where the CPU build (-ffp-contract=off) rounds twice; kernels whose sums can cancel (the
+// normalisations) use this so that they give the CPU's values, not ones that differ where terms
+// nearly cancel.
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
+}  // namespace gat::ops::detail
