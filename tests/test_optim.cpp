@@ -236,6 +236,22 @@ TEST(Schedulers, MatchTorchFormulas) {
       warmup.step();
     }
   }
+  {  // a schedule continued from a saved optimiser state gives the uninterrupted rates
+    SGD straight({p}, o), first({p}, o), resumed({p}, o);
+    CosineAnnealingLR straight_schedule(straight, 9), first_schedule(first, 9);
+    for (int epoch = 0; epoch < 4; ++epoch) {
+      straight_schedule.step();
+      first_schedule.step();
+    }
+    CosineAnnealingLR resumed_schedule(resumed, 9);
+    resumed.load_state_dict(first.state_dict());
+    resumed_schedule.resume_at(first_schedule.last_epoch());
+    for (int epoch = 4; epoch < 12; ++epoch) {
+      straight_schedule.step();
+      resumed_schedule.step();
+      EXPECT_EQ(resumed.lr(), straight.lr()) << "epoch " << epoch + 1;
+    }
+  }
   SGD opt({p}, o);
   gat::testing::expect_error_naming([&] { StepLR(opt, 0); }, {"StepLR", "step_size"});
   gat::testing::expect_error_naming([&] { CosineAnnealingLR(opt, 0); }, {"CosineAnnealingLR", "T_max"});
