@@ -7,14 +7,16 @@
 #   ./gat.sh deps | build | sanitize   the single steps (sanitize: ASan+UBSan CPU build and tests)
 #
 # Environment: BUILD_DIR (default build), GAT_CUDA (AUTO|ON|OFF, default AUTO),
-# GAT_CUDA_ARCH (default 90), JOBS (default: all cores).
+# GAT_CUDA_ARCH (default 90), JOBS (default: all cores), GAT_DATA_DIR (the Planetoid files;
+# default ../shared/datasets/planetoid where that folder exists, else gat_train's own default).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 PACKAGES=(cmake ninja-build g++ pkg-config zlib1g-dev libeigen3-dev googletest libgtest-dev
-          libbenchmark-dev libcli11-dev nlohmann-json3-dev python3)
+          libbenchmark-dev libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev
+          ca-certificates python3 python3-matplotlib)
 
 deps() {
   local missing=()
@@ -37,6 +39,13 @@ build() {  # build DIR [cmake options...]
   cmake --build "$dir" -j "$JOBS"
 }
 
+# A checkout beside a shared/ folder of datasets reads the Planetoid files from there (train and
+# the tests); elsewhere gat_train uses its per-user cache and downloads what is missing.
+if [ -z "${GAT_DATA_DIR:-}" ] && [ -d ../shared/datasets/planetoid ]; then
+  GAT_DATA_DIR=$(cd ../shared/datasets/planetoid && pwd)
+  export GAT_DATA_DIR
+fi
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -54,6 +63,6 @@ case "$cmd" in
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
       ctest --test-dir "${BUILD_DIR}-sanitize" --output-on-failure -j "$JOBS" ;;
   *)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
     [ -z "$cmd" ] || [ "$cmd" = help ] || exit 2 ;;
 esac

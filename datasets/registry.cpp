@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "gat/datasets/custom.h"
+#include "gat/datasets/download.h"
 #include "gat/datasets/generator.h"
 #include "gat/datasets/planetoid.h"
 
@@ -49,8 +50,11 @@ Dataset load_synthetic(const std::string& spec) {
 
 Dataset load_dataset(const std::string& name, const std::string& data_dir) {
   const std::string key = lower(name);
-  if (key == "cora" || key == "citeseer" || key == "pubmed")
-    return load_planetoid(key, data_dir.empty() ? default_data_dir() : data_dir);
+  if (key == "cora" || key == "citeseer" || key == "pubmed") {
+    const std::string dir = data_dir.empty() ? default_data_dir() : data_dir;
+    fetch_planetoid(key, dir);
+    return load_planetoid(key, dir);
+  }
   if (key.rfind("synthetic:", 0) == 0) return load_synthetic(name);
   if (std::filesystem::is_directory(name)) return load_custom(name);
   GAT_FAIL("load_dataset: unknown dataset '", name,
@@ -58,18 +62,13 @@ Dataset load_dataset(const std::string& name, const std::string& data_dir) {
 }
 
 std::string default_data_dir() {
-  namespace fs = std::filesystem;
   if (const char* env = std::getenv("GAT_DATA_DIR"); env && *env) return env;
-  const fs::path tail = fs::path("shared") / "datasets" / "planetoid";
-  std::vector<fs::path> candidates = {tail, ".." / tail, "../.." / tail, "../../.." / tail};
-  // This file's path as the compiler saw it (absolute in CMake builds): <source>/datasets/registry.cpp.
-  const fs::path source = fs::path(__FILE__).parent_path().parent_path();
-  if (source.is_absolute()) candidates.push_back(source / ".." / tail);
-  for (const fs::path& c : candidates) {
-    std::error_code ec;
-    if (fs::is_directory(c, ec)) return c.lexically_normal().string();
-  }
-  return (".." / tail).string();
+  const std::filesystem::path tail = std::filesystem::path("gat") / "planetoid";
+  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache && std::filesystem::path(cache).is_absolute())
+    return (cache / tail).string();
+  const char* home = std::getenv("HOME");
+  GAT_CHECK(home && *home, "no folder for the Planetoid files: HOME is not set; pass --data-dir DIR or set GAT_DATA_DIR");
+  return (std::filesystem::path(home) / ".cache" / tail).string();
 }
 
 std::string dataset_summary(const Dataset& data) {

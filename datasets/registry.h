@@ -9,16 +9,15 @@ namespace gat {
 
 // `name` is one of
 //   cora | citeseer | pubmed              Planetoid raw files in `data_dir` (default_data_dir()
-//                                         when empty)
+//                                         when empty); the missing ones are downloaded there
+//                                         first (fetch_planetoid, datasets/download.h)
 //   synthetic:<nodes>:<avg_degree>:<seed> the degree-corrected SBM generator (datasets/generator.h)
 //   a directory                           an OGB-style raw directory (datasets/custom.h)
 Dataset load_dataset(const std::string& name, const std::string& data_dir = "");
 
-// Where the Planetoid files are: $GAT_DATA_DIR when set; else the first existing of
-// shared/datasets/planetoid, ../shared/datasets/planetoid, ../../shared/datasets/planetoid and
-// ../../../shared/datasets/planetoid relative to the working directory, then
-// ../shared/datasets/planetoid relative to the source tree this library was built from; else
-// ../shared/datasets/planetoid (so that the loader's error names a path).
+// Where the Planetoid files are when no folder is given: $GAT_DATA_DIR when set; else the
+// per-user cache, $XDG_CACHE_HOME/gat/planetoid (an absolute XDG_CACHE_HOME only, as the XDG
+// base directory specification says), else $HOME/.cache/gat/planetoid.
 std::string default_data_dir();
 
 // {name, nodes, edges (directed, self loops not counted), features, classes, train, val, test,

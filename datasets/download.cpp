@@ -1,0 +1,273 @@
+#include "gat/datasets/download.h"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+
+#include "gat/framework/check.h"
+
+namespace gat {
+
+namespace {
+
+// What each file must hash to. SHA-256 of the files in the Planetoid project's data folder (its
+// commit af6abf4), computed with sha256sum; each of those files is byte for byte the git blob that
+// the folder's tree names. ind.pubmed.allx (over 4 MiB) could not be fetched to hash it here, so it
+// is checked against that tree's git blob id instead: SHA-1 of "blob <size>\0" + the bytes, as
+// `git hash-object` computes it.
+struct Digest {
+  enum class Kind { sha256, git_blob_sha1 };
+  const char* file;
+  Kind kind;
+  const char* hex;
+};
+constexpr Digest kDigests[] = {
+    {"ind.cora.x", Digest::Kind::sha256, "23cfa55d91c6f624233f5eb7b6e3f141f1bd2b2ae39608a63cf5d084bb27baab"},
+    {"ind.cora.tx", Digest::Kind::sha256, "b9afbaa4a400df991f6f02ef677e1e44da55ffc04801fd02f9e673987829226a"},
+    {"ind.cora.allx", Digest::Kind::sha256, "9419ba2f26f5c35243db64aba110e0f35a04851609e0dc5433450676ca6b8543"},
+    {"ind.cora.y", Digest::Kind::sha256, "94465c14eb53e04ca262198dcbb2521ee8af60fb3f3d546cd6ca24a511b0e7d1"},
+    {"ind.cora.ty", Digest::Kind::sha256, "41f5ac76596a1699cc33f53084a2419e92961c42bb75f36fc38e616d348532ad"},
+    {"ind.cora.ally", Digest::Kind::sha256, "2b998f5cc7fedc86e7f97ca2498f47a1ffc1462c29e2d578b23bf3f62b6e7d71"},
+    {"ind.cora.graph", Digest::Kind::sha256, "58f13302f39dde8852dad6fe6d15b89b077b6d7f837626bce671ef80344b383d"},
+    {"ind.cora.test.index", Digest::Kind::sha256, "297ce89af2b51a6a194181c7dbe1796c6a1cf9cd9349a88383b1b1e227867875"},
+    {"ind.citeseer.x", Digest::Kind::sha256, "d20de19150741e555de0ed037195630fc194114ebc7fd72ced62810148aa22f6"},
+    {"ind.citeseer.tx", Digest::Kind::sha256, "539a8906a2da97628d212f2fdd668c109a8b3f0d36574b59e5d3fd5b5303da21"},
+    {"ind.citeseer.allx", Digest::Kind::sha256, "2ac30345d95c9ec933a817ee0bdd6a5f077f8c184a20e696910192d534414668"},
+    {"ind.citeseer.y", Digest::Kind::sha256, "8ba87e515d8e3ee3cf52f6d2c5b86aa73f11ecad825a808455209ec26cd54924"},
+    {"ind.citeseer.ty", Digest::Kind::sha256, "55e5bd1ba1e733a04598753ad1a8d57957f4b8f89e74519f41f4f4938767e4ce"},
+    {"ind.citeseer.ally", Digest::Kind::sha256, "f704b2d986dde6c2669934de1f3ae5696a6cf9455c0f6b2646a2d135ea0a1c95"},
+    {"ind.citeseer.graph", Digest::Kind::sha256, "d79a4ef9d3e7169aee8946145f6b7306e35bc79bffad26346cfb94e10e9912a7"},
+    {"ind.citeseer.test.index", Digest::Kind::sha256, "2af990671580b6b2df5d158d1038f8292e30c9cd821b5453f399659b25b723d4"},
+    {"ind.pubmed.x", Digest::Kind::sha256, "fbe9cb5c47200d1b7769a26e579be3b7130b556831f9d850e77c4c74f2599b33"},
+    {"ind.pubmed.tx", Digest::Kind::sha256, "4eb5f5d0f30f26497eb0ac6ac9719d09c67e284f1ed0385c93f3ef27a671da3d"},
+    {"ind.pubmed.allx", Digest::Kind::git_blob_sha1, "3b86bccf08111c37c632a9dd8ab63db25ea76361"},
+    {"ind.pubmed.y", Digest::Kind::sha256, "e6c807633307a07ed659249006536a147c7999c797f11a2560752990181b41b3"},
+    {"ind.pubmed.ty", Digest::Kind::sha256, "ee2e0d4819d9fbcc403689c3bf2e49face401b605932f093bc58ab6461130fdd"},
+    {"ind.pubmed.ally", Digest::Kind::sha256, "0c37bbe3b5014ec365e9d393cf4791925e5ed94fb194305d74f064a8d7b50f0e"},
+    {"ind.pubmed.graph", Digest::Kind::sha256, "5b89f0036ca22909471f1e6558eb42fa06e0c730a577bde5b058b40638f81dc9"},
+    {"ind.pubmed.test.index", Digest::Kind::sha256, "b101d421688bbaecbd82e8a18f1e282378d6830f3a37666f28ebc47f844341b5"},
+};
+
+const Digest& digest_of(const std::string& file) {
+  for (const Digest& d : kDigests)
+    if (file == d.file) return d;
+  GAT_FAIL("fetch_planetoid: no digest is known for ", file);
+}
+
+// Lower-case hex digest of the concatenated pieces.
+std::string digest_hex(const EVP_MD* md, std::initializer_list<std::string_view> pieces) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  GAT_CHECK(ctx != nullptr, "digest: out of memory");
+  bool ok = EVP_DigestInit_ex(ctx, md, nullptr) == 1;
+  for (std::string_view piece : pieces) ok = ok && EVP_DigestUpdate(ctx, piece.data(), piece.size()) == 1;
+  ok = ok && EVP_DigestFinal_ex(ctx, out, &len) == 1;
+  EVP_MD_CTX_free(ctx);
+  GAT_CHECK(ok, "digest: OpenSSL's EVP digest failed");
+  std::string hex(2 * len, '0');
+  for (unsigned int i = 0; i < len; ++i) std::snprintf(&hex[2 * i], 3, "%02x", out[i]);
+  return hex;
+}
+
+std::string digest_hex(const Digest& expected, std::string_view bytes) {
+  if (expected.kind == Digest::Kind::sha256) return sha256_hex(bytes);
+  const std::string header = "blob " + std::to_string(bytes.size()) + '\0';
+  return digest_hex(EVP_sha1(), {header, bytes});
+}
+
+const char* kind_name(Digest::Kind kind) { return kind == Digest::Kind::sha256 ? "SHA-256" : "git blob id"; }
+
+std::string human_bytes(double bytes) {
+  char text[32];
+  if (bytes < 1024) std::snprintf(text, sizeof text, "%.0f B", bytes);
+  else if (bytes < 1024 * 1024) std::snprintf(text, sizeof text, "%.0f KiB", bytes / 1024);
+  else std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024 * 1024));
+  return text;
+}
+
+// One transfer's state, shared with libcurl's callbacks.
+struct Transfer {
+  Transfer(const std::string& file, const DownloadOptions& options) : file(&file), options(&options) {}
+  const std::string* file;
+  const DownloadOptions* options;
+  std::string body;
+  bool too_large = false;
+  bool stalled = false;
+  curl_off_t received = 0;
+  std::chrono::steady_clock::time_point last_byte = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_report = last_byte;
+};
+
+size_t on_data(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t bytes = size * count;
+  if (static_cast<int64_t>(t->body.size() + bytes) > t->options->max_bytes) {
+    t->too_large = true;
+    return 0;  // libcurl aborts the transfer (CURLE_WRITE_ERROR)
+  }
+  t->body.append(data, bytes);
+  return bytes;
+}
+
+// Progress on stderr, at most one line a second; ends the transfer when no byte came for
+// options->timeout_s (libcurl calls this about once a second even when nothing arrives).
+int on_progress(void* user, curl_off_t total, curl_off_t now, curl_off_t, curl_off_t) {
+  auto* t = static_cast<Transfer*>(user);
+  const auto clock = std::chrono::steady_clock::now();
+  if (now != t->received) {
+    t->received = now;
+    t->last_byte = clock;
+  } else if (clock - t->last_byte >= std::chrono::seconds(t->options->timeout_s)) {
+    t->stalled = true;
+    return 1;  // libcurl aborts the transfer (CURLE_ABORTED_BY_CALLBACK)
+  }
+  if (!t->options->progress || clock - t->last_report < std::chrono::seconds(1)) return 0;
+  t->last_report = clock;
+  if (total > 0)
+    std::fprintf(stderr, "gat: %s: %s of %s\n", t->file->c_str(), human_bytes(static_cast<double>(now)).c_str(),
+                 human_bytes(static_cast<double>(total)).c_str());
+  else
+    std::fprintf(stderr, "gat: %s: %s\n", t->file->c_str(), human_bytes(static_cast<double>(now)).c_str());
+  return 0;
+}
+
+// What to do when a file cannot be had, appended to every download error.
+std::string by_hand(const std::string& file, const std::string& url, const std::string& dir) {
+  const std::string base = url.substr(0, url.size() - file.size());
+  const std::string stem = file.substr(0, file.find('.', 4) + 1);  // "ind.<name>."
+  std::string parts;
+  for (const char* part : kPlanetoidParts) parts += (parts.empty() ? "" : ",") + std::string(part);
+  return detail::concat(".\n  ", file, " is missing from ", dir, ". To get the data by hand, download ", stem, "{", parts,
+                        "} from ", base, " into that folder, or point --data-dir (or GAT_DATA_DIR) at a folder that ",
+                        "holds them.");
+}
+
+// The body of `url`, or a gat::Error saying why not.
+std::string download(const std::string& file, const std::string& url, const std::string& dir,
+                     const DownloadOptions& options) {
+  static std::once_flag init;
+  std::call_once(init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  CURL* curl = curl_easy_init();
+  GAT_CHECK(curl != nullptr, "cannot download ", file, ": libcurl failed to start", by_hand(file, url, dir));
+  Transfer transfer(file, options);
+  char error[CURL_ERROR_SIZE] = "";
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);  // HTTP 4xx/5xx are errors, not bodies
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 5L);
+#if LIBCURL_VERSION_NUM >= 0x075500  // 7.85
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#endif
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, options.timeout_s);
+  curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(options.max_bytes));
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &transfer);
+  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
+  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  const CURLcode code = curl_easy_perform(curl);
+  curl_easy_cleanup(curl);
+  if (transfer.too_large)
+    GAT_FAIL("cannot download ", file, " from ", url, ": the server sent more than ",
+             human_bytes(static_cast<double>(options.max_bytes)), by_hand(file, url, dir));
+  if (transfer.stalled || code == CURLE_OPERATION_TIMEDOUT)
+    GAT_FAIL("cannot download ", file, " from ", url, ": ", transfer.stalled ? "no data" : "no connection", " for ",
+             options.timeout_s, " s (GAT_DOWNLOAD_TIMEOUT sets the limit)", by_hand(file, url, dir));
+  GAT_CHECK(code == CURLE_OK, "cannot download ", file, " from ", url, ": ", *error ? error : curl_easy_strerror(code),
+            by_hand(file, url, dir));
+  return std::move(transfer.body);
+}
+
+// Writes `bytes` to dir/file through a temporary file in `dir` renamed into place, so that the
+// file is either absent or whole.
+void write_atomically(const std::string& dir, const std::string& file, const std::string& bytes) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  GAT_CHECK(!ec, "cannot create the data folder ", dir, ": ", ec.message());
+  const std::string path = (fs::path(dir) / file).string();
+  std::string temp = (fs::path(dir) / ("." + file + ".XXXXXX")).string();
+  const int fd = mkstemp(temp.data());
+  GAT_CHECK(fd >= 0, "cannot write ", path, ": creating a temporary file in ", dir, " failed: ", std::strerror(errno));
+  // mkstemp makes the file 0600; a downloaded dataset is public data, readable by all.
+  bool ok = ::fchmod(fd, 0644) == 0;
+  int error = ok ? 0 : errno;
+  for (size_t done = 0; ok && done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = false;
+      error = n < 0 ? errno : EIO;
+    } else {
+      done += static_cast<size_t>(n);
+    }
+  }
+  if (ok && ::fsync(fd) != 0) ok = false, error = errno;
+  if (::close(fd) != 0 && ok) ok = false, error = errno;
+  if (ok && std::rename(temp.c_str(), path.c_str()) != 0) ok = false, error = errno;
+  if (!ok) {
+    ::unlink(temp.c_str());
+    GAT_FAIL("cannot write ", path, ": ", std::strerror(error));
+  }
+}
+
+long timeout_from_environment(long fallback) {
+  const char* env = std::getenv("GAT_DOWNLOAD_TIMEOUT");
+  if (!env || !*env) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(env, &end, 10);
+  GAT_CHECK(errno == 0 && *end == '\0' && value > 0 && value <= 86400, "GAT_DOWNLOAD_TIMEOUT='", env,
+            "' is not a number of seconds in [1, 86400]");
+  return value;
+}
+
+}  // namespace
+
+DownloadOptions DownloadOptions::from_environment() {
+  DownloadOptions options;
+  if (const char* url = std::getenv("GAT_DATASET_URL"); url && *url) options.base_url = url;
+  options.timeout_s = timeout_from_environment(options.timeout_s);
+  return options;
+}
+
+std::string sha256_hex(std::string_view bytes) { return digest_hex(EVP_sha256(), {bytes}); }
+
+void fetch_planetoid(const std::string& name, const std::string& dir, const DownloadOptions& options) {
+  namespace fs = std::filesystem;
+  std::string base = options.base_url;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  for (const char* part : kPlanetoidParts) {
+    const std::string file = "ind." + name + "." + part;
+    std::error_code ec;
+    if (fs::exists(fs::path(dir) / file, ec)) continue;
+    const Digest& expected = digest_of(file);
+    const std::string url = base + "/" + file;
+    if (options.progress) std::fprintf(stderr, "gat: downloading %s into %s\n", url.c_str(), dir.c_str());
+    const std::string bytes = download(file, url, dir, options);
+    const std::string got = digest_hex(expected, bytes);
+    GAT_CHECK(got == expected.hex, "cannot download ", file, " from ", url, ": its ", kind_name(expected.kind), " is ",
+              got, ", expected ", expected.hex, " (", bytes.size(), " bytes, corrupted or not the Planetoid file; ",
+              "nothing was written)", by_hand(file, url, dir));
+    write_atomically(dir, file, bytes);
+    if (options.progress)
+      std::fprintf(stderr, "gat: %s: %s, %s verified\n", file.c_str(), human_bytes(static_cast<double>(bytes.size())).c_str(),
+                   kind_name(expected.kind));
+  }
+}
+
+}  // namespace gat
