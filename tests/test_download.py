@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""gat_train fetching the Planetoid files, served over loopback by planetoid_server.py.
+
+    test_download.py GAT_TRAIN
+
+Serves the real Cora files of $GAT_DATA_DIR (their digests are the ones gat ships), well and
+badly, and runs gat_train as a user without any data would: no GAT_DATA_DIR, an empty per-user
+cache (XDG_CACHE_HOME), GAT_DATASET_URL at the server. Exits 77 (skipped) without Cora.
+"""
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GAT_TRAIN = None
+CORA = os.environ.get("GAT_DATA_DIR", "")
+PARTS = ["x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"]
+
+
+class Server:
+    """planetoid_server.py in MODE on a free loopback port, stopped on exit."""
+
+    def __init__(self, mode, folder=CORA):
+        self.requests = tempfile.NamedTemporaryFile(prefix="gat_requests_", delete=False).name
+        self.process = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "planetoid_server.py"), folder, mode, self.requests],
+            stdout=subprocess.PIPE, text=True)
+        self.url = "http://127.0.0.1:%s" % self.process.stdout.readline().strip()
+
+    def request_count(self):
+        with open(self.requests) as f:
+            return len(f.read().split())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.process.kill()
+        self.process.wait()
+        self.process.stdout.close()
+        os.unlink(self.requests)
+
+
+def closed_port_url():
+    """A loopback URL where nothing listens (a port just bound and released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return "http://127.0.0.1:%d" % s.getsockname()[1]
+
+
+class Download(unittest.TestCase):
+    def setUp(self):
+        self.home = tempfile.TemporaryDirectory(prefix="gat_test_download_")
+        self.cache = os.path.join(self.home.name, "cache", "gat", "planetoid")
+
+    def tearDown(self):
+        self.home.cleanup()
+
+    def gat_train(self, url, *args, timeout_s="30"):
+        env = {k: v for k, v in os.environ.items() if k != "GAT_DATA_DIR"}
+        env.update(XDG_CACHE_HOME=os.path.join(self.home.name, "cache"), GAT_DATASET_URL=url,
+                   GAT_DOWNLOAD_TIMEOUT=timeout_s)
+        start = time.monotonic()
+        done = subprocess.run([GAT_TRAIN, "--dataset", "cora", *args], env=env, capture_output=True, text=True,
+                              timeout=120)
+        return done, time.monotonic() - start
+
+    def cached(self):
+        return sorted(os.listdir(self.cache)) if os.path.isdir(self.cache) else []
+
+    def test_good_download_is_verified_cached_and_trains(self):
+        with Server("good") as server:
+            done, _ = self.gat_train(server.url, "--device", "cpu", "--epochs", "3", "--json")
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertEqual(self.cached(), sorted("ind.cora." + p for p in PARTS))
+            self.assertIn("SHA-256 verified", done.stderr)
+            self.assertIn('"dataset":"cora"', done.stdout.strip().splitlines()[-1])
+            self.assertEqual(server.request_count(), 8)
+            # A second load reads the cache: no request reaches the server.
+            again, _ = self.gat_train(server.url, "--info")
+            self.assertEqual(again.returncode, 0, again.stderr)
+            self.assertIn('"nodes":2708', again.stdout)
+            self.assertNotIn("downloading", again.stderr)
+            self.assertEqual(server.request_count(), 8)
+
+    def test_only_missing_files_are_fetched(self):
+        os.makedirs(self.cache)
+        for part in PARTS[1:]:
+            os.symlink(os.path.join(CORA, "ind.cora." + part), os.path.join(self.cache, "ind.cora." + part))
+        with Server("good") as server:
+            done, _ = self.gat_train(server.url, "--info")
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertEqual(server.request_count(), 1)
+
+    def expect_refused(self, done, *parts):
+        self.assertEqual(done.returncode, 1, done.stderr)
+        for part in ("ind.cora.x", self.cache, "by hand") + parts:
+            self.assertIn(part, done.stderr)
+        self.assertEqual(self.cached(), [], "nothing may be left in the cache")
+
+    def test_corrupted_file_is_refused_and_not_kept(self):
+        with Server("corrupt") as server:
+            done, _ = self.gat_train(server.url, "--info")
+            self.expect_refused(done, "SHA-256", "expected 23cfa55d", server.url + "/ind.cora.x")
+
+    def test_truncated_download_is_refused(self):
+        with Server("truncate") as server:
+            done, _ = self.gat_train(server.url, "--info")
+            self.expect_refused(done, "transfer closed", server.url + "/ind.cora.x")
+
+    def test_stalled_server_times_out(self):
+        with Server("stall") as server:
+            done, seconds = self.gat_train(server.url, "--info", timeout_s="1")
+            self.expect_refused(done, "no data for 1 s", "GAT_DOWNLOAD_TIMEOUT")
+            self.assertLess(seconds, 10)
+
+    def test_offline_says_how_to_get_the_data(self):
+        url = closed_port_url()
+        done, _ = self.gat_train(url, "--device", "cpu", "--epochs", "1")
+        self.expect_refused(done, url + "/ind.cora.x",
+                            "ind.cora.{x,tx,allx,y,ty,ally,graph,test.index} from " + url + "/",
+                            "--data-dir", "GAT_DATA_DIR")
+
+    def test_bad_timeout_setting_is_an_error(self):
+        done, _ = self.gat_train(closed_port_url(), "--info", timeout_s="soon")
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("GAT_DOWNLOAD_TIMEOUT='soon'", done.stderr)
+
+
+if __name__ == "__main__":
+    GAT_TRAIN = sys.argv.pop(1)
+    if not os.path.isfile(os.path.join(CORA, "ind.cora.x")):
+        print("skipped: the Cora files to serve are not in GAT_DATA_DIR ('%s')" % CORA)
+        sys.exit(77)
+    unittest.main(verbosity=2)
