@@ -254,6 +254,108 @@ TEST(Planetoid, CiteSeerPadsMissingTestIds) {
   EXPECT_EQ(missing, 15);
 }
 
+// PubMed's files are not on this machine; these are written in the same formats as the real ones
+// (read back with pickletools): x, tx, allx scipy csr_matrix with float32 TF-IDF values; y, ty,
+// ally int32 ndarrays of one-hot rows; graph a defaultdict(list); test.index the ids
+// 18717..19716 in a shuffled order. 19,717 nodes, 500 features, 3 classes, 60 / 500 / 1000.
+namespace {
+
+constexpr int32_t kPubMedNodes = 19717, kPubMedFeatures = 500, kPubMedClasses = 3, kPubMedTrain = 60,
+                  kPubMedTest = 1000, kPubMedBase = kPubMedNodes - kPubMedTest;
+
+// Row r of cat(allx, tx): three TF-IDF-like float values (not 0/1) in columns that depend on r.
+void pubmed_row(int32_t r, std::vector<int32_t>& cols, std::vector<float>& vals) {
+  for (int32_t k = 0; k < 3; ++k) {
+    cols.push_back((r * 7 + k * 131) % kPubMedFeatures);
+    vals.push_back(0.0125f + static_cast<float>((r * 31 + k) % 97) / 128.0f);
+  }
+}
+int32_t pubmed_class(int32_t r) { return (r * 5 + r / 7) % kPubMedClasses; }
+
+// Rows [first, last) of cat(allx, tx) as a csr_matrix pickle.
+std::string pubmed_features(int32_t first, int32_t last) {
+  std::vector<int32_t> indptr{0}, indices;
+  std::vector<float> data;
+  for (int32_t r = first; r < last; ++r) {
+    pubmed_row(r, indices, data);
+    indptr.push_back(static_cast<int32_t>(indices.size()));
+  }
+  return csr_pickle(last - first, kPubMedFeatures, indptr, indices, data);
+}
+
+// One-hot rows [first, last) as an int32 ndarray pickle.
+std::string pubmed_labels(int32_t first, int32_t last) {
+  std::vector<int32_t> onehot;
+  for (int32_t r = first; r < last; ++r)
+    for (int32_t c = 0; c < kPubMedClasses; ++c) onehot.push_back(pubmed_class(r) == c ? 1 : 0);
+  return pickle_of(ndarray_body({last - first, kPubMedClasses}, "i4", "<", false, raw_of(onehot)));
+}
+
+// The test ids in file order: 18717..19716 shuffled (fixed seed).
+std::vector<int32_t> pubmed_test_ids() {
+  std::vector<int32_t> ids(kPubMedTest);
+  for (int32_t k = 0; k < kPubMedTest; ++k) ids[static_cast<size_t>(k)] = kPubMedBase + k;
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(7));
+  return ids;
+}
+
+void write_pubmed(const fs::path& dir) {
+  write_bytes(dir / "ind.pubmed.x", pubmed_features(0, kPubMedTrain));
+  write_bytes(dir / "ind.pubmed.allx", pubmed_features(0, kPubMedBase));
+  write_bytes(dir / "ind.pubmed.tx", pubmed_features(kPubMedBase, kPubMedNodes));
+  write_bytes(dir / "ind.pubmed.y", pubmed_labels(0, kPubMedTrain));
+  write_bytes(dir / "ind.pubmed.ally", pubmed_labels(0, kPubMedBase));
+  write_bytes(dir / "ind.pubmed.ty", pubmed_labels(kPubMedBase, kPubMedNodes));
+  std::string ids;
+  for (int32_t id : pubmed_test_ids()) ids += std::to_string(id) + "\n";
+  write_bytes(dir / "ind.pubmed.test.index", ids);
+  // A ring: node i -> i + 1, as defaultdict(list) {i: [i + 1 mod N]}.
+  std::string graph = "ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R("s;
+  for (int32_t i = 0; i < kPubMedNodes; ++i) graph += "J" + le32(i) + "](J" + le32((i + 1) % kPubMedNodes) + "e";
+  write_bytes(dir / "ind.pubmed.graph", pickle_of(graph + "u"));
+}
+
+}  // namespace
+
+TEST(Planetoid, PubMedShapedFilesLoadWithTheirFloatFeatures) {
+  TempDir dir;
+  write_pubmed(dir.path);
+  const Dataset d = load_dataset("PubMed", dir.path.string());  // all there: nothing is fetched
+  const nlohmann::json s = nlohmann::json::parse(dataset_summary(d));
+  EXPECT_EQ(s["name"], "pubmed");
+  EXPECT_EQ(s["nodes"], kPubMedNodes);
+  EXPECT_EQ(s["edges"], 2 * kPubMedNodes);  // the ring, made undirected
+  EXPECT_EQ(s["features"], kPubMedFeatures);
+  EXPECT_EQ(s["classes"], kPubMedClasses);
+  EXPECT_EQ(s["train"], kPubMedTrain);
+  EXPECT_EQ(s["val"], 500);
+  EXPECT_EQ(s["test"], kPubMedTest);
+  expect_undirected_simple(d.graph);
+  expect_split_shape(d);
+  EXPECT_EQ(d.train_index.to_vector<int32_t>().back(), kPubMedTrain - 1);
+  EXPECT_EQ(d.val_index.to_vector<int32_t>().front(), kPubMedTrain);
+  EXPECT_EQ(d.test_index.to_vector<int32_t>().front(), kPubMedBase);
+  // Every row holds its source row's float values exactly; test rows are placed as in PyG
+  // (x[test[k]] = row sorted[k] of cat(allx, tx)).
+  std::vector<int32_t> source(kPubMedNodes);
+  for (int32_t i = 0; i < kPubMedNodes; ++i) source[static_cast<size_t>(i)] = i;
+  const std::vector<int32_t> test = pubmed_test_ids();
+  std::vector<int32_t> sorted = test;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t k = 0; k < test.size(); ++k) source[static_cast<size_t>(test[k])] = sorted[k];
+  const float* x = d.x.data<float>();  // (N, F)
+  const std::vector<int32_t> y = d.y.to_vector<int32_t>();
+  for (int32_t i = 0; i < kPubMedNodes; ++i) {
+    std::vector<float> expected(kPubMedFeatures, 0.0f), vals;
+    std::vector<int32_t> cols;
+    pubmed_row(source[static_cast<size_t>(i)], cols, vals);
+    for (size_t k = 0; k < cols.size(); ++k) expected[static_cast<size_t>(cols[k])] += vals[k];
+    ASSERT_TRUE(std::equal(expected.begin(), expected.end(), x + static_cast<int64_t>(i) * kPubMedFeatures))
+        << "row " << i;
+    ASSERT_EQ(y[static_cast<size_t>(i)], pubmed_class(source[static_cast<size_t>(i)])) << "node " << i;
+  }
+}
+
 TEST(Planetoid, NormalizeFeaturesAsPyG) {
   // PyG: x - x.min(), then rows divided by their sum clamped to >= 1.
   const Tensor x = Tensor::from_vector<float>({1, 3, 0, 0, 0, 0, 0.25f, 0.25f, 0}, {3, 3});
