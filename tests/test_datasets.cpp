@@ -26,6 +26,7 @@
 #include "gat/datasets/planetoid.h"
 #include "gat/datasets/registry.h"
 #include "gat/datasets/text.h"
+#include "gat/train/trainer.h"
 
 using namespace gat;
 using namespace std::string_literals;
@@ -354,6 +355,35 @@ TEST(Planetoid, PubMedShapedFilesLoadWithTheirFloatFeatures) {
         << "row " << i;
     ASSERT_EQ(y[static_cast<size_t>(i)], pubmed_class(source[static_cast<size_t>(i)])) << "node " << i;
   }
+}
+
+TEST(Planetoid, PubMedTrainsWithThePaperRecipeUnlessFlagsSayOtherwise) {
+  EXPECT_EQ(recipe_for("PubMed").output_heads, 8);
+  EXPECT_EQ(recipe_for("PubMed").lr, 0.01);
+  EXPECT_EQ(recipe_for("PubMed").weight_decay, 0.001);
+  EXPECT_EQ(recipe_for("cora").output_heads, 1);
+  EXPECT_EQ(recipe_for("cora").lr, 0.005);
+  EXPECT_FALSE(recipe_for("synthetic:100:4:1").normalize_features);
+  TempDir dir;
+  write_pubmed(dir.path);
+  // gat_train's last stdout line (its JSON summary) for `flags`.
+  auto config_of = [&](const std::string& flags) {
+    const std::string out = (dir.path / "stdout.txt").string();
+    const std::string command = std::string("'") + GAT_TRAIN_EXE + "' --dataset pubmed --data-dir '" +
+                                dir.path.string() + "' --device cpu --epochs 1 --quiet --json " + flags + " >'" + out + "'";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    const std::string text = read_bytes(out);  // ends with the JSON line and '\n'
+    return nlohmann::json::parse(text.substr(text.rfind('\n', text.size() - 2) + 1)).at("config");
+  };
+  const nlohmann::json paper = config_of("");
+  EXPECT_EQ(paper["output_heads"], 8);
+  EXPECT_EQ(paper["lr"], 0.01);
+  EXPECT_EQ(paper["weight_decay"], 0.001);
+  EXPECT_EQ(paper["heads"], 8);
+  const nlohmann::json own = config_of("--output-heads 2 --lr 0.02 --weight-decay 0");
+  EXPECT_EQ(own["output_heads"], 2);
+  EXPECT_EQ(own["lr"], 0.02);
+  EXPECT_EQ(own["weight_decay"], 0.0);
 }
 
 TEST(Planetoid, NormalizeFeaturesAsPyG) {

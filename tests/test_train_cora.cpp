@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -149,6 +150,56 @@ TEST(TrainCora, GatTrainSavesACheckpointThatLoadsToTheSameAccuracy) {
   const Outcome loaded = run_gat_train("--load '" + ckpt + "' --device cpu --quiet --json", dir);
   ASSERT_EQ(loaded.status, 0) << loaded.err;
   EXPECT_EQ(last_json_line(loaded.out)["test_acc"], summary["test_acc_mean"]);
+}
+
+// Progress lines ("run R/N epoch E  loss ...") in gat_train's output.
+int progress_lines(const std::string& err) {
+  std::istringstream in(err);
+  std::string line;
+  int count = 0;
+  while (std::getline(in, line)) count += line.rfind("run ", 0) == 0 && line.find("  loss ") != std::string::npos;
+  return count;
+}
+
+TEST(TrainCora, APipedShortRunShowsEveryEpochOnStderr) {
+  SKIP_WITHOUT_CORA();
+  TempDir dir;  // stdout and stderr go to files: no terminal
+  const Outcome o = run_gat_train("--dataset cora --device cpu --epochs 20 --threads 1 --json", dir);
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(progress_lines(o.err), 20) << o.err;
+  EXPECT_EQ(progress_lines(o.out), 0) << "progress belongs on stderr: " << o.out;
+  EXPECT_EQ(last_json_line(o.out)["threads"], 1);
+  const Outcome quiet = run_gat_train("--dataset cora --device cpu --epochs 20 --threads 2 --quiet --json", dir);
+  ASSERT_EQ(quiet.status, 0) << quiet.err;
+  EXPECT_EQ(progress_lines(quiet.err), 0) << quiet.err;
+  EXPECT_EQ(last_json_line(quiet.out)["threads"], 2);
+  EXPECT_EQ(run_gat_train("--threads 0", dir).status, 2);
+}
+
+TEST(TrainCora, ALongRunPrintsAtMostALineASecond) {
+  TempDir dir;
+  // A 12-node ring in the custom layout: 300 epochs take well under a second each.
+  const fs::path data = dir.file("ring");
+  fs::create_directories(data / "split");
+  std::string edges, features, labels;
+  for (int i = 0; i < 12; ++i) {
+    edges += std::to_string(i) + "," + std::to_string((i + 1) % 12) + "\n";
+    features += std::to_string(i % 3) + "," + std::to_string(i % 2) + "\n";
+    labels += std::to_string(i % 2) + "\n";
+  }
+  std::ofstream(data / "edge.csv") << edges;
+  std::ofstream(data / "node-feat.csv") << features;
+  std::ofstream(data / "node-label.csv") << labels;
+  std::ofstream(data / "split" / "train.csv") << "0\n1\n2\n3\n";
+  std::ofstream(data / "split" / "valid.csv") << "4\n5\n6\n7\n";
+  std::ofstream(data / "split" / "test.csv") << "8\n9\n10\n11\n";
+  const auto start = std::chrono::steady_clock::now();
+  const Outcome o = run_gat_train("--dataset '" + data.string() + "' --device cpu --threads 1 --epochs 300 --patience 1000 --json", dir);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(last_json_line(o.out)["epochs_mean"], 300.0);
+  EXPECT_GE(progress_lines(o.err), 1) << o.err;  // the first epoch at least
+  EXPECT_LE(progress_lines(o.err), 1 + static_cast<int>(seconds)) << o.err;
 }
 
 TEST(TrainCora, GatTrainBadFlagsExit2WithUsage) {

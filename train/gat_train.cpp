@@ -11,8 +11,8 @@
 //
 // Exit status: 0 on success, 2 for bad flags (with the usage), 1 for any other error (the
 // message on stderr).
-#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -50,6 +50,7 @@ struct Flags {
   double sparse_below = TrainOptions{}.sparse_max_density;
   uint64_t seed = 0;
   int64_t runs = 1;
+  int threads = 0;  // 0: OpenMP's default (OMP_NUM_THREADS, else every core)
   std::string save, load, log;
   std::string checkpoint, resume;  // run checkpoints (train/trainer.h)
   int64_t checkpoint_every = 1;
@@ -131,6 +132,32 @@ void truncate_log_after(const std::string& path, int64_t epoch) {
   GAT_CHECK(out.good(), "--log: rewriting ", path, " failed");
 }
 
+// Which epochs get a progress line on stderr, terminal or pipe alike: every epoch of a run of
+// at most kEveryEpochUpTo epochs, else the first and then at most one a second.
+class EpochProgress {
+ public:
+  static constexpr int64_t kEveryEpochUpTo = 100;
+  explicit EpochProgress(int64_t max_epochs) : every_epoch_(max_epochs <= kEveryEpochUpTo) {}
+  bool due(int64_t epoch) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!every_epoch_ && epoch > 1 && now - last_ < std::chrono::seconds(1)) return false;
+    last_ = now;
+    return true;
+  }
+
+ private:
+  bool every_epoch_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+// The dataset's recipe (train/trainer.h) for every hyperparameter the command line leaves out.
+void apply_recipe(Flags& flags, const CLI::App& app) {
+  const Recipe recipe = recipe_for(flags.dataset);
+  if (app.count("--output-heads") == 0) flags.output_heads = recipe.output_heads;
+  if (app.count("--lr") == 0) flags.lr = recipe.lr;
+  if (app.count("--weight-decay") == 0) flags.weight_decay = recipe.weight_decay;
+}
+
 // ---- the two modes ----
 
 int evaluate_checkpoint(const Flags& flags, bool dataset_given, Device device) {
@@ -201,7 +228,6 @@ int train_runs(const Flags& flags, Device device) {
     log.open(flags.log, flags.resume.empty() ? std::ios::trunc : std::ios::app);
     GAT_CHECK(log.is_open(), "--log: cannot open ", flags.log, " for writing");
   }
-  const bool every_epoch = isatty(STDOUT_FILENO);
   const Features x = Features::choose(data.x, flags.sparse_below);  // once for all the runs
   std::vector<TrainResult> results;
   for (int64_t run = 0; run < flags.runs; ++run) {
@@ -210,6 +236,7 @@ int train_runs(const Flags& flags, Device device) {
     GAT model(config, gen);
     model.to(device);
     auto forward = [&](const Features& x, const Graph& g, Generator& gn) { return model.forward(x, g, gn); };
+    EpochProgress progress(flags.epochs);
     auto on_epoch = [&](const EpochStats& s) {
       if (log.is_open()) {
         const nlohmann::json j = {{"run", run},         {"epoch", s.epoch},       {"loss", s.loss},
@@ -218,8 +245,8 @@ int train_runs(const Flags& flags, Device device) {
         log << j.dump() << '\n' << std::flush;
         GAT_CHECK(log.good(), "--log: writing ", flags.log, " failed");
       }
-      if (!flags.quiet && (every_epoch || s.epoch % 50 == 0))
-        std::printf("run %lld/%lld epoch %5lld  loss %.4f  train %.4f  val %.4f (loss %.4f)  test %.4f  %.2f ms\n",
+      if (!flags.quiet && progress.due(s.epoch))
+        std::fprintf(stderr, "run %lld/%lld epoch %5lld  loss %.4f  train %.4f  val %.4f (loss %.4f)  test %.4f  %.2f ms\n",
                     static_cast<long long>(run + 1), static_cast<long long>(flags.runs),
                     static_cast<long long>(s.epoch), s.loss, s.train_acc, s.val_acc, s.val_loss,
                     s.test_acc, s.step_ms);
@@ -289,15 +316,17 @@ int main(int argc, char** argv) {
   app.add_option("--dataset", flags.dataset,
                  "cora | citeseer | pubmed | synthetic:<nodes>:<avg_degree>:<seed> | a directory "
                  "(with --load: the checkpoint's dataset unless given)");
-  app.add_option("--data-dir", flags.data_dir, "folder of the Planetoid raw files")
-      ->default_str(default_data_dir());
+  app.add_option("--data-dir", flags.data_dir,
+                 "folder of the Planetoid raw files; the missing ones are downloaded there")
+      ->default_str("$GAT_DATA_DIR, else $XDG_CACHE_HOME/gat/planetoid or ~/.cache/gat/planetoid");
   app.add_option("--device", flags.device, "where to train")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("--epochs", flags.epochs, "maximum epochs (early stopping ends sooner)")
       ->check(CLI::PositiveNumber);
   app.add_option("--patience", flags.patience, "epochs without improvement before stopping")
       ->check(CLI::PositiveNumber);
-  app.add_option("--lr", flags.lr, "Adam learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--weight-decay", flags.weight_decay, "L2 weight decay")->check(CLI::NonNegativeNumber);
+  app.add_option("--lr", flags.lr, "Adam learning rate (PubMed: 0.01)")->check(CLI::PositiveNumber);
+  app.add_option("--weight-decay", flags.weight_decay, "L2 weight decay (PubMed: 0.001)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--hidden", flags.hidden, "features per head in the first layer")->check(CLI::PositiveNumber);
   app.add_option("--heads", flags.heads, "heads of the first layer")->check(CLI::PositiveNumber);
   app.add_option("--output-heads", flags.output_heads, "heads of the output layer (8 for PubMed)")
@@ -333,6 +362,8 @@ int main(int argc, char** argv) {
   auto* resume = app.add_option("--resume", flags.resume,
                                 "continue the run saved by --checkpoint in this file, bit for bit (give the "
                                 "same flags as the interrupted run; --log appends to its log)");
+  app.add_option("--threads", flags.threads, "OpenMP threads (default: OMP_NUM_THREADS, else every core)")
+      ->check(CLI::Range(1, 4096));
   load->excludes(app.get_option("--save"));
   load->excludes(resume);
 
@@ -343,6 +374,9 @@ int main(int argc, char** argv) {
     std::cerr << "gat_train: " << e.what() << "\n\n" << app.help();
     return 2;
   }
+
+  apply_recipe(flags, app);
+  if (flags.threads > 0) omp_set_num_threads(flags.threads);
 
   try {
     if (flags.info) {

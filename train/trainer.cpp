@@ -332,12 +332,22 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   return result;
 }
 
+Recipe recipe_for(const std::string& dataset) {
+  std::string key = dataset;
+  std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  Recipe recipe;
+  if (key == "cora" || key == "citeseer" || key == "pubmed") recipe.normalize_features = true;
+  if (key == "pubmed") {
+    recipe.output_heads = 8;
+    recipe.lr = 0.01;
+    recipe.weight_decay = 0.001;
+  }
+  return recipe;
+}
+
 Dataset load_training_dataset(const std::string& name, const std::string& data_dir) {
   Dataset data = load_dataset(name, data_dir);
-  std::string lower = name;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "cora" || lower == "citeseer" || lower == "pubmed") data.x = normalize_features(data.x);
+  if (recipe_for(name).normalize_features) data.x = normalize_features(data.x);
   return data;
 }
 

@@ -26,6 +26,7 @@
 #include "gat/framework/rng.h"
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
+#include "gat/models/gat.h"
 
 namespace gat {
 
@@ -109,8 +110,19 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
                                   const Features& x, const TrainOptions& options, Generator& gen,
                                   const std::function<void(const EpochStats&)>& on_epoch = {});
 
-// load_dataset(name, data_dir) (datasets/registry.h) with the paper's preprocessing: the
-// Planetoid graphs get row-normalised features (PyG's NormalizeFeatures).
+// What the paper (Velickovic et al. 2018, section 3.3) does differently per dataset; the rest
+// (hidden 8, heads 8, dropout 0.6, patience 100) is GATConfig's and TrainOptions' defaults.
+struct Recipe {
+  bool normalize_features = false;  // row-normalised features (PyG's NormalizeFeatures)
+  int64_t output_heads = GATConfig{}.output_heads;
+  double lr = TrainOptions{}.lr;
+  double weight_decay = TrainOptions{}.weight_decay;
+};
+// cora and citeseer: normalised features, the defaults; pubmed: normalised, 8 output heads,
+// lr 0.01, weight decay 0.001; anything else (synthetic, a directory): the defaults. Any case.
+Recipe recipe_for(const std::string& dataset);
+
+// load_dataset(name, data_dir) (datasets/registry.h) with the recipe's preprocessing.
 Dataset load_training_dataset(const std::string& name, const std::string& data_dir = "");
 
 // A copy of the dataset with every tensor and the graph on `device`.
