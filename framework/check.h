@@ -6,9 +6,11 @@
 // CUDA_CHECK / CUBLAS_CHECK live in framework/cuda_check.h (CUDA translation units only).
 #pragma once
 
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace gat {
 
@@ -24,8 +26,13 @@ std::string concat(const Args&... args) {
   (os << ... << args);
   return os.str();
 }
+// Throws gat::Error(message + " [file:line]"). Control bytes in the message (a NUL or an escape
+// sequence quoted from a hostile file) are written as \xNN, so what() shows all of it.
 [[noreturn]] void fail(const char* file, int line, const std::string& message);
 }  // namespace detail
+
+// a * b, or a gat::Error "<what>: a x b overflows" when the product does not fit in int64_t.
+int64_t checked_mul(int64_t a, int64_t b, const char* what);
 
 }  // namespace gat
 
@@ -36,3 +43,28 @@ std::string concat(const Args&... args) {
   } while (0)
 
 #define GAT_FAIL(...) ::gat::detail::fail(__FILE__, __LINE__, ::gat::detail::concat(__VA_ARGS__))
+
+namespace gat {
+
+// The values a setting may take: [lo, hi], either end open on request; printed as "[1, 1024]" or
+// "(0, 1000]". A floating-point value must also be finite.
+template <class T>
+struct Range {
+  T lo, hi;
+  bool lo_open = false, hi_open = false;
+
+  constexpr bool contains(T v) const {
+    if constexpr (std::is_floating_point_v<T>)
+      if (!(v == v) || v - v != 0) return false;  // NaN or infinite
+    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  }
+  std::string str() const { return detail::concat(lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]"); }
+};
+
+// Throws gat::Error("<what> <value> is outside <range>") unless range.contains(value).
+template <class T>
+void check_in_range(const std::string& what, T value, const Range<T>& range) {
+  GAT_CHECK(range.contains(value), what, " ", value, " is outside ", range.str());
+}
+
+}  // namespace gat

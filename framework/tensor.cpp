@@ -43,7 +43,7 @@ int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
   for (int64_t s : shape) {
     GAT_CHECK(s >= 0, "negative dimension in shape ", shape_str(shape));
-    n *= s;
+    GAT_CHECK(!__builtin_mul_overflow(n, s, &n), "shape ", shape_str(shape), " has more than 2^63 elements");
   }
   return n;
 }
@@ -79,8 +79,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const char*
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->dtype = dtype;
-  impl->storage =
-      std::make_shared<Storage>(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), device, what);
+  int64_t bytes = 0;
+  GAT_CHECK(!__builtin_mul_overflow(shape_numel(shape), static_cast<int64_t>(dtype_size(dtype)), &bytes),
+            what, ": ", shape_str(shape), " of ", dtype_name(dtype), " is more than 2^63 bytes");
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(bytes), device, what);
   return Tensor(std::move(impl));
 }
 

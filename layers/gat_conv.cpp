@@ -17,6 +17,7 @@ GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(opti
             " and heads ", H, " must be positive");
   GAT_CHECK(options.dropout >= 0.0 && options.dropout < 1.0, "GATConv: attention dropout ",
             options.dropout, " is outside [0, 1)");
+  checked_mul(H, F, "GATConv: heads x out_channels");
   lin = register_module("lin", std::make_shared<Linear>(in, H * F, false, init, options.dtype));
   // PyG's glorot on att (1, H, F) uses fan_in = H, fan_out = F.
   att_src = register_parameter("att_src", init::glorot_uniform({H, F}, H, F, init, options.dtype));

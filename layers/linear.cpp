@@ -11,6 +11,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias_on, Generato
                DType dtype) {
   GAT_CHECK(in_features > 0 && out_features > 0, "Linear: in_features ", in_features,
             " and out_features ", out_features, " must be positive");
+  checked_mul(in_features, out_features, "Linear: in_features x out_features");
   weight = register_parameter(
       "weight", init::glorot_uniform({in_features, out_features}, in_features, out_features, init, dtype));
   if (bias_on) bias = register_parameter("bias", init::zeros({out_features}, dtype));

@@ -14,7 +14,8 @@ namespace gat::ops::detail {
 // same loop). The library is built with -ffp-contract=off, so no version fuses a multiply and
 // an add: every version gives the same bits. Put it on a function called per row or per chunk
 // (an ifunc call), not per element; lambdas inlined into it are compiled with its target.
-#if defined(__x86_64__) && defined(__GNUC__)
+// (g++ only: clang 14 refuses target_clones on templates.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define GAT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define GAT_SIMD_CLONES
