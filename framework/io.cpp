@@ -1,13 +1,13 @@
 #include "gat/framework/io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <tuple>
 #include <vector>
@@ -67,6 +67,7 @@ std::string parent_directory(const std::string& path) {
 }  // namespace
 
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata) {
+  check_save_path(path);
   // Header and the host copies, in name order (std::map is sorted).
   nlohmann::json header = nlohmann::json::object();
   std::vector<Tensor> host;
@@ -89,10 +90,11 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
   char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xff);
 
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  GAT_CHECK(fd >= 0, "safetensors: cannot create ", tmp, ": ", errno_text());
-  bool ok = write_all(fd, length, 8) && write_all(fd, text.data(), text.size());
+  // mkstemps creates the file exclusively (O_EXCL): it never follows a link planted there.
+  std::string tmp = path + ".XXXXXX.tmp";
+  const int fd = ::mkstemps(tmp.data(), 4);
+  GAT_CHECK(fd >= 0, "safetensors: cannot create a temporary file beside ", path, ": ", errno_text());
+  bool ok = ::fchmod(fd, 0644) == 0 && write_all(fd, length, 8) && write_all(fd, text.data(), text.size());
   for (size_t i = 0; ok && i < host.size(); ++i)
     ok = write_all(fd, static_cast<const char*>(host[i].raw_data()), host[i].nbytes());
   ok = ok && ::fsync(fd) == 0;
@@ -101,6 +103,12 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
   if (!ok) {
     ::unlink(tmp.c_str());
     GAT_FAIL("safetensors: writing ", tmp, " failed: ", write_error.empty() ? errno_text() : write_error);
+  }
+  try {
+    check_save_path(path);  // still a regular file or absent, after the time the writing took
+  } catch (const Error&) {
+    ::unlink(tmp.c_str());
+    throw;
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = errno_text();
@@ -116,10 +124,10 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
 }
 
 Safetensors load_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  GAT_CHECK(in, "safetensors: cannot open ", path, ": ", errno_text());
-  const std::vector<char> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  GAT_CHECK(!in.bad(), "safetensors: ", path, ": read error");
+  return parse_safetensors(read_regular_file(path), path);
+}
+
+Safetensors parse_safetensors(const std::string& file, const std::string& path) {
   const uint64_t size = file.size();
   GAT_CHECK(size >= 8, "safetensors: ", path, ": file is ", size,
             " bytes, too short for the 8-byte header length");
@@ -216,6 +224,118 @@ Safetensors load_safetensors(const std::string& path) {
             " trailing data bytes belong to no tensor");
   return result;
 }
+
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+}  // namespace
+
+void check_save_path(const std::string& path) {
+  GAT_CHECK(!path.empty(), "save: the path is empty");
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    GAT_CHECK(S_ISREG(st.st_mode), "save: ", path, " is ", file_kind(st.st_mode),
+              "; only a regular file or a new path is written (a link is not followed)");
+    GAT_CHECK(::access(path.c_str(), W_OK) == 0, "save: ", path, ": ", errno_text());
+  } else {
+    GAT_CHECK(errno == ENOENT, "save: ", path, ": ", errno_text());
+  }
+  const std::string dir = parent_directory(path);
+  GAT_CHECK(::stat(dir.c_str(), &st) == 0, "save: ", path, ": the directory ", dir, ": ", errno_text());
+  GAT_CHECK(S_ISDIR(st.st_mode), "save: ", path, ": ", dir, " is not a directory");
+  GAT_CHECK(::access(dir.c_str(), W_OK | X_OK) == 0, "save: ", path, ": the directory ", dir, ": ",
+            errno_text());
+}
+
+std::string read_regular_file(const std::string& path) {
+  GAT_CHECK(!path.empty(), "the path of a file to read is empty");
+  // O_NONBLOCK: opening a FIFO must not wait for a writer before fstat can refuse it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  GAT_CHECK(fd >= 0, path, ": cannot open: ", errno_text());
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    GAT_FAIL(path, ": ", why);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    GAT_FAIL(path, " is ", file_kind(st.st_mode), ", not a regular file");
+  }
+  std::string bytes;
+  bytes.resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = n < 0 ? errno_text() : "the file shrank while it was read";
+      ::close(fd);
+      GAT_FAIL(path, ": read error after ", got, " of ", bytes.size(), " bytes: ", why);
+    }
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+MetadataReader::MetadataReader(const Metadata& metadata, std::string where)
+    : metadata_(metadata), where_(std::move(where)) {}
+
+const std::string& MetadataReader::text(const std::string& key) const {
+  auto it = metadata_.find(key);
+  GAT_CHECK(it != metadata_.end(), where_, ": metadata has no '", key, "'");
+  return it->second;
+}
+
+namespace {
+
+nlohmann::json parse_number(const std::string& text, const std::string& where, const std::string& key) {
+  nlohmann::json v;
+  try {
+    v = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+  }
+  GAT_CHECK(v.is_number(), where, ": metadata '", key, "' = '", text, "' is not a number");
+  return v;
+}
+
+}  // namespace
+
+int64_t MetadataReader::integer(const std::string& key) const {
+  const nlohmann::json v = parse_number(text(key), where_, key);
+  const bool fits = v.is_number_unsigned()
+                        ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                        : v.is_number_integer();
+  GAT_CHECK(fits, where_, ": metadata '", key, "' = ", text(key), " is not a 64-bit integer");
+  return v.get<int64_t>();
+}
+
+uint64_t MetadataReader::unsigned_integer(const std::string& key) const {
+  const nlohmann::json v = parse_number(text(key), where_, key);
+  GAT_CHECK(v.is_number_unsigned(), where_, ": metadata '", key, "' = ", text(key),
+            " is not an integer in [0, 2^64)");
+  return v.get<uint64_t>();
+}
+
+double MetadataReader::number(const std::string& key) const {
+  const double v = parse_number(text(key), where_, key).get<double>();
+  GAT_CHECK(std::isfinite(v), where_, ": metadata '", key, "' = ", text(key), " is not a finite number");
+  return v;
+}
+
+std::string metadata_number(double value) { return nlohmann::json(value).dump(); }
+std::string metadata_number(int64_t value) { return nlohmann::json(value).dump(); }
+std::string metadata_number(uint64_t value) { return nlohmann::json(value).dump(); }
 
 namespace {
 

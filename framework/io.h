@@ -6,10 +6,13 @@
 //                   "__metadata__": {"key": "value", ...}}]
 //   [raw little-endian tensor bytes; offsets are relative to the end of the header]
 //
-// Saving writes names sorted, tensors back to back in that order, to PATH.tmp, fsyncs it and
-// renames it over PATH (then fsyncs the directory), so a crash leaves either the old file or the
-// new one, never half of one. Loading validates everything and every error names the file and,
-// where there is one, the tensor.
+// Saving writes names sorted, tensors back to back in that order, to a new temporary file beside
+// PATH (PATH.XXXXXX.tmp, created exclusively), fsyncs it and renames it over PATH (then fsyncs the
+// directory), so a crash leaves either the old file or the new one, never half of one; after a
+// failure it sees, no temporary file is left. PATH must be new or a regular file: a symbolic
+// link, directory, device or FIFO is refused (check_save_path), never replaced. Loading reads
+// regular files only, validates everything, and every error names the file and, where there is
+// one, the tensor.
 #pragma once
 
 #include <map>
@@ -32,6 +35,39 @@ struct Safetensors {
 // Tensors may live on any device (they are copied to the host to be written).
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata = {});
 Safetensors load_safetensors(const std::string& path);
+// The same from the file's bytes; `name` starts every error message.
+Safetensors parse_safetensors(const std::string& bytes, const std::string& name);
+
+// Throws a gat::Error naming `path` unless a file can be saved there: `path` is not empty and
+// either names a regular file (not a symbolic link) or does not exist in an existing, writable
+// directory. save_safetensors checks it; programs call it before long work that ends in a save.
+void check_save_path(const std::string& path);
+
+// The whole content of a regular file (a symbolic link is followed to its target). A directory,
+// a device (/dev/zero), a FIFO or a socket is refused with a gat::Error naming the path and what
+// it is, before anything is read; so is a read error.
+std::string read_regular_file(const std::string& path);
+
+// Typed reads of checkpoint metadata: numbers are JSON numbers (as metadata_number writes them),
+// and a missing key or a value of the wrong type is a gat::Error naming `where` (the file), the
+// key and the value. Ranges are the caller's to check.
+class MetadataReader {
+ public:
+  MetadataReader(const Metadata& metadata, std::string where);
+  bool has(const std::string& key) const { return metadata_.count(key) > 0; }
+  const std::string& text(const std::string& key) const;
+  int64_t integer(const std::string& key) const;
+  uint64_t unsigned_integer(const std::string& key) const;
+  double number(const std::string& key) const;  // finite
+
+ private:
+  const Metadata& metadata_;
+  std::string where_;
+};
+// A number as metadata text that reads back to the same value (JSON, shortest round trip).
+std::string metadata_number(double value);
+std::string metadata_number(int64_t value);
+std::string metadata_number(uint64_t value);
 
 // A module's named_parameters() and named_buffers() as a checkpoint.
 void save(const Module& module, const std::string& path, const Metadata& metadata = {});

@@ -2,7 +2,11 @@
 // be broken (each refused with a message naming the file and the tensor).
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstring>
 #include <filesystem>
@@ -158,7 +162,79 @@ TEST(Safetensors, SaveIntoAMissingDirectoryThrowsNamingTheFile) {
     io::save_safetensors(path, {{"a", Tensor::full({1}, 1.0)}});
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(path + ".tmp"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos) << e.what();
+  }
+}
+
+// Only a regular file or a new path is written: anything else at PATH is refused before a byte
+// is written, and left as it was.
+TEST(Safetensors, SaveRefusesLinksDirectoriesAndFifos) {
+  TempDir dir;
+  const io::TensorMap tensors = {{"a", Tensor::full({2}, 1.0)}};
+  std::ofstream(dir.file("victim")) << "precious";
+  fs::create_symlink(dir.file("victim"), dir.file("link"));
+  fs::create_directory(dir.file("folder"));
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0644), 0);
+  const std::pair<std::string, const char*> cases[] = {
+      {dir.file("link"), " is a symbolic link"},
+      {dir.file("folder"), " is a directory"},
+      {dir.file("fifo"), " is a FIFO"},
+      {"", "the path is empty"},
+  };
+  for (const auto& [path, why] : cases) {
+    try {
+      io::save_safetensors(path, tensors);
+      ADD_FAILURE() << "saved over " << path;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path + why), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(fs::is_symlink(dir.file("link")));
+  EXPECT_TRUE(fs::is_fifo(dir.file("fifo")));
+  std::ifstream in(dir.file("victim"));
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "precious");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 4);
+}
+
+// A write that fails (here: the file size limit) leaves neither the temporary file nor a partial
+// checkpoint, and an old checkpoint at PATH stays whole.
+TEST(Safetensors, AFailedWriteLeavesNoTemporaryFile) {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  io::save_safetensors(path, {{"old", Tensor::full({1}, 1.0)}});
+  const auto before = fs::file_size(path);
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // a failed write, not a killed process
+  struct rlimit small = saved;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message;
+  try {
+    io::save_safetensors(path, {{"big", Tensor::full({100000}, 2.0)}});
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(message.find("File too large"), std::string::npos) << message;
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+  EXPECT_EQ(fs::file_size(path), before);
+  EXPECT_EQ(io::load_safetensors(path).tensors.count("old"), 1u);
+}
+
+// Reading takes regular files only: a device such as /dev/zero would never end.
+TEST(Safetensors, LoadRefusesDevicesAndDirectories) {
+  TempDir dir;
+  for (const auto& [path, why] : {std::pair<std::string, const char*>{"/dev/zero", " is a character device"},
+                                  {dir.path().string(), " is a directory"}}) {
+    try {
+      io::load_safetensors(path);
+      ADD_FAILURE() << "loaded " << path;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path + why + ", not a regular file"), std::string::npos) << e.what();
+    }
   }
 }
 
@@ -246,7 +322,7 @@ TEST(Safetensors, BadFilesAreRefusedWithClearMessages) {
     io::load_safetensors(missing);
     ADD_FAILURE() << "loaded a missing file";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot open " + missing), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(missing + ": cannot open"), std::string::npos) << e.what();
   }
 }
 
