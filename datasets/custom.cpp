@@ -1,6 +1,7 @@
 #include "gat/datasets/custom.h"
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <limits>
 
@@ -14,9 +15,10 @@ namespace {
 std::string find_file(const std::string& dir, const std::string& name) {
   namespace fs = std::filesystem;
   const fs::path plain = fs::path(dir) / name;
-  if (fs::exists(plain)) return plain.string();
+  std::error_code ec;
+  if (fs::exists(plain, ec)) return plain.string();
   const fs::path gz = fs::path(dir) / (name + ".gz");
-  if (fs::exists(gz)) return gz.string();
+  if (fs::exists(gz, ec)) return gz.string();
   GAT_FAIL("load_custom: ", plain.string(), " (or .gz) not found");
 }
 
@@ -77,8 +79,11 @@ Dataset load_custom(const std::string& dir) {
   std::vector<int32_t> labels;  // (N,)
   for_each_record(label_path, text::parse_ints, [&](const std::vector<int64_t>& v, const std::string& where) {
     GAT_CHECK(v.size() == 1, where, ": expected one label, got ", v.size(), " fields");
-    GAT_CHECK(v[0] >= 0 && v[0] < std::numeric_limits<int32_t>::max(), where, ": label ", v[0], " is out of range");
     GAT_CHECK(static_cast<int64_t>(labels.size()) < n, where, ": more labels than the ", n, " nodes of ", feat_path);
+    // num_classes is the largest label + 1: a class id beyond the node count cannot be genuine and
+    // would size the output layer.
+    GAT_CHECK(v[0] >= 0 && v[0] < n, where, ": label ", v[0], " is outside [0, ", n, "): a class id must be",
+              " below the number of nodes (", n, " in ", feat_path, ")");
     labels.push_back(static_cast<int32_t>(v[0]));
   });
   GAT_CHECK(static_cast<int64_t>(labels.size()) == n, "load_custom: ", label_path, " has ", labels.size(),
@@ -100,9 +105,14 @@ Dataset load_custom(const std::string& dir) {
   data.graph = Graph::from_edges(n, src, dst, options);
 
   const std::string split_dir = (std::filesystem::path(dir) / "split").string();
-  data.train_index = index_tensor(read_ids(find_file(split_dir, "train.csv"), n));
-  data.val_index = index_tensor(read_ids(find_file(split_dir, "valid.csv"), n));
-  data.test_index = index_tensor(read_ids(find_file(split_dir, "test.csv"), n));
+  std::array<std::string, 3> split_paths;
+  Tensor* splits[3] = {&data.train_index, &data.val_index, &data.test_index};
+  const char* split_names[3] = {"train.csv", "valid.csv", "test.csv"};
+  for (int k = 0; k < 3; ++k) {
+    split_paths[k] = find_file(split_dir, split_names[k]);
+    *splits[k] = index_tensor(read_ids(split_paths[k], n));
+  }
+  check_splits(data, split_paths);
   return data;
 }
 

@@ -9,8 +9,10 @@
 //
 // Each file may be plain text or gzip-compressed (name ending in .gz; the plain name wins when
 // both exist). Blank lines are skipped; there is no header line. The graph is made undirected,
-// deduplicated and self loops removed (GATConv adds its own); num_classes = the largest label + 1;
-// split ids are sorted ascending and must be distinct. This is the layout of the OGB node
+// deduplicated and self loops removed (GATConv adds its own); labels lie in [0, N) and
+// num_classes = the largest label + 1; split ids are sorted ascending, distinct, and the three
+// splits are non-empty and disjoint. Gzip files may decompress to at most text::max_gzip_ratio()
+// times their size (GAT_MAX_GZIP_RATIO raises it). This is the layout of the OGB node
 // property prediction downloads (e.g. ogbn-arxiv: raw/*.csv.gz and split/time/*.csv.gz put side
 // by side in one folder). Every error names the file and, for content errors, the line.
 #pragma once

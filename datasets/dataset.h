@@ -1,6 +1,7 @@
 // Dataset: what every loader (Planetoid, custom directory, synthetic generator) returns.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -20,9 +21,19 @@ struct Dataset {
   // Undirected (both directions of every edge), deduplicated, without self loops: GATConv adds
   // its own.
   Graph graph;
+  // What training does to x first, as the dataset's reference recipe does (set by the loader):
+  // the Planetoid graphs row-normalise their bag-of-words features (PyG's NormalizeFeatures,
+  // normalize_features in datasets/planetoid.h); other sources are used as they are.
+  enum class Preprocessing { none, row_normalize };
+  Preprocessing preprocessing = Preprocessing::none;
 
   int64_t num_nodes() const { return x.size(0); }
   int64_t num_features() const { return x.size(1); }
 };
+
+// Throws a gat::Error unless each of train_index, val_index and test_index is non-empty, within
+// [0, num_nodes) and shares no node with another. `sources` names where each split came from (a
+// file) for the message, in that order.
+void check_splits(const Dataset& data, const std::array<std::string, 3>& sources);
 
 }  // namespace gat

@@ -72,7 +72,9 @@ struct AliasTable {
 Dataset generate_sbm(const GeneratorOptions& o) {
   GAT_CHECK(o.num_nodes > 0 && o.num_nodes <= std::numeric_limits<int32_t>::max(), "generate_sbm: num_nodes ",
             o.num_nodes, " outside [1, ", std::numeric_limits<int32_t>::max(), "]");
-  GAT_CHECK(o.avg_degree >= 0.0 && o.avg_degree * static_cast<double>(o.num_nodes) <= std::numeric_limits<int32_t>::max(),
+  GAT_CHECK(std::isfinite(o.avg_degree) && o.avg_degree >= 0.0, "generate_sbm: avg_degree ", o.avg_degree,
+            " must be a finite number >= 0");
+  GAT_CHECK(o.avg_degree * static_cast<double>(o.num_nodes) <= std::numeric_limits<int32_t>::max(),
             "generate_sbm: avg_degree ", o.avg_degree, " for ", o.num_nodes, " nodes gives too many edges");
   GAT_CHECK(o.num_classes > 0 && o.num_classes <= o.num_nodes, "generate_sbm: num_classes ", o.num_classes,
             " outside [1, num_nodes]");

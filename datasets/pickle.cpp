@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <unordered_map>
+
+#include "gat/framework/io.h"
 
 namespace gat::pickle {
 
@@ -338,13 +338,7 @@ Document Document::parse(const std::string& bytes, std::string name) {
   return doc;
 }
 
-Document Document::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  GAT_CHECK(in, "pickle: ", path, ": cannot open the file");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  GAT_CHECK(!in.bad(), "pickle: ", path, ": read error");
-  return parse(bytes, path);
-}
+Document Document::load(const std::string& path) { return parse(io::read_regular_file(path), path); }
 
 // ---- converters -------------------------------------------------------------------------------
 
@@ -579,11 +573,20 @@ std::map<int64_t, std::vector<int64_t>> to_adjacency(const Document& doc) {
   } else if (root.kind != Value::Kind::dict) {
     doc.fail("expected a defaultdict(list) of adjacency lists, got a ", kind_name(root.kind));
   }
+  // A list is stated once but may be referenced many times through the memo (BINGET), and every
+  // reference becomes a copy here: the copies are counted against what the file can state.
+  const size_t max_entries = doc.file_size() / kFileBytesPerNeighbour;
+  size_t entries = 0;
   std::map<int64_t, std::vector<int64_t>> adjacency;
   for (const auto& [key, value] : root.entries) {
     const int64_t node = int_value(doc, key, "an adjacency key");
     if (value->kind != Value::Kind::list)
       doc.fail("the adjacency list of node ", node, " must be a list, got a ", kind_name(value->kind));
+    entries += value->items.size();
+    if (entries > max_entries)
+      doc.fail("the adjacency lists hold more than ", max_entries, " neighbour ids in all, more than a ",
+               doc.file_size(), "-byte file states (", kFileBytesPerNeighbour,
+               " bytes per id); lists referenced repeatedly through the memo?");
     std::vector<int64_t>& out = adjacency[node];
     out.clear();  // a repeated key replaces the earlier list, as in Python
     out.reserve(value->items.size());

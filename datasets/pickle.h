@@ -89,7 +89,11 @@ inline constexpr int64_t kMaxDenseElements = int64_t{1} << 28;
 inline constexpr int64_t kDenseCellsPerFileByte = 4096;
 // The root as a dense f32 tensor: a csr_matrix or a 2-D ndarray.
 Tensor to_dense(const Document& doc);
-// A collections.defaultdict(list) (or dict) of int -> list of int, as a sorted map.
+// A collections.defaultdict(list) (or dict) of int -> list of int, as a sorted map. Each neighbour
+// id costs a file at least kFileBytesPerNeighbour bytes (an int opcode and its argument), so the
+// lists may hold at most file_size / kFileBytesPerNeighbour ids in all, however often a memoised
+// list is referenced.
 std::map<int64_t, std::vector<int64_t>> to_adjacency(const Document& doc);
+inline constexpr size_t kFileBytesPerNeighbour = 2;
 
 }  // namespace gat::pickle

@@ -92,6 +92,8 @@ Dataset load_planetoid(const std::string& name, const std::string& data_dir) {
   GAT_CHECK(n <= std::numeric_limits<int32_t>::max(), "load_planetoid: too many nodes (", n, ")");
   GAT_CHECK(sorted.back() < n, "load_planetoid: ", parts.path("test.index"), ": test id ", sorted.back(),
             " is outside the ", n, " nodes (", base, " allx rows + ", span, " test rows)");
+  GAT_CHECK(classes <= n, "load_planetoid: ", parts.path("ally"), " has ", classes, " label columns for ", n,
+            " nodes (a class id must be below the number of nodes)");
   GAT_CHECK(x.size(0) + kValSize <= n, "load_planetoid: ", x.size(0), " training rows + ", kValSize,
             " validation nodes exceed the ", n, " nodes");
 
@@ -107,6 +109,7 @@ Dataset load_planetoid(const std::string& name, const std::string& data_dir) {
 
   Dataset data;
   data.name = parts.name;
+  data.preprocessing = Dataset::Preprocessing::row_normalize;
   data.num_classes = classes;
   data.x = Tensor::zeros({n, features}, DType::f32);
   data.y = Tensor::empty({n}, DType::i32);
@@ -136,6 +139,9 @@ Dataset load_planetoid(const std::string& name, const std::string& data_dir) {
   data.train_index = Tensor::from_vector(std::vector<int32_t>(index.begin(), index.begin() + train), {train});
   data.val_index = Tensor::from_vector(std::vector<int32_t>(index.begin() + train, index.end()), {kValSize});
   data.test_index = Tensor::from_vector(std::vector<int32_t>(sorted.begin(), sorted.end()), {test_rows});
+  check_splits(data, {detail::concat(parts.path("x"), " (its ", train, " rows are the training nodes)"),
+                      detail::concat("the ", kValSize, " nodes after the rows of ", parts.path("x"), " (validation)"),
+                      parts.path("test.index")});
 
   // Graph: node -> neighbours, every id within the N nodes.
   const std::string graph_path = parts.path("graph");

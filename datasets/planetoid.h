@@ -4,8 +4,10 @@
 //   - features: allx rows, then tx rows; for CiteSeer, whose test.index skips 15 ids, tx/ty are
 //     widened to the full id range with all-zero rows; then x[test_index] = x[sorted(test_index)];
 //   - labels: argmax of the one-hot rows (an all-zero row gives 0), permuted the same way;
-//   - split: train = the first len(y) nodes, val = the next 500, test = the test.index ids;
-//   - graph: the adjacency lists, made undirected, deduplicated, self loops removed.
+//   - split: train = the first len(y) nodes, val = the next 500, test = the test.index ids (which
+//     must not be training or validation nodes);
+//   - graph: the adjacency lists, made undirected, deduplicated, self loops removed;
+//   - preprocessing: row_normalize (training applies normalize_features, as the paper does).
 // Every malformed or inconsistent file is a gat::Error naming the file.
 #pragma once
 

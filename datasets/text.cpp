@@ -2,35 +2,76 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "gat/framework/check.h"
+#include "gat/framework/io.h"
 
 namespace gat::text {
 
-std::string read_file(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  GAT_CHECK(file != nullptr, path, ": cannot open the file");
-  std::string text;
+std::string read_file(const std::string& path) { return decode(io::read_regular_file(path), path); }
+
+uint64_t max_gzip_ratio() {
+  const char* env = std::getenv("GAT_MAX_GZIP_RATIO");
+  if (!env || !*env) return kDefaultMaxGzipRatio;
+  uint64_t ratio = 0;
+  const char* end = env + std::strlen(env);
+  const auto [ptr, ec] = std::from_chars(env, end, ratio);
+  GAT_CHECK(ec == std::errc() && ptr == end && ratio > 0, "GAT_MAX_GZIP_RATIO='", env,
+            "' is not a positive integer");
+  return ratio;
+}
+
+std::string decode(std::string bytes, const std::string& name) {
+  if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f ||
+      static_cast<unsigned char>(bytes[1]) != 0x8b)
+    return bytes;
+  const uint64_t ratio = max_gzip_ratio();
+  const uint64_t limit = bytes.size() > (std::numeric_limits<uint64_t>::max() - kGzipSlackBytes) / ratio
+                             ? std::numeric_limits<uint64_t>::max()
+                             : bytes.size() * ratio + kGzipSlackBytes;
+  z_stream z{};
+  GAT_CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK, name, ": cannot start zlib");
+  Bytef* const in = reinterpret_cast<Bytef*>(bytes.data());
+  size_t fed = 0;  // input bytes handed to zlib so far (in windows of at most 4 GiB)
+  std::string text, error;
   char buffer[1 << 16];
   for (;;) {
-    const int n = gzread(file, buffer, sizeof buffer);
-    if (n < 0) {
-      int code = 0;
-      const std::string message = gzerror(file, &code);
-      gzclose(file);
-      GAT_FAIL(path, ": read error after ", text.size(), " bytes: ", message);
+    if (z.avail_in == 0 && fed < bytes.size()) {
+      z.next_in = in + fed;
+      z.avail_in = static_cast<uInt>(std::min<size_t>(bytes.size() - fed, std::numeric_limits<uInt>::max()));
+      fed += z.avail_in;
     }
-    if (n == 0) break;
-    text.append(buffer, static_cast<size_t>(n));
+    z.next_out = reinterpret_cast<Bytef*>(buffer);
+    z.avail_out = sizeof buffer;
+    const int status = inflate(&z, Z_NO_FLUSH);
+    const size_t produced = sizeof buffer - z.avail_out;
+    if (text.size() + produced > limit) {
+      error = detail::concat("decompresses to more than ", limit, " bytes (", ratio, " times its ", bytes.size(),
+                             " bytes + ", kGzipSlackBytes >> 20,
+                             " MiB); if the file is genuine, raise the ratio with GAT_MAX_GZIP_RATIO");
+      break;
+    }
+    text.append(buffer, produced);
+    const bool input_left = z.avail_in > 0 || fed < bytes.size();
+    if (status == Z_STREAM_END) {
+      if (!input_left) break;
+      inflateReset(&z);  // another gzip member follows
+    } else if (status != Z_OK && !(status == Z_BUF_ERROR && input_left)) {
+      error = status == Z_BUF_ERROR ? std::string("truncated gzip stream")
+                                    : detail::concat("corrupt gzip stream (", z.msg ? z.msg : "zlib error", ")");
+      error += detail::concat(" after ", text.size(), " decompressed bytes");
+      break;
+    }
   }
-  // A truncated gzip stream reads as a short file without an error from gzread; gzclose_r
-  // reports it.
-  const int closed = gzclose(file);
-  GAT_CHECK(closed == Z_OK, path, ": read error (truncated or corrupt gzip stream, zlib code ", closed, ")");
+  inflateEnd(&z);
+  GAT_CHECK(error.empty(), name, ": ", error);
   return text;
 }
 

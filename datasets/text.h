@@ -9,9 +9,20 @@
 
 namespace gat::text {
 
-// The whole file, decompressed when it is gzip (zlib reads plain files unchanged). Throws a
-// gat::Error naming the path when it cannot be opened or read.
+// The whole of a regular file (io::read_regular_file), decompressed when it is gzip (it starts
+// with the gzip magic bytes; concatenated members are read one after the other). Throws a
+// gat::Error naming the path when it cannot be opened, read or decompressed.
 std::string read_file(const std::string& path);
+
+// `bytes` decompressed when they start with the gzip magic bytes, else unchanged. A gzip stream
+// may decompress to at most max_gzip_ratio() times its size plus kGzipSlackBytes: deflate can
+// reach about 1032:1, which no real CSV file needs, so a small file cannot make a huge
+// allocation (a "zip bomb"). `name` starts every error message.
+std::string decode(std::string bytes, const std::string& name);
+inline constexpr uint64_t kDefaultMaxGzipRatio = 200;
+inline constexpr uint64_t kGzipSlackBytes = uint64_t{1} << 20;
+// $GAT_MAX_GZIP_RATIO when set (a positive integer), else kDefaultMaxGzipRatio.
+uint64_t max_gzip_ratio();
 
 // Splits text into lines ('\n', an optional '\r' before it is dropped; a last line without
 // '\n' counts). Line numbers are 1-based.

@@ -651,6 +651,65 @@ TEST(Custom, ErrorsNameFileAndLine) {
   expect_error(load, {"edge.csv.gz"});
 }
 
+TEST(Custom, LabelsBeyondTheNodeCountAndOverlappingOrEmptySplitsAreRefused) {
+  TempDir tmp;
+  write_custom(tmp.path);
+  auto load = [&] { load_custom(tmp.path.string()); };
+  // One bad label used to set the class count (a 1,000,001-class model for 5 nodes).
+  write_bytes(tmp.path / "node-label.csv", "1\n0\n1000000\n1\n0\n");
+  expect_error(load, {"node-label.csv:3", "label 1000000 is outside [0, 5)"});
+  write_bytes(tmp.path / "node-label.csv", "1\n0\n2\n1\n0\n");
+  write_bytes(tmp.path / "split" / "train.csv", "3\n0\n1\n");
+  expect_error(load, {"valid.csv.gz: validation node 1 is also a training node", "train.csv"});
+  write_bytes(tmp.path / "split" / "train.csv", "3\n0\n");
+  write_bytes(tmp.path / "split" / "test.csv", "\n");
+  expect_error(load, {"test.csv: the test split is empty"});
+}
+
+TEST(Text, GzipIsDecodedWithinARatioOfItsSize) {
+  const std::string plain = "0,1\n" + std::string(4 << 20, '\n');  // 4 MiB of blank lines
+  z_stream z{};
+  deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY);
+  std::string gz(deflateBound(&z, static_cast<uLong>(plain.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
+  z.avail_in = static_cast<uInt>(plain.size());
+  z.next_out = reinterpret_cast<Bytef*>(gz.data());
+  z.avail_out = static_cast<uInt>(gz.size());
+  deflate(&z, Z_FINISH);
+  gz.resize(z.total_out);
+  deflateEnd(&z);
+  ASSERT_GT(plain.size(), gz.size() * text::kDefaultMaxGzipRatio + text::kGzipSlackBytes);
+  ::unsetenv("GAT_MAX_GZIP_RATIO");
+  expect_error([&] { text::decode(gz, "bomb.gz"); }, {"bomb.gz: decompresses to more than", "GAT_MAX_GZIP_RATIO"});
+  ::setenv("GAT_MAX_GZIP_RATIO", "100000", 1);
+  EXPECT_EQ(text::decode(gz, "bomb.gz"), plain);
+  EXPECT_EQ(text::decode(gz + gz, "two.gz"), plain + plain);  // concatenated members
+  expect_error([&] { text::decode(gz.substr(0, gz.size() - 4), "cut.gz"); }, {"cut.gz: truncated gzip stream"});
+  ::setenv("GAT_MAX_GZIP_RATIO", "0", 1);
+  expect_error([&] { text::decode(gz, "bomb.gz"); }, {"GAT_MAX_GZIP_RATIO='0' is not a positive integer"});
+  ::unsetenv("GAT_MAX_GZIP_RATIO");
+  EXPECT_EQ(text::decode("1,2\n", "plain.csv"), "1,2\n");  // plain text passes unchanged
+}
+
+// A list stated once and referenced through the memo for every key used to be copied for every
+// key (7.5 GB from a 450 KB file): the copies count against what the file can state.
+TEST(Pickle, MemoReferencesCountAgainstTheOutput) {
+  auto graph = [](int keys, int items) {
+    std::string p = "\x80\x02" "ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R(K"s + '\0' + "]q\x01(";
+    for (int i = 0; i < items; ++i) p += "K"s + static_cast<char>(i % 250);
+    p += "e";
+    for (int k = 1; k < keys; ++k) p += "M"s + static_cast<char>(k & 0xff) + static_cast<char>(k >> 8) + "h\x01";
+    return p + "u.";
+  };
+  const pickle::Document small = pickle::Document::parse(graph(3, 4), "small.graph");
+  const auto adjacency = pickle::to_adjacency(small);
+  ASSERT_EQ(adjacency.size(), 3u);
+  EXPECT_EQ(adjacency.at(2), (std::vector<int64_t>{0, 1, 2, 3}));
+  const pickle::Document bomb = pickle::Document::parse(graph(3000, 3000), "bomb.graph");
+  expect_error([&] { pickle::to_adjacency(bomb); },
+               {"bomb.graph: the adjacency lists hold more than", "memo"});
+}
+
 // ---- generator --------------------------------------------------------------------------------------
 
 TEST(Generator, DeterministicForASeedWhateverTheThreadCount) {
