@@ -9,9 +9,13 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <string>
 
+#include "gat/framework/check.h"
 #include "gat/framework/graph.h"
+#include "gat/framework/io.h"
 #include "gat/framework/module.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/sparse.h"
@@ -34,6 +38,24 @@ struct GATConfig {
   double value_dropout = 0.6;
   double negative_slope = 0.2;
   DType dtype = DType::f32;  // of the parameters
+
+  // The values each field may take (validate(), from_metadata() and gat_train's flags use them).
+  static constexpr Range<int64_t> kSizeRange{1, std::numeric_limits<int32_t>::max()};  // in_features, num_classes
+  static constexpr Range<int64_t> kHiddenRange{1, int64_t{1} << 16};
+  static constexpr Range<int64_t> kHeadsRange{1, 1024};            // heads, output_heads
+  static constexpr Range<double> kDropoutRange{0.0, 1.0, false, true};  // dropout, value_dropout
+  static constexpr Range<double> kNegativeSlopeRange{0.0, 1.0};
+
+  // Throws a gat::Error naming the first field outside its range; `where` starts the message.
+  void validate(const std::string& where = "GATConfig") const;
+
+  // Every field as checkpoint metadata (JSON numbers as text, dtype as "f32"/"f64"), and back:
+  // from_metadata(to_metadata()) == *this. Reading checks types and ranges (validate()); errors
+  // name `where` (the file) and the key.
+  io::Metadata to_metadata() const;
+  static GATConfig from_metadata(const io::Metadata& metadata, const std::string& where);
+
+  bool operator==(const GATConfig& o) const;
 };
 
 class GAT : public Module {

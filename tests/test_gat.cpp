@@ -482,22 +482,3 @@ TEST(Trainer, FeaturesMadeOnceGiveTheSameRunAndWrongFeaturesAreRefused) {
     EXPECT_NE(std::string(e.what()).find("not data.x's shape"), std::string::npos) << e.what();
   }
 }
-
-TEST(Trainer, CudaGraphsAreOnUnlessTheEnvironmentTurnsThemOff) {
-  const char* before = std::getenv("GAT_CUDA_GRAPHS");
-  const std::string saved = before ? before : "";
-  ::unsetenv("GAT_CUDA_GRAPHS");
-  EXPECT_TRUE(cuda_graphs_by_default());
-  EXPECT_TRUE(TrainOptions{}.cuda_graphs);
-  for (const char* on : {"1", "on", "true"}) {
-    ::setenv("GAT_CUDA_GRAPHS", on, 1);
-    EXPECT_TRUE(cuda_graphs_by_default()) << on;
-  }
-  for (const char* off : {"0", "off", "false"}) {
-    ::setenv("GAT_CUDA_GRAPHS", off, 1);
-    EXPECT_FALSE(cuda_graphs_by_default()) << off;
-    EXPECT_FALSE(TrainOptions{}.cuda_graphs) << off;
-  }
-  if (before) ::setenv("GAT_CUDA_GRAPHS", saved.c_str(), 1);
-  else ::unsetenv("GAT_CUDA_GRAPHS");
-}

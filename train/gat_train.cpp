@@ -5,22 +5,21 @@
 //   gat_train --dataset citeseer --save citeseer.safetensors
 //   gat_train --load citeseer.safetensors            (evaluate a checkpoint, no training)
 //   gat_train --dataset cora --info                  (dataset summary as one JSON line)
-//   gat_train --dataset cora --checkpoint run.safetensors --log run.jsonl   (the run's state
-//   gat_train --dataset cora --resume run.safetensors --log run.jsonl        after each epoch;
-//                                                    continued after an interruption)
 //
 // Exit status: 0 on success, 2 for bad flags (with the usage), 1 for any other error (the
-// message on stderr).
-
+// message on stderr), including a failed write of stdout, the log or the checkpoint.
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <omp.h>
 
@@ -28,91 +27,20 @@
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/io.h"
 #include "gat/models/gat.h"
+#include "gat/train/checkpoint.h"
+#include "gat/train/cli.h"
 #include "gat/train/trainer.h"
 
 using namespace gat;
+using cli::Flags;
 
 namespace {
-
-struct Flags {
-  std::string dataset = "cora";
-  std::string data_dir;
-  std::string device = "auto";
-  int64_t epochs = 100000;
-  int64_t patience = 100;
-  double lr = 0.005;
-  double weight_decay = 5e-4;
-  int64_t hidden = 8;
-  int64_t heads = 8;
-  int64_t output_heads = 1;
-  double dropout = 0.6;
-  double value_dropout = GATConfig{}.value_dropout;
-  double sparse_below = TrainOptions{}.sparse_max_density;
-  uint64_t seed = 0;
-  int64_t runs = 1;
-  int threads = 0;  // 0: OpenMP's default (OMP_NUM_THREADS, else every core)
-  std::string save, load, log;
-  std::string checkpoint, resume;  // run checkpoints (train/trainer.h)
-  int64_t checkpoint_every = 1;
-  bool json = false, info = false, quiet = false;
-  bool cuda_graphs = TrainOptions{}.cuda_graphs;
-};
 
 Device resolve_device(const std::string& name) {
   if (name == "cpu") return Device::cpu;
   if (name == "auto") return cuda::available() ? Device::cuda : Device::cpu;
   GAT_CHECK(cuda::available(), "--device cuda: ", cuda::unavailable_reason());
   return Device::cuda;
-}
-
-// ---- checkpoint metadata: what is needed to rebuild the model ----
-
-io::Metadata checkpoint_metadata(const std::string& dataset, const GATConfig& c, uint64_t seed,
-                                 const TrainResult& r) {
-  auto str = [](auto v) { return nlohmann::json(v).dump(); };
-  return {{"format", "gat_train"},
-          {"dataset", dataset},
-          {"in_features", str(c.in_features)},
-          {"num_classes", str(c.num_classes)},
-          {"hidden", str(c.hidden)},
-          {"heads", str(c.heads)},
-          {"output_heads", str(c.output_heads)},
-          {"dropout", str(c.dropout)},
-          {"value_dropout", str(c.value_dropout)},
-          {"negative_slope", str(c.negative_slope)},
-          {"seed", str(seed)},
-          {"best_epoch", str(r.best_epoch)},
-          {"test_acc", str(r.test_acc)}};
-}
-
-double metadata_number(const io::Metadata& meta, const std::string& key, const std::string& path) {
-  auto it = meta.find(key);
-  GAT_CHECK(it != meta.end(), "checkpoint ", path, ": metadata has no '", key,
-            "' (not written by gat_train?)");
-  try {
-    const nlohmann::json v = nlohmann::json::parse(it->second);
-    if (v.is_number()) return v.get<double>();
-  } catch (const nlohmann::json::exception&) {
-  }
-  GAT_FAIL("checkpoint ", path, ": metadata '", key, "' = '", it->second, "' is not a number");
-}
-
-GATConfig config_from_metadata(const io::Metadata& meta, const std::string& path) {
-  auto count = [&](const char* key) {
-    const double v = metadata_number(meta, key, path);
-    GAT_CHECK(v >= 1 && v == std::floor(v), "checkpoint ", path, ": metadata '", key, "' = ", v,
-              " is not a positive integer");
-    return static_cast<int64_t>(v);
-  };
-  GATConfig c;
-  c.in_features = count("in_features");
-  c.num_classes = count("num_classes");
-  c.hidden = count("hidden");
-  c.heads = count("heads");
-  c.output_heads = count("output_heads");
-  c.dropout = metadata_number(meta, "dropout", path);
-  c.negative_slope = metadata_number(meta, "negative_slope", path);
-  return c;
 }
 
 // A resumed run's log: the lines of the epochs the checkpoint has done are kept, later ones (written
@@ -150,26 +78,17 @@ class EpochProgress {
   std::chrono::steady_clock::time_point last_;
 };
 
-// The dataset's recipe (train/trainer.h) for every hyperparameter the command line leaves out.
-void apply_recipe(Flags& flags, const CLI::App& app) {
-  const Recipe recipe = recipe_for(flags.dataset);
-  if (app.count("--output-heads") == 0) flags.output_heads = recipe.output_heads;
-  if (app.count("--lr") == 0) flags.lr = recipe.lr;
-  if (app.count("--weight-decay") == 0) flags.weight_decay = recipe.weight_decay;
-}
-
 // ---- the two modes ----
 
-int evaluate_checkpoint(const Flags& flags, bool dataset_given, Device device) {
-  const io::Metadata meta = io::load_safetensors(flags.load).metadata;
+int evaluate_checkpoint(const Flags& flags, Device device) {
+  const CheckpointInfo info = CheckpointInfo::from_metadata(io::load_safetensors(flags.load).metadata, flags.load);
   std::string dataset = flags.dataset;
-  if (!dataset_given) {
-    auto it = meta.find("dataset");
-    GAT_CHECK(it != meta.end(), "checkpoint ", flags.load, ": metadata names no dataset; pass --dataset");
-    dataset = it->second;
+  if (!flags.dataset_given) {
+    GAT_CHECK(!info.dataset.empty(), "checkpoint ", flags.load, ": metadata names no dataset; pass --dataset");
+    dataset = info.dataset;
   }
   const Dataset data = dataset_to(load_training_dataset(dataset, flags.data_dir), device);
-  const GATConfig config = config_from_metadata(meta, flags.load);
+  const GATConfig& config = info.model;
   GAT_CHECK(config.in_features == data.num_features() && config.num_classes == data.num_classes,
             "checkpoint ", flags.load, ": a model of ", config.in_features, " features and ",
             config.num_classes, " classes does not fit ", dataset, " (", data.num_features(),
@@ -179,7 +98,7 @@ int evaluate_checkpoint(const Flags& flags, bool dataset_given, Device device) {
   model.to(device);
   io::load_into(model, flags.load);
   auto forward = [&](const Features& x, const Graph& g, Generator& gen) { return model.forward(x, g, gen); };
-  const Evaluation e = evaluate(model, forward, data, Features::choose(data.x, flags.sparse_below));
+  const Evaluation e = evaluate(model, forward, data, Features::choose(data.x, flags.train.sparse_max_density));
   if (!flags.quiet)
     std::printf("%s: checkpoint %s: train acc %.4f, val acc %.4f (loss %.4f), test acc %.4f\n",
                 dataset.c_str(), flags.load.c_str(), e.train.acc, e.val.acc, e.val.loss, e.test.acc);
@@ -194,41 +113,30 @@ int evaluate_checkpoint(const Flags& flags, bool dataset_given, Device device) {
 }
 
 int train_runs(const Flags& flags, Device device) {
-  const Dataset data = dataset_to(load_training_dataset(flags.dataset, flags.data_dir), device);
-  GATConfig config;
-  config.in_features = data.num_features();
-  config.num_classes = data.num_classes;
-  config.hidden = flags.hidden;
-  config.heads = flags.heads;
-  config.output_heads = flags.output_heads;
-  config.dropout = flags.dropout;
-  config.value_dropout = flags.value_dropout;
-  TrainOptions options;
-  options.lr = flags.lr;
-  options.weight_decay = flags.weight_decay;
-  options.max_epochs = flags.epochs;
-  options.patience = flags.patience;
-  options.cuda_graphs = flags.cuda_graphs;
-  options.checkpoints.path = flags.checkpoint;
-  options.checkpoints.every = flags.checkpoint_every;
-  options.checkpoints.metadata = checkpoint_metadata(flags.dataset, config, flags.seed, TrainResult{});
-  options.checkpoints.resume = flags.resume;
+  if (!flags.save.empty()) io::check_save_path(flags.save);  // before the training, not after it
+  if (!flags.checkpoint.empty()) io::check_save_path(flags.checkpoint);
   GAT_CHECK(flags.runs == 1 || (flags.checkpoint.empty() && flags.resume.empty()),
             "--checkpoint and --resume follow one run: --runs must be 1");
-
   std::ofstream log;
   if (!flags.log.empty()) {
     if (!flags.resume.empty()) {
       const io::Metadata meta = io::load_safetensors(flags.resume).metadata;
-      const auto it = meta.find(kCheckpointEpochKey);
-      GAT_CHECK(it != meta.end(), "--resume: ", flags.resume, " is not a run checkpoint (no '",
-                kCheckpointEpochKey, "')");
-      truncate_log_after(flags.log, std::stoll(it->second));
+      truncate_log_after(flags.log, io::MetadataReader(meta, "--resume " + flags.resume).integer(kCheckpointEpochKey));
     }
     log.open(flags.log, flags.resume.empty() ? std::ios::trunc : std::ios::app);
-    GAT_CHECK(log.is_open(), "--log: cannot open ", flags.log, " for writing");
+    GAT_CHECK(log.is_open(), "--log: cannot open ", flags.log, " for writing: ", std::strerror(errno));
   }
-  const Features x = Features::choose(data.x, flags.sparse_below);  // once for all the runs
+  const Dataset data = dataset_to(load_training_dataset(flags.dataset, flags.data_dir), device);
+  GATConfig config = flags.model;
+  config.in_features = data.num_features();
+  config.num_classes = data.num_classes;
+  config.validate(flags.dataset);
+  TrainOptions options = flags.train;
+  options.checkpoints.path = flags.checkpoint;
+  options.checkpoints.every = flags.checkpoint_every;
+  options.checkpoints.metadata = CheckpointInfo{flags.dataset, config, flags.seed, 0, 0}.to_metadata();
+  options.checkpoints.resume = flags.resume;
+  const Features x = Features::choose(data.x, flags.train.sparse_max_density);  // once for all the runs
   std::vector<TrainResult> results;
   for (int64_t run = 0; run < flags.runs; ++run) {
     const uint64_t seed = flags.seed + static_cast<uint64_t>(run);
@@ -236,14 +144,14 @@ int train_runs(const Flags& flags, Device device) {
     GAT model(config, gen);
     model.to(device);
     auto forward = [&](const Features& x, const Graph& g, Generator& gn) { return model.forward(x, g, gn); };
-    EpochProgress progress(flags.epochs);
+    EpochProgress progress(options.max_epochs);
     auto on_epoch = [&](const EpochStats& s) {
       if (log.is_open()) {
         const nlohmann::json j = {{"run", run},         {"epoch", s.epoch},       {"loss", s.loss},
                                   {"train_acc", s.train_acc}, {"val_acc", s.val_acc}, {"val_loss", s.val_loss},
                                   {"test_acc", s.test_acc},   {"ms", s.ms},         {"step_ms", s.step_ms}};
         log << j.dump() << '\n' << std::flush;
-        GAT_CHECK(log.good(), "--log: writing ", flags.log, " failed");
+        GAT_CHECK(log.good(), "--log: writing ", flags.log, " failed: ", std::strerror(errno));
       }
       if (!flags.quiet && progress.due(s.epoch))
         std::fprintf(stderr, "run %lld/%lld epoch %5lld  loss %.4f  train %.4f  val %.4f (loss %.4f)  test %.4f  %.2f ms\n",
@@ -262,7 +170,7 @@ int train_runs(const Flags& flags, Device device) {
                   static_cast<unsigned long long>(seed), r.test_acc, static_cast<long long>(r.best_epoch),
                   r.val_acc, r.val_loss, static_cast<long long>(r.epochs), r.train_step_ms);
     if (run == 0 && !flags.save.empty())
-      io::save(model, flags.save, checkpoint_metadata(flags.dataset, config, seed, r));
+      io::save(model, flags.save, CheckpointInfo{flags.dataset, config, seed, r.best_epoch, r.test_acc}.to_metadata());
   }
 
   // Mean and sample standard deviation over the runs.
@@ -298,96 +206,60 @@ int train_runs(const Flags& flags, Device device) {
         {"epochs", epochs},          {"best_epochs", best_epochs},
         {"train_step_ms", step_ms_mean}, {"train_step_ms_per_run", step_ms},
         {"threads", omp_get_max_threads()}, {"cuda_graphs", graph_notes},
-        {"config", {{"hidden", flags.hidden}, {"heads", flags.heads}, {"output_heads", flags.output_heads},
-                    {"dropout", flags.dropout}, {"value_dropout", flags.value_dropout}, {"lr", flags.lr}, {"weight_decay", flags.weight_decay},
-                    {"patience", flags.patience}, {"max_epochs", flags.epochs}}}};
+        {"config", {{"hidden", config.hidden}, {"heads", config.heads}, {"output_heads", config.output_heads},
+                    {"dropout", config.dropout}, {"value_dropout", config.value_dropout}, {"lr", flags.train.lr},
+                    {"weight_decay", flags.train.weight_decay}, {"patience", flags.train.patience},
+                    {"max_epochs", flags.train.max_epochs}}}};
     std::printf("%s\n", j.dump().c_str());
   }
   return 0;
+}
+
+// Reports a failed write of stdout (a full disk, a closed pipe, /dev/full): exit status 1.
+int check_stdout(int status) {
+  const bool flushed = std::fflush(stdout) == 0;
+  if (flushed && !std::ferror(stdout)) return status;
+  std::fprintf(stderr, "gat_train: writing the output to stdout failed%s%s\n", flushed ? "" : ": ",
+               flushed ? "" : std::strerror(errno));
+  return status == 0 ? 1 : status;
+}
+
+int run(const Flags& flags) {
+  if (flags.info) {
+    std::printf("%s\n", dataset_summary(load_dataset(flags.dataset, flags.data_dir)).c_str());
+    return 0;
+  }
+  const Device device = resolve_device(flags.device);
+  if (!flags.load.empty()) return evaluate_checkpoint(flags, device);
+  return train_runs(flags, device);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines show up live in logs and pipes
+  cli::Environment env;  // the environment is read here, and only here
+  env.cuda_graphs = cli::cuda_graphs_enabled(std::getenv("GAT_CUDA_GRAPHS"));
+  env.data_dir_default = default_data_dir();
   Flags flags;
-  CLI::App app{"Train the two-layer GAT (Velickovic et al. 2018) on a node-classification dataset."};
-  app.option_defaults()->always_capture_default();
-  app.add_option("--dataset", flags.dataset,
-                 "cora | citeseer | pubmed | synthetic:<nodes>:<avg_degree>:<seed> | a directory "
-                 "(with --load: the checkpoint's dataset unless given)");
-  app.add_option("--data-dir", flags.data_dir,
-                 "folder of the Planetoid raw files; the missing ones are downloaded there")
-      ->default_str("$GAT_DATA_DIR, else $XDG_CACHE_HOME/gat/planetoid or ~/.cache/gat/planetoid");
-  app.add_option("--device", flags.device, "where to train")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  app.add_option("--epochs", flags.epochs, "maximum epochs (early stopping ends sooner)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--patience", flags.patience, "epochs without improvement before stopping")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--lr", flags.lr, "Adam learning rate (PubMed: 0.01)")->check(CLI::PositiveNumber);
-  app.add_option("--weight-decay", flags.weight_decay, "L2 weight decay (PubMed: 0.001)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--hidden", flags.hidden, "features per head in the first layer")->check(CLI::PositiveNumber);
-  app.add_option("--heads", flags.heads, "heads of the first layer")->check(CLI::PositiveNumber);
-  app.add_option("--output-heads", flags.output_heads, "heads of the output layer (8 for PubMed)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--dropout", flags.dropout, "feature and attention dropout rate")
-      ->check(CLI::Range(0.0, 0.999999));
-  app.add_option("--value-dropout", flags.value_dropout,
-                 "dropout on the projected features where they are aggregated, as the GAT authors' "
-                 "code does (0: as PyG's GATConv)")
-      ->check(CLI::Range(0.0, 0.999999));
-  app.add_option("--sparse-below", flags.sparse_below,
-                 "pass the features as a sparse CSR matrix when fewer than this fraction is non-zero "
-                 "(0: always dense; same results up to rounding)")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_flag("--cuda-graphs,!--no-cuda-graphs", flags.cuda_graphs,
-               "on CUDA, record the training step and evaluation as CUDA graphs and replay them "
-               "(the same results, less host work per epoch; default on unless "
-               "GAT_CUDA_GRAPHS=0)");
-  app.add_option("--seed", flags.seed, "seed of the first run");
-  app.add_option("--runs", flags.runs, "runs with seeds seed, seed+1, ...; reports mean +- std")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--save", flags.save, "write the first run's trained parameters (safetensors)");
-  auto* load = app.add_option("--load", flags.load, "evaluate this checkpoint instead of training");
-  app.add_option("--log", flags.log, "one JSON line per epoch to this file");
-  app.add_flag("--json", flags.json, "print a JSON summary as the last line");
-  app.add_flag("--info", flags.info, "print the dataset summary as one JSON line and exit");
-  app.add_flag("--quiet", flags.quiet, "no progress lines");
-  app.add_option("--checkpoint", flags.checkpoint,
-                 "write the run's whole state (parameters, optimiser, early stopping, epoch, dropout "
-                 "generator) to this file during training, to continue it with --resume");
-  app.add_option("--checkpoint-every", flags.checkpoint_every, "epochs between --checkpoint writes (also "
-                 "written at the last epoch)")->check(CLI::PositiveNumber);
-  auto* resume = app.add_option("--resume", flags.resume,
-                                "continue the run saved by --checkpoint in this file, bit for bit (give the "
-                                "same flags as the interrupted run; --log appends to its log)");
-  app.add_option("--threads", flags.threads, "OpenMP threads (default: OMP_NUM_THREADS, else every core)")
-      ->check(CLI::Range(1, 4096));
-  load->excludes(app.get_option("--save"));
-  load->excludes(resume);
-
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::cerr << "gat_train: " << e.what() << "\n\n" << app.help();
+    flags = cli::parse(argc, argv, env);
+  } catch (const cli::UsageError& e) {
+    std::cerr << "gat_train: " << e.what() << "\n\n" << cli::usage(env);
     return 2;
   }
-
-  apply_recipe(flags, app);
+  if (flags.help) {
+    std::printf("%s", cli::usage(env).c_str());
+    return check_stdout(0);
+  }
   if (flags.threads > 0) omp_set_num_threads(flags.threads);
-
+  int status = 1;
   try {
-    if (flags.info) {
-      std::printf("%s\n", dataset_summary(load_dataset(flags.dataset, flags.data_dir)).c_str());
-      return 0;
-    }
-    const Device device = resolve_device(flags.device);
-    if (!flags.load.empty()) return evaluate_checkpoint(flags, app.count("--dataset") > 0, device);
-    return train_runs(flags, device);
+    status = run(flags);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "gat_train: out of memory (the dataset or the model is too large for this machine)\n";
   } catch (const std::exception& e) {  // gat::Error and anything from the libraries beneath
     std::cerr << "gat_train: " << e.what() << "\n";
-    return 1;
   }
+  return check_stdout(status);
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -227,11 +228,11 @@ void resume_run(const std::string& path, Module& model, Optimizer& optimizer, Ge
 
 }  // namespace
 
-bool cuda_graphs_by_default() {
-  const char* env = std::getenv("GAT_CUDA_GRAPHS");
-  if (!env) return true;
-  const std::string v = env;
-  return !(v == "0" || v == "off" || v == "false");
+void TrainOptions::validate() const {
+  check_in_range("train: lr", lr, kLrRange);
+  check_in_range("train: weight_decay", weight_decay, kWeightDecayRange);
+  check_in_range("train: max_epochs", max_epochs, kEpochsRange);
+  check_in_range("train: patience", patience, kEpochsRange);
 }
 
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x) {
@@ -253,8 +254,7 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
 TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const Dataset& data,
                                   const Features& x, const TrainOptions& options, Generator& gen,
                                   const std::function<void(const EpochStats&)>& on_epoch) {
-  GAT_CHECK(options.max_epochs >= 1 && options.patience >= 1, "train: max_epochs ",
-            options.max_epochs, " and patience ", options.patience, " must be at least 1");
+  options.validate();
   GAT_CHECK(x.rows() == data.x.size(0) && x.cols() == data.x.size(1) && x.device() == data.x.device(),
             "train: the features ", x.describe(), " are not data.x's shape and device (",
             data.x.describe(), ")");
@@ -336,7 +336,6 @@ Recipe recipe_for(const std::string& dataset) {
   std::string key = dataset;
   std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   Recipe recipe;
-  if (key == "cora" || key == "citeseer" || key == "pubmed") recipe.normalize_features = true;
   if (key == "pubmed") {
     recipe.output_heads = 8;
     recipe.lr = 0.01;
@@ -347,7 +346,7 @@ Recipe recipe_for(const std::string& dataset) {
 
 Dataset load_training_dataset(const std::string& name, const std::string& data_dir) {
   Dataset data = load_dataset(name, data_dir);
-  if (recipe_for(name).normalize_features) data.x = normalize_features(data.x);
+  if (data.preprocessing == Dataset::Preprocessing::row_normalize) data.x = normalize_features(data.x);
   return data;
 }
 

@@ -16,10 +16,12 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <functional>
 #include <string>
 
 #include "gat/datasets/dataset.h"
+#include "gat/framework/check.h"
 #include "gat/framework/graph.h"
 #include "gat/framework/io.h"
 #include "gat/framework/module.h"
@@ -32,9 +34,6 @@ namespace gat {
 
 // The model's forward pass: x (N, F) dense or sparse, graph, dropout generator -> logits (N, C).
 using ForwardFn = std::function<Tensor(const Features& x, const Graph& graph, Generator& gen)>;
-
-// False when the environment sets GAT_CUDA_GRAPHS to 0, off or false; true otherwise.
-bool cuda_graphs_by_default();
 
 struct TrainCheckpoints {
   std::string path;        // write the run's state here after every `every`-th epoch (none if empty)
@@ -53,9 +52,18 @@ struct TrainOptions {
   double sparse_max_density = Features::kDefaultMaxDensity;
   // On CUDA: record the training step and the evaluation as CUDA graphs after the first epoch
   // and replay them (the same results as eager steps, bit for bit; eager when recording fails).
-  // On unless GAT_CUDA_GRAPHS=0.
-  bool cuda_graphs = cuda_graphs_by_default();
+  bool cuda_graphs = true;
   TrainCheckpoints checkpoints;
+
+  // The values each field may take (validate() and gat_train's flags use them).
+  static constexpr Range<double> kLrRange{0.0, 1000.0, true, false};
+  static constexpr Range<double> kWeightDecayRange{0.0, 1000.0};
+  static constexpr Range<int64_t> kEpochsRange{1, std::numeric_limits<int32_t>::max()};  // max_epochs, patience
+  static constexpr Range<double> kDensityRange{0.0, 1.0};  // gat_train's --sparse-below (the
+                                                           // library takes any value: > 1 is always sparse)
+
+  // Throws a gat::Error naming the first field outside its range.
+  void validate() const;
 };
 
 // The metadata key of a run checkpoint that holds its last completed epoch.
@@ -113,16 +121,16 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
 // What the paper (Velickovic et al. 2018, section 3.3) does differently per dataset; the rest
 // (hidden 8, heads 8, dropout 0.6, patience 100) is GATConfig's and TrainOptions' defaults.
 struct Recipe {
-  bool normalize_features = false;  // row-normalised features (PyG's NormalizeFeatures)
   int64_t output_heads = GATConfig{}.output_heads;
   double lr = TrainOptions{}.lr;
   double weight_decay = TrainOptions{}.weight_decay;
 };
-// cora and citeseer: normalised features, the defaults; pubmed: normalised, 8 output heads,
-// lr 0.01, weight decay 0.001; anything else (synthetic, a directory): the defaults. Any case.
+// pubmed: 8 output heads, lr 0.01, weight decay 0.001; anything else: the defaults. Any case.
+// (Preprocessing is the dataset's own: Dataset::preprocessing.)
 Recipe recipe_for(const std::string& dataset);
 
-// load_dataset(name, data_dir) (datasets/registry.h) with the recipe's preprocessing.
+// load_dataset(name, data_dir) (datasets/registry.h) with the preprocessing its loader asks for
+// (Dataset::preprocessing: the Planetoid graphs get row-normalised features, as in the paper).
 Dataset load_training_dataset(const std::string& name, const std::string& data_dir = "");
 
 // A copy of the dataset with every tensor and the graph on `device`.

@@ -1,0 +1,256 @@
+// gat_train's flag parser (train/cli.h) and the configurations it fills: defaults from the
+// structs, every number parsed whole and range-checked with a readable range, the environment
+// passed in rather than read by the structs; GATConfig and CheckpointInfo round-trip through
+// checkpoint metadata, and reading refuses every value out of range.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "gat/train/checkpoint.h"
+#include "gat/train/cli.h"
+
+using namespace gat;
+
+namespace {
+
+cli::Flags parse(std::vector<std::string> args, const cli::Environment& env = {}) {
+  args.insert(args.begin(), "gat_train");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return cli::parse(static_cast<int>(argv.size()), argv.data(), env);
+}
+
+// The UsageError's message for `args`, or "" when they parse.
+std::string usage_error(const std::vector<std::string>& args) {
+  try {
+    parse(args);
+  } catch (const cli::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+io::Metadata with(io::Metadata m, const std::string& key, const std::string& value) {
+  m[key] = value;
+  return m;
+}
+
+CheckpointInfo sample_info() {
+  CheckpointInfo info;
+  info.dataset = "cora";
+  info.model.in_features = 1433;
+  info.model.num_classes = 7;
+  info.model.hidden = 3;
+  info.model.heads = 5;
+  info.model.output_heads = 2;
+  info.model.dropout = 0.125;
+  info.model.value_dropout = 0.1;  // not exactly representable: the text must round-trip
+  info.model.negative_slope = 0.3;
+  info.model.dtype = DType::f64;
+  info.seed = 18446744073709551615ull;
+  info.best_epoch = 42;
+  info.test_acc = 0.8125;
+  return info;
+}
+
+}  // namespace
+
+TEST(Cli, DefaultsAreTheStructsDefaults) {
+  const cli::Flags f = parse({});
+  const GATConfig model;
+  const TrainOptions train;
+  EXPECT_EQ(f.model, model);
+  EXPECT_EQ(f.train.lr, train.lr);
+  EXPECT_EQ(f.train.weight_decay, train.weight_decay);
+  EXPECT_EQ(f.train.max_epochs, train.max_epochs);
+  EXPECT_EQ(f.train.patience, train.patience);
+  EXPECT_EQ(f.train.sparse_max_density, train.sparse_max_density);
+  EXPECT_TRUE(f.train.cuda_graphs);
+  EXPECT_EQ(f.dataset, "cora");
+  EXPECT_FALSE(f.dataset_given);
+  EXPECT_FALSE(f.help);
+}
+
+TEST(Cli, FlagsReachTheirFields) {
+  const cli::Flags f = parse({"--dataset", "citeseer", "--hidden", "4", "--heads", "+2", "--output-heads", "3",
+                              "--dropout", "0.5", "--value-dropout", "0", "--lr", "1e-2", "--weight-decay", "0",
+                              "--epochs", "7", "--patience", "9", "--sparse-below", "1", "--no-cuda-graphs",
+                              "--seed", "18446744073709551615", "--save", "x.safetensors", "--json", "--quiet"});
+  EXPECT_EQ(f.dataset, "citeseer");
+  EXPECT_TRUE(f.dataset_given);
+  EXPECT_EQ(f.model.hidden, 4);
+  EXPECT_EQ(f.model.heads, 2);
+  EXPECT_EQ(f.model.output_heads, 3);
+  EXPECT_EQ(f.model.dropout, 0.5);
+  EXPECT_EQ(f.model.value_dropout, 0.0);
+  EXPECT_EQ(f.train.lr, 0.01);
+  EXPECT_EQ(f.train.max_epochs, 7);
+  EXPECT_EQ(f.train.patience, 9);
+  EXPECT_FALSE(f.train.cuda_graphs);
+  EXPECT_EQ(f.seed, 18446744073709551615ull);
+  EXPECT_EQ(f.save, "x.safetensors");
+  EXPECT_TRUE(f.json && f.quiet);
+  EXPECT_TRUE(parse({"--help"}).help);
+}
+
+TEST(Cli, TheEnvironmentComesInThroughTheProgram) {
+  EXPECT_TRUE(cli::cuda_graphs_enabled(nullptr));
+  for (const char* on : {"1", "on", "true", ""}) EXPECT_TRUE(cli::cuda_graphs_enabled(on)) << on;
+  for (const char* off : {"0", "off", "false"}) EXPECT_FALSE(cli::cuda_graphs_enabled(off)) << off;
+  cli::Environment env;
+  env.cuda_graphs = false;
+  EXPECT_FALSE(parse({}, env).train.cuda_graphs);
+  EXPECT_TRUE(parse({"--cuda-graphs"}, env).train.cuda_graphs);
+  // The structs read no environment.
+  ::setenv("GAT_CUDA_GRAPHS", "0", 1);
+  EXPECT_TRUE(TrainOptions{}.cuda_graphs);
+  EXPECT_TRUE(parse({}).train.cuda_graphs);
+  ::unsetenv("GAT_CUDA_GRAPHS");
+}
+
+TEST(Cli, NumbersAreParsedWholeAndWithinReadableRanges) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* expected;  // a part of the message
+  };
+  const Case cases[] = {
+      {{"--value-dropout", "nan"}, "--value-dropout: 'nan' is not a number in [0, 1)"},
+      {{"--dropout", "1"}, "--dropout: '1' is not a number in [0, 1)"},
+      {{"--dropout", "-0.1"}, "is not a number in [0, 1)"},
+      {{"--lr", "inf"}, "--lr: 'inf' is not a number in (0, 1000]"},
+      {{"--lr", "0"}, "(0, 1000]"},
+      {{"--lr", "1e309"}, "--lr: '1e309' is not a number"},
+      {{"--weight-decay", "-1"}, "--weight-decay: '-1' is not a number in [0, 1000]"},
+      {{"--sparse-below", "NaN"}, "--sparse-below: 'NaN' is not a number in [0, 1]"},
+      {{"--epochs", "1e23"}, "--epochs: '1e23' is not an integer in [1, 2147483647]"},
+      {{"--epochs", "0"}, "[1, 2147483647]"},
+      {{"--epochs", "2.5"}, "'2.5' is not an integer"},
+      {{"--patience", "99999999999999999999"}, "--patience: '99999999999999999999' is not an integer"},
+      {{"--seed", "-1"}, "--seed: '-1' is not an integer in [0, 18446744073709551615]"},
+      {{"--seed", "0x10"}, "--seed: '0x10' is not an integer"},
+      {{"--hidden", "2305843009213693953"}, "--hidden: '2305843009213693953' is not an integer in [1, 65536]"},
+      {{"--heads", "1e9"}, "--heads: '1e9' is not an integer in [1, 1024]"},
+      {{"--output-heads", "0"}, "--output-heads: '0' is not an integer in [1, 1024]"},
+      {{"--runs", "10001"}, "--runs: '10001' is not an integer in [1, 10000]"},
+      {{"--seed", "18446744073709551615", "--runs", "2"}, "the last run's seed would pass 2^64 - 1"},
+      {{"--load", ""}, "--load: the value is empty"},
+      {{"--save", ""}, "--save: the value is empty"},
+      {{"--log", ""}, "--log: the value is empty"},
+      {{"--dataset", ""}, "--dataset: the value is empty"},
+      {{"--data-dir", ""}, "--data-dir: the value is empty"},
+      {{"--device", "tpu"}, "--device"},
+      {{"--load", "a", "--save", "b"}, "--save excludes --load"},
+      {{"--no-such-flag"}, "--no-such-flag"},
+  };
+  for (const Case& c : cases) {
+    std::string joined;
+    for (const std::string& a : c.args) joined += a + " ";
+    const std::string message = usage_error(c.args);
+    EXPECT_NE(message.find(c.expected), std::string::npos) << joined << "-> '" << message << "'";
+    EXPECT_LT(message.size(), 200u) << joined << "-> '" << message << "'";  // no 309-digit ranges
+  }
+}
+
+TEST(Cli, UsageShowsTheDefaultsAndRanges) {
+  const std::string text = cli::usage();
+  for (const char* part : {"--hidden", "[1, 65536]", "--dropout", "[0, 1)", "--lr", "0.005", "symbolic link"})
+    EXPECT_NE(text.find(part), std::string::npos) << part;
+}
+
+TEST(CheckpointMetadata, EveryFieldRoundTrips) {
+  const CheckpointInfo info = sample_info();
+  const io::Metadata m = info.to_metadata();
+  EXPECT_EQ(m.at("format"), "gat_train");
+  EXPECT_EQ(m.at("value_dropout"), "0.1");
+  const CheckpointInfo back = CheckpointInfo::from_metadata(m, "ckpt");
+  EXPECT_EQ(back, info);
+  EXPECT_EQ(back.model.value_dropout, 0.1);  // was written and never read back
+  EXPECT_EQ(back.model.dtype, DType::f64);
+  // Each field on its own: a change to any one is seen by the round trip.
+  CheckpointInfo other = info;
+  other.model.value_dropout = 0.2;
+  EXPECT_EQ(CheckpointInfo::from_metadata(other.to_metadata(), "ckpt").model.value_dropout, 0.2);
+  EXPECT_FALSE(CheckpointInfo::from_metadata(other.to_metadata(), "ckpt") == info);
+  // Older checkpoints have no dtype: f32.
+  io::Metadata old = m;
+  old.erase("dtype");
+  EXPECT_EQ(CheckpointInfo::from_metadata(old, "ckpt").model.dtype, DType::f32);
+}
+
+TEST(CheckpointMetadata, ReadingValidatesEveryValue) {
+  const io::Metadata m = sample_info().to_metadata();
+  struct Case {
+    const char* key;
+    const char* value;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"negative_slope", "1e308", "ckpt: metadata: negative_slope 1e+308 is outside [0, 1]"},
+      {"negative_slope", "nan", "metadata 'negative_slope' = 'nan' is not a number"},
+      {"negative_slope", "1e999", "is not a number"},
+      {"dropout", "1", "dropout 1 is outside [0, 1)"},
+      {"value_dropout", "-0.5", "value_dropout -0.5 is outside [0, 1)"},
+      {"hidden", "0", "hidden 0 is outside [1, 65536]"},
+      {"hidden", "2305843009213693953", "hidden 2305843009213693953 is outside [1, 65536]"},
+      {"heads", "8.5", "'heads' = 8.5 is not a 64-bit integer"},
+      {"heads", "\"8\"", "'heads' = '\"8\"' is not a number"},
+      {"output_heads", "99999999999999999999", "output_heads"},
+      {"in_features", "-3", "in_features -3 is outside [1, 2147483647]"},
+      {"num_classes", "4294967296", "num_classes 4294967296 is outside [1, 2147483647]"},
+      {"dtype", "i32", "'dtype' = 'i32' is not f32 or f64"},
+      {"seed", "-1", "'seed' = -1 is not an integer in [0, 2^64)"},
+      {"best_epoch", "0", "best_epoch 0 is outside [1, 2147483647]"},
+      {"test_acc", "1.5", "test_acc 1.5 is outside [0, 1]"},
+      {"format", "other", "not a gat_train checkpoint"},
+  };
+  for (const Case& c : cases) {
+    const std::string message =
+        error_of([&] { CheckpointInfo::from_metadata(with(m, c.key, c.value), "ckpt"); });
+    EXPECT_NE(message.find(c.expected), std::string::npos) << c.key << "=" << c.value << " -> '" << message << "'";
+  }
+  for (const char* key : {"in_features", "num_classes", "hidden", "heads", "output_heads", "dropout",
+                          "value_dropout", "negative_slope", "seed", "best_epoch", "test_acc"}) {
+    io::Metadata missing = m;
+    missing.erase(key);
+    const std::string message = error_of([&] { CheckpointInfo::from_metadata(missing, "ckpt"); });
+    EXPECT_NE(message.find(std::string("ckpt: metadata has no '") + key + "'"), std::string::npos) << message;
+  }
+}
+
+TEST(GATConfigLimits, SizesAreCheckedBeforeAnyAllocation) {
+  GATConfig c;
+  c.in_features = 10;
+  c.num_classes = 3;
+  c.hidden = int64_t{1} << 61;
+  Generator init(0);
+  EXPECT_NE(error_of([&] { GAT model(c, init); }).find("GAT: hidden 2305843009213693952 is outside"),
+            std::string::npos);
+  // Below the model, the layers check their own products.
+  GATConvOptions o;
+  o.in_channels = 4;
+  o.out_channels = int64_t{1} << 62;
+  o.heads = 8;
+  EXPECT_NE(error_of([&] { GATConv conv(o, init); }).find("GATConv: heads x out_channels: 8 x 4611686018427387904 overflows"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Tensor::empty({int64_t{1} << 62, 8}); }).find("more than 2^63 elements"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Tensor::empty({int64_t{1} << 62}, DType::f64); }).find("more than 2^63 bytes"),
+            std::string::npos);
+}
+
+TEST(ErrorMessages, ControlBytesAreEscapedNotCut) {
+  const std::string message = error_of([] { GAT_FAIL("field '", std::string("a\0b\x1b", 4), "' tail"); });
+  EXPECT_NE(message.find("field 'a\\x00b\\x1b' tail"), std::string::npos) << message;
+}

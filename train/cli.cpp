@@ -1,0 +1,151 @@
+#include "gat/train/cli.h"
+
+#include <charconv>
+#include <limits>
+#include <type_traits>
+
+#include <CLI/CLI.hpp>
+
+namespace gat::cli {
+
+namespace {
+
+// `text` as a whole T (base-10 integer, or a decimal/scientific number), or false.
+template <class T>
+bool parse_whole(const std::string& text, T& value) {
+  const char* first = text.data();
+  const char* last = first + text.size();
+  if (first != last && *first == '+') ++first;  // from_chars takes no leading '+'
+  const auto [ptr, ec] = std::from_chars(first, last, value);
+  return first != last && ec == std::errc() && ptr == last;
+}
+
+// A CLI11 check that the value is a T within `range`: "'1e23' is not an integer in [1, 1000000000]".
+template <class T>
+CLI::Validator within(const Range<T>& range) {
+  const char* kind = std::is_integral_v<T> ? "an integer" : "a number";
+  return CLI::Validator(
+      [range, kind](std::string& text) -> std::string {
+        T value{};
+        if (parse_whole(text, value) && range.contains(value)) return {};
+        return detail::concat("'", text, "' is not ", kind, " in ", range.str());
+      },
+      range.str());
+}
+
+const CLI::Validator kNonEmpty(
+    [](std::string& text) -> std::string { return text.empty() ? "the value is empty" : ""; }, "");
+
+// Binds every flag to `flags` (whose values are the defaults the usage shows).
+void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
+  app.option_defaults()->always_capture_default();
+  GATConfig& m = flags.model;
+  TrainOptions& t = flags.train;
+  app.add_option("--dataset", flags.dataset,
+                 "cora | citeseer | pubmed | synthetic:<nodes>:<avg_degree>:<seed> | a directory "
+                 "(with --load: the checkpoint's dataset unless given)")
+      ->check(kNonEmpty);
+  app.add_option("--data-dir", flags.data_dir, "folder of the Planetoid raw files")
+      ->default_str(env.data_dir_default)
+      ->check(kNonEmpty);
+  app.add_option("--device", flags.device, "where to train")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_option("--epochs", t.max_epochs, "maximum epochs (early stopping ends sooner)")
+      ->check(within(TrainOptions::kEpochsRange));
+  app.add_option("--patience", t.patience, "epochs without improvement before stopping")
+      ->check(within(TrainOptions::kEpochsRange));
+  app.add_option("--lr", t.lr, "Adam learning rate")->check(within(TrainOptions::kLrRange));
+  app.add_option("--weight-decay", t.weight_decay, "L2 weight decay")->check(within(TrainOptions::kWeightDecayRange));
+  app.add_option("--hidden", m.hidden, "features per head in the first layer")->check(within(GATConfig::kHiddenRange));
+  app.add_option("--heads", m.heads, "heads of the first layer")->check(within(GATConfig::kHeadsRange));
+  app.add_option("--output-heads", m.output_heads, "heads of the output layer (8 for PubMed)")
+      ->check(within(GATConfig::kHeadsRange));
+  app.add_option("--dropout", m.dropout, "feature and attention dropout rate")->check(within(GATConfig::kDropoutRange));
+  app.add_option("--value-dropout", m.value_dropout,
+                 "dropout on the projected features where they are aggregated, as the GAT authors' "
+                 "code does (0: as PyG's GATConv)")
+      ->check(within(GATConfig::kDropoutRange));
+  app.add_option("--sparse-below", t.sparse_max_density,
+                 "pass the features as a sparse CSR matrix when fewer than this fraction is non-zero "
+                 "(0: always dense; same results up to rounding)")
+      ->check(within(TrainOptions::kDensityRange));
+  app.add_flag("--cuda-graphs,!--no-cuda-graphs", t.cuda_graphs,
+               "on CUDA, record the training step and evaluation as CUDA graphs and replay them "
+               "(the same results, less host work per epoch; default on unless "
+               "GAT_CUDA_GRAPHS=0)");
+  app.add_option("--seed", flags.seed, "seed of the first run")
+      ->check(within(Range<uint64_t>{0, std::numeric_limits<uint64_t>::max()}));
+  app.add_option("--runs", flags.runs, "runs with seeds seed, seed+1, ...; reports mean +- std")
+      ->check(within(Flags::kRunsRange));
+  auto* save = app.add_option("--save", flags.save,
+                              "write the first run's trained parameters (safetensors) to this new path "
+                              "or regular file, checked before training; a symbolic link, directory, "
+                              "device or FIFO is refused")
+                   ->check(kNonEmpty);
+  app.add_option("--load", flags.load, "evaluate this checkpoint instead of training")
+      ->check(kNonEmpty)
+      ->excludes(save);
+  app.add_option("--log", flags.log, "one JSON line per epoch to this file (with --resume: the run's log, continued)")
+      ->check(kNonEmpty);
+  app.add_option("--checkpoint", flags.checkpoint,
+                 "write the run's whole state (parameters, optimiser, early stopping, epoch, dropout "
+                 "generator) to this file during training, to continue it with --resume")
+      ->check(kNonEmpty);
+  app.add_option("--checkpoint-every", flags.checkpoint_every,
+                 "epochs between --checkpoint writes (also written at the last epoch)")
+      ->check(within(TrainOptions::kEpochsRange));
+  app.add_option("--resume", flags.resume,
+                 "continue the run saved by --checkpoint in this file, bit for bit (give the same flags as "
+                 "the interrupted run)")
+      ->check(kNonEmpty)
+      ->excludes(app.get_option("--load"));
+  app.add_option("--threads", flags.threads, "OpenMP threads (default: OMP_NUM_THREADS, else every core)")
+      ->check(within(Flags::kThreadsRange));
+  app.add_flag("--json", flags.json, "print a JSON summary as the last line");
+  app.add_flag("--info", flags.info, "print the dataset summary as one JSON line and exit");
+  app.add_flag("--quiet", flags.quiet, "no progress lines");
+}
+
+const char* const kDescription =
+    "Train the two-layer GAT (Velickovic et al. 2018) on a node-classification dataset.";
+
+}  // namespace
+
+bool cuda_graphs_enabled(const char* value) {
+  if (!value) return true;
+  const std::string v = value;
+  return !(v == "0" || v == "off" || v == "false");
+}
+
+Flags parse(int argc, const char* const* argv, const Environment& env) {
+  Flags flags;
+  flags.train.cuda_graphs = env.cuda_graphs;
+  CLI::App app{kDescription, argc > 0 && argv[0] ? argv[0] : "gat_train"};
+  add_flags(app, flags, env);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    flags.help = true;
+    return flags;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  flags.dataset_given = app.count("--dataset") > 0;
+  const Recipe recipe = recipe_for(flags.dataset);
+  if (app.count("--output-heads") == 0) flags.model.output_heads = recipe.output_heads;
+  if (app.count("--lr") == 0) flags.train.lr = recipe.lr;
+  if (app.count("--weight-decay") == 0) flags.train.weight_decay = recipe.weight_decay;
+  if (flags.seed > std::numeric_limits<uint64_t>::max() - static_cast<uint64_t>(flags.runs - 1))
+    throw UsageError(detail::concat("--seed ", flags.seed, " with --runs ", flags.runs,
+                                    ": the last run's seed would pass 2^64 - 1"));
+  return flags;
+}
+
+std::string usage(const Environment& env) {
+  Flags flags;
+  flags.train.cuda_graphs = env.cuda_graphs;
+  CLI::App app{kDescription, "gat_train"};
+  add_flags(app, flags, env);
+  return app.help();
+}
+
+}  // namespace gat::cli
