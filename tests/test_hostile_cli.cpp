@@ -1,0 +1,465 @@
+// A standing campaign of hostile gat_train invocations: bad flags, output paths that must not be
+// replaced, broken checkpoints, custom CSV folders and Planetoid files. Each case states the exit
+// status (2: a bad flag, with the usage; 1: anything else) and a part of stderr that names the
+// culprit (the flag, the file, the key); some also check that nothing was destroyed or left
+// behind. Tiny fixtures in a temporary folder and 2 epochs keep the whole table to seconds; the
+// Planetoid cases use the Cora files when they are present (--info: no training).
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "gat/datasets/registry.h"
+#include "gat/framework/io.h"
+
+using namespace gat;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+std::string gzip(const std::string& text) {
+  z_stream z{};
+  deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, static_cast<uLong>(text.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// The files of a valid 12-node custom dataset: 3 features, 2 classes, a ring, 4/4/4 splits.
+std::vector<std::pair<std::string, std::string>> custom_files() {
+  std::string feat, label, edge;
+  for (int i = 0; i < 12; ++i) {
+    feat += std::to_string(i % 3) + ".5," + std::to_string(i % 2) + ",-1\n";
+    label += std::to_string(i % 2) + "\n";
+    edge += std::to_string(i) + "," + std::to_string((i + 1) % 12) + "\n";
+  }
+  return {{"node-feat.csv", feat},          {"node-label.csv", label},
+          {"edge.csv", edge},               {"split/train.csv", "0\n1\n2\n3\n"},
+          {"split/valid.csv", "4\n5\n6\n7\n"}, {"split/test.csv", "8\n9\n10\n11\n"}};
+}
+
+const char* const kCoraParts[] = {"x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"};
+
+bool cora_present() {
+  for (const char* part : kCoraParts)
+    if (!fs::exists(fs::path(default_data_dir()) / (std::string("ind.cora.") + part))) return false;
+  return true;
+}
+
+// A defaultdict(list) pickle whose `keys` entries all refer to one memoised list of `items` ids:
+// a few kilobytes that the old reader expanded into keys x items neighbours.
+std::string memo_bomb_graph(int keys, int items) {
+  std::string p = "\x80\x02" "ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R";
+  p += "(K";
+  p += '\0';  // key 0
+  p += "]q\x01(";
+  for (int i = 0; i < items; ++i) p += std::string("K") + static_cast<char>(i % 250);
+  p += "e";  // APPENDS: the list (memo 1) holds `items` ids, and its key 0 is on the stack
+  for (int k = 1; k < keys; ++k) {
+    p += "M";
+    p += static_cast<char>(k & 0xff);
+    p += static_cast<char>(k >> 8);
+    p += "h\x01";
+  }
+  p += "u.";
+  return std::string(p.data(), p.size());
+}
+
+// One scratch folder per case: the custom dataset in data/, a Cora whose files are links to the
+// real ones in cora/ (a case replaces a link by a file of its own), a checkpoint in ckpt/.
+struct Scratch {
+  fs::path root, data, cora;
+
+  explicit Scratch(const fs::path& dir) : root(dir), data(dir / "data"), cora(dir / "cora") {
+    for (const auto& [name, text] : custom_files()) write_text(data / name, text);
+    if (cora_present()) {
+      fs::create_directories(cora);
+      for (const char* part : kCoraParts) {
+        const std::string name = std::string("ind.cora.") + part;
+        fs::create_symlink(fs::absolute(fs::path(default_data_dir()) / name), cora / name);
+      }
+    }
+  }
+  void put(const std::string& name, const std::string& text) const {
+    fs::remove(data / name);
+    write_text(data / name, text);
+  }
+  void put_cora(const std::string& part, const std::string& text) const {
+    const fs::path path = cora / ("ind.cora." + part);
+    fs::remove(path);
+    write_text(path, text);
+  }
+  void link(const fs::path& at, const fs::path& to) const {
+    fs::remove_all(at);
+    fs::create_directories(at.parent_path());
+    fs::create_symlink(to, at);
+  }
+};
+
+struct Outcome {
+  int status = -1;
+  std::string out, err;
+};
+
+// The checkpoint every --load case starts from: gat_train --save on the custom dataset.
+const io::Safetensors& base_checkpoint(const fs::path& scratch_dir) {
+  static const io::Safetensors ckpt = [&] {
+    const Scratch s(scratch_dir);
+    const std::string path = (scratch_dir / "base.safetensors").string();
+    const std::string command = std::string("'") + GAT_TRAIN_EXE + "' --dataset '" + s.data.string() +
+                                "' --device cpu --epochs 2 --quiet --save '" + path + "' >/dev/null 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    return io::load_safetensors(path);
+  }();
+  return ckpt;
+}
+
+// A checkpoint with one metadata value replaced (or removed, value "<none>").
+std::function<void(const Scratch&)> checkpoint_with(const std::string& key, const std::string& value) {
+  return [key, value](const Scratch& s) {
+    io::Safetensors ckpt = base_checkpoint(s.root.parent_path() / "base");
+    if (value == "<none>") ckpt.metadata.erase(key);
+    else ckpt.metadata[key] = value;
+    io::save_safetensors((s.root / "ckpt.safetensors").string(), ckpt.tensors, ckpt.metadata);
+  };
+}
+
+struct Case {
+  const char* name;
+  // Arguments; {data}, {cora} and {dir} stand for the scratch folders.
+  std::string args;
+  int status;           // expected exit status
+  std::string culprit;  // a part of stderr naming what is wrong ({dir} expanded)
+  std::function<void(const Scratch&)> setup = nullptr;
+  std::function<void(const Scratch&, const Outcome&)> after = nullptr;  // further checks
+  bool needs_cora = false;
+  std::string env = "";     // assignments before the command
+  std::string stdout_to = "";  // where stdout goes (default: a file read back)
+};
+
+std::string expand(std::string text, const Scratch& s) {
+  const std::pair<const char*, std::string> keys[] = {
+      {"{data}", s.data.string()}, {"{cora}", s.cora.string()}, {"{dir}", s.root.string()}};
+  for (const auto& [key, value] : keys)
+    for (size_t at; (at = text.find(key)) != std::string::npos;) text.replace(at, std::string(key).size(), value);
+  return text;
+}
+
+Outcome run(const std::string& args, const Scratch& s, const std::string& env, const std::string& stdout_to) {
+  const fs::path out = s.root / "stdout.txt", err = s.root / "stderr.txt";
+  const std::string command = env + " '" + GAT_TRAIN_EXE + "' " + args + " >'" +
+                              (stdout_to.empty() ? out.string() : stdout_to) + "' 2>'" + err.string() + "'";
+  const int raw = std::system(command.c_str());
+  Outcome o;
+  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  o.out = read_text(out);
+  o.err = read_text(err);
+  return o;
+}
+
+void expect_unchanged_link(const Scratch& s, const Outcome&) {
+  EXPECT_TRUE(fs::is_symlink(s.root / "link"));
+  EXPECT_EQ(read_text(s.root / "victim"), "precious");
+}
+
+void expect_no_training(const Scratch&, const Outcome& o) {
+  EXPECT_EQ(o.out.find("test acc"), std::string::npos) << "trained before refusing: " << o.out;
+}
+
+void expect_no_temporary_files(const Scratch& s, const Outcome&) {
+  for (const auto& entry : fs::recursive_directory_iterator(s.root))
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
+}
+
+std::vector<Case> cases() {
+  const std::string train = "--dataset {data} --device cpu --epochs 2 ";
+  const std::string bad_flag = "--dataset {data} --device cpu --epochs 2 ";
+  auto victim_link = [](const Scratch& s) {
+    write_text(s.root / "victim", "precious");
+    s.link(s.root / "link", s.root / "victim");
+  };
+  std::vector<Case> c = {
+      // ---- a valid run: the fixture itself is good (exit 0) ----
+      {"valid custom folder", train + "--quiet --save {dir}/ok.safetensors", 0, "", nullptr,
+       [](const Scratch& s, const Outcome&) { EXPECT_TRUE(fs::is_regular_file(s.root / "ok.safetensors")); }},
+      {"valid gzip folder", train + "--quiet", 0, "",
+       [](const Scratch& s) {
+         const std::string text = read_text(s.data / "edge.csv");
+         fs::remove(s.data / "edge.csv");
+         write_text(s.data / "edge.csv.gz", gzip(text));
+       }},
+
+      // ---- flags: exit 2 with the usage, the flag and a readable range ----
+      {"nan value dropout", bad_flag + "--value-dropout nan", 2, "--value-dropout: 'nan' is not a number in [0, 1)"},
+      {"nan dropout", bad_flag + "--dropout nan", 2, "--dropout: 'nan'"},
+      {"dropout 1", bad_flag + "--dropout 1", 2, "--dropout: '1' is not a number in [0, 1)"},
+      {"infinite lr", bad_flag + "--lr inf", 2, "--lr: 'inf' is not a number in (0, 1000]"},
+      {"nan lr", bad_flag + "--lr nan", 2, "--lr: 'nan'"},
+      {"zero lr", bad_flag + "--lr 0", 2, "--lr: '0'"},
+      {"negative weight decay", bad_flag + "--weight-decay -1", 2, "--weight-decay: '-1' is not a number in [0, 1000]"},
+      {"nan weight decay", bad_flag + "--weight-decay nan", 2, "--weight-decay: 'nan'"},
+      {"sparse-below 2", bad_flag + "--sparse-below 2", 2, "--sparse-below: '2' is not a number in [0, 1]"},
+      {"epochs 1e23", bad_flag + "--epochs 1e23", 2, "--epochs: '1e23' is not an integer in [1, 2147483647]"},
+      {"epochs 0", bad_flag + "--epochs 0", 2, "--epochs: '0'"},
+      {"epochs -5", bad_flag + "--epochs -5", 2, "--epochs: '-5'"},
+      {"epochs with a tail", bad_flag + "--epochs 12abc", 2, "--epochs: '12abc'"},
+      {"patience 2.5", bad_flag + "--patience 2.5", 2, "--patience: '2.5' is not an integer"},
+      {"seed -1", bad_flag + "--seed -1", 2, "--seed: '-1' is not an integer in [0, 18446744073709551615]"},
+      {"seed 1e3", bad_flag + "--seed 1e3", 2, "--seed: '1e3'"},
+      {"seed past 2^64 with runs", bad_flag + "--seed 18446744073709551615 --runs 2", 2, "the last run's seed"},
+      {"hidden x heads overflow", bad_flag + "--hidden 2305843009213693953 --heads 8", 2,
+       "--hidden: '2305843009213693953' is not an integer in [1, 65536]"},
+      {"hidden 2^63-1", bad_flag + "--hidden 9223372036854775807", 2, "--hidden: '9223372036854775807'"},
+      {"heads 1e9", bad_flag + "--heads 1e9", 2, "--heads: '1e9' is not an integer in [1, 1024]"},
+      {"heads 1000000000", bad_flag + "--heads 1000000000", 2, "--heads: '1000000000'"},
+      {"output heads 0", bad_flag + "--output-heads 0", 2, "--output-heads: '0'"},
+      {"runs 0", bad_flag + "--runs 0", 2, "--runs: '0' is not an integer in [1, 10000]"},
+      {"empty load", bad_flag + "--load ''", 2, "--load: the value is empty"},
+      {"empty save", bad_flag + "--save ''", 2, "--save: the value is empty"},
+      {"empty log", bad_flag + "--log ''", 2, "--log: the value is empty"},
+      {"empty dataset", "--dataset '' --device cpu", 2, "--dataset: the value is empty"},
+      {"empty data dir", bad_flag + "--data-dir ''", 2, "--data-dir: the value is empty"},
+      {"unknown device", bad_flag + "--device tpu", 2, "--device"},
+      {"unknown flag", bad_flag + "--no-such-flag", 2, "--no-such-flag"},
+      {"missing value", bad_flag + "--epochs", 2, "--epochs"},
+      {"load and save", bad_flag + "--load a --save b", 2, "--save excludes --load"},
+
+      // ---- output paths: refused before training, nothing replaced, nothing left behind ----
+      {"save over a symlink", train + "--save {dir}/link", 1, "{dir}/link is a symbolic link", victim_link,
+       [](const Scratch& s, const Outcome& o) {
+         expect_unchanged_link(s, o);
+         expect_no_training(s, o);
+       }},
+      {"save over a FIFO", train + "--save {dir}/fifo", 1, "{dir}/fifo is a FIFO",
+       [](const Scratch& s) { ASSERT_EQ(::mkfifo((s.root / "fifo").c_str(), 0644), 0); },
+       [](const Scratch& s, const Outcome& o) {
+         EXPECT_TRUE(fs::is_fifo(s.root / "fifo"));
+         expect_no_training(s, o);
+       }},
+      {"save over a directory", train + "--save {dir}/data", 1, "{dir}/data is a directory", nullptr,
+       expect_no_training},
+      {"save into a missing directory", train + "--save {dir}/none/x.safetensors", 1,
+       "{dir}/none/x.safetensors: the directory {dir}/none: No such file or directory", nullptr, expect_no_training},
+      {"save through a planted temporary link", train + "--quiet --save {dir}/out.safetensors", 0, "",
+       [](const Scratch& s) {  // the old writer opened PATH.tmp and followed a link there
+         write_text(s.root / "victim", "precious");
+         s.link(s.root / "out.safetensors.tmp", s.root / "victim");
+       },
+       [](const Scratch& s, const Outcome&) {
+         EXPECT_EQ(read_text(s.root / "victim"), "precious");
+         EXPECT_TRUE(fs::is_regular_file(s.root / "out.safetensors"));
+         EXPECT_TRUE(fs::is_symlink(s.root / "out.safetensors.tmp"));
+       }},
+      {"a successful save leaves no temporary file", train + "--quiet --save {dir}/fine.safetensors", 0, "",
+       nullptr, expect_no_temporary_files},
+      {"log into a directory", train + "--log {dir}/data", 1, "--log: cannot open {dir}/data for writing: Is a directory"},
+      {"log to a full device", train + "--log /dev/full", 1, "--log: writing /dev/full failed: No space left on device"},
+      {"json to a full device", train + "--quiet --json", 1, "writing the output to stdout failed", nullptr, nullptr,
+       false, "", "/dev/full"},
+      {"info to a full device", "--dataset {data} --info", 1, "writing the output to stdout failed", nullptr,
+       nullptr, false, "", "/dev/full"},
+
+      // ---- checkpoints ----
+      {"load /dev/zero", "--load /dev/zero --device cpu", 1, "/dev/zero is a character device, not a regular file"},
+      {"load a directory", "--load {data} --device cpu", 1, "{data} is a directory, not a regular file"},
+      {"load a missing file", "--load {dir}/absent --device cpu", 1, "{dir}/absent: cannot open"},
+      {"load an empty file", "--load {dir}/empty --device cpu", 1, "{dir}/empty: file is 0 bytes",
+       [](const Scratch& s) { write_text(s.root / "empty", ""); }},
+      {"load a huge header length", "--load {dir}/bad --device cpu", 1, "{dir}/bad: header length",
+       [](const Scratch& s) { write_text(s.root / "bad", std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10)); }},
+      {"negative slope 1e308", "--load {dir}/ckpt.safetensors --dataset {data} --device cpu", 1,
+       "{dir}/ckpt.safetensors: metadata: negative_slope 1e+308 is outside [0, 1]",
+       checkpoint_with("negative_slope", "1e308")},
+      {"hidden 2^61 in metadata", "--load {dir}/ckpt.safetensors --dataset {data} --device cpu", 1,
+       "hidden 2305843009213693952 is outside [1, 65536]", checkpoint_with("hidden", "2305843009213693952")},
+      {"dropout NaN in metadata", "--load {dir}/ckpt.safetensors --dataset {data} --device cpu", 1,
+       "metadata 'dropout' = 'NaN' is not a number", checkpoint_with("dropout", "NaN")},
+      {"value dropout missing", "--load {dir}/ckpt.safetensors --dataset {data} --device cpu", 1,
+       "metadata has no 'value_dropout'", checkpoint_with("value_dropout", "<none>")},
+      {"not a gat_train checkpoint", "--load {dir}/ckpt.safetensors --dataset {data} --device cpu", 1,
+       "not a gat_train checkpoint", checkpoint_with("format", "other")},
+      {"features that do not fit", "--load {dir}/ckpt.safetensors --dataset {data} --device cpu", 1,
+       "a model of 5 features", checkpoint_with("in_features", "5")},
+      {"tensors that do not fit the metadata", "--load {dir}/ckpt.safetensors --dataset {data} --device cpu", 1,
+       "{dir}/ckpt.safetensors: tensor 'conv1.", checkpoint_with("hidden", "4")},
+      {"a good checkpoint evaluates", "--load {dir}/ckpt.safetensors --dataset {data} --device cpu", 0, "",
+       checkpoint_with("seed", "7")},
+
+      // ---- custom CSV folders: the file and the line ----
+      {"label 1000000", train, 1, "node-label.csv:3: label 1000000 is outside [0, 12)",
+       [](const Scratch& s) { s.put("node-label.csv", "0\n1\n1000000\n1\n0\n1\n0\n1\n0\n1\n0\n1\n"); }},
+      {"label 2147483646", train, 1, "node-label.csv:1: label 2147483646",
+       [](const Scratch& s) { s.put("node-label.csv", "2147483646\n1\n0\n1\n0\n1\n0\n1\n0\n1\n0\n1\n"); }},
+      {"label -1", train, 1, "node-label.csv:1: label -1",
+       [](const Scratch& s) { s.put("node-label.csv", "-1\n1\n0\n1\n0\n1\n0\n1\n0\n1\n0\n1\n"); }},
+      {"overlapping splits", train, 1, "valid.csv: validation node 4 is also a training node",
+       [](const Scratch& s) { s.put("split/train.csv", "0\n1\n4\n"); }},
+      {"test overlapping training", train, 1, "test.csv: test node 0 is also a training node",
+       [](const Scratch& s) { s.put("split/test.csv", "0\n8\n"); }},
+      {"empty test split", train, 1, "test.csv: the test split is empty",
+       [](const Scratch& s) { s.put("split/test.csv", "\n"); }},
+      {"empty training split", train, 1, "train.csv: the training split is empty",
+       [](const Scratch& s) { s.put("split/train.csv", ""); }},
+      {"split id out of range", train, 1, "train.csv:2: node id 12 is outside [0, 12)",
+       [](const Scratch& s) { s.put("split/train.csv", "0\n12\n"); }},
+      {"duplicate split id", train, 1, "valid.csv: node id 5 appears twice",
+       [](const Scratch& s) { s.put("split/valid.csv", "5\n5\n"); }},
+      {"missing test split", train, 1, "test.csv (or .gz) not found",
+       [](const Scratch& s) { fs::remove(s.data / "split/test.csv"); }},
+      {"negative edge id", train, 1, "edge.csv:2: node id -3 is outside [0, 12)",
+       [](const Scratch& s) { s.put("edge.csv", "0,1\n-3,2\n"); }},
+      {"edge of three fields", train, 1, "edge.csv:1: expected 'src,dst', got 3 fields",
+       [](const Scratch& s) { s.put("edge.csv", "0,1,2\n"); }},
+      {"NaN feature", train, 1, "node-feat.csv:2: field 3 'nan' is not finite",
+       [](const Scratch& s) { s.put("node-feat.csv", std::string("1,2,3\n1,2,nan\n") + std::string(10, '\n')); }},
+      {"ragged features", train, 1, "node-feat.csv:2: 2 features, the first row has 3",
+       [](const Scratch& s) { s.put("node-feat.csv", "1,2,3\n1,2\n"); }},
+      {"a NUL byte in a field", train, 1, "node-feat.csv:1: field 1 '1\\x002' is not a number",
+       [](const Scratch& s) { s.put("node-feat.csv", std::string("1\0002,0,0\n", 9)); }},
+      {"features file is a directory", train, 1, "node-feat.csv is a directory",
+       [](const Scratch& s) {
+         fs::remove(s.data / "node-feat.csv");
+         fs::create_directories(s.data / "node-feat.csv");
+       }},
+      {"features file is /dev/zero", train, 1, "node-feat.csv is a character device",
+       [](const Scratch& s) { s.link(s.data / "node-feat.csv", "/dev/zero"); }},
+      {"edges are a gzip bomb", train, 1, "edge.csv.gz: decompresses to more than",
+       [](const Scratch& s) {
+         fs::remove(s.data / "edge.csv");
+         write_text(s.data / "edge.csv.gz", gzip(std::string(size_t{8} << 20, '\n')));
+       }},
+      {"a raised gzip limit lets it through", train + "--quiet", 0, "",
+       [](const Scratch& s) {
+         fs::remove(s.data / "edge.csv");
+         write_text(s.data / "edge.csv.gz", gzip("0,1\n" + std::string(size_t{8} << 20, '\n')));
+       },
+       nullptr, false, "GAT_MAX_GZIP_RATIO=100000"},
+      {"a bad gzip limit", train, 1, "GAT_MAX_GZIP_RATIO='lots' is not a positive integer",
+       [](const Scratch& s) {
+         fs::remove(s.data / "edge.csv");
+         write_text(s.data / "edge.csv.gz", gzip("0,1\n"));
+       },
+       nullptr, false, "GAT_MAX_GZIP_RATIO=lots"},
+      {"truncated gzip", train, 1, "edge.csv.gz: truncated gzip stream",
+       [](const Scratch& s) {
+         const std::string gz = gzip(read_text(s.data / "edge.csv"));
+         fs::remove(s.data / "edge.csv");
+         write_text(s.data / "edge.csv.gz", gz.substr(0, gz.size() / 2));
+       }},
+      {"corrupt gzip", train, 1, "edge.csv.gz: corrupt gzip stream (incorrect data check)",
+       [](const Scratch& s) {
+         std::string gz = gzip(read_text(s.data / "edge.csv"));
+         gz[gz.size() - 6] ^= 0x55;  // the CRC-32 of the trailer
+         fs::remove(s.data / "edge.csv");
+         write_text(s.data / "edge.csv.gz", gz);
+       }},
+      {"a folder that does not exist", "--dataset {dir}/nowhere --device cpu", 1, "unknown dataset '{dir}/nowhere'"},
+      {"synthetic negative degree", "--dataset synthetic:100:-3:0 --info", 1,
+       "avg_degree -3 must be a finite number >= 0"},
+      {"synthetic NaN degree", "--dataset synthetic:100:nan:0 --info", 1, "avg_degree nan must be a finite number"},
+      {"synthetic too many edges", "--dataset synthetic:100000:1e9:0 --info", 1, "gives too many edges"},
+
+      // ---- Planetoid files (Cora links; one replaced per case) ----
+      {"cora baseline", "--dataset cora --data-dir {cora} --info", 0, "", nullptr, nullptr, true},
+      {"test.index holds a training node", "--dataset cora --data-dir {cora} --info", 1,
+       "ind.cora.test.index: test node 5 is also a training node",
+       [](const Scratch& s) {
+         std::string ids = read_text(fs::path(default_data_dir()) / "ind.cora.test.index");
+         ids.replace(0, ids.find('\n'), "5");
+         s.put_cora("test.index", ids);
+       },
+       nullptr, true},
+      {"test.index is empty", "--dataset cora --data-dir {cora} --info", 1, "ind.cora.test.index: no test ids",
+       [](const Scratch& s) { s.put_cora("test.index", "\n"); }, nullptr, true},
+      {"x is /dev/zero", "--dataset cora --data-dir {cora} --info", 1, "ind.cora.x is a character device",
+       [](const Scratch& s) { s.link(s.cora / "ind.cora.x", "/dev/zero"); }, nullptr, true},
+      {"tx is a directory", "--dataset cora --data-dir {cora} --info", 1, "ind.cora.tx is a directory",
+       [](const Scratch& s) {
+         fs::remove(s.cora / "ind.cora.tx");
+         fs::create_directories(s.cora / "ind.cora.tx");
+       },
+       nullptr, true},
+      {"graph of memo references", "--dataset cora --data-dir {cora} --info", 1,
+       "ind.cora.graph: the adjacency lists hold more than",
+       [](const Scratch& s) { s.put_cora("graph", memo_bomb_graph(2000, 2000)); }, nullptr, true},
+  };
+  return c;
+}
+
+}  // namespace
+
+TEST(HostileCli, EveryCaseExitsAsExpectedNamingTheCulprit) {
+  std::string tmpl = (fs::temp_directory_path() / "gat_hostile_XXXXXX").string();
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const fs::path top = tmpl;
+  const bool root = ::geteuid() == 0;
+  const bool cora = cora_present();
+  const std::vector<Case> table = cases();
+  EXPECT_GE(table.size(), 60u);
+  int index = 0, skipped = 0;
+  for (const Case& c : table) {
+    SCOPED_TRACE(c.name);
+    if (c.needs_cora && !cora) {
+      ++skipped;
+      continue;
+    }
+    const fs::path dir = top / std::to_string(index++);
+    fs::create_directories(dir);
+    const Scratch s(dir);
+    if (c.setup) c.setup(s);
+    const Outcome o = run(expand(c.args, s), s, c.env, c.stdout_to);
+    EXPECT_EQ(o.status, c.status) << c.args << "\nstderr: " << o.err;
+    if (!c.culprit.empty()) {
+      EXPECT_NE(o.err.find(expand(c.culprit, s)), std::string::npos)
+          << c.args << "\nexpected in stderr: " << expand(c.culprit, s) << "\nstderr: " << o.err;
+    }
+    if (c.status == 2) {
+      EXPECT_NE(o.err.find("Usage:"), std::string::npos) << o.err;
+    }
+    EXPECT_EQ(o.err.find("bad_alloc"), std::string::npos) << o.err;
+    if (c.after) c.after(s, o);
+  }
+  // A device node at the save path (as root: the old writer replaced even /dev/null).
+  if (root) {
+    const fs::path dir = top / "device";
+    fs::create_directories(dir);
+    const Scratch s(dir);
+    ASSERT_EQ(::mknod((dir / "mynull").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+    const Outcome o = run(expand("--dataset {data} --device cpu --epochs 2 --save {dir}/mynull", s), s, "", "");
+    EXPECT_EQ(o.status, 1);
+    EXPECT_NE(o.err.find(dir.string() + "/mynull is a character device"), std::string::npos) << o.err;
+    struct stat st {};
+    EXPECT_EQ(::lstat((dir / "mynull").c_str(), &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device node was replaced";
+  }
+  fs::remove_all(top);
+  if (skipped) std::printf("[ NOTE ] %d Planetoid case(s) skipped: Cora not found in %s\n", skipped,
+                           default_data_dir().c_str());
+}
