@@ -27,6 +27,7 @@
 #include "gat/datasets/registry.h"
 #include "gat/datasets/text.h"
 #include "gat/train/trainer.h"
+#include "gzip_testing.h"
 
 using namespace gat;
 using namespace std::string_literals;
@@ -668,16 +669,7 @@ TEST(Custom, LabelsBeyondTheNodeCountAndOverlappingOrEmptySplitsAreRefused) {
 
 TEST(Text, GzipIsDecodedWithinARatioOfItsSize) {
   const std::string plain = "0,1\n" + std::string(4 << 20, '\n');  // 4 MiB of blank lines
-  z_stream z{};
-  deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY);
-  std::string gz(deflateBound(&z, static_cast<uLong>(plain.size())), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
-  z.avail_in = static_cast<uInt>(plain.size());
-  z.next_out = reinterpret_cast<Bytef*>(gz.data());
-  z.avail_out = static_cast<uInt>(gz.size());
-  deflate(&z, Z_FINISH);
-  gz.resize(z.total_out);
-  deflateEnd(&z);
+  const std::string gz = gat::testing::gzip(plain);
   ASSERT_GT(plain.size(), gz.size() * text::kDefaultMaxGzipRatio + text::kGzipSlackBytes);
   ::unsetenv("GAT_MAX_GZIP_RATIO");
   expect_error([&] { text::decode(gz, "bomb.gz"); }, {"bomb.gz: decompresses to more than", "GAT_MAX_GZIP_RATIO"});

@@ -8,48 +8,29 @@
 
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/wait.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "gat/datasets/registry.h"
 #include "gat/framework/io.h"
+#include "gat_train_testing.h"
+#include "gzip_testing.h"
 
 using namespace gat;
+using namespace gat::testing;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 void write_text(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
-
-std::string gzip(const std::string& text) {
-  z_stream z{};
-  deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, static_cast<uLong>(text.size())), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  z.avail_in = static_cast<uInt>(text.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
 }
 
 // The files of a valid 12-node custom dataset: 3 features, 2 classes, a ring, 4/4/4 splits.
@@ -123,11 +104,6 @@ struct Scratch {
   }
 };
 
-struct Outcome {
-  int status = -1;
-  std::string out, err;
-};
-
 // The checkpoint every --load case starts from: gat_train --save on the custom dataset.
 const io::Safetensors& base_checkpoint(const fs::path& scratch_dir) {
   static const io::Safetensors ckpt = [&] {
@@ -170,18 +146,6 @@ std::string expand(std::string text, const Scratch& s) {
   for (const auto& [key, value] : keys)
     for (size_t at; (at = text.find(key)) != std::string::npos;) text.replace(at, std::string(key).size(), value);
   return text;
-}
-
-Outcome run(const std::string& args, const Scratch& s, const std::string& env, const std::string& stdout_to) {
-  const fs::path out = s.root / "stdout.txt", err = s.root / "stderr.txt";
-  const std::string command = env + " '" + GAT_TRAIN_EXE + "' " + args + " >'" +
-                              (stdout_to.empty() ? out.string() : stdout_to) + "' 2>'" + err.string() + "'";
-  const int raw = std::system(command.c_str());
-  Outcome o;
-  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  o.out = read_text(out);
-  o.err = read_text(err);
-  return o;
 }
 
 void expect_unchanged_link(const Scratch& s, const Outcome&) {
@@ -434,7 +398,7 @@ TEST(HostileCli, EveryCaseExitsAsExpectedNamingTheCulprit) {
     fs::create_directories(dir);
     const Scratch s(dir);
     if (c.setup) c.setup(s);
-    const Outcome o = run(expand(c.args, s), s, c.env, c.stdout_to);
+    const Outcome o = run_gat_train(expand(c.args, s), s.root, c.env, c.stdout_to);
     EXPECT_EQ(o.status, c.status) << c.args << "\nstderr: " << o.err;
     if (!c.culprit.empty()) {
       EXPECT_NE(o.err.find(expand(c.culprit, s)), std::string::npos)
@@ -452,7 +416,7 @@ TEST(HostileCli, EveryCaseExitsAsExpectedNamingTheCulprit) {
     fs::create_directories(dir);
     const Scratch s(dir);
     ASSERT_EQ(::mknod((dir / "mynull").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
-    const Outcome o = run(expand("--dataset {data} --device cpu --epochs 2 --save {dir}/mynull", s), s, "", "");
+    const Outcome o = run_gat_train(expand("--dataset {data} --device cpu --epochs 2 --save {dir}/mynull", s), dir);
     EXPECT_EQ(o.status, 1);
     EXPECT_NE(o.err.find(dir.string() + "/mynull is a character device"), std::string::npos) << o.err;
     struct stat st {};

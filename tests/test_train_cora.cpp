@@ -3,7 +3,6 @@
 // flags and broken data files. Skips when the Planetoid files are absent.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,8 +22,11 @@
 #include "gat/framework/io.h"
 #include "gat/models/gat.h"
 #include "gat/train/trainer.h"
+#include "gat_train_testing.h"
 
 using namespace gat;
+using gat::testing::Outcome;
+using gat::testing::read_text;
 namespace fs = std::filesystem;
 
 namespace {
@@ -49,32 +51,11 @@ class TempDir {
   }
   ~TempDir() { fs::remove_all(path_); }
   std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const fs::path& path() const { return path_; }
 
  private:
   fs::path path_;
 };
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-struct Outcome {
-  int status = -1;  // exit code
-  std::string out, err;
-};
-
-// Runs gat_train with `args`, capturing stdout and stderr.
-Outcome run_gat_train(const std::string& args, const TempDir& dir) {
-  const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
-  const std::string command = std::string("'") + GAT_TRAIN_EXE + "' " + args + " >'" + out + "' 2>'" + err + "'";
-  const int raw = std::system(command.c_str());
-  Outcome o;
-  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  o.out = read_text(out);
-  o.err = read_text(err);
-  return o;
-}
 
 nlohmann::json last_json_line(const std::string& text) {
   std::istringstream in(text);
@@ -124,8 +105,8 @@ TEST(TrainCora, GatTrainSavesACheckpointThatLoadsToTheSameAccuracy) {
   SKIP_WITHOUT_CORA();
   TempDir dir;
   const std::string ckpt = dir.file("short.safetensors"), log = dir.file("log.jsonl");
-  const Outcome trained = run_gat_train(
-      "--dataset cora --device cpu --epochs 6 --seed 3 --quiet --json --save '" + ckpt + "' --log '" + log + "'", dir);
+  const Outcome trained = gat::testing::run_gat_train(
+      "--dataset cora --device cpu --epochs 6 --seed 3 --quiet --json --save '" + ckpt + "' --log '" + log + "'", dir.path());
   ASSERT_EQ(trained.status, 0) << trained.err;
   const nlohmann::json summary = last_json_line(trained.out);
   EXPECT_EQ(summary["dataset"], "cora");
@@ -147,7 +128,7 @@ TEST(TrainCora, GatTrainSavesACheckpointThatLoadsToTheSameAccuracy) {
   }
   EXPECT_EQ(epochs, 6);
 
-  const Outcome loaded = run_gat_train("--load '" + ckpt + "' --device cpu --quiet --json", dir);
+  const Outcome loaded = gat::testing::run_gat_train("--load '" + ckpt + "' --device cpu --quiet --json", dir.path());
   ASSERT_EQ(loaded.status, 0) << loaded.err;
   EXPECT_EQ(last_json_line(loaded.out)["test_acc"], summary["test_acc_mean"]);
 }
@@ -205,19 +186,19 @@ TEST(TrainCora, ALongRunPrintsAtMostALineASecond) {
 TEST(TrainCora, GatTrainBadFlagsExit2WithUsage) {
   TempDir dir;
   for (const char* args : {"--no-such-flag", "--epochs 0", "--device tpu", "--runs", "--dropout 1.5"}) {
-    const Outcome o = run_gat_train(args, dir);
+    const Outcome o = gat::testing::run_gat_train(args, dir.path());
     EXPECT_EQ(o.status, 2) << args << ": " << o.err;
     EXPECT_NE(o.err.find("Usage:"), std::string::npos) << args << ": " << o.err;
   }
-  EXPECT_EQ(run_gat_train("--help", dir).status, 0);
+  EXPECT_EQ(gat::testing::run_gat_train("--help", dir.path()).status, 0);
 }
 
 TEST(TrainCora, GatTrainErrorsExit1) {
   TempDir dir;
-  Outcome o = run_gat_train("--dataset nonesuch --info", dir);
+  Outcome o = gat::testing::run_gat_train("--dataset nonesuch --info", dir.path());
   EXPECT_EQ(o.status, 1);
   EXPECT_NE(o.err.find("unknown dataset 'nonesuch'"), std::string::npos) << o.err;
-  o = run_gat_train("--load '" + dir.file("absent.safetensors") + "'", dir);
+  o = gat::testing::run_gat_train("--load '" + dir.file("absent.safetensors") + "'", dir.path());
   EXPECT_EQ(o.status, 1);
   EXPECT_NE(o.err.find("absent.safetensors"), std::string::npos) << o.err;
 }
@@ -225,7 +206,7 @@ TEST(TrainCora, GatTrainErrorsExit1) {
 TEST(TrainCora, InfoOnATruncatedDataFileNamesTheFile) {
   SKIP_WITHOUT_CORA();
   TempDir dir;
-  const Outcome good = run_gat_train("--dataset cora --info", dir);
+  const Outcome good = gat::testing::run_gat_train("--dataset cora --info", dir.path());
   ASSERT_EQ(good.status, 0) << good.err;
   EXPECT_EQ(last_json_line(good.out)["nodes"], 2708);
   for (const char* part : {"x", "tx", "allx", "y", "ty", "ally", "graph"}) {
@@ -236,7 +217,7 @@ TEST(TrainCora, InfoOnATruncatedDataFileNamesTheFile) {
     }
     const std::string victim = copy.file(std::string("ind.cora.") + part);
     fs::resize_file(victim, fs::file_size(victim) / 2);
-    const Outcome o = run_gat_train("--dataset cora --info --data-dir '" + copy.file("") + "'", dir);
+    const Outcome o = gat::testing::run_gat_train("--dataset cora --info --data-dir '" + copy.file("") + "'", dir.path());
     EXPECT_NE(o.status, 0) << part;
     EXPECT_NE(o.err.find(std::string("ind.cora.") + part), std::string::npos) << part << ": " << o.err;
   }

@@ -8,7 +8,6 @@
 // decoder as it is. Every input must end in a Dataset or a gat::Error; anything else (a crash, a
 // sanitizer report, another exception, a timeout, -rss_limit_mb) is a finding.
 #include <unistd.h>
-#include <zlib.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -19,25 +18,12 @@
 #include <string_view>
 
 #include "gat/datasets/custom.h"
+#include "../gzip_testing.h"
 
 namespace {
 
 const char* const kFiles[] = {"node-feat.csv", "node-label.csv", "edge.csv",
                               "split/train.csv", "split/valid.csv", "split/test.csv"};
-
-std::string gzip(const std::string& text) {
-  z_stream z{};
-  deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, static_cast<uLong>(text.size())), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  z.avail_in = static_cast<uInt>(text.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
 
 // A folder of this process's own, made once.
 const std::filesystem::path& folder() {
@@ -64,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::filesystem::path gz_path = path.string() + ".gz";
     std::filesystem::remove(path);
     std::filesystem::remove(gz_path);
-    std::ofstream((gz >> k) & 1 ? gz_path : path, std::ios::binary) << ((gz >> k) & 1 ? gzip(text) : text);
+    std::ofstream((gz >> k) & 1 ? gz_path : path, std::ios::binary) << ((gz >> k) & 1 ? gat::testing::gzip(text) : text);
   }
   try {
     gat::load_custom(folder().string());
