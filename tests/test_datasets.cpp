@@ -364,7 +364,6 @@ TEST(Planetoid, PubMedTrainsWithThePaperRecipeUnlessFlagsSayOtherwise) {
   EXPECT_EQ(recipe_for("PubMed").weight_decay, 0.001);
   EXPECT_EQ(recipe_for("cora").output_heads, 1);
   EXPECT_EQ(recipe_for("cora").lr, 0.005);
-  EXPECT_FALSE(recipe_for("synthetic:100:4:1").normalize_features);
   TempDir dir;
   write_pubmed(dir.path);
   // gat_train's last stdout line (its JSON summary) for `flags`.

@@ -26,6 +26,7 @@
 
 using namespace gat;
 using gat::testing::Outcome;
+using gat::testing::run_gat_train;
 using gat::testing::read_text;
 namespace fs = std::filesystem;
 
@@ -105,7 +106,7 @@ TEST(TrainCora, GatTrainSavesACheckpointThatLoadsToTheSameAccuracy) {
   SKIP_WITHOUT_CORA();
   TempDir dir;
   const std::string ckpt = dir.file("short.safetensors"), log = dir.file("log.jsonl");
-  const Outcome trained = gat::testing::run_gat_train(
+  const Outcome trained = run_gat_train(
       "--dataset cora --device cpu --epochs 6 --seed 3 --quiet --json --save '" + ckpt + "' --log '" + log + "'", dir.path());
   ASSERT_EQ(trained.status, 0) << trained.err;
   const nlohmann::json summary = last_json_line(trained.out);
@@ -128,7 +129,7 @@ TEST(TrainCora, GatTrainSavesACheckpointThatLoadsToTheSameAccuracy) {
   }
   EXPECT_EQ(epochs, 6);
 
-  const Outcome loaded = gat::testing::run_gat_train("--load '" + ckpt + "' --device cpu --quiet --json", dir.path());
+  const Outcome loaded = run_gat_train("--load '" + ckpt + "' --device cpu --quiet --json", dir.path());
   ASSERT_EQ(loaded.status, 0) << loaded.err;
   EXPECT_EQ(last_json_line(loaded.out)["test_acc"], summary["test_acc_mean"]);
 }
@@ -145,16 +146,16 @@ int progress_lines(const std::string& err) {
 TEST(TrainCora, APipedShortRunShowsEveryEpochOnStderr) {
   SKIP_WITHOUT_CORA();
   TempDir dir;  // stdout and stderr go to files: no terminal
-  const Outcome o = run_gat_train("--dataset cora --device cpu --epochs 20 --threads 1 --json", dir);
+  const Outcome o = run_gat_train("--dataset cora --device cpu --epochs 20 --threads 1 --json", dir.path());
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(progress_lines(o.err), 20) << o.err;
   EXPECT_EQ(progress_lines(o.out), 0) << "progress belongs on stderr: " << o.out;
   EXPECT_EQ(last_json_line(o.out)["threads"], 1);
-  const Outcome quiet = run_gat_train("--dataset cora --device cpu --epochs 20 --threads 2 --quiet --json", dir);
+  const Outcome quiet = run_gat_train("--dataset cora --device cpu --epochs 20 --threads 2 --quiet --json", dir.path());
   ASSERT_EQ(quiet.status, 0) << quiet.err;
   EXPECT_EQ(progress_lines(quiet.err), 0) << quiet.err;
   EXPECT_EQ(last_json_line(quiet.out)["threads"], 2);
-  EXPECT_EQ(run_gat_train("--threads 0", dir).status, 2);
+  EXPECT_EQ(run_gat_train("--threads 0", dir.path()).status, 2);
 }
 
 TEST(TrainCora, ALongRunPrintsAtMostALineASecond) {
@@ -175,7 +176,7 @@ TEST(TrainCora, ALongRunPrintsAtMostALineASecond) {
   std::ofstream(data / "split" / "valid.csv") << "4\n5\n6\n7\n";
   std::ofstream(data / "split" / "test.csv") << "8\n9\n10\n11\n";
   const auto start = std::chrono::steady_clock::now();
-  const Outcome o = run_gat_train("--dataset '" + data.string() + "' --device cpu --threads 1 --epochs 300 --patience 1000 --json", dir);
+  const Outcome o = run_gat_train("--dataset '" + data.string() + "' --device cpu --threads 1 --epochs 300 --patience 1000 --json", dir.path());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(last_json_line(o.out)["epochs_mean"], 300.0);
@@ -186,19 +187,19 @@ TEST(TrainCora, ALongRunPrintsAtMostALineASecond) {
 TEST(TrainCora, GatTrainBadFlagsExit2WithUsage) {
   TempDir dir;
   for (const char* args : {"--no-such-flag", "--epochs 0", "--device tpu", "--runs", "--dropout 1.5"}) {
-    const Outcome o = gat::testing::run_gat_train(args, dir.path());
+    const Outcome o = run_gat_train(args, dir.path());
     EXPECT_EQ(o.status, 2) << args << ": " << o.err;
     EXPECT_NE(o.err.find("Usage:"), std::string::npos) << args << ": " << o.err;
   }
-  EXPECT_EQ(gat::testing::run_gat_train("--help", dir.path()).status, 0);
+  EXPECT_EQ(run_gat_train("--help", dir.path()).status, 0);
 }
 
 TEST(TrainCora, GatTrainErrorsExit1) {
   TempDir dir;
-  Outcome o = gat::testing::run_gat_train("--dataset nonesuch --info", dir.path());
+  Outcome o = run_gat_train("--dataset nonesuch --info", dir.path());
   EXPECT_EQ(o.status, 1);
   EXPECT_NE(o.err.find("unknown dataset 'nonesuch'"), std::string::npos) << o.err;
-  o = gat::testing::run_gat_train("--load '" + dir.file("absent.safetensors") + "'", dir.path());
+  o = run_gat_train("--load '" + dir.file("absent.safetensors") + "'", dir.path());
   EXPECT_EQ(o.status, 1);
   EXPECT_NE(o.err.find("absent.safetensors"), std::string::npos) << o.err;
 }
@@ -206,7 +207,7 @@ TEST(TrainCora, GatTrainErrorsExit1) {
 TEST(TrainCora, InfoOnATruncatedDataFileNamesTheFile) {
   SKIP_WITHOUT_CORA();
   TempDir dir;
-  const Outcome good = gat::testing::run_gat_train("--dataset cora --info", dir.path());
+  const Outcome good = run_gat_train("--dataset cora --info", dir.path());
   ASSERT_EQ(good.status, 0) << good.err;
   EXPECT_EQ(last_json_line(good.out)["nodes"], 2708);
   for (const char* part : {"x", "tx", "allx", "y", "ty", "ally", "graph"}) {
@@ -217,7 +218,7 @@ TEST(TrainCora, InfoOnATruncatedDataFileNamesTheFile) {
     }
     const std::string victim = copy.file(std::string("ind.cora.") + part);
     fs::resize_file(victim, fs::file_size(victim) / 2);
-    const Outcome o = gat::testing::run_gat_train("--dataset cora --info --data-dir '" + copy.file("") + "'", dir.path());
+    const Outcome o = run_gat_train("--dataset cora --info --data-dir '" + copy.file("") + "'", dir.path());
     EXPECT_NE(o.status, 0) << part;
     EXPECT_NE(o.err.find(std::string("ind.cora.") + part), std::string::npos) << part << ": " << o.err;
   }
@@ -262,14 +263,14 @@ void expect_resume_is_bitwise(const std::string& device) {
   TempDir dir;
   const std::string common = "--dataset cora --device " + device + " --patience 5 --seed 3 --quiet ";
   ASSERT_EQ(run_gat_train(common + "--epochs 200 --log '" + dir.file("a.jsonl") + "' --save '" +
-                              dir.file("a.safetensors") + "'", dir).status, 0);
+                              dir.file("a.safetensors") + "'", dir.path()).status, 0);
   const std::string checkpoint = dir.file("run.safetensors");
   Outcome first = run_gat_train(common + "--epochs 13 --checkpoint-every 5 --checkpoint '" + checkpoint +
-                                    "' --log '" + dir.file("b.jsonl") + "'", dir);
+                                    "' --log '" + dir.file("b.jsonl") + "'", dir.path());
   ASSERT_EQ(first.status, 0) << first.err;
   EXPECT_EQ(io::load_safetensors(checkpoint).metadata.at(kCheckpointEpochKey), "13");
   Outcome resumed = run_gat_train(common + "--epochs 200 --resume '" + checkpoint + "' --log '" +
-                                      dir.file("b.jsonl") + "' --save '" + dir.file("b.safetensors") + "'", dir);
+                                      dir.file("b.jsonl") + "' --save '" + dir.file("b.safetensors") + "'", dir.path());
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   const std::vector<nlohmann::json> straight = log_without_times(dir.file("a.jsonl"));
   ASSERT_GT(straight.size(), 13u);
@@ -279,11 +280,11 @@ void expect_resume_is_bitwise(const std::string& device) {
 
   fs::copy_file(dir.file("a.jsonl"), dir.file("c.jsonl"));  // a log past the checkpoint's epoch
   ASSERT_EQ(run_gat_train(common + "--epochs 200 --resume '" + checkpoint + "' --log '" + dir.file("c.jsonl") +
-                              "' --save '" + dir.file("c.safetensors") + "'", dir).status, 0);
+                              "' --save '" + dir.file("c.safetensors") + "'", dir.path()).status, 0);
   EXPECT_EQ(log_without_times(dir.file("c.jsonl")), straight);
   EXPECT_EQ(differing_tensors(dir.file("c.safetensors"), dir.file("a.safetensors")), std::vector<std::string>{});
 
-  Outcome wrong_seed = run_gat_train("--dataset cora --device " + device + " --seed 4 --resume '" + checkpoint + "'", dir);
+  Outcome wrong_seed = run_gat_train("--dataset cora --device " + device + " --seed 4 --resume '" + checkpoint + "'", dir.path());
   EXPECT_EQ(wrong_seed.status, 1);
   EXPECT_NE(wrong_seed.err.find("seed"), std::string::npos) << wrong_seed.err;
 }

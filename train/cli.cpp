@@ -45,7 +45,9 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
                  "cora | citeseer | pubmed | synthetic:<nodes>:<avg_degree>:<seed> | a directory "
                  "(with --load: the checkpoint's dataset unless given)")
       ->check(kNonEmpty);
-  app.add_option("--data-dir", flags.data_dir, "folder of the Planetoid raw files")
+  app.add_option("--data-dir", flags.data_dir,
+                 "folder of the Planetoid raw files (default: $GAT_DATA_DIR, else the per-user cache "
+                 "$XDG_CACHE_HOME/gat/planetoid); missing files are downloaded there")
       ->default_str(env.data_dir_default)
       ->check(kNonEmpty);
   app.add_option("--device", flags.device, "where to train")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
