@@ -1,8 +1,6 @@
 #include "gat/datasets/download.h"
 
-#include <curl/curl.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,10 +15,27 @@
 
 #include "gat/framework/check.h"
 
+#if GAT_WITH_DOWNLOAD
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#endif
+
 namespace gat {
 
 namespace {
 
+// What to do when a file cannot be had, appended to every download error.
+std::string by_hand(const std::string& file, const std::string& url, const std::string& dir) {
+  const std::string base = url.substr(0, url.size() - file.size());
+  const std::string stem = file.substr(0, file.find('.', 4) + 1);  // "ind.<name>."
+  std::string parts;
+  for (const char* part : kPlanetoidParts) parts += (parts.empty() ? "" : ",") + std::string(part);
+  return detail::concat(".\n  ", file, " is missing from ", dir, ". To get the data by hand, download ", stem, "{", parts,
+                        "} from ", base, " into that folder, or point --data-dir (or GAT_DATA_DIR) at a folder that ",
+                        "holds them.");
+}
+
+#if GAT_WITH_DOWNLOAD
 // What each file must hash to. SHA-256 of the files in the Planetoid project's data folder (its
 // commit af6abf4), computed with sha256sum; each of those files is byte for byte the git blob that
 // the folder's tree names. ind.pubmed.allx (over 4 MiB) could not be fetched to hash it here, so it
@@ -82,7 +97,7 @@ std::string digest_hex(const EVP_MD* md, std::initializer_list<std::string_view>
 }
 
 std::string digest_hex(const Digest& expected, std::string_view bytes) {
-  if (expected.kind == Digest::Kind::sha256) return sha256_hex(bytes);
+  if (expected.kind == Digest::Kind::sha256) return digest_hex(EVP_sha256(), {bytes});
   const std::string header = "blob " + std::to_string(bytes.size()) + '\0';
   return digest_hex(EVP_sha1(), {header, bytes});
 }
@@ -143,17 +158,6 @@ int on_progress(void* user, curl_off_t total, curl_off_t now, curl_off_t, curl_o
   return 0;
 }
 
-// What to do when a file cannot be had, appended to every download error.
-std::string by_hand(const std::string& file, const std::string& url, const std::string& dir) {
-  const std::string base = url.substr(0, url.size() - file.size());
-  const std::string stem = file.substr(0, file.find('.', 4) + 1);  // "ind.<name>."
-  std::string parts;
-  for (const char* part : kPlanetoidParts) parts += (parts.empty() ? "" : ",") + std::string(part);
-  return detail::concat(".\n  ", file, " is missing from ", dir, ". To get the data by hand, download ", stem, "{", parts,
-                        "} from ", base, " into that folder, or point --data-dir (or GAT_DATA_DIR) at a folder that ",
-                        "holds them.");
-}
-
 // The body of `url`, or a gat::Error saying why not.
 std::string download(const std::string& file, const std::string& url, const std::string& dir,
                      const DownloadOptions& options) {
@@ -192,6 +196,8 @@ std::string download(const std::string& file, const std::string& url, const std:
             by_hand(file, url, dir));
   return std::move(transfer.body);
 }
+
+#endif  // GAT_WITH_DOWNLOAD
 
 // Writes `bytes` to dir/file through a temporary file in `dir` renamed into place, so that the
 // file is either absent or whole.
@@ -246,8 +252,6 @@ DownloadOptions DownloadOptions::from_environment() {
   return options;
 }
 
-std::string sha256_hex(std::string_view bytes) { return digest_hex(EVP_sha256(), {bytes}); }
-
 void fetch_planetoid(const std::string& name, const std::string& dir, const DownloadOptions& options) {
   namespace fs = std::filesystem;
   std::string base = options.base_url;
@@ -256,6 +260,7 @@ void fetch_planetoid(const std::string& name, const std::string& dir, const Down
     const std::string file = "ind." + name + "." + part;
     std::error_code ec;
     if (fs::exists(fs::path(dir) / file, ec)) continue;
+#if GAT_WITH_DOWNLOAD
     const Digest& expected = digest_of(file);
     const std::string url = base + "/" + file;
     if (options.progress) std::fprintf(stderr, "gat: downloading %s into %s\n", url.c_str(), dir.c_str());
@@ -268,6 +273,10 @@ void fetch_planetoid(const std::string& name, const std::string& dir, const Down
     if (options.progress)
       std::fprintf(stderr, "gat: %s: %s, %s verified\n", file.c_str(), human_bytes(static_cast<double>(bytes.size())).c_str(),
                    kind_name(expected.kind));
+#else
+    GAT_FAIL("cannot download ", file, ": this build of gat has no downloader (libcurl and OpenSSL were not found ",
+             "when it was configured)", by_hand(file, base + "/" + file, dir));
+#endif
   }
 }
 

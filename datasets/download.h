@@ -1,6 +1,8 @@
 // Fetching the Planetoid raw files: what is missing from a data folder is downloaded (libcurl)
 // from the Planetoid project's public folder, checked against the digests below and written
-// atomically (a temporary file in the same folder, renamed into place once verified).
+// atomically (a temporary file in the same folder, renamed into place once verified). A build
+// configured without libcurl and OpenSSL (GAT_DOWNLOAD=OFF, or AUTO where they are missing) says
+// where to put a missing file instead.
 //
 // Environment:
 //   GAT_DATASET_URL        base URL (default kPlanetoidBaseUrl); a file is <base>/ind.<name>.<part>
@@ -10,7 +12,6 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 
 namespace gat {
 
@@ -37,8 +38,5 @@ struct DownloadOptions {
 // URL tried and where to put the file by hand.
 void fetch_planetoid(const std::string& name, const std::string& dir,
                      const DownloadOptions& options = DownloadOptions::from_environment());
-
-// Lower-case hex SHA-256 of `bytes` (OpenSSL's EVP).
-std::string sha256_hex(std::string_view bytes);
 
 }  // namespace gat
