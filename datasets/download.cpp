@@ -197,8 +197,6 @@ std::string download(const std::string& file, const std::string& url, const std:
   return std::move(transfer.body);
 }
 
-#endif  // GAT_WITH_DOWNLOAD
-
 // Writes `bytes` to dir/file through a temporary file in `dir` renamed into place, so that the
 // file is either absent or whole.
 void write_atomically(const std::string& dir, const std::string& file, const std::string& bytes) {
@@ -231,6 +229,8 @@ void write_atomically(const std::string& dir, const std::string& file, const std
     GAT_FAIL("cannot write ", path, ": ", std::strerror(error));
   }
 }
+
+#endif  // GAT_WITH_DOWNLOAD
 
 long timeout_from_environment(long fallback) {
   const char* env = std::getenv("GAT_DOWNLOAD_TIMEOUT");
