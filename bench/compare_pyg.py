@@ -71,7 +71,7 @@ def random_graph(num_nodes, num_edges, seed, path):
 
 def aggregate_bytes(n, e, h, f, elem=4):
     """The fewest bytes the forward kernel moves: row pointers, indices, scores, one gathered
-    value row per edge, the output and the saved log-sum-exp (KERNELS.md's bound)."""
+    value row per edge, the output and the saved log-sum-exp (the bound of docs/gpu.md)."""
     return (n + 1) * 4 + e * 4 + e * h * elem + e * h * f * elem + n * h * f * elem + n * h * 4
 
 

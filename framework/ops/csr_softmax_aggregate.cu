@@ -1,21 +1,7 @@
-// CUDA kernels of csr_softmax_aggregate (see KERNELS.md).
-//
-// Forward: a group of G lanes (G a power of two <= 32) owns one (destination row, column tile);
-// each lane owns VEC consecutive features of one head (float4 / double2 loads when F allows) and
-// runs the online softmax over the row in ONE pass (running max m, sum z, accumulator rescaled
-// when the max grows). Rows of more than Graph::chunk_edges() edges (512 on large graphs, down
-// to 64 on small ones, where one long row would otherwise be the whole kernel's time) are split:
-// each chunk is a work item writing a partial (m, z, acc), and a merge kernel combines a row's
-// partials in chunk order. The graph lists each row's chunks (Graph::row_chunk_ptr, made once
-// with the graph); a work item finds its row by binary search.
-//
-// Backward: (1) over the transposed graph, a group per (source j, head, feature tile) holds
-// V[j,h,tile] in registers and gathers G[dst,h,tile] of j's out-edges in t_row order: one gather
-// gives both dV[j] = sum a~ G[dst] (a~ recomputed from lse and the regenerated mask) and the
-// edge's da = keep/(1-p) G[dst].V[j] (per tile, reduced by a butterfly over the group); sources
-// of more than `chunk` out-edges are split into chunks as in the forward pass. (2) over the rows,
-// a warp per row (all its heads when H divides 32): r = sum a*da, then ds = a*(da - r).
-// No float atomics anywhere: every sum has a fixed order, so results are bitwise reproducible.
+// CUDA kernels of csr_softmax_aggregate. The schedule (online softmax per group of lanes, the
+// chunks of long rows and their merge, the two backward passes over the transposed graph and the
+// rows) is described in docs/kernels.md. No float atomics anywhere: every sum has a fixed order,
+// so results are bitwise reproducible.
 #include <cstdint>
 #include <type_traits>
 

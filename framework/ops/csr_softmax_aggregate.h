@@ -1,4 +1,5 @@
-// csr_softmax_aggregate: the fused CSR softmax-aggregate op (see KERNELS.md for the maths).
+// csr_softmax_aggregate: the fused CSR softmax-aggregate op (maths, schedules, what is saved
+// and recomputed: docs/kernels.md).
 //
 // For every destination i (a row of the graph's CSR by destination) and head h:
 //   a[e,h]     = softmax over e in row i of edge_scores[e,h]
@@ -28,11 +29,7 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //  forward:  writes out (N, H, F) and lse (N, H) (lse = -inf for a row with no edges)
 //  backward: given grad_out (N, H, F), writes grad_scores (E, H) and/or grad_value (N, H, F)
 //            (either may be null to skip it). Overwrites, never accumulates.
-//  CUDA fast path: when graph.max_in_degree() and max_out_degree() (known on the host) are at
-//  most the chunk size (512 edges on graphs of a million edges or more, down to 64 on small
-//  ones: Graph::chunk_edges), the forward pass is one launch and the backward pass two (the
-//  transposed pass for d value and the edge dots, then the row pass for d scores); no host
-//  synchronisation.
+//  Neither synchronises with the host (on CUDA: the launches it makes are in docs/kernels.md).
 namespace cpu_impl {
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
                                    const Tensor& node_value, const DropoutKey& attn_dropout,

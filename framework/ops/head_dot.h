@@ -4,7 +4,7 @@
 //   x: (N, H, F) f32|f64, a: (H, F) same dtype/device  ->  out (N, H)
 // Backward: d x[n,h,f] = g[n,h] * a[h,f];  d a[h,f] = sum_n g[n,h] * x[n,h,f], reduced in a fixed
 // order (row blocks of rows_per_block(N) summed one after another) on both devices, so the result
-// is bitwise reproducible and independent of the thread count.
+// is bitwise reproducible and independent of the thread count (docs/kernels.md).
 #pragma once
 
 #include <algorithm>
@@ -17,9 +17,7 @@ namespace gat::ops {
 Tensor head_dot(const Tensor& x, const Tensor& a);
 
 namespace head_dot_detail {
-// Rows of x per partial sum of d a: at least 32 (Cora's 2,708 rows get 85 blocks on the GPU; 256
-// rows left 11 blocks adding 256 rows each, 20 us per call) and at most 4,096 partials, which
-// stage 2 adds one after another (1,000,000 rows: 245 rows per block).
+// Rows of x per partial sum of d a: at least 32, and at most 4,096 partials.
 inline int64_t rows_per_block(int64_t N) { return std::max<int64_t>(32, (N + 4095) / 4096); }
 }
 
