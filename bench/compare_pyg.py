@@ -2,7 +2,7 @@
 """Side-by-side benchmark: PyTorch Geometric and this project, same GPU, same graphs, one run.
 
 Run on a machine with a CUDA GPU, PyTorch and torch_geometric, after building this project
-(bench/gat_bench must exist in the build folder):
+(the gat_bench program, built from bench/gat_bench.cpp, must exist in the build folder):
 
     python3 bench/compare_pyg.py --build build --data-dir ../shared/datasets/planetoid --out out
 

@@ -1,4 +1,4 @@
-// Module: named parameters and submodules, train/eval mode, device moves.
+// Module: named parameters and submodules, training and evaluation modes, device moves.
 //
 // A layer derives from Module, registers its parameters and children in its constructor and
 // offers its own forward(...) (signatures differ between layers, so there is no virtual one).

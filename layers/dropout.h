@@ -1,4 +1,4 @@
-// Dropout as a module: active only in training mode (Module::train/eval), its masks drawn from
+// Dropout as a module: active only in training mode (Module::train), its masks drawn from
 // the Generator passed to forward (a fresh Philox stream per call, so a seed fixes every mask).
 #pragma once
 

@@ -1,4 +1,4 @@
-// Module (named parameters, children, train/eval, zero_grad, to) and the initialisers.
+// Module (named parameters, children, train and eval modes, zero_grad, to) and the initialisers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
