@@ -1,20 +1,132 @@
-// Helpers shared by the tests (the GAT layer and trainer tests, the ops a custom network needs).
+// Helpers shared by the tests: comparisons (rel_error, expect_close, bitwise_equal), expected
+// errors (expect_error), skipping without a device (GAT_SKIP_WITHOUT_CUDA), test graphs
+// (mixed_graph, random_graph, small_graph), a small training dataset (small_training_dataset), sparse-looking features (sparse_random) and the GAT
+// layer's gradient-check plumbing. Gradient checks themselves are in gradcheck.h.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "gat/datasets/generator.h"
+#include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
 #include "gat/framework/tensor.h"
 #include "gradcheck.h"
 #include "gat/layers/gat_conv.h"
 
+// Skips the current test, with the reason, where no CUDA device can be used.
+#define GAT_SKIP_WITHOUT_CUDA()                                                            \
+  if (!::gat::cuda::available())                                                           \
+  GTEST_SKIP() << "no CUDA device: " << ::gat::cuda::unavailable_reason()
+
 namespace gat::testing {
+
+// ---- comparisons ----
+
+// The worst difference of got from want: max_k |got_k - want_k| / max_k |want_k| (the absolute
+// difference when want is all zeros), and the element k where it is. Equal values match, equal
+// infinities included (the log-sum-exp of an empty row); a NaN or an infinity anywhere else is an
+// infinite error.
+struct Difference {
+  double error = 0;
+  size_t at = 0;
+};
+inline Difference difference(const std::vector<double>& got, const std::vector<double>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double scale = 0, worst = 0;
+  Difference d;
+  for (size_t k = 0; k < want.size() && k < got.size(); ++k) {
+    if (std::isfinite(want[k])) scale = std::max(scale, std::abs(want[k]));
+    if (got[k] == want[k]) continue;
+    const double diff = std::isfinite(got[k]) && std::isfinite(want[k]) ? std::abs(got[k] - want[k])
+                                                                         : INFINITY;
+    if (diff > worst) worst = diff, d.at = k;
+  }
+  d.error = scale > 0 ? worst / scale : worst;
+  return d;
+}
+
+// A tensor's elements on the host as f64 (any device, any dtype).
+inline std::vector<double> host_f64(const Tensor& t) {
+  return t.to(Device::cpu).to(DType::f64).to_vector<double>();
+}
+
+inline double rel_error(const std::vector<double>& got, const std::vector<double>& want) {
+  return difference(got, want).error;
+}
+inline double rel_error(const Tensor& got, const Tensor& want) {
+  EXPECT_EQ(got.shape(), want.shape());
+  return rel_error(host_f64(got), host_f64(want));
+}
+
+// rel_error(got, want) <= tol, reporting the worst element.
+inline void expect_close(const Tensor& got, const Tensor& want, const std::string& what, double tol) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  const std::vector<double> g = host_f64(got), w = host_f64(want);
+  const Difference d = difference(g, w);
+  EXPECT_LE(d.error, tol) << what << ": element " << d.at << " got " << (g.empty() ? 0 : g[d.at])
+                          << " want " << (w.empty() ? 0 : w[d.at]);
+}
+
+// The same shape, dtype and bytes (any devices).
+inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor ha = a.to(Device::cpu), hb = b.to(Device::cpu);
+  return std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
+}
+
+// f() throws a gat::Error whose message contains every one of `parts`.
+inline void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a gat::Error mentioning '" << (parts.empty() ? "" : parts.front()) << "'";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const std::string& part : parts)
+      EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
+  }
+}
+
+// ---- test inputs ----
+
+// 8 nodes, 13 edges: 0, 6 and 7 have no incoming edge, 1 has one, 2 has six, 4 has a self loop;
+// 7 has no edge at all.
+inline Graph mixed_graph() {
+  return Graph::from_edges(8, {3, 0, 1, 3, 4, 5, 6, 2, 6, 4, 0, 1, 2},
+                           {1, 2, 2, 2, 2, 2, 2, 3, 3, 4, 4, 5, 5});
+}
+
+// N nodes, E random edges into the last 3/4 of the nodes (the first N/4 receive nothing). With
+// hub > 0, node 0 also receives from `hub` distinct sources and node 1 sends to up to `hub`
+// distinct destinations: a long row and a long transposed row, cut into chunks on the device.
+inline Graph random_graph(int32_t N, int64_t E, int32_t hub, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> any(0, N - 1), receiver(N / 4, N - 1);
+  std::vector<int32_t> src, dst;
+  for (int64_t k = 0; k < E; ++k) src.push_back(any(rng)), dst.push_back(receiver(rng));
+  for (int32_t j = 1; j <= hub; ++j) src.push_back(j % N), dst.push_back(0);
+  for (int32_t j = N / 4; j < std::min(N, N / 4 + hub); ++j) src.push_back(1), dst.push_back(j);
+  return Graph::from_edges(N, src, dst);
+}
+
+// (rows, cols) with about `density` of the elements non-zero, in +-[0.1, 1); rows i % 17 == 1 and
+// columns k % 13 == 2 are empty. The shape of bag-of-words node features.
+inline Tensor sparse_random(int64_t rows, int64_t cols, std::mt19937_64& rng, double density,
+                            DType dtype) {
+  std::uniform_real_distribution<double> coin(0.0, 1.0), value(0.1, 1.0);
+  std::vector<double> v(static_cast<size_t>(rows * cols), 0.0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t k = 0; k < cols; ++k)
+      if (i % 17 != 1 && k % 13 != 2 && coin(rng) < density)
+        v[i * cols + k] = coin(rng) < 0.5 ? value(rng) : -value(rng);
+  return Tensor::from_vector(v, {rows, cols}).to(dtype);
+}
 
 // A small directed graph with one explicit self loop (2 -> 2) and a node (0) that only sends.
 inline Graph small_graph(int64_t n, std::mt19937_64& rng) {
@@ -80,33 +192,6 @@ inline Dataset small_training_dataset() {
   go.test_size = 100;
   go.seed = 4;
   return generate_sbm(go);
-}
-
-// max_i |got_i - want_i| / max_i |want_i|, on the host in f64 (any device, f32 or f64); a NaN
-// or infinity gives an infinite error.
-inline double rel_error(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  const std::vector<double> g = got.to(Device::cpu).to(DType::f64).to_vector<double>();
-  const std::vector<double> w = want.to(Device::cpu).to(DType::f64).to_vector<double>();
-  double diff = 0, scale = 0;
-  for (size_t k = 0; k < w.size() && k < g.size(); ++k) {
-    if (!std::isfinite(g[k]) || !std::isfinite(w[k])) return INFINITY;
-    scale = std::max(scale, std::abs(w[k]));
-    diff = std::max(diff, std::abs(g[k] - w[k]));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
-// Runs f, expects a gat::Error whose message contains every one of `parts`.
-inline void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a gat::Error mentioning " << parts.front();
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (const std::string& part : parts)
-      EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
-  }
 }
 
 }  // namespace gat::testing

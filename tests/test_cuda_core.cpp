@@ -20,36 +20,15 @@
 #include "gat/framework/ops/log_softmax.h"
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/optim.h"
+#include "gat_testing.h"
 #include "gradcheck.h"
 
 using namespace gat;
-using gat::testing::expect_gradients_match;
-using gat::testing::random_tensor;
-
-#define REQUIRE_CUDA() \
-  if (!cuda::available()) GTEST_SKIP() << cuda::unavailable_reason()
+using namespace gat::testing;
 
 namespace {
 
-constexpr double kTol = 1e-5;
-
-// max_i |got_i - want_i| / max_i |want_i| <= tol (relative to the tensor's largest element: two
-// summation orders legitimately differ by a few ulps of the largest partial sums); got may live on
-// the device.
-void expect_close(const Tensor& got, const Tensor& want, const std::string& what, double tol = kTol) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  std::vector<double> g = got.to(Device::cpu).to(DType::f64).to_vector<double>();
-  std::vector<double> w = want.to(Device::cpu).to(DType::f64).to_vector<double>();
-  double largest = 0, worst = 0;
-  size_t at = 0;
-  for (double v : w) largest = std::max(largest, std::abs(v));
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double err = std::abs(g[i] - w[i]);
-    if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err, at = i;
-  }
-  EXPECT_LE(worst, tol * largest) << what << ": element " << at << " got " << g[at] << " want "
-                                  << w[at] << " (largest |want| " << largest << ")";
-}
+constexpr double kTol = 1e-5;  // relative to the largest element: summation orders differ
 
 Tensor labels_for(int64_t N, int64_t C, std::mt19937_64& rng) {
   std::vector<int32_t> y(static_cast<size_t>(N));
@@ -79,13 +58,13 @@ void expect_cuda_matches_cpu(const std::string& what,
   std::vector<Tensor> got = forward_and_grads(f, cuda_inputs);
   EXPECT_EQ(got[0].device(), Device::cuda) << what;
   for (size_t i = 0; i < want.size(); ++i)
-    expect_close(got[i], want[i], what + (i == 0 ? " output" : " grad of input " + std::to_string(i - 1)));
+    expect_close(got[i], want[i], what + (i == 0 ? " output" : " grad of input " + std::to_string(i - 1)), kTol);
 }
 
 }  // namespace
 
 TEST(CudaCore, MatmulMatchesCpu) {
-  REQUIRE_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(1);
   auto mm = [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[1]); };
   for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{
@@ -102,7 +81,7 @@ TEST(CudaCore, MatmulMatchesCpu) {
 }
 
 TEST(CudaCore, MatmulGradcheckF64) {
-  REQUIRE_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(2);
   auto mm = [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[1]); };
   const Device d = Device::cuda;
@@ -115,7 +94,7 @@ TEST(CudaCore, MatmulGradcheckF64) {
 }
 
 TEST(CudaCore, LogSoftmaxMatchesCpuAndGradcheck) {
-  REQUIRE_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(3);
   auto f = [](const std::vector<Tensor>& in) { return ops::log_softmax(in[0]); };
   expect_cuda_matches_cpu("log_softmax (3000, 7)", f, {random_tensor({3000, 7}, rng, -5, 5, DType::f32)});
@@ -124,7 +103,7 @@ TEST(CudaCore, LogSoftmaxMatchesCpuAndGradcheck) {
 }
 
 TEST(CudaCore, CrossEntropyMatchesCpuAndGradcheck) {
-  REQUIRE_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(4);
   const int64_t N = 3000, C = 7;
   Tensor labels = labels_for(N, C, rng);
@@ -146,7 +125,7 @@ TEST(CudaCore, CrossEntropyMatchesCpuAndGradcheck) {
 }
 
 TEST(CudaCore, CrossEntropyBadLabelGivesNaNWithoutSync) {
-  REQUIRE_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   Tensor logits = Tensor::zeros({3, 2}, DType::f32, Device::cuda);
   Tensor labels = Tensor::from_vector<int32_t>({0, 5, 1}, {3}).to(Device::cuda);
   Tensor index = Tensor::from_vector<int32_t>({0, 1}, {2}).to(Device::cuda);
@@ -158,7 +137,7 @@ TEST(CudaCore, CrossEntropyBadLabelGivesNaNWithoutSync) {
 }
 
 TEST(CudaCore, ArgmaxAndAccuracyMatchCpu) {
-  REQUIRE_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(5);
   const int64_t N = 5000, C = 6;
   Tensor logits = random_tensor({N, C}, rng, -1, 1, DType::f32);
@@ -178,7 +157,7 @@ TEST(CudaCore, ArgmaxAndAccuracyMatchCpu) {
 }
 
 TEST(CudaCore, OptimiserStepsMatchCpu) {
-  REQUIRE_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(6);
   // 40 parameters (more than one launch's kMaxSlots), f32 and f64 mixed, one without a gradient.
   std::vector<Tensor> start, grads;
@@ -217,7 +196,7 @@ TEST(CudaCore, OptimiserStepsMatchCpu) {
     std::vector<Tensor> want = run(Device::cpu, make), got = run(Device::cuda, make);
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_EQ(got[i].device(), Device::cuda);
-      expect_close(got[i], want[i], name + " parameter " + std::to_string(i));
+      expect_close(got[i], want[i], name + " parameter " + std::to_string(i), kTol);
     }
     expect_close(got[17], start[17], name + " parameter without gradient", 0.0);
   }
@@ -274,7 +253,7 @@ TEST(CudaCore, OptimiserStateLoadsOntoTheDevice) {
 }
 
 TEST(CudaCore, ResultsAreBitwiseReproducible) {
-  REQUIRE_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(7);
   const int64_t N = 20000, C = 40;
   Tensor logits = random_tensor({N, C}, rng, -3, 3, DType::f32, Device::cuda);
@@ -294,7 +273,7 @@ TEST(CudaCore, ResultsAreBitwiseReproducible) {
 }
 
 TEST(CudaCore, ModuleToCudaMovesParametersInPlace) {
-  REQUIRE_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   struct Holder : Module {
     Tensor w;
     Holder() { w = register_parameter("w", Tensor::from_vector<float>({1, 2, 3}, {3})); }
@@ -308,7 +287,7 @@ TEST(CudaCore, ModuleToCudaMovesParametersInPlace) {
 }
 
 TEST(CudaCore, ARecordedGraphWritesIntoEarlierMemoryAndKeepsNoneOfItsOwn) {
-  REQUIRE_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(8);
   const Tensor a = random_tensor({5, 3}, rng, -1, 1, DType::f32, Device::cuda);
   const Tensor b = random_tensor({3, 4}, rng, -1, 1, DType::f32, Device::cuda);
@@ -332,5 +311,5 @@ TEST(CudaCore, ARecordedGraphWritesIntoEarlierMemoryAndKeepsNoneOfItsOwn) {
   EXPECT_FALSE(refused.valid());
   EXPECT_NE(why.find("outlive"), std::string::npos) << why;
   kept = Tensor();
-  expect_close(ops::matmul(a, b), ops::matmul(a.to(Device::cpu), b.to(Device::cpu)), "after refusal");
+  expect_close(ops::matmul(a, b), ops::matmul(a.to(Device::cpu), b.to(Device::cpu)), "after refusal", kTol);
 }

@@ -27,9 +27,6 @@ using namespace gat::testing;
 
 namespace {
 
-#define SKIP_WITHOUT_CUDA() \
-  if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason()
-
 GATConfig small_config(int64_t in, int64_t classes, DType dtype) {
   GATConfig c;
   c.in_features = in;
@@ -90,7 +87,7 @@ Trajectory train_on(Device device, const Dataset& host_data, int64_t epochs, int
 }  // namespace
 
 TEST(CudaGATConv, ForwardBackwardAndAttentionMatchTheCpu) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(1);
   const int64_t N = 400;
   const Graph graph = small_graph(N, rng);
@@ -127,7 +124,7 @@ TEST(CudaGATConv, ForwardBackwardAndAttentionMatchTheCpu) {
 }
 
 TEST(CudaGATConv, GradientsOnTheDevice) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   for (bool concat : {true, false}) {
     std::mt19937_64 rng(2);
     const Graph graph = small_graph(7, rng).to(Device::cuda);
@@ -146,7 +143,7 @@ TEST(CudaGATConv, GradientsOnTheDevice) {
 }
 
 TEST(CudaGAT, ModelGradientsOnTheDevice) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(21);
   const Graph graph = small_graph(7, rng).to(Device::cuda);
   Generator init(8);
@@ -167,7 +164,7 @@ TEST(CudaGAT, ModelGradientsOnTheDevice) {
 }
 
 TEST(CudaTraining, FollowsTheCpuAndIsBitwiseReproducible) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   const Dataset data = generated_dataset();
   const Trajectory cpu = train_on(Device::cpu, data, 5);
   const Trajectory gpu = train_on(Device::cuda, data, 5);
@@ -196,7 +193,7 @@ void expect_same_run(const Trajectory& a, const Trajectory& b, const std::string
 }  // namespace
 
 TEST(CudaTraining, RecordedGraphsReplayTheEagerStepsBitForBit) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   const Dataset data = generated_dataset();
   const Trajectory replayed = train_on(Device::cuda, data, 30, 100, true);  // graphs on
   const Trajectory eager = train_on(Device::cuda, data, 30, 100, false);
@@ -209,7 +206,7 @@ TEST(CudaTraining, RecordedGraphsReplayTheEagerStepsBitForBit) {
 }
 
 TEST(CudaTraining, AStepThatCannotBeRecordedRunsEagerly) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   const Dataset data = generated_dataset();
   const Trajectory fallback = train_on(Device::cuda, data, 10, 100, true, true);
   const Trajectory eager = train_on(Device::cuda, data, 10, 100, false, true);
@@ -221,7 +218,7 @@ TEST(CudaTraining, AStepThatCannotBeRecordedRunsEagerly) {
 }
 
 TEST(CudaTraining, CheckpointsMoveBetweenDevices) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   Generator init_a(1), init_b(2);
   GAT on_gpu(small_config(6, 3, DType::f32), init_a);
   on_gpu.to(Device::cuda);
@@ -243,7 +240,7 @@ TEST(CudaTraining, CheckpointsMoveBetweenDevices) {
 // The acceptance figures on the real data: Cora with the paper's recipe (dropout
 // included), 50 epochs on both devices, then 200 epochs twice on the GPU.
 TEST(CudaTraining, CoraLossesFollowTheCpuFor50EpochsAndRunsAreBitwiseIdenticalAfter200) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   Dataset cora;
   try {
     cora = load_training_dataset("cora");

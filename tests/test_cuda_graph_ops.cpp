@@ -15,56 +15,13 @@
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/head_dot.h"
+#include "gat_testing.h"
 #include "gradcheck.h"
 
 using namespace gat;
-using gat::testing::expect_gradients_match;
-using gat::testing::random_tensor;
+using namespace gat::testing;
 
 namespace {
-
-#define SKIP_WITHOUT_CUDA() \
-  if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason()
-
-// N nodes, E random edges into the last 3/4 of the nodes (the first N/4 receive nothing). With
-// hub > 0, node 0 also receives from `hub` distinct sources and node 1 sends to up to `hub`
-// distinct destinations: a long row and a long transposed row, split into chunks on the device.
-Graph random_graph(int32_t N, int64_t E, int32_t hub, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int32_t> any(0, N - 1), receiver(N / 4, N - 1);
-  std::vector<int32_t> src, dst;
-  for (int64_t k = 0; k < E; ++k) src.push_back(any(rng)), dst.push_back(receiver(rng));
-  for (int32_t j = 1; j <= hub; ++j) src.push_back(j % N), dst.push_back(0);
-  for (int32_t j = N / 4; j < std::min(N, N / 4 + hub); ++j) src.push_back(1), dst.push_back(j);
-  return Graph::from_edges(N, src, dst);
-}
-
-// 8 nodes, 13 edges: 0, 6 and 7 have no incoming edge, 1 has one, 2 has six, 4 has a self loop.
-Graph mixed_graph() {
-  return Graph::from_edges(8, {3, 0, 1, 3, 4, 5, 6, 2, 6, 4, 0, 1, 2},
-                           {1, 2, 2, 2, 2, 2, 2, 3, 3, 4, 4, 5, 5});
-}
-
-// max |got - want| / max |want| (both copied to the host as f64); equal infinities match, an
-// infinity or NaN anywhere else gives an infinite error.
-double rel_error(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  const auto g = got.to(Device::cpu).to(DType::f64).to_vector<double>();
-  const auto w = want.to(Device::cpu).to(DType::f64).to_vector<double>();
-  double diff = 0, scale = 0;
-  for (size_t k = 0; k < w.size() && k < g.size(); ++k) {
-    if (std::isfinite(w[k])) scale = std::max(scale, std::abs(w[k]));
-    if (g[k] == w[k]) continue;  // also equal infinities (lse of an empty row)
-    if (!std::isfinite(g[k]) || !std::isfinite(w[k])) return INFINITY;
-    diff = std::max(diff, std::abs(g[k] - w[k]));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  const Tensor ha = a.to(Device::cpu), hb = b.to(Device::cpu);
-  return std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
-}
 
 struct AggregateResult {
   Tensor out, lse, grad_scores, grad_value;
@@ -129,7 +86,7 @@ const std::vector<std::pair<int64_t, int64_t>> kHeadsFeatures = {{1, 1}, {8, 8},
 }  // namespace
 
 TEST(CudaCsrSoftmaxAggregate, MatchesCpuOnRandomGraphs) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(1);
   const Graph g = random_graph(3000, 30000, 0, rng);
   for (auto [H, F] : kHeadsFeatures)
@@ -140,7 +97,7 @@ TEST(CudaCsrSoftmaxAggregate, MatchesCpuOnRandomGraphs) {
 }
 
 TEST(CudaCsrSoftmaxAggregate, MatchesCpuWithAHubOf100000Edges) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(2);
   const Graph g = random_graph(120000, 200000, 100000, rng);
   ASSERT_EQ(g.max_in_degree(), 100000);
@@ -151,7 +108,7 @@ TEST(CudaCsrSoftmaxAggregate, MatchesCpuWithAHubOf100000Edges) {
 }
 
 TEST(CudaCsrSoftmaxAggregate, DegenerateGraphs) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(3);
   expect_aggregate_matches_cpu("one node", Graph::from_edges(1, {0}, {0}), 2, 4, DropoutKey{}, rng);
   expect_aggregate_matches_cpu("one node, no edge", Graph::from_edges(1, {}, {}), 2, 4, DropoutKey{}, rng);
@@ -160,7 +117,7 @@ TEST(CudaCsrSoftmaxAggregate, DegenerateGraphs) {
 }
 
 TEST(CudaCsrSoftmaxAggregate, DropoutMasksMatchCpu) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   // One self loop per node and values of one: out[i,h] = keep(i*H + h) / (1 - p) exactly.
   const int32_t N = 10000;
   std::vector<int32_t> nodes(N);
@@ -173,7 +130,7 @@ TEST(CudaCsrSoftmaxAggregate, DropoutMasksMatchCpu) {
 }
 
 TEST(CudaCsrSoftmaxAggregate, GradientsMatchFiniteDifferencesOnDevice) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(4);
   const Graph mixed = mixed_graph().to(Device::cuda);
   for (int64_t H : {1, 3})
@@ -197,7 +154,7 @@ TEST(CudaCsrSoftmaxAggregate, GradientsMatchFiniteDifferencesOnDevice) {
 }
 
 TEST(CudaCsrSoftmaxAggregate, ExtremeScoresStayFinite) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(5);
   const Graph g = random_graph(2000, 20000, 1000, rng);
   std::vector<float> sv(static_cast<size_t>(g.num_edges() * 2));
@@ -217,7 +174,7 @@ TEST(CudaCsrSoftmaxAggregate, ExtremeScoresStayFinite) {
 }
 
 TEST(CudaCsrSoftmaxAggregate, RunsAreBitwiseIdentical) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(6);
   const Graph g = random_graph(50000, 400000, 30000, rng).to(Device::cuda);
   for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 64}, {8, 8}, {3, 5}}) {
@@ -236,7 +193,7 @@ TEST(CudaCsrSoftmaxAggregate, EachGradientAloneEqualsTheOneComputedWithTheOther)
   // The transposed pass gathers G once for both gradients: asking for either alone must give
   // the same bits as asking for both, on the chunked sources of a hub too, and with the heads of
   // 256 features that take two tiles.
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(8);
   const Graph g = random_graph(20000, 120000, 5000, rng).to(Device::cuda);
   ASSERT_GT(g.max_out_degree(), g.chunk_edges());
@@ -257,7 +214,7 @@ TEST(CudaCsrSoftmaxAggregate, EachGradientAloneEqualsTheOneComputedWithTheOther)
 }
 
 TEST(CudaCsrSoftmax, MatchesCpu) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(7);
   const Graph g = random_graph(3000, 30000, 2000, rng);
   const Tensor s = random_tensor({g.num_edges(), 3}, rng, -4, 4, DType::f32);
@@ -265,7 +222,7 @@ TEST(CudaCsrSoftmax, MatchesCpu) {
 }
 
 TEST(CudaGatEdgeScores, MatchesCpuAndGradients) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(8);
   const Graph g = random_graph(3000, 30000, 2000, rng);
   const Graph gd = g.to(Device::cuda);
@@ -293,7 +250,7 @@ TEST(CudaGatEdgeScores, MatchesCpuAndGradients) {
 }
 
 TEST(CudaHeadDot, MatchesCpuAndGradients) {
-  SKIP_WITHOUT_CUDA();
+  GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(9);
   for (auto [H, F] : kHeadsFeatures) {
     const Tensor x = random_tensor({3000, H, F}, rng, -1, 1, DType::f32);

@@ -20,28 +20,16 @@ using namespace gat;
 using gat::testing::expect_gradients_match;
 using gat::testing::random_tensor;
 using gat::testing::rel_error;
+using gat::testing::sparse_random;
 
 namespace {
 
 class CudaSparse : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!gat::cuda::available()) GTEST_SKIP() << "no CUDA device: " << gat::cuda::unavailable_reason();
+    GAT_SKIP_WITHOUT_CUDA();
   }
 };
-
-// (rows, cols) with about `density` of the elements non-zero (both signs), some rows and columns
-// empty.
-Tensor sparse_random(int64_t rows, int64_t cols, std::mt19937_64& rng, double density,
-                     DType dtype = DType::f32) {
-  std::uniform_real_distribution<double> coin(0.0, 1.0), value(0.1, 1.0);
-  std::vector<double> v(static_cast<size_t>(rows * cols), 0.0);
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t k = 0; k < cols; ++k)
-      if (i % 17 != 1 && k % 13 != 2 && coin(rng) < density)
-        v[i * cols + k] = coin(rng) < 0.5 ? value(rng) : -value(rng);
-  return Tensor::from_vector(v, {rows, cols}).to(dtype);
-}
 
 template <class T>
 std::vector<T> host(const Tensor& t) { return t.to(Device::cpu).to_vector<T>(); }
@@ -50,7 +38,7 @@ std::vector<T> host(const Tensor& t) { return t.to(Device::cpu).to_vector<T>(); 
 
 TEST_F(CudaSparse, CsrMatrixMovesBetweenDevices) {
   std::mt19937_64 rng(1);
-  const Tensor dense = sparse_random(50, 70, rng, 0.1);
+  const Tensor dense = sparse_random(50, 70, rng, 0.1, DType::f32);
   const CsrMatrix cpu = CsrMatrix::from_dense(dense);
   const CsrMatrix gpu = cpu.to(Device::cuda);
   EXPECT_TRUE(gpu.is_cuda());
@@ -102,7 +90,7 @@ TEST_F(CudaSparse, MatmulAndItsGradientsMatchTheCpu) {
 // 40 rows (every column holds ~5,000 entries) a block per row.
 TEST_F(CudaSparse, TallAndWideMatmulsMatchTheCpu) {
   std::mt19937_64 rng(6);
-  const CsrMatrix cpu = CsrMatrix::from_dense(sparse_random(20000, 40, rng, 0.25));
+  const CsrMatrix cpu = CsrMatrix::from_dense(sparse_random(20000, 40, rng, 0.25, DType::f32));
   const Tensor b = random_tensor({40, 64}, rng, -1, 1, DType::f32), g = random_tensor({20000, 64}, rng, -1, 1, DType::f32);
   Tensor b_cpu = b.clone().set_requires_grad(), b_gpu = b.to(Device::cuda).set_requires_grad();
   Tensor out_cpu = ops::sparse_matmul(cpu, b_cpu), out_gpu = ops::sparse_matmul(cpu.to(Device::cuda), b_gpu);
@@ -114,7 +102,7 @@ TEST_F(CudaSparse, TallAndWideMatmulsMatchTheCpu) {
 
 TEST_F(CudaSparse, MatmulIsBitwiseReproducible) {
   std::mt19937_64 rng(4);
-  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(3000, 1400, rng, 0.02)).to(Device::cuda);
+  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(3000, 1400, rng, 0.02, DType::f32)).to(Device::cuda);
   const Tensor g = random_tensor({3000, 64}, rng, -1, 1, DType::f32, Device::cuda);
   Tensor w = random_tensor({1400, 64}, rng, -1, 1, DType::f32, Device::cuda).set_requires_grad();
   std::vector<std::vector<float>> outs, grads;
@@ -147,7 +135,7 @@ TEST_F(CudaSparse, GATOnSparseFeaturesFollowsTheCpu) {
   std::uniform_int_distribution<int32_t> node(0, n - 1);
   for (int k = 0; k < 5 * n; ++k) src.push_back(node(rng)), dst.push_back(node(rng));
   const Graph graph = Graph::from_edges(n, src, dst, GraphBuildOptions{true});
-  const CsrMatrix x = CsrMatrix::from_dense(sparse_random(n, 300, rng, 0.03));
+  const CsrMatrix x = CsrMatrix::from_dense(sparse_random(n, 300, rng, 0.03, DType::f32));
   Generator init_cpu(7), init_gpu(7);
   GAT cpu(GATConfig{300, 4}, init_cpu), gpu(GATConfig{300, 4}, init_gpu);
   gpu.to(Device::cuda);

@@ -28,8 +28,10 @@
 #include "gat/datasets/text.h"
 #include "gat/train/trainer.h"
 #include "gzip_testing.h"
+#include "gat_testing.h"
 
 using namespace gat;
+using gat::testing::expect_error;
 using namespace std::string_literals;
 namespace fs = std::filesystem;
 
@@ -61,17 +63,6 @@ void write_gz(const fs::path& path, const std::string& bytes) {
   ASSERT_NE(f, nullptr);
   ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
   ASSERT_EQ(gzclose(f), Z_OK);
-}
-
-// Runs f, expects a gat::Error whose message contains every part.
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a gat::Error containing '" << parts.front() << "'";
-  } catch (const Error& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "'" << p << "' not in: " << e.what();
-  }
 }
 
 // A fresh temporary folder, removed at the end of the test.

@@ -9,8 +9,10 @@
 
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
+#include "gat_testing.h"
 
 using namespace gat;
+using gat::testing::expect_error;
 
 namespace {
 
@@ -19,16 +21,6 @@ std::vector<std::pair<int32_t, int32_t>> edge_pairs(const Graph& g) {  // (src, 
   std::vector<std::pair<int32_t, int32_t>> out;
   for (size_t e = 0; e < s.size(); ++e) out.emplace_back(s[e], d[e]);
   return out;
-}
-
-void expect_error_mentions(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    FAIL() << "expected a gat::Error";
-  } catch (const Error& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "'" << p << "' not in: " << e.what();
-  }
 }
 
 }  // namespace
@@ -135,13 +127,13 @@ TEST(Graph, RandomGraphMatchesAReferenceSort) {
 }
 
 TEST(Graph, ErrorsNameTheEdgeAndTheValue) {
-  expect_error_mentions([] { Graph::from_edges(3, {0, 1, 5}, {1, 2, 0}); }, {"edge 2", "source 5", "[0, 3)"});
-  expect_error_mentions([] { Graph::from_edges(3, {0, 1}, {1, -1}); }, {"edge 1", "destination -1"});
-  expect_error_mentions([] { Graph::from_edges(3, {0, 1}, {1}); }, {"2 sources", "1 destinations"});
-  expect_error_mentions([] { Graph::from_csr({0, 2, 1}, {0, 1}); }, {"row_ptr decreases at node 1"});
-  expect_error_mentions([] { Graph::from_csr({0, 1, 2}, {0, 7}); }, {"edge 1", "source 7"});
-  expect_error_mentions([] { Graph::from_csr({0, 1, 3}, {0, 1}); }, {"row_ptr[N] is 3"});
-  expect_error_mentions([] { Graph::from_csr({}, {}); }, {"row_ptr is empty"});
+  expect_error([] { Graph::from_edges(3, {0, 1, 5}, {1, 2, 0}); }, {"edge 2", "source 5", "[0, 3)"});
+  expect_error([] { Graph::from_edges(3, {0, 1}, {1, -1}); }, {"edge 1", "destination -1"});
+  expect_error([] { Graph::from_edges(3, {0, 1}, {1}); }, {"2 sources", "1 destinations"});
+  expect_error([] { Graph::from_csr({0, 2, 1}, {0, 1}); }, {"row_ptr decreases at node 1"});
+  expect_error([] { Graph::from_csr({0, 1, 2}, {0, 7}); }, {"edge 1", "source 7"});
+  expect_error([] { Graph::from_csr({0, 1, 3}, {0, 1}); }, {"row_ptr[N] is 3"});
+  expect_error([] { Graph::from_csr({}, {}); }, {"row_ptr is empty"});
 }
 
 TEST(Graph, ValidateFindsCorruptedArrays) {
@@ -149,16 +141,16 @@ TEST(Graph, ValidateFindsCorruptedArrays) {
   Graph g = fresh();
   g.validate();
   g.col_idx().data<int32_t>()[1] = 9;  // a source outside the graph
-  expect_error_mentions([&] { g.validate(); }, {"edge 1", "source 9"});
+  expect_error([&] { g.validate(); }, {"edge 1", "source 9"});
   g = fresh();
   std::swap(g.col_idx().data<int32_t>()[2], g.col_idx().data<int32_t>()[3]);  // row 2 unsorted
-  expect_error_mentions([&] { g.validate(); }, {"row 2 is not sorted"});
+  expect_error([&] { g.validate(); }, {"row 2 is not sorted"});
   g = fresh();
   g.t_edge_id().data<int32_t>()[0] = g.t_edge_id().data<int32_t>()[1];  // an edge id twice
-  expect_error_mentions([&] { g.validate(); }, {"transpose position 0"});
+  expect_error([&] { g.validate(); }, {"transpose position 0"});
   g = fresh();
   g.edge_dst().data<int32_t>()[4] = 0;
-  expect_error_mentions([&] { g.validate(); }, {"edge_dst[4]"});
+  expect_error([&] { g.validate(); }, {"edge_dst[4]"});
   g = fresh();
   g.t_row_ptr().data<int32_t>()[1] = 3;
   EXPECT_THROW(g.validate(), Error);
@@ -208,7 +200,7 @@ TEST(Graph, LongRowsAreCutIntoChunksByTheEdgeCount) {
 }
 
 TEST(Graph, CudaRoundTripKeepsEveryArray) {
-  if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
+  GAT_SKIP_WITHOUT_CUDA();
   Graph g = Graph::from_edges(5, {0, 1, 2, 3, 4, 0}, {1, 2, 3, 4, 0, 3}).with_self_loops();
   Graph d = g.to(Device::cuda);
   EXPECT_EQ(d.device(), Device::cuda);

@@ -8,16 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "expect_error.h"
 #include "gat/framework/io.h"
 #include "gat/framework/ops/batch_norm.h"
 #include "gat/framework/ops/layer_norm.h"
 #include "gat/layers/batch_norm.h"
 #include "gat/layers/layer_norm.h"
+#include "gat_testing.h"
 #include "gradcheck.h"
 
 using namespace gat;
-using gat::testing::expect_error_naming;
+using gat::testing::expect_error;
 using gat::testing::expect_gradients_match;
 using gat::testing::random_tensor;
 
@@ -94,13 +94,13 @@ TEST(LayerNorm, LayerHoldsAffineParametersAndChecksInput) {
   EXPECT_EQ(values(norm.weight), std::vector<double>(6, 1.0));
   EXPECT_EQ(values(norm.bias), std::vector<double>(6, 0.0));
   EXPECT_TRUE(LayerNorm(6, 1e-5, false).named_parameters().empty());
-  expect_error_naming([&] { norm.forward(Tensor::zeros({2, 5}, DType::f64)); }, {"layer_norm", "weight", "(6,)"});
-  expect_error_naming([] { ops::layer_norm(Tensor::zeros({2, 0}), Tensor(), Tensor()); }, {"layer_norm", "last axis"});
-  expect_error_naming([] { ops::layer_norm(Tensor::zeros({2, 3}, DType::i32), Tensor(), Tensor()); },
+  expect_error([&] { norm.forward(Tensor::zeros({2, 5}, DType::f64)); }, {"layer_norm", "weight", "(6,)"});
+  expect_error([] { ops::layer_norm(Tensor::zeros({2, 0}), Tensor(), Tensor()); }, {"layer_norm", "last axis"});
+  expect_error([] { ops::layer_norm(Tensor::zeros({2, 3}, DType::i32), Tensor(), Tensor()); },
                       {"layer_norm", "'x'"});
-  expect_error_naming([] { ops::layer_norm(Tensor::zeros({2, 3}), Tensor::zeros({3}, DType::f64), Tensor()); },
+  expect_error([] { ops::layer_norm(Tensor::zeros({2, 3}), Tensor::zeros({3}, DType::f64), Tensor()); },
                       {"layer_norm", "weight"});
-  expect_error_naming([] { LayerNorm(4, -1.0); }, {"LayerNorm", "eps"});
+  expect_error([] { LayerNorm(4, -1.0); }, {"LayerNorm", "eps"});
 }
 
 // torch.nn.BatchNorm1d(C, momentum=0.2) in training for 3 batches, then eval: the running
@@ -193,12 +193,12 @@ TEST(BatchNorm1d, RunningStatisticsAreCheckpointBuffers) {
 
 TEST(BatchNorm1d, BadInputIsReported) {
   BatchNorm1d bn(3);
-  expect_error_naming([&] { bn.forward(Tensor::zeros({1, 3})); }, {"batch_norm", "at least 2 rows"});
-  expect_error_naming([&] { bn.forward(Tensor::zeros({4, 2})); }, {"batch_norm", "running_mean", "(3,)"});
-  expect_error_naming([&] { bn.forward(Tensor::zeros({4, 3, 2})); }, {"batch_norm", "'x'"});
-  expect_error_naming([] { ops::batch_norm(Tensor::zeros({4, 3}), Tensor(), Tensor(), Tensor(), Tensor(), false); },
+  expect_error([&] { bn.forward(Tensor::zeros({1, 3})); }, {"batch_norm", "at least 2 rows"});
+  expect_error([&] { bn.forward(Tensor::zeros({4, 2})); }, {"batch_norm", "running_mean", "(3,)"});
+  expect_error([&] { bn.forward(Tensor::zeros({4, 3, 2})); }, {"batch_norm", "'x'"});
+  expect_error([] { ops::batch_norm(Tensor::zeros({4, 3}), Tensor(), Tensor(), Tensor(), Tensor(), false); },
                       {"batch_norm", "evaluation needs running_mean"});
-  expect_error_naming([] { BatchNorm1d(3, 1e-5, 1.5); }, {"BatchNorm1d", "momentum"});
+  expect_error([] { BatchNorm1d(3, 1e-5, 1.5); }, {"BatchNorm1d", "momentum"});
   bn.eval();
   EXPECT_NO_THROW(bn.forward(Tensor::zeros({1, 3}))) << "eval works on one row";
 }

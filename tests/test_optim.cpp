@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "expect_error.h"
 #include "gat/framework/io.h"
 #include "gat/framework/optim.h"
 #include "gat/layers/linear.h"
+#include "gat_testing.h"
 
 using namespace gat;
 
@@ -253,9 +253,9 @@ TEST(Schedulers, MatchTorchFormulas) {
     }
   }
   SGD opt({p}, o);
-  gat::testing::expect_error_naming([&] { StepLR(opt, 0); }, {"StepLR", "step_size"});
-  gat::testing::expect_error_naming([&] { CosineAnnealingLR(opt, 0); }, {"CosineAnnealingLR", "T_max"});
-  gat::testing::expect_error_naming([&] { LinearLR(opt, 0.0); }, {"LinearLR", "start_factor"});
+  gat::testing::expect_error([&] { StepLR(opt, 0); }, {"StepLR", "step_size"});
+  gat::testing::expect_error([&] { CosineAnnealingLR(opt, 0); }, {"CosineAnnealingLR", "T_max"});
+  gat::testing::expect_error([&] { LinearLR(opt, 0.0); }, {"LinearLR", "start_factor"});
 }
 
 TEST(ClipGradNorm, ScalesAllGradientsTogetherAsTorch) {
@@ -329,12 +329,12 @@ TEST(OptimizerState, CheckpointResumesBitForBit) {
   EXPECT_NO_THROW(io::load_into(plain, path));
   const std::string bare = ::testing::TempDir() + "gat_optim_bare.safetensors";
   io::save(plain, bare);
-  gat::testing::expect_error_naming([&] { io::load_into(resumed, resumed_opt, bare); }, {"no optimiser state"});
+  gat::testing::expect_error([&] { io::load_into(resumed, resumed_opt, bare); }, {"no optimiser state"});
   // State of another optimiser kind is refused, and nothing changes.
   SGDOptions so;
   so.momentum = 0.9;
   SGD sgd(resumed.parameters(), so);
-  gat::testing::expect_error_naming([&] { io::load_into(resumed, sgd, path); }, {"not state of this optimiser"});
+  gat::testing::expect_error([&] { io::load_into(resumed, sgd, path); }, {"not state of this optimiser"});
   std::remove(path.c_str());
   std::remove(bare.c_str());
 }

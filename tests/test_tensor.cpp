@@ -4,8 +4,10 @@
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/tensor.h"
+#include "gat_testing.h"
 
 using namespace gat;
+using gat::testing::expect_error;
 
 TEST(Tensor, CreationAndMetadata) {
   Tensor t = Tensor::full({2, 3}, 1.5);
@@ -20,12 +22,7 @@ TEST(Tensor, CreationAndMetadata) {
 
 TEST(Tensor, WrongDtypeAccessNamesTheTensor) {
   Tensor t = Tensor::zeros({4}, DType::i32);
-  try {
-    t.data<float>();
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("i32 cpu (4,)"), std::string::npos) << e.what();
-  }
+  expect_error([&] { t.data<float>(); }, {"i32 cpu (4,)"});
 }
 
 TEST(Tensor, ViewSharesStorageAndInfersOneDimension) {
@@ -98,7 +95,7 @@ TEST(Autograd, SecondBackwardThroughFreedGraphThrows) {
 }
 
 TEST(Tensor, FullOnTheDeviceMatchesTheHost) {
-  if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
+  GAT_SKIP_WITHOUT_CUDA();
   EXPECT_EQ(Tensor::full({3, 5}, 2.5, DType::f32, Device::cuda).to_vector<float>(), std::vector<float>(15, 2.5f));
   EXPECT_EQ(Tensor::full({4}, -1.25, DType::f64, Device::cuda).to_vector<double>(), std::vector<double>(4, -1.25));
   EXPECT_EQ(Tensor::full({2, 2}, 7, DType::i32, Device::cuda).to_vector<int32_t>(), std::vector<int32_t>(4, 7));
@@ -106,17 +103,10 @@ TEST(Tensor, FullOnTheDeviceMatchesTheHost) {
 }
 
 TEST(Tensor, DeviceOutOfMemoryIsAnErrorNamingTheSizeAndTheOp) {
-  if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
+  GAT_SKIP_WITHOUT_CUDA();
   const int64_t elements = int64_t{1} << 48;  // 1 PiB of f32: more than any GPU has
-  try {
-    Tensor::empty({elements}, DType::f32, Device::cuda, "huge activation");
-    FAIL() << "expected an out-of-memory error";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("huge activation"), std::string::npos) << what;
-    EXPECT_NE(what.find("out of memory"), std::string::npos) << what;
-    EXPECT_NE(what.find(std::to_string(elements * 4)), std::string::npos) << what;
-  }
+  expect_error([&] { Tensor::empty({elements}, DType::f32, Device::cuda, "huge activation"); },
+               {"huge activation", "out of memory", std::to_string(elements * 4)});
   // The device is still usable afterwards.
   EXPECT_EQ(Tensor::full({3}, 1.5, DType::f32, Device::cuda).to_vector<float>(), std::vector<float>(3, 1.5f));
 }

@@ -17,6 +17,7 @@
 #include "gat/framework/ops/cross_entropy.h"
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/optim.h"
+#include "gat_testing.h"
 
 using namespace gat;
 
@@ -102,7 +103,7 @@ TEST(Training, MlpLearnsTwoSpiralsOnCpu) {
 }
 
 TEST(Training, MlpLearnsTwoSpiralsOnCuda) {
-  if (!cuda::available()) GTEST_SKIP() << cuda::unavailable_reason();
+  GAT_SKIP_WITHOUT_CUDA();
   std::vector<double> history = train_spirals(Device::cuda);
   EXPECT_GE(history.back(), 0.95);
 }
