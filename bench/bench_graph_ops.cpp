@@ -72,21 +72,12 @@ Problem& problem(int64_t N, int64_t avg_degree, int64_t H, int64_t F, Device dev
 }
 
 void forward(Problem& p) {
-#if GAT_WITH_CUDA
-  if (p.value.is_cuda())
-    return ops::cuda_impl::csr_softmax_aggregate_forward(p.graph, p.scores, p.value, {}, p.out, p.lse);
-#endif
-  ops::cpu_impl::csr_softmax_aggregate_forward(p.graph, p.scores, p.value, {}, p.out, p.lse);
+  ops::kernels::csr_softmax_aggregate_forward(p.graph, p.scores, p.value, {}, p.out, p.lse);
 }
 
 void backward(Problem& p) {
-#if GAT_WITH_CUDA
-  if (p.value.is_cuda())
-    return ops::cuda_impl::csr_softmax_aggregate_backward(p.graph, p.scores, p.value, p.lse, p.grad_out,
-                                                          {}, &p.grad_scores, &p.grad_value);
-#endif
-  ops::cpu_impl::csr_softmax_aggregate_backward(p.graph, p.scores, p.value, p.lse, p.grad_out, {},
-                                                &p.grad_scores, &p.grad_value);
+  ops::kernels::csr_softmax_aggregate_backward(p.graph, p.scores, p.value, p.lse, p.grad_out, {},
+                                               &p.grad_scores, &p.grad_value);
 }
 
 // Bytes that must move at least (4-byte indices and values):

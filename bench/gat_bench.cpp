@@ -82,20 +82,11 @@ nlohmann::json bench_kernel(const std::string& graph_path, int64_t heads, int64_
   const DropoutKey no_dropout{};
   // The kernels themselves, without the op's allocations and autograd record.
   auto forward = [&] {
-#if GAT_WITH_CUDA
-    if (device == Device::cuda)
-      return ops::cuda_impl::csr_softmax_aggregate_forward(graph, scores, value, no_dropout, out, lse);
-#endif
-    ops::cpu_impl::csr_softmax_aggregate_forward(graph, scores, value, no_dropout, out, lse);
+    ops::kernels::csr_softmax_aggregate_forward(graph, scores, value, no_dropout, out, lse);
   };
   auto backward = [&] {
-#if GAT_WITH_CUDA
-    if (device == Device::cuda)
-      return ops::cuda_impl::csr_softmax_aggregate_backward(graph, scores, value, lse, grad_out, no_dropout,
-                                                            &grad_scores, &grad_value);
-#endif
-    ops::cpu_impl::csr_softmax_aggregate_backward(graph, scores, value, lse, grad_out, no_dropout,
-                                                  &grad_scores, &grad_value);
+    ops::kernels::csr_softmax_aggregate_backward(graph, scores, value, lse, grad_out, no_dropout,
+                                                 &grad_scores, &grad_value);
   };
   // Small graphs: many launches per timing so launch gaps, not timer resolution, dominate.
   const int inner = e < 100000 ? 200 : 1;

@@ -37,17 +37,9 @@ AggregateResult run_aggregate(const Graph& g, const Tensor& s, const Tensor& v, 
   r.lse = Tensor::empty({N, H}, v.dtype(), d);
   r.grad_scores = Tensor::empty(s.shape(), s.dtype(), d);
   r.grad_value = Tensor::empty(v.shape(), v.dtype(), d);
-#if GAT_WITH_CUDA  // (the device kernels exist only in CUDA builds; the tests skip elsewhere)
-  if (d == Device::cuda) {
-    ops::cuda_impl::csr_softmax_aggregate_forward(g, s, v, key, r.out, r.lse);
-    ops::cuda_impl::csr_softmax_aggregate_backward(g, s, v, r.lse, grad_out, key, &r.grad_scores,
-                                                   &r.grad_value);
-    return r;
-  }
-#endif
-  ops::cpu_impl::csr_softmax_aggregate_forward(g, s, v, key, r.out, r.lse);
-  ops::cpu_impl::csr_softmax_aggregate_backward(g, s, v, r.lse, grad_out, key, &r.grad_scores,
-                                                &r.grad_value);
+  ops::kernels::csr_softmax_aggregate_forward(g, s, v, key, r.out, r.lse);
+  ops::kernels::csr_softmax_aggregate_backward(g, s, v, r.lse, grad_out, key, &r.grad_scores,
+                                               &r.grad_value);
   return r;
 }
 
@@ -204,10 +196,8 @@ TEST(CudaCsrSoftmaxAggregate, EachGradientAloneEqualsTheOneComputedWithTheOther)
     const AggregateResult both = run_aggregate(g, s, v, go, kDrop);
     Tensor ds_alone = Tensor::empty(s.shape(), s.dtype(), Device::cuda);
     Tensor dv_alone = Tensor::empty(v.shape(), v.dtype(), Device::cuda);
-#if GAT_WITH_CUDA
-    ops::cuda_impl::csr_softmax_aggregate_backward(g, s, v, both.lse, go, kDrop, &ds_alone, nullptr);
-    ops::cuda_impl::csr_softmax_aggregate_backward(g, s, v, both.lse, go, kDrop, nullptr, &dv_alone);
-#endif
+    ops::kernels::csr_softmax_aggregate_backward(g, s, v, both.lse, go, kDrop, &ds_alone, nullptr);
+    ops::kernels::csr_softmax_aggregate_backward(g, s, v, both.lse, go, kDrop, nullptr, &dv_alone);
     EXPECT_TRUE(bitwise_equal(ds_alone, both.grad_scores)) << H << "x" << F;
     EXPECT_TRUE(bitwise_equal(dv_alone, both.grad_value)) << H << "x" << F;
   }

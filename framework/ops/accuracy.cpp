@@ -6,14 +6,9 @@
 
 namespace gat::ops {
 
-namespace {
+namespace cpu_impl {
 
-Tensor argmax_unchecked(const Tensor& x) {
-  Tensor out = Tensor::empty({x.size(0)}, DType::i32, x.device(), "argmax");  // (N,)
-  if (x.is_cuda()) {
-    GAT_CUDA_CALL(cuda_impl::argmax(x, out));
-    return out;
-  }
+void argmax(const Tensor& x, Tensor& out) {
   dispatch_float(x.dtype(), "argmax", [&](auto zero) {
     using T = decltype(zero);
     const int64_t N = x.size(0), C = x.size(1);
@@ -22,17 +17,9 @@ Tensor argmax_unchecked(const Tensor& x) {
 #pragma omp parallel for if (N * C > 16384)
     for (int64_t r = 0; r < N; ++r) o[r] = row_argmax(in + r * C, C);
   });
-  return out;
 }
 
-// (2,) i32 on pred's device: rows k of index with pred[index[k]] == labels[index[k]], and index
-// entries outside [0, N) (CUDA; the CPU throws on the first one).
-Tensor count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index) {
-  if (pred.is_cuda()) {
-    Tensor counts = Tensor::zeros({2}, DType::i32, Device::cuda);
-    GAT_CUDA_CALL(cuda_impl::count_correct(pred, labels, index, counts));
-    return counts;
-  }
+void count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index, Tensor& counts) {
   const int64_t N = pred.numel(), K = index.numel();
   const int32_t* p = pred.data<int32_t>();     // (N,)
   const int32_t* y = labels.data<int32_t>();   // (N,)
@@ -43,7 +30,39 @@ Tensor count_correct(const Tensor& pred, const Tensor& labels, const Tensor& ind
               " is outside [0, ", N, ")");  // on the host the entry can be named at once
     correct += p[idx[k]] == y[idx[k]];
   }
-  return Tensor::from_vector(std::vector<int32_t>{correct, 0}, {2});
+  counts.data<int32_t>()[0] += correct;
+}
+
+}  // namespace cpu_impl
+
+namespace kernels {
+
+void argmax(const Tensor& x, Tensor& out) {
+  if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::argmax(x, out));
+  cpu_impl::argmax(x, out);
+}
+
+void count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index, Tensor& counts) {
+  if (pred.is_cuda()) return GAT_CUDA_CALL(cuda_impl::count_correct(pred, labels, index, counts));
+  cpu_impl::count_correct(pred, labels, index, counts);
+}
+
+}  // namespace kernels
+
+namespace {
+
+Tensor argmax_unchecked(const Tensor& x) {
+  Tensor out = Tensor::empty({x.size(0)}, DType::i32, x.device(), "argmax");  // (N,)
+  kernels::argmax(x, out);
+  return out;
+}
+
+// (2,) i32 on pred's device: rows k of index with pred[index[k]] == labels[index[k]], and index
+// entries outside [0, N) (CUDA; the CPU throws on the first one).
+Tensor count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index) {
+  Tensor counts = Tensor::zeros({2}, DType::i32, pred.device());
+  kernels::count_correct(pred, labels, index, counts);
+  return counts;
 }
 
 void check_logits(const char* op, const Tensor& x) {

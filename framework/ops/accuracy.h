@@ -34,10 +34,22 @@ GAT_HOST_DEVICE int32_t row_argmax(const T* row, int64_t C) {
   return best;
 }
 
+// The kernels (docs/design.md, the op pattern):
+//   argmax:        x (N, C) -> out (N,) i32;
+//   count_correct: counts (2,) i32, zeroed by the caller, += rows k of index with
+//                  pred[index[k]] == labels[index[k]], and += index entries outside [0, N)
+//                  (the CPU throws on the first such entry instead, naming it).
+// kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
+namespace kernels {
+void argmax(const Tensor& x, Tensor& out);
+void count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index, Tensor& counts);
+}  // namespace kernels
+namespace cpu_impl {  // accuracy.cpp
+void argmax(const Tensor& x, Tensor& out);
+void count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index, Tensor& counts);
+}  // namespace cpu_impl
 namespace cuda_impl {  // accuracy.cu
-void argmax(const Tensor& x, Tensor& out);  // x (N, C) -> out (N,) i32
-// counts (2,) i32, zeroed by the caller, += rows k of index with pred[index[k]] ==
-// labels[index[k]], and += index entries outside [0, N).
+void argmax(const Tensor& x, Tensor& out);
 void count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index, Tensor& counts);
 }  // namespace cuda_impl
 

@@ -4,10 +4,9 @@
 
 namespace gat::ops {
 
+namespace cpu_impl {
+
 void add_into(Tensor& dst, const Tensor& src) {
-  check_same("add_into", "dst", dst, "src", src);
-  check_shape("add_into", "src", src, dst.shape());
-  if (dst.is_cuda()) return GAT_CUDA_CALL(cuda_impl::add_into(dst, src));
   dispatch_float(dst.dtype(), "add_into", [&](auto zero) {
     using T = decltype(zero);
     T* d = dst.data<T>();
@@ -16,6 +15,23 @@ void add_into(Tensor& dst, const Tensor& src) {
 #pragma omp parallel for if (n > 65536)
     for (int64_t i = 0; i < n; ++i) d[i] += s[i];
   });
+}
+
+}  // namespace cpu_impl
+
+namespace kernels {
+
+void add_into(Tensor& dst, const Tensor& src) {
+  if (dst.is_cuda()) return GAT_CUDA_CALL(cuda_impl::add_into(dst, src));
+  cpu_impl::add_into(dst, src);
+}
+
+}  // namespace kernels
+
+void add_into(Tensor& dst, const Tensor& src) {
+  check_same("add_into", "dst", dst, "src", src);
+  check_shape("add_into", "src", src, dst.shape());
+  kernels::add_into(dst, src);
 }
 
 }  // namespace gat::ops

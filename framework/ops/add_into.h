@@ -9,8 +9,16 @@ namespace gat::ops {
 
 void add_into(Tensor& dst, const Tensor& src);
 
-namespace cuda_impl {
-void add_into(Tensor& dst, const Tensor& src);  // add_into.cu
+// The kernel (docs/design.md, the op pattern); kernels:: runs cpu_impl:: or cuda_impl:: by
+// dst's device.
+namespace kernels {
+void add_into(Tensor& dst, const Tensor& src);
+}
+namespace cpu_impl {  // add_into.cpp
+void add_into(Tensor& dst, const Tensor& src);
+}
+namespace cuda_impl {  // add_into.cu
+void add_into(Tensor& dst, const Tensor& src);
 }
 
 }  // namespace gat::ops

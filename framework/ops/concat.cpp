@@ -9,20 +9,30 @@
 
 namespace gat::ops {
 
-namespace {
+namespace cpu_impl {
 
-// Copies `rows` rows of `row_bytes` from src (pitch src_pitch) to dst (pitch dst_pitch), both
-// on `device`.
-void copy_rows(Device device, char* dst, size_t dst_pitch, const char* src, size_t src_pitch,
-               size_t row_bytes, size_t rows) {
-  if (row_bytes == 0 || rows == 0) return;
-  if (device == Device::cuda) return GAT_CUDA_CALL(cuda_impl::copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, rows));
+void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+               size_t rows) {
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
   detail::parallel_for(static_cast<int64_t>(rows), [&](int64_t r) {
-    std::memcpy(dst + r * dst_pitch, src + r * src_pitch, row_bytes);
+    std::memcpy(d + r * dst_pitch, s + r * src_pitch, row_bytes);
   }, static_cast<int64_t>(row_bytes / sizeof(double)));
 }
 
-}  // namespace
+}  // namespace cpu_impl
+
+namespace kernels {
+
+void copy_rows(Device device, void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+               size_t row_bytes, size_t rows) {
+  if (row_bytes == 0 || rows == 0) return;
+  if (device == Device::cuda)
+    return GAT_CUDA_CALL(cuda_impl::copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, rows));
+  cpu_impl::copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, rows);
+}
+
+}  // namespace kernels
 
 Tensor concat(const std::vector<Tensor>& inputs, int64_t axis) {
   GAT_CHECK(!inputs.empty(), "concat: no inputs");
@@ -57,7 +67,7 @@ Tensor concat(const std::vector<Tensor>& inputs, int64_t axis) {
   size_t offset = 0;  // bytes into an output row
   for (size_t k = 0; k < inputs.size(); ++k) {
     const size_t bytes = static_cast<size_t>(lengths[k]) * inner_bytes;
-    copy_rows(device, static_cast<char*>(out.raw_data()) + offset, out_pitch,
+    kernels::copy_rows(device, static_cast<char*>(out.raw_data()) + offset, out_pitch,
               static_cast<const char*>(inputs[k].raw_data()), bytes, bytes, outer);
     offset += bytes;
   }
@@ -76,7 +86,7 @@ Tensor concat(const std::vector<Tensor>& inputs, int64_t axis) {
       Tensor grad;
       if (needs_grad[k]) {
         grad = Tensor::empty(shapes[k], g.dtype(), g.device(), "concat backward");
-        copy_rows(device, static_cast<char*>(grad.raw_data()), bytes,
+        kernels::copy_rows(device, static_cast<char*>(grad.raw_data()), bytes,
                   static_cast<const char*>(g.raw_data()) + g_offset, out_pitch, bytes, outer);
       }
       grads.push_back(grad);

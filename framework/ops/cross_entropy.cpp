@@ -8,6 +8,8 @@
 
 namespace gat::ops {
 
+namespace cpu_impl {
+
 namespace {
 
 // Throws when an index entry or the label of a used row is out of range (CPU tensors).
@@ -23,9 +25,10 @@ void check_rows_and_labels(const Tensor& logits, const Tensor& labels, const Ten
   }
 }
 
-void forward(const Tensor& logits, const Tensor& labels, const Tensor& index, Tensor& loss) {
-  if (logits.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::masked_cross_entropy_forward(logits, labels, index, loss));
+}  // namespace
+
+void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
+                                  Tensor& loss) {
   check_rows_and_labels(logits, labels, index);
   dispatch_float(logits.dtype(), "masked_cross_entropy", [&](auto zero) {
     using T = decltype(zero);
@@ -37,7 +40,7 @@ void forward(const Tensor& logits, const Tensor& labels, const Tensor& index, Te
 #pragma omp parallel for if (K * C > 16384)
     for (int64_t k = 0; k < K; ++k) {
       const T* row = x + idx[k] * C;
-      nll[k] = cpu_impl::row_logsumexp(row, C) - row[y[idx[k]]];
+      nll[k] = row_logsumexp(row, C) - row[y[idx[k]]];
     }
     T sum = 0;  // in index order: deterministic
     for (T v : nll) sum += v;
@@ -45,11 +48,8 @@ void forward(const Tensor& logits, const Tensor& labels, const Tensor& index, Te
   });
 }
 
-void backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
-              const Tensor& grad_loss, Tensor& grad_logits) {
-  if (logits.is_cuda())
-    return GAT_CUDA_CALL(
-        cuda_impl::masked_cross_entropy_backward(logits, labels, index, grad_loss, grad_logits));
+void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
+                                   const Tensor& grad_loss, Tensor& grad_logits) {
   dispatch_float(logits.dtype(), "masked_cross_entropy", [&](auto zero) {
     using T = decltype(zero);
     const int64_t N = logits.size(0), C = logits.size(1), K = index.numel();
@@ -68,14 +68,33 @@ void backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
         for (int64_t c = 0; c < C; ++c) drow[c] = 0;
         continue;
       }
-      const T lse = cpu_impl::row_logsumexp(row, C);
+      const T lse = row_logsumexp(row, C);
       const T s = scale * static_cast<T>(count[r]);
       for (int64_t c = 0; c < C; ++c) drow[c] = s * (std::exp(row[c] - lse) - (c == y[r] ? T(1) : T(0)));
     }
   });
 }
 
-}  // namespace
+}  // namespace cpu_impl
+
+namespace kernels {
+
+void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
+                                  Tensor& loss) {
+  if (logits.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::masked_cross_entropy_forward(logits, labels, index, loss));
+  cpu_impl::masked_cross_entropy_forward(logits, labels, index, loss);
+}
+
+void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
+                                   const Tensor& grad_loss, Tensor& grad_logits) {
+  if (logits.is_cuda())
+    return GAT_CUDA_CALL(
+        cuda_impl::masked_cross_entropy_backward(logits, labels, index, grad_loss, grad_logits));
+  cpu_impl::masked_cross_entropy_backward(logits, labels, index, grad_loss, grad_logits);
+}
+
+}  // namespace kernels
 
 Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& index) {
   const char* op = "masked_cross_entropy";
@@ -90,12 +109,12 @@ Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Te
             ": logits ", logits.describe(), ", labels ", labels.describe(), " and index ",
             index.describe(), " must be on one device");
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device(), op);  // ()
-  forward(logits, labels, index, loss);
+  kernels::masked_cross_entropy_forward(logits, labels, index, loss);
   return autograd::record(op, loss, {logits},
                           [logits = logits.detach(), labels, index](const Tensor& grad_loss) {
                             Tensor grad = Tensor::empty(logits.shape(), logits.dtype(),
                                                         logits.device(), "masked_cross_entropy grad");
-                            backward(logits, labels, index, grad_loss, grad);
+                            kernels::masked_cross_entropy_backward(logits, labels, index, grad_loss, grad);
                             return std::vector<Tensor>{grad};
                           });
 }

@@ -20,11 +20,24 @@ namespace gat::ops {
 //   -> scalar () of logits' dtype. Records autograd for logits.
 Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& index);
 
-namespace cuda_impl {  // cross_entropy.cu; overwrite their outputs
-// -> loss () = the mean NLL over index
+// The kernels (docs/design.md, the op pattern), overwriting their outputs: forward -> loss () =
+// the mean NLL over index (the CPU also checks index and labels, see above); backward:
+// grad_loss () -> grad_logits (N, C). kernels:: runs cpu_impl:: or cuda_impl:: by logits' device.
+namespace kernels {
 void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
                                   Tensor& loss);
-// grad_loss () -> grad_logits (N, C)
+void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
+                                   const Tensor& grad_loss, Tensor& grad_logits);
+}  // namespace kernels
+namespace cpu_impl {  // cross_entropy.cpp
+void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
+                                  Tensor& loss);
+void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
+                                   const Tensor& grad_loss, Tensor& grad_logits);
+}  // namespace cpu_impl
+namespace cuda_impl {  // cross_entropy.cu
+void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
+                                  Tensor& loss);
 void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
                                    const Tensor& grad_loss, Tensor& grad_logits);
 }  // namespace cuda_impl

@@ -226,7 +226,50 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
   });
 }
 
+void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
+  const int64_t N = graph.num_nodes(), H = edge_scores.size(1);
+  dispatch_float(edge_scores.dtype(), "csr_softmax", [&](auto zero) {
+    using T = decltype(zero);
+    const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
+    const T* s = edge_scores.data<T>();                        // (E, H)
+    T* a = weights.data<T>();                                  // (E, H)
+    for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t, int64_t b, int64_t degree) {
+      row_softmax_terms(s + b * H, degree, H, row);
+      for (int64_t q = 0; q < degree * H; ++q) a[b * H + q] = row.ex[q] / row.z[q % H];
+    });
+  });
+}
+
 }  // namespace cpu_impl
+
+namespace kernels {
+
+void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
+                                   const Tensor& node_value, const DropoutKey& attn_dropout,
+                                   Tensor& out, Tensor& lse) {
+  if (node_value.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::csr_softmax_aggregate_forward(graph, edge_scores, node_value,
+                                                                  attn_dropout, out, lse));
+  cpu_impl::csr_softmax_aggregate_forward(graph, edge_scores, node_value, attn_dropout, out, lse);
+}
+
+void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_scores,
+                                    const Tensor& node_value, const Tensor& lse,
+                                    const Tensor& grad_out, const DropoutKey& attn_dropout,
+                                    Tensor* grad_scores, Tensor* grad_value) {
+  if (node_value.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::csr_softmax_aggregate_backward(
+        graph, edge_scores, node_value, lse, grad_out, attn_dropout, grad_scores, grad_value));
+  cpu_impl::csr_softmax_aggregate_backward(graph, edge_scores, node_value, lse, grad_out,
+                                           attn_dropout, grad_scores, grad_value);
+}
+
+void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
+  if (edge_scores.is_cuda()) return GAT_CUDA_CALL(cuda_impl::csr_softmax(graph, edge_scores, weights));
+  cpu_impl::csr_softmax(graph, edge_scores, weights);
+}
+
+}  // namespace kernels
 
 Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, const Tensor& node_value,
                              const DropoutKey& attn_dropout) {
@@ -243,11 +286,7 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
   const int64_t N = graph.num_nodes(), F = node_value.size(2);
   Tensor out = Tensor::empty({N, H, F}, node_value.dtype(), node_value.device(), op);
   Tensor lse = Tensor::empty({N, H}, node_value.dtype(), node_value.device(), "csr_softmax_aggregate lse");
-  if (node_value.is_cuda())
-    GAT_CUDA_CALL(cuda_impl::csr_softmax_aggregate_forward(graph, edge_scores, node_value,
-                                                           attn_dropout, out, lse));
-  else
-    cpu_impl::csr_softmax_aggregate_forward(graph, edge_scores, node_value, attn_dropout, out, lse);
+  kernels::csr_softmax_aggregate_forward(graph, edge_scores, node_value, attn_dropout, out, lse);
 
   const bool need_scores = edge_scores.requires_grad(), need_value = node_value.requires_grad();
   return autograd::record(
@@ -260,37 +299,18 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
         Tensor ds, dv;
         if (need_scores) ds = Tensor::empty(s.shape(), s.dtype(), s.device(), "d edge_scores");
         if (need_value) dv = Tensor::empty(v.shape(), v.dtype(), v.device(), "d node_value");
-        if (v.is_cuda())
-          GAT_CUDA_CALL(cuda_impl::csr_softmax_aggregate_backward(
-              graph, s, v, lse, grad_out, attn_dropout, need_scores ? &ds : nullptr,
-              need_value ? &dv : nullptr));
-        else
-          cpu_impl::csr_softmax_aggregate_backward(graph, s, v, lse, grad_out, attn_dropout,
-                                                   need_scores ? &ds : nullptr,
-                                                   need_value ? &dv : nullptr);
+        kernels::csr_softmax_aggregate_backward(graph, s, v, lse, grad_out, attn_dropout,
+                                                need_scores ? &ds : nullptr,
+                                                need_value ? &dv : nullptr);
         return std::vector<Tensor>{ds, dv};
       });
 }
 
 Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores) {
-  const int64_t H = check_scores("csr_softmax", graph, edge_scores);
+  check_scores("csr_softmax", graph, edge_scores);
   Tensor weights = Tensor::empty(edge_scores.shape(), edge_scores.dtype(), edge_scores.device(),
                                  "csr_softmax");
-  if (edge_scores.is_cuda()) {
-    GAT_CUDA_CALL(cuda_impl::csr_softmax(graph, edge_scores, weights));
-    return weights;
-  }
-  const int64_t N = graph.num_nodes();
-  dispatch_float(edge_scores.dtype(), "csr_softmax", [&](auto zero) {
-    using T = decltype(zero);
-    const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-    const T* s = edge_scores.data<T>();                        // (E, H)
-    T* a = weights.data<T>();                                  // (E, H)
-    for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t, int64_t b, int64_t degree) {
-      row_softmax_terms(s + b * H, degree, H, row);
-      for (int64_t q = 0; q < degree * H; ++q) a[b * H + q] = row.ex[q] / row.z[q % H];
-    });
-  });
+  kernels::csr_softmax(graph, edge_scores, weights);
   return weights;
 }
 

@@ -25,12 +25,14 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
 // (GATConv::forward's `attention`).
 Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 
-// ---- the kernels behind the op, one set per device, same contract ----
+// ---- the kernels behind the op (docs/design.md, the op pattern) ----
 //  forward:  writes out (N, H, F) and lse (N, H) (lse = -inf for a row with no edges)
 //  backward: given grad_out (N, H, F), writes grad_scores (E, H) and/or grad_value (N, H, F)
 //            (either may be null to skip it). Overwrites, never accumulates.
+//  softmax:  writes weights (E, H), the row softmax of edge_scores.
 //  Neither synchronises with the host (on CUDA: the launches it makes are in docs/kernels.md).
-namespace cpu_impl {
+// kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device; all three have one contract.
+namespace kernels {
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
                                    const Tensor& node_value, const DropoutKey& attn_dropout,
                                    Tensor& out, Tensor& lse);
@@ -38,8 +40,19 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
                                     const Tensor& node_value, const Tensor& lse,
                                     const Tensor& grad_out, const DropoutKey& attn_dropout,
                                     Tensor* grad_scores, Tensor* grad_value);
+void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights);
+}  // namespace kernels
+namespace cpu_impl {  // csr_softmax_aggregate.cpp
+void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
+                                   const Tensor& node_value, const DropoutKey& attn_dropout,
+                                   Tensor& out, Tensor& lse);
+void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_scores,
+                                    const Tensor& node_value, const Tensor& lse,
+                                    const Tensor& grad_out, const DropoutKey& attn_dropout,
+                                    Tensor* grad_scores, Tensor* grad_value);
+void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights);
 }  // namespace cpu_impl
-namespace cuda_impl {
+namespace cuda_impl {  // csr_softmax_aggregate.cu
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
                                    const Tensor& node_value, const DropoutKey& attn_dropout,
                                    Tensor& out, Tensor& lse);

@@ -9,15 +9,36 @@
 #pragma once
 
 #include "gat/framework/rng.h"
+#include "gat/framework/rng_cpu.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
 
 Tensor dropout(const Tensor& x, const DropoutKey& key);
 
+// The kernels (docs/design.md, the op pattern), every tensor viewed flat (n,):
+//   forward:  out = x * keep * keep_scale, with keep_scale = 1 / (1 - key.p) computed once by
+//             the caller (both devices then scale by the same number);
+//   backward: grad_x = grad_out * keep * keep_scale, the forward's mask.
+// kept holds the forward's decisions where a device keeps them: the CPU fills it in the forward
+// pass and reads it in the backward pass; CUDA draws the mask again and leaves it empty.
+namespace kernels {
+void dropout_forward(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out,
+                     KeepMask& kept);
+void dropout_backward(const Tensor& grad_out, const DropoutKey& key, double keep_scale,
+                      const KeepMask& kept, Tensor& grad_x);
+}  // namespace kernels
+namespace cpu_impl {  // dropout.cpp
+void dropout_forward(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out,
+                     KeepMask& kept);
+void dropout_backward(const Tensor& grad_out, const DropoutKey& key, double keep_scale,
+                      const KeepMask& kept, Tensor& grad_x);
+}  // namespace cpu_impl
 namespace cuda_impl {  // dropout.cu
-// out (n,) = x (n,) * keep * keep_scale, with keep_scale = 1 / (1 - key.p) computed by the caller.
-void dropout(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out);
+void dropout_forward(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out,
+                     KeepMask& kept);
+void dropout_backward(const Tensor& grad_out, const DropoutKey& key, double keep_scale,
+                      const KeepMask& kept, Tensor& grad_x);
 }  // namespace cuda_impl
 
 }  // namespace gat::ops

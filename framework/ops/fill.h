@@ -8,8 +8,16 @@ namespace gat::ops {
 
 void fill_(Tensor& t, double value);
 
-namespace cuda_impl {
-void fill_(Tensor& t, double value);  // fill.cu
+// The kernel (docs/design.md, the op pattern); kernels:: runs cpu_impl:: or cuda_impl:: by t's
+// device.
+namespace kernels {
+void fill_(Tensor& t, double value);
+}
+namespace cpu_impl {  // fill.cpp
+void fill_(Tensor& t, double value);
+}
+namespace cuda_impl {  // fill.cu
+void fill_(Tensor& t, double value);
 }
 
 }  // namespace gat::ops

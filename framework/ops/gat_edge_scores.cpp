@@ -5,10 +5,10 @@
 
 namespace gat::ops {
 
-namespace {
+namespace cpu_impl {
 
-void forward_cpu(const Graph& graph, const Tensor& el, const Tensor& er, double negative_slope,
-                 Tensor& scores) {
+void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er,
+                             double negative_slope, Tensor& scores) {
   const int64_t E = graph.num_edges(), H = el.size(1);
   dispatch_float(el.dtype(), "gat_edge_scores", [&](auto zero) {
     using T = decltype(zero);
@@ -30,8 +30,9 @@ void forward_cpu(const Graph& graph, const Tensor& el, const Tensor& er, double 
 }
 
 // d er over CSR rows and d el over the transpose, each summed in the graph's fixed order.
-void backward_cpu(const Graph& graph, const Tensor& el, const Tensor& er, double negative_slope,
-                  const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er) {
+void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er,
+                              double negative_slope, const Tensor& grad_scores, Tensor* grad_el,
+                              Tensor* grad_er) {
   const int64_t N = graph.num_nodes(), H = el.size(1);
   dispatch_float(el.dtype(), "gat_edge_scores backward", [&](auto zero) {
     using T = decltype(zero);
@@ -72,7 +73,27 @@ void backward_cpu(const Graph& graph, const Tensor& el, const Tensor& er, double
   });
 }
 
-}  // namespace
+}  // namespace cpu_impl
+
+namespace kernels {
+
+void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er,
+                             double negative_slope, Tensor& scores) {
+  if (el.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::gat_edge_scores_forward(graph, el, er, negative_slope, scores));
+  cpu_impl::gat_edge_scores_forward(graph, el, er, negative_slope, scores);
+}
+
+void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er,
+                              double negative_slope, const Tensor& grad_scores, Tensor* grad_el,
+                              Tensor* grad_er) {
+  if (el.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::gat_edge_scores_backward(graph, el, er, negative_slope,
+                                                             grad_scores, grad_el, grad_er));
+  cpu_impl::gat_edge_scores_backward(graph, el, er, negative_slope, grad_scores, grad_el, grad_er);
+}
+
+}  // namespace kernels
 
 Tensor gat_edge_scores(const Graph& graph, const Tensor& el, const Tensor& er, double negative_slope) {
   const char* op = "gat_edge_scores";
@@ -86,10 +107,7 @@ Tensor gat_edge_scores(const Graph& graph, const Tensor& el, const Tensor& er, d
             " but 'el' is ", el.describe());
 
   Tensor scores = Tensor::empty({graph.num_edges(), el.size(1)}, el.dtype(), el.device(), op);
-  if (el.is_cuda())
-    GAT_CUDA_CALL(cuda_impl::gat_edge_scores_forward(graph, el, er, negative_slope, scores));
-  else
-    forward_cpu(graph, el, er, negative_slope, scores);
+  kernels::gat_edge_scores_forward(graph, el, er, negative_slope, scores);
 
   const bool need_el = el.requires_grad(), need_er = er.requires_grad();
   return autograd::record(
@@ -104,11 +122,7 @@ Tensor gat_edge_scores(const Graph& graph, const Tensor& el, const Tensor& er, d
         if (need_er) dr = Tensor::empty(r.shape(), r.dtype(), r.device(), "d er");
         Tensor* pl = need_el ? &dl : nullptr;
         Tensor* pr = need_er ? &dr : nullptr;
-        if (l.is_cuda())
-          GAT_CUDA_CALL(cuda_impl::gat_edge_scores_backward(graph, l, r, negative_slope,
-                                                            grad_scores, pl, pr));
-        else
-          backward_cpu(graph, l, r, negative_slope, grad_scores, pl, pr);
+        kernels::gat_edge_scores_backward(graph, l, r, negative_slope, grad_scores, pl, pr);
         return std::vector<Tensor>{dl, dr};
       });
 }

@@ -8,9 +8,9 @@
 
 namespace gat::ops {
 
-namespace {
+namespace cpu_impl {
 
-void forward_cpu(const Tensor& x, const Tensor& a, Tensor& out) {
+void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
   const int64_t N = x.size(0), H = x.size(1), F = x.size(2);
   dispatch_float(x.dtype(), "head_dot", [&](auto zero) {
     using T = decltype(zero);
@@ -27,8 +27,8 @@ void forward_cpu(const Tensor& x, const Tensor& a, Tensor& out) {
   });
 }
 
-void backward_cpu(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
-                  Tensor* grad_a) {
+void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
+                       Tensor* grad_a) {
   const int64_t N = x.size(0), H = x.size(1), F = x.size(2), HF = H * F;
   dispatch_float(x.dtype(), "head_dot backward", [&](auto zero) {
     using T = decltype(zero);
@@ -66,7 +66,22 @@ void backward_cpu(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tens
   });
 }
 
-}  // namespace
+}  // namespace cpu_impl
+
+namespace kernels {
+
+void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
+  if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::head_dot_forward(x, a, out));
+  cpu_impl::head_dot_forward(x, a, out);
+}
+
+void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
+                       Tensor* grad_a) {
+  if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::head_dot_backward(x, a, grad_out, grad_x, grad_a));
+  cpu_impl::head_dot_backward(x, a, grad_out, grad_x, grad_a);
+}
+
+}  // namespace kernels
 
 Tensor head_dot(const Tensor& x, const Tensor& a) {
   const char* op = "head_dot";
@@ -76,8 +91,7 @@ Tensor head_dot(const Tensor& x, const Tensor& a) {
   check_shape(op, "a", a, {x.size(1), x.size(2)});
 
   Tensor out = Tensor::empty({x.size(0), x.size(1)}, x.dtype(), x.device(), op);
-  if (x.is_cuda()) GAT_CUDA_CALL(cuda_impl::head_dot_forward(x, a, out));
-  else forward_cpu(x, a, out);
+  kernels::head_dot_forward(x, a, out);
 
   const bool need_x = x.requires_grad(), need_a = a.requires_grad();
   return autograd::record(
@@ -90,8 +104,7 @@ Tensor head_dot(const Tensor& x, const Tensor& a) {
         if (need_a) da = Tensor::empty(ad.shape(), ad.dtype(), ad.device(), "d a");
         Tensor* px = need_x ? &dx : nullptr;
         Tensor* pa = need_a ? &da : nullptr;
-        if (xd.is_cuda()) GAT_CUDA_CALL(cuda_impl::head_dot_backward(xd, ad, grad_out, px, pa));
-        else backward_cpu(xd, ad, grad_out, px, pa);
+        kernels::head_dot_backward(xd, ad, grad_out, px, pa);
         return std::vector<Tensor>{dx, da};
       });
 }

@@ -21,9 +21,21 @@ namespace head_dot_detail {
 inline int64_t rows_per_block(int64_t N) { return std::max<int64_t>(32, (N + 4095) / 4096); }
 }
 
-namespace cuda_impl {
+// The kernels (docs/design.md, the op pattern): forward writes out (N, H); backward, given
+// grad_out (N, H), writes grad_x (N, H, F) and/or grad_a (H, F) (either may be null); both
+// overwrite. kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
+namespace kernels {
 void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out);
-// grad_out (N, H) -> grad_x (N, H, F) and/or grad_a (H, F) (either may be null); overwrites.
+void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
+                       Tensor* grad_a);
+}  // namespace kernels
+namespace cpu_impl {  // head_dot.cpp
+void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out);
+void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
+                       Tensor* grad_a);
+}  // namespace cpu_impl
+namespace cuda_impl {  // head_dot.cu
+void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out);
 void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
                        Tensor* grad_a);
 }  // namespace cuda_impl

@@ -42,6 +42,55 @@ RowIndex::RowIndex(const Tensor& index, Device device) {
   run_ptr_ = Tensor::from_vector(run_ptr, {distinct + 1}, device);
 }
 
+namespace cpu_impl {
+
+void gather_rows(const Tensor& x, const RowIndex& index, int64_t row_words, Tensor& out) {
+  const size_t row_bytes = static_cast<size_t>(row_words) * 4;
+  const int32_t* idx = index.index().data<int32_t>();        // (K,)
+  const char* src = static_cast<const char*>(x.raw_data());  // (N, row_bytes)
+  char* dst = static_cast<char*>(out.raw_data());            // (K, row_bytes)
+  detail::parallel_for(index.size(), [&](int64_t k) {
+    std::memcpy(dst + k * row_bytes, src + static_cast<size_t>(idx[k]) * row_bytes, row_bytes);
+  }, static_cast<int64_t>(row_bytes / sizeof(double)));
+}
+
+void scatter_rows(const Tensor& grad_out, const RowIndex& index, int64_t features, Tensor& grad_x) {
+  const int64_t row_elems = features;  // D
+  dispatch_float(grad_out.dtype(), "index_rows backward", [&](auto zero) {
+    using T = decltype(zero);
+    const T* pg = grad_out.data<T>();                     // (K, D)
+    T* pdx = grad_x.data<T>();                            // (N, D)
+    const int32_t* order = index.order().data<int32_t>();  // (K,)
+    const int32_t* rows = index.rows().data<int32_t>();    // (U,)
+    const int32_t* run = index.run_ptr().data<int32_t>();  // (U+1,)
+    const int64_t distinct = index.rows().numel();
+    const int64_t cost = distinct > 0 ? row_elems * index.size() / distinct : 0;  // per distinct row
+    detail::parallel_for(distinct, [&](int64_t u) {
+      T* dst = pdx + static_cast<int64_t>(rows[u]) * row_elems;
+      for (int32_t j = run[u]; j < run[u + 1]; ++j) {
+        const T* src = pg + static_cast<int64_t>(order[j]) * row_elems;
+        for (int64_t d = 0; d < row_elems; ++d) dst[d] += src[d];
+      }
+    }, cost);
+  });
+}
+
+}  // namespace cpu_impl
+
+namespace kernels {
+
+void gather_rows(const Tensor& x, const RowIndex& index, int64_t row_words, Tensor& out) {
+  if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::gather_rows(x, index, row_words, out));
+  cpu_impl::gather_rows(x, index, row_words, out);
+}
+
+void scatter_rows(const Tensor& grad_out, const RowIndex& index, int64_t features, Tensor& grad_x) {
+  if (grad_out.is_cuda()) return GAT_CUDA_CALL(cuda_impl::scatter_rows(grad_out, index, features, grad_x));
+  cpu_impl::scatter_rows(grad_out, index, features, grad_x);
+}
+
+}  // namespace kernels
+
 Tensor index_rows(const Tensor& x, const RowIndex& index) {
   check_defined("index_rows", "x", x);
   GAT_CHECK(x.dim() >= 1, "index_rows: 'x' must have at least one dimension, got ", x.describe());
@@ -56,42 +105,13 @@ Tensor index_rows(const Tensor& x, const RowIndex& index) {
   out_shape[0] = count;
 
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device(), "index_rows");
-  const size_t row_bytes = static_cast<size_t>(row_elems) * dtype_size(x.dtype());
-  if (x.is_cuda()) {
-    GAT_CUDA_CALL(cuda_impl::gather_rows(x, index, static_cast<int64_t>(row_bytes / 4), out));
-  } else {
-    const int32_t* idx = index.index().data<int32_t>();  // (K,)
-    const char* src = static_cast<const char*>(x.raw_data());  // (N, row_bytes)
-    char* dst = static_cast<char*>(out.raw_data());            // (K, row_bytes)
-    detail::parallel_for(count, [&](int64_t k) {
-      std::memcpy(dst + k * row_bytes, src + static_cast<size_t>(idx[k]) * row_bytes, row_bytes);
-    }, static_cast<int64_t>(row_bytes / sizeof(double)));
-  }
+  const int64_t row_words = row_elems * static_cast<int64_t>(dtype_size(x.dtype())) / 4;
+  kernels::gather_rows(x, index, row_words, out);
 
   const Shape in_shape = x.shape();
   return autograd::record("index_rows", out, {x}, [index, in_shape, row_elems](const Tensor& g) {
     Tensor grad_x = Tensor::zeros(in_shape, g.dtype(), g.device());
-    if (g.is_cuda()) {
-      GAT_CUDA_CALL(cuda_impl::scatter_rows(g, index, row_elems, grad_x));
-      return std::vector<Tensor>{grad_x};
-    }
-    dispatch_float(g.dtype(), "index_rows backward", [&](auto zero) {
-      using T = decltype(zero);
-      const T* pg = g.data<T>();                            // (K, D)
-      T* pdx = grad_x.data<T>();                            // (N, D)
-      const int32_t* order = index.order().data<int32_t>();  // (K,)
-      const int32_t* rows = index.rows().data<int32_t>();    // (U,)
-      const int32_t* run = index.run_ptr().data<int32_t>();  // (U+1,)
-      const int64_t distinct = index.rows().numel();
-      const int64_t cost = distinct > 0 ? row_elems * index.size() / distinct : 0;  // per distinct row
-      detail::parallel_for(distinct, [&](int64_t u) {
-        T* dst = pdx + static_cast<int64_t>(rows[u]) * row_elems;
-        for (int32_t j = run[u]; j < run[u + 1]; ++j) {
-          const T* src = pg + static_cast<int64_t>(order[j]) * row_elems;
-          for (int64_t d = 0; d < row_elems; ++d) dst[d] += src[d];
-        }
-      }, cost);
-    });
+    kernels::scatter_rows(g, index, row_elems, grad_x);
     return std::vector<Tensor>{grad_x};
   });
 }

@@ -54,11 +54,22 @@ Tensor index_rows(const Tensor& x, const Tensor& index);  // builds RowIndex(ind
 Tensor mask_to_index(const std::vector<bool>& mask);
 Tensor mask_to_index(const std::vector<uint8_t>& mask);
 
-namespace cuda_impl {  // index_rows.cu
-// out (K, row_words) = x (N, row_words) gathered by index.index(), in 32-bit words (any dtype).
+// The kernels (docs/design.md, the op pattern):
+//   gather_rows:  out (K, row_words) = x (N, row_words) gathered by index.index(), in 32-bit
+//                 words (any dtype);
+//   scatter_rows: grad_x (N, D), zeroed by the caller: grad_x[rows[u]] = sum over j in run u of
+//                 grad_out[order[j]] (grad_out (K, D)), added in ascending j.
+// kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
+namespace kernels {
 void gather_rows(const Tensor& x, const RowIndex& index, int64_t row_words, Tensor& out);
-// grad_x (N, D), zeroed by the caller: grad_x[rows[u]] = sum over j in run u of
-// grad_out[order[j]] (grad_out (K, D)), added in ascending j.
+void scatter_rows(const Tensor& grad_out, const RowIndex& index, int64_t features, Tensor& grad_x);
+}  // namespace kernels
+namespace cpu_impl {  // index_rows.cpp
+void gather_rows(const Tensor& x, const RowIndex& index, int64_t row_words, Tensor& out);
+void scatter_rows(const Tensor& grad_out, const RowIndex& index, int64_t features, Tensor& grad_x);
+}  // namespace cpu_impl
+namespace cuda_impl {  // index_rows.cu
+void gather_rows(const Tensor& x, const RowIndex& index, int64_t row_words, Tensor& out);
 void scatter_rows(const Tensor& grad_out, const RowIndex& index, int64_t features, Tensor& grad_x);
 }  // namespace cuda_impl
 

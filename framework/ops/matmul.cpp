@@ -72,8 +72,9 @@ void sparse_at_times_g(const T* a, const T* g, T* c, int64_t M, int64_t K, int64
 }
 }  // namespace
 
+namespace cpu_impl {
+
 void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out) {
-  if (out.is_cuda()) return GAT_CUDA_CALL(cuda_impl::gemm(a, transpose_a, b, transpose_b, out));
   dispatch_float(out.dtype(), "matmul", [&](auto zero) {
     using T = decltype(zero);
     using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -108,6 +109,17 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
   });
 }
 
+}  // namespace cpu_impl
+
+namespace kernels {
+
+void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out) {
+  if (out.is_cuda()) return GAT_CUDA_CALL(cuda_impl::gemm(a, transpose_a, b, transpose_b, out));
+  cpu_impl::gemm(a, transpose_a, b, transpose_b, out);
+}
+
+}  // namespace kernels
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_float("matmul", "a", a);
   check_same("matmul", "a", a, "b", b);
@@ -115,18 +127,18 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
             "matmul: cannot multiply a ", a.describe(), " by b ", b.describe(),
             " (expected (M, K) x (K, N))");
   Tensor out = Tensor::empty({a.size(0), b.size(1)}, a.dtype(), a.device(), "matmul");  // (M, N)
-  gemm(a, false, b, false, out);
+  kernels::gemm(a, false, b, false, out);
   return autograd::record(
       "matmul", out, {a, b}, [a = a.detach(), b = b.detach(), need_a = a.requires_grad(),
                               need_b = b.requires_grad()](const Tensor& grad_out) {
         Tensor grad_a, grad_b;
         if (need_a) {  // G (M, N) · B^T (N, K)
           grad_a = Tensor::empty(a.shape(), a.dtype(), a.device(), "matmul grad_a");
-          gemm(grad_out, false, b, true, grad_a);
+          kernels::gemm(grad_out, false, b, true, grad_a);
         }
         if (need_b) {  // A^T (K, M) · G (M, N)
           grad_b = Tensor::empty(b.shape(), b.dtype(), b.device(), "matmul grad_b");
-          gemm(a, true, grad_out, false, grad_b);
+          kernels::gemm(a, true, grad_out, false, grad_b);
         }
         return std::vector<Tensor>{grad_a, grad_b};
       });

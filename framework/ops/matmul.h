@@ -14,13 +14,18 @@ namespace gat::ops {
 // a: (M, K), b: (K, N), same dtype (f32|f64) and device  ->  (M, N). Records autograd.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// The kernel (docs/design.md, the op pattern), shared by matmul's forward and backward passes:
 // out = op(a) · op(b) with op(x) = x^T when the flag is set, overwriting out; no autograd, no
-// shape checks (callers check). The shared kernel of matmul's forward and backward passes.
+// shape checks (callers check). kernels:: runs cpu_impl:: or cuda_impl:: by out's device.
 //   a: (M, K) or (K, M) if transpose_a;  b: (K, N) or (N, K) if transpose_b;  out: (M, N)
+namespace kernels {
 void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out);
-
-namespace cuda_impl {
-void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out);  // matmul.cu
+}
+namespace cpu_impl {  // matmul.cpp
+void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out);
+}
+namespace cuda_impl {  // matmul.cu
+void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out);
 }
 
 }  // namespace gat::ops

@@ -10,17 +10,11 @@
 
 namespace gat::ops {
 
-namespace {
+namespace cpu_impl {
 
 constexpr int64_t kSumChunk = 8192;  // elements along the axis one CPU thread adds
 
-// x viewed (outer, len, inner) -> (outer, inner) with shape out_shape; no autograd.
-Tensor sum_values(const Tensor& x, int64_t outer, int64_t len, int64_t inner, const Shape& out_shape) {
-  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device(), "sum");
-  if (x.is_cuda()) {
-    GAT_CUDA_CALL(cuda_impl::sum_axis(x, outer, len, inner, out));
-    return out;
-  }
+void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out) {
   // Fixed chunks along the axis: each (output, chunk) pair is summed by one thread, then each
   // output adds its chunks in order. The order depends only on the shape, not the thread count.
   const int64_t outputs = outer * inner;
@@ -43,16 +37,9 @@ Tensor sum_values(const Tensor& x, int64_t outer, int64_t len, int64_t inner, co
       po[r] = static_cast<T>(acc);
     }, chunks);
   });
-  return out;
 }
 
-// g viewed (outer, inner) -> (outer, len, inner) with shape out_shape; no autograd.
-Tensor expand_values(const Tensor& g, int64_t outer, int64_t len, int64_t inner, const Shape& out_shape) {
-  Tensor out = Tensor::empty(out_shape, g.dtype(), g.device(), "sum backward");
-  if (g.is_cuda()) {
-    GAT_CUDA_CALL(cuda_impl::expand_axis(g, outer, len, inner, out));
-    return out;
-  }
+void expand_axis(const Tensor& g, int64_t outer, int64_t len, int64_t inner, Tensor& out) {
   dispatch_float(g.dtype(), "sum backward", [&](auto zero) {
     using T = decltype(zero);
     const T* pg = g.data<T>();  // (outer, inner)
@@ -62,6 +49,37 @@ Tensor expand_values(const Tensor& g, int64_t outer, int64_t len, int64_t inner,
       for (int64_t i = 0; i < inner; ++i) po[ol * inner + i] = src[i];
     }, inner);
   });
+}
+
+}  // namespace cpu_impl
+
+namespace kernels {
+
+void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out) {
+  if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::sum_axis(x, outer, len, inner, out));
+  cpu_impl::sum_axis(x, outer, len, inner, out);
+}
+
+void expand_axis(const Tensor& g, int64_t outer, int64_t len, int64_t inner, Tensor& out) {
+  if (g.is_cuda()) return GAT_CUDA_CALL(cuda_impl::expand_axis(g, outer, len, inner, out));
+  cpu_impl::expand_axis(g, outer, len, inner, out);
+}
+
+}  // namespace kernels
+
+namespace {
+
+// x viewed (outer, len, inner) -> (outer, inner) with shape out_shape; no autograd.
+Tensor sum_values(const Tensor& x, int64_t outer, int64_t len, int64_t inner, const Shape& out_shape) {
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device(), "sum");
+  kernels::sum_axis(x, outer, len, inner, out);
+  return out;
+}
+
+// g viewed (outer, inner) -> (outer, len, inner) with shape out_shape; no autograd.
+Tensor expand_values(const Tensor& g, int64_t outer, int64_t len, int64_t inner, const Shape& out_shape) {
+  Tensor out = Tensor::empty(out_shape, g.dtype(), g.device(), "sum backward");
+  kernels::expand_axis(g, outer, len, inner, out);
   return out;
 }
 

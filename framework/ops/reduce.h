@@ -24,10 +24,20 @@ Tensor mean(const Tensor& x);
 Tensor sum(const Tensor& x, int64_t axis);
 Tensor mean(const Tensor& x, int64_t axis);
 
-namespace cuda_impl {  // reduce.cu; outputs allocated by the caller
-// x viewed (outer, len, inner) -> out (outer, inner): out[o, i] = sum over l of x[o, l, i]
+// The kernels (docs/design.md, the op pattern); outputs allocated by the caller:
+//   sum_axis:    x viewed (outer, len, inner) -> out (outer, inner): out[o, i] = sum_l x[o, l, i]
+//   expand_axis: g viewed (outer, inner) -> out (outer, len, inner): out[o, l, i] = g[o, i]
+// kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
+namespace kernels {
 void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out);
-// g viewed (outer, inner) -> out (outer, len, inner): out[o, l, i] = g[o, i]
+void expand_axis(const Tensor& g, int64_t outer, int64_t len, int64_t inner, Tensor& out);
+}  // namespace kernels
+namespace cpu_impl {  // reduce.cpp
+void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out);
+void expand_axis(const Tensor& g, int64_t outer, int64_t len, int64_t inner, Tensor& out);
+}  // namespace cpu_impl
+namespace cuda_impl {  // reduce.cu
+void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out);
 void expand_axis(const Tensor& g, int64_t outer, int64_t len, int64_t inner, Tensor& out);
 }  // namespace cuda_impl
 

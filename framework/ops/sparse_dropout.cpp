@@ -9,17 +9,10 @@
 
 namespace gat::ops {
 
-namespace {
+namespace cpu_impl {
 
-// The masked, rescaled copy of `values` (nnz,) laid out as a's entries: forward of a's values,
-// backward of their gradient. Same scale T(1 / (1 - p)) as dense dropout, on both devices.
-Tensor apply_mask(const CsrMatrix& a, const Tensor& values, const DropoutKey& key) {
-  const double keep_scale = 1.0 / (1.0 - static_cast<double>(key.p));
-  Tensor out = Tensor::empty(values.shape(), values.dtype(), values.device(), "sparse_dropout");  // (nnz,)
-  if (values.is_cuda()) {
-    GAT_CUDA_CALL(cuda_impl::sparse_dropout(a, values, key, keep_scale, out));
-    return out;
-  }
+void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& key,
+                    double keep_scale, Tensor& out) {
   GAT_CHECK(!key.stream_base, "sparse_dropout: a key recorded for a CUDA graph reached the CPU");
   dispatch_float(values.dtype(), "sparse_dropout", [&](auto zero) {
     using T = decltype(zero);
@@ -49,6 +42,27 @@ Tensor apply_mask(const CsrMatrix& a, const Tensor& values, const DropoutKey& ke
       }
     }, kBatch * 8);  // a batched Philox block costs about 8 element steps
   });
+}
+
+}  // namespace cpu_impl
+
+namespace kernels {
+
+void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& key,
+                    double keep_scale, Tensor& out) {
+  if (values.is_cuda()) return GAT_CUDA_CALL(cuda_impl::sparse_dropout(a, values, key, keep_scale, out));
+  cpu_impl::sparse_dropout(a, values, key, keep_scale, out);
+}
+
+}  // namespace kernels
+
+namespace {
+
+// The masked, rescaled copy of `values` (nnz,) laid out as a's entries: forward of a's values,
+// backward of their gradient.
+Tensor apply_mask(const CsrMatrix& a, const Tensor& values, const DropoutKey& key) {
+  Tensor out = Tensor::empty(values.shape(), values.dtype(), values.device(), "sparse_dropout");  // (nnz,)
+  kernels::sparse_dropout(a, values, key, 1.0 / (1.0 - static_cast<double>(key.p)), out);
   return out;
 }
 

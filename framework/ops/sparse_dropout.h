@@ -17,8 +17,18 @@ namespace gat::ops {
 
 CsrMatrix sparse_dropout(const CsrMatrix& a, const DropoutKey& key);
 
+// The kernel (docs/design.md, the op pattern), the forward and the backward pass alike:
+// out (nnz,) = values (nnz,) masked at the dense flat indices of a's entries, times keep_scale
+// = 1 / (1 - key.p) (computed once by the caller). Zeros stay zero without a draw.
+namespace kernels {
+void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& key,
+                    double keep_scale, Tensor& out);
+}  // namespace kernels
+namespace cpu_impl {  // sparse_dropout.cpp
+void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& key,
+                    double keep_scale, Tensor& out);
+}  // namespace cpu_impl
 namespace cuda_impl {  // sparse_dropout.cu
-// out (nnz,) = values (nnz,) masked at the dense flat indices of a's entries, * keep_scale.
 void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& key,
                     double keep_scale, Tensor& out);
 }  // namespace cuda_impl

@@ -81,19 +81,19 @@ void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& o
 
 }  // namespace cpu_impl
 
-namespace {
+namespace kernels {
 
-void rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
+void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
   if (out.is_cuda()) return GAT_CUDA_CALL(cuda_impl::sparse_rows(a, dense, out));
   cpu_impl::sparse_rows(a, dense, out);
 }
 
-void dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out) {
+void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out) {
   if (out.is_cuda()) return GAT_CUDA_CALL(cuda_impl::sparse_dots(a, g, b, out));
   cpu_impl::sparse_dots(a, g, b, out);
 }
 
-}  // namespace
+}  // namespace kernels
 
 Tensor sparse_matmul(const CsrMatrix& a, const Tensor& b) {
   GAT_CHECK(a.values().defined(), "sparse_matmul: empty matrix 'a'");
@@ -102,7 +102,7 @@ Tensor sparse_matmul(const CsrMatrix& a, const Tensor& b) {
   GAT_CHECK(b.dim() == 2 && a.cols() == b.size(0), "sparse_matmul: cannot multiply a ",
             a.describe(), " by b ", b.describe(), " (expected (M, K) x (K, N))");
   Tensor out = Tensor::empty({a.rows(), b.size(1)}, b.dtype(), b.device(), "sparse_matmul");  // (M, N)
-  rows({a.row_ptr(), nullptr, a.col_idx(), a.values()}, b, out);
+  kernels::sparse_rows({a.row_ptr(), nullptr, a.col_idx(), a.values()}, b, out);
   const Tensor values = a.values();
   return autograd::record(
       "sparse_matmul", out, {values, b},
@@ -111,11 +111,11 @@ Tensor sparse_matmul(const CsrMatrix& a, const Tensor& b) {
         Tensor grad_values, grad_b;
         if (need_values) {  // (nnz,): G[i, :] . b[k, :]
           grad_values = Tensor::empty(a.values().shape(), b.dtype(), b.device(), "sparse_matmul grad_values");
-          dots(a, grad_out, b, grad_values);
+          kernels::sparse_dots(a, grad_out, b, grad_values);
         }
         if (need_b) {  // A^T (K, M) · G (M, N) through the transpose plan
           grad_b = Tensor::empty(b.shape(), b.dtype(), b.device(), "sparse_matmul grad_b");
-          rows({a.t_row_ptr(), &a.t_entry(), a.row_idx(), a.values()}, grad_out, grad_b);
+          kernels::sparse_rows({a.t_row_ptr(), &a.t_entry(), a.row_idx(), a.values()}, grad_out, grad_b);
         }
         return std::vector<Tensor>{grad_values, grad_b};
       });

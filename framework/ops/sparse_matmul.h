@@ -36,7 +36,12 @@ struct SparseRows {
   const Tensor& index;  // (nnz,) i32: the dense row each entry multiplies
   const Tensor& values; // (nnz,) f32|f64
 };
-namespace cpu_impl {
+// kernels:: runs cpu_impl:: or cuda_impl:: by out's device (docs/design.md, the op pattern).
+namespace kernels {
+void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out);
+void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out);
+}  // namespace kernels
+namespace cpu_impl {  // sparse_matmul.cpp
 void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out);
 void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out);
 }  // namespace cpu_impl
