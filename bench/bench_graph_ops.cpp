@@ -81,9 +81,9 @@ void backward(Problem& p) {
 }
 
 // Bytes that must move at least (4-byte indices and values):
-//  forward:  row_ptr, col_idx, scores (E,H), one gathered V row per edge (E,H,F), out, lse
-//  backward: over CSR rows   row_ptr, col_idx, scores, lse, G (N,H,F), gathered V (E,H,F), ds
-//            over transpose  t_row_ptr, t_col_idx, t_edge_id, gathered scores and lse (E,H),
+//  forward:  row_ptr, edge_src, scores (E,H), one gathered V row per edge (E,H,F), out, lse
+//  backward: over CSR rows   row_ptr, edge_src, scores, lse, G (N,H,F), gathered V (E,H,F), ds
+//            over transpose  t_row_ptr, t_edge_dst, t_edge_id, gathered scores and lse (E,H),
 //                            gathered G (E,H,F), dV (N,H,F)
 double bytes_moved(const Problem& p, bool is_backward) {
   const double N = static_cast<double>(p.graph.num_nodes()), E = static_cast<double>(p.graph.num_edges());

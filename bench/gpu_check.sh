@@ -12,7 +12,7 @@
 # cpubench  the same on two CPU cores (not in the default list)
 #
 # Logs and results go to $OUT (default /tmp/gat_out). Dependencies that the machine lacks come as
-# a prefix in .devdeps and the Planetoid files in devdata/: bench/make_devdeps.sh makes both.
+# a prefix in .devdeps and the Planetoid files in devdata/: scripts/make_devdeps.sh makes both.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gat_out}

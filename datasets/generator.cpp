@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gat/framework/rng.h"
+#include "gat/framework/ops/loops.h"
 
 namespace gat {
 
@@ -95,7 +96,7 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   int32_t* y = data.y.data<int32_t>();  // (N,)
   std::vector<double> theta(static_cast<size_t>(n));  // (N,)
   const double exponent = -1.0 / (o.pareto_alpha - 1.0);
-#pragma omp parallel for if (n > 65536)
+#pragma omp parallel for if (n > ops::detail::kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) {
     y[i] = static_cast<int32_t>(draw_below(seed, kClass, static_cast<uint64_t>(i), c));
     theta[i] = std::pow(1.0 - draw_unit(seed, kWeight, static_cast<uint64_t>(i)), exponent);
@@ -122,7 +123,7 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   const double total_weight = std::accumulate(class_weight.begin(), class_weight.end(), 0.0);
   const double per_weight = o.avg_degree * static_cast<double>(n) / 2.0 / total_weight;
   std::vector<int64_t> first(static_cast<size_t>(n) + 1, 0);  // (N+1,) edge offsets by first end
-#pragma omp parallel for if (n > 65536)
+#pragma omp parallel for if (n > ops::detail::kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) {
     const double m = per_weight * theta[static_cast<size_t>(i)];
     const double whole = std::floor(m);
@@ -132,7 +133,7 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   const int64_t pairs = first[n];
   GAT_CHECK(pairs <= std::numeric_limits<int32_t>::max() / 2, "generate_sbm: ", pairs, " edges are too many");
   std::vector<int32_t> src(static_cast<size_t>(pairs)), dst(static_cast<size_t>(pairs));  // (pairs,)
-#pragma omp parallel for schedule(dynamic, 4096) if (pairs > 65536)
+#pragma omp parallel for schedule(dynamic, 4096) if (pairs > ops::detail::kParallelThreshold)
   for (int64_t u = 0; u < n; ++u) {
     const int32_t cu = y[u];
     for (int64_t k = first[u]; k < first[u + 1]; ++k) {
@@ -155,7 +156,7 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   data.x = Tensor::empty({n, f}, DType::f32, Device::cpu, "generate_sbm features");
   float* x = data.x.data<float>();  // (N, F)
   const float signal = static_cast<float>(o.signal);
-#pragma omp parallel for if (n * f > 65536)
+#pragma omp parallel for if (n * f > ops::detail::kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) {
     const float* proto = prototype.data() + static_cast<int64_t>(y[i]) * f;
     for (int64_t j = 0; j < f; ++j) {

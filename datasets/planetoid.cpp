@@ -6,6 +6,7 @@
 
 #include "gat/datasets/pickle.h"
 #include "gat/datasets/text.h"
+#include "gat/framework/ops/loops.h"
 
 namespace gat {
 
@@ -117,7 +118,7 @@ Dataset load_planetoid(const std::string& name, const std::string& data_dir) {
   const float *ally_p = ally.data<float>(), *ty_p = ty.data<float>();  // (base, C), (test_rows, C)
   float* x_p = data.x.data<float>();                                   // (N, F)
   int32_t* y_p = data.y.data<int32_t>();                               // (N,)
-#pragma omp parallel for if (n * features > (1 << 20))
+#pragma omp parallel for if (n * features > ops::detail::kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) {
     const int64_t r = from[i];
     const float *feat = nullptr, *onehot = nullptr;
@@ -171,7 +172,7 @@ Tensor normalize_features(const Tensor& x) {
   float* p = out.data<float>();  // (rows, cols)
   if (out.numel() == 0) return out.to(x.device());
   const float lowest = *std::min_element(p, p + out.numel());
-#pragma omp parallel for if (out.numel() > (1 << 20))
+#pragma omp parallel for if (out.numel() > ops::detail::kParallelThreshold)
   for (int64_t r = 0; r < rows; ++r) {
     float* row = p + r * cols;
     double sum = 0.0;

@@ -34,11 +34,14 @@
 namespace gat::cuda {
 cudaStream_t stream();          // the stream every op of the framework runs on
 cublasHandle_t cublas_handle(); // bound to stream()
+// The most blocks a 1-D grid-stride launch asks for: enough to fill any GPU many times over, and
+// far below the grid's x limit; larger problems loop.
+constexpr long long kMaxGridBlocks = 65535LL * 32;
 // Blocks for 1-D grid-stride kernels over n elements.
 inline unsigned blocks_for(long long n, unsigned threads = 256) {
   long long b = (n + threads - 1) / threads;
   if (b < 1) b = 1;
-  if (b > 65535LL * 32) b = 65535LL * 32;
+  if (b > kMaxGridBlocks) b = kMaxGridBlocks;
   return static_cast<unsigned>(b);
 }
 }  // namespace gat::cuda

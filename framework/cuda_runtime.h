@@ -33,7 +33,7 @@ void synchronize();
 // before the recording ends: a graph writes its results into tensors allocated before it
 // (e.g. with Tensor::copy_), and one that would keep memory of its own fails to record. (Memory
 // kept past a recording gets an address the graph also uses for a temporary, which is legal
-// but which compute-sanitizer's memcheck cannot follow: bench/graph_memcheck_repro.cu.) Memory
+// but which compute-sanitizer's memcheck cannot follow: scripts/graph_memcheck_repro.cu.) Memory
 // allocated before the capture but freed while recording is kept alive until the graph is
 // destroyed (the graph may still read it). Anything that needs the host while recording (a copy
 // to the host, a synchronisation) fails the capture too: capture() then returns an empty

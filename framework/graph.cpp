@@ -1,4 +1,5 @@
 #include "gat/framework/graph.h"
+#include "gat/framework/ops/loops.h"
 
 #include <algorithm>
 #include <limits>
@@ -73,7 +74,7 @@ Graph Graph::from_edges(int64_t num_nodes, const std::vector<int32_t>& src,
 
   // Sort each row by source, drop duplicates within the row; kept[i] = edges left in row i.
   std::vector<int64_t> kept(n);  // (N,)
-#pragma omp parallel for schedule(dynamic, 1024) if (total > 65536)
+#pragma omp parallel for schedule(dynamic, 1024) if (total > ops::detail::kParallelThreshold)
   for (int64_t i = 0; i < num_nodes; ++i) {
     auto first = col.begin() + offset[i], last = col.begin() + offset[i + 1];
     std::sort(first, last);
@@ -90,7 +91,7 @@ Graph Graph::from_edges(int64_t num_nodes, const std::vector<int32_t>& src,
     row_ptr[i + 1] = static_cast<int32_t>(edges);
   }
   std::vector<int32_t> col_idx(static_cast<size_t>(edges));  // (E,)
-#pragma omp parallel for schedule(dynamic, 1024) if (edges > 65536)
+#pragma omp parallel for schedule(dynamic, 1024) if (edges > ops::detail::kParallelThreshold)
   for (int64_t i = 0; i < num_nodes; ++i) {
     std::copy_n(col.begin() + offset[i], kept[static_cast<size_t>(i)], col_idx.begin() + row_ptr[i]);
   }
@@ -100,7 +101,7 @@ Graph Graph::from_edges(int64_t num_nodes, const std::vector<int32_t>& src,
 Graph Graph::from_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx) {
   check_csr("Graph::from_csr", row_ptr, col_idx);
   const int64_t n = static_cast<int64_t>(row_ptr.size()) - 1;
-#pragma omp parallel for schedule(dynamic, 1024) if (col_idx.size() > 65536)
+#pragma omp parallel for schedule(dynamic, 1024) if (static_cast<int64_t>(col_idx.size()) > ops::detail::kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) std::sort(col_idx.begin() + row_ptr[i], col_idx.begin() + row_ptr[i + 1]);
   return from_sorted_csr(std::move(row_ptr), std::move(col_idx));
 }
@@ -141,7 +142,7 @@ Graph Graph::from_sorted_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> 
   std::vector<int32_t> edge_dst(static_cast<size_t>(e));  // (E,)
   std::vector<int32_t> t_row_ptr(static_cast<size_t>(n) + 1, 0);  // (N+1,)
   int64_t max_in = 0;
-#pragma omp parallel for reduction(max : max_in) if (e > 65536)
+#pragma omp parallel for reduction(max : max_in) if (e > ops::detail::kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t k = row_ptr[i]; k < row_ptr[i + 1]; ++k) edge_dst[k] = static_cast<int32_t>(i);
     max_in = std::max<int64_t>(max_in, row_ptr[i + 1] - row_ptr[i]);
@@ -154,11 +155,11 @@ Graph Graph::from_sorted_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> 
   }
   // Edges in id order visit destinations in ascending order, so each transpose row comes out
   // sorted by destination.
-  std::vector<int32_t> t_col_idx(static_cast<size_t>(e)), t_edge_id(static_cast<size_t>(e));  // (E,)
+  std::vector<int32_t> t_edge_dst(static_cast<size_t>(e)), t_edge_id(static_cast<size_t>(e));  // (E,)
   std::vector<int32_t> fill(t_row_ptr.begin(), t_row_ptr.end() - 1);  // (N,)
   for (int64_t k = 0; k < e; ++k) {
     const int32_t pos = fill[col_idx[k]]++;
-    t_col_idx[pos] = edge_dst[k];
+    t_edge_dst[pos] = edge_dst[k];
     t_edge_id[pos] = static_cast<int32_t>(k);
   }
   g.chunk_edges_ = chunk_edges_for(e, std::max(g.max_in_degree_, g.max_out_degree_));
@@ -169,9 +170,9 @@ Graph Graph::from_sorted_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> 
   g.row_chunk_ptr_ = Tensor::from_vector(row_chunk_ptr, {n + 1});
   g.t_row_chunk_ptr_ = Tensor::from_vector(t_row_chunk_ptr, {n + 1});
   g.row_ptr_ = Tensor::from_vector(row_ptr, {n + 1});
-  g.col_idx_ = Tensor::from_vector(col_idx, {e});
+  g.edge_src_ = Tensor::from_vector(col_idx, {e});
   g.t_row_ptr_ = Tensor::from_vector(t_row_ptr, {n + 1});
-  g.t_col_idx_ = Tensor::from_vector(t_col_idx, {e});
+  g.t_edge_dst_ = Tensor::from_vector(t_edge_dst, {e});
   g.t_edge_id_ = Tensor::from_vector(t_edge_id, {e});
   g.edge_dst_ = Tensor::from_vector(edge_dst, {e});
   return g;
@@ -188,9 +189,9 @@ Graph Graph::to(Device target) const {
   Graph out = *this;
   if (!row_ptr_.defined()) return out;
   out.row_ptr_ = row_ptr_.to(target);
-  out.col_idx_ = col_idx_.to(target);
+  out.edge_src_ = edge_src_.to(target);
   out.t_row_ptr_ = t_row_ptr_.to(target);
-  out.t_col_idx_ = t_col_idx_.to(target);
+  out.t_edge_dst_ = t_edge_dst_.to(target);
   out.t_edge_id_ = t_edge_id_.to(target);
   out.edge_dst_ = edge_dst_.to(target);
   out.row_chunk_ptr_ = row_chunk_ptr_.to(target);
@@ -199,7 +200,7 @@ Graph Graph::to(Device target) const {
 }
 
 std::vector<int32_t> Graph::sources() const {
-  return row_ptr_.defined() ? col_idx_.to_vector<int32_t>() : std::vector<int32_t>{};
+  return row_ptr_.defined() ? edge_src_.to_vector<int32_t>() : std::vector<int32_t>{};
 }
 
 std::vector<int32_t> Graph::destinations() const {
@@ -227,9 +228,9 @@ void Graph::validate() const {
     GAT_CHECK(num_nodes_ == 0, op, ": ", num_nodes_, " nodes but no index arrays");
     return;
   }
-  const Tensor* all[] = {&row_ptr_,  &col_idx_,  &t_row_ptr_,    &t_col_idx_,
+  const Tensor* all[] = {&row_ptr_,  &edge_src_, &t_row_ptr_,    &t_edge_dst_,
                          &t_edge_id_, &edge_dst_, &row_chunk_ptr_, &t_row_chunk_ptr_};
-  const char* names[] = {"row_ptr",   "col_idx",  "t_row_ptr",     "t_col_idx",
+  const char* names[] = {"row_ptr",   "edge_src", "t_row_ptr",     "t_edge_dst",
                          "t_edge_id", "edge_dst", "row_chunk_ptr", "t_row_chunk_ptr"};
   for (int k = 0; k < 8; ++k) {
     check_dtype(op, names[k], *all[k], DType::i32);
@@ -237,18 +238,18 @@ void Graph::validate() const {
     GAT_CHECK(all[k]->device() == row_ptr_.device(), op, ": ", names[k], " is on ",
               device_name(all[k]->device()), ", row_ptr on ", device_name(row_ptr_.device()));
   }
-  const int64_t n = num_nodes_, e = col_idx_.numel();
+  const int64_t n = num_nodes_, e = edge_src_.numel();
   check_shape(op, "row_ptr", row_ptr_, {n + 1});
   check_shape(op, "t_row_ptr", t_row_ptr_, {n + 1});
-  check_shape(op, "t_col_idx", t_col_idx_, {e});
+  check_shape(op, "t_edge_dst", t_edge_dst_, {e});
   check_shape(op, "t_edge_id", t_edge_id_, {e});
   check_shape(op, "edge_dst", edge_dst_, {e});
   check_shape(op, "row_chunk_ptr", row_chunk_ptr_, {n + 1});
   check_shape(op, "t_row_chunk_ptr", t_row_chunk_ptr_, {n + 1});
 
-  const std::vector<int32_t> rp = row_ptr_.to_vector<int32_t>(), ci = col_idx_.to_vector<int32_t>();
+  const std::vector<int32_t> rp = row_ptr_.to_vector<int32_t>(), ci = edge_src_.to_vector<int32_t>();
   const std::vector<int32_t> trp = t_row_ptr_.to_vector<int32_t>(),
-                             tci = t_col_idx_.to_vector<int32_t>(),
+                             tci = t_edge_dst_.to_vector<int32_t>(),
                              tid = t_edge_id_.to_vector<int32_t>(),
                              ed = edge_dst_.to_vector<int32_t>();
   check_csr(op, rp, ci);

@@ -1,12 +1,12 @@
 // Graph: directed graph in CSR form by DESTINATION, plus its transpose (CSR by source).
 //
 // For every destination node i, its incoming edges are e in [row_ptr[i], row_ptr[i+1]), and
-// col_idx[e] is the SOURCE of edge e. Within a row, edges are sorted by source; the edge index e
+// edge_src[e] is the SOURCE of edge e. Within a row, edges are sorted by source; the edge index e
 // (0..E-1) in this order is THE edge id used by every per-edge tensor (edge scores (E, H),
 // attention weights (E, H)).
 //
 // The transpose lists, for every source node j, its outgoing edges in [t_row_ptr[j],
-// t_row_ptr[j+1]), sorted by destination: t_col_idx[k] is the destination and t_edge_id[k] the
+// t_row_ptr[j+1]), sorted by destination: t_edge_dst[k] is the destination and t_edge_id[k] the
 // edge id. Backward passes gather over it in this fixed order, so no float atomics are needed
 // and results are bitwise reproducible.
 #pragma once
@@ -37,15 +37,17 @@ class Graph {
   static Graph from_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx);
 
   int64_t num_nodes() const { return num_nodes_; }
-  int64_t num_edges() const { return row_ptr_.defined() ? col_idx_.numel() : 0; }
+  int64_t num_edges() const { return row_ptr_.defined() ? edge_src_.numel() : 0; }
   Device device() const { return row_ptr_.device(); }
 
+  // By destination (CSR, the edge-id order): node i's in-edges are [row_ptr[i], row_ptr[i+1]).
   const Tensor& row_ptr() const { return row_ptr_; }      // (N+1,) i32
-  const Tensor& col_idx() const { return col_idx_; }      // (E,) i32: source of each edge
-  const Tensor& t_row_ptr() const { return t_row_ptr_; }  // (N+1,) i32
-  const Tensor& t_col_idx() const { return t_col_idx_; }  // (E,) i32: destination
-  const Tensor& t_edge_id() const { return t_edge_id_; }  // (E,) i32: edge id in CSR order
+  const Tensor& edge_src() const { return edge_src_; }    // (E,) i32: source of each edge
   const Tensor& edge_dst() const { return edge_dst_; }    // (E,) i32: destination of each edge
+  // By source (the transposed order): node j's out-edges are entries [t_row_ptr[j], t_row_ptr[j+1]).
+  const Tensor& t_row_ptr() const { return t_row_ptr_; }    // (N+1,) i32
+  const Tensor& t_edge_dst() const { return t_edge_dst_; }  // (E,) i32: destination of each entry
+  const Tensor& t_edge_id() const { return t_edge_id_; }    // (E,) i32: edge id of each entry
 
   // Edge list in edge-id order (host vectors; copies from the device if needed).
   std::vector<int32_t> sources() const;
@@ -85,7 +87,7 @@ class Graph {
   int64_t max_out_degree_ = 0;
   int chunk_edges_ = 0;
   int64_t num_row_chunks_ = 0, num_t_row_chunks_ = 0;
-  Tensor row_ptr_, col_idx_, t_row_ptr_, t_col_idx_, t_edge_id_, edge_dst_;
+  Tensor row_ptr_, edge_src_, t_row_ptr_, t_edge_dst_, t_edge_id_, edge_dst_;
   Tensor row_chunk_ptr_, t_row_chunk_ptr_;
 };
 

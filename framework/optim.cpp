@@ -8,6 +8,7 @@
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/reduce.h"
+#include "gat/framework/ops/loops.h"
 
 namespace gat {
 
@@ -36,7 +37,7 @@ T* data_or_null(const Tensor& t) {
 template <class T>
 void cpu_step(const optim::Slot<T>& slot) {
   const long long n = slot.n;
-#pragma omp parallel for if (n > 65536)
+#pragma omp parallel for if (n > ops::detail::kParallelThreshold)
   for (long long i = 0; i < n; ++i) {
     T m = slot.buffer1 ? slot.buffer1[i] : T(0), v = slot.buffer2 ? slot.buffer2[i] : T(0);
     optim::update_element(slot.scalars, slot.param[i], slot.grad[i], m, v);

@@ -34,7 +34,7 @@ int64_t GATConv::out_features() const {
 const Graph& GATConv::graph_for(const Graph& graph) {
   if (!options_.add_self_loops) return graph;
   if (!cached_input_.row_ptr().defined() || !cached_input_.row_ptr().same(graph.row_ptr()) ||
-      !cached_input_.col_idx().same(graph.col_idx())) {
+      !cached_input_.edge_src().same(graph.edge_src())) {
     cached_looped_ = graph.with_self_loops();
     cached_input_ = graph;
   }

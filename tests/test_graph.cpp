@@ -32,12 +32,12 @@ TEST(Graph, FromEdgesSortsByDestinationThenSource) {
   EXPECT_EQ(g.num_nodes(), 4);
   EXPECT_EQ(g.num_edges(), 5);
   EXPECT_EQ(g.row_ptr().to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 3, 5, 5}));
-  EXPECT_EQ(g.col_idx().to_vector<int32_t>(), (std::vector<int32_t>{2, 0, 3, 0, 1}));
+  EXPECT_EQ(g.edge_src().to_vector<int32_t>(), (std::vector<int32_t>{2, 0, 3, 0, 1}));
   EXPECT_EQ(g.edge_dst().to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 1, 2, 2}));
   // Transpose by source, sorted by destination: 0 -> {1 (edge 1), 2 (edge 3)}, 1 -> {2 (4)},
   // 2 -> {0 (0)}, 3 -> {1 (2)}.
   EXPECT_EQ(g.t_row_ptr().to_vector<int32_t>(), (std::vector<int32_t>{0, 2, 3, 4, 5}));
-  EXPECT_EQ(g.t_col_idx().to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 2, 0, 1}));
+  EXPECT_EQ(g.t_edge_dst().to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 2, 0, 1}));
   EXPECT_EQ(g.t_edge_id().to_vector<int32_t>(), (std::vector<int32_t>{1, 3, 4, 0, 2}));
   EXPECT_EQ(g.in_degrees(), (std::vector<int32_t>{1, 2, 2, 0}));
   EXPECT_EQ(g.max_in_degree(), 2);
@@ -117,7 +117,7 @@ TEST(Graph, RandomGraphMatchesAReferenceSort) {
   for (auto [d, s] : ref) expect.emplace_back(s, d);
   EXPECT_EQ(edge_pairs(g), expect);
   // from_csr of the same arrays, rows shuffled, gives the same graph.
-  std::vector<int32_t> rp = g.row_ptr().to_vector<int32_t>(), ci = g.col_idx().to_vector<int32_t>();
+  std::vector<int32_t> rp = g.row_ptr().to_vector<int32_t>(), ci = g.edge_src().to_vector<int32_t>();
   for (int32_t i = 0; i < n; ++i) std::shuffle(ci.begin() + rp[i], ci.begin() + rp[i + 1], rng);
   Graph c = Graph::from_csr(rp, ci);
   c.validate();
@@ -140,10 +140,10 @@ TEST(Graph, ValidateFindsCorruptedArrays) {
   auto fresh = [] { return Graph::from_edges(4, {0, 1, 2, 3, 0}, {1, 2, 3, 0, 2}); };
   Graph g = fresh();
   g.validate();
-  g.col_idx().data<int32_t>()[1] = 9;  // a source outside the graph
+  g.edge_src().data<int32_t>()[1] = 9;  // a source outside the graph
   expect_error([&] { g.validate(); }, {"edge 1", "source 9"});
   g = fresh();
-  std::swap(g.col_idx().data<int32_t>()[2], g.col_idx().data<int32_t>()[3]);  // row 2 unsorted
+  std::swap(g.edge_src().data<int32_t>()[2], g.edge_src().data<int32_t>()[3]);  // row 2 unsorted
   expect_error([&] { g.validate(); }, {"row 2 is not sorted"});
   g = fresh();
   g.t_edge_id().data<int32_t>()[0] = g.t_edge_id().data<int32_t>()[1];  // an edge id twice
@@ -212,7 +212,7 @@ TEST(Graph, CudaRoundTripKeepsEveryArray) {
   EXPECT_EQ(l.device(), Device::cuda);
   EXPECT_EQ(edge_pairs(l), edge_pairs(g));
   Graph back = d.to(Device::cpu);
-  EXPECT_EQ(back.t_col_idx().to_vector<int32_t>(), g.t_col_idx().to_vector<int32_t>());
+  EXPECT_EQ(back.t_edge_dst().to_vector<int32_t>(), g.t_edge_dst().to_vector<int32_t>());
   EXPECT_EQ(d.t_row_chunk_ptr().device(), Device::cuda);
   EXPECT_EQ(back.row_chunk_ptr().to_vector<int32_t>(), g.row_chunk_ptr().to_vector<int32_t>());
 }

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
 
 namespace gat::ops {
 
@@ -14,7 +15,7 @@ void argmax(const Tensor& x, Tensor& out) {
     const int64_t N = x.size(0), C = x.size(1);
     const T* in = x.data<T>();      // (N, C)
     int32_t* o = out.data<int32_t>();  // (N,)
-#pragma omp parallel for if (N * C > 16384)
+#pragma omp parallel for if (N * C > detail::kParallelThreshold)
     for (int64_t r = 0; r < N; ++r) o[r] = row_argmax(in + r * C, C);
   });
 }

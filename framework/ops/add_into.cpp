@@ -1,6 +1,7 @@
 #include "gat/framework/ops/add_into.h"
 
 #include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
 
 namespace gat::ops {
 
@@ -12,7 +13,7 @@ void add_into(Tensor& dst, const Tensor& src) {
     T* d = dst.data<T>();
     const T* s = src.data<T>();
     const int64_t n = dst.numel();
-#pragma omp parallel for if (n > 65536)
+#pragma omp parallel for if (n > detail::kParallelThreshold)
     for (int64_t i = 0; i < n; ++i) d[i] += s[i];
   });
 }

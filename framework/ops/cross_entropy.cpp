@@ -5,6 +5,7 @@
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/log_softmax.h"
+#include "gat/framework/ops/loops.h"
 
 namespace gat::ops {
 
@@ -37,7 +38,7 @@ void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, co
     const int32_t* y = labels.data<int32_t>();   // (N,)
     const int32_t* idx = index.data<int32_t>();  // (K,)
     std::vector<T> nll(static_cast<size_t>(K));  // (K,)
-#pragma omp parallel for if (K * C > 16384)
+#pragma omp parallel for if (K * C > detail::kParallelThreshold)
     for (int64_t k = 0; k < K; ++k) {
       const T* row = x + idx[k] * C;
       nll[k] = row_logsumexp(row, C) - row[y[idx[k]]];
@@ -60,7 +61,7 @@ void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, c
     std::vector<int32_t> count(static_cast<size_t>(N), 0);  // (N,) uses of each row
     for (int64_t k = 0; k < K; ++k) ++count[idx[k]];  // validated in forward
     const T scale = grad_loss.data<T>()[0] / static_cast<T>(K);
-#pragma omp parallel for if (N * C > 16384)
+#pragma omp parallel for if (N * C > detail::kParallelThreshold)
     for (int64_t r = 0; r < N; ++r) {
       const T* row = x + r * C;
       T* drow = dx + r * C;

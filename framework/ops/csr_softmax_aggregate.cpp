@@ -139,7 +139,7 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
   dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
     using T = decltype(zero);
     const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-    const int32_t* col_idx = graph.col_idx().data<int32_t>();  // (E,)
+    const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
     const T* s = edge_scores.data<T>();                        // (E, H)
     const T* V = node_value.data<T>();                         // (N, H, F)
     T* o = out.data<T>();                                      // (N, H, F)
@@ -154,7 +154,7 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
         l[i * H + h] = log_sum_exp(row.m[h], row.z[h]);
         for (int64_t k = 0; k < degree; ++k) {
           const T w = row.ex[k * H + h] / row.z[h] * row.drop[k * H + h];
-          const T* vj = V + (static_cast<int64_t>(col_idx[b + k]) * H + h) * F;
+          const T* vj = V + (static_cast<int64_t>(src[b + k]) * H + h) * F;
           for (int64_t f = 0; f < F; ++f) oi[h * F + f] += w * vj[f];
         }
       }
@@ -175,7 +175,7 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
     const T* G = grad_out.data<T>();     // (N, H, F)
     const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
     const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-    const int32_t* col_idx = graph.col_idx().data<int32_t>();  // (E,)
+    const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
     // Pass 1 over CSR rows: a = exp(s - lse); for d scores da = G[i].V[j] * keep, the row sum r
     // of a * da, ds = a (da - r); for d values the dropped-out weights a * keep, kept for pass 2.
     T* ds = grad_scores ? grad_scores->data<T>() : nullptr;  // (E, H)
@@ -192,7 +192,7 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
           const T a = row.ex[k * H + h];
           if (wk) wk[e * H + h] = a * row.drop[k * H + h];
           if (!ds) continue;
-          const T* vj = V + (static_cast<int64_t>(col_idx[e]) * H + h) * F;
+          const T* vj = V + (static_cast<int64_t>(src[e]) * H + h) * F;
           T dot = 0;
           for (int64_t f = 0; f < F; ++f) dot += gi[f] * vj[f];
           const T da = dot * row.drop[k * H + h];
@@ -207,14 +207,14 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
     if (grad_value) {
       // Pass 2 over the transposed graph, in its fixed (source, destination) order.
       const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (N+1,)
-      const int32_t* t_col_idx = graph.t_col_idx().data<int32_t>();  // (E,) destination
+      const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
       const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
       T* dV = grad_value->data<T>();                                 // (N, H, F)
       for_each_row<T>(t_row_ptr, N, H, [&](RowScratch<T>&, int64_t j, int64_t b, int64_t degree) {
         T* dvj = dV + j * H * F;
         std::fill(dvj, dvj + H * F, T(0));
         for (int64_t k = b; k < b + degree; ++k) {
-          const int64_t e = t_edge_id[k], i = t_col_idx[k];
+          const int64_t e = t_edge_id[k], i = t_dst[k];
           const T* gi = G + i * H * F;
           for (int64_t h = 0; h < H; ++h) {
             const T w = wk[e * H + h];

@@ -13,7 +13,7 @@ namespace gat::ops::cuda_impl {
 
 namespace {
 
-using graph::kWarp;
+using warps::kWarp;
 
 constexpr int kUnroll = 4;   // edges whose loads are issued together (forward)
 // The backward gather: 2 edges per batch and at most 64 registers (4 blocks per SM). Measured on
@@ -62,11 +62,11 @@ struct GroupLane {
   int group;             // group index in the warp
   int lane;              // lane within the group
   __device__ GroupLane() {
-    const long long warp = graph::warp_id();
+    const long long warp = warps::warp_id();
     group = (threadIdx.x % kWarp) / G;
     lane = threadIdx.x % G;
     first_item = warp * (kWarp / G);
-    stride = graph::warp_count() * (kWarp / G);
+    stride = warps::warp_count() * (kWarp / G);
   }
 };
 
@@ -95,7 +95,7 @@ struct OnlineState {
 
 // Runs the online softmax of one lane over edges [begin, end) of a row.
 template <class T, int VEC>
-__device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ col_idx,  // (E,)
+__device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src,  // (E,)
                                                const T* __restrict__ s,             // (E, H)
                                                const T* __restrict__ V,             // (N, H, F)
                                                long long begin, long long end, int H, int HF,
@@ -108,7 +108,7 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ col_i
     Vec<T, VEC> v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      j[u] = col_idx[e + u];
+      j[u] = src[e + u];
       score[u] = s[(e + u) * H + h];
     }
 #pragma unroll
@@ -119,7 +119,7 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ col_i
   }
   for (; e < end; ++e)
     st.add(s[e * H + h], drop_factor(key, scale, e * H + h),
-           load_vec<T, VEC>(V + (long long)col_idx[e] * HF + c));
+           load_vec<T, VEC>(V + (long long)src[e] * HF + c));
 }
 
 // Writes out[i, h, c..c+VEC) = acc / z and (from the head's first lane) lse[i,h] = m + log z;
@@ -142,7 +142,7 @@ __device__ __forceinline__ void write_row(T* __restrict__ out,  // (N, H, F)
 template <class T, int VEC, int G>
 __global__ void __launch_bounds__(kThreads)
     aggregate_forward_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
-                             const int32_t* __restrict__ col_idx,  // (E,)
+                             const int32_t* __restrict__ src,  // (E,)
                              const T* __restrict__ s,              // (E, H)
                              const T* __restrict__ V,              // (N, H, F)
                              T* __restrict__ out,                  // (N, H, F)
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kThreads)
     if (c >= HF || end - begin > long_row) continue;
     const int h = c / F;
     OnlineState<T, VEC> st;
-    gather_softmax<T, VEC>(col_idx, s, V, begin, end, H, HF, h, c, key, scale, st);
+    gather_softmax<T, VEC>(src, s, V, begin, end, H, HF, h, c, key, scale, st);
     write_row<T, VEC>(out, lse, i, H, F, h, c, st.m, st.z, st.acc);
   }
 }
@@ -188,7 +188,7 @@ __device__ __forceinline__ ChunkRange find_chunk(const int32_t* __restrict__ row
 template <class T, int VEC, int G>
 __global__ void __launch_bounds__(kThreads)
     aggregate_chunk_kernel(const int32_t* __restrict__ row_ptr,    // (N+1,)
-                           const int32_t* __restrict__ col_idx,    // (E,)
+                           const int32_t* __restrict__ src,    // (E,)
                            const int32_t* __restrict__ chunk_ptr,  // (N+1,)
                            const T* __restrict__ s,                // (E, H)
                            const T* __restrict__ V,                // (N, H, F)
@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kThreads)
     const ChunkRange r = find_chunk(row_ptr, chunk_ptr, N, w, chunk);
     const int h = c / F;
     OnlineState<T, VEC> st;
-    gather_softmax<T, VEC>(col_idx, s, V, r.begin, r.end, H, HF, h, c, key, scale, st);
+    gather_softmax<T, VEC>(src, s, V, r.begin, r.end, H, HF, h, c, key, scale, st);
     store_vec<T, VEC>(part_acc + w * HF + c, to_vec(st.acc));
     if (c % F == 0) {
       part_m[w * H + h] = st.m;
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class T>
 struct BackwardArgs {
   const int32_t* t_row_ptr;  // (N+1,) transposed CSR: the out-edges of each source
-  const int32_t* t_col_idx;  // (E,) destination of each transposed entry
+  const int32_t* t_dst;  // (E,) destination of each transposed entry
   const int32_t* t_edge_id;  // (E,) edge id of each transposed entry
   const T* s;                // (E, H) edge scores
   const T* lse;              // (N, H) row log-sum-exp of the forward pass
@@ -290,7 +290,7 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, 
     int32_t e[U], i[U];  // edge id and destination (64-bit offsets are formed at each use)
     Vec<T, VEC> g[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) e[u] = a.t_edge_id[k + u], i[u] = a.t_col_idx[k + u];
+    for (int u = 0; u < U; ++u) e[u] = a.t_edge_id[k + u], i[u] = a.t_dst[k + u];
     T score[U], row_lse[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -316,7 +316,7 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, 
     }
     if (!da_tile) return;
 #pragma unroll
-    for (int u = 0; u < U; ++u) dot[u] = graph::group_sum<G>(dot[u]);
+    for (int u = 0; u < U; ++u) dot[u] = warps::group_sum<G>(dot[u]);
     if (threadIdx.x % G == 0)
 #pragma unroll
       for (int u = 0; u < U; ++u) da_tile[static_cast<long long>(e[u]) * H + h] = dot[u] * drop[u];
@@ -391,7 +391,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSM)
 }
 
 // Backward (2): d scores from the da parts of (1), a warp per (destination row, block of heads)
-// (graph::HeadLanes: all the row's heads at once when H divides 32):
+// (warps::HeadLanes: all the row's heads at once when H divides 32):
 //   da = sum of the tiles' parts (in tile order), r = sum_e a*da (fixed butterfly over the lanes
 //   of a head), then ds = a*(da - r) with a = exp(s - lse).
 template <class T>
@@ -402,9 +402,9 @@ __global__ void __launch_bounds__(kThreads)
                             const T* da,  // (tiles, E, H); tile 0 is ds itself when tiles == 1
                             T* ds,        // (E, H)
                             long long N, long long E, int H, int tiles) {
-  const graph::HeadLanes heads(H, threadIdx.x % kWarp);
+  const warps::HeadLanes heads(H, threadIdx.x % kWarp);
   const long long EH = E * H;
-  for (long long w = graph::warp_id(); w < N * heads.blocks; w += graph::warp_count()) {
+  for (long long w = warps::warp_id(); w < N * heads.blocks; w += warps::warp_count()) {
     long long i;
     int h;
     heads.item(w, i, h);
@@ -460,7 +460,7 @@ __global__ void __launch_bounds__(kThreads)
                        T* __restrict__ lse,                  // (N, H) or null
                        long long NH, int H) {
   const int lane = threadIdx.x % kWarp;
-  for (long long w = graph::warp_id(); w < NH; w += graph::warp_count()) {
+  for (long long w = warps::warp_id(); w < NH; w += warps::warp_count()) {
     const long long i = w / H;
     const int h = static_cast<int>(w - i * H);
     const long long begin = row_ptr[i], end = row_ptr[i + 1];
@@ -471,7 +471,7 @@ __global__ void __launch_bounds__(kThreads)
       m = fmax(m, __shfl_xor_sync(0xffffffffu, m, offset));
     T z = 0;
     for (long long e = begin + lane; e < end; e += kWarp) z += exp(s[e * H + h] - m);
-    z = graph::group_sum<kWarp>(z);
+    z = warps::group_sum<kWarp>(z);
     if (lse && lane == 0) lse[w] = z > T(0) ? m + log(z) : -INFINITY;
     if (a)  // from (m, z), not lse, as on the CPU: lse rounds to ulp(m)
       for (long long e = begin + lane; e < end; e += kWarp) a[e * H + h] = exp(s[e * H + h] - m) / z;
@@ -520,7 +520,7 @@ struct Tiling {
 };
 
 unsigned group_blocks(long long items, int G) {
-  return graph::warp_blocks((items + kWarp / G - 1) / (kWarp / G), kThreads);
+  return warps::warp_blocks((items + kWarp / G - 1) / (kWarp / G), kThreads);
 }
 
 template <class T>
@@ -539,7 +539,7 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
   if (F == 0) {  // nothing to aggregate: lse alone
     dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
       using T = decltype(zero);
-      row_softmax_kernel<T><<<graph::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(
+      row_softmax_kernel<T><<<warps::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(
           graph.row_ptr().data<int32_t>(), edge_scores.data<T>(), nullptr, lse.data<T>(), N * H, H);
       CUDA_CHECK_LAUNCH("row_softmax_kernel");
     });
@@ -551,7 +551,7 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
     using T = decltype(zero);
     const T scale = drop_scale<T>(attn_dropout);
     const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-    const int32_t* col_idx = graph.col_idx().data<int32_t>();  // (E,)
+    const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
     const T* s = edge_scores.data<T>();                        // (E, H)
     const T* V = node_value.data<T>();                         // (N, H, F)
     T* o = out.data<T>();                                      // (N, H, F)
@@ -563,7 +563,7 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
         constexpr int G = decltype(group)::value;
         const long long items = N * tiling.tiles;
         aggregate_forward_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
-            row_ptr, col_idx, s, V, o, l, N, H, F, tiling.tiles, split ? chunk : E, attn_dropout,
+            row_ptr, src, s, V, o, l, N, H, F, tiling.tiles, split ? chunk : E, attn_dropout,
             scale);
         CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
         if (!split) return;
@@ -576,7 +576,7 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
                                         "aggregate partial acc");
         aggregate_chunk_kernel<T, VEC, G>
             <<<group_blocks(chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-                row_ptr, col_idx, chunk_ptr, s, V, part_m.data<T>(), part_z.data<T>(),
+                row_ptr, src, chunk_ptr, s, V, part_m.data<T>(), part_z.data<T>(),
                 part_acc.data<T>(), N, H, F, tiling.tiles, chunks, chunk, attn_dropout, scale);
         CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
         aggregate_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
@@ -604,7 +604,7 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
     using T = decltype(zero);
     BackwardArgs<T> a{};
     a.t_row_ptr = graph.t_row_ptr().data<int32_t>();
-    a.t_col_idx = graph.t_col_idx().data<int32_t>();
+    a.t_dst = graph.t_edge_dst().data<int32_t>();
     a.t_edge_id = graph.t_edge_id().data<int32_t>();
     a.s = edge_scores.data<T>();
     a.lse = lse.data<T>();
@@ -658,7 +658,7 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
       });
       if (!need_scores) return;
       row_softmax_grad_kernel<T>
-          <<<graph::warp_blocks(N * graph::HeadLanes(H).blocks), kThreads, 0, cuda::stream()>>>(
+          <<<warps::warp_blocks(N * warps::HeadLanes(H).blocks), kThreads, 0, cuda::stream()>>>(
               graph.row_ptr().data<int32_t>(), a.s, a.lse, a.da, ds, N, E, H, tiling.tiles);
       CUDA_CHECK_LAUNCH("row_softmax_grad_kernel");
     });
@@ -670,7 +670,7 @@ void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights)
   if (NH == 0 || graph.num_edges() == 0) return;
   dispatch_float(edge_scores.dtype(), "csr_softmax", [&](auto zero) {
     using T = decltype(zero);
-    row_softmax_kernel<T><<<graph::warp_blocks(NH), kThreads, 0, cuda::stream()>>>(
+    row_softmax_kernel<T><<<warps::warp_blocks(NH), kThreads, 0, cuda::stream()>>>(
         graph.row_ptr().data<int32_t>(), edge_scores.data<T>(), weights.data<T>(), nullptr, NH,
         static_cast<int>(edge_scores.size(1)));
     CUDA_CHECK_LAUNCH("row_softmax_kernel");

@@ -4,7 +4,7 @@
 // For every destination i (a row of the graph's CSR by destination) and head h:
 //   a[e,h]     = softmax over e in row i of edge_scores[e,h]
 //   a~[e,h]    = a[e,h] * keep[e,h] / (1 - p)      (attention dropout; keep from the Philox key)
-//   out[i,h,:] = sum_e a~[e,h] * node_value[col_idx[e],h,:]       (zero when i has no edge)
+//   out[i,h,:] = sum_e a~[e,h] * node_value[src(e),h,:]          (zero when i has no edge)
 // Backward gives d edge_scores and d node_value. Only the log-sum-exp (N, H) is saved; the
 // weights are recomputed and the dropout mask regenerated (keep index = e * H + h).
 // Usable on its own with any edge scores (GAT, GATv2, transformer-style attention).

@@ -2,6 +2,7 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
 
 namespace gat::ops {
 
@@ -12,7 +13,7 @@ void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor&
   const int64_t E = graph.num_edges(), H = el.size(1);
   dispatch_float(el.dtype(), "gat_edge_scores", [&](auto zero) {
     using T = decltype(zero);
-    const int32_t* src = graph.col_idx().data<int32_t>();   // (E,)
+    const int32_t* src = graph.edge_src().data<int32_t>();   // (E,)
     const int32_t* dst = graph.edge_dst().data<int32_t>();  // (E,)
     const T* l = el.data<T>();                              // (N, H)
     const T* r = er.data<T>();                              // (N, H)
@@ -20,7 +21,7 @@ void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor&
     // LeakyReLU as x times its factor, read from a table: the signs are random, a branch (what
     // g++ makes of x > 0 ? x : slope * x) would be mispredicted half the time.
     const T factor[2] = {static_cast<T>(negative_slope), T(1)};
-#pragma omp parallel for if (E * H > 65536)
+#pragma omp parallel for if (E * H > detail::kParallelThreshold)
     for (int64_t e = 0; e < E; ++e)
       for (int64_t h = 0; h < H; ++h) {
         const T x = l[src[e] * H + h] + r[dst[e] * H + h];
@@ -36,7 +37,7 @@ void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor
   const int64_t N = graph.num_nodes(), H = el.size(1);
   dispatch_float(el.dtype(), "gat_edge_scores backward", [&](auto zero) {
     using T = decltype(zero);
-    const int32_t* src = graph.col_idx().data<int32_t>();  // (E,)
+    const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
     const T* l = el.data<T>();                             // (N, H)
     const T* r = er.data<T>();                             // (N, H)
     const T* gs = grad_scores.data<T>();                   // (E, H)
@@ -58,7 +59,7 @@ void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor
     }
     if (grad_el) {
       const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (N+1,)
-      const int32_t* t_col_idx = graph.t_col_idx().data<int32_t>();  // (E,) destination
+      const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
       const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
       T* d = grad_el->data<T>();                                     // (N, H)
 #pragma omp parallel for schedule(dynamic, 256)
@@ -66,7 +67,7 @@ void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor
         for (int64_t h = 0; h < H; ++h) {
           T acc = 0;
           for (int64_t k = t_row_ptr[j]; k < t_row_ptr[j + 1]; ++k)
-            acc += g(t_edge_id[k], j, t_col_idx[k], h);
+            acc += g(t_edge_id[k], j, t_dst[k], h);
           d[j * H + h] = acc;
         }
     }

@@ -6,7 +6,7 @@ namespace gat::ops::cuda_impl {
 
 namespace {
 
-using graph::kWarp;
+using warps::kWarp;
 
 template <class T>
 __device__ __forceinline__ T leaky_relu(T x, T slope) { return x > T(0) ? x : slope * x; }
@@ -28,7 +28,7 @@ __global__ void edge_scores_forward_kernel(const int32_t* __restrict__ src,  // 
   }
 }
 
-// A warp per (node, block of heads) (graph::HeadLanes: all the node's heads at once when H
+// A warp per (node, block of heads) (warps::HeadLanes: all the node's heads at once when H
 // divides 32, so the (edge, head) gradients are read contiguously):
 // d[n,h] = sum over the node's list k in [ptr[n], ptr[n+1]) of g = ds[e,h] * LeakyReLU'(el[j,h] +
 // er[i,h]). For CSR rows (n = i): e = k, j = other[k]. For the transpose (n = j): e = edge_id[k],
@@ -42,8 +42,8 @@ __global__ void edge_scores_backward_kernel(const int32_t* __restrict__ ptr,    
                                             const T* __restrict__ grad_scores,    // (E, H)
                                             T* __restrict__ grad,                 // (N, H)
                                             long long N, int H, T slope) {
-  const graph::HeadLanes heads(H, threadIdx.x % kWarp);
-  for (long long w = graph::warp_id(); w < N * heads.blocks; w += graph::warp_count()) {
+  const warps::HeadLanes heads(H, threadIdx.x % kWarp);
+  for (long long w = warps::warp_id(); w < N * heads.blocks; w += warps::warp_count()) {
     long long n;
     int h;
     heads.item(w, n, h);
@@ -71,7 +71,7 @@ void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor&
   dispatch_float(el.dtype(), "gat_edge_scores", [&](auto zero) {
     using T = decltype(zero);
     edge_scores_forward_kernel<T><<<cuda::blocks_for(EH), 256, 0, cuda::stream()>>>(
-        graph.col_idx().data<int32_t>(), graph.edge_dst().data<int32_t>(), el.data<T>(),
+        graph.edge_src().data<int32_t>(), graph.edge_dst().data<int32_t>(), el.data<T>(),
         er.data<T>(), scores.data<T>(), EH, H, (H & (H - 1)) == 0 ? __builtin_ctz(H) : -1,
         static_cast<T>(negative_slope));
     CUDA_CHECK_LAUNCH("edge_scores_forward_kernel");
@@ -84,19 +84,19 @@ void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor
   const long long N = el.size(0);
   const int H = static_cast<int>(el.size(1));
   if (N * H == 0) return;
-  const unsigned blocks = graph::warp_blocks(N * graph::HeadLanes(H).blocks);
+  const unsigned blocks = warps::warp_blocks(N * warps::HeadLanes(H).blocks);
   dispatch_float(el.dtype(), "gat_edge_scores backward", [&](auto zero) {
     using T = decltype(zero);
     const T slope = static_cast<T>(negative_slope);
     if (grad_er) {
       edge_scores_backward_kernel<T, false><<<blocks, 256, 0, cuda::stream()>>>(
-          graph.row_ptr().data<int32_t>(), graph.col_idx().data<int32_t>(), nullptr,
+          graph.row_ptr().data<int32_t>(), graph.edge_src().data<int32_t>(), nullptr,
           el.data<T>(), er.data<T>(), grad_scores.data<T>(), grad_er->data<T>(), N, H, slope);
       CUDA_CHECK_LAUNCH("edge_scores_backward_kernel (d er)");
     }
     if (grad_el) {
       edge_scores_backward_kernel<T, true><<<blocks, 256, 0, cuda::stream()>>>(
-          graph.t_row_ptr().data<int32_t>(), graph.t_col_idx().data<int32_t>(),
+          graph.t_row_ptr().data<int32_t>(), graph.t_edge_dst().data<int32_t>(),
           graph.t_edge_id().data<int32_t>(), el.data<T>(), er.data<T>(), grad_scores.data<T>(),
           grad_el->data<T>(), N, H, slope);
       CUDA_CHECK_LAUNCH("edge_scores_backward_kernel (d el)");

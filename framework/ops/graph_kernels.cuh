@@ -4,7 +4,9 @@
 
 #include <cuda_runtime.h>
 
-namespace gat::ops::cuda_impl::graph {
+#include "gat/framework/cuda_check.h"
+
+namespace gat::ops::cuda_impl::warps {
 
 constexpr int kWarp = 32;
 
@@ -65,8 +67,8 @@ __device__ __forceinline__ long long warp_count() {
 inline unsigned warp_blocks(long long n, unsigned threads = 256) {
   long long b = (n * kWarp + threads - 1) / threads;
   if (b < 1) b = 1;
-  if (b > 65535LL * 32) b = 65535LL * 32;
+  if (b > cuda::kMaxGridBlocks) b = cuda::kMaxGridBlocks;
   return static_cast<unsigned>(b);
 }
 
-}  // namespace gat::ops::cuda_impl::graph
+}  // namespace gat::ops::cuda_impl::warps

@@ -5,6 +5,7 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
 
 namespace gat::ops {
 
@@ -17,7 +18,7 @@ void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
     const T* xp = x.data<T>();  // (N, H, F)
     const T* ap = a.data<T>();  // (H, F)
     T* o = out.data<T>();       // (N, H)
-#pragma omp parallel for if (N * H * F > 65536)
+#pragma omp parallel for if (N * H * F > detail::kParallelThreshold)
     for (int64_t n = 0; n < N; ++n)
       for (int64_t h = 0; h < H; ++h) {
         T acc = 0;
@@ -37,7 +38,7 @@ void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out,
     const T* g = grad_out.data<T>();   // (N, H)
     if (grad_x) {
       T* dx = grad_x->data<T>();  // (N, H, F)
-#pragma omp parallel for if (N * HF > 65536)
+#pragma omp parallel for if (N * HF > detail::kParallelThreshold)
       for (int64_t n = 0; n < N; ++n)
         for (int64_t h = 0; h < H; ++h) {
           const T gh = g[n * H + h];
@@ -49,7 +50,7 @@ void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out,
       const int64_t rows = head_dot_detail::rows_per_block(N);
       const int64_t blocks = (N + rows - 1) / rows;
       std::vector<T> partial(static_cast<size_t>(blocks * HF), T(0));  // (blocks, H, F)
-#pragma omp parallel for if (N * HF > 65536)
+#pragma omp parallel for if (N * HF > detail::kParallelThreshold)
       for (int64_t b = 0; b < blocks; ++b) {
         T* p = partial.data() + b * HF;
         for (int64_t n = b * rows; n < std::min(N, (b + 1) * rows); ++n)

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "gat/framework/cuda_check.h"
 #include "gat/framework/ops/layer_norm.h"
 #include "gat/framework/ops/loops.cuh"
 #include "gat/framework/ops/reduce.h"
@@ -10,12 +11,11 @@ namespace gat::ops::cuda_impl {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr long long kMaxBlocks = 65535LL * 32;
 
 // Blocks for one warp per row, the warps striding over the rows beyond the grid.
 unsigned row_blocks(long long rows) {
   const long long blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  return static_cast<unsigned>(std::max(1LL, std::min(blocks, kMaxBlocks)));
+  return static_cast<unsigned>(std::max(1LL, std::min(blocks, cuda::kMaxGridBlocks)));
 }
 
 // One warp per row: the lanes stride the row's D elements and combine their double partial sums

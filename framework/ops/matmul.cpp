@@ -7,6 +7,7 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/loops.h"
 
 namespace gat::ops {
 
@@ -36,7 +37,7 @@ bool mostly_zeros(const T* a, int64_t rows, int64_t cols) {
 // C (M, N) = A (M, K) · B (K, N), skipping A's zeros; parallel over rows of C.
 template <class T>
 void sparse_a_times_b(const T* a, const T* b, T* c, int64_t M, int64_t K, int64_t N) {
-#pragma omp parallel for schedule(static) if (M * N > 65536)
+#pragma omp parallel for schedule(static) if (M * N > detail::kParallelThreshold)
   for (int64_t i = 0; i < M; ++i) {
     T* ci = c + i * N;
     std::fill(ci, ci + N, T(0));

@@ -13,7 +13,7 @@ constexpr int kTileRows = 8;      // ... and 8 warps stride down the axis
 constexpr long long kMinChunk = 256;       // axis elements one block adds (at least) ...
 constexpr long long kTargetBlocks = 264;   // ... and enough chunks for 2 blocks per H200 SM
 
-constexpr long long kMaxGridX = 65535LL * 32;
+constexpr long long kMaxGridX = cuda::kMaxGridBlocks;
 constexpr long long kMaxGridY = 65535;
 
 // One block's sum of one output over one chunk of the axis: straight to out when the axis is a

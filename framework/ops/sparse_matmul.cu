@@ -139,7 +139,7 @@ void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
   dispatch_float(out.dtype(), "sparse_matmul", [&](auto zero) {
     using T = decltype(zero);
     if (R * lanes < kBlockPerRowBelowThreads) {
-      const unsigned blocks = static_cast<unsigned>(std::min<long long>(R, 65535LL * 32));
+      const unsigned blocks = static_cast<unsigned>(std::min<long long>(R, cuda::kMaxGridBlocks));
       sparse_rows_block_kernel<T><<<blocks, kThreads, 0, cuda::stream()>>>(
           a.ptr.data<int32_t>(), a.entry ? a.entry->data<int32_t>() : nullptr,
           a.index.data<int32_t>(), a.values.data<T>(), dense.data<T>(), out.data<T>(), R, N);

@@ -38,7 +38,7 @@ template <class W>
 void launch(const Tensor& x, Tensor& out) {
   const long long R = x.size(0), C = x.size(1);
   const long long tiles = (R + kTile - 1) / kTile * ((C + kTile - 1) / kTile);
-  const unsigned blocks = static_cast<unsigned>(std::min<long long>(tiles, 65535LL * 32));
+  const unsigned blocks = static_cast<unsigned>(std::min<long long>(tiles, cuda::kMaxGridBlocks));
   transpose_kernel<W><<<blocks, dim3(kTile, kRowsPerPass), 0, cuda::stream()>>>(
       static_cast<const W*>(x.raw_data()), static_cast<W*>(out.raw_data()), R, C);
   CUDA_CHECK_LAUNCH("transpose_kernel");

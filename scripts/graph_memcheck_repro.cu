@@ -14,7 +14,7 @@
 //   explicit-free   the same graph without AutoFreeOnLaunch; the host frees the kept allocation
 //                   (cudaFreeAsync) before each launch
 //
-//   nvcc -arch=sm_90 -o /tmp/graph_memcheck_repro bench/graph_memcheck_repro.cu
+//   nvcc -arch=sm_90 -o /tmp/graph_memcheck_repro scripts/graph_memcheck_repro.cu
 //   for m in escape-first escape-reuses explicit-free; do
 //     compute-sanitizer --tool memcheck /tmp/graph_memcheck_repro $m; done
 #include <cstdio>

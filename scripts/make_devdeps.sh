@@ -2,8 +2,8 @@
 # Prepares what bench/gpu_check.sh needs on a GPU machine that has CUDA, cmake and Python but not
 # this project's other build dependencies: a CMake prefix in .devdeps/ (CLI11, nlohmann-json,
 # zlib, Eigen, GoogleTest, Google Benchmark, copied from this Debian machine's packages) and the
-# Planetoid files in devdata/. Both folders are ignored by git; name them in the device tool's
-# `carry`. Run from the repository root after `./gat.sh deps`.
+# Planetoid files in devdata/. Both folders are ignored by git (.gitignore); copy them with the
+# working tree to the GPU machine. Run from the repository root after `./gat.sh deps`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lib=/usr/lib/x86_64-linux-gnu
@@ -16,6 +16,4 @@ cp /usr/lib/x86_64-linux-gnu/libz.a .devdeps/lib/
 cp -a $lib/libgtest*.a $lib/libgmock*.a $lib/libbenchmark* .devdeps/lib/x86_64-linux-gnu/
 cp -r $lib/cmake/{GTest,benchmark} .devdeps/lib/x86_64-linux-gnu/cmake/
 cp "${GAT_DATA_DIR:-../shared/datasets/planetoid}"/ind.* devdata/
-grep -qx '/.devdeps/' .git/info/exclude || echo '/.devdeps/' >> .git/info/exclude
-grep -qx '/devdata/' .git/info/exclude || echo '/devdata/' >> .git/info/exclude
 du -sh .devdeps devdata
