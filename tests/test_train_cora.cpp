@@ -23,6 +23,7 @@
 #include "gat/models/gat.h"
 #include "gat/train/trainer.h"
 #include "gat_train_testing.h"
+#include "gat_testing.h"
 
 using namespace gat;
 using gat::testing::Outcome;
@@ -298,6 +299,6 @@ TEST(TrainCora, ResumedRunIsBitwiseTheUninterruptedOne) {
 
 TEST(TrainCora, ResumedRunIsBitwiseTheUninterruptedOneOnCuda) {
   SKIP_WITHOUT_CORA();
-  if (!cuda::available()) GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason();
+  GAT_SKIP_WITHOUT_CUDA();
   expect_resume_is_bitwise("cuda");
 }

@@ -41,14 +41,14 @@ struct Mlp : Module {
   Tensor forward(const Tensor& x) { return output->forward(ops::relu(hidden->forward(x))); }
 };
 
-struct Dataset {
+struct Points {
   Tensor x;       // (N, 2) f32
   Tensor labels;  // (N,) i32
   Tensor index;   // (N,) i32: every row
 };
 
 // Two spirals of n points each, 1.75 turns, interleaved by a half turn, with a little noise.
-Dataset spirals(int n, uint64_t seed) {
+Points spirals(int n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> noise(0.0f, 0.02f);
   std::vector<float> x;
@@ -69,7 +69,7 @@ Dataset spirals(int n, uint64_t seed) {
 
 // Trains on `device`; returns the training accuracy after the first step and every 100 steps.
 std::vector<double> train_spirals(Device device) {
-  Dataset data = spirals(200, 3);
+  Points data = spirals(200, 3);
   data.x = data.x.to(device);
   data.labels = data.labels.to(device);
   data.index = data.index.to(device);
@@ -113,7 +113,7 @@ TEST(Training, ModuleParametersAndGradients) {
   Mlp net(2, 8, 3, gen);
   EXPECT_EQ(net.num_parameters(), 2 * 8 + 8 + 8 * 3 + 3);
   EXPECT_EQ(net.named_parameters()[2].first, "output.weight");
-  Dataset data = spirals(5, 1);
+  Points data = spirals(5, 1);
   ops::masked_cross_entropy(net.forward(data.x), data.labels, data.index).backward();
   for (auto& [name, p] : net.named_parameters()) EXPECT_TRUE(p.grad().defined()) << name;
   net.zero_grad();
