@@ -2,7 +2,7 @@
 """Training curves of a gat_train run, drawn with matplotlib from its --log file.
 
     gat_train --dataset cora --runs 3 --log cora.jsonl
-    scripts/plot_curves.py cora.jsonl cora.png        (or .svg: the format follows the suffix)
+    scripts/plot_curves.py cora.jsonl OUT.png         (or OUT.svg: the format follows the suffix)
 
 Left: training loss and validation loss per epoch; right: training, validation and test
 accuracy per epoch. Every run of --runs is drawn, one colour per run. Needs matplotlib

@@ -1,5 +1,6 @@
-// Sequential: order of application, parameter names, train/eval reaching the children, modules
-// that draw random numbers, and use inside a training loop (gradients reach every layer).
+// Sequential: order of application, parameter names, training and eval mode reaching the
+// children, modules that draw random numbers, and use inside a training loop (gradients reach
+// every layer).
 #include <gtest/gtest.h>
 
 #include <memory>

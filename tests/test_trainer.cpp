@@ -37,7 +37,7 @@ void expect_decisions(const std::string& what, int64_t patience, const std::vect
 }  // namespace
 
 TEST(EarlyStopping, AnAccuracyTieWithAWorseLossResetsThePatience) {
-  // execute_cora.py: `val_acc >= best_acc or val_loss <= best_loss` resets the wait. With `>`
+  // The reference's Cora script: `val_acc >= best_acc or val_loss <= best_loss` resets the wait. With `>`
   // the tie at epoch 3 would count as a bad epoch and training would stop there.
   expect_decisions("accuracy tie", 2,
                    {{0.50, 1.00, true, false},

@@ -1,4 +1,4 @@
-// Early stopping exactly as the GAT reference code (Velickovic et al., execute_cora.py), fed one
+// Early stopping exactly as the GAT reference code (Velickovic et al., its Cora script), fed one
 // epoch's validation accuracy and loss at a time:
 //
 //   if val_acc >= best_acc or val_loss <= best_loss:
