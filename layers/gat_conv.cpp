@@ -53,19 +53,20 @@ Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen,
   Tensor wh = ops::reshape(lin->forward(x), {N, H, F});  // (N, H, F)
   Tensor el = ops::head_dot(wh, att_src);                 // (N, H)
   Tensor er = ops::head_dot(wh, att_dst);                 // (N, H)
-  Tensor scores = ops::gat_edge_scores(g, el, er, options_.negative_slope);  // (E, H)
   const DropoutKey key = is_training() && options_.dropout > 0.0
                              ? gen.dropout_key(static_cast<float>(options_.dropout))
                              : DropoutKey{};
   Tensor values = wh;  // (N, H, F)
   if (is_training() && options_.value_dropout > 0.0)
     values = ops::dropout(wh, gen.dropout_key(static_cast<float>(options_.value_dropout)));
-  Tensor out = ops::csr_softmax_aggregate(g, scores, values, key);  // (N, H, F)
+  Tensor out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key);  // (N, H, F)
   out = options_.concat ? ops::reshape(out, {N, H * F}) : ops::mean(out, 1);  // (N, out_features)
   if (res) out = ops::add(out, res->forward(x));
   if (bias.defined()) out = ops::add_bias(out, bias);
 
-  if (attention) *attention = {g, ops::csr_softmax(g, scores.detach())};
+  if (attention)
+    *attention = {g, ops::csr_softmax(g, ops::gat_edge_scores(g, el.detach(), er.detach(),
+                                                              options_.negative_slope))};
   return out;
 }
 

@@ -3,9 +3,9 @@
 //
 //   Wh  = x W                            viewed (N, H, F)
 //   el  = Wh . att_src,  er = Wh . att_dst                        (N, H)
-//   s   = LeakyReLU(el[src(e)] + er[dst(e)], negative_slope)     (E, H)
+//   s   = LeakyReLU(el[src(e)] + er[dst(e)], negative_slope)     (E, H), never stored
 //   out = softmax over each node's incoming edges of s, attention dropout, weighted sum of Wh
-//         (csr_softmax_aggregate)                                  (N, H, F)
+//         (gat_attention_aggregate: s computed inside the kernels)  (N, H, F)
 //   out = concat ? out viewed (N, H*F) : mean over heads (N, F);  + residual(x);  + bias
 //
 // With add_self_loops the layer runs on graph.with_self_loops() (existing loops removed, one per

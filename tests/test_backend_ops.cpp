@@ -318,6 +318,21 @@ std::vector<OpCase> op_cases() {
          },
          {"dropout"}}},
        true, true},
+      {"csr_softmax_aggregate", "gat_attention_aggregate",
+       [big, mixed, key](const Inputs& in) {
+         const Graph& g = (in[0].size(0) == big.host().num_nodes() ? big : mixed).on(in[0].device());
+         return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key);
+       },
+       {{NB, 4}, {NB, 4}, {NB, 4, 16}}, {{NM, 3}, {NM, 3}, {NM, 3, 5}},
+       {{[=] { ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 3}), Tensor::zeros({NM, 2, 3}), 0.2); },
+         {"gat_attention_aggregate", "(8, 3)"}},
+        {[=] { ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 3, 3}), 0.2); },
+         {"gat_attention_aggregate", "(8, 3, 3)"}},
+        {[=] { ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2, 3}, DType::f64), 0.2); },
+         {"gat_attention_aggregate", "f64"}},
+        {[=] { ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2, 3}), 0.2, DropoutKey{1.0f, 0, 0}); },
+         {"gat_attention_aggregate", "dropout"}}},
+       true, true},
       {"csr_softmax_aggregate", "csr_softmax",
        [big, mixed](const Inputs& in) {
          return ops::csr_softmax((in[0].size(0) == big.host().num_edges() ? big : mixed).on(in[0].device()), in[0]);

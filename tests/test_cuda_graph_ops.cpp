@@ -1,5 +1,6 @@
-// CUDA tests of the graph ops against the CPU reference: csr_softmax_aggregate (short rows, rows
-// split into chunks, empty rows), csr_softmax, gat_edge_scores, head_dot. Skipped without a device.
+// CUDA tests of the graph ops against the CPU reference: csr_softmax_aggregate and
+// gat_attention_aggregate (short rows, rows split into chunks, empty rows, heads wider than a warp),
+// csr_softmax, gat_edge_scores, head_dot. Skipped without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -201,6 +202,96 @@ TEST(CudaCsrSoftmaxAggregate, EachGradientAloneEqualsTheOneComputedWithTheOther)
     EXPECT_TRUE(bitwise_equal(ds_alone, both.grad_scores)) << H << "x" << F;
     EXPECT_TRUE(bitwise_equal(dv_alone, both.grad_value)) << H << "x" << F;
   }
+}
+
+// ---- gat_attention_aggregate -------------------------------------------------------------
+
+struct GatResult {
+  Tensor out, d_el, d_er, d_value;
+};
+
+// The fused op's output and gradients through autograd, on the device of the inputs.
+GatResult run_gat(const Graph& g, Tensor el, Tensor er, Tensor v, const Tensor& grad_out,
+                  const DropoutKey& key) {
+  el = el.detach().set_requires_grad(), er = er.detach().set_requires_grad(), v = v.detach().set_requires_grad();
+  GatResult r;
+  r.out = ops::gat_attention_aggregate(g, el, er, v, 0.2, key);
+  r.out.backward(grad_out);
+  r.d_el = el.grad(), r.d_er = er.grad(), r.d_value = v.grad();
+  return r;
+}
+
+// CUDA f32 against the CPU in f64 on the same (f32-rounded) values, and CUDA f64 against CPU f64.
+void expect_gat_matches_cpu(const std::string& what, const Graph& g, int64_t H, int64_t F,
+                            const DropoutKey& key, std::mt19937_64& rng) {
+  const Graph gd = g.to(Device::cuda);
+  const int64_t N = g.num_nodes();
+  const Tensor el = random_tensor({N, H}, rng, -3, 3), er = random_tensor({N, H}, rng, -3, 3);
+  const Tensor v = random_tensor({N, H, F}, rng), go = random_tensor({N, H, F}, rng);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    auto rounded = [&](const Tensor& t) { return t.to(dtype).to(DType::f64); };
+    const GatResult want = run_gat(g, rounded(el), rounded(er), rounded(v), rounded(go), key);
+    auto dev = [&](const Tensor& t) { return t.to(dtype).to(Device::cuda); };
+    const GatResult got = run_gat(gd, dev(el), dev(er), dev(v), dev(go), key);
+    const double tol = dtype == DType::f32 ? 1e-5 : 1e-12;
+    const std::string tag = what + " H=" + std::to_string(H) + " F=" + std::to_string(F) +
+                            " p=" + std::to_string(key.p) + " " + dtype_name(dtype);
+    EXPECT_LE(rel_error(got.out, want.out), tol) << tag << ": out";
+    EXPECT_LE(rel_error(got.d_el, want.d_el), tol) << tag << ": d el";
+    EXPECT_LE(rel_error(got.d_er, want.d_er), tol) << tag << ": d er";
+    EXPECT_LE(rel_error(got.d_value, want.d_value), tol) << tag << ": d value";
+  }
+}
+
+TEST(CudaGatAttentionAggregate, MatchesCpu) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(21);
+  const Graph g = random_graph(3000, 30000, 0, rng);
+  // {1, 256} and {2, 33}: heads wider than one group of lanes (the unfused backward); {3, 5}: the
+  // scalar path.
+  for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {8, 8}, {4, 64}, {1, 256}, {3, 5}, {2, 33}})
+    for (const DropoutKey& key : {DropoutKey{}, kDrop}) expect_gat_matches_cpu("random graph", g, H, F, key, rng);
+  expect_gat_matches_cpu("looped", g.with_self_loops(), 8, 8, kDrop, rng);
+  expect_gat_matches_cpu("mixed", mixed_graph(), 3, 4, kDrop, rng);
+  expect_gat_matches_cpu("no edges", Graph::from_edges(50, {}, {}), 2, 8, kDrop, rng);
+  const Graph hub = random_graph(120000, 200000, 100000, rng);
+  for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 4}, {8, 8}})
+    expect_gat_matches_cpu("hub graph", hub, H, F, kDrop, rng);
+}
+
+TEST(CudaGatAttentionAggregate, GradientsMatchFiniteDifferencesOnDevice) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(22);
+  // Empty rows and a loop; a row of 1,200 edges and a source of 975 (chunks); the looped graph.
+  const Graph hub = random_graph(1300, 0, 1200, rng);
+  for (const auto& [name, graph] : std::vector<std::pair<std::string, Graph>>{
+           {"mixed", mixed_graph()}, {"hub", hub}, {"looped mixed", mixed_graph().with_self_loops()}}) {
+    const Graph g = graph.to(Device::cuda);
+    const int64_t N = g.num_nodes(), H = name == "hub" ? 1 : 3, F = 4;
+    auto f = [&](const std::vector<Tensor>& in) {
+      return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop);
+    };
+    expect_gradients_match("cuda gat_attention_aggregate " + name, f,
+                           {random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
+                            random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
+                            random_tensor({N, H, F}, rng, -1, 1, DType::f64, Device::cuda)});
+  }
+}
+
+TEST(CudaGatAttentionAggregate, RunsAreBitwiseIdentical) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(23);
+  const Graph g = random_graph(20000, 200000, 5000, rng).to(Device::cuda);
+  const int64_t N = g.num_nodes(), H = 8, F = 8;
+  const Tensor el = random_tensor({N, H}, rng, -3, 3, DType::f32, Device::cuda);
+  const Tensor er = random_tensor({N, H}, rng, -3, 3, DType::f32, Device::cuda);
+  const Tensor v = random_tensor({N, H, F}, rng, -1, 1, DType::f32, Device::cuda);
+  const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32, Device::cuda);
+  const GatResult a = run_gat(g, el, er, v, go, kDrop), b = run_gat(g, el, er, v, go, kDrop);
+  EXPECT_TRUE(bitwise_equal(a.out, b.out));
+  EXPECT_TRUE(bitwise_equal(a.d_el, b.d_el));
+  EXPECT_TRUE(bitwise_equal(a.d_er, b.d_er));
+  EXPECT_TRUE(bitwise_equal(a.d_value, b.d_value));
 }
 
 TEST(CudaCsrSoftmax, MatchesCpu) {

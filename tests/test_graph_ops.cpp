@@ -1,4 +1,5 @@
-// CPU tests of the graph ops: csr_softmax_aggregate, csr_softmax, gat_edge_scores, head_dot.
+// CPU tests of the graph ops: csr_softmax_aggregate, gat_attention_aggregate, csr_softmax,
+// gat_edge_scores, head_dot.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -291,6 +292,94 @@ TEST(GatEdgeScores, ComposedWithAggregateGradients) {
   expect_gradients_match("gat_edge_scores -> csr_softmax_aggregate", f,
                          {random_tensor({g.num_nodes(), 2}, rng), random_tensor({g.num_nodes(), 2}, rng),
                           random_tensor({g.num_nodes(), 2, 3}, rng)});
+}
+
+// ---- gat_attention_aggregate -------------------------------------------------------------
+
+// Output and the gradients of el, er and V (those asked for) of a GAT aggregation, fused or as
+// gat_edge_scores then csr_softmax_aggregate, for one upstream gradient.
+struct GatRun {
+  Tensor out, d_el, d_er, d_value;
+};
+GatRun run_gat(const Graph& g, Tensor el, Tensor er, Tensor v, const Tensor& grad_out, bool fused,
+               const DropoutKey& key, std::vector<bool> want = {true, true, true}) {
+  el = el.detach(), er = er.detach(), v = v.detach();
+  if (want[0]) el.set_requires_grad();
+  if (want[1]) er.set_requires_grad();
+  if (want[2]) v.set_requires_grad();
+  GatRun r;
+  r.out = fused ? ops::gat_attention_aggregate(g, el, er, v, 0.2, key)
+                : ops::csr_softmax_aggregate(g, ops::gat_edge_scores(g, el, er, 0.2), v, key);
+  r.out.backward(grad_out);
+  if (want[0]) r.d_el = el.grad();
+  if (want[1]) r.d_er = er.grad();
+  if (want[2]) r.d_value = v.grad();
+  return r;
+}
+
+// Graphs for the GAT op: empty rows and a loop (mixed), a long row and a long transposed row
+// (hub), every node with one loop (looped), loops on some nodes only.
+std::vector<std::pair<std::string, Graph>> gat_graphs(int32_t hub_degree, std::mt19937_64& rng) {
+  const Graph hub = hub_graph(hub_degree, 4 * hub_degree, rng);
+  GraphBuildOptions some_loops;
+  some_loops.remove_duplicates = true;
+  return {{"mixed", mixed_graph()},
+          {"hub", hub},
+          {"looped hub", hub.with_self_loops()},
+          {"some loops", Graph::from_edges(6, {0, 1, 2, 3, 4, 5, 3}, {0, 0, 2, 2, 4, 4, 3}, some_loops)}};
+}
+
+TEST(GatAttentionAggregate, EqualsTheUnfusedOpsBitForBit) {
+  // On the CPU the fused op sums in the unfused ops' orders: the same bits, f32 and f64, with and
+  // without dropout, whatever gradients are asked for.
+  std::mt19937_64 rng(31);
+  for (const auto& [name, g] : gat_graphs(300, rng))
+    for (DType dtype : {DType::f32, DType::f64})
+      for (const DropoutKey& key : {DropoutKey{}, kDrop})
+        for (int64_t H : {1, 3}) {
+          const int64_t N = g.num_nodes(), F = 5;
+          const Tensor el = random_tensor({N, H}, rng, -2, 2, dtype), er = random_tensor({N, H}, rng, -2, 2, dtype);
+          const Tensor v = random_tensor({N, H, F}, rng, -1, 1, dtype), go = random_tensor({N, H, F}, rng, -1, 1, dtype);
+          const std::string tag = name + " " + dtype_name(dtype) + " H=" + std::to_string(H) + " p=" + std::to_string(key.p);
+          const GatRun want = run_gat(g, el, er, v, go, false, key), got = run_gat(g, el, er, v, go, true, key);
+          EXPECT_TRUE(bitwise_equal(got.out, want.out)) << tag;
+          EXPECT_TRUE(bitwise_equal(got.d_el, want.d_el)) << tag;
+          EXPECT_TRUE(bitwise_equal(got.d_er, want.d_er)) << tag;
+          EXPECT_TRUE(bitwise_equal(got.d_value, want.d_value)) << tag;
+          for (int k = 0; k < 3; ++k) {  // one gradient alone
+            std::vector<bool> want_one(3, false);
+            want_one[k] = true;
+            const GatRun one = run_gat(g, el, er, v, go, true, key, want_one);
+            const Tensor& a = k == 0 ? one.d_el : k == 1 ? one.d_er : one.d_value;
+            const Tensor& b = k == 0 ? want.d_el : k == 1 ? want.d_er : want.d_value;
+            EXPECT_TRUE(bitwise_equal(a, b)) << tag << " gradient " << k << " alone";
+          }
+        }
+}
+
+TEST(GatAttentionAggregate, GradientsMatchFiniteDifferences) {
+  std::mt19937_64 rng(32);
+  for (const auto& [name, g] : gat_graphs(24, rng))
+    for (const DropoutKey& key : {DropoutKey{}, kDrop}) {
+      const int64_t N = g.num_nodes(), H = 2, F = 3;
+      auto f = [&](const std::vector<Tensor>& in) {
+        return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key);
+      };
+      expect_gradients_match("gat_attention_aggregate " + name + " p=" + std::to_string(key.p), f,
+                             {random_tensor({N, H}, rng, -2, 2), random_tensor({N, H}, rng, -2, 2),
+                              random_tensor({N, H, F}, rng)});
+    }
+}
+
+TEST(GatAttentionAggregate, RejectsMismatchedInputs) {
+  const Graph g = mixed_graph();
+  const int64_t N = g.num_nodes();
+  expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 3}), Tensor::zeros({N, 2, 4}), 0.2); },
+               {"gat_attention_aggregate", "(8, 3)"});
+  expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor::zeros({N, 3, 4}), 0.2); },
+               {"gat_attention_aggregate", "(8, 3, 4)", "N = 8"});
+  expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor::zeros({N, 2, 4}), NAN); },
+               {"gat_attention_aggregate", "negative_slope"});
 }
 
 // ---- head_dot ----------------------------------------------------------------------------

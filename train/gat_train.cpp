@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 #include <omp.h>
+#include <sys/resource.h>
 
 #include "gat/datasets/registry.h"
 #include "gat/framework/cuda_runtime.h"
@@ -35,6 +36,13 @@ using namespace gat;
 using cli::Flags;
 
 namespace {
+
+// The process's peak resident set so far, in bytes (Linux reports kilobytes).
+long long peak_host_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<long long>(usage.ru_maxrss) * 1024;
+}
 
 Device resolve_device(const std::string& name) {
   if (name == "cpu") return Device::cpu;
@@ -206,6 +214,8 @@ int train_runs(const Flags& flags, Device device) {
         {"epochs", epochs},          {"best_epochs", best_epochs},
         {"train_step_ms", step_ms_mean}, {"train_step_ms_per_run", step_ms},
         {"threads", omp_get_max_threads()}, {"cuda_graphs", graph_notes},
+        {"nodes", data.graph.num_nodes()}, {"edges", data.graph.num_edges()},
+        {"peak_device_bytes", cuda::peak_memory_allocated()}, {"peak_host_bytes", peak_host_bytes()},
         {"config", {{"hidden", config.hidden}, {"heads", config.heads}, {"output_heads", config.output_heads},
                     {"dropout", config.dropout}, {"value_dropout", config.value_dropout}, {"lr", flags.train.lr},
                     {"weight_decay", flags.train.weight_decay}, {"patience", flags.train.patience},

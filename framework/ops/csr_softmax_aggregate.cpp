@@ -57,14 +57,15 @@ class DropFactors {
   KeepMask mask_;
 };
 
-// Per-thread scratch for one row of degree edges: (edge, head) keep factors and exponentials,
-// and per head the scores' max and the sum of the exponentials.
+// Per-thread scratch for one row of degree edges: (edge, head) keep factors, computed scores and
+// exponentials, and per head the scores' max and the sum of the exponentials.
 template <class T>
 struct RowScratch {
-  std::vector<T> drop, ex, m, z;
+  std::vector<T> drop, s, ex, m, z;
   void reserve(int64_t degree, int64_t H) {
     if (static_cast<int64_t>(ex.size()) < degree * H) {
       drop.resize(static_cast<size_t>(degree * H));
+      s.resize(static_cast<size_t>(degree * H));
       ex.resize(static_cast<size_t>(degree * H));
     }
     m.resize(static_cast<size_t>(H));
@@ -128,6 +129,137 @@ void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
   }
 }
 
+// Where a row's scores come from: row(scratch, i, b, degree) gives the scores (degree, H) of row
+// i's edges [b, b + degree), contiguous in edge order.
+// csr_softmax_aggregate's scores are stored (E, H) and read in place.
+template <class T>
+struct StoredScores {
+  const T* s;  // (E, H)
+  int64_t H;
+  const T* row(RowScratch<T>&, int64_t, int64_t b, int64_t) const { return s + b * H; }
+};
+
+// GAT's scores LeakyReLU(el[src(e)] + er[i]), computed into the row's scratch.
+template <class T>
+struct GatScores {
+  const int32_t* src;  // (E,)
+  const T* el;         // (N, H)
+  const T* er;         // (N, H)
+  int64_t H;
+  // LeakyReLU as x times its factor, read from a table: the signs are random, a branch would be
+  // mispredicted half the time.
+  T factor[2];
+  GatScores(const Graph& graph, const Tensor& l, const Tensor& r, double negative_slope)
+      : src(graph.edge_src().data<int32_t>()), el(l.data<T>()), er(r.data<T>()), H(l.size(1)),
+        factor{static_cast<T>(negative_slope), T(1)} {}
+  // LeakyReLU'(el[j,h] + er[i,h])
+  T slope(int64_t j, int64_t i, int64_t h) const { return factor[el[j * H + h] + er[i * H + h] > T(0)]; }
+  const T* row(RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) const {
+    T* s = row.s.data();  // (degree, H)
+    for (int64_t k = 0; k < degree; ++k)
+      for (int64_t h = 0; h < H; ++h) {
+        const T x = el[src[b + k] * H + h] + er[i * H + h];
+        s[k * H + h] = x * factor[x > T(0)];
+      }
+    return s;
+  }
+};
+
+// The forward of both ops: out (N, H, F) and lse (N, H) from the scores' rows and V (N, H, F).
+template <class T, class Scores>
+void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
+                       const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
+  const int64_t N = graph.num_nodes(), H = lse.size(1), F = node_value.size(2);
+  const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
+  const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
+  const T* V = node_value.data<T>();                         // (N, H, F)
+  T* o = out.data<T>();                                      // (N, H, F)
+  T* l = lse.data<T>();                                      // (N, H)
+  const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
+  for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+    T* oi = o + i * H * F;
+    std::fill(oi, oi + H * F, T(0));
+    drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
+    row_softmax_terms(scores.row(row, i, b, degree), degree, H, row);
+    for (int64_t h = 0; h < H; ++h) {
+      l[i * H + h] = log_sum_exp(row.m[h], row.z[h]);
+      for (int64_t k = 0; k < degree; ++k) {
+        const T w = row.ex[k * H + h] / row.z[h] * row.drop[k * H + h];
+        const T* vj = V + (static_cast<int64_t>(src[b + k]) * H + h) * F;
+        for (int64_t f = 0; f < F; ++f) oi[h * F + f] += w * vj[f];
+      }
+    }
+  });
+}
+
+// The backward of both ops.
+// Pass 1 over CSR rows: a = exp(s - lse); for d scores da = G[i].V[j] * keep, the row sum r of
+// a * da, ds = a (da - r), then row_end(i, b, degree) (GAT: ds into g in place, d er); for d
+// values the dropped-out weights a * keep, kept for pass 2.
+// Pass 2 over the transposed graph, in its fixed (source, destination) order: dV and, when
+// edge_sum is given, edge_sum[j,h] = sum of ds[e,h] over j's out-edges (GAT: d el from g).
+template <class T, class Scores, class RowEnd>
+void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& node_value,
+                        const Tensor& lse, const Tensor& grad_out, const DropoutKey& attn_dropout,
+                        T* ds,        // (E, H) or null
+                        T* dV,        // (N, H, F) or null
+                        T* edge_sum,  // (N, H) or null; needs ds
+                        RowEnd&& row_end) {
+  const int64_t N = graph.num_nodes(), H = lse.size(1), F = node_value.size(2);
+  const T* V = node_value.data<T>();  // (N, H, F)
+  const T* l = lse.data<T>();         // (N, H)
+  const T* G = grad_out.data<T>();    // (N, H, F)
+  const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
+  const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
+  const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
+  std::vector<T> kept_weights(dV ? static_cast<size_t>(graph.num_edges() * H) : 0);
+  T* wk = dV ? kept_weights.data() : nullptr;  // (E, H)
+  for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+    drop.fill(b * H, degree * H, row.drop.data());                                 // (degree, H)
+    shifted_exps(scores.row(row, i, b, degree), degree, H, l + i * H, row.ex.data());  // a (degree, H)
+    for (int64_t h = 0; h < H; ++h) {
+      const T* gi = G + (i * H + h) * F;
+      T row_sum = 0;
+      for (int64_t k = 0; k < degree; ++k) {
+        const int64_t e = b + k;
+        const T a = row.ex[k * H + h];
+        if (wk) wk[e * H + h] = a * row.drop[k * H + h];
+        if (!ds) continue;
+        const T* vj = V + (static_cast<int64_t>(src[e]) * H + h) * F;
+        T dot = 0;
+        for (int64_t f = 0; f < F; ++f) dot += gi[f] * vj[f];
+        const T da = dot * row.drop[k * H + h];
+        ds[e * H + h] = da;
+        row_sum += a * da;
+      }
+      if (!ds) continue;
+      for (int64_t k = 0; k < degree; ++k)
+        ds[(b + k) * H + h] = row.ex[k * H + h] * (ds[(b + k) * H + h] - row_sum);
+    }
+    if (ds) row_end(i, b, degree);
+  });
+  if (!dV && !edge_sum) return;
+  const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (N+1,)
+  const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
+  const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
+  for_each_row<T>(t_row_ptr, N, H, [&](RowScratch<T>&, int64_t j, int64_t b, int64_t degree) {
+    T* dvj = dV ? dV + j * H * F : nullptr;
+    T* sj = edge_sum ? edge_sum + j * H : nullptr;
+    if (dvj) std::fill(dvj, dvj + H * F, T(0));
+    if (sj) std::fill(sj, sj + H, T(0));
+    for (int64_t k = b; k < b + degree; ++k) {
+      const int64_t e = t_edge_id[k], i = t_dst[k];
+      const T* gi = G + i * H * F;
+      for (int64_t h = 0; h < H; ++h) {
+        if (sj) sj[h] += ds[e * H + h];
+        if (!dvj) continue;
+        const T w = wk[e * H + h];
+        for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w * gi[h * F + f];
+      }
+    }
+  });
+}
+
 }  // namespace
 
 namespace cpu_impl {
@@ -135,30 +267,10 @@ namespace cpu_impl {
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
                                    const Tensor& node_value, const DropoutKey& attn_dropout,
                                    Tensor& out, Tensor& lse) {
-  const int64_t N = graph.num_nodes(), H = edge_scores.size(1), F = node_value.size(2);
   dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
     using T = decltype(zero);
-    const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-    const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
-    const T* s = edge_scores.data<T>();                        // (E, H)
-    const T* V = node_value.data<T>();                         // (N, H, F)
-    T* o = out.data<T>();                                      // (N, H, F)
-    T* l = lse.data<T>();                                      // (N, H)
-    const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
-    for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-      T* oi = o + i * H * F;
-      std::fill(oi, oi + H * F, T(0));
-      drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
-      row_softmax_terms(s + b * H, degree, H, row);
-      for (int64_t h = 0; h < H; ++h) {
-        l[i * H + h] = log_sum_exp(row.m[h], row.z[h]);
-        for (int64_t k = 0; k < degree; ++k) {
-          const T w = row.ex[k * H + h] / row.z[h] * row.drop[k * H + h];
-          const T* vj = V + (static_cast<int64_t>(src[b + k]) * H + h) * F;
-          for (int64_t f = 0; f < F; ++f) oi[h * F + f] += w * vj[f];
-        }
-      }
-    });
+    const StoredScores<T> scores{edge_scores.data<T>(), edge_scores.size(1)};
+    aggregate_forward<T>(graph, scores, node_value, attn_dropout, out, lse);
   });
 }
 
@@ -166,63 +278,56 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
                                     const Tensor& node_value, const Tensor& lse,
                                     const Tensor& grad_out, const DropoutKey& attn_dropout,
                                     Tensor* grad_scores, Tensor* grad_value) {
-  const int64_t N = graph.num_nodes(), H = edge_scores.size(1), F = node_value.size(2);
   dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
-    const T* s = edge_scores.data<T>();  // (E, H)
-    const T* V = node_value.data<T>();   // (N, H, F)
-    const T* l = lse.data<T>();          // (N, H)
-    const T* G = grad_out.data<T>();     // (N, H, F)
-    const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
-    const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-    const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
-    // Pass 1 over CSR rows: a = exp(s - lse); for d scores da = G[i].V[j] * keep, the row sum r
-    // of a * da, ds = a (da - r); for d values the dropped-out weights a * keep, kept for pass 2.
-    T* ds = grad_scores ? grad_scores->data<T>() : nullptr;  // (E, H)
-    std::vector<T> kept_weights(grad_value ? static_cast<size_t>(graph.num_edges() * H) : 0);
-    T* wk = grad_value ? kept_weights.data() : nullptr;  // (E, H)
-    for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-      drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
-      shifted_exps(s + b * H, degree, H, l + i * H, row.ex.data());  // a (degree, H)
-      for (int64_t h = 0; h < H; ++h) {
-        const T* gi = G + (i * H + h) * F;
-        T row_sum = 0;
-        for (int64_t k = 0; k < degree; ++k) {
-          const int64_t e = b + k;
-          const T a = row.ex[k * H + h];
-          if (wk) wk[e * H + h] = a * row.drop[k * H + h];
-          if (!ds) continue;
-          const T* vj = V + (static_cast<int64_t>(src[e]) * H + h) * F;
-          T dot = 0;
-          for (int64_t f = 0; f < F; ++f) dot += gi[f] * vj[f];
-          const T da = dot * row.drop[k * H + h];
-          ds[e * H + h] = da;
-          row_sum += a * da;
-        }
-        if (!ds) continue;
-        for (int64_t k = 0; k < degree; ++k)
-          ds[(b + k) * H + h] = row.ex[k * H + h] * (ds[(b + k) * H + h] - row_sum);
-      }
-    });
-    if (grad_value) {
-      // Pass 2 over the transposed graph, in its fixed (source, destination) order.
-      const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (N+1,)
-      const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
-      const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
-      T* dV = grad_value->data<T>();                                 // (N, H, F)
-      for_each_row<T>(t_row_ptr, N, H, [&](RowScratch<T>&, int64_t j, int64_t b, int64_t degree) {
-        T* dvj = dV + j * H * F;
-        std::fill(dvj, dvj + H * F, T(0));
-        for (int64_t k = b; k < b + degree; ++k) {
-          const int64_t e = t_edge_id[k], i = t_dst[k];
-          const T* gi = G + i * H * F;
-          for (int64_t h = 0; h < H; ++h) {
-            const T w = wk[e * H + h];
-            for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w * gi[h * F + f];
-          }
-        }
-      });
-    }
+    const StoredScores<T> scores{edge_scores.data<T>(), edge_scores.size(1)};
+    aggregate_backward<T>(graph, scores, node_value, lse, grad_out, attn_dropout,
+                          grad_scores ? grad_scores->data<T>() : nullptr,
+                          grad_value ? grad_value->data<T>() : nullptr, nullptr,
+                          [](int64_t, int64_t, int64_t) {});
+  });
+}
+
+void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
+                                     const Tensor& node_value, double negative_slope,
+                                     const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
+  dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
+    using T = decltype(zero);
+    aggregate_forward<T>(graph, GatScores<T>(graph, el, er, negative_slope), node_value,
+                         attn_dropout, out, lse);
+  });
+}
+
+// d scores go to a transient (E, H) buffer, turned row by row into g = ds * LeakyReLU'(.) whose
+// row sums are d er; pass 2 sums g over the out-edges into d el. The sums run in the orders of
+// gat_edge_scores' backward, so the results are those of the unfused ops bit for bit.
+void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
+                                      const Tensor& node_value, double negative_slope,
+                                      const DropoutKey& attn_dropout, const Tensor&,
+                                      const Tensor& lse, const Tensor& grad_out, Tensor* grad_el,
+                                      Tensor* grad_er, Tensor* grad_value) {
+  dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
+    using T = decltype(zero);
+    const GatScores<T> scores(graph, el, er, negative_slope);
+    const int64_t H = scores.H;
+    const bool need_g = grad_el || grad_er;
+    std::vector<T> g_buffer(need_g ? static_cast<size_t>(graph.num_edges() * H) : 0);
+    T* g = need_g ? g_buffer.data() : nullptr;  // (E, H)
+    T* der = grad_er ? grad_er->data<T>() : nullptr;  // (N, H)
+    const int32_t* src = scores.src;
+    aggregate_backward<T>(graph, scores, node_value, lse, grad_out, attn_dropout, g,
+                          grad_value ? grad_value->data<T>() : nullptr,
+                          grad_el ? grad_el->data<T>() : nullptr,
+                          [&](int64_t i, int64_t b, int64_t degree) {
+                            for (int64_t h = 0; h < H; ++h) {
+                              T acc = 0;
+                              for (int64_t e = b; e < b + degree; ++e) {
+                                g[e * H + h] *= scores.slope(src[e], i, h);
+                                acc += g[e * H + h];
+                              }
+                              if (der) der[i * H + h] = acc;
+                            }
+                          });
   });
 }
 
@@ -264,6 +369,30 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
                                            attn_dropout, grad_scores, grad_value);
 }
 
+void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
+                                     const Tensor& node_value, double negative_slope,
+                                     const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
+  if (node_value.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_forward(
+        graph, el, er, node_value, negative_slope, attn_dropout, out, lse));
+  cpu_impl::gat_attention_aggregate_forward(graph, el, er, node_value, negative_slope,
+                                            attn_dropout, out, lse);
+}
+
+void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
+                                      const Tensor& node_value, double negative_slope,
+                                      const DropoutKey& attn_dropout, const Tensor& out,
+                                      const Tensor& lse, const Tensor& grad_out, Tensor* grad_el,
+                                      Tensor* grad_er, Tensor* grad_value) {
+  if (node_value.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_backward(
+        graph, el, er, node_value, negative_slope, attn_dropout, out, lse, grad_out, grad_el,
+        grad_er, grad_value));
+  cpu_impl::gat_attention_aggregate_backward(graph, el, er, node_value, negative_slope,
+                                             attn_dropout, out, lse, grad_out, grad_el, grad_er,
+                                             grad_value);
+}
+
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
   if (edge_scores.is_cuda()) return GAT_CUDA_CALL(cuda_impl::csr_softmax(graph, edge_scores, weights));
   cpu_impl::csr_softmax(graph, edge_scores, weights);
@@ -303,6 +432,50 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
                                                 need_scores ? &ds : nullptr,
                                                 need_value ? &dv : nullptr);
         return std::vector<Tensor>{ds, dv};
+      });
+}
+
+Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tensor& er,
+                               const Tensor& node_value, double negative_slope,
+                               const DropoutKey& attn_dropout) {
+  const char* op = "gat_attention_aggregate";
+  check_float(op, "el", el);
+  check_dim(op, "el", el, 2);
+  check_same(op, "el", el, "er", er);
+  check_shape(op, "er", er, el.shape());
+  check_same(op, "el", el, "node_value", node_value);
+  check_dim(op, "node_value", node_value, 3);
+  const int64_t N = graph.num_nodes(), H = el.size(1), F = node_value.size(2);
+  GAT_CHECK(graph.device() == el.device(), op, ": the graph is on ", device_name(graph.device()),
+            " but 'el' is ", el.describe());
+  GAT_CHECK(el.size(0) == N && node_value.size(0) == N && node_value.size(1) == H, op, ": 'el' ",
+            el.describe(), " and 'node_value' ", node_value.describe(),
+            " must be (N, H) and (N, H, F) with N = ", N, " nodes of the graph");
+  GAT_CHECK(std::isfinite(negative_slope), op, ": negative_slope ", negative_slope, " is not finite");
+  check_dropout(op, attn_dropout);
+
+  Tensor out = Tensor::empty({N, H, F}, node_value.dtype(), node_value.device(), op);
+  Tensor lse = Tensor::empty({N, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate lse");
+  kernels::gat_attention_aggregate_forward(graph, el, er, node_value, negative_slope, attn_dropout,
+                                           out, lse);
+
+  const bool need_el = el.requires_grad(), need_er = er.requires_grad(),
+             need_value = node_value.requires_grad();
+  return autograd::record(
+      op, out, {el, er, node_value},
+      [graph, l = el.detach(), r = er.detach(), v = node_value.detach(), o = out.detach(), lse,
+       negative_slope, attn_dropout, need_el, need_er, need_value](const Tensor& grad_out) {
+        check_same("gat_attention_aggregate backward", "grad_out", grad_out, "node_value", v);
+        check_shape("gat_attention_aggregate backward", "grad_out", grad_out, o.shape());
+        Tensor dl, dr, dv;
+        if (need_el) dl = Tensor::empty(l.shape(), l.dtype(), l.device(), "d el");
+        if (need_er) dr = Tensor::empty(r.shape(), r.dtype(), r.device(), "d er");
+        if (need_value) dv = Tensor::empty(v.shape(), v.dtype(), v.device(), "d node_value");
+        kernels::gat_attention_aggregate_backward(graph, l, r, v, negative_slope, attn_dropout, o,
+                                                  lse, grad_out, need_el ? &dl : nullptr,
+                                                  need_er ? &dr : nullptr,
+                                                  need_value ? &dv : nullptr);
+        return std::vector<Tensor>{dl, dr, dv};
       });
 }
 

@@ -7,6 +7,7 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/graph_kernels.cuh"
 
 namespace gat::ops::cuda_impl {
@@ -93,10 +94,46 @@ struct OnlineState {
   }
 };
 
-// Runs the online softmax of one lane over edges [begin, end) of a row.
-template <class T, int VEC>
+// Where the scores come from. row(i, h) gives the score function of row i's edges for head h,
+// score(e, j) for edge e from source j.
+// csr_softmax_aggregate's scores, stored (E, H).
+template <class T>
+struct StoredScores {
+  const T* __restrict__ s;  // (E, H)
+  int H;
+  struct Row {
+    const T* __restrict__ s;
+    int H, h;
+    __device__ __forceinline__ T operator()(long long e, long long) const { return s[e * H + h]; }
+  };
+  __device__ __forceinline__ Row row(long long, int h) const { return {s, H, h}; }
+};
+
+// GAT's scores, LeakyReLU(el[j,h] + er[i,h]), computed where the edge is visited.
+template <class T>
+struct GatScores {
+  const T* __restrict__ el;  // (N, H)
+  const T* __restrict__ er;  // (N, H)
+  int H;
+  T slope;  // negative_slope
+  struct Row {
+    const T* __restrict__ el;
+    T er_ih;
+    int H, h;
+    T slope;
+    __device__ __forceinline__ T operator()(long long, long long j) const {
+      const T x = el[j * H + h] + er_ih;
+      return x > T(0) ? x : x * slope;
+    }
+  };
+  __device__ __forceinline__ Row row(long long i, int h) const { return {el, er[i * H + h], H, h, slope}; }
+};
+
+// Runs the online softmax of one lane over edges [begin, end) of a row, with the row's score
+// function `score` (of its head).
+template <class T, int VEC, class Score>
 __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src,  // (E,)
-                                               const T* __restrict__ s,             // (E, H)
+                                               const Score& score,
                                                const T* __restrict__ V,             // (N, H, F)
                                                long long begin, long long end, int H, int HF,
                                                int h, int c, const DropoutKey& key, T scale,
@@ -104,22 +141,22 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src, 
   long long e = begin;
   for (; e + kUnroll <= end; e += kUnroll) {
     long long j[kUnroll];
-    T score[kUnroll];
+    T s[kUnroll];
     Vec<T, VEC> v[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      j[u] = src[e + u];
-      score[u] = s[(e + u) * H + h];
-    }
+    for (int u = 0; u < kUnroll; ++u) j[u] = src[e + u];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) s[u] = score(e + u, j[u]);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) v[u] = load_vec<T, VEC>(V + j[u] * HF + c);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      st.add(score[u], drop_factor(key, scale, (e + u) * H + h), v[u]);
+      st.add(s[u], drop_factor(key, scale, (e + u) * H + h), v[u]);
   }
-  for (; e < end; ++e)
-    st.add(s[e * H + h], drop_factor(key, scale, e * H + h),
-           load_vec<T, VEC>(V + (long long)src[e] * HF + c));
+  for (; e < end; ++e) {
+    const long long j = src[e];
+    st.add(score(e, j), drop_factor(key, scale, e * H + h), load_vec<T, VEC>(V + j * HF + c));
+  }
 }
 
 // Writes out[i, h, c..c+VEC) = acc / z and (from the head's first lane) lse[i,h] = m + log z;
@@ -139,11 +176,11 @@ __device__ __forceinline__ void write_row(T* __restrict__ out,  // (N, H, F)
 
 // One group per (row, column tile); rows of more than `long_row` edges are left to the split
 // kernels.
-template <class T, int VEC, int G>
+template <class T, int VEC, int G, class Scores>
 __global__ void __launch_bounds__(kThreads)
     aggregate_forward_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
-                             const int32_t* __restrict__ src,  // (E,)
-                             const T* __restrict__ s,              // (E, H)
+                             const int32_t* __restrict__ src,      // (E,)
+                             Scores scores,
                              const T* __restrict__ V,              // (N, H, F)
                              T* __restrict__ out,                  // (N, H, F)
                              T* __restrict__ lse,                  // (N, H)
@@ -159,7 +196,7 @@ __global__ void __launch_bounds__(kThreads)
     if (c >= HF || end - begin > long_row) continue;
     const int h = c / F;
     OnlineState<T, VEC> st;
-    gather_softmax<T, VEC>(src, s, V, begin, end, H, HF, h, c, key, scale, st);
+    gather_softmax<T, VEC>(src, scores.row(i, h), V, begin, end, H, HF, h, c, key, scale, st);
     write_row<T, VEC>(out, lse, i, H, F, h, c, st.m, st.z, st.acc);
   }
 }
@@ -185,12 +222,12 @@ __device__ __forceinline__ ChunkRange find_chunk(const int32_t* __restrict__ row
 
 // One group per (chunk of a long row, column tile): the partial online-softmax state of the
 // chunk.
-template <class T, int VEC, int G>
+template <class T, int VEC, int G, class Scores>
 __global__ void __launch_bounds__(kThreads)
     aggregate_chunk_kernel(const int32_t* __restrict__ row_ptr,    // (N+1,)
-                           const int32_t* __restrict__ src,    // (E,)
+                           const int32_t* __restrict__ src,        // (E,)
                            const int32_t* __restrict__ chunk_ptr,  // (N+1,)
-                           const T* __restrict__ s,                // (E, H)
+                           Scores scores,
                            const T* __restrict__ V,                // (N, H, F)
                            T* __restrict__ part_m,                 // (W, H)
                            T* __restrict__ part_z,                 // (W, H)
@@ -207,7 +244,7 @@ __global__ void __launch_bounds__(kThreads)
     const ChunkRange r = find_chunk(row_ptr, chunk_ptr, N, w, chunk);
     const int h = c / F;
     OnlineState<T, VEC> st;
-    gather_softmax<T, VEC>(src, s, V, r.begin, r.end, H, HF, h, c, key, scale, st);
+    gather_softmax<T, VEC>(src, scores.row(r.row, h), V, r.begin, r.end, H, HF, h, c, key, scale, st);
     store_vec<T, VEC>(part_acc + w * HF + c, to_vec(st.acc));
     if (c % F == 0) {
       part_m[w * H + h] = st.m;
@@ -249,17 +286,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The tensors of the backward pass, as the kernels read them.
+// The tensors of the backward walk over the transposed graph that both ops read.
 template <class T>
 struct BackwardArgs {
   const int32_t* t_row_ptr;  // (N+1,) transposed CSR: the out-edges of each source
-  const int32_t* t_dst;  // (E,) destination of each transposed entry
+  const int32_t* t_dst;      // (E,) destination of each transposed entry
   const int32_t* t_edge_id;  // (E,) edge id of each transposed entry
-  const T* s;                // (E, H) edge scores
-  const T* lse;              // (N, H) row log-sum-exp of the forward pass
   const T* V;                // (N, H, F) node values
   const T* grad_out;         // (N, H, F)
-  T* da;                     // (tiles, E, H) per-tile parts of da, or null when d scores are not asked
   T* dV;                     // (N, H, F), or null when d values are not asked
   long long N, E;
   int H, F, tiles;           // tiles: feature tiles of one head
@@ -267,59 +301,128 @@ struct BackwardArgs {
   T scale;
 };
 
-// Backward (1) for one group of G lanes over transposed entries [begin, end) of source j, head h;
+// What each op does with an edge of the walk besides dV. grad.walk(j, h, tile, E) gives the state
+// of one (source j, head h, feature tile) with
+//   needs_weight(dV): whether the walk needs a[e,h] (the softmax weight without dropout);
+//   weight(e, i):     a[e,h] = exp(s[e,h] - lse[i,h]);
+//   wants_dot():      whether da = keep/(1-p) G[i,h,:].V[j,h,:] is needed;
+//   edge(e, i, a, da, first_lane): its use of da (the group's first lane writes);
+//   sum:              what the walk sums over j's out-edges ((N, H) per source, merged by chunks).
+// csr_softmax_aggregate: this tile's part of da, for row_softmax_grad_kernel. No sum.
+template <class T>
+struct ScoreGrad {
+  const T* s;    // (E, H)
+  const T* lse;  // (N, H)
+  T* da;         // (tiles, E, H) per-tile parts of da, or null when d scores are not asked
+  T* sum = nullptr, *part_sum = nullptr;  // unused
+  struct Walk {
+    const T* __restrict__ s;
+    const T* __restrict__ lse;
+    T* da_tile;  // (E, H) or null
+    int H, h;
+    T sum = 0;
+    __device__ __forceinline__ bool needs_weight(bool dV) const { return dV; }
+    __device__ __forceinline__ bool wants_dot() const { return da_tile != nullptr; }
+    __device__ __forceinline__ T weight(long long e, long long i) const {
+      return exp(s[e * H + h] - lse[i * H + h]);
+    }
+    __device__ __forceinline__ void edge(long long e, long long, T, T da, bool first_lane) {
+      if (first_lane) da_tile[e * H + h] = da;
+    }
+  };
+  __device__ __forceinline__ Walk walk(long long, int h, int tile, long long E, int H) const {
+    return {s, lse, da ? da + tile * E * H : nullptr, H, h};
+  }
+};
+
+// gat_attention_aggregate: the score recomputed from el[j] and er[i], ds = a (da - D[i]) with
+// D[i,h] = G[i,h,:].out[i,h,:] (= sum over row i of a da), g = ds LeakyReLU'(el[j] + er[i]);
+// g is written per edge for d er's row sums and summed over j's out-edges into d el.
+template <class T>
+struct GatGrad {
+  const T* el;   // (N, H)
+  const T* er;   // (N, H)
+  const T* lse;  // (N, H)
+  const T* D;    // (N, H)
+  T* g;          // (E, H) or null when d er is not asked
+  T slope;
+  T* sum;        // (N, H) d el, or null
+  T* part_sum;   // (W, H) d el of each chunk of a long transposed row (chunk kernel only)
+  struct Walk {
+    const T* __restrict__ er;
+    const T* __restrict__ lse;
+    const T* __restrict__ D;
+    T* g;
+    T el_j, slope;
+    int H, h;
+    T sum = 0;
+    __device__ __forceinline__ bool needs_weight(bool) const { return true; }
+    __device__ __forceinline__ bool wants_dot() const { return true; }
+    __device__ __forceinline__ T weight(long long, long long i) const {
+      const T x = el_j + er[i * H + h];
+      return exp((x > T(0) ? x : x * slope) - lse[i * H + h]);
+    }
+    __device__ __forceinline__ void edge(long long e, long long i, T a, T da, bool first_lane) {
+      const T ds = a * (da - D[i * H + h]);
+      const T grad = el_j + er[i * H + h] > T(0) ? ds : ds * slope;
+      sum += grad;
+      if (first_lane && g) g[e * H + h] = grad;
+    }
+  };
+  __device__ __forceinline__ Walk walk(long long j, int h, int, long long, int H) const {
+    return {er, lse, D, g, el[j * H + h], slope, H, h};
+  }
+};
+
+// The walk for one group of G lanes over transposed entries [begin, end) of source j, head h;
 // the lane owns features [c, c + VEC) of the head (none when c >= F: it still joins the sums).
 // For each entry (edge e, destination i), in t_row order:
-//   acc      += a~[e,h] * G[i,h,c..c+VEC)    with a~ = exp(s[e,h] - lse[i,h]) * keep/(1-p)
-//   da[e,h]   = keep/(1-p) * G[i,h,:].V[j,h,:]  (this tile's part; the group's first lane writes)
-// One gather of G serves both gradients. kUnrollBackward entries' loads are issued together and
-// their dots reduced together.
-template <class T, int VEC, int G>
+//   acc += a~[e,h] * G[i,h,c..c+VEC)    with a~ = a * keep/(1-p)       (when dV is asked)
+//   walk.edge(e, i, a, da)              with da = keep/(1-p) * G[i,h,:].V[j,h,:]
+// One gather of G serves both. kUnrollBackward entries' loads are issued together and their dots
+// reduced together.
+template <class T, int VEC, int G, class Walk>
 __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, long long j,
                                                       long long begin, long long end, int h, int c,
-                                                      T* __restrict__ da_tile,  // (E, H) or null
-                                                      T (&acc)[VEC]) {
+                                                      Walk& walk, T (&acc)[VEC]) {
   const int H = a.H;
   const bool lane_has_features = c < a.F;
+  const bool want_weight = walk.needs_weight(a.dV != nullptr), want_dot = walk.wants_dot();
   const long long head_offset = static_cast<long long>(h) * a.F + c;  // within a node's H*F
   const long long HF = static_cast<long long>(H) * a.F;
   Vec<T, VEC> v{};  // V[j, h, c..c+VEC)
-  if (da_tile && lane_has_features) v = load_vec<T, VEC>(a.V + j * HF + head_offset);
+  if (want_dot && lane_has_features) v = load_vec<T, VEC>(a.V + j * HF + head_offset);
   auto entries = [&](long long k, auto count) {
     constexpr int U = decltype(count)::value;
     int32_t e[U], i[U];  // edge id and destination (64-bit offsets are formed at each use)
     Vec<T, VEC> g[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) e[u] = a.t_edge_id[k + u], i[u] = a.t_dst[k + u];
-    T score[U], row_lse[U];
+    T w[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       g[u] = Vec<T, VEC>{};
       if (lane_has_features) g[u] = load_vec<T, VEC>(a.grad_out + i[u] * HF + head_offset);
-      if (a.dV) {
-        score[u] = a.s[static_cast<long long>(e[u]) * H + h];
-        row_lse[u] = a.lse[static_cast<long long>(i[u]) * H + h];
-      }
+      w[u] = want_weight ? walk.weight(e[u], i[u]) : T(0);
     }
     T drop[U], dot[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       drop[u] = drop_factor(a.key, a.scale, static_cast<long long>(e[u]) * H + h);
       if (a.dV) {
-        const T w = exp(score[u] - row_lse[u]) * drop[u];
+        const T kept = w[u] * drop[u];
 #pragma unroll
-        for (int q = 0; q < VEC; ++q) acc[q] += w * g[u].v[q];
+        for (int q = 0; q < VEC; ++q) acc[q] += kept * g[u].v[q];
       }
       dot[u] = 0;
 #pragma unroll
       for (int q = 0; q < VEC; ++q) dot[u] += v.v[q] * g[u].v[q];
     }
-    if (!da_tile) return;
+    if (!want_dot) return;
 #pragma unroll
     for (int u = 0; u < U; ++u) dot[u] = warps::group_sum<G>(dot[u]);
-    if (threadIdx.x % G == 0)
 #pragma unroll
-      for (int u = 0; u < U; ++u) da_tile[static_cast<long long>(e[u]) * H + h] = dot[u] * drop[u];
+    for (int u = 0; u < U; ++u) walk.edge(e[u], i[u], w[u], dot[u] * drop[u], threadIdx.x % G == 0);
   };
   long long k = begin;
   for (; k + kUnrollBackward <= end; k += kUnrollBackward) entries(k, Int<kUnrollBackward>{});
@@ -351,11 +454,11 @@ struct HeadItem {
 };
 
 // Backward (1): one group per (source j, head, feature tile) over the transposed graph, writing
-// dV[j,h,c..] and the da parts of j's out-edges. Sources of more than `long_row` out-edges are
-// left to the chunk kernel.
-template <class T, int VEC, int G>
+// dV[j,h,c..], the op's per-edge values and its sum over j's out-edges. Sources of more than
+// `long_row` out-edges are left to the chunk kernel.
+template <class T, int VEC, int G, class Grad>
 __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSM)
-    attention_grad_kernel(BackwardArgs<T> a, long long long_row) {
+    attention_grad_kernel(BackwardArgs<T> a, Grad grad, long long long_row) {
   const GroupLane<G> g;
   const long long items = a.N * a.H * a.tiles;
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
@@ -363,17 +466,18 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSM)
     const long long begin = a.t_row_ptr[x.n], end = a.t_row_ptr[x.n + 1];
     if (end - begin > long_row) continue;  // the whole group skips
     T acc[VEC] = {};
-    T* da_tile = a.da ? a.da + x.tile * a.E * a.H : nullptr;
-    gather_attention_grad<T, VEC, G>(a, x.n, begin, end, x.h, x.c, da_tile, acc);
+    auto walk = grad.walk(x.n, x.h, x.tile, a.E, a.H);
+    gather_attention_grad<T, VEC, G>(a, x.n, begin, end, x.h, x.c, walk, acc);
     if (a.dV && x.c < a.F) store_vec<T, VEC>(a.dV + (x.n * a.H + x.h) * a.F + x.c, to_vec(acc));
+    if (grad.sum && g.lane == 0) grad.sum[x.n * a.H + x.h] = walk.sum;
   }
 }
 
 // One group per (chunk w of a long transposed row, head, feature tile): the chunk's partial dV
-// and the da parts of its edges.
-template <class T, int VEC, int G>
+// and sum, and the per-edge values of its edges.
+template <class T, int VEC, int G, class Grad>
 __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSM)
-    attention_grad_chunk_kernel(BackwardArgs<T> a,
+    attention_grad_chunk_kernel(BackwardArgs<T> a, Grad grad,
                                 const int32_t* __restrict__ chunk_ptr,  // (N+1,)
                                 T* __restrict__ part_acc,               // (W, H, F) or null
                                 long long chunks, int chunk) {
@@ -383,10 +487,11 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSM)
     const HeadItem x = HeadItem::of<VEC, G>(item, a.H, a.tiles, g.lane);
     const ChunkRange r = find_chunk(a.t_row_ptr, chunk_ptr, a.N, x.n, chunk);
     T acc[VEC] = {};
-    T* da_tile = a.da ? a.da + x.tile * a.E * a.H : nullptr;
-    gather_attention_grad<T, VEC, G>(a, r.row, r.begin, r.end, x.h, x.c, da_tile, acc);
+    auto walk = grad.walk(r.row, x.h, x.tile, a.E, a.H);
+    gather_attention_grad<T, VEC, G>(a, r.row, r.begin, r.end, x.h, x.c, walk, acc);
     if (part_acc && x.c < a.F)
       store_vec<T, VEC>(part_acc + (x.n * a.H + x.h) * a.F + x.c, to_vec(acc));
+    if (grad.part_sum && g.lane == 0) grad.part_sum[x.n * a.H + x.h] = walk.sum;
   }
 }
 
@@ -426,12 +531,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One group per (long transposed row, column tile): dV = sum of its chunk partials in order.
+// One group per (long transposed row, column tile): dV = sum of its chunk partials in order, and
+// (when given) sum[j,h] = sum of part_sum over the chunks, by the lane of the head's first feature.
 template <class T, int VEC, int G>
 __global__ void __launch_bounds__(kThreads)
     value_grad_merge_kernel(const int32_t* __restrict__ chunk_ptr,  // (N+1,)
-                            const T* __restrict__ part_acc,         // (W, H, F)
-                            T* __restrict__ dV,                     // (N, H, F)
+                            const T* __restrict__ part_acc,         // (W, H, F) or null
+                            T* __restrict__ dV,                     // (N, H, F) or null
+                            const T* __restrict__ part_sum,         // (W, H) or null
+                            T* __restrict__ sum,                    // (N, H) or null
                             long long N, int H, int F, int tiles) {
   const GroupLane<G> g;
   const int HF = H * F;
@@ -441,21 +549,65 @@ __global__ void __launch_bounds__(kThreads)
     const int c = ((static_cast<int>(item - j * tiles)) * G + g.lane) * VEC;
     const long long w0 = chunk_ptr[j], w1 = chunk_ptr[j + 1];
     if (c >= HF || w0 == w1) continue;
-    T acc[VEC] = {};
-    for (long long w = w0; w < w1; ++w) {
-      const Vec<T, VEC> a = load_vec<T, VEC>(part_acc + w * HF + c);
+    if (dV) {
+      T acc[VEC] = {};
+      for (long long w = w0; w < w1; ++w) {
+        const Vec<T, VEC> a = load_vec<T, VEC>(part_acc + w * HF + c);
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) acc[k] += a.v[k];
+        for (int k = 0; k < VEC; ++k) acc[k] += a.v[k];
+      }
+      store_vec<T, VEC>(dV + j * HF + c, to_vec(acc));
     }
-    store_vec<T, VEC>(dV + j * HF + c, to_vec(acc));
+    if (sum && c % F == 0) {
+      const int h = c / F;
+      T total = 0;
+      for (long long w = w0; w < w1; ++w) total += part_sum[w * H + h];
+      sum[j * H + h] = total;
+    }
+  }
+}
+
+// D[i,h] = G[i,h,:].out[i,h,:], a thread per (node, head).
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    head_rows_dot_kernel(const T* __restrict__ G,    // (N, H, F)
+                         const T* __restrict__ out,  // (N, H, F)
+                         T* __restrict__ D,          // (N, H)
+                         long long NH, int F) {
+  for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < NH;
+       t += static_cast<long long>(gridDim.x) * blockDim.x) {
+    T acc = 0;
+    for (int f = 0; f < F; ++f) acc += G[t * F + f] * out[t * F + f];
+    D[t] = acc;
+  }
+}
+
+// sum[i,h] = sum of g[e,h] over row i's edges, a warp per (row, block of heads) as
+// row_softmax_grad_kernel (fixed butterfly).
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    row_sum_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
+                   const T* __restrict__ g,              // (E, H)
+                   T* __restrict__ sum,                  // (N, H)
+                   long long N, int H) {
+  const warps::HeadLanes heads(H, threadIdx.x % kWarp);
+  for (long long w = warps::warp_id(); w < N * heads.blocks; w += warps::warp_count()) {
+    long long i;
+    int h;
+    heads.item(w, i, h);
+    T acc = 0;
+    for (long long e = row_ptr[i] + heads.first; e < row_ptr[i + 1]; e += heads.stride) acc += g[e * H + h];
+    acc = heads.sum(acc);
+    if (threadIdx.x % kWarp < heads.P) sum[i * H + h] = acc;
   }
 }
 
 // One warp per (row, head): lse by a max and a sum sweep, then (when a is given) the weights.
-template <class T>
+template <class T, class Scores>
 __global__ void __launch_bounds__(kThreads)
     row_softmax_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
-                       const T* __restrict__ s,              // (E, H)
+                       const int32_t* __restrict__ src,      // (E,)
+                       Scores scores,
                        T* __restrict__ a,                    // (E, H) or null
                        T* __restrict__ lse,                  // (N, H) or null
                        long long NH, int H) {
@@ -463,18 +615,19 @@ __global__ void __launch_bounds__(kThreads)
   for (long long w = warps::warp_id(); w < NH; w += warps::warp_count()) {
     const long long i = w / H;
     const int h = static_cast<int>(w - i * H);
+    const auto score = scores.row(i, h);
     const long long begin = row_ptr[i], end = row_ptr[i + 1];
     T m = -INFINITY;
-    for (long long e = begin + lane; e < end; e += kWarp) m = fmax(m, s[e * H + h]);
+    for (long long e = begin + lane; e < end; e += kWarp) m = fmax(m, score(e, src[e]));
 #pragma unroll
     for (int offset = kWarp / 2; offset > 0; offset /= 2)
       m = fmax(m, __shfl_xor_sync(0xffffffffu, m, offset));
     T z = 0;
-    for (long long e = begin + lane; e < end; e += kWarp) z += exp(s[e * H + h] - m);
+    for (long long e = begin + lane; e < end; e += kWarp) z += exp(score(e, src[e]) - m);
     z = warps::group_sum<kWarp>(z);
     if (lse && lane == 0) lse[w] = z > T(0) ? m + log(z) : -INFINITY;
     if (a)  // from (m, z), not lse, as on the CPU: lse rounds to ulp(m)
-      for (long long e = begin + lane; e < end; e += kWarp) a[e * H + h] = exp(s[e * H + h] - m) / z;
+      for (long long e = begin + lane; e < end; e += kWarp) a[e * H + h] = exp(score(e, src[e]) - m) / z;
   }
 }
 
@@ -528,63 +681,129 @@ T drop_scale(const DropoutKey& key) {
   return key.active() ? T(1) / (T(1) - static_cast<T>(key.p)) : T(1);
 }
 
+// The forward of both ops: out (N, H, F) and lse (N, H), the rows' scores from `scores`.
+template <class T, class Scores>
+void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
+                       const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
+  const long long N = graph.num_nodes(), E = graph.num_edges();
+  const int H = static_cast<int>(lse.size(1)), F = static_cast<int>(node_value.size(2));
+  if (N == 0 || H == 0) return;
+  const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
+  const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
+  T* l = lse.data<T>();                                      // (N, H)
+  if (F == 0) {  // nothing to aggregate: lse alone
+    row_softmax_kernel<T><<<warps::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(
+        row_ptr, src, scores, nullptr, l, N * H, H);
+    CUDA_CHECK_LAUNCH("row_softmax_kernel");
+    return;
+  }
+  const int chunk = graph.chunk_edges();
+  const bool split = graph.max_in_degree() > chunk;
+  const T scale = drop_scale<T>(attn_dropout);
+  const T* V = node_value.data<T>();  // (N, H, F)
+  T* o = out.data<T>();               // (N, H, F)
+  with_vec<T>(F, {V, o}, [&](auto vec) {
+    constexpr int VEC = decltype(vec)::value;
+    const Tiling tiling(H * F, VEC);
+    with_group(tiling.G, [&](auto group) {
+      constexpr int G = decltype(group)::value;
+      const long long items = N * tiling.tiles;
+      aggregate_forward_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
+          row_ptr, src, scores, V, o, l, N, H, F, tiling.tiles, split ? chunk : E, attn_dropout,
+          scale);
+      CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
+      if (!split) return;
+      // Long rows: their chunks' partial states, merged in chunk order.
+      const int32_t* chunk_ptr = graph.row_chunk_ptr().data<int32_t>();  // (N+1,)
+      const long long chunks = graph.num_row_chunks();
+      Tensor part_m = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial m");
+      Tensor part_z = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial z");
+      Tensor part_acc = Tensor::empty({chunks, H, F}, out.dtype(), Device::cuda, "aggregate partial acc");
+      aggregate_chunk_kernel<T, VEC, G>
+          <<<group_blocks(chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
+              row_ptr, src, chunk_ptr, scores, V, part_m.data<T>(), part_z.data<T>(),
+              part_acc.data<T>(), N, H, F, tiling.tiles, chunks, chunk, attn_dropout, scale);
+      CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
+      aggregate_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
+          chunk_ptr, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o, l, N, H, F,
+          tiling.tiles);
+      CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
+    });
+  });
+}
+
+// BackwardArgs of a graph and its tensors (tiles still to set).
+template <class T>
+BackwardArgs<T> backward_args(const Graph& graph, const Tensor& node_value, const Tensor& grad_out,
+                              Tensor* grad_value, int H, const DropoutKey& attn_dropout) {
+  BackwardArgs<T> a{};
+  a.t_row_ptr = graph.t_row_ptr().data<int32_t>();
+  a.t_dst = graph.t_edge_dst().data<int32_t>();
+  a.t_edge_id = graph.t_edge_id().data<int32_t>();
+  a.V = node_value.data<T>();
+  a.grad_out = grad_out.data<T>();
+  a.dV = grad_value ? grad_value->data<T>() : nullptr;
+  a.N = graph.num_nodes(), a.E = graph.num_edges(), a.H = H, a.F = static_cast<int>(node_value.size(2));
+  a.key = attn_dropout;
+  a.scale = drop_scale<T>(attn_dropout);
+  return a;
+}
+
+// The walk over the transposed graph with G lanes per (source, head, tile): short rows in one
+// kernel, the chunks of long ones in a second and their dV (and sums) merged in chunk order.
+template <class T, int VEC, int G, class Grad>
+void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
+  const int chunk = graph.chunk_edges();
+  const bool split = graph.max_out_degree() > chunk;
+  attention_grad_kernel<T, VEC, G>
+      <<<group_blocks(a.N * a.H * a.tiles, G), kThreads, 0, cuda::stream()>>>(a, grad, split ? chunk : a.E);
+  CUDA_CHECK_LAUNCH("attention_grad_kernel");
+  if (!split) return;
+  // Sources of more than `chunk` out-edges: chunk by chunk, the partials summed in chunk order.
+  const int32_t* chunk_ptr = graph.t_row_chunk_ptr().data<int32_t>();  // (N+1,)
+  const long long chunks = graph.num_t_row_chunks();
+  Tensor part_acc, part_sum;
+  if (a.dV) part_acc = Tensor::empty({chunks, int64_t{a.H}, int64_t{a.F}}, dtype_of<T>::value, Device::cuda, "value grad partial acc");
+  if (grad.sum) {
+    part_sum = Tensor::empty({chunks, int64_t{a.H}}, dtype_of<T>::value, Device::cuda, "edge sum partials");
+    grad.part_sum = part_sum.data<T>();
+  }
+  attention_grad_chunk_kernel<T, VEC, G>
+      <<<group_blocks(chunks * a.H * a.tiles, G), kThreads, 0, cuda::stream()>>>(
+          a, grad, chunk_ptr, a.dV ? part_acc.data<T>() : nullptr, chunks, chunk);
+  CUDA_CHECK_LAUNCH("attention_grad_chunk_kernel");
+  if (!a.dV && !grad.sum) return;
+  const Tiling row_tiling(a.H * a.F, VEC);
+  with_group(row_tiling.G, [&](auto merge_group) {
+    constexpr int GM = decltype(merge_group)::value;
+    value_grad_merge_kernel<T, VEC, GM>
+        <<<group_blocks(a.N * row_tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
+            chunk_ptr, a.dV ? part_acc.data<T>() : nullptr, a.dV, grad.part_sum, grad.sum, a.N,
+            a.H, a.F, row_tiling.tiles);
+    CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
+  });
+}
+
 }  // namespace
 
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
                                    const Tensor& node_value, const DropoutKey& attn_dropout,
                                    Tensor& out, Tensor& lse) {
-  const long long N = graph.num_nodes(), E = graph.num_edges();
-  const int H = static_cast<int>(edge_scores.size(1)), F = static_cast<int>(node_value.size(2));
-  if (N == 0 || H == 0) return;
-  if (F == 0) {  // nothing to aggregate: lse alone
-    dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
-      using T = decltype(zero);
-      row_softmax_kernel<T><<<warps::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(
-          graph.row_ptr().data<int32_t>(), edge_scores.data<T>(), nullptr, lse.data<T>(), N * H, H);
-      CUDA_CHECK_LAUNCH("row_softmax_kernel");
-    });
-    return;
-  }
-  const int chunk = graph.chunk_edges();
-  const bool split = graph.max_in_degree() > chunk;
   dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
     using T = decltype(zero);
-    const T scale = drop_scale<T>(attn_dropout);
-    const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-    const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
-    const T* s = edge_scores.data<T>();                        // (E, H)
-    const T* V = node_value.data<T>();                         // (N, H, F)
-    T* o = out.data<T>();                                      // (N, H, F)
-    T* l = lse.data<T>();                                      // (N, H)
-    with_vec<T>(F, {V, o}, [&](auto vec) {
-      constexpr int VEC = decltype(vec)::value;
-      const Tiling tiling(H * F, VEC);
-      with_group(tiling.G, [&](auto group) {
-        constexpr int G = decltype(group)::value;
-        const long long items = N * tiling.tiles;
-        aggregate_forward_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
-            row_ptr, src, s, V, o, l, N, H, F, tiling.tiles, split ? chunk : E, attn_dropout,
-            scale);
-        CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
-        if (!split) return;
-        // Long rows: their chunks' partial states, merged in chunk order.
-        const int32_t* chunk_ptr = graph.row_chunk_ptr().data<int32_t>();  // (N+1,)
-        const long long chunks = graph.num_row_chunks();
-        Tensor part_m = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial m");
-        Tensor part_z = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial z");
-        Tensor part_acc = Tensor::empty({chunks, H, F}, out.dtype(), Device::cuda,
-                                        "aggregate partial acc");
-        aggregate_chunk_kernel<T, VEC, G>
-            <<<group_blocks(chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-                row_ptr, src, chunk_ptr, s, V, part_m.data<T>(), part_z.data<T>(),
-                part_acc.data<T>(), N, H, F, tiling.tiles, chunks, chunk, attn_dropout, scale);
-        CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
-        aggregate_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
-            chunk_ptr, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o, l, N, H, F,
-            tiling.tiles);
-        CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
-      });
-    });
+    const StoredScores<T> scores{edge_scores.data<T>(), static_cast<int>(edge_scores.size(1))};
+    aggregate_forward<T>(graph, scores, node_value, attn_dropout, out, lse);
+  });
+}
+
+void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
+                                     const Tensor& node_value, double negative_slope,
+                                     const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
+  dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
+    using T = decltype(zero);
+    const GatScores<T> scores{el.data<T>(), er.data<T>(), static_cast<int>(el.size(1)),
+                              static_cast<T>(negative_slope)};
+    aggregate_forward<T>(graph, scores, node_value, attn_dropout, out, lse);
   });
 }
 
@@ -602,18 +821,8 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
   if (!need_scores && !need_value) return;
   dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
-    BackwardArgs<T> a{};
-    a.t_row_ptr = graph.t_row_ptr().data<int32_t>();
-    a.t_dst = graph.t_edge_dst().data<int32_t>();
-    a.t_edge_id = graph.t_edge_id().data<int32_t>();
-    a.s = edge_scores.data<T>();
-    a.lse = lse.data<T>();
-    a.V = node_value.data<T>();
-    a.grad_out = grad_out.data<T>();
-    a.dV = need_value ? grad_value->data<T>() : nullptr;
-    a.N = N, a.E = E, a.H = H, a.F = F;
-    a.key = attn_dropout;
-    a.scale = drop_scale<T>(attn_dropout);
+    BackwardArgs<T> a = backward_args<T>(graph, node_value, grad_out, need_value ? grad_value : nullptr,
+                                          H, attn_dropout);
     T* ds = need_scores ? grad_scores->data<T>() : nullptr;  // (E, H)
     with_vec<T>(F, {a.V, a.grad_out, a.dV}, [&](auto vec) {
       constexpr int VEC = decltype(vec)::value;
@@ -624,43 +833,72 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
       if (need_scores && tiling.tiles > 1)
         da_parts = Tensor::empty({tiling.tiles, E, H}, edge_scores.dtype(), Device::cuda,
                                  "d attention parts");
-      a.da = !need_scores ? nullptr : tiling.tiles > 1 ? da_parts.data<T>() : ds;
+      T* da = !need_scores ? nullptr : tiling.tiles > 1 ? da_parts.data<T>() : ds;
       with_group(tiling.G, [&](auto group) {
-        constexpr int G = decltype(group)::value;
-        const int chunk = graph.chunk_edges();
-        const bool split = graph.max_out_degree() > chunk;
-        attention_grad_kernel<T, VEC, G>
-            <<<group_blocks(N * H * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-                a, split ? chunk : E);
-        CUDA_CHECK_LAUNCH("attention_grad_kernel");
-        if (!split) return;
-        // Sources of more than `chunk` out-edges: chunk by chunk, the dV partials summed in chunk
-        // order.
-        const int32_t* chunk_ptr = graph.t_row_chunk_ptr().data<int32_t>();  // (N+1,)
-        const long long chunks = graph.num_t_row_chunks();
-        Tensor part_acc;
-        if (need_value)
-          part_acc = Tensor::empty({chunks, H, F}, grad_value->dtype(), Device::cuda,
-                                   "value grad partial acc");
-        attention_grad_chunk_kernel<T, VEC, G>
-            <<<group_blocks(chunks * H * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-                a, chunk_ptr, need_value ? part_acc.data<T>() : nullptr, chunks, chunk);
-        CUDA_CHECK_LAUNCH("attention_grad_chunk_kernel");
-        if (!need_value) return;
-        const Tiling row_tiling(H * F, VEC);
-        with_group(row_tiling.G, [&](auto merge_group) {
-          constexpr int GM = decltype(merge_group)::value;
-          value_grad_merge_kernel<T, VEC, GM>
-              <<<group_blocks(N * row_tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
-                  chunk_ptr, part_acc.data<T>(), a.dV, N, H, F, row_tiling.tiles);
-          CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
-        });
+        walk_transposed<T, VEC, decltype(group)::value>(graph, a,
+                                                        ScoreGrad<T>{edge_scores.data<T>(), lse.data<T>(), da});
       });
       if (!need_scores) return;
       row_softmax_grad_kernel<T>
           <<<warps::warp_blocks(N * warps::HeadLanes(H).blocks), kThreads, 0, cuda::stream()>>>(
-              graph.row_ptr().data<int32_t>(), a.s, a.lse, a.da, ds, N, E, H, tiling.tiles);
+              graph.row_ptr().data<int32_t>(), edge_scores.data<T>(), lse.data<T>(), da, ds, N, E,
+              H, tiling.tiles);
       CUDA_CHECK_LAUNCH("row_softmax_grad_kernel");
+    });
+  });
+}
+
+// One walk over the transposed graph gives dV, d el and g per edge; d er is g's row sums. A head
+// wider than one group of lanes (F > 32 vectors) takes the unfused path: the scores and d scores
+// (E, H) exist for the length of this backward.
+void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
+                                      const Tensor& node_value, double negative_slope,
+                                      const DropoutKey& attn_dropout, const Tensor& out,
+                                      const Tensor& lse, const Tensor& grad_out, Tensor* grad_el,
+                                      Tensor* grad_er, Tensor* grad_value) {
+  const long long N = graph.num_nodes(), E = graph.num_edges();
+  const int H = static_cast<int>(el.size(1)), F = static_cast<int>(node_value.size(2));
+  if (N * H == 0) return;
+  if (F == 0 || E == 0) {  // nothing aggregated: the scores do not matter
+    if (grad_el) grad_el->zero_();
+    if (grad_er) grad_er->zero_();
+    if (grad_value) grad_value->zero_();
+    return;
+  }
+  dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
+    using T = decltype(zero);
+    BackwardArgs<T> a = backward_args<T>(graph, node_value, grad_out, grad_value, H, attn_dropout);
+    with_vec<T>(F, {a.V, a.grad_out, a.dV}, [&](auto vec) {
+      constexpr int VEC = decltype(vec)::value;
+      const Tiling tiling(F, VEC);  // of one head
+      if (tiling.tiles > 1) {
+        Tensor scores = Tensor::empty({E, H}, el.dtype(), Device::cuda, "gat scores (backward)");
+        gat_edge_scores_forward(graph, el, er, negative_slope, scores);
+        Tensor ds;
+        if (grad_el || grad_er) ds = Tensor::empty({E, H}, el.dtype(), Device::cuda, "d gat scores");
+        csr_softmax_aggregate_backward(graph, scores, node_value, lse, grad_out, attn_dropout,
+                                       ds.defined() ? &ds : nullptr, grad_value);
+        if (ds.defined()) gat_edge_scores_backward(graph, el, er, negative_slope, ds, grad_el, grad_er);
+        return;
+      }
+      a.tiles = 1;
+      Tensor D = Tensor::empty({N, H}, el.dtype(), Device::cuda, "gat row dots");  // (N, H)
+      const long long NH = N * H;
+      head_rows_dot_kernel<T><<<warps::warp_blocks((NH + kWarp - 1) / kWarp), kThreads, 0, cuda::stream()>>>(
+          a.grad_out, out.data<T>(), D.data<T>(), NH, F);
+      CUDA_CHECK_LAUNCH("head_rows_dot_kernel");
+      Tensor g;  // (E, H), for d er's row sums
+      if (grad_er) g = Tensor::empty({E, H}, el.dtype(), Device::cuda, "gat edge grads");
+      const GatGrad<T> grad{el.data<T>(), er.data<T>(), lse.data<T>(), D.data<T>(),
+                            grad_er ? g.data<T>() : nullptr, static_cast<T>(negative_slope),
+                            grad_el ? grad_el->data<T>() : nullptr, nullptr};
+      with_group(tiling.G, [&](auto group) {
+        walk_transposed<T, VEC, decltype(group)::value>(graph, a, grad);
+      });
+      if (!grad_er) return;
+      row_sum_kernel<T><<<warps::warp_blocks(N * warps::HeadLanes(H).blocks), kThreads, 0, cuda::stream()>>>(
+          graph.row_ptr().data<int32_t>(), g.data<T>(), grad_er->data<T>(), N, H);
+      CUDA_CHECK_LAUNCH("row_sum_kernel");
     });
   });
 }
@@ -670,9 +908,10 @@ void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights)
   if (NH == 0 || graph.num_edges() == 0) return;
   dispatch_float(edge_scores.dtype(), "csr_softmax", [&](auto zero) {
     using T = decltype(zero);
+    const int H = static_cast<int>(edge_scores.size(1));
     row_softmax_kernel<T><<<warps::warp_blocks(NH), kThreads, 0, cuda::stream()>>>(
-        graph.row_ptr().data<int32_t>(), edge_scores.data<T>(), weights.data<T>(), nullptr, NH,
-        static_cast<int>(edge_scores.size(1)));
+        graph.row_ptr().data<int32_t>(), graph.edge_src().data<int32_t>(),
+        StoredScores<T>{edge_scores.data<T>(), H}, weights.data<T>(), nullptr, NH, H);
     CUDA_CHECK_LAUNCH("row_softmax_kernel");
   });
 }

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""GAT training at scale, this project beside PyTorch Geometric in one run on one GPU.
+
+    python3 bench/scale.py --build build --nodes 5000000 --degree 20 [--epochs 12] [--no-pyg]
+
+Ours: `gat_train --dataset synthetic:NODES:DEGREE:0 --device cuda` (the paper's model: 8 heads x 8
+features, 32 input features, 8 classes), timed from process start: the time to the end of epoch
+1 (generation and preprocessing included, read from the moment the log's first line appears),
+the first epoch and the steady training step (median over epochs 3..), peak device memory
+(the allocator's peak, from gat_train --json, and nvidia-smi's used memory, sampled every 50 ms)
+and peak host memory (the child's maximum resident set).
+
+PyG: the same two-layer GAT (torch_geometric.nn.GATConv, dropout 0.6, Adam) on a uniform random
+graph with the same numbers of nodes and edges (self loops added by GATConv), 32 features: the
+median training step and torch's peak allocation. Where PyG runs out of memory that is reported.
+
+The bound: the bytes one training step must move at least (below, `step_bytes`) divided by the
+GPU's measured copy bandwidth. Everything goes to OUT/scale_NODES_DEGREE.json.
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+
+def run_ours(args, out_dir):
+    spec = f"synthetic:{args.nodes}:{args.degree}:0"
+    log = os.path.join(out_dir, f"ours_{args.nodes}_{args.degree}.jsonl")
+    if os.path.exists(log):
+        os.remove(log)
+    cmd = [os.path.join(args.build, "gat_train"), "--dataset", spec, "--device", "cuda",
+           "--epochs", str(args.epochs), "--patience", str(args.epochs), "--log", log, "--json"]
+    smi_peak = [0]
+    stop = threading.Event()
+
+    def sample_smi():  # nvidia-smi's used memory of GPU 0, MiB
+        while not stop.is_set():
+            try:
+                used = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+                                       "-i", "0"], capture_output=True, text=True, timeout=5).stdout
+                smi_peak[0] = max(smi_peak[0], int(used.split()[0]))
+            except Exception:
+                pass
+            stop.wait(0.05)
+
+    sampler = threading.Thread(target=sample_smi, daemon=True)
+    sampler.start()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
+    first_epoch_end = None
+    while proc.poll() is None:
+        if first_epoch_end is None and os.path.exists(log) and os.path.getsize(log) > 0:
+            first_epoch_end = time.perf_counter() - t0
+        time.sleep(0.01)
+    total = time.perf_counter() - t0
+    stop.set()
+    sampler.join()
+    stdout = proc.stdout.read()
+    if proc.returncode != 0:
+        return {"error": f"gat_train exited with {proc.returncode}", "stdout": stdout[-2000:]}
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    epochs = [json.loads(line) for line in open(log)]
+    steps = [e["step_ms"] for e in epochs[2:]] or [epochs[-1]["step_ms"]]
+    return {"spec": spec, "process_to_epoch1_end_s": first_epoch_end, "total_s": total,
+            "first_epoch_ms": epochs[0]["ms"], "steady_epoch_ms": statistics.median(e["ms"] for e in epochs[2:]),
+            "step_ms": statistics.median(steps), "epochs": len(epochs),
+            "test_acc_last": epochs[-1]["test_acc"],
+            "peak_device_bytes": summary.get("peak_device_bytes"),
+            "nvidia_smi_peak_bytes": smi_peak[0] * 2**20,
+            "peak_host_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+            "nodes": summary.get("nodes"), "edges": summary.get("edges"), "summary": summary}
+
+
+def step_bytes(n, e, f_in=32, heads=8, hidden=8, classes=8, elem=4):
+    """The fewest bytes one training step of the paper's model moves, counting each gathered row
+    once per edge (rows do not stay in cache at this size) and every (N, .) tensor once per pass
+    that must read or write it. e counts the self loops.
+
+    Per layer (H heads of F features, D = H*F): the forward aggregate reads per edge a source
+    index, el[j] and the source row (D values) and per node er, writes out and lse; the backward
+    walk reads per edge the transposed entry (destination, edge id), er, lse, D[i] and the
+    destination's gradient row (D values) and writes g (H values); d er reads g again. Node-level
+    work (projection, el/er, dropout, ELU, bias, their gradients, loss) is counted as 12 passes
+    over (N, D) plus reading the input features twice."""
+    def layer(h, f):
+        d = h * f
+        fwd = e * (4 + h * elem + d * elem) + n * (2 * h * elem + d * elem)
+        bwd = e * (8 + 3 * h * elem + d * elem + 2 * h * elem) + n * (3 * d * elem + 2 * h * elem)
+        return fwd + bwd, n * 12 * d * elem
+    edge1, node1 = layer(heads, hidden)
+    edge2, node2 = layer(1, classes)
+    return edge1 + edge2 + node1 + node2 + 2 * n * f_in * elem
+
+
+def copy_bandwidth():
+    import torch
+    x = torch.empty(2**28, dtype=torch.float32, device="cuda")  # 1 GiB
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(10):
+        y.copy_(x)
+    end.record()
+    end.synchronize()
+    bw = 10 * 2 * x.numel() * 4 / (start.elapsed_time(end) / 1e3)
+    del x, y
+    torch.cuda.empty_cache()
+    return bw
+
+
+def run_pyg(n, e, f_in=32, classes=8, reps=5):
+    import torch
+    import torch.nn.functional as F
+    from torch_geometric.nn import GATConv
+    dev = torch.device("cuda")
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    try:
+        g = torch.Generator(device=dev).manual_seed(0)
+        edge_index = torch.randint(0, n, (2, e), device=dev, generator=g)
+        x = torch.randn(n, f_in, device=dev, generator=g)
+        y = torch.randint(0, classes, (n,), device=dev, generator=g)
+        train = torch.arange(0, n, max(1, n // (20 * classes)), device=dev)
+
+        class GAT(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv1 = GATConv(f_in, 8, heads=8, dropout=0.6)
+                self.conv2 = GATConv(64, classes, heads=1, concat=False, dropout=0.6)
+
+            def forward(self, x, ei):
+                x = F.dropout(x, 0.6, self.training)
+                x = F.elu(self.conv1(x, ei))
+                x = F.dropout(x, 0.6, self.training)
+                return self.conv2(x, ei)
+
+        model = GAT().to(dev)
+        opt = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
+
+        def step():
+            model.train()
+            opt.zero_grad()
+            F.cross_entropy(model(x, edge_index)[train], y[train]).backward()
+            opt.step()
+
+        step()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(reps):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            step()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        return {"step_ms": statistics.median(times), "peak_bytes": torch.cuda.max_memory_allocated()}
+    except torch.OutOfMemoryError as exc:
+        return {"error": "out of memory", "message": str(exc).splitlines()[0],
+                "peak_bytes": torch.cuda.max_memory_allocated()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--nodes", type=int, default=5_000_000)
+    ap.add_argument("--degree", type=float, default=20)
+    ap.add_argument("--epochs", type=int, default=12)
+    ap.add_argument("--no-pyg", action="store_true", help="ours only")
+    ap.add_argument("--out", default="out")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    result = {"date": time.strftime("%Y-%m-%d"), "commit": os.environ.get("GAT_COMMIT", "unknown")}
+    ours = run_ours(args, args.out)
+    result["ours"] = ours
+    print(json.dumps({k: v for k, v in ours.items() if k != "summary"}, indent=1), flush=True)
+    if "error" not in ours:
+        n, e = ours["nodes"], ours["edges"]
+        bw = copy_bandwidth()
+        bound_ms = step_bytes(n, e + n) / bw * 1e3
+        result.update({"copy_bandwidth_TBps": bw / 1e12, "bound_step_ms": bound_ms,
+                       "step_over_bound": ours["step_ms"] / bound_ms,
+                       "device_bytes_per_edge": (ours["peak_device_bytes"] or 0) / e})
+        if not args.no_pyg:
+            pyg = run_pyg(n, e)
+            import torch
+            torch.cuda.empty_cache()  # run_pyg's tensors died with it
+            result["pyg"] = pyg
+            if "step_ms" in pyg:
+                result["pyg_over_ours"] = pyg["step_ms"] / ours["step_ms"]
+        print(json.dumps({k: v for k, v in result.items() if k != "ours"}, indent=1))
+    with open(os.path.join(args.out, f"scale_{args.nodes}_{int(args.degree)}.json"), "w") as fh:
+        json.dump(result, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()
