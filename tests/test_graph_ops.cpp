@@ -317,13 +317,14 @@ GatRun run_gat(const Graph& g, Tensor el, Tensor er, Tensor v, const Tensor& gra
   return r;
 }
 
-// Graphs for the GAT op: empty rows and a loop (mixed), a long row and a long transposed row
+// Graphs for the GAT op: empty rows and a loop (mixed), no edge at all, a long row and a long transposed row
 // (hub), every node with one loop (looped), loops on some nodes only.
 std::vector<std::pair<std::string, Graph>> gat_graphs(int32_t hub_degree, std::mt19937_64& rng) {
   const Graph hub = hub_graph(hub_degree, 4 * hub_degree, rng);
   GraphBuildOptions some_loops;
   some_loops.remove_duplicates = true;
   return {{"mixed", mixed_graph()},
+          {"no edges", Graph::from_edges(5, {}, {})},
           {"hub", hub},
           {"looped hub", hub.with_self_loops()},
           {"some loops", Graph::from_edges(6, {0, 1, 2, 3, 4, 5, 3}, {0, 0, 2, 2, 4, 4, 3}, some_loops)}};

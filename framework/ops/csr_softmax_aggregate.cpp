@@ -384,6 +384,13 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       const DropoutKey& attn_dropout, const Tensor& out,
                                       const Tensor& lse, const Tensor& grad_out, Tensor* grad_el,
                                       Tensor* grad_er, Tensor* grad_value) {
+  if (graph.num_edges() == 0 || el.numel() == 0 || node_value.size(2) == 0) {
+    // Nothing is aggregated: every gradient is zero (and the kernels may assume edges, heads and
+    // features).
+    for (Tensor* grad : {grad_el, grad_er, grad_value})
+      if (grad) grad->zero_();
+    return;
+  }
   if (node_value.is_cuda())
     return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_backward(
         graph, el, er, node_value, negative_slope, attn_dropout, out, lse, grad_out, grad_el,

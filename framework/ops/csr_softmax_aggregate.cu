@@ -9,6 +9,7 @@
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/graph_kernels.cuh"
+#include "gat/framework/ops/loops.cuh"
 
 namespace gat::ops::cuda_impl {
 
@@ -21,7 +22,6 @@ constexpr int kUnroll = 4;   // edges whose loads are issued together (forward)
 // the H200 at 1M nodes / 16M edges: 2.80 ms (H=1, F=64) and 3.17 ms (H=8, F=8); 4 edges per
 // batch at 89 registers (2 blocks): 3.26 and 3.72 ms; 4 edges capped at 85 registers: 2.81, 3.17.
 constexpr int kUnrollBackward = 2;
-constexpr int kBackwardBlocksPerSM = 4;
 constexpr unsigned kThreads = 256;
 
 template <int N>
@@ -308,9 +308,11 @@ struct BackwardArgs {
 //   wants_dot():      whether da = keep/(1-p) G[i,h,:].V[j,h,:] is needed;
 //   edge(e, i, a, da, first_lane): its use of da (the group's first lane writes);
 //   sum:              what the walk sums over j's out-edges ((N, H) per source, merged by chunks).
+// kBlocksPerSM bounds the walk kernels' registers (256 threads per block).
 // csr_softmax_aggregate: this tile's part of da, for row_softmax_grad_kernel. No sum.
 template <class T>
 struct ScoreGrad {
+  static constexpr int kBlocksPerSM = 4;  // at most 64 registers
   const T* s;    // (E, H)
   const T* lse;  // (N, H)
   T* da;         // (tiles, E, H) per-tile parts of da, or null when d scores are not asked
@@ -340,6 +342,8 @@ struct ScoreGrad {
 // g is written per edge for d er's row sums and summed over j's out-edges into d el.
 template <class T>
 struct GatGrad {
+  // At most 80 registers: the walk keeps el[j], the slope, its sum and three more pointers.
+  static constexpr int kBlocksPerSM = 3;
   const T* el;   // (N, H)
   const T* er;   // (N, H)
   const T* lse;  // (N, H)
@@ -457,7 +461,7 @@ struct HeadItem {
 // dV[j,h,c..], the op's per-edge values and its sum over j's out-edges. Sources of more than
 // `long_row` out-edges are left to the chunk kernel.
 template <class T, int VEC, int G, class Grad>
-__global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSM)
+__global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
     attention_grad_kernel(BackwardArgs<T> a, Grad grad, long long long_row) {
   const GroupLane<G> g;
   const long long items = a.N * a.H * a.tiles;
@@ -476,7 +480,7 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSM)
 // One group per (chunk w of a long transposed row, head, feature tile): the chunk's partial dV
 // and sum, and the per-edge values of its edges.
 template <class T, int VEC, int G, class Grad>
-__global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSM)
+__global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
     attention_grad_chunk_kernel(BackwardArgs<T> a, Grad grad,
                                 const int32_t* __restrict__ chunk_ptr,  // (N+1,)
                                 T* __restrict__ part_acc,               // (W, H, F) or null
@@ -582,25 +586,75 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// sum[i,h] = sum of g[e,h] over row i's edges, a warp per (row, block of heads) as
-// row_softmax_grad_kernel (fixed butterfly).
+// sum[i,h] = sum of g[e,h] over row i's edges in edge order: a thread per (row, head), four
+// loads in flight. A warp covers 32 / H rows' heads, so each edge's H values are read together.
+// Rows longer than `long_row` are left to the chunk functor, whose partials (W, H) the merge
+// functor adds in chunk order: a hub row is many threads' work, not one's.
 template <class T>
-__global__ void __launch_bounds__(kThreads)
-    row_sum_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
-                   const T* __restrict__ g,              // (E, H)
-                   T* __restrict__ sum,                  // (N, H)
-                   long long N, int H) {
-  const warps::HeadLanes heads(H, threadIdx.x % kWarp);
-  for (long long w = warps::warp_id(); w < N * heads.blocks; w += warps::warp_count()) {
-    long long i;
-    int h;
-    heads.item(w, i, h);
-    T acc = 0;
-    for (long long e = row_ptr[i] + heads.first; e < row_ptr[i + 1]; e += heads.stride) acc += g[e * H + h];
-    acc = heads.sum(acc);
-    if (threadIdx.x % kWarp < heads.P) sum[i * H + h] = acc;
+__device__ __forceinline__ T sum_edges(const T* __restrict__ g, long long begin, long long end, int H, int h) {
+  T acc = 0;
+  long long e = begin;
+  for (; e + 4 <= end; e += 4) {
+    T v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = g[(e + u) * H + h];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc += v[u];
   }
+  for (; e < end; ++e) acc += g[e * H + h];
+  return acc;
 }
+
+template <class T>
+struct RowSumFn {
+  const int32_t* row_ptr;  // (N+1,)
+  const T* g;              // (E, H)
+  T* sum;                  // (N, H)
+  int H;
+  long long long_row;
+  template <class I>
+  __device__ void operator()(I t) const {
+    const I i = t / static_cast<I>(H);
+    const int h = static_cast<int>(t - i * static_cast<I>(H));
+    const long long begin = row_ptr[i], end = row_ptr[i + 1];
+    if (end - begin <= long_row) sum[t] = sum_edges(g, begin, end, H, h);
+  }
+};
+
+template <class T>
+struct RowSumChunkFn {
+  const int32_t* row_ptr;    // (N+1,)
+  const int32_t* chunk_ptr;  // (N+1,)
+  const T* g;                // (E, H)
+  T* part;                   // (W, H)
+  long long N;
+  int H, chunk;
+  template <class I>
+  __device__ void operator()(I t) const {
+    const I w = t / static_cast<I>(H);
+    const int h = static_cast<int>(t - w * static_cast<I>(H));
+    const ChunkRange r = find_chunk(row_ptr, chunk_ptr, N, static_cast<long long>(w), chunk);
+    part[t] = sum_edges(g, r.begin, r.end, H, h);
+  }
+};
+
+template <class T>
+struct RowSumMergeFn {
+  const int32_t* chunk_ptr;  // (N+1,)
+  const T* part;             // (W, H)
+  T* sum;                    // (N, H)
+  int H;
+  template <class I>
+  __device__ void operator()(I t) const {
+    const I i = t / static_cast<I>(H);
+    const int h = static_cast<int>(t - i * static_cast<I>(H));
+    const long long w0 = chunk_ptr[i], w1 = chunk_ptr[i + 1];
+    if (w0 == w1) return;
+    T acc = 0;
+    for (long long w = w0; w < w1; ++w) acc += part[w * H + h];
+    sum[t] = acc;
+  }
+};
 
 // One warp per (row, head): lse by a max and a sum sweep, then (when a is given) the weights.
 template <class T, class Scores>
@@ -858,13 +912,6 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       Tensor* grad_er, Tensor* grad_value) {
   const long long N = graph.num_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(el.size(1)), F = static_cast<int>(node_value.size(2));
-  if (N * H == 0) return;
-  if (F == 0 || E == 0) {  // nothing aggregated: the scores do not matter
-    if (grad_el) grad_el->zero_();
-    if (grad_er) grad_er->zero_();
-    if (grad_value) grad_value->zero_();
-    return;
-  }
   dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
     BackwardArgs<T> a = backward_args<T>(graph, node_value, grad_out, grad_value, H, attn_dropout);
@@ -896,9 +943,19 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
         walk_transposed<T, VEC, decltype(group)::value>(graph, a, grad);
       });
       if (!grad_er) return;
-      row_sum_kernel<T><<<warps::warp_blocks(N * warps::HeadLanes(H).blocks), kThreads, 0, cuda::stream()>>>(
-          graph.row_ptr().data<int32_t>(), g.data<T>(), grad_er->data<T>(), N, H);
-      CUDA_CHECK_LAUNCH("row_sum_kernel");
+      const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
+      const int chunk = graph.chunk_edges();
+      const bool split = graph.max_in_degree() > chunk;
+      detail::launch_for_each("gat d er", N * H,
+                              RowSumFn<T>{row_ptr, g.data<T>(), grad_er->data<T>(), H, split ? chunk : E});
+      if (!split) return;
+      const int32_t* chunk_ptr = graph.row_chunk_ptr().data<int32_t>();  // (N+1,)
+      const long long chunks = graph.num_row_chunks();
+      Tensor part = Tensor::empty({chunks, int64_t{H}}, el.dtype(), Device::cuda, "gat d er partials");
+      detail::launch_for_each("gat d er chunks", chunks * H,
+                              RowSumChunkFn<T>{row_ptr, chunk_ptr, g.data<T>(), part.data<T>(), N, H, chunk});
+      detail::launch_for_each("gat d er merge", N * H,
+                              RowSumMergeFn<T>{chunk_ptr, part.data<T>(), grad_er->data<T>(), H});
     });
   });
 }
