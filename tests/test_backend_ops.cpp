@@ -156,6 +156,9 @@ std::vector<OpCase> op_cases() {
       {"reduce", "sum axis -1", [](const Inputs& in) { return ops::sum(in[0], -1); }, {{300, 70, 5}},
        {{2, 3, 4}}},
       {"reduce", "mean axis 1", [](const Inputs& in) { return ops::mean(in[0], 1); }, {{300, 70, 5}}, {{2, 3, 4}}},
+      // A short axis (GAT's mean over the output layer's heads): a thread per output on CUDA.
+      {"reduce", "mean axis 1, short", [](const Inputs& in) { return ops::mean(in[0], 1); }, {{30000, 8, 7}}, {{5, 1, 3}}},
+      {"reduce", "sum axis 1, one", [](const Inputs& in) { return ops::sum(in[0], 1); }, {{30000, 1, 8}}, {{4, 1, 2}}},
       {"concat", "concat axis 1", [](const Inputs& in) { return ops::concat({in[0], in[1], in[2]}, 1); },
        {{200, 3, 9}, {200, 17, 9}, {200, 1, 9}}, {{2, 1, 3}, {2, 4, 3}, {2, 2, 3}},
        {{[=] { ops::concat({z23, z32}, 1); }, {"concat", "(2, 3)", "(3, 2)"}}}},

@@ -342,8 +342,9 @@ struct ScoreGrad {
 // g is written per edge for d er's row sums and summed over j's out-edges into d el.
 template <class T>
 struct GatGrad {
-  // At most 80 registers: the walk keeps el[j], the slope, its sum and three more pointers.
-  static constexpr int kBlocksPerSM = 3;
+  // As ScoreGrad: 3 blocks per SM (80 registers) measured 60.3 ms against 54.4 ms for the two
+  // layers' walks on the 100M-edge graph.
+  static constexpr int kBlocksPerSM = 4;
   const T* el;   // (N, H)
   const T* er;   // (N, H)
   const T* lse;  // (N, H)

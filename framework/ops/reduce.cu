@@ -83,6 +83,25 @@ __global__ void sum_columns_kernel(const T* __restrict__ x,  // (outer, len, inn
   }
 }
 
+// inner > 1 and len <= kTileRows (a mean over a few heads, or over one): a thread per output adds
+// its len elements in order, in double, as sum_columns_kernel's tile would (each of its rows then
+// holds one element or none), so the bits are the same; that kernel would give a whole block to
+// each of the outer rows.
+template <class T>
+struct SumShortAxisFn {
+  const T* x;  // (outer, len, inner)
+  long long len, inner;
+  T* out;      // (outer, inner)
+  template <class I>
+  __device__ void operator()(I r) const {
+    const I o = r / static_cast<I>(inner), i = r - o * static_cast<I>(inner);
+    const T* base = x + static_cast<long long>(o) * len * inner + i;
+    double acc = 0.0;
+    for (long long l = 0; l < len; ++l) acc += static_cast<double>(base[l * inner]);
+    out[r] = static_cast<T>(acc);
+  }
+};
+
 // Second pass: out[r] = the chunk sums of output r, added in chunk order.
 template <class T>
 struct SumChunksFn {
@@ -114,6 +133,13 @@ struct ExpandFn {
 void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out) {
   const long long outputs = outer * inner;
   if (outputs == 0) return;
+  if (inner > 1 && len <= kTileRows) {
+    dispatch_float(x.dtype(), "sum", [&](auto zero) {
+      using T = decltype(zero);
+      detail::launch_for_each("sum", outputs, SumShortAxisFn<T>{x.data<T>(), len, inner, out.data<T>()});
+    });
+    return;
+  }
   // Short, narrow sums (a bias gradient over Cora's 2,708 rows: 2 column tiles) are split
   // along the axis too, or two blocks would add 340 rows per thread.
   const long long blocks_per_chunk = inner == 1 ? outputs : outer * ((inner + kTileCols - 1) / kTileCols);
