@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""PyTorch Geometric parity cases: small runs of PyG's GATConv across its options, computed in
+float64 and written as safetensors files that tests/test_pyg_parity.cpp checks this project's
+GATConv against (CPU in CI, CUDA where a device is present). The files are committed under
+tests/data/pyg_parity; regenerating them is one command from the repository root (PyTorch,
+torch_geometric, safetensors and numpy; a CPU is enough, no GPU and no network are used):
+
+    python3 bench/pyg_parity.py            # rewrites tests/data/pyg_parity/*.safetensors
+
+Every case is one file NAME.safetensors:
+
+  tensors   input.x                (N, in)        f64   node features
+            input.edge_index       (2, E)         i32   [source; destination], PyG's order
+            param.NAME             PyG's shape    f64   every parameter under PyG's name
+            grad_out               (N, C)         f64   the upstream gradient (fixed random)
+            out                    (N, C)         f64   the layer's output
+            attention.edge_index   (2, E')        i32   the edges return_attention_weights gives
+                                                        (with add_self_loops: existing loops
+                                                        removed, one per node appended)
+            attention.weights      (E', H)        f64   the attention weights in that order
+            grad.x, grad.NAME      as input.x and param.NAME: d <out, grad_out> / d that tensor
+  metadata  layer ("GATConv"), the layer's options as JSON values (in_channels, out_channels,
+            heads, concat, negative_slope, dropout, add_self_loops, bias, residual), description,
+            torch and torch_geometric (the versions that computed it)
+
+Parameters keep PyG's layout; this project's differs (docs/parity.md has the mapping): a Linear
+weight NAME.weight is (out, in) in PyG and (in, out) here (transposed), att_src and att_dst are
+(1, H, F) in PyG and (H, F) here (the same elements), bias and the rest are equal.
+
+The cases run in training mode with dropout 0 (PyG's dropout stream cannot be reproduced). Their
+graphs have a hub (node 0) of high in-degree, a node sending to many, self loops (one of them a
+node's only in-edge), nodes with no in-edge and a node with no edge at all, and random
+duplicate-free edges in a shuffled order. One or two hub cases have a hub row longer than 64
+edges, which this project's Graph cuts into chunks on the GPU. Every case is checked here to have
+raw edge scores of both signs, so that negative_slope matters in every one of them.
+"""
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch_geometric
+from safetensors.numpy import save_file
+from torch_geometric.nn import GATConv
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_OUT = os.path.join(ROOT, "tests", "data", "pyg_parity")
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A test graph: `nodes` nodes, `hub` sources into node 0, node 1 sending to `fan_out`
+    nodes, `random` random edges."""
+    name: str
+    nodes: int
+    hub: int
+    fan_out: int
+    random: int
+
+
+SMALL = Graph("small", nodes=16, hub=10, fan_out=8, random=24)
+HUB = Graph("hub80", nodes=80, hub=72, fan_out=70, random=60)
+
+
+@dataclass(frozen=True)
+class GATConvCase:
+    heads: int
+    concat: bool
+    negative_slope: float
+    add_self_loops: bool
+    bias: bool
+    residual: bool
+    graph: Graph = SMALL
+    in_channels: int = 5
+    out_channels: int = 4
+
+    def name(self):
+        return "gatconv-h{}-{}-ns{}-{}-{}-{}-{}".format(
+            self.heads, "concat" if self.concat else "mean", self.negative_slope,
+            "loops" if self.add_self_loops else "noloops", "bias" if self.bias else "nobias",
+            "res" if self.residual else "nores", self.graph.name)
+
+
+# Every option value with every other option's values at least once (pairwise), and the hub graph
+# with and without self loops. Add a case by adding a line.
+GATCONV_CASES = [
+    # heads concat  slope  loops  bias   residual
+    GATConvCase(1, True, 0.2, True, True, False),
+    GATConvCase(1, False, 0.2, True, False, True),
+    GATConvCase(1, True, 0.05, False, False, True),
+    GATConvCase(1, False, 0.05, False, True, False),
+    GATConvCase(3, True, 0.2, True, True, False),
+    GATConvCase(3, False, 0.2, True, True, False),
+    GATConvCase(3, True, 0.2, False, True, True),
+    GATConvCase(3, False, 0.2, False, False, True),
+    GATConvCase(3, True, 0.05, True, False, True),
+    GATConvCase(3, False, 0.05, True, True, True),
+    GATConvCase(3, True, 0.05, False, False, False),
+    GATConvCase(3, False, 0.05, False, True, False),
+    GATConvCase(3, True, 0.2, True, True, True, graph=HUB),
+    GATConvCase(3, False, 0.05, False, True, False, graph=HUB),
+]
+
+
+def make_edges(graph, gen):
+    """(2, E) int64 edge_index of `graph` in a random order, duplicate-free. Node 0 receives from
+    1..hub and has a self loop; node 1 sends to `fan_out` nodes and has a self loop; node N-3's
+    only in-edge is its self loop; N-2 only sends; N-1 has no edge at all."""
+    n = graph.nodes
+    edges = {(j, 0) for j in range(1, graph.hub + 1)}
+    edges |= {(1, d) for d in range(2, 2 + graph.fan_out)}
+    edges |= {(0, 0), (1, 1), (n - 3, n - 3)}
+    receivers = [d for d in range(1, n - 3)]  # not the hub, N-3, N-2, N-1
+    senders = list(range(n - 1))              # everyone but N-1
+    while len(edges) < graph.hub + graph.fan_out + 3 + graph.random:
+        s = senders[int(torch.randint(len(senders), (1,), generator=gen))]
+        d = receivers[int(torch.randint(len(receivers), (1,), generator=gen))]
+        if s != d:
+            edges.add((s, d))
+    edges = sorted(edges)
+    order = torch.randperm(len(edges), generator=gen)
+    edge_index = torch.tensor(edges, dtype=torch.int64).t()[:, order].contiguous()
+    assert int(edge_index[1].eq(n - 2).sum()) == 0 and int(edge_index.eq(n - 1).sum()) == 0
+    return edge_index
+
+
+def raw_scores(conv, x, edge_index):
+    """a_src . W x_j + a_dst . W x_i for every edge (before the LeakyReLU), (E, H)."""
+    wh = conv.lin(x).view(-1, conv.heads, conv.out_channels)
+    el = (wh * conv.att_src).sum(-1)
+    er = (wh * conv.att_dst).sum(-1)
+    return el[edge_index[0]] + er[edge_index[1]]
+
+
+def run_gatconv(case, seed):
+    """The case's tensors (numpy) and metadata, PyG's GATConv in float64."""
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    n = case.graph.nodes
+    edge_index = make_edges(case.graph, gen)
+    conv = GATConv(case.in_channels, case.out_channels, heads=case.heads, concat=case.concat,
+                   negative_slope=case.negative_slope, dropout=0.0,
+                   add_self_loops=case.add_self_loops, bias=case.bias,
+                   residual=case.residual).double()
+    conv.train()
+    if case.bias:  # PyG starts it at zero, which would hide a bias applied in the wrong place
+        with torch.no_grad():
+            conv.bias.copy_(0.5 * torch.randn(conv.bias.shape, generator=gen, dtype=torch.float64))
+    x = torch.randn(n, case.in_channels, generator=gen, dtype=torch.float64, requires_grad=True)
+
+    scores = raw_scores(conv, x, edge_index).detach()
+    negative = float(scores.lt(0).double().mean())
+    assert 0.1 < negative < 0.9, f"{case.name()}: {negative:.0%} of the raw scores are negative"
+
+    out, (att_edge_index, att_weights) = conv(x, edge_index, return_attention_weights=True)
+    grad_out = torch.randn(out.shape, generator=gen, dtype=torch.float64)
+    params = dict(conv.named_parameters())
+    grads = torch.autograd.grad(out, [x] + list(params.values()), grad_out)
+
+    tensors = {
+        "input.x": x.detach(),
+        "input.edge_index": edge_index.to(torch.int32),
+        "grad_out": grad_out,
+        "out": out.detach(),
+        "attention.edge_index": att_edge_index.to(torch.int32),
+        "attention.weights": att_weights.detach(),
+        "grad.x": grads[0],
+    }
+    for (name, p), g in zip(params.items(), grads[1:]):
+        tensors["param." + name] = p.detach()
+        tensors["grad." + name] = g
+    options = {
+        "in_channels": case.in_channels, "out_channels": case.out_channels,
+        "heads": case.heads, "concat": case.concat, "negative_slope": case.negative_slope,
+        "dropout": 0.0, "add_self_loops": case.add_self_loops, "bias": case.bias,
+        "residual": case.residual,
+    }
+    metadata = {key: json.dumps(value) for key, value in options.items()}
+    metadata["layer"] = "GATConv"
+    metadata["description"] = (
+        f"PyG GATConv on a {n}-node graph of {edge_index.size(1)} edges "
+        f"(hub in-degree {case.graph.hub + 1}, with its self loop), float64, training mode")
+    return {k: v.contiguous().numpy() for k, v in tensors.items()}, metadata
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help="folder of the cases (default: tests/data/pyg_parity); its "
+                             "*.safetensors files are replaced")
+    args = parser.parse_args()
+    torch.use_deterministic_algorithms(True)
+
+    os.makedirs(args.out, exist_ok=True)
+    for stale in os.listdir(args.out):
+        if stale.endswith(".safetensors"):
+            os.remove(os.path.join(args.out, stale))
+    total = 0
+    for seed, case in enumerate(GATCONV_CASES):
+        tensors, metadata = run_gatconv(case, seed)
+        metadata["torch"] = torch.__version__
+        metadata["torch_geometric"] = torch_geometric.__version__
+        path = os.path.join(args.out, case.name() + ".safetensors")
+        save_file(tensors, path, metadata=metadata)
+        total += os.path.getsize(path)
+    print(f"{len(GATCONV_CASES)} cases, {total} bytes in {args.out} "
+          f"(torch {torch.__version__}, torch_geometric {torch_geometric.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
