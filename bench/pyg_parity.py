@@ -30,8 +30,9 @@ weight NAME.weight is (out, in) in PyG and (in, out) here (transposed), att_src 
 The cases run in training mode with dropout 0 (PyG's dropout stream cannot be reproduced). Their
 graphs have a hub (node 0) of high in-degree, a node sending to many, self loops (one of them a
 node's only in-edge), nodes with no in-edge and a node with no edge at all, and random
-duplicate-free edges in a shuffled order. One or two hub cases have a hub row longer than 64
-edges, which this project's Graph cuts into chunks on the GPU. Every case is checked here to have
+duplicate-free edges in a shuffled order. The two hub80 cases have a hub of 73 in-edges and a
+source of 72 or more out-edges: rows longer than 64 edges, which this project's Graph cuts into
+chunks for the GPU kernels. Every case is checked here to have
 raw edge scores of both signs, so that negative_slope matters in every one of them.
 """
 import argparse
@@ -40,7 +41,6 @@ import os
 import sys
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch_geometric
 from safetensors.numpy import save_file
