@@ -227,6 +227,8 @@ def main():
     ap.add_argument("--out", default="out")
     ap.add_argument("--quick", action="store_true", help="skip the 10^7-node scaling point")
     ap.add_argument("--only", choices=["gpu", "cpu"], help="only the GPU workloads or only the CPU comparison")
+    ap.add_argument("--sections", default="kernel,gatconv,train,scaling",
+                    help="the GPU workloads to run, comma-separated (default: all four)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="gat_bench_")
@@ -245,61 +247,67 @@ def main():
     def bound_ms(nbytes):
         return nbytes / bw * 1e3
 
+    sections = set(args.sections.split(","))
+    scaling = []
     # ---- the kernel, 1M nodes / 16M edges, H*F = 64, and the original small shape ----
-    for (n, e, h, f, label) in [(1_000_000, 16_000_000, 1, 64, "1M/16M H=1 F=64"),
-                                (1_000_000, 16_000_000, 8, 8, "1M/16M H=8 F=8"),
-                                (384, 384 * 18, 1, 64, "384 nodes deg 18 F=64")]:
-        path = os.path.join(tmp, f"g_{n}_{e}.bin")
-        src, dst = random_graph(n, e, 1, path)
-        mine = ours(args.build, "kernel", "--graph", path, "--heads", h, "--features", f)
-        pyg_ms = pyg_softmax_aggregate(src, dst, n, h, f)
-        fb = aggregate_bytes(n, e, h, f)
-        bb = aggregate_backward_bytes(n, e, h, f)
-        rows.append((f"softmax-aggregate fwd, {label}", pyg_ms, mine["forward_ms"], bound_ms(fb)))
-        rows.append((f"softmax-aggregate bwd, {label}", None, mine["backward_ms"], bound_ms(bb)))
-        results[f"kernel {label}"] = {"pyg_forward_ms": pyg_ms, **mine,
-                                      "bound_forward_ms": bound_ms(fb), "bound_backward_ms": bound_ms(bb)}
+    if "kernel" in sections:
+        for (n, e, h, f, label) in [(1_000_000, 16_000_000, 1, 64, "1M/16M H=1 F=64"),
+                                    (1_000_000, 16_000_000, 8, 8, "1M/16M H=8 F=8"),
+                                    (384, 384 * 18, 1, 64, "384 nodes deg 18 F=64")]:
+            path = os.path.join(tmp, f"g_{n}_{e}.bin")
+            src, dst = random_graph(n, e, 1, path)
+            mine = ours(args.build, "kernel", "--graph", path, "--heads", h, "--features", f)
+            pyg_ms = pyg_softmax_aggregate(src, dst, n, h, f)
+            fb = aggregate_bytes(n, e, h, f)
+            bb = aggregate_backward_bytes(n, e, h, f)
+            rows.append((f"softmax-aggregate fwd, {label}", pyg_ms, mine["forward_ms"], bound_ms(fb)))
+            rows.append((f"softmax-aggregate bwd, {label}", None, mine["backward_ms"], bound_ms(bb)))
+            results[f"kernel {label}"] = {"pyg_forward_ms": pyg_ms, **mine,
+                                          "bound_forward_ms": bound_ms(fb), "bound_backward_ms": bound_ms(bb)}
 
     # ---- GATConv forward + backward, 1M / 16M, 64 -> 8 heads x 8 ----
-    path = os.path.join(tmp, "g_1000000_16000000.bin")
-    src, dst = random_graph(1_000_000, 16_000_000, 1, path)
-    pyg_ms, pyg_peak = pyg_gatconv(src, dst, 1_000_000, 64, 8, 8)
-    mine = ours(args.build, "gatconv", "--graph", path, "--in", 64, "--heads", 8, "--out", 8)
-    rows.append(("GATConv fwd+bwd 1M/16M 64->8x8 (ms)", pyg_ms, mine["forward_backward_ms"], None))
-    rows.append(("GATConv fwd+bwd peak memory (GB)", pyg_peak / 1e9, mine["peak_bytes"] / 1e9, None))
-    results["gatconv"] = {"pyg_ms": pyg_ms, "pyg_peak_bytes": pyg_peak, **mine}
-    del src, dst
-    torch.cuda.empty_cache()
+    if "gatconv" in sections:
+        path = os.path.join(tmp, "g_1000000_16000000.bin")
+        src, dst = random_graph(1_000_000, 16_000_000, 1, path)
+        pyg_ms, pyg_peak = pyg_gatconv(src, dst, 1_000_000, 64, 8, 8)
+        mine = ours(args.build, "gatconv", "--graph", path, "--in", 64, "--heads", 8, "--out", 8)
+        rows.append(("GATConv fwd+bwd 1M/16M 64->8x8 (ms)", pyg_ms, mine["forward_backward_ms"], None))
+        rows.append(("GATConv fwd+bwd peak memory (GB)", pyg_peak / 1e9, mine["peak_bytes"] / 1e9, None))
+        results["gatconv"] = {"pyg_ms": pyg_ms, "pyg_peak_bytes": pyg_peak, **mine}
+        del src, dst
+        torch.cuda.empty_cache()
 
     # ---- training on the citation graphs ----
-    for name in ["cora", "citeseer"]:
-        pyg_step, pyg_200 = pyg_training(name, args.data_dir)
-        mine = ours(args.build, "train", "--dataset", name, "--data-dir", args.data_dir)
-        rows.append((f"{name}: one training step (ms)", pyg_step, mine["step_ms"], None))
-        rows.append((f"{name}: one training step, eager (ms)", pyg_step, mine["eager_step_ms"], None))
-        rows.append((f"{name}: 200 epochs + eval (ms)", pyg_200, mine["epochs200_ms"], None))
-        rows.append((f"{name}: 200 epochs + eval, eager (ms)", pyg_200, mine["eager_epochs200_ms"], None))
-        results[f"train {name}"] = {"pyg_step_ms": pyg_step, "pyg_200_epochs_ms": pyg_200, **mine}
+    if "train" in sections:
+        for name in ["cora", "citeseer"]:
+            pyg_step, pyg_200 = pyg_training(name, args.data_dir)
+            mine = ours(args.build, "train", "--dataset", name, "--data-dir", args.data_dir)
+            rows.append((f"{name}: one training step (ms)", pyg_step, mine["step_ms"], None))
+            rows.append((f"{name}: one training step, eager (ms)", pyg_step, mine["eager_step_ms"], None))
+            rows.append((f"{name}: 200 epochs + eval (ms)", pyg_200, mine["epochs200_ms"], None))
+            rows.append((f"{name}: 200 epochs + eval, eager (ms)", pyg_200, mine["eager_epochs200_ms"], None))
+            results[f"train {name}"] = {"pyg_step_ms": pyg_step, "pyg_200_epochs_ms": pyg_200, **mine}
 
     # ---- scaling: forward and backward at 10^5..10^7 nodes (degree 16), degree 4..64 ----
-    scaling = []
-    points = [(100_000, 16), (1_000_000, 16), (1_000_000, 4), (1_000_000, 64)]
-    if not args.quick:
-        points.append((10_000_000, 16))
-    for n, deg in points:
-        path = os.path.join(tmp, f"s_{n}_{deg}.bin")
-        src, dst = random_graph(n, n * deg, 2, path)
-        del src, dst
-        mine = ours(args.build, "kernel", "--graph", path, "--heads", 1, "--features", 64)
-        os.remove(path)
-        scaling.append({"nodes": n, "degree": deg, **mine,
-                        "bound_forward_ms": bound_ms(aggregate_bytes(n, n * deg, 1, 64))})
-    results["scaling"] = scaling
+    if "scaling" in sections:
+        points = [(100_000, 16), (1_000_000, 16), (1_000_000, 4), (1_000_000, 64)]
+        if not args.quick:
+            points.append((10_000_000, 16))
+        for n, deg in points:
+            path = os.path.join(tmp, f"s_{n}_{deg}.bin")
+            src, dst = random_graph(n, n * deg, 2, path)
+            del src, dst
+            mine = ours(args.build, "kernel", "--graph", path, "--heads", 1, "--features", 64)
+            os.remove(path)
+            scaling.append({"nodes": n, "degree": deg, **mine,
+                            "bound_forward_ms": bound_ms(aggregate_bytes(n, n * deg, 1, 64))})
+        results["scaling"] = scaling
 
     with open(os.path.join(args.out, "compare.json"), "w") as fh:
         json.dump(results, fh, indent=2)
     try:
-        plot_scaling(scaling, os.path.join(args.out, "scaling.png"))
+        if scaling:
+            plot_scaling(scaling, os.path.join(args.out, "scaling.png"))
     except Exception as exc:  # the table still stands without the picture
         print("plot failed:", exc, file=sys.stderr)
 

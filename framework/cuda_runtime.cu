@@ -18,6 +18,7 @@ struct Runtime {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   void* cublas_workspace = nullptr;
+  long long resident_threads = 0;
 };
 
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
@@ -34,6 +35,10 @@ Runtime& runtime() {
       return r;
     }
     CUDA_CHECK(cudaSetDevice(0));
+    int sms = 0, threads_per_sm = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CUDA_CHECK(cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, 0));
+    r.resident_threads = static_cast<long long>(sms) * threads_per_sm;
     CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
     // Keep freed blocks in the pool: a training step then allocates without calling the driver.
     cudaMemPool_t pool;
@@ -93,6 +98,7 @@ void check_not_capturing(const char* what) {
 bool built_with_cuda() { return true; }
 bool available() { return runtime().ok; }
 const char* unavailable_reason() { return runtime().reason.c_str(); }
+long long resident_threads() { return checked_runtime("cuda::resident_threads").resident_threads; }
 
 cudaStream_t stream() { return checked_runtime("cuda::stream").stream; }
 cublasHandle_t cublas_handle() { return checked_runtime("cuda::cublas_handle").cublas; }

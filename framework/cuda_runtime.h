@@ -16,6 +16,9 @@ namespace gat::cuda {
 bool built_with_cuda();
 // True when the build has CUDA and a device can be used (false, never throws, otherwise).
 bool available();
+// Threads the device keeps resident at once: multiprocessors x threads per multiprocessor (for
+// kernels that size a grid-stride grid to the device). Throws without CUDA.
+long long resident_threads();
 // Why available() is false ("built without CUDA", "no CUDA device: ..."), empty when true.
 const char* unavailable_reason();
 

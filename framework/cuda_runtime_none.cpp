@@ -14,6 +14,7 @@ namespace {
 bool built_with_cuda() { return false; }
 bool available() { return false; }
 const char* unavailable_reason() { return "built without CUDA"; }
+long long resident_threads() { no_cuda("cuda::resident_threads"); }
 void* malloc(size_t, const char* what) { no_cuda(what); }
 void free(void*) {}
 void memcpy(void*, bool, const void*, bool, size_t) { no_cuda("cuda::memcpy"); }

@@ -2,10 +2,12 @@
 // chunks of long rows and their merge, the two backward passes over the transposed graph and the
 // rows) is described in docs/kernels.md. No float atomics anywhere: every sum has a fixed order,
 // so results are bitwise reproducible.
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "gat/framework/cuda_check.h"
+#include "gat/framework/cuda_runtime.h"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/graph_kernels.cuh"
@@ -727,8 +729,17 @@ struct Tiling {
   }
 };
 
+// Blocks for one group of G lanes per item: a grid-stride grid of at most kResidentWaves times
+// what the device keeps resident. Rows differ in length, and a block holds its multiprocessor's
+// slots until its longest row is done: one block per 16 rows (312,500 blocks at 5M rows) left the
+// forward kernel at 30% achieved occupancy of a theoretical 50%. Measured on the H200 (100M-edge
+// training step): no cap 109.6 ms, 1 wave 101.8, 2 waves 101.3, 4 waves 101.0, 8 waves 101.8;
+// Cora's step unchanged (0.297 ms).
+constexpr long long kResidentWaves = 4;
 unsigned group_blocks(long long items, int G) {
-  return warps::warp_blocks((items + kWarp / G - 1) / (kWarp / G), kThreads);
+  const unsigned blocks = warps::warp_blocks((items + kWarp / G - 1) / (kWarp / G), kThreads);
+  return static_cast<unsigned>(
+      std::min<long long>(blocks, std::max(1LL, kResidentWaves * cuda::resident_threads() / kThreads)));
 }
 
 template <class T>
