@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
+#include <utility>
 
 #include "gat/framework/host_parallel.h"
 #include "gat/framework/progress.h"
 
 // Every stage runs in parallel (OpenMP) and gives the same arrays for any number of threads:
-// the counting sorts are stable (detail::counting_sort), and rows are sorted by value.
+// the sorts by destination and by source are stable (detail::bucket_sort), and rows are sorted
+// by value.
 
 namespace gat {
 
@@ -103,15 +106,23 @@ Graph Graph::build(int64_t num_nodes, const std::vector<int32_t>& src, const std
       if (options.symmetrize && s[k] != d[k]) emit(s[k], d[k]);
     }
   };
-  Tensor col;          // (E',) sources grouped by destination
+  Tensor col;  // (E',) sources grouped by destination
   int32_t* c = nullptr;
-  const std::vector<int64_t> offset = detail::counting_sort(  // (N+1,) row starts in col
+  std::unique_ptr<int32_t[]> staged_dst;  // (E',) the destination of col's entries, between the passes
+  const std::vector<int64_t> offset = detail::bucket_sort<int32_t>(  // (N+1,) row starts in col
       "Graph::from_edges", inputs, n, visit,
       [&](int64_t total) {
         col = Tensor::empty({total}, DType::i32, Device::cpu, "Graph::from_edges");
         c = col.data<int32_t>();
+        staged_dst.reset(new int32_t[static_cast<size_t>(total)]);
       },
+      [&](int64_t pos, int32_t dest, int32_t source) {
+        staged_dst[pos] = dest;
+        c[pos] = source;
+      },
+      [&](int64_t pos) { return std::make_pair(staged_dst[pos], c[pos]); },
       [&](int64_t pos, int32_t source) { c[pos] = source; });
+  staged_dst.reset();
   release_input();
 
   // Sort each row by source and drop duplicates within it; compact the rows if any were dropped.
@@ -214,16 +225,25 @@ Graph Graph::from_sorted_csr(Tensor row_ptr, Tensor col_idx) {
   Tensor t_edge_dst = Tensor::empty({e}, DType::i32, Device::cpu, "Graph t_edge_dst");
   Tensor t_edge_id = Tensor::empty({e}, DType::i32, Device::cpu, "Graph t_edge_id");
   int32_t *td = t_edge_dst.data<int32_t>(), *tid = t_edge_id.data<int32_t>();  // (E,)
-  const std::vector<int64_t> t_offsets = detail::counting_sort(  // (N+1,)
+  using EdgeAndDst = std::pair<int32_t, int32_t>;  // (edge id, destination)
+  std::unique_ptr<int32_t[]> staged_src(new int32_t[static_cast<size_t>(e)]);  // (E,) between the passes
+  const std::vector<int64_t> t_offsets = detail::bucket_sort<EdgeAndDst>(  // (N+1,)
       "Graph (transpose)", e, n,
       [&](int64_t begin, int64_t end, auto&& emit) {
-        for (int64_t k = begin; k < end; ++k) emit(col[k], static_cast<int32_t>(k));
+        for (int64_t k = begin; k < end; ++k) emit(col[k], EdgeAndDst(static_cast<int32_t>(k), ed[k]));
       },
       [](int64_t) {},
-      [&](int64_t pos, int32_t k) {
-        tid[pos] = k;
-        td[pos] = ed[k];
+      [&](int64_t pos, int32_t source, const EdgeAndDst& edge) {  // staged in the outputs, and the sources
+        staged_src[pos] = source;
+        tid[pos] = edge.first;
+        td[pos] = edge.second;
+      },
+      [&](int64_t pos) { return std::make_pair(staged_src[pos], EdgeAndDst(tid[pos], td[pos])); },
+      [&](int64_t pos, const EdgeAndDst& edge) {
+        tid[pos] = edge.first;
+        td[pos] = edge.second;
       });
+  staged_src.reset();
   Tensor t_row_ptr = row_pointers("Graph (transpose)", t_offsets);
   const int32_t* trp = t_row_ptr.data<int32_t>();  // (N+1,)
   int64_t max_out = 0;

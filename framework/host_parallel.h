@@ -1,6 +1,6 @@
 // Parallel building blocks for host-side preprocessing (graph construction, the dataset
-// generator): a prefix sum, a search for the first index that fails a check, and a stable
-// counting sort. Every result is the same for any number of OpenMP threads.
+// generator): a prefix sum, a search for the first index that fails a check, and stable sorts by
+// an integer key. Every result is the same for any number of OpenMP threads.
 #pragma once
 
 #include <omp.h>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "gat/framework/check.h"
@@ -116,6 +117,59 @@ std::vector<int64_t> counting_sort(const char* what, int64_t n, int64_t buckets,
     visit(block_begin(n, t, blocks), block_begin(n, t + 1, blocks), [&](int64_t bucket, const auto& item) {
       store(offsets[static_cast<size_t>(bucket)] + next[bucket]++, item);
     });
+  }
+  return offsets;
+}
+
+// At most this many coarse buckets in bucket_sort's first pass: each thread then writes to few
+// enough places at a time that they stay in its caches.
+constexpr int64_t kCoarseBuckets = 4096;
+
+// Stable sort of items by key in [0, keys), in parallel, in two cache-friendly passes (a
+// most-significant-digit radix sort; a one-pass counting sort over millions of keys writes to a
+// random place for every item): a counting sort by coarse bucket (key >> shift, at most
+// kCoarseBuckets buckets) into a staging area, then, within each coarse bucket, a counting sort by
+// key through a thread-local buffer. visit(begin, end, emit) is counting_sort's, with
+// emit(key, item). The staging area belongs to the caller: after allocate(total),
+// stage(position, key, item) keeps an item and staged(position) returns it as a
+// std::pair<int32_t, Item> (key, item); store(position, item) writes the sorted result. A
+// bucket's staged items are all read before any of its results is stored, so staging and result
+// may share memory. Returns the key offsets (keys+1,): key k's items are at [offsets[k],
+// offsets[k+1]), in input order.
+template <class Item, class Visit, class Allocate, class Stage, class Staged, class Store>
+std::vector<int64_t> bucket_sort(const char* what, int64_t n, int64_t keys, const Visit& visit, const Allocate& allocate,
+                                 const Stage& stage, const Staged& staged, const Store& store) {
+  int shift = 0;
+  while ((keys >> shift) >= kCoarseBuckets) ++shift;
+  const int64_t coarse = (keys >> shift) + 1, width = int64_t{1} << shift;
+  const std::vector<int64_t> coarse_start = counting_sort(  // (coarse+1,)
+      what, n, coarse,
+      [&](int64_t begin, int64_t end, auto&& emit) {
+        visit(begin, end, [&](int64_t key, const Item& item) { emit(key >> shift, std::make_pair(static_cast<int32_t>(key), item)); });
+      },
+      allocate, [&](int64_t pos, const std::pair<int32_t, Item>& entry) { stage(pos, entry.first, entry.second); });
+  std::vector<int64_t> offsets(static_cast<size_t>(keys) + 1, 0);  // (keys+1,)
+  offsets[static_cast<size_t>(keys)] = coarse_start.back();
+#pragma omp parallel if (coarse_start.back() > kParallelItems)
+  {
+    std::vector<std::pair<int32_t, Item>> local;          // one bucket's staged items
+    std::vector<int64_t> next(static_cast<size_t>(width));  // (width,) counts, then positions
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < coarse; ++b) {
+      const int64_t first_key = b << shift, bucket_keys = std::min(width, keys - first_key);
+      local.clear();
+      for (int64_t pos = coarse_start[static_cast<size_t>(b)]; pos < coarse_start[static_cast<size_t>(b) + 1]; ++pos)
+        local.push_back(staged(pos));
+      std::fill(next.begin(), next.begin() + std::max<int64_t>(bucket_keys, 0), 0);
+      for (const auto& entry : local) ++next[static_cast<size_t>(entry.first - first_key)];
+      int64_t run = coarse_start[static_cast<size_t>(b)];
+      for (int64_t k = 0; k < bucket_keys; ++k) {
+        const int64_t items = next[static_cast<size_t>(k)];
+        offsets[static_cast<size_t>(first_key + k)] = next[static_cast<size_t>(k)] = run;
+        run += items;
+      }
+      for (const auto& entry : local) store(next[static_cast<size_t>(entry.first - first_key)]++, entry.second);
+    }
   }
   return offsets;
 }
