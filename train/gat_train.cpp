@@ -220,7 +220,7 @@ int train_runs(const Flags& flags, Device device) {
         {"epochs", epochs},          {"best_epochs", best_epochs},
         {"train_step_ms", step_ms_mean}, {"train_step_ms_per_run", step_ms},
         {"threads", omp_get_max_threads()}, {"cuda_graphs", graph_notes},
-        {"nodes", data.graph.num_nodes()}, {"edges", data.graph.num_edges()},
+        {"nodes", data.graph.num_nodes()}, {"edges", data.graph.num_edges() - data.graph.count_self_loops()},  // the dataset's, without the added loops
         {"peak_device_bytes", cuda::peak_memory_allocated()}, {"peak_host_bytes", peak_host_bytes()},
         {"config", {{"hidden", config.hidden}, {"heads", config.heads}, {"output_heads", config.output_heads},
                     {"dropout", config.dropout}, {"value_dropout", config.value_dropout}, {"lr", flags.train.lr},
