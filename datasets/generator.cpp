@@ -5,6 +5,8 @@
 #include <numeric>
 #include <string>
 
+#include "gat/framework/host_parallel.h"
+#include "gat/framework/progress.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/ops/loops.h"
 
@@ -26,8 +28,8 @@ inline double draw_unit(uint64_t seed, uint64_t stream, uint64_t index) {
   return philox_u32(seed, stream, index) * (1.0 / 4294967296.0);
 }
 
-// Walker/Vose alias table over `ids` with weights w[id]: O(1) sampling proportional to weight.
-// One slot is 16 bytes, so a draw touches one cache line.
+// Walker/Vose alias table over ids[0, n) with weights w[id]: O(1) sampling proportional to
+// weight. One slot is 16 bytes, so a draw touches one cache line.
 struct AliasTable {
   struct Slot {
     double keep;    // probability of taking `id` rather than `alias`
@@ -36,11 +38,11 @@ struct AliasTable {
   };
   std::vector<Slot> slots;  // (n,)
 
-  AliasTable(const std::vector<int32_t>& ids, const std::vector<double>& w) {
-    const size_t n = ids.size();
+  AliasTable() = default;
+  AliasTable(const int32_t* ids, size_t n, const std::vector<double>& w) {
     slots.resize(n);
     double total = 0.0;
-    for (int32_t id : ids) total += w[static_cast<size_t>(id)];
+    for (size_t i = 0; i < n; ++i) total += w[static_cast<size_t>(ids[i])];
     std::vector<double> scaled(n);  // (n,) weight * n / total
     std::vector<size_t> small, large;
     for (size_t i = 0; i < n; ++i) {
@@ -76,7 +78,8 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   GAT_CHECK(std::isfinite(o.avg_degree) && o.avg_degree >= 0.0, "generate_sbm: avg_degree ", o.avg_degree,
             " must be a finite number >= 0");
   GAT_CHECK(o.avg_degree * static_cast<double>(o.num_nodes) <= std::numeric_limits<int32_t>::max(),
-            "generate_sbm: avg_degree ", o.avg_degree, " for ", o.num_nodes, " nodes gives too many edges");
+            "generate_sbm: avg_degree ", o.avg_degree, " for ", o.num_nodes, " nodes gives too many edges (about ",
+            o.avg_degree * static_cast<double>(o.num_nodes), "; 32-bit edge ids allow at most 2^31 - 1)");
   GAT_CHECK(o.num_classes > 0 && o.num_classes <= o.num_nodes, "generate_sbm: num_classes ", o.num_classes,
             " outside [1, num_nodes]");
   GAT_CHECK(o.num_features > 0, "generate_sbm: num_features ", o.num_features, " must be positive");
@@ -102,19 +105,29 @@ Dataset generate_sbm(const GeneratorOptions& o) {
     theta[i] = std::pow(1.0 - draw_unit(seed, kWeight, static_cast<uint64_t>(i)), exponent);
   }
 
-  // Alias tables: the nodes of each class (ids ascending), and the classes by total weight.
-  std::vector<std::vector<int32_t>> members(static_cast<size_t>(c));
-  for (int64_t i = 0; i < n; ++i) members[static_cast<size_t>(y[i])].push_back(static_cast<int32_t>(i));
-  std::vector<AliasTable> block;
-  block.reserve(static_cast<size_t>(c));
-  std::vector<int32_t> classes;                                   // the non-empty classes
+  // Alias tables: the nodes of each class (ids ascending: a stable counting sort by class), and
+  // the classes by total weight.
+  std::vector<int32_t> members;  // (N,) node ids by class, class k's at [class_start[k], class_start[k+1])
+  const std::vector<int64_t> class_start = detail::counting_sort(  // (C+1,)
+      "generate_sbm", n, c,
+      [&](int64_t begin, int64_t end, auto&& emit) {
+        for (int64_t i = begin; i < end; ++i) emit(y[i], static_cast<int32_t>(i));
+      },
+      [&](int64_t total) { members.resize(static_cast<size_t>(total)); },
+      [&](int64_t pos, int32_t i) { members[static_cast<size_t>(pos)] = i; });
+  std::vector<AliasTable> block(static_cast<size_t>(c));
   std::vector<double> class_weight(static_cast<size_t>(c), 0.0);  // (C,) sum of theta
+#pragma omp parallel for schedule(dynamic, 1) if (n > ops::detail::kParallelThreshold)
   for (int64_t k = 0; k < c; ++k) {
-    block.emplace_back(members[static_cast<size_t>(k)], theta);
-    if (!members[static_cast<size_t>(k)].empty()) classes.push_back(static_cast<int32_t>(k));
-    for (int32_t i : members[static_cast<size_t>(k)]) class_weight[static_cast<size_t>(k)] += theta[static_cast<size_t>(i)];
+    const int32_t* ids = members.data() + class_start[static_cast<size_t>(k)];
+    const size_t size = static_cast<size_t>(class_start[static_cast<size_t>(k) + 1] - class_start[static_cast<size_t>(k)]);
+    block[static_cast<size_t>(k)] = AliasTable(ids, size, theta);
+    for (size_t i = 0; i < size; ++i) class_weight[static_cast<size_t>(k)] += theta[static_cast<size_t>(ids[i])];
   }
-  const AliasTable class_table(classes, class_weight);
+  std::vector<int32_t> classes;  // the non-empty classes
+  for (int64_t k = 0; k < c; ++k)
+    if (class_start[static_cast<size_t>(k) + 1] > class_start[static_cast<size_t>(k)]) classes.push_back(static_cast<int32_t>(k));
+  const AliasTable class_table(classes.data(), classes.size(), class_weight);
 
   // Undirected edges, Chung-Lu style: node u starts floor(m_u) or floor(m_u) + 1 edges (the
   // fraction as a coin) with m_u = pairs * theta_u / sum(theta); the other end is ~ theta within
@@ -129,9 +142,10 @@ Dataset generate_sbm(const GeneratorOptions& o) {
     const double whole = std::floor(m);
     first[i + 1] = static_cast<int64_t>(whole) + (draw_unit(seed, kStubs, static_cast<uint64_t>(i)) < m - whole);
   }
-  std::partial_sum(first.begin(), first.end(), first.begin());
-  const int64_t pairs = first[n];
-  GAT_CHECK(pairs <= std::numeric_limits<int32_t>::max() / 2, "generate_sbm: ", pairs, " edges are too many");
+  const int64_t pairs = detail::inclusive_scan(first.data() + 1, n);
+  GAT_CHECK(pairs <= std::numeric_limits<int32_t>::max() / 2, "generate_sbm: ", pairs,
+            " edge pairs are too many: both directions must fit 32-bit edge ids (at most 2^31 - 1 edges)");
+  progress::Stage drawing("synthetic: edge pairs drawn", pairs);
   std::vector<int32_t> src(static_cast<size_t>(pairs)), dst(static_cast<size_t>(pairs));  // (pairs,)
 #pragma omp parallel for schedule(dynamic, 4096) if (pairs > ops::detail::kParallelThreshold)
   for (int64_t u = 0; u < n; ++u) {
@@ -144,15 +158,17 @@ Dataset generate_sbm(const GeneratorOptions& o) {
       dst[k] = block[static_cast<size_t>(cv)].sample(seed, base + 3);
     }
   }
+  drawing.done(std::to_string(pairs));
   GraphBuildOptions options;
   options.symmetrize = true;
   options.remove_self_loops = true;
-  data.graph = Graph::from_edges(n, src, dst, options);
+  data.graph = Graph::from_edges(n, std::move(src), std::move(dst), options);  // frees src and dst
 
   // Features: signal * prototype[class] + noise in [-1, 1).
   std::vector<float> prototype(static_cast<size_t>(c * f));  // (C, F) +-1
   for (int64_t i = 0; i < c * f; ++i)
     prototype[i] = (philox_u32(seed, kPrototype, static_cast<uint64_t>(i)) & 1u) ? 1.0f : -1.0f;
+  progress::Stage features("synthetic: features", n * f);
   data.x = Tensor::empty({n, f}, DType::f32, Device::cpu, "generate_sbm features");
   float* x = data.x.data<float>();  // (N, F)
   const float signal = static_cast<float>(o.signal);
@@ -164,6 +180,8 @@ Dataset generate_sbm(const GeneratorOptions& o) {
       x[i * f + j] = signal * proto[j] + 2.0f * philox_uniform(seed, kFeature, index) - 1.0f;
     }
   }
+
+  features.done(detail::concat(n, " x ", f));
 
   // Split in node-id order: train_per_class of each class, then val_size, then test_size nodes.
   std::vector<int32_t> train, val, test;

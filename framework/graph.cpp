@@ -1,9 +1,16 @@
 #include "gat/framework/graph.h"
-#include "gat/framework/ops/loops.h"
 
 #include <algorithm>
 #include <limits>
-#include <numeric>
+#include <memory>
+#include <utility>
+
+#include "gat/framework/host_parallel.h"
+#include "gat/framework/progress.h"
+
+// Every stage runs in parallel (OpenMP) and gives the same arrays for any number of threads:
+// the sorts by destination and by source are stable (detail::bucket_sort), and rows are sorted
+// by value.
 
 namespace gat {
 
@@ -11,99 +18,135 @@ namespace {
 
 constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
 
-// Checks a CSR by destination (sizes, monotone row pointers, sources in range); `op` names the
-// caller in the message.
-void check_csr(const char* op, const std::vector<int32_t>& row_ptr,
-               const std::vector<int32_t>& col_idx) {
-  GAT_CHECK(!row_ptr.empty(), op, ": row_ptr is empty (needs N+1 entries)");
-  const int64_t n = static_cast<int64_t>(row_ptr.size()) - 1;
-  const int64_t e = static_cast<int64_t>(col_idx.size());
-  GAT_CHECK(e <= kMaxIndex, op, ": ", e, " edges do not fit 32-bit edge ids");
+// Checks a CSR by destination of n rows and e edges (sizes, monotone row pointers, sources in
+// range); `op` names the caller in the message.
+void check_csr(const char* op, int64_t n, const int32_t* row_ptr, int64_t e, const int32_t* col_idx) {
+  GAT_CHECK(e <= kMaxIndex, op, ": ", e, " edges do not fit 32-bit edge ids (at most 2^31 - 1)");
   GAT_CHECK(row_ptr[0] == 0, op, ": row_ptr[0] is ", row_ptr[0], ", expected 0");
+  const int64_t i = detail::first_index_where(n, [&](int64_t r) { return row_ptr[r + 1] < row_ptr[r]; });
+  GAT_CHECK(i == n, op, ": row_ptr decreases at node ", i, " (", row_ptr[i], " then ", row_ptr[i + 1], ")");
+  GAT_CHECK(row_ptr[n] == e, op, ": row_ptr[N] is ", row_ptr[n], " but col_idx has ", e, " edges");
+  const int64_t k = detail::first_index_where(e, [&](int64_t x) { return col_idx[x] < 0 || col_idx[x] >= n; });
+  GAT_CHECK(k == e, op, ": edge ", k, " has source ", col_idx[k], " outside [0, ", n, ")");
+}
+
+// Sorts every row of a CSR (row i is [begin[i], begin[i+1]) of col) in place; with `dedup` each
+// row's distinct values move to its front. Returns the running row lengths afterwards (N+1,).
+template <class Offset>
+std::vector<int64_t> sort_rows(int64_t n, const Offset* begin, int32_t* col, bool dedup) {
+  std::vector<int64_t> ends(static_cast<size_t>(n) + 1, 0);  // (N+1,)
+#pragma omp parallel for schedule(dynamic, 1024) if (begin[n] > detail::kParallelItems)
   for (int64_t i = 0; i < n; ++i) {
-    GAT_CHECK(row_ptr[i + 1] >= row_ptr[i], op, ": row_ptr decreases at node ", i, " (",
-              row_ptr[i], " then ", row_ptr[i + 1], ")");
+    int32_t *first = col + begin[i], *last = col + begin[i + 1];
+    std::sort(first, last);
+    if (dedup) last = std::unique(first, last);
+    ends[static_cast<size_t>(i) + 1] = last - first;
   }
-  GAT_CHECK(row_ptr[n] == e, op, ": row_ptr[N] is ", row_ptr[n], " but col_idx has ", e,
-            " edges");
-  for (int64_t k = 0; k < e; ++k) {
-    GAT_CHECK(col_idx[k] >= 0 && col_idx[k] < n, op, ": edge ", k, " has source ", col_idx[k],
-              " outside [0, ", n, ")");
-  }
+  detail::inclusive_scan(ends.data() + 1, n);
+  return ends;
+}
+
+// The (N+1,) i32 row pointers of the running row lengths `ends` (N+1,); throws naming `op` when
+// there are more edges than 32-bit edge ids.
+Tensor row_pointers(const char* op, const std::vector<int64_t>& ends) {
+  const int64_t n = static_cast<int64_t>(ends.size()) - 1, e = ends.back();
+  GAT_CHECK(e <= kMaxIndex, op, ": ", e, " edges do not fit 32-bit edge ids (at most 2^31 - 1)");
+  Tensor row_ptr = Tensor::empty({n + 1}, DType::i32, Device::cpu, op);
+  int32_t* rp = row_ptr.data<int32_t>();  // (N+1,)
+#pragma omp parallel for if (n > detail::kParallelItems)
+  for (int64_t i = 0; i <= n; ++i) rp[i] = static_cast<int32_t>(ends[static_cast<size_t>(i)]);
+  return row_ptr;
 }
 
 }  // namespace
 
 Graph Graph::from_edges(int64_t num_nodes, const std::vector<int32_t>& src,
                         const std::vector<int32_t>& dst, const GraphBuildOptions& options) {
+  return build(num_nodes, src, dst, options, [] {});
+}
+
+Graph Graph::from_edges(int64_t num_nodes, std::vector<int32_t>&& src, std::vector<int32_t>&& dst,
+                        const GraphBuildOptions& options) {
+  return build(num_nodes, src, dst, options, [&] {
+    std::vector<int32_t>().swap(src);
+    std::vector<int32_t>().swap(dst);
+  });
+}
+
+Graph Graph::build(int64_t num_nodes, const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
+                   const GraphBuildOptions& options, const std::function<void()>& release_input) {
   GAT_CHECK(num_nodes >= 0 && num_nodes <= kMaxIndex, "Graph::from_edges: num_nodes ", num_nodes,
             " outside [0, ", kMaxIndex, "]");
   GAT_CHECK(src.size() == dst.size(), "Graph::from_edges: ", src.size(), " sources but ",
             dst.size(), " destinations");
-  const int64_t m = static_cast<int64_t>(src.size());
-  for (int64_t k = 0; k < m; ++k) {
-    GAT_CHECK(src[k] >= 0 && src[k] < num_nodes, "Graph::from_edges: edge ", k, " has source ",
-              src[k], " outside [0, ", num_nodes, ")");
-    GAT_CHECK(dst[k] >= 0 && dst[k] < num_nodes, "Graph::from_edges: edge ", k,
-              " has destination ", dst[k], " outside [0, ", num_nodes, ")");
+  const int64_t m = static_cast<int64_t>(src.size()), n = num_nodes;
+  const int32_t *s = src.data(), *d = dst.data();  // (m,)
+  const int64_t bad = detail::first_index_where(
+      m, [&](int64_t k) { return s[k] < 0 || s[k] >= n || d[k] < 0 || d[k] >= n; });
+  if (bad < m) {
+    GAT_CHECK(s[bad] >= 0 && s[bad] < n, "Graph::from_edges: edge ", bad, " has source ", s[bad],
+              " outside [0, ", n, ")");
+    GAT_FAIL("Graph::from_edges: edge ", bad, " has destination ", d[bad], " outside [0, ", n, ")");
   }
+  progress::Stage stage("graph: sorted by destination", m);
   const bool drop_loops = options.remove_self_loops || options.add_self_loops;
-  const size_t n = static_cast<size_t>(num_nodes);
 
-  // Counting sort by destination: count[d] edges land in row d (reverse copies too).
-  std::vector<int64_t> offset(n + 1, 0);  // (N+1,) running row starts
-  auto each_edge = [&](auto&& visit) {      // visit(s, d) for every kept directed edge
-    for (int64_t k = 0; k < m; ++k) {
-      if (drop_loops && src[k] == dst[k]) continue;
-      visit(src[k], dst[k]);
-      if (options.symmetrize && src[k] != dst[k]) visit(dst[k], src[k]);
+  // Counting sort by destination: inputs [0, m) are the edges (and their reverses), inputs
+  // [m, m + N) with add_self_loops the nodes' loops. Rows are sorted by source next, so only the
+  // rows' contents matter here, not their order.
+  const int64_t inputs = m + (options.add_self_loops ? n : 0);
+  auto visit = [&](int64_t begin, int64_t end, auto&& emit) {
+    for (int64_t k = begin; k < end; ++k) {
+      if (k >= m) {
+        emit(k - m, static_cast<int32_t>(k - m));
+        continue;
+      }
+      if (drop_loops && s[k] == d[k]) continue;
+      emit(d[k], s[k]);
+      if (options.symmetrize && s[k] != d[k]) emit(s[k], d[k]);
     }
   };
-  each_edge([&](int32_t, int32_t d) { ++offset[static_cast<size_t>(d) + 1]; });
-  if (options.add_self_loops)
-    for (size_t i = 0; i < n; ++i) ++offset[i + 1];
-  std::partial_sum(offset.begin(), offset.end(), offset.begin());
-  const int64_t total = offset[n];
-  std::vector<int32_t> col(static_cast<size_t>(total));  // (E',) sources grouped by destination
-  {
-    std::vector<int64_t> fill(offset.begin(), offset.end() - 1);  // (N,)
-    each_edge([&](int32_t s, int32_t d) { col[static_cast<size_t>(fill[d]++)] = s; });
-    if (options.add_self_loops)
-      for (size_t i = 0; i < n; ++i) col[static_cast<size_t>(fill[i]++)] = static_cast<int32_t>(i);
-  }
+  Tensor col;  // (E',) sources grouped by destination
+  int32_t* c = nullptr;
+  std::unique_ptr<int32_t[]> staged_dst;  // (E',) the destination of col's entries, between the passes
+  const std::vector<int64_t> offset = detail::bucket_sort<int32_t>(  // (N+1,) row starts in col
+      "Graph::from_edges", inputs, n, visit,
+      [&](int64_t total) {
+        col = Tensor::empty({total}, DType::i32, Device::cpu, "Graph::from_edges");
+        c = col.data<int32_t>();
+        staged_dst.reset(new int32_t[static_cast<size_t>(total)]);
+      },
+      [&](int64_t pos, int32_t dest, int32_t source) {
+        staged_dst[pos] = dest;
+        c[pos] = source;
+      },
+      [&](int64_t pos) { return std::make_pair(staged_dst[pos], c[pos]); },
+      [&](int64_t pos, int32_t source) { c[pos] = source; });
+  staged_dst.reset();
+  release_input();
 
-  // Sort each row by source, drop duplicates within the row; kept[i] = edges left in row i.
-  std::vector<int64_t> kept(n);  // (N,)
-#pragma omp parallel for schedule(dynamic, 1024) if (total > ops::detail::kParallelThreshold)
-  for (int64_t i = 0; i < num_nodes; ++i) {
-    auto first = col.begin() + offset[i], last = col.begin() + offset[i + 1];
-    std::sort(first, last);
-    if (options.remove_duplicates) last = std::unique(first, last);
-    kept[static_cast<size_t>(i)] = last - first;
+  // Sort each row by source and drop duplicates within it; compact the rows if any were dropped.
+  const std::vector<int64_t> ends = sort_rows(n, offset.data(), c, options.remove_duplicates);
+  Tensor row_ptr = row_pointers("Graph::from_edges", ends);
+  const int64_t edges = ends.back();
+  if (edges < offset.back()) {
+    Tensor col_idx = Tensor::empty({edges}, DType::i32, Device::cpu, "Graph::from_edges");
+    int32_t* out = col_idx.data<int32_t>();  // (E,)
+#pragma omp parallel for schedule(dynamic, 1024) if (edges > detail::kParallelItems)
+    for (int64_t i = 0; i < n; ++i)
+      std::copy(c + offset[i], c + offset[i] + (ends[i + 1] - ends[i]), out + ends[i]);
+    col = col_idx;
   }
-
-  std::vector<int32_t> row_ptr(n + 1, 0);  // (N+1,)
-  int64_t edges = 0;
-  for (size_t i = 0; i < n; ++i) {
-    edges += kept[i];
-    GAT_CHECK(edges <= kMaxIndex, "Graph::from_edges: more than ", kMaxIndex,
-              " edges do not fit 32-bit edge ids");
-    row_ptr[i + 1] = static_cast<int32_t>(edges);
-  }
-  std::vector<int32_t> col_idx(static_cast<size_t>(edges));  // (E,)
-#pragma omp parallel for schedule(dynamic, 1024) if (edges > ops::detail::kParallelThreshold)
-  for (int64_t i = 0; i < num_nodes; ++i) {
-    std::copy_n(col.begin() + offset[i], kept[static_cast<size_t>(i)], col_idx.begin() + row_ptr[i]);
-  }
-  return from_sorted_csr(std::move(row_ptr), std::move(col_idx));
+  stage.done(detail::concat(edges, " edges"));
+  return from_sorted_csr(std::move(row_ptr), std::move(col));
 }
 
 Graph Graph::from_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx) {
-  check_csr("Graph::from_csr", row_ptr, col_idx);
-  const int64_t n = static_cast<int64_t>(row_ptr.size()) - 1;
-#pragma omp parallel for schedule(dynamic, 1024) if (static_cast<int64_t>(col_idx.size()) > ops::detail::kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) std::sort(col_idx.begin() + row_ptr[i], col_idx.begin() + row_ptr[i + 1]);
-  return from_sorted_csr(std::move(row_ptr), std::move(col_idx));
+  GAT_CHECK(!row_ptr.empty(), "Graph::from_csr: row_ptr is empty (needs N+1 entries)");
+  const int64_t n = static_cast<int64_t>(row_ptr.size()) - 1, e = static_cast<int64_t>(col_idx.size());
+  check_csr("Graph::from_csr", n, row_ptr.data(), e, col_idx.data());
+  sort_rows(n, row_ptr.data(), col_idx.data(), false);
+  return from_sorted_csr(Tensor::from_vector(row_ptr, {n + 1}), Tensor::from_vector(col_idx, {e}));
 }
 
 namespace {
@@ -121,68 +164,139 @@ int chunk_edges_for(int64_t E, int64_t longest) {
   return longest <= kWholeRows ? std::max(chunk, kWholeRows) : chunk;
 }
 
-// chunk_ptr (N+1,) of a CSR: the running count of chunks, ceil(degree / chunk) for the rows of
-// more than `chunk` edges and none for the others.
-std::vector<int32_t> chunk_ptr_of(const std::vector<int32_t>& row_ptr, int chunk) {
-  std::vector<int32_t> chunk_ptr(row_ptr.size(), 0);
-  for (size_t i = 0; i + 1 < row_ptr.size(); ++i) {
+// chunk_ptr (N+1,) of a CSR of n rows: the running count of chunks, ceil(degree / chunk) for the
+// rows of more than `chunk` edges and none for the others.
+std::vector<int32_t> chunk_ptr_of(int64_t n, const int32_t* row_ptr, int chunk) {
+  std::vector<int32_t> chunk_ptr(static_cast<size_t>(n) + 1, 0);  // (N+1,)
+#pragma omp parallel for if (n > detail::kParallelItems)
+  for (int64_t i = 0; i < n; ++i) {
     const int32_t degree = row_ptr[i + 1] - row_ptr[i];
-    chunk_ptr[i + 1] = chunk_ptr[i] + (degree > chunk ? (degree + chunk - 1) / chunk : 0);
+    chunk_ptr[static_cast<size_t>(i) + 1] = degree > chunk ? (degree + chunk - 1) / chunk : 0;
   }
+  detail::inclusive_scan(chunk_ptr.data() + 1, n);
   return chunk_ptr;
+}
+
+// The self loops of the sorted row [first, last) of node i: where value i starts and ends.
+std::pair<const int32_t*, const int32_t*> loops_in_row(const int32_t* first, const int32_t* last, int64_t i) {
+  return std::equal_range(first, last, static_cast<int32_t>(i));
+}
+
+// What from_sorted_csr and validate learn from the rows of a sorted CSR in one pass.
+struct RowSummary {
+  int64_t max_degree = 0;
+  int64_t self_loops = 0;
+  int64_t rows_with_one_loop = 0;
+};
+RowSummary summarize_rows(int64_t n, const int32_t* row_ptr, const int32_t* col_idx) {
+  int64_t max_degree = 0, self_loops = 0, rows_with_one_loop = 0;
+#pragma omp parallel for schedule(dynamic, 4096) reduction(max : max_degree) reduction(+ : self_loops, rows_with_one_loop) \
+    if (row_ptr[n] > detail::kParallelItems)
+  for (int64_t i = 0; i < n; ++i) {
+    max_degree = std::max<int64_t>(max_degree, row_ptr[i + 1] - row_ptr[i]);
+    const auto loops = loops_in_row(col_idx + row_ptr[i], col_idx + row_ptr[i + 1], i);
+    self_loops += loops.second - loops.first;
+    rows_with_one_loop += loops.second - loops.first == 1;
+  }
+  return {max_degree, self_loops, rows_with_one_loop};
 }
 
 }  // namespace
 
-Graph Graph::from_sorted_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx) {
-  const int64_t n = static_cast<int64_t>(row_ptr.size()) - 1;
-  const int64_t e = static_cast<int64_t>(col_idx.size());
+Graph Graph::from_sorted_csr(Tensor row_ptr, Tensor col_idx) {
+  const int64_t n = row_ptr.numel() - 1, e = col_idx.numel();
+  progress::Stage stage("graph: transpose and chunk plans", e);
+  const int32_t* rp = row_ptr.data<int32_t>();   // (N+1,)
+  const int32_t* col = col_idx.data<int32_t>();  // (E,)
   Graph g;
   g.num_nodes_ = n;
-  std::vector<int32_t> edge_dst(static_cast<size_t>(e));  // (E,)
-  std::vector<int32_t> t_row_ptr(static_cast<size_t>(n) + 1, 0);  // (N+1,)
-  int64_t max_in = 0;
-#pragma omp parallel for reduction(max : max_in) if (e > ops::detail::kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t k = row_ptr[i]; k < row_ptr[i + 1]; ++k) edge_dst[k] = static_cast<int32_t>(i);
-    max_in = std::max<int64_t>(max_in, row_ptr[i + 1] - row_ptr[i]);
-  }
-  g.max_in_degree_ = max_in;
-  for (int64_t k = 0; k < e; ++k) ++t_row_ptr[static_cast<size_t>(col_idx[k]) + 1];
-  for (int64_t j = 0; j < n; ++j) {
-    g.max_out_degree_ = std::max<int64_t>(g.max_out_degree_, t_row_ptr[j + 1]);
-    t_row_ptr[j + 1] += t_row_ptr[j];
-  }
-  // Edges in id order visit destinations in ascending order, so each transpose row comes out
-  // sorted by destination.
-  std::vector<int32_t> t_edge_dst(static_cast<size_t>(e)), t_edge_id(static_cast<size_t>(e));  // (E,)
-  std::vector<int32_t> fill(t_row_ptr.begin(), t_row_ptr.end() - 1);  // (N,)
-  for (int64_t k = 0; k < e; ++k) {
-    const int32_t pos = fill[col_idx[k]]++;
-    t_edge_dst[pos] = edge_dst[k];
-    t_edge_id[pos] = static_cast<int32_t>(k);
-  }
+  const RowSummary rows = summarize_rows(n, rp, col);
+  g.max_in_degree_ = rows.max_degree;
+  g.num_self_loops_ = rows.self_loops;
+  g.one_self_loop_per_node_ = rows.rows_with_one_loop == n;
+
+  Tensor edge_dst = Tensor::empty({e}, DType::i32, Device::cpu, "Graph edge_dst");
+  int32_t* ed = edge_dst.data<int32_t>();  // (E,)
+#pragma omp parallel for schedule(dynamic, 4096) if (e > detail::kParallelItems)
+  for (int64_t i = 0; i < n; ++i) std::fill(ed + rp[i], ed + rp[i + 1], static_cast<int32_t>(i));
+
+  // The transpose: a stable counting sort of the edges by source. Edges in id order visit
+  // destinations in ascending order, so each transpose row comes out sorted by destination.
+  Tensor t_edge_dst = Tensor::empty({e}, DType::i32, Device::cpu, "Graph t_edge_dst");
+  Tensor t_edge_id = Tensor::empty({e}, DType::i32, Device::cpu, "Graph t_edge_id");
+  int32_t *td = t_edge_dst.data<int32_t>(), *tid = t_edge_id.data<int32_t>();  // (E,)
+  using EdgeAndDst = std::pair<int32_t, int32_t>;  // (edge id, destination)
+  std::unique_ptr<int32_t[]> staged_src(new int32_t[static_cast<size_t>(e)]);  // (E,) between the passes
+  const std::vector<int64_t> t_offsets = detail::bucket_sort<EdgeAndDst>(  // (N+1,)
+      "Graph (transpose)", e, n,
+      [&](int64_t begin, int64_t end, auto&& emit) {
+        for (int64_t k = begin; k < end; ++k) emit(col[k], EdgeAndDst(static_cast<int32_t>(k), ed[k]));
+      },
+      [](int64_t) {},
+      [&](int64_t pos, int32_t source, const EdgeAndDst& edge) {  // staged in the outputs, and the sources
+        staged_src[pos] = source;
+        tid[pos] = edge.first;
+        td[pos] = edge.second;
+      },
+      [&](int64_t pos) { return std::make_pair(staged_src[pos], EdgeAndDst(tid[pos], td[pos])); },
+      [&](int64_t pos, const EdgeAndDst& edge) {
+        tid[pos] = edge.first;
+        td[pos] = edge.second;
+      });
+  staged_src.reset();
+  Tensor t_row_ptr = row_pointers("Graph (transpose)", t_offsets);
+  const int32_t* trp = t_row_ptr.data<int32_t>();  // (N+1,)
+  int64_t max_out = 0;
+#pragma omp parallel for reduction(max : max_out) if (n > detail::kParallelItems)
+  for (int64_t j = 0; j < n; ++j) max_out = std::max<int64_t>(max_out, trp[j + 1] - trp[j]);
+  g.max_out_degree_ = max_out;
+
   g.chunk_edges_ = chunk_edges_for(e, std::max(g.max_in_degree_, g.max_out_degree_));
-  const std::vector<int32_t> row_chunk_ptr = chunk_ptr_of(row_ptr, g.chunk_edges_);
-  const std::vector<int32_t> t_row_chunk_ptr = chunk_ptr_of(t_row_ptr, g.chunk_edges_);
+  const std::vector<int32_t> row_chunk_ptr = chunk_ptr_of(n, rp, g.chunk_edges_);
+  const std::vector<int32_t> t_row_chunk_ptr = chunk_ptr_of(n, trp, g.chunk_edges_);
   g.num_row_chunks_ = row_chunk_ptr.back();
   g.num_t_row_chunks_ = t_row_chunk_ptr.back();
   g.row_chunk_ptr_ = Tensor::from_vector(row_chunk_ptr, {n + 1});
   g.t_row_chunk_ptr_ = Tensor::from_vector(t_row_chunk_ptr, {n + 1});
-  g.row_ptr_ = Tensor::from_vector(row_ptr, {n + 1});
-  g.edge_src_ = Tensor::from_vector(col_idx, {e});
-  g.t_row_ptr_ = Tensor::from_vector(t_row_ptr, {n + 1});
-  g.t_edge_dst_ = Tensor::from_vector(t_edge_dst, {e});
-  g.t_edge_id_ = Tensor::from_vector(t_edge_id, {e});
-  g.edge_dst_ = Tensor::from_vector(edge_dst, {e});
+  g.row_ptr_ = std::move(row_ptr);
+  g.edge_src_ = std::move(col_idx);
+  g.t_row_ptr_ = std::move(t_row_ptr);
+  g.t_edge_dst_ = std::move(t_edge_dst);
+  g.t_edge_id_ = std::move(t_edge_id);
+  g.edge_dst_ = std::move(edge_dst);
+  stage.done();
   return g;
 }
 
 Graph Graph::with_self_loops() const {
-  GraphBuildOptions options;
-  options.remove_duplicates = false;  // the graph stays as it is apart from its self loops
-  options.add_self_loops = true;
-  return from_edges(num_nodes_, sources(), destinations(), options).to(device());
+  if (one_self_loop_per_node_) return *this;
+  const int64_t n = num_nodes_;
+  progress::Stage stage("graph: self loops added", num_edges());
+  // Row i keeps its sources other than i, in order, with i put in its sorted place.
+  const Tensor rp_host = row_ptr_.defined() ? row_ptr_.to(Device::cpu) : Tensor::zeros({1}, DType::i32);
+  const Tensor src_host = row_ptr_.defined() ? edge_src_.to(Device::cpu) : Tensor::zeros({0}, DType::i32);
+  const int32_t* rp = rp_host.data<int32_t>();    // (N+1,)
+  const int32_t* col = src_host.data<int32_t>();  // (E,)
+  std::vector<int64_t> ends(static_cast<size_t>(n) + 1, 0);  // (N+1,) running row lengths
+#pragma omp parallel for if (n > detail::kParallelItems)
+  for (int64_t i = 0; i < n; ++i) {
+    const auto loops = loops_in_row(col + rp[i], col + rp[i + 1], i);
+    ends[static_cast<size_t>(i) + 1] = rp[i + 1] - rp[i] - (loops.second - loops.first) + 1;
+  }
+  detail::inclusive_scan(ends.data() + 1, n);
+  Tensor row_ptr = row_pointers("Graph::with_self_loops", ends);
+  Tensor col_idx = Tensor::empty({ends.back()}, DType::i32, Device::cpu, "Graph::with_self_loops");
+  int32_t* out = col_idx.data<int32_t>();  // (E + N - loops,)
+#pragma omp parallel for schedule(dynamic, 4096) if (ends.back() > detail::kParallelItems)
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t *first = col + rp[i], *last = col + rp[i + 1];
+    const auto loops = loops_in_row(first, last, i);
+    int32_t* o = std::copy(first, loops.first, out + ends[static_cast<size_t>(i)]);
+    *o++ = static_cast<int32_t>(i);
+    std::copy(loops.second, last, o);
+  }
+  stage.done(detail::concat(ends.back(), " edges"));
+  return from_sorted_csr(std::move(row_ptr), std::move(col_idx)).to(device());
 }
 
 Graph Graph::to(Device target) const {
@@ -215,13 +329,6 @@ std::vector<int32_t> Graph::in_degrees() const {
   return deg;
 }
 
-int64_t Graph::count_self_loops() const {
-  const std::vector<int32_t> s = sources(), d = destinations();
-  int64_t loops = 0;
-  for (size_t e = 0; e < s.size(); ++e) loops += s[e] == d[e];
-  return loops;
-}
-
 void Graph::validate() const {
   const char* op = "Graph::validate";
   if (!row_ptr_.defined()) {
@@ -252,21 +359,25 @@ void Graph::validate() const {
                              tci = t_edge_dst_.to_vector<int32_t>(),
                              tid = t_edge_id_.to_vector<int32_t>(),
                              ed = edge_dst_.to_vector<int32_t>();
-  check_csr(op, rp, ci);
-  int64_t max_in = 0;
+  check_csr(op, n, rp.data(), e, ci.data());
   for (int64_t i = 0; i < n; ++i) {
-    max_in = std::max<int64_t>(max_in, rp[i + 1] - rp[i]);
     for (int64_t k = rp[i]; k < rp[i + 1]; ++k) {
       GAT_CHECK(ed[k] == i, op, ": edge_dst[", k, "] is ", ed[k], " but the edge is in row ", i);
       GAT_CHECK(k == rp[i] || ci[k - 1] <= ci[k], op, ": row ", i, " is not sorted by source at edge ", k,
                 " (", ci[k - 1], " then ", ci[k], ")");
     }
   }
-  GAT_CHECK(max_in == max_in_degree_, op, ": max_in_degree is ", max_in_degree_, ", computed ", max_in);
+  const RowSummary rows = summarize_rows(n, rp.data(), ci.data());
+  GAT_CHECK(rows.max_degree == max_in_degree_, op, ": max_in_degree is ", max_in_degree_, ", computed ",
+            rows.max_degree);
+  GAT_CHECK(rows.self_loops == num_self_loops_ && (rows.rows_with_one_loop == n) == one_self_loop_per_node_,
+            op, ": the graph records ", num_self_loops_, " self loops",
+            one_self_loop_per_node_ ? ", one per node" : "", "; its rows hold ", rows.self_loops, " in ",
+            rows.rows_with_one_loop, " of ", n, " rows with exactly one");
 
   // The transpose: same CSR checks, rows sorted by destination, every edge id exactly once and
   // naming an edge with this source and destination.
-  check_csr("Graph::validate (transpose)", trp, tci);
+  check_csr("Graph::validate (transpose)", n, trp.data(), e, tci.data());
   std::vector<char> seen(static_cast<size_t>(e), 0);
   int64_t max_out = 0;
   for (int64_t j = 0; j < n; ++j) {
@@ -289,7 +400,8 @@ void Graph::validate() const {
   const int chunk = chunk_edges_for(e, std::max(max_in_degree_, max_out_degree_));
   GAT_CHECK(chunk_edges_ == chunk, op, ": chunk_edges is ", chunk_edges_,
             ", the graph's edge count and longest row give ", chunk);
-  const std::vector<int32_t> rcp = chunk_ptr_of(rp, chunk_edges_), trcp = chunk_ptr_of(trp, chunk_edges_);
+  const std::vector<int32_t> rcp = chunk_ptr_of(n, rp.data(), chunk_edges_),
+                             trcp = chunk_ptr_of(n, trp.data(), chunk_edges_);
   GAT_CHECK(row_chunk_ptr_.to_vector<int32_t>() == rcp && num_row_chunks_ == rcp.back(), op,
             ": row_chunk_ptr does not match the rows");
   GAT_CHECK(t_row_chunk_ptr_.to_vector<int32_t>() == trcp && num_t_row_chunks_ == trcp.back(), op,

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "gat/framework/tensor.h"
@@ -30,9 +31,14 @@ class Graph {
   Graph() = default;
 
   // Builds from an edge list src[k] -> dst[k]. Throws gat::Error when an index is outside
-  // [0, num_nodes) (naming the edge and the value) or the lists differ in length.
+  // [0, num_nodes) (naming the edge and the value), the lists differ in length or the graph has
+  // more than 2^31 - 1 edges (32-bit edge ids). Every stage runs in parallel; the graph is the
+  // same for any number of threads.
   static Graph from_edges(int64_t num_nodes, const std::vector<int32_t>& src,
                           const std::vector<int32_t>& dst, const GraphBuildOptions& options = {});
+  // The same, freeing src and dst as soon as they are read (less memory at the peak).
+  static Graph from_edges(int64_t num_nodes, std::vector<int32_t>&& src, std::vector<int32_t>&& dst,
+                          const GraphBuildOptions& options = {});
   // Takes a CSR by destination as given (validated; rows are sorted by source if needed).
   static Graph from_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx);
 
@@ -67,9 +73,13 @@ class Graph {
   const Tensor& t_row_chunk_ptr() const { return t_row_chunk_ptr_; }  // (N+1,) i32
   int64_t num_row_chunks() const { return num_row_chunks_; }          // row_chunk_ptr[N]
   int64_t num_t_row_chunks() const { return num_t_row_chunks_; }      // t_row_chunk_ptr[N]
-  int64_t count_self_loops() const;
+  int64_t count_self_loops() const { return num_self_loops_; }
+  // True when every node has exactly one self loop, as with_self_loops() leaves it (then
+  // with_self_loops() is the graph itself). Both are counted when the graph is built.
+  bool one_self_loop_per_node() const { return one_self_loop_per_node_; }
 
-  // The same graph with self loops removed, then one added per node (GAT's default).
+  // The same graph with self loops removed, then one added per node (GAT's default), every row
+  // still sorted by source; the graph itself when it already has one self loop per node.
   Graph with_self_loops() const;
   // Copy of all index arrays to `device`.
   Graph to(Device device) const;
@@ -78,15 +88,21 @@ class Graph {
   void validate() const;
 
  private:
-  // Builds the transpose, edge_dst and the degree maxima from a checked CSR by destination whose
-  // rows are sorted by source (host vectors), and puts all arrays in CPU tensors.
-  static Graph from_sorted_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx);
+  // from_edges; release_input() is called once src and dst are no longer needed.
+  static Graph build(int64_t num_nodes, const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
+                     const GraphBuildOptions& options, const std::function<void()>& release_input);
+  // Builds the transpose, edge_dst, the degree maxima, the self-loop counts and the chunk plans
+  // of a checked CSR by destination whose rows are sorted by source (CPU i32 tensors (N+1,) and
+  // (E,), taken as the graph's own).
+  static Graph from_sorted_csr(Tensor row_ptr, Tensor col_idx);
 
   int64_t num_nodes_ = 0;
   int64_t max_in_degree_ = 0;
   int64_t max_out_degree_ = 0;
   int chunk_edges_ = 0;
   int64_t num_row_chunks_ = 0, num_t_row_chunks_ = 0;
+  int64_t num_self_loops_ = 0;
+  bool one_self_loop_per_node_ = false;
   Tensor row_ptr_, edge_src_, t_row_ptr_, t_edge_dst_, t_edge_id_, edge_dst_;
   Tensor row_chunk_ptr_, t_row_chunk_ptr_;
 };

@@ -1,5 +1,7 @@
 #include "gat/framework/sparse.h"
 
+#include "gat/framework/host_parallel.h"
+
 #include <limits>
 #include <sstream>
 #include <vector>
@@ -99,8 +101,17 @@ Features Features::choose(const Tensor& x, double max_density) {
   check_float("Features::choose", "x", x);
   check_dim("Features::choose", "x", x, 2);
   if (max_density <= 0.0 || x.numel() == 0) return x;
-  CsrMatrix sparse = CsrMatrix::from_dense(x);
-  if (static_cast<double>(sparse.nnz()) < max_density * static_cast<double>(x.numel())) return sparse;
+  // Count first (in parallel): dense features (a synthetic graph's N x 32) never build a CSR.
+  const Tensor host = x.detach().to(Device::cpu);
+  const int64_t n = host.numel();
+  int64_t nnz = 0;
+  dispatch_float(host.dtype(), "Features::choose", [&](auto zero) {
+    using T = decltype(zero);
+    const T* v = host.data<T>();  // (rows * cols,)
+#pragma omp parallel for reduction(+ : nnz) if (n > detail::kParallelItems)
+    for (int64_t i = 0; i < n; ++i) nnz += v[i] != T(0);
+  });
+  if (static_cast<double>(nnz) < max_density * static_cast<double>(n)) return CsrMatrix::from_dense(x);
   return x;
 }
 

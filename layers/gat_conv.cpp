@@ -33,6 +33,10 @@ int64_t GATConv::out_features() const {
 
 const Graph& GATConv::graph_for(const Graph& graph) {
   if (!options_.add_self_loops) return graph;
+  if (graph.one_self_loop_per_node()) {  // built with its loops (e.g. by the trainer): no copy
+    cached_input_ = cached_looped_ = Graph();
+    return graph;
+  }
   if (!cached_input_.row_ptr().defined() || !cached_input_.row_ptr().same(graph.row_ptr()) ||
       !cached_input_.edge_src().same(graph.edge_src())) {
     cached_looped_ = graph.with_self_loops();

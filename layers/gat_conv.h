@@ -9,7 +9,9 @@
 //   out = concat ? out viewed (N, H*F) : mean over heads (N, F);  + residual(x);  + bias
 //
 // With add_self_loops the layer runs on graph.with_self_loops() (existing loops removed, one per
-// node added), built once per input graph and cached. Everything goes through ops, so the layer
+// node added): the input graph itself when it already has one self loop per node (build the
+// looped graph once and pass it, as gat_train does: no second graph), else a looped copy built
+// once per input graph and cached. Everything goes through ops, so the layer
 // runs unchanged on CPU and CUDA. Parameter names follow PyG: lin.weight (stored (in, H*F), the
 // transpose of PyG's), att_src and att_dst (H, F) (PyG: (1, H, F)), bias, res.weight.
 #pragma once
@@ -73,7 +75,7 @@ class GATConv : public Module {
   std::shared_ptr<Linear> res;  // (in, out_features), no bias; null without residual
 
  private:
-  const Graph& graph_for(const Graph& graph);  // the looped graph (cached) or graph itself
+  const Graph& graph_for(const Graph& graph);  // graph itself or its looped copy (cached)
 
   GATConvOptions options_;
   Graph cached_input_;   // the last input graph seen with add_self_loops ...

@@ -64,7 +64,8 @@ class GAT : public Module {
   GAT(const GATConfig& config, Generator& init);
 
   // x: (N, in_features), dense or sparse (input dropout and conv1's projection then stay sparse),
-  // graph: N nodes without self loops (the layers add them) -> logits (N, num_classes).
+  // graph: N nodes; the layers run on graph.with_self_loops() (pass a graph that already has one
+  // self loop per node and they use it as it is, keeping no copy) -> logits (N, num_classes).
   // `gen` supplies the dropout streams in training mode.
   Tensor forward(const Features& x, const Graph& graph, Generator& gen);
 

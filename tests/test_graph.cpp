@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <functional>
 #include <random>
+#include <numeric>
 #include <set>
 #include <string>
 #include <utility>
+
+#include <omp.h>
 
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
@@ -23,7 +26,131 @@ std::vector<std::pair<int32_t, int32_t>> edge_pairs(const Graph& g) {  // (src, 
   return out;
 }
 
+// Every array of a graph, for exact comparisons.
+struct GraphArrays {
+  std::vector<int32_t> row_ptr, edge_src, edge_dst, t_row_ptr, t_edge_dst, t_edge_id, row_chunk_ptr, t_row_chunk_ptr;
+  int64_t max_in = 0, max_out = 0, loops = 0, row_chunks = 0, t_row_chunks = 0;
+  int chunk = 0;
+  bool one_loop_per_node = false;
+  bool operator==(const GraphArrays& o) const {
+    return row_ptr == o.row_ptr && edge_src == o.edge_src && edge_dst == o.edge_dst && t_row_ptr == o.t_row_ptr &&
+           t_edge_dst == o.t_edge_dst && t_edge_id == o.t_edge_id && row_chunk_ptr == o.row_chunk_ptr &&
+           t_row_chunk_ptr == o.t_row_chunk_ptr && max_in == o.max_in && max_out == o.max_out && loops == o.loops &&
+           row_chunks == o.row_chunks && t_row_chunks == o.t_row_chunks && chunk == o.chunk &&
+           one_loop_per_node == o.one_loop_per_node;
+  }
+};
+GraphArrays arrays_of(const Graph& g) {
+  return {g.row_ptr().to_vector<int32_t>(),       g.edge_src().to_vector<int32_t>(),
+          g.edge_dst().to_vector<int32_t>(),      g.t_row_ptr().to_vector<int32_t>(),
+          g.t_edge_dst().to_vector<int32_t>(),    g.t_edge_id().to_vector<int32_t>(),
+          g.row_chunk_ptr().to_vector<int32_t>(), g.t_row_chunk_ptr().to_vector<int32_t>(),
+          g.max_in_degree(),                      g.max_out_degree(),
+          g.count_self_loops(),                   g.num_row_chunks(),
+          g.num_t_row_chunks(),                   g.chunk_edges(),
+          g.one_self_loop_per_node()};
+}
+
+// The graph's arrays built the simplest way: the (dst, src) pairs that the options keep, sorted
+// (std::sort) and deduplicated (std::unique); the transpose by a stable sort of the edge ids by
+// source; chunks counted row by row.
+GraphArrays reference_build(int32_t n, const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
+                            const GraphBuildOptions& o) {
+  std::vector<std::pair<int32_t, int32_t>> pairs;  // (dst, src)
+  for (size_t k = 0; k < src.size(); ++k) {
+    if ((o.remove_self_loops || o.add_self_loops) && src[k] == dst[k]) continue;
+    pairs.emplace_back(dst[k], src[k]);
+    if (o.symmetrize && src[k] != dst[k]) pairs.emplace_back(src[k], dst[k]);
+  }
+  if (o.add_self_loops)
+    for (int32_t i = 0; i < n; ++i) pairs.emplace_back(i, i);
+  std::sort(pairs.begin(), pairs.end());
+  if (o.remove_duplicates) pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  const int32_t e = static_cast<int32_t>(pairs.size());
+  GraphArrays r;
+  r.row_ptr.assign(n + 1, 0);
+  r.t_row_ptr.assign(n + 1, 0);
+  std::vector<int32_t> loops_in_row(n, 0);
+  for (int32_t k = 0; k < e; ++k) {
+    const auto [d, s] = pairs[k];
+    r.edge_src.push_back(s);
+    r.edge_dst.push_back(d);
+    ++r.row_ptr[d + 1];
+    ++r.t_row_ptr[s + 1];
+    loops_in_row[d] += s == d;
+    r.loops += s == d;
+  }
+  r.one_loop_per_node = std::count(loops_in_row.begin(), loops_in_row.end(), 1) == n;
+  for (int32_t i = 0; i < n; ++i) {
+    r.max_in = std::max<int64_t>(r.max_in, r.row_ptr[i + 1]);
+    r.max_out = std::max<int64_t>(r.max_out, r.t_row_ptr[i + 1]);
+    r.row_ptr[i + 1] += r.row_ptr[i];
+    r.t_row_ptr[i + 1] += r.t_row_ptr[i];
+  }
+  r.t_edge_id.resize(e);
+  std::iota(r.t_edge_id.begin(), r.t_edge_id.end(), 0);
+  std::stable_sort(r.t_edge_id.begin(), r.t_edge_id.end(),
+                   [&](int32_t a, int32_t b) { return r.edge_src[a] < r.edge_src[b]; });
+  for (int32_t id : r.t_edge_id) r.t_edge_dst.push_back(r.edge_dst[id]);
+  // chunk_edges as Graph documents it: 16 doubled while 4096 * chunk <= E, up to 512; 64 at
+  // least when no row is longer than 64.
+  r.chunk = 16;
+  while (r.chunk < 512 && int64_t{r.chunk} * 4096 <= e) r.chunk *= 2;
+  if (std::max(r.max_in, r.max_out) <= 64) r.chunk = std::max(r.chunk, 64);
+  auto chunks = [&](const std::vector<int32_t>& rp, std::vector<int32_t>& out, int64_t& total) {
+    out.assign(n + 1, 0);
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t deg = rp[i + 1] - rp[i];
+      out[i + 1] = out[i] + (deg > r.chunk ? (deg + r.chunk - 1) / r.chunk : 0);
+    }
+    total = out[n];
+  };
+  chunks(r.row_ptr, r.row_chunk_ptr, r.row_chunks);
+  chunks(r.t_row_ptr, r.t_row_chunk_ptr, r.t_row_chunks);
+  return r;
+}
+
+// Restores the OpenMP thread count when a test ends.
+struct ThreadCount {
+  int saved = omp_get_max_threads();
+  ~ThreadCount() { omp_set_num_threads(saved); }
+};
+
 }  // namespace
+
+TEST(Graph, ParallelBuildsEqualAReferenceBuildForAnyThreadCount) {
+  // Random graphs with duplicates, self loops, isolated nodes (ids >= 3/4 N send and receive
+  // nothing) and a hub, large enough for the parallel paths; every option combination, on one
+  // thread and on three (blocks of uneven sizes; more threads than cores is fine).
+  ThreadCount restore;
+  std::mt19937 rng(11);
+  for (const int32_t n : {1, 40, 30000}) {
+    const int64_t m = n < 100 ? 200 : 100000;
+    std::vector<int32_t> src, dst;
+    for (int64_t k = 0; k < m; ++k) {
+      src.push_back(static_cast<int32_t>(rng() % (3 * n / 4 + 1)));
+      dst.push_back(k % 10 == 0 ? src.back() : static_cast<int32_t>(rng() % (3 * n / 4 + 1)));
+    }
+    for (int32_t j = 0; j < std::min(n, 3000); ++j) src.push_back(j), dst.push_back(0);  // hub row 0
+    for (int32_t j = 0; j < std::min(n, 3000); ++j) src.push_back(0), dst.push_back(j);  // hub source 0
+    for (int options = 0; options < 16; ++options) {
+      const GraphBuildOptions o{(options & 1) != 0, (options & 2) != 0, (options & 4) != 0, (options & 8) != 0};
+      const GraphArrays want = reference_build(n, src, dst, o);
+      // with_self_loops: loops removed, one per node added, duplicates kept as they are.
+      GraphBuildOptions add;
+      add.remove_duplicates = false;
+      add.add_self_loops = true;
+      const GraphArrays want_looped = reference_build(n, want.edge_src, want.edge_dst, add);
+      for (const int threads : {1, 3}) {
+        omp_set_num_threads(threads);
+        const Graph g = Graph::from_edges(n, src, dst, o);
+        EXPECT_TRUE(arrays_of(g) == want) << "n " << n << ", options " << options << ", threads " << threads;
+        EXPECT_TRUE(arrays_of(g.with_self_loops()) == want_looped)
+            << "with_self_loops: n " << n << ", options " << options << ", threads " << threads;
+      }
+    }
+  }
+}
 
 TEST(Graph, FromEdgesSortsByDestinationThenSource) {
   // 0->2, 3->1, 1->2, 2->0, 0->1 (unsorted input)

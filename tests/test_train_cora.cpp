@@ -135,12 +135,14 @@ TEST(TrainCora, GatTrainSavesACheckpointThatLoadsToTheSameAccuracy) {
   EXPECT_EQ(last_json_line(loaded.out)["test_acc"], summary["test_acc_mean"]);
 }
 
-// Progress lines ("run R/N epoch E  loss ...") in gat_train's output.
+// Epoch progress lines ("[   0.42 s] run R/N epoch E  loss ...") in gat_train's output.
 int progress_lines(const std::string& err) {
   std::istringstream in(err);
   std::string line;
   int count = 0;
-  while (std::getline(in, line)) count += line.rfind("run ", 0) == 0 && line.find("  loss ") != std::string::npos;
+  while (std::getline(in, line))
+    count += line.rfind("[", 0) == 0 && line.find(" s] run ") != std::string::npos &&
+             line.find("  loss ") != std::string::npos;
   return count;
 }
 

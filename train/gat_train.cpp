@@ -27,6 +27,7 @@
 #include "gat/datasets/registry.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/io.h"
+#include "gat/framework/progress.h"
 #include "gat/models/gat.h"
 #include "gat/train/checkpoint.h"
 #include "gat/train/cli.h"
@@ -95,7 +96,7 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
     GAT_CHECK(!info.dataset.empty(), "checkpoint ", flags.load, ": metadata names no dataset; pass --dataset");
     dataset = info.dataset;
   }
-  const Dataset data = dataset_to(load_training_dataset(dataset, flags.data_dir), device);
+  const Dataset data = dataset_to(with_self_loops(load_training_dataset(dataset, flags.data_dir)), device);
   const GATConfig& config = info.model;
   GAT_CHECK(config.in_features == data.num_features() && config.num_classes == data.num_classes,
             "checkpoint ", flags.load, ": a model of ", config.in_features, " features and ",
@@ -134,7 +135,9 @@ int train_runs(const Flags& flags, Device device) {
     log.open(flags.log, flags.resume.empty() ? std::ios::trunc : std::ios::app);
     GAT_CHECK(log.is_open(), "--log: cannot open ", flags.log, " for writing: ", std::strerror(errno));
   }
-  const Dataset data = dataset_to(load_training_dataset(flags.dataset, flags.data_dir), device);
+  // The looped graph once, on the host, the only graph copied to the device (GAT's layers add
+  // self loops: given a graph that has them, they keep no copy).
+  const Dataset data = dataset_to(with_self_loops(load_training_dataset(flags.dataset, flags.data_dir)), device);
   GATConfig config = flags.model;
   config.in_features = data.num_features();
   config.num_classes = data.num_classes;
@@ -152,7 +155,7 @@ int train_runs(const Flags& flags, Device device) {
     GAT model(config, gen);
     model.to(device);
     auto forward = [&](const Features& x, const Graph& g, Generator& gn) { return model.forward(x, g, gn); };
-    EpochProgress progress(options.max_epochs);
+    EpochProgress epoch_lines(options.max_epochs);
     auto on_epoch = [&](const EpochStats& s) {
       if (log.is_open()) {
         const nlohmann::json j = {{"run", run},         {"epoch", s.epoch},       {"loss", s.loss},
@@ -161,11 +164,14 @@ int train_runs(const Flags& flags, Device device) {
         log << j.dump() << '\n' << std::flush;
         GAT_CHECK(log.good(), "--log: writing ", flags.log, " failed: ", std::strerror(errno));
       }
-      if (!flags.quiet && progress.due(s.epoch))
-        std::fprintf(stderr, "run %lld/%lld epoch %5lld  loss %.4f  train %.4f  val %.4f (loss %.4f)  test %.4f  %.2f ms\n",
-                    static_cast<long long>(run + 1), static_cast<long long>(flags.runs),
-                    static_cast<long long>(s.epoch), s.loss, s.train_acc, s.val_acc, s.val_loss,
-                    s.test_acc, s.step_ms);
+      if (progress::enabled() && epoch_lines.due(s.epoch)) {
+        char line[256];
+        std::snprintf(line, sizeof line, "run %lld/%lld epoch %5lld  loss %.4f  train %.4f  val %.4f (loss %.4f)  test %.4f  %.2f ms",
+                      static_cast<long long>(run + 1), static_cast<long long>(flags.runs),
+                      static_cast<long long>(s.epoch), s.loss, s.train_acc, s.val_acc, s.val_loss,
+                      s.test_acc, s.step_ms);
+        progress::line(line);
+      }
     };
     const TrainResult r = train_node_classifier(model, forward, data, x, options, gen, on_epoch);
     results.push_back(r);
@@ -214,7 +220,7 @@ int train_runs(const Flags& flags, Device device) {
         {"epochs", epochs},          {"best_epochs", best_epochs},
         {"train_step_ms", step_ms_mean}, {"train_step_ms_per_run", step_ms},
         {"threads", omp_get_max_threads()}, {"cuda_graphs", graph_notes},
-        {"nodes", data.graph.num_nodes()}, {"edges", data.graph.num_edges()},
+        {"nodes", data.graph.num_nodes()}, {"edges", data.graph.num_edges() - data.graph.count_self_loops()},  // the dataset's, without the added loops
         {"peak_device_bytes", cuda::peak_memory_allocated()}, {"peak_host_bytes", peak_host_bytes()},
         {"config", {{"hidden", config.hidden}, {"heads", config.heads}, {"output_heads", config.output_heads},
                     {"dropout", config.dropout}, {"value_dropout", config.value_dropout}, {"lr", flags.train.lr},
@@ -263,6 +269,7 @@ int main(int argc, char** argv) {
     return check_stdout(0);
   }
   if (flags.threads > 0) omp_set_num_threads(flags.threads);
+  progress::enable(!flags.quiet);
   int status = 1;
   try {
     status = run(flags);

@@ -20,6 +20,7 @@
 #include "gat/framework/ops/cross_entropy.h"
 #include "gat/framework/ops/reshape.h"
 #include "gat/framework/optim.h"
+#include "gat/framework/progress.h"
 #include "gat/train/early_stopping.h"
 
 namespace gat {
@@ -350,7 +351,14 @@ Dataset load_training_dataset(const std::string& name, const std::string& data_d
   return data;
 }
 
+Dataset with_self_loops(Dataset data) {
+  data.graph = data.graph.with_self_loops();
+  return data;
+}
+
 Dataset dataset_to(const Dataset& data, Device device) {
+  progress::Stage stage(detail::concat("dataset: copied to ", device_name(device)),
+                        data.x.device() == device ? 0 : data.x.numel() + data.graph.num_edges());
   Dataset out = data;
   out.x = data.x.to(device);
   out.y = data.y.to(device);
@@ -358,6 +366,8 @@ Dataset dataset_to(const Dataset& data, Device device) {
   out.val_index = data.val_index.to(device);
   out.test_index = data.test_index.to(device);
   out.graph = data.graph.to(device);
+  if (device == Device::cuda) cuda::synchronize();  // the copies' time, not the next stage's
+  stage.done();
   return out;
 }
 

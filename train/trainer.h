@@ -133,6 +133,11 @@ Recipe recipe_for(const std::string& dataset);
 // (Dataset::preprocessing: the Planetoid graphs get row-normalised features, as in the paper).
 Dataset load_training_dataset(const std::string& name, const std::string& data_dir = "");
 
+// The dataset with its graph replaced by graph.with_self_loops() (existing loops removed, one
+// per node), as GAT's layers (GATConvOptions::add_self_loops) use it: built once and passed to
+// the model, it is the only graph kept; the layers would otherwise keep a looped copy each.
+Dataset with_self_loops(Dataset data);
+
 // A copy of the dataset with every tensor and the graph on `device`.
 Dataset dataset_to(const Dataset& data, Device device);
 
