@@ -26,6 +26,7 @@
 #include "gat/framework/ops/add_into.h"
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/batch_norm.h"
+#include "gat/framework/ops/classification_metrics.h"
 #include "gat/framework/ops/concat.h"
 #include "gat/framework/ops/cross_entropy.h"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
@@ -386,6 +387,25 @@ std::vector<OpCase> op_cases() {
        {{500, 5}}, {},
        {{[] { ops::accuracy(Tensor::zeros({3, 2}), Tensor::zeros({3}, DType::i32), Tensor::from_vector<int32_t>({4}, {1})); },
          {"accuracy", "index[0] = 4"}}},
+       false},
+      {"classification_metrics", "classification_metrics",
+       [labels_large, ce_index_large](const Inputs& in) {
+         const Device d = in[0].device();
+         return ops::classification_metrics(in[0], labels_large.on(d),
+                                            {ce_index_large.on(d), repeating_index(300, 500).to(d)});
+       },
+       {{500, 5}}, {},
+       {{[=] { ops::classification_metrics(z32, Tensor::zeros({3}, DType::i32), {Tensor::zeros({0}, DType::i32)}); },
+         {"classification_metrics", "splits[0]", "empty"}},
+        {[=] { ops::classification_metrics(z32, Tensor::zeros({3}, DType::i32), {}); },
+         {"classification_metrics", "0 splits"}},
+        {[=] {
+           Tensor out = Tensor::zeros({2, 3}, DType::f64);
+           ops::classification_metrics(z32, Tensor::zeros({3}, DType::i32), {Tensor::zeros({1}, DType::i32)}, out);
+         },
+         {"classification_metrics", "'out'", "(1, 3)", "(2, 3)"}},
+        {[=] { ops::classification_metrics(z32, Tensor::zeros({2}, DType::i32), {Tensor::zeros({1}, DType::i32)}); },
+         {"classification_metrics", "labels", "(3,)"}}},
        false},
   };
 }
