@@ -6,9 +6,9 @@
 // The numbers of ops::add_bias(ops::mean(x, 1), bias) (ops::mean(x, 1) without a bias): the sum
 // over h in double in ops::sum's order, rounded to T, times T(1 / H) rounded on its own, plus the
 // bias. CPU: ascending h, bit for bit. CUDA: ascending h within each of 8 strided partial sums,
-// then those in order, the order of ops::sum's column kernel, so bit for bit whenever that kernel
-// takes the whole axis in one block (F > 1, and N >= 264 or H <= 256: every GAT output layer);
-// otherwise (F = 1: a tree; short, long axes: chunks) equal up to the rounding of the sum.
+// then those in order: ops::sum's order whenever it takes the whole axis in one block, so bit for
+// bit for F > 1 and H <= 256 (every GAT output layer); otherwise (F = 1: a tree; more heads:
+// chunks) equal up to the rounding of the sum.
 // Backward (g = d out (N, F)): d x[n, h, f] = g[n, f] * T(1 / H);  d bias = ops::sum(g, 0).
 #pragma once
 
