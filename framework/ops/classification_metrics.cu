@@ -37,10 +37,11 @@ __global__ void metrics_rows_kernel(const T* __restrict__ logits,       // (N, C
     while (g >= splits.first[s + 1]) ++s;
     const int32_t r = splits.index[s][g - splits.first[s]];
     const T v = warp_row_nll(logits, labels, r, N, C, lane);
-    if (lane != 0) continue;
-    nll[g] = v;
-    if (r < 0 || r >= N) outcome[g] = kOutside;
-    else outcome[g] = row_argmax(logits + r * C, C) == labels[r] ? kRight : kWrong;
+    if (lane == 0) {
+      nll[g] = v;
+      if (r < 0 || r >= N) outcome[g] = kOutside;
+      else outcome[g] = row_argmax(logits + r * C, C) == labels[r] ? kRight : kWrong;
+    }
   }
 }
 
