@@ -79,33 +79,40 @@ void backward(const Tensor& root, const Tensor& grad_root) {
   }
   check_shape("backward", "grad_root", seed, root.shape());
 
-  // Gradients that flowed into non-leaf tensors and wait for their node to run.
-  std::unordered_map<TensorImpl*, Tensor> pending{{root.impl_ptr().get(), seed}};
-  auto deliver = [&](const std::shared_ptr<TensorImpl>& target, const Tensor& g) {
+  // Gradients that flowed into non-leaf tensors and wait for their node to run. `owned`: no
+  // other tensor shares the gradient's storage, so sums may go into it in place.
+  struct Pending {
+    Tensor grad;
+    bool owned;
+  };
+  std::unordered_map<TensorImpl*, Pending> pending{{root.impl_ptr().get(), {seed, false}}};
+  // A gradient that nothing else holds (a backward closure's fresh output) is kept as it is;
+  // any other is copied first, as it may alias another tensor (the caller's, another input's).
+  auto deliver = [&](const std::shared_ptr<TensorImpl>& target, const Tensor& g, bool unshared) {
     if (target->grad_fn) {  // non-leaf: sum the contributions of every use
-      auto [it, inserted] = pending.try_emplace(target.get(), g);
+      auto [it, inserted] = pending.try_emplace(target.get(), Pending{g, unshared});
       if (!inserted) {
-        Tensor sum = it->second.clone();  // the first contribution may alias another tensor
-        ops::add_into(sum, g);
-        it->second = sum;
+        Pending& sum = it->second;
+        if (!sum.owned) sum = {sum.grad.clone(), true};
+        ops::add_into(sum.grad, g);
       }
     } else if (target->grad) {  // leaf with a gradient already: accumulate in place
       Tensor acc(target->grad);
       ops::add_into(acc, g);
     } else {
-      target->grad = g.clone().impl_ptr();  // own copy: g may alias another tensor
+      target->grad = unshared ? g.impl_ptr() : g.clone().impl_ptr();
     }
   };
 
   for (const std::shared_ptr<TensorImpl>& owned : reverse_topological_order(root.impl_ptr())) {
     TensorImpl* t = owned.get();
     if (!t->grad_fn) {  // a leaf reached from the root: the root itself when it is a leaf
-      if (t == root.impl_ptr().get()) deliver(root.impl_ptr(), seed);
+      if (t == root.impl_ptr().get()) deliver(root.impl_ptr(), seed, false);
       continue;
     }
     auto it = pending.find(t);
     if (it == pending.end()) continue;  // reachable, but no gradient flowed into it
-    Tensor grad_out = std::move(it->second);
+    Tensor grad_out = std::move(it->second.grad);
     pending.erase(it);
     Node& node = *t->grad_fn;
     GAT_CHECK(node.backward, "backward: the graph through '", node.op,
@@ -113,14 +120,21 @@ void backward(const Tensor& root, const Tensor& grad_root) {
     std::vector<Tensor> grads = node.backward(grad_out);
     GAT_CHECK(grads.size() == node.inputs.size(), "autograd: backward of '", node.op, "' gave ",
               grads.size(), " gradients for ", node.inputs.size(), " inputs");
-    for (size_t i = 0; i < grads.size(); ++i) {
-      const Tensor& input = node.inputs[i];
-      if (!input.defined() || !input.requires_grad() || !grads[i].defined()) continue;
-      check_gradient(node, input, grads[i]);
-      deliver(input.impl_ptr(), grads[i]);
-    }
+    // Released first, so that what they held does not count as another holder of a gradient.
+    const std::vector<Tensor> inputs = std::move(node.inputs);
     node.backward = nullptr;  // frees the saved tensors and the rest of the tape
     node.inputs.clear();
+    grad_out = Tensor();
+    std::vector<bool> unshared(grads.size());  // held by grads[i] alone, without history
+    for (size_t i = 0; i < grads.size(); ++i)
+      unshared[i] = grads[i].defined() && grads[i].impl_ptr().use_count() == 1 &&
+                    grads[i].impl().storage.use_count() == 1 && !grads[i].requires_grad();
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const Tensor& input = inputs[i];
+      if (!input.defined() || !input.requires_grad() || !grads[i].defined()) continue;
+      check_gradient(node, input, grads[i]);
+      deliver(input.impl_ptr(), grads[i], unshared[i]);
+    }
   }
 }
 

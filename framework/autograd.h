@@ -9,6 +9,8 @@
 //  - leaf tensors (requires_grad, no grad_fn) ACCUMULATE into .grad (+=) across backward calls
 //    until zero_grad(); optimisers read .grad;
 //  - a tensor used by several ops receives the sum of their gradients;
+//  - a gradient that a backward closure made and nothing else holds becomes the leaf's .grad (or
+//    the running sum) as it is; one that may alias another tensor is copied first;
 //  - backward closures must not capture their own output with its history (use detach()), or
 //    the output would keep itself alive;
 //  - after backward the tape's closures are released (saved tensors freed); a second backward

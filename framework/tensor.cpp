@@ -187,6 +187,15 @@ Tensor Tensor::view(const Shape& new_shape) const {
   return out;
 }
 
+Tensor Tensor::rows(int64_t begin, int64_t end) const {
+  GAT_CHECK(dim() >= 1 && 0 <= begin && begin <= end && end <= size(0), "rows: [", begin, ", ", end,
+            ") is not a range of rows of a tensor of ", describe());
+  Tensor out = detach();
+  out.impl().shape[0] = end - begin;
+  out.impl().offset += static_cast<size_t>(begin * (size(0) == 0 ? 0 : numel() / size(0))) * dtype_size(dtype());
+  return out;
+}
+
 void Tensor::copy_(const Tensor& src) {
   GAT_CHECK(src.shape() == shape() && src.dtype() == dtype(), "Tensor::copy_: source ",
             src.describe(), " does not match destination ", describe());

@@ -110,6 +110,7 @@ class Tensor {
   Tensor clone() const;               // deep copy, same dtype/device, no autograd history
   Tensor detach() const;              // same storage, no autograd history
   Tensor view(const Shape& shape) const;  // same storage, new shape (one -1 allowed), no autograd
+  Tensor rows(int64_t begin, int64_t end) const;  // [begin, end) along axis 0: same storage, no autograd
   void copy_(const Tensor& src);      // elementwise copy of equal shape/dtype, any devices
   void zero_();                       // fill with zeros, in place
   // Moves this tensor's data to `device` in place: every handle to it (module parameters,

@@ -6,7 +6,7 @@
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/head_dot.h"
-#include "gat/framework/ops/reduce.h"
+#include "gat/framework/ops/head_mean.h"
 #include "gat/framework/ops/reshape.h"
 
 namespace gat {
@@ -64,9 +64,12 @@ Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen,
   if (is_training() && options_.value_dropout > 0.0)
     values = ops::dropout(wh, gen.dropout_key(static_cast<float>(options_.value_dropout)));
   Tensor out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key);  // (N, H, F)
-  out = options_.concat ? ops::reshape(out, {N, H * F}) : ops::mean(out, 1);  // (N, out_features)
+  // Averaged heads take the bias in the same kernel, unless the residual is added before it.
+  const bool bias_in_mean = !options_.concat && !res && bias.defined();
+  out = options_.concat ? ops::reshape(out, {N, H * F})
+                        : ops::head_mean(out, bias_in_mean ? bias : Tensor());  // (N, out_features)
   if (res) out = ops::add(out, res->forward(x));
-  if (bias.defined()) out = ops::add_bias(out, bias);
+  if (bias.defined() && !bias_in_mean) out = ops::add_bias(out, bias);
 
   if (attention)
     *attention = {g, ops::csr_softmax(g, ops::gat_edge_scores(g, el.detach(), er.detach(),

@@ -7,6 +7,7 @@
 //   out = softmax over each node's incoming edges of s, attention dropout, weighted sum of Wh
 //         (gat_attention_aggregate: s computed inside the kernels)  (N, H, F)
 //   out = concat ? out viewed (N, H*F) : mean over heads (N, F);  + residual(x);  + bias
+//         (ops::head_mean averages the heads and adds the bias in one kernel when there is no residual)
 //
 // With add_self_loops the layer runs on graph.with_self_loops() (existing loops removed, one per
 // node added): the input graph itself when it already has one self loop per node (build the

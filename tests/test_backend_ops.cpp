@@ -26,6 +26,7 @@
 #include "gat/framework/ops/add_into.h"
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/batch_norm.h"
+#include "gat/framework/ops/classification_metrics.h"
 #include "gat/framework/ops/concat.h"
 #include "gat/framework/ops/cross_entropy.h"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
@@ -33,6 +34,7 @@
 #include "gat/framework/ops/fill.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/head_dot.h"
+#include "gat/framework/ops/head_mean.h"
 #include "gat/framework/ops/index_rows.h"
 #include "gat/framework/ops/layer_norm.h"
 #include "gat/framework/ops/log_softmax.h"
@@ -360,6 +362,15 @@ std::vector<OpCase> op_cases() {
        {{[] { ops::head_dot(Tensor::zeros({4, 2, 3}), Tensor::zeros({3, 2})); }, {"head_dot", "(3, 2)", "(2, 3)"}},
         {[] { ops::head_dot(Tensor::zeros({4, 6}), Tensor::zeros({2, 3})); }, {"head_dot", "(4, 6)"}}},
        true, true},
+      {"head_mean", "head_mean", [](const Inputs& in) { return ops::head_mean(in[0], in[1]); },
+       {{3000, 8, 7}, {7}}, {{5, 3, 4}, {4}},
+       {{[] { ops::head_mean(Tensor::zeros({4, 2, 3}), Tensor::zeros({2})); }, {"head_mean", "bias", "(2,)", "(3,)"}},
+        {[] { ops::head_mean(Tensor::zeros({4, 6})); }, {"head_mean", "(4, 6)"}},
+        {[] { ops::head_mean(Tensor::zeros({4, 0, 3})); }, {"head_mean", "no heads"}}}},
+      {"head_mean", "head_mean, one head, no bias", [](const Inputs& in) { return ops::head_mean(in[0]); },
+       {{3000, 1, 7}}, {{5, 1, 4}}},
+      {"head_mean", "head_mean, 20 heads", [](const Inputs& in) { return ops::head_mean(in[0], in[1]); },
+       {{300, 20, 33}, {33}}, {{2, 20, 3}, {3}}},
       // Not differentiable: in-place helpers and integer results.
       {"fill", "fill_",
        [](const Inputs& in) {
@@ -386,6 +397,25 @@ std::vector<OpCase> op_cases() {
        {{500, 5}}, {},
        {{[] { ops::accuracy(Tensor::zeros({3, 2}), Tensor::zeros({3}, DType::i32), Tensor::from_vector<int32_t>({4}, {1})); },
          {"accuracy", "index[0] = 4"}}},
+       false},
+      {"classification_metrics", "classification_metrics",
+       [labels_large, ce_index_large](const Inputs& in) {
+         const Device d = in[0].device();
+         return ops::classification_metrics(in[0], labels_large.on(d),
+                                            {ce_index_large.on(d), repeating_index(300, 500).to(d)});
+       },
+       {{500, 5}}, {},
+       {{[=] { ops::classification_metrics(z32, Tensor::zeros({3}, DType::i32), {Tensor::zeros({0}, DType::i32)}); },
+         {"classification_metrics", "splits[0]", "empty"}},
+        {[=] { ops::classification_metrics(z32, Tensor::zeros({3}, DType::i32), {}); },
+         {"classification_metrics", "0 splits"}},
+        {[=] {
+           Tensor out = Tensor::zeros({2, 3}, DType::f64);
+           ops::classification_metrics(z32, Tensor::zeros({3}, DType::i32), {Tensor::zeros({1}, DType::i32)}, out);
+         },
+         {"classification_metrics", "'out'", "(1, 3)", "(2, 3)"}},
+        {[=] { ops::classification_metrics(z32, Tensor::zeros({2}, DType::i32), {Tensor::zeros({1}, DType::i32)}); },
+         {"classification_metrics", "labels", "(3,)"}}},
        false},
   };
 }

@@ -16,6 +16,7 @@
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/module.h"
 #include "gat/framework/ops/accuracy.h"
+#include "gat/framework/ops/classification_metrics.h"
 #include "gat/framework/ops/cross_entropy.h"
 #include "gat/framework/ops/log_softmax.h"
 #include "gat/framework/ops/matmul.h"
@@ -154,6 +155,40 @@ TEST(CudaCore, ArgmaxAndAccuracyMatchCpu) {
                    ops::accuracy(logits, labels, index));
   Tensor bad = Tensor::from_vector<int32_t>({0, static_cast<int32_t>(N)}, {2}).to(Device::cuda);
   EXPECT_THROW(ops::accuracy(logits.to(Device::cuda), labels.to(Device::cuda), bad), Error);
+}
+
+// The trainer reads its losses from classification_metrics: they must be masked_cross_entropy's
+// bits on the device too (the same per-row logsumexp and block sum), and the counts accuracy's.
+TEST(CudaCore, ClassificationMetricsAreTheLossAndCountsOfTheOpsBitForBit) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(8);
+  const int64_t N = 5000, C = 7;
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const Tensor logits = random_tensor({N, C}, rng, -3, 3, dtype).to(Device::cuda);
+    const Tensor labels = labels_for(N, C, rng).to(Device::cuda);
+    std::vector<Tensor> splits;
+    for (int64_t count : {140, 500, 3000, 1}) {  // the last split's row: the largest, N - 1
+      std::vector<int32_t> rows;
+      for (int64_t k = 0; k < count; ++k) rows.push_back(static_cast<int32_t>((k * 7919 + count) % N));
+      if (count == 1) rows = {static_cast<int32_t>(N - 1)};
+      splits.push_back(Tensor::from_vector(rows, {count}).to(Device::cuda));
+    }
+    const std::vector<double> m = ops::classification_metrics(logits, labels, splits).to_vector<double>();
+    for (size_t s = 0; s < splits.size(); ++s) {
+      EXPECT_EQ(m[3 * s], ops::masked_cross_entropy(logits, labels, splits[s]).item()) << s;
+      const std::vector<int32_t> counts = ops::correct_counts(logits, labels, splits[s]).to_vector<int32_t>();
+      EXPECT_EQ(m[3 * s + 1], counts[0]) << s;
+      EXPECT_EQ(m[3 * s + 2], 0.0) << s;
+    }
+  }
+  // Out of range: a NaN loss and the entry counted, as masked_cross_entropy and correct_counts.
+  const Tensor logits = Tensor::from_vector<float>({0, 1, 1, 0, 0, 1}, {3, 2}).to(Device::cuda);
+  const Tensor labels = Tensor::from_vector<int32_t>({1, 1, 1}, {3}).to(Device::cuda);
+  const std::vector<double> m = ops::classification_metrics(
+      logits, labels, {Tensor::from_vector<int32_t>({0, 3, -1, 2}, {4}).to(Device::cuda)}).to_vector<double>();
+  EXPECT_TRUE(std::isnan(m[0]));
+  EXPECT_EQ(m[1], 2.0);
+  EXPECT_EQ(m[2], 2.0);
 }
 
 TEST(CudaCore, OptimiserStepsMatchCpu) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gat/framework/ops/accuracy.h"
+#include "gat/framework/ops/classification_metrics.h"
 #include "gat/framework/ops/cross_entropy.h"
 #include "gat/framework/ops/log_softmax.h"
 #include "gat/framework/ops/matmul.h"
@@ -181,6 +182,39 @@ TEST(Accuracy, CountsMatchingRowsOfTheIndex) {
   EXPECT_DOUBLE_EQ(ops::accuracy(logits, labels, Tensor::from_vector<int32_t>({1, 3}, {2})), 0.0);
   expect_error([&] { ops::accuracy(logits, labels, Tensor::from_vector<int32_t>({4}, {1})); },
                       {"accuracy", "index[0] = 4"});
+}
+
+TEST(ClassificationMetrics, AreTheLossAndCountsOfTheOpsBitForBit) {
+  std::mt19937_64 rng(23);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor logits = random_tensor({50, 4}, rng, -3, 3, dtype);
+    std::vector<int32_t> y(50);
+    for (int32_t& v : y) v = static_cast<int32_t>(rng() % 4);
+    const Tensor labels = Tensor::from_vector(y, {50});
+    const std::vector<Tensor> splits{Tensor::from_vector<int32_t>({3, 1, 4, 1, 5}, {5}),
+                                     Tensor::from_vector<int32_t>({49}, {1}),
+                                     Tensor::from_vector<int32_t>({0, 9, 2, 6, 5, 3, 5, 8, 9, 7}, {10})};
+    const std::vector<double> m = ops::classification_metrics(logits, labels, splits).to_vector<double>();
+    ASSERT_EQ(m.size(), 9u);
+    for (size_t s = 0; s < splits.size(); ++s) {
+      EXPECT_EQ(m[3 * s], ops::masked_cross_entropy(logits, labels, splits[s]).item()) << s;
+      const std::vector<int32_t> counts = ops::correct_counts(logits, labels, splits[s]).to_vector<int32_t>();
+      EXPECT_EQ(m[3 * s + 1], counts[0]) << s;
+      EXPECT_EQ(m[3 * s + 2], 0.0) << s;
+    }
+  }
+  // Into rows of a larger buffer, leaving the others alone.
+  Tensor logits = Tensor::from_vector<float>({0, 1, 1, 0, 0, 1, 1, 0}, {4, 2});  // argmax 1, 0, 1, 0
+  Tensor labels = Tensor::from_vector<int32_t>({1, 1, 1, 1}, {4});
+  Tensor buffer = Tensor::full({3, 3}, -1.0, DType::f64);
+  Tensor middle = buffer.rows(1, 2);
+  ops::classification_metrics(logits, labels, {Tensor::from_vector<int32_t>({0, 1, 2}, {3})}, middle);
+  const std::vector<double> b = buffer.to_vector<double>();
+  EXPECT_EQ(std::vector<double>(b.begin(), b.begin() + 3), std::vector<double>(3, -1.0));
+  EXPECT_NEAR(b[3], (std::log1p(std::exp(-1.0)) * 2 + std::log1p(std::exp(1.0))) / 3, 1e-6);
+  EXPECT_EQ(b[4], 2.0);
+  EXPECT_EQ(b[5], 0.0);
+  EXPECT_EQ(std::vector<double>(b.begin() + 6, b.end()), std::vector<double>(3, -1.0));
 }
 
 TEST(Matmul, SparseInputMatchesTheDenseProductAndItsGradients) {

@@ -15,6 +15,7 @@
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/concat.h"
 #include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/head_mean.h"
 #include "gat/framework/ops/index_rows.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
@@ -27,6 +28,7 @@
 using namespace gat;
 using gat::testing::expect_error;
 using gat::testing::expect_gradients_match;
+using gat::testing::bitwise_equal;
 using gat::testing::random_tensor;
 
 namespace {
@@ -509,4 +511,41 @@ TEST(OpsErrors, IndexOutOfRangeNamesTheIndexAndTheBound) {
                {"index_rows", "index -2", "position 1", "negative"});
   expect_error([&] { ops::index_rows(Tensor::zeros({}), Tensor::zeros({0}, DType::i32)); },
                {"index_rows", "at least one dimension"});
+}
+
+namespace {
+
+// head_mean gives add_bias(mean(x, 1), bias)'s bits, forward and backward, for GAT's output
+// layers (the shapes where the CUDA sum takes the whole axis in one block: head_mean.h).
+void expect_head_mean_is_mean_plus_bias(Device device) {
+  std::mt19937_64 rng(31);
+  for (DType dtype : {DType::f32, DType::f64})
+    for (const Shape& shape : {Shape{2708, 1, 7}, Shape{2708, 8, 7}, Shape{300, 20, 33}})
+      for (bool with_bias : {true, false}) {
+        SCOPED_TRACE(shape_str(shape) + dtype_name(dtype) + (with_bias ? " bias" : ""));
+        const Tensor x0 = random_tensor(shape, rng, -3, 3, dtype).to(device);
+        const Tensor b0 = random_tensor({shape[2]}, rng, -1, 1, dtype).to(device);
+        const Tensor g = random_tensor({shape[0], shape[2]}, rng, -1, 1, dtype).to(device);
+        Tensor x1 = x0.clone().set_requires_grad(), b1 = b0.clone().set_requires_grad();
+        Tensor x2 = x0.clone().set_requires_grad(), b2 = b0.clone().set_requires_grad();
+        const Tensor fused = ops::head_mean(x1, with_bias ? b1 : Tensor());
+        const Tensor mean = ops::mean(x2, 1);
+        const Tensor reference = with_bias ? ops::add_bias(mean, b2) : mean;
+        EXPECT_TRUE(bitwise_equal(fused, reference));
+        fused.backward(g);
+        reference.backward(g);
+        EXPECT_TRUE(bitwise_equal(x1.grad(), x2.grad()));
+        if (with_bias) {
+          EXPECT_TRUE(bitwise_equal(b1.grad(), b2.grad()));
+        }
+      }
+}
+
+}  // namespace
+
+TEST(HeadMean, IsTheMeanOverHeadsPlusTheBiasBitForBit) { expect_head_mean_is_mean_plus_bias(Device::cpu); }
+
+TEST(HeadMean, IsTheMeanOverHeadsPlusTheBiasBitForBitOnCuda) {
+  GAT_SKIP_WITHOUT_CUDA();
+  expect_head_mean_is_mean_plus_bias(Device::cuda);
 }

@@ -35,6 +35,18 @@ TEST(Tensor, ViewSharesStorageAndInfersOneDimension) {
   EXPECT_THROW(t.view({-1, -1}), Error);
 }
 
+TEST(Tensor, RowsShareStorage) {
+  Tensor t = Tensor::from_vector<double>({1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor middle = t.rows(1, 3);
+  EXPECT_EQ(middle.shape(), (Shape{2, 2}));
+  EXPECT_EQ(middle.to_vector<double>(), (std::vector<double>{3, 4, 5, 6}));
+  middle.rows(1, 2).data<double>()[0] = 42;
+  EXPECT_EQ(t.to_vector<double>()[4], 42);
+  EXPECT_EQ(t.rows(3, 3).numel(), 0);
+  expect_error([&] { t.rows(2, 4); }, {"rows", "[2, 4)", "(3, 2)"});
+  expect_error([&] { Tensor::zeros({}).rows(0, 0); }, {"rows", "()"});
+}
+
 TEST(Tensor, CastAndClone) {
   Tensor t = Tensor::from_vector<float>({1.25f, -2.5f}, {2});
   Tensor d = t.to(DType::f64);
@@ -76,6 +88,33 @@ TEST(Autograd, LeavesHandedOneGradientTensorOwnSeparateCopies) {
   EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{2, 4}));
   EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{2, 4}));
   EXPECT_EQ(g.to_vector<double>(), (std::vector<double>{1, 2}));
+}
+
+TEST(Autograd, FreshGradientsAreKeptWithoutACopy) {
+  // A gradient that only the backward closure made is the leaf's gradient and the running sum
+  // of a tensor used twice as it is (no copy per parameter and step); the sums stay right.
+  Tensor x = Tensor::from_vector<double>({1, 2}, {2}).set_requires_grad();
+  const void* fresh = nullptr;
+  auto twice = [&](const Tensor& in) {  // d out / d in = 2, in a tensor made by the closure
+    return autograd::record("twice", ops::scale(in.detach(), 2.0), {in}, [&fresh](const Tensor& g) {
+      Tensor grad = Tensor::empty(g.shape(), g.dtype(), g.device());
+      for (int64_t i = 0; i < g.numel(); ++i) grad.data<double>()[i] = 2 * g.data<double>()[i];
+      fresh = grad.raw_data();
+      return std::vector<Tensor>{grad};
+    });
+  };
+  twice(x).backward(Tensor::from_vector<double>({1, 10}, {2}));
+  EXPECT_EQ(x.grad().raw_data(), fresh);
+  Tensor y = twice(x);  // y used by two ops: its two fresh gradients are summed
+  ops::add(twice(y), twice(y)).backward(Tensor::from_vector<double>({1, 1}, {2}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2 + 8, 20 + 8}));
+  // add hands the caller's gradient to both uses of z: their sum must not be formed in it.
+  x.zero_grad();
+  Tensor z = twice(x);
+  const Tensor g = Tensor::from_vector<double>({1, 3}, {2});
+  ops::add(z, z).backward(g);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{4, 12}));
+  EXPECT_EQ(g.to_vector<double>(), (std::vector<double>{1, 3}));
 }
 
 TEST(Autograd, NoGradGuardStopsRecording) {

@@ -1,7 +1,6 @@
 #include "gat/train/trainer.h"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -16,9 +15,8 @@
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/ops/accuracy.h"
-#include "gat/framework/ops/concat.h"
+#include "gat/framework/ops/classification_metrics.h"
 #include "gat/framework/ops/cross_entropy.h"
-#include "gat/framework/ops/reshape.h"
 #include "gat/framework/optim.h"
 #include "gat/framework/progress.h"
 #include "gat/train/early_stopping.h"
@@ -38,84 +36,66 @@ void sync_if_cuda(const Dataset& data) {
   if (data.x.is_cuda()) cuda::synchronize();
 }
 
+// What an epoch reads back, written on the device by ops::classification_metrics and copied to
+// the host in one read: row kStepRow the training step's training nodes (training mode, dropout
+// on), rows kEvalRows.. the evaluation's train, validation and test nodes (eval mode).
+constexpr int64_t kStepRow = 0, kEvalRows = 1, kMetricRows = 4;
+
 // One training step, queued without waiting: forward in training mode, masked cross-entropy on
-// the training nodes, backward, optimiser step. Gradients are dropped before and after, so a
-// recorded step frees all the memory it makes but its outputs (RecordedEpoch copies those).
-struct StepOutputs {
-  Tensor loss;            // () training loss
-  Tensor train_counts;    // (2,) i32 correct_counts of the training nodes
-};
-StepOutputs queue_step(Module& model, const ForwardFn& forward, const Dataset& data,
-                       const Features& x, Optimizer& optimizer, Generator& gen) {
+// the training nodes, backward, optimiser step; the loss and correct counts of the training
+// nodes go to `metrics` (1, 3). Gradients are dropped before and after, so a recorded step frees
+// all the memory it makes.
+void queue_step(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x,
+                Optimizer& optimizer, Generator& gen, Tensor& metrics) {
   model.train();
   optimizer.zero_grad();
   const Tensor logits = forward(x, data.graph, gen);  // (N, C)
   const Tensor loss = ops::masked_cross_entropy(logits, data.y, data.train_index);
+  ops::classification_metrics(logits.detach(), data.y, {data.train_index}, metrics);
   loss.backward();
   optimizer.step();
   optimizer.zero_grad();
-  return {loss.detach(), ops::correct_counts(logits.detach(), data.y, data.train_index)};
 }
 
-// The index tensors of the train, validation and test nodes, in that order.
-std::array<const Tensor*, 3> split_indices(const Dataset& data) {
-  return {&data.train_index, &data.val_index, &data.test_index};
-}
-
-// The evaluation, queued without waiting: eval mode, no autograd, the losses (3,) and
-// correct_counts (6,) of the train, validation and test nodes.
-struct EvalOutputs {
-  Tensor losses;  // (3,)
-  Tensor counts;  // (6,) i32
-};
-EvalOutputs queue_eval(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x) {
+// The evaluation, queued without waiting: eval mode, no autograd, the losses and correct counts
+// of the train, validation and test nodes to `metrics` (3, 3).
+void queue_eval(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x,
+                Tensor& metrics) {
   autograd::NoGradGuard no_grad;
   model.eval();
   Generator no_dropout(0);  // eval mode draws no dropout stream from it
   const Tensor logits = forward(x, data.graph, no_dropout);  // (N, C)
-  std::vector<Tensor> losses, counts;
-  for (const Tensor* index : split_indices(data)) {
-    losses.push_back(ops::reshape(ops::masked_cross_entropy(logits, data.y, *index), {1}));
-    counts.push_back(ops::correct_counts(logits, data.y, *index));
-  }
-  return {ops::concat(losses, 0), ops::concat(counts, 0)};
+  ops::classification_metrics(logits, data.y, {data.train_index, data.val_index, data.test_index}, metrics);
 }
 
-// The values of a small f32|f64 tensor on the host (one copy, no conversion on the device).
-std::vector<double> host_doubles(const Tensor& t) {
-  if (t.dtype() == DType::f64) return t.to_vector<double>();
-  const std::vector<float> v = t.to_vector<float>();
-  return {v.begin(), v.end()};
+// Row `row` of metrics read back (f64 (rows, 3) as classification_metrics), for the nodes of index.
+SplitMetrics split_metrics(const std::vector<double>& metrics, int64_t row, const Tensor& index) {
+  const size_t at = static_cast<size_t>(3 * row);
+  return {metrics[at], ops::accuracy_from_counts({static_cast<int32_t>(metrics[at + 1]),
+                                                  static_cast<int32_t>(metrics[at + 2])}, index)};
 }
 
-Evaluation read_eval(const EvalOutputs& out, const Dataset& data) {
-  const std::vector<double> losses = host_doubles(out.losses);
-  const std::vector<int32_t> counts = out.counts.to_vector<int32_t>();
-  const std::array<const Tensor*, 3> index = split_indices(data);
-  SplitMetrics m[3];
-  for (int k = 0; k < 3; ++k)
-    m[k] = {losses[k], ops::accuracy_from_counts({counts[2 * k], counts[2 * k + 1]}, *index[k])};
-  return {m[0], m[1], m[2]};
+// The evaluation in rows first.. of metrics read back.
+Evaluation read_eval(const std::vector<double>& metrics, int64_t first, const Dataset& data) {
+  return {split_metrics(metrics, first, data.train_index), split_metrics(metrics, first + 1, data.val_index),
+          split_metrics(metrics, first + 2, data.test_index)};
 }
 
 // The step and the evaluation recorded once as CUDA graphs and replayed every epoch. The
 // dropout streams come from a device counter that each replay advances, and the optimiser
 // counts its steps on the device, so a replay does exactly what queue_step would. The graphs
-// copy their results into the outputs of an eager epoch (`step_into`, `eval_into`): a recorded
-// graph keeps no memory of its own (cuda::capture).
+// write their results into `step_metrics` and `eval_metrics`, made before the recording: a
+// recorded graph keeps no memory of its own (cuda::capture).
 class RecordedEpoch {
  public:
   RecordedEpoch(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x,
-                Optimizer& optimizer, Generator& gen, const StepOutputs& step_into,
-                const EvalOutputs& eval_into)
-      : optimizer_(optimizer), gen_(gen), step_out_(step_into), eval_out_(eval_into) {
+                Optimizer& optimizer, Generator& gen, const Tensor& step_metrics, const Tensor& eval_metrics)
+      : optimizer_(optimizer), gen_(gen), step_metrics_(step_metrics), eval_metrics_(eval_metrics) {
     stream_base_.set(gen.next_stream());
     step_ = cuda::capture([&] {
       gen.begin_device_streams(stream_base_.get());
       try {
-        const StepOutputs out = queue_step(model, forward, data, x, optimizer, gen);
-        step_out_.loss.copy_(out.loss);
-        step_out_.train_counts.copy_(out.train_counts);
+        queue_step(model, forward, data, x, optimizer, gen, step_metrics_);
       } catch (...) {
         gen.end_device_streams();
         throw;
@@ -123,26 +103,17 @@ class RecordedEpoch {
       streams_per_step_ = gen.end_device_streams();
       stream_base_.advance(streams_per_step_);
     }, &why_);
-    if (step_.valid())
-      eval_ = cuda::capture([&] {
-        const EvalOutputs out = queue_eval(model, forward, data, x);
-        eval_out_.losses.copy_(out.losses);
-        eval_out_.counts.copy_(out.counts);
-      }, &why_);
+    if (step_.valid()) eval_ = cuda::capture([&] { queue_eval(model, forward, data, x, eval_metrics_); }, &why_);
   }
   bool valid() const { return step_.valid() && eval_.valid(); }
   const std::string& why() const { return why_; }
 
-  const StepOutputs& step() {
+  void step() {
     step_.replay();
     gen_.skip_streams(streams_per_step_);
     optimizer_.count_replayed_step();
-    return step_out_;
   }
-  const EvalOutputs& eval() {
-    eval_.replay();
-    return eval_out_;
-  }
+  void eval() { eval_.replay(); }
 
  private:
   Optimizer& optimizer_;
@@ -150,8 +121,7 @@ class RecordedEpoch {
   cuda::DeviceCounter stream_base_;
   uint64_t streams_per_step_ = 0;
   cuda::CapturedGraph step_, eval_;
-  StepOutputs step_out_;
-  EvalOutputs eval_out_;
+  Tensor step_metrics_, eval_metrics_;  // (1, 3), (3, 3): the graphs write here
   std::string why_;
 };
 
@@ -237,7 +207,9 @@ void TrainOptions::validate() const {
 }
 
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x) {
-  return read_eval(queue_eval(model, forward, data, x), data);
+  Tensor metrics = Tensor::empty({kMetricRows - kEvalRows, 3}, DType::f64, data.x.device(), "evaluation");
+  queue_eval(model, forward, data, x, metrics);
+  return read_eval(metrics.to_vector<double>(), 0, data);
 }
 
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data) {
@@ -274,33 +246,37 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   EarlyStopping& stopping = state.stopping;
   double& step_ms_total = state.step_ms_total;
   const int64_t first_epoch = state.epoch + 1;
+  Tensor metrics = Tensor::empty({kMetricRows, 3}, DType::f64, data.x.device(), "epoch metrics");
+  Tensor step_metrics = metrics.rows(kStepRow, kStepRow + 1), eval_metrics = metrics.rows(kEvalRows, kMetricRows);
   // Recorded after the first (eager) epoch has made the optimiser state and every cache.
   std::unique_ptr<RecordedEpoch> recorded;
-  StepOutputs step;      // the last epoch's outputs (a recorded epoch writes into them)
-  EvalOutputs eval_out;
   bool record = options.cuda_graphs && data.x.is_cuda();
   result.cuda_graphs_note = record ? "not recorded: training ended after its first epoch" : "off";
   for (int64_t epoch = first_epoch; epoch <= options.max_epochs && !state.stopped; ++epoch) {
     const Clock::time_point start = Clock::now();  // the second epoch's times include the recording
     if (record && epoch == first_epoch + 1) {
       record = false;
-      recorded = std::make_unique<RecordedEpoch>(model, forward, data, x, optimizer, gen, step,
-                                                 eval_out);
+      recorded = std::make_unique<RecordedEpoch>(model, forward, data, x, optimizer, gen, step_metrics,
+                                                 eval_metrics);
       if (!recorded->valid()) {  // fall back to eager steps
         result.cuda_graphs_note = "not recorded: " + recorded->why();
         recorded.reset();
       }
     }
-    step = recorded ? recorded->step() : queue_step(model, forward, data, x, optimizer, gen);
+    if (recorded) recorded->step();
+    else queue_step(model, forward, data, x, optimizer, gen, step_metrics);
     sync_if_cuda(data);
     EpochStats stats;
     stats.epoch = epoch;
     stats.step_ms = ms_since(start);
     step_ms_total += stats.step_ms;
-    stats.loss = step.loss.item();
-    stats.train_acc = ops::accuracy_from_counts(step.train_counts.to_vector<int32_t>(), data.train_index);
-    eval_out = recorded ? recorded->eval() : queue_eval(model, forward, data, x);
-    const Evaluation eval = read_eval(eval_out, data);
+    if (recorded) recorded->eval();
+    else queue_eval(model, forward, data, x, eval_metrics);
+    const std::vector<double> numbers = metrics.to_vector<double>();  // the epoch's one read
+    const SplitMetrics trained = split_metrics(numbers, kStepRow, data.train_index);
+    stats.loss = trained.loss;
+    stats.train_acc = trained.acc;
+    const Evaluation eval = read_eval(numbers, kEvalRows, data);
     stats.val_loss = eval.val.loss;
     stats.val_acc = eval.val.acc;
     stats.test_acc = eval.test.acc;

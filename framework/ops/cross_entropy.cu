@@ -19,14 +19,8 @@ __global__ void nll_rows_kernel(const T* __restrict__ logits,       // (N, C)
   const int lane = threadIdx.x % kWarp;
   const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
   for (long long k = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; k < K; k += warps) {
-    const int32_t r = index[k];
-    const int32_t y = (r >= 0 && r < N) ? labels[r] : -1;
-    if (y < 0 || y >= C) {  // uniform across the warp
-      if (lane == 0) nll[k] = NAN;
-      continue;
-    }
-    const T lse = warp_row_logsumexp(logits + r * C, C, lane);
-    if (lane == 0) nll[k] = lse - logits[r * C + y];
+    const T v = warp_row_nll(logits, labels, index[k], N, C, lane);
+    if (lane == 0) nll[k] = v;
   }
 }
 
@@ -39,13 +33,8 @@ __global__ void mean_kernel(const T* __restrict__ nll,  // (K,)
   __shared__ T partial[kReduceThreads];
   T sum = 0;
   for (long long k = threadIdx.x; k < K; k += blockDim.x) sum += nll[k];
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) loss[0] = partial[0] / static_cast<T>(K);
+  sum = block_tree_sum(sum, partial);
+  if (threadIdx.x == 0) loss[0] = sum / static_cast<T>(K);
 }
 
 // count[r] += 1 for every in-range r in index (integer atomics: order-independent).

@@ -1,4 +1,5 @@
-// Warp-level row reductions shared by the CUDA kernels of log_softmax, masked_cross_entropy.
+// Warp-level row reductions shared by the CUDA kernels of log_softmax, masked_cross_entropy and
+// classification_metrics, and the block sum of the latter two.
 // One warp owns one row; lanes stride over its C columns and combine with a butterfly of
 // shuffles, so every lane ends with the same result and the summation order is fixed
 // (bitwise reproducible, no atomics).
@@ -35,6 +36,33 @@ __device__ T warp_row_logsumexp(const T* __restrict__ row, int64_t C, int lane) 
   T sum = 0;
   for (int64_t c = lane; c < C; c += kWarp) sum += exp(row[c] - max);
   return max + log(warp_sum(sum));
+}
+
+// The negative log-likelihood logsumexp(logits[r]) - logits[r, labels[r]] of row r of logits
+// (N, C), computed by the whole warp (every lane must call it; every lane gets it); NaN for a row
+// r outside [0, N) or a label outside [0, C).
+template <class T>
+__device__ T warp_row_nll(const T* __restrict__ logits, const int32_t* __restrict__ labels, int32_t r,
+                          int64_t N, int64_t C, int lane) {
+  const int32_t y = (r >= 0 && r < N) ? labels[r] : -1;
+  if (y < 0 || y >= C) return NAN;  // uniform across the warp
+  return warp_row_logsumexp(logits + r * C, C, lane) - logits[r * C + y];
+}
+
+// The sum of every thread's v over a block of blockDim.x threads (a power of two) by a fixed
+// shared-memory tree (bitwise reproducible); every thread gets it. partial: blockDim.x values of
+// shared memory, free again when the function returns.
+template <class T>
+__device__ T block_tree_sum(T v, T* partial) {
+  partial[threadIdx.x] = v;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  const T sum = partial[0];
+  __syncthreads();  // everyone has read partial[0] before the array is used again
+  return sum;
 }
 
 }  // namespace gat::ops::cuda_impl
