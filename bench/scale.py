@@ -97,29 +97,11 @@ def step_bytes(n, e, f_in=32, heads=8, hidden=8, classes=8, elem=4):
     return edge1 + edge2 + node1 + node2 + 2 * n * f_in * elem
 
 
-def copy_bandwidth():
-    import torch
-    x = torch.empty(2**28, dtype=torch.float32, device="cuda")  # 1 GiB
-    y = torch.empty_like(x)
-    for _ in range(3):
-        y.copy_(x)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(10):
-        y.copy_(x)
-    end.record()
-    end.synchronize()
-    bw = 10 * 2 * x.numel() * 4 / (start.elapsed_time(end) / 1e3)
-    del x, y
-    torch.cuda.empty_cache()
-    return bw
-
-
 def run_pyg(n, e, f_in=32, classes=8, reps=5):
     import torch
     import torch.nn.functional as F
     from torch_geometric.nn import GATConv
+    from compare_pyg import median_ms
     dev = torch.device("cuda")
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
@@ -152,16 +134,8 @@ def run_pyg(n, e, f_in=32, classes=8, reps=5):
             opt.step()
 
         step()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            step()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        return {"step_ms": statistics.median(times), "peak_bytes": torch.cuda.max_memory_allocated()}
+        step_ms = median_ms(step, warmup=0, reps=reps)
+        return {"step_ms": step_ms, "peak_bytes": torch.cuda.max_memory_allocated()}
     except torch.OutOfMemoryError as exc:
         return {"error": "out of memory", "message": str(exc).splitlines()[0],
                 "peak_bytes": torch.cuda.max_memory_allocated()}
@@ -182,6 +156,7 @@ def main():
     result["ours"] = ours
     print(json.dumps({k: v for k, v in ours.items() if k != "summary"}, indent=1), flush=True)
     if "error" not in ours:
+        from compare_pyg import copy_bandwidth  # (imports torch)
         n, e = ours["nodes"], ours["edges"]
         bw = copy_bandwidth()
         bound_ms = step_bytes(n, e + n) / bw * 1e3
