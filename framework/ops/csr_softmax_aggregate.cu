@@ -318,7 +318,7 @@ struct ScoreGrad {
   const T* s;    // (E, H)
   const T* lse;  // (N, H)
   T* da;         // (tiles, E, H) per-tile parts of da, or null when d scores are not asked
-  T* sum = nullptr, *part_sum = nullptr;  // unused
+  T* sum = nullptr, *part_sum = nullptr;  // always null: this op sums nothing over a source
   struct Walk {
     const T* __restrict__ s;
     const T* __restrict__ lse;
