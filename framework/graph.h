@@ -43,6 +43,11 @@ class Graph {
   static Graph from_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx);
 
   int64_t num_nodes() const { return num_nodes_; }
+  // Rows of the tensors on each side of an edge: source-side tensors (values, el, x_src) have
+  // num_src_nodes() rows and destination-side ones (out, er, x_dst) num_dst_nodes() rows. Both
+  // equal num_nodes() for a graph on one node set.
+  int64_t num_src_nodes() const { return num_nodes_; }
+  int64_t num_dst_nodes() const { return num_nodes_; }
   int64_t num_edges() const { return row_ptr_.defined() ? edge_src_.numel() : 0; }
   Device device() const { return row_ptr_.device(); }
 
