@@ -353,7 +353,7 @@ std::vector<OpCase> op_cases() {
        {{[=] { ops::gat_edge_scores(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 3}), 0.2); },
          {"gat_edge_scores", "(8, 3)"}},
         {[=] { ops::gat_edge_scores(mixed.host(), Tensor::zeros({NM + 1, 2}), Tensor::zeros({NM + 1, 2}), 0.2); },
-         {"gat_edge_scores", "(9, 2)", "one row per node"}},
+         {"gat_edge_scores", "(9, 2)", "Ns = 8 sources"}},
         {[=] { ops::gat_edge_scores(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}, DType::f64), 0.2); },
          {"gat_edge_scores", "f64"}}},
        true, true},

@@ -207,39 +207,48 @@ TEST(CudaCsrSoftmaxAggregate, EachGradientAloneEqualsTheOneComputedWithTheOther)
 // ---- gat_attention_aggregate -------------------------------------------------------------
 
 struct GatResult {
-  Tensor out, d_el, d_er, d_value;
+  Tensor out, d_el, d_er, d_term, d_value;
 };
 
-// The fused op's output and gradients through autograd, on the device of the inputs.
+// The fused op's output and gradients through autograd, on the device of the inputs; `term` (the
+// edge term) may be undefined.
 GatResult run_gat(const Graph& g, Tensor el, Tensor er, Tensor v, const Tensor& grad_out,
-                  const DropoutKey& key) {
+                  const DropoutKey& key, Tensor term = Tensor()) {
   el = el.detach().set_requires_grad(), er = er.detach().set_requires_grad(), v = v.detach().set_requires_grad();
+  if (term.defined()) term = term.detach().set_requires_grad();
   GatResult r;
-  r.out = ops::gat_attention_aggregate(g, el, er, v, 0.2, key);
+  r.out = ops::gat_attention_aggregate(g, el, er, v, 0.2, key, term);
   r.out.backward(grad_out);
   r.d_el = el.grad(), r.d_er = er.grad(), r.d_value = v.grad();
+  if (term.defined()) r.d_term = term.grad();
   return r;
 }
 
-// CUDA f32 against the CPU in f64 on the same (f32-rounded) values, and CUDA f64 against CPU f64.
+// CUDA f32 against the CPU in f64 on the same (f32-rounded) values, and CUDA f64 against CPU f64;
+// with an edge term (E, H) when with_term.
 void expect_gat_matches_cpu(const std::string& what, const Graph& g, int64_t H, int64_t F,
-                            const DropoutKey& key, std::mt19937_64& rng) {
+                            const DropoutKey& key, std::mt19937_64& rng, bool with_term = false) {
   const Graph gd = g.to(Device::cuda);
   const int64_t N = g.num_nodes();
   const Tensor el = random_tensor({N, H}, rng, -3, 3), er = random_tensor({N, H}, rng, -3, 3);
+  const Tensor term = with_term ? random_tensor({g.num_edges(), H}, rng, -3, 3) : Tensor();
   const Tensor v = random_tensor({N, H, F}, rng), go = random_tensor({N, H, F}, rng);
   for (DType dtype : {DType::f32, DType::f64}) {
-    auto rounded = [&](const Tensor& t) { return t.to(dtype).to(DType::f64); };
-    const GatResult want = run_gat(g, rounded(el), rounded(er), rounded(v), rounded(go), key);
-    auto dev = [&](const Tensor& t) { return t.to(dtype).to(Device::cuda); };
-    const GatResult got = run_gat(gd, dev(el), dev(er), dev(v), dev(go), key);
+    auto rounded = [&](const Tensor& t) { return t.defined() ? t.to(dtype).to(DType::f64) : t; };
+    const GatResult want = run_gat(g, rounded(el), rounded(er), rounded(v), rounded(go), key, rounded(term));
+    auto dev = [&](const Tensor& t) { return t.defined() ? t.to(dtype).to(Device::cuda) : t; };
+    const GatResult got = run_gat(gd, dev(el), dev(er), dev(v), dev(go), key, dev(term));
     const double tol = dtype == DType::f32 ? 1e-5 : 1e-12;
     const std::string tag = what + " H=" + std::to_string(H) + " F=" + std::to_string(F) +
-                            " p=" + std::to_string(key.p) + " " + dtype_name(dtype);
+                            " p=" + std::to_string(key.p) + " " + dtype_name(dtype) +
+                            (with_term ? " edge term" : "");
     EXPECT_LE(rel_error(got.out, want.out), tol) << tag << ": out";
     EXPECT_LE(rel_error(got.d_el, want.d_el), tol) << tag << ": d el";
     EXPECT_LE(rel_error(got.d_er, want.d_er), tol) << tag << ": d er";
     EXPECT_LE(rel_error(got.d_value, want.d_value), tol) << tag << ": d value";
+    if (with_term) {
+      EXPECT_LE(rel_error(got.d_term, want.d_term), tol) << tag << ": d edge term";
+    }
   }
 }
 
@@ -251,12 +260,16 @@ TEST(CudaGatAttentionAggregate, MatchesCpu) {
   // scalar path.
   for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {8, 8}, {4, 64}, {1, 256}, {3, 5}, {2, 33}})
     for (const DropoutKey& key : {DropoutKey{}, kDrop}) expect_gat_matches_cpu("random graph", g, H, F, key, rng);
+  // The edge term through the fused backward ({8, 8}, {3, 5}) and the unfused one ({1, 256}).
+  for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {3, 5}, {1, 256}})
+    expect_gat_matches_cpu("random graph", g, H, F, kDrop, rng, true);
   expect_gat_matches_cpu("looped", g.with_self_loops(), 8, 8, kDrop, rng);
   expect_gat_matches_cpu("mixed", mixed_graph(), 3, 4, kDrop, rng);
   expect_gat_matches_cpu("no edges", Graph::from_edges(50, {}, {}), 2, 8, kDrop, rng);
   const Graph hub = random_graph(120000, 200000, 100000, rng);
   for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 4}, {8, 8}})
     expect_gat_matches_cpu("hub graph", hub, H, F, kDrop, rng);
+  expect_gat_matches_cpu("hub graph", hub, 8, 8, kDrop, rng, true);
 }
 
 TEST(CudaGatAttentionAggregate, GradientsMatchFiniteDifferencesOnDevice) {
@@ -275,6 +288,14 @@ TEST(CudaGatAttentionAggregate, GradientsMatchFiniteDifferencesOnDevice) {
                            {random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
                             random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
                             random_tensor({N, H, F}, rng, -1, 1, DType::f64, Device::cuda)});
+    auto with_term = [&](const std::vector<Tensor>& in) {
+      return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, in[3]);
+    };
+    expect_gradients_match("cuda gat_attention_aggregate with edge term " + name, with_term,
+                           {random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
+                            random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
+                            random_tensor({N, H, F}, rng, -1, 1, DType::f64, Device::cuda),
+                            random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f64, Device::cuda)});
   }
 }
 
@@ -287,10 +308,12 @@ TEST(CudaGatAttentionAggregate, RunsAreBitwiseIdentical) {
   const Tensor er = random_tensor({N, H}, rng, -3, 3, DType::f32, Device::cuda);
   const Tensor v = random_tensor({N, H, F}, rng, -1, 1, DType::f32, Device::cuda);
   const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32, Device::cuda);
-  const GatResult a = run_gat(g, el, er, v, go, kDrop), b = run_gat(g, el, er, v, go, kDrop);
+  const Tensor term = random_tensor({g.num_edges(), H}, rng, -3, 3, DType::f32, Device::cuda);
+  const GatResult a = run_gat(g, el, er, v, go, kDrop, term), b = run_gat(g, el, er, v, go, kDrop, term);
   EXPECT_TRUE(bitwise_equal(a.out, b.out));
   EXPECT_TRUE(bitwise_equal(a.d_el, b.d_el));
   EXPECT_TRUE(bitwise_equal(a.d_er, b.d_er));
+  EXPECT_TRUE(bitwise_equal(a.d_term, b.d_term));
   EXPECT_TRUE(bitwise_equal(a.d_value, b.d_value));
 }
 
@@ -311,11 +334,13 @@ TEST(CudaGatEdgeScores, MatchesCpuAndGradients) {
     const Tensor el = random_tensor({g.num_nodes(), H}, rng, -1, 1, DType::f32);
     const Tensor er = random_tensor({g.num_nodes(), H}, rng, -1, 1, DType::f32);
     const Tensor gs = random_tensor({g.num_edges(), H}, rng, -1, 1, DType::f32);
+    const Tensor term = random_tensor({g.num_edges(), H}, rng, -1, 1, DType::f32);
     auto run = [&](const Graph& graph, Device d) {
       Tensor l = el.to(d).detach().set_requires_grad(), r = er.to(d).detach().set_requires_grad();
-      Tensor s = ops::gat_edge_scores(graph, l, r, 0.2);
+      Tensor t = term.to(d).detach().set_requires_grad();
+      Tensor plain = ops::gat_edge_scores(graph, l, r, 0.2), s = ops::gat_edge_scores(graph, l, r, 0.2, t);
       s.backward(gs.to(d));
-      return std::vector<Tensor>{s, l.grad(), r.grad()};
+      return std::vector<Tensor>{plain, s, l.grad(), r.grad(), t.grad()};
     };
     const auto want = run(g, Device::cpu), got = run(gd, Device::cuda), again = run(gd, Device::cuda);
     for (size_t k = 0; k < want.size(); ++k) {

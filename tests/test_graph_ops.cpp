@@ -283,6 +283,30 @@ TEST(GatEdgeScores, MatchesReferenceAndGradients) {
   }
 }
 
+TEST(GatEdgeScores, EdgeTermIsAddedInsideTheLeakyRelu) {
+  std::mt19937_64 rng(18);
+  const Graph g = mixed_graph();
+  const auto srcs = g.sources(), dsts = g.destinations();
+  for (int64_t H : {1, 3}) {
+    Tensor el = random_tensor({g.num_nodes(), H}, rng), er = random_tensor({g.num_nodes(), H}, rng);
+    Tensor term = random_tensor({g.num_edges(), H}, rng, -2, 2);
+    const auto s = ops::gat_edge_scores(g, el, er, 0.2, term).to_vector<double>();
+    const auto l = el.to_vector<double>(), r = er.to_vector<double>(), t = term.to_vector<double>();
+    int signs[2] = {0, 0};
+    for (int64_t e = 0; e < g.num_edges(); ++e)
+      for (int64_t h = 0; h < H; ++h) {
+        const double x = l[srcs[e] * H + h] + r[dsts[e] * H + h] + t[e * H + h];
+        EXPECT_EQ(s[e * H + h], x > 0 ? x : 0.2 * x);
+        ++signs[x > 0];
+      }
+    EXPECT_GT(signs[0] * signs[1], 0) << "both sides of the LeakyReLU are tested";
+    auto f = [&](const std::vector<Tensor>& in) { return ops::gat_edge_scores(g, in[0], in[1], 0.2, in[2]); };
+    expect_gradients_match("gat_edge_scores with edge term H=" + std::to_string(H), f, {el, er, term});
+  }
+  expect_error([&] { ops::gat_edge_scores(g, Tensor::zeros({8, 2}), Tensor::zeros({8, 2}), 0.2, Tensor::zeros({g.num_edges() + 1, 2})); },
+               {"gat_edge_scores", "edge_term"});
+}
+
 TEST(GatEdgeScores, ComposedWithAggregateGradients) {
   std::mt19937_64 rng(9);
   const Graph g = hub_graph(50, 100, rng);
@@ -296,24 +320,30 @@ TEST(GatEdgeScores, ComposedWithAggregateGradients) {
 
 // ---- gat_attention_aggregate -------------------------------------------------------------
 
-// Output and the gradients of el, er and V (those asked for) of a GAT aggregation, fused or as
-// gat_edge_scores then csr_softmax_aggregate, for one upstream gradient.
+// Output and the gradients of el, er, the edge term and V (those asked for) of a GAT aggregation,
+// fused or as gat_edge_scores then csr_softmax_aggregate, for one upstream gradient. `term` may be
+// undefined (no edge term).
 struct GatRun {
-  Tensor out, d_el, d_er, d_value;
+  Tensor out, d_el, d_er, d_term, d_value;
+  const Tensor& grad(int k) const { return k == 0 ? d_el : k == 1 ? d_er : k == 2 ? d_term : d_value; }
 };
-GatRun run_gat(const Graph& g, Tensor el, Tensor er, Tensor v, const Tensor& grad_out, bool fused,
-               const DropoutKey& key, std::vector<bool> want = {true, true, true}) {
+GatRun run_gat(const Graph& g, Tensor el, Tensor er, Tensor term, Tensor v, const Tensor& grad_out,
+               bool fused, const DropoutKey& key, std::vector<bool> want = {true, true, true, true}) {
   el = el.detach(), er = er.detach(), v = v.detach();
+  if (term.defined()) term = term.detach();
+  want[2] = want[2] && term.defined();
   if (want[0]) el.set_requires_grad();
   if (want[1]) er.set_requires_grad();
-  if (want[2]) v.set_requires_grad();
+  if (want[2]) term.set_requires_grad();
+  if (want[3]) v.set_requires_grad();
   GatRun r;
-  r.out = fused ? ops::gat_attention_aggregate(g, el, er, v, 0.2, key)
-                : ops::csr_softmax_aggregate(g, ops::gat_edge_scores(g, el, er, 0.2), v, key);
+  r.out = fused ? ops::gat_attention_aggregate(g, el, er, v, 0.2, key, term)
+                : ops::csr_softmax_aggregate(g, ops::gat_edge_scores(g, el, er, 0.2, term), v, key);
   r.out.backward(grad_out);
   if (want[0]) r.d_el = el.grad();
   if (want[1]) r.d_er = er.grad();
-  if (want[2]) r.d_value = v.grad();
+  if (want[2]) r.d_term = term.grad();
+  if (want[3]) r.d_value = v.grad();
   return r;
 }
 
@@ -332,43 +362,51 @@ std::vector<std::pair<std::string, Graph>> gat_graphs(int32_t hub_degree, std::m
 
 TEST(GatAttentionAggregate, EqualsTheUnfusedOpsBitForBit) {
   // On the CPU the fused op sums in the unfused ops' orders: the same bits, f32 and f64, with and
-  // without dropout, whatever gradients are asked for.
+  // without dropout and edge term, whatever gradients are asked for.
   std::mt19937_64 rng(31);
   for (const auto& [name, g] : gat_graphs(300, rng))
     for (DType dtype : {DType::f32, DType::f64})
       for (const DropoutKey& key : {DropoutKey{}, kDrop})
-        for (int64_t H : {1, 3}) {
-          const int64_t N = g.num_nodes(), F = 5;
-          const Tensor el = random_tensor({N, H}, rng, -2, 2, dtype), er = random_tensor({N, H}, rng, -2, 2, dtype);
-          const Tensor v = random_tensor({N, H, F}, rng, -1, 1, dtype), go = random_tensor({N, H, F}, rng, -1, 1, dtype);
-          const std::string tag = name + " " + dtype_name(dtype) + " H=" + std::to_string(H) + " p=" + std::to_string(key.p);
-          const GatRun want = run_gat(g, el, er, v, go, false, key), got = run_gat(g, el, er, v, go, true, key);
-          EXPECT_TRUE(bitwise_equal(got.out, want.out)) << tag;
-          EXPECT_TRUE(bitwise_equal(got.d_el, want.d_el)) << tag;
-          EXPECT_TRUE(bitwise_equal(got.d_er, want.d_er)) << tag;
-          EXPECT_TRUE(bitwise_equal(got.d_value, want.d_value)) << tag;
-          for (int k = 0; k < 3; ++k) {  // one gradient alone
-            std::vector<bool> want_one(3, false);
-            want_one[k] = true;
-            const GatRun one = run_gat(g, el, er, v, go, true, key, want_one);
-            const Tensor& a = k == 0 ? one.d_el : k == 1 ? one.d_er : one.d_value;
-            const Tensor& b = k == 0 ? want.d_el : k == 1 ? want.d_er : want.d_value;
-            EXPECT_TRUE(bitwise_equal(a, b)) << tag << " gradient " << k << " alone";
+        for (int64_t H : {1, 3})
+          for (bool with_term : {false, true}) {
+            const int64_t N = g.num_nodes(), F = 5;
+            const Tensor el = random_tensor({N, H}, rng, -2, 2, dtype), er = random_tensor({N, H}, rng, -2, 2, dtype);
+            const Tensor term = with_term ? random_tensor({g.num_edges(), H}, rng, -2, 2, dtype) : Tensor();
+            const Tensor v = random_tensor({N, H, F}, rng, -1, 1, dtype), go = random_tensor({N, H, F}, rng, -1, 1, dtype);
+            const std::string tag = name + " " + dtype_name(dtype) + " H=" + std::to_string(H) +
+                                    " p=" + std::to_string(key.p) + (with_term ? " edge term" : "");
+            const GatRun want = run_gat(g, el, er, term, v, go, false, key);
+            const GatRun got = run_gat(g, el, er, term, v, go, true, key);
+            EXPECT_TRUE(bitwise_equal(got.out, want.out)) << tag;
+            for (int k = 0; k < 4; ++k) {
+              if (k == 2 && !with_term) continue;
+              EXPECT_TRUE(bitwise_equal(got.grad(k), want.grad(k))) << tag << " gradient " << k;
+              std::vector<bool> want_one(4, false);  // this gradient alone
+              want_one[k] = true;
+              const GatRun one = run_gat(g, el, er, term, v, go, true, key, want_one);
+              EXPECT_TRUE(bitwise_equal(one.grad(k), want.grad(k))) << tag << " gradient " << k << " alone";
+            }
           }
-        }
 }
 
 TEST(GatAttentionAggregate, GradientsMatchFiniteDifferences) {
   std::mt19937_64 rng(32);
   for (const auto& [name, g] : gat_graphs(24, rng))
     for (const DropoutKey& key : {DropoutKey{}, kDrop}) {
-      const int64_t N = g.num_nodes(), H = 2, F = 3;
+      const int64_t N = g.num_nodes(), E = g.num_edges(), H = 2, F = 3;
       auto f = [&](const std::vector<Tensor>& in) {
         return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key);
       };
       expect_gradients_match("gat_attention_aggregate " + name + " p=" + std::to_string(key.p), f,
                              {random_tensor({N, H}, rng, -2, 2), random_tensor({N, H}, rng, -2, 2),
                               random_tensor({N, H, F}, rng)});
+      auto with_term = [&](const std::vector<Tensor>& in) {
+        return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, in[3]);
+      };
+      expect_gradients_match("gat_attention_aggregate with edge term " + name + " p=" + std::to_string(key.p),
+                             with_term,
+                             {random_tensor({N, H}, rng, -2, 2), random_tensor({N, H}, rng, -2, 2),
+                              random_tensor({N, H, F}, rng), random_tensor({E, H}, rng, -2, 2)});
     }
 }
 
@@ -378,7 +416,11 @@ TEST(GatAttentionAggregate, RejectsMismatchedInputs) {
   expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 3}), Tensor::zeros({N, 2, 4}), 0.2); },
                {"gat_attention_aggregate", "(8, 3)"});
   expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor::zeros({N, 3, 4}), 0.2); },
-               {"gat_attention_aggregate", "(8, 3, 4)", "N = 8"});
+               {"gat_attention_aggregate", "(8, 3, 4)", "Ns = 8"});
+  expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor::zeros({N, 2, 4}), 0.2, {}, Tensor::zeros({g.num_edges(), 3})); },
+               {"gat_attention_aggregate", "edge_term", "(" + std::to_string(g.num_edges()) + ", 3)"});
+  expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor::zeros({N, 2, 4}), 0.2, {}, Tensor::zeros({g.num_edges(), 2}, DType::f64)); },
+               {"gat_attention_aggregate", "edge_term"});
   expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor::zeros({N, 2, 4}), NAN); },
                {"gat_attention_aggregate", "negative_slope"});
 }

@@ -7,6 +7,7 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/loops.h"
 #include "gat/framework/ops/vec_math.h"
 #include "gat/framework/rng_cpu.h"
@@ -139,26 +140,33 @@ struct StoredScores {
   const T* row(RowScratch<T>&, int64_t, int64_t b, int64_t) const { return s + b * H; }
 };
 
-// GAT's scores LeakyReLU(el[src(e)] + er[i]), computed into the row's scratch.
+// GAT's scores LeakyReLU(el[src(e)] + er[i] (+ term[e])), computed into the row's scratch.
 template <class T>
 struct GatScores {
   const int32_t* src;  // (E,)
-  const T* el;         // (N, H)
-  const T* er;         // (N, H)
+  const T* el;         // (Ns, H)
+  const T* er;         // (Nd, H)
+  const T* term;       // (E, H) or null
   int64_t H;
   // LeakyReLU as x times its factor, read from a table: the signs are random, a branch would be
   // mispredicted half the time.
   T factor[2];
-  GatScores(const Graph& graph, const Tensor& l, const Tensor& r, double negative_slope)
-      : src(graph.edge_src().data<int32_t>()), el(l.data<T>()), er(r.data<T>()), H(l.size(1)),
+  GatScores(const Graph& graph, const Tensor& l, const Tensor& r, const Tensor& t, double negative_slope)
+      : src(graph.edge_src().data<int32_t>()), el(l.data<T>()), er(r.data<T>()),
+        term(t.defined() ? t.data<T>() : nullptr), H(l.size(1)),
         factor{static_cast<T>(negative_slope), T(1)} {}
-  // LeakyReLU'(el[j,h] + er[i,h])
-  T slope(int64_t j, int64_t i, int64_t h) const { return factor[el[j * H + h] + er[i * H + h] > T(0)]; }
+  // The LeakyReLU's argument of edge e = (j -> i), head h (in gat_edge_scores' order of sums).
+  T argument(int64_t e, int64_t j, int64_t i, int64_t h) const {
+    const T x = el[j * H + h] + er[i * H + h];
+    return term ? x + term[e * H + h] : x;
+  }
+  // LeakyReLU'(argument)
+  T slope(int64_t e, int64_t j, int64_t i, int64_t h) const { return factor[argument(e, j, i, h) > T(0)]; }
   const T* row(RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) const {
     T* s = row.s.data();  // (degree, H)
     for (int64_t k = 0; k < degree; ++k)
       for (int64_t h = 0; h < H; ++h) {
-        const T x = el[src[b + k] * H + h] + er[i * H + h];
+        const T x = argument(b + k, src[b + k], i, h);
         s[k * H + h] = x * factor[x > T(0)];
       }
     return s;
@@ -289,30 +297,33 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
 }
 
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                     const Tensor& node_value, double negative_slope,
-                                     const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
+                                     const Tensor& edge_term, const Tensor& node_value,
+                                     double negative_slope, const DropoutKey& attn_dropout,
+                                     Tensor& out, Tensor& lse) {
   dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
-    aggregate_forward<T>(graph, GatScores<T>(graph, el, er, negative_slope), node_value,
+    aggregate_forward<T>(graph, GatScores<T>(graph, el, er, edge_term, negative_slope), node_value,
                          attn_dropout, out, lse);
   });
 }
 
-// d scores go to a transient (E, H) buffer, turned row by row into g = ds * LeakyReLU'(.) whose
-// row sums are d er; pass 2 sums g over the out-edges into d el. The sums run in the orders of
-// gat_edge_scores' backward, so the results are those of the unfused ops bit for bit.
+// d scores go to an (E, H) buffer, turned row by row into g = ds * LeakyReLU'(.) whose row sums
+// are d er; pass 2 sums g over the out-edges into d el. g is d edge_term: the buffer is
+// grad_edge_term when asked, else transient. The sums run in the orders of gat_edge_scores'
+// backward, so the results are those of the unfused ops bit for bit.
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                      const Tensor& node_value, double negative_slope,
-                                      const DropoutKey& attn_dropout, const Tensor&,
-                                      const Tensor& lse, const Tensor& grad_out, Tensor* grad_el,
-                                      Tensor* grad_er, Tensor* grad_value) {
+                                      const Tensor& edge_term, const Tensor& node_value,
+                                      double negative_slope, const DropoutKey& attn_dropout,
+                                      const Tensor&, const Tensor& lse, const Tensor& grad_out,
+                                      Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
+                                      Tensor* grad_value) {
   dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
-    const GatScores<T> scores(graph, el, er, negative_slope);
+    const GatScores<T> scores(graph, el, er, edge_term, negative_slope);
     const int64_t H = scores.H;
-    const bool need_g = grad_el || grad_er;
-    std::vector<T> g_buffer(need_g ? static_cast<size_t>(graph.num_edges() * H) : 0);
-    T* g = need_g ? g_buffer.data() : nullptr;  // (E, H)
+    const bool transient_g = !grad_edge_term && (grad_el || grad_er);
+    std::vector<T> g_buffer(transient_g ? static_cast<size_t>(graph.num_edges() * H) : 0);
+    T* g = grad_edge_term ? grad_edge_term->data<T>() : transient_g ? g_buffer.data() : nullptr;  // (E, H)
     T* der = grad_er ? grad_er->data<T>() : nullptr;  // (N, H)
     const int32_t* src = scores.src;
     aggregate_backward<T>(graph, scores, node_value, lse, grad_out, attn_dropout, g,
@@ -322,7 +333,7 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                             for (int64_t h = 0; h < H; ++h) {
                               T acc = 0;
                               for (int64_t e = b; e < b + degree; ++e) {
-                                g[e * H + h] *= scores.slope(src[e], i, h);
+                                g[e * H + h] *= scores.slope(e, src[e], i, h);
                                 acc += g[e * H + h];
                               }
                               if (der) der[i * H + h] = acc;
@@ -370,34 +381,36 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
 }
 
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                     const Tensor& node_value, double negative_slope,
-                                     const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
+                                     const Tensor& edge_term, const Tensor& node_value,
+                                     double negative_slope, const DropoutKey& attn_dropout,
+                                     Tensor& out, Tensor& lse) {
   if (node_value.is_cuda())
     return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_forward(
-        graph, el, er, node_value, negative_slope, attn_dropout, out, lse));
-  cpu_impl::gat_attention_aggregate_forward(graph, el, er, node_value, negative_slope,
+        graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, lse));
+  cpu_impl::gat_attention_aggregate_forward(graph, el, er, edge_term, node_value, negative_slope,
                                             attn_dropout, out, lse);
 }
 
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                      const Tensor& node_value, double negative_slope,
-                                      const DropoutKey& attn_dropout, const Tensor& out,
-                                      const Tensor& lse, const Tensor& grad_out, Tensor* grad_el,
-                                      Tensor* grad_er, Tensor* grad_value) {
-  if (graph.num_edges() == 0 || el.numel() == 0 || node_value.size(2) == 0) {
+                                      const Tensor& edge_term, const Tensor& node_value,
+                                      double negative_slope, const DropoutKey& attn_dropout,
+                                      const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                      Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
+                                      Tensor* grad_value) {
+  if (graph.num_edges() == 0 || el.size(1) == 0 || node_value.size(2) == 0) {
     // Nothing is aggregated: every gradient is zero (and the kernels may assume edges, heads and
     // features).
-    for (Tensor* grad : {grad_el, grad_er, grad_value})
+    for (Tensor* grad : {grad_el, grad_er, grad_edge_term, grad_value})
       if (grad) grad->zero_();
     return;
   }
   if (node_value.is_cuda())
     return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_backward(
-        graph, el, er, node_value, negative_slope, attn_dropout, out, lse, grad_out, grad_el,
-        grad_er, grad_value));
-  cpu_impl::gat_attention_aggregate_backward(graph, el, er, node_value, negative_slope,
+        graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, lse, grad_out,
+        grad_el, grad_er, grad_edge_term, grad_value));
+  cpu_impl::gat_attention_aggregate_backward(graph, el, er, edge_term, node_value, negative_slope,
                                              attn_dropout, out, lse, grad_out, grad_el, grad_er,
-                                             grad_value);
+                                             grad_edge_term, grad_value);
 }
 
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
@@ -444,45 +457,44 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
 
 Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tensor& er,
                                const Tensor& node_value, double negative_slope,
-                               const DropoutKey& attn_dropout) {
+                               const DropoutKey& attn_dropout, const Tensor& edge_term) {
   const char* op = "gat_attention_aggregate";
-  check_float(op, "el", el);
-  check_dim(op, "el", el, 2);
-  check_same(op, "el", el, "er", er);
-  check_shape(op, "er", er, el.shape());
+  check_gat_score_terms(op, graph, el, er, edge_term);
   check_same(op, "el", el, "node_value", node_value);
   check_dim(op, "node_value", node_value, 3);
-  const int64_t N = graph.num_nodes(), H = el.size(1), F = node_value.size(2);
-  GAT_CHECK(graph.device() == el.device(), op, ": the graph is on ", device_name(graph.device()),
-            " but 'el' is ", el.describe());
-  GAT_CHECK(el.size(0) == N && node_value.size(0) == N && node_value.size(1) == H, op, ": 'el' ",
-            el.describe(), " and 'node_value' ", node_value.describe(),
-            " must be (N, H) and (N, H, F) with N = ", N, " nodes of the graph");
+  const int64_t Nd = graph.num_dst_nodes(), H = el.size(1), F = node_value.size(2);
+  GAT_CHECK(node_value.size(0) == graph.num_src_nodes() && node_value.size(1) == H, op,
+            ": 'node_value' ", node_value.describe(), " must be (Ns, H, F) with Ns = ",
+            graph.num_src_nodes(), " sources of the graph and H = ", H, " heads of 'el' ",
+            el.describe());
   GAT_CHECK(std::isfinite(negative_slope), op, ": negative_slope ", negative_slope, " is not finite");
   check_dropout(op, attn_dropout);
 
-  Tensor out = Tensor::empty({N, H, F}, node_value.dtype(), node_value.device(), op);
-  Tensor lse = Tensor::empty({N, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate lse");
-  kernels::gat_attention_aggregate_forward(graph, el, er, node_value, negative_slope, attn_dropout,
-                                           out, lse);
+  Tensor out = Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), op);
+  Tensor lse = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate lse");
+  kernels::gat_attention_aggregate_forward(graph, el, er, edge_term, node_value, negative_slope,
+                                           attn_dropout, out, lse);
 
   const bool need_el = el.requires_grad(), need_er = er.requires_grad(),
+             need_term = edge_term.defined() && edge_term.requires_grad(),
              need_value = node_value.requires_grad();
   return autograd::record(
-      op, out, {el, er, node_value},
-      [graph, l = el.detach(), r = er.detach(), v = node_value.detach(), o = out.detach(), lse,
-       negative_slope, attn_dropout, need_el, need_er, need_value](const Tensor& grad_out) {
+      op, out, {el, er, edge_term, node_value},
+      [graph, l = el.detach(), r = er.detach(), t = edge_term.defined() ? edge_term.detach() : Tensor(),
+       v = node_value.detach(), o = out.detach(), lse, negative_slope, attn_dropout, need_el,
+       need_er, need_term, need_value](const Tensor& grad_out) {
         check_same("gat_attention_aggregate backward", "grad_out", grad_out, "node_value", v);
         check_shape("gat_attention_aggregate backward", "grad_out", grad_out, o.shape());
-        Tensor dl, dr, dv;
+        Tensor dl, dr, dt, dv;
         if (need_el) dl = Tensor::empty(l.shape(), l.dtype(), l.device(), "d el");
         if (need_er) dr = Tensor::empty(r.shape(), r.dtype(), r.device(), "d er");
+        if (need_term) dt = Tensor::empty(t.shape(), t.dtype(), t.device(), "d edge_term");
         if (need_value) dv = Tensor::empty(v.shape(), v.dtype(), v.device(), "d node_value");
-        kernels::gat_attention_aggregate_backward(graph, l, r, v, negative_slope, attn_dropout, o,
-                                                  lse, grad_out, need_el ? &dl : nullptr,
-                                                  need_er ? &dr : nullptr,
-                                                  need_value ? &dv : nullptr);
-        return std::vector<Tensor>{dl, dr, dv};
+        kernels::gat_attention_aggregate_backward(
+            graph, l, r, t, v, negative_slope, attn_dropout, o, lse, grad_out,
+            need_el ? &dl : nullptr, need_er ? &dr : nullptr, need_term ? &dt : nullptr,
+            need_value ? &dv : nullptr);
+        return std::vector<Tensor>{dl, dr, dt, dv};
       });
 }
 

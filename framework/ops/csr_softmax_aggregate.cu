@@ -111,24 +111,29 @@ struct StoredScores {
   __device__ __forceinline__ Row row(long long, int h) const { return {s, H, h}; }
 };
 
-// GAT's scores, LeakyReLU(el[j,h] + er[i,h]), computed where the edge is visited.
+// GAT's scores, LeakyReLU(el[j,h] + er[i,h] (+ term[e,h])), computed where the edge is visited.
 template <class T>
 struct GatScores {
-  const T* __restrict__ el;  // (N, H)
-  const T* __restrict__ er;  // (N, H)
+  const T* __restrict__ el;    // (Ns, H)
+  const T* __restrict__ er;    // (Nd, H)
+  const T* __restrict__ term;  // (E, H) or null
   int H;
   T slope;  // negative_slope
   struct Row {
     const T* __restrict__ el;
+    const T* __restrict__ term;
     T er_ih;
     int H, h;
     T slope;
-    __device__ __forceinline__ T operator()(long long, long long j) const {
-      const T x = el[j * H + h] + er_ih;
+    __device__ __forceinline__ T operator()(long long e, long long j) const {
+      T x = el[j * H + h] + er_ih;
+      if (term) x += term[e * H + h];
       return x > T(0) ? x : x * slope;
     }
   };
-  __device__ __forceinline__ Row row(long long i, int h) const { return {el, er[i * H + h], H, h, slope}; }
+  __device__ __forceinline__ Row row(long long i, int h) const {
+    return {el, term, er[i * H + h], H, h, slope};
+  }
 };
 
 // Runs the online softmax of one lane over edges [begin, end) of a row, with the row's score
@@ -339,45 +344,53 @@ struct ScoreGrad {
   }
 };
 
-// gat_attention_aggregate: the score recomputed from el[j] and er[i], ds = a (da - D[i]) with
-// D[i,h] = G[i,h,:].out[i,h,:] (= sum over row i of a da), g = ds LeakyReLU'(el[j] + er[i]);
-// g is written per edge for d er's row sums and summed over j's out-edges into d el.
+// gat_attention_aggregate: the score recomputed from el[j], er[i] (and term[e]), ds = a (da - D[i])
+// with D[i,h] = G[i,h,:].out[i,h,:] (= sum over row i of a da), g = ds LeakyReLU'(el[j] + er[i]
+// (+ term[e])); g is written per edge (d term, and d er's row sums) and summed over j's out-edges
+// into d el.
 template <class T>
 struct GatGrad {
   // As ScoreGrad: 3 blocks per SM (80 registers) measured 60.3 ms against 54.4 ms for the two
   // layers' walks on the 100M-edge graph.
   static constexpr int kBlocksPerSM = 4;
-  const T* el;   // (N, H)
-  const T* er;   // (N, H)
-  const T* lse;  // (N, H)
-  const T* D;    // (N, H)
-  T* g;          // (E, H) or null when d er is not asked
+  const T* el;    // (Ns, H)
+  const T* er;    // (Nd, H)
+  const T* term;  // (E, H) or null
+  const T* lse;   // (Nd, H)
+  const T* D;     // (Nd, H)
+  T* g;           // (E, H) or null when neither d er nor d term is asked
   T slope;
-  T* sum;        // (N, H) d el, or null
-  T* part_sum;   // (W, H) d el of each chunk of a long transposed row (chunk kernel only)
+  T* sum;         // (Ns, H) d el, or null
+  T* part_sum;    // (W, H) d el of each chunk of a long transposed row (chunk kernel only)
   struct Walk {
     const T* __restrict__ er;
+    const T* __restrict__ term;
     const T* __restrict__ lse;
     const T* __restrict__ D;
     T* g;
     T el_j, slope;
     int H, h;
     T sum = 0;
+    // The LeakyReLU's argument of edge e = (j -> i).
+    __device__ __forceinline__ T argument(long long e, long long i) const {
+      const T x = el_j + er[i * H + h];
+      return term ? x + term[e * H + h] : x;
+    }
     __device__ __forceinline__ bool needs_weight(bool) const { return true; }
     __device__ __forceinline__ bool wants_dot() const { return true; }
-    __device__ __forceinline__ T weight(long long, long long i) const {
-      const T x = el_j + er[i * H + h];
+    __device__ __forceinline__ T weight(long long e, long long i) const {
+      const T x = argument(e, i);
       return exp((x > T(0) ? x : x * slope) - lse[i * H + h]);
     }
     __device__ __forceinline__ void edge(long long e, long long i, T a, T da, bool first_lane) {
       const T ds = a * (da - D[i * H + h]);
-      const T grad = el_j + er[i * H + h] > T(0) ? ds : ds * slope;
+      const T grad = argument(e, i) > T(0) ? ds : ds * slope;
       sum += grad;
       if (first_lane && g) g[e * H + h] = grad;
     }
   };
   __device__ __forceinline__ Walk walk(long long j, int h, int, long long, int H) const {
-    return {er, lse, D, g, el[j * H + h], slope, H, h};
+    return {er, term, lse, D, g, el[j * H + h], slope, H, h};
   }
 };
 
@@ -863,12 +876,14 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
 }
 
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                     const Tensor& node_value, double negative_slope,
-                                     const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
+                                     const Tensor& edge_term, const Tensor& node_value,
+                                     double negative_slope, const DropoutKey& attn_dropout,
+                                     Tensor& out, Tensor& lse) {
   dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
-    const GatScores<T> scores{el.data<T>(), er.data<T>(), static_cast<int>(el.size(1)),
-                              static_cast<T>(negative_slope)};
+    const GatScores<T> scores{el.data<T>(), er.data<T>(),
+                              edge_term.defined() ? edge_term.data<T>() : nullptr,
+                              static_cast<int>(el.size(1)), static_cast<T>(negative_slope)};
     aggregate_forward<T>(graph, scores, node_value, attn_dropout, out, lse);
   });
 }
@@ -914,14 +929,16 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
   });
 }
 
-// One walk over the transposed graph gives dV, d el and g per edge; d er is g's row sums. A head
-// wider than one group of lanes (F > 32 vectors) takes the unfused path: the scores and d scores
-// (E, H) exist for the length of this backward.
+// One walk over the transposed graph gives dV, d el and g per edge (= d edge_term: written
+// straight into grad_edge_term when asked); d er is g's row sums. A head wider than one group of
+// lanes (F > 32 vectors) takes the unfused path: the scores and d scores (E, H) exist for the
+// length of this backward.
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                      const Tensor& node_value, double negative_slope,
-                                      const DropoutKey& attn_dropout, const Tensor& out,
-                                      const Tensor& lse, const Tensor& grad_out, Tensor* grad_el,
-                                      Tensor* grad_er, Tensor* grad_value) {
+                                      const Tensor& edge_term, const Tensor& node_value,
+                                      double negative_slope, const DropoutKey& attn_dropout,
+                                      const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                      Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
+                                      Tensor* grad_value) {
   const long long N = graph.num_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(el.size(1)), F = static_cast<int>(node_value.size(2));
   dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
@@ -932,12 +949,15 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
       const Tiling tiling(F, VEC);  // of one head
       if (tiling.tiles > 1) {
         Tensor scores = Tensor::empty({E, H}, el.dtype(), Device::cuda, "gat scores (backward)");
-        gat_edge_scores_forward(graph, el, er, negative_slope, scores);
+        gat_edge_scores_forward(graph, el, er, edge_term, negative_slope, scores);
         Tensor ds;
-        if (grad_el || grad_er) ds = Tensor::empty({E, H}, el.dtype(), Device::cuda, "d gat scores");
+        if (grad_el || grad_er || grad_edge_term)
+          ds = Tensor::empty({E, H}, el.dtype(), Device::cuda, "d gat scores");
         csr_softmax_aggregate_backward(graph, scores, node_value, lse, grad_out, attn_dropout,
                                        ds.defined() ? &ds : nullptr, grad_value);
-        if (ds.defined()) gat_edge_scores_backward(graph, el, er, negative_slope, ds, grad_el, grad_er);
+        if (ds.defined())
+          gat_edge_scores_backward(graph, el, er, edge_term, negative_slope, ds, grad_el, grad_er,
+                                   grad_edge_term);
         return;
       }
       a.tiles = 1;
@@ -946,11 +966,14 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
       head_rows_dot_kernel<T><<<warps::warp_blocks((NH + kWarp - 1) / kWarp), kThreads, 0, cuda::stream()>>>(
           a.grad_out, out.data<T>(), D.data<T>(), NH, F);
       CUDA_CHECK_LAUNCH("head_rows_dot_kernel");
-      Tensor g;  // (E, H), for d er's row sums
-      if (grad_er) g = Tensor::empty({E, H}, el.dtype(), Device::cuda, "gat edge grads");
-      const GatGrad<T> grad{el.data<T>(), er.data<T>(), lse.data<T>(), D.data<T>(),
-                            grad_er ? g.data<T>() : nullptr, static_cast<T>(negative_slope),
-                            grad_el ? grad_el->data<T>() : nullptr, nullptr};
+      // g (E, H): d edge_term, and what d er sums by rows
+      Tensor g = grad_edge_term ? *grad_edge_term : Tensor();
+      if (grad_er && !grad_edge_term) g = Tensor::empty({E, H}, el.dtype(), Device::cuda, "gat edge grads");
+      const GatGrad<T> grad{el.data<T>(), er.data<T>(),
+                            edge_term.defined() ? edge_term.data<T>() : nullptr, lse.data<T>(),
+                            D.data<T>(), g.defined() ? g.data<T>() : nullptr,
+                            static_cast<T>(negative_slope), grad_el ? grad_el->data<T>() : nullptr,
+                            nullptr};
       with_group(tiling.G, [&](auto group) {
         walk_transposed<T, VEC, decltype(group)::value>(graph, a, grad);
       });

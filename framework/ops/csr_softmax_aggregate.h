@@ -10,7 +10,8 @@
 // Usable on its own with any edge scores (GAT, GATv2, transformer-style attention).
 //
 // gat_attention_aggregate is the same op with GAT's scores computed where an edge is visited,
-//   edge_scores[e,h] = LeakyReLU(el[src(e),h] + er[dst(e),h], negative_slope),
+//   edge_scores[e,h] = LeakyReLU(el[src(e),h] + er[dst(e),h] (+ edge_term[e,h]), negative_slope)
+// (edge_term: the optional edge-feature part, PyG's alpha_edge),
 // so nothing of size E x H is written by the forward or kept for the backward (which recomputes
 // the scores from el and er); one kernel body serves both ops, the scores being the only
 // difference.
@@ -27,13 +28,15 @@ namespace gat::ops {
 Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, const Tensor& node_value,
                              const DropoutKey& attn_dropout = {});
 
-// = csr_softmax_aggregate(graph, gat_edge_scores(graph, el, er, negative_slope), node_value,
-//                         attn_dropout)
-// el, er: (N, H) f32|f64     node_value: (N, H, F) same dtype/device   -> out (N, H, F)
-// Saves lse (N, H) and out; gradients for el, er and node_value.
+// = csr_softmax_aggregate(graph, gat_edge_scores(graph, el, er, negative_slope, edge_term),
+//                         node_value, attn_dropout)
+// el: (Ns, H) f32|f64, er: (Nd, H), edge_term: (E, H) or undefined, node_value: (Ns, H, F), all
+// of one dtype and device   -> out (Nd, H, F)
+// Saves lse (Nd, H) and out; gradients for el, er, edge_term and node_value.
 Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tensor& er,
                                const Tensor& node_value, double negative_slope,
-                               const DropoutKey& attn_dropout = {});
+                               const DropoutKey& attn_dropout = {},
+                               const Tensor& edge_term = Tensor());
 
 // The softmax weights a (E, H) alone, without dropout and without autograd: for inspection
 // (GATConv::forward's `attention`).
@@ -44,9 +47,10 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //  backward: given grad_out (N, H, F), writes grad_scores (E, H) and/or grad_value (N, H, F)
 //            (either may be null to skip it). Overwrites, never accumulates.
 //  softmax:  writes weights (E, H), the row softmax of edge_scores.
-//  gat forward:  as forward, the scores computed from el, er (N, H).
+//  gat forward:  as forward, the scores computed from el, er and edge_term (may be undefined).
 //  gat backward: given the forward's out and lse and grad_out (N, H, F), writes grad_el,
-//            grad_er (N, H) and/or grad_value (N, H, F) (any may be null).
+//            grad_er (N, H), grad_edge_term (E, H) (only with edge_term defined) and/or
+//            grad_value (N, H, F) (any may be null).
 //  None synchronises with the host (on CUDA: the launches it makes are in docs/kernels.md).
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device; all three have one contract.
 namespace kernels {
@@ -59,13 +63,15 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
                                     Tensor* grad_scores, Tensor* grad_value);
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights);
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                     const Tensor& node_value, double negative_slope,
-                                     const DropoutKey& attn_dropout, Tensor& out, Tensor& lse);
+                                     const Tensor& edge_term, const Tensor& node_value,
+                                     double negative_slope, const DropoutKey& attn_dropout,
+                                     Tensor& out, Tensor& lse);
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                      const Tensor& node_value, double negative_slope,
-                                      const DropoutKey& attn_dropout, const Tensor& out,
-                                      const Tensor& lse, const Tensor& grad_out, Tensor* grad_el,
-                                      Tensor* grad_er, Tensor* grad_value);
+                                      const Tensor& edge_term, const Tensor& node_value,
+                                      double negative_slope, const DropoutKey& attn_dropout,
+                                      const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                      Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
+                                      Tensor* grad_value);
 }  // namespace kernels
 namespace cpu_impl {  // csr_softmax_aggregate.cpp
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
@@ -77,13 +83,15 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
                                     Tensor* grad_scores, Tensor* grad_value);
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights);
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                     const Tensor& node_value, double negative_slope,
-                                     const DropoutKey& attn_dropout, Tensor& out, Tensor& lse);
+                                     const Tensor& edge_term, const Tensor& node_value,
+                                     double negative_slope, const DropoutKey& attn_dropout,
+                                     Tensor& out, Tensor& lse);
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                      const Tensor& node_value, double negative_slope,
-                                      const DropoutKey& attn_dropout, const Tensor& out,
-                                      const Tensor& lse, const Tensor& grad_out, Tensor* grad_el,
-                                      Tensor* grad_er, Tensor* grad_value);
+                                      const Tensor& edge_term, const Tensor& node_value,
+                                      double negative_slope, const DropoutKey& attn_dropout,
+                                      const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                      Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
+                                      Tensor* grad_value);
 }  // namespace cpu_impl
 namespace cuda_impl {  // csr_softmax_aggregate.cu
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
@@ -95,13 +103,15 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
                                     Tensor* grad_scores, Tensor* grad_value);
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights);
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                     const Tensor& node_value, double negative_slope,
-                                     const DropoutKey& attn_dropout, Tensor& out, Tensor& lse);
+                                     const Tensor& edge_term, const Tensor& node_value,
+                                     double negative_slope, const DropoutKey& attn_dropout,
+                                     Tensor& out, Tensor& lse);
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                      const Tensor& node_value, double negative_slope,
-                                      const DropoutKey& attn_dropout, const Tensor& out,
-                                      const Tensor& lse, const Tensor& grad_out, Tensor* grad_el,
-                                      Tensor* grad_er, Tensor* grad_value);
+                                      const Tensor& edge_term, const Tensor& node_value,
+                                      double negative_slope, const DropoutKey& attn_dropout,
+                                      const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                      Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
+                                      Tensor* grad_value);
 }  // namespace cuda_impl
 
 }  // namespace gat::ops

@@ -9,14 +9,15 @@ namespace gat::ops {
 namespace cpu_impl {
 
 void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                             double negative_slope, Tensor& scores) {
+                             const Tensor& edge_term, double negative_slope, Tensor& scores) {
   const int64_t E = graph.num_edges(), H = el.size(1);
   dispatch_float(el.dtype(), "gat_edge_scores", [&](auto zero) {
     using T = decltype(zero);
     const int32_t* src = graph.edge_src().data<int32_t>();   // (E,)
     const int32_t* dst = graph.edge_dst().data<int32_t>();  // (E,)
-    const T* l = el.data<T>();                              // (N, H)
-    const T* r = er.data<T>();                              // (N, H)
+    const T* l = el.data<T>();                              // (Ns, H)
+    const T* r = er.data<T>();                              // (Nd, H)
+    const T* t = edge_term.defined() ? edge_term.data<T>() : nullptr;  // (E, H) or null
     T* s = scores.data<T>();                                // (E, H)
     // LeakyReLU as x times its factor, read from a table: the signs are random, a branch (what
     // g++ makes of x > 0 ? x : slope * x) would be mispredicted half the time.
@@ -24,7 +25,8 @@ void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor&
 #pragma omp parallel for if (E * H > detail::kParallelThreshold)
     for (int64_t e = 0; e < E; ++e)
       for (int64_t h = 0; h < H; ++h) {
-        const T x = l[src[e] * H + h] + r[dst[e] * H + h];
+        T x = l[src[e] * H + h] + r[dst[e] * H + h];
+        if (t) x += t[e * H + h];
         s[e * H + h] = x * factor[x > T(0)];
       }
   });
@@ -32,25 +34,37 @@ void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor&
 
 // d er over CSR rows and d el over the transpose, each summed in the graph's fixed order.
 void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                              double negative_slope, const Tensor& grad_scores, Tensor* grad_el,
-                              Tensor* grad_er) {
-  const int64_t N = graph.num_nodes(), H = el.size(1);
+                              const Tensor& edge_term, double negative_slope,
+                              const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
+                              Tensor* grad_edge_term) {
+  const int64_t H = el.size(1);
   dispatch_float(el.dtype(), "gat_edge_scores backward", [&](auto zero) {
     using T = decltype(zero);
     const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
-    const T* l = el.data<T>();                             // (N, H)
-    const T* r = er.data<T>();                             // (N, H)
+    const T* l = el.data<T>();                             // (Ns, H)
+    const T* r = er.data<T>();                             // (Nd, H)
+    const T* t = edge_term.defined() ? edge_term.data<T>() : nullptr;  // (E, H) or null
     const T* gs = grad_scores.data<T>();                   // (E, H)
     const T factor[2] = {static_cast<T>(negative_slope), T(1)};  // as the forward
-    // g[e,h] = ds[e,h] * LeakyReLU'(el[j,h] + er[i,h])
+    // g[e,h] = ds[e,h] * LeakyReLU'(el[j,h] + er[i,h] (+ edge_term[e,h]))
     auto g = [&](int64_t e, int64_t j, int64_t i, int64_t h) {
-      return gs[e * H + h] * factor[l[j * H + h] + r[i * H + h] > T(0)];
+      T x = l[j * H + h] + r[i * H + h];
+      if (t) x += t[e * H + h];
+      return gs[e * H + h] * factor[x > T(0)];
     };
+    if (grad_edge_term) {
+      const int32_t* dst = graph.edge_dst().data<int32_t>();  // (E,)
+      T* d = grad_edge_term->data<T>();                       // (E, H)
+      const int64_t E = graph.num_edges();
+#pragma omp parallel for if (E * H > detail::kParallelThreshold)
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t h = 0; h < H; ++h) d[e * H + h] = g(e, src[e], dst[e], h);
+    }
     if (grad_er) {
-      const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-      T* d = grad_er->data<T>();                                 // (N, H)
+      const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (Nd+1,)
+      T* d = grad_er->data<T>();                                 // (Nd, H)
 #pragma omp parallel for schedule(dynamic, 256)
-      for (int64_t i = 0; i < N; ++i)
+      for (int64_t i = 0; i < graph.num_dst_nodes(); ++i)
         for (int64_t h = 0; h < H; ++h) {
           T acc = 0;
           for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; ++e) acc += g(e, src[e], i, h);
@@ -58,12 +72,12 @@ void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor
         }
     }
     if (grad_el) {
-      const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (N+1,)
+      const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (Ns+1,)
       const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
       const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
-      T* d = grad_el->data<T>();                                     // (N, H)
+      T* d = grad_el->data<T>();                                     // (Ns, H)
 #pragma omp parallel for schedule(dynamic, 256)
-      for (int64_t j = 0; j < N; ++j)
+      for (int64_t j = 0; j < graph.num_src_nodes(); ++j)
         for (int64_t h = 0; h < H; ++h) {
           T acc = 0;
           for (int64_t k = t_row_ptr[j]; k < t_row_ptr[j + 1]; ++k)
@@ -79,52 +93,70 @@ void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor
 namespace kernels {
 
 void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                             double negative_slope, Tensor& scores) {
+                             const Tensor& edge_term, double negative_slope, Tensor& scores) {
   if (el.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::gat_edge_scores_forward(graph, el, er, negative_slope, scores));
-  cpu_impl::gat_edge_scores_forward(graph, el, er, negative_slope, scores);
+    return GAT_CUDA_CALL(
+        cuda_impl::gat_edge_scores_forward(graph, el, er, edge_term, negative_slope, scores));
+  cpu_impl::gat_edge_scores_forward(graph, el, er, edge_term, negative_slope, scores);
 }
 
 void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                              double negative_slope, const Tensor& grad_scores, Tensor* grad_el,
-                              Tensor* grad_er) {
+                              const Tensor& edge_term, double negative_slope,
+                              const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
+                              Tensor* grad_edge_term) {
   if (el.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::gat_edge_scores_backward(graph, el, er, negative_slope,
-                                                             grad_scores, grad_el, grad_er));
-  cpu_impl::gat_edge_scores_backward(graph, el, er, negative_slope, grad_scores, grad_el, grad_er);
+    return GAT_CUDA_CALL(cuda_impl::gat_edge_scores_backward(graph, el, er, edge_term,
+                                                             negative_slope, grad_scores, grad_el,
+                                                             grad_er, grad_edge_term));
+  cpu_impl::gat_edge_scores_backward(graph, el, er, edge_term, negative_slope, grad_scores,
+                                     grad_el, grad_er, grad_edge_term);
 }
 
 }  // namespace kernels
 
-Tensor gat_edge_scores(const Graph& graph, const Tensor& el, const Tensor& er, double negative_slope) {
-  const char* op = "gat_edge_scores";
+void check_gat_score_terms(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
+                           const Tensor& edge_term) {
   check_float(op, "el", el);
   check_dim(op, "el", el, 2);
   check_same(op, "el", el, "er", er);
-  check_shape(op, "er", er, el.shape());
-  GAT_CHECK(el.size(0) == graph.num_nodes(), op, ": 'el' ", el.describe(),
-            " must have one row per node of the graph (", graph.num_nodes(), " nodes)");
+  check_dim(op, "er", er, 2);
   GAT_CHECK(graph.device() == el.device(), op, ": the graph is on ", device_name(graph.device()),
             " but 'el' is ", el.describe());
+  GAT_CHECK(el.size(0) == graph.num_src_nodes() && er.size(0) == graph.num_dst_nodes() &&
+                er.size(1) == el.size(1),
+            op, ": 'el' ", el.describe(), " and 'er' ", er.describe(),
+            " must be (Ns, H) and (Nd, H) with Ns = ", graph.num_src_nodes(), " sources and Nd = ",
+            graph.num_dst_nodes(), " destinations of the graph");
+  if (!edge_term.defined()) return;
+  check_same(op, "el", el, "edge_term", edge_term);
+  check_shape(op, "edge_term", edge_term, {graph.num_edges(), el.size(1)});
+}
+
+Tensor gat_edge_scores(const Graph& graph, const Tensor& el, const Tensor& er, double negative_slope,
+                       const Tensor& edge_term) {
+  const char* op = "gat_edge_scores";
+  check_gat_score_terms(op, graph, el, er, edge_term);
 
   Tensor scores = Tensor::empty({graph.num_edges(), el.size(1)}, el.dtype(), el.device(), op);
-  kernels::gat_edge_scores_forward(graph, el, er, negative_slope, scores);
+  kernels::gat_edge_scores_forward(graph, el, er, edge_term, negative_slope, scores);
 
-  const bool need_el = el.requires_grad(), need_er = er.requires_grad();
+  const bool need_el = el.requires_grad(), need_er = er.requires_grad(),
+             need_term = edge_term.defined() && edge_term.requires_grad();
   return autograd::record(
-      op, scores, {el, er},
-      [graph, l = el.detach(), r = er.detach(), negative_slope, need_el,
-       need_er](const Tensor& grad_scores) {
+      op, scores, {el, er, edge_term},
+      [graph, l = el.detach(), r = er.detach(), t = edge_term.defined() ? edge_term.detach() : Tensor(),
+       negative_slope, need_el, need_er, need_term](const Tensor& grad_scores) {
         check_same("gat_edge_scores backward", "grad_scores", grad_scores, "el", l);
         check_shape("gat_edge_scores backward", "grad_scores", grad_scores,
                     {graph.num_edges(), l.size(1)});
-        Tensor dl, dr;
+        Tensor dl, dr, dt;
         if (need_el) dl = Tensor::empty(l.shape(), l.dtype(), l.device(), "d el");
         if (need_er) dr = Tensor::empty(r.shape(), r.dtype(), r.device(), "d er");
-        Tensor* pl = need_el ? &dl : nullptr;
-        Tensor* pr = need_er ? &dr : nullptr;
-        kernels::gat_edge_scores_backward(graph, l, r, negative_slope, grad_scores, pl, pr);
-        return std::vector<Tensor>{dl, dr};
+        if (need_term) dt = Tensor::empty(t.shape(), t.dtype(), t.device(), "d edge_term");
+        kernels::gat_edge_scores_backward(graph, l, r, t, negative_slope, grad_scores,
+                                          need_el ? &dl : nullptr, need_er ? &dr : nullptr,
+                                          need_term ? &dt : nullptr);
+        return std::vector<Tensor>{dl, dr, dt};
       });
 }
 

@@ -1,8 +1,10 @@
 // gat_edge_scores: GAT's per-edge attention logits.
-//   s[e,h] = LeakyReLU(el[src(e),h] + er[dst(e),h], negative_slope)
-// Backward (g = ds * LeakyReLU'(.)):
+//   s[e,h] = LeakyReLU(el[src(e),h] + er[dst(e),h] (+ edge_term[e,h]), negative_slope)
+// edge_term is optional: PyG's alpha_edge, the edge features' part of the score (GATConv with
+// edge_dim). Backward (g = ds * LeakyReLU'(.)):
 //   d er[i,h] = sum over edges e into i of g[e,h]          (CSR rows, fixed order)
 //   d el[j,h] = sum over edges e out of j of g[e,h]        (transposed graph, fixed order)
+//   d edge_term[e,h] = g[e,h]
 #pragma once
 
 #include "gat/framework/graph.h"
@@ -10,32 +12,43 @@
 
 namespace gat::ops {
 
-// el, er: (N, H) f32|f64 on the graph's device  ->  (E, H) in the graph's edge order
-Tensor gat_edge_scores(const Graph& graph, const Tensor& el, const Tensor& er, double negative_slope);
+// el: (Ns, H), er: (Nd, H) f32|f64 on the graph's device, edge_term: (E, H) like them or
+// undefined  ->  (E, H) in the graph's edge order
+Tensor gat_edge_scores(const Graph& graph, const Tensor& el, const Tensor& er, double negative_slope,
+                       const Tensor& edge_term = Tensor());
+
+// Checks el, er and edge_term (undefined or (E, H)) against each other and the graph (shared with
+// gat_attention_aggregate); throws a gat::Error naming `op` and the tensor.
+void check_gat_score_terms(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
+                           const Tensor& edge_term);
 
 // The kernels (docs/design.md, the op pattern): forward writes scores (E, H); backward, given
-// grad_scores (E, H), writes grad_el (N, H) and/or grad_er (N, H) (either may be null); both
-// overwrite. kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
+// grad_scores (E, H), writes grad_el (Ns, H), grad_er (Nd, H) and/or grad_edge_term (E, H) (any
+// may be null; grad_edge_term only with edge_term defined); both overwrite. edge_term may be an
+// undefined Tensor. kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
 namespace kernels {
 void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                             double negative_slope, Tensor& scores);
+                             const Tensor& edge_term, double negative_slope, Tensor& scores);
 void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                              double negative_slope, const Tensor& grad_scores, Tensor* grad_el,
-                              Tensor* grad_er);
+                              const Tensor& edge_term, double negative_slope,
+                              const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
+                              Tensor* grad_edge_term);
 }  // namespace kernels
 namespace cpu_impl {  // gat_edge_scores.cpp
 void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                             double negative_slope, Tensor& scores);
+                             const Tensor& edge_term, double negative_slope, Tensor& scores);
 void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                              double negative_slope, const Tensor& grad_scores, Tensor* grad_el,
-                              Tensor* grad_er);
+                              const Tensor& edge_term, double negative_slope,
+                              const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
+                              Tensor* grad_edge_term);
 }  // namespace cpu_impl
 namespace cuda_impl {  // gat_edge_scores.cu
 void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                             double negative_slope, Tensor& scores);
+                             const Tensor& edge_term, double negative_slope, Tensor& scores);
 void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                              double negative_slope, const Tensor& grad_scores, Tensor* grad_el,
-                              Tensor* grad_er);
+                              const Tensor& edge_term, double negative_slope,
+                              const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
+                              Tensor* grad_edge_term);
 }  // namespace cuda_impl
 
 }  // namespace gat::ops
