@@ -258,9 +258,24 @@ void CapturedGraph::release() {
   kept_alive_.clear();
 }
 
-void CapturedGraph::replay() const {
+bool CapturedGraph::replay() const {
   GAT_CHECK(valid(), "CapturedGraph::replay: nothing was captured");
-  CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), runtime().stream));
+  const cudaError_t launched = cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), runtime().stream);
+  if (launched == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky: the stream and the context stay usable
+    return false;
+  }
+  CUDA_CHECK(launched);
+  return true;
+}
+
+void release_cached_memory() {
+  Runtime& r = checked_runtime("cuda::release_cached_memory");
+  CUDA_CHECK(cudaStreamSynchronize(r.stream));
+  cudaMemPool_t pool;
+  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+  CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+  CUDA_CHECK(cudaDeviceGraphMemTrim(0));
 }
 
 namespace {

@@ -29,6 +29,10 @@ void free(void* ptr);
 void memcpy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes);
 void memset_zero(void* ptr, size_t bytes);
 void synchronize();
+// Waits for the stream, then returns the memory the allocator keeps cached for reuse (freed
+// blocks of the stream-ordered pool, and what destroyed graphs held) to the device: before the
+// first replay of a recorded step, whose allocations come from the graphs' own pool.
+void release_cached_memory();
 
 // CUDA graphs. capture(record) runs `record` with the stream in capture mode and instantiates
 // what it queued; replay() queues all of it again in one launch. While recording, allocations
@@ -52,7 +56,9 @@ class CapturedGraph {
   CapturedGraph& operator=(const CapturedGraph&) = delete;
 
   bool valid() const { return exec_ != nullptr; }
-  void replay() const;  // queues the graph on the stream
+  // Queues the graph on the stream. False, with nothing queued, when the device has no memory
+  // left for the graph's own allocations (they are made at launch); other failures throw.
+  bool replay() const;
 
  private:
   friend CapturedGraph capture(const std::function<void()>& record, std::string* why);

@@ -20,10 +20,11 @@ void free(void*) {}
 void memcpy(void*, bool, const void*, bool, size_t) { no_cuda("cuda::memcpy"); }
 void memset_zero(void*, size_t) { no_cuda("cuda::memset_zero"); }
 void synchronize() {}
+void release_cached_memory() { no_cuda("cuda::release_cached_memory"); }
 CapturedGraph::~CapturedGraph() = default;
 CapturedGraph::CapturedGraph(CapturedGraph&&) noexcept = default;
 CapturedGraph& CapturedGraph::operator=(CapturedGraph&&) noexcept = default;
-void CapturedGraph::replay() const { no_cuda("cuda::CapturedGraph::replay"); }
+bool CapturedGraph::replay() const { no_cuda("cuda::CapturedGraph::replay"); }
 void CapturedGraph::release() {}
 CapturedGraph capture(const std::function<void()>&, std::string*) { no_cuda("cuda::capture"); }
 bool capturing() { return false; }

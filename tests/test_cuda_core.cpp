@@ -336,7 +336,7 @@ TEST(CudaCore, ARecordedGraphWritesIntoEarlierMemoryAndKeepsNoneOfItsOwn) {
   ASSERT_TRUE(graph.valid()) << why;
   EXPECT_EQ(out.to_vector<float>(), std::vector<float>(want.numel(), 0.0f));  // nothing ran yet
   for (int replay = 0; replay < 2; ++replay) {
-    graph.replay();
+    ASSERT_TRUE(graph.replay()) << "replay " << replay;
     EXPECT_EQ(out.to_vector<float>(), want.to_vector<float>()) << "replay " << replay;
     out.zero_();
   }

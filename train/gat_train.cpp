@@ -175,7 +175,7 @@ int train_runs(const Flags& flags, Device device) {
     };
     const TrainResult r = train_node_classifier(model, forward, data, x, options, gen, on_epoch);
     results.push_back(r);
-    if (r.cuda_graphs_note.rfind("not recorded", 0) == 0)
+    if (r.cuda_graphs_note.rfind("not recorded", 0) == 0 || r.cuda_graphs_note.rfind("dropped", 0) == 0)
       std::fprintf(stderr, "gat_train: CUDA graphs %s; the steps ran eagerly\n", r.cuda_graphs_note.c_str());
     if (!flags.quiet)
       std::printf("run %lld/%lld seed %llu: test acc %.4f at epoch %lld (val acc %.4f, loss %.4f), "

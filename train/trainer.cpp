@@ -108,12 +108,15 @@ class RecordedEpoch {
   bool valid() const { return step_.valid() && eval_.valid(); }
   const std::string& why() const { return why_; }
 
-  void step() {
-    step_.replay();
+  // Each false when the device has no memory left for the graph (nothing queued: the caller then
+  // runs the same work eagerly).
+  bool step() {
+    if (!step_.replay()) return false;
     gen_.skip_streams(streams_per_step_);
     optimizer_.count_replayed_step();
+    return true;
   }
-  void eval() { eval_.replay(); }
+  bool eval() { return eval_.replay(); }
 
  private:
   Optimizer& optimizer_;
@@ -261,17 +264,28 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
       if (!recorded->valid()) {  // fall back to eager steps
         result.cuda_graphs_note = "not recorded: " + recorded->why();
         recorded.reset();
+      } else {
+        // The graphs allocate from a pool of their own: what the eager epoch left cached in the
+        // stream-ordered pool goes back to the device (at a billion edges both do not fit).
+        cuda::release_cached_memory();
       }
     }
-    if (recorded) recorded->step();
-    else queue_step(model, forward, data, x, optimizer, gen, step_metrics);
+    // A replay the device has no memory for drops the recording: eager steps from then on.
+    auto drop_recording = [&](const char* what) {
+      result.cuda_graphs_note = "dropped at epoch " + std::to_string(epoch) +
+                                ": out of device memory replaying the recorded " + what;
+      recorded.reset();
+      cuda::release_cached_memory();
+    };
+    if (recorded && !recorded->step()) drop_recording("step");
+    if (!recorded) queue_step(model, forward, data, x, optimizer, gen, step_metrics);
     sync_if_cuda(data);
     EpochStats stats;
     stats.epoch = epoch;
     stats.step_ms = ms_since(start);
     step_ms_total += stats.step_ms;
-    if (recorded) recorded->eval();
-    else queue_eval(model, forward, data, x, eval_metrics);
+    if (recorded && !recorded->eval()) drop_recording("evaluation");
+    if (!recorded) queue_eval(model, forward, data, x, eval_metrics);
     const std::vector<double> numbers = metrics.to_vector<double>();  // the epoch's one read
     const SplitMetrics trained = split_metrics(numbers, kStepRow, data.train_index);
     stats.loss = trained.loss;

@@ -88,7 +88,8 @@ struct TrainResult {
   int64_t epochs = 0;      // epochs run
   double train_step_ms = 0;  // mean forward + backward + optimizer step
   // "recorded" (epochs after the first replayed CUDA graphs), "off" (not asked for, or not on
-  // CUDA), or "not recorded: <why>" (eager steps throughout).
+  // CUDA), "not recorded: <why>" (eager steps throughout), or "dropped at epoch K: <why>"
+  // (replays until the device had no memory for one, eager steps from epoch K on).
   std::string cuda_graphs_note;
 };
 
