@@ -74,6 +74,42 @@ struct HeadGroupLane {
   }
 };
 
+// A work item as one lane sees it: segment n (row `row`'s entries [begin, end), or chunk n's of
+// a long row), the lane's head h, lane_offset = h F + c (the lane's first feature within a node's
+// H F), whether the lane has features (c < F) and whether it is the head's first lane (c = 0).
+struct LaneItem {
+  long long n, row, begin, end, lane_offset, HF;
+  int h;
+  bool has, first;
+  // The lane's features of node `node` of an (nodes, H, F) tensor (zeros for a lane without).
+  template <class T, int VEC>
+  __device__ __forceinline__ Vec<T, VEC> lane_vec(const T* base, long long node) const {
+    return has ? load_vec<T, VEC>(base + node * HF + lane_offset) : Vec<T, VEC>{};
+  }
+  // Its place in an (nodes, H, F) tensor and in an (nodes, H) one.
+  __device__ __forceinline__ long long at(long long node) const { return node * HF + lane_offset; }
+  __device__ __forceinline__ long long head_at(long long node, int H) const { return node * H + h; }
+};
+
+// f(item) for each of this lane's group's work items (segment, block of G / LH heads) in
+// grid-stride order where the lane's head exists and the segment is this launch's. A head's lanes
+// skip or run an item together (its sums need all of them).
+template <int LH, int VEC, class Fn>
+__device__ __forceinline__ void for_each_item(const Segments& seg, int G, int head_blocks, int H,
+                                              int F, Fn&& f) {
+  const HeadGroupLane<LH> g(G, VEC);
+  for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
+    LaneItem it;
+    it.n = item / head_blocks;
+    it.h = static_cast<int>(item - it.n * head_blocks) * (G / LH) + g.head;
+    if (it.h >= H || !seg.get(it.n, it.row, it.begin, it.end)) continue;
+    it.lane_offset = static_cast<long long>(it.h) * F + g.c;
+    it.HF = static_cast<long long>(H) * F;
+    it.has = g.c < F, it.first = g.c == 0;
+    f(it);
+  }
+}
+
 template <class T>
 __device__ __forceinline__ T leaky(T x, T slope) {
   return x > T(0) ? x : slope * x;
@@ -101,17 +137,21 @@ __device__ __forceinline__ T score_part(const Vec<T, VEC>& l, const Vec<T, VEC>&
   return p;
 }
 
+// The score s[e,h] of the lane's head for edge e: its lanes' parts summed by a fixed butterfly
+// (every lane gets the same bits); x as score_part.
+template <class T, int VEC, int LH>
+__device__ __forceinline__ T head_score(const Gatv2Args<T>& a, const Vec<T, VEC>& l,
+                                        const Vec<T, VEC>& r, const Vec<T, VEC>& at,
+                                        const LaneItem& it, long long e, T (&x)[VEC]) {
+  return warps::group_sum<LH>(score_part(l, r, it.has && a.et ? a.et + it.at(e) : nullptr, at, a.slope, x));
+}
+
 template <class T, int VEC>
 __device__ __forceinline__ T dot_part(const Vec<T, VEC>& a, const Vec<T, VEC>& b) {
   T p = 0;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) p += a.v[k] * b.v[k];
   return p;
-}
-
-template <class T, int VEC>
-__device__ __forceinline__ Vec<T, VEC> load_if(bool has, const T* p) {
-  return has ? load_vec<T, VEC>(p) : Vec<T, VEC>{};
 }
 
 // Forward: one group per (segment, block of heads) runs the online softmax over the segment's
@@ -128,34 +168,22 @@ __global__ void __launch_bounds__(kThreads)
                          T* __restrict__ part_z,    // (W, H)       (chunk segments)
                          T* __restrict__ part_acc)  // (W, H, F)    (chunk segments)
 {
-  const HeadGroupLane<LH> g(G, VEC);
-  const int H = a.H, F = a.F;
-  const long long HF = static_cast<long long>(H) * F;
-  const bool has = g.c < F;
-  for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
-    const long long n = item / head_blocks;
-    const int h = static_cast<int>(item - n * head_blocks) * (G / LH) + g.head;
-    long long i, begin, end;
-    if (h >= H || !seg.get(n, i, begin, end)) continue;  // a whole head's lanes skip together
-    const long long lane_offset = static_cast<long long>(h) * F + g.c;  // within a node's H F
-    const Vec<T, VEC> r = load_if<T, VEC>(has, a.xr + i * HF + lane_offset);
-    const Vec<T, VEC> at = load_if<T, VEC>(has, a.att + lane_offset);
+  for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
+    const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     OnlineState<T, VEC> st;
-    for (long long e = begin; e < end; ++e) {
-      const long long j = src[e];
-      const Vec<T, VEC> l = load_if<T, VEC>(has, a.xl + j * HF + lane_offset);
+    for (long long e = it.begin; e < it.end; ++e) {
+      const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
       T x[VEC];
-      const T s = warps::group_sum<LH>(
-          score_part(l, r, has && a.et ? a.et + e * HF + lane_offset : nullptr, at, a.slope, x));
-      st.add(s, drop_factor(a.key, a.scale, e * H + h), l);
+      st.add(head_score<T, VEC, LH>(a, l, r, at, it, e, x), drop_factor(a.key, a.scale, it.head_at(e, a.H)), l);
     }
     if (seg.chunk_ptr) {
-      if (has) store_vec<T, VEC>(part_acc + n * HF + lane_offset, to_vec(st.acc));
-      if (g.c == 0) part_m[n * H + h] = st.m, part_z[n * H + h] = st.z;
-    } else if (has) {
-      write_row<T, VEC>(out, lse, i, H, F, h, static_cast<int>(lane_offset), st.m, st.z, st.acc);
+      if (it.has) store_vec<T, VEC>(part_acc + it.at(it.n), to_vec(st.acc));
+      if (it.first) part_m[it.head_at(it.n, a.H)] = st.m, part_z[it.head_at(it.n, a.H)] = st.z;
+    } else if (it.has) {
+      write_row<T, VEC>(out, lse, it.row, a.H, a.F, it.h, static_cast<int>(it.lane_offset), st.m,
+                        st.z, st.acc);
     }
-  }
+  });
 }
 
 // What the backward recomputes for edge e = (j -> i) and head h from the lane's vectors, the
@@ -166,16 +194,16 @@ struct EdgeGrad {
   T a, drop, ds;
 };
 template <class T, int VEC, int LH>
-__device__ __forceinline__ EdgeGrad<T> edge_grad(const Gatv2Args<T>& args, const Vec<T, VEC>& l,
+__device__ __forceinline__ EdgeGrad<T> edge_grad(const Gatv2Args<T>& args, const LaneItem& it,
+                                                 long long e, const Vec<T, VEC>& l,
                                                  const Vec<T, VEC>& r, const Vec<T, VEC>& gi,
-                                                 const Vec<T, VEC>& at, const T* et_lane, long long e,
-                                                 int h, T lse_ih, T D_ih, T (&x)[VEC]) {
-  T s = score_part(l, r, et_lane, at, args.slope, x), dot = dot_part(gi, l);
-  s = warps::group_sum<LH>(s);
-  dot = warps::group_sum<LH>(dot);
+                                                 const Vec<T, VEC>& at, T lse_ih, T D_ih,
+                                                 T (&x)[VEC]) {
+  const T s = head_score<T, VEC, LH>(args, l, r, at, it, e, x);
+  const T dot = warps::group_sum<LH>(dot_part(gi, l));
   EdgeGrad<T> g;
   g.a = exp(s - lse_ih);
-  g.drop = drop_factor(args.key, args.scale, e * args.H + h);
+  g.drop = drop_factor(args.key, args.scale, it.head_at(e, args.H));
   g.ds = g.a * (dot * g.drop - D_ih);
   return g;
 }
@@ -200,34 +228,22 @@ __global__ void __launch_bounds__(kThreads)
                              int G, int head_blocks,
                              T* __restrict__ dest)  // (segments, H, F): d xl or chunk partials
 {
-  const HeadGroupLane<LH> g(G, VEC);
-  const int H = a.H, F = a.F;
-  const long long HF = static_cast<long long>(H) * F;
-  const bool has = g.c < F;
-  for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
-    const long long n = item / head_blocks;
-    const int h = static_cast<int>(item - n * head_blocks) * (G / LH) + g.head;
-    long long j, begin, end;
-    if (h >= H || !seg.get(n, j, begin, end)) continue;
-    const long long lane_offset = static_cast<long long>(h) * F + g.c;
-    const Vec<T, VEC> l = load_if<T, VEC>(has, a.xl + j * HF + lane_offset);
-    const Vec<T, VEC> at = load_if<T, VEC>(has, a.att + lane_offset);
+  for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
+    const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     T acc[VEC] = {};
-    for (long long k = begin; k < end; ++k) {
+    for (long long k = it.begin; k < it.end; ++k) {
       const long long e = t_edge_id[k], i = t_dst[k];
-      const Vec<T, VEC> r = load_if<T, VEC>(has, a.xr + i * HF + lane_offset);
-      const Vec<T, VEC> gi = load_if<T, VEC>(has, b.grad_out + i * HF + lane_offset);
+      const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, i), gi = it.lane_vec<T, VEC>(b.grad_out, i);
       T x[VEC];
-      const EdgeGrad<T> d = edge_grad<T, VEC, LH>(
-          a, l, r, gi, at, has && a.et ? a.et + e * HF + lane_offset : nullptr, e, h,
-          b.lse[i * H + h], b.D[i * H + h], x);
+      const EdgeGrad<T> d = edge_grad<T, VEC, LH>(a, it, e, l, r, gi, at, b.lse[it.head_at(i, a.H)],
+                                                  b.D[it.head_at(i, a.H)], x);
       const T kept = d.a * d.drop;
 #pragma unroll
       for (int q = 0; q < VEC; ++q)
         acc[q] += kept * gi.v[q] + d.ds * at.v[q] * leaky_slope(x[q], a.slope);
     }
-    if (has) store_vec<T, VEC>(dest + n * HF + lane_offset, to_vec(acc));
-  }
+    if (it.has) store_vec<T, VEC>(dest + it.at(it.n), to_vec(acc));
+  });
 }
 
 // Backward, d xr, d edge_term and d att's per-row terms: one group per (segment of a row, block
@@ -244,27 +260,15 @@ __global__ void __launch_bounds__(kThreads)
                           T* __restrict__ att_term,  // (segments, H, F) or null
                           T* __restrict__ det)       // (E, H, F) or null
 {
-  const HeadGroupLane<LH> g(G, VEC);
-  const int H = a.H, F = a.F;
-  const long long HF = static_cast<long long>(H) * F;
-  const bool has = g.c < F;
-  for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
-    const long long n = item / head_blocks;
-    const int h = static_cast<int>(item - n * head_blocks) * (G / LH) + g.head;
-    long long i, begin, end;
-    if (h >= H || !seg.get(n, i, begin, end)) continue;
-    const long long lane_offset = static_cast<long long>(h) * F + g.c;
-    const Vec<T, VEC> r = load_if<T, VEC>(has, a.xr + i * HF + lane_offset);
-    const Vec<T, VEC> gi = load_if<T, VEC>(has, b.grad_out + i * HF + lane_offset);
-    const Vec<T, VEC> at = load_if<T, VEC>(has, a.att + lane_offset);
-    const T lse_ih = b.lse[i * H + h], D_ih = b.D[i * H + h];
+  for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
+    const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), gi = it.lane_vec<T, VEC>(b.grad_out, it.row);
+    const Vec<T, VEC> at = it.lane_vec<T, VEC>(a.att, 0);
+    const T lse_ih = b.lse[it.head_at(it.row, a.H)], D_ih = b.D[it.head_at(it.row, a.H)];
     T acc_r[VEC] = {}, acc_att[VEC] = {};
-    for (long long e = begin; e < end; ++e) {
-      const long long j = src[e];
-      const Vec<T, VEC> l = load_if<T, VEC>(has, a.xl + j * HF + lane_offset);
+    for (long long e = it.begin; e < it.end; ++e) {
+      const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
       T x[VEC];
-      const EdgeGrad<T> d = edge_grad<T, VEC, LH>(
-          a, l, r, gi, at, has && a.et ? a.et + e * HF + lane_offset : nullptr, e, h, lse_ih, D_ih, x);
+      const EdgeGrad<T> d = edge_grad<T, VEC, LH>(a, it, e, l, r, gi, at, lse_ih, D_ih, x);
       T t[VEC];
 #pragma unroll
       for (int q = 0; q < VEC; ++q) {
@@ -272,12 +276,12 @@ __global__ void __launch_bounds__(kThreads)
         acc_r[q] += t[q];
         acc_att[q] += d.ds * leaky(x[q], a.slope);
       }
-      if (det && has) store_vec<T, VEC>(det + e * HF + lane_offset, to_vec(t));
+      if (det && it.has) store_vec<T, VEC>(det + it.at(e), to_vec(t));
     }
-    if (!has) continue;
-    if (dxr) store_vec<T, VEC>(dxr + n * HF + lane_offset, to_vec(acc_r));
-    if (att_term) store_vec<T, VEC>(att_term + n * HF + lane_offset, to_vec(acc_att));
-  }
+    if (!it.has) return;
+    if (dxr) store_vec<T, VEC>(dxr + it.at(it.n), to_vec(acc_r));
+    if (att_term) store_vec<T, VEC>(att_term + it.at(it.n), to_vec(acc_att));
+  });
 }
 
 // The scores alone: one group per (row, block of heads), the head's first lane writes s[e,h].
@@ -288,26 +292,15 @@ __global__ void __launch_bounds__(kThreads)
                         int G, int head_blocks,
                         T* __restrict__ scores)  // (E, H)
 {
-  const HeadGroupLane<LH> g(G, VEC);
-  const int H = a.H, F = a.F;
-  const long long HF = static_cast<long long>(H) * F;
-  const bool has = g.c < F;
-  for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
-    const long long n = item / head_blocks;
-    const int h = static_cast<int>(item - n * head_blocks) * (G / LH) + g.head;
-    long long i, begin, end;
-    if (h >= H || !seg.get(n, i, begin, end)) continue;
-    const long long lane_offset = static_cast<long long>(h) * F + g.c;
-    const Vec<T, VEC> r = load_if<T, VEC>(has, a.xr + i * HF + lane_offset);
-    const Vec<T, VEC> at = load_if<T, VEC>(has, a.att + lane_offset);
-    for (long long e = begin; e < end; ++e) {
-      const Vec<T, VEC> l = load_if<T, VEC>(has, a.xl + static_cast<long long>(src[e]) * HF + lane_offset);
+  for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
+    const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
+    for (long long e = it.begin; e < it.end; ++e) {
+      const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
       T x[VEC];
-      const T s = warps::group_sum<LH>(
-          score_part(l, r, has && a.et ? a.et + e * HF + lane_offset : nullptr, at, a.slope, x));
-      if (g.c == 0) scores[e * H + h] = s;
+      const T s = head_score<T, VEC, LH>(a, l, r, at, it, e, x);
+      if (it.first) scores[it.head_at(e, a.H)] = s;
     }
-  }
+  });
 }
 
 // ---- host side -------------------------------------------------------------------------
