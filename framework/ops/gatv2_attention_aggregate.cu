@@ -75,11 +75,11 @@ struct HeadGroupLane {
 };
 
 // A work item as one lane sees it: segment n (row `row`'s entries [begin, end), or chunk n's of
-// a long row), the lane's head h, lane_offset = h F + c (the lane's first feature within a node's
+// a long row), the lane's head, lane_offset = head F + c (the lane's first feature within a node's
 // H F), whether the lane has features (c < F) and whether it is the head's first lane (c = 0).
 struct LaneItem {
   long long n, row, begin, end, lane_offset, HF;
-  int h;
+  int head;  // the lane's head (of the H)
   bool has, first;
   // The lane's features of node `node` of an (nodes, H, F) tensor (zeros for a lane without).
   template <class T, int VEC>
@@ -88,7 +88,7 @@ struct LaneItem {
   }
   // Its place in an (nodes, H, F) tensor and in an (nodes, H) one.
   __device__ __forceinline__ long long at(long long node) const { return node * HF + lane_offset; }
-  __device__ __forceinline__ long long head_at(long long node, int H) const { return node * H + h; }
+  __device__ __forceinline__ long long head_at(long long node, int H) const { return node * H + head; }
 };
 
 // f(item) for each of this lane's group's work items (segment, block of G / LH heads) in
@@ -101,9 +101,9 @@ __device__ __forceinline__ void for_each_item(const Segments& seg, int G, int he
   for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
     LaneItem it;
     it.n = item / head_blocks;
-    it.h = static_cast<int>(item - it.n * head_blocks) * (G / LH) + g.head;
-    if (it.h >= H || !seg.get(it.n, it.row, it.begin, it.end)) continue;
-    it.lane_offset = static_cast<long long>(it.h) * F + g.c;
+    it.head = static_cast<int>(item - it.n * head_blocks) * (G / LH) + g.head;
+    if (it.head >= H || !seg.get(it.n, it.row, it.begin, it.end)) continue;
+    it.lane_offset = static_cast<long long>(it.head) * F + g.c;
     it.HF = static_cast<long long>(H) * F;
     it.has = g.c < F, it.first = g.c == 0;
     f(it);
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kThreads)
       if (it.has) store_vec<T, VEC>(part_acc + it.at(it.n), to_vec(st.acc));
       if (it.first) part_m[it.head_at(it.n, a.H)] = st.m, part_z[it.head_at(it.n, a.H)] = st.z;
     } else if (it.has) {
-      write_row<T, VEC>(out, lse, it.row, a.H, a.F, it.h, static_cast<int>(it.lane_offset), st.m,
+      write_row<T, VEC>(out, lse, it.row, a.H, a.F, it.head, static_cast<int>(it.lane_offset), st.m,
                         st.z, st.acc);
     }
   });
