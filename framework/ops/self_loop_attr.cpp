@@ -44,10 +44,17 @@ std::string SelfLoopFill::name() const {
 
 namespace {
 
-// Row i's place in both graphs, for feature d of D (host arrays).
-self_loop_rows::Row row_of(int64_t i, int64_t d, int64_t D, const int32_t* row_ptr, const int32_t* src,
-                           const int32_t* looped_row_ptr) {
-  return {static_cast<int32_t>(i), row_ptr[i], row_ptr[i + 1], looped_row_ptr[i], src, D, d};
+// f(row) for every destination row i and feature d of D (rows in parallel): the row's place in
+// both graphs.
+template <class F>
+void for_each_row(const Graph& graph, const Graph& looped, int64_t D, F f) {
+  const int64_t N = graph.num_nodes();
+  const int32_t* rp = graph.row_ptr().data<int32_t>();    // (N+1,)
+  const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
+  const int32_t* lrp = looped.row_ptr().data<int32_t>();  // (N+1,)
+  detail::parallel_for(N, [&](int64_t i) {
+    for (int64_t d = 0; d < D; ++d) f(self_loop_rows::Row{static_cast<int32_t>(i), rp[i], rp[i + 1], lrp[i], src, D, d});
+  }, D * (graph.num_edges() / std::max<int64_t>(N, 1) + 1));
 }
 
 }  // namespace
@@ -56,37 +63,25 @@ namespace cpu_impl {
 
 void self_loop_attr_forward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
                             const SelfLoopFill& fill, Tensor& out) {
-  const int64_t N = graph.num_nodes(), D = edge_attr.size(1);
   dispatch_float(edge_attr.dtype(), "self_loop_attr", [&](auto zero) {
     using T = decltype(zero);
-    const int32_t* rp = graph.row_ptr().data<int32_t>();          // (N+1,)
-    const int32_t* src = graph.edge_src().data<int32_t>();        // (E,)
-    const int32_t* lrp = looped.row_ptr().data<int32_t>();        // (N+1,)
-    const T* attr = edge_attr.data<T>();                          // (E, D)
-    T* o = out.data<T>();                                         // (E', D)
+    const T* attr = edge_attr.data<T>();  // (E, D)
+    T* o = out.data<T>();                 // (E', D)
     const T constant = static_cast<T>(fill.value);
-    detail::parallel_for(N, [&](int64_t i) {
-      for (int64_t d = 0; d < D; ++d)
-        self_loop_rows::forward_row(row_of(i, d, D, rp, src, lrp), fill.kind, constant, attr, o);
-    }, D * (graph.num_edges() / std::max<int64_t>(N, 1) + 1));
+    for_each_row(graph, looped, edge_attr.size(1),
+                 [&](const self_loop_rows::Row& r) { self_loop_rows::forward_row(r, fill.kind, constant, attr, o); });
   });
 }
 
 void self_loop_attr_backward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
                              const SelfLoopFill& fill, const Tensor& grad_out, Tensor& grad_attr) {
-  const int64_t N = graph.num_nodes(), D = edge_attr.size(1);
   dispatch_float(edge_attr.dtype(), "self_loop_attr backward", [&](auto zero) {
     using T = decltype(zero);
-    const int32_t* rp = graph.row_ptr().data<int32_t>();          // (N+1,)
-    const int32_t* src = graph.edge_src().data<int32_t>();        // (E,)
-    const int32_t* lrp = looped.row_ptr().data<int32_t>();        // (N+1,)
-    const T* attr = edge_attr.data<T>();                          // (E, D)
-    const T* g = grad_out.data<T>();                              // (E', D)
-    T* dattr = grad_attr.data<T>();                               // (E, D)
-    detail::parallel_for(N, [&](int64_t i) {
-      for (int64_t d = 0; d < D; ++d)
-        self_loop_rows::backward_row(row_of(i, d, D, rp, src, lrp), fill.kind, attr, g, dattr);
-    }, D * (graph.num_edges() / std::max<int64_t>(N, 1) + 1));
+    const T* attr = edge_attr.data<T>();  // (E, D)
+    const T* g = grad_out.data<T>();      // (E', D)
+    T* dattr = grad_attr.data<T>();       // (E, D)
+    for_each_row(graph, looped, edge_attr.size(1),
+                 [&](const self_loop_rows::Row& r) { self_loop_rows::backward_row(r, fill.kind, attr, g, dattr); });
   });
 }
 
