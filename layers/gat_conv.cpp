@@ -1,7 +1,6 @@
 #include "gat/layers/gat_conv.h"
 
 #include "gat/framework/init.h"
-#include "gat/framework/ops/activations.h"
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/dropout.h"
@@ -96,11 +95,7 @@ Tensor GATConv::forward(const Features& x, const Graph& graph, const Tensor& edg
   Tensor values = wh;  // (N, H, F)
   if (is_training() && options_.value_dropout > 0.0)
     values = ops::dropout(wh, gen.dropout_key(static_cast<float>(options_.value_dropout)));
-  Tensor out = ee.defined()
-                   ? ops::csr_softmax_aggregate(g, ops::leaky_relu(ops::add(ops::gat_edge_scores(g, el, er, 1.0), ee),
-                                                                   options_.negative_slope),
-                                                values, key)
-                   : ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key);  // (N, H, F)
+  Tensor out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key, ee);  // (N, H, F)
   // Averaged heads take the bias in the same kernel, unless the residual is added before it.
   const bool bias_in_mean = !options_.concat && !res && bias.defined();
   out = options_.concat ? ops::reshape(out, {N, H * F})
@@ -108,14 +103,9 @@ Tensor GATConv::forward(const Features& x, const Graph& graph, const Tensor& edg
   if (res) out = ops::add(out, res->forward(x));
   if (bias.defined() && !bias_in_mean) out = ops::add_bias(out, bias);
 
-  if (attention) {
-    // LeakyReLU with slope 1 is the identity: el[src] + er[dst], then the edge term.
-    const Tensor scores = ee.defined() ? ops::leaky_relu(ops::add(ops::gat_edge_scores(g, el.detach(), er.detach(), 1.0),
-                                                                  ee.detach()),
-                                                         options_.negative_slope)
-                                       : ops::gat_edge_scores(g, el.detach(), er.detach(), options_.negative_slope);
-    *attention = {g, ops::csr_softmax(g, scores)};
-  }
+  if (attention)
+    *attention = {g, ops::csr_softmax(g, ops::gat_edge_scores(g, el.detach(), er.detach(), options_.negative_slope,
+                                                              ee.defined() ? ee.detach() : Tensor()))};
   return out;
 }
 
