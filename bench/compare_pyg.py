@@ -97,14 +97,17 @@ def pyg_softmax_aggregate(src, dst, n, h, f):
     return median_ms(run, warmup=2, reps=10)
 
 
-def pyg_gatconv(src, dst, n, in_ch, heads, out_ch):
+def pyg_gatconv(src, dst, n, in_ch, heads, out_ch, edge_dim=None, self_loops=False):
+    """PyG's GATConv forward + backward: median ms and peak memory; with edge_dim, random edge
+    features (no gradient, as data) and, with self_loops, the loops' features by fill 'mean'."""
     from torch_geometric.nn import GATConv
-    conv = GATConv(in_ch, out_ch, heads=heads, add_self_loops=False).to(DEV)
+    conv = GATConv(in_ch, out_ch, heads=heads, add_self_loops=self_loops, edge_dim=edge_dim).to(DEV)
     x = torch.randn(n, in_ch, device=DEV, requires_grad=True)
     edge_index = torch.stack([src, dst])
+    edge_attr = torch.randn(src.numel(), edge_dim, device=DEV) if edge_dim else None
 
     def run():
-        out = conv(x, edge_index)
+        out = conv(x, edge_index, edge_attr)
         out.sum().backward()
     run()
     torch.cuda.synchronize()
@@ -112,7 +115,7 @@ def pyg_gatconv(src, dst, n, in_ch, heads, out_ch):
     base = torch.cuda.memory_allocated()
     ms = median_ms(run, warmup=1, reps=5)
     peak = torch.cuda.max_memory_allocated() - base
-    del conv, x
+    del conv, x, edge_attr
     return ms, peak
 
 
@@ -227,8 +230,8 @@ def main():
     ap.add_argument("--out", default="out")
     ap.add_argument("--quick", action="store_true", help="skip the 10^7-node scaling point")
     ap.add_argument("--only", choices=["gpu", "cpu"], help="only the GPU workloads or only the CPU comparison")
-    ap.add_argument("--sections", default="kernel,gatconv,train,scaling",
-                    help="the GPU workloads to run, comma-separated (default: all four)")
+    ap.add_argument("--sections", default="kernel,gatconv,gatconv_edge,train,scaling",
+                    help="the GPU workloads to run, comma-separated (default: all five)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="gat_bench_")
@@ -274,6 +277,19 @@ def main():
         rows.append(("GATConv fwd+bwd 1M/16M 64->8x8 (ms)", pyg_ms, mine["forward_backward_ms"], None))
         rows.append(("GATConv fwd+bwd peak memory (GB)", pyg_peak / 1e9, mine["peak_bytes"] / 1e9, None))
         results["gatconv"] = {"pyg_ms": pyg_ms, "pyg_peak_bytes": pyg_peak, **mine}
+        del src, dst
+        torch.cuda.empty_cache()
+
+    # ---- GATConv with edge_dim 16, self loops by fill 'mean' (PyG's defaults), 1M / 16M ----
+    if "gatconv_edge" in sections:
+        path = os.path.join(tmp, "g_1000000_16000000.bin")
+        src, dst = random_graph(1_000_000, 16_000_000, 1, path)
+        pyg_ms, pyg_peak = pyg_gatconv(src, dst, 1_000_000, 64, 8, 8, edge_dim=16, self_loops=True)
+        mine = ours(args.build, "gatconv", "--graph", path, "--in", 64, "--heads", 8, "--out", 8,
+                    "--edge-dim", 16, "--self-loops")
+        rows.append(("GATConv edge_dim 16 fwd+bwd 1M/16M (ms)", pyg_ms, mine["forward_backward_ms"], None))
+        rows.append(("GATConv edge_dim 16 peak memory (GB)", pyg_peak / 1e9, mine["peak_bytes"] / 1e9, None))
+        results["gatconv_edge"] = {"pyg_ms": pyg_ms, "pyg_peak_bytes": pyg_peak, **mine}
         del src, dst
         torch.cuda.empty_cache()
 

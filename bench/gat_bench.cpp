@@ -4,8 +4,10 @@
 //   gat_bench kernel  --graph FILE --heads H --features F [--device cuda|cpu]
 //       csr_softmax_aggregate forward and backward (both gradients) on the graph in FILE
 //       (int64 N, int64 E, int32 row_ptr[N+1], int32 col_idx[E]; see compare_pyg.py)
-//   gat_bench gatconv --graph FILE --in 64 --heads 8 --out 8 [--device ...]
-//       one GATConv forward + backward, time and peak device memory
+//   gat_bench gatconv --graph FILE --in 64 --heads 8 --out 8 [--edge-dim D] [--self-loops]
+//                     [--device ...]
+//       one GATConv forward + backward, time and peak device memory; with --edge-dim, random
+//       edge features (E, D) (no gradient, as data); --self-loops adds them (fill_value mean)
 //   gat_bench train   --dataset cora [--data-dir DIR] [--device ...]
 //       one training step (forward, backward, Adam) and 200 epochs with evaluation
 //
@@ -98,20 +100,22 @@ nlohmann::json bench_kernel(const std::string& graph_path, int64_t heads, int64_
 }
 
 nlohmann::json bench_gatconv(const std::string& graph_path, int64_t in, int64_t heads, int64_t out_ch,
-                             Device device) {
+                             int64_t edge_dim, bool self_loops, Device device) {
   Graph graph = read_graph(graph_path).to(device);
   GATConvOptions options;
   options.in_channels = in;
   options.out_channels = out_ch;
   options.heads = heads;
-  options.add_self_loops = false;  // as the PyG side of compare_pyg.py
+  options.add_self_loops = self_loops;  // as the PyG side of compare_pyg.py
+  options.edge_dim = edge_dim;
   Generator init(1);
   GATConv conv(options, init);
   conv.to(device);
   Tensor x = random_f32({graph.num_nodes(), in}, 4, device).set_requires_grad();
+  const Tensor edge_attr = edge_dim > 0 ? random_f32({graph.num_edges(), edge_dim}, 5, device) : Tensor();
   Generator gen(2);
   auto step = [&] {
-    ops::sum(conv.forward(x, graph, gen)).backward();
+    ops::sum(conv.forward(x, graph, edge_attr, gen)).backward();
     conv.zero_grad();
     x.zero_grad();
   };
@@ -122,7 +126,8 @@ nlohmann::json bench_gatconv(const std::string& graph_path, int64_t in, int64_t 
   const double ms = median_ms(device, step, 5);
   const size_t peak = cuda::peak_memory_allocated() - base;
   return {{"workload", "gatconv"}, {"device", device_name(device)}, {"nodes", graph.num_nodes()},
-          {"edges", graph.num_edges()}, {"forward_backward_ms", ms}, {"peak_bytes", peak}};
+          {"edges", graph.num_edges()}, {"edge_dim", edge_dim}, {"self_loops", self_loops},
+          {"forward_backward_ms", ms}, {"peak_bytes", peak}};
 }
 
 // `epochs` epochs with evaluation; the median step and epoch after 10 epochs of warm-up.
@@ -182,7 +187,8 @@ int main(int argc, char** argv) {
   CLI::App app{"gat_bench: this project's side of bench/compare_pyg.py"};
   app.require_subcommand(1);
   std::string device_flag = "auto", graph_path, dataset = "cora", data_dir;
-  int64_t heads = 1, features = 64, in_channels = 64, out_channels = 8;
+  int64_t heads = 1, features = 64, in_channels = 64, out_channels = 8, edge_dim = 0;
+  bool self_loops = false;
   auto* kernel = app.add_subcommand("kernel", "csr_softmax_aggregate forward and backward");
   kernel->add_option("--graph", graph_path, "graph file")->required();
   kernel->add_option("--heads", heads);
@@ -192,6 +198,8 @@ int main(int argc, char** argv) {
   gatconv->add_option("--in", in_channels);
   gatconv->add_option("--heads", heads);
   gatconv->add_option("--out", out_channels);
+  gatconv->add_option("--edge-dim", edge_dim);
+  gatconv->add_flag("--self-loops", self_loops);
   auto* train = app.add_subcommand("train", "training step and 200 epochs on a dataset");
   train->add_option("--dataset", dataset);
   train->add_option("--data-dir", data_dir);
@@ -203,7 +211,7 @@ int main(int argc, char** argv) {
                               ? Device::cpu : Device::cuda;
     nlohmann::json result;
     if (*kernel) result = bench_kernel(graph_path, heads, features, device);
-    if (*gatconv) result = bench_gatconv(graph_path, in_channels, heads, out_channels, device);
+    if (*gatconv) result = bench_gatconv(graph_path, in_channels, heads, out_channels, edge_dim, self_loops, device);
     if (*train) result = bench_train(dataset, data_dir, device);
     std::cout << result.dump() << std::endl;
   } catch (const Error& e) {

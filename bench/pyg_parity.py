@@ -11,6 +11,8 @@ Every case is one file NAME.safetensors:
 
   tensors   input.x                (N, in)        f64   node features
             input.edge_index       (2, E)         i32   [source; destination], PyG's order
+            input.edge_attr        (E, D)         f64   edge features, in input.edge_index's
+                                                        order (edge_dim cases only)
             param.NAME             PyG's shape    f64   every parameter under PyG's name
             grad_out               (N, C)         f64   the upstream gradient (fixed random)
             out                    (N, C)         f64   the layer's output
@@ -19,13 +21,20 @@ Every case is one file NAME.safetensors:
                                                         removed, one per node appended)
             attention.weights      (E', H)        f64   the attention weights in that order
             grad.x, grad.NAME      as input.x and param.NAME: d <out, grad_out> / d that tensor
+            grad.edge_attr         as input.edge_attr (edge_dim cases only)
   metadata  layer ("GATConv"), the layer's options as JSON values (in_channels, out_channels,
-            heads, concat, negative_slope, dropout, add_self_loops, bias, residual), description,
-            torch and torch_geometric (the versions that computed it)
+            heads, concat, negative_slope, dropout, add_self_loops, bias, residual; edge_dim and
+            fill_value in the edge_dim cases only), description, torch and torch_geometric (the
+            versions that computed it)
 
 Parameters keep PyG's layout; this project's differs (docs/parity.md has the mapping): a Linear
 weight NAME.weight is (out, in) in PyG and (in, out) here (transposed), att_src and att_dst are
 (1, H, F) in PyG and (H, F) here (the same elements), bias and the rest are equal.
+
+The edge_dim cases (GATCONV_EDGE_CASES) give GATConv edge features: every fill_value PyG's
+add_self_loops takes for the self loops' features ('mean', 'add', 'min', 'max', 'mul', a number),
+with self loops added (the graph's own loops and their features dropped first, so node N-3 keeps
+no in-edge) and without (the loops keep their features), one head and three, and the hub graph.
 
 The cases run in training mode with dropout 0 (PyG's dropout stream cannot be reproduced). Their
 graphs have a hub (node 0) of high in-degree, a node sending to many, self loops (one of them a
@@ -76,12 +85,15 @@ class GATConvCase:
     graph: Graph = SMALL
     in_channels: int = 5
     out_channels: int = 4
+    edge_dim: int = 0           # 0: PyG's edge_dim=None
+    fill_value: object = "mean"  # PyG's default
 
     def name(self):
-        return "gatconv-h{}-{}-ns{}-{}-{}-{}-{}".format(
+        edge = "-e{}-fill{}".format(self.edge_dim, self.fill_value) if self.edge_dim else ""
+        return "gatconv-h{}-{}-ns{}-{}-{}-{}{}-{}".format(
             self.heads, "concat" if self.concat else "mean", self.negative_slope,
             "loops" if self.add_self_loops else "noloops", "bias" if self.bias else "nobias",
-            "res" if self.residual else "nores", self.graph.name)
+            "res" if self.residual else "nores", edge, self.graph.name)
 
 
 # Every option value with every other option's values at least once (pairwise), and the hub graph
@@ -103,6 +115,21 @@ GATCONV_CASES = [
     GATConvCase(3, True, 0.2, True, True, True, graph=HUB),
     GATConvCase(3, False, 0.05, False, True, False, graph=HUB),
 ]
+
+# GATConv with edge features: every fill_value, with and without self loops, heads 1 and 3.
+GATCONV_EDGE_CASES = [
+    # heads concat  slope  loops  bias   residual
+    GATConvCase(3, True, 0.2, True, True, False, edge_dim=3, fill_value="mean"),
+    GATConvCase(1, False, 0.2, True, False, True, edge_dim=2, fill_value="add"),
+    GATConvCase(3, True, 0.05, True, True, True, edge_dim=3, fill_value="max"),
+    GATConvCase(3, False, 0.2, True, True, False, edge_dim=3, fill_value="min"),
+    GATConvCase(1, True, 0.2, True, True, False, edge_dim=3, fill_value="mul"),
+    GATConvCase(3, True, 0.2, True, False, False, edge_dim=3, fill_value=0.5),
+    GATConvCase(3, True, 0.2, False, True, False, edge_dim=3),
+    GATConvCase(1, False, 0.05, False, True, True, edge_dim=1),
+    GATConvCase(3, True, 0.2, True, True, False, graph=HUB, edge_dim=4, fill_value="mean"),
+]
+EDGE_SEED_BASE = 1000  # their seeds: the edge cases' own, whatever the other lists hold
 
 
 def make_edges(graph, gen):
@@ -127,12 +154,17 @@ def make_edges(graph, gen):
     return edge_index
 
 
-def raw_scores(conv, x, edge_index):
-    """a_src . W x_j + a_dst . W x_i for every edge (before the LeakyReLU), (E, H)."""
+def raw_scores(conv, x, edge_index, edge_attr=None):
+    """a_src . W x_j + a_dst . W x_i (+ a_edge . W_e e_ji) for every edge (before the LeakyReLU),
+    (E, H)."""
     wh = conv.lin(x).view(-1, conv.heads, conv.out_channels)
     el = (wh * conv.att_src).sum(-1)
     er = (wh * conv.att_dst).sum(-1)
-    return el[edge_index[0]] + er[edge_index[1]]
+    scores = el[edge_index[0]] + er[edge_index[1]]
+    if edge_attr is not None:
+        we = conv.lin_edge(edge_attr).view(-1, conv.heads, conv.out_channels)
+        scores = scores + (we * conv.att_edge).sum(-1)
+    return scores
 
 
 def run_gatconv(case, seed):
@@ -144,21 +176,28 @@ def run_gatconv(case, seed):
     conv = GATConv(case.in_channels, case.out_channels, heads=case.heads, concat=case.concat,
                    negative_slope=case.negative_slope, dropout=0.0,
                    add_self_loops=case.add_self_loops, bias=case.bias,
-                   residual=case.residual).double()
+                   residual=case.residual, edge_dim=case.edge_dim or None,
+                   fill_value=case.fill_value).double()
     conv.train()
     if case.bias:  # PyG starts it at zero, which would hide a bias applied in the wrong place
         with torch.no_grad():
             conv.bias.copy_(0.5 * torch.randn(conv.bias.shape, generator=gen, dtype=torch.float64))
     x = torch.randn(n, case.in_channels, generator=gen, dtype=torch.float64, requires_grad=True)
+    edge_attr = None
+    if case.edge_dim:
+        edge_attr = torch.randn(edge_index.size(1), case.edge_dim, generator=gen,
+                                dtype=torch.float64, requires_grad=True)
 
-    scores = raw_scores(conv, x, edge_index).detach()
+    scores = raw_scores(conv, x, edge_index, edge_attr).detach()
     negative = float(scores.lt(0).double().mean())
     assert 0.1 < negative < 0.9, f"{case.name()}: {negative:.0%} of the raw scores are negative"
 
-    out, (att_edge_index, att_weights) = conv(x, edge_index, return_attention_weights=True)
+    out, (att_edge_index, att_weights) = conv(x, edge_index, edge_attr,
+                                              return_attention_weights=True)
     grad_out = torch.randn(out.shape, generator=gen, dtype=torch.float64)
     params = dict(conv.named_parameters())
-    grads = torch.autograd.grad(out, [x] + list(params.values()), grad_out)
+    inputs = [x] + ([edge_attr] if case.edge_dim else [])
+    grads = torch.autograd.grad(out, inputs + list(params.values()), grad_out)
 
     tensors = {
         "input.x": x.detach(),
@@ -169,7 +208,10 @@ def run_gatconv(case, seed):
         "attention.weights": att_weights.detach(),
         "grad.x": grads[0],
     }
-    for (name, p), g in zip(params.items(), grads[1:]):
+    if case.edge_dim:
+        tensors["input.edge_attr"] = edge_attr.detach()
+        tensors["grad.edge_attr"] = grads[1]
+    for (name, p), g in zip(params.items(), grads[len(inputs):]):
         tensors["param." + name] = p.detach()
         tensors["grad." + name] = g
     options = {
@@ -178,11 +220,16 @@ def run_gatconv(case, seed):
         "dropout": 0.0, "add_self_loops": case.add_self_loops, "bias": case.bias,
         "residual": case.residual,
     }
+    if case.edge_dim:
+        options.update(edge_dim=case.edge_dim, fill_value=case.fill_value)
     metadata = {key: json.dumps(value) for key, value in options.items()}
     metadata["layer"] = "GATConv"
     metadata["description"] = (
         f"PyG GATConv on a {n}-node graph of {edge_index.size(1)} edges "
         f"(hub in-degree {case.graph.hub + 1}, with its self loop), float64, training mode")
+    if case.edge_dim:
+        metadata["description"] += (f", {case.edge_dim} edge features, self loops' by "
+                                    f"fill_value {case.fill_value!r}")
     return {k: v.contiguous().numpy() for k, v in tensors.items()}, metadata
 
 
@@ -199,14 +246,16 @@ def main():
         if stale.endswith(".safetensors"):
             os.remove(os.path.join(args.out, stale))
     total = 0
-    for seed, case in enumerate(GATCONV_CASES):
+    seeded = list(enumerate(GATCONV_CASES))
+    seeded += [(EDGE_SEED_BASE + k, case) for k, case in enumerate(GATCONV_EDGE_CASES)]
+    for seed, case in seeded:
         tensors, metadata = run_gatconv(case, seed)
         metadata["torch"] = torch.__version__
         metadata["torch_geometric"] = torch_geometric.__version__
         path = os.path.join(args.out, case.name() + ".safetensors")
         save_file(tensors, path, metadata=metadata)
         total += os.path.getsize(path)
-    print(f"{len(GATCONV_CASES)} cases, {total} bytes in {args.out} "
+    print(f"{len(seeded)} cases, {total} bytes in {args.out} "
           f"(torch {torch.__version__}, torch_geometric {torch_geometric.__version__})")
     return 0
 

@@ -11,15 +11,21 @@ namespace gat {
 
 namespace {
 
-// <dir>/<name>, or <dir>/<name>.gz when only that exists.
-std::string find_file(const std::string& dir, const std::string& name) {
+// <dir>/<name>, or <dir>/<name>.gz when only that exists, or "" when neither does.
+std::string find_optional_file(const std::string& dir, const std::string& name) {
   namespace fs = std::filesystem;
   const fs::path plain = fs::path(dir) / name;
   std::error_code ec;
   if (fs::exists(plain, ec)) return plain.string();
   const fs::path gz = fs::path(dir) / (name + ".gz");
   if (fs::exists(gz, ec)) return gz.string();
-  GAT_FAIL("load_custom: ", plain.string(), " (or .gz) not found");
+  return "";
+}
+
+std::string find_file(const std::string& dir, const std::string& name) {
+  const std::string path = find_optional_file(dir, name);
+  GAT_CHECK(!path.empty(), "load_custom: ", (std::filesystem::path(dir) / name).string(), " (or .gz) not found");
+  return path;
 }
 
 // Calls f(fields, where) for every non-blank line, parsed by `parse`.
@@ -51,6 +57,23 @@ std::vector<int32_t> read_ids(const std::string& path, int64_t n) {
 
 Tensor index_tensor(const std::vector<int32_t>& ids) {
   return Tensor::from_vector(ids, {static_cast<int64_t>(ids.size())});
+}
+
+// The rows of `path`: one line of equally many numbers per edge of `edge_path` (m edges) ->
+// (m, D) f32.
+Tensor read_edge_features(const std::string& path, int64_t m, const std::string& edge_path) {
+  std::vector<float> values;  // (m * D,)
+  int64_t rows = 0, width = -1;
+  for_each_record(path, text::parse_floats, [&](const std::vector<float>& row, const std::string& where) {
+    if (width < 0) width = static_cast<int64_t>(row.size());
+    GAT_CHECK(static_cast<int64_t>(row.size()) == width, where, ": ", row.size(), " edge features, the first row has ",
+              width);
+    GAT_CHECK(rows < m, where, ": more lines than the ", m, " edges of ", edge_path);
+    values.insert(values.end(), row.begin(), row.end());
+    ++rows;
+  });
+  GAT_CHECK(rows == m, "load_custom: ", path, " has ", rows, " lines for the ", m, " edges of ", edge_path);
+  return Tensor::from_vector(values, {m, std::max<int64_t>(width, 0)});
 }
 
 }  // namespace
@@ -103,6 +126,11 @@ Dataset load_custom(const std::string& dir) {
   options.symmetrize = true;
   options.remove_self_loops = true;
   data.graph = Graph::from_edges(n, src, dst, options);
+  const std::string edge_feat_path = find_optional_file(dir, "edge-feat.csv");
+  if (!edge_feat_path.empty()) {
+    const Tensor per_line = read_edge_features(edge_feat_path, static_cast<int64_t>(src.size()), edge_path);
+    data.edge_attr = edge_attr_in_graph_order(data.graph, src, dst, options, per_line);
+  }
 
   const std::string split_dir = (std::filesystem::path(dir) / "split").string();
   std::array<std::string, 3> split_paths;

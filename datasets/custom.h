@@ -6,12 +6,17 @@
 //   <dir>/split/train.csv[.gz]  one node id per line
 //   <dir>/split/valid.csv[.gz]  one node id per line
 //   <dir>/split/test.csv[.gz]   one node id per line
+//   <dir>/edge-feat.csv[.gz]    optional: one line per line of edge.csv, D comma-separated numbers
 //
 // Each file may be plain text or gzip-compressed (name ending in .gz; the plain name wins when
 // both exist). Blank lines are skipped; there is no header line. The graph is made undirected,
 // deduplicated and self loops removed (GATConv adds its own); labels lie in [0, N) and
 // num_classes = the largest label + 1; split ids are sorted ascending, distinct, and the three
-// splits are non-empty and disjoint. Gzip files may decompress to at most text::max_gzip_ratio()
+// splits are non-empty and disjoint. Edge features become Dataset::edge_attr (E, D) in the
+// graph's edge order (edge_attr_in_graph_order): the reverse edge added for j -> i gets j -> i's
+// features, and an edge listed more than once (twice, or in both directions) gets the sum of its
+// lines' features, as PyG's to_undirected and coalesce do; a self loop's features are dropped with
+// it. Gzip files may decompress to at most text::max_gzip_ratio()
 // times their size (GAT_MAX_GZIP_RATIO raises it). This is the layout of the OGB node
 // property prediction downloads (e.g. ogbn-arxiv: raw/*.csv.gz and split/time/*.csv.gz put side
 // by side in one folder). Every error names the file and, for content errors, the line.

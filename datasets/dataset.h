@@ -21,6 +21,10 @@ struct Dataset {
   // Undirected (both directions of every edge), deduplicated, without self loops: GATConv adds
   // its own.
   Graph graph;
+  // (E, D) f32 edge features in graph's edge order (GATConvOptions::edge_dim = D), or undefined
+  // when the dataset has none. How a loader fills the reverse edges and duplicates is its own
+  // (load_custom: datasets/custom.h).
+  Tensor edge_attr;
   // What training does to x first, as the dataset's reference recipe does (set by the loader):
   // the Planetoid graphs row-normalise their bag-of-words features (PyG's NormalizeFeatures,
   // normalize_features in datasets/planetoid.h); other sources are used as they are.
@@ -29,6 +33,7 @@ struct Dataset {
 
   int64_t num_nodes() const { return x.size(0); }
   int64_t num_features() const { return x.size(1); }
+  int64_t num_edge_features() const { return edge_attr.defined() ? edge_attr.size(1) : 0; }
 };
 
 // Throws a gat::Error unless each of train_index, val_index and test_index is non-empty, within

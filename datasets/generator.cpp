@@ -1,5 +1,6 @@
 #include "gat/datasets/generator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -15,7 +16,8 @@ namespace gat {
 namespace {
 
 // One Philox stream per kind of draw; the index names the element.
-enum Stream : uint64_t { kClass = 1, kWeight, kStubs, kEdge, kPrototype, kFeature };
+// Edge feature d draws from stream kEdgeFeature + d (the last kind, so no stream is shared).
+enum Stream : uint64_t { kClass = 1, kWeight, kStubs, kEdge, kPrototype, kFeature, kEdgeFeature };
 constexpr uint64_t kDrawsPerEdge = 5;  // intra coin (1), class (2) and node (2) of the other end
 
 // Uniform integer in [0, n) from one 32-bit draw (Lemire's multiply-shift).
@@ -83,6 +85,8 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   GAT_CHECK(o.num_classes > 0 && o.num_classes <= o.num_nodes, "generate_sbm: num_classes ", o.num_classes,
             " outside [1, num_nodes]");
   GAT_CHECK(o.num_features > 0, "generate_sbm: num_features ", o.num_features, " must be positive");
+  GAT_CHECK(o.num_edge_features >= 0 && o.num_edge_features <= 4096, "generate_sbm: num_edge_features ",
+            o.num_edge_features, " is outside [0, 4096]");
   GAT_CHECK(o.intra_fraction >= 0.0 && o.intra_fraction <= 1.0, "generate_sbm: intra_fraction ",
             o.intra_fraction, " outside [0, 1]");
   GAT_CHECK(o.pareto_alpha > 1.0, "generate_sbm: pareto_alpha ", o.pareto_alpha, " must exceed 1");
@@ -182,6 +186,29 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   }
 
   features.done(detail::concat(n, " x ", f));
+
+  // Edge features: signal * (+1 between nodes of one class, else -1) + noise in [-1, 1) drawn by
+  // the unordered pair, so that both directions of an edge get the same row.
+  if (o.num_edge_features > 0) {
+    const int64_t d_count = o.num_edge_features, edges = data.graph.num_edges();
+    progress::Stage edge_features("synthetic: edge features", edges * d_count);
+    data.edge_attr = Tensor::empty({edges, d_count}, DType::f32, Device::cpu, "generate_sbm edge features");
+    float* a = data.edge_attr.data<float>();                      // (E, D)
+    const int32_t* row_ptr = data.graph.row_ptr().data<int32_t>();  // (N+1,)
+    const int32_t* edge_src = data.graph.edge_src().data<int32_t>();  // (E,)
+#pragma omp parallel for schedule(dynamic, 4096) if (edges * d_count > ops::detail::kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; ++e) {
+        const int64_t j = edge_src[e];
+        const uint64_t pair = static_cast<uint64_t>(std::min(i, j)) * static_cast<uint64_t>(n) +
+                              static_cast<uint64_t>(std::max(i, j));
+        const float sign = y[i] == y[j] ? signal : -signal;
+        for (int64_t d = 0; d < d_count; ++d)
+          a[e * d_count + d] = sign + 2.0f * philox_uniform(seed, kEdgeFeature + static_cast<uint64_t>(d), pair) - 1.0f;
+      }
+    }
+    edge_features.done(detail::concat(edges, " x ", d_count));
+  }
 
   // Split in node-id order: train_per_class of each class, then val_size, then test_size nodes.
   std::vector<int32_t> train, val, test;

@@ -9,6 +9,9 @@
 //     proportional to theta over all nodes; the graph is then symmetrised, deduplicated and self
 //     loops removed (so it has about, and at most, num_nodes * avg_degree directed edges);
 //   - features: the class's random +-1 prototype scaled by `signal`, plus uniform noise in [-1, 1);
+//   - with num_edge_features = D > 0, edge features (Dataset::edge_attr (E, D)): +signal on an
+//     edge inside a class, -signal across classes, plus uniform noise in [-1, 1) drawn by the
+//     unordered pair of nodes (both directions of an edge get the same row);
 //   - split: in node-id order, the first `train_per_class` nodes of every class train, the next
 //     `val_size` nodes validation, the next `test_size` test (fewer when the graph is small).
 //
@@ -28,6 +31,7 @@ struct GeneratorOptions {
   uint64_t seed = 0;
   int64_t num_classes = 8;
   int64_t num_features = 32;
+  int64_t num_edge_features = 0;  // D of Dataset::edge_attr; 0: none
   double intra_fraction = 0.8;  // share of edges drawn inside a block
   double pareto_alpha = 2.5;    // degree tail exponent (> 1); smaller is more skewed
   double signal = 0.5;          // prototype strength relative to the noise

@@ -21,13 +21,15 @@ std::string lower(std::string s) {
   return s;
 }
 
-// One field of "synthetic:<nodes>:<avg_degree>:<seed>", the whole field or an error naming `spec`.
+constexpr const char* kSyntheticSpec = "synthetic:<nodes>:<avg_degree>:<seed>[:<edge_dim>]";
+
+// One field of kSyntheticSpec, the whole field or an error naming `spec`.
 template <class T>
 T parse_field(std::string_view field, const std::string& spec, const char* what) {
   T value{};
   const auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
   GAT_CHECK(!field.empty() && ec == std::errc() && ptr == field.data() + field.size(), "load_dataset: '", spec,
-            "': ", what, " '", field, "' is not a valid number (expected synthetic:<nodes>:<avg_degree>:<seed>)");
+            "': ", what, " '", field, "' is not a valid number (expected ", kSyntheticSpec, ")");
   return value;
 }
 
@@ -37,12 +39,13 @@ Dataset load_synthetic(const std::string& spec) {
   for (size_t colon; (colon = rest.find(':')) != std::string_view::npos; rest.remove_prefix(colon + 1))
     fields.push_back(rest.substr(0, colon));
   fields.push_back(rest);
-  GAT_CHECK(fields.size() == 4, "load_dataset: '", spec, "' has ", fields.size(),
-            " fields (expected synthetic:<nodes>:<avg_degree>:<seed>)");
+  GAT_CHECK(fields.size() == 4 || fields.size() == 5, "load_dataset: '", spec, "' has ", fields.size(),
+            " fields (expected ", kSyntheticSpec, ")");
   GeneratorOptions options;
   options.num_nodes = parse_field<int64_t>(fields[1], spec, "nodes");
   options.avg_degree = parse_field<double>(fields[2], spec, "avg_degree");
   options.seed = parse_field<uint64_t>(fields[3], spec, "seed");
+  if (fields.size() == 5) options.num_edge_features = parse_field<int64_t>(fields[4], spec, "edge_dim");
   return generate_sbm(options);
 }
 
@@ -58,7 +61,7 @@ Dataset load_dataset(const std::string& name, const std::string& data_dir) {
   if (key.rfind("synthetic:", 0) == 0) return load_synthetic(name);
   if (std::filesystem::is_directory(name)) return load_custom(name);
   GAT_FAIL("load_dataset: unknown dataset '", name,
-           "' (expected cora, citeseer, pubmed, synthetic:<nodes>:<avg_degree>:<seed> or a directory)");
+           "' (expected cora, citeseer, pubmed, ", kSyntheticSpec, " or a directory)");
 }
 
 std::string default_data_dir() {
@@ -87,6 +90,7 @@ std::string dataset_summary(const Dataset& data) {
       {"nodes", data.num_nodes()},
       {"edges", data.graph.num_edges() - data.graph.count_self_loops()},
       {"features", data.num_features()},
+      {"edge_features", data.num_edge_features()},
       {"classes", data.num_classes},
       {"train", data.train_index.numel()},
       {"val", data.val_index.numel()},

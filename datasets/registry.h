@@ -11,7 +11,9 @@ namespace gat {
 //   cora | citeseer | pubmed              Planetoid raw files in `data_dir` (default_data_dir()
 //                                         when empty); the missing ones are downloaded there
 //                                         first (fetch_planetoid, datasets/download.h)
-//   synthetic:<nodes>:<avg_degree>:<seed> the degree-corrected SBM generator (datasets/generator.h)
+//   synthetic:<nodes>:<avg_degree>:<seed>[:<edge_dim>]
+//                                         the degree-corrected SBM generator (datasets/generator.h),
+//                                         with edge_dim edge features when given
 //   a directory                           an OGB-style raw directory (datasets/custom.h)
 Dataset load_dataset(const std::string& name, const std::string& data_dir = "");
 
@@ -20,7 +22,8 @@ Dataset load_dataset(const std::string& name, const std::string& data_dir = "");
 // base directory specification says), else $HOME/.cache/gat/planetoid.
 std::string default_data_dir();
 
-// {name, nodes, edges (directed, self loops not counted), features, classes, train, val, test,
+// {name, nodes, edges (directed, self loops not counted), features, edge_features (0: none),
+//  classes, train, val, test,
 //  label_counts (per class, all nodes), feature_checksum (sum of x in double)} as one line of
 // JSON text.
 std::string dataset_summary(const Dataset& data);

@@ -408,4 +408,54 @@ void Graph::validate() const {
             ": t_row_chunk_ptr does not match the transpose's rows");
 }
 
+Tensor edge_attr_in_graph_order(const Graph& graph, const std::vector<int32_t>& src,
+                                const std::vector<int32_t>& dst, const GraphBuildOptions& options,
+                                const Tensor& edge_attr) {
+  const char* op = "edge_attr_in_graph_order";
+  GAT_CHECK(options.remove_duplicates && !options.add_self_loops, op,
+            ": needs a graph built with remove_duplicates and without add_self_loops (edges must come from",
+            " the input edges; ops::self_loop_attr makes self loops' attributes)");
+  check_float(op, "edge_attr", edge_attr);
+  check_dim(op, "edge_attr", edge_attr, 2);
+  const int64_t m = static_cast<int64_t>(src.size()), E = graph.num_edges(), D = edge_attr.size(1);
+  GAT_CHECK(src.size() == dst.size() && edge_attr.size(0) == m, op, ": ", src.size(), " sources, ", dst.size(),
+            " destinations and 'edge_attr' ", edge_attr.describe(), " must all have one row per input edge");
+  const std::vector<int32_t> rp = graph.row_ptr().defined() ? graph.row_ptr().to_vector<int32_t>()
+                                                            : std::vector<int32_t>{0};  // (N+1,)
+  const std::vector<int32_t> col = graph.sources();                                     // (E,)
+  // The id of edge s -> d in graph, or -1.
+  auto edge_id = [&](int32_t s, int32_t d) -> int64_t {
+    if (d < 0 || d + 1 >= static_cast<int64_t>(rp.size())) return -1;
+    const auto first = col.begin() + rp[d], last = col.begin() + rp[d + 1];
+    const auto at = std::lower_bound(first, last, s);
+    return at != last && *at == s ? at - col.begin() : -1;
+  };
+  const bool drop_loops = options.remove_self_loops;
+  Tensor out = Tensor::zeros({E, D}, edge_attr.dtype());
+  std::vector<char> reached(static_cast<size_t>(E), 0);  // (E,)
+  dispatch_float(edge_attr.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    const Tensor host = edge_attr.to(Device::cpu);
+    const T* in = host.data<T>();  // (M, D)
+    T* o = out.data<T>();          // (E, D)
+    // In input order: a duplicate's rows are added in the order they are listed.
+    auto add_row = [&](int64_t k, int32_t s, int32_t d) {
+      const int64_t e = edge_id(s, d);
+      GAT_CHECK(e >= 0, op, ": input edge ", k, " (", s, " -> ", d, (s == src[k] ? "" : ", its reverse"),
+                ") is not in the graph: build it with Graph::from_edges from the same lists and options");
+      reached[static_cast<size_t>(e)] = 1;
+      for (int64_t f = 0; f < D; ++f) o[e * D + f] += in[k * D + f];
+    };
+    for (int64_t k = 0; k < m; ++k) {
+      if (src[k] == dst[k] && drop_loops) continue;
+      add_row(k, src[k], dst[k]);
+      if (options.symmetrize && src[k] != dst[k]) add_row(k, dst[k], src[k]);
+    }
+  });
+  const auto missing = std::find(reached.begin(), reached.end(), 0);
+  GAT_CHECK(missing == reached.end(), op, ": edge ", missing - reached.begin(), " of the graph is no input edge",
+            " (or its reverse): build the graph with Graph::from_edges from the same lists and options");
+  return out.to(edge_attr.device());
+}
+
 }  // namespace gat

@@ -112,4 +112,17 @@ class Graph {
   Tensor row_chunk_ptr_, t_row_chunk_ptr_;
 };
 
+// Edge attributes given per input edge of Graph::from_edges (edge_attr (M, D): row k belongs to
+// src[k] -> dst[k]) rearranged into the edge-id order of `graph`, the graph built from the same
+// lists and options: (E, D), edge_attr's dtype and device. As PyG's coalesce and to_undirected
+// (reduce "add"): an edge listed more than once gets the sum of its rows; with symmetrize, the
+// reverse of j -> i gets j -> i's row, added to i -> j's own when that is listed too (a self loop
+// is its own reverse and counts once). Input self loops that the options remove give nothing.
+// Throws a gat::Error naming the problem when edge_attr is not (M, D) floats, when the options keep
+// duplicates or add self loops (ops::self_loop_attr makes loops' attributes), or when an input
+// edge is not in `graph` or an edge of `graph` is in no input (not the graph of these lists).
+Tensor edge_attr_in_graph_order(const Graph& graph, const std::vector<int32_t>& src,
+                                const std::vector<int32_t>& dst, const GraphBuildOptions& options,
+                                const Tensor& edge_attr);
+
 }  // namespace gat

@@ -7,6 +7,7 @@
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/head_dot.h"
 #include "gat/framework/ops/head_mean.h"
+#include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/reshape.h"
 
 namespace gat {
@@ -17,11 +18,15 @@ GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(opti
             " and heads ", H, " must be positive");
   GAT_CHECK(options.dropout >= 0.0 && options.dropout < 1.0, "GATConv: attention dropout ",
             options.dropout, " is outside [0, 1)");
+  GAT_CHECK(options.edge_dim >= 0, "GATConv: edge_dim ", options.edge_dim, " is negative (0: no edge features)");
   checked_mul(H, F, "GATConv: heads x out_channels");
   lin = register_module("lin", std::make_shared<Linear>(in, H * F, false, init, options.dtype));
+  if (options.edge_dim > 0)
+    lin_edge = register_module("lin_edge", std::make_shared<Linear>(options.edge_dim, H * F, false, init, options.dtype));
   // PyG's glorot on att (1, H, F) uses fan_in = H, fan_out = F.
   att_src = register_parameter("att_src", init::glorot_uniform({H, F}, H, F, init, options.dtype));
   att_dst = register_parameter("att_dst", init::glorot_uniform({H, F}, H, F, init, options.dtype));
+  if (lin_edge) att_edge = register_parameter("att_edge", init::glorot_uniform({H, F}, H, F, init, options.dtype));
   if (options.bias) bias = register_parameter("bias", init::zeros({out_features()}, options.dtype));
   if (options.residual)
     res = register_module("res", std::make_shared<Linear>(in, out_features(), false, init, options.dtype));
@@ -45,7 +50,33 @@ const Graph& GATConv::graph_for(const Graph& graph) {
   return cached_looped_;
 }
 
+Tensor GATConv::edge_scores(const Graph& graph, const Graph& g, const Tensor& edge_attr) {
+  const int64_t D = options_.edge_dim, H = options_.heads, F = options_.out_channels;
+  if (!lin_edge) {
+    GAT_CHECK(!edge_attr.defined(), "GATConv: 'edge_attr' ", edge_attr.describe(),
+              " given but the layer has no edge features (edge_dim 0)");
+    return Tensor();
+  }
+  GAT_CHECK(edge_attr.defined(), "GATConv: edge_dim is ", D, " but no 'edge_attr' was given");
+  check_dim("GATConv", "edge_attr", edge_attr, 2);
+  GAT_CHECK(edge_attr.size(0) == graph.num_edges() && edge_attr.size(1) == D, "GATConv: 'edge_attr' ",
+            edge_attr.describe(), " must be (", graph.num_edges(), ", ", D, ") for a graph of ", graph.num_edges(),
+            " edges and edge_dim ", D);
+  GAT_CHECK(edge_attr.dtype() == att_edge.dtype() && edge_attr.device() == att_edge.device(), "GATConv: 'edge_attr' ",
+            edge_attr.describe(), " must have the parameters' dtype and device (", att_edge.describe(), ")");
+  // The loops' attributes, then ee = attr (We . att_edge): (E', D) x (D, H).
+  const Tensor attr = options_.add_self_loops ? ops::self_loop_attr(graph, g, edge_attr, options_.fill_value)
+                                              : edge_attr;                                  // (E', D)
+  const Tensor edge_att = ops::head_dot(ops::reshape(lin_edge->weight, {D, H, F}), att_edge);  // (D, H)
+  return ops::matmul(attr, edge_att);                                                      // (E', H)
+}
+
 Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen,
+                        Attention* attention) {
+  return forward(x, graph, Tensor(), gen, attention);
+}
+
+Tensor GATConv::forward(const Features& x, const Graph& graph, const Tensor& edge_attr, Generator& gen,
                         Attention* attention) {
   const int64_t N = graph.num_nodes(), H = options_.heads, F = options_.out_channels;
   if (!x.is_sparse()) check_dim("GATConv", "x", x.dense(), 2);
@@ -53,6 +84,7 @@ Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen,
             " must be (", N, ", ", options_.in_channels, ") for a graph of ", N, " nodes and ",
             options_.in_channels, " input channels");
   const Graph& g = graph_for(graph);
+  const Tensor ee = edge_scores(graph, g, edge_attr);  // (E', H) or undefined
 
   Tensor wh = ops::reshape(lin->forward(x), {N, H, F});  // (N, H, F)
   Tensor el = ops::head_dot(wh, att_src);                 // (N, H)
@@ -63,7 +95,7 @@ Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen,
   Tensor values = wh;  // (N, H, F)
   if (is_training() && options_.value_dropout > 0.0)
     values = ops::dropout(wh, gen.dropout_key(static_cast<float>(options_.value_dropout)));
-  Tensor out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key);  // (N, H, F)
+  Tensor out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key, ee);  // (N, H, F)
   // Averaged heads take the bias in the same kernel, unless the residual is added before it.
   const bool bias_in_mean = !options_.concat && !res && bias.defined();
   out = options_.concat ? ops::reshape(out, {N, H * F})
@@ -72,8 +104,8 @@ Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen,
   if (bias.defined() && !bias_in_mean) out = ops::add_bias(out, bias);
 
   if (attention)
-    *attention = {g, ops::csr_softmax(g, ops::gat_edge_scores(g, el.detach(), er.detach(),
-                                                              options_.negative_slope))};
+    *attention = {g, ops::csr_softmax(g, ops::gat_edge_scores(g, el.detach(), er.detach(), options_.negative_slope,
+                                                              ee.defined() ? ee.detach() : Tensor()))};
   return out;
 }
 

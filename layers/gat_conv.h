@@ -3,7 +3,8 @@
 //
 //   Wh  = x W                            viewed (N, H, F)
 //   el  = Wh . att_src,  er = Wh . att_dst                        (N, H)
-//   s   = LeakyReLU(el[src(e)] + er[dst(e)], negative_slope)     (E, H), never stored
+//   ee  = edge_attr We . att_edge  (with edge_dim; We viewed (D, H, F))  (E, H)
+//   s   = LeakyReLU(el[src(e)] + er[dst(e)] (+ ee[e]), negative_slope)  (E, H), never stored
 //   out = softmax over each node's incoming edges of s, attention dropout, weighted sum of Wh
 //         (gat_attention_aggregate: s computed inside the kernels)  (N, H, F)
 //   out = concat ? out viewed (N, H*F) : mean over heads (N, F);  + residual(x);  + bias
@@ -12,9 +13,15 @@
 // With add_self_loops the layer runs on graph.with_self_loops() (existing loops removed, one per
 // node added): the input graph itself when it already has one self loop per node (build the
 // looped graph once and pass it, as gat_train does: no second graph), else a looped copy built
-// once per input graph and cached. Everything goes through ops, so the layer
+// once per input graph and cached. With edge_dim, edge_attr (E, edge_dim) follows the input
+// graph's edge order (edge_attr_in_graph_order in graph.h puts per-input-edge rows there); with
+// add_self_loops the loops' attributes are made by fill_value from the other edges' (PyG's
+// remove_self_loops then add_self_loops: existing loops' attributes are discarded;
+// ops::self_loop_attr). The edge term is computed as edge_attr times the (edge_dim, H) matrix
+// We . att_edge, never as an E x H*F projection. Everything goes through ops, so the layer
 // runs unchanged on CPU and CUDA. Parameter names follow PyG: lin.weight (stored (in, H*F), the
-// transpose of PyG's), att_src and att_dst (H, F) (PyG: (1, H, F)), bias, res.weight.
+// transpose of PyG's), att_src and att_dst (H, F) (PyG: (1, H, F)), bias, res.weight,
+// lin_edge.weight (edge_dim, H*F) and att_edge (H, F).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +29,7 @@
 
 #include "gat/framework/graph.h"
 #include "gat/framework/module.h"
+#include "gat/framework/ops/self_loop_attr.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
@@ -42,12 +50,15 @@ struct GATConvOptions {
   bool add_self_loops = true;
   bool bias = true;
   bool residual = false;        // + x R with R a bias-free Linear (in, output width)
+  int64_t edge_dim = 0;         // D of edge_attr; 0: no edge features (PyG: edge_dim=None)
+  ops::SelfLoopFill fill_value;  // the self loops' edge attributes (PyG's default 'mean')
   DType dtype = DType::f32;     // of the parameters
 };
 
 class GATConv : public Module {
  public:
-  // `init` draws lin.weight, att_src, att_dst and res.weight (glorot), in that order; bias = 0.
+  // `init` draws lin.weight, lin_edge.weight, att_src, att_dst, att_edge and res.weight
+  // (glorot), in that order (PyG's, but for res); bias = 0.
   GATConv(const GATConvOptions& options, Generator& init);
 
   // Attention weights without dropout: the softmax of the edge scores over every node's incoming
@@ -65,6 +76,10 @@ class GATConv : public Module {
   // return_attention_weights); the layer itself keeps nothing of a pass.
   Tensor forward(const Features& x, const Graph& graph, Generator& gen,
                  Attention* attention = nullptr);
+  // The same with edge features: edge_attr (E, edge_dim) in graph's edge order, the parameters'
+  // dtype and device, required with edge_dim > 0 and refused without (undefined = none).
+  Tensor forward(const Features& x, const Graph& graph, const Tensor& edge_attr, Generator& gen,
+                 Attention* attention = nullptr);
 
   const GATConvOptions& options() const { return options_; }
   int64_t out_features() const;  // H*F if concat else F
@@ -74,9 +89,13 @@ class GATConv : public Module {
   Tensor att_dst;               // (H, F)
   Tensor bias;                  // (out_features,), undefined without bias
   std::shared_ptr<Linear> res;  // (in, out_features), no bias; null without residual
+  std::shared_ptr<Linear> lin_edge;  // (edge_dim, H*F), no bias; null without edge_dim
+  Tensor att_edge;                   // (H, F), undefined without edge_dim
 
  private:
   const Graph& graph_for(const Graph& graph);  // graph itself or its looped copy (cached)
+  // ee (E', H) over g's edges (g = graph_for(graph)), or undefined without edge_dim.
+  Tensor edge_scores(const Graph& graph, const Graph& g, const Tensor& edge_attr);
 
   GATConvOptions options_;
   Graph cached_input_;   // the last input graph seen with add_self_loops ...

@@ -16,6 +16,7 @@ constexpr const char* kDropout = "dropout";
 constexpr const char* kValueDropout = "value_dropout";
 constexpr const char* kNegativeSlope = "negative_slope";
 constexpr const char* kDtype = "dtype";
+constexpr const char* kEdgeDim = "edge_dim";
 
 }  // namespace
 
@@ -29,6 +30,7 @@ void GATConfig::validate(const std::string& where) const {
   check_in_range(prefix + kDropout, dropout, kDropoutRange);
   check_in_range(prefix + kValueDropout, value_dropout, kDropoutRange);
   check_in_range(prefix + kNegativeSlope, negative_slope, kNegativeSlopeRange);
+  check_in_range(prefix + kEdgeDim, edge_dim, kEdgeDimRange);
   GAT_CHECK(dtype == DType::f32 || dtype == DType::f64, prefix, "dtype ", dtype_name(dtype),
             " is not a floating-point type");
 }
@@ -42,7 +44,8 @@ io::Metadata GATConfig::to_metadata() const {
           {kDropout, io::metadata_number(dropout)},
           {kValueDropout, io::metadata_number(value_dropout)},
           {kNegativeSlope, io::metadata_number(negative_slope)},
-          {kDtype, dtype_name(dtype)}};
+          {kDtype, dtype_name(dtype)},
+          {kEdgeDim, io::metadata_number(edge_dim)}};
 }
 
 GATConfig GATConfig::from_metadata(const io::Metadata& metadata, const std::string& where) {
@@ -62,6 +65,7 @@ GATConfig GATConfig::from_metadata(const io::Metadata& metadata, const std::stri
               "' = '", name, "' is not f32 or f64");
     c.dtype = name == dtype_name(DType::f32) ? DType::f32 : DType::f64;
   }
+  if (read.has(kEdgeDim)) c.edge_dim = read.integer(kEdgeDim);  // older checkpoints: no edge features
   c.validate(where + ": metadata");
   return c;
 }
@@ -69,7 +73,8 @@ GATConfig GATConfig::from_metadata(const io::Metadata& metadata, const std::stri
 bool GATConfig::operator==(const GATConfig& o) const {
   return in_features == o.in_features && num_classes == o.num_classes && hidden == o.hidden &&
          heads == o.heads && output_heads == o.output_heads && dropout == o.dropout &&
-         value_dropout == o.value_dropout && negative_slope == o.negative_slope && dtype == o.dtype;
+         value_dropout == o.value_dropout && negative_slope == o.negative_slope && dtype == o.dtype &&
+         edge_dim == o.edge_dim;
 }
 
 GAT::GAT(const GATConfig& config, Generator& init) : config_(config) {
@@ -84,6 +89,7 @@ GAT::GAT(const GATConfig& config, Generator& init) : config_(config) {
   first.dropout = config.dropout;
   first.value_dropout = config.value_dropout;
   first.dtype = config.dtype;
+  first.edge_dim = config.edge_dim;
   conv1 = register_module("conv1", std::make_shared<GATConv>(first, init));
   GATConvOptions second = first;
   second.in_channels = config.hidden * config.heads;
@@ -93,10 +99,10 @@ GAT::GAT(const GATConfig& config, Generator& init) : config_(config) {
   conv2 = register_module("conv2", std::make_shared<GATConv>(second, init));
 }
 
-Tensor GAT::forward(const Features& x, const Graph& graph, Generator& gen) {
-  Tensor h = conv1->forward(dropout->forward(x, gen), graph, gen);  // (N, heads * hidden)
+Tensor GAT::forward(const Features& x, const Graph& graph, Generator& gen, const Tensor& edge_attr) {
+  Tensor h = conv1->forward(dropout->forward(x, gen), graph, edge_attr, gen);  // (N, heads * hidden)
   h = ops::elu(h);
-  return conv2->forward(dropout->forward(h, gen), graph, gen);  // (N, num_classes)
+  return conv2->forward(dropout->forward(h, gen), graph, edge_attr, gen);  // (N, num_classes)
 }
 
 }  // namespace gat

@@ -38,6 +38,9 @@ struct GATConfig {
   double value_dropout = 0.6;
   double negative_slope = 0.2;
   DType dtype = DType::f32;  // of the parameters
+  // GATConvOptions::edge_dim of both layers: the dataset's edge features (0: none; checkpoints
+  // without the key have none). The loops' features are the mean of the in-edges' (PyG's default).
+  int64_t edge_dim = 0;
 
   // The values each field may take (validate(), from_metadata() and gat_train's flags use them).
   static constexpr Range<int64_t> kSizeRange{1, std::numeric_limits<int32_t>::max()};  // in_features, num_classes
@@ -45,6 +48,7 @@ struct GATConfig {
   static constexpr Range<int64_t> kHeadsRange{1, 1024};            // heads, output_heads
   static constexpr Range<double> kDropoutRange{0.0, 1.0, false, true};  // dropout, value_dropout
   static constexpr Range<double> kNegativeSlopeRange{0.0, 1.0};
+  static constexpr Range<int64_t> kEdgeDimRange{0, int64_t{1} << 16};
 
   // Throws a gat::Error naming the first field outside its range; `where` starts the message.
   void validate(const std::string& where = "GATConfig") const;
@@ -66,8 +70,9 @@ class GAT : public Module {
   // x: (N, in_features), dense or sparse (input dropout and conv1's projection then stay sparse),
   // graph: N nodes; the layers run on graph.with_self_loops() (pass a graph that already has one
   // self loop per node and they use it as it is, keeping no copy) -> logits (N, num_classes).
-  // `gen` supplies the dropout streams in training mode.
-  Tensor forward(const Features& x, const Graph& graph, Generator& gen);
+  // `gen` supplies the dropout streams in training mode. edge_attr (E, edge_dim) in graph's edge
+  // order, required with edge_dim > 0 (GATConv::forward).
+  Tensor forward(const Features& x, const Graph& graph, Generator& gen, const Tensor& edge_attr = Tensor());
 
   const GATConfig& config() const { return config_; }
 

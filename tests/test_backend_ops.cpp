@@ -43,6 +43,7 @@
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
+#include "gat/framework/ops/self_loop_attr.h"
 #include "gat/framework/ops/sparse_dropout.h"
 #include "gat/framework/ops/sparse_matmul.h"
 #include "gat/framework/ops/transpose.h"
@@ -129,6 +130,19 @@ std::vector<OpCase> op_cases() {
     return a.on(values.device()).with_values(values);
   };
   const Tensor z23 = Tensor::zeros({2, 3}), z32 = Tensor::zeros({3, 2});
+  // self_loop_attr by one fill_value, on big or mixed (both with existing self loops) and their
+  // looped graphs.
+  const OnDevice<Graph> big_looped(big.host().with_self_loops()), mixed_looped(mixed.host().with_self_loops());
+  auto self_loop_row = [=](const char* fill, std::vector<ErrorCase> errors = {}) {
+    return OpCase{"self_loop_attr", std::string("self_loop_attr ") + fill,
+                  [=](const Inputs& in) {
+                    const bool large = in[0].size(0) == big.host().num_edges();
+                    const Device d = in[0].device();
+                    return ops::self_loop_attr((large ? big : mixed).on(d), (large ? big_looped : mixed_looped).on(d),
+                                               in[0], ops::SelfLoopFill::parse(fill));
+                  },
+                  {{EB, 6}}, {{EM, 2}}, std::move(errors), true, true};
+  };
   return {
       {"arithmetic", "add", [](const Inputs& in) { return ops::add(in[0], in[1]); }, {{513, 67}, {513, 67}},
        {{3, 4}, {3, 4}}, {{[=] { ops::add(z23, z32); }, {"add", "(2, 3)", "(3, 2)"}}}},
@@ -402,6 +416,12 @@ std::vector<OpCase> op_cases() {
         {[=] { ops::gat_edge_scores(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}, DType::f64), 0.2); },
          {"gat_edge_scores", "f64"}}},
        true, true},
+      self_loop_row("mean",
+                    {{[=] { ops::self_loop_attr(mixed.host(), mixed_looped.host(), Tensor::zeros({EM - 1, 2}), {}); },
+                      {"self_loop_attr", "one row per edge of the graph"}},
+                     {[=] { ops::self_loop_attr(mixed.host(), mixed.host(), Tensor::zeros({EM, 2}), {}); },
+                      {"self_loop_attr", "is not graph.with_self_loops()"}}}),
+      self_loop_row("add"), self_loop_row("min"), self_loop_row("max"), self_loop_row("mul"), self_loop_row("-0.5"),
       {"head_dot", "head_dot", [](const Inputs& in) { return ops::head_dot(in[0], in[1]); }, {{3000, 8, 8}, {8, 8}},
        {{5, 3, 4}, {3, 4}},
        {{[] { ops::head_dot(Tensor::zeros({4, 2, 3}), Tensor::zeros({3, 2})); }, {"head_dot", "(3, 2)", "(2, 3)"}},
@@ -583,7 +603,7 @@ TEST(BackendOps, EveryOpHasARowWithAnErrorCase) {
     if (!c.errors.empty()) with_errors.insert(c.header);
   }
   // Headers of framework/ops/ that are helpers, not ops.
-  const std::set<std::string> helpers = {"attention_rows", "dispatch", "loops", "vec_math"};
+  const std::set<std::string> helpers = {"attention_rows", "dispatch", "loops", "self_loop_attr_rows", "vec_math"};
   const std::filesystem::path ops_dir = std::filesystem::path(GAT_SOURCE_DIR) / "framework" / "ops";
   int headers = 0;
   for (const auto& entry : std::filesystem::directory_iterator(ops_dir)) {

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -642,6 +643,41 @@ TEST(Custom, ErrorsNameFileAndLine) {
   expect_error(load, {"edge.csv.gz"});
 }
 
+// edge-feat.csv: one line per line of edge.csv. edge.csv lists 0,1 and 1,0 (lines 1 and 5) and
+// the loop 4,4 (line 6): 0 -> 1 and 1 -> 0 both get lines 1 + 5, the reverses the line of their
+// edge, and the loop's features go with it.
+TEST(Custom, EdgeFeaturesFollowTheGraphsEdgeOrder) {
+  TempDir tmp;
+  write_custom(tmp.path);
+  EXPECT_FALSE(load_custom(tmp.path.string()).edge_attr.defined());
+  write_gz(tmp.path / "edge-feat.csv.gz", "1,10\n2,20\n\n3,30\n4,40\n5,50\n6,60\n");
+  const Dataset d = load_custom(tmp.path.string());
+  ASSERT_EQ(d.graph.sources(), (std::vector<int32_t>{1, 2, 0, 2, 0, 1, 4, 3}));
+  ASSERT_EQ(d.graph.destinations(), (std::vector<int32_t>{0, 0, 1, 1, 2, 2, 3, 4}));
+  EXPECT_EQ(d.num_edge_features(), 2);
+  EXPECT_EQ(d.edge_attr.to_vector<float>(),
+            (std::vector<float>{6, 60, 3, 30, 6, 60, 2, 20, 3, 30, 2, 20, 4, 40, 4, 40}));
+}
+
+TEST(Custom, MalformedEdgeFeaturesNameFileAndLine) {
+  TempDir tmp;
+  write_custom(tmp.path);
+  auto load = [&] { load_custom(tmp.path.string()); };
+  const fs::path feat = tmp.path / "edge-feat.csv";
+  write_bytes(feat, "1\n2\n3\n4\n5\n");
+  expect_error(load, {"edge-feat.csv has 5 lines for the 6 edges of", "edge.csv.gz"});
+  write_bytes(feat, "1\n2\n3\n4\n5\n6\n7\n");
+  expect_error(load, {"edge-feat.csv:7", "more lines than the 6 edges of", "edge.csv.gz"});
+  write_bytes(feat, "1,2\n2,3\n3\n4,5\n5,6\n6,7\n");
+  expect_error(load, {"edge-feat.csv:3", "1 edge features, the first row has 2"});
+  write_bytes(feat, "1\n2\n3\nx\n5\n6\n");
+  expect_error(load, {"edge-feat.csv:4", "field 1 'x' is not a number"});
+  for (const char* bad : {"nan", "inf", "-inf", "1e39"}) {
+    write_bytes(feat, std::string("1\n2\n3\n4\n5\n") + bad + "\n");
+    expect_error(load, {"edge-feat.csv:6", "field 1"});
+  }
+}
+
 TEST(Custom, LabelsBeyondTheNodeCountAndOverlappingOrEmptySplitsAreRefused) {
   TempDir tmp;
   write_custom(tmp.path);
@@ -781,6 +817,42 @@ TEST(Registry, SyntheticSpecsAndErrors) {
   expect_error([] { load_dataset("synthetic:2000:8"); }, {"synthetic:2000:8", "3 fields"});
   expect_error([] { load_dataset("synthetic:abc:8:1"); }, {"nodes 'abc'"});
   expect_error([] { load_dataset("no-such-dataset"); }, {"unknown dataset 'no-such-dataset'"});
+  EXPECT_FALSE(d.edge_attr.defined());
+  EXPECT_EQ(s["edge_features"], 0);
+  const Dataset with_edges = load_dataset("synthetic:2000:8:5:3");
+  EXPECT_EQ(with_edges.edge_attr.shape(), (Shape{with_edges.graph.num_edges(), 3}));
+  EXPECT_TRUE(gat::testing::bitwise_equal(with_edges.x, d.x));  // the edge features draw from streams of their own
+  expect_error([] { load_dataset("synthetic:2000:8:5:x"); }, {"edge_dim 'x'", "[:<edge_dim>]"});
+  expect_error([] { load_dataset("synthetic:2000:8:5:-1"); }, {"num_edge_features -1"});
+  expect_error([] { load_dataset("synthetic:2000:8:5:1:2"); }, {"6 fields"});
+}
+
+// Both directions of an edge get the same row; its sign says whether the ends share a class.
+TEST(Generator, EdgeFeaturesAreSymmetricAndSayWhetherTheEndsShareAClass) {
+  GeneratorOptions o;
+  o.num_nodes = 3000;
+  o.num_edge_features = 4;
+  o.seed = 9;
+  const Dataset d = generate_sbm(o);
+  const std::vector<int32_t> src = d.graph.sources(), dst = d.graph.destinations(), y = d.y.to_vector<int32_t>();
+  const std::vector<float> a = d.edge_attr.to_vector<float>();
+  const int64_t E = d.graph.num_edges(), D = 4;
+  ASSERT_EQ(d.edge_attr.shape(), (Shape{E, D}));
+  std::map<std::pair<int32_t, int32_t>, int64_t> id;
+  for (int64_t e = 0; e < E; ++e) id[{src[e], dst[e]}] = e;
+  double same_class = 0, other_class = 0;
+  int64_t same_count = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r = id.at({dst[e], src[e]});
+    for (int64_t k = 0; k < D; ++k) {
+      EXPECT_EQ(a[e * D + k], a[r * D + k]);
+      EXPECT_LE(std::abs(a[e * D + k]), 1.0f + static_cast<float>(o.signal));
+      (y[src[e]] == y[dst[e]] ? same_class : other_class) += a[e * D + k];
+    }
+    same_count += y[src[e]] == y[dst[e]];
+  }
+  EXPECT_GT(same_class / static_cast<double>(same_count * D), 0.4);
+  EXPECT_LT(other_class / static_cast<double>((E - same_count) * D), -0.4);
 }
 
 TEST(Registry, DataDirFromTheEnvironment) {

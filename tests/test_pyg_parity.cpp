@@ -6,12 +6,12 @@
 // device): the layer is built with the case's options and PyG's weights (converted to this
 // project's layout), runs forward with its attention weights requested and backward from the
 // case's upstream gradient, and is compared with PyG's output, attention weights (PyG's edge
-// order mapped to the Graph's edge ids by (source, destination)) and gradients of x and of every
+// order mapped to the Graph's edge ids by (source, destination)) and gradients of x, of the edge
+// features where the case has them (PyG's edge order mapped the same way) and of every
 // parameter. The error of a tensor is max_k |got_k - want_k| / max_k |want_k| over all its
 // elements (gat::testing::difference): at most 1e-5 in f32 and 1e-10 in f64 (the references are
 // f64; in f64 only the order of summation differs). Every tensor and option in a case file must be
-// used, so a case with something the test does not know (an edge feature) fails rather than
-// passing unchecked. Training mode, dropout 0.
+// used, so a case with something the test does not know fails rather than passing unchecked. Training mode, dropout 0.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -67,6 +67,7 @@ class Case {
     return it->second;
   }
   bool has_tensor(const std::string& key) const { return file_.tensors.count(key) > 0; }
+  bool has_metadata(const std::string& key) const { return file_.metadata.count(key) > 0; }
   const std::string& text(const std::string& key) const { return reader().text(use(key)); }
   int64_t integer(const std::string& key) const { return reader().integer(use(key)); }
   double number(const std::string& key) const { return reader().number(use(key)); }
@@ -124,19 +125,35 @@ struct Pass {
   Tensor out;                           // (N, C)
   Graph attention_graph;                // the graph the attention weights belong to
   Tensor attention;                     // (E', H) in attention_graph's edge-id order
-  std::map<std::string, Tensor> grads;  // "x" and every parameter by name, this project's layout
+  std::map<std::string, Tensor> grads;  // "x", "edge_attr" and every parameter by name, this
+                                        // project's layout (edge_attr in the graph's edge order)
 };
 
-// The case's graph: input.edge_index (2, E) [source; destination] over `num_nodes` nodes.
-Graph case_graph(const Case& c, int64_t num_nodes) {
+// The case's edge list: input.edge_index (2, E) [source; destination] as (sources, destinations).
+std::pair<std::vector<int32_t>, std::vector<int32_t>> case_edges(const Case& c) {
   const Tensor& edge_index = c.tensor("input.edge_index");
   GAT_CHECK(edge_index.dim() == 2 && edge_index.size(0) == 2, "case ", c.name(),
             ": input.edge_index ", edge_index.describe(), " is not (2, E)");
   const std::vector<int32_t> e = edge_index.to_vector<int32_t>();
   const auto E = static_cast<ptrdiff_t>(edge_index.size(1));
-  const Graph graph = Graph::from_edges(num_nodes, {e.begin(), e.begin() + E}, {e.begin() + E, e.end()});
-  GAT_CHECK(graph.num_edges() == E, "case ", c.name(), ": input.edge_index has duplicate edges");
+  return {{e.begin(), e.begin() + E}, {e.begin() + E, e.end()}};
+}
+
+// The case's graph: input.edge_index (2, E) [source; destination] over `num_nodes` nodes.
+Graph case_graph(const Case& c, int64_t num_nodes) {
+  const auto [src, dst] = case_edges(c);
+  const Graph graph = Graph::from_edges(num_nodes, src, dst);
+  GAT_CHECK(graph.num_edges() == static_cast<int64_t>(src.size()), "case ", c.name(),
+            ": input.edge_index has duplicate edges");
   return graph;
+}
+
+// A tensor of one row per edge of input.edge_index (PyG's order) in the edge-id order of the
+// case's graph (the graph has no duplicates: a permutation).
+Tensor in_graph_order(const Case& c, const Tensor& per_input_edge) {
+  const auto [src, dst] = case_edges(c);
+  return edge_attr_in_graph_order(case_graph(c, c.tensor("input.x").size(0)), src, dst, GraphBuildOptions{},
+                                  per_input_edge);
 }
 
 // Copies param.NAME of the case (PyG's layout) into the parameter NAME of `module`, for every
@@ -170,6 +187,12 @@ GATConvOptions gat_conv_options(const Case& c, DType dtype) {
   o.add_self_loops = c.flag("add_self_loops");
   o.bias = c.flag("bias");
   o.residual = c.flag("residual");
+  if (c.has_metadata("edge_dim")) {  // fill_value: a JSON string ("mean") or number
+    o.edge_dim = c.integer("edge_dim");
+    std::string fill = c.text("fill_value");
+    if (fill.size() >= 2 && fill.front() == '"' && fill.back() == '"') fill = fill.substr(1, fill.size() - 2);
+    o.fill_value = ops::SelfLoopFill::parse(fill);
+  }
   o.dtype = dtype;
   return o;
 }
@@ -183,12 +206,18 @@ Pass run_gat_conv(const Case& c, const GATConvOptions& options, Device device) {
   Tensor x = x_pyg.to(options.dtype).to(device).clone();  // a leaf of its own
   x.set_requires_grad();
   const Graph graph = case_graph(c, x_pyg.size(0)).to(device);
+  Tensor edge_attr;  // (E, D) in the graph's edge order
+  if (options.edge_dim > 0) {
+    edge_attr = in_graph_order(c, c.tensor("input.edge_attr")).to(options.dtype).to(device);
+    edge_attr.set_requires_grad();
+  }
   GATConv::Attention attention;
   Pass pass;
-  pass.out = conv.forward(x, graph, gen, &attention);
+  pass.out = conv.forward(x, graph, edge_attr, gen, &attention);
   pass.attention_graph = attention.graph;
   pass.attention = attention.weights;
   pass.grads = backward(conv, x, pass.out, c);
+  if (edge_attr.defined()) pass.grads["edge_attr"] = edge_attr.grad();
   return pass;
 }
 
@@ -237,7 +266,9 @@ std::vector<Comparison> comparisons(const Case& c, const Pass& pass) {
       {"attention weights", pass.attention, pyg_attention_in_graph_order(c, pass.attention_graph)}};
   for (const auto& [name, grad] : pass.grads) {
     GAT_CHECK(grad.defined(), "case ", c.name(), ": backward left no gradient for '", name, "'");
-    list.push_back({"grad of " + name, grad, to_project_layout(name, c.tensor("grad." + name), grad.shape())});
+    const Tensor& pyg = c.tensor("grad." + name);
+    list.push_back({"grad of " + name, grad,
+                    name == "edge_attr" ? in_graph_order(c, pyg) : to_project_layout(name, pyg, grad.shape())});
   }
   return list;
 }
@@ -303,10 +334,19 @@ TEST(PygParityCases, CoverEveryGATConvOption) {
     seen.insert(o.bias ? "bias" : "no bias");
     seen.insert(o.residual ? "residual" : "no residual");
     seen.insert("negative slope " + std::to_string(o.negative_slope));
+    if (o.edge_dim > 0) {
+      seen.insert(o.add_self_loops ? "edge features with self loops" : "edge features without self loops");
+      seen.insert(std::string("edge features, ") + (o.heads == 1 ? "one head" : "several heads"));
+      if (o.add_self_loops) seen.insert("fill_value " + o.fill_value.name());
+    }
     if (case_graph(c, c.tensor("input.x").size(0)).max_in_degree() > 64) seen.insert("hub");
   }
   for (const char* option : {"one head", "several heads", "concat", "mean", "self loops",
-                             "no self loops", "bias", "no bias", "residual", "no residual", "hub"})
+                             "no self loops", "bias", "no bias", "residual", "no residual", "hub",
+                             "edge features with self loops", "edge features without self loops",
+                             "edge features, one head", "edge features, several heads",
+                             "fill_value mean", "fill_value add", "fill_value min", "fill_value max",
+                             "fill_value mul", "fill_value 0.5"})
     EXPECT_TRUE(seen.count(option)) << "no case has " << option;
   EXPECT_GE(std::count_if(seen.begin(), seen.end(),
                           [](const std::string& s) { return s.rfind("negative slope", 0) == 0; }),

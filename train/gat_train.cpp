@@ -98,15 +98,19 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
   }
   const Dataset data = dataset_to(with_self_loops(load_training_dataset(dataset, flags.data_dir)), device);
   const GATConfig& config = info.model;
-  GAT_CHECK(config.in_features == data.num_features() && config.num_classes == data.num_classes,
-            "checkpoint ", flags.load, ": a model of ", config.in_features, " features and ",
-            config.num_classes, " classes does not fit ", dataset, " (", data.num_features(),
-            " features, ", data.num_classes, " classes)");
+  GAT_CHECK(config.in_features == data.num_features() && config.num_classes == data.num_classes &&
+                config.edge_dim == data.num_edge_features(),
+            "checkpoint ", flags.load, ": a model of ", config.in_features, " features, ",
+            config.num_classes, " classes and ", config.edge_dim, " edge features does not fit ", dataset, " (",
+            data.num_features(), " features, ", data.num_classes, " classes, ", data.num_edge_features(),
+            " edge features)");
   Generator init(0);  // overwritten by the checkpoint
   GAT model(config, init);
   model.to(device);
   io::load_into(model, flags.load);
-  auto forward = [&](const Features& x, const Graph& g, Generator& gen) { return model.forward(x, g, gen); };
+  auto forward = [&](const Features& x, const Graph& g, Generator& gen) {
+    return model.forward(x, g, gen, data.edge_attr);
+  };
   const Evaluation e = evaluate(model, forward, data, Features::choose(data.x, flags.train.sparse_max_density));
   if (!flags.quiet)
     std::printf("%s: checkpoint %s: train acc %.4f, val acc %.4f (loss %.4f), test acc %.4f\n",
@@ -141,6 +145,7 @@ int train_runs(const Flags& flags, Device device) {
   GATConfig config = flags.model;
   config.in_features = data.num_features();
   config.num_classes = data.num_classes;
+  config.edge_dim = data.num_edge_features();
   config.validate(flags.dataset);
   TrainOptions options = flags.train;
   options.checkpoints.path = flags.checkpoint;
@@ -154,7 +159,9 @@ int train_runs(const Flags& flags, Device device) {
     Generator gen(seed);
     GAT model(config, gen);
     model.to(device);
-    auto forward = [&](const Features& x, const Graph& g, Generator& gn) { return model.forward(x, g, gn); };
+    auto forward = [&](const Features& x, const Graph& g, Generator& gn) {
+      return model.forward(x, g, gn, data.edge_attr);
+    };
     EpochProgress epoch_lines(options.max_epochs);
     auto on_epoch = [&](const EpochStats& s) {
       if (log.is_open()) {

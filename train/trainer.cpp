@@ -17,6 +17,7 @@
 #include "gat/framework/ops/accuracy.h"
 #include "gat/framework/ops/classification_metrics.h"
 #include "gat/framework/ops/cross_entropy.h"
+#include "gat/framework/ops/self_loop_attr.h"
 #include "gat/framework/optim.h"
 #include "gat/framework/progress.h"
 #include "gat/train/early_stopping.h"
@@ -342,7 +343,11 @@ Dataset load_training_dataset(const std::string& name, const std::string& data_d
 }
 
 Dataset with_self_loops(Dataset data) {
-  data.graph = data.graph.with_self_loops();
+  const Graph looped = data.graph.with_self_loops();
+  // The loops' rows are placeholders (0): GATConv replaces them by its fill_value.
+  if (data.edge_attr.defined())
+    data.edge_attr = ops::self_loop_attr(data.graph, looped, data.edge_attr, ops::SelfLoopFill::constant_value(0.0));
+  data.graph = looped;
   return data;
 }
 
@@ -356,6 +361,7 @@ Dataset dataset_to(const Dataset& data, Device device) {
   out.val_index = data.val_index.to(device);
   out.test_index = data.test_index.to(device);
   out.graph = data.graph.to(device);
+  if (data.edge_attr.defined()) out.edge_attr = data.edge_attr.to(device);
   if (device == Device::cuda) cuda::synchronize();  // the copies' time, not the next stage's
   stage.done();
   return out;

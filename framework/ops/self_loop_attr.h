@@ -1,0 +1,72 @@
+// self_loop_attr: the edge attributes of graph.with_self_loops(), the self loops' ones made from
+// the other edges' as PyG's add_self_loops(edge_index, edge_attr, fill_value) makes them (after
+// remove_self_loops, as GATConv and GATv2Conv call them).
+//
+// For every destination i, with the graph's existing loops (i, i) dropped (their attributes are
+// discarded, as PyG's remove_self_loops does):
+//   out[e']   = edge_attr[e]                        for every edge e = (j, i), j != i, at its
+//                                                   place e' in looped's edge order
+//   out[loop] = reduce over e = (j, i), j != i of edge_attr[e]       (the new loop of node i)
+// with reduce by SelfLoopFill (PyG's scatter(..., reduce) over the edges' destinations):
+//   mean, add: mean / sum (0 for a node without in-edges); min, max: element-wise (0 without
+//   in-edges: torch's scatter_reduce with include_self=False on zeros); mul: the product (1 without
+//   in-edges); constant: `value` for every loop.
+// Backward: d edge_attr[e] = d out[e'] + d out[loop of dst(e)] * d loop / d edge_attr[e]: 1/count
+// (mean), 1 (add), split evenly between the edges that reach the min/max (torch's scatter_reduce
+// rule), the product of the others (mul), 0 (constant); existing loops get 0.
+//
+// graph: the graph edge_attr belongs to; looped: graph.with_self_loops() (checked by its sizes).
+// Both on edge_attr's device. Runs one thread per (destination, feature): no atomics,
+// deterministic. Nodes are one set (with_self_loops' rule).
+#pragma once
+
+#include <string>
+
+#include "gat/framework/graph.h"
+#include "gat/framework/tensor.h"
+
+namespace gat::ops {
+
+// PyG's fill_value: "mean" (GATConv's default), "add" (or "sum"), "min", "max", "mul", or a
+// number.
+struct SelfLoopFill {
+  enum class Kind { mean, add, min, max, mul, constant };
+  Kind kind = Kind::mean;
+  double value = 0.0;  // the loops' attribute when kind is constant
+
+  static SelfLoopFill constant_value(double value) { return {Kind::constant, value}; }
+  // "mean", "add", "sum", "min", "max", "mul" or a finite number; throws a gat::Error naming
+  // the text and what is accepted.
+  static SelfLoopFill parse(const std::string& text);
+  std::string name() const;  // the text parse() reads back ("add" for add)
+  bool operator==(const SelfLoopFill& o) const { return kind == o.kind && value == o.value; }
+};
+
+// edge_attr: (E, D) f32|f64 in graph's edge order  ->  (E', D) in looped's edge order
+// (E' = E - graph.count_self_loops() + N). Gradient for edge_attr.
+Tensor self_loop_attr(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
+                      const SelfLoopFill& fill);
+
+// The kernels (the op pattern): forward writes out (E', D); backward, given grad_out (E', D),
+// writes grad_attr (E, D) (every row, existing loops' rows 0). kernels:: runs cpu_impl:: or
+// cuda_impl:: by the tensors' device.
+namespace kernels {
+void self_loop_attr_forward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
+                            const SelfLoopFill& fill, Tensor& out);
+void self_loop_attr_backward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
+                             const SelfLoopFill& fill, const Tensor& grad_out, Tensor& grad_attr);
+}  // namespace kernels
+namespace cpu_impl {  // self_loop_attr.cpp
+void self_loop_attr_forward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
+                            const SelfLoopFill& fill, Tensor& out);
+void self_loop_attr_backward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
+                             const SelfLoopFill& fill, const Tensor& grad_out, Tensor& grad_attr);
+}  // namespace cpu_impl
+namespace cuda_impl {  // self_loop_attr.cu
+void self_loop_attr_forward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
+                            const SelfLoopFill& fill, Tensor& out);
+void self_loop_attr_backward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
+                             const SelfLoopFill& fill, const Tensor& grad_out, Tensor& grad_attr);
+}  // namespace cuda_impl
+
+}  // namespace gat::ops

@@ -1,0 +1,140 @@
+// ops::self_loop_attr (the attributes of graph.with_self_loops()'s edges, PyG's fill_value) against
+// a reference written from PyG's definition, its gradients, and its errors. The CUDA backend is
+// checked against this CPU one in test_cuda_self_loop_attr.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/reduce.h"
+#include "gat/framework/ops/self_loop_attr.h"
+#include "gat_testing.h"
+#include "gradcheck.h"
+
+using namespace gat;
+using namespace gat::testing;
+using Fill = ops::SelfLoopFill;
+
+namespace {
+
+std::vector<Fill> every_fill() {
+  return {Fill::parse("mean"), Fill::parse("add"), Fill::parse("min"), Fill::parse("max"), Fill::parse("mul"),
+          Fill::constant_value(2.5)};
+}
+
+// PyG's recipe on edge lists: drop the loops, then each node's loop attribute = the reduction of
+// its remaining in-edges' rows (scatter by destination), in looped's edge order.
+std::vector<double> reference(const Graph& graph, const Graph& looped, const std::vector<double>& attr, int64_t D,
+                              const Fill& fill) {
+  const std::vector<int32_t> src = graph.sources(), dst = graph.destinations();
+  const std::vector<int32_t> lsrc = looped.sources(), ldst = looped.destinations();
+  std::vector<double> out;
+  for (size_t e = 0; e < lsrc.size(); ++e) {
+    for (int64_t d = 0; d < D; ++d) {
+      std::vector<double> in;  // the attributes reduced into this loop, or the edge's own
+      for (size_t k = 0; k < src.size(); ++k)
+        if (dst[k] == ldst[e] && src[k] != dst[k] && (lsrc[e] == ldst[e] || src[k] == lsrc[e]))
+          in.push_back(attr[k * D + d]);
+      if (lsrc[e] != ldst[e]) {
+        EXPECT_EQ(in.size(), 1u);
+        out.push_back(in.at(0));
+        continue;
+      }
+      double v = 0;
+      switch (fill.kind) {
+        case Fill::Kind::mean:
+          for (double a : in) v += a;
+          v = in.empty() ? 0.0 : v / static_cast<double>(in.size());
+          break;
+        case Fill::Kind::add:
+          for (double a : in) v += a;
+          break;
+        case Fill::Kind::min: v = in.empty() ? 0.0 : *std::min_element(in.begin(), in.end()); break;
+        case Fill::Kind::max: v = in.empty() ? 0.0 : *std::max_element(in.begin(), in.end()); break;
+        case Fill::Kind::mul:
+          v = 1;
+          for (double a : in) v *= a;
+          break;
+        case Fill::Kind::constant: v = fill.value; break;
+      }
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(SelfLoopAttr, MatchesPygsDefinitionForEveryFill) {
+  std::mt19937_64 rng(3);
+  // mixed_graph: an existing loop (4), nodes without in-edges (0, 6, 7), a row of six edges.
+  for (const Graph& graph : {mixed_graph(), small_graph(9, rng), mixed_graph().with_self_loops()}) {
+    const Graph looped = graph.with_self_loops();
+    const int64_t D = 3;
+    for (DType dtype : {DType::f64, DType::f32}) {
+      const Tensor attr = random_tensor({graph.num_edges(), D}, rng, -2.0, 2.0, dtype);
+      for (const Fill& fill : every_fill()) {
+        const Tensor got = ops::self_loop_attr(graph, looped, attr, fill);
+        const std::vector<double> want = reference(graph, looped, host_f64(attr), D, fill);
+        expect_close(got, Tensor::from_vector(want, {looped.num_edges(), D}).to(dtype), "fill " + fill.name(),
+                     dtype == DType::f32 ? 1e-6 : 1e-14);
+      }
+    }
+  }
+}
+
+TEST(SelfLoopAttr, GradientsMatchFiniteDifferences) {
+  std::mt19937_64 rng(5);
+  for (const Graph& graph : {mixed_graph(), small_graph(9, rng)}) {
+    const Graph looped = graph.with_self_loops();
+    for (const Fill& fill : every_fill()) {
+      Tensor attr = random_tensor({graph.num_edges(), 2}, rng, 0.5, 1.5);
+      if (fill.kind == Fill::Kind::mul) {  // a zero in a row of six: d product / d others = 0 there
+        std::vector<double> v = host_f64(attr);
+        v[2 * 2] = 0.0;  // edge 2 (into node 2), feature 0
+        attr = Tensor::from_vector(v, attr.shape());
+      }
+      expect_gradients_match("self_loop_attr " + fill.name(),
+                             [&](const std::vector<Tensor>& in) { return ops::self_loop_attr(graph, looped, in[0], fill); },
+                             {attr});
+    }
+  }
+}
+
+TEST(SelfLoopAttr, TiesShareTheMaxsGradientAndExistingLoopsGetNone) {
+  // Node 2 receives 0 -> 2 and 1 -> 2 with the same attribute, and has a loop of its own.
+  const Graph graph = Graph::from_edges(3, {0, 1, 2}, {2, 2, 2});
+  const Graph looped = graph.with_self_loops();
+  Tensor attr = Tensor::from_vector(std::vector<double>{4.0, 4.0, 9.0}, {3, 1});
+  attr.set_requires_grad(true);
+  // looped's edges: 0->0, 1->1, 0->2, 1->2, 2->2; the loops of 0 and 1 have no in-edges.
+  const Tensor out = ops::self_loop_attr(graph, looped, attr, Fill::parse("max"));  // (5, 1)
+  EXPECT_EQ(host_f64(out), (std::vector<double>{0.0, 0.0, 4.0, 4.0, 4.0}));
+  autograd::backward(ops::sum(out));
+  EXPECT_EQ(host_f64(attr.grad()), (std::vector<double>{1.5, 1.5, 0.0}));
+}
+
+TEST(SelfLoopAttr, ParseAcceptsPygsNamesAndNumbers) {
+  EXPECT_EQ(Fill::parse("sum"), Fill::parse("add"));
+  EXPECT_EQ(Fill::parse("mean").kind, Fill::Kind::mean);
+  EXPECT_EQ(Fill::parse("-1.5"), Fill::constant_value(-1.5));
+  for (const Fill& fill : every_fill()) EXPECT_EQ(Fill::parse(fill.name()), fill) << fill.name();
+  for (const char* bad : {"", "median", "1.5x", "nan", "inf"})
+    expect_error([&] { Fill::parse(bad); }, {"fill_value '", "mean, add, sum, min, max, mul or a finite number"});
+}
+
+TEST(SelfLoopAttr, RejectsMismatchedInputs) {
+  const Graph graph = mixed_graph(), looped = graph.with_self_loops();
+  const Fill fill;
+  expect_error([&] { ops::self_loop_attr(graph, looped, Tensor::zeros({graph.num_edges() + 1, 2}, DType::f32), fill); },
+               {"self_loop_attr", "one row per edge of the graph (13 edges)"});
+  expect_error([&] { ops::self_loop_attr(graph, graph, Tensor::zeros({graph.num_edges(), 2}, DType::f32), fill); },
+               {"self_loop_attr", "is not graph.with_self_loops()"});
+  expect_error([&] { ops::self_loop_attr(graph, looped, Tensor::zeros({graph.num_edges(), 2}, DType::i32), fill); },
+               {"self_loop_attr", "edge_attr"});
+  expect_error([&] { ops::self_loop_attr(graph, looped, Tensor::zeros({graph.num_edges()}, DType::f32), fill); },
+               {"self_loop_attr", "edge_attr"});
+}
