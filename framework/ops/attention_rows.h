@@ -1,0 +1,150 @@
+// The CPU row machinery of the fused attention ops (csr_softmax_aggregate, gat_attention_aggregate,
+// gatv2_attention_aggregate; included by their .cpp files only): rows of a CSR spread over the
+// OpenMP threads with per-thread scratch, the attention dropout's keep factors, a row's softmax
+// terms, and the forward aggregate of any score policy.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "gat/framework/graph.h"
+#include "gat/framework/ops/loops.h"
+#include "gat/framework/ops/vec_math.h"
+#include "gat/framework/rng_cpu.h"
+#include "gat/framework/tensor.h"
+
+namespace gat::ops::attention_rows {
+
+inline void check_dropout(const char* op, const DropoutKey& key) {
+  GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, op, ": attention dropout rate ", key.p,
+            " is outside [0, 1)");
+}
+
+// Keep factors of the attention dropout, keep / (1 - p) or 1 when inactive, of the (edge, head)
+// indices e H + h [0, E H): drawn for the whole graph at once, read row by row (a row's edges
+// e in [b, end) own the indices [b H, end H)).
+template <class T>
+class DropFactors {
+ public:
+  DropFactors(const DropoutKey& k, int64_t num_indices)
+      : active_(k.active()), scale_(active_ ? T(1) / (T(1) - static_cast<T>(k.p)) : T(1)) {
+    GAT_CHECK(!k.stream_base, "csr_softmax_aggregate: a key recorded for a CUDA graph reached the CPU");
+    if (active_) mask_ = KeepMask(k, num_indices);
+  }
+  void fill(int64_t first, int64_t count, T* out) const {  // out (count,)
+    if (!active_) {
+      std::fill(out, out + count, T(1));
+      return;
+    }
+    for (int64_t k = 0; k < count; ++k) out[k] = static_cast<T>(mask_[first + k]) * scale_;  // 0 or scale
+  }
+
+ private:
+  bool active_;
+  T scale_;
+  KeepMask mask_;
+};
+
+// Per-thread scratch for one row of degree edges: (edge, head) keep factors, computed scores and
+// exponentials, and per head the scores' max and the sum of the exponentials.
+template <class T>
+struct RowScratch {
+  std::vector<T> drop, s, ex, m, z;
+  void reserve(int64_t degree, int64_t H) {
+    if (static_cast<int64_t>(ex.size()) < degree * H) {
+      drop.resize(static_cast<size_t>(degree * H));
+      s.resize(static_cast<size_t>(degree * H));
+      ex.resize(static_cast<size_t>(degree * H));
+    }
+    m.resize(static_cast<size_t>(H));
+    z.resize(static_cast<size_t>(H));
+  }
+};
+
+// ex (degree, H) = exp(s_row - shift[h]) for a row's scores s_row (degree, H), contiguous: the
+// subtractions, then one flat pass of exponentials, which vectorises for any H.
+template <class T>
+GAT_SIMD_CLONES void shifted_exps(const T* s_row, int64_t degree, int64_t H, const T* shift, T* ex) {
+  for (int64_t k = 0; k < degree; ++k)
+    for (int64_t h = 0; h < H; ++h) ex[k * H + h] = s_row[k * H + h] - shift[h];
+  for (int64_t q = 0; q < degree * H; ++q) ex[q] = detail::vec_exp(ex[q]);
+}
+
+// A row's softmax over its edges, every head at once: m[h] = max over k of s_row[k, h],
+// ex[k, h] = exp(s_row[k, h] - m[h]) and z[h] = their sum, in edge order. Weights are ex / z, not
+// exp(s - lse): lse = m + log z rounds to ulp(m), a relative error of 1e-3 in f32 for scores of
+// 1e4.
+template <class T>
+void row_softmax_terms(const T* s_row, int64_t degree, int64_t H, RowScratch<T>& row) {
+  std::fill(row.m.begin(), row.m.end(), -std::numeric_limits<T>::infinity());
+  std::fill(row.z.begin(), row.z.end(), T(0));
+  for (int64_t k = 0; k < degree; ++k)
+    for (int64_t h = 0; h < H; ++h) row.m[h] = std::max(row.m[h], s_row[k * H + h]);
+  shifted_exps(s_row, degree, H, row.m.data(), row.ex.data());
+  for (int64_t k = 0; k < degree; ++k)
+    for (int64_t h = 0; h < H; ++h) row.z[h] += row.ex[k * H + h];
+}
+
+// log of a head's softmax denominator, m + log z; -inf for an empty row.
+template <class T>
+T log_sum_exp(T m, T z) {
+  return z > T(0) ? m + std::log(z) : m;
+}
+
+// f(row, i, b, degree) for the rows i in [begin, end) of a CSR (edges [b, b + degree)), with f
+// inlined into every SIMD version.
+template <class T, class F>
+GAT_SIMD_CLONES void rows_in_range(const int32_t* row_ptr, int64_t begin, int64_t end, int64_t H,
+                                   RowScratch<T>& row, F& f) {
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
+    row.reserve(degree, H);
+    f(row, i, b, degree);
+  }
+}
+
+// f(row, i, b, degree) for every row i of a CSR, rows spread dynamically over the OpenMP threads
+// in groups of 64, each thread with its own RowScratch reserved for the row.
+template <class T, class F>
+void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
+  constexpr int64_t kRows = 64;
+#pragma omp parallel
+  {
+    RowScratch<T> row;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t group = 0; group < (N + kRows - 1) / kRows; ++group)
+      rows_in_range(row_ptr, group * kRows, std::min(N, (group + 1) * kRows), H, row, f);
+  }
+}
+
+// The forward of both ops: out (N, H, F) and lse (N, H) from the scores' rows and V (N, H, F).
+template <class T, class Scores>
+void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
+                       const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
+  const int64_t N = graph.num_nodes(), H = lse.size(1), F = node_value.size(2);
+  const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
+  const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
+  const T* V = node_value.data<T>();                         // (N, H, F)
+  T* o = out.data<T>();                                      // (N, H, F)
+  T* l = lse.data<T>();                                      // (N, H)
+  const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
+  for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+    T* oi = o + i * H * F;
+    std::fill(oi, oi + H * F, T(0));
+    drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
+    row_softmax_terms(scores.row(row, i, b, degree), degree, H, row);
+    for (int64_t h = 0; h < H; ++h) {
+      l[i * H + h] = log_sum_exp(row.m[h], row.z[h]);
+      for (int64_t k = 0; k < degree; ++k) {
+        const T w = row.ex[k * H + h] / row.z[h] * row.drop[k * H + h];
+        const T* vj = V + (static_cast<int64_t>(src[b + k]) * H + h) * F;
+        for (int64_t f = 0; f < F; ++f) oi[h * F + f] += w * vj[f];
+      }
+    }
+  });
+}
+
+}  // namespace gat::ops::attention_rows
