@@ -33,6 +33,7 @@
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/fill.h"
 #include "gat/framework/ops/gat_edge_scores.h"
+#include "gat/framework/ops/gatv2_attention_aggregate.h"
 #include "gat/framework/ops/head_dot.h"
 #include "gat/framework/ops/head_mean.h"
 #include "gat/framework/ops/index_rows.h"
@@ -338,6 +339,50 @@ std::vector<OpCase> op_cases() {
         {[=] { ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2, 3}), 0.2, DropoutKey{1.0f, 0, 0}); },
          {"gat_attention_aggregate", "dropout"}}},
        true, true},
+      // GATv2: xl, xr (N, H, F), att (H, F), and an edge term (E, H, F) in the second row.
+      {"gatv2_attention_aggregate", "gatv2_attention_aggregate",
+       [big, mixed, key](const Inputs& in) {
+         const Graph& g = (in[0].size(0) == big.host().num_nodes() ? big : mixed).on(in[0].device());
+         return ops::gatv2_attention_aggregate(g, in[0], in[1], in[2], 0.2, key);
+       },
+       {{NB, 4, 16}, {NB, 4, 16}, {4, 16}}, {{NM, 3, 5}, {NM, 3, 5}, {3, 5}},
+       {{[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 4}), Tensor::zeros({2, 3}), 0.2); },
+         {"gatv2_attention_aggregate", "'xr' f32 cpu (8, 2, 4)", "Nd = 8"}},
+        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM - 1, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({2, 3}), 0.2); },
+         {"gatv2_attention_aggregate", "'xl' f32 cpu (7, 2, 3)", "Ns = 8"}},
+        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({3, 2}), 0.2); },
+         {"gatv2_attention_aggregate", "'att' f32 cpu (3, 2)", "(H, F)"}},
+        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 6}), Tensor::zeros({NM, 6}), Tensor::zeros({2, 3}), 0.2); },
+         {"gatv2_attention_aggregate", "'xl'", "3 dimensions"}},
+        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}, DType::f64), Tensor::zeros({2, 3}), 0.2); },
+         {"gatv2_attention_aggregate", "f64"}},
+        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}, DType::i32), Tensor::zeros({NM, 2, 3}, DType::i32), Tensor::zeros({2, 3}, DType::i32), 0.2); },
+         {"gatv2_attention_aggregate", "i32"}},
+        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({2, 3}), INFINITY); },
+         {"gatv2_attention_aggregate", "negative_slope", "not finite"}},
+        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({2, 3}), 0.2, DropoutKey{-0.5f, 0, 0}); },
+         {"gatv2_attention_aggregate", "dropout", "outside [0, 1)"}},
+        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({2, 3}), 0.2, {}, Tensor::zeros({EM + 1, 2, 3})); },
+         {"gatv2_attention_aggregate", "'edge_term' f32 cpu (" + std::to_string(EM + 1) + ", 2, 3)", "E = " + std::to_string(EM)}},
+        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({2, 3}), 0.2, {}, Tensor::zeros({EM, 2, 3}, DType::f64)); },
+         {"gatv2_attention_aggregate", "'edge_term'", "f64"}}},
+       true, true},
+      {"gatv2_attention_aggregate", "gatv2_attention_aggregate edge_term",
+       [big, mixed, key](const Inputs& in) {
+         const Graph& g = (in[0].size(0) == big.host().num_nodes() ? big : mixed).on(in[0].device());
+         return ops::gatv2_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, in[3]);
+       },
+       {{NB, 4, 16}, {NB, 4, 16}, {4, 16}, {EB, 4, 16}}, {{NM, 2, 3}, {NM, 2, 3}, {2, 3}, {EM, 2, 3}},
+       {}, true, true},
+      {"gatv2_attention_aggregate", "gatv2_edge_scores",
+       [big, mixed](const Inputs& in) {
+         const Graph& g = (in[0].size(0) == big.host().num_nodes() ? big : mixed).on(in[0].device());
+         return ops::gatv2_edge_scores(g, in[0], in[1], in[2], 0.2, in[3]);
+       },
+       {{NB, 4, 16}, {NB, 4, 16}, {4, 16}, {EB, 4, 16}}, {},
+       {{[=] { ops::gatv2_edge_scores(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({2, 4}), 0.2); },
+         {"gatv2_edge_scores", "'att' f32 cpu (2, 4)"}}},
+       false, true},
       {"csr_softmax_aggregate", "csr_softmax",
        [big, mixed](const Inputs& in) {
          return ops::csr_softmax((in[0].size(0) == big.host().num_edges() ? big : mixed).on(in[0].device()), in[0]);
@@ -538,7 +583,7 @@ TEST(BackendOps, EveryOpHasARowWithAnErrorCase) {
     if (!c.errors.empty()) with_errors.insert(c.header);
   }
   // Headers of framework/ops/ that are helpers, not ops.
-  const std::set<std::string> helpers = {"dispatch", "loops", "vec_math"};
+  const std::set<std::string> helpers = {"attention_rows", "dispatch", "loops", "vec_math"};
   const std::filesystem::path ops_dir = std::filesystem::path(GAT_SOURCE_DIR) / "framework" / "ops";
   int headers = 0;
   for (const auto& entry : std::filesystem::directory_iterator(ops_dir)) {

@@ -106,21 +106,24 @@ GAT_SIMD_CLONES void rows_in_range(const int32_t* row_ptr, int64_t begin, int64_
   }
 }
 
+// Rows per task of for_each_row: task t holds rows [t kRowsPerTask, (t + 1) kRowsPerTask).
+constexpr int64_t kRowsPerTask = 64;
+
 // f(row, i, b, degree) for every row i of a CSR, rows spread dynamically over the OpenMP threads
-// in groups of 64, each thread with its own RowScratch reserved for the row.
+// in tasks of kRowsPerTask rows (a task's rows in order on one thread), each thread with its own
+// RowScratch reserved for the row.
 template <class T, class F>
 void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
-  constexpr int64_t kRows = 64;
 #pragma omp parallel
   {
     RowScratch<T> row;
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t group = 0; group < (N + kRows - 1) / kRows; ++group)
-      rows_in_range(row_ptr, group * kRows, std::min(N, (group + 1) * kRows), H, row, f);
+    for (int64_t task = 0; task < (N + kRowsPerTask - 1) / kRowsPerTask; ++task)
+      rows_in_range(row_ptr, task * kRowsPerTask, std::min(N, (task + 1) * kRowsPerTask), H, row, f);
   }
 }
 
-// The forward of both ops: out (N, H, F) and lse (N, H) from the scores' rows and V (N, H, F).
+// The forward of the fused ops, for any score policy: out (N, H, F) and lse (N, H) from the scores' rows and V (N, H, F).
 template <class T, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {

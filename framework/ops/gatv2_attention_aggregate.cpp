@@ -1,0 +1,311 @@
+#include "gat/framework/ops/gatv2_attention_aggregate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/attention_rows.h"
+#include "gat/framework/ops/dispatch.h"
+
+namespace gat::ops {
+
+namespace {
+
+using namespace attention_rows;
+
+// GATv2's scores, s[e,h] = sum_f att[h,f] LeakyReLU(x[e,h,f]) with x = xl[j] + xr[i] (+ et[e]),
+// computed where an edge is visited; the backward's recomputation calls the same code, so it
+// sees the forward's bits.
+template <class T>
+struct Gatv2Scores {
+  const int32_t* src;  // (E,)
+  const T* xl;         // (Ns, H, F)
+  const T* xr;         // (Nd, H, F)
+  const T* att;        // (H, F)
+  const T* et;         // (E, H, F) or null
+  int64_t H, F;
+  T slope;
+  Gatv2Scores(const Graph& graph, const Tensor& l, const Tensor& r, const Tensor& a,
+              double negative_slope, const Tensor& edge_term)
+      : src(graph.edge_src().data<int32_t>()), xl(l.data<T>()), xr(r.data<T>()), att(a.data<T>()),
+        et(edge_term.defined() ? edge_term.data<T>() : nullptr), H(l.size(1)), F(l.size(2)),
+        slope(static_cast<T>(negative_slope)) {}
+
+  T leaky(T x) const { return x > T(0) ? x : slope * x; }
+  T leaky_slope(T x) const { return x > T(0) ? T(1) : slope; }
+  // x[e,h,f] of edge e = (j -> i), head h.
+  T input(int64_t j, int64_t i, int64_t e, int64_t h, int64_t f) const {
+    const T x = xl[(j * H + h) * F + f] + xr[(i * H + h) * F + f];
+    return et ? x + et[(e * H + h) * F + f] : x;
+  }
+  T score(int64_t j, int64_t i, int64_t e, int64_t h) const {
+    T s = 0;
+    for (int64_t f = 0; f < F; ++f) s += att[h * F + f] * leaky(input(j, i, e, h, f));
+    return s;
+  }
+  // The scores (degree, H) of row i's edges [b, b + degree), into the row's scratch.
+  const T* row(RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) const {
+    T* s = row.s.data();
+    for (int64_t k = 0; k < degree; ++k)
+      for (int64_t h = 0; h < H; ++h) s[k * H + h] = score(src[b + k], i, b + k, h);
+    return s;
+  }
+};
+
+// Pass 1 over the CSR rows, per row i: a = exp(s - lse), da = keep / (1 - p) G[i].xl[j], the row
+// sum r = sum a da, ds = a (da - r) and a~ = a keep / (1 - p) (kept (E, H) for pass 2, when d xl
+// is asked for); then per edge t[f] = ds att[h,f] LeakyReLU'(x[f]): d xr[i] = sum of t over the
+// row, d edge_term[e] = t, and d att gets ds LeakyReLU(x[f]) in a partial per task of
+// kRowsPerTask rows (each task's rows run in order on one thread), summed in task order at the end.
+// Pass 2 over the transposed graph, per source j in its out-edges' fixed order:
+// d xl[j] = sum of a~ G[i] + t.
+template <class T>
+void gatv2_backward(const Graph& graph, const Gatv2Scores<T>& scores, const Tensor& lse,
+                    const Tensor& grad_out, const DropoutKey& attn_dropout, T* dxl, T* dxr,
+                    T* datt, T* det) {
+  const int64_t Nd = graph.num_dst_nodes(), Ns = graph.num_src_nodes(), E = graph.num_edges();
+  const int64_t H = scores.H, F = scores.F;
+  const T* l = lse.data<T>();       // (Nd, H)
+  const T* G = grad_out.data<T>();  // (Nd, H, F)
+  const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (Nd+1,)
+  const DropFactors<T> drop(attn_dropout, E * H);
+  std::vector<T> ds_buffer(static_cast<size_t>(E * H));                      // ds (E, H)
+  std::vector<T> kept_buffer(dxl ? static_cast<size_t>(E * H) : 0);          // a~ (E, H)
+  const int64_t tasks = (Nd + kRowsPerTask - 1) / kRowsPerTask;
+  std::vector<T> att_partials(datt ? static_cast<size_t>(tasks * H * F) : 0);  // (tasks, H, F)
+  T* ds = ds_buffer.data();
+  T* kept = dxl ? kept_buffer.data() : nullptr;
+  for_each_row<T>(row_ptr, Nd, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+    drop.fill(b * H, degree * H, row.drop.data());                                     // (degree, H)
+    shifted_exps(scores.row(row, i, b, degree), degree, H, l + i * H, row.ex.data());  // a (degree, H)
+    for (int64_t h = 0; h < H; ++h) {
+      const T* gi = G + (i * H + h) * F;
+      T row_sum = 0;
+      for (int64_t k = 0; k < degree; ++k) {
+        const T* xlj = scores.xl + (static_cast<int64_t>(scores.src[b + k]) * H + h) * F;
+        T dot = 0;
+        for (int64_t f = 0; f < F; ++f) dot += gi[f] * xlj[f];
+        const T da = dot * row.drop[k * H + h];
+        ds[(b + k) * H + h] = da;
+        row_sum += row.ex[k * H + h] * da;
+      }
+      for (int64_t k = 0; k < degree; ++k) {
+        const T a = row.ex[k * H + h];
+        ds[(b + k) * H + h] = a * (ds[(b + k) * H + h] - row_sum);
+        if (kept) kept[(b + k) * H + h] = a * row.drop[k * H + h];
+      }
+    }
+    if (!dxr && !datt && !det) return;
+    T* dxri = dxr ? dxr + i * H * F : nullptr;  // (H, F)
+    T* part = datt ? att_partials.data() + i / kRowsPerTask * H * F : nullptr;  // (H, F)
+    if (dxri) std::fill(dxri, dxri + H * F, T(0));
+    for (int64_t k = 0; k < degree; ++k) {
+      const int64_t e = b + k, j = scores.src[e];
+      for (int64_t h = 0; h < H; ++h) {
+        const T d = ds[e * H + h];
+        for (int64_t f = 0; f < F; ++f) {
+          const T x = scores.input(j, i, e, h, f);
+          const T t = d * scores.att[h * F + f] * scores.leaky_slope(x);
+          if (dxri) dxri[h * F + f] += t;
+          if (det) det[(e * H + h) * F + f] = t;
+          if (part) part[h * F + f] += d * scores.leaky(x);
+        }
+      }
+    }
+  });
+  if (datt) {
+    std::fill(datt, datt + H * F, T(0));
+    for (int64_t task = 0; task < tasks; ++task)
+      for (int64_t q = 0; q < H * F; ++q) datt[q] += att_partials[task * H * F + q];
+  }
+  if (!dxl) return;
+  const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (Ns+1,)
+  const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
+  const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
+  for_each_row<T>(t_row_ptr, Ns, H, [&](RowScratch<T>&, int64_t j, int64_t b, int64_t degree) {
+    T* dxlj = dxl + j * H * F;  // (H, F)
+    std::fill(dxlj, dxlj + H * F, T(0));
+    for (int64_t k = b; k < b + degree; ++k) {
+      const int64_t e = t_edge_id[k], i = t_dst[k];
+      for (int64_t h = 0; h < H; ++h) {
+        const T w = kept[e * H + h], d = ds[e * H + h];
+        const T* gi = G + (i * H + h) * F;
+        for (int64_t f = 0; f < F; ++f) {
+          const T t = d * scores.att[h * F + f] * scores.leaky_slope(scores.input(j, i, e, h, f));
+          dxlj[h * F + f] += w * gi[f] + t;
+        }
+      }
+    }
+  });
+}
+
+// Checks the op's inputs (shared by the op and gatv2_edge_scores).
+void check_inputs(const char* op, const Graph& graph, const Tensor& xl, const Tensor& xr,
+                  const Tensor& att, double negative_slope, const Tensor& edge_term) {
+  check_float(op, "xl", xl);
+  check_dim(op, "xl", xl, 3);
+  check_same(op, "xl", xl, "xr", xr);
+  check_same(op, "xl", xl, "att", att);
+  GAT_CHECK(graph.device() == xl.device(), op, ": the graph is on ", device_name(graph.device()),
+            " but 'xl' is ", xl.describe());
+  const int64_t H = xl.size(1), F = xl.size(2);
+  GAT_CHECK(xl.size(0) == graph.num_src_nodes(), op, ": 'xl' ", xl.describe(),
+            " must be (Ns, H, F) with Ns = ", graph.num_src_nodes(), " source nodes of the graph");
+  GAT_CHECK(xr.shape() == Shape({graph.num_dst_nodes(), H, F}), op, ": 'xr' ", xr.describe(),
+            " must be (Nd, H, F) with Nd = ", graph.num_dst_nodes(),
+            " destination nodes of the graph and H, F of 'xl' ", xl.describe());
+  GAT_CHECK(att.shape() == Shape({H, F}), op, ": 'att' ", att.describe(),
+            " must be (H, F) with H, F of 'xl' ", xl.describe());
+  if (edge_term.defined()) {
+    check_same(op, "xl", xl, "edge_term", edge_term);
+    GAT_CHECK(edge_term.shape() == Shape({graph.num_edges(), H, F}), op, ": 'edge_term' ",
+              edge_term.describe(), " must be (E, H, F) with E = ", graph.num_edges(),
+              " edges of the graph and H, F of 'xl' ", xl.describe());
+  }
+  GAT_CHECK(std::isfinite(negative_slope), op, ": negative_slope ", negative_slope, " is not finite");
+}
+
+}  // namespace
+
+namespace cpu_impl {
+
+void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, const Tensor& xr,
+                                       const Tensor& att, double negative_slope,
+                                       const DropoutKey& attn_dropout, const Tensor& edge_term,
+                                       Tensor& out, Tensor& lse) {
+  dispatch_float(xl.dtype(), "gatv2_attention_aggregate", [&](auto zero) {
+    using T = decltype(zero);
+    aggregate_forward<T>(graph, Gatv2Scores<T>(graph, xl, xr, att, negative_slope, edge_term), xl,
+                         attn_dropout, out, lse);
+  });
+}
+
+void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, const Tensor& xr,
+                                        const Tensor& att, double negative_slope,
+                                        const DropoutKey& attn_dropout, const Tensor& edge_term,
+                                        const Tensor&, const Tensor& lse, const Tensor& grad_out,
+                                        Tensor* grad_xl, Tensor* grad_xr, Tensor* grad_att,
+                                        Tensor* grad_edge_term) {
+  dispatch_float(xl.dtype(), "gatv2_attention_aggregate backward", [&](auto zero) {
+    using T = decltype(zero);
+    auto data = [](Tensor* t) { return t ? t->data<T>() : nullptr; };
+    gatv2_backward<T>(graph, Gatv2Scores<T>(graph, xl, xr, att, negative_slope, edge_term), lse,
+                      grad_out, attn_dropout, data(grad_xl), data(grad_xr), data(grad_att),
+                      data(grad_edge_term));
+  });
+}
+
+void gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
+                       double negative_slope, const Tensor& edge_term, Tensor& scores) {
+  dispatch_float(xl.dtype(), "gatv2_edge_scores", [&](auto zero) {
+    using T = decltype(zero);
+    const Gatv2Scores<T> gatv2(graph, xl, xr, att, negative_slope, edge_term);
+    const int64_t H = gatv2.H;
+    T* s = scores.data<T>();  // (E, H)
+    for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
+                    [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+                      const T* si = gatv2.row(row, i, b, degree);  // (degree, H)
+                      std::copy(si, si + degree * H, s + b * H);
+                    });
+  });
+}
+
+}  // namespace cpu_impl
+
+namespace kernels {
+
+void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, const Tensor& xr,
+                                       const Tensor& att, double negative_slope,
+                                       const DropoutKey& attn_dropout, const Tensor& edge_term,
+                                       Tensor& out, Tensor& lse) {
+  if (xl.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::gatv2_attention_aggregate_forward(
+        graph, xl, xr, att, negative_slope, attn_dropout, edge_term, out, lse));
+  cpu_impl::gatv2_attention_aggregate_forward(graph, xl, xr, att, negative_slope, attn_dropout,
+                                              edge_term, out, lse);
+}
+
+void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, const Tensor& xr,
+                                        const Tensor& att, double negative_slope,
+                                        const DropoutKey& attn_dropout, const Tensor& edge_term,
+                                        const Tensor& out, const Tensor& lse,
+                                        const Tensor& grad_out, Tensor* grad_xl, Tensor* grad_xr,
+                                        Tensor* grad_att, Tensor* grad_edge_term) {
+  if (graph.num_edges() == 0 || xl.size(1) * xl.size(2) == 0) {
+    // Nothing is aggregated (or every tensor is empty): every gradient is zero, and the kernels
+    // may assume edges, heads and features.
+    for (Tensor* grad : {grad_xl, grad_xr, grad_att, grad_edge_term})
+      if (grad) grad->zero_();
+    return;
+  }
+  if (xl.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::gatv2_attention_aggregate_backward(
+        graph, xl, xr, att, negative_slope, attn_dropout, edge_term, out, lse, grad_out, grad_xl,
+        grad_xr, grad_att, grad_edge_term));
+  cpu_impl::gatv2_attention_aggregate_backward(graph, xl, xr, att, negative_slope, attn_dropout,
+                                               edge_term, out, lse, grad_out, grad_xl, grad_xr,
+                                               grad_att, grad_edge_term);
+}
+
+void gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
+                       double negative_slope, const Tensor& edge_term, Tensor& scores) {
+  if (xl.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::gatv2_edge_scores(graph, xl, xr, att, negative_slope,
+                                                      edge_term, scores));
+  cpu_impl::gatv2_edge_scores(graph, xl, xr, att, negative_slope, edge_term, scores);
+}
+
+}  // namespace kernels
+
+Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Tensor& xr,
+                                 const Tensor& att, double negative_slope,
+                                 const DropoutKey& attn_dropout, const Tensor& edge_term) {
+  const char* op = "gatv2_attention_aggregate";
+  check_inputs(op, graph, xl, xr, att, negative_slope, edge_term);
+  check_dropout(op, attn_dropout);
+  const int64_t Nd = graph.num_dst_nodes(), H = xl.size(1), F = xl.size(2);
+  Tensor out = Tensor::empty({Nd, H, F}, xl.dtype(), xl.device(), op);
+  Tensor lse = Tensor::empty({Nd, H}, xl.dtype(), xl.device(), "gatv2_attention_aggregate lse");
+  kernels::gatv2_attention_aggregate_forward(graph, xl, xr, att, negative_slope, attn_dropout,
+                                             edge_term, out, lse);
+
+  const bool has_edge_term = edge_term.defined();
+  std::vector<Tensor> inputs{xl, xr, att};
+  if (has_edge_term) inputs.push_back(edge_term);
+  const bool need_xl = xl.requires_grad(), need_xr = xr.requires_grad(),
+             need_att = att.requires_grad(),
+             need_edge_term = has_edge_term && edge_term.requires_grad();
+  return autograd::record(
+      op, out, std::move(inputs),
+      [graph, l = xl.detach(), r = xr.detach(), a = att.detach(),
+       et = has_edge_term ? edge_term.detach() : Tensor(), o = out.detach(), lse, negative_slope,
+       attn_dropout, need_xl, need_xr, need_att, need_edge_term](const Tensor& grad_out) {
+        check_same("gatv2_attention_aggregate backward", "grad_out", grad_out, "xl", l);
+        check_shape("gatv2_attention_aggregate backward", "grad_out", grad_out, o.shape());
+        auto grad_of = [](bool need, const Tensor& t, const char* name) {
+          return need ? Tensor::empty(t.shape(), t.dtype(), t.device(), name) : Tensor();
+        };
+        Tensor dl = grad_of(need_xl, l, "d xl"), dr = grad_of(need_xr, r, "d xr"),
+               da = grad_of(need_att, a, "d att"), de = grad_of(need_edge_term, et, "d edge_term");
+        kernels::gatv2_attention_aggregate_backward(
+            graph, l, r, a, negative_slope, attn_dropout, et, o, lse, grad_out,
+            need_xl ? &dl : nullptr, need_xr ? &dr : nullptr, need_att ? &da : nullptr,
+            need_edge_term ? &de : nullptr);
+        std::vector<Tensor> grads{dl, dr, da};
+        if (et.defined()) grads.push_back(de);
+        return grads;
+      });
+}
+
+Tensor gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
+                         double negative_slope, const Tensor& edge_term) {
+  check_inputs("gatv2_edge_scores", graph, xl, xr, att, negative_slope, edge_term);
+  Tensor scores = Tensor::empty({graph.num_edges(), xl.size(1)}, xl.dtype(), xl.device(),
+                                "gatv2_edge_scores");
+  kernels::gatv2_edge_scores(graph, xl, xr, att, negative_slope, edge_term, scores);
+  return scores;
+}
+
+}  // namespace gat::ops
