@@ -1,6 +1,7 @@
-// CUDA tests of the graph ops against the CPU reference: csr_softmax_aggregate and
-// gat_attention_aggregate (short rows, rows split into chunks, empty rows, heads wider than a warp),
-// csr_softmax, gat_edge_scores, head_dot. Skipped without a device.
+// CUDA tests of the graph ops against the CPU reference: csr_softmax_aggregate,
+// gat_attention_aggregate and gatv2_attention_aggregate (short rows, rows split into chunks, empty
+// rows, heads wider than a warp), csr_softmax, gat_edge_scores, gatv2_edge_scores, head_dot.
+// Skipped without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "gat/framework/graph.h"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/gat_edge_scores.h"
+#include "gat/framework/ops/gatv2_attention_aggregate.h"
 #include "gat/framework/ops/head_dot.h"
 #include "gat_testing.h"
 #include "gradcheck.h"
@@ -315,6 +317,134 @@ TEST(CudaGatAttentionAggregate, RunsAreBitwiseIdentical) {
   EXPECT_TRUE(bitwise_equal(a.d_er, b.d_er));
   EXPECT_TRUE(bitwise_equal(a.d_term, b.d_term));
   EXPECT_TRUE(bitwise_equal(a.d_value, b.d_value));
+}
+
+// ---- gatv2_attention_aggregate -----------------------------------------------------------
+
+namespace {
+
+// GATv2's inputs xl, xr (N, H, F), att (H, F) and, when asked, edge_term (E, H, F), in f64 on the host.
+std::vector<Tensor> gatv2_inputs(const Graph& g, int64_t H, int64_t F, bool edge_term, std::mt19937_64& rng) {
+  const int64_t N = g.num_nodes();
+  std::vector<Tensor> in{random_tensor({N, H, F}, rng), random_tensor({N, H, F}, rng),
+                         random_tensor({H, F}, rng)};
+  if (edge_term) in.push_back(random_tensor({g.num_edges(), H, F}, rng));
+  return in;
+}
+
+Tensor gatv2(const Graph& g, const std::vector<Tensor>& in, const DropoutKey& key) {
+  return ops::gatv2_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, in.size() > 3 ? in[3] : Tensor());
+}
+
+// The output, the scores and the gradients of every input (those in `want`, the others
+// undefined) through autograd, on the device of the inputs.
+std::vector<Tensor> run_gatv2(const Graph& g, std::vector<Tensor> in, const Tensor& grad_out,
+                              const DropoutKey& key, std::vector<bool> want = {true, true, true, true}) {
+  for (size_t k = 0; k < in.size(); ++k) {
+    in[k] = in[k].detach();
+    if (want[k]) in[k].set_requires_grad();
+  }
+  std::vector<Tensor> r{gatv2(g, in, key)};
+  r[0].backward(grad_out);
+  r.push_back(ops::gatv2_edge_scores(g, in[0], in[1], in[2], 0.2, in.size() > 3 ? in[3] : Tensor()));
+  for (size_t k = 0; k < in.size(); ++k) r.push_back(want[k] ? in[k].grad() : Tensor());
+  return r;
+}
+
+// CUDA f32 against the CPU in f64 on the same (f32-rounded) values, and CUDA f64 against CPU f64.
+void expect_gatv2_matches_cpu(const std::string& what, const Graph& g, int64_t H, int64_t F,
+                              bool edge_term, const DropoutKey& key, std::mt19937_64& rng) {
+  const Graph gd = g.to(Device::cuda);
+  const std::vector<Tensor> in = gatv2_inputs(g, H, F, edge_term, rng);
+  const Tensor go = random_tensor({g.num_nodes(), H, F}, rng);
+  const char* names[] = {"out", "scores", "d xl", "d xr", "d att", "d edge_term"};
+  for (DType dtype : {DType::f32, DType::f64}) {
+    auto on = [&](const Tensor& t, Device d) { return t.to(dtype).to(d).to(d == Device::cpu ? DType::f64 : dtype); };
+    std::vector<Tensor> in_cpu, in_cuda;
+    for (const Tensor& t : in) in_cpu.push_back(on(t, Device::cpu)), in_cuda.push_back(on(t, Device::cuda));
+    const std::vector<Tensor> want = run_gatv2(g, in_cpu, on(go, Device::cpu), key);
+    const std::vector<Tensor> got = run_gatv2(gd, in_cuda, on(go, Device::cuda), key);
+    const double tol = dtype == DType::f32 ? 1e-5 : 1e-10;
+    const std::string tag = what + " H=" + std::to_string(H) + " F=" + std::to_string(F) + " edge_term=" +
+                            std::to_string(edge_term) + " p=" + std::to_string(key.p) + " " + dtype_name(dtype);
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_LE(rel_error(got[k], want[k]), tol) << tag << ": " << names[k];
+  }
+}
+
+}  // namespace
+
+TEST(CudaGatv2AttentionAggregate, MatchesCpu) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(51);
+  const Graph g = random_graph(3000, 30000, 0, rng);
+  // Heads of 1 to 8, F = 1, 3, 8, 64 (one warp's lanes: 16 vectors of 4 floats), 100 (25 lanes of
+  // a 32-lane head, the rest joining the sums), 5 and 6 (scalars in f32; 3 of 4 lanes of 2 doubles
+  // in f64), 128 (a whole warp per head); the edge term on and off.
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {3, 3}, {8, 8}, {1, 64}, {3, 64},
+                                                           {8, 3}, {2, 100}, {3, 5}, {3, 6}, {1, 128}};
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const auto [H, F] = shapes[k];
+    expect_gatv2_matches_cpu("random graph", g, H, F, k % 2 == 0, kDrop, rng);
+    expect_gatv2_matches_cpu("random graph", g, H, F, k % 2 != 0, DropoutKey{}, rng);
+  }
+  expect_gatv2_matches_cpu("looped", g.with_self_loops(), 8, 8, true, kDrop, rng);
+  expect_gatv2_matches_cpu("mixed", mixed_graph(), 3, 4, true, kDrop, rng);
+  expect_gatv2_matches_cpu("no edges", Graph::from_edges(50, {}, {}), 2, 8, true, kDrop, rng);
+  expect_gatv2_matches_cpu("no features", mixed_graph(), 2, 0, false, kDrop, rng);
+}
+
+TEST(CudaGatv2AttentionAggregate, MatchesCpuWithAHubOf100000Edges) {
+  // A row of 100,000 edges and long sources: rows and transposed rows cut into chunks.
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(52);
+  const Graph hub = random_graph(120000, 200000, 100000, rng);
+  expect_gatv2_matches_cpu("hub graph", hub, 1, 4, true, kDrop, rng);
+  expect_gatv2_matches_cpu("hub graph", hub, 8, 8, false, kDrop, rng);
+}
+
+TEST(CudaGatv2AttentionAggregate, GradientsMatchFiniteDifferencesOnDevice) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(53);
+  // Empty rows and a loop; a row of 1,200 edges and a source of 975 (chunks); the looped graph.
+  const Graph hub = random_graph(1300, 0, 1200, rng);
+  for (const auto& [name, graph] : std::vector<std::pair<std::string, Graph>>{
+           {"mixed", mixed_graph()}, {"hub", hub}, {"looped mixed", mixed_graph().with_self_loops()}}) {
+    const Graph g = graph.to(Device::cuda);
+    const int64_t H = name == "hub" ? 1 : 3, F = name == "hub" ? 2 : 3;
+    for (bool edge_term : {false, true}) {
+      std::vector<Tensor> in = gatv2_inputs(graph, H, F, edge_term, rng);
+      for (Tensor& t : in) t = t.to(Device::cuda);
+      expect_gradients_match("cuda gatv2_attention_aggregate " + name + " edge_term=" + std::to_string(edge_term),
+                             [&](const std::vector<Tensor>& x) { return gatv2(g, x, kDrop); }, in);
+    }
+  }
+}
+
+TEST(CudaGatv2AttentionAggregate, RunsAndSingleGradientsAreBitwiseIdentical) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(54);
+  const Graph g = random_graph(20000, 200000, 5000, rng).to(Device::cuda);
+  std::vector<Tensor> in = gatv2_inputs(g, 8, 8, true, rng);
+  for (Tensor& t : in) t = t.to(DType::f32).to(Device::cuda);
+  const Tensor go = random_tensor({g.num_nodes(), 8, 8}, rng, -1, 1, DType::f32, Device::cuda);
+  const std::vector<Tensor> a = run_gatv2(g, in, go, kDrop), b = run_gatv2(g, in, go, kDrop);
+  for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(bitwise_equal(a[k], b[k])) << "tensor " << k;
+  for (size_t k = 0; k < 4; ++k) {
+    std::vector<bool> one(4, false);
+    one[k] = true;
+    EXPECT_TRUE(bitwise_equal(run_gatv2(g, in, go, kDrop, one)[k + 2], a[k + 2])) << "gradient " << k << " alone";
+  }
+}
+
+TEST(CudaGatv2AttentionAggregate, HeadsWiderThanAWarpAreRefused) {
+  GAT_SKIP_WITHOUT_CUDA();
+  const Graph g = mixed_graph().to(Device::cuda);
+  const int64_t N = g.num_nodes();
+  for (int64_t F : {132, 33}) {  // 33 vectors of 4 floats; 33 scalars
+    const Tensor x = Tensor::zeros({N, 1, F}, DType::f32, Device::cuda);
+    expect_error([&] { ops::gatv2_attention_aggregate(g, x, x, Tensor::zeros({1, F}, DType::f32, Device::cuda), 0.2); },
+                 {"gatv2_attention_aggregate (CUDA)", "F = " + std::to_string(F), "at most 32"});
+  }
 }
 
 TEST(CudaCsrSoftmax, MatchesCpu) {

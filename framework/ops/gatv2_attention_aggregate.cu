@@ -1,0 +1,526 @@
+// CUDA kernels of gatv2_attention_aggregate. The schedule (a group of lanes per (row, block of
+// heads) with the online softmax, the score's sum over a head's lanes, chunks of long rows, the
+// two backward walks) is described in docs/kernels.md. No float atomics: every sum has a fixed
+// order, so results are bitwise reproducible.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "gat/framework/cuda_check.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/attention_kernels.cuh"
+#include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/gatv2_attention_aggregate.h"
+#include "gat/framework/ops/graph_kernels.cuh"
+#include "gat/framework/ops/reduce.h"
+
+namespace gat::ops::cuda_impl {
+
+namespace {
+
+using namespace attention;
+
+// The op's inputs as the kernels read them.
+template <class T>
+struct Gatv2Args {
+  const T* __restrict__ xl;   // (Ns, H, F)
+  const T* __restrict__ xr;   // (Nd, H, F)
+  const T* __restrict__ att;  // (H, F)
+  const T* __restrict__ et;   // (E, H, F) or null
+  int H, F;
+  T slope;  // negative_slope
+  DropoutKey key;
+  T scale;  // 1 / (1 - p)
+};
+
+// The work of one launch: the rows of a CSR (by destination, or the transpose's rows by source)
+// of at most long_row entries, or, when chunk_ptr is set, the chunks of the longer ones.
+struct Segments {
+  const int32_t* row_ptr;    // (N+1,)
+  const int32_t* chunk_ptr;  // (N+1,) or null: one segment per row
+  long long N;               // rows
+  long long count;           // segments: N, or the number of chunks
+  long long long_row;        // rows longer than this are left to the chunks (row segments only)
+  int chunk;                 // entries per chunk
+  // Segment n's row and entry range; false for a row left to the chunks.
+  __device__ __forceinline__ bool get(long long n, long long& row, long long& begin,
+                                      long long& end) const {
+    if (chunk_ptr) {
+      const ChunkRange r = find_chunk(row_ptr, chunk_ptr, N, n, chunk);
+      row = r.row, begin = r.begin, end = r.end;
+      return true;
+    }
+    row = n, begin = row_ptr[n], end = row_ptr[n + 1];
+    return end - begin <= long_row;
+  }
+};
+
+// A group of G lanes (a power of two, at most a warp) takes one work item: a segment and a block
+// of G / LH heads. LH lanes (a power of two) hold one head, VEC features each: this lane has
+// features [c, c + VEC) of its head, or none when c >= F; such lanes still join the head's sums.
+// G is a launch argument, LH a template one (the sums' butterflies are unrolled).
+template <int LH>
+struct HeadGroupLane {
+  long long first_item;  // this group's first item
+  long long stride;      // items per grid-stride round
+  int head;              // the lane's head within the item's block of heads
+  int c;                 // the lane's first feature within its head
+  __device__ HeadGroupLane(int G, int VEC) {
+    const int lane = threadIdx.x % kWarp, groups = kWarp / G;
+    first_item = warps::warp_id() * groups + lane / G;
+    stride = warps::warp_count() * groups;
+    head = (lane % G) / LH;
+    c = (lane % LH) * VEC;
+  }
+};
+
+template <class T>
+__device__ __forceinline__ T leaky(T x, T slope) {
+  return x > T(0) ? x : slope * x;
+}
+template <class T>
+__device__ __forceinline__ T leaky_slope(T x, T slope) {
+  return x > T(0) ? T(1) : slope;
+}
+
+// The lane's share of one edge: x = xl[j] + xr[i] (+ et[e]) on its features (zeros on a lane
+// without features, whose vectors are zero) and its part of the score, sum att LeakyReLU(x).
+template <class T, int VEC>
+__device__ __forceinline__ T score_part(const Vec<T, VEC>& l, const Vec<T, VEC>& r,
+                                        const T* et_lane,  // the lane's et[e,h,c..], or null
+                                        const Vec<T, VEC>& at, T slope, T (&x)[VEC]) {
+  Vec<T, VEC> q{};
+  if (et_lane) q = load_vec<T, VEC>(et_lane);
+  T p = 0;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    x[k] = l.v[k] + r.v[k];
+    if (et_lane) x[k] += q.v[k];
+    p += at.v[k] * leaky(x[k], slope);
+  }
+  return p;
+}
+
+template <class T, int VEC>
+__device__ __forceinline__ T dot_part(const Vec<T, VEC>& a, const Vec<T, VEC>& b) {
+  T p = 0;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) p += a.v[k] * b.v[k];
+  return p;
+}
+
+template <class T, int VEC>
+__device__ __forceinline__ Vec<T, VEC> load_if(bool has, const T* p) {
+  return has ? load_vec<T, VEC>(p) : Vec<T, VEC>{};
+}
+
+// Forward: one group per (segment, block of heads) runs the online softmax over the segment's
+// edges, the score of each reduced over the head's lanes. Row segments write out and lse; chunk
+// segments their partial (m, z, acc), merged by aggregate_merge_kernel.
+template <class T, int VEC, int LH>
+__global__ void __launch_bounds__(kThreads)
+    gatv2_forward_kernel(Gatv2Args<T> a, Segments seg,
+                         const int32_t* __restrict__ src,  // (E,)
+                         int G, int head_blocks,
+                         T* __restrict__ out,       // (Nd, H, F)   (row segments)
+                         T* __restrict__ lse,       // (Nd, H)      (row segments)
+                         T* __restrict__ part_m,    // (W, H)       (chunk segments)
+                         T* __restrict__ part_z,    // (W, H)       (chunk segments)
+                         T* __restrict__ part_acc)  // (W, H, F)    (chunk segments)
+{
+  const HeadGroupLane<LH> g(G, VEC);
+  const int H = a.H, F = a.F;
+  const long long HF = static_cast<long long>(H) * F;
+  const bool has = g.c < F;
+  for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
+    const long long n = item / head_blocks;
+    const int h = static_cast<int>(item - n * head_blocks) * (G / LH) + g.head;
+    long long i, begin, end;
+    if (h >= H || !seg.get(n, i, begin, end)) continue;  // a whole head's lanes skip together
+    const long long lane_offset = static_cast<long long>(h) * F + g.c;  // within a node's H F
+    const Vec<T, VEC> r = load_if<T, VEC>(has, a.xr + i * HF + lane_offset);
+    const Vec<T, VEC> at = load_if<T, VEC>(has, a.att + lane_offset);
+    OnlineState<T, VEC> st;
+    for (long long e = begin; e < end; ++e) {
+      const long long j = src[e];
+      const Vec<T, VEC> l = load_if<T, VEC>(has, a.xl + j * HF + lane_offset);
+      T x[VEC];
+      const T s = warps::group_sum<LH>(
+          score_part(l, r, has && a.et ? a.et + e * HF + lane_offset : nullptr, at, a.slope, x));
+      st.add(s, drop_factor(a.key, a.scale, e * H + h), l);
+    }
+    if (seg.chunk_ptr) {
+      if (has) store_vec<T, VEC>(part_acc + n * HF + lane_offset, to_vec(st.acc));
+      if (g.c == 0) part_m[n * H + h] = st.m, part_z[n * H + h] = st.z;
+    } else if (has) {
+      write_row<T, VEC>(out, lse, i, H, F, h, static_cast<int>(lane_offset), st.m, st.z, st.acc);
+    }
+  }
+}
+
+// What the backward recomputes for edge e = (j -> i) and head h from the lane's vectors, the
+// same in both walks: the score s, a = exp(s - lse[i,h]), the keep factor, da = keep / (1 - p)
+// G[i,h,:].xl[j,h,:] (a sum over the head's lanes) and ds = a (da - D[i,h]).
+template <class T>
+struct EdgeGrad {
+  T a, drop, ds;
+};
+template <class T, int VEC, int LH>
+__device__ __forceinline__ EdgeGrad<T> edge_grad(const Gatv2Args<T>& args, const Vec<T, VEC>& l,
+                                                 const Vec<T, VEC>& r, const Vec<T, VEC>& gi,
+                                                 const Vec<T, VEC>& at, const T* et_lane, long long e,
+                                                 int h, T lse_ih, T D_ih, T (&x)[VEC]) {
+  T s = score_part(l, r, et_lane, at, args.slope, x), dot = dot_part(gi, l);
+  s = warps::group_sum<LH>(s);
+  dot = warps::group_sum<LH>(dot);
+  EdgeGrad<T> g;
+  g.a = exp(s - lse_ih);
+  g.drop = drop_factor(args.key, args.scale, e * args.H + h);
+  g.ds = g.a * (dot * g.drop - D_ih);
+  return g;
+}
+
+// The tensors of the backward besides the inputs.
+template <class T>
+struct GradArgs {
+  const T* __restrict__ lse;       // (Nd, H)
+  const T* __restrict__ D;         // (Nd, H): G[i,h,:].out[i,h,:]
+  const T* __restrict__ grad_out;  // (Nd, H, F)
+};
+
+// Backward, d xl: one group per (segment of a source's out-edges, block of heads) over the
+// transposed graph, xl[j] in registers; per entry (edge e, destination i) it gathers xr[i], G[i]
+// and et[e], recomputes the edge and adds a~ G[i] + ds att LeakyReLU'(x). Row segments write
+// d xl[j], chunk segments a partial (W, H, F), summed by value_grad_merge_kernel.
+template <class T, int VEC, int LH>
+__global__ void __launch_bounds__(kThreads)
+    gatv2_source_grad_kernel(Gatv2Args<T> a, GradArgs<T> b, Segments seg,
+                             const int32_t* __restrict__ t_dst,      // (E,)
+                             const int32_t* __restrict__ t_edge_id,  // (E,)
+                             int G, int head_blocks,
+                             T* __restrict__ dest)  // (segments, H, F): d xl or chunk partials
+{
+  const HeadGroupLane<LH> g(G, VEC);
+  const int H = a.H, F = a.F;
+  const long long HF = static_cast<long long>(H) * F;
+  const bool has = g.c < F;
+  for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
+    const long long n = item / head_blocks;
+    const int h = static_cast<int>(item - n * head_blocks) * (G / LH) + g.head;
+    long long j, begin, end;
+    if (h >= H || !seg.get(n, j, begin, end)) continue;
+    const long long lane_offset = static_cast<long long>(h) * F + g.c;
+    const Vec<T, VEC> l = load_if<T, VEC>(has, a.xl + j * HF + lane_offset);
+    const Vec<T, VEC> at = load_if<T, VEC>(has, a.att + lane_offset);
+    T acc[VEC] = {};
+    for (long long k = begin; k < end; ++k) {
+      const long long e = t_edge_id[k], i = t_dst[k];
+      const Vec<T, VEC> r = load_if<T, VEC>(has, a.xr + i * HF + lane_offset);
+      const Vec<T, VEC> gi = load_if<T, VEC>(has, b.grad_out + i * HF + lane_offset);
+      T x[VEC];
+      const EdgeGrad<T> d = edge_grad<T, VEC, LH>(
+          a, l, r, gi, at, has && a.et ? a.et + e * HF + lane_offset : nullptr, e, h,
+          b.lse[i * H + h], b.D[i * H + h], x);
+      const T kept = d.a * d.drop;
+#pragma unroll
+      for (int q = 0; q < VEC; ++q)
+        acc[q] += kept * gi.v[q] + d.ds * at.v[q] * leaky_slope(x[q], a.slope);
+    }
+    if (has) store_vec<T, VEC>(dest + n * HF + lane_offset, to_vec(acc));
+  }
+}
+
+// Backward, d xr, d edge_term and d att's per-row terms: one group per (segment of a row, block
+// of heads) over the CSR, xr[i] and G[i] in registers; per edge it gathers xl[j] and et[e],
+// recomputes the edge, t = ds att LeakyReLU'(x): d edge_term[e] = t, d xr[i] += t and the row's
+// d att term += ds LeakyReLU(x). Row segments write d xr[i] and the term (Nd, H, F), chunk
+// segments partials (W, H, F) summed by value_grad_merge_kernel. Any output may be null.
+template <class T, int VEC, int LH>
+__global__ void __launch_bounds__(kThreads)
+    gatv2_row_grad_kernel(Gatv2Args<T> a, GradArgs<T> b, Segments seg,
+                          const int32_t* __restrict__ src,  // (E,)
+                          int G, int head_blocks,
+                          T* __restrict__ dxr,       // (segments, H, F) or null
+                          T* __restrict__ att_term,  // (segments, H, F) or null
+                          T* __restrict__ det)       // (E, H, F) or null
+{
+  const HeadGroupLane<LH> g(G, VEC);
+  const int H = a.H, F = a.F;
+  const long long HF = static_cast<long long>(H) * F;
+  const bool has = g.c < F;
+  for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
+    const long long n = item / head_blocks;
+    const int h = static_cast<int>(item - n * head_blocks) * (G / LH) + g.head;
+    long long i, begin, end;
+    if (h >= H || !seg.get(n, i, begin, end)) continue;
+    const long long lane_offset = static_cast<long long>(h) * F + g.c;
+    const Vec<T, VEC> r = load_if<T, VEC>(has, a.xr + i * HF + lane_offset);
+    const Vec<T, VEC> gi = load_if<T, VEC>(has, b.grad_out + i * HF + lane_offset);
+    const Vec<T, VEC> at = load_if<T, VEC>(has, a.att + lane_offset);
+    const T lse_ih = b.lse[i * H + h], D_ih = b.D[i * H + h];
+    T acc_r[VEC] = {}, acc_att[VEC] = {};
+    for (long long e = begin; e < end; ++e) {
+      const long long j = src[e];
+      const Vec<T, VEC> l = load_if<T, VEC>(has, a.xl + j * HF + lane_offset);
+      T x[VEC];
+      const EdgeGrad<T> d = edge_grad<T, VEC, LH>(
+          a, l, r, gi, at, has && a.et ? a.et + e * HF + lane_offset : nullptr, e, h, lse_ih, D_ih, x);
+      T t[VEC];
+#pragma unroll
+      for (int q = 0; q < VEC; ++q) {
+        t[q] = d.ds * at.v[q] * leaky_slope(x[q], a.slope);
+        acc_r[q] += t[q];
+        acc_att[q] += d.ds * leaky(x[q], a.slope);
+      }
+      if (det && has) store_vec<T, VEC>(det + e * HF + lane_offset, to_vec(t));
+    }
+    if (!has) continue;
+    if (dxr) store_vec<T, VEC>(dxr + n * HF + lane_offset, to_vec(acc_r));
+    if (att_term) store_vec<T, VEC>(att_term + n * HF + lane_offset, to_vec(acc_att));
+  }
+}
+
+// The scores alone: one group per (row, block of heads), the head's first lane writes s[e,h].
+template <class T, int VEC, int LH>
+__global__ void __launch_bounds__(kThreads)
+    gatv2_scores_kernel(Gatv2Args<T> a, Segments seg,
+                        const int32_t* __restrict__ src,  // (E,)
+                        int G, int head_blocks,
+                        T* __restrict__ scores)  // (E, H)
+{
+  const HeadGroupLane<LH> g(G, VEC);
+  const int H = a.H, F = a.F;
+  const long long HF = static_cast<long long>(H) * F;
+  const bool has = g.c < F;
+  for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
+    const long long n = item / head_blocks;
+    const int h = static_cast<int>(item - n * head_blocks) * (G / LH) + g.head;
+    long long i, begin, end;
+    if (h >= H || !seg.get(n, i, begin, end)) continue;
+    const long long lane_offset = static_cast<long long>(h) * F + g.c;
+    const Vec<T, VEC> r = load_if<T, VEC>(has, a.xr + i * HF + lane_offset);
+    const Vec<T, VEC> at = load_if<T, VEC>(has, a.att + lane_offset);
+    for (long long e = begin; e < end; ++e) {
+      const Vec<T, VEC> l = load_if<T, VEC>(has, a.xl + static_cast<long long>(src[e]) * HF + lane_offset);
+      T x[VEC];
+      const T s = warps::group_sum<LH>(
+          score_part(l, r, has && a.et ? a.et + e * HF + lane_offset : nullptr, at, a.slope, x));
+      if (g.c == 0) scores[e * H + h] = s;
+    }
+  }
+}
+
+// ---- host side -------------------------------------------------------------------------
+
+// The lanes of a head and the heads of a group: LH = the power of two covering F / VEC vectors
+// (a head must fit one warp), G = LH times the power of two covering H (at most a warp), and
+// head_blocks = the blocks of G / LH heads per row.
+struct HeadLayout {
+  int LH, G, head_blocks;
+  HeadLayout(const char* op, int H, int F, int vec) {
+    const int lanes = (F + vec - 1) / vec;
+    GAT_CHECK(lanes <= kWarp, op, " (CUDA): a head of F = ", F, " features needs ", lanes,
+              " lanes of ", vec, " features; at most ", kWarp,
+              " are supported (F <= 128 in f32 and F <= 64 in f64 when F is a multiple of 4 or 2, "
+              "else F <= 32)");
+    LH = pow2_at_least(std::max(lanes, 1));
+    const int heads = std::min(kWarp / LH, pow2_at_least(H));
+    G = LH * heads;
+    head_blocks = (H + heads - 1) / heads;
+  }
+};
+
+Segments rows_of(const Tensor& row_ptr, long long N, long long long_row) {
+  return {row_ptr.data<int32_t>(), nullptr, N, N, long_row, 0};
+}
+Segments chunks_of(const Tensor& row_ptr, const Tensor& chunk_ptr, long long N, long long chunks,
+                   int chunk) {
+  return {row_ptr.data<int32_t>(), chunk_ptr.data<int32_t>(), N, chunks, 0, chunk};
+}
+
+template <class T>
+Gatv2Args<T> gatv2_args(const Tensor& xl, const Tensor& xr, const Tensor& att,
+                        double negative_slope, const DropoutKey& attn_dropout,
+                        const Tensor& edge_term) {
+  return {xl.data<T>(), xr.data<T>(), att.data<T>(),
+          edge_term.defined() ? edge_term.data<T>() : nullptr, static_cast<int>(xl.size(1)),
+          static_cast<int>(xl.size(2)), static_cast<T>(negative_slope), attn_dropout,
+          drop_scale<T>(attn_dropout)};
+}
+
+// Runs f(Int<VEC>{}, Int<LH>{}, layout) for the op's vector width and lanes per head.
+template <class T, class Fn>
+void with_layout(const char* op, int H, int F, std::initializer_list<const void*> ptrs, Fn&& f) {
+  with_vec<T>(F, ptrs, [&](auto vec) {
+    const HeadLayout layout(op, H, F, decltype(vec)::value);
+    with_group(layout.LH, [&](auto lh) { f(vec, lh, layout); });
+  });
+}
+
+// The sum over chunks of long rows' partials (W, H, F) into dest (N, H, F), in chunk order.
+template <class T, int VEC>
+void merge_chunk_sums(const Tensor& chunk_ptr, const Tensor& part, T* dest, long long N, int H, int F) {
+  const Tiling tiling(H * F, VEC);
+  with_group(tiling.G, [&](auto group) {
+    constexpr int GM = decltype(group)::value;
+    value_grad_merge_kernel<T, VEC, GM><<<group_blocks(N * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
+        chunk_ptr.data<int32_t>(), part.data<T>(), dest, nullptr, nullptr, N, H, F, tiling.tiles);
+    CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
+  });
+}
+
+}  // namespace
+
+void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, const Tensor& xr,
+                                       const Tensor& att, double negative_slope,
+                                       const DropoutKey& attn_dropout, const Tensor& edge_term,
+                                       Tensor& out, Tensor& lse) {
+  const long long Nd = graph.num_dst_nodes(), E = graph.num_edges();
+  const int H = static_cast<int>(xl.size(1)), F = static_cast<int>(xl.size(2));
+  if (Nd == 0 || H == 0) return;
+  if (F == 0) {  // every score is 0: the log-sum-exp of zeros (and an empty out)
+    const Tensor zeros = Tensor::zeros({E, int64_t{H}}, xl.dtype(), Device::cuda);
+    csr_softmax_aggregate_forward(graph, zeros, xl, attn_dropout, out, lse);
+    return;
+  }
+  const char* op = "gatv2_attention_aggregate";
+  dispatch_float(xl.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, negative_slope, attn_dropout, edge_term);
+    with_layout<T>(op, H, F, {a.xl, a.xr, a.att, a.et, out.data<T>()}, [&](auto vec, auto lh,
+                                                                           const HeadLayout& layout) {
+      constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
+      const int chunk = graph.chunk_edges();
+      const bool split = graph.max_in_degree() > chunk;
+      const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
+      const Segments rows = rows_of(graph.row_ptr(), Nd, split ? chunk : E);
+      gatv2_forward_kernel<T, VEC, LH>
+          <<<group_blocks(Nd * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+              a, rows, src, layout.G, layout.head_blocks, out.data<T>(), lse.data<T>(), nullptr,
+              nullptr, nullptr);
+      CUDA_CHECK_LAUNCH("gatv2_forward_kernel");
+      if (!split) return;
+      // Long rows: their chunks' partial states, merged in chunk order.
+      const long long W = graph.num_row_chunks();
+      Tensor part_m = Tensor::empty({W, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 partial m");
+      Tensor part_z = Tensor::empty({W, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 partial z");
+      Tensor part_acc = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 partial acc");
+      gatv2_forward_kernel<T, VEC, LH>
+          <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+              a, chunks_of(graph.row_ptr(), graph.row_chunk_ptr(), Nd, W, chunk), src, layout.G,
+              layout.head_blocks, nullptr, nullptr, part_m.data<T>(), part_z.data<T>(),
+              part_acc.data<T>());
+      CUDA_CHECK_LAUNCH("gatv2_forward_kernel (chunks)");
+      const Tiling tiling(H * F, VEC);
+      with_group(tiling.G, [&](auto group) {
+        constexpr int GM = decltype(group)::value;
+        aggregate_merge_kernel<T, VEC, GM><<<group_blocks(Nd * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
+            graph.row_chunk_ptr().data<int32_t>(), part_m.data<T>(), part_z.data<T>(),
+            part_acc.data<T>(), out.data<T>(), lse.data<T>(), Nd, H, F, tiling.tiles);
+        CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
+      });
+    });
+  });
+}
+
+// D = G . out per (row, head); then the walk over the transposed graph for d xl and the walk over
+// the rows for d xr, d edge_term and d att's per-row terms, whose sum over the rows is a fixed
+// two-stage reduction (sum_axis). Called with E > 0 and H F > 0 (kernels:: sees to it).
+void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, const Tensor& xr,
+                                        const Tensor& att, double negative_slope,
+                                        const DropoutKey& attn_dropout, const Tensor& edge_term,
+                                        const Tensor& out, const Tensor& lse,
+                                        const Tensor& grad_out, Tensor* grad_xl, Tensor* grad_xr,
+                                        Tensor* grad_att, Tensor* grad_edge_term) {
+  const long long Nd = graph.num_dst_nodes(), Ns = graph.num_src_nodes(), E = graph.num_edges();
+  const int H = static_cast<int>(xl.size(1)), F = static_cast<int>(xl.size(2));
+  const char* op = "gatv2_attention_aggregate backward";
+  dispatch_float(xl.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    auto data = [](Tensor* t) { return t ? t->data<T>() : nullptr; };
+    const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, negative_slope, attn_dropout, edge_term);
+    Tensor D = Tensor::empty({Nd, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 row dots");  // (Nd, H)
+    head_rows_dot_kernel<T><<<warps::warp_blocks((Nd * H + kWarp - 1) / kWarp), kThreads, 0, cuda::stream()>>>(
+        grad_out.data<T>(), out.data<T>(), D.data<T>(), Nd * H, F);
+    CUDA_CHECK_LAUNCH("head_rows_dot_kernel");
+    const GradArgs<T> b{lse.data<T>(), D.data<T>(), grad_out.data<T>()};
+    const int chunk = graph.chunk_edges();
+    with_layout<T>(op, H, F,
+                   {a.xl, a.xr, a.att, a.et, b.grad_out, data(grad_xl), data(grad_xr), data(grad_edge_term)},
+                   [&](auto vec, auto lh, const HeadLayout& layout) {
+      constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
+      if (grad_xl) {
+        const bool split = graph.max_out_degree() > chunk;
+        const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
+        const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,)
+        gatv2_source_grad_kernel<T, VEC, LH>
+            <<<group_blocks(Ns * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                a, b, rows_of(graph.t_row_ptr(), Ns, split ? chunk : E), t_dst, t_edge_id, layout.G,
+                layout.head_blocks, grad_xl->data<T>());
+        CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel");
+        if (split) {
+          const long long W = graph.num_t_row_chunks();
+          Tensor part = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xl partials");
+          gatv2_source_grad_kernel<T, VEC, LH>
+              <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                  a, b, chunks_of(graph.t_row_ptr(), graph.t_row_chunk_ptr(), Ns, W, chunk), t_dst,
+                  t_edge_id, layout.G, layout.head_blocks, part.data<T>());
+          CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel (chunks)");
+          merge_chunk_sums<T, VEC>(graph.t_row_chunk_ptr(), part, grad_xl->data<T>(), Ns, H, F);
+        }
+      }
+      if (!grad_xr && !grad_att && !grad_edge_term) return;
+      Tensor att_terms;  // (Nd, H, F): each row's part of d att
+      if (grad_att) att_terms = Tensor::empty({Nd, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att rows");
+      const bool split = graph.max_in_degree() > chunk;
+      const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
+      gatv2_row_grad_kernel<T, VEC, LH>
+          <<<group_blocks(Nd * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+              a, b, rows_of(graph.row_ptr(), Nd, split ? chunk : E), src, layout.G,
+              layout.head_blocks, data(grad_xr), grad_att ? att_terms.data<T>() : nullptr,
+              data(grad_edge_term));
+      CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
+      if (split) {
+        const long long W = graph.num_row_chunks();
+        Tensor part_r, part_att;  // (W, H, F)
+        if (grad_xr) part_r = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xr partials");
+        if (grad_att) part_att = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att partials");
+        gatv2_row_grad_kernel<T, VEC, LH>
+            <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                a, b, chunks_of(graph.row_ptr(), graph.row_chunk_ptr(), Nd, W, chunk), src,
+                layout.G, layout.head_blocks, grad_xr ? part_r.data<T>() : nullptr,
+                grad_att ? part_att.data<T>() : nullptr, data(grad_edge_term));
+        CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel (chunks)");
+        if (grad_xr) merge_chunk_sums<T, VEC>(graph.row_chunk_ptr(), part_r, grad_xr->data<T>(), Nd, H, F);
+        if (grad_att) merge_chunk_sums<T, VEC>(graph.row_chunk_ptr(), part_att, att_terms.data<T>(), Nd, H, F);
+      }
+      if (grad_att) sum_axis(att_terms, 1, Nd, int64_t{H} * F, *grad_att);
+    });
+  });
+}
+
+void gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
+                       double negative_slope, const Tensor& edge_term, Tensor& scores) {
+  const long long Nd = graph.num_dst_nodes(), E = graph.num_edges();
+  const int H = static_cast<int>(xl.size(1)), F = static_cast<int>(xl.size(2));
+  if (E == 0 || H == 0) return;
+  if (F == 0) {  // an empty sum
+    scores.zero_();
+    return;
+  }
+  const char* op = "gatv2_edge_scores";
+  dispatch_float(xl.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, negative_slope, DropoutKey{}, edge_term);
+    with_layout<T>(op, H, F, {a.xl, a.xr, a.att, a.et}, [&](auto vec, auto lh, const HeadLayout& layout) {
+      constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
+      gatv2_scores_kernel<T, VEC, LH>
+          <<<group_blocks(Nd * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+              a, rows_of(graph.row_ptr(), Nd, E), graph.edge_src().data<int32_t>(), layout.G,
+              layout.head_blocks, scores.data<T>());
+      CUDA_CHECK_LAUNCH("gatv2_scores_kernel");
+    });
+  });
+}
+
+}  // namespace gat::ops::cuda_impl
