@@ -9,10 +9,8 @@
 //   out = concat ? out viewed (N, H*F) : mean over heads (N, F);  + residual(x);  + bias
 //         (ops::head_mean averages the heads and adds the bias in one kernel when there is no residual)
 //
-// With add_self_loops the layer runs on graph.with_self_loops() (existing loops removed, one per
-// node added): the input graph itself when it already has one self loop per node (build the
-// looped graph once and pass it, as gat_train does: no second graph), else a looped copy built
-// once per input graph and cached. Everything goes through ops, so the layer
+// With add_self_loops the layer runs on graph.with_self_loops() (SelfLoopedGraph: the input graph
+// itself when it already has one self loop per node, else a looped copy kept). Everything goes through ops, so the layer
 // runs unchanged on CPU and CUDA. Parameter names follow PyG: lin.weight (stored (in, H*F), the
 // transpose of PyG's), att_src and att_dst (H, F) (PyG: (1, H, F)), bias, res.weight.
 #pragma once
@@ -25,6 +23,7 @@
 #include "gat/framework/rng.h"
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
+#include "gat/layers/graph_attention.h"
 #include "gat/layers/linear.h"
 
 namespace gat {
@@ -50,13 +49,7 @@ class GATConv : public Module {
   // `init` draws lin.weight, att_src, att_dst and res.weight (glorot), in that order; bias = 0.
   GATConv(const GATConvOptions& options, Generator& init);
 
-  // Attention weights without dropout: the softmax of the edge scores over every node's incoming
-  // edges. `graph` is the graph they belong to (with self loops when add_self_loops), `weights`
-  // (E, H) in its edge order. No autograd.
-  struct Attention {
-    Graph graph;
-    Tensor weights;  // (E, H)
-  };
+  using Attention = AttentionWeights;  // graph_attention.h
 
   // x: (N, in_channels) on the graph's device, dense or sparse (the projections then use
   // ops::sparse_matmul) -> (N, H*F) if concat else (N, F).
@@ -76,11 +69,8 @@ class GATConv : public Module {
   std::shared_ptr<Linear> res;  // (in, out_features), no bias; null without residual
 
  private:
-  const Graph& graph_for(const Graph& graph);  // graph itself or its looped copy (cached)
-
   GATConvOptions options_;
-  Graph cached_input_;   // the last input graph seen with add_self_loops ...
-  Graph cached_looped_;  // ... and its with_self_loops()
+  SelfLoopedGraph looped_;  // with add_self_loops: the graph the layer runs on
 };
 
 }  // namespace gat
