@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch Geometric parity cases: small runs of PyG's GATConv across its options, computed in
-float64 and written as safetensors files that tests/test_pyg_parity.cpp checks this project's
-GATConv against (CPU in CI, CUDA where a device is present). The files are committed under
+"""PyTorch Geometric parity cases: small runs of PyG's GATConv and GATv2Conv across their options,
+computed in float64 and written as safetensors files that tests/test_pyg_parity.cpp checks this
+project's GATConv and GATv2Conv against (CPU in CI, CUDA where a device is present). The files are committed under
 tests/data/pyg_parity; regenerating them is one command from the repository root (PyTorch,
 torch_geometric, safetensors and numpy; a CPU is enough, no GPU and no network are used):
 
@@ -19,21 +19,24 @@ Every case is one file NAME.safetensors:
                                                         removed, one per node appended)
             attention.weights      (E', H)        f64   the attention weights in that order
             grad.x, grad.NAME      as input.x and param.NAME: d <out, grad_out> / d that tensor
-  metadata  layer ("GATConv"), the layer's options as JSON values (in_channels, out_channels,
-            heads, concat, negative_slope, dropout, add_self_loops, bias, residual), description,
-            torch and torch_geometric (the versions that computed it)
+  metadata  layer ("GATConv" or "GATv2Conv"), the layer's options as JSON values (in_channels,
+            out_channels, heads, concat, negative_slope, dropout, add_self_loops, bias, residual;
+            GATv2Conv also share_weights), description, torch and torch_geometric (the versions
+            that computed it)
 
 Parameters keep PyG's layout; this project's differs (docs/parity.md has the mapping): a Linear
-weight NAME.weight is (out, in) in PyG and (in, out) here (transposed), att_src and att_dst are
-(1, H, F) in PyG and (H, F) here (the same elements), bias and the rest are equal.
+weight NAME.weight is (out, in) in PyG and (in, out) here (transposed), att_src, att_dst and att
+are (1, H, F) in PyG and (H, F) here (the same elements), bias and the rest are equal. With
+share_weights, GATv2Conv's lin_r is lin_l: PyG's named_parameters() lists it once, as lin_l.
 
 The cases run in training mode with dropout 0 (PyG's dropout stream cannot be reproduced). Their
 graphs have a hub (node 0) of high in-degree, a node sending to many, self loops (one of them a
 node's only in-edge), nodes with no in-edge and a node with no edge at all, and random
-duplicate-free edges in a shuffled order. The two hub80 cases have a hub of 73 in-edges and a
+duplicate-free edges in a shuffled order. The hub80 cases have a hub of 73 in-edges and a
 source of 72 or more out-edges: rows longer than 64 edges, which this project's Graph cuts into
-chunks for the GPU kernels. Every case is checked here to have
-raw edge scores of both signs, so that negative_slope matters in every one of them.
+chunks for the GPU kernels. Every case is checked here to have raw LeakyReLU inputs of both signs
+(GATConv: the edge scores; GATv2Conv: the elements of xl[j] + xr[i]), so that negative_slope
+matters in every one of them.
 """
 import argparse
 import json
@@ -44,7 +47,7 @@ from dataclasses import dataclass
 import torch
 import torch_geometric
 from safetensors.numpy import save_file
-from torch_geometric.nn import GATConv
+from torch_geometric.nn import GATConv, GATv2Conv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(ROOT, "tests", "data", "pyg_parity")
@@ -77,11 +80,75 @@ class GATConvCase:
     in_channels: int = 5
     out_channels: int = 4
 
+    layer = "GATConv"
+
     def name(self):
         return "gatconv-h{}-{}-ns{}-{}-{}-{}-{}".format(
             self.heads, "concat" if self.concat else "mean", self.negative_slope,
             "loops" if self.add_self_loops else "noloops", "bias" if self.bias else "nobias",
             "res" if self.residual else "nores", self.graph.name)
+
+    def options(self):
+        """The layer's options (the case file's metadata, PyG's keyword arguments)."""
+        return {
+            "in_channels": self.in_channels, "out_channels": self.out_channels,
+            "heads": self.heads, "concat": self.concat, "negative_slope": self.negative_slope,
+            "dropout": 0.0, "add_self_loops": self.add_self_loops, "bias": self.bias,
+            "residual": self.residual,
+        }
+
+    def build(self):
+        return GATConv(**self.options())
+
+    @staticmethod
+    def leaky_relu_inputs(conv, x, edge_index):
+        """a_src . W x_j + a_dst . W x_i for every edge (before the LeakyReLU), (E, H)."""
+        wh = conv.lin(x).view(-1, conv.heads, conv.out_channels)
+        el = (wh * conv.att_src).sum(-1)
+        er = (wh * conv.att_dst).sum(-1)
+        return el[edge_index[0]] + er[edge_index[1]]
+
+
+@dataclass(frozen=True)
+class GATv2ConvCase:
+    heads: int
+    concat: bool
+    negative_slope: float
+    add_self_loops: bool
+    bias: bool
+    share_weights: bool
+    residual: bool
+    graph: Graph = SMALL
+    in_channels: int = 5
+    out_channels: int = 4
+
+    layer = "GATv2Conv"
+
+    def name(self):
+        return "gatv2conv-h{}-{}-ns{}-{}-{}-{}-{}-{}".format(
+            self.heads, "concat" if self.concat else "mean", self.negative_slope,
+            "loops" if self.add_self_loops else "noloops", "bias" if self.bias else "nobias",
+            "shared" if self.share_weights else "lr", "res" if self.residual else "nores",
+            self.graph.name)
+
+    def options(self):
+        """The layer's options (the case file's metadata, PyG's keyword arguments)."""
+        return {
+            "in_channels": self.in_channels, "out_channels": self.out_channels,
+            "heads": self.heads, "concat": self.concat, "negative_slope": self.negative_slope,
+            "dropout": 0.0, "add_self_loops": self.add_self_loops, "bias": self.bias,
+            "share_weights": self.share_weights, "residual": self.residual,
+        }
+
+    def build(self):
+        return GATv2Conv(**self.options())
+
+    @staticmethod
+    def leaky_relu_inputs(conv, x, edge_index):
+        """lin_l(x)[j] + lin_r(x)[i] for every edge (before the LeakyReLU), (E, H, F)."""
+        x_l = conv.lin_l(x).view(-1, conv.heads, conv.out_channels)
+        x_r = conv.lin_r(x).view(-1, conv.heads, conv.out_channels)
+        return x_l[edge_index[0]] + x_r[edge_index[1]]
 
 
 # Every option value with every other option's values at least once (pairwise), and the hub graph
@@ -102,6 +169,22 @@ GATCONV_CASES = [
     GATConvCase(3, False, 0.05, False, True, False),
     GATConvCase(3, True, 0.2, True, True, True, graph=HUB),
     GATConvCase(3, False, 0.05, False, True, False, graph=HUB),
+]
+
+# Seven two-valued options, every pair of values together in two cases (the orthogonal array L8),
+# and the hub graph with and without self loops.
+GATV2CONV_CASES = [
+    # heads concat  slope  loops  bias   shared residual
+    GATv2ConvCase(1, True, 0.2, True, True, False, False),
+    GATv2ConvCase(1, True, 0.2, False, False, True, True),
+    GATv2ConvCase(1, False, 0.05, True, True, True, True),
+    GATv2ConvCase(1, False, 0.05, False, False, False, False),
+    GATv2ConvCase(3, True, 0.05, True, False, False, True),
+    GATv2ConvCase(3, True, 0.05, False, True, True, False),
+    GATv2ConvCase(3, False, 0.2, True, False, True, False),
+    GATv2ConvCase(3, False, 0.2, False, True, False, True),
+    GATv2ConvCase(3, True, 0.2, True, True, False, True, graph=HUB),
+    GATv2ConvCase(3, False, 0.05, False, True, True, False, graph=HUB),
 ]
 
 
@@ -127,33 +210,22 @@ def make_edges(graph, gen):
     return edge_index
 
 
-def raw_scores(conv, x, edge_index):
-    """a_src . W x_j + a_dst . W x_i for every edge (before the LeakyReLU), (E, H)."""
-    wh = conv.lin(x).view(-1, conv.heads, conv.out_channels)
-    el = (wh * conv.att_src).sum(-1)
-    er = (wh * conv.att_dst).sum(-1)
-    return el[edge_index[0]] + er[edge_index[1]]
-
-
-def run_gatconv(case, seed):
-    """The case's tensors (numpy) and metadata, PyG's GATConv in float64."""
+def run_case(case, seed):
+    """The case's tensors (numpy) and metadata, its PyG layer in float64."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     n = case.graph.nodes
     edge_index = make_edges(case.graph, gen)
-    conv = GATConv(case.in_channels, case.out_channels, heads=case.heads, concat=case.concat,
-                   negative_slope=case.negative_slope, dropout=0.0,
-                   add_self_loops=case.add_self_loops, bias=case.bias,
-                   residual=case.residual).double()
+    conv = case.build().double()
     conv.train()
     if case.bias:  # PyG starts it at zero, which would hide a bias applied in the wrong place
         with torch.no_grad():
             conv.bias.copy_(0.5 * torch.randn(conv.bias.shape, generator=gen, dtype=torch.float64))
     x = torch.randn(n, case.in_channels, generator=gen, dtype=torch.float64, requires_grad=True)
 
-    scores = raw_scores(conv, x, edge_index).detach()
-    negative = float(scores.lt(0).double().mean())
-    assert 0.1 < negative < 0.9, f"{case.name()}: {negative:.0%} of the raw scores are negative"
+    inputs = case.leaky_relu_inputs(conv, x, edge_index).detach()
+    negative = float(inputs.lt(0).double().mean())
+    assert 0.1 < negative < 0.9, f"{case.name()}: {negative:.0%} of the LeakyReLU inputs are negative"
 
     out, (att_edge_index, att_weights) = conv(x, edge_index, return_attention_weights=True)
     grad_out = torch.randn(out.shape, generator=gen, dtype=torch.float64)
@@ -172,16 +244,10 @@ def run_gatconv(case, seed):
     for (name, p), g in zip(params.items(), grads[1:]):
         tensors["param." + name] = p.detach()
         tensors["grad." + name] = g
-    options = {
-        "in_channels": case.in_channels, "out_channels": case.out_channels,
-        "heads": case.heads, "concat": case.concat, "negative_slope": case.negative_slope,
-        "dropout": 0.0, "add_self_loops": case.add_self_loops, "bias": case.bias,
-        "residual": case.residual,
-    }
-    metadata = {key: json.dumps(value) for key, value in options.items()}
-    metadata["layer"] = "GATConv"
+    metadata = {key: json.dumps(value) for key, value in case.options().items()}
+    metadata["layer"] = case.layer
     metadata["description"] = (
-        f"PyG GATConv on a {n}-node graph of {edge_index.size(1)} edges "
+        f"PyG {case.layer} on a {n}-node graph of {edge_index.size(1)} edges "
         f"(hub in-degree {case.graph.hub + 1}, with its self loop), float64, training mode")
     return {k: v.contiguous().numpy() for k, v in tensors.items()}, metadata
 
@@ -199,14 +265,15 @@ def main():
         if stale.endswith(".safetensors"):
             os.remove(os.path.join(args.out, stale))
     total = 0
-    for seed, case in enumerate(GATCONV_CASES):
-        tensors, metadata = run_gatconv(case, seed)
+    cases = GATCONV_CASES + GATV2CONV_CASES  # a case's seed is its place in this list
+    for seed, case in enumerate(cases):
+        tensors, metadata = run_case(case, seed)
         metadata["torch"] = torch.__version__
         metadata["torch_geometric"] = torch_geometric.__version__
         path = os.path.join(args.out, case.name() + ".safetensors")
         save_file(tensors, path, metadata=metadata)
         total += os.path.getsize(path)
-    print(f"{len(GATCONV_CASES)} cases, {total} bytes in {args.out} "
+    print(f"{len(cases)} cases, {total} bytes in {args.out} "
           f"(torch {torch.__version__}, torch_geometric {torch_geometric.__version__})")
     return 0
 
