@@ -97,9 +97,11 @@ def pyg_softmax_aggregate(src, dst, n, h, f):
     return median_ms(run, warmup=2, reps=10)
 
 
-def pyg_gatconv(src, dst, n, in_ch, heads, out_ch):
-    from torch_geometric.nn import GATConv
-    conv = GATConv(in_ch, out_ch, heads=heads, add_self_loops=False).to(DEV)
+def pyg_gatconv(src, dst, n, in_ch, heads, out_ch, layer="GATConv"):
+    """One forward + backward of PyG's `layer` (GATConv or GATv2Conv), without self loops: the
+    median time (ms) and the peak memory above what x, the graph and the parameters hold."""
+    import torch_geometric.nn
+    conv = getattr(torch_geometric.nn, layer)(in_ch, out_ch, heads=heads, add_self_loops=False).to(DEV)
     x = torch.randn(n, in_ch, device=DEV, requires_grad=True)
     edge_index = torch.stack([src, dst])
 
@@ -129,12 +131,14 @@ def pyg_planetoid(name, data_dir, device=DEV):
                      transform=T.NormalizeFeatures())[0].to(device)
 
 
-def pyg_gat(data):
-    """The paper's two-layer GAT built from PyG's GATConv for `data` (a Planetoid graph): input
-    dropout 0.6, 8 heads x 8 features concatenated, ELU, dropout 0.6, 1 head averaged; attention
-    dropout 0.6 in both layers. Parameters on the CPU, initialised from torch's global RNG."""
-    from torch_geometric.nn import GATConv
+def pyg_gat(data, model="gat"):
+    """The paper's two-layer GAT built from PyG's GATConv (model "gat") or GATv2Conv ("gatv2")
+    for `data` (a Planetoid graph): input dropout 0.6, 8 heads x 8 features concatenated, ELU,
+    dropout 0.6, 1 head averaged; attention dropout 0.6 in both layers. Parameters on the CPU,
+    initialised from torch's global RNG."""
+    import torch_geometric.nn
     import torch.nn.functional as F
+    GATConv = getattr(torch_geometric.nn, {"gat": "GATConv", "gatv2": "GATv2Conv"}[model])
     num_classes = int(data.y.max()) + 1
 
     class GAT(torch.nn.Module):
@@ -227,8 +231,8 @@ def main():
     ap.add_argument("--out", default="out")
     ap.add_argument("--quick", action="store_true", help="skip the 10^7-node scaling point")
     ap.add_argument("--only", choices=["gpu", "cpu"], help="only the GPU workloads or only the CPU comparison")
-    ap.add_argument("--sections", default="kernel,gatconv,train,scaling",
-                    help="the GPU workloads to run, comma-separated (default: all four)")
+    ap.add_argument("--sections", default="kernel,gatconv,gatv2conv,train,scaling",
+                    help="the GPU workloads to run, comma-separated (default: all five)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="gat_bench_")
@@ -265,15 +269,17 @@ def main():
             results[f"kernel {label}"] = {"pyg_forward_ms": pyg_ms, **mine,
                                           "bound_forward_ms": bound_ms(fb), "bound_backward_ms": bound_ms(bb)}
 
-    # ---- GATConv forward + backward, 1M / 16M, 64 -> 8 heads x 8 ----
-    if "gatconv" in sections:
+    # ---- GATConv and GATv2Conv forward + backward, 1M / 16M, 64 -> 8 heads x 8 ----
+    for section, layer in [("gatconv", "GATConv"), ("gatv2conv", "GATv2Conv")]:
+        if section not in sections:
+            continue
         path = os.path.join(tmp, "g_1000000_16000000.bin")
         src, dst = random_graph(1_000_000, 16_000_000, 1, path)
-        pyg_ms, pyg_peak = pyg_gatconv(src, dst, 1_000_000, 64, 8, 8)
-        mine = ours(args.build, "gatconv", "--graph", path, "--in", 64, "--heads", 8, "--out", 8)
-        rows.append(("GATConv fwd+bwd 1M/16M 64->8x8 (ms)", pyg_ms, mine["forward_backward_ms"], None))
-        rows.append(("GATConv fwd+bwd peak memory (GB)", pyg_peak / 1e9, mine["peak_bytes"] / 1e9, None))
-        results["gatconv"] = {"pyg_ms": pyg_ms, "pyg_peak_bytes": pyg_peak, **mine}
+        pyg_ms, pyg_peak = pyg_gatconv(src, dst, 1_000_000, 64, 8, 8, layer)
+        mine = ours(args.build, section, "--graph", path, "--in", 64, "--heads", 8, "--out", 8)
+        rows.append((f"{layer} fwd+bwd 1M/16M 64->8x8 (ms)", pyg_ms, mine["forward_backward_ms"], None))
+        rows.append((f"{layer} fwd+bwd peak memory (GB)", pyg_peak / 1e9, mine["peak_bytes"] / 1e9, None))
+        results[section] = {"pyg_ms": pyg_ms, "pyg_peak_bytes": pyg_peak, **mine}
         del src, dst
         torch.cuda.empty_cache()
 
