@@ -35,19 +35,10 @@ GATv2ConvOptions v2_options(int64_t in, int64_t out, int64_t heads, bool concat,
   return o;
 }
 
-// x W + b for x (N, in), W (in, out), b (out,) or undefined, in double.
+// x W + b of a Linear, in double.
 std::vector<double> affine(const std::vector<double>& x, int64_t N, const Linear& lin) {
-  const int64_t in = lin.in_features(), out = lin.out_features();
-  const std::vector<double> W = lin.weight.to_vector<double>();
-  const std::vector<double> b = lin.bias.defined() ? lin.bias.to_vector<double>() : std::vector<double>(out, 0.0);
-  std::vector<double> y(static_cast<size_t>(N * out));
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < out; ++c) {
-      double v = b[c];
-      for (int64_t k = 0; k < in; ++k) v += x[n * in + k] * W[k * out + c];
-      y[n * out + c] = v;
-    }
-  return y;
+  return reference_affine(x, N, lin.weight.to_vector<double>(), lin.out_features(),
+                          lin.bias.defined() ? lin.bias.to_vector<double>() : std::vector<double>{});
 }
 
 // PyG's GATv2Conv with plain loops over an edge list (no dropout), in double: out (N, C).
@@ -57,48 +48,17 @@ std::vector<double> reference_gatv2_conv(const GATv2Conv& conv, const std::vecto
   const int64_t H = o.heads, F = o.out_channels, HF = H * F;
   const std::vector<double> xl = affine(x, N, *conv.lin_l), xr = affine(x, N, *conv.lin_r);
   const std::vector<double> att = conv.att.to_vector<double>();
-  std::vector<int32_t> s, d;
-  for (size_t e = 0; e < src.size(); ++e)
-    if (!o.add_self_loops || src[e] != dst[e]) s.push_back(src[e]), d.push_back(dst[e]);
-  if (o.add_self_loops)
-    for (int32_t n = 0; n < N; ++n) s.push_back(n), d.push_back(n);
-  std::vector<double> agg(static_cast<size_t>(N * HF), 0.0);
-  for (int64_t h = 0; h < H; ++h) {
-    std::vector<double> score(s.size()), mx(static_cast<size_t>(N), -INFINITY), z(static_cast<size_t>(N), 0.0);
-    for (size_t e = 0; e < s.size(); ++e) {
-      double v = 0;
-      for (int64_t f = 0; f < F; ++f) {
-        const double t = xl[s[e] * HF + h * F + f] + xr[d[e] * HF + h * F + f];
-        v += att[h * F + f] * (t > 0 ? t : o.negative_slope * t);
-      }
-      score[e] = v;
-      mx[d[e]] = std::max(mx[d[e]], v);
+  auto score = [&](int32_t j, int32_t i, int64_t h) {  // att . LeakyReLU(xl_j + xr_i)
+    double v = 0;
+    for (int64_t f = 0; f < F; ++f) {
+      const double t = xl[j * HF + h * F + f] + xr[i * HF + h * F + f];
+      v += att[h * F + f] * (t > 0 ? t : o.negative_slope * t);
     }
-    for (size_t e = 0; e < s.size(); ++e) z[d[e]] += std::exp(score[e] - mx[d[e]]);
-    for (size_t e = 0; e < s.size(); ++e) {
-      const double a = std::exp(score[e] - mx[d[e]]) / z[d[e]];
-      for (int64_t f = 0; f < F; ++f) agg[d[e] * HF + h * F + f] += a * xl[s[e] * HF + h * F + f];
-    }
-  }
-  const int64_t C = conv.out_features();
-  std::vector<double> out(static_cast<size_t>(N * C), 0.0);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t f = 0; f < F; ++f) {
-        const double v = agg[n * HF + h * F + f];
-        if (o.concat) out[n * C + h * F + f] = v;
-        else out[n * C + f] += v / static_cast<double>(H);
-      }
-  if (conv.res) {
-    const std::vector<double> r = affine(x, N, *conv.res);
-    for (size_t i = 0; i < out.size(); ++i) out[i] += r[i];
-  }
-  if (conv.bias.defined()) {
-    const std::vector<double> b = conv.bias.to_vector<double>();
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t c = 0; c < C; ++c) out[n * C + c] += b[c];
-  }
-  return out;
+    return v;
+  };
+  return reference_attention_layer(src, dst, N, o.add_self_loops, H, F, score, xl, o.concat,
+                                   conv.res ? affine(x, N, *conv.res) : std::vector<double>{},
+                                   conv.bias.defined() ? conv.bias.to_vector<double>() : std::vector<double>{});
 }
 
 // The parameter slots of a GATv2Conv (lin_r's only when it is its own), for gradient checks.
