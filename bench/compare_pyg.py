@@ -97,11 +97,13 @@ def pyg_softmax_aggregate(src, dst, n, h, f):
     return median_ms(run, warmup=2, reps=10)
 
 
-def pyg_gatconv(src, dst, n, in_ch, heads, out_ch, edge_dim=None, self_loops=False):
-    """PyG's GATConv forward + backward: median ms and peak memory; with edge_dim, random edge
+def pyg_gatconv(src, dst, n, in_ch, heads, out_ch, layer="GATConv", edge_dim=None, self_loops=False):
+    """One forward + backward of PyG's `layer` (GATConv or GATv2Conv): the median time (ms) and the
+    peak memory above what x, the graph and the parameters hold; with edge_dim, random edge
     features (no gradient, as data) and, with self_loops, the loops' features by fill 'mean'."""
-    from torch_geometric.nn import GATConv
-    conv = GATConv(in_ch, out_ch, heads=heads, add_self_loops=self_loops, edge_dim=edge_dim).to(DEV)
+    import torch_geometric.nn
+    conv = getattr(torch_geometric.nn, layer)(in_ch, out_ch, heads=heads, add_self_loops=self_loops,
+                                              edge_dim=edge_dim).to(DEV)
     x = torch.randn(n, in_ch, device=DEV, requires_grad=True)
     edge_index = torch.stack([src, dst])
     edge_attr = torch.randn(src.numel(), edge_dim, device=DEV) if edge_dim else None
@@ -132,12 +134,14 @@ def pyg_planetoid(name, data_dir, device=DEV):
                      transform=T.NormalizeFeatures())[0].to(device)
 
 
-def pyg_gat(data):
-    """The paper's two-layer GAT built from PyG's GATConv for `data` (a Planetoid graph): input
-    dropout 0.6, 8 heads x 8 features concatenated, ELU, dropout 0.6, 1 head averaged; attention
-    dropout 0.6 in both layers. Parameters on the CPU, initialised from torch's global RNG."""
-    from torch_geometric.nn import GATConv
+def pyg_gat(data, model="gat"):
+    """The paper's two-layer GAT built from PyG's GATConv (model "gat") or GATv2Conv ("gatv2")
+    for `data` (a Planetoid graph): input dropout 0.6, 8 heads x 8 features concatenated, ELU,
+    dropout 0.6, 1 head averaged; attention dropout 0.6 in both layers. Parameters on the CPU,
+    initialised from torch's global RNG."""
+    import torch_geometric.nn
     import torch.nn.functional as F
+    GATConv = getattr(torch_geometric.nn, {"gat": "GATConv", "gatv2": "GATv2Conv"}[model])
     num_classes = int(data.y.max()) + 1
 
     class GAT(torch.nn.Module):
@@ -230,8 +234,8 @@ def main():
     ap.add_argument("--out", default="out")
     ap.add_argument("--quick", action="store_true", help="skip the 10^7-node scaling point")
     ap.add_argument("--only", choices=["gpu", "cpu"], help="only the GPU workloads or only the CPU comparison")
-    ap.add_argument("--sections", default="kernel,gatconv,gatconv_edge,train,scaling",
-                    help="the GPU workloads to run, comma-separated (default: all five)")
+    ap.add_argument("--sections", default="kernel,gatconv,gatv2conv,gatconv_edge,train,scaling",
+                    help="the GPU workloads to run, comma-separated (default: all six)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="gat_bench_")
@@ -268,15 +272,17 @@ def main():
             results[f"kernel {label}"] = {"pyg_forward_ms": pyg_ms, **mine,
                                           "bound_forward_ms": bound_ms(fb), "bound_backward_ms": bound_ms(bb)}
 
-    # ---- GATConv forward + backward, 1M / 16M, 64 -> 8 heads x 8 ----
-    if "gatconv" in sections:
+    # ---- GATConv and GATv2Conv forward + backward, 1M / 16M, 64 -> 8 heads x 8 ----
+    for section, layer in [("gatconv", "GATConv"), ("gatv2conv", "GATv2Conv")]:
+        if section not in sections:
+            continue
         path = os.path.join(tmp, "g_1000000_16000000.bin")
         src, dst = random_graph(1_000_000, 16_000_000, 1, path)
-        pyg_ms, pyg_peak = pyg_gatconv(src, dst, 1_000_000, 64, 8, 8)
-        mine = ours(args.build, "gatconv", "--graph", path, "--in", 64, "--heads", 8, "--out", 8)
-        rows.append(("GATConv fwd+bwd 1M/16M 64->8x8 (ms)", pyg_ms, mine["forward_backward_ms"], None))
-        rows.append(("GATConv fwd+bwd peak memory (GB)", pyg_peak / 1e9, mine["peak_bytes"] / 1e9, None))
-        results["gatconv"] = {"pyg_ms": pyg_ms, "pyg_peak_bytes": pyg_peak, **mine}
+        pyg_ms, pyg_peak = pyg_gatconv(src, dst, 1_000_000, 64, 8, 8, layer)
+        mine = ours(args.build, section, "--graph", path, "--in", 64, "--heads", 8, "--out", 8)
+        rows.append((f"{layer} fwd+bwd 1M/16M 64->8x8 (ms)", pyg_ms, mine["forward_backward_ms"], None))
+        rows.append((f"{layer} fwd+bwd peak memory (GB)", pyg_peak / 1e9, mine["peak_bytes"] / 1e9, None))
+        results[section] = {"pyg_ms": pyg_ms, "pyg_peak_bytes": pyg_peak, **mine}
         del src, dst
         torch.cuda.empty_cache()
 
@@ -284,7 +290,7 @@ def main():
     if "gatconv_edge" in sections:
         path = os.path.join(tmp, "g_1000000_16000000.bin")
         src, dst = random_graph(1_000_000, 16_000_000, 1, path)
-        pyg_ms, pyg_peak = pyg_gatconv(src, dst, 1_000_000, 64, 8, 8, edge_dim=16, self_loops=True)
+        pyg_ms, pyg_peak = pyg_gatconv(src, dst, 1_000_000, 64, 8, 8, "GATConv", edge_dim=16, self_loops=True)
         mine = ours(args.build, "gatconv", "--graph", path, "--in", 64, "--heads", 8, "--out", 8,
                     "--edge-dim", 16, "--self-loops")
         rows.append(("GATConv edge_dim 16 fwd+bwd 1M/16M (ms)", pyg_ms, mine["forward_backward_ms"], None))

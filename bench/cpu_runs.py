@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Whole training runs on two CPU cores: PyTorch Geometric's GAT and this project's gat_train.
+"""Whole training runs on two CPU cores: PyTorch Geometric's GAT and this project's gat_train
+(`--model gatv2`: both sides with GATv2Conv layers).
 
 For each dataset it measures what a multi-seed run of the paper's recipe costs on two pinned cores
 (2 threads), trained to its early stop, and the accuracy it reaches:
@@ -9,11 +10,12 @@ For each dataset it measures what a multi-seed run of the paper's recipe costs o
         decay 5e-4; NormalizeFeatures), torch.manual_seed(seed), evaluated every epoch in eval mode, and
         stopped by train/trainer.cpp's rule: an epoch improves when val acc >= best or val loss
         <= best (the patience counter restarts); when both hold, its test accuracy is the run's;
-        stop after 100 epochs without improvement. The seeds are dealt round-robin to --pairs
+        stop after 100 epochs without improvement. With --model gatv2: GATv2Conv layers, the
+        same recipe. The seeds are dealt round-robin to --pairs
         worker processes at once, each pinned to its own two cores; a seed's time runs from model
         construction to the stop (dataset loading is timed apart, once per worker). PyG's total
         is the sum of the seeds' times: what one 2-core process would take for all of them.
-  ours  `taskset -c A,B BUILD/gat_train --device cpu --runs SEEDS --seed FIRST --json --quiet`
+  ours  `taskset -c A,B BUILD/gat_train --device cpu --model M --runs SEEDS --seed FIRST --json --quiet`
         with OMP_NUM_THREADS=2 on the next free core pair, at the same time as the PyG workers (so
         both see the same machine load), timed as a whole process (start, loading and all runs).
         Its start and loading are timed apart afterwards: `gat_train --info` on the same cores.
@@ -22,6 +24,10 @@ Run on a machine with at least 2 * (pairs + 1) cores (default 12), PyTorch and t
 (whose Planetoid reader needs scipy), after building this project (BUILD/gat_train must exist):
 
     python3 bench/cpu_runs.py --build build --data-dir ../shared/datasets/planetoid --out out
+    python3 bench/cpu_runs.py --model gatv2 ... --out out/gatv2     # GATv2 on both sides
+
+(gat_train's GAT drops the projected features too, --value-dropout 0.6, which PyG's GATConv does
+not; GATv2Conv has no such dropout on either side, so --model gatv2 compares one recipe.)
 
 With two cores only: `--pairs 1 --sequential` (ours runs after PyG, on the same cores). A quick
 check: `--seeds 2 --max-epochs 30`. A run too long for one command can be split by seeds and
@@ -64,6 +70,7 @@ def worker_main(argv):
     ap.add_argument("--data-dir", required=True)
     ap.add_argument("--seed-list", required=True, help="e.g. 0,5")
     ap.add_argument("--max-epochs", type=int, required=True)
+    ap.add_argument("--model", required=True, choices=["gat", "gatv2"])
     ap.add_argument("--result", required=True, help="JSON file to write")
     args = ap.parse_args(argv)
     cores = [int(c) for c in args.cores.split(",")]
@@ -88,7 +95,7 @@ def worker_main(argv):
                   "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
                   "torch_geometric": torch_geometric.__version__, "load_s": load_s, "runs": []}
         for seed in [int(s) for s in args.seed_list.split(",")]:
-            r = train_one(data, seed, args.max_epochs)
+            r = train_one(data, seed, args.max_epochs, args.model)
             result["runs"].append(r)
             print(f"{PROGRESS}{args.dataset} PyG seed {seed} (cores {args.cores}): {r['epochs']} epochs, "
                   f"test acc {100 * r['test_acc']:.1f} %, {r['seconds']:.1f} s, "
@@ -99,15 +106,15 @@ def worker_main(argv):
         json.dump(result, fh)
 
 
-def train_one(data, seed, max_epochs):
-    """One training run to the early stop; the model is compare_pyg.pyg_gat."""
+def train_one(data, seed, max_epochs, model_name):
+    """One training run to the early stop; the model is compare_pyg.pyg_gat(data, model_name)."""
     import torch
     import torch.nn.functional as F
     from compare_pyg import pyg_gat
 
     torch.manual_seed(seed)
     start = time.perf_counter()
-    model = pyg_gat(data)
+    model = pyg_gat(data, model_name)
     opt = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
     best_acc, best_loss, wait = 0.0, float("inf"), 0
     best = {"test_acc": None, "val_acc": None, "val_loss": None, "best_epoch": 0}
@@ -229,7 +236,7 @@ def run_dataset(args, name, pairs, ours_cores, logdir):
     assignments = [(c, s) for c, s in assignments if s]
     exe = os.path.join(args.build, "gat_train")
     ours_cmd = ["taskset", "-c", ",".join(map(str, ours_cores)), exe, "--dataset", name,
-                "--data-dir", args.data_dir, "--device", "cpu", "--runs", str(len(seeds)),
+                "--data-dir", args.data_dir, "--device", "cpu", "--model", args.model, "--runs", str(len(seeds)),
                 "--seed", str(seeds[0]), "--json", "--quiet"]
     if args.max_epochs:
         ours_cmd += ["--epochs", str(args.max_epochs)]
@@ -242,7 +249,7 @@ def run_dataset(args, name, pairs, ours_cores, logdir):
         result = os.path.join(logdir, f"{tag}.json")
         cmd = [sys.executable, os.path.abspath(__file__), "_worker", "--cores", c, "--dataset", name,
                "--data-dir", args.data_dir, "--seed-list", ",".join(map(str, worker_seeds)),
-               "--max-epochs", str(args.max_epochs or 100000), "--result", result]
+               "--max-epochs", str(args.max_epochs or 100000), "--model", args.model, "--result", result]
         workers.append((Job(f"{name} PyG cores {c} seeds {worker_seeds}", tag, cmd, logdir), result))
     print(f"{name}: seed(s) {seeds[0]}..{seeds[-1]}, {len(workers)} PyG worker(s) on " + " ".join(
         f"({','.join(map(str, c))})" for c, _ in assignments) + (
@@ -268,7 +275,7 @@ def run_dataset(args, name, pairs, ours_cores, logdir):
         mine = json.loads(ours.stdout().strip().splitlines()[-1])
     except (IndexError, ValueError):
         raise Failed(f"{ours.name}: its last stdout line is not JSON\n{ours.error()}")
-    return {"seeds": seeds, "mode": "sequential" if args.sequential else "concurrent",
+    return {"seeds": seeds, "model": args.model, "mode": "sequential" if args.sequential else "concurrent",
             "pyg_workers": pyg_workers,
             "ours_parts": [{"cores": list(ours_cores), "wall_s": ours.seconds, "info_wall_s": info.seconds,
                             "command": ours_cmd, "json": mine}]}
@@ -311,7 +318,8 @@ def print_table(name, raw):
     p, o = s["pyg"], s["ours"]
     n = s["seeds"]
     print(f"\n{name}: {n} seed(s), 2 cores per process ({raw['mode']}), {s['versions']}")
-    print(f"{'':<34} {'PyG GAT':>16} {'ours':>16}")
+    model = raw.get("model", "gat")  # files before --model: GAT
+    print(f"{'':<34} {'PyG ' + {'gat': 'GAT', 'gatv2': 'GATv2'}[model]:>16} {'ours':>16}")
     print(f"{f'{n}-seed run, 2 cores (s)':<34} {p['total_s']:16.1f} {o['total_s']:16.1f}"
           f"   PyG / ours {s['ratio']:.1f}x")
     acc = lambda m, sd: f"{100 * m:.2f} +- {100 * sd:.2f}"
@@ -352,8 +360,11 @@ def merge(args):
             part = json.load(fh)
         merged["merged_from"].append({"file": path, **{k: part.get(k) for k in ("date", "commit", "machine", "args")}})
         for name, raw in part["datasets"].items():
-            into = merged["datasets"].setdefault(name, {"seeds": [], "mode": raw["mode"],
-                                                        "pyg_workers": [], "ours_parts": []})
+            into = merged["datasets"].setdefault(name, {"seeds": [], "model": raw.get("model", "gat"),
+                                                        "mode": raw["mode"], "pyg_workers": [], "ours_parts": []})
+            if into["model"] != raw.get("model", "gat"):
+                sys.exit(f"{path}: {name} was run with --model {raw.get('model', 'gat')}, an earlier file "
+                         f"with --model {into['model']}")
             clash = set(into["seeds"]) & set(raw["seeds"])
             if clash:
                 sys.exit(f"{path}: {name} seeds {sorted(clash)} are in an earlier file too")
@@ -376,6 +387,8 @@ def main():
     ap.add_argument("--seeds", type=int, default=10, help="how many seeds")
     ap.add_argument("--first-seed", type=int, default=0, help="the seeds are FIRST .. FIRST+SEEDS-1")
     ap.add_argument("--max-epochs", type=int, default=0, help="cap on the epochs, both sides (0: none)")
+    ap.add_argument("--model", default="gat", choices=["gat", "gatv2"],
+                    help="GATConv (gat) or GATv2Conv (gatv2) layers, both sides")
     ap.add_argument("--sequential", action="store_true",
                     help="run ours after PyG on cores 0,1, instead of at the same time on the next pair")
     ap.add_argument("--timeout", type=float, default=0, help="seconds for each batch of processes (0: none)")

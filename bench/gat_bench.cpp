@@ -8,6 +8,8 @@
 //                     [--device ...]
 //       one GATConv forward + backward, time and peak device memory; with --edge-dim, random
 //       edge features (E, D) (no gradient, as data); --self-loops adds them (fill_value mean)
+//   gat_bench gatv2conv --graph FILE --in 64 --heads 8 --out 8 [--self-loops] [--device ...]
+//       the same for GATv2Conv
 //   gat_bench train   --dataset cora [--data-dir DIR] [--device ...]
 //       one training step (forward, backward, Adam) and 200 epochs with evaluation
 //
@@ -23,6 +25,7 @@
 #include <functional>
 #include <iostream>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "timing.h"
@@ -33,6 +36,7 @@
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/layers/gat_conv.h"
+#include "gat/layers/gatv2_conv.h"
 #include "gat/models/gat.h"
 #include "gat/train/trainer.h"
 
@@ -99,23 +103,27 @@ nlohmann::json bench_kernel(const std::string& graph_path, int64_t heads, int64_
           {"heads", heads}, {"features", features}, {"forward_ms", fwd}, {"backward_ms", bwd}};
 }
 
-nlohmann::json bench_gatconv(const std::string& graph_path, int64_t in, int64_t heads, int64_t out_ch,
-                             int64_t edge_dim, bool self_loops, Device device) {
+// One forward + backward of a Layer (GATConv or GATv2Conv) built with `options`, with self loops
+// or not and with random edge features (E, edge_dim) when edge_dim > 0 (GATConv only), as the
+// PyG side of compare_pyg.py: the median time and the peak device memory above what the graph, x
+// and the parameters hold.
+template <class Layer, class Options>
+nlohmann::json bench_conv(const char* workload, const std::string& graph_path, Options options,
+                          int64_t edge_dim, bool self_loops, Device device) {
   Graph graph = read_graph(graph_path).to(device);
-  GATConvOptions options;
-  options.in_channels = in;
-  options.out_channels = out_ch;
-  options.heads = heads;
-  options.add_self_loops = self_loops;  // as the PyG side of compare_pyg.py
-  options.edge_dim = edge_dim;
+  options.add_self_loops = self_loops;
   Generator init(1);
-  GATConv conv(options, init);
+  Layer conv(options, init);
   conv.to(device);
-  Tensor x = random_f32({graph.num_nodes(), in}, 4, device).set_requires_grad();
+  Tensor x = random_f32({graph.num_nodes(), options.in_channels}, 4, device).set_requires_grad();
   const Tensor edge_attr = edge_dim > 0 ? random_f32({graph.num_edges(), edge_dim}, 5, device) : Tensor();
   Generator gen(2);
+  auto forward = [&] {  // edge features: GATConv's
+    if constexpr (std::is_same_v<Layer, GATConv>) return conv.forward(x, graph, edge_attr, gen);
+    else return conv.forward(x, graph, gen);
+  };
   auto step = [&] {
-    ops::sum(conv.forward(x, graph, edge_attr, gen)).backward();
+    ops::sum(forward()).backward();
     conv.zero_grad();
     x.zero_grad();
   };
@@ -125,9 +133,19 @@ nlohmann::json bench_gatconv(const std::string& graph_path, int64_t in, int64_t 
   cuda::reset_peak_memory();
   const double ms = median_ms(device, step, 5);
   const size_t peak = cuda::peak_memory_allocated() - base;
-  return {{"workload", "gatconv"}, {"device", device_name(device)}, {"nodes", graph.num_nodes()},
+  return {{"workload", workload}, {"device", device_name(device)}, {"nodes", graph.num_nodes()},
           {"edges", graph.num_edges()}, {"edge_dim", edge_dim}, {"self_loops", self_loops},
           {"forward_backward_ms", ms}, {"peak_bytes", peak}};
+}
+
+// in -> heads x out options of either layer.
+template <class Options>
+Options conv_options(int64_t in, int64_t heads, int64_t out_ch) {
+  Options options;
+  options.in_channels = in;
+  options.out_channels = out_ch;
+  options.heads = heads;
+  return options;
 }
 
 // `epochs` epochs with evaluation; the median step and epoch after 10 epochs of warm-up.
@@ -194,16 +212,19 @@ int main(int argc, char** argv) {
   kernel->add_option("--heads", heads);
   kernel->add_option("--features", features);
   auto* gatconv = app.add_subcommand("gatconv", "one GATConv forward + backward");
-  gatconv->add_option("--graph", graph_path, "graph file")->required();
-  gatconv->add_option("--in", in_channels);
-  gatconv->add_option("--heads", heads);
-  gatconv->add_option("--out", out_channels);
+  auto* gatv2conv = app.add_subcommand("gatv2conv", "one GATv2Conv forward + backward");
+  for (auto* sub : {gatconv, gatv2conv}) {
+    sub->add_option("--graph", graph_path, "graph file")->required();
+    sub->add_option("--in", in_channels);
+    sub->add_option("--heads", heads);
+    sub->add_option("--out", out_channels);
+    sub->add_flag("--self-loops", self_loops);
+  }
   gatconv->add_option("--edge-dim", edge_dim);
-  gatconv->add_flag("--self-loops", self_loops);
   auto* train = app.add_subcommand("train", "training step and 200 epochs on a dataset");
   train->add_option("--dataset", dataset);
   train->add_option("--data-dir", data_dir);
-  for (auto* sub : {kernel, gatconv, train})
+  for (auto* sub : {kernel, gatconv, gatv2conv, train})
     sub->add_option("--device", device_flag)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   CLI11_PARSE(app, argc, argv);
   try {
@@ -211,7 +232,15 @@ int main(int argc, char** argv) {
                               ? Device::cpu : Device::cuda;
     nlohmann::json result;
     if (*kernel) result = bench_kernel(graph_path, heads, features, device);
-    if (*gatconv) result = bench_gatconv(graph_path, in_channels, heads, out_channels, edge_dim, self_loops, device);
+    if (*gatconv) {
+      GATConvOptions options = conv_options<GATConvOptions>(in_channels, heads, out_channels);
+      options.edge_dim = edge_dim;
+      result = bench_conv<GATConv>("gatconv", graph_path, options, edge_dim, self_loops, device);
+    }
+    if (*gatv2conv)
+      result = bench_conv<GATv2Conv>("gatv2conv", graph_path,
+                                     conv_options<GATv2ConvOptions>(in_channels, heads, out_channels),
+                                     0, self_loops, device);
     if (*train) result = bench_train(dataset, data_dir, device);
     std::cout << result.dump() << std::endl;
   } catch (const Error& e) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch Geometric parity cases: small runs of PyG's GATConv across its options, computed in
-float64 and written as safetensors files that tests/test_pyg_parity.cpp checks this project's
-GATConv against (CPU in CI, CUDA where a device is present). The files are committed under
+"""PyTorch Geometric parity cases: small runs of PyG's GATConv and GATv2Conv across their options,
+computed in float64 and written as safetensors files that tests/test_pyg_parity.cpp checks this
+project's GATConv and GATv2Conv against (CPU in CI, CUDA where a device is present). The files are committed under
 tests/data/pyg_parity; regenerating them is one command from the repository root (PyTorch,
 torch_geometric, safetensors and numpy; a CPU is enough, no GPU and no network are used):
 
@@ -22,14 +22,15 @@ Every case is one file NAME.safetensors:
             attention.weights      (E', H)        f64   the attention weights in that order
             grad.x, grad.NAME      as input.x and param.NAME: d <out, grad_out> / d that tensor
             grad.edge_attr         as input.edge_attr (edge_dim cases only)
-  metadata  layer ("GATConv"), the layer's options as JSON values (in_channels, out_channels,
-            heads, concat, negative_slope, dropout, add_self_loops, bias, residual; edge_dim and
-            fill_value in the edge_dim cases only), description, torch and torch_geometric (the
-            versions that computed it)
+  metadata  layer ("GATConv" or "GATv2Conv"), the layer's options as JSON values (in_channels,
+            out_channels, heads, concat, negative_slope, dropout, add_self_loops, bias, residual;
+            GATv2Conv also share_weights; edge_dim and fill_value in the edge_dim cases only),
+            description, torch and torch_geometric (the versions that computed it)
 
 Parameters keep PyG's layout; this project's differs (docs/parity.md has the mapping): a Linear
-weight NAME.weight is (out, in) in PyG and (in, out) here (transposed), att_src and att_dst are
-(1, H, F) in PyG and (H, F) here (the same elements), bias and the rest are equal.
+weight NAME.weight is (out, in) in PyG and (in, out) here (transposed), att_src, att_dst and att
+are (1, H, F) in PyG and (H, F) here (the same elements), bias and the rest are equal. With
+share_weights, GATv2Conv's lin_r is lin_l: PyG's named_parameters() lists it once, as lin_l.
 
 The edge_dim cases (GATCONV_EDGE_CASES) give GATConv edge features: every fill_value PyG's
 add_self_loops takes for the self loops' features ('mean', 'add', 'min', 'max', 'mul', a number),
@@ -39,10 +40,11 @@ no in-edge) and without (the loops keep their features), one head and three, and
 The cases run in training mode with dropout 0 (PyG's dropout stream cannot be reproduced). Their
 graphs have a hub (node 0) of high in-degree, a node sending to many, self loops (one of them a
 node's only in-edge), nodes with no in-edge and a node with no edge at all, and random
-duplicate-free edges in a shuffled order. The two hub80 cases have a hub of 73 in-edges and a
+duplicate-free edges in a shuffled order. The hub80 cases have a hub of 73 in-edges and a
 source of 72 or more out-edges: rows longer than 64 edges, which this project's Graph cuts into
-chunks for the GPU kernels. Every case is checked here to have
-raw edge scores of both signs, so that negative_slope matters in every one of them.
+chunks for the GPU kernels. Every case is checked here to have raw LeakyReLU inputs of both signs
+(GATConv: the edge scores; GATv2Conv: the elements of xl[j] + xr[i]), so that negative_slope
+matters in every one of them.
 """
 import argparse
 import json
@@ -53,7 +55,7 @@ from dataclasses import dataclass
 import torch
 import torch_geometric
 from safetensors.numpy import save_file
-from torch_geometric.nn import GATConv
+from torch_geometric.nn import GATConv, GATv2Conv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(ROOT, "tests", "data", "pyg_parity")
@@ -88,12 +90,86 @@ class GATConvCase:
     edge_dim: int = 0           # 0: PyG's edge_dim=None
     fill_value: object = "mean"  # PyG's default
 
+    layer = "GATConv"
+
     def name(self):
         edge = "-e{}-fill{}".format(self.edge_dim, self.fill_value) if self.edge_dim else ""
         return "gatconv-h{}-{}-ns{}-{}-{}-{}{}-{}".format(
             self.heads, "concat" if self.concat else "mean", self.negative_slope,
             "loops" if self.add_self_loops else "noloops", "bias" if self.bias else "nobias",
             "res" if self.residual else "nores", edge, self.graph.name)
+
+    def options(self):
+        """The layer's options (the case file's metadata, PyG's keyword arguments)."""
+        options = {
+            "in_channels": self.in_channels, "out_channels": self.out_channels,
+            "heads": self.heads, "concat": self.concat, "negative_slope": self.negative_slope,
+            "dropout": 0.0, "add_self_loops": self.add_self_loops, "bias": self.bias,
+            "residual": self.residual,
+        }
+        if self.edge_dim:
+            options.update(edge_dim=self.edge_dim, fill_value=self.fill_value)
+        return options
+
+    def build(self):
+        return GATConv(**self.options())
+
+    @staticmethod
+    def leaky_relu_inputs(conv, x, edge_index, edge_attr=None):
+        """a_src . W x_j + a_dst . W x_i (+ a_edge . W_e e_ji) for every edge (before the
+        LeakyReLU), (E, H)."""
+        wh = conv.lin(x).view(-1, conv.heads, conv.out_channels)
+        el = (wh * conv.att_src).sum(-1)
+        er = (wh * conv.att_dst).sum(-1)
+        scores = el[edge_index[0]] + er[edge_index[1]]
+        if edge_attr is not None:
+            we = conv.lin_edge(edge_attr).view(-1, conv.heads, conv.out_channels)
+            scores = scores + (we * conv.att_edge).sum(-1)
+        return scores
+
+
+@dataclass(frozen=True)
+class GATv2ConvCase:
+    heads: int
+    concat: bool
+    negative_slope: float
+    add_self_loops: bool
+    bias: bool
+    share_weights: bool
+    residual: bool
+    graph: Graph = SMALL
+    in_channels: int = 5
+    out_channels: int = 4
+
+    layer = "GATv2Conv"
+
+    def name(self):
+        return "gatv2conv-h{}-{}-ns{}-{}-{}-{}-{}-{}".format(
+            self.heads, "concat" if self.concat else "mean", self.negative_slope,
+            "loops" if self.add_self_loops else "noloops", "bias" if self.bias else "nobias",
+            "shared" if self.share_weights else "lr", "res" if self.residual else "nores",
+            self.graph.name)
+
+    def options(self):
+        """The layer's options (the case file's metadata, PyG's keyword arguments)."""
+        return {
+            "in_channels": self.in_channels, "out_channels": self.out_channels,
+            "heads": self.heads, "concat": self.concat, "negative_slope": self.negative_slope,
+            "dropout": 0.0, "add_self_loops": self.add_self_loops, "bias": self.bias,
+            "share_weights": self.share_weights, "residual": self.residual,
+        }
+
+    def build(self):
+        return GATv2Conv(**self.options())
+
+    edge_dim = 0  # no edge-feature cases (yet)
+
+    @staticmethod
+    def leaky_relu_inputs(conv, x, edge_index, edge_attr=None):
+        """lin_l(x)[j] + lin_r(x)[i] for every edge (before the LeakyReLU), (E, H, F)."""
+        x_l = conv.lin_l(x).view(-1, conv.heads, conv.out_channels)
+        x_r = conv.lin_r(x).view(-1, conv.heads, conv.out_channels)
+        return x_l[edge_index[0]] + x_r[edge_index[1]]
 
 
 # Every option value with every other option's values at least once (pairwise), and the hub graph
@@ -131,6 +207,22 @@ GATCONV_EDGE_CASES = [
 ]
 EDGE_SEED_BASE = 1000  # their seeds: the edge cases' own, whatever the other lists hold
 
+# Seven two-valued options, every pair of values together in two cases (the orthogonal array L8),
+# and the hub graph with and without self loops.
+GATV2CONV_CASES = [
+    # heads concat  slope  loops  bias   shared residual
+    GATv2ConvCase(1, True, 0.2, True, True, False, False),
+    GATv2ConvCase(1, True, 0.2, False, False, True, True),
+    GATv2ConvCase(1, False, 0.05, True, True, True, True),
+    GATv2ConvCase(1, False, 0.05, False, False, False, False),
+    GATv2ConvCase(3, True, 0.05, True, False, False, True),
+    GATv2ConvCase(3, True, 0.05, False, True, True, False),
+    GATv2ConvCase(3, False, 0.2, True, False, True, False),
+    GATv2ConvCase(3, False, 0.2, False, True, False, True),
+    GATv2ConvCase(3, True, 0.2, True, True, False, True, graph=HUB),
+    GATv2ConvCase(3, False, 0.05, False, True, True, False, graph=HUB),
+]
+
 
 def make_edges(graph, gen):
     """(2, E) int64 edge_index of `graph` in a random order, duplicate-free. Node 0 receives from
@@ -154,30 +246,13 @@ def make_edges(graph, gen):
     return edge_index
 
 
-def raw_scores(conv, x, edge_index, edge_attr=None):
-    """a_src . W x_j + a_dst . W x_i (+ a_edge . W_e e_ji) for every edge (before the LeakyReLU),
-    (E, H)."""
-    wh = conv.lin(x).view(-1, conv.heads, conv.out_channels)
-    el = (wh * conv.att_src).sum(-1)
-    er = (wh * conv.att_dst).sum(-1)
-    scores = el[edge_index[0]] + er[edge_index[1]]
-    if edge_attr is not None:
-        we = conv.lin_edge(edge_attr).view(-1, conv.heads, conv.out_channels)
-        scores = scores + (we * conv.att_edge).sum(-1)
-    return scores
-
-
-def run_gatconv(case, seed):
-    """The case's tensors (numpy) and metadata, PyG's GATConv in float64."""
+def run_case(case, seed):
+    """The case's tensors (numpy) and metadata, its PyG layer in float64."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     n = case.graph.nodes
     edge_index = make_edges(case.graph, gen)
-    conv = GATConv(case.in_channels, case.out_channels, heads=case.heads, concat=case.concat,
-                   negative_slope=case.negative_slope, dropout=0.0,
-                   add_self_loops=case.add_self_loops, bias=case.bias,
-                   residual=case.residual, edge_dim=case.edge_dim or None,
-                   fill_value=case.fill_value).double()
+    conv = case.build().double()
     conv.train()
     if case.bias:  # PyG starts it at zero, which would hide a bias applied in the wrong place
         with torch.no_grad():
@@ -188,9 +263,9 @@ def run_gatconv(case, seed):
         edge_attr = torch.randn(edge_index.size(1), case.edge_dim, generator=gen,
                                 dtype=torch.float64, requires_grad=True)
 
-    scores = raw_scores(conv, x, edge_index, edge_attr).detach()
-    negative = float(scores.lt(0).double().mean())
-    assert 0.1 < negative < 0.9, f"{case.name()}: {negative:.0%} of the raw scores are negative"
+    raw = case.leaky_relu_inputs(conv, x, edge_index, edge_attr).detach()
+    negative = float(raw.lt(0).double().mean())
+    assert 0.1 < negative < 0.9, f"{case.name()}: {negative:.0%} of the LeakyReLU inputs are negative"
 
     out, (att_edge_index, att_weights) = conv(x, edge_index, edge_attr,
                                               return_attention_weights=True)
@@ -214,18 +289,10 @@ def run_gatconv(case, seed):
     for (name, p), g in zip(params.items(), grads[len(inputs):]):
         tensors["param." + name] = p.detach()
         tensors["grad." + name] = g
-    options = {
-        "in_channels": case.in_channels, "out_channels": case.out_channels,
-        "heads": case.heads, "concat": case.concat, "negative_slope": case.negative_slope,
-        "dropout": 0.0, "add_self_loops": case.add_self_loops, "bias": case.bias,
-        "residual": case.residual,
-    }
-    if case.edge_dim:
-        options.update(edge_dim=case.edge_dim, fill_value=case.fill_value)
-    metadata = {key: json.dumps(value) for key, value in options.items()}
-    metadata["layer"] = "GATConv"
+    metadata = {key: json.dumps(value) for key, value in case.options().items()}
+    metadata["layer"] = case.layer
     metadata["description"] = (
-        f"PyG GATConv on a {n}-node graph of {edge_index.size(1)} edges "
+        f"PyG {case.layer} on a {n}-node graph of {edge_index.size(1)} edges "
         f"(hub in-degree {case.graph.hub + 1}, with its self loop), float64, training mode")
     if case.edge_dim:
         metadata["description"] += (f", {case.edge_dim} edge features, self loops' by "
@@ -246,10 +313,11 @@ def main():
         if stale.endswith(".safetensors"):
             os.remove(os.path.join(args.out, stale))
     total = 0
-    seeded = list(enumerate(GATCONV_CASES))
+    # A case's seed: its place in GATCONV_CASES + GATV2CONV_CASES; the edge cases' their own.
+    seeded = list(enumerate(GATCONV_CASES + GATV2CONV_CASES))
     seeded += [(EDGE_SEED_BASE + k, case) for k, case in enumerate(GATCONV_EDGE_CASES)]
     for seed, case in seeded:
-        tensors, metadata = run_gatconv(case, seed)
+        tensors, metadata = run_case(case, seed)
         metadata["torch"] = torch.__version__
         metadata["torch_geometric"] = torch_geometric.__version__
         path = os.path.join(args.out, case.name() + ".safetensors")

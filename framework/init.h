@@ -9,8 +9,13 @@
 
 namespace gat::init {
 
-// Uniform in [-a, a) with a = sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio 2010), the bound of
-// PyTorch's xavier_uniform_ and PyG's glorot. Elements are drawn in row-major order.
+// Uniform in [-bound, bound), as torch's uniform_(-bound, bound). Elements are drawn in row-major
+// order.
+Tensor uniform(const Shape& shape, double bound, Generator& gen, DType dtype = DType::f32,
+               Device device = Device::cpu);
+
+// uniform() with bound a = sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio 2010), the bound of
+// PyTorch's xavier_uniform_ and PyG's glorot.
 Tensor glorot_uniform(const Shape& shape, int64_t fan_in, int64_t fan_out, Generator& gen,
                       DType dtype = DType::f32, Device device = Device::cpu);
 

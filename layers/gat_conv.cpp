@@ -1,12 +1,10 @@
 #include "gat/layers/gat_conv.h"
 
 #include "gat/framework/init.h"
-#include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/head_dot.h"
-#include "gat/framework/ops/head_mean.h"
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/reshape.h"
 
@@ -14,12 +12,8 @@ namespace gat {
 
 GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(options) {
   const int64_t in = options.in_channels, F = options.out_channels, H = options.heads;
-  GAT_CHECK(in > 0 && F > 0 && H > 0, "GATConv: in_channels ", in, ", out_channels ", F,
-            " and heads ", H, " must be positive");
-  GAT_CHECK(options.dropout >= 0.0 && options.dropout < 1.0, "GATConv: attention dropout ",
-            options.dropout, " is outside [0, 1)");
+  check_attention_options("GATConv", in, F, H, options.dropout);
   GAT_CHECK(options.edge_dim >= 0, "GATConv: edge_dim ", options.edge_dim, " is negative (0: no edge features)");
-  checked_mul(H, F, "GATConv: heads x out_channels");
   lin = register_module("lin", std::make_shared<Linear>(in, H * F, false, init, options.dtype));
   if (options.edge_dim > 0)
     lin_edge = register_module("lin_edge", std::make_shared<Linear>(options.edge_dim, H * F, false, init, options.dtype));
@@ -34,20 +28,6 @@ GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(opti
 
 int64_t GATConv::out_features() const {
   return options_.concat ? options_.heads * options_.out_channels : options_.out_channels;
-}
-
-const Graph& GATConv::graph_for(const Graph& graph) {
-  if (!options_.add_self_loops) return graph;
-  if (graph.one_self_loop_per_node()) {  // built with its loops (e.g. by the trainer): no copy
-    cached_input_ = cached_looped_ = Graph();
-    return graph;
-  }
-  if (!cached_input_.row_ptr().defined() || !cached_input_.row_ptr().same(graph.row_ptr()) ||
-      !cached_input_.edge_src().same(graph.edge_src())) {
-    cached_looped_ = graph.with_self_loops();
-    cached_input_ = graph;
-  }
-  return cached_looped_;
 }
 
 Tensor GATConv::edge_scores(const Graph& graph, const Graph& g, const Tensor& edge_attr) {
@@ -79,11 +59,8 @@ Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen,
 Tensor GATConv::forward(const Features& x, const Graph& graph, const Tensor& edge_attr, Generator& gen,
                         Attention* attention) {
   const int64_t N = graph.num_nodes(), H = options_.heads, F = options_.out_channels;
-  if (!x.is_sparse()) check_dim("GATConv", "x", x.dense(), 2);
-  GAT_CHECK(x.rows() == N && x.cols() == options_.in_channels, "GATConv: 'x' ", x.describe(),
-            " must be (", N, ", ", options_.in_channels, ") for a graph of ", N, " nodes and ",
-            options_.in_channels, " input channels");
-  const Graph& g = graph_for(graph);
+  check_attention_input("GATConv", x, graph, options_.in_channels);
+  const Graph& g = options_.add_self_loops ? looped_.of(graph) : graph;
   const Tensor ee = edge_scores(graph, g, edge_attr);  // (E', H) or undefined
 
   Tensor wh = ops::reshape(lin->forward(x), {N, H, F});  // (N, H, F)
@@ -96,12 +73,7 @@ Tensor GATConv::forward(const Features& x, const Graph& graph, const Tensor& edg
   if (is_training() && options_.value_dropout > 0.0)
     values = ops::dropout(wh, gen.dropout_key(static_cast<float>(options_.value_dropout)));
   Tensor out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key, ee);  // (N, H, F)
-  // Averaged heads take the bias in the same kernel, unless the residual is added before it.
-  const bool bias_in_mean = !options_.concat && !res && bias.defined();
-  out = options_.concat ? ops::reshape(out, {N, H * F})
-                        : ops::head_mean(out, bias_in_mean ? bias : Tensor());  // (N, out_features)
-  if (res) out = ops::add(out, res->forward(x));
-  if (bias.defined() && !bias_in_mean) out = ops::add_bias(out, bias);
+  out = combine_heads(out, options_.concat, res ? res->forward(x) : Tensor(), bias);  // (N, out_features)
 
   if (attention)
     *attention = {g, ops::csr_softmax(g, ops::gat_edge_scores(g, el.detach(), er.detach(), options_.negative_slope,

@@ -10,15 +10,13 @@
 //   out = concat ? out viewed (N, H*F) : mean over heads (N, F);  + residual(x);  + bias
 //         (ops::head_mean averages the heads and adds the bias in one kernel when there is no residual)
 //
-// With add_self_loops the layer runs on graph.with_self_loops() (existing loops removed, one per
-// node added): the input graph itself when it already has one self loop per node (build the
-// looped graph once and pass it, as gat_train does: no second graph), else a looped copy built
-// once per input graph and cached. With edge_dim, edge_attr (E, edge_dim) follows the input
-// graph's edge order (edge_attr_in_graph_order in graph.h puts per-input-edge rows there); with
-// add_self_loops the loops' attributes are made by fill_value from the other edges' (PyG's
-// remove_self_loops then add_self_loops: existing loops' attributes are discarded;
-// ops::self_loop_attr). The edge term is computed as edge_attr times the (edge_dim, H) matrix
-// We . att_edge, never as an E x H*F projection. Everything goes through ops, so the layer
+// With add_self_loops the layer runs on graph.with_self_loops() (SelfLoopedGraph: the input graph
+// itself when it already has one self loop per node, else a looped copy kept). With edge_dim,
+// edge_attr (E, edge_dim) follows the input graph's edge order (edge_attr_in_graph_order in
+// graph.h puts per-input-edge rows there); with add_self_loops the loops' attributes are made by
+// fill_value from the other edges' (PyG's remove_self_loops then add_self_loops: existing loops'
+// attributes are discarded; ops::self_loop_attr). The edge term is computed as edge_attr times the
+// (edge_dim, H) matrix We . att_edge, never as an E x H*F projection. Everything goes through ops, so the layer
 // runs unchanged on CPU and CUDA. Parameter names follow PyG: lin.weight (stored (in, H*F), the
 // transpose of PyG's), att_src and att_dst (H, F) (PyG: (1, H, F)), bias, res.weight,
 // lin_edge.weight (edge_dim, H*F) and att_edge (H, F).
@@ -33,6 +31,7 @@
 #include "gat/framework/rng.h"
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
+#include "gat/layers/graph_attention.h"
 #include "gat/layers/linear.h"
 
 namespace gat {
@@ -61,13 +60,7 @@ class GATConv : public Module {
   // (glorot), in that order (PyG's, but for res); bias = 0.
   GATConv(const GATConvOptions& options, Generator& init);
 
-  // Attention weights without dropout: the softmax of the edge scores over every node's incoming
-  // edges. `graph` is the graph they belong to (with self loops when add_self_loops), `weights`
-  // (E, H) in its edge order. No autograd.
-  struct Attention {
-    Graph graph;
-    Tensor weights;  // (E, H)
-  };
+  using Attention = AttentionWeights;  // graph_attention.h
 
   // x: (N, in_channels) on the graph's device, dense or sparse (the projections then use
   // ops::sparse_matmul) -> (N, H*F) if concat else (N, F).
@@ -93,13 +86,12 @@ class GATConv : public Module {
   Tensor att_edge;                   // (H, F), undefined without edge_dim
 
  private:
-  const Graph& graph_for(const Graph& graph);  // graph itself or its looped copy (cached)
-  // ee (E', H) over g's edges (g = graph_for(graph)), or undefined without edge_dim.
+  // ee (E', H) over g's edges (g: graph, looped when add_self_loops), or undefined without
+  // edge_dim.
   Tensor edge_scores(const Graph& graph, const Graph& g, const Tensor& edge_attr);
 
   GATConvOptions options_;
-  Graph cached_input_;   // the last input graph seen with add_self_loops ...
-  Graph cached_looped_;  // ... and its with_self_loops()
+  SelfLoopedGraph looped_;  // with add_self_loops: the graph the layer runs on
 };
 
 }  // namespace gat

@@ -1,5 +1,7 @@
 #include "gat/layers/linear.h"
 
+#include <cmath>
+
 #include "gat/framework/init.h"
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/matmul.h"
@@ -8,13 +10,17 @@
 namespace gat {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias_on, Generator& init,
-               DType dtype) {
+               DType dtype, LinearBiasInit bias_init) {
   GAT_CHECK(in_features > 0 && out_features > 0, "Linear: in_features ", in_features,
             " and out_features ", out_features, " must be positive");
   checked_mul(in_features, out_features, "Linear: in_features x out_features");
   weight = register_parameter(
       "weight", init::glorot_uniform({in_features, out_features}, in_features, out_features, init, dtype));
-  if (bias_on) bias = register_parameter("bias", init::zeros({out_features}, dtype));
+  if (bias_on)
+    bias = register_parameter(
+        "bias", bias_init == LinearBiasInit::zeros
+                    ? init::zeros({out_features}, dtype)
+                    : init::uniform({out_features}, 1.0 / std::sqrt(static_cast<double>(in_features)), init, dtype));
 }
 
 Tensor Linear::forward(const Features& x) const {

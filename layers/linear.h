@@ -2,7 +2,9 @@
 //
 // W is stored (in, out), the transpose of torch's (out, in), so the forward pass is one matmul
 // with no transpose. Initialised as PyG's Linear(weight_initializer="glorot",
-// bias_initializer="zeros"): W uniform in [-a, a), a = sqrt(6 / (in + out)); b = 0.
+// bias_initializer="zeros"): W uniform in [-a, a), a = sqrt(6 / (in + out)); b = 0, or with
+// LinearBiasInit::fan_in, as PyG's Linear without a bias_initializer (GATv2Conv's lin_l, lin_r):
+// b uniform in [-1/sqrt(in), 1/sqrt(in)), drawn after W.
 // x may be sparse (a CsrMatrix, via Features): the product is then ops::sparse_matmul.
 #pragma once
 
@@ -15,11 +17,13 @@
 
 namespace gat {
 
+enum class LinearBiasInit { zeros, fan_in };
+
 class Linear : public Module {
  public:
   // `init` draws the weight; parameters are created with `dtype` on the CPU (Module::to moves them).
   Linear(int64_t in_features, int64_t out_features, bool bias, Generator& init,
-         DType dtype = DType::f32);
+         DType dtype = DType::f32, LinearBiasInit bias_init = LinearBiasInit::zeros);
 
   // x: (N, in), dense or sparse -> (N, out)
   Tensor forward(const Features& x) const;

@@ -1,5 +1,8 @@
 #include "gat/models/gat.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "gat/framework/ops/activations.h"
 
 namespace gat {
@@ -17,8 +20,30 @@ constexpr const char* kValueDropout = "value_dropout";
 constexpr const char* kNegativeSlope = "negative_slope";
 constexpr const char* kDtype = "dtype";
 constexpr const char* kEdgeDim = "edge_dim";
+constexpr const char* kLayer = "layer";
+
+constexpr AttentionLayer kLayers[] = {AttentionLayer::gat, AttentionLayer::gatv2};
+
+// The options shared by both layer kinds, for the first (concatenated heads) or the output
+// (averaged heads) layer of the network.
+template <class Options>
+Options layer_options(const GATConfig& c, bool output_layer) {
+  Options o;
+  o.in_channels = output_layer ? c.hidden * c.heads : c.in_features;
+  o.out_channels = output_layer ? c.num_classes : c.hidden;
+  o.heads = output_layer ? c.output_heads : c.heads;
+  o.concat = !output_layer;
+  o.negative_slope = c.negative_slope;
+  o.dropout = c.dropout;
+  o.dtype = c.dtype;
+  return o;
+}
 
 }  // namespace
+
+const char* attention_layer_name(AttentionLayer layer) {
+  return layer == AttentionLayer::gat ? "gat" : "gatv2";
+}
 
 void GATConfig::validate(const std::string& where) const {
   const std::string prefix = where + ": ";
@@ -33,6 +58,12 @@ void GATConfig::validate(const std::string& where) const {
   check_in_range(prefix + kEdgeDim, edge_dim, kEdgeDimRange);
   GAT_CHECK(dtype == DType::f32 || dtype == DType::f64, prefix, "dtype ", dtype_name(dtype),
             " is not a floating-point type");
+  GAT_CHECK(layer == AttentionLayer::gat || value_dropout == 0.0, prefix, kValueDropout, " ",
+            value_dropout, " with layer ", attention_layer_name(layer),
+            ": GATv2Conv has no value dropout (its source rows are the scores' terms and the values)");
+  GAT_CHECK(layer == AttentionLayer::gat || edge_dim == 0, prefix, kEdgeDim, " ", edge_dim,
+            " with layer ", attention_layer_name(layer),
+            ": the GATv2 model does not take edge features yet (use --model gat)");
 }
 
 io::Metadata GATConfig::to_metadata() const {
@@ -45,7 +76,8 @@ io::Metadata GATConfig::to_metadata() const {
           {kValueDropout, io::metadata_number(value_dropout)},
           {kNegativeSlope, io::metadata_number(negative_slope)},
           {kDtype, dtype_name(dtype)},
-          {kEdgeDim, io::metadata_number(edge_dim)}};
+          {kEdgeDim, io::metadata_number(edge_dim)},
+          {kLayer, attention_layer_name(layer)}};
 }
 
 GATConfig GATConfig::from_metadata(const io::Metadata& metadata, const std::string& where) {
@@ -66,12 +98,20 @@ GATConfig GATConfig::from_metadata(const io::Metadata& metadata, const std::stri
     c.dtype = name == dtype_name(DType::f32) ? DType::f32 : DType::f64;
   }
   if (read.has(kEdgeDim)) c.edge_dim = read.integer(kEdgeDim);  // older checkpoints: no edge features
+  if (read.has(kLayer)) {  // checkpoints before the key was written hold GATConv layers
+    const std::string& name = read.text(kLayer);
+    const auto* known = std::find_if(std::begin(kLayers), std::end(kLayers),
+                                     [&](AttentionLayer l) { return name == attention_layer_name(l); });
+    GAT_CHECK(known != std::end(kLayers), where, ": metadata '", kLayer, "' = '", name,
+              "' is not gat or gatv2");
+    c.layer = *known;
+  }
   c.validate(where + ": metadata");
   return c;
 }
 
 bool GATConfig::operator==(const GATConfig& o) const {
-  return in_features == o.in_features && num_classes == o.num_classes && hidden == o.hidden &&
+  return layer == o.layer && in_features == o.in_features && num_classes == o.num_classes && hidden == o.hidden &&
          heads == o.heads && output_heads == o.output_heads && dropout == o.dropout &&
          value_dropout == o.value_dropout && negative_slope == o.negative_slope && dtype == o.dtype &&
          edge_dim == o.edge_dim;
@@ -80,29 +120,27 @@ bool GATConfig::operator==(const GATConfig& o) const {
 GAT::GAT(const GATConfig& config, Generator& init) : config_(config) {
   config.validate("GAT");
   dropout = register_module("dropout", std::make_shared<Dropout>(config.dropout));
-  GATConvOptions first;
-  first.in_channels = config.in_features;
-  first.out_channels = config.hidden;
-  first.heads = config.heads;
-  first.concat = true;
-  first.negative_slope = config.negative_slope;
-  first.dropout = config.dropout;
-  first.value_dropout = config.value_dropout;
-  first.dtype = config.dtype;
-  first.edge_dim = config.edge_dim;
+  if (config.layer == AttentionLayer::gatv2) {
+    v2_conv1 = register_module("conv1", std::make_shared<GATv2Conv>(layer_options<GATv2ConvOptions>(config, false), init));
+    v2_conv2 = register_module("conv2", std::make_shared<GATv2Conv>(layer_options<GATv2ConvOptions>(config, true), init));
+    return;
+  }
+  GATConvOptions first = layer_options<GATConvOptions>(config, false);
+  GATConvOptions second = layer_options<GATConvOptions>(config, true);
+  first.value_dropout = second.value_dropout = config.value_dropout;
+  first.edge_dim = second.edge_dim = config.edge_dim;
   conv1 = register_module("conv1", std::make_shared<GATConv>(first, init));
-  GATConvOptions second = first;
-  second.in_channels = config.hidden * config.heads;
-  second.out_channels = config.num_classes;
-  second.heads = config.output_heads;
-  second.concat = false;
   conv2 = register_module("conv2", std::make_shared<GATConv>(second, init));
 }
 
 Tensor GAT::forward(const Features& x, const Graph& graph, Generator& gen, const Tensor& edge_attr) {
-  Tensor h = conv1->forward(dropout->forward(x, gen), graph, edge_attr, gen);  // (N, heads * hidden)
+  auto layer = [&](int index, const Features& in) {  // conv1 or conv2 of the configured kind
+    if (config_.layer == AttentionLayer::gatv2) return (index == 1 ? v2_conv1 : v2_conv2)->forward(in, graph, gen);
+    return (index == 1 ? conv1 : conv2)->forward(in, graph, edge_attr, gen);
+  };
+  Tensor h = layer(1, dropout->forward(x, gen));  // (N, heads * hidden)
   h = ops::elu(h);
-  return conv2->forward(dropout->forward(h, gen), graph, edge_attr, gen);  // (N, num_classes)
+  return layer(2, dropout->forward(h, gen));  // (N, num_classes)
 }
 
 }  // namespace gat

@@ -4,7 +4,8 @@
 //     -> dropout(p) -> GATConv(hidden * heads, C, output_heads, mean over heads, attention
 //        dropout p) -> logits (N, C)
 //
-// The paper's recipe: hidden 8, heads 8, output_heads 1 (8 for PubMed), p = 0.6.
+// The paper's recipe: hidden 8, heads 8, output_heads 1 (8 for PubMed), p = 0.6. With
+// layer = gatv2 the same network and recipe with GATv2Conv layers (Brody et al. 2022).
 // Built only from the public layers in layers/.
 #pragma once
 
@@ -22,8 +23,13 @@
 #include "gat/framework/tensor.h"
 #include "gat/layers/dropout.h"
 #include "gat/layers/gat_conv.h"
+#include "gat/layers/gatv2_conv.h"
 
 namespace gat {
+
+// The attention layer the network is built of: GATConv or GATv2Conv.
+enum class AttentionLayer { gat, gatv2 };
+const char* attention_layer_name(AttentionLayer layer);  // "gat", "gatv2"
 
 struct GATConfig {
   int64_t in_features = 0;
@@ -35,12 +41,14 @@ struct GATConfig {
   // GATConvOptions::value_dropout of both layers: the authors' code drops the projected features
   // too (attn_head's second in_drop). Measured on the H200, 10 seeds: Cora 83.28 +- 0.64 with it,
   // 83.00 +- 0.41 without; CiteSeer 72.32 +- 0.62 with, 71.28 +- 0.81 without (BENCHMARKS.md).
+  // GATv2Conv has none (its source rows are both the scores' terms and the values): 0 with gatv2.
   double value_dropout = 0.6;
   double negative_slope = 0.2;
   DType dtype = DType::f32;  // of the parameters
   // GATConvOptions::edge_dim of both layers: the dataset's edge features (0: none; checkpoints
   // without the key have none). The loops' features are the mean of the in-edges' (PyG's default).
   int64_t edge_dim = 0;
+  AttentionLayer layer = AttentionLayer::gat;
 
   // The values each field may take (validate(), from_metadata() and gat_train's flags use them).
   static constexpr Range<int64_t> kSizeRange{1, std::numeric_limits<int32_t>::max()};  // in_features, num_classes
@@ -50,10 +58,12 @@ struct GATConfig {
   static constexpr Range<double> kNegativeSlopeRange{0.0, 1.0};
   static constexpr Range<int64_t> kEdgeDimRange{0, int64_t{1} << 16};
 
-  // Throws a gat::Error naming the first field outside its range; `where` starts the message.
+  // Throws a gat::Error naming the first field outside its range (or a value dropout with
+  // gatv2); `where` starts the message.
   void validate(const std::string& where = "GATConfig") const;
 
-  // Every field as checkpoint metadata (JSON numbers as text, dtype as "f32"/"f64"), and back:
+  // Every field as checkpoint metadata (JSON numbers as text, dtype as "f32"/"f64", layer as
+  // "gat"/"gatv2"; without the key: gat, as checkpoints before it), and back:
   // from_metadata(to_metadata()) == *this. Reading checks types and ranges (validate()); errors
   // name `where` (the file) and the key.
   io::Metadata to_metadata() const;
@@ -77,7 +87,10 @@ class GAT : public Module {
   const GATConfig& config() const { return config_; }
 
   std::shared_ptr<Dropout> dropout;
+  // The two layers, registered as "conv1" and "conv2": GATConv's with layer gat, GATv2Conv's with
+  // gatv2 (the other pair is null).
   std::shared_ptr<GATConv> conv1, conv2;
+  std::shared_ptr<GATv2Conv> v2_conv1, v2_conv2;
 
  private:
   GATConfig config_;

@@ -156,6 +156,66 @@ inline GATConvOptions conv_options(int64_t in, int64_t out, int64_t heads, bool 
   return o;
 }
 
+// ---- naive attention layers (the layers' tests), in double with plain loops ----
+
+// x W (+ b) for x (N, in) and W (in, out) row-major, b (out,) or empty.
+inline std::vector<double> reference_affine(const std::vector<double>& x, int64_t N, const std::vector<double>& W,
+                                            int64_t out, const std::vector<double>& b = {}) {
+  const int64_t in = static_cast<int64_t>(x.size()) / std::max<int64_t>(N, 1);
+  std::vector<double> y(static_cast<size_t>(N * out));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < out; ++c) {
+      double v = b.empty() ? 0.0 : b[c];
+      for (int64_t k = 0; k < in; ++k) v += x[n * in + k] * W[k * out + c];
+      y[n * out + c] = v;
+    }
+  return y;
+}
+
+// An attention layer's output as PyG computes it, given its edges' scores: with add_self_loops
+// the edges (src, dst) lose their self loops and get one per node (appended); for every head h,
+// the softmax over each destination's incoming edges of score(source, destination, h) weights
+// the value rows values[source] (N, H, F); then concat (N, H*F) or the heads' mean (N, F), plus
+// residual (N, C) and bias (C,) where they are not empty.
+inline std::vector<double> reference_attention_layer(
+    const std::vector<int32_t>& src, const std::vector<int32_t>& dst, int64_t N, bool add_self_loops,
+    int64_t H, int64_t F, const std::function<double(int32_t, int32_t, int64_t)>& score,
+    const std::vector<double>& values, bool concat, const std::vector<double>& residual,
+    const std::vector<double>& bias) {
+  const int64_t HF = H * F, C = concat ? HF : F;
+  std::vector<int32_t> s, d;
+  for (size_t e = 0; e < src.size(); ++e)
+    if (!add_self_loops || src[e] != dst[e]) s.push_back(src[e]), d.push_back(dst[e]);
+  if (add_self_loops)
+    for (int32_t n = 0; n < N; ++n) s.push_back(n), d.push_back(n);
+  std::vector<double> agg(static_cast<size_t>(N * HF), 0.0);
+  for (int64_t h = 0; h < H; ++h) {
+    std::vector<double> scores(s.size()), mx(static_cast<size_t>(N), -INFINITY), z(static_cast<size_t>(N), 0.0);
+    for (size_t e = 0; e < s.size(); ++e) {
+      scores[e] = score(s[e], d[e], h);
+      mx[d[e]] = std::max(mx[d[e]], scores[e]);
+    }
+    for (size_t e = 0; e < s.size(); ++e) z[d[e]] += std::exp(scores[e] - mx[d[e]]);
+    for (size_t e = 0; e < s.size(); ++e) {
+      const double a = std::exp(scores[e] - mx[d[e]]) / z[d[e]];
+      for (int64_t f = 0; f < F; ++f) agg[d[e] * HF + h * F + f] += a * values[s[e] * HF + h * F + f];
+    }
+  }
+  std::vector<double> out(static_cast<size_t>(N * C), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t f = 0; f < F; ++f) {
+        const double v = agg[n * HF + h * F + f];
+        if (concat) out[n * C + h * F + f] = v;
+        else out[n * C + f] += v / static_cast<double>(H);
+      }
+  for (size_t i = 0; i < residual.size(); ++i) out[i] += residual[i];
+  if (!bias.empty())
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < C; ++c) out[n * C + c] += bias[c];
+  return out;
+}
+
 // The parameter slots of a GATConv in a fixed order, so a gradient check can substitute them.
 inline std::vector<Tensor*> slots_of(GATConv& conv) {
   std::vector<Tensor*> slots{&conv.lin->weight, &conv.att_src, &conv.att_dst};

@@ -56,7 +56,8 @@ CheckpointInfo sample_info() {
   info.model.heads = 5;
   info.model.output_heads = 2;
   info.model.dropout = 0.125;
-  info.model.value_dropout = 0.1;  // not exactly representable: the text must round-trip
+  info.model.layer = AttentionLayer::gatv2;
+  info.model.value_dropout = 0.0;
   info.model.negative_slope = 0.3;
   info.model.dtype = DType::f64;
   info.seed = 18446744073709551615ull;
@@ -105,6 +106,16 @@ TEST(Cli, FlagsReachTheirFields) {
   EXPECT_TRUE(parse({"--help"}).help);
 }
 
+TEST(Cli, ModelChoosesTheLayerAndGATv2HasNoValueDropout) {
+  EXPECT_EQ(parse({}).model.layer, AttentionLayer::gat);
+  EXPECT_EQ(parse({"--model", "gat"}).model.value_dropout, 0.6);
+  const cli::Flags v2 = parse({"--model", "gatv2"});
+  EXPECT_EQ(v2.model.layer, AttentionLayer::gatv2);
+  EXPECT_EQ(v2.model.value_dropout, 0.0);  // the recipe's 0.6 is GATConv's
+  EXPECT_EQ(v2.model.dropout, 0.6);
+  EXPECT_EQ(parse({"--model", "gatv2", "--value-dropout", "0"}).model.layer, AttentionLayer::gatv2);
+}
+
 TEST(Cli, TheEnvironmentComesInThroughTheProgram) {
   EXPECT_TRUE(cli::cuda_graphs_enabled(nullptr));
   for (const char* on : {"1", "on", "true", ""}) EXPECT_TRUE(cli::cuda_graphs_enabled(on)) << on;
@@ -151,6 +162,8 @@ TEST(Cli, NumbersAreParsedWholeAndWithinReadableRanges) {
       {{"--dataset", ""}, "--dataset: the value is empty"},
       {{"--data-dir", ""}, "--data-dir: the value is empty"},
       {{"--device", "tpu"}, "--device"},
+      {{"--model", "gat3"}, "--model: gat3 not in {gat,gatv2}"},
+      {{"--model", "gatv2", "--value-dropout", "0.5"}, "--value-dropout 0.5 with --model gatv2: GATv2Conv has no value dropout"},
       {{"--load", "a", "--save", "b"}, "--save excludes --load"},
       {{"--no-such-flag"}, "--no-such-flag"},
   };
@@ -173,13 +186,19 @@ TEST(CheckpointMetadata, EveryFieldRoundTrips) {
   const CheckpointInfo info = sample_info();
   const io::Metadata m = info.to_metadata();
   EXPECT_EQ(m.at("format"), "gat_train");
-  EXPECT_EQ(m.at("value_dropout"), "0.1");
+  EXPECT_EQ(m.at("layer"), "gatv2");
   const CheckpointInfo back = CheckpointInfo::from_metadata(m, "ckpt");
   EXPECT_EQ(back, info);
-  EXPECT_EQ(back.model.value_dropout, 0.1);  // was written and never read back
+  EXPECT_EQ(back.model.layer, AttentionLayer::gatv2);
   EXPECT_EQ(back.model.dtype, DType::f64);
   // Each field on its own: a change to any one is seen by the round trip.
   CheckpointInfo other = info;
+  other.model.layer = AttentionLayer::gat;
+  other.model.value_dropout = 0.1;  // not exactly representable: the text must round-trip
+  EXPECT_EQ(other.to_metadata().at("value_dropout"), "0.1");
+  EXPECT_EQ(CheckpointInfo::from_metadata(other.to_metadata(), "ckpt").model.value_dropout, 0.1);
+  EXPECT_EQ(CheckpointInfo::from_metadata(other.to_metadata(), "ckpt").model.layer, AttentionLayer::gat);
+  EXPECT_FALSE(CheckpointInfo::from_metadata(other.to_metadata(), "ckpt") == info);
   other.model.value_dropout = 0.2;
   EXPECT_EQ(CheckpointInfo::from_metadata(other.to_metadata(), "ckpt").model.value_dropout, 0.2);
   EXPECT_FALSE(CheckpointInfo::from_metadata(other.to_metadata(), "ckpt") == info);
@@ -187,6 +206,10 @@ TEST(CheckpointMetadata, EveryFieldRoundTrips) {
   io::Metadata old = m;
   old.erase("dtype");
   EXPECT_EQ(CheckpointInfo::from_metadata(old, "ckpt").model.dtype, DType::f32);
+  // Older checkpoints have no layer: GATConv's.
+  io::Metadata gat_only = other.to_metadata();
+  gat_only.erase("layer");
+  EXPECT_EQ(CheckpointInfo::from_metadata(gat_only, "ckpt").model.layer, AttentionLayer::gat);
 }
 
 TEST(CheckpointMetadata, ReadingValidatesEveryValue) {
@@ -210,6 +233,8 @@ TEST(CheckpointMetadata, ReadingValidatesEveryValue) {
       {"in_features", "-3", "in_features -3 is outside [1, 2147483647]"},
       {"num_classes", "4294967296", "num_classes 4294967296 is outside [1, 2147483647]"},
       {"dtype", "i32", "'dtype' = 'i32' is not f32 or f64"},
+      {"layer", "gatv3", "ckpt: metadata 'layer' = 'gatv3' is not gat or gatv2"},
+      {"value_dropout", "0.5", "value_dropout 0.5 with layer gatv2: GATv2Conv has no value dropout"},
       {"seed", "-1", "'seed' = -1 is not an integer in [0, 2^64)"},
       {"best_epoch", "0", "best_epoch 0 is outside [1, 2147483647]"},
       {"test_acc", "1.5", "test_acc 1.5 is outside [0, 1]"},

@@ -29,58 +29,18 @@ namespace {
 std::vector<double> reference_gat_conv(const GATConv& conv, const std::vector<double>& x, int64_t N,
                                        const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {
   const GATConvOptions& o = conv.options();
-  const int64_t in = o.in_channels, H = o.heads, F = o.out_channels, HF = H * F;
-  const std::vector<double> W = conv.lin->weight.to_vector<double>();  // (in, H*F)
+  const int64_t H = o.heads, F = o.out_channels, HF = H * F;
+  const std::vector<double> wh = reference_affine(x, N, conv.lin->weight.to_vector<double>(), HF);  // (N, H*F)
   const std::vector<double> as = conv.att_src.to_vector<double>(), ad = conv.att_dst.to_vector<double>();
-  std::vector<double> wh(static_cast<size_t>(N * HF), 0.0);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < HF; ++c)
-      for (int64_t k = 0; k < in; ++k) wh[n * HF + c] += x[n * in + k] * W[k * HF + c];
-  // Edges without self loops, then one loop per node.
-  std::vector<int32_t> s, d;
-  for (size_t e = 0; e < src.size(); ++e)
-    if (src[e] != dst[e]) s.push_back(src[e]), d.push_back(dst[e]);
-  for (int32_t n = 0; n < N; ++n) s.push_back(n), d.push_back(n);
-  std::vector<double> agg(static_cast<size_t>(N * HF), 0.0);
-  for (int64_t h = 0; h < H; ++h) {
-    auto dot = [&](const std::vector<double>& a, int64_t n) {
-      double r = 0;
-      for (int64_t f = 0; f < F; ++f) r += wh[n * HF + h * F + f] * a[h * F + f];
-      return r;
-    };
-    std::vector<double> score(s.size()), mx(static_cast<size_t>(N), -INFINITY), z(static_cast<size_t>(N), 0.0);
-    for (size_t e = 0; e < s.size(); ++e) {
-      const double v = dot(as, s[e]) + dot(ad, d[e]);
-      score[e] = v > 0 ? v : o.negative_slope * v;
-      mx[d[e]] = std::max(mx[d[e]], score[e]);
-    }
-    for (size_t e = 0; e < s.size(); ++e) z[d[e]] += std::exp(score[e] - mx[d[e]]);
-    for (size_t e = 0; e < s.size(); ++e) {
-      const double a = std::exp(score[e] - mx[d[e]]) / z[d[e]];
-      for (int64_t f = 0; f < F; ++f) agg[d[e] * HF + h * F + f] += a * wh[s[e] * HF + h * F + f];
-    }
-  }
-  const int64_t C = conv.out_features();
-  std::vector<double> out(static_cast<size_t>(N * C), 0.0);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t f = 0; f < F; ++f) {
-        const double v = agg[n * HF + h * F + f];
-        if (o.concat) out[n * C + h * F + f] = v;
-        else out[n * C + f] += v / static_cast<double>(H);
-      }
-  if (conv.res) {
-    const std::vector<double> R = conv.res->weight.to_vector<double>();  // (in, C)
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t k = 0; k < in; ++k) out[n * C + c] += x[n * in + k] * R[k * C + c];
-  }
-  if (conv.bias.defined()) {
-    const std::vector<double> b = conv.bias.to_vector<double>();
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t c = 0; c < C; ++c) out[n * C + c] += b[c];
-  }
-  return out;
+  auto score = [&](int32_t j, int32_t i, int64_t h) {  // LeakyReLU(a_src . Wh_j + a_dst . Wh_i)
+    double v = 0;
+    for (int64_t f = 0; f < F; ++f) v += wh[j * HF + h * F + f] * as[h * F + f] + wh[i * HF + h * F + f] * ad[h * F + f];
+    return v > 0 ? v : o.negative_slope * v;
+  };
+  const std::vector<double> residual =
+      conv.res ? reference_affine(x, N, conv.res->weight.to_vector<double>(), conv.out_features()) : std::vector<double>{};
+  return reference_attention_layer(src, dst, N, true, H, F, score, wh, o.concat, residual,
+                                   conv.bias.defined() ? conv.bias.to_vector<double>() : std::vector<double>{});
 }
 
 void check_conv_gradients(const std::string& what, const GATConvOptions& options, bool training) {

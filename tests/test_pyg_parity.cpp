@@ -1,4 +1,5 @@
-// Parity with PyTorch Geometric: this project's layers against PyG's on the cases committed in
+// Parity with PyTorch Geometric: this project's GATConv and GATv2Conv against PyG's (the layer a
+// case's metadata names) on the cases committed in
 // tests/data/pyg_parity, which bench/pyg_parity.py computes with PyG in float64 (its header
 // describes the files; docs/parity.md how to regenerate them and the parameter mapping).
 //
@@ -20,6 +21,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -27,6 +29,7 @@
 #include "gat/framework/rng.h"
 #include "gat_testing.h"
 #include "gat/layers/gat_conv.h"
+#include "gat/layers/gatv2_conv.h"
 
 using namespace gat;
 using namespace gat::testing;
@@ -100,7 +103,7 @@ class Case {
 
 // A PyG parameter (or its gradient) in this project's layout `shape`, on the host in f64. A Linear
 // weight, NAME.weight, is (out, in) in PyG and (in, out) here: transposed. Every other tensor keeps
-// its elements in order: att_src and att_dst (1, H, F) -> (H, F), bias (C,) -> (C,).
+// its elements in order: att_src, att_dst and att (1, H, F) -> (H, F), bias (C,) -> (C,).
 Tensor to_project_layout(const std::string& pyg_name, const Tensor& pyg, const Shape& shape) {
   const std::vector<double> v = host_f64(pyg);
   const std::string weight = ".weight";
@@ -176,8 +179,10 @@ std::map<std::string, Tensor> backward(const Module& module, const Tensor& x, co
   return grads;
 }
 
-GATConvOptions gat_conv_options(const Case& c, DType dtype) {
-  GATConvOptions o;
+// The options both layers share, from the case's metadata.
+template <class Options>
+Options shared_options(const Case& c, DType dtype) {
+  Options o;
   o.in_channels = c.integer("in_channels");
   o.out_channels = c.integer("out_channels");
   o.heads = c.integer("heads");
@@ -187,33 +192,49 @@ GATConvOptions gat_conv_options(const Case& c, DType dtype) {
   o.add_self_loops = c.flag("add_self_loops");
   o.bias = c.flag("bias");
   o.residual = c.flag("residual");
+  o.dtype = dtype;
+  return o;
+}
+
+GATConvOptions gat_conv_options(const Case& c, DType dtype) {
+  GATConvOptions o = shared_options<GATConvOptions>(c, dtype);
   if (c.has_metadata("edge_dim")) {  // fill_value: a JSON string ("mean") or number
     o.edge_dim = c.integer("edge_dim");
     std::string fill = c.text("fill_value");
     if (fill.size() >= 2 && fill.front() == '"' && fill.back() == '"') fill = fill.substr(1, fill.size() - 2);
     o.fill_value = ops::SelfLoopFill::parse(fill);
   }
-  o.dtype = dtype;
   return o;
 }
 
-Pass run_gat_conv(const Case& c, const GATConvOptions& options, Device device) {
+GATv2ConvOptions gatv2_conv_options(const Case& c, DType dtype) {
+  GATv2ConvOptions o = shared_options<GATv2ConvOptions>(c, dtype);
+  o.share_weights = c.flag("share_weights");
+  return o;
+}
+
+// Layer (GATConv or GATv2Conv) built with `options` and the case's PyG weights, run on the case.
+template <class Layer, class Options>
+Pass run_layer(const Case& c, const Options& options, Device device) {
   Generator init(0), gen(1);  // init's draws are overwritten; gen is unused with dropout 0
-  GATConv conv(options, init);
+  Layer conv(options, init);
   conv.to(device);
   load_pyg_parameters(conv, c);
   const Tensor& x_pyg = c.tensor("input.x");
   Tensor x = x_pyg.to(options.dtype).to(device).clone();  // a leaf of its own
   x.set_requires_grad();
   const Graph graph = case_graph(c, x_pyg.size(0)).to(device);
-  Tensor edge_attr;  // (E, D) in the graph's edge order
-  if (options.edge_dim > 0) {
-    edge_attr = in_graph_order(c, c.tensor("input.edge_attr")).to(options.dtype).to(device);
-    edge_attr.set_requires_grad();
+  Tensor edge_attr;  // (E, D) in the graph's edge order: GATConv's edge features
+  if constexpr (std::is_same_v<Layer, GATConv>) {
+    if (options.edge_dim > 0) {
+      edge_attr = in_graph_order(c, c.tensor("input.edge_attr")).to(options.dtype).to(device);
+      edge_attr.set_requires_grad();
+    }
   }
-  GATConv::Attention attention;
+  typename Layer::Attention attention;
   Pass pass;
-  pass.out = conv.forward(x, graph, edge_attr, gen, &attention);
+  if constexpr (std::is_same_v<Layer, GATConv>) pass.out = conv.forward(x, graph, edge_attr, gen, &attention);
+  else pass.out = conv.forward(x, graph, gen, &attention);
   pass.attention_graph = attention.graph;
   pass.attention = attention.weights;
   pass.grads = backward(conv, x, pass.out, c);
@@ -221,10 +242,19 @@ Pass run_gat_conv(const Case& c, const GATConvOptions& options, Device device) {
   return pass;
 }
 
-// The layer the case names, on `device` in `dtype`.
-Pass run_case(const Case& c, Device device, DType dtype) {
+// The layer the case names, on `device` in `dtype`; `slope_offset` is added to its negative slope.
+Pass run_case(const Case& c, Device device, DType dtype, double slope_offset = 0.0) {
   const std::string& layer = c.text("layer");
-  if (layer == "GATConv") return run_gat_conv(c, gat_conv_options(c, dtype), device);
+  if (layer == "GATConv") {
+    GATConvOptions options = gat_conv_options(c, dtype);
+    options.negative_slope += slope_offset;
+    return run_layer<GATConv>(c, options, device);
+  }
+  if (layer == "GATv2Conv") {
+    GATv2ConvOptions options = gatv2_conv_options(c, dtype);
+    options.negative_slope += slope_offset;
+    return run_layer<GATv2Conv>(c, options, device);
+  }
   GAT_FAIL("case ", c.name(), ": no parity runner for layer '", layer, "'");
 }
 
@@ -301,14 +331,11 @@ TEST_P(PygParity, CudaF32) {
   expect_parity(GetParam(), Device::cuda, DType::f32);
 }
 
-// The comparison can fail: GATConv with a negative slope 0.01 off PyG's gives another output
-// (every case has raw edge scores of both signs, which bench/pyg_parity.py checks).
+// The comparison can fail: the layer with a negative slope 0.01 off PyG's gives another output
+// (every case has LeakyReLU inputs of both signs, which bench/pyg_parity.py checks).
 TEST_P(PygParity, AnotherNegativeSlopeDisagrees) {
   const Case c(GetParam());
-  if (c.text("layer") != "GATConv") GTEST_SKIP() << "not a GATConv case";
-  GATConvOptions options = gat_conv_options(c, DType::f64);
-  options.negative_slope += 0.01;
-  const Pass pass = run_gat_conv(c, options, Device::cpu);
+  const Pass pass = run_case(c, Device::cpu, DType::f64, 0.01);
   EXPECT_GT(rel_error(pass.out, c.tensor("out")), 10 * kF32Tolerance);
 }
 
@@ -320,6 +347,31 @@ INSTANTIATE_TEST_SUITE_P(Cases, PygParity, ::testing::ValuesIn(case_names()),
                            return name;
                          });
 
+// The options a case has, as the coverage tests name them.
+template <class Options>
+std::set<std::string> shared_option_values(const Case& c, const Options& o) {
+  std::set<std::string> seen{o.heads == 1 ? "one head" : "several heads", o.concat ? "concat" : "mean",
+                             o.add_self_loops ? "self loops" : "no self loops", o.bias ? "bias" : "no bias",
+                             o.residual ? "residual" : "no residual",
+                             "negative slope " + std::to_string(o.negative_slope)};
+  if (case_graph(c, c.tensor("input.x").size(0)).max_in_degree() > 64) seen.insert("hub");
+  return seen;
+}
+
+// Every value in `seen`, and at least two negative slopes.
+void expect_covered(const std::string& layer, const std::set<std::string>& seen,
+                    const std::vector<std::string>& values) {
+  for (const std::string& value : values) EXPECT_TRUE(seen.count(value)) << "no " << layer << " case has " << value;
+  EXPECT_GE(std::count_if(seen.begin(), seen.end(),
+                          [](const std::string& s) { return s.rfind("negative slope", 0) == 0; }),
+            2)
+      << "the " << layer << " cases have one negative slope only";
+}
+
+const std::vector<std::string> kSharedOptionValues{"one head", "several heads", "concat", "mean",
+                                                   "self loops", "no self loops", "bias", "no bias",
+                                                   "residual", "no residual", "hub"};
+
 // The cases cover every GATConv option value this project's GATConv shares with PyG's (dropout
 // aside), and a hub row longer than 64 edges (cut into chunks on the GPU).
 TEST(PygParityCases, CoverEveryGATConvOption) {
@@ -328,30 +380,36 @@ TEST(PygParityCases, CoverEveryGATConvOption) {
     const Case c(name);
     if (c.text("layer") != "GATConv") continue;
     const GATConvOptions o = gat_conv_options(c, DType::f64);
-    seen.insert(o.heads == 1 ? "one head" : "several heads");
-    seen.insert(o.concat ? "concat" : "mean");
-    seen.insert(o.add_self_loops ? "self loops" : "no self loops");
-    seen.insert(o.bias ? "bias" : "no bias");
-    seen.insert(o.residual ? "residual" : "no residual");
-    seen.insert("negative slope " + std::to_string(o.negative_slope));
+    const std::set<std::string> values = shared_option_values(c, o);
+    seen.insert(values.begin(), values.end());
     if (o.edge_dim > 0) {
       seen.insert(o.add_self_loops ? "edge features with self loops" : "edge features without self loops");
       seen.insert(std::string("edge features, ") + (o.heads == 1 ? "one head" : "several heads"));
       if (o.add_self_loops) seen.insert("fill_value " + o.fill_value.name());
     }
-    if (case_graph(c, c.tensor("input.x").size(0)).max_in_degree() > 64) seen.insert("hub");
   }
-  for (const char* option : {"one head", "several heads", "concat", "mean", "self loops",
-                             "no self loops", "bias", "no bias", "residual", "no residual", "hub",
-                             "edge features with self loops", "edge features without self loops",
-                             "edge features, one head", "edge features, several heads",
-                             "fill_value mean", "fill_value add", "fill_value min", "fill_value max",
-                             "fill_value mul", "fill_value 0.5"})
-    EXPECT_TRUE(seen.count(option)) << "no case has " << option;
-  EXPECT_GE(std::count_if(seen.begin(), seen.end(),
-                          [](const std::string& s) { return s.rfind("negative slope", 0) == 0; }),
-            2)
-      << "the cases have one negative slope only";
+  std::vector<std::string> values = kSharedOptionValues;
+  values.insert(values.end(), {"edge features with self loops", "edge features without self loops",
+                               "edge features, one head", "edge features, several heads",
+                               "fill_value mean", "fill_value add", "fill_value min", "fill_value max",
+                               "fill_value mul", "fill_value 0.5"});
+  expect_covered("GATConv", seen, values);
+}
+
+// Likewise for GATv2Conv, with share_weights on and off.
+TEST(PygParityCases, CoverEveryGATv2ConvOption) {
+  std::set<std::string> seen;
+  for (const std::string& name : case_names()) {
+    const Case c(name);
+    if (c.text("layer") != "GATv2Conv") continue;
+    const GATv2ConvOptions o = gatv2_conv_options(c, DType::f64);
+    const std::set<std::string> values = shared_option_values(c, o);
+    seen.insert(values.begin(), values.end());
+    seen.insert(o.share_weights ? "shared weights" : "separate weights");
+  }
+  std::vector<std::string> values = kSharedOptionValues;
+  values.insert(values.end(), {"shared weights", "separate weights"});
+  expect_covered("GATv2Conv", seen, values);
 }
 
 }  // namespace

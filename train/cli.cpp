@@ -51,6 +51,10 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
       ->default_str(env.data_dir_default)
       ->check(kNonEmpty);
   app.add_option("--device", flags.device, "where to train")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_option("--model", flags.model_name,
+                 "the attention layer: gat (GATConv, Velickovic et al. 2018) or gatv2 (GATv2Conv, "
+                 "Brody et al. 2022; no value dropout)")
+      ->check(CLI::IsMember({"gat", "gatv2"}));
   app.add_option("--epochs", t.max_epochs, "maximum epochs (early stopping ends sooner)")
       ->check(within(TrainOptions::kEpochsRange));
   app.add_option("--patience", t.patience, "epochs without improvement before stopping")
@@ -132,6 +136,13 @@ Flags parse(int argc, const char* const* argv, const Environment& env) {
     throw UsageError(e.what());
   }
   flags.dataset_given = app.count("--dataset") > 0;
+  if (flags.model_name == attention_layer_name(AttentionLayer::gatv2)) {
+    flags.model.layer = AttentionLayer::gatv2;
+    if (app.count("--value-dropout") == 0) flags.model.value_dropout = 0.0;
+    if (flags.model.value_dropout != 0.0)
+      throw UsageError(detail::concat("--value-dropout ", flags.model.value_dropout,
+                                      " with --model gatv2: GATv2Conv has no value dropout"));
+  }
   const Recipe recipe = recipe_for(flags.dataset);
   if (app.count("--output-heads") == 0) flags.model.output_heads = recipe.output_heads;
   if (app.count("--lr") == 0) flags.train.lr = recipe.lr;

@@ -22,7 +22,8 @@ struct Flags {
   bool dataset_given = false;  // --dataset was given (with --load: else the checkpoint's dataset)
   std::string data_dir;        // empty: the library's default (datasets/registry.h)
   std::string device = "auto";
-  GATConfig model;             // hidden, heads, output_heads, dropout, value_dropout; in_features
+  std::string model_name = "gat";  // --model: gat | gatv2, parsed into model.layer
+  GATConfig model;             // layer, hidden, heads, output_heads, dropout, value_dropout; in_features
                                // and num_classes come from the dataset
   TrainOptions train;          // lr, weight_decay, max_epochs, patience, sparse_max_density, cuda_graphs
   uint64_t seed = 0;           // of the first run; run r uses seed + r
@@ -54,7 +55,8 @@ class UsageError : public std::runtime_error {
 };
 
 // argv[0] is the program name. The dataset's recipe (recipe_for, train/trainer.h) gives
-// --output-heads, --lr and --weight-decay where they are left out. Every number is parsed whole (no "1e23" for an integer, no NaN or
+// --output-heads, --lr and --weight-decay where they are left out; --model gatv2 makes
+// --value-dropout 0 (and refuses another value). Every number is parsed whole (no "1e23" for an integer, no NaN or
 // infinity) and checked against its range; paths may not be empty; --seed + --runs - 1 must fit.
 Flags parse(int argc, const char* const* argv, const Environment& env = {});
 

@@ -147,6 +147,13 @@ int train_runs(const Flags& flags, Device device) {
   config.num_classes = data.num_classes;
   config.edge_dim = data.num_edge_features();
   config.validate(flags.dataset);
+  if (!flags.resume.empty()) {  // the parameters' names and shapes would disagree further down
+    const GATConfig saved =
+        GATConfig::from_metadata(io::load_safetensors(flags.resume).metadata, "--resume " + flags.resume);
+    GAT_CHECK(saved.layer == config.layer, "--resume ", flags.resume, ": the run trained ",
+              attention_layer_name(saved.layer), " layers, these flags ask for ", attention_layer_name(config.layer),
+              " (--model)");
+  }
   TrainOptions options = flags.train;
   options.checkpoints.path = flags.checkpoint;
   options.checkpoints.every = flags.checkpoint_every;
@@ -229,7 +236,7 @@ int train_runs(const Flags& flags, Device device) {
         {"threads", omp_get_max_threads()}, {"cuda_graphs", graph_notes},
         {"nodes", data.graph.num_nodes()}, {"edges", data.graph.num_edges() - data.graph.count_self_loops()},  // the dataset's, without the added loops
         {"peak_device_bytes", cuda::peak_memory_allocated()}, {"peak_host_bytes", peak_host_bytes()},
-        {"config", {{"hidden", config.hidden}, {"heads", config.heads}, {"output_heads", config.output_heads},
+        {"config", {{"model", attention_layer_name(config.layer)}, {"hidden", config.hidden}, {"heads", config.heads}, {"output_heads", config.output_heads},
                     {"dropout", config.dropout}, {"value_dropout", config.value_dropout}, {"lr", flags.train.lr},
                     {"weight_decay", flags.train.weight_decay}, {"patience", flags.train.patience},
                     {"max_epochs", flags.train.max_epochs}}}};

@@ -1,0 +1,50 @@
+#include "gat/layers/graph_attention.h"
+
+#include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/head_mean.h"
+#include "gat/framework/ops/reshape.h"
+
+namespace gat {
+
+void check_attention_options(const char* layer, int64_t in_channels, int64_t out_channels,
+                             int64_t heads, double dropout) {
+  GAT_CHECK(in_channels > 0 && out_channels > 0 && heads > 0, layer, ": in_channels ", in_channels,
+            ", out_channels ", out_channels, " and heads ", heads, " must be positive");
+  GAT_CHECK(dropout >= 0.0 && dropout < 1.0, layer, ": attention dropout ", dropout,
+            " is outside [0, 1)");
+  checked_mul(heads, out_channels, detail::concat(layer, ": heads x out_channels").c_str());
+}
+
+void check_attention_input(const char* layer, const Features& x, const Graph& graph,
+                           int64_t in_channels) {
+  const int64_t N = graph.num_nodes();
+  if (!x.is_sparse()) check_dim(layer, "x", x.dense(), 2);
+  GAT_CHECK(x.rows() == N && x.cols() == in_channels, layer, ": 'x' ", x.describe(), " must be (",
+            N, ", ", in_channels, ") for a graph of ", N, " nodes and ", in_channels,
+            " input channels");
+}
+
+const Graph& SelfLoopedGraph::of(const Graph& graph) {
+  if (graph.one_self_loop_per_node()) {  // built with its loops (e.g. by the trainer): no copy
+    input_ = looped_ = Graph();
+    return graph;
+  }
+  if (!input_.row_ptr().defined() || !input_.row_ptr().same(graph.row_ptr()) ||
+      !input_.edge_src().same(graph.edge_src())) {
+    looped_ = graph.with_self_loops();
+    input_ = graph;
+  }
+  return looped_;
+}
+
+Tensor combine_heads(const Tensor& heads, bool concat, const Tensor& residual, const Tensor& bias) {
+  const int64_t N = heads.size(0), H = heads.size(1), F = heads.size(2);
+  const bool bias_in_mean = !concat && !residual.defined() && bias.defined();
+  Tensor out = concat ? ops::reshape(heads, {N, H * F})
+                      : ops::head_mean(heads, bias_in_mean ? bias : Tensor());  // (N, out)
+  if (residual.defined()) out = ops::add(out, residual);
+  if (bias.defined() && !bias_in_mean) out = ops::add_bias(out, bias);
+  return out;
+}
+
+}  // namespace gat

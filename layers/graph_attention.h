@@ -1,0 +1,50 @@
+// What the graph attention layers (GATConv, GATv2Conv) share: their option checks, the input
+// check, the graph with self loops they run on, the attention weights they return on request,
+// and how the aggregated heads become the layer's output.
+#pragma once
+
+#include <cstdint>
+
+#include "gat/framework/graph.h"
+#include "gat/framework/sparse.h"
+#include "gat/framework/tensor.h"
+
+namespace gat {
+
+// Attention weights without dropout: the softmax of the edge scores over every node's incoming
+// edges. `graph` is the graph they belong to (with self loops when add_self_loops), `weights`
+// (E, H) in its edge order. No autograd.
+struct AttentionWeights {
+  Graph graph;
+  Tensor weights;  // (E, H)
+};
+
+// Throws a gat::Error starting with `layer` unless in_channels, out_channels (F) and heads (H)
+// are positive, H * F fits and the attention dropout rate is in [0, 1).
+void check_attention_options(const char* layer, int64_t in_channels, int64_t out_channels,
+                             int64_t heads, double dropout);
+
+// Throws a gat::Error starting with `layer` unless x is (graph.num_nodes(), in_channels).
+void check_attention_input(const char* layer, const Features& x, const Graph& graph,
+                           int64_t in_channels);
+
+// The graph a layer with add_self_loops runs on: graph.with_self_loops() (existing loops removed,
+// one per node added). That is the input graph itself when it already has one self loop per node
+// (build the looped graph once and pass it, as gat_train does: no second graph), else a looped
+// copy built once per input graph and kept until another graph comes.
+class SelfLoopedGraph {
+ public:
+  const Graph& of(const Graph& graph);
+
+ private:
+  Graph input_;   // the last input graph seen without one loop per node ...
+  Graph looped_;  // ... and its with_self_loops()
+};
+
+// A layer's output from its aggregated heads (N, H, F):
+//   concat ? heads viewed (N, H*F) : the mean over heads (N, F);  + residual;  + bias
+// residual (N, out) and bias (out,) may be undefined. Averaged heads take the bias in the same
+// kernel (ops::head_mean) when there is no residual to add before it.
+Tensor combine_heads(const Tensor& heads, bool concat, const Tensor& residual, const Tensor& bias);
+
+}  // namespace gat

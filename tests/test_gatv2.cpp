@@ -1,0 +1,333 @@
+// GATv2Conv and the GAT model with GATv2Conv layers: forward against a naive reference (PyG's
+// GATv2Conv written out with loops), each option's effect, gradient checks with respect to the
+// input and every parameter over option sets, attention weights, errors, parameter names and
+// initialisation as PyG's, and the model's layer kind.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gat/framework/autograd.h"
+#include "gat/layers/gatv2_conv.h"
+#include "gat/models/gat.h"
+#include "gat_testing.h"
+#include "gradcheck.h"
+
+using namespace gat;
+using namespace gat::testing;
+
+namespace {
+
+GATv2ConvOptions v2_options(int64_t in, int64_t out, int64_t heads, bool concat, bool share_weights,
+                            bool residual, double dropout = 0.0) {
+  GATv2ConvOptions o;
+  o.in_channels = in;
+  o.out_channels = out;
+  o.heads = heads;
+  o.concat = concat;
+  o.share_weights = share_weights;
+  o.residual = residual;
+  o.dropout = dropout;
+  o.dtype = DType::f64;
+  return o;
+}
+
+// x W + b of a Linear, in double.
+std::vector<double> affine(const std::vector<double>& x, int64_t N, const Linear& lin) {
+  return reference_affine(x, N, lin.weight.to_vector<double>(), lin.out_features(),
+                          lin.bias.defined() ? lin.bias.to_vector<double>() : std::vector<double>{});
+}
+
+// PyG's GATv2Conv with plain loops over an edge list (no dropout), in double: out (N, C).
+std::vector<double> reference_gatv2_conv(const GATv2Conv& conv, const std::vector<double>& x, int64_t N,
+                                         const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {
+  const GATv2ConvOptions& o = conv.options();
+  const int64_t H = o.heads, F = o.out_channels, HF = H * F;
+  const std::vector<double> xl = affine(x, N, *conv.lin_l), xr = affine(x, N, *conv.lin_r);
+  const std::vector<double> att = conv.att.to_vector<double>();
+  auto score = [&](int32_t j, int32_t i, int64_t h) {  // att . LeakyReLU(xl_j + xr_i)
+    double v = 0;
+    for (int64_t f = 0; f < F; ++f) {
+      const double t = xl[j * HF + h * F + f] + xr[i * HF + h * F + f];
+      v += att[h * F + f] * (t > 0 ? t : o.negative_slope * t);
+    }
+    return v;
+  };
+  return reference_attention_layer(src, dst, N, o.add_self_loops, H, F, score, xl, o.concat,
+                                   conv.res ? affine(x, N, *conv.res) : std::vector<double>{},
+                                   conv.bias.defined() ? conv.bias.to_vector<double>() : std::vector<double>{});
+}
+
+// The parameter slots of a GATv2Conv (lin_r's only when it is its own), for gradient checks.
+std::vector<Tensor*> v2_slots(GATv2Conv& conv) {
+  std::vector<Tensor*> slots{&conv.lin_l->weight, &conv.att};
+  if (conv.lin_l->bias.defined()) slots.push_back(&conv.lin_l->bias);
+  if (conv.lin_r != conv.lin_l) {
+    slots.push_back(&conv.lin_r->weight);
+    if (conv.lin_r->bias.defined()) slots.push_back(&conv.lin_r->bias);
+  }
+  if (conv.bias.defined()) slots.push_back(&conv.bias);
+  if (conv.res) slots.push_back(&conv.res->weight);
+  return slots;
+}
+
+void check_v2_gradients(const std::string& what, const GATv2ConvOptions& options) {
+  std::mt19937_64 rng(11);
+  const int64_t N = 7;
+  const Graph graph = small_graph(N, rng);
+  Generator init(5);
+  GATv2Conv conv(options, init);
+  if (conv.bias.defined()) conv.bias = random_tensor(conv.bias.shape(), rng);
+  const std::vector<Tensor*> slots = v2_slots(conv);
+  ASSERT_EQ(slots.size(), conv.named_parameters().size()) << what;
+  expect_gradients_match(what, with_slots(slots, [&](const Tensor& x) {
+                           Generator gen(99);  // the same dropout mask in every evaluation
+                           return conv.forward(x, graph, gen);
+                         }),
+                         gradcheck_inputs(random_tensor({N, options.in_channels}, rng), slots));
+}
+
+}  // namespace
+
+TEST(GATv2Conv, MatchesANaiveReferenceOverOptions) {
+  std::mt19937_64 rng(3);
+  const int64_t N = 9;
+  const Graph graph = small_graph(N, rng);
+  const Tensor x = random_tensor({N, 5}, rng);
+  for (bool concat : {true, false})
+    for (bool share : {false, true})
+      for (bool residual : {false, true})
+        for (bool loops : {true, false}) {
+          GATv2ConvOptions o = v2_options(5, 4, 3, concat, share, residual);
+          o.add_self_loops = loops;
+          o.negative_slope = loops ? 0.2 : 0.05;
+          Generator init(1);
+          GATv2Conv conv(o, init);
+          conv.bias = random_tensor(conv.bias.shape(), rng);
+          Generator gen(0);
+          const std::vector<double> got = conv.forward(x, graph, gen).to_vector<double>();
+          const std::vector<double> want =
+              reference_gatv2_conv(conv, x.to_vector<double>(), N, graph.sources(), graph.destinations());
+          ASSERT_EQ(got.size(), static_cast<size_t>(N * (concat ? 12 : 4)));
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(got[i], want[i], 1e-12) << "concat " << concat << " share " << share << " residual "
+                                                << residual << " loops " << loops << " i " << i;
+        }
+}
+
+// The score depends on the destination's own projection (what GATv2 adds to GAT): changing lin_r
+// changes the output, and with share_weights lin_r is lin_l itself.
+TEST(GATv2Conv, DestinationProjectionEntersTheScoresAndShareWeightsUsesOneProjection) {
+  std::mt19937_64 rng(5);
+  const int64_t N = 8;
+  const Graph graph = small_graph(N, rng);
+  const Tensor x = random_tensor({N, 4}, rng);
+  Generator init(2);
+  GATv2Conv conv(v2_options(4, 3, 2, true, false, false), init);
+  ASSERT_NE(conv.lin_r, conv.lin_l);
+  Generator gen(0);
+  const std::vector<double> before = conv.forward(x, graph, gen).to_vector<double>();
+  conv.lin_r->weight = random_tensor(conv.lin_r->weight.shape(), rng);
+  EXPECT_NE(conv.forward(x, graph, gen).to_vector<double>(), before);
+
+  Generator init_shared(2);
+  GATv2Conv shared(v2_options(4, 3, 2, true, true, false), init_shared);
+  EXPECT_EQ(shared.lin_r, shared.lin_l);
+  // The same as a layer of two projections that happen to be equal.
+  Generator init_two(2);
+  GATv2Conv two(v2_options(4, 3, 2, true, false, false), init_two);
+  two.lin_l->weight = shared.lin_l->weight;
+  two.lin_l->bias = shared.lin_l->bias;
+  two.lin_r->weight = shared.lin_l->weight;
+  two.lin_r->bias = shared.lin_l->bias;
+  two.att = shared.att;
+  EXPECT_EQ(shared.forward(x, graph, gen).to_vector<double>(), two.forward(x, graph, gen).to_vector<double>());
+}
+
+TEST(GATv2Conv, ParametersNamedAndInitialisedAsPyG) {
+  Generator init(2);
+  GATv2ConvOptions o = v2_options(300, 50, 4, true, false, true);
+  GATv2Conv conv(o, init);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : conv.named_parameters()) names.push_back(name + " " + shape_str(p.shape()));
+  EXPECT_EQ(names, (std::vector<std::string>{"att (4, 50)", "bias (200,)", "lin_l.weight (300, 200)",
+                                             "lin_l.bias (200,)", "lin_r.weight (300, 200)", "lin_r.bias (200,)",
+                                             "res.weight (300, 200)"}));
+  auto max_abs = [](const Tensor& t) {
+    double m = 0;
+    for (double v : t.to_vector<double>()) m = std::max(m, std::abs(v));
+    return m;
+  };
+  const double lin_bound = std::sqrt(6.0 / (300 + 200)), bias_bound = 1.0 / std::sqrt(300.0),
+               att_bound = std::sqrt(6.0 / (4 + 50));
+  for (const Tensor* w : {&conv.lin_l->weight, &conv.lin_r->weight, &conv.res->weight}) {
+    EXPECT_LE(max_abs(*w), lin_bound);
+    EXPECT_GT(max_abs(*w), 0.95 * lin_bound);
+  }
+  for (const Tensor* b : {&conv.lin_l->bias, &conv.lin_r->bias}) {  // PyG's Linear: U(+-1/sqrt(in))
+    EXPECT_LE(max_abs(*b), bias_bound);
+    EXPECT_GT(max_abs(*b), 0.8 * bias_bound);
+  }
+  EXPECT_NE(conv.lin_l->weight.to_vector<double>(), conv.lin_r->weight.to_vector<double>());
+  EXPECT_LE(max_abs(conv.att), att_bound);
+  EXPECT_GT(max_abs(conv.att), 0.8 * att_bound);
+  EXPECT_EQ(max_abs(conv.bias), 0.0);
+
+  o.share_weights = true;
+  o.concat = false;
+  o.residual = false;
+  o.bias = false;
+  Generator init_shared(2);
+  GATv2Conv shared(o, init_shared);
+  names.clear();
+  for (const auto& [name, p] : shared.named_parameters()) names.push_back(name + " " + shape_str(p.shape()));
+  EXPECT_EQ(names, (std::vector<std::string>{"att (4, 50)", "lin_l.weight (300, 200)"}));
+}
+
+TEST(GATv2Conv, AttentionWeightsAreTheSoftmaxOfTheReferenceScores) {
+  std::mt19937_64 rng(6);
+  const int64_t N = 8;
+  const Graph graph = small_graph(N, rng);
+  Generator init(1);
+  GATv2Conv conv(v2_options(4, 3, 2, true, false, false, 0.5), init);
+  const Tensor x = random_tensor({N, 4}, rng);
+  Generator gen(0);
+  GATv2Conv::Attention att;
+  const Tensor out = conv.forward(x, graph, gen, &att);
+  EXPECT_TRUE(out.requires_grad());
+  EXPECT_FALSE(att.weights.requires_grad());
+  EXPECT_EQ(att.graph.count_self_loops(), N);
+  ASSERT_EQ(att.weights.shape(), (Shape{att.graph.num_edges(), 2}));
+  // Without dropout, out = sum_e a[e] xl[src(e)]: the weights reproduce the eval-mode output.
+  conv.eval();
+  const std::vector<double> eval_out = conv.forward(x, graph, gen).to_vector<double>();
+  const std::vector<double> xl = affine(x.to_vector<double>(), N, *conv.lin_l);
+  const std::vector<double> w = att.weights.to_vector<double>();
+  const std::vector<int32_t> src = att.graph.sources(), dst = att.graph.destinations();
+  std::vector<double> rebuilt(eval_out.size(), 0.0);
+  for (size_t e = 0; e < src.size(); ++e)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t f = 0; f < 3; ++f) rebuilt[dst[e] * 6 + h * 3 + f] += w[e * 2 + h] * xl[src[e] * 6 + h * 3 + f];
+  const std::vector<double> b = conv.bias.to_vector<double>();
+  for (size_t i = 0; i < rebuilt.size(); ++i) EXPECT_NEAR(rebuilt[i] + b[i % 6], eval_out[i], 1e-12) << i;
+}
+
+TEST(GATv2Conv, AttentionDropoutOnlyInTrainingMode) {
+  std::mt19937_64 rng(6);
+  const int64_t N = 8;
+  const Graph graph = small_graph(N, rng);
+  Generator init(1);
+  GATv2Conv conv(v2_options(4, 3, 2, true, false, false, 0.5), init);
+  const Tensor x = random_tensor({N, 4}, rng);
+  Generator gen_a(0), gen_b(0), gen_c(1);
+  const std::vector<double> a = conv.forward(x, graph, gen_a).to_vector<double>();
+  EXPECT_EQ(gen_a.next_stream(), 1u);
+  EXPECT_EQ(conv.forward(x, graph, gen_b).to_vector<double>(), a);
+  EXPECT_NE(conv.forward(x, graph, gen_c).to_vector<double>(), a);
+  conv.eval();
+  Generator gen_d(0);
+  EXPECT_NE(conv.forward(x, graph, gen_d).to_vector<double>(), a);
+  EXPECT_EQ(gen_d.next_stream(), 0u);
+}
+
+TEST(GATv2Conv, AGraphWithOneLoopPerNodeIsUsedAsItIs) {
+  std::mt19937_64 rng(9);
+  const int64_t N = 6;
+  const Graph raw = Graph::from_edges(N, {0, 1, 2, 3, 4, 5, 1}, {1, 2, 3, 4, 5, 0, 1});
+  const Graph looped = raw.with_self_loops();
+  Generator init(1);
+  GATv2Conv conv(v2_options(3, 2, 2, true, false, false), init);
+  const Tensor x = random_tensor({N, 3}, rng);
+  Generator gen(0);
+  GATv2Conv::Attention from_raw, from_looped;
+  EXPECT_EQ(conv.forward(x, raw, gen, &from_raw).to_vector<double>(),
+            conv.forward(x, looped, gen, &from_looped).to_vector<double>());
+  EXPECT_EQ(from_raw.graph.num_edges(), 6 + N);
+  EXPECT_TRUE(from_looped.graph.edge_src().same(looped.edge_src()));  // no copy
+}
+
+TEST(GATv2Conv, RejectsBadOptionsAndInputsNamingThem) {
+  std::mt19937_64 rng(7);
+  const Graph graph = small_graph(5, rng);
+  Generator init(1), gen(0);
+  GATv2Conv conv(v2_options(4, 3, 2, true, false, false), init);
+  expect_error([&] { conv.forward(random_tensor({5, 6}, rng), graph, gen); },
+               {"GATv2Conv: 'x' f64 cpu (5, 6) must be (5, 4)"});
+  expect_error([&] { conv.forward(random_tensor({4, 4}, rng), graph, gen); }, {"GATv2Conv: 'x'", "5 nodes"});
+  EXPECT_THROW(conv.forward(random_tensor({5, 4}, rng, -1, 1, DType::f32), graph, gen), Error);
+  expect_error([&] { GATv2Conv(v2_options(4, 3, 0, true, false, false), init); },
+               {"GATv2Conv: in_channels 4, out_channels 3 and heads 0 must be positive"});
+  expect_error([&] { GATv2Conv(v2_options(4, 3, 2, true, false, false, 1.0), init); },
+               {"GATv2Conv: attention dropout 1 is outside [0, 1)"});
+  expect_error([&] { GATv2Conv(v2_options(4, int64_t{1} << 62, 8, true, false, false), init); },
+               {"GATv2Conv: heads x out_channels"});
+}
+
+TEST(GATv2Conv, GradientsConcatSeparateWeightsResidual) {
+  check_v2_gradients("GATv2Conv concat lin_l/lin_r residual", v2_options(5, 4, 3, true, false, true));
+}
+
+TEST(GATv2Conv, GradientsMeanSharedWeightsResidual) {
+  check_v2_gradients("GATv2Conv mean shared residual", v2_options(5, 4, 3, false, true, true));
+}
+
+TEST(GATv2Conv, GradientsConcatSharedWeightsNoResidual) {
+  check_v2_gradients("GATv2Conv concat shared", v2_options(5, 4, 2, true, true, false));
+}
+
+TEST(GATv2Conv, GradientsMeanSeparateWeightsWithAttentionDropout) {
+  check_v2_gradients("GATv2Conv mean dropout", v2_options(5, 4, 3, false, false, false, 0.5));
+}
+
+TEST(GATv2Conv, GradientsWithoutSelfLoopsOrBias) {
+  GATv2ConvOptions o = v2_options(5, 4, 2, true, false, true);
+  o.add_self_loops = false;  // node 0 has no incoming edge: a zero row, no NaN
+  o.bias = false;
+  o.negative_slope = 0.05;
+  check_v2_gradients("GATv2Conv no loops no bias", o);
+}
+
+TEST(GATv2Model, BuildsGATv2LayersWithTheSameRecipeAndChecksGradients) {
+  std::mt19937_64 rng(21);
+  const int64_t N = 7;
+  const Graph graph = small_graph(N, rng);
+  GATConfig config;
+  config.in_features = 5;
+  config.num_classes = 3;
+  config.hidden = 3;
+  config.heads = 2;
+  config.output_heads = 2;
+  config.dropout = 0.4;
+  config.value_dropout = 0.0;
+  config.layer = AttentionLayer::gatv2;
+  config.dtype = DType::f64;
+  Generator init(8);
+  GAT model(config, init);
+  ASSERT_FALSE(model.conv1);
+  ASSERT_TRUE(model.v2_conv1 && model.v2_conv2);
+  EXPECT_TRUE(model.v2_conv1->options().concat);
+  EXPECT_FALSE(model.v2_conv2->options().concat);
+  EXPECT_EQ(model.v2_conv2->options().heads, 2);
+  EXPECT_EQ(model.v2_conv1->options().dropout, 0.4);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : model.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"conv1.att", "conv1.bias", "conv1.lin_l.weight", "conv1.lin_l.bias",
+                                             "conv1.lin_r.weight", "conv1.lin_r.bias", "conv2.att", "conv2.bias",
+                                             "conv2.lin_l.weight", "conv2.lin_l.bias", "conv2.lin_r.weight",
+                                             "conv2.lin_r.bias"}));
+  model.v2_conv1->bias = random_tensor(model.v2_conv1->bias.shape(), rng);
+  model.v2_conv2->bias = random_tensor(model.v2_conv2->bias.shape(), rng);
+  std::vector<Tensor*> slots = v2_slots(*model.v2_conv1);
+  for (Tensor* s : v2_slots(*model.v2_conv2)) slots.push_back(s);
+  expect_gradients_match("GATv2 model, training mode", with_slots(slots, [&](const Tensor& x) {
+                           Generator gen(77);
+                           return model.forward(x, graph, gen);
+                         }),
+                         gradcheck_inputs(random_tensor({N, 5}, rng), slots), 1e-6, 1e-5);
+
+  config.value_dropout = 0.6;  // GATConv's recipe value: not for GATv2Conv
+  expect_error([&] { GAT bad(config, init); }, {"GAT: value_dropout 0.6 with layer gatv2"});
+}
