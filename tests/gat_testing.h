@@ -115,6 +115,22 @@ inline Graph random_graph(int32_t N, int64_t E, int32_t hub, std::mt19937_64& rn
   return Graph::from_edges(N, src, dst);
 }
 
+// A bipartite graph of Ns sources and Nd destinations (both >= 4): E random edges from the first
+// 3/4 of the sources into the first 3/4 of the destinations, so the last Ns/4 sources send
+// nothing and the last Nd/4 destinations receive nothing (nor get a self loop when Nd > Ns).
+// With hub > 0, destination 0 also receives from up to `hub` distinct sources and source 0 sends
+// to up to `hub` distinct destinations: a long row and a long transposed row, cut into chunks on
+// the device.
+inline Graph random_bipartite_graph(int32_t Ns, int32_t Nd, int64_t E, int32_t hub, std::mt19937_64& rng) {
+  const int32_t senders = Ns - Ns / 4, receivers = Nd - Nd / 4;
+  std::uniform_int_distribution<int32_t> sender(0, senders - 1), receiver(0, receivers - 1);
+  std::vector<int32_t> src, dst;
+  for (int64_t k = 0; k < E; ++k) src.push_back(sender(rng)), dst.push_back(receiver(rng));
+  for (int32_t j = 0; j < std::min(senders, hub); ++j) src.push_back(j), dst.push_back(0);
+  for (int32_t i = 0; i < std::min(receivers, hub); ++i) src.push_back(0), dst.push_back(i);
+  return Graph::from_edges(Ns, Nd, src, dst);
+}
+
 // (rows, cols) with about `density` of the elements non-zero, in +-[0.1, 1); rows i % 17 == 1 and
 // columns k % 13 == 2 are empty. The shape of bag-of-words node features.
 inline Tensor sparse_random(int64_t rows, int64_t cols, std::mt19937_64& rng, double density,
@@ -158,7 +174,10 @@ inline GATConvOptions conv_options(int64_t in, int64_t out, int64_t heads, bool 
 
 // The parameter slots of a GATConv in a fixed order, so a gradient check can substitute them.
 inline std::vector<Tensor*> slots_of(GATConv& conv) {
-  std::vector<Tensor*> slots{&conv.lin->weight, &conv.att_src, &conv.att_dst};
+  std::vector<Tensor*> slots;
+  if (conv.lin) slots = {&conv.lin->weight};
+  else slots = {&conv.lin_src->weight, &conv.lin_dst->weight};
+  slots.insert(slots.end(), {&conv.att_src, &conv.att_dst});
   if (conv.bias.defined()) slots.push_back(&conv.bias);
   if (conv.res) slots.push_back(&conv.res->weight);
   return slots;
