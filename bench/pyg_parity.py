@@ -9,7 +9,9 @@ torch_geometric, safetensors and numpy; a CPU is enough, no GPU and no network a
 
 Every case is one file NAME.safetensors:
 
-  tensors   input.x                (N, in)        f64   node features
+  tensors   input.x                (N, in)        f64   node features (one node set), or
+            input.x_src, input.x_dst (Ns, in), (Nd, dst_in)  the sources' and destinations'
+                                                        features (bipartite: in_channels a pair)
             input.edge_index       (2, E)         i32   [source; destination], PyG's order
             param.NAME             PyG's shape    f64   every parameter under PyG's name
             grad_out               (N, C)         f64   the upstream gradient (fixed random)
@@ -19,9 +21,12 @@ Every case is one file NAME.safetensors:
                                                         removed, one per node appended)
             attention.weights      (E', H)        f64   the attention weights in that order
             grad.x, grad.NAME      as input.x and param.NAME: d <out, grad_out> / d that tensor
+                                   (bipartite: grad.x_src and grad.x_dst)
   metadata  layer ("GATConv"), the layer's options as JSON values (in_channels, out_channels,
-            heads, concat, negative_slope, dropout, add_self_loops, bias, residual), description,
-            torch and torch_geometric (the versions that computed it)
+            heads, concat, negative_slope, dropout, add_self_loops, bias, residual; bipartite:
+            in_channels the sources' width, dst_in_channels the destinations', num_src_nodes
+            and num_dst_nodes), description, torch and torch_geometric (the versions that
+            computed it)
 
 Parameters keep PyG's layout; this project's differs (docs/parity.md has the mapping): a Linear
 weight NAME.weight is (out, in) in PyG and (in, out) here (transposed), att_src and att_dst are
@@ -32,8 +37,12 @@ graphs have a hub (node 0) of high in-degree, a node sending to many, self loops
 node's only in-edge), nodes with no in-edge and a node with no edge at all, and random
 duplicate-free edges in a shuffled order. The two hub80 cases have a hub of 73 in-edges and a
 source of 72 or more out-edges: rows longer than 64 edges, which this project's Graph cuts into
-chunks for the GPU kernels. Every case is checked here to have
-raw edge scores of both signs, so that negative_slope matters in every one of them.
+chunks for the GPU kernels. The bipartite cases (PyG's in_channels = (src, dst), x = (x_src,
+x_dst)) have fewer sources than destinations or more: a destination hub, a source sending to
+many, (i, i) pairs for some i < min(Ns, Nd) (PyG's GATConv removes them and adds (i, i) for every
+i < min(Ns, Nd)), a destination with no in-edge and a source with no out-edge. Every case is
+checked here to have raw edge scores of both signs, so that negative_slope matters in every one
+of them.
 """
 import argparse
 import json
@@ -66,6 +75,22 @@ HUB = Graph("hub80", nodes=80, hub=72, fan_out=70, random=60)
 
 
 @dataclass(frozen=True)
+class Bipartite:
+    """A bipartite test graph: `sources` sources, `destinations` destinations, sources 1..hub
+    into destination 0, source 1 sending to `fan_out` destinations, `random` random edges."""
+    name: str
+    sources: int
+    destinations: int
+    hub: int
+    fan_out: int
+    random: int
+
+
+FEW_SOURCES = Bipartite("s9d16", sources=9, destinations=16, hub=7, fan_out=10, random=24)
+MANY_SOURCES = Bipartite("s16d9", sources=16, destinations=9, hub=12, fan_out=6, random=24)
+
+
+@dataclass(frozen=True)
 class GATConvCase:
     heads: int
     concat: bool
@@ -73,9 +98,10 @@ class GATConvCase:
     add_self_loops: bool
     bias: bool
     residual: bool
-    graph: Graph = SMALL
+    graph: Graph = SMALL  # or a Bipartite: then in_channels is (in_channels, dst_in_channels)
     in_channels: int = 5
     out_channels: int = 4
+    dst_in_channels: int = 3  # of x_dst, bipartite cases only
 
     def name(self):
         return "gatconv-h{}-{}-ns{}-{}-{}-{}-{}".format(
@@ -102,6 +128,14 @@ GATCONV_CASES = [
     GATConvCase(3, False, 0.05, False, True, False),
     GATConvCase(3, True, 0.2, True, True, True, graph=HUB),
     GATConvCase(3, False, 0.05, False, True, False, graph=HUB),
+    # bipartite: fewer sources than destinations and more, loops on and off, heads 1 and 3,
+    # concat and mean
+    GATConvCase(1, True, 0.2, True, True, False, graph=FEW_SOURCES),
+    GATConvCase(3, False, 0.2, False, True, True, graph=FEW_SOURCES),
+    GATConvCase(3, True, 0.05, False, False, True, graph=FEW_SOURCES),
+    GATConvCase(3, True, 0.05, True, False, True, graph=MANY_SOURCES),
+    GATConvCase(1, False, 0.05, False, True, False, graph=MANY_SOURCES),
+    GATConvCase(3, False, 0.2, True, True, True, graph=MANY_SOURCES),
 ]
 
 
@@ -127,11 +161,32 @@ def make_edges(graph, gen):
     return edge_index
 
 
-def raw_scores(conv, x, edge_index):
-    """a_src . W x_j + a_dst . W x_i for every edge (before the LeakyReLU), (E, H)."""
-    wh = conv.lin(x).view(-1, conv.heads, conv.out_channels)
-    el = (wh * conv.att_src).sum(-1)
-    er = (wh * conv.att_dst).sum(-1)
+def make_bipartite_edges(graph, gen):
+    """(2, E) int64 edge_index of the Bipartite `graph` in a random order, duplicate-free.
+    Destination 0 receives from sources 1..hub; source 1 sends to destinations 2..fan_out+1;
+    (0, 0), (1, 1) and (2, 2) are edges (self loops by PyG's rule); the last destination receives
+    nothing and the last source sends nothing."""
+    ns, nd = graph.sources, graph.destinations
+    edges = {(j, 0) for j in range(1, graph.hub + 1)}
+    edges |= {(1, d) for d in range(2, 2 + graph.fan_out)}
+    edges |= {(0, 0), (1, 1), (2, 2)}
+    while len(edges) < graph.hub + graph.fan_out + 3 + graph.random:
+        s = int(torch.randint(ns - 1, (1,), generator=gen))
+        d = int(torch.randint(nd - 1, (1,), generator=gen))
+        edges.add((s, d))
+    edges = sorted(edges)
+    order = torch.randperm(len(edges), generator=gen)
+    edge_index = torch.tensor(edges, dtype=torch.int64).t()[:, order].contiguous()
+    assert int(edge_index[1].eq(nd - 1).sum()) == 0 and int(edge_index[0].eq(ns - 1).sum()) == 0
+    return edge_index
+
+
+def raw_scores(conv, x_src, x_dst, edge_index):
+    """a_src . W_s x_j + a_dst . W_d x_i for every edge (before the LeakyReLU), (E, H)."""
+    lin_src = conv.lin if conv.lin is not None else conv.lin_src
+    lin_dst = conv.lin if conv.lin is not None else conv.lin_dst
+    el = (lin_src(x_src).view(-1, conv.heads, conv.out_channels) * conv.att_src).sum(-1)
+    er = (lin_dst(x_dst).view(-1, conv.heads, conv.out_channels) * conv.att_dst).sum(-1)
     return el[edge_index[0]] + er[edge_index[1]]
 
 
@@ -139,9 +194,14 @@ def run_gatconv(case, seed):
     """The case's tensors (numpy) and metadata, PyG's GATConv in float64."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    n = case.graph.nodes
-    edge_index = make_edges(case.graph, gen)
-    conv = GATConv(case.in_channels, case.out_channels, heads=case.heads, concat=case.concat,
+    bipartite = isinstance(case.graph, Bipartite)
+    if bipartite:
+        edge_index = make_bipartite_edges(case.graph, gen)
+        in_channels = (case.in_channels, case.dst_in_channels)
+    else:
+        edge_index = make_edges(case.graph, gen)
+        in_channels = case.in_channels
+    conv = GATConv(in_channels, case.out_channels, heads=case.heads, concat=case.concat,
                    negative_slope=case.negative_slope, dropout=0.0,
                    add_self_loops=case.add_self_loops, bias=case.bias,
                    residual=case.residual).double()
@@ -149,27 +209,37 @@ def run_gatconv(case, seed):
     if case.bias:  # PyG starts it at zero, which would hide a bias applied in the wrong place
         with torch.no_grad():
             conv.bias.copy_(0.5 * torch.randn(conv.bias.shape, generator=gen, dtype=torch.float64))
-    x = torch.randn(n, case.in_channels, generator=gen, dtype=torch.float64, requires_grad=True)
+    def features(rows, cols):
+        return torch.randn(rows, cols, generator=gen, dtype=torch.float64, requires_grad=True)
 
-    scores = raw_scores(conv, x, edge_index).detach()
+    if bipartite:
+        inputs = {"x_src": features(case.graph.sources, case.in_channels)}
+        inputs["x_dst"] = features(case.graph.destinations, case.dst_in_channels)
+        x = x_src, x_dst = inputs["x_src"], inputs["x_dst"]
+    else:
+        inputs = {"x": features(case.graph.nodes, case.in_channels)}
+        x = x_src = x_dst = inputs["x"]
+
+    scores = raw_scores(conv, x_src, x_dst, edge_index).detach()
     negative = float(scores.lt(0).double().mean())
     assert 0.1 < negative < 0.9, f"{case.name()}: {negative:.0%} of the raw scores are negative"
 
     out, (att_edge_index, att_weights) = conv(x, edge_index, return_attention_weights=True)
     grad_out = torch.randn(out.shape, generator=gen, dtype=torch.float64)
     params = dict(conv.named_parameters())
-    grads = torch.autograd.grad(out, [x] + list(params.values()), grad_out)
+    grads = torch.autograd.grad(out, list(inputs.values()) + list(params.values()), grad_out)
 
-    tensors = {
-        "input.x": x.detach(),
+    tensors = {"input." + name: value.detach() for name, value in inputs.items()}
+    tensors.update({
         "input.edge_index": edge_index.to(torch.int32),
         "grad_out": grad_out,
         "out": out.detach(),
         "attention.edge_index": att_edge_index.to(torch.int32),
         "attention.weights": att_weights.detach(),
-        "grad.x": grads[0],
-    }
-    for (name, p), g in zip(params.items(), grads[1:]):
+    })
+    for name, g in zip(inputs, grads):
+        tensors["grad." + name] = g
+    for (name, p), g in zip(params.items(), grads[len(inputs):]):
         tensors["param." + name] = p.detach()
         tensors["grad." + name] = g
     options = {
@@ -178,11 +248,21 @@ def run_gatconv(case, seed):
         "dropout": 0.0, "add_self_loops": case.add_self_loops, "bias": case.bias,
         "residual": case.residual,
     }
+    if bipartite:
+        options.update(dst_in_channels=case.dst_in_channels, num_src_nodes=case.graph.sources,
+                       num_dst_nodes=case.graph.destinations)
     metadata = {key: json.dumps(value) for key, value in options.items()}
     metadata["layer"] = "GATConv"
-    metadata["description"] = (
-        f"PyG GATConv on a {n}-node graph of {edge_index.size(1)} edges "
-        f"(hub in-degree {case.graph.hub + 1}, with its self loop), float64, training mode")
+    if bipartite:
+        metadata["description"] = (
+            f"PyG GATConv, in_channels ({case.in_channels}, {case.dst_in_channels}), on a bipartite "
+            f"graph of {case.graph.sources} sources, {case.graph.destinations} destinations and "
+            f"{edge_index.size(1)} edges (destination 0 receives from {case.graph.hub} sources and 0), "
+            f"float64, training mode")
+    else:
+        metadata["description"] = (
+            f"PyG GATConv on a {case.graph.nodes}-node graph of {edge_index.size(1)} edges "
+            f"(hub in-degree {case.graph.hub + 1}, with its self loop), float64, training mode")
     return {k: v.contiguous().numpy() for k, v in tensors.items()}, metadata
 
 

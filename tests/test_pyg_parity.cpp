@@ -67,6 +67,7 @@ class Case {
     return it->second;
   }
   bool has_tensor(const std::string& key) const { return file_.tensors.count(key) > 0; }
+  bool has_metadata(const std::string& key) const { return file_.metadata.count(key) > 0; }
   const std::string& text(const std::string& key) const { return reader().text(use(key)); }
   int64_t integer(const std::string& key) const { return reader().integer(use(key)); }
   double number(const std::string& key) const { return reader().number(use(key)); }
@@ -124,17 +125,19 @@ struct Pass {
   Tensor out;                           // (N, C)
   Graph attention_graph;                // the graph the attention weights belong to
   Tensor attention;                     // (E', H) in attention_graph's edge-id order
-  std::map<std::string, Tensor> grads;  // "x" and every parameter by name, this project's layout
+  std::map<std::string, Tensor> grads;  // "x" (or "x_src", "x_dst") and every parameter by name,
+                                        // this project's layout
 };
 
-// The case's graph: input.edge_index (2, E) [source; destination] over `num_nodes` nodes.
-Graph case_graph(const Case& c, int64_t num_nodes) {
+// The case's graph: input.edge_index (2, E) [source; destination] of num_src sources and num_dst
+// destinations.
+Graph case_graph(const Case& c, int64_t num_src, int64_t num_dst) {
   const Tensor& edge_index = c.tensor("input.edge_index");
   GAT_CHECK(edge_index.dim() == 2 && edge_index.size(0) == 2, "case ", c.name(),
             ": input.edge_index ", edge_index.describe(), " is not (2, E)");
   const std::vector<int32_t> e = edge_index.to_vector<int32_t>();
   const auto E = static_cast<ptrdiff_t>(edge_index.size(1));
-  const Graph graph = Graph::from_edges(num_nodes, {e.begin(), e.begin() + E}, {e.begin() + E, e.end()});
+  const Graph graph = Graph::from_edges(num_src, num_dst, {e.begin(), e.begin() + E}, {e.begin() + E, e.end()});
   GAT_CHECK(graph.num_edges() == E, "case ", c.name(), ": input.edge_index has duplicate edges");
   return graph;
 }
@@ -149,14 +152,22 @@ void load_pyg_parameters(const Module& module, const Case& c) {
   }
 }
 
-// Backward of sum(out * grad_out) from the case's grad_out; the gradients of x and of every
-// parameter of `module`, by name.
-std::map<std::string, Tensor> backward(const Module& module, const Tensor& x, const Tensor& out,
-                                       const Case& c) {
+// Backward of sum(out * grad_out) from the case's grad_out; the gradients of the inputs and of
+// every parameter of `module`, by name.
+std::map<std::string, Tensor> backward(const Module& module, const std::map<std::string, Tensor>& inputs,
+                                       const Tensor& out, const Case& c) {
   out.backward(c.tensor("grad_out").to(out.dtype()).to(out.device()));
-  std::map<std::string, Tensor> grads{{"x", x.grad()}};
+  std::map<std::string, Tensor> grads;
+  for (const auto& [name, x] : inputs) grads[name] = x.grad();
   for (const auto& [name, p] : module.named_parameters()) grads[name] = p.grad();
   return grads;
+}
+
+// input.NAME of the case as a leaf of its own in `dtype` on `device`.
+Tensor case_input(const Case& c, const std::string& name, DType dtype, Device device) {
+  Tensor x = c.tensor("input." + name).to(dtype).to(device).clone();
+  x.set_requires_grad();
+  return x;
 }
 
 GATConvOptions gat_conv_options(const Case& c, DType dtype) {
@@ -170,6 +181,7 @@ GATConvOptions gat_conv_options(const Case& c, DType dtype) {
   o.add_self_loops = c.flag("add_self_loops");
   o.bias = c.flag("bias");
   o.residual = c.flag("residual");
+  if (c.has_metadata("dst_in_channels")) o.dst_in_channels = c.integer("dst_in_channels");  // bipartite
   o.dtype = dtype;
   return o;
 }
@@ -179,16 +191,22 @@ Pass run_gat_conv(const Case& c, const GATConvOptions& options, Device device) {
   GATConv conv(options, init);
   conv.to(device);
   load_pyg_parameters(conv, c);
-  const Tensor& x_pyg = c.tensor("input.x");
-  Tensor x = x_pyg.to(options.dtype).to(device).clone();  // a leaf of its own
-  x.set_requires_grad();
-  const Graph graph = case_graph(c, x_pyg.size(0)).to(device);
   GATConv::Attention attention;
   Pass pass;
-  pass.out = conv.forward(x, graph, gen, &attention);
+  std::map<std::string, Tensor> inputs;
+  if (options.dst_in_channels > 0) {  // bipartite: x = (x_src, x_dst)
+    inputs = {{"x_src", case_input(c, "x_src", options.dtype, device)},
+              {"x_dst", case_input(c, "x_dst", options.dtype, device)}};
+    const Graph graph = case_graph(c, c.integer("num_src_nodes"), c.integer("num_dst_nodes")).to(device);
+    pass.out = conv.forward(inputs["x_src"], inputs["x_dst"], graph, gen, &attention);
+  } else {
+    inputs = {{"x", case_input(c, "x", options.dtype, device)}};
+    const int64_t n = inputs["x"].size(0);
+    pass.out = conv.forward(inputs["x"], case_graph(c, n, n).to(device), gen, &attention);
+  }
   pass.attention_graph = attention.graph;
   pass.attention = attention.weights;
-  pass.grads = backward(conv, x, pass.out, c);
+  pass.grads = backward(conv, inputs, pass.out, c);
   return pass;
 }
 
@@ -290,7 +308,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, PygParity, ::testing::ValuesIn(case_names()),
                          });
 
 // The cases cover every GATConv option value this project's GATConv shares with PyG's (dropout
-// aside), and a hub row longer than 64 edges (cut into chunks on the GPU).
+// aside), a hub row longer than 64 edges (cut into chunks on the GPU), and bipartite input with
+// fewer sources than destinations and more, with and without self loops.
 TEST(PygParityCases, CoverEveryGATConvOption) {
   std::set<std::string> seen;
   for (const std::string& name : case_names()) {
@@ -303,10 +322,21 @@ TEST(PygParityCases, CoverEveryGATConvOption) {
     seen.insert(o.bias ? "bias" : "no bias");
     seen.insert(o.residual ? "residual" : "no residual");
     seen.insert("negative slope " + std::to_string(o.negative_slope));
-    if (case_graph(c, c.tensor("input.x").size(0)).max_in_degree() > 64) seen.insert("hub");
+    if (o.dst_in_channels > 0) {
+      const int64_t ns = c.integer("num_src_nodes"), nd = c.integer("num_dst_nodes");
+      seen.insert(std::string(ns < nd ? "fewer" : ns > nd ? "more" : "as many") + " sources than destinations " +
+                  (o.add_self_loops ? "with" : "without") + " self loops");
+      continue;
+    }
+    const int64_t n = c.tensor("input.x").size(0);
+    if (case_graph(c, n, n).max_in_degree() > 64) seen.insert("hub");
   }
   for (const char* option : {"one head", "several heads", "concat", "mean", "self loops",
-                             "no self loops", "bias", "no bias", "residual", "no residual", "hub"})
+                             "no self loops", "bias", "no bias", "residual", "no residual", "hub",
+                             "fewer sources than destinations with self loops",
+                             "fewer sources than destinations without self loops",
+                             "more sources than destinations with self loops",
+                             "more sources than destinations without self loops"})
     EXPECT_TRUE(seen.count(option)) << "no case has " << option;
   EXPECT_GE(std::count_if(seen.begin(), seen.end(),
                           [](const std::string& s) { return s.rfind("negative slope", 0) == 0; }),
