@@ -9,7 +9,9 @@ torch_geometric, safetensors and numpy; a CPU is enough, no GPU and no network a
 
 Every case is one file NAME.safetensors:
 
-  tensors   input.x                (N, in)        f64   node features
+  tensors   input.x                (N, in)        f64   node features (one node set), or
+            input.x_src, input.x_dst (Ns, in), (Nd, dst_in)  the sources' and destinations'
+                                                        features (bipartite: in_channels a pair)
             input.edge_index       (2, E)         i32   [source; destination], PyG's order
             input.edge_attr        (E, D)         f64   edge features, in input.edge_index's
                                                         order (edge_dim cases only)
@@ -77,6 +79,22 @@ HUB = Graph("hub80", nodes=80, hub=72, fan_out=70, random=60)
 
 
 @dataclass(frozen=True)
+class Bipartite:
+    """A bipartite test graph: `sources` sources, `destinations` destinations, sources 1..hub
+    into destination 0, source 1 sending to `fan_out` destinations, `random` random edges."""
+    name: str
+    sources: int
+    destinations: int
+    hub: int
+    fan_out: int
+    random: int
+
+
+FEW_SOURCES = Bipartite("s9d16", sources=9, destinations=16, hub=7, fan_out=10, random=24)
+MANY_SOURCES = Bipartite("s16d9", sources=16, destinations=9, hub=12, fan_out=6, random=24)
+
+
+@dataclass(frozen=True)
 class GATConvCase:
     heads: int
     concat: bool
@@ -84,7 +102,7 @@ class GATConvCase:
     add_self_loops: bool
     bias: bool
     residual: bool
-    graph: Graph = SMALL
+    graph: Graph = SMALL  # or a Bipartite: then in_channels is (in_channels, dst_in_channels)
     in_channels: int = 5
     out_channels: int = 4
     edge_dim: int = 0           # 0: PyG's edge_dim=None
@@ -190,6 +208,14 @@ GATCONV_CASES = [
     GATConvCase(3, False, 0.05, False, True, False),
     GATConvCase(3, True, 0.2, True, True, True, graph=HUB),
     GATConvCase(3, False, 0.05, False, True, False, graph=HUB),
+    # bipartite: fewer sources than destinations and more, loops on and off, heads 1 and 3,
+    # concat and mean
+    GATConvCase(1, True, 0.2, True, True, False, graph=FEW_SOURCES),
+    GATConvCase(3, False, 0.2, False, True, True, graph=FEW_SOURCES),
+    GATConvCase(3, True, 0.05, False, False, True, graph=FEW_SOURCES),
+    GATConvCase(3, True, 0.05, True, False, True, graph=MANY_SOURCES),
+    GATConvCase(1, False, 0.05, False, True, False, graph=MANY_SOURCES),
+    GATConvCase(3, False, 0.2, True, True, True, graph=MANY_SOURCES),
 ]
 
 # GATConv with edge features: every fill_value, with and without self loops, heads 1 and 3.
@@ -274,8 +300,8 @@ def run_case(case, seed):
     inputs = [x] + ([edge_attr] if case.edge_dim else [])
     grads = torch.autograd.grad(out, inputs + list(params.values()), grad_out)
 
-    tensors = {
-        "input.x": x.detach(),
+    tensors = {"input." + name: value.detach() for name, value in inputs.items()}
+    tensors.update({
         "input.edge_index": edge_index.to(torch.int32),
         "grad_out": grad_out,
         "out": out.detach(),

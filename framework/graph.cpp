@@ -19,15 +19,16 @@ namespace {
 constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
 
 // Checks a CSR by destination of n rows and e edges (sizes, monotone row pointers, sources in
-// range); `op` names the caller in the message.
-void check_csr(const char* op, int64_t n, const int32_t* row_ptr, int64_t e, const int32_t* col_idx) {
+// [0, num_src)); `op` names the caller in the message.
+void check_csr(const char* op, int64_t n, const int32_t* row_ptr, int64_t e, const int32_t* col_idx,
+               int64_t num_src) {
   GAT_CHECK(e <= kMaxIndex, op, ": ", e, " edges do not fit 32-bit edge ids (at most 2^31 - 1)");
   GAT_CHECK(row_ptr[0] == 0, op, ": row_ptr[0] is ", row_ptr[0], ", expected 0");
   const int64_t i = detail::first_index_where(n, [&](int64_t r) { return row_ptr[r + 1] < row_ptr[r]; });
   GAT_CHECK(i == n, op, ": row_ptr decreases at node ", i, " (", row_ptr[i], " then ", row_ptr[i + 1], ")");
   GAT_CHECK(row_ptr[n] == e, op, ": row_ptr[N] is ", row_ptr[n], " but col_idx has ", e, " edges");
-  const int64_t k = detail::first_index_where(e, [&](int64_t x) { return col_idx[x] < 0 || col_idx[x] >= n; });
-  GAT_CHECK(k == e, op, ": edge ", k, " has source ", col_idx[k], " outside [0, ", n, ")");
+  const int64_t k = detail::first_index_where(e, [&](int64_t x) { return col_idx[x] < 0 || col_idx[x] >= num_src; });
+  GAT_CHECK(k == e, op, ": edge ", k, " has source ", col_idx[k], " outside [0, ", num_src, ")");
 }
 
 // Sorts every row of a CSR (row i is [begin[i], begin[i+1]) of col) in place; with `dedup` each
@@ -60,41 +61,52 @@ Tensor row_pointers(const char* op, const std::vector<int64_t>& ends) {
 
 }  // namespace
 
-Graph Graph::from_edges(int64_t num_nodes, const std::vector<int32_t>& src,
-                        const std::vector<int32_t>& dst, const GraphBuildOptions& options) {
-  return build(num_nodes, src, dst, options, [] {});
+int64_t Graph::num_nodes() const {
+  GAT_CHECK(!is_bipartite(), "Graph::num_nodes: the graph is bipartite (", num_src_nodes_,
+            " sources, ", num_dst_nodes_, " destinations): ask num_src_nodes() or num_dst_nodes()");
+  return num_dst_nodes_;
 }
 
-Graph Graph::from_edges(int64_t num_nodes, std::vector<int32_t>&& src, std::vector<int32_t>&& dst,
-                        const GraphBuildOptions& options) {
-  return build(num_nodes, src, dst, options, [&] {
+Graph Graph::from_edges(int64_t num_src, int64_t num_dst, const std::vector<int32_t>& src,
+                        const std::vector<int32_t>& dst, const GraphBuildOptions& options) {
+  return build(num_src, num_dst, src, dst, options, [] {});
+}
+
+Graph Graph::from_edges(int64_t num_src, int64_t num_dst, std::vector<int32_t>&& src,
+                        std::vector<int32_t>&& dst, const GraphBuildOptions& options) {
+  return build(num_src, num_dst, src, dst, options, [&] {
     std::vector<int32_t>().swap(src);
     std::vector<int32_t>().swap(dst);
   });
 }
 
-Graph Graph::build(int64_t num_nodes, const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
-                   const GraphBuildOptions& options, const std::function<void()>& release_input) {
-  GAT_CHECK(num_nodes >= 0 && num_nodes <= kMaxIndex, "Graph::from_edges: num_nodes ", num_nodes,
-            " outside [0, ", kMaxIndex, "]");
+Graph Graph::build(int64_t num_src, int64_t num_dst, const std::vector<int32_t>& src,
+                   const std::vector<int32_t>& dst, const GraphBuildOptions& options,
+                   const std::function<void()>& release_input) {
+  GAT_CHECK(num_src >= 0 && num_src <= kMaxIndex && num_dst >= 0 && num_dst <= kMaxIndex,
+            "Graph::from_edges: ", num_src, " sources and ", num_dst, " destinations: each must be in [0, ",
+            kMaxIndex, "]");
+  GAT_CHECK(!options.symmetrize || num_src == num_dst, "Graph::from_edges: symmetrize needs one node set, but the "
+            "graph is bipartite (", num_src, " sources, ", num_dst, " destinations)");
   GAT_CHECK(src.size() == dst.size(), "Graph::from_edges: ", src.size(), " sources but ",
             dst.size(), " destinations");
-  const int64_t m = static_cast<int64_t>(src.size()), n = num_nodes;
+  const int64_t m = static_cast<int64_t>(src.size()), n = num_dst;
+  const int64_t loops = options.add_self_loops ? std::min(num_src, num_dst) : 0;  // (i, i) for i < loops
   const int32_t *s = src.data(), *d = dst.data();  // (m,)
   const int64_t bad = detail::first_index_where(
-      m, [&](int64_t k) { return s[k] < 0 || s[k] >= n || d[k] < 0 || d[k] >= n; });
+      m, [&](int64_t k) { return s[k] < 0 || s[k] >= num_src || d[k] < 0 || d[k] >= n; });
   if (bad < m) {
-    GAT_CHECK(s[bad] >= 0 && s[bad] < n, "Graph::from_edges: edge ", bad, " has source ", s[bad],
-              " outside [0, ", n, ")");
+    GAT_CHECK(s[bad] >= 0 && s[bad] < num_src, "Graph::from_edges: edge ", bad, " has source ", s[bad],
+              " outside [0, ", num_src, ")");
     GAT_FAIL("Graph::from_edges: edge ", bad, " has destination ", d[bad], " outside [0, ", n, ")");
   }
   progress::Stage stage("graph: sorted by destination", m);
   const bool drop_loops = options.remove_self_loops || options.add_self_loops;
 
   // Counting sort by destination: inputs [0, m) are the edges (and their reverses), inputs
-  // [m, m + N) with add_self_loops the nodes' loops. Rows are sorted by source next, so only the
-  // rows' contents matter here, not their order.
-  const int64_t inputs = m + (options.add_self_loops ? n : 0);
+  // [m, m + loops) with add_self_loops the nodes' loops. Rows are sorted by source next, so only
+  // the rows' contents matter here, not their order.
+  const int64_t inputs = m + loops;
   auto visit = [&](int64_t begin, int64_t end, auto&& emit) {
     for (int64_t k = begin; k < end; ++k) {
       if (k >= m) {
@@ -109,7 +121,7 @@ Graph Graph::build(int64_t num_nodes, const std::vector<int32_t>& src, const std
   Tensor col;  // (E',) sources grouped by destination
   int32_t* c = nullptr;
   std::unique_ptr<int32_t[]> staged_dst;  // (E',) the destination of col's entries, between the passes
-  const std::vector<int64_t> offset = detail::bucket_sort<int32_t>(  // (N+1,) row starts in col
+  const std::vector<int64_t> offset = detail::bucket_sort<int32_t>(  // (Nd+1,) row starts in col
       "Graph::from_edges", inputs, n, visit,
       [&](int64_t total) {
         col = Tensor::empty({total}, DType::i32, Device::cpu, "Graph::from_edges");
@@ -138,15 +150,22 @@ Graph Graph::build(int64_t num_nodes, const std::vector<int32_t>& src, const std
     col = col_idx;
   }
   stage.done(detail::concat(edges, " edges"));
-  return from_sorted_csr(std::move(row_ptr), std::move(col));
+  return from_sorted_csr(num_src, std::move(row_ptr), std::move(col));
 }
 
 Graph Graph::from_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx) {
-  GAT_CHECK(!row_ptr.empty(), "Graph::from_csr: row_ptr is empty (needs N+1 entries)");
+  const int64_t n = static_cast<int64_t>(row_ptr.size()) - 1;  // -1 when empty: reported as such
+  return from_csr(n, std::move(row_ptr), std::move(col_idx));
+}
+
+Graph Graph::from_csr(int64_t num_src, std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx) {
+  GAT_CHECK(!row_ptr.empty(), "Graph::from_csr: row_ptr is empty (needs Nd+1 entries)");
+  GAT_CHECK(num_src >= 0 && num_src <= kMaxIndex, "Graph::from_csr: ", num_src, " sources outside [0, ",
+            kMaxIndex, "]");
   const int64_t n = static_cast<int64_t>(row_ptr.size()) - 1, e = static_cast<int64_t>(col_idx.size());
-  check_csr("Graph::from_csr", n, row_ptr.data(), e, col_idx.data());
+  check_csr("Graph::from_csr", n, row_ptr.data(), e, col_idx.data(), num_src);
   sort_rows(n, row_ptr.data(), col_idx.data(), false);
-  return from_sorted_csr(Tensor::from_vector(row_ptr, {n + 1}), Tensor::from_vector(col_idx, {e}));
+  return from_sorted_csr(num_src, Tensor::from_vector(row_ptr, {n + 1}), Tensor::from_vector(col_idx, {e}));
 }
 
 namespace {
@@ -187,6 +206,10 @@ struct RowSummary {
   int64_t max_degree = 0;
   int64_t self_loops = 0;
   int64_t rows_with_one_loop = 0;
+  // Every node i < loop_nodes (= min(Ns, Nd)) has exactly one self loop; none else can have one.
+  bool one_loop_per_node(int64_t loop_nodes) const {
+    return rows_with_one_loop == loop_nodes && self_loops == loop_nodes;
+  }
 };
 RowSummary summarize_rows(int64_t n, const int32_t* row_ptr, const int32_t* col_idx) {
   int64_t max_degree = 0, self_loops = 0, rows_with_one_loop = 0;
@@ -203,17 +226,18 @@ RowSummary summarize_rows(int64_t n, const int32_t* row_ptr, const int32_t* col_
 
 }  // namespace
 
-Graph Graph::from_sorted_csr(Tensor row_ptr, Tensor col_idx) {
+Graph Graph::from_sorted_csr(int64_t num_src, Tensor row_ptr, Tensor col_idx) {
   const int64_t n = row_ptr.numel() - 1, e = col_idx.numel();
   progress::Stage stage("graph: transpose and chunk plans", e);
-  const int32_t* rp = row_ptr.data<int32_t>();   // (N+1,)
+  const int32_t* rp = row_ptr.data<int32_t>();   // (Nd+1,)
   const int32_t* col = col_idx.data<int32_t>();  // (E,)
   Graph g;
-  g.num_nodes_ = n;
+  g.num_src_nodes_ = num_src;
+  g.num_dst_nodes_ = n;
   const RowSummary rows = summarize_rows(n, rp, col);
   g.max_in_degree_ = rows.max_degree;
   g.num_self_loops_ = rows.self_loops;
-  g.one_self_loop_per_node_ = rows.rows_with_one_loop == n;
+  g.one_self_loop_per_node_ = rows.one_loop_per_node(std::min(num_src, n));
 
   Tensor edge_dst = Tensor::empty({e}, DType::i32, Device::cpu, "Graph edge_dst");
   int32_t* ed = edge_dst.data<int32_t>();  // (E,)
@@ -227,8 +251,8 @@ Graph Graph::from_sorted_csr(Tensor row_ptr, Tensor col_idx) {
   int32_t *td = t_edge_dst.data<int32_t>(), *tid = t_edge_id.data<int32_t>();  // (E,)
   using EdgeAndDst = std::pair<int32_t, int32_t>;  // (edge id, destination)
   std::unique_ptr<int32_t[]> staged_src(new int32_t[static_cast<size_t>(e)]);  // (E,) between the passes
-  const std::vector<int64_t> t_offsets = detail::bucket_sort<EdgeAndDst>(  // (N+1,)
-      "Graph (transpose)", e, n,
+  const std::vector<int64_t> t_offsets = detail::bucket_sort<EdgeAndDst>(  // (Ns+1,)
+      "Graph (transpose)", e, num_src,
       [&](int64_t begin, int64_t end, auto&& emit) {
         for (int64_t k = begin; k < end; ++k) emit(col[k], EdgeAndDst(static_cast<int32_t>(k), ed[k]));
       },
@@ -245,19 +269,19 @@ Graph Graph::from_sorted_csr(Tensor row_ptr, Tensor col_idx) {
       });
   staged_src.reset();
   Tensor t_row_ptr = row_pointers("Graph (transpose)", t_offsets);
-  const int32_t* trp = t_row_ptr.data<int32_t>();  // (N+1,)
+  const int32_t* trp = t_row_ptr.data<int32_t>();  // (Ns+1,)
   int64_t max_out = 0;
-#pragma omp parallel for reduction(max : max_out) if (n > detail::kParallelItems)
-  for (int64_t j = 0; j < n; ++j) max_out = std::max<int64_t>(max_out, trp[j + 1] - trp[j]);
+#pragma omp parallel for reduction(max : max_out) if (num_src > detail::kParallelItems)
+  for (int64_t j = 0; j < num_src; ++j) max_out = std::max<int64_t>(max_out, trp[j + 1] - trp[j]);
   g.max_out_degree_ = max_out;
 
   g.chunk_edges_ = chunk_edges_for(e, std::max(g.max_in_degree_, g.max_out_degree_));
   const std::vector<int32_t> row_chunk_ptr = chunk_ptr_of(n, rp, g.chunk_edges_);
-  const std::vector<int32_t> t_row_chunk_ptr = chunk_ptr_of(n, trp, g.chunk_edges_);
+  const std::vector<int32_t> t_row_chunk_ptr = chunk_ptr_of(num_src, trp, g.chunk_edges_);
   g.num_row_chunks_ = row_chunk_ptr.back();
   g.num_t_row_chunks_ = t_row_chunk_ptr.back();
   g.row_chunk_ptr_ = Tensor::from_vector(row_chunk_ptr, {n + 1});
-  g.t_row_chunk_ptr_ = Tensor::from_vector(t_row_chunk_ptr, {n + 1});
+  g.t_row_chunk_ptr_ = Tensor::from_vector(t_row_chunk_ptr, {num_src + 1});
   g.row_ptr_ = std::move(row_ptr);
   g.edge_src_ = std::move(col_idx);
   g.t_row_ptr_ = std::move(t_row_ptr);
@@ -270,33 +294,34 @@ Graph Graph::from_sorted_csr(Tensor row_ptr, Tensor col_idx) {
 
 Graph Graph::with_self_loops() const {
   if (one_self_loop_per_node_) return *this;
-  const int64_t n = num_nodes_;
+  const int64_t n = num_dst_nodes_, looped = std::min(num_src_nodes_, num_dst_nodes_);
   progress::Stage stage("graph: self loops added", num_edges());
-  // Row i keeps its sources other than i, in order, with i put in its sorted place.
+  // Row i keeps its sources other than i, in order, with i put in its sorted place when i <
+  // min(Ns, Nd) (a row i >= min(Ns, Nd) has no source i: it is kept as it is).
   const Tensor rp_host = row_ptr_.defined() ? row_ptr_.to(Device::cpu) : Tensor::zeros({1}, DType::i32);
   const Tensor src_host = row_ptr_.defined() ? edge_src_.to(Device::cpu) : Tensor::zeros({0}, DType::i32);
-  const int32_t* rp = rp_host.data<int32_t>();    // (N+1,)
+  const int32_t* rp = rp_host.data<int32_t>();    // (Nd+1,)
   const int32_t* col = src_host.data<int32_t>();  // (E,)
-  std::vector<int64_t> ends(static_cast<size_t>(n) + 1, 0);  // (N+1,) running row lengths
+  std::vector<int64_t> ends(static_cast<size_t>(n) + 1, 0);  // (Nd+1,) running row lengths
 #pragma omp parallel for if (n > detail::kParallelItems)
   for (int64_t i = 0; i < n; ++i) {
     const auto loops = loops_in_row(col + rp[i], col + rp[i + 1], i);
-    ends[static_cast<size_t>(i) + 1] = rp[i + 1] - rp[i] - (loops.second - loops.first) + 1;
+    ends[static_cast<size_t>(i) + 1] = rp[i + 1] - rp[i] - (loops.second - loops.first) + (i < looped);
   }
   detail::inclusive_scan(ends.data() + 1, n);
   Tensor row_ptr = row_pointers("Graph::with_self_loops", ends);
   Tensor col_idx = Tensor::empty({ends.back()}, DType::i32, Device::cpu, "Graph::with_self_loops");
-  int32_t* out = col_idx.data<int32_t>();  // (E + N - loops,)
+  int32_t* out = col_idx.data<int32_t>();  // (E + min(Ns, Nd) - loops,)
 #pragma omp parallel for schedule(dynamic, 4096) if (ends.back() > detail::kParallelItems)
   for (int64_t i = 0; i < n; ++i) {
     const int32_t *first = col + rp[i], *last = col + rp[i + 1];
     const auto loops = loops_in_row(first, last, i);
     int32_t* o = std::copy(first, loops.first, out + ends[static_cast<size_t>(i)]);
-    *o++ = static_cast<int32_t>(i);
+    if (i < looped) *o++ = static_cast<int32_t>(i);
     std::copy(loops.second, last, o);
   }
   stage.done(detail::concat(ends.back(), " edges"));
-  return from_sorted_csr(std::move(row_ptr), std::move(col_idx)).to(device());
+  return from_sorted_csr(num_src_nodes_, std::move(row_ptr), std::move(col_idx)).to(device());
 }
 
 Graph Graph::to(Device target) const {
@@ -324,7 +349,7 @@ std::vector<int32_t> Graph::destinations() const {
 std::vector<int32_t> Graph::in_degrees() const {
   if (!row_ptr_.defined()) return {};
   const std::vector<int32_t> rp = row_ptr_.to_vector<int32_t>();
-  std::vector<int32_t> deg(static_cast<size_t>(num_nodes_));
+  std::vector<int32_t> deg(static_cast<size_t>(num_dst_nodes_));
   for (size_t i = 0; i < deg.size(); ++i) deg[i] = rp[i + 1] - rp[i];
   return deg;
 }
@@ -332,7 +357,8 @@ std::vector<int32_t> Graph::in_degrees() const {
 void Graph::validate() const {
   const char* op = "Graph::validate";
   if (!row_ptr_.defined()) {
-    GAT_CHECK(num_nodes_ == 0, op, ": ", num_nodes_, " nodes but no index arrays");
+    GAT_CHECK(num_src_nodes_ == 0 && num_dst_nodes_ == 0, op, ": ", num_src_nodes_, " sources and ",
+              num_dst_nodes_, " destinations but no index arrays");
     return;
   }
   const Tensor* all[] = {&row_ptr_,  &edge_src_, &t_row_ptr_,    &t_edge_dst_,
@@ -345,21 +371,21 @@ void Graph::validate() const {
     GAT_CHECK(all[k]->device() == row_ptr_.device(), op, ": ", names[k], " is on ",
               device_name(all[k]->device()), ", row_ptr on ", device_name(row_ptr_.device()));
   }
-  const int64_t n = num_nodes_, e = edge_src_.numel();
+  const int64_t n = num_dst_nodes_, ns = num_src_nodes_, e = edge_src_.numel();
   check_shape(op, "row_ptr", row_ptr_, {n + 1});
-  check_shape(op, "t_row_ptr", t_row_ptr_, {n + 1});
+  check_shape(op, "t_row_ptr", t_row_ptr_, {ns + 1});
   check_shape(op, "t_edge_dst", t_edge_dst_, {e});
   check_shape(op, "t_edge_id", t_edge_id_, {e});
   check_shape(op, "edge_dst", edge_dst_, {e});
   check_shape(op, "row_chunk_ptr", row_chunk_ptr_, {n + 1});
-  check_shape(op, "t_row_chunk_ptr", t_row_chunk_ptr_, {n + 1});
+  check_shape(op, "t_row_chunk_ptr", t_row_chunk_ptr_, {ns + 1});
 
   const std::vector<int32_t> rp = row_ptr_.to_vector<int32_t>(), ci = edge_src_.to_vector<int32_t>();
   const std::vector<int32_t> trp = t_row_ptr_.to_vector<int32_t>(),
                              tci = t_edge_dst_.to_vector<int32_t>(),
                              tid = t_edge_id_.to_vector<int32_t>(),
                              ed = edge_dst_.to_vector<int32_t>();
-  check_csr(op, n, rp.data(), e, ci.data());
+  check_csr(op, n, rp.data(), e, ci.data(), ns);
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t k = rp[i]; k < rp[i + 1]; ++k) {
       GAT_CHECK(ed[k] == i, op, ": edge_dst[", k, "] is ", ed[k], " but the edge is in row ", i);
@@ -370,17 +396,18 @@ void Graph::validate() const {
   const RowSummary rows = summarize_rows(n, rp.data(), ci.data());
   GAT_CHECK(rows.max_degree == max_in_degree_, op, ": max_in_degree is ", max_in_degree_, ", computed ",
             rows.max_degree);
-  GAT_CHECK(rows.self_loops == num_self_loops_ && (rows.rows_with_one_loop == n) == one_self_loop_per_node_,
+  const int64_t loop_nodes = std::min(ns, n);
+  GAT_CHECK(rows.self_loops == num_self_loops_ && rows.one_loop_per_node(loop_nodes) == one_self_loop_per_node_,
             op, ": the graph records ", num_self_loops_, " self loops",
             one_self_loop_per_node_ ? ", one per node" : "", "; its rows hold ", rows.self_loops, " in ",
-            rows.rows_with_one_loop, " of ", n, " rows with exactly one");
+            rows.rows_with_one_loop, " of ", loop_nodes, " rows with exactly one");
 
   // The transpose: same CSR checks, rows sorted by destination, every edge id exactly once and
   // naming an edge with this source and destination.
-  check_csr("Graph::validate (transpose)", n, trp.data(), e, tci.data());
+  check_csr("Graph::validate (transpose)", ns, trp.data(), e, tci.data(), n);
   std::vector<char> seen(static_cast<size_t>(e), 0);
   int64_t max_out = 0;
-  for (int64_t j = 0; j < n; ++j) {
+  for (int64_t j = 0; j < ns; ++j) {
     max_out = std::max<int64_t>(max_out, trp[j + 1] - trp[j]);
     for (int64_t k = trp[j]; k < trp[j + 1]; ++k) {
       const int64_t id = tid[k];
@@ -401,7 +428,7 @@ void Graph::validate() const {
   GAT_CHECK(chunk_edges_ == chunk, op, ": chunk_edges is ", chunk_edges_,
             ", the graph's edge count and longest row give ", chunk);
   const std::vector<int32_t> rcp = chunk_ptr_of(n, rp.data(), chunk_edges_),
-                             trcp = chunk_ptr_of(n, trp.data(), chunk_edges_);
+                             trcp = chunk_ptr_of(ns, trp.data(), chunk_edges_);
   GAT_CHECK(row_chunk_ptr_.to_vector<int32_t>() == rcp && num_row_chunks_ == rcp.back(), op,
             ": row_chunk_ptr does not match the rows");
   GAT_CHECK(t_row_chunk_ptr_.to_vector<int32_t>() == trcp && num_t_row_chunks_ == trcp.back(), op,

@@ -1,5 +1,11 @@
 // Graph: directed graph in CSR form by DESTINATION, plus its transpose (CSR by source).
 //
+// Edges go from a set of num_src_nodes() sources to a set of num_dst_nodes() destinations. A
+// graph on one node set has the two equal (from_edges(num_nodes, ...)); a bipartite graph
+// (from_edges(num_src, num_dst, ...), is_bipartite() when the counts differ) has source j and
+// destination i name different nodes even when j == i, except for the self loops of GATConv's
+// rule (PyG's): (i, i) for i < min(Ns, Nd), the nodes both sets share by index.
+//
 // For every destination node i, its incoming edges are e in [row_ptr[i], row_ptr[i+1]), and
 // edge_src[e] is the SOURCE of edge e. Within a row, edges are sorted by source; the edge index e
 // (0..E-1) in this order is THE edge id used by every per-edge tensor (edge scores (E, H),
@@ -13,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "gat/framework/tensor.h"
@@ -20,50 +27,67 @@
 namespace gat {
 
 struct GraphBuildOptions {
-  bool symmetrize = false;         // add the reverse of every edge
+  bool symmetrize = false;         // add the reverse of every edge (one node set only)
   bool remove_duplicates = true;   // keep one copy of each (src, dst)
   bool remove_self_loops = false;  // drop every (i, i)
-  bool add_self_loops = false;     // then add (i, i) for every node (after removing existing ones)
+  bool add_self_loops = false;     // then add (i, i) for every i < min(Ns, Nd) (after removing
+                                   // existing ones): every node of a graph on one node set
 };
 
 class Graph {
  public:
   Graph() = default;
 
-  // Builds from an edge list src[k] -> dst[k]. Throws gat::Error when an index is outside
-  // [0, num_nodes) (naming the edge and the value), the lists differ in length or the graph has
-  // more than 2^31 - 1 edges (32-bit edge ids). Every stage runs in parallel; the graph is the
-  // same for any number of threads.
-  static Graph from_edges(int64_t num_nodes, const std::vector<int32_t>& src,
+  // Builds from an edge list src[k] -> dst[k] of sources in [0, num_src) and destinations in
+  // [0, num_dst). Throws gat::Error when an index is outside its range (naming the edge and the
+  // value), the lists differ in length, the graph has more than 2^31 - 1 edges (32-bit edge ids)
+  // or options.symmetrize is asked of a bipartite graph. Every stage runs in parallel; the graph
+  // is the same for any number of threads.
+  static Graph from_edges(int64_t num_src, int64_t num_dst, const std::vector<int32_t>& src,
                           const std::vector<int32_t>& dst, const GraphBuildOptions& options = {});
   // The same, freeing src and dst as soon as they are read (less memory at the peak).
+  static Graph from_edges(int64_t num_src, int64_t num_dst, std::vector<int32_t>&& src,
+                          std::vector<int32_t>&& dst, const GraphBuildOptions& options = {});
+  // A graph on one node set of num_nodes nodes.
+  static Graph from_edges(int64_t num_nodes, const std::vector<int32_t>& src,
+                          const std::vector<int32_t>& dst, const GraphBuildOptions& options = {}) {
+    return from_edges(num_nodes, num_nodes, src, dst, options);
+  }
   static Graph from_edges(int64_t num_nodes, std::vector<int32_t>&& src, std::vector<int32_t>&& dst,
-                          const GraphBuildOptions& options = {});
-  // Takes a CSR by destination as given (validated; rows are sorted by source if needed).
+                          const GraphBuildOptions& options = {}) {
+    return from_edges(num_nodes, num_nodes, std::move(src), std::move(dst), options);
+  }
+  // Takes a CSR by destination as given (validated; rows are sorted by source if needed): Nd =
+  // row_ptr.size() - 1 destinations, sources in [0, num_src) (one node set: num_src = Nd).
+  static Graph from_csr(int64_t num_src, std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx);
   static Graph from_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx);
 
-  int64_t num_nodes() const { return num_nodes_; }
   // Rows of the tensors on each side of an edge: source-side tensors (values, el, x_src) have
-  // num_src_nodes() rows and destination-side ones (out, er, x_dst) num_dst_nodes() rows. Both
-  // equal num_nodes() for a graph on one node set.
-  int64_t num_src_nodes() const { return num_nodes_; }
-  int64_t num_dst_nodes() const { return num_nodes_; }
+  // num_src_nodes() rows and destination-side ones (out, er, x_dst) num_dst_nodes() rows.
+  int64_t num_src_nodes() const { return num_src_nodes_; }
+  int64_t num_dst_nodes() const { return num_dst_nodes_; }
+  // Sources and destinations differ in number. A graph whose two counts are equal is one node
+  // set (as in PyG, whose rules depend only on the counts): it may be symmetrised.
+  bool is_bipartite() const { return num_src_nodes_ != num_dst_nodes_; }
+  // The node count of a graph on one node set; throws gat::Error on a bipartite graph, where a
+  // caller must say which side it means (num_src_nodes() or num_dst_nodes()).
+  int64_t num_nodes() const;
   int64_t num_edges() const { return row_ptr_.defined() ? edge_src_.numel() : 0; }
   Device device() const { return row_ptr_.device(); }
 
   // By destination (CSR, the edge-id order): node i's in-edges are [row_ptr[i], row_ptr[i+1]).
-  const Tensor& row_ptr() const { return row_ptr_; }      // (N+1,) i32
+  const Tensor& row_ptr() const { return row_ptr_; }      // (Nd+1,) i32
   const Tensor& edge_src() const { return edge_src_; }    // (E,) i32: source of each edge
   const Tensor& edge_dst() const { return edge_dst_; }    // (E,) i32: destination of each edge
   // By source (the transposed order): node j's out-edges are entries [t_row_ptr[j], t_row_ptr[j+1]).
-  const Tensor& t_row_ptr() const { return t_row_ptr_; }    // (N+1,) i32
+  const Tensor& t_row_ptr() const { return t_row_ptr_; }    // (Ns+1,) i32
   const Tensor& t_edge_dst() const { return t_edge_dst_; }  // (E,) i32: destination of each entry
   const Tensor& t_edge_id() const { return t_edge_id_; }    // (E,) i32: edge id of each entry
 
   // Edge list in edge-id order (host vectors; copies from the device if needed).
   std::vector<int32_t> sources() const;
   std::vector<int32_t> destinations() const;
-  std::vector<int32_t> in_degrees() const;
+  std::vector<int32_t> in_degrees() const;  // (Nd,)
   int64_t max_in_degree() const { return max_in_degree_; }
   int64_t max_out_degree() const { return max_out_degree_; }
 
@@ -74,17 +98,19 @@ class Graph {
   // graphs up to 512 on large ones; 64 at least when no row is longer than 64 edges, so that no
   // row is cut), so a graph's chunks are fixed and runs reproducible.
   int chunk_edges() const { return chunk_edges_; }
-  const Tensor& row_chunk_ptr() const { return row_chunk_ptr_; }      // (N+1,) i32
-  const Tensor& t_row_chunk_ptr() const { return t_row_chunk_ptr_; }  // (N+1,) i32
-  int64_t num_row_chunks() const { return num_row_chunks_; }          // row_chunk_ptr[N]
-  int64_t num_t_row_chunks() const { return num_t_row_chunks_; }      // t_row_chunk_ptr[N]
+  const Tensor& row_chunk_ptr() const { return row_chunk_ptr_; }      // (Nd+1,) i32
+  const Tensor& t_row_chunk_ptr() const { return t_row_chunk_ptr_; }  // (Ns+1,) i32
+  int64_t num_row_chunks() const { return num_row_chunks_; }          // row_chunk_ptr[Nd]
+  int64_t num_t_row_chunks() const { return num_t_row_chunks_; }      // t_row_chunk_ptr[Ns]
   int64_t count_self_loops() const { return num_self_loops_; }
-  // True when every node has exactly one self loop, as with_self_loops() leaves it (then
-  // with_self_loops() is the graph itself). Both are counted when the graph is built.
+  // True when every node i < min(Ns, Nd) has exactly one self loop (every node of a graph on one
+  // node set; no other (i, i) can exist), as with_self_loops() leaves it (then with_self_loops()
+  // is the graph itself). Both are counted when the graph is built.
   bool one_self_loop_per_node() const { return one_self_loop_per_node_; }
 
-  // The same graph with self loops removed, then one added per node (GAT's default), every row
-  // still sorted by source; the graph itself when it already has one self loop per node.
+  // The same graph with self loops removed, then (i, i) added for every i < min(Ns, Nd) (GAT's
+  // default, PyG's GATConv rule: the nodes both sets have), every row still sorted by source; the
+  // graph itself when it already has one self loop per node.
   Graph with_self_loops() const;
   // Copy of all index arrays to `device`.
   Graph to(Device device) const;
@@ -94,14 +120,15 @@ class Graph {
 
  private:
   // from_edges; release_input() is called once src and dst are no longer needed.
-  static Graph build(int64_t num_nodes, const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
-                     const GraphBuildOptions& options, const std::function<void()>& release_input);
+  static Graph build(int64_t num_src, int64_t num_dst, const std::vector<int32_t>& src,
+                     const std::vector<int32_t>& dst, const GraphBuildOptions& options,
+                     const std::function<void()>& release_input);
   // Builds the transpose, edge_dst, the degree maxima, the self-loop counts and the chunk plans
-  // of a checked CSR by destination whose rows are sorted by source (CPU i32 tensors (N+1,) and
-  // (E,), taken as the graph's own).
-  static Graph from_sorted_csr(Tensor row_ptr, Tensor col_idx);
+  // of a checked CSR by destination whose rows are sorted by source (CPU i32 tensors (Nd+1,) and
+  // (E,), taken as the graph's own) with sources in [0, num_src).
+  static Graph from_sorted_csr(int64_t num_src, Tensor row_ptr, Tensor col_idx);
 
-  int64_t num_nodes_ = 0;
+  int64_t num_src_nodes_ = 0, num_dst_nodes_ = 0;
   int64_t max_in_degree_ = 0;
   int64_t max_out_degree_ = 0;
   int chunk_edges_ = 0;

@@ -13,8 +13,16 @@ namespace gat {
 GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(options) {
   const int64_t in = options.in_channels, F = options.out_channels, H = options.heads;
   check_attention_options("GATConv", in, F, H, options.dropout);
+  GAT_CHECK(options.dst_in_channels >= 0, "GATConv: dst_in_channels ", options.dst_in_channels,
+            " must be positive (bipartite: lin_src and lin_dst) or 0 (one projection, lin)");
   GAT_CHECK(options.edge_dim >= 0, "GATConv: edge_dim ", options.edge_dim, " is negative (0: no edge features)");
-  lin = register_module("lin", std::make_shared<Linear>(in, H * F, false, init, options.dtype));
+  const int64_t dst_in = options.dst_in_channels > 0 ? options.dst_in_channels : in;
+  if (options.dst_in_channels > 0) {
+    lin_src = register_module("lin_src", std::make_shared<Linear>(in, H * F, false, init, options.dtype));
+    lin_dst = register_module("lin_dst", std::make_shared<Linear>(dst_in, H * F, false, init, options.dtype));
+  } else {
+    lin = register_module("lin", std::make_shared<Linear>(in, H * F, false, init, options.dtype));
+  }
   if (options.edge_dim > 0)
     lin_edge = register_module("lin_edge", std::make_shared<Linear>(options.edge_dim, H * F, false, init, options.dtype));
   // PyG's glorot on att (1, H, F) uses fan_in = H, fan_out = F.
@@ -23,12 +31,24 @@ GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(opti
   if (lin_edge) att_edge = register_parameter("att_edge", init::glorot_uniform({H, F}, H, F, init, options.dtype));
   if (options.bias) bias = register_parameter("bias", init::zeros({out_features()}, options.dtype));
   if (options.residual)
-    res = register_module("res", std::make_shared<Linear>(in, out_features(), false, init, options.dtype));
+    res = register_module("res", std::make_shared<Linear>(dst_in, out_features(), false, init, options.dtype));
 }
 
 int64_t GATConv::out_features() const {
   return options_.concat ? options_.heads * options_.out_channels : options_.out_channels;
 }
+
+namespace {
+
+// x (rows, cols), dense or sparse; `nodes` names the rows in the message.
+void check_features(const char* name, const Features& x, int64_t rows, const char* nodes, int64_t cols) {
+  if (!x.is_sparse()) check_dim("GATConv", name, x.dense(), 2);
+  GAT_CHECK(x.rows() == rows && x.cols() == cols, "GATConv: '", name, "' ", x.describe(),
+            " must be (", rows, ", ", cols, ") for a graph of ", rows, " ", nodes, " and ", cols,
+            " input channels");
+}
+
+}  // namespace
 
 Tensor GATConv::edge_scores(const Graph& graph, const Graph& g, const Tensor& edge_attr) {
   const int64_t D = options_.edge_dim, H = options_.heads, F = options_.out_channels;
@@ -53,27 +73,54 @@ Tensor GATConv::edge_scores(const Graph& graph, const Graph& g, const Tensor& ed
 
 Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen,
                         Attention* attention) {
-  return forward(x, graph, Tensor(), gen, attention);
+  return forward_sides(x, nullptr, graph, Tensor(), gen, attention);
 }
 
 Tensor GATConv::forward(const Features& x, const Graph& graph, const Tensor& edge_attr, Generator& gen,
                         Attention* attention) {
-  const int64_t N = graph.num_nodes(), H = options_.heads, F = options_.out_channels;
-  check_attention_input("GATConv", x, graph, options_.in_channels);
+  return forward_sides(x, nullptr, graph, edge_attr, gen, attention);
+}
+
+Tensor GATConv::forward(const Features& x_src, const Features& x_dst, const Graph& graph,
+                        Generator& gen, Attention* attention) {
+  return forward_sides(x_src, &x_dst, graph, Tensor(), gen, attention);
+}
+
+Tensor GATConv::forward(const Features& x_src, const Features& x_dst, const Graph& graph,
+                        const Tensor& edge_attr, Generator& gen, Attention* attention) {
+  return forward_sides(x_src, &x_dst, graph, edge_attr, gen, attention);
+}
+
+Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, const Graph& graph,
+                              const Tensor& edge_attr, Generator& gen, Attention* attention) {
+  const int64_t Ns = graph.num_src_nodes(), N = graph.num_dst_nodes(), H = options_.heads,
+                F = options_.out_channels;
+  const Features& xd = x_dst ? *x_dst : x_src;
+  if (x_dst) {
+    check_features("x_src", x_src, Ns, "sources", options_.in_channels);
+    check_features("x_dst", xd, N, "destinations", lin ? options_.in_channels : options_.dst_in_channels);
+  } else {
+    GAT_CHECK(!graph.is_bipartite(), "GATConv: one 'x' needs a graph on one node set, but the graph "
+              "is bipartite (", Ns, " sources, ", N, " destinations): pass x_src and x_dst");
+    check_features("x", x_src, N, "nodes", options_.in_channels);
+    if (lin_dst) check_features("x", x_src, N, "nodes", options_.dst_in_channels);
+  }
   const Graph& g = options_.add_self_loops ? looped_.of(graph) : graph;
   const Tensor ee = edge_scores(graph, g, edge_attr);  // (E', H) or undefined
 
-  Tensor wh = ops::reshape(lin->forward(x), {N, H, F});  // (N, H, F)
-  Tensor el = ops::head_dot(wh, att_src);                 // (N, H)
-  Tensor er = ops::head_dot(wh, att_dst);                 // (N, H)
+  // One x through lin: one projection for both sides.
+  Tensor wh = ops::reshape((lin ? *lin : *lin_src).forward(x_src), {Ns, H, F});  // (Ns, H, F)
+  Tensor wh_dst = !x_dst && lin ? wh : ops::reshape((lin ? *lin : *lin_dst).forward(xd), {N, H, F});  // (N, H, F)
+  Tensor el = ops::head_dot(wh, att_src);      // (Ns, H)
+  Tensor er = ops::head_dot(wh_dst, att_dst);  // (N, H)
   const DropoutKey key = is_training() && options_.dropout > 0.0
                              ? gen.dropout_key(static_cast<float>(options_.dropout))
                              : DropoutKey{};
-  Tensor values = wh;  // (N, H, F)
+  Tensor values = wh;  // (Ns, H, F)
   if (is_training() && options_.value_dropout > 0.0)
     values = ops::dropout(wh, gen.dropout_key(static_cast<float>(options_.value_dropout)));
   Tensor out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key, ee);  // (N, H, F)
-  out = combine_heads(out, options_.concat, res ? res->forward(x) : Tensor(), bias);  // (N, out_features)
+  out = combine_heads(out, options_.concat, res ? res->forward(xd) : Tensor(), bias);  // (N, out_features)
 
   if (attention)
     *attention = {g, ops::csr_softmax(g, ops::gat_edge_scores(g, el.detach(), er.detach(), options_.negative_slope,

@@ -1,25 +1,33 @@
 // GATConv: the graph attention layer of Velickovic et al. (2018) with PyTorch Geometric's
 // GATConv options and initialisation.
 //
-//   Wh  = x W                            viewed (N, H, F)
-//   el  = Wh . att_src,  er = Wh . att_dst                        (N, H)
+//   Wh_s = x_src W_src viewed (Ns, H, F),  Wh_d = x_dst W_dst viewed (Nd, H, F)
+//          (one graph, one x: x_src = x_dst = x and W_src = W_dst = W, Wh computed once)
+//   el  = Wh_s . att_src (Ns, H),  er = Wh_d . att_dst (Nd, H)
 //   ee  = edge_attr We . att_edge  (with edge_dim; We viewed (D, H, F))  (E, H)
 //   s   = LeakyReLU(el[src(e)] + er[dst(e)] (+ ee[e]), negative_slope)  (E, H), never stored
-//   out = softmax over each node's incoming edges of s, attention dropout, weighted sum of Wh
-//         (gat_attention_aggregate: s computed inside the kernels)  (N, H, F)
-//   out = concat ? out viewed (N, H*F) : mean over heads (N, F);  + residual(x);  + bias
+//   out = softmax over each destination's incoming edges of s, attention dropout, weighted sum
+//         of Wh_s (gat_attention_aggregate: s computed inside the kernels)  (Nd, H, F)
+//   out = concat ? out viewed (Nd, H*F) : mean over heads (Nd, F);  + residual(x_dst);  + bias
 //         (ops::head_mean averages the heads and adds the bias in one kernel when there is no residual)
 //
-// With add_self_loops the layer runs on graph.with_self_loops() (SelfLoopedGraph: the input graph
-// itself when it already has one self loop per node, else a looped copy kept). With edge_dim,
+// Bipartite input as PyG's GATConv: with dst_in_channels > 0 (PyG's in_channels = (src, dst))
+// the layer has lin_src and lin_dst instead of lin; forward(x_src, x_dst, graph) takes the
+// sources' and the destinations' features of a graph of Ns sources and Nd destinations (with lin
+// alone both go through lin; one x with lin_src and lin_dst goes through both).
+//
+// With add_self_loops the layer runs on graph.with_self_loops() (existing loops removed, then
+// (i, i) for every i < min(Ns, Nd): every node of a graph on one node set; SelfLoopedGraph: the
+// input graph itself when it already has them, else a looped copy kept). With edge_dim,
 // edge_attr (E, edge_dim) follows the input graph's edge order (edge_attr_in_graph_order in
 // graph.h puts per-input-edge rows there); with add_self_loops the loops' attributes are made by
 // fill_value from the other edges' (PyG's remove_self_loops then add_self_loops: existing loops'
 // attributes are discarded; ops::self_loop_attr). The edge term is computed as edge_attr times the
-// (edge_dim, H) matrix We . att_edge, never as an E x H*F projection. Everything goes through ops, so the layer
-// runs unchanged on CPU and CUDA. Parameter names follow PyG: lin.weight (stored (in, H*F), the
-// transpose of PyG's), att_src and att_dst (H, F) (PyG: (1, H, F)), bias, res.weight,
-// lin_edge.weight (edge_dim, H*F) and att_edge (H, F).
+// (edge_dim, H) matrix We . att_edge, never as an E x H*F projection. Everything goes through ops,
+// so the layer runs unchanged on CPU and CUDA. Parameter names follow PyG: lin.weight or
+// lin_src.weight and lin_dst.weight (stored (in, H*F), the transpose of PyG's), att_src and
+// att_dst (H, F) (PyG: (1, H, F)), bias, res.weight, lin_edge.weight (edge_dim, H*F) and
+// att_edge (H, F).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +45,8 @@
 namespace gat {
 
 struct GATConvOptions {
-  int64_t in_channels = 0;
+  int64_t in_channels = 0;      // of x, or of x_src when dst_in_channels > 0
+  int64_t dst_in_channels = 0;  // > 0: of x_dst, with lin_src and lin_dst (PyG's in_channels pair)
   int64_t out_channels = 0;     // F, per head
   int64_t heads = 1;            // H
   bool concat = true;           // (N, H*F); else the mean over heads (N, F)
@@ -48,7 +57,7 @@ struct GATConvOptions {
   double value_dropout = 0.0;
   bool add_self_loops = true;
   bool bias = true;
-  bool residual = false;        // + x R with R a bias-free Linear (in, output width)
+  bool residual = false;        // + x_dst R with R a bias-free Linear (dst in, output width)
   int64_t edge_dim = 0;         // D of edge_attr; 0: no edge features (PyG: edge_dim=None)
   ops::SelfLoopFill fill_value;  // the self loops' edge attributes (PyG's default 'mean')
   DType dtype = DType::f32;     // of the parameters
@@ -56,14 +65,14 @@ struct GATConvOptions {
 
 class GATConv : public Module {
  public:
-  // `init` draws lin.weight, lin_edge.weight, att_src, att_dst, att_edge and res.weight
-  // (glorot), in that order (PyG's, but for res); bias = 0.
+  // `init` draws lin.weight (or lin_src.weight, lin_dst.weight), lin_edge.weight, att_src,
+  // att_dst, att_edge and res.weight (glorot), in that order (PyG's, but for res); bias = 0.
   GATConv(const GATConvOptions& options, Generator& init);
 
   using Attention = AttentionWeights;  // graph_attention.h
 
-  // x: (N, in_channels) on the graph's device, dense or sparse (the projections then use
-  // ops::sparse_matmul) -> (N, H*F) if concat else (N, F).
+  // x: (N, in_channels) on the graph's device (of one node set), dense or sparse (the
+  // projections then use ops::sparse_matmul) -> (N, H*F) if concat else (N, F).
   // `gen` supplies the attention-dropout stream in training mode (untouched in eval mode).
   // `attention`, when given, receives this pass's attention weights (PyG's
   // return_attention_weights); the layer itself keeps nothing of a pass.
@@ -73,19 +82,31 @@ class GATConv : public Module {
   // dtype and device, required with edge_dim > 0 and refused without (undefined = none).
   Tensor forward(const Features& x, const Graph& graph, const Tensor& edge_attr, Generator& gen,
                  Attention* attention = nullptr);
+  // Bipartite: x_src (Ns, in_channels), x_dst (Nd, dst_in_channels or in_channels) for a graph of
+  // Ns sources and Nd destinations -> (Nd, H*F) if concat else (Nd, F); edge_attr as above.
+  Tensor forward(const Features& x_src, const Features& x_dst, const Graph& graph, Generator& gen,
+                 Attention* attention = nullptr);
+  Tensor forward(const Features& x_src, const Features& x_dst, const Graph& graph,
+                 const Tensor& edge_attr, Generator& gen,
+                 Attention* attention = nullptr);
 
   const GATConvOptions& options() const { return options_; }
   int64_t out_features() const;  // H*F if concat else F
 
-  std::shared_ptr<Linear> lin;  // (in, H*F), no bias
+  std::shared_ptr<Linear> lin;      // (in, H*F), no bias; null when bipartite
+  std::shared_ptr<Linear> lin_src;  // (in_channels, H*F), no bias; null unless bipartite
+  std::shared_ptr<Linear> lin_dst;  // (dst_in_channels, H*F), no bias; null unless bipartite
   Tensor att_src;               // (H, F)
   Tensor att_dst;               // (H, F)
   Tensor bias;                  // (out_features,), undefined without bias
-  std::shared_ptr<Linear> res;  // (in, out_features), no bias; null without residual
+  std::shared_ptr<Linear> res;  // (dst in, out_features), no bias; null without residual
   std::shared_ptr<Linear> lin_edge;  // (edge_dim, H*F), no bias; null without edge_dim
   Tensor att_edge;                   // (H, F), undefined without edge_dim
 
  private:
+  // x_dst null: one x for both sides; edge_attr may be undefined.
+  Tensor forward_sides(const Features& x_src, const Features* x_dst, const Graph& graph,
+                       const Tensor& edge_attr, Generator& gen, Attention* attention);
   // ee (E', H) over g's edges (g: graph, looped when add_self_loops), or undefined without
   // edge_dim.
   Tensor edge_scores(const Graph& graph, const Graph& g, const Tensor& edge_attr);

@@ -115,6 +115,22 @@ inline Graph random_graph(int32_t N, int64_t E, int32_t hub, std::mt19937_64& rn
   return Graph::from_edges(N, src, dst);
 }
 
+// A bipartite graph of Ns sources and Nd destinations (both >= 4): E random edges from the first
+// 3/4 of the sources into the first 3/4 of the destinations, so the last Ns/4 sources send
+// nothing and the last Nd/4 destinations receive nothing (nor get a self loop when Nd > Ns).
+// With hub > 0, destination 0 also receives from up to `hub` distinct sources and source 0 sends
+// to up to `hub` distinct destinations: a long row and a long transposed row, cut into chunks on
+// the device.
+inline Graph random_bipartite_graph(int32_t Ns, int32_t Nd, int64_t E, int32_t hub, std::mt19937_64& rng) {
+  const int32_t senders = Ns - Ns / 4, receivers = Nd - Nd / 4;
+  std::uniform_int_distribution<int32_t> sender(0, senders - 1), receiver(0, receivers - 1);
+  std::vector<int32_t> src, dst;
+  for (int64_t k = 0; k < E; ++k) src.push_back(sender(rng)), dst.push_back(receiver(rng));
+  for (int32_t j = 0; j < std::min(senders, hub); ++j) src.push_back(j), dst.push_back(0);
+  for (int32_t i = 0; i < std::min(receivers, hub); ++i) src.push_back(0), dst.push_back(i);
+  return Graph::from_edges(Ns, Nd, src, dst);
+}
+
 // (rows, cols) with about `density` of the elements non-zero, in +-[0.1, 1); rows i % 17 == 1 and
 // columns k % 13 == 2 are empty. The shape of bag-of-words node features.
 inline Tensor sparse_random(int64_t rows, int64_t cols, std::mt19937_64& rng, double density,
@@ -173,7 +189,8 @@ inline std::vector<double> reference_affine(const std::vector<double>& x, int64_
 }
 
 // An attention layer's output as PyG computes it, given its edges' scores: with add_self_loops
-// the edges (src, dst) lose their self loops and get one per node (appended); for every head h,
+// the edges (src, dst) lose their self loops and get (i, i) for i < min(num_src, N) (appended;
+// num_src < 0: N, one node set); for every head h,
 // the softmax over each destination's incoming edges of score(source, destination, h) weights
 // the value rows values[source] (N, H, F); then concat (N, H*F) or the heads' mean (N, F), plus
 // residual (N, C) and bias (C,) where they are not empty.
@@ -181,13 +198,14 @@ inline std::vector<double> reference_attention_layer(
     const std::vector<int32_t>& src, const std::vector<int32_t>& dst, int64_t N, bool add_self_loops,
     int64_t H, int64_t F, const std::function<double(int32_t, int32_t, int64_t)>& score,
     const std::vector<double>& values, bool concat, const std::vector<double>& residual,
-    const std::vector<double>& bias) {
+    const std::vector<double>& bias, int64_t num_src = -1) {
   const int64_t HF = H * F, C = concat ? HF : F;
+  const int64_t loops = std::min(num_src < 0 ? N : num_src, N);  // PyG: (i, i) for i < min(Ns, Nd)
   std::vector<int32_t> s, d;
   for (size_t e = 0; e < src.size(); ++e)
     if (!add_self_loops || src[e] != dst[e]) s.push_back(src[e]), d.push_back(dst[e]);
   if (add_self_loops)
-    for (int32_t n = 0; n < N; ++n) s.push_back(n), d.push_back(n);
+    for (int32_t n = 0; n < loops; ++n) s.push_back(n), d.push_back(n);
   std::vector<double> agg(static_cast<size_t>(N * HF), 0.0);
   for (int64_t h = 0; h < H; ++h) {
     std::vector<double> scores(s.size()), mx(static_cast<size_t>(N), -INFINITY), z(static_cast<size_t>(N), 0.0);
@@ -218,7 +236,10 @@ inline std::vector<double> reference_attention_layer(
 
 // The parameter slots of a GATConv in a fixed order, so a gradient check can substitute them.
 inline std::vector<Tensor*> slots_of(GATConv& conv) {
-  std::vector<Tensor*> slots{&conv.lin->weight, &conv.att_src, &conv.att_dst};
+  std::vector<Tensor*> slots;
+  if (conv.lin) slots = {&conv.lin->weight};
+  else slots = {&conv.lin_src->weight, &conv.lin_dst->weight};
+  slots.insert(slots.end(), {&conv.att_src, &conv.att_dst});
   if (conv.bias.defined()) slots.push_back(&conv.bias);
   if (conv.res) slots.push_back(&conv.res->weight);
   return slots;

@@ -34,9 +34,9 @@ struct AggregateResult {
 AggregateResult run_aggregate(const Graph& g, const Tensor& s, const Tensor& v, const Tensor& grad_out,
                               const DropoutKey& key) {
   AggregateResult r;
-  const int64_t N = g.num_nodes(), H = s.size(1);
+  const int64_t N = g.num_dst_nodes(), H = s.size(1);
   const Device d = s.device();
-  r.out = Tensor::empty(v.shape(), v.dtype(), d);
+  r.out = Tensor::empty({N, H, v.size(2)}, v.dtype(), d);
   r.lse = Tensor::empty({N, H}, v.dtype(), d);
   r.grad_scores = Tensor::empty(s.shape(), s.dtype(), d);
   r.grad_value = Tensor::empty(v.shape(), v.dtype(), d);
@@ -52,8 +52,8 @@ void expect_aggregate_matches_cpu(const std::string& what, const Graph& g, int64
                                   const DropoutKey& key, std::mt19937_64& rng) {
   const Graph gd = g.to(Device::cuda);
   const Tensor s = random_tensor({g.num_edges(), H}, rng, -4, 4);
-  const Tensor v = random_tensor({g.num_nodes(), H, F}, rng);
-  const Tensor go = random_tensor({g.num_nodes(), H, F}, rng);
+  const Tensor v = random_tensor({g.num_src_nodes(), H, F}, rng);
+  const Tensor go = random_tensor({g.num_dst_nodes(), H, F}, rng);
   const AggregateResult want = run_aggregate(g, s, v, go, key);
   for (DType dtype : {DType::f32, DType::f64}) {
     auto on_device = [&](const Tensor& t) { return t.to(dtype).to(Device::cuda); };
@@ -231,10 +231,10 @@ GatResult run_gat(const Graph& g, Tensor el, Tensor er, Tensor v, const Tensor& 
 void expect_gat_matches_cpu(const std::string& what, const Graph& g, int64_t H, int64_t F,
                             const DropoutKey& key, std::mt19937_64& rng, bool with_term = false) {
   const Graph gd = g.to(Device::cuda);
-  const int64_t N = g.num_nodes();
-  const Tensor el = random_tensor({N, H}, rng, -3, 3), er = random_tensor({N, H}, rng, -3, 3);
+  const int64_t Ns = g.num_src_nodes(), N = g.num_dst_nodes();
+  const Tensor el = random_tensor({Ns, H}, rng, -3, 3), er = random_tensor({N, H}, rng, -3, 3);
   const Tensor term = with_term ? random_tensor({g.num_edges(), H}, rng, -3, 3) : Tensor();
-  const Tensor v = random_tensor({N, H, F}, rng), go = random_tensor({N, H, F}, rng);
+  const Tensor v = random_tensor({Ns, H, F}, rng), go = random_tensor({N, H, F}, rng);
   for (DType dtype : {DType::f32, DType::f64}) {
     auto rounded = [&](const Tensor& t) { return t.defined() ? t.to(dtype).to(DType::f64) : t; };
     const GatResult want = run_gat(g, rounded(el), rounded(er), rounded(v), rounded(go), key, rounded(term));
@@ -448,6 +448,61 @@ TEST(CudaGatv2AttentionAggregate, HeadsWiderThanAWarpAreRefused) {
     const Tensor x = Tensor::zeros({N, 1, F}, dtype, Device::cuda);
     expect_error([&] { ops::gatv2_attention_aggregate(g, x, x, Tensor::zeros({1, F}, dtype, Device::cuda), 0.2); },
                  {"gatv2_attention_aggregate (CUDA)", "F = " + std::to_string(F), "at most 32"});
+  }
+}
+
+// Bipartite graphs, fewer sources than destinations and more, plain and with self loops for
+// i < min(Ns, Nd): a destination row of 2,000 edges and a source of 2,000 out-edges (chunks on
+// the device), destinations without in-edges, sources without out-edges.
+TEST(CudaBipartiteGraphOps, MatchCpu) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(24);
+  for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{3000, 9000}, {9000, 3000}}) {
+    const Graph plain = random_bipartite_graph(ns, nd, 30000, 2000, rng);
+    ASSERT_GT(plain.max_in_degree(), plain.chunk_edges());
+    ASSERT_GT(plain.max_out_degree(), plain.chunk_edges());
+    for (const Graph& g : {plain, plain.with_self_loops()}) {
+      const std::string name = std::to_string(ns) + " -> " + std::to_string(nd) +
+                               (g.count_self_loops() ? " looped" : "");
+      for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {8, 8}, {1, 64}, {2, 33}, {3, 5}}) {
+        expect_aggregate_matches_cpu(name, g, H, F, kDrop, rng);
+        expect_gat_matches_cpu(name, g, H, F, kDrop, rng);
+      }
+      const Tensor s = random_tensor({g.num_edges(), 3}, rng, -4, 4, DType::f32);
+      EXPECT_LE(rel_error(ops::csr_softmax(g.to(Device::cuda), s.to(Device::cuda)), ops::csr_softmax(g, s)), 1e-5)
+          << name;
+      for (int64_t H : {3, 8}) {  // d el and d er of gat_edge_scores, a warp per node per head (3) or for all (8)
+        const Tensor el = random_tensor({ns, H}, rng, -1, 1, DType::f32), er = random_tensor({nd, H}, rng, -1, 1, DType::f32);
+        const Tensor gs = random_tensor({g.num_edges(), H}, rng, -1, 1, DType::f32);
+        auto run = [&](const Graph& graph, Device d) {
+          Tensor l = el.to(d).detach().set_requires_grad(), r = er.to(d).detach().set_requires_grad();
+          Tensor scores = ops::gat_edge_scores(graph, l, r, 0.2);
+          scores.backward(gs.to(d));
+          return std::vector<Tensor>{scores, l.grad(), r.grad()};
+        };
+        const auto want = run(g, Device::cpu), got = run(g.to(Device::cuda), Device::cuda);
+        for (size_t k = 0; k < want.size(); ++k) EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << name << " tensor " << k;
+      }
+    }
+  }
+}
+
+TEST(CudaBipartiteGraphOps, GradientsMatchFiniteDifferencesOnDevice) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(25);
+  for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{6, 13}, {13, 6}}) {
+    const Graph g = random_bipartite_graph(ns, nd, 2 * (ns + nd), 10, rng).with_self_loops().to(Device::cuda);
+    const int64_t H = 3, F = 4;
+    auto dev = [&](const Shape& shape) { return random_tensor(shape, rng, -2, 2, DType::f64, Device::cuda); };
+    const std::string name = std::to_string(ns) + " -> " + std::to_string(nd);
+    expect_gradients_match("cuda bipartite gat_attention_aggregate " + name,
+                           [&](const std::vector<Tensor>& in) {
+                             return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop);
+                           },
+                           {dev({ns, H}), dev({nd, H}), dev({ns, H, F})});
+    expect_gradients_match("cuda bipartite csr_softmax_aggregate " + name,
+                           [&](const std::vector<Tensor>& in) { return ops::csr_softmax_aggregate(g, in[0], in[1], kDrop); },
+                           {dev({g.num_edges(), H}), dev({ns, H, F})});
   }
 }
 

@@ -25,22 +25,26 @@ using namespace gat::testing;
 
 namespace {
 
-// PyG's GATConv written out with plain loops over an edge list (no dropout), in double.
-std::vector<double> reference_gat_conv(const GATConv& conv, const std::vector<double>& x, int64_t N,
+// PyG's GATConv written out with plain loops over an edge list (no dropout), in double, for
+// sources x_src (Ns, in) and destinations x_dst (Nd, dst in): with add_self_loops the edges
+// without self loops, then (i, i) for i < min(Ns, Nd).
+std::vector<double> reference_gat_conv(const GATConv& conv, const std::vector<double>& x_src, int64_t Ns,
+                                       const std::vector<double>& x_dst, int64_t N,
                                        const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {
   const GATConvOptions& o = conv.options();
   const int64_t H = o.heads, F = o.out_channels, HF = H * F;
-  const std::vector<double> wh = reference_affine(x, N, conv.lin->weight.to_vector<double>(), HF);  // (N, H*F)
+  const std::vector<double> wh = reference_affine(x_src, Ns, (conv.lin ? conv.lin : conv.lin_src)->weight.to_vector<double>(), HF);
+  const std::vector<double> wh_dst = reference_affine(x_dst, N, (conv.lin ? conv.lin : conv.lin_dst)->weight.to_vector<double>(), HF);
   const std::vector<double> as = conv.att_src.to_vector<double>(), ad = conv.att_dst.to_vector<double>();
-  auto score = [&](int32_t j, int32_t i, int64_t h) {  // LeakyReLU(a_src . Wh_j + a_dst . Wh_i)
+  auto score = [&](int32_t j, int32_t i, int64_t h) {  // LeakyReLU(a_src . Wh_s[j] + a_dst . Wh_d[i])
     double v = 0;
-    for (int64_t f = 0; f < F; ++f) v += wh[j * HF + h * F + f] * as[h * F + f] + wh[i * HF + h * F + f] * ad[h * F + f];
+    for (int64_t f = 0; f < F; ++f) v += wh[j * HF + h * F + f] * as[h * F + f] + wh_dst[i * HF + h * F + f] * ad[h * F + f];
     return v > 0 ? v : o.negative_slope * v;
   };
   const std::vector<double> residual =
-      conv.res ? reference_affine(x, N, conv.res->weight.to_vector<double>(), conv.out_features()) : std::vector<double>{};
-  return reference_attention_layer(src, dst, N, true, H, F, score, wh, o.concat, residual,
-                                   conv.bias.defined() ? conv.bias.to_vector<double>() : std::vector<double>{});
+      conv.res ? reference_affine(x_dst, N, conv.res->weight.to_vector<double>(), conv.out_features()) : std::vector<double>{};
+  return reference_attention_layer(src, dst, N, o.add_self_loops, H, F, score, wh, o.concat, residual,
+                                   conv.bias.defined() ? conv.bias.to_vector<double>() : std::vector<double>{}, Ns);
 }
 
 void check_conv_gradients(const std::string& what, const GATConvOptions& options, bool training) {
@@ -59,6 +63,29 @@ void check_conv_gradients(const std::string& what, const GATConvOptions& options
                          gradcheck_inputs(random_tensor({N, options.in_channels}, rng), slots));
 }
 
+// A bipartite layer (lin_src, lin_dst) of `options` (in_channels 5 for the sources, 3 for the
+// destinations) on a graph of ns sources and nd destinations: gradients of x_src, x_dst and every
+// parameter.
+void check_bipartite_conv_gradients(const std::string& what, GATConvOptions options, int32_t ns, int32_t nd) {
+  std::mt19937_64 rng(13);
+  const Graph graph = random_bipartite_graph(ns, nd, 2 * (ns + nd), 5, rng);
+  options.in_channels = 5;
+  options.dst_in_channels = 3;
+  Generator init(5);
+  GATConv conv(options, init);
+  if (conv.bias.defined()) conv.bias = random_tensor(conv.bias.shape(), rng);
+  const std::vector<Tensor*> slots = slots_of(conv);
+  std::vector<Tensor> inputs = gradcheck_inputs(random_tensor({ns, 5}, rng), slots);
+  inputs.insert(inputs.begin() + 1, random_tensor({nd, 3}, rng));  // x_src, x_dst, the slots
+  expect_gradients_match(what + " " + std::to_string(ns) + " -> " + std::to_string(nd),
+                         [&](const std::vector<Tensor>& in) {
+                           for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 2];
+                           Generator gen(99);  // the same dropout masks in every evaluation
+                           return conv.forward(in[0], in[1], graph, gen);
+                         },
+                         inputs);
+}
+
 }  // namespace
 
 TEST(GATConv, MatchesANaiveReferenceConcatAndMean) {
@@ -75,12 +102,109 @@ TEST(GATConv, MatchesANaiveReferenceConcatAndMean) {
       const Tensor out = conv.forward(x, graph, gen);
       ASSERT_EQ(out.shape(), (Shape{N, concat ? 12 : 4}));
       const std::vector<double> got = out.to_vector<double>();
-      const std::vector<double> want =
-          reference_gat_conv(conv, x.to_vector<double>(), N, graph.sources(), graph.destinations());
+      const std::vector<double> xv = x.to_vector<double>();
+      const std::vector<double> want = reference_gat_conv(conv, xv, N, xv, N, graph.sources(), graph.destinations());
       for (size_t i = 0; i < want.size(); ++i)
         EXPECT_NEAR(got[i], want[i], 1e-12) << "concat " << concat << " residual " << residual << " i " << i;
     }
   }
+}
+
+// Bipartite input (PyG's in_channels pair): lin_src projects x_src, lin_dst x_dst, the residual
+// takes x_dst, the output has a row per destination and self loops go to i < min(Ns, Nd).
+TEST(GATConv, BipartiteMatchesANaiveReference) {
+  std::mt19937_64 rng(21);
+  for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{6, 11}, {11, 6}})
+    for (bool loops : {true, false})
+      for (bool concat : {true, false}) {
+        const Graph graph = random_bipartite_graph(ns, nd, 2 * (ns + nd), 4, rng);
+        GATConvOptions o = conv_options(5, 4, 3, concat, true, 0.0);
+        o.dst_in_channels = 2;
+        o.add_self_loops = loops;
+        Generator init(1);
+        GATConv conv(o, init);
+        ASSERT_FALSE(conv.lin);
+        EXPECT_EQ(conv.lin_src->weight.shape(), (Shape{5, 12}));
+        EXPECT_EQ(conv.lin_dst->weight.shape(), (Shape{2, 12}));
+        EXPECT_EQ(conv.res->weight.shape(), (Shape{2, concat ? 12 : 4}));
+        conv.bias = random_tensor(conv.bias.shape(), rng);
+        const Tensor x_src = random_tensor({ns, 5}, rng), x_dst = random_tensor({nd, 2}, rng);
+        Generator gen(0);
+        GATConv::Attention attention;
+        const Tensor out = conv.forward(x_src, x_dst, graph, gen, &attention);
+        ASSERT_EQ(out.shape(), (Shape{nd, concat ? 12 : 4}));
+        EXPECT_EQ(attention.graph.count_self_loops(), loops ? std::min(ns, nd) : graph.count_self_loops());
+        const std::vector<double> got = out.to_vector<double>();
+        const std::vector<double> want = reference_gat_conv(conv, x_src.to_vector<double>(), ns, x_dst.to_vector<double>(),
+                                                            nd, graph.sources(), graph.destinations());
+        for (size_t i = 0; i < want.size(); ++i)
+          EXPECT_NEAR(got[i], want[i], 1e-12) << ns << " -> " << nd << " loops " << loops << " concat " << concat << " i " << i;
+      }
+}
+
+// A layer of one projection (lin) takes a pair too (both sides through lin), and a bipartite
+// layer takes one x of a graph on one node set (through lin_src and lin_dst), as PyG's.
+TEST(GATConv, PairsAndSingleInputsMixAsInPyG) {
+  std::mt19937_64 rng(22);
+  const Graph graph = random_bipartite_graph(6, 9, 20, 3, rng);
+  Generator init(1), gen(0);
+  GATConv shared(conv_options(4, 3, 2, true, true, 0.0), init);
+  const Tensor x_src = random_tensor({6, 4}, rng), x_dst = random_tensor({9, 4}, rng);
+  const std::vector<double> xs = x_src.to_vector<double>(), xd = x_dst.to_vector<double>();
+  const std::vector<double> got = shared.forward(x_src, x_dst, graph, gen).to_vector<double>();
+  const std::vector<double> want = reference_gat_conv(shared, xs, 6, xd, 9, graph.sources(), graph.destinations());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "i " << i;
+
+  GATConvOptions o = conv_options(4, 3, 2, false, true, 0.0);
+  o.dst_in_channels = 4;
+  GATConv split(o, init);
+  const Graph one_set = small_graph(7, rng);
+  const Tensor x = random_tensor({7, 4}, rng);
+  const std::vector<double> xv = x.to_vector<double>();
+  const std::vector<double> got_one = split.forward(x, one_set, gen).to_vector<double>();
+  const std::vector<double> want_one = reference_gat_conv(split, xv, 7, xv, 7, one_set.sources(), one_set.destinations());
+  for (size_t i = 0; i < want_one.size(); ++i) EXPECT_NEAR(got_one[i], want_one[i], 1e-12) << "i " << i;
+  // The same pass as a pair.
+  EXPECT_EQ(split.forward(x, x, one_set, gen).to_vector<double>(), got_one);
+}
+
+TEST(GATConv, BipartiteRejectsBadInputsNamingTheSides) {
+  std::mt19937_64 rng(23);
+  const Graph graph = random_bipartite_graph(6, 9, 20, 3, rng);
+  GATConvOptions o = conv_options(4, 3, 2, true, false, 0.0);
+  o.dst_in_channels = 5;
+  Generator init(1), gen(0);
+  GATConv conv(o, init);
+  expect_error([&] { conv.forward(random_tensor({6, 4}, rng), graph, gen); },
+               {"GATConv", "one 'x'", "bipartite", "6 sources", "9 destinations"});
+  expect_error([&] { conv.forward(random_tensor({9, 4}, rng), random_tensor({9, 5}, rng), graph, gen); },
+               {"GATConv: 'x_src'", "(9, 4) must be (6, 4)", "6 sources"});
+  expect_error([&] { conv.forward(random_tensor({6, 4}, rng), random_tensor({9, 4}, rng), graph, gen); },
+               {"GATConv: 'x_dst'", "(9, 4) must be (9, 5)", "9 destinations"});
+  // One x through lin_src and lin_dst needs both widths equal.
+  expect_error([&] { conv.forward(random_tensor({7, 4}, rng), small_graph(7, rng), gen); },
+               {"GATConv: 'x'", "must be (7, 5)"});
+  o.dst_in_channels = -1;
+  expect_error([&] { GATConv bad(o, init); }, {"dst_in_channels -1"});
+}
+
+TEST(GATConv, BipartiteGradientsConcatResidualWithLoops) {
+  for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{5, 9}, {9, 5}})
+    check_bipartite_conv_gradients("GATConv bipartite concat residual loops", conv_options(5, 4, 3, true, true, 0.0), ns, nd);
+}
+
+TEST(GATConv, BipartiteGradientsMeanWithoutLoopsWithDropout) {
+  GATConvOptions o = conv_options(5, 4, 3, false, true, 0.5);
+  o.add_self_loops = false;  // destinations without in-edges: zero rows (plus residual and bias)
+  for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{5, 9}, {9, 5}})
+    check_bipartite_conv_gradients("GATConv bipartite mean no loops dropout", o, ns, nd);
+}
+
+TEST(GATConv, BipartiteGradientsOneHeadNoBiasNoResidual) {
+  GATConvOptions o = conv_options(5, 4, 1, true, false, 0.0);
+  o.bias = false;
+  for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{5, 9}, {9, 5}})
+    check_bipartite_conv_gradients("GATConv bipartite one head", o, ns, nd);
 }
 
 // Each option's effect on its own, with non-zero bias and residual weights, independent of the
@@ -138,8 +262,8 @@ TEST(GATConv, OptionsActAsDocumentedWithNonZeroBiasAndResidual) {
   steep_conv.bias = random_tensor(steep_conv.bias.shape(), rng);
   default_conv.bias = steep_conv.bias;
   const std::vector<double> got = run(steep_conv);
-  const std::vector<double> want =
-      reference_gat_conv(steep_conv, x.to_vector<double>(), N, graph.sources(), graph.destinations());
+  const std::vector<double> xv = x.to_vector<double>();
+  const std::vector<double> want = reference_gat_conv(steep_conv, xv, N, xv, N, graph.sources(), graph.destinations());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "slope 0.9, i " << i;
   EXPECT_NE(run(default_conv), got);
 }

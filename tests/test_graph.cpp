@@ -53,24 +53,26 @@ GraphArrays arrays_of(const Graph& g) {
 
 // The graph's arrays built the simplest way: the (dst, src) pairs that the options keep, sorted
 // (std::sort) and deduplicated (std::unique); the transpose by a stable sort of the edge ids by
-// source; chunks counted row by row.
-GraphArrays reference_build(int32_t n, const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
-                            const GraphBuildOptions& o) {
+// source; chunks counted row by row. ns sources and nd destinations (one node set: ns = nd);
+// added self loops (i, i) for i < min(ns, nd).
+GraphArrays reference_build(int32_t ns, int32_t nd, const std::vector<int32_t>& src,
+                            const std::vector<int32_t>& dst, const GraphBuildOptions& o) {
   std::vector<std::pair<int32_t, int32_t>> pairs;  // (dst, src)
   for (size_t k = 0; k < src.size(); ++k) {
     if ((o.remove_self_loops || o.add_self_loops) && src[k] == dst[k]) continue;
     pairs.emplace_back(dst[k], src[k]);
     if (o.symmetrize && src[k] != dst[k]) pairs.emplace_back(src[k], dst[k]);
   }
+  const int32_t loop_nodes = std::min(ns, nd);
   if (o.add_self_loops)
-    for (int32_t i = 0; i < n; ++i) pairs.emplace_back(i, i);
+    for (int32_t i = 0; i < loop_nodes; ++i) pairs.emplace_back(i, i);
   std::sort(pairs.begin(), pairs.end());
   if (o.remove_duplicates) pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
   const int32_t e = static_cast<int32_t>(pairs.size());
   GraphArrays r;
-  r.row_ptr.assign(n + 1, 0);
-  r.t_row_ptr.assign(n + 1, 0);
-  std::vector<int32_t> loops_in_row(n, 0);
+  r.row_ptr.assign(nd + 1, 0);
+  r.t_row_ptr.assign(ns + 1, 0);
+  std::vector<int32_t> loops_in_row(nd, 0);
   for (int32_t k = 0; k < e; ++k) {
     const auto [d, s] = pairs[k];
     r.edge_src.push_back(s);
@@ -80,12 +82,15 @@ GraphArrays reference_build(int32_t n, const std::vector<int32_t>& src, const st
     loops_in_row[d] += s == d;
     r.loops += s == d;
   }
-  r.one_loop_per_node = std::count(loops_in_row.begin(), loops_in_row.end(), 1) == n;
-  for (int32_t i = 0; i < n; ++i) {
+  r.one_loop_per_node = std::count(loops_in_row.begin(), loops_in_row.end(), 1) == loop_nodes &&
+                        r.loops == loop_nodes;
+  for (int32_t i = 0; i < nd; ++i) {
     r.max_in = std::max<int64_t>(r.max_in, r.row_ptr[i + 1]);
-    r.max_out = std::max<int64_t>(r.max_out, r.t_row_ptr[i + 1]);
     r.row_ptr[i + 1] += r.row_ptr[i];
-    r.t_row_ptr[i + 1] += r.t_row_ptr[i];
+  }
+  for (int32_t j = 0; j < ns; ++j) {
+    r.max_out = std::max<int64_t>(r.max_out, r.t_row_ptr[j + 1]);
+    r.t_row_ptr[j + 1] += r.t_row_ptr[j];
   }
   r.t_edge_id.resize(e);
   std::iota(r.t_edge_id.begin(), r.t_edge_id.end(), 0);
@@ -98,6 +103,7 @@ GraphArrays reference_build(int32_t n, const std::vector<int32_t>& src, const st
   while (r.chunk < 512 && int64_t{r.chunk} * 4096 <= e) r.chunk *= 2;
   if (std::max(r.max_in, r.max_out) <= 64) r.chunk = std::max(r.chunk, 64);
   auto chunks = [&](const std::vector<int32_t>& rp, std::vector<int32_t>& out, int64_t& total) {
+    const int32_t n = static_cast<int32_t>(rp.size()) - 1;
     out.assign(n + 1, 0);
     for (int32_t i = 0; i < n; ++i) {
       const int32_t deg = rp[i + 1] - rp[i];
@@ -135,12 +141,12 @@ TEST(Graph, ParallelBuildsEqualAReferenceBuildForAnyThreadCount) {
     for (int32_t j = 0; j < std::min(n, 3000); ++j) src.push_back(0), dst.push_back(j);  // hub source 0
     for (int options = 0; options < 16; ++options) {
       const GraphBuildOptions o{(options & 1) != 0, (options & 2) != 0, (options & 4) != 0, (options & 8) != 0};
-      const GraphArrays want = reference_build(n, src, dst, o);
+      const GraphArrays want = reference_build(n, n, src, dst, o);
       // with_self_loops: loops removed, one per node added, duplicates kept as they are.
       GraphBuildOptions add;
       add.remove_duplicates = false;
       add.add_self_loops = true;
-      const GraphArrays want_looped = reference_build(n, want.edge_src, want.edge_dst, add);
+      const GraphArrays want_looped = reference_build(n, n, want.edge_src, want.edge_dst, add);
       for (const int threads : {1, 3}) {
         omp_set_num_threads(threads);
         const Graph g = Graph::from_edges(n, src, dst, o);
@@ -150,6 +156,120 @@ TEST(Graph, ParallelBuildsEqualAReferenceBuildForAnyThreadCount) {
       }
     }
   }
+}
+
+TEST(Graph, BipartiteBuildsEqualAReferenceBuild) {
+  // Ns < Nd and Ns > Nd, with duplicates, (i, i) pairs (one node pair only when i < min(Ns, Nd)),
+  // sources and destinations without edges and a hub each way; every option but symmetrize, on
+  // one thread and on three; with_self_loops adds (i, i) for i < min(Ns, Nd) only.
+  ThreadCount restore;
+  std::mt19937 rng(12);
+  for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{7, 40}, {40, 7}, {3000, 20000}, {20000, 3000}}) {
+    const int64_t m = nd < 100 ? 300 : 60000;
+    std::vector<int32_t> src, dst;
+    for (int64_t k = 0; k < m; ++k) {
+      src.push_back(static_cast<int32_t>(rng() % (3 * ns / 4 + 1)));
+      const int32_t d = static_cast<int32_t>(rng() % (3 * nd / 4 + 1));
+      dst.push_back(k % 10 == 0 && src.back() < nd ? src.back() : d);
+    }
+    for (int32_t j = 0; j < std::min(ns, 2000); ++j) src.push_back(j), dst.push_back(0);  // hub row 0
+    for (int32_t i = 0; i < std::min(nd, 2000); ++i) src.push_back(0), dst.push_back(i);  // hub source 0
+    for (int options = 0; options < 8; ++options) {
+      const GraphBuildOptions o{false, (options & 1) != 0, (options & 2) != 0, (options & 4) != 0};
+      const GraphArrays want = reference_build(ns, nd, src, dst, o);
+      GraphBuildOptions add;
+      add.remove_duplicates = false;
+      add.add_self_loops = true;
+      const GraphArrays want_looped = reference_build(ns, nd, want.edge_src, want.edge_dst, add);
+      for (const int threads : {1, 3}) {
+        omp_set_num_threads(threads);
+        const Graph g = Graph::from_edges(ns, nd, src, dst, o);
+        g.validate();
+        EXPECT_EQ(g.num_src_nodes(), ns);
+        EXPECT_EQ(g.num_dst_nodes(), nd);
+        EXPECT_TRUE(g.is_bipartite());
+        EXPECT_TRUE(arrays_of(g) == want) << ns << " -> " << nd << ", options " << options << ", threads " << threads;
+        const Graph looped = g.with_self_loops();
+        looped.validate();
+        EXPECT_TRUE(arrays_of(looped) == want_looped)
+            << "with_self_loops: " << ns << " -> " << nd << ", options " << options << ", threads " << threads;
+        EXPECT_EQ(looped.num_src_nodes(), ns);
+        EXPECT_EQ(looped.num_dst_nodes(), nd);
+      }
+    }
+  }
+}
+
+TEST(Graph, BipartiteSelfLoopsFollowPygsGatConvRule) {
+  // 3 sources, 5 destinations: loops (i, i) for i < 3 only; the existing (1, 1) is replaced, the
+  // duplicate of it too.
+  const Graph g = Graph::from_edges(3, 5, {1, 1, 2, 0, 2}, {1, 1, 4, 3, 0}, GraphBuildOptions{false, false});
+  EXPECT_EQ(g.count_self_loops(), 2);
+  EXPECT_FALSE(g.one_self_loop_per_node());
+  const Graph l = g.with_self_loops();
+  l.validate();
+  EXPECT_EQ(edge_pairs(l), (std::vector<std::pair<int32_t, int32_t>>{
+                               {0, 0}, {2, 0}, {1, 1}, {2, 2}, {0, 3}, {2, 4}}));
+  EXPECT_TRUE(l.one_self_loop_per_node());
+  EXPECT_EQ(l.count_self_loops(), 3);
+  EXPECT_EQ(l.in_degrees(), (std::vector<int32_t>{2, 1, 1, 1, 1}));
+  EXPECT_EQ(l.with_self_loops().row_ptr().data<int32_t>(), l.row_ptr().data<int32_t>());  // itself
+  // The same rule at build time, and the other way round: 5 sources, 3 destinations.
+  GraphBuildOptions loops;
+  loops.add_self_loops = true;
+  EXPECT_EQ(edge_pairs(Graph::from_edges(3, 5, {1, 1, 2, 0, 2}, {1, 1, 4, 3, 0}, loops)), edge_pairs(l));
+  const Graph r = Graph::from_edges(5, 3, {4, 3, 1}, {0, 2, 1}, loops);
+  r.validate();
+  EXPECT_EQ(edge_pairs(r), (std::vector<std::pair<int32_t, int32_t>>{{0, 0}, {4, 0}, {1, 1}, {2, 2}, {3, 2}}));
+  EXPECT_TRUE(r.one_self_loop_per_node());
+  // A graph without sources or destinations gets no loop.
+  EXPECT_EQ(Graph::from_edges(0, 4, {}, {}).with_self_loops().num_edges(), 0);
+  EXPECT_TRUE(Graph::from_edges(4, 0, {}, {}).one_self_loop_per_node());
+}
+
+TEST(Graph, BipartiteSidesAndErrors) {
+  const Graph g = Graph::from_edges(2, 4, {0, 1, 1}, {3, 0, 3});
+  g.validate();
+  EXPECT_EQ(g.row_ptr().numel(), 5);    // Nd + 1
+  EXPECT_EQ(g.t_row_ptr().numel(), 3);  // Ns + 1
+  EXPECT_EQ(g.row_chunk_ptr().numel(), 5);
+  EXPECT_EQ(g.t_row_chunk_ptr().numel(), 3);
+  EXPECT_EQ(g.in_degrees(), (std::vector<int32_t>{1, 0, 0, 2}));
+  EXPECT_EQ(g.t_row_ptr().to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 3}));
+  EXPECT_EQ(g.t_edge_dst().to_vector<int32_t>(), (std::vector<int32_t>{3, 0, 3}));
+  expect_error([&] { (void)g.num_nodes(); }, {"bipartite", "2 sources", "4 destinations", "num_src_nodes"});
+  EXPECT_FALSE(Graph::from_edges(3, 3, {0}, {1}).is_bipartite());  // equal counts: one node set
+  EXPECT_EQ(Graph::from_edges(3, 3, {0}, {1}).num_nodes(), 3);
+  // Each side's range is its own.
+  expect_error([] { Graph::from_edges(2, 4, {0, 2}, {3, 3}); }, {"edge 1", "source 2", "[0, 2)"});
+  expect_error([] { Graph::from_edges(4, 2, {3, 3}, {1, 2}); }, {"edge 1", "destination 2", "[0, 2)"});
+  expect_error([] { Graph::from_edges(-1, 2, {}, {}); }, {"-1 sources"});
+  GraphBuildOptions sym;
+  sym.symmetrize = true;
+  expect_error([&] { Graph::from_edges(2, 4, {0}, {3}, sym); }, {"symmetrize", "bipartite", "2 sources"});
+  // from_csr with the source count.
+  const Graph c = Graph::from_csr(2, {0, 1, 1, 1, 3}, {1, 1, 0});  // row 3 unsorted
+  c.validate();
+  EXPECT_EQ(edge_pairs(c), edge_pairs(g));
+  EXPECT_EQ(c.t_edge_id().to_vector<int32_t>(), g.t_edge_id().to_vector<int32_t>());
+  expect_error([] { Graph::from_csr(2, {0, 1, 2}, {0, 2}); }, {"edge 1", "source 2", "[0, 2)"});
+  // validate knows the sides: a transposed entry's destination beyond Nd, t_row_ptr of Nd + 1.
+  Graph bad = Graph::from_edges(2, 4, {0, 1, 1}, {3, 0, 3});
+  bad.t_edge_dst().data<int32_t>()[0] = 4;
+  expect_error([&] { bad.validate(); }, {"transpose", "source 4", "[0, 4)"});
+}
+
+TEST(Graph, BipartiteCudaRoundTripKeepsEveryArray) {
+  GAT_SKIP_WITHOUT_CUDA();
+  const Graph g = Graph::from_edges(3, 6, {0, 1, 2, 2, 0}, {5, 1, 4, 0, 1});
+  const Graph d = g.with_self_loops().to(Device::cuda);
+  d.validate();
+  EXPECT_EQ(d.num_src_nodes(), 3);
+  EXPECT_EQ(d.num_dst_nodes(), 6);
+  EXPECT_TRUE(arrays_of(d) == arrays_of(g.with_self_loops()));
+  const Graph l = g.to(Device::cuda).with_self_loops();
+  EXPECT_EQ(l.device(), Device::cuda);
+  EXPECT_TRUE(arrays_of(l.to(Device::cpu)) == arrays_of(g.with_self_loops()));
 }
 
 TEST(Graph, FromEdgesSortsByDestinationThenSource) {

@@ -36,7 +36,7 @@ Graph hub_graph(int32_t deg, int64_t extra, std::mt19937_64& rng) {
 std::vector<double> reference_aggregate(const Graph& g, const std::vector<double>& s,
                                         const std::vector<double>& v, int64_t H, int64_t F,
                                         const DropoutKey& key) {
-  const int64_t N = g.num_nodes(), E = g.num_edges();
+  const int64_t N = g.num_dst_nodes(), E = g.num_edges();
   const std::vector<int32_t> srcs = g.sources(), dsts = g.destinations();
   std::vector<double> out(static_cast<size_t>(N * H * F), 0.0);
   for (int64_t i = 0; i < N; ++i)
@@ -585,6 +585,136 @@ TEST(Gatv2AttentionAggregate, WithoutEdgesOrFeaturesEverythingIsZero) {
   const std::vector<Tensor> e = run_gatv2(g, empty, Tensor::zeros({8, 2, 0}, DType::f64), {}, {true, true, true});
   EXPECT_EQ(e[0].shape(), Shape({8, 2, 0}));
   EXPECT_EQ(e[3].shape(), Shape({2, 0}));
+}
+
+// ---- bipartite graphs: source-side tensors (Ns rows), destination-side ones (Nd rows) ------
+
+// Fewer sources than destinations and more, each plain and with self loops (i, i) for
+// i < min(Ns, Nd); destinations without in-edges, sources without out-edges, a long row each way.
+std::vector<std::pair<std::string, Graph>> bipartite_graphs(std::mt19937_64& rng) {
+  std::vector<std::pair<std::string, Graph>> graphs;
+  for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{6, 13}, {13, 6}}) {
+    const Graph g = random_bipartite_graph(ns, nd, 2 * (ns + nd), 10, rng);
+    const std::string name = std::to_string(ns) + " -> " + std::to_string(nd);
+    graphs.emplace_back(name, g);
+    graphs.emplace_back(name + " looped", g.with_self_loops());
+  }
+  return graphs;
+}
+
+TEST(BipartiteGraphOps, MatchDenseReferences) {
+  std::mt19937_64 rng(41);
+  for (const auto& [name, g] : bipartite_graphs(rng)) {
+    const int64_t Ns = g.num_src_nodes(), Nd = g.num_dst_nodes(), H = 2, F = 3;
+    const auto srcs = g.sources(), dsts = g.destinations();
+    for (const DropoutKey& key : {DropoutKey{}, kDrop}) {
+      Tensor s = random_tensor({g.num_edges(), H}, rng, -3, 3), v = random_tensor({Ns, H, F}, rng);
+      Tensor out = ops::csr_softmax_aggregate(g, s, v, key);
+      ASSERT_EQ(out.shape(), (Shape{Nd, H, F})) << name;
+      EXPECT_LE(rel_error(out.to_vector<double>(),
+                          reference_aggregate(g, s.to_vector<double>(), v.to_vector<double>(), H, F, key)),
+                1e-14)
+          << name << " p=" << key.p;
+    }
+    Tensor el = random_tensor({Ns, H}, rng), er = random_tensor({Nd, H}, rng);
+    const auto sc = ops::gat_edge_scores(g, el, er, 0.2).to_vector<double>();
+    const auto l = el.to_vector<double>(), r = er.to_vector<double>();
+    for (int64_t e = 0; e < g.num_edges(); ++e)
+      for (int64_t h = 0; h < H; ++h) {
+        const double x = l[srcs[e] * H + h] + r[dsts[e] * H + h];
+        EXPECT_EQ(sc[e * H + h], x > 0 ? x : 0.2 * x) << name;
+      }
+    const Tensor a = ops::csr_softmax(g, ops::gat_edge_scores(g, el, er, 0.2));
+    std::vector<double> row_sum(static_cast<size_t>(Nd * H), 0.0);
+    const auto av = a.to_vector<double>();
+    for (int64_t e = 0; e < g.num_edges(); ++e)
+      for (int64_t h = 0; h < H; ++h) row_sum[dsts[e] * H + h] += av[e * H + h];
+    const auto degree = g.in_degrees();
+    for (int64_t i = 0; i < Nd; ++i)
+      for (int64_t h = 0; h < H; ++h) EXPECT_NEAR(row_sum[i * H + h], degree[i] ? 1.0 : 0.0, 1e-14) << name;
+  }
+}
+
+TEST(BipartiteGraphOps, DestinationsWithoutInEdgesGiveZerosAndNoGradient) {
+  std::mt19937_64 rng(42);
+  for (const auto& [name, g] : bipartite_graphs(rng)) {
+    const int64_t Ns = g.num_src_nodes(), Nd = g.num_dst_nodes(), H = 2, F = 3;
+    Tensor el = random_tensor({Ns, H}, rng).set_requires_grad(), er = random_tensor({Nd, H}, rng).set_requires_grad();
+    Tensor v = random_tensor({Ns, H, F}, rng).set_requires_grad();
+    Tensor out = ops::gat_attention_aggregate(g, el, er, v, 0.2);
+    const auto o = out.to_vector<double>();
+    const auto degree = g.in_degrees();
+    std::vector<double> grad(o.size(), 0.0);  // upstream gradient on the empty rows only
+    int64_t empty_rows = 0;
+    for (int64_t i = 0; i < Nd; ++i) {
+      if (degree[i]) continue;
+      ++empty_rows;
+      for (int64_t k = 0; k < H * F; ++k) {
+        EXPECT_EQ(o[i * H * F + k], 0.0) << name << " row " << i;
+        grad[i * H * F + k] = 1.0;
+      }
+    }
+    if (!g.one_self_loop_per_node() || Nd > Ns) {  // else every destination has its loop
+      EXPECT_GT(empty_rows, 0) << name;
+    }
+    out.backward(Tensor::from_vector(grad, out.shape()));
+    for (const Tensor* t : {&el, &er, &v})
+      for (double x : t->grad().to_vector<double>()) EXPECT_EQ(x, 0.0) << name;
+  }
+}
+
+TEST(BipartiteGraphOps, GradientsMatchFiniteDifferences) {
+  std::mt19937_64 rng(43);
+  for (const auto& [name, g] : bipartite_graphs(rng)) {
+    const int64_t Ns = g.num_src_nodes(), Nd = g.num_dst_nodes(), H = 2, F = 3;
+    for (const DropoutKey& key : {DropoutKey{}, kDrop}) {
+      const std::string tag = name + " p=" + std::to_string(key.p);
+      expect_gradients_match("csr_softmax_aggregate " + tag,
+                             [&](const std::vector<Tensor>& in) { return ops::csr_softmax_aggregate(g, in[0], in[1], key); },
+                             {random_tensor({g.num_edges(), H}, rng, -2, 2), random_tensor({Ns, H, F}, rng)});
+      expect_gradients_match("gat_attention_aggregate " + tag,
+                             [&](const std::vector<Tensor>& in) {
+                               return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key);
+                             },
+                             {random_tensor({Ns, H}, rng, -2, 2), random_tensor({Nd, H}, rng, -2, 2),
+                              random_tensor({Ns, H, F}, rng)});
+    }
+    expect_gradients_match("gat_edge_scores " + name,
+                           [&](const std::vector<Tensor>& in) { return ops::gat_edge_scores(g, in[0], in[1], 0.2); },
+                           {random_tensor({Ns, H}, rng), random_tensor({Nd, H}, rng)});
+  }
+}
+
+TEST(BipartiteGraphOps, FusedEqualsTheUnfusedOpsBitForBit) {
+  std::mt19937_64 rng(44);
+  for (const auto& [name, g] : bipartite_graphs(rng))
+    for (const DropoutKey& key : {DropoutKey{}, kDrop}) {
+      const int64_t Ns = g.num_src_nodes(), Nd = g.num_dst_nodes(), H = 3, F = 4;
+      const Tensor el = random_tensor({Ns, H}, rng, -2, 2, DType::f32), er = random_tensor({Nd, H}, rng, -2, 2, DType::f32);
+      const Tensor v = random_tensor({Ns, H, F}, rng, -1, 1, DType::f32), go = random_tensor({Nd, H, F}, rng, -1, 1, DType::f32);
+      const GatRun want = run_gat(g, el, er, Tensor(), v, go, false, key),
+                   got = run_gat(g, el, er, Tensor(), v, go, true, key);
+      EXPECT_TRUE(bitwise_equal(got.out, want.out)) << name;
+      EXPECT_TRUE(bitwise_equal(got.d_el, want.d_el)) << name;
+      EXPECT_TRUE(bitwise_equal(got.d_er, want.d_er)) << name;
+      EXPECT_TRUE(bitwise_equal(got.d_value, want.d_value)) << name;
+    }
+}
+
+TEST(BipartiteGraphOps, RejectTensorsOfTheWrongSide) {
+  // 3 sources, 5 destinations: el and node values have 3 rows, er 5.
+  const Graph g = Graph::from_edges(3, 5, {0, 1, 2}, {4, 4, 0});
+  const Tensor s = Tensor::zeros({3, 2}), el = Tensor::zeros({3, 2}), er = Tensor::zeros({5, 2});
+  const Tensor v = Tensor::zeros({3, 2, 4});
+  expect_error([&] { ops::csr_softmax_aggregate(g, s, Tensor::zeros({5, 2, 4})); },
+               {"csr_softmax_aggregate", "(5, 2, 4)", "Ns = 3"});
+  expect_error([&] { ops::gat_attention_aggregate(g, er, er, Tensor::zeros({5, 2, 4}), 0.2); },
+               {"gat_attention_aggregate", "(5, 2)", "Ns = 3"});
+  expect_error([&] { ops::gat_attention_aggregate(g, el, el, v, 0.2); }, {"gat_attention_aggregate", "'er'", "(3, 2)"});
+  expect_error([&] { ops::gat_edge_scores(g, er, er, 0.2); }, {"gat_edge_scores", "(5, 2)", "3 sources"});
+  expect_error([&] { ops::gat_edge_scores(g, el, el, 0.2); }, {"gat_edge_scores", "'er'", "(3, 2)"});
+  EXPECT_EQ(ops::gat_attention_aggregate(g, el, er, v, 0.2).shape(), (Shape{5, 2, 4}));
+  EXPECT_EQ(ops::gat_edge_scores(g, el, er, 0.2).shape(), (Shape{3, 2}));
 }
 
 // ---- head_dot ----------------------------------------------------------------------------

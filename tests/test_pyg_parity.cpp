@@ -128,8 +128,9 @@ struct Pass {
   Tensor out;                           // (N, C)
   Graph attention_graph;                // the graph the attention weights belong to
   Tensor attention;                     // (E', H) in attention_graph's edge-id order
-  std::map<std::string, Tensor> grads;  // "x", "edge_attr" and every parameter by name, this
-                                        // project's layout (edge_attr in the graph's edge order)
+  std::map<std::string, Tensor> grads;  // "x" (or "x_src", "x_dst"), "edge_attr" and every
+                                        // parameter by name, this project's layout (edge_attr in
+                                        // the graph's edge order)
 };
 
 // The case's edge list: input.edge_index (2, E) [source; destination] as (sources, destinations).
@@ -142,10 +143,11 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> case_edges(const Case& c) 
   return {{e.begin(), e.begin() + E}, {e.begin() + E, e.end()}};
 }
 
-// The case's graph: input.edge_index (2, E) [source; destination] over `num_nodes` nodes.
-Graph case_graph(const Case& c, int64_t num_nodes) {
+// The case's graph: input.edge_index (2, E) [source; destination] of num_src sources and num_dst
+// destinations.
+Graph case_graph(const Case& c, int64_t num_src, int64_t num_dst) {
   const auto [src, dst] = case_edges(c);
-  const Graph graph = Graph::from_edges(num_nodes, src, dst);
+  const Graph graph = Graph::from_edges(num_src, num_dst, src, dst);
   GAT_CHECK(graph.num_edges() == static_cast<int64_t>(src.size()), "case ", c.name(),
             ": input.edge_index has duplicate edges");
   return graph;
@@ -155,7 +157,8 @@ Graph case_graph(const Case& c, int64_t num_nodes) {
 // case's graph (the graph has no duplicates: a permutation).
 Tensor in_graph_order(const Case& c, const Tensor& per_input_edge) {
   const auto [src, dst] = case_edges(c);
-  return edge_attr_in_graph_order(case_graph(c, c.tensor("input.x").size(0)), src, dst, GraphBuildOptions{},
+  const int64_t n = c.tensor("input.x").size(0);
+  return edge_attr_in_graph_order(case_graph(c, n, n), src, dst, GraphBuildOptions{},
                                   per_input_edge);
 }
 
@@ -169,14 +172,22 @@ void load_pyg_parameters(const Module& module, const Case& c) {
   }
 }
 
-// Backward of sum(out * grad_out) from the case's grad_out; the gradients of x and of every
-// parameter of `module`, by name.
-std::map<std::string, Tensor> backward(const Module& module, const Tensor& x, const Tensor& out,
-                                       const Case& c) {
+// Backward of sum(out * grad_out) from the case's grad_out; the gradients of the inputs and of
+// every parameter of `module`, by name.
+std::map<std::string, Tensor> backward(const Module& module, const std::map<std::string, Tensor>& inputs,
+                                       const Tensor& out, const Case& c) {
   out.backward(c.tensor("grad_out").to(out.dtype()).to(out.device()));
-  std::map<std::string, Tensor> grads{{"x", x.grad()}};
+  std::map<std::string, Tensor> grads;
+  for (const auto& [name, x] : inputs) grads[name] = x.grad();
   for (const auto& [name, p] : module.named_parameters()) grads[name] = p.grad();
   return grads;
+}
+
+// input.NAME of the case as a leaf of its own in `dtype` on `device`.
+Tensor case_input(const Case& c, const std::string& name, DType dtype, Device device) {
+  Tensor x = c.tensor("input." + name).to(dtype).to(device).clone();
+  x.set_requires_grad();
+  return x;
 }
 
 // The options both layers share, from the case's metadata.
@@ -198,6 +209,7 @@ Options shared_options(const Case& c, DType dtype) {
 
 GATConvOptions gat_conv_options(const Case& c, DType dtype) {
   GATConvOptions o = shared_options<GATConvOptions>(c, dtype);
+  if (c.has_metadata("dst_in_channels")) o.dst_in_channels = c.integer("dst_in_channels");  // bipartite
   if (c.has_metadata("edge_dim")) {  // fill_value: a JSON string ("mean") or number
     o.edge_dim = c.integer("edge_dim");
     std::string fill = c.text("fill_value");
@@ -220,25 +232,36 @@ Pass run_layer(const Case& c, const Options& options, Device device) {
   Layer conv(options, init);
   conv.to(device);
   load_pyg_parameters(conv, c);
-  const Tensor& x_pyg = c.tensor("input.x");
-  Tensor x = x_pyg.to(options.dtype).to(device).clone();  // a leaf of its own
-  x.set_requires_grad();
-  const Graph graph = case_graph(c, x_pyg.size(0)).to(device);
-  Tensor edge_attr;  // (E, D) in the graph's edge order: GATConv's edge features
-  if constexpr (std::is_same_v<Layer, GATConv>) {
-    if (options.edge_dim > 0) {
-      edge_attr = in_graph_order(c, c.tensor("input.edge_attr")).to(options.dtype).to(device);
-      edge_attr.set_requires_grad();
-    }
-  }
   typename Layer::Attention attention;
   Pass pass;
-  if constexpr (std::is_same_v<Layer, GATConv>) pass.out = conv.forward(x, graph, edge_attr, gen, &attention);
-  else pass.out = conv.forward(x, graph, gen, &attention);
+  std::map<std::string, Tensor> inputs;
+  if constexpr (std::is_same_v<Layer, GATConv>) {
+    if (options.dst_in_channels > 0) {  // bipartite: x = (x_src, x_dst)
+      inputs = {{"x_src", case_input(c, "x_src", options.dtype, device)},
+                {"x_dst", case_input(c, "x_dst", options.dtype, device)}};
+      const Graph graph = case_graph(c, c.integer("num_src_nodes"), c.integer("num_dst_nodes")).to(device);
+      pass.out = conv.forward(inputs["x_src"], inputs["x_dst"], graph, gen, &attention);
+    }
+  }
+  if (inputs.empty()) {
+    inputs = {{"x", case_input(c, "x", options.dtype, device)}};
+    const int64_t n = inputs["x"].size(0);
+    const Graph graph = case_graph(c, n, n).to(device);
+    if constexpr (std::is_same_v<Layer, GATConv>) {
+      Tensor edge_attr;  // (E, D) in the graph's edge order: GATConv's edge features
+      if (options.edge_dim > 0) {
+        edge_attr = in_graph_order(c, c.tensor("input.edge_attr")).to(options.dtype).to(device);
+        edge_attr.set_requires_grad();
+        inputs["edge_attr"] = edge_attr;
+      }
+      pass.out = conv.forward(inputs["x"], graph, edge_attr, gen, &attention);
+    } else {
+      pass.out = conv.forward(inputs["x"], graph, gen, &attention);
+    }
+  }
   pass.attention_graph = attention.graph;
   pass.attention = attention.weights;
-  pass.grads = backward(conv, x, pass.out, c);
-  if (edge_attr.defined()) pass.grads["edge_attr"] = edge_attr.grad();
+  pass.grads = backward(conv, inputs, pass.out, c);
   return pass;
 }
 
@@ -354,7 +377,9 @@ std::set<std::string> shared_option_values(const Case& c, const Options& o) {
                              o.add_self_loops ? "self loops" : "no self loops", o.bias ? "bias" : "no bias",
                              o.residual ? "residual" : "no residual",
                              "negative slope " + std::to_string(o.negative_slope)};
-  if (case_graph(c, c.tensor("input.x").size(0)).max_in_degree() > 64) seen.insert("hub");
+  if (!c.has_tensor("input.x")) return seen;  // bipartite cases: x_src and x_dst
+  const int64_t n = c.tensor("input.x").size(0);
+  if (case_graph(c, n, n).max_in_degree() > 64) seen.insert("hub");
   return seen;
 }
 
@@ -373,7 +398,8 @@ const std::vector<std::string> kSharedOptionValues{"one head", "several heads", 
                                                    "residual", "no residual", "hub"};
 
 // The cases cover every GATConv option value this project's GATConv shares with PyG's (dropout
-// aside), and a hub row longer than 64 edges (cut into chunks on the GPU).
+// aside), a hub row longer than 64 edges (cut into chunks on the GPU), and bipartite input with
+// fewer sources than destinations and more, with and without self loops.
 TEST(PygParityCases, CoverEveryGATConvOption) {
   std::set<std::string> seen;
   for (const std::string& name : case_names()) {
@@ -387,12 +413,21 @@ TEST(PygParityCases, CoverEveryGATConvOption) {
       seen.insert(std::string("edge features, ") + (o.heads == 1 ? "one head" : "several heads"));
       if (o.add_self_loops) seen.insert("fill_value " + o.fill_value.name());
     }
+    if (o.dst_in_channels > 0) {
+      const int64_t ns = c.integer("num_src_nodes"), nd = c.integer("num_dst_nodes");
+      seen.insert(std::string(ns < nd ? "fewer" : ns > nd ? "more" : "as many") + " sources than destinations " +
+                  (o.add_self_loops ? "with" : "without") + " self loops");
+    }
   }
   std::vector<std::string> values = kSharedOptionValues;
   values.insert(values.end(), {"edge features with self loops", "edge features without self loops",
                                "edge features, one head", "edge features, several heads",
                                "fill_value mean", "fill_value add", "fill_value min", "fill_value max",
-                               "fill_value mul", "fill_value 0.5"});
+                               "fill_value mul", "fill_value 0.5",
+                               "fewer sources than destinations with self loops",
+                               "fewer sources than destinations without self loops",
+                               "more sources than destinations with self loops",
+                               "more sources than destinations without self loops"});
   expect_covered("GATConv", seen, values);
 }
 

@@ -127,10 +127,10 @@ void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
 template <class T, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
-  const int64_t N = graph.num_nodes(), H = lse.size(1), F = node_value.size(2);
+  const int64_t N = graph.num_dst_nodes(), H = lse.size(1), F = node_value.size(2);
   const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
   const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
-  const T* V = node_value.data<T>();                         // (N, H, F)
+  const T* V = node_value.data<T>();                         // (Ns, H, F)
   T* o = out.data<T>();                                      // (N, H, F)
   T* l = lse.data<T>();                                      // (N, H)
   const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);

@@ -23,7 +23,7 @@ int64_t check_scores(const char* op, const Graph& graph, const Tensor& edge_scor
   check_dim(op, "edge_scores", edge_scores, 2);
   GAT_CHECK(edge_scores.size(0) == graph.num_edges(), op, ": 'edge_scores' ",
             edge_scores.describe(), " must have one row per edge of the graph (",
-            graph.num_edges(), " edges, ", graph.num_nodes(), " nodes)");
+            graph.num_edges(), " edges)");
   GAT_CHECK(graph.device() == edge_scores.device(), op, ": the graph is on ",
             device_name(graph.device()), " but 'edge_scores' is ", edge_scores.describe());
   return edge_scores.size(1);
@@ -84,11 +84,11 @@ template <class T, class Scores, class RowEnd>
 void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                         const Tensor& lse, const Tensor& grad_out, const DropoutKey& attn_dropout,
                         T* ds,        // (E, H) or null
-                        T* dV,        // (N, H, F) or null
-                        T* edge_sum,  // (N, H) or null; needs ds
+                        T* dV,        // (Ns, H, F) or null
+                        T* edge_sum,  // (Ns, H) or null; needs ds
                         RowEnd&& row_end) {
-  const int64_t N = graph.num_nodes(), H = lse.size(1), F = node_value.size(2);
-  const T* V = node_value.data<T>();  // (N, H, F)
+  const int64_t N = graph.num_dst_nodes(), H = lse.size(1), F = node_value.size(2);
+  const T* V = node_value.data<T>();  // (Ns, H, F)
   const T* l = lse.data<T>();         // (N, H)
   const T* G = grad_out.data<T>();    // (N, H, F)
   const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
@@ -121,10 +121,10 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
     if (ds) row_end(i, b, degree);
   });
   if (!dV && !edge_sum) return;
-  const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (N+1,)
+  const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (Ns+1,)
   const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
   const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
-  for_each_row<T>(t_row_ptr, N, H, [&](RowScratch<T>&, int64_t j, int64_t b, int64_t degree) {
+  for_each_row<T>(t_row_ptr, graph.num_src_nodes(), H, [&](RowScratch<T>&, int64_t j, int64_t b, int64_t degree) {
     T* dvj = dV ? dV + j * H * F : nullptr;
     T* sj = edge_sum ? edge_sum + j * H : nullptr;
     if (dvj) std::fill(dvj, dvj + H * F, T(0));
@@ -217,7 +217,7 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
 }
 
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
-  const int64_t N = graph.num_nodes(), H = edge_scores.size(1);
+  const int64_t N = graph.num_dst_nodes(), H = edge_scores.size(1);
   dispatch_float(edge_scores.dtype(), "csr_softmax", [&](auto zero) {
     using T = decltype(zero);
     const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
@@ -300,13 +300,13 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
   const int64_t H = check_scores(op, graph, edge_scores);
   check_same(op, "edge_scores", edge_scores, "node_value", node_value);
   check_dim(op, "node_value", node_value, 3);
-  GAT_CHECK(node_value.size(0) == graph.num_nodes() && node_value.size(1) == H, op,
-            ": 'node_value' ", node_value.describe(), " must be (N, H, F) with N = ",
-            graph.num_nodes(), " nodes and H = ", H, " heads of 'edge_scores' ",
+  GAT_CHECK(node_value.size(0) == graph.num_src_nodes() && node_value.size(1) == H, op,
+            ": 'node_value' ", node_value.describe(), " must be (Ns, H, F) with Ns = ",
+            graph.num_src_nodes(), " sources and H = ", H, " heads of 'edge_scores' ",
             edge_scores.describe());
   check_dropout(op, attn_dropout);
 
-  const int64_t N = graph.num_nodes(), F = node_value.size(2);
+  const int64_t N = graph.num_dst_nodes(), F = node_value.size(2);
   Tensor out = Tensor::empty({N, H, F}, node_value.dtype(), node_value.device(), op);
   Tensor lse = Tensor::empty({N, H}, node_value.dtype(), node_value.device(), "csr_softmax_aggregate lse");
   kernels::csr_softmax_aggregate_forward(graph, edge_scores, node_value, attn_dropout, out, lse);
@@ -318,7 +318,7 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
        need_value](const Tensor& grad_out) {
         check_same("csr_softmax_aggregate backward", "grad_out", grad_out, "node_value", v);
         check_shape("csr_softmax_aggregate backward", "grad_out", grad_out,
-                    {v.size(0), v.size(1), v.size(2)});
+                    {graph.num_dst_nodes(), v.size(1), v.size(2)});
         Tensor ds, dv;
         if (need_scores) ds = Tensor::empty(s.shape(), s.dtype(), s.device(), "d edge_scores");
         if (need_value) dv = Tensor::empty(v.shape(), v.dtype(), v.device(), "d node_value");

@@ -165,7 +165,7 @@ struct BackwardArgs {
   const T* V;                // (N, H, F) node values
   const T* grad_out;         // (N, H, F)
   T* dV;                     // (N, H, F), or null when d values are not asked
-  long long N, E;
+  long long N, E;            // N: the graph's sources (rows of the transpose)
   int H, F, tiles;           // tiles: feature tiles of one head
   DropoutKey key;
   T scale;
@@ -519,7 +519,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class T, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
-  const long long N = graph.num_nodes(), E = graph.num_edges();
+  const long long N = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(lse.size(1)), F = static_cast<int>(node_value.size(2));
   if (N == 0 || H == 0) return;
   const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
@@ -577,7 +577,7 @@ BackwardArgs<T> backward_args(const Graph& graph, const Tensor& node_value, cons
   a.V = node_value.data<T>();
   a.grad_out = grad_out.data<T>();
   a.dV = grad_value ? grad_value->data<T>() : nullptr;
-  a.N = graph.num_nodes(), a.E = graph.num_edges(), a.H = H, a.F = static_cast<int>(node_value.size(2));
+  a.N = graph.num_src_nodes(), a.E = graph.num_edges(), a.H = H, a.F = static_cast<int>(node_value.size(2));
   a.key = attn_dropout;
   a.scale = drop_scale<T>(attn_dropout);
   return a;
@@ -647,9 +647,10 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
                                     const Tensor& node_value, const Tensor& lse,
                                     const Tensor& grad_out, const DropoutKey& attn_dropout,
                                     Tensor* grad_scores, Tensor* grad_value) {
-  const long long N = graph.num_nodes(), E = graph.num_edges();
+  const long long N = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(edge_scores.size(1)), F = static_cast<int>(node_value.size(2));
-  const bool need_scores = grad_scores && E * H > 0, need_value = grad_value && N * H * F > 0;
+  const bool need_scores = grad_scores && E * H > 0,
+             need_value = grad_value && graph.num_src_nodes() * H * F > 0;
   if (F == 0) {  // no features: the scores do not matter
     if (need_scores) grad_scores->zero_();
     return;
@@ -694,7 +695,7 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       const Tensor& out, const Tensor& lse, const Tensor& grad_out,
                                       Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
                                       Tensor* grad_value) {
-  const long long N = graph.num_nodes(), E = graph.num_edges();
+  const long long N = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(el.size(1)), F = static_cast<int>(node_value.size(2));
   dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
@@ -751,7 +752,7 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
 }
 
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
-  const long long NH = graph.num_nodes() * edge_scores.size(1);
+  const long long NH = graph.num_dst_nodes() * edge_scores.size(1);
   if (NH == 0 || graph.num_edges() == 0) return;
   dispatch_float(edge_scores.dtype(), "csr_softmax", [&](auto zero) {
     using T = decltype(zero);
