@@ -23,14 +23,18 @@ Every case is one file NAME.safetensors:
                                                         removed, one per node appended)
             attention.weights      (E', H)        f64   the attention weights in that order
             grad.x, grad.NAME      as input.x and param.NAME: d <out, grad_out> / d that tensor
+                                   (bipartite: grad.x_src and grad.x_dst)
             grad.edge_attr         as input.edge_attr (edge_dim cases only)
   metadata  layer ("GATConv" or "GATv2Conv"), the layer's options as JSON values (in_channels,
             out_channels, heads, concat, negative_slope, dropout, add_self_loops, bias, residual;
-            GATv2Conv also share_weights; edge_dim and fill_value in the edge_dim cases only),
-            description, torch and torch_geometric (the versions that computed it)
+            GATv2Conv also share_weights; edge_dim and fill_value in the edge_dim cases only;
+            bipartite: in_channels the sources' width, dst_in_channels the destinations',
+            num_src_nodes and num_dst_nodes), description, torch and torch_geometric (the
+            versions that computed it)
 
 Parameters keep PyG's layout; this project's differs (docs/parity.md has the mapping): a Linear
-weight NAME.weight is (out, in) in PyG and (in, out) here (transposed), att_src, att_dst and att
+weight NAME.weight (lin, or lin_src and lin_dst for an in_channels pair) is (out, in) in PyG
+and (in, out) here (transposed), att_src, att_dst and att
 are (1, H, F) in PyG and (H, F) here (the same elements), bias and the rest are equal. With
 share_weights, GATv2Conv's lin_r is lin_l: PyG's named_parameters() lists it once, as lin_l.
 
@@ -39,14 +43,19 @@ add_self_loops takes for the self loops' features ('mean', 'add', 'min', 'max', 
 with self loops added (the graph's own loops and their features dropped first, so node N-3 keeps
 no in-edge) and without (the loops keep their features), one head and three, and the hub graph.
 
+The bipartite cases (GATCONV_BIPARTITE_CASES: PyG's in_channels = (src, dst), x = (x_src, x_dst))
+have fewer sources than destinations or more: a destination hub, a source sending to many, (i, i)
+pairs for some i < min(Ns, Nd) (PyG's GATConv removes them and adds (i, i) for every
+i < min(Ns, Nd)), a destination with no in-edge and a source with no out-edge.
+
 The cases run in training mode with dropout 0 (PyG's dropout stream cannot be reproduced). Their
 graphs have a hub (node 0) of high in-degree, a node sending to many, self loops (one of them a
 node's only in-edge), nodes with no in-edge and a node with no edge at all, and random
 duplicate-free edges in a shuffled order. The hub80 cases have a hub of 73 in-edges and a
 source of 72 or more out-edges: rows longer than 64 edges, which this project's Graph cuts into
 chunks for the GPU kernels. Every case is checked here to have raw LeakyReLU inputs of both signs
-(GATConv: the edge scores; GATv2Conv: the elements of xl[j] + xr[i]), so that negative_slope
-matters in every one of them.
+(GATConv: the edge scores, bipartite too; GATv2Conv: the elements of xl[j] + xr[i]), so that
+negative_slope matters in every one of them.
 """
 import argparse
 import json
@@ -107,8 +116,13 @@ class GATConvCase:
     out_channels: int = 4
     edge_dim: int = 0           # 0: PyG's edge_dim=None
     fill_value: object = "mean"  # PyG's default
+    dst_in_channels: int = 3    # of x_dst, bipartite cases only
 
     layer = "GATConv"
+
+    @property
+    def bipartite(self):
+        return isinstance(self.graph, Bipartite)
 
     def name(self):
         edge = "-e{}-fill{}".format(self.edge_dim, self.fill_value) if self.edge_dim else ""
@@ -118,7 +132,8 @@ class GATConvCase:
             "res" if self.residual else "nores", edge, self.graph.name)
 
     def options(self):
-        """The layer's options (the case file's metadata, PyG's keyword arguments)."""
+        """The layer's options (the case file's metadata, PyG's keyword arguments; bipartite:
+        in_channels the sources' width, and the destinations' width and both node counts)."""
         options = {
             "in_channels": self.in_channels, "out_channels": self.out_channels,
             "heads": self.heads, "concat": self.concat, "negative_slope": self.negative_slope,
@@ -127,18 +142,28 @@ class GATConvCase:
         }
         if self.edge_dim:
             options.update(edge_dim=self.edge_dim, fill_value=self.fill_value)
+        if self.bipartite:
+            options.update(dst_in_channels=self.dst_in_channels,
+                           num_src_nodes=self.graph.sources, num_dst_nodes=self.graph.destinations)
         return options
 
     def build(self):
-        return GATConv(**self.options())
+        options = self.options()
+        if self.bipartite:
+            del options["num_src_nodes"], options["num_dst_nodes"]
+            options["in_channels"] = (self.in_channels, options.pop("dst_in_channels"))
+        return GATConv(**options)
 
     @staticmethod
     def leaky_relu_inputs(conv, x, edge_index, edge_attr=None):
-        """a_src . W x_j + a_dst . W x_i (+ a_edge . W_e e_ji) for every edge (before the
-        LeakyReLU), (E, H)."""
-        wh = conv.lin(x).view(-1, conv.heads, conv.out_channels)
-        el = (wh * conv.att_src).sum(-1)
-        er = (wh * conv.att_dst).sum(-1)
+        """a_src . W_s x_j + a_dst . W_d x_i (+ a_edge . W_e e_ji) for every edge (before the
+        LeakyReLU), (E, H). x is one node set's features or (x_src, x_dst); W_s = W_d = W (lin)
+        for one node set, lin_src and lin_dst for an in_channels pair."""
+        x_src, x_dst = x if isinstance(x, tuple) else (x, x)
+        lin_src = conv.lin if conv.lin is not None else conv.lin_src
+        lin_dst = conv.lin if conv.lin is not None else conv.lin_dst
+        el = (lin_src(x_src).view(-1, conv.heads, conv.out_channels) * conv.att_src).sum(-1)
+        er = (lin_dst(x_dst).view(-1, conv.heads, conv.out_channels) * conv.att_dst).sum(-1)
         scores = el[edge_index[0]] + er[edge_index[1]]
         if edge_attr is not None:
             we = conv.lin_edge(edge_attr).view(-1, conv.heads, conv.out_channels)
@@ -181,6 +206,7 @@ class GATv2ConvCase:
         return GATv2Conv(**self.options())
 
     edge_dim = 0  # no edge-feature cases (yet)
+    bipartite = False  # one node set (no bipartite cases yet)
 
     @staticmethod
     def leaky_relu_inputs(conv, x, edge_index, edge_attr=None):
@@ -208,14 +234,6 @@ GATCONV_CASES = [
     GATConvCase(3, False, 0.05, False, True, False),
     GATConvCase(3, True, 0.2, True, True, True, graph=HUB),
     GATConvCase(3, False, 0.05, False, True, False, graph=HUB),
-    # bipartite: fewer sources than destinations and more, loops on and off, heads 1 and 3,
-    # concat and mean
-    GATConvCase(1, True, 0.2, True, True, False, graph=FEW_SOURCES),
-    GATConvCase(3, False, 0.2, False, True, True, graph=FEW_SOURCES),
-    GATConvCase(3, True, 0.05, False, False, True, graph=FEW_SOURCES),
-    GATConvCase(3, True, 0.05, True, False, True, graph=MANY_SOURCES),
-    GATConvCase(1, False, 0.05, False, True, False, graph=MANY_SOURCES),
-    GATConvCase(3, False, 0.2, True, True, True, graph=MANY_SOURCES),
 ]
 
 # GATConv with edge features: every fill_value, with and without self loops, heads 1 and 3.
@@ -232,6 +250,21 @@ GATCONV_EDGE_CASES = [
     GATConvCase(3, True, 0.2, True, True, False, graph=HUB, edge_dim=4, fill_value="mean"),
 ]
 EDGE_SEED_BASE = 1000  # their seeds: the edge cases' own, whatever the other lists hold
+
+# GATConv on bipartite graphs: fewer sources than destinations and more, loops on and off, heads 1
+# and 3, concat and mean.
+GATCONV_BIPARTITE_CASES = [
+    # heads concat  slope  loops  bias   residual
+    GATConvCase(1, True, 0.2, True, True, False, graph=FEW_SOURCES),
+    GATConvCase(3, False, 0.2, False, True, True, graph=FEW_SOURCES),
+    GATConvCase(3, True, 0.05, False, False, True, graph=FEW_SOURCES),
+    GATConvCase(3, True, 0.05, True, False, True, graph=MANY_SOURCES),
+    GATConvCase(1, False, 0.05, False, True, False, graph=MANY_SOURCES),
+    GATConvCase(3, False, 0.2, True, True, True, graph=MANY_SOURCES),
+]
+# Their seeds: 14, 15, ... as when they were made (after the 14 GATCONV_CASES, before the
+# GATv2Conv cases took those numbers on other graphs); kept so that the committed files stay.
+BIPARTITE_SEED_BASE = 14
 
 # Seven two-valued options, every pair of values together in two cases (the orthogonal array L8),
 # and the hub graph with and without self loops.
@@ -272,22 +305,53 @@ def make_edges(graph, gen):
     return edge_index
 
 
+def make_bipartite_edges(graph, gen):
+    """(2, E) int64 edge_index of the Bipartite `graph` in a random order, duplicate-free.
+    Destination 0 receives from sources 1..hub; source 1 sends to destinations 2..fan_out+1;
+    (0, 0), (1, 1) and (2, 2) are edges (self loops by PyG's rule); the last destination receives
+    nothing and the last source sends nothing."""
+    ns, nd = graph.sources, graph.destinations
+    edges = {(j, 0) for j in range(1, graph.hub + 1)}
+    edges |= {(1, d) for d in range(2, 2 + graph.fan_out)}
+    edges |= {(0, 0), (1, 1), (2, 2)}
+    while len(edges) < graph.hub + graph.fan_out + 3 + graph.random:
+        s = int(torch.randint(ns - 1, (1,), generator=gen))
+        d = int(torch.randint(nd - 1, (1,), generator=gen))
+        edges.add((s, d))
+    edges = sorted(edges)
+    order = torch.randperm(len(edges), generator=gen)
+    edge_index = torch.tensor(edges, dtype=torch.int64).t()[:, order].contiguous()
+    assert int(edge_index[1].eq(nd - 1).sum()) == 0 and int(edge_index[0].eq(ns - 1).sum()) == 0
+    return edge_index
+
+
 def run_case(case, seed):
     """The case's tensors (numpy) and metadata, its PyG layer in float64."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    n = case.graph.nodes
-    edge_index = make_edges(case.graph, gen)
+    if case.bipartite:
+        edge_index = make_bipartite_edges(case.graph, gen)
+    else:
+        edge_index = make_edges(case.graph, gen)
     conv = case.build().double()
     conv.train()
     if case.bias:  # PyG starts it at zero, which would hide a bias applied in the wrong place
         with torch.no_grad():
             conv.bias.copy_(0.5 * torch.randn(conv.bias.shape, generator=gen, dtype=torch.float64))
-    x = torch.randn(n, case.in_channels, generator=gen, dtype=torch.float64, requires_grad=True)
+
+    def features(rows, cols):
+        return torch.randn(rows, cols, generator=gen, dtype=torch.float64, requires_grad=True)
+
+    if case.bipartite:  # "x_src" (Ns, in), "x_dst" (Nd, dst_in)
+        inputs = {"x_src": features(case.graph.sources, case.in_channels),
+                  "x_dst": features(case.graph.destinations, case.dst_in_channels)}
+        x = inputs["x_src"], inputs["x_dst"]
+    else:  # "x" (N, in)
+        inputs = {"x": features(case.graph.nodes, case.in_channels)}
+        x = inputs["x"]
     edge_attr = None
     if case.edge_dim:
-        edge_attr = torch.randn(edge_index.size(1), case.edge_dim, generator=gen,
-                                dtype=torch.float64, requires_grad=True)
+        edge_attr = inputs["edge_attr"] = features(edge_index.size(1), case.edge_dim)
 
     raw = case.leaky_relu_inputs(conv, x, edge_index, edge_attr).detach()
     negative = float(raw.lt(0).double().mean())
@@ -297,8 +361,7 @@ def run_case(case, seed):
                                               return_attention_weights=True)
     grad_out = torch.randn(out.shape, generator=gen, dtype=torch.float64)
     params = dict(conv.named_parameters())
-    inputs = [x] + ([edge_attr] if case.edge_dim else [])
-    grads = torch.autograd.grad(out, inputs + list(params.values()), grad_out)
+    grads = torch.autograd.grad(out, list(inputs.values()) + list(params.values()), grad_out)
 
     tensors = {"input." + name: value.detach() for name, value in inputs.items()}
     tensors.update({
@@ -307,19 +370,24 @@ def run_case(case, seed):
         "out": out.detach(),
         "attention.edge_index": att_edge_index.to(torch.int32),
         "attention.weights": att_weights.detach(),
-        "grad.x": grads[0],
-    }
-    if case.edge_dim:
-        tensors["input.edge_attr"] = edge_attr.detach()
-        tensors["grad.edge_attr"] = grads[1]
+    })
+    for name, g in zip(inputs, grads):
+        tensors["grad." + name] = g
     for (name, p), g in zip(params.items(), grads[len(inputs):]):
         tensors["param." + name] = p.detach()
         tensors["grad." + name] = g
     metadata = {key: json.dumps(value) for key, value in case.options().items()}
     metadata["layer"] = case.layer
-    metadata["description"] = (
-        f"PyG {case.layer} on a {n}-node graph of {edge_index.size(1)} edges "
-        f"(hub in-degree {case.graph.hub + 1}, with its self loop), float64, training mode")
+    if case.bipartite:
+        metadata["description"] = (
+            f"PyG GATConv, in_channels ({case.in_channels}, {case.dst_in_channels}), on a "
+            f"bipartite graph of {case.graph.sources} sources, {case.graph.destinations} "
+            f"destinations and {edge_index.size(1)} edges (destination 0 receives from "
+            f"{case.graph.hub} sources and 0), float64, training mode")
+    else:
+        metadata["description"] = (
+            f"PyG {case.layer} on a {case.graph.nodes}-node graph of {edge_index.size(1)} edges "
+            f"(hub in-degree {case.graph.hub + 1}, with its self loop), float64, training mode")
     if case.edge_dim:
         metadata["description"] += (f", {case.edge_dim} edge features, self loops' by "
                                     f"fill_value {case.fill_value!r}")
@@ -339,9 +407,11 @@ def main():
         if stale.endswith(".safetensors"):
             os.remove(os.path.join(args.out, stale))
     total = 0
-    # A case's seed: its place in GATCONV_CASES + GATV2CONV_CASES; the edge cases' their own.
+    # A case's seed: its place in GATCONV_CASES + GATV2CONV_CASES; the edge and bipartite cases'
+    # their own.
     seeded = list(enumerate(GATCONV_CASES + GATV2CONV_CASES))
     seeded += [(EDGE_SEED_BASE + k, case) for k, case in enumerate(GATCONV_EDGE_CASES)]
+    seeded += [(BIPARTITE_SEED_BASE + k, case) for k, case in enumerate(GATCONV_BIPARTITE_CASES)]
     for seed, case in seeded:
         tensors, metadata = run_case(case, seed)
         metadata["torch"] = torch.__version__
