@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""PyG's GAT or GATv2 on the GPU, 10 seeds: the accuracy reference for gat_train's --runs 10.
+
+The model, recipe and early stop are bench/cpu_runs.py's (`train_one`: compare_pyg.pyg_gat, Adam
+lr 0.005, weight decay 5e-4, NormalizeFeatures, stop after 100 epochs without a better validation
+accuracy or loss), with the data and the parameters on the GPU. Run from the repository root on a
+machine with a CUDA GPU, PyTorch and torch_geometric (scipy for the Planetoid reader):
+
+    python3 bench/pyg_accuracy.py --model gatv2 --data-dir ../shared/datasets/planetoid
+
+and beside it `BUILD/gat_train --dataset cora --model gatv2 --device cuda --runs 10 --json`.
+"""
+import argparse
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_pyg  # noqa: E402
+import cpu_runs  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="gat", choices=["gat", "gatv2"])
+    ap.add_argument("--datasets", default="cora,citeseer")
+    ap.add_argument("--data-dir", default="../shared/datasets/planetoid")
+    ap.add_argument("--seeds", type=int, default=10)
+    args = ap.parse_args()
+    build = compare_pyg.pyg_gat  # train_one builds its model with it: on the data's device here
+    compare_pyg.pyg_gat = lambda data, model="gat": build(data, model).to(data.x.device)
+    for name in args.datasets.split(","):
+        data = compare_pyg.pyg_planetoid(name, args.data_dir, torch.device("cuda"))
+        runs = [cpu_runs.train_one(data, seed, 1_000_000, args.model) for seed in range(args.seeds)]
+        acc = [100 * r["test_acc"] for r in runs]
+        print(f"PyG {args.model} {name}: test accuracy {statistics.mean(acc):.2f} +- "
+              f"{statistics.stdev(acc):.2f} % over {len(runs)} seeds "
+              f"(epochs {[r['epochs'] for r in runs]})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
