@@ -12,10 +12,9 @@ namespace gat {
 
 GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(options) {
   const int64_t in = options.in_channels, F = options.out_channels, H = options.heads;
-  check_attention_options("GATConv", in, F, H, options.dropout);
+  check_attention_options("GATConv", in, F, H, options.dropout, options.edge_dim);
   GAT_CHECK(options.dst_in_channels >= 0, "GATConv: dst_in_channels ", options.dst_in_channels,
             " must be positive (bipartite: lin_src and lin_dst) or 0 (one projection, lin)");
-  GAT_CHECK(options.edge_dim >= 0, "GATConv: edge_dim ", options.edge_dim, " is negative (0: no edge features)");
   const int64_t dst_in = options.dst_in_channels > 0 ? options.dst_in_channels : in;
   if (options.dst_in_channels > 0) {
     lin_src = register_module("lin_src", std::make_shared<Linear>(in, H * F, false, init, options.dtype));
@@ -51,22 +50,11 @@ void check_features(const char* name, const Features& x, int64_t rows, const cha
 }  // namespace
 
 Tensor GATConv::edge_scores(const Graph& graph, const Graph& g, const Tensor& edge_attr) {
+  const Tensor attr = attended_edge_attr("GATConv", lin_edge.get(), edge_attr, graph, g, options_.add_self_loops,
+                                         options_.fill_value);  // (E', D) or undefined
+  if (!attr.defined()) return Tensor();
+  // ee = attr (We . att_edge): (E', D) x (D, H).
   const int64_t D = options_.edge_dim, H = options_.heads, F = options_.out_channels;
-  if (!lin_edge) {
-    GAT_CHECK(!edge_attr.defined(), "GATConv: 'edge_attr' ", edge_attr.describe(),
-              " given but the layer has no edge features (edge_dim 0)");
-    return Tensor();
-  }
-  GAT_CHECK(edge_attr.defined(), "GATConv: edge_dim is ", D, " but no 'edge_attr' was given");
-  check_dim("GATConv", "edge_attr", edge_attr, 2);
-  GAT_CHECK(edge_attr.size(0) == graph.num_edges() && edge_attr.size(1) == D, "GATConv: 'edge_attr' ",
-            edge_attr.describe(), " must be (", graph.num_edges(), ", ", D, ") for a graph of ", graph.num_edges(),
-            " edges and edge_dim ", D);
-  GAT_CHECK(edge_attr.dtype() == att_edge.dtype() && edge_attr.device() == att_edge.device(), "GATConv: 'edge_attr' ",
-            edge_attr.describe(), " must have the parameters' dtype and device (", att_edge.describe(), ")");
-  // The loops' attributes, then ee = attr (We . att_edge): (E', D) x (D, H).
-  const Tensor attr = options_.add_self_loops ? ops::self_loop_attr(graph, g, edge_attr, options_.fill_value)
-                                              : edge_attr;                                  // (E', D)
   const Tensor edge_att = ops::head_dot(ops::reshape(lin_edge->weight, {D, H, F}), att_edge);  // (D, H)
   return ops::matmul(attr, edge_att);                                                      // (E', H)
 }

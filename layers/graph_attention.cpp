@@ -7,12 +7,13 @@
 namespace gat {
 
 void check_attention_options(const char* layer, int64_t in_channels, int64_t out_channels,
-                             int64_t heads, double dropout) {
+                             int64_t heads, double dropout, int64_t edge_dim) {
   GAT_CHECK(in_channels > 0 && out_channels > 0 && heads > 0, layer, ": in_channels ", in_channels,
             ", out_channels ", out_channels, " and heads ", heads, " must be positive");
   GAT_CHECK(dropout >= 0.0 && dropout < 1.0, layer, ": attention dropout ", dropout,
             " is outside [0, 1)");
   checked_mul(heads, out_channels, detail::concat(layer, ": heads x out_channels").c_str());
+  GAT_CHECK(edge_dim >= 0, layer, ": edge_dim ", edge_dim, " is negative (0: no edge features)");
 }
 
 void check_attention_input(const char* layer, const Features& x, const Graph& graph,
@@ -35,6 +36,25 @@ const Graph& SelfLoopedGraph::of(const Graph& graph) {
     input_ = graph;
   }
   return looped_;
+}
+
+Tensor attended_edge_attr(const char* layer, const Linear* lin_edge, const Tensor& edge_attr,
+                          const Graph& graph, const Graph& g, bool add_self_loops,
+                          const ops::SelfLoopFill& fill) {
+  if (!lin_edge) {
+    GAT_CHECK(!edge_attr.defined(), layer, ": 'edge_attr' ", edge_attr.describe(),
+              " given but the layer has no edge features (edge_dim 0)");
+    return Tensor();
+  }
+  const int64_t D = lin_edge->in_features(), E = graph.num_edges();
+  GAT_CHECK(edge_attr.defined(), layer, ": edge_dim is ", D, " but no 'edge_attr' was given");
+  check_dim(layer, "edge_attr", edge_attr, 2);
+  GAT_CHECK(edge_attr.size(0) == E && edge_attr.size(1) == D, layer, ": 'edge_attr' ", edge_attr.describe(),
+            " must be (", E, ", ", D, ") for a graph of ", E, " edges and edge_dim ", D);
+  const Tensor& param = lin_edge->weight;
+  GAT_CHECK(edge_attr.dtype() == param.dtype() && edge_attr.device() == param.device(), layer, ": 'edge_attr' ",
+            edge_attr.describe(), " must have the parameters' dtype and device (", param.describe(), ")");
+  return add_self_loops ? ops::self_loop_attr(graph, g, edge_attr, fill) : edge_attr;  // (E', D)
 }
 
 Tensor combine_heads(const Tensor& heads, bool concat, const Tensor& residual, const Tensor& bias) {

@@ -1,13 +1,16 @@
 // What the graph attention layers (GATConv, GATv2Conv) share: their option checks, the input
-// check, the graph with self loops they run on, the attention weights they return on request,
-// and how the aggregated heads become the layer's output.
+// check, the graph with self loops they run on, the edge attributes they attend over, the
+// attention weights they return on request, and how the aggregated heads become the layer's
+// output.
 #pragma once
 
 #include <cstdint>
 
 #include "gat/framework/graph.h"
+#include "gat/framework/ops/self_loop_attr.h"
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
+#include "gat/layers/linear.h"
 
 namespace gat {
 
@@ -20,9 +23,9 @@ struct AttentionWeights {
 };
 
 // Throws a gat::Error starting with `layer` unless in_channels, out_channels (F) and heads (H)
-// are positive, H * F fits and the attention dropout rate is in [0, 1).
+// are positive, H * F fits, the attention dropout rate is in [0, 1) and edge_dim is not negative.
 void check_attention_options(const char* layer, int64_t in_channels, int64_t out_channels,
-                             int64_t heads, double dropout);
+                             int64_t heads, double dropout, int64_t edge_dim);
 
 // Throws a gat::Error starting with `layer` unless x is (graph.num_nodes(), in_channels).
 void check_attention_input(const char* layer, const Features& x, const Graph& graph,
@@ -40,6 +43,17 @@ class SelfLoopedGraph {
   Graph input_;   // the last input graph seen without one loop per node ...
   Graph looped_;  // ... and its with_self_loops()
 };
+
+// The edge attributes a layer attends over, from the edge_attr its forward was given.
+// lin_edge: the layer's projection of edge attributes (edge_dim, H*F), null without edge
+// features: edge_attr must then be undefined, and so is the result. Else edge_attr must be
+// (graph.num_edges(), edge_dim) in graph's edge order, with lin_edge's dtype and device, and with
+// add_self_loops the loops' rows are made by `fill` from the other edges' (ops::self_loop_attr;
+// g = graph.with_self_loops()): -> (E', edge_dim) in g's edge order (g: the graph the layer runs
+// on). Errors start with `layer`.
+Tensor attended_edge_attr(const char* layer, const Linear* lin_edge, const Tensor& edge_attr,
+                          const Graph& graph, const Graph& g, bool add_self_loops,
+                          const ops::SelfLoopFill& fill);
 
 // A layer's output from its aggregated heads (N, H, F):
 //   concat ? heads viewed (N, H*F) : the mean over heads (N, F);  + residual;  + bias
