@@ -2,7 +2,8 @@
 // Networks?", with PyTorch Geometric's GATv2Conv options, parameter names and initialisation.
 //
 //   xl  = x W_l + b_l,  xr = x W_r + b_r   viewed (N, H, F)   (xr = xl with share_weights)
-//   s   = att . LeakyReLU(xl[src(e)] + xr[dst(e)], negative_slope)   (E, H), never stored
+//   xe  = edge_attr W_e viewed (E, H, F)   (with edge_dim; PyG's lin_edge(edge_attr))
+//   s   = att . LeakyReLU(xl[src(e)] + xr[dst(e)] (+ xe[e]), negative_slope)   (E, H), never stored
 //   out = softmax over each node's incoming edges of s, attention dropout, weighted sum of
 //         xl[src(e)] (ops::gatv2_attention_aggregate: nothing of size E x H x F is built)
 //         (N, H, F)
@@ -11,10 +12,14 @@
 // Unlike GAT's, the score is not a sum of a source and a destination term: the LeakyReLU acts
 // on the sum of the two projected rows, so the ranking of a node's neighbours depends on the node.
 // With add_self_loops the layer runs on graph.with_self_loops() (SelfLoopedGraph, as GATConv).
-// Everything goes through ops, so the layer runs unchanged on CPU and CUDA.
+// With edge_dim, edge_attr (E, edge_dim) follows the input graph's edge order and the loops'
+// attributes are made by fill_value as GATConv's (attended_edge_attr, graph_attention.h). Unlike
+// GATConv's edge term (E, H), GATv2's enters the LeakyReLU per feature, so it is the (E, H*F)
+// projection PyG computes. Everything goes through ops, so the layer runs unchanged on CPU and CUDA.
 // Parameter names follow PyG: att (H, F) (PyG: (1, H, F)), bias, lin_l.weight, lin_l.bias,
 // lin_r.weight, lin_r.bias (lin_r is lin_l with share_weights, registered once, as PyG's
-// parameters() lists it), res.weight. Weights are stored (in, out), the transpose of PyG's.
+// parameters() lists it), lin_edge.weight, res.weight. Weights are stored (in, out), the
+// transpose of PyG's.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +43,8 @@ struct GATv2ConvOptions {
   double negative_slope = 0.2;  // of the LeakyReLU inside the score
   double dropout = 0.0;         // attention dropout rate (training mode only)
   bool add_self_loops = true;
-  // (edge features, issue 17: edge_dim and fill_value come here, with lin_edge drawn after lin_r)
+  int64_t edge_dim = 0;          // D of edge_attr; 0: no edge features (PyG: edge_dim=None)
+  ops::SelfLoopFill fill_value;  // the self loops' edge attributes (PyG's default 'mean')
   bool bias = true;             // lin_l's and lin_r's biases and the output bias
   bool share_weights = false;   // one projection for sources and destinations (lin_r = lin_l)
   bool residual = false;        // + x R with R a bias-free Linear (in, output width)
@@ -48,8 +54,8 @@ struct GATv2ConvOptions {
 class GATv2Conv : public Module {
  public:
   // `init` draws, in PyG's reset_parameters order: lin_l (weight glorot, then bias uniform in
-  // +-1/sqrt(in)), lin_r (likewise; not with share_weights), res.weight (glorot), att (glorot
-  // with fan_in H, fan_out F); bias = 0.
+  // +-1/sqrt(in)), lin_r (likewise; not with share_weights), lin_edge.weight (glorot), res.weight
+  // (glorot), att (glorot with fan_in H, fan_out F); bias = 0.
   GATv2Conv(const GATv2ConvOptions& options, Generator& init);
 
   using Attention = AttentionWeights;  // graph_attention.h
@@ -61,12 +67,17 @@ class GATv2Conv : public Module {
   // return_attention_weights); the layer itself keeps nothing of a pass.
   Tensor forward(const Features& x, const Graph& graph, Generator& gen,
                  Attention* attention = nullptr);
+  // The same with edge features: edge_attr (E, edge_dim) in graph's edge order, the parameters'
+  // dtype and device, required with edge_dim > 0 and refused without (undefined = none).
+  Tensor forward(const Features& x, const Graph& graph, const Tensor& edge_attr, Generator& gen,
+                 Attention* attention = nullptr);
 
   const GATv2ConvOptions& options() const { return options_; }
   int64_t out_features() const;  // H*F if concat else F
 
   std::shared_ptr<Linear> lin_l;  // (in, H*F), bias with options.bias: sources (score and values)
   std::shared_ptr<Linear> lin_r;  // (in, H*F): destinations; the same object as lin_l with share_weights
+  std::shared_ptr<Linear> lin_edge;  // (edge_dim, H*F), no bias; null without edge_dim
   Tensor att;                     // (H, F)
   Tensor bias;                    // (out_features,), undefined without bias
   std::shared_ptr<Linear> res;    // (in, out_features), no bias; null without residual

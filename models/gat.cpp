@@ -35,6 +35,7 @@ Options layer_options(const GATConfig& c, bool output_layer) {
   o.concat = !output_layer;
   o.negative_slope = c.negative_slope;
   o.dropout = c.dropout;
+  o.edge_dim = c.edge_dim;
   o.dtype = c.dtype;
   return o;
 }
@@ -61,9 +62,6 @@ void GATConfig::validate(const std::string& where) const {
   GAT_CHECK(layer == AttentionLayer::gat || value_dropout == 0.0, prefix, kValueDropout, " ",
             value_dropout, " with layer ", attention_layer_name(layer),
             ": GATv2Conv has no value dropout (its source rows are the scores' terms and the values)");
-  GAT_CHECK(layer == AttentionLayer::gat || edge_dim == 0, prefix, kEdgeDim, " ", edge_dim,
-            " with layer ", attention_layer_name(layer),
-            ": the GATv2 model does not take edge features yet (use --model gat)");
 }
 
 io::Metadata GATConfig::to_metadata() const {
@@ -128,14 +126,13 @@ GAT::GAT(const GATConfig& config, Generator& init) : config_(config) {
   GATConvOptions first = layer_options<GATConvOptions>(config, false);
   GATConvOptions second = layer_options<GATConvOptions>(config, true);
   first.value_dropout = second.value_dropout = config.value_dropout;
-  first.edge_dim = second.edge_dim = config.edge_dim;
   conv1 = register_module("conv1", std::make_shared<GATConv>(first, init));
   conv2 = register_module("conv2", std::make_shared<GATConv>(second, init));
 }
 
 Tensor GAT::forward(const Features& x, const Graph& graph, Generator& gen, const Tensor& edge_attr) {
   auto layer = [&](int index, const Features& in) {  // conv1 or conv2 of the configured kind
-    if (config_.layer == AttentionLayer::gatv2) return (index == 1 ? v2_conv1 : v2_conv2)->forward(in, graph, gen);
+    if (config_.layer == AttentionLayer::gatv2) return (index == 1 ? v2_conv1 : v2_conv2)->forward(in, graph, edge_attr, gen);
     return (index == 1 ? conv1 : conv2)->forward(in, graph, edge_attr, gen);
   };
   Tensor h = layer(1, dropout->forward(x, gen));  // (N, heads * hidden)

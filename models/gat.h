@@ -45,8 +45,9 @@ struct GATConfig {
   double value_dropout = 0.6;
   double negative_slope = 0.2;
   DType dtype = DType::f32;  // of the parameters
-  // GATConvOptions::edge_dim of both layers: the dataset's edge features (0: none; checkpoints
-  // without the key have none). The loops' features are the mean of the in-edges' (PyG's default).
+  // edge_dim of both layers (GATConvOptions', GATv2ConvOptions'): the dataset's edge features
+  // (0: none; checkpoints without the key have none). The loops' features are the mean of the
+  // in-edges' (PyG's default).
   int64_t edge_dim = 0;
   AttentionLayer layer = AttentionLayer::gat;
 
@@ -81,7 +82,7 @@ class GAT : public Module {
   // graph: N nodes; the layers run on graph.with_self_loops() (pass a graph that already has one
   // self loop per node and they use it as it is, keeping no copy) -> logits (N, num_classes).
   // `gen` supplies the dropout streams in training mode. edge_attr (E, edge_dim) in graph's edge
-  // order, required with edge_dim > 0 (GATConv::forward).
+  // order, required with edge_dim > 0 (GATConv::forward, GATv2Conv::forward).
   Tensor forward(const Features& x, const Graph& graph, Generator& gen, const Tensor& edge_attr = Tensor());
 
   const GATConfig& config() const { return config_; }

@@ -1,16 +1,20 @@
 // GATv2Conv and the GAT model with GATv2Conv layers: forward against a naive reference (PyG's
 // GATv2Conv written out with loops), each option's effect, gradient checks with respect to the
 // input and every parameter over option sets, attention weights, errors, parameter names and
-// initialisation as PyG's, and the model's layer kind.
+// initialisation as PyG's, edge features (gradients through edge_attr and lin_edge, their
+// errors), and the model's layer kind.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/init.h"
+#include "gat/framework/ops/arithmetic.h"
 #include "gat/layers/gatv2_conv.h"
 #include "gat/models/gat.h"
 #include "gat_testing.h"
@@ -88,6 +92,29 @@ void check_v2_gradients(const std::string& what, const GATv2ConvOptions& options
                            return conv.forward(x, graph, gen);
                          }),
                          gradcheck_inputs(random_tensor({N, options.in_channels}, rng), slots));
+}
+
+GATv2ConvOptions v2_edge_options(int64_t edge_dim, const ops::SelfLoopFill& fill, bool loops) {
+  GATv2ConvOptions o = v2_options(4, 3, 2, true, false, true);
+  o.edge_dim = edge_dim;
+  o.fill_value = fill;
+  o.add_self_loops = loops;
+  return o;
+}
+
+// The GAT model of GATv2Conv layers the model tests build: 5 inputs, 3 classes, 2 heads of 3.
+GATConfig v2_model_config() {
+  GATConfig config;
+  config.in_features = 5;
+  config.num_classes = 3;
+  config.hidden = 3;
+  config.heads = 2;
+  config.output_heads = 2;
+  config.dropout = 0.4;
+  config.value_dropout = 0.0;
+  config.layer = AttentionLayer::gatv2;
+  config.dtype = DType::f64;
+  return config;
 }
 
 }  // namespace
@@ -290,20 +317,94 @@ TEST(GATv2Conv, GradientsWithoutSelfLoopsOrBias) {
   check_v2_gradients("GATv2Conv no loops no bias", o);
 }
 
+// mixed_graph: an existing loop (dropped and refilled with add_self_loops), nodes without
+// in-edges (their loops' fill from nothing), a row of six edges.
+TEST(GATv2ConvEdge, GradientsOfXEdgeAttrAndEveryParameter) {
+  std::mt19937_64 rng(31);
+  const Graph graph = mixed_graph();
+  const int64_t N = graph.num_nodes();
+  const std::vector<std::pair<bool, ops::SelfLoopFill>> cases{
+      {true, ops::SelfLoopFill::parse("mean")}, {true, ops::SelfLoopFill::parse("max")}, {false, {}}};
+  for (const auto& [loops, fill] : cases) {
+    Generator init(3);
+    GATv2Conv conv(v2_edge_options(2, fill, loops), init);
+    conv.bias = random_tensor(conv.bias.shape(), rng);
+    std::vector<Tensor*> slots = v2_slots(conv);
+    slots.push_back(&conv.lin_edge->weight);
+    ASSERT_EQ(slots.size(), conv.named_parameters().size());
+    // x, edge_attr (away from ties, for max), then the parameters.
+    std::vector<Tensor> inputs{random_tensor({N, 4}, rng), random_tensor({graph.num_edges(), 2}, rng, 0.5, 1.5)};
+    for (Tensor* s : slots) inputs.push_back(s->clone());
+    expect_gradients_match("GATv2Conv edge_attr, fill " + fill.name() + (loops ? "" : ", no loops"),
+                           [&](const std::vector<Tensor>& in) {
+                             for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 2];
+                             Generator gen(0);
+                             return conv.forward(in[0], graph, in[1], gen);
+                           },
+                           inputs);
+  }
+}
+
+// The edge term enters the scores and the attention weights; lin_edge is drawn after lin_r and
+// before res and att (PyG's reset_parameters order) and named as PyG's.
+TEST(GATv2ConvEdge, EdgeAttrChangesScoresAndLinEdgeIsDrawnAfterLinR) {
+  std::mt19937_64 rng(32);
+  const Graph graph = mixed_graph();
+  const int64_t N = graph.num_nodes();
+  Generator init_a(4), init_b(4);
+  GATv2Conv with(v2_edge_options(3, ops::SelfLoopFill::parse("mean"), true), init_a);
+  GATv2Conv without(v2_edge_options(0, ops::SelfLoopFill(), true), init_b);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : with.named_parameters()) names.push_back(name + " " + shape_str(p.shape()));
+  EXPECT_EQ(names, (std::vector<std::string>{"att (2, 3)", "bias (6,)", "lin_l.weight (4, 6)", "lin_l.bias (6,)",
+                                             "lin_r.weight (4, 6)", "lin_r.bias (6,)", "lin_edge.weight (3, 6)",
+                                             "res.weight (4, 6)"}));
+  EXPECT_TRUE(bitwise_equal(with.lin_r->weight, without.lin_r->weight));
+  EXPECT_FALSE(bitwise_equal(with.res->weight, without.res->weight));  // drawn after lin_edge
+  for (double v : host_f64(with.lin_edge->weight)) EXPECT_LE(std::abs(v), std::sqrt(6.0 / 9.0));
+
+  const Tensor x = random_tensor({N, 4}, rng), attr = random_tensor({graph.num_edges(), 3}, rng);
+  Generator gen(0);
+  GATv2Conv::Attention a, b;
+  const std::vector<double> out_a = with.forward(x, graph, attr, gen, &a).to_vector<double>();
+  const std::vector<double> out_b =
+      with.forward(x, graph, ops::mul(attr, 2.0), gen, &b).to_vector<double>();
+  EXPECT_NE(out_a, out_b);
+  EXPECT_NE(a.weights.to_vector<double>(), b.weights.to_vector<double>());
+  // A zero lin_edge is the layer without edge features.
+  with.lin_edge->weight = init::zeros(with.lin_edge->weight.shape(), DType::f64);
+  without.lin_l = with.lin_l, without.lin_r = with.lin_r, without.res = with.res, without.att = with.att;
+  GATv2Conv::Attention c, d;
+  expect_close(with.forward(x, graph, attr, gen, &c), without.forward(x, graph, gen, &d), "zero lin_edge", 1e-14);
+  expect_close(c.weights, d.weights, "zero lin_edge attention", 1e-14);
+}
+
+TEST(GATv2ConvEdge, RejectsMissingOrMismatchedEdgeAttr) {
+  std::mt19937_64 rng(33);
+  const Graph graph = mixed_graph();
+  const int64_t N = graph.num_nodes(), E = graph.num_edges();
+  const Tensor x = random_tensor({N, 4}, rng);
+  Generator init(5), gen(0);
+  GATv2Conv conv(v2_edge_options(3, ops::SelfLoopFill(), true), init);
+  GATv2Conv plain(v2_edge_options(0, ops::SelfLoopFill(), true), init);
+  expect_error([&] { conv.forward(x, graph, gen); }, {"GATv2Conv: edge_dim is 3 but no 'edge_attr' was given"});
+  expect_error([&] { plain.forward(x, graph, random_tensor({E, 3}, rng), gen); },
+               {"GATv2Conv: 'edge_attr'", "given but the layer has no edge features (edge_dim 0)"});
+  expect_error([&] { conv.forward(x, graph, random_tensor({E + 1, 3}, rng), gen); },
+               {"GATv2Conv: 'edge_attr'", "must be (13, 3) for a graph of 13 edges and edge_dim 3"});
+  expect_error([&] { conv.forward(x, graph, random_tensor({E, 2}, rng), gen); }, {"GATv2Conv", "must be (13, 3)"});
+  expect_error([&] { conv.forward(x, graph, random_tensor({E}, rng), gen); }, {"GATv2Conv", "edge_attr"});
+  expect_error([&] { conv.forward(x, graph, random_tensor({E, 3}, rng, -1, 1, DType::f32), gen); },
+               {"GATv2Conv: 'edge_attr'", "must have the parameters' dtype and device"});
+  expect_error([&] { GATv2Conv bad(v2_edge_options(-1, ops::SelfLoopFill(), true), init); },
+               {"GATv2Conv: edge_dim -1 is negative"});
+}
+
 TEST(GATv2Model, BuildsGATv2LayersWithTheSameRecipeAndChecksGradients) {
   std::mt19937_64 rng(21);
   const int64_t N = 7;
   const Graph graph = small_graph(N, rng);
-  GATConfig config;
-  config.in_features = 5;
-  config.num_classes = 3;
-  config.hidden = 3;
-  config.heads = 2;
-  config.output_heads = 2;
-  config.dropout = 0.4;
-  config.value_dropout = 0.0;
-  config.layer = AttentionLayer::gatv2;
-  config.dtype = DType::f64;
+  GATConfig config = v2_model_config();
   Generator init(8);
   GAT model(config, init);
   ASSERT_FALSE(model.conv1);
@@ -330,4 +431,22 @@ TEST(GATv2Model, BuildsGATv2LayersWithTheSameRecipeAndChecksGradients) {
 
   config.value_dropout = 0.6;  // GATConv's recipe value: not for GATv2Conv
   expect_error([&] { GAT bad(config, init); }, {"GAT: value_dropout 0.6 with layer gatv2"});
+}
+
+TEST(GATv2Model, PassesEdgeAttrToBothLayers) {
+  std::mt19937_64 rng(34);
+  const Graph graph = mixed_graph();
+  const int64_t N = graph.num_nodes();
+  GATConfig config = v2_model_config();
+  config.edge_dim = 3;
+  Generator init(9);
+  GAT model(config, init);
+  ASSERT_TRUE(model.v2_conv1->lin_edge && model.v2_conv2->lin_edge);
+  EXPECT_EQ(model.v2_conv2->lin_edge->weight.shape(), (Shape{3, 6}));
+  model.eval();
+  const Tensor x = random_tensor({N, 5}, rng), attr = random_tensor({graph.num_edges(), 3}, rng);
+  Generator gen(0);
+  const std::vector<double> out = model.forward(x, graph, gen, attr).to_vector<double>();
+  EXPECT_NE(model.forward(x, graph, gen, ops::mul(attr, 2.0)).to_vector<double>(), out);
+  expect_error([&] { model.forward(x, graph, gen); }, {"GATv2Conv: edge_dim is 3 but no 'edge_attr' was given"});
 }
