@@ -42,6 +42,7 @@ The edge_dim cases (GATCONV_EDGE_CASES) give GATConv edge features: every fill_v
 add_self_loops takes for the self loops' features ('mean', 'add', 'min', 'max', 'mul', a number),
 with self loops added (the graph's own loops and their features dropped first, so node N-3 keeps
 no in-edge) and without (the loops keep their features), one head and three, and the hub graph.
+GATV2CONV_EDGE_CASES give GATv2Conv edge features likewise (fill_value 'mean' and 'max').
 
 The bipartite cases (GATCONV_BIPARTITE_CASES: PyG's in_channels = (src, dst), x = (x_src, x_dst))
 have fewer sources than destinations or more: a destination hub, a source sending to many, (i, i)
@@ -183,37 +184,46 @@ class GATv2ConvCase:
     graph: Graph = SMALL
     in_channels: int = 5
     out_channels: int = 4
+    edge_dim: int = 0           # 0: PyG's edge_dim=None
+    fill_value: object = "mean"  # PyG's default
 
     layer = "GATv2Conv"
 
     def name(self):
-        return "gatv2conv-h{}-{}-ns{}-{}-{}-{}-{}-{}".format(
+        edge = "-e{}-fill{}".format(self.edge_dim, self.fill_value) if self.edge_dim else ""
+        return "gatv2conv-h{}-{}-ns{}-{}-{}-{}-{}{}-{}".format(
             self.heads, "concat" if self.concat else "mean", self.negative_slope,
             "loops" if self.add_self_loops else "noloops", "bias" if self.bias else "nobias",
             "shared" if self.share_weights else "lr", "res" if self.residual else "nores",
-            self.graph.name)
+            edge, self.graph.name)
 
     def options(self):
         """The layer's options (the case file's metadata, PyG's keyword arguments)."""
-        return {
+        options = {
             "in_channels": self.in_channels, "out_channels": self.out_channels,
             "heads": self.heads, "concat": self.concat, "negative_slope": self.negative_slope,
             "dropout": 0.0, "add_self_loops": self.add_self_loops, "bias": self.bias,
             "share_weights": self.share_weights, "residual": self.residual,
         }
+        if self.edge_dim:
+            options.update(edge_dim=self.edge_dim, fill_value=self.fill_value)
+        return options
 
     def build(self):
         return GATv2Conv(**self.options())
 
-    edge_dim = 0  # no edge-feature cases (yet)
     bipartite = False  # one node set (no bipartite cases yet)
 
     @staticmethod
     def leaky_relu_inputs(conv, x, edge_index, edge_attr=None):
-        """lin_l(x)[j] + lin_r(x)[i] for every edge (before the LeakyReLU), (E, H, F)."""
+        """lin_l(x)[j] + lin_r(x)[i] (+ lin_edge(e_ji)) for every edge (before the LeakyReLU),
+        (E, H, F)."""
         x_l = conv.lin_l(x).view(-1, conv.heads, conv.out_channels)
         x_r = conv.lin_r(x).view(-1, conv.heads, conv.out_channels)
-        return x_l[edge_index[0]] + x_r[edge_index[1]]
+        raw = x_l[edge_index[0]] + x_r[edge_index[1]]
+        if edge_attr is not None:
+            raw = raw + conv.lin_edge(edge_attr).view(-1, conv.heads, conv.out_channels)
+        return raw
 
 
 # Every option value with every other option's values at least once (pairwise), and the hub graph
@@ -281,6 +291,18 @@ GATV2CONV_CASES = [
     GATv2ConvCase(3, True, 0.2, True, True, False, True, graph=HUB),
     GATv2ConvCase(3, False, 0.05, False, True, True, False, graph=HUB),
 ]
+
+# GATv2Conv with edge features: fill_value 'mean' and 'max', with and without self loops, heads 1
+# and 3, and the hub graph.
+GATV2CONV_EDGE_CASES = [
+    # heads concat  slope  loops  bias   shared residual
+    GATv2ConvCase(3, True, 0.2, True, True, False, False, edge_dim=3, fill_value="mean"),
+    GATv2ConvCase(1, False, 0.05, True, False, True, True, edge_dim=2, fill_value="max"),
+    GATv2ConvCase(3, False, 0.2, False, True, False, True, edge_dim=3),
+    GATv2ConvCase(1, True, 0.05, False, True, True, False, edge_dim=1),
+    GATv2ConvCase(3, True, 0.2, True, True, False, True, graph=HUB, edge_dim=4, fill_value="max"),
+]
+GATV2_EDGE_SEED_BASE = 2000  # their seeds: their own, whatever the other lists hold
 
 
 def make_edges(graph, gen):
@@ -412,6 +434,7 @@ def main():
     seeded = list(enumerate(GATCONV_CASES + GATV2CONV_CASES))
     seeded += [(EDGE_SEED_BASE + k, case) for k, case in enumerate(GATCONV_EDGE_CASES)]
     seeded += [(BIPARTITE_SEED_BASE + k, case) for k, case in enumerate(GATCONV_BIPARTITE_CASES)]
+    seeded += [(GATV2_EDGE_SEED_BASE + k, case) for k, case in enumerate(GATV2CONV_EDGE_CASES)]
     for seed, case in seeded:
         tensors, metadata = run_case(case, seed)
         metadata["torch"] = torch.__version__

@@ -203,6 +203,12 @@ Options shared_options(const Case& c, DType dtype) {
   o.add_self_loops = c.flag("add_self_loops");
   o.bias = c.flag("bias");
   o.residual = c.flag("residual");
+  if (c.has_metadata("edge_dim")) {  // fill_value: a JSON string ("mean") or number
+    o.edge_dim = c.integer("edge_dim");
+    std::string fill = c.text("fill_value");
+    if (fill.size() >= 2 && fill.front() == '"' && fill.back() == '"') fill = fill.substr(1, fill.size() - 2);
+    o.fill_value = ops::SelfLoopFill::parse(fill);
+  }
   o.dtype = dtype;
   return o;
 }
@@ -210,12 +216,6 @@ Options shared_options(const Case& c, DType dtype) {
 GATConvOptions gat_conv_options(const Case& c, DType dtype) {
   GATConvOptions o = shared_options<GATConvOptions>(c, dtype);
   if (c.has_metadata("dst_in_channels")) o.dst_in_channels = c.integer("dst_in_channels");  // bipartite
-  if (c.has_metadata("edge_dim")) {  // fill_value: a JSON string ("mean") or number
-    o.edge_dim = c.integer("edge_dim");
-    std::string fill = c.text("fill_value");
-    if (fill.size() >= 2 && fill.front() == '"' && fill.back() == '"') fill = fill.substr(1, fill.size() - 2);
-    o.fill_value = ops::SelfLoopFill::parse(fill);
-  }
   return o;
 }
 
@@ -247,17 +247,13 @@ Pass run_layer(const Case& c, const Options& options, Device device) {
     inputs = {{"x", case_input(c, "x", options.dtype, device)}};
     const int64_t n = inputs["x"].size(0);
     const Graph graph = case_graph(c, n, n).to(device);
-    if constexpr (std::is_same_v<Layer, GATConv>) {
-      Tensor edge_attr;  // (E, D) in the graph's edge order: GATConv's edge features
-      if (options.edge_dim > 0) {
-        edge_attr = in_graph_order(c, c.tensor("input.edge_attr")).to(options.dtype).to(device);
-        edge_attr.set_requires_grad();
-        inputs["edge_attr"] = edge_attr;
-      }
-      pass.out = conv.forward(inputs["x"], graph, edge_attr, gen, &attention);
-    } else {
-      pass.out = conv.forward(inputs["x"], graph, gen, &attention);
+    Tensor edge_attr;  // (E, D) in the graph's edge order: the layer's edge features
+    if (options.edge_dim > 0) {
+      edge_attr = in_graph_order(c, c.tensor("input.edge_attr")).to(options.dtype).to(device);
+      edge_attr.set_requires_grad();
+      inputs["edge_attr"] = edge_attr;
     }
+    pass.out = conv.forward(inputs["x"], graph, edge_attr, gen, &attention);
   }
   pass.attention_graph = attention.graph;
   pass.attention = attention.weights;
@@ -397,6 +393,19 @@ const std::vector<std::string> kSharedOptionValues{"one head", "several heads", 
                                                    "self loops", "no self loops", "bias", "no bias",
                                                    "residual", "no residual", "hub"};
 
+// The edge-feature values a case of either layer covers, and those both layers' cases must cover.
+template <class Options>
+void insert_edge_option_values(const Options& o, std::set<std::string>& seen) {
+  if (o.edge_dim == 0) return;
+  seen.insert(o.add_self_loops ? "edge features with self loops" : "edge features without self loops");
+  seen.insert(std::string("edge features, ") + (o.heads == 1 ? "one head" : "several heads"));
+  if (o.add_self_loops) seen.insert("fill_value " + o.fill_value.name());
+}
+
+const std::vector<std::string> kEdgeOptionValues{"edge features with self loops", "edge features without self loops",
+                                                 "edge features, one head", "edge features, several heads",
+                                                 "fill_value mean", "fill_value max"};
+
 // The cases cover every GATConv option value this project's GATConv shares with PyG's (dropout
 // aside), a hub row longer than 64 edges (cut into chunks on the GPU), and bipartite input with
 // fewer sources than destinations and more, with and without self loops.
@@ -408,11 +417,7 @@ TEST(PygParityCases, CoverEveryGATConvOption) {
     const GATConvOptions o = gat_conv_options(c, DType::f64);
     const std::set<std::string> values = shared_option_values(c, o);
     seen.insert(values.begin(), values.end());
-    if (o.edge_dim > 0) {
-      seen.insert(o.add_self_loops ? "edge features with self loops" : "edge features without self loops");
-      seen.insert(std::string("edge features, ") + (o.heads == 1 ? "one head" : "several heads"));
-      if (o.add_self_loops) seen.insert("fill_value " + o.fill_value.name());
-    }
+    insert_edge_option_values(o, seen);
     if (o.dst_in_channels > 0) {
       const int64_t ns = c.integer("num_src_nodes"), nd = c.integer("num_dst_nodes");
       seen.insert(std::string(ns < nd ? "fewer" : ns > nd ? "more" : "as many") + " sources than destinations " +
@@ -420,9 +425,8 @@ TEST(PygParityCases, CoverEveryGATConvOption) {
     }
   }
   std::vector<std::string> values = kSharedOptionValues;
-  values.insert(values.end(), {"edge features with self loops", "edge features without self loops",
-                               "edge features, one head", "edge features, several heads",
-                               "fill_value mean", "fill_value add", "fill_value min", "fill_value max",
+  values.insert(values.end(), kEdgeOptionValues.begin(), kEdgeOptionValues.end());
+  values.insert(values.end(), {"fill_value add", "fill_value min",
                                "fill_value mul", "fill_value 0.5",
                                "fewer sources than destinations with self loops",
                                "fewer sources than destinations without self loops",
@@ -431,7 +435,7 @@ TEST(PygParityCases, CoverEveryGATConvOption) {
   expect_covered("GATConv", seen, values);
 }
 
-// Likewise for GATv2Conv, with share_weights on and off.
+// Likewise for GATv2Conv, with share_weights on and off, and its edge features.
 TEST(PygParityCases, CoverEveryGATv2ConvOption) {
   std::set<std::string> seen;
   for (const std::string& name : case_names()) {
@@ -441,9 +445,11 @@ TEST(PygParityCases, CoverEveryGATv2ConvOption) {
     const std::set<std::string> values = shared_option_values(c, o);
     seen.insert(values.begin(), values.end());
     seen.insert(o.share_weights ? "shared weights" : "separate weights");
+    insert_edge_option_values(o, seen);
   }
   std::vector<std::string> values = kSharedOptionValues;
   values.insert(values.end(), {"shared weights", "separate weights"});
+  values.insert(values.end(), kEdgeOptionValues.begin(), kEdgeOptionValues.end());
   expect_covered("GATv2Conv", seen, values);
 }
 
