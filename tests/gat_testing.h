@@ -79,7 +79,7 @@ inline void expect_close(const Tensor& got, const Tensor& want, const std::strin
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
   const Tensor ha = a.to(Device::cpu), hb = b.to(Device::cpu);
-  return std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
+  return ha.nbytes() == 0 || std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;  // empty: no data pointer
 }
 
 // f() throws a gat::Error whose message contains every one of `parts`.
