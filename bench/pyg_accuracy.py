@@ -11,6 +11,7 @@ machine with a CUDA GPU, PyTorch and torch_geometric (scipy for the Planetoid re
 and beside it `BUILD/gat_train --dataset cora --model gatv2 --device cuda --runs 10 --json`.
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -28,16 +29,23 @@ def main():
     ap.add_argument("--datasets", default="cora,citeseer")
     ap.add_argument("--data-dir", default="../shared/datasets/planetoid")
     ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="seeds first-seed .. first-seed+seeds-1 (to split many seeds over processes)")
+    ap.add_argument("--json", action="store_true", help="also print each dataset's accuracies as JSON")
     args = ap.parse_args()
     build = compare_pyg.pyg_gat  # train_one builds its model with it: on the data's device here
     compare_pyg.pyg_gat = lambda data, model="gat": build(data, model).to(data.x.device)
     for name in args.datasets.split(","):
         data = compare_pyg.pyg_planetoid(name, args.data_dir, torch.device("cuda"))
-        runs = [cpu_runs.train_one(data, seed, 1_000_000, args.model) for seed in range(args.seeds)]
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        runs = [cpu_runs.train_one(data, seed, 1_000_000, args.model) for seed in seeds]
         acc = [100 * r["test_acc"] for r in runs]
-        print(f"PyG {args.model} {name}: test accuracy {statistics.mean(acc):.2f} +- "
-              f"{statistics.stdev(acc):.2f} % over {len(runs)} seeds "
-              f"(epochs {[r['epochs'] for r in runs]})", flush=True)
+        spread = f" +- {statistics.stdev(acc):.2f}" if len(acc) > 1 else ""
+        print(f"PyG {args.model} {name}: test accuracy {statistics.mean(acc):.2f}{spread} % over {len(runs)} "
+              f"seeds from {args.first_seed} (epochs {[r['epochs'] for r in runs]})", flush=True)
+        if args.json:
+            print(json.dumps({"model": args.model, "dataset": name, "seeds": list(seeds), "test_accs": acc}),
+                  flush=True)
     return 0
 
 

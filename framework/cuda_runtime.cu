@@ -1,9 +1,13 @@
 // The CUDA runtime of the framework: one device, one stream, a stream-ordered pool allocator,
 // one cuBLAS handle bound to the stream.
+#include <algorithm>
+#include <map>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
@@ -103,11 +107,23 @@ long long resident_threads() { return checked_runtime("cuda::resident_threads").
 cudaStream_t stream() { return checked_runtime("cuda::stream").stream; }
 cublasHandle_t cublas_handle() { return checked_runtime("cuda::cublas_handle").cublas; }
 
-// Sizes of live blocks, kept on the host so free() needs no device round trip.
+// Sizes and names of live blocks, kept on the host so free() needs no device round trip, and
+// the live blocks at the last high-water mark (peak_memory_breakdown).
 namespace {
-std::unordered_map<void*, size_t>& live_sizes() {
-  static std::unordered_map<void*, size_t> sizes;
-  return sizes;
+struct LiveBlock {
+  size_t bytes;
+  std::string what;
+};
+std::unordered_map<void*, LiveBlock>& live_blocks() {  // guarded by g_sizes_mutex
+  static std::unordered_map<void*, LiveBlock> blocks;
+  return blocks;
+}
+std::vector<LiveBlock> g_at_peak;  // guarded by g_sizes_mutex
+
+void remember_peak() {  // with g_sizes_mutex held
+  g_peak = g_allocated;
+  g_at_peak.clear();
+  for (const auto& entry : live_blocks()) g_at_peak.push_back(entry.second);
 }
 }  // namespace
 
@@ -124,9 +140,9 @@ void* malloc(size_t bytes, const char* what) {
   }
   std::lock_guard<std::mutex> lock(g_sizes_mutex);
   if (g_capture.active) g_capture.recorded[ptr] = what ? what : "unnamed";
-  live_sizes()[ptr] = bytes;
+  live_blocks()[ptr] = {bytes, what ? what : "unnamed"};
   g_allocated += bytes;
-  if (g_allocated > g_peak) g_peak = g_allocated;
+  if (g_allocated > g_peak) remember_peak();
   return ptr;
 }
 
@@ -142,10 +158,10 @@ void free(void* ptr) {
       }
       dead = !capture_still_valid(runtime().stream);
     }
-    auto it = live_sizes().find(ptr);
-    if (it != live_sizes().end()) {
-      g_allocated -= it->second;
-      live_sizes().erase(it);
+    auto it = live_blocks().find(ptr);
+    if (it != live_blocks().end()) {
+      g_allocated -= it->second.bytes;
+      live_blocks().erase(it);
     }
     if (dead) return;
   }
@@ -309,7 +325,21 @@ size_t peak_memory_allocated() {
 }
 void reset_peak_memory() {
   std::lock_guard<std::mutex> lock(g_sizes_mutex);
-  g_peak = g_allocated;
+  remember_peak();
+}
+
+std::vector<PeakBlocks> peak_memory_breakdown() {
+  std::map<std::pair<std::string, size_t>, size_t> counts;  // (name, bytes) -> blocks
+  {
+    std::lock_guard<std::mutex> lock(g_sizes_mutex);
+    for (const LiveBlock& b : g_at_peak) ++counts[{b.what, b.bytes}];
+  }
+  std::vector<PeakBlocks> out;
+  for (const auto& [key, count] : counts) out.push_back({key.first, key.second, count});
+  std::sort(out.begin(), out.end(), [](const PeakBlocks& a, const PeakBlocks& b) {
+    return a.bytes * a.count != b.bytes * b.count ? a.bytes * a.count > b.bytes * b.count : a.what < b.what;
+  });
+  return out;
 }
 
 }  // namespace gat::cuda

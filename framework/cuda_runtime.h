@@ -90,4 +90,13 @@ size_t memory_allocated();
 size_t peak_memory_allocated();
 void reset_peak_memory();
 
+// What was allocated when the high-water mark was reached: blocks grouped by the name given to
+// malloc (Tensor::empty's `what`; op outputs are "tensor") and size, the most bytes first.
+struct PeakBlocks {
+  std::string what;
+  size_t bytes = 0;   // of one block
+  size_t count = 0;   // blocks of this name and size
+};
+std::vector<PeakBlocks> peak_memory_breakdown();
+
 }  // namespace gat::cuda

@@ -35,6 +35,7 @@ void DeviceCounter::advance(uint64_t) { no_cuda("cuda::DeviceCounter::advance");
 size_t memory_allocated() { return 0; }
 size_t peak_memory_allocated() { return 0; }
 void reset_peak_memory() {}
+std::vector<PeakBlocks> peak_memory_breakdown() { return {}; }
 
 }  // namespace gat::cuda
 #endif

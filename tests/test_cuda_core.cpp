@@ -348,3 +348,26 @@ TEST(CudaCore, ARecordedGraphWritesIntoEarlierMemoryAndKeepsNoneOfItsOwn) {
   kept = Tensor();
   expect_close(ops::matmul(a, b), ops::matmul(a.to(Device::cpu), b.to(Device::cpu)), "after refusal", kTol);
 }
+
+TEST(CudaCore, PeakBreakdownListsTheBlocksAliveAtTheHighWaterMark) {
+  GAT_SKIP_WITHOUT_CUDA();
+  cuda::synchronize();
+  cuda::reset_peak_memory();
+  const size_t before = cuda::peak_memory_allocated();
+  {
+    const Tensor big = Tensor::empty({1000, 64}, DType::f32, Device::cuda, "test big block");
+    const Tensor small1 = Tensor::empty({10}, DType::f64, Device::cuda, "test small block");
+    const Tensor small2 = Tensor::empty({10}, DType::f64, Device::cuda, "test small block");
+  }
+  // Freed, then a smaller block: the peak and its breakdown stay those of the three blocks.
+  const Tensor later = Tensor::empty({4}, DType::f32, Device::cuda, "test later block");
+  EXPECT_EQ(cuda::peak_memory_allocated(), before + 1000 * 64 * 4 + 2 * 10 * 8);
+  std::map<std::string, std::pair<size_t, size_t>> seen;  // name -> (bytes, count)
+  for (const cuda::PeakBlocks& b : cuda::peak_memory_breakdown()) seen[b.what] = {b.bytes, b.count};
+  EXPECT_EQ(seen["test big block"], std::make_pair(size_t{1000 * 64 * 4}, size_t{1}));
+  EXPECT_EQ(seen["test small block"], std::make_pair(size_t{80}, size_t{2}));
+  EXPECT_EQ(seen.count("test later block"), 0u);
+  const std::vector<cuda::PeakBlocks> blocks = cuda::peak_memory_breakdown();
+  ASSERT_FALSE(blocks.empty());
+  EXPECT_EQ(blocks.front().what, "test big block");  // the most bytes first
+}

@@ -38,6 +38,14 @@ using cli::Flags;
 
 namespace {
 
+// The device allocations alive at the peak, [name, bytes per block, blocks], the most bytes
+// first (empty on the CPU).
+nlohmann::json peak_device_blocks() {
+  nlohmann::json blocks = nlohmann::json::array();
+  for (const cuda::PeakBlocks& b : cuda::peak_memory_breakdown()) blocks.push_back({b.what, b.bytes, b.count});
+  return blocks;
+}
+
 // The process's peak resident set so far, in bytes (Linux reports kilobytes).
 long long peak_host_bytes() {
   rusage usage{};
@@ -236,6 +244,7 @@ int train_runs(const Flags& flags, Device device) {
         {"threads", omp_get_max_threads()}, {"cuda_graphs", graph_notes},
         {"nodes", data.graph.num_nodes()}, {"edges", data.graph.num_edges() - data.graph.count_self_loops()},  // the dataset's, without the added loops
         {"peak_device_bytes", cuda::peak_memory_allocated()}, {"peak_host_bytes", peak_host_bytes()},
+        {"peak_device_blocks", peak_device_blocks()},
         {"config", {{"model", attention_layer_name(config.layer)}, {"hidden", config.hidden}, {"heads", config.heads}, {"output_heads", config.output_heads},
                     {"dropout", config.dropout}, {"value_dropout", config.value_dropout}, {"lr", flags.train.lr},
                     {"weight_decay", flags.train.weight_decay}, {"patience", flags.train.patience},
