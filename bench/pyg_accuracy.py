@@ -31,21 +31,24 @@ def main():
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--first-seed", type=int, default=0,
                     help="seeds first-seed .. first-seed+seeds-1 (to split many seeds over processes)")
-    ap.add_argument("--json", action="store_true", help="also print each dataset's accuracies as JSON")
+    ap.add_argument("--json", action="store_true", help="also print each run's accuracy as a JSON line")
     args = ap.parse_args()
     build = compare_pyg.pyg_gat  # train_one builds its model with it: on the data's device here
     compare_pyg.pyg_gat = lambda data, model="gat": build(data, model).to(data.x.device)
     for name in args.datasets.split(","):
         data = compare_pyg.pyg_planetoid(name, args.data_dir, torch.device("cuda"))
         seeds = range(args.first_seed, args.first_seed + args.seeds)
-        runs = [cpu_runs.train_one(data, seed, 1_000_000, args.model) for seed in seeds]
+        runs = []
+        for seed in seeds:  # with --json, a line per run (a run cut short keeps the ones before)
+            runs.append(cpu_runs.train_one(data, seed, 1_000_000, args.model))
+            if args.json:
+                print(json.dumps({"model": args.model, "dataset": name, "seed": seed,
+                                  "test_acc": 100 * runs[-1]["test_acc"], "epochs": runs[-1]["epochs"]}), flush=True)
         acc = [100 * r["test_acc"] for r in runs]
         spread = f" +- {statistics.stdev(acc):.2f}" if len(acc) > 1 else ""
         print(f"PyG {args.model} {name}: test accuracy {statistics.mean(acc):.2f}{spread} % over {len(runs)} "
               f"seeds from {args.first_seed} (epochs {[r['epochs'] for r in runs]})", flush=True)
-        if args.json:
-            print(json.dumps({"model": args.model, "dataset": name, "seeds": list(seeds), "test_accs": acc}),
-                  flush=True)
+
     return 0
 
 
