@@ -71,6 +71,7 @@ def run_ours(args, out_dir):
             "step_ms": statistics.median(steps), "epochs": len(epochs),
             "test_acc_last": epochs[-1]["test_acc"],
             "peak_device_bytes": summary.get("peak_device_bytes"),
+            "peak_device_blocks": summary.get("peak_device_blocks", [])[:12],  # [name, bytes, count]
             "nvidia_smi_peak_bytes": smi_peak[0] * 2**20,
             "peak_host_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
             "nodes": summary.get("nodes"), "edges": summary.get("edges"), "summary": summary}
