@@ -59,6 +59,16 @@ Tensor GATConv::edge_scores(const Graph& graph, const Graph& g, const Tensor& ed
   return ops::matmul(attr, edge_att);                                                      // (E', H)
 }
 
+// (x W) . att equals x (W . att), W . att the (in, H) fold of the weight viewed (in, H, F). When
+// x is narrower than the projection (in < H*F) the fold's GEMM reads fewer bytes than head_dot
+// over wh, and its backward needs x (which the projection keeps anyway), not wh: at scale the
+// (N, H*F) wh then dies with the forward unless the aggregate keeps it as its values.
+Tensor GATConv::attention_term(const Linear& proj, const Features& x, const Tensor& wh, const Tensor& att) const {
+  const int64_t in = proj.in_features(), H = options_.heads, F = options_.out_channels;
+  if (in >= H * F) return ops::head_dot(wh, att);                                            // (rows, H)
+  return features_matmul(x, ops::head_dot(ops::reshape(proj.weight, {in, H, F}), att));  // (rows, in) x (in, H)
+}
+
 Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen,
                         Attention* attention) {
   return forward_sides(x, nullptr, graph, Tensor(), gen, attention);
@@ -99,8 +109,8 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
   // One x through lin: one projection for both sides.
   Tensor wh = ops::reshape((lin ? *lin : *lin_src).forward(x_src), {Ns, H, F});  // (Ns, H, F)
   Tensor wh_dst = !x_dst && lin ? wh : ops::reshape((lin ? *lin : *lin_dst).forward(xd), {N, H, F});  // (N, H, F)
-  Tensor el = ops::head_dot(wh, att_src);      // (Ns, H)
-  Tensor er = ops::head_dot(wh_dst, att_dst);  // (N, H)
+  Tensor el = attention_term(lin ? *lin : *lin_src, x_src, wh, att_src);   // (Ns, H)
+  Tensor er = attention_term(lin ? *lin : *lin_dst, xd, wh_dst, att_dst);  // (N, H)
   const DropoutKey key = is_training() && options_.dropout > 0.0
                              ? gen.dropout_key(static_cast<float>(options_.dropout))
                              : DropoutKey{};

@@ -4,6 +4,8 @@
 //   Wh_s = x_src W_src viewed (Ns, H, F),  Wh_d = x_dst W_dst viewed (Nd, H, F)
 //          (one graph, one x: x_src = x_dst = x and W_src = W_dst = W, Wh computed once)
 //   el  = Wh_s . att_src (Ns, H),  er = Wh_d . att_dst (Nd, H)
+//         (computed as x_src (W_src . att_src) when in_channels < H*F: one GEMM with the
+//         folded (in, H) weight, which reads x rather than Wh and keeps no Wh for its backward)
 //   ee  = edge_attr We . att_edge  (with edge_dim; We viewed (D, H, F))  (E, H)
 //   s   = LeakyReLU(el[src(e)] + er[dst(e)] (+ ee[e]), negative_slope)  (E, H), never stored
 //   out = softmax over each destination's incoming edges of s, attention dropout, weighted sum
@@ -107,6 +109,9 @@ class GATConv : public Module {
   // x_dst null: one x for both sides; edge_attr may be undefined.
   Tensor forward_sides(const Features& x_src, const Features* x_dst, const Graph& graph,
                        const Tensor& edge_attr, Generator& gen, Attention* attention);
+  // el or er (rows, H) = (x proj.weight viewed (rows, H, F)) . att, given wh = x proj.weight
+  // viewed (rows, H, F); see attention_term in gat_conv.cpp.
+  Tensor attention_term(const Linear& proj, const Features& x, const Tensor& wh, const Tensor& att) const;
   // ee (E', H) over g's edges (g: graph, looped when add_self_loops), or undefined without
   // edge_dim.
   Tensor edge_scores(const Graph& graph, const Graph& g, const Tensor& edge_attr);

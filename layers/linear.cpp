@@ -23,12 +23,15 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias_on, Generato
                     : init::uniform({out_features}, 1.0 / std::sqrt(static_cast<double>(in_features)), init, dtype));
 }
 
+Tensor features_matmul(const Features& x, const Tensor& w) {
+  return x.is_sparse() ? ops::sparse_matmul(x.sparse(), w) : ops::matmul(x.dense(), w);
+}
+
 Tensor Linear::forward(const Features& x) const {
   if (!x.is_sparse()) check_dim("Linear", "x", x.dense(), 2);
   GAT_CHECK(x.cols() == in_features(), "Linear: 'x' ", x.describe(), " must have ", in_features(),
             " columns (weight ", weight.describe(), ")");
-  Tensor y = x.is_sparse() ? ops::sparse_matmul(x.sparse(), weight)  // (N, out)
-                           : ops::matmul(x.dense(), weight);
+  Tensor y = features_matmul(x, weight);  // (N, out)
   return bias.defined() ? ops::add_bias(y, bias) : y;
 }
 

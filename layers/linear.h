@@ -19,6 +19,10 @@ namespace gat {
 
 enum class LinearBiasInit { zeros, fan_in };
 
+// x (N, in), dense or sparse, times w (in, out) -> (N, out): ops::sparse_matmul for a sparse x,
+// else ops::matmul (Linear's product, and GATConv's attention terms from the folded weight).
+Tensor features_matmul(const Features& x, const Tensor& w);
+
 class Linear : public Module {
  public:
   // `init` draws the weight; parameters are created with `dtype` on the CPU (Module::to moves them).

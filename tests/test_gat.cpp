@@ -92,22 +92,25 @@ TEST(GATConv, MatchesANaiveReferenceConcatAndMean) {
   std::mt19937_64 rng(3);
   const int64_t N = 9;
   const Graph graph = small_graph(N, rng);
-  for (bool concat : {true, false}) {
-    for (bool residual : {false, true}) {
-      Generator init(1);
-      GATConv conv(conv_options(5, 4, 3, concat, residual, 0.0), init);
-      conv.bias = random_tensor(conv.bias.shape(), rng);
-      const Tensor x = random_tensor({N, 5}, rng);
-      Generator gen(0);
-      const Tensor out = conv.forward(x, graph, gen);
-      ASSERT_EQ(out.shape(), (Shape{N, concat ? 12 : 4}));
-      const std::vector<double> got = out.to_vector<double>();
-      const std::vector<double> xv = x.to_vector<double>();
-      const std::vector<double> want = reference_gat_conv(conv, xv, N, xv, N, graph.sources(), graph.destinations());
-      for (size_t i = 0; i < want.size(); ++i)
-        EXPECT_NEAR(got[i], want[i], 1e-12) << "concat " << concat << " residual " << residual << " i " << i;
+  // in 5 < H*F = 12: el, er from x times the folded weight; in 13: head_dot over Wh.
+  for (int64_t in : {5, 13})
+    for (bool concat : {true, false}) {
+      for (bool residual : {false, true}) {
+        Generator init(1);
+        GATConv conv(conv_options(in, 4, 3, concat, residual, 0.0), init);
+        conv.bias = random_tensor(conv.bias.shape(), rng);
+        const Tensor x = random_tensor({N, in}, rng);
+        Generator gen(0);
+        const Tensor out = conv.forward(x, graph, gen);
+        ASSERT_EQ(out.shape(), (Shape{N, concat ? 12 : 4}));
+        const std::vector<double> got = out.to_vector<double>();
+        const std::vector<double> xv = x.to_vector<double>();
+        const std::vector<double> want = reference_gat_conv(conv, xv, N, xv, N, graph.sources(), graph.destinations());
+        for (size_t i = 0; i < want.size(); ++i)
+          EXPECT_NEAR(got[i], want[i], 1e-12) << "in " << in << " concat " << concat << " residual " << residual
+                                              << " i " << i;
+      }
     }
-  }
 }
 
 // Bipartite input (PyG's in_channels pair): lin_src projects x_src, lin_dst x_dst, the residual
@@ -398,6 +401,10 @@ TEST(GATConv, RejectsBadInputsNamingTheShapes) {
 
 TEST(GATConv, GradientsConcatResidualNoDropout) {
   check_conv_gradients("GATConv concat residual", conv_options(5, 4, 3, true, true, 0.0), true);
+}
+
+TEST(GATConv, GradientsWithInputWiderThanTheProjection) {  // in 13 >= H*F 12: head_dot over Wh
+  check_conv_gradients("GATConv wide input", conv_options(13, 4, 3, true, true, 0.5), true);
 }
 
 TEST(GATConv, GradientsMeanResidualNoDropout) {
