@@ -73,7 +73,7 @@ struct Reduction {
 };
 
 // Row's non-loop attributes reduced, and the position in looped of i's new loop: after the
-// sources below i (past the row's edges when the row gets no loop).
+// sources below i (a row without a loop, i >= Ns, has all its sources below i: past its edges).
 template <class T>
 GAT_HOST_DEVICE Reduction<T> reduce_row(const Row& r, Kind kind, const T* attr, int64_t& loop_at) {
   Reduction<T> acc;
@@ -84,7 +84,7 @@ GAT_HOST_DEVICE Reduction<T> reduce_row(const Row& r, Kind kind, const T* attr, 
     below += s < r.node;
     acc.add(kind, attr[k * r.features + r.feature]);
   }
-  loop_at = r.looped_begin + (r.gets_loop ? below : r.end - r.begin);
+  loop_at = r.looped_begin + below;
   return acc;
 }
 
