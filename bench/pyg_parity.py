@@ -5,7 +5,7 @@ project's GATConv and GATv2Conv against (CPU in CI, CUDA where a device is prese
 tests/data/pyg_parity; regenerating them is one command from the repository root (PyTorch,
 torch_geometric, safetensors and numpy; a CPU is enough, no GPU and no network are used):
 
-    python3 bench/pyg_parity.py            # rewrites tests/data/pyg_parity/*.safetensors
+    python3 bench/pyg_parity.py            # writes tests/data/pyg_parity/*.safetensors
 
 Every case is one file NAME.safetensors:
 
@@ -44,10 +44,19 @@ with self loops added (the graph's own loops and their features dropped first, s
 no in-edge) and without (the loops keep their features), one head and three, and the hub graph.
 GATV2CONV_EDGE_CASES give GATv2Conv edge features likewise (fill_value 'mean' and 'max').
 
-The bipartite cases (GATCONV_BIPARTITE_CASES: PyG's in_channels = (src, dst), x = (x_src, x_dst))
-have fewer sources than destinations or more: a destination hub, a source sending to many, (i, i)
-pairs for some i < min(Ns, Nd) (PyG's GATConv removes them and adds (i, i) for every
-i < min(Ns, Nd)), a destination with no in-edge and a source with no out-edge.
+The bipartite cases (GATCONV_BIPARTITE_CASES and GATV2CONV_BIPARTITE_CASES: PyG's
+in_channels = (src, dst), x = (x_src, x_dst)) have fewer sources than destinations or more: a
+destination hub, a source sending to many, (i, i) pairs for some i < min(Ns, Nd) (PyG's layers
+remove them and add (i, i) for every i < min(Ns, Nd)), a destination with no in-edge and a source
+with no out-edge. GATv2Conv's lin_l takes x_src, lin_r and res x_dst; with share_weights lin_r is
+lin_l, so that case's pair has one width (5, 5). BIPARTITE_EDGE_CASES add edge features to both
+layers on those graphs: fill_value 'mean' with more sources than destinations, a number with fewer
+(PyG's reductions scatter into min(Ns, Nd) rows and fail on an edge into a destination i >= Ns),
+and no self loops.
+
+A case file whose tensors and metadata are already the case's is left as it is (the safetensors
+library writes metadata keys in hash order, so rewriting it would change its bytes); files of
+cases no longer listed are removed.
 
 The cases run in training mode with dropout 0 (PyG's dropout stream cannot be reproduced). Their
 graphs have a hub (node 0) of high in-degree, a node sending to many, self loops (one of them a
@@ -55,7 +64,7 @@ node's only in-edge), nodes with no in-edge and a node with no edge at all, and 
 duplicate-free edges in a shuffled order. The hub80 cases have a hub of 73 in-edges and a
 source of 72 or more out-edges: rows longer than 64 edges, which this project's Graph cuts into
 chunks for the GPU kernels. Every case is checked here to have raw LeakyReLU inputs of both signs
-(GATConv: the edge scores, bipartite too; GATv2Conv: the elements of xl[j] + xr[i]), so that
+(GATConv: the edge scores; GATv2Conv: the elements of xl[j] + xr[i]; bipartite too), so that
 negative_slope matters in every one of them.
 """
 import argparse
@@ -66,6 +75,7 @@ from dataclasses import dataclass
 
 import torch
 import torch_geometric
+from safetensors import safe_open
 from safetensors.numpy import save_file
 from torch_geometric.nn import GATConv, GATv2Conv
 
@@ -104,8 +114,33 @@ FEW_SOURCES = Bipartite("s9d16", sources=9, destinations=16, hub=7, fan_out=10, 
 MANY_SOURCES = Bipartite("s16d9", sources=16, destinations=9, hub=12, fan_out=6, random=24)
 
 
+class LayerCase:
+    """What GATConvCase and GATv2ConvCase share: a case on a Bipartite graph is PyG's in_channels
+    pair (in_channels the sources' width, dst_in_channels the destinations') and x_src, x_dst."""
+
+    @property
+    def bipartite(self):
+        return isinstance(self.graph, Bipartite)
+
+    def side_options(self):
+        """The bipartite case's metadata beyond PyG's keyword arguments: the destinations' width
+        and both node counts (none for one node set)."""
+        if not self.bipartite:
+            return {}
+        return {"dst_in_channels": self.dst_in_channels, "num_src_nodes": self.graph.sources,
+                "num_dst_nodes": self.graph.destinations}
+
+    def build(self):
+        """PyG's layer with the case's options (bipartite: in_channels the pair)."""
+        options = self.options()
+        if self.bipartite:
+            del options["num_src_nodes"], options["num_dst_nodes"]
+            options["in_channels"] = (self.in_channels, options.pop("dst_in_channels"))
+        return self.pyg_layer(**options)
+
+
 @dataclass(frozen=True)
-class GATConvCase:
+class GATConvCase(LayerCase):
     heads: int
     concat: bool
     negative_slope: float
@@ -120,10 +155,7 @@ class GATConvCase:
     dst_in_channels: int = 3    # of x_dst, bipartite cases only
 
     layer = "GATConv"
-
-    @property
-    def bipartite(self):
-        return isinstance(self.graph, Bipartite)
+    pyg_layer = GATConv
 
     def name(self):
         edge = "-e{}-fill{}".format(self.edge_dim, self.fill_value) if self.edge_dim else ""
@@ -143,17 +175,8 @@ class GATConvCase:
         }
         if self.edge_dim:
             options.update(edge_dim=self.edge_dim, fill_value=self.fill_value)
-        if self.bipartite:
-            options.update(dst_in_channels=self.dst_in_channels,
-                           num_src_nodes=self.graph.sources, num_dst_nodes=self.graph.destinations)
+        options.update(self.side_options())
         return options
-
-    def build(self):
-        options = self.options()
-        if self.bipartite:
-            del options["num_src_nodes"], options["num_dst_nodes"]
-            options["in_channels"] = (self.in_channels, options.pop("dst_in_channels"))
-        return GATConv(**options)
 
     @staticmethod
     def leaky_relu_inputs(conv, x, edge_index, edge_attr=None):
@@ -173,7 +196,7 @@ class GATConvCase:
 
 
 @dataclass(frozen=True)
-class GATv2ConvCase:
+class GATv2ConvCase(LayerCase):
     heads: int
     concat: bool
     negative_slope: float
@@ -186,8 +209,10 @@ class GATv2ConvCase:
     out_channels: int = 4
     edge_dim: int = 0           # 0: PyG's edge_dim=None
     fill_value: object = "mean"  # PyG's default
+    dst_in_channels: int = 3    # of x_dst, bipartite cases only
 
     layer = "GATv2Conv"
+    pyg_layer = GATv2Conv
 
     def name(self):
         edge = "-e{}-fill{}".format(self.edge_dim, self.fill_value) if self.edge_dim else ""
@@ -198,7 +223,8 @@ class GATv2ConvCase:
             edge, self.graph.name)
 
     def options(self):
-        """The layer's options (the case file's metadata, PyG's keyword arguments)."""
+        """The layer's options (the case file's metadata, PyG's keyword arguments; bipartite as
+        GATConvCase's)."""
         options = {
             "in_channels": self.in_channels, "out_channels": self.out_channels,
             "heads": self.heads, "concat": self.concat, "negative_slope": self.negative_slope,
@@ -207,19 +233,16 @@ class GATv2ConvCase:
         }
         if self.edge_dim:
             options.update(edge_dim=self.edge_dim, fill_value=self.fill_value)
+        options.update(self.side_options())
         return options
-
-    def build(self):
-        return GATv2Conv(**self.options())
-
-    bipartite = False  # one node set (no bipartite cases yet)
 
     @staticmethod
     def leaky_relu_inputs(conv, x, edge_index, edge_attr=None):
-        """lin_l(x)[j] + lin_r(x)[i] (+ lin_edge(e_ji)) for every edge (before the LeakyReLU),
-        (E, H, F)."""
-        x_l = conv.lin_l(x).view(-1, conv.heads, conv.out_channels)
-        x_r = conv.lin_r(x).view(-1, conv.heads, conv.out_channels)
+        """lin_l(x_src)[j] + lin_r(x_dst)[i] (+ lin_edge(e_ji)) for every edge (before the
+        LeakyReLU), (E, H, F). x is one node set's features (x_src = x_dst = x) or (x_src, x_dst)."""
+        x_src, x_dst = x if isinstance(x, tuple) else (x, x)
+        x_l = conv.lin_l(x_src).view(-1, conv.heads, conv.out_channels)
+        x_r = conv.lin_r(x_dst).view(-1, conv.heads, conv.out_channels)
         raw = x_l[edge_index[0]] + x_r[edge_index[1]]
         if edge_attr is not None:
             raw = raw + conv.lin_edge(edge_attr).view(-1, conv.heads, conv.out_channels)
@@ -303,6 +326,36 @@ GATV2CONV_EDGE_CASES = [
     GATv2ConvCase(3, True, 0.2, True, True, False, True, graph=HUB, edge_dim=4, fill_value="max"),
 ]
 GATV2_EDGE_SEED_BASE = 2000  # their seeds: their own, whatever the other lists hold
+
+# GATv2Conv on bipartite graphs: fewer sources than destinations and more, loops on and off, heads
+# 1 and 3, concat and mean, the residual (of x_dst) once, and share_weights on a pair of equal
+# widths (PyG's lin_r is then lin_l, which a pair of different widths cannot use).
+GATV2CONV_BIPARTITE_CASES = [
+    # heads concat  slope  loops  bias   shared residual
+    GATv2ConvCase(1, True, 0.2, True, True, False, False, graph=FEW_SOURCES),
+    GATv2ConvCase(3, False, 0.05, False, True, False, True, graph=FEW_SOURCES),
+    GATv2ConvCase(3, True, 0.2, True, False, False, False, graph=MANY_SOURCES),
+    GATv2ConvCase(1, False, 0.05, False, True, False, False, graph=MANY_SOURCES),
+    GATv2ConvCase(3, True, 0.2, True, True, True, False, graph=FEW_SOURCES, dst_in_channels=5),
+]
+GATV2_BIPARTITE_SEED_BASE = 3000  # their seeds: their own, whatever the other lists hold
+
+# Both layers on bipartite graphs with edge features: fill_value 'mean' with more sources than
+# destinations and a number with fewer (PyG's reductions scatter the in-edges' features into
+# min(Ns, Nd) rows, so with fewer sources an edge into a destination i >= Ns makes them fail),
+# and no self loops.
+BIPARTITE_EDGE_CASES = [
+    GATConvCase(3, True, 0.2, True, True, False, graph=MANY_SOURCES, edge_dim=3, fill_value="mean"),
+    GATConvCase(1, False, 0.05, True, False, True, graph=FEW_SOURCES, edge_dim=2, fill_value=0.5),
+    GATConvCase(3, False, 0.2, False, True, False, graph=FEW_SOURCES, edge_dim=3),
+    # heads concat  slope  loops  bias   shared residual
+    GATv2ConvCase(3, True, 0.2, True, True, False, False, graph=MANY_SOURCES, edge_dim=3,
+                  fill_value="mean"),
+    GATv2ConvCase(1, False, 0.05, True, False, False, True, graph=FEW_SOURCES, edge_dim=2,
+                  fill_value=0.5),
+    GATv2ConvCase(3, True, 0.2, False, True, False, False, graph=MANY_SOURCES, edge_dim=3),
+]
+BIPARTITE_EDGE_SEED_BASE = 4000  # their seeds: their own, whatever the other lists hold
 
 
 def make_edges(graph, gen):
@@ -402,7 +455,7 @@ def run_case(case, seed):
     metadata["layer"] = case.layer
     if case.bipartite:
         metadata["description"] = (
-            f"PyG GATConv, in_channels ({case.in_channels}, {case.dst_in_channels}), on a "
+            f"PyG {case.layer}, in_channels ({case.in_channels}, {case.dst_in_channels}), on a "
             f"bipartite graph of {case.graph.sources} sources, {case.graph.destinations} "
             f"destinations and {edge_index.size(1)} edges (destination 0 receives from "
             f"{case.graph.hub} sources and 0), float64, training mode")
@@ -416,33 +469,58 @@ def run_case(case, seed):
     return {k: v.contiguous().numpy() for k, v in tensors.items()}, metadata
 
 
+def same_case(path, tensors, metadata):
+    """Whether the case file `path` exists and holds exactly these tensors (dtype, shape, bytes)
+    and metadata. The safetensors library writes the metadata's keys in hash order, so a file
+    written again would differ in bytes from an equal one; an equal file is left as it is."""
+    if not os.path.exists(path):
+        return False
+    with safe_open(path, framework="numpy") as f:
+        if f.metadata() != metadata or set(f.keys()) != set(tensors):
+            return False
+        for name, value in tensors.items():
+            stored = f.get_tensor(name)
+            if (stored.dtype != value.dtype or stored.shape != value.shape
+                    or stored.tobytes() != value.tobytes()):
+                return False
+    return True
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help="folder of the cases (default: tests/data/pyg_parity); its "
-                             "*.safetensors files are replaced")
+                             "*.safetensors files are made those of the listed cases")
     args = parser.parse_args()
     torch.use_deterministic_algorithms(True)
 
     os.makedirs(args.out, exist_ok=True)
-    for stale in os.listdir(args.out):
-        if stale.endswith(".safetensors"):
-            os.remove(os.path.join(args.out, stale))
-    total = 0
+    total, unchanged, names = 0, 0, set()
     # A case's seed: its place in GATCONV_CASES + GATV2CONV_CASES; the edge and bipartite cases'
     # their own.
     seeded = list(enumerate(GATCONV_CASES + GATV2CONV_CASES))
     seeded += [(EDGE_SEED_BASE + k, case) for k, case in enumerate(GATCONV_EDGE_CASES)]
     seeded += [(BIPARTITE_SEED_BASE + k, case) for k, case in enumerate(GATCONV_BIPARTITE_CASES)]
     seeded += [(GATV2_EDGE_SEED_BASE + k, case) for k, case in enumerate(GATV2CONV_EDGE_CASES)]
+    seeded += [(GATV2_BIPARTITE_SEED_BASE + k, case)
+               for k, case in enumerate(GATV2CONV_BIPARTITE_CASES)]
+    seeded += [(BIPARTITE_EDGE_SEED_BASE + k, case) for k, case in enumerate(BIPARTITE_EDGE_CASES)]
     for seed, case in seeded:
         tensors, metadata = run_case(case, seed)
         metadata["torch"] = torch.__version__
         metadata["torch_geometric"] = torch_geometric.__version__
+        names.add(case.name() + ".safetensors")
         path = os.path.join(args.out, case.name() + ".safetensors")
-        save_file(tensors, path, metadata=metadata)
+        if same_case(path, tensors, metadata):
+            unchanged += 1
+        else:
+            save_file(tensors, path, metadata=metadata)
         total += os.path.getsize(path)
-    print(f"{len(seeded)} cases, {total} bytes in {args.out} "
+    assert len(names) == len(seeded), "two cases have one name"
+    for stale in sorted(set(os.listdir(args.out)) - names):
+        if stale.endswith(".safetensors"):
+            os.remove(os.path.join(args.out, stale))
+    print(f"{len(seeded)} cases ({unchanged} unchanged), {total} bytes in {args.out} "
           f"(torch {torch.__version__}, torch_geometric {torch_geometric.__version__})")
     return 0
 

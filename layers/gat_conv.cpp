@@ -12,9 +12,7 @@ namespace gat {
 
 GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(options) {
   const int64_t in = options.in_channels, F = options.out_channels, H = options.heads;
-  check_attention_options("GATConv", in, F, H, options.dropout, options.edge_dim);
-  GAT_CHECK(options.dst_in_channels >= 0, "GATConv: dst_in_channels ", options.dst_in_channels,
-            " must be positive (bipartite: lin_src and lin_dst) or 0 (one projection, lin)");
+  check_attention_options("GATConv", in, options.dst_in_channels, F, H, options.dropout, options.edge_dim);
   const int64_t dst_in = options.dst_in_channels > 0 ? options.dst_in_channels : in;
   if (options.dst_in_channels > 0) {
     lin_src = register_module("lin_src", std::make_shared<Linear>(in, H * F, false, init, options.dtype));
@@ -37,18 +35,6 @@ int64_t GATConv::out_features() const {
   return options_.concat ? options_.heads * options_.out_channels : options_.out_channels;
 }
 
-namespace {
-
-// x (rows, cols), dense or sparse; `nodes` names the rows in the message.
-void check_features(const char* name, const Features& x, int64_t rows, const char* nodes, int64_t cols) {
-  if (!x.is_sparse()) check_dim("GATConv", name, x.dense(), 2);
-  GAT_CHECK(x.rows() == rows && x.cols() == cols, "GATConv: '", name, "' ", x.describe(),
-            " must be (", rows, ", ", cols, ") for a graph of ", rows, " ", nodes, " and ", cols,
-            " input channels");
-}
-
-}  // namespace
-
 Tensor GATConv::edge_scores(const Graph& graph, const Graph& g, const Tensor& edge_attr) {
   const Tensor attr = attended_edge_attr("GATConv", lin_edge.get(), edge_attr, graph, g, options_.add_self_loops,
                                          options_.fill_value);  // (E', D) or undefined
@@ -65,60 +51,32 @@ Tensor GATConv::edge_scores(const Graph& graph, const Graph& g, const Tensor& ed
 // (N, H*F) wh then dies with the forward unless the aggregate keeps it as its values.
 Tensor GATConv::attention_term(const Linear& proj, const Features& x, const Tensor& wh, const Tensor& att) const {
   const int64_t in = proj.in_features(), H = options_.heads, F = options_.out_channels;
-  if (in >= H * F) return ops::head_dot(wh, att);                                            // (rows, H)
+  if (in >= H * F)
+    return ops::head_dot(wh.defined() ? wh : ops::reshape(proj.forward(x), {x.rows(), H, F}), att);  // (rows, H)
   return features_matmul(x, ops::head_dot(ops::reshape(proj.weight, {in, H, F}), att));  // (rows, in) x (in, H)
-}
-
-Tensor GATConv::forward(const Features& x, const Graph& graph, Generator& gen,
-                        Attention* attention) {
-  return forward_sides(x, nullptr, graph, Tensor(), gen, attention);
-}
-
-Tensor GATConv::forward(const Features& x, const Graph& graph, const Tensor& edge_attr, Generator& gen,
-                        Attention* attention) {
-  return forward_sides(x, nullptr, graph, edge_attr, gen, attention);
-}
-
-Tensor GATConv::forward(const Features& x_src, const Features& x_dst, const Graph& graph,
-                        Generator& gen, Attention* attention) {
-  return forward_sides(x_src, &x_dst, graph, Tensor(), gen, attention);
-}
-
-Tensor GATConv::forward(const Features& x_src, const Features& x_dst, const Graph& graph,
-                        const Tensor& edge_attr, Generator& gen, Attention* attention) {
-  return forward_sides(x_src, &x_dst, graph, edge_attr, gen, attention);
 }
 
 Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, const Graph& graph,
                               const Tensor& edge_attr, Generator& gen, Attention* attention) {
-  const int64_t Ns = graph.num_src_nodes(), N = graph.num_dst_nodes(), H = options_.heads,
-                F = options_.out_channels;
+  const int64_t Ns = graph.num_src_nodes(), H = options_.heads, F = options_.out_channels;
+  check_attention_inputs("GATConv", x_src, x_dst, graph, options_.in_channels, options_.dst_in_channels);
   const Features& xd = x_dst ? *x_dst : x_src;
-  if (x_dst) {
-    check_features("x_src", x_src, Ns, "sources", options_.in_channels);
-    check_features("x_dst", xd, N, "destinations", lin ? options_.in_channels : options_.dst_in_channels);
-  } else {
-    GAT_CHECK(!graph.is_bipartite(), "GATConv: one 'x' needs a graph on one node set, but the graph "
-              "is bipartite (", Ns, " sources, ", N, " destinations): pass x_src and x_dst");
-    check_features("x", x_src, N, "nodes", options_.in_channels);
-    if (lin_dst) check_features("x", x_src, N, "nodes", options_.dst_in_channels);
-  }
   const Graph& g = options_.add_self_loops ? looped_.of(graph) : graph;
   const Tensor ee = edge_scores(graph, g, edge_attr);  // (E', H) or undefined
 
   // One x through lin: one projection for both sides.
   Tensor wh = ops::reshape((lin ? *lin : *lin_src).forward(x_src), {Ns, H, F});  // (Ns, H, F)
-  Tensor wh_dst = !x_dst && lin ? wh : ops::reshape((lin ? *lin : *lin_dst).forward(xd), {N, H, F});  // (N, H, F)
+  const Tensor wh_dst = !x_dst && lin ? wh : Tensor();  // (Nd, H, F), else made by attention_term if it needs it
   Tensor el = attention_term(lin ? *lin : *lin_src, x_src, wh, att_src);   // (Ns, H)
-  Tensor er = attention_term(lin ? *lin : *lin_dst, xd, wh_dst, att_dst);  // (N, H)
+  Tensor er = attention_term(lin ? *lin : *lin_dst, xd, wh_dst, att_dst);  // (Nd, H)
   const DropoutKey key = is_training() && options_.dropout > 0.0
                              ? gen.dropout_key(static_cast<float>(options_.dropout))
                              : DropoutKey{};
   Tensor values = wh;  // (Ns, H, F)
   if (is_training() && options_.value_dropout > 0.0)
     values = ops::dropout(wh, gen.dropout_key(static_cast<float>(options_.value_dropout)));
-  Tensor out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key, ee);  // (N, H, F)
-  out = combine_heads(out, options_.concat, res ? res->forward(xd) : Tensor(), bias);  // (N, out_features)
+  Tensor out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key, ee);  // (Nd, H, F)
+  out = combine_heads(out, options_.concat, res ? res->forward(xd) : Tensor(), bias);  // (Nd, out_features)
 
   if (attention)
     *attention = {g, ops::csr_softmax(g, ops::gat_edge_scores(g, el.detach(), er.detach(), options_.negative_slope,

@@ -65,32 +65,15 @@ struct GATConvOptions {
   DType dtype = DType::f32;     // of the parameters
 };
 
-class GATConv : public Module {
+class GATConv : public GraphAttentionLayer {
  public:
   // `init` draws lin.weight (or lin_src.weight, lin_dst.weight), lin_edge.weight, att_src,
   // att_dst, att_edge and res.weight (glorot), in that order (PyG's, but for res); bias = 0.
   GATConv(const GATConvOptions& options, Generator& init);
 
-  using Attention = AttentionWeights;  // graph_attention.h
-
-  // x: (N, in_channels) on the graph's device (of one node set), dense or sparse (the
-  // projections then use ops::sparse_matmul) -> (N, H*F) if concat else (N, F).
-  // `gen` supplies the attention-dropout stream in training mode (untouched in eval mode).
-  // `attention`, when given, receives this pass's attention weights (PyG's
-  // return_attention_weights); the layer itself keeps nothing of a pass.
-  Tensor forward(const Features& x, const Graph& graph, Generator& gen,
-                 Attention* attention = nullptr);
-  // The same with edge features: edge_attr (E, edge_dim) in graph's edge order, the parameters'
-  // dtype and device, required with edge_dim > 0 and refused without (undefined = none).
-  Tensor forward(const Features& x, const Graph& graph, const Tensor& edge_attr, Generator& gen,
-                 Attention* attention = nullptr);
-  // Bipartite: x_src (Ns, in_channels), x_dst (Nd, dst_in_channels or in_channels) for a graph of
-  // Ns sources and Nd destinations -> (Nd, H*F) if concat else (Nd, F); edge_attr as above.
-  Tensor forward(const Features& x_src, const Features& x_dst, const Graph& graph, Generator& gen,
-                 Attention* attention = nullptr);
-  Tensor forward(const Features& x_src, const Features& x_dst, const Graph& graph,
-                 const Tensor& edge_attr, Generator& gen,
-                 Attention* attention = nullptr);
+  // forward(x, graph, [edge_attr,] gen, [attention]) and forward(x_src, x_dst, graph,
+  // [edge_attr,] gen, [attention]): GraphAttentionLayer (graph_attention.h). x or x_src may be
+  // sparse (the projections then use ops::sparse_matmul).
 
   const GATConvOptions& options() const { return options_; }
   int64_t out_features() const;  // H*F if concat else F
@@ -106,11 +89,10 @@ class GATConv : public Module {
   Tensor att_edge;                   // (H, F), undefined without edge_dim
 
  private:
-  // x_dst null: one x for both sides; edge_attr may be undefined.
   Tensor forward_sides(const Features& x_src, const Features* x_dst, const Graph& graph,
-                       const Tensor& edge_attr, Generator& gen, Attention* attention);
-  // el or er (rows, H) = (x proj.weight viewed (rows, H, F)) . att, given wh = x proj.weight
-  // viewed (rows, H, F); see attention_term in gat_conv.cpp.
+                       const Tensor& edge_attr, Generator& gen, Attention* attention) override;
+  // el or er (rows, H) = (x proj.weight viewed (rows, H, F)) . att; wh is that projection viewed
+  // (rows, H, F) where the caller has it, else undefined; see attention_term in gat_conv.cpp.
   Tensor attention_term(const Linear& proj, const Features& x, const Tensor& wh, const Tensor& att) const;
   // ee (E', H) over g's edges (g: graph, looped when add_self_loops), or undefined without
   // edge_dim.

@@ -6,23 +6,43 @@
 
 namespace gat {
 
-void check_attention_options(const char* layer, int64_t in_channels, int64_t out_channels,
-                             int64_t heads, double dropout, int64_t edge_dim) {
+void check_attention_options(const char* layer, int64_t in_channels, int64_t dst_in_channels,
+                             int64_t out_channels, int64_t heads, double dropout, int64_t edge_dim) {
   GAT_CHECK(in_channels > 0 && out_channels > 0 && heads > 0, layer, ": in_channels ", in_channels,
             ", out_channels ", out_channels, " and heads ", heads, " must be positive");
+  GAT_CHECK(dst_in_channels >= 0, layer, ": dst_in_channels ", dst_in_channels,
+            " must be positive (the destinations' width: in_channels a pair) or 0 (one width)");
   GAT_CHECK(dropout >= 0.0 && dropout < 1.0, layer, ": attention dropout ", dropout,
             " is outside [0, 1)");
   checked_mul(heads, out_channels, detail::concat(layer, ": heads x out_channels").c_str());
   GAT_CHECK(edge_dim >= 0, layer, ": edge_dim ", edge_dim, " is negative (0: no edge features)");
 }
 
-void check_attention_input(const char* layer, const Features& x, const Graph& graph,
-                           int64_t in_channels) {
-  const int64_t N = graph.num_nodes();
-  if (!x.is_sparse()) check_dim(layer, "x", x.dense(), 2);
-  GAT_CHECK(x.rows() == N && x.cols() == in_channels, layer, ": 'x' ", x.describe(), " must be (",
-            N, ", ", in_channels, ") for a graph of ", N, " nodes and ", in_channels,
-            " input channels");
+namespace {
+
+// x (rows, cols), dense or sparse; `nodes` names the rows in the message.
+void check_features(const char* layer, const char* name, const Features& x, int64_t rows, const char* nodes,
+                    int64_t cols) {
+  if (!x.is_sparse()) check_dim(layer, name, x.dense(), 2);
+  GAT_CHECK(x.rows() == rows && x.cols() == cols, layer, ": '", name, "' ", x.describe(), " must be (", rows, ", ",
+            cols, ") for a graph of ", rows, " ", nodes, " and ", cols, " input channels");
+}
+
+}  // namespace
+
+void check_attention_inputs(const char* layer, const Features& x_src, const Features* x_dst,
+                            const Graph& graph, int64_t in_channels, int64_t dst_in_channels) {
+  const int64_t Ns = graph.num_src_nodes(), Nd = graph.num_dst_nodes();
+  const int64_t dst_in = dst_in_channels > 0 ? dst_in_channels : in_channels;
+  if (x_dst) {
+    check_features(layer, "x_src", x_src, Ns, "sources", in_channels);
+    check_features(layer, "x_dst", *x_dst, Nd, "destinations", dst_in);
+    return;
+  }
+  GAT_CHECK(!graph.is_bipartite(), layer, ": one 'x' needs a graph on one node set, but the graph is bipartite (",
+            Ns, " sources, ", Nd, " destinations): pass x_src and x_dst");
+  check_features(layer, "x", x_src, Nd, "nodes", in_channels);
+  check_features(layer, "x", x_src, Nd, "nodes", dst_in);
 }
 
 const Graph& SelfLoopedGraph::of(const Graph& graph) {

@@ -1,12 +1,14 @@
-// What the graph attention layers (GATConv, GATv2Conv) share: their option checks, the input
-// check, the graph with self loops they run on, the edge attributes they attend over, the
-// attention weights they return on request, and how the aggregated heads become the layer's
-// output.
+// What the graph attention layers (GATConv, GATv2Conv) share: their forward's four forms, their
+// option checks, the input check, the graph with self loops they run on, the edge attributes they
+// attend over, the attention weights they return on request, and how the aggregated heads become
+// the layer's output.
 #pragma once
 
 #include <cstdint>
 
 #include "gat/framework/graph.h"
+#include "gat/framework/module.h"
+#include "gat/framework/rng.h"
 #include "gat/framework/ops/self_loop_attr.h"
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
@@ -22,14 +24,56 @@ struct AttentionWeights {
   Tensor weights;  // (E, H)
 };
 
-// Throws a gat::Error starting with `layer` unless in_channels, out_channels (F) and heads (H)
-// are positive, H * F fits, the attention dropout rate is in [0, 1) and edge_dim is not negative.
-void check_attention_options(const char* layer, int64_t in_channels, int64_t out_channels,
-                             int64_t heads, double dropout, int64_t edge_dim);
+// The forward of a graph attention layer, on a graph of one node set or a bipartite one, with or
+// without edge features: every form calls the layer's forward_sides.
+class GraphAttentionLayer : public Module {
+ public:
+  using Attention = AttentionWeights;
 
-// Throws a gat::Error starting with `layer` unless x is (graph.num_nodes(), in_channels).
-void check_attention_input(const char* layer, const Features& x, const Graph& graph,
-                           int64_t in_channels);
+  // x: (N, in_channels) on the graph's device, dense or sparse (the projections then use
+  // ops::sparse_matmul) -> (N, H*F) if concat else (N, F).
+  // `gen` supplies the attention-dropout stream in training mode (untouched in eval mode).
+  // `attention`, when given, receives this pass's attention weights (PyG's
+  // return_attention_weights); the layer itself keeps nothing of a pass.
+  Tensor forward(const Features& x, const Graph& graph, Generator& gen, Attention* attention = nullptr) {
+    return forward_sides(x, nullptr, graph, Tensor(), gen, attention);
+  }
+  // The same with edge features: edge_attr (E, edge_dim) in graph's edge order, the parameters'
+  // dtype and device, required with edge_dim > 0 and refused without (undefined = none).
+  Tensor forward(const Features& x, const Graph& graph, const Tensor& edge_attr, Generator& gen,
+                 Attention* attention = nullptr) {
+    return forward_sides(x, nullptr, graph, edge_attr, gen, attention);
+  }
+  // Bipartite: x_src (Ns, in_channels), x_dst (Nd, dst_in_channels or in_channels) for a graph of
+  // Ns sources and Nd destinations -> (Nd, H*F) if concat else (Nd, F); edge_attr as above.
+  Tensor forward(const Features& x_src, const Features& x_dst, const Graph& graph, Generator& gen,
+                 Attention* attention = nullptr) {
+    return forward_sides(x_src, &x_dst, graph, Tensor(), gen, attention);
+  }
+  Tensor forward(const Features& x_src, const Features& x_dst, const Graph& graph, const Tensor& edge_attr,
+                 Generator& gen, Attention* attention = nullptr) {
+    return forward_sides(x_src, &x_dst, graph, edge_attr, gen, attention);
+  }
+
+ protected:
+  // x_dst null: one x for both sides; edge_attr may be undefined.
+  virtual Tensor forward_sides(const Features& x_src, const Features* x_dst, const Graph& graph,
+                               const Tensor& edge_attr, Generator& gen, Attention* attention) = 0;
+};
+
+// Throws a gat::Error starting with `layer` unless in_channels, out_channels (F) and heads (H)
+// are positive, dst_in_channels is not negative (0: the destinations have in_channels too), H * F
+// fits, the attention dropout rate is in [0, 1) and edge_dim is not negative.
+void check_attention_options(const char* layer, int64_t in_channels, int64_t dst_in_channels,
+                             int64_t out_channels, int64_t heads, double dropout, int64_t edge_dim);
+
+// Throws a gat::Error starting with `layer` unless a layer's input fits the graph and its widths
+// (dst_in_channels 0: in_channels for both sides). One x (x_dst null): the graph is on one node set
+// of N nodes and x is (N, in_channels), and (N, dst_in_channels) as well (it is both sides). A
+// pair: x_src is (Ns, in_channels) and *x_dst (Nd, dst_in_channels) for a graph of Ns sources and
+// Nd destinations.
+void check_attention_inputs(const char* layer, const Features& x_src, const Features* x_dst,
+                            const Graph& graph, int64_t in_channels, int64_t dst_in_channels);
 
 // The graph a layer with add_self_loops runs on: graph.with_self_loops() (existing loops removed,
 // one per node added). That is the input graph itself when it already has one self loop per node

@@ -1,9 +1,12 @@
 // ops::self_loop_attr on CUDA against the CPU backend (test_self_loop_attr.cpp checks the CPU one
 // against PyG's definition): every fill, f32 and f64, forward and backward, a hub row of 3,000
-// edges, an existing loop and nodes without in-edges. Skips without a device.
+// edges, an existing loop, nodes without in-edges and bipartite graphs (loops for i < min(Ns, Nd)).
+// Skips without a device.
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gat/framework/autograd.h"
@@ -18,7 +21,8 @@ using Fill = ops::SelfLoopFill;
 TEST(CudaSelfLoopAttr, MatchesTheCpuForEveryFill) {
   GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(11);
-  for (const Graph& g : {random_graph(500, 4000, 3000, rng), mixed_graph()}) {
+  for (const Graph& g : {random_graph(500, 4000, 3000, rng), mixed_graph(), random_bipartite_graph(300, 900, 4000, 600, rng),
+                         random_bipartite_graph(900, 300, 4000, 600, rng)}) {
     const Graph looped = g.with_self_loops();
     const Graph g_cuda = g.to(Device::cuda), looped_cuda = looped.to(Device::cuda);
     for (DType dtype : {DType::f32, DType::f64}) {
@@ -52,5 +56,12 @@ TEST(CudaSelfLoopAttr, GradientsMatchFiniteDifferences) {
     expect_gradients_match(std::string("self_loop_attr (cuda) ") + name,
                            [&](const std::vector<Tensor>& in) { return ops::self_loop_attr(graph, looped, in[0], fill); },
                            {random_tensor({graph.num_edges(), 2}, rng, 0.5, 1.5, DType::f64, Device::cuda)});
+  }
+  for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{4, 9}, {9, 4}}) {  // bipartite: loops for i < min(Ns, Nd)
+    const Graph bipartite = random_bipartite_graph(ns, nd, 16, 4, rng);
+    const Graph g = bipartite.to(Device::cuda), g_looped = bipartite.with_self_loops().to(Device::cuda);
+    expect_gradients_match("self_loop_attr (cuda) bipartite " + std::to_string(ns) + " -> " + std::to_string(nd),
+                           [&](const std::vector<Tensor>& in) { return ops::self_loop_attr(g, g_looped, in[0], Fill()); },
+                           {random_tensor({g.num_edges(), 2}, rng, 0.5, 1.5, DType::f64, Device::cuda)});
   }
 }

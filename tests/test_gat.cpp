@@ -120,18 +120,20 @@ TEST(GATConv, BipartiteMatchesANaiveReference) {
   for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{6, 11}, {11, 6}})
     for (bool loops : {true, false})
       for (bool concat : {true, false}) {
+        // Destinations 2 wide (er from the folded weight) or 13 (>= H*F 12: head_dot over Wh_d).
+        const int64_t dst_in = concat ? 2 : 13;
         const Graph graph = random_bipartite_graph(ns, nd, 2 * (ns + nd), 4, rng);
         GATConvOptions o = conv_options(5, 4, 3, concat, true, 0.0);
-        o.dst_in_channels = 2;
+        o.dst_in_channels = dst_in;
         o.add_self_loops = loops;
         Generator init(1);
         GATConv conv(o, init);
         ASSERT_FALSE(conv.lin);
         EXPECT_EQ(conv.lin_src->weight.shape(), (Shape{5, 12}));
-        EXPECT_EQ(conv.lin_dst->weight.shape(), (Shape{2, 12}));
-        EXPECT_EQ(conv.res->weight.shape(), (Shape{2, concat ? 12 : 4}));
+        EXPECT_EQ(conv.lin_dst->weight.shape(), (Shape{dst_in, 12}));
+        EXPECT_EQ(conv.res->weight.shape(), (Shape{dst_in, concat ? 12 : 4}));
         conv.bias = random_tensor(conv.bias.shape(), rng);
-        const Tensor x_src = random_tensor({ns, 5}, rng), x_dst = random_tensor({nd, 2}, rng);
+        const Tensor x_src = random_tensor({ns, 5}, rng), x_dst = random_tensor({nd, dst_in}, rng);
         Generator gen(0);
         GATConv::Attention attention;
         const Tensor out = conv.forward(x_src, x_dst, graph, gen, &attention);

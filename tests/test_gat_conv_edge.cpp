@@ -1,14 +1,15 @@
 // GATConv with edge features (edge_dim, edge_attr, fill_value): forward and attention weights
 // against PyG's recipe written out with loops over an edge list (the E x H*F projection, as PyG
 // computes it), gradient checks with respect to x, edge_attr and every parameter for each
-// fill_value, with and without self loops, and the errors; the GAT model and its training with
-// edge features.
+// fill_value, with and without self loops, and on a bipartite graph, and the errors; the GAT model
+// and its training with edge features.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gat/datasets/generator.h"
@@ -182,6 +183,39 @@ TEST(GATConvEdge, GradientsOfXEdgeAttrAndEveryParameter) {
                                for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 2];
                                Generator gen(0);
                                return conv.forward(in[0], graph, in[1], gen);
+                             },
+                             inputs);
+    }
+  }
+}
+
+// Bipartite input with edge features (lin_src, lin_dst): gradients of x_src, x_dst, edge_attr and
+// every parameter, the loops' features by 'mean' and by a number, fewer sources than destinations
+// and more (loops for i < min(Ns, Nd) only).
+TEST(GATConvEdge, BipartiteGradientsOfBothSidesEdgeAttrAndEveryParameter) {
+  std::mt19937_64 rng(23);
+  for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{5, 9}, {9, 5}}) {
+    const Graph graph = random_bipartite_graph(ns, nd, 2 * (ns + nd), 4, rng);
+    for (const Fill& fill : {Fill::parse("mean"), Fill::constant_value(0.5)}) {
+      GATConvOptions o = edge_options(2, fill);
+      o.dst_in_channels = 3;
+      o.residual = true;
+      Generator init(3);
+      GATConv conv(o, init);
+      conv.bias = random_tensor(conv.bias.shape(), rng);
+      std::vector<Tensor*> slots = slots_of(conv);
+      slots.insert(slots.end(), {&conv.lin_edge->weight, &conv.att_edge});
+      ASSERT_EQ(slots.size(), conv.named_parameters().size());
+      // x_src, x_dst, edge_attr, then the parameters.
+      std::vector<Tensor> inputs{random_tensor({ns, 4}, rng), random_tensor({nd, 3}, rng),
+                                 random_tensor({graph.num_edges(), 2}, rng)};
+      for (Tensor* s : slots) inputs.push_back(s->clone());
+      expect_gradients_match("GATConv bipartite " + std::to_string(ns) + " -> " + std::to_string(nd) +
+                                 " edge_attr, fill " + fill.name(),
+                             [&](const std::vector<Tensor>& in) {
+                               for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 3];
+                               Generator gen(0);
+                               return conv.forward(in[0], in[1], graph, in[2], gen);
                              },
                              inputs);
     }

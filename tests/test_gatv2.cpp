@@ -2,7 +2,8 @@
 // GATv2Conv written out with loops), each option's effect, gradient checks with respect to the
 // input and every parameter over option sets, attention weights, errors, parameter names and
 // initialisation as PyG's, edge features (gradients through edge_attr and lin_edge, their
-// errors), and the model's layer kind.
+// errors), bipartite input (x_src, x_dst: the reference, gradients with edge features, errors),
+// and the model's layer kind.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,12 +46,15 @@ std::vector<double> affine(const std::vector<double>& x, int64_t N, const Linear
                           lin.bias.defined() ? lin.bias.to_vector<double>() : std::vector<double>{});
 }
 
-// PyG's GATv2Conv with plain loops over an edge list (no dropout), in double: out (N, C).
-std::vector<double> reference_gatv2_conv(const GATv2Conv& conv, const std::vector<double>& x, int64_t N,
+// PyG's GATv2Conv with plain loops over an edge list (no dropout), in double, for sources x_src
+// (Ns, in) and destinations x_dst (Nd, dst in): with add_self_loops the edges without self loops,
+// then (i, i) for i < min(Ns, Nd): out (Nd, C).
+std::vector<double> reference_gatv2_conv(const GATv2Conv& conv, const std::vector<double>& x_src, int64_t Ns,
+                                         const std::vector<double>& x_dst, int64_t Nd,
                                          const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {
   const GATv2ConvOptions& o = conv.options();
   const int64_t H = o.heads, F = o.out_channels, HF = H * F;
-  const std::vector<double> xl = affine(x, N, *conv.lin_l), xr = affine(x, N, *conv.lin_r);
+  const std::vector<double> xl = affine(x_src, Ns, *conv.lin_l), xr = affine(x_dst, Nd, *conv.lin_r);
   const std::vector<double> att = conv.att.to_vector<double>();
   auto score = [&](int32_t j, int32_t i, int64_t h) {  // att . LeakyReLU(xl_j + xr_i)
     double v = 0;
@@ -60,9 +64,9 @@ std::vector<double> reference_gatv2_conv(const GATv2Conv& conv, const std::vecto
     }
     return v;
   };
-  return reference_attention_layer(src, dst, N, o.add_self_loops, H, F, score, xl, o.concat,
-                                   conv.res ? affine(x, N, *conv.res) : std::vector<double>{},
-                                   conv.bias.defined() ? conv.bias.to_vector<double>() : std::vector<double>{});
+  return reference_attention_layer(src, dst, Nd, o.add_self_loops, H, F, score, xl, o.concat,
+                                   conv.res ? affine(x_dst, Nd, *conv.res) : std::vector<double>{},
+                                   conv.bias.defined() ? conv.bias.to_vector<double>() : std::vector<double>{}, Ns);
 }
 
 // The parameter slots of a GATv2Conv (lin_r's only when it is its own), for gradient checks.
@@ -136,8 +140,9 @@ TEST(GATv2Conv, MatchesANaiveReferenceOverOptions) {
           conv.bias = random_tensor(conv.bias.shape(), rng);
           Generator gen(0);
           const std::vector<double> got = conv.forward(x, graph, gen).to_vector<double>();
+          const std::vector<double> xv = x.to_vector<double>();
           const std::vector<double> want =
-              reference_gatv2_conv(conv, x.to_vector<double>(), N, graph.sources(), graph.destinations());
+              reference_gatv2_conv(conv, xv, N, xv, N, graph.sources(), graph.destinations());
           ASSERT_EQ(got.size(), static_cast<size_t>(N * (concat ? 12 : 4)));
           for (size_t i = 0; i < want.size(); ++i)
             ASSERT_NEAR(got[i], want[i], 1e-12) << "concat " << concat << " share " << share << " residual "
@@ -398,6 +403,149 @@ TEST(GATv2ConvEdge, RejectsMissingOrMismatchedEdgeAttr) {
                {"GATv2Conv: 'edge_attr'", "must have the parameters' dtype and device"});
   expect_error([&] { GATv2Conv bad(v2_edge_options(-1, ops::SelfLoopFill(), true), init); },
                {"GATv2Conv: edge_dim -1 is negative"});
+}
+
+// ---- bipartite input (PyG's in_channels pair) ---------------------------------------------
+
+// lin_l projects x_src and lin_r x_dst (of its own width), the residual is x_dst's, the output
+// has a row per destination, and with add_self_loops only i < min(Ns, Nd) get a loop.
+TEST(GATv2ConvBipartite, MatchesANaiveReference) {
+  std::mt19937_64 rng(41);
+  for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{6, 13}, {13, 6}}) {
+    const Graph graph = random_bipartite_graph(ns, nd, 2 * (ns + nd), 4, rng);
+    for (bool concat : {true, false})
+      for (bool residual : {false, true})
+        for (bool loops : {true, false}) {
+          GATv2ConvOptions o = v2_options(5, 4, 3, concat, false, residual);
+          o.dst_in_channels = 2;
+          o.add_self_loops = loops;
+          Generator init(1);
+          GATv2Conv conv(o, init);
+          conv.bias = random_tensor(conv.bias.shape(), rng);
+          const Tensor x_src = random_tensor({ns, 5}, rng), x_dst = random_tensor({nd, 2}, rng);
+          Generator gen(0);
+          GATv2Conv::Attention attention;
+          const Tensor out = conv.forward(x_src, x_dst, graph, gen, &attention);
+          const std::string what = std::to_string(ns) + " -> " + std::to_string(nd) + " concat " +
+                                   std::to_string(concat) + " residual " + std::to_string(residual) + " loops " +
+                                   std::to_string(loops);
+          ASSERT_EQ(out.shape(), (Shape{nd, concat ? 12 : 4})) << what;
+          const std::vector<double> want = reference_gatv2_conv(conv, host_f64(x_src), ns, host_f64(x_dst), nd,
+                                                                graph.sources(), graph.destinations());
+          expect_close(out, Tensor::from_vector(want, out.shape()), what, 1e-12);
+          EXPECT_EQ(attention.graph.count_self_loops(), loops ? std::min(ns, nd) : graph.count_self_loops()) << what;
+        }
+  }
+}
+
+// A layer of one width takes a pair too (lin_l on x_src, lin_r on x_dst), and share_weights on a
+// pair of one width projects both sides with lin_l (PyG: lin_r is lin_l).
+TEST(GATv2ConvBipartite, OneWidthTakesAPairAndShareWeightsProjectsBothSidesWithLinL) {
+  std::mt19937_64 rng(42);
+  const Graph graph = random_bipartite_graph(6, 9, 20, 3, rng);
+  const Tensor x_src = random_tensor({6, 4}, rng), x_dst = random_tensor({9, 4}, rng);
+  for (bool share : {false, true})
+    for (int64_t dst_in : {0, 4}) {
+      GATv2ConvOptions o = v2_options(4, 3, 2, true, share, true);
+      o.dst_in_channels = dst_in;
+      Generator init(3);
+      GATv2Conv conv(o, init);
+      conv.bias = random_tensor(conv.bias.shape(), rng);
+      EXPECT_EQ(conv.lin_r == conv.lin_l, share);
+      Generator gen(0);
+      const std::vector<double> want = reference_gatv2_conv(conv, host_f64(x_src), 6, host_f64(x_dst), 9,
+                                                            graph.sources(), graph.destinations());
+      expect_close(conv.forward(x_src, x_dst, graph, gen), Tensor::from_vector(want, {9, 6}),
+                   "share " + std::to_string(share) + " dst_in " + std::to_string(dst_in), 1e-12);
+    }
+}
+
+TEST(GATv2ConvBipartite, ParametersOfAPairAreNamedAndDrawnAsPyG) {
+  GATv2ConvOptions o = v2_options(4, 3, 2, true, false, true);
+  Generator init_one(2), init_pair(2);
+  GATv2Conv one(o, init_one);
+  o.dst_in_channels = 5;
+  GATv2Conv pair(o, init_pair);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : pair.named_parameters()) names.push_back(name + " " + shape_str(p.shape()));
+  EXPECT_EQ(names, (std::vector<std::string>{"att (2, 3)", "bias (6,)", "lin_l.weight (4, 6)", "lin_l.bias (6,)",
+                                             "lin_r.weight (5, 6)", "lin_r.bias (6,)", "res.weight (5, 6)"}));
+  EXPECT_TRUE(bitwise_equal(pair.lin_l->weight, one.lin_l->weight));  // lin_l is drawn first either way
+  EXPECT_TRUE(bitwise_equal(pair.lin_l->bias, one.lin_l->bias));
+}
+
+TEST(GATv2ConvBipartite, RejectsInputsOfTheWrongSideOrWidth) {
+  std::mt19937_64 rng(43);
+  const Graph graph = random_bipartite_graph(6, 9, 20, 3, rng);
+  GATv2ConvOptions o = v2_options(4, 3, 2, true, false, true);
+  o.dst_in_channels = 5;
+  Generator init(1), gen(0);
+  GATv2Conv conv(o, init);
+  const Tensor x_src = random_tensor({6, 4}, rng), x_dst = random_tensor({9, 5}, rng);
+  EXPECT_EQ(conv.forward(x_src, x_dst, graph, gen).shape(), (Shape{9, 6}));
+  expect_error([&] { conv.forward(x_src, graph, gen); },
+               {"GATv2Conv", "one 'x'", "bipartite", "6 sources", "9 destinations"});
+  expect_error([&] { conv.forward(random_tensor({9, 4}, rng), x_dst, graph, gen); },
+               {"GATv2Conv: 'x_src'", "(9, 4) must be (6, 4)", "6 sources"});
+  expect_error([&] { conv.forward(x_src, random_tensor({6, 5}, rng), graph, gen); },
+               {"GATv2Conv: 'x_dst'", "(6, 5) must be (9, 5)", "9 destinations"});
+  expect_error([&] { conv.forward(random_tensor({6, 5}, rng), x_dst, graph, gen); },
+               {"GATv2Conv: 'x_src'", "(6, 5) must be (6, 4)", "4 input channels"});
+  expect_error([&] { conv.forward(x_src, random_tensor({9, 4}, rng), graph, gen); },
+               {"GATv2Conv: 'x_dst'", "(9, 4) must be (9, 5)", "5 input channels"});
+  expect_error([&] { conv.forward(x_src, x_dst, graph, random_tensor({graph.num_edges(), 2}, rng), gen); },
+               {"GATv2Conv: 'edge_attr'", "given but the layer has no edge features"});
+  // One x on a graph of one node set is both sides: it must have both widths.
+  const Graph square = small_graph(9, rng);
+  expect_error([&] { conv.forward(x_dst, square, gen); }, {"GATv2Conv: 'x'", "(9, 5) must be (9, 4)"});
+  expect_error([&] { conv.forward(random_tensor({9, 4}, rng), square, gen); },
+               {"GATv2Conv: 'x'", "(9, 4) must be (9, 5)"});
+  o.share_weights = true;
+  expect_error([&] { GATv2Conv bad(o, init); }, {"GATv2Conv: share_weights", "in_channels 4 and dst_in_channels 5 differ"});
+  o.dst_in_channels = -1;
+  expect_error([&] { GATv2Conv bad(o, init); }, {"GATv2Conv: dst_in_channels -1"});
+}
+
+// Gradients of x_src, x_dst, edge_attr and every parameter, with fewer sources than destinations
+// and more: the loops' features by 'mean', by a number (with share_weights on a pair of one width),
+// and no loops with attention dropout.
+TEST(GATv2ConvBipartite, GradientsOfBothSidesEdgeAttrAndEveryParameter) {
+  std::mt19937_64 rng(44);
+  struct Setup {
+    bool loops;
+    ops::SelfLoopFill fill;
+    double dropout;
+    bool share;
+  };
+  for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{5, 9}, {9, 5}}) {
+    const Graph graph = random_bipartite_graph(ns, nd, 2 * (ns + nd), 4, rng);
+    for (const Setup& setup : {Setup{true, ops::SelfLoopFill::parse("mean"), 0.0, false},
+                               Setup{true, ops::SelfLoopFill::constant_value(0.5), 0.0, true},
+                               Setup{false, ops::SelfLoopFill(), 0.4, false}}) {
+      GATv2ConvOptions o = v2_edge_options(2, setup.fill, setup.loops);  // in 4, F 3, H 2, concat, residual
+      o.dst_in_channels = setup.share ? 4 : 3;
+      o.share_weights = setup.share;
+      o.dropout = setup.dropout;
+      Generator init(3);
+      GATv2Conv conv(o, init);
+      conv.bias = random_tensor(conv.bias.shape(), rng);
+      std::vector<Tensor*> slots = v2_slots(conv);
+      slots.push_back(&conv.lin_edge->weight);
+      ASSERT_EQ(slots.size(), conv.named_parameters().size());
+      // x_src, x_dst, edge_attr, then the parameters.
+      std::vector<Tensor> inputs{random_tensor({ns, 4}, rng), random_tensor({nd, o.dst_in_channels}, rng),
+                                 random_tensor({graph.num_edges(), 2}, rng)};
+      for (Tensor* slot : slots) inputs.push_back(slot->clone());
+      expect_gradients_match("GATv2Conv bipartite " + std::to_string(ns) + " -> " + std::to_string(nd) + " fill " +
+                                 setup.fill.name() + (setup.loops ? "" : " no loops") + (setup.share ? " shared" : ""),
+                             [&](const std::vector<Tensor>& in) {
+                               for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 3];
+                               Generator gen(0);  // the same dropout mask in every evaluation
+                               return conv.forward(in[0], in[1], graph, in[2], gen);
+                             },
+                             inputs);
+    }
+  }
 }
 
 TEST(GATv2Model, BuildsGATv2LayersWithTheSameRecipeAndChecksGradients) {

@@ -431,7 +431,7 @@ TEST(GatAttentionAggregate, RejectsMismatchedInputs) {
 
 namespace {
 
-// GATv2's inputs: xl (N, H, F), xr (N, H, F), att (H, F) and, when edge_term is set, (E, H, F).
+// GATv2's inputs: xl (Ns, H, F), xr (Nd, H, F), att (H, F) and, when edge_term is set, (E, H, F).
 struct Gatv2Inputs {
   Tensor xl, xr, att, edge_term;
   std::vector<Tensor> list() const {
@@ -440,8 +440,8 @@ struct Gatv2Inputs {
 };
 Gatv2Inputs gatv2_inputs(const Graph& g, int64_t H, int64_t F, bool edge_term, std::mt19937_64& rng,
                          DType dtype = DType::f64) {
-  const int64_t N = g.num_nodes();
-  return {random_tensor({N, H, F}, rng, -1, 1, dtype), random_tensor({N, H, F}, rng, -1, 1, dtype),
+  return {random_tensor({g.num_src_nodes(), H, F}, rng, -1, 1, dtype),
+          random_tensor({g.num_dst_nodes(), H, F}, rng, -1, 1, dtype),
           random_tensor({H, F}, rng, -1, 1, dtype),
           edge_term ? random_tensor({g.num_edges(), H, F}, rng, -1, 1, dtype) : Tensor()};
 }
@@ -624,6 +624,18 @@ TEST(BipartiteGraphOps, MatchDenseReferences) {
         const double x = l[srcs[e] * H + h] + r[dsts[e] * H + h];
         EXPECT_EQ(sc[e * H + h], x > 0 ? x : 0.2 * x) << name;
       }
+    for (bool edge_term : {false, true}) {  // GATv2: xl (Ns, H, F), xr (Nd, H, F)
+      const Gatv2Inputs in = gatv2_inputs(g, H, F, edge_term, rng);
+      const std::vector<double> scores = reference_gatv2_scores(g, in, 0.2);
+      const Tensor out = ops::gatv2_attention_aggregate(g, in.xl, in.xr, in.att, 0.2, kDrop, in.edge_term);
+      ASSERT_EQ(out.shape(), (Shape{Nd, H, F})) << name;
+      EXPECT_LE(rel_error(out.to_vector<double>(), reference_aggregate(g, scores, in.xl.to_vector<double>(), H, F, kDrop)),
+                1e-13)
+          << name << " gatv2 edge_term=" << edge_term;
+      EXPECT_LE(rel_error(ops::gatv2_edge_scores(g, in.xl, in.xr, in.att, 0.2, in.edge_term).to_vector<double>(), scores),
+                1e-14)
+          << name << " gatv2 scores edge_term=" << edge_term;
+    }
     const Tensor a = ops::csr_softmax(g, ops::gat_edge_scores(g, el, er, 0.2));
     std::vector<double> row_sum(static_cast<size_t>(Nd * H), 0.0);
     const auto av = a.to_vector<double>();
@@ -682,6 +694,12 @@ TEST(BipartiteGraphOps, GradientsMatchFiniteDifferences) {
     expect_gradients_match("gat_edge_scores " + name,
                            [&](const std::vector<Tensor>& in) { return ops::gat_edge_scores(g, in[0], in[1], 0.2); },
                            {random_tensor({Ns, H}, rng), random_tensor({Nd, H}, rng)});
+    // xl (Ns, H, F), xr (Nd, H, F), att and the edge term, with dropout.
+    expect_gradients_match("gatv2_attention_aggregate " + name,
+                           [&](const std::vector<Tensor>& in) {
+                             return ops::gatv2_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, in[3]);
+                           },
+                           gatv2_inputs(g, H, F, true, rng).list());
   }
 }
 
@@ -715,6 +733,19 @@ TEST(BipartiteGraphOps, RejectTensorsOfTheWrongSide) {
   expect_error([&] { ops::gat_edge_scores(g, el, el, 0.2); }, {"gat_edge_scores", "'er'", "(3, 2)"});
   EXPECT_EQ(ops::gat_attention_aggregate(g, el, er, v, 0.2).shape(), (Shape{5, 2, 4}));
   EXPECT_EQ(ops::gat_edge_scores(g, el, er, 0.2).shape(), (Shape{3, 2}));
+  // GATv2: xl (Ns, H, F) = (3, 2, 4), xr (Nd, H, F) = (5, 2, 4).
+  const Tensor xl = Tensor::zeros({3, 2, 4}), xr = Tensor::zeros({5, 2, 4}), att = Tensor::zeros({2, 4});
+  for (const char* op : {"gatv2_attention_aggregate", "gatv2_edge_scores"}) {
+    auto run = [&](const Tensor& l, const Tensor& r) {
+      return std::string(op) == "gatv2_edge_scores" ? ops::gatv2_edge_scores(g, l, r, att, 0.2)
+                                                    : ops::gatv2_attention_aggregate(g, l, r, att, 0.2);
+    };
+    expect_error([&] { run(xr, xr); }, {op, "'xl'", "(5, 2, 4)", "Ns = 3 source nodes"});
+    expect_error([&] { run(xl, xl); }, {op, "'xr'", "(3, 2, 4)", "Nd = 5 destination nodes"});
+    expect_error([&] { run(xr, xl); }, {op, "'xl'", "(5, 2, 4)", "Ns = 3"});
+  }
+  EXPECT_EQ(ops::gatv2_attention_aggregate(g, xl, xr, att, 0.2).shape(), (Shape{5, 2, 4}));
+  EXPECT_EQ(ops::gatv2_edge_scores(g, xl, xr, att, 0.2).shape(), (Shape{3, 2}));
 }
 
 // ---- head_dot ----------------------------------------------------------------------------

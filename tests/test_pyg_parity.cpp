@@ -21,7 +21,6 @@
 #include <map>
 #include <set>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -153,12 +152,23 @@ Graph case_graph(const Case& c, int64_t num_src, int64_t num_dst) {
   return graph;
 }
 
+// Whether the case is bipartite (PyG's in_channels a pair, x = (x_src, x_dst)).
+bool is_bipartite(const Case& c) { return c.has_metadata("dst_in_channels"); }
+
+// The case's sources and destinations: num_src_nodes and num_dst_nodes of a bipartite case, else
+// input.x's rows both.
+std::pair<int64_t, int64_t> case_nodes(const Case& c) {
+  if (is_bipartite(c)) return {c.integer("num_src_nodes"), c.integer("num_dst_nodes")};
+  const int64_t n = c.tensor("input.x").size(0);
+  return {n, n};
+}
+
 // A tensor of one row per edge of input.edge_index (PyG's order) in the edge-id order of the
 // case's graph (the graph has no duplicates: a permutation).
 Tensor in_graph_order(const Case& c, const Tensor& per_input_edge) {
   const auto [src, dst] = case_edges(c);
-  const int64_t n = c.tensor("input.x").size(0);
-  return edge_attr_in_graph_order(case_graph(c, n, n), src, dst, GraphBuildOptions{},
+  const auto [ns, nd] = case_nodes(c);
+  return edge_attr_in_graph_order(case_graph(c, ns, nd), src, dst, GraphBuildOptions{},
                                   per_input_edge);
 }
 
@@ -203,6 +213,7 @@ Options shared_options(const Case& c, DType dtype) {
   o.add_self_loops = c.flag("add_self_loops");
   o.bias = c.flag("bias");
   o.residual = c.flag("residual");
+  if (is_bipartite(c)) o.dst_in_channels = c.integer("dst_in_channels");
   if (c.has_metadata("edge_dim")) {  // fill_value: a JSON string ("mean") or number
     o.edge_dim = c.integer("edge_dim");
     std::string fill = c.text("fill_value");
@@ -213,11 +224,7 @@ Options shared_options(const Case& c, DType dtype) {
   return o;
 }
 
-GATConvOptions gat_conv_options(const Case& c, DType dtype) {
-  GATConvOptions o = shared_options<GATConvOptions>(c, dtype);
-  if (c.has_metadata("dst_in_channels")) o.dst_in_channels = c.integer("dst_in_channels");  // bipartite
-  return o;
-}
+GATConvOptions gat_conv_options(const Case& c, DType dtype) { return shared_options<GATConvOptions>(c, dtype); }
 
 GATv2ConvOptions gatv2_conv_options(const Case& c, DType dtype) {
   GATv2ConvOptions o = shared_options<GATv2ConvOptions>(c, dtype);
@@ -234,27 +241,20 @@ Pass run_layer(const Case& c, const Options& options, Device device) {
   load_pyg_parameters(conv, c);
   typename Layer::Attention attention;
   Pass pass;
-  std::map<std::string, Tensor> inputs;
-  if constexpr (std::is_same_v<Layer, GATConv>) {
-    if (options.dst_in_channels > 0) {  // bipartite: x = (x_src, x_dst)
-      inputs = {{"x_src", case_input(c, "x_src", options.dtype, device)},
-                {"x_dst", case_input(c, "x_dst", options.dtype, device)}};
-      const Graph graph = case_graph(c, c.integer("num_src_nodes"), c.integer("num_dst_nodes")).to(device);
-      pass.out = conv.forward(inputs["x_src"], inputs["x_dst"], graph, gen, &attention);
-    }
+  const bool bipartite = is_bipartite(c);
+  std::map<std::string, Tensor> inputs;  // x, or (bipartite) x_src and x_dst
+  for (const char* name : bipartite ? std::vector<const char*>{"x_src", "x_dst"} : std::vector<const char*>{"x"})
+    inputs[name] = case_input(c, name, options.dtype, device);
+  const auto [ns, nd] = case_nodes(c);
+  const Graph graph = case_graph(c, ns, nd).to(device);
+  Tensor edge_attr;  // (E, D) in the graph's edge order: the layer's edge features
+  if (options.edge_dim > 0) {
+    edge_attr = in_graph_order(c, c.tensor("input.edge_attr")).to(options.dtype).to(device);
+    edge_attr.set_requires_grad();
+    inputs["edge_attr"] = edge_attr;
   }
-  if (inputs.empty()) {
-    inputs = {{"x", case_input(c, "x", options.dtype, device)}};
-    const int64_t n = inputs["x"].size(0);
-    const Graph graph = case_graph(c, n, n).to(device);
-    Tensor edge_attr;  // (E, D) in the graph's edge order: the layer's edge features
-    if (options.edge_dim > 0) {
-      edge_attr = in_graph_order(c, c.tensor("input.edge_attr")).to(options.dtype).to(device);
-      edge_attr.set_requires_grad();
-      inputs["edge_attr"] = edge_attr;
-    }
-    pass.out = conv.forward(inputs["x"], graph, edge_attr, gen, &attention);
-  }
+  pass.out = bipartite ? conv.forward(inputs["x_src"], inputs["x_dst"], graph, edge_attr, gen, &attention)
+                       : conv.forward(inputs["x"], graph, edge_attr, gen, &attention);
   pass.attention_graph = attention.graph;
   pass.attention = attention.weights;
   pass.grads = backward(conv, inputs, pass.out, c);
@@ -366,20 +366,34 @@ INSTANTIATE_TEST_SUITE_P(Cases, PygParity, ::testing::ValuesIn(case_names()),
                            return name;
                          });
 
-// The options a case has, as the coverage tests name them.
+// The options a case has, as the coverage tests name them: the options both layers share, the
+// graph (a hub row longer than 64 edges, cut into chunks on the GPU; bipartite with fewer sources
+// than destinations or more) and the edge features.
 template <class Options>
-std::set<std::string> shared_option_values(const Case& c, const Options& o) {
+std::set<std::string> option_values(const Case& c, const Options& o) {
   std::set<std::string> seen{o.heads == 1 ? "one head" : "several heads", o.concat ? "concat" : "mean",
                              o.add_self_loops ? "self loops" : "no self loops", o.bias ? "bias" : "no bias",
                              o.residual ? "residual" : "no residual",
                              "negative slope " + std::to_string(o.negative_slope)};
-  if (!c.has_tensor("input.x")) return seen;  // bipartite cases: x_src and x_dst
-  const int64_t n = c.tensor("input.x").size(0);
-  if (case_graph(c, n, n).max_in_degree() > 64) seen.insert("hub");
+  const auto [ns, nd] = case_nodes(c);
+  if (is_bipartite(c)) {
+    seen.insert(std::string(ns < nd ? "fewer" : ns > nd ? "more" : "as many") + " sources than destinations " +
+                (o.add_self_loops ? "with" : "without") + " self loops");
+  } else if (case_graph(c, ns, nd).max_in_degree() > 64) {
+    seen.insert("hub");
+  }
+  if (o.edge_dim == 0) return seen;
+  seen.insert(o.add_self_loops ? "edge features with self loops" : "edge features without self loops");
+  seen.insert(std::string("edge features, ") + (o.heads == 1 ? "one head" : "several heads"));
+  if (!o.add_self_loops) return seen;
+  seen.insert("fill_value " + o.fill_value.name());
+  if (is_bipartite(c))
+    seen.insert(std::string("bipartite edge features, fill_value ") +
+                (o.fill_value.kind == ops::SelfLoopFill::Kind::constant ? "a number" : o.fill_value.name()));
   return seen;
 }
 
-// Every value in `seen`, and at least two negative slopes.
+// Every value in `values` is in `seen`, and at least two negative slopes.
 void expect_covered(const std::string& layer, const std::set<std::string>& seen,
                     const std::vector<std::string>& values) {
   for (const std::string& value : values) EXPECT_TRUE(seen.count(value)) << "no " << layer << " case has " << value;
@@ -389,68 +403,51 @@ void expect_covered(const std::string& layer, const std::set<std::string>& seen,
       << "the " << layer << " cases have one negative slope only";
 }
 
-const std::vector<std::string> kSharedOptionValues{"one head", "several heads", "concat", "mean",
-                                                   "self loops", "no self loops", "bias", "no bias",
-                                                   "residual", "no residual", "hub"};
+// What the cases of both layers cover.
+const std::vector<std::string> kSharedOptionValues{
+    "one head", "several heads", "concat", "mean", "self loops", "no self loops", "bias", "no bias", "residual",
+    "no residual", "hub",
+    "edge features with self loops", "edge features without self loops", "edge features, one head",
+    "edge features, several heads", "fill_value mean", "fill_value max",
+    "fewer sources than destinations with self loops", "fewer sources than destinations without self loops",
+    "more sources than destinations with self loops", "more sources than destinations without self loops",
+    "bipartite edge features, fill_value mean", "bipartite edge features, fill_value a number"};
 
-// The edge-feature values a case of either layer covers, and those both layers' cases must cover.
-template <class Options>
-void insert_edge_option_values(const Options& o, std::set<std::string>& seen) {
-  if (o.edge_dim == 0) return;
-  seen.insert(o.add_self_loops ? "edge features with self loops" : "edge features without self loops");
-  seen.insert(std::string("edge features, ") + (o.heads == 1 ? "one head" : "several heads"));
-  if (o.add_self_loops) seen.insert("fill_value " + o.fill_value.name());
+// The values the cases of `layer` cover, Options read by `options`, and anything `more` adds.
+template <class Options, class More>
+std::set<std::string> covered(const std::string& layer, Options (*options)(const Case&, DType), More more) {
+  std::set<std::string> seen;
+  for (const std::string& name : case_names()) {
+    const Case c(name);
+    if (c.text("layer") != layer) continue;
+    const Options o = options(c, DType::f64);
+    const std::set<std::string> values = option_values(c, o);
+    seen.insert(values.begin(), values.end());
+    more(o, seen);
+  }
+  return seen;
 }
-
-const std::vector<std::string> kEdgeOptionValues{"edge features with self loops", "edge features without self loops",
-                                                 "edge features, one head", "edge features, several heads",
-                                                 "fill_value mean", "fill_value max"};
 
 // The cases cover every GATConv option value this project's GATConv shares with PyG's (dropout
-// aside), a hub row longer than 64 edges (cut into chunks on the GPU), and bipartite input with
-// fewer sources than destinations and more, with and without self loops.
+// aside), with every fill_value PyG takes.
 TEST(PygParityCases, CoverEveryGATConvOption) {
-  std::set<std::string> seen;
-  for (const std::string& name : case_names()) {
-    const Case c(name);
-    if (c.text("layer") != "GATConv") continue;
-    const GATConvOptions o = gat_conv_options(c, DType::f64);
-    const std::set<std::string> values = shared_option_values(c, o);
-    seen.insert(values.begin(), values.end());
-    insert_edge_option_values(o, seen);
-    if (o.dst_in_channels > 0) {
-      const int64_t ns = c.integer("num_src_nodes"), nd = c.integer("num_dst_nodes");
-      seen.insert(std::string(ns < nd ? "fewer" : ns > nd ? "more" : "as many") + " sources than destinations " +
-                  (o.add_self_loops ? "with" : "without") + " self loops");
-    }
-  }
   std::vector<std::string> values = kSharedOptionValues;
-  values.insert(values.end(), kEdgeOptionValues.begin(), kEdgeOptionValues.end());
-  values.insert(values.end(), {"fill_value add", "fill_value min",
-                               "fill_value mul", "fill_value 0.5",
-                               "fewer sources than destinations with self loops",
-                               "fewer sources than destinations without self loops",
-                               "more sources than destinations with self loops",
-                               "more sources than destinations without self loops"});
-  expect_covered("GATConv", seen, values);
+  values.insert(values.end(), {"fill_value add", "fill_value min", "fill_value mul", "fill_value 0.5"});
+  expect_covered("GATConv", covered("GATConv", gat_conv_options, [](const GATConvOptions&, std::set<std::string>&) {}),
+                 values);
 }
 
-// Likewise for GATv2Conv, with share_weights on and off, and its edge features.
+// Likewise for GATv2Conv, with share_weights on and off (and on with a pair of widths).
 TEST(PygParityCases, CoverEveryGATv2ConvOption) {
-  std::set<std::string> seen;
-  for (const std::string& name : case_names()) {
-    const Case c(name);
-    if (c.text("layer") != "GATv2Conv") continue;
-    const GATv2ConvOptions o = gatv2_conv_options(c, DType::f64);
-    const std::set<std::string> values = shared_option_values(c, o);
-    seen.insert(values.begin(), values.end());
-    seen.insert(o.share_weights ? "shared weights" : "separate weights");
-    insert_edge_option_values(o, seen);
-  }
   std::vector<std::string> values = kSharedOptionValues;
-  values.insert(values.end(), {"shared weights", "separate weights"});
-  values.insert(values.end(), kEdgeOptionValues.begin(), kEdgeOptionValues.end());
-  expect_covered("GATv2Conv", seen, values);
+  values.insert(values.end(), {"shared weights", "separate weights", "shared weights on a pair of widths"});
+  expect_covered("GATv2Conv",
+                 covered("GATv2Conv", gatv2_conv_options,
+                         [](const GATv2ConvOptions& o, std::set<std::string>& seen) {
+                           seen.insert(o.share_weights ? "shared weights" : "separate weights");
+                           if (o.share_weights && o.dst_in_channels > 0) seen.insert("shared weights on a pair of widths");
+                         }),
+                 values);
 }
 
 }  // namespace

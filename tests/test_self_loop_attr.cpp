@@ -71,7 +71,9 @@ std::vector<double> reference(const Graph& graph, const Graph& looped, const std
 TEST(SelfLoopAttr, MatchesPygsDefinitionForEveryFill) {
   std::mt19937_64 rng(3);
   // mixed_graph: an existing loop (4), nodes without in-edges (0, 6, 7), a row of six edges.
-  for (const Graph& graph : {mixed_graph(), small_graph(9, rng), mixed_graph().with_self_loops()}) {
+  // Bipartite (6 -> 13, 13 -> 6): loops only for i < min(Ns, Nd), (i, i) pairs among the edges.
+  for (const Graph& graph : {mixed_graph(), small_graph(9, rng), mixed_graph().with_self_loops(),
+                             random_bipartite_graph(6, 13, 40, 5, rng), random_bipartite_graph(13, 6, 40, 5, rng)}) {
     const Graph looped = graph.with_self_loops();
     const int64_t D = 3;
     for (DType dtype : {DType::f64, DType::f32}) {
@@ -88,7 +90,8 @@ TEST(SelfLoopAttr, MatchesPygsDefinitionForEveryFill) {
 
 TEST(SelfLoopAttr, GradientsMatchFiniteDifferences) {
   std::mt19937_64 rng(5);
-  for (const Graph& graph : {mixed_graph(), small_graph(9, rng)}) {
+  for (const Graph& graph : {mixed_graph(), small_graph(9, rng), random_bipartite_graph(4, 9, 16, 4, rng),
+                             random_bipartite_graph(9, 4, 16, 4, rng)}) {
     const Graph looped = graph.with_self_loops();
     for (const Fill& fill : every_fill()) {
       Tensor attr = random_tensor({graph.num_edges(), 2}, rng, 0.5, 1.5);
@@ -117,6 +120,26 @@ TEST(SelfLoopAttr, TiesShareTheMaxsGradientAndExistingLoopsGetNone) {
   EXPECT_EQ(host_f64(attr.grad()), (std::vector<double>{1.5, 1.5, 0.0}));
 }
 
+TEST(SelfLoopAttr, BipartiteDestinationsBeyondTheSourcesGetNoLoop) {
+  // 2 sources, 4 destinations: loops for 0 and 1 only; edges 0->0 (an existing loop), 0->1, 1->2,
+  // 1->3 (the graph's edge order).
+  const Graph graph = Graph::from_edges(2, 4, {0, 0, 1, 1}, {0, 1, 2, 3});
+  const Graph looped = graph.with_self_loops();  // 0->0, 0->1, 1->1, 1->2, 1->3
+  ASSERT_EQ(looped.num_edges(), 5);
+  Tensor attr = Tensor::from_vector(std::vector<double>{3.0, 5.0, 7.0, 11.0}, {4, 1});
+  attr.set_requires_grad(true);
+  const Tensor out = ops::self_loop_attr(graph, looped, attr, Fill::parse("mean"));  // (5, 1)
+  EXPECT_EQ(host_f64(out), (std::vector<double>{0.0, 5.0, 5.0, 7.0, 11.0}));
+  autograd::backward(ops::sum(out));
+  EXPECT_EQ(host_f64(attr.grad()), (std::vector<double>{0.0, 2.0, 1.0, 1.0}));
+  // 4 sources, 2 destinations: both get their loop.
+  const Graph wide = Graph::from_edges(4, 2, {3, 2, 3}, {0, 0, 1});  // 2->0, 3->0, 3->1
+  const Tensor wide_attr = Tensor::from_vector(std::vector<double>{2.0, 4.0, 6.0}, {3, 1});
+  const Tensor wide_out = ops::self_loop_attr(wide, wide.with_self_loops(), wide_attr,
+                                              Fill::constant_value(-1.0));  // 0->0, 2->0, 3->0, 1->1, 3->1
+  EXPECT_EQ(host_f64(wide_out), (std::vector<double>{-1.0, 2.0, 4.0, -1.0, 6.0}));
+}
+
 TEST(SelfLoopAttr, ParseAcceptsPygsNamesAndNumbers) {
   EXPECT_EQ(Fill::parse("sum"), Fill::parse("add"));
   EXPECT_EQ(Fill::parse("mean").kind, Fill::Kind::mean);
@@ -133,6 +156,11 @@ TEST(SelfLoopAttr, RejectsMismatchedInputs) {
                {"self_loop_attr", "one row per edge of the graph (13 edges)"});
   expect_error([&] { ops::self_loop_attr(graph, graph, Tensor::zeros({graph.num_edges(), 2}, DType::f32), fill); },
                {"self_loop_attr", "is not graph.with_self_loops()"});
+  // A bipartite graph's looped graph has its sides: not one of as many nodes on one set.
+  const Graph bipartite = Graph::from_edges(3, 5, {0, 1, 2}, {4, 4, 0});
+  const Graph other = Graph::from_edges(5, 5, {0, 1, 2}, {4, 4, 0}).with_self_loops();
+  expect_error([&] { ops::self_loop_attr(bipartite, other, Tensor::zeros({3, 2}, DType::f32), fill); },
+               {"self_loop_attr", "(5 sources, 5 destinations", "is not graph.with_self_loops() (3 sources, 5 destinations, 6 edges"});
   expect_error([&] { ops::self_loop_attr(graph, looped, Tensor::zeros({graph.num_edges(), 2}, DType::i32), fill); },
                {"self_loop_attr", "edge_attr"});
   expect_error([&] { ops::self_loop_attr(graph, looped, Tensor::zeros({graph.num_edges()}, DType::f32), fill); },

@@ -45,16 +45,17 @@ std::string SelfLoopFill::name() const {
 namespace {
 
 // f(row) for every destination row i and feature d of D (rows in parallel): the row's place in
-// both graphs.
+// both graphs, and whether it gets a loop (i < min(Ns, Nd)).
 template <class F>
 void for_each_row(const Graph& graph, const Graph& looped, int64_t D, F f) {
-  const int64_t N = graph.num_nodes();
-  const int32_t* rp = graph.row_ptr().data<int32_t>();    // (N+1,)
+  const int64_t Nd = graph.num_dst_nodes(), loops = std::min(graph.num_src_nodes(), Nd);
+  const int32_t* rp = graph.row_ptr().data<int32_t>();    // (Nd+1,)
   const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
-  const int32_t* lrp = looped.row_ptr().data<int32_t>();  // (N+1,)
-  detail::parallel_for(N, [&](int64_t i) {
-    for (int64_t d = 0; d < D; ++d) f(self_loop_rows::Row{static_cast<int32_t>(i), rp[i], rp[i + 1], lrp[i], src, D, d});
-  }, D * (graph.num_edges() / std::max<int64_t>(N, 1) + 1));
+  const int32_t* lrp = looped.row_ptr().data<int32_t>();  // (Nd+1,)
+  detail::parallel_for(Nd, [&](int64_t i) {
+    for (int64_t d = 0; d < D; ++d)
+      f(self_loop_rows::Row{static_cast<int32_t>(i), i < loops, rp[i], rp[i + 1], lrp[i], src, D, d});
+  }, D * (graph.num_edges() / std::max<int64_t>(Nd, 1) + 1));
 }
 
 }  // namespace
@@ -110,16 +111,18 @@ Tensor self_loop_attr(const Graph& graph, const Graph& looped, const Tensor& edg
   const char* op = "self_loop_attr";
   check_float(op, "edge_attr", edge_attr);
   check_dim(op, "edge_attr", edge_attr, 2);
-  const int64_t N = graph.num_nodes(), E = graph.num_edges(), D = edge_attr.size(1);
+  const int64_t Ns = graph.num_src_nodes(), Nd = graph.num_dst_nodes(), E = graph.num_edges(), D = edge_attr.size(1);
   GAT_CHECK(edge_attr.size(0) == E, op, ": 'edge_attr' ", edge_attr.describe(), " must have one row per edge of the graph (",
             E, " edges)");
   GAT_CHECK(graph.device() == edge_attr.device() && looped.device() == edge_attr.device(), op, ": the graphs are on ",
             device_name(graph.device()), " and ", device_name(looped.device()), " but 'edge_attr' is ",
             edge_attr.describe());
-  const int64_t looped_edges = E - graph.count_self_loops() + N;
-  GAT_CHECK(looped.num_nodes() == N && looped.one_self_loop_per_node() && looped.num_edges() == looped_edges, op,
-            ": 'looped' (", looped.num_nodes(), " nodes, ", looped.num_edges(),
-            " edges) is not graph.with_self_loops() (", N, " nodes, ", looped_edges, " edges, one loop per node)");
+  const int64_t looped_edges = E - graph.count_self_loops() + std::min(Ns, Nd);
+  GAT_CHECK(looped.num_src_nodes() == Ns && looped.num_dst_nodes() == Nd && looped.one_self_loop_per_node() &&
+                looped.num_edges() == looped_edges,
+            op, ": 'looped' (", looped.num_src_nodes(), " sources, ", looped.num_dst_nodes(), " destinations, ",
+            looped.num_edges(), " edges) is not graph.with_self_loops() (", Ns, " sources, ", Nd, " destinations, ",
+            looped_edges, " edges, one loop per node i < ", std::min(Ns, Nd), ")");
 
   Tensor out = Tensor::empty({looped_edges, D}, edge_attr.dtype(), edge_attr.device(), op);
   kernels::self_loop_attr_forward(graph, looped, edge_attr, fill, out);

@@ -17,7 +17,12 @@
 //
 // graph: the graph edge_attr belongs to; looped: graph.with_self_loops() (checked by its sizes).
 // Both on edge_attr's device. Runs one thread per (destination, feature): no atomics,
-// deterministic. Nodes are one set (with_self_loops' rule).
+// deterministic. On a bipartite graph (Ns sources, Nd destinations) only the destinations
+// i < min(Ns, Nd) get a loop (with_self_loops' rule, PyG's); the others' edges are copied. For
+// Ns > Nd that is PyG's result; for Ns < Nd PyG computes the same with a number as fill_value,
+// while its reductions over the destinations (mean, add, min, max, mul) fail with an index error
+// as soon as an edge enters a destination i >= Ns (scatter into min(Ns, Nd) rows); here they
+// reduce each looped destination's in-edges as on any other graph.
 #pragma once
 
 #include <string>
@@ -43,7 +48,7 @@ struct SelfLoopFill {
 };
 
 // edge_attr: (E, D) f32|f64 in graph's edge order  ->  (E', D) in looped's edge order
-// (E' = E - graph.count_self_loops() + N). Gradient for edge_attr.
+// (E' = E - graph.count_self_loops() + min(Ns, Nd)). Gradient for edge_attr.
 Tensor self_loop_attr(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
                       const SelfLoopFill& fill);
 

@@ -14,6 +14,7 @@ using Kind = SelfLoopFill::Kind;
 // One destination row and feature: where its edges are, in graph and in looped.
 struct Row {
   int32_t node;                  // i
+  bool gets_loop;                // looped has (i, i): i < min(Ns, Nd)
   int64_t begin, end;            // graph's edges into i: [begin, end)
   int64_t looped_begin;          // looped's first edge into i
   const int32_t* src;            // (E,) graph's sources
@@ -72,7 +73,7 @@ struct Reduction {
 };
 
 // Row's non-loop attributes reduced, and the position in looped of i's new loop: after the
-// sources below i.
+// sources below i (a row without a loop, i >= Ns, has all its sources below i: past its edges).
 template <class T>
 GAT_HOST_DEVICE Reduction<T> reduce_row(const Row& r, Kind kind, const T* attr, int64_t& loop_at) {
   Reduction<T> acc;
@@ -87,7 +88,7 @@ GAT_HOST_DEVICE Reduction<T> reduce_row(const Row& r, Kind kind, const T* attr, 
   return acc;
 }
 
-// out (E', D): the row's attributes at their places in looped, then the loop's.
+// out (E', D): the row's attributes at their places in looped, then the loop's (if it gets one).
 template <class T>
 GAT_HOST_DEVICE void forward_row(const Row& r, Kind kind, T constant, const T* attr, T* out) {
   int64_t loop_at = 0;
@@ -99,7 +100,7 @@ GAT_HOST_DEVICE void forward_row(const Row& r, Kind kind, T constant, const T* a
     if (o == loop_at) ++o;
     out[o++ * r.features + r.feature] = attr[k * r.features + r.feature];
   }
-  out[loop_at * r.features + r.feature] = acc.value(kind, constant);
+  if (r.gets_loop) out[loop_at * r.features + r.feature] = acc.value(kind, constant);
 }
 
 // grad_attr (E, D) of the row's edges from grad_out (E', D); existing loops get 0.
@@ -107,7 +108,7 @@ template <class T>
 GAT_HOST_DEVICE void backward_row(const Row& r, Kind kind, const T* attr, const T* grad_out, T* grad_attr) {
   int64_t loop_at = 0;
   const Reduction<T> acc = reduce_row(r, kind, attr, loop_at);
-  const T grad_loop = grad_out[loop_at * r.features + r.feature];
+  const T grad_loop = r.gets_loop ? grad_out[loop_at * r.features + r.feature] : T(0);
   int64_t o = r.looped_begin;
   for (int64_t k = r.begin; k < r.end; ++k) {
     const int64_t at = k * r.features + r.feature;
@@ -116,7 +117,8 @@ GAT_HOST_DEVICE void backward_row(const Row& r, Kind kind, const T* attr, const 
       continue;
     }
     if (o == loop_at) ++o;
-    grad_attr[at] = grad_out[o++ * r.features + r.feature] + grad_loop * acc.derivative(kind, attr[at]);
+    grad_attr[at] = grad_out[o++ * r.features + r.feature] +
+                    (r.gets_loop ? grad_loop * acc.derivative(kind, attr[at]) : T(0));
   }
 }
 
