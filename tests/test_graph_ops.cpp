@@ -464,6 +464,13 @@ TEST(GatAttentionAggregate, RejectsMismatchedInputs) {
                {"gat_attention_aggregate", "edge_term"});
   expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor::zeros({N, 2, 4}), NAN); },
                {"gat_attention_aggregate", "negative_slope"});
+  // The kernels' positive sums: both or neither, of out's and lse's shapes.
+  Tensor out = Tensor::empty({N, 2, 4}), lse = Tensor::empty({N, 2}), pos_out = Tensor::empty({N, 2, 4});
+  Tensor short_weight = Tensor::empty({N - 1, 2});
+  expect_error([&] { ops::kernels::gat_attention_aggregate_forward(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor(), Tensor::zeros({N, 2, 4}), 0.2, {}, out, lse, &pos_out, nullptr); },
+               {"gat_attention_aggregate (positive sums)", "together"});
+  expect_error([&] { ops::kernels::gat_attention_aggregate_forward(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor(), Tensor::zeros({N, 2, 4}), 0.2, {}, out, lse, &pos_out, &short_weight); },
+               {"gat_attention_aggregate (positive sums)", "'pos_weight'", "(7, 2)"});
 }
 
 // ---- gatv2_attention_aggregate -----------------------------------------------------------

@@ -293,8 +293,14 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight) {
-  GAT_CHECK((pos_out == nullptr) == (pos_weight == nullptr),
-            "gat_attention_aggregate: pos_out and pos_weight are asked for together");
+  if (pos_out || pos_weight) {
+    const char* op = "gat_attention_aggregate (positive sums)";
+    GAT_CHECK(pos_out && pos_weight, op, ": pos_out and pos_weight are asked for together");
+    check_shape(op, "pos_out", *pos_out, out.shape());
+    check_same(op, "pos_out", *pos_out, "out", out);
+    check_shape(op, "pos_weight", *pos_weight, lse.shape());
+    check_same(op, "pos_weight", *pos_weight, "lse", lse);
+  }
   if (node_value.is_cuda())
     return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_forward(
         graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, lse, pos_out,
