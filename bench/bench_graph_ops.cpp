@@ -1,11 +1,14 @@
-// Google Benchmark timings of csr_softmax_aggregate forward and backward, CPU and CUDA, on
-// generated random graphs (uniform sources, in-degrees uniform in [0, 2 * avg]):
+// Google Benchmark timings of csr_softmax_aggregate and gat_attention_aggregate forward and
+// backward, CPU and CUDA, on generated random graphs (uniform sources, in-degrees uniform in
+// [0, 2 * avg]):
 //   384 nodes, degree 18, H*F = 1*64             (the original kernel's benchmark shape)
 //   1,000,000 nodes, 16,000,000 edges, H*F = 1*64 and 8*8
 // CUDA times are CUDA events around the launches on gat::cuda::stream(), synchronised, reported
 // as manual time. Every run reports `bytes`: the bytes the op must move at least (below), and
 // `bandwidth` = bytes / time, so the time of the memory bound is bytes / peak bandwidth
-// (4.3 TB/s on an H200: bound_ms = bytes / 4.3e9).
+// (4.3 TB/s on an H200: bound_ms = bytes / 4.3e9). gat_attention_aggregate runs as a training
+// step runs it: the forward with the positive sums d er is formed from (on CUDA; the CPU forward
+// has no use for them), the backward with d el, d er and d values.
 //
 // Also the CPU's batched dropout draws on each SIMD path the CPU has (dropout_keep4_blocks).
 //
@@ -34,6 +37,7 @@ namespace {
 struct Problem {
   Graph graph;
   Tensor scores, value, grad_out, out, lse, grad_scores, grad_value;
+  Tensor el, er, pos_out, pos_weight, grad_el, grad_er;  // gat_attention_aggregate's
 };
 
 Tensor random_f32(const Shape& shape, std::mt19937_64& rng, Device device) {
@@ -67,40 +71,77 @@ Problem& problem(int64_t N, int64_t avg_degree, int64_t H, int64_t F, Device dev
   p->lse = Tensor::empty({N, H}, DType::f32, device);
   p->grad_scores = Tensor::empty({E, H}, DType::f32, device);
   p->grad_value = Tensor::empty({N, H, F}, DType::f32, device);
+  p->el = random_f32({N, H}, rng, device);
+  p->er = random_f32({N, H}, rng, device);
+  if (device == Device::cuda) {
+    p->pos_out = Tensor::empty({N, H, F}, DType::f32, device);
+    p->pos_weight = Tensor::empty({N, H}, DType::f32, device);
+  }
+  p->grad_el = Tensor::empty({N, H}, DType::f32, device);
+  p->grad_er = Tensor::empty({N, H}, DType::f32, device);
   slot = std::move(p);
   return *slot;
 }
 
-void forward(Problem& p) {
-  ops::kernels::csr_softmax_aggregate_forward(p.graph, p.scores, p.value, {}, p.out, p.lse);
+// Which op: csr_softmax_aggregate with stored scores, or gat_attention_aggregate.
+enum class Op { scores, gat };
+
+void forward(Problem& p, Op op) {
+  if (op == Op::scores) {
+    ops::kernels::csr_softmax_aggregate_forward(p.graph, p.scores, p.value, {}, p.out, p.lse);
+    return;
+  }
+  const bool positive = p.pos_out.defined();
+  ops::kernels::gat_attention_aggregate_forward(p.graph, p.el, p.er, Tensor(), p.value, 0.2, {}, p.out,
+                                                p.lse, positive ? &p.pos_out : nullptr,
+                                                positive ? &p.pos_weight : nullptr);
 }
 
-void backward(Problem& p) {
-  ops::kernels::csr_softmax_aggregate_backward(p.graph, p.scores, p.value, p.lse, p.grad_out, {},
-                                               &p.grad_scores, &p.grad_value);
+void backward(Problem& p, Op op) {
+  if (op == Op::scores) {
+    ops::kernels::csr_softmax_aggregate_backward(p.graph, p.scores, p.value, p.lse, p.grad_out, {},
+                                                 &p.grad_scores, &p.grad_value);
+    return;
+  }
+  ops::kernels::gat_attention_aggregate_backward(p.graph, p.el, p.er, Tensor(), p.value, 0.2, {}, p.out,
+                                                 p.lse, p.pos_out, p.pos_weight, p.grad_out, &p.grad_el,
+                                                 &p.grad_er, nullptr, &p.grad_value);
 }
 
-// Bytes that must move at least (4-byte indices and values):
+// Bytes that must move at least (4-byte indices and values), csr_softmax_aggregate:
 //  forward:  row_ptr, edge_src, scores (E,H), one gathered V row per edge (E,H,F), out, lse
 //  backward: over CSR rows   row_ptr, edge_src, scores, lse, G (N,H,F), gathered V (E,H,F), ds
 //            over transpose  t_row_ptr, t_edge_dst, t_edge_id, gathered scores and lse (E,H),
 //                            gathered G (E,H,F), dV (N,H,F)
-double bytes_moved(const Problem& p, bool is_backward) {
+// gat_attention_aggregate (CUDA's schedule; the CPU's moves more):
+//  forward:  row_ptr, edge_src, gathered el (E,H), er (N,H), gathered V (E,H,F), out, lse, and
+//            on CUDA pos_out (N,H,F) and pos_weight (N,H)
+//  backward: per node  G, out, pos_out (N,H,F), pos_weight, D and d er (N,H)
+//            over transpose  t_row_ptr, t_edge_dst, t_edge_id, gathered er, lse and D (E,H),
+//                            el, V, gathered G (E,H,F), dV, d el
+double bytes_moved(const Problem& p, Op op, bool is_backward) {
   const double N = static_cast<double>(p.graph.num_nodes()), E = static_cast<double>(p.graph.num_edges());
   const double H = static_cast<double>(p.scores.size(1)), HF = H * static_cast<double>(p.value.size(2));
+  if (op == Op::gat) {
+    const double positive_sums = p.pos_out.defined() ? N * HF + N * H : 0;  // CUDA only
+    if (!is_backward) return 4 * ((N + 1) + E + E * H + N * H + E * HF + N * HF + N * H + positive_sums);
+    const double nodes = 3 * N * HF + 3 * N * H;
+    const double transpose = (N + 1) + 2 * E + 3 * E * H + N * H + N * HF + E * HF + N * HF + N * H;
+    return 4 * (nodes + transpose);
+  }
   if (!is_backward) return 4 * ((N + 1) + E + E * H + E * HF + N * HF + N * H);
   const double rows = (N + 1) + E + E * H + N * H + N * HF + E * HF + E * H;
   const double transpose = (N + 1) + 2 * E + 2 * E * H + E * HF + N * HF;
   return 4 * (rows + transpose);
 }
 
-void run(benchmark::State& state, int64_t N, int64_t avg_degree, int64_t H, int64_t F, Device device,
-         bool is_backward) {
+void run(benchmark::State& state, Op op, int64_t N, int64_t avg_degree, int64_t H, int64_t F,
+         Device device, bool is_backward) {
   Problem& p = problem(N, avg_degree, H, F, device);
-  forward(p);  // lse for the backward pass; also the warm-up
-  auto step = [&] { is_backward ? backward(p) : forward(p); };
+  forward(p, op);  // lse (and the positive sums) for the backward pass; also the warm-up
+  auto step = [&] { is_backward ? backward(p, op) : forward(p, op); };
   for (auto _ : state) state.SetIterationTime(bench::time_ms(device, step) / 1e3);
-  const double bytes = bytes_moved(p, is_backward);
+  const double bytes = bytes_moved(p, op, is_backward);
   state.counters["bytes"] = benchmark::Counter(bytes);
   state.counters["bandwidth"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
                                                    benchmark::Counter::kIs1000);
@@ -118,20 +159,22 @@ int main(int argc, char** argv) {
   std::vector<Device> devices = {Device::cpu};
   if (cuda::available()) devices.push_back(Device::cuda);
   else std::fprintf(stderr, "bench_graph_ops: CUDA benchmarks skipped (%s)\n", cuda::unavailable_reason());
-  for (Device device : devices)
-    for (const Shape4& s : shapes)
-      for (bool is_backward : {false, true}) {
-        const std::string name = std::string("csr_softmax_aggregate_") + (is_backward ? "backward" : "forward") +
-                                 "/" + device_name(device) + "/N=" + std::to_string(s.N) +
-                                 "/deg=" + std::to_string(s.degree) + "/H=" + std::to_string(s.H) +
-                                 "/F=" + std::to_string(s.F);
-        auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
-          run(st, s.N, s.degree, s.H, s.F, device, is_backward);
-        });
-        b->Unit(benchmark::kMillisecond);
-        if (device == Device::cuda) b->UseManualTime();
-        else b->UseRealTime();  // OpenMP threads: wall time, not the main thread's CPU time
-      }
+  for (Op op : {Op::scores, Op::gat})
+    for (Device device : devices)
+      for (const Shape4& s : shapes)
+        for (bool is_backward : {false, true}) {
+          const std::string name = std::string(op == Op::scores ? "csr_softmax_aggregate_" : "gat_attention_aggregate_") +
+                                   (is_backward ? "backward" : "forward") + "/" + device_name(device) +
+                                   "/N=" + std::to_string(s.N) +
+                                   "/deg=" + std::to_string(s.degree) + "/H=" + std::to_string(s.H) +
+                                   "/F=" + std::to_string(s.F);
+          auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+            run(st, op, s.N, s.degree, s.H, s.F, device, is_backward);
+          });
+          b->Unit(benchmark::kMillisecond);
+          if (device == Device::cuda) b->UseManualTime();
+          else b->UseRealTime();  // OpenMP threads: wall time, not the main thread's CPU time
+        }
   // The CPU's batched dropout draws (framework/rng_cpu.h), each SIMD path this CPU has:
   // items_per_second counts Philox blocks (four dropout decisions each).
   const std::pair<detail::Keep4Path, const char*> paths[] = {

@@ -1,9 +1,11 @@
 // gat_bench: this project's side of bench/compare_pyg.py. Each subcommand measures one workload
 // and prints one JSON object on the last line of stdout.
 //
-//   gat_bench kernel  --graph FILE --heads H --features F [--device cuda|cpu]
+//   gat_bench kernel  --graph FILE --heads H --features F [--op scores|gat] [--device cuda|cpu]
 //       csr_softmax_aggregate forward and backward (both gradients) on the graph in FILE
-//       (int64 N, int64 E, int32 row_ptr[N+1], int32 col_idx[E]; see compare_pyg.py)
+//       (int64 N, int64 E, int32 row_ptr[N+1], int32 col_idx[E]; see compare_pyg.py); with
+//       --op gat, gat_attention_aggregate's kernels as a training step runs them (the forward
+//       with the positive sums on CUDA, the backward with d el, d er and d values)
 //   gat_bench gatconv --graph FILE --in 64 --heads 8 --out 8 [--edge-dim D] [--self-loops]
 //                     [--device ...]
 //       one GATConv forward + backward, time and peak device memory; with --edge-dim, random
@@ -75,31 +77,53 @@ double median_ms(Device device, const std::function<void()>& fn, int reps = 10, 
   return times[times.size() / 2];
 }
 
-nlohmann::json bench_kernel(const std::string& graph_path, int64_t heads, int64_t features, Device device) {
+nlohmann::json bench_kernel(const std::string& graph_path, int64_t heads, int64_t features,
+                            const std::string& op, Device device) {
   Graph graph = read_graph(graph_path).to(device);
   const int64_t n = graph.num_nodes(), e = graph.num_edges();
-  Tensor scores = random_f32({e, heads}, 1, device);          // (E, H)
   Tensor value = random_f32({n, heads, features}, 2, device);  // (N, H, F)
   Tensor grad_out = random_f32({n, heads, features}, 3, device);
   Tensor out = Tensor::empty({n, heads, features}, DType::f32, device);
   Tensor lse = Tensor::empty({n, heads}, DType::f32, device);
-  Tensor grad_scores = Tensor::empty({e, heads}, DType::f32, device);
   Tensor grad_value = Tensor::empty({n, heads, features}, DType::f32, device);
   const DropoutKey no_dropout{};
   // The kernels themselves, without the op's allocations and autograd record.
-  auto forward = [&] {
-    ops::kernels::csr_softmax_aggregate_forward(graph, scores, value, no_dropout, out, lse);
-  };
-  auto backward = [&] {
-    ops::kernels::csr_softmax_aggregate_backward(graph, scores, value, lse, grad_out, no_dropout,
-                                                 &grad_scores, &grad_value);
-  };
+  std::function<void()> forward, backward;
+  Tensor scores, grad_scores, el, er, pos_out, pos_weight, grad_el, grad_er;
+  if (op == "scores") {
+    scores = random_f32({e, heads}, 1, device);  // (E, H)
+    grad_scores = Tensor::empty({e, heads}, DType::f32, device);
+    forward = [&] { ops::kernels::csr_softmax_aggregate_forward(graph, scores, value, no_dropout, out, lse); };
+    backward = [&] {
+      ops::kernels::csr_softmax_aggregate_backward(graph, scores, value, lse, grad_out, no_dropout,
+                                                   &grad_scores, &grad_value);
+    };
+  } else {
+    el = random_f32({n, heads}, 1, device), er = random_f32({n, heads}, 4, device);  // (N, H)
+    grad_el = Tensor::empty({n, heads}, DType::f32, device);
+    grad_er = Tensor::empty({n, heads}, DType::f32, device);
+    const bool positive = device == Device::cuda;  // as gat_attention_aggregate asks in training
+    if (positive) {
+      pos_out = Tensor::empty({n, heads, features}, DType::f32, device);
+      pos_weight = Tensor::empty({n, heads}, DType::f32, device);
+    }
+    forward = [&, positive] {
+      ops::kernels::gat_attention_aggregate_forward(graph, el, er, Tensor(), value, 0.2, no_dropout, out, lse,
+                                                    positive ? &pos_out : nullptr,
+                                                    positive ? &pos_weight : nullptr);
+    };
+    backward = [&] {
+      ops::kernels::gat_attention_aggregate_backward(graph, el, er, Tensor(), value, 0.2, no_dropout, out,
+                                                     lse, pos_out, pos_weight, grad_out, &grad_el,
+                                                     &grad_er, nullptr, &grad_value);
+    };
+  }
   // Small graphs: many launches per timing so launch gaps, not timer resolution, dominate.
   const int inner = e < 100000 ? 200 : 1;
   forward();
   const double fwd = median_ms(device, forward, 15, inner);
   const double bwd = median_ms(device, backward, 15, inner);
-  return {{"workload", "kernel"}, {"device", device_name(device)}, {"nodes", n}, {"edges", e},
+  return {{"workload", "kernel"}, {"op", op}, {"device", device_name(device)}, {"nodes", n}, {"edges", e},
           {"heads", heads}, {"features", features}, {"forward_ms", fwd}, {"backward_ms", bwd}};
 }
 
@@ -204,13 +228,15 @@ nlohmann::json bench_train(const std::string& dataset, const std::string& data_d
 int main(int argc, char** argv) {
   CLI::App app{"gat_bench: this project's side of bench/compare_pyg.py"};
   app.require_subcommand(1);
-  std::string device_flag = "auto", graph_path, dataset = "cora", data_dir;
+  std::string device_flag = "auto", graph_path, dataset = "cora", data_dir, kernel_op = "scores";
   int64_t heads = 1, features = 64, in_channels = 64, out_channels = 8, edge_dim = 0;
   bool self_loops = false;
   auto* kernel = app.add_subcommand("kernel", "csr_softmax_aggregate forward and backward");
   kernel->add_option("--graph", graph_path, "graph file")->required();
   kernel->add_option("--heads", heads);
   kernel->add_option("--features", features);
+  kernel->add_option("--op", kernel_op, "scores: csr_softmax_aggregate; gat: gat_attention_aggregate")
+      ->check(CLI::IsMember({"scores", "gat"}));
   auto* gatconv = app.add_subcommand("gatconv", "one GATConv forward + backward");
   auto* gatv2conv = app.add_subcommand("gatv2conv", "one GATv2Conv forward + backward");
   for (auto* sub : {gatconv, gatv2conv}) {
@@ -231,7 +257,7 @@ int main(int argc, char** argv) {
     const Device device = device_flag == "cpu" || (device_flag == "auto" && !cuda::available())
                               ? Device::cpu : Device::cuda;
     nlohmann::json result;
-    if (*kernel) result = bench_kernel(graph_path, heads, features, device);
+    if (*kernel) result = bench_kernel(graph_path, heads, features, kernel_op, device);
     if (*gatconv) {
       GATConvOptions options = conv_options<GATConvOptions>(in_channels, heads, out_channels);
       options.edge_dim = edge_dim;

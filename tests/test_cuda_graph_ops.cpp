@@ -270,7 +270,7 @@ TEST(CudaGatAttentionAggregate, MatchesCpu) {
   expect_gat_matches_cpu("no edges", Graph::from_edges(50, {}, {}), 2, 8, kDrop, rng);
   const Graph hub = random_graph(120000, 200000, 100000, rng);
   for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 4}, {8, 8}})
-    expect_gat_matches_cpu("hub graph", hub, H, F, kDrop, rng);
+    for (const DropoutKey& key : {DropoutKey{}, kDrop}) expect_gat_matches_cpu("hub graph", hub, H, F, key, rng);
   expect_gat_matches_cpu("hub graph", hub, 8, 8, kDrop, rng, true);
 }
 
@@ -283,21 +283,24 @@ TEST(CudaGatAttentionAggregate, GradientsMatchFiniteDifferencesOnDevice) {
            {"mixed", mixed_graph()}, {"hub", hub}, {"looped mixed", mixed_graph().with_self_loops()}}) {
     const Graph g = graph.to(Device::cuda);
     const int64_t N = g.num_nodes(), H = name == "hub" ? 1 : 3, F = 4;
-    auto f = [&](const std::vector<Tensor>& in) {
-      return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop);
-    };
-    expect_gradients_match("cuda gat_attention_aggregate " + name, f,
-                           {random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
-                            random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
-                            random_tensor({N, H, F}, rng, -1, 1, DType::f64, Device::cuda)});
-    auto with_term = [&](const std::vector<Tensor>& in) {
-      return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, in[3]);
-    };
-    expect_gradients_match("cuda gat_attention_aggregate with edge term " + name, with_term,
-                           {random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
-                            random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
-                            random_tensor({N, H, F}, rng, -1, 1, DType::f64, Device::cuda),
-                            random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f64, Device::cuda)});
+    for (const DropoutKey& key : {DropoutKey{}, kDrop}) {
+      const std::string tag = name + " p=" + std::to_string(key.p);
+      auto f = [&](const std::vector<Tensor>& in) {
+        return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key);
+      };
+      expect_gradients_match("cuda gat_attention_aggregate " + tag, f,
+                             {random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
+                              random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
+                              random_tensor({N, H, F}, rng, -1, 1, DType::f64, Device::cuda)});
+      auto with_term = [&](const std::vector<Tensor>& in) {
+        return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, in[3]);
+      };
+      expect_gradients_match("cuda gat_attention_aggregate with edge term " + tag, with_term,
+                             {random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
+                              random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
+                              random_tensor({N, H, F}, rng, -1, 1, DType::f64, Device::cuda),
+                              random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f64, Device::cuda)});
+    }
   }
 }
 
@@ -311,12 +314,108 @@ TEST(CudaGatAttentionAggregate, RunsAreBitwiseIdentical) {
   const Tensor v = random_tensor({N, H, F}, rng, -1, 1, DType::f32, Device::cuda);
   const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32, Device::cuda);
   const Tensor term = random_tensor({g.num_edges(), H}, rng, -3, 3, DType::f32, Device::cuda);
-  const GatResult a = run_gat(g, el, er, v, go, kDrop, term), b = run_gat(g, el, er, v, go, kDrop, term);
-  EXPECT_TRUE(bitwise_equal(a.out, b.out));
-  EXPECT_TRUE(bitwise_equal(a.d_el, b.d_el));
-  EXPECT_TRUE(bitwise_equal(a.d_er, b.d_er));
-  EXPECT_TRUE(bitwise_equal(a.d_term, b.d_term));
-  EXPECT_TRUE(bitwise_equal(a.d_value, b.d_value));
+  for (const Tensor& t : {term, Tensor()}) {
+    const GatResult a = run_gat(g, el, er, v, go, kDrop, t), b = run_gat(g, el, er, v, go, kDrop, t);
+    EXPECT_TRUE(bitwise_equal(a.out, b.out));
+    EXPECT_TRUE(bitwise_equal(a.d_el, b.d_el));
+    EXPECT_TRUE(bitwise_equal(a.d_er, b.d_er));
+    if (t.defined()) {
+      EXPECT_TRUE(bitwise_equal(a.d_term, b.d_term));
+    }
+    EXPECT_TRUE(bitwise_equal(a.d_value, b.d_value));
+  }
+}
+
+// The kernels of gat_attention_aggregate as a CUDA training step runs them: the forward with the
+// positive sums (pos_out, pos_weight), then the backward with every gradient (d er from the sums).
+struct GatKernelsResult {
+  Tensor out, lse, pos_out, pos_weight, d_el, d_er, d_term, d_value;
+};
+GatKernelsResult run_gat_kernels(const Graph& g, const Tensor& el, const Tensor& er, const Tensor& term,
+                                 const Tensor& v, const Tensor& go, double slope, const DropoutKey& key) {
+  const int64_t N = g.num_dst_nodes(), H = el.size(1), F = v.size(2);
+  const DType dt = v.dtype();
+  const Device d = v.device();
+  GatKernelsResult r;
+  r.out = Tensor::empty({N, H, F}, dt, d), r.lse = Tensor::empty({N, H}, dt, d);
+  r.pos_out = Tensor::empty({N, H, F}, dt, d), r.pos_weight = Tensor::empty({N, H}, dt, d);
+  r.d_el = Tensor::empty(el.shape(), dt, d), r.d_er = Tensor::empty(er.shape(), dt, d);
+  r.d_value = Tensor::empty(v.shape(), dt, d);
+  if (term.defined()) r.d_term = Tensor::empty(term.shape(), dt, d);
+  ops::kernels::gat_attention_aggregate_forward(g, el, er, term, v, slope, key, r.out, r.lse, &r.pos_out,
+                                                &r.pos_weight);
+  ops::kernels::gat_attention_aggregate_backward(g, el, er, term, v, slope, key, r.out, r.lse, r.pos_out,
+                                                 r.pos_weight, go, &r.d_el, &r.d_er,
+                                                 term.defined() ? &r.d_term : nullptr, &r.d_value);
+  return r;
+}
+
+TEST(CudaGatAttentionAggregate, PositiveSumsAndDerMatchCpu) {
+  // pos_out and pos_weight (chunk partials merged on the hub's row) and the d er that the backward
+  // forms from them, against the CPU's definitions and its d er summed over the edges: f32 against
+  // the CPU in f64 on the same values, f64 against f64; with and without dropout and edge term; a
+  // negative slope, whose positive scores come from negative arguments. The training forward
+  // (with the sums) gives the evaluation forward's out and lse bit for bit.
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(24);
+  const std::vector<std::pair<std::string, Graph>> graphs = {
+      {"random", random_graph(3000, 30000, 0, rng)},
+      {"hub", random_graph(20000, 60000, 5000, rng)},
+      {"mixed", mixed_graph()},
+      {"no edges", Graph::from_edges(50, {}, {})}};
+  ASSERT_GT(graphs[1].second.max_in_degree(), graphs[1].second.chunk_edges());
+  for (const auto& [name, g] : graphs) {
+    const Graph gd = g.to(Device::cuda);
+    for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {1, 4}, {3, 5}})
+      for (double slope : {0.2, -0.5})
+        for (const DropoutKey& key : {DropoutKey{}, kDrop})
+          for (bool with_term : {false, true}) {
+            const int64_t N = g.num_nodes();
+            const Tensor el = random_tensor({N, H}, rng, -3, 3), er = random_tensor({N, H}, rng, -3, 3);
+            const Tensor term = with_term ? random_tensor({g.num_edges(), H}, rng, -3, 3) : Tensor();
+            const Tensor v = random_tensor({N, H, F}, rng), go = random_tensor({N, H, F}, rng);
+            for (DType dtype : {DType::f32, DType::f64}) {
+              auto rounded = [&](const Tensor& t) { return t.defined() ? t.to(dtype).to(DType::f64) : t; };
+              auto dev = [&](const Tensor& t) { return t.defined() ? t.to(dtype).to(Device::cuda) : t; };
+              const GatKernelsResult want = run_gat_kernels(g, rounded(el), rounded(er), rounded(term),
+                                                            rounded(v), rounded(go), slope, key);
+              const GatKernelsResult got = run_gat_kernels(gd, dev(el), dev(er), dev(term), dev(v), dev(go),
+                                                           slope, key);
+              const double tol = dtype == DType::f32 ? 1e-5 : 1e-12;
+              const std::string tag = name + " H=" + std::to_string(H) + " F=" + std::to_string(F) +
+                                      " slope " + std::to_string(slope) + " p=" + std::to_string(key.p) +
+                                      " " + dtype_name(dtype) + (with_term ? " edge term" : "");
+              expect_close(got.pos_out, want.pos_out, tag + ": pos_out", tol);
+              expect_close(got.pos_weight, want.pos_weight, tag + ": pos_weight", tol);
+              expect_close(got.d_er, want.d_er, tag + ": d er", tol);
+              expect_close(got.d_el, want.d_el, tag + ": d el", tol);
+              expect_close(got.d_value, want.d_value, tag + ": d value", tol);
+              if (with_term) {
+                expect_close(got.d_term, want.d_term, tag + ": d edge term", tol);
+              }
+              Tensor out = Tensor::empty(got.out.shape(), dtype, Device::cuda);
+              Tensor lse = Tensor::empty(got.lse.shape(), dtype, Device::cuda);
+              ops::kernels::gat_attention_aggregate_forward(gd, dev(el), dev(er), dev(term), dev(v), slope,
+                                                            key, out, lse);
+              EXPECT_TRUE(bitwise_equal(out, got.out)) << tag;
+              EXPECT_TRUE(bitwise_equal(lse, got.lse)) << tag;
+            }
+          }
+  }
+}
+
+TEST(CudaGatAttentionAggregate, DerWithoutThePositiveSumsIsAnError) {
+  GAT_SKIP_WITHOUT_CUDA();
+  const Graph g = mixed_graph().to(Device::cuda);
+  const int64_t N = g.num_nodes(), H = 2, F = 4;
+  const Tensor el = Tensor::zeros({N, H}).to(Device::cuda), v = Tensor::zeros({N, H, F}).to(Device::cuda);
+  Tensor out = Tensor::empty({N, H, F}, DType::f32, Device::cuda), lse = Tensor::empty({N, H}, DType::f32, Device::cuda);
+  ops::kernels::gat_attention_aggregate_forward(g, el, el, Tensor(), v, 0.2, {}, out, lse);
+  Tensor der = Tensor::empty({N, H}, DType::f32, Device::cuda);
+  expect_error([&] {
+    ops::kernels::gat_attention_aggregate_backward(g, el, el, Tensor(), v, 0.2, {}, out, lse, Tensor(), Tensor(),
+                                                   out, nullptr, &der, nullptr, nullptr);
+  }, {"gat_attention_aggregate backward (d er on CUDA)", "'pos_out' is an undefined tensor"});
 }
 
 // ---- gatv2_attention_aggregate -----------------------------------------------------------

@@ -412,6 +412,45 @@ TEST(GatAttentionAggregate, GradientsMatchFiniteDifferences) {
     }
 }
 
+TEST(GatAttentionAggregate, PositiveSumsGiveDerWithoutAnEdgePass) {
+  // The identity CUDA's backward uses for d er (the header): (1 - slope) (G.pos_out - D pos_weight)
+  // with D = G.out equals the CPU's sum of d scores * LeakyReLU' over the row's edges, with and
+  // without dropout and edge term, on empty rows and long ones. A negative slope makes positive
+  // scores of negative arguments: pos_out is over the arguments' signs. The positive sums leave
+  // the forward's out and lse as they are.
+  std::mt19937_64 rng(35);
+  for (const auto& [name, g] : gat_graphs(300, rng))
+    for (double slope : {0.2, -0.5})
+      for (const DropoutKey& key : {DropoutKey{}, kDrop})
+        for (bool with_term : {false, true}) {
+          const int64_t N = g.num_nodes(), H = 3, F = 5;
+          const Tensor el = random_tensor({N, H}, rng, -2, 2), er = random_tensor({N, H}, rng, -2, 2);
+          const Tensor term = with_term ? random_tensor({g.num_edges(), H}, rng, -2, 2) : Tensor();
+          const Tensor v = random_tensor({N, H, F}, rng), go = random_tensor({N, H, F}, rng);
+          const std::string tag = name + " slope " + std::to_string(slope) + " p=" +
+                                  std::to_string(key.p) + (with_term ? " edge term" : "");
+          Tensor out = Tensor::empty({N, H, F}, DType::f64), lse = Tensor::empty({N, H}, DType::f64);
+          Tensor pos_out = Tensor::empty({N, H, F}, DType::f64), pos_weight = Tensor::empty({N, H}, DType::f64);
+          ops::kernels::gat_attention_aggregate_forward(g, el, er, term, v, slope, key, out, lse, &pos_out, &pos_weight);
+          Tensor out_alone = Tensor::empty({N, H, F}, DType::f64), lse_alone = Tensor::empty({N, H}, DType::f64);
+          ops::kernels::gat_attention_aggregate_forward(g, el, er, term, v, slope, key, out_alone, lse_alone);
+          EXPECT_TRUE(bitwise_equal(out, out_alone)) << tag;
+          EXPECT_TRUE(bitwise_equal(lse, lse_alone)) << tag;
+          Tensor der = Tensor::empty({N, H}, DType::f64);
+          ops::kernels::gat_attention_aggregate_backward(g, el, er, term, v, slope, key, out, lse, Tensor(),
+                                                         Tensor(), go, nullptr, &der, nullptr, nullptr);
+          const std::vector<double> G = go.to_vector<double>(), o = out.to_vector<double>(),
+                                    po = pos_out.to_vector<double>(), pw = pos_weight.to_vector<double>();
+          std::vector<double> identity(static_cast<size_t>(N * H));
+          for (int64_t t = 0; t < N * H; ++t) {
+            double D = 0, Gp = 0;
+            for (int64_t f = 0; f < F; ++f) D += G[t * F + f] * o[t * F + f], Gp += G[t * F + f] * po[t * F + f];
+            identity[t] = (1 - slope) * (Gp - D * pw[t]);
+          }
+          expect_close(der, Tensor::from_vector(identity, {N, H}), tag, 1e-12);
+        }
+}
+
 TEST(GatAttentionAggregate, RejectsMismatchedInputs) {
   const Graph g = mixed_graph();
   const int64_t N = g.num_nodes();
@@ -425,6 +464,13 @@ TEST(GatAttentionAggregate, RejectsMismatchedInputs) {
                {"gat_attention_aggregate", "edge_term"});
   expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor::zeros({N, 2, 4}), NAN); },
                {"gat_attention_aggregate", "negative_slope"});
+  // The kernels' positive sums: both or neither, of out's and lse's shapes.
+  Tensor out = Tensor::empty({N, 2, 4}), lse = Tensor::empty({N, 2}), pos_out = Tensor::empty({N, 2, 4});
+  Tensor short_weight = Tensor::empty({N - 1, 2});
+  expect_error([&] { ops::kernels::gat_attention_aggregate_forward(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor(), Tensor::zeros({N, 2, 4}), 0.2, {}, out, lse, &pos_out, nullptr); },
+               {"gat_attention_aggregate (positive sums)", "together"});
+  expect_error([&] { ops::kernels::gat_attention_aggregate_forward(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor(), Tensor::zeros({N, 2, 4}), 0.2, {}, out, lse, &pos_out, &short_weight); },
+               {"gat_attention_aggregate (positive sums)", "'pos_weight'", "(7, 2)"});
 }
 
 // ---- gatv2_attention_aggregate -----------------------------------------------------------

@@ -67,19 +67,28 @@ struct GroupLane {
   }
 };
 
-// Online-softmax state of one lane: running max, sum of exp, and the weighted feature sum.
-template <class T, int VEC>
+// Online-softmax state of one lane: running max, sum of exp, and the weighted feature sum. With
+// kPositive (GAT's training forward, for d er: docs/kernels.md) also the same two sums over the
+// edges whose LeakyReLU argument is positive, rescaled with them.
+template <class T, int VEC, bool kPositive = false>
 struct OnlineState {
   T m = -INFINITY;  // running max of the scores
   T z = 0;          // sum of exp(s - m) (without dropout)
   T acc[VEC] = {};  // sum of exp(s - m) * keep/(1-p) * V
+  T z_pos = 0;                         // kPositive: z over the positive edges
+  T acc_pos[kPositive ? VEC : 1] = {};  // kPositive: acc over the positive edges
 
-  __device__ __forceinline__ void add(T score, T drop, const Vec<T, VEC>& v) {
+  __device__ __forceinline__ void add(T score, T drop, const Vec<T, VEC>& v, bool positive = false) {
     if (score > m) {
       const T r = exp(m - score);
       z *= r;
 #pragma unroll
       for (int k = 0; k < VEC; ++k) acc[k] *= r;
+      if constexpr (kPositive) {
+        z_pos *= r;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) acc_pos[k] *= r;
+      }
       m = score;
     }
     const T p = exp(score - m);
@@ -87,8 +96,30 @@ struct OnlineState {
     const T w = p * drop;
 #pragma unroll
     for (int k = 0; k < VEC; ++k) acc[k] += w * v.v[k];
+    if constexpr (kPositive) {  // selects, not branches: a group's heads differ in sign
+      z_pos += positive ? p : T(0);
+      const T w_pos = positive ? w : T(0);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) acc_pos[k] += w_pos * v.v[k];
+    }
   }
 };
+
+// 1 / z, or 0 for an empty row (z = 0): what a row's sums are divided by.
+template <class T>
+__device__ __forceinline__ T inverse_of_sum(T z) {
+  return z > T(0) ? T(1) / z : T(0);
+}
+
+// x[i, h, c..c+VEC) = acc * inv of a (N, H, F) tensor x.
+template <class T, int VEC>
+__device__ __forceinline__ void store_scaled(T* __restrict__ x, long long i, int H, int F, int h,
+                                             int c, const T (&acc)[VEC], T inv) {
+  Vec<T, VEC> o;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) o.v[k] = acc[k] * inv;
+  store_vec<T, VEC>(x + (i * H + h) * F + (c - h * F), o);
+}
 
 // Writes out[i, h, c..c+VEC) = acc / z and (from the head's first lane) lse[i,h] = m + log z;
 // zeros and -inf for an empty row (z = 0).
@@ -97,12 +128,29 @@ __device__ __forceinline__ void write_row(T* __restrict__ out,  // (N, H, F)
                                           T* __restrict__ lse,  // (N, H)
                                           long long i, int H, int F, int h, int c, T m, T z,
                                           const T (&acc)[VEC]) {
-  Vec<T, VEC> o;
-  const T inv = z > T(0) ? T(1) / z : T(0);
-#pragma unroll
-  for (int k = 0; k < VEC; ++k) o.v[k] = acc[k] * inv;
-  store_vec<T, VEC>(out + (i * H + h) * F + (c - h * F), o);
+  store_scaled<T, VEC>(out, i, H, F, h, c, acc, inverse_of_sum(z));
   if (c % F == 0) lse[i * H + h] = z > T(0) ? m + log(z) : -INFINITY;
+}
+
+// Where GAT's training forward writes the sums over the positive edges (OnlineState's kPositive)
+// and, for rows cut into chunks, their chunk partials; all null when they are not asked.
+template <class T>
+struct PositiveParts {
+  T* out = nullptr;       // (N, H, F) pos_out = acc_pos / z
+  T* weight = nullptr;    // (N, H)    pos_weight = z_pos / z
+  T* part_z = nullptr;    // (W, H)    z_pos of each chunk
+  T* part_acc = nullptr;  // (W, H, F) acc_pos of each chunk
+};
+
+// Writes pos_out[i, h, c..c+VEC) = acc_pos / z and (from the head's first lane) pos_weight[i,h] =
+// z_pos / z; zeros for an empty row.
+template <class T, int VEC>
+__device__ __forceinline__ void write_positive_row(const PositiveParts<T>& pos, long long i, int H,
+                                                   int F, int h, int c, T z, T z_pos,
+                                                   const T (&acc_pos)[VEC]) {
+  const T inv = inverse_of_sum(z);
+  store_scaled<T, VEC>(pos.out, i, H, F, h, c, acc_pos, inv);
+  if (c % F == 0) pos.weight[i * H + h] = z_pos * inv;
 }
 
 // Row and edge range [begin, end) of chunk w: the chunks of row i are [chunk_ptr[i],
@@ -124,7 +172,8 @@ __device__ __forceinline__ ChunkRange find_chunk(const int32_t* __restrict__ row
   return {lo, begin, min(begin + chunk, static_cast<long long>(row_ptr[lo + 1]))};
 }
 
-// One group per (long row, column tile): merges the row's chunk partials in chunk order.
+// One group per (long row, column tile): merges the row's chunk partials in chunk order (and
+// those of the positive sums when `pos` has them).
 template <class T, int VEC, int G>
 __global__ void __launch_bounds__(kThreads)
     aggregate_merge_kernel(const int32_t* __restrict__ chunk_ptr,  // (N+1,)
@@ -133,10 +182,11 @@ __global__ void __launch_bounds__(kThreads)
                            const T* __restrict__ part_acc,         // (W, H, F)
                            T* __restrict__ out,                    // (N, H, F)
                            T* __restrict__ lse,                    // (N, H)
-                           long long N, int H, int F, int tiles) {
+                           long long N, int H, int F, int tiles, PositiveParts<T> pos = {}) {
   const GroupLane<G> g;
   const int HF = H * F;
   const long long items = N * tiles;
+  const bool positive = pos.out != nullptr;
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const long long i = item / tiles;
     const int c = ((static_cast<int>(item - i * tiles)) * G + g.lane) * VEC;
@@ -145,15 +195,21 @@ __global__ void __launch_bounds__(kThreads)
     const int h = c / F;
     T m = -INFINITY;
     for (long long w = w0; w < w1; ++w) m = fmax(m, part_m[w * H + h]);
-    T z = 0, acc[VEC] = {};
+    T z = 0, acc[VEC] = {}, z_pos = 0, acc_pos[VEC] = {};
     for (long long w = w0; w < w1; ++w) {
       const T r = exp(part_m[w * H + h] - m);
       z += part_z[w * H + h] * r;
       const Vec<T, VEC> a = load_vec<T, VEC>(part_acc + w * HF + c);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) acc[k] += a.v[k] * r;
+      if (!positive) continue;
+      z_pos += pos.part_z[w * H + h] * r;
+      const Vec<T, VEC> a_pos = load_vec<T, VEC>(pos.part_acc + w * HF + c);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) acc_pos[k] += a_pos.v[k] * r;
     }
     write_row<T, VEC>(out, lse, i, H, F, h, c, m, z, acc);
+    if (positive) write_positive_row<T, VEC>(pos, i, H, F, h, c, z, z_pos, acc_pos);
   }
 }
 
@@ -193,18 +249,33 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// D[i,h] = G[i,h,:].out[i,h,:], a thread per (node, head).
+// GAT's d er from the forward's positive sums (docs/kernels.md): with D = G.out,
+//   d er[i,h] = (1 - negative_slope) (G[i,h,:].pos_out[i,h,:] - D[i,h] pos_weight[i,h]).
+template <class T>
+struct RowDer {
+  const T* pos_out;     // (N, H, F)
+  const T* pos_weight;  // (N, H)
+  T* der;               // (N, H)
+  T one_minus_slope;
+};
+
+// D[i,h] = G[i,h,:].out[i,h,:], a thread per (node, head); and d er when `der` is given.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     head_rows_dot_kernel(const T* __restrict__ G,    // (N, H, F)
                          const T* __restrict__ out,  // (N, H, F)
                          T* __restrict__ D,          // (N, H)
-                         long long NH, int F) {
+                         long long NH, int F, RowDer<T> der = {}) {
   for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < NH;
        t += static_cast<long long>(gridDim.x) * blockDim.x) {
-    T acc = 0;
-    for (int f = 0; f < F; ++f) acc += G[t * F + f] * out[t * F + f];
+    T acc = 0, acc_pos = 0;  // G.out and G.pos_out, from one read of G
+    for (int f = 0; f < F; ++f) {
+      const T grad = G[t * F + f];
+      acc += grad * out[t * F + f];
+      if (der.der) acc_pos += grad * der.pos_out[t * F + f];
+    }
     D[t] = acc;
+    if (der.der) der.der[t] = der.one_minus_slope * (acc_pos - acc * der.pos_weight[t]);
   }
 }
 

@@ -123,22 +123,34 @@ void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
   }
 }
 
+// f(row, i, b, degree) for every row i of the graph's CSR (edges [b, b + degree)), H heads, with
+// the row's softmax terms (row.m, row.ex, row.z: row_softmax_terms of the scores' row) and its
+// dropout keep factors (row.drop) in the row's scratch: the forward's view of a row.
+template <class T, class Scores, class F>
+void for_each_softmax_row(const Graph& graph, const Scores& scores, const DropoutKey& attn_dropout,
+                          int64_t H, F&& f) {
+  const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
+  for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
+                  [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+                    drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
+                    row_softmax_terms(scores.row(row, i, b, degree), degree, H, row);
+                    f(row, i, b, degree);
+                  });
+}
+
 // The forward of the fused ops, for any score policy: out (N, H, F) and lse (N, H) from the scores' rows and V (N, H, F).
 template <class T, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
-  const int64_t N = graph.num_dst_nodes(), H = lse.size(1), F = node_value.size(2);
-  const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-  const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
-  const T* V = node_value.data<T>();                         // (Ns, H, F)
-  T* o = out.data<T>();                                      // (N, H, F)
-  T* l = lse.data<T>();                                      // (N, H)
-  const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
-  for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+  const int64_t H = lse.size(1), F = node_value.size(2);
+  const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
+  const T* V = node_value.data<T>();                      // (Ns, H, F)
+  T* o = out.data<T>();                                   // (N, H, F)
+  T* l = lse.data<T>();                                   // (N, H)
+  for_each_softmax_row<T>(graph, scores, attn_dropout, H,
+                          [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
     T* oi = o + i * H * F;
     std::fill(oi, oi + H * F, T(0));
-    drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
-    row_softmax_terms(scores.row(row, i, b, degree), degree, H, row);
     for (int64_t h = 0; h < H; ++h) {
       l[i * H + h] = log_sum_exp(row.m[h], row.z[h]);
       for (int64_t k = 0; k < degree; ++k) {

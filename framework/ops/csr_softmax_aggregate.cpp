@@ -142,6 +142,40 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
   });
 }
 
+// pos_out (N, H, F) and pos_weight (N, H) of the contract, from their definitions: a pass over the
+// rows with the forward's weights ex / z, summed over the edges whose LeakyReLU argument is
+// positive. (The CPU backward does not read them: its d er sums g over the row's edges.)
+template <class T>
+void positive_sums(const Graph& graph, const GatScores<T>& scores, const Tensor& node_value,
+                   const DropoutKey& attn_dropout, Tensor& pos_out, Tensor& pos_weight) {
+  const int64_t N = graph.num_dst_nodes(), H = scores.H, F = node_value.size(2);
+  T* o = pos_out.data<T>();     // (N, H, F)
+  T* w = pos_weight.data<T>();  // (N, H)
+  if (F == 0) {
+    std::fill(w, w + N * H, T(0));
+    return;
+  }
+  const T* V = node_value.data<T>();  // (Ns, H, F)
+  for_each_softmax_row<T>(graph, scores, attn_dropout, H,
+                          [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+    T* oi = o + i * H * F;
+    std::fill(oi, oi + H * F, T(0));
+    for (int64_t h = 0; h < H; ++h) {
+      T weight = 0;
+      for (int64_t k = 0; k < degree; ++k) {
+        const int64_t e = b + k, j = scores.src[e];
+        if (!(scores.argument(e, j, i, h) > T(0))) continue;
+        const T a = row.ex[k * H + h] / row.z[h];
+        weight += a;
+        const T kept = a * row.drop[k * H + h];
+        const T* vj = V + (j * H + h) * F;
+        for (int64_t f = 0; f < F; ++f) oi[h * F + f] += kept * vj[f];
+      }
+      w[i * H + h] = weight;
+    }
+  });
+}
+
 }  // namespace
 
 namespace cpu_impl {
@@ -173,11 +207,12 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse) {
+                                     Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight) {
   dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
-    aggregate_forward<T>(graph, GatScores<T>(graph, el, er, edge_term, negative_slope), node_value,
-                         attn_dropout, out, lse);
+    const GatScores<T> scores(graph, el, er, edge_term, negative_slope);
+    aggregate_forward<T>(graph, scores, node_value, attn_dropout, out, lse);
+    if (pos_out) positive_sums<T>(graph, scores, node_value, attn_dropout, *pos_out, *pos_weight);
   });
 }
 
@@ -188,9 +223,9 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor&, const Tensor& lse, const Tensor& grad_out,
-                                      Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
-                                      Tensor* grad_value) {
+                                      const Tensor&, const Tensor& lse, const Tensor&, const Tensor&,
+                                      const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
+                                      Tensor* grad_edge_term, Tensor* grad_value) {
   dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
     const GatScores<T> scores(graph, el, er, edge_term, negative_slope);
@@ -257,18 +292,28 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse) {
+                                     Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight) {
+  if (pos_out || pos_weight) {
+    const char* op = "gat_attention_aggregate (positive sums)";
+    GAT_CHECK(pos_out && pos_weight, op, ": pos_out and pos_weight are asked for together");
+    check_shape(op, "pos_out", *pos_out, out.shape());
+    check_same(op, "pos_out", *pos_out, "out", out);
+    check_shape(op, "pos_weight", *pos_weight, lse.shape());
+    check_same(op, "pos_weight", *pos_weight, "lse", lse);
+  }
   if (node_value.is_cuda())
     return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_forward(
-        graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, lse));
+        graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, lse, pos_out,
+        pos_weight));
   cpu_impl::gat_attention_aggregate_forward(graph, el, er, edge_term, node_value, negative_slope,
-                                            attn_dropout, out, lse);
+                                            attn_dropout, out, lse, pos_out, pos_weight);
 }
 
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                      const Tensor& out, const Tensor& lse, const Tensor& pos_out,
+                                      const Tensor& pos_weight, const Tensor& grad_out,
                                       Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
                                       Tensor* grad_value) {
   if (graph.num_edges() == 0 || el.size(1) == 0 || node_value.size(2) == 0) {
@@ -280,11 +325,11 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
   }
   if (node_value.is_cuda())
     return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_backward(
-        graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, lse, grad_out,
-        grad_el, grad_er, grad_edge_term, grad_value));
+        graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, lse, pos_out,
+        pos_weight, grad_out, grad_el, grad_er, grad_edge_term, grad_value));
   cpu_impl::gat_attention_aggregate_backward(graph, el, er, edge_term, node_value, negative_slope,
-                                             attn_dropout, out, lse, grad_out, grad_el, grad_er,
-                                             grad_edge_term, grad_value);
+                                             attn_dropout, out, lse, pos_out, pos_weight, grad_out,
+                                             grad_el, grad_er, grad_edge_term, grad_value);
 }
 
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
@@ -346,8 +391,17 @@ Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tenso
 
   Tensor out = Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), op);
   Tensor lse = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate lse");
+  // CUDA's d er comes from the positive sums (the header); the CPU backward, the reference the
+  // CUDA tests compare against, sums d er over the edges, and evaluation needs no gradient.
+  Tensor pos_out, pos_weight;
+  const bool keep_positive = node_value.is_cuda() && autograd::needs_grad({er});
+  if (keep_positive) {
+    pos_out = Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_out");
+    pos_weight = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_weight");
+  }
   kernels::gat_attention_aggregate_forward(graph, el, er, edge_term, node_value, negative_slope,
-                                           attn_dropout, out, lse);
+                                           attn_dropout, out, lse, keep_positive ? &pos_out : nullptr,
+                                           keep_positive ? &pos_weight : nullptr);
 
   const bool need_el = el.requires_grad(), need_er = er.requires_grad(),
              need_term = edge_term.defined() && edge_term.requires_grad(),
@@ -355,8 +409,8 @@ Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tenso
   return autograd::record(
       op, out, {el, er, edge_term, node_value},
       [graph, l = el.detach(), r = er.detach(), t = edge_term.defined() ? edge_term.detach() : Tensor(),
-       v = node_value.detach(), o = out.detach(), lse, negative_slope, attn_dropout, need_el,
-       need_er, need_term, need_value](const Tensor& grad_out) {
+       v = node_value.detach(), o = out.detach(), lse, pos_out, pos_weight, negative_slope,
+       attn_dropout, need_el, need_er, need_term, need_value](const Tensor& grad_out) {
         check_same("gat_attention_aggregate backward", "grad_out", grad_out, "node_value", v);
         check_shape("gat_attention_aggregate backward", "grad_out", grad_out, o.shape());
         Tensor dl, dr, dt, dv;
@@ -365,7 +419,7 @@ Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tenso
         if (need_term) dt = Tensor::empty(t.shape(), t.dtype(), t.device(), "d edge_term");
         if (need_value) dv = Tensor::empty(v.shape(), v.dtype(), v.device(), "d node_value");
         kernels::gat_attention_aggregate_backward(
-            graph, l, r, t, v, negative_slope, attn_dropout, o, lse, grad_out,
+            graph, l, r, t, v, negative_slope, attn_dropout, o, lse, pos_out, pos_weight, grad_out,
             need_el ? &dl : nullptr, need_er ? &dr : nullptr, need_term ? &dt : nullptr,
             need_value ? &dv : nullptr);
         return std::vector<Tensor>{dl, dr, dt, dv};

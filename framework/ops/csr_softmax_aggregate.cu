@@ -12,7 +12,6 @@
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/graph_kernels.cuh"
-#include "gat/framework/ops/loops.cuh"
 
 namespace gat::ops::cuda_impl {
 
@@ -42,7 +41,8 @@ struct StoredScores {
 };
 
 // GAT's scores, LeakyReLU(el[j,h] + er[i,h] (+ term[e,h] with kTerm)), computed where the edge is
-// visited. kTerm is a template argument so that the kernels without an edge term are those
+// visited; the training forward also asks whether the LeakyReLU's argument is positive (d er's
+// positive sums). kTerm is a template argument so that the kernels without an edge term are those
 // measured before it existed (a null check per edge cost about 5% at 100M edges).
 template <class T, bool kTerm>
 struct GatScores {
@@ -57,10 +57,16 @@ struct GatScores {
     T er_ih;
     int H, h;
     T slope;
-    __device__ __forceinline__ T operator()(long long e, long long j) const {
+    // The score of edge e from source j, and whether its LeakyReLU argument is positive.
+    __device__ __forceinline__ T operator()(long long e, long long j, bool& positive) const {
       T x = el[j * H + h] + er_ih;
       if constexpr (kTerm) x += term[e * H + h];
-      return x > T(0) ? x : x * slope;
+      positive = x > T(0);
+      return positive ? x : x * slope;
+    }
+    __device__ __forceinline__ T operator()(long long e, long long j) const {
+      bool positive;
+      return (*this)(e, j, positive);
     }
   };
   __device__ __forceinline__ Row row(long long i, int h) const {
@@ -69,38 +75,50 @@ struct GatScores {
 };
 
 // Runs the online softmax of one lane over edges [begin, end) of a row, with the row's score
-// function `score` (of its head).
-template <class T, int VEC, class Score>
+// function `score` (of its head); with kPositive also the sums over the edges whose LeakyReLU
+// argument is positive (GatScores only).
+template <class T, int VEC, bool kPositive, class Score>
 __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src,  // (E,)
                                                const Score& score,
                                                const T* __restrict__ V,             // (N, H, F)
                                                long long begin, long long end, int H, int HF,
                                                int h, int c, const DropoutKey& key, T scale,
-                                               OnlineState<T, VEC>& st) {
+                                               OnlineState<T, VEC, kPositive>& st) {
+  auto score_of = [&](long long e, long long j, bool& positive) {
+    if constexpr (kPositive) {
+      return score(e, j, positive);
+    } else {
+      positive = false;
+      return score(e, j);
+    }
+  };
   long long e = begin;
   for (; e + kUnroll <= end; e += kUnroll) {
     long long j[kUnroll];
     T s[kUnroll];
+    bool positive[kUnroll];
     Vec<T, VEC> v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) j[u] = src[e + u];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) s[u] = score(e + u, j[u]);
+    for (int u = 0; u < kUnroll; ++u) s[u] = score_of(e + u, j[u], positive[u]);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) v[u] = load_vec<T, VEC>(V + j[u] * HF + c);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      st.add(s[u], drop_factor(key, scale, (e + u) * H + h), v[u]);
+      st.add(s[u], drop_factor(key, scale, (e + u) * H + h), v[u], positive[u]);
   }
   for (; e < end; ++e) {
     const long long j = src[e];
-    st.add(score(e, j), drop_factor(key, scale, e * H + h), load_vec<T, VEC>(V + j * HF + c));
+    bool positive;
+    const T s = score_of(e, j, positive);
+    st.add(s, drop_factor(key, scale, e * H + h), load_vec<T, VEC>(V + j * HF + c), positive);
   }
 }
 
 // One group per (row, column tile); rows of more than `long_row` edges are left to the split
-// kernels.
-template <class T, int VEC, int G, class Scores>
+// kernels. With kPositive also pos_out and pos_weight (pos.out, pos.weight).
+template <class T, int VEC, int G, bool kPositive, class Scores>
 __global__ void __launch_bounds__(kThreads)
     aggregate_forward_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
                              const int32_t* __restrict__ src,      // (E,)
@@ -108,6 +126,7 @@ __global__ void __launch_bounds__(kThreads)
                              const T* __restrict__ V,              // (N, H, F)
                              T* __restrict__ out,                  // (N, H, F)
                              T* __restrict__ lse,                  // (N, H)
+                             PositiveParts<T> pos,
                              long long N, int H, int F, int tiles, long long long_row,
                              DropoutKey key, T scale) {
   const GroupLane<G> g;
@@ -119,15 +138,16 @@ __global__ void __launch_bounds__(kThreads)
     const long long begin = row_ptr[i], end = row_ptr[i + 1];
     if (c >= HF || end - begin > long_row) continue;
     const int h = c / F;
-    OnlineState<T, VEC> st;
-    gather_softmax<T, VEC>(src, scores.row(i, h), V, begin, end, H, HF, h, c, key, scale, st);
+    OnlineState<T, VEC, kPositive> st;
+    gather_softmax<T, VEC, kPositive>(src, scores.row(i, h), V, begin, end, H, HF, h, c, key, scale, st);
     write_row<T, VEC>(out, lse, i, H, F, h, c, st.m, st.z, st.acc);
+    if constexpr (kPositive) write_positive_row<T, VEC>(pos, i, H, F, h, c, st.z, st.z_pos, st.acc_pos);
   }
 }
 
 // One group per (chunk of a long row, column tile): the partial online-softmax state of the
-// chunk.
-template <class T, int VEC, int G, class Scores>
+// chunk (with kPositive also the positive sums' partials, pos.part_z and pos.part_acc).
+template <class T, int VEC, int G, bool kPositive, class Scores>
 __global__ void __launch_bounds__(kThreads)
     aggregate_chunk_kernel(const int32_t* __restrict__ row_ptr,    // (N+1,)
                            const int32_t* __restrict__ src,        // (E,)
@@ -137,6 +157,7 @@ __global__ void __launch_bounds__(kThreads)
                            T* __restrict__ part_m,                 // (W, H)
                            T* __restrict__ part_z,                 // (W, H)
                            T* __restrict__ part_acc,               // (W, H, F)
+                           PositiveParts<T> pos,
                            long long N, int H, int F, int tiles, long long chunks, int chunk,
                            DropoutKey key, T scale) {
   const GroupLane<G> g;
@@ -148,12 +169,15 @@ __global__ void __launch_bounds__(kThreads)
     if (c >= HF) continue;
     const ChunkRange r = find_chunk(row_ptr, chunk_ptr, N, w, chunk);
     const int h = c / F;
-    OnlineState<T, VEC> st;
-    gather_softmax<T, VEC>(src, scores.row(r.row, h), V, r.begin, r.end, H, HF, h, c, key, scale, st);
+    OnlineState<T, VEC, kPositive> st;
+    gather_softmax<T, VEC, kPositive>(src, scores.row(r.row, h), V, r.begin, r.end, H, HF, h, c, key,
+                                      scale, st);
     store_vec<T, VEC>(part_acc + w * HF + c, to_vec(st.acc));
+    if constexpr (kPositive) store_vec<T, VEC>(pos.part_acc + w * HF + c, to_vec(st.acc_pos));
     if (c % F == 0) {
       part_m[w * H + h] = st.m;
       part_z[w * H + h] = st.z;
+      if constexpr (kPositive) pos.part_z[w * H + h] = st.z_pos;
     }
   }
 }
@@ -211,8 +235,9 @@ struct ScoreGrad {
 
 // gat_attention_aggregate: the score recomputed from el[j], er[i] (and term[e]), ds = a (da - D[i])
 // with D[i,h] = G[i,h,:].out[i,h,:] (= sum over row i of a da), g = ds LeakyReLU'(el[j] + er[i]
-// (+ term[e])); g is written per edge (d term, and d er's row sums) and summed over j's out-edges
-// into d el. kTerm as GatScores'.
+// (+ term[e])); g is summed over j's out-edges into d el and, with an edge term whose gradient is
+// asked, written per edge (it is d term). d er needs no edge: head_rows_dot_kernel's RowDer.
+// kTerm as GatScores'.
 template <class T, bool kTerm>
 struct GatGrad {
   // As ScoreGrad: 3 blocks per SM (80 registers) measured 60.3 ms against 54.4 ms for the two
@@ -223,7 +248,7 @@ struct GatGrad {
   const T* term;  // (E, H) or null
   const T* lse;   // (Nd, H)
   const T* D;     // (Nd, H)
-  T* g;           // (E, H) or null when neither d er nor d term is asked
+  T* g;           // (E, H) d term, or null (always without kTerm)
   T slope;
   T* sum;         // (Ns, H) d el, or null
   T* part_sum;    // (W, H) d el of each chunk of a long transposed row (chunk kernel only)
@@ -252,7 +277,9 @@ struct GatGrad {
       const T ds = a * (da - D[i * H + h]);
       const T grad = argument(e, i) > T(0) ? ds : ds * slope;
       sum += grad;
-      if (first_lane && g) g[e * H + h] = grad;
+      if constexpr (kTerm) {
+        if (first_lane && g) g[e * H + h] = grad;
+      }
     }
   };
   __device__ __forceinline__ Walk walk(long long j, int h, int, long long, int H) const {
@@ -417,76 +444,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// sum[i,h] = sum of g[e,h] over row i's edges in edge order: a thread per (row, head), four
-// loads in flight. A warp covers 32 / H rows' heads, so each edge's H values are read together.
-// Rows longer than `long_row` are left to the chunk functor, whose partials (W, H) the merge
-// functor adds in chunk order: a hub row is many threads' work, not one's.
-template <class T>
-__device__ __forceinline__ T sum_edges(const T* __restrict__ g, long long begin, long long end, int H, int h) {
-  T acc = 0;
-  long long e = begin;
-  for (; e + 4 <= end; e += 4) {
-    T v[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) v[u] = g[(e + u) * H + h];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) acc += v[u];
-  }
-  for (; e < end; ++e) acc += g[e * H + h];
-  return acc;
-}
-
-template <class T>
-struct RowSumFn {
-  const int32_t* row_ptr;  // (N+1,)
-  const T* g;              // (E, H)
-  T* sum;                  // (N, H)
-  int H;
-  long long long_row;
-  template <class I>
-  __device__ void operator()(I t) const {
-    const I i = t / static_cast<I>(H);
-    const int h = static_cast<int>(t - i * static_cast<I>(H));
-    const long long begin = row_ptr[i], end = row_ptr[i + 1];
-    if (end - begin <= long_row) sum[t] = sum_edges(g, begin, end, H, h);
-  }
-};
-
-template <class T>
-struct RowSumChunkFn {
-  const int32_t* row_ptr;    // (N+1,)
-  const int32_t* chunk_ptr;  // (N+1,)
-  const T* g;                // (E, H)
-  T* part;                   // (W, H)
-  long long N;
-  int H, chunk;
-  template <class I>
-  __device__ void operator()(I t) const {
-    const I w = t / static_cast<I>(H);
-    const int h = static_cast<int>(t - w * static_cast<I>(H));
-    const ChunkRange r = find_chunk(row_ptr, chunk_ptr, N, static_cast<long long>(w), chunk);
-    part[t] = sum_edges(g, r.begin, r.end, H, h);
-  }
-};
-
-template <class T>
-struct RowSumMergeFn {
-  const int32_t* chunk_ptr;  // (N+1,)
-  const T* part;             // (W, H)
-  T* sum;                    // (N, H)
-  int H;
-  template <class I>
-  __device__ void operator()(I t) const {
-    const I i = t / static_cast<I>(H);
-    const int h = static_cast<int>(t - i * static_cast<I>(H));
-    const long long w0 = chunk_ptr[i], w1 = chunk_ptr[i + 1];
-    if (w0 == w1) return;
-    T acc = 0;
-    for (long long w = w0; w < w1; ++w) acc += part[w * H + h];
-    sum[t] = acc;
-  }
-};
-
 // One warp per (row, head): lse by a max and a sum sweep, then (when a is given) the weights.
 template <class T, class Scores>
 __global__ void __launch_bounds__(kThreads)
@@ -518,20 +475,24 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- host side -------------------------------------------------------------------------
 
-// The forward of both ops: out (N, H, F) and lse (N, H), the rows' scores from `scores`.
-template <class T, class Scores>
+// The forward of both ops: out (N, H, F) and lse (N, H), the rows' scores from `scores`; with
+// kPositive (GatScores only) also pos_out (N, H, F) and pos_weight (N, H), the sums over the edges
+// whose LeakyReLU argument is positive.
+template <class T, bool kPositive, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
-                       const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
+                       const DropoutKey& attn_dropout, Tensor& out, Tensor& lse,
+                       Tensor* pos_out = nullptr, Tensor* pos_weight = nullptr) {
   const long long N = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(lse.size(1)), F = static_cast<int>(node_value.size(2));
   if (N == 0 || H == 0) return;
   const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
   const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
   T* l = lse.data<T>();                                      // (N, H)
-  if (F == 0) {  // nothing to aggregate: lse alone
+  if (F == 0) {  // nothing to aggregate: lse alone (and pos_weight zero, as the contract says)
     row_softmax_kernel<T><<<warps::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(
         row_ptr, src, scores, nullptr, l, N * H, H);
     CUDA_CHECK_LAUNCH("row_softmax_kernel");
+    if constexpr (kPositive) pos_weight->zero_();
     return;
   }
   const int chunk = graph.chunk_edges();
@@ -539,15 +500,17 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
   const T scale = drop_scale<T>(attn_dropout);
   const T* V = node_value.data<T>();  // (N, H, F)
   T* o = out.data<T>();               // (N, H, F)
-  with_vec<T>(F, {V, o}, [&](auto vec) {
+  PositiveParts<T> pos;
+  if constexpr (kPositive) pos.out = pos_out->data<T>(), pos.weight = pos_weight->data<T>();
+  with_vec<T>(F, {V, o, pos.out}, [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
     const Tiling tiling(H * F, VEC);
     with_group(tiling.G, [&](auto group) {
       constexpr int G = decltype(group)::value;
       const long long items = N * tiling.tiles;
-      aggregate_forward_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
-          row_ptr, src, scores, V, o, l, N, H, F, tiling.tiles, split ? chunk : E, attn_dropout,
-          scale);
+      aggregate_forward_kernel<T, VEC, G, kPositive><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
+          row_ptr, src, scores, V, o, l, pos, N, H, F, tiling.tiles, split ? chunk : E,
+          attn_dropout, scale);
       CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
       if (!split) return;
       // Long rows: their chunks' partial states, merged in chunk order.
@@ -556,14 +519,20 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       Tensor part_m = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial m");
       Tensor part_z = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial z");
       Tensor part_acc = Tensor::empty({chunks, H, F}, out.dtype(), Device::cuda, "aggregate partial acc");
-      aggregate_chunk_kernel<T, VEC, G>
+      Tensor part_z_pos, part_acc_pos;
+      if constexpr (kPositive) {
+        part_z_pos = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial z_pos");
+        part_acc_pos = Tensor::empty({chunks, H, F}, out.dtype(), Device::cuda, "aggregate partial acc_pos");
+        pos.part_z = part_z_pos.data<T>(), pos.part_acc = part_acc_pos.data<T>();
+      }
+      aggregate_chunk_kernel<T, VEC, G, kPositive>
           <<<group_blocks(chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
               row_ptr, src, chunk_ptr, scores, V, part_m.data<T>(), part_z.data<T>(),
-              part_acc.data<T>(), N, H, F, tiling.tiles, chunks, chunk, attn_dropout, scale);
+              part_acc.data<T>(), pos, N, H, F, tiling.tiles, chunks, chunk, attn_dropout, scale);
       CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
       aggregate_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
           chunk_ptr, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o, l, N, H, F,
-          tiling.tiles);
+          tiling.tiles, pos);
       CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
     });
   });
@@ -621,11 +590,17 @@ void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
   });
 }
 
-// Calls f(std::bool_constant<edge_term.defined()>{}): the GAT kernels with or without the term.
+// Calls f(std::bool_constant<on>{}): a kernel's variant chosen once on the host, not per edge.
+template <class Fn>
+void with_flag(bool on, Fn&& f) {
+  if (on) f(std::true_type{});
+  else f(std::false_type{});
+}
+
+// The GAT kernels with or without the edge term.
 template <class Fn>
 void with_edge_term(const Tensor& edge_term, Fn&& f) {
-  if (edge_term.defined()) f(std::true_type{});
-  else f(std::false_type{});
+  with_flag(edge_term.defined(), f);
 }
 
 }  // namespace
@@ -636,21 +611,24 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
   dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
     using T = decltype(zero);
     const StoredScores<T> scores{edge_scores.data<T>(), static_cast<int>(edge_scores.size(1))};
-    aggregate_forward<T>(graph, scores, node_value, attn_dropout, out, lse);
+    aggregate_forward<T, false>(graph, scores, node_value, attn_dropout, out, lse);
   });
 }
 
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse) {
+                                     Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight) {
   dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
     with_edge_term(edge_term, [&](auto term) {
       const GatScores<T, decltype(term)::value> scores{
           el.data<T>(), er.data<T>(), edge_term.defined() ? edge_term.data<T>() : nullptr,
           static_cast<int>(el.size(1)), static_cast<T>(negative_slope)};
-      aggregate_forward<T>(graph, scores, node_value, attn_dropout, out, lse);
+      with_flag(pos_out != nullptr, [&](auto positive) {
+        aggregate_forward<T, decltype(positive)::value>(graph, scores, node_value, attn_dropout, out,
+                                                        lse, pos_out, pos_weight);
+      });
     });
   });
 }
@@ -697,14 +675,15 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
   });
 }
 
-// One walk over the transposed graph gives dV, d el and g per edge (= d edge_term: written
-// straight into grad_edge_term when asked); d er is g's row sums. A head wider than one group of
-// lanes (F > 32 vectors) takes the unfused path: the scores and d scores (E, H) exist for the
-// length of this backward.
+// d er per (node, head) from the forward's positive sums, in the kernel that computes D; then one
+// walk over the transposed graph gives dV, d el and, when asked, g per edge (= d edge_term,
+// written straight into grad_edge_term). A head wider than one group of lanes (F > 32 vectors)
+// takes the unfused path: the scores and d scores (E, H) exist for the length of this backward.
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                      const Tensor& out, const Tensor& lse, const Tensor& pos_out,
+                                      const Tensor& pos_weight, const Tensor& grad_out,
                                       Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
                                       Tensor* grad_value) {
   const long long N = graph.num_dst_nodes(), E = graph.num_edges();
@@ -729,37 +708,31 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
         return;
       }
       a.tiles = 1;
+      RowDer<T> der{};
+      if (grad_er) {  // from the forward's positive sums, which it must have been asked for
+        const char* op = "gat_attention_aggregate backward (d er on CUDA)";
+        check_shape(op, "pos_out", pos_out, out.shape());
+        check_same(op, "pos_out", pos_out, "out", out);
+        check_shape(op, "pos_weight", pos_weight, lse.shape());
+        check_same(op, "pos_weight", pos_weight, "lse", lse);
+        der = {pos_out.data<T>(), pos_weight.data<T>(), grad_er->data<T>(),
+               static_cast<T>(1.0 - negative_slope)};
+      }
       Tensor D = Tensor::empty({N, H}, el.dtype(), Device::cuda, "gat row dots");  // (N, H)
       const long long NH = N * H;
       head_rows_dot_kernel<T><<<warps::warp_blocks((NH + kWarp - 1) / kWarp), kThreads, 0, cuda::stream()>>>(
-          a.grad_out, out.data<T>(), D.data<T>(), NH, F);
+          a.grad_out, out.data<T>(), D.data<T>(), NH, F, der);
       CUDA_CHECK_LAUNCH("head_rows_dot_kernel");
-      // g (E, H): d edge_term, and what d er sums by rows
-      Tensor g = grad_edge_term ? *grad_edge_term : Tensor();
-      if (grad_er && !grad_edge_term) g = Tensor::empty({E, H}, el.dtype(), Device::cuda, "gat edge grads");
+      if (!grad_el && !grad_edge_term && !grad_value) return;
       with_edge_term(edge_term, [&](auto term) {
         const GatGrad<T, decltype(term)::value> grad{
             el.data<T>(), er.data<T>(), edge_term.defined() ? edge_term.data<T>() : nullptr,
-            lse.data<T>(), D.data<T>(), g.defined() ? g.data<T>() : nullptr,
+            lse.data<T>(), D.data<T>(), grad_edge_term ? grad_edge_term->data<T>() : nullptr,
             static_cast<T>(negative_slope), grad_el ? grad_el->data<T>() : nullptr, nullptr};
         with_group(tiling.G, [&](auto group) {
           walk_transposed<T, VEC, decltype(group)::value>(graph, a, grad);
         });
       });
-      if (!grad_er) return;
-      const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-      const int chunk = graph.chunk_edges();
-      const bool split = graph.max_in_degree() > chunk;
-      detail::launch_for_each("gat d er", N * H,
-                              RowSumFn<T>{row_ptr, g.data<T>(), grad_er->data<T>(), H, split ? chunk : E});
-      if (!split) return;
-      const int32_t* chunk_ptr = graph.row_chunk_ptr().data<int32_t>();  // (N+1,)
-      const long long chunks = graph.num_row_chunks();
-      Tensor part = Tensor::empty({chunks, int64_t{H}}, el.dtype(), Device::cuda, "gat d er partials");
-      detail::launch_for_each("gat d er chunks", chunks * H,
-                              RowSumChunkFn<T>{row_ptr, chunk_ptr, g.data<T>(), part.data<T>(), N, H, chunk});
-      detail::launch_for_each("gat d er merge", N * H,
-                              RowSumMergeFn<T>{chunk_ptr, part.data<T>(), grad_er->data<T>(), H});
     });
   });
 }

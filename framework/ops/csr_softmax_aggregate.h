@@ -32,7 +32,9 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
 //                         node_value, attn_dropout)
 // el: (Ns, H) f32|f64, er: (Nd, H), edge_term: (E, H) or undefined, node_value: (Ns, H, F), all
 // of one dtype and device   -> out (Nd, H, F)
-// Saves lse (Nd, H) and out; gradients for el, er, edge_term and node_value.
+// Saves lse (Nd, H) and out, and on CUDA, when er needs a gradient, pos_out (Nd, H, F) and
+// pos_weight (Nd, H) (below: d er without an edge pass); gradients for el, er, edge_term and
+// node_value.
 Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tensor& er,
                                const Tensor& node_value, double negative_slope,
                                const DropoutKey& attn_dropout = {},
@@ -47,10 +49,22 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //  backward: given grad_out (N, H, F), writes grad_scores (E, H) and/or grad_value (N, H, F)
 //            (either may be null to skip it). Overwrites, never accumulates.
 //  softmax:  writes weights (E, H), the row softmax of edge_scores.
-//  gat forward:  as forward, the scores computed from el, er and edge_term (may be undefined).
+//  gat forward:  as forward, the scores computed from el, er and edge_term (may be undefined);
+//            when pos_out and pos_weight are given (both or neither) also, over the edges e of
+//            row i whose LeakyReLU argument x[e,h] = el[src(e),h] + er[i,h] (+ edge_term[e,h]) is
+//            positive, pos_out[i,h,:] = sum a~[e,h] node_value[src(e),h,:] (N, H, F) and
+//            pos_weight[i,h] = sum a[e,h] (N, H); zero for a row without edges, and pos_weight
+//            zero when F = 0.
 //  gat backward: given the forward's out and lse and grad_out (N, H, F), writes grad_el,
 //            grad_er (N, H), grad_edge_term (E, H) (only with edge_term defined) and/or
-//            grad_value (N, H, F) (any may be null).
+//            grad_value (N, H, F) (any may be null). With D[i,h] = grad_out[i,h,:] . out[i,h,:],
+//              grad_er[i,h] = (1 - negative_slope) (grad_out[i,h,:] . pos_out[i,h,:]
+//                                                   - D[i,h] pos_weight[i,h])
+//            (the sum over row i of d scores * LeakyReLU'(x), as sum_e a = 1 and the softmax
+//            gradients of a row sum to 0): CUDA computes grad_er so, per (node, head), and needs
+//            pos_out and pos_weight from the forward for it (heads of at most 32 vectors; wider
+//            ones, and the CPU, sum grad_er over the edges and read neither, which may be
+//            undefined there).
 //  None synchronises with the host (on CUDA: the launches it makes are in docs/kernels.md).
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device; all three have one contract.
 namespace kernels {
@@ -65,11 +79,13 @@ void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights)
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse);
+                                     Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
+                                     Tensor* pos_weight = nullptr);
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                      const Tensor& out, const Tensor& lse, const Tensor& pos_out,
+                                      const Tensor& pos_weight, const Tensor& grad_out,
                                       Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
                                       Tensor* grad_value);
 }  // namespace kernels
@@ -85,11 +101,13 @@ void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights)
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse);
+                                     Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
+                                     Tensor* pos_weight = nullptr);
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                      const Tensor& out, const Tensor& lse, const Tensor& pos_out,
+                                      const Tensor& pos_weight, const Tensor& grad_out,
                                       Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
                                       Tensor* grad_value);
 }  // namespace cpu_impl
@@ -105,11 +123,13 @@ void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights)
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse);
+                                     Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
+                                     Tensor* pos_weight = nullptr);
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                      const Tensor& out, const Tensor& lse, const Tensor& pos_out,
+                                      const Tensor& pos_weight, const Tensor& grad_out,
                                       Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
                                       Tensor* grad_value);
 }  // namespace cuda_impl
