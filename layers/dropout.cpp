@@ -9,9 +9,14 @@ Dropout::Dropout(double p) : p_(p) {
   GAT_CHECK(p >= 0.0 && p < 1.0, "Dropout: rate ", p, " is outside [0, 1)");
 }
 
+DropoutKey Dropout::key(Generator& gen) const {
+  if (!is_training() || p_ == 0.0) return DropoutKey{};
+  return gen.dropout_key(static_cast<float>(p_));
+}
+
 Tensor Dropout::forward(const Tensor& x, Generator& gen) const {
-  if (!is_training() || p_ == 0.0) return x;
-  return ops::dropout(x, gen.dropout_key(static_cast<float>(p_)));
+  const DropoutKey mask_key = key(gen);
+  return mask_key.active() ? ops::dropout(x, mask_key) : x;
 }
 
 CsrMatrix Dropout::forward(const CsrMatrix& x, Generator& gen) const {

@@ -18,6 +18,9 @@ class Dropout : public Module {
   // Sparse x: ops::sparse_dropout, the same mask as for x.to_dense() (same pattern, zeros dropped).
   CsrMatrix forward(const CsrMatrix& x, Generator& gen) const;
   Features forward(const Features& x, Generator& gen) const;
+  // The key forward draws: gen's next stream in training mode with p > 0, else an inactive key
+  // (no stream drawn). For ops that fuse the dropout (ops::elu_dropout).
+  DropoutKey key(Generator& gen) const;
 
   double p() const { return p_; }
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "gat/framework/ops/activations.h"
+#include "gat/framework/ops/elu_dropout.h"
 
 namespace gat {
 
@@ -135,9 +135,11 @@ Tensor GAT::forward(const Features& x, const Graph& graph, Generator& gen, const
     if (config_.layer == AttentionLayer::gatv2) return (index == 1 ? v2_conv1 : v2_conv2)->forward(in, graph, edge_attr, gen);
     return (index == 1 ? conv1 : conv2)->forward(in, graph, edge_attr, gen);
   };
-  Tensor h = layer(1, dropout->forward(x, gen));  // (N, heads * hidden)
-  h = ops::elu(h);
-  return layer(2, dropout->forward(h, gen));  // (N, num_classes)
+  const Tensor h = layer(1, dropout->forward(x, gen));  // (N, heads * hidden)
+  // ELU and the dropout before layer 2 in one pass; its backward needs only its output, which
+  // layer 2's projection keeps anyway (h itself is not kept). The key is drawn after layer 1's,
+  // as a separate dropout would draw it.
+  return layer(2, ops::elu_dropout(h, 1.0, dropout->key(gen)));  // (N, num_classes)
 }
 
 }  // namespace gat

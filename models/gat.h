@@ -4,6 +4,8 @@
 //     -> dropout(p) -> GATConv(hidden * heads, C, output_heads, mean over heads, attention
 //        dropout p) -> logits (N, C)
 //
+// (ELU and the dropout after it run as one op, ops::elu_dropout.)
+//
 // The paper's recipe: hidden 8, heads 8, output_heads 1 (8 for PubMed), p = 0.6. With
 // layer = gatv2 the same network and recipe with GATv2Conv layers (Brody et al. 2022).
 // Built only from the public layers in layers/.

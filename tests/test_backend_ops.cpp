@@ -31,6 +31,7 @@
 #include "gat/framework/ops/cross_entropy.h"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/fill.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/gatv2_attention_aggregate.h"
@@ -161,6 +162,19 @@ std::vector<OpCase> op_cases() {
       {"activations", "elu", [](const Inputs& in) { return ops::elu(in[0], 1.3); }, {{100003}}, {{4, 5}}},
       {"dropout", "dropout", [key](const Inputs& in) { return ops::dropout(in[0], key); }, {{1000, 99}}, {{6, 7}},
        {{[=] { ops::dropout(z23, DropoutKey{1.0f, 0, 0}); }, {"dropout", "1"}}}},
+      {"elu_dropout", "elu_dropout", [key](const Inputs& in) { return ops::elu_dropout(in[0], 1.3, key); },
+       {{1000, 99}}, {{6, 7}},
+       {{[=] { ops::elu_dropout(z23, 1.0, DropoutKey{1.0f, 0, 0}); }, {"elu_dropout", "p = 1", "outside [0, 1)"}},
+        {[=] { ops::elu_dropout(z23, -0.5, key); }, {"elu_dropout", "alpha = -0.5", "alpha >= 0"}},
+        {[=] { ops::elu_dropout(z23, NAN, key); }, {"elu_dropout", "alpha = nan"}},
+        {[] { ops::elu_dropout(Tensor::zeros({2}, DType::i32), 1.0, DropoutKey{}); }, {"elu_dropout", "i32"}},
+        {[=] {
+           static const uint64_t device_base = 0;  // a key made while a CUDA graph records
+           ops::elu_dropout(z23, 1.0, DropoutKey{0.5f, 0, 0, &device_base});
+         },
+         {"dropout", "recorded for a CUDA graph"}}}},
+      {"elu_dropout", "elu_dropout, inactive key",
+       [](const Inputs& in) { return ops::elu_dropout(in[0], 1.3, DropoutKey{}); }, {{100003}}, {{4, 5}}},
       {"reshape", "reshape", [](const Inputs& in) { return ops::reshape(in[0], {-1, 2}); }, {{50, 7, 6}},
        {{2, 3, 2}}, {{[=] { ops::reshape(z23, {4, 2}); }, {"reshape", "(2, 3)"}}}},
       {"reduce", "sum", [](const Inputs& in) { return ops::sum(in[0]); }, {{1000003}}, {{3, 4}}},

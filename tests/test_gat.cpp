@@ -507,6 +507,32 @@ TEST(GAT, ShapesAndParameterNames) {
   EXPECT_EQ(gen.next_stream(), 6u);
 }
 
+// GAT::forward runs ELU and the hidden dropout as one op (ops::elu_dropout) with the key drawn
+// where the separate dropout drew it: the logits are bit for bit those of the unfused chain, in
+// training and in eval mode, and the generator ends on the same stream.
+TEST(GAT, ForwardIsTheUnfusedChainBitForBit) {
+  GATConfig config;
+  config.in_features = 6;
+  config.num_classes = 3;
+  config.hidden = 5;
+  config.heads = 3;
+  Generator init(2);
+  GAT model(config, init);
+  std::mt19937_64 rng(4);
+  const Graph graph = small_graph(40, rng);
+  const Tensor x = random_tensor({40, 6}, rng, -2, 2, DType::f32);
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "eval");
+    model.train(training);
+    Generator fused_gen(9), chain_gen(9);
+    const Tensor fused = model.forward(x, graph, fused_gen);
+    Tensor h = ops::elu(model.conv1->forward(model.dropout->forward(x, chain_gen), graph, chain_gen));
+    const Tensor chain = model.conv2->forward(model.dropout->forward(h, chain_gen), graph, chain_gen);
+    EXPECT_TRUE(bitwise_equal(fused, chain));
+    EXPECT_EQ(fused_gen.next_stream(), chain_gen.next_stream());
+  }
+}
+
 namespace {
 
 // A different network from the same pieces: three GATConv layers, the middle one residual.

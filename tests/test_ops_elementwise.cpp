@@ -15,6 +15,7 @@
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/concat.h"
 #include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/head_mean.h"
 #include "gat/framework/ops/index_rows.h"
 #include "gat/framework/ops/reduce.h"
@@ -29,6 +30,7 @@ using namespace gat;
 using gat::testing::expect_error;
 using gat::testing::expect_gradients_match;
 using gat::testing::bitwise_equal;
+using gat::testing::host_f64;
 using gat::testing::random_tensor;
 
 namespace {
@@ -350,6 +352,51 @@ TEST(OpsDropout, InactiveKeyIsIdentityAndBadRateThrows) {
   expect_error([&] { ops::sparse_dropout(sparse, recorded); }, {"sparse_dropout", "recorded for a CUDA graph"});
 }
 
+// ---- elu_dropout ------------------------------------------------------------------------------
+
+TEST(OpsEluDropout, ForwardIsEluThenDropoutBitForBit) {
+  std::mt19937_64 rng(31);
+  for (DType dtype : {DType::f32, DType::f64})
+    for (const DropoutKey& key : {DropoutKey{0.35f, 7, 2}, DropoutKey{}})
+      for (int64_t n : {int64_t{13}, int64_t{100003}}) {  // one thread; several, n not a multiple of 4
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + (key.active() ? " p 0.35 " : " inactive ") + std::to_string(n));
+        const Tensor x = random_tensor({n}, rng, -20.0, 5.0, dtype);
+        EXPECT_TRUE(bitwise_equal(ops::elu_dropout(x, 1.3, key), ops::dropout(ops::elu(x, 1.3), key)));
+      }
+}
+
+// The gradient from the output agrees with the chain's (from the input) to a few ulp of
+// alpha * keep_scale * g, and exactly where x > 0 or the element is dropped.
+TEST(OpsEluDropout, BackwardIsTheChainsToRounding) {
+  std::mt19937_64 rng(32);
+  const double alpha = 1.3;
+  const int64_t n = 100003;
+  for (DType dtype : {DType::f32, DType::f64})
+    for (const DropoutKey& key : {DropoutKey{0.35f, 7, 2}, DropoutKey{}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + (key.active() ? " p 0.35" : " inactive"));
+      const double keep_scale = key.active() ? ops::dropout_keep_scale(key) : 1.0;
+      const double ulp = dtype == DType::f32 ? 0x1p-23 : 0x1p-52;
+      const Tensor x = random_tensor({n}, rng, -20.0, 5.0, dtype), g = random_tensor({n}, rng, -1.0, 1.0, dtype);
+      Tensor fused_x = x.detach().set_requires_grad(), chain_x = x.detach().set_requires_grad();
+      ops::elu_dropout(fused_x, alpha, key).backward(g);
+      ops::dropout(ops::elu(chain_x, alpha), key).backward(g);
+      const std::vector<double> xs = host_f64(x), gs = host_f64(g);
+      const std::vector<double> fused = host_f64(fused_x.grad()), chain = host_f64(chain_x.grad());
+      int64_t negative_kept = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const bool kept = !key.active() || key.keep(static_cast<uint64_t>(i));
+        if (!kept || xs[i] > 0) {
+          ASSERT_EQ(fused[i], chain[i]) << "element " << i << " x " << xs[i];
+          continue;
+        }
+        ++negative_kept;
+        ASSERT_LE(std::abs(fused[i] - chain[i]), 4 * ulp * alpha * keep_scale * std::abs(gs[i]))
+            << "element " << i << " x " << xs[i] << ": " << fused[i] << " against " << chain[i];
+      }
+      EXPECT_GT(negative_kept, n / 3);
+    }
+}
+
 TEST(OpsDropout, GeneratorRecordsStreamsRelativeToADeviceCounter) {
   Generator gen(7);
   gen.dropout_key(0.5f);
@@ -415,6 +462,20 @@ TEST_F(OpsGradcheck, Dropout) {
   const DropoutKey key{0.4f, 11, 3};
   expect_gradients_match("dropout", [key](const Inputs& in) { return ops::dropout(in[0], key); },
                          {rand({6, 7})});
+}
+
+TEST_F(OpsGradcheck, EluDropout) {
+  // Both sides, values near 0 (further from it than the step) and very negative ones, where exp(x)
+  // is tiny and the gradient from the output, out + alpha * keep_scale, nearly cancels.
+  const Tensor edges = f64({-40, -20, -8, -1.5, -0.4, -1e-3, -2e-5, 2e-5, 1e-3, 0.7, 1.1, 3}, {3, 4});
+  const DropoutKey active{0.4f, 11, 5};
+  for (double alpha : {1.0, 1.3})
+    for (const DropoutKey& key : {active, DropoutKey{}}) {
+      const std::string what = "elu_dropout alpha " + std::to_string(alpha) + (key.active() ? ", p 0.4" : ", inactive");
+      auto f = [alpha, key](const Inputs& in) { return ops::elu_dropout(in[0], alpha, key); };
+      expect_gradients_match(what + ", edge values", f, {edges});
+      expect_gradients_match(what, f, {rand({6, 7}, -3, 2)});
+    }
 }
 
 TEST_F(OpsGradcheck, ShapeOps) {

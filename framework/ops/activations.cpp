@@ -77,15 +77,11 @@ void leaky_relu_backward(const Tensor& x, const Tensor& grad_out, double negativ
   });
 }
 
-// Both sides computed and one selected: a loop without branches or calls vectorises.
 void elu_forward(const Tensor& x, double alpha, Tensor& out) {
-  detail::cpu_map(x, out, [alpha](auto v) {
-    using T = decltype(v);
-    const T negative = static_cast<T>(alpha) * detail::vec_expm1(std::min(v, T(0)));
-    return v > T(0) ? v : negative;
-  });
+  detail::cpu_map(x, out, [alpha](auto v) { return detail::vec_elu(v, static_cast<decltype(v)>(alpha)); });
 }
 
+// Both sides computed and one selected: a loop without branches or calls vectorises.
 void elu_backward(const Tensor& x, const Tensor& grad_out, double alpha, Tensor& grad_x) {
   detail::cpu_map(x, grad_out, grad_x, [alpha](auto v, auto g) {
     using T = decltype(v);

@@ -1,4 +1,5 @@
 #include "gat/framework/ops/activations.h"
+#include "gat/framework/ops/activations.cuh"
 #include "gat/framework/ops/loops.cuh"
 
 namespace gat::ops::cuda_impl {
@@ -27,7 +28,7 @@ struct EluFn {
   const T* x;  // (n,)
   T alpha;
   T* out;      // (n,)
-  __device__ void operator()(long long i) const { out[i] = x[i] > T(0) ? x[i] : alpha * expm1(x[i]); }
+  __device__ void operator()(long long i) const { out[i] = detail::elu_value(x[i], alpha); }
 };
 
 template <class T>

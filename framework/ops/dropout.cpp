@@ -56,12 +56,14 @@ void dropout_backward(const Tensor& grad_out, const DropoutKey& key, double keep
 
 }  // namespace kernels
 
+double dropout_keep_scale(const DropoutKey& key) { return 1.0 / (1.0 - static_cast<double>(key.p)); }
+
 Tensor dropout(const Tensor& x, const DropoutKey& key) {
   check_float("dropout", "x", x);
   GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, "dropout: drop probability p = ", key.p,
             " is outside [0, 1)");
   if (!key.active()) return x;
-  const double keep_scale = 1.0 / (1.0 - static_cast<double>(key.p));
+  const double keep_scale = dropout_keep_scale(key);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), "dropout");
   auto kept = std::make_shared<KeepMask>();
   kernels::dropout_forward(x, key, keep_scale, out, *kept);

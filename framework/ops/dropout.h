@@ -16,6 +16,10 @@ namespace gat::ops {
 
 Tensor dropout(const Tensor& x, const DropoutKey& key);
 
+// 1 / (1 - key.p), computed in double once per call: every dropout of the framework (dense,
+// sparse, ops::elu_dropout) and both devices then scale by the same number.
+double dropout_keep_scale(const DropoutKey& key);
+
 // The kernels (docs/design.md, the op pattern), every tensor viewed flat (n,):
 //   forward:  out = x * keep * keep_scale, with keep_scale = 1 / (1 - key.p) computed once by
 //             the caller (both devices then scale by the same number);

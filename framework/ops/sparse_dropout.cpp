@@ -4,6 +4,7 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/loops.h"
 #include "gat/framework/rng_cpu.h"
 
@@ -62,7 +63,7 @@ namespace {
 // backward of their gradient.
 Tensor apply_mask(const CsrMatrix& a, const Tensor& values, const DropoutKey& key) {
   Tensor out = Tensor::empty(values.shape(), values.dtype(), values.device(), "sparse_dropout");  // (nnz,)
-  kernels::sparse_dropout(a, values, key, 1.0 / (1.0 - static_cast<double>(key.p)), out);
+  kernels::sparse_dropout(a, values, key, dropout_keep_scale(key), out);
   return out;
 }
 

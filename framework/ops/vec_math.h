@@ -81,4 +81,12 @@ inline float vec_expm1(float x) {
 inline double vec_exp(double x) { return std::exp(x); }
 inline double vec_expm1(double x) { return std::expm1(x); }
 
+// ELU: x for x > 0, alpha (exp(x) - 1) otherwise; both sides computed and one selected, so that a
+// loop over an array vectorises. The CPU's one ELU formula (ops::elu, ops::elu_dropout).
+template <class T>
+T vec_elu(T x, T alpha) {
+  const T negative = alpha * vec_expm1(std::min(x, T(0)));
+  return x > T(0) ? x : negative;
+}
+
 }  // namespace gat::ops::detail
