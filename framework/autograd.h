@@ -13,11 +13,14 @@
 //    the running sum) as it is; one that may alias another tensor is copied first;
 //  - backward closures must not capture their own output with its history (use detach()), or
 //    the output would keep itself alive;
+//  - the tape holds what the closures save and Edges to the inputs' producers, not the inputs:
+//    an intermediate tensor lives from the forward to the backward only if a closure saved it;
 //  - after backward the tape's closures are released (saved tensors freed); a second backward
 //    through the same graph throws.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,10 +30,25 @@ namespace gat {
 
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 
+struct Node;
+
+// Where the gradient of one input of a Node goes: the Node that produced the input (an
+// intermediate tensor), or the input itself when it is a leaf that requires grad (its .grad);
+// neither for an input that needs no gradient. An edge does not hold an intermediate tensor's
+// storage: a tensor that no closure saved is freed as soon as the forward pass lets it go, not
+// when the backward pass reaches its consumer.
+struct Edge {
+  std::shared_ptr<Node> producer;    // the input's grad_fn, or null
+  std::shared_ptr<TensorImpl> leaf;  // a leaf input that requires grad, or null
+  Shape shape;                       // the input's, to check the gradient a closure returns
+  DType dtype = DType::f32;
+  Device device = Device::cpu;
+};
+
 struct Node {
-  std::string op;             // the op's name, for error messages
-  std::vector<Tensor> inputs; // the tensors this op differentiates with respect to
-  BackwardFn backward;        // empty once run
+  std::string op;            // the op's name, for error messages
+  std::vector<Edge> inputs;  // one per input the op differentiates with respect to
+  BackwardFn backward;       // empty once run
 };
 
 namespace autograd {

@@ -105,9 +105,13 @@ int64_t Tensor::size(int64_t axis) const {
   return shape()[static_cast<size_t>(a)];
 }
 
+std::string describe_tensor(DType dtype, Device device, const Shape& shape) {
+  return detail::concat(dtype_name(dtype), ' ', device_name(device), ' ', shape_str(shape));
+}
+
 std::string Tensor::describe() const {
   if (!defined()) return "undefined";
-  return detail::concat(dtype_name(dtype()), ' ', device_name(device()), ' ', shape_str(shape()));
+  return describe_tensor(dtype(), device(), shape());
 }
 
 double Tensor::item() const {

@@ -31,6 +31,7 @@ template <> struct dtype_of<int32_t> { static constexpr DType value = DType::i32
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& shape);  // "(2, 3)"
 int64_t shape_numel(const Shape& shape);
+std::string describe_tensor(DType dtype, Device device, const Shape& shape);  // "f32 cuda (2, 3)"
 
 // Raw bytes on one device. Move-only; freed when the last Tensor using it goes.
 // CUDA memory comes from the stream-ordered allocator in framework/cuda_runtime.h.

@@ -387,7 +387,24 @@ TEST(CudaGatAttentionAggregate, PositiveSumsAndDerMatchCpu) {
                                       " " + dtype_name(dtype) + (with_term ? " edge term" : "");
               expect_close(got.pos_out, want.pos_out, tag + ": pos_out", tol);
               expect_close(got.pos_weight, want.pos_weight, tag + ": pos_weight", tol);
-              expect_close(got.d_er, want.d_er, tag + ": d er", tol);
+              // d er = (1 - c)(G . pos_out - D pos_weight) is a difference of terms as large as
+              // sum_f |G pos_out| + pos_weight sum_f |G out|; f32 (any summation order) is exact to a
+              // few ulp of those, not of d er, which on the small mixed graph is about 300 times
+              // smaller (the H200 saw 3e-5 of max |d er|): the error is measured against the terms.
+              const std::vector<double> g64 = host_f64(rounded(go)), po = host_f64(want.pos_out),
+                                        o = host_f64(want.out), pw = host_f64(want.pos_weight),
+                                        der_got = host_f64(got.d_er), der_want = host_f64(want.d_er);
+              double terms = 0, worst = 0;
+              for (size_t t = 0; t < der_want.size(); ++t) {
+                double a = 0, b = 0;
+                for (int64_t f = 0; f < F; ++f) {
+                  a += std::abs(g64[t * F + f] * po[t * F + f]);
+                  b += std::abs(g64[t * F + f] * o[t * F + f]);
+                }
+                terms = std::max({terms, a + pw[t] * b, std::abs(der_want[t])});
+                worst = std::max(worst, std::abs(der_got[t] - der_want[t]));
+              }
+              EXPECT_LE(worst, tol * terms) << tag << ": d er";
               expect_close(got.d_el, want.d_el, tag + ": d el", tol);
               expect_close(got.d_value, want.d_value, tag + ": d value", tol);
               if (with_term) {

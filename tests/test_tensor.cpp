@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/cuda_runtime.h"
@@ -74,6 +76,23 @@ TEST(Autograd, LeafGradientsAccumulateAcrossBackwardCalls) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{6, 8}));
   x.zero_grad();
   EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Autograd, AnIntermediateNoClosureSavedIsFreedBeforeTheBackward) {
+  // The tape holds edges to the producers of an op's inputs, not the inputs: y below is freed when
+  // the forward lets it go, yet its gradient still reaches x through y's node.
+  Tensor x = Tensor::from_vector<double>({1, 2}, {2}).set_requires_grad();
+  auto identity = [](const Tensor& in) {  // saves nothing
+    return autograd::record("identity", in.clone(), {in},
+                            [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  };
+  Tensor y = identity(x);
+  const std::weak_ptr<Storage> y_storage = y.impl().storage;
+  Tensor z = identity(y);
+  y = Tensor();
+  EXPECT_TRUE(y_storage.expired());
+  z.backward(Tensor::from_vector<double>({3, 4}, {2}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{3, 4}));
 }
 
 TEST(Autograd, LeavesHandedOneGradientTensorOwnSeparateCopies) {
