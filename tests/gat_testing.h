@@ -20,6 +20,7 @@
 #include "gat/framework/tensor.h"
 #include "gradcheck.h"
 #include "gat/layers/gat_conv.h"
+#include "gat/models/gat.h"
 
 // Skips the current test, with the reason, where no CUDA device can be used.
 #define GAT_SKIP_WITHOUT_CUDA()                                                            \
@@ -157,6 +158,20 @@ inline Graph small_graph(int64_t n, std::mt19937_64& rng) {
   src.push_back(2);
   dst.push_back(2);
   return Graph::from_edges(n, src, dst);
+}
+
+// The small two-layer model the model tests build: `in` inputs, `classes` classes, 2 heads of 3
+// features, 2 output heads, dropout 0.4 (value dropout at its default).
+inline GATConfig small_config(int64_t in, int64_t classes, DType dtype) {
+  GATConfig c;
+  c.in_features = in;
+  c.num_classes = classes;
+  c.hidden = 3;
+  c.heads = 2;
+  c.output_heads = 2;
+  c.dropout = 0.4;
+  c.dtype = dtype;
+  return c;
 }
 
 inline GATConvOptions conv_options(int64_t in, int64_t out, int64_t heads, bool concat,

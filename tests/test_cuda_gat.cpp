@@ -27,18 +27,6 @@ using namespace gat::testing;
 
 namespace {
 
-GATConfig small_config(int64_t in, int64_t classes, DType dtype) {
-  GATConfig c;
-  c.in_features = in;
-  c.num_classes = classes;
-  c.hidden = 3;
-  c.heads = 2;
-  c.output_heads = 2;
-  c.dropout = 0.4;
-  c.dtype = dtype;
-  return c;
-}
-
 Dataset generated_dataset() {
   GeneratorOptions go;
   go.num_nodes = 1500;

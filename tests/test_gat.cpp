@@ -457,14 +457,7 @@ void check_model_gradients(const std::string& what, bool training) {
   std::mt19937_64 rng(21);
   const int64_t N = 7;
   const Graph graph = small_graph(N, rng);
-  GATConfig config;
-  config.in_features = 5;
-  config.num_classes = 3;
-  config.hidden = 3;
-  config.heads = 2;
-  config.output_heads = 2;
-  config.dropout = 0.4;
-  config.dtype = DType::f64;
+  const GATConfig config = small_config(5, 3, DType::f64);
   Generator init(8);
   GAT model(config, init);
   model.train(training);

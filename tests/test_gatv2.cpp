@@ -108,16 +108,9 @@ GATv2ConvOptions v2_edge_options(int64_t edge_dim, const ops::SelfLoopFill& fill
 
 // The GAT model of GATv2Conv layers the model tests build: 5 inputs, 3 classes, 2 heads of 3.
 GATConfig v2_model_config() {
-  GATConfig config;
-  config.in_features = 5;
-  config.num_classes = 3;
-  config.hidden = 3;
-  config.heads = 2;
-  config.output_heads = 2;
-  config.dropout = 0.4;
+  GATConfig config = small_config(5, 3, DType::f64);
   config.value_dropout = 0.0;
   config.layer = AttentionLayer::gatv2;
-  config.dtype = DType::f64;
   return config;
 }
 
