@@ -51,6 +51,105 @@ __device__ __forceinline__ T drop_factor(const DropoutKey& key, T scale, long lo
   return !key.active() ? T(1) : (key.keep(static_cast<uint64_t>(index)) ? scale : T(0));
 }
 
+// Attention dropout's decisions for the (edge, head) pairs that a segment of lanes visits
+// together, each Philox block drawn once for the segment instead of once per lane and edge.
+// Philox4x32-10 is some 80 instructions, and a row of 8 heads x 8 features has 16 lanes that each
+// drew a block per edge while the edge's 8 heads take 2 blocks: 8 draws of every block, the larger
+// part of the forward's and the backward walk's instructions. Pair (e, h) keeps by word
+// (e*H + h) & 3 of block (e*H + h) >> 2 as in DropoutKey::keep, so the decisions are the same.
+// The segment is `width` converged lanes (a power of two, aligned in the warp). A window of edges
+// numbers the blocks it needs by slot; lane s % width draws slot s into nibble s / width of its
+// word (keep4; at most kSlotsPerLane slots a lane), and a lane reads a pair's decision from the
+// lane that drew it. Inactive dropout draws nothing and every factor is 1.
+struct SegmentKeep {
+  static constexpr int kSlotsPerLane = 8;  // nibbles of a 32-bit word
+  DropoutKey key;
+  int width, lane;
+  unsigned mask;       // the segment's lanes in the warp
+  unsigned drawn = 0;  // this lane's slots' decisions, a nibble each
+
+  __device__ SegmentKeep(const DropoutKey& key, int width) : key(key), width(width) {
+    const int warp_lane = threadIdx.x % kWarp;
+    lane = warp_lane & (width - 1);
+    mask = (width == kWarp ? 0xffffffffu : (1u << width) - 1) << (warp_lane - lane);
+  }
+  __device__ __forceinline__ int max_slots() const { return kSlotsPerLane * width; }
+  // Draws slots [0, slots) of a window, slot s being Philox block block_of(s).
+  template <class BlockOf>
+  __device__ __forceinline__ void draw(int slots, const BlockOf& block_of) {
+    drawn = 0;
+#pragma unroll 1
+    for (int r = 0, s = lane; r < kSlotsPerLane && s < slots; ++r, s += width)
+      drawn |= key.keep4(static_cast<uint64_t>(block_of(s))) << (4 * r);
+  }
+  // keep / (1 - p) or 0 for word `word` of slot `slot` (scale = 1 / (1 - p)).
+  template <class T>
+  __device__ __forceinline__ T factor(int slot, int word, T scale) const {
+    const unsigned bits = __shfl_sync(mask, drawn, slot & (width - 1), width);
+    return (bits >> (4 * (slot / width) + word)) & 1u ? scale : T(0);
+  }
+};
+
+// A window of consecutive edges [begin, end) of a row whose pairs with heads [h0, h1] a segment
+// draws: slot s is block first_block + s. The window ends where the slots would run out.
+struct ConsecutiveEdges {
+  long long begin, end, first_block;
+  int H;
+  __device__ __forceinline__ ConsecutiveEdges(SegmentKeep& keep, long long begin, long long row_end,
+                                              int H, int h0, int h1)
+      : begin(begin), H(H) {
+    if (!keep.key.active()) {
+      end = row_end, first_block = 0;
+      return;
+    }
+    first_block = (begin * H + h0) >> 2;
+    // The last edge whose pair (e, h1) still falls in the segment's blocks.
+    const long long last_index = (first_block + keep.max_slots()) * 4 - 1;
+    end = min(row_end, (last_index - h1) / H + 1);
+    const long long b = first_block;
+    keep.draw(static_cast<int>((((end - 1) * H + h1) >> 2) - b + 1), [b](int s) { return b + s; });
+  }
+  template <class T>
+  __device__ __forceinline__ T factor(const SegmentKeep& keep, long long e, int h, T scale) const {
+    if (!keep.key.active()) return T(1);
+    const long long index = e * H + h;
+    return keep.factor<T>(static_cast<int>((index >> 2) - first_block), static_cast<int>(index & 3), scale);
+  }
+};
+
+// A window of a source's transposed entries [begin, end), whose edges are scattered, and their
+// pairs with heads [h0, h1] that a segment draws: entry u takes per_entry consecutive blocks from
+// (e_u*H + h0) >> 2 as slots u * per_entry + k.
+struct ScatteredEdges {
+  long long begin, end;
+  int H, h0, per_entry;
+  __device__ __forceinline__ ScatteredEdges(SegmentKeep& keep, const int32_t* __restrict__ edge_id,
+                                            long long begin, long long row_end, int H, int h0, int h1)
+      : begin(begin), H(H), h0(h0) {
+    if (!keep.key.active()) {
+      end = row_end, per_entry = 1;
+      return;
+    }
+    per_entry = (H % 4 == 0 ? (h1 >> 2) - (h0 >> 2) : (h1 - h0 + 3) / 4) + 1;
+    end = min(row_end, begin + keep.max_slots() / per_entry);
+    const int n = per_entry;
+    keep.draw(static_cast<int>(end - begin) * n, [&](int s) {
+      const int u = s / n;
+      return ((static_cast<long long>(edge_id[begin + u]) * H + h0) >> 2) + (s - u * n);
+    });
+  }
+  // The factor of pair (e, h), e being the edge of entry `entry` (begin + u).
+  template <class T>
+  __device__ __forceinline__ T factor(const SegmentKeep& keep, long long entry, long long e, int h,
+                                      T scale) const {
+    if (!keep.key.active()) return T(1);
+    const long long index = e * H + h;
+    const int slot = static_cast<int>(entry - begin) * per_entry +
+                     static_cast<int>((index >> 2) - ((e * H + h0) >> 2));
+    return keep.factor<T>(slot, static_cast<int>(index & 3), scale);
+  }
+};
+
 // Where a group's lane sits: work item, and the lane's VEC features [c, c + VEC) of head h.
 template <int G>
 struct GroupLane {

@@ -76,14 +76,15 @@ struct GatScores {
 
 // Runs the online softmax of one lane over edges [begin, end) of a row, with the row's score
 // function `score` (of its head); with kPositive also the sums over the edges whose LeakyReLU
-// argument is positive (GatScores only).
+// argument is positive (GatScores only). The group's G lanes (heads [h0, h1]) draw the dropout
+// decisions together (`keep`), a window of edges at a time.
 template <class T, int VEC, bool kPositive, class Score>
 __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src,  // (E,)
                                                const Score& score,
                                                const T* __restrict__ V,             // (N, H, F)
                                                long long begin, long long end, int H, int HF,
-                                               int h, int c, const DropoutKey& key, T scale,
-                                               OnlineState<T, VEC, kPositive>& st) {
+                                               int h, int c, int h0, int h1, SegmentKeep& keep,
+                                               T scale, OnlineState<T, VEC, kPositive>& st) {
   auto score_of = [&](long long e, long long j, bool& positive) {
     if constexpr (kPositive) {
       return score(e, j, positive);
@@ -92,29 +93,51 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src, 
       return score(e, j);
     }
   };
-  long long e = begin;
-  for (; e + kUnroll <= end; e += kUnroll) {
-    long long j[kUnroll];
-    T s[kUnroll];
-    bool positive[kUnroll];
-    Vec<T, VEC> v[kUnroll];
+  for (long long window_begin = begin; window_begin < end;) {
+    const ConsecutiveEdges window(keep, window_begin, end, H, h0, h1);
+    long long e = window.begin;
+    for (; e + kUnroll <= window.end; e += kUnroll) {
+      long long j[kUnroll];
+      T s[kUnroll];
+      bool positive[kUnroll];
+      Vec<T, VEC> v[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) j[u] = src[e + u];
+      for (int u = 0; u < kUnroll; ++u) j[u] = src[e + u];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) s[u] = score_of(e + u, j[u], positive[u]);
+      for (int u = 0; u < kUnroll; ++u) s[u] = score_of(e + u, j[u], positive[u]);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = load_vec<T, VEC>(V + j[u] * HF + c);
+      for (int u = 0; u < kUnroll; ++u) v[u] = load_vec<T, VEC>(V + j[u] * HF + c);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      st.add(s[u], drop_factor(key, scale, (e + u) * H + h), v[u], positive[u]);
-  }
-  for (; e < end; ++e) {
-    const long long j = src[e];
-    bool positive;
-    const T s = score_of(e, j, positive);
-    st.add(s, drop_factor(key, scale, e * H + h), load_vec<T, VEC>(V + j * HF + c), positive);
+      for (int u = 0; u < kUnroll; ++u)
+        st.add(s[u], window.factor(keep, e + u, h, scale), v[u], positive[u]);
+    }
+    for (; e < window.end; ++e) {
+      const long long j = src[e];
+      bool positive;
+      const T s = score_of(e, j, positive);
+      st.add(s, window.factor(keep, e, h, scale), load_vec<T, VEC>(V + j * HF + c), positive);
+    }
+    window_begin = window.end;
   }
 }
+
+// The lane's column c of a row's H*F columns in tile `tile` and the heads [h0, h1] of its group's
+// tile. A lane past the last column (HF not a multiple of G * VEC) takes the last vector's column:
+// it follows the group (the dropout draws are shared) and writes nothing (`writes`).
+template <int VEC, int G>
+struct RowTile {
+  int c, h, h0, h1;
+  bool writes;
+  __device__ __forceinline__ RowTile(int tile, int lane, int F, int HF) {
+    const int first = tile * G * VEC;
+    c = first + lane * VEC;
+    writes = c < HF;
+    if (!writes) c = HF - VEC;
+    h = c / F;
+    h0 = first / F;
+    h1 = (min(HF, first + G * VEC) - 1) / F;
+  }
+};
 
 // One group per (row, column tile); rows of more than `long_row` edges are left to the split
 // kernels. With kPositive also pos_out and pos_weight (pos.out, pos.weight).
@@ -130,18 +153,20 @@ __global__ void __launch_bounds__(kThreads)
                              long long N, int H, int F, int tiles, long long long_row,
                              DropoutKey key, T scale) {
   const GroupLane<G> g;
+  SegmentKeep keep(key, G);
   const int HF = H * F;
   const long long items = N * tiles;
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const long long i = item / tiles;
-    const int c = ((static_cast<int>(item - i * tiles)) * G + g.lane) * VEC;
+    const RowTile<VEC, G> t(static_cast<int>(item - i * tiles), g.lane, F, HF);
     const long long begin = row_ptr[i], end = row_ptr[i + 1];
-    if (c >= HF || end - begin > long_row) continue;
-    const int h = c / F;
+    if (end - begin > long_row) continue;  // the whole group skips
     OnlineState<T, VEC, kPositive> st;
-    gather_softmax<T, VEC, kPositive>(src, scores.row(i, h), V, begin, end, H, HF, h, c, key, scale, st);
-    write_row<T, VEC>(out, lse, i, H, F, h, c, st.m, st.z, st.acc);
-    if constexpr (kPositive) write_positive_row<T, VEC>(pos, i, H, F, h, c, st.z, st.z_pos, st.acc_pos);
+    gather_softmax<T, VEC, kPositive>(src, scores.row(i, t.h), V, begin, end, H, HF, t.h, t.c, t.h0,
+                                      t.h1, keep, scale, st);
+    if (!t.writes) continue;
+    write_row<T, VEC>(out, lse, i, H, F, t.h, t.c, st.m, st.z, st.acc);
+    if constexpr (kPositive) write_positive_row<T, VEC>(pos, i, H, F, t.h, t.c, st.z, st.z_pos, st.acc_pos);
   }
 }
 
@@ -161,23 +186,23 @@ __global__ void __launch_bounds__(kThreads)
                            long long N, int H, int F, int tiles, long long chunks, int chunk,
                            DropoutKey key, T scale) {
   const GroupLane<G> g;
+  SegmentKeep keep(key, G);
   const int HF = H * F;
   const long long items = chunks * tiles;  // chunks = W = chunk_ptr[N]
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const long long w = item / tiles;
-    const int c = ((static_cast<int>(item - w * tiles)) * G + g.lane) * VEC;
-    if (c >= HF) continue;
+    const RowTile<VEC, G> t(static_cast<int>(item - w * tiles), g.lane, F, HF);
     const ChunkRange r = find_chunk(row_ptr, chunk_ptr, N, w, chunk);
-    const int h = c / F;
     OnlineState<T, VEC, kPositive> st;
-    gather_softmax<T, VEC, kPositive>(src, scores.row(r.row, h), V, r.begin, r.end, H, HF, h, c, key,
-                                      scale, st);
-    store_vec<T, VEC>(part_acc + w * HF + c, to_vec(st.acc));
-    if constexpr (kPositive) store_vec<T, VEC>(pos.part_acc + w * HF + c, to_vec(st.acc_pos));
-    if (c % F == 0) {
-      part_m[w * H + h] = st.m;
-      part_z[w * H + h] = st.z;
-      if constexpr (kPositive) pos.part_z[w * H + h] = st.z_pos;
+    gather_softmax<T, VEC, kPositive>(src, scores.row(r.row, t.h), V, r.begin, r.end, H, HF, t.h,
+                                      t.c, t.h0, t.h1, keep, scale, st);
+    if (!t.writes) continue;
+    store_vec<T, VEC>(part_acc + w * HF + t.c, to_vec(st.acc));
+    if constexpr (kPositive) store_vec<T, VEC>(pos.part_acc + w * HF + t.c, to_vec(st.acc_pos));
+    if (t.c % F == 0) {
+      part_m[w * H + t.h] = st.m;
+      part_z[w * H + t.h] = st.z;
+      if constexpr (kPositive) pos.part_z[w * H + t.h] = st.z_pos;
     }
   }
 }
@@ -293,10 +318,12 @@ struct GatGrad {
 //   acc += a~[e,h] * G[i,h,c..c+VEC)    with a~ = a * keep/(1-p)       (when dV is asked)
 //   walk.edge(e, i, a, da)              with da = keep/(1-p) * G[i,h,:].V[j,h,:]
 // One gather of G serves both. kUnrollBackward entries' loads are issued together and their dots
-// reduced together.
+// reduced together. The segment's lanes (heads [h0, h1]; SourceSegment) draw the dropout
+// decisions together (`keep`), a window of entries at a time.
 template <class T, int VEC, int G, class Walk>
 __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, long long j,
                                                       long long begin, long long end, int h, int c,
+                                                      int h0, int h1, SegmentKeep& keep,
                                                       Walk& walk, T (&acc)[VEC]) {
   const int H = a.H;
   const bool lane_has_features = c < a.F;
@@ -305,7 +332,7 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, 
   const long long HF = static_cast<long long>(H) * a.F;
   Vec<T, VEC> v{};  // V[j, h, c..c+VEC)
   if (want_dot && lane_has_features) v = load_vec<T, VEC>(a.V + j * HF + head_offset);
-  auto entries = [&](long long k, auto count) {
+  auto entries = [&](const ScatteredEdges& window, long long k, auto count) {
     constexpr int U = decltype(count)::value;
     int32_t e[U], i[U];  // edge id and destination (64-bit offsets are formed at each use)
     Vec<T, VEC> g[U];
@@ -321,7 +348,7 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, 
     T drop[U], dot[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      drop[u] = drop_factor(a.key, a.scale, static_cast<long long>(e[u]) * H + h);
+      drop[u] = window.factor(keep, k + u, e[u], h, a.scale);
       if (a.dV) {
         const T kept = w[u] * drop[u];
 #pragma unroll
@@ -337,10 +364,31 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, 
 #pragma unroll
     for (int u = 0; u < U; ++u) walk.edge(e[u], i[u], w[u], dot[u] * drop[u], threadIdx.x % G == 0);
   };
-  long long k = begin;
-  for (; k + kUnrollBackward <= end; k += kUnrollBackward) entries(k, Int<kUnrollBackward>{});
-  for (; k < end; ++k) entries(k, Int<1>{});
+  for (long long window_begin = begin; window_begin < end;) {
+    const ScatteredEdges window(keep, a.t_edge_id, window_begin, end, H, h0, h1);
+    long long k = window.begin;
+    for (; k + kUnrollBackward <= window.end; k += kUnrollBackward) entries(window, k, Int<kUnrollBackward>{});
+    for (; k < window.end; ++k) entries(window, k, Int<1>{});
+    window_begin = window.end;
+  }
 }
+
+// The lanes of a backward walk that visit the same source's entries together: the groups of all
+// its heads (and tiles) when they fill an aligned power of two of the warp (8 heads of 2 lanes),
+// else the group alone. Items are (source, head, tile) in that order, so a source's groups are
+// consecutive in the warp.
+struct SourceSegment {
+  int width;
+  bool all_heads;
+  template <int G>
+  __device__ __forceinline__ static SourceSegment of(int H, int tiles) {
+    const int lanes = H * tiles * G;
+    if (lanes <= kWarp && (lanes & (lanes - 1)) == 0) return {lanes, true};
+    return {G, false};
+  }
+  __device__ __forceinline__ int first_head(int h) const { return all_heads ? 0 : h; }
+  __device__ __forceinline__ int last_head(int h, int H) const { return all_heads ? H - 1 : h; }
+};
 
 // Where a backward work item sits: item = (node or chunk n, head h, tile) -> the lane's feature c
 // within the head. Divides in 32 bits while the item fits (64-bit divisions are long software
@@ -373,14 +421,17 @@ template <class T, int VEC, int G, class Grad>
 __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
     attention_grad_kernel(BackwardArgs<T> a, Grad grad, long long long_row) {
   const GroupLane<G> g;
+  const SourceSegment segment = SourceSegment::of<G>(a.H, a.tiles);
+  SegmentKeep keep(a.key, segment.width);
   const long long items = a.N * a.H * a.tiles;
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const HeadItem x = HeadItem::of<VEC, G>(item, a.H, a.tiles, g.lane);
     const long long begin = a.t_row_ptr[x.n], end = a.t_row_ptr[x.n + 1];
-    if (end - begin > long_row) continue;  // the whole group skips
+    if (end - begin > long_row) continue;  // the whole segment skips
     T acc[VEC] = {};
     auto walk = grad.walk(x.n, x.h, x.tile, a.E, a.H);
-    gather_attention_grad<T, VEC, G>(a, x.n, begin, end, x.h, x.c, walk, acc);
+    gather_attention_grad<T, VEC, G>(a, x.n, begin, end, x.h, x.c, segment.first_head(x.h),
+                                     segment.last_head(x.h, a.H), keep, walk, acc);
     if (a.dV && x.c < a.F) store_vec<T, VEC>(a.dV + (x.n * a.H + x.h) * a.F + x.c, to_vec(acc));
     if (grad.sum && g.lane == 0) grad.sum[x.n * a.H + x.h] = walk.sum;
   }
@@ -395,13 +446,16 @@ __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
                                 T* __restrict__ part_acc,               // (W, H, F) or null
                                 long long chunks, int chunk) {
   const GroupLane<G> g;
+  const SourceSegment segment = SourceSegment::of<G>(a.H, a.tiles);
+  SegmentKeep keep(a.key, segment.width);
   const long long items = chunks * a.H * a.tiles;  // chunks = W = chunk_ptr[N]
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const HeadItem x = HeadItem::of<VEC, G>(item, a.H, a.tiles, g.lane);
     const ChunkRange r = find_chunk(a.t_row_ptr, chunk_ptr, a.N, x.n, chunk);
     T acc[VEC] = {};
     auto walk = grad.walk(r.row, x.h, x.tile, a.E, a.H);
-    gather_attention_grad<T, VEC, G>(a, r.row, r.begin, r.end, x.h, x.c, walk, acc);
+    gather_attention_grad<T, VEC, G>(a, r.row, r.begin, r.end, x.h, x.c, segment.first_head(x.h),
+                                     segment.last_head(x.h, a.H), keep, walk, acc);
     if (part_acc && x.c < a.F)
       store_vec<T, VEC>(part_acc + (x.n * a.H + x.h) * a.F + x.c, to_vec(acc));
     if (grad.part_sum && g.lane == 0) grad.part_sum[x.n * a.H + x.h] = walk.sum;
