@@ -20,11 +20,15 @@ namespace {
 using warps::kWarp;
 using namespace attention;
 
-constexpr int kUnroll = 4;   // edges whose loads are issued together (forward)
-// The backward gather: 2 edges per batch and at most 64 registers (4 blocks per SM). Measured on
-// the H200 at 1M nodes / 16M edges: 2.80 ms (H=1, F=64) and 3.17 ms (H=8, F=8); 4 edges per
-// batch at 89 registers (2 blocks): 3.26 and 3.72 ms; 4 edges capped at 85 registers: 2.81, 3.17.
-constexpr int kUnrollBackward = 2;
+// Edges whose loads are issued together in the forward: 8 took the 100M-edge layer-1 training
+// forward from 11.6 to 16.5 ms (H200, with the shared dropout draws).
+constexpr int kUnroll = 4;
+// The backward gather: 4 edges per batch and at most 64 registers (4 blocks per SM). On the H200,
+// 100M-edge training step, both layers' walks: 2 edges 31.7 ms, 4 edges 30.4 ms, 4 edges at 80
+// registers (3 blocks) 31.0 ms. Before the dropout draws were shared (each lane drew a Philox
+// block per edge) 4 edges were no faster than 2 (1M nodes / 16M edges: 2.80 ms at H=1, F=64 and
+// 3.17 ms at H=8, F=8 for both).
+constexpr int kUnrollBackward = 4;
 // Where the scores come from. row(i, h) gives the score function of row i's edges for head h,
 // score(e, j) for edge e from source j.
 // csr_softmax_aggregate's scores, stored (E, H).
