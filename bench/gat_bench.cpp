@@ -157,9 +157,12 @@ nlohmann::json bench_conv(const char* workload, const std::string& graph_path, O
   cuda::reset_peak_memory();
   const double ms = median_ms(device, step, 5);
   const size_t peak = cuda::peak_memory_allocated() - base;
+  // What was alive at that peak (x, the graph and the parameters included): [name, bytes, blocks].
+  nlohmann::json blocks = nlohmann::json::array();
+  for (const cuda::PeakBlocks& b : cuda::peak_memory_breakdown()) blocks.push_back({b.what, b.bytes, b.count});
   return {{"workload", workload}, {"device", device_name(device)}, {"nodes", graph.num_nodes()},
           {"edges", graph.num_edges()}, {"edge_dim", edge_dim}, {"self_loops", self_loops},
-          {"forward_backward_ms", ms}, {"peak_bytes", peak}};
+          {"forward_backward_ms", ms}, {"peak_bytes", peak}, {"peak_device_blocks", blocks}};
 }
 
 // in -> heads x out options of either layer.
