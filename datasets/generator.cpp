@@ -91,6 +91,10 @@ Dataset generate_sbm(const GeneratorOptions& o) {
             o.intra_fraction, " outside [0, 1]");
   GAT_CHECK(o.pareto_alpha > 1.0, "generate_sbm: pareto_alpha ", o.pareto_alpha, " must exceed 1");
   GAT_CHECK(o.train_per_class >= 0 && o.val_size >= 0 && o.test_size >= 0, "generate_sbm: negative split size");
+  // Edges are deduplicated: no node can have more than N - 1 neighbours, and asking for more only
+  // draws pairs to throw away (1,000 nodes at degree 100,000 drew 50M pairs for 1M edges).
+  GAT_CHECK(o.avg_degree <= static_cast<double>(o.num_nodes - 1), "generate_sbm: avg_degree ", o.avg_degree,
+            " exceeds what ", o.num_nodes, " nodes allow without repeated edges (", o.num_nodes - 1, ")");
   const int64_t n = o.num_nodes, c = o.num_classes, f = o.num_features;
   const uint64_t seed = o.seed;
 
@@ -229,6 +233,9 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   data.train_index = index_tensor(train);
   data.val_index = index_tensor(val);
   data.test_index = index_tensor(test);
+  check_splits(data, {detail::concat(data.name, " (training: the first ", o.train_per_class, " nodes of each class)"),
+                      detail::concat(data.name, " (validation: the ", o.val_size, " nodes after the training ones, of ", n, ")"),
+                      detail::concat(data.name, " (test: the ", o.test_size, " nodes after the validation ones, of ", n, ")")});
   return data;
 }
 

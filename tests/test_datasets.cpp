@@ -802,6 +802,21 @@ TEST(Generator, RejectsBadOptions) {
   o.num_nodes = 10;
   o.pareto_alpha = 1.0;
   expect_error([&] { generate_sbm(o); }, {"pareto_alpha"});
+  o.pareto_alpha = 2.5;
+  o.avg_degree = 9.5;  // more than 10 nodes' 9 neighbours
+  expect_error([&] { generate_sbm(o); }, {"avg_degree 9.5 exceeds what 10 nodes allow", "(9)"});
+  // 10 nodes of 8 classes, 20 training nodes a class: nothing left to validate or test on.
+  o.avg_degree = 4;
+  expect_error([&] { generate_sbm(o); }, {"(validation: the 500 nodes after the training ones, of 10)",
+                                          "the validation split is empty"});
+  o.train_per_class = 1;  // a node of each class present, the rest for validation, none for the test
+  expect_error([&] { generate_sbm(o); }, {"(test: the 1000 nodes after the validation ones, of 10)",
+                                          "the test split is empty"});
+  o.val_size = 1;  // and now what is left for the test
+  const Dataset d = generate_sbm(o);
+  EXPECT_EQ(d.val_index.numel(), 1);
+  EXPECT_GE(d.test_index.numel(), 1);
+  EXPECT_EQ(d.train_index.numel() + d.val_index.numel() + d.test_index.numel(), 10);
 }
 
 // ---- registry -----------------------------------------------------------------------------------------

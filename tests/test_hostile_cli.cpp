@@ -355,6 +355,10 @@ std::vector<Case> cases() {
        "avg_degree -3 must be a finite number >= 0"},
       {"synthetic NaN degree", "--dataset synthetic:100:nan:0 --info", 1, "avg_degree nan must be a finite number"},
       {"synthetic too many edges", "--dataset synthetic:100000:1e9:0 --info", 1, "gives too many edges"},
+      {"synthetic degree above the nodes", "--dataset synthetic:1000:100000:0 --info", 1,
+       "avg_degree 100000 exceeds what 1000 nodes allow without repeated edges (999)"},
+      {"synthetic too small for its splits", "--dataset synthetic:30:5:0 --info", 1,
+       "synthetic:30:5:0 (validation: the 500 nodes after the training ones, of 30): the validation split is empty"},
 
       // ---- Planetoid files (Cora links; one replaced per case) ----
       {"cora baseline", "--dataset cora --data-dir {cora} --info", 0, "", nullptr, nullptr, true},
