@@ -256,6 +256,10 @@ void fetch_planetoid(const std::string& name, const std::string& dir, const Down
   namespace fs = std::filesystem;
   std::string base = options.base_url;
   while (!base.empty() && base.back() == '/') base.pop_back();
+  std::error_code dir_error;
+  GAT_CHECK(!fs::exists(dir, dir_error) || fs::is_directory(dir, dir_error), "the data folder ", dir,
+            " is a file, not a folder: point --data-dir (or GAT_DATA_DIR) at the folder of the ",
+            name, " files");
   for (const char* part : kPlanetoidParts) {
     const std::string file = "ind." + name + "." + part;
     std::error_code ec;

@@ -351,6 +351,8 @@ std::vector<Case> cases() {
          write_text(s.data / "edge.csv.gz", gz);
        }},
       {"a folder that does not exist", "--dataset {dir}/nowhere --device cpu", 1, "unknown dataset '{dir}/nowhere'"},
+      {"a data folder that is a file", "--dataset cora --data-dir {dir}/file --info", 1,
+       "the data folder {dir}/file is a file, not a folder", [](const Scratch& s) { write_text(s.root / "file", "x"); }},
       {"synthetic negative degree", "--dataset synthetic:100:-3:0 --info", 1,
        "avg_degree -3 must be a finite number >= 0"},
       {"synthetic NaN degree", "--dataset synthetic:100:nan:0 --info", 1, "avg_degree nan must be a finite number"},

@@ -42,7 +42,7 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
   GATConfig& m = flags.model;
   TrainOptions& t = flags.train;
   app.add_option("--dataset", flags.dataset,
-                 "cora | citeseer | pubmed | synthetic:<nodes>:<avg_degree>:<seed> | a directory "
+                 "cora | citeseer | pubmed | synthetic:<nodes>:<avg_degree>:<seed>[:<edge_dim>] | a directory "
                  "(with --load: the checkpoint's dataset unless given)")
       ->check(kNonEmpty);
   app.add_option("--data-dir", flags.data_dir,
