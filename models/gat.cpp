@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 
 #include "gat/framework/ops/elu_dropout.h"
 
@@ -21,6 +22,7 @@ constexpr const char* kNegativeSlope = "negative_slope";
 constexpr const char* kDtype = "dtype";
 constexpr const char* kEdgeDim = "edge_dim";
 constexpr const char* kLayer = "layer";
+constexpr const char* kFillValue = "fill_value";
 
 constexpr AttentionLayer kLayers[] = {AttentionLayer::gat, AttentionLayer::gatv2};
 
@@ -36,6 +38,7 @@ Options layer_options(const GATConfig& c, bool output_layer) {
   o.negative_slope = c.negative_slope;
   o.dropout = c.dropout;
   o.edge_dim = c.edge_dim;
+  o.fill_value = c.fill_value;
   o.dtype = c.dtype;
   return o;
 }
@@ -75,6 +78,7 @@ io::Metadata GATConfig::to_metadata() const {
           {kNegativeSlope, io::metadata_number(negative_slope)},
           {kDtype, dtype_name(dtype)},
           {kEdgeDim, io::metadata_number(edge_dim)},
+          {kFillValue, fill_value.name()},
           {kLayer, attention_layer_name(layer)}};
 }
 
@@ -96,6 +100,13 @@ GATConfig GATConfig::from_metadata(const io::Metadata& metadata, const std::stri
     c.dtype = name == dtype_name(DType::f32) ? DType::f32 : DType::f64;
   }
   if (read.has(kEdgeDim)) c.edge_dim = read.integer(kEdgeDim);  // older checkpoints: no edge features
+  if (read.has(kFillValue)) {  // older checkpoints: the mean
+    const std::string& text = read.text(kFillValue);
+    const std::optional<ops::SelfLoopFill> fill = ops::SelfLoopFill::try_parse(text);
+    GAT_CHECK(fill.has_value(), where, ": metadata '", kFillValue, "' = '", text, "' is not ",
+              ops::SelfLoopFill::kAccepted);
+    c.fill_value = *fill;
+  }
   if (read.has(kLayer)) {  // checkpoints before the key was written hold GATConv layers
     const std::string& name = read.text(kLayer);
     const auto* known = std::find_if(std::begin(kLayers), std::end(kLayers),
@@ -112,7 +123,7 @@ bool GATConfig::operator==(const GATConfig& o) const {
   return layer == o.layer && in_features == o.in_features && num_classes == o.num_classes && hidden == o.hidden &&
          heads == o.heads && output_heads == o.output_heads && dropout == o.dropout &&
          value_dropout == o.value_dropout && negative_slope == o.negative_slope && dtype == o.dtype &&
-         edge_dim == o.edge_dim;
+         edge_dim == o.edge_dim && fill_value == o.fill_value;
 }
 
 GAT::GAT(const GATConfig& config, Generator& init) : config_(config) {

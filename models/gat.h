@@ -48,9 +48,12 @@ struct GATConfig {
   double negative_slope = 0.2;
   DType dtype = DType::f32;  // of the parameters
   // edge_dim of both layers (GATConvOptions', GATv2ConvOptions'): the dataset's edge features
-  // (0: none; checkpoints without the key have none). The loops' features are the mean of the
-  // in-edges' (PyG's default).
+  // (0: none; checkpoints without the key have none).
   int64_t edge_dim = 0;
+  // fill_value of both layers: the self loops' edge features from the in-edges' (PyG's
+  // add_self_loops fill_value; default the mean, as PyG's; checkpoints without the key: the mean).
+  // Used only with edge_dim > 0.
+  ops::SelfLoopFill fill_value{};
   AttentionLayer layer = AttentionLayer::gat;
 
   // The values each field may take (validate(), from_metadata() and gat_train's flags use them).

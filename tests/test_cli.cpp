@@ -88,7 +88,8 @@ TEST(Cli, FlagsReachTheirFields) {
   const cli::Flags f = parse({"--dataset", "citeseer", "--hidden", "4", "--heads", "+2", "--output-heads", "3",
                               "--dropout", "0.5", "--value-dropout", "0", "--lr", "1e-2", "--weight-decay", "0",
                               "--epochs", "7", "--patience", "9", "--sparse-below", "1", "--no-cuda-graphs",
-                              "--seed", "18446744073709551615", "--save", "x.safetensors", "--json", "--quiet"});
+                              "--seed", "18446744073709551615", "--save", "x.safetensors", "--json", "--quiet",
+                              "--fill-value", "-2.5"});
   EXPECT_EQ(f.dataset, "citeseer");
   EXPECT_TRUE(f.dataset_given);
   EXPECT_EQ(f.model.hidden, 4);
@@ -103,6 +104,11 @@ TEST(Cli, FlagsReachTheirFields) {
   EXPECT_EQ(f.seed, 18446744073709551615ull);
   EXPECT_EQ(f.save, "x.safetensors");
   EXPECT_TRUE(f.json && f.quiet);
+  EXPECT_EQ(f.model.fill_value, ops::SelfLoopFill::constant_value(-2.5));
+  EXPECT_TRUE(f.fill_value_given);
+  EXPECT_FALSE(parse({}).fill_value_given);
+  EXPECT_EQ(parse({}).model.fill_value, ops::SelfLoopFill{});  // the mean, PyG's default
+  EXPECT_EQ(parse({"--fill-value", "sum"}).model.fill_value, ops::SelfLoopFill::parse("add"));
   EXPECT_TRUE(parse({"--help"}).help);
 }
 
@@ -166,6 +172,10 @@ TEST(Cli, NumbersAreParsedWholeAndWithinReadableRanges) {
       {{"--model", "gatv2", "--value-dropout", "0.5"}, "--value-dropout 0.5 with --model gatv2: GATv2Conv has no value dropout"},
       {{"--load", "a", "--save", "b"}, "--save excludes --load"},
       {{"--no-such-flag"}, "--no-such-flag"},
+      {{"--fill-value", "median"}, "--fill-value: 'median' is not mean, add, sum, min, max, mul or a finite number"},
+      {{"--fill-value", "inf"}, "--fill-value: 'inf' is not mean"},
+      {{"--fill-value", "1e999"}, "--fill-value: '1e999' is not mean"},
+      {{"--fill-value", ""}, "--fill-value: '' is not mean"},
   };
   for (const Case& c : cases) {
     std::string joined;

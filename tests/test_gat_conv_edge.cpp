@@ -288,6 +288,51 @@ TEST(GATEdge, ConfigKeepsEdgeDimAndOlderCheckpointsHaveNone) {
   expect_error([&] { c.validate(); }, {"edge_dim"});
 }
 
+// The loops' fill reaches both layers of either kind, is kept in the metadata (the mean when an
+// older checkpoint has no key) and changes what the network computes.
+TEST(GATEdge, ConfigKeepsTheFillValueAndBothLayersUseIt) {
+  GATConfig c;
+  c.in_features = 3;
+  c.num_classes = 2;
+  c.edge_dim = 2;
+  c.fill_value = ops::SelfLoopFill::constant_value(0.1);
+  io::Metadata meta = c.to_metadata();
+  EXPECT_EQ(meta.at("fill_value"), "0.1");
+  EXPECT_EQ(GATConfig::from_metadata(meta, "m"), c);
+  meta.at("fill_value") = "max";
+  EXPECT_EQ(GATConfig::from_metadata(meta, "m").fill_value, ops::SelfLoopFill::parse("max"));
+  meta.at("fill_value") = "median";
+  expect_error([&] { GATConfig::from_metadata(meta, "m"); },
+               {"m: metadata 'fill_value' = 'median' is not mean, add, sum, min, max, mul or a finite number"});
+  meta.erase("fill_value");
+  EXPECT_EQ(GATConfig::from_metadata(meta, "m").fill_value, ops::SelfLoopFill{});
+
+  const Graph graph = Graph::from_edges(4, {0, 1, 2, 3, 1}, {1, 2, 3, 0, 3}).with_self_loops();
+  std::mt19937_64 rng(3);
+  const Tensor x = random_tensor({4, 3}, rng, -1, 1, DType::f32),
+               edge_attr = random_tensor({graph.num_edges(), 2}, rng, -1, 1, DType::f32);
+  for (const AttentionLayer layer : {AttentionLayer::gat, AttentionLayer::gatv2}) {
+    c.layer = layer;
+    c.value_dropout = layer == AttentionLayer::gat ? 0.6 : 0.0;
+    Tensor out[2];
+    for (int k = 0; k < 2; ++k) {
+      c.fill_value = k == 0 ? ops::SelfLoopFill{} : ops::SelfLoopFill::parse("max");
+      Generator init(1), gen(2);
+      GAT model(c, init);
+      model.eval();
+      if (layer == AttentionLayer::gat) {
+        EXPECT_EQ(model.conv1->options().fill_value, c.fill_value);
+        EXPECT_EQ(model.conv2->options().fill_value, c.fill_value);
+      } else {
+        EXPECT_EQ(model.v2_conv1->options().fill_value, c.fill_value);
+        EXPECT_EQ(model.v2_conv2->options().fill_value, c.fill_value);
+      }
+      out[k] = model.forward(Features(x), graph, gen, edge_attr);
+    }
+    EXPECT_FALSE(bitwise_equal(out[0], out[1])) << attention_layer_name(layer);
+  }
+}
+
 // The whole path gat_train takes: generated edge features, with_self_loops(Dataset) (the loops'
 // rows as placeholders), a GAT with edge_dim trained on it; the same run twice gives the same bits.
 TEST(GATEdge, TrainsOnAGeneratedGraphWithEdgeFeatures) {

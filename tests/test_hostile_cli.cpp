@@ -357,6 +357,8 @@ std::vector<Case> cases() {
        "avg_degree -3 must be a finite number >= 0"},
       {"synthetic NaN degree", "--dataset synthetic:100:nan:0 --info", 1, "avg_degree nan must be a finite number"},
       {"synthetic too many edges", "--dataset synthetic:100000:1e9:0 --info", 1, "gives too many edges"},
+      {"a fill value without edge features", "--dataset synthetic:2000:8:0 --fill-value max --epochs 1", 1,
+       "--fill-value max: synthetic:2000:8:0 has no edge features"},
       {"synthetic degree above the nodes", "--dataset synthetic:1000:100000:0 --info", 1,
        "avg_degree 100000 exceeds what 1000 nodes allow without repeated edges (999)"},
       {"synthetic too small for its splits", "--dataset synthetic:30:5:0 --info", 1,

@@ -6,6 +6,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "gat/framework/ops/self_loop_attr.h"
+
 namespace gat::cli {
 
 namespace {
@@ -70,6 +72,14 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
                  "dropout on the projected features where they are aggregated, as the GAT authors' "
                  "code does (0: as PyG's GATConv)")
       ->check(within(GATConfig::kDropoutRange));
+  app.add_option("--fill-value", flags.fill_value,
+                 "the self loops' edge features from each node's in-edges': mean, add (sum), min, max, "
+                 "mul or a number (PyG's fill_value; only for a dataset with edge features)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return ops::SelfLoopFill::try_parse(text) ? "" : "'" + text + "' is not " + ops::SelfLoopFill::kAccepted;
+          },
+          "FILL"));
   app.add_option("--sparse-below", t.sparse_max_density,
                  "pass the features as a sparse CSR matrix when fewer than this fraction is non-zero "
                  "(0: always dense; same results up to rounding)")
@@ -136,6 +146,8 @@ Flags parse(int argc, const char* const* argv, const Environment& env) {
     throw UsageError(e.what());
   }
   flags.dataset_given = app.count("--dataset") > 0;
+  flags.fill_value_given = app.count("--fill-value") > 0;
+  flags.model.fill_value = ops::SelfLoopFill::parse(flags.fill_value);
   if (flags.model_name == attention_layer_name(AttentionLayer::gatv2)) {
     flags.model.layer = AttentionLayer::gatv2;
     if (app.count("--value-dropout") == 0) flags.model.value_dropout = 0.0;

@@ -23,6 +23,8 @@ struct Flags {
   std::string data_dir;        // empty: the library's default (datasets/registry.h)
   std::string device = "auto";
   std::string model_name = "gat";  // --model: gat | gatv2, parsed into model.layer
+  std::string fill_value = "mean";  // --fill-value, parsed into model.fill_value
+  bool fill_value_given = false;    // (the dataset must then have edge features)
   GATConfig model;             // layer, hidden, heads, output_heads, dropout, value_dropout; in_features
                                // and num_classes come from the dataset
   TrainOptions train;          // lr, weight_decay, max_epochs, patience, sparse_max_density, cuda_graphs

@@ -155,6 +155,8 @@ int train_runs(const Flags& flags, Device device) {
   config.num_classes = data.num_classes;
   config.edge_dim = data.num_edge_features();
   config.validate(flags.dataset);
+  GAT_CHECK(!flags.fill_value_given || config.edge_dim > 0, "--fill-value ", flags.fill_value, ": ", flags.dataset,
+            " has no edge features (the value makes the self loops' edge features)");
   if (!flags.resume.empty()) {  // the parameters' names and shapes would disagree further down
     const GATConfig saved =
         GATConfig::from_metadata(io::load_safetensors(flags.resume).metadata, "--resume " + flags.resume);
@@ -248,7 +250,8 @@ int train_runs(const Flags& flags, Device device) {
         {"config", {{"model", attention_layer_name(config.layer)}, {"hidden", config.hidden}, {"heads", config.heads}, {"output_heads", config.output_heads},
                     {"dropout", config.dropout}, {"value_dropout", config.value_dropout}, {"lr", flags.train.lr},
                     {"weight_decay", flags.train.weight_decay}, {"patience", flags.train.patience},
-                    {"max_epochs", flags.train.max_epochs}}}};
+                    {"max_epochs", flags.train.max_epochs}, {"edge_dim", config.edge_dim},
+                    {"fill_value", config.fill_value.name()}}}};
     std::printf("%s\n", j.dump().c_str());
   }
   return 0;

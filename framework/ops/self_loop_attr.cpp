@@ -12,16 +12,21 @@
 
 namespace gat::ops {
 
-SelfLoopFill SelfLoopFill::parse(const std::string& text) {
+std::optional<SelfLoopFill> SelfLoopFill::try_parse(const std::string& text) {
   const std::pair<const char*, Kind> names[] = {{"mean", Kind::mean}, {"add", Kind::add}, {"sum", Kind::add},
                                                 {"min", Kind::min},   {"max", Kind::max}, {"mul", Kind::mul}};
   for (const auto& [name, kind] : names)
-    if (text == name) return {kind, 0.0};
+    if (text == name) return SelfLoopFill{kind, 0.0};
   char* end = nullptr;
   const double value = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
-  GAT_CHECK(!text.empty() && end == text.c_str() + text.size() && std::isfinite(value), "fill_value '", text,
-            "' is not mean, add, sum, min, max, mul or a finite number");
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value)) return std::nullopt;
   return constant_value(value);
+}
+
+SelfLoopFill SelfLoopFill::parse(const std::string& text) {
+  const std::optional<SelfLoopFill> fill = try_parse(text);
+  GAT_CHECK(fill.has_value(), "fill_value '", text, "' is not ", kAccepted);
+  return *fill;
 }
 
 std::string SelfLoopFill::name() const {

@@ -25,6 +25,7 @@
 // reduce each looped destination's in-edges as on any other graph.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "gat/framework/graph.h"
@@ -40,8 +41,10 @@ struct SelfLoopFill {
   double value = 0.0;  // the loops' attribute when kind is constant
 
   static SelfLoopFill constant_value(double value) { return {Kind::constant, value}; }
-  // "mean", "add", "sum", "min", "max", "mul" or a finite number; throws a gat::Error naming
-  // the text and what is accepted.
+  static constexpr const char* kAccepted = "mean, add, sum, min, max, mul or a finite number";
+  // "mean", "add", "sum", "min", "max", "mul" or a finite number; nothing for another text.
+  static std::optional<SelfLoopFill> try_parse(const std::string& text);
+  // The same, throwing a gat::Error naming the text and what is accepted.
   static SelfLoopFill parse(const std::string& text);
   std::string name() const;  // the text parse() reads back ("add" for add)
   bool operator==(const SelfLoopFill& o) const { return kind == o.kind && value == o.value; }
