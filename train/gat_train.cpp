@@ -163,6 +163,14 @@ int train_runs(const Flags& flags, Device device) {
     GAT_CHECK(saved.layer == config.layer, "--resume ", flags.resume, ": the run trained ",
               attention_layer_name(saved.layer), " layers, these flags ask for ", attention_layer_name(config.layer),
               " (--model)");
+    // Any other field that differs would go on training another model than the run's, silently.
+    const io::Metadata run = saved.to_metadata();
+    std::string differences;
+    for (const auto& [key, value] : config.to_metadata())
+      if (run.at(key) != value)
+        differences += detail::concat(differences.empty() ? "" : ", ", key, " ", value, " (the run's: ", run.at(key), ")");
+    GAT_CHECK(differences.empty(), "--resume ", flags.resume, ": these flags ask for another model than the run's: ",
+              differences, "; give the interrupted run's flags");
   }
   TrainOptions options = flags.train;
   options.checkpoints.path = flags.checkpoint;
