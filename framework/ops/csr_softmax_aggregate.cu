@@ -229,9 +229,13 @@ struct BackwardArgs {
 // What each op does with an edge of the walk besides dV. grad.walk(j, h, tile, E) gives the state
 // of one (source j, head h, feature tile) with
 //   needs_weight(dV): whether the walk needs a[e,h] (the softmax weight without dropout);
-//   weight(e, i):     a[e,h] = exp(s[e,h] - lse[i,h]);
+//   load(e, i, weight): an Entry, what the edge's weight and use read of the destination i and
+//                     the edge e (issued with the gather of G[i], so that one memory latency
+//                     serves a batch of entries; nothing when the weight is not needed and the
+//                     op's use reads nothing);
+//   weight(entry):    a[e,h] = exp(s[e,h] - lse[i,h]);
 //   wants_dot():      whether da = keep/(1-p) G[i,h,:].V[j,h,:] is needed;
-//   edge(e, i, a, da, first_lane): its use of da (the group's first lane writes);
+//   edge(e, entry, a, da, first_lane): its use of da (the group's first lane writes);
 //   sum:              what the walk sums over j's out-edges ((N, H) per source, merged by chunks).
 // kBlocksPerSM bounds the walk kernels' registers (256 threads per block).
 // csr_softmax_aggregate: this tile's part of da, for row_softmax_grad_kernel. No sum.
@@ -248,12 +252,17 @@ struct ScoreGrad {
     T* da_tile;  // (E, H) or null
     int H, h;
     T sum = 0;
+    struct Entry {
+      T s, lse;
+    };
     __device__ __forceinline__ bool needs_weight(bool dV) const { return dV; }
     __device__ __forceinline__ bool wants_dot() const { return da_tile != nullptr; }
-    __device__ __forceinline__ T weight(long long e, long long i) const {
-      return exp(s[e * H + h] - lse[i * H + h]);
+    __device__ __forceinline__ Entry load(long long e, long long i, bool weight) const {
+      if (!weight) return {};
+      return {s[e * H + h], lse[i * H + h]};
     }
-    __device__ __forceinline__ void edge(long long e, long long, T, T da, bool first_lane) {
+    __device__ __forceinline__ T weight(const Entry& x) const { return exp(x.s - x.lse); }
+    __device__ __forceinline__ void edge(long long e, const Entry&, T, T da, bool first_lane) {
       if (first_lane) da_tile[e * H + h] = da;
     }
   };
@@ -290,21 +299,23 @@ struct GatGrad {
     T el_j, slope;
     int H, h;
     T sum = 0;
-    // The LeakyReLU's argument of edge e = (j -> i).
-    __device__ __forceinline__ T argument(long long e, long long i) const {
-      const T x = el_j + er[i * H + h];
-      if constexpr (kTerm) return x + term[e * H + h];
-      return x;
-    }
+    // Of edge e = (j -> i): the LeakyReLU's argument x, lse[i,h] and D[i,h].
+    struct Entry {
+      T x, lse, D;
+    };
     __device__ __forceinline__ bool needs_weight(bool) const { return true; }
     __device__ __forceinline__ bool wants_dot() const { return true; }
-    __device__ __forceinline__ T weight(long long e, long long i) const {
-      const T x = argument(e, i);
-      return exp((x > T(0) ? x : x * slope) - lse[i * H + h]);
+    __device__ __forceinline__ Entry load(long long e, long long i, bool) const {
+      T x = el_j + er[i * H + h];
+      if constexpr (kTerm) x += term[e * H + h];
+      return {x, lse[i * H + h], D[i * H + h]};
     }
-    __device__ __forceinline__ void edge(long long e, long long i, T a, T da, bool first_lane) {
-      const T ds = a * (da - D[i * H + h]);
-      const T grad = argument(e, i) > T(0) ? ds : ds * slope;
+    __device__ __forceinline__ T weight(const Entry& p) const {
+      return exp((p.x > T(0) ? p.x : p.x * slope) - p.lse);
+    }
+    __device__ __forceinline__ void edge(long long e, const Entry& p, T a, T da, bool first_lane) {
+      const T ds = a * (da - p.D);
+      const T grad = p.x > T(0) ? ds : ds * slope;
       sum += grad;
       if constexpr (kTerm) {
         if (first_lane && g) g[e * H + h] = grad;
@@ -340,15 +351,18 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, 
     constexpr int U = decltype(count)::value;
     int32_t e[U], i[U];  // edge id and destination (64-bit offsets are formed at each use)
     Vec<T, VEC> g[U];
+    typename Walk::Entry x[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) e[u] = a.t_edge_id[k + u], i[u] = a.t_dst[k + u];
-    T w[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       g[u] = Vec<T, VEC>{};
       if (lane_has_features) g[u] = load_vec<T, VEC>(a.grad_out + i[u] * HF + head_offset);
-      w[u] = want_weight ? walk.weight(e[u], i[u]) : T(0);
+      x[u] = walk.load(e[u], i[u], want_weight);
     }
+    T w[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) w[u] = want_weight ? walk.weight(x[u]) : T(0);
     T drop[U], dot[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -366,7 +380,7 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, 
 #pragma unroll
     for (int u = 0; u < U; ++u) dot[u] = warps::group_sum<G>(dot[u]);
 #pragma unroll
-    for (int u = 0; u < U; ++u) walk.edge(e[u], i[u], w[u], dot[u] * drop[u], threadIdx.x % G == 0);
+    for (int u = 0; u < U; ++u) walk.edge(e[u], x[u], w[u], dot[u] * drop[u], threadIdx.x % G == 0);
   };
   for (long long window_begin = begin; window_begin < end;) {
     const ScatteredEdges window(keep, a.t_edge_id, window_begin, end, H, h0, h1);
