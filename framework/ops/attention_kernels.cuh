@@ -45,12 +45,6 @@ __device__ __forceinline__ Vec<T, VEC> to_vec(const T (&a)[VEC]) {
   return v;
 }
 
-// Keep factor of attention dropout for (edge, head) index: keep / (1 - p), or 1 when inactive.
-template <class T>
-__device__ __forceinline__ T drop_factor(const DropoutKey& key, T scale, long long index) {
-  return !key.active() ? T(1) : (key.keep(static_cast<uint64_t>(index)) ? scale : T(0));
-}
-
 // Attention dropout's decisions for the (edge, head) pairs that a segment of lanes visits
 // together, each Philox block drawn once for the segment instead of once per lane and edge.
 // Philox4x32-10 is some 80 instructions, and a row of 8 heads x 8 features has 16 lanes that each

@@ -77,9 +77,12 @@ struct HeadGroupLane {
 // A work item as one lane sees it: segment n (row `row`'s entries [begin, end), or chunk n's of
 // a long row), the lane's head, lane_offset = head F + c (the lane's first feature within a node's
 // H F), whether the lane has features (c < F) and whether it is the head's first lane (c = 0).
+// A lane of the last block past the H heads takes head H - 1 without features and not first: it
+// follows its group (whose lanes draw the dropout decisions together) and writes nothing.
 struct LaneItem {
   long long n, row, begin, end, lane_offset, HF;
-  int head;  // the lane's head (of the H)
+  int head;                     // the lane's head (of the H)
+  int first_head, last_head;    // the heads of the lane's group
   bool has, first;
   // The lane's features of node `node` of an (nodes, H, F) tensor (zeros for a lane without).
   template <class T, int VEC>
@@ -92,8 +95,8 @@ struct LaneItem {
 };
 
 // f(item) for each of this lane's group's work items (segment, block of G / LH heads) in
-// grid-stride order where the lane's head exists and the segment is this launch's. A head's lanes
-// skip or run an item together (its sums need all of them).
+// grid-stride order where the segment is this launch's. A group's lanes skip or run an item
+// together (a head's sums need all its lanes, the dropout draws all the group's).
 template <int LH, int VEC, class Fn>
 __device__ __forceinline__ void for_each_item(const Segments& seg, int G, int head_blocks, int H,
                                               int F, Fn&& f) {
@@ -101,11 +104,15 @@ __device__ __forceinline__ void for_each_item(const Segments& seg, int G, int he
   for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
     LaneItem it;
     it.n = item / head_blocks;
-    it.head = static_cast<int>(item - it.n * head_blocks) * (G / LH) + g.head;
-    if (it.head >= H || !seg.get(it.n, it.row, it.begin, it.end)) continue;
+    it.first_head = static_cast<int>(item - it.n * head_blocks) * (G / LH);
+    it.last_head = min(H, it.first_head + G / LH) - 1;
+    it.head = it.first_head + g.head;
+    if (!seg.get(it.n, it.row, it.begin, it.end)) continue;
+    const bool exists = it.head < H;
+    if (!exists) it.head = H - 1;
     it.lane_offset = static_cast<long long>(it.head) * F + g.c;
     it.HF = static_cast<long long>(H) * F;
-    it.has = g.c < F, it.first = g.c == 0;
+    it.has = exists && g.c < F, it.first = exists && g.c == 0;
     f(it);
   }
 }
@@ -168,13 +175,18 @@ __global__ void __launch_bounds__(kThreads)
                          T* __restrict__ part_z,    // (W, H)       (chunk segments)
                          T* __restrict__ part_acc)  // (W, H, F)    (chunk segments)
 {
+  SegmentKeep keep(a.key, G);
   for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     OnlineState<T, VEC> st;
-    for (long long e = it.begin; e < it.end; ++e) {
-      const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
-      T x[VEC];
-      st.add(head_score<T, VEC, LH>(a, l, r, at, it, e, x), drop_factor(a.key, a.scale, it.head_at(e, a.H)), l);
+    for (long long window_begin = it.begin; window_begin < it.end;) {
+      const ConsecutiveEdges window(keep, window_begin, it.end, a.H, it.first_head, it.last_head);
+      for (long long e = window.begin; e < window.end; ++e) {
+        const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
+        T x[VEC];
+        st.add(head_score<T, VEC, LH>(a, l, r, at, it, e, x), window.factor(keep, e, it.head, a.scale), l);
+      }
+      window_begin = window.end;
     }
     if (seg.chunk_ptr) {
       if (it.has) store_vec<T, VEC>(part_acc + it.at(it.n), to_vec(st.acc));
@@ -187,8 +199,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // What the backward recomputes for edge e = (j -> i) and head h from the lane's vectors, the
-// same in both walks: the score s, a = exp(s - lse[i,h]), the keep factor, da = keep / (1 - p)
-// G[i,h,:].xl[j,h,:] (a sum over the head's lanes) and ds = a (da - D[i,h]).
+// same in both walks: the score s, a = exp(s - lse[i,h]), da = keep / (1 - p)
+// G[i,h,:].xl[j,h,:] (a sum over the head's lanes; `drop` the keep factor) and ds = a (da - D[i,h]).
 template <class T>
 struct EdgeGrad {
   T a, drop, ds;
@@ -197,13 +209,13 @@ template <class T, int VEC, int LH>
 __device__ __forceinline__ EdgeGrad<T> edge_grad(const Gatv2Args<T>& args, const LaneItem& it,
                                                  long long e, const Vec<T, VEC>& l,
                                                  const Vec<T, VEC>& r, const Vec<T, VEC>& gi,
-                                                 const Vec<T, VEC>& at, T lse_ih, T D_ih,
+                                                 const Vec<T, VEC>& at, T lse_ih, T D_ih, T drop,
                                                  T (&x)[VEC]) {
   const T s = head_score<T, VEC, LH>(args, l, r, at, it, e, x);
   const T dot = warps::group_sum<LH>(dot_part(gi, l));
   EdgeGrad<T> g;
   g.a = exp(s - lse_ih);
-  g.drop = drop_factor(args.key, args.scale, it.head_at(e, args.H));
+  g.drop = drop;
   g.ds = g.a * (dot * g.drop - D_ih);
   return g;
 }
@@ -228,19 +240,25 @@ __global__ void __launch_bounds__(kThreads)
                              int G, int head_blocks,
                              T* __restrict__ dest)  // (segments, H, F): d xl or chunk partials
 {
+  SegmentKeep keep(a.key, G);
   for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     T acc[VEC] = {};
-    for (long long k = it.begin; k < it.end; ++k) {
-      const long long e = t_edge_id[k], i = t_dst[k];
-      const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, i), gi = it.lane_vec<T, VEC>(b.grad_out, i);
-      T x[VEC];
-      const EdgeGrad<T> d = edge_grad<T, VEC, LH>(a, it, e, l, r, gi, at, b.lse[it.head_at(i, a.H)],
-                                                  b.D[it.head_at(i, a.H)], x);
-      const T kept = d.a * d.drop;
+    for (long long window_begin = it.begin; window_begin < it.end;) {
+      const ScatteredEdges window(keep, t_edge_id, window_begin, it.end, a.H, it.first_head, it.last_head);
+      for (long long k = window.begin; k < window.end; ++k) {
+        const long long e = t_edge_id[k], i = t_dst[k];
+        const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, i), gi = it.lane_vec<T, VEC>(b.grad_out, i);
+        T x[VEC];
+        const EdgeGrad<T> d =
+            edge_grad<T, VEC, LH>(a, it, e, l, r, gi, at, b.lse[it.head_at(i, a.H)], b.D[it.head_at(i, a.H)],
+                                  window.factor(keep, k, e, it.head, a.scale), x);
+        const T kept = d.a * d.drop;
 #pragma unroll
-      for (int q = 0; q < VEC; ++q)
-        acc[q] += kept * gi.v[q] + d.ds * at.v[q] * leaky_slope(x[q], a.slope);
+        for (int q = 0; q < VEC; ++q)
+          acc[q] += kept * gi.v[q] + d.ds * at.v[q] * leaky_slope(x[q], a.slope);
+      }
+      window_begin = window.end;
     }
     if (it.has) store_vec<T, VEC>(dest + it.at(it.n), to_vec(acc));
   });
@@ -260,23 +278,29 @@ __global__ void __launch_bounds__(kThreads)
                           T* __restrict__ att_term,  // (segments, H, F) or null
                           T* __restrict__ det)       // (E, H, F) or null
 {
+  SegmentKeep keep(a.key, G);
   for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), gi = it.lane_vec<T, VEC>(b.grad_out, it.row);
     const Vec<T, VEC> at = it.lane_vec<T, VEC>(a.att, 0);
     const T lse_ih = b.lse[it.head_at(it.row, a.H)], D_ih = b.D[it.head_at(it.row, a.H)];
     T acc_r[VEC] = {}, acc_att[VEC] = {};
-    for (long long e = it.begin; e < it.end; ++e) {
-      const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
-      T x[VEC];
-      const EdgeGrad<T> d = edge_grad<T, VEC, LH>(a, it, e, l, r, gi, at, lse_ih, D_ih, x);
-      T t[VEC];
+    for (long long window_begin = it.begin; window_begin < it.end;) {
+      const ConsecutiveEdges window(keep, window_begin, it.end, a.H, it.first_head, it.last_head);
+      for (long long e = window.begin; e < window.end; ++e) {
+        const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
+        T x[VEC];
+        const EdgeGrad<T> d = edge_grad<T, VEC, LH>(a, it, e, l, r, gi, at, lse_ih, D_ih,
+                                                    window.factor(keep, e, it.head, a.scale), x);
+        T t[VEC];
 #pragma unroll
-      for (int q = 0; q < VEC; ++q) {
-        t[q] = d.ds * at.v[q] * leaky_slope(x[q], a.slope);
-        acc_r[q] += t[q];
-        acc_att[q] += d.ds * leaky(x[q], a.slope);
+        for (int q = 0; q < VEC; ++q) {
+          t[q] = d.ds * at.v[q] * leaky_slope(x[q], a.slope);
+          acc_r[q] += t[q];
+          acc_att[q] += d.ds * leaky(x[q], a.slope);
+        }
+        if (det && it.has) store_vec<T, VEC>(det + it.at(e), to_vec(t));
       }
-      if (det && it.has) store_vec<T, VEC>(det + it.at(e), to_vec(t));
+      window_begin = window.end;
     }
     if (!it.has) return;
     if (dxr) store_vec<T, VEC>(dxr + it.at(it.n), to_vec(acc_r));
