@@ -104,7 +104,7 @@ void backward(Problem& p, Op op) {
     return;
   }
   ops::kernels::gat_attention_aggregate_backward(p.graph, p.el, p.er, Tensor(), p.value, 0.2, {}, p.out,
-                                                 p.lse, p.pos_out, p.pos_weight, p.grad_out, &p.grad_el,
+                                                 Tensor(), p.lse, p.pos_out, p.pos_weight, p.grad_out, &p.grad_el,
                                                  &p.grad_er, nullptr, &p.grad_value);
 }
 

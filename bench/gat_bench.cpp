@@ -114,7 +114,7 @@ nlohmann::json bench_kernel(const std::string& graph_path, int64_t heads, int64_
     };
     backward = [&] {
       ops::kernels::gat_attention_aggregate_backward(graph, el, er, Tensor(), value, 0.2, no_dropout, out,
-                                                     lse, pos_out, pos_weight, grad_out, &grad_el,
+                                                     Tensor(), lse, pos_out, pos_weight, grad_out, &grad_el,
                                                      &grad_er, nullptr, &grad_value);
     };
   }

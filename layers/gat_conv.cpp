@@ -1,5 +1,6 @@
 #include "gat/layers/gat_conv.h"
 
+#include "gat/framework/autograd.h"
 #include "gat/framework/init.h"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/dropout.h"
@@ -66,17 +67,37 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
 
   // One x through lin: one projection for both sides.
   Tensor wh = ops::reshape((lin ? *lin : *lin_src).forward(x_src), {Ns, H, F});  // (Ns, H, F)
-  const Tensor wh_dst = !x_dst && lin ? wh : Tensor();  // (Nd, H, F), else made by attention_term if it needs it
-  Tensor el = attention_term(lin ? *lin : *lin_src, x_src, wh, att_src);   // (Ns, H)
-  Tensor er = attention_term(lin ? *lin : *lin_dst, xd, wh_dst, att_dst);  // (Nd, H)
   const DropoutKey key = is_training() && options_.dropout > 0.0
                              ? gen.dropout_key(static_cast<float>(options_.dropout))
                              : DropoutKey{};
-  Tensor values = wh;  // (Ns, H, F)
-  if (is_training() && options_.value_dropout > 0.0)
-    values = ops::dropout(wh, gen.dropout_key(static_cast<float>(options_.value_dropout)));
-  Tensor out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key, ee);  // (Nd, H, F)
-  out = combine_heads(out, options_.concat, res ? res->forward(xd) : Tensor(), bias);  // (Nd, out_features)
+  const DropoutKey value_key = is_training() && options_.value_dropout > 0.0
+                                   ? gen.dropout_key(static_cast<float>(options_.value_dropout))
+                                   : DropoutKey{};
+  // Concatenated heads without a residual take the bias inside the aggregate: its output, plus
+  // the bias, is then both what the layer returns and what the backward keeps.
+  const bool bias_in_aggregate = options_.concat && !res && bias.defined();
+  const Tensor aggregate_bias = bias_in_aggregate ? ops::reshape(bias, {H, F}) : Tensor();  // (H, F)
+  // One graph's nodes through one projection, el and er read from it: the fused op, whose
+  // backward writes d wh in one pass (the fold below reads fewer bytes when in < H*F).
+  const bool projected = lin && !x_dst && lin->in_features() >= H * F;
+  Tensor el, er, out;
+  if (projected) {
+    out = ops::gat_projected_attention(g, wh, att_src, att_dst, options_.negative_slope, key, value_key, ee,
+                                       aggregate_bias);  // (N, H, F)
+    if (attention) {  // el and er again, for the weights only
+      autograd::NoGradGuard no_grad;
+      el = ops::head_dot(wh, att_src);
+      er = ops::head_dot(wh, att_dst);
+    }
+  } else {
+    const Tensor wh_dst = !x_dst && lin ? wh : Tensor();  // (Nd, H, F), else made by attention_term if it needs it
+    el = attention_term(lin ? *lin : *lin_src, x_src, wh, att_src);   // (Ns, H)
+    er = attention_term(lin ? *lin : *lin_dst, xd, wh_dst, att_dst);  // (Nd, H)
+    const Tensor values = value_key.active() ? ops::dropout(wh, value_key) : wh;  // (Ns, H, F)
+    out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key, ee, aggregate_bias);  // (Nd, H, F)
+  }
+  out = combine_heads(out, options_.concat, res ? res->forward(xd) : Tensor(),
+                      bias_in_aggregate ? Tensor() : bias);  // (Nd, out_features)
 
   if (attention)
     *attention = {g, ops::csr_softmax(g, ops::gat_edge_scores(g, el.detach(), er.detach(), options_.negative_slope,

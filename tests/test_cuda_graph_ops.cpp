@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gat/framework/autograd.h"
@@ -300,8 +301,115 @@ TEST(CudaGatAttentionAggregate, GradientsMatchFiniteDifferencesOnDevice) {
                               random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
                               random_tensor({N, H, F}, rng, -1, 1, DType::f64, Device::cuda),
                               random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f64, Device::cuda)});
+      auto with_bias = [&](const std::vector<Tensor>& in) {
+        return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, Tensor(), in[3]);
+      };
+      expect_gradients_match("cuda gat_attention_aggregate with bias " + tag, with_bias,
+                             {random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
+                              random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
+                              random_tensor({N, H, F}, rng, -1, 1, DType::f64, Device::cuda),
+                              random_tensor({H, F}, rng, -1, 1, DType::f64, Device::cuda)});
     }
   }
+}
+
+// The fused bias (GATConv's concatenated heads): out plus bias and every gradient, the bias's
+// included, against the CPU in f64, through the fused backward ({8, 8}, {3, 5}) and the unfused
+// one ({1, 256}). d node_value takes the positive sums' storage: no block of its own at the
+// backward's peak, where one appears when er needs no gradient (no positive sums kept).
+TEST(CudaGatAttentionAggregate, BiasMatchesCpuAndDValuesReuseThePositiveSums) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(44);
+  const Graph g = random_graph(3000, 30000, 0, rng);
+  const Graph gd = g.to(Device::cuda);
+  const int64_t N = g.num_nodes();
+  for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {3, 5}, {1, 256}}) {
+    const std::vector<Tensor> inputs{random_tensor({N, H}, rng, -3, 3, DType::f32),
+                                     random_tensor({N, H}, rng, -3, 3, DType::f32),
+                                     random_tensor({N, H, F}, rng, -1, 1, DType::f32),
+                                     random_tensor({H, F}, rng, -1, 1, DType::f32)};
+    const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32);
+    auto run = [&](const Graph& graph, DType dtype, Device device) {
+      std::vector<Tensor> in;
+      for (const Tensor& t : inputs) in.push_back(t.to(dtype).to(device).set_requires_grad());
+      const Tensor out = ops::gat_attention_aggregate(graph, in[0], in[1], in[2], 0.2, kDrop, Tensor(), in[3]);
+      out.backward(go.to(dtype).to(device));
+      std::vector<Tensor> results{out.detach()};
+      for (const Tensor& t : in) results.push_back(t.grad());
+      return results;
+    };
+    const std::vector<Tensor> want = run(g, DType::f64, Device::cpu), got = run(gd, DType::f32, Device::cuda);
+    const char* names[] = {"out", "d el", "d er", "d value", "d bias"};
+    for (size_t k = 0; k < want.size(); ++k)
+      EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << "H=" << H << " F=" << F << ": " << names[k];
+  }
+  const int64_t H = 8, F = 8;
+  auto d_value_allocated = [&](bool er_needs_grad) {
+    Tensor el = random_tensor({N, H}, rng, -3, 3, DType::f32, Device::cuda).set_requires_grad();
+    Tensor er = random_tensor({N, H}, rng, -3, 3, DType::f32, Device::cuda);
+    if (er_needs_grad) er.set_requires_grad();
+    Tensor v = random_tensor({N, H, F}, rng, -1, 1, DType::f32, Device::cuda).set_requires_grad();
+    const Tensor out = ops::gat_attention_aggregate(gd, el, er, v, 0.2, kDrop);
+    const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32, Device::cuda);
+    cuda::synchronize();
+    cuda::reset_peak_memory();
+    out.backward(go);
+    bool allocated = false;
+    for (const cuda::PeakBlocks& b : cuda::peak_memory_breakdown()) allocated = allocated || b.what == "d node_value";
+    return allocated;
+  };
+  EXPECT_FALSE(d_value_allocated(true));
+  EXPECT_TRUE(d_value_allocated(false));
+}
+
+// gat_projected_attention on CUDA (f32) against the CPU (f64): out and the gradients of wh,
+// att_src, att_dst, edge term and bias, with both dropouts, through the fused backward
+// ({8, 8}, {3, 5}), the unfused one ({1, 256}), and a hub's chunks; f64 gradients against
+// finite differences on the device; and runs bitwise identical.
+TEST(CudaGatProjectedAttention, MatchesCpuAndFiniteDifferences) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(45);
+  const DropoutKey value_drop{0.4f, 43, 7};
+  const Graph random = random_graph(3000, 30000, 0, rng), hub = random_graph(20000, 40000, 5000, rng);
+  for (const auto& [name, g, H, F] : std::vector<std::tuple<std::string, Graph, int64_t, int64_t>>{
+           {"random", random, 8, 8}, {"random", random, 3, 5}, {"random", random, 1, 256}, {"hub", hub, 8, 8}}) {
+    const int64_t N = g.num_nodes();
+    const std::vector<Tensor> inputs{random_tensor({N, H, F}, rng, -1, 1, DType::f32),
+                                     random_tensor({H, F}, rng, -1, 1, DType::f32),
+                                     random_tensor({H, F}, rng, -1, 1, DType::f32),
+                                     random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f32),
+                                     random_tensor({H, F}, rng, -1, 1, DType::f32)};
+    const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32);
+    const Graph gd = g.to(Device::cuda);
+    auto run = [&](const Graph& graph, DType dtype, Device device) {
+      std::vector<Tensor> in;
+      for (const Tensor& t : inputs) in.push_back(t.to(dtype).to(device).set_requires_grad());
+      const Tensor out = ops::gat_projected_attention(graph, in[0], in[1], in[2], 0.2, kDrop, value_drop, in[3], in[4]);
+      out.backward(go.to(dtype).to(device));
+      std::vector<Tensor> results{out.detach()};
+      for (const Tensor& t : in) results.push_back(t.grad());
+      return results;
+    };
+    const std::vector<Tensor> want = run(g, DType::f64, Device::cpu), got = run(gd, DType::f32, Device::cuda),
+                              again = run(gd, DType::f32, Device::cuda);
+    const char* names[] = {"out", "d wh", "d att_src", "d att_dst", "d edge term", "d bias"};
+    for (size_t k = 0; k < want.size(); ++k) {
+      const std::string tag = name + " H=" + std::to_string(H) + " F=" + std::to_string(F) + ": " + names[k];
+      EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << tag;
+      EXPECT_TRUE(bitwise_equal(got[k], again[k])) << tag;
+    }
+  }
+  const Graph g = mixed_graph().with_self_loops().to(Device::cuda);
+  const int64_t N = g.num_nodes(), H = 3, F = 4;
+  auto f = [&](const std::vector<Tensor>& in) {
+    return ops::gat_projected_attention(g, in[0], in[1], in[2], 0.2, kDrop, value_drop, in[3], in[4]);
+  };
+  expect_gradients_match("cuda gat_projected_attention", f,
+                         {random_tensor({N, H, F}, rng, -1, 1, DType::f64, Device::cuda),
+                          random_tensor({H, F}, rng, -1, 1, DType::f64, Device::cuda),
+                          random_tensor({H, F}, rng, -1, 1, DType::f64, Device::cuda),
+                          random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f64, Device::cuda),
+                          random_tensor({H, F}, rng, -1, 1, DType::f64, Device::cuda)});
 }
 
 TEST(CudaGatAttentionAggregate, RunsAreBitwiseIdentical) {
@@ -344,7 +452,7 @@ GatKernelsResult run_gat_kernels(const Graph& g, const Tensor& el, const Tensor&
   if (term.defined()) r.d_term = Tensor::empty(term.shape(), dt, d);
   ops::kernels::gat_attention_aggregate_forward(g, el, er, term, v, slope, key, r.out, r.lse, &r.pos_out,
                                                 &r.pos_weight);
-  ops::kernels::gat_attention_aggregate_backward(g, el, er, term, v, slope, key, r.out, r.lse, r.pos_out,
+  ops::kernels::gat_attention_aggregate_backward(g, el, er, term, v, slope, key, r.out, Tensor(), r.lse, r.pos_out,
                                                  r.pos_weight, go, &r.d_el, &r.d_er,
                                                  term.defined() ? &r.d_term : nullptr, &r.d_value);
   return r;
@@ -430,7 +538,7 @@ TEST(CudaGatAttentionAggregate, DerWithoutThePositiveSumsIsAnError) {
   ops::kernels::gat_attention_aggregate_forward(g, el, el, Tensor(), v, 0.2, {}, out, lse);
   Tensor der = Tensor::empty({N, H}, DType::f32, Device::cuda);
   expect_error([&] {
-    ops::kernels::gat_attention_aggregate_backward(g, el, el, Tensor(), v, 0.2, {}, out, lse, Tensor(), Tensor(),
+    ops::kernels::gat_attention_aggregate_backward(g, el, el, Tensor(), v, 0.2, {}, out, Tensor(), lse, Tensor(), Tensor(),
                                                    out, nullptr, &der, nullptr, nullptr);
   }, {"gat_attention_aggregate backward (d er on CUDA)", "'pos_out' is an undefined tensor"});
 }

@@ -427,6 +427,16 @@ TEST(GATConv, GradientsWithValueDropout) {
   check_conv_gradients("GATConv value dropout", o, true);
 }
 
+// in 13 >= H*F 12 without a residual: the fused projected op, the bias inside it (concat) or
+// after the heads' mean, with value and attention dropout.
+TEST(GATConv, GradientsOfTheProjectedOpWithValueDropout) {
+  for (bool concat : {true, false}) {
+    GATConvOptions o = conv_options(13, 3, 4, concat, false, 0.5);
+    o.value_dropout = 0.5;
+    check_conv_gradients(concat ? "GATConv projected concat" : "GATConv projected mean", o, true);
+  }
+}
+
 TEST(GATConv, ValueDropoutActsOnlyInTrainingMode) {
   std::mt19937_64 rng(4);
   const Graph graph = small_graph(7, rng);

@@ -11,10 +11,13 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/graph.h"
+#include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/gatv2_attention_aggregate.h"
 #include "gat/framework/ops/head_dot.h"
+#include "gat/framework/ops/reshape.h"
 #include "gat_testing.h"
 #include "gradcheck.h"
 
@@ -64,6 +67,7 @@ bool all_finite(const Tensor& t) {
 }
 
 const DropoutKey kDrop{0.3f, 42, 7};
+const DropoutKey kValueDrop{0.4f, 43, 7};
 
 }  // namespace
 
@@ -409,7 +413,106 @@ TEST(GatAttentionAggregate, GradientsMatchFiniteDifferences) {
                              with_term,
                              {random_tensor({N, H}, rng, -2, 2), random_tensor({N, H}, rng, -2, 2),
                               random_tensor({N, H, F}, rng), random_tensor({E, H}, rng, -2, 2)});
+      auto with_bias = [&](const std::vector<Tensor>& in) {
+        return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, Tensor(), in[3]);
+      };
+      expect_gradients_match("gat_attention_aggregate with bias " + name + " p=" + std::to_string(key.p),
+                             with_bias,
+                             {random_tensor({N, H}, rng, -2, 2), random_tensor({N, H}, rng, -2, 2),
+                              random_tensor({N, H, F}, rng), random_tensor({H, F}, rng)});
     }
+}
+
+// The fused bias is add_bias over the heads viewed (N, H*F): the same values bit for bit, and
+// the same gradients (the CPU backward never reads out); a bias of another shape is refused.
+TEST(GatAttentionAggregate, BiasIsAddBiasOverTheConcatenatedHeads) {
+  std::mt19937_64 rng(36);
+  const Graph g = mixed_graph();
+  const int64_t N = g.num_nodes(), H = 2, F = 3;
+  const Tensor el0 = random_tensor({N, H}, rng, -2, 2, DType::f32), er0 = random_tensor({N, H}, rng, -2, 2, DType::f32);
+  const Tensor v0 = random_tensor({N, H, F}, rng, -1, 1, DType::f32), b0 = random_tensor({H, F}, rng, -1, 1, DType::f32);
+  const Tensor go = random_tensor({N, H * F}, rng, -1, 1, DType::f32);
+  auto run = [&](bool fused) {
+    std::vector<Tensor> in{el0.clone().set_requires_grad(), er0.clone().set_requires_grad(),
+                           v0.clone().set_requires_grad(), b0.clone().set_requires_grad()};
+    const Tensor out =
+        fused ? ops::reshape(ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, Tensor(), in[3]),
+                             {N, H * F})
+              : ops::add_bias(ops::reshape(ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop), {N, H * F}),
+                              ops::reshape(in[3], {H * F}));
+    out.backward(go);
+    std::vector<Tensor> results{out.detach()};
+    for (const Tensor& t : in) results.push_back(t.grad());
+    return results;
+  };
+  const std::vector<Tensor> fused = run(true), separate = run(false);
+  for (size_t k = 0; k < fused.size(); ++k) EXPECT_TRUE(bitwise_equal(fused[k], separate[k])) << "result " << k;
+  expect_error([&] { ops::gat_attention_aggregate(g, el0, er0, v0, 0.2, {}, Tensor(), b0.view({H * F})); },
+               {"gat_attention_aggregate", "'bias'"});
+}
+
+// gat_projected_attention: the composition it stands for, forward bit for bit and gradients to
+// rounding (d wh is summed in another order), with and without each dropout, edge term and bias.
+TEST(GatProjectedAttention, IsTheComposition) {
+  std::mt19937_64 rng(37);
+  for (const auto& [name, g] : gat_graphs(40, rng))
+    for (const DropoutKey& attn : {DropoutKey{}, kDrop})
+      for (const DropoutKey& value : {DropoutKey{}, kValueDrop})
+        for (bool extras : {false, true}) {
+          const int64_t N = g.num_nodes(), H = 3, F = 4;
+          const std::string tag = name + " attention p=" + std::to_string(attn.p) + " value p=" +
+                                  std::to_string(value.p) + (extras ? " edge term, bias" : "");
+          const std::vector<Tensor> inputs{random_tensor({N, H, F}, rng), random_tensor({H, F}, rng),
+                                           random_tensor({H, F}, rng),
+                                           extras ? random_tensor({g.num_edges(), H}, rng, -2, 2) : Tensor(),
+                                           extras ? random_tensor({H, F}, rng) : Tensor()};
+          const Tensor go = random_tensor({N, H, F}, rng);
+          auto run = [&](bool fused) {
+            std::vector<Tensor> in;
+            for (const Tensor& t : inputs) in.push_back(t.defined() ? t.clone().set_requires_grad() : t);
+            const Tensor out =
+                fused ? ops::gat_projected_attention(g, in[0], in[1], in[2], 0.2, attn, value, in[3], in[4])
+                      : ops::gat_attention_aggregate(g, ops::head_dot(in[0], in[1]), ops::head_dot(in[0], in[2]),
+                                                     ops::dropout(in[0], value), 0.2, attn, in[3], in[4]);
+            out.backward(go);
+            std::vector<Tensor> results{out.detach()};
+            for (const Tensor& t : in)
+              if (t.defined()) results.push_back(t.grad());
+            return results;
+          };
+          const std::vector<Tensor> fused = run(true), composed = run(false);
+          EXPECT_TRUE(bitwise_equal(fused[0], composed[0])) << tag << ": out";
+          for (size_t k = 1; k < fused.size(); ++k) EXPECT_LE(rel_error(fused[k], composed[k]), 1e-14) << tag << ": gradient " << k;
+        }
+}
+
+TEST(GatProjectedAttention, GradientsMatchFiniteDifferences) {
+  std::mt19937_64 rng(38);
+  for (const auto& [name, g] : gat_graphs(24, rng)) {
+    const int64_t N = g.num_nodes(), E = g.num_edges(), H = 2, F = 3;
+    auto f = [&](const std::vector<Tensor>& in) {
+      return ops::gat_projected_attention(g, in[0], in[1], in[2], 0.2, kDrop,
+                                          kValueDrop, in[3], in[4]);
+    };
+    expect_gradients_match("gat_projected_attention " + name, f,
+                           {random_tensor({N, H, F}, rng), random_tensor({H, F}, rng), random_tensor({H, F}, rng),
+                            random_tensor({E, H}, rng, -2, 2), random_tensor({H, F}, rng)});
+  }
+}
+
+TEST(GatProjectedAttention, RejectsMismatchedInputs) {
+  std::mt19937_64 rng(39);
+  const Graph g = mixed_graph();
+  const int64_t N = g.num_nodes();
+  const Tensor wh = random_tensor({N, 2, 3}, rng), a = random_tensor({2, 3}, rng);
+  expect_error([&] { ops::gat_projected_attention(g, random_tensor({N + 1, 2, 3}, rng), a, a, 0.2); },
+               {"gat_projected_attention", "'wh'", "a row per node"});
+  expect_error([&] { ops::gat_projected_attention(g, wh, random_tensor({3, 2}, rng), a, 0.2); },
+               {"gat_projected_attention", "'att_src'"});
+  expect_error([&] { ops::gat_projected_attention(g, wh, a, a.to(DType::f32), 0.2); },
+               {"gat_projected_attention", "'att_dst'"});
+  expect_error([&] { ops::gat_projected_attention(g, random_tensor({N, 6}, rng), a, a, 0.2); },
+               {"gat_projected_attention", "'wh'"});
 }
 
 TEST(GatAttentionAggregate, PositiveSumsGiveDerWithoutAnEdgePass) {
@@ -437,8 +540,8 @@ TEST(GatAttentionAggregate, PositiveSumsGiveDerWithoutAnEdgePass) {
           EXPECT_TRUE(bitwise_equal(out, out_alone)) << tag;
           EXPECT_TRUE(bitwise_equal(lse, lse_alone)) << tag;
           Tensor der = Tensor::empty({N, H}, DType::f64);
-          ops::kernels::gat_attention_aggregate_backward(g, el, er, term, v, slope, key, out, lse, Tensor(),
-                                                         Tensor(), go, nullptr, &der, nullptr, nullptr);
+          ops::kernels::gat_attention_aggregate_backward(g, el, er, term, v, slope, key, out, Tensor(), lse,
+                                                         Tensor(), Tensor(), go, nullptr, &der, nullptr, nullptr);
           const std::vector<double> G = go.to_vector<double>(), o = out.to_vector<double>(),
                                     po = pos_out.to_vector<double>(), pw = pos_weight.to_vector<double>();
           std::vector<double> identity(static_cast<size_t>(N * H));

@@ -352,7 +352,9 @@ struct RowDer {
   T one_minus_slope;
 };
 
-// D[i,h] = G[i,h,:].out[i,h,:], a thread per (node, head); and d er when `der` is given.
+// D[i,h] = G[i,h,:].out[i,h,:], a thread per (node, head); and d er when `der` is given. With
+// out_bias (H, F), `out` holds out plus that bias (gat_attention_aggregate's fused bias) and the
+// bias is taken off in double first.
 // The dots are summed in double: d er is a difference of two nearly equal terms where most of a
 // row's weight sits on edges of positive argument, and a product of two floats is exact in
 // double, so only the roundings of out and pos_out themselves reach it (the f32 sums lost up to
@@ -362,13 +364,17 @@ __global__ void __launch_bounds__(kThreads)
     head_rows_dot_kernel(const T* __restrict__ G,    // (N, H, F)
                          const T* __restrict__ out,  // (N, H, F)
                          T* __restrict__ D,          // (N, H)
-                         long long NH, int F, RowDer<T> der = {}) {
+                         long long NH, int F, RowDer<T> der = {},
+                         const T* __restrict__ out_bias = nullptr,  // (H, F) or null
+                         int H = 1) {
   for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < NH;
        t += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const T* bias = out_bias ? out_bias + (t % H) * F : nullptr;  // (F,) of this head
     double acc = 0, acc_pos = 0;  // G.out and G.pos_out, from one read of G
     for (int f = 0; f < F; ++f) {
       const double grad = G[t * F + f];
-      acc += grad * static_cast<double>(out[t * F + f]);
+      const double value = static_cast<double>(out[t * F + f]) - (bias ? static_cast<double>(bias[f]) : 0.0);
+      acc += grad * value;
       if (der.der) acc_pos += grad * static_cast<double>(der.pos_out[t * F + f]);
     }
     D[t] = static_cast<T>(acc);

@@ -6,10 +6,14 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/attention_rows.h"
 #include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
+#include "gat/framework/ops/head_dot.h"
 #include "gat/framework/ops/loops.h"
+#include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/vec_math.h"
 #include "gat/framework/rng_cpu.h"
 
@@ -223,8 +227,8 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor&, const Tensor& lse, const Tensor&, const Tensor&,
-                                      const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
+                                      const Tensor&, const Tensor&, const Tensor& lse, const Tensor&,
+                                      const Tensor&, const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
                                       Tensor* grad_edge_term, Tensor* grad_value) {
   dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
@@ -312,10 +316,10 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& lse, const Tensor& pos_out,
-                                      const Tensor& pos_weight, const Tensor& grad_out,
-                                      Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
-                                      Tensor* grad_value) {
+                                      const Tensor& out, const Tensor& out_bias, const Tensor& lse,
+                                      const Tensor& pos_out, const Tensor& pos_weight,
+                                      const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
+                                      Tensor* grad_edge_term, Tensor* grad_value) {
   if (graph.num_edges() == 0 || el.size(1) == 0 || node_value.size(2) == 0) {
     // Nothing is aggregated: every gradient is zero (and the kernels may assume edges, heads and
     // features).
@@ -325,11 +329,11 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
   }
   if (node_value.is_cuda())
     return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_backward(
-        graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, lse, pos_out,
-        pos_weight, grad_out, grad_el, grad_er, grad_edge_term, grad_value));
+        graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, out_bias, lse,
+        pos_out, pos_weight, grad_out, grad_el, grad_er, grad_edge_term, grad_value));
   cpu_impl::gat_attention_aggregate_backward(graph, el, er, edge_term, node_value, negative_slope,
-                                             attn_dropout, out, lse, pos_out, pos_weight, grad_out,
-                                             grad_el, grad_er, grad_edge_term, grad_value);
+                                             attn_dropout, out, out_bias, lse, pos_out, pos_weight,
+                                             grad_out, grad_el, grad_er, grad_edge_term, grad_value);
 }
 
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
@@ -374,27 +378,51 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
       });
 }
 
-Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tensor& er,
-                               const Tensor& node_value, double negative_slope,
-                               const DropoutKey& attn_dropout, const Tensor& edge_term) {
-  const char* op = "gat_attention_aggregate";
+namespace {
+
+// gat_attention_aggregate's forward and backward around its kernels, shared with
+// gat_projected_attention, which makes el, er and the values itself. Every tensor is detached:
+// a closure holds them.
+struct GatSaved {
+  Graph graph;
+  Tensor el, er, edge_term, value, out, bias, lse, pos_out, pos_weight;
+  double negative_slope = 0.0;
+  DropoutKey attn_dropout;
+};
+struct GatGrads {
+  Tensor el, er, edge_term, value, bias;
+};
+
+void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
+                         const Tensor& node_value, double negative_slope, const DropoutKey& attn_dropout,
+                         const Tensor& edge_term, const Tensor& bias) {
   check_gat_score_terms(op, graph, el, er, edge_term);
   check_same(op, "el", el, "node_value", node_value);
   check_dim(op, "node_value", node_value, 3);
-  const int64_t Nd = graph.num_dst_nodes(), H = el.size(1), F = node_value.size(2);
+  const int64_t H = el.size(1), F = node_value.size(2);
   GAT_CHECK(node_value.size(0) == graph.num_src_nodes() && node_value.size(1) == H, op,
             ": 'node_value' ", node_value.describe(), " must be (Ns, H, F) with Ns = ",
             graph.num_src_nodes(), " sources of the graph and H = ", H, " heads of 'el' ",
             el.describe());
+  if (bias.defined()) {
+    check_same(op, "bias", bias, "node_value", node_value);
+    check_shape(op, "bias", bias, {H, F});
+  }
   GAT_CHECK(std::isfinite(negative_slope), op, ": negative_slope ", negative_slope, " is not finite");
   check_dropout(op, attn_dropout);
+}
 
+// The forward kernels, then the bias in place: out is then the tensor returned and the one
+// kept. keep_positive: CUDA's positive sums for d er (the header); the CPU backward, the
+// reference the CUDA tests compare against, sums d er over the edges, and evaluation needs no
+// gradient. Returns out, not detached (the op records it); the saved tensors in `saved`.
+Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
+                   const Tensor& node_value, double negative_slope, const DropoutKey& attn_dropout,
+                   const Tensor& edge_term, const Tensor& bias, bool keep_positive, GatSaved& saved) {
+  const int64_t Nd = graph.num_dst_nodes(), H = el.size(1), F = node_value.size(2);
   Tensor out = Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), op);
   Tensor lse = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate lse");
-  // CUDA's d er comes from the positive sums (the header); the CPU backward, the reference the
-  // CUDA tests compare against, sums d er over the edges, and evaluation needs no gradient.
   Tensor pos_out, pos_weight;
-  const bool keep_positive = node_value.is_cuda() && autograd::needs_grad({er});
   if (keep_positive) {
     pos_out = Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_out");
     pos_weight = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_weight");
@@ -402,27 +430,117 @@ Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tenso
   kernels::gat_attention_aggregate_forward(graph, el, er, edge_term, node_value, negative_slope,
                                            attn_dropout, out, lse, keep_positive ? &pos_out : nullptr,
                                            keep_positive ? &pos_weight : nullptr);
+  if (bias.defined()) {
+    Tensor rows = out.view({Nd, H * F});
+    kernels::binary(BinaryOp::add, {rows, Broadcast::full}, {bias.view({H * F}), Broadcast::row}, rows);
+  }
+  auto detached = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
+  saved = {graph, el.detach(), er.detach(), detached(edge_term), node_value.detach(), out.detach(),
+           detached(bias), lse, pos_out, pos_weight, negative_slope, attn_dropout};
+  return out;
+}
 
+GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, bool need_er,
+                      bool need_term, bool need_value, bool need_bias) {
+  const char* op = "gat_attention_aggregate backward";
+  check_same(op, "grad_out", grad_out, "node_value", s.value);
+  check_shape(op, "grad_out", grad_out, s.out.shape());
+  GatGrads d;
+  if (need_el) d.el = Tensor::empty(s.el.shape(), s.el.dtype(), s.el.device(), "d el");
+  if (need_er) d.er = Tensor::empty(s.er.shape(), s.er.dtype(), s.er.device(), "d er");
+  if (need_term) d.edge_term = Tensor::empty(s.edge_term.shape(), s.edge_term.dtype(), s.edge_term.device(), "d edge_term");
+  // d node_value takes the positive sums' storage where it has their shape: the backward reads
+  // them (for d er) before it writes d node_value, and nothing else holds them.
+  if (need_value)
+    d.value = s.pos_out.defined() && s.pos_out.shape() == s.value.shape()
+                  ? s.pos_out
+                  : Tensor::empty(s.value.shape(), s.value.dtype(), s.value.device(), "d node_value");
+  kernels::gat_attention_aggregate_backward(
+      s.graph, s.el, s.er, s.edge_term, s.value, s.negative_slope, s.attn_dropout, s.out, s.bias, s.lse,
+      s.pos_out, s.pos_weight, grad_out, need_el ? &d.el : nullptr, need_er ? &d.er : nullptr,
+      need_term ? &d.edge_term : nullptr, need_value ? &d.value : nullptr);
+  if (need_bias) d.bias = sum(grad_out.view({s.out.size(0), s.out.size(1) * s.out.size(2)}), 0).view(s.bias.shape());
+  return d;
+}
+
+}  // namespace
+
+Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tensor& er,
+                               const Tensor& node_value, double negative_slope,
+                               const DropoutKey& attn_dropout, const Tensor& edge_term,
+                               const Tensor& bias) {
+  const char* op = "gat_attention_aggregate";
+  check_gat_aggregate(op, graph, el, er, node_value, negative_slope, attn_dropout, edge_term, bias);
+  GatSaved saved;
+  const Tensor out = gat_forward(op, graph, el, er, node_value, negative_slope, attn_dropout, edge_term, bias,
+                                 node_value.is_cuda() && autograd::needs_grad({er}), saved);
   const bool need_el = el.requires_grad(), need_er = er.requires_grad(),
              need_term = edge_term.defined() && edge_term.requires_grad(),
-             need_value = node_value.requires_grad();
+             need_value = node_value.requires_grad(), need_bias = bias.defined() && bias.requires_grad();
   return autograd::record(
-      op, out, {el, er, edge_term, node_value},
-      [graph, l = el.detach(), r = er.detach(), t = edge_term.defined() ? edge_term.detach() : Tensor(),
-       v = node_value.detach(), o = out.detach(), lse, pos_out, pos_weight, negative_slope,
-       attn_dropout, need_el, need_er, need_term, need_value](const Tensor& grad_out) {
-        check_same("gat_attention_aggregate backward", "grad_out", grad_out, "node_value", v);
-        check_shape("gat_attention_aggregate backward", "grad_out", grad_out, o.shape());
-        Tensor dl, dr, dt, dv;
-        if (need_el) dl = Tensor::empty(l.shape(), l.dtype(), l.device(), "d el");
-        if (need_er) dr = Tensor::empty(r.shape(), r.dtype(), r.device(), "d er");
-        if (need_term) dt = Tensor::empty(t.shape(), t.dtype(), t.device(), "d edge_term");
-        if (need_value) dv = Tensor::empty(v.shape(), v.dtype(), v.device(), "d node_value");
-        kernels::gat_attention_aggregate_backward(
-            graph, l, r, t, v, negative_slope, attn_dropout, o, lse, pos_out, pos_weight, grad_out,
-            need_el ? &dl : nullptr, need_er ? &dr : nullptr, need_term ? &dt : nullptr,
-            need_value ? &dv : nullptr);
-        return std::vector<Tensor>{dl, dr, dt, dv};
+      op, out, {el, er, edge_term, node_value, bias},
+      [saved = std::move(saved), need_el, need_er, need_term, need_value, need_bias](const Tensor& grad_out) {
+        GatGrads d = gat_backward(saved, grad_out, need_el, need_er, need_term, need_value, need_bias);
+        return std::vector<Tensor>{d.el, d.er, d.edge_term, d.value, d.bias};
+      });
+}
+
+Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tensor& att_src,
+                               const Tensor& att_dst, double negative_slope,
+                               const DropoutKey& attn_dropout, const DropoutKey& value_dropout,
+                               const Tensor& edge_term, const Tensor& bias) {
+  const char* op = "gat_projected_attention";
+  check_float(op, "wh", wh);
+  check_dim(op, "wh", wh, 3);
+  const int64_t N = wh.size(0), H = wh.size(1), F = wh.size(2);
+  GAT_CHECK(graph.num_src_nodes() == N && graph.num_dst_nodes() == N, op, ": 'wh' ", wh.describe(),
+            " must have a row per node of the graph (", graph.num_src_nodes(), " sources, ",
+            graph.num_dst_nodes(), " destinations)");
+  check_same(op, "att_src", att_src, "wh", wh);
+  check_shape(op, "att_src", att_src, {H, F});
+  check_same(op, "att_dst", att_dst, "wh", wh);
+  check_shape(op, "att_dst", att_dst, {H, F});
+  check_dropout(op, value_dropout);
+
+  Tensor el = Tensor::empty({N, H}, wh.dtype(), wh.device(), "gat_projected_attention el");
+  Tensor er = Tensor::empty({N, H}, wh.dtype(), wh.device(), "gat_projected_attention er");
+  kernels::head_dot_forward(wh, att_src, el);
+  kernels::head_dot_forward(wh, att_dst, er);
+  Tensor values = wh;
+  auto kept = std::make_shared<KeepMask>();
+  const double keep_scale = dropout_keep_scale(value_dropout);
+  if (value_dropout.active()) {
+    values = Tensor::empty(wh.shape(), wh.dtype(), wh.device(), "gat_projected_attention values");
+    kernels::dropout_forward(wh, value_dropout, keep_scale, values, *kept);
+  }
+  check_gat_aggregate(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias);
+  const bool need_wh = wh.requires_grad(), need_src = att_src.requires_grad(), need_dst = att_dst.requires_grad(),
+             need_term = edge_term.defined() && edge_term.requires_grad(),
+             need_bias = bias.defined() && bias.requires_grad();
+  GatSaved saved;
+  const Tensor out = gat_forward(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias,
+                                 wh.is_cuda() && autograd::needs_grad({wh, att_dst}), saved);
+  return autograd::record(
+      op, out, {wh, att_src, att_dst, edge_term, bias},
+      [saved = std::move(saved), x = wh.detach(), a_src = att_src.detach(), a_dst = att_dst.detach(),
+       value_dropout, keep_scale, kept, need_wh, need_src, need_dst, need_term,
+       need_bias](const Tensor& grad_out) {
+        GatGrads d = gat_backward(saved, grad_out, need_wh || need_src, need_wh || need_dst, need_term,
+                                  need_wh, need_bias);
+        Tensor dwh, d_src, d_dst;
+        if (need_wh) {  // in place over d values
+          kernels::head_dot_pair_grad_x(d.value, value_dropout, keep_scale, *kept, a_src, d.el, a_dst, d.er, d.value);
+          dwh = d.value;
+        }
+        if (need_src) {
+          d_src = Tensor::empty(a_src.shape(), a_src.dtype(), a_src.device(), "d att_src");
+          kernels::head_dot_backward(x, a_src, d.el, nullptr, &d_src);
+        }
+        if (need_dst) {
+          d_dst = Tensor::empty(a_dst.shape(), a_dst.dtype(), a_dst.device(), "d att_dst");
+          kernels::head_dot_backward(x, a_dst, d.er, nullptr, &d_dst);
+        }
+        return std::vector<Tensor>{dwh, d_src, d_dst, d.edge_term, d.bias};
       });
 }
 

@@ -754,10 +754,10 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& lse, const Tensor& pos_out,
-                                      const Tensor& pos_weight, const Tensor& grad_out,
-                                      Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
-                                      Tensor* grad_value) {
+                                      const Tensor& out, const Tensor& out_bias, const Tensor& lse,
+                                      const Tensor& pos_out, const Tensor& pos_weight,
+                                      const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
+                                      Tensor* grad_edge_term, Tensor* grad_value) {
   const long long N = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(el.size(1)), F = static_cast<int>(node_value.size(2));
   dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
@@ -793,7 +793,8 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
       Tensor D = Tensor::empty({N, H}, el.dtype(), Device::cuda, "gat row dots");  // (N, H)
       const long long NH = N * H;
       head_rows_dot_kernel<T><<<warps::warp_blocks((NH + kWarp - 1) / kWarp), kThreads, 0, cuda::stream()>>>(
-          a.grad_out, out.data<T>(), D.data<T>(), NH, F, der);
+          a.grad_out, out.data<T>(), D.data<T>(), NH, F, der,
+          out_bias.defined() ? out_bias.data<T>() : nullptr, H);
       CUDA_CHECK_LAUNCH("head_rows_dot_kernel");
       if (!grad_el && !grad_edge_term && !grad_value) return;
       with_edge_term(edge_term, [&](auto term) {

@@ -32,13 +32,29 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
 //                         node_value, attn_dropout)
 // el: (Ns, H) f32|f64, er: (Nd, H), edge_term: (E, H) or undefined, node_value: (Ns, H, F), all
 // of one dtype and device   -> out (Nd, H, F)
+// bias: (H, F) or undefined, added to every row of out (GATConv's bias over concatenated heads):
+// the tensor returned is then the one the backward keeps, one (Nd, H, F) block instead of two.
 // Saves lse (Nd, H) and out, and on CUDA, when er needs a gradient, pos_out (Nd, H, F) and
-// pos_weight (Nd, H) (below: d er without an edge pass); gradients for el, er, edge_term and
-// node_value.
+// pos_weight (Nd, H) (below: d er without an edge pass), whose storage d node_value then reuses;
+// gradients for el, er, edge_term, node_value and bias.
 Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tensor& er,
                                const Tensor& node_value, double negative_slope,
                                const DropoutKey& attn_dropout = {},
-                               const Tensor& edge_term = Tensor());
+                               const Tensor& edge_term = Tensor(), const Tensor& bias = Tensor());
+
+// GAT's attention over one projection wh (N, H, F) of a graph's N nodes (sources and
+// destinations alike), GATConv's common case:
+//   = gat_attention_aggregate(graph, head_dot(wh, att_src), head_dot(wh, att_dst),
+//                             dropout(wh, value_dropout), negative_slope, attn_dropout,
+//                             edge_term, bias)
+// att_src, att_dst: (H, F), bias: (H, F) or undefined, edge_term: (E, H) or undefined  -> (N, H, F)
+// The same forward; the backward writes d wh in one pass (ops::kernels::head_dot_pair_grad_x)
+// where the composition takes dropout's backward, two head_dot backwards and two gradient sums,
+// and in d values' storage. Gradients for wh, att_src, att_dst, edge_term and bias.
+Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tensor& att_src,
+                               const Tensor& att_dst, double negative_slope,
+                               const DropoutKey& attn_dropout = {}, const DropoutKey& value_dropout = {},
+                               const Tensor& edge_term = Tensor(), const Tensor& bias = Tensor());
 
 // The softmax weights a (E, H) alone, without dropout and without autograd: for inspection
 // (GATConv::forward's `attention`).
@@ -57,14 +73,16 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //            zero when F = 0.
 //  gat backward: given the forward's out and lse and grad_out (N, H, F), writes grad_el,
 //            grad_er (N, H), grad_edge_term (E, H) (only with edge_term defined) and/or
-//            grad_value (N, H, F) (any may be null). With D[i,h] = grad_out[i,h,:] . out[i,h,:],
+//            grad_value (N, H, F) (any may be null). `out` may hold the forward's out plus
+//            out_bias (H, F; undefined for none), which D then takes off. With
+//            D[i,h] = grad_out[i,h,:] . out[i,h,:],
 //              grad_er[i,h] = (1 - negative_slope) (grad_out[i,h,:] . pos_out[i,h,:]
 //                                                   - D[i,h] pos_weight[i,h])
 //            (the sum over row i of d scores * LeakyReLU'(x), as sum_e a = 1 and the softmax
 //            gradients of a row sum to 0): CUDA computes grad_er so, per (node, head), and needs
 //            pos_out and pos_weight from the forward for it (heads of at most 32 vectors; wider
 //            ones, and the CPU, sum grad_er over the edges and read neither, which may be
-//            undefined there).
+//            undefined there). grad_value may be pos_out's storage: pos_out is read first.
 //  None synchronises with the host (on CUDA: the launches it makes are in docs/kernels.md).
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device; all three have one contract.
 namespace kernels {
@@ -84,10 +102,10 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& lse, const Tensor& pos_out,
-                                      const Tensor& pos_weight, const Tensor& grad_out,
-                                      Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
-                                      Tensor* grad_value);
+                                      const Tensor& out, const Tensor& out_bias, const Tensor& lse,
+                                      const Tensor& pos_out, const Tensor& pos_weight,
+                                      const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
+                                      Tensor* grad_edge_term, Tensor* grad_value);
 }  // namespace kernels
 namespace cpu_impl {  // csr_softmax_aggregate.cpp
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
@@ -106,10 +124,10 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& lse, const Tensor& pos_out,
-                                      const Tensor& pos_weight, const Tensor& grad_out,
-                                      Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
-                                      Tensor* grad_value);
+                                      const Tensor& out, const Tensor& out_bias, const Tensor& lse,
+                                      const Tensor& pos_out, const Tensor& pos_weight,
+                                      const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
+                                      Tensor* grad_edge_term, Tensor* grad_value);
 }  // namespace cpu_impl
 namespace cuda_impl {  // csr_softmax_aggregate.cu
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
@@ -128,10 +146,10 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& lse, const Tensor& pos_out,
-                                      const Tensor& pos_weight, const Tensor& grad_out,
-                                      Tensor* grad_el, Tensor* grad_er, Tensor* grad_edge_term,
-                                      Tensor* grad_value);
+                                      const Tensor& out, const Tensor& out_bias, const Tensor& lse,
+                                      const Tensor& pos_out, const Tensor& pos_weight,
+                                      const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
+                                      Tensor* grad_edge_term, Tensor* grad_value);
 }  // namespace cuda_impl
 
 }  // namespace gat::ops

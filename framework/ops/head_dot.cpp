@@ -67,9 +67,37 @@ void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out,
   });
 }
 
+void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale,
+                          const KeepMask& kept, const Tensor& a1, const Tensor& g1, const Tensor& a2,
+                          const Tensor& g2, Tensor& grad_x) {
+  const int64_t HF = base.size(1) * base.size(2), F = base.size(2);
+  dispatch_float(base.dtype(), "head_dot_pair_grad_x", [&](auto zero) {
+    using T = decltype(zero);
+    const T* b = base.data<T>();                         // (N, H, F)
+    const T* p1 = a1.data<T>(), * p2 = a2.data<T>();     // (H, F)
+    const T* q1 = g1.data<T>(), * q2 = g2.data<T>();     // (N, H)
+    T* dx = grad_x.data<T>();                            // (N, H, F)
+    const T s = static_cast<T>(keep_scale);
+    const bool drop = key.active();
+    detail::parallel_for(grad_x.numel(), [&, s, drop](int64_t i) {
+      const T kept_base = drop ? DropoutKey::apply_kept(b[i], kept[i], s) : b[i];
+      dx[i] = kept_base + q1[i / F] * p1[i % HF] + q2[i / F] * p2[i % HF];
+    });
+  });
+}
+
 }  // namespace cpu_impl
 
 namespace kernels {
+
+void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale,
+                          const KeepMask& kept, const Tensor& a1, const Tensor& g1, const Tensor& a2,
+                          const Tensor& g2, Tensor& grad_x) {
+  if (grad_x.numel() == 0) return;
+  if (grad_x.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::head_dot_pair_grad_x(base, key, keep_scale, kept, a1, g1, a2, g2, grad_x));
+  cpu_impl::head_dot_pair_grad_x(base, key, keep_scale, kept, a1, g1, a2, g2, grad_x);
+}
 
 void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
   if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::head_dot_forward(x, a, out));

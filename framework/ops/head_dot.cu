@@ -3,6 +3,7 @@
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/ops/head_dot.h"
+#include "gat/framework/ops/loops.cuh"
 
 namespace gat::ops::cuda_impl {
 
@@ -74,7 +75,50 @@ __global__ void head_dot_grad_a_sum_kernel(const T* __restrict__ partial,  // (b
   }
 }
 
+// Elements [4 block, 4 block + 4) of head_dot_pair_grad_x, the keep decisions from one draw
+// (as DropoutFn draws them). I indexes elements: 32-bit when their count allows (loops.cuh).
+template <class T, class I>
+struct PairGradX {
+  const T* base;  // (N, H, F)
+  const T* a1;    // (H, F)
+  const T* g1;    // (N, H)
+  const T* a2;    // (H, F)
+  const T* g2;    // (N, H)
+  T* dx;          // (N, H, F), may be base
+  I n, HF, F;
+  DropoutKey key;
+  T keep_scale;
+  template <class B>
+  __device__ void operator()(B block) const {
+    const unsigned kept = key.active() ? key.keep4(static_cast<uint64_t>(block)) : 0xFu;
+    const I first = static_cast<I>(block) * 4;
+    for (I k = 0, i = first; k < 4 && i < n; ++k, ++i) {
+      const I t = i / F, c = i % HF;
+      dx[i] = DropoutKey::apply_kept(base[i], (kept >> k) & 1u, keep_scale) + g1[t] * a1[c] + g2[t] * a2[c];
+    }
+  }
+};
+
 }  // namespace
+
+void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale, const KeepMask&,
+                          const Tensor& a1, const Tensor& g1, const Tensor& a2, const Tensor& g2,
+                          Tensor& grad_x) {
+  const long long n = grad_x.numel(), F = base.size(2), HF = base.size(1) * F;
+  dispatch_float(base.dtype(), "head_dot_pair_grad_x", [&](auto zero) {
+    using T = decltype(zero);
+    auto launch = [&](auto index) {
+      using I = decltype(index);
+      detail::launch_for_each("head_dot_pair_grad_x", (n + 3) / 4,
+                              PairGradX<T, I>{base.data<T>(), a1.data<T>(), g1.data<T>(), a2.data<T>(),
+                                              g2.data<T>(), grad_x.data<T>(), static_cast<I>(n),
+                                              static_cast<I>(HF), static_cast<I>(F), key,
+                                              static_cast<T>(key.active() ? keep_scale : 1.0)});
+    };
+    if (n < (1LL << 31)) launch(uint32_t{});
+    else launch(uint64_t{});
+  });
+}
 
 void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
   const long long NH = out.numel();

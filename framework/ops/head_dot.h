@@ -10,11 +10,35 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "gat/framework/rng.h"
+#include "gat/framework/rng_cpu.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
 
 Tensor head_dot(const Tensor& x, const Tensor& a);
+
+// The gradient of an x (N, H, F) read by dropout and by two head_dots (GAT's projection, read
+// as the values and for el and er): base (N, H, F) the gradient of dropout's output,
+//   grad_x[n,h,f] = keep * keep_scale * base[n,h,f] + g1[n,h] a1[h,f] + g2[n,h] a2[h,f]
+// with keep the decision of flat element (n, h, f) (1 and keep_scale 1 without dropout; `kept`
+// holds the forward's decisions on the CPU, CUDA draws them again). grad_x may be base itself.
+// One pass where dropout's backward, two head_dot backwards and two gradient sums take five.
+namespace kernels {
+void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale,
+                          const KeepMask& kept, const Tensor& a1, const Tensor& g1, const Tensor& a2,
+                          const Tensor& g2, Tensor& grad_x);
+}
+namespace cpu_impl {  // head_dot.cpp
+void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale,
+                          const KeepMask& kept, const Tensor& a1, const Tensor& g1, const Tensor& a2,
+                          const Tensor& g2, Tensor& grad_x);
+}
+namespace cuda_impl {  // head_dot.cu
+void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale,
+                          const KeepMask& kept, const Tensor& a1, const Tensor& g1, const Tensor& a2,
+                          const Tensor& g2, Tensor& grad_x);
+}
 
 namespace head_dot_detail {
 // Rows of x per partial sum of d a: at least 32, and at most 4,096 partials.
