@@ -270,7 +270,10 @@ TEST(CudaGatAttentionAggregate, MatchesCpu) {
   expect_gat_matches_cpu("mixed", mixed_graph(), 3, 4, kDrop, rng);
   expect_gat_matches_cpu("no edges", Graph::from_edges(50, {}, {}), 2, 8, kDrop, rng);
   const Graph hub = random_graph(120000, 200000, 100000, rng);
-  for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 4}, {8, 8}})
+  // {3, 1}: 3 heads of one feature in a group of 4 lanes, whose dropout window (8 blocks of 4
+  // decisions a lane: 42 edges) ends inside a 64-edge chunk of the hub's row, at a head count that
+  // is not a multiple of 4.
+  for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 4}, {8, 8}, {3, 1}})
     for (const DropoutKey& key : {DropoutKey{}, kDrop}) expect_gat_matches_cpu("hub graph", hub, H, F, key, rng);
   expect_gat_matches_cpu("hub graph", hub, 8, 8, kDrop, rng, true);
 }

@@ -273,6 +273,29 @@ TEST(GATConv, OptionsActAsDocumentedWithNonZeroBiasAndResidual) {
   EXPECT_NE(run(default_conv), got);
 }
 
+// The slope in both of GATConv's paths: the fold (in 5 < H*F 12) and the projected op (in 13).
+TEST(GATConv, NegativeSlopeActsInBothPaths) {
+  std::mt19937_64 rng(14);
+  const int64_t N = 8, F = 3, H = 4;
+  const Graph graph = small_graph(N, rng);
+  for (int64_t in : {5, 13}) {
+    const Tensor x = random_tensor({N, in}, rng);
+    GATConvOptions steep = conv_options(in, F, H, true, false, 0.0);
+    steep.negative_slope = 0.9;
+    Generator init_steep(5), init_default(5);
+    GATConv steep_conv(steep, init_steep), default_conv(conv_options(in, F, H, true, false, 0.0), init_default);
+    auto run = [&](GATConv& conv) {
+      Generator gen(0);
+      return conv.forward(x, graph, gen).to_vector<double>();
+    };
+    const std::vector<double> got = run(steep_conv), xv = x.to_vector<double>();
+    const std::vector<double> want = reference_gat_conv(steep_conv, xv, N, xv, N, graph.sources(), graph.destinations());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "in " << in << ", i " << i;
+    EXPECT_NE(run(default_conv), got) << "in " << in;
+  }
+}
+
 TEST(GATConv, ParametersInitialisedAsPyG) {
   Generator init(2);
   GATConvOptions o = conv_options(300, 50, 4, true, true, 0.0);
