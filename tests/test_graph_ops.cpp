@@ -513,6 +513,10 @@ TEST(GatProjectedAttention, RejectsMismatchedInputs) {
                {"gat_projected_attention", "'att_dst'"});
   expect_error([&] { ops::gat_projected_attention(g, random_tensor({N, 6}, rng), a, a, 0.2); },
                {"gat_projected_attention", "'wh'"});
+  expect_error([&] { ops::gat_projected_attention(g, wh, a, a, 0.2, {}, {}, Tensor(), random_tensor({6}, rng)); },
+               {"gat_projected_attention", "'bias'"});
+  expect_error([&] { ops::gat_projected_attention(g, wh, a, a, 0.2, {}, {}, random_tensor({g.num_edges() + 1, 2}, rng)); },
+               {"gat_projected_attention", "edge_term"});
 }
 
 TEST(GatAttentionAggregate, PositiveSumsGiveDerWithoutAnEdgePass) {

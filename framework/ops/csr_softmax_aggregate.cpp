@@ -501,9 +501,11 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
   check_same(op, "att_dst", att_dst, "wh", wh);
   check_shape(op, "att_dst", att_dst, {H, F});
   check_dropout(op, value_dropout);
-
   Tensor el = Tensor::empty({N, H}, wh.dtype(), wh.device(), "gat_projected_attention el");
   Tensor er = Tensor::empty({N, H}, wh.dtype(), wh.device(), "gat_projected_attention er");
+  // Every input checked before any kernel runs (the values have wh's shape).
+  check_gat_aggregate(op, graph, el, er, wh, negative_slope, attn_dropout, edge_term, bias);
+
   kernels::head_dot_forward(wh, att_src, el);
   kernels::head_dot_forward(wh, att_dst, er);
   Tensor values = wh;
@@ -513,7 +515,6 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
     values = Tensor::empty(wh.shape(), wh.dtype(), wh.device(), "gat_projected_attention values");
     kernels::dropout_forward(wh, value_dropout, keep_scale, values, *kept);
   }
-  check_gat_aggregate(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias);
   const bool need_wh = wh.requires_grad(), need_src = att_src.requires_grad(), need_dst = att_dst.requires_grad(),
              need_term = edge_term.defined() && edge_term.requires_grad(),
              need_bias = bias.defined() && bias.requires_grad();
@@ -522,7 +523,8 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
                                  wh.is_cuda() && autograd::needs_grad({wh, att_dst}), saved);
   return autograd::record(
       op, out, {wh, att_src, att_dst, edge_term, bias},
-      [saved = std::move(saved), x = wh.detach(), a_src = att_src.detach(), a_dst = att_dst.detach(),
+      [saved = std::move(saved), x = need_src || need_dst ? wh.detach() : Tensor(),  // for d att only
+       a_src = att_src.detach(), a_dst = att_dst.detach(),
        value_dropout, keep_scale, kept, need_wh, need_src, need_dst, need_term,
        need_bias](const Tensor& grad_out) {
         GatGrads d = gat_backward(saved, grad_out, need_wh || need_src, need_wh || need_dst, need_term,
