@@ -468,8 +468,11 @@ TEST(GatProjectedAttention, IsTheComposition) {
                                            extras ? random_tensor({H, F}, rng) : Tensor()};
           const Tensor go = random_tensor({N, H, F}, rng);
           auto run = [&](bool fused) {
-            std::vector<Tensor> in;
-            for (const Tensor& t : inputs) in.push_back(t.defined() ? t.clone().set_requires_grad() : t);
+            std::vector<Tensor> in;  // without the extras att_dst needs no gradient (d att_src alone)
+            for (size_t k = 0; k < inputs.size(); ++k)
+              in.push_back(!inputs[k].defined()       ? inputs[k]
+                           : k == 2 && !extras ? inputs[k].clone()
+                                               : inputs[k].clone().set_requires_grad());
             const Tensor out =
                 fused ? ops::gat_projected_attention(g, in[0], in[1], in[2], 0.2, attn, value, in[3], in[4])
                       : ops::gat_attention_aggregate(g, ops::head_dot(in[0], in[1]), ops::head_dot(in[0], in[2]),
@@ -477,7 +480,7 @@ TEST(GatProjectedAttention, IsTheComposition) {
             out.backward(go);
             std::vector<Tensor> results{out.detach()};
             for (const Tensor& t : in)
-              if (t.defined()) results.push_back(t.grad());
+              if (t.defined() && t.requires_grad()) results.push_back(t.grad());
             return results;
           };
           const std::vector<Tensor> fused = run(true), composed = run(false);

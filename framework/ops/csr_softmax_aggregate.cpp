@@ -506,8 +506,7 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
   // Every input checked before any kernel runs (the values have wh's shape).
   check_gat_aggregate(op, graph, el, er, wh, negative_slope, attn_dropout, edge_term, bias);
 
-  kernels::head_dot_forward(wh, att_src, el);
-  kernels::head_dot_forward(wh, att_dst, er);
+  kernels::head_dot_pair_forward(wh, att_src, att_dst, el, er);
   Tensor values = wh;
   auto kept = std::make_shared<KeepMask>();
   const double keep_scale = dropout_keep_scale(value_dropout);
@@ -534,14 +533,11 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
           kernels::head_dot_pair_grad_x(d.value, value_dropout, keep_scale, *kept, a_src, d.el, a_dst, d.er, d.value);
           dwh = d.value;
         }
-        if (need_src) {
-          d_src = Tensor::empty(a_src.shape(), a_src.dtype(), a_src.device(), "d att_src");
-          kernels::head_dot_backward(x, a_src, d.el, nullptr, &d_src);
-        }
-        if (need_dst) {
-          d_dst = Tensor::empty(a_dst.shape(), a_dst.dtype(), a_dst.device(), "d att_dst");
-          kernels::head_dot_backward(x, a_dst, d.er, nullptr, &d_dst);
-        }
+        if (need_src) d_src = Tensor::empty(a_src.shape(), a_src.dtype(), a_src.device(), "d att_src");
+        if (need_dst) d_dst = Tensor::empty(a_dst.shape(), a_dst.dtype(), a_dst.device(), "d att_dst");
+        if (need_src && need_dst) kernels::head_dot_pair_grad_a(x, d.el, d.er, d_src, d_dst);
+        else if (need_src) kernels::head_dot_backward(x, a_src, d.el, nullptr, &d_src);
+        else if (need_dst) kernels::head_dot_backward(x, a_dst, d.er, nullptr, &d_dst);
         return std::vector<Tensor>{dwh, d_src, d_dst, d.edge_term, d.bias};
       });
 }

@@ -28,43 +28,66 @@ void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
   });
 }
 
-void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
-                       Tensor* grad_a) {
+namespace {
+
+// d a[h,f] = sum_n g[n,h] x[n,h,f]. Stage 1: one partial (H, F) per block of rows; stage 2: the
+// partials summed in order.
+void grad_a_sums(const Tensor& x, const Tensor& grad_out, Tensor& grad_a) {
   const int64_t N = x.size(0), H = x.size(1), F = x.size(2), HF = H * F;
   dispatch_float(x.dtype(), "head_dot backward", [&](auto zero) {
     using T = decltype(zero);
-    const T* xp = x.data<T>();         // (N, H, F)
-    const T* ap = a.data<T>();         // (H, F)
-    const T* g = grad_out.data<T>();   // (N, H)
-    if (grad_x) {
-      T* dx = grad_x->data<T>();  // (N, H, F)
+    const T* xp = x.data<T>();        // (N, H, F)
+    const T* g = grad_out.data<T>();  // (N, H)
+    const int64_t rows = head_dot_detail::rows_per_block(N);
+    const int64_t blocks = (N + rows - 1) / rows;
+    std::vector<T> partial(static_cast<size_t>(blocks * HF), T(0));  // (blocks, H, F)
+#pragma omp parallel for if (N * HF > detail::kParallelThreshold)
+    for (int64_t b = 0; b < blocks; ++b) {
+      T* p = partial.data() + b * HF;
+      for (int64_t n = b * rows; n < std::min(N, (b + 1) * rows); ++n)
+        for (int64_t h = 0; h < H; ++h) {
+          const T gh = g[n * H + h];
+          for (int64_t f = 0; f < F; ++f) p[h * F + f] += gh * xp[(n * H + h) * F + f];
+        }
+    }
+    T* da = grad_a.data<T>();  // (H, F)
+    std::fill(da, da + HF, T(0));
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t c = 0; c < HF; ++c) da[c] += partial[b * HF + c];
+  });
+}
+
+}  // namespace
+
+void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
+                       Tensor* grad_a) {
+  const int64_t N = x.size(0), H = x.size(1), F = x.size(2), HF = H * F;
+  if (grad_x) {
+    dispatch_float(x.dtype(), "head_dot backward", [&](auto zero) {
+      using T = decltype(zero);
+      const T* ap = a.data<T>();        // (H, F)
+      const T* g = grad_out.data<T>();  // (N, H)
+      T* dx = grad_x->data<T>();        // (N, H, F)
 #pragma omp parallel for if (N * HF > detail::kParallelThreshold)
       for (int64_t n = 0; n < N; ++n)
         for (int64_t h = 0; h < H; ++h) {
           const T gh = g[n * H + h];
           for (int64_t f = 0; f < F; ++f) dx[(n * H + h) * F + f] = gh * ap[h * F + f];
         }
-    }
-    if (grad_a) {
-      // Stage 1: one partial (H, F) per block of rows; stage 2: the partials summed in order.
-      const int64_t rows = head_dot_detail::rows_per_block(N);
-      const int64_t blocks = (N + rows - 1) / rows;
-      std::vector<T> partial(static_cast<size_t>(blocks * HF), T(0));  // (blocks, H, F)
-#pragma omp parallel for if (N * HF > detail::kParallelThreshold)
-      for (int64_t b = 0; b < blocks; ++b) {
-        T* p = partial.data() + b * HF;
-        for (int64_t n = b * rows; n < std::min(N, (b + 1) * rows); ++n)
-          for (int64_t h = 0; h < H; ++h) {
-            const T gh = g[n * H + h];
-            for (int64_t f = 0; f < F; ++f) p[h * F + f] += gh * xp[(n * H + h) * F + f];
-          }
-      }
-      T* da = grad_a->data<T>();  // (H, F)
-      std::fill(da, da + HF, T(0));
-      for (int64_t b = 0; b < blocks; ++b)
-        for (int64_t c = 0; c < HF; ++c) da[c] += partial[b * HF + c];
-    }
-  });
+    });
+  }
+  if (grad_a) grad_a_sums(x, grad_out, *grad_a);
+}
+
+// The CPU reads x twice: the pair saves launches on CUDA, nothing here.
+void head_dot_pair_forward(const Tensor& x, const Tensor& a1, const Tensor& a2, Tensor& out1, Tensor& out2) {
+  head_dot_forward(x, a1, out1);
+  head_dot_forward(x, a2, out2);
+}
+
+void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2) {
+  grad_a_sums(x, g1, grad_a1);
+  grad_a_sums(x, g2, grad_a2);
 }
 
 void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale,
@@ -89,6 +112,16 @@ void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep
 }  // namespace cpu_impl
 
 namespace kernels {
+
+void head_dot_pair_forward(const Tensor& x, const Tensor& a1, const Tensor& a2, Tensor& out1, Tensor& out2) {
+  if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::head_dot_pair_forward(x, a1, a2, out1, out2));
+  cpu_impl::head_dot_pair_forward(x, a1, a2, out1, out2);
+}
+
+void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2) {
+  if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::head_dot_pair_grad_a(x, g1, g2, grad_a1, grad_a2));
+  cpu_impl::head_dot_pair_grad_a(x, g1, g2, grad_a1, grad_a2);
+}
 
 void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale,
                           const KeepMask& kept, const Tensor& a1, const Tensor& g1, const Tensor& a2,

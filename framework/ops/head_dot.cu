@@ -9,18 +9,26 @@ namespace gat::ops::cuda_impl {
 
 namespace {
 
+// One or two head_dots of the same x (a2 and out2 null for one): a thread per (n, h), x read once.
 template <class T>
-__global__ void head_dot_forward_kernel(const T* __restrict__ x,  // (N, H, F)
-                                        const T* __restrict__ a,  // (H, F)
-                                        T* __restrict__ out,      // (N, H)
+__global__ void head_dot_forward_kernel(const T* __restrict__ x,   // (N, H, F)
+                                        const T* __restrict__ a1,  // (H, F)
+                                        T* __restrict__ out1,      // (N, H)
+                                        const T* __restrict__ a2,  // (H, F) or null
+                                        T* __restrict__ out2,      // (N, H) or null
                                         long long NH, int H, int F) {
   for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < NH;
        t += (long long)gridDim.x * blockDim.x) {
     const T* xr = x + t * F;
-    const T* ar = a + (t % H) * F;
-    T acc = 0;
-    for (int f = 0; f < F; ++f) acc += xr[f] * ar[f];
-    out[t] = acc;
+    const long long ah = (t % H) * F;
+    T acc1 = 0, acc2 = 0;
+    for (int f = 0; f < F; ++f) {
+      const T xf = xr[f];
+      acc1 += xf * a1[ah + f];
+      if (a2) acc2 += xf * a2[ah + f];
+    }
+    out1[t] = acc1;
+    if (a2) out2[t] = acc2;
   }
 }
 
@@ -35,42 +43,53 @@ __global__ void head_dot_grad_x_kernel(const T* __restrict__ a,  // (H, F)
     dx[t] = g[t / F] * a[t % HF];
 }
 
-// Stage 1: block b sums rows [b * rows, (b+1) * rows) of g[n,h] * x[n,h,f] in row order.
+// Stage 1: block b sums rows [b * rows, (b+1) * rows) of g1[n,h] * x[n,h,f] in row order, and
+// with g2 (else null) of g2[n,h] * x[n,h,f]: partial (2, blocks, H, F), the second half for g2.
 template <class T>
-__global__ void head_dot_grad_a_partial_kernel(const T* __restrict__ x,  // (N, H, F)
-                                               const T* __restrict__ g,  // (N, H)
-                                               T* __restrict__ partial,  // (blocks, H, F)
-                                               long long N, int H, int F, int rows) {
+__global__ void head_dot_grad_a_partial_kernel(const T* __restrict__ x,   // (N, H, F)
+                                               const T* __restrict__ g1,  // (N, H)
+                                               const T* __restrict__ g2,  // (N, H) or null
+                                               T* __restrict__ partial,   // (1 or 2, blocks, H, F)
+                                               long long N, int H, int F, int rows, long long blocks) {
   const int HF = H * F;
   const long long b = blockIdx.x;
   const long long n_end = min(N, (b + 1) * rows);
   for (int c = threadIdx.x; c < HF; c += blockDim.x) {
     const int h = c / F;
-    T acc = 0;
-    for (long long n = b * rows; n < n_end; ++n) acc += g[n * H + h] * x[n * HF + c];
-    partial[b * HF + c] = acc;
+    T acc1 = 0, acc2 = 0;
+    for (long long n = b * rows; n < n_end; ++n) {
+      const T xc = x[n * HF + c];
+      acc1 += g1[n * H + h] * xc;
+      if (g2) acc2 += g2[n * H + h] * xc;
+    }
+    partial[b * HF + c] = acc1;
+    if (g2) partial[(blocks + b) * HF + c] = acc2;
   }
 }
 
-// Stage 2: d a[c] = sum over blocks b, in order, of partial[b, c]. One thread per column, so
-// the loads of kBatch partials are issued together before they are added in order (one load
-// at a time, the 4,096 partials of 1M rows took 0.44 ms).
+// Stage 2: d a[c] = sum over blocks b, in order, of partial[b, c]; blockIdx.y picks the half of
+// partial and the output (da2 for the second). One thread per column, so the loads of kBatch
+// partials are issued together before they are added in order (one load at a time, the 4,096
+// partials of 1M rows took 0.44 ms).
 template <class T>
-__global__ void head_dot_grad_a_sum_kernel(const T* __restrict__ partial,  // (blocks, H, F)
-                                           T* __restrict__ da,             // (H, F)
+__global__ void head_dot_grad_a_sum_kernel(const T* __restrict__ partial,  // (1 or 2, blocks, H, F)
+                                           T* __restrict__ da1,            // (H, F)
+                                           T* __restrict__ da2,            // (H, F) or null
                                            long long blocks, int HF) {
   constexpr int kBatch = 16;
+  const T* part = partial + blockIdx.y * blocks * HF;
+  T* da = blockIdx.y == 0 ? da1 : da2;
   for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < HF; c += gridDim.x * blockDim.x) {
     T acc = 0;
     long long b = 0;
     for (; b + kBatch <= blocks; b += kBatch) {
       T p[kBatch];
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) p[u] = partial[(b + u) * HF + c];
+      for (int u = 0; u < kBatch; ++u) p[u] = part[(b + u) * HF + c];
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) acc += p[u];
     }
-    for (; b < blocks; ++b) acc += partial[b * HF + c];
+    for (; b < blocks; ++b) acc += part[b * HF + c];
     da[c] = acc;
   }
 }
@@ -120,21 +139,66 @@ void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep
   });
 }
 
-void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
-  const long long NH = out.numel();
+namespace {
+
+// out1 = head_dot(x, a1) and, with a2, out2 = head_dot(x, a2), in one kernel.
+void head_dots_forward(const Tensor& x, const Tensor& a1, Tensor& out1, const Tensor* a2, Tensor* out2) {
+  const long long NH = out1.numel();
   if (NH == 0) return;
   const int H = static_cast<int>(x.size(1)), F = static_cast<int>(x.size(2));
   dispatch_float(x.dtype(), "head_dot", [&](auto zero) {
     using T = decltype(zero);
     head_dot_forward_kernel<T><<<cuda::blocks_for(NH), 256, 0, cuda::stream()>>>(
-        x.data<T>(), a.data<T>(), out.data<T>(), NH, H, F);
+        x.data<T>(), a1.data<T>(), out1.data<T>(), a2 ? a2->data<T>() : nullptr,
+        out2 ? out2->data<T>() : nullptr, NH, H, F);
     CUDA_CHECK_LAUNCH("head_dot_forward_kernel");
   });
 }
 
+// grad_a1 = sum_n g1 x and, with g2, grad_a2 = sum_n g2 x: one partial pass over x, one sum launch.
+void head_dots_grad_a(const Tensor& x, const Tensor& g1, Tensor& grad_a1, const Tensor* g2, Tensor* grad_a2) {
+  const long long N = x.size(0);
+  const int H = static_cast<int>(x.size(1)), F = static_cast<int>(x.size(2)), HF = H * F;
+  if (HF == 0) return;
+  const long long rows = head_dot_detail::rows_per_block(N);
+  const long long blocks = (N + rows - 1) / rows;
+  if (blocks == 0) {
+    grad_a1.zero_();
+    if (grad_a2) grad_a2->zero_();
+    return;
+  }
+  const int halves = g2 ? 2 : 1;
+  dispatch_float(x.dtype(), "head_dot backward", [&](auto zero) {
+    using T = decltype(zero);
+    Tensor partial = Tensor::empty({halves, blocks, H, F}, x.dtype(), Device::cuda, "head_dot partial d a");
+    const unsigned threads = static_cast<unsigned>(std::min(256, (HF + 31) / 32 * 32));
+    head_dot_grad_a_partial_kernel<T><<<static_cast<unsigned>(blocks), threads, 0, cuda::stream()>>>(
+        x.data<T>(), g1.data<T>(), g2 ? g2->data<T>() : nullptr, partial.data<T>(), N, H, F,
+        static_cast<int>(rows), blocks);
+    CUDA_CHECK_LAUNCH("head_dot_grad_a_partial_kernel");
+    const dim3 grid(static_cast<unsigned>(cuda::blocks_for(HF)), static_cast<unsigned>(halves));
+    head_dot_grad_a_sum_kernel<T><<<grid, 256, 0, cuda::stream()>>>(
+        partial.data<T>(), grad_a1.data<T>(), grad_a2 ? grad_a2->data<T>() : nullptr, blocks, HF);
+    CUDA_CHECK_LAUNCH("head_dot_grad_a_sum_kernel");
+  });
+}
+
+}  // namespace
+
+void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
+  head_dots_forward(x, a, out, nullptr, nullptr);
+}
+
+void head_dot_pair_forward(const Tensor& x, const Tensor& a1, const Tensor& a2, Tensor& out1, Tensor& out2) {
+  head_dots_forward(x, a1, out1, &a2, &out2);
+}
+
+void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2) {
+  head_dots_grad_a(x, g1, grad_a1, &g2, &grad_a2);
+}
+
 void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
                        Tensor* grad_a) {
-  const long long N = x.size(0);
   const int H = static_cast<int>(x.size(1)), F = static_cast<int>(x.size(2)), HF = H * F;
   dispatch_float(x.dtype(), "head_dot backward", [&](auto zero) {
     using T = decltype(zero);
@@ -150,23 +214,8 @@ void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out,
       else launch(uint64_t{});
       CUDA_CHECK_LAUNCH("head_dot_grad_x_kernel");
     }
-    if (grad_a && HF > 0) {
-      const long long rows = head_dot_detail::rows_per_block(N);
-      const long long blocks = (N + rows - 1) / rows;
-      if (blocks == 0) {
-        grad_a->zero_();
-        return;
-      }
-      Tensor partial = Tensor::empty({blocks, H, F}, x.dtype(), Device::cuda, "head_dot partial d a");
-      const unsigned threads = static_cast<unsigned>(std::min(256, (HF + 31) / 32 * 32));
-      head_dot_grad_a_partial_kernel<T><<<static_cast<unsigned>(blocks), threads, 0, cuda::stream()>>>(
-          x.data<T>(), grad_out.data<T>(), partial.data<T>(), N, H, F, static_cast<int>(rows));
-      CUDA_CHECK_LAUNCH("head_dot_grad_a_partial_kernel");
-      head_dot_grad_a_sum_kernel<T><<<cuda::blocks_for(HF), 256, 0, cuda::stream()>>>(
-          partial.data<T>(), grad_a->data<T>(), blocks, HF);
-      CUDA_CHECK_LAUNCH("head_dot_grad_a_sum_kernel");
-    }
   });
+  if (grad_a) head_dots_grad_a(x, grad_out, *grad_a, nullptr, nullptr);
 }
 
 }  // namespace gat::ops::cuda_impl
