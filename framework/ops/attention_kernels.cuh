@@ -207,21 +207,26 @@ __device__ __forceinline__ T inverse_of_sum(T z) {
 // x[i, h, c..c+VEC) = acc * inv of a (N, H, F) tensor x.
 template <class T, int VEC>
 __device__ __forceinline__ void store_scaled(T* __restrict__ x, long long i, int H, int F, int h,
-                                             int c, const T (&acc)[VEC], T inv) {
+                                             int c, const T (&acc)[VEC], T inv,
+                                             const T* __restrict__ bias = nullptr) {  // (H, F) or null
   Vec<T, VEC> o;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) o.v[k] = acc[k] * inv;
+  if (bias) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) o.v[k] += bias[c + k];
+  }
   store_vec<T, VEC>(x + (i * H + h) * F + (c - h * F), o);
 }
 
-// Writes out[i, h, c..c+VEC) = acc / z and (from the head's first lane) lse[i,h] = m + log z;
-// zeros and -inf for an empty row (z = 0).
+// Writes out[i, h, c..c+VEC) = acc / z (plus bias[h, c..c+VEC) when given) and (from the head's
+// first lane) lse[i,h] = m + log z; zeros (the bias) and -inf for an empty row (z = 0).
 template <class T, int VEC>
 __device__ __forceinline__ void write_row(T* __restrict__ out,  // (N, H, F)
                                           T* __restrict__ lse,  // (N, H)
                                           long long i, int H, int F, int h, int c, T m, T z,
-                                          const T (&acc)[VEC]) {
-  store_scaled<T, VEC>(out, i, H, F, h, c, acc, inverse_of_sum(z));
+                                          const T (&acc)[VEC], const T* __restrict__ bias = nullptr) {
+  store_scaled<T, VEC>(out, i, H, F, h, c, acc, inverse_of_sum(z), bias);
   if (c % F == 0) lse[i * H + h] = z > T(0) ? m + log(z) : -INFINITY;
 }
 
@@ -275,7 +280,8 @@ __global__ void __launch_bounds__(kThreads)
                            const T* __restrict__ part_acc,         // (W, H, F)
                            T* __restrict__ out,                    // (N, H, F)
                            T* __restrict__ lse,                    // (N, H)
-                           long long N, int H, int F, int tiles, PositiveParts<T> pos = {}) {
+                           long long N, int H, int F, int tiles, PositiveParts<T> pos = {},
+                           const T* __restrict__ out_bias = nullptr) {  // (H, F) or null
   const GroupLane<G> g;
   const int HF = H * F;
   const long long items = N * tiles;
@@ -301,7 +307,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < VEC; ++k) acc_pos[k] += a_pos.v[k] * r;
     }
-    write_row<T, VEC>(out, lse, i, H, F, h, c, m, z, acc);
+    write_row<T, VEC>(out, lse, i, H, F, h, c, m, z, acc, out_bias);
     if (positive) write_positive_row<T, VEC>(pos, i, H, F, h, c, z, z_pos, acc_pos);
   }
 }

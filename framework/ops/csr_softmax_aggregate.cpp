@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/attention_rows.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/dropout.h"
@@ -211,12 +210,19 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight) {
+                                     Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight,
+                                     const Tensor* out_bias) {
   dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
     const GatScores<T> scores(graph, el, er, edge_term, negative_slope);
     aggregate_forward<T>(graph, scores, node_value, attn_dropout, out, lse);
     if (pos_out) positive_sums<T>(graph, scores, node_value, attn_dropout, *pos_out, *pos_weight);
+    if (out_bias) {  // every row, those without edges too
+      const int64_t HF = out.size(1) * out.size(2);
+      const T* b = out_bias->data<T>();  // (H, F)
+      T* o = out.data<T>();              // (N, H, F)
+      detail::parallel_for(out.numel(), [&](int64_t k) { o[k] += b[k % HF]; });
+    }
   });
 }
 
@@ -296,7 +302,13 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight) {
+                                     Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight,
+                                     const Tensor* out_bias) {
+  if (out_bias) {
+    const char* op = "gat_attention_aggregate (bias)";
+    check_same(op, "out_bias", *out_bias, "out", out);
+    check_shape(op, "out_bias", *out_bias, {out.size(1), out.size(2)});
+  }
   if (pos_out || pos_weight) {
     const char* op = "gat_attention_aggregate (positive sums)";
     GAT_CHECK(pos_out && pos_weight, op, ": pos_out and pos_weight are asked for together");
@@ -308,9 +320,9 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
   if (node_value.is_cuda())
     return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_forward(
         graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, lse, pos_out,
-        pos_weight));
+        pos_weight, out_bias));
   cpu_impl::gat_attention_aggregate_forward(graph, el, er, edge_term, node_value, negative_slope,
-                                            attn_dropout, out, lse, pos_out, pos_weight);
+                                            attn_dropout, out, lse, pos_out, pos_weight, out_bias);
 }
 
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
@@ -412,8 +424,8 @@ void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, c
   check_dropout(op, attn_dropout);
 }
 
-// The forward kernels, then the bias in place: out is then the tensor returned and the one
-// kept. keep_positive: CUDA's positive sums for d er (the header); the CPU backward, the
+// The forward kernels, which add the bias as they write out: out is then the tensor returned
+// and the one kept. keep_positive: CUDA's positive sums for d er (the header); the CPU backward, the
 // reference the CUDA tests compare against, sums d er over the edges, and evaluation needs no
 // gradient. Returns out, not detached (the op records it); the saved tensors in `saved`.
 Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
@@ -429,11 +441,8 @@ Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const T
   }
   kernels::gat_attention_aggregate_forward(graph, el, er, edge_term, node_value, negative_slope,
                                            attn_dropout, out, lse, keep_positive ? &pos_out : nullptr,
-                                           keep_positive ? &pos_weight : nullptr);
-  if (bias.defined()) {
-    Tensor rows = out.view({Nd, H * F});
-    kernels::binary(BinaryOp::add, {rows, Broadcast::full}, {bias.view({H * F}), Broadcast::row}, rows);
-  }
+                                           keep_positive ? &pos_weight : nullptr,
+                                           bias.defined() ? &bias : nullptr);
   auto detached = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
   saved = {graph, el.detach(), er.detach(), detached(edge_term), node_value.detach(), out.detach(),
            detached(bias), lse, pos_out, pos_weight, negative_slope, attn_dropout};

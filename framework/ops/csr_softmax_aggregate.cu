@@ -155,7 +155,8 @@ __global__ void __launch_bounds__(kThreads)
                              T* __restrict__ lse,                  // (N, H)
                              PositiveParts<T> pos,
                              long long N, int H, int F, int tiles, long long long_row,
-                             DropoutKey key, T scale) {
+                             DropoutKey key, T scale,
+                             const T* __restrict__ out_bias) {  // (H, F) or null
   const GroupLane<G> g;
   SegmentKeep keep(key, G);
   const int HF = H * F;
@@ -169,7 +170,7 @@ __global__ void __launch_bounds__(kThreads)
     gather_softmax<T, VEC, kPositive>(src, scores.row(i, t.h), V, begin, end, H, HF, t.h, t.c, t.h0,
                                       t.h1, keep, scale, st);
     if (!t.writes) continue;
-    write_row<T, VEC>(out, lse, i, H, F, t.h, t.c, st.m, st.z, st.acc);
+    write_row<T, VEC>(out, lse, i, H, F, t.h, t.c, st.m, st.z, st.acc, out_bias);
     if constexpr (kPositive) write_positive_row<T, VEC>(pos, i, H, F, t.h, t.c, st.z, st.z_pos, st.acc_pos);
   }
 }
@@ -553,7 +554,8 @@ __global__ void __launch_bounds__(kThreads)
 template <class T, bool kPositive, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse,
-                       Tensor* pos_out = nullptr, Tensor* pos_weight = nullptr) {
+                       Tensor* pos_out = nullptr, Tensor* pos_weight = nullptr,
+                       const T* out_bias = nullptr) {  // (H, F) or null
   const long long N = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(lse.size(1)), F = static_cast<int>(node_value.size(2));
   if (N == 0 || H == 0) return;
@@ -582,7 +584,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       const long long items = N * tiling.tiles;
       aggregate_forward_kernel<T, VEC, G, kPositive><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
           row_ptr, src, scores, V, o, l, pos, N, H, F, tiling.tiles, split ? chunk : E,
-          attn_dropout, scale);
+          attn_dropout, scale, out_bias);
       CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
       if (!split) return;
       // Long rows: their chunks' partial states, merged in chunk order.
@@ -604,7 +606,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
       aggregate_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
           chunk_ptr, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o, l, N, H, F,
-          tiling.tiles, pos);
+          tiling.tiles, pos, out_bias);
       CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
     });
   });
@@ -690,7 +692,8 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
 void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight) {
+                                     Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight,
+                                     const Tensor* out_bias) {
   dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
     with_edge_term(edge_term, [&](auto term) {
@@ -699,7 +702,8 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
           static_cast<int>(el.size(1)), static_cast<T>(negative_slope)};
       with_flag(pos_out != nullptr, [&](auto positive) {
         aggregate_forward<T, decltype(positive)::value>(graph, scores, node_value, attn_dropout, out,
-                                                        lse, pos_out, pos_weight);
+                                                        lse, pos_out, pos_weight,
+                                                        out_bias ? out_bias->data<T>() : nullptr);
       });
     });
   });

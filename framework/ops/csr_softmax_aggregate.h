@@ -70,7 +70,8 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //            row i whose LeakyReLU argument x[e,h] = el[src(e),h] + er[i,h] (+ edge_term[e,h]) is
 //            positive, pos_out[i,h,:] = sum a~[e,h] node_value[src(e),h,:] (N, H, F) and
 //            pos_weight[i,h] = sum a[e,h] (N, H); zero for a row without edges, and pos_weight
-//            zero when F = 0.
+//            zero when F = 0. With out_bias (H, F), out is written plus it (rows without edges
+//            too); pos_out never is.
 //  gat backward: given the forward's out and lse and grad_out (N, H, F), writes grad_el,
 //            grad_er (N, H), grad_edge_term (E, H) (only with edge_term defined) and/or
 //            grad_value (N, H, F) (any may be null). `out` may hold the forward's out plus
@@ -98,7 +99,7 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
-                                     Tensor* pos_weight = nullptr);
+                                     Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr);
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
@@ -120,7 +121,7 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
-                                     Tensor* pos_weight = nullptr);
+                                     Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr);
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
@@ -142,7 +143,7 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
-                                     Tensor* pos_weight = nullptr);
+                                     Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr);
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
