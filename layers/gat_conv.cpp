@@ -73,9 +73,9 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
   const DropoutKey value_key = is_training() && options_.value_dropout > 0.0
                                    ? gen.dropout_key(static_cast<float>(options_.value_dropout))
                                    : DropoutKey{};
-  // Concatenated heads without a residual take the bias inside the aggregate: its output, plus
-  // the bias, is then both what the layer returns and what the backward keeps.
-  const bool bias_in_aggregate = options_.concat && !res && bias.defined();
+  // Concatenated heads (or a single head) without a residual take the bias inside the aggregate:
+  // its output, plus the bias, is then both what the layer returns and what the backward keeps.
+  const bool bias_in_aggregate = (options_.concat || H == 1) && !res && bias.defined();
   const Tensor aggregate_bias = bias_in_aggregate ? ops::reshape(bias, {H, F}) : Tensor();  // (H, F)
   // One graph's nodes through one projection, el and er read from it: the fused op, whose
   // backward writes d wh in one pass (the fold below reads fewer bytes when in < H*F).

@@ -11,7 +11,8 @@
 //   out = softmax over each destination's incoming edges of s, attention dropout, weighted sum
 //         of Wh_s (gat_attention_aggregate: s computed inside the kernels)  (Nd, H, F)
 //   out = concat ? out viewed (Nd, H*F) : mean over heads (Nd, F);  + residual(x_dst);  + bias
-//         (ops::head_mean averages the heads and adds the bias in one kernel when there is no residual)
+//         (ops::head_mean averages the heads and adds the bias in one kernel when there is no residual;
+//         concatenated heads, or one head, without a residual take the bias inside the aggregate)
 //
 // Bipartite input as PyG's GATConv: with dst_in_channels > 0 (PyG's in_channels = (src, dst))
 // the layer has lin_src and lin_dst instead of lin; forward(x_src, x_dst, graph) takes the

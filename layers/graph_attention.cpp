@@ -79,9 +79,10 @@ Tensor attended_edge_attr(const char* layer, const Linear* lin_edge, const Tenso
 
 Tensor combine_heads(const Tensor& heads, bool concat, const Tensor& residual, const Tensor& bias) {
   const int64_t N = heads.size(0), H = heads.size(1), F = heads.size(2);
-  const bool bias_in_mean = !concat && !residual.defined() && bias.defined();
-  Tensor out = concat ? ops::reshape(heads, {N, H * F})
-                      : ops::head_mean(heads, bias_in_mean ? bias : Tensor());  // (N, out)
+  const bool mean = !concat && H > 1;  // the mean of one head is that head
+  const bool bias_in_mean = mean && !residual.defined() && bias.defined();
+  Tensor out = mean ? ops::head_mean(heads, bias_in_mean ? bias : Tensor())
+                    : ops::reshape(heads, {N, H * F});  // (N, out)
   if (residual.defined()) out = ops::add(out, residual);
   if (bias.defined() && !bias_in_mean) out = ops::add_bias(out, bias);
   return out;

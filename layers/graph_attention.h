@@ -101,8 +101,9 @@ Tensor attended_edge_attr(const char* layer, const Linear* lin_edge, const Tenso
 
 // A layer's output from its aggregated heads (N, H, F):
 //   concat ? heads viewed (N, H*F) : the mean over heads (N, F);  + residual;  + bias
-// residual (N, out) and bias (out,) may be undefined. Averaged heads take the bias in the same
-// kernel (ops::head_mean) when there is no residual to add before it.
+// residual (N, out) and bias (out,) may be undefined. A single head is its own mean (viewed, no
+// kernel). Averaged heads take the bias in the same kernel (ops::head_mean) when there is no
+// residual to add before it.
 Tensor combine_heads(const Tensor& heads, bool concat, const Tensor& residual, const Tensor& bias);
 
 }  // namespace gat
