@@ -50,9 +50,13 @@ Tensor GATConv::edge_scores(const Graph& graph, const Graph& g, const Tensor& ed
 // x is narrower than the projection (in < H*F) the fold's GEMM reads fewer bytes than head_dot
 // over wh, and its backward needs x (which the projection keeps anyway), not wh: at scale the
 // (N, H*F) wh then dies with the forward unless the aggregate keeps it as its values.
+bool GATConv::terms_from_projection(const Linear& proj) const {
+  return proj.in_features() >= options_.heads * options_.out_channels;
+}
+
 Tensor GATConv::attention_term(const Linear& proj, const Features& x, const Tensor& wh, const Tensor& att) const {
   const int64_t in = proj.in_features(), H = options_.heads, F = options_.out_channels;
-  if (in >= H * F)
+  if (terms_from_projection(proj))
     return ops::head_dot(wh.defined() ? wh : ops::reshape(proj.forward(x), {x.rows(), H, F}), att);  // (rows, H)
   return features_matmul(x, ops::head_dot(ops::reshape(proj.weight, {in, H, F}), att));  // (rows, in) x (in, H)
 }
@@ -79,7 +83,7 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
   const Tensor aggregate_bias = bias_in_aggregate ? ops::reshape(bias, {H, F}) : Tensor();  // (H, F)
   // One graph's nodes through one projection, el and er read from it: the fused op, whose
   // backward writes d wh in one pass (the fold below reads fewer bytes when in < H*F).
-  const bool projected = lin && !x_dst && lin->in_features() >= H * F;
+  const bool projected = lin && !x_dst && terms_from_projection(*lin);
   Tensor el, er, out;
   if (projected) {
     out = ops::gat_projected_attention(g, wh, att_src, att_dst, options_.negative_slope, key, value_key, ee,

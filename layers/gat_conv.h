@@ -95,6 +95,9 @@ class GATConv : public GraphAttentionLayer {
   // el or er (rows, H) = (x proj.weight viewed (rows, H, F)) . att; wh is that projection viewed
   // (rows, H, F) where the caller has it, else undefined; see attention_term in gat_conv.cpp.
   Tensor attention_term(const Linear& proj, const Features& x, const Tensor& wh, const Tensor& att) const;
+  // Whether attention_term reads el or er from proj's output (in >= H*F) rather than through the
+  // folded weight.
+  bool terms_from_projection(const Linear& proj) const;
   // ee (E', H) over g's edges (g: graph, looped when add_self_loops), or undefined without
   // edge_dim.
   Tensor edge_scores(const Graph& graph, const Graph& g, const Tensor& edge_attr);
