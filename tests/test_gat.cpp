@@ -92,25 +92,27 @@ TEST(GATConv, MatchesANaiveReferenceConcatAndMean) {
   std::mt19937_64 rng(3);
   const int64_t N = 9;
   const Graph graph = small_graph(N, rng);
-  // in 5 < H*F = 12: el, er from x times the folded weight; in 13: head_dot over Wh.
-  for (int64_t in : {5, 13})
-    for (bool concat : {true, false}) {
-      for (bool residual : {false, true}) {
-        Generator init(1);
-        GATConv conv(conv_options(in, 4, 3, concat, residual, 0.0), init);
-        conv.bias = random_tensor(conv.bias.shape(), rng);
-        const Tensor x = random_tensor({N, in}, rng);
-        Generator gen(0);
-        const Tensor out = conv.forward(x, graph, gen);
-        ASSERT_EQ(out.shape(), (Shape{N, concat ? 12 : 4}));
-        const std::vector<double> got = out.to_vector<double>();
-        const std::vector<double> xv = x.to_vector<double>();
-        const std::vector<double> want = reference_gat_conv(conv, xv, N, xv, N, graph.sources(), graph.destinations());
-        for (size_t i = 0; i < want.size(); ++i)
-          EXPECT_NEAR(got[i], want[i], 1e-12) << "in " << in << " concat " << concat << " residual " << residual
-                                              << " i " << i;
-      }
-    }
+  // 3 heads of 4: in 5 < H*F = 12, el and er from x times the folded weight; in 13, head_dot over
+  // Wh. One head (the paper's output layer), whose mean is itself: no head_mean, and without a
+  // residual the bias inside the aggregate for either layout.
+  for (int64_t H : {3, 1})
+    for (int64_t in : {5, 13})
+      for (bool concat : {true, false})
+        for (bool residual : {false, true}) {
+          Generator init(1);
+          GATConv conv(conv_options(in, 4, H, concat, residual, 0.0), init);
+          conv.bias = random_tensor(conv.bias.shape(), rng);
+          const Tensor x = random_tensor({N, in}, rng);
+          Generator gen(0);
+          const Tensor out = conv.forward(x, graph, gen);
+          ASSERT_EQ(out.shape(), (Shape{N, concat ? 4 * H : 4}));
+          const std::vector<double> got = out.to_vector<double>();
+          const std::vector<double> xv = x.to_vector<double>();
+          const std::vector<double> want = reference_gat_conv(conv, xv, N, xv, N, graph.sources(), graph.destinations());
+          for (size_t i = 0; i < want.size(); ++i)
+            EXPECT_NEAR(got[i], want[i], 1e-12) << "H " << H << " in " << in << " concat " << concat
+                                                << " residual " << residual << " i " << i;
+        }
 }
 
 // Bipartite input (PyG's in_channels pair): lin_src projects x_src, lin_dst x_dst, the residual
@@ -457,6 +459,16 @@ TEST(GATConv, GradientsOfTheProjectedOpWithValueDropout) {
     GATConvOptions o = conv_options(13, 3, 4, concat, false, 0.5);
     o.value_dropout = 0.5;
     check_conv_gradients(concat ? "GATConv projected concat" : "GATConv projected mean", o, true);
+  }
+}
+
+// One head averaged (the paper's output layer): its bias inside the aggregate, no head_mean; through
+// the projected op (in 13 >= F 4) and the fold (in 3 < F 4), with both dropouts.
+TEST(GATConv, GradientsOfASingleAveragedHead) {
+  for (int64_t in : {13, 3}) {
+    GATConvOptions o = conv_options(in, 4, 1, false, false, 0.5);
+    o.value_dropout = 0.5;
+    check_conv_gradients("GATConv one head, mean, in " + std::to_string(in), o, true);
   }
 }
 
