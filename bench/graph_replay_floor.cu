@@ -1,5 +1,5 @@
 // graph_replay_floor: what one kernel costs in a replayed CUDA graph on this GPU, the floor under
-// a small graph's training step (Cora's is a chain of some 40 kernels, replayed as one graph).
+// a small graph's training step (Cora's is a chain of some 50 kernels, replayed as one graph).
 // K dependent kernels on one stream are captured once and replayed R times; the time per replay
 // divided by K, for three kernels: empty (1 block), a Cora-sized grid writing one float per thread
 // (2,708 x 64), and 132 blocks that each spin for 2 us (what a replay adds around real work).
