@@ -18,12 +18,6 @@ namespace gat::ops {
 
 Tensor head_dot(const Tensor& x, const Tensor& a);
 
-// The gradient of an x (N, H, F) read by dropout and by two head_dots (GAT's projection, read
-// as the values and for el and er): base (N, H, F) the gradient of dropout's output,
-//   grad_x[n,h,f] = keep * keep_scale * base[n,h,f] + g1[n,h] a1[h,f] + g2[n,h] a2[h,f]
-// with keep the decision of flat element (n, h, f) (1 and keep_scale 1 without dropout; `kept`
-// holds the forward's decisions on the CPU, CUDA draws them again). grad_x may be base itself.
-// One pass where dropout's backward, two head_dot backwards and two gradient sums take five.
 // The two head_dots of one x in one pass each way: out1 = head_dot(x, a1), out2 = head_dot(x, a2)
 // (N, H); grad_a1, grad_a2 (H, F) the d a of head_dot_backward for g1 and g2, summed in its
 // order (the same bits), x read once.
@@ -40,6 +34,12 @@ void head_dot_pair_forward(const Tensor& x, const Tensor& a1, const Tensor& a2, 
 void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2);
 }
 
+// The gradient of an x (N, H, F) read by dropout and by two head_dots (GAT's projection, read
+// as the values and for el and er): base (N, H, F) the gradient of dropout's output,
+//   grad_x[n,h,f] = keep * keep_scale * base[n,h,f] + g1[n,h] a1[h,f] + g2[n,h] a2[h,f]
+// with keep the decision of flat element (n, h, f) (1 and keep_scale 1 without dropout; `kept`
+// holds the forward's decisions on the CPU, CUDA draws them again). grad_x may be base itself.
+// One pass where dropout's backward, two head_dot backwards and two gradient sums take five.
 namespace kernels {
 void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale,
                           const KeepMask& kept, const Tensor& a1, const Tensor& g1, const Tensor& a2,
