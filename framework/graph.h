@@ -94,7 +94,7 @@ class Graph {
   // Long rows cut into chunks, for the GPU kernels (a row's serial loop would otherwise be the
   // kernel's time): rows of more than chunk_edges() edges are cut into chunks of chunk_edges()
   // edges, and row i owns chunks [row_chunk_ptr[i], row_chunk_ptr[i+1]); shorter rows own none.
-  // The same for the transpose's rows. chunk_edges() depends on the edge count (16 on small
+  // The same for the transpose's rows. chunk_edges() depends on the edge count (8 on small
   // graphs up to 512 on large ones; 64 at least when no row is longer than 64 edges, so that no
   // row is cut), so a graph's chunks are fixed and runs reproducible.
   int chunk_edges() const { return chunk_edges_; }

@@ -97,9 +97,9 @@ GraphArrays reference_build(int32_t ns, int32_t nd, const std::vector<int32_t>& 
   std::stable_sort(r.t_edge_id.begin(), r.t_edge_id.end(),
                    [&](int32_t a, int32_t b) { return r.edge_src[a] < r.edge_src[b]; });
   for (int32_t id : r.t_edge_id) r.t_edge_dst.push_back(r.edge_dst[id]);
-  // chunk_edges as Graph documents it: 16 doubled while 4096 * chunk <= E, up to 512; 64 at
+  // chunk_edges as Graph documents it: 8 doubled while 4096 * chunk <= E, up to 512; 64 at
   // least when no row is longer than 64.
-  r.chunk = 16;
+  r.chunk = 8;
   while (r.chunk < 512 && int64_t{r.chunk} * 4096 <= e) r.chunk *= 2;
   if (std::max(r.max_in, r.max_out) <= 64) r.chunk = std::max(r.chunk, 64);
   auto chunks = [&](const std::vector<int32_t>& rp, std::vector<int32_t>& out, int64_t& total) {
@@ -424,13 +424,13 @@ TEST(Graph, LongRowsAreCutIntoChunksByTheEdgeCount) {
   for (int32_t j = 1; j <= 100; ++j) src.push_back(0), dst.push_back(j);
   const Graph small = Graph::from_edges(301, src, dst);
   small.validate();
-  EXPECT_EQ(small.chunk_edges(), 16);  // 400 edges: the smallest chunk
-  std::vector<int32_t> rows(302, 19), t_rows(302, 7);  // ceil(300 / 16) = 19, ceil(100 / 16) = 7
+  EXPECT_EQ(small.chunk_edges(), 8);  // 400 edges: the smallest chunk
+  std::vector<int32_t> rows(302, 38), t_rows(302, 13);  // ceil(300 / 8) = 38, ceil(100 / 8) = 13
   rows[0] = t_rows[0] = 0;
   EXPECT_EQ(small.row_chunk_ptr().to_vector<int32_t>(), rows);
   EXPECT_EQ(small.t_row_chunk_ptr().to_vector<int32_t>(), t_rows);
-  EXPECT_EQ(small.num_row_chunks(), 19);
-  EXPECT_EQ(small.num_t_row_chunks(), 7);
+  EXPECT_EQ(small.num_row_chunks(), 38);
+  EXPECT_EQ(small.num_t_row_chunks(), 13);
   // A small graph whose rows all fit in 64 edges is not cut (node 0 receives from 1..64).
   const Graph short_rows = Graph::from_edges(301, {src.begin(), src.begin() + 64},
                                              {dst.begin(), dst.begin() + 64});
