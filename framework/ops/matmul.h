@@ -4,7 +4,8 @@
 // inputs (matmul(x, x)) receives the sum of both gradients.
 // CPU: Eigen on row-major maps, fixed output tiles spread over OpenMP threads (bitwise the same
 // for any thread count). CUDA: cuBLAS {S,D}gemm on gat::cuda::stream() in the handle's default
-// math mode (full FP32, no TF32).
+// math mode (full FP32, no TF32); products of at most 2^22 multiply-adds (a small output layer) in
+// kernels of the op's own with a fixed summation order (matmul.cu).
 #pragma once
 
 #include "gat/framework/tensor.h"
