@@ -71,8 +71,9 @@ TEST(CudaCore, MatmulMatchesCpu) {
   for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{
            {4, 4, 4}, {7, 3, 5}, {300, 200, 100}, {33, 1, 17}, {17, 40, 1}, {1, 64, 9}, {5, 1, 1},
            // Small products in the op's own kernels: Cora's output layer (its backward has the
-           // long sum 64 x 2,708 x 7), and a long sum into few outputs.
-           {2708, 64, 7}, {5, 3000, 3}}) {
+           // long sum 64 x 2,708 x 7), a long sum into few outputs, and long sums over three
+           // column tiles (8, 8 and 4 columns).
+           {2708, 64, 7}, {5, 3000, 3}, {3, 1000, 20}}) {
     expect_cuda_matches_cpu("matmul (" + std::to_string(M) + "," + std::to_string(K) + ")x(" +
                                 std::to_string(K) + "," + std::to_string(N) + ")",
                             mm, {random_tensor({M, K}, rng, -1, 1, DType::f32),

@@ -29,11 +29,13 @@ cublasStatus_t gemm_call(cublasHandle_t handle, cublasOperation_t op_b, cublasOp
 // layer of Cora's GAT (2,708 x 64 x 7 forward; 2,708 x 7 x 64 and 64 x 2,708 x 7 backward) cuBLAS
 // chose split-K kernels followed by a reduce launch: six kernels, about 35 us of ncu time a
 // training step. Short sums (K <= kShortK): a thread per output adds its K products in k order.
-// Long sums: a block of kLongKThreads per output, thread t taking k = t, t + kLongKThreads, ...,
-// then a shared-memory tree: a fixed order either way, so results are reproducible.
+// Long sums: a block of kLongKThreads per output row and tile of kLongKTile columns, thread t
+// taking k = t, t + kLongKThreads, ..., then a shared-memory tree: a fixed order either way, so
+// results are reproducible.
 constexpr long long kSmallMacs = 1LL << 22;
 constexpr long long kShortK = 256;
 constexpr int kLongKThreads = 256;
+constexpr int kLongKTile = 8;
 
 // Element (r, c) of a row-major matrix or of its transpose: p[r * row_stride + c * col_stride].
 template <class T>
@@ -61,18 +63,31 @@ __global__ void small_gemm_kernel(Operand<T> a, Operand<T> b, T* __restrict__ ou
   }
 }
 
-// The same with a block per output, for long sums.
+// The same for long sums: a block per (output row m, tile of kLongKTile columns). Thread t adds
+// k = t, t + kLongKThreads, ... for each column of the tile, reading a's element once for all of
+// them; the threads' partial sums meet by block_tree_sums' trees (the order of a block per
+// output). Cora's 64 x 2,708 x 7 weight gradient takes 64 blocks, each reading its row of op(a)
+// once for the 7 columns.
 template <class T>
 __global__ void __launch_bounds__(kLongKThreads)
     small_gemm_long_k_kernel(Operand<T> a, Operand<T> b, T* __restrict__ out, long long M,
                              long long N, long long K) {
-  __shared__ T partial[kLongKThreads];
-  for (long long t = blockIdx.x; t < M * N; t += gridDim.x) {
-    const long long m = t / N, n = t - m * N;
-    T acc = 0;
-    for (long long k = threadIdx.x; k < K; k += kLongKThreads) acc += a.at(m, k) * b.at(k, n);
-    acc = block_tree_sum(acc, partial);
-    if (threadIdx.x == 0) out[t] = acc;
+  __shared__ T partial[kLongKTile][kLongKThreads];
+  const long long tiles = (N + kLongKTile - 1) / kLongKTile;
+  for (long long item = blockIdx.x; item < M * tiles; item += gridDim.x) {
+    const long long m = item / tiles, n0 = (item - m * tiles) * kLongKTile;
+    const int width = static_cast<int>(min(static_cast<long long>(kLongKTile), N - n0));
+    T acc[kLongKTile] = {};
+    for (long long k = threadIdx.x; k < K; k += kLongKThreads) {
+      const T x = a.at(m, k);
+#pragma unroll
+      for (int j = 0; j < kLongKTile; ++j)
+        if (j < width) acc[j] += x * b.at(k, n0 + j);
+    }
+    T sums[kLongKTile];
+    block_tree_sums(acc, &partial[0][0], sums);
+    if (threadIdx.x == 0)
+      for (int j = 0; j < width; ++j) out[m * N + n0 + j] = sums[j];
   }
 }
 
@@ -99,7 +114,8 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
         small_gemm_kernel<T><<<cuda::blocks_for(M * N), 256, 0, cuda::stream()>>>(op_a, op_b, out.data<T>(), M, N, K);
         CUDA_CHECK_LAUNCH("small_gemm_kernel");
       } else {
-        const unsigned blocks = static_cast<unsigned>(std::min<long long>(M * N, cuda::kMaxGridBlocks));
+        const long long items = M * ((N + kLongKTile - 1) / kLongKTile);
+        const unsigned blocks = static_cast<unsigned>(std::min<long long>(items, cuda::kMaxGridBlocks));
         small_gemm_long_k_kernel<T><<<blocks, kLongKThreads, 0, cuda::stream()>>>(op_a, op_b, out.data<T>(), M, N, K);
         CUDA_CHECK_LAUNCH("small_gemm_long_k_kernel");
       }

@@ -49,20 +49,34 @@ __device__ T warp_row_nll(const T* __restrict__ logits, const int32_t* __restric
   return warp_row_logsumexp(logits + r * C, C, lane) - logits[r * C + y];
 }
 
-// The sum of every thread's v over a block of blockDim.x threads (a power of two) by a fixed
-// shared-memory tree (bitwise reproducible); every thread gets it. partial: blockDim.x values of
-// shared memory, free again when the function returns.
-template <class T>
-__device__ T block_tree_sum(T v, T* partial) {
-  partial[threadIdx.x] = v;
+// The sums of every thread's v[0..W) over a block of blockDim.x threads (a power of two), one
+// fixed shared-memory tree per j, the W trees level by level (bitwise reproducible); every thread
+// gets them. partial: W * blockDim.x values of shared memory, free again when the function returns.
+template <int W, class T>
+__device__ void block_tree_sums(const T (&v)[W], T* partial, T (&sums)[W]) {
+#pragma unroll
+  for (int j = 0; j < W; ++j) partial[j * blockDim.x + threadIdx.x] = v[j];
   __syncthreads();
   for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    if (threadIdx.x < half) {
+#pragma unroll
+      for (int j = 0; j < W; ++j) partial[j * blockDim.x + threadIdx.x] += partial[j * blockDim.x + threadIdx.x + half];
+    }
     __syncthreads();
   }
-  const T sum = partial[0];
-  __syncthreads();  // everyone has read partial[0] before the array is used again
-  return sum;
+#pragma unroll
+  for (int j = 0; j < W; ++j) sums[j] = partial[j * blockDim.x];
+  __syncthreads();  // everyone has read the sums before the array is used again
+}
+
+// The sum of every thread's v over the block (block_tree_sums of one value). partial: blockDim.x
+// values of shared memory.
+template <class T>
+__device__ T block_tree_sum(T v, T* partial) {
+  const T in[1] = {v};
+  T sum[1];
+  block_tree_sums(in, partial, sum);
+  return sum[0];
 }
 
 }  // namespace gat::ops::cuda_impl
