@@ -86,13 +86,23 @@ sparse_rows_block_kernel(const int32_t* __restrict__ ptr,    // (R+1,)
           v[u] = e[u] >= 0 ? values[e[u]] : T(0);
           src[u] = e[u] >= 0 ? index[e[u]] : 0;
         }
+        // The batch's dense values are all loaded before any is added: one load latency a batch,
+        // not one an entry (the adds are conditional, so a load could not be moved above the
+        // previous add). An entry holding zero loads nothing and adds nothing.
+        T d[kBatch][kCols];
 #pragma unroll
         for (int u = 0; u < kBatch; ++u) {
-          if (v[u] == T(0)) continue;
           const T* row = dense + src[u] * N + j0 + lane;
 #pragma unroll
           for (int k = 0; k < kCols; ++k)
-            if (j0 + lane + k * kLanes < N) acc[k] += v[u] * row[k * kLanes];
+            d[u][k] = v[u] != T(0) && j0 + lane + k * kLanes < N ? row[k * kLanes] : T(0);
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          if (v[u] == T(0)) continue;
+#pragma unroll
+          for (int k = 0; k < kCols; ++k)
+            if (j0 + lane + k * kLanes < N) acc[k] += v[u] * d[u][k];
         }
       }
 #pragma unroll
