@@ -196,6 +196,16 @@ std::vector<int32_t> chunk_ptr_of(int64_t n, const int32_t* row_ptr, int chunk) 
   return chunk_ptr;
 }
 
+// chunk_row (W,) of a chunk_ptr (n+1,): the row that owns each chunk.
+std::vector<int32_t> chunk_rows_of(int64_t n, const std::vector<int32_t>& chunk_ptr) {
+  std::vector<int32_t> rows(static_cast<size_t>(chunk_ptr[static_cast<size_t>(n)]));
+#pragma omp parallel for if (n > detail::kParallelItems)
+  for (int64_t i = 0; i < n; ++i)
+    for (int32_t w = chunk_ptr[static_cast<size_t>(i)]; w < chunk_ptr[static_cast<size_t>(i) + 1]; ++w)
+      rows[static_cast<size_t>(w)] = static_cast<int32_t>(i);
+  return rows;
+}
+
 // The self loops of the sorted row [first, last) of node i: where value i starts and ends.
 std::pair<const int32_t*, const int32_t*> loops_in_row(const int32_t* first, const int32_t* last, int64_t i) {
   return std::equal_range(first, last, static_cast<int32_t>(i));
@@ -282,6 +292,8 @@ Graph Graph::from_sorted_csr(int64_t num_src, Tensor row_ptr, Tensor col_idx) {
   g.num_t_row_chunks_ = t_row_chunk_ptr.back();
   g.row_chunk_ptr_ = Tensor::from_vector(row_chunk_ptr, {n + 1});
   g.t_row_chunk_ptr_ = Tensor::from_vector(t_row_chunk_ptr, {num_src + 1});
+  g.row_chunk_row_ = Tensor::from_vector(chunk_rows_of(n, row_chunk_ptr), {g.num_row_chunks_});
+  g.t_row_chunk_row_ = Tensor::from_vector(chunk_rows_of(num_src, t_row_chunk_ptr), {g.num_t_row_chunks_});
   g.row_ptr_ = std::move(row_ptr);
   g.edge_src_ = std::move(col_idx);
   g.t_row_ptr_ = std::move(t_row_ptr);
@@ -335,6 +347,8 @@ Graph Graph::to(Device target) const {
   out.edge_dst_ = edge_dst_.to(target);
   out.row_chunk_ptr_ = row_chunk_ptr_.to(target);
   out.t_row_chunk_ptr_ = t_row_chunk_ptr_.to(target);
+  out.row_chunk_row_ = row_chunk_row_.to(target);
+  out.t_row_chunk_row_ = t_row_chunk_row_.to(target);
   return out;
 }
 
@@ -361,11 +375,13 @@ void Graph::validate() const {
               num_dst_nodes_, " destinations but no index arrays");
     return;
   }
-  const Tensor* all[] = {&row_ptr_,  &edge_src_, &t_row_ptr_,    &t_edge_dst_,
-                         &t_edge_id_, &edge_dst_, &row_chunk_ptr_, &t_row_chunk_ptr_};
-  const char* names[] = {"row_ptr",   "edge_src", "t_row_ptr",     "t_edge_dst",
-                         "t_edge_id", "edge_dst", "row_chunk_ptr", "t_row_chunk_ptr"};
-  for (int k = 0; k < 8; ++k) {
+  const Tensor* all[] = {&row_ptr_,       &edge_src_,       &t_row_ptr_,     &t_edge_dst_,
+                         &t_edge_id_,     &edge_dst_,       &row_chunk_ptr_, &t_row_chunk_ptr_,
+                         &row_chunk_row_, &t_row_chunk_row_};
+  const char* names[] = {"row_ptr",       "edge_src",        "t_row_ptr",     "t_edge_dst",
+                         "t_edge_id",     "edge_dst",        "row_chunk_ptr", "t_row_chunk_ptr",
+                         "row_chunk_row", "t_row_chunk_row"};
+  for (int k = 0; k < 10; ++k) {
     check_dtype(op, names[k], *all[k], DType::i32);
     check_dim(op, names[k], *all[k], 1);
     GAT_CHECK(all[k]->device() == row_ptr_.device(), op, ": ", names[k], " is on ",
@@ -433,6 +449,10 @@ void Graph::validate() const {
             ": row_chunk_ptr does not match the rows");
   GAT_CHECK(t_row_chunk_ptr_.to_vector<int32_t>() == trcp && num_t_row_chunks_ == trcp.back(), op,
             ": t_row_chunk_ptr does not match the transpose's rows");
+  GAT_CHECK(row_chunk_row_.to_vector<int32_t>() == chunk_rows_of(n, rcp), op,
+            ": row_chunk_row does not match row_chunk_ptr");
+  GAT_CHECK(t_row_chunk_row_.to_vector<int32_t>() == chunk_rows_of(ns, trcp), op,
+            ": t_row_chunk_row does not match t_row_chunk_ptr");
 }
 
 Tensor edge_attr_in_graph_order(const Graph& graph, const std::vector<int32_t>& src,

@@ -100,6 +100,10 @@ class Graph {
   int chunk_edges() const { return chunk_edges_; }
   const Tensor& row_chunk_ptr() const { return row_chunk_ptr_; }      // (Nd+1,) i32
   const Tensor& t_row_chunk_ptr() const { return t_row_chunk_ptr_; }  // (Ns+1,) i32
+  // The row that owns each chunk (w in [row_chunk_ptr[i], row_chunk_ptr[i+1]) -> i): a kernel
+  // finds a chunk's row with one load, not a binary search over row_chunk_ptr.
+  const Tensor& row_chunk_row() const { return row_chunk_row_; }      // (num_row_chunks,) i32
+  const Tensor& t_row_chunk_row() const { return t_row_chunk_row_; }  // (num_t_row_chunks,) i32
   int64_t num_row_chunks() const { return num_row_chunks_; }          // row_chunk_ptr[Nd]
   int64_t num_t_row_chunks() const { return num_t_row_chunks_; }      // t_row_chunk_ptr[Ns]
   int64_t count_self_loops() const { return num_self_loops_; }
@@ -136,7 +140,7 @@ class Graph {
   int64_t num_self_loops_ = 0;
   bool one_self_loop_per_node_ = false;
   Tensor row_ptr_, edge_src_, t_row_ptr_, t_edge_dst_, t_edge_id_, edge_dst_;
-  Tensor row_chunk_ptr_, t_row_chunk_ptr_;
+  Tensor row_chunk_ptr_, t_row_chunk_ptr_, row_chunk_row_, t_row_chunk_row_;
 };
 
 // Edge attributes given per input edge of Graph::from_edges (edge_attr (M, D): row k belongs to

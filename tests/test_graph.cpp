@@ -28,14 +28,16 @@ std::vector<std::pair<int32_t, int32_t>> edge_pairs(const Graph& g) {  // (src, 
 
 // Every array of a graph, for exact comparisons.
 struct GraphArrays {
-  std::vector<int32_t> row_ptr, edge_src, edge_dst, t_row_ptr, t_edge_dst, t_edge_id, row_chunk_ptr, t_row_chunk_ptr;
+  std::vector<int32_t> row_ptr, edge_src, edge_dst, t_row_ptr, t_edge_dst, t_edge_id, row_chunk_ptr, t_row_chunk_ptr,
+      row_chunk_row, t_row_chunk_row;
   int64_t max_in = 0, max_out = 0, loops = 0, row_chunks = 0, t_row_chunks = 0;
   int chunk = 0;
   bool one_loop_per_node = false;
   bool operator==(const GraphArrays& o) const {
     return row_ptr == o.row_ptr && edge_src == o.edge_src && edge_dst == o.edge_dst && t_row_ptr == o.t_row_ptr &&
            t_edge_dst == o.t_edge_dst && t_edge_id == o.t_edge_id && row_chunk_ptr == o.row_chunk_ptr &&
-           t_row_chunk_ptr == o.t_row_chunk_ptr && max_in == o.max_in && max_out == o.max_out && loops == o.loops &&
+           t_row_chunk_ptr == o.t_row_chunk_ptr && row_chunk_row == o.row_chunk_row &&
+           t_row_chunk_row == o.t_row_chunk_row && max_in == o.max_in && max_out == o.max_out && loops == o.loops &&
            row_chunks == o.row_chunks && t_row_chunks == o.t_row_chunks && chunk == o.chunk &&
            one_loop_per_node == o.one_loop_per_node;
   }
@@ -45,6 +47,7 @@ GraphArrays arrays_of(const Graph& g) {
           g.edge_dst().to_vector<int32_t>(),      g.t_row_ptr().to_vector<int32_t>(),
           g.t_edge_dst().to_vector<int32_t>(),    g.t_edge_id().to_vector<int32_t>(),
           g.row_chunk_ptr().to_vector<int32_t>(), g.t_row_chunk_ptr().to_vector<int32_t>(),
+          g.row_chunk_row().to_vector<int32_t>(), g.t_row_chunk_row().to_vector<int32_t>(),
           g.max_in_degree(),                      g.max_out_degree(),
           g.count_self_loops(),                   g.num_row_chunks(),
           g.num_t_row_chunks(),                   g.chunk_edges(),
@@ -102,17 +105,21 @@ GraphArrays reference_build(int32_t ns, int32_t nd, const std::vector<int32_t>& 
   r.chunk = 8;
   while (r.chunk < 512 && int64_t{r.chunk} * 4096 <= e) r.chunk *= 2;
   if (std::max(r.max_in, r.max_out) <= 64) r.chunk = std::max(r.chunk, 64);
-  auto chunks = [&](const std::vector<int32_t>& rp, std::vector<int32_t>& out, int64_t& total) {
+  auto chunks = [&](const std::vector<int32_t>& rp, std::vector<int32_t>& out, std::vector<int32_t>& owner,
+                    int64_t& total) {
     const int32_t n = static_cast<int32_t>(rp.size()) - 1;
     out.assign(n + 1, 0);
+    owner.clear();
     for (int32_t i = 0; i < n; ++i) {
       const int32_t deg = rp[i + 1] - rp[i];
-      out[i + 1] = out[i] + (deg > r.chunk ? (deg + r.chunk - 1) / r.chunk : 0);
+      const int32_t count = deg > r.chunk ? (deg + r.chunk - 1) / r.chunk : 0;
+      out[i + 1] = out[i] + count;
+      owner.insert(owner.end(), count, i);
     }
     total = out[n];
   };
-  chunks(r.row_ptr, r.row_chunk_ptr, r.row_chunks);
-  chunks(r.t_row_ptr, r.t_row_chunk_ptr, r.t_row_chunks);
+  chunks(r.row_ptr, r.row_chunk_ptr, r.row_chunk_row, r.row_chunks);
+  chunks(r.t_row_ptr, r.t_row_chunk_ptr, r.t_row_chunk_row, r.t_row_chunks);
   return r;
 }
 
@@ -431,6 +438,19 @@ TEST(Graph, LongRowsAreCutIntoChunksByTheEdgeCount) {
   EXPECT_EQ(small.t_row_chunk_ptr().to_vector<int32_t>(), t_rows);
   EXPECT_EQ(small.num_row_chunks(), 38);
   EXPECT_EQ(small.num_t_row_chunks(), 13);
+  EXPECT_EQ(small.row_chunk_row().to_vector<int32_t>(), std::vector<int32_t>(38, 0));  // node 0's
+  EXPECT_EQ(small.t_row_chunk_row().to_vector<int32_t>(), std::vector<int32_t>(13, 0));
+  // Long rows of several nodes: each chunk names the row it belongs to.
+  std::vector<int32_t> src2, dst2;
+  for (int32_t j = 1; j <= 300; ++j) src2.push_back(j), dst2.push_back(0);  // row 0: 38 chunks
+  for (int32_t j = 10; j < 30; ++j) src2.push_back(j), dst2.push_back(7);   // row 7: 3 chunks
+  for (int32_t j = 40; j < 60; ++j) src2.push_back(9), dst2.push_back(j);   // source 9: 21 edges
+  const Graph several = Graph::from_edges(301, src2, dst2);
+  several.validate();
+  std::vector<int32_t> owners(38, 0);
+  owners.insert(owners.end(), 3, 7);
+  EXPECT_EQ(several.row_chunk_row().to_vector<int32_t>(), owners);
+  EXPECT_EQ(several.t_row_chunk_row().to_vector<int32_t>(), (std::vector<int32_t>{9, 9, 9}));
   // A small graph whose rows all fit in 64 edges is not cut (node 0 receives from 1..64).
   const Graph short_rows = Graph::from_edges(301, {src.begin(), src.begin() + 64},
                                              {dst.begin(), dst.begin() + 64});
@@ -462,4 +482,6 @@ TEST(Graph, CudaRoundTripKeepsEveryArray) {
   EXPECT_EQ(back.t_edge_dst().to_vector<int32_t>(), g.t_edge_dst().to_vector<int32_t>());
   EXPECT_EQ(d.t_row_chunk_ptr().device(), Device::cuda);
   EXPECT_EQ(back.row_chunk_ptr().to_vector<int32_t>(), g.row_chunk_ptr().to_vector<int32_t>());
+  EXPECT_EQ(d.row_chunk_row().device(), Device::cuda);
+  EXPECT_EQ(back.t_row_chunk_row().to_vector<int32_t>(), g.t_row_chunk_row().to_vector<int32_t>());
 }

@@ -252,22 +252,17 @@ __device__ __forceinline__ void write_positive_row(const PositiveParts<T>& pos, 
 }
 
 // Row and edge range [begin, end) of chunk w: the chunks of row i are [chunk_ptr[i],
-// chunk_ptr[i+1]), chunk_ptr (N+1) being the exclusive scan of the chunk counts. The owner is the
-// last row i with chunk_ptr[i] <= w (binary search; rows without chunks have empty ranges).
+// chunk_ptr[i+1]), and chunk_row[w] is the row that owns chunk w (Graph::row_chunk_row).
 struct ChunkRange {
   long long row, begin, end;
 };
 __device__ __forceinline__ ChunkRange find_chunk(const int32_t* __restrict__ row_ptr,    // (N+1,)
                                                  const int32_t* __restrict__ chunk_ptr,  // (N+1,)
-                                                 long long N, long long w, int chunk) {
-  long long lo = 0, hi = N - 1;
-  while (lo < hi) {
-    const long long mid = (lo + hi + 1) / 2;
-    if (chunk_ptr[mid] <= w) lo = mid;
-    else hi = mid - 1;
-  }
-  const long long begin = row_ptr[lo] + (w - chunk_ptr[lo]) * chunk;
-  return {lo, begin, min(begin + chunk, static_cast<long long>(row_ptr[lo + 1]))};
+                                                 const int32_t* __restrict__ chunk_row,  // (W,)
+                                                 long long w, int chunk) {
+  const long long row = chunk_row[w];
+  const long long begin = row_ptr[row] + (w - chunk_ptr[row]) * chunk;
+  return {row, begin, min(begin + chunk, static_cast<long long>(row_ptr[row + 1]))};
 }
 
 // One group per (long row, column tile): merges the row's chunk partials in chunk order (and

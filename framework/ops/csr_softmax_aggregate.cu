@@ -182,13 +182,14 @@ __global__ void __launch_bounds__(kThreads)
     aggregate_chunk_kernel(const int32_t* __restrict__ row_ptr,    // (N+1,)
                            const int32_t* __restrict__ src,        // (E,)
                            const int32_t* __restrict__ chunk_ptr,  // (N+1,)
+                           const int32_t* __restrict__ chunk_row,  // (W,)
                            Scores scores,
                            const T* __restrict__ V,                // (N, H, F)
                            T* __restrict__ part_m,                 // (W, H)
                            T* __restrict__ part_z,                 // (W, H)
                            T* __restrict__ part_acc,               // (W, H, F)
                            PositiveParts<T> pos,
-                           long long N, int H, int F, int tiles, long long chunks, int chunk,
+                           int H, int F, int tiles, long long chunks, int chunk,
                            DropoutKey key, T scale) {
   const GroupLane<G> g;
   SegmentKeep keep(key, G);
@@ -197,7 +198,7 @@ __global__ void __launch_bounds__(kThreads)
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const long long w = item / tiles;
     const RowTile<VEC, G> t(static_cast<int>(item - w * tiles), g.lane, F, HF);
-    const ChunkRange r = find_chunk(row_ptr, chunk_ptr, N, w, chunk);
+    const ChunkRange r = find_chunk(row_ptr, chunk_ptr, chunk_row, w, chunk);
     OnlineState<T, VEC, kPositive> st;
     gather_softmax<T, VEC, kPositive>(src, scores.row(r.row, t.h), V, r.begin, r.end, H, HF, t.h,
                                       t.c, t.h0, t.h1, keep, scale, st);
@@ -462,6 +463,7 @@ template <class T, int VEC, int G, class Grad>
 __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
     attention_grad_chunk_kernel(BackwardArgs<T> a, Grad grad,
                                 const int32_t* __restrict__ chunk_ptr,  // (N+1,)
+                                const int32_t* __restrict__ chunk_row,  // (W,)
                                 T* __restrict__ part_acc,               // (W, H, F) or null
                                 long long chunks, int chunk) {
   const GroupLane<G> g;
@@ -470,7 +472,7 @@ __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
   const long long items = chunks * a.H * a.tiles;  // chunks = W = chunk_ptr[N]
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const HeadItem x = HeadItem::of<VEC, G>(item, a.H, a.tiles, g.lane);
-    const ChunkRange r = find_chunk(a.t_row_ptr, chunk_ptr, a.N, x.n, chunk);
+    const ChunkRange r = find_chunk(a.t_row_ptr, chunk_ptr, chunk_row, x.n, chunk);
     T acc[VEC] = {};
     auto walk = grad.walk(r.row, x.h, x.tile, a.E, a.H);
     gather_attention_grad<T, VEC, G>(a, r.row, r.begin, r.end, x.h, x.c, segment.first_head(x.h),
@@ -601,8 +603,9 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       }
       aggregate_chunk_kernel<T, VEC, G, kPositive>
           <<<group_blocks(chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-              row_ptr, src, chunk_ptr, scores, V, part_m.data<T>(), part_z.data<T>(),
-              part_acc.data<T>(), pos, N, H, F, tiling.tiles, chunks, chunk, attn_dropout, scale);
+              row_ptr, src, chunk_ptr, graph.row_chunk_row().data<int32_t>(), scores, V,
+              part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), pos, H, F, tiling.tiles, chunks,
+              chunk, attn_dropout, scale);
       CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
       aggregate_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
           chunk_ptr, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o, l, N, H, F,
@@ -650,7 +653,8 @@ void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
   }
   attention_grad_chunk_kernel<T, VEC, G>
       <<<group_blocks(chunks * a.H * a.tiles, G), kThreads, 0, cuda::stream()>>>(
-          a, grad, chunk_ptr, a.dV ? part_acc.data<T>() : nullptr, chunks, chunk);
+          a, grad, chunk_ptr, graph.t_row_chunk_row().data<int32_t>(),
+          a.dV ? part_acc.data<T>() : nullptr, chunks, chunk);
   CUDA_CHECK_LAUNCH("attention_grad_chunk_kernel");
   if (!a.dV && !grad.sum) return;
   const Tiling row_tiling(a.H * a.F, VEC);

@@ -38,7 +38,7 @@ struct Gatv2Args {
 struct Segments {
   const int32_t* row_ptr;    // (N+1,)
   const int32_t* chunk_ptr;  // (N+1,) or null: one segment per row
-  long long N;               // rows
+  const int32_t* chunk_row;  // (count,): each chunk's row (with chunk_ptr)
   long long count;           // segments: N, or the number of chunks
   long long long_row;        // rows longer than this are left to the chunks (row segments only)
   int chunk;                 // entries per chunk
@@ -46,7 +46,7 @@ struct Segments {
   __device__ __forceinline__ bool get(long long n, long long& row, long long& begin,
                                       long long& end) const {
     if (chunk_ptr) {
-      const ChunkRange r = find_chunk(row_ptr, chunk_ptr, N, n, chunk);
+      const ChunkRange r = find_chunk(row_ptr, chunk_ptr, chunk_row, n, chunk);
       row = r.row, begin = r.begin, end = r.end;
       return true;
     }
@@ -348,11 +348,11 @@ struct HeadLayout {
 };
 
 Segments rows_of(const Tensor& row_ptr, long long N, long long long_row) {
-  return {row_ptr.data<int32_t>(), nullptr, N, N, long_row, 0};
+  return {row_ptr.data<int32_t>(), nullptr, nullptr, N, long_row, 0};
 }
-Segments chunks_of(const Tensor& row_ptr, const Tensor& chunk_ptr, long long N, long long chunks,
-                   int chunk) {
-  return {row_ptr.data<int32_t>(), chunk_ptr.data<int32_t>(), N, chunks, 0, chunk};
+Segments chunks_of(const Tensor& row_ptr, const Tensor& chunk_ptr, const Tensor& chunk_row,
+                   long long chunks, int chunk) {
+  return {row_ptr.data<int32_t>(), chunk_ptr.data<int32_t>(), chunk_row.data<int32_t>(), chunks, 0, chunk};
 }
 
 template <class T>
@@ -424,7 +424,7 @@ void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, con
       Tensor part_acc = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 partial acc");
       gatv2_forward_kernel<T, VEC, LH>
           <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-              a, chunks_of(graph.row_ptr(), graph.row_chunk_ptr(), Nd, W, chunk), src, layout.G,
+              a, chunks_of(graph.row_ptr(), graph.row_chunk_ptr(), graph.row_chunk_row(), W, chunk), src, layout.G,
               layout.head_blocks, nullptr, nullptr, part_m.data<T>(), part_z.data<T>(),
               part_acc.data<T>());
       CUDA_CHECK_LAUNCH("gatv2_forward_kernel (chunks)");
@@ -480,7 +480,7 @@ void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, co
           Tensor part = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xl partials");
           gatv2_source_grad_kernel<T, VEC, LH>
               <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                  a, b, chunks_of(graph.t_row_ptr(), graph.t_row_chunk_ptr(), Ns, W, chunk), t_dst,
+                  a, b, chunks_of(graph.t_row_ptr(), graph.t_row_chunk_ptr(), graph.t_row_chunk_row(), W, chunk), t_dst,
                   t_edge_id, layout.G, layout.head_blocks, part.data<T>());
           CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel (chunks)");
           merge_chunk_sums<T, VEC>(graph.t_row_chunk_ptr(), part, grad_xl->data<T>(), Ns, H, F);
@@ -504,7 +504,7 @@ void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, co
         if (grad_att) part_att = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att partials");
         gatv2_row_grad_kernel<T, VEC, LH>
             <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                a, b, chunks_of(graph.row_ptr(), graph.row_chunk_ptr(), Nd, W, chunk), src,
+                a, b, chunks_of(graph.row_ptr(), graph.row_chunk_ptr(), graph.row_chunk_row(), W, chunk), src,
                 layout.G, layout.head_blocks, grad_xr ? part_r.data<T>() : nullptr,
                 grad_att ? part_att.data<T>() : nullptr, data(grad_edge_term));
         CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel (chunks)");
