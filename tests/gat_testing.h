@@ -116,6 +116,23 @@ inline Graph random_graph(int32_t N, int64_t E, int32_t hub, std::mt19937_64& rn
   return Graph::from_edges(N, src, dst);
 }
 
+// N nodes, E uniform random edges, and `hubs` long rows each way: node h * (N / hubs) receives
+// from and sends to degree + 16 h others. With E < 32,768 the device cuts every row of more than
+// 8 edges into chunks: many rows' chunks in one launch, of rows of different lengths.
+inline Graph hubs_graph(int32_t N, int64_t E, int32_t hubs, int32_t degree, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> any(0, N - 1);
+  std::vector<int32_t> src, dst;
+  for (int64_t k = 0; k < E; ++k) src.push_back(any(rng)), dst.push_back(any(rng));
+  for (int32_t h = 0; h < hubs; ++h) {
+    const int32_t node = h * (N / hubs);
+    for (int32_t j = 1; j <= degree + 16 * h; ++j) {
+      src.push_back((node + j) % N), dst.push_back(node);
+      src.push_back(node), dst.push_back((node + 3 * j) % N);
+    }
+  }
+  return Graph::from_edges(N, src, dst);
+}
+
 // A bipartite graph of Ns sources and Nd destinations (both >= 4): E random edges from the first
 // 3/4 of the sources into the first 3/4 of the destinations, so the last Ns/4 sources send
 // nothing and the last Nd/4 destinations receive nothing (nor get a self loop when Nd > Ns).

@@ -90,6 +90,13 @@ TEST(CudaCsrSoftmaxAggregate, MatchesCpuOnRandomGraphs) {
       expect_aggregate_matches_cpu("random graph", g, H, F, key, rng);
   // F not a multiple of the vector width: the scalar path.
   expect_aggregate_matches_cpu("random graph", g, 3, 5, kDrop, rng);
+  // Many rows cut into chunks, each way: the hubs' 65 and more of the random rows'.
+  const Graph hubs = hubs_graph(2000, 8000, 5, 70, rng);
+  ASSERT_EQ(hubs.chunk_edges(), 8);
+  ASSERT_GT(hubs.num_row_chunks(), 65);
+  ASSERT_GT(hubs.num_t_row_chunks(), 65);
+  for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 4}, {8, 8}})
+    expect_aggregate_matches_cpu("hubs graph", hubs, H, F, kDrop, rng);
 }
 
 TEST(CudaCsrSoftmaxAggregate, MatchesCpuWithAHubOf100000Edges) {
@@ -276,6 +283,10 @@ TEST(CudaGatAttentionAggregate, MatchesCpu) {
   for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 4}, {8, 8}, {3, 1}})
     for (const DropoutKey& key : {DropoutKey{}, kDrop}) expect_gat_matches_cpu("hub graph", hub, H, F, key, rng);
   expect_gat_matches_cpu("hub graph", hub, 8, 8, kDrop, rng, true);
+  // Many rows cut into chunks, each way (Cora's shape: chunks of 8 edges, rows of many lengths).
+  const Graph hubs = hubs_graph(2000, 8000, 5, 70, rng);
+  for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 4}, {8, 8}})
+    expect_gat_matches_cpu("hubs graph", hubs, H, F, kDrop, rng);
 }
 
 TEST(CudaGatAttentionAggregate, GradientsMatchFiniteDifferencesOnDevice) {
@@ -621,6 +632,10 @@ TEST(CudaGatv2AttentionAggregate, MatchesCpu) {
   expect_gatv2_matches_cpu("mixed", mixed_graph(), 3, 4, true, kDrop, rng);
   expect_gatv2_matches_cpu("no edges", Graph::from_edges(50, {}, {}), 2, 8, true, kDrop, rng);
   expect_gatv2_matches_cpu("no features", mixed_graph(), 2, 0, false, kDrop, rng);
+  // Many rows cut into chunks, each way.
+  const Graph hubs = hubs_graph(2000, 8000, 5, 70, rng);
+  expect_gatv2_matches_cpu("hubs graph", hubs, 8, 8, true, kDrop, rng);
+  expect_gatv2_matches_cpu("hubs graph", hubs, 1, 4, false, DropoutKey{}, rng);
 }
 
 TEST(CudaGatv2AttentionAggregate, MatchesCpuWithAHubOf100000Edges) {
