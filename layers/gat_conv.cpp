@@ -46,14 +46,14 @@ Tensor GATConv::edge_scores(const Graph& graph, const Graph& g, const Tensor& ed
   return ops::matmul(attr, edge_att);                                                      // (E', H)
 }
 
-// (x W) . att equals x (W . att), W . att the (in, H) fold of the weight viewed (in, H, F). When
-// x is narrower than the projection (in < H*F) the fold's GEMM reads fewer bytes than head_dot
-// over wh, and its backward needs x (which the projection keeps anyway), not wh: at scale the
-// (N, H*F) wh then dies with the forward unless the aggregate keeps it as its values.
 bool GATConv::terms_from_projection(const Linear& proj) const {
   return proj.in_features() >= options_.heads * options_.out_channels;
 }
 
+// (x W) . att equals x (W . att), W . att the (in, H) fold of the weight viewed (in, H, F). When
+// x is narrower than the projection (in < H*F) the fold's GEMM reads fewer bytes than head_dot
+// over wh, and its backward needs x (which the projection keeps anyway), not wh: at scale the
+// (N, H*F) wh then dies with the forward unless the aggregate keeps it as its values.
 Tensor GATConv::attention_term(const Linear& proj, const Features& x, const Tensor& wh, const Tensor& att) const {
   const int64_t in = proj.in_features(), H = options_.heads, F = options_.out_channels;
   if (terms_from_projection(proj))
