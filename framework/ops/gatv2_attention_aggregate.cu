@@ -350,9 +350,14 @@ struct HeadLayout {
 Segments rows_of(const Tensor& row_ptr, long long N, long long long_row) {
   return {row_ptr.data<int32_t>(), nullptr, nullptr, N, long_row, 0};
 }
-Segments chunks_of(const Tensor& row_ptr, const Tensor& chunk_ptr, const Tensor& chunk_row,
-                   long long chunks, int chunk) {
-  return {row_ptr.data<int32_t>(), chunk_ptr.data<int32_t>(), chunk_row.data<int32_t>(), chunks, 0, chunk};
+// The chunks of the graph's long rows, or with `transposed` of its transpose's long rows.
+Segments chunks_of(const Graph& graph, bool transposed) {
+  const Tensor& row_ptr = transposed ? graph.t_row_ptr() : graph.row_ptr();
+  const Tensor& chunk_ptr = transposed ? graph.t_row_chunk_ptr() : graph.row_chunk_ptr();
+  const Tensor& chunk_row = transposed ? graph.t_row_chunk_row() : graph.row_chunk_row();
+  const long long chunks = transposed ? graph.num_t_row_chunks() : graph.num_row_chunks();
+  return {row_ptr.data<int32_t>(), chunk_ptr.data<int32_t>(), chunk_row.data<int32_t>(), chunks, 0,
+          graph.chunk_edges()};
 }
 
 template <class T>
@@ -424,9 +429,8 @@ void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, con
       Tensor part_acc = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 partial acc");
       gatv2_forward_kernel<T, VEC, LH>
           <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-              a, chunks_of(graph.row_ptr(), graph.row_chunk_ptr(), graph.row_chunk_row(), W, chunk), src, layout.G,
-              layout.head_blocks, nullptr, nullptr, part_m.data<T>(), part_z.data<T>(),
-              part_acc.data<T>());
+              a, chunks_of(graph, false), src, layout.G, layout.head_blocks, nullptr, nullptr,
+              part_m.data<T>(), part_z.data<T>(), part_acc.data<T>());
       CUDA_CHECK_LAUNCH("gatv2_forward_kernel (chunks)");
       const Tiling tiling(H * F, VEC);
       with_group(tiling.G, [&](auto group) {
@@ -480,8 +484,8 @@ void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, co
           Tensor part = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xl partials");
           gatv2_source_grad_kernel<T, VEC, LH>
               <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                  a, b, chunks_of(graph.t_row_ptr(), graph.t_row_chunk_ptr(), graph.t_row_chunk_row(), W, chunk), t_dst,
-                  t_edge_id, layout.G, layout.head_blocks, part.data<T>());
+                  a, b, chunks_of(graph, true), t_dst, t_edge_id, layout.G, layout.head_blocks,
+                  part.data<T>());
           CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel (chunks)");
           merge_chunk_sums<T, VEC>(graph.t_row_chunk_ptr(), part, grad_xl->data<T>(), Ns, H, F);
         }
@@ -504,9 +508,9 @@ void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, co
         if (grad_att) part_att = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att partials");
         gatv2_row_grad_kernel<T, VEC, LH>
             <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                a, b, chunks_of(graph.row_ptr(), graph.row_chunk_ptr(), graph.row_chunk_row(), W, chunk), src,
-                layout.G, layout.head_blocks, grad_xr ? part_r.data<T>() : nullptr,
-                grad_att ? part_att.data<T>() : nullptr, data(grad_edge_term));
+                a, b, chunks_of(graph, false), src, layout.G, layout.head_blocks,
+                grad_xr ? part_r.data<T>() : nullptr, grad_att ? part_att.data<T>() : nullptr,
+                data(grad_edge_term));
         CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel (chunks)");
         if (grad_xr) merge_chunk_sums<T, VEC>(graph.row_chunk_ptr(), part_r, grad_xr->data<T>(), Nd, H, F);
         if (grad_att) merge_chunk_sums<T, VEC>(graph.row_chunk_ptr(), part_att, att_terms.data<T>(), Nd, H, F);

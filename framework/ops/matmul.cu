@@ -71,9 +71,8 @@ __global__ void small_gemm_kernel(Operand<T> a, Operand<T> b, T* __restrict__ ou
 template <class T>
 __global__ void __launch_bounds__(kLongKThreads)
     small_gemm_long_k_kernel(Operand<T> a, Operand<T> b, T* __restrict__ out, long long M,
-                             long long N, long long K) {
+                             long long N, long long K, long long tiles) {  // tiles of N
   __shared__ T partial[kLongKTile][kLongKThreads];
-  const long long tiles = (N + kLongKTile - 1) / kLongKTile;
   for (long long item = blockIdx.x; item < M * tiles; item += gridDim.x) {
     const long long m = item / tiles, n0 = (item - m * tiles) * kLongKTile;
     const int width = static_cast<int>(min(static_cast<long long>(kLongKTile), N - n0));
@@ -114,9 +113,10 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
         small_gemm_kernel<T><<<cuda::blocks_for(M * N), 256, 0, cuda::stream()>>>(op_a, op_b, out.data<T>(), M, N, K);
         CUDA_CHECK_LAUNCH("small_gemm_kernel");
       } else {
-        const long long items = M * ((N + kLongKTile - 1) / kLongKTile);
-        const unsigned blocks = static_cast<unsigned>(std::min<long long>(items, cuda::kMaxGridBlocks));
-        small_gemm_long_k_kernel<T><<<blocks, kLongKThreads, 0, cuda::stream()>>>(op_a, op_b, out.data<T>(), M, N, K);
+        const long long tiles = (N + kLongKTile - 1) / kLongKTile;
+        const unsigned blocks = static_cast<unsigned>(std::min<long long>(M * tiles, cuda::kMaxGridBlocks));
+        small_gemm_long_k_kernel<T><<<blocks, kLongKThreads, 0, cuda::stream()>>>(op_a, op_b, out.data<T>(), M, N, K,
+                                                                                 tiles);
         CUDA_CHECK_LAUNCH("small_gemm_long_k_kernel");
       }
       return;

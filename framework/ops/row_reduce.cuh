@@ -60,7 +60,8 @@ __device__ void block_tree_sums(const T (&v)[W], T* partial, T (&sums)[W]) {
   for (int half = blockDim.x / 2; half > 0; half /= 2) {
     if (threadIdx.x < half) {
 #pragma unroll
-      for (int j = 0; j < W; ++j) partial[j * blockDim.x + threadIdx.x] += partial[j * blockDim.x + threadIdx.x + half];
+      for (int j = 0; j < W; ++j)
+        partial[j * blockDim.x + threadIdx.x] += partial[j * blockDim.x + threadIdx.x + half];
     }
     __syncthreads();
   }
