@@ -16,6 +16,7 @@
 #include "gat/framework/ops/batch_norm.h"
 #include "gat/framework/ops/concat.h"
 #include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/index_rows.h"
 #include "gat/framework/ops/layer_norm.h"
 #include "gat/framework/ops/log_softmax.h"
@@ -66,6 +67,38 @@ TEST_F(CudaOps, DropoutMasksAreTheCpuMasksBitForBit) {
       Tensor cpu = ops::dropout(x, key), gpu = ops::dropout(x.to(Device::cuda), key);
       EXPECT_TRUE(bitwise_equal(cpu, gpu)) << "p " << key.p << " stream " << key.stream << " "
                                               << dtype_name(dtype);
+    }
+  }
+}
+
+// The dropping elementwise kernels take 4 elements a thread with vector accesses when every
+// pointer is aligned to 4 elements, one at a time otherwise and for a last partial block: rows
+// [first, 777) of a (777, 129) tensor cover a tail of 1 (first 0 and 4) and unaligned pointers
+// (first 1; f32 and f64). Forward and backward against the CPU, bit for bit.
+TEST_F(CudaOps, DroppingElementwiseKernelsMatchTheCpuOnEveryAlignmentAndTail) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    std::mt19937_64 rng(5);
+    const Tensor x = random_tensor({777, 129}, rng, -2.0, 2.0, dtype), g = random_tensor({777, 129}, rng, -1.0, 1.0, dtype);
+    const Tensor x_gpu = x.to(Device::cuda), g_gpu = g.to(Device::cuda);
+    const DropoutKey key{0.4f, 3, 77};
+    const double keep_scale = ops::dropout_keep_scale(key), alpha = 1.3;
+    for (int64_t first : {0, 1, 4}) {
+      const std::string where = std::string(dtype_name(dtype)) + ", rows from " + std::to_string(first);
+      auto on_gpu = [&](const Tensor& t) { return t.to(Device::cuda).rows(first, 777); };
+      const Tensor xs = x.rows(first, 777), gs = g.rows(first, 777);
+      // Outputs as views at the same offset, so that they share the inputs' alignment.
+      Tensor out_cpu = Tensor::zeros({777, 129}, dtype).rows(first, 777), grad_cpu = out_cpu.clone();
+      Tensor out_gpu = on_gpu(Tensor::zeros({777, 129}, dtype)), grad_gpu = on_gpu(Tensor::zeros({777, 129}, dtype));
+      KeepMask kept, unused;
+      ops::kernels::elu_dropout_forward(xs, alpha, key, keep_scale, out_cpu, kept);
+      ops::kernels::elu_dropout_forward(x_gpu.rows(first, 777), alpha, key, keep_scale, out_gpu, unused);
+      EXPECT_TRUE(bitwise_equal(out_cpu, out_gpu.to(Device::cpu))) << "elu_dropout forward, " << where;
+      ops::kernels::elu_dropout_backward(out_cpu, gs, alpha, key, keep_scale, kept, grad_cpu);
+      ops::kernels::elu_dropout_backward(out_gpu, g_gpu.rows(first, 777), alpha, key, keep_scale, unused, grad_gpu);
+      EXPECT_TRUE(bitwise_equal(grad_cpu, grad_gpu.to(Device::cpu))) << "elu_dropout backward, " << where;
+      ops::kernels::dropout_forward(xs, key, keep_scale, out_cpu, kept);
+      ops::kernels::dropout_forward(x_gpu.rows(first, 777), key, keep_scale, out_gpu, unused);
+      EXPECT_TRUE(bitwise_equal(out_cpu, out_gpu.to(Device::cpu))) << "dropout, " << where;
     }
   }
 }

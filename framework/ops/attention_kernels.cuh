@@ -12,6 +12,7 @@
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/ops/graph_kernels.cuh"
+#include "gat/framework/ops/loops.cuh"
 #include "gat/framework/rng.h"
 
 namespace gat::ops::cuda_impl::attention {
@@ -23,19 +24,9 @@ constexpr unsigned kThreads = 256;
 template <int N>
 using Int = std::integral_constant<int, N>;
 
-template <class T, int VEC>
-struct alignas(sizeof(T) * VEC) Vec {
-  T v[VEC];
-};
-
-template <class T, int VEC>
-__device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
-  return *reinterpret_cast<const Vec<T, VEC>*>(p);
-}
-template <class T, int VEC>
-__device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& x) {
-  *reinterpret_cast<Vec<T, VEC>*>(p) = x;
-}
+using detail::load_vec;
+using detail::store_vec;
+using detail::Vec;
 
 template <class T, int VEC>
 __device__ __forceinline__ Vec<T, VEC> to_vec(const T (&a)[VEC]) {
@@ -405,9 +396,7 @@ void with_group(int G, Fn&& f) {
 template <class T, class Fn>
 void with_vec(int F, std::initializer_list<const void*> ptrs, Fn&& f) {
   constexpr int kVec = 16 / sizeof(T);
-  bool ok = F % kVec == 0;
-  for (const void* p : ptrs) ok = ok && reinterpret_cast<uintptr_t>(p) % 16 == 0;
-  if (ok) f(Int<kVec>{});
+  if (F % kVec == 0 && detail::all_aligned(16, ptrs)) f(Int<kVec>{});
   else f(Int<1>{});
 }
 

@@ -1,5 +1,5 @@
 #include "gat/framework/ops/dropout.h"
-#include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/keep_map.cuh"
 
 namespace gat::ops::cuda_impl {
 
@@ -7,15 +7,9 @@ namespace {
 
 template <class T>
 struct DropoutFn {
-  const T* x;  // (n,)
-  long long n;
-  DropoutKey key;
   T keep_scale;
-  T* out;      // (n,)
-  __device__ void operator()(long long block) const {  // elements [4 block, 4 block + 4), as the CPU
-    const unsigned kept = key.keep4(static_cast<uint64_t>(block));
-    for (long long k = 0, i = 4 * block; k < 4 && i < n; ++k, ++i)
-      out[i] = DropoutKey::apply_kept(x[i], (kept >> k) & 1u, keep_scale);
+  __device__ __forceinline__ T operator()(T x, unsigned keep) const {
+    return DropoutKey::apply_kept(x, keep, keep_scale);
   }
 };
 
@@ -23,9 +17,8 @@ struct DropoutFn {
 void apply_mask(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out) {
   dispatch_float(x.dtype(), "dropout", [&](auto zero) {
     using T = decltype(zero);
-    const long long n = x.numel();
-    detail::launch_for_each("dropout", (n + 3) / 4,
-                            DropoutFn<T>{x.data<T>(), n, key, static_cast<T>(keep_scale), out.data<T>()});
+    detail::launch_keep_map("dropout", x.numel(), key, DropoutFn<T>{static_cast<T>(keep_scale)},
+                            out.data<T>(), x.data<T>());
   });
 }
 

@@ -4,11 +4,36 @@
 //   detail::launch_for_each("relu", n, Relu{...});
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "gat/framework/cuda_check.h"
 
 namespace gat::ops::detail {
+
+// VEC consecutive values of T, loaded or stored by one access (16 bytes at most per instruction;
+// a 32-byte Vec<double, 4> takes two).
+template <class T, int VEC>
+struct alignas(sizeof(T) * VEC) Vec {
+  T v[VEC];
+};
+
+template <class T, int VEC>
+__device__ __forceinline__ Vec<T, VEC> load_vec(const T* p) {
+  return *reinterpret_cast<const Vec<T, VEC>*>(p);
+}
+template <class T, int VEC>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& x) {
+  *reinterpret_cast<Vec<T, VEC>*>(p) = x;
+}
+
+// Whether every pointer is a multiple of `bytes`.
+inline bool all_aligned(std::size_t bytes, std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % bytes != 0) return false;
+  return true;
+}
 
 // Grid-stride loop: f(i) for i in [0, n), one thread per i at a time. The index type I is 32-bit
 // when n allows: a functor whose operator() takes its index as a template parameter then divides
