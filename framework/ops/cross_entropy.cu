@@ -48,7 +48,10 @@ __global__ void count_rows_kernel(const int32_t* __restrict__ index,  // (K,)
   }
 }
 
-// One warp per row: dlogits[r] = dloss * count[r] / K * (softmax(logits[r]) - onehot(labels[r])).
+// A warp per 32 consecutive rows. Rows that no index entry names (count 0; at scale nearly all) or
+// whose label is out of range are zero, written by the warp's lanes together over the block's
+// rows * C values; each remaining row then by the whole warp:
+// dlogits[r] = dloss * count[r] / K * (softmax(logits[r]) - onehot(labels[r])).
 template <class T>
 __global__ void nll_backward_kernel(const T* __restrict__ logits,       // (N, C)
                                     const int32_t* __restrict__ labels,  // (N,)
@@ -58,17 +61,26 @@ __global__ void nll_backward_kernel(const T* __restrict__ logits,       // (N, C
                                     long long N, long long C, long long K) {
   const int lane = threadIdx.x % kWarp;
   const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
-  for (long long r = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; r < N; r += warps) {
-    T* drow = dlogits + r * C;
-    const int32_t y = labels[r];
-    if (count[r] == 0 || y < 0 || y >= C) {  // uniform across the warp
-      for (long long c = lane; c < C; c += kWarp) drow[c] = 0;
-      continue;
+  for (long long first = (blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp) * kWarp; first < N;
+       first += warps * kWarp) {
+    const long long rows = min(static_cast<long long>(kWarp), N - first);
+    bool counted = false;  // this lane's row first + lane
+    if (lane < rows) {
+      const int32_t y = labels[first + lane];
+      counted = count[first + lane] != 0 && y >= 0 && y < C;
     }
-    const T* row = logits + r * C;
-    const T lse = warp_row_logsumexp(row, C, lane);
-    const T s = dloss[0] / static_cast<T>(K) * static_cast<T>(count[r]);
-    for (long long c = lane; c < C; c += kWarp) drow[c] = s * (exp(row[c] - lse) - (c == y ? T(1) : T(0)));
+    const unsigned counted_rows = __ballot_sync(0xffffffffu, counted);
+    T* block = dlogits + first * C;  // (rows, C)
+    for (long long x = lane; x < rows * C; x += kWarp)
+      if (!((counted_rows >> (x / C)) & 1u)) block[x] = 0;
+    for (unsigned left = counted_rows; left != 0; left &= left - 1) {
+      const long long r = first + __ffs(left) - 1;
+      const T* row = logits + r * C;
+      const int32_t y = labels[r];
+      const T lse = warp_row_logsumexp(row, C, lane);
+      const T s = dloss[0] / static_cast<T>(K) * static_cast<T>(count[r]);
+      for (long long c = lane; c < C; c += kWarp) dlogits[r * C + c] = s * (exp(row[c] - lse) - (c == y ? T(1) : T(0)));
+    }
   }
 }
 
@@ -98,7 +110,7 @@ void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, c
   CUDA_CHECK_LAUNCH("count_rows_kernel");
   dispatch_float(logits.dtype(), "masked_cross_entropy", [&](auto zero) {
     using T = decltype(zero);
-    nll_backward_kernel<T><<<cuda::blocks_for(N * kWarp), 256, 0, cuda::stream()>>>(
+    nll_backward_kernel<T><<<cuda::blocks_for(N), 256, 0, cuda::stream()>>>(  // a lane per row
         logits.data<T>(), labels.data<int32_t>(), count.data<int32_t>(), grad_loss.data<T>(),
         grad_logits.data<T>(), N, C, K);
     CUDA_CHECK_LAUNCH("nll_backward_kernel");
