@@ -73,12 +73,17 @@ TEST(CudaCore, MatmulMatchesCpu) {
            // Small products in the op's own kernels: Cora's output layer (its backward has the
            // long sum 64 x 2,708 x 7), a long sum into few outputs, and long sums over three
            // column tiles (8, 8 and 4 columns).
-           {2708, 64, 7}, {5, 3000, 3}, {3, 1000, 20}}) {
+           {2708, 64, 7}, {5, 3000, 3}, {3, 1000, 20},
+           // Long thin weight gradients x^T dy (K >= 65,536) in the op's tall kernel: 2 phases of
+           // 128 tiles, 42 phases of 6 tiles (4 threads idle), rows not a multiple of a block's.
+           {70001, 32, 64}, {65536 + 2048 * 3 + 5, 12, 8}}) {
     expect_cuda_matches_cpu("matmul (" + std::to_string(M) + "," + std::to_string(K) + ")x(" +
                                 std::to_string(K) + "," + std::to_string(N) + ")",
                             mm, {random_tensor({M, K}, rng, -1, 1, DType::f32),
                                  random_tensor({K, N}, rng, -1, 1, DType::f32)});
   }
+  expect_cuda_matches_cpu("matmul f64 (70001,8)x(8,16)", mm,
+                          {random_tensor({70001, 8}, rng, -1, 1, DType::f64), random_tensor({8, 16}, rng, -1, 1, DType::f64)});
   expect_cuda_matches_cpu("matmul(x, x)", [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[0]); },
                           {random_tensor({6, 6}, rng, -1, 1, DType::f32)});
   Tensor empty = ops::matmul(Tensor::zeros({3, 0}, DType::f32, Device::cuda), Tensor::zeros({0, 2}, DType::f32, Device::cuda));

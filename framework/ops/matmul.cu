@@ -4,14 +4,21 @@
 // with leading dimension C, so the row-major product out = op(a) · op(b) is computed without
 // copies as the column-major out^T = op(b)^T · op(a)^T: swap the operands, keep the flags.
 #include <algorithm>
+#include <type_traits>
 
 #include "gat/framework/cuda_check.h"
+#include "gat/framework/ops/loops.cuh"
 #include "gat/framework/ops/matmul.h"
+#include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/row_reduce.cuh"
 
 namespace gat::ops::cuda_impl {
 
 namespace {
+
+using detail::load_vec;
+using detail::Vec;
+
 cublasStatus_t gemm_call(cublasHandle_t handle, cublasOperation_t op_b, cublasOperation_t op_a,
                          int m, int n, int k, const float* b, int ldb, const float* a, int lda,
                          float* c, int ldc) {
@@ -90,6 +97,66 @@ __global__ void __launch_bounds__(kLongKThreads)
   }
 }
 
+// Long thin products out (M, N) = a^T (M, K) . b (K, N), a (K, M) and b (K, N) row-major, K at
+// least kTallMinK and M * N at most kTallOutputs, M and N multiples of 4: the weight gradients
+// x^T dy at scale. On the 100M-edge graph (H200) cuBLAS's split-K took 1.0-1.1 ms for each of
+// them (32 x 5M x 64, 64 x 5M x 8, and the fold's two 32 x 5M x 8), 0.7-1.9 TB/s. Here block b
+// sums rows [b rows_per_block, (b + 1) rows_per_block) of k into partial[b] (M, N): a thread owns
+// a 4 x 4 tile of outputs and every `phases`-th row of the range, reading 4 values of a's row and
+// 4 of b's with one access each; the phases meet in shared memory in phase order, and the blocks'
+// partials are summed in block order by sum_axis. The split depends on K alone: reproducible.
+constexpr int kTallThreads = 256;
+constexpr long long kTallMinK = 1LL << 16;
+constexpr long long kTallOutputs = 2048;  // 128 tiles: 2 phases at least
+constexpr long long kTallMinRows = 2048;  // rows a block sums, at least ...
+constexpr long long kTallMaxBlocks = 1024;  // ... and at most this many blocks
+
+template <class T>
+__global__ void __launch_bounds__(kTallThreads)
+    tall_gemm_tn_kernel(const T* __restrict__ a,  // (K, M)
+                        const T* __restrict__ b,  // (K, N)
+                        T* __restrict__ partial,  // (blocks, M, N)
+                        long long K, int M, int N, long long rows_per_block) {
+  __shared__ T tile_sums[kTallThreads][16];
+  const int tiles_n = N / 4, tiles = (M / 4) * tiles_n, phases = kTallThreads / tiles;
+  const int tile = threadIdx.x % tiles, phase = threadIdx.x / tiles;
+  const int m0 = tile / tiles_n * 4, n0 = tile % tiles_n * 4;
+  T acc[4][4] = {};
+  const long long begin = blockIdx.x * rows_per_block, end = min(K, begin + rows_per_block);
+  auto add_rows = [&](long long k, auto count) {  // rows k, k + phases, ... (count of them)
+    constexpr int U = decltype(count)::value;
+    Vec<T, 4> x[U], y[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      x[u] = load_vec<T, 4>(a + (k + u * phases) * M + m0);
+      y[u] = load_vec<T, 4>(b + (k + u * phases) * N + n0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += x[u].v[i] * y[u].v[j];
+  };
+  if (phase < phases) {
+    long long k = begin + phase;
+    for (; k + 3 * phases < end; k += 4 * phases) add_rows(k, std::integral_constant<int, 4>{});
+    for (; k < end; k += phases) add_rows(k, std::integral_constant<int, 1>{});
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) tile_sums[threadIdx.x][i * 4 + j] = acc[i][j];
+  }
+  __syncthreads();
+  for (int o = threadIdx.x; o < M * N; o += kTallThreads) {
+    const int m = o / N, n = o - m * N;
+    const int owner = m / 4 * tiles_n + n / 4, within = m % 4 * 4 + n % 4;
+    T sum = 0;
+    for (int p = 0; p < phases; ++p) sum += tile_sums[p * tiles + owner][within];
+    partial[blockIdx.x * static_cast<long long>(M) * N + o] = sum;
+  }
+}
+
 int checked_int(int64_t value, const Tensor& a, const Tensor& b) {
   GAT_CHECK(value <= INT32_MAX, "matmul: dimension ", value, " of a ", a.describe(), " x b ",
             b.describe(), " exceeds cuBLAS's 32-bit sizes");
@@ -119,6 +186,17 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
                                                                                  tiles);
         CUDA_CHECK_LAUNCH("small_gemm_long_k_kernel");
       }
+      return;
+    }
+    if (transpose_a && !transpose_b && K >= kTallMinK && M * N <= kTallOutputs && M % 4 == 0 && N % 4 == 0 &&
+        detail::all_aligned(4 * sizeof(T), {a.data<T>(), b.data<T>()})) {
+      const long long rows_per_block = std::max(kTallMinRows, (K + kTallMaxBlocks - 1) / kTallMaxBlocks);
+      const long long blocks = (K + rows_per_block - 1) / rows_per_block;
+      Tensor partial = Tensor::empty({blocks, M * N}, out.dtype(), Device::cuda, "matmul partials");
+      tall_gemm_tn_kernel<T><<<static_cast<unsigned>(blocks), kTallThreads, 0, cuda::stream()>>>(
+          a.data<T>(), b.data<T>(), partial.data<T>(), K, static_cast<int>(M), static_cast<int>(N), rows_per_block);
+      CUDA_CHECK_LAUNCH("tall_gemm_tn_kernel");
+      sum_axis(partial, 1, blocks, M * N, out);
       return;
     }
     // Column-major view: out^T (N, M) = op(b)^T (N, K) · op(a)^T (K, M); the leading dimension
