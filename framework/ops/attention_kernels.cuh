@@ -344,7 +344,20 @@ struct RowDer {
   T one_minus_slope;
 };
 
-// D[i,h] = G[i,h,:].out[i,h,:], a thread per (node, head); and d er when `der` is given. With
+// GAT's walk over the transposed graph reads er, lse and D of each edge's destination. Separate
+// (N, H) arrays put them in three sectors; at H < 8 (the output layer's single head: 4.4 sectors
+// an edge with the gradient row's) head_rows_dot_kernel packs them into one row of `stride` values
+// per node instead: er at offset 0, lse at H, D at 2H.
+template <class T>
+struct RowPack {
+  const T* er;   // (N, H)
+  const T* lse;  // (N, H)
+  T* rows;       // (N, stride), or null: D goes to its own (N, H)
+  int stride;
+};
+
+// D[i,h] = G[i,h,:].out[i,h,:], a thread per (node, head), into D or packed with er and lse
+// (`pack`); and d er when `der` is given. With
 // out_bias (H, F), `out` holds out plus that bias (gat_attention_aggregate's fused bias) and the
 // bias is taken off in double first.
 // The dots are summed in double: d er is a difference of two nearly equal terms where most of a
@@ -355,10 +368,10 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     head_rows_dot_kernel(const T* __restrict__ G,    // (N, H, F)
                          const T* __restrict__ out,  // (N, H, F)
-                         T* __restrict__ D,          // (N, H)
+                         T* __restrict__ D,          // (N, H), or null with pack
                          long long NH, int F, RowDer<T> der = {},
                          const T* __restrict__ out_bias = nullptr,  // (H, F) or null
-                         int H = 1) {
+                         int H = 1, RowPack<T> pack = {}) {
   for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < NH;
        t += static_cast<long long>(gridDim.x) * blockDim.x) {
     const T* bias = out_bias ? out_bias + (t % H) * F : nullptr;  // (F,) of this head
@@ -369,7 +382,16 @@ __global__ void __launch_bounds__(kThreads)
       acc += grad * value;
       if (der.der) acc_pos += grad * static_cast<double>(der.pos_out[t * F + f]);
     }
-    D[t] = static_cast<T>(acc);
+    if (pack.rows) {
+      const long long i = t / H;
+      const int h = static_cast<int>(t - i * H);
+      T* row = pack.rows + i * pack.stride;
+      row[h] = pack.er[t];
+      row[H + h] = pack.lse[t];
+      row[2 * H + h] = static_cast<T>(acc);
+    } else {
+      D[t] = static_cast<T>(acc);
+    }
     if (der.der)
       der.der[t] = static_cast<T>(static_cast<double>(der.one_minus_slope) *
                                   (acc_pos - acc * static_cast<double>(der.pos_weight[t])));
