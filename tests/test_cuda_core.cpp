@@ -74,9 +74,10 @@ TEST(CudaCore, MatmulMatchesCpu) {
            // long sum 64 x 2,708 x 7), a long sum into few outputs, and long sums over three
            // column tiles (8, 8 and 4 columns).
            {2708, 64, 7}, {5, 3000, 3}, {3, 1000, 20},
-           // Long thin weight gradients x^T dy (K >= 65,536) in the op's tall kernel: 2 phases of
-           // 128 tiles, 42 phases of 6 tiles (4 threads idle), rows not a multiple of a block's.
-           {70001, 32, 64}, {65536 + 2048 * 3 + 5, 12, 8}}) {
+           // Long thin weight gradients x^T dy (K >= 65,536) in the op's tall kernel: 8 phases of
+           // 32 tiles, 42 phases of 6 tiles (4 threads idle), rows not a multiple of a block's;
+           // and a wider one left to cuBLAS.
+           {70001, 32, 16}, {65536 + 2048 * 3 + 5, 12, 8}, {70001, 32, 64}}) {
     expect_cuda_matches_cpu("matmul (" + std::to_string(M) + "," + std::to_string(K) + ")x(" +
                                 std::to_string(K) + "," + std::to_string(N) + ")",
                             mm, {random_tensor({M, K}, rng, -1, 1, DType::f32),

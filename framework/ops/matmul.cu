@@ -98,37 +98,34 @@ __global__ void __launch_bounds__(kLongKThreads)
 }
 
 // Long thin products out (M, N) = a^T (M, K) . b (K, N), a (K, M) and b (K, N) row-major, K at
-// least kTallMinK and M * N at most kTallOutputs, M and N multiples of 4: the weight gradients
-// x^T dy at scale. On the 100M-edge graph (H200) cuBLAS's split-K took 1.0-1.1 ms for each of
-// them (32 x 5M x 64, 64 x 5M x 8, and the fold's two 32 x 5M x 8), 0.7-1.9 TB/s. Here the rows
-// are cut into ranges of rows_per_block and the columns into `slices`; block (range, slice) sums
-// its rows into its columns of partial[range] (M, N). A thread owns a 4 x 4 tile of outputs and
-// every `phases`-th row of the range, reading 4 values of a's row and 4 of b's with one access
-// each, 4 rows at a time; the phases meet in shared memory in phase order, and the ranges'
-// partials are summed in range order by sum_axis. The split depends on the shape alone:
-// reproducible. A block of at most kTallMaxTiles tiles has at least 8 phases, 32 rows in flight;
-// 2 phases (32 x 64 in one slice) took 1.67 ms, slower than cuBLAS.
+// least kTallMinK and M * N at most kTallOutputs, M and N multiples of 4: the narrow weight
+// gradients x^T dy at scale. On the 100M-edge graph (H200, ncu) cuBLAS's split-K took 1.1 ms for
+// 64 x 5M x 8 and for each of the fold's two 32 x 5M x 8; here 0.48 and 0.26 ms. Block b sums rows
+// [b rows_per_block, (b + 1) rows_per_block) of k into partial[b] (M, N): a thread owns a 4 x 4
+// tile of outputs and every `phases`-th row of the range, reading 4 values of a's row and 4 of b's
+// with one access each, 4 rows at a time; the phases meet in shared memory in phase order, and
+// the blocks' partials are summed in block order by sum_axis. The split depends on K alone:
+// reproducible. Wider outputs stay with cuBLAS: at 32 x 5M x 64 (128 tiles, 2 phases) this kernel
+// took 1.67 ms and with 4 column slices of 32 tiles 1.64 ms, against cuBLAS's 1.14 ms (each thread
+// waits on some 150 batches of loads one after another).
 constexpr int kTallThreads = 256;
 constexpr long long kTallMinK = 1LL << 16;
-constexpr long long kTallOutputs = 2048;
-constexpr int kTallMaxTiles = 32;
-constexpr long long kTallMinRows = 2048;    // rows a block sums, at least ...
-constexpr long long kTallMaxRanges = 1024;  // ... and at most this many ranges
+constexpr long long kTallOutputs = 512;  // 32 tiles: 8 phases at least
+constexpr long long kTallMinRows = 2048;  // rows a block sums, at least ...
+constexpr long long kTallMaxBlocks = 1024;  // ... and at most this many blocks
 
 template <class T>
 __global__ void __launch_bounds__(kTallThreads)
     tall_gemm_tn_kernel(const T* __restrict__ a,  // (K, M)
                         const T* __restrict__ b,  // (K, N)
-                        T* __restrict__ partial,  // (ranges, M, N)
-                        long long K, int M, int N, int slices, long long rows_per_block) {
+                        T* __restrict__ partial,  // (blocks, M, N)
+                        long long K, int M, int N, long long rows_per_block) {
   __shared__ T tile_sums[kTallThreads][16];
-  const int width = N / slices, tiles_n = width / 4, tiles = (M / 4) * tiles_n, phases = kTallThreads / tiles;
+  const int tiles_n = N / 4, tiles = (M / 4) * tiles_n, phases = kTallThreads / tiles;
   const int tile = threadIdx.x % tiles, phase = threadIdx.x / tiles;
-  const long long range = blockIdx.x / slices;
-  const int n_first = static_cast<int>(blockIdx.x - range * slices) * width;
-  const int m0 = tile / tiles_n * 4, n0 = n_first + tile % tiles_n * 4;
+  const int m0 = tile / tiles_n * 4, n0 = tile % tiles_n * 4;
   T acc[4][4] = {};
-  const long long begin = range * rows_per_block, end = min(K, begin + rows_per_block);
+  const long long begin = blockIdx.x * rows_per_block, end = min(K, begin + rows_per_block);
   auto add_rows = [&](long long k, auto count) {  // rows k, k + phases, ... (count of them)
     constexpr int U = decltype(count)::value;
     Vec<T, 4> x[U], y[U];
@@ -154,12 +151,12 @@ __global__ void __launch_bounds__(kTallThreads)
       for (int j = 0; j < 4; ++j) tile_sums[threadIdx.x][i * 4 + j] = acc[i][j];
   }
   __syncthreads();
-  for (int o = threadIdx.x; o < M * width; o += kTallThreads) {
-    const int m = o / width, n = o - m * width;
+  for (int o = threadIdx.x; o < M * N; o += kTallThreads) {
+    const int m = o / N, n = o - m * N;
     const int owner = m / 4 * tiles_n + n / 4, within = m % 4 * 4 + n % 4;
     T sum = 0;
     for (int p = 0; p < phases; ++p) sum += tile_sums[p * tiles + owner][within];
-    partial[(range * M + m) * N + n_first + n] = sum;
+    partial[blockIdx.x * static_cast<long long>(M) * N + o] = sum;
   }
 }
 
@@ -196,16 +193,13 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
     }
     if (transpose_a && !transpose_b && K >= kTallMinK && M * N <= kTallOutputs && M % 4 == 0 && N % 4 == 0 &&
         detail::all_aligned(4 * sizeof(T), {a.data<T>(), b.data<T>()})) {
-      const long long rows_per_block = std::max(kTallMinRows, (K + kTallMaxRanges - 1) / kTallMaxRanges);
-      const long long ranges = (K + rows_per_block - 1) / rows_per_block;
-      int slices = 1;  // halve the columns while a block has more than kTallMaxTiles tiles
-      while ((M / 4) * (N / 4 / slices) > kTallMaxTiles && (N / 4) % (2 * slices) == 0) slices *= 2;
-      Tensor partial = Tensor::empty({ranges, M * N}, out.dtype(), Device::cuda, "matmul partials");
-      tall_gemm_tn_kernel<T><<<static_cast<unsigned>(ranges * slices), kTallThreads, 0, cuda::stream()>>>(
-          a.data<T>(), b.data<T>(), partial.data<T>(), K, static_cast<int>(M), static_cast<int>(N), slices,
-          rows_per_block);
+      const long long rows_per_block = std::max(kTallMinRows, (K + kTallMaxBlocks - 1) / kTallMaxBlocks);
+      const long long blocks = (K + rows_per_block - 1) / rows_per_block;
+      Tensor partial = Tensor::empty({blocks, M * N}, out.dtype(), Device::cuda, "matmul partials");
+      tall_gemm_tn_kernel<T><<<static_cast<unsigned>(blocks), kTallThreads, 0, cuda::stream()>>>(
+          a.data<T>(), b.data<T>(), partial.data<T>(), K, static_cast<int>(M), static_cast<int>(N), rows_per_block);
       CUDA_CHECK_LAUNCH("tall_gemm_tn_kernel");
-      sum_axis(partial, 1, ranges, M * N, out);
+      sum_axis(partial, 1, blocks, M * N, out);
       return;
     }
     // Column-major view: out^T (N, M) = op(b)^T (N, K) · op(a)^T (K, M); the leading dimension
