@@ -68,30 +68,16 @@ __global__ void head_dot_grad_a_partial_kernel(const T* __restrict__ x,   // (N,
 }
 
 // Stage 2: d a[c] = sum over blocks b, in order, of partial[b, c]; blockIdx.y picks the half of
-// partial and the output (da2 for the second). One thread per column, so the loads of kBatch
-// partials are issued together before they are added in order (one load at a time, the 4,096
-// partials of 1M rows took 0.44 ms).
+// partial and the output (da2 for the second). One thread per column.
 template <class T>
 __global__ void head_dot_grad_a_sum_kernel(const T* __restrict__ partial,  // (1 or 2, blocks, H, F)
                                            T* __restrict__ da1,            // (H, F)
                                            T* __restrict__ da2,            // (H, F) or null
                                            long long blocks, int HF) {
-  constexpr int kBatch = 16;
   const T* part = partial + blockIdx.y * blocks * HF;
   T* da = blockIdx.y == 0 ? da1 : da2;
-  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < HF; c += gridDim.x * blockDim.x) {
-    T acc = 0;
-    long long b = 0;
-    for (; b + kBatch <= blocks; b += kBatch) {
-      T p[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) p[u] = part[(b + u) * HF + c];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) acc += p[u];
-    }
-    for (; b < blocks; ++b) acc += part[b * HF + c];
-    da[c] = acc;
-  }
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < HF; c += gridDim.x * blockDim.x)
+    da[c] = detail::ordered_strided_sum<T>(part + c, blocks, HF);
 }
 
 // Elements [4 block, 4 block + 4) of head_dot_pair_grad_x, the keep decisions from one draw

@@ -28,6 +28,26 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& x) {
   *reinterpret_cast<Vec<T, VEC>*>(p) = x;
 }
 
+// p[0] + p[stride] + ... + p[(count - 1) stride], added in that order into an Acc, the loads of
+// 16 terms issued before their adds: a thread that summed one load at a time waited a memory
+// latency per term (the second pass of a bias gradient over 2,112 chunk sums took 0.19 ms for 8
+// outputs; head_dot's d a over 4,096 block partials of 1M rows 0.44 ms).
+template <class Acc, class S>
+__device__ __forceinline__ Acc ordered_strided_sum(const S* p, long long count, long long stride) {
+  constexpr int kBatch = 16;
+  Acc sum = 0;
+  long long c = 0;
+  for (; c + kBatch <= count; c += kBatch) {
+    S batch[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) batch[u] = p[(c + u) * stride];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) sum += batch[u];
+  }
+  for (; c < count; ++c) sum += p[c * stride];
+  return sum;
+}
+
 // Whether every pointer is a multiple of `bytes`.
 inline bool all_aligned(std::size_t bytes, std::initializer_list<const void*> ptrs) {
   for (const void* p : ptrs)
