@@ -84,7 +84,8 @@ TEST(CudaCore, MatmulMatchesCpu) {
                                  random_tensor({K, N}, rng, -1, 1, DType::f32)});
   }
   expect_cuda_matches_cpu("matmul f64 (70001,8)x(8,16)", mm,
-                          {random_tensor({70001, 8}, rng, -1, 1, DType::f64), random_tensor({8, 16}, rng, -1, 1, DType::f64)});
+                          {random_tensor({70001, 8}, rng, -1, 1, DType::f64),
+                           random_tensor({8, 16}, rng, -1, 1, DType::f64)});
   expect_cuda_matches_cpu("matmul(x, x)", [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[0]); },
                           {random_tensor({6, 6}, rng, -1, 1, DType::f32)});
   Tensor empty = ops::matmul(Tensor::zeros({3, 0}, DType::f32, Device::cuda), Tensor::zeros({0, 2}, DType::f32, Device::cuda));

@@ -79,7 +79,8 @@ TEST_F(CudaOps, DropoutMasksAreTheCpuMasksBitForBit) {
 TEST_F(CudaOps, DroppingElementwiseKernelsMatchTheCpuOnEveryAlignmentAndTail) {
   for (DType dtype : {DType::f32, DType::f64}) {
     std::mt19937_64 rng(5);
-    const Tensor x = random_tensor({777, 129}, rng, -2.0, 2.0, dtype), g = random_tensor({777, 129}, rng, -1.0, 1.0, dtype);
+    const Tensor x = random_tensor({777, 129}, rng, -2.0, 2.0, dtype);
+    const Tensor g = random_tensor({777, 129}, rng, -1.0, 1.0, dtype);
     const Tensor x_gpu = x.to(Device::cuda), g_gpu = g.to(Device::cuda);
     const DropoutKey key{0.4f, 3, 77};
     const double keep_scale = ops::dropout_keep_scale(key), alpha = 1.3;

@@ -84,7 +84,8 @@ __global__ void nll_backward_kernel(const T* __restrict__ logits,       // (N, C
     const T* row = logits + r * C;
     const T lse = warp_row_logsumexp(row, C, lane);
     const T s = dloss[0] / static_cast<T>(K) * static_cast<T>(count[r]);
-    for (long long c = lane; c < C; c += kWarp) dlogits[r * C + c] = s * (exp(row[c] - lse) - (c == y ? T(1) : T(0)));
+    for (long long c = lane; c < C; c += kWarp)
+      dlogits[r * C + c] = s * (exp(row[c] - lse) - (c == y ? T(1) : T(0)));
   }
 }
 

@@ -805,7 +805,8 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
       // D, or D packed with er and lse (RowPack) where that saves the walk sectors: (N, H) or (N, 4H).
       const bool pack = H < 8;
       Tensor D = Tensor::empty({N, pack ? 4 * H : H}, el.dtype(), Device::cuda, "gat row dots");
-      const RowPack<T> row_pack = pack ? RowPack<T>{er.data<T>(), lse.data<T>(), D.data<T>(), 4 * H} : RowPack<T>{};
+      const RowPack<T> row_pack =
+          pack ? RowPack<T>{er.data<T>(), lse.data<T>(), D.data<T>(), 4 * H} : RowPack<T>{};
       const long long NH = N * H;
       head_rows_dot_kernel<T><<<warps::warp_blocks((NH + kWarp - 1) / kWarp), kThreads, 0, cuda::stream()>>>(
           a.grad_out, out.data<T>(), pack ? nullptr : D.data<T>(), NH, F, der,
