@@ -345,9 +345,9 @@ struct RowDer {
 };
 
 // GAT's walk over the transposed graph reads er, lse and D of each edge's destination. Separate
-// (N, H) arrays put them in three sectors; at H < 8 (the output layer's single head: 4.4 sectors
-// an edge with the gradient row's) head_rows_dot_kernel packs them into one row of `stride` values
-// per node instead: er at offset 0, lse at H, D at 2H.
+// (N, H) arrays would cost three random accesses an edge (three sectors at the output layer's
+// single head, three DRAM accesses at 8 heads); head_rows_dot_kernel packs them into one row of
+// `stride` values per node instead: er at offset 0, lse at H, D at 2H.
 template <class T>
 struct RowPack {
   const T* er;   // (N, H)
