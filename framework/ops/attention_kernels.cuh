@@ -48,20 +48,25 @@ __device__ __forceinline__ Vec<T, VEC> to_vec(const T (&a)[VEC]) {
 // lane that drew it. Inactive dropout draws nothing and every factor is 1.
 struct SegmentKeep {
   static constexpr int kSlotsPerLane = 8;  // nibbles of a 32-bit word
-  DropoutKey key;
+  DropoutKey key;      // its stream resolved once (no read of a graph's stream base per draw)
   int width, lane;
+  int width_log2;      // width = 1 << width_log2: slot / width is a shift, not a division
   unsigned mask;       // the segment's lanes in the warp
   unsigned drawn = 0;  // this lane's slots' decisions, a nibble each
 
   __device__ SegmentKeep(const DropoutKey& key, int width) : key(key), width(width) {
+    this->key.stream = key.effective_stream();
+    this->key.stream_base = nullptr;
+    width_log2 = __ffs(width) - 1;
     const int warp_lane = threadIdx.x % kWarp;
     lane = warp_lane & (width - 1);
     mask = (width == kWarp ? 0xffffffffu : (1u << width) - 1) << (warp_lane - lane);
   }
   __device__ __forceinline__ int max_slots() const { return kSlotsPerLane * width; }
-  // Draws slots [0, slots) of a window, slot s being Philox block block_of(s).
+  // Draws slots [0, slots) of a window, slot s being Philox block block_of(s). A lane calls
+  // block_of for its slots in order (lane, lane + width, ...), so it may keep state.
   template <class BlockOf>
-  __device__ __forceinline__ void draw(int slots, const BlockOf& block_of) {
+  __device__ __forceinline__ void draw(int slots, BlockOf&& block_of) {
     drawn = 0;
 #pragma unroll 1
     for (int r = 0, s = lane; r < kSlotsPerLane && s < slots; ++r, s += width)
@@ -71,34 +76,40 @@ struct SegmentKeep {
   template <class T>
   __device__ __forceinline__ T factor(int slot, int word, T scale) const {
     const unsigned bits = __shfl_sync(mask, drawn, slot & (width - 1), width);
-    return (bits >> (4 * (slot / width) + word)) & 1u ? scale : T(0);
+    return (bits >> (4 * (slot >> width_log2) + word)) & 1u ? scale : T(0);
   }
 };
 
 // A window of consecutive edges [begin, end) of a row whose pairs with heads [h0, h1] a segment
 // draws: slot s is block first_block + s. The window ends where the slots would run out.
+// Pair (e, h) is index e*H + h; its offset from the window's first block, rel = e*H + h -
+// 4 first_block, is formed in 32 bits from e - begin (slot rel >> 2, word rel & 3).
 struct ConsecutiveEdges {
   long long begin, end, first_block;
   int H;
+  int offset;  // rel - ((e - begin) H + h) = ((begin H + h0) & 3) - h0
   __device__ __forceinline__ ConsecutiveEdges(SegmentKeep& keep, long long begin, long long row_end,
                                               int H, int h0, int h1)
       : begin(begin), H(H) {
     if (!keep.key.active()) {
-      end = row_end, first_block = 0;
+      end = row_end, first_block = 0, offset = 0;
       return;
     }
+    const int first_word = static_cast<int>((begin * H + h0) & 3);
     first_block = (begin * H + h0) >> 2;
-    // The last edge whose pair (e, h1) still falls in the segment's blocks.
-    const long long last_index = (first_block + keep.max_slots()) * 4 - 1;
-    end = min(row_end, (last_index - h1) / H + 1);
+    offset = first_word - h0;
+    // The last edge whose pair (e, h1) still falls in the segment's blocks: rel of (e, h1) at
+    // most 4 max_slots - 1.
+    const int last_rel = 4 * keep.max_slots() - 1 - (h1 - h0) - first_word;
+    end = min(row_end, begin + static_cast<unsigned>(last_rel) / static_cast<unsigned>(H) + 1);
     const long long b = first_block;
     keep.draw(static_cast<int>((((end - 1) * H + h1) >> 2) - b + 1), [b](int s) { return b + s; });
   }
   template <class T>
   __device__ __forceinline__ T factor(const SegmentKeep& keep, long long e, int h, T scale) const {
     if (!keep.key.active()) return T(1);
-    const long long index = e * H + h;
-    return keep.factor<T>(static_cast<int>((index >> 2) - first_block), static_cast<int>(index & 3), scale);
+    const int rel = static_cast<int>(e - begin) * H + h + offset;
+    return keep.factor<T>(rel >> 2, rel & 3, scale);
   }
 };
 
@@ -117,21 +128,27 @@ struct ScatteredEdges {
     }
     per_entry = (H % 4 == 0 ? (h1 >> 2) - (h0 >> 2) : (h1 - h0 + 3) / 4) + 1;
     end = min(row_end, begin + keep.max_slots() / per_entry);
-    const int n = per_entry;
-    keep.draw(static_cast<int>(end - begin) * n, [&](int s) {
-      const int u = s / n;
-      return ((static_cast<long long>(edge_id[begin + u]) * H + h0) >> 2) + (s - u * n);
+    // Slot s is entry u = s / per_entry, block k = s % per_entry; a lane's slots step by width,
+    // so u and k step by width / n and width % n (two divisions a window, not two a slot).
+    const int n = per_entry, step_u = keep.width / n, step_k = keep.width % n;
+    int u = keep.lane / n, k = keep.lane % n;
+    keep.draw(static_cast<int>(end - begin) * n, [&](int) {
+      const long long block = ((static_cast<long long>(edge_id[begin + u]) * H + h0) >> 2) + k;
+      u += step_u, k += step_k;
+      if (k >= n) k -= n, ++u;
+      return block;
     });
   }
-  // The factor of pair (e, h), e being the edge of entry `entry` (begin + u).
+  // The factor of pair (e, h), e being the edge of entry `entry` (begin + u): its block is
+  // ((e H + h0) & 3) + h - h0 >> 2 after the entry's first, in 32 bits.
   template <class T>
   __device__ __forceinline__ T factor(const SegmentKeep& keep, long long entry, long long e, int h,
                                       T scale) const {
     if (!keep.key.active()) return T(1);
-    const long long index = e * H + h;
-    const int slot = static_cast<int>(entry - begin) * per_entry +
-                     static_cast<int>((index >> 2) - ((e * H + h0) >> 2));
-    return keep.factor<T>(slot, static_cast<int>(index & 3), scale);
+    const int rel = static_cast<int>((static_cast<unsigned>(e) * static_cast<unsigned>(H) +
+                                      static_cast<unsigned>(h0)) & 3u) + h - h0;
+    const int slot = static_cast<int>(entry - begin) * per_entry + (rel >> 2);
+    return keep.factor<T>(slot, rel & 3, scale);
   }
 };
 
