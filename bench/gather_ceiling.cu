@@ -19,14 +19,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(call)                                                                         \
-  do {                                                                                      \
-    const cudaError_t status_ = (call);                                                     \
-    if (status_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "gather_ceiling: %s: %s\n", #call, cudaGetErrorString(status_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
+constexpr const char* kProgram = "gather_ceiling";
+#include "cuda_check.cuh"
 
 constexpr int kRowFloat4 = 16;  // a row: 64 floats
 

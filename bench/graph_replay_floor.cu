@@ -9,14 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    const cudaError_t status_ = (call);                                              \
-    if (status_ != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "graph_replay_floor: %s: %s\n", #call, cudaGetErrorString(status_)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
+constexpr const char* kProgram = "graph_replay_floor";
+#include "cuda_check.cuh"
 
 __global__ void empty_kernel() {}
 __global__ void write_kernel(float* x, int n) {
