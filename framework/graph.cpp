@@ -1,6 +1,7 @@
 #include "gat/framework/graph.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <utility>
@@ -206,6 +207,24 @@ std::vector<int32_t> chunk_rows_of(int64_t n, const std::vector<int32_t>& chunk_
   return rows;
 }
 
+// The rows of a CSR of n rows with at most `chunk` edges (the longer ones are cut into chunks),
+// longest first and by index within a length (Graph::row_order): a stable counting sort by
+// chunk - degree.
+std::vector<int32_t> rows_longest_first(int64_t n, const int32_t* row_ptr, int chunk) {
+  std::vector<int32_t> order;
+  detail::counting_sort(
+      "Graph (row order)", n, int64_t{chunk} + 1,
+      [&](int64_t begin, int64_t end, auto&& emit) {
+        for (int64_t i = begin; i < end; ++i) {
+          const int32_t degree = row_ptr[i + 1] - row_ptr[i];
+          if (degree <= chunk) emit(chunk - degree, static_cast<int32_t>(i));
+        }
+      },
+      [&](int64_t total) { order.resize(static_cast<size_t>(total)); },
+      [&](int64_t pos, int32_t i) { order[static_cast<size_t>(pos)] = i; });
+  return order;
+}
+
 // The self loops of the sorted row [first, last) of node i: where value i starts and ends.
 std::pair<const int32_t*, const int32_t*> loops_in_row(const int32_t* first, const int32_t* last, int64_t i) {
   return std::equal_range(first, last, static_cast<int32_t>(i));
@@ -294,6 +313,10 @@ Graph Graph::from_sorted_csr(int64_t num_src, Tensor row_ptr, Tensor col_idx) {
   g.t_row_chunk_ptr_ = Tensor::from_vector(t_row_chunk_ptr, {num_src + 1});
   g.row_chunk_row_ = Tensor::from_vector(chunk_rows_of(n, row_chunk_ptr), {g.num_row_chunks_});
   g.t_row_chunk_row_ = Tensor::from_vector(chunk_rows_of(num_src, t_row_chunk_ptr), {g.num_t_row_chunks_});
+  const std::vector<int32_t> row_order = rows_longest_first(n, rp, g.chunk_edges_);
+  const std::vector<int32_t> t_row_order = rows_longest_first(num_src, trp, g.chunk_edges_);
+  g.row_order_ = Tensor::from_vector(row_order, {static_cast<int64_t>(row_order.size())});
+  g.t_row_order_ = Tensor::from_vector(t_row_order, {static_cast<int64_t>(t_row_order.size())});
   g.row_ptr_ = std::move(row_ptr);
   g.edge_src_ = std::move(col_idx);
   g.t_row_ptr_ = std::move(t_row_ptr);
@@ -349,6 +372,8 @@ Graph Graph::to(Device target) const {
   out.t_row_chunk_ptr_ = t_row_chunk_ptr_.to(target);
   out.row_chunk_row_ = row_chunk_row_.to(target);
   out.t_row_chunk_row_ = t_row_chunk_row_.to(target);
+  out.row_order_ = row_order_.to(target);
+  out.t_row_order_ = t_row_order_.to(target);
   return out;
 }
 
@@ -377,11 +402,12 @@ void Graph::validate() const {
   }
   const Tensor* all[] = {&row_ptr_,       &edge_src_,       &t_row_ptr_,     &t_edge_dst_,
                          &t_edge_id_,     &edge_dst_,       &row_chunk_ptr_, &t_row_chunk_ptr_,
-                         &row_chunk_row_, &t_row_chunk_row_};
+                         &row_chunk_row_, &t_row_chunk_row_, &row_order_,     &t_row_order_};
   const char* names[] = {"row_ptr",       "edge_src",        "t_row_ptr",     "t_edge_dst",
                          "t_edge_id",     "edge_dst",        "row_chunk_ptr", "t_row_chunk_ptr",
-                         "row_chunk_row", "t_row_chunk_row"};
-  for (int k = 0; k < 10; ++k) {
+                         "row_chunk_row", "t_row_chunk_row", "row_order",     "t_row_order"};
+  static_assert(std::size(all) == std::size(names));
+  for (size_t k = 0; k < std::size(all); ++k) {
     check_dtype(op, names[k], *all[k], DType::i32);
     check_dim(op, names[k], *all[k], 1);
     GAT_CHECK(all[k]->device() == row_ptr_.device(), op, ": ", names[k], " is on ",
@@ -453,6 +479,10 @@ void Graph::validate() const {
             ": row_chunk_row does not match row_chunk_ptr");
   GAT_CHECK(t_row_chunk_row_.to_vector<int32_t>() == chunk_rows_of(ns, trcp), op,
             ": t_row_chunk_row does not match t_row_chunk_ptr");
+  GAT_CHECK(row_order_.to_vector<int32_t>() == rows_longest_first(n, rp.data(), chunk_edges_), op,
+            ": row_order is not the uncut rows longest first");
+  GAT_CHECK(t_row_order_.to_vector<int32_t>() == rows_longest_first(ns, trp.data(), chunk_edges_), op,
+            ": t_row_order is not the transpose's uncut rows longest first");
 }
 
 Tensor edge_attr_in_graph_order(const Graph& graph, const std::vector<int32_t>& src,

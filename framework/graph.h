@@ -106,6 +106,12 @@ class Graph {
   const Tensor& t_row_chunk_row() const { return t_row_chunk_row_; }  // (num_t_row_chunks,) i32
   int64_t num_row_chunks() const { return num_row_chunks_; }          // row_chunk_ptr[Nd]
   int64_t num_t_row_chunks() const { return num_t_row_chunks_; }      // t_row_chunk_ptr[Ns]
+  // The rows that are not cut (at most chunk_edges() edges), longest first and by index within a
+  // length: the order in which the GPU kernels take them, so that the rows a warp takes together
+  // are about as long as each other (a warp runs as long as its longest row). The same for the
+  // transpose's rows.
+  const Tensor& row_order() const { return row_order_; }      // (rows of at most chunk_edges(),) i32
+  const Tensor& t_row_order() const { return t_row_order_; }  // (transpose's rows of as many,) i32
   int64_t count_self_loops() const { return num_self_loops_; }
   // True when every node i < min(Ns, Nd) has exactly one self loop (every node of a graph on one
   // node set; no other (i, i) can exist), as with_self_loops() leaves it (then with_self_loops()
@@ -127,7 +133,7 @@ class Graph {
   static Graph build(int64_t num_src, int64_t num_dst, const std::vector<int32_t>& src,
                      const std::vector<int32_t>& dst, const GraphBuildOptions& options,
                      const std::function<void()>& release_input);
-  // Builds the transpose, edge_dst, the degree maxima, the self-loop counts and the chunk plans
+  // Builds the transpose, edge_dst, the degree maxima, the self-loop counts, the chunk plans and row orders
   // of a checked CSR by destination whose rows are sorted by source (CPU i32 tensors (Nd+1,) and
   // (E,), taken as the graph's own) with sources in [0, num_src).
   static Graph from_sorted_csr(int64_t num_src, Tensor row_ptr, Tensor col_idx);
@@ -141,6 +147,7 @@ class Graph {
   bool one_self_loop_per_node_ = false;
   Tensor row_ptr_, edge_src_, t_row_ptr_, t_edge_dst_, t_edge_id_, edge_dst_;
   Tensor row_chunk_ptr_, t_row_chunk_ptr_, row_chunk_row_, t_row_chunk_row_;
+  Tensor row_order_, t_row_order_;
 };
 
 // Edge attributes given per input edge of Graph::from_edges (edge_attr (M, D): row k belongs to

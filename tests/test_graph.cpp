@@ -29,7 +29,7 @@ std::vector<std::pair<int32_t, int32_t>> edge_pairs(const Graph& g) {  // (src, 
 // Every array of a graph, for exact comparisons.
 struct GraphArrays {
   std::vector<int32_t> row_ptr, edge_src, edge_dst, t_row_ptr, t_edge_dst, t_edge_id, row_chunk_ptr, t_row_chunk_ptr,
-      row_chunk_row, t_row_chunk_row;
+      row_chunk_row, t_row_chunk_row, row_order, t_row_order;
   int64_t max_in = 0, max_out = 0, loops = 0, row_chunks = 0, t_row_chunks = 0;
   int chunk = 0;
   bool one_loop_per_node = false;
@@ -37,7 +37,8 @@ struct GraphArrays {
     return row_ptr == o.row_ptr && edge_src == o.edge_src && edge_dst == o.edge_dst && t_row_ptr == o.t_row_ptr &&
            t_edge_dst == o.t_edge_dst && t_edge_id == o.t_edge_id && row_chunk_ptr == o.row_chunk_ptr &&
            t_row_chunk_ptr == o.t_row_chunk_ptr && row_chunk_row == o.row_chunk_row &&
-           t_row_chunk_row == o.t_row_chunk_row && max_in == o.max_in && max_out == o.max_out && loops == o.loops &&
+           t_row_chunk_row == o.t_row_chunk_row && row_order == o.row_order && t_row_order == o.t_row_order &&
+           max_in == o.max_in && max_out == o.max_out && loops == o.loops &&
            row_chunks == o.row_chunks && t_row_chunks == o.t_row_chunks && chunk == o.chunk &&
            one_loop_per_node == o.one_loop_per_node;
   }
@@ -48,6 +49,7 @@ GraphArrays arrays_of(const Graph& g) {
           g.t_edge_dst().to_vector<int32_t>(),    g.t_edge_id().to_vector<int32_t>(),
           g.row_chunk_ptr().to_vector<int32_t>(), g.t_row_chunk_ptr().to_vector<int32_t>(),
           g.row_chunk_row().to_vector<int32_t>(), g.t_row_chunk_row().to_vector<int32_t>(),
+          g.row_order().to_vector<int32_t>(),     g.t_row_order().to_vector<int32_t>(),
           g.max_in_degree(),                      g.max_out_degree(),
           g.count_self_loops(),                   g.num_row_chunks(),
           g.num_t_row_chunks(),                   g.chunk_edges(),
@@ -120,6 +122,16 @@ GraphArrays reference_build(int32_t ns, int32_t nd, const std::vector<int32_t>& 
   };
   chunks(r.row_ptr, r.row_chunk_ptr, r.row_chunk_row, r.row_chunks);
   chunks(r.t_row_ptr, r.t_row_chunk_ptr, r.t_row_chunk_row, r.t_row_chunks);
+  // The uncut rows, longest first, by index within a length.
+  auto order = [&](const std::vector<int32_t>& rp, std::vector<int32_t>& out) {
+    out.clear();
+    for (int32_t i = 0; i + 1 < static_cast<int32_t>(rp.size()); ++i)
+      if (rp[i + 1] - rp[i] <= r.chunk) out.push_back(i);
+    std::stable_sort(out.begin(), out.end(),
+                     [&](int32_t a, int32_t b) { return rp[a + 1] - rp[a] > rp[b + 1] - rp[b]; });
+  };
+  order(r.row_ptr, r.row_order);
+  order(r.t_row_ptr, r.t_row_order);
   return r;
 }
 
@@ -406,6 +418,9 @@ TEST(Graph, ValidateFindsCorruptedArrays) {
   g.edge_dst().data<int32_t>()[4] = 0;
   expect_error([&] { g.validate(); }, {"edge_dst[4]"});
   g = fresh();
+  std::swap(g.row_order().data<int32_t>()[0], g.row_order().data<int32_t>()[1]);  // 2 edges after 1
+  expect_error([&] { g.validate(); }, {"row_order is not the uncut rows longest first"});
+  g = fresh();
   g.t_row_ptr().data<int32_t>()[1] = 3;
   EXPECT_THROW(g.validate(), Error);
 }
@@ -451,6 +466,19 @@ TEST(Graph, LongRowsAreCutIntoChunksByTheEdgeCount) {
   owners.insert(owners.end(), 3, 7);
   EXPECT_EQ(several.row_chunk_row().to_vector<int32_t>(), owners);
   EXPECT_EQ(several.t_row_chunk_row().to_vector<int32_t>(), (std::vector<int32_t>{9, 9, 9}));
+  // The kernels' row orders leave the cut rows out and take the others longest first, by index
+  // within a length: rows 40-59 receive one edge (from 9), the others but 0 and 7 none; sources
+  // 10-29 send two (to 0 and 7), the others but 0 and 9 one (to 0), source 0 none.
+  const std::vector<int32_t> order = several.row_order().to_vector<int32_t>();
+  ASSERT_EQ(order.size(), 299u);  // every row but 0 and 7
+  for (int k = 0; k < 20; ++k) EXPECT_EQ(order[k], 40 + k);
+  EXPECT_EQ(order[20], 1);
+  EXPECT_EQ(order.back(), 300);
+  const std::vector<int32_t> t_order = several.t_row_order().to_vector<int32_t>();
+  ASSERT_EQ(t_order.size(), 300u);  // every source but 9
+  for (int k = 0; k < 20; ++k) EXPECT_EQ(t_order[k], 10 + k);
+  EXPECT_EQ(t_order[20], 1);
+  EXPECT_EQ(t_order.back(), 0);
   // A small graph whose rows all fit in 64 edges is not cut (node 0 receives from 1..64).
   const Graph short_rows = Graph::from_edges(301, {src.begin(), src.begin() + 64},
                                              {dst.begin(), dst.begin() + 64});
