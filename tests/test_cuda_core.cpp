@@ -76,8 +76,12 @@ TEST(CudaCore, MatmulMatchesCpu) {
            {2708, 64, 7}, {5, 3000, 3}, {3, 1000, 20},
            // Long thin weight gradients x^T dy (K >= 65,536) in the op's tall kernel: 8 phases of
            // 32 tiles, 42 phases of 6 tiles (4 threads idle), rows not a multiple of a block's;
-           // and a wider one left to cuBLAS.
-           {70001, 32, 16}, {65536 + 2048 * 3 + 5, 12, 8}, {70001, 32, 64}}) {
+           // and a wider one left to cuBLAS. Their products with M >= 65,536, K <= 64 and N <= 16
+           // are the tall narrow kernel's: forwards with 4-vector batches of a row and 1-vector
+           // tails (K = 12, 20), op(b) transposed in the data gradients of the K = 12 and K = 16
+           // ones (N = 12 and 16); K = 30 and N of 20 or more go to cuBLAS.
+           {70001, 32, 16}, {65536 + 2048 * 3 + 5, 12, 8}, {70001, 32, 64}, {70001, 64, 8},
+           {70001, 20, 12}, {70001, 16, 8}, {70001, 30, 8}}) {
     expect_cuda_matches_cpu("matmul (" + std::to_string(M) + "," + std::to_string(K) + ")x(" +
                                 std::to_string(K) + "," + std::to_string(N) + ")",
                             mm, {random_tensor({M, K}, rng, -1, 1, DType::f32),
@@ -86,6 +90,9 @@ TEST(CudaCore, MatmulMatchesCpu) {
   expect_cuda_matches_cpu("matmul f64 (70001,8)x(8,16)", mm,
                           {random_tensor({70001, 8}, rng, -1, 1, DType::f64),
                            random_tensor({8, 16}, rng, -1, 1, DType::f64)});
+  expect_cuda_matches_cpu("matmul f64 (70001,64)x(64,16)", mm,  // the tall kernel's largest op(b)
+                          {random_tensor({70001, 64}, rng, -1, 1, DType::f64),
+                           random_tensor({64, 16}, rng, -1, 1, DType::f64)});
   expect_cuda_matches_cpu("matmul(x, x)", [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[0]); },
                           {random_tensor({6, 6}, rng, -1, 1, DType::f32)});
   Tensor empty = ops::matmul(Tensor::zeros({3, 0}, DType::f32, Device::cuda), Tensor::zeros({0, 2}, DType::f32, Device::cuda));
