@@ -29,6 +29,9 @@ constexpr int kUnroll = 4;
 // block per edge) 4 edges were no faster than 2 (1M nodes / 16M edges: 2.80 ms at H=1, F=64 and
 // 3.17 ms at H=8, F=8 for both).
 constexpr int kUnrollBackward = 4;
+// Values in a packed walk row that also holds the node's gradient row (RowPack's lead): 64 bytes
+// of f32, so that one DRAM access serves an edge.
+constexpr int kShortPackedRow = 16;
 // Where the scores come from. row(i, h) gives the score function of row i's edges for head h,
 // score(e, j) for edge e from source j.
 // csr_softmax_aggregate's scores, stored (E, H).
@@ -145,29 +148,32 @@ struct RowTile {
   }
 };
 
-// One group per (row, column tile); rows of more than `long_row` edges are left to the split
+// One group per (uncut row, column tile), the rows in Graph::row_order (longest first: the groups
+// of a warp take rows of about one length, where in index order a warp of 16 groups ran as long
+// as the longest of 16 rows of the graph's skewed degrees); the longer rows are left to the chunk
 // kernels. With kPositive also pos_out and pos_weight (pos.out, pos.weight).
 template <class T, int VEC, int G, bool kPositive, class Scores>
 __global__ void __launch_bounds__(kThreads)
-    aggregate_forward_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
-                             const int32_t* __restrict__ src,      // (E,)
+    aggregate_forward_kernel(const int32_t* __restrict__ row_ptr,    // (N+1,)
+                             const int32_t* __restrict__ row_order,  // (rows,)
+                             const int32_t* __restrict__ src,        // (E,)
                              Scores scores,
-                             const T* __restrict__ V,              // (N, H, F)
-                             T* __restrict__ out,                  // (N, H, F)
-                             T* __restrict__ lse,                  // (N, H)
+                             const T* __restrict__ V,                // (N, H, F)
+                             T* __restrict__ out,                    // (N, H, F)
+                             T* __restrict__ lse,                    // (N, H)
                              PositiveParts<T> pos,
-                             long long N, int H, int F, int tiles, long long long_row,
+                             long long rows, int H, int F, int tiles,
                              DropoutKey key, T scale,
                              const T* __restrict__ out_bias) {  // (H, F) or null
   const GroupLane<G> g;
   SegmentKeep keep(key, G);
   const int HF = H * F;
-  const long long items = N * tiles;
+  const long long items = rows * tiles;
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
-    const long long i = tiles == 1 ? item : item / tiles;  // (a 64-bit division: ~70 instructions)
-    const RowTile<VEC, G> t(static_cast<int>(item - i * tiles), g.lane, F, HF);
+    const long long r = tiles == 1 ? item : item / tiles;  // (a 64-bit division: ~70 instructions)
+    const RowTile<VEC, G> t(static_cast<int>(item - r * tiles), g.lane, F, HF);
+    const long long i = row_order[r];
     const long long begin = row_ptr[i], end = row_ptr[i + 1];
-    if (end - begin > long_row) continue;  // the whole group skips
     OnlineState<T, VEC, kPositive> st;
     gather_softmax<T, VEC, kPositive>(src, scores.row(i, t.h), V, begin, end, H, HF, t.h, t.c, t.h0,
                                       t.h1, keep, scale, st);
@@ -222,7 +228,8 @@ struct BackwardArgs {
   const int32_t* t_dst;      // (E,) destination of each transposed entry
   const int32_t* t_edge_id;  // (E,) edge id of each transposed entry
   const T* V;                // (N, H, F) node values
-  const T* grad_out;         // (N, H, F)
+  const T* grad_out;         // (N, H, F), its rows grad_stride values apart
+  int grad_stride;           // H F, or a packed row's length (RowPack with the gradient)
   T* dV;                     // (N, H, F), or null when d values are not asked
   long long N, E;            // N: the graph's sources (rows of the transpose)
   int H, F, tiles;           // tiles: feature tiles of one head
@@ -366,7 +373,7 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, 
     for (int u = 0; u < U; ++u) {
       g[u] = Vec<T, VEC>{};
       if (lane_has_features)
-        g[u] = load_vec<T, VEC>(a.grad_out + static_cast<long long>(i[u]) * HF + head_offset);
+        g[u] = load_vec<T, VEC>(a.grad_out + static_cast<long long>(i[u]) * a.grad_stride + head_offset);
       x[u] = walk.load(e[u], i[u], want_weight);
     }
     T w[U];
@@ -441,26 +448,29 @@ struct HeadItem {
   }
 };
 
-// Backward (1): one group per (source j, head, feature tile) over the transposed graph, writing
-// dV[j,h,c..], the op's per-edge values and its sum over j's out-edges. Sources of more than
-// `long_row` out-edges are left to the chunk kernel.
+// Backward (1): one group per (uncut source j, head, feature tile) over the transposed graph,
+// writing dV[j,h,c..], the op's per-edge values and its sum over j's out-edges. The sources are
+// taken in Graph::t_row_order (longest first, as the forward's rows); the longer ones are left to
+// the chunk kernel.
 template <class T, int VEC, int G, class Grad>
 __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
-    attention_grad_kernel(BackwardArgs<T> a, Grad grad, long long long_row) {
+    attention_grad_kernel(BackwardArgs<T> a, Grad grad,
+                          const int32_t* __restrict__ source_order,  // (sources,)
+                          long long sources) {
   const GroupLane<G> g;
   const SourceSegment segment = SourceSegment::of<G>(a.H, a.tiles);
   SegmentKeep keep(a.key, segment.width);
-  const long long items = a.N * a.H * a.tiles;
+  const long long items = sources * a.H * a.tiles;
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const HeadItem x = HeadItem::of<VEC, G>(item, a.H, a.tiles, g.lane);
-    const long long begin = a.t_row_ptr[x.n], end = a.t_row_ptr[x.n + 1];
-    if (end - begin > long_row) continue;  // the whole segment skips
+    const long long j = source_order[x.n];
+    const long long begin = a.t_row_ptr[j], end = a.t_row_ptr[j + 1];
     T acc[VEC] = {};
-    auto walk = grad.walk(x.n, x.h, x.tile, a.E, a.H);
-    gather_attention_grad<T, VEC, G>(a, x.n, begin, end, x.h, x.c, segment.first_head(x.h),
+    auto walk = grad.walk(j, x.h, x.tile, a.E, a.H);
+    gather_attention_grad<T, VEC, G>(a, j, begin, end, x.h, x.c, segment.first_head(x.h),
                                      segment.last_head(x.h, a.H), keep, walk, acc);
-    if (a.dV && x.c < a.F) store_vec<T, VEC>(a.dV + (x.n * a.H + x.h) * a.F + x.c, to_vec(acc));
-    if (grad.sum && g.lane == 0) grad.sum[x.n * a.H + x.h] = walk.sum;
+    if (a.dV && x.c < a.F) store_vec<T, VEC>(a.dV + (j * a.H + x.h) * a.F + x.c, to_vec(acc));
+    if (grad.sum && g.lane == 0) grad.sum[j * a.H + x.h] = walk.sum;
   }
 }
 
@@ -565,7 +575,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse,
                        Tensor* pos_out = nullptr, Tensor* pos_weight = nullptr,
                        const T* out_bias = nullptr) {  // (H, F) or null
-  const long long N = graph.num_dst_nodes(), E = graph.num_edges();
+  const long long N = graph.num_dst_nodes();
   const int H = static_cast<int>(lse.size(1)), F = static_cast<int>(node_value.size(2));
   if (N == 0 || H == 0) return;
   const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
@@ -590,10 +600,11 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
     const Tiling tiling(H * F, VEC);
     with_group(tiling.G, [&](auto group) {
       constexpr int G = decltype(group)::value;
-      const long long items = N * tiling.tiles;
-      aggregate_forward_kernel<T, VEC, G, kPositive><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
-          row_ptr, src, scores, V, o, l, pos, N, H, F, tiling.tiles, split ? chunk : E,
-          attn_dropout, scale, out_bias);
+      const Tensor& order = graph.row_order();  // the uncut rows, longest first
+      aggregate_forward_kernel<T, VEC, G, kPositive>
+          <<<group_blocks(order.numel() * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
+              row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F,
+              tiling.tiles, attn_dropout, scale, out_bias);
       CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
       if (!split) return;
       // Long rows: their chunks' partial states, merged in chunk order.
@@ -614,7 +625,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
               part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), pos, H, F, tiling.tiles, chunks,
               chunk, attn_dropout, scale);
       CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
-      aggregate_merge_kernel<T, VEC, G><<<group_blocks(items, G), kThreads, 0, cuda::stream()>>>(
+      aggregate_merge_kernel<T, VEC, G><<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
           chunk_ptr, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o, l, N, H, F,
           tiling.tiles, pos, out_bias);
       CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
@@ -632,6 +643,7 @@ BackwardArgs<T> backward_args(const Graph& graph, const Tensor& node_value, cons
   a.t_edge_id = graph.t_edge_id().data<int32_t>();
   a.V = node_value.data<T>();
   a.grad_out = grad_out.data<T>();
+  a.grad_stride = H * static_cast<int>(node_value.size(2));
   a.dV = grad_value ? grad_value->data<T>() : nullptr;
   a.N = graph.num_src_nodes(), a.E = graph.num_edges(), a.H = H, a.F = static_cast<int>(node_value.size(2));
   a.key = attn_dropout;
@@ -645,8 +657,10 @@ template <class T, int VEC, int G, class Grad>
 void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
   const int chunk = graph.chunk_edges();
   const bool split = graph.max_out_degree() > chunk;
+  const Tensor& order = graph.t_row_order();  // the uncut sources, longest first
   attention_grad_kernel<T, VEC, G>
-      <<<group_blocks(a.N * a.H * a.tiles, G), kThreads, 0, cuda::stream()>>>(a, grad, split ? chunk : a.E);
+      <<<group_blocks(order.numel() * a.H * a.tiles, G), kThreads, 0, cuda::stream()>>>(
+          a, grad, order.data<int32_t>(), order.numel());
   CUDA_CHECK_LAUNCH("attention_grad_kernel");
   if (!split) return;
   // Sources of more than `chunk` out-edges: chunk by chunk, the partials summed in chunk order.
@@ -808,18 +822,20 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
       // er, lse and D of each destination packed in one row of 4H values (RowPack): the walk
       // reads them with one access an edge instead of three (at 100M edges, 8 heads: 58.3 ->
       // 56.9 ms a step; random 32-byte reads cost the DRAM an access each, bench/gather_ceiling.cu).
-      const int stride = 4 * H;
+      // A short gradient row (H F + 3 H <= 16 values: the output layer) goes into the packed row
+      // too, whose 64 bytes the walk then reads with one access an edge instead of two.
+      const int lead = H * F + 3 * H <= kShortPackedRow ? H * F : 0;
+      const int stride = lead ? kShortPackedRow : 4 * H;
       Tensor rows = Tensor::empty({N, int64_t{stride}}, el.dtype(), Device::cuda, "gat row terms");
       T* const packed = rows.data<T>();
       const long long NH = N * H;
-      head_rows_dot_kernel<T><<<warps::warp_blocks((NH + kWarp - 1) / kWarp), kThreads, 0, cuda::stream()>>>(
-          a.grad_out, out.data<T>(), nullptr, NH, F, der,
-          out_bias.defined() ? out_bias.data<T>() : nullptr, H,
-          RowPack<T>{er.data<T>(), lse.data<T>(), packed, stride});
-      CUDA_CHECK_LAUNCH("head_rows_dot_kernel");
+      head_rows_dot<T>(a.grad_out, out.data<T>(), nullptr, NH, F, der,
+                       out_bias.defined() ? out_bias.data<T>() : nullptr, H,
+                       RowPack<T>{er.data<T>(), lse.data<T>(), packed, stride, lead});
+      if (lead) a.grad_out = packed, a.grad_stride = stride;
       if (!grad_el && !grad_edge_term && !grad_value) return;
       with_edge_term(edge_term, [&](auto term) {
-        const T* const er_rows = packed, *const lse_rows = packed + H, *const D_rows = packed + 2 * H;
+        const T* const er_rows = packed + lead, *const lse_rows = er_rows + H, *const D_rows = er_rows + 2 * H;
         const GatGrad<T, decltype(term)::value> grad{
             el.data<T>(), er_rows, edge_term.defined() ? edge_term.data<T>() : nullptr, lse_rows,
             D_rows, stride, grad_edge_term ? grad_edge_term->data<T>() : nullptr,

@@ -33,25 +33,25 @@ struct Gatv2Args {
   T scale;  // 1 / (1 - p)
 };
 
-// The work of one launch: the rows of a CSR (by destination, or the transpose's rows by source)
-// of at most long_row entries, or, when chunk_ptr is set, the chunks of the longer ones.
+// The work of one launch over a CSR (by destination, or the transpose's rows by source): its
+// uncut rows in the graph's row order (Graph::row_order, longest first), all its rows in index
+// order, or, when chunk_ptr is set, the chunks of the longer rows.
 struct Segments {
   const int32_t* row_ptr;    // (N+1,)
+  const int32_t* order;      // (count,) the rows, or null: segment n is row n (rows only)
   const int32_t* chunk_ptr;  // (N+1,) or null: one segment per row
   const int32_t* chunk_row;  // (count,): each chunk's row (with chunk_ptr)
-  long long count;           // segments: N, or the number of chunks
-  long long long_row;        // rows longer than this are left to the chunks (row segments only)
+  long long count;           // segments: rows or chunks
   int chunk;                 // entries per chunk
-  // Segment n's row and entry range; false for a row left to the chunks.
-  __device__ __forceinline__ bool get(long long n, long long& row, long long& begin,
+  // Segment n's row and entry range.
+  __device__ __forceinline__ void get(long long n, long long& row, long long& begin,
                                       long long& end) const {
     if (chunk_ptr) {
       const ChunkRange r = find_chunk(row_ptr, chunk_ptr, chunk_row, n, chunk);
       row = r.row, begin = r.begin, end = r.end;
-      return true;
+      return;
     }
-    row = n, begin = row_ptr[n], end = row_ptr[n + 1];
-    return end - begin <= long_row;
+    row = order ? order[n] : n, begin = row_ptr[row], end = row_ptr[row + 1];
   }
 };
 
@@ -81,6 +81,7 @@ struct HeadGroupLane {
 // follows its group (whose lanes draw the dropout decisions together) and writes nothing.
 struct LaneItem {
   long long n, row, begin, end, lane_offset, HF;
+  long long sums;               // where the segment's sums go: its row, or a chunk's own index
   int head;                     // the lane's head (of the H)
   int first_head, last_head;    // the heads of the lane's group
   bool has, first;
@@ -107,7 +108,8 @@ __device__ __forceinline__ void for_each_item(const Segments& seg, int G, int he
     it.first_head = static_cast<int>(item - it.n * head_blocks) * (G / LH);
     it.last_head = min(H, it.first_head + G / LH) - 1;
     it.head = it.first_head + g.head;
-    if (!seg.get(it.n, it.row, it.begin, it.end)) continue;
+    seg.get(it.n, it.row, it.begin, it.end);
+    it.sums = seg.chunk_ptr ? it.n : it.row;
     const bool exists = it.head < H;
     if (!exists) it.head = H - 1;
     it.lane_offset = static_cast<long long>(it.head) * F + g.c;
@@ -189,8 +191,8 @@ __global__ void __launch_bounds__(kThreads)
       window_begin = window.end;
     }
     if (seg.chunk_ptr) {
-      if (it.has) store_vec<T, VEC>(part_acc + it.at(it.n), to_vec(st.acc));
-      if (it.first) part_m[it.head_at(it.n, a.H)] = st.m, part_z[it.head_at(it.n, a.H)] = st.z;
+      if (it.has) store_vec<T, VEC>(part_acc + it.at(it.sums), to_vec(st.acc));
+      if (it.first) part_m[it.head_at(it.sums, a.H)] = st.m, part_z[it.head_at(it.sums, a.H)] = st.z;
     } else if (it.has) {
       write_row<T, VEC>(out, lse, it.row, a.H, a.F, it.head, static_cast<int>(it.lane_offset), st.m,
                         st.z, st.acc);
@@ -260,7 +262,7 @@ __global__ void __launch_bounds__(kThreads)
       }
       window_begin = window.end;
     }
-    if (it.has) store_vec<T, VEC>(dest + it.at(it.n), to_vec(acc));
+    if (it.has) store_vec<T, VEC>(dest + it.at(it.sums), to_vec(acc));
   });
 }
 
@@ -303,8 +305,8 @@ __global__ void __launch_bounds__(kThreads)
       window_begin = window.end;
     }
     if (!it.has) return;
-    if (dxr) store_vec<T, VEC>(dxr + it.at(it.n), to_vec(acc_r));
-    if (att_term) store_vec<T, VEC>(att_term + it.at(it.n), to_vec(acc_att));
+    if (dxr) store_vec<T, VEC>(dxr + it.at(it.sums), to_vec(acc_r));
+    if (att_term) store_vec<T, VEC>(att_term + it.at(it.sums), to_vec(acc_att));
   });
 }
 
@@ -347,8 +349,15 @@ struct HeadLayout {
   }
 };
 
-Segments rows_of(const Tensor& row_ptr, long long N, long long long_row) {
-  return {row_ptr.data<int32_t>(), nullptr, nullptr, N, long_row, 0};
+// The graph's uncut rows in its row order, or with `transposed` its transpose's.
+Segments uncut_rows_of(const Graph& graph, bool transposed) {
+  const Tensor& row_ptr = transposed ? graph.t_row_ptr() : graph.row_ptr();
+  const Tensor& order = transposed ? graph.t_row_order() : graph.row_order();
+  return {row_ptr.data<int32_t>(), order.data<int32_t>(), nullptr, nullptr, order.numel(), 0};
+}
+// Every row of the graph, in index order.
+Segments all_rows_of(const Graph& graph) {
+  return {graph.row_ptr().data<int32_t>(), nullptr, nullptr, nullptr, graph.num_dst_nodes(), 0};
 }
 // The chunks of the graph's long rows, or with `transposed` of its transpose's long rows.
 Segments chunks_of(const Graph& graph, bool transposed) {
@@ -356,8 +365,8 @@ Segments chunks_of(const Graph& graph, bool transposed) {
   const Tensor& chunk_ptr = transposed ? graph.t_row_chunk_ptr() : graph.row_chunk_ptr();
   const Tensor& chunk_row = transposed ? graph.t_row_chunk_row() : graph.row_chunk_row();
   const long long chunks = transposed ? graph.num_t_row_chunks() : graph.num_row_chunks();
-  return {row_ptr.data<int32_t>(), chunk_ptr.data<int32_t>(), chunk_row.data<int32_t>(), chunks, 0,
-          graph.chunk_edges()};
+  return {row_ptr.data<int32_t>(), nullptr, chunk_ptr.data<int32_t>(), chunk_row.data<int32_t>(),
+          chunks, graph.chunk_edges()};
 }
 
 template <class T>
@@ -415,21 +424,22 @@ void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, con
       const int chunk = graph.chunk_edges();
       const bool split = graph.max_in_degree() > chunk;
       const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
-      const Segments rows = rows_of(graph.row_ptr(), Nd, split ? chunk : E);
+      const Segments rows = uncut_rows_of(graph, false);
       gatv2_forward_kernel<T, VEC, LH>
-          <<<group_blocks(Nd * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+          <<<group_blocks(rows.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
               a, rows, src, layout.G, layout.head_blocks, out.data<T>(), lse.data<T>(), nullptr,
               nullptr, nullptr);
       CUDA_CHECK_LAUNCH("gatv2_forward_kernel");
       if (!split) return;
       // Long rows: their chunks' partial states, merged in chunk order.
-      const long long W = graph.num_row_chunks();
+      const Segments chunks = chunks_of(graph, false);
+      const long long W = chunks.count;
       Tensor part_m = Tensor::empty({W, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 partial m");
       Tensor part_z = Tensor::empty({W, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 partial z");
       Tensor part_acc = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 partial acc");
       gatv2_forward_kernel<T, VEC, LH>
           <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-              a, chunks_of(graph, false), src, layout.G, layout.head_blocks, nullptr, nullptr,
+              a, chunks, src, layout.G, layout.head_blocks, nullptr, nullptr,
               part_m.data<T>(), part_z.data<T>(), part_acc.data<T>());
       CUDA_CHECK_LAUNCH("gatv2_forward_kernel (chunks)");
       const Tiling tiling(H * F, VEC);
@@ -453,7 +463,7 @@ void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, co
                                         const Tensor& out, const Tensor& lse,
                                         const Tensor& grad_out, Tensor* grad_xl, Tensor* grad_xr,
                                         Tensor* grad_att, Tensor* grad_edge_term) {
-  const long long Nd = graph.num_dst_nodes(), Ns = graph.num_src_nodes(), E = graph.num_edges();
+  const long long Nd = graph.num_dst_nodes(), Ns = graph.num_src_nodes();
   const int H = static_cast<int>(xl.size(1)), F = static_cast<int>(xl.size(2));
   const char* op = "gatv2_attention_aggregate backward";
   dispatch_float(xl.dtype(), op, [&](auto zero) {
@@ -461,9 +471,7 @@ void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, co
     auto data = [](Tensor* t) { return t ? t->data<T>() : nullptr; };
     const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, negative_slope, attn_dropout, edge_term);
     Tensor D = Tensor::empty({Nd, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 row dots");  // (Nd, H)
-    head_rows_dot_kernel<T><<<warps::warp_blocks((Nd * H + kWarp - 1) / kWarp), kThreads, 0, cuda::stream()>>>(
-        grad_out.data<T>(), out.data<T>(), D.data<T>(), Nd * H, F);
-    CUDA_CHECK_LAUNCH("head_rows_dot_kernel");
+    head_rows_dot<T>(grad_out.data<T>(), out.data<T>(), D.data<T>(), Nd * H, F);
     const GradArgs<T> b{lse.data<T>(), D.data<T>(), grad_out.data<T>()};
     const int chunk = graph.chunk_edges();
     with_layout<T>(op, H, F,
@@ -474,17 +482,18 @@ void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, co
         const bool split = graph.max_out_degree() > chunk;
         const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
         const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,)
+        const Segments sources = uncut_rows_of(graph, true);
         gatv2_source_grad_kernel<T, VEC, LH>
-            <<<group_blocks(Ns * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                a, b, rows_of(graph.t_row_ptr(), Ns, split ? chunk : E), t_dst, t_edge_id, layout.G,
-                layout.head_blocks, grad_xl->data<T>());
+            <<<group_blocks(sources.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                a, b, sources, t_dst, t_edge_id, layout.G, layout.head_blocks, grad_xl->data<T>());
         CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel");
         if (split) {
-          const long long W = graph.num_t_row_chunks();
+          const Segments chunks = chunks_of(graph, true);
+          const long long W = chunks.count;
           Tensor part = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xl partials");
           gatv2_source_grad_kernel<T, VEC, LH>
               <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                  a, b, chunks_of(graph, true), t_dst, t_edge_id, layout.G, layout.head_blocks,
+                  a, b, chunks, t_dst, t_edge_id, layout.G, layout.head_blocks,
                   part.data<T>());
           CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel (chunks)");
           merge_chunk_sums<T, VEC>(graph.t_row_chunk_ptr(), part, grad_xl->data<T>(), Ns, H, F);
@@ -495,20 +504,21 @@ void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, co
       if (grad_att) att_terms = Tensor::empty({Nd, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att rows");
       const bool split = graph.max_in_degree() > chunk;
       const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
+      const Segments rows = uncut_rows_of(graph, false);
       gatv2_row_grad_kernel<T, VEC, LH>
-          <<<group_blocks(Nd * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-              a, b, rows_of(graph.row_ptr(), Nd, split ? chunk : E), src, layout.G,
-              layout.head_blocks, data(grad_xr), grad_att ? att_terms.data<T>() : nullptr,
-              data(grad_edge_term));
+          <<<group_blocks(rows.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+              a, b, rows, src, layout.G, layout.head_blocks, data(grad_xr),
+              grad_att ? att_terms.data<T>() : nullptr, data(grad_edge_term));
       CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
       if (split) {
-        const long long W = graph.num_row_chunks();
+        const Segments chunks = chunks_of(graph, false);
+        const long long W = chunks.count;
         Tensor part_r, part_att;  // (W, H, F)
         if (grad_xr) part_r = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xr partials");
         if (grad_att) part_att = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att partials");
         gatv2_row_grad_kernel<T, VEC, LH>
             <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                a, b, chunks_of(graph, false), src, layout.G, layout.head_blocks,
+                a, b, chunks, src, layout.G, layout.head_blocks,
                 grad_xr ? part_r.data<T>() : nullptr, grad_att ? part_att.data<T>() : nullptr,
                 data(grad_edge_term));
         CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel (chunks)");
@@ -537,7 +547,7 @@ void gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, c
       constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
       gatv2_scores_kernel<T, VEC, LH>
           <<<group_blocks(Nd * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-              a, rows_of(graph.row_ptr(), Nd, E), graph.edge_src().data<int32_t>(), layout.G,
+              a, all_rows_of(graph), graph.edge_src().data<int32_t>(), layout.G,
               layout.head_blocks, scores.data<T>());
       CUDA_CHECK_LAUNCH("gatv2_scores_kernel");
     });
