@@ -165,12 +165,12 @@ __global__ void __launch_bounds__(kTallThreads)
 // Tall narrow products out (M, N) = a (M, K) . op(b) (K, N), M at least kTallMinK, K at most
 // kTallNarrowK and N at most kTallNarrowN, both multiples of 4: the narrow projections at scale.
 // On the 100M-edge graph (H200, ncu at run clocks) cuBLAS ran the fold's two 5M x 32 x 8 products
-// in 0.60 ms each and the output layer's 5M x 64 x 8 in 0.92 ms, as 5 launches of 64-row tiles;
+// in 0.48 ms each and the output layer's 5M x 64 x 8 in 0.73 ms, as 5 launches of 64-row tiles;
 // here 0.27 and 0.51 ms. op(b) sits in shared memory (a block loads it once and strides over
 // rows) and a thread owns 4 columns of one row: the row's N / 4 threads read it together, each
 // adds its K products in k order (a fixed order: reproducible) and writes 16 bytes. Every 4
 // multiply-adds read 16 bytes of shared memory, so wide outputs stay with cuBLAS: 5M x 32 x 64
-// took 1.68 ms here against its 1.10.
+// took 1.68 ms here against its 0.90.
 constexpr int kTallNarrowK = 64, kTallNarrowN = 16;
 template <class T>
 __global__ void __launch_bounds__(kTallThreads)
