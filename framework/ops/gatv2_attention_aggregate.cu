@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(kThreads)
                              const int32_t* __restrict__ t_dst,      // (E,)
                              const int32_t* __restrict__ t_edge_id,  // (E,)
                              int G, int head_blocks,
-                             T* __restrict__ dest)  // (segments, H, F): d xl or chunk partials
+                             T* __restrict__ dest)  // d xl (Ns, H, F) by row, or chunk partials (W, H, F)
 {
   SegmentKeep keep(a.key, G);
   for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
@@ -276,8 +276,8 @@ __global__ void __launch_bounds__(kThreads)
     gatv2_row_grad_kernel(Gatv2Args<T> a, GradArgs<T> b, Segments seg,
                           const int32_t* __restrict__ src,  // (E,)
                           int G, int head_blocks,
-                          T* __restrict__ dxr,       // (segments, H, F) or null
-                          T* __restrict__ att_term,  // (segments, H, F) or null
+                          T* __restrict__ dxr,       // (Nd, H, F) by row, (W, H, F) by chunk, or null
+                          T* __restrict__ att_term,  // as dxr
                           T* __restrict__ det)       // (E, H, F) or null
 {
   SegmentKeep keep(a.key, G);
