@@ -9,8 +9,8 @@
 // rows taken in grid-stride order. Every combination of lanes {4, 8, 16} and unroll {1, 2, 4, 8}
 // runs; each prints its time (median of 9) and the bytes it must move (row pointers, indices,
 // one V row per entry, one out row per row) per second, beside a device-to-device copy of V.
-// Then the same with small terms read per entry beside the row, in separate arrays or packed
-// (gather_rows_terms).
+// Then the same with small terms read per entry beside the row: in separate arrays, packed in a
+// row of their own, or at the end of the entry's V row (gather_rows_terms).
 // Usage: gather_ceiling [N=5000000] [degree=20]
 #include <cuda_runtime.h>
 
@@ -87,10 +87,12 @@ __global__ void __launch_bounds__(256) gather_rows(const int* __restrict__ ptr,
 
 // The same gather with small per-source terms beside each row, as the attention kernels read
 // them (el[j] in the forward; er, lse and D of a destination in the backward walk): kTerms rows
-// of 8 floats at j, either in kTerms separate (N, 8) arrays (kPacked false: kTerms more random
-// accesses an entry) or in one (N, 32) array of packed rows (kPacked true: one access). Lanes
-// 0 .. 2 kTerms - 1 each load one float4 of them; a group of 16 lanes, 2 entries in flight.
-template <int kTerms, bool kPacked>
+// of 8 floats at j, in kTerms separate (N, 8) arrays (kTerms more random accesses an entry), in
+// one (N, 32) array of packed rows (one more access), or inline: at the end of V's row j, which is
+// then 64 + 8 kTerms floats long (`terms` unused; no access of their own). Lanes 0 .. 2 kTerms - 1
+// each load one float4 of them; a group of 16 lanes, 2 entries in flight.
+enum class TermLayout { separate, packed, inline_row };
+template <int kTerms, TermLayout kLayout>
 __global__ void __launch_bounds__(256) gather_rows_terms(const int* __restrict__ ptr,
                                                          const int* __restrict__ src,
                                                          const float4* __restrict__ v,
@@ -101,9 +103,15 @@ __global__ void __launch_bounds__(256) gather_rows_terms(const int* __restrict__
   const long long groups = static_cast<long long>(gridDim.x) * blockDim.x / kLanes;
   const int lane = static_cast<int>(thread % kLanes);
   const bool term_lane = lane < 2 * kTerms;
-  // float4 offset of this lane's term within row j: packed rows of 8 float4, or array lane / 2.
-  const long long term_base = kPacked ? lane : (lane / 2) * n * 2 + lane % 2;
-  const int term_stride = kPacked ? 8 : 2;
+  constexpr bool kInline = kLayout == TermLayout::inline_row;
+  constexpr int kVRow = kInline ? kRowFloat4 + 2 * kTerms : kRowFloat4;  // float4s of a V row
+  // float4 offset of this lane's term within row j: after the values, packed rows of 8 float4,
+  // or array lane / 2.
+  const float4* term_rows = kInline ? v : terms;
+  const long long term_base = kInline                          ? kRowFloat4 + lane
+                              : kLayout == TermLayout::packed ? lane
+                                                              : (lane / 2) * n * 2 + lane % 2;
+  const int term_stride = kInline ? kVRow : kLayout == TermLayout::packed ? 8 : 2;
   for (long long r = thread / kLanes; r < n; r += groups) {
     float4 acc = {};
     const int begin = ptr[r], end = ptr[r + 1];
@@ -113,8 +121,8 @@ __global__ void __launch_bounds__(256) gather_rows_terms(const int* __restrict__
       for (int u = 0; u < kUnroll; ++u) {
         const int p = p0 + u;
         const long long j = p < end ? src[p] : -1;
-        row[u] = j >= 0 ? v[j * kRowFloat4 + lane] : make_float4(0, 0, 0, 0);
-        term[u] = j >= 0 && term_lane ? terms[term_base + j * term_stride] : make_float4(0, 0, 0, 0);
+        row[u] = j >= 0 ? v[j * kVRow + lane] : make_float4(0, 0, 0, 0);
+        term[u] = j >= 0 && term_lane ? term_rows[term_base + j * term_stride] : make_float4(0, 0, 0, 0);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -125,6 +133,45 @@ __global__ void __launch_bounds__(256) gather_rows_terms(const int* __restrict__
       }
     }
     out[r * kRowFloat4 + lane] = acc;
+  }
+}
+
+// The output layer's pattern: rows of 8 floats (one head of 8 classes), 2 lanes of a float4 each,
+// and el[j] (one float) per entry, either in its own (N,) array (kPacked false: two random
+// sectors an entry) or at float 8 of a 16-float (64-byte) row that holds the values first
+// (kPacked true: one 64-byte access). 4 entries in flight a group.
+template <bool kPacked>
+__global__ void __launch_bounds__(256) gather_short_rows(const int* __restrict__ ptr,
+                                                         const int* __restrict__ src,
+                                                         const float* __restrict__ v,
+                                                         const float* __restrict__ el,
+                                                         float4* __restrict__ out, long long n) {
+  constexpr int kLanes = 2, kUnroll = 4, kStride = kPacked ? 16 : 8;  // floats of a V row
+  const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  const long long groups = static_cast<long long>(gridDim.x) * blockDim.x / kLanes;
+  const int lane = static_cast<int>(thread % kLanes);
+  for (long long r = thread / kLanes; r < n; r += groups) {
+    float4 acc = {};
+    const int begin = ptr[r], end = ptr[r + 1];
+    for (int p0 = begin; p0 < end; p0 += kUnroll) {
+      float4 row[kUnroll];
+      float term[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int p = p0 + u;
+        const long long j = p < end ? src[p] : -1;
+        row[u] = j >= 0 ? reinterpret_cast<const float4*>(v + j * kStride)[lane] : make_float4(0, 0, 0, 0);
+        term[u] = j >= 0 ? (kPacked ? v[j * kStride + 8] : el[j]) : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        acc.x += row[u].x * term[u];
+        acc.y += row[u].y * term[u];
+        acc.z += row[u].z * term[u];
+        acc.w += row[u].w * term[u];
+      }
+    }
+    out[r * kLanes + lane] = acc;
   }
 }
 
@@ -162,19 +209,34 @@ void run(const int* ptr, const int* src, const float4* v, float4* out, long long
 }
 
 // Rate of the bytes every entry must move (as run's) plus its kTerms x 32 bytes of terms.
-template <int kTerms, bool kPacked>
+template <int kTerms, TermLayout kLayout>
 void run_terms(const int* ptr, const int* src, const float4* v, const float4* terms, float4* out,
                long long n, int degree, int sms) {
   int per_sm = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gather_rows_terms<kTerms, kPacked>, 256, 0));
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gather_rows_terms<kTerms, kLayout>, 256, 0));
   const unsigned blocks = static_cast<unsigned>(std::min<long long>(
       static_cast<long long>(sms) * per_sm, (n * 16 + 255) / 256));
   const float ms = median_ms(
-      [&] { gather_rows_terms<kTerms, kPacked><<<blocks, 256>>>(ptr, src, v, terms, out, n); });
+      [&] { gather_rows_terms<kTerms, kLayout><<<blocks, 256>>>(ptr, src, v, terms, out, n); });
   const double bytes =
       (n + 1) * 4.0 + n * static_cast<double>(degree) * (4.0 + 256.0 + 32.0 * kTerms) + n * 256.0;
-  std::printf("lanes 16 unroll 2, %d term rows of 32 B %s: %8.3f ms  %5.2f TB/s\n", kTerms,
-              kPacked ? "packed in one row   " : "in separate arrays", ms, bytes / (ms * 1e-3) / 1e12);
+  const char* where = kLayout == TermLayout::separate ? "in separate arrays  "
+                      : kLayout == TermLayout::packed ? "packed in one row   "
+                                                      : "at the end of V's row";
+  std::printf("lanes 16 unroll 2, %d term rows of 32 B %s: %8.3f ms  %5.2f TB/s\n", kTerms, where, ms,
+              bytes / (ms * 1e-3) / 1e12);
+}
+
+template <bool kPacked>
+void run_short(const int* ptr, const int* src, const float* v, const float* el, float4* out,
+               long long n, int degree, int sms) {
+  int per_sm = 0;
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gather_short_rows<kPacked>, 256, 0));
+  const unsigned blocks = static_cast<unsigned>(std::min<long long>(
+      static_cast<long long>(sms) * per_sm, (n * 2 + 255) / 256));
+  const float ms = median_ms([&] { gather_short_rows<kPacked><<<blocks, 256>>>(ptr, src, v, el, out, n); });
+  std::printf("rows of 8 floats + el[j], 2 lanes, unroll 4, %s: %8.3f ms  %5.1f G entries/s\n",
+              kPacked ? "in one 64-byte row " : "el in its own array", ms, n * static_cast<double>(degree) / (ms * 1e-3) / 1e9);
 }
 
 template <int kLanes>
@@ -218,11 +280,25 @@ int main(int argc, char** argv) {
   float4* terms;
   CHECK(cudaMalloc(&terms, n * 8 * sizeof(float4)));
   fill_values<<<sms * 8, 256>>>(terms, n * 8);
-  run_terms<1, false>(ptr, src, v, terms, out, n, degree, sms);
-  run_terms<3, false>(ptr, src, v, terms, out, n, degree, sms);
-  run_terms<1, true>(ptr, src, v, terms, out, n, degree, sms);
-  run_terms<3, true>(ptr, src, v, terms, out, n, degree, sms);
+  run_terms<1, TermLayout::separate>(ptr, src, v, terms, out, n, degree, sms);
+  run_terms<3, TermLayout::separate>(ptr, src, v, terms, out, n, degree, sms);
+  run_terms<1, TermLayout::packed>(ptr, src, v, terms, out, n, degree, sms);
+  run_terms<3, TermLayout::packed>(ptr, src, v, terms, out, n, degree, sms);
   CHECK(cudaFree(terms));
+  // Inline: V's rows 64 + 8 kTerms floats long, the terms at their end.
+  float4* wide;
+  CHECK(cudaMalloc(&wide, n * (kRowFloat4 + 6) * sizeof(float4)));
+  fill_values<<<sms * 8, 256>>>(wide, n * (kRowFloat4 + 6));
+  run_terms<1, TermLayout::inline_row>(ptr, src, wide, nullptr, out, n, degree, sms);
+  run_terms<3, TermLayout::inline_row>(ptr, src, wide, nullptr, out, n, degree, sms);
+  CHECK(cudaFree(wide));
+  // The output layer's short rows: (N, 8) values and (N,) el, or (N, 16) rows holding both.
+  float* short_rows;
+  CHECK(cudaMalloc(&short_rows, n * 16 * sizeof(float)));
+  fill_values<<<sms * 8, 256>>>(reinterpret_cast<float4*>(short_rows), n * 4);
+  run_short<false>(ptr, src, short_rows, short_rows + n * 8, out, n, degree, sms);
+  run_short<true>(ptr, src, short_rows, nullptr, out, n, degree, sms);
+  CHECK(cudaFree(short_rows));
   CHECK(cudaFree(ptr));
   CHECK(cudaFree(src));
   CHECK(cudaFree(v));
