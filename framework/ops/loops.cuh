@@ -28,24 +28,47 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& x) {
   *reinterpret_cast<Vec<T, VEC>*>(p) = x;
 }
 
-// p[0] + p[stride] + ... + p[(count - 1) stride], added in that order into an Acc, the loads of
-// 16 terms issued before their adds: a thread that summed one load at a time waited a memory
-// latency per term (the second pass of a bias gradient over 2,112 chunk sums took 0.19 ms for 8
-// outputs; head_dot's d a over 4,096 block partials of 1M rows 0.44 ms).
-template <class Acc, class S>
-__device__ __forceinline__ Acc ordered_strided_sum(const S* p, long long count, long long stride) {
-  constexpr int kBatch = 16;
-  Acc sum = 0;
-  long long c = 0;
-  for (; c + kBatch <= count; c += kBatch) {
-    S batch[kBatch];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) batch[u] = p[(c + u) * stride];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) sum += batch[u];
+// Column sums of a (rows, cols) array of partial sums, each added in row order into an Acc:
+//   out_y[c] = partial[y slice + 0 cols + c] + partial[y slice + 1 cols + c] + ...
+// for y = blockIdx.y (out0, or out1 for y = 1: two arrays `slice` apart in one launch). A block
+// per column: its threads load kTile terms at a time into shared memory (one memory latency a
+// tile), then its first thread adds them in order, so the bits are those of one thread adding
+// the column alone. A thread per column that issued 16 loads before their adds still waited a
+// latency every 16 terms: the bias gradient's 2,112 chunk sums over 8 outputs took 0.14 ms, and
+// head_dot's d a over 4,096 block partials 0.19 ms, in the 100M-edge step.
+template <class Acc, class S, class T>
+__global__ void __launch_bounds__(256)
+    ordered_column_sums_kernel(const S* __restrict__ partial,  // (1 or 2, rows, cols), `slice` apart
+                               long long rows, long long cols, long long slice,
+                               T* __restrict__ out0,  // (cols,)
+                               T* __restrict__ out1) {  // (cols,) or null
+  constexpr int kTile = 1024;
+  __shared__ Acc tile[kTile];
+  const S* p = partial + blockIdx.y * slice;
+  T* out = blockIdx.y == 0 ? out0 : out1;
+  for (long long c = blockIdx.x; c < cols; c += gridDim.x) {
+    Acc sum = 0;
+    for (long long r0 = 0; r0 < rows; r0 += kTile) {
+      const int n = static_cast<int>(rows - r0 < kTile ? rows - r0 : kTile);
+      for (int t = threadIdx.x; t < n; t += blockDim.x) tile[t] = p[(r0 + t) * cols + c];
+      __syncthreads();
+      if (threadIdx.x == 0)
+        for (int t = 0; t < n; ++t) sum += tile[t];
+      __syncthreads();  // the tile is read before the next one overwrites it
+    }
+    if (threadIdx.x == 0) out[c] = static_cast<T>(sum);
   }
-  for (; c < count; ++c) sum += p[c * stride];
-  return sum;
+}
+
+// Launches ordered_column_sums_kernel over `slices` (1 or 2) arrays of partials.
+template <class Acc, class S, class T>
+void ordered_column_sums(const char* name, const S* partial, long long rows, long long cols,
+                         int slices, T* out0, T* out1 = nullptr) {
+  if (cols == 0) return;
+  const dim3 grid(static_cast<unsigned>(cols < cuda::kMaxGridBlocks ? cols : cuda::kMaxGridBlocks),
+                  static_cast<unsigned>(slices));
+  ordered_column_sums_kernel<Acc, S, T><<<grid, 256, 0, cuda::stream()>>>(partial, rows, cols, rows * cols, out0, out1);
+  CUDA_CHECK_LAUNCH(name);
 }
 
 // Whether every pointer is a multiple of `bytes`.

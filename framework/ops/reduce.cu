@@ -102,17 +102,6 @@ struct SumShortAxisFn {
   }
 };
 
-// Second pass: out[r] = the chunk sums of output r, added in chunk order.
-template <class T>
-struct SumChunksFn {
-  const double* partial;  // (chunks, outputs)
-  long long chunks, outputs;
-  T* out;                 // (outputs,)
-  __device__ void operator()(long long r) const {
-    out[r] = static_cast<T>(detail::ordered_strided_sum<double>(partial + r, chunks, outputs));
-  }
-};
-
 template <class T>
 struct ExpandFn {
   const T* g;  // (outer, inner)
@@ -162,8 +151,9 @@ void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor
           x.data<T>(), outer, len, inner, chunk_len, chunks, out.data<T>(), partial_data);
       CUDA_CHECK_LAUNCH("sum_columns_kernel");
     }
+    // Second pass: each output's chunk sums added in chunk order.
     if (chunks > 1)
-      detail::launch_for_each("sum chunks", outputs, SumChunksFn<T>{partial_data, chunks, outputs, out.data<T>()});
+      detail::ordered_column_sums<double>("sum chunks", partial_data, chunks, outputs, 1, out.data<T>());
   });
 }
 
