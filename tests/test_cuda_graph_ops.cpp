@@ -383,15 +383,20 @@ TEST(CudaGatAttentionAggregate, BiasMatchesCpuAndDValuesReuseThePositiveSums) {
 
 // gat_projected_attention on CUDA (f32) against the CPU (f64): out and the gradients of wh,
 // att_src, att_dst, edge term and bias, with both dropouts, through the fused backward
-// ({8, 8}, {3, 5}), the unfused one ({1, 256}), and a hub's chunks; f64 gradients against
-// finite differences on the device; and runs bitwise identical.
+// ({8, 8}, {3, 5}), the unfused one ({1, 256}), and a hub's chunks; with values and el packed in
+// one row for the forward (H F + H <= 16: {1, 8} in vectors, {2, 5} and {1, 7} in scalars, the
+// hub's chunks, and without value dropout, where the rows hold wh itself); f64 gradients against
+// finite differences on the device (packed: {3, 4}); and runs bitwise identical.
 TEST(CudaGatProjectedAttention, MatchesCpuAndFiniteDifferences) {
   GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(45);
-  const DropoutKey value_drop{0.4f, 43, 7};
+  const DropoutKey value_drop{0.4f, 43, 7}, no_drop{};
   const Graph random = random_graph(3000, 30000, 0, rng), hub = random_graph(20000, 40000, 5000, rng);
-  for (const auto& [name, g, H, F] : std::vector<std::tuple<std::string, Graph, int64_t, int64_t>>{
-           {"random", random, 8, 8}, {"random", random, 3, 5}, {"random", random, 1, 256}, {"hub", hub, 8, 8}}) {
+  for (const auto& [name, g, H, F, value_key] : std::vector<std::tuple<std::string, Graph, int64_t, int64_t, DropoutKey>>{
+           {"random", random, 8, 8, value_drop}, {"random", random, 3, 5, value_drop},
+           {"random", random, 1, 256, value_drop}, {"hub", hub, 8, 8, value_drop},
+           {"random", random, 1, 8, value_drop}, {"random", random, 2, 5, value_drop},
+           {"hub", hub, 1, 7, value_drop}, {"hub", hub, 1, 8, no_drop}}) {
     const int64_t N = g.num_nodes();
     const std::vector<Tensor> inputs{random_tensor({N, H, F}, rng, -1, 1, DType::f32),
                                      random_tensor({H, F}, rng, -1, 1, DType::f32),
@@ -400,10 +405,10 @@ TEST(CudaGatProjectedAttention, MatchesCpuAndFiniteDifferences) {
                                      random_tensor({H, F}, rng, -1, 1, DType::f32)};
     const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32);
     const Graph gd = g.to(Device::cuda);
-    auto run = [&](const Graph& graph, DType dtype, Device device) {
+    auto run = [&, key = value_key](const Graph& graph, DType dtype, Device device) {
       std::vector<Tensor> in;
       for (const Tensor& t : inputs) in.push_back(t.to(dtype).to(device).set_requires_grad());
-      const Tensor out = ops::gat_projected_attention(graph, in[0], in[1], in[2], 0.2, kDrop, value_drop, in[3], in[4]);
+      const Tensor out = ops::gat_projected_attention(graph, in[0], in[1], in[2], 0.2, kDrop, key, in[3], in[4]);
       out.backward(go.to(dtype).to(device));
       std::vector<Tensor> results{out.detach()};
       for (const Tensor& t : in) results.push_back(t.grad());
@@ -413,7 +418,8 @@ TEST(CudaGatProjectedAttention, MatchesCpuAndFiniteDifferences) {
                               again = run(gd, DType::f32, Device::cuda);
     const char* names[] = {"out", "d wh", "d att_src", "d att_dst", "d edge term", "d bias"};
     for (size_t k = 0; k < want.size(); ++k) {
-      const std::string tag = name + " H=" + std::to_string(H) + " F=" + std::to_string(F) + ": " + names[k];
+      const std::string tag = name + " H=" + std::to_string(H) + " F=" + std::to_string(F) +
+                              (value_key.active() ? "" : " without value dropout") + ": " + names[k];
       EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << tag;
       EXPECT_TRUE(bitwise_equal(got[k], again[k])) << tag;
     }

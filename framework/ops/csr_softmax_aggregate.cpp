@@ -211,7 +211,7 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight,
-                                     const Tensor* out_bias) {
+                                     const Tensor* out_bias, const Tensor*) {  // source_rows: CUDA only
   dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
     const GatScores<T> scores(graph, el, er, edge_term, negative_slope);
@@ -303,7 +303,7 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight,
-                                     const Tensor* out_bias) {
+                                     const Tensor* out_bias, const Tensor* source_rows) {
   if (out_bias) {
     const char* op = "gat_attention_aggregate (bias)";
     check_same(op, "out_bias", *out_bias, "out", out);
@@ -317,10 +317,18 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
     check_shape(op, "pos_weight", *pos_weight, lse.shape());
     check_same(op, "pos_weight", *pos_weight, "lse", lse);
   }
+  if (source_rows) {
+    const char* op = "gat_attention_aggregate (source rows)";
+    GAT_CHECK(node_value.is_cuda(), op, ": packed source rows are read by the CUDA kernels only");
+    GAT_CHECK(node_value.size(1) * node_value.size(2) + node_value.size(1) <= kPackedRow, op,
+              ": node_value ", node_value.describe(), " and el do not fit a row of ", kPackedRow);
+    check_same(op, "source_rows", *source_rows, "node_value", node_value);
+    check_shape(op, "source_rows", *source_rows, {node_value.size(0), kPackedRow});
+  }
   if (node_value.is_cuda())
     return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_forward(
         graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, lse, pos_out,
-        pos_weight, out_bias));
+        pos_weight, out_bias, source_rows));
   cpu_impl::gat_attention_aggregate_forward(graph, el, er, edge_term, node_value, negative_slope,
                                             attn_dropout, out, lse, pos_out, pos_weight, out_bias);
 }
@@ -425,12 +433,13 @@ void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, c
 }
 
 // The forward kernels, which add the bias as they write out: out is then the tensor returned
-// and the one kept. keep_positive: CUDA's positive sums for d er (the header); the CPU backward, the
+// and the one kept. source_rows: node_value and el packed for the CUDA forward, or undefined. keep_positive: CUDA's positive sums for d er (the header); the CPU backward, the
 // reference the CUDA tests compare against, sums d er over the edges, and evaluation needs no
 // gradient. Returns out, not detached (the op records it); the saved tensors in `saved`.
 Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
                    const Tensor& node_value, double negative_slope, const DropoutKey& attn_dropout,
-                   const Tensor& edge_term, const Tensor& bias, bool keep_positive, GatSaved& saved) {
+                   const Tensor& edge_term, const Tensor& bias, bool keep_positive, GatSaved& saved,
+                   const Tensor& source_rows = Tensor()) {
   const int64_t Nd = graph.num_dst_nodes(), H = el.size(1), F = node_value.size(2);
   Tensor out = Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), op);
   Tensor lse = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate lse");
@@ -442,7 +451,8 @@ Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const T
   kernels::gat_attention_aggregate_forward(graph, el, er, edge_term, node_value, negative_slope,
                                            attn_dropout, out, lse, keep_positive ? &pos_out : nullptr,
                                            keep_positive ? &pos_weight : nullptr,
-                                           bias.defined() ? &bias : nullptr);
+                                           bias.defined() ? &bias : nullptr,
+                                           source_rows.defined() ? &source_rows : nullptr);
   auto detached = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
   saved = {graph, el.detach(), er.detach(), detached(edge_term), node_value.detach(), out.detach(),
            detached(bias), lse, pos_out, pos_weight, negative_slope, attn_dropout};
@@ -521,20 +531,25 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
   // Every input checked before any kernel runs (the values have wh's shape).
   check_gat_aggregate(op, graph, el, er, wh, negative_slope, attn_dropout, edge_term, bias);
 
-  kernels::head_dot_pair_forward(wh, att_src, att_dst, el, er);
-  Tensor values = wh;
+  // el, er and the values in one pass over wh; on CUDA, when a node's values and el fit a packed
+  // row (the output layer), also those rows, which the forward reads instead of the two tensors
+  // (dropped with the forward; the backward reads a source's own row once).
+  Tensor values = value_dropout.active() ? Tensor::empty(wh.shape(), wh.dtype(), wh.device(), "gat_projected_attention values")
+                                         : wh;
+  Tensor rows = wh.is_cuda() && H * F + H <= kPackedRow
+                          ? Tensor::empty({N, int64_t{kPackedRow}}, wh.dtype(), wh.device(), "gat_projected_attention source rows")
+                          : Tensor();
   auto kept = std::make_shared<KeepMask>();
   const double keep_scale = dropout_keep_scale(value_dropout);
-  if (value_dropout.active()) {
-    values = Tensor::empty(wh.shape(), wh.dtype(), wh.device(), "gat_projected_attention values");
-    kernels::dropout_forward(wh, value_dropout, keep_scale, values, *kept);
-  }
+  kernels::head_dot_pair_dropout_forward(wh, att_src, att_dst, value_dropout, keep_scale, *kept, el, er,
+                                         value_dropout.active() ? &values : nullptr,
+                                         rows.defined() ? &rows : nullptr);
   const bool need_wh = wh.requires_grad(), need_src = att_src.requires_grad(), need_dst = att_dst.requires_grad(),
              need_term = edge_term.defined() && edge_term.requires_grad(),
              need_bias = bias.defined() && bias.requires_grad();
   GatSaved saved;
   const Tensor out = gat_forward(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias,
-                                 wh.is_cuda() && autograd::needs_grad({wh, att_dst}), saved);
+                                 wh.is_cuda() && autograd::needs_grad({wh, att_dst}), saved, rows);
   return autograd::record(
       op, out, {wh, att_src, att_dst, edge_term, bias},
       [saved = std::move(saved), x = need_src || need_dst ? wh.detach() : Tensor(),  // for d att only

@@ -29,9 +29,6 @@ constexpr int kUnroll = 4;
 // block per edge) 4 edges were no faster than 2 (1M nodes / 16M edges: 2.80 ms at H=1, F=64 and
 // 3.17 ms at H=8, F=8 for both).
 constexpr int kUnrollBackward = 4;
-// Values in a packed walk row that also holds the node's gradient row (RowPack's lead): 64 bytes
-// of f32, so that one DRAM access serves an edge.
-constexpr int kShortPackedRow = 16;
 // Where the scores come from. row(i, h) gives the score function of row i's edges for head h,
 // score(e, j) for edge e from source j.
 // csr_softmax_aggregate's scores, stored (E, H).
@@ -53,21 +50,22 @@ struct StoredScores {
 // measured before it existed (a null check per edge cost about 5% at 100M edges).
 template <class T, bool kTerm>
 struct GatScores {
-  const T* __restrict__ el;    // (Ns, H)
+  const T* __restrict__ el;    // (Ns, el_stride): el[j,h] at j * el_stride + h
   const T* __restrict__ er;    // (Nd, H)
   const T* __restrict__ term;  // (E, H) or null
   int H;
   T slope;  // negative_slope
+  int el_stride;  // H, or a packed source row's length (kPackedRow)
   struct Row {
     const T* __restrict__ el;
     const T* __restrict__ term;
     T er_ih;
-    int H, h;
+    int H, h, el_stride;
     T slope;
     // The score of edge e from source j, and whether its LeakyReLU argument is positive. (A
-    // 32-bit j times H is one wide multiply; a 64-bit one is three.)
+    // 32-bit j times the stride is one wide multiply; a 64-bit one is three.)
     __device__ __forceinline__ T operator()(long long e, int32_t j, bool& positive) const {
-      T x = el[static_cast<long long>(j) * H + h] + er_ih;
+      T x = el[static_cast<long long>(j) * el_stride + h] + er_ih;
       if constexpr (kTerm) x += term[e * H + h];
       positive = x > T(0);
       return positive ? x : x * slope;
@@ -78,19 +76,20 @@ struct GatScores {
     }
   };
   __device__ __forceinline__ Row row(long long i, int h) const {
-    return {el, term, er[i * H + h], H, h, slope};
+    return {el, term, er[i * H + h], H, h, el_stride, slope};
   }
 };
 
 // Runs the online softmax of one lane over edges [begin, end) of a row, with the row's score
 // function `score` (of its head); with kPositive also the sums over the edges whose LeakyReLU
 // argument is positive (GatScores only). The group's G lanes (heads [h0, h1]) draw the dropout
-// decisions together (`keep`), a window of edges at a time.
+// decisions together (`keep`), a window of edges at a time. Source j's values are V[j * v_stride
+// + (h, f)]: v_stride is H F, or a packed source row's length.
 template <class T, int VEC, bool kPositive, class Score>
 __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src,  // (E,)
                                                const Score& score,
-                                               const T* __restrict__ V,             // (N, H, F)
-                                               long long begin, long long end, int H, int HF,
+                                               const T* __restrict__ V,             // (N, v_stride)
+                                               long long begin, long long end, int H, int v_stride,
                                                int h, int c, int h0, int h1, SegmentKeep& keep,
                                                T scale, OnlineState<T, VEC, kPositive>& st) {
   auto score_of = [&](long long e, int32_t j, bool& positive) {
@@ -114,7 +113,7 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src, 
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) s[u] = score_of(e + u, j[u], positive[u]);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) v[u] = load_vec<T, VEC>(V + static_cast<long long>(j[u]) * HF + c);
+      for (int u = 0; u < kUnroll; ++u) v[u] = load_vec<T, VEC>(V + static_cast<long long>(j[u]) * v_stride + c);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
         st.add(s[u], window.factor(keep, e + u, h, scale), v[u], positive[u]);
@@ -124,7 +123,7 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src, 
       bool positive;
       const T s = score_of(e, j, positive);
       st.add(s, window.factor(keep, e, h, scale),
-             load_vec<T, VEC>(V + static_cast<long long>(j) * HF + c), positive);
+             load_vec<T, VEC>(V + static_cast<long long>(j) * v_stride + c), positive);
     }
     window_begin = window.end;
   }
@@ -158,11 +157,11 @@ __global__ void __launch_bounds__(kThreads)
                              const int32_t* __restrict__ row_order,  // (rows,)
                              const int32_t* __restrict__ src,        // (E,)
                              Scores scores,
-                             const T* __restrict__ V,                // (N, H, F)
+                             const T* __restrict__ V,                // (N, v_stride)
                              T* __restrict__ out,                    // (N, H, F)
                              T* __restrict__ lse,                    // (N, H)
                              PositiveParts<T> pos,
-                             long long rows, int H, int F, int tiles,
+                             long long rows, int H, int F, int v_stride, int tiles,
                              DropoutKey key, T scale,
                              const T* __restrict__ out_bias) {  // (H, F) or null
   const GroupLane<G> g;
@@ -175,8 +174,8 @@ __global__ void __launch_bounds__(kThreads)
     const long long i = row_order[r];
     const long long begin = row_ptr[i], end = row_ptr[i + 1];
     OnlineState<T, VEC, kPositive> st;
-    gather_softmax<T, VEC, kPositive>(src, scores.row(i, t.h), V, begin, end, H, HF, t.h, t.c, t.h0,
-                                      t.h1, keep, scale, st);
+    gather_softmax<T, VEC, kPositive>(src, scores.row(i, t.h), V, begin, end, H, v_stride, t.h, t.c,
+                                      t.h0, t.h1, keep, scale, st);
     if (!t.writes) continue;
     write_row<T, VEC>(out, lse, i, H, F, t.h, t.c, st.m, st.z, st.acc, out_bias);
     if constexpr (kPositive) write_positive_row<T, VEC>(pos, i, H, F, t.h, t.c, st.z, st.z_pos, st.acc_pos);
@@ -192,12 +191,12 @@ __global__ void __launch_bounds__(kThreads)
                            const int32_t* __restrict__ chunk_ptr,  // (N+1,)
                            const int32_t* __restrict__ chunk_row,  // (W,)
                            Scores scores,
-                           const T* __restrict__ V,                // (N, H, F)
+                           const T* __restrict__ V,                // (N, v_stride)
                            T* __restrict__ part_m,                 // (W, H)
                            T* __restrict__ part_z,                 // (W, H)
                            T* __restrict__ part_acc,               // (W, H, F)
                            PositiveParts<T> pos,
-                           int H, int F, int tiles, long long chunks, int chunk,
+                           int H, int F, int v_stride, int tiles, long long chunks, int chunk,
                            DropoutKey key, T scale) {
   const GroupLane<G> g;
   SegmentKeep keep(key, G);
@@ -208,8 +207,8 @@ __global__ void __launch_bounds__(kThreads)
     const RowTile<VEC, G> t(static_cast<int>(item - w * tiles), g.lane, F, HF);
     const ChunkRange r = find_chunk(row_ptr, chunk_ptr, chunk_row, w, chunk);
     OnlineState<T, VEC, kPositive> st;
-    gather_softmax<T, VEC, kPositive>(src, scores.row(r.row, t.h), V, r.begin, r.end, H, HF, t.h,
-                                      t.c, t.h0, t.h1, keep, scale, st);
+    gather_softmax<T, VEC, kPositive>(src, scores.row(r.row, t.h), V, r.begin, r.end, H, v_stride,
+                                      t.h, t.c, t.h0, t.h1, keep, scale, st);
     if (!t.writes) continue;
     store_vec<T, VEC>(part_acc + w * HF + t.c, to_vec(st.acc));
     if constexpr (kPositive) store_vec<T, VEC>(pos.part_acc + w * HF + t.c, to_vec(st.acc_pos));
@@ -569,12 +568,14 @@ __global__ void __launch_bounds__(kThreads)
 
 // The forward of both ops: out (N, H, F) and lse (N, H), the rows' scores from `scores`; with
 // kPositive (GatScores only) also pos_out (N, H, F) and pos_weight (N, H), the sums over the edges
-// whose LeakyReLU argument is positive.
+// whose LeakyReLU argument is positive. The values are read from source_rows (Ns, kPackedRow)
+// when given (GatScores' el then points into them too), else from node_value.
 template <class T, bool kPositive, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse,
                        Tensor* pos_out = nullptr, Tensor* pos_weight = nullptr,
-                       const T* out_bias = nullptr) {  // (H, F) or null
+                       const T* out_bias = nullptr,  // (H, F) or null
+                       const Tensor* source_rows = nullptr) {
   const long long N = graph.num_dst_nodes();
   const int H = static_cast<int>(lse.size(1)), F = static_cast<int>(node_value.size(2));
   if (N == 0 || H == 0) return;
@@ -591,8 +592,9 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
   const int chunk = graph.chunk_edges();
   const bool split = graph.max_in_degree() > chunk;
   const T scale = drop_scale<T>(attn_dropout);
-  const T* V = node_value.data<T>();  // (N, H, F)
-  T* o = out.data<T>();               // (N, H, F)
+  const T* V = source_rows ? source_rows->data<T>() : node_value.data<T>();  // (N, v_stride)
+  const int v_stride = source_rows ? kPackedRow : H * F;
+  T* o = out.data<T>();  // (N, H, F)
   PositiveParts<T> pos;
   if constexpr (kPositive) pos.out = pos_out->data<T>(), pos.weight = pos_weight->data<T>();
   with_vec<T>(F, {V, o, pos.out}, [&](auto vec) {
@@ -604,7 +606,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       aggregate_forward_kernel<T, VEC, G, kPositive>
           <<<group_blocks(order.numel() * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
               row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F,
-              tiling.tiles, attn_dropout, scale, out_bias);
+              v_stride, tiling.tiles, attn_dropout, scale, out_bias);
       CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
       if (!split) return;
       // Long rows: their chunks' partial states, merged in chunk order.
@@ -622,8 +624,8 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       aggregate_chunk_kernel<T, VEC, G, kPositive>
           <<<group_blocks(chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
               row_ptr, src, chunk_ptr, graph.row_chunk_row().data<int32_t>(), scores, V,
-              part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), pos, H, F, tiling.tiles, chunks,
-              chunk, attn_dropout, scale);
+              part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), pos, H, F, v_stride, tiling.tiles,
+              chunks, chunk, attn_dropout, scale);
       CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
       aggregate_merge_kernel<T, VEC, G><<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
           chunk_ptr, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o, l, N, H, F,
@@ -718,17 +720,20 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight,
-                                     const Tensor* out_bias) {
+                                     const Tensor* out_bias, const Tensor* source_rows) {
   dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
+    const int H = static_cast<int>(el.size(1));
+    // el[j] follows the values in a packed source row.
+    const T* el_rows = source_rows ? source_rows->data<T>() + H * node_value.size(2) : el.data<T>();
     with_edge_term(edge_term, [&](auto term) {
       const GatScores<T, decltype(term)::value> scores{
-          el.data<T>(), er.data<T>(), edge_term.defined() ? edge_term.data<T>() : nullptr,
-          static_cast<int>(el.size(1)), static_cast<T>(negative_slope)};
+          el_rows, er.data<T>(), edge_term.defined() ? edge_term.data<T>() : nullptr, H,
+          static_cast<T>(negative_slope), source_rows ? kPackedRow : H};
       with_flag(pos_out != nullptr, [&](auto positive) {
         aggregate_forward<T, decltype(positive)::value>(graph, scores, node_value, attn_dropout, out,
                                                         lse, pos_out, pos_weight,
-                                                        out_bias ? out_bias->data<T>() : nullptr);
+                                                        out_bias ? out_bias->data<T>() : nullptr, source_rows);
       });
     });
   });
@@ -824,8 +829,8 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
       // 56.9 ms a step; random 32-byte reads cost the DRAM an access each, bench/gather_ceiling.cu).
       // A short gradient row (H F + 3 H <= 16 values: the output layer) goes into the packed row
       // too, whose 64 bytes the walk then reads with one access an edge instead of two.
-      const int lead = H * F + 3 * H <= kShortPackedRow ? H * F : 0;
-      const int stride = lead ? kShortPackedRow : 4 * H;
+      const int lead = H * F + 3 * H <= kPackedRow ? H * F : 0;
+      const int stride = lead ? kPackedRow : 4 * H;
       Tensor rows = Tensor::empty({N, int64_t{stride}}, el.dtype(), Device::cuda, "gat row terms");
       T* const packed = rows.data<T>();
       const long long NH = N * H;

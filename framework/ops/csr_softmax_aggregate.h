@@ -71,7 +71,10 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //            positive, pos_out[i,h,:] = sum a~[e,h] node_value[src(e),h,:] (N, H, F) and
 //            pos_weight[i,h] = sum a[e,h] (N, H); zero for a row without edges, and pos_weight
 //            zero when F = 0. With out_bias (H, F), out is written plus it (rows without edges
-//            too); pos_out never is.
+//            too); pos_out never is. With source_rows (Ns, kPackedRow) (CUDA only, H F + H <=
+//            kPackedRow; null for none), row j starts with node_value[j,:,:] then el[j,:], the
+//            same numbers as those tensors, and the forward reads them there: one 64-byte access
+//            an edge where the two tensors cost two.
 //  gat backward: given the forward's out and lse and grad_out (N, H, F), writes grad_el,
 //            grad_er (N, H), grad_edge_term (E, H) (only with edge_term defined) and/or
 //            grad_value (N, H, F) (any may be null). `out` may hold the forward's out plus
@@ -86,6 +89,11 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //            undefined there). grad_value may be pos_out's storage: pos_out is read first.
 //  None synchronises with the host (on CUDA: the launches it makes are in docs/kernels.md).
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device; all three have one contract.
+// The CUDA kernels' packed rows: 16 values (64 bytes of f32), which the DRAM serves with one
+// access where two arrays' rows at one index cost two (bench/gather_ceiling.cu; each row's start
+// aligned to 64 bytes). The walk packs a destination's gradient, er, lse and D in one when
+// H F + 3 H fit; gat_projected_attention a source's values and el when H F + H fit.
+constexpr int kPackedRow = 16;
 namespace kernels {
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
                                    const Tensor& node_value, const DropoutKey& attn_dropout,
@@ -99,7 +107,8 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
-                                     Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr);
+                                     Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr,
+                                     const Tensor* source_rows = nullptr);
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
@@ -121,7 +130,8 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
-                                     Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr);
+                                     Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr,
+                                     const Tensor* source_rows = nullptr);
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
@@ -143,7 +153,8 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
-                                     Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr);
+                                     Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr,
+                                     const Tensor* source_rows = nullptr);
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,

@@ -20,17 +20,28 @@ Tensor head_dot(const Tensor& x, const Tensor& a);
 
 // The two head_dots of one x in one pass each way: out1 = head_dot(x, a1), out2 = head_dot(x, a2)
 // (N, H); grad_a1, grad_a2 (H, F) the d a of head_dot_backward for g1 and g2, summed in its
-// order (the same bits), x read once.
+// order (the same bits), x read once. The forward is that of GAT's projection x, read for el and
+// er and as the values: with `values` (N, H, F) (null for none) it also writes values =
+// dropout(x, key) (keep_scale as dropout_forward's; `kept` holds the CPU's decisions), and with
+// `rows` (N, R) (CUDA only, H F + H <= R; null for none) each node's values (x itself without
+// `values`) then its out1: rows[n, 0 : H F] = values[n], rows[n, H F : H F + H] = out1[n].
+// The values and rows have dropout_forward's and head_dot's bits.
 namespace kernels {
-void head_dot_pair_forward(const Tensor& x, const Tensor& a1, const Tensor& a2, Tensor& out1, Tensor& out2);
+void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2,
+                                   const DropoutKey& key, double keep_scale, KeepMask& kept,
+                                   Tensor& out1, Tensor& out2, Tensor* values, Tensor* rows);
 void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2);
 }
 namespace cpu_impl {  // head_dot.cpp
-void head_dot_pair_forward(const Tensor& x, const Tensor& a1, const Tensor& a2, Tensor& out1, Tensor& out2);
+void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2,
+                                   const DropoutKey& key, double keep_scale, KeepMask& kept,
+                                   Tensor& out1, Tensor& out2, Tensor* values);
 void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2);
 }
 namespace cuda_impl {  // head_dot.cu
-void head_dot_pair_forward(const Tensor& x, const Tensor& a1, const Tensor& a2, Tensor& out1, Tensor& out2);
+void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2,
+                                   const DropoutKey& key, double keep_scale, Tensor& out1,
+                                   Tensor& out2, Tensor* values, Tensor* rows);
 void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2);
 }
 
