@@ -433,9 +433,10 @@ void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, c
 }
 
 // The forward kernels, which add the bias as they write out: out is then the tensor returned
-// and the one kept. source_rows: node_value and el packed for the CUDA forward, or undefined. keep_positive: CUDA's positive sums for d er (the header); the CPU backward, the
-// reference the CUDA tests compare against, sums d er over the edges, and evaluation needs no
-// gradient. Returns out, not detached (the op records it); the saved tensors in `saved`.
+// and the one kept. keep_positive: CUDA's positive sums for d er (the header); the CPU backward,
+// the reference the CUDA tests compare against, sums d er over the edges, and evaluation needs no
+// gradient. source_rows: node_value and el packed for the CUDA forward, or undefined. Returns
+// out, not detached (the op records it); the saved tensors in `saved`.
 Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
                    const Tensor& node_value, double negative_slope, const DropoutKey& attn_dropout,
                    const Tensor& edge_term, const Tensor& bias, bool keep_positive, GatSaved& saved,
