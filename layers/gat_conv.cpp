@@ -69,8 +69,6 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
   const Graph& g = options_.add_self_loops ? looped_.of(graph) : graph;
   const Tensor ee = edge_scores(graph, g, edge_attr);  // (E', H) or undefined
 
-  // One x through lin: one projection for both sides.
-  Tensor wh = ops::reshape((lin ? *lin : *lin_src).forward(x_src), {Ns, H, F});  // (Ns, H, F)
   const DropoutKey key = is_training() && options_.dropout > 0.0
                              ? gen.dropout_key(static_cast<float>(options_.dropout))
                              : DropoutKey{};
@@ -84,8 +82,21 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
   // One graph's nodes through one projection, el and er read from it: the fused op, whose
   // backward writes d wh in one pass (the fold below reads fewer bytes when in < H*F).
   const bool projected = lin && !x_dst && terms_from_projection(*lin);
+  // A dense x narrower than the projection: el, er and the values straight from x and the weight,
+  // the (N, H*F) projection never stored (linear_head_dot.h).
+  const bool linear = lin && !x_dst && !projected && !x_src.is_sparse();
+  // One x through lin: one projection for both sides.
+  const Tensor wh = linear ? Tensor() : ops::reshape((lin ? *lin : *lin_src).forward(x_src), {Ns, H, F});  // (Ns, H, F)
   Tensor el, er, out;
-  if (projected) {
+  if (linear) {
+    out = ops::gat_linear_attention(g, x_src.dense(), lin->weight, att_src, att_dst, options_.negative_slope, key,
+                                    value_key, ee, aggregate_bias);  // (N, H, F)
+    if (attention) {  // el and er again, for the weights only
+      autograd::NoGradGuard no_grad;
+      el = attention_term(*lin, x_src, wh, att_src);
+      er = attention_term(*lin, x_src, wh, att_dst);
+    }
+  } else if (projected) {
     out = ops::gat_projected_attention(g, wh, att_src, att_dst, options_.negative_slope, key, value_key, ee,
                                        aggregate_bias);  // (N, H, F)
     if (attention) {  // el and er again, for the weights only

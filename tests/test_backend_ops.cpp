@@ -367,6 +367,20 @@ std::vector<OpCase> op_cases() {
         {[=] { ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2, 3}), 0.2, DropoutKey{1.0f, 0, 0}); },
          {"gat_attention_aggregate", "dropout"}}},
        true, true},
+      // GAT's attention over x W (gat_linear_attention, the kernels of linear_head_dot.h): x, W,
+      // att_src, att_dst; the large row's shapes take the fused CUDA forward (x needs a gradient
+      // here, so the backward is the composed one: test_cuda_graph_ops has the fused one).
+      {"linear_head_dot", "gat_linear_attention",
+       [big, mixed, key](const Inputs& in) {
+         const Graph& g = (in[0].size(0) == big.host().num_nodes() ? big : mixed).on(in[0].device());
+         return ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, key, DropoutKey{0.25f, 7, 9});
+       },
+       {{NB, 16}, {16, 32}, {4, 8}, {4, 8}}, {{NM, 4}, {4, 6}, {2, 3}, {2, 3}},
+       {{[=] { ops::gat_linear_attention(mixed.host(), Tensor::zeros({NM, 4}), Tensor::zeros({4, 5}), z23, z23, 0.2); },
+         {"gat_linear_attention", "'weight' f32 cpu (4, 5)", "(K, H F) = (4, 6)"}},
+        {[=] { ops::gat_linear_attention(mixed.host(), Tensor::zeros({NM - 1, 4}), Tensor::zeros({4, 6}), z23, z23, 0.2); },
+         {"gat_linear_attention", "'x' f32 cpu (7, 4)", "a row per node"}}},
+       true, true},
       // GATv2: xl, xr (N, H, F), att (H, F), and an edge term (E, H, F) in the second row.
       {"gatv2_attention_aggregate", "gatv2_attention_aggregate",
        [big, mixed, key](const Inputs& in) {

@@ -437,6 +437,80 @@ TEST(CudaGatProjectedAttention, MatchesCpuAndFiniteDifferences) {
                           random_tensor({H, F}, rng, -1, 1, DType::f64, Device::cuda)});
 }
 
+// gat_linear_attention on CUDA (f32) against the CPU (f64): out and the gradients of x, weight,
+// att_src, att_dst, edge term and bias with both dropouts. The fused kernels (linear_head_dot.h)
+// take K % 4 == 0 and F dividing 8 with H F a multiple of 8 dividing 256: {K, H, F} = {32, 8, 8}
+// (the 100M-edge model's first layer: 8 octets of columns a row, 4 rows a warp) on a random graph
+// and a hub's, {12, 2, 4} and {4, 1, 8} (one octet, 32 rows a warp; the latter without value
+// dropout), {8, 16, 1} (two octets), {8, 32, 8} (32 octets, one row a warp); the composition the
+// rest: {6, 8, 8} (K % 4 != 0), {8, 3, 5}, and {8, 3, 4} the forward only (its backward is fused and
+// draws the decisions, where the others read the forward's bits). Without d x the backward is the
+// fused pass, with d x the composed one. Runs bitwise identical; f64 gradients against finite
+// differences on the device through both fused kernels ({4, 2, 4}, the bits between them).
+TEST(CudaGatLinearAttention, MatchesCpuAndFiniteDifferences) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(46);
+  const DropoutKey value_drop{0.4f, 43, 7}, no_drop{};
+  const Graph random = random_graph(3000, 30000, 0, rng), hub = random_graph(20000, 40000, 5000, rng);
+  for (const auto& [name, g, K, H, F, value_key] :
+       std::vector<std::tuple<std::string, Graph, int64_t, int64_t, int64_t, DropoutKey>>{
+           {"random", random, 32, 8, 8, value_drop}, {"hub", hub, 32, 8, 8, value_drop},
+           {"random", random, 12, 2, 4, value_drop}, {"random", random, 8, 16, 1, value_drop},
+           {"random", random, 4, 1, 8, no_drop}, {"random", random, 8, 32, 8, value_drop},
+           {"random", random, 6, 8, 8, value_drop}, {"random", random, 8, 3, 4, value_drop},
+           {"random", random, 8, 3, 5, value_drop}})
+    for (bool x_grad : {false, true}) {
+      const int64_t N = g.num_nodes();
+      const std::vector<Tensor> inputs{random_tensor({N, K}, rng, -1, 1, DType::f32),
+                                       random_tensor({K, H * F}, rng, -1, 1, DType::f32),
+                                       random_tensor({H, F}, rng, -1, 1, DType::f32),
+                                       random_tensor({H, F}, rng, -1, 1, DType::f32),
+                                       random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f32),
+                                       random_tensor({H, F}, rng, -1, 1, DType::f32)};
+      const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32);
+      const Graph gd = g.to(Device::cuda);
+      auto run = [&, key = value_key, x_grad = x_grad](const Graph& graph, DType dtype, Device device) {
+        std::vector<Tensor> in;
+        for (size_t k = 0; k < inputs.size(); ++k) {
+          in.push_back(inputs[k].to(dtype).to(device));
+          if (k > 0 || x_grad) in.back().set_requires_grad();
+        }
+        const Tensor out = ops::gat_linear_attention(graph, in[0], in[1], in[2], in[3], 0.2, kDrop, key, in[4], in[5]);
+        out.backward(go.to(dtype).to(device));
+        std::vector<Tensor> results{out.detach()};
+        for (const Tensor& t : in)
+          if (t.requires_grad()) results.push_back(t.grad());
+        return results;
+      };
+      const std::vector<Tensor> want = run(g, DType::f64, Device::cpu), got = run(gd, DType::f32, Device::cuda),
+                                again = run(gd, DType::f32, Device::cuda);
+      ASSERT_EQ(want.size(), got.size());
+      const std::vector<std::string> names = x_grad ? std::vector<std::string>{"out", "d x", "d weight", "d att_src",
+                                                                               "d att_dst", "d edge term", "d bias"}
+                                                    : std::vector<std::string>{"out", "d weight", "d att_src", "d att_dst",
+                                                                               "d edge term", "d bias"};
+      for (size_t k = 0; k < want.size(); ++k) {
+        const std::string tag = name + " K=" + std::to_string(K) + " H=" + std::to_string(H) + " F=" +
+                                std::to_string(F) + (value_key.active() ? "" : " without value dropout") +
+                                (x_grad ? " with d x" : "") + ": " + names[k];
+        EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << tag;
+        EXPECT_TRUE(bitwise_equal(got[k], again[k])) << tag;
+      }
+    }
+  const Graph g = mixed_graph().with_self_loops().to(Device::cuda);
+  const int64_t N = g.num_nodes(), K = 4, H = 2, F = 4;
+  const Tensor x = random_tensor({N, K}, rng, -1, 1, DType::f64, Device::cuda);  // no d x: the fused backward
+  auto f = [&](const std::vector<Tensor>& in) {
+    return ops::gat_linear_attention(g, x, in[0], in[1], in[2], 0.2, kDrop, value_drop, in[3], in[4]);
+  };
+  expect_gradients_match("cuda gat_linear_attention", f,
+                         {random_tensor({K, H * F}, rng, -1, 1, DType::f64, Device::cuda),
+                          random_tensor({H, F}, rng, -1, 1, DType::f64, Device::cuda),
+                          random_tensor({H, F}, rng, -1, 1, DType::f64, Device::cuda),
+                          random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f64, Device::cuda),
+                          random_tensor({H, F}, rng, -1, 1, DType::f64, Device::cuda)});
+}
+
 TEST(CudaGatAttentionAggregate, RunsAreBitwiseIdentical) {
   GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(23);

@@ -17,6 +17,7 @@
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/gatv2_attention_aggregate.h"
 #include "gat/framework/ops/head_dot.h"
+#include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/reshape.h"
 #include "gat_testing.h"
 #include "gradcheck.h"
@@ -520,6 +521,83 @@ TEST(GatProjectedAttention, RejectsMismatchedInputs) {
                {"gat_projected_attention", "'bias'"});
   expect_error([&] { ops::gat_projected_attention(g, wh, a, a, 0.2, {}, {}, random_tensor({g.num_edges() + 1, 2}, rng)); },
                {"gat_projected_attention", "edge_term"});
+}
+
+// gat_linear_attention: gat_projected_attention of matmul(x, weight), forward bit for bit and
+// gradients to rounding, with and without each dropout, edge term and bias, and with x needing a
+// gradient or not.
+TEST(GatLinearAttention, IsTheProjectedOpOfTheProduct) {
+  std::mt19937_64 rng(40);
+  for (const auto& [name, g] : gat_graphs(40, rng))
+    for (const DropoutKey& attn : {DropoutKey{}, kDrop})
+      for (const DropoutKey& value : {DropoutKey{}, kValueDrop})
+        for (bool extras : {false, true}) {
+          const int64_t N = g.num_nodes(), K = 5, H = 3, F = 4;
+          const std::string tag = name + " attention p=" + std::to_string(attn.p) + " value p=" +
+                                  std::to_string(value.p) + (extras ? " edge term, bias, d x" : "");
+          const std::vector<Tensor> inputs{random_tensor({N, K}, rng), random_tensor({K, H * F}, rng),
+                                           random_tensor({H, F}, rng), random_tensor({H, F}, rng),
+                                           extras ? random_tensor({g.num_edges(), H}, rng, -2, 2) : Tensor(),
+                                           extras ? random_tensor({H, F}, rng) : Tensor()};
+          const Tensor go = random_tensor({N, H, F}, rng);
+          auto run = [&](bool linear) {
+            std::vector<Tensor> in;  // x needs a gradient with the extras only
+            for (size_t k = 0; k < inputs.size(); ++k)
+              in.push_back(!inputs[k].defined()     ? inputs[k]
+                           : k == 0 && !extras ? inputs[k].clone()
+                                               : inputs[k].clone().set_requires_grad());
+            const Tensor out =
+                linear ? ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, attn, value, in[4], in[5])
+                       : ops::gat_projected_attention(g, ops::reshape(ops::matmul(in[0], in[1]), {N, H, F}), in[2],
+                                                      in[3], 0.2, attn, value, in[4], in[5]);
+            out.backward(go);
+            std::vector<Tensor> results{out.detach()};
+            for (const Tensor& t : in)
+              if (t.defined() && t.requires_grad()) results.push_back(t.grad());
+            return results;
+          };
+          const std::vector<Tensor> linear = run(true), projected = run(false);
+          ASSERT_EQ(linear.size(), projected.size()) << tag;
+          EXPECT_TRUE(bitwise_equal(linear[0], projected[0])) << tag << ": out";
+          for (size_t k = 1; k < linear.size(); ++k)
+            EXPECT_LE(rel_error(linear[k], projected[k]), 1e-13) << tag << ": gradient " << k;
+        }
+}
+
+TEST(GatLinearAttention, GradientsMatchFiniteDifferences) {
+  std::mt19937_64 rng(41);
+  for (const auto& [name, g] : gat_graphs(24, rng)) {
+    const int64_t N = g.num_nodes(), E = g.num_edges(), K = 3, H = 2, F = 3;
+    auto f = [&](const std::vector<Tensor>& in) {
+      return ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, kDrop, kValueDrop, in[4], in[5]);
+    };
+    expect_gradients_match("gat_linear_attention " + name, f,
+                           {random_tensor({N, K}, rng), random_tensor({K, H * F}, rng), random_tensor({H, F}, rng),
+                            random_tensor({H, F}, rng), random_tensor({E, H}, rng, -2, 2), random_tensor({H, F}, rng)});
+  }
+}
+
+TEST(GatLinearAttention, RejectsMismatchedInputs) {
+  std::mt19937_64 rng(42);
+  const Graph g = mixed_graph();
+  const int64_t N = g.num_nodes();
+  const Tensor x = random_tensor({N, 4}, rng), w = random_tensor({4, 6}, rng), a = random_tensor({2, 3}, rng);
+  expect_error([&] { ops::gat_linear_attention(g, random_tensor({N + 1, 4}, rng), w, a, a, 0.2); },
+               {"gat_linear_attention", "'x'", "a row per node"});
+  expect_error([&] { ops::gat_linear_attention(g, random_tensor({N, 4, 1}, rng), w, a, a, 0.2); },
+               {"gat_linear_attention", "'x'"});
+  expect_error([&] { ops::gat_linear_attention(g, x, random_tensor({5, 6}, rng), a, a, 0.2); },
+               {"gat_linear_attention", "'weight'", "(K, H F) = (4, 6)"});
+  expect_error([&] { ops::gat_linear_attention(g, x, random_tensor({4, 8}, rng), a, a, 0.2); },
+               {"gat_linear_attention", "'weight'"});
+  expect_error([&] { ops::gat_linear_attention(g, x, w.to(DType::f32), a, a, 0.2); },
+               {"gat_linear_attention", "'weight'"});
+  expect_error([&] { ops::gat_linear_attention(g, x, w, a, random_tensor({3, 2}, rng), 0.2); },
+               {"gat_linear_attention", "'att_dst'"});
+  expect_error([&] { ops::gat_linear_attention(g, x, w, a, a, 0.2, {}, {}, Tensor(), random_tensor({6}, rng)); },
+               {"gat_linear_attention", "'bias'"});
+  expect_error([&] { ops::gat_linear_attention(g, x, w, a, a, 0.2, {}, DropoutKey{1.5f, 1, 1}); },
+               {"gat_linear_attention"});
 }
 
 TEST(GatAttentionAggregate, PositiveSumsGiveDerWithoutAnEdgePass) {

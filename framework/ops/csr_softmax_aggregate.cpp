@@ -11,6 +11,7 @@
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/head_dot.h"
+#include "gat/framework/ops/linear_head_dot.h"
 #include "gat/framework/ops/loops.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/vec_math.h"
@@ -570,6 +571,66 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
         else if (need_src) kernels::head_dot_backward(x, a_src, d.el, nullptr, &d_src);
         else if (need_dst) kernels::head_dot_backward(x, a_dst, d.er, nullptr, &d_dst);
         return std::vector<Tensor>{dwh, d_src, d_dst, d.edge_term, d.bias};
+      });
+}
+
+Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& weight, const Tensor& att_src,
+                            const Tensor& att_dst, double negative_slope, const DropoutKey& attn_dropout,
+                            const DropoutKey& value_dropout, const Tensor& edge_term, const Tensor& bias) {
+  const char* op = "gat_linear_attention";
+  check_float(op, "x", x);
+  check_dim(op, "x", x, 2);
+  check_same(op, "weight", weight, "x", x);
+  check_dim(op, "weight", weight, 2);
+  check_same(op, "att_src", att_src, "x", x);
+  check_dim(op, "att_src", att_src, 2);
+  const int64_t N = x.size(0), K = x.size(1), H = att_src.size(0), F = att_src.size(1);
+  GAT_CHECK(weight.size(0) == K && weight.size(1) == H * F, op, ": 'weight' ", weight.describe(),
+            " must be (K, H F) = (", K, ", ", H * F, ") for 'x' ", x.describe(), " and 'att_src' ",
+            att_src.describe());
+  check_same(op, "att_dst", att_dst, "x", x);
+  check_shape(op, "att_dst", att_dst, {H, F});
+  GAT_CHECK(graph.num_src_nodes() == N && graph.num_dst_nodes() == N, op, ": 'x' ", x.describe(),
+            " must have a row per node of the graph (", graph.num_src_nodes(), " sources, ",
+            graph.num_dst_nodes(), " destinations)");
+  check_dropout(op, value_dropout);
+  Tensor el = Tensor::empty({N, H}, x.dtype(), x.device(), "gat_linear_attention el");
+  Tensor er = Tensor::empty({N, H}, x.dtype(), x.device(), "gat_linear_attention er");
+  Tensor values = Tensor::empty({N, H, F}, x.dtype(), x.device(), "gat_linear_attention values");
+  check_gat_aggregate(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias);
+
+  // The value dropout's decisions: the CPU's, and CUDA's fused kernel's as bits (N H F / 8 bytes),
+  // which its backward reads instead of drawing them again.
+  auto kept = std::make_shared<KeepMask>();
+  const double keep_scale = dropout_keep_scale(value_dropout);
+  Tensor keep_bits = x.is_cuda() && value_dropout.active()
+                         ? Tensor::empty({N, (H * F + 31) / 32}, DType::i32, x.device(), "gat_linear_attention keep bits")
+                         : Tensor();
+  kernels::linear_head_dot_pair_dropout_forward(x, weight, att_src, att_dst, value_dropout, keep_scale, *kept,
+                                                values, el, er, keep_bits.defined() ? &keep_bits : nullptr);
+  const bool need_x = x.requires_grad(), need_w = weight.requires_grad(), need_src = att_src.requires_grad(),
+             need_dst = att_dst.requires_grad(), need_term = edge_term.defined() && edge_term.requires_grad(),
+             need_bias = bias.defined() && bias.requires_grad();
+  GatSaved saved;
+  const Tensor out = gat_forward(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias,
+                                 x.is_cuda() && autograd::needs_grad({x, weight, att_dst}), saved);
+  return autograd::record(
+      op, out, {x, weight, att_src, att_dst, edge_term, bias},
+      [saved = std::move(saved), x = x.detach(), w = weight.detach(), a_src = att_src.detach(),
+       a_dst = att_dst.detach(), value_dropout, keep_scale, kept, keep_bits, need_x, need_w, need_src, need_dst, need_term,
+       need_bias](const Tensor& grad_out) {
+        const bool need_terms = need_x || need_w || need_src || need_dst, need_values = need_x || need_w;
+        GatGrads d = gat_backward(saved, grad_out, need_terms, need_terms, need_term, need_values, need_bias);
+        auto like = [](bool need, const Tensor& t, const char* name) {
+          return need ? Tensor::empty(t.shape(), t.dtype(), t.device(), name) : Tensor();
+        };
+        Tensor dx = like(need_x, x, "d x"), dw = like(need_w, w, "d weight"),
+               d_src = like(need_src, a_src, "d att_src"), d_dst = like(need_dst, a_dst, "d att_dst");
+        if (need_terms)
+          kernels::linear_head_dot_pair_backward(x, w, a_src, a_dst, value_dropout, keep_scale, *kept, keep_bits,
+                                                 d.value, d.el, d.er, need_x ? &dx : nullptr, need_w ? &dw : nullptr,
+                                                 need_src ? &d_src : nullptr, need_dst ? &d_dst : nullptr);
+        return std::vector<Tensor>{dx, dw, d_src, d_dst, d.edge_term, d.bias};
       });
 }
 

@@ -56,6 +56,19 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
                                const DropoutKey& attn_dropout = {}, const DropoutKey& value_dropout = {},
                                const Tensor& edge_term = Tensor(), const Tensor& bias = Tensor());
 
+// gat_projected_attention of the projection x W, which is never stored:
+//   = gat_projected_attention(graph, reshape(matmul(x, weight), {N, H, F}), att_src, att_dst,
+//                             negative_slope, attn_dropout, value_dropout, edge_term, bias)
+// x: (N, K) f32|f64, weight: (K, H F), att_src, att_dst: (H, F), bias: (H, F) or undefined,
+// edge_term: (E, H) or undefined, all of one dtype and device  -> (N, H, F)
+// GATConv's first layer when its input is narrower than the projection (K < H F): the values
+// and el, er are written from x in one pass, and the backward reads x and d values, not the
+// projection (linear_head_dot.h). Gradients for x, weight, att_src, att_dst, edge_term and bias.
+Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& weight, const Tensor& att_src,
+                            const Tensor& att_dst, double negative_slope, const DropoutKey& attn_dropout = {},
+                            const DropoutKey& value_dropout = {}, const Tensor& edge_term = Tensor(),
+                            const Tensor& bias = Tensor());
+
 // The softmax weights a (E, H) alone, without dropout and without autograd: for inspection
 // (GATConv::forward's `attention`).
 Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);

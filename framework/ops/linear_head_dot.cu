@@ -1,0 +1,327 @@
+// linear_head_dot's fused CUDA kernels (linear_head_dot.h; docs/kernels.md, "The first layer's
+// projection fused"). Every sum has a fixed order: results are bitwise reproducible.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "gat/framework/cuda_check.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/linear_head_dot.h"
+#include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/reduce.h"
+
+namespace gat::ops::cuda_impl {
+
+namespace {
+
+using detail::load_vec;
+using detail::store_vec;
+using detail::Vec;
+
+constexpr int kWarp = 32;
+constexpr size_t kMaxSharedBytes = 48 * 1024;  // dynamic shared memory without an opt-in
+
+// Forward: a thread computes kRows rows x kOctet columns of P = x W. A warp's lanes are the
+// HF / kOctet octets of 32 / (HF / kOctet) row groups; a block stages W whole and its tile of x in
+// shared memory (x's rows padded by 4 values, so that a warp's row groups read different banks).
+constexpr int kForwardThreads = 128;
+constexpr int kRows = 4;
+constexpr int kOctet = 8;
+
+struct ForwardShape {
+  int octets, groups, tile_rows;  // octets a row, row groups a warp, rows a block's tile
+  __host__ __device__ explicit ForwardShape(int HF)
+      : octets(HF / kOctet), groups(kWarp / octets), tile_rows(kForwardThreads / kWarp * groups * kRows) {}
+};
+
+// values = P * keep * keep_scale, out1 = P . a1 and out2 = P . a2 by head, from x (N, K) and
+// w (K, HF), HF = H F with F dividing kOctet (a thread's octet holds whole heads). Each output
+// adds its K products in k order and each dot its F terms in order; element (n, c) of P is kept by
+// bit c & 3 of the Philox block (n HF + c) >> 2, as dropout's.
+template <class T, int F>
+__global__ void __launch_bounds__(kForwardThreads)
+    linear_head_dot_pair_dropout_kernel(const T* __restrict__ x,   // (N, K)
+                                        const T* __restrict__ w,   // (K, HF)
+                                        const T* __restrict__ a1,  // (HF,)
+                                        const T* __restrict__ a2,  // (HF,)
+                                        DropoutKey key, T keep_scale,
+                                        T* __restrict__ values,    // (N, HF)
+                                        T* __restrict__ out1,      // (N, H)
+                                        T* __restrict__ out2,      // (N, H)
+                                        uint32_t* __restrict__ keep_bits,  // (N, words) or null
+                                        long long N, int K, int HF) {
+  extern __shared__ __align__(32) unsigned char shared[];
+  const ForwardShape shape(HF);
+  const int x_stride = K + 4, quads = K / 4, H = HF / F;
+  T* ws = reinterpret_cast<T*>(shared);  // (K, HF)
+  T* xs = ws + K * HF;                   // (tile_rows, x_stride)
+  for (int v = threadIdx.x; v < K * HF / 4; v += blockDim.x) store_vec<T, 4>(ws + 4 * v, load_vec<T, 4>(w + 4 * v));
+  const int lane = threadIdx.x % kWarp, octet = lane % shape.octets, group = lane / shape.octets;
+  const int first_row = threadIdx.x / kWarp * shape.groups * kRows + group;  // rows first_row + i groups
+  const int c0 = octet * kOctet;
+  T p1[kOctet], p2[kOctet];
+#pragma unroll
+  for (int c = 0; c < kOctet; ++c) p1[c] = a1[c0 + c], p2[c] = a2[c0 + c];
+  for (long long tile = blockIdx.x * static_cast<long long>(shape.tile_rows); tile < N;
+       tile += static_cast<long long>(gridDim.x) * shape.tile_rows) {
+    __syncthreads();  // W is stored, and the previous tile's rows are read
+    for (int v = threadIdx.x; v < shape.tile_rows * quads; v += blockDim.x) {
+      const int r = v / quads, q = v - r * quads;
+      Vec<T, 4> xv{};
+      if (tile + r < N) xv = load_vec<T, 4>(x + (tile + r) * K + 4 * q);
+      store_vec<T, 4>(xs + r * x_stride + 4 * q, xv);
+    }
+    __syncthreads();
+    T acc[kRows][kOctet] = {};
+    for (int q = 0; q < quads; ++q) {
+      Vec<T, 4> xv[kRows];
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) xv[i] = load_vec<T, 4>(xs + (first_row + i * shape.groups) * x_stride + 4 * q);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const T* wk = ws + (4 * q + kk) * HF + c0;
+        const Vec<T, 4> w0 = load_vec<T, 4>(wk), w1 = load_vec<T, 4>(wk + 4);
+#pragma unroll
+        for (int i = 0; i < kRows; ++i)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            acc[i][c] += xv[i].v[kk] * w0.v[c];
+            acc[i][4 + c] += xv[i].v[kk] * w1.v[c];
+          }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const long long n = tile + first_row + i * shape.groups;
+      const long long flat = n * HF + c0;  // a multiple of 8: two whole Philox blocks
+      const unsigned kept =
+          key.active() ? key.keep4(static_cast<uint64_t>(flat >> 2)) | key.keep4(static_cast<uint64_t>(flat >> 2) + 1) << 4
+                       : 0xFFu;
+      if (keep_bits) {  // a row's octets are adjacent lanes: 4 bytes a word (every lane takes part)
+        unsigned word = kept << (8 * (octet & 3));
+        if (shape.octets >= 2) word |= __shfl_xor_sync(0xffffffffu, word, 1);
+        if (shape.octets >= 4) word |= __shfl_xor_sync(0xffffffffu, word, 2);
+        if (n < N && (octet & 3) == 0) keep_bits[n * ((HF + 31) / 32) + octet / 4] = word;
+      }
+      if (n >= N) continue;
+      Vec<T, 4> v0, v1;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        v0.v[c] = DropoutKey::apply_kept(acc[i][c], (kept >> c) & 1u, keep_scale);
+        v1.v[c] = DropoutKey::apply_kept(acc[i][4 + c], (kept >> (4 + c)) & 1u, keep_scale);
+      }
+      store_vec<T, 4>(values + flat, v0);
+      store_vec<T, 4>(values + flat + 4, v1);
+#pragma unroll
+      for (int head = 0; head < kOctet / F; ++head) {
+        T d1 = 0, d2 = 0;
+#pragma unroll
+        for (int f = 0; f < F; ++f) {
+          d1 += acc[i][head * F + f] * p1[head * F + f];
+          d2 += acc[i][head * F + f] * p2[head * F + f];
+        }
+        const long long at = n * H + c0 / F + head;
+        out1[at] = d1;
+        out2[at] = d2;
+      }
+    }
+  }
+}
+
+// Backward: S = x^T B (K, C) with B = [base * keep * keep_scale | g1 | g2] (N, C), C = HF + 2H,
+// padded with zeros to Cp columns (a multiple of 8). Block b sums its rows [b rows_per_block,
+// (b + 1) rows_per_block), staged kChunkRows at a time in shared memory (x and B, each decision
+// drawn once); a thread owns a 4 x 8 tile of (K, Cp) and every `phases`-th row of a chunk, and
+// writes its tile of partial[b phases + phase] (K, C). sum_axis then adds the partials in order.
+constexpr int kBackwardThreads = 256;
+template <class T>
+constexpr int kChunkRows = 256 / static_cast<int>(sizeof(T));  // 64 rows of f32, 32 of f64
+constexpr long long kMinRowsPerBlock = 1024;
+constexpr long long kMaxBlocks = 4096;
+
+struct BackwardShape {
+  int C, Cp, x_stride, b_stride, k_tiles, tiles, phases;
+  __host__ __device__ BackwardShape(int K, int HF, int H)
+      : C(HF + 2 * H), Cp((C + 7) / 8 * 8), x_stride(K + 4), b_stride(Cp + 4), k_tiles(K / 4),
+        tiles(k_tiles * (Cp / 8)), phases(tiles > 0 ? kBackwardThreads / tiles : 0) {}
+};
+
+template <class T>
+__global__ void __launch_bounds__(kBackwardThreads)
+    linear_head_dot_pair_grad_kernel(const T* __restrict__ x,     // (N, K)
+                                     const T* __restrict__ base,  // (N, HF)
+                                     const T* __restrict__ g1,    // (N, H)
+                                     const T* __restrict__ g2,    // (N, H)
+                                     DropoutKey key, T keep_scale,
+                                     const uint32_t* __restrict__ keep_bits,  // (N, words) or null
+                                     T* __restrict__ partial,     // (blocks * phases, K, C)
+                                     long long N, int K, int HF, int H, long long rows_per_block) {
+  extern __shared__ __align__(32) unsigned char shared[];
+  constexpr int R = kChunkRows<T>;
+  const BackwardShape s(K, HF, H);
+  T* xs = reinterpret_cast<T*>(shared);  // (R, x_stride)
+  T* bs = xs + R * s.x_stride;           // (R, b_stride)
+  const int tile = threadIdx.x % s.tiles, phase = threadIdx.x / s.tiles;
+  const int k0 = tile % s.k_tiles * 4, c0 = tile / s.k_tiles * 8;
+  const int quads = K / 4, base_quads = HF / 4, tail = s.Cp - HF;  // tail: g1, g2 and the padding
+  const int words = (HF + 31) / 32;
+  T acc[4][8] = {};
+  const long long begin = blockIdx.x * rows_per_block, end = min(N, begin + rows_per_block);
+  for (long long chunk = begin; chunk < end; chunk += R) {
+    const int rows = static_cast<int>(min(static_cast<long long>(R), end - chunk));
+    __syncthreads();  // the previous chunk is read
+    for (int v = threadIdx.x; v < R * quads; v += blockDim.x) {
+      const int r = v / quads, q = v - r * quads;
+      Vec<T, 4> xv{};
+      if (r < rows) xv = load_vec<T, 4>(x + (chunk + r) * K + 4 * q);
+      store_vec<T, 4>(xs + r * s.x_stride + 4 * q, xv);
+    }
+    for (int v = threadIdx.x; v < R * base_quads; v += blockDim.x) {
+      const int r = v / base_quads, q = v - r * base_quads;
+      Vec<T, 4> b{};
+      if (r < rows) {
+        const long long n = chunk + r;
+        b = load_vec<T, 4>(base + n * HF + 4 * q);
+        const unsigned kept = keep_bits    ? keep_bits[n * words + q / 8] >> (4 * (q % 8)) & 0xFu
+                              : key.active() ? key.keep4(static_cast<uint64_t>((n * HF >> 2) + q))
+                                             : 0xFu;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) b.v[c] = DropoutKey::apply_kept(b.v[c], (kept >> c) & 1u, keep_scale);
+      }
+      store_vec<T, 4>(bs + r * s.b_stride + 4 * q, b);
+    }
+    for (int v = threadIdx.x; v < R * tail; v += blockDim.x) {
+      const int r = v / tail, c = v - r * tail;
+      T g = 0;
+      if (r < rows && c < 2 * H) g = c < H ? g1[(chunk + r) * H + c] : g2[(chunk + r) * H + c - H];
+      bs[r * s.b_stride + HF + c] = g;
+    }
+    __syncthreads();
+    if (phase >= s.phases) continue;
+    for (int r = phase; r < rows; r += s.phases) {
+      const Vec<T, 4> xv = load_vec<T, 4>(xs + r * s.x_stride + k0);
+      const Vec<T, 4> b0 = load_vec<T, 4>(bs + r * s.b_stride + c0), b1 = load_vec<T, 4>(bs + r * s.b_stride + c0 + 4);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          acc[i][c] += xv.v[i] * b0.v[c];
+          acc[i][4 + c] += xv.v[i] * b1.v[c];
+        }
+    }
+  }
+  if (phase >= s.phases) return;
+  T* out = partial + (blockIdx.x * static_cast<long long>(s.phases) + phase) * K * s.C;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+      if (c0 + c < s.C) out[(k0 + i) * s.C + c0 + c] = acc[i][c];
+}
+
+// From S (K, C): grad_w[k,c] = S[k,c] + S[k, HF + h] a1[c] + S[k, HF + H + h] a2[c] and
+// grad_a1[c] = sum_k w[k,c] S[k, HF + h], grad_a2[c] = sum_k w[k,c] S[k, HF + H + h] (in k
+// order), c = h F + f: a thread per column c.
+template <class T>
+__global__ void linear_head_dot_pair_fold_kernel(const T* __restrict__ S,   // (K, C)
+                                                 const T* __restrict__ w,   // (K, HF)
+                                                 const T* __restrict__ a1,  // (HF,)
+                                                 const T* __restrict__ a2,  // (HF,)
+                                                 T* __restrict__ grad_w,    // (K, HF)
+                                                 T* __restrict__ grad_a1,   // (HF,)
+                                                 T* __restrict__ grad_a2,   // (HF,)
+                                                 int K, int HF, int F) {
+  const int H = HF / F, C = HF + 2 * H;
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < HF; c += gridDim.x * blockDim.x) {
+    const int h = c / F;
+    T d1 = 0, d2 = 0;
+    for (int k = 0; k < K; ++k) {
+      const T s1 = S[k * C + HF + h], s2 = S[k * C + HF + H + h];
+      grad_w[k * HF + c] = S[k * C + c] + s1 * a1[c] + s2 * a2[c];
+      d1 += w[k * HF + c] * s1;
+      d2 += w[k * HF + c] * s2;
+    }
+    grad_a1[c] = d1;
+    grad_a2[c] = d2;
+  }
+}
+
+// Calls f(Int<F>) for F in {1, 2, 4, 8}; false for another F.
+template <class Fn>
+bool with_head_width(int F, Fn&& f) {
+  switch (F) {
+    case 1: f(std::integral_constant<int, 1>{}); return true;
+    case 2: f(std::integral_constant<int, 2>{}); return true;
+    case 4: f(std::integral_constant<int, 4>{}); return true;
+    case 8: f(std::integral_constant<int, 8>{}); return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+bool linear_head_dot_pair_dropout_forward(const Tensor& x, const Tensor& w, const Tensor& a1,
+                                          const Tensor& a2, const DropoutKey& key, double keep_scale,
+                                          Tensor& values, Tensor& out1, Tensor& out2, Tensor* keep_bits) {
+  const long long N = x.size(0);
+  const int K = static_cast<int>(x.size(1)), H = static_cast<int>(a1.size(0)), F = static_cast<int>(a1.size(1));
+  const int HF = H * F;
+  if (N == 0 || K == 0 || K % 4 != 0 || HF % kOctet != 0 || kWarp % (HF / kOctet) != 0) return false;
+  bool launched = false;
+  dispatch_float(x.dtype(), "linear_head_dot_pair_dropout_forward", [&](auto zero) {
+    using T = decltype(zero);
+    const ForwardShape shape(HF);
+    const size_t bytes = (static_cast<size_t>(K) * HF + static_cast<size_t>(shape.tile_rows) * (K + 4)) * sizeof(T);
+    if (bytes > kMaxSharedBytes || !detail::all_aligned(4 * sizeof(T), {x.data<T>(), w.data<T>(), values.data<T>()}))
+      return;
+    const long long tiles = (N + shape.tile_rows - 1) / shape.tile_rows;
+    const unsigned blocks = static_cast<unsigned>(
+        std::min<long long>(tiles, std::max(1LL, 4 * cuda::resident_threads() / kForwardThreads)));
+    launched = with_head_width(F, [&](auto f) {
+      linear_head_dot_pair_dropout_kernel<T, decltype(f)::value><<<blocks, kForwardThreads, bytes, cuda::stream()>>>(
+          x.data<T>(), w.data<T>(), a1.data<T>(), a2.data<T>(), key, static_cast<T>(keep_scale), values.data<T>(),
+          out1.data<T>(), out2.data<T>(),
+          keep_bits ? reinterpret_cast<uint32_t*>(keep_bits->data<int32_t>()) : nullptr, N, K, HF);
+      CUDA_CHECK_LAUNCH("linear_head_dot_pair_dropout_kernel");
+    });
+  });
+  return launched;
+}
+
+bool linear_head_dot_pair_backward(const Tensor& x, const Tensor& w, const Tensor& a1, const Tensor& a2,
+                                   const DropoutKey& key, double keep_scale, const Tensor& keep_bits,
+                                   const Tensor& base,
+                                   const Tensor& g1, const Tensor& g2, Tensor& grad_w, Tensor& grad_a1,
+                                   Tensor& grad_a2) {
+  const long long N = x.size(0);
+  const int K = static_cast<int>(x.size(1)), H = static_cast<int>(a1.size(0)), F = static_cast<int>(a1.size(1));
+  const int HF = H * F;
+  const BackwardShape s(K, HF, H);
+  if (N == 0 || K == 0 || K % 4 != 0 || HF == 0 || HF % 4 != 0 || s.tiles > kBackwardThreads) return false;
+  bool launched = false;
+  dispatch_float(x.dtype(), "linear_head_dot_pair_backward", [&](auto zero) {
+    using T = decltype(zero);
+    const size_t bytes = static_cast<size_t>(kChunkRows<T>) * (s.x_stride + s.b_stride) * sizeof(T);
+    if (bytes > kMaxSharedBytes || !detail::all_aligned(4 * sizeof(T), {x.data<T>(), base.data<T>()})) return;
+    const long long rows_per_block = std::max(kMinRowsPerBlock, (N + kMaxBlocks - 1) / kMaxBlocks);
+    const long long blocks = (N + rows_per_block - 1) / rows_per_block;
+    Tensor partial = Tensor::empty({blocks * s.phases, static_cast<int64_t>(K) * s.C}, x.dtype(), Device::cuda,
+                                   "linear_head_dot_pair_backward partials");
+    linear_head_dot_pair_grad_kernel<T><<<static_cast<unsigned>(blocks), kBackwardThreads, bytes, cuda::stream()>>>(
+        x.data<T>(), base.data<T>(), g1.data<T>(), g2.data<T>(), key, static_cast<T>(keep_scale),
+        keep_bits.defined() ? reinterpret_cast<const uint32_t*>(keep_bits.data<int32_t>()) : nullptr, partial.data<T>(),
+        N, K, HF, H, rows_per_block);
+    CUDA_CHECK_LAUNCH("linear_head_dot_pair_grad_kernel");
+    Tensor sums = Tensor::empty({static_cast<int64_t>(K), s.C}, x.dtype(), Device::cuda, "linear_head_dot_pair_backward sums");
+    sum_axis(partial, 1, blocks * s.phases, static_cast<int64_t>(K) * s.C, sums);
+    linear_head_dot_pair_fold_kernel<T><<<cuda::blocks_for(HF), 256, 0, cuda::stream()>>>(
+        sums.data<T>(), w.data<T>(), a1.data<T>(), a2.data<T>(), grad_w.data<T>(), grad_a1.data<T>(),
+        grad_a2.data<T>(), K, HF, F);
+    CUDA_CHECK_LAUNCH("linear_head_dot_pair_fold_kernel");
+    launched = true;
+  });
+  return launched;
+}
+
+}  // namespace gat::ops::cuda_impl
