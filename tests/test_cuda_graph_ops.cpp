@@ -438,15 +438,16 @@ TEST(CudaGatProjectedAttention, MatchesCpuAndFiniteDifferences) {
 }
 
 // gat_linear_attention on CUDA (f32) against the CPU (f64): out and the gradients of x, weight,
-// att_src, att_dst, edge term and bias with both dropouts. The fused kernels (linear_head_dot.h)
-// take K % 4 == 0 and F dividing 8 with H F a multiple of 8 dividing 256: {K, H, F} = {32, 8, 8}
-// (the 100M-edge model's first layer: 8 octets of columns a row, 4 rows a warp) on a random graph
-// and a hub's, {12, 2, 4} and {4, 1, 8} (one octet, 32 rows a warp; the latter without value
-// dropout), {8, 16, 1} (two octets), {8, 32, 8} (32 octets, one row a warp); the composition the
-// rest: {6, 8, 8} (K % 4 != 0), {8, 3, 5}, and {8, 3, 4} the forward only (its backward is fused and
-// draws the decisions, where the others read the forward's bits). Without d x the backward is the
-// fused pass, with d x the composed one. Runs bitwise identical; f64 gradients against finite
-// differences on the device through both fused kernels ({4, 2, 4}, the bits between them).
+// att_src, att_dst, edge term and bias with both dropouts. The fused forward (linear_head_dot.h)
+// takes K % 4 == 0, F dividing 8, H F a multiple of 8 dividing 256 and two tiles of x within 48 KB
+// of shared memory: {K, H, F} = {32, 8, 8} (the 100M-edge model's first layer: 8 octets of
+// columns a row, 4 rows a warp) on a random graph and a hub's, {4, 1, 8} (one octet, 32 rows a
+// warp), {8, 16, 1} (two octets, without value dropout), {8, 32, 8} (32 octets, one row a warp);
+// the fused backward reads the forward's bits there, and draws the decisions where only it fits:
+// {12, 2, 4} (x's tiles too large), {8, 3, 4} (H F = 12); neither fits {6, 8, 8} (K % 4 != 0),
+// {8, 3, 5}. Without d x the backward is the fused pass, with d x the composed one. Runs bitwise
+// identical; f64 gradients against finite differences on the device through both fused kernels
+// ({4, 2, 8}, the bits between them).
 TEST(CudaGatLinearAttention, MatchesCpuAndFiniteDifferences) {
   GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(46);
@@ -455,9 +456,9 @@ TEST(CudaGatLinearAttention, MatchesCpuAndFiniteDifferences) {
   for (const auto& [name, g, K, H, F, value_key] :
        std::vector<std::tuple<std::string, Graph, int64_t, int64_t, int64_t, DropoutKey>>{
            {"random", random, 32, 8, 8, value_drop}, {"hub", hub, 32, 8, 8, value_drop},
-           {"random", random, 12, 2, 4, value_drop}, {"random", random, 8, 16, 1, value_drop},
-           {"random", random, 4, 1, 8, no_drop}, {"random", random, 8, 32, 8, value_drop},
-           {"random", random, 6, 8, 8, value_drop}, {"random", random, 8, 3, 4, value_drop},
+           {"random", random, 4, 1, 8, value_drop}, {"random", random, 8, 16, 1, no_drop},
+           {"random", random, 8, 32, 8, value_drop}, {"random", random, 12, 2, 4, value_drop},
+           {"random", random, 8, 3, 4, value_drop}, {"random", random, 6, 8, 8, value_drop},
            {"random", random, 8, 3, 5, value_drop}})
     for (bool x_grad : {false, true}) {
       const int64_t N = g.num_nodes();
@@ -498,7 +499,7 @@ TEST(CudaGatLinearAttention, MatchesCpuAndFiniteDifferences) {
       }
     }
   const Graph g = mixed_graph().with_self_loops().to(Device::cuda);
-  const int64_t N = g.num_nodes(), K = 4, H = 2, F = 4;
+  const int64_t N = g.num_nodes(), K = 4, H = 2, F = 8;
   const Tensor x = random_tensor({N, K}, rng, -1, 1, DType::f64, Device::cuda);  // no d x: the fused backward
   auto f = [&](const std::vector<Tensor>& in) {
     return ops::gat_linear_attention(g, x, in[0], in[1], in[2], 0.2, kDrop, value_drop, in[3], in[4]);

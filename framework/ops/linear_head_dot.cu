@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <cuda_pipeline.h>
+
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/ops/dispatch.h"
@@ -26,6 +28,9 @@ constexpr size_t kMaxSharedBytes = 48 * 1024;  // dynamic shared memory without 
 // HF / kOctet octets of 32 / (HF / kOctet) row groups; a block stages W whole and its tile of x in
 // shared memory (x's rows padded by 4 values, so that a warp's row groups read different banks).
 constexpr int kForwardThreads = 128;
+// f32: 5 blocks a multiprocessor (at most 102 registers: 95, no spills; unbounded, 113 allowed 4).
+template <class T>
+constexpr int kForwardBlocksPerSM = sizeof(T) == 4 ? 5 : 1;
 constexpr int kRows = 4;
 constexpr int kOctet = 8;
 
@@ -40,7 +45,7 @@ struct ForwardShape {
 // adds its K products in k order and each dot its F terms in order; element (n, c) of P is kept by
 // bit c & 3 of the Philox block (n HF + c) >> 2, as dropout's.
 template <class T, int F>
-__global__ void __launch_bounds__(kForwardThreads)
+__global__ void __launch_bounds__(kForwardThreads, kForwardBlocksPerSM<T>)
     linear_head_dot_pair_dropout_kernel(const T* __restrict__ x,   // (N, K)
                                         const T* __restrict__ w,   // (K, HF)
                                         const T* __restrict__ a1,  // (HF,)
@@ -55,7 +60,25 @@ __global__ void __launch_bounds__(kForwardThreads)
   const ForwardShape shape(HF);
   const int x_stride = K + 4, quads = K / 4, H = HF / F;
   T* ws = reinterpret_cast<T*>(shared);  // (K, HF)
-  T* xs = ws + K * HF;                   // (tile_rows, x_stride)
+  T* const xs = ws + K * HF;  // 2 x (tile_rows, x_stride): buffer b at xs + b * buffer
+  const int buffer = shape.tile_rows * x_stride;
+  // Copies tile `tile` of x into buffer b without registers (cp.async, 16 bytes at a time), zeros past
+  // row N, as one commit group: the next tile's copy is in flight while this one is computed.
+  auto fetch = [&](long long tile, int b) {
+    for (int v = threadIdx.x; v < shape.tile_rows * quads; v += blockDim.x) {
+      const int r = v / quads, q = v - r * quads;
+      T* dst = xs + b * buffer + r * x_stride + 4 * q;
+      if (tile + r < N) {
+        const T* src = x + (tile + r) * K + 4 * q;
+#pragma unroll
+        for (int part = 0; part < static_cast<int>(sizeof(T)) / 4; ++part)
+          __pipeline_memcpy_async(dst + part * 16 / sizeof(T), src + part * 16 / sizeof(T), 16);
+      } else {
+        store_vec<T, 4>(dst, Vec<T, 4>{});
+      }
+    }
+    __pipeline_commit();
+  };
   for (int v = threadIdx.x; v < K * HF / 4; v += blockDim.x) store_vec<T, 4>(ws + 4 * v, load_vec<T, 4>(w + 4 * v));
   const int lane = threadIdx.x % kWarp, octet = lane % shape.octets, group = lane / shape.octets;
   const int first_row = threadIdx.x / kWarp * shape.groups * kRows + group;  // rows first_row + i groups
@@ -63,21 +86,19 @@ __global__ void __launch_bounds__(kForwardThreads)
   T p1[kOctet], p2[kOctet];
 #pragma unroll
   for (int c = 0; c < kOctet; ++c) p1[c] = a1[c0 + c], p2[c] = a2[c0 + c];
-  for (long long tile = blockIdx.x * static_cast<long long>(shape.tile_rows); tile < N;
-       tile += static_cast<long long>(gridDim.x) * shape.tile_rows) {
-    __syncthreads();  // W is stored, and the previous tile's rows are read
-    for (int v = threadIdx.x; v < shape.tile_rows * quads; v += blockDim.x) {
-      const int r = v / quads, q = v - r * quads;
-      Vec<T, 4> xv{};
-      if (tile + r < N) xv = load_vec<T, 4>(x + (tile + r) * K + 4 * q);
-      store_vec<T, 4>(xs + r * x_stride + 4 * q, xv);
-    }
-    __syncthreads();
+  const long long step = static_cast<long long>(gridDim.x) * shape.tile_rows;
+  long long tile = blockIdx.x * static_cast<long long>(shape.tile_rows);
+  if (tile < N) fetch(tile, 0);
+  for (int b = 0; tile < N; tile += step, b ^= 1) {
+    if (tile + step < N) fetch(tile + step, b ^ 1);
+    else __pipeline_commit();  // an empty group: the wait below counts groups
+    __pipeline_wait_prior(1);  // this tile's copies have landed
+    __syncthreads();           // for every thread (and W is stored)
     T acc[kRows][kOctet] = {};
     for (int q = 0; q < quads; ++q) {
       Vec<T, 4> xv[kRows];
 #pragma unroll
-      for (int i = 0; i < kRows; ++i) xv[i] = load_vec<T, 4>(xs + (first_row + i * shape.groups) * x_stride + 4 * q);
+      for (int i = 0; i < kRows; ++i) xv[i] = load_vec<T, 4>(xs + b * buffer + (first_row + i * shape.groups) * x_stride + 4 * q);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         const T* wk = ws + (4 * q + kk) * HF + c0;
@@ -126,6 +147,7 @@ __global__ void __launch_bounds__(kForwardThreads)
         out2[at] = d2;
       }
     }
+    __syncthreads();  // buffer b is read before the tile after next lands in it
   }
 }
 
@@ -272,7 +294,7 @@ bool linear_head_dot_pair_dropout_forward(const Tensor& x, const Tensor& w, cons
   dispatch_float(x.dtype(), "linear_head_dot_pair_dropout_forward", [&](auto zero) {
     using T = decltype(zero);
     const ForwardShape shape(HF);
-    const size_t bytes = (static_cast<size_t>(K) * HF + static_cast<size_t>(shape.tile_rows) * (K + 4)) * sizeof(T);
+    const size_t bytes = (static_cast<size_t>(K) * HF + 2 * static_cast<size_t>(shape.tile_rows) * (K + 4)) * sizeof(T);
     if (bytes > kMaxSharedBytes || !detail::all_aligned(4 * sizeof(T), {x.data<T>(), w.data<T>(), values.data<T>()}))
       return;
     const long long tiles = (N + shape.tile_rows - 1) / shape.tile_rows;
