@@ -1,5 +1,6 @@
-// linear_head_dot's fused CUDA kernels (linear_head_dot.h; docs/kernels.md, "The first layer's
-// projection fused"). Every sum has a fixed order: results are bitwise reproducible.
+// linear_head_dot's fused CUDA kernels (linear_head_dot.h; docs/kernels.md, gat_linear_attention
+// under "Bias, memory, and the projected op"). Every sum has a fixed order: results are bitwise
+// reproducible.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -25,8 +26,9 @@ constexpr int kWarp = 32;
 constexpr size_t kMaxSharedBytes = 48 * 1024;  // dynamic shared memory without an opt-in
 
 // Forward: a thread computes kRows rows x kOctet columns of P = x W. A warp's lanes are the
-// HF / kOctet octets of 32 / (HF / kOctet) row groups; a block stages W whole and its tile of x in
-// shared memory (x's rows padded by 4 values, so that a warp's row groups read different banks).
+// HF / kOctet octets of 32 / (HF / kOctet) row groups. A block keeps W whole in shared memory and
+// x's tiles of tile_rows rows in two buffers (rows padded by 4 values, so that a warp's row
+// groups read different banks).
 constexpr int kForwardThreads = 128;
 // f32: 5 blocks a multiprocessor (at most 102 registers: 95, no spills; unbounded, 113 allowed 4).
 template <class T>
@@ -43,7 +45,8 @@ struct ForwardShape {
 // values = P * keep * keep_scale, out1 = P . a1 and out2 = P . a2 by head, from x (N, K) and
 // w (K, HF), HF = H F with F dividing kOctet (a thread's octet holds whole heads). Each output
 // adds its K products in k order and each dot its F terms in order; element (n, c) of P is kept by
-// bit c & 3 of the Philox block (n HF + c) >> 2, as dropout's.
+// bit c & 3 of the Philox block (n HF + c) >> 2, as dropout's, and with keep_bits that decision is
+// also bit c % 32 of word [n, c / 32].
 template <class T, int F>
 __global__ void __launch_bounds__(kForwardThreads, kForwardBlocksPerSM<T>)
     linear_head_dot_pair_dropout_kernel(const T* __restrict__ x,   // (N, K)
@@ -154,7 +157,7 @@ __global__ void __launch_bounds__(kForwardThreads, kForwardBlocksPerSM<T>)
 // Backward: S = x^T B (K, C) with B = [base * keep * keep_scale | g1 | g2] (N, C), C = HF + 2H,
 // padded with zeros to Cp columns (a multiple of 8). Block b sums its rows [b rows_per_block,
 // (b + 1) rows_per_block), staged kChunkRows at a time in shared memory (x and B, each decision
-// drawn once); a thread owns a 4 x 8 tile of (K, Cp) and every `phases`-th row of a chunk, and
+// read from the forward's bits or drawn, once); a thread owns a 4 x 8 tile of (K, Cp) and every `phases`-th row of a chunk, and
 // writes its tile of partial[b phases + phase] (K, C). sum_axis then adds the partials in order.
 constexpr int kBackwardThreads = 256;
 template <class T>
