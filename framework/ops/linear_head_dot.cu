@@ -316,9 +316,8 @@ bool linear_head_dot_pair_dropout_forward(const Tensor& x, const Tensor& w, cons
 
 bool linear_head_dot_pair_backward(const Tensor& x, const Tensor& w, const Tensor& a1, const Tensor& a2,
                                    const DropoutKey& key, double keep_scale, const Tensor& keep_bits,
-                                   const Tensor& base,
-                                   const Tensor& g1, const Tensor& g2, Tensor& grad_w, Tensor& grad_a1,
-                                   Tensor& grad_a2) {
+                                   const Tensor& base, const Tensor& g1, const Tensor& g2, Tensor& grad_w,
+                                   Tensor& grad_a1, Tensor& grad_a2) {
   const long long N = x.size(0);
   const int K = static_cast<int>(x.size(1)), H = static_cast<int>(a1.size(0)), F = static_cast<int>(a1.size(1));
   const int HF = H * F;

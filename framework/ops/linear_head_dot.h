@@ -46,9 +46,8 @@ bool linear_head_dot_pair_dropout_forward(const Tensor& x, const Tensor& w, cons
                                           Tensor& values, Tensor& out1, Tensor& out2, Tensor* keep_bits);
 bool linear_head_dot_pair_backward(const Tensor& x, const Tensor& w, const Tensor& a1, const Tensor& a2,
                                    const DropoutKey& key, double keep_scale, const Tensor& keep_bits,
-                                   const Tensor& base,
-                                   const Tensor& g1, const Tensor& g2, Tensor& grad_w, Tensor& grad_a1,
-                                   Tensor& grad_a2);
+                                   const Tensor& base, const Tensor& g1, const Tensor& g2, Tensor& grad_w,
+                                   Tensor& grad_a1, Tensor& grad_a2);
 }  // namespace cuda_impl
 
 }  // namespace gat::ops
