@@ -25,6 +25,15 @@ using detail::Vec;
 constexpr int kWarp = 32;
 constexpr size_t kMaxSharedBytes = 48 * 1024;  // dynamic shared memory without an opt-in
 
+// Copies 4 values (16 or 32 bytes, both ends 16-byte aligned) from global to shared memory with
+// cp.async, in the caller's commit group.
+template <class T>
+__device__ __forceinline__ void copy_vec4_async(T* dst, const T* src) {
+#pragma unroll
+  for (int part = 0; part < static_cast<int>(sizeof(T)) / 4; ++part)
+    __pipeline_memcpy_async(dst + part * 16 / sizeof(T), src + part * 16 / sizeof(T), 16);
+}
+
 // Forward: a thread computes kRows rows x kOctet columns of P = x W. A warp's lanes are the
 // HF / kOctet octets of 32 / (HF / kOctet) row groups. A block keeps W whole in shared memory and
 // x's tiles of tile_rows rows in two buffers (rows padded by 4 values, so that a warp's row
@@ -71,14 +80,8 @@ __global__ void __launch_bounds__(kForwardThreads, kForwardBlocksPerSM<T>)
     for (int v = threadIdx.x; v < shape.tile_rows * quads; v += blockDim.x) {
       const int r = v / quads, q = v - r * quads;
       T* dst = xs + b * buffer + r * x_stride + 4 * q;
-      if (tile + r < N) {
-        const T* src = x + (tile + r) * K + 4 * q;
-#pragma unroll
-        for (int part = 0; part < static_cast<int>(sizeof(T)) / 4; ++part)
-          __pipeline_memcpy_async(dst + part * 16 / sizeof(T), src + part * 16 / sizeof(T), 16);
-      } else {
-        store_vec<T, 4>(dst, Vec<T, 4>{});
-      }
+      if (tile + r < N) copy_vec4_async(dst, x + (tile + r) * K + 4 * q);
+      else store_vec<T, 4>(dst, Vec<T, 4>{});
     }
     __pipeline_commit();
   };
@@ -156,12 +159,14 @@ __global__ void __launch_bounds__(kForwardThreads, kForwardBlocksPerSM<T>)
 
 // Backward: S = x^T B (K, C) with B = [base * keep * keep_scale | g1 | g2] (N, C), C = HF + 2H,
 // padded with zeros to Cp columns (a multiple of 8). Block b sums its rows [b rows_per_block,
-// (b + 1) rows_per_block), staged kChunkRows at a time in shared memory (x and B, each decision
-// read from the forward's bits or drawn, once); a thread owns a 4 x 8 tile of (K, Cp) and every `phases`-th row of a chunk, and
-// writes its tile of partial[b phases + phase] (K, C). sum_axis then adds the partials in order.
+// (b + 1) rows_per_block), kChunkRows at a time: x's and B's rows copied into shared memory by
+// cp.async (two buffers, the next chunk in flight while this one is computed), then the dropout
+// applied in place (each decision read or drawn once); a thread owns a 4 x 8 tile of (K, Cp) and
+// every `phases`-th row of a chunk, and writes its tile of partial[b phases + phase] (K, C).
+// sum_axis then adds the partials in order.
 constexpr int kBackwardThreads = 256;
 template <class T>
-constexpr int kChunkRows = 256 / static_cast<int>(sizeof(T));  // 64 rows of f32, 32 of f64
+constexpr int kChunkRows = 128 / static_cast<int>(sizeof(T));  // 32 rows of f32, 16 of f64: two chunks in 31 KB
 constexpr long long kMinRowsPerBlock = 1024;
 constexpr long long kMaxBlocks = 4096;
 
@@ -185,46 +190,62 @@ __global__ void __launch_bounds__(kBackwardThreads)
   extern __shared__ __align__(32) unsigned char shared[];
   constexpr int R = kChunkRows<T>;
   const BackwardShape s(K, HF, H);
-  T* xs = reinterpret_cast<T*>(shared);  // (R, x_stride)
-  T* bs = xs + R * s.x_stride;           // (R, b_stride)
+  const int buffer = R * (s.x_stride + s.b_stride);  // buffer b: x's rows (R, x_stride), B's (R, b_stride)
+  T* const stage = reinterpret_cast<T*>(shared);
   const int tile = threadIdx.x % s.tiles, phase = threadIdx.x / s.tiles;
   const int k0 = tile % s.k_tiles * 4, c0 = tile / s.k_tiles * 8;
   const int quads = K / 4, base_quads = HF / 4, tail = s.Cp - HF;  // tail: g1, g2 and the padding
   const int words = (HF + 31) / 32;
-  T acc[4][8] = {};
   const long long begin = blockIdx.x * rows_per_block, end = min(N, begin + rows_per_block);
-  for (long long chunk = begin; chunk < end; chunk += R) {
+  // Copies the rows [chunk, chunk + R) of x, base, g1 and g2 into buffer b (zeros past `end` and
+  // in the padding), as one commit group.
+  auto fetch = [&](long long chunk, int b) {
+    T* xs = stage + b * buffer;
+    T* bs = xs + R * s.x_stride;
     const int rows = static_cast<int>(min(static_cast<long long>(R), end - chunk));
-    __syncthreads();  // the previous chunk is read
     for (int v = threadIdx.x; v < R * quads; v += blockDim.x) {
       const int r = v / quads, q = v - r * quads;
-      Vec<T, 4> xv{};
-      if (r < rows) xv = load_vec<T, 4>(x + (chunk + r) * K + 4 * q);
-      store_vec<T, 4>(xs + r * s.x_stride + 4 * q, xv);
+      if (r < rows) copy_vec4_async(xs + r * s.x_stride + 4 * q, x + (chunk + r) * K + 4 * q);
+      else store_vec<T, 4>(xs + r * s.x_stride + 4 * q, Vec<T, 4>{});
     }
     for (int v = threadIdx.x; v < R * base_quads; v += blockDim.x) {
       const int r = v / base_quads, q = v - r * base_quads;
-      Vec<T, 4> b{};
-      if (r < rows) {
-        const long long n = chunk + r;
-        b = load_vec<T, 4>(base + n * HF + 4 * q);
-        const unsigned kept = keep_bits    ? keep_bits[n * words + q / 8] >> (4 * (q % 8)) & 0xFu
-                              : key.active() ? key.keep4(static_cast<uint64_t>((n * HF >> 2) + q))
-                                             : 0xFu;
-#pragma unroll
-        for (int c = 0; c < 4; ++c) b.v[c] = DropoutKey::apply_kept(b.v[c], (kept >> c) & 1u, keep_scale);
-      }
-      store_vec<T, 4>(bs + r * s.b_stride + 4 * q, b);
+      if (r < rows) copy_vec4_async(bs + r * s.b_stride + 4 * q, base + (chunk + r) * HF + 4 * q);
+      else store_vec<T, 4>(bs + r * s.b_stride + 4 * q, Vec<T, 4>{});
     }
     for (int v = threadIdx.x; v < R * tail; v += blockDim.x) {
       const int r = v / tail, c = v - r * tail;
-      T g = 0;
-      if (r < rows && c < 2 * H) g = c < H ? g1[(chunk + r) * H + c] : g2[(chunk + r) * H + c - H];
-      bs[r * s.b_stride + HF + c] = g;
+      T* dst = bs + r * s.b_stride + HF + c;
+      if (r < rows && c < 2 * H)
+        __pipeline_memcpy_async(dst, c < H ? g1 + (chunk + r) * H + c : g2 + (chunk + r) * H + c - H, sizeof(T));
+      else *dst = T(0);
     }
-    __syncthreads();
-    if (phase >= s.phases) continue;
-    for (int r = phase; r < rows; r += s.phases) {
+    __pipeline_commit();
+  };
+  T acc[4][8] = {};
+  if (begin < end) fetch(begin, 0);
+  for (long long chunk = begin, b = 0; chunk < end; chunk += R, b ^= 1) {
+    const int rows = static_cast<int>(min(static_cast<long long>(R), end - chunk));
+    if (chunk + R < end) fetch(chunk + R, static_cast<int>(b ^ 1));
+    else __pipeline_commit();  // an empty group: the wait below counts groups
+    __pipeline_wait_prior(1);  // this chunk's copies have landed
+    __syncthreads();           // for every thread
+    const T* xs = stage + b * buffer;
+    T* bs = stage + b * buffer + R * s.x_stride;
+    if (keep_bits || key.active()) {  // the dropout on base's rows, in place
+      for (int v = threadIdx.x; v < rows * base_quads; v += blockDim.x) {
+        const int r = v / base_quads, q = v - r * base_quads;
+        const long long n = chunk + r;
+        const unsigned kept = keep_bits ? keep_bits[n * words + q / 8] >> (4 * (q % 8)) & 0xFu
+                                        : key.keep4(static_cast<uint64_t>((n * HF >> 2) + q));
+        Vec<T, 4> d = load_vec<T, 4>(bs + r * s.b_stride + 4 * q);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) d.v[c] = DropoutKey::apply_kept(d.v[c], (kept >> c) & 1u, keep_scale);
+        store_vec<T, 4>(bs + r * s.b_stride + 4 * q, d);
+      }
+      __syncthreads();
+    }
+    for (int r = phase; phase < s.phases && r < rows; r += s.phases) {
       const Vec<T, 4> xv = load_vec<T, 4>(xs + r * s.x_stride + k0);
       const Vec<T, 4> b0 = load_vec<T, 4>(bs + r * s.b_stride + c0), b1 = load_vec<T, 4>(bs + r * s.b_stride + c0 + 4);
 #pragma unroll
@@ -235,6 +256,7 @@ __global__ void __launch_bounds__(kBackwardThreads)
           acc[i][4 + c] += xv.v[i] * b1.v[c];
         }
     }
+    __syncthreads();  // buffer b is read before the chunk after next lands in it
   }
   if (phase >= s.phases) return;
   T* out = partial + (blockIdx.x * static_cast<long long>(s.phases) + phase) * K * s.C;
@@ -326,7 +348,7 @@ bool linear_head_dot_pair_backward(const Tensor& x, const Tensor& w, const Tenso
   bool launched = false;
   dispatch_float(x.dtype(), "linear_head_dot_pair_backward", [&](auto zero) {
     using T = decltype(zero);
-    const size_t bytes = static_cast<size_t>(kChunkRows<T>) * (s.x_stride + s.b_stride) * sizeof(T);
+    const size_t bytes = 2 * static_cast<size_t>(kChunkRows<T>) * (s.x_stride + s.b_stride) * sizeof(T);
     if (bytes > kMaxSharedBytes || !detail::all_aligned(4 * sizeof(T), {x.data<T>(), base.data<T>()})) return;
     const long long rows_per_block = std::max(kMinRowsPerBlock, (N + kMaxBlocks - 1) / kMaxBlocks);
     const long long blocks = (N + rows_per_block - 1) / rows_per_block;
