@@ -1,9 +1,12 @@
 #include "gat/layers/gat_conv.h"
 
+#include <cmath>
+
 #include "gat/framework/autograd.h"
 #include "gat/framework/init.h"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/head_dot.h"
 #include "gat/framework/ops/matmul.h"
@@ -14,6 +17,12 @@ namespace gat {
 GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(options) {
   const int64_t in = options.in_channels, F = options.out_channels, H = options.heads;
   check_attention_options("GATConv", in, options.dst_in_channels, F, H, options.dropout, options.edge_dim);
+  GAT_CHECK(options.output_dropout >= 0.0 && options.output_dropout < 1.0, "GATConv: output_dropout ",
+            options.output_dropout, " is outside [0, 1)");
+  GAT_CHECK(options.elu || options.output_dropout == 0.0, "GATConv: output_dropout ", options.output_dropout,
+            " needs elu (the dropout follows the output activation)");
+  GAT_CHECK(!options.elu || (options.elu_alpha >= 0.0 && std::isfinite(options.elu_alpha)), "GATConv: elu_alpha ",
+            options.elu_alpha, " is negative or not finite");
   const int64_t dst_in = options.dst_in_channels > 0 ? options.dst_in_channels : in;
   if (options.dst_in_channels > 0) {
     lin_src = register_module("lin_src", std::make_shared<Linear>(in, H * F, false, init, options.dtype));
@@ -75,10 +84,18 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
   const DropoutKey value_key = is_training() && options_.value_dropout > 0.0
                                    ? gen.dropout_key(static_cast<float>(options_.value_dropout))
                                    : DropoutKey{};
+  // The output activation's dropout draws after the layer's own, as a dropout after the layer would.
+  const ops::OutputActivation activation{options_.elu, options_.elu_alpha,
+                                         is_training() && options_.output_dropout > 0.0
+                                             ? gen.dropout_key(static_cast<float>(options_.output_dropout))
+                                             : DropoutKey{}};
   // Concatenated heads (or a single head) without a residual take the bias inside the aggregate:
   // its output, plus the bias, is then both what the layer returns and what the backward keeps.
-  const bool bias_in_aggregate = (options_.concat || H == 1) && !res && bias.defined();
+  // The activation follows it there (and the output is then the only (N, H*F) tensor kept).
+  const bool output_in_aggregate = (options_.concat || H == 1) && !res;
+  const bool bias_in_aggregate = output_in_aggregate && bias.defined();
   const Tensor aggregate_bias = bias_in_aggregate ? ops::reshape(bias, {H, F}) : Tensor();  // (H, F)
+  const ops::OutputActivation aggregate_activation = output_in_aggregate ? activation : ops::OutputActivation{};
   // One graph's nodes through one projection, el and er read from it: the fused op, whose
   // backward writes d wh in one pass (the fold below reads fewer bytes when in < H*F).
   const bool projected = lin && !x_dst && terms_from_projection(*lin);
@@ -90,7 +107,7 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
   Tensor el, er, out;
   if (linear) {
     out = ops::gat_linear_attention(g, x_src.dense(), lin->weight, att_src, att_dst, options_.negative_slope, key,
-                                    value_key, ee, aggregate_bias);  // (N, H, F)
+                                    value_key, ee, aggregate_bias, aggregate_activation);  // (N, H, F)
     if (attention) {  // el and er again, for the weights only
       autograd::NoGradGuard no_grad;
       el = attention_term(*lin, x_src, wh, att_src);
@@ -98,7 +115,7 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
     }
   } else if (projected) {
     out = ops::gat_projected_attention(g, wh, att_src, att_dst, options_.negative_slope, key, value_key, ee,
-                                       aggregate_bias);  // (N, H, F)
+                                       aggregate_bias, aggregate_activation);  // (N, H, F)
     if (attention) {  // el and er again, for the weights only
       autograd::NoGradGuard no_grad;
       el = ops::head_dot(wh, att_src);
@@ -109,10 +126,12 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
     el = attention_term(lin ? *lin : *lin_src, x_src, wh, att_src);   // (Ns, H)
     er = attention_term(lin ? *lin : *lin_dst, xd, wh_dst, att_dst);  // (Nd, H)
     const Tensor values = value_key.active() ? ops::dropout(wh, value_key) : wh;  // (Ns, H, F)
-    out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key, ee, aggregate_bias);  // (Nd, H, F)
+    out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key, ee, aggregate_bias,
+                                       aggregate_activation);  // (Nd, H, F)
   }
   out = combine_heads(out, options_.concat, res ? res->forward(xd) : Tensor(),
                       bias_in_aggregate ? Tensor() : bias);  // (Nd, out_features)
+  if (activation.elu && !output_in_aggregate) out = ops::elu_dropout(out, activation.alpha, activation.dropout);
 
   if (attention)
     *attention = {g, ops::csr_softmax(g, ops::gat_edge_scores(g, el.detach(), er.detach(), options_.negative_slope,

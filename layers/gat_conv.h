@@ -64,6 +64,13 @@ struct GATConvOptions {
   int64_t edge_dim = 0;         // D of edge_attr; 0: no edge features (PyG: edge_dim=None)
   ops::SelfLoopFill fill_value;  // the self loops' edge attributes (PyG's default 'mean')
   DType dtype = DType::f32;     // of the parameters
+  // The output through ELU (alpha elu_alpha) and then dropout at output_dropout (training mode
+  // only), as the GAT paper's first layer feeds its second: DGL's activation, plus the next
+  // layer's input dropout. Inside the aggregate's kernels (ops::OutputActivation) when the bias is
+  // (concatenated heads or one head, no residual); as ops::elu_dropout after the layer otherwise.
+  bool elu = false;
+  double elu_alpha = 1.0;
+  double output_dropout = 0.0;  // needs elu
 };
 
 class GATConv : public GraphAttentionLayer {

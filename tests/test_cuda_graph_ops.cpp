@@ -17,6 +17,7 @@
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/gatv2_attention_aggregate.h"
 #include "gat/framework/ops/head_dot.h"
@@ -508,6 +509,77 @@ TEST(CudaGatLinearAttention, MatchesCpuAndFiniteDifferences) {
                          {random_tensor({K, H * F}, rng, -1, 1, DType::f64, Device::cuda),
                           random_tensor({H, F}, rng, -1, 1, DType::f64, Device::cuda),
                           random_tensor({H, F}, rng, -1, 1, DType::f64, Device::cuda),
+                          random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f64, Device::cuda),
+                          random_tensor({H, F}, rng, -1, 1, DType::f64, Device::cuda)});
+}
+
+// The output activation (ops::OutputActivation: ELU, then dropout) on CUDA (f32) against the CPU
+// (f64): out and the gradients of el, er, values, edge term and bias of gat_attention_aggregate,
+// through the fused backward (head_rows_dot takes the activation's backward: {8, 8} in vectors,
+// {3, 5} in scalars, {1, 8} with the gradient packed in the walk's rows, a hub's chunks), the
+// unfused one ({1, 256}: elu_dropout's kernel first), with the output dropout (alpha 1) and
+// without (alpha 0.7); gat_linear_attention on the 100M-edge model's first layer ({32, 8, 8}).
+// The forward is elu_dropout of the output without the activation bit for bit (the epilogue
+// draws the decisions elu_dropout draws); runs are bitwise identical; f64 gradients against
+// finite differences on the device, on a graph with empty rows and loops.
+TEST(CudaGatOutputActivation, MatchesCpuAndFiniteDifferences) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(47);
+  const Graph random = random_graph(3000, 30000, 0, rng), hub = random_graph(20000, 40000, 5000, rng);
+  const DropoutKey out_drop{0.5f, 44, 7};
+  for (const auto& [name, g, K, H, F] : std::vector<std::tuple<std::string, Graph, int64_t, int64_t, int64_t>>{
+           {"random", random, 0, 8, 8}, {"random", random, 0, 3, 5}, {"random", random, 0, 1, 8},
+           {"hub", hub, 0, 8, 8}, {"random", random, 0, 1, 256}, {"random", random, 32, 8, 8}, {"hub", hub, 32, 8, 8}})
+    for (const auto& [alpha, key] : std::vector<std::pair<double, DropoutKey>>{{1.0, out_drop}, {0.7, DropoutKey{}}}) {
+      const int64_t N = g.num_nodes();
+      const bool linear = K > 0;  // gat_linear_attention of x (N, K) and weight (K, H F); else el, er, values
+      std::vector<Tensor> inputs;
+      if (linear) inputs = {random_tensor({N, K}, rng, -1, 1, DType::f32), random_tensor({K, H * F}, rng, -0.5, 0.5, DType::f32),
+                            random_tensor({H, F}, rng, -1, 1, DType::f32), random_tensor({H, F}, rng, -1, 1, DType::f32)};
+      else inputs = {random_tensor({N, H}, rng, -3, 3, DType::f32), random_tensor({N, H}, rng, -3, 3, DType::f32),
+                     random_tensor({N, H, F}, rng, -3, 3, DType::f32)};
+      inputs.push_back(random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f32));
+      inputs.push_back(random_tensor({H, F}, rng, -1, 1, DType::f32));
+      const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32);
+      const Graph gd = g.to(Device::cuda);
+      auto op = [&, linear = linear](const Graph& graph, const std::vector<Tensor>& in, const ops::OutputActivation& act) {
+        const Tensor& term = in[in.size() - 2];
+        const Tensor& bias = in.back();
+        return linear ? ops::gat_linear_attention(graph, in[0], in[1], in[2], in[3], 0.2, kDrop, DropoutKey{0.4f, 43, 7},
+                                                  term, bias, act)
+                      : ops::gat_attention_aggregate(graph, in[0], in[1], in[2], 0.2, kDrop, term, bias, act);
+      };
+      const ops::OutputActivation activation{true, alpha, key};
+      auto run = [&](const Graph& graph, DType dtype, Device device) {
+        std::vector<Tensor> in;
+        for (const Tensor& t : inputs) in.push_back(t.to(dtype).to(device).set_requires_grad());
+        const Tensor out = op(graph, in, activation);
+        out.backward(go.to(dtype).to(device));
+        std::vector<Tensor> results{out.detach()};
+        for (const Tensor& t : in) results.push_back(t.grad());
+        return results;
+      };
+      const std::vector<Tensor> want = run(g, DType::f64, Device::cpu), got = run(gd, DType::f32, Device::cuda),
+                                again = run(gd, DType::f32, Device::cuda);
+      const std::string tag = name + " K=" + std::to_string(K) + " H=" + std::to_string(H) + " F=" + std::to_string(F) +
+                              " alpha " + std::to_string(alpha) + " p=" + std::to_string(key.p);
+      for (size_t k = 0; k < want.size(); ++k) {
+        EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << tag << ": result " << k;
+        EXPECT_TRUE(bitwise_equal(got[k], again[k])) << tag << ": result " << k;
+      }
+      std::vector<Tensor> in;
+      for (const Tensor& t : inputs) in.push_back(t.to(Device::cuda));
+      EXPECT_TRUE(bitwise_equal(got[0], ops::elu_dropout(op(gd, in, {}), alpha, key))) << tag << ": the epilogue";
+    }
+  const Graph g = mixed_graph().to(Device::cuda);  // empty rows and a loop
+  const int64_t N = g.num_nodes(), H = 2, F = 4;
+  auto f = [&](const std::vector<Tensor>& in) {
+    return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, in[3], in[4], {true, 1.0, out_drop});
+  };
+  expect_gradients_match("cuda gat_attention_aggregate with the output activation", f,
+                         {random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
+                          random_tensor({N, H}, rng, -2, 2, DType::f64, Device::cuda),
+                          random_tensor({N, H, F}, rng, -2, 2, DType::f64, Device::cuda),
                           random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f64, Device::cuda),
                           random_tensor({H, F}, rng, -1, 1, DType::f64, Device::cuda)});
 }

@@ -13,6 +13,7 @@
 #include "gat/datasets/generator.h"
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/activations.h"
+#include "gat/framework/ops/elu_dropout.h"
 #include "gat_testing.h"
 #include "gradcheck.h"
 #include "gat/layers/dropout.h"
@@ -472,6 +473,83 @@ TEST(GATConv, GradientsOfASingleAveragedHead) {
   }
 }
 
+// The output activation (ELU, then dropout) is elu_dropout after the layer without it: inside
+// the aggregate where the bias is (concatenated heads, one averaged head, through the fold and the
+// projected op, without bias) and after the layer otherwise (heads averaged, residual); the same
+// values and gradients bit for bit (on the CPU), the same dropout streams, and eval mode drops
+// nothing.
+TEST(GATConv, OutputActivationIsEluDropoutAfterTheLayer) {
+  std::mt19937_64 rng(15);
+  const int64_t N = 9;
+  const Graph graph = small_graph(N, rng);
+  struct Case {
+    int64_t in, F, H;
+    bool concat, residual, bias;
+  };
+  for (const Case& c : std::vector<Case>{{5, 4, 3, true, false, true},   // the fold, bias inside
+                                         {13, 4, 3, true, false, true},  // the projected op
+                                         {13, 4, 3, true, false, false},
+                                         {3, 4, 1, false, false, true},  // one averaged head
+                                         {5, 4, 3, false, false, true},  // heads averaged: after
+                                         {5, 4, 3, true, true, true}})   // residual: after
+    for (bool training : {true, false}) {
+      GATConvOptions plain = conv_options(c.in, c.F, c.H, c.concat, c.residual, 0.3);
+      plain.bias = c.bias;
+      plain.value_dropout = 0.2;
+      GATConvOptions activated = plain;
+      activated.elu = true;
+      activated.elu_alpha = 0.8;
+      activated.output_dropout = 0.5;
+      Generator init_a(3), init_b(3);
+      GATConv a(activated, init_a), b(plain, init_b);
+      a.train(training);
+      b.train(training);
+      if (c.bias) b.bias = a.bias = random_tensor(a.bias.shape(), rng);
+      const Tensor x = random_tensor({N, c.in}, rng, -2, 2);
+      const std::string tag = "in " + std::to_string(c.in) + " H " + std::to_string(c.H) + (c.concat ? " concat" : " mean") +
+                              (c.residual ? " residual" : "") + (c.bias ? "" : " no bias") + (training ? " training" : " eval");
+      const Tensor go = random_tensor({N, a.out_features()}, rng);
+      auto run = [&](GATConv& conv, bool compose) {
+        std::vector<Tensor> in{x.clone().set_requires_grad()};
+        for (Tensor* slot : slots_of(conv)) in.push_back(*slot = slot->clone().set_requires_grad());
+        Generator gen(21);
+        Tensor out = conv.forward(in[0], graph, gen);
+        if (compose) out = ops::elu_dropout(out, 0.8, training ? gen.dropout_key(0.5f) : DropoutKey{});
+        out.backward(go);
+        std::vector<Tensor> results{out.detach()};
+        for (const Tensor& t : in) results.push_back(t.grad());
+        results.push_back(Tensor::from_vector(std::vector<double>{static_cast<double>(gen.next_stream())}, {1}));
+        return results;
+      };
+      const std::vector<Tensor> fused = run(a, false), composed = run(b, true);
+      ASSERT_EQ(fused.size(), composed.size()) << tag;
+      EXPECT_TRUE(bitwise_equal(fused[0], composed[0])) << tag << ": out";
+      EXPECT_TRUE(bitwise_equal(fused.back(), composed.back())) << tag << ": streams drawn";
+      for (size_t k = 1; k + 1 < fused.size(); ++k) EXPECT_TRUE(bitwise_equal(fused[k], composed[k])) << tag << ": " << k;
+    }
+  Generator init(1);
+  GATConvOptions bad = conv_options(4, 3, 2, true, false, 0.0);
+  bad.output_dropout = 0.5;  // without elu
+  expect_error([&] { GATConv(bad, init); }, {"GATConv", "output_dropout 0.5", "needs elu"});
+  bad.elu = true;
+  bad.output_dropout = 1.0;
+  expect_error([&] { GATConv(bad, init); }, {"GATConv", "output_dropout 1", "outside [0, 1)"});
+  bad.output_dropout = 0.0;
+  bad.elu_alpha = -1.0;
+  expect_error([&] { GATConv(bad, init); }, {"GATConv", "elu_alpha -1"});
+}
+
+// Through the output activation inside the aggregate (concat; the fold and the projected op) and
+// after the layer (heads averaged).
+TEST(GATConv, GradientsWithTheOutputActivation) {
+  for (auto [in, concat] : std::vector<std::pair<int64_t, bool>>{{5, true}, {13, true}, {5, false}}) {
+    GATConvOptions o = conv_options(in, 4, 3, concat, false, 0.5);
+    o.elu = true;
+    o.output_dropout = 0.5;
+    check_conv_gradients("GATConv output activation, in " + std::to_string(in) + (concat ? " concat" : " mean"), o, true);
+  }
+}
+
 TEST(GATConv, ValueDropoutActsOnlyInTrainingMode) {
   std::mt19937_64 rng(4);
   const Graph graph = small_graph(7, rng);
@@ -559,12 +637,22 @@ TEST(GAT, ForwardIsTheUnfusedChainBitForBit) {
   std::mt19937_64 rng(4);
   const Graph graph = small_graph(40, rng);
   const Tensor x = random_tensor({40, 6}, rng, -2, 2, DType::f32);
+  // conv1 without its output activation (ELU and dropout inside its kernels), from the same
+  // draws: the model's first.
+  GATConvOptions plain_options = model.conv1->options();
+  ASSERT_TRUE(plain_options.elu);
+  plain_options.elu = false;
+  plain_options.output_dropout = 0.0;
+  Generator plain_init(2);
+  GATConv plain(plain_options, plain_init);
+  ASSERT_TRUE(bitwise_equal(plain.lin->weight, model.conv1->lin->weight));
   for (bool training : {true, false}) {
     SCOPED_TRACE(training ? "training" : "eval");
     model.train(training);
+    plain.train(training);
     Generator fused_gen(9), chain_gen(9);
     const Tensor fused = model.forward(x, graph, fused_gen);
-    Tensor h = ops::elu(model.conv1->forward(model.dropout->forward(x, chain_gen), graph, chain_gen));
+    Tensor h = ops::elu(plain.forward(model.dropout->forward(x, chain_gen), graph, chain_gen));
     const Tensor chain = model.conv2->forward(model.dropout->forward(h, chain_gen), graph, chain_gen);
     EXPECT_TRUE(bitwise_equal(fused, chain));
     EXPECT_EQ(fused_gen.next_stream(), chain_gen.next_stream());

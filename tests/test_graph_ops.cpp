@@ -14,6 +14,7 @@
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/gatv2_attention_aggregate.h"
 #include "gat/framework/ops/head_dot.h"
@@ -450,6 +451,93 @@ TEST(GatAttentionAggregate, BiasIsAddBiasOverTheConcatenatedHeads) {
   for (size_t k = 0; k < fused.size(); ++k) EXPECT_TRUE(bitwise_equal(fused[k], separate[k])) << "result " << k;
   expect_error([&] { ops::gat_attention_aggregate(g, el0, er0, v0, 0.2, {}, Tensor(), b0.view({H * F})); },
                {"gat_attention_aggregate", "'bias'"});
+}
+
+// The output activation (OutputActivation) of each GAT op is elu_dropout of the op's output
+// without it: the same values and gradients bit for bit (the CPU backward takes elu_dropout's
+// backward first, then the op's with its result), f32 and f64, with and without the output dropout, alpha 1 and
+// 0.5, on every graph (rows without edges: ELU of the bias); alpha < 0 or a bad p is refused.
+TEST(GatOutputActivation, IsEluDropoutOfTheOutput) {
+  std::mt19937_64 rng(47);
+  const DropoutKey out_drop{0.5f, 44, 7};
+  for (const auto& [name, g] : gat_graphs(40, rng))
+    for (DType dtype : {DType::f32, DType::f64})
+      for (const auto& [alpha, key] : std::vector<std::pair<double, DropoutKey>>{{1.0, out_drop}, {0.5, DropoutKey{}}})
+        for (int op = 0; op < 3; ++op) {  // gat_attention_aggregate, gat_projected_attention, gat_linear_attention
+          const int64_t N = g.num_nodes(), K = 4, H = 2, F = 3;
+          const std::string tag = name + " " + dtype_name(dtype) + " alpha " + std::to_string(alpha) + " p=" +
+                                  std::to_string(key.p) + " op " + std::to_string(op);
+          // el, er, values for op 0; wh, att_src, att_dst for op 1; x, weight, att_src, att_dst for op 2;
+          // then the edge term and the bias.
+          std::vector<Tensor> inputs;
+          if (op == 0) inputs = {random_tensor({N, H}, rng, -2, 2, dtype), random_tensor({N, H}, rng, -2, 2, dtype),
+                                 random_tensor({N, H, F}, rng, -2, 2, dtype)};
+          if (op == 1) inputs = {random_tensor({N, H, F}, rng, -2, 2, dtype), random_tensor({H, F}, rng, -1, 1, dtype),
+                                 random_tensor({H, F}, rng, -1, 1, dtype)};
+          if (op == 2) inputs = {random_tensor({N, K}, rng, -2, 2, dtype), random_tensor({K, H * F}, rng, -1, 1, dtype),
+                                 random_tensor({H, F}, rng, -1, 1, dtype), random_tensor({H, F}, rng, -1, 1, dtype)};
+          inputs.push_back(random_tensor({g.num_edges(), H}, rng, -2, 2, dtype));
+          inputs.push_back(random_tensor({H, F}, rng, -1, 1, dtype));
+          const Tensor go = random_tensor({N, H, F}, rng, -1, 1, dtype);
+          auto run = [&, alpha = alpha, key = key, op = op](bool fused) {
+            std::vector<Tensor> in;
+            for (const Tensor& t : inputs) in.push_back(t.clone().set_requires_grad());
+            const Tensor& term = in[in.size() - 2];
+            const Tensor& bias = in.back();
+            const ops::OutputActivation activation{true, alpha, key};
+            const ops::OutputActivation none = fused ? activation : ops::OutputActivation{};
+            Tensor out = op == 0   ? ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, term, bias, none)
+                         : op == 1 ? ops::gat_projected_attention(g, in[0], in[1], in[2], 0.2, kDrop, kValueDrop, term,
+                                                                  bias, none)
+                                   : ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, kDrop, kValueDrop,
+                                                               term, bias, none);
+            if (!fused) out = ops::elu_dropout(out, alpha, key);
+            out.backward(go);
+            std::vector<Tensor> results{out.detach()};
+            for (const Tensor& t : in) results.push_back(t.grad());
+            return results;
+          };
+          const std::vector<Tensor> fused = run(true), composed = run(false);
+          EXPECT_TRUE(bitwise_equal(fused[0], composed[0])) << tag << ": out";
+          for (size_t k = 1; k < fused.size(); ++k)
+            EXPECT_TRUE(bitwise_equal(fused[k], composed[k])) << tag << ": gradient " << k;
+        }
+  const Graph g = mixed_graph();
+  const int64_t N = g.num_nodes(), H = 2, F = 3;
+  const Tensor el = random_tensor({N, H}, rng), er = random_tensor({N, H}, rng), v = random_tensor({N, H, F}, rng);
+  expect_error([&] { ops::gat_attention_aggregate(g, el, er, v, 0.2, {}, Tensor(), Tensor(), {true, -1.0, {}}); },
+               {"gat_attention_aggregate", "alpha -1", "negative"});
+  expect_error([&] { ops::gat_attention_aggregate(g, el, er, v, 0.2, {}, Tensor(), Tensor(), {true, 1.0, {1.5f, 1, 1}}); },
+               {"gat_attention_aggregate", "1.5"});
+}
+
+// f64 gradients of the three GAT ops through the output activation (with its dropout, bias and
+// edge term) against central differences.
+TEST(GatOutputActivation, GradientsMatchFiniteDifferences) {
+  std::mt19937_64 rng(48);
+  const ops::OutputActivation activation{true, 1.0, DropoutKey{0.5f, 44, 7}};
+  for (const auto& [name, g] : gat_graphs(24, rng)) {
+    const int64_t N = g.num_nodes(), E = g.num_edges(), K = 3, H = 2, F = 3;
+    auto aggregate = [&](const std::vector<Tensor>& in) {
+      return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, in[3], in[4], activation);
+    };
+    expect_gradients_match("gat_attention_aggregate with activation " + name, aggregate,
+                           {random_tensor({N, H}, rng, -2, 2), random_tensor({N, H}, rng, -2, 2),
+                            random_tensor({N, H, F}, rng, -2, 2), random_tensor({E, H}, rng, -2, 2),
+                            random_tensor({H, F}, rng)});
+    auto projected = [&](const std::vector<Tensor>& in) {
+      return ops::gat_projected_attention(g, in[0], in[1], in[2], 0.2, kDrop, kValueDrop, in[3], in[4], activation);
+    };
+    expect_gradients_match("gat_projected_attention with activation " + name, projected,
+                           {random_tensor({N, H, F}, rng, -2, 2), random_tensor({H, F}, rng), random_tensor({H, F}, rng),
+                            random_tensor({E, H}, rng, -2, 2), random_tensor({H, F}, rng)});
+    auto linear = [&](const std::vector<Tensor>& in) {
+      return ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, kDrop, kValueDrop, in[4], in[5], activation);
+    };
+    expect_gradients_match("gat_linear_attention with activation " + name, linear,
+                           {random_tensor({N, K}, rng, -2, 2), random_tensor({K, H * F}, rng), random_tensor({H, F}, rng),
+                            random_tensor({H, F}, rng), random_tensor({E, H}, rng, -2, 2), random_tensor({H, F}, rng)});
+  }
 }
 
 // gat_projected_attention: the composition it stands for, forward bit for bit and gradients to

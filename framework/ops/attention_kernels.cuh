@@ -11,6 +11,7 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/activations.cuh"
 #include "gat/framework/ops/graph_kernels.cuh"
 #include "gat/framework/ops/loops.cuh"
 #include "gat/framework/rng.h"
@@ -212,29 +213,53 @@ __device__ __forceinline__ T inverse_of_sum(T z) {
   return z > T(0) ? T(1) / z : T(0);
 }
 
-// x[i, h, c..c+VEC) = acc * inv of a (N, H, F) tensor x.
+// What the forward does to a row's out = acc / z before it stores it: adds the bias, then (with
+// elu, OutputActivation) applies elu_dropout, the decision of out's flat element n being the
+// output dropout's keep(n): bit n % 4 of Philox block n / 4, one draw for a vector of VEC <= 4
+// values at a multiple of VEC, as elu_dropout's kernel draws it (keep_map.cuh).
+template <class T>
+struct OutputEpilogue {
+  const T* bias = nullptr;  // (H, F) or null
+  bool elu = false;
+  detail::EluDropoutForward<T> activation{};
+  DropoutKey key;  // the output dropout's; inactive: every value kept
+  template <int VEC>
+  __device__ __forceinline__ void apply(Vec<T, VEC>& o, int c, long long n) const {
+    static_assert(4 % VEC == 0, "a vector lies in one Philox block of 4");
+    if (bias) {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) o.v[k] += bias[c + k];
+    }
+    if (!elu) return;
+    const unsigned kept = key.active() ? key.keep4(static_cast<uint64_t>(n >> 2)) >> (n & 3) : 0xFu;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) o.v[k] = activation(o.v[k], (kept >> k) & 1u);
+  }
+};
+
+// x[i, h, c..c+VEC) = acc * inv of a (N, H, F) tensor x, through `epilogue` when given (c the
+// column in the row's H F).
 template <class T, int VEC>
 __device__ __forceinline__ void store_scaled(T* __restrict__ x, long long i, int H, int F, int h,
                                              int c, const T (&acc)[VEC], T inv,
-                                             const T* __restrict__ bias = nullptr) {  // (H, F) or null
+                                             const OutputEpilogue<T>* epilogue = nullptr) {
   Vec<T, VEC> o;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) o.v[k] = acc[k] * inv;
-  if (bias) {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) o.v[k] += bias[c + k];
-  }
-  store_vec<T, VEC>(x + (i * H + h) * F + (c - h * F), o);
+  const long long n = (i * H + h) * F + (c - h * F);
+  if (epilogue) epilogue->template apply<VEC>(o, c, n);
+  store_vec<T, VEC>(x + n, o);
 }
 
-// Writes out[i, h, c..c+VEC) = acc / z (plus bias[h, c..c+VEC) when given) and (from the head's
-// first lane) lse[i,h] = m + log z; zeros (the bias) and -inf for an empty row (z = 0).
+// Writes out[i, h, c..c+VEC) = acc / z through the epilogue (bias, activation) and (from the
+// head's first lane) lse[i,h] = m + log z; zeros (then the epilogue) and -inf for an empty row
+// (z = 0).
 template <class T, int VEC>
 __device__ __forceinline__ void write_row(T* __restrict__ out,  // (N, H, F)
                                           T* __restrict__ lse,  // (N, H)
                                           long long i, int H, int F, int h, int c, T m, T z,
-                                          const T (&acc)[VEC], const T* __restrict__ bias = nullptr) {
-  store_scaled<T, VEC>(out, i, H, F, h, c, acc, inverse_of_sum(z), bias);
+                                          const T (&acc)[VEC], const OutputEpilogue<T>& epilogue = {}) {
+  store_scaled<T, VEC>(out, i, H, F, h, c, acc, inverse_of_sum(z), &epilogue);
   if (c % F == 0) lse[i * H + h] = z > T(0) ? m + log(z) : -INFINITY;
 }
 
@@ -284,7 +309,7 @@ __global__ void __launch_bounds__(kThreads)
                            T* __restrict__ out,                    // (N, H, F)
                            T* __restrict__ lse,                    // (N, H)
                            long long N, int H, int F, int tiles, PositiveParts<T> pos = {},
-                           const T* __restrict__ out_bias = nullptr) {  // (H, F) or null
+                           OutputEpilogue<T> epilogue = {}) {
   const GroupLane<G> g;
   const int HF = H * F;
   const long long items = N * tiles;
@@ -310,7 +335,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < VEC; ++k) acc_pos[k] += a_pos.v[k] * r;
     }
-    write_row<T, VEC>(out, lse, i, H, F, h, c, m, z, acc, out_bias);
+    write_row<T, VEC>(out, lse, i, H, F, h, c, m, z, acc, epilogue);
     if (positive) write_positive_row<T, VEC>(pos, i, H, F, h, c, z, z_pos, acc_pos);
   }
 }
@@ -375,12 +400,26 @@ struct RowPack {
   int lead = 0;  // 0, or H F: the row starts with G[i]
 };
 
+// The output activation's backward (OutputActivation) inside head_rows_dot_kernel: there `out`
+// is the activation's output and G its gradient; the kernel turns G into the gradient of the
+// activation's input (elu_dropout's backward, the decisions drawn again as the forward's
+// epilogue drew them), writes it to grad_pre and goes on with it, and takes the ELU's input, out
+// plus the bias, from out (detail::elu_input_of_output).
+template <class T>
+struct RowActivation {
+  T* grad_pre = nullptr;  // (N, H, F); null: no activation
+  detail::EluDropoutBackward<T> backward{};
+  DropoutKey key;  // the output dropout's
+  T inverse_keep_scale = 1, inverse_alpha = 1;
+};
+
 // D[i,h] = G[i,h,:].out[i,h,:], a thread per (node, head), into D or packed with er and lse
 // (`pack`); and d er when `der` is given. The features are read VEC at a time (launched by
 // head_rows_dot): one at a time, 8 of them a row, the loads waited for each other and the first
 // layer's 40M rows took 1.57 ms at 100M edges. With
 // out_bias (H, F), `out` holds out plus that bias (gat_attention_aggregate's fused bias) and the
-// bias is taken off in double first.
+// bias is taken off in double first. With `act`, G and out are first taken through the output
+// activation's backward (RowActivation).
 // The dots are summed in double: d er is a difference of two nearly equal terms where most of a
 // row's weight sits on edges of positive argument, and a product of two floats is exact in
 // double, so only the roundings of out and pos_out themselves reach it (the f32 sums lost up to
@@ -392,7 +431,8 @@ __global__ void __launch_bounds__(kThreads)
                          T* __restrict__ D,          // (N, H), or null with pack
                          long long NH, int F, RowDer<T> der = {},
                          const T* __restrict__ out_bias = nullptr,  // (H, F) or null
-                         int H = 1, RowPack<T> pack = {}) {
+                         int H = 1, RowPack<T> pack = {}, RowActivation<T> act = {}) {
+  static_assert(4 % VEC == 0, "a vector lies in one Philox block of 4");
   for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < NH;
        t += static_cast<long long>(gridDim.x) * blockDim.x) {
     const long long i = t / H;
@@ -402,10 +442,20 @@ __global__ void __launch_bounds__(kThreads)
     double acc = 0, acc_pos = 0;  // G.out and G.pos_out, from one read of G
 #pragma unroll 4
     for (int f = 0; f < F; f += VEC) {
-      const Vec<T, VEC> grad = load_vec<T, VEC>(G + t * F + f), value = load_vec<T, VEC>(out + t * F + f);
+      const long long n = t * F + f;  // out's flat index
+      Vec<T, VEC> grad = load_vec<T, VEC>(G + n), value = load_vec<T, VEC>(out + n);
+      if (act.grad_pre) {
+        const unsigned kept = act.key.active() ? act.key.keep4(static_cast<uint64_t>(n >> 2)) >> (n & 3) : 0xFu;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          grad.v[k] = act.backward(value.v[k], grad.v[k], (kept >> k) & 1u);
+          value.v[k] = detail::elu_input_of_output(value.v[k], act.inverse_keep_scale, act.inverse_alpha);
+        }
+        store_vec<T, VEC>(act.grad_pre + n, grad);
+      }
       if (pack.lead) store_vec<T, VEC>(row + h * F + f, grad);
       Vec<T, VEC> pos_value{};
-      if (der.der) pos_value = load_vec<T, VEC>(der.pos_out + t * F + f);
+      if (der.der) pos_value = load_vec<T, VEC>(der.pos_out + n);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         const double g = grad.v[k];
@@ -454,11 +504,11 @@ void with_vec(int F, std::initializer_list<const void*> ptrs, Fn&& f) {
 // the pointers allow.
 template <class T>
 void head_rows_dot(const T* G, const T* out, T* D, long long NH, int F, RowDer<T> der = {},
-                   const T* out_bias = nullptr, int H = 1, RowPack<T> pack = {}) {
-  with_vec<T>(F, {G, out, der.pos_out, out_bias, pack.rows}, [&](auto vec) {
+                   const T* out_bias = nullptr, int H = 1, RowPack<T> pack = {}, RowActivation<T> act = {}) {
+  with_vec<T>(F, {G, out, der.pos_out, out_bias, pack.rows, act.grad_pre}, [&](auto vec) {
     head_rows_dot_kernel<T, decltype(vec)::value>
         <<<warps::warp_blocks((NH + kWarp - 1) / kWarp), kThreads, 0, cuda::stream()>>>(
-            G, out, D, NH, F, der, out_bias, H, pack);
+            G, out, D, NH, F, der, out_bias, H, pack, act);
     CUDA_CHECK_LAUNCH("head_rows_dot_kernel");
   });
 }

@@ -9,6 +9,7 @@
 #include "gat/framework/ops/attention_rows.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/head_dot.h"
 #include "gat/framework/ops/linear_head_dot.h"
@@ -180,7 +181,15 @@ void positive_sums(const Graph& graph, const GatScores<T>& scores, const Tensor&
   });
 }
 
+// The output dropout's decisions for elu_dropout's CPU kernel, drawn again (CUDA's kernels draw
+// their own; a key recorded for a CUDA graph never reaches the CPU).
+KeepMask activation_keep(const OutputActivation& activation, const Tensor& out) {
+  return out.is_cuda() || !activation.dropout.active() ? KeepMask() : KeepMask(activation.dropout, out.numel());
+}
+
 }  // namespace
+
+double OutputActivation::keep_scale() const { return dropout.active() ? dropout_keep_scale(dropout) : 1.0; }
 
 namespace cpu_impl {
 
@@ -212,7 +221,8 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight,
-                                     const Tensor* out_bias, const Tensor*) {  // source_rows: CUDA only
+                                     const Tensor* out_bias, const Tensor*,  // source_rows: CUDA only
+                                     const OutputActivation& activation) {
   dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
     const GatScores<T> scores(graph, el, er, edge_term, negative_slope);
@@ -225,6 +235,8 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
       detail::parallel_for(out.numel(), [&](int64_t k) { o[k] += b[k % HF]; });
     }
   });
+  KeepMask kept;  // in place: each element is read before it is written
+  if (activation.elu) elu_dropout_forward(out, activation.alpha, activation.dropout, activation.keep_scale(), out, kept);
 }
 
 // d scores go to an (E, H) buffer, turned row by row into g = ds * LeakyReLU'(.) whose row sums
@@ -234,9 +246,14 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor&, const Tensor&, const Tensor& lse, const Tensor&,
+                                      const Tensor& out, const Tensor&, const Tensor& lse, const Tensor&,
                                       const Tensor&, const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
-                                      Tensor* grad_edge_term, Tensor* grad_value) {
+                                      Tensor* grad_edge_term, Tensor* grad_value,
+                                      const OutputActivation& activation, Tensor* grad_pre) {
+  if (activation.elu)  // the decisions drawn again
+    elu_dropout_backward(out, grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
+                         activation_keep(activation, out), *grad_pre);
+  const Tensor& grad_in = activation.elu ? *grad_pre : grad_out;  // of out + out_bias
   dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
     const GatScores<T> scores(graph, el, er, edge_term, negative_slope);
@@ -246,7 +263,7 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
     T* g = grad_edge_term ? grad_edge_term->data<T>() : transient_g ? g_buffer.data() : nullptr;  // (E, H)
     T* der = grad_er ? grad_er->data<T>() : nullptr;  // (N, H)
     const int32_t* src = scores.src;
-    aggregate_backward<T>(graph, scores, node_value, lse, grad_out, attn_dropout, g,
+    aggregate_backward<T>(graph, scores, node_value, lse, grad_in, attn_dropout, g,
                           grad_value ? grad_value->data<T>() : nullptr,
                           grad_el ? grad_el->data<T>() : nullptr,
                           [&](int64_t i, int64_t b, int64_t degree) {
@@ -304,7 +321,8 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight,
-                                     const Tensor* out_bias, const Tensor* source_rows) {
+                                     const Tensor* out_bias, const Tensor* source_rows,
+                                     const OutputActivation& activation) {
   if (out_bias) {
     const char* op = "gat_attention_aggregate (bias)";
     check_same(op, "out_bias", *out_bias, "out", out);
@@ -329,9 +347,10 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
   if (node_value.is_cuda())
     return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_forward(
         graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, lse, pos_out,
-        pos_weight, out_bias, source_rows));
+        pos_weight, out_bias, source_rows, activation));
   cpu_impl::gat_attention_aggregate_forward(graph, el, er, edge_term, node_value, negative_slope,
-                                            attn_dropout, out, lse, pos_out, pos_weight, out_bias);
+                                            attn_dropout, out, lse, pos_out, pos_weight, out_bias,
+                                            source_rows, activation);
 }
 
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
@@ -340,10 +359,20 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       const Tensor& out, const Tensor& out_bias, const Tensor& lse,
                                       const Tensor& pos_out, const Tensor& pos_weight,
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
-                                      Tensor* grad_edge_term, Tensor* grad_value) {
+                                      Tensor* grad_edge_term, Tensor* grad_value,
+                                      const OutputActivation& activation, Tensor* grad_pre) {
+  if (activation.elu) {
+    const char* op = "gat_attention_aggregate backward (activation)";
+    GAT_CHECK(grad_pre, op, ": grad_pre, the gradient of the activation's input, is needed");
+    check_same(op, "grad_pre", *grad_pre, "out", out);
+    check_shape(op, "grad_pre", *grad_pre, out.shape());
+  }
   if (graph.num_edges() == 0 || el.size(1) == 0 || node_value.size(2) == 0) {
-    // Nothing is aggregated: every gradient is zero (and the kernels may assume edges, heads and
-    // features).
+    // Nothing is aggregated: every gradient but the activation's is zero (and the kernels may
+    // assume edges, heads and features).
+    if (activation.elu)
+      elu_dropout_backward(out, grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
+                           activation_keep(activation, out), *grad_pre);
     for (Tensor* grad : {grad_el, grad_er, grad_edge_term, grad_value})
       if (grad) grad->zero_();
     return;
@@ -351,10 +380,11 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
   if (node_value.is_cuda())
     return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_backward(
         graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, out_bias, lse,
-        pos_out, pos_weight, grad_out, grad_el, grad_er, grad_edge_term, grad_value));
+        pos_out, pos_weight, grad_out, grad_el, grad_er, grad_edge_term, grad_value, activation, grad_pre));
   cpu_impl::gat_attention_aggregate_backward(graph, el, er, edge_term, node_value, negative_slope,
                                              attn_dropout, out, out_bias, lse, pos_out, pos_weight,
-                                             grad_out, grad_el, grad_er, grad_edge_term, grad_value);
+                                             grad_out, grad_el, grad_er, grad_edge_term, grad_value,
+                                             activation, grad_pre);
 }
 
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
@@ -409,6 +439,7 @@ struct GatSaved {
   Tensor el, er, edge_term, value, out, bias, lse, pos_out, pos_weight;
   double negative_slope = 0.0;
   DropoutKey attn_dropout;
+  OutputActivation activation;
 };
 struct GatGrads {
   Tensor el, er, edge_term, value, bias;
@@ -416,7 +447,7 @@ struct GatGrads {
 
 void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
                          const Tensor& node_value, double negative_slope, const DropoutKey& attn_dropout,
-                         const Tensor& edge_term, const Tensor& bias) {
+                         const Tensor& edge_term, const Tensor& bias, const OutputActivation& activation) {
   check_gat_score_terms(op, graph, el, er, edge_term);
   check_same(op, "el", el, "node_value", node_value);
   check_dim(op, "node_value", node_value, 3);
@@ -431,17 +462,22 @@ void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, c
   }
   GAT_CHECK(std::isfinite(negative_slope), op, ": negative_slope ", negative_slope, " is not finite");
   check_dropout(op, attn_dropout);
+  if (activation.elu) {
+    GAT_CHECK(activation.alpha >= 0.0 && std::isfinite(activation.alpha), op, ": the output activation's alpha ",
+              activation.alpha, " is negative or not finite; its gradient is taken from the output, which needs alpha >= 0");
+    check_dropout(op, activation.dropout);
+  }
 }
 
-// The forward kernels, which add the bias as they write out: out is then the tensor returned
-// and the one kept. keep_positive: CUDA's positive sums for d er (the header); the CPU backward,
+// The forward kernels, which add the bias (and apply the activation) as they write out: out is
+// then the tensor returned and the one kept. keep_positive: CUDA's positive sums for d er (the header); the CPU backward,
 // the reference the CUDA tests compare against, sums d er over the edges, and evaluation needs no
 // gradient. source_rows: node_value and el packed for the CUDA forward, or undefined. Returns
 // out, not detached (the op records it); the saved tensors in `saved`.
 Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
                    const Tensor& node_value, double negative_slope, const DropoutKey& attn_dropout,
-                   const Tensor& edge_term, const Tensor& bias, bool keep_positive, GatSaved& saved,
-                   const Tensor& source_rows = Tensor()) {
+                   const Tensor& edge_term, const Tensor& bias, const OutputActivation& activation,
+                   bool keep_positive, GatSaved& saved, const Tensor& source_rows = Tensor()) {
   const int64_t Nd = graph.num_dst_nodes(), H = el.size(1), F = node_value.size(2);
   Tensor out = Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), op);
   Tensor lse = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate lse");
@@ -454,10 +490,10 @@ Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const T
                                            attn_dropout, out, lse, keep_positive ? &pos_out : nullptr,
                                            keep_positive ? &pos_weight : nullptr,
                                            bias.defined() ? &bias : nullptr,
-                                           source_rows.defined() ? &source_rows : nullptr);
+                                           source_rows.defined() ? &source_rows : nullptr, activation);
   auto detached = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
   saved = {graph, el.detach(), er.detach(), detached(edge_term), node_value.detach(), out.detach(),
-           detached(bias), lse, pos_out, pos_weight, negative_slope, attn_dropout};
+           detached(bias), lse, pos_out, pos_weight, negative_slope, attn_dropout, activation};
   return out;
 }
 
@@ -482,11 +518,15 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
   // d node_value takes the positive sums' storage where it has their shape: the backward reads
   // them (for d er) before it writes d node_value, and nothing else holds them.
   if (need_value) d.value = reuse(s.pos_out, s.value, "d node_value");
+  // The gradient of out + bias, before the activation (grad_out itself without one).
+  Tensor grad_pre = s.activation.elu ? Tensor::empty(s.out.shape(), s.out.dtype(), s.out.device(), "d activation input")
+                                     : grad_out;
   kernels::gat_attention_aggregate_backward(
       s.graph, s.el, s.er, s.edge_term, s.value, s.negative_slope, s.attn_dropout, s.out, s.bias, s.lse,
       s.pos_out, s.pos_weight, grad_out, need_el ? &d.el : nullptr, need_er ? &d.er : nullptr,
-      need_term ? &d.edge_term : nullptr, need_value ? &d.value : nullptr);
-  if (need_bias) d.bias = sum(grad_out.view({s.out.size(0), s.out.size(1) * s.out.size(2)}), 0).view(s.bias.shape());
+      need_term ? &d.edge_term : nullptr, need_value ? &d.value : nullptr, s.activation,
+      s.activation.elu ? &grad_pre : nullptr);
+  if (need_bias) d.bias = sum(grad_pre.view({s.out.size(0), s.out.size(1) * s.out.size(2)}), 0).view(s.bias.shape());
   return d;
 }
 
@@ -495,12 +535,12 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
 Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tensor& er,
                                const Tensor& node_value, double negative_slope,
                                const DropoutKey& attn_dropout, const Tensor& edge_term,
-                               const Tensor& bias) {
+                               const Tensor& bias, const OutputActivation& activation) {
   const char* op = "gat_attention_aggregate";
-  check_gat_aggregate(op, graph, el, er, node_value, negative_slope, attn_dropout, edge_term, bias);
+  check_gat_aggregate(op, graph, el, er, node_value, negative_slope, attn_dropout, edge_term, bias, activation);
   GatSaved saved;
   const Tensor out = gat_forward(op, graph, el, er, node_value, negative_slope, attn_dropout, edge_term, bias,
-                                 node_value.is_cuda() && autograd::needs_grad({er}), saved);
+                                 activation, node_value.is_cuda() && autograd::needs_grad({er}), saved);
   const bool need_el = el.requires_grad(), need_er = er.requires_grad(),
              need_term = edge_term.defined() && edge_term.requires_grad(),
              need_value = node_value.requires_grad(), need_bias = bias.defined() && bias.requires_grad();
@@ -515,7 +555,7 @@ Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tenso
 Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tensor& att_src,
                                const Tensor& att_dst, double negative_slope,
                                const DropoutKey& attn_dropout, const DropoutKey& value_dropout,
-                               const Tensor& edge_term, const Tensor& bias) {
+                               const Tensor& edge_term, const Tensor& bias, const OutputActivation& activation) {
   const char* op = "gat_projected_attention";
   check_float(op, "wh", wh);
   check_dim(op, "wh", wh, 3);
@@ -531,7 +571,7 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
   Tensor el = Tensor::empty({N, H}, wh.dtype(), wh.device(), "gat_projected_attention el");
   Tensor er = Tensor::empty({N, H}, wh.dtype(), wh.device(), "gat_projected_attention er");
   // Every input checked before any kernel runs (the values have wh's shape).
-  check_gat_aggregate(op, graph, el, er, wh, negative_slope, attn_dropout, edge_term, bias);
+  check_gat_aggregate(op, graph, el, er, wh, negative_slope, attn_dropout, edge_term, bias, activation);
 
   // el, er and the values in one pass over wh; on CUDA, when a node's values and el fit a packed
   // row (the output layer), also those rows, which the forward reads instead of the two tensors
@@ -551,7 +591,7 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
              need_bias = bias.defined() && bias.requires_grad();
   GatSaved saved;
   const Tensor out = gat_forward(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias,
-                                 wh.is_cuda() && autograd::needs_grad({wh, att_dst}), saved, rows);
+                                 activation, wh.is_cuda() && autograd::needs_grad({wh, att_dst}), saved, rows);
   return autograd::record(
       op, out, {wh, att_src, att_dst, edge_term, bias},
       [saved = std::move(saved), x = need_src || need_dst ? wh.detach() : Tensor(),  // for d att only
@@ -576,7 +616,8 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
 
 Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& weight, const Tensor& att_src,
                             const Tensor& att_dst, double negative_slope, const DropoutKey& attn_dropout,
-                            const DropoutKey& value_dropout, const Tensor& edge_term, const Tensor& bias) {
+                            const DropoutKey& value_dropout, const Tensor& edge_term, const Tensor& bias,
+                            const OutputActivation& activation) {
   const char* op = "gat_linear_attention";
   check_float(op, "x", x);
   check_dim(op, "x", x, 2);
@@ -597,7 +638,7 @@ Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& w
   Tensor el = Tensor::empty({N, H}, x.dtype(), x.device(), "gat_linear_attention el");
   Tensor er = Tensor::empty({N, H}, x.dtype(), x.device(), "gat_linear_attention er");
   Tensor values = Tensor::empty({N, H, F}, x.dtype(), x.device(), "gat_linear_attention values");
-  check_gat_aggregate(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias);
+  check_gat_aggregate(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias, activation);
 
   // The value dropout's decisions: the CPU's, and CUDA's fused kernel's as bits (N H F / 8 bytes),
   // which its backward reads instead of drawing them again.
@@ -613,7 +654,7 @@ Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& w
              need_bias = bias.defined() && bias.requires_grad();
   GatSaved saved;
   const Tensor out = gat_forward(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias,
-                                 x.is_cuda() && autograd::needs_grad({x, weight, att_dst}), saved);
+                                 activation, x.is_cuda() && autograd::needs_grad({x, weight, att_dst}), saved);
   return autograd::record(
       op, out, {x, weight, att_src, att_dst, edge_term, bias},
       [saved = std::move(saved), x = x.detach(), w = weight.detach(), a_src = att_src.detach(),

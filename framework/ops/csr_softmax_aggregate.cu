@@ -10,6 +10,7 @@
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/ops/attention_kernels.cuh"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/graph_kernels.cuh"
 
@@ -162,8 +163,7 @@ __global__ void __launch_bounds__(kThreads)
                              T* __restrict__ lse,                    // (N, H)
                              PositiveParts<T> pos,
                              long long rows, int H, int F, int v_stride, int tiles,
-                             DropoutKey key, T scale,
-                             const T* __restrict__ out_bias) {  // (H, F) or null
+                             DropoutKey key, T scale, OutputEpilogue<T> epilogue) {
   const GroupLane<G> g;
   SegmentKeep keep(key, G);
   const int HF = H * F;
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kThreads)
     gather_softmax<T, VEC, kPositive>(src, scores.row(i, t.h), V, begin, end, H, v_stride, t.h, t.c,
                                       t.h0, t.h1, keep, scale, st);
     if (!t.writes) continue;
-    write_row<T, VEC>(out, lse, i, H, F, t.h, t.c, st.m, st.z, st.acc, out_bias);
+    write_row<T, VEC>(out, lse, i, H, F, t.h, t.c, st.m, st.z, st.acc, epilogue);
     if constexpr (kPositive) write_positive_row<T, VEC>(pos, i, H, F, t.h, t.c, st.z, st.z_pos, st.acc_pos);
   }
 }
@@ -566,16 +566,15 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- host side -------------------------------------------------------------------------
 
-// The forward of both ops: out (N, H, F) and lse (N, H), the rows' scores from `scores`; with
-// kPositive (GatScores only) also pos_out (N, H, F) and pos_weight (N, H), the sums over the edges
-// whose LeakyReLU argument is positive. The values are read from source_rows (Ns, kPackedRow)
+// The forward of both ops: out (N, H, F) through the epilogue and lse (N, H), the rows' scores
+// from `scores`; with kPositive (GatScores only) also pos_out (N, H, F) and pos_weight (N, H), the
+// sums over the edges whose LeakyReLU argument is positive. The values are read from source_rows (Ns, kPackedRow)
 // when given (GatScores' el then points into them too), else from node_value.
 template <class T, bool kPositive, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse,
                        Tensor* pos_out = nullptr, Tensor* pos_weight = nullptr,
-                       const T* out_bias = nullptr,  // (H, F) or null
-                       const Tensor* source_rows = nullptr) {
+                       const OutputEpilogue<T>& epilogue = {}, const Tensor* source_rows = nullptr) {
   const long long N = graph.num_dst_nodes();
   const int H = static_cast<int>(lse.size(1)), F = static_cast<int>(node_value.size(2));
   if (N == 0 || H == 0) return;
@@ -606,7 +605,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       aggregate_forward_kernel<T, VEC, G, kPositive>
           <<<group_blocks(order.numel() * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
               row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F,
-              v_stride, tiling.tiles, attn_dropout, scale, out_bias);
+              v_stride, tiling.tiles, attn_dropout, scale, epilogue);
       CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
       if (!split) return;
       // Long rows: their chunks' partial states, merged in chunk order.
@@ -629,7 +628,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
       aggregate_merge_kernel<T, VEC, G><<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
           chunk_ptr, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o, l, N, H, F,
-          tiling.tiles, pos, out_bias);
+          tiling.tiles, pos, epilogue);
       CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
     });
   });
@@ -720,10 +719,16 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      const Tensor& edge_term, const Tensor& node_value,
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight,
-                                     const Tensor* out_bias, const Tensor* source_rows) {
+                                     const Tensor* out_bias, const Tensor* source_rows,
+                                     const OutputActivation& activation) {
   dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
     const int H = static_cast<int>(el.size(1));
+    OutputEpilogue<T> epilogue;
+    epilogue.bias = out_bias ? out_bias->data<T>() : nullptr;
+    epilogue.elu = activation.elu;
+    epilogue.activation = {static_cast<T>(activation.alpha), static_cast<T>(activation.keep_scale())};
+    epilogue.key = activation.dropout;
     // el[j] follows the values in a packed source row.
     const T* el_rows = source_rows ? source_rows->data<T>() + H * node_value.size(2) : el.data<T>();
     with_edge_term(edge_term, [&](auto term) {
@@ -732,8 +737,7 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
           static_cast<T>(negative_slope), source_rows ? kPackedRow : H};
       with_flag(pos_out != nullptr, [&](auto positive) {
         aggregate_forward<T, decltype(positive)::value>(graph, scores, node_value, attn_dropout, out,
-                                                        lse, pos_out, pos_weight,
-                                                        out_bias ? out_bias->data<T>() : nullptr, source_rows);
+                                                        lse, pos_out, pos_weight, epilogue, source_rows);
       });
     });
   });
@@ -791,22 +795,28 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       const Tensor& out, const Tensor& out_bias, const Tensor& lse,
                                       const Tensor& pos_out, const Tensor& pos_weight,
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
-                                      Tensor* grad_edge_term, Tensor* grad_value) {
+                                      Tensor* grad_edge_term, Tensor* grad_value,
+                                      const OutputActivation& activation, Tensor* grad_pre) {
   const long long N = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(el.size(1)), F = static_cast<int>(node_value.size(2));
   dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
-    BackwardArgs<T> a = backward_args<T>(graph, node_value, grad_out, grad_value, H, attn_dropout);
-    with_vec<T>(F, {a.V, a.grad_out, a.dV}, [&](auto vec) {
+    BackwardArgs<T> a = backward_args<T>(graph, node_value, activation.elu ? *grad_pre : grad_out, grad_value,
+                                          H, attn_dropout);
+    with_vec<T>(F, {a.V, a.grad_out, a.dV, grad_out.data<T>(), out.data<T>()}, [&](auto vec) {
       constexpr int VEC = decltype(vec)::value;
       const Tiling tiling(F, VEC);  // of one head
       if (tiling.tiles > 1) {
+        if (activation.elu)  // the activation's backward on its own, then the unfused path
+          elu_dropout_backward(out, grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
+                               KeepMask(), *grad_pre);
+        const Tensor& grad_in = activation.elu ? *grad_pre : grad_out;
         Tensor scores = Tensor::empty({E, H}, el.dtype(), Device::cuda, "gat scores (backward)");
         gat_edge_scores_forward(graph, el, er, edge_term, negative_slope, scores);
         Tensor ds;
         if (grad_el || grad_er || grad_edge_term)
           ds = Tensor::empty({E, H}, el.dtype(), Device::cuda, "d gat scores");
-        csr_softmax_aggregate_backward(graph, scores, node_value, lse, grad_out, attn_dropout,
+        csr_softmax_aggregate_backward(graph, scores, node_value, lse, grad_in, attn_dropout,
                                        ds.defined() ? &ds : nullptr, grad_value);
         if (ds.defined())
           gat_edge_scores_backward(graph, el, er, edge_term, negative_slope, ds, grad_el, grad_er,
@@ -834,9 +844,16 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
       Tensor rows = Tensor::empty({N, int64_t{stride}}, el.dtype(), Device::cuda, "gat row terms");
       T* const packed = rows.data<T>();
       const long long NH = N * H;
-      head_rows_dot<T>(a.grad_out, out.data<T>(), nullptr, NH, F, der,
+      RowActivation<T> act;
+      if (activation.elu) {
+        const double keep_scale = activation.keep_scale();
+        act = {grad_pre->data<T>(),
+               {static_cast<T>(keep_scale), static_cast<T>(activation.alpha * keep_scale)},
+               activation.dropout, static_cast<T>(1.0 / keep_scale), static_cast<T>(1.0 / activation.alpha)};
+      }
+      head_rows_dot<T>(grad_out.data<T>(), out.data<T>(), nullptr, NH, F, der,
                        out_bias.defined() ? out_bias.data<T>() : nullptr, H,
-                       RowPack<T>{er.data<T>(), lse.data<T>(), packed, stride, lead});
+                       RowPack<T>{er.data<T>(), lse.data<T>(), packed, stride, lead}, act);
       if (lead) a.grad_out = packed, a.grad_stride = stride;
       if (!grad_el && !grad_edge_term && !grad_value) return;
       with_edge_term(edge_term, [&](auto term) {

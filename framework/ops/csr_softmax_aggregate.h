@@ -23,6 +23,21 @@
 
 namespace gat::ops {
 
+// What a GAT op below applies to its output (out + bias) before returning it, inside its
+// kernels: with elu set,
+//   result = elu_dropout(out + bias, alpha, dropout)      (elu_dropout.h; the keep index is the
+//                                                          flat index of the (Nd, H, F) result)
+// GATConv's output activation (the GAT paper's first layer: ELU, then the next layer's input
+// dropout). The result is then the only (Nd, H, F) tensor kept: the backward takes elu_dropout's
+// gradient from it and, where it needs the ELU's input, inverts the ELU (CUDA). Without elu the
+// result is out + bias.
+struct OutputActivation {
+  bool elu = false;
+  double alpha = 1.0;  // >= 0
+  DropoutKey dropout;  // after the ELU; inactive: none
+  double keep_scale() const;  // elu_dropout's: 1 / (1 - p), or 1 for an inactive key
+};
+
 // graph: N nodes, E edges, on the tensors' device
 // edge_scores: (E, H) f32|f64     node_value: (N, H, F) same dtype/device   -> out (N, H, F)
 Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, const Tensor& node_value,
@@ -34,19 +49,21 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
 // of one dtype and device   -> out (Nd, H, F)
 // bias: (H, F) or undefined, added to every row of out (GATConv's bias over concatenated heads):
 // the tensor returned is then the one the backward keeps, one (Nd, H, F) block instead of two.
+// activation: applied to out + bias (OutputActivation above).
 // Saves lse (Nd, H) and out, and on CUDA, when er needs a gradient, pos_out (Nd, H, F) and
 // pos_weight (Nd, H) (below: d er without an edge pass), whose storage d node_value then reuses;
 // gradients for el, er, edge_term, node_value and bias.
 Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tensor& er,
                                const Tensor& node_value, double negative_slope,
                                const DropoutKey& attn_dropout = {},
-                               const Tensor& edge_term = Tensor(), const Tensor& bias = Tensor());
+                               const Tensor& edge_term = Tensor(), const Tensor& bias = Tensor(),
+                               const OutputActivation& activation = {});
 
 // GAT's attention over one projection wh (N, H, F) of a graph's N nodes (sources and
 // destinations alike), GATConv's common case:
 //   = gat_attention_aggregate(graph, head_dot(wh, att_src), head_dot(wh, att_dst),
 //                             dropout(wh, value_dropout), negative_slope, attn_dropout,
-//                             edge_term, bias)
+//                             edge_term, bias, activation)
 // att_src, att_dst: (H, F), bias: (H, F) or undefined, edge_term: (E, H) or undefined  -> (N, H, F)
 // The same forward; the backward writes d wh in one pass (ops::kernels::head_dot_pair_grad_x)
 // where the composition takes dropout's backward, two head_dot backwards and two gradient sums,
@@ -54,11 +71,13 @@ Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tenso
 Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tensor& att_src,
                                const Tensor& att_dst, double negative_slope,
                                const DropoutKey& attn_dropout = {}, const DropoutKey& value_dropout = {},
-                               const Tensor& edge_term = Tensor(), const Tensor& bias = Tensor());
+                               const Tensor& edge_term = Tensor(), const Tensor& bias = Tensor(),
+                               const OutputActivation& activation = {});
 
 // gat_projected_attention of the projection x W, which is never stored:
 //   = gat_projected_attention(graph, reshape(matmul(x, weight), {N, H, F}), att_src, att_dst,
-//                             negative_slope, attn_dropout, value_dropout, edge_term, bias)
+//                             negative_slope, attn_dropout, value_dropout, edge_term, bias,
+//                             activation)
 // x: (N, K) f32|f64, weight: (K, H F), att_src, att_dst: (H, F), bias: (H, F) or undefined,
 // edge_term: (E, H) or undefined, all of one dtype and device  -> (N, H, F)
 // GATConv's first layer when its input is narrower than the projection (K < H F): the values
@@ -67,7 +86,7 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
 Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& weight, const Tensor& att_src,
                             const Tensor& att_dst, double negative_slope, const DropoutKey& attn_dropout = {},
                             const DropoutKey& value_dropout = {}, const Tensor& edge_term = Tensor(),
-                            const Tensor& bias = Tensor());
+                            const Tensor& bias = Tensor(), const OutputActivation& activation = {});
 
 // The softmax weights a (E, H) alone, without dropout and without autograd: for inspection
 // (GATConv::forward's `attention`).
@@ -100,6 +119,12 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //            pos_out and pos_weight from the forward for it (heads of at most 32 vectors; wider
 //            ones, and the CPU, sum grad_er over the edges and read neither, which may be
 //            undefined there). grad_value may be pos_out's storage: pos_out is read first.
+//  activation (both gat kernels; elu set): the forward writes out through it (OutputActivation,
+//            after out_bias); the backward then takes `out` as the activation's output and
+//            grad_out as its gradient, writes grad_pre (N, H, F), the gradient of its input
+//            (out + out_bias), and goes on with grad_pre where grad_out is read above. CUDA
+//            draws the decisions again and takes the ELU's input from out; the CPU keeps nothing
+//            more either (it draws them again too and needs no ELU input).
 //  None synchronises with the host (on CUDA: the launches it makes are in docs/kernels.md).
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device; all three have one contract.
 // The CUDA kernels' packed rows: 16 values (64 bytes of f32), which the DRAM serves with one
@@ -121,14 +146,17 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
                                      Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr,
-                                     const Tensor* source_rows = nullptr);
+                                     const Tensor* source_rows = nullptr,
+                                     const OutputActivation& activation = {});
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
                                       const Tensor& out, const Tensor& out_bias, const Tensor& lse,
                                       const Tensor& pos_out, const Tensor& pos_weight,
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
-                                      Tensor* grad_edge_term, Tensor* grad_value);
+                                      Tensor* grad_edge_term, Tensor* grad_value,
+                                      const OutputActivation& activation = {},
+                                      Tensor* grad_pre = nullptr);
 }  // namespace kernels
 namespace cpu_impl {  // csr_softmax_aggregate.cpp
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
@@ -144,14 +172,17 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
                                      Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr,
-                                     const Tensor* source_rows = nullptr);
+                                     const Tensor* source_rows = nullptr,
+                                     const OutputActivation& activation = {});
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
                                       const Tensor& out, const Tensor& out_bias, const Tensor& lse,
                                       const Tensor& pos_out, const Tensor& pos_weight,
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
-                                      Tensor* grad_edge_term, Tensor* grad_value);
+                                      Tensor* grad_edge_term, Tensor* grad_value,
+                                      const OutputActivation& activation = {},
+                                      Tensor* grad_pre = nullptr);
 }  // namespace cpu_impl
 namespace cuda_impl {  // csr_softmax_aggregate.cu
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
@@ -167,14 +198,17 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      double negative_slope, const DropoutKey& attn_dropout,
                                      Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
                                      Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr,
-                                     const Tensor* source_rows = nullptr);
+                                     const Tensor* source_rows = nullptr,
+                                     const OutputActivation& activation = {});
 void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
                                       const Tensor& out, const Tensor& out_bias, const Tensor& lse,
                                       const Tensor& pos_out, const Tensor& pos_weight,
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
-                                      Tensor* grad_edge_term, Tensor* grad_value);
+                                      Tensor* grad_edge_term, Tensor* grad_value,
+                                      const OutputActivation& activation = {},
+                                      Tensor* grad_pre = nullptr);
 }  // namespace cuda_impl
 
 }  // namespace gat::ops
