@@ -626,9 +626,9 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
               part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), pos, H, F, v_stride, tiling.tiles,
               chunks, chunk, attn_dropout, scale);
       CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
-      aggregate_merge_kernel<T, VEC, G><<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-          chunk_ptr, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o, l, N, H, F,
-          tiling.tiles, pos, epilogue);
+      aggregate_merge_kernel<T, VEC, G><<<group_blocks(chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
+          chunk_rows(graph, false), part_m.data<T>(), part_z.data<T>(),
+          part_acc.data<T>(), o, l, H, F, tiling.tiles, pos, epilogue);
       CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
     });
   });
@@ -683,9 +683,8 @@ void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
   with_group(row_tiling.G, [&](auto merge_group) {
     constexpr int GM = decltype(merge_group)::value;
     value_grad_merge_kernel<T, VEC, GM>
-        <<<group_blocks(a.N * row_tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
-            chunk_ptr, a.dV ? part_acc.data<T>() : nullptr, a.dV, grad.part_sum, grad.sum, a.N,
-            a.H, a.F, row_tiling.tiles);
+        <<<group_blocks(chunks * row_tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
+            chunk_rows(graph, true), a.dV ? part_acc.data<T>() : nullptr, a.dV, grad.part_sum, grad.sum, a.H, a.F, row_tiling.tiles);
     CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
   });
 }

@@ -362,11 +362,8 @@ Segments all_rows_of(const Graph& graph) {
 // The chunks of the graph's long rows, or with `transposed` of its transpose's long rows.
 Segments chunks_of(const Graph& graph, bool transposed) {
   const Tensor& row_ptr = transposed ? graph.t_row_ptr() : graph.row_ptr();
-  const Tensor& chunk_ptr = transposed ? graph.t_row_chunk_ptr() : graph.row_chunk_ptr();
-  const Tensor& chunk_row = transposed ? graph.t_row_chunk_row() : graph.row_chunk_row();
-  const long long chunks = transposed ? graph.num_t_row_chunks() : graph.num_row_chunks();
-  return {row_ptr.data<int32_t>(), nullptr, chunk_ptr.data<int32_t>(), chunk_row.data<int32_t>(),
-          chunks, graph.chunk_edges()};
+  const ChunkRows rows = chunk_rows(graph, transposed);
+  return {row_ptr.data<int32_t>(), nullptr, rows.ptr, rows.row, rows.chunks, graph.chunk_edges()};
 }
 
 template <class T>
@@ -390,12 +387,12 @@ void with_layout(const char* op, int H, int F, std::initializer_list<const void*
 
 // The sum over chunks of long rows' partials (W, H, F) into dest (N, H, F), in chunk order.
 template <class T, int VEC>
-void merge_chunk_sums(const Tensor& chunk_ptr, const Tensor& part, T* dest, long long N, int H, int F) {
+void merge_chunk_sums(const ChunkRows& rows, const Tensor& part, T* dest, int H, int F) {
   const Tiling tiling(H * F, VEC);
   with_group(tiling.G, [&](auto group) {
     constexpr int GM = decltype(group)::value;
-    value_grad_merge_kernel<T, VEC, GM><<<group_blocks(N * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
-        chunk_ptr.data<int32_t>(), part.data<T>(), dest, nullptr, nullptr, N, H, F, tiling.tiles);
+    value_grad_merge_kernel<T, VEC, GM><<<group_blocks(rows.chunks * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
+        rows, part.data<T>(), dest, nullptr, nullptr, H, F, tiling.tiles);
     CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
   });
 }
@@ -445,9 +442,10 @@ void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, con
       const Tiling tiling(H * F, VEC);
       with_group(tiling.G, [&](auto group) {
         constexpr int GM = decltype(group)::value;
-        aggregate_merge_kernel<T, VEC, GM><<<group_blocks(Nd * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
-            graph.row_chunk_ptr().data<int32_t>(), part_m.data<T>(), part_z.data<T>(),
-            part_acc.data<T>(), out.data<T>(), lse.data<T>(), Nd, H, F, tiling.tiles);
+        const ChunkRows rows = chunk_rows(graph, false);
+        aggregate_merge_kernel<T, VEC, GM><<<group_blocks(rows.chunks * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
+            rows, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), out.data<T>(), lse.data<T>(), H, F,
+            tiling.tiles);
         CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
       });
     });
@@ -496,7 +494,7 @@ void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, co
                   a, b, chunks, t_dst, t_edge_id, layout.G, layout.head_blocks,
                   part.data<T>());
           CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel (chunks)");
-          merge_chunk_sums<T, VEC>(graph.t_row_chunk_ptr(), part, grad_xl->data<T>(), Ns, H, F);
+          merge_chunk_sums<T, VEC>(chunk_rows(graph, true), part, grad_xl->data<T>(), H, F);
         }
       }
       if (!grad_xr && !grad_att && !grad_edge_term) return;
@@ -522,8 +520,8 @@ void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, co
                 grad_xr ? part_r.data<T>() : nullptr, grad_att ? part_att.data<T>() : nullptr,
                 data(grad_edge_term));
         CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel (chunks)");
-        if (grad_xr) merge_chunk_sums<T, VEC>(graph.row_chunk_ptr(), part_r, grad_xr->data<T>(), Nd, H, F);
-        if (grad_att) merge_chunk_sums<T, VEC>(graph.row_chunk_ptr(), part_att, att_terms.data<T>(), Nd, H, F);
+        if (grad_xr) merge_chunk_sums<T, VEC>(chunk_rows(graph, false), part_r, grad_xr->data<T>(), H, F);
+        if (grad_att) merge_chunk_sums<T, VEC>(chunk_rows(graph, false), part_att, att_terms.data<T>(), H, F);
       }
       if (grad_att) sum_axis(att_terms, 1, Nd, int64_t{H} * F, *grad_att);
     });
