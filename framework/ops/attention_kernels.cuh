@@ -299,11 +299,12 @@ __device__ __forceinline__ ChunkRange find_chunk(const int32_t* __restrict__ row
   return {row, begin, min(begin + chunk, static_cast<long long>(row_ptr[row + 1]))};
 }
 
-// The long rows' chunks (Graph::row_chunk_ptr, row_chunk_row or the transpose's) as the merge
-// kernels take them: an item per (chunk, column tile), of which a row's first chunk merges the
-// row's chunks in chunk order and the others return. Items over every row, most of them without
-// a chunk, took 0.38 ms of the 100M-edge step's first-layer forward and 0.24 ms of its backward
-// for a few thousand long rows.
+// The long rows' chunks (Graph::row_chunk_ptr, row_chunk_row or the transpose's) as
+// value_grad_merge_kernel takes them: an item per (chunk, column tile), of which a row's first
+// chunk merges the row's chunks in chunk order and the others return. At 100M edges (H200, ncu)
+// the first layer's backward merge took 0.24 ms with an item per row, most rows without a chunk,
+// and 0.11 ms so. The forward's merge measured slower so (0.38 -> 0.54 ms, the output layer's
+// 0.17 -> 0.29 ms) and keeps an item per row.
 struct ChunkRows {
   const int32_t* ptr;  // (N+1,) row i's chunks are [ptr[i], ptr[i+1])
   const int32_t* row;  // (chunks,) the row of each chunk
@@ -326,24 +327,23 @@ inline ChunkRows chunk_rows(const Graph& graph, bool transposed) {
 // those of the positive sums when `pos` has them).
 template <class T, int VEC, int G>
 __global__ void __launch_bounds__(kThreads)
-    aggregate_merge_kernel(ChunkRows rows,
-                           const T* __restrict__ part_m,    // (W, H)
-                           const T* __restrict__ part_z,    // (W, H)
-                           const T* __restrict__ part_acc,  // (W, H, F)
-                           T* __restrict__ out,             // (N, H, F)
-                           T* __restrict__ lse,             // (N, H)
-                           int H, int F, int tiles, PositiveParts<T> pos = {},
+    aggregate_merge_kernel(const int32_t* __restrict__ chunk_ptr,  // (N+1,)
+                           const T* __restrict__ part_m,           // (W, H)
+                           const T* __restrict__ part_z,           // (W, H)
+                           const T* __restrict__ part_acc,         // (W, H, F)
+                           T* __restrict__ out,                    // (N, H, F)
+                           T* __restrict__ lse,                    // (N, H)
+                           long long N, int H, int F, int tiles, PositiveParts<T> pos = {},
                            OutputEpilogue<T> epilogue = {}) {
   const GroupLane<G> g;
   const int HF = H * F;
-  const long long items = rows.chunks * tiles;
+  const long long items = N * tiles;
   const bool positive = pos.out != nullptr;
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
-    const long long first = item / tiles;
-    const int c = ((static_cast<int>(item - first * tiles)) * G + g.lane) * VEC;
-    const long long i = rows.first_of(first);
-    if (c >= HF || i < 0) continue;
-    const long long w0 = first, w1 = rows.ptr[i + 1];
+    const long long i = item / tiles;
+    const int c = ((static_cast<int>(item - i * tiles)) * G + g.lane) * VEC;
+    const long long w0 = chunk_ptr[i], w1 = chunk_ptr[i + 1];
+    if (c >= HF || w0 == w1) continue;
     const int h = c / F;
     T m = -INFINITY;
     for (long long w = w0; w < w1; ++w) m = fmax(m, part_m[w * H + h]);
@@ -416,8 +416,7 @@ struct RowDer {
 // (N, H) arrays would cost three random accesses an edge (three sectors at the output layer's
 // single head, three DRAM accesses at 8 heads); head_rows_dot_kernel packs them into one row of
 // `stride` values per node instead: er at offset lead, lse at lead + H, D at lead + 2H, and with
-// lead = H F the node's gradient row G[i] (H, F) before them; zeros to the end of the 32-byte
-// sector D ends in (zero_to_sector_end).
+// lead = H F the node's gradient row G[i] (H, F) before them.
 template <class T>
 struct RowPack {
   const T* er;   // (N, H)
@@ -494,7 +493,6 @@ __global__ void __launch_bounds__(kThreads)
       row[pack.lead + h] = pack.er[t];
       row[pack.lead + H + h] = pack.lse[t];
       row[pack.lead + 2 * H + h] = static_cast<T>(acc);
-      if (h == H - 1) detail::zero_to_sector_end(row, pack.lead + 3 * H, pack.stride);
     } else {
       D[t] = static_cast<T>(acc);
     }

@@ -626,9 +626,9 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
               part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), pos, H, F, v_stride, tiling.tiles,
               chunks, chunk, attn_dropout, scale);
       CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
-      aggregate_merge_kernel<T, VEC, G><<<group_blocks(chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-          chunk_rows(graph, false), part_m.data<T>(), part_z.data<T>(),
-          part_acc.data<T>(), o, l, H, F, tiling.tiles, pos, epilogue);
+      aggregate_merge_kernel<T, VEC, G><<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
+          chunk_ptr, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o, l, N, H, F,
+          tiling.tiles, pos, epilogue);
       CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
     });
   });

@@ -442,10 +442,9 @@ void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, con
       const Tiling tiling(H * F, VEC);
       with_group(tiling.G, [&](auto group) {
         constexpr int GM = decltype(group)::value;
-        const ChunkRows rows = chunk_rows(graph, false);
-        aggregate_merge_kernel<T, VEC, GM><<<group_blocks(rows.chunks * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
-            rows, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), out.data<T>(), lse.data<T>(), H, F,
-            tiling.tiles);
+        aggregate_merge_kernel<T, VEC, GM><<<group_blocks(Nd * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
+            graph.row_chunk_ptr().data<int32_t>(), part_m.data<T>(), part_z.data<T>(),
+            part_acc.data<T>(), out.data<T>(), lse.data<T>(), Nd, H, F, tiling.tiles);
         CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
       });
     });

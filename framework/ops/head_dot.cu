@@ -26,8 +26,7 @@ struct ValueRows {
 // vectors where F and the pointers allow: one float at a time, the stores of the values and rows
 // of 5M one-head rows of 8 took 0.94 ms). Each dot adds its F terms in order, whatever VEC. The
 // keep decision of flat element i is bit i & 3 of the draw for block i >> 2, as DropoutFn's (a
-// thread draws each block it touches, a block shared by two heads twice). The last head's thread
-// zeros the row's padding to the end of its 32-byte sector.
+// thread draws each block it touches, a block shared by two heads twice).
 template <class T, int VEC>
 __global__ void head_dot_forward_kernel(const T* __restrict__ x,   // (N, H, F)
                                         const T* __restrict__ a1,  // (H, F)
@@ -68,7 +67,6 @@ __global__ void head_dot_forward_kernel(const T* __restrict__ x,   // (N, H, F)
     out1[t] = acc1;
     if (a2) out2[t] = acc2;
     if (row) row[static_cast<long long>(H) * F + h] = acc1;
-    if (row && h == H - 1) detail::zero_to_sector_end(row, H * F + H, vr.row_len);
   }
 }
 

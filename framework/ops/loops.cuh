@@ -28,16 +28,6 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, VEC>& x) {
   *reinterpret_cast<Vec<T, VEC>*>(p) = x;
 }
 
-// Zeros row[from, end), end the first 32-byte boundary of the row at or after `from` (and at
-// most len; the row starts at a 32-byte boundary): where a packed row's values end inside a
-// 32-byte sector, a sector left partly unwritten costs the DRAM a read of it before its write.
-template <class T>
-__device__ __forceinline__ void zero_to_sector_end(T* row, int from, int len) {
-  constexpr int kSector = 32 / static_cast<int>(sizeof(T));
-  const int end = min(len, (from + kSector - 1) / kSector * kSector);
-  for (int p = from; p < end; ++p) row[p] = T(0);
-}
-
 // Column sums of a (rows, cols) array of partial sums, each added in row order into an Acc:
 //   out_y[c] = partial[y slice + 0 cols + c] + partial[y slice + 1 cols + c] + ...
 // for y = blockIdx.y (out0, or out1 for y = 1: two arrays `slice` apart in one launch). A block
