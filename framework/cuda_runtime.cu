@@ -315,6 +315,31 @@ void DeviceCounter::advance(uint64_t by) {
   CUDA_CHECK_LAUNCH("advance_counter_kernel");
 }
 
+Event::Event() {
+  checked_runtime("cuda::Event");
+  cudaEvent_t event;
+  CUDA_CHECK(cudaEventCreate(&event));
+  event_ = event;
+}
+Event::~Event() { cudaEventDestroy(static_cast<cudaEvent_t>(event_)); }
+void Event::record() { CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), stream())); }
+double Event::elapsed_ms(const Event& start, const Event& end) {
+  float ms = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.event_), static_cast<cudaEvent_t>(end.event_)));
+  return ms;
+}
+
+HostBuffer::HostBuffer(size_t bytes) : bytes_(bytes) {
+  checked_runtime("cuda::HostBuffer");
+  CUDA_CHECK(cudaMallocHost(&data_, bytes));
+}
+HostBuffer::~HostBuffer() { cudaFreeHost(data_); }
+void HostBuffer::copy_from_device(const void* src, size_t bytes) {
+  GAT_CHECK(bytes <= bytes_, "cuda::HostBuffer: a copy of ", bytes, " bytes into ", bytes_);
+  check_not_capturing("a copy to the host");
+  CUDA_CHECK(cudaMemcpyAsync(data_, src, bytes, cudaMemcpyDeviceToHost, stream()));
+}
+
 size_t memory_allocated() {
   std::lock_guard<std::mutex> lock(g_sizes_mutex);
   return g_allocated;

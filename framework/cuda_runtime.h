@@ -85,6 +85,40 @@ class DeviceCounter {
   uint64_t* ptr_ = nullptr;
 };
 
+// A point in the stream's work (a cudaEvent with timing): record() queues it, and once the
+// host has waited for the stream past two of them, elapsed_ms gives the device time between them.
+// Timing a stretch of work this way does not make the host wait for that stretch alone.
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record();  // queued on the stream
+  static double elapsed_ms(const Event& start, const Event& end);  // both passed
+
+ private:
+  void* event_ = nullptr;  // cudaEvent_t
+};
+
+// Page-locked host memory (cudaMallocHost) for small reads the host makes every epoch: a copy
+// into it is queued on the stream without the staging copy of pageable memory, and its bytes
+// may be read once the host has waited for the stream.
+class HostBuffer {
+ public:
+  explicit HostBuffer(size_t bytes);
+  ~HostBuffer();
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  void copy_from_device(const void* src, size_t bytes);  // queued on the stream; bytes <= size()
+  const void* data() const { return data_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // Bytes in use and the high-water mark of the allocator since the last reset.
 size_t memory_allocated();
 size_t peak_memory_allocated();

@@ -32,6 +32,13 @@ DeviceCounter::DeviceCounter() { no_cuda("cuda::DeviceCounter"); }
 DeviceCounter::~DeviceCounter() = default;
 void DeviceCounter::set(uint64_t) { no_cuda("cuda::DeviceCounter::set"); }
 void DeviceCounter::advance(uint64_t) { no_cuda("cuda::DeviceCounter::advance"); }
+Event::Event() { no_cuda("cuda::Event"); }
+Event::~Event() = default;
+void Event::record() { no_cuda("cuda::Event::record"); }
+double Event::elapsed_ms(const Event&, const Event&) { no_cuda("cuda::Event::elapsed_ms"); }
+HostBuffer::HostBuffer(size_t) { no_cuda("cuda::HostBuffer"); }
+HostBuffer::~HostBuffer() = default;
+void HostBuffer::copy_from_device(const void*, size_t) { no_cuda("cuda::HostBuffer::copy_from_device"); }
 size_t memory_allocated() { return 0; }
 size_t peak_memory_allocated() { return 0; }
 void reset_peak_memory() {}

@@ -32,11 +32,6 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// Waits for queued device work so wall-clock times cover it.
-void sync_if_cuda(const Dataset& data) {
-  if (data.x.is_cuda()) cuda::synchronize();
-}
-
 // What an epoch reads back, written on the device by ops::classification_metrics and copied to
 // the host in one read: row kStepRow the training step's training nodes (training mode, dropout
 // on), rows kEvalRows.. the evaluation's train, validation and test nodes (eval mode).
@@ -81,6 +76,46 @@ Evaluation read_eval(const std::vector<double>& metrics, int64_t first, const Da
   return {split_metrics(metrics, first, data.train_index), split_metrics(metrics, first + 1, data.val_index),
           split_metrics(metrics, first + 2, data.test_index)};
 }
+
+// An epoch's step time and its one read of the metrics. On CUDA two events around the step time
+// it, so the host queues the evaluation behind the step without waiting for the step alone, and
+// the metrics come back through page-locked memory. On the CPU every op has finished when it
+// returns: the wall clock times the step and the metrics are read as they are.
+class EpochReads {
+ public:
+  explicit EpochReads(const Tensor& metrics) : metrics_(metrics) {
+    if (metrics.is_cuda()) cuda_ = std::make_unique<CudaSide>(metrics.nbytes());
+  }
+  void step_begins() {
+    if (cuda_) cuda_->step_start.record();
+    else step_start_ = Clock::now();
+  }
+  void step_ends() {
+    if (cuda_) cuda_->step_end.record();
+    else step_ms_ = ms_since(step_start_);
+  }
+  // Waits for the epoch's work and returns the metrics; step_ms() is the step's time from then.
+  std::vector<double> read() {
+    if (!cuda_) return metrics_.to_vector<double>();
+    cuda_->host.copy_from_device(metrics_.raw_data(), metrics_.nbytes());
+    cuda::synchronize();
+    step_ms_ = cuda::Event::elapsed_ms(cuda_->step_start, cuda_->step_end);
+    const double* numbers = static_cast<const double*>(cuda_->host.data());
+    return {numbers, numbers + metrics_.numel()};
+  }
+  double step_ms() const { return step_ms_; }
+
+ private:
+  struct CudaSide {
+    explicit CudaSide(size_t bytes) : host(bytes) {}
+    cuda::Event step_start, step_end;
+    cuda::HostBuffer host;
+  };
+  Tensor metrics_;  // f64 (kMetricRows, 3)
+  std::unique_ptr<CudaSide> cuda_;
+  Clock::time_point step_start_;
+  double step_ms_ = 0.0;
+};
 
 // The step and the evaluation recorded once as CUDA graphs and replayed every epoch. The
 // dropout streams come from a device counter that each replay advances, and the optimiser
@@ -252,12 +287,14 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   const int64_t first_epoch = state.epoch + 1;
   Tensor metrics = Tensor::empty({kMetricRows, 3}, DType::f64, data.x.device(), "epoch metrics");
   Tensor step_metrics = metrics.rows(kStepRow, kStepRow + 1), eval_metrics = metrics.rows(kEvalRows, kMetricRows);
+  EpochReads reads(metrics);
   // Recorded after the first (eager) epoch has made the optimiser state and every cache.
   std::unique_ptr<RecordedEpoch> recorded;
   bool record = options.cuda_graphs && data.x.is_cuda();
   result.cuda_graphs_note = record ? "not recorded: training ended after its first epoch" : "off";
   for (int64_t epoch = first_epoch; epoch <= options.max_epochs && !state.stopped; ++epoch) {
     const Clock::time_point start = Clock::now();  // the second epoch's times include the recording
+    reads.step_begins();
     if (record && epoch == first_epoch + 1) {
       record = false;
       recorded = std::make_unique<RecordedEpoch>(model, forward, data, x, optimizer, gen, step_metrics,
@@ -280,14 +317,14 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
     };
     if (recorded && !recorded->step()) drop_recording("step");
     if (!recorded) queue_step(model, forward, data, x, optimizer, gen, step_metrics);
-    sync_if_cuda(data);
-    EpochStats stats;
-    stats.epoch = epoch;
-    stats.step_ms = ms_since(start);
-    step_ms_total += stats.step_ms;
+    reads.step_ends();
     if (recorded && !recorded->eval()) drop_recording("evaluation");
     if (!recorded) queue_eval(model, forward, data, x, eval_metrics);
-    const std::vector<double> numbers = metrics.to_vector<double>();  // the epoch's one read
+    const std::vector<double> numbers = reads.read();  // the epoch's one wait and read
+    EpochStats stats;
+    stats.epoch = epoch;
+    stats.step_ms = reads.step_ms();
+    step_ms_total += stats.step_ms;
     const SplitMetrics trained = split_metrics(numbers, kStepRow, data.train_index);
     stats.loss = trained.loss;
     stats.train_acc = trained.acc;
@@ -302,7 +339,10 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
       result.val_acc = stats.val_acc;
       result.val_loss = stats.val_loss;
       result.best_epoch = epoch;
-      for (size_t i = 0; i < params.size(); ++i) best_params[i] = params[i].clone();
+      for (size_t i = 0; i < params.size(); ++i) {  // copied into the kept tensors, not allocated again
+        if (best_params[i].defined()) best_params[i].copy_(params[i]);
+        else best_params[i] = params[i].clone();
+      }
     }
     stats.ms = ms_since(start);
     state.epoch = epoch;

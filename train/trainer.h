@@ -76,7 +76,9 @@ struct EpochStats {
   double val_loss = 0;     // eval mode
   double val_acc = 0;
   double test_acc = 0;
-  double step_ms = 0;      // forward + backward + optimizer step
+  // forward + backward + optimizer step: on CUDA the device time between events queued around
+  // it (from the epoch's start in the second, which records the graphs), on the CPU the wall clock
+  double step_ms = 0;
   double ms = 0;           // the whole epoch (step and evaluation)
 };
 
