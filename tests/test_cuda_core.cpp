@@ -79,9 +79,13 @@ TEST(CudaCore, MatmulMatchesCpu) {
            // and a wider one left to cuBLAS. Their products with M >= 65,536, K <= 64 and N <= 16
            // are the tall narrow kernel's: forwards with 4-vector batches of a row and 1-vector
            // tails (K = 12, 20), op(b) transposed in the data gradients of the K = 12 and K = 16
-           // ones (N = 12 and 16); K = 30 and N of 20 or more go to cuBLAS.
+           // ones (N = 12 and 16); K = 30 goes to cuBLAS. Those with K <= 16 and N from 20 to 128
+           // are the short-sum kernel's: 16 threads a row (the 100M-edge output layer's data
+           // gradient, 8 x 64), 6 (4 of a block's threads idle), 32, and op(b) transposed in the
+           // data gradient of the K = 24 one (8 x 24); N = 132 goes to cuBLAS.
            {70001, 32, 16}, {65536 + 2048 * 3 + 5, 12, 8}, {70001, 32, 64}, {70001, 64, 8},
-           {70001, 20, 12}, {70001, 16, 8}, {70001, 30, 8}}) {
+           {70001, 20, 12}, {70001, 16, 8}, {70001, 30, 8}, {70001, 8, 64}, {70001, 4, 24},
+           {65536 + 5, 12, 128}, {70001, 24, 8}, {70001, 16, 132}}) {
     expect_cuda_matches_cpu("matmul (" + std::to_string(M) + "," + std::to_string(K) + ")x(" +
                                 std::to_string(K) + "," + std::to_string(N) + ")",
                             mm, {random_tensor({M, K}, rng, -1, 1, DType::f32),
@@ -93,6 +97,9 @@ TEST(CudaCore, MatmulMatchesCpu) {
   expect_cuda_matches_cpu("matmul f64 (70001,64)x(64,16)", mm,  // the tall kernel's largest op(b)
                           {random_tensor({70001, 64}, rng, -1, 1, DType::f64),
                            random_tensor({64, 16}, rng, -1, 1, DType::f64)});
+  expect_cuda_matches_cpu("matmul f64 (70001,16)x(16,64)", mm,  // the short-sum kernel's most registers
+                          {random_tensor({70001, 16}, rng, -1, 1, DType::f64),
+                           random_tensor({16, 64}, rng, -1, 1, DType::f64)});
   expect_cuda_matches_cpu("matmul(x, x)", [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[0]); },
                           {random_tensor({6, 6}, rng, -1, 1, DType::f32)});
   Tensor empty = ops::matmul(Tensor::zeros({3, 0}, DType::f32, Device::cuda), Tensor::zeros({0, 2}, DType::f32, Device::cuda));
