@@ -330,21 +330,26 @@ TEST(CudaGatAttentionAggregate, GradientsMatchFiniteDifferencesOnDevice) {
 }
 
 // The fused bias (GATConv's concatenated heads): out plus bias and every gradient, the bias's
-// included, against the CPU in f64, through the fused backward ({8, 8}, {3, 5}) and the unfused
-// one ({1, 256}). d node_value takes the positive sums' storage: no block of its own at the
-// backward's peak, where one appears when er needs no gradient (no positive sums kept).
+// included, against the CPU in f64, through the fused backward ({8, 8} and, on 300,000 nodes,
+// several rows a thread: d bias summed in head_rows_dot's pass; {3, 5}: summed after it) and the
+// unfused one ({1, 256}). d node_value takes the positive sums' storage: no block of its own at
+// the backward's peak, where one appears when er needs no gradient (no positive sums kept).
 TEST(CudaGatAttentionAggregate, BiasMatchesCpuAndDValuesReuseThePositiveSums) {
   GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(44);
-  const Graph g = random_graph(3000, 30000, 0, rng);
+  const Graph g = random_graph(3000, 30000, 0, rng), large = random_graph(300000, 600000, 0, rng);
   const Graph gd = g.to(Device::cuda);
   const int64_t N = g.num_nodes();
-  for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {3, 5}, {1, 256}}) {
-    const std::vector<Tensor> inputs{random_tensor({N, H}, rng, -3, 3, DType::f32),
-                                     random_tensor({N, H}, rng, -3, 3, DType::f32),
-                                     random_tensor({N, H, F}, rng, -1, 1, DType::f32),
+  for (auto [graph, H, F] : std::vector<std::tuple<const Graph*, int64_t, int64_t>>{
+           {&g, 8, 8}, {&g, 3, 5}, {&g, 1, 256}, {&large, 8, 8}}) {
+    const Graph& cpu_graph = *graph;
+    const Graph cuda_graph = cpu_graph.to(Device::cuda);
+    const int64_t rows = cpu_graph.num_nodes();
+    const std::vector<Tensor> inputs{random_tensor({rows, H}, rng, -3, 3, DType::f32),
+                                     random_tensor({rows, H}, rng, -3, 3, DType::f32),
+                                     random_tensor({rows, H, F}, rng, -1, 1, DType::f32),
                                      random_tensor({H, F}, rng, -1, 1, DType::f32)};
-    const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32);
+    const Tensor go = random_tensor({rows, H, F}, rng, -1, 1, DType::f32);
     auto run = [&](const Graph& graph, DType dtype, Device device) {
       std::vector<Tensor> in;
       for (const Tensor& t : inputs) in.push_back(t.to(dtype).to(device).set_requires_grad());
@@ -354,10 +359,10 @@ TEST(CudaGatAttentionAggregate, BiasMatchesCpuAndDValuesReuseThePositiveSums) {
       for (const Tensor& t : in) results.push_back(t.grad());
       return results;
     };
-    const std::vector<Tensor> want = run(g, DType::f64, Device::cpu), got = run(gd, DType::f32, Device::cuda);
+    const std::vector<Tensor> want = run(cpu_graph, DType::f64, Device::cpu), got = run(cuda_graph, DType::f32, Device::cuda);
     const char* names[] = {"out", "d el", "d er", "d value", "d bias"};
     for (size_t k = 0; k < want.size(); ++k)
-      EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << "H=" << H << " F=" << F << ": " << names[k];
+      EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << "N=" << rows << " H=" << H << " F=" << F << ": " << names[k];
   }
   const int64_t H = 8, F = 8;
   // The gradients that had a buffer of their own at the backward's peak: d node_value, d el and

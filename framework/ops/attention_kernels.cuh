@@ -450,6 +450,12 @@ struct RowActivation {
 // row's weight sits on edges of positive argument, and a product of two floats is exact in
 // double, so only the roundings of out and pos_out themselves reach it (the f32 sums lost up to
 // 1.6e-5 of d er's largest value against the CPU's edge sums on a small graph).
+// With bias_partial the kernel also sums G (after the activation's backward: the gradient of out
+// plus the bias) over its rows, for d bias, which then needs no pass over the (N, H F) gradient
+// of its own (0.3 ms at 100M edges): thread j adds its rows into its own column of bias_slots (its
+// rows all have head j % H, blockDim.x and the grid's threads being multiples of H), then thread c
+// < H F adds the columns of head c / F in thread order into the block's row of bias_partial, in
+// double; head_rows_dot's ordered column sums add the blocks' rows.
 template <class T, int VEC>
 __global__ void __launch_bounds__(kThreads)
     head_rows_dot_kernel(const T* __restrict__ G,    // (N, H, F)
@@ -457,8 +463,12 @@ __global__ void __launch_bounds__(kThreads)
                          T* __restrict__ D,          // (N, H), or null with pack
                          long long NH, int F, RowDer<T> der = {},
                          const T* __restrict__ out_bias = nullptr,  // (H, F) or null
-                         int H = 1, RowPack<T> pack = {}, RowActivation<T> act = {}) {
+                         int H = 1, RowPack<T> pack = {}, RowActivation<T> act = {},
+                         double* __restrict__ bias_partial = nullptr) {  // (gridDim.x, H F) or null
   static_assert(4 % VEC == 0, "a vector lies in one Philox block of 4");
+  extern __shared__ double bias_slots[];  // (F, blockDim.x) with bias_partial
+  if (bias_partial)
+    for (int f = 0; f < F; ++f) bias_slots[f * blockDim.x + threadIdx.x] = 0;
   for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < NH;
        t += static_cast<long long>(gridDim.x) * blockDim.x) {
     const long long i = t / H;
@@ -480,6 +490,9 @@ __global__ void __launch_bounds__(kThreads)
         store_vec<T, VEC>(act.grad_pre + n, grad);
       }
       if (pack.lead) store_vec<T, VEC>(row + h * F + f, grad);
+      if (bias_partial)
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) bias_slots[(f + k) * blockDim.x + threadIdx.x] += static_cast<double>(grad.v[k]);
       Vec<T, VEC> pos_value{};
       if (der.der) pos_value = load_vec<T, VEC>(der.pos_out + n);
 #pragma unroll
@@ -499,6 +512,15 @@ __global__ void __launch_bounds__(kThreads)
     if (der.der)
       der.der[t] = static_cast<T>(static_cast<double>(der.one_minus_slope) *
                                   (acc_pos - acc * static_cast<double>(der.pos_weight[t])));
+  }
+  if (bias_partial) {
+    __syncthreads();
+    for (int c = threadIdx.x; c < H * F; c += blockDim.x) {
+      const int h = c / F, f = c - h * F;
+      double sum = 0;
+      for (int j = h; j < static_cast<int>(blockDim.x); j += H) sum += bias_slots[f * blockDim.x + j];
+      bias_partial[blockIdx.x * static_cast<long long>(H) * F + c] = sum;
+    }
   }
 }
 
@@ -526,17 +548,36 @@ void with_vec(int F, std::initializer_list<const void*> ptrs, Fn&& f) {
   else f(Int<1>{});
 }
 
+// d bias inside head_rows_dot_kernel: for heads of at most kBiasInRowsF features (a block's
+// slots are kThreads x F doubles of shared memory) and H dividing kThreads.
+constexpr int kBiasInRowsF = 16;
+inline bool bias_in_rows(int H, int F) { return H > 0 && kThreads % H == 0 && F <= kBiasInRowsF; }
+
 // head_rows_dot_kernel over the NH (node, head) rows of F features, 16-byte vectors when F and
-// the pointers allow.
+// the pointers allow. With grad_bias (H F values; bias_in_rows(H, F)) also the column sums of G
+// after the activation's backward: two waves of blocks at most, whose rows of partial sums
+// ordered_column_sums then adds in block order.
 template <class T>
 void head_rows_dot(const T* G, const T* out, T* D, long long NH, int F, RowDer<T> der = {},
-                   const T* out_bias = nullptr, int H = 1, RowPack<T> pack = {}, RowActivation<T> act = {}) {
+                   const T* out_bias = nullptr, int H = 1, RowPack<T> pack = {}, RowActivation<T> act = {},
+                   T* grad_bias = nullptr) {
+  long long blocks = warps::warp_blocks((NH + kWarp - 1) / kWarp);
+  Tensor partial;  // (blocks, H F) f64 with grad_bias
+  size_t slot_bytes = 0;
+  if (grad_bias) {
+    GAT_CHECK(bias_in_rows(H, F), "head_rows_dot: d bias of ", H, " heads of ", F, " features");
+    blocks = std::min(blocks, 2 * cuda::resident_threads() / kThreads);
+    partial = Tensor::empty({blocks, int64_t{H} * F}, DType::f64, Device::cuda, "bias partials");
+    slot_bytes = sizeof(double) * kThreads * F;
+  }
   with_vec<T>(F, {G, out, der.pos_out, out_bias, pack.rows, act.grad_pre}, [&](auto vec) {
-    head_rows_dot_kernel<T, decltype(vec)::value>
-        <<<warps::warp_blocks((NH + kWarp - 1) / kWarp), kThreads, 0, cuda::stream()>>>(
-            G, out, D, NH, F, der, out_bias, H, pack, act);
+    head_rows_dot_kernel<T, decltype(vec)::value><<<static_cast<unsigned>(blocks), kThreads, slot_bytes, cuda::stream()>>>(
+        G, out, D, NH, F, der, out_bias, H, pack, act, grad_bias ? partial.data<double>() : nullptr);
     CUDA_CHECK_LAUNCH("head_rows_dot_kernel");
   });
+  if (grad_bias)
+    detail::ordered_column_sums<double, double, T>("head_rows_dot bias sums", partial.data<double>(), blocks,
+                                                   int64_t{H} * F, 1, grad_bias);
 }
 
 inline int pow2_at_least(long long n) {

@@ -360,19 +360,32 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       const Tensor& pos_out, const Tensor& pos_weight,
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
                                       Tensor* grad_edge_term, Tensor* grad_value,
-                                      const OutputActivation& activation, Tensor* grad_pre) {
+                                      const OutputActivation& activation, Tensor* grad_pre, Tensor* grad_bias) {
   if (activation.elu) {
     const char* op = "gat_attention_aggregate backward (activation)";
     GAT_CHECK(grad_pre, op, ": grad_pre, the gradient of the activation's input, is needed");
     check_same(op, "grad_pre", *grad_pre, "out", out);
     check_shape(op, "grad_pre", *grad_pre, out.shape());
   }
+  const int64_t N = out.size(0), HF = out.size(1) * out.size(2);
+  if (grad_bias) {
+    const char* op = "gat_attention_aggregate backward (d bias)";
+    check_same(op, "grad_bias", *grad_bias, "out", out);
+    GAT_CHECK(grad_bias->numel() == HF, op, ": grad_bias ", grad_bias->describe(), " must hold H F = ", HF,
+              " values");
+  }
+  // d bias from the gradient of out + out_bias, in double (sum_axis), where the kernels do not
+  // take it in their own pass.
+  auto bias_from = [&](const Tensor& grad_in) {
+    if (grad_bias) sum_axis(grad_in, 1, N, HF, *grad_bias);
+  };
   if (graph.num_edges() == 0 || el.size(1) == 0 || node_value.size(2) == 0) {
-    // Nothing is aggregated: every gradient but the activation's is zero (and the kernels may
-    // assume edges, heads and features).
+    // Nothing is aggregated: every gradient but the activation's and the bias's is zero (and
+    // the kernels may assume edges, heads and features).
     if (activation.elu)
       elu_dropout_backward(out, grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
                            activation_keep(activation, out), *grad_pre);
+    bias_from(activation.elu ? *grad_pre : grad_out);
     for (Tensor* grad : {grad_el, grad_er, grad_edge_term, grad_value})
       if (grad) grad->zero_();
     return;
@@ -380,11 +393,13 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
   if (node_value.is_cuda())
     return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_backward(
         graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, out_bias, lse,
-        pos_out, pos_weight, grad_out, grad_el, grad_er, grad_edge_term, grad_value, activation, grad_pre));
+        pos_out, pos_weight, grad_out, grad_el, grad_er, grad_edge_term, grad_value, activation, grad_pre,
+        grad_bias));
   cpu_impl::gat_attention_aggregate_backward(graph, el, er, edge_term, node_value, negative_slope,
                                              attn_dropout, out, out_bias, lse, pos_out, pos_weight,
                                              grad_out, grad_el, grad_er, grad_edge_term, grad_value,
                                              activation, grad_pre);
+  bias_from(activation.elu ? *grad_pre : grad_out);
 }
 
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
@@ -521,12 +536,12 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
   // The gradient of out + bias, before the activation (grad_out itself without one).
   Tensor grad_pre = s.activation.elu ? Tensor::empty(s.out.shape(), s.out.dtype(), s.out.device(), "d activation input")
                                      : grad_out;
+  if (need_bias) d.bias = Tensor::empty(s.bias.shape(), s.bias.dtype(), s.bias.device(), "d bias");
   kernels::gat_attention_aggregate_backward(
       s.graph, s.el, s.er, s.edge_term, s.value, s.negative_slope, s.attn_dropout, s.out, s.bias, s.lse,
       s.pos_out, s.pos_weight, grad_out, need_el ? &d.el : nullptr, need_er ? &d.er : nullptr,
       need_term ? &d.edge_term : nullptr, need_value ? &d.value : nullptr, s.activation,
-      s.activation.elu ? &grad_pre : nullptr);
-  if (need_bias) d.bias = sum(grad_pre.view({s.out.size(0), s.out.size(1) * s.out.size(2)}), 0).view(s.bias.shape());
+      s.activation.elu ? &grad_pre : nullptr, need_bias ? &d.bias : nullptr);
   return d;
 }
 

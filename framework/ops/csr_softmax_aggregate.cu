@@ -13,6 +13,7 @@
 #include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/graph_kernels.cuh"
+#include "gat/framework/ops/reduce.h"
 
 namespace gat::ops::cuda_impl {
 
@@ -795,7 +796,7 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       const Tensor& pos_out, const Tensor& pos_weight,
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
                                       Tensor* grad_edge_term, Tensor* grad_value,
-                                      const OutputActivation& activation, Tensor* grad_pre) {
+                                      const OutputActivation& activation, Tensor* grad_pre, Tensor* grad_bias) {
   const long long N = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(el.size(1)), F = static_cast<int>(node_value.size(2));
   dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
@@ -810,6 +811,7 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
           elu_dropout_backward(out, grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
                                KeepMask(), *grad_pre);
         const Tensor& grad_in = activation.elu ? *grad_pre : grad_out;
+        if (grad_bias) sum_axis(grad_in, 1, N, int64_t{H} * F, *grad_bias);
         Tensor scores = Tensor::empty({E, H}, el.dtype(), Device::cuda, "gat scores (backward)");
         gat_edge_scores_forward(graph, el, er, edge_term, negative_slope, scores);
         Tensor ds;
@@ -850,9 +852,12 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                {static_cast<T>(keep_scale), static_cast<T>(activation.alpha * keep_scale)},
                activation.dropout, static_cast<T>(1.0 / keep_scale), static_cast<T>(1.0 / activation.alpha)};
       }
+      const bool bias_here = grad_bias && bias_in_rows(H, F);  // else summed after, as sum does
       head_rows_dot<T>(grad_out.data<T>(), out.data<T>(), nullptr, NH, F, der,
                        out_bias.defined() ? out_bias.data<T>() : nullptr, H,
-                       RowPack<T>{er.data<T>(), lse.data<T>(), packed, stride, lead}, act);
+                       RowPack<T>{er.data<T>(), lse.data<T>(), packed, stride, lead}, act,
+                       bias_here ? grad_bias->data<T>() : nullptr);
+      if (grad_bias && !bias_here) sum_axis(activation.elu ? *grad_pre : grad_out, 1, N, int64_t{H} * F, *grad_bias);
       if (lead) a.grad_out = packed, a.grad_stride = stride;
       if (!grad_el && !grad_edge_term && !grad_value) return;
       with_edge_term(edge_term, [&](auto term) {

@@ -125,6 +125,10 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //            (out + out_bias), and goes on with grad_pre where grad_out is read above. CUDA
 //            draws the decisions again and takes the ELU's input from out; the CPU keeps nothing
 //            more either (it draws them again too and needs no ELU input).
+//  grad_bias (gat backward; null to skip): H F values, d out_bias: the column sums over the N
+//            rows of the gradient of out + out_bias (grad_pre, or grad_out without an
+//            activation), zero for N = 0. CUDA sums them in head_rows_dot's pass where the heads
+//            allow (bias_in_rows), all in double either way.
 //  None synchronises with the host (on CUDA: the launches it makes are in docs/kernels.md).
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device; all three have one contract.
 // The CUDA kernels' packed rows: 16 values (64 bytes of f32), which the DRAM serves with one
@@ -156,7 +160,7 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
                                       Tensor* grad_edge_term, Tensor* grad_value,
                                       const OutputActivation& activation = {},
-                                      Tensor* grad_pre = nullptr);
+                                      Tensor* grad_pre = nullptr, Tensor* grad_bias = nullptr);
 }  // namespace kernels
 namespace cpu_impl {  // csr_softmax_aggregate.cpp
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
@@ -182,7 +186,7 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
                                       Tensor* grad_edge_term, Tensor* grad_value,
                                       const OutputActivation& activation = {},
-                                      Tensor* grad_pre = nullptr);
+                                      Tensor* grad_pre = nullptr);  // d bias: the dispatcher's
 }  // namespace cpu_impl
 namespace cuda_impl {  // csr_softmax_aggregate.cu
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
@@ -208,7 +212,7 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
                                       Tensor* grad_edge_term, Tensor* grad_value,
                                       const OutputActivation& activation = {},
-                                      Tensor* grad_pre = nullptr);
+                                      Tensor* grad_pre = nullptr, Tensor* grad_bias = nullptr);
 }  // namespace cuda_impl
 
 }  // namespace gat::ops
