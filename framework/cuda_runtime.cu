@@ -23,6 +23,7 @@ struct Runtime {
   cublasHandle_t cublas = nullptr;
   void* cublas_workspace = nullptr;
   long long resident_threads = 0;
+  int multiprocessors = 0;
 };
 
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
@@ -43,6 +44,7 @@ Runtime& runtime() {
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     CUDA_CHECK(cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, 0));
     r.resident_threads = static_cast<long long>(sms) * threads_per_sm;
+    r.multiprocessors = sms;
     CUDA_CHECK(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
     // Keep freed blocks in the pool: a training step then allocates without calling the driver.
     cudaMemPool_t pool;
@@ -103,6 +105,7 @@ bool built_with_cuda() { return true; }
 bool available() { return runtime().ok; }
 const char* unavailable_reason() { return runtime().reason.c_str(); }
 long long resident_threads() { return checked_runtime("cuda::resident_threads").resident_threads; }
+int multiprocessors() { return checked_runtime("cuda::multiprocessors").multiprocessors; }
 
 cudaStream_t stream() { return checked_runtime("cuda::stream").stream; }
 cublasHandle_t cublas_handle() { return checked_runtime("cuda::cublas_handle").cublas; }

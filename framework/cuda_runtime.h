@@ -19,6 +19,7 @@ bool available();
 // Threads the device keeps resident at once: multiprocessors x threads per multiprocessor (for
 // kernels that size a grid-stride grid to the device). Throws without CUDA.
 long long resident_threads();
+int multiprocessors();  // the device's streaming multiprocessors. Throws without CUDA.
 // Why available() is false ("built without CUDA", "no CUDA device: ..."), empty when true.
 const char* unavailable_reason();
 

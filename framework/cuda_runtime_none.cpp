@@ -15,6 +15,7 @@ bool built_with_cuda() { return false; }
 bool available() { return false; }
 const char* unavailable_reason() { return "built without CUDA"; }
 long long resident_threads() { no_cuda("cuda::resident_threads"); }
+int multiprocessors() { no_cuda("cuda::multiprocessors"); }
 void* malloc(size_t, const char* what) { no_cuda(what); }
 void free(void*) {}
 void memcpy(void*, bool, const void*, bool, size_t) { no_cuda("cuda::memcpy"); }

@@ -455,9 +455,11 @@ struct RowActivation {
 // of its own (0.3 ms at 100M edges): thread j adds its rows into its own column of bias_slots (its
 // rows all have head j % H, blockDim.x and the grid's threads being multiples of H), then thread c
 // < H F adds the columns of head c / F in thread order into the block's row of bias_partial, in
-// double; head_rows_dot's ordered column sums add the blocks' rows.
+// double; head_rows_dot's ordered column sums add the blocks' rows. At most 64 registers: 4
+// blocks a multiprocessor (the slots' 72 took it to 3, and the first layer's D kernel at 100M
+// edges from 1.84 to 2.30 ms).
 template <class T, int VEC>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)
     head_rows_dot_kernel(const T* __restrict__ G,    // (N, H, F)
                          const T* __restrict__ out,  // (N, H, F)
                          T* __restrict__ D,          // (N, H), or null with pack
@@ -555,29 +557,33 @@ inline bool bias_in_rows(int H, int F) { return H > 0 && kThreads % H == 0 && F 
 
 // head_rows_dot_kernel over the NH (node, head) rows of F features, 16-byte vectors when F and
 // the pointers allow. With grad_bias (H F values; bias_in_rows(H, F)) also the column sums of G
-// after the activation's backward: two waves of blocks at most, whose rows of partial sums
-// ordered_column_sums then adds in block order.
+// after the activation's backward: at most one wave of blocks (each then takes many rows, and a
+// last wave's partial fill would leave multiprocessors idle for a block's whole time), whose
+// rows of partial sums ordered_column_sums then adds in block order.
 template <class T>
 void head_rows_dot(const T* G, const T* out, T* D, long long NH, int F, RowDer<T> der = {},
                    const T* out_bias = nullptr, int H = 1, RowPack<T> pack = {}, RowActivation<T> act = {},
                    T* grad_bias = nullptr) {
-  long long blocks = warps::warp_blocks((NH + kWarp - 1) / kWarp);
-  Tensor partial;  // (blocks, H F) f64 with grad_bias
-  size_t slot_bytes = 0;
-  if (grad_bias) {
-    GAT_CHECK(bias_in_rows(H, F), "head_rows_dot: d bias of ", H, " heads of ", F, " features");
-    blocks = std::min(blocks, 2 * cuda::resident_threads() / kThreads);
-    partial = Tensor::empty({blocks, int64_t{H} * F}, DType::f64, Device::cuda, "bias partials");
-    slot_bytes = sizeof(double) * kThreads * F;
-  }
+  if (grad_bias) GAT_CHECK(bias_in_rows(H, F), "head_rows_dot: d bias of ", H, " heads of ", F, " features");
   with_vec<T>(F, {G, out, der.pos_out, out_bias, pack.rows, act.grad_pre}, [&](auto vec) {
-    head_rows_dot_kernel<T, decltype(vec)::value><<<static_cast<unsigned>(blocks), kThreads, slot_bytes, cuda::stream()>>>(
+    const auto kernel = head_rows_dot_kernel<T, decltype(vec)::value>;
+    long long blocks = warps::warp_blocks((NH + kWarp - 1) / kWarp);
+    const size_t slot_bytes = grad_bias ? sizeof(double) * kThreads * F : 0;
+    Tensor partial;  // (blocks, H F) f64 with grad_bias
+    if (grad_bias) {
+      static int per_multiprocessor[kBiasInRowsF + 1] = {};  // resident blocks, by F (0: not asked yet)
+      if (per_multiprocessor[F] == 0)
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor[F], kernel, kThreads, slot_bytes));
+      blocks = std::min<long long>(blocks, std::max(1, per_multiprocessor[F]) * cuda::multiprocessors());
+      partial = Tensor::empty({blocks, int64_t{H} * F}, DType::f64, Device::cuda, "bias partials");
+    }
+    kernel<<<static_cast<unsigned>(blocks), kThreads, slot_bytes, cuda::stream()>>>(
         G, out, D, NH, F, der, out_bias, H, pack, act, grad_bias ? partial.data<double>() : nullptr);
     CUDA_CHECK_LAUNCH("head_rows_dot_kernel");
+    if (grad_bias)
+      detail::ordered_column_sums<double, double, T>("head_rows_dot bias sums", partial.data<double>(), blocks,
+                                                     int64_t{H} * F, 1, grad_bias);
   });
-  if (grad_bias)
-    detail::ordered_column_sums<double, double, T>("head_rows_dot bias sums", partial.data<double>(), blocks,
-                                                   int64_t{H} * F, 1, grad_bias);
 }
 
 inline int pow2_at_least(long long n) {
