@@ -338,7 +338,7 @@ HostBuffer::HostBuffer(size_t bytes) : bytes_(bytes) {
 }
 HostBuffer::~HostBuffer() { cudaFreeHost(data_); }
 void HostBuffer::copy_from_device(const void* src, size_t bytes) {
-  GAT_CHECK(bytes <= bytes_, "cuda::HostBuffer: a copy of ", bytes, " bytes into ", bytes_);
+  GAT_CHECK(bytes <= bytes_, "cuda::HostBuffer::copy_from_device: ", bytes, " bytes do not fit the buffer's ", bytes_);
   check_not_capturing("a copy to the host");
   CUDA_CHECK(cudaMemcpyAsync(data_, src, bytes, cudaMemcpyDeviceToHost, stream()));
 }

@@ -374,9 +374,10 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
     GAT_CHECK(grad_bias->numel() == HF, op, ": grad_bias ", grad_bias->describe(), " must hold H F = ", HF,
               " values");
   }
-  // d bias from the gradient of out + out_bias, in double (sum_axis), where the kernels do not
-  // take it in their own pass.
-  auto bias_from = [&](const Tensor& grad_in) {
+  // d bias: the column sums of the gradient of out + out_bias, in double (sum_axis), where the
+  // kernels do not take them in their own pass.
+  const Tensor& grad_in = activation.elu ? *grad_pre : grad_out;
+  auto sum_bias = [&] {
     if (grad_bias) sum_axis(grad_in, 1, N, HF, *grad_bias);
   };
   if (graph.num_edges() == 0 || el.size(1) == 0 || node_value.size(2) == 0) {
@@ -385,21 +386,23 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
     if (activation.elu)
       elu_dropout_backward(out, grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
                            activation_keep(activation, out), *grad_pre);
-    bias_from(activation.elu ? *grad_pre : grad_out);
+    sum_bias();
     for (Tensor* grad : {grad_el, grad_er, grad_edge_term, grad_value})
       if (grad) grad->zero_();
     return;
   }
+  bool bias_written = false;
   if (node_value.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_backward(
+    bias_written = GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_backward(
         graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, out_bias, lse,
         pos_out, pos_weight, grad_out, grad_el, grad_er, grad_edge_term, grad_value, activation, grad_pre,
         grad_bias));
-  cpu_impl::gat_attention_aggregate_backward(graph, el, er, edge_term, node_value, negative_slope,
-                                             attn_dropout, out, out_bias, lse, pos_out, pos_weight,
-                                             grad_out, grad_el, grad_er, grad_edge_term, grad_value,
-                                             activation, grad_pre);
-  bias_from(activation.elu ? *grad_pre : grad_out);
+  else
+    cpu_impl::gat_attention_aggregate_backward(graph, el, er, edge_term, node_value, negative_slope,
+                                               attn_dropout, out, out_bias, lse, pos_out, pos_weight,
+                                               grad_out, grad_el, grad_er, grad_edge_term, grad_value,
+                                               activation, grad_pre);
+  if (!bias_written) sum_bias();
 }
 
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {

@@ -13,7 +13,6 @@
 #include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/graph_kernels.cuh"
-#include "gat/framework/ops/reduce.h"
 
 namespace gat::ops::cuda_impl {
 
@@ -789,7 +788,7 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
 // walk over the transposed graph gives dV, d el and, when asked, g per edge (= d edge_term,
 // written straight into grad_edge_term). A head wider than one group of lanes (F > 32 vectors)
 // takes the unfused path: the scores and d scores (E, H) exist for the length of this backward.
-void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
+bool gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
                                       const Tensor& out, const Tensor& out_bias, const Tensor& lse,
@@ -798,6 +797,7 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       Tensor* grad_edge_term, Tensor* grad_value,
                                       const OutputActivation& activation, Tensor* grad_pre, Tensor* grad_bias) {
   const long long N = graph.num_dst_nodes(), E = graph.num_edges();
+  bool bias_written = false;
   const int H = static_cast<int>(el.size(1)), F = static_cast<int>(node_value.size(2));
   dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
@@ -811,7 +811,6 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
           elu_dropout_backward(out, grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
                                KeepMask(), *grad_pre);
         const Tensor& grad_in = activation.elu ? *grad_pre : grad_out;
-        if (grad_bias) sum_axis(grad_in, 1, N, int64_t{H} * F, *grad_bias);
         Tensor scores = Tensor::empty({E, H}, el.dtype(), Device::cuda, "gat scores (backward)");
         gat_edge_scores_forward(graph, el, er, edge_term, negative_slope, scores);
         Tensor ds;
@@ -852,12 +851,11 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                {static_cast<T>(keep_scale), static_cast<T>(activation.alpha * keep_scale)},
                activation.dropout, static_cast<T>(1.0 / keep_scale), static_cast<T>(1.0 / activation.alpha)};
       }
-      const bool bias_here = grad_bias && bias_in_rows(H, F);  // else summed after, as sum does
+      bias_written = grad_bias && bias_in_rows(H, F);
       head_rows_dot<T>(grad_out.data<T>(), out.data<T>(), nullptr, NH, F, der,
                        out_bias.defined() ? out_bias.data<T>() : nullptr, H,
                        RowPack<T>{er.data<T>(), lse.data<T>(), packed, stride, lead}, act,
-                       bias_here ? grad_bias->data<T>() : nullptr);
-      if (grad_bias && !bias_here) sum_axis(activation.elu ? *grad_pre : grad_out, 1, N, int64_t{H} * F, *grad_bias);
+                       bias_written ? grad_bias->data<T>() : nullptr);
       if (lead) a.grad_out = packed, a.grad_stride = stride;
       if (!grad_el && !grad_edge_term && !grad_value) return;
       with_edge_term(edge_term, [&](auto term) {
@@ -872,6 +870,7 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
       });
     });
   });
+  return bias_written;
 }
 
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {

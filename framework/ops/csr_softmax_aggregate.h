@@ -204,7 +204,9 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr,
                                      const Tensor* source_rows = nullptr,
                                      const OutputActivation& activation = {});
-void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
+// True when it wrote grad_bias (in head_rows_dot's pass, where bias_in_rows allows); the
+// dispatcher sums it otherwise.
+bool gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
                                       const Tensor& out, const Tensor& out_bias, const Tensor& lse,

@@ -262,6 +262,11 @@ __global__ void __launch_bounds__(kTallThreads, 3)
   }
 }
 
+// A grid-stride grid of the tall kernels: `wanted` blocks, at most 4 waves of resident threads.
+long long tall_blocks(long long wanted) {
+  return std::min(wanted, std::max(1LL, 4 * cuda::resident_threads() / kTallThreads));
+}
+
 int checked_int(int64_t value, const Tensor& a, const Tensor& b) {
   GAT_CHECK(value <= INT32_MAX, "matmul: dimension ", value, " of a ", a.describe(), " x b ",
             b.describe(), " exceeds cuBLAS's 32-bit sizes");
@@ -306,8 +311,7 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
     }
     if (!transpose_a && M >= kTallMinK && K <= kTallNarrowK && N <= kTallNarrowN && K % 4 == 0 && N % 4 == 0 &&
         M * (N / 4) < (1LL << 31) && detail::all_aligned(4 * sizeof(T), {a.data<T>(), out.data<T>()})) {
-      const long long blocks = std::min<long long>((M * (N / 4) + kTallThreads - 1) / kTallThreads,
-                                                   std::max(1LL, 4 * cuda::resident_threads() / kTallThreads));
+      const long long blocks = tall_blocks((M * (N / 4) + kTallThreads - 1) / kTallThreads);
       tall_gemm_nn_kernel<T><<<static_cast<unsigned>(blocks), kTallThreads, 0, cuda::stream()>>>(
           a.data<T>(), operand<T>(b, transpose_b), out.data<T>(), static_cast<int>(M), static_cast<int>(K),
           static_cast<int>(N));
@@ -317,8 +321,7 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
     if (!transpose_a && M >= kTallMinK && K <= kTallShortK && K % 4 == 0 && N > kTallNarrowN && N <= kTallWideN &&
         N % 4 == 0 && detail::all_aligned(4 * sizeof(T), {a.data<T>(), out.data<T>()})) {
       const long long rows_per_pass = kTallThreads / (N / 4);
-      const long long blocks = std::min<long long>((M + rows_per_pass - 1) / rows_per_pass,
-                                                   std::max(1LL, 4 * cuda::resident_threads() / kTallThreads));
+      const long long blocks = tall_blocks((M + rows_per_pass - 1) / rows_per_pass);
       auto launch = [&](auto k) {
         tall_gemm_short_k_kernel<T, decltype(k)::value><<<static_cast<unsigned>(blocks), kTallThreads, 0,
                                                           cuda::stream()>>>(
