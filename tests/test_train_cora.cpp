@@ -268,13 +268,16 @@ TEST(TrainCora, InfoOnATruncatedDataFileNamesTheFile) {
 
 namespace {
 
-// The per-epoch log without its timing fields.
+// The per-epoch log without its timing fields, which are checked to be a step's time inside its
+// epoch's (on CUDA the step is timed by events on the device, the epoch by the host's clock).
 std::vector<nlohmann::json> log_without_times(const std::string& path) {
   std::vector<nlohmann::json> lines;
   std::istringstream in(read_text(path));
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     nlohmann::json j = nlohmann::json::parse(line);
+    EXPECT_GT(j.at("step_ms").get<double>(), 0.0) << line;
+    EXPECT_LE(j.at("step_ms").get<double>(), j.at("ms").get<double>() + 0.01) << line;
     j.erase("ms");
     j.erase("step_ms");
     lines.push_back(j);
