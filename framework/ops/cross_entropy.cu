@@ -11,31 +11,50 @@ namespace {
 
 constexpr int kReduceThreads = 1024;
 
+// Whether the calling block is the last of its grid to get here, for a kernel whose last block
+// finishes what the others left (the mean of their rows) instead of a second launch.
+// Every thread of every block calls it once, after the writes that the last block will read.
+// In the last block those writes are visible to loads through the L2 (__ldcg; not through a const
+// __restrict__ pointer, which may compile to the non-coherent path). There is one count, so two
+// launches must not run concurrently (the framework queues all its work on one stream); the last
+// block sets it back to zero for the next launch, a replayed CUDA graph's included.
+__device__ __forceinline__ bool last_block_to_arrive() {
+  static unsigned arrived = 0;  // global memory, zero when the module is loaded
+  __shared__ bool last;
+  __threadfence();  // this thread's writes, before its block is counted
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
+    last = atomicAdd(&arrived, 1u) == blocks - 1;
+    if (last) arrived = 0;
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
 // One warp per used row: nll[k] = logsumexp(logits[r]) - logits[r, labels[r]], r = index[k];
-// NaN for an out-of-range row or label.
+// NaN for an out-of-range row or label. Then the grid's last block: loss = sum(nll) / K, each of
+// its kReduceThreads threads summing a strided slice, then a shared-memory tree (a fixed order,
+// so the result is bitwise reproducible; classification_metrics sums the same way).
 template <class T>
-__global__ void nll_rows_kernel(const T* __restrict__ logits,       // (N, C)
-                                const int32_t* __restrict__ labels,  // (N,)
-                                const int32_t* __restrict__ index,   // (K,)
-                                T* __restrict__ nll,                 // (K,)
-                                long long N, long long C, long long K) {
+__global__ void __launch_bounds__(kReduceThreads)
+    nll_mean_kernel(const T* __restrict__ logits,       // (N, C)
+                    const int32_t* __restrict__ labels,  // (N,)
+                    const int32_t* __restrict__ index,   // (K,)
+                    T* nll,                              // (K,)
+                    T* __restrict__ loss,                // ()
+                    long long N, long long C, long long K) {
   const int lane = threadIdx.x % kWarp;
   const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
   for (long long k = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; k < K; k += warps) {
     const T v = warp_row_nll(logits, labels, index[k], N, C, lane);
     if (lane == 0) nll[k] = v;
   }
-}
-
-// One block: loss = sum(nll) / K, each thread summing a strided slice, then a shared-memory tree
-// (a fixed order, so the result is bitwise reproducible).
-template <class T>
-__global__ void mean_kernel(const T* __restrict__ nll,  // (K,)
-                            T* __restrict__ loss,       // ()
-                            long long K) {
+  if (!last_block_to_arrive()) return;
   __shared__ T partial[kReduceThreads];
   T sum = 0;
-  for (long long k = threadIdx.x; k < K; k += blockDim.x) sum += nll[k];
+  for (long long k = threadIdx.x; k < K; k += blockDim.x) sum += __ldcg(nll + k);
   sum = block_tree_sum(sum, partial);
   if (threadIdx.x == 0) loss[0] = sum / static_cast<T>(K);
 }
@@ -102,11 +121,9 @@ void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, co
   dispatch_float(logits.dtype(), "masked_cross_entropy", [&](auto zero) {
     using T = decltype(zero);
     Tensor nll = Tensor::empty({K}, logits.dtype(), Device::cuda, "masked_cross_entropy nll");  // (K,)
-    nll_rows_kernel<T><<<cuda::blocks_for(K * kWarp), 256, 0, cuda::stream()>>>(
-        logits.data<T>(), labels.data<int32_t>(), index.data<int32_t>(), nll.data<T>(), N, C, K);
-    CUDA_CHECK_LAUNCH("nll_rows_kernel");
-    mean_kernel<T><<<1, kReduceThreads, 0, cuda::stream()>>>(nll.data<T>(), loss.data<T>(), K);
-    CUDA_CHECK_LAUNCH("mean_kernel");
+    nll_mean_kernel<T><<<cuda::blocks_for(K * kWarp, kReduceThreads), kReduceThreads, 0, cuda::stream()>>>(
+        logits.data<T>(), labels.data<int32_t>(), index.data<int32_t>(), nll.data<T>(), loss.data<T>(), N, C, K);
+    CUDA_CHECK_LAUNCH("nll_mean_kernel");
   });
 }
 
