@@ -453,11 +453,11 @@ struct RowActivation {
 // With bias_partial the kernel also sums G (after the activation's backward: the gradient of out
 // plus the bias) over its rows, for d bias, which then needs no pass over the (N, H F) gradient
 // of its own (0.3 ms at 100M edges): thread j adds its rows into its own column of bias_slots (its
-// rows all have head j % H, blockDim.x and the grid's threads being multiples of H), then thread c
-// < H F adds the columns of head c / F in thread order into the block's row of bias_partial, in
-// double; head_rows_dot's ordered column sums add the blocks' rows. At most 64 registers: 4
-// blocks a multiprocessor (the slots' 72 took it to 3, and the first layer's D kernel at 100M
-// edges from 1.84 to 2.30 ms).
+// rows all have head j % H, blockDim.x and the grid's threads being multiples of H), then a group
+// of lanes per column c < H F adds the slots of head c / F in a fixed order into the block's row
+// of bias_partial, in double; head_rows_dot's ordered column sums add the blocks' rows. At most
+// 64 registers: 4 blocks a multiprocessor (the slots' 72 took it to 3, and the first layer's D
+// kernel at 100M edges from 1.84 to 2.30 ms).
 template <class T, int VEC>
 __global__ void __launch_bounds__(kThreads, 4)
     head_rows_dot_kernel(const T* __restrict__ G,    // (N, H, F)
@@ -516,12 +516,25 @@ __global__ void __launch_bounds__(kThreads, 4)
                                   (acc_pos - acc * static_cast<double>(der.pos_weight[t])));
   }
   if (bias_partial) {
+    // Column c = (h, f) of the block's row of bias_partial adds the slots of head h's threads,
+    // slots = blockDim.x / H of them, by a group of G lanes (the least power of two leaving a
+    // lane at most 8 slots): each lane adds its slots in order (thread h + H (lane + G k)), then
+    // a fixed butterfly adds the lanes. One thread adding a column's slots alone took 256
+    // dependent adds at H = 1 (Cora's output layer: 13.0 us for the kernel, 5.8 us so); a warp
+    // a column made the first layer's kernel (H = 8) 1.4 us slower than one thread did.
     __syncthreads();
-    for (int c = threadIdx.x; c < H * F; c += blockDim.x) {
+    const int slots = static_cast<int>(blockDim.x) / H;
+    int G = 1;
+    while (slots > 8 * G && G < kWarp) G *= 2;
+    const int lane = threadIdx.x % G, groups = blockDim.x / G;
+    for (int c0 = 0; c0 < H * F; c0 += groups) {  // every thread the same rounds: the shuffles see the whole warp
+      const int c = c0 + static_cast<int>(threadIdx.x) / G;
       const int h = c / F, f = c - h * F;
       double sum = 0;
-      for (int j = h; j < static_cast<int>(blockDim.x); j += H) sum += bias_slots[f * blockDim.x + j];
-      bias_partial[blockIdx.x * static_cast<long long>(H) * F + c] = sum;
+      if (c < H * F)
+        for (int j = h + H * lane; j < static_cast<int>(blockDim.x); j += H * G) sum += bias_slots[f * blockDim.x + j];
+      for (int offset = G / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      if (c < H * F && lane == 0) bias_partial[blockIdx.x * static_cast<long long>(H) * F + c] = sum;
     }
   }
 }
