@@ -527,7 +527,8 @@ __global__ void __launch_bounds__(kThreads, 4)
     int G = 1;
     while (slots > 8 * G && G < kWarp) G *= 2;
     const int lane = threadIdx.x % G, groups = blockDim.x / G;
-    for (int c0 = 0; c0 < H * F; c0 += groups) {  // every thread the same rounds: the shuffles see the whole warp
+    // Every thread takes the same rounds, so the shuffles see whole warps.
+    for (int c0 = 0; c0 < H * F; c0 += groups) {
       const int c = c0 + static_cast<int>(threadIdx.x) / G;
       const int h = c / F, f = c - h * F;
       double sum = 0;

@@ -45,7 +45,7 @@ __global__ void metrics_rows_kernel(const T* __restrict__ logits,       // (N, C
   }
 }
 
-// Block s: out[s] = {sum of split s's nll / K_s (masked_cross_entropy's mean_kernel's order),
+// Block s: out[s] = {sum of split s's nll / K_s (the order of masked_cross_entropy's mean),
 // rows right, entries outside [0, N)}.
 template <class T>
 __global__ void metrics_reduce_kernel(const T* __restrict__ nll,            // (total,)
