@@ -517,24 +517,24 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
   if (bias_partial) {
     // Column c = (h, f) of the block's row of bias_partial adds the slots of head h's threads,
-    // slots = blockDim.x / H of them, by a group of G lanes (the least power of two leaving a
-    // lane at most 8 slots): each lane adds its slots in order (thread h + H (lane + G k)), then
-    // a fixed butterfly adds the lanes. One thread adding a column's slots alone took 256
+    // slots = blockDim.x / H of them, by a group of `lanes` lanes (the least power of two leaving
+    // a lane at most 8 slots): each lane adds its slots in order (thread h + H (lane + lanes k)),
+    // then a fixed butterfly adds the lanes. One thread adding a column's slots alone took 256
     // dependent adds at H = 1 (Cora's output layer: 13.0 us for the kernel, 5.8 us so); a warp
     // a column made the first layer's kernel (H = 8) 1.4 us slower than one thread did.
     __syncthreads();
     const int slots = static_cast<int>(blockDim.x) / H;
-    int G = 1;
-    while (slots > 8 * G && G < kWarp) G *= 2;
-    const int lane = threadIdx.x % G, groups = blockDim.x / G;
+    int lanes = 1;
+    while (slots > 8 * lanes && lanes < kWarp) lanes *= 2;
+    const int lane = threadIdx.x % lanes, groups = blockDim.x / lanes;
     // Every thread takes the same rounds, so the shuffles see whole warps.
     for (int c0 = 0; c0 < H * F; c0 += groups) {
-      const int c = c0 + static_cast<int>(threadIdx.x) / G;
+      const int c = c0 + static_cast<int>(threadIdx.x) / lanes;
       const int h = c / F, f = c - h * F;
       double sum = 0;
       if (c < H * F)
-        for (int j = h + H * lane; j < static_cast<int>(blockDim.x); j += H * G) sum += bias_slots[f * blockDim.x + j];
-      for (int offset = G / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        for (int j = h + H * lane; j < static_cast<int>(blockDim.x); j += H * lanes) sum += bias_slots[f * blockDim.x + j];
+      for (int offset = lanes / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
       if (c < H * F && lane == 0) bias_partial[blockIdx.x * static_cast<long long>(H) * F + c] = sum;
     }
   }
