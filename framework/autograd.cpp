@@ -9,6 +9,7 @@ namespace gat::autograd {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+thread_local SideWork* t_side = nullptr;  // the running backward pass's side work
 }
 
 bool grad_enabled() { return g_grad_enabled; }
@@ -73,6 +74,11 @@ void check_gradient(const Node& node, const Edge& input, const Tensor& grad) {
 
 }  // namespace
 
+std::vector<Tensor> side_gradients(std::vector<Tensor> inputs, const SideWork::Fn& work) {
+  if (!t_side) return work(inputs);
+  return t_side->run(std::move(inputs), work);
+}
+
 void backward(const Tensor& root, const Tensor& grad_root) {
   GAT_CHECK(root.requires_grad(), "backward: the tensor ", root.describe(),
             " does not require grad (no input of its computation requires grad)");
@@ -108,6 +114,14 @@ void backward(const Tensor& root, const Tensor& grad_root) {
     bool owned;
   };
   std::unordered_map<Node*, Pending> pending{{root_node.get(), {seed, false}}};
+  // The pass's side work: joined before a gradient it made is read on the main stream, and at
+  // the end (the destructor, also when a closure throws).
+  SideWork side;
+  struct SideScope {
+    SideWork* previous;
+    explicit SideScope(SideWork* side) : previous(t_side) { t_side = side; }
+    ~SideScope() { t_side = previous; }
+  } side_scope(&side);
   auto deliver = [&](const Edge& target, const Tensor& g, bool unshared) {
     if (target.producer) {  // an intermediate tensor: sum the contributions of every use
       auto [it, inserted] = pending.try_emplace(target.producer.get(), Pending{g, unshared});
@@ -136,17 +150,22 @@ void backward(const Tensor& root, const Tensor& grad_root) {
     node.backward = nullptr;  // frees the saved tensors and the rest of the tape
     node.inputs.clear();
     grad_out = Tensor();
-    std::vector<bool> unshared(grads.size());  // held by grads[i] alone, without history
+    std::vector<bool> unshared(grads.size());  // held by grads[i] alone (and the side work), without history
     for (size_t i = 0; i < grads.size(); ++i)
-      unshared[i] = grads[i].defined() && grads[i].impl_ptr().use_count() == 1 &&
+      unshared[i] = grads[i].defined() && grads[i].impl_ptr().use_count() == 1 + side.pending(grads[i]) &&
                     grads[i].impl().storage.use_count() == 1 && !grads[i].requires_grad();
     for (size_t i = 0; i < grads.size(); ++i) {
       const Edge& input = inputs[i];
       if ((!input.producer && !input.leaf) || !grads[i].defined()) continue;
       check_gradient(node, input, grads[i]);
+      // A side gradient goes to a parameter's empty .grad as it is (the optimiser reads it after
+      // the join); anything else would read it, or add to it, on the main stream.
+      const bool into_side_grad = input.leaf && input.leaf->grad && side.pending(Tensor(input.leaf->grad));
+      if (into_side_grad || (side.pending(grads[i]) && (input.producer || input.leaf->grad))) side.join();
       deliver(input, grads[i], unshared[i]);
     }
   }
+  side.join();
 }
 
 }  // namespace gat::autograd

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "gat/framework/side_work.h"
 #include "gat/framework/tensor.h"
 
 namespace gat {
@@ -73,8 +74,17 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 // Attaches a Node to `out` when needs_grad(inputs); returns `out` either way.
 Tensor record(const char* op, Tensor out, std::vector<Tensor> inputs, BackwardFn backward);
 
-// Back-propagates from `root`. grad_root defaults to ones for a one-element root.
+// Back-propagates from `root`. grad_root defaults to ones for a one-element root. The pass joins
+// its side work (side_gradients) before it returns.
 void backward(const Tensor& root, const Tensor& grad_root = Tensor());
+
+// In a backward closure: gradients the rest of the pass does not wait for (a weight's, from
+// tensors the closure has already made), computed as side work of the pass (SideWork::run: the
+// inputs must hold every tensor `work` reads, and its outputs are fresh tensors). The closure
+// returns them as any other gradient; the pass hands one that goes to a parameter's empty .grad
+// over as it is and joins the side work before delivering one anywhere else. Outside a backward
+// pass: work(inputs).
+std::vector<Tensor> side_gradients(std::vector<Tensor> inputs, const SideWork::Fn& work);
 
 }  // namespace autograd
 }  // namespace gat

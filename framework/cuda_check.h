@@ -32,7 +32,7 @@
   } while (0)
 
 namespace gat::cuda {
-cudaStream_t stream();          // the stream every op of the framework runs on
+cudaStream_t stream();          // the stream ops queue on: the main one, or the side one (OnSideStream)
 cublasHandle_t cublas_handle(); // bound to stream()
 // The most blocks a 1-D grid-stride launch asks for: enough to fill any GPU many times over, and
 // far below the grid's x limit; larger problems loop.

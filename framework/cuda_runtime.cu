@@ -1,5 +1,5 @@
-// The CUDA runtime of the framework: one device, one stream, a stream-ordered pool allocator,
-// one cuBLAS handle bound to the stream.
+// The CUDA runtime of the framework: one device, a main stream and a side stream (OnSideStream), a
+// stream-ordered pool allocator, a cuBLAS handle bound to each stream.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -19,9 +19,16 @@ namespace {
 struct Runtime {
   bool ok = false;
   std::string reason;
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr;  // the main stream
   cublasHandle_t cublas = nullptr;
   void* cublas_workspace = nullptr;
+  // The side stream, its own cuBLAS handle (a workspace is one stream's at a time) and the events
+  // that order it against the main stream: made with the rest, as none may be made while a graph
+  // records.
+  cudaStream_t side = nullptr;
+  cublasHandle_t side_cublas = nullptr;
+  void* side_cublas_workspace = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
   long long resident_threads = 0;
   int multiprocessors = 0;
 };
@@ -51,12 +58,19 @@ Runtime& runtime() {
     CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
     uint64_t threshold = UINT64_MAX;
     CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-    CUBLAS_CHECK(cublasCreate(&r.cublas));
-    CUBLAS_CHECK(cublasSetStream(r.cublas, r.stream));
-    // A workspace of our own: cuBLAS then never allocates inside a call, which graph capture
+    CUDA_CHECK(cudaStreamCreateWithFlags(&r.side, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&r.fork, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&r.join, cudaEventDisableTiming));
+    // Workspaces of our own: cuBLAS then never allocates inside a call, which graph capture
     // needs (cuBLAS's own default for Hopper is 32 MiB).
-    CUDA_CHECK(cudaMalloc(&r.cublas_workspace, kCublasWorkspaceBytes));
-    CUBLAS_CHECK(cublasSetWorkspace(r.cublas, r.cublas_workspace, kCublasWorkspaceBytes));
+    auto make_cublas = [](cudaStream_t stream, cublasHandle_t& handle, void*& workspace) {
+      CUBLAS_CHECK(cublasCreate(&handle));
+      CUBLAS_CHECK(cublasSetStream(handle, stream));
+      CUDA_CHECK(cudaMalloc(&workspace, kCublasWorkspaceBytes));
+      CUBLAS_CHECK(cublasSetWorkspace(handle, workspace, kCublasWorkspaceBytes));
+    };
+    make_cublas(r.stream, r.cublas, r.cublas_workspace);
+    make_cublas(r.side, r.side_cublas, r.side_cublas_workspace);
     r.ok = true;
     return r;
   }();
@@ -73,7 +87,11 @@ size_t g_allocated = 0;  // guarded by g_sizes_mutex
 size_t g_peak = 0;
 std::mutex g_sizes_mutex;
 
-// Capture state (one capture at a time, on the framework's one stream).
+// Whether this thread queues on the side stream (an OnSideStream scope is open).
+thread_local bool t_on_side = false;
+
+// Capture state (one capture at a time, begun on the main stream; the side stream joins it when
+// it waits for the main stream's fork event).
 struct CaptureState {
   bool active = false;
   std::unordered_map<void*, std::string> recorded;  // allocated while recording, not yet freed
@@ -107,8 +125,30 @@ const char* unavailable_reason() { return runtime().reason.c_str(); }
 long long resident_threads() { return checked_runtime("cuda::resident_threads").resident_threads; }
 int multiprocessors() { return checked_runtime("cuda::multiprocessors").multiprocessors; }
 
-cudaStream_t stream() { return checked_runtime("cuda::stream").stream; }
-cublasHandle_t cublas_handle() { return checked_runtime("cuda::cublas_handle").cublas; }
+cudaStream_t stream() {
+  const Runtime& r = checked_runtime("cuda::stream");
+  return t_on_side ? r.side : r.stream;
+}
+cublasHandle_t cublas_handle() {
+  const Runtime& r = checked_runtime("cuda::cublas_handle");
+  return t_on_side ? r.side_cublas : r.cublas;
+}
+
+OnSideStream::OnSideStream() {
+  const Runtime& r = checked_runtime("cuda::OnSideStream");
+  GAT_CHECK(!t_on_side, "cuda::OnSideStream: already on the side stream");
+  CUDA_CHECK(cudaEventRecord(r.fork, r.stream));
+  CUDA_CHECK(cudaStreamWaitEvent(r.side, r.fork, 0));
+  t_on_side = true;
+}
+OnSideStream::~OnSideStream() { t_on_side = false; }
+
+void join_side_stream() {
+  const Runtime& r = checked_runtime("cuda::join_side_stream");
+  GAT_CHECK(!t_on_side, "cuda::join_side_stream: called on the side stream");
+  CUDA_CHECK(cudaEventRecord(r.join, r.side));
+  CUDA_CHECK(cudaStreamWaitEvent(r.stream, r.join, 0));
+}
 
 // Sizes and names of live blocks, kept on the host so free() needs no device round trip, and
 // the live blocks at the last high-water mark (peak_memory_breakdown).
@@ -131,9 +171,9 @@ void remember_peak() {  // with g_sizes_mutex held
 }  // namespace
 
 void* malloc(size_t bytes, const char* what) {
-  Runtime& r = checked_runtime(what);
+  checked_runtime(what);
   void* ptr = nullptr;
-  cudaError_t status = cudaMallocAsync(&ptr, bytes, r.stream);
+  cudaError_t status = cudaMallocAsync(&ptr, bytes, stream());
   if (status != cudaSuccess) {
     cudaGetLastError();
     size_t free_bytes = 0, total_bytes = 0;
@@ -159,7 +199,7 @@ void free(void* ptr) {
         g_capture.deferred.push_back(ptr);  // not the graph's: a free node may not take it
         return;
       }
-      dead = !capture_still_valid(runtime().stream);
+      dead = !capture_still_valid(stream());
     }
     auto it = live_blocks().find(ptr);
     if (it != live_blocks().end()) {
@@ -170,26 +210,28 @@ void free(void* ptr) {
   }
   // No throw from destructors: an unexpected failure is cleared so that the next launch check
   // does not report it.
-  if (cudaFreeAsync(ptr, runtime().stream) != cudaSuccess) cudaGetLastError();
+  if (cudaFreeAsync(ptr, stream()) != cudaSuccess) cudaGetLastError();
 }
 
 void memcpy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes) {
-  Runtime& r = checked_runtime("cuda::memcpy");
+  checked_runtime("cuda::memcpy");
   cudaMemcpyKind kind = dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                       : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   if (!dst_on_device || !src_on_device) check_not_capturing("a copy between host and device");
-  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, r.stream));
-  if (!dst_on_device || !src_on_device) CUDA_CHECK(cudaStreamSynchronize(r.stream));
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream()));
+  if (!dst_on_device || !src_on_device) CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 
 void memset_zero(void* ptr, size_t bytes) {
-  CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, checked_runtime("cuda::memset_zero").stream));
+  checked_runtime("cuda::memset_zero");
+  CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream()));
 }
 
 void synchronize() {
   if (!runtime().ok) return;
   check_not_capturing("cuda::synchronize");
   CUDA_CHECK(cudaStreamSynchronize(runtime().stream));
+  CUDA_CHECK(cudaStreamSynchronize(runtime().side));  // work not joined yet
 }
 
 // ---- CUDA graphs ----------------------------------------------------------------------------
@@ -202,7 +244,8 @@ bool capturing() {
 CapturedGraph capture(const std::function<void()>& record, std::string* why) {
   Runtime& r = checked_runtime("cuda::capture");
   GAT_CHECK(!capturing(), "cuda::capture: a capture is already recording");
-  CUDA_CHECK(cudaStreamSynchronize(r.stream));
+  GAT_CHECK(!t_on_side, "cuda::capture: called on the side stream (a capture begins on the main stream)");
+  synchronize();
   CUDA_CHECK(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal));
   {
     std::lock_guard<std::mutex> lock(g_sizes_mutex);
@@ -289,8 +332,8 @@ bool CapturedGraph::replay() const {
 }
 
 void release_cached_memory() {
-  Runtime& r = checked_runtime("cuda::release_cached_memory");
-  CUDA_CHECK(cudaStreamSynchronize(r.stream));
+  checked_runtime("cuda::release_cached_memory");
+  synchronize();
   cudaMemPool_t pool;
   CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
   CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));

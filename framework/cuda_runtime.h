@@ -23,13 +23,34 @@ int multiprocessors();  // the device's streaming multiprocessors. Throws withou
 // Why available() is false ("built without CUDA", "no CUDA device: ..."), empty when true.
 const char* unavailable_reason();
 
+// Two streams: the main one, where everything is queued by default, and a side stream for work
+// that nothing on the main stream needs until a join (a parameter's gradient, an epoch's
+// metrics). On a device that small kernels leave mostly idle (Cora's step) the side work runs
+// beside the main stream's kernels; in a recorded graph it is a parallel branch.
+//
+// While an OnSideStream lives, this thread's work (kernels, allocations, frees, copies, cuBLAS)
+// goes to the side stream, after everything the main stream had queued when the scope opened;
+// join_side_stream() makes everything the main stream queues afterwards wait for all the side
+// work queued so far. Whoever queues side work keeps alive what it reads and writes until the
+// join: a main-stream free would hand that memory to the main stream's next allocation while
+// the side stream may still use it (SideWork in side_work.h does this). Every side scope is
+// joined before a recording ends.
+class OnSideStream {
+ public:
+  OnSideStream();   // the side stream waits for the main stream's work so far. Throws without CUDA.
+  ~OnSideStream();  // back on the main stream
+  OnSideStream(const OnSideStream&) = delete;
+  OnSideStream& operator=(const OnSideStream&) = delete;
+};
+void join_side_stream();  // the main stream waits for the side stream's work so far
+
 // Stream-ordered allocation on the current stream (cudaMallocAsync). Out-of-memory throws a
 // gat::Error naming `what` and the bytes asked for.
 void* malloc(size_t bytes, const char* what);
 void free(void* ptr);
 void memcpy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes);
 void memset_zero(void* ptr, size_t bytes);
-void synchronize();
+void synchronize();  // waits for both streams
 // Waits for the stream, then returns the memory the allocator keeps cached for reuse (freed
 // blocks of the stream-ordered pool, and what destroyed graphs held) to the device: before the
 // first replay of a recorded step, whose allocations come from the graphs' own pool.

@@ -16,6 +16,9 @@ bool available() { return false; }
 const char* unavailable_reason() { return "built without CUDA"; }
 long long resident_threads() { no_cuda("cuda::resident_threads"); }
 int multiprocessors() { no_cuda("cuda::multiprocessors"); }
+OnSideStream::OnSideStream() { no_cuda("cuda::OnSideStream"); }
+OnSideStream::~OnSideStream() = default;
+void join_side_stream() { no_cuda("cuda::join_side_stream"); }
 void* malloc(size_t, const char* what) { no_cuda(what); }
 void free(void*) {}
 void memcpy(void*, bool, const void*, bool, size_t) { no_cuda("cuda::memcpy"); }

@@ -13,14 +13,19 @@
 #include <string>
 #include <vector>
 
+#include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/module.h"
 #include "gat/framework/ops/accuracy.h"
+#include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/classification_metrics.h"
 #include "gat/framework/ops/cross_entropy.h"
+#include "gat/framework/ops/fill.h"
 #include "gat/framework/ops/log_softmax.h"
 #include "gat/framework/ops/matmul.h"
+#include "gat/framework/ops/reduce.h"
 #include "gat/framework/optim.h"
+#include "gat/framework/side_work.h"
 #include "gat_testing.h"
 #include "gradcheck.h"
 
@@ -372,6 +377,94 @@ TEST(CudaCore, ARecordedGraphWritesIntoEarlierMemoryAndKeepsNoneOfItsOwn) {
   EXPECT_NE(why.find("outlive"), std::string::npos) << why;
   kept = Tensor();
   expect_close(ops::matmul(a, b), ops::matmul(a.to(Device::cpu), b.to(Device::cpu)), "after refusal", kTol);
+}
+
+// Work that keeps the device busy for milliseconds in one launch (a product of two (4096, 4096)
+// f64 matrices: the host queues what follows long before it ends) and then fills `out`, an (n,)
+// f64 tensor, with `value`. Read on another stream before the product has finished, out holds
+// zeros. The caller keeps all three tensors until it has read out: a free of the matrices would
+// let another stream's allocation wait for the product.
+struct SlowFill {
+  Tensor out, matrix, product;
+};
+SlowFill slow_fill(int64_t n, double value) {
+  SlowFill s;
+  s.out = Tensor::zeros({n}, DType::f64, Device::cuda);
+  s.matrix = Tensor::full({4096, 4096}, 1.0 / 4096, DType::f64, Device::cuda);
+  s.product = ops::matmul(s.matrix, s.matrix);
+  ops::fill_(s.out, value);
+  return s;
+}
+
+// slow_fill as side work (its inputs: a small CUDA tensor, which sends it to the side stream).
+std::vector<Tensor> slow_fill_beside(const std::vector<Tensor>& inputs, int64_t n, double value) {
+  EXPECT_FALSE(inputs.empty());
+  SlowFill s = slow_fill(n, value);
+  return {s.out, s.matrix, s.product};
+}
+
+TEST(CudaCore, SideWorkIsReadOnlyAfterItsJoin) {
+  GAT_SKIP_WITHOUT_CUDA();
+  const int64_t n = 1000;
+  const Tensor small = Tensor::zeros({1}, DType::f64, Device::cuda);
+  SideWork side;
+  const Tensor out = side.run({small}, [&](const std::vector<Tensor>& in) { return slow_fill_beside(in, n, 3.0); })[0];
+  EXPECT_TRUE(side.pending(out));
+  side.join();
+  EXPECT_FALSE(side.pending(out));
+  EXPECT_EQ(out.to_vector<double>(), std::vector<double>(n, 3.0));  // copied on the main stream
+
+  // Side work reads what the main stream queued before it, finished or not.
+  const SlowFill made_on_main = slow_fill(n, 5.0);
+  const Tensor doubled = side.run({made_on_main.out}, [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::scale(in[0], 2.0)};
+  })[0];
+  side.join();
+  EXPECT_EQ(doubled.to_vector<double>(), std::vector<double>(n, 10.0));
+
+  // Inputs on the CPU, or more than kMaxSideBytes of them, run where they are called.
+  const Tensor on_cpu = Tensor::full({4}, 1.0, DType::f64, Device::cpu);
+  const Tensor big = Tensor::zeros({int64_t(SideWork::kMaxSideBytes / 8 + 1)}, DType::f64, Device::cuda);
+  for (const Tensor& input : {on_cpu, big}) {
+    const Tensor twice = side.run({input}, [](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{ops::scale(in[0], 2.0)};
+    })[0];
+    EXPECT_FALSE(side.pending(twice)) << input.describe();
+  }
+  // An output may not be one of the inputs (it would be freed on the main stream too early).
+  expect_error([&] { side.run({small}, [](const std::vector<Tensor>& in) { return in; }); }, {"shares the storage"});
+}
+
+// y = x, whose backward hands x a gradient of `value`s made by slow side work of the pass.
+Tensor with_side_gradient(const Tensor& x, double value) {
+  return autograd::record("side gradient", x.detach().clone(), {x}, [value, n = x.numel()](const Tensor& g) {
+    return std::vector<Tensor>{autograd::side_gradients({g}, [&](const std::vector<Tensor>& in) {
+      return slow_fill_beside(in, n, value);
+    })[0]};
+  });
+}
+
+TEST(CudaCore, ABackwardPassJoinsItsSideGradientsBeforeTheMainStreamReadsThem) {
+  GAT_SKIP_WITHOUT_CUDA();
+  const int64_t n = 1000;
+  auto weight = [&] { return Tensor::full({n}, 1.0, DType::f64, Device::cuda).set_requires_grad(true); };
+  {  // straight into the parameter's .grad, read after the pass
+    Tensor w = weight();
+    ops::sum(with_side_gradient(w, 3.0)).backward();
+    EXPECT_EQ(w.grad().to_vector<double>(), std::vector<double>(n, 3.0));
+  }
+  {  // into an intermediate tensor, whose backward reads it on the main stream: d w = 2 * 3
+    Tensor w = weight();
+    ops::sum(with_side_gradient(ops::scale(w, 2.0), 3.0)).backward();
+    EXPECT_EQ(w.grad().to_vector<double>(), std::vector<double>(n, 6.0));
+  }
+  for (bool side_first : {true, false}) {  // added to, or added to a main-stream gradient: 3 + 5
+    Tensor w = weight();
+    const Tensor on_side = ops::sum(with_side_gradient(w, 3.0));
+    const Tensor on_main = ops::sum(ops::scale(w, 5.0));
+    ops::add(side_first ? on_side : on_main, side_first ? on_main : on_side).backward();
+    EXPECT_EQ(w.grad().to_vector<double>(), std::vector<double>(n, 8.0)) << "side first " << side_first;
+  }
 }
 
 TEST(CudaCore, PeakBreakdownListsTheBlocksAliveAtTheHighWaterMark) {

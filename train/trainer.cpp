@@ -20,6 +20,7 @@
 #include "gat/framework/ops/self_loop_attr.h"
 #include "gat/framework/optim.h"
 #include "gat/framework/progress.h"
+#include "gat/framework/side_work.h"
 #include "gat/train/early_stopping.h"
 
 namespace gat {
@@ -46,11 +47,17 @@ void queue_step(Module& model, const ForwardFn& forward, const Dataset& data, co
   model.train();
   optimizer.zero_grad();
   const Tensor logits = forward(x, data.graph, gen);  // (N, C)
+  SideWork side;  // the training nodes' metrics, beside the loss and the backward pass
+  side.run({logits.detach(), data.y, data.train_index, metrics}, [](const std::vector<Tensor>& in) {
+    Tensor out = in[3];
+    ops::classification_metrics(in[0], in[1], {in[2]}, out);
+    return std::vector<Tensor>{};
+  });
   const Tensor loss = ops::masked_cross_entropy(logits, data.y, data.train_index);
-  ops::classification_metrics(logits.detach(), data.y, {data.train_index}, metrics);
   loss.backward();
   optimizer.step();
   optimizer.zero_grad();
+  side.join();
 }
 
 // The evaluation, queued without waiting: eval mode, no autograd, the losses and correct counts

@@ -618,17 +618,26 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
        need_bias](const Tensor& grad_out) {
         GatGrads d = gat_backward(saved, grad_out, need_wh || need_src, need_wh || need_dst, need_term,
                                   need_wh, need_bias);
-        Tensor dwh, d_src, d_dst;
+        // d att_src and d att_dst (sums over the nodes) as side work, queued first: they run
+        // beside d wh and what the pass does with it.
+        auto d_att = [&](const std::vector<Tensor>& in) {  // in: x, d el, d er, att_src, att_dst
+          const Tensor &wh_saved = in[0], &d_el = in[1], &d_er = in[2], &src = in[3], &dst = in[4];
+          Tensor d_src, d_dst;
+          if (need_src) d_src = Tensor::empty(src.shape(), src.dtype(), src.device(), "d att_src");
+          if (need_dst) d_dst = Tensor::empty(dst.shape(), dst.dtype(), dst.device(), "d att_dst");
+          if (need_src && need_dst) kernels::head_dot_pair_grad_a(wh_saved, d_el, d_er, d_src, d_dst);
+          else if (need_src) kernels::head_dot_backward(wh_saved, src, d_el, nullptr, &d_src);
+          else if (need_dst) kernels::head_dot_backward(wh_saved, dst, d_er, nullptr, &d_dst);
+          return std::vector<Tensor>{d_src, d_dst};
+        };
+        const std::vector<Tensor> d_a = need_src || need_dst ? autograd::side_gradients({x, d.el, d.er, a_src, a_dst}, d_att)
+                                                             : std::vector<Tensor>(2);
+        Tensor dwh;
         if (need_wh) {  // in place over d values
           kernels::head_dot_pair_grad_x(d.value, value_dropout, keep_scale, *kept, a_src, d.el, a_dst, d.er, d.value);
           dwh = d.value;
         }
-        if (need_src) d_src = Tensor::empty(a_src.shape(), a_src.dtype(), a_src.device(), "d att_src");
-        if (need_dst) d_dst = Tensor::empty(a_dst.shape(), a_dst.dtype(), a_dst.device(), "d att_dst");
-        if (need_src && need_dst) kernels::head_dot_pair_grad_a(x, d.el, d.er, d_src, d_dst);
-        else if (need_src) kernels::head_dot_backward(x, a_src, d.el, nullptr, &d_src);
-        else if (need_dst) kernels::head_dot_backward(x, a_dst, d.er, nullptr, &d_dst);
-        return std::vector<Tensor>{dwh, d_src, d_dst, d.edge_term, d.bias};
+        return std::vector<Tensor>{dwh, d_a[0], d_a[1], d.edge_term, d.bias};
       });
 }
 

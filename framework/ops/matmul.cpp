@@ -132,14 +132,18 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return autograd::record(
       "matmul", out, {a, b}, [a = a.detach(), b = b.detach(), need_a = a.requires_grad(),
                               need_b = b.requires_grad()](const Tensor& grad_out) {
+        auto a_t_g = [&b](const std::vector<Tensor>& in) {  // A^T (K, M) · G (M, N)
+          Tensor grad = Tensor::empty(b.shape(), b.dtype(), b.device(), "matmul grad_b");
+          kernels::gemm(in[0], true, in[1], false, grad);
+          return std::vector<Tensor>{grad};
+        };
+        // With grad_a, grad_b (b is then usually a weight) is side work, queued first so that it
+        // runs beside grad_a and what the pass does with it.
         Tensor grad_a, grad_b;
+        if (need_b) grad_b = (need_a ? autograd::side_gradients({a, grad_out}, a_t_g) : a_t_g({a, grad_out}))[0];
         if (need_a) {  // G (M, N) · B^T (N, K)
           grad_a = Tensor::empty(a.shape(), a.dtype(), a.device(), "matmul grad_a");
           kernels::gemm(grad_out, false, b, true, grad_a);
-        }
-        if (need_b) {  // A^T (K, M) · G (M, N)
-          grad_b = Tensor::empty(b.shape(), b.dtype(), b.device(), "matmul grad_b");
-          kernels::gemm(a, true, grad_out, false, grad_b);
         }
         return std::vector<Tensor>{grad_a, grad_b};
       });
