@@ -94,7 +94,7 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
   // The activation follows it there (and the output is then the only (N, H*F) tensor kept).
   const bool output_in_aggregate = (options_.concat || H == 1) && !res;
   const bool bias_in_aggregate = output_in_aggregate && bias.defined();
-  const Tensor aggregate_bias = bias_in_aggregate ? ops::reshape(bias, {H, F}) : Tensor();  // (H, F)
+  const Tensor aggregate_bias = bias_in_aggregate ? bias : Tensor();  // (H F)
   const ops::OutputActivation aggregate_activation = output_in_aggregate ? activation : ops::OutputActivation{};
   // One graph's nodes through one projection, el and er read from it: the fused op, whose
   // backward writes d wh in one pass (the fold below reads fewer bytes when in < H*F).

@@ -425,8 +425,9 @@ TEST(GatAttentionAggregate, GradientsMatchFiniteDifferences) {
     }
 }
 
-// The fused bias is add_bias over the heads viewed (N, H*F): the same values bit for bit, and
-// the same gradients (the CPU backward never reads out); a bias of another shape is refused.
+// The fused bias, (H, F) or flat (H F) as GATConv's own, is add_bias over the heads viewed (N, H*F):
+// the same values bit for bit, and the same gradients (the CPU backward never reads out); a bias
+// of another size is refused.
 TEST(GatAttentionAggregate, BiasIsAddBiasOverTheConcatenatedHeads) {
   std::mt19937_64 rng(36);
   const Graph g = mixed_graph();
@@ -434,22 +435,29 @@ TEST(GatAttentionAggregate, BiasIsAddBiasOverTheConcatenatedHeads) {
   const Tensor el0 = random_tensor({N, H}, rng, -2, 2, DType::f32), er0 = random_tensor({N, H}, rng, -2, 2, DType::f32);
   const Tensor v0 = random_tensor({N, H, F}, rng, -1, 1, DType::f32), b0 = random_tensor({H, F}, rng, -1, 1, DType::f32);
   const Tensor go = random_tensor({N, H * F}, rng, -1, 1, DType::f32);
-  auto run = [&](bool fused) {
+  enum Bias { fused, fused_flat, separate };
+  auto run = [&](Bias how) {
     std::vector<Tensor> in{el0.clone().set_requires_grad(), er0.clone().set_requires_grad(),
-                           v0.clone().set_requires_grad(), b0.clone().set_requires_grad()};
+                           v0.clone().set_requires_grad(),
+                           (how == fused_flat ? b0.view({H * F}) : b0).clone().set_requires_grad()};
     const Tensor out =
-        fused ? ops::reshape(ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, Tensor(), in[3]),
-                             {N, H * F})
-              : ops::add_bias(ops::reshape(ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop), {N, H * F}),
-                              ops::reshape(in[3], {H * F}));
+        how != separate
+            ? ops::reshape(ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, Tensor(), in[3]), {N, H * F})
+            : ops::add_bias(ops::reshape(ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop), {N, H * F}),
+                            ops::reshape(in[3], {H * F}));
     out.backward(go);
     std::vector<Tensor> results{out.detach()};
     for (const Tensor& t : in) results.push_back(t.grad());
+    EXPECT_EQ(in[3].grad().shape(), in[3].shape());  // the bias's own shape
+    results.back() = results.back().view({H, F});
     return results;
   };
-  const std::vector<Tensor> fused = run(true), separate = run(false);
-  for (size_t k = 0; k < fused.size(); ++k) EXPECT_TRUE(bitwise_equal(fused[k], separate[k])) << "result " << k;
-  expect_error([&] { ops::gat_attention_aggregate(g, el0, er0, v0, 0.2, {}, Tensor(), b0.view({H * F})); },
+  const std::vector<Tensor> reference = run(separate);
+  for (Bias how : {fused, fused_flat}) {
+    const std::vector<Tensor> got = run(how);
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(bitwise_equal(got[k], reference[k])) << how << " result " << k;
+  }
+  expect_error([&] { ops::gat_attention_aggregate(g, el0, er0, v0, 0.2, {}, Tensor(), b0.view({F, H})); },
                {"gat_attention_aggregate", "'bias'"});
 }
 
@@ -605,7 +613,7 @@ TEST(GatProjectedAttention, RejectsMismatchedInputs) {
                {"gat_projected_attention", "'att_dst'"});
   expect_error([&] { ops::gat_projected_attention(g, random_tensor({N, 6}, rng), a, a, 0.2); },
                {"gat_projected_attention", "'wh'"});
-  expect_error([&] { ops::gat_projected_attention(g, wh, a, a, 0.2, {}, {}, Tensor(), random_tensor({6}, rng)); },
+  expect_error([&] { ops::gat_projected_attention(g, wh, a, a, 0.2, {}, {}, Tensor(), random_tensor({7}, rng)); },
                {"gat_projected_attention", "'bias'"});
   expect_error([&] { ops::gat_projected_attention(g, wh, a, a, 0.2, {}, {}, random_tensor({g.num_edges() + 1, 2}, rng)); },
                {"gat_projected_attention", "edge_term"});
@@ -682,7 +690,7 @@ TEST(GatLinearAttention, RejectsMismatchedInputs) {
                {"gat_linear_attention", "'weight'"});
   expect_error([&] { ops::gat_linear_attention(g, x, w, a, random_tensor({3, 2}, rng), 0.2); },
                {"gat_linear_attention", "'att_dst'"});
-  expect_error([&] { ops::gat_linear_attention(g, x, w, a, a, 0.2, {}, {}, Tensor(), random_tensor({6}, rng)); },
+  expect_error([&] { ops::gat_linear_attention(g, x, w, a, a, 0.2, {}, {}, Tensor(), random_tensor({7}, rng)); },
                {"gat_linear_attention", "'bias'"});
   expect_error([&] { ops::gat_linear_attention(g, x, w, a, a, 0.2, {}, DropoutKey{1.5f, 1, 1}); },
                {"gat_linear_attention"});

@@ -570,14 +570,16 @@ constexpr int kBiasInRowsF = 16;
 inline bool bias_in_rows(int H, int F) { return H > 0 && kThreads % H == 0 && F <= kBiasInRowsF; }
 
 // head_rows_dot_kernel over the NH (node, head) rows of F features, 16-byte vectors when F and
-// the pointers allow. With grad_bias (H F values; bias_in_rows(H, F)) also the column sums of G
-// after the activation's backward: at most one wave of blocks (each then takes many rows, and a
-// last wave's partial fill would leave multiprocessors idle for a block's whole time), whose
-// rows of partial sums ordered_column_sums then adds in block order.
+// the pointers allow. With bias_partials (bias_in_rows(H, F)) also the column sums of G after the
+// activation's backward, d bias: at most one wave of blocks (each then takes many rows, and a
+// last wave's partial fill would leave multiprocessors idle for a block's whole time), whose rows
+// of partial sums, (blocks, H F) f64, are left in *bias_partials (bias_from_partials adds them in
+// block order).
 template <class T>
 void head_rows_dot(const T* G, const T* out, T* D, long long NH, int F, RowDer<T> der = {},
                    const T* out_bias = nullptr, int H = 1, RowPack<T> pack = {}, RowActivation<T> act = {},
-                   T* grad_bias = nullptr) {
+                   Tensor* bias_partials = nullptr) {
+  const bool grad_bias = bias_partials != nullptr;
   if (grad_bias) GAT_CHECK(bias_in_rows(H, F), "head_rows_dot: d bias of ", H, " heads of ", F, " features");
   with_vec<T>(F, {G, out, der.pos_out, out_bias, pack.rows, act.grad_pre}, [&](auto vec) {
     const auto kernel = head_rows_dot_kernel<T, decltype(vec)::value>;
@@ -594,9 +596,7 @@ void head_rows_dot(const T* G, const T* out, T* D, long long NH, int F, RowDer<T
     kernel<<<static_cast<unsigned>(blocks), kThreads, slot_bytes, cuda::stream()>>>(
         G, out, D, NH, F, der, out_bias, H, pack, act, grad_bias ? partial.data<double>() : nullptr);
     CUDA_CHECK_LAUNCH("head_rows_dot_kernel");
-    if (grad_bias)
-      detail::ordered_column_sums<double, double, T>("head_rows_dot bias sums", partial.data<double>(), blocks,
-                                                     int64_t{H} * F, 1, grad_bias);
+    if (grad_bias) *bias_partials = partial;
   });
 }
 

@@ -326,7 +326,8 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
   if (out_bias) {
     const char* op = "gat_attention_aggregate (bias)";
     check_same(op, "out_bias", *out_bias, "out", out);
-    check_shape(op, "out_bias", *out_bias, {out.size(1), out.size(2)});
+    GAT_CHECK(out_bias->numel() == out.size(1) * out.size(2), op, ": out_bias ", out_bias->describe(),
+              " must hold H F = ", out.size(1) * out.size(2), " values");
   }
   if (pos_out || pos_weight) {
     const char* op = "gat_attention_aggregate (positive sums)";
@@ -360,7 +361,8 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       const Tensor& pos_out, const Tensor& pos_weight,
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
                                       Tensor* grad_edge_term, Tensor* grad_value,
-                                      const OutputActivation& activation, Tensor* grad_pre, Tensor* grad_bias) {
+                                      const OutputActivation& activation, Tensor* grad_pre, Tensor* grad_bias,
+                                      Tensor* bias_partials) {
   if (activation.elu) {
     const char* op = "gat_attention_aggregate backward (activation)";
     GAT_CHECK(grad_pre, op, ": grad_pre, the gradient of the activation's input, is needed");
@@ -396,13 +398,18 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
     bias_written = GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_backward(
         graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, out_bias, lse,
         pos_out, pos_weight, grad_out, grad_el, grad_er, grad_edge_term, grad_value, activation, grad_pre,
-        grad_bias));
+        grad_bias, bias_partials));
   else
     cpu_impl::gat_attention_aggregate_backward(graph, el, er, edge_term, node_value, negative_slope,
                                                attn_dropout, out, out_bias, lse, pos_out, pos_weight,
                                                grad_out, grad_el, grad_er, grad_edge_term, grad_value,
                                                activation, grad_pre);
   if (!bias_written) sum_bias();
+}
+
+void bias_from_partials(const Tensor& partials, Tensor& grad_bias) {
+  GAT_CHECK(partials.is_cuda(), "bias_from_partials: only CUDA's backward leaves partial sums");
+  GAT_CUDA_CALL(cuda_impl::bias_from_partials(partials, grad_bias));
 }
 
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
@@ -476,7 +483,9 @@ void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, c
             el.describe());
   if (bias.defined()) {
     check_same(op, "bias", bias, "node_value", node_value);
-    check_shape(op, "bias", bias, {H, F});
+    const bool heads_by_features = bias.shape() == Shape{H, F}, flat = bias.shape() == Shape{H * F};
+    GAT_CHECK(heads_by_features || flat, op, ": 'bias' ", bias.describe(),
+              " must be (H, F) or (H F) for H = ", H, " heads of F = ", F, " features");
   }
   GAT_CHECK(std::isfinite(negative_slope), op, ": negative_slope ", negative_slope, " is not finite");
   check_dropout(op, attn_dropout);
@@ -540,11 +549,18 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
   Tensor grad_pre = s.activation.elu ? Tensor::empty(s.out.shape(), s.out.dtype(), s.out.device(), "d activation input")
                                      : grad_out;
   if (need_bias) d.bias = Tensor::empty(s.bias.shape(), s.bias.dtype(), s.bias.device(), "d bias");
+  Tensor bias_partials;
   kernels::gat_attention_aggregate_backward(
       s.graph, s.el, s.er, s.edge_term, s.value, s.negative_slope, s.attn_dropout, s.out, s.bias, s.lse,
       s.pos_out, s.pos_weight, grad_out, need_el ? &d.el : nullptr, need_er ? &d.er : nullptr,
       need_term ? &d.edge_term : nullptr, need_value ? &d.value : nullptr, s.activation,
-      s.activation.elu ? &grad_pre : nullptr, need_bias ? &d.bias : nullptr);
+      s.activation.elu ? &grad_pre : nullptr, need_bias ? &d.bias : nullptr, need_bias ? &bias_partials : nullptr);
+  if (bias_partials.defined())  // d bias added up from its partial sums beside the rest of the pass
+    d.bias = autograd::side_gradients({bias_partials}, [grad_bias = d.bias](const std::vector<Tensor>& in) {
+      Tensor out = grad_bias;
+      kernels::bias_from_partials(in[0], out);
+      return std::vector<Tensor>{out};
+    })[0];
   return d;
 }
 

@@ -795,7 +795,8 @@ bool gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       const Tensor& pos_out, const Tensor& pos_weight,
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
                                       Tensor* grad_edge_term, Tensor* grad_value,
-                                      const OutputActivation& activation, Tensor* grad_pre, Tensor* grad_bias) {
+                                      const OutputActivation& activation, Tensor* grad_pre, Tensor* grad_bias,
+                                      Tensor* bias_partials) {
   const long long N = graph.num_dst_nodes(), E = graph.num_edges();
   bool bias_written = false;
   const int H = static_cast<int>(el.size(1)), F = static_cast<int>(node_value.size(2));
@@ -852,10 +853,13 @@ bool gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                activation.dropout, static_cast<T>(1.0 / keep_scale), static_cast<T>(1.0 / activation.alpha)};
       }
       bias_written = grad_bias && bias_in_rows(H, F);
+      Tensor partials;  // of d bias
       head_rows_dot<T>(grad_out.data<T>(), out.data<T>(), nullptr, NH, F, der,
                        out_bias.defined() ? out_bias.data<T>() : nullptr, H,
                        RowPack<T>{er.data<T>(), lse.data<T>(), packed, stride, lead}, act,
-                       bias_written ? grad_bias->data<T>() : nullptr);
+                       bias_written ? &partials : nullptr);
+      if (bias_written && bias_partials) *bias_partials = partials;
+      else if (bias_written) bias_from_partials(partials, *grad_bias);
       if (lead) a.grad_out = packed, a.grad_stride = stride;
       if (!grad_el && !grad_edge_term && !grad_value) return;
       with_edge_term(edge_term, [&](auto term) {
@@ -871,6 +875,15 @@ bool gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
     });
   });
   return bias_written;
+}
+
+void bias_from_partials(const Tensor& partials, Tensor& grad_bias) {
+  check_shape("bias_from_partials", "partials", partials, {partials.size(0), grad_bias.numel()});
+  dispatch_float(grad_bias.dtype(), "bias_from_partials", [&](auto zero) {
+    using T = decltype(zero);
+    detail::ordered_column_sums<double, double, T>("head_rows_dot bias sums", partials.data<double>(),
+                                                   partials.size(0), grad_bias.numel(), 1, grad_bias.data<T>());
+  });
 }
 
 void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {

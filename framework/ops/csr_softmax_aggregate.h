@@ -47,8 +47,10 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
 //                         node_value, attn_dropout)
 // el: (Ns, H) f32|f64, er: (Nd, H), edge_term: (E, H) or undefined, node_value: (Ns, H, F), all
 // of one dtype and device   -> out (Nd, H, F)
-// bias: (H, F) or undefined, added to every row of out (GATConv's bias over concatenated heads):
-// the tensor returned is then the one the backward keeps, one (Nd, H, F) block instead of two.
+// bias: (H, F), (H F) or undefined, added to every row of out (GATConv's bias over concatenated
+// heads, taken in its own shape: its gradient then goes to the parameter with no reshape between,
+// which lets the backward pass leave its sum to the side stream, docs/design.md): the tensor
+// returned is then the one the backward keeps, one (Nd, H, F) block instead of two.
 // activation: applied to out + bias (OutputActivation above).
 // Saves lse (Nd, H) and out, and on CUDA, when er needs a gradient, pos_out (Nd, H, F) and
 // pos_weight (Nd, H) (below: d er without an edge pass), whose storage d node_value then reuses;
@@ -64,7 +66,7 @@ Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tenso
 //   = gat_attention_aggregate(graph, head_dot(wh, att_src), head_dot(wh, att_dst),
 //                             dropout(wh, value_dropout), negative_slope, attn_dropout,
 //                             edge_term, bias, activation)
-// att_src, att_dst: (H, F), bias: (H, F) or undefined, edge_term: (E, H) or undefined  -> (N, H, F)
+// att_src, att_dst: (H, F), bias: (H, F), (H F) or undefined, edge_term: (E, H) or undefined  -> (N, H, F)
 // The same forward; the backward writes d wh in one pass (ops::kernels::head_dot_pair_grad_x)
 // where the composition takes dropout's backward, two head_dot backwards and two gradient sums,
 // and in d values' storage. Gradients for wh, att_src, att_dst, edge_term and bias.
@@ -78,7 +80,7 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
 //   = gat_projected_attention(graph, reshape(matmul(x, weight), {N, H, F}), att_src, att_dst,
 //                             negative_slope, attn_dropout, value_dropout, edge_term, bias,
 //                             activation)
-// x: (N, K) f32|f64, weight: (K, H F), att_src, att_dst: (H, F), bias: (H, F) or undefined,
+// x: (N, K) f32|f64, weight: (K, H F), att_src, att_dst: (H, F), bias: (H, F), (H F) or undefined,
 // edge_term: (E, H) or undefined, all of one dtype and device  -> (N, H, F)
 // GATConv's first layer when its input is narrower than the projection (K < H F): the values
 // and el, er are written from x in one pass, and the backward reads x and d values, not the
@@ -102,7 +104,7 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //            row i whose LeakyReLU argument x[e,h] = el[src(e),h] + er[i,h] (+ edge_term[e,h]) is
 //            positive, pos_out[i,h,:] = sum a~[e,h] node_value[src(e),h,:] (N, H, F) and
 //            pos_weight[i,h] = sum a[e,h] (N, H); zero for a row without edges, and pos_weight
-//            zero when F = 0. With out_bias (H, F), out is written plus it (rows without edges
+//            zero when F = 0. With out_bias (H F values), out is written plus it (rows without edges
 //            too); pos_out never is. With source_rows (Ns, kPackedRow) (CUDA only, H F + H <=
 //            kPackedRow; null for none), row j starts with node_value[j,:,:] then el[j,:], the
 //            same numbers as those tensors, and the forward reads them there: one 64-byte access
@@ -110,7 +112,7 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //  gat backward: given the forward's out and lse and grad_out (N, H, F), writes grad_el,
 //            grad_er (N, H), grad_edge_term (E, H) (only with edge_term defined) and/or
 //            grad_value (N, H, F) (any may be null). `out` may hold the forward's out plus
-//            out_bias (H, F; undefined for none), which D then takes off. With
+//            out_bias (H F values; undefined for none), which D then takes off. With
 //            D[i,h] = grad_out[i,h,:] . out[i,h,:],
 //              grad_er[i,h] = (1 - negative_slope) (grad_out[i,h,:] . pos_out[i,h,:]
 //                                                   - D[i,h] pos_weight[i,h])
@@ -128,7 +130,12 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 //  grad_bias (gat backward; null to skip): H F values, d out_bias: the column sums over the N
 //            rows of the gradient of out + out_bias (grad_pre, or grad_out without an
 //            activation), zero for N = 0. CUDA sums them in head_rows_dot's pass where the heads
-//            allow (bias_in_rows), all in double either way.
+//            allow (bias_in_rows), all in double either way. With bias_partials (null to skip)
+//            CUDA leaves that pass's blocks' partial sums there, (blocks, H F) f64, and grad_bias
+//            unwritten: bias_from_partials then writes it (the caller may queue it beside other
+//            work). bias_partials stays undefined where d bias was written.
+//  bias_from_partials: grad_bias (H F values) = the column sums of partials (blocks, H F) f64,
+//            added in block order (CUDA only: only CUDA leaves partials).
 //  None synchronises with the host (on CUDA: the launches it makes are in docs/kernels.md).
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device; all three have one contract.
 // The CUDA kernels' packed rows: 16 values (64 bytes of f32), which the DRAM serves with one
@@ -160,7 +167,9 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
                                       Tensor* grad_edge_term, Tensor* grad_value,
                                       const OutputActivation& activation = {},
-                                      Tensor* grad_pre = nullptr, Tensor* grad_bias = nullptr);
+                                      Tensor* grad_pre = nullptr, Tensor* grad_bias = nullptr,
+                                      Tensor* bias_partials = nullptr);
+void bias_from_partials(const Tensor& partials, Tensor& grad_bias);
 }  // namespace kernels
 namespace cpu_impl {  // csr_softmax_aggregate.cpp
 void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
@@ -204,8 +213,8 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
                                      Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr,
                                      const Tensor* source_rows = nullptr,
                                      const OutputActivation& activation = {});
-// True when it wrote grad_bias (in head_rows_dot's pass, where bias_in_rows allows); the
-// dispatcher sums it otherwise.
+// True when it took d bias (in head_rows_dot's pass, where bias_in_rows allows: grad_bias
+// written, or its partials left in *bias_partials when given); the dispatcher sums it otherwise.
 bool gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
                                       const Tensor& edge_term, const Tensor& node_value,
                                       double negative_slope, const DropoutKey& attn_dropout,
@@ -214,7 +223,9 @@ bool gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                                       const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
                                       Tensor* grad_edge_term, Tensor* grad_value,
                                       const OutputActivation& activation = {},
-                                      Tensor* grad_pre = nullptr, Tensor* grad_bias = nullptr);
+                                      Tensor* grad_pre = nullptr, Tensor* grad_bias = nullptr,
+                                      Tensor* bias_partials = nullptr);
+void bias_from_partials(const Tensor& partials, Tensor& grad_bias);
 }  // namespace cuda_impl
 
 }  // namespace gat::ops
