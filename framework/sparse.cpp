@@ -2,6 +2,7 @@
 
 #include "gat/framework/host_parallel.h"
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
 #include <vector>
@@ -42,6 +43,14 @@ CsrMatrix CsrMatrix::from_dense(const Tensor& dense) {
     std::vector<int32_t> t_entry(col_idx.size());                 // (nnz,)
     std::vector<int32_t> fill(t_row_ptr.begin(), t_row_ptr.end() - 1);  // (cols,)
     for (size_t e = 0; e < col_idx.size(); ++e) t_entry[static_cast<size_t>(fill[col_idx[e]]++)] = static_cast<int32_t>(e);
+    std::vector<int32_t> t_piece_ptr(cols + 1, 0), t_piece_col, t_split_cols;  // (cols+1,), (pieces,), (splits,)
+    for (size_t k = 0; k < cols; ++k) {
+      const int32_t length = t_row_ptr[k + 1] - t_row_ptr[k];
+      const int32_t pieces = std::max<int32_t>(1, (length + kPieceEntries - 1) / kPieceEntries);
+      t_piece_col.insert(t_piece_col.end(), static_cast<size_t>(pieces), static_cast<int32_t>(k));
+      if (pieces > 1) t_split_cols.push_back(static_cast<int32_t>(k));
+      t_piece_ptr[k + 1] = t_piece_ptr[k] + pieces;
+    }
     const int64_t nnz = static_cast<int64_t>(col_idx.size());
     m.row_ptr_ = Tensor::from_vector(row_ptr, {m.rows_ + 1});
     m.col_idx_ = Tensor::from_vector(col_idx, {nnz});
@@ -49,6 +58,9 @@ CsrMatrix CsrMatrix::from_dense(const Tensor& dense) {
     m.values_ = Tensor::from_vector(values, {nnz});
     m.t_row_ptr_ = Tensor::from_vector(t_row_ptr, {m.cols_ + 1});
     m.t_entry_ = Tensor::from_vector(t_entry, {nnz});
+    m.t_piece_ptr_ = Tensor::from_vector(t_piece_ptr, {m.cols_ + 1});
+    m.t_piece_col_ = Tensor::from_vector(t_piece_col, {static_cast<int64_t>(t_piece_col.size())});
+    m.t_split_cols_ = Tensor::from_vector(t_split_cols, {static_cast<int64_t>(t_split_cols.size())});
   });
   return m.to(dense.device());
 }
@@ -76,6 +88,9 @@ CsrMatrix CsrMatrix::to(Device device) const {
   out.values_ = values_.to(device);
   out.t_row_ptr_ = t_row_ptr_.to(device);
   out.t_entry_ = t_entry_.to(device);
+  out.t_piece_ptr_ = t_piece_ptr_.to(device);
+  out.t_piece_col_ = t_piece_col_.to(device);
+  out.t_split_cols_ = t_split_cols_.to(device);
   return out;
 }
 

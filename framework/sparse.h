@@ -7,6 +7,11 @@
 // the entry id. Products with A^T (the weight gradient A^T G) gather over it in this fixed order,
 // so they need no float atomics and are bitwise reproducible (as framework/graph.h does for graphs).
 //
+// The transpose is also cut into pieces for CUDA's block-per-column products: a column's entries
+// in pieces of at most kPieceEntries (an empty column has one, empty), whose partial sums are then
+// added in piece order, so a product is not held by its longest column (Cora's most common word
+// is in 1,083 documents) and stays reproducible.
+//
 // The index arrays are shared between copies (cheap handles, as Tensor); `with_values` gives the
 // same pattern with other values (sparse_dropout's output, whose dropped entries hold zeros).
 #pragma once
@@ -46,10 +51,16 @@ class CsrMatrix {
   const Tensor& values() const { return values_; }        // (nnz,) f32|f64
   const Tensor& t_row_ptr() const { return t_row_ptr_; }  // (cols+1,) i32
   const Tensor& t_entry() const { return t_entry_; }      // (nnz,) i32: entry id, by column then row
+  // The transpose's pieces: column k's are [t_piece_ptr[k], t_piece_ptr[k+1]), piece p holds the
+  // column's entries from t_row_ptr[k] + (p - t_piece_ptr[k]) * kPieceEntries on.
+  static constexpr int kPieceEntries = 64;
+  const Tensor& t_piece_ptr() const { return t_piece_ptr_; }    // (cols+1,) i32
+  const Tensor& t_piece_col() const { return t_piece_col_; }    // (pieces,) i32: the column of each piece
+  const Tensor& t_split_cols() const { return t_split_cols_; }  // (splits,) i32: columns of 2+ pieces
 
  private:
   int64_t rows_ = 0, cols_ = 0;
-  Tensor row_ptr_, col_idx_, row_idx_, values_, t_row_ptr_, t_entry_;
+  Tensor row_ptr_, col_idx_, row_idx_, values_, t_row_ptr_, t_entry_, t_piece_ptr_, t_piece_col_, t_split_cols_;
 };
 
 // The node features a layer takes: a dense (N, F) tensor or a CsrMatrix. Converts implicitly from

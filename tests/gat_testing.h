@@ -162,6 +162,20 @@ inline Tensor sparse_random(int64_t rows, int64_t cols, std::mt19937_64& rng, do
   return Tensor::from_vector(v, {rows, cols}).to(dtype);
 }
 
+// A (rows, lengths.size()) matrix whose column k holds lengths[k] non-zeros in random rows.
+inline Tensor columns_of_lengths(const std::vector<int64_t>& lengths, int64_t rows, std::mt19937_64& rng, DType dtype) {
+  std::uniform_real_distribution<double> value(0.1, 1.0);
+  const size_t cols = lengths.size();
+  std::vector<double> v(static_cast<size_t>(rows) * cols, 0.0);
+  std::vector<int64_t> picked(static_cast<size_t>(rows));
+  for (size_t k = 0; k < cols; ++k) {
+    for (int64_t i = 0; i < rows; ++i) picked[static_cast<size_t>(i)] = i;
+    std::shuffle(picked.begin(), picked.end(), rng);
+    for (int64_t n = 0; n < lengths[k]; ++n) v[static_cast<size_t>(picked[static_cast<size_t>(n)]) * cols + k] = value(rng);
+  }
+  return Tensor::from_vector(v, {rows, static_cast<int64_t>(cols)}).to(dtype);
+}
+
 // A small directed graph with one explicit self loop (2 -> 2) and a node (0) that only sends.
 inline Graph small_graph(int64_t n, std::mt19937_64& rng) {
   std::vector<int32_t> src, dst;

@@ -20,6 +20,7 @@ using namespace gat;
 using gat::testing::expect_gradients_match;
 using gat::testing::random_tensor;
 using gat::testing::rel_error;
+using gat::testing::columns_of_lengths;
 using gat::testing::sparse_random;
 
 namespace {
@@ -98,6 +99,27 @@ TEST_F(CudaSparse, TallAndWideMatmulsMatchTheCpu) {
   out_gpu.backward(g.to(Device::cuda));
   EXPECT_LE(rel_error(out_gpu, out_cpu), 1e-5);
   EXPECT_LE(rel_error(b_gpu.grad(), b_cpu.grad()), 1e-5);
+}
+
+// d b through the transpose's pieces: columns of one piece, of two and of many, with and without
+// a short last piece, and an empty one (sparse.h).
+TEST_F(CudaSparse, GradientsThroughTheTransposesPiecesMatchTheCpu) {
+  std::mt19937_64 rng(7);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const CsrMatrix cpu =
+        CsrMatrix::from_dense(columns_of_lengths({0, 1, 63, 64, 65, 128, 129, 1100}, 1200, rng, dtype));
+    for (int64_t N : {1, 5, 64, 100}) {
+      const std::string what = std::string(dtype_name(dtype)) + " N=" + std::to_string(N);
+      const Tensor b = random_tensor({8, N}, rng, -1, 1, dtype), g = random_tensor({1200, N}, rng, -1, 1, dtype);
+      Tensor b_cpu = b.clone().set_requires_grad(), b_gpu = b.to(Device::cuda).set_requires_grad();
+      ops::sparse_matmul(cpu, b_cpu).backward(g);
+      ops::sparse_matmul(cpu.to(Device::cuda), b_gpu).backward(g.to(Device::cuda));
+      EXPECT_LE(rel_error(b_gpu.grad(), b_cpu.grad()), 1e-5) << what;
+      const std::vector<double> grad = host<double>(b_gpu.grad().to(DType::f64));
+      EXPECT_EQ(std::vector<double>(grad.begin(), grad.begin() + N), std::vector<double>(N, 0.0))
+          << what << ": the empty column's row";
+    }
+  }
 }
 
 TEST_F(CudaSparse, MatmulIsBitwiseReproducible) {

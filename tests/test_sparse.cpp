@@ -43,6 +43,18 @@ TEST(CsrMatrix, FromDenseListsTheNonZerosAndTheirTranspose) {
   EXPECT_EQ(m.describe(), "csr f32 cpu (3, 4) nnz 4");
 }
 
+TEST(CsrMatrix, TheTransposeIsCutIntoPiecesOfAtMostKPieceEntries) {
+  static_assert(CsrMatrix::kPieceEntries == 64, "the lengths below straddle 64-entry pieces");
+  std::mt19937_64 rng(5);
+  const CsrMatrix m = CsrMatrix::from_dense(columns_of_lengths({0, 1, 63, 64, 65, 128, 129, 1100}, 1200, rng, DType::f32));
+  EXPECT_EQ(m.t_piece_ptr().to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2, 3, 4, 6, 8, 11, 29}));
+  EXPECT_EQ(m.t_piece_col().to_vector<int32_t>(),
+            (std::vector<int32_t>{0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}));
+  EXPECT_EQ(m.t_split_cols().to_vector<int32_t>(), (std::vector<int32_t>{4, 5, 6, 7}));
+  const CsrMatrix moved = m.to(Device::cpu);
+  EXPECT_EQ(moved.t_piece_ptr().to_vector<int32_t>(), m.t_piece_ptr().to_vector<int32_t>());
+}
+
 TEST(CsrMatrix, RoundTripsAndHandlesAllZeros) {
   std::mt19937_64 rng(1);
   const Tensor dense = sparse_random(40, 70, rng, 0.05, DType::f64);

@@ -115,7 +115,7 @@ Tensor sparse_matmul(const CsrMatrix& a, const Tensor& b) {
         }
         if (need_b) {  // A^T (K, M) · G (M, N) through the transpose plan
           grad_b = Tensor::empty(b.shape(), b.dtype(), b.device(), "sparse_matmul grad_b");
-          kernels::sparse_rows({a.t_row_ptr(), &a.t_entry(), a.row_idx(), a.values()}, grad_out, grad_b);
+          kernels::sparse_rows({a.t_row_ptr(), &a.t_entry(), a.row_idx(), a.values(), &a}, grad_out, grad_b);
         }
         return std::vector<Tensor>{grad_values, grad_b};
       });

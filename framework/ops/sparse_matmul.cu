@@ -52,21 +52,42 @@ sparse_rows_kernel(const int32_t* __restrict__ ptr,     // (R+1,)
 // hold kCols columns each (a tile of kLanes * kCols columns per pass over the entries); the
 // slices' partial sums meet in shared memory and are added in slice order: a fixed order, so
 // results are reproducible (they differ from the CPU's sequential sum by rounding).
+//
+// With pieces (piece_ptr, piece_row: the transpose's, sparse.h) a block takes a piece instead of
+// a row: at most piece_entries of the row's entries, written to out when the row has one piece
+// and to row p of piece_sums (pieces, N) when it has more (sparse_piece_sums_kernel adds those).
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-sparse_rows_block_kernel(const int32_t* __restrict__ ptr,    // (R+1,)
-                         const int32_t* __restrict__ entry,  // (nnz,) or null for the identity
-                         const int32_t* __restrict__ index,  // (nnz,) dense row of each entry
-                         const T* __restrict__ values,       // (nnz,)
-                         const T* __restrict__ dense,        // (*, N)
-                         T* __restrict__ out,                // (R, N)
-                         long long R, long long N) {
+sparse_rows_block_kernel(const int32_t* __restrict__ ptr,        // (R+1,)
+                         const int32_t* __restrict__ entry,      // (nnz,) or null for the identity
+                         const int32_t* __restrict__ index,      // (nnz,) dense row of each entry
+                         const T* __restrict__ values,           // (nnz,)
+                         const T* __restrict__ dense,            // (*, N)
+                         T* __restrict__ out,                    // (R, N)
+                         long long R, long long N,
+                         const int32_t* __restrict__ piece_ptr,  // (R+1,) or null: a piece a row
+                         const int32_t* __restrict__ piece_row,  // (pieces,) or null
+                         long long pieces, int piece_entries,
+                         T* __restrict__ piece_sums) {           // (pieces, N) or null
   constexpr int kLanes = 16, kCols = 4, kSlices = kThreads / kLanes, kTile = kLanes * kCols;
   constexpr int kBatch = 4;
   __shared__ T partial[kSlices][kTile];
   const int lane = threadIdx.x % kLanes, slice = threadIdx.x / kLanes;
-  for (long long r = blockIdx.x; r < R; r += gridDim.x) {
-    const int begin = ptr[r], end = ptr[r + 1];
+  const long long items = piece_ptr ? pieces : R;
+  for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+    long long r = item;
+    int begin, end;
+    T* dst;
+    if (piece_ptr) {
+      r = piece_row[item];
+      const int first = piece_ptr[r];
+      begin = ptr[r] + static_cast<int>(item - first) * piece_entries;
+      end = min(begin + piece_entries, ptr[r + 1]);
+      dst = piece_ptr[r + 1] - first == 1 ? out + r * N : piece_sums + item * N;
+    } else {
+      begin = ptr[r], end = ptr[r + 1];
+      dst = out + r * N;
+    }
     for (long long j0 = 0; j0 < N; j0 += kTile) {
       T acc[kCols] = {};
       // The slice's entries p, p + kSlices, ... in order, kBatch at a time: their entry, value
@@ -111,12 +132,29 @@ sparse_rows_block_kernel(const int32_t* __restrict__ ptr,    // (R+1,)
       for (int c = threadIdx.x; c < kTile && j0 + c < N; c += kThreads) {
         T sum = partial[0][c];
         for (int k = 1; k < kSlices; ++k) sum += partial[k][c];
-        out[r * N + j0 + c] = sum;
+        dst[j0 + c] = sum;
       }
       __syncthreads();
     }
   }
 }
+
+// out[r, j] for the rows r cut into pieces (split_rows): their pieces' sums added in piece order.
+template <class T>
+struct PieceSumsFn {
+  const int32_t* split_rows;  // (splits,)
+  const int32_t* piece_ptr;   // (R+1,)
+  const T* piece_sums;        // (pieces, N)
+  long long N;
+  T* out;                     // (R, N)
+  __device__ void operator()(long long t) const {
+    const long long r = split_rows[t / N], j = t % N;
+    const int first = piece_ptr[r], last = piece_ptr[r + 1];
+    T sum = piece_sums[first * N + j];
+    for (int p = first + 1; p < last; ++p) sum += piece_sums[p * N + j];
+    out[r * N + j] = sum;
+  }
+};
 
 // Below this many threads the one-group-per-row kernel leaves the GPU mostly idle (an H200 holds
 // 132 x 2048): the block-per-row kernel is used.
@@ -149,11 +187,23 @@ void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
   dispatch_float(out.dtype(), "sparse_matmul", [&](auto zero) {
     using T = decltype(zero);
     if (R * lanes < kBlockPerRowBelowThreads) {
-      const unsigned blocks = static_cast<unsigned>(std::min<long long>(R, cuda::kMaxGridBlocks));
+      const CsrMatrix* m = a.pieces;
+      GAT_CHECK(!m || a.ptr.raw_data() == m->t_row_ptr().raw_data(),
+                "sparse_matmul rows: pieces are given for a transpose other than the one summed");
+      const long long pieces = m ? m->t_piece_col().numel() : 0, splits = m ? m->t_split_cols().numel() : 0;
+      Tensor piece_sums;  // (pieces, N): the split rows' pieces
+      if (splits > 0) piece_sums = Tensor::empty({pieces, N}, out.dtype(), Device::cuda, "sparse_matmul piece sums");
+      const unsigned blocks = static_cast<unsigned>(std::min<long long>(m ? pieces : R, cuda::kMaxGridBlocks));
       sparse_rows_block_kernel<T><<<blocks, kThreads, 0, cuda::stream()>>>(
           a.ptr.data<int32_t>(), a.entry ? a.entry->data<int32_t>() : nullptr,
-          a.index.data<int32_t>(), a.values.data<T>(), dense.data<T>(), out.data<T>(), R, N);
+          a.index.data<int32_t>(), a.values.data<T>(), dense.data<T>(), out.data<T>(), R, N,
+          m ? m->t_piece_ptr().data<int32_t>() : nullptr, m ? m->t_piece_col().data<int32_t>() : nullptr, pieces,
+          CsrMatrix::kPieceEntries, splits > 0 ? piece_sums.data<T>() : nullptr);
       CUDA_CHECK_LAUNCH("sparse_matmul rows (block per row)");
+      if (splits > 0)
+        detail::launch_for_each("sparse_matmul piece sums", splits * N,
+                                PieceSumsFn<T>{m->t_split_cols().data<int32_t>(), m->t_piece_ptr().data<int32_t>(),
+                                               piece_sums.data<T>(), N, out.data<T>()});
       return;
     }
     sparse_rows_kernel<T><<<cuda::blocks_for(R * lanes, kThreads), kThreads, 0, cuda::stream()>>>(

@@ -12,7 +12,8 @@
 // on the thread count. CUDA: a group of lanes per output row (up to a warp), lanes over N; when
 // that would leave the GPU mostly idle (few rows, e.g. the 1,433 rows of Cora's feature gradient),
 // a block per row whose slices' partial sums are added in a fixed order (reproducible, equal to
-// the CPU up to rounding).
+// the CPU up to rounding); for d b the rows are the transpose's pieces (sparse.h), whose partial
+// sums a second kernel adds in piece order.
 #pragma once
 
 #include "gat/framework/sparse.h"
@@ -28,13 +29,14 @@ Tensor sparse_matmul(const CsrMatrix& a, const Tensor& b);
 //  rows:   out (R, N) [r, :] = sum over p in [ptr[r], ptr[r+1]) of values[e] * dense[index[e], :],
 //          e = entry ? entry[p] : p, skipping values[e] == 0. Forward: R = M, ptr = row_ptr,
 //          index = col_idx, dense = b. d b: R = K, ptr = t_row_ptr, entry = t_entry,
-//          index = row_idx, dense = G.
+//          index = row_idx, dense = G, pieces = a.
 //  dots:   out (nnz,) [e] = g[row_idx[e], :] . b[col_idx[e], :] for g (M, N), b (K, N).
 struct SparseRows {
   const Tensor& ptr;    // (R+1,) i32
   const Tensor* entry;  // (nnz,) i32, or null for the identity
   const Tensor& index;  // (nnz,) i32: the dense row each entry multiplies
   const Tensor& values; // (nnz,) f32|f64
+  const CsrMatrix* pieces = nullptr;  // for A^T: the matrix whose transpose's pieces (sparse.h) CUDA may use
 };
 // kernels:: runs cpu_impl:: or cuda_impl:: by out's device (docs/design.md, the op pattern).
 namespace kernels {
