@@ -80,7 +80,7 @@ void backward(const Tensor& root, const Tensor& grad_root = Tensor());
 
 // In a backward closure: gradients the rest of the pass does not wait for (a weight's, from
 // tensors the closure has already made), computed as side work of the pass (SideWork::run: the
-// inputs must hold every tensor `work` reads, and its outputs are fresh tensors). The closure
+// inputs must hold every tensor `work` reads, and no output may share an input's storage). The closure
 // returns them as any other gradient; the pass hands one that goes to a parameter's empty .grad
 // over as it is and joins the side work before delivering one anywhere else. Outside a backward
 // pass: work(inputs).

@@ -51,7 +51,7 @@ void free(void* ptr);
 void memcpy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes);
 void memset_zero(void* ptr, size_t bytes);
 void synchronize();  // waits for both streams
-// Waits for the stream, then returns the memory the allocator keeps cached for reuse (freed
+// Waits for both streams, then returns the memory the allocator keeps cached for reuse (freed
 // blocks of the stream-ordered pool, and what destroyed graphs held) to the device: before the
 // first replay of a recorded step, whose allocations come from the graphs' own pool.
 void release_cached_memory();

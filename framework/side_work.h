@@ -26,9 +26,8 @@ class SideWork {
 
   // work(inputs), queued on the side stream when every defined input is a CUDA tensor and they
   // hold at most kMaxSideBytes, else on the current stream. `inputs` must hold every tensor the
-  // work's kernels read or write: they, and the outputs, are kept until join(). Outputs are
-  // tensors the work made (none may share an input's storage); until join() only side work may
-  // use them.
+  // work's kernels read; they, and the outputs, are kept until join(). No output may share an
+  // input's storage, and until join() only side work may use an output.
   std::vector<Tensor> run(std::vector<Tensor> inputs, const Fn& work);
   // Whether t is an output of side work not joined yet, and how many references to it this
   // object holds (1 then, else 0).

@@ -396,9 +396,8 @@ SlowFill slow_fill(int64_t n, double value) {
   return s;
 }
 
-// slow_fill as side work (its inputs: a small CUDA tensor, which sends it to the side stream).
-std::vector<Tensor> slow_fill_beside(const std::vector<Tensor>& inputs, int64_t n, double value) {
-  EXPECT_FALSE(inputs.empty());
+// slow_fill as side work's outputs (out first): the caller's SideWork keeps all three to its join.
+std::vector<Tensor> slow_fill_beside(int64_t n, double value) {
   SlowFill s = slow_fill(n, value);
   return {s.out, s.matrix, s.product};
 }
@@ -408,7 +407,8 @@ TEST(CudaCore, SideWorkIsReadOnlyAfterItsJoin) {
   const int64_t n = 1000;
   const Tensor small = Tensor::zeros({1}, DType::f64, Device::cuda);
   SideWork side;
-  const Tensor out = side.run({small}, [&](const std::vector<Tensor>& in) { return slow_fill_beside(in, n, 3.0); })[0];
+  // A small CUDA input sends the work to the side stream.
+  const Tensor out = side.run({small}, [&](const std::vector<Tensor>&) { return slow_fill_beside(n, 3.0); })[0];
   EXPECT_TRUE(side.pending(out));
   side.join();
   EXPECT_FALSE(side.pending(out));
@@ -438,9 +438,8 @@ TEST(CudaCore, SideWorkIsReadOnlyAfterItsJoin) {
 // y = x, whose backward hands x a gradient of `value`s made by slow side work of the pass.
 Tensor with_side_gradient(const Tensor& x, double value) {
   return autograd::record("side gradient", x.detach().clone(), {x}, [value, n = x.numel()](const Tensor& g) {
-    return std::vector<Tensor>{autograd::side_gradients({g}, [&](const std::vector<Tensor>& in) {
-      return slow_fill_beside(in, n, value);
-    })[0]};
+    return std::vector<Tensor>{
+        autograd::side_gradients({g}, [&](const std::vector<Tensor>&) { return slow_fill_beside(n, value); })[0]};
   });
 }
 

@@ -579,14 +579,14 @@ template <class T>
 void head_rows_dot(const T* G, const T* out, T* D, long long NH, int F, RowDer<T> der = {},
                    const T* out_bias = nullptr, int H = 1, RowPack<T> pack = {}, RowActivation<T> act = {},
                    Tensor* bias_partials = nullptr) {
-  const bool grad_bias = bias_partials != nullptr;
-  if (grad_bias) GAT_CHECK(bias_in_rows(H, F), "head_rows_dot: d bias of ", H, " heads of ", F, " features");
+  const bool with_bias = bias_partials != nullptr;
+  if (with_bias) GAT_CHECK(bias_in_rows(H, F), "head_rows_dot: d bias of ", H, " heads of ", F, " features");
   with_vec<T>(F, {G, out, der.pos_out, out_bias, pack.rows, act.grad_pre}, [&](auto vec) {
     const auto kernel = head_rows_dot_kernel<T, decltype(vec)::value>;
     long long blocks = warps::warp_blocks((NH + kWarp - 1) / kWarp);
-    const size_t slot_bytes = grad_bias ? sizeof(double) * kThreads * F : 0;
-    Tensor partial;  // (blocks, H F) f64 with grad_bias
-    if (grad_bias) {
+    const size_t slot_bytes = with_bias ? sizeof(double) * kThreads * F : 0;
+    Tensor partial;  // (blocks, H F) f64 with bias_partials
+    if (with_bias) {
       static int per_multiprocessor[kBiasInRowsF + 1] = {};  // resident blocks, by F (0: not asked yet)
       if (per_multiprocessor[F] == 0)
         CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor[F], kernel, kThreads, slot_bytes));
@@ -594,9 +594,9 @@ void head_rows_dot(const T* G, const T* out, T* D, long long NH, int F, RowDer<T
       partial = Tensor::empty({blocks, int64_t{H} * F}, DType::f64, Device::cuda, "bias partials");
     }
     kernel<<<static_cast<unsigned>(blocks), kThreads, slot_bytes, cuda::stream()>>>(
-        G, out, D, NH, F, der, out_bias, H, pack, act, grad_bias ? partial.data<double>() : nullptr);
+        G, out, D, NH, F, der, out_bias, H, pack, act, with_bias ? partial.data<double>() : nullptr);
     CUDA_CHECK_LAUNCH("head_rows_dot_kernel");
-    if (grad_bias) *bias_partials = partial;
+    if (with_bias) *bias_partials = partial;
   });
 }
 
