@@ -148,11 +148,27 @@ struct RowTile {
   }
 };
 
+// The long rows' chunks as the forward kernel takes them (Graph::row_chunk_ptr, row_chunk_row):
+// each chunk's partial online-softmax state, merged in chunk order by aggregate_merge_kernel.
+template <class T>
+struct ForwardChunks {
+  const int32_t* chunk_ptr = nullptr;  // (N+1,)
+  const int32_t* chunk_row = nullptr;  // (W,)
+  T* part_m = nullptr;                 // (W, H)
+  T* part_z = nullptr;                 // (W, H)
+  T* part_acc = nullptr;               // (W, H, F)
+  long long chunks = 0;                // W = chunk_ptr[N]
+  int chunk = 0;                       // edges a chunk
+};
+
 // One group per (uncut row, column tile), the rows in Graph::row_order (longest first: the groups
 // of a warp take rows of about one length, where in index order a warp of 16 groups ran as long
-// as the longest of 16 rows of the graph's skewed degrees); the longer rows are left to the chunk
-// kernels. With kPositive also pos_out and pos_weight (pos.out, pos.weight).
-template <class T, int VEC, int G, bool kPositive, class Scores>
+// as the longest of 16 rows of the graph's skewed degrees), and one group per (chunk of a long
+// row, column tile), writing the chunk's partial state (with kPositive also the positive sums'
+// partials, pos.part_z and pos.part_acc): kItems says which a launch runs (Items::both: the first
+// split.first_blocks blocks take the chunks). With kPositive also pos_out and pos_weight
+// (pos.out, pos.weight).
+template <class T, int VEC, int G, bool kPositive, Items kItems, class Scores>
 __global__ void __launch_bounds__(kThreads)
     aggregate_forward_kernel(const int32_t* __restrict__ row_ptr,    // (N+1,)
                              const int32_t* __restrict__ row_order,  // (rows,)
@@ -163,10 +179,34 @@ __global__ void __launch_bounds__(kThreads)
                              T* __restrict__ lse,                    // (N, H)
                              PositiveParts<T> pos,
                              long long rows, int H, int F, int v_stride, int tiles,
-                             DropoutKey key, T scale, OutputEpilogue<T> epilogue) {
-  const GroupLane<G> g;
+                             DropoutKey key, T scale, OutputEpilogue<T> epilogue,
+                             ForwardChunks<T> parts = {}, GridSplit split = {}) {
   SegmentKeep keep(key, G);
   const int HF = H * F;
+  if constexpr (kItems != Items::rows) {
+    if (kItems == Items::chunks || split.in_first()) {
+      const GroupLane<G> g = kItems == Items::chunks ? GroupLane<G>() : split.lanes<G>();
+      const long long items = parts.chunks * tiles;
+      for (long long item = g.first_item + g.group; item < items; item += g.stride) {
+        const long long w = tiles == 1 ? item : item / tiles;
+        const RowTile<VEC, G> t(static_cast<int>(item - w * tiles), g.lane, F, HF);
+        const ChunkRange r = find_chunk(row_ptr, parts.chunk_ptr, parts.chunk_row, w, parts.chunk);
+        OnlineState<T, VEC, kPositive> st;
+        gather_softmax<T, VEC, kPositive>(src, scores.row(r.row, t.h), V, r.begin, r.end, H, v_stride,
+                                          t.h, t.c, t.h0, t.h1, keep, scale, st);
+        if (!t.writes) continue;
+        store_vec<T, VEC>(parts.part_acc + w * HF + t.c, to_vec(st.acc));
+        if constexpr (kPositive) store_vec<T, VEC>(pos.part_acc + w * HF + t.c, to_vec(st.acc_pos));
+        if (t.c % F == 0) {
+          parts.part_m[w * H + t.h] = st.m;
+          parts.part_z[w * H + t.h] = st.z;
+          if constexpr (kPositive) pos.part_z[w * H + t.h] = st.z_pos;
+        }
+      }
+      return;
+    }
+  }
+  const GroupLane<G> g = kItems == Items::both ? split.lanes<G>() : GroupLane<G>();
   const long long items = rows * tiles;
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const long long r = tiles == 1 ? item : item / tiles;  // (a 64-bit division: ~70 instructions)
@@ -179,44 +219,6 @@ __global__ void __launch_bounds__(kThreads)
     if (!t.writes) continue;
     write_row<T, VEC>(out, lse, i, H, F, t.h, t.c, st.m, st.z, st.acc, epilogue);
     if constexpr (kPositive) write_positive_row<T, VEC>(pos, i, H, F, t.h, t.c, st.z, st.z_pos, st.acc_pos);
-  }
-}
-
-// One group per (chunk of a long row, column tile): the partial online-softmax state of the
-// chunk (with kPositive also the positive sums' partials, pos.part_z and pos.part_acc).
-template <class T, int VEC, int G, bool kPositive, class Scores>
-__global__ void __launch_bounds__(kThreads)
-    aggregate_chunk_kernel(const int32_t* __restrict__ row_ptr,    // (N+1,)
-                           const int32_t* __restrict__ src,        // (E,)
-                           const int32_t* __restrict__ chunk_ptr,  // (N+1,)
-                           const int32_t* __restrict__ chunk_row,  // (W,)
-                           Scores scores,
-                           const T* __restrict__ V,                // (N, v_stride)
-                           T* __restrict__ part_m,                 // (W, H)
-                           T* __restrict__ part_z,                 // (W, H)
-                           T* __restrict__ part_acc,               // (W, H, F)
-                           PositiveParts<T> pos,
-                           int H, int F, int v_stride, int tiles, long long chunks, int chunk,
-                           DropoutKey key, T scale) {
-  const GroupLane<G> g;
-  SegmentKeep keep(key, G);
-  const int HF = H * F;
-  const long long items = chunks * tiles;  // chunks = W = chunk_ptr[N]
-  for (long long item = g.first_item + g.group; item < items; item += g.stride) {
-    const long long w = tiles == 1 ? item : item / tiles;
-    const RowTile<VEC, G> t(static_cast<int>(item - w * tiles), g.lane, F, HF);
-    const ChunkRange r = find_chunk(row_ptr, chunk_ptr, chunk_row, w, chunk);
-    OnlineState<T, VEC, kPositive> st;
-    gather_softmax<T, VEC, kPositive>(src, scores.row(r.row, t.h), V, r.begin, r.end, H, v_stride,
-                                      t.h, t.c, t.h0, t.h1, keep, scale, st);
-    if (!t.writes) continue;
-    store_vec<T, VEC>(part_acc + w * HF + t.c, to_vec(st.acc));
-    if constexpr (kPositive) store_vec<T, VEC>(pos.part_acc + w * HF + t.c, to_vec(st.acc_pos));
-    if (t.c % F == 0) {
-      part_m[w * H + t.h] = st.m;
-      part_z[w * H + t.h] = st.z;
-      if constexpr (kPositive) pos.part_z[w * H + t.h] = st.z_pos;
-    }
   }
 }
 
@@ -447,18 +449,50 @@ struct HeadItem {
   }
 };
 
+// The long transposed rows' chunks as the backward walk takes them (Graph::t_row_chunk_ptr,
+// t_row_chunk_row): each chunk's partial dV and sum, merged in chunk order by
+// value_grad_merge_kernel.
+template <class T>
+struct BackwardChunks {
+  const int32_t* chunk_ptr = nullptr;  // (N+1,)
+  const int32_t* chunk_row = nullptr;  // (W,)
+  T* part_acc = nullptr;               // (W, H, F) or null
+  long long chunks = 0;                // W = chunk_ptr[N]
+  int chunk = 0;                       // edges a chunk
+};
+
 // Backward (1): one group per (uncut source j, head, feature tile) over the transposed graph,
 // writing dV[j,h,c..], the op's per-edge values and its sum over j's out-edges. The sources are
-// taken in Graph::t_row_order (longest first, as the forward's rows); the longer ones are left to
-// the chunk kernel.
-template <class T, int VEC, int G, class Grad>
+// taken in Graph::t_row_order (longest first, as the forward's rows). And one group per (chunk w
+// of a long transposed row, head, feature tile): the chunk's partial dV and sum, and the per-edge
+// values of its edges. kItems says which a launch runs (Items::both: the first
+// split.first_blocks blocks take the chunks).
+template <class T, int VEC, int G, Items kItems, class Grad>
 __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
     attention_grad_kernel(BackwardArgs<T> a, Grad grad,
                           const int32_t* __restrict__ source_order,  // (sources,)
-                          long long sources) {
-  const GroupLane<G> g;
+                          long long sources, BackwardChunks<T> parts = {}, GridSplit split = {}) {
   const SourceSegment segment = SourceSegment::of<G>(a.H, a.tiles);
   SegmentKeep keep(a.key, segment.width);
+  if constexpr (kItems != Items::rows) {
+    if (kItems == Items::chunks || split.in_first()) {
+      const GroupLane<G> g = kItems == Items::chunks ? GroupLane<G>() : split.lanes<G>();
+      const long long items = parts.chunks * a.H * a.tiles;
+      for (long long item = g.first_item + g.group; item < items; item += g.stride) {
+        const HeadItem x = HeadItem::of<VEC, G>(item, a.H, a.tiles, g.lane);
+        const ChunkRange r = find_chunk(a.t_row_ptr, parts.chunk_ptr, parts.chunk_row, x.n, parts.chunk);
+        T acc[VEC] = {};
+        auto walk = grad.walk(r.row, x.h, x.tile, a.E, a.H);
+        gather_attention_grad<T, VEC, G>(a, r.row, r.begin, r.end, x.h, x.c, segment.first_head(x.h),
+                                         segment.last_head(x.h, a.H), keep, walk, acc);
+        if (parts.part_acc && x.c < a.F)
+          store_vec<T, VEC>(parts.part_acc + (x.n * a.H + x.h) * a.F + x.c, to_vec(acc));
+        if (grad.part_sum && g.lane == 0) grad.part_sum[x.n * a.H + x.h] = walk.sum;
+      }
+      return;
+    }
+  }
+  const GroupLane<G> g = kItems == Items::both ? split.lanes<G>() : GroupLane<G>();
   const long long items = sources * a.H * a.tiles;
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const HeadItem x = HeadItem::of<VEC, G>(item, a.H, a.tiles, g.lane);
@@ -470,32 +504,6 @@ __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
                                      segment.last_head(x.h, a.H), keep, walk, acc);
     if (a.dV && x.c < a.F) store_vec<T, VEC>(a.dV + (j * a.H + x.h) * a.F + x.c, to_vec(acc));
     if (grad.sum && g.lane == 0) grad.sum[j * a.H + x.h] = walk.sum;
-  }
-}
-
-// One group per (chunk w of a long transposed row, head, feature tile): the chunk's partial dV
-// and sum, and the per-edge values of its edges.
-template <class T, int VEC, int G, class Grad>
-__global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
-    attention_grad_chunk_kernel(BackwardArgs<T> a, Grad grad,
-                                const int32_t* __restrict__ chunk_ptr,  // (N+1,)
-                                const int32_t* __restrict__ chunk_row,  // (W,)
-                                T* __restrict__ part_acc,               // (W, H, F) or null
-                                long long chunks, int chunk) {
-  const GroupLane<G> g;
-  const SourceSegment segment = SourceSegment::of<G>(a.H, a.tiles);
-  SegmentKeep keep(a.key, segment.width);
-  const long long items = chunks * a.H * a.tiles;  // chunks = W = chunk_ptr[N]
-  for (long long item = g.first_item + g.group; item < items; item += g.stride) {
-    const HeadItem x = HeadItem::of<VEC, G>(item, a.H, a.tiles, g.lane);
-    const ChunkRange r = find_chunk(a.t_row_ptr, chunk_ptr, chunk_row, x.n, chunk);
-    T acc[VEC] = {};
-    auto walk = grad.walk(r.row, x.h, x.tile, a.E, a.H);
-    gather_attention_grad<T, VEC, G>(a, r.row, r.begin, r.end, x.h, x.c, segment.first_head(x.h),
-                                     segment.last_head(x.h, a.H), keep, walk, acc);
-    if (part_acc && x.c < a.F)
-      store_vec<T, VEC>(part_acc + (x.n * a.H + x.h) * a.F + x.c, to_vec(acc));
-    if (grad.part_sum && g.lane == 0) grad.part_sum[x.n * a.H + x.h] = walk.sum;
   }
 }
 
@@ -602,33 +610,49 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
     with_group(tiling.G, [&](auto group) {
       constexpr int G = decltype(group)::value;
       const Tensor& order = graph.row_order();  // the uncut rows, longest first
-      aggregate_forward_kernel<T, VEC, G, kPositive>
-          <<<group_blocks(order.numel() * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-              row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F,
-              v_stride, tiling.tiles, attn_dropout, scale, epilogue);
-      CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
-      if (!split) return;
-      // Long rows: their chunks' partial states, merged in chunk order.
-      const int32_t* chunk_ptr = graph.row_chunk_ptr().data<int32_t>();  // (N+1,)
-      const long long chunks = graph.num_row_chunks();
+      const unsigned row_blocks = group_blocks(order.numel() * tiling.tiles, G);
+      if (!split) {
+        aggregate_forward_kernel<T, VEC, G, kPositive, Items::rows><<<row_blocks, kThreads, 0, cuda::stream()>>>(
+            row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F, v_stride,
+            tiling.tiles, attn_dropout, scale, epilogue);
+        CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
+        return;
+      }
+      // Long rows: their chunks' partial states (in the rows' launch where both fit the device at
+      // once), merged in chunk order.
+      ForwardChunks<T> parts;
+      parts.chunk_ptr = graph.row_chunk_ptr().data<int32_t>();
+      parts.chunk_row = graph.row_chunk_row().data<int32_t>();
+      const int64_t chunks = graph.num_row_chunks();
+      parts.chunks = chunks;
+      parts.chunk = chunk;
       Tensor part_m = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial m");
       Tensor part_z = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial z");
       Tensor part_acc = Tensor::empty({chunks, H, F}, out.dtype(), Device::cuda, "aggregate partial acc");
+      parts.part_m = part_m.data<T>(), parts.part_z = part_z.data<T>(), parts.part_acc = part_acc.data<T>();
       Tensor part_z_pos, part_acc_pos;
       if constexpr (kPositive) {
         part_z_pos = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial z_pos");
         part_acc_pos = Tensor::empty({chunks, H, F}, out.dtype(), Device::cuda, "aggregate partial acc_pos");
         pos.part_z = part_z_pos.data<T>(), pos.part_acc = part_acc_pos.data<T>();
       }
-      aggregate_chunk_kernel<T, VEC, G, kPositive>
-          <<<group_blocks(chunks * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-              row_ptr, src, chunk_ptr, graph.row_chunk_row().data<int32_t>(), scores, V,
-              part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), pos, H, F, v_stride, tiling.tiles,
-              chunks, chunk, attn_dropout, scale);
-      CUDA_CHECK_LAUNCH("aggregate_chunk_kernel");
+      const unsigned chunk_blocks = group_blocks(chunks * tiling.tiles, G);
+      const bool together = launch_together(chunk_blocks, row_blocks);
+      if (!together) {
+        aggregate_forward_kernel<T, VEC, G, kPositive, Items::rows><<<row_blocks, kThreads, 0, cuda::stream()>>>(
+            row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F, v_stride,
+            tiling.tiles, attn_dropout, scale, epilogue);
+        CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
+      }
+      with_items(together, [&](auto items) {
+        aggregate_forward_kernel<T, VEC, G, kPositive, decltype(items)::value>
+            <<<chunk_blocks + (together ? row_blocks : 0), kThreads, 0, cuda::stream()>>>(
+                row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F, v_stride,
+                tiling.tiles, attn_dropout, scale, epilogue, parts, GridSplit{chunk_blocks});
+        CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
+      });
       aggregate_merge_kernel<T, VEC, G><<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-          chunk_ptr, part_m.data<T>(), part_z.data<T>(), part_acc.data<T>(), o, l, N, H, F,
-          tiling.tiles, pos, epilogue);
+          parts.chunk_ptr, parts.part_m, parts.part_z, parts.part_acc, o, l, N, H, F, tiling.tiles, pos, epilogue);
       CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
     });
   });
@@ -659,32 +683,46 @@ void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
   const int chunk = graph.chunk_edges();
   const bool split = graph.max_out_degree() > chunk;
   const Tensor& order = graph.t_row_order();  // the uncut sources, longest first
-  attention_grad_kernel<T, VEC, G>
-      <<<group_blocks(order.numel() * a.H * a.tiles, G), kThreads, 0, cuda::stream()>>>(
-          a, grad, order.data<int32_t>(), order.numel());
-  CUDA_CHECK_LAUNCH("attention_grad_kernel");
-  if (!split) return;
-  // Sources of more than `chunk` out-edges: chunk by chunk, the partials summed in chunk order.
-  const int32_t* chunk_ptr = graph.t_row_chunk_ptr().data<int32_t>();  // (N+1,)
-  const long long chunks = graph.num_t_row_chunks();
+  const unsigned source_blocks = group_blocks(order.numel() * a.H * a.tiles, G);
+  auto sources_alone = [&] {
+    attention_grad_kernel<T, VEC, G, Items::rows><<<source_blocks, kThreads, 0, cuda::stream()>>>(
+        a, grad, order.data<int32_t>(), order.numel());
+    CUDA_CHECK_LAUNCH("attention_grad_kernel");
+  };
+  if (!split) return sources_alone();
+  // Sources of more than `chunk` out-edges: chunk by chunk (in the sources' launch where both fit
+  // the device at once), the partials summed in chunk order.
+  BackwardChunks<T> parts;
+  parts.chunk_ptr = graph.t_row_chunk_ptr().data<int32_t>();
+  parts.chunk_row = graph.t_row_chunk_row().data<int32_t>();
+  const int64_t chunks = graph.num_t_row_chunks();
+  parts.chunks = chunks;
+  parts.chunk = chunk;
   Tensor part_acc, part_sum;
-  if (a.dV) part_acc = Tensor::empty({chunks, int64_t{a.H}, int64_t{a.F}}, dtype_of<T>::value, Device::cuda, "value grad partial acc");
+  if (a.dV) {
+    part_acc = Tensor::empty({chunks, int64_t{a.H}, int64_t{a.F}}, dtype_of<T>::value, Device::cuda, "value grad partial acc");
+    parts.part_acc = part_acc.data<T>();
+  }
   if (grad.sum) {
     part_sum = Tensor::empty({chunks, int64_t{a.H}}, dtype_of<T>::value, Device::cuda, "edge sum partials");
     grad.part_sum = part_sum.data<T>();
   }
-  attention_grad_chunk_kernel<T, VEC, G>
-      <<<group_blocks(chunks * a.H * a.tiles, G), kThreads, 0, cuda::stream()>>>(
-          a, grad, chunk_ptr, graph.t_row_chunk_row().data<int32_t>(),
-          a.dV ? part_acc.data<T>() : nullptr, chunks, chunk);
-  CUDA_CHECK_LAUNCH("attention_grad_chunk_kernel");
+  const unsigned chunk_blocks = group_blocks(chunks * a.H * a.tiles, G);
+  const bool together = launch_together(chunk_blocks, source_blocks);
+  if (!together) sources_alone();
+  with_items(together, [&](auto items) {
+    attention_grad_kernel<T, VEC, G, decltype(items)::value>
+        <<<chunk_blocks + (together ? source_blocks : 0), kThreads, 0, cuda::stream()>>>(
+            a, grad, order.data<int32_t>(), order.numel(), parts, GridSplit{chunk_blocks});
+    CUDA_CHECK_LAUNCH("attention_grad_kernel");
+  });
   if (!a.dV && !grad.sum) return;
   const Tiling row_tiling(a.H * a.F, VEC);
   with_group(row_tiling.G, [&](auto merge_group) {
     constexpr int GM = decltype(merge_group)::value;
     value_grad_merge_kernel<T, VEC, GM>
         <<<group_blocks(chunks * row_tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
-            chunk_rows(graph, true), a.dV ? part_acc.data<T>() : nullptr, a.dV, grad.part_sum, grad.sum, a.H, a.F, row_tiling.tiles);
+            chunk_rows(graph, true), parts.part_acc, a.dV, grad.part_sum, grad.sum, a.H, a.F, row_tiling.tiles);
     CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
   });
 }
