@@ -23,17 +23,22 @@ struct Runtime {
   cublasHandle_t cublas = nullptr;
   void* cublas_workspace = nullptr;
   // The side stream, its own cuBLAS handle (a workspace is one stream's at a time) and the events
-  // that order it against the main stream: made with the rest, as none may be made while a graph
-  // records.
+  // that order it against the main stream: the fork, and the SideMarks' (kSideMarks made with the
+  // rest and reused, more made when that many are in use).
   cudaStream_t side = nullptr;
   cublasHandle_t side_cublas = nullptr;
   void* side_cublas_workspace = nullptr;
-  cudaEvent_t fork = nullptr, join = nullptr;
+  cudaEvent_t fork = nullptr;
+  std::vector<cudaEvent_t> free_marks;  // guarded by g_marks_mutex
   long long resident_threads = 0;
   int multiprocessors = 0;
 };
 
 constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+// SideMarks in use at once in a training step: the step's metrics, the loss's row counts, the
+// backward pass's side gradients.
+constexpr int kSideMarks = 8;
+std::mutex g_marks_mutex;
 
 Runtime& runtime() {
   static Runtime rt = [] {
@@ -60,7 +65,8 @@ Runtime& runtime() {
     CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
     CUDA_CHECK(cudaStreamCreateWithFlags(&r.side, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&r.fork, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&r.join, cudaEventDisableTiming));
+    r.free_marks.resize(kSideMarks);
+    for (cudaEvent_t& event : r.free_marks) CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     // Workspaces of our own: cuBLAS then never allocates inside a call, which graph capture
     // needs (cuBLAS's own default for Hopper is 32 MiB).
     auto make_cublas = [](cudaStream_t stream, cublasHandle_t& handle, void*& workspace) {
@@ -143,11 +149,28 @@ OnSideStream::OnSideStream() {
 }
 OnSideStream::~OnSideStream() { t_on_side = false; }
 
-void join_side_stream() {
-  const Runtime& r = checked_runtime("cuda::join_side_stream");
-  GAT_CHECK(!t_on_side, "cuda::join_side_stream: called on the side stream");
-  CUDA_CHECK(cudaEventRecord(r.join, r.side));
-  CUDA_CHECK(cudaStreamWaitEvent(r.stream, r.join, 0));
+SideMark::SideMark() {
+  Runtime& r = checked_runtime("cuda::SideMark");
+  cudaEvent_t event = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_marks_mutex);
+    if (!r.free_marks.empty()) event = r.free_marks.back(), r.free_marks.pop_back();
+  }
+  if (!event) CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  event_ = event;
+  CUDA_CHECK(cudaEventRecord(event, r.side));
+}
+// The event goes back to the pool: a wait queued on it holds the work it marked, whatever the
+// event is recorded for next.
+SideMark::~SideMark() {
+  Runtime& r = runtime();
+  std::lock_guard<std::mutex> lock(g_marks_mutex);
+  r.free_marks.push_back(static_cast<cudaEvent_t>(event_));
+}
+void SideMark::join() const {
+  const Runtime& r = checked_runtime("cuda::SideMark::join");
+  GAT_CHECK(!t_on_side, "cuda::SideMark::join: called on the side stream");
+  CUDA_CHECK(cudaStreamWaitEvent(r.stream, static_cast<cudaEvent_t>(event_), 0));
 }
 
 // Sizes and names of live blocks, kept on the host so free() needs no device round trip, and

@@ -30,11 +30,11 @@ const char* unavailable_reason();
 //
 // While an OnSideStream lives, this thread's work (kernels, allocations, frees, copies, cuBLAS)
 // goes to the side stream, after everything the main stream had queued when the scope opened;
-// join_side_stream() makes everything the main stream queues afterwards wait for all the side
-// work queued so far. Whoever queues side work keeps alive what it reads and writes until the
-// join: a main-stream free would hand that memory to the main stream's next allocation while
-// the side stream may still use it (SideWork in side_work.h does this). Every side scope is
-// joined before a recording ends.
+// a SideMark made after it and joined makes everything the main stream queues afterwards wait
+// for that work. Whoever queues side work keeps alive what it reads and writes until the join: a
+// main-stream free would hand that memory to the main stream's next allocation while the side
+// stream may still use it (SideWork in side_work.h does this). Every side scope is joined
+// before a recording ends.
 class OnSideStream {
  public:
   OnSideStream();   // the side stream waits for the main stream's work so far. Throws without CUDA.
@@ -42,7 +42,21 @@ class OnSideStream {
   OnSideStream(const OnSideStream&) = delete;
   OnSideStream& operator=(const OnSideStream&) = delete;
 };
-void join_side_stream();  // the main stream waits for the side stream's work so far
+// A point of the side stream's work: join() makes everything the main stream queues afterwards
+// wait for the side work queued before the mark, and not for side work queued after it (an
+// epoch's metrics queued behind a loss's row counts: the loss's backward waits for the counts
+// alone).
+class SideMark {
+ public:
+  SideMark();  // after the side work queued so far. Throws without CUDA.
+  ~SideMark();
+  SideMark(const SideMark&) = delete;
+  SideMark& operator=(const SideMark&) = delete;
+  void join() const;
+
+ private:
+  void* event_ = nullptr;  // cudaEvent_t
+};
 
 // Stream-ordered allocation on the current stream (cudaMallocAsync). Out-of-memory throws a
 // gat::Error naming `what` and the bytes asked for.

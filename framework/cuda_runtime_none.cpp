@@ -18,7 +18,9 @@ long long resident_threads() { no_cuda("cuda::resident_threads"); }
 int multiprocessors() { no_cuda("cuda::multiprocessors"); }
 OnSideStream::OnSideStream() { no_cuda("cuda::OnSideStream"); }
 OnSideStream::~OnSideStream() = default;
-void join_side_stream() { no_cuda("cuda::join_side_stream"); }
+SideMark::SideMark() { no_cuda("cuda::SideMark"); }
+SideMark::~SideMark() = default;
+void SideMark::join() const { no_cuda("cuda::SideMark::join"); }
 void* malloc(size_t, const char* what) { no_cuda(what); }
 void free(void*) {}
 void memcpy(void*, bool, const void*, bool, size_t) { no_cuda("cuda::memcpy"); }

@@ -28,8 +28,14 @@ std::vector<Tensor> SideWork::run(std::vector<Tensor> inputs, const Fn& work) {
   std::vector<Tensor> outputs;
   {
     cuda::OnSideStream on_side;
-    outputs = work(inputs);
+    try {
+      outputs = work(inputs);
+    } catch (...) {  // what it queued before it failed is joined too
+      mark_ = std::make_unique<cuda::SideMark>();
+      throw;
+    }
   }
+  mark_ = std::make_unique<cuda::SideMark>();
   for (const Tensor& out : outputs) {
     if (!out.defined()) continue;
     outputs_.push_back(out);
@@ -48,8 +54,8 @@ bool SideWork::pending(const Tensor& t) const {
 }
 
 void SideWork::join() {
-  if (inputs_.empty() && outputs_.empty()) return;
-  cuda::join_side_stream();
+  if (mark_) mark_->join();
+  mark_.reset();
   inputs_.clear();
   outputs_.clear();
 }

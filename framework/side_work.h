@@ -6,8 +6,10 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <vector>
 
+#include "gat/framework/cuda_runtime.h"
 #include "gat/framework/tensor.h"
 
 namespace gat {
@@ -32,11 +34,13 @@ class SideWork {
   // Whether t is an output of side work not joined yet, and how many references to it this
   // object holds (1 then, else 0).
   bool pending(const Tensor& t) const;
-  // Makes the main stream wait for the side work queued so far and lets go of what it kept.
+  // Makes the main stream wait for this object's side work (and the side stream's work queued
+  // before it), not for side work queued after it, and lets go of what it kept.
   void join();
 
  private:
   std::vector<Tensor> inputs_, outputs_;  // of the side work since the last join
+  std::unique_ptr<cuda::SideMark> mark_;  // after this object's last side work
 };
 
 }  // namespace gat

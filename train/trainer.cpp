@@ -47,13 +47,15 @@ void queue_step(Module& model, const ForwardFn& forward, const Dataset& data, co
   model.train();
   optimizer.zero_grad();
   const Tensor logits = forward(x, data.graph, gen);  // (N, C)
-  SideWork side;  // the training nodes' metrics, beside the loss and the backward pass
+  // The loss first: its row counts go to the side stream ahead of the metrics, so its backward
+  // does not wait for them.
+  const Tensor loss = ops::masked_cross_entropy(logits, data.y, data.train_index);
+  SideWork side;  // the training nodes' metrics, beside the backward pass
   side.run({logits.detach(), data.y, data.train_index, metrics}, [](const std::vector<Tensor>& in) {
     Tensor out = in[3];
     ops::classification_metrics(in[0], in[1], {in[2]}, out);
     return std::vector<Tensor>{};
   });
-  const Tensor loss = ops::masked_cross_entropy(logits, data.y, data.train_index);
   loss.backward();
   optimizer.step();
   optimizer.zero_grad();

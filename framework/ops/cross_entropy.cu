@@ -127,14 +127,20 @@ void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, co
   });
 }
 
-void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
-                                   const Tensor& grad_loss, Tensor& grad_logits) {
-  const long long N = logits.size(0), C = logits.size(1), K = index.numel();
-  if (N * C == 0) return;
-  Tensor count = Tensor::zeros({N}, DType::i32, Device::cuda);  // (N,)
+void masked_row_counts(const Tensor& index, Tensor& count) {
+  const long long N = count.numel(), K = index.numel();
+  if (N == 0) return;
+  count.zero_();
+  if (K == 0) return;
   count_rows_kernel<<<cuda::blocks_for(K), 256, 0, cuda::stream()>>>(index.data<int32_t>(),
                                                                       count.data<int32_t>(), N, K);
   CUDA_CHECK_LAUNCH("count_rows_kernel");
+}
+
+void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
+                                   const Tensor& count, const Tensor& grad_loss, Tensor& grad_logits) {
+  const long long N = logits.size(0), C = logits.size(1), K = index.numel();
+  if (N * C == 0) return;
   dispatch_float(logits.dtype(), "masked_cross_entropy", [&](auto zero) {
     using T = decltype(zero);
     const unsigned zero_blocks = cuda::blocks_for(N);

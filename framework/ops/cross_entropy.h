@@ -21,25 +21,31 @@ namespace gat::ops {
 Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& index);
 
 // The kernels (docs/design.md, the op pattern), overwriting their outputs: forward -> loss () =
-// the mean NLL over index (the CPU also checks index and labels, see above); backward:
-// grad_loss () -> grad_logits (N, C). kernels:: runs cpu_impl:: or cuda_impl:: by logits' device.
+// the mean NLL over index (the CPU also checks index and labels, see above); row_counts ->
+// count (N,) i32, how often each row of [0, N) appears in index (entries outside it not counted);
+// backward: grad_loss () and count -> grad_logits (N, C). The op counts in its forward pass, on
+// CUDA beside it (SideWork), so its backward does not wait for the count. kernels:: runs
+// cpu_impl:: or cuda_impl:: by logits' (index's) device.
 namespace kernels {
 void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
                                   Tensor& loss);
+void masked_row_counts(const Tensor& index, Tensor& count);
 void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
-                                   const Tensor& grad_loss, Tensor& grad_logits);
+                                   const Tensor& count, const Tensor& grad_loss, Tensor& grad_logits);
 }  // namespace kernels
 namespace cpu_impl {  // cross_entropy.cpp
 void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
                                   Tensor& loss);
+void masked_row_counts(const Tensor& index, Tensor& count);
 void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
-                                   const Tensor& grad_loss, Tensor& grad_logits);
+                                   const Tensor& count, const Tensor& grad_loss, Tensor& grad_logits);
 }  // namespace cpu_impl
 namespace cuda_impl {  // cross_entropy.cu
 void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
                                   Tensor& loss);
+void masked_row_counts(const Tensor& index, Tensor& count);
 void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
-                                   const Tensor& grad_loss, Tensor& grad_logits);
+                                   const Tensor& count, const Tensor& grad_loss, Tensor& grad_logits);
 }  // namespace cuda_impl
 
 }  // namespace gat::ops
