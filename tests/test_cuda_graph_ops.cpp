@@ -279,6 +279,8 @@ TEST(CudaGatAttentionAggregate, MatchesCpu) {
   expect_gat_matches_cpu("mixed", mixed_graph(), 3, 4, kDrop, rng);
   expect_gat_matches_cpu("no edges", Graph::from_edges(50, {}, {}), 2, 8, kDrop, rng);
   const Graph hub = random_graph(120000, 200000, 100000, rng);
+  // {8, 8}: 90,000 uncut rows whose grid fills an H200 (4,224 blocks), so the rows and the chunks
+  // are two launches there (launch_together); the other shapes and graphs take one.
   // {3, 1}: 3 heads of one feature in a group of 4 lanes, whose dropout window (8 blocks of 4
   // decisions a lane: 42 edges) ends inside a 64-edge chunk of the hub's row, at a head count that
   // is not a multiple of 4.

@@ -104,7 +104,11 @@ void masked_row_counts(const Tensor& index, Tensor& count) {
 
 void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
                                    const Tensor& count, const Tensor& grad_loss, Tensor& grad_logits) {
-  check_shape("masked_cross_entropy backward", "count", count, {logits.size(0)});
+  const char* op = "masked_cross_entropy backward";
+  check_dtype(op, "count", count, DType::i32);
+  check_shape(op, "count", count, {logits.size(0)});
+  GAT_CHECK(count.device() == logits.device(), op, ": count ", count.describe(), " is not on logits' device (",
+            logits.describe(), ")");
   if (logits.is_cuda())
     return GAT_CUDA_CALL(
         cuda_impl::masked_cross_entropy_backward(logits, labels, index, count, grad_loss, grad_logits));
@@ -128,14 +132,16 @@ Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Te
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device(), op);  // ()
   // The rows' counts, which only the backward reads: on CUDA beside the forward kernel (on Cora
   // the count's two launches were 3.6 us of the step's chain).
-  auto side = std::make_shared<SideWork>();
+  std::shared_ptr<SideWork> side;  // (the closure runs only where it was made)
   Tensor count;
-  if (autograd::needs_grad({logits}))
+  if (autograd::needs_grad({logits})) {
+    side = std::make_shared<SideWork>();
     count = side->run({index}, [N = logits.size(0)](const std::vector<Tensor>& in) {
       Tensor c = Tensor::empty({N}, DType::i32, in[0].device(), "masked_cross_entropy row counts");  // (N,)
       kernels::masked_row_counts(in[0], c);
       return std::vector<Tensor>{c};
     })[0];
+  }
   kernels::masked_cross_entropy_forward(logits, labels, index, loss);
   return autograd::record(op, loss, {logits},
                           [logits = logits.detach(), labels, index, count, side](const Tensor& grad_loss) {

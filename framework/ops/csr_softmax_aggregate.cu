@@ -152,13 +152,11 @@ struct RowTile {
 // each chunk's partial online-softmax state, merged in chunk order by aggregate_merge_kernel.
 template <class T>
 struct ForwardChunks {
-  const int32_t* chunk_ptr = nullptr;  // (N+1,)
-  const int32_t* chunk_row = nullptr;  // (W,)
-  T* part_m = nullptr;                 // (W, H)
-  T* part_z = nullptr;                 // (W, H)
-  T* part_acc = nullptr;               // (W, H, F)
-  long long chunks = 0;                // W = chunk_ptr[N]
-  int chunk = 0;                       // edges a chunk
+  ChunkRows rows{};       // W = rows.chunks chunks
+  int chunk = 0;          // edges a chunk
+  T* part_m = nullptr;    // (W, H)
+  T* part_z = nullptr;    // (W, H)
+  T* part_acc = nullptr;  // (W, H, F)
 };
 
 // One group per (uncut row, column tile), the rows in Graph::row_order (longest first: the groups
@@ -186,11 +184,11 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (kItems != Items::rows) {
     if (kItems == Items::chunks || split.in_first()) {
       const GroupLane<G> g = kItems == Items::chunks ? GroupLane<G>() : split.lanes<G>();
-      const long long items = parts.chunks * tiles;
+      const long long items = parts.rows.chunks * tiles;
       for (long long item = g.first_item + g.group; item < items; item += g.stride) {
         const long long w = tiles == 1 ? item : item / tiles;
         const RowTile<VEC, G> t(static_cast<int>(item - w * tiles), g.lane, F, HF);
-        const ChunkRange r = find_chunk(row_ptr, parts.chunk_ptr, parts.chunk_row, w, parts.chunk);
+        const ChunkRange r = find_chunk(row_ptr, parts.rows.ptr, parts.rows.row, w, parts.chunk);
         OnlineState<T, VEC, kPositive> st;
         gather_softmax<T, VEC, kPositive>(src, scores.row(r.row, t.h), V, r.begin, r.end, H, v_stride,
                                           t.h, t.c, t.h0, t.h1, keep, scale, st);
@@ -454,11 +452,9 @@ struct HeadItem {
 // value_grad_merge_kernel.
 template <class T>
 struct BackwardChunks {
-  const int32_t* chunk_ptr = nullptr;  // (N+1,)
-  const int32_t* chunk_row = nullptr;  // (W,)
-  T* part_acc = nullptr;               // (W, H, F) or null
-  long long chunks = 0;                // W = chunk_ptr[N]
-  int chunk = 0;                       // edges a chunk
+  ChunkRows rows{};       // W = rows.chunks chunks
+  int chunk = 0;          // edges a chunk
+  T* part_acc = nullptr;  // (W, H, F) or null
 };
 
 // Backward (1): one group per (uncut source j, head, feature tile) over the transposed graph,
@@ -477,10 +473,10 @@ __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
   if constexpr (kItems != Items::rows) {
     if (kItems == Items::chunks || split.in_first()) {
       const GroupLane<G> g = kItems == Items::chunks ? GroupLane<G>() : split.lanes<G>();
-      const long long items = parts.chunks * a.H * a.tiles;
+      const long long items = parts.rows.chunks * a.H * a.tiles;
       for (long long item = g.first_item + g.group; item < items; item += g.stride) {
         const HeadItem x = HeadItem::of<VEC, G>(item, a.H, a.tiles, g.lane);
-        const ChunkRange r = find_chunk(a.t_row_ptr, parts.chunk_ptr, parts.chunk_row, x.n, parts.chunk);
+        const ChunkRange r = find_chunk(a.t_row_ptr, parts.rows.ptr, parts.rows.row, x.n, parts.chunk);
         T acc[VEC] = {};
         auto walk = grad.walk(r.row, x.h, x.tile, a.E, a.H);
         gather_attention_grad<T, VEC, G>(a, r.row, r.begin, r.end, x.h, x.c, segment.first_head(x.h),
@@ -611,21 +607,19 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       constexpr int G = decltype(group)::value;
       const Tensor& order = graph.row_order();  // the uncut rows, longest first
       const unsigned row_blocks = group_blocks(order.numel() * tiling.tiles, G);
-      if (!split) {
+      auto rows_alone = [&] {
         aggregate_forward_kernel<T, VEC, G, kPositive, Items::rows><<<row_blocks, kThreads, 0, cuda::stream()>>>(
             row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F, v_stride,
             tiling.tiles, attn_dropout, scale, epilogue);
         CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
-        return;
-      }
+      };
+      if (!split) return rows_alone();
       // Long rows: their chunks' partial states (in the rows' launch where both fit the device at
       // once), merged in chunk order.
       ForwardChunks<T> parts;
-      parts.chunk_ptr = graph.row_chunk_ptr().data<int32_t>();
-      parts.chunk_row = graph.row_chunk_row().data<int32_t>();
-      const int64_t chunks = graph.num_row_chunks();
-      parts.chunks = chunks;
+      parts.rows = chunk_rows(graph, false);
       parts.chunk = chunk;
+      const int64_t chunks = parts.rows.chunks;
       Tensor part_m = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial m");
       Tensor part_z = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial z");
       Tensor part_acc = Tensor::empty({chunks, H, F}, out.dtype(), Device::cuda, "aggregate partial acc");
@@ -638,12 +632,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       }
       const unsigned chunk_blocks = group_blocks(chunks * tiling.tiles, G);
       const bool together = launch_together(chunk_blocks, row_blocks);
-      if (!together) {
-        aggregate_forward_kernel<T, VEC, G, kPositive, Items::rows><<<row_blocks, kThreads, 0, cuda::stream()>>>(
-            row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F, v_stride,
-            tiling.tiles, attn_dropout, scale, epilogue);
-        CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
-      }
+      if (!together) rows_alone();
       with_items(together, [&](auto items) {
         aggregate_forward_kernel<T, VEC, G, kPositive, decltype(items)::value>
             <<<chunk_blocks + (together ? row_blocks : 0), kThreads, 0, cuda::stream()>>>(
@@ -652,7 +641,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
         CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
       });
       aggregate_merge_kernel<T, VEC, G><<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-          parts.chunk_ptr, parts.part_m, parts.part_z, parts.part_acc, o, l, N, H, F, tiling.tiles, pos, epilogue);
+          parts.rows.ptr, parts.part_m, parts.part_z, parts.part_acc, o, l, N, H, F, tiling.tiles, pos, epilogue);
       CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
     });
   });
@@ -693,11 +682,9 @@ void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
   // Sources of more than `chunk` out-edges: chunk by chunk (in the sources' launch where both fit
   // the device at once), the partials summed in chunk order.
   BackwardChunks<T> parts;
-  parts.chunk_ptr = graph.t_row_chunk_ptr().data<int32_t>();
-  parts.chunk_row = graph.t_row_chunk_row().data<int32_t>();
-  const int64_t chunks = graph.num_t_row_chunks();
-  parts.chunks = chunks;
+  parts.rows = chunk_rows(graph, true);
   parts.chunk = chunk;
+  const int64_t chunks = parts.rows.chunks;
   Tensor part_acc, part_sum;
   if (a.dV) {
     part_acc = Tensor::empty({chunks, int64_t{a.H}, int64_t{a.F}}, dtype_of<T>::value, Device::cuda, "value grad partial acc");
@@ -722,7 +709,7 @@ void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
     constexpr int GM = decltype(merge_group)::value;
     value_grad_merge_kernel<T, VEC, GM>
         <<<group_blocks(chunks * row_tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
-            chunk_rows(graph, true), parts.part_acc, a.dV, grad.part_sum, grad.sum, a.H, a.F, row_tiling.tiles);
+            parts.rows, parts.part_acc, a.dV, grad.part_sum, grad.sum, a.H, a.F, row_tiling.tiles);
     CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
   });
 }
