@@ -61,6 +61,7 @@ CsrMatrix CsrMatrix::from_dense(const Tensor& dense) {
     m.t_piece_ptr_ = Tensor::from_vector(t_piece_ptr, {m.cols_ + 1});
     m.t_piece_col_ = Tensor::from_vector(t_piece_col, {static_cast<int64_t>(t_piece_col.size())});
     m.t_split_cols_ = Tensor::from_vector(t_split_cols, {static_cast<int64_t>(t_split_cols.size())});
+    m.t_piece_arrivals_ = Tensor::from_vector(std::vector<int32_t>(cols, 0), {m.cols_});
   });
   return m.to(dense.device());
 }
@@ -91,6 +92,7 @@ CsrMatrix CsrMatrix::to(Device device) const {
   out.t_piece_ptr_ = t_piece_ptr_.to(device);
   out.t_piece_col_ = t_piece_col_.to(device);
   out.t_split_cols_ = t_split_cols_.to(device);
+  out.t_piece_arrivals_ = t_piece_arrivals_.to(device);  // zeros
   return out;
 }
 

@@ -57,10 +57,16 @@ class CsrMatrix {
   const Tensor& t_piece_ptr() const { return t_piece_ptr_; }    // (cols+1,) i32
   const Tensor& t_piece_col() const { return t_piece_col_; }    // (pieces,) i32: the column of each piece
   const Tensor& t_split_cols() const { return t_split_cols_; }  // (splits,) i32: columns of 2+ pieces
+  // Per column, how many of its pieces a CUDA product through the pieces has finished: the last
+  // one adds the column's pieces and sets it back to zero, so it is zero between products. Shared
+  // by the matrix's copies on one device: two products with one matrix's transpose must not run
+  // at once (the framework queues them on one stream).
+  const Tensor& t_piece_arrivals() const { return t_piece_arrivals_; }  // (cols,) i32
 
  private:
   int64_t rows_ = 0, cols_ = 0;
-  Tensor row_ptr_, col_idx_, row_idx_, values_, t_row_ptr_, t_entry_, t_piece_ptr_, t_piece_col_, t_split_cols_;
+  Tensor row_ptr_, col_idx_, row_idx_, values_, t_row_ptr_, t_entry_, t_piece_ptr_, t_piece_col_, t_split_cols_,
+      t_piece_arrivals_;
 };
 
 // The node features a layer takes: a dense (N, F) tensor or a CsrMatrix. Converts implicitly from

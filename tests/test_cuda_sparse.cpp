@@ -66,10 +66,14 @@ TEST_F(CudaSparse, DropoutMasksAreTheCpuMasksBitForBit) {
 
 TEST_F(CudaSparse, MatmulAndItsGradientsMatchTheCpu) {
   std::mt19937_64 rng(3);
-  for (DType dtype : {DType::f32, DType::f64}) {
+  // Rows of ~14 entries, and of ~105 (the warp-per-row kernel's rows span several of its
+  // 32-entry batches).
+  for (DType dtype : {DType::f32, DType::f64})
+  for (double density : {0.04, 0.3}) {
     for (int64_t N : {1, 5, 32, 64, 100}) {
-      const std::string what = std::string(dtype_name(dtype)) + " N=" + std::to_string(N);
-      const CsrMatrix cpu = ops::sparse_dropout(CsrMatrix::from_dense(sparse_random(600, 350, rng, 0.04, dtype)),
+      const std::string what = std::string(dtype_name(dtype)) + " N=" + std::to_string(N) +
+                               " density " + std::to_string(density);
+      const CsrMatrix cpu = ops::sparse_dropout(CsrMatrix::from_dense(sparse_random(600, 350, rng, density, dtype)),
                                                 DropoutKey{0.5f, 1, 2});  // dropped zeros too
       const CsrMatrix gpu = cpu.to(Device::cuda);
       const Tensor b = random_tensor({350, N}, rng, -1, 1, dtype), g = random_tensor({600, N}, rng, -1, 1, dtype);
@@ -88,7 +92,7 @@ TEST_F(CudaSparse, MatmulAndItsGradientsMatchTheCpu) {
 }
 
 // Both CUDA kernels: the forward's 20,000 rows take one group of lanes per row, the gradient's
-// 40 rows (every column holds ~5,000 entries) a block per row.
+// 40 rows (every column holds ~5,000 entries) a warp per piece of 64 entries.
 TEST_F(CudaSparse, TallAndWideMatmulsMatchTheCpu) {
   std::mt19937_64 rng(6);
   const CsrMatrix cpu = CsrMatrix::from_dense(sparse_random(20000, 40, rng, 0.25, DType::f32));
@@ -102,18 +106,20 @@ TEST_F(CudaSparse, TallAndWideMatmulsMatchTheCpu) {
 }
 
 // d b through the transpose's pieces: columns of one piece, of two and of many, with and without
-// a short last piece, and an empty one (sparse.h).
+// a short last piece, and an empty one (sparse.h). One CUDA matrix for every width: each product
+// must find the pieces' arrival counts set back by the one before.
 TEST_F(CudaSparse, GradientsThroughTheTransposesPiecesMatchTheCpu) {
   std::mt19937_64 rng(7);
   for (DType dtype : {DType::f32, DType::f64}) {
     const CsrMatrix cpu =
         CsrMatrix::from_dense(columns_of_lengths({0, 1, 63, 64, 65, 128, 129, 1100}, 1200, rng, dtype));
+    const CsrMatrix gpu = cpu.to(Device::cuda);
     for (int64_t N : {1, 5, 64, 100}) {
       const std::string what = std::string(dtype_name(dtype)) + " N=" + std::to_string(N);
       const Tensor b = random_tensor({8, N}, rng, -1, 1, dtype), g = random_tensor({1200, N}, rng, -1, 1, dtype);
       Tensor b_cpu = b.clone().set_requires_grad(), b_gpu = b.to(Device::cuda).set_requires_grad();
       ops::sparse_matmul(cpu, b_cpu).backward(g);
-      ops::sparse_matmul(cpu.to(Device::cuda), b_gpu).backward(g.to(Device::cuda));
+      ops::sparse_matmul(gpu, b_gpu).backward(g.to(Device::cuda));
       EXPECT_LE(rel_error(b_gpu.grad(), b_cpu.grad()), 1e-5) << what;
       const std::vector<double> grad = host<double>(b_gpu.grad().to(DType::f64));
       EXPECT_EQ(std::vector<double>(grad.begin(), grad.begin() + N), std::vector<double>(N, 0.0))

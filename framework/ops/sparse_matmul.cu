@@ -1,5 +1,7 @@
 #include <algorithm>
 
+#include <cuda_pipeline.h>
+
 #include "gat/framework/ops/loops.cuh"
 #include "gat/framework/ops/sparse_matmul.h"
 
@@ -8,6 +10,11 @@ namespace gat::ops::cuda_impl {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kWarp = 32;
+
+// a + b rounded once, never fused with a product the compiler sees behind a or b.
+__device__ __forceinline__ float add_rounded(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_rounded(double a, double b) { return __dadd_rn(a, b); }
 
 // Lanes per output row: the smallest power of two >= N, at most a warp (lanes stride over N).
 int lanes_for(long long N) {
@@ -45,120 +52,148 @@ sparse_rows_kernel(const int32_t* __restrict__ ptr,     // (R+1,)
   }
 }
 
-// The same with a block per row r (grid-stride over rows), for matrices with few rows whose
-// longest rows would leave one group of lanes summing thousands of entries alone (the feature
-// gradient of Cora: 1,433 rows, the most common word in 1,000+ documents). The block's kSlices
-// slices take the row's entries p = begin + s, begin + s + kSlices, ...; a slice's kLanes lanes
-// hold kCols columns each (a tile of kLanes * kCols columns per pass over the entries); the
-// slices' partial sums meet in shared memory and are added in slice order: a fixed order, so
-// results are reproducible (they differ from the CPU's sequential sum by rounding).
+// The same with a warp per row r (grid-stride over rows), for matrices with few rows, where a
+// group of lanes per row would leave the GPU mostly idle. The row's entries are summed as kSlices
+// interleaved slices (slice s takes entries begin + s, begin + s + kSlices, ... in order), whose
+// partial sums are then added in slice order: a fixed order, so results are reproducible (they
+// differ from the CPU's sequential sum by rounding). Lane l holds columns j0 + l + k kWarp,
+// k < kCols (a tile of 256 bytes of each dense row a pass over the entries), of every slice.
 //
-// With pieces (piece_ptr, piece_row: the transpose's, sparse.h) a block takes a piece instead of
+// The warp loads its entries kWarp at a time, a lane each, then copies the dense rows of kStage
+// of them at once into its shared memory with cp.async (one load latency for kStage entries, with
+// no registers to hold them; each lane copies and reads back its own columns) and adds them. A
+// batch whose entries all hold zero (dropped by sparse_dropout) copies nothing.
+//
+// With pieces (piece_ptr, piece_row: the transpose's, sparse.h) a warp takes a piece instead of
 // a row: at most piece_entries of the row's entries, written to out when the row has one piece
-// and to row p of piece_sums (pieces, N) when it has more (sparse_piece_sums_kernel adds those).
+// and to row p of piece_sums (pieces, N) when it has more. Then the row's last piece to finish
+// (counted in arrivals[r], which it sets back to zero) adds the row's pieces in piece order into
+// out (a second launch did this: 3 us of Cora's step).
+//
+// (A block per row, 16 slices of 16 lanes meeting in shared memory, computed the same sums: the
+// same fused multiply-adds in each slice and the same adds of the slices, so the same bits; it
+// took 9.1 us for Cora's product in 2.5 waves of blocks, and 8.0 us for its transpose's.)
+constexpr int kWarpKernelThreads = 128;
 template <class T>
-__global__ void __launch_bounds__(kThreads)
-sparse_rows_block_kernel(const int32_t* __restrict__ ptr,        // (R+1,)
-                         const int32_t* __restrict__ entry,      // (nnz,) or null for the identity
-                         const int32_t* __restrict__ index,      // (nnz,) dense row of each entry
-                         const T* __restrict__ values,           // (nnz,)
-                         const T* __restrict__ dense,            // (*, N)
-                         T* __restrict__ out,                    // (R, N)
-                         long long R, long long N,
-                         const int32_t* __restrict__ piece_ptr,  // (R+1,) or null: a piece a row
-                         const int32_t* __restrict__ piece_row,  // (pieces,) or null
-                         long long pieces, int piece_entries,
-                         T* __restrict__ piece_sums) {           // (pieces, N) or null
-  constexpr int kLanes = 16, kCols = 4, kSlices = kThreads / kLanes, kTile = kLanes * kCols;
-  constexpr int kBatch = 4;
-  __shared__ T partial[kSlices][kTile];
-  const int lane = threadIdx.x % kLanes, slice = threadIdx.x / kLanes;
+constexpr int kLaneCols = 256 / kWarp / static_cast<int>(sizeof(T));  // a lane's columns of a tile
+constexpr int kStage = 16;  // entries whose dense rows are copied at once
+
+template <class T>
+__global__ void __launch_bounds__(kWarpKernelThreads)
+sparse_rows_warp_kernel(const int32_t* __restrict__ ptr,        // (R+1,)
+                        const int32_t* __restrict__ entry,      // (nnz,) or null for the identity
+                        const int32_t* __restrict__ index,      // (nnz,) dense row of each entry
+                        const T* __restrict__ values,           // (nnz,)
+                        const T* __restrict__ dense,            // (*, N)
+                        T* __restrict__ out,                    // (R, N)
+                        long long R, long long N,
+                        const int32_t* __restrict__ piece_ptr,  // (R+1,) or null: a piece a row
+                        const int32_t* __restrict__ piece_row,  // (pieces,) or null
+                        long long pieces, int piece_entries,
+                        T* __restrict__ piece_sums,             // (pieces, N) or null
+                        int32_t* __restrict__ arrivals) {       // (R,) or null, zero
+  constexpr int kSlices = 16, kCols = kLaneCols<T>, kTile = kCols * kWarp;
+  constexpr int kWarps = kWarpKernelThreads / kWarp;
+  constexpr unsigned kAll = 0xffffffffu;
+  static_assert(kWarp % kStage == 0 && kStage % kSlices == 0, "a stage holds whole rounds of the slices");
+  __shared__ T staged[kWarps][kStage][kTile];  // a warp's copied dense rows
+  const int lane = threadIdx.x % kWarp;
+  T (*stage)[kTile] = staged[threadIdx.x / kWarp];
   const long long items = piece_ptr ? pieces : R;
-  for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+  const long long warps = static_cast<long long>(gridDim.x) * kWarps;
+  for (long long item = blockIdx.x * static_cast<long long>(kWarps) + threadIdx.x / kWarp; item < items;
+       item += warps) {
     long long r = item;
-    int begin, end;
+    int begin, end, first_piece = 0, row_pieces = 1;
     T* dst;
     if (piece_ptr) {
       r = piece_row[item];
-      const int first = piece_ptr[r];
-      begin = ptr[r] + static_cast<int>(item - first) * piece_entries;
+      first_piece = piece_ptr[r], row_pieces = piece_ptr[r + 1] - first_piece;
+      begin = ptr[r] + static_cast<int>(item - first_piece) * piece_entries;
       end = min(begin + piece_entries, ptr[r + 1]);
-      dst = piece_ptr[r + 1] - first == 1 ? out + r * N : piece_sums + item * N;
+      dst = row_pieces == 1 ? out + r * N : piece_sums + item * N;
     } else {
       begin = ptr[r], end = ptr[r + 1];
       dst = out + r * N;
     }
     for (long long j0 = 0; j0 < N; j0 += kTile) {
-      T acc[kCols] = {};
-      // The slice's entries p, p + kSlices, ... in order, kBatch at a time: their entry, value
-      // and index loads are issued together (one entry at a time, the longest row of Cora's
-      // feature gradient, 1,000+ entries, was a 45 us chain of dependent loads).
-      for (int p0 = begin + slice; p0 < end; p0 += kSlices * kBatch) {
-        int e[kBatch];
-        T v[kBatch];
-        long long src[kBatch];
+      bool in[kCols];  // this lane's columns j0 + lane + k kWarp lie inside the row
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          const int p = p0 + u * kSlices;
-          e[u] = p < end ? (entry ? entry[p] : p) : -1;
+      for (int k = 0; k < kCols; ++k) in[k] = j0 + lane + k * kWarp < N;
+      T part[kSlices][kCols] = {};
+      // kWarp entries at a time from begin: entry first + u is in slice u % kSlices.
+      for (int first = begin; first < end; first += kWarp) {
+        const int p = first + lane;
+        T v = T(0);
+        int src = 0;
+        if (p < end) {
+          const int e = entry ? entry[p] : p;
+          v = values[e];
+          src = index[e];
         }
+        const unsigned nonzero = __ballot_sync(kAll, v != T(0));
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          v[u] = e[u] >= 0 ? values[e[u]] : T(0);
-          src[u] = e[u] >= 0 ? index[e[u]] : 0;
-        }
-        // The batch's dense values are all loaded before any is added: one load latency a batch,
-        // not one an entry (the adds are conditional, so a load could not be moved above the
-        // previous add). An entry holding zero loads nothing and adds nothing.
-        T d[kBatch][kCols];
+        for (int u0 = 0; u0 < kWarp; u0 += kStage) {
+          if (((nonzero >> u0) & (kStage == 32 ? kAll : (1u << kStage) - 1)) == 0) continue;  // the same for the whole warp
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          const T* row = dense + src[u] * N + j0 + lane;
+          for (int u = 0; u < kStage; ++u) {
+            const bool live = __shfl_sync(kAll, v, u0 + u) != T(0);
+            const T* row = dense + static_cast<long long>(__shfl_sync(kAll, src, u0 + u)) * N + j0 + lane;
 #pragma unroll
-          for (int k = 0; k < kCols; ++k)
-            d[u][k] = v[u] != T(0) && j0 + lane + k * kLanes < N ? row[k * kLanes] : T(0);
-        }
+            for (int k = 0; k < kCols; ++k)
+              if (live && in[k]) __pipeline_memcpy_async(&stage[u][lane + k * kWarp], row + k * kWarp, sizeof(T));
+          }
+          __pipeline_commit();
+          __pipeline_wait_prior(0);  // this lane's copies have landed
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          if (v[u] == T(0)) continue;
+          for (int u = 0; u < kStage; ++u) {
+            const T vu = __shfl_sync(kAll, v, u0 + u);
+            if (vu == T(0)) continue;
 #pragma unroll
-          for (int k = 0; k < kCols; ++k)
-            if (j0 + lane + k * kLanes < N) acc[k] += v[u] * d[u][k];
+            for (int k = 0; k < kCols; ++k)
+              if (in[k]) part[(u0 + u) % kSlices][k] = fma(vu, stage[u][lane + k * kWarp], part[(u0 + u) % kSlices][k]);
+          }
         }
       }
 #pragma unroll
-      for (int k = 0; k < kCols; ++k) partial[slice][lane + k * kLanes] = acc[k];
-      __syncthreads();
-      for (int c = threadIdx.x; c < kTile && j0 + c < N; c += kThreads) {
-        T sum = partial[0][c];
-        for (int k = 1; k < kSlices; ++k) sum += partial[k][c];
-        dst[j0 + c] = sum;
+      for (int k = 0; k < kCols; ++k) {
+        T sum = part[0][k];
+#pragma unroll
+        for (int s = 1; s < kSlices; ++s) sum = add_rounded(sum, part[s][k]);
+        if (in[k]) dst[j0 + lane + k * kWarp] = sum;
       }
-      __syncthreads();
+    }
+    if (row_pieces == 1) continue;
+    __threadfence();  // this lane's piece sums, before the piece is counted
+    __syncwarp();
+    bool last = false;
+    if (lane == 0) {
+      last = atomicAdd(&arrivals[r], 1) == row_pieces - 1;
+      if (last) arrivals[r] = 0;
+    }
+    if (!__shfl_sync(kAll, last, 0)) continue;
+    __threadfence();
+    // The pieces' sums through the L2 (__ldcg), kBatch pieces' loads issued before their adds.
+    constexpr int kBatch = 8;
+    for (long long j = lane; j < N; j += kWarp) {
+      const T* column = piece_sums + first_piece * N + j;
+      T sum = __ldcg(column);
+      for (int q0 = 1; q0 < row_pieces; q0 += kBatch) {
+        T piece[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) piece[u] = q0 + u < row_pieces ? __ldcg(column + (q0 + u) * N) : T(0);
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u)
+          if (q0 + u < row_pieces) sum += piece[u];
+      }
+      out[r * N + j] = sum;
     }
   }
 }
 
-// out[r, j] for the rows r cut into pieces (split_rows): their pieces' sums added in piece order.
-template <class T>
-struct PieceSumsFn {
-  const int32_t* split_rows;  // (splits,)
-  const int32_t* piece_ptr;   // (R+1,)
-  const T* piece_sums;        // (pieces, N)
-  long long N;
-  T* out;                     // (R, N)
-  __device__ void operator()(long long t) const {
-    const long long r = split_rows[t / N], j = t % N;
-    const int first = piece_ptr[r], last = piece_ptr[r + 1];
-    T sum = piece_sums[first * N + j];
-    for (int p = first + 1; p < last; ++p) sum += piece_sums[p * N + j];
-    out[r * N + j] = sum;
-  }
-};
-
 // Below this many threads the one-group-per-row kernel leaves the GPU mostly idle (an H200 holds
-// 132 x 2048): the block-per-row kernel is used.
-constexpr long long kBlockPerRowBelowThreads = 1 << 18;
+// 132 x 2048): the warp-per-row kernel is used.
+constexpr long long kWarpPerRowBelowThreads = 1 << 18;
 
 // out (nnz,) [e] = g[row[e], :] . b[col[e], :], one thread per entry, j ascending (as the CPU).
 template <class T>
@@ -186,24 +221,23 @@ void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
   const int lanes = lanes_for(N);
   dispatch_float(out.dtype(), "sparse_matmul", [&](auto zero) {
     using T = decltype(zero);
-    if (R * lanes < kBlockPerRowBelowThreads) {
+    if (R * lanes < kWarpPerRowBelowThreads) {
       const CsrMatrix* m = a.pieces;
       GAT_CHECK(!m || a.ptr.raw_data() == m->t_row_ptr().raw_data(),
                 "sparse_matmul rows: pieces are given for a transpose other than the one summed");
       const long long pieces = m ? m->t_piece_col().numel() : 0, splits = m ? m->t_split_cols().numel() : 0;
       Tensor piece_sums;  // (pieces, N): the split rows' pieces
       if (splits > 0) piece_sums = Tensor::empty({pieces, N}, out.dtype(), Device::cuda, "sparse_matmul piece sums");
-      const unsigned blocks = static_cast<unsigned>(std::min<long long>(m ? pieces : R, cuda::kMaxGridBlocks));
-      sparse_rows_block_kernel<T><<<blocks, kThreads, 0, cuda::stream()>>>(
+      const long long warps_per_block = kWarpKernelThreads / kWarp;
+      const unsigned blocks = static_cast<unsigned>(
+          std::min<long long>(((m ? pieces : R) + warps_per_block - 1) / warps_per_block, cuda::kMaxGridBlocks));
+      sparse_rows_warp_kernel<T><<<blocks, kWarpKernelThreads, 0, cuda::stream()>>>(
           a.ptr.data<int32_t>(), a.entry ? a.entry->data<int32_t>() : nullptr,
           a.index.data<int32_t>(), a.values.data<T>(), dense.data<T>(), out.data<T>(), R, N,
           m ? m->t_piece_ptr().data<int32_t>() : nullptr, m ? m->t_piece_col().data<int32_t>() : nullptr, pieces,
-          CsrMatrix::kPieceEntries, splits > 0 ? piece_sums.data<T>() : nullptr);
-      CUDA_CHECK_LAUNCH("sparse_matmul rows (block per row)");
-      if (splits > 0)
-        detail::launch_for_each("sparse_matmul piece sums", splits * N,
-                                PieceSumsFn<T>{m->t_split_cols().data<int32_t>(), m->t_piece_ptr().data<int32_t>(),
-                                               piece_sums.data<T>(), N, out.data<T>()});
+          CsrMatrix::kPieceEntries, splits > 0 ? piece_sums.data<T>() : nullptr,
+          m ? m->t_piece_arrivals().data<int32_t>() : nullptr);
+      CUDA_CHECK_LAUNCH("sparse_matmul rows (warp per row)");
       return;
     }
     sparse_rows_kernel<T><<<cuda::blocks_for(R * lanes, kThreads), kThreads, 0, cuda::stream()>>>(

@@ -8,12 +8,12 @@
 //   d values[e] = G[i, :] . b[k, :]      (only when a.values() requires grad)
 // Entries holding zero (dropped by sparse_dropout) are skipped in the sums: a dense matmul of
 // a.to_dense() (which skips a mostly-zero left operand's zeros in the same order) gives the same
-// numbers. Every output element is summed on one thread in a fixed order: results do not depend
-// on the thread count. CUDA: a group of lanes per output row (up to a warp), lanes over N; when
-// that would leave the GPU mostly idle (few rows, e.g. the 1,433 rows of Cora's feature gradient),
-// a block per row whose slices' partial sums are added in a fixed order (reproducible, equal to
-// the CPU up to rounding); for d b the rows are the transpose's pieces (sparse.h), whose partial
-// sums a second kernel adds in piece order.
+// numbers. Every output element is summed in a fixed order: results do not depend on the thread
+// count. CUDA: a group of lanes per output row (up to a warp), lanes over N; when that would leave
+// the GPU mostly idle (few rows, e.g. Cora's 2,708 and the 1,433 of its feature gradient), a warp
+// per row whose 16 interleaved slices' partial sums are added in a fixed order (reproducible,
+// equal to the CPU up to rounding); for d b the rows are the transpose's pieces (sparse.h), whose
+// partial sums the row's last piece to finish adds in piece order.
 #pragma once
 
 #include "gat/framework/sparse.h"
