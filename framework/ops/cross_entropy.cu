@@ -2,6 +2,7 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/ops/cross_entropy.h"
+#include "gat/framework/ops/last_block.cuh"
 #include "gat/framework/ops/loops.cuh"
 #include "gat/framework/ops/row_reduce.cuh"
 
@@ -11,32 +12,11 @@ namespace {
 
 constexpr int kReduceThreads = 1024;
 
-// Whether the calling block is the last of its grid to get here, for a kernel whose last block
-// finishes what the others left (the mean of their rows) instead of a second launch.
-// Every thread of every block calls it once, after the writes that the last block will read.
-// In the last block those writes are visible to loads through the L2 (__ldcg; not through a const
-// __restrict__ pointer, which may compile to the non-coherent path). There is one count, so two
-// launches must not run concurrently (the framework queues all its work on one stream); the last
-// block sets it back to zero for the next launch, a replayed CUDA graph's included.
-__device__ __forceinline__ bool last_block_to_arrive() {
-  static unsigned arrived = 0;  // global memory, zero when the module is loaded
-  __shared__ bool last;
-  __threadfence();  // this thread's writes, before its block is counted
-  __syncthreads();
-  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
-    const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
-    last = atomicAdd(&arrived, 1u) == blocks - 1;
-    if (last) arrived = 0;
-  }
-  __syncthreads();
-  if (last) __threadfence();
-  return last;
-}
-
 // One warp per used row: nll[k] = logsumexp(logits[r]) - logits[r, labels[r]], r = index[k];
 // NaN for an out-of-range row or label. Then the grid's last block: loss = sum(nll) / K, each of
 // its kReduceThreads threads summing a strided slice, then a shared-memory tree (a fixed order,
 // so the result is bitwise reproducible; classification_metrics sums the same way).
+struct NllMeanSum;  // last_block_to_arrive's tag
 template <class T>
 __global__ void __launch_bounds__(kReduceThreads)
     nll_mean_kernel(const T* __restrict__ logits,       // (N, C)
@@ -51,7 +31,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     const T v = warp_row_nll(logits, labels, index[k], N, C, lane);
     if (lane == 0) nll[k] = v;
   }
-  if (!last_block_to_arrive()) return;
+  if (!gat::detail::last_block_to_arrive<NllMeanSum>()) return;
   __shared__ T partial[kReduceThreads];
   T sum = 0;
   for (long long k = threadIdx.x; k < K; k += blockDim.x) sum += __ldcg(nll + k);
