@@ -20,13 +20,16 @@ Tensor Dropout::forward(const Tensor& x, Generator& gen) const {
 }
 
 CsrMatrix Dropout::forward(const CsrMatrix& x, Generator& gen) const {
-  if (!is_training() || p_ == 0.0) return x;
-  return ops::sparse_dropout(x, gen.dropout_key(static_cast<float>(p_)));
+  const DropoutKey mask_key = key(gen);
+  return mask_key.active() ? ops::sparse_dropout(x, mask_key) : x;
 }
 
-Features Dropout::forward(const Features& x, Generator& gen) const {
-  if (x.is_sparse()) return forward(x.sparse(), gen);
-  return forward(x.dense(), gen);
+Features Dropout::forward(const Features& x, Generator& gen) const { return dropout_features(x, key(gen)); }
+
+Features dropout_features(const Features& x, const DropoutKey& key) {
+  if (!key.active()) return x;
+  if (x.is_sparse()) return ops::sparse_dropout(x.sparse(), key);
+  return ops::dropout(x.dense(), key);
 }
 
 }  // namespace gat

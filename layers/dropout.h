@@ -9,6 +9,10 @@
 
 namespace gat {
 
+// x through dropout with `key` (ops::dropout, or ops::sparse_dropout for sparse x); x itself for
+// an inactive key.
+Features dropout_features(const Features& x, const DropoutKey& key);
+
 class Dropout : public Module {
  public:
   explicit Dropout(double p);

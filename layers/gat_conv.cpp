@@ -11,12 +11,15 @@
 #include "gat/framework/ops/head_dot.h"
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/reshape.h"
+#include "gat/layers/dropout.h"
 
 namespace gat {
 
 GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(options) {
   const int64_t in = options.in_channels, F = options.out_channels, H = options.heads;
   check_attention_options("GATConv", in, options.dst_in_channels, F, H, options.dropout, options.edge_dim);
+  GAT_CHECK(options.input_dropout >= 0.0 && options.input_dropout < 1.0, "GATConv: input_dropout ",
+            options.input_dropout, " is outside [0, 1)");
   GAT_CHECK(options.output_dropout >= 0.0 && options.output_dropout < 1.0, "GATConv: output_dropout ",
             options.output_dropout, " is outside [0, 1)");
   GAT_CHECK(options.elu || options.output_dropout == 0.0, "GATConv: output_dropout ", options.output_dropout,
@@ -74,8 +77,24 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
                               const Tensor& edge_attr, Generator& gen, Attention* attention) {
   const int64_t Ns = graph.num_src_nodes(), H = options_.heads, F = options_.out_channels;
   check_attention_inputs("GATConv", x_src, x_dst, graph, options_.in_channels, options_.dst_in_channels);
-  const Features& xd = x_dst ? *x_dst : x_src;
   const Graph& g = options_.add_self_loops ? looped_.of(graph) : graph;
+  // One graph's nodes through one projection, el and er read from it: the fused op, whose
+  // backward writes d wh in one pass (the fold below reads fewer bytes when in < H*F).
+  const bool projected = lin && !x_dst && terms_from_projection(*lin);
+  // A dense x narrower than the projection: el, er and the values straight from x and the weight,
+  // the (N, H*F) projection never stored (linear_head_dot.h).
+  const bool linear = lin && !x_dst && !projected && !x_src.is_sparse();
+
+  // The input dropout draws first, as a Dropout layer before this one would. It goes into the
+  // projection's product where only that product reads x: sparse x, the projected op, no residual.
+  auto input_key = [&] {
+    return is_training() && options_.input_dropout > 0.0 ? gen.dropout_key(static_cast<float>(options_.input_dropout))
+                                                         : DropoutKey{};
+  };
+  const DropoutKey src_key = input_key(), dst_key = x_dst ? input_key() : DropoutKey{};
+  const bool input_in_projection = src_key.active() && projected && x_src.is_sparse() && !res;
+  const Features xs = input_in_projection ? x_src : dropout_features(x_src, src_key);
+  const Features xd = x_dst ? dropout_features(*x_dst, dst_key) : xs;
   const Tensor ee = edge_scores(graph, g, edge_attr);  // (E', H) or undefined
 
   const DropoutKey key = is_training() && options_.dropout > 0.0
@@ -96,22 +115,18 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
   const bool bias_in_aggregate = output_in_aggregate && bias.defined();
   const Tensor aggregate_bias = bias_in_aggregate ? bias : Tensor();  // (H F)
   const ops::OutputActivation aggregate_activation = output_in_aggregate ? activation : ops::OutputActivation{};
-  // One graph's nodes through one projection, el and er read from it: the fused op, whose
-  // backward writes d wh in one pass (the fold below reads fewer bytes when in < H*F).
-  const bool projected = lin && !x_dst && terms_from_projection(*lin);
-  // A dense x narrower than the projection: el, er and the values straight from x and the weight,
-  // the (N, H*F) projection never stored (linear_head_dot.h).
-  const bool linear = lin && !x_dst && !projected && !x_src.is_sparse();
   // One x through lin: one projection for both sides.
-  const Tensor wh = linear ? Tensor() : ops::reshape((lin ? *lin : *lin_src).forward(x_src), {Ns, H, F});  // (Ns, H, F)
+  const Tensor wh = linear ? Tensor()
+                           : ops::reshape((lin ? *lin : *lin_src).forward(xs, input_in_projection ? src_key : DropoutKey{}),
+                                          {Ns, H, F});  // (Ns, H, F)
   Tensor el, er, out;
   if (linear) {
-    out = ops::gat_linear_attention(g, x_src.dense(), lin->weight, att_src, att_dst, options_.negative_slope, key,
+    out = ops::gat_linear_attention(g, xs.dense(), lin->weight, att_src, att_dst, options_.negative_slope, key,
                                     value_key, ee, aggregate_bias, aggregate_activation);  // (N, H, F)
     if (attention) {  // el and er again, for the weights only
       autograd::NoGradGuard no_grad;
-      el = attention_term(*lin, x_src, wh, att_src);
-      er = attention_term(*lin, x_src, wh, att_dst);
+      el = attention_term(*lin, xs, wh, att_src);
+      er = attention_term(*lin, xs, wh, att_dst);
     }
   } else if (projected) {
     out = ops::gat_projected_attention(g, wh, att_src, att_dst, options_.negative_slope, key, value_key, ee,
@@ -123,7 +138,7 @@ Tensor GATConv::forward_sides(const Features& x_src, const Features* x_dst, cons
     }
   } else {
     const Tensor wh_dst = !x_dst && lin ? wh : Tensor();  // (Nd, H, F), else made by attention_term if it needs it
-    el = attention_term(lin ? *lin : *lin_src, x_src, wh, att_src);   // (Ns, H)
+    el = attention_term(lin ? *lin : *lin_src, xs, wh, att_src);      // (Ns, H)
     er = attention_term(lin ? *lin : *lin_dst, xd, wh_dst, att_dst);  // (Nd, H)
     const Tensor values = value_key.active() ? ops::dropout(wh, value_key) : wh;  // (Ns, H, F)
     out = ops::gat_attention_aggregate(g, el, er, values, options_.negative_slope, key, ee, aggregate_bias,

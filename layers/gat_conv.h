@@ -55,6 +55,11 @@ struct GATConvOptions {
   bool concat = true;           // (N, H*F); else the mean over heads (N, F)
   double negative_slope = 0.2;  // of the LeakyReLU on the edge scores
   double dropout = 0.0;         // attention dropout rate (training mode only)
+  // Dropout on the input features (training mode only), as a Dropout layer before this one: x,
+  // or x_src and then x_dst, each drawn before the layer's other dropouts. Sparse x through lin
+  // takes it inside the projection's kernel (ops::sparse_dropout_matmul) where nothing else reads
+  // x (no residual); otherwise x is dropped first.
+  double input_dropout = 0.0;
   // Dropout on Wh where it is aggregated (not where el, er are computed), as the GAT authors'
   // implementation does (its attn_head drops seq_fts with in_drop); PyG's GATConv has none (0).
   double value_dropout = 0.0;

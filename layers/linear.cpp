@@ -4,6 +4,7 @@
 
 #include "gat/framework/init.h"
 #include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/sparse_matmul.h"
 
@@ -23,15 +24,16 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias_on, Generato
                     : init::uniform({out_features}, 1.0 / std::sqrt(static_cast<double>(in_features)), init, dtype));
 }
 
-Tensor features_matmul(const Features& x, const Tensor& w) {
-  return x.is_sparse() ? ops::sparse_matmul(x.sparse(), w) : ops::matmul(x.dense(), w);
+Tensor features_matmul(const Features& x, const Tensor& w, const DropoutKey& x_dropout) {
+  if (x.is_sparse()) return ops::sparse_dropout_matmul(x.sparse(), x_dropout, w);
+  return ops::matmul(x_dropout.active() ? ops::dropout(x.dense(), x_dropout) : x.dense(), w);
 }
 
-Tensor Linear::forward(const Features& x) const {
+Tensor Linear::forward(const Features& x, const DropoutKey& x_dropout) const {
   if (!x.is_sparse()) check_dim("Linear", "x", x.dense(), 2);
   GAT_CHECK(x.cols() == in_features(), "Linear: 'x' ", x.describe(), " must have ", in_features(),
             " columns (weight ", weight.describe(), ")");
-  Tensor y = features_matmul(x, weight);  // (N, out)
+  Tensor y = features_matmul(x, weight, x_dropout);  // (N, out)
   return bias.defined() ? ops::add_bias(y, bias) : y;
 }
 

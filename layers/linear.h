@@ -21,7 +21,9 @@ enum class LinearBiasInit { zeros, fan_in };
 
 // x (N, in), dense or sparse, times w (in, out) -> (N, out): ops::sparse_matmul for a sparse x,
 // else ops::matmul (Linear's product, and GATConv's attention terms from the folded weight).
-Tensor features_matmul(const Features& x, const Tensor& w);
+// With an active x_dropout, x through that dropout first: a sparse x takes both in one op
+// (ops::sparse_dropout_matmul), a dense one ops::dropout then the product.
+Tensor features_matmul(const Features& x, const Tensor& w, const DropoutKey& x_dropout = {});
 
 class Linear : public Module {
  public:
@@ -29,8 +31,9 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias, Generator& init,
          DType dtype = DType::f32, LinearBiasInit bias_init = LinearBiasInit::zeros);
 
-  // x: (N, in), dense or sparse -> (N, out)
-  Tensor forward(const Features& x) const;
+  // x: (N, in), dense or sparse -> (N, out); x through dropout with x_dropout first when it is
+  // active (features_matmul).
+  Tensor forward(const Features& x, const DropoutKey& x_dropout = {}) const;
 
   int64_t in_features() const { return weight.size(0); }
   int64_t out_features() const { return weight.size(1); }

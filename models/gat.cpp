@@ -137,7 +137,9 @@ GAT::GAT(const GATConfig& config, Generator& init) : config_(config) {
   GATConvOptions first = layer_options<GATConvOptions>(config, false);
   GATConvOptions second = layer_options<GATConvOptions>(config, true);
   first.value_dropout = second.value_dropout = config.value_dropout;
-  // ELU and the dropout before layer 2 inside layer 1's kernels (GATConvOptions::elu).
+  // The input dropout inside layer 1 (its projection's product, for sparse features), and ELU and
+  // the dropout before layer 2 inside layer 1's kernels (GATConvOptions::elu).
+  first.input_dropout = config.dropout;
   first.elu = true;
   first.output_dropout = config.dropout;
   conv1 = register_module("conv1", std::make_shared<GATConv>(first, init));
@@ -149,7 +151,7 @@ Tensor GAT::forward(const Features& x, const Graph& graph, Generator& gen, const
     if (config_.layer == AttentionLayer::gatv2) return (index == 1 ? v2_conv1 : v2_conv2)->forward(in, graph, edge_attr, gen);
     return (index == 1 ? conv1 : conv2)->forward(in, graph, edge_attr, gen);
   };
-  if (config_.layer == AttentionLayer::gat) return layer(2, layer(1, dropout->forward(x, gen)));  // (N, num_classes)
+  if (config_.layer == AttentionLayer::gat) return layer(2, layer(1, x));  // (N, num_classes)
   const Tensor h = layer(1, dropout->forward(x, gen));  // (N, heads * hidden)
   // ELU and the dropout before layer 2 in one pass; its backward needs only its output, which
   // layer 2's projection keeps anyway (h itself is not kept). The key is drawn after layer 1's,

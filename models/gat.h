@@ -4,7 +4,10 @@
 //     -> dropout(p) -> GATConv(hidden * heads, C, output_heads, mean over heads, attention
 //        dropout p) -> logits (N, C)
 //
-// (ELU and the dropout after it run as one op, ops::elu_dropout.)
+// (With GATConv layers the first dropout runs inside conv1 (GATConvOptions::input_dropout: in its
+// projection's product for sparse features), and ELU and the dropout after it inside conv1's
+// kernels (GATConvOptions::elu); with GATv2Conv layers the first dropout is the Dropout module and
+// ELU + dropout one op, ops::elu_dropout. The masks are the same either way.)
 //
 // The paper's recipe: hidden 8, heads 8, output_heads 1 (8 for PubMed), p = 0.6. With
 // layer = gatv2 the same network and recipe with GATv2Conv layers (Brody et al. 2022).

@@ -319,6 +319,15 @@ std::vector<OpCase> op_cases() {
        {{[=] { ops::sparse_matmul(sparse_small.host(), Tensor::zeros({3, 2}, DType::f64)); },
          {"sparse_matmul", "(3, 2)"}}},
        true, true},
+      {"sparse_matmul", "sparse_dropout_matmul",
+       [sparse_large, sparse_small, sparse_with, key](const Inputs& in) {
+         const OnDevice<CsrMatrix>& a = in[1].numel() == sparse_large.host().nnz() ? sparse_large : sparse_small;
+         return ops::sparse_dropout_matmul(sparse_with(a, in[1]), key, in[0]);
+       },
+       {{300, 33}, {nnz_large}}, {{14, 3}, {nnz_small}},
+       {{[=] { ops::sparse_dropout_matmul(sparse_small.host(), DropoutKey{1.5f, 0, 0}, Tensor::zeros({14, 2}, DType::f64)); },
+         {"sparse_dropout_matmul", "1.5"}}},
+       true, true},
       {"sparse_dropout", "sparse_dropout",
        [sparse_large, sparse_small, sparse_with, key](const Inputs& in) {
          const OnDevice<CsrMatrix>& a = in[0].numel() == sparse_large.host().nnz() ? sparse_large : sparse_small;

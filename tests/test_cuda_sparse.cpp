@@ -1,11 +1,13 @@
 // CUDA tests of the sparse features: CsrMatrix across devices, sparse_dropout masks bit for bit
 // against the CPU, sparse_matmul forward and both gradients against the CPU (f32, rel. error
 // <= 1e-5 of the largest element; f64) for widths that use 1 to 32 lanes per row and several per lane, bitwise
-// reproducibility, f64 gradient checks on the device, and the GAT model on sparse features.
+// reproducibility, sparse_dropout_matmul against its composition, f64 gradient checks on the
+// device, and the GAT model on sparse features.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gat/framework/cuda_runtime.h"
@@ -128,6 +130,33 @@ TEST_F(CudaSparse, GradientsThroughTheTransposesPiecesMatchTheCpu) {
   }
 }
 
+// sparse_dropout_matmul on the device: bit for bit the composition there (the dropout inside the
+// warp-per-row kernel on 600 rows; two kernels on 20,000), its gradients too, and the CPU's
+// numbers within rounding.
+TEST_F(CudaSparse, DropoutMatmulIsTheComposition) {
+  std::mt19937_64 rng(8);
+  for (const auto& [rows, cols, density] : {std::tuple<int64_t, int64_t, double>{600, 350, 0.04}, {20000, 40, 0.25}}) {
+    const CsrMatrix cpu = CsrMatrix::from_dense(sparse_random(rows, cols, rng, density, DType::f32));
+    const CsrMatrix gpu = cpu.to(Device::cuda);
+    const Tensor b = random_tensor({cols, 64}, rng, -1, 1, DType::f32), g = random_tensor({rows, 64}, rng, -1, 1, DType::f32);
+    const DropoutKey key{0.6f, 7, 11};
+    auto run = [&](const CsrMatrix& a, Device device, bool fused) {
+      Tensor values = a.values().clone().set_requires_grad(), w = b.to(device).set_requires_grad();
+      const CsrMatrix x = a.with_values(values);
+      Tensor out = fused ? ops::sparse_dropout_matmul(x, key, w) : ops::sparse_matmul(ops::sparse_dropout(x, key), w);
+      out.backward(g.to(device));
+      return std::vector<Tensor>{out.to(Device::cpu), w.grad().to(Device::cpu), values.grad().to(Device::cpu)};
+    };
+    const std::vector<Tensor> fused = run(gpu, Device::cuda, true), composed = run(gpu, Device::cuda, false),
+                              want = run(cpu, Device::cpu, true);
+    const std::string what = std::to_string(rows) + " rows";
+    for (size_t k = 0; k < fused.size(); ++k) {
+      EXPECT_EQ(fused[k].to_vector<float>(), composed[k].to_vector<float>()) << what << ", result " << k;
+      EXPECT_LE(rel_error(fused[k], want[k]), 1e-5) << what << ", result " << k;
+    }
+  }
+}
+
 TEST_F(CudaSparse, MatmulIsBitwiseReproducible) {
   std::mt19937_64 rng(4);
   const CsrMatrix a = CsrMatrix::from_dense(sparse_random(3000, 1400, rng, 0.02, DType::f32)).to(Device::cuda);
@@ -153,6 +182,9 @@ TEST_F(CudaSparse, GradientChecksOnTheDevice) {
   }, {a.values(), random_tensor({14, 5}, rng, -1, 1, DType::f64, Device::cuda)});
   expect_gradients_match("cuda sparse_matmul after sparse_dropout", [&](const std::vector<Tensor>& in) {
     return ops::sparse_matmul(ops::sparse_dropout(a.with_values(in[0]), DropoutKey{0.5f, 4, 4}), in[1]);
+  }, {a.values(), random_tensor({14, 40}, rng, -1, 1, DType::f64, Device::cuda)});
+  expect_gradients_match("cuda sparse_dropout_matmul", [&](const std::vector<Tensor>& in) {
+    return ops::sparse_dropout_matmul(a.with_values(in[0]), DropoutKey{0.5f, 4, 4}, in[1]);
   }, {a.values(), random_tensor({14, 40}, rng, -1, 1, DType::f64, Device::cuda)});
 }
 

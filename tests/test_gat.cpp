@@ -539,6 +539,70 @@ TEST(GATConv, OutputActivationIsEluDropoutAfterTheLayer) {
   expect_error([&] { GATConv(bad, init); }, {"GATConv", "elu_alpha -1"});
 }
 
+// input_dropout is a Dropout layer before the layer: sparse x inside the projection's product
+// (the projected op), sparse x with a residual, dense x through the projected and the linear op,
+// and a bipartite layer (x_src's draw, then x_dst's); the same output and parameter gradients bit
+// for bit, the same dropout streams, and eval mode drops nothing.
+TEST(GATConv, InputDropoutIsADropoutLayerBefore) {
+  std::mt19937_64 rng(16);
+  const int64_t N = 12;
+  const Graph graph = small_graph(N, rng);
+  struct Case { int64_t in; bool sparse, residual, bipartite; };
+  for (const Case& c : std::vector<Case>{{20, true, false, false},    // inside the projection
+                                         {20, true, true, false},     // residual: x dropped first
+                                         {20, false, false, false},   // dense, projected op
+                                         {5, false, false, false},    // dense, narrower: the linear op
+                                         {5, false, false, true}})    // bipartite
+    for (bool training : {true, false}) {
+      GATConvOptions plain = conv_options(c.in, 4, 3, true, c.residual, 0.3, DType::f32);
+      plain.value_dropout = 0.2;
+      if (c.bipartite) plain.dst_in_channels = 3, plain.add_self_loops = false;
+      GATConvOptions dropped = plain;
+      dropped.input_dropout = 0.5;
+      Generator init_a(3), init_b(3);
+      GATConv a(dropped, init_a), b(plain, init_b);
+      a.train(training);
+      b.train(training);
+      const std::string tag = std::string(c.sparse ? "sparse" : "dense") + " in " + std::to_string(c.in) +
+                              (c.residual ? " residual" : "") + (c.bipartite ? " bipartite" : "") +
+                              (training ? " training" : " eval");
+      const Tensor x = sparse_random(N, c.in, rng, c.sparse ? 0.2 : 1.0, DType::f32);
+      const Tensor x_dst = random_tensor({N, 3}, rng, -2, 2, DType::f32);
+      const Tensor go = random_tensor({N, a.out_features()}, rng, -1, 1, DType::f32);
+      const Features xf = c.sparse ? Features(CsrMatrix::from_dense(x)) : Features(x);
+      auto run = [&](GATConv& conv, bool compose) {
+        std::vector<Tensor> params;
+        for (Tensor* slot : slots_of(conv)) params.push_back(*slot = slot->clone().set_requires_grad());
+        Generator gen(21);
+        Tensor out;
+        if (c.bipartite) {
+          const Features xs = compose ? dropout_features(xf, training ? gen.dropout_key(0.5f) : DropoutKey{}) : xf;
+          const Features xd = compose ? dropout_features(x_dst, training ? gen.dropout_key(0.5f) : DropoutKey{}) : x_dst;
+          out = conv.forward(xs, xd, graph, gen);
+        } else {
+          out = conv.forward(compose ? dropout_features(xf, training ? gen.dropout_key(0.5f) : DropoutKey{}) : xf, graph, gen);
+        }
+        out.backward(go);
+        std::vector<Tensor> results{out.detach()};
+        for (const Tensor& t : params) results.push_back(t.grad());
+        results.push_back(Tensor::from_vector(std::vector<double>{static_cast<double>(gen.next_stream())}, {1}));
+        return results;
+      };
+      const std::vector<Tensor> fused = run(a, false), composed = run(b, true);
+      ASSERT_EQ(fused.size(), composed.size()) << tag;
+      for (size_t k = 0; k < fused.size(); ++k) EXPECT_TRUE(bitwise_equal(fused[k], composed[k])) << tag << ": " << k;
+      if (!training) {  // eval: the plain layer on x itself
+        Generator gen(21);
+        EXPECT_TRUE(bitwise_equal(fused[0], c.bipartite ? b.forward(xf, x_dst, graph, gen) : b.forward(xf, graph, gen)))
+            << tag;
+      }
+    }
+  Generator init(1);
+  GATConvOptions bad = conv_options(4, 3, 2, true, false, 0.0);
+  bad.input_dropout = 1.0;
+  expect_error([&] { GATConv(bad, init); }, {"GATConv", "input_dropout 1", "outside [0, 1)"});
+}
+
 // Through the output activation inside the aggregate (concat; the fold and the projected op) and
 // after the layer (heads averaged).
 TEST(GATConv, GradientsWithTheOutputActivation) {
@@ -623,8 +687,8 @@ TEST(GAT, ShapesAndParameterNames) {
   EXPECT_EQ(gen.next_stream(), 6u);
 }
 
-// GAT::forward runs ELU and the hidden dropout as one op (ops::elu_dropout) with the key drawn
-// where the separate dropout drew it: the logits are bit for bit those of the unfused chain, in
+// GAT::forward runs the input dropout inside conv1 and ELU and the hidden dropout inside its
+// kernels, with the keys drawn where separate dropouts drew them: the logits are bit for bit those of the unfused chain, in
 // training and in eval mode, and the generator ends on the same stream.
 TEST(GAT, ForwardIsTheUnfusedChainBitForBit) {
   GATConfig config;
@@ -641,6 +705,8 @@ TEST(GAT, ForwardIsTheUnfusedChainBitForBit) {
   // draws: the model's first.
   GATConvOptions plain_options = model.conv1->options();
   ASSERT_TRUE(plain_options.elu);
+  ASSERT_EQ(plain_options.input_dropout, config.dropout);
+  plain_options.input_dropout = 0.0;
   plain_options.elu = false;
   plain_options.output_dropout = 0.0;
   Generator plain_init(2);

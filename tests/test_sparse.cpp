@@ -1,6 +1,7 @@
 // Sparse node features: CsrMatrix (from/to dense, transpose plan), sparse_dropout (the dense
 // dropout mask, bit for bit), sparse_matmul (the dense product and its gradient, bit for bit;
-// gradient checks for b and the values), and the layers, the GAT model and the trainer taking
+// gradient checks for b and the values), sparse_dropout_matmul (the two in one op, bit for bit
+// their composition; gradient checks), and the layers, the GAT model and the trainer taking
 // dense or sparse features to the same numbers.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -206,6 +207,35 @@ TEST(SparseMatmul, BitwiseIndependentOfThreadCount) {
     EXPECT_EQ(grads[0], grads[k]);
     EXPECT_EQ(value_grads[0], value_grads[k]);
   }
+}
+
+// The fused op is the composition: the same output, the same gradients of b and of the values.
+TEST(SparseDropoutMatmul, IsTheProductOfTheDroppedMatrixBitForBit) {
+  std::mt19937_64 rng(10);
+  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(90, 70, rng, 0.1, DType::f32));
+  const Tensor b = random_tensor({70, 12}, rng, -1, 1, DType::f32), g = random_tensor({90, 12}, rng, -1, 1, DType::f32);
+  const DropoutKey key{0.6f, 5, 3};
+  auto run = [&](bool fused) {
+    Tensor values = a.values().clone().set_requires_grad(), w = b.clone().set_requires_grad();
+    const CsrMatrix x = a.with_values(values);
+    Tensor out = fused ? ops::sparse_dropout_matmul(x, key, w) : ops::sparse_matmul(ops::sparse_dropout(x, key), w);
+    out.backward(g);
+    return std::vector<std::vector<float>>{out.to_vector<float>(), w.grad().to_vector<float>(),
+                                           values.grad().to_vector<float>()};
+  };
+  EXPECT_EQ(run(true), run(false));
+  // An inactive key: the plain product.
+  EXPECT_EQ(ops::sparse_dropout_matmul(a, DropoutKey{}, b).to_vector<float>(), ops::sparse_matmul(a, b).to_vector<float>());
+  expect_error([&] { ops::sparse_dropout_matmul(a, DropoutKey{1.0f, 0, 0}, b); }, {"sparse_dropout_matmul", "outside [0, 1)"});
+  expect_error([&] { ops::sparse_dropout_matmul(a, key, Tensor::zeros({4, 2})); }, {"sparse_dropout_matmul", "(4, 2)"});
+}
+
+TEST(SparseDropoutMatmul, GradientsOfBAndTheValues) {
+  std::mt19937_64 rng(11);
+  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(9, 14, rng, 0.3, DType::f64));
+  expect_gradients_match("sparse_dropout_matmul b and values", [&](const std::vector<Tensor>& in) {
+    return ops::sparse_dropout_matmul(a.with_values(in[0]), DropoutKey{0.5f, 4, 4}, in[1]);
+  }, {a.values(), random_tensor({14, 4}, rng)});
 }
 
 TEST(SparseMatmul, ShapeAndTypeErrorsNameTheOperands) {

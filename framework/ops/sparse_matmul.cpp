@@ -4,7 +4,9 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/loops.h"
+#include "gat/framework/ops/sparse_dropout.h"
 
 namespace gat::ops {
 
@@ -60,6 +62,12 @@ void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
   });
 }
 
+void sparse_dropout_rows(const CsrMatrix& a, const DropoutKey& key, double keep_scale, const Tensor& dense,
+                         Tensor& out, Tensor& dropped) {
+  sparse_dropout(a, a.values(), key, keep_scale, dropped);
+  sparse_rows({a.row_ptr(), nullptr, a.col_idx(), dropped}, dense, out);
+}
+
 void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out) {
   dispatch_float(out.dtype(), "sparse_matmul", [&](auto zero) {
     using T = decltype(zero);
@@ -88,6 +96,12 @@ void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
   cpu_impl::sparse_rows(a, dense, out);
 }
 
+void sparse_dropout_rows(const CsrMatrix& a, const DropoutKey& key, double keep_scale, const Tensor& dense,
+                         Tensor& out, Tensor& dropped) {
+  if (out.is_cuda()) return GAT_CUDA_CALL(cuda_impl::sparse_dropout_rows(a, key, keep_scale, dense, out, dropped));
+  cpu_impl::sparse_dropout_rows(a, key, keep_scale, dense, out, dropped);
+}
+
 void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out) {
   if (out.is_cuda()) return GAT_CUDA_CALL(cuda_impl::sparse_dots(a, g, b, out));
   cpu_impl::sparse_dots(a, g, b, out);
@@ -95,12 +109,36 @@ void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& o
 
 }  // namespace kernels
 
+namespace {
+
+void check_product(const char* op, const CsrMatrix& a, const Tensor& b) {
+  GAT_CHECK(a.values().defined(), op, ": empty matrix 'a'");
+  check_float(op, "a.values", a.values());
+  check_same(op, "a.values", a.values(), "b", b);
+  GAT_CHECK(b.dim() == 2 && a.cols() == b.size(0), op, ": cannot multiply a ", a.describe(), " by b ",
+            b.describe(), " (expected (M, K) x (K, N))");
+}
+
+// The gradients of a b for G = d out (M, N): d a.values() (nnz,) when need_values, d b (K, N)
+// when need_b (undefined otherwise).
+std::vector<Tensor> product_gradients(const CsrMatrix& a, const Tensor& b, const Tensor& grad_out, bool need_values,
+                                      bool need_b) {
+  Tensor grad_values, grad_b;
+  if (need_values) {  // (nnz,): G[i, :] . b[k, :]
+    grad_values = Tensor::empty(a.values().shape(), b.dtype(), b.device(), "sparse_matmul grad_values");
+    kernels::sparse_dots(a, grad_out, b, grad_values);
+  }
+  if (need_b) {  // A^T (K, M) · G (M, N) through the transpose plan
+    grad_b = Tensor::empty(b.shape(), b.dtype(), b.device(), "sparse_matmul grad_b");
+    kernels::sparse_rows({a.t_row_ptr(), &a.t_entry(), a.row_idx(), a.values(), &a}, grad_out, grad_b);
+  }
+  return {grad_values, grad_b};
+}
+
+}  // namespace
+
 Tensor sparse_matmul(const CsrMatrix& a, const Tensor& b) {
-  GAT_CHECK(a.values().defined(), "sparse_matmul: empty matrix 'a'");
-  check_float("sparse_matmul", "a.values", a.values());
-  check_same("sparse_matmul", "a.values", a.values(), "b", b);
-  GAT_CHECK(b.dim() == 2 && a.cols() == b.size(0), "sparse_matmul: cannot multiply a ",
-            a.describe(), " by b ", b.describe(), " (expected (M, K) x (K, N))");
+  check_product("sparse_matmul", a, b);
   Tensor out = Tensor::empty({a.rows(), b.size(1)}, b.dtype(), b.device(), "sparse_matmul");  // (M, N)
   kernels::sparse_rows({a.row_ptr(), nullptr, a.col_idx(), a.values()}, b, out);
   const Tensor values = a.values();
@@ -108,16 +146,31 @@ Tensor sparse_matmul(const CsrMatrix& a, const Tensor& b) {
       "sparse_matmul", out, {values, b},
       [a = a.with_values(values.detach()), b = b.detach(), need_values = values.requires_grad(),
        need_b = b.requires_grad()](const Tensor& grad_out) {
-        Tensor grad_values, grad_b;
-        if (need_values) {  // (nnz,): G[i, :] . b[k, :]
-          grad_values = Tensor::empty(a.values().shape(), b.dtype(), b.device(), "sparse_matmul grad_values");
-          kernels::sparse_dots(a, grad_out, b, grad_values);
+        return product_gradients(a, b, grad_out, need_values, need_b);
+      });
+}
+
+Tensor sparse_dropout_matmul(const CsrMatrix& a, const DropoutKey& key, const Tensor& b) {
+  check_product("sparse_dropout_matmul", a, b);
+  GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, "sparse_dropout_matmul: drop probability p = ", key.p,
+            " is outside [0, 1)");
+  if (!key.active()) return sparse_matmul(a, b);
+  Tensor out = Tensor::empty({a.rows(), b.size(1)}, b.dtype(), b.device(), "sparse_dropout_matmul");  // (M, N)
+  Tensor dropped = Tensor::empty(a.values().shape(), b.dtype(), b.device(), "sparse_dropout_matmul values");  // (nnz,)
+  kernels::sparse_dropout_rows(a, key, dropout_keep_scale(key), b, out, dropped);
+  const Tensor values = a.values();
+  return autograd::record(
+      "sparse_dropout_matmul", out, {values, b},
+      [a = a.with_values(dropped), b = b.detach(), key, need_values = values.requires_grad(),
+       need_b = b.requires_grad()](const Tensor& grad_out) {
+        std::vector<Tensor> grads = product_gradients(a, b, grad_out, need_values, need_b);
+        if (need_values) {  // through the dropout: the same mask applied to d dropped
+          Tensor grad_values = Tensor::empty(grads[0].shape(), grads[0].dtype(), grads[0].device(),
+                                             "sparse_dropout_matmul grad_values");
+          kernels::sparse_dropout(a, grads[0], key, dropout_keep_scale(key), grad_values);
+          grads[0] = grad_values;
         }
-        if (need_b) {  // A^T (K, M) · G (M, N) through the transpose plan
-          grad_b = Tensor::empty(b.shape(), b.dtype(), b.device(), "sparse_matmul grad_b");
-          kernels::sparse_rows({a.t_row_ptr(), &a.t_entry(), a.row_idx(), a.values(), &a}, grad_out, grad_b);
-        }
-        return std::vector<Tensor>{grad_values, grad_b};
+        return grads;
       });
 }
 

@@ -3,6 +3,7 @@
 #include <cuda_pipeline.h>
 
 #include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/sparse_dropout.h"
 #include "gat/framework/ops/sparse_matmul.h"
 
 namespace gat::ops::cuda_impl {
@@ -78,7 +79,17 @@ template <class T>
 constexpr int kLaneCols = 256 / kWarp / static_cast<int>(sizeof(T));  // a lane's columns of a tile
 constexpr int kStage = 16;  // entries whose dense rows are copied at once
 
+// The dropout the forward applies to a's values as it reads them (sparse_dropout_rows): entry e
+// of row r, column c holds key.apply(values[e], r * cols + c, keep_scale), written to dropped[e].
 template <class T>
+struct ReadDropout {
+  DropoutKey key;
+  T keep_scale;
+  unsigned long long cols;
+  T* dropped;  // (nnz,)
+};
+
+template <class T, bool kDropout>
 __global__ void __launch_bounds__(kWarpKernelThreads)
 sparse_rows_warp_kernel(const int32_t* __restrict__ ptr,        // (R+1,)
                         const int32_t* __restrict__ entry,      // (nnz,) or null for the identity
@@ -91,7 +102,8 @@ sparse_rows_warp_kernel(const int32_t* __restrict__ ptr,        // (R+1,)
                         const int32_t* __restrict__ piece_row,  // (pieces,) or null
                         long long pieces, int piece_entries,
                         T* __restrict__ piece_sums,             // (pieces, N) or null
-                        int32_t* __restrict__ arrivals) {       // (R,) or null, zero
+                        int32_t* __restrict__ arrivals,         // (R,) or null, zero
+                        const ReadDropout<T> dropout) {         // used when kDropout (rows, no pieces)
   constexpr int kSlices = 16, kCols = kLaneCols<T>, kTile = kCols * kWarp;
   constexpr int kWarps = kWarpKernelThreads / kWarp;
   constexpr unsigned kAll = 0xffffffffu;
@@ -130,6 +142,10 @@ sparse_rows_warp_kernel(const int32_t* __restrict__ ptr,        // (R+1,)
           const int e = entry ? entry[p] : p;
           v = values[e];
           src = index[e];
+          if constexpr (kDropout) {
+            v = dropout.key.apply(v, r * dropout.cols + static_cast<unsigned long long>(src), dropout.keep_scale);
+            if (j0 == 0) dropout.dropped[e] = v;
+          }
         }
         const unsigned nonzero = __ballot_sync(kAll, v != T(0));
 #pragma unroll
@@ -215,35 +231,61 @@ struct SparseDotsFn {
 
 }  // namespace
 
+namespace {
+
+// Whether the warp-per-row kernel takes a product of R rows of width N.
+bool warp_per_row(long long R, long long N) { return R * lanes_for(N) < kWarpPerRowBelowThreads; }
+
+template <class T, bool kDropout>
+void launch_warp_rows(const SparseRows& a, const Tensor& dense, Tensor& out, const ReadDropout<T>& dropout) {
+  const long long R = out.size(0), N = out.size(1);
+  const CsrMatrix* m = a.pieces;
+  GAT_CHECK(!m || a.ptr.raw_data() == m->t_row_ptr().raw_data(),
+            "sparse_matmul rows: pieces are given for a transpose other than the one summed");
+  const long long pieces = m ? m->t_piece_col().numel() : 0, splits = m ? m->t_split_cols().numel() : 0;
+  Tensor piece_sums;  // (pieces, N): the split rows' pieces
+  if (splits > 0) piece_sums = Tensor::empty({pieces, N}, out.dtype(), Device::cuda, "sparse_matmul piece sums");
+  const long long warps_per_block = kWarpKernelThreads / kWarp;
+  const unsigned blocks = static_cast<unsigned>(
+      std::min<long long>(((m ? pieces : R) + warps_per_block - 1) / warps_per_block, cuda::kMaxGridBlocks));
+  sparse_rows_warp_kernel<T, kDropout><<<blocks, kWarpKernelThreads, 0, cuda::stream()>>>(
+      a.ptr.data<int32_t>(), a.entry ? a.entry->data<int32_t>() : nullptr, a.index.data<int32_t>(),
+      a.values.data<T>(), dense.data<T>(), out.data<T>(), R, N,
+      m ? m->t_piece_ptr().data<int32_t>() : nullptr, m ? m->t_piece_col().data<int32_t>() : nullptr, pieces,
+      CsrMatrix::kPieceEntries, splits > 0 ? piece_sums.data<T>() : nullptr,
+      m ? m->t_piece_arrivals().data<int32_t>() : nullptr, dropout);
+  CUDA_CHECK_LAUNCH("sparse_matmul rows (warp per row)");
+}
+
+}  // namespace
+
 void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
   const long long R = out.size(0), N = out.size(1);
   if (R == 0 || N == 0) return;
-  const int lanes = lanes_for(N);
   dispatch_float(out.dtype(), "sparse_matmul", [&](auto zero) {
     using T = decltype(zero);
-    if (R * lanes < kWarpPerRowBelowThreads) {
-      const CsrMatrix* m = a.pieces;
-      GAT_CHECK(!m || a.ptr.raw_data() == m->t_row_ptr().raw_data(),
-                "sparse_matmul rows: pieces are given for a transpose other than the one summed");
-      const long long pieces = m ? m->t_piece_col().numel() : 0, splits = m ? m->t_split_cols().numel() : 0;
-      Tensor piece_sums;  // (pieces, N): the split rows' pieces
-      if (splits > 0) piece_sums = Tensor::empty({pieces, N}, out.dtype(), Device::cuda, "sparse_matmul piece sums");
-      const long long warps_per_block = kWarpKernelThreads / kWarp;
-      const unsigned blocks = static_cast<unsigned>(
-          std::min<long long>(((m ? pieces : R) + warps_per_block - 1) / warps_per_block, cuda::kMaxGridBlocks));
-      sparse_rows_warp_kernel<T><<<blocks, kWarpKernelThreads, 0, cuda::stream()>>>(
-          a.ptr.data<int32_t>(), a.entry ? a.entry->data<int32_t>() : nullptr,
-          a.index.data<int32_t>(), a.values.data<T>(), dense.data<T>(), out.data<T>(), R, N,
-          m ? m->t_piece_ptr().data<int32_t>() : nullptr, m ? m->t_piece_col().data<int32_t>() : nullptr, pieces,
-          CsrMatrix::kPieceEntries, splits > 0 ? piece_sums.data<T>() : nullptr,
-          m ? m->t_piece_arrivals().data<int32_t>() : nullptr);
-      CUDA_CHECK_LAUNCH("sparse_matmul rows (warp per row)");
-      return;
-    }
+    if (warp_per_row(R, N)) return launch_warp_rows<T, false>(a, dense, out, ReadDropout<T>{});
+    const int lanes = lanes_for(N);
     sparse_rows_kernel<T><<<cuda::blocks_for(R * lanes, kThreads), kThreads, 0, cuda::stream()>>>(
         a.ptr.data<int32_t>(), a.entry ? a.entry->data<int32_t>() : nullptr,
         a.index.data<int32_t>(), a.values.data<T>(), dense.data<T>(), out.data<T>(), R, N, lanes);
     CUDA_CHECK_LAUNCH("sparse_matmul rows");
+  });
+}
+
+void sparse_dropout_rows(const CsrMatrix& a, const DropoutKey& key, double keep_scale, const Tensor& dense,
+                         Tensor& out, Tensor& dropped) {
+  const long long R = out.size(0), N = out.size(1);
+  const SparseRows rows{a.row_ptr(), nullptr, a.col_idx(), dropped};
+  if (R == 0 || N == 0 || !warp_per_row(R, N)) {  // many rows: the dropout's kernel, then the product's
+    sparse_dropout(a, a.values(), key, keep_scale, dropped);
+    return sparse_rows(rows, dense, out);
+  }
+  dispatch_float(out.dtype(), "sparse_dropout_matmul", [&](auto zero) {
+    using T = decltype(zero);
+    launch_warp_rows<T, true>({a.row_ptr(), nullptr, a.col_idx(), a.values()}, dense, out,
+                              ReadDropout<T>{key, static_cast<T>(keep_scale),
+                                             static_cast<unsigned long long>(a.cols()), dropped.data<T>()});
   });
 }
 

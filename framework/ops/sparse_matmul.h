@@ -16,6 +16,7 @@
 // partial sums the row's last piece to finish adds in piece order.
 #pragma once
 
+#include "gat/framework/rng.h"
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
 
@@ -24,6 +25,12 @@ namespace gat::ops {
 // a: (M, K) sparse, b: (K, N), same dtype (f32|f64) and device -> (M, N). Records autograd for
 // b and a.values().
 Tensor sparse_matmul(const CsrMatrix& a, const Tensor& b);
+
+// sparse_matmul(sparse_dropout(a, key), b), the same numbers and gradients, with the dropout
+// applied where the product reads a's values: on CUDA, where a warp per row is used, one launch
+// instead of two (the dropped values are written for the backward as it goes). GATConv's input
+// dropout on sparse features (GATConvOptions::input_dropout). !key.active(): sparse_matmul(a, b).
+Tensor sparse_dropout_matmul(const CsrMatrix& a, const DropoutKey& key, const Tensor& b);
 
 // ---- the kernels behind the op, one set per device, same contract; each overwrites its output ----
 //  rows:   out (R, N) [r, :] = sum over p in [ptr[r], ptr[r+1]) of values[e] * dense[index[e], :],
@@ -38,17 +45,25 @@ struct SparseRows {
   const Tensor& values; // (nnz,) f32|f64
   const CsrMatrix* pieces = nullptr;  // for A^T: the matrix whose transpose's pieces (sparse.h) CUDA may use
 };
+//  dropout_rows: dropped (nnz,) = kernels::sparse_dropout(a, a.values(), key, keep_scale) and
+//          out (M, N) = the forward's rows of a holding dropped, times dense (K, N).
 // kernels:: runs cpu_impl:: or cuda_impl:: by out's device (docs/design.md, the op pattern).
 namespace kernels {
 void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out);
+void sparse_dropout_rows(const CsrMatrix& a, const DropoutKey& key, double keep_scale, const Tensor& dense,
+                         Tensor& out, Tensor& dropped);
 void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out);
 }  // namespace kernels
 namespace cpu_impl {  // sparse_matmul.cpp
 void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out);
+void sparse_dropout_rows(const CsrMatrix& a, const DropoutKey& key, double keep_scale, const Tensor& dense,
+                         Tensor& out, Tensor& dropped);
 void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out);
 }  // namespace cpu_impl
 namespace cuda_impl {  // sparse_matmul.cu
 void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out);
+void sparse_dropout_rows(const CsrMatrix& a, const DropoutKey& key, double keep_scale, const Tensor& dense,
+                         Tensor& out, Tensor& dropped);
 void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out);
 }  // namespace cuda_impl
 
