@@ -4,9 +4,9 @@
 
 #include "gat/framework/init.h"
 #include "gat/framework/ops/arithmetic.h"
-#include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/sparse_matmul.h"
+#include "gat/layers/dropout.h"
 
 namespace gat {
 
@@ -26,7 +26,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias_on, Generato
 
 Tensor features_matmul(const Features& x, const Tensor& w, const DropoutKey& x_dropout) {
   if (x.is_sparse()) return ops::sparse_dropout_matmul(x.sparse(), x_dropout, w);
-  return ops::matmul(x_dropout.active() ? ops::dropout(x.dense(), x_dropout) : x.dense(), w);
+  return ops::matmul(dropout_features(x, x_dropout).dense(), w);
 }
 
 Tensor Linear::forward(const Features& x, const DropoutKey& x_dropout) const {

@@ -63,7 +63,7 @@ sparse_rows_kernel(const int32_t* __restrict__ ptr,     // (R+1,)
 // The warp loads its entries kWarp at a time, a lane each, then copies the dense rows of kStage
 // of them at once into its shared memory with cp.async (one load latency for kStage entries, with
 // no registers to hold them; each lane copies and reads back its own columns) and adds them. A
-// batch whose entries all hold zero (dropped by sparse_dropout) copies nothing.
+// stage whose entries all hold zero (dropped by sparse_dropout) copies nothing.
 //
 // With pieces (piece_ptr, piece_row: the transpose's, sparse.h) a warp takes a piece instead of
 // a row: at most piece_entries of the row's entries, written to out when the row has one piece
@@ -233,10 +233,6 @@ struct SparseDotsFn {
     out[e] = acc;
   }
 };
-
-}  // namespace
-
-namespace {
 
 // Whether the warp-per-row kernel takes a product of R rows of width N.
 bool warp_per_row(long long R, long long N) { return R * lanes_for(N) < kWarpPerRowBelowThreads; }
