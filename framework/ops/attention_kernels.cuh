@@ -56,9 +56,7 @@ struct SegmentKeep {
   unsigned mask;       // the segment's lanes in the warp
   unsigned drawn = 0;  // this lane's slots' decisions, a nibble each
 
-  __device__ SegmentKeep(const DropoutKey& key, int width) : key(key), width(width) {
-    this->key.stream = key.effective_stream();
-    this->key.stream_base = nullptr;
+  __device__ SegmentKeep(const DropoutKey& key, int width) : key(key.resolved()), width(width) {
     width_log2 = __ffs(width) - 1;
     const int warp_lane = threadIdx.x % kWarp;
     lane = warp_lane & (width - 1);

@@ -34,6 +34,7 @@ __global__ void head_dot_forward_kernel(const T* __restrict__ x,   // (N, H, F)
                                         const T* __restrict__ a2,  // (H, F) or null
                                         T* __restrict__ out2,      // (N, H) or null
                                         long long NH, int H, int F, ValueRows<T> vr) {
+  const DropoutKey key = vr.key.resolved();
   for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < NH;
        t += (long long)gridDim.x * blockDim.x) {
     const T* xr = x + t * F;
@@ -56,7 +57,7 @@ __global__ void head_dot_forward_kernel(const T* __restrict__ x,   // (N, H, F)
           const long long i = t * F + f + k;
           if (i >> 2 != drawn) {
             drawn = i >> 2;
-            kept = vr.key.active() ? vr.key.keep4(static_cast<uint64_t>(drawn)) : 0xFu;
+            kept = key.active() ? key.keep4(static_cast<uint64_t>(drawn)) : 0xFu;
           }
           value.v[k] = DropoutKey::apply_kept(xf, (kept >> (i & 3)) & 1u, vr.keep_scale);
         }

@@ -69,6 +69,7 @@ __global__ void __launch_bounds__(kForwardThreads, kForwardBlocksPerSM<T>)
                                         uint32_t* __restrict__ keep_bits,  // (N, words) or null
                                         long long N, int K, int HF) {
   extern __shared__ __align__(32) unsigned char shared[];
+  key = key.resolved();
   const ForwardShape shape(HF);
   const int x_stride = K + 4, quads = K / 4, H = HF / F;
   T* ws = reinterpret_cast<T*>(shared);  // (K, HF)
@@ -206,6 +207,7 @@ __global__ void __launch_bounds__(kBackwardThreads, kBackwardBlocksPerSM<T>)
                                      T* __restrict__ partial,     // (blocks * phases, K, C)
                                      long long N, int K, int HF, int H, long long rows_per_block) {
   extern __shared__ __align__(32) unsigned char shared[];
+  key = key.resolved();
   constexpr int R = kChunkRows<T>;
   const BackwardShape s(K, HF, H);
   const int buffer = R * (s.x_stride + s.b_stride);  // buffer b: x's rows (R, x_stride), B's (R, b_stride)

@@ -111,11 +111,8 @@ sparse_rows_warp_kernel(const int32_t* __restrict__ ptr,        // (R+1,)
   __shared__ T staged[kWarps][kStage][kTile];  // a warp's copied dense rows
   const int lane = threadIdx.x % kWarp;
   T (*stage)[kTile] = staged[threadIdx.x / kWarp];
-  DropoutKey key = dropout.key;  // its stream resolved once: a graph's key reads its base from memory
-  if constexpr (kDropout) {
-    key.stream = key.effective_stream();
-    key.stream_base = nullptr;
-  }
+  DropoutKey key = dropout.key;
+  if constexpr (kDropout) key = key.resolved();  // a graph's key reads its stream's base from memory
   const long long items = piece_ptr ? pieces : R;
   const long long warps = static_cast<long long>(gridDim.x) * kWarps;
   for (long long item = blockIdx.x * static_cast<long long>(kWarps) + threadIdx.x / kWarp; item < items;
