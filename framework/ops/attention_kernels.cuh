@@ -250,13 +250,22 @@ struct OutputEpilogue {
   DropoutKey key;  // the output dropout's; inactive: every value kept
   template <int VEC>
   __device__ __forceinline__ void apply(Vec<T, VEC>& o, int c, long long n) const {
-    static_assert(4 % VEC == 0, "a vector lies in one Philox block of 4");
+    static_assert(4 % VEC == 0 || VEC % 4 == 0, "a vector lies in one Philox block of 4, or fills whole blocks");
     if (bias) {
 #pragma unroll
       for (int k = 0; k < VEC; ++k) o.v[k] += bias[c + k];
     }
     if (!elu) return;
-    const unsigned kept = key.active() ? key.keep4(static_cast<uint64_t>(n >> 2)) >> (n & 3) : 0xFu;
+    unsigned kept = 0xFFu;
+    if (key.active()) {
+      if constexpr (VEC <= 4) {
+        kept = key.keep4(static_cast<uint64_t>(n >> 2)) >> (n & 3);
+      } else {  // n is a multiple of VEC: VEC / 4 whole blocks
+        kept = 0;
+#pragma unroll
+        for (int b = 0; b < VEC / 4; ++b) kept |= key.keep4(static_cast<uint64_t>(n >> 2) + b) << (4 * b);
+      }
+    }
 #pragma unroll
     for (int k = 0; k < VEC; ++k) o.v[k] = activation(o.v[k], (kept >> k) & 1u);
   }
@@ -586,6 +595,27 @@ void with_vec(int F, std::initializer_list<const void*> ptrs, Fn&& f) {
   constexpr int kVec = 16 / sizeof(T);
   if (F % kVec == 0 && detail::all_aligned(16, ptrs)) f(Int<kVec>{});
   else f(Int<1>{});
+}
+
+// The gather kernels' vectors (the forward's rows, the backward walk's sources): a lane holds a
+// whole head of 8 floats (32 bytes) where F is 8 and the pointers allow, so that a warp walks 4
+// rows of 8 heads instead of 2: the per-edge work that every lane of a head repeats (the score,
+// its exponential, the dropout decision, the walk's use of the edge) costs half the warp
+// instructions an edge, and no shuffle joins a head's two halves. Else with_vec's. It pays only
+//  - with at least kWideLaneMinHeads heads, whose lanes share a row's index reads: with one head
+//    of 8 features each lane read its own (100M edges, the output layer: forward 2.97 -> 3.10 ms,
+//    walk 3.64 -> 4.80 ms reading 30% more bytes);
+//  - when `rows` x H such lanes fill the device's resident threads: a lane's batches hold half
+//    the edges (kUnrollOf), so where the device has room to spare each lane's chain of loads
+//    waits longer (Cora's step 0.118 -> 0.121 ms).
+constexpr int kWideLaneMinHeads = 4;
+template <class T, class Fn>
+void with_gather_vec(long long rows, int H, int F, std::initializer_list<const void*> ptrs, Fn&& f) {
+  if constexpr (sizeof(T) == 4) {
+    if (F == 8 && H >= kWideLaneMinHeads && rows * H >= cuda::resident_threads() && detail::all_aligned(32, ptrs))
+      return f(Int<8>{});
+  }
+  with_vec<T>(F, ptrs, f);
 }
 
 // d bias inside head_rows_dot_kernel: for heads of at most kBiasInRowsF features (a block's

@@ -30,6 +30,11 @@ constexpr int kUnroll = 4;
 // block per edge) 4 edges were no faster than 2 (1M nodes / 16M edges: 2.80 ms at H=1, F=64 and
 // 3.17 ms at H=8, F=8 for both).
 constexpr int kUnrollBackward = 4;
+// A lane of 8 values (with_gather_vec) keeps as many bytes in flight with half the edges a batch.
+template <int VEC>
+constexpr int kUnrollOf = VEC > 4 ? kUnroll / 2 : kUnroll;
+template <int VEC>
+constexpr int kUnrollBackwardOf = VEC > 4 ? kUnrollBackward / 2 : kUnrollBackward;
 // Where the scores come from. row(i, h) gives the score function of row i's edges for head h,
 // score(e, j) for edge e from source j.
 // csr_softmax_aggregate's scores, stored (E, H).
@@ -101,6 +106,7 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src, 
       return score(e, j);
     }
   };
+  constexpr int kUnroll = kUnrollOf<VEC>;
   for (long long window_begin = begin; window_begin < end;) {
     const ConsecutiveEdges window(keep, window_begin, end, H, h0, h1);
     long long e = window.begin;
@@ -341,6 +347,19 @@ struct GatGrad {
   }
 };
 
+// The lane's part of G[i,h,:].V[j,h,:]: its VEC products added in order, and a lane of 8 values
+// adds its two halves' sums as group_sum adds two lanes of 4 (the same bits either way).
+template <class T, int VEC>
+__device__ __forceinline__ T lane_dot(const Vec<T, VEC>& v, const Vec<T, VEC>& g) {
+  static_assert(VEC <= 4 || VEC == 8, "lanes of at most 4 values, or of 8 as two of 4");
+  constexpr int kPart = VEC <= 4 ? VEC : 4;
+  T part[VEC / kPart] = {};
+#pragma unroll
+  for (int q = 0; q < VEC; ++q) part[q / kPart] += v.v[q] * g.v[q];
+  if constexpr (VEC == 8) return part[0] + part[1];
+  return part[0];
+}
+
 // The walk for one group of G lanes over transposed entries [begin, end) of source j, head h;
 // the lane owns features [c, c + VEC) of the head (none when c >= F: it still joins the sums).
 // For each entry (edge e, destination i), in t_row order:
@@ -387,9 +406,7 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, 
 #pragma unroll
         for (int q = 0; q < VEC; ++q) acc[q] += kept * g[u].v[q];
       }
-      dot[u] = 0;
-#pragma unroll
-      for (int q = 0; q < VEC; ++q) dot[u] += v.v[q] * g[u].v[q];
+      dot[u] = lane_dot(v, g[u]);
     }
     if (!want_dot) return;
 #pragma unroll
@@ -400,7 +417,8 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, 
   for (long long window_begin = begin; window_begin < end;) {
     const ScatteredEdges window(keep, a.t_edge_id, window_begin, end, H, h0, h1);
     long long k = window.begin;
-    for (; k + kUnrollBackward <= window.end; k += kUnrollBackward) entries(window, k, Int<kUnrollBackward>{});
+    for (; k + kUnrollBackwardOf<VEC> <= window.end; k += kUnrollBackwardOf<VEC>)
+      entries(window, k, Int<kUnrollBackwardOf<VEC>>{});
     for (; k < window.end; ++k) entries(window, k, Int<1>{});
     window_begin = window.end;
   }
@@ -600,7 +618,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
   T* o = out.data<T>();  // (N, H, F)
   PositiveParts<T> pos;
   if constexpr (kPositive) pos.out = pos_out->data<T>(), pos.weight = pos_weight->data<T>();
-  with_vec<T>(F, {V, o, pos.out}, [&](auto vec) {
+  with_gather_vec<T>(N, H, F, {V, o, pos.out}, [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
     const Tiling tiling(H * F, VEC);
     with_group(tiling.G, [&](auto group) {
@@ -785,7 +803,7 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
     BackwardArgs<T> a = backward_args<T>(graph, node_value, grad_out, need_value ? grad_value : nullptr,
                                           H, attn_dropout);
     T* ds = need_scores ? grad_scores->data<T>() : nullptr;  // (E, H)
-    with_vec<T>(F, {a.V, a.grad_out, a.dV}, [&](auto vec) {
+    with_gather_vec<T>(graph.num_src_nodes(), H, F, {a.V, a.grad_out, a.dV}, [&](auto vec) {
       constexpr int VEC = decltype(vec)::value;
       const Tiling tiling(F, VEC);  // of one head
       a.tiles = tiling.tiles;
@@ -829,7 +847,7 @@ bool gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
     using T = decltype(zero);
     BackwardArgs<T> a = backward_args<T>(graph, node_value, activation.elu ? *grad_pre : grad_out, grad_value,
                                           H, attn_dropout);
-    with_vec<T>(F, {a.V, a.grad_out, a.dV, grad_out.data<T>(), out.data<T>()}, [&](auto vec) {
+    with_gather_vec<T>(graph.num_src_nodes(), H, F, {a.V, a.grad_out, a.dV, grad_out.data<T>(), out.data<T>()}, [&](auto vec) {
       constexpr int VEC = decltype(vec)::value;
       const Tiling tiling(F, VEC);  // of one head
       if (tiling.tiles > 1) {
