@@ -21,6 +21,7 @@
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/gatv2_attention_aggregate.h"
 #include "gat/framework/ops/head_dot.h"
+#include "gat/framework/ops/matmul.h"
 #include "gat_testing.h"
 #include "gradcheck.h"
 
@@ -279,8 +280,9 @@ TEST(CudaGatAttentionAggregate, MatchesCpu) {
   expect_gat_matches_cpu("mixed", mixed_graph(), 3, 4, kDrop, rng);
   expect_gat_matches_cpu("no edges", Graph::from_edges(50, {}, {}), 2, 8, kDrop, rng);
   const Graph hub = random_graph(120000, 200000, 100000, rng);
-  // {8, 8}: 90,000 uncut rows whose grid fills an H200 (4,224 blocks), so the rows and the chunks
-  // are two launches there (launch_together); the other shapes and graphs take one.
+  // {8, 8}: 90,000 uncut rows in lanes of 8 (with_gather_vec), whose grid (2,813 blocks) is more than
+  // an H200 holds at once, so the rows and the chunks are two launches there (launch_together); the
+  // other shapes and graphs take one.
   // {3, 1}: 3 heads of one feature in a group of 4 lanes, whose dropout window (8 blocks of 4
   // decisions a lane: 42 edges) ends inside a 64-edge chunk of the hub's row, at a head count that
   // is not a multiple of 4.
@@ -399,7 +401,10 @@ TEST(CudaGatProjectedAttention, MatchesCpuAndFiniteDifferences) {
   GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(45);
   const DropoutKey value_drop{0.4f, 43, 7}, no_drop{};
-  const Graph random = random_graph(3000, 30000, 0, rng), hub = random_graph(20000, 40000, 5000, rng);
+  // The hub graph has rows enough for 8 heads of 8 features to take lanes of 8 (with_gather_vec),
+  // whose epilogue draws two blocks of output dropout decisions a lane.
+  const int64_t hub_rows = std::max<int64_t>(20000, cuda::resident_threads() / 8 + 1);
+  const Graph random = random_graph(3000, 30000, 0, rng), hub = random_graph(hub_rows, 2 * hub_rows, 5000, rng);
   for (const auto& [name, g, H, F, value_key] : std::vector<std::tuple<std::string, Graph, int64_t, int64_t, DropoutKey>>{
            {"random", random, 8, 8, value_drop}, {"random", random, 3, 5, value_drop},
            {"random", random, 1, 256, value_drop}, {"hub", hub, 8, 8, value_drop},
@@ -460,7 +465,10 @@ TEST(CudaGatLinearAttention, MatchesCpuAndFiniteDifferences) {
   GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(46);
   const DropoutKey value_drop{0.4f, 43, 7}, no_drop{};
-  const Graph random = random_graph(3000, 30000, 0, rng), hub = random_graph(20000, 40000, 5000, rng);
+  // The hub graph has rows enough for 8 heads of 8 features to take lanes of 8 (with_gather_vec),
+  // whose epilogue draws two blocks of output dropout decisions a lane.
+  const int64_t hub_rows = std::max<int64_t>(20000, cuda::resident_threads() / 8 + 1);
+  const Graph random = random_graph(3000, 30000, 0, rng), hub = random_graph(hub_rows, 2 * hub_rows, 5000, rng);
   for (const auto& [name, g, K, H, F, value_key] :
        std::vector<std::tuple<std::string, Graph, int64_t, int64_t, int64_t, DropoutKey>>{
            {"random", random, 32, 8, 8, value_drop}, {"hub", hub, 32, 8, 8, value_drop},
@@ -520,6 +528,41 @@ TEST(CudaGatLinearAttention, MatchesCpuAndFiniteDifferences) {
                           random_tensor({H, F}, rng, -1, 1, DType::f64, Device::cuda)});
 }
 
+namespace {
+
+// The edge term (E, H) with each pair whose score el[src] + er[dst] + term lies within 1e-3 of
+// LeakyReLU's kink moved 2e-3 away from it: there an f32 run and an f64 one may take different
+// sides, and every gradient through that score differs by the slopes' ratio (one draw of the test
+// below had a score 3e-7 from 0, and the CPU's own f32 run missed its f64 one by 3e-3 as the
+// device did). el and er (N, H) as f64 values.
+Tensor term_off_the_kink(const Graph& g, const std::vector<double>& el, const std::vector<double>& er,
+                         const Tensor& term) {
+  const int64_t H = term.size(1);
+  std::vector<double> t = host_f64(term);
+  const std::vector<int32_t> src = g.edge_src().to_vector<int32_t>(), dst = g.edge_dst().to_vector<int32_t>();
+  for (size_t e = 0; e < src.size(); ++e)
+    for (int64_t h = 0; h < H; ++h) {
+      double& term_eh = t[e * H + h];
+      const double score = el[src[e] * H + h] + er[dst[e] * H + h] + term_eh;
+      if (std::abs(score) < 1e-3) term_eh += score < 0 ? -2e-3 : 2e-3;
+    }
+  return Tensor::from_vector(t, term.shape()).to(term.dtype());
+}
+
+// el or er (N, H) of gat_linear_attention: (x W) (N, H, F) dotted with att (H, F), as f64 values.
+std::vector<double> linear_head_dot(const Tensor& x, const Tensor& weight, const Tensor& att) {
+  const std::vector<double> projected = host_f64(ops::matmul(x.to(DType::f64), weight.to(DType::f64)));
+  const std::vector<double> a = host_f64(att);
+  const int64_t HF = att.numel(), N = x.size(0), F = att.size(1);
+  std::vector<double> out(N * (HF / F), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < HF; ++c) out[n * (HF / F) + c / F] += projected[n * HF + c] * a[c];
+  return out;
+}
+
+}  // namespace
+
+
 // The output activation (ops::OutputActivation: ELU, then dropout) on CUDA (f32): out and the
 // gradients of el, er, values, edge term and bias of gat_attention_aggregate, through the fused
 // backward (head_rows_dot takes the activation's backward: {8, 8} in vectors, {3, 5} in scalars,
@@ -535,7 +578,10 @@ TEST(CudaGatLinearAttention, MatchesCpuAndFiniteDifferences) {
 TEST(CudaGatOutputActivation, MatchesCpuAndFiniteDifferences) {
   GAT_SKIP_WITHOUT_CUDA();
   std::mt19937_64 rng(47);
-  const Graph random = random_graph(3000, 30000, 0, rng), hub = random_graph(20000, 40000, 5000, rng);
+  // The hub graph has rows enough for 8 heads of 8 features to take lanes of 8 (with_gather_vec),
+  // whose epilogue draws two blocks of output dropout decisions a lane.
+  const int64_t hub_rows = std::max<int64_t>(20000, cuda::resident_threads() / 8 + 1);
+  const Graph random = random_graph(3000, 30000, 0, rng), hub = random_graph(hub_rows, 2 * hub_rows, 5000, rng);
   const DropoutKey out_drop{0.5f, 44, 7};
   for (const auto& [name, g, K, H, F] : std::vector<std::tuple<std::string, Graph, int64_t, int64_t, int64_t>>{
            {"random", random, 0, 8, 8}, {"random", random, 0, 3, 5}, {"random", random, 0, 1, 8},
@@ -549,7 +595,10 @@ TEST(CudaGatOutputActivation, MatchesCpuAndFiniteDifferences) {
                             random_tensor({H, F}, rng, -1, 1, DType::f32), random_tensor({H, F}, rng, -1, 1, DType::f32)};
       else inputs = {random_tensor({N, H}, rng, -3, 3, DType::f32), random_tensor({N, H}, rng, -3, 3, DType::f32),
                      random_tensor({N, H, F}, rng, -3, 3, DType::f32)};
-      inputs.push_back(random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f32));
+      const Tensor term = random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f32);
+      inputs.push_back(linear ? term_off_the_kink(g, linear_head_dot(inputs[0], inputs[1], inputs[2]),
+                                                  linear_head_dot(inputs[0], inputs[1], inputs[3]), term)
+                              : term_off_the_kink(g, host_f64(inputs[0]), host_f64(inputs[1]), term));
       inputs.push_back(random_tensor({H, F}, rng, -1, 1, DType::f32));
       const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32);
       const Graph gd = g.to(Device::cuda);
