@@ -534,34 +534,22 @@ namespace {
 // LeakyReLU's kink moved 2e-3 away from it: there an f32 run and an f64 one may take different
 // sides, and every gradient through that score differs by the slopes' ratio (one draw of the test
 // below had a score 3e-7 from 0, and the CPU's own f32 run missed its f64 one by 3e-3 as the
-// device did). el and er (N, H) as f64 values.
-Tensor term_off_the_kink(const Graph& g, const std::vector<double>& el, const std::vector<double>& er,
-                         const Tensor& term) {
+// device did). el and er (N, H).
+Tensor term_off_the_kink(const Graph& g, const Tensor& el, const Tensor& er, const Tensor& term) {
   const int64_t H = term.size(1);
+  const std::vector<double> el_ = host_f64(el), er_ = host_f64(er);
   std::vector<double> t = host_f64(term);
   const std::vector<int32_t> src = g.edge_src().to_vector<int32_t>(), dst = g.edge_dst().to_vector<int32_t>();
   for (size_t e = 0; e < src.size(); ++e)
     for (int64_t h = 0; h < H; ++h) {
       double& term_eh = t[e * H + h];
-      const double score = el[src[e] * H + h] + er[dst[e] * H + h] + term_eh;
+      const double score = el_[src[e] * H + h] + er_[dst[e] * H + h] + term_eh;
       if (std::abs(score) < 1e-3) term_eh += score < 0 ? -2e-3 : 2e-3;
     }
   return Tensor::from_vector(t, term.shape()).to(term.dtype());
 }
 
-// el or er (N, H) of gat_linear_attention: (x W) (N, H, F) dotted with att (H, F), as f64 values.
-std::vector<double> linear_head_dot(const Tensor& x, const Tensor& weight, const Tensor& att) {
-  const std::vector<double> projected = host_f64(ops::matmul(x.to(DType::f64), weight.to(DType::f64)));
-  const std::vector<double> a = host_f64(att);
-  const int64_t HF = att.numel(), N = x.size(0), F = att.size(1);
-  std::vector<double> out(N * (HF / F), 0.0);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < HF; ++c) out[n * (HF / F) + c / F] += projected[n * HF + c] * a[c];
-  return out;
-}
-
 }  // namespace
-
 
 // The output activation (ops::OutputActivation: ELU, then dropout) on CUDA (f32): out and the
 // gradients of el, er, values, edge term and bias of gat_attention_aggregate, through the fused
@@ -596,9 +584,13 @@ TEST(CudaGatOutputActivation, MatchesCpuAndFiniteDifferences) {
       else inputs = {random_tensor({N, H}, rng, -3, 3, DType::f32), random_tensor({N, H}, rng, -3, 3, DType::f32),
                      random_tensor({N, H, F}, rng, -3, 3, DType::f32)};
       const Tensor term = random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f32);
-      inputs.push_back(linear ? term_off_the_kink(g, linear_head_dot(inputs[0], inputs[1], inputs[2]),
-                                                  linear_head_dot(inputs[0], inputs[1], inputs[3]), term)
-                              : term_off_the_kink(g, host_f64(inputs[0]), host_f64(inputs[1]), term));
+      if (linear) {  // el and er of gat_linear_attention: head_dot of x W (N, H, F) with att_src, att_dst
+        const Tensor projected = ops::matmul(inputs[0].to(DType::f64), inputs[1].to(DType::f64)).view({N, H, F});
+        inputs.push_back(term_off_the_kink(g, ops::head_dot(projected, inputs[2].to(DType::f64)),
+                                           ops::head_dot(projected, inputs[3].to(DType::f64)), term));
+      } else {
+        inputs.push_back(term_off_the_kink(g, inputs[0], inputs[1], term));
+      }
       inputs.push_back(random_tensor({H, F}, rng, -1, 1, DType::f32));
       const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32);
       const Graph gd = g.to(Device::cuda);
