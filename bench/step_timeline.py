@@ -74,6 +74,8 @@ def main():
     spans = [(max(k["end"] for k in r) - min(k["start"] for k in r)) / 1000 for r in replays]
     print(f"graph {chosen[-1]}: {nodes} kernels, {len(replays)} replays; span median {statistics.median(spans):.2f} us, "
           f"min {min(spans):.2f}, max {max(spans):.2f}")
+    if args.replay is not None and not 0 <= args.replay < len(replays):
+        sys.exit(f"--replay {args.replay}: the graph has replays 0 to {len(replays) - 1}")
     which = args.replay if args.replay is not None else sorted(range(len(spans)), key=lambda i: spans[i])[len(spans) // 2]
     replay = sorted(replays[which], key=lambda k: k["start"])
     t0 = replay[0]["start"]
