@@ -4,7 +4,7 @@
 // replayed training step's critical path is: which kernels follow one another, which overlap on
 // the side streams, and the gaps between them. bench/step_timeline.py reads the file.
 //
-//   export KERNEL_TIMELINE_OUT=trace.txt CUDA_INJECTION64_PATH=BUILD/bench/libkernel_timeline.so
+//   export KERNEL_TIMELINE_OUT=trace.txt CUDA_INJECTION64_PATH=$PWD/BUILD/bench/libkernel_timeline.so
 //   BUILD/gat_train --dataset citeseer --device cuda --epochs 40 --quiet
 //   python3 bench/step_timeline.py trace.txt
 //
