@@ -47,10 +47,11 @@ void flush_at_exit() {
 
 // Called by the CUDA driver when CUDA_INJECTION64_PATH names this library.
 extern "C" int InitializeInjection() {
-  const char* path = std::getenv("KERNEL_TIMELINE_OUT");
-  g_out = std::fopen(path ? path : "kernel_timeline.txt", "w");
+  const char* chosen = std::getenv("KERNEL_TIMELINE_OUT");
+  const char* path = chosen ? chosen : "kernel_timeline.txt";
+  g_out = std::fopen(path, "w");
   if (!g_out) {
-    std::fprintf(stderr, "kernel_timeline: cannot write %s\n", path ? path : "kernel_timeline.txt");
+    std::fprintf(stderr, "kernel_timeline: cannot write %s\n", path);
     return 0;
   }
   if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||

@@ -21,10 +21,13 @@ import sys
 def read_trace(path):
     kernels = []
     with open(path) as f:
-        for line in f:
-            start, end, stream, graph, node, grid, block, name = line.rstrip("\n").split(" ", 7)
-            kernels.append(dict(start=int(start), end=int(end), stream=int(stream), graph=int(graph),
-                                node=int(node), grid=int(grid), block=int(block), name=name))
+        for number, line in enumerate(f, 1):
+            try:  # a process killed while tracing leaves a cut last line
+                start, end, stream, graph, node, grid, block, name = line.rstrip("\n").split(" ", 7)
+                kernels.append(dict(start=int(start), end=int(end), stream=int(stream), graph=int(graph),
+                                    node=int(node), grid=int(grid), block=int(block), name=name))
+            except ValueError:
+                sys.exit(f"{path}:{number}: not a kernel_timeline line (start end stream graph node grid block name)")
     return kernels
 
 

@@ -65,6 +65,13 @@ class StepTimeline(unittest.TestCase):
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("--replay 3: the graph has replays 0 to 2", out.stderr)
 
+    def test_a_cut_line_is_refused_naming_it(self):
+        with open(self.trace, "a") as f:
+            f.write("123 456 13\n")
+        out = self.run_script()
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("trace.txt:14: not a kernel_timeline line", out.stderr)  # after 13 good lines
+
     def test_a_trace_without_the_graph_is_refused(self):
         out = self.run_script("--graph-with", "no_such_kernel")
         self.assertNotEqual(out.returncode, 0)
