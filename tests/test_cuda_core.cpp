@@ -155,6 +155,29 @@ TEST(CudaCore, CrossEntropyMatchesCpuAndGradcheck) {
       {random_tensor({6, 4}, rng, -3, 3, DType::f64, Device::cuda)});
 }
 
+// The trainer's path on the device: the gradient alone, from counts made once, is the op's
+// backward gradient bit for bit, and the CPU's within f32 rounding.
+TEST(CudaCore, CrossEntropyGradAloneIsTheBackwardsGradient) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(8);
+  const int64_t N = 3000, C = 7;
+  Tensor labels = labels_for(N, C, rng).to(Device::cuda);
+  std::vector<int32_t> rows;
+  for (int32_t r = 0; r < N; r += 3) rows.push_back(r);
+  rows.push_back(5);
+  Tensor index = Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}).to(Device::cuda);
+  Tensor logits = random_tensor({N, C}, rng, -4, 4, DType::f32, Device::cuda).set_requires_grad();
+  Tensor one = Tensor::full({}, 1.0, DType::f32, Device::cuda);
+  ops::masked_cross_entropy(logits, labels, index).backward(one);
+  Tensor alone = ops::masked_cross_entropy_grad(logits, labels, index, ops::masked_row_counts(index, N), one);
+  const std::vector<float> expected = logits.grad().to_vector<float>(), got = alone.to_vector<float>();
+  EXPECT_EQ(got, expected);
+  Tensor cpu = ops::masked_cross_entropy_grad(logits.to(Device::cpu), labels.to(Device::cpu), index.to(Device::cpu),
+                                              ops::masked_row_counts(index.to(Device::cpu), N), one.to(Device::cpu));
+  const std::vector<float> on_cpu = cpu.to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], on_cpu[i], 1e-7) << i;
+}
+
 TEST(CudaCore, CrossEntropyBadLabelGivesNaNWithoutSync) {
   GAT_SKIP_WITHOUT_CUDA();
   Tensor logits = Tensor::zeros({3, 2}, DType::f32, Device::cuda);

@@ -169,6 +169,54 @@ TEST(MaskedCrossEntropy, BadLabelsIndexAndShapesThrow) {
   EXPECT_NO_THROW(ops::masked_cross_entropy(logits, Tensor::from_vector<int32_t>({0, 7, 1}, {3}), index));
 }
 
+TEST(MaskedCrossEntropy, RowCountsCountEveryUseInRange) {
+  // Row 4 twice; -1 and 6 are outside [0, 6) and not counted.
+  Tensor index = Tensor::from_vector<int32_t>({4, 1, -1, 4, 6, 2}, {6});
+  EXPECT_EQ(ops::masked_row_counts(index, 6).to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 1, 0, 2, 0}));
+  EXPECT_EQ(ops::masked_row_counts(index, 0).numel(), 0);
+  expect_error([&] { ops::masked_row_counts(index, -1); }, {"masked_row_counts", "rows = -1"});
+  expect_error([] { ops::masked_row_counts(Tensor::zeros({2}), 3); }, {"masked_row_counts", "index"});
+}
+
+// The gradient alone (the trainer's path) is the op's backward gradient, bit for bit.
+TEST(MaskedCrossEntropy, GradAloneIsTheBackwardsGradient) {
+  std::mt19937_64 rng(7);
+  Tensor labels = Tensor::from_vector<int32_t>({0, 3, 1, 2, 2, 0}, {6});
+  Tensor index = Tensor::from_vector<int32_t>({4, 1, 5, 4, 2}, {5});
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor logits = random_tensor({6, 4}, rng, -3, 3, dtype).set_requires_grad();
+    Tensor grad_loss = Tensor::full({}, 0.75, dtype);
+    ops::masked_cross_entropy(logits, labels, index).backward(grad_loss);
+    Tensor alone = ops::masked_cross_entropy_grad(logits, labels, index, ops::masked_row_counts(index, 6), grad_loss);
+    EXPECT_FALSE(alone.requires_grad());
+    EXPECT_EQ(alone.to(DType::f64).to_vector<double>(), logits.grad().to(DType::f64).to_vector<double>())
+        << dtype_name(dtype);
+  }
+}
+
+TEST(MaskedCrossEntropy, GradAloneChecksItsInputs) {
+  Tensor logits = Tensor::zeros({3, 2});
+  Tensor labels = Tensor::from_vector<int32_t>({0, 1, 1}, {3});
+  Tensor index = Tensor::from_vector<int32_t>({0, 2}, {2});
+  Tensor count = ops::masked_row_counts(index, 3), one = Tensor::full({}, 1.0);
+  auto grad = [&](const Tensor& y, const Tensor& idx, const Tensor& c, const Tensor& g) {
+    return ops::masked_cross_entropy_grad(logits, y, idx, c, g);
+  };
+  // No forward ran: the gradient checks labels and index itself.
+  expect_error([&] { grad(Tensor::from_vector<int32_t>({0, 1, 2}, {3}), index, count, one); },
+               {"masked_cross_entropy", "labels[2] = 2", "[0, 2)"});
+  expect_error([&] { grad(labels, Tensor::from_vector<int32_t>({3}, {1}), count, one); },
+               {"masked_cross_entropy", "index[0] = 3", "[0, 3)"});
+  expect_error([&] { grad(labels, Tensor::zeros({0}, DType::i32), count, one); },
+               {"masked_cross_entropy_grad", "empty"});
+  expect_error([&] { grad(labels, index, ops::masked_row_counts(index, 2), one); },
+               {"masked_cross_entropy", "count", "(3,)", "(2,)"});
+  expect_error([&] { grad(labels, index, count, Tensor::full({1}, 1.0)); },
+               {"masked_cross_entropy_grad", "grad_loss", "()"});
+  expect_error([&] { grad(labels, index, count, Tensor::full({}, 1.0, DType::f64)); },
+               {"masked_cross_entropy_grad", "grad_loss", "f64"});
+}
+
 TEST(Accuracy, ArgmaxTakesTheFirstMaximum) {
   Tensor x = Tensor::from_vector<float>({1, 3, 3, 0, -1, -2, -2, -1, 5, 5, 5, 5}, {3, 4});
   EXPECT_EQ(ops::argmax(x).to_vector<int32_t>(), (std::vector<int32_t>{1, 0, 0}));

@@ -38,28 +38,36 @@ double ms_since(Clock::time_point start) {
 // on), rows kEvalRows.. the evaluation's train, validation and test nodes (eval mode).
 constexpr int64_t kStepRow = 0, kEvalRows = 1, kMetricRows = 4;
 
-// One training step, queued without waiting: forward in training mode, masked cross-entropy on
-// the training nodes, backward from `loss_seed` (1 in the loss's shape, dtype and device, made by
-// the first step and kept: a fill kernel fewer in every later one), optimiser step; the loss and correct
-// counts of the training nodes go to `metrics` (1, 3). Gradients are dropped before and after, so
-// a recorded step frees all the memory it makes.
+// What the loss's gradient reads besides the logits, made by the first step and kept (two
+// kernels fewer in every later one): d loss = 1 in the logits' dtype and device, and how often
+// each row appears in the training index (ops::masked_row_counts).
+struct LossGradientInputs {
+  Tensor seed;          // ()
+  Tensor train_counts;  // (N,) i32
+};
+
+// One training step, queued without waiting: forward in training mode, the gradient of the
+// masked cross-entropy on the training nodes (ops::masked_cross_entropy_grad: the loss itself is
+// not computed, as the logged loss comes from `metrics`), backward, optimiser step; the loss and
+// correct counts of the training nodes go to `metrics` (1, 3). Gradients are dropped before and
+// after, so a recorded step frees all the memory it makes.
 void queue_step(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x,
-                Optimizer& optimizer, Generator& gen, Tensor& loss_seed, Tensor& metrics) {
+                Optimizer& optimizer, Generator& gen, LossGradientInputs& loss_grad, Tensor& metrics) {
   model.train();
   optimizer.zero_grad();
   const Tensor logits = forward(x, data.graph, gen);  // (N, C)
-  // The loss first: its row counts go to the side stream ahead of the metrics, so its backward
-  // does not wait for them.
-  const Tensor loss = ops::masked_cross_entropy(logits, data.y, data.train_index);
   SideWork side;  // the training nodes' metrics, beside the backward pass
   side.run({logits.detach(), data.y, data.train_index, metrics}, [](const std::vector<Tensor>& in) {
     Tensor out = in[3];
     ops::classification_metrics(in[0], in[1], {in[2]}, out);
     return std::vector<Tensor>{};
   });
-  if (!loss_seed.defined() || loss_seed.dtype() != loss.dtype() || loss_seed.device() != loss.device())
-    loss_seed = Tensor::full(loss.shape(), 1.0, loss.dtype(), loss.device());
-  loss.backward(loss_seed);  // read, never written: the pass copies a root gradient before adding to it
+  if (!loss_grad.seed.defined() || loss_grad.seed.dtype() != logits.dtype() ||
+      loss_grad.seed.device() != logits.device())
+    loss_grad = {Tensor::full({}, 1.0, logits.dtype(), logits.device()),
+                 ops::masked_row_counts(data.train_index, logits.size(0))};
+  logits.backward(ops::masked_cross_entropy_grad(logits, data.y, data.train_index,
+                                         loss_grad.train_counts, loss_grad.seed));
   optimizer.step();
   optimizer.zero_grad();
   side.join();
@@ -137,15 +145,15 @@ class EpochReads {
 class RecordedEpoch {
  public:
   RecordedEpoch(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x,
-                Optimizer& optimizer, Generator& gen, const Tensor& loss_seed, const Tensor& step_metrics,
-                const Tensor& eval_metrics)
-      : optimizer_(optimizer), gen_(gen), loss_seed_(loss_seed), step_metrics_(step_metrics),
+                Optimizer& optimizer, Generator& gen, const LossGradientInputs& loss_grad,
+                const Tensor& step_metrics, const Tensor& eval_metrics)
+      : optimizer_(optimizer), gen_(gen), loss_grad_(loss_grad), step_metrics_(step_metrics),
         eval_metrics_(eval_metrics) {
     stream_base_.set(gen.next_stream());
     step_ = cuda::capture([&] {
       gen.begin_device_streams(stream_base_.get());
       try {
-        queue_step(model, forward, data, x, optimizer, gen, loss_seed_, step_metrics_);
+        queue_step(model, forward, data, x, optimizer, gen, loss_grad_, step_metrics_);
       } catch (...) {
         gen.end_device_streams();
         throw;
@@ -174,7 +182,7 @@ class RecordedEpoch {
   cuda::DeviceCounter stream_base_;
   uint64_t streams_per_step_ = 0;
   cuda::CapturedGraph step_, eval_;
-  Tensor loss_seed_;                    // (): made by the eager first epoch, the step graph reads it
+  LossGradientInputs loss_grad_;        // made by the eager first epoch, the step graph reads it
   Tensor step_metrics_, eval_metrics_;  // (1, 3), (3, 3): the graphs write here
   std::string why_;
 };
@@ -302,7 +310,7 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   const int64_t first_epoch = state.epoch + 1;
   Tensor metrics = Tensor::empty({kMetricRows, 3}, DType::f64, data.x.device(), "epoch metrics");
   Tensor step_metrics = metrics.rows(kStepRow, kStepRow + 1), eval_metrics = metrics.rows(kEvalRows, kMetricRows);
-  Tensor loss_seed;  // made by the first step (queue_step)
+  LossGradientInputs loss_grad;  // made by the first step (queue_step)
   EpochReads reads(metrics);
   // Recorded after the first (eager) epoch has made the optimiser state and every cache.
   std::unique_ptr<RecordedEpoch> recorded;
@@ -313,7 +321,7 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
     reads.step_begins();
     if (record && epoch == first_epoch + 1) {
       record = false;
-      recorded = std::make_unique<RecordedEpoch>(model, forward, data, x, optimizer, gen, loss_seed, step_metrics,
+      recorded = std::make_unique<RecordedEpoch>(model, forward, data, x, optimizer, gen, loss_grad, step_metrics,
                                                  eval_metrics);
       if (!recorded->valid()) {  // fall back to eager steps
         result.cuda_graphs_note = "not recorded: " + recorded->why();
@@ -332,7 +340,7 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
       cuda::release_cached_memory();
     };
     if (recorded && !recorded->step()) drop_recording("step");
-    if (!recorded) queue_step(model, forward, data, x, optimizer, gen, loss_seed, step_metrics);
+    if (!recorded) queue_step(model, forward, data, x, optimizer, gen, loss_grad, step_metrics);
     reads.step_ends();
     if (recorded && !recorded->eval()) drop_recording("evaluation");
     if (!recorded) queue_eval(model, forward, data, x, eval_metrics);

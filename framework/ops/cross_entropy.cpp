@@ -63,6 +63,7 @@ void masked_row_counts(const Tensor& index, Tensor& count) {
 
 void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
                                    const Tensor& row_count, const Tensor& grad_loss, Tensor& grad_logits) {
+  check_rows_and_labels(logits, labels, index);  // (masked_cross_entropy_grad runs no forward)
   dispatch_float(logits.dtype(), "masked_cross_entropy", [&](auto zero) {
     using T = decltype(zero);
     const int64_t N = logits.size(0), C = logits.size(1), K = index.numel();
@@ -117,8 +118,10 @@ void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, c
 
 }  // namespace kernels
 
-Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& index) {
-  const char* op = "masked_cross_entropy";
+namespace {
+
+// The checks every entry point makes on its inputs (op names the entry point).
+void check_loss_inputs(const char* op, const Tensor& logits, const Tensor& labels, const Tensor& index) {
   check_float(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
   check_dtype(op, "labels", labels, DType::i32);
@@ -129,6 +132,36 @@ Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Te
   GAT_CHECK(labels.device() == logits.device() && index.device() == logits.device(), op,
             ": logits ", logits.describe(), ", labels ", labels.describe(), " and index ",
             index.describe(), " must be on one device");
+}
+
+}  // namespace
+
+Tensor masked_row_counts(const Tensor& index, int64_t rows) {
+  const char* op = "masked_row_counts";
+  check_dtype(op, "index", index, DType::i32);
+  check_dim(op, "index", index, 1);
+  GAT_CHECK(rows >= 0, op, ": rows = ", rows, " is negative");
+  Tensor count = Tensor::empty({rows}, DType::i32, index.device(), "masked_cross_entropy row counts");  // (rows,)
+  kernels::masked_row_counts(index, count);
+  return count;
+}
+
+Tensor masked_cross_entropy_grad(const Tensor& logits, const Tensor& labels, const Tensor& index,
+                                 const Tensor& count, const Tensor& grad_loss) {
+  const char* op = "masked_cross_entropy_grad";
+  check_loss_inputs(op, logits, labels, index);
+  check_dtype(op, "grad_loss", grad_loss, logits.dtype());
+  check_shape(op, "grad_loss", grad_loss, {});
+  GAT_CHECK(grad_loss.device() == logits.device(), op, ": grad_loss ", grad_loss.describe(),
+            " is not on logits' device (", logits.describe(), ")");
+  Tensor grad = Tensor::empty(logits.shape(), logits.dtype(), logits.device(), "masked_cross_entropy grad");  // (N, C)
+  kernels::masked_cross_entropy_backward(logits, labels, index, count, grad_loss, grad);
+  return grad;
+}
+
+Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& index) {
+  const char* op = "masked_cross_entropy";
+  check_loss_inputs(op, logits, labels, index);
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device(), op);  // ()
   // The rows' counts, which only the backward reads: on CUDA beside the forward kernel (on Cora
   // the count's two launches were 3.6 us of the step's chain).
@@ -137,19 +170,14 @@ Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Te
   if (autograd::needs_grad({logits})) {
     side = std::make_shared<SideWork>();
     count = side->run({index}, [N = logits.size(0)](const std::vector<Tensor>& in) {
-      Tensor c = Tensor::empty({N}, DType::i32, in[0].device(), "masked_cross_entropy row counts");  // (N,)
-      kernels::masked_row_counts(in[0], c);
-      return std::vector<Tensor>{c};
+      return std::vector<Tensor>{masked_row_counts(in[0], N)};
     })[0];
   }
   kernels::masked_cross_entropy_forward(logits, labels, index, loss);
   return autograd::record(op, loss, {logits},
                           [logits = logits.detach(), labels, index, count, side](const Tensor& grad_loss) {
                             side->join();
-                            Tensor grad = Tensor::empty(logits.shape(), logits.dtype(),
-                                                        logits.device(), "masked_cross_entropy grad");
-                            kernels::masked_cross_entropy_backward(logits, labels, index, count, grad_loss, grad);
-                            return std::vector<Tensor>{grad};
+                            return std::vector<Tensor>{masked_cross_entropy_grad(logits, labels, index, count, grad_loss)};
                           });
 }
 

@@ -20,11 +20,23 @@ namespace gat::ops {
 //   -> scalar () of logits' dtype. Records autograd for logits.
 Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& index);
 
+// The op's backward pass without its forward, for a caller that needs d logits but not the loss
+// (the trainer: its logged loss comes from classification_metrics):
+//   masked_row_counts(index, rows) -> count (rows,) i32, how often each row of [0, rows) appears
+//     in index (entries outside it not counted). index: (K,) i32.
+//   masked_cross_entropy_grad(logits, labels, index, count, grad_loss) -> d logits (N, C), the
+//     gradient masked_cross_entropy's backward gives for d loss = grad_loss (() of logits' dtype),
+//     bit for bit; count = masked_row_counts(index, N). Input errors as masked_cross_entropy's.
+// Neither records autograd. A caller that keeps index fixed counts once and reuses the count.
+Tensor masked_row_counts(const Tensor& index, int64_t rows);
+Tensor masked_cross_entropy_grad(const Tensor& logits, const Tensor& labels, const Tensor& index,
+                                 const Tensor& count, const Tensor& grad_loss);
+
 // The kernels (docs/design.md, the op pattern), overwriting their outputs: forward -> loss () =
-// the mean NLL over index (the CPU also checks index and labels, see above); row_counts ->
-// count (N,) i32, how often each row of [0, N) appears in index (entries outside it not counted);
-// backward: grad_loss () and count -> grad_logits (N, C). The op counts in its forward pass, on
-// CUDA beside it (SideWork), so its backward does not wait for the count. kernels:: runs
+// the mean NLL over index; row_counts -> count (N,) i32, how often each row of [0, N) appears in
+// index (entries outside it not counted); backward: grad_loss () and count -> grad_logits (N, C).
+// The CPU forward and backward check index and labels (see above). The op counts in its forward
+// pass, on CUDA beside it (SideWork), so its backward does not wait for the count. kernels:: runs
 // cpu_impl:: or cuda_impl:: by logits' (index's) device.
 namespace kernels {
 void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
