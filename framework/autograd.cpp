@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "gat/framework/ops/add_into.h"
 
@@ -79,10 +80,10 @@ std::vector<Tensor> side_gradients(std::vector<Tensor> inputs, const SideWork::F
   return t_side->run(std::move(inputs), work);
 }
 
-void backward(const Tensor& root, const Tensor& grad_root) {
+void backward(const Tensor& root, Tensor grad_root) {
   GAT_CHECK(root.requires_grad(), "backward: the tensor ", root.describe(),
             " does not require grad (no input of its computation requires grad)");
-  Tensor seed = grad_root;
+  Tensor seed = std::move(grad_root);
   if (!seed.defined()) {
     GAT_CHECK(root.numel() == 1, "backward: a gradient must be given for a non-scalar root ",
               root.describe());
@@ -113,7 +114,7 @@ void backward(const Tensor& root, const Tensor& grad_root) {
     Tensor grad;
     bool owned;
   };
-  std::unordered_map<Node*, Pending> pending{{root_node.get(), {seed, false}}};
+  std::unordered_map<Node*, Pending> pending{{root_node.get(), {std::move(seed), false}}};
   // The pass's side work: joined before a gradient it made is read on the main stream, and at
   // the end (the destructor, also when a closure throws).
   SideWork side;

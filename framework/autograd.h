@@ -74,9 +74,12 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 // Attaches a Node to `out` when needs_grad(inputs); returns `out` either way.
 Tensor record(const char* op, Tensor out, std::vector<Tensor> inputs, BackwardFn backward);
 
-// Back-propagates from `root`. grad_root defaults to ones for a one-element root. The pass joins
-// its side work (side_gradients) before it returns.
-void backward(const Tensor& root, const Tensor& grad_root = Tensor());
+// Back-propagates from `root`. grad_root defaults to ones for a one-element root. A gradient
+// handed over (a temporary, or std::move) is freed as soon as the root's node has used it, not
+// at the end of the pass (the trainer's (N, C) gradient of the logits would otherwise be alive at
+// the pass's memory peak); one the caller keeps is only read. The pass joins its side work
+// (side_gradients) before it returns.
+void backward(const Tensor& root, Tensor grad_root = Tensor());
 
 // In a backward closure: gradients the rest of the pass does not wait for (a weight's, from
 // tensors the closure has already made), computed as side work of the pass (SideWork::run: the

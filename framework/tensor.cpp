@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 #include <sstream>
+#include <utility>
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
@@ -228,7 +229,7 @@ Tensor& Tensor::set_requires_grad(bool on) {
 
 void Tensor::zero_grad() { impl().grad.reset(); }
 
-void Tensor::backward(const Tensor& grad_output) const { autograd::backward(*this, grad_output); }
+void Tensor::backward(Tensor grad_output) const { autograd::backward(*this, std::move(grad_output)); }
 
 // ---- entry-point checks ---------------------------------------------------------
 

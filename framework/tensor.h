@@ -123,7 +123,7 @@ class Tensor {
   Tensor& set_requires_grad(bool on = true);
   Tensor grad() const { return Tensor(impl().grad); }  // undefined until backward reaches it
   void zero_grad();                                    // drops the accumulated gradient
-  void backward(const Tensor& grad_output = Tensor()) const;  // see autograd.h
+  void backward(Tensor grad_output = Tensor()) const;  // see autograd::backward
 
   TensorImpl& impl() const {
     GAT_CHECK(impl_ != nullptr, "use of an undefined Tensor");

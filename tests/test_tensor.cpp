@@ -95,6 +95,30 @@ TEST(Autograd, AnIntermediateNoClosureSavedIsFreedBeforeTheBackward) {
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{3, 4}));
 }
 
+TEST(Autograd, AHandedOverRootGradientIsFreedOnceTheRootsNodeUsedIt) {
+  // The trainer hands backward the logits' gradient (N, C): it must not stay alive through the
+  // rest of the pass. A gradient the caller keeps is left as it was.
+  Tensor x = Tensor::from_vector<double>({1, 2}, {2}).set_requires_grad();
+  std::weak_ptr<Storage> root_grad;
+  bool freed_when_x_node_ran = false;
+  Tensor y = autograd::record("first", x.clone(), {x}, [&](const Tensor& g) {
+    freed_when_x_node_ran = root_grad.expired();
+    return std::vector<Tensor>{ops::scale(g, 2.0)};
+  });
+  auto times_three = [](const Tensor& g) { return std::vector<Tensor>{ops::scale(g, 3.0)}; };
+  Tensor z = autograd::record("root", y.clone(), {y}, times_three);
+  Tensor g = Tensor::from_vector<double>({1, 10}, {2});
+  root_grad = g.impl().storage;
+  z.backward(std::move(g));
+  EXPECT_TRUE(freed_when_x_node_ran);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{6, 60}));
+  const Tensor kept = Tensor::from_vector<double>({1, 1}, {2});
+  x.zero_grad();
+  autograd::record("root", x.clone(), {x}, times_three).backward(kept);
+  EXPECT_EQ(kept.to_vector<double>(), (std::vector<double>{1, 1}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{3, 3}));
+}
+
 TEST(Autograd, LeavesHandedOneGradientTensorOwnSeparateCopies) {
   // add's backward hands its incoming gradient, here the caller's tensor, to both inputs: each
   // leaf must keep a copy, or accumulating into one leaf's gradient would change the other's and
