@@ -68,12 +68,15 @@ if want sanitize; then
   export SANITIZER SAN_OUT="$OUT/sanitize" SAN_TIMEOUT=${SANITIZE_TIMEOUT:-540}
   mkdir -p "$SAN_OUT"
   programs=$(ctest --test-dir "$B" -N -L cuda | sed -n 's/^ *Test *#[0-9]*: //p')
-  for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
-    for p in $programs; do
-      "$B/tests/$p" --gtest_list_tests | awk -v t="$tool" -v p="$B/tests/$p" \
-        '/^[^ ]/ {suite = $1} /^  / {print t, p, suite $1}'
-    done
-  done | grep -E -- "${SANITIZE_FILTER:-.}" >"$SAN_OUT/runs.txt"  # e.g. SANITIZE_FILTER='racecheck .*Finite'
+  [ -n "$programs" ] || { echo "sanitize: ctest lists no test labelled cuda in $B (not built?)"; status=1; }
+  : >"$SAN_OUT/all_runs.txt"
+  for p in $programs; do  # a program that cannot list its tests would otherwise leave a silent hole
+    tests=$("$B/tests/$p" --gtest_list_tests) || { echo "sanitize: $B/tests/$p cannot list its tests"; status=1; continue; }
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
+      awk -v t="$tool" -v p="$B/tests/$p" '/^[^ ]/ {suite = $1} /^  / {print t, p, suite $1}' <<<"$tests"
+    done >>"$SAN_OUT/all_runs.txt"
+  done
+  grep -E -- "${SANITIZE_FILTER:-.}" "$SAN_OUT/all_runs.txt" >"$SAN_OUT/runs.txt"  # e.g. SANITIZE_FILTER='racecheck .*Finite'
   step "compute-sanitizer: $(wc -l <"$SAN_OUT/runs.txt") runs, ${SANITIZE_JOBS:-$(nproc)} at a time"
   sanitize_one() {  # tool program test -> one line: verdict tool test
     local log="$SAN_OUT/$1-${3//\//_}.log"
@@ -93,7 +96,7 @@ if want sanitize; then
     echo "$verdict $1 $3"
   }
   export -f sanitize_one
-  xargs -P "${SANITIZE_JOBS:-$(nproc)}" -L 1 bash -c 'sanitize_one "$@"' _ <"$SAN_OUT/runs.txt" | sort >"$SAN_OUT/summary.txt"
+  xargs -r -P "${SANITIZE_JOBS:-$(nproc)}" -L 1 bash -c 'sanitize_one "$@"' _ <"$SAN_OUT/runs.txt" | sort >"$SAN_OUT/summary.txt"
   awk '{n[$1]++} END {for (v in n) print v, n[v]}' "$SAN_OUT/summary.txt"
   grep -v "^clean " "$SAN_OUT/summary.txt" && status=1
 fi

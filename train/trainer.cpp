@@ -38,9 +38,9 @@ double ms_since(Clock::time_point start) {
 // on), rows kEvalRows.. the evaluation's train, validation and test nodes (eval mode).
 constexpr int64_t kStepRow = 0, kEvalRows = 1, kMetricRows = 4;
 
-// What the loss's gradient reads besides the logits, made by the first step and kept (two
-// kernels fewer in every later one): d loss = 1 in the logits' dtype and device, and how often
-// each row appears in the training index (ops::masked_row_counts).
+// What the loss's gradient reads besides the logits, made by the first step and kept (a fill and
+// the count's two launches fewer in every later one): d loss = 1 in the logits' dtype and device,
+// and how often each row appears in the training index (ops::masked_row_counts).
 struct LossGradientInputs {
   Tensor seed;          // ()
   Tensor train_counts;  // (N,) i32
@@ -66,8 +66,8 @@ void queue_step(Module& model, const ForwardFn& forward, const Dataset& data, co
       loss_grad.seed.device() != logits.device())
     loss_grad = {Tensor::full({}, 1.0, logits.dtype(), logits.device()),
                  ops::masked_row_counts(data.train_index, logits.size(0))};
-  logits.backward(ops::masked_cross_entropy_grad(logits, data.y, data.train_index,
-                                         loss_grad.train_counts, loss_grad.seed));
+  logits.backward(ops::masked_cross_entropy_grad(logits, data.y, data.train_index, loss_grad.train_counts,
+                                                 loss_grad.seed));
   optimizer.step();
   optimizer.zero_grad();
   side.join();
