@@ -1,5 +1,5 @@
 // Helpers shared by the tests: comparisons (rel_error, expect_close, bitwise_equal), expected
-// errors (expect_error), skipping without a device (GAT_SKIP_WITHOUT_CUDA), test graphs
+// errors (expect_error), an environment variable for a scope (ScopedEnv), skipping without a device (GAT_SKIP_WITHOUT_CUDA), test graphs
 // (mixed_graph, random_graph, small_graph), a small training dataset (small_training_dataset), sparse-looking features (sparse_random) and the GAT
 // layer's gradient-check plumbing. Gradient checks themselves are in gradcheck.h.
 #pragma once
@@ -8,10 +8,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gat/datasets/generator.h"
@@ -28,6 +31,28 @@
   GTEST_SKIP() << "no CUDA device: " << ::gat::cuda::unavailable_reason()
 
 namespace gat::testing {
+
+// An environment variable set to `value` (unset when nullopt) for the scope's life; its old value,
+// or its absence, comes back at the end, so a test cannot leak it to the tests that follow (or
+// lose one that the run was started with, such as GAT_GRADCHECK_SAMPLE).
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, std::optional<std::string> value) : name_(std::move(name)) {
+    if (const char* old = std::getenv(name_.c_str())) old_ = old;
+    set(value);
+  }
+  ~ScopedEnv() { set(old_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  void set(const std::optional<std::string>& value) {
+    if (value) ::setenv(name_.c_str(), value->c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 // ---- comparisons ----
 

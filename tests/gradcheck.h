@@ -8,13 +8,21 @@
 // (CPU or CUDA); every element of every input is perturbed by ±eps and the slope compared with
 // the analytic gradient from backward(). The worst element is reported with its input, index,
 // analytic and numeric values.
+//
+// GAT_GRADCHECK_SAMPLE=k checks k elements of each input, evenly spread from its first to its last,
+// instead of all of them. bench/gpu_check.sh sets it for compute-sanitizer runs: the sanitizer asks
+// whether the kernels touch memory correctly, which the forward and backward at full shape answer,
+// and each further element only repeats the forward's launches (hundreds of thousands in a test,
+// hours under memcheck or racecheck). ctest leaves it unset: the numeric check stays complete.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
@@ -34,6 +42,34 @@ inline Tensor random_tensor(const Shape& shape, std::mt19937_64& rng, double lo 
   std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
   for (double& x : v) x = dist(rng);
   return Tensor::from_vector(v, shape).to(dtype).to(device);
+}
+
+// The indices of an input's n elements to perturb: all of them, or `sample` evenly spread ones
+// (the first and the last among them) when 0 < sample < n.
+inline std::vector<size_t> elements_to_check(size_t n, int64_t sample) {
+  std::vector<size_t> picked;
+  if (sample <= 0 || static_cast<size_t>(sample) >= n) {
+    picked.resize(n);
+    std::iota(picked.begin(), picked.end(), size_t{0});
+  } else {
+    for (int64_t j = 0; j < sample; ++j)
+      picked.push_back(sample == 1 ? 0 : static_cast<size_t>(j) * (n - 1) / static_cast<size_t>(sample - 1));
+  }
+  return picked;
+}
+
+// GAT_GRADCHECK_SAMPLE as a count of elements per input; 0 (every element) when unset. Anything
+// but a positive integer fails the calling test.
+inline int64_t gradcheck_sample_from_env() {
+  const char* text = std::getenv("GAT_GRADCHECK_SAMPLE");
+  if (text == nullptr || *text == '\0') return 0;
+  char* end = nullptr;
+  const long long sample = std::strtoll(text, &end, 10);
+  if (*end != '\0' || sample <= 0) {
+    ADD_FAILURE() << "GAT_GRADCHECK_SAMPLE=" << text << ": expected a positive count of elements per input";
+    return 0;
+  }
+  return sample;
 }
 
 struct GradcheckReport {
@@ -83,6 +119,7 @@ inline GradcheckReport gradcheck(const TensorFn& f, std::vector<Tensor> inputs, 
   out.backward(Tensor::from_vector(weights, out.shape()).to(out.dtype()).to(out.device()));
 
   GradcheckReport report;
+  const int64_t sample = gradcheck_sample_from_env();
   autograd::NoGradGuard no_grad;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor analytic_t = inputs[i].grad();
@@ -90,7 +127,7 @@ inline GradcheckReport gradcheck(const TensorFn& f, std::vector<Tensor> inputs, 
                                        ? analytic_t.to_vector<double>()
                                        : std::vector<double>(static_cast<size_t>(inputs[i].numel()), 0.0);
     std::vector<double> x = inputs[i].to_vector<double>();
-    for (size_t k = 0; k < x.size(); ++k) {
+    for (size_t k : elements_to_check(x.size(), sample)) {
       auto eval_at = [&](double value) {
         std::vector<double> xp = x;
         xp[k] = value;

@@ -871,15 +871,13 @@ TEST(Generator, EdgeFeaturesAreSymmetricAndSayWhetherTheEndsShareAClass) {
 }
 
 TEST(Registry, DataDirFromTheEnvironment) {
-  const char* old = std::getenv("GAT_DATA_DIR");
-  const std::string saved = old ? old : "";
-  setenv("GAT_DATA_DIR", "/some/where", 1);
-  EXPECT_EQ(default_data_dir(), "/some/where");
-  // Not there: fetched from GAT_DATASET_URL (a closed port in the tests), which fails naming the
-  // file, the folder and what to do.
-  expect_error([] { load_dataset("cora"); }, {"ind.cora.x is missing from /some/where", "by hand"});
-  if (old) setenv("GAT_DATA_DIR", saved.c_str(), 1);
-  else unsetenv("GAT_DATA_DIR");
+  {
+    const gat::testing::ScopedEnv elsewhere("GAT_DATA_DIR", "/some/where");
+    EXPECT_EQ(default_data_dir(), "/some/where");
+    // Not there: fetched from GAT_DATASET_URL (a closed port in the tests), which fails naming the
+    // file, the folder and what to do.
+    expect_error([] { load_dataset("cora"); }, {"ind.cora.x is missing from /some/where", "by hand"});
+  }
   SKIP_WITHOUT("cora");
   EXPECT_EQ(load_dataset("CORA").num_nodes(), 2708);
 }

@@ -1,11 +1,14 @@
 // CPU tests of the elementwise, shape and reduction ops: values, gradient checks for every
 // differentiable input, dropout masks, and the error messages.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -32,6 +35,7 @@ using gat::testing::expect_gradients_match;
 using gat::testing::bitwise_equal;
 using gat::testing::host_f64;
 using gat::testing::random_tensor;
+using gat::testing::ScopedEnv;
 
 namespace {
 
@@ -476,6 +480,42 @@ TEST_F(OpsGradcheck, EluDropout) {
       expect_gradients_match(what + ", edge values", f, {edges});
       expect_gradients_match(what, f, {rand({6, 7}, -3, 2)});
     }
+}
+
+// The checker itself: it catches a wrong gradient in every element, and GAT_GRADCHECK_SAMPLE (set
+// for compute-sanitizer runs) narrows it to the elements asked for without blinding it.
+TEST(Gradcheck, CatchesAWrongGradientWhetherItChecksEveryElementOrASample) {
+  auto slope_claimed_twice = [](const Inputs& in) {  // y = x, whose backward claims dy/dx = 2
+    return autograd::record("wrong slope", in[0].detach().clone(), {in[0]},
+                            [](const Tensor& g) { return std::vector<Tensor>{ops::scale(g, 2.0)}; });
+  };
+  std::mt19937_64 rng(7);
+  const Tensor x = random_tensor({5, 7}, rng);
+  {
+    const ScopedEnv every_element("GAT_GRADCHECK_SAMPLE", std::nullopt);
+    const gat::testing::GradcheckReport every = gat::testing::gradcheck(slope_claimed_twice, {x});
+    EXPECT_EQ(every.elements, 35);
+    EXPECT_NEAR(every.worst_error, 0.5, 1e-6);  // |2R - R| / |2R|
+  }
+  const ScopedEnv three("GAT_GRADCHECK_SAMPLE", "3");
+  const gat::testing::GradcheckReport sampled = gat::testing::gradcheck(slope_claimed_twice, {x});
+  EXPECT_EQ(sampled.elements, 3);
+  EXPECT_NEAR(sampled.worst_error, 0.5, 1e-6);
+}
+
+TEST(Gradcheck, ASampleSpreadsFromTheFirstElementToTheLast) {
+  using gat::testing::elements_to_check;
+  EXPECT_EQ(elements_to_check(10, 3), (std::vector<size_t>{0, 4, 9}));
+  EXPECT_EQ(elements_to_check(10, 1), (std::vector<size_t>{0}));
+  EXPECT_EQ(elements_to_check(4, 0), (std::vector<size_t>{0, 1, 2, 3}));  // unset: every element
+  EXPECT_EQ(elements_to_check(4, 9), (std::vector<size_t>{0, 1, 2, 3}));  // more than there are
+  EXPECT_TRUE(elements_to_check(0, 2).empty());
+  for (const char* bad : {"0", "-2", "3x", "many"}) {
+    const ScopedEnv sample("GAT_GRADCHECK_SAMPLE", bad);
+    EXPECT_NONFATAL_FAILURE(EXPECT_EQ(gat::testing::gradcheck_sample_from_env(), 0), "positive count");
+  }
+  const ScopedEnv unset("GAT_GRADCHECK_SAMPLE", std::nullopt);
+  EXPECT_EQ(gat::testing::gradcheck_sample_from_env(), 0);
 }
 
 TEST_F(OpsGradcheck, ShapeOps) {
