@@ -518,6 +518,23 @@ TEST(Gradcheck, ASampleSpreadsFromTheFirstElementToTheLast) {
   EXPECT_EQ(gat::testing::gradcheck_sample_from_env(), 0);
 }
 
+TEST(ScopedEnv, RestoresTheOldValueOrItsAbsence) {
+  const char* name = "GAT_TEST_SCOPED_ENV";
+  ::unsetenv(name);
+  {
+    const ScopedEnv set(name, "inner");
+    EXPECT_STREQ(std::getenv(name), "inner");
+  }
+  EXPECT_EQ(std::getenv(name), nullptr);
+  ::setenv(name, "outer", 1);
+  {
+    const ScopedEnv unset(name, std::nullopt);
+    EXPECT_EQ(std::getenv(name), nullptr);
+  }
+  EXPECT_STREQ(std::getenv(name), "outer");
+  ::unsetenv(name);
+}
+
 TEST_F(OpsGradcheck, ShapeOps) {
   expect_gradients_match("reshape", [](const Inputs& in) { return ops::reshape(in[0], {-1, 2}); },
                          {rand({2, 3, 2})});
