@@ -69,9 +69,11 @@ if want sanitize; then
   # The sanitizer asks whether kernels touch memory correctly, not whether gradients are right: a
   # finite-difference check perturbs GAT_GRADCHECK_SAMPLE elements per input (tests/gradcheck.h)
   # instead of every one, whose forwards only repeat launches already checked (one test made
-  # 208,652 launches). racecheck checks the project's kernels (namespace gat) and lets cuBLAS's
-  # run unchecked: it follows a GEMM's shared memory access by access, and test_cuda_core's
-  # 4096 x 4096 f64 product (0.4 s natively) did not finish in 9 minutes. memcheck checks all.
+  # 208,652 launches). racecheck checks the project's kernels (namespace gat: compute-sanitizer
+  # 2025.3 matches the mangled name, _ZN3gat..., and gat:: covers a tool that demangles) and lets
+  # cuBLAS's run unchecked: it follows a GEMM's shared memory access by access, and
+  # test_cuda_core's 4096 x 4096 f64 product (0.4 s natively) did not finish in 9 minutes.
+  # memcheck checks all.
   SANITIZER=${SANITIZER:-compute-sanitizer}
   export SANITIZER SAN_OUT="$OUT/sanitize" SAN_TIMEOUT=${SANITIZE_TIMEOUT:-540}
   export GAT_GRADCHECK_SAMPLE=${GAT_GRADCHECK_SAMPLE:-4} RACECHECK_KERNELS=${RACECHECK_KERNELS:-regex=gat::|N3gat}
