@@ -95,6 +95,10 @@ std::mutex g_sizes_mutex;
 
 // Whether this thread queues on the side stream (an OnSideStream scope is open).
 thread_local bool t_on_side = false;
+// This thread's external stream and allocator (a UseExternal scope is open): the stream then
+// takes everything, the side stream's work included (it runs in order, still correct).
+thread_local cudaStream_t t_external_stream = nullptr;
+thread_local ExternalAllocator* t_external_allocator = nullptr;
 
 // Capture state (one capture at a time, begun on the main stream; the side stream joins it when
 // it waits for the main stream's fork event).

@@ -58,6 +58,29 @@ class SideMark {
   void* event_ = nullptr;  // cudaEvent_t
 };
 
+// Memory and a stream that a host framework owns: inside PyTorch, its caching allocator and
+// torch.cuda.current_stream(), so that a process has one memory pool and gat's kernels are
+// ordered with PyTorch's without any host synchronisation.
+class ExternalAllocator {
+ public:
+  virtual ~ExternalAllocator() = default;
+  // Device memory for the stream installed with it (UseExternal); throws gat::Error on failure.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr) noexcept = 0;
+};
+// While a UseExternal lives, this thread queues its kernels, copies and cuBLAS calls on `stream`
+// (a cudaStream_t) and, when `allocator` is not null, takes the device memory of every new tensor
+// from it (each storage returns its memory to the allocator it came from, whenever it is freed;
+// the allocator must outlive it). Scopes do not nest. Throws without CUDA.
+class UseExternal {
+ public:
+  UseExternal(void* stream, ExternalAllocator* allocator);
+  ~UseExternal();
+  UseExternal(const UseExternal&) = delete;
+  UseExternal& operator=(const UseExternal&) = delete;
+};
+ExternalAllocator* external_allocator();  // this thread's, or null
+
 // Stream-ordered allocation on the current stream (cudaMallocAsync). Out-of-memory throws a
 // gat::Error naming `what` and the bytes asked for.
 void* malloc(size_t bytes, const char* what);

@@ -21,6 +21,9 @@ OnSideStream::~OnSideStream() = default;
 SideMark::SideMark() { no_cuda("cuda::SideMark"); }
 SideMark::~SideMark() = default;
 void SideMark::join() const { no_cuda("cuda::SideMark::join"); }
+UseExternal::UseExternal(void*, ExternalAllocator*) { no_cuda("cuda::UseExternal"); }
+UseExternal::~UseExternal() = default;
+ExternalAllocator* external_allocator() { return nullptr; }
 void* malloc(size_t, const char* what) { no_cuda(what); }
 void free(void*) {}
 void memcpy(void*, bool, const void*, bool, size_t) { no_cuda("cuda::memcpy"); }

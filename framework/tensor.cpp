@@ -57,14 +57,22 @@ Storage::Storage(size_t bytes, Device device, const char* what) : bytes_(bytes),
     // 64-byte alignment for Eigen's and the compiler's vector loads.
     data_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!data_) throw Error(detail::concat(what, ": out of host memory allocating ", bytes, " bytes"));
+  } else if ((allocator_ = cuda::external_allocator()) != nullptr) {
+    data_ = allocator_->allocate(bytes);
   } else {
     data_ = cuda::malloc(bytes, what);
   }
 }
 
+Storage::Storage(void* data, size_t bytes, Device device, std::shared_ptr<void> owner)
+    : data_(data), bytes_(bytes), device_(device), owned_(false), owner_(std::move(owner)) {
+  GAT_CHECK(data != nullptr || bytes == 0, "Storage: a view of ", bytes, " bytes at a null pointer");
+}
+
 Storage::~Storage() {
-  if (!data_) return;
+  if (!data_ || !owned_) return;
   if (device_ == Device::cpu) std::free(data_);
+  else if (allocator_) allocator_->deallocate(data_);
   else cuda::free(data_);
 }
 
@@ -84,6 +92,16 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, const char*
   GAT_CHECK(!__builtin_mul_overflow(shape_numel(shape), static_cast<int64_t>(dtype_size(dtype)), &bytes),
             what, ": ", shape_str(shape), " of ", dtype_name(dtype), " is more than 2^63 bytes");
   impl->storage = std::make_shared<Storage>(static_cast<size_t>(bytes), device, what);
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device device,
+                         std::shared_ptr<void> owner) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->dtype = dtype;
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  impl->storage = std::make_shared<Storage>(data, bytes, device, std::move(owner));
   return Tensor(std::move(impl));
 }
 

@@ -33,11 +33,18 @@ std::string shape_str(const Shape& shape);  // "(2, 3)"
 int64_t shape_numel(const Shape& shape);
 std::string describe_tensor(DType dtype, Device device, const Shape& shape);  // "f32 cuda (2, 3)"
 
+namespace cuda { class ExternalAllocator; }  // cuda_runtime.h
+
 // Raw bytes on one device. Move-only; freed when the last Tensor using it goes.
-// CUDA memory comes from the stream-ordered allocator in framework/cuda_runtime.h.
+// CUDA memory comes from the stream-ordered allocator in framework/cuda_runtime.h, or from the
+// external allocator installed on this thread (cuda::UseExternal) when the storage was made; it
+// goes back to the allocator it came from.
 class Storage {
  public:
   Storage(size_t bytes, Device device, const char* what);
+  // A view of memory that something else owns (a PyTorch tensor's, a caller's buffer): never freed
+  // here. `owner` (may be null) is kept alive as long as this storage.
+  Storage(void* data, size_t bytes, Device device, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -50,6 +57,9 @@ class Storage {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;
+  bool owned_ = true;                            // false for a view
+  cuda::ExternalAllocator* allocator_ = nullptr;  // the external allocator data_ came from, if any
+  std::shared_ptr<void> owner_;                   // a view's owner
 };
 
 struct Node;  // autograd.h
@@ -79,6 +89,11 @@ class Tensor {
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape,
                             Device device = Device::cpu);
+  // A tensor over memory that something else owns (like torch::from_blob): `data` on `device`,
+  // contiguous and row-major, at least 64-byte aligned where CPU kernels vectorise. Nothing is
+  // copied; `owner` (may be null) is kept alive as long as any handle to the tensor.
+  static Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device,
+                          std::shared_ptr<void> owner = nullptr);
   static Tensor scalar(double value, DType dtype = DType::f32, Device device = Device::cpu) {
     return full({}, value, dtype, device);
   }

@@ -2,6 +2,9 @@
 // optimisers against their CPU references (f32, relative error <= 1e-5), f64 gradient checks on
 // the device, bitwise reproducibility, and Module::to(cuda).
 #include <gtest/gtest.h>
+#if GAT_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -511,3 +514,49 @@ TEST(CudaCore, PeakBreakdownListsTheBlocksAliveAtTheHighWaterMark) {
   ASSERT_FALSE(blocks.empty());
   EXPECT_EQ(blocks.front().what, "test big block");  // the most bytes first
 }
+
+#if GAT_WITH_CUDA
+namespace {
+// Device memory from gat's pool with a count of what is live: an allocator that is not gat's.
+class CountingAllocator final : public cuda::ExternalAllocator {
+ public:
+  void* allocate(size_t bytes) override {
+    ++live;
+    return cuda::malloc(bytes, "CountingAllocator");
+  }
+  void deallocate(void* ptr) noexcept override {
+    --live;
+    cuda::free(ptr);
+  }
+  int live = 0;
+};
+}  // namespace
+
+// cuda::UseExternal: every tensor made inside the scope comes from the external allocator and
+// goes back to it, even when freed after the scope; results are those of gat's own stream.
+TEST(CudaCore, AnExternalAllocatorAndStreamServeEveryTensorMadeInTheirScope) {
+  GAT_SKIP_WITHOUT_CUDA();
+  CountingAllocator allocator;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  const Tensor a = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}, Device::cuda);
+  const Tensor b = Tensor::from_vector<float>({1, 0, 0, 1, 1, 1}, {3, 2}, Device::cuda);
+  const std::vector<float> want = ops::matmul(a, b).to_vector<float>();  // cuBLAS on gat's stream
+  Tensor kept;
+  {
+    cuda::UseExternal use(stream, &allocator);
+    EXPECT_EQ(cuda::external_allocator(), &allocator);
+    expect_error([&] { cuda::UseExternal again(stream, &allocator); }, {"do not nest"});
+    kept = ops::matmul(a, b);  // cuBLAS and the output on the external stream and memory
+    EXPECT_GE(allocator.live, 1);
+    EXPECT_EQ(kept.to_vector<float>(), want);
+  }
+  EXPECT_EQ(cuda::external_allocator(), nullptr);
+  EXPECT_EQ(allocator.live, 1);  // `kept` outlives the scope and still belongs to the allocator
+  kept = Tensor();
+  EXPECT_EQ(allocator.live, 0);
+  EXPECT_EQ(ops::matmul(a, b).to_vector<float>(), want);  // gat's own stream and pool again
+  EXPECT_EQ(allocator.live, 0);
+  cudaStreamDestroy(stream);
+}
+#endif  // GAT_WITH_CUDA

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <vector>
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/arithmetic.h"
@@ -191,4 +192,33 @@ TEST(Tensor, DeviceOutOfMemoryIsAnErrorNamingTheSizeAndTheOp) {
                {"huge activation", "out of memory", std::to_string(elements * 4)});
   // The device is still usable afterwards.
   EXPECT_EQ(Tensor::full({3}, 1.5, DType::f32, Device::cuda).to_vector<float>(), std::vector<float>(3, 1.5f));
+}
+
+TEST(Tensor, FromBlobViewsTheCallersMemoryAndKeepsItsOwnerAlive) {
+  auto owner = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4, 5, 6});
+  std::weak_ptr<std::vector<float>> watch = owner;
+  Tensor t = Tensor::from_blob(owner->data(), {2, 3}, DType::f32, Device::cpu, owner);
+  float* data = owner->data();
+  owner.reset();
+  ASSERT_FALSE(watch.expired());  // the view holds it
+  EXPECT_EQ(t.data<float>(), data);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  t.data<float>()[4] = 50;  // writes go to the caller's memory
+  EXPECT_EQ(watch.lock()->at(4), 50);
+  Tensor alias = t.view({3, 2});
+  t = Tensor();
+  EXPECT_FALSE(watch.expired());  // a handle to the same storage still holds it
+  alias = Tensor();
+  EXPECT_TRUE(watch.expired());   // released with the last handle, never freed by gat
+}
+
+TEST(Tensor, FromBlobWithoutAnOwnerAndItsChecks) {
+  double values[3] = {1.5, 2.5, 3.5};
+  {
+    Tensor t = Tensor::from_blob(values, {3}, DType::f64, Device::cpu);
+    EXPECT_EQ(t.to_vector<double>(), (std::vector<double>{1.5, 2.5, 3.5}));
+  }
+  EXPECT_EQ(values[2], 3.5);  // still ours after the tensor went
+  EXPECT_NO_THROW(Tensor::from_blob(nullptr, {0, 4}, DType::f32, Device::cpu));
+  expect_error([] { Tensor::from_blob(nullptr, {2}, DType::f32, Device::cpu); }, {"null pointer"});
 }
