@@ -264,7 +264,6 @@ Graph Graph::from_sorted_csr(int64_t num_src, Tensor row_ptr, Tensor col_idx) {
   g.num_src_nodes_ = num_src;
   g.num_dst_nodes_ = n;
   const RowSummary rows = summarize_rows(n, rp, col);
-  g.max_in_degree_ = rows.max_degree;
   g.num_self_loops_ = rows.self_loops;
   g.one_self_loop_per_node_ = rows.one_loop_per_node(std::min(num_src, n));
 
@@ -298,25 +297,7 @@ Graph Graph::from_sorted_csr(int64_t num_src, Tensor row_ptr, Tensor col_idx) {
       });
   staged_src.reset();
   Tensor t_row_ptr = row_pointers("Graph (transpose)", t_offsets);
-  const int32_t* trp = t_row_ptr.data<int32_t>();  // (Ns+1,)
-  int64_t max_out = 0;
-#pragma omp parallel for reduction(max : max_out) if (num_src > detail::kParallelItems)
-  for (int64_t j = 0; j < num_src; ++j) max_out = std::max<int64_t>(max_out, trp[j + 1] - trp[j]);
-  g.max_out_degree_ = max_out;
-
-  g.chunk_edges_ = chunk_edges_for(e, std::max(g.max_in_degree_, g.max_out_degree_));
-  const std::vector<int32_t> row_chunk_ptr = chunk_ptr_of(n, rp, g.chunk_edges_);
-  const std::vector<int32_t> t_row_chunk_ptr = chunk_ptr_of(num_src, trp, g.chunk_edges_);
-  g.num_row_chunks_ = row_chunk_ptr.back();
-  g.num_t_row_chunks_ = t_row_chunk_ptr.back();
-  g.row_chunk_ptr_ = Tensor::from_vector(row_chunk_ptr, {n + 1});
-  g.t_row_chunk_ptr_ = Tensor::from_vector(t_row_chunk_ptr, {num_src + 1});
-  g.row_chunk_row_ = Tensor::from_vector(chunk_rows_of(n, row_chunk_ptr), {g.num_row_chunks_});
-  g.t_row_chunk_row_ = Tensor::from_vector(chunk_rows_of(num_src, t_row_chunk_ptr), {g.num_t_row_chunks_});
-  const std::vector<int32_t> row_order = rows_longest_first(n, rp, g.chunk_edges_);
-  const std::vector<int32_t> t_row_order = rows_longest_first(num_src, trp, g.chunk_edges_);
-  g.row_order_ = Tensor::from_vector(row_order, {static_cast<int64_t>(row_order.size())});
-  g.t_row_order_ = Tensor::from_vector(t_row_order, {static_cast<int64_t>(t_row_order.size())});
+  g.set_plans(plan_rows(e, row_ptr, t_row_ptr));
   g.row_ptr_ = std::move(row_ptr);
   g.edge_src_ = std::move(col_idx);
   g.t_row_ptr_ = std::move(t_row_ptr);
@@ -324,6 +305,64 @@ Graph Graph::from_sorted_csr(int64_t num_src, Tensor row_ptr, Tensor col_idx) {
   g.t_edge_id_ = std::move(t_edge_id);
   g.edge_dst_ = std::move(edge_dst);
   stage.done();
+  return g;
+}
+
+RowPlans plan_rows(int64_t num_edges, const Tensor& row_ptr, const Tensor& t_row_ptr) {
+  const int64_t n = row_ptr.numel() - 1, num_src = t_row_ptr.numel() - 1;
+  const int32_t* rp = row_ptr.data<int32_t>();     // (Nd+1,)
+  const int32_t* trp = t_row_ptr.data<int32_t>();  // (Ns+1,)
+  RowPlans p;
+  int64_t max_in = 0, max_out = 0;
+#pragma omp parallel for reduction(max : max_in) if (n > detail::kParallelItems)
+  for (int64_t i = 0; i < n; ++i) max_in = std::max<int64_t>(max_in, rp[i + 1] - rp[i]);
+#pragma omp parallel for reduction(max : max_out) if (num_src > detail::kParallelItems)
+  for (int64_t j = 0; j < num_src; ++j) max_out = std::max<int64_t>(max_out, trp[j + 1] - trp[j]);
+  p.max_in_degree = max_in;
+  p.max_out_degree = max_out;
+  p.chunk_edges = chunk_edges_for(num_edges, std::max(max_in, max_out));
+  const std::vector<int32_t> row_chunk_ptr = chunk_ptr_of(n, rp, p.chunk_edges);
+  const std::vector<int32_t> t_row_chunk_ptr = chunk_ptr_of(num_src, trp, p.chunk_edges);
+  p.num_row_chunks = row_chunk_ptr.back();
+  p.num_t_row_chunks = t_row_chunk_ptr.back();
+  p.row_chunk_ptr = Tensor::from_vector(row_chunk_ptr, {n + 1});
+  p.t_row_chunk_ptr = Tensor::from_vector(t_row_chunk_ptr, {num_src + 1});
+  p.row_chunk_row = Tensor::from_vector(chunk_rows_of(n, row_chunk_ptr), {p.num_row_chunks});
+  p.t_row_chunk_row = Tensor::from_vector(chunk_rows_of(num_src, t_row_chunk_ptr), {p.num_t_row_chunks});
+  const std::vector<int32_t> row_order = rows_longest_first(n, rp, p.chunk_edges);
+  const std::vector<int32_t> t_row_order = rows_longest_first(num_src, trp, p.chunk_edges);
+  p.row_order = Tensor::from_vector(row_order, {static_cast<int64_t>(row_order.size())});
+  p.t_row_order = Tensor::from_vector(t_row_order, {static_cast<int64_t>(t_row_order.size())});
+  return p;
+}
+
+void Graph::set_plans(RowPlans p) {
+  max_in_degree_ = p.max_in_degree;
+  max_out_degree_ = p.max_out_degree;
+  chunk_edges_ = p.chunk_edges;
+  num_row_chunks_ = p.num_row_chunks;
+  num_t_row_chunks_ = p.num_t_row_chunks;
+  row_chunk_ptr_ = std::move(p.row_chunk_ptr);
+  t_row_chunk_ptr_ = std::move(p.t_row_chunk_ptr);
+  row_chunk_row_ = std::move(p.row_chunk_row);
+  t_row_chunk_row_ = std::move(p.t_row_chunk_row);
+  row_order_ = std::move(p.row_order);
+  t_row_order_ = std::move(p.t_row_order);
+}
+
+Graph Graph::from_arrays(GraphArrays a) {
+  Graph g;
+  g.num_src_nodes_ = a.num_src_nodes;
+  g.num_dst_nodes_ = a.num_dst_nodes;
+  g.row_ptr_ = std::move(a.row_ptr);
+  g.edge_src_ = std::move(a.edge_src);
+  g.edge_dst_ = std::move(a.edge_dst);
+  g.t_row_ptr_ = std::move(a.t_row_ptr);
+  g.t_edge_dst_ = std::move(a.t_edge_dst);
+  g.t_edge_id_ = std::move(a.t_edge_id);
+  g.set_plans(std::move(a.plans));
+  g.num_self_loops_ = a.num_self_loops;
+  g.one_self_loop_per_node_ = a.one_self_loop_per_node;
   return g;
 }
 

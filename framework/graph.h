@@ -34,9 +34,38 @@ struct GraphBuildOptions {
                                    // existing ones): every node of a graph on one node set
 };
 
+// The chunk plans and row orders of a CSR by destination and its transpose: what the GPU kernels
+// need beside the indices. Members as Graph's accessors of the same names.
+struct RowPlans {
+  int64_t max_in_degree = 0, max_out_degree = 0;
+  int chunk_edges = 0;
+  int64_t num_row_chunks = 0, num_t_row_chunks = 0;
+  Tensor row_chunk_ptr, t_row_chunk_ptr;  // (Nd+1,), (Ns+1,) i32
+  Tensor row_chunk_row, t_row_chunk_row;  // (num_row_chunks,), (num_t_row_chunks,) i32
+  Tensor row_order, t_row_order;          // i32
+};
+// The plans of a graph of num_edges edges from its row pointers (CPU i32 tensors (Nd+1,) and
+// (Ns+1,) of the CSR by destination and of its transpose): CPU tensors, as Graph builds them.
+RowPlans plan_rows(int64_t num_edges, const Tensor& row_ptr, const Tensor& t_row_ptr);
+
+// Every array and count of a Graph (members as its accessors of the same names), for a graph
+// whose arrays were built elsewhere, e.g. sorted by PyTorch on the device (Graph::from_arrays).
+struct GraphArrays {
+  int64_t num_src_nodes = 0, num_dst_nodes = 0;
+  Tensor row_ptr, edge_src, edge_dst;         // (Nd+1,), (E,), (E,) i32
+  Tensor t_row_ptr, t_edge_dst, t_edge_id;    // (Ns+1,), (E,), (E,) i32
+  RowPlans plans;
+  int64_t num_self_loops = 0;
+  bool one_self_loop_per_node = false;
+};
+
 class Graph {
  public:
   Graph() = default;
+
+  // Takes every array as given, on their device, without checking them: validate() does (it
+  // copies them to the host). For arrays a front end builds itself (the PyTorch package).
+  static Graph from_arrays(GraphArrays arrays);
 
   // Builds from an edge list src[k] -> dst[k] of sources in [0, num_src) and destinations in
   // [0, num_dst). Throws gat::Error when an index is outside its range (naming the edge and the
@@ -137,6 +166,7 @@ class Graph {
   // of a checked CSR by destination whose rows are sorted by source (CPU i32 tensors (Nd+1,) and
   // (E,), taken as the graph's own) with sources in [0, num_src).
   static Graph from_sorted_csr(int64_t num_src, Tensor row_ptr, Tensor col_idx);
+  void set_plans(RowPlans plans);
 
   int64_t num_src_nodes_ = 0, num_dst_nodes_ = 0;
   int64_t max_in_degree_ = 0;

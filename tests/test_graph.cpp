@@ -27,13 +27,13 @@ std::vector<std::pair<int32_t, int32_t>> edge_pairs(const Graph& g) {  // (src, 
 }
 
 // Every array of a graph, for exact comparisons.
-struct GraphArrays {
+struct HostGraphArrays {
   std::vector<int32_t> row_ptr, edge_src, edge_dst, t_row_ptr, t_edge_dst, t_edge_id, row_chunk_ptr, t_row_chunk_ptr,
       row_chunk_row, t_row_chunk_row, row_order, t_row_order;
   int64_t max_in = 0, max_out = 0, loops = 0, row_chunks = 0, t_row_chunks = 0;
   int chunk = 0;
   bool one_loop_per_node = false;
-  bool operator==(const GraphArrays& o) const {
+  bool operator==(const HostGraphArrays& o) const {
     return row_ptr == o.row_ptr && edge_src == o.edge_src && edge_dst == o.edge_dst && t_row_ptr == o.t_row_ptr &&
            t_edge_dst == o.t_edge_dst && t_edge_id == o.t_edge_id && row_chunk_ptr == o.row_chunk_ptr &&
            t_row_chunk_ptr == o.t_row_chunk_ptr && row_chunk_row == o.row_chunk_row &&
@@ -43,7 +43,7 @@ struct GraphArrays {
            one_loop_per_node == o.one_loop_per_node;
   }
 };
-GraphArrays arrays_of(const Graph& g) {
+HostGraphArrays arrays_of(const Graph& g) {
   return {g.row_ptr().to_vector<int32_t>(),       g.edge_src().to_vector<int32_t>(),
           g.edge_dst().to_vector<int32_t>(),      g.t_row_ptr().to_vector<int32_t>(),
           g.t_edge_dst().to_vector<int32_t>(),    g.t_edge_id().to_vector<int32_t>(),
@@ -60,7 +60,7 @@ GraphArrays arrays_of(const Graph& g) {
 // (std::sort) and deduplicated (std::unique); the transpose by a stable sort of the edge ids by
 // source; chunks counted row by row. ns sources and nd destinations (one node set: ns = nd);
 // added self loops (i, i) for i < min(ns, nd).
-GraphArrays reference_build(int32_t ns, int32_t nd, const std::vector<int32_t>& src,
+HostGraphArrays reference_build(int32_t ns, int32_t nd, const std::vector<int32_t>& src,
                             const std::vector<int32_t>& dst, const GraphBuildOptions& o) {
   std::vector<std::pair<int32_t, int32_t>> pairs;  // (dst, src)
   for (size_t k = 0; k < src.size(); ++k) {
@@ -74,7 +74,7 @@ GraphArrays reference_build(int32_t ns, int32_t nd, const std::vector<int32_t>& 
   std::sort(pairs.begin(), pairs.end());
   if (o.remove_duplicates) pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
   const int32_t e = static_cast<int32_t>(pairs.size());
-  GraphArrays r;
+  HostGraphArrays r;
   r.row_ptr.assign(nd + 1, 0);
   r.t_row_ptr.assign(ns + 1, 0);
   std::vector<int32_t> loops_in_row(nd, 0);
@@ -160,12 +160,12 @@ TEST(Graph, ParallelBuildsEqualAReferenceBuildForAnyThreadCount) {
     for (int32_t j = 0; j < std::min(n, 3000); ++j) src.push_back(0), dst.push_back(j);  // hub source 0
     for (int options = 0; options < 16; ++options) {
       const GraphBuildOptions o{(options & 1) != 0, (options & 2) != 0, (options & 4) != 0, (options & 8) != 0};
-      const GraphArrays want = reference_build(n, n, src, dst, o);
+      const HostGraphArrays want = reference_build(n, n, src, dst, o);
       // with_self_loops: loops removed, one per node added, duplicates kept as they are.
       GraphBuildOptions add;
       add.remove_duplicates = false;
       add.add_self_loops = true;
-      const GraphArrays want_looped = reference_build(n, n, want.edge_src, want.edge_dst, add);
+      const HostGraphArrays want_looped = reference_build(n, n, want.edge_src, want.edge_dst, add);
       for (const int threads : {1, 3}) {
         omp_set_num_threads(threads);
         const Graph g = Graph::from_edges(n, src, dst, o);
@@ -195,11 +195,11 @@ TEST(Graph, BipartiteBuildsEqualAReferenceBuild) {
     for (int32_t i = 0; i < std::min(nd, 2000); ++i) src.push_back(0), dst.push_back(i);  // hub source 0
     for (int options = 0; options < 8; ++options) {
       const GraphBuildOptions o{false, (options & 1) != 0, (options & 2) != 0, (options & 4) != 0};
-      const GraphArrays want = reference_build(ns, nd, src, dst, o);
+      const HostGraphArrays want = reference_build(ns, nd, src, dst, o);
       GraphBuildOptions add;
       add.remove_duplicates = false;
       add.add_self_loops = true;
-      const GraphArrays want_looped = reference_build(ns, nd, want.edge_src, want.edge_dst, add);
+      const HostGraphArrays want_looped = reference_build(ns, nd, want.edge_src, want.edge_dst, add);
       for (const int threads : {1, 3}) {
         omp_set_num_threads(threads);
         const Graph g = Graph::from_edges(ns, nd, src, dst, o);
@@ -289,6 +289,37 @@ TEST(Graph, BipartiteCudaRoundTripKeepsEveryArray) {
   const Graph l = g.to(Device::cuda).with_self_loops();
   EXPECT_EQ(l.device(), Device::cuda);
   EXPECT_TRUE(arrays_of(l.to(Device::cpu)) == arrays_of(g.with_self_loops()));
+}
+
+// Graph::from_arrays takes what another front end built (the PyTorch package sorts on the
+// device and plans with plan_rows): the same arrays give the same graph, and validate() catches
+// arrays that do not belong together.
+TEST(Graph, FromArraysRebuildsAGraphFromItsArraysAndPlanRowsGivesItsPlans) {
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<int32_t> source(0, 39), destination(0, 69);
+  std::vector<int32_t> src, dst;
+  for (int k = 0; k < 900; ++k) src.push_back(source(rng)), dst.push_back(destination(rng));
+  // A graph whose long rows are cut into chunks (a hub of 300 edges each way), and a bipartite one.
+  const Graph hub = random_graph(300, 5000, 300, rng).with_self_loops();
+  ASSERT_GT(hub.num_row_chunks(), 0);
+  ASSERT_GT(hub.num_t_row_chunks(), 0);
+  for (const Graph& g : {hub, Graph::from_edges(40, 70, src, dst)}) {
+    GraphArrays a;
+    a.num_src_nodes = g.num_src_nodes();
+    a.num_dst_nodes = g.num_dst_nodes();
+    a.row_ptr = g.row_ptr(), a.edge_src = g.edge_src(), a.edge_dst = g.edge_dst();
+    a.t_row_ptr = g.t_row_ptr(), a.t_edge_dst = g.t_edge_dst(), a.t_edge_id = g.t_edge_id();
+    a.plans = plan_rows(g.num_edges(), g.row_ptr(), g.t_row_ptr());
+    a.num_self_loops = g.count_self_loops();
+    a.one_self_loop_per_node = g.one_self_loop_per_node();
+    const Graph h = Graph::from_arrays(a);
+    h.validate();
+    EXPECT_TRUE(arrays_of(h) == arrays_of(g));  // every array and count
+    // Plans of another graph's rows do not pass.
+    GraphArrays wrong = a;
+    wrong.plans.chunk_edges *= 2;
+    expect_error([&] { Graph::from_arrays(wrong).validate(); }, {"chunk_edges"});
+  }
 }
 
 TEST(Graph, FromEdgesSortsByDestinationThenSource) {
