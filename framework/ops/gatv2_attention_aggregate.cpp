@@ -141,8 +141,9 @@ void gatv2_backward(const Graph& graph, const Gatv2Scores<T>& scores, const Tens
   });
 }
 
-// Checks the op's inputs (shared by the op and gatv2_edge_scores).
-void check_inputs(const char* op, const Graph& graph, const Tensor& xl, const Tensor& xr,
+}  // namespace
+
+void check_gatv2_inputs(const char* op, const Graph& graph, const Tensor& xl, const Tensor& xr,
                   const Tensor& att, double negative_slope, const Tensor& edge_term) {
   check_float(op, "xl", xl);
   check_dim(op, "xl", xl, 3);
@@ -166,8 +167,6 @@ void check_inputs(const char* op, const Graph& graph, const Tensor& xl, const Te
   }
   GAT_CHECK(std::isfinite(negative_slope), op, ": negative_slope ", negative_slope, " is not finite");
 }
-
-}  // namespace
 
 namespace cpu_impl {
 
@@ -263,7 +262,7 @@ Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Ten
                                  const Tensor& att, double negative_slope,
                                  const DropoutKey& attn_dropout, const Tensor& edge_term) {
   const char* op = "gatv2_attention_aggregate";
-  check_inputs(op, graph, xl, xr, att, negative_slope, edge_term);
+  check_gatv2_inputs(op, graph, xl, xr, att, negative_slope, edge_term);
   check_dropout(op, attn_dropout);
   const int64_t Nd = graph.num_dst_nodes(), H = xl.size(1), F = xl.size(2);
   Tensor out = Tensor::empty({Nd, H, F}, xl.dtype(), xl.device(), op);
@@ -301,7 +300,7 @@ Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Ten
 
 Tensor gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
                          double negative_slope, const Tensor& edge_term) {
-  check_inputs("gatv2_edge_scores", graph, xl, xr, att, negative_slope, edge_term);
+  check_gatv2_inputs("gatv2_edge_scores", graph, xl, xr, att, negative_slope, edge_term);
   Tensor scores = Tensor::empty({graph.num_edges(), xl.size(1)}, xl.dtype(), xl.device(),
                                 "gatv2_edge_scores");
   kernels::gatv2_edge_scores(graph, xl, xr, att, negative_slope, edge_term, scores);

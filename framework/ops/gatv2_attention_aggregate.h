@@ -37,6 +37,11 @@ Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Ten
 Tensor gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
                          double negative_slope, const Tensor& edge_term = Tensor());
 
+// Checks the op's inputs (those of gatv2_attention_aggregate and gatv2_edge_scores, which share
+// them) against each other and the graph; throws a gat::Error naming `op` and the tensor.
+void check_gatv2_inputs(const char* op, const Graph& graph, const Tensor& xl, const Tensor& xr,
+                        const Tensor& att, double negative_slope, const Tensor& edge_term);
+
 // ---- the kernels behind the op (docs/design.md, the op pattern) ----
 // edge_term may be undefined (no edge term) in all of them.
 //  forward:     writes out (Nd, H, F) and lse (Nd, H) (lse = -inf for a row without edges).
