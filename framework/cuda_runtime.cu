@@ -137,12 +137,30 @@ int multiprocessors() { return checked_runtime("cuda::multiprocessors").multipro
 
 cudaStream_t stream() {
   const Runtime& r = checked_runtime("cuda::stream");
+  if (t_external_stream) return t_external_stream;
   return t_on_side ? r.side : r.stream;
 }
 cublasHandle_t cublas_handle() {
   const Runtime& r = checked_runtime("cuda::cublas_handle");
-  return t_on_side ? r.side_cublas : r.cublas;
+  return t_on_side && !t_external_stream ? r.side_cublas : r.cublas;  // UseExternal binds r.cublas
 }
+
+UseExternal::UseExternal(void* external_stream, ExternalAllocator* allocator) {
+  const Runtime& r = checked_runtime("cuda::UseExternal");
+  GAT_CHECK(!t_external_stream, "cuda::UseExternal: scopes do not nest");
+  GAT_CHECK(external_stream != nullptr, "cuda::UseExternal: a null stream (gat's own stream is not external)");
+  CUBLAS_CHECK(cublasSetStream(r.cublas, static_cast<cudaStream_t>(external_stream)));
+  t_external_stream = static_cast<cudaStream_t>(external_stream);
+  t_external_allocator = allocator;
+}
+
+UseExternal::~UseExternal() {
+  cublasSetStream(runtime().cublas, runtime().stream);  // a valid handle and stream: cannot fail
+  t_external_stream = nullptr;
+  t_external_allocator = nullptr;
+}
+
+ExternalAllocator* external_allocator() { return t_external_allocator; }
 
 OnSideStream::OnSideStream() {
   const Runtime& r = checked_runtime("cuda::OnSideStream");
