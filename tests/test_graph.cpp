@@ -300,7 +300,7 @@ TEST(Graph, FromArraysRebuildsAGraphFromItsArraysAndPlanRowsGivesItsPlans) {
   std::vector<int32_t> src, dst;
   for (int k = 0; k < 900; ++k) src.push_back(source(rng)), dst.push_back(destination(rng));
   // A graph whose long rows are cut into chunks (a hub of 300 edges each way), and a bipartite one.
-  const Graph hub = random_graph(300, 5000, 300, rng).with_self_loops();
+  const Graph hub = gat::testing::random_graph(300, 5000, 300, rng).with_self_loops();
   ASSERT_GT(hub.num_row_chunks(), 0);
   ASSERT_GT(hub.num_t_row_chunks(), 0);
   for (const Graph& g : {hub, Graph::from_edges(40, 70, src, dst)}) {
