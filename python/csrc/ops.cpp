@@ -1,0 +1,460 @@
+// gat_torch's custom operators: the fused GAT kernels of framework/ops/ on PyTorch tensors.
+//
+// Every operator views its PyTorch tensors as gat::Tensors (Tensor::from_blob: no copy), makes
+// its outputs with PyTorch's allocator, and calls the kernels:: entry points that gat's own ops
+// call. On CUDA it runs on torch.cuda.current_stream(), and the kernels' scratch memory comes from
+// PyTorch's caching allocator (cuda::UseExternal): one memory pool in the process, no host
+// synchronisation. Autograd and the fake (meta) implementations are registered in Python
+// (python/gat_torch/ops.py). A graph travels as the twelve index arrays of gat::Graph and five
+// counts (Graph::from_arrays), as build_graph makes them.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/graph.h"
+#include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/gat_edge_scores.h"
+#include "gat/framework/ops/gatv2_attention_aggregate.h"
+#include "gat/framework/rng.h"
+
+#if GAT_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace gat_torch {
+namespace {
+
+using gat::DType;
+using gat::Device;
+
+// ---- PyTorch tensors as gat tensors ----
+
+DType gat_dtype(const at::Tensor& t, const char* op, const char* arg) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return DType::f32;
+    case at::kDouble: return DType::f64;
+    case at::kInt: return DType::i32;
+    default: break;
+  }
+  TORCH_CHECK(false, "gat_torch.", op, ": '", arg, "' is ", t.scalar_type(),
+              "; expected float32, float64 (or int32 for indices)");
+}
+
+Device gat_device(const at::Tensor& t, const char* op, const char* arg) {
+  if (t.is_cpu()) return Device::cpu;
+  TORCH_CHECK(t.is_cuda(), "gat_torch.", op, ": '", arg, "' is on ", t.device(),
+              "; expected cpu or cuda");
+  TORCH_CHECK(t.get_device() == 0, "gat_torch.", op, ": '", arg, "' is on ", t.device(),
+              "; gat's CUDA kernels run on cuda:0 only");
+  return Device::cuda;
+}
+
+// A gat::Tensor over t's memory (t made contiguous; a CPU tensor whose data is not 64-byte
+// aligned, as gat's vectorised CPU loops expect, is copied into one that is). The view keeps the
+// PyTorch tensor alive.
+gat::Tensor view(const at::Tensor& tensor, const char* op, const char* arg) {
+  at::Tensor t = tensor.contiguous();
+  if (t.is_cpu() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 64 != 0) t = t.clone();
+  gat::Shape shape(t.sizes().begin(), t.sizes().end());
+  const DType dtype = gat_dtype(t, op, arg);
+  const Device device = gat_device(t, op, arg);
+  void* data = t.data_ptr();
+  return gat::Tensor::from_blob(data, shape, dtype, device, std::make_shared<at::Tensor>(std::move(t)));
+}
+
+gat::Tensor view_or_undefined(const std::optional<at::Tensor>& t, const char* op, const char* arg) {
+  return t.has_value() && t->defined() ? view(*t, op, arg) : gat::Tensor();
+}
+
+// An output made by PyTorch, and the gat view a kernel writes it through.
+struct Output {
+  at::Tensor torch;
+  gat::Tensor gat;
+  Output(at::IntArrayRef sizes, const at::TensorOptions& options, const char* op, const char* arg)
+      : torch(at::empty(sizes, options)), gat(view(torch, op, arg)) {}
+  gat::Tensor* ptr() { return &gat; }
+};
+
+#if GAT_WITH_CUDA
+// PyTorch's caching allocator on its current stream (the stream UseExternal installs).
+class TorchCudaAllocator final : public gat::cuda::ExternalAllocator {
+ public:
+  void* allocate(size_t bytes) override { return c10::cuda::CUDACachingAllocator::raw_alloc(bytes); }
+  void deallocate(void* ptr) noexcept override { c10::cuda::CUDACachingAllocator::raw_delete(ptr); }
+};
+#endif
+
+// While it lives, gat's CUDA work for tensors on `device` goes to PyTorch's current stream and
+// memory (nothing for CPU tensors).
+class OnTorchStream {
+ public:
+  explicit OnTorchStream(const at::Tensor& on) {
+#if GAT_WITH_CUDA
+    if (!on.is_cuda()) return;
+    TORCH_CHECK(gat::cuda::available(), "gat_torch: gat's CUDA runtime is not available (",
+                gat::cuda::unavailable_reason(), ")");
+    static TorchCudaAllocator allocator;
+    guard_.emplace(on.device());
+    use_.emplace(c10::cuda::getCurrentCUDAStream(on.get_device()).stream(), &allocator);
+#else
+    TORCH_CHECK(!on.is_cuda(), "gat_torch: this build of gat has no CUDA backend");
+#endif
+  }
+
+ private:
+#if GAT_WITH_CUDA
+  std::optional<c10::cuda::CUDAGuard> guard_;
+  std::optional<gat::cuda::UseExternal> use_;
+#endif
+};
+
+// gat's errors become PyTorch's (RuntimeError in Python) with gat's message.
+template <class F>
+decltype(auto) translate_errors(F&& f) {
+  try {
+    return f();
+  } catch (const gat::Error& e) {
+    TORCH_CHECK(false, e.what());
+  }
+}
+
+// ---- graphs ----
+
+constexpr size_t kGraphArrays = 12;
+constexpr int64_t kGraphCounts = 5;  // max_in_degree, max_out_degree, chunk_edges, self loops, one per node
+
+gat::Graph graph_of(const std::vector<at::Tensor>& arrays, at::IntArrayRef counts, const char* op) {
+  TORCH_CHECK(arrays.size() == kGraphArrays && static_cast<int64_t>(counts.size()) == kGraphCounts,
+              "gat_torch.", op, ": a graph is ", kGraphArrays, " arrays and ", kGraphCounts,
+              " counts (gat_torch.Graph makes them), got ", arrays.size(), " and ", counts.size());
+  gat::GraphArrays a;
+  gat::Tensor* fields[kGraphArrays] = {&a.row_ptr,  &a.edge_src,  &a.edge_dst,  &a.t_row_ptr,
+                                       &a.t_edge_dst, &a.t_edge_id, &a.plans.row_chunk_ptr,
+                                       &a.plans.t_row_chunk_ptr, &a.plans.row_chunk_row,
+                                       &a.plans.t_row_chunk_row, &a.plans.row_order,
+                                       &a.plans.t_row_order};
+  for (size_t k = 0; k < kGraphArrays; ++k) {
+    TORCH_CHECK(arrays[k].scalar_type() == at::kInt && arrays[k].dim() == 1, "gat_torch.", op,
+                ": graph array ", k, " must be a 1-D int32 tensor, got ", arrays[k].sizes());
+    *fields[k] = view(arrays[k], op, "graph");
+  }
+  a.num_dst_nodes = a.row_ptr.numel() - 1;
+  a.num_src_nodes = a.t_row_ptr.numel() - 1;
+  a.plans.max_in_degree = counts[0];
+  a.plans.max_out_degree = counts[1];
+  a.plans.chunk_edges = static_cast<int>(counts[2]);
+  a.plans.num_row_chunks = a.plans.row_chunk_row.numel();
+  a.plans.num_t_row_chunks = a.plans.t_row_chunk_row.numel();
+  a.num_self_loops = counts[3];
+  a.one_self_loop_per_node = counts[4] != 0;
+  return gat::Graph::from_arrays(std::move(a));
+}
+
+// row_ptr (n+1,) int32 of `sorted` (E,) int64 row ids in ascending order: where each row starts.
+at::Tensor row_pointers(const at::Tensor& sorted, int64_t n) {
+  return at::searchsorted(sorted, at::arange(n + 1, sorted.options())).to(at::kInt);
+}
+
+at::Tensor host_to(const gat::Tensor& t, const at::Device& device) {
+  at::Tensor host = at::empty({t.numel()}, at::TensorOptions().dtype(at::kInt));
+  std::copy_n(t.data<int32_t>(), t.numel(), host.data_ptr<int32_t>());
+  return host.to(device);
+}
+
+// The CSR by destination of the edges src[k] -> dst[k] (duplicates and self loops kept, as
+// listed), sorted on their device, with its transpose and plans (gat::plan_rows, on the host from
+// the two row-pointer arrays). Returns the graph's 12 arrays, then perm (E,) int64 (CSR edge k is
+// input edge perm[k]), then its 5 counts (int64, on the CPU).
+std::vector<at::Tensor> build_graph(const at::Tensor& src, const at::Tensor& dst, int64_t num_src,
+                                    int64_t num_dst) {
+  const char* op = "build_graph";
+  TORCH_CHECK(src.dim() == 1 && dst.dim() == 1 && src.numel() == dst.numel(), "gat_torch.", op,
+              ": src and dst must be 1-D of one length, got ", src.sizes(), " and ", dst.sizes());
+  TORCH_CHECK(!at::isFloatingType(src.scalar_type()) && !at::isFloatingType(dst.scalar_type()) &&
+                  src.scalar_type() != at::kBool && dst.scalar_type() != at::kBool,
+              "gat_torch.", op, ": node indices must be integers, got ", src.scalar_type(), " and ",
+              dst.scalar_type());
+  TORCH_CHECK(src.device() == dst.device(), "gat_torch.", op, ": src is on ", src.device(),
+              " and dst on ", dst.device());
+  constexpr int64_t kMax = INT32_MAX;
+  TORCH_CHECK(num_src >= 0 && num_dst >= 0 && num_src <= kMax && num_dst <= kMax, "gat_torch.", op,
+              ": node counts must be in [0, 2^31 - 1], got ", num_src, " sources and ", num_dst,
+              " destinations");
+  const int64_t E = src.numel();
+  TORCH_CHECK(E <= kMax, "gat_torch.", op, ": ", E, " edges; gat's edge ids are 32-bit (at most 2^31 - 1)");
+  gat_device(src, op, "src");
+  at::Tensor s = src.to(at::kLong), d = dst.to(at::kLong);
+  if (E > 0) {
+    const auto [smin, smax] = at::aminmax(s);
+    const auto [dmin, dmax] = at::aminmax(d);
+    const int64_t lo_s = smin.item<int64_t>(), hi_s = smax.item<int64_t>();
+    const int64_t lo_d = dmin.item<int64_t>(), hi_d = dmax.item<int64_t>();
+    TORCH_CHECK(lo_s >= 0 && hi_s < num_src, "gat_torch.", op, ": source indices span [", lo_s, ", ",
+                hi_s, "], outside [0, ", num_src, ")");
+    TORCH_CHECK(lo_d >= 0 && hi_d < num_dst, "gat_torch.", op, ": destination indices span [", lo_d,
+                ", ", hi_d, "], outside [0, ", num_dst, ")");
+  }
+  // By destination, then source; a stable sort keeps duplicates in input order.
+  const at::Tensor perm = std::get<1>((d * num_src + s).sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
+  const at::Tensor edge_src = s.index_select(0, perm), edge_dst = d.index_select(0, perm);
+  const at::Tensor row_ptr = row_pointers(edge_dst, num_dst);
+  // The transpose: by source, then destination, then edge id (stable over the CSR order).
+  const at::Tensor t_perm = std::get<1>((edge_src * num_dst + edge_dst).sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
+  const at::Tensor t_row_ptr = row_pointers(edge_src.index_select(0, t_perm), num_src);
+
+  const at::Tensor row_ptr_host = row_ptr.cpu(), t_row_ptr_host = t_row_ptr.cpu();
+  const gat::RowPlans plans = translate_errors([&] {
+    return gat::plan_rows(E, view(row_ptr_host, op, "row_ptr"), view(t_row_ptr_host, op, "t_row_ptr"));
+  });
+  // Self loops (i, i) with i < min(Ns, Nd): how many, and whether every such node has exactly one.
+  const at::Tensor is_loop = edge_src == edge_dst;
+  const int64_t loops = is_loop.sum().item<int64_t>();
+  const int64_t loop_nodes = std::min(num_src, num_dst);
+  bool one_per_node = loops == loop_nodes;
+  if (one_per_node && loops > 0)
+    one_per_node = std::get<0>(at::unique_consecutive(edge_dst.masked_select(is_loop))).numel() == loop_nodes;
+
+  const at::Device device = src.device();
+  std::vector<at::Tensor> out = {
+      row_ptr, edge_src.to(at::kInt), edge_dst.to(at::kInt), t_row_ptr,
+      edge_dst.index_select(0, t_perm).to(at::kInt), t_perm.to(at::kInt),
+      host_to(plans.row_chunk_ptr, device), host_to(plans.t_row_chunk_ptr, device),
+      host_to(plans.row_chunk_row, device), host_to(plans.t_row_chunk_row, device),
+      host_to(plans.row_order, device), host_to(plans.t_row_order, device), perm,
+      at::tensor(std::vector<int64_t>{plans.max_in_degree, plans.max_out_degree, plans.chunk_edges,
+                                      loops, one_per_node ? 1 : 0})};
+  return out;
+}
+
+// ---- the attention ops ----
+
+gat::DropoutKey dropout_key(double p, int64_t seed, const char* op) {
+  TORCH_CHECK(p >= 0.0 && p < 1.0, "gat_torch.", op, ": dropout must be in [0, 1), got ", p);
+  gat::DropoutKey key;
+  key.p = static_cast<float>(p);
+  key.seed = static_cast<uint64_t>(seed);
+  return key;
+}
+
+// The tensors of one call must share a dtype and a device.
+void check_like(const at::Tensor& t, const at::Tensor& like, const char* op, const char* arg) {
+  TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.device() == like.device(), "gat_torch.", op,
+              ": '", arg, "' is ", t.scalar_type(), " on ", t.device(), ", unlike the others (",
+              like.scalar_type(), " on ", like.device(), ")");
+}
+
+// (out, lse, pos_out, pos_weight); the last two are the forward's sums that CUDA's backward takes
+// d er from (with_positive), empty otherwise.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention(
+    const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts, const at::Tensor& el,
+    const at::Tensor& er, const std::optional<at::Tensor>& edge_term, const at::Tensor& value,
+    double negative_slope, double dropout, int64_t seed, bool with_positive) {
+  const char* op = "gat_attention";
+  check_like(er, el, op, "er");
+  check_like(value, el, op, "value");
+  if (edge_term) check_like(*edge_term, el, op, "edge_term");
+  TORCH_CHECK(value.dim() == 3, "gat_torch.", op, ": 'value' must be (Ns, H, F), got ", value.sizes());
+  OnTorchStream on(el);
+  return translate_errors([&] {
+    const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
+    const gat::Tensor l = view(el, op, "el"), r = view(er, op, "er");
+    const gat::Tensor term = view_or_undefined(edge_term, op, "edge_term"), v = view(value, op, "value");
+    gat::ops::check_gat_score_terms(op, graph, l, r, term);
+    GAT_CHECK(v.size(0) == graph.num_src_nodes() && v.size(1) == l.size(1), op, ": 'value' ",
+              v.describe(), " must be (Ns, H, F) with Ns = ", graph.num_src_nodes(), " and H = ", l.size(1));
+    const int64_t Nd = graph.num_dst_nodes(), H = l.size(1), F = v.size(2);
+    Output out({Nd, H, F}, value.options(), op, "out"), lse({Nd, H}, value.options(), op, "lse");
+    const bool positive = with_positive && value.is_cuda();
+    Output pos_out(positive ? at::IntArrayRef{Nd, H, F} : at::IntArrayRef{0}, value.options(), op, "pos_out");
+    Output pos_weight(positive ? at::IntArrayRef{Nd, H} : at::IntArrayRef{0}, value.options(), op, "pos_weight");
+    gat::ops::kernels::gat_attention_aggregate_forward(
+        graph, l, r, term, v, negative_slope, dropout_key(dropout, seed, op), out.gat, lse.gat,
+        positive ? pos_out.ptr() : nullptr, positive ? pos_weight.ptr() : nullptr);
+    return std::make_tuple(out.torch, lse.torch, pos_out.torch, pos_weight.torch);
+  });
+}
+
+// (d el, d er, d edge_term, d value); an output that `needs` does not ask for is empty.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention_backward(
+    const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts, const at::Tensor& el,
+    const at::Tensor& er, const std::optional<at::Tensor>& edge_term, const at::Tensor& value,
+    double negative_slope, double dropout, int64_t seed, const at::Tensor& out, const at::Tensor& lse,
+    const at::Tensor& pos_out, const at::Tensor& pos_weight, const at::Tensor& grad_out,
+    std::array<bool, 4> needs) {
+  const char* op = "gat_attention_backward";
+  check_like(grad_out, el, op, "grad_out");
+  TORCH_CHECK(grad_out.sizes() == out.sizes(), "gat_torch.", op, ": grad_out ", grad_out.sizes(),
+              " must have the output's shape ", out.sizes());
+  needs[2] = needs[2] && edge_term.has_value();
+  OnTorchStream on(el);
+  return translate_errors([&] {
+    const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
+    auto grad = [&](bool need, const at::Tensor& like, const char* arg) {
+      return Output(need ? like.sizes() : at::IntArrayRef{0}, like.options(), op, arg);
+    };
+    Output d_el = grad(needs[0], el, "grad_el"), d_er = grad(needs[1], er, "grad_er");
+    Output d_term = grad(needs[2], needs[2] ? *edge_term : el, "grad_edge_term");
+    Output d_value = grad(needs[3], value, "grad_value");
+    gat::ops::kernels::gat_attention_aggregate_backward(
+        graph, view(el, op, "el"), view(er, op, "er"), view_or_undefined(edge_term, op, "edge_term"),
+        view(value, op, "value"), negative_slope, dropout_key(dropout, seed, op), view(out, op, "out"),
+        gat::Tensor(), view(lse, op, "lse"), pos_out.numel() ? view(pos_out, op, "pos_out") : gat::Tensor(),
+        pos_weight.numel() ? view(pos_weight, op, "pos_weight") : gat::Tensor(),
+        view(grad_out, op, "grad_out"), needs[0] ? d_el.ptr() : nullptr, needs[1] ? d_er.ptr() : nullptr,
+        needs[2] ? d_term.ptr() : nullptr, needs[3] ? d_value.ptr() : nullptr);
+    return std::make_tuple(d_el.torch, d_er.torch, d_term.torch, d_value.torch);
+  });
+}
+
+// (out, lse)
+std::tuple<at::Tensor, at::Tensor> gatv2_attention(
+    const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts, const at::Tensor& xl,
+    const at::Tensor& xr, const at::Tensor& att, const std::optional<at::Tensor>& edge_term,
+    double negative_slope, double dropout, int64_t seed) {
+  const char* op = "gatv2_attention";
+  check_like(xr, xl, op, "xr");
+  check_like(att, xl, op, "att");
+  if (edge_term) check_like(*edge_term, xl, op, "edge_term");
+  OnTorchStream on(xl);
+  return translate_errors([&] {
+    const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
+    const gat::Tensor l = view(xl, op, "xl"), r = view(xr, op, "xr"), a = view(att, op, "att");
+    const gat::Tensor term = view_or_undefined(edge_term, op, "edge_term");
+    gat::ops::check_gatv2_inputs(op, graph, l, r, a, negative_slope, term);
+    const int64_t Nd = graph.num_dst_nodes(), H = xl.size(1), F = xl.size(2);
+    Output out({Nd, H, F}, xl.options(), op, "out"), lse({Nd, H}, xl.options(), op, "lse");
+    gat::ops::kernels::gatv2_attention_aggregate_forward(graph, l, r, a, negative_slope,
+                                                         dropout_key(dropout, seed, op), term, out.gat, lse.gat);
+    return std::make_tuple(out.torch, lse.torch);
+  });
+}
+
+// (d xl, d xr, d att, d edge_term); an output that `needs` does not ask for is empty.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gatv2_attention_backward(
+    const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts, const at::Tensor& xl,
+    const at::Tensor& xr, const at::Tensor& att, const std::optional<at::Tensor>& edge_term,
+    double negative_slope, double dropout, int64_t seed, const at::Tensor& out, const at::Tensor& lse,
+    const at::Tensor& grad_out, std::array<bool, 4> needs) {
+  const char* op = "gatv2_attention_backward";
+  check_like(grad_out, xl, op, "grad_out");
+  TORCH_CHECK(grad_out.sizes() == out.sizes(), "gat_torch.", op, ": grad_out ", grad_out.sizes(),
+              " must have the output's shape ", out.sizes());
+  needs[3] = needs[3] && edge_term.has_value();
+  OnTorchStream on(xl);
+  return translate_errors([&] {
+    const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
+    auto grad = [&](bool need, const at::Tensor& like, const char* arg) {
+      return Output(need ? like.sizes() : at::IntArrayRef{0}, like.options(), op, arg);
+    };
+    Output d_xl = grad(needs[0], xl, "grad_xl"), d_xr = grad(needs[1], xr, "grad_xr");
+    Output d_att = grad(needs[2], att, "grad_att");
+    Output d_term = grad(needs[3], needs[3] ? *edge_term : xl, "grad_edge_term");
+    gat::ops::kernels::gatv2_attention_aggregate_backward(
+        graph, view(xl, op, "xl"), view(xr, op, "xr"), view(att, op, "att"), negative_slope,
+        dropout_key(dropout, seed, op), view_or_undefined(edge_term, op, "edge_term"), view(out, op, "out"),
+        view(lse, op, "lse"), view(grad_out, op, "grad_out"), needs[0] ? d_xl.ptr() : nullptr,
+        needs[1] ? d_xr.ptr() : nullptr, needs[2] ? d_att.ptr() : nullptr, needs[3] ? d_term.ptr() : nullptr);
+    return std::make_tuple(d_xl.torch, d_xr.torch, d_att.torch, d_term.torch);
+  });
+}
+
+// GAT's edge scores (E, H) in CSR order (for the attention weights).
+at::Tensor gat_edge_scores(const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts,
+                           const at::Tensor& el, const at::Tensor& er,
+                           const std::optional<at::Tensor>& edge_term, double negative_slope) {
+  const char* op = "gat_edge_scores";
+  check_like(er, el, op, "er");
+  if (edge_term) check_like(*edge_term, el, op, "edge_term");
+  OnTorchStream on(el);
+  return translate_errors([&] {
+    const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
+    const gat::Tensor l = view(el, op, "el"), r = view(er, op, "er");
+    const gat::Tensor term = view_or_undefined(edge_term, op, "edge_term");
+    gat::ops::check_gat_score_terms(op, graph, l, r, term);
+    Output scores({graph.num_edges(), el.size(1)}, el.options(), op, "scores");
+    gat::ops::kernels::gat_edge_scores_forward(graph, l, r, term, negative_slope, scores.gat);
+    return scores.torch;
+  });
+}
+
+// GATv2's edge scores (E, H) in CSR order.
+at::Tensor gatv2_edge_scores(const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts,
+                             const at::Tensor& xl, const at::Tensor& xr, const at::Tensor& att,
+                             const std::optional<at::Tensor>& edge_term, double negative_slope) {
+  const char* op = "gatv2_edge_scores";
+  check_like(xr, xl, op, "xr");
+  check_like(att, xl, op, "att");
+  if (edge_term) check_like(*edge_term, xl, op, "edge_term");
+  OnTorchStream on(xl);
+  return translate_errors([&] {
+    const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
+    const gat::Tensor l = view(xl, op, "xl"), r = view(xr, op, "xr"), a = view(att, op, "att");
+    const gat::Tensor term = view_or_undefined(edge_term, op, "edge_term");
+    gat::ops::check_gatv2_inputs(op, graph, l, r, a, negative_slope, term);
+    Output scores({graph.num_edges(), xl.size(1)}, xl.options(), op, "scores");
+    gat::ops::kernels::gatv2_edge_scores(graph, l, r, a, negative_slope, term, scores.gat);
+    return scores.torch;
+  });
+}
+
+// The row softmax (E, H) of edge scores (E, H) in CSR order.
+at::Tensor csr_softmax(const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts,
+                       const at::Tensor& scores) {
+  const char* op = "csr_softmax";
+  OnTorchStream on(scores);
+  return translate_errors([&] {
+    const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
+    const gat::Tensor s = view(scores, op, "scores");
+    GAT_CHECK(s.dim() == 2 && s.size(0) == graph.num_edges(), op, ": 'scores' ", s.describe(),
+              " must be (E, H) with E = ", graph.num_edges());
+    Output weights(scores.sizes(), scores.options(), op, "weights");
+    gat::ops::kernels::csr_softmax(graph, s, weights.gat);
+    return weights.torch;
+  });
+}
+
+}  // namespace
+}  // namespace gat_torch
+
+// Schemas: Tensor[] graph and int[] graph_counts are a gat_torch.Graph (python/gat_torch/ops.py).
+TORCH_LIBRARY(gat_torch, m) {
+  m.def("build_graph(Tensor src, Tensor dst, int num_src, int num_dst) -> Tensor[]");
+  m.def("gat_attention(Tensor[] graph, int[] graph_counts, Tensor el, Tensor er, Tensor? edge_term, "
+        "Tensor value, float negative_slope, float dropout, int seed, bool with_positive) "
+        "-> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("gat_attention_backward(Tensor[] graph, int[] graph_counts, Tensor el, Tensor er, "
+        "Tensor? edge_term, Tensor value, float negative_slope, float dropout, int seed, Tensor out, "
+        "Tensor lse, Tensor pos_out, Tensor pos_weight, Tensor grad_out, bool[4] needs) "
+        "-> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("gatv2_attention(Tensor[] graph, int[] graph_counts, Tensor xl, Tensor xr, Tensor att, "
+        "Tensor? edge_term, float negative_slope, float dropout, int seed) -> (Tensor, Tensor)");
+  m.def("gatv2_attention_backward(Tensor[] graph, int[] graph_counts, Tensor xl, Tensor xr, "
+        "Tensor att, Tensor? edge_term, float negative_slope, float dropout, int seed, Tensor out, "
+        "Tensor lse, Tensor grad_out, bool[4] needs) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("gat_edge_scores(Tensor[] graph, int[] graph_counts, Tensor el, Tensor er, Tensor? edge_term, "
+        "float negative_slope) -> Tensor");
+  m.def("gatv2_edge_scores(Tensor[] graph, int[] graph_counts, Tensor xl, Tensor xr, Tensor att, "
+        "Tensor? edge_term, float negative_slope) -> Tensor");
+  m.def("csr_softmax(Tensor[] graph, int[] graph_counts, Tensor scores) -> Tensor");
+}
+
+// One implementation serves CPU and CUDA: gat's kernels:: choose by the tensors' device.
+#define GAT_TORCH_IMPLS(m)                                                    \
+  m.impl("build_graph", &gat_torch::build_graph);                             \
+  m.impl("gat_attention", &gat_torch::gat_attention);                         \
+  m.impl("gat_attention_backward", &gat_torch::gat_attention_backward);       \
+  m.impl("gatv2_attention", &gat_torch::gatv2_attention);                     \
+  m.impl("gatv2_attention_backward", &gat_torch::gatv2_attention_backward);   \
+  m.impl("gat_edge_scores", &gat_torch::gat_edge_scores);                     \
+  m.impl("gatv2_edge_scores", &gat_torch::gatv2_edge_scores);                 \
+  m.impl("csr_softmax", &gat_torch::csr_softmax)
+TORCH_LIBRARY_IMPL(gat_torch, CPU, m) { GAT_TORCH_IMPLS(m); }
+TORCH_LIBRARY_IMPL(gat_torch, CUDA, m) { GAT_TORCH_IMPLS(m); }

@@ -1,0 +1,249 @@
+"""The fused GAT kernels as PyTorch operators, and the graph they run on.
+
+torch.ops.gat_torch.* (python/csrc/ops.cpp) are the raw operators, CPU and CUDA; this module
+registers their autograd formulas (each backward is an operator of its own) and their fake
+implementations (shapes only, for torch.compile), and wraps them in plain functions:
+
+    graph = Graph.build(src, dst, num_src, num_dst)            # CSR by destination, on src's device
+    out = gat_attention(graph, el, er, value, 0.2)             # (Nd, H, F), differentiable
+    out = gatv2_attention(graph, xl, xr, att, 0.2)             # (Nd, H, F), differentiable
+    alpha = gat_attention_weights(graph, el, er, 0.2)          # (E, H) in the graph's edge order
+
+Per-edge tensors (edge_term, the weights) are in the graph's edge order: edge k of the graph is
+input edge graph.perm[k].
+"""
+from typing import List, Optional
+
+import torch
+
+_ops = torch.ops.gat_torch
+
+
+class Graph:
+    """A graph in CSR form by destination with its transpose and the kernels' plans.
+
+    Built once by Graph.build on the device of its edge list (a stable sort: duplicate edges and
+    self loops are kept as listed), then passed to every call. Its arrays are int32 tensors on
+    that device (gat::Graph's, python/csrc/ops.cpp), `counts` five integers.
+    """
+
+    __slots__ = ("arrays", "counts", "perm")
+
+    def __init__(self, arrays: List[torch.Tensor], counts: List[int], perm: torch.Tensor):
+        self.arrays = arrays
+        self.counts = counts
+        self.perm = perm  # (E,) int64: graph edge k is input edge perm[k]
+
+    @staticmethod
+    def build(src: torch.Tensor, dst: torch.Tensor, num_src: int, num_dst: int) -> "Graph":
+        """The graph of the edges src[k] -> dst[k], sources in [0, num_src), destinations in
+        [0, num_dst); out-of-range indices raise RuntimeError naming them."""
+        out = _ops.build_graph(src, dst, int(num_src), int(num_dst))
+        return Graph(list(out[:12]), out[13].tolist(), out[12])
+
+    @property
+    def num_dst_nodes(self) -> int:
+        return self.arrays[0].shape[0] - 1
+
+    @property
+    def num_src_nodes(self) -> int:
+        return self.arrays[3].shape[0] - 1
+
+    @property
+    def num_edges(self) -> int:
+        return self.arrays[1].shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self.arrays[0].device
+
+    @property
+    def src(self) -> torch.Tensor:
+        """(E,) int64: the source of each edge, in the graph's edge order."""
+        return self.arrays[1].long()
+
+    @property
+    def dst(self) -> torch.Tensor:
+        """(E,) int64: the destination of each edge, in the graph's edge order."""
+        return self.arrays[2].long()
+
+
+def _seed(dropout: float) -> int:
+    """A dropout seed from PyTorch's default generator (torch.manual_seed fixes it); 0 unused."""
+    if dropout <= 0.0:
+        return 0
+    return int(torch.randint(0, 2**62, (), dtype=torch.int64))
+
+
+# A backward's gradient of the graph argument: one None per array (PyTorch wants the inputs'
+# structure back).
+_NO_GRAPH_GRADS = [None] * 12
+
+
+# ---- GAT ----
+
+def gat_attention(graph: Graph, el: torch.Tensor, er: torch.Tensor, value: torch.Tensor,
+                  negative_slope: float = 0.2, edge_term: Optional[torch.Tensor] = None,
+                  dropout: float = 0.0) -> torch.Tensor:
+    """GAT's attention over the graph, fused: for every destination i and head h,
+    out[i,h] = sum_e a[e,h] value[src(e),h], a = softmax over i's in-edges of
+    LeakyReLU(el[src(e),h] + er[i,h] (+ edge_term[e,h])), with attention dropout `dropout`.
+
+    el (Ns, H), er (Nd, H), value (Ns, H, F), edge_term (E, H) or None; float32 or float64, one
+    device -> (Nd, H, F); zero rows for destinations without in-edges. Differentiable in el, er,
+    edge_term and value.
+    """
+    with_positive = er.requires_grad and er.is_cuda
+    out, _, _, _ = _ops.gat_attention(graph.arrays, graph.counts, el, er, edge_term, value,
+                                      float(negative_slope), float(dropout), _seed(dropout),
+                                      with_positive)
+    return out
+
+
+def _gat_setup(ctx, inputs, output):
+    arrays, counts, el, er, edge_term, value, slope, dropout, seed, _ = inputs
+    out, lse, pos_out, pos_weight = output
+    ctx.graph = (arrays, counts)
+    ctx.scalars = (slope, dropout, seed)
+    ctx.save_for_backward(el, er, edge_term, value, out, lse, pos_out, pos_weight)
+
+
+def _gat_backward(ctx, grad_out, *_unused):
+    el, er, edge_term, value, out, lse, pos_out, pos_weight = ctx.saved_tensors
+    needs = ctx.needs_input_grad
+    wanted = [needs[2], needs[3], needs[4], needs[5]]
+    if grad_out is None or not any(wanted):
+        return (_NO_GRAPH_GRADS,) + (None,) * 9
+    grads = _ops.gat_attention_backward(*ctx.graph, el, er, edge_term, value, *ctx.scalars, out,
+                                        lse, pos_out, pos_weight, grad_out.contiguous(), wanted)
+    d_el, d_er, d_term, d_value = (g if w else None for g, w in zip(grads, wanted))
+    return _NO_GRAPH_GRADS, None, d_el, d_er, d_term, d_value, None, None, None, None
+
+
+torch.library.register_autograd("gat_torch::gat_attention", _gat_backward, setup_context=_gat_setup)
+
+
+@torch.library.register_fake("gat_torch::gat_attention")
+def _(arrays, counts, el, er, edge_term, value, negative_slope, dropout, seed, with_positive):
+    nd, h, f = arrays[0].shape[0] - 1, el.shape[1], value.shape[2]
+    positive = with_positive and value.device.type == "cuda"
+    return (value.new_empty((nd, h, f)), value.new_empty((nd, h)),
+            value.new_empty((nd, h, f) if positive else (0,)),
+            value.new_empty((nd, h) if positive else (0,)))
+
+
+@torch.library.register_fake("gat_torch::gat_attention_backward")
+def _(arrays, counts, el, er, edge_term, value, negative_slope, dropout, seed, out, lse, pos_out,
+      pos_weight, grad_out, needs):
+    def grad(need, like):
+        return like.new_empty(like.shape if need else (0,))
+    return (grad(needs[0], el), grad(needs[1], er),
+            grad(needs[2] and edge_term is not None, edge_term if edge_term is not None else el),
+            grad(needs[3], value))
+
+
+def gat_attention_weights(graph: Graph, el: torch.Tensor, er: torch.Tensor,
+                          negative_slope: float = 0.2,
+                          edge_term: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The softmax weights (E, H) of gat_attention, in the graph's edge order, without dropout
+    and without autograd (for inspection)."""
+    with torch.no_grad():
+        scores = _ops.gat_edge_scores(graph.arrays, graph.counts, el, er, edge_term,
+                                      float(negative_slope))
+        return _ops.csr_softmax(graph.arrays, graph.counts, scores)
+
+
+@torch.library.register_fake("gat_torch::gat_edge_scores")
+def _(arrays, counts, el, er, edge_term, negative_slope):
+    return el.new_empty((arrays[1].shape[0], el.shape[1]))
+
+
+@torch.library.register_fake("gat_torch::csr_softmax")
+def _(arrays, counts, scores):
+    return torch.empty_like(scores)
+
+
+# ---- GATv2 ----
+
+def gatv2_attention(graph: Graph, xl: torch.Tensor, xr: torch.Tensor, att: torch.Tensor,
+                    negative_slope: float = 0.2, edge_term: Optional[torch.Tensor] = None,
+                    dropout: float = 0.0) -> torch.Tensor:
+    """GATv2's attention over the graph, fused (Brody et al. 2022; PyG's GATv2Conv message):
+    s[e,h] = sum_f att[h,f] LeakyReLU(xl[src(e),h,f] + xr[i,h,f] (+ edge_term[e,h,f])),
+    out[i,h] = sum_e softmax(s)[e,h] xl[src(e),h], with attention dropout `dropout`.
+
+    xl (Ns, H, F), xr (Nd, H, F), att (H, F), edge_term (E, H, F) or None -> (Nd, H, F).
+    Differentiable in xl, xr, att and edge_term.
+    """
+    out, _ = _ops.gatv2_attention(graph.arrays, graph.counts, xl, xr, att, edge_term,
+                                  float(negative_slope), float(dropout), _seed(dropout))
+    return out
+
+
+def _gatv2_setup(ctx, inputs, output):
+    arrays, counts, xl, xr, att, edge_term, slope, dropout, seed = inputs
+    out, lse = output
+    ctx.graph = (arrays, counts)
+    ctx.scalars = (slope, dropout, seed)
+    ctx.save_for_backward(xl, xr, att, edge_term, out, lse)
+
+
+def _gatv2_backward(ctx, grad_out, *_unused):
+    xl, xr, att, edge_term, out, lse = ctx.saved_tensors
+    needs = ctx.needs_input_grad
+    wanted = [needs[2], needs[3], needs[4], needs[5]]
+    if grad_out is None or not any(wanted):
+        return (_NO_GRAPH_GRADS,) + (None,) * 8
+    grads = _ops.gatv2_attention_backward(*ctx.graph, xl, xr, att, edge_term, *ctx.scalars, out,
+                                          lse, grad_out.contiguous(), wanted)
+    d_xl, d_xr, d_att, d_term = (g if w else None for g, w in zip(grads, wanted))
+    return _NO_GRAPH_GRADS, None, d_xl, d_xr, d_att, d_term, None, None, None
+
+
+torch.library.register_autograd("gat_torch::gatv2_attention", _gatv2_backward,
+                                setup_context=_gatv2_setup)
+
+
+@torch.library.register_fake("gat_torch::gatv2_attention")
+def _(arrays, counts, xl, xr, att, edge_term, negative_slope, dropout, seed):
+    nd, h, f = arrays[0].shape[0] - 1, xl.shape[1], xl.shape[2]
+    return xl.new_empty((nd, h, f)), xl.new_empty((nd, h))
+
+
+@torch.library.register_fake("gat_torch::gatv2_attention_backward")
+def _(arrays, counts, xl, xr, att, edge_term, negative_slope, dropout, seed, out, lse, grad_out,
+      needs):
+    def grad(need, like):
+        return like.new_empty(like.shape if need else (0,))
+    return (grad(needs[0], xl), grad(needs[1], xr), grad(needs[2], att),
+            grad(needs[3] and edge_term is not None, edge_term if edge_term is not None else xl))
+
+
+def gatv2_attention_weights(graph: Graph, xl: torch.Tensor, xr: torch.Tensor, att: torch.Tensor,
+                            negative_slope: float = 0.2,
+                            edge_term: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The softmax weights (E, H) of gatv2_attention, in the graph's edge order, without dropout
+    and without autograd (for inspection)."""
+    with torch.no_grad():
+        scores = _ops.gatv2_edge_scores(graph.arrays, graph.counts, xl, xr, att, edge_term,
+                                        float(negative_slope))
+        return _ops.csr_softmax(graph.arrays, graph.counts, scores)
+
+
+@torch.library.register_fake("gat_torch::gatv2_edge_scores")
+def _(arrays, counts, xl, xr, att, edge_term, negative_slope):
+    return xl.new_empty((arrays[1].shape[0], xl.shape[1]))
+
+
+@torch.library.register_fake("gat_torch::build_graph")
+def _(src, dst, num_src, num_dst):
+    ctx = torch.library.get_ctx()
+    e = src.shape[0]
+
+    def ints(n):
+        return src.new_empty((n,), dtype=torch.int32)
+    return [ints(num_dst + 1), ints(e), ints(e), ints(num_src + 1), ints(e), ints(e),
+            ints(num_dst + 1), ints(num_src + 1), ints(ctx.new_dynamic_size()),
+            ints(ctx.new_dynamic_size()), ints(ctx.new_dynamic_size()),
+            ints(ctx.new_dynamic_size()), src.new_empty((e,), dtype=torch.int64),
+            torch.empty((5,), dtype=torch.int64)]
