@@ -167,6 +167,12 @@ void check_inputs(const char* op, const Graph& graph, const Tensor& xl, const Te
   GAT_CHECK(std::isfinite(negative_slope), op, ": negative_slope ", negative_slope, " is not finite");
 }
 
+// The kernels' score inputs, in declaration order.
+Gatv2ScoreInputs score_inputs(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
+                              double negative_slope, const Tensor& edge_term) {
+  return {&graph, xl, xr, att, negative_slope, edge_term};
+}
+
 }  // namespace
 
 namespace cpu_impl {
@@ -237,14 +243,7 @@ Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Ten
   const int64_t Nd = graph.num_dst_nodes(), H = xl.size(1), F = xl.size(2);
   Tensor out = Tensor::empty({Nd, H, F}, xl.dtype(), xl.device(), op);
   Tensor lse = Tensor::empty({Nd, H}, xl.dtype(), xl.device(), "gatv2_attention_aggregate lse");
-  Gatv2AttentionForwardArgs forward;
-  forward.graph = &graph;
-  forward.xl = xl;
-  forward.xr = xr;
-  forward.att = att;
-  forward.negative_slope = negative_slope;
-  forward.edge_term = edge_term;
-  forward.attn_dropout = attn_dropout;
+  Gatv2AttentionForwardArgs forward{{score_inputs(graph, xl, xr, att, negative_slope, edge_term), attn_dropout}};
   forward.out = &out;
   forward.lse = &lse;
   kernels::gatv2_attention_aggregate_forward(forward);
@@ -267,14 +266,7 @@ Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Ten
         };
         Tensor dl = grad_of(need_xl, l, "d xl"), dr = grad_of(need_xr, r, "d xr"),
                da = grad_of(need_att, a, "d att"), de = grad_of(need_edge_term, et, "d edge_term");
-        Gatv2AttentionBackwardArgs backward;
-        backward.graph = &graph;
-        backward.xl = l;
-        backward.xr = r;
-        backward.att = a;
-        backward.negative_slope = negative_slope;
-        backward.edge_term = et;
-        backward.attn_dropout = attn_dropout;
+        Gatv2AttentionBackwardArgs backward{{score_inputs(graph, l, r, a, negative_slope, et), attn_dropout}};
         backward.out = o;
         backward.lse = lse;
         backward.grad_out = grad_out;
@@ -294,14 +286,7 @@ Tensor gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr,
   check_inputs("gatv2_edge_scores", graph, xl, xr, att, negative_slope, edge_term);
   Tensor scores = Tensor::empty({graph.num_edges(), xl.size(1)}, xl.dtype(), xl.device(),
                                 "gatv2_edge_scores");
-  Gatv2EdgeScoresArgs edge_scores;
-  edge_scores.graph = &graph;
-  edge_scores.xl = xl;
-  edge_scores.xr = xr;
-  edge_scores.att = att;
-  edge_scores.negative_slope = negative_slope;
-  edge_scores.edge_term = edge_term;
-  edge_scores.scores = &scores;
+  Gatv2EdgeScoresArgs edge_scores{score_inputs(graph, xl, xr, att, negative_slope, edge_term), &scores};
   kernels::gatv2_edge_scores(edge_scores);
   return scores;
 }
