@@ -38,6 +38,11 @@ struct Problem {
   Graph graph;
   Tensor scores, value, grad_out, out, lse, grad_scores, grad_value;
   Tensor el, er, pos_out, pos_weight, grad_el, grad_er;  // gat_attention_aggregate's
+  // The kernels' arguments over the tensors above, set once (the Problem stays where it is made).
+  ops::CsrSoftmaxAggregateForwardArgs scores_forward;
+  ops::CsrSoftmaxAggregateBackwardArgs scores_backward;
+  ops::GatAttentionForwardArgs gat_forward;
+  ops::GatAttentionBackwardArgs gat_backward;
 };
 
 Tensor random_f32(const Shape& shape, std::mt19937_64& rng, Device device) {
@@ -79,6 +84,34 @@ Problem& problem(int64_t N, int64_t avg_degree, int64_t H, int64_t F, Device dev
   }
   p->grad_el = Tensor::empty({N, H}, DType::f32, device);
   p->grad_er = Tensor::empty({N, H}, DType::f32, device);
+
+  ops::CsrSoftmaxAggregateInputs scores;
+  scores.graph = &p->graph;
+  scores.edge_scores = p->scores;
+  scores.node_value = p->value;
+  p->scores_forward = {scores, &p->out, &p->lse};
+  p->scores_backward = {scores, p->lse, p->grad_out, &p->grad_scores, &p->grad_value};
+  ops::GatAttentionInputs gat;
+  gat.graph = &p->graph;
+  gat.el = p->el;
+  gat.er = p->er;
+  gat.node_value = p->value;
+  gat.negative_slope = 0.2;
+  const bool positive = p->pos_out.defined();
+  p->gat_forward = {gat};
+  p->gat_forward.out = &p->out;
+  p->gat_forward.lse = &p->lse;
+  p->gat_forward.pos_out = positive ? &p->pos_out : nullptr;
+  p->gat_forward.pos_weight = positive ? &p->pos_weight : nullptr;
+  p->gat_backward = {gat};
+  p->gat_backward.out = p->out;
+  p->gat_backward.lse = p->lse;
+  p->gat_backward.pos_out = p->pos_out;
+  p->gat_backward.pos_weight = p->pos_weight;
+  p->gat_backward.grad_out = p->grad_out;
+  p->gat_backward.grad_el = &p->grad_el;
+  p->gat_backward.grad_er = &p->grad_er;
+  p->gat_backward.grad_value = &p->grad_value;
   slot = std::move(p);
   return *slot;
 }
@@ -86,26 +119,14 @@ Problem& problem(int64_t N, int64_t avg_degree, int64_t H, int64_t F, Device dev
 // Which op: csr_softmax_aggregate with stored scores, or gat_attention_aggregate.
 enum class Op { scores, gat };
 
-void forward(Problem& p, Op op) {
-  if (op == Op::scores) {
-    ops::kernels::csr_softmax_aggregate_forward(p.graph, p.scores, p.value, {}, p.out, p.lse);
-    return;
-  }
-  const bool positive = p.pos_out.defined();
-  ops::kernels::gat_attention_aggregate_forward(p.graph, p.el, p.er, Tensor(), p.value, 0.2, {}, p.out,
-                                                p.lse, positive ? &p.pos_out : nullptr,
-                                                positive ? &p.pos_weight : nullptr);
+void forward(const Problem& p, Op op) {
+  if (op == Op::scores) return ops::kernels::csr_softmax_aggregate_forward(p.scores_forward);
+  ops::kernels::gat_attention_aggregate_forward(p.gat_forward);
 }
 
-void backward(Problem& p, Op op) {
-  if (op == Op::scores) {
-    ops::kernels::csr_softmax_aggregate_backward(p.graph, p.scores, p.value, p.lse, p.grad_out, {},
-                                                 &p.grad_scores, &p.grad_value);
-    return;
-  }
-  ops::kernels::gat_attention_aggregate_backward(p.graph, p.el, p.er, Tensor(), p.value, 0.2, {}, p.out,
-                                                 Tensor(), p.lse, p.pos_out, p.pos_weight, p.grad_out, &p.grad_el,
-                                                 &p.grad_er, nullptr, &p.grad_value);
+void backward(const Problem& p, Op op) {
+  if (op == Op::scores) return ops::kernels::csr_softmax_aggregate_backward(p.scores_backward);
+  ops::kernels::gat_attention_aggregate_backward(p.gat_backward);
 }
 
 // Bytes that must move at least (4-byte indices and values), csr_softmax_aggregate:

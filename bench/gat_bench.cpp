@@ -93,10 +93,16 @@ nlohmann::json bench_kernel(const std::string& graph_path, int64_t heads, int64_
   if (op == "scores") {
     scores = random_f32({e, heads}, 1, device);  // (E, H)
     grad_scores = Tensor::empty({e, heads}, DType::f32, device);
-    forward = [&] { ops::kernels::csr_softmax_aggregate_forward(graph, scores, value, no_dropout, out, lse); };
-    backward = [&] {
-      ops::kernels::csr_softmax_aggregate_backward(graph, scores, value, lse, grad_out, no_dropout,
-                                                   &grad_scores, &grad_value);
+    ops::CsrSoftmaxAggregateInputs in;
+    in.graph = &graph;
+    in.edge_scores = scores;
+    in.node_value = value;
+    in.attn_dropout = no_dropout;
+    forward = [args = ops::CsrSoftmaxAggregateForwardArgs{in, &out, &lse}] {
+      ops::kernels::csr_softmax_aggregate_forward(args);
+    };
+    backward = [args = ops::CsrSoftmaxAggregateBackwardArgs{in, lse, grad_out, &grad_scores, &grad_value}] {
+      ops::kernels::csr_softmax_aggregate_backward(args);
     };
   } else {
     el = random_f32({n, heads}, 1, device), er = random_f32({n, heads}, 4, device);  // (N, H)
@@ -107,16 +113,29 @@ nlohmann::json bench_kernel(const std::string& graph_path, int64_t heads, int64_
       pos_out = Tensor::empty({n, heads, features}, DType::f32, device);
       pos_weight = Tensor::empty({n, heads}, DType::f32, device);
     }
-    forward = [&, positive] {
-      ops::kernels::gat_attention_aggregate_forward(graph, el, er, Tensor(), value, 0.2, no_dropout, out, lse,
-                                                    positive ? &pos_out : nullptr,
-                                                    positive ? &pos_weight : nullptr);
-    };
-    backward = [&] {
-      ops::kernels::gat_attention_aggregate_backward(graph, el, er, Tensor(), value, 0.2, no_dropout, out,
-                                                     Tensor(), lse, pos_out, pos_weight, grad_out, &grad_el,
-                                                     &grad_er, nullptr, &grad_value);
-    };
+    ops::GatAttentionInputs in;
+    in.graph = &graph;
+    in.el = el;
+    in.er = er;
+    in.node_value = value;
+    in.negative_slope = 0.2;
+    in.attn_dropout = no_dropout;
+    ops::GatAttentionForwardArgs fwd_args{in};
+    fwd_args.out = &out;
+    fwd_args.lse = &lse;
+    fwd_args.pos_out = positive ? &pos_out : nullptr;
+    fwd_args.pos_weight = positive ? &pos_weight : nullptr;
+    ops::GatAttentionBackwardArgs bwd_args{in};
+    bwd_args.out = out;
+    bwd_args.lse = lse;
+    bwd_args.pos_out = pos_out;
+    bwd_args.pos_weight = pos_weight;
+    bwd_args.grad_out = grad_out;
+    bwd_args.grad_el = &grad_el;
+    bwd_args.grad_er = &grad_er;
+    bwd_args.grad_value = &grad_value;
+    forward = [fwd_args] { ops::kernels::gat_attention_aggregate_forward(fwd_args); };
+    backward = [bwd_args] { ops::kernels::gat_attention_aggregate_backward(bwd_args); };
   }
   // Small graphs: many launches per timing so launch gaps, not timer resolution, dominate.
   const int inner = e < 100000 ? 200 : 1;

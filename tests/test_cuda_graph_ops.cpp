@@ -44,9 +44,21 @@ AggregateResult run_aggregate(const Graph& g, const Tensor& s, const Tensor& v, 
   r.lse = Tensor::empty({N, H}, v.dtype(), d);
   r.grad_scores = Tensor::empty(s.shape(), s.dtype(), d);
   r.grad_value = Tensor::empty(v.shape(), v.dtype(), d);
-  ops::kernels::csr_softmax_aggregate_forward(g, s, v, key, r.out, r.lse);
-  ops::kernels::csr_softmax_aggregate_backward(g, s, v, r.lse, grad_out, key, &r.grad_scores,
-                                               &r.grad_value);
+  ops::CsrSoftmaxAggregateInputs in;
+  in.graph = &g;
+  in.edge_scores = s;
+  in.node_value = v;
+  in.attn_dropout = key;
+  ops::CsrSoftmaxAggregateForwardArgs forward{in};
+  forward.out = &r.out;
+  forward.lse = &r.lse;
+  ops::kernels::csr_softmax_aggregate_forward(forward);
+  ops::CsrSoftmaxAggregateBackwardArgs backward{in};
+  backward.lse = r.lse;
+  backward.grad_out = grad_out;
+  backward.grad_scores = &r.grad_scores;
+  backward.grad_value = &r.grad_value;
+  ops::kernels::csr_softmax_aggregate_backward(backward);
   return r;
 }
 
@@ -210,8 +222,18 @@ TEST(CudaCsrSoftmaxAggregate, EachGradientAloneEqualsTheOneComputedWithTheOther)
     const AggregateResult both = run_aggregate(g, s, v, go, kDrop);
     Tensor ds_alone = Tensor::empty(s.shape(), s.dtype(), Device::cuda);
     Tensor dv_alone = Tensor::empty(v.shape(), v.dtype(), Device::cuda);
-    ops::kernels::csr_softmax_aggregate_backward(g, s, v, both.lse, go, kDrop, &ds_alone, nullptr);
-    ops::kernels::csr_softmax_aggregate_backward(g, s, v, both.lse, go, kDrop, nullptr, &dv_alone);
+    ops::CsrSoftmaxAggregateBackwardArgs backward;
+    backward.graph = &g;
+    backward.edge_scores = s;
+    backward.node_value = v;
+    backward.attn_dropout = kDrop;
+    backward.lse = both.lse;
+    backward.grad_out = go;
+    backward.grad_scores = &ds_alone;  // d scores alone
+    ops::kernels::csr_softmax_aggregate_backward(backward);
+    backward.grad_scores = nullptr;  // d values alone
+    backward.grad_value = &dv_alone;
+    ops::kernels::csr_softmax_aggregate_backward(backward);
     EXPECT_TRUE(bitwise_equal(ds_alone, both.grad_scores)) << H << "x" << F;
     EXPECT_TRUE(bitwise_equal(dv_alone, both.grad_value)) << H << "x" << F;
   }
@@ -674,11 +696,31 @@ GatKernelsResult run_gat_kernels(const Graph& g, const Tensor& el, const Tensor&
   r.d_el = Tensor::empty(el.shape(), dt, d), r.d_er = Tensor::empty(er.shape(), dt, d);
   r.d_value = Tensor::empty(v.shape(), dt, d);
   if (term.defined()) r.d_term = Tensor::empty(term.shape(), dt, d);
-  ops::kernels::gat_attention_aggregate_forward(g, el, er, term, v, slope, key, r.out, r.lse, &r.pos_out,
-                                                &r.pos_weight);
-  ops::kernels::gat_attention_aggregate_backward(g, el, er, term, v, slope, key, r.out, Tensor(), r.lse, r.pos_out,
-                                                 r.pos_weight, go, &r.d_el, &r.d_er,
-                                                 term.defined() ? &r.d_term : nullptr, &r.d_value);
+  ops::GatAttentionInputs in;
+  in.graph = &g;
+  in.el = el;
+  in.er = er;
+  in.edge_term = term;
+  in.node_value = v;
+  in.negative_slope = slope;
+  in.attn_dropout = key;
+  ops::GatAttentionForwardArgs forward{in};
+  forward.out = &r.out;
+  forward.lse = &r.lse;
+  forward.pos_out = &r.pos_out;
+  forward.pos_weight = &r.pos_weight;
+  ops::kernels::gat_attention_aggregate_forward(forward);
+  ops::GatAttentionBackwardArgs backward{in};
+  backward.out = r.out;
+  backward.lse = r.lse;
+  backward.pos_out = r.pos_out;
+  backward.pos_weight = r.pos_weight;
+  backward.grad_out = go;
+  backward.grad_el = &r.d_el;
+  backward.grad_er = &r.d_er;
+  backward.grad_edge_term = term.defined() ? &r.d_term : nullptr;
+  backward.grad_value = &r.d_value;
+  ops::kernels::gat_attention_aggregate_backward(backward);
   return r;
 }
 
@@ -744,8 +786,17 @@ TEST(CudaGatAttentionAggregate, PositiveSumsAndDerMatchCpu) {
               }
               Tensor out = Tensor::empty(got.out.shape(), dtype, Device::cuda);
               Tensor lse = Tensor::empty(got.lse.shape(), dtype, Device::cuda);
-              ops::kernels::gat_attention_aggregate_forward(gd, dev(el), dev(er), dev(term), dev(v), slope,
-                                                            key, out, lse);
+              ops::GatAttentionForwardArgs forward;  // without the positive sums
+              forward.graph = &gd;
+              forward.el = dev(el);
+              forward.er = dev(er);
+              forward.edge_term = dev(term);
+              forward.node_value = dev(v);
+              forward.negative_slope = slope;
+              forward.attn_dropout = key;
+              forward.out = &out;
+              forward.lse = &lse;
+              ops::kernels::gat_attention_aggregate_forward(forward);
               EXPECT_TRUE(bitwise_equal(out, got.out)) << tag;
               EXPECT_TRUE(bitwise_equal(lse, got.lse)) << tag;
             }
@@ -759,12 +810,23 @@ TEST(CudaGatAttentionAggregate, DerWithoutThePositiveSumsIsAnError) {
   const int64_t N = g.num_nodes(), H = 2, F = 4;
   const Tensor el = Tensor::zeros({N, H}).to(Device::cuda), v = Tensor::zeros({N, H, F}).to(Device::cuda);
   Tensor out = Tensor::empty({N, H, F}, DType::f32, Device::cuda), lse = Tensor::empty({N, H}, DType::f32, Device::cuda);
-  ops::kernels::gat_attention_aggregate_forward(g, el, el, Tensor(), v, 0.2, {}, out, lse);
+  ops::GatAttentionInputs in;
+  in.graph = &g;
+  in.el = el;
+  in.er = el;
+  in.node_value = v;
+  in.negative_slope = 0.2;
+  ops::GatAttentionForwardArgs forward{in};
+  forward.out = &out;
+  forward.lse = &lse;
+  ops::kernels::gat_attention_aggregate_forward(forward);
   Tensor der = Tensor::empty({N, H}, DType::f32, Device::cuda);
-  expect_error([&] {
-    ops::kernels::gat_attention_aggregate_backward(g, el, el, Tensor(), v, 0.2, {}, out, Tensor(), lse, Tensor(), Tensor(),
-                                                   out, nullptr, &der, nullptr, nullptr);
-  }, {"gat_attention_aggregate backward (d er on CUDA)", "'pos_out' is an undefined tensor"});
+  ops::GatAttentionBackwardArgs backward{in};  // without pos_out and pos_weight
+  backward.out = out;
+  backward.lse = lse;
+  backward.grad_out = out;
+  backward.grad_er = &der;
+  expect_error([&] { ops::kernels::gat_attention_aggregate_backward(backward); }, {"gat_attention_aggregate backward (d er on CUDA)", "'pos_out' is an undefined tensor"});
 }
 
 // ---- gatv2_attention_aggregate -----------------------------------------------------------

@@ -715,14 +715,34 @@ TEST(GatAttentionAggregate, PositiveSumsGiveDerWithoutAnEdgePass) {
                                   std::to_string(key.p) + (with_term ? " edge term" : "");
           Tensor out = Tensor::empty({N, H, F}, DType::f64), lse = Tensor::empty({N, H}, DType::f64);
           Tensor pos_out = Tensor::empty({N, H, F}, DType::f64), pos_weight = Tensor::empty({N, H}, DType::f64);
-          ops::kernels::gat_attention_aggregate_forward(g, el, er, term, v, slope, key, out, lse, &pos_out, &pos_weight);
+          ops::GatAttentionInputs in;
+          in.graph = &g;
+          in.el = el;
+          in.er = er;
+          in.edge_term = term;
+          in.node_value = v;
+          in.negative_slope = slope;
+          in.attn_dropout = key;
+          ops::GatAttentionForwardArgs forward{in};
+          forward.out = &out;
+          forward.lse = &lse;
+          forward.pos_out = &pos_out;
+          forward.pos_weight = &pos_weight;
+          ops::kernels::gat_attention_aggregate_forward(forward);
           Tensor out_alone = Tensor::empty({N, H, F}, DType::f64), lse_alone = Tensor::empty({N, H}, DType::f64);
-          ops::kernels::gat_attention_aggregate_forward(g, el, er, term, v, slope, key, out_alone, lse_alone);
+          ops::GatAttentionForwardArgs alone{in};
+          alone.out = &out_alone;
+          alone.lse = &lse_alone;
+          ops::kernels::gat_attention_aggregate_forward(alone);
           EXPECT_TRUE(bitwise_equal(out, out_alone)) << tag;
           EXPECT_TRUE(bitwise_equal(lse, lse_alone)) << tag;
           Tensor der = Tensor::empty({N, H}, DType::f64);
-          ops::kernels::gat_attention_aggregate_backward(g, el, er, term, v, slope, key, out, Tensor(), lse,
-                                                         Tensor(), Tensor(), go, nullptr, &der, nullptr, nullptr);
+          ops::GatAttentionBackwardArgs backward{in};
+          backward.out = out;
+          backward.lse = lse;
+          backward.grad_out = go;
+          backward.grad_er = &der;
+          ops::kernels::gat_attention_aggregate_backward(backward);
           const std::vector<double> G = go.to_vector<double>(), o = out.to_vector<double>(),
                                     po = pos_out.to_vector<double>(), pw = pos_weight.to_vector<double>();
           std::vector<double> identity(static_cast<size_t>(N * H));
@@ -751,9 +771,19 @@ TEST(GatAttentionAggregate, RejectsMismatchedInputs) {
   // The kernels' positive sums: both or neither, of out's and lse's shapes.
   Tensor out = Tensor::empty({N, 2, 4}), lse = Tensor::empty({N, 2}), pos_out = Tensor::empty({N, 2, 4});
   Tensor short_weight = Tensor::empty({N - 1, 2});
-  expect_error([&] { ops::kernels::gat_attention_aggregate_forward(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor(), Tensor::zeros({N, 2, 4}), 0.2, {}, out, lse, &pos_out, nullptr); },
+  ops::GatAttentionForwardArgs forward;
+  forward.graph = &g;
+  forward.el = Tensor::zeros({N, 2});
+  forward.er = Tensor::zeros({N, 2});
+  forward.node_value = Tensor::zeros({N, 2, 4});
+  forward.negative_slope = 0.2;
+  forward.out = &out;
+  forward.lse = &lse;
+  forward.pos_out = &pos_out;
+  expect_error([&] { ops::kernels::gat_attention_aggregate_forward(forward); },
                {"gat_attention_aggregate (positive sums)", "together"});
-  expect_error([&] { ops::kernels::gat_attention_aggregate_forward(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor(), Tensor::zeros({N, 2, 4}), 0.2, {}, out, lse, &pos_out, &short_weight); },
+  forward.pos_weight = &short_weight;
+  expect_error([&] { ops::kernels::gat_attention_aggregate_forward(forward); },
                {"gat_attention_aggregate (positive sums)", "'pos_weight'", "(7, 2)"});
 }
 

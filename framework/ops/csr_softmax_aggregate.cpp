@@ -193,48 +193,42 @@ double OutputActivation::keep_scale() const { return dropout.active() ? dropout_
 
 namespace cpu_impl {
 
-void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
-                                   const Tensor& node_value, const DropoutKey& attn_dropout,
-                                   Tensor& out, Tensor& lse) {
-  dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
+void csr_softmax_aggregate_forward(const CsrSoftmaxAggregateForwardArgs& a) {
+  dispatch_float(a.edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
     using T = decltype(zero);
-    const StoredScores<T> scores{edge_scores.data<T>(), edge_scores.size(1)};
-    aggregate_forward<T>(graph, scores, node_value, attn_dropout, out, lse);
+    const StoredScores<T> scores{a.edge_scores.data<T>(), a.edge_scores.size(1)};
+    aggregate_forward<T>(*a.graph, scores, a.node_value, a.attn_dropout, *a.out, *a.lse);
   });
 }
 
-void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_scores,
-                                    const Tensor& node_value, const Tensor& lse,
-                                    const Tensor& grad_out, const DropoutKey& attn_dropout,
-                                    Tensor* grad_scores, Tensor* grad_value) {
-  dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate backward", [&](auto zero) {
+void csr_softmax_aggregate_backward(const CsrSoftmaxAggregateBackwardArgs& a) {
+  dispatch_float(a.edge_scores.dtype(), "csr_softmax_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
-    const StoredScores<T> scores{edge_scores.data<T>(), edge_scores.size(1)};
-    aggregate_backward<T>(graph, scores, node_value, lse, grad_out, attn_dropout,
-                          grad_scores ? grad_scores->data<T>() : nullptr,
-                          grad_value ? grad_value->data<T>() : nullptr, nullptr,
+    const StoredScores<T> scores{a.edge_scores.data<T>(), a.edge_scores.size(1)};
+    aggregate_backward<T>(*a.graph, scores, a.node_value, a.lse, a.grad_out, a.attn_dropout,
+                          a.grad_scores ? a.grad_scores->data<T>() : nullptr,
+                          a.grad_value ? a.grad_value->data<T>() : nullptr, nullptr,
                           [](int64_t, int64_t, int64_t) {});
   });
 }
 
-void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                     const Tensor& edge_term, const Tensor& node_value,
-                                     double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight,
-                                     const Tensor* out_bias, const Tensor*,  // source_rows: CUDA only
-                                     const OutputActivation& activation) {
-  dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
+// source_rows: CUDA only.
+void gat_attention_aggregate_forward(const GatAttentionForwardArgs& a) {
+  const Graph& graph = *a.graph;
+  Tensor& out = *a.out;
+  dispatch_float(a.el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
-    const GatScores<T> scores(graph, el, er, edge_term, negative_slope);
-    aggregate_forward<T>(graph, scores, node_value, attn_dropout, out, lse);
-    if (pos_out) positive_sums<T>(graph, scores, node_value, attn_dropout, *pos_out, *pos_weight);
-    if (out_bias) {  // every row, those without edges too
+    const GatScores<T> scores(graph, a.el, a.er, a.edge_term, a.negative_slope);
+    aggregate_forward<T>(graph, scores, a.node_value, a.attn_dropout, out, *a.lse);
+    if (a.pos_out) positive_sums<T>(graph, scores, a.node_value, a.attn_dropout, *a.pos_out, *a.pos_weight);
+    if (a.out_bias.defined()) {  // every row, those without edges too
       const int64_t HF = out.size(1) * out.size(2);
-      const T* b = out_bias->data<T>();  // (H, F)
-      T* o = out.data<T>();              // (N, H, F)
+      const T* b = a.out_bias.data<T>();  // (H, F)
+      T* o = out.data<T>();               // (N, H, F)
       detail::parallel_for(out.numel(), [&](int64_t k) { o[k] += b[k % HF]; });
     }
   });
+  const OutputActivation& activation = a.activation;
   KeepMask kept;  // in place: each element is read before it is written
   if (activation.elu) elu_dropout_forward(out, activation.alpha, activation.dropout, activation.keep_scale(), out, kept);
 }
@@ -242,29 +236,27 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
 // d scores go to an (E, H) buffer, turned row by row into g = ds * LeakyReLU'(.) whose row sums
 // are d er; pass 2 sums g over the out-edges into d el. g is d edge_term: the buffer is
 // grad_edge_term when asked, else transient. The sums run in the orders of gat_edge_scores'
-// backward, so the results are those of the unfused ops bit for bit.
-void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                      const Tensor& edge_term, const Tensor& node_value,
-                                      double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor&, const Tensor& lse, const Tensor&,
-                                      const Tensor&, const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
-                                      Tensor* grad_edge_term, Tensor* grad_value,
-                                      const OutputActivation& activation, Tensor* grad_pre) {
+// backward, so the results are those of the unfused ops bit for bit. Reads neither out_bias nor
+// the positive sums; d bias is the dispatcher's.
+void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& a) {
+  const Graph& graph = *a.graph;
+  const OutputActivation& activation = a.activation;
+  Tensor *grad_el = a.grad_el, *grad_er = a.grad_er, *grad_edge_term = a.grad_edge_term;
   if (activation.elu)  // the decisions drawn again
-    elu_dropout_backward(out, grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
-                         activation_keep(activation, out), *grad_pre);
-  const Tensor& grad_in = activation.elu ? *grad_pre : grad_out;  // of out + out_bias
-  dispatch_float(el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
+    elu_dropout_backward(a.out, a.grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
+                         activation_keep(activation, a.out), *a.grad_pre);
+  const Tensor& grad_in = activation.elu ? *a.grad_pre : a.grad_out;  // of out + out_bias
+  dispatch_float(a.el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
-    const GatScores<T> scores(graph, el, er, edge_term, negative_slope);
+    const GatScores<T> scores(graph, a.el, a.er, a.edge_term, a.negative_slope);
     const int64_t H = scores.H;
     const bool transient_g = !grad_edge_term && (grad_el || grad_er);
     std::vector<T> g_buffer(transient_g ? static_cast<size_t>(graph.num_edges() * H) : 0);
     T* g = grad_edge_term ? grad_edge_term->data<T>() : transient_g ? g_buffer.data() : nullptr;  // (E, H)
     T* der = grad_er ? grad_er->data<T>() : nullptr;  // (N, H)
     const int32_t* src = scores.src;
-    aggregate_backward<T>(graph, scores, node_value, lse, grad_in, attn_dropout, g,
-                          grad_value ? grad_value->data<T>() : nullptr,
+    aggregate_backward<T>(graph, scores, a.node_value, a.lse, grad_in, a.attn_dropout, g,
+                          a.grad_value ? a.grad_value->data<T>() : nullptr,
                           grad_el ? grad_el->data<T>() : nullptr,
                           [&](int64_t i, int64_t b, int64_t degree) {
                             for (int64_t h = 0; h < H; ++h) {
@@ -279,13 +271,14 @@ void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
   });
 }
 
-void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
-  const int64_t N = graph.num_dst_nodes(), H = edge_scores.size(1);
-  dispatch_float(edge_scores.dtype(), "csr_softmax", [&](auto zero) {
+void csr_softmax(const CsrSoftmaxArgs& args) {
+  const Graph& graph = *args.graph;
+  const int64_t N = graph.num_dst_nodes(), H = args.edge_scores.size(1);
+  dispatch_float(args.edge_scores.dtype(), "csr_softmax", [&](auto zero) {
     using T = decltype(zero);
     const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-    const T* s = edge_scores.data<T>();                        // (E, H)
-    T* a = weights.data<T>();                                  // (E, H)
+    const T* s = args.edge_scores.data<T>();                   // (E, H)
+    T* a = args.weights->data<T>();                            // (E, H)
     for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t, int64_t b, int64_t degree) {
       row_softmax_terms(s + b * H, degree, H, row);
       for (int64_t q = 0; q < degree * H; ++q) a[b * H + q] = row.ex[q] / row.z[q % H];
@@ -293,129 +286,92 @@ void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights)
   });
 }
 
+void bias_from_partials(const BiasFromPartialsArgs&) {
+  GAT_FAIL("bias_from_partials: only CUDA's backward leaves partial sums");
+}
+
 }  // namespace cpu_impl
 
 namespace kernels {
 
-void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
-                                   const Tensor& node_value, const DropoutKey& attn_dropout,
-                                   Tensor& out, Tensor& lse) {
-  if (node_value.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::csr_softmax_aggregate_forward(graph, edge_scores, node_value,
-                                                                  attn_dropout, out, lse));
-  cpu_impl::csr_softmax_aggregate_forward(graph, edge_scores, node_value, attn_dropout, out, lse);
+void csr_softmax_aggregate_forward(const CsrSoftmaxAggregateForwardArgs& a) {
+  GAT_RUN_KERNEL(csr_softmax_aggregate_forward, a, a.node_value);
 }
 
-void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_scores,
-                                    const Tensor& node_value, const Tensor& lse,
-                                    const Tensor& grad_out, const DropoutKey& attn_dropout,
-                                    Tensor* grad_scores, Tensor* grad_value) {
-  if (node_value.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::csr_softmax_aggregate_backward(
-        graph, edge_scores, node_value, lse, grad_out, attn_dropout, grad_scores, grad_value));
-  cpu_impl::csr_softmax_aggregate_backward(graph, edge_scores, node_value, lse, grad_out,
-                                           attn_dropout, grad_scores, grad_value);
+void csr_softmax_aggregate_backward(const CsrSoftmaxAggregateBackwardArgs& a) {
+  GAT_RUN_KERNEL(csr_softmax_aggregate_backward, a, a.node_value);
 }
 
-void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                     const Tensor& edge_term, const Tensor& node_value,
-                                     double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight,
-                                     const Tensor* out_bias, const Tensor* source_rows,
-                                     const OutputActivation& activation) {
-  if (out_bias) {
+void gat_attention_aggregate_forward(const GatAttentionForwardArgs& a) {
+  const Tensor &out = *a.out, &lse = *a.lse, &node_value = a.node_value;
+  if (a.out_bias.defined()) {
     const char* op = "gat_attention_aggregate (bias)";
-    check_same(op, "out_bias", *out_bias, "out", out);
-    GAT_CHECK(out_bias->numel() == out.size(1) * out.size(2), op, ": out_bias ", out_bias->describe(),
+    check_same(op, "out_bias", a.out_bias, "out", out);
+    GAT_CHECK(a.out_bias.numel() == out.size(1) * out.size(2), op, ": out_bias ", a.out_bias.describe(),
               " must hold H F = ", out.size(1) * out.size(2), " values");
   }
-  if (pos_out || pos_weight) {
+  if (a.pos_out || a.pos_weight) {
     const char* op = "gat_attention_aggregate (positive sums)";
-    GAT_CHECK(pos_out && pos_weight, op, ": pos_out and pos_weight are asked for together");
-    check_shape(op, "pos_out", *pos_out, out.shape());
-    check_same(op, "pos_out", *pos_out, "out", out);
-    check_shape(op, "pos_weight", *pos_weight, lse.shape());
-    check_same(op, "pos_weight", *pos_weight, "lse", lse);
+    GAT_CHECK(a.pos_out && a.pos_weight, op, ": pos_out and pos_weight are asked for together");
+    check_shape(op, "pos_out", *a.pos_out, out.shape());
+    check_same(op, "pos_out", *a.pos_out, "out", out);
+    check_shape(op, "pos_weight", *a.pos_weight, lse.shape());
+    check_same(op, "pos_weight", *a.pos_weight, "lse", lse);
   }
-  if (source_rows) {
+  if (a.source_rows.defined()) {
     const char* op = "gat_attention_aggregate (source rows)";
     GAT_CHECK(node_value.is_cuda(), op, ": packed source rows are read by the CUDA kernels only");
     GAT_CHECK(node_value.size(1) * node_value.size(2) + node_value.size(1) <= kPackedRow, op,
               ": node_value ", node_value.describe(), " and el do not fit a row of ", kPackedRow);
-    check_same(op, "source_rows", *source_rows, "node_value", node_value);
-    check_shape(op, "source_rows", *source_rows, {node_value.size(0), kPackedRow});
+    check_same(op, "source_rows", a.source_rows, "node_value", node_value);
+    check_shape(op, "source_rows", a.source_rows, {node_value.size(0), kPackedRow});
   }
-  if (node_value.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_forward(
-        graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, lse, pos_out,
-        pos_weight, out_bias, source_rows, activation));
-  cpu_impl::gat_attention_aggregate_forward(graph, el, er, edge_term, node_value, negative_slope,
-                                            attn_dropout, out, lse, pos_out, pos_weight, out_bias,
-                                            source_rows, activation);
+  GAT_RUN_KERNEL(gat_attention_aggregate_forward, a, node_value);
 }
 
-void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                      const Tensor& edge_term, const Tensor& node_value,
-                                      double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& out_bias, const Tensor& lse,
-                                      const Tensor& pos_out, const Tensor& pos_weight,
-                                      const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
-                                      Tensor* grad_edge_term, Tensor* grad_value,
-                                      const OutputActivation& activation, Tensor* grad_pre, Tensor* grad_bias,
-                                      Tensor* bias_partials) {
+void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& a) {
+  const OutputActivation& activation = a.activation;
+  const Tensor& out = a.out;
   if (activation.elu) {
     const char* op = "gat_attention_aggregate backward (activation)";
-    GAT_CHECK(grad_pre, op, ": grad_pre, the gradient of the activation's input, is needed");
-    check_same(op, "grad_pre", *grad_pre, "out", out);
-    check_shape(op, "grad_pre", *grad_pre, out.shape());
+    GAT_CHECK(a.grad_pre, op, ": grad_pre, the gradient of the activation's input, is needed");
+    check_same(op, "grad_pre", *a.grad_pre, "out", out);
+    check_shape(op, "grad_pre", *a.grad_pre, out.shape());
   }
   const int64_t N = out.size(0), HF = out.size(1) * out.size(2);
-  if (grad_bias) {
+  if (a.grad_bias) {
     const char* op = "gat_attention_aggregate backward (d bias)";
-    check_same(op, "grad_bias", *grad_bias, "out", out);
-    GAT_CHECK(grad_bias->numel() == HF, op, ": grad_bias ", grad_bias->describe(), " must hold H F = ", HF,
+    check_same(op, "grad_bias", *a.grad_bias, "out", out);
+    GAT_CHECK(a.grad_bias->numel() == HF, op, ": grad_bias ", a.grad_bias->describe(), " must hold H F = ", HF,
               " values");
   }
   // d bias: the column sums of the gradient of out + out_bias, in double (sum_axis), where the
   // kernels do not take them in their own pass.
-  const Tensor& grad_in = activation.elu ? *grad_pre : grad_out;
+  const Tensor& grad_in = activation.elu ? *a.grad_pre : a.grad_out;
   auto sum_bias = [&] {
-    if (grad_bias) sum_axis(grad_in, 1, N, HF, *grad_bias);
+    if (a.grad_bias) sum_axis(grad_in, 1, N, HF, *a.grad_bias);
   };
-  if (graph.num_edges() == 0 || el.size(1) == 0 || node_value.size(2) == 0) {
+  if (a.graph->num_edges() == 0 || a.el.size(1) == 0 || a.node_value.size(2) == 0) {
     // Nothing is aggregated: every gradient but the activation's and the bias's is zero (and
     // the kernels may assume edges, heads and features).
     if (activation.elu)
-      elu_dropout_backward(out, grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
-                           activation_keep(activation, out), *grad_pre);
+      elu_dropout_backward(out, a.grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
+                           activation_keep(activation, out), *a.grad_pre);
     sum_bias();
-    for (Tensor* grad : {grad_el, grad_er, grad_edge_term, grad_value})
+    for (Tensor* grad : {a.grad_el, a.grad_er, a.grad_edge_term, a.grad_value})
       if (grad) grad->zero_();
     return;
   }
-  bool bias_written = false;
-  if (node_value.is_cuda())
-    bias_written = GAT_CUDA_CALL(cuda_impl::gat_attention_aggregate_backward(
-        graph, el, er, edge_term, node_value, negative_slope, attn_dropout, out, out_bias, lse,
-        pos_out, pos_weight, grad_out, grad_el, grad_er, grad_edge_term, grad_value, activation, grad_pre,
-        grad_bias, bias_partials));
-  else
-    cpu_impl::gat_attention_aggregate_backward(graph, el, er, edge_term, node_value, negative_slope,
-                                               attn_dropout, out, out_bias, lse, pos_out, pos_weight,
-                                               grad_out, grad_el, grad_er, grad_edge_term, grad_value,
-                                               activation, grad_pre);
-  if (!bias_written) sum_bias();
+  bool bias_taken = false;
+  GatAttentionBackwardArgs impl = a;
+  impl.bias_taken = &bias_taken;
+  GAT_RUN_KERNEL(gat_attention_aggregate_backward, impl, a.node_value);
+  if (!bias_taken) sum_bias();
 }
 
-void bias_from_partials(const Tensor& partials, Tensor& grad_bias) {
-  GAT_CHECK(partials.is_cuda(), "bias_from_partials: only CUDA's backward leaves partial sums");
-  GAT_CUDA_CALL(cuda_impl::bias_from_partials(partials, grad_bias));
-}
+void bias_from_partials(const BiasFromPartialsArgs& a) { GAT_RUN_KERNEL(bias_from_partials, a, a.partials); }
 
-void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
-  if (edge_scores.is_cuda()) return GAT_CUDA_CALL(cuda_impl::csr_softmax(graph, edge_scores, weights));
-  cpu_impl::csr_softmax(graph, edge_scores, weights);
-}
+void csr_softmax(const CsrSoftmaxArgs& a) { GAT_RUN_KERNEL(csr_softmax, a, a.edge_scores); }
 
 }  // namespace kernels
 
@@ -434,7 +390,14 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
   const int64_t N = graph.num_dst_nodes(), F = node_value.size(2);
   Tensor out = Tensor::empty({N, H, F}, node_value.dtype(), node_value.device(), op);
   Tensor lse = Tensor::empty({N, H}, node_value.dtype(), node_value.device(), "csr_softmax_aggregate lse");
-  kernels::csr_softmax_aggregate_forward(graph, edge_scores, node_value, attn_dropout, out, lse);
+  CsrSoftmaxAggregateForwardArgs forward;
+  forward.graph = &graph;
+  forward.edge_scores = edge_scores;
+  forward.node_value = node_value;
+  forward.attn_dropout = attn_dropout;
+  forward.out = &out;
+  forward.lse = &lse;
+  kernels::csr_softmax_aggregate_forward(forward);
 
   const bool need_scores = edge_scores.requires_grad(), need_value = node_value.requires_grad();
   return autograd::record(
@@ -447,9 +410,16 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
         Tensor ds, dv;
         if (need_scores) ds = Tensor::empty(s.shape(), s.dtype(), s.device(), "d edge_scores");
         if (need_value) dv = Tensor::empty(v.shape(), v.dtype(), v.device(), "d node_value");
-        kernels::csr_softmax_aggregate_backward(graph, s, v, lse, grad_out, attn_dropout,
-                                                need_scores ? &ds : nullptr,
-                                                need_value ? &dv : nullptr);
+        CsrSoftmaxAggregateBackwardArgs backward;
+        backward.graph = &graph;
+        backward.edge_scores = s;
+        backward.node_value = v;
+        backward.attn_dropout = attn_dropout;
+        backward.lse = lse;
+        backward.grad_out = grad_out;
+        backward.grad_scores = need_scores ? &ds : nullptr;
+        backward.grad_value = need_value ? &dv : nullptr;
+        kernels::csr_softmax_aggregate_backward(backward);
         return std::vector<Tensor>{ds, dv};
       });
 }
@@ -513,11 +483,22 @@ Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const T
     pos_out = Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_out");
     pos_weight = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_weight");
   }
-  kernels::gat_attention_aggregate_forward(graph, el, er, edge_term, node_value, negative_slope,
-                                           attn_dropout, out, lse, keep_positive ? &pos_out : nullptr,
-                                           keep_positive ? &pos_weight : nullptr,
-                                           bias.defined() ? &bias : nullptr,
-                                           source_rows.defined() ? &source_rows : nullptr, activation);
+  GatAttentionForwardArgs forward;
+  forward.graph = &graph;
+  forward.el = el;
+  forward.er = er;
+  forward.edge_term = edge_term;
+  forward.node_value = node_value;
+  forward.negative_slope = negative_slope;
+  forward.attn_dropout = attn_dropout;
+  forward.out_bias = bias;
+  forward.activation = activation;
+  forward.out = &out;
+  forward.lse = &lse;
+  forward.pos_out = keep_positive ? &pos_out : nullptr;
+  forward.pos_weight = keep_positive ? &pos_weight : nullptr;
+  forward.source_rows = source_rows;
+  kernels::gat_attention_aggregate_forward(forward);
   auto detached = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
   saved = {graph, el.detach(), er.detach(), detached(edge_term), node_value.detach(), out.detach(),
            detached(bias), lse, pos_out, pos_weight, negative_slope, attn_dropout, activation};
@@ -550,15 +531,36 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
                                      : grad_out;
   if (need_bias) d.bias = Tensor::empty(s.bias.shape(), s.bias.dtype(), s.bias.device(), "d bias");
   Tensor bias_partials;
-  kernels::gat_attention_aggregate_backward(
-      s.graph, s.el, s.er, s.edge_term, s.value, s.negative_slope, s.attn_dropout, s.out, s.bias, s.lse,
-      s.pos_out, s.pos_weight, grad_out, need_el ? &d.el : nullptr, need_er ? &d.er : nullptr,
-      need_term ? &d.edge_term : nullptr, need_value ? &d.value : nullptr, s.activation,
-      s.activation.elu ? &grad_pre : nullptr, need_bias ? &d.bias : nullptr, need_bias ? &bias_partials : nullptr);
+  GatAttentionBackwardArgs backward;
+  backward.graph = &s.graph;
+  backward.el = s.el;
+  backward.er = s.er;
+  backward.edge_term = s.edge_term;
+  backward.node_value = s.value;
+  backward.negative_slope = s.negative_slope;
+  backward.attn_dropout = s.attn_dropout;
+  backward.out_bias = s.bias;
+  backward.activation = s.activation;
+  backward.out = s.out;
+  backward.lse = s.lse;
+  backward.pos_out = s.pos_out;
+  backward.pos_weight = s.pos_weight;
+  backward.grad_out = grad_out;
+  backward.grad_el = need_el ? &d.el : nullptr;
+  backward.grad_er = need_er ? &d.er : nullptr;
+  backward.grad_edge_term = need_term ? &d.edge_term : nullptr;
+  backward.grad_value = need_value ? &d.value : nullptr;
+  backward.grad_pre = s.activation.elu ? &grad_pre : nullptr;
+  backward.grad_bias = need_bias ? &d.bias : nullptr;
+  backward.bias_partials = need_bias ? &bias_partials : nullptr;
+  kernels::gat_attention_aggregate_backward(backward);
   if (bias_partials.defined())  // d bias added up from its partial sums beside the rest of the pass
     d.bias = autograd::side_gradients({bias_partials}, [grad_bias = d.bias](const std::vector<Tensor>& in) {
       Tensor out = grad_bias;
-      kernels::bias_from_partials(in[0], out);
+      BiasFromPartialsArgs sums;
+      sums.partials = in[0];
+      sums.grad_bias = &out;
+      kernels::bias_from_partials(sums);
       return std::vector<Tensor>{out};
     })[0];
   return d;
@@ -722,7 +724,11 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores) {
   check_scores("csr_softmax", graph, edge_scores);
   Tensor weights = Tensor::empty(edge_scores.shape(), edge_scores.dtype(), edge_scores.device(),
                                  "csr_softmax");
-  kernels::csr_softmax(graph, edge_scores, weights);
+  CsrSoftmaxArgs softmax;
+  softmax.graph = &graph;
+  softmax.edge_scores = edge_scores;
+  softmax.weights = &weights;
+  kernels::csr_softmax(softmax);
   return weights;
 }
 

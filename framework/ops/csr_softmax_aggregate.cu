@@ -747,9 +747,11 @@ void with_edge_term(const Tensor& edge_term, Fn&& f) {
 
 }  // namespace
 
-void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
-                                   const Tensor& node_value, const DropoutKey& attn_dropout,
-                                   Tensor& out, Tensor& lse) {
+void csr_softmax_aggregate_forward(const CsrSoftmaxAggregateForwardArgs& args) {
+  const Graph& graph = *args.graph;
+  const Tensor &edge_scores = args.edge_scores, &node_value = args.node_value;
+  const DropoutKey& attn_dropout = args.attn_dropout;
+  Tensor &out = *args.out, &lse = *args.lse;
   dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
     using T = decltype(zero);
     const StoredScores<T> scores{edge_scores.data<T>(), static_cast<int>(edge_scores.size(1))};
@@ -757,12 +759,16 @@ void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores
   });
 }
 
-void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                     const Tensor& edge_term, const Tensor& node_value,
-                                     double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse, Tensor* pos_out, Tensor* pos_weight,
-                                     const Tensor* out_bias, const Tensor* source_rows,
-                                     const OutputActivation& activation) {
+void gat_attention_aggregate_forward(const GatAttentionForwardArgs& args) {
+  const Graph& graph = *args.graph;
+  const Tensor &el = args.el, &er = args.er, &edge_term = args.edge_term, &node_value = args.node_value;
+  const double negative_slope = args.negative_slope;
+  const DropoutKey& attn_dropout = args.attn_dropout;
+  Tensor &out = *args.out, &lse = *args.lse;
+  Tensor *pos_out = args.pos_out, *pos_weight = args.pos_weight;
+  const Tensor* out_bias = args.out_bias.defined() ? &args.out_bias : nullptr;
+  const Tensor* source_rows = args.source_rows.defined() ? &args.source_rows : nullptr;
+  const OutputActivation& activation = args.activation;
   dispatch_float(el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
     const int H = static_cast<int>(el.size(1));
@@ -785,10 +791,12 @@ void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const
   });
 }
 
-void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_scores,
-                                    const Tensor& node_value, const Tensor& lse,
-                                    const Tensor& grad_out, const DropoutKey& attn_dropout,
-                                    Tensor* grad_scores, Tensor* grad_value) {
+void csr_softmax_aggregate_backward(const CsrSoftmaxAggregateBackwardArgs& args) {
+  const Graph& graph = *args.graph;
+  const Tensor &edge_scores = args.edge_scores, &node_value = args.node_value, &lse = args.lse,
+               &grad_out = args.grad_out;
+  const DropoutKey& attn_dropout = args.attn_dropout;
+  Tensor *grad_scores = args.grad_scores, *grad_value = args.grad_value;
   const long long N = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(edge_scores.size(1)), F = static_cast<int>(node_value.size(2));
   const bool need_scores = grad_scores && E * H > 0,
@@ -831,15 +839,18 @@ void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_score
 // walk over the transposed graph gives dV, d el and, when asked, g per edge (= d edge_term,
 // written straight into grad_edge_term). A head wider than one group of lanes (F > 32 vectors)
 // takes the unfused path: the scores and d scores (E, H) exist for the length of this backward.
-bool gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                      const Tensor& edge_term, const Tensor& node_value,
-                                      double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& out_bias, const Tensor& lse,
-                                      const Tensor& pos_out, const Tensor& pos_weight,
-                                      const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
-                                      Tensor* grad_edge_term, Tensor* grad_value,
-                                      const OutputActivation& activation, Tensor* grad_pre, Tensor* grad_bias,
-                                      Tensor* bias_partials) {
+// Writes *args.bias_taken.
+void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& args) {
+  const Graph& graph = *args.graph;
+  const Tensor &el = args.el, &er = args.er, &edge_term = args.edge_term, &node_value = args.node_value;
+  const double negative_slope = args.negative_slope;
+  const DropoutKey& attn_dropout = args.attn_dropout;
+  const Tensor &out = args.out, &out_bias = args.out_bias, &lse = args.lse, &pos_out = args.pos_out,
+               &pos_weight = args.pos_weight, &grad_out = args.grad_out;
+  Tensor *grad_el = args.grad_el, *grad_er = args.grad_er, *grad_edge_term = args.grad_edge_term,
+         *grad_value = args.grad_value, *grad_pre = args.grad_pre, *grad_bias = args.grad_bias,
+         *bias_partials = args.bias_partials;
+  const OutputActivation& activation = args.activation;
   const long long N = graph.num_dst_nodes(), E = graph.num_edges();
   bool bias_written = false;
   const int H = static_cast<int>(el.size(1)), F = static_cast<int>(node_value.size(2));
@@ -860,8 +871,16 @@ bool gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
         Tensor ds;
         if (grad_el || grad_er || grad_edge_term)
           ds = Tensor::empty({E, H}, el.dtype(), Device::cuda, "d gat scores");
-        csr_softmax_aggregate_backward(graph, scores, node_value, lse, grad_in, attn_dropout,
-                                       ds.defined() ? &ds : nullptr, grad_value);
+        CsrSoftmaxAggregateBackwardArgs unfused;
+        unfused.graph = &graph;
+        unfused.edge_scores = scores;
+        unfused.node_value = node_value;
+        unfused.attn_dropout = attn_dropout;
+        unfused.lse = lse;
+        unfused.grad_out = grad_in;
+        unfused.grad_scores = ds.defined() ? &ds : nullptr;
+        unfused.grad_value = grad_value;
+        csr_softmax_aggregate_backward(unfused);
         if (ds.defined())
           gat_edge_scores_backward(graph, el, er, edge_term, negative_slope, ds, grad_el, grad_er,
                                    grad_edge_term);
@@ -902,7 +921,7 @@ bool gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
                        RowPack<T>{er.data<T>(), lse.data<T>(), packed, stride, lead}, act,
                        bias_written ? &partials : nullptr);
       if (bias_written && bias_partials) *bias_partials = partials;
-      else if (bias_written) bias_from_partials(partials, *grad_bias);
+      else if (bias_written) bias_from_partials({partials, grad_bias});
       if (lead) a.grad_out = packed, a.grad_stride = stride;
       if (!grad_el && !grad_edge_term && !grad_value) return;
       with_edge_term(edge_term, [&](auto term) {
@@ -917,10 +936,12 @@ bool gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, cons
       });
     });
   });
-  return bias_written;
+  if (args.bias_taken) *args.bias_taken = bias_written;
 }
 
-void bias_from_partials(const Tensor& partials, Tensor& grad_bias) {
+void bias_from_partials(const BiasFromPartialsArgs& args) {
+  const Tensor& partials = args.partials;
+  Tensor& grad_bias = *args.grad_bias;
   check_shape("bias_from_partials", "partials", partials, {partials.size(0), grad_bias.numel()});
   dispatch_float(grad_bias.dtype(), "bias_from_partials", [&](auto zero) {
     using T = decltype(zero);
@@ -929,7 +950,10 @@ void bias_from_partials(const Tensor& partials, Tensor& grad_bias) {
   });
 }
 
-void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights) {
+void csr_softmax(const CsrSoftmaxArgs& args) {
+  const Graph& graph = *args.graph;
+  const Tensor& edge_scores = args.edge_scores;
+  Tensor& weights = *args.weights;
   const long long NH = graph.num_dst_nodes() * edge_scores.size(1);
   if (NH == 0 || graph.num_edges() == 0) return;
   dispatch_float(edge_scores.dtype(), "csr_softmax", [&](auto zero) {

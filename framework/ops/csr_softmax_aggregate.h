@@ -18,6 +18,7 @@
 #pragma once
 
 #include "gat/framework/graph.h"
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/tensor.h"
 
@@ -95,137 +96,131 @@ Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& w
 Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 
 // ---- the kernels behind the op (docs/design.md, the op pattern) ----
-//  forward:  writes out (N, H, F) and lse (N, H) (lse = -inf for a row with no edges)
-//  backward: given grad_out (N, H, F), writes grad_scores (E, H) and/or grad_value (N, H, F)
-//            (either may be null to skip it). Overwrites, never accumulates.
-//  softmax:  writes weights (E, H), the row softmax of edge_scores.
-//  gat forward:  as forward, the scores computed from el, er and edge_term (may be undefined);
-//            when pos_out and pos_weight are given (both or neither) also, over the edges e of
-//            row i whose LeakyReLU argument x[e,h] = el[src(e),h] + er[i,h] (+ edge_term[e,h]) is
-//            positive, pos_out[i,h,:] = sum a~[e,h] node_value[src(e),h,:] (N, H, F) and
-//            pos_weight[i,h] = sum a[e,h] (N, H); zero for a row without edges, and pos_weight
-//            zero when F = 0. With out_bias (H F values), out is written plus it (rows without edges
-//            too); pos_out never is. With source_rows (Ns, kPackedRow) (CUDA only, H F + H <=
-//            kPackedRow; null for none), row j starts with node_value[j,:,:] then el[j,:], the
-//            same numbers as those tensors, and the forward reads them there: one 64-byte access
-//            an edge where the two tensors cost two.
-//  gat backward: given the forward's out and lse and grad_out (N, H, F), writes grad_el,
-//            grad_er (N, H), grad_edge_term (E, H) (only with edge_term defined) and/or
-//            grad_value (N, H, F) (any may be null). `out` may hold the forward's out plus
-//            out_bias (H F values; undefined for none), which D then takes off. With
-//            D[i,h] = grad_out[i,h,:] . out[i,h,:],
-//              grad_er[i,h] = (1 - negative_slope) (grad_out[i,h,:] . pos_out[i,h,:]
-//                                                   - D[i,h] pos_weight[i,h])
-//            (the sum over row i of d scores * LeakyReLU'(x), as sum_e a = 1 and the softmax
-//            gradients of a row sum to 0): CUDA computes grad_er so, per (node, head), and needs
-//            pos_out and pos_weight from the forward for it (heads of at most 32 vectors; wider
-//            ones, and the CPU, sum grad_er over the edges and read neither, which may be
-//            undefined there). grad_value may be pos_out's storage: pos_out is read first.
-//  activation (both gat kernels; elu set): the forward writes out through it (OutputActivation,
-//            after out_bias); the backward then takes `out` as the activation's output and
-//            grad_out as its gradient, writes grad_pre (N, H, F), the gradient of its input
-//            (out + out_bias), and goes on with grad_pre where grad_out is read above. CUDA
-//            draws the decisions again and takes the ELU's input from out; the CPU keeps nothing
-//            more either (it draws them again too and needs no ELU input).
-//  grad_bias (gat backward; null to skip): H F values, d out_bias: the column sums over the N
-//            rows of the gradient of out + out_bias (grad_pre, or grad_out without an
-//            activation), zero for N = 0. CUDA sums them in head_rows_dot's pass where the heads
-//            allow (bias_in_rows), all in double either way. With bias_partials (null to skip)
-//            CUDA leaves that pass's blocks' partial sums there, (blocks, H F) f64, and grad_bias
-//            unwritten: bias_from_partials then writes it (the caller may queue it beside other
-//            work). bias_partials stays undefined where d bias was written.
-//  bias_from_partials: grad_bias (H F values) = the column sums of partials (blocks, H F) f64,
-//            added in block order (CUDA only: only CUDA leaves partials).
-//  None synchronises with the host (on CUDA: the launches it makes are in docs/kernels.md).
+// Each kernel's arguments are one struct below; kernels::NAME, cpu_impl::NAME (csr_softmax_aggregate.cpp)
+// and cuda_impl::NAME (csr_softmax_aggregate.cu) all take it (GAT_DECLARE_KERNEL, kernel.h).
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device; all three have one contract.
+// Outputs are Tensor*; those marked "or null" may be null to skip them. Kernels overwrite their
+// outputs, never accumulate. None synchronises with the host (on CUDA: the launches it makes are
+// in docs/kernels.md).
 // The CUDA kernels' packed rows: 16 values (64 bytes of f32), which the DRAM serves with one
 // access where two arrays' rows at one index cost two (bench/gather_ceiling.cu; each row's start
 // aligned to 64 bytes). The walk packs a destination's gradient, er, lse and D in one when
 // H F + 3 H fit; gat_projected_attention a source's values and el when H F + H fit.
 constexpr int kPackedRow = 16;
-namespace kernels {
-void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
-                                   const Tensor& node_value, const DropoutKey& attn_dropout,
-                                   Tensor& out, Tensor& lse);
-void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_scores,
-                                    const Tensor& node_value, const Tensor& lse,
-                                    const Tensor& grad_out, const DropoutKey& attn_dropout,
-                                    Tensor* grad_scores, Tensor* grad_value);
-void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights);
-void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                     const Tensor& edge_term, const Tensor& node_value,
-                                     double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
-                                     Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr,
-                                     const Tensor* source_rows = nullptr,
-                                     const OutputActivation& activation = {});
-void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                      const Tensor& edge_term, const Tensor& node_value,
-                                      double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& out_bias, const Tensor& lse,
-                                      const Tensor& pos_out, const Tensor& pos_weight,
-                                      const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
-                                      Tensor* grad_edge_term, Tensor* grad_value,
-                                      const OutputActivation& activation = {},
-                                      Tensor* grad_pre = nullptr, Tensor* grad_bias = nullptr,
-                                      Tensor* bias_partials = nullptr);
-void bias_from_partials(const Tensor& partials, Tensor& grad_bias);
-}  // namespace kernels
-namespace cpu_impl {  // csr_softmax_aggregate.cpp
-void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
-                                   const Tensor& node_value, const DropoutKey& attn_dropout,
-                                   Tensor& out, Tensor& lse);
-void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_scores,
-                                    const Tensor& node_value, const Tensor& lse,
-                                    const Tensor& grad_out, const DropoutKey& attn_dropout,
-                                    Tensor* grad_scores, Tensor* grad_value);
-void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights);
-void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                     const Tensor& edge_term, const Tensor& node_value,
-                                     double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
-                                     Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr,
-                                     const Tensor* source_rows = nullptr,
-                                     const OutputActivation& activation = {});
-void gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                      const Tensor& edge_term, const Tensor& node_value,
-                                      double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& out_bias, const Tensor& lse,
-                                      const Tensor& pos_out, const Tensor& pos_weight,
-                                      const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
-                                      Tensor* grad_edge_term, Tensor* grad_value,
-                                      const OutputActivation& activation = {},
-                                      Tensor* grad_pre = nullptr);  // d bias: the dispatcher's
-}  // namespace cpu_impl
-namespace cuda_impl {  // csr_softmax_aggregate.cu
-void csr_softmax_aggregate_forward(const Graph& graph, const Tensor& edge_scores,
-                                   const Tensor& node_value, const DropoutKey& attn_dropout,
-                                   Tensor& out, Tensor& lse);
-void csr_softmax_aggregate_backward(const Graph& graph, const Tensor& edge_scores,
-                                    const Tensor& node_value, const Tensor& lse,
-                                    const Tensor& grad_out, const DropoutKey& attn_dropout,
-                                    Tensor* grad_scores, Tensor* grad_value);
-void csr_softmax(const Graph& graph, const Tensor& edge_scores, Tensor& weights);
-void gat_attention_aggregate_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                     const Tensor& edge_term, const Tensor& node_value,
-                                     double negative_slope, const DropoutKey& attn_dropout,
-                                     Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
-                                     Tensor* pos_weight = nullptr, const Tensor* out_bias = nullptr,
-                                     const Tensor* source_rows = nullptr,
-                                     const OutputActivation& activation = {});
-// True when it took d bias (in head_rows_dot's pass, where bias_in_rows allows: grad_bias
-// written, or its partials left in *bias_partials when given); the dispatcher sums it otherwise.
-bool gat_attention_aggregate_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                                      const Tensor& edge_term, const Tensor& node_value,
-                                      double negative_slope, const DropoutKey& attn_dropout,
-                                      const Tensor& out, const Tensor& out_bias, const Tensor& lse,
-                                      const Tensor& pos_out, const Tensor& pos_weight,
-                                      const Tensor& grad_out, Tensor* grad_el, Tensor* grad_er,
-                                      Tensor* grad_edge_term, Tensor* grad_value,
-                                      const OutputActivation& activation = {},
-                                      Tensor* grad_pre = nullptr, Tensor* grad_bias = nullptr,
-                                      Tensor* bias_partials = nullptr);
-void bias_from_partials(const Tensor& partials, Tensor& grad_bias);
-}  // namespace cuda_impl
+
+// csr_softmax_aggregate's inputs, shared by its forward and backward.
+struct CsrSoftmaxAggregateInputs {
+  const Graph* graph = nullptr;  // N destinations, Ns sources, E edges, on the tensors' device
+  Tensor edge_scores{};          // (E, H) f32|f64
+  Tensor node_value{};           // (Ns, H, F), edge_scores' dtype and device
+  DropoutKey attn_dropout{};     // inactive: none
+};
+
+// forward: writes out and lse (lse = -inf for a row with no edges).
+struct CsrSoftmaxAggregateForwardArgs : CsrSoftmaxAggregateInputs {
+  Tensor* out = nullptr;  // (N, H, F)
+  Tensor* lse = nullptr;  // (N, H)
+};
+GAT_DECLARE_KERNEL(csr_softmax_aggregate_forward, CsrSoftmaxAggregateForwardArgs)
+
+// backward: given grad_out, writes grad_scores and/or grad_value (either may be null to skip it).
+struct CsrSoftmaxAggregateBackwardArgs : CsrSoftmaxAggregateInputs {
+  Tensor lse{};                   // (N, H), the forward's
+  Tensor grad_out{};              // (N, H, F)
+  Tensor* grad_scores = nullptr;  // (E, H) or null
+  Tensor* grad_value = nullptr;   // (Ns, H, F) or null
+};
+GAT_DECLARE_KERNEL(csr_softmax_aggregate_backward, CsrSoftmaxAggregateBackwardArgs)
+
+// softmax: writes weights, the row softmax of edge_scores.
+struct CsrSoftmaxArgs {
+  const Graph* graph = nullptr;  // N destinations, E edges, on edge_scores' device
+  Tensor edge_scores{};          // (E, H) f32|f64
+  Tensor* weights = nullptr;     // (E, H)
+};
+GAT_DECLARE_KERNEL(csr_softmax, CsrSoftmaxArgs)
+
+// gat_attention_aggregate's inputs, shared by its forward and backward: the scores are computed
+// from el, er and edge_term where an edge is visited.
+struct GatAttentionInputs {
+  const Graph* graph = nullptr;  // N destinations, Ns sources, E edges, on the tensors' device
+  Tensor el{};                   // (Ns, H) f32|f64
+  Tensor er{};                   // (N, H)
+  Tensor edge_term{};            // (E, H) or undefined (no edge term)
+  Tensor node_value{};           // (Ns, H, F), el's dtype and device
+  double negative_slope = 0.0;   // LeakyReLU's
+  DropoutKey attn_dropout{};     // inactive: none
+  // H F values, or undefined for none. The forward writes out plus it (rows without edges too);
+  // the backward's `out` may hold the forward's out plus out_bias, which D then takes off.
+  Tensor out_bias{};
+  // (both kernels; elu set): the forward writes out through it (OutputActivation, after
+  // out_bias); the backward then takes `out` as the activation's output and grad_out as its
+  // gradient, writes grad_pre (N, H, F), the gradient of its input (out + out_bias), and goes on
+  // with grad_pre where grad_out is read below. CUDA draws the decisions again and takes the
+  // ELU's input from out; the CPU keeps nothing more either (it draws them again too and needs
+  // no ELU input).
+  OutputActivation activation{};
+};
+
+// gat forward: as csr_softmax_aggregate's forward, with the scores of GatAttentionInputs.
+// When pos_out and pos_weight are given (both or neither) also, over the edges e of row i whose
+// LeakyReLU argument x[e,h] = el[src(e),h] + er[i,h] (+ edge_term[e,h]) is positive,
+//   pos_out[i,h,:] = sum a~[e,h] node_value[src(e),h,:]    and    pos_weight[i,h] = sum a[e,h];
+// zero for a row without edges, and pos_weight zero when F = 0. pos_out never has out_bias added.
+struct GatAttentionForwardArgs : GatAttentionInputs {
+  Tensor* out = nullptr;         // (N, H, F)
+  Tensor* lse = nullptr;         // (N, H); -inf for a row with no edges
+  Tensor* pos_out = nullptr;     // (N, H, F) or null
+  Tensor* pos_weight = nullptr;  // (N, H) or null
+  // (Ns, kPackedRow) or undefined for none; CUDA only, H F + H <= kPackedRow: row j starts with
+  // node_value[j,:,:] then el[j,:], the same numbers as those tensors, and the forward reads them
+  // there: one 64-byte access an edge where the two tensors cost two.
+  Tensor source_rows{};
+};
+GAT_DECLARE_KERNEL(gat_attention_aggregate_forward, GatAttentionForwardArgs)
+
+// gat backward: given the forward's out and lse and grad_out, writes grad_el, grad_er,
+// grad_edge_term (only with edge_term defined) and/or grad_value (any may be null). With
+// D[i,h] = grad_out[i,h,:] . out[i,h,:],
+//   grad_er[i,h] = (1 - negative_slope) (grad_out[i,h,:] . pos_out[i,h,:] - D[i,h] pos_weight[i,h])
+// (the sum over row i of d scores * LeakyReLU'(x), as sum_e a = 1 and the softmax gradients of
+// a row sum to 0): CUDA computes grad_er so, per (node, head), and needs pos_out and pos_weight
+// from the forward for it (heads of at most 32 vectors; wider ones, and the CPU, sum grad_er over
+// the edges and read neither, which may be undefined there). grad_value may be pos_out's storage:
+// pos_out is read first.
+// grad_bias (null to skip): H F values, d out_bias: the column sums over the N rows of the
+// gradient of out + out_bias (grad_pre, or grad_out without an activation), zero for N = 0. CUDA
+// sums them in head_rows_dot's pass where the heads allow (bias_in_rows), all in double either
+// way. With bias_partials (null to skip) CUDA leaves that pass's blocks' partial sums there,
+// (blocks, H F) f64, and grad_bias unwritten: bias_from_partials then writes it (the caller may
+// queue it beside other work). bias_partials stays undefined where d bias was written.
+struct GatAttentionBackwardArgs : GatAttentionInputs {
+  Tensor out{};                      // (N, H, F), the forward's (see out_bias, activation)
+  Tensor lse{};                      // (N, H), the forward's
+  Tensor pos_out{};                  // (N, H, F), the forward's, or undefined (see above)
+  Tensor pos_weight{};               // (N, H), the forward's, or undefined (see above)
+  Tensor grad_out{};                 // (N, H, F)
+  Tensor* grad_el = nullptr;         // (Ns, H) or null
+  Tensor* grad_er = nullptr;         // (N, H) or null
+  Tensor* grad_edge_term = nullptr;  // (E, H) or null
+  Tensor* grad_value = nullptr;      // (Ns, H, F) or null
+  Tensor* grad_pre = nullptr;        // (N, H, F); needed with activation.elu, else null
+  Tensor* grad_bias = nullptr;       // H F values or null
+  Tensor* bias_partials = nullptr;   // or null (CUDA; above)
+  // Set by kernels:: for the implementations, which write true there when they took d bias
+  // (CUDA, in head_rows_dot's pass where bias_in_rows allows: grad_bias written, or its partials
+  // left in *bias_partials when given); kernels:: sums it otherwise (the CPU never takes it).
+  // Callers of kernels:: leave it null.
+  bool* bias_taken = nullptr;
+};
+GAT_DECLARE_KERNEL(gat_attention_aggregate_backward, GatAttentionBackwardArgs)
+
+// bias_from_partials: grad_bias = the column sums of partials, added in block order (CUDA only:
+// only CUDA leaves partials; the CPU's throws).
+struct BiasFromPartialsArgs {
+  Tensor partials{};            // (blocks, H F) f64
+  Tensor* grad_bias = nullptr;  // H F values
+};
+GAT_DECLARE_KERNEL(bias_from_partials, BiasFromPartialsArgs)
 
 }  // namespace gat::ops

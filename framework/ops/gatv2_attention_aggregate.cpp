@@ -168,41 +168,44 @@ void check_gatv2_inputs(const char* op, const Graph& graph, const Tensor& xl, co
   GAT_CHECK(std::isfinite(negative_slope), op, ": negative_slope ", negative_slope, " is not finite");
 }
 
+namespace {
+
+// The kernels' score inputs, in declaration order.
+Gatv2ScoreInputs score_inputs(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
+                              double negative_slope, const Tensor& edge_term) {
+  return {&graph, xl, xr, att, negative_slope, edge_term};
+}
+
+}  // namespace
+
 namespace cpu_impl {
 
-void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                       const Tensor& att, double negative_slope,
-                                       const DropoutKey& attn_dropout, const Tensor& edge_term,
-                                       Tensor& out, Tensor& lse) {
-  dispatch_float(xl.dtype(), "gatv2_attention_aggregate", [&](auto zero) {
+void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& a) {
+  dispatch_float(a.xl.dtype(), "gatv2_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
-    aggregate_forward<T>(graph, Gatv2Scores<T>(graph, xl, xr, att, negative_slope, edge_term), xl,
-                         attn_dropout, out, lse);
+    aggregate_forward<T>(*a.graph, Gatv2Scores<T>(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term), a.xl,
+                         a.attn_dropout, *a.out, *a.lse);
   });
 }
 
-void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                        const Tensor& att, double negative_slope,
-                                        const DropoutKey& attn_dropout, const Tensor& edge_term,
-                                        const Tensor&, const Tensor& lse, const Tensor& grad_out,
-                                        Tensor* grad_xl, Tensor* grad_xr, Tensor* grad_att,
-                                        Tensor* grad_edge_term) {
-  dispatch_float(xl.dtype(), "gatv2_attention_aggregate backward", [&](auto zero) {
+// Does not read out.
+void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& a) {
+  dispatch_float(a.xl.dtype(), "gatv2_attention_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
     auto data = [](Tensor* t) { return t ? t->data<T>() : nullptr; };
-    gatv2_backward<T>(graph, Gatv2Scores<T>(graph, xl, xr, att, negative_slope, edge_term), lse,
-                      grad_out, attn_dropout, data(grad_xl), data(grad_xr), data(grad_att),
-                      data(grad_edge_term));
+    gatv2_backward<T>(*a.graph, Gatv2Scores<T>(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term), a.lse,
+                      a.grad_out, a.attn_dropout, data(a.grad_xl), data(a.grad_xr), data(a.grad_att),
+                      data(a.grad_edge_term));
   });
 }
 
-void gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
-                       double negative_slope, const Tensor& edge_term, Tensor& scores) {
-  dispatch_float(xl.dtype(), "gatv2_edge_scores", [&](auto zero) {
+void gatv2_edge_scores(const Gatv2EdgeScoresArgs& a) {
+  const Graph& graph = *a.graph;
+  dispatch_float(a.xl.dtype(), "gatv2_edge_scores", [&](auto zero) {
     using T = decltype(zero);
-    const Gatv2Scores<T> gatv2(graph, xl, xr, att, negative_slope, edge_term);
+    const Gatv2Scores<T> gatv2(graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term);
     const int64_t H = gatv2.H;
-    T* s = scores.data<T>();  // (E, H)
+    T* s = a.scores->data<T>();  // (E, H)
     for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
                     [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
                       const T* si = gatv2.row(row, i, b, degree);  // (degree, H)
@@ -215,46 +218,22 @@ void gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, c
 
 namespace kernels {
 
-void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                       const Tensor& att, double negative_slope,
-                                       const DropoutKey& attn_dropout, const Tensor& edge_term,
-                                       Tensor& out, Tensor& lse) {
-  if (xl.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::gatv2_attention_aggregate_forward(
-        graph, xl, xr, att, negative_slope, attn_dropout, edge_term, out, lse));
-  cpu_impl::gatv2_attention_aggregate_forward(graph, xl, xr, att, negative_slope, attn_dropout,
-                                              edge_term, out, lse);
+void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& a) {
+  GAT_RUN_KERNEL(gatv2_attention_aggregate_forward, a, a.xl);
 }
 
-void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                        const Tensor& att, double negative_slope,
-                                        const DropoutKey& attn_dropout, const Tensor& edge_term,
-                                        const Tensor& out, const Tensor& lse,
-                                        const Tensor& grad_out, Tensor* grad_xl, Tensor* grad_xr,
-                                        Tensor* grad_att, Tensor* grad_edge_term) {
-  if (graph.num_edges() == 0 || xl.size(1) * xl.size(2) == 0) {
+void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& a) {
+  if (a.graph->num_edges() == 0 || a.xl.size(1) * a.xl.size(2) == 0) {
     // Nothing is aggregated (or every tensor is empty): every gradient is zero, and the kernels
     // may assume edges, heads and features.
-    for (Tensor* grad : {grad_xl, grad_xr, grad_att, grad_edge_term})
+    for (Tensor* grad : {a.grad_xl, a.grad_xr, a.grad_att, a.grad_edge_term})
       if (grad) grad->zero_();
     return;
   }
-  if (xl.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::gatv2_attention_aggregate_backward(
-        graph, xl, xr, att, negative_slope, attn_dropout, edge_term, out, lse, grad_out, grad_xl,
-        grad_xr, grad_att, grad_edge_term));
-  cpu_impl::gatv2_attention_aggregate_backward(graph, xl, xr, att, negative_slope, attn_dropout,
-                                               edge_term, out, lse, grad_out, grad_xl, grad_xr,
-                                               grad_att, grad_edge_term);
+  GAT_RUN_KERNEL(gatv2_attention_aggregate_backward, a, a.xl);
 }
 
-void gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
-                       double negative_slope, const Tensor& edge_term, Tensor& scores) {
-  if (xl.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::gatv2_edge_scores(graph, xl, xr, att, negative_slope,
-                                                      edge_term, scores));
-  cpu_impl::gatv2_edge_scores(graph, xl, xr, att, negative_slope, edge_term, scores);
-}
+void gatv2_edge_scores(const Gatv2EdgeScoresArgs& a) { GAT_RUN_KERNEL(gatv2_edge_scores, a, a.xl); }
 
 }  // namespace kernels
 
@@ -267,8 +246,10 @@ Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Ten
   const int64_t Nd = graph.num_dst_nodes(), H = xl.size(1), F = xl.size(2);
   Tensor out = Tensor::empty({Nd, H, F}, xl.dtype(), xl.device(), op);
   Tensor lse = Tensor::empty({Nd, H}, xl.dtype(), xl.device(), "gatv2_attention_aggregate lse");
-  kernels::gatv2_attention_aggregate_forward(graph, xl, xr, att, negative_slope, attn_dropout,
-                                             edge_term, out, lse);
+  Gatv2AttentionForwardArgs forward{{score_inputs(graph, xl, xr, att, negative_slope, edge_term), attn_dropout}};
+  forward.out = &out;
+  forward.lse = &lse;
+  kernels::gatv2_attention_aggregate_forward(forward);
 
   const bool has_edge_term = edge_term.defined();
   std::vector<Tensor> inputs{xl, xr, att};
@@ -288,10 +269,15 @@ Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Ten
         };
         Tensor dl = grad_of(need_xl, l, "d xl"), dr = grad_of(need_xr, r, "d xr"),
                da = grad_of(need_att, a, "d att"), de = grad_of(need_edge_term, et, "d edge_term");
-        kernels::gatv2_attention_aggregate_backward(
-            graph, l, r, a, negative_slope, attn_dropout, et, o, lse, grad_out,
-            need_xl ? &dl : nullptr, need_xr ? &dr : nullptr, need_att ? &da : nullptr,
-            need_edge_term ? &de : nullptr);
+        Gatv2AttentionBackwardArgs backward{{score_inputs(graph, l, r, a, negative_slope, et), attn_dropout}};
+        backward.out = o;
+        backward.lse = lse;
+        backward.grad_out = grad_out;
+        backward.grad_xl = need_xl ? &dl : nullptr;
+        backward.grad_xr = need_xr ? &dr : nullptr;
+        backward.grad_att = need_att ? &da : nullptr;
+        backward.grad_edge_term = need_edge_term ? &de : nullptr;
+        kernels::gatv2_attention_aggregate_backward(backward);
         std::vector<Tensor> grads{dl, dr, da};
         if (et.defined()) grads.push_back(de);
         return grads;
@@ -303,7 +289,8 @@ Tensor gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr,
   check_gatv2_inputs("gatv2_edge_scores", graph, xl, xr, att, negative_slope, edge_term);
   Tensor scores = Tensor::empty({graph.num_edges(), xl.size(1)}, xl.dtype(), xl.device(),
                                 "gatv2_edge_scores");
-  kernels::gatv2_edge_scores(graph, xl, xr, att, negative_slope, edge_term, scores);
+  Gatv2EdgeScoresArgs edge_scores{score_inputs(graph, xl, xr, att, negative_slope, edge_term), &scores};
+  kernels::gatv2_edge_scores(edge_scores);
   return scores;
 }
 

@@ -399,16 +399,25 @@ void merge_chunk_sums(const ChunkRows& rows, const Tensor& part, T* dest, int H,
 
 }  // namespace
 
-void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                       const Tensor& att, double negative_slope,
-                                       const DropoutKey& attn_dropout, const Tensor& edge_term,
-                                       Tensor& out, Tensor& lse) {
+void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
+  const Graph& graph = *args.graph;
+  const Tensor &xl = args.xl, &xr = args.xr, &att = args.att, &edge_term = args.edge_term;
+  const double negative_slope = args.negative_slope;
+  const DropoutKey& attn_dropout = args.attn_dropout;
+  Tensor &out = *args.out, &lse = *args.lse;
   const long long Nd = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(xl.size(1)), F = static_cast<int>(xl.size(2));
   if (Nd == 0 || H == 0) return;
   if (F == 0) {  // every score is 0: the log-sum-exp of zeros (and an empty out)
     const Tensor zeros = Tensor::zeros({E, int64_t{H}}, xl.dtype(), Device::cuda);
-    csr_softmax_aggregate_forward(graph, zeros, xl, attn_dropout, out, lse);
+    CsrSoftmaxAggregateForwardArgs uniform;
+    uniform.graph = &graph;
+    uniform.edge_scores = zeros;
+    uniform.node_value = xl;
+    uniform.attn_dropout = attn_dropout;
+    uniform.out = &out;
+    uniform.lse = &lse;
+    csr_softmax_aggregate_forward(uniform);
     return;
   }
   const char* op = "gatv2_attention_aggregate";
@@ -454,12 +463,14 @@ void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, con
 // D = G . out per (row, head); then the walk over the transposed graph for d xl and the walk over
 // the rows for d xr, d edge_term and d att's per-row terms, whose sum over the rows is a fixed
 // two-stage reduction (sum_axis). Called with E > 0 and H F > 0 (kernels:: sees to it).
-void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                        const Tensor& att, double negative_slope,
-                                        const DropoutKey& attn_dropout, const Tensor& edge_term,
-                                        const Tensor& out, const Tensor& lse,
-                                        const Tensor& grad_out, Tensor* grad_xl, Tensor* grad_xr,
-                                        Tensor* grad_att, Tensor* grad_edge_term) {
+void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& args) {
+  const Graph& graph = *args.graph;
+  const Tensor &xl = args.xl, &xr = args.xr, &att = args.att, &edge_term = args.edge_term;
+  const double negative_slope = args.negative_slope;
+  const DropoutKey& attn_dropout = args.attn_dropout;
+  const Tensor &out = args.out, &lse = args.lse, &grad_out = args.grad_out;
+  Tensor *grad_xl = args.grad_xl, *grad_xr = args.grad_xr, *grad_att = args.grad_att,
+         *grad_edge_term = args.grad_edge_term;
   const long long Nd = graph.num_dst_nodes(), Ns = graph.num_src_nodes();
   const int H = static_cast<int>(xl.size(1)), F = static_cast<int>(xl.size(2));
   const char* op = "gatv2_attention_aggregate backward";
@@ -527,8 +538,11 @@ void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, co
   });
 }
 
-void gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
-                       double negative_slope, const Tensor& edge_term, Tensor& scores) {
+void gatv2_edge_scores(const Gatv2EdgeScoresArgs& args) {
+  const Graph& graph = *args.graph;
+  const Tensor &xl = args.xl, &xr = args.xr, &att = args.att, &edge_term = args.edge_term;
+  const double negative_slope = args.negative_slope;
+  Tensor& scores = *args.scores;
   const long long Nd = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(xl.size(1)), F = static_cast<int>(xl.size(2));
   if (E == 0 || H == 0) return;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "gat/framework/graph.h"
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/tensor.h"
 
@@ -43,55 +44,51 @@ void check_gatv2_inputs(const char* op, const Graph& graph, const Tensor& xl, co
                         const Tensor& att, double negative_slope, const Tensor& edge_term);
 
 // ---- the kernels behind the op (docs/design.md, the op pattern) ----
-// edge_term may be undefined (no edge term) in all of them.
-//  forward:     writes out (Nd, H, F) and lse (Nd, H) (lse = -inf for a row without edges).
-//  backward:    given the forward's out and lse and grad_out (Nd, H, F), writes grad_xl (Ns, H, F),
-//               grad_xr (Nd, H, F), grad_att (H, F) and grad_edge_term (E, H, F); any may be null
-//               (skipped). Overwrites, never accumulates.
-//  edge_scores: writes scores (E, H).
-//  None synchronises with the host.
-// kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device; all three have one contract.
-namespace kernels {
-void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                       const Tensor& att, double negative_slope,
-                                       const DropoutKey& attn_dropout, const Tensor& edge_term,
-                                       Tensor& out, Tensor& lse);
-void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                        const Tensor& att, double negative_slope,
-                                        const DropoutKey& attn_dropout, const Tensor& edge_term,
-                                        const Tensor& out, const Tensor& lse,
-                                        const Tensor& grad_out, Tensor* grad_xl, Tensor* grad_xr,
-                                        Tensor* grad_att, Tensor* grad_edge_term);
-void gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
-                       double negative_slope, const Tensor& edge_term, Tensor& scores);
-}  // namespace kernels
-namespace cpu_impl {  // gatv2_attention_aggregate.cpp
-void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                       const Tensor& att, double negative_slope,
-                                       const DropoutKey& attn_dropout, const Tensor& edge_term,
-                                       Tensor& out, Tensor& lse);
-void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                        const Tensor& att, double negative_slope,
-                                        const DropoutKey& attn_dropout, const Tensor& edge_term,
-                                        const Tensor& out, const Tensor& lse,
-                                        const Tensor& grad_out, Tensor* grad_xl, Tensor* grad_xr,
-                                        Tensor* grad_att, Tensor* grad_edge_term);
-void gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
-                       double negative_slope, const Tensor& edge_term, Tensor& scores);
-}  // namespace cpu_impl
-namespace cuda_impl {  // gatv2_attention_aggregate.cu
-void gatv2_attention_aggregate_forward(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                       const Tensor& att, double negative_slope,
-                                       const DropoutKey& attn_dropout, const Tensor& edge_term,
-                                       Tensor& out, Tensor& lse);
-void gatv2_attention_aggregate_backward(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                        const Tensor& att, double negative_slope,
-                                        const DropoutKey& attn_dropout, const Tensor& edge_term,
-                                        const Tensor& out, const Tensor& lse,
-                                        const Tensor& grad_out, Tensor* grad_xl, Tensor* grad_xr,
-                                        Tensor* grad_att, Tensor* grad_edge_term);
-void gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
-                       double negative_slope, const Tensor& edge_term, Tensor& scores);
-}  // namespace cuda_impl
+// Each kernel's arguments are one struct below; kernels::NAME, cpu_impl::NAME
+// (gatv2_attention_aggregate.cpp) and cuda_impl::NAME (gatv2_attention_aggregate.cu) all take it
+// (GAT_DECLARE_KERNEL, kernel.h). kernels:: runs cpu_impl:: or cuda_impl:: by the tensors'
+// device; all three have one contract. Outputs are Tensor*; those marked "or null" may be null
+// (skipped). Overwrites, never accumulates. None synchronises with the host.
+
+// The scores' inputs, shared by the three kernels.
+struct Gatv2ScoreInputs {
+  const Graph* graph = nullptr;  // Ns sources, Nd destinations, E edges, on the tensors' device
+  Tensor xl{};                   // (Ns, H, F) f32|f64
+  Tensor xr{};                   // (Nd, H, F)
+  Tensor att{};                  // (H, F)
+  double negative_slope = 0.0;   // LeakyReLU's
+  Tensor edge_term{};            // (E, H, F) or undefined (no edge term)
+};
+
+// edge_scores: writes scores.
+struct Gatv2EdgeScoresArgs : Gatv2ScoreInputs {
+  Tensor* scores = nullptr;  // (E, H)
+};
+GAT_DECLARE_KERNEL(gatv2_edge_scores, Gatv2EdgeScoresArgs)
+
+// The inputs of the forward and backward.
+struct Gatv2AttentionInputs : Gatv2ScoreInputs {
+  DropoutKey attn_dropout{};  // inactive: none
+};
+
+// forward: writes out and lse (lse = -inf for a row without edges).
+struct Gatv2AttentionForwardArgs : Gatv2AttentionInputs {
+  Tensor* out = nullptr;  // (Nd, H, F)
+  Tensor* lse = nullptr;  // (Nd, H)
+};
+GAT_DECLARE_KERNEL(gatv2_attention_aggregate_forward, Gatv2AttentionForwardArgs)
+
+// backward: given the forward's out and lse and grad_out, writes grad_xl, grad_xr, grad_att and
+// grad_edge_term; any may be null (skipped).
+struct Gatv2AttentionBackwardArgs : Gatv2AttentionInputs {
+  Tensor out{};                      // (Nd, H, F), the forward's
+  Tensor lse{};                      // (Nd, H), the forward's
+  Tensor grad_out{};                 // (Nd, H, F)
+  Tensor* grad_xl = nullptr;         // (Ns, H, F) or null
+  Tensor* grad_xr = nullptr;         // (Nd, H, F) or null
+  Tensor* grad_att = nullptr;        // (H, F) or null
+  Tensor* grad_edge_term = nullptr;  // (E, H, F) or null
+};
+GAT_DECLARE_KERNEL(gatv2_attention_aggregate_backward, Gatv2AttentionBackwardArgs)
 
 }  // namespace gat::ops

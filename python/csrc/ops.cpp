@@ -275,9 +275,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention(
     const bool positive = with_positive && value.is_cuda();
     Output pos_out(positive ? at::IntArrayRef{Nd, H, F} : at::IntArrayRef{0}, value.options(), op, "pos_out");
     Output pos_weight(positive ? at::IntArrayRef{Nd, H} : at::IntArrayRef{0}, value.options(), op, "pos_weight");
-    gat::ops::kernels::gat_attention_aggregate_forward(
-        graph, l, r, term, v, negative_slope, dropout_key(dropout, seed, op), out.gat, lse.gat,
-        positive ? pos_out.ptr() : nullptr, positive ? pos_weight.ptr() : nullptr);
+    gat::ops::GatAttentionForwardArgs a{{&graph, l, r, term, v, negative_slope, dropout_key(dropout, seed, op)}};
+    a.out = out.ptr();
+    a.lse = lse.ptr();
+    a.pos_out = positive ? pos_out.ptr() : nullptr;
+    a.pos_weight = positive ? pos_weight.ptr() : nullptr;
+    gat::ops::kernels::gat_attention_aggregate_forward(a);
     return std::make_tuple(out.torch, lse.torch, pos_out.torch, pos_weight.torch);
   });
 }
@@ -303,13 +306,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention_backwar
     Output d_el = grad(needs[0], el, "grad_el"), d_er = grad(needs[1], er, "grad_er");
     Output d_term = grad(needs[2], needs[2] ? *edge_term : el, "grad_edge_term");
     Output d_value = grad(needs[3], value, "grad_value");
-    gat::ops::kernels::gat_attention_aggregate_backward(
-        graph, view(el, op, "el"), view(er, op, "er"), view_or_undefined(edge_term, op, "edge_term"),
-        view(value, op, "value"), negative_slope, dropout_key(dropout, seed, op), view(out, op, "out"),
-        gat::Tensor(), view(lse, op, "lse"), pos_out.numel() ? view(pos_out, op, "pos_out") : gat::Tensor(),
-        pos_weight.numel() ? view(pos_weight, op, "pos_weight") : gat::Tensor(),
-        view(grad_out, op, "grad_out"), needs[0] ? d_el.ptr() : nullptr, needs[1] ? d_er.ptr() : nullptr,
-        needs[2] ? d_term.ptr() : nullptr, needs[3] ? d_value.ptr() : nullptr);
+    gat::ops::GatAttentionBackwardArgs a{{&graph, view(el, op, "el"), view(er, op, "er"),
+                                          view_or_undefined(edge_term, op, "edge_term"), view(value, op, "value"),
+                                          negative_slope, dropout_key(dropout, seed, op)}};
+    a.out = view(out, op, "out");
+    a.lse = view(lse, op, "lse");
+    if (pos_out.numel()) a.pos_out = view(pos_out, op, "pos_out");
+    if (pos_weight.numel()) a.pos_weight = view(pos_weight, op, "pos_weight");
+    a.grad_out = view(grad_out, op, "grad_out");
+    a.grad_el = needs[0] ? d_el.ptr() : nullptr;
+    a.grad_er = needs[1] ? d_er.ptr() : nullptr;
+    a.grad_edge_term = needs[2] ? d_term.ptr() : nullptr;
+    a.grad_value = needs[3] ? d_value.ptr() : nullptr;
+    gat::ops::kernels::gat_attention_aggregate_backward(a);
     return std::make_tuple(d_el.torch, d_er.torch, d_term.torch, d_value.torch);
   });
 }
@@ -331,8 +340,10 @@ std::tuple<at::Tensor, at::Tensor> gatv2_attention(
     gat::ops::check_gatv2_inputs(op, graph, l, r, a, negative_slope, term);
     const int64_t Nd = graph.num_dst_nodes(), H = xl.size(1), F = xl.size(2);
     Output out({Nd, H, F}, xl.options(), op, "out"), lse({Nd, H}, xl.options(), op, "lse");
-    gat::ops::kernels::gatv2_attention_aggregate_forward(graph, l, r, a, negative_slope,
-                                                         dropout_key(dropout, seed, op), term, out.gat, lse.gat);
+    gat::ops::Gatv2AttentionForwardArgs args{{{&graph, l, r, a, negative_slope, term}, dropout_key(dropout, seed, op)}};
+    args.out = out.ptr();
+    args.lse = lse.ptr();
+    gat::ops::kernels::gatv2_attention_aggregate_forward(args);
     return std::make_tuple(out.torch, lse.torch);
   });
 }
@@ -357,11 +368,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gatv2_attention_backw
     Output d_xl = grad(needs[0], xl, "grad_xl"), d_xr = grad(needs[1], xr, "grad_xr");
     Output d_att = grad(needs[2], att, "grad_att");
     Output d_term = grad(needs[3], needs[3] ? *edge_term : xl, "grad_edge_term");
-    gat::ops::kernels::gatv2_attention_aggregate_backward(
-        graph, view(xl, op, "xl"), view(xr, op, "xr"), view(att, op, "att"), negative_slope,
-        dropout_key(dropout, seed, op), view_or_undefined(edge_term, op, "edge_term"), view(out, op, "out"),
-        view(lse, op, "lse"), view(grad_out, op, "grad_out"), needs[0] ? d_xl.ptr() : nullptr,
-        needs[1] ? d_xr.ptr() : nullptr, needs[2] ? d_att.ptr() : nullptr, needs[3] ? d_term.ptr() : nullptr);
+    gat::ops::Gatv2AttentionBackwardArgs a{{{&graph, view(xl, op, "xl"), view(xr, op, "xr"), view(att, op, "att"),
+                                            negative_slope, view_or_undefined(edge_term, op, "edge_term")},
+                                           dropout_key(dropout, seed, op)}};
+    a.out = view(out, op, "out");
+    a.lse = view(lse, op, "lse");
+    a.grad_out = view(grad_out, op, "grad_out");
+    a.grad_xl = needs[0] ? d_xl.ptr() : nullptr;
+    a.grad_xr = needs[1] ? d_xr.ptr() : nullptr;
+    a.grad_att = needs[2] ? d_att.ptr() : nullptr;
+    a.grad_edge_term = needs[3] ? d_term.ptr() : nullptr;
+    gat::ops::kernels::gatv2_attention_aggregate_backward(a);
     return std::make_tuple(d_xl.torch, d_xr.torch, d_att.torch, d_term.torch);
   });
 }
@@ -400,7 +417,9 @@ at::Tensor gatv2_edge_scores(const std::vector<at::Tensor>& graph_arrays, at::In
     const gat::Tensor term = view_or_undefined(edge_term, op, "edge_term");
     gat::ops::check_gatv2_inputs(op, graph, l, r, a, negative_slope, term);
     Output scores({graph.num_edges(), xl.size(1)}, xl.options(), op, "scores");
-    gat::ops::kernels::gatv2_edge_scores(graph, l, r, a, negative_slope, term, scores.gat);
+    gat::ops::Gatv2EdgeScoresArgs args{{&graph, l, r, a, negative_slope, term}};
+    args.scores = scores.ptr();
+    gat::ops::kernels::gatv2_edge_scores(args);
     return scores.torch;
   });
 }
@@ -416,7 +435,8 @@ at::Tensor csr_softmax(const std::vector<at::Tensor>& graph_arrays, at::IntArray
     GAT_CHECK(s.dim() == 2 && s.size(0) == graph.num_edges(), op, ": 'scores' ", s.describe(),
               " must be (E, H) with E = ", graph.num_edges());
     Output weights(scores.sizes(), scores.options(), op, "weights");
-    gat::ops::kernels::csr_softmax(graph, s, weights.gat);
+    gat::ops::CsrSoftmaxArgs args{&graph, s, weights.ptr()};
+    gat::ops::kernels::csr_softmax(args);
     return weights.torch;
   });
 }
