@@ -5,10 +5,13 @@
 #   ./gat.sh test                      install what is missing, build, run every test (ctest)
 #
 #   ./gat.sh deps | build | sanitize   the single steps (sanitize: ASan+UBSan CPU build and tests)
+#   ./gat.sh torch                     the PyTorch package: torch from PyPI in a venv, the build
+#                                      with its operators, its tests (tests/python)
 #
 # Environment: BUILD_DIR (default build), GAT_CUDA (AUTO|ON|OFF, default AUTO),
 # GAT_CUDA_ARCH (default 90), JOBS (default: all cores), GAT_DATA_DIR (the Planetoid files;
-# default ../shared/datasets/planetoid where that folder exists, else gat_train's own default).
+# default ../shared/datasets/planetoid where that folder exists, else gat_train's own default),
+# GAT_TORCH_VENV (torch's venv, default ${XDG_CACHE_HOME:-~/.cache}/gat/torch-venv).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -30,6 +33,19 @@ deps() {
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
   fi
+}
+
+# A venv with the torch (and PyG, the tests' reference) the PyTorch package is built against,
+# made once and reused. PyPI's Linux torch is a CUDA build of about 4.7 GB installed.
+TORCH_PINS=(torch==2.11.0 torch_geometric==2.8.0 pytest numpy)
+torch_venv() {
+  local venv=${GAT_TORCH_VENV:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/gat/torch-venv}
+  if ! "$venv/bin/python" -c "import torch, torch_geometric, pytest" 2>/dev/null; then
+    echo "gat.sh: installing ${TORCH_PINS[*]} into $venv (PyPI)" >&2
+    python3 -m venv "$venv" >&2 || { PACKAGES=(python3-venv); deps >&2; python3 -m venv "$venv" >&2; }
+    "$venv/bin/pip" install -q --disable-pip-version-check "${TORCH_PINS[@]}" >&2
+  fi
+  echo "$venv/bin/python"
 }
 
 build() {  # build DIR [cmake options...]
@@ -58,11 +74,15 @@ case "$cmd" in
   test)
     deps; build "$BUILD_DIR"
     ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" ;;
+  torch)
+    deps; python=$(torch_venv)
+    build "$BUILD_DIR" -DGAT_TORCH=ON -DGAT_TORCH_PYTHON="$python"
+    ctest --test-dir "$BUILD_DIR" --output-on-failure -L torch ;;
   sanitize)
     deps; GAT_CUDA=OFF build "${BUILD_DIR}-sanitize" -DGAT_SANITIZE=address,undefined -DGAT_BENCH=OFF
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
       ctest --test-dir "${BUILD_DIR}-sanitize" --output-on-failure -j "$JOBS" ;;
   *)
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
     [ -z "$cmd" ] || [ "$cmd" = help ] || exit 2 ;;
 esac
