@@ -95,8 +95,10 @@ std::mutex g_sizes_mutex;
 
 // Whether this thread queues on the side stream (an OnSideStream scope is open).
 thread_local bool t_on_side = false;
-// This thread's external stream and allocator (a UseExternal scope is open): the stream then
-// takes everything, the side stream's work included (it runs in order, still correct).
+// This thread's external stream and allocator (while t_external, a UseExternal scope is open):
+// the stream then takes everything, the side stream's work included (in order, still correct).
+// The stream may be the legacy default stream, null (PyTorch's default).
+thread_local bool t_external = false;
 thread_local cudaStream_t t_external_stream = nullptr;
 thread_local ExternalAllocator* t_external_allocator = nullptr;
 
@@ -137,25 +139,26 @@ int multiprocessors() { return checked_runtime("cuda::multiprocessors").multipro
 
 cudaStream_t stream() {
   const Runtime& r = checked_runtime("cuda::stream");
-  if (t_external_stream) return t_external_stream;
+  if (t_external) return t_external_stream;
   return t_on_side ? r.side : r.stream;
 }
 cublasHandle_t cublas_handle() {
   const Runtime& r = checked_runtime("cuda::cublas_handle");
-  return t_on_side && !t_external_stream ? r.side_cublas : r.cublas;  // UseExternal binds r.cublas
+  return t_on_side && !t_external ? r.side_cublas : r.cublas;  // UseExternal binds r.cublas
 }
 
 UseExternal::UseExternal(void* external_stream, ExternalAllocator* allocator) {
   const Runtime& r = checked_runtime("cuda::UseExternal");
-  GAT_CHECK(!t_external_stream, "cuda::UseExternal: scopes do not nest");
-  GAT_CHECK(external_stream != nullptr, "cuda::UseExternal: a null stream (gat's own stream is not external)");
+  GAT_CHECK(!t_external, "cuda::UseExternal: scopes do not nest");
   CUBLAS_CHECK(cublasSetStream(r.cublas, static_cast<cudaStream_t>(external_stream)));
+  t_external = true;
   t_external_stream = static_cast<cudaStream_t>(external_stream);
   t_external_allocator = allocator;
 }
 
 UseExternal::~UseExternal() {
   cublasSetStream(runtime().cublas, runtime().stream);  // a valid handle and stream: cannot fail
+  t_external = false;
   t_external_stream = nullptr;
   t_external_allocator = nullptr;
 }

@@ -69,7 +69,8 @@ class ExternalAllocator {
   virtual void deallocate(void* ptr) noexcept = 0;
 };
 // While a UseExternal lives, this thread queues its kernels, copies and cuBLAS calls on `stream`
-// (a cudaStream_t) and, when `allocator` is not null, takes the device memory of every new tensor
+// (a cudaStream_t; null is the legacy default stream, PyTorch's default) and, when `allocator`
+// is not null, takes the device memory of every new tensor
 // from it (each storage returns its memory to the allocator it came from, whenever it is freed;
 // the allocator must outlive it). Scopes do not nest. Throws without CUDA.
 class UseExternal {

@@ -557,6 +557,11 @@ TEST(CudaCore, AnExternalAllocatorAndStreamServeEveryTensorMadeInTheirScope) {
   EXPECT_EQ(allocator.live, 0);
   EXPECT_EQ(ops::matmul(a, b).to_vector<float>(), want);  // gat's own stream and pool again
   EXPECT_EQ(allocator.live, 0);
+  {
+    cuda::UseExternal use(nullptr, &allocator);  // the legacy default stream, PyTorch's default
+    EXPECT_EQ(ops::matmul(a, b).to_vector<float>(), want);
+  }
+  EXPECT_EQ(allocator.live, 0);
   cudaStreamDestroy(stream);
 }
 #endif  // GAT_WITH_CUDA
