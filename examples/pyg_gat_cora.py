@@ -1,4 +1,4 @@
-"""PyG's examples/gat.py (GAT on Cora) with the layers of gat_torch.
+"""PyTorch Geometric's GAT example on Cora, with the layers of gat_torch.
 
 The same script as PyTorch Geometric's: a 2-layer GAT (8 heads x 8 hidden channels, ELU, then
 one head averaged), feature and attention dropout 0.6, Adam (lr 0.005, weight decay 5e-4),
@@ -11,8 +11,8 @@ comparison.
 
 --raw-dir names a folder holding the raw Planetoid files (ind.cora.x, ...); they are linked (or
 copied) into ROOT/Cora/raw before the dataset is built, so no download is needed.  Each epoch
-prints the loss and the train/val/test accuracies; the end prints the mean time per epoch (one
-training step plus one evaluation) and the test accuracy at the epoch of best validation
+prints the loss and the training, validation and test accuracies; the end prints the mean time
+per epoch (one training step plus one evaluation) and the test accuracy at the epoch of best validation
 accuracy, as a mean and standard deviation over --seeds runs.
 """
 import argparse
