@@ -21,6 +21,7 @@
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/gatv2_attention_aggregate.h"
+#include "gat/framework/ops/head_dot.h"
 #include "gat/framework/rng.h"
 
 #if GAT_WITH_CUDA
@@ -383,6 +384,57 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gatv2_attention_backw
   });
 }
 
+// GAT's el and er from one projection x (N, H, F) in one pass: (N, H) each,
+//   el[n,h] = sum_f x[n,h,f] a_src[h,f],  er[n,h] = sum_f x[n,h,f] a_dst[h,f].
+void check_head_dot_pair(const at::Tensor& x, const at::Tensor& a_src, const at::Tensor& a_dst, const char* op) {
+  check_like(a_src, x, op, "a_src");
+  check_like(a_dst, x, op, "a_dst");
+  TORCH_CHECK(x.dim() == 3 && a_src.dim() == 2 && a_src.size(0) == x.size(1) && a_src.size(1) == x.size(2) &&
+                  a_dst.sizes() == a_src.sizes(),
+              "gat_torch.", op, ": x (N, H, F) ", x.sizes(), ", a_src and a_dst (H, F) ", a_src.sizes(), " and ",
+              a_dst.sizes());
+}
+
+std::tuple<at::Tensor, at::Tensor> head_dot_pair(const at::Tensor& x, const at::Tensor& a_src, const at::Tensor& a_dst) {
+  const char* op = "head_dot_pair";
+  check_head_dot_pair(x, a_src, a_dst, op);
+  OnTorchStream on(x);
+  return translate_errors([&] {
+    Output el({x.size(0), x.size(1)}, x.options(), op, "el"), er({x.size(0), x.size(1)}, x.options(), op, "er");
+    gat::KeepMask no_dropout;
+    gat::ops::kernels::head_dot_pair_dropout_forward(view(x, op, "x"), view(a_src, op, "a_src"),
+                                                     view(a_dst, op, "a_dst"), gat::DropoutKey{}, 1.0, no_dropout,
+                                                     el.gat, er.gat, nullptr, nullptr);
+    return std::make_tuple(el.torch, er.torch);
+  });
+}
+
+// (d x, d a_src, d a_dst) for d el and d er (N, H); d a sums over the nodes in a fixed order.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> head_dot_pair_backward(const at::Tensor& x, const at::Tensor& a_src,
+                                                                      const at::Tensor& a_dst, const at::Tensor& grad_el,
+                                                                      const at::Tensor& grad_er) {
+  const char* op = "head_dot_pair_backward";
+  check_head_dot_pair(x, a_src, a_dst, op);
+  for (const at::Tensor* g : {&grad_el, &grad_er}) {
+    check_like(*g, x, op, "grad_el, grad_er");
+    TORCH_CHECK(g->dim() == 2 && g->size(0) == x.size(0) && g->size(1) == x.size(1), "gat_torch.", op,
+                ": grad_el and grad_er must be (N, H) = (", x.size(0), ", ", x.size(1), "), got ", g->sizes());
+  }
+  OnTorchStream on(x);
+  return translate_errors([&] {
+    const gat::Tensor xv = view(x, op, "x"), src = view(a_src, op, "a_src"), dst = view(a_dst, op, "a_dst");
+    const gat::Tensor g_el = view(grad_el, op, "grad_el"), g_er = view(grad_er, op, "grad_er");
+    at::Tensor grad_x = at::zeros_like(x, at::MemoryFormat::Contiguous);
+    gat::Tensor grad_x_view = view(grad_x, op, "grad_x");
+    gat::KeepMask no_dropout;  // grad_x = 0 + d el a_src + d er a_dst
+    gat::ops::kernels::head_dot_pair_grad_x(grad_x_view, gat::DropoutKey{}, 1.0, no_dropout, src, g_el, dst, g_er,
+                                            grad_x_view);
+    Output d_src(a_src.sizes(), a_src.options(), op, "grad_a_src"), d_dst(a_dst.sizes(), a_dst.options(), op, "grad_a_dst");
+    gat::ops::kernels::head_dot_pair_grad_a(xv, g_el, g_er, d_src.gat, d_dst.gat);
+    return std::make_tuple(grad_x, d_src.torch, d_dst.torch);
+  });
+}
+
 // GAT's edge scores (E, H) in CSR order (for the attention weights).
 at::Tensor gat_edge_scores(const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts,
                            const at::Tensor& el, const at::Tensor& er,
@@ -464,6 +516,9 @@ TORCH_LIBRARY(gat_torch, m) {
   m.def("gatv2_edge_scores(Tensor[] graph, int[] graph_counts, Tensor xl, Tensor xr, Tensor att, "
         "Tensor? edge_term, float negative_slope) -> Tensor");
   m.def("csr_softmax(Tensor[] graph, int[] graph_counts, Tensor scores) -> Tensor");
+  m.def("head_dot_pair(Tensor x, Tensor a_src, Tensor a_dst) -> (Tensor, Tensor)");
+  m.def("head_dot_pair_backward(Tensor x, Tensor a_src, Tensor a_dst, Tensor grad_el, Tensor grad_er) "
+        "-> (Tensor, Tensor, Tensor)");
 }
 
 // One implementation serves CPU and CUDA: gat's kernels:: choose by the tensors' device.
@@ -475,6 +530,8 @@ TORCH_LIBRARY(gat_torch, m) {
   m.impl("gatv2_attention_backward", &gat_torch::gatv2_attention_backward);   \
   m.impl("gat_edge_scores", &gat_torch::gat_edge_scores);                     \
   m.impl("gatv2_edge_scores", &gat_torch::gatv2_edge_scores);                 \
-  m.impl("csr_softmax", &gat_torch::csr_softmax)
+  m.impl("csr_softmax", &gat_torch::csr_softmax);                             \
+  m.impl("head_dot_pair", &gat_torch::head_dot_pair);                         \
+  m.impl("head_dot_pair_backward", &gat_torch::head_dot_pair_backward)
 TORCH_LIBRARY_IMPL(gat_torch, CPU, m) { GAT_TORCH_IMPLS(m); }
 TORCH_LIBRARY_IMPL(gat_torch, CUDA, m) { GAT_TORCH_IMPLS(m); }

@@ -163,6 +163,41 @@ def _(arrays, counts, scores):
     return torch.empty_like(scores)
 
 
+# ---- GAT's attention terms ----
+
+def head_dot_pair(x: torch.Tensor, a_src: torch.Tensor, a_dst: torch.Tensor):
+    """GAT's el and er from one projection, x read once: x (N, H, F), a_src and a_dst (H, F) ->
+    el, er (N, H), el[n,h] = sum_f x[n,h,f] a_src[h,f] (er likewise). Differentiable in all
+    three; the gradients of a_src and a_dst sum over the nodes in a fixed order (bitwise
+    reproducible)."""
+    return _ops.head_dot_pair(x, a_src, a_dst)
+
+
+def _head_dot_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _head_dot_backward(ctx, grad_el, grad_er):
+    x, a_src, a_dst = ctx.saved_tensors
+    grad_el = x.new_zeros(x.shape[:2]) if grad_el is None else grad_el.contiguous()
+    grad_er = x.new_zeros(x.shape[:2]) if grad_er is None else grad_er.contiguous()
+    return _ops.head_dot_pair_backward(x, a_src, a_dst, grad_el, grad_er)
+
+
+torch.library.register_autograd("gat_torch::head_dot_pair", _head_dot_backward,
+                                setup_context=_head_dot_setup)
+
+
+@torch.library.register_fake("gat_torch::head_dot_pair")
+def _(x, a_src, a_dst):
+    return x.new_empty(x.shape[:2]), x.new_empty(x.shape[:2])
+
+
+@torch.library.register_fake("gat_torch::head_dot_pair_backward")
+def _(x, a_src, a_dst, grad_el, grad_er):
+    return torch.empty_like(x), torch.empty_like(a_src), torch.empty_like(a_dst)
+
+
 # ---- GATv2 ----
 
 def gatv2_attention(graph: Graph, xl: torch.Tensor, xr: torch.Tensor, att: torch.Tensor,
