@@ -126,9 +126,12 @@ def _is_sparse_adjacency(edge_index) -> bool:
     return isinstance(edge_index, Tensor) and edge_index.layout != torch.strided
 
 
-def _loop_attr(dst: Tensor, edge_attr: Tensor, num_nodes: int, fill_value) -> Tensor:
+def _loop_attr(edges: '_Edges', edge_attr: Tensor, fill_value) -> Tensor:
     """torch_geometric.utils.loop.compute_loop_attr for COO inputs: the edge features of the
-    self loops of nodes 0..num_nodes-1, from the in-edges dst of the loop-free graph."""
+    self loops of nodes 0..edges.num_loops-1, from the in-edges edges.loop_dst of the loop-free
+    graph. Sums and products run over each node's in-edges in edge order (segment_reduce, no
+    atomics), so that they are bitwise reproducible on CUDA, where scatter_add's are not."""
+    num_nodes = edges.num_loops
     size = (num_nodes, ) + tuple(edge_attr.shape[1:])
     if fill_value is None:
         return edge_attr.new_ones(size)
@@ -140,21 +143,20 @@ def _loop_attr(dst: Tensor, edge_attr: Tensor, num_nodes: int, fill_value) -> Te
             loop_attr = loop_attr.unsqueeze(0)
         return loop_attr.expand(size).contiguous()
     if isinstance(fill_value, str):
+        dst = edges.loop_dst
+        if fill_value in ('sum', 'add', 'mean', 'mul'):
+            order, counts = edges.loop_segments()
+            reduce = 'prod' if fill_value == 'mul' else 'sum'
+            out = torch.segment_reduce(edge_attr.index_select(0, order), reduce, lengths=counts, axis=0,
+                                       unsafe=True)
+            if fill_value == 'mean':
+                count = counts.clamp(min=1).to(edge_attr.dtype)
+                out = out / count.view((-1, ) + (1, ) * (edge_attr.dim() - 1))
+            return out
         index = dst.view((-1, ) + (1, ) * (edge_attr.dim() - 1)).expand_as(edge_attr)
-        if fill_value in ('sum', 'add'):
-            return edge_attr.new_zeros(size).scatter_add_(0, index, edge_attr)
-        if fill_value == 'mean':
-            count = edge_attr.new_zeros(num_nodes)
-            count.scatter_add_(0, dst, edge_attr.new_ones(dst.numel()))
-            count = count.clamp(min=1)
-            out = edge_attr.new_zeros(size).scatter_add_(0, index, edge_attr)
-            return out / count.view((-1, ) + (1, ) * (edge_attr.dim() - 1))
-        if fill_value in ('min', 'max', 'amin', 'amax'):
+        if fill_value in ('min', 'max', 'amin', 'amax'):  # exact in any order: deterministic
             return edge_attr.new_zeros(size).scatter_reduce_(
                 0, index, edge_attr, reduce='a' + fill_value[-3:], include_self=False)
-        if fill_value == 'mul':
-            return edge_attr.new_ones(size).scatter_reduce_(0, index, edge_attr, reduce='prod',
-                                                           include_self=True)
         if fill_value == 'any':
             return edge_attr.new_zeros(size).scatter_(0, index, edge_attr)
         raise ValueError(f"Encountered invalid fill_value reduction '{fill_value}'")
@@ -164,19 +166,32 @@ def _loop_attr(dst: Tensor, edge_attr: Tensor, num_nodes: int, fill_value) -> Te
 class _Edges:
     """The graph of one edge_index as a layer uses it: the CSR graph, the COO edges in PyG's
     order (loop-free input edges, then the loops), and what edge_attr needs to follow."""
-    __slots__ = ('graph', 'edge_index', 'keep', 'loop_sel', 'loop_dst', 'num_loops',
-                 'from_graph', 'source')
+    __slots__ = ('graph', 'edge_index', 'num_input_edges', 'keep', 'loop_sel', 'loop_dst',
+                 'num_loops', 'from_graph', 'source', '_segments')
 
-    def __init__(self, graph, edge_index, keep, loop_sel, loop_dst, num_loops, from_graph,
-                 source):
+    # Index tensors (int64), not masks: their gathers' backward adds one row to each place, so
+    # it is exact and bitwise reproducible, and no host synchronisation happens per call.
+    def __init__(self, graph, edge_index, num_input_edges, keep, loop_sel, loop_dst, num_loops,
+                 from_graph, source):
         self.graph = graph              # gat_torch.ops.Graph
         self.edge_index = edge_index    # (2, E) in PyG's order (or Graph.build's input order)
-        self.keep = keep                # bool mask of the input edges kept, or None
-        self.loop_sel = loop_sel        # mask of the kept edges feeding the fill reductions
+        self.num_input_edges = num_input_edges  # edges of the input; None: no self-loop handling
+        self.keep = keep                # the input edges kept (not loops), or None: all of them
+        self.loop_sel = loop_sel        # the kept edges feeding the fill reductions, or None: all
         self.loop_dst = loop_dst        # their destinations (int64)
         self.num_loops = num_loops      # loops added (0 when add_self_loops is off)
         self.from_graph = from_graph    # the caller passed a Graph
         self.source = source            # the input tensor, kept alive for the cache key
+        self._segments = None
+
+    def loop_segments(self):
+        """(order, counts): loop_dst's edges sorted by destination, stably, and the number of
+        each loop node's in-edges (num_loops,); made on first use and cached."""
+        if self._segments is None:
+            order = torch.argsort(self.loop_dst, stable=True)
+            counts = torch.bincount(self.loop_dst, minlength=self.num_loops)
+            self._segments = (order, counts)
+        return self._segments
 
 
 def _edge_key(edge_index: Tensor, extra) -> Optional[tuple]:
@@ -247,7 +262,7 @@ class _GATBase(torch.nn.Module):
             perm = graph.perm
             coo = torch.stack([graph.src, graph.dst])
             ei = torch.empty_like(coo).index_copy_(1, perm, coo)
-            edges = _Edges(graph, ei, None, None, None, 0, True, graph)
+            edges = _Edges(graph, ei, None, None, None, None, 0, True, graph)
             self._edges, self._edges_key = edges, key
             return edges
 
@@ -279,41 +294,45 @@ class _GATBase(torch.nn.Module):
         ei = edge_index
         if ei.device != torch.device(device):
             ei = ei.to(device)
+        num_input_edges = keep = loop_sel = loop_dst = None
+        full = ei
         if num_loops is not None:
-            keep = ei[0] != ei[1]
-            kept = ei[:, keep]
+            num_input_edges = ei.size(1)
+            keep = (ei[0] != ei[1]).nonzero().view(-1)
+            if keep.numel() == num_input_edges:
+                keep = None
+            kept = ei if keep is None else ei.index_select(1, keep)
             loops = torch.arange(num_loops, device=ei.device).view(1, -1).repeat(2, 1)
             full = torch.cat([kept, loops], dim=1)
             loop_dst = kept[1].long()
-            loop_sel = None
             if num_loops < num_dst:
                 # only in-edges of nodes that get a loop feed the fill reductions
-                loop_sel = loop_dst < num_loops
-                loop_dst = loop_dst[loop_sel]
-        else:
-            keep, full, loop_sel, loop_dst = None, ei, None, None
+                loop_sel = (loop_dst < num_loops).nonzero().view(-1)
+                loop_dst = loop_dst.index_select(0, loop_sel)
         build = full if full.dtype in (torch.int32, torch.int64) else full.long()
         graph = _ops.Graph.build(build[0], build[1], num_src, num_dst)
-        edges = _Edges(graph, full, keep, loop_sel, loop_dst, num_loops or 0, False, source)
+        edges = _Edges(graph, full, num_input_edges, keep, loop_sel, loop_dst, num_loops or 0,
+                       False, source)
         if key is not None:
             self._edges, self._edges_key = edges, key
         return edges
 
     def _edge_attr(self, edges: _Edges, edge_attr: Tensor) -> Tensor:
         """edge_attr in PyG's edge order: self loops removed, the loops' features appended."""
-        if edges.from_graph or edges.keep is None:
+        if edges.from_graph or edges.num_input_edges is None:
             if edge_attr.size(0) != edges.edge_index.size(1):
                 raise ValueError(f"edge_attr has {edge_attr.size(0)} rows for "
                                  f"{edges.edge_index.size(1)} edges")
             return edge_attr
-        if edge_attr.size(0) != edges.keep.numel():
+        if edge_attr.size(0) != edges.num_input_edges:
             raise ValueError(f"edge_attr has {edge_attr.size(0)} rows for "
-                             f"{edges.keep.numel()} edges")
-        edge_attr = edge_attr[edges.keep]
+                             f"{edges.num_input_edges} edges")
+        if edges.keep is not None:
+            edge_attr = edge_attr.index_select(0, edges.keep)
         fill_src = edge_attr
         if edges.loop_sel is not None and isinstance(self.fill_value, str):
-            fill_src = edge_attr[edges.loop_sel]
-        loop_attr = _loop_attr(edges.loop_dst, fill_src, edges.num_loops, self.fill_value)
+            fill_src = edge_attr.index_select(0, edges.loop_sel)
+        loop_attr = _loop_attr(edges, fill_src, self.fill_value)
         return torch.cat([edge_attr, loop_attr], dim=0)
 
     @staticmethod
@@ -338,17 +357,51 @@ class _GATBase(torch.nn.Module):
                 f'{self.out_channels}, heads={self.heads})')
 
 
+class _GatherRows(torch.autograd.Function):
+    """values.index_select(0, index) whose backward sums each row's gradients in edge order
+    (segment_reduce, no atomics: bitwise reproducible on CUDA, where index_add's are not).
+    order: the edges sorted by index (None: index is sorted already); lengths: each row's count."""
+
+    @staticmethod
+    def forward(ctx, values, index, order, lengths):
+        ctx.save_for_backward(order, lengths)
+        ctx.has_order = order is not None
+        return values.index_select(0, index)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        order, lengths = ctx.saved_tensors
+        if ctx.has_order:
+            grad = grad.index_select(0, order)
+        return torch.segment_reduce(grad, 'sum', lengths=lengths, axis=0, unsafe=True), \
+            None, None, None
+
+
+def _by_dst(graph, values: Tensor) -> Tensor:
+    """values (Nd, ...) -> (E, ...): each edge's destination row, CSR order."""
+    return _GatherRows.apply(values, graph.dst, None, graph.arrays[0].long().diff())
+
+
+def _by_src(graph, values: Tensor) -> Tensor:
+    """values (Ns, ...) -> (E, ...): each edge's source row, CSR order."""
+    t_perm = graph.arrays[5].long()  # CSR edge ids sorted by source
+    return _GatherRows.apply(values, graph.src, t_perm, graph.arrays[3].long().diff())
+
+
 def _csr_softmax_torch(graph, scores: Tensor) -> Tensor:
     """Softmax over each destination's in-edges of scores (E, H) in CSR order, in plain torch
-    (differentiable); used only for returned attention weights that need autograd."""
+    (differentiable, bitwise reproducible); used only for returned attention weights that need
+    autograd."""
     dst = graph.dst
     num_dst = graph.num_dst_nodes
     index = dst.view(-1, 1).expand_as(scores)
     smax = scores.new_full((num_dst, scores.size(1)), float('-inf')).scatter_reduce(
-        0, index, scores, reduce='amax', include_self=True)
-    e = (scores - smax.index_select(0, dst).detach()).exp()
-    denom = e.new_zeros((num_dst, scores.size(1))).index_add(0, dst, e)
-    return e / (denom.index_select(0, dst) + 1e-16)
+        0, index, scores.detach(), reduce='amax', include_self=True)
+    e = (scores - smax.index_select(0, dst)).exp()
+    in_degree = graph.arrays[0].long().diff()  # CSR order: each destination's edges in a run
+    denom = torch.segment_reduce(e, 'sum', lengths=in_degree, axis=0, unsafe=True)  # no atomics
+    return e / (_by_dst(graph, denom) + 1e-16)
 
 
 class GATConv(_GATBase):
@@ -480,8 +533,11 @@ class GATConv(_GATBase):
                 if x_dst is not None:
                     x_dst = self.lin_dst(x_dst).view(-1, H, C)
 
-        el = (x_src * self.att_src).sum(dim=-1)
-        er = None if x_dst is None else (x_dst * self.att_dst).sum(dim=-1)
+        if x_dst is x_src:  # one projection: el and er in one pass (the common case)
+            el, er = _ops.head_dot_pair(x_src, self.att_src.view(H, C), self.att_dst.view(H, C))
+        else:
+            el = (x_src * self.att_src).sum(dim=-1)
+            er = None if x_dst is None else (x_dst * self.att_dst).sum(dim=-1)
 
         # Node counts as MessagePassing infers them.
         sizes = [None, None] if size is None else list(size)
@@ -513,11 +569,18 @@ class GATConv(_GATBase):
 
         edge_term = None
         if edge_attr is not None and self.lin_edge is not None:
-            ea = self._edge_attr(edges, edge_attr)
-            if ea.dim() == 1:
-                ea = ea.view(-1, 1)
-            ea = self.lin_edge(ea).view(-1, H, C)
-            edge_term = (ea * self.att_edge).sum(dim=-1).index_select(0, graph.perm)
+            # sum_c (ea W_e^T)[e,h,c] att_edge[h,c] = ea @ fold: the (E, H, C) edge features
+            # are never made. fold (edge_dim, H) = sum_c W_e[h*C+c, :] att_edge[h,c].
+            weight = self.lin_edge.weight.view(H, C, -1)
+            fold = (weight * self.att_edge.view(H, C, 1)).sum(dim=1).t()
+            if edge_attr.dim() == 1:
+                edge_attr = edge_attr.view(-1, 1)
+            if isinstance(self.fill_value, str) and self.fill_value in ('mean', 'add', 'sum'):
+                # a linear fill commutes with the fold: the loops reduce (E, H), not (E, edge_dim)
+                edge_term = self._edge_attr(edges, edge_attr @ fold)
+            else:
+                edge_term = self._edge_attr(edges, edge_attr) @ fold
+            edge_term = edge_term.index_select(0, graph.perm)
 
         out = _ops.gat_attention(graph, el, er, x_src, negative_slope=self.negative_slope,
                                  edge_term=edge_term, dropout=self._attn_dropout())
@@ -532,7 +595,7 @@ class GATConv(_GATBase):
         needs_grad = torch.is_grad_enabled() and any(
             t is not None and t.requires_grad for t in (el, er, edge_term))
         if needs_grad:
-            scores = el.index_select(0, graph.src) + er.index_select(0, graph.dst)
+            scores = _by_src(graph, el) + _by_dst(graph, er)
             if edge_term is not None:
                 scores = scores + edge_term
             scores = F.leaky_relu(scores, self.negative_slope)
@@ -680,7 +743,7 @@ class GATv2Conv(_GATBase):
         needs_grad = torch.is_grad_enabled() and any(
             t is not None and t.requires_grad for t in (x_l, x_r, att, edge_term))
         if needs_grad:
-            z = x_l.index_select(0, graph.src) + x_r.index_select(0, graph.dst)
+            z = _by_src(graph, x_l) + _by_dst(graph, x_r)
             if edge_term is not None:
                 z = z + edge_term
             scores = (F.leaky_relu(z, self.negative_slope) * att).sum(dim=-1)

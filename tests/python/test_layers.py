@@ -311,10 +311,13 @@ def test_two_runs_give_bitwise_equal_gradients(layer, device):
     def once():
         _, ours = build_pair(layer, case, torch.float32, device)
         x, ei, ea, size = make_inputs(case, torch.float32, device)
-        out = ours(x, ei, ea)
-        g = torch.randn(out.shape, generator=torch.Generator().manual_seed(9)).to(device)
-        (out * g).sum().backward()
-        return [out.detach(), x.grad, ea.grad] + [p.grad for p in ours.parameters()]
+        out, (_, alpha) = ours(x, ei, ea, return_attention_weights=True)
+        gen = torch.Generator().manual_seed(9)
+        g = torch.randn(out.shape, generator=gen).to(device)
+        g_alpha = torch.randn(alpha.shape, generator=gen).to(device)  # alpha's autograd path
+        ((out * g).sum() + (alpha * g_alpha).sum()).backward()
+        return [out.detach(), alpha.detach(), x.grad, ea.grad] + \
+            [p.grad for p in ours.parameters()]
 
     for a, b in zip(once(), once()):
         assert torch.equal(a, b)

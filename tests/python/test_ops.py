@@ -242,6 +242,29 @@ def test_mismatched_inputs_raise_clear_errors():
         ops.gat_attention(graph, el.half(), er.half(), value.half())
 
 
+# ---- el and er ----
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_head_dot_pair_is_two_head_dots_and_has_their_gradients(device):
+    g = torch.Generator().manual_seed(24)
+    x = torch.randn(37, 3, 5, generator=g, dtype=torch.float64).to(device).requires_grad_()
+    a_src, a_dst = (torch.randn(3, 5, generator=g, dtype=torch.float64).to(device).requires_grad_()
+                    for _ in range(2))
+    el, er = ops.head_dot_pair(x, a_src, a_dst)
+    torch.testing.assert_close(el, (x * a_src).sum(-1), rtol=1e-14, atol=1e-14)
+    torch.testing.assert_close(er, (x * a_dst).sum(-1), rtol=1e-14, atol=1e-14)
+    assert torch.autograd.gradcheck(ops.head_dot_pair, (x, a_src, a_dst))
+    # one output used alone: the other's gradient is zero, not missing
+    d_x, d_src, d_dst = torch.autograd.grad(ops.head_dot_pair(x, a_src, a_dst)[1].square().sum(),
+                                            (x, a_src, a_dst))
+    assert torch.count_nonzero(d_src) == 0
+    torch.testing.assert_close(d_x, 2 * er.detach().unsqueeze(-1) * a_dst.detach())
+    with pytest.raises(RuntimeError, match="a_src and a_dst"):
+        ops.head_dot_pair(x, a_src[:2], a_dst)
+    with pytest.raises(RuntimeError, match="unlike the others"):
+        ops.head_dot_pair(x.detach().float(), a_src.detach(), a_dst.detach())
+
+
 # ---- PyTorch's checks of custom operators ----
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -269,6 +292,10 @@ def test_opcheck_on_every_operator(device):
         (torch.ops.gat_torch.gat_edge_scores.default, (g, c, el.detach(), er.detach(), term.detach(), 0.2)),
         (torch.ops.gat_torch.gatv2_edge_scores.default, (g, c, xl.detach(), xr.detach(), att.detach(), None, 0.2)),
         (torch.ops.gat_torch.csr_softmax.default, (g, c, torch.randn(graph.num_edges, 2, device=device))),
+        (torch.ops.gat_torch.head_dot_pair.default, (value, att.detach().clone().requires_grad_(), att.detach().flip(0))),
+        (torch.ops.gat_torch.head_dot_pair_backward.default,
+         (value.detach(), att.detach(), att.detach().flip(0), torch.randn(6, 2, dtype=torch.float64, device=device),
+          torch.randn(6, 2, dtype=torch.float64, device=device))),
     ]
     for op, args in cases:
         torch.library.opcheck(op, args)
