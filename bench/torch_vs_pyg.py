@@ -6,11 +6,14 @@ forward+backward time (median of --repeats, CUDA events), the peak memory of one
 forward+backward (torch.cuda.max_memory_allocated above what the inputs hold), the ratios, and
 the largest relative difference of the output and of every gradient. gat_torch's layer is given
 PyG's parameters (load_state_dict), and the cost of building its graph (once per edge_index) is
-printed apart. Needs torch, torch_geometric and gat_torch (PYTHONPATH=<build>/python).
+printed apart. Both float32 results are also compared with the same layer in float64 (gat_torch's
+kernels): on sums over millions of edges, two float32 results can differ by more than either
+differs from the exact one. Needs torch, torch_geometric and gat_torch (PYTHONPATH=<build>/python).
 
     python3 bench/torch_vs_pyg.py --nodes 1000000 --edges 16000000
 """
 import argparse
+import copy
 import json
 import statistics
 import time
@@ -78,19 +81,33 @@ def compare(name, ours, theirs, x, edge_index, edge_attr, repeats):
         results[label] = dict(ms=median, ms_min=low, ms_max=high, peak=peak_bytes(lambda: step(layer)),
                               out=out, grads=grads)
         del out
-    worst = max([relative_difference(results["gat_torch"]["out"], results["pyg"]["out"])] +
-                [relative_difference(results["gat_torch"]["grads"][n], g)
-                 for n, g in results["pyg"]["grads"].items()])
+    def worst_difference(label, reference):
+        return max([relative_difference(results[label]["out"], reference["out"])] +
+                   [relative_difference(results[label]["grads"][n], g.to(results[label]["grads"][n].dtype))
+                    for n, g in reference["grads"].items()])
+
+    worst = worst_difference("gat_torch", results["pyg"])
+    # The same layer in float64 (gat_torch's kernels): how far each float32 result is from it.
+    f64 = copy.deepcopy(ours).double()
+    x64 = x.detach().double().requires_grad_()
+    out64 = f64(x64, edge_index, edge_attr.double()) if edge_attr is not None else f64(x64, edge_index)
+    (out64 * upstream.double()).sum().backward()
+    reference = dict(out=out64.detach(), grads={n: p.grad for n, p in f64.named_parameters()})
+    reference["grads"]["x"] = x64.grad
+    error_f64 = {label: worst_difference(label, reference) for label in ("pyg", "gat_torch")}
+    del f64, x64, out64, reference
     row = dict(layer=name, pyg_ms=results["pyg"]["ms"], ours_ms=results["gat_torch"]["ms"],
                ours_ms_range=[results["gat_torch"]["ms_min"], results["gat_torch"]["ms_max"]],
                speedup=results["pyg"]["ms"] / results["gat_torch"]["ms"],
                pyg_peak_gb=results["pyg"]["peak"] / 1e9, ours_peak_gb=results["gat_torch"]["peak"] / 1e9,
                memory_ratio=results["pyg"]["peak"] / max(results["gat_torch"]["peak"], 1),
-               first_call_ms=first_ms, max_relative_difference=worst)
+               first_call_ms=first_ms, max_relative_difference=worst,
+               pyg_error_vs_f64=error_f64["pyg"], ours_error_vs_f64=error_f64["gat_torch"])
     print(f"{name:28s} PyG {row['pyg_ms']:8.2f} ms {row['pyg_peak_gb']:7.2f} GB | gat_torch "
           f"{row['ours_ms']:7.2f} ms {row['ours_peak_gb']:6.2f} GB | {row['speedup']:5.1f}x faster, "
           f"1/{row['memory_ratio']:.1f} memory | first call (graph build) {first_ms:.0f} ms | "
-          f"max rel diff {worst:.1e}", flush=True)
+          f"max rel diff {worst:.1e} (from f64: PyG {error_f64['pyg']:.1e}, gat_torch "
+          f"{error_f64['gat_torch']:.1e})", flush=True)
     return row
 
 
