@@ -167,7 +167,8 @@ class _Edges:
     """The graph of one edge_index as a layer uses it: the CSR graph, the COO edges in PyG's
     order (loop-free input edges, then the loops), and what edge_attr needs to follow."""
     __slots__ = ('graph', 'edge_index', 'num_input_edges', 'keep', 'loop_sel', 'loop_dst',
-                 'num_loops', 'from_graph', 'source', '_segments')
+                 'num_loops', 'from_graph', 'source', '_segments', 'attr_key', 'attr_source',
+                 'attr_csr')
 
     # Index tensors (int64), not masks: their gathers' backward adds one row to each place, so
     # it is exact and bitwise reproducible, and no host synchronisation happens per call.
@@ -183,6 +184,8 @@ class _Edges:
         self.from_graph = from_graph    # the caller passed a Graph
         self.source = source            # the input tensor, kept alive for the cache key
         self._segments = None
+        # a constant edge_attr (attr_source, alive for attr_key) with its loops, in CSR order
+        self.attr_key = self.attr_source = self.attr_csr = None
 
     def loop_segments(self):
         """(order, counts): loop_dst's edges sorted by destination, stably, and the number of
@@ -334,6 +337,20 @@ class _GATBase(torch.nn.Module):
             fill_src = edge_attr.index_select(0, edges.loop_sel)
         loop_attr = _loop_attr(edges, fill_src, self.fill_value)
         return torch.cat([edge_attr, loop_attr], dim=0)
+
+    def _constant_edge_attr(self, edges: _Edges, edge_attr: Tensor) -> Optional[Tensor]:
+        """For an edge_attr without gradient (edge features are mostly constants): it with the
+        loops' rows, in the graph's edge order (E', edge_dim), made once per edge_attr and graph
+        and kept with the graph (a change in place is seen, as for edge_index); else None."""
+        if edge_attr.requires_grad or isinstance(self.fill_value, Tensor):
+            return None
+        key = _edge_key(edge_attr, (repr(self.fill_value), ))
+        if key is None:
+            return None
+        if edges.attr_key != key or edges.attr_source is not edge_attr:
+            csr = self._edge_attr(edges, edge_attr).index_select(0, edges.graph.perm)
+            edges.attr_key, edges.attr_source, edges.attr_csr = key, edge_attr, csr
+        return edges.attr_csr
 
     @staticmethod
     def _to_input_order(edges: _Edges, alpha_csr: Tensor) -> Tensor:
@@ -575,12 +592,17 @@ class GATConv(_GATBase):
             fold = (weight * self.att_edge.view(H, C, 1)).sum(dim=1).t()
             if edge_attr.dim() == 1:
                 edge_attr = edge_attr.view(-1, 1)
-            if isinstance(self.fill_value, str) and self.fill_value in ('mean', 'add', 'sum'):
-                # a linear fill commutes with the fold: the loops reduce (E, H), not (E, edge_dim)
-                edge_term = self._edge_attr(edges, edge_attr @ fold)
+            constant = self._constant_edge_attr(edges, edge_attr)
+            if constant is not None:  # already with its loops, in the graph's order
+                edge_term = constant @ fold
             else:
-                edge_term = self._edge_attr(edges, edge_attr) @ fold
-            edge_term = edge_term.index_select(0, graph.perm)
+                if isinstance(self.fill_value, str) and self.fill_value in ('mean', 'add', 'sum'):
+                    # a linear fill commutes with the fold: the loops reduce (E, H), not
+                    # (E, edge_dim)
+                    edge_term = self._edge_attr(edges, edge_attr @ fold)
+                else:
+                    edge_term = self._edge_attr(edges, edge_attr) @ fold
+                edge_term = edge_term.index_select(0, graph.perm)
 
         out = _ops.gat_attention(graph, el, er, x_src, negative_slope=self.negative_slope,
                                  edge_term=edge_term, dropout=self._attn_dropout())
@@ -724,10 +746,12 @@ class GATv2Conv(_GATBase):
         if edge_attr is not None:
             if self.lin_edge is None:
                 raise ValueError("edge_attr given to a GATv2Conv built without edge_dim")
-            ea = self._edge_attr(edges, edge_attr)
-            if ea.dim() == 1:
-                ea = ea.view(-1, 1)
-            edge_term = self.lin_edge(ea).view(-1, H, C).index_select(0, graph.perm)
+            if edge_attr.dim() == 1:
+                edge_attr = edge_attr.view(-1, 1)
+            ea = self._constant_edge_attr(edges, edge_attr)  # with its loops, graph's order
+            if ea is None:
+                ea = self._edge_attr(edges, edge_attr).index_select(0, graph.perm)
+            edge_term = self.lin_edge(ea).view(-1, H, C)
 
         att = self.att.view(H, C)
         out = _ops.gatv2_attention(graph, x_l, x_r, att, negative_slope=self.negative_slope,

@@ -360,6 +360,28 @@ def test_graph_cache_sees_in_place_changes_of_edge_index(layer, device):
     assert out18.shape[0] == 18
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layer", ["v1", "v2"])
+def test_a_constant_edge_attr_cached_with_the_graph_sees_in_place_changes(layer, device):
+    case = CASES["edge_mean"]
+    _, ours = build_pair(layer, case, torch.float32, device)
+    x, ei, ea, size = make_inputs(case, torch.float32, device)
+    x, ea = x.detach(), ea.detach()
+    first = ours(x, ei, ea)
+    assert ours._edges.attr_source is ea
+    ea[:5] += 1.0  # in place, same tensor
+    changed = ours(x, ei, ea)
+    fresh = copy.deepcopy(ours)
+    assert torch.equal(changed, fresh(x, ei, ea.clone()))
+    assert not torch.allclose(changed, first)
+    # an edge_attr that needs a gradient is not cached, and gets its gradient
+    ea_grad = ea.clone().requires_grad_()
+    out = ours(x, ei, ea_grad)
+    torch.testing.assert_close(out, changed, rtol=1e-5, atol=1e-6)
+    out.square().sum().backward()
+    assert ea_grad.grad is not None and ea_grad.grad.abs().sum() > 0
+
+
 # ---- state_dict, initialisation ----
 
 @pytest.mark.parametrize("layer, name", PAIRS, ids=[f"{l}-{n}" for l, n in PAIRS])
