@@ -44,8 +44,8 @@ struct GATConfig {
   int64_t output_heads = 1;  // heads of the output layer (averaged)
   double dropout = 0.6;      // on the inputs of both layers and on both layers' attention
   // GATConvOptions::value_dropout of both layers: the authors' code drops the projected features
-  // too (attn_head's second in_drop). Measured on the H200, 10 seeds: Cora 83.28 +- 0.64 with it,
-  // 83.00 +- 0.41 without; CiteSeer 72.32 +- 0.62 with, 71.28 +- 0.81 without (BENCHMARKS.md).
+  // too (attn_head's second in_drop). Measured on the H200, 10 seeds: Cora 83.21 +- 0.42 with it,
+  // 83.00 +- 0.41 without; CiteSeer 72.59 +- 0.68 with, 71.28 +- 0.81 without (BENCHMARKS.md).
   // GATv2Conv has none (its source rows are both the scores' terms and the values): 0 with gatv2.
   double value_dropout = 0.6;
   double negative_slope = 0.2;
