@@ -325,13 +325,18 @@ def test_two_runs_give_bitwise_equal_gradients(layer, device):
 
 # ---- the graph cache ----
 
+def cached_layer(layer, name, device):
+    """Our layer for CASES[name] and its inputs, x and edge_attr without gradient."""
+    case = CASES[name]
+    _, ours = build_pair(layer, case, torch.float32, device)
+    x, ei, ea, _ = make_inputs(case, torch.float32, device)
+    return ours, x.detach(), ei, ea.detach()
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("layer", ["v1", "v2"])
 def test_graph_cache_sees_in_place_changes_of_edge_index(layer, device):
-    case = CASES["edge_add"]
-    _, ours = build_pair(layer, case, torch.float32, device)
-    x, ei, ea, size = make_inputs(case, torch.float32, device)
-    x, ea = x.detach(), ea.detach()
+    ours, x, ei, ea = cached_layer(layer, "edge_add", device)
     first = ours(x, ei, ea)
     graph = ours._edges.graph
     again = ours(x, ei, ea)
@@ -347,7 +352,7 @@ def test_graph_cache_sees_in_place_changes_of_edge_index(layer, device):
     assert torch.equal(changed, expected)
     assert not torch.allclose(changed, first)
 
-    # edge_attr is not cached: a new one changes the output
+    # a new edge_attr tensor is never served from the cache
     assert not torch.allclose(ours(x, ei, ea * 2), changed)
     # other node counts rebuild: one edge tensor, used with 20 then 18 destinations
     mask = ei[1] < 18
@@ -363,10 +368,7 @@ def test_graph_cache_sees_in_place_changes_of_edge_index(layer, device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("layer", ["v1", "v2"])
 def test_a_constant_edge_attr_cached_with_the_graph_sees_in_place_changes(layer, device):
-    case = CASES["edge_mean"]
-    _, ours = build_pair(layer, case, torch.float32, device)
-    x, ei, ea, size = make_inputs(case, torch.float32, device)
-    x, ea = x.detach(), ea.detach()
+    ours, x, ei, ea = cached_layer(layer, "edge_mean", device)
     first = ours(x, ei, ea)
     assert ours._edges.attr_source is ea
     ea[:5] += 1.0  # in place, same tensor
@@ -374,6 +376,10 @@ def test_a_constant_edge_attr_cached_with_the_graph_sees_in_place_changes(layer,
     fresh = copy.deepcopy(ours)
     assert torch.equal(changed, fresh(x, ei, ea.clone()))
     assert not torch.allclose(changed, first)
+    # the fill is part of the key: the loops' rows follow a new fill_value
+    ours.fill_value = fresh.fill_value = 'max'
+    assert torch.equal(ours(x, ei, ea), copy.deepcopy(fresh)(x, ei, ea))
+    ours.fill_value = 'mean'
     # an edge_attr that needs a gradient is not cached, and gets its gradient
     ea_grad = ea.clone().requires_grad_()
     out = ours(x, ei, ea_grad)
