@@ -237,11 +237,18 @@ std::vector<at::Tensor> build_graph(const at::Tensor& src, const at::Tensor& dst
 
 // ---- the attention ops ----
 
-gat::DropoutKey dropout_key(double p, int64_t seed, const char* op) {
+// The dropout seed is a one-element int64 CPU tensor (drawn by torch.randint, so that
+// torch.compile traces the draw; reading it needs no device synchronisation); None without dropout.
+gat::DropoutKey dropout_key(double p, const std::optional<at::Tensor>& seed, const char* op) {
   TORCH_CHECK(p >= 0.0 && p < 1.0, "gat_torch.", op, ": dropout must be in [0, 1), got ", p);
   gat::DropoutKey key;
   key.p = static_cast<float>(p);
-  key.seed = static_cast<uint64_t>(seed);
+  if (p == 0.0) return key;
+  TORCH_CHECK(seed.has_value() && seed->defined(), "gat_torch.", op, ": dropout ", p, " needs a seed");
+  TORCH_CHECK(seed->is_cpu() && seed->scalar_type() == at::kLong && seed->numel() == 1, "gat_torch.", op,
+              ": 'seed' must be one int64 on the CPU, got ", seed->scalar_type(), " ", seed->sizes(), " on ",
+              seed->device());
+  key.seed = static_cast<uint64_t>(seed->item<int64_t>());
   return key;
 }
 
@@ -257,7 +264,7 @@ void check_like(const at::Tensor& t, const at::Tensor& like, const char* op, con
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention(
     const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts, const at::Tensor& el,
     const at::Tensor& er, const std::optional<at::Tensor>& edge_term, const at::Tensor& value,
-    double negative_slope, double dropout, int64_t seed, bool with_positive) {
+    double negative_slope, double dropout, const std::optional<at::Tensor>& seed, bool with_positive) {
   const char* op = "gat_attention";
   check_like(er, el, op, "er");
   check_like(value, el, op, "value");
@@ -290,7 +297,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention(
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention_backward(
     const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts, const at::Tensor& el,
     const at::Tensor& er, const std::optional<at::Tensor>& edge_term, const at::Tensor& value,
-    double negative_slope, double dropout, int64_t seed, const at::Tensor& out, const at::Tensor& lse,
+    double negative_slope, double dropout, const std::optional<at::Tensor>& seed, const at::Tensor& out, const at::Tensor& lse,
     const at::Tensor& pos_out, const at::Tensor& pos_weight, const at::Tensor& grad_out,
     std::array<bool, 4> needs) {
   const char* op = "gat_attention_backward";
@@ -328,7 +335,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention_backwar
 std::tuple<at::Tensor, at::Tensor> gatv2_attention(
     const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts, const at::Tensor& xl,
     const at::Tensor& xr, const at::Tensor& att, const std::optional<at::Tensor>& edge_term,
-    double negative_slope, double dropout, int64_t seed) {
+    double negative_slope, double dropout, const std::optional<at::Tensor>& seed) {
   const char* op = "gatv2_attention";
   check_like(xr, xl, op, "xr");
   check_like(att, xl, op, "att");
@@ -353,7 +360,7 @@ std::tuple<at::Tensor, at::Tensor> gatv2_attention(
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gatv2_attention_backward(
     const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts, const at::Tensor& xl,
     const at::Tensor& xr, const at::Tensor& att, const std::optional<at::Tensor>& edge_term,
-    double negative_slope, double dropout, int64_t seed, const at::Tensor& out, const at::Tensor& lse,
+    double negative_slope, double dropout, const std::optional<at::Tensor>& seed, const at::Tensor& out, const at::Tensor& lse,
     const at::Tensor& grad_out, std::array<bool, 4> needs) {
   const char* op = "gatv2_attention_backward";
   check_like(grad_out, xl, op, "grad_out");
@@ -500,16 +507,16 @@ at::Tensor csr_softmax(const std::vector<at::Tensor>& graph_arrays, at::IntArray
 TORCH_LIBRARY(gat_torch, m) {
   m.def("build_graph(Tensor src, Tensor dst, int num_src, int num_dst) -> Tensor[]");
   m.def("gat_attention(Tensor[] graph, int[] graph_counts, Tensor el, Tensor er, Tensor? edge_term, "
-        "Tensor value, float negative_slope, float dropout, int seed, bool with_positive) "
+        "Tensor value, float negative_slope, float dropout, Tensor? seed, bool with_positive) "
         "-> (Tensor, Tensor, Tensor, Tensor)");
   m.def("gat_attention_backward(Tensor[] graph, int[] graph_counts, Tensor el, Tensor er, "
-        "Tensor? edge_term, Tensor value, float negative_slope, float dropout, int seed, Tensor out, "
+        "Tensor? edge_term, Tensor value, float negative_slope, float dropout, Tensor? seed, Tensor out, "
         "Tensor lse, Tensor pos_out, Tensor pos_weight, Tensor grad_out, bool[4] needs) "
         "-> (Tensor, Tensor, Tensor, Tensor)");
   m.def("gatv2_attention(Tensor[] graph, int[] graph_counts, Tensor xl, Tensor xr, Tensor att, "
-        "Tensor? edge_term, float negative_slope, float dropout, int seed) -> (Tensor, Tensor)");
+        "Tensor? edge_term, float negative_slope, float dropout, Tensor? seed) -> (Tensor, Tensor)");
   m.def("gatv2_attention_backward(Tensor[] graph, int[] graph_counts, Tensor xl, Tensor xr, "
-        "Tensor att, Tensor? edge_term, float negative_slope, float dropout, int seed, Tensor out, "
+        "Tensor att, Tensor? edge_term, float negative_slope, float dropout, Tensor? seed, Tensor out, "
         "Tensor lse, Tensor grad_out, bool[4] needs) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("gat_edge_scores(Tensor[] graph, int[] graph_counts, Tensor el, Tensor er, Tensor? edge_term, "
         "float negative_slope) -> Tensor");

@@ -68,11 +68,13 @@ class Graph:
         return self.arrays[2].long()
 
 
-def _seed(dropout: float) -> int:
-    """A dropout seed from PyTorch's default generator (torch.manual_seed fixes it); 0 unused."""
+def _seed(dropout: float) -> Optional[torch.Tensor]:
+    """A dropout seed drawn from PyTorch's default CPU generator (torch.manual_seed fixes it), as
+    a one-element CPU tensor: torch.compile traces the draw, and the operator reads it without a
+    device synchronisation. None without dropout."""
     if dropout <= 0.0:
-        return 0
-    return int(torch.randint(0, 2**62, (), dtype=torch.int64))
+        return None
+    return torch.randint(0, 2**62, (), dtype=torch.int64)
 
 
 # A backward's gradient of the graph argument: one None per array (PyTorch wants the inputs'

@@ -491,6 +491,31 @@ def test_dropout_in_training_follows_torch_manual_seed(layer, device):
     assert torch.isfinite(out_a).all()
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layer", ["v1", "v2"])
+def test_torch_compile_fullgraph_of_a_training_step_on_a_graph(layer, device):
+    """With a gat_torch.Graph (a COO edge_index is looked up in the layer's cache, which Dynamo
+    cannot trace), a training forward with attention dropout compiles as one graph and gives
+    the eager output and gradients, masks included."""
+    case = dict(kw=dict(heads=2, dropout=0.5), nodes=25)
+    _, ours = build_pair(layer, case, torch.float32, device)
+    ours.train()
+    x, ei, _, _ = make_inputs(case, torch.float32, device)
+    graph = ops.Graph.build(ei[0], ei[1], 25, 25)
+
+    def step(x):
+        return ours(x, graph).square().sum()
+
+    results = []
+    for run in (step, torch.compile(step, fullgraph=True, backend="aot_eager")):
+        torch.manual_seed(4)
+        xx = x.detach().clone().requires_grad_()
+        loss = run(xx)
+        results.append([loss] + list(torch.autograd.grad(loss, [xx] + list(ours.parameters()))))
+    for eager, compiled in zip(*results):
+        torch.testing.assert_close(compiled, eager, rtol=0, atol=0)
+
+
 # ---- edge_index forms ----
 
 @pytest.mark.parametrize("device", DEVICES)

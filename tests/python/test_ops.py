@@ -235,6 +235,12 @@ def test_mismatched_inputs_raise_clear_errors():
         ops.gat_attention(graph, el, er, value[:, :1])
     with pytest.raises(RuntimeError, match="dropout"):
         ops.gat_attention(graph, el, er, value, dropout=1.0)
+    raw = torch.ops.gat_torch.gat_attention
+    with pytest.raises(RuntimeError, match="needs a seed"):
+        raw(graph.arrays, graph.counts, el, er, None, value, 0.2, 0.5, None, False)
+    for seed in (torch.tensor(3.0), torch.tensor([1, 2]), torch.tensor(3, dtype=torch.int32)):
+        with pytest.raises(RuntimeError, match="'seed' must be one int64 on the CPU"):
+            raw(graph.arrays, graph.counts, el, er, None, value, 0.2, 0.5, seed, False)
     xl, xr, att, _ = gatv2_inputs(6, 6, graph.num_edges, 2, 3, torch.float32, "cpu", term=False)
     with pytest.raises(RuntimeError, match="att"):
         ops.gatv2_attention(graph, xl, xr, att[:1])
@@ -274,19 +280,21 @@ def test_opcheck_on_every_operator(device):
     g, c = graph.arrays, graph.counts
     el, er, term, value = gat_inputs(6, 5, graph.num_edges, 2, 3, torch.float64, device, seed=19)
     positive = device == "cuda"
-    fwd = torch.ops.gat_torch.gat_attention(g, c, el, er, term, value, 0.2, 0.0, 0, positive)
+    seed = torch.tensor(3)  # a dropout seed: one int64 on the CPU, whatever the device
+    fwd = torch.ops.gat_torch.gat_attention(g, c, el, er, term, value, 0.2, 0.4, seed, positive)
     grad_out = torch.randn_like(fwd[0])
     xl, xr, att, term2 = gatv2_inputs(6, 5, graph.num_edges, 2, 3, torch.float64, device, seed=20)
-    v2 = torch.ops.gat_torch.gatv2_attention(g, c, xl, xr, att, term2, 0.2, 0.0, 0)
+    v2 = torch.ops.gat_torch.gatv2_attention(g, c, xl, xr, att, term2, 0.2, 0.0, None)
     cases = [
-        (torch.ops.gat_torch.gat_attention.default, (g, c, el, er, term, value, 0.2, 0.0, 0, positive)),
-        (torch.ops.gat_torch.gat_attention.default, (g, c, el, er, None, value, 0.2, 0.4, 3, positive)),
+        (torch.ops.gat_torch.gat_attention.default, (g, c, el, er, term, value, 0.2, 0.0, None, positive)),
+        (torch.ops.gat_torch.gat_attention.default, (g, c, el, er, None, value, 0.2, 0.4, seed, positive)),
         (torch.ops.gat_torch.gat_attention_backward.default,
-         (g, c, el.detach(), er.detach(), term.detach(), value.detach(), 0.2, 0.0, 0,
+         (g, c, el.detach(), er.detach(), term.detach(), value.detach(), 0.2, 0.4, seed,
           *[t.detach() for t in fwd], grad_out, [True, True, True, True])),
-        (torch.ops.gat_torch.gatv2_attention.default, (g, c, xl, xr, att, term2, 0.2, 0.0, 0)),
+        (torch.ops.gat_torch.gatv2_attention.default, (g, c, xl, xr, att, term2, 0.2, 0.0, None)),
+        (torch.ops.gat_torch.gatv2_attention.default, (g, c, xl, xr, att, None, 0.2, 0.3, seed)),
         (torch.ops.gat_torch.gatv2_attention_backward.default,
-         (g, c, xl.detach(), xr.detach(), att.detach(), term2.detach(), 0.2, 0.0, 0,
+         (g, c, xl.detach(), xr.detach(), att.detach(), term2.detach(), 0.2, 0.0, None,
           v2[0].detach(), v2[1].detach(), torch.randn_like(v2[0]), [True, False, True, True])),
         # Scores and weights are for inspection: no autograd (the layers detach them).
         (torch.ops.gat_torch.gat_edge_scores.default, (g, c, el.detach(), er.detach(), term.detach(), 0.2)),
@@ -325,6 +333,33 @@ def test_torch_compile_fullgraph_gives_the_eager_results(device):
     torch.testing.assert_close(out, eager, rtol=0, atol=0)
     for a, b in zip(grads, eager_grads):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_fullgraph_traces_the_dropout_draw(device):
+    """With attention dropout, the seed is drawn inside the compiled graph: no graph break, the
+    masks follow torch.manual_seed as in eager mode, and each call draws new ones."""
+    src, dst = edges(12, 12, 60, seed=25, device=device)
+    graph = ops.Graph.build(src, dst, 12, 12)
+    el, er, _, value = gat_inputs(12, 12, graph.num_edges, 2, 4, torch.float32, device, seed=26,
+                                  term=False)
+    xl, xr, att, _ = gatv2_inputs(12, 12, graph.num_edges, 2, 4, torch.float32, device, seed=27,
+                                  term=False)
+
+    def model(el, er, value, xl, xr, att):
+        h = ops.gat_attention(graph, el, er, value, 0.2, dropout=0.5)
+        return (h * ops.gatv2_attention(graph, xl, xr, att, 0.2, dropout=0.3)).sum()
+
+    inputs = (el, er, value, xl, xr, att)
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    results = []
+    for run in (model, compiled, compiled):
+        torch.manual_seed(7)
+        out = run(*inputs)
+        results.append((out, *torch.autograd.grad(out, inputs)))
+    for eager, traced in zip(results[0], results[1]):
+        torch.testing.assert_close(traced, eager, rtol=0, atol=0)
+    assert not torch.equal(compiled(*inputs), results[1][0])  # the generator moved on
 
 
 def test_the_package_exports_its_layers():
