@@ -6,10 +6,10 @@
 #include <numeric>
 #include <string>
 
-#include "gat/framework/host_parallel.h"
+#include "gat/framework/detail/host_parallel.h"
 #include "gat/framework/progress.h"
 #include "gat/framework/rng.h"
-#include "gat/framework/ops/loops.h"
+#include "gat/framework/ops/detail/loops.h"
 
 namespace gat {
 

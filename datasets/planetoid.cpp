@@ -6,7 +6,7 @@
 
 #include "gat/datasets/pickle.h"
 #include "gat/datasets/text.h"
-#include "gat/framework/ops/loops.h"
+#include "gat/framework/ops/detail/loops.h"
 
 namespace gat {
 

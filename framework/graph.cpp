@@ -6,7 +6,7 @@
 #include <memory>
 #include <utility>
 
-#include "gat/framework/host_parallel.h"
+#include "gat/framework/detail/host_parallel.h"
 #include "gat/framework/progress.h"
 
 // Every stage runs in parallel (OpenMP) and gives the same arrays for any number of threads:

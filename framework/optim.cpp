@@ -8,7 +8,7 @@
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/reduce.h"
-#include "gat/framework/ops/loops.h"
+#include "gat/framework/ops/detail/loops.h"
 
 namespace gat {
 

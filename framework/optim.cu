@@ -2,7 +2,7 @@
 #include <cstdint>
 
 #include "gat/framework/cuda_check.h"
-#include "gat/framework/ops/last_block.cuh"
+#include "gat/framework/ops/detail/last_block.cuh"
 #include "gat/framework/optim_update.h"
 
 namespace gat::optim::cuda_impl {

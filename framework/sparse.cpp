@@ -1,6 +1,6 @@
 #include "gat/framework/sparse.h"
 
-#include "gat/framework/host_parallel.h"
+#include "gat/framework/detail/host_parallel.h"
 
 #include <algorithm>
 #include <limits>

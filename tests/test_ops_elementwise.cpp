@@ -24,7 +24,7 @@
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
 #include "gat/framework/ops/sparse_dropout.h"
-#include "gat/framework/ops/vec_math.h"
+#include "gat/framework/ops/detail/vec_math.h"
 #include "gat/framework/rng_cpu.h"
 #include "gat/framework/sparse.h"
 #include "gat_testing.h"

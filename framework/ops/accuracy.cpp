@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "gat/framework/ops/dispatch.h"
-#include "gat/framework/ops/loops.h"
+#include "gat/framework/ops/detail/loops.h"
 
 namespace gat::ops {
 

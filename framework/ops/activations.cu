@@ -1,6 +1,6 @@
 #include "gat/framework/ops/activations.h"
-#include "gat/framework/ops/activations.cuh"
-#include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/detail/activations.cuh"
+#include "gat/framework/ops/detail/loops.cuh"
 
 namespace gat::ops::cuda_impl {
 

@@ -1,5 +1,5 @@
 #include "gat/framework/ops/batch_norm.h"
-#include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/ops/reduce.h"
 
 // Every per-channel sum over the N rows is reduce.cu's deterministic column sum (sum_axis); the

@@ -1,7 +1,7 @@
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/ops/accuracy.h"
 #include "gat/framework/ops/classification_metrics.h"
-#include "gat/framework/ops/row_reduce.cuh"
+#include "gat/framework/ops/detail/row_reduce.cuh"
 
 namespace gat::ops::cuda_impl {
 

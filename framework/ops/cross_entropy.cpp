@@ -7,7 +7,7 @@
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/log_softmax.h"
-#include "gat/framework/ops/loops.h"
+#include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/side_work.h"
 
 namespace gat::ops {

@@ -6,16 +6,16 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/attention_rows.h"
+#include "gat/framework/ops/detail/attention_rows.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
 #include "gat/framework/ops/head_dot.h"
 #include "gat/framework/ops/linear_head_dot.h"
-#include "gat/framework/ops/loops.h"
+#include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/reduce.h"
-#include "gat/framework/ops/vec_math.h"
+#include "gat/framework/ops/detail/vec_math.h"
 #include "gat/framework/rng_cpu.h"
 
 namespace gat::ops {

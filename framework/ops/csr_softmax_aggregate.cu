@@ -8,11 +8,11 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
-#include "gat/framework/ops/attention_kernels.cuh"
+#include "gat/framework/ops/detail/attention_kernels.cuh"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/gat_edge_scores.h"
-#include "gat/framework/ops/graph_kernels.cuh"
+#include "gat/framework/ops/detail/graph_kernels.cuh"
 
 namespace gat::ops::cuda_impl {
 

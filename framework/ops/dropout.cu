@@ -1,5 +1,5 @@
 #include "gat/framework/ops/dropout.h"
-#include "gat/framework/ops/keep_map.cuh"
+#include "gat/framework/ops/detail/keep_map.cuh"
 
 namespace gat::ops::cuda_impl {
 

@@ -1,6 +1,6 @@
-#include "gat/framework/ops/activations.cuh"
+#include "gat/framework/ops/detail/activations.cuh"
 #include "gat/framework/ops/elu_dropout.h"
-#include "gat/framework/ops/keep_map.cuh"
+#include "gat/framework/ops/detail/keep_map.cuh"
 
 namespace gat::ops::cuda_impl {
 

@@ -1,5 +1,5 @@
 #include "gat/framework/ops/fill.h"
-#include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/detail/loops.cuh"
 
 namespace gat::ops::cuda_impl {
 

@@ -2,7 +2,7 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"
-#include "gat/framework/ops/loops.h"
+#include "gat/framework/ops/detail/loops.h"
 
 namespace gat::ops {
 

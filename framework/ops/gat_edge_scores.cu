@@ -1,6 +1,6 @@
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/ops/gat_edge_scores.h"
-#include "gat/framework/ops/graph_kernels.cuh"
+#include "gat/framework/ops/detail/graph_kernels.cuh"
 
 namespace gat::ops::cuda_impl {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/attention_rows.h"
+#include "gat/framework/ops/detail/attention_rows.h"
 #include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {

@@ -8,10 +8,10 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
-#include "gat/framework/ops/attention_kernels.cuh"
+#include "gat/framework/ops/detail/attention_kernels.cuh"
 #include "gat/framework/ops/csr_softmax_aggregate.h"
 #include "gat/framework/ops/gatv2_attention_aggregate.h"
-#include "gat/framework/ops/graph_kernels.cuh"
+#include "gat/framework/ops/detail/graph_kernels.cuh"
 #include "gat/framework/ops/reduce.h"
 
 namespace gat::ops::cuda_impl {

@@ -2,9 +2,9 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/ops/layer_norm.h"
-#include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/ops/reduce.h"
-#include "gat/framework/ops/row_reduce.cuh"
+#include "gat/framework/ops/detail/row_reduce.cuh"
 
 namespace gat::ops::cuda_impl {
 

@@ -1,6 +1,6 @@
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/ops/log_softmax.h"
-#include "gat/framework/ops/row_reduce.cuh"
+#include "gat/framework/ops/detail/row_reduce.cuh"
 
 namespace gat::ops::cuda_impl {
 

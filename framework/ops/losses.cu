@@ -1,4 +1,4 @@
-#include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/ops/losses.h"
 
 namespace gat::ops::cuda_impl {

@@ -8,10 +8,10 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
-#include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/reduce.h"
-#include "gat/framework/ops/row_reduce.cuh"
+#include "gat/framework/ops/detail/row_reduce.cuh"
 
 namespace gat::ops::cuda_impl {
 

@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/ops/reduce.h"
 
 namespace gat::ops::cuda_impl {

@@ -7,8 +7,8 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"
-#include "gat/framework/ops/loops.h"
-#include "gat/framework/ops/self_loop_attr_rows.h"
+#include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/detail/self_loop_attr_rows.h"
 
 namespace gat::ops {
 

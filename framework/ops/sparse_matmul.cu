@@ -2,7 +2,7 @@
 
 #include <cuda_pipeline.h>
 
-#include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/ops/sparse_dropout.h"
 #include "gat/framework/ops/sparse_matmul.h"
 

@@ -4,8 +4,8 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"
-#include "gat/framework/ops/loops.h"
-#include "gat/framework/ops/vec_math.h"
+#include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/detail/vec_math.h"
 
 namespace gat::ops {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/rng.h"
 
 namespace gat::ops::detail {

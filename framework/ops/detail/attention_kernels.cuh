@@ -12,9 +12,9 @@
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
-#include "gat/framework/ops/activations.cuh"
-#include "gat/framework/ops/graph_kernels.cuh"
-#include "gat/framework/ops/loops.cuh"
+#include "gat/framework/ops/detail/activations.cuh"
+#include "gat/framework/ops/detail/graph_kernels.cuh"
+#include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/rng.h"
 
 namespace gat::ops::cuda_impl::attention {

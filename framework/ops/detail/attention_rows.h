@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "gat/framework/graph.h"
-#include "gat/framework/ops/loops.h"
-#include "gat/framework/ops/vec_math.h"
+#include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/detail/vec_math.h"
 #include "gat/framework/rng_cpu.h"
 #include "gat/framework/tensor.h"
 
