@@ -9,7 +9,8 @@
 #                                      with its operators, its tests (tests/python)
 #
 # Environment: BUILD_DIR (default build), GAT_CUDA (AUTO|ON|OFF, default AUTO),
-# GAT_CUDA_ARCH (default 90), JOBS (default: all cores), GAT_DATA_DIR (the Planetoid files;
+# GAT_CUDA_ARCH (default 90), GAT_WERROR (ON: warnings are errors, as in CI; default OFF),
+# JOBS (default: all cores), GAT_DATA_DIR (the Planetoid files;
 # default ../shared/datasets/planetoid where that folder exists, else gat_train's own default),
 # GAT_TORCH_VENV (torch's venv, default ${XDG_CACHE_HOME:-~/.cache}/gat/torch-venv).
 set -euo pipefail
@@ -51,7 +52,7 @@ torch_venv() {
 build() {  # build DIR [cmake options...]
   local dir=$1; shift
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGAT_CUDA="${GAT_CUDA:-AUTO}" \
-    -DGAT_CUDA_ARCH="${GAT_CUDA_ARCH:-90}" "$@" >/dev/null
+    -DGAT_CUDA_ARCH="${GAT_CUDA_ARCH:-90}" -DGAT_WERROR="${GAT_WERROR:-OFF}" "$@" >/dev/null
   cmake --build "$dir" -j "$JOBS"
 }
 
@@ -83,6 +84,6 @@ case "$cmd" in
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
       ctest --test-dir "${BUILD_DIR}-sanitize" --output-on-failure -j "$JOBS" ;;
   *)
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
     [ -z "$cmd" ] || [ "$cmd" = help ] || exit 2 ;;
 esac
