@@ -55,7 +55,8 @@ struct Range {
 
   constexpr bool contains(T v) const {
     if constexpr (std::is_floating_point_v<T>)
-      if (!(v == v) || v - v != 0) return false;  // NaN or infinite
+      // NaN or infinite (constexpr, so not std::isfinite)
+      if (!(v == v) || v - v != 0) return false;  // NOLINT(misc-redundant-expression)
     return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
   }
   std::string str() const { return detail::concat(lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]"); }

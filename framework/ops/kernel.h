@@ -61,7 +61,7 @@ void run_kernel(const Tensor& on, const Args& args, KernelImpl<Args> cpu, Kernel
 }  // namespace gat::ops::detail
 
 #if GAT_WITH_CUDA
-#define GAT_CUDA_IMPL(FN) (&FN)
+#define GAT_CUDA_IMPL(FN) (&(FN))
 #else
 #define GAT_CUDA_IMPL(FN) (static_cast<decltype(&FN)>(nullptr))
 #endif
