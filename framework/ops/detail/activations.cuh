@@ -1,6 +1,6 @@
 // The activations' formulas (activations.h, elu_dropout.h) as device functions, shared by the
 // kernels of activations.cu, elu_dropout.cu and the GAT aggregate's output activation
-// (csr_softmax_aggregate.cu; included by framework/ops/*.cu only).
+// (detail/csr_softmax_aggregate_kernels.cuh; included by CUDA sources only).
 #pragma once
 
 #include "gat/framework/rng.h"
