@@ -1,5 +1,5 @@
 // Helpers shared by the tests: comparisons (rel_error, expect_close, bitwise_equal), expected
-// errors (expect_error), an environment variable for a scope (ScopedEnv), skipping without a device (GAT_SKIP_WITHOUT_CUDA), test graphs
+// errors (expect_error), an environment variable for a scope (ScopedEnv), a temporary folder (TempDir), skipping without a device (GAT_SKIP_WITHOUT_CUDA), test graphs
 // (mixed_graph, random_graph, small_graph), a small training dataset (small_training_dataset), sparse-looking features (sparse_random) and the GAT
 // layer's gradient-check plumbing. Gradient checks themselves are in gradcheck.h.
 #pragma once
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <functional>
 #include <random>
@@ -31,6 +32,28 @@
   GTEST_SKIP() << "no CUDA device: " << ::gat::cuda::unavailable_reason()
 
 namespace gat::testing {
+
+// A fresh folder under the system's temporary directory (mkdtemp: PREFIX_XXXXXX), removed with
+// everything in it at the end of the scope.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "gat_test") {
+    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "_XXXXXX")).string();
+    EXPECT_NE(::mkdtemp(pattern.data()), nullptr) << "mkdtemp " << pattern;
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
 
 // An environment variable set to `value` (unset when nullopt) for the scope's life; its old value,
 // or its absence, comes back at the end, so a test cannot leak it to the tests that follow (or

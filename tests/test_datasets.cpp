@@ -34,6 +34,7 @@
 using namespace gat;
 using gat::testing::expect_error;
 using namespace std::string_literals;
+using gat::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -66,26 +67,13 @@ void write_gz(const fs::path& path, const std::string& bytes) {
   ASSERT_EQ(gzclose(f), Z_OK);
 }
 
-// A fresh temporary folder, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("gat_test_datasets_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 // A copy of the Cora raw files in a temporary folder, so that one part can be replaced.
 struct CoraCopy : TempDir {
-  CoraCopy() {
+  CoraCopy() : TempDir("gat_test_datasets") {
     for (const char* part : {"x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"})
-      fs::copy_file(fs::path(planetoid_dir()) / (std::string("ind.cora.") + part), path / (std::string("ind.cora.") + part));
+      fs::copy_file(fs::path(planetoid_dir()) / (std::string("ind.cora.") + part), path() / (std::string("ind.cora.") + part));
   }
-  std::string file(const char* part) const { return (path / (std::string("ind.cora.") + part)).string(); }
+  std::string file(const char* part) const { return (path() / (std::string("ind.cora.") + part)).string(); }
 };
 
 // Every edge's reverse is present, no self loops, no duplicates.
@@ -312,9 +300,9 @@ void write_pubmed(const fs::path& dir) {
 }  // namespace
 
 TEST(Planetoid, PubMedShapedFilesLoadWithTheirFloatFeatures) {
-  TempDir dir;
-  write_pubmed(dir.path);
-  const Dataset d = load_dataset("PubMed", dir.path.string());  // all there: nothing is fetched
+  TempDir dir("gat_test_datasets");
+  write_pubmed(dir.path());
+  const Dataset d = load_dataset("PubMed", dir.path().string());  // all there: nothing is fetched
   const nlohmann::json s = nlohmann::json::parse(dataset_summary(d));
   EXPECT_EQ(s["name"], "pubmed");
   EXPECT_EQ(s["nodes"], kPubMedNodes);
@@ -356,13 +344,13 @@ TEST(Planetoid, PubMedTrainsWithThePaperRecipeUnlessFlagsSayOtherwise) {
   EXPECT_EQ(recipe_for("PubMed").weight_decay, 0.001);
   EXPECT_EQ(recipe_for("cora").output_heads, 1);
   EXPECT_EQ(recipe_for("cora").lr, 0.005);
-  TempDir dir;
-  write_pubmed(dir.path);
+  TempDir dir("gat_test_datasets");
+  write_pubmed(dir.path());
   // gat_train's last stdout line (its JSON summary) for `flags`.
   auto config_of = [&](const std::string& flags) {
-    const std::string out = (dir.path / "stdout.txt").string();
+    const std::string out = (dir.path() / "stdout.txt").string();
     const std::string command = std::string("'") + GAT_TRAIN_EXE + "' --dataset pubmed --data-dir '" +
-                                dir.path.string() + "' --device cpu --epochs 1 --quiet --json " + flags + " >'" + out + "'";
+                                dir.path().string() + "' --device cpu --epochs 1 --quiet --json " + flags + " >'" + out + "'";
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
     const std::string text = read_bytes(out);  // ends with the JSON line and '\n'
     return nlohmann::json::parse(text.substr(text.rfind('\n', text.size() - 2) + 1)).at("config");
@@ -404,26 +392,26 @@ TEST(PlanetoidHostile, OutOfRangeAndDuplicateTestIds) {
   std::string ids = read_bytes(copy.file("test.index"));
   const std::string first = ids.substr(0, ids.find('\n'));
   write_bytes(copy.file("test.index"), "99999\n" + ids.substr(ids.find('\n') + 1));
-  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("test.index"), "test id 99999", "2708 nodes"});
+  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("test.index"), "test id 99999", "2708 nodes"});
   write_bytes(copy.file("test.index"), "2708\n" + ids.substr(ids.find('\n') + 1));
-  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("test.index"), "test id 2708"});
+  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("test.index"), "test id 2708"});
   write_bytes(copy.file("test.index"), "-3\n" + ids.substr(ids.find('\n') + 1));
-  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("test.index") + ":1", "-3"});
+  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("test.index") + ":1", "-3"});
   write_bytes(copy.file("test.index"), ids + first + "\n");
-  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("test.index"), "twice"});
+  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("test.index"), "twice"});
   write_bytes(copy.file("test.index"), ids.substr(0, 20) + "12x\n");
-  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("test.index") + ":5", "12x"});
+  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("test.index") + ":5", "12x"});
 }
 
 TEST(PlanetoidHostile, CiteSeerTestIdSpanIsBounded) {
   SKIP_WITHOUT("citeseer");
-  TempDir copy;
+  TempDir copy("gat_test_datasets");
   for (const char* part : {"x", "tx", "allx", "y", "ty", "ally", "graph"})
-    fs::copy_file(fs::path(planetoid_dir()) / (std::string("ind.citeseer.") + part), copy.path / (std::string("ind.citeseer.") + part));
+    fs::copy_file(fs::path(planetoid_dir()) / (std::string("ind.citeseer.") + part), copy.path() / (std::string("ind.citeseer.") + part));
   // One id far away would widen tx to ~1e9 rows: refused before allocating.
   std::string ids = read_bytes(planetoid_dir() + "/ind.citeseer.test.index");
-  write_bytes(copy.path / "ind.citeseer.test.index", "999999999\n" + ids.substr(ids.find('\n') + 1));
-  expect_error([&] { load_planetoid("citeseer", copy.path.string()); }, {"ind.citeseer.test.index", "span"});
+  write_bytes(copy.path() / "ind.citeseer.test.index", "999999999\n" + ids.substr(ids.find('\n') + 1));
+  expect_error([&] { load_planetoid("citeseer", copy.path().string()); }, {"ind.citeseer.test.index", "span"});
 }
 
 TEST(PlanetoidHostile, GraphNamingNodesBeyondN) {
@@ -432,20 +420,20 @@ TEST(PlanetoidHostile, GraphNamingNodesBeyondN) {
   // defaultdict(list) {0: [5000]}
   const std::string body = "ccollections\ndefaultdict\nq\x01" "c__builtin__\nlist\nq\x02\x85Rq\x03(K\x00]q\x04M\x88\x13" "au"s;
   write_bytes(copy.file("graph"), pickle_of(body));
-  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("graph"), "node 5000", "[0, 2708)"});
+  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("graph"), "node 5000", "[0, 2708)"});
   // {9999: []}: a key beyond N
   write_bytes(copy.file("graph"), pickle_of("ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R(M\x0f\x27]u"s));
-  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("graph"), "node 9999"});
+  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("graph"), "node 9999"});
 }
 
 TEST(PlanetoidHostile, InconsistentPartsNameTheFiles) {
   SKIP_WITHOUT("cora");
   CoraCopy copy;
   fs::copy_file(fs::path(planetoid_dir()) / "ind.cora.y", copy.file("ty"), fs::copy_options::overwrite_existing);
-  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("ty"), "140 rows", copy.file("tx")});
+  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("ty"), "140 rows", copy.file("tx")});
   fs::remove(copy.file("allx"));
-  expect_error([&] { load_planetoid("cora", copy.path.string()); }, {copy.file("allx"), "cannot open"});
-  expect_error([&] { load_planetoid("reddit", copy.path.string()); }, {"unknown dataset 'reddit'"});
+  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("allx"), "cannot open"});
+  expect_error([&] { load_planetoid("reddit", copy.path().string()); }, {"unknown dataset 'reddit'"});
 }
 
 // ---- the restricted unpickler ---------------------------------------------------------------------
@@ -593,9 +581,9 @@ void write_custom(const fs::path& dir) {
 }  // namespace
 
 TEST(Custom, RoundTrip) {
-  TempDir tmp;
-  write_custom(tmp.path);
-  const Dataset d = load_custom(tmp.path.string());
+  TempDir tmp("gat_test_datasets");
+  write_custom(tmp.path());
+  const Dataset d = load_custom(tmp.path().string());
   EXPECT_EQ(d.x.shape(), (Shape{5, 2}));
   EXPECT_EQ(d.x.to_vector<float>(), (std::vector<float>{0.5f, 1, -2, 300, 1, 1, 0, 0, 7, 8}));
   EXPECT_EQ(d.y.to_vector<int32_t>(), (std::vector<int32_t>{1, 0, 2, 1, 0}));
@@ -605,41 +593,41 @@ TEST(Custom, RoundTrip) {
   EXPECT_EQ(d.test_index.to_vector<int32_t>(), (std::vector<int32_t>{2, 4}));
   expect_undirected_simple(d.graph);
   EXPECT_EQ(d.graph.num_edges(), 8);  // {0-1, 1-2, 2-0, 3-4} both ways
-  EXPECT_EQ(load_dataset(tmp.path.string()).graph.num_edges(), 8);
+  EXPECT_EQ(load_dataset(tmp.path().string()).graph.num_edges(), 8);
 }
 
 TEST(Custom, ErrorsNameFileAndLine) {
-  TempDir tmp;
-  write_custom(tmp.path);
-  const std::string dir = tmp.path.string();
+  TempDir tmp("gat_test_datasets");
+  write_custom(tmp.path());
+  const std::string dir = tmp.path().string();
   auto load = [&] { load_custom(dir); };
-  write_bytes(tmp.path / "node-feat.csv", "1,2\n3,4\n5\n");
+  write_bytes(tmp.path() / "node-feat.csv", "1,2\n3,4\n5\n");
   expect_error(load, {"node-feat.csv:3", "1 features, the first row has 2"});
-  write_bytes(tmp.path / "node-feat.csv", "1,2\n3,x\n");
+  write_bytes(tmp.path() / "node-feat.csv", "1,2\n3,x\n");
   expect_error(load, {"node-feat.csv:2", "field 2 'x'"});
-  write_bytes(tmp.path / "node-feat.csv", "1,2\n3,nan\n");
+  write_bytes(tmp.path() / "node-feat.csv", "1,2\n3,nan\n");
   expect_error(load, {"node-feat.csv:2", "not finite"});
-  write_bytes(tmp.path / "node-feat.csv", "1,2\n3,4\n5,6\n7,8\n9,10\n");
-  write_gz(tmp.path / "edge.csv.gz", "0,1\n1,9\n");
+  write_bytes(tmp.path() / "node-feat.csv", "1,2\n3,4\n5,6\n7,8\n9,10\n");
+  write_gz(tmp.path() / "edge.csv.gz", "0,1\n1,9\n");
   expect_error(load, {"edge.csv.gz:2", "node id 9", "[0, 5)"});
-  write_gz(tmp.path / "edge.csv.gz", "0,1,2\n");
+  write_gz(tmp.path() / "edge.csv.gz", "0,1,2\n");
   expect_error(load, {"edge.csv.gz:1", "expected 'src,dst'"});
-  write_gz(tmp.path / "edge.csv.gz", "0,1\n");
-  write_bytes(tmp.path / "node-label.csv", "1\n0\n2\n");
+  write_gz(tmp.path() / "edge.csv.gz", "0,1\n");
+  write_bytes(tmp.path() / "node-label.csv", "1\n0\n2\n");
   expect_error(load, {"node-label.csv", "3 labels for the 5 nodes"});
-  write_bytes(tmp.path / "node-label.csv", "1\n0\n2\n1\n-1\n");
+  write_bytes(tmp.path() / "node-label.csv", "1\n0\n2\n1\n-1\n");
   expect_error(load, {"node-label.csv:5", "label -1"});
-  write_bytes(tmp.path / "node-label.csv", "1\n0\n2\n1\n0\n");
-  write_bytes(tmp.path / "split" / "test.csv", "4\n4\n");
+  write_bytes(tmp.path() / "node-label.csv", "1\n0\n2\n1\n0\n");
+  write_bytes(tmp.path() / "split" / "test.csv", "4\n4\n");
   expect_error(load, {"test.csv", "node id 4 appears twice"});
-  write_bytes(tmp.path / "split" / "test.csv", "4\n5\n");
+  write_bytes(tmp.path() / "split" / "test.csv", "4\n5\n");
   expect_error(load, {"test.csv:2", "node id 5"});
-  fs::remove(tmp.path / "split" / "test.csv");
+  fs::remove(tmp.path() / "split" / "test.csv");
   expect_error(load, {"test.csv", "not found"});
   // A truncated gzip stream.
-  write_bytes(tmp.path / "split" / "test.csv", "4\n");
-  std::string gz = read_bytes((tmp.path / "edge.csv.gz").string());
-  write_bytes(tmp.path / "edge.csv.gz", gz.substr(0, gz.size() / 2));
+  write_bytes(tmp.path() / "split" / "test.csv", "4\n");
+  std::string gz = read_bytes((tmp.path() / "edge.csv.gz").string());
+  write_bytes(tmp.path() / "edge.csv.gz", gz.substr(0, gz.size() / 2));
   expect_error(load, {"edge.csv.gz"});
 }
 
@@ -647,11 +635,11 @@ TEST(Custom, ErrorsNameFileAndLine) {
 // the loop 4,4 (line 6): 0 -> 1 and 1 -> 0 both get lines 1 + 5, the reverses the line of their
 // edge, and the loop's features go with it.
 TEST(Custom, EdgeFeaturesFollowTheGraphsEdgeOrder) {
-  TempDir tmp;
-  write_custom(tmp.path);
-  EXPECT_FALSE(load_custom(tmp.path.string()).edge_attr.defined());
-  write_gz(tmp.path / "edge-feat.csv.gz", "1,10\n2,20\n\n3,30\n4,40\n5,50\n6,60\n");
-  const Dataset d = load_custom(tmp.path.string());
+  TempDir tmp("gat_test_datasets");
+  write_custom(tmp.path());
+  EXPECT_FALSE(load_custom(tmp.path().string()).edge_attr.defined());
+  write_gz(tmp.path() / "edge-feat.csv.gz", "1,10\n2,20\n\n3,30\n4,40\n5,50\n6,60\n");
+  const Dataset d = load_custom(tmp.path().string());
   ASSERT_EQ(d.graph.sources(), (std::vector<int32_t>{1, 2, 0, 2, 0, 1, 4, 3}));
   ASSERT_EQ(d.graph.destinations(), (std::vector<int32_t>{0, 0, 1, 1, 2, 2, 3, 4}));
   EXPECT_EQ(d.num_edge_features(), 2);
@@ -660,10 +648,10 @@ TEST(Custom, EdgeFeaturesFollowTheGraphsEdgeOrder) {
 }
 
 TEST(Custom, MalformedEdgeFeaturesNameFileAndLine) {
-  TempDir tmp;
-  write_custom(tmp.path);
-  auto load = [&] { load_custom(tmp.path.string()); };
-  const fs::path feat = tmp.path / "edge-feat.csv";
+  TempDir tmp("gat_test_datasets");
+  write_custom(tmp.path());
+  auto load = [&] { load_custom(tmp.path().string()); };
+  const fs::path feat = tmp.path() / "edge-feat.csv";
   write_bytes(feat, "1\n2\n3\n4\n5\n");
   expect_error(load, {"edge-feat.csv has 5 lines for the 6 edges of", "edge.csv.gz"});
   write_bytes(feat, "1\n2\n3\n4\n5\n6\n7\n");
@@ -679,17 +667,17 @@ TEST(Custom, MalformedEdgeFeaturesNameFileAndLine) {
 }
 
 TEST(Custom, LabelsBeyondTheNodeCountAndOverlappingOrEmptySplitsAreRefused) {
-  TempDir tmp;
-  write_custom(tmp.path);
-  auto load = [&] { load_custom(tmp.path.string()); };
+  TempDir tmp("gat_test_datasets");
+  write_custom(tmp.path());
+  auto load = [&] { load_custom(tmp.path().string()); };
   // One bad label used to set the class count (a 1,000,001-class model for 5 nodes).
-  write_bytes(tmp.path / "node-label.csv", "1\n0\n1000000\n1\n0\n");
+  write_bytes(tmp.path() / "node-label.csv", "1\n0\n1000000\n1\n0\n");
   expect_error(load, {"node-label.csv:3", "label 1000000 is outside [0, 5)"});
-  write_bytes(tmp.path / "node-label.csv", "1\n0\n2\n1\n0\n");
-  write_bytes(tmp.path / "split" / "train.csv", "3\n0\n1\n");
+  write_bytes(tmp.path() / "node-label.csv", "1\n0\n2\n1\n0\n");
+  write_bytes(tmp.path() / "split" / "train.csv", "3\n0\n1\n");
   expect_error(load, {"valid.csv.gz: validation node 1 is also a training node", "train.csv"});
-  write_bytes(tmp.path / "split" / "train.csv", "3\n0\n");
-  write_bytes(tmp.path / "split" / "test.csv", "\n");
+  write_bytes(tmp.path() / "split" / "train.csv", "3\n0\n");
+  write_bytes(tmp.path() / "split" / "test.csv", "\n");
   expect_error(load, {"test.csv: the test split is empty"});
 }
 

@@ -23,24 +23,10 @@
 
 using namespace gat;
 using gat::testing::expect_error;
+using gat::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "gat_test_io_XXXXXX").string();
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -95,7 +81,7 @@ struct Nested : Module {
 }  // namespace
 
 TEST(Safetensors, RoundTripKeepsValuesShapesDtypesAndMetadata) {
-  TempDir dir;
+  TempDir dir("gat_test_io");
   const std::string path = dir.file("ckpt.safetensors");
   io::TensorMap tensors{
       {"zeta", Tensor::from_vector<float>({1.5f, -2.25f, 3.0f, 1e-30f, 7.0f, -0.0f}, {2, 3})},
@@ -140,7 +126,7 @@ TEST(Safetensors, RoundTripKeepsValuesShapesDtypesAndMetadata) {
 }
 
 TEST(Safetensors, SavingOverAnExistingFileReplacesItWhole) {
-  TempDir dir;
+  TempDir dir("gat_test_io");
   const std::string path = dir.file("ckpt.safetensors");
   io::save_safetensors(path, {{"a", Tensor::full({100}, 1.0)}});
   io::save_safetensors(path, {{"b", Tensor::full({2}, 2.0)}});
@@ -151,7 +137,7 @@ TEST(Safetensors, SavingOverAnExistingFileReplacesItWhole) {
 }
 
 TEST(Safetensors, SaveIntoAMissingDirectoryThrowsNamingTheFile) {
-  TempDir dir;
+  TempDir dir("gat_test_io");
   const std::string path = dir.file("no/such/dir/ckpt.safetensors");
   expect_error([&] { io::save_safetensors(path, {{"a", Tensor::full({1}, 1.0)}}); },
                {path, "No such file or directory"});
@@ -160,7 +146,7 @@ TEST(Safetensors, SaveIntoAMissingDirectoryThrowsNamingTheFile) {
 // Only a regular file or a new path is written: anything else at PATH is refused before a byte
 // is written, and left as it was.
 TEST(Safetensors, SaveRefusesLinksDirectoriesAndFifos) {
-  TempDir dir;
+  TempDir dir("gat_test_io");
   const io::TensorMap tensors = {{"a", Tensor::full({2}, 1.0)}};
   std::ofstream(dir.file("victim")) << "precious";
   fs::create_symlink(dir.file("victim"), dir.file("link"));
@@ -184,7 +170,7 @@ TEST(Safetensors, SaveRefusesLinksDirectoriesAndFifos) {
 // A write that fails (here: the file size limit) leaves neither the temporary file nor a partial
 // checkpoint, and an old checkpoint at PATH stays whole.
 TEST(Safetensors, AFailedWriteLeavesNoTemporaryFile) {
-  TempDir dir;
+  TempDir dir("gat_test_io");
   const std::string path = dir.file("ckpt.safetensors");
   io::save_safetensors(path, {{"old", Tensor::full({1}, 1.0)}});
   const auto before = fs::file_size(path);
@@ -210,14 +196,14 @@ TEST(Safetensors, AFailedWriteLeavesNoTemporaryFile) {
 
 // Reading takes regular files only: a device such as /dev/zero would never end.
 TEST(Safetensors, LoadRefusesDevicesAndDirectories) {
-  TempDir dir;
+  TempDir dir("gat_test_io");
   for (const auto& [path, why] : {std::pair<std::string, const char*>{"/dev/zero", " is a character device"},
                                   {dir.path().string(), " is a directory"}})
     expect_error([&, path = path] { io::load_safetensors(path); }, {path + why + ", not a regular file"});
 }
 
 TEST(Safetensors, FileWrittenByHandLoads) {
-  TempDir dir;
+  TempDir dir("gat_test_io");
   const std::string path = dir.file("hand.safetensors");
   // Tensors listed out of order in the header and stored in the other order in the data.
   const std::string header =
@@ -237,7 +223,7 @@ TEST(Safetensors, FileWrittenByHandLoads) {
 }
 
 TEST(Safetensors, EveryTruncationIsRefused) {
-  TempDir dir;
+  TempDir dir("gat_test_io");
   const std::string good = dir.file("good.safetensors");
   io::save_safetensors(good, {{"a", Tensor::full({3}, 1.0, DType::f64)},
                               {"b", Tensor::full({2, 2}, 2.0)}}, {{"k", "v"}});
@@ -257,7 +243,7 @@ TEST(Safetensors, EveryTruncationIsRefused) {
 }
 
 TEST(Safetensors, BadFilesAreRefusedWithClearMessages) {
-  TempDir dir;
+  TempDir dir("gat_test_io");
   const std::string f32x2 = raw<float>({1.0f, 2.0f});
   auto one = [](const std::string& entry) { return R"({"t":)" + entry + "}"; };
 
@@ -300,7 +286,7 @@ TEST(Safetensors, BadFilesAreRefusedWithClearMessages) {
 }
 
 TEST(Safetensors, ModuleRoundTripWithNestedNames) {
-  TempDir dir;
+  TempDir dir("gat_test_io");
   const std::string path = dir.file("m.safetensors");
   Nested a;
   a.inner->weight.copy_(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}));
@@ -317,7 +303,7 @@ TEST(Safetensors, ModuleRoundTripWithNestedNames) {
 }
 
 TEST(Safetensors, LoadIntoNamesTheMismatch) {
-  TempDir dir;
+  TempDir dir("gat_test_io");
   auto expect_mismatch = [&](Module& module, const io::TensorMap& file, const std::string& expected) {
     const std::string path = dir.file("mm.safetensors");
     io::save_safetensors(path, file);

@@ -30,6 +30,7 @@ using namespace gat;
 using gat::testing::Outcome;
 using gat::testing::run_gat_train;
 using gat::testing::read_text;
+using gat::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -44,21 +45,6 @@ bool cora_present() {
 
 #define SKIP_WITHOUT_CORA()                                                             \
   if (!cora_present()) GTEST_SKIP() << "Cora raw files not found in " << default_data_dir()
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "gat_test_train_XXXXXX").string();
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 nlohmann::json last_json_line(const std::string& text) {
   std::istringstream in(text);
@@ -90,7 +76,7 @@ TEST(TrainCora, PaperRecipeReaches80PercentAndTheCheckpointReloads) {
   RecordProperty("test_acc", std::to_string(result.test_acc));
   RecordProperty("train_step_ms", std::to_string(result.train_step_ms));
 
-  TempDir dir;
+  TempDir dir("gat_test_train");
   const std::string path = dir.file("cora.safetensors");
   io::save(model, path, {{"dataset", "cora"}});
   Generator other(12345);  // different initial parameters, replaced by the checkpoint
@@ -126,7 +112,7 @@ TEST(TrainCora, GATv2ReachesEightyPercentIn100Epochs) {
 // from it (no --model needed) and gets the same accuracy.
 TEST(TrainCora, GatTrainGATv2CheckpointKeepsTheLayerKind) {
   SKIP_WITHOUT_CORA();
-  TempDir dir;
+  TempDir dir("gat_test_train");
   const std::string ckpt = dir.file("v2.safetensors");
   const Outcome trained = run_gat_train(
       "--dataset cora --device cpu --model gatv2 --epochs 6 --seed 3 --quiet --json --save '" + ckpt + "'", dir.path());
@@ -144,7 +130,7 @@ TEST(TrainCora, GatTrainGATv2CheckpointKeepsTheLayerKind) {
 
 TEST(TrainCora, GatTrainSavesACheckpointThatLoadsToTheSameAccuracy) {
   SKIP_WITHOUT_CORA();
-  TempDir dir;
+  TempDir dir("gat_test_train");
   const std::string ckpt = dir.file("short.safetensors"), log = dir.file("log.jsonl");
   const Outcome trained = run_gat_train(
       "--dataset cora --device cpu --epochs 6 --seed 3 --quiet --json --save '" + ckpt + "' --log '" + log + "'", dir.path());
@@ -187,7 +173,7 @@ int progress_lines(const std::string& err) {
 
 TEST(TrainCora, APipedShortRunShowsEveryEpochOnStderr) {
   SKIP_WITHOUT_CORA();
-  TempDir dir;  // stdout and stderr go to files: no terminal
+  TempDir dir("gat_test_train");  // stdout and stderr go to files: no terminal
   const Outcome o = run_gat_train("--dataset cora --device cpu --epochs 20 --threads 1 --json", dir.path());
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(progress_lines(o.err), 20) << o.err;
@@ -201,7 +187,7 @@ TEST(TrainCora, APipedShortRunShowsEveryEpochOnStderr) {
 }
 
 TEST(TrainCora, ALongRunPrintsAtMostALineASecond) {
-  TempDir dir;
+  TempDir dir("gat_test_train");
   // A 12-node ring in the custom layout: 300 epochs take well under a second each.
   const fs::path data = dir.file("ring");
   fs::create_directories(data / "split");
@@ -227,7 +213,7 @@ TEST(TrainCora, ALongRunPrintsAtMostALineASecond) {
 }
 
 TEST(TrainCora, GatTrainBadFlagsExit2WithUsage) {
-  TempDir dir;
+  TempDir dir("gat_test_train");
   for (const char* args : {"--no-such-flag", "--epochs 0", "--device tpu", "--runs", "--dropout 1.5"}) {
     const Outcome o = run_gat_train(args, dir.path());
     EXPECT_EQ(o.status, 2) << args << ": " << o.err;
@@ -237,7 +223,7 @@ TEST(TrainCora, GatTrainBadFlagsExit2WithUsage) {
 }
 
 TEST(TrainCora, GatTrainErrorsExit1) {
-  TempDir dir;
+  TempDir dir("gat_test_train");
   Outcome o = run_gat_train("--dataset nonesuch --info", dir.path());
   EXPECT_EQ(o.status, 1);
   EXPECT_NE(o.err.find("unknown dataset 'nonesuch'"), std::string::npos) << o.err;
@@ -248,7 +234,7 @@ TEST(TrainCora, GatTrainErrorsExit1) {
 
 TEST(TrainCora, InfoOnATruncatedDataFileNamesTheFile) {
   SKIP_WITHOUT_CORA();
-  TempDir dir;
+  TempDir dir("gat_test_train");
   const Outcome good = run_gat_train("--dataset cora --info", dir.path());
   ASSERT_EQ(good.status, 0) << good.err;
   EXPECT_EQ(last_json_line(good.out)["nodes"], 2708);
@@ -305,7 +291,7 @@ std::vector<std::string> differing_tensors(const std::string& a, const std::stri
 // (the extra lines are dropped, then rewritten). Early stopping (patience 5) ends the run after
 // the interruption, so its state must travel too.
 void expect_resume_is_bitwise(const std::string& device, const std::string& model = "gat") {
-  TempDir dir;
+  TempDir dir("gat_test_train");
   const std::string common =
       "--dataset cora --device " + device + " --model " + model + " --patience 5 --seed 3 --quiet ";
   ASSERT_EQ(run_gat_train(common + "--epochs 200 --log '" + dir.file("a.jsonl") + "' --save '" +
