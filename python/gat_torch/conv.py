@@ -237,6 +237,18 @@ class _GATBase(torch.nn.Module):
         self._edges: Optional[_Edges] = None
         self._edges_key = None
 
+    def _init_output(self, in_channels, total_out_channels: int, residual: bool, bias: bool):
+        """The residual projection `res` and the `bias`, registered (or None) in PyG's order."""
+        if residual:
+            self.res = _linear(in_channels if isinstance(in_channels, int) else in_channels[1],
+                               total_out_channels, False, 'in_channels')
+        else:
+            self.register_parameter('res', None)
+        if bias:
+            self.bias = Parameter(torch.empty(total_out_channels))
+        else:
+            self.register_parameter('bias', None)
+
     def __getstate__(self):  # pickling, deepcopy: leave the cached graph behind
         state = self.__dict__.copy()
         state['_edges'] = None
@@ -483,19 +495,7 @@ class GATConv(_GATBase):
             self.lin_edge = None
             self.register_parameter('att_edge', None)
 
-        total_out_channels = out_channels * (heads if concat else 1)
-
-        if residual:
-            self.res = _linear(in_channels if isinstance(in_channels, int) else in_channels[1],
-                               total_out_channels, False, 'in_channels')
-        else:
-            self.register_parameter('res', None)
-
-        if bias:
-            self.bias = Parameter(torch.empty(total_out_channels))
-        else:
-            self.register_parameter('bias', None)
-
+        self._init_output(in_channels, out_channels * (heads if concat else 1), residual, bias)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -677,19 +677,7 @@ class GATv2Conv(_GATBase):
         else:
             self.lin_edge = None
 
-        total_out_channels = out_channels * (heads if concat else 1)
-
-        if residual:
-            self.res = _linear(in_channels if isinstance(in_channels, int) else in_channels[1],
-                               total_out_channels, False, 'in_channels')
-        else:
-            self.register_parameter('res', None)
-
-        if bias:
-            self.bias = Parameter(torch.empty(total_out_channels))
-        else:
-            self.register_parameter('bias', None)
-
+        self._init_output(in_channels, out_channels * (heads if concat else 1), residual, bias)
         self.reset_parameters()
 
     def reset_parameters(self):
