@@ -1,4 +1,5 @@
-// Device dispatch for op implementations (included by framework/ops/*.cpp only).
+// Device dispatch for op implementations, included by the ops' source files, by
+// framework/ops/kernel.h (GAT_RUN_KERNEL) and by the optimisers (framework/optim.cpp).
 //
 //   if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::relu(x));
 //
