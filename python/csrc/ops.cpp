@@ -297,9 +297,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention(
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention_backward(
     const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts, const at::Tensor& el,
     const at::Tensor& er, const std::optional<at::Tensor>& edge_term, const at::Tensor& value,
-    double negative_slope, double dropout, const std::optional<at::Tensor>& seed, const at::Tensor& out, const at::Tensor& lse,
-    const at::Tensor& pos_out, const at::Tensor& pos_weight, const at::Tensor& grad_out,
-    std::array<bool, 4> needs) {
+    double negative_slope, double dropout, const std::optional<at::Tensor>& seed, const at::Tensor& out,
+    const at::Tensor& lse, const at::Tensor& pos_out, const at::Tensor& pos_weight,
+    const at::Tensor& grad_out, std::array<bool, 4> needs) {
   const char* op = "gat_attention_backward";
   check_like(grad_out, el, op, "grad_out");
   TORCH_CHECK(grad_out.sizes() == out.sizes(), "gat_torch.", op, ": grad_out ", grad_out.sizes(),
@@ -360,8 +360,8 @@ std::tuple<at::Tensor, at::Tensor> gatv2_attention(
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gatv2_attention_backward(
     const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts, const at::Tensor& xl,
     const at::Tensor& xr, const at::Tensor& att, const std::optional<at::Tensor>& edge_term,
-    double negative_slope, double dropout, const std::optional<at::Tensor>& seed, const at::Tensor& out, const at::Tensor& lse,
-    const at::Tensor& grad_out, std::array<bool, 4> needs) {
+    double negative_slope, double dropout, const std::optional<at::Tensor>& seed, const at::Tensor& out,
+    const at::Tensor& lse, const at::Tensor& grad_out, std::array<bool, 4> needs) {
   const char* op = "gatv2_attention_backward";
   check_like(grad_out, xl, op, "grad_out");
   TORCH_CHECK(grad_out.sizes() == out.sizes(), "gat_torch.", op, ": grad_out ", grad_out.sizes(),
