@@ -5,6 +5,7 @@
 #   ./gat.sh test                      install what is missing, build, run every test (ctest)
 #
 #   ./gat.sh deps | build | sanitize   the single steps (sanitize: ASan+UBSan CPU build and tests)
+#   ./gat.sh docs                      the API reference (Doxygen): BUILD_DIR/docs/html/index.html
 #   ./gat.sh torch                     the PyTorch package: torch from PyPI in a venv, the build
 #                                      with its operators, its tests (tests/python)
 #
@@ -49,11 +50,15 @@ torch_venv() {
   echo "$venv/bin/python"
 }
 
-build() {  # build DIR [cmake options...]
+configure() {  # configure DIR [cmake options...]
   local dir=$1; shift
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGAT_CUDA="${GAT_CUDA:-AUTO}" \
     -DGAT_CUDA_ARCH="${GAT_CUDA_ARCH:-90}" -DGAT_WERROR="${GAT_WERROR:-OFF}" "$@" >/dev/null
-  cmake --build "$dir" -j "$JOBS"
+}
+
+build() {  # build DIR [cmake options...]
+  configure "$@"
+  cmake --build "$1" -j "$JOBS"
 }
 
 # A checkout beside a shared/ folder of datasets reads the Planetoid files from there (train and
@@ -79,6 +84,9 @@ case "$cmd" in
     deps; python=$(torch_venv)
     build "$BUILD_DIR" -DGAT_TORCH=ON -DGAT_TORCH_PYTHON="$python"
     ctest --test-dir "$BUILD_DIR" --output-on-failure -L torch ;;
+  docs)
+    PACKAGES+=(doxygen); deps; configure "$BUILD_DIR"
+    cmake --build "$BUILD_DIR" --target gat_docs ;;
   sanitize)
     deps; GAT_CUDA=OFF build "${BUILD_DIR}-sanitize" -DGAT_SANITIZE=address,undefined -DGAT_BENCH=OFF
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
