@@ -9,7 +9,8 @@
 #   ./gat.sh torch                     the PyTorch package: torch from PyPI in a venv, the build
 #                                      with its operators, its tests (tests/python)
 #
-# Environment: BUILD_DIR (default build), GAT_CUDA (AUTO|ON|OFF, default AUTO),
+# Environment: BUILD_DIR (default build), GAT_CUDA (AUTO|ON|OFF; default AUTO where a GPU is
+# visible, else OFF),
 # GAT_CUDA_ARCH (default 90), GAT_WERROR (ON: warnings are errors, as in CI; default OFF),
 # JOBS (default: all cores), GAT_DATA_DIR (the Planetoid files;
 # default ../shared/datasets/planetoid where that folder exists, else gat_train's own default),
@@ -52,7 +53,7 @@ torch_venv() {
 
 configure() {  # configure DIR [cmake options...]
   local dir=$1; shift
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGAT_CUDA="${GAT_CUDA:-AUTO}" \
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGAT_CUDA="$GAT_CUDA" \
     -DGAT_CUDA_ARCH="${GAT_CUDA_ARCH:-90}" -DGAT_WERROR="${GAT_WERROR:-OFF}" "$@" >/dev/null
 }
 
@@ -66,6 +67,13 @@ build() {  # build DIR [cmake options...]
 if [ -z "${GAT_DATA_DIR:-}" ] && [ -d ../shared/datasets/planetoid ]; then
   GAT_DATA_DIR=$(cd ../shared/datasets/planetoid && pwd)
   export GAT_DATA_DIR
+fi
+
+# Without a GPU the CUDA tests can only skip, so by default the CUDA code is compiled only where a
+# GPU is visible (CMake's AUTO: where nvcc is found too). GAT_CUDA=AUTO or ON compiles it anyway
+# (CI does, as a compile check).
+if [ -z "${GAT_CUDA:-}" ]; then
+  if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then GAT_CUDA=AUTO; else GAT_CUDA=OFF; fi
 fi
 
 cmd=${1:-}
