@@ -4,7 +4,7 @@
 Run on a machine with a CUDA GPU, PyTorch and torch_geometric, after building this project
 (the gat_bench program, built from bench/gat_bench.cpp, must exist in the build folder):
 
-    python3 bench/compare_pyg.py --build build --data-dir ../shared/datasets/planetoid --out out
+    python3 bench/compare_pyg.py --build build --data-dir DIR --out out
 
 It measures the GPU's copy bandwidth, then for each workload PyG's time and ours, and prints one
 table with the ratios and, for the kernels, the bound: the bytes the kernel must move divided by
@@ -230,7 +230,8 @@ def ours(build, *args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
-    ap.add_argument("--data-dir", default="../shared/datasets/planetoid")
+    ap.add_argument("--data-dir", default=os.environ.get("GAT_DATA_DIR"), required="GAT_DATA_DIR" not in os.environ,
+                    help="the Planetoid raw files (default: $GAT_DATA_DIR)")
     ap.add_argument("--out", default="out")
     ap.add_argument("--quick", action="store_true", help="skip the 10^7-node scaling point")
     ap.add_argument("--only", choices=["gpu", "cpu"], help="only the GPU workloads or only the CPU comparison")

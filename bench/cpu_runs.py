@@ -23,7 +23,7 @@ For each dataset it measures what a multi-seed run of the paper's recipe costs o
 Run on a machine with at least 2 * (pairs + 1) cores (default 12), PyTorch and torch_geometric
 (whose Planetoid reader needs scipy), after building this project (BUILD/gat_train must exist):
 
-    python3 bench/cpu_runs.py --build build --data-dir ../shared/datasets/planetoid --out out
+    python3 bench/cpu_runs.py --build build --data-dir DIR --out out
     python3 bench/cpu_runs.py --model gatv2 ... --out out/gatv2     # GATv2 on both sides
 
 (gat_train's GAT drops the projected features too, --value-dropout 0.6, which PyG's GATConv does
@@ -381,7 +381,8 @@ def main():
         return worker_main(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build", help="folder with gat_train")
-    ap.add_argument("--data-dir", default="../shared/datasets/planetoid")
+    ap.add_argument("--data-dir", default=os.environ.get("GAT_DATA_DIR"), required="GAT_DATA_DIR" not in os.environ,
+                    help="the Planetoid raw files (default: $GAT_DATA_DIR)")
     ap.add_argument("--datasets", default="cora,citeseer")
     ap.add_argument("--pairs", type=int, default=5, help="PyG workers at once, on cores (0,1), (2,3), ...")
     ap.add_argument("--seeds", type=int, default=10, help="how many seeds")

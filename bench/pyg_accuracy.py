@@ -6,7 +6,7 @@ lr 0.005, weight decay 5e-4, NormalizeFeatures, stop after 100 epochs without a 
 accuracy or loss), with the data and the parameters on the GPU. Run from the repository root on a
 machine with a CUDA GPU, PyTorch and torch_geometric (scipy for the Planetoid reader):
 
-    python3 bench/pyg_accuracy.py --model gatv2 --data-dir ../shared/datasets/planetoid
+    python3 bench/pyg_accuracy.py --model gatv2 --data-dir DIR
 
 and beside it `BUILD/gat_train --dataset cora --model gatv2 --device cuda --runs 10 --json`.
 """
@@ -27,7 +27,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="gat", choices=["gat", "gatv2"])
     ap.add_argument("--datasets", default="cora,citeseer")
-    ap.add_argument("--data-dir", default="../shared/datasets/planetoid")
+    ap.add_argument("--data-dir", default=os.environ.get("GAT_DATA_DIR"), required="GAT_DATA_DIR" not in os.environ,
+                    help="the Planetoid raw files (default: $GAT_DATA_DIR)")
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--first-seed", type=int, default=0,
                     help="seeds first-seed .. first-seed+seeds-1 (to split many seeds over processes)")
