@@ -1,24 +1,30 @@
 #include "gat/datasets/custom.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 
 #include "gat/datasets/text.h"
+#include "gat/framework/io.h"
 
 namespace gat {
 
 namespace {
 
-// <dir>/<name>, or <dir>/<name>.gz when only that exists, or "" when neither does.
+// <dir>/<name>, or <dir>/<name>.gz when only that exists, or "" when neither does. Anything at the
+// path counts, even a dangling link or a file that cannot be read: reading it then says why, so
+// an optional file that is there but broken is an error, never skipped.
 std::string find_optional_file(const std::string& dir, const std::string& name) {
-  namespace fs = std::filesystem;
-  const fs::path plain = fs::path(dir) / name;
-  std::error_code ec;
-  if (fs::exists(plain, ec)) return plain.string();
-  const fs::path gz = fs::path(dir) / (name + ".gz");
-  if (fs::exists(gz, ec)) return gz.string();
+  for (const std::string& file : {name, name + ".gz"}) {
+    const std::string path = (std::filesystem::path(dir) / file).string();
+    if (io::path_exists(path)) return path;
+  }
   return "";
 }
 
@@ -76,10 +82,27 @@ Tensor read_edge_features(const std::string& path, int64_t m, const std::string&
   return Tensor::from_vector(values, {m, std::max<int64_t>(width, 0)});
 }
 
+// Throws unless every feature of edge_attr (E, D) f32, the graph's, is finite: an edge listed
+// more than once gets the sum of its lines' features, which can pass the largest float.
+void check_summed_edge_features(const Graph& graph, const Tensor& edge_attr, const std::string& path) {
+  const int64_t D = edge_attr.size(1);
+  const float* a = edge_attr.data<float>();  // (E, D)
+  const auto bad = std::find_if(a, a + edge_attr.numel(), [](float v) { return !std::isfinite(v); });
+  if (bad == a + edge_attr.numel()) return;
+  const int64_t e = (bad - a) / D;
+  const std::vector<int32_t> row_ptr = graph.row_ptr().to_vector<int32_t>();  // (N+1,)
+  const int64_t dst = std::upper_bound(row_ptr.begin(), row_ptr.end(), e) - row_ptr.begin() - 1;
+  GAT_FAIL("load_custom: ", path, ": the edge ", graph.edge_src().to_vector<int32_t>()[static_cast<size_t>(e)],
+           " -> ", dst, " is listed more than once (or in both directions) and the sum of its lines' feature ",
+           (bad - a) % D + 1, " is ", *bad, ": beyond the largest float (3.4e38)");
+}
+
 }  // namespace
 
 Dataset load_custom(const std::string& dir) {
-  GAT_CHECK(std::filesystem::is_directory(dir), "load_custom: ", dir, " is not a directory");
+  struct stat st {};
+  GAT_CHECK(::stat(dir.c_str(), &st) == 0, "load_custom: ", dir, ": ", std::strerror(errno));
+  GAT_CHECK(S_ISDIR(st.st_mode), "load_custom: ", dir, " is not a directory");
   Dataset data;
   data.name = std::filesystem::path(dir).lexically_normal().filename().string();
   if (data.name.empty()) data.name = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
@@ -130,6 +153,7 @@ Dataset load_custom(const std::string& dir) {
   if (!edge_feat_path.empty()) {
     const Tensor per_line = read_edge_features(edge_feat_path, static_cast<int64_t>(src.size()), edge_path);
     data.edge_attr = edge_attr_in_graph_order(data.graph, src, dst, options, per_line);
+    check_summed_edge_features(data.graph, data.edge_attr, edge_feat_path);
   }
 
   const std::string split_dir = (std::filesystem::path(dir) / "split").string();

@@ -1,6 +1,10 @@
 #include "gat/datasets/dataset.h"
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
+
+#include "gat/framework/ops/self_loop_attr.h"
 
 namespace gat {
 
@@ -20,6 +24,22 @@ void check_splits(const Dataset& data, const std::array<std::string, 3>& sources
       owner[static_cast<size_t>(id)] = s;
     }
   }
+}
+
+void check_self_loop_features(const Dataset& data, const ops::SelfLoopFill& fill) {
+  if (!data.edge_attr.defined()) return;
+  // The graph has its loops already: self_loop_attr makes them again from the other edges, as the
+  // layers do.
+  const std::vector<float> looped =
+      ops::self_loop_attr(data.graph, data.graph, data.edge_attr, fill).to_vector<float>();  // (E, D)
+  const auto bad = std::find_if(looped.begin(), looped.end(), [](float v) { return !std::isfinite(v); });
+  if (bad == looped.end()) return;
+  const int64_t D = data.edge_attr.size(1), e = (bad - looped.begin()) / D;
+  const std::vector<int32_t> row_ptr = data.graph.row_ptr().to_vector<int32_t>();  // (N+1,)
+  const int64_t node = std::upper_bound(row_ptr.begin(), row_ptr.end(), e) - row_ptr.begin() - 1;
+  GAT_FAIL(data.name, ": the self loop of node ", node, " gets edge feature ", (bad - looped.begin()) % D + 1, " = ",
+           *bad, " from its in-edges' features by the fill '", fill.name(), "': beyond the largest float (3.4e38); ",
+           "scale the edge features or choose another fill (--fill-value)");
 }
 
 }  // namespace gat

@@ -10,6 +10,10 @@
 
 namespace gat {
 
+namespace ops {
+struct SelfLoopFill;  // framework/ops/self_loop_attr.h
+}
+
 struct Dataset {
   std::string name;
   Tensor x;            // (N, F) f32 node features
@@ -40,5 +44,12 @@ struct Dataset {
 // [0, num_nodes) and shares no node with another. `sources` names where each split came from (a
 // file) for the message, in that order.
 void check_splits(const Dataset& data, const std::array<std::string, 3>& sources);
+
+// Throws a gat::Error naming the dataset unless every edge feature that GAT's layers see is
+// finite: `data.graph` has one self loop per node (Graph::with_self_loops, as the trainer passes
+// it) and the loops' features are made by `fill` (ops::self_loop_attr), whose sum ("add"), product
+// ("mul") or mean of finite features can pass the largest float. The loader checked the others.
+// A dataset without edge features passes.
+void check_self_loop_features(const Dataset& data, const ops::SelfLoopFill& fill);
 
 }  // namespace gat

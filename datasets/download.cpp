@@ -14,6 +14,9 @@
 #include <mutex>
 
 #include "gat/framework/check.h"
+#include "gat/framework/io.h"
+#include "gat/framework/progress.h"
+#include "gat/framework/quote.h"
 
 #if GAT_WITH_DOWNLOAD
 #include <curl/curl.h>
@@ -97,9 +100,7 @@ std::string digest_hex(const EVP_MD* md, std::initializer_list<std::string_view>
 }
 
 std::string digest_hex(const Digest& expected, std::string_view bytes) {
-  if (expected.kind == Digest::Kind::sha256) return digest_hex(EVP_sha256(), {bytes});
-  const std::string header = "blob " + std::to_string(bytes.size()) + '\0';
-  return digest_hex(EVP_sha1(), {header, bytes});
+  return expected.kind == Digest::Kind::sha256 ? digest_hex(EVP_sha256(), {bytes}) : git_blob_id(bytes);
 }
 
 const char* kind_name(Digest::Kind kind) { return kind == Digest::Kind::sha256 ? "SHA-256" : "git blob id"; }
@@ -112,17 +113,22 @@ std::string human_bytes(double bytes) {
   return text;
 }
 
+using Clock = std::chrono::steady_clock;
+
 // One transfer's state, shared with libcurl's callbacks.
 struct Transfer {
-  Transfer(const std::string& file, const DownloadOptions& options) : file(&file), options(&options) {}
+  Transfer(const std::string& file, const DownloadOptions& options, Clock::time_point deadline)
+      : file(&file), options(&options), deadline(deadline) {}
   const std::string* file;
   const DownloadOptions* options;
+  Clock::time_point deadline;  // of all the downloads of this fetch
   std::string body;
   bool too_large = false;
   bool stalled = false;
+  bool overdue = false;
   curl_off_t received = 0;
-  std::chrono::steady_clock::time_point last_byte = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_report = last_byte;
+  Clock::time_point last_byte = Clock::now();
+  Clock::time_point last_report = last_byte;
 };
 
 size_t on_data(char* data, size_t size, size_t count, void* user) {
@@ -136,11 +142,16 @@ size_t on_data(char* data, size_t size, size_t count, void* user) {
   return bytes;
 }
 
-// Progress on stderr, at most one line a second; ends the transfer when no byte came for
-// options->timeout_s (libcurl calls this about once a second even when nothing arrives).
+// Progress lines, at most one a second; ends the transfer when no byte came for
+// options->timeout_s or the deadline has passed (libcurl calls this about once a second even
+// when nothing arrives).
 int on_progress(void* user, curl_off_t total, curl_off_t now, curl_off_t, curl_off_t) {
   auto* t = static_cast<Transfer*>(user);
-  const auto clock = std::chrono::steady_clock::now();
+  const auto clock = Clock::now();
+  if (clock >= t->deadline) {
+    t->overdue = true;
+    return 1;  // libcurl aborts the transfer (CURLE_ABORTED_BY_CALLBACK)
+  }
   if (now != t->received) {
     t->received = now;
     t->last_byte = clock;
@@ -148,24 +159,21 @@ int on_progress(void* user, curl_off_t total, curl_off_t now, curl_off_t, curl_o
     t->stalled = true;
     return 1;  // libcurl aborts the transfer (CURLE_ABORTED_BY_CALLBACK)
   }
-  if (!t->options->progress || clock - t->last_report < std::chrono::seconds(1)) return 0;
+  if (!progress::enabled() || clock - t->last_report < std::chrono::seconds(1)) return 0;
   t->last_report = clock;
-  if (total > 0)
-    std::fprintf(stderr, "gat: %s: %s of %s\n", t->file->c_str(), human_bytes(static_cast<double>(now)).c_str(),
-                 human_bytes(static_cast<double>(total)).c_str());
-  else
-    std::fprintf(stderr, "gat: %s: %s\n", t->file->c_str(), human_bytes(static_cast<double>(now)).c_str());
+  progress::line(detail::concat("download: ", *t->file, ": ", human_bytes(static_cast<double>(now)),
+                                total > 0 ? " of " + human_bytes(static_cast<double>(total)) : ""));
   return 0;
 }
 
 // The body of `url`, or a gat::Error saying why not.
 std::string download(const std::string& file, const std::string& url, const std::string& dir,
-                     const DownloadOptions& options) {
+                     const DownloadOptions& options, Clock::time_point deadline) {
   static std::once_flag init;
   std::call_once(init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   CURL* curl = curl_easy_init();
   GAT_CHECK(curl != nullptr, "cannot download ", file, ": libcurl failed to start", by_hand(file, url, dir));
-  Transfer transfer(file, options);
+  Transfer transfer(file, options, deadline);
   char error[CURL_ERROR_SIZE] = "";
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
@@ -189,6 +197,9 @@ std::string download(const std::string& file, const std::string& url, const std:
   if (transfer.too_large)
     GAT_FAIL("cannot download ", file, " from ", url, ": the server sent more than ",
              human_bytes(static_cast<double>(options.max_bytes)), by_hand(file, url, dir));
+  if (transfer.overdue)
+    GAT_FAIL("cannot download ", file, " from ", url, ": the downloads took more than ", options.deadline_s,
+             " s in all (GAT_DOWNLOAD_DEADLINE sets the limit)", by_hand(file, url, dir));
   if (transfer.stalled || code == CURLE_OPERATION_TIMEDOUT)
     GAT_FAIL("cannot download ", file, " from ", url, ": ", transfer.stalled ? "no data" : "no connection", " for ",
              options.timeout_s, " s (GAT_DOWNLOAD_TIMEOUT sets the limit)", by_hand(file, url, dir));
@@ -232,14 +243,15 @@ void write_atomically(const std::string& dir, const std::string& file, const std
 
 #endif  // GAT_WITH_DOWNLOAD
 
-long timeout_from_environment(long fallback) {
-  const char* env = std::getenv("GAT_DOWNLOAD_TIMEOUT");
+// $variable as a number of seconds in [1, 86400], or `fallback` when it is unset or empty.
+long seconds_from_environment(const char* variable, long fallback) {
+  const char* env = std::getenv(variable);
   if (!env || !*env) return fallback;
   char* end = nullptr;
   errno = 0;
   const long value = std::strtol(env, &end, 10);
-  GAT_CHECK(errno == 0 && *end == '\0' && value > 0 && value <= 86400, "GAT_DOWNLOAD_TIMEOUT='", env,
-            "' is not a number of seconds in [1, 86400]");
+  GAT_CHECK(errno == 0 && *end == '\0' && value > 0 && value <= 86400, variable, "=", quote(env),
+            " is not a number of seconds in [1, 86400]");
   return value;
 }
 
@@ -248,7 +260,8 @@ long timeout_from_environment(long fallback) {
 DownloadOptions DownloadOptions::from_environment() {
   DownloadOptions options;
   if (const char* url = std::getenv("GAT_DATASET_URL"); url && *url) options.base_url = url;
-  options.timeout_s = timeout_from_environment(options.timeout_s);
+  options.timeout_s = seconds_from_environment("GAT_DOWNLOAD_TIMEOUT", options.timeout_s);
+  options.deadline_s = seconds_from_environment("GAT_DOWNLOAD_DEADLINE", options.deadline_s);
   return options;
 }
 
@@ -256,32 +269,43 @@ void fetch_planetoid(const std::string& name, const std::string& dir, const Down
   namespace fs = std::filesystem;
   std::string base = options.base_url;
   while (!base.empty() && base.back() == '/') base.pop_back();
-  std::error_code dir_error;
-  GAT_CHECK(!fs::exists(dir, dir_error) || fs::is_directory(dir, dir_error), "the data folder ", dir,
+  GAT_CHECK(!io::path_exists(dir) || fs::is_directory(dir), "the data folder ", dir,
             " is a file, not a folder: point --data-dir (or GAT_DATA_DIR) at the folder of the ",
             name, " files");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.deadline_s);
   for (const char* part : kPlanetoidParts) {
     const std::string file = "ind." + name + "." + part;
-    std::error_code ec;
-    if (fs::exists(fs::path(dir) / file, ec)) continue;
+    // Anything there, even a dangling link or an unreadable file, is the file: the loader says
+    // what is wrong with it.
+    if (io::path_exists((fs::path(dir) / file).string())) continue;
 #if GAT_WITH_DOWNLOAD
     const Digest& expected = digest_of(file);
     const std::string url = base + "/" + file;
-    if (options.progress) std::fprintf(stderr, "gat: downloading %s into %s\n", url.c_str(), dir.c_str());
-    const std::string bytes = download(file, url, dir, options);
+    progress::line(detail::concat("download: ", url, " into ", dir));
+    const std::string bytes = download(file, url, dir, options, deadline);
     const std::string got = digest_hex(expected, bytes);
     GAT_CHECK(got == expected.hex, "cannot download ", file, " from ", url, ": its ", kind_name(expected.kind), " is ",
               got, ", expected ", expected.hex, " (", bytes.size(), " bytes, corrupted or not the Planetoid file; ",
               "nothing was written)", by_hand(file, url, dir));
     write_atomically(dir, file, bytes);
-    if (options.progress)
-      std::fprintf(stderr, "gat: %s: %s, %s verified\n", file.c_str(), human_bytes(static_cast<double>(bytes.size())).c_str(),
-                   kind_name(expected.kind));
+    progress::line(detail::concat("download: ", file, ": ", human_bytes(static_cast<double>(bytes.size())), ", ",
+                                  kind_name(expected.kind), " verified"));
 #else
+    (void)deadline;
     GAT_FAIL("cannot download ", file, ": this build of gat has no downloader (libcurl and OpenSSL were not found ",
              "when it was configured)", by_hand(file, base + "/" + file, dir));
 #endif
   }
+}
+
+std::string git_blob_id(std::string_view bytes) {
+#if GAT_WITH_DOWNLOAD
+  const std::string header = "blob " + std::to_string(bytes.size()) + '\0';
+  return digest_hex(EVP_sha1(), {header, bytes});
+#else
+  (void)bytes;
+  GAT_FAIL("git_blob_id: this build of gat has no downloader (OpenSSL was not found when it was configured)");
+#endif
 }
 
 }  // namespace gat

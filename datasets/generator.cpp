@@ -95,6 +95,16 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   // draws pairs to throw away (1,000 nodes at degree 100,000 drew 50M pairs for 1M edges).
   GAT_CHECK(o.avg_degree <= static_cast<double>(o.num_nodes - 1), "generate_sbm: avg_degree ", o.avg_degree,
             " exceeds what ", o.num_nodes, " nodes allow without repeated edges (", o.num_nodes - 1, ")");
+  // The splits take nodes in id order: up to train_per_class of each class for training, then
+  // val_size for validation, then the test. Whatever classes the seed draws, the test gets a node
+  // only from min_nodes on (661 with the defaults); refused before any work, not after it.
+  int64_t min_nodes = 0;
+  const bool min_fits = !__builtin_mul_overflow(o.num_classes, o.train_per_class, &min_nodes) &&
+                        !__builtin_add_overflow(min_nodes, o.val_size, &min_nodes) &&
+                        !__builtin_add_overflow(min_nodes, int64_t{1}, &min_nodes);
+  GAT_CHECK(min_fits && o.num_nodes >= min_nodes, "generate_sbm: ", o.num_nodes, " nodes are too few for the splits: ",
+            "at least ", min_fits ? detail::concat(min_nodes) : std::string("2^63"), " are needed (", o.num_classes,
+            " classes x ", o.train_per_class, " training nodes + ", o.val_size, " validation nodes + a test node)");
   const int64_t n = o.num_nodes, c = o.num_classes, f = o.num_features;
   const uint64_t seed = o.seed;
 

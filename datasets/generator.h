@@ -14,6 +14,8 @@
 //     unordered pair of nodes (both directions of an edge get the same row);
 //   - split: in node-id order, the first `train_per_class` nodes of every class train, the next
 //     `val_size` nodes validation, the next `test_size` test (fewer when the graph is small).
+//     num_nodes must be at least num_classes * train_per_class + val_size + 1 (661 with the
+//     defaults), which leaves the test a node whatever classes the seed draws.
 //
 // Every random draw is Philox(seed, stream, index) (framework/rng.h), a pure function of its
 // index, so the result is the same for any number of OpenMP threads.

@@ -1,12 +1,14 @@
 #include "gat/datasets/pickle.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <unordered_map>
 
 #include "gat/framework/io.h"
+#include "gat/framework/quote.h"
 
 namespace gat::pickle {
 
@@ -244,7 +246,7 @@ class Parser {
             return push(g);
           }
         }
-        fail("global '", global, "' is not one of the 6 allowed");
+        fail("global ", quote(global), " is not one of the 6 allowed");
       }
       case REDUCE: return push_object("the callable");
       case NEWOBJ: return push_object("the class");
@@ -411,13 +413,13 @@ ArrayView view_ndarray(const Document& doc, const Value& v, const char* what) {
     a.type = typestr[0];
     a.itemsize = static_cast<size_t>(typestr[1] - '0');
   } else {
-    doc.fail(what, ": unsupported dtype '", typestr, "' (supported: i4, i8, f4, f8)");
+    doc.fail(what, ": unsupported dtype ", quote(typestr), " (supported: i4, i8, f4, f8)");
   }
   const std::string& order =
       string_value(doc, tuple_items(doc, dtype->state, 2, "the dtype state", false)[1], "the dtype byte order");
   if (order == ">") a.swap = true;
   else if (order != "<" && order != "=" && order != "|")
-    doc.fail(what, ": unsupported dtype byte order '", order, "'");
+    doc.fail(what, ": unsupported dtype byte order ", quote(order));
 
   // numel * itemsize must equal the data length. The product is only formed while it stays
   // within the data length, so it cannot overflow; a zero dimension makes it 0 whatever the rest.
@@ -559,9 +561,15 @@ Tensor csr_to_dense(const Document& doc, const Value& matrix) {
 
 Tensor to_dense(const Document& doc) {
   const Value& root = doc.root();
-  if (root.is_object_of(kCsrMatrix)) return csr_to_dense(doc, root);
-  Tensor t = ndarray_to_tensor(doc, root, DType::f32);
+  Tensor t = root.is_object_of(kCsrMatrix) ? csr_to_dense(doc, root) : ndarray_to_tensor(doc, root, DType::f32);
   if (t.dim() != 2) doc.fail("expected a 2-D array, got shape ", shape_str(t.shape()));
+  // A NaN or infinity in the file, a double beyond the largest float, or repeated csr entries
+  // whose sum passes it: named here, not as a NaN loss many epochs later.
+  const float* p = t.data<float>();  // (rows, cols)
+  const auto bad = std::find_if(p, p + t.numel(), [](float v) { return !std::isfinite(v); });
+  if (bad != p + t.numel())
+    doc.fail("element (", (bad - p) / t.size(1), ", ", (bad - p) % t.size(1), ") is ", *bad,
+             " as a float: features must be finite");
   return t;
 }
 

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <limits>
 
 #include "gat/datasets/pickle.h"
 #include "gat/datasets/text.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/quote.h"
 
 namespace gat {
 
@@ -52,7 +54,7 @@ Dataset load_planetoid(const std::string& name, const std::string& data_dir) {
   std::transform(parts.name.begin(), parts.name.end(), parts.name.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   GAT_CHECK(parts.name == "cora" || parts.name == "citeseer" || parts.name == "pubmed",
-            "load_planetoid: unknown dataset '", name, "' (expected cora, citeseer or pubmed)");
+            "load_planetoid: unknown dataset ", quote(name), " (expected cora, citeseer or pubmed)");
 
   const Tensor x = read_dense(parts.path("x")), tx = read_dense(parts.path("tx")),
                allx = read_dense(parts.path("allx"));  // (rows, F) f32 each
@@ -183,6 +185,10 @@ Tensor normalize_features(const Tensor& x) {
     const float scale = static_cast<float>(std::max(sum, 1.0));
     for (int64_t c = 0; c < cols; ++c) row[c] /= scale;
   }
+  // x - min(x) passes the largest float when the features span more than it (-3e38 and 3e38).
+  const auto bad = std::find_if(p, p + out.numel(), [](float v) { return !std::isfinite(v); });
+  GAT_CHECK(bad == p + out.numel(), "normalize_features: row ", (bad - p) / cols,
+            ": x - min(x) is not finite: the features span more than the largest float (min(x) is ", lowest, ")");
   return out.to(x.device());
 }
 

@@ -1,5 +1,8 @@
 #include "gat/datasets/registry.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include <cctype>
@@ -11,6 +14,8 @@
 #include "gat/datasets/download.h"
 #include "gat/datasets/generator.h"
 #include "gat/datasets/planetoid.h"
+#include "gat/framework/io.h"
+#include "gat/framework/quote.h"
 
 namespace gat {
 
@@ -28,8 +33,8 @@ template <class T>
 T parse_field(std::string_view field, const std::string& spec, const char* what) {
   T value{};
   const auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
-  GAT_CHECK(!field.empty() && ec == std::errc() && ptr == field.data() + field.size(), "load_dataset: '", spec,
-            "': ", what, " '", field, "' is not a valid number (expected ", kSyntheticSpec, ")");
+  GAT_CHECK(!field.empty() && ec == std::errc() && ptr == field.data() + field.size(), "load_dataset: ", quote(spec),
+            ": ", what, " ", quote(field), " is not a valid number (expected ", kSyntheticSpec, ")");
   return value;
 }
 
@@ -39,7 +44,7 @@ Dataset load_synthetic(const std::string& spec) {
   for (size_t colon; (colon = rest.find(':')) != std::string_view::npos; rest.remove_prefix(colon + 1))
     fields.push_back(rest.substr(0, colon));
   fields.push_back(rest);
-  GAT_CHECK(fields.size() == 4 || fields.size() == 5, "load_dataset: '", spec, "' has ", fields.size(),
+  GAT_CHECK(fields.size() == 4 || fields.size() == 5, "load_dataset: ", quote(spec), " has ", fields.size(),
             " fields (expected ", kSyntheticSpec, ")");
   GeneratorOptions options;
   options.num_nodes = parse_field<int64_t>(fields[1], spec, "nodes");
@@ -53,25 +58,42 @@ Dataset load_synthetic(const std::string& spec) {
 
 Dataset load_dataset(const std::string& name, const std::string& data_dir) {
   const std::string key = lower(name);
-  if (key == "cora" || key == "citeseer" || key == "pubmed") {
+  const bool planetoid = key == "cora" || key == "citeseer" || key == "pubmed";
+  const bool synthetic = key.rfind("synthetic:", 0) == 0;
+  const bool exists = io::path_exists(name);  // a permission error says so here
+  const bool folder = exists && std::filesystem::is_directory(name);
+  if (name.find('/') == std::string::npos && (planetoid || synthetic)) {
+    // A folder of the same name here: which one is meant cannot be guessed.
+    GAT_CHECK(!folder || (planetoid && !data_dir.empty()), "load_dataset: '", name,
+              "' names both a built-in dataset and the folder ./", name, " here: write ./", name,
+              " for the folder", planetoid ? ", or give the built-in dataset's data folder (--data-dir)" : "");
+    if (synthetic) return load_synthetic(name);
     const std::string dir = data_dir.empty() ? default_data_dir() : data_dir;
     fetch_planetoid(key, dir);
     return load_planetoid(key, dir);
   }
-  if (key.rfind("synthetic:", 0) == 0) return load_synthetic(name);
-  if (std::filesystem::is_directory(name)) return load_custom(name);
-  GAT_FAIL("load_dataset: unknown dataset '", name,
-           "' (expected cora, citeseer, pubmed, ", kSyntheticSpec, " or a directory)");
+  if (folder) return load_custom(name);
+  GAT_FAIL("load_dataset: unknown dataset '", name, "' (expected cora, citeseer, pubmed, ", kSyntheticSpec,
+           " or a directory", exists ? "; it is not a directory" : "", ")");
 }
 
-std::string default_data_dir() {
+std::optional<std::string> find_default_data_dir(const char* account_home) {
   if (const char* env = std::getenv("GAT_DATA_DIR"); env && *env) return env;
   const std::filesystem::path tail = std::filesystem::path("gat") / "planetoid";
   if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache && std::filesystem::path(cache).is_absolute())
     return (cache / tail).string();
   const char* home = std::getenv("HOME");
-  GAT_CHECK(home && *home, "no folder for the Planetoid files: HOME is not set; pass --data-dir DIR or set GAT_DATA_DIR");
+  if (!home || !*home) home = account_home;
+  if (!home || !*home) return std::nullopt;
   return (std::filesystem::path(home) / ".cache" / tail).string();
+}
+
+std::string default_data_dir() {
+  const passwd* account = ::getpwuid(::getuid());
+  const std::optional<std::string> dir = find_default_data_dir(account ? account->pw_dir : nullptr);
+  GAT_CHECK(dir.has_value(), "no folder for the Planetoid files: HOME is not set and the account has no home ",
+            "directory; pass --data-dir DIR or set GAT_DATA_DIR (or XDG_CACHE_HOME)");
+  return *dir;
 }
 
 std::string dataset_summary(const Dataset& data) {
@@ -98,7 +120,7 @@ std::string dataset_summary(const Dataset& data) {
       {"label_counts", counts},
       {"feature_checksum", checksum},
   };
-  return summary.dump();
+  return summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // a path's bytes may not be UTF-8
 }
 
 }  // namespace gat

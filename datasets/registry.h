@@ -1,6 +1,7 @@
 // One entry point for every dataset source, and a JSON summary of a loaded dataset.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "gat/datasets/dataset.h"
@@ -15,17 +16,26 @@ namespace gat {
 //                                         the degree-corrected SBM generator (datasets/generator.h),
 //                                         with edge_dim edge features when given
 //   a directory                           an OGB-style raw directory (datasets/custom.h)
+// A name with a '/' is always a directory (./cora, data/cora). A bare name that is both a
+// built-in dataset and a directory here is refused as ambiguous, saying how to name either,
+// except that a Planetoid name with `data_dir` given is the built-in dataset. Names are read in
+// any case (CORA).
 Dataset load_dataset(const std::string& name, const std::string& data_dir = "");
 
 // Where the Planetoid files are when no folder is given: $GAT_DATA_DIR when set; else the
 // per-user cache, $XDG_CACHE_HOME/gat/planetoid (an absolute XDG_CACHE_HOME only, as the XDG
-// base directory specification says), else $HOME/.cache/gat/planetoid.
+// base directory specification says), else HOME/.cache/gat/planetoid, with HOME from $HOME or,
+// where that is unset or empty, the account's home directory (the password database), as XDG
+// tools fall back. Only loading a Planetoid dataset without a folder asks for it: when there is
+// none, that is a gat::Error saying what to set, and anything else works without HOME.
 std::string default_data_dir();
+// The same, with the account's home directory given (null: none), and nothing when there is none.
+std::optional<std::string> find_default_data_dir(const char* account_home);
 
 // {name, nodes, edges (directed, self loops not counted), features, edge_features (0: none),
 //  classes, train, val, test,
 //  label_counts (per class, all nodes), feature_checksum (sum of x in double)} as one line of
-// JSON text.
+// JSON text, which is UTF-8: a byte of the name (a folder's) that is not is written as U+FFFD.
 std::string dataset_summary(const Dataset& data);
 
 }  // namespace gat

@@ -12,6 +12,7 @@
 
 #include "gat/framework/check.h"
 #include "gat/framework/io.h"
+#include "gat/framework/quote.h"
 
 namespace gat::text {
 
@@ -23,8 +24,8 @@ uint64_t max_gzip_ratio() {
   uint64_t ratio = 0;
   const char* end = env + std::strlen(env);
   const auto [ptr, ec] = std::from_chars(env, end, ratio);
-  GAT_CHECK(ec == std::errc() && ptr == end && ratio > 0, "GAT_MAX_GZIP_RATIO='", env,
-            "' is not a positive integer");
+  GAT_CHECK(ec == std::errc() && ptr == end && ratio > 0, "GAT_MAX_GZIP_RATIO=", quote(env),
+            " is not a positive integer");
   return ratio;
 }
 
@@ -75,6 +76,11 @@ std::string decode(std::string bytes, const std::string& name) {
   return text;
 }
 
+Lines::Lines(const std::string& text) : text_(text) {
+  constexpr std::string_view kByteOrderMark = "\xef\xbb\xbf";
+  if (text_.substr(0, kByteOrderMark.size()) == kByteOrderMark) pos_ = kByteOrderMark.size();
+}
+
 bool Lines::next(std::string_view& line) {
   if (pos_ >= text_.size()) return false;
   size_t end = text_.find('\n', pos_);
@@ -110,11 +116,19 @@ std::vector<T> parse_fields(std::string_view line, const std::string& where, con
     const char* first = field.data();
     const char* last = field.data() + field.size();
     if (!field.empty() && *first == '+') ++first;  // from_chars takes no leading '+'
-    const auto [ptr, ec] = std::from_chars(first, last, value);
-    GAT_CHECK(!field.empty() && ec == std::errc() && ptr == last, where, ": field ", out.size() + 1, " '",
-              field, "' is not ", kind, ec == std::errc::result_out_of_range ? " (out of range)" : "");
+    auto [ptr, ec] = std::from_chars(first, last, value);
+    if constexpr (std::is_floating_point_v<T>) {
+      // from_chars refuses a number below the smallest float; strtof reads it as the nearest float
+      // (a subnormal, or 0) and returns infinity only for an overflow, which stays an error.
+      if (ec == std::errc::result_out_of_range && ptr == last) {
+        value = std::strtof(std::string(first, last).c_str(), nullptr);
+        if (!std::isinf(value)) ec = std::errc();
+      }
+    }
+    GAT_CHECK(!field.empty() && ec == std::errc() && ptr == last, where, ": field ", out.size() + 1, " ",
+              quote(field), " is not ", kind, ec == std::errc::result_out_of_range ? " (out of range)" : "");
     if constexpr (std::is_floating_point_v<T>)
-      GAT_CHECK(std::isfinite(value), where, ": field ", out.size() + 1, " '", field, "' is not finite");
+      GAT_CHECK(std::isfinite(value), where, ": field ", out.size() + 1, " ", quote(field), " is not finite");
     out.push_back(value);
     if (comma == std::string_view::npos) break;
     start = comma + 1;

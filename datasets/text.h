@@ -25,10 +25,11 @@ inline constexpr uint64_t kGzipSlackBytes = uint64_t{1} << 20;
 uint64_t max_gzip_ratio();
 
 // Splits text into lines ('\n', an optional '\r' before it is dropped; a last line without
-// '\n' counts). Line numbers are 1-based.
+// '\n' counts). Line numbers are 1-based. A UTF-8 byte order mark at the start (spreadsheets
+// write one) is skipped.
 class Lines {
  public:
-  explicit Lines(const std::string& text) : text_(text) {}
+  explicit Lines(const std::string& text);
   // The next line into `line`; false at the end.
   bool next(std::string_view& line);
   size_t number() const { return number_; }  // of the line last returned
@@ -42,7 +43,9 @@ class Lines {
 // True for a line that is empty or only blanks.
 bool blank(std::string_view line);
 // Comma-separated fields of one line (surrounding blanks allowed) as integers / floats. `where`
-// ("file:line") starts every error message.
+// ("file:line") starts every error message, which quotes the field (bounded: quote()). A float
+// must be finite: a number beyond the largest float is refused as out of range, one below the
+// smallest reads as the nearest float (a subnormal, or 0), as strtof reads it.
 std::vector<int64_t> parse_ints(std::string_view line, const std::string& where);
 std::vector<float> parse_floats(std::string_view line, const std::string& where);
 

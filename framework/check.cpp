@@ -1,15 +1,20 @@
 #include "gat/framework/check.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
+
+#include "gat/framework/quote.h"
 
 namespace gat {
 namespace detail {
 
 void fail(const char* file, int line, const std::string& message) {
+  const size_t kept = std::min(message.size(), kMaxMessageBytes);
   std::string text;
-  text.reserve(message.size());
-  for (const char c : message) {
+  text.reserve(kept);
+  for (const char c : std::string_view(message).substr(0, kept)) {
     const auto byte = static_cast<unsigned char>(c);
     if (byte >= 0x20 || c == '\n' || c == '\t') {
       text += c;
@@ -19,11 +24,19 @@ void fail(const char* file, int line, const std::string& message) {
       text += escaped;
     }
   }
+  if (kept < message.size()) text += concat("... (a message of ", message.size(), " bytes, cut)");
   const char* base = std::strrchr(file, '/');
   throw Error(concat(text, " [", base ? base + 1 : file, ":", line, "]"));
 }
 
 }  // namespace detail
+
+std::string quote(std::string_view text) {
+  if (text.size() <= kQuoteBytes) return detail::concat("'", text, "'");
+  size_t cut = kQuoteBytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;  // not inside a character
+  return detail::concat("'", text.substr(0, cut), "...' (", text.size(), " bytes)");
+}
 
 int64_t checked_mul(int64_t a, int64_t b, const char* what) {
   int64_t product = 0;

@@ -26,8 +26,8 @@ std::string concat(const Args&... args) {
   (os << ... << args);
   return os.str();
 }
-// Throws gat::Error(message + " [file:line]"). Control bytes in the message (a NUL or an escape
-// sequence quoted from a hostile file) are written as \xNN, so what() shows all of it.
+// Throws gat::Error(message + " [file:line]"). Control bytes (a NUL, an escape sequence from a
+// hostile file) are written as \xNN; past 16 KiB a message is cut, saying so (framework/quote.h).
 [[noreturn]] void fail(const char* file, int line, const std::string& message);
 }  // namespace detail
 

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gat/framework/quote.h"
+
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors stores little-endian bytes; this code copies them as they are in memory");
@@ -57,6 +59,16 @@ bool write_all(int fd, const char* bytes, size_t n) {
   return true;
 }
 
+// Whether JSON can hold `text` as it is.
+bool valid_utf8(const std::string& text) {
+  try {
+    nlohmann::json(text).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
 std::string parent_directory(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
@@ -73,6 +85,7 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
   std::vector<Tensor> host;
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
+    GAT_CHECK(valid_utf8(name), "safetensors: ", path, ": tensor name ", quote(name), " is not valid UTF-8");
     GAT_CHECK(name != kMetadataKey, "safetensors: ", path, ": a tensor may not be named '",
               kMetadataKey, "'");
     GAT_CHECK(tensor.defined(), "safetensors: ", path, ": tensor '", name, "' is undefined");
@@ -83,8 +96,13 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
                     {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
+  for (const auto& entry : metadata)
+    GAT_CHECK(valid_utf8(entry.first), "safetensors: ", path, ": metadata key ", quote(entry.first),
+              " is not valid UTF-8");
   if (!metadata.empty()) header[kMetadataKey] = metadata;
-  std::string text = header.dump();
+  // A value that is not UTF-8 (a dataset's path, in the bytes the file system gave) is written with
+  // U+FFFD for each invalid byte: the header is JSON, which must be UTF-8.
+  std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
 
   char length[8];
@@ -154,11 +172,11 @@ Safetensors parse_safetensors(const std::string& file, const std::string& path) 
   };
   std::vector<Extent> extents;
   for (const auto& [name, entry] : header.items()) {
-    const std::string where = detail::concat("safetensors: ", path, ": tensor '", name, "': ");
+    const std::string where = detail::concat("safetensors: ", path, ": tensor ", quote(name), ": ");
     if (name == kMetadataKey) {
       GAT_CHECK(entry.is_object(), "safetensors: ", path, ": '", kMetadataKey, "' is not an object");
       for (const auto& [key, value] : entry.items()) {
-        GAT_CHECK(value.is_string(), "safetensors: ", path, ": metadata '", key, "' is not a string");
+        GAT_CHECK(value.is_string(), "safetensors: ", path, ": metadata ", quote(key), " is not a string");
         result.metadata[key] = value.get<std::string>();
       }
       continue;
@@ -213,10 +231,10 @@ Safetensors parse_safetensors(const std::string& file, const std::string& path) 
   uint64_t covered = 0;
   const std::string* previous = nullptr;
   for (const Extent& x : extents) {
-    GAT_CHECK(x.begin >= covered, "safetensors: ", path, ": tensor '", x.name, "' (bytes ", x.begin,
-              "..", x.end, ") overlaps tensor '", previous ? *previous : "", "' (ending at ", covered, ")");
+    GAT_CHECK(x.begin >= covered, "safetensors: ", path, ": tensor ", quote(x.name), " (bytes ", x.begin,
+              "..", x.end, ") overlaps tensor ", quote(previous ? *previous : ""), " (ending at ", covered, ")");
     GAT_CHECK(x.begin == covered, "safetensors: ", path, ": bytes ", covered, "..", x.begin,
-              " before tensor '", x.name, "' belong to no tensor");
+              " before tensor ", quote(x.name), " belong to no tensor");
     covered = x.end;
     previous = &x.name;
   }
@@ -256,11 +274,25 @@ void check_save_path(const std::string& path) {
             errno_text());
 }
 
+bool path_exists(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) return true;
+  GAT_CHECK(errno == ENOENT || errno == ENOTDIR, path, ": ", errno_text());
+  return false;
+}
+
 std::string read_regular_file(const std::string& path) {
   GAT_CHECK(!path.empty(), "the path of a file to read is empty");
   // O_NONBLOCK: opening a FIFO must not wait for a writer before fstat can refuse it.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  GAT_CHECK(fd >= 0, path, ": cannot open: ", errno_text());
+  if (fd < 0) {
+    const std::string why = errno_text();
+    char target[4096];
+    const ssize_t length = errno == ENOENT ? ::readlink(path.c_str(), target, sizeof target) : -1;
+    GAT_CHECK(length < 0, path, ": cannot open: a symbolic link to ",
+              std::string_view(target, static_cast<size_t>(std::max<ssize_t>(length, 0))), ", which does not exist");
+    GAT_FAIL(path, ": cannot open: ", why);
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const std::string why = errno_text();
@@ -293,7 +325,7 @@ MetadataReader::MetadataReader(const Metadata& metadata, std::string where)
 
 const std::string& MetadataReader::text(const std::string& key) const {
   auto it = metadata_.find(key);
-  GAT_CHECK(it != metadata_.end(), where_, ": metadata has no '", key, "'");
+  GAT_CHECK(it != metadata_.end(), where_, ": metadata has no ", quote(key));
   return it->second;
 }
 
@@ -305,7 +337,7 @@ nlohmann::json parse_number(const std::string& text, const std::string& where, c
     v = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception&) {
   }
-  GAT_CHECK(v.is_number(), where, ": metadata '", key, "' = '", text, "' is not a number");
+  GAT_CHECK(v.is_number(), where, ": metadata ", quote(key), " = ", quote(text), " is not a number");
   return v;
 }
 
@@ -316,20 +348,20 @@ int64_t MetadataReader::integer(const std::string& key) const {
   const bool fits = v.is_number_unsigned()
                         ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
                         : v.is_number_integer();
-  GAT_CHECK(fits, where_, ": metadata '", key, "' = ", text(key), " is not a 64-bit integer");
+  GAT_CHECK(fits, where_, ": metadata ", quote(key), " = ", text(key), " is not a 64-bit integer");
   return v.get<int64_t>();
 }
 
 uint64_t MetadataReader::unsigned_integer(const std::string& key) const {
   const nlohmann::json v = parse_number(text(key), where_, key);
-  GAT_CHECK(v.is_number_unsigned(), where_, ": metadata '", key, "' = ", text(key),
+  GAT_CHECK(v.is_number_unsigned(), where_, ": metadata ", quote(key), " = ", text(key),
             " is not an integer in [0, 2^64)");
   return v.get<uint64_t>();
 }
 
 double MetadataReader::number(const std::string& key) const {
   const double v = parse_number(text(key), where_, key).get<double>();
-  GAT_CHECK(std::isfinite(v), where_, ": metadata '", key, "' = ", text(key), " is not a finite number");
+  GAT_CHECK(std::isfinite(v), where_, ": metadata ", quote(key), " = ", text(key), " is not a finite number");
   return v;
 }
 
@@ -368,8 +400,8 @@ void copy_into(Module& module, Safetensors& file, const std::string& path) {
   const auto params = module_state(module);
   for (const auto& [name, p] : params) {
     auto it = file.tensors.find(name);
-    GAT_CHECK(it != file.tensors.end(), "load_into: ", path, ": missing tensor '", name,
-              "' (the module has ", p.describe(), ")");
+    GAT_CHECK(it != file.tensors.end(), "load_into: ", path, ": missing tensor ", quote(name),
+              " (the module has ", p.describe(), ")");
     const Tensor& t = it->second;
     GAT_CHECK(t.shape() == p.shape(), "load_into: ", path, ": tensor '", name, "' has shape ",
               shape_str(t.shape()), " in the file vs ", shape_str(p.shape()), " in the module");
@@ -380,7 +412,7 @@ void copy_into(Module& module, Safetensors& file, const std::string& path) {
     if (is_run_entry(entry.first)) continue;
     const bool known = std::any_of(params.begin(), params.end(),
                                    [&](const auto& np) { return np.first == entry.first; });
-    GAT_CHECK(known, "load_into: ", path, ": unexpected tensor '", entry.first, "' ",
+    GAT_CHECK(known, "load_into: ", path, ": unexpected tensor ", quote(entry.first), " ",
               entry.second.describe(), " (the module has no such parameter or buffer)");
   }
   for (const auto& [name, p] : params) {

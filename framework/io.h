@@ -10,9 +10,10 @@
 // PATH (PATH.XXXXXX.tmp, created exclusively), fsyncs it and renames it over PATH (then fsyncs the
 // directory), so a crash leaves either the old file or the new one, never half of one; after a
 // failure it sees, no temporary file is left. PATH must be new or a regular file: a symbolic
-// link, directory, device or FIFO is refused (check_save_path), never replaced. Loading reads
-// regular files only, validates everything, and every error names the file and, where there is
-// one, the tensor.
+// link, directory, device or FIFO is refused (check_save_path), never replaced. Tensor names and
+// metadata keys must be valid UTF-8 (JSON's encoding); a metadata value that is not (a path in a
+// file system's bytes) is written with U+FFFD for each invalid byte. Loading reads regular files
+// only, validates everything, and every error names the file and, where there is one, the tensor.
 #pragma once
 
 #include <map>
@@ -45,8 +46,16 @@ void check_save_path(const std::string& path);
 
 // The whole content of a regular file (a symbolic link is followed to its target). A directory,
 // a device (/dev/zero), a FIFO or a socket is refused with a gat::Error naming the path and what
-// it is, before anything is read; so is a read error.
+// it is, before anything is read; so is a read error, and a file that cannot be opened says why
+// (errno's reason: permission denied, no such file, a symbolic link to a missing target).
 std::string read_regular_file(const std::string& path);
+
+// Whether anything is at `path`, a symbolic link not followed (a dangling link is something):
+// false when nothing is (ENOENT, or ENOTDIR: a component is a file); any other failure (permission
+// denied on a folder on the way, a name too long) is a gat::Error naming the path and the reason.
+// Loaders ask this, not whether a file can be read, so that an unreadable file is an error, never
+// taken for an absent one.
+bool path_exists(const std::string& path);
 
 // Typed reads of checkpoint metadata: numbers are JSON numbers (as metadata_number writes them),
 // and a missing key or a value of the wrong type is a gat::Error naming `where` (the file), the

@@ -8,6 +8,7 @@ Binds a free port on 127.0.0.1 and prints "PORT\\n" on stdout once it listens. M
   corrupt   every file with its middle byte flipped (same length: only its digest tells)
   truncate  announces the whole length, sends half of the file and closes the connection
   stall     announces the whole length, sends 10 bytes and then nothing for an hour
+  trickle   announces the whole length and sends one byte every 0.5 s (never a stall)
 Each request's path is appended as one line to REQUEST_LOG when given. Runs until killed.
 """
 import http.server
@@ -41,6 +42,11 @@ def main():
             if mode == "truncate":
                 self.wfile.write(body[: len(body) // 2])
                 self.close_connection = True
+            elif mode == "trickle":
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(0.5)
             elif mode == "stall":
                 self.wfile.write(body[:10])
                 self.wfile.flush()

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <omp.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -16,17 +17,21 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
 #include <string>
 
 #include "gat/datasets/custom.h"
+#include "gat/datasets/download.h"
 #include "gat/datasets/generator.h"
 #include "gat/datasets/pickle.h"
 #include "gat/datasets/planetoid.h"
 #include "gat/datasets/registry.h"
 #include "gat/datasets/text.h"
+#include "gat/framework/ops/self_loop_attr.h"
+#include "gat/framework/quote.h"
 #include "gat/train/trainer.h"
 #include "gzip_testing.h"
 #include "gat_testing.h"
@@ -795,12 +800,14 @@ TEST(Generator, RejectsBadOptions) {
   expect_error([&] { generate_sbm(o); }, {"avg_degree 9.5 exceeds what 10 nodes allow", "(9)"});
   // 10 nodes of 8 classes, 20 training nodes a class: nothing left to validate or test on.
   o.avg_degree = 4;
-  expect_error([&] { generate_sbm(o); }, {"(validation: the 500 nodes after the training ones, of 10)",
-                                          "the validation split is empty"});
+  expect_error([&] { generate_sbm(o); }, {"10 nodes are too few for the splits: at least 661 are needed"});
   o.train_per_class = 1;  // a node of each class present, the rest for validation, none for the test
-  expect_error([&] { generate_sbm(o); }, {"(test: the 1000 nodes after the validation ones, of 10)",
+  expect_error([&] { generate_sbm(o); }, {"at least 509 are needed (8 classes x 1 training nodes + 500"});
+  o.val_size = 1;
+  o.test_size = 0;  // no test asked for: the split check says so
+  expect_error([&] { generate_sbm(o); }, {"(test: the 0 nodes after the validation ones, of 10)",
                                           "the test split is empty"});
-  o.val_size = 1;  // and now what is left for the test
+  o.test_size = 1000;
   const Dataset d = generate_sbm(o);
   EXPECT_EQ(d.val_index.numel(), 1);
   EXPECT_GE(d.test_index.numel(), 1);
@@ -868,4 +875,186 @@ TEST(Registry, DataDirFromTheEnvironment) {
   }
   SKIP_WITHOUT("cora");
   EXPECT_EQ(load_dataset("CORA").num_nodes(), 2708);
+}
+
+// ---- reliability round 3: bounded messages, number edge cases, missing vs unreadable files ------------
+
+TEST(Text, AnErrorQuotesAFieldInBoundedSpace) {
+  const std::string field(20 << 20, '9');  // a 20 MB field: the old message quoted all of it
+  try {
+    text::parse_floats("1," + field, "f.csv:1");
+    ADD_FAILURE() << "a 20 MB number parsed";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_LT(message.size(), 200u) << message.substr(0, 300);
+    EXPECT_NE(message.find("f.csv:1: field 2 '" + std::string(kQuoteBytes, '9') + "...' (20971520 bytes)"),
+              std::string::npos)
+        << message;
+  }
+  // At the bound a field is quoted whole; a byte more and it is cut, never inside a character.
+  EXPECT_EQ(quote(std::string(kQuoteBytes, 'x')), "'" + std::string(kQuoteBytes, 'x') + "'");
+  EXPECT_EQ(quote(std::string(kQuoteBytes + 1, 'x')), "'" + std::string(kQuoteBytes, 'x') + "...' (61 bytes)");
+  const std::string accents = std::string(kQuoteBytes - 1, 'x') + "\xc3\xa9\xc3\xa9";  // 'é' across the cut
+  EXPECT_EQ(quote(accents), "'" + std::string(kQuoteBytes - 1, 'x') + "...' (63 bytes)");
+}
+
+TEST(Text, AnyMessageIsCutAfterItsBound) {
+  try {
+    GAT_FAIL("head ", std::string(1 << 20, 'y'));
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_LT(message.size(), detail::kMaxMessageBytes + 100);
+    EXPECT_EQ(message.rfind("head yyy", 0), 0u);
+    EXPECT_NE(message.find("... (a message of 1048581 bytes, cut) [test_datasets.cpp:"), std::string::npos);
+  }
+}
+
+TEST(Text, NumbersBelowTheSmallestFloatReadAsTheNearestOne) {
+  const float smallest = std::numeric_limits<float>::denorm_min();  // 1.4e-45
+  EXPECT_EQ(text::parse_floats("1e-40, -1e-40", "f")[0], 1e-40f);
+  EXPECT_EQ(text::parse_floats("1.4e-45", "f")[0], smallest);
+  EXPECT_EQ(text::parse_floats("1e-50", "f")[0], 0.0f);  // underflow: 0, as strtof reads it
+  EXPECT_EQ(text::parse_floats("-1e-50", "f")[0], 0.0f);
+  EXPECT_TRUE(std::signbit(text::parse_floats("-1e-50", "f")[0]));
+  EXPECT_EQ(text::parse_floats("1e-400", "f")[0], 0.0f);  // below double's range too
+  EXPECT_EQ(text::parse_floats("3.4028234e38", "f")[0], std::numeric_limits<float>::max());
+  for (const char* big : {"1e39", "-1e39", "1e400"})
+    expect_error([&] { text::parse_floats(big, "f.csv:3"); }, {"f.csv:3: field 1 '", "is not a number (out of range)"});
+  expect_error([] { text::parse_ints("99999999999999999999", "i.csv:1"); }, {"(out of range)"});
+}
+
+TEST(Text, AByteOrderMarkBeforeTheFirstLineIsSkipped) {
+  const std::string text = "\xef\xbb\xbf" "1,2\n3,4\n";
+  text::Lines lines(text);
+  std::string_view line;
+  ASSERT_TRUE(lines.next(line));
+  EXPECT_EQ(line, "1,2");
+  EXPECT_EQ(text::parse_floats(line, "f"), (std::vector<float>{1, 2}));
+  // Only at the start: one inside the text is a byte like any other.
+  const std::string inner = "1\n\xef\xbb\xbf" "2\n";
+  text::Lines more(inner);
+  ASSERT_TRUE(more.next(line));
+  ASSERT_TRUE(more.next(line));
+  expect_error([&] { text::parse_ints(line, "f:2"); }, {"f:2: field 1"});
+  EXPECT_FALSE(text::Lines(std::string("\xef\xbb\xbf")).next(line));  // a BOM alone: no lines
+}
+
+TEST(Custom, AnOptionalFileThatIsThereButUnreadableIsAnError) {
+  TempDir tmp("gat_test_datasets");
+  write_custom(tmp.path());
+  auto load = [&] { load_custom(tmp.path().string()); };
+  fs::create_symlink(tmp.path() / "nowhere", tmp.path() / "edge-feat.csv");  // dangling
+  expect_error(load, {"edge-feat.csv: cannot open: a symbolic link to", "nowhere, which does not exist"});
+  fs::remove(tmp.path() / "edge-feat.csv");
+  fs::create_directories(tmp.path() / "edge-feat.csv.gz");
+  expect_error(load, {"edge-feat.csv.gz is a directory"});
+  fs::remove(tmp.path() / "edge-feat.csv.gz");
+  EXPECT_EQ(load_custom(tmp.path().string()).num_edge_features(), 0);  // absent: none
+  if (::geteuid() == 0) GTEST_SKIP() << "as root every file is readable";
+  write_bytes(tmp.path() / "edge-feat.csv", "1\n2\n3\n4\n5\n6\n");
+  fs::permissions(tmp.path() / "edge-feat.csv", fs::perms::none);
+  expect_error(load, {"edge-feat.csv: cannot open: Permission denied"});
+  fs::remove(tmp.path() / "edge-feat.csv");
+  fs::permissions(tmp.path() / "split", fs::perms::owner_read);  // listed, not searchable
+  expect_error(load, {"split/train.csv: Permission denied"});  // not "not found"
+  fs::permissions(tmp.path() / "split", fs::perms::owner_all);
+}
+
+// edge.csv lists 0,1 and 1,0 (lines 1 and 5): their features are summed, and may overflow.
+TEST(Custom, SummedEdgeFeaturesThatOverflowNameTheEdge) {
+  TempDir tmp("gat_test_datasets");
+  write_custom(tmp.path());
+  write_bytes(tmp.path() / "edge-feat.csv", "1,2e38\n0,0\n0,0\n0,0\n1,2e38\n0,0\n");
+  expect_error([&] { load_custom(tmp.path().string()); },
+               {"edge-feat.csv: the edge 1 -> 0 is listed more than once", "feature 2 is inf"});
+  // 0 - 1 gets lines 1 + 5 (2e38), 2 - 0 line 3 (2e38): each fits, and node 0's self loop gets their
+  // sum (add), or the mean of a sum that passes the largest float; their max fits.
+  write_bytes(tmp.path() / "edge-feat.csv", "1,1e38\n0,0\n0,2e38\n0,0\n1,1e38\n0,0\n");
+  const Dataset looped = gat::with_self_loops(load_custom(tmp.path().string()));
+  for (const char* fill : {"add", "mean"})
+    expect_error([&] { check_self_loop_features(looped, ops::SelfLoopFill::parse(fill)); },
+                 {looped.name, ": the self loop of node 0 gets edge feature 2 = inf", "by the fill '" + std::string(fill)});
+  check_self_loop_features(looped, ops::SelfLoopFill::parse("max"));
+  check_self_loop_features(looped, ops::SelfLoopFill::parse("1e38"));
+}
+
+TEST(Planetoid, NonFiniteFeaturesAreNamedWhereTheyAppear) {
+  // A double beyond the largest float, a NaN, and repeated csr entries whose sum passes it.
+  for (const double bad : {1e300, std::numeric_limits<double>::quiet_NaN()}) {
+    const pickle::Document f8 =
+        parse(pickle_of(ndarray_body({2, 2}, "f8", "<", false, raw_of(std::vector<double>{1, 2, 3, bad}))), "x.pkl");
+    expect_error([&] { pickle::to_dense(f8); }, {"x.pkl", "element (1, 1) is", "features must be finite"});
+  }
+  expect_error([] { pickle::to_dense(parse(csr_pickle(1, 2, {0, 2}, {1, 1}, {3e38f, 3e38f}), "m.pkl")); },
+               {"m.pkl", "element (0, 1) is inf"});
+  const Tensor x = Tensor::from_vector(std::vector<float>{-3e38f, 0, 3e38f, 1}, {2, 2});
+  expect_error([&] { normalize_features(x); },
+               {"normalize_features: row 1", "the features span more than the largest float"});
+}
+
+TEST(Registry, ABuiltInNameThatIsAlsoAFolderIsAmbiguous) {
+  TempDir tmp("gat_test_datasets");
+  const fs::path previous = fs::current_path();
+  fs::current_path(tmp.path());
+  write_custom(tmp.path() / "cora");
+  expect_error([] { load_dataset("cora"); }, {"'cora' names both a built-in dataset and the folder ./cora",
+                                               "write ./cora for the folder", "--data-dir"});
+  EXPECT_EQ(load_dataset("./cora").num_nodes(), 5);                  // a '/': the folder
+  EXPECT_EQ(load_dataset("cora/").num_nodes(), 5);
+  // With a data folder the name is the built-in dataset (offline in the tests: its download fails).
+  expect_error([&] { load_dataset("cora", (tmp.path() / "planetoid").string()); }, {"ind.cora.x is missing from"});
+  fs::create_directories(tmp.path() / "synthetic:700:4:0");
+  expect_error([] { load_dataset("synthetic:700:4:0"); }, {"names both a built-in dataset"});
+  write_bytes(tmp.path() / "plain", "x");
+  expect_error([] { load_dataset("plain"); }, {"unknown dataset 'plain'", "it is not a directory"});
+  fs::current_path(previous);
+}
+
+TEST(Registry, TheCacheFolderFallsBackAsXdgToolsDoAndIsNeededOnlyForPlanetoid) {
+  const gat::testing::ScopedEnv data("GAT_DATA_DIR", std::nullopt), cache("XDG_CACHE_HOME", std::nullopt),
+      home("HOME", std::nullopt);
+  EXPECT_EQ(find_default_data_dir("/home/acct"), "/home/acct/.cache/gat/planetoid");  // the account's home
+  EXPECT_EQ(find_default_data_dir(nullptr), std::nullopt);
+  EXPECT_EQ(find_default_data_dir(""), std::nullopt);
+  {
+    const gat::testing::ScopedEnv relative("XDG_CACHE_HOME", "relative/cache");  // ignored: not absolute
+    const gat::testing::ScopedEnv set_home("HOME", "/h");
+    EXPECT_EQ(find_default_data_dir("/home/acct"), "/h/.cache/gat/planetoid");
+  }
+  {
+    const gat::testing::ScopedEnv absolute("XDG_CACHE_HOME", "/c");
+    EXPECT_EQ(find_default_data_dir(nullptr), "/c/gat/planetoid");
+  }
+  // Without HOME, a dataset that needs no cache loads.
+  EXPECT_EQ(load_dataset("synthetic:700:4:0").num_nodes(), 700);
+}
+
+TEST(Generator, TheSmallestGraphIsTheSplitsNodesPlusATestNode) {
+  GeneratorOptions o;  // 8 classes x 20 training nodes + 500 validation + 1 test = 661
+  o.avg_degree = 4;
+  o.num_nodes = 660;
+  expect_error([&] { generate_sbm(o); }, {"generate_sbm: 660 nodes are too few for the splits: at least 661 are "
+                                           "needed (8 classes x 20 training nodes + 500 validation nodes + a test node)"});
+  expect_error([] { load_dataset("synthetic:660:4:0"); }, {"at least 661 are needed"});
+  for (uint64_t seed = 0; seed < 4; ++seed) {  // enough for every seed
+    o.num_nodes = 661;
+    o.seed = seed;
+    EXPECT_GE(generate_sbm(o).test_index.numel(), 1);
+  }
+  o.train_per_class = std::numeric_limits<int64_t>::max();
+  expect_error([&] { generate_sbm(o); }, {"at least 2^63 are needed"});
+}
+
+TEST(Download, TheGitBlobIdIsGitsOwn) {
+  try {
+    // `git hash-object FILE` on a file of the 12 bytes "hello world\n", on an empty file, and on
+    // the 3 bytes 'a', NUL, 'b' (printf 'a\0b' > FILE), with git 2.x.
+    EXPECT_EQ(git_blob_id("hello world\n"), "3b18e512dba79e4c8300dd08aeb37f8e728b8dad");
+    EXPECT_EQ(git_blob_id(""), "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391");
+    EXPECT_EQ(git_blob_id(std::string("a\0b", 3)), "20b5be91886d0b6f26dc98a225c0dac05fe2c86e");
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("no downloader") == std::string::npos) throw;
+    GTEST_SKIP() << "a build without the downloader: " << e.what();
+  }
 }

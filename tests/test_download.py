@@ -60,10 +60,10 @@ class Download(unittest.TestCase):
     def tearDown(self):
         self.home.cleanup()
 
-    def gat_train(self, url, *args, timeout_s="30"):
+    def gat_train(self, url, *args, timeout_s="30", deadline_s="600"):
         env = {k: v for k, v in os.environ.items() if k != "GAT_DATA_DIR"}
         env.update(XDG_CACHE_HOME=os.path.join(self.home.name, "cache"), GAT_DATASET_URL=url,
-                   GAT_DOWNLOAD_TIMEOUT=timeout_s)
+                   GAT_DOWNLOAD_TIMEOUT=timeout_s, GAT_DOWNLOAD_DEADLINE=deadline_s)
         start = time.monotonic()
         done = subprocess.run([GAT_TRAIN, "--dataset", "cora", *args], env=env, capture_output=True, text=True,
                               timeout=120)
@@ -84,7 +84,7 @@ class Download(unittest.TestCase):
             again, _ = self.gat_train(server.url, "--info")
             self.assertEqual(again.returncode, 0, again.stderr)
             self.assertIn('"nodes":2708', again.stdout)
-            self.assertNotIn("downloading", again.stderr)
+            self.assertNotIn("download:", again.stderr)
             self.assertEqual(server.request_count(), 8)
 
     def test_only_missing_files_are_fetched(self):
@@ -116,6 +116,21 @@ class Download(unittest.TestCase):
         with Server("stall") as server:
             done, seconds = self.gat_train(server.url, "--info", timeout_s="1")
             self.expect_refused(done, "no data for 1 s", "GAT_DOWNLOAD_TIMEOUT")
+            self.assertLess(seconds, 10)
+
+    def test_quiet_download_prints_no_progress(self):
+        with Server("good") as server:
+            done, _ = self.gat_train(server.url, "--info", "--quiet")
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertEqual(done.stderr, "")
+            self.assertEqual(len(self.cached()), 8)
+
+    def test_trickling_server_meets_the_deadline(self):
+        # One byte every 0.5 s is never a stall (timeout 30 s), but all the downloads together
+        # may take GAT_DOWNLOAD_DEADLINE seconds.
+        with Server("trickle") as server:
+            done, seconds = self.gat_train(server.url, "--info", deadline_s="2")
+            self.expect_refused(done, "took more than 2 s in all", "GAT_DOWNLOAD_DEADLINE")
             self.assertLess(seconds, 10)
 
     def test_offline_says_how_to_get_the_data(self):

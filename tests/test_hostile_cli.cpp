@@ -136,7 +136,7 @@ struct Case {
   std::function<void(const Scratch&)> setup = nullptr;
   std::function<void(const Scratch&, const Outcome&)> after = nullptr;  // further checks
   bool needs_cora = false;
-  std::string env = "";     // assignments before the command
+  std::string env = "";     // assignments (or a command and &&) before the command; {dir} expanded
   std::string stdout_to = "";  // where stdout goes (default: a file read back)
 };
 
@@ -170,6 +170,85 @@ std::vector<Case> cases() {
     s.link(s.root / "link", s.root / "victim");
   };
   std::vector<Case> c = {
+      // Data files, downloads and environment (reliability round 3)
+      {"a 20 MB field is quoted in 60 bytes", train, 1, "node-feat.csv:1: field 2 '99999",
+       [](const Scratch& s) { s.put("node-feat.csv", "1," + std::string(size_t{20} << 20, '9') + ",3\n"); },
+       [](const Scratch&, const Outcome& o) { EXPECT_LT(o.err.size(), 300u) << o.err.substr(0, 400); }},
+      {"a gzip bomb's one line is quoted in 60 bytes", train, 1, "...' (67108864 bytes) is not an integer",
+       [](const Scratch& s) {
+         fs::remove(s.data / "edge.csv");
+         write_text(s.data / "edge.csv.gz", gzip(std::string(size_t{64} << 20, 'x')));
+       },
+       [](const Scratch&, const Outcome& o) { EXPECT_LT(o.err.size(), 300u) << o.err.substr(0, 400); }, false,
+       "GAT_MAX_GZIP_RATIO=100000"},
+      {"a byte order mark before the first line", train + "--quiet", 0, "",
+       [](const Scratch& s) { s.put("node-feat.csv", "\xef\xbb\xbf" + read_text(s.data / "node-feat.csv")); }},
+      {"numbers below the smallest float read as the nearest one", train + "--quiet", 0, "",
+       [](const Scratch& s) {
+         std::string feat;
+         for (int i = 0; i < 12; ++i) feat += std::to_string(i % 3) + ",1e-40,-1e-50\n";
+         s.put("node-feat.csv", feat);
+       }},
+      {"a number beyond the largest float", train, 1, "node-feat.csv:2: field 3 '1e39' is not a number (out of range)",
+       [](const Scratch& s) { s.put("node-feat.csv", "1,2,3\n1,2,1e39\n"); }},
+      {"a dangling edge-feat.csv", train, 1, "edge-feat.csv: cannot open: a symbolic link to {dir}/gone",
+       [](const Scratch& s) { s.link(s.data / "edge-feat.csv", s.root / "gone"); }},
+      {"an edge-feat.csv that is a directory", train, 1, "edge-feat.csv.gz is a directory",
+       [](const Scratch& s) { fs::create_directories(s.data / "edge-feat.csv.gz"); }},
+      {"summed edge features beyond the largest float", train, 1,
+       "edge-feat.csv: the edge 1 -> 0 is listed more than once (or in both directions) and the sum of its lines' "
+       "feature 1 is inf",
+       [](const Scratch& s) {
+         s.put("edge.csv", read_text(s.data / "edge.csv") + "1,0\n");
+         std::string feat = "3e38\n";  // 0 -> 1, then the ring's other 11 edges, then 1 -> 0 again
+         for (int i = 0; i < 11; ++i) feat += "0\n";
+         s.put("edge-feat.csv", feat + "3e38\n");
+       }},
+      {"self loops' features beyond the largest float", train + "--fill-value add", 1,
+       "data: the self loop of node 0 gets edge feature 1 = inf from its in-edges' features by the fill 'add'",
+       [](const Scratch& s) {
+         std::string feat;
+         for (int i = 0; i < 12; ++i) feat += "2e38\n";
+         s.put("edge-feat.csv", feat);
+       },
+       expect_no_training},
+      {"--help without HOME", "--help", 0, "", nullptr,
+       [](const Scratch&, const Outcome& o) { EXPECT_NE(o.out.find("--data-dir"), std::string::npos) << o.out; },
+       false, "env -u HOME -u XDG_CACHE_HOME -u GAT_DATA_DIR"},
+      {"a custom folder without HOME", train + "--quiet", 0, "", nullptr, nullptr, false,
+       "env -u HOME -u XDG_CACHE_HOME -u GAT_DATA_DIR"},
+      {"a built-in name that is also a folder here", "--dataset cora --info", 1,
+       "'cora' names both a built-in dataset and the folder ./cora here: write ./cora for the folder",
+       [](const Scratch& s) { fs::create_directories(s.cora); }, nullptr, false, "cd {dir} &&"},
+      {"./cora is the folder", "--dataset ./cora --info", 1, "./cora/node-feat.csv (or .gz) not found",
+       [](const Scratch& s) { fs::create_directories(s.cora); }, nullptr, false, "cd {dir} &&"},
+      {"a built-in name with --data-dir is the built-in dataset", "--dataset cora --data-dir {cora} --info", 0, "",
+       nullptr, nullptr, true, "cd {dir} &&"},
+      {"a dangling Planetoid file is an error, not a download", "--dataset cora --data-dir {cora} --info", 1,
+       "ind.cora.x: cannot open: a symbolic link to {dir}/gone",
+       [](const Scratch& s) { s.link(s.cora / "ind.cora.x", s.root / "gone"); }, nullptr, true},
+      {"a folder whose name is not UTF-8", "--dataset {dir}/caf\xe9 --device cpu --epochs 2 --quiet --json --save "
+       "{dir}/m.safetensors", 0, "",
+       [](const Scratch& s) { fs::rename(s.data, s.root / "caf\xe9"); },
+       [](const Scratch& s, const Outcome& o) {
+         EXPECT_NE(o.out.find("caf\xef\xbf\xbd\""), std::string::npos) << o.out;  // U+FFFD in the JSON
+         EXPECT_EQ(io::load_safetensors((s.root / "m.safetensors").string()).metadata.at("dataset"),
+                   (s.root / "caf\xef\xbf\xbd").string());
+       }},
+      {"synthetic one node below the splits' minimum", "--dataset synthetic:660:4:0 --info", 1,
+       "660 nodes are too few for the splits: at least 661 are needed (8 classes x 20 training nodes + 500"},
+      {"synthetic at the splits' minimum", "--dataset synthetic:661:4:0 --info", 0, ""},
+      {"a bad download deadline", "--dataset cora --data-dir {dir}/empty --info", 1,
+       "GAT_DOWNLOAD_DEADLINE='soon' is not a number of seconds in [1, 86400]", nullptr, nullptr, false,
+       "GAT_DOWNLOAD_DEADLINE=soon"},
+      {"a download says what it fetches", "--dataset cora --data-dir {dir}/empty --info", 1,
+       "download: http://127.0.0.1:1/ind.cora.x into {dir}/empty", nullptr, nullptr, false,
+       "GAT_DATASET_URL=http://127.0.0.1:1"},
+      {"--quiet silences the download", "--dataset cora --data-dir {dir}/empty --info --quiet", 1,
+       "ind.cora.x is missing from {dir}/empty", nullptr,
+       [](const Scratch&, const Outcome& o) { EXPECT_EQ(o.err.find("download:"), std::string::npos) << o.err; }, false,
+       "GAT_DATASET_URL=http://127.0.0.1:1"},
+
       // ---- a valid run: the fixture itself is good (exit 0) ----
       {"valid custom folder", train + "--quiet --save {dir}/ok.safetensors", 0, "", nullptr,
        [](const Scratch& s, const Outcome&) { EXPECT_TRUE(fs::is_regular_file(s.root / "ok.safetensors")); }},
@@ -362,7 +441,7 @@ std::vector<Case> cases() {
       {"synthetic degree above the nodes", "--dataset synthetic:1000:100000:0 --info", 1,
        "avg_degree 100000 exceeds what 1000 nodes allow without repeated edges (999)"},
       {"synthetic too small for its splits", "--dataset synthetic:30:5:0 --info", 1,
-       "synthetic:30:5:0 (validation: the 500 nodes after the training ones, of 30): the validation split is empty"},
+       "30 nodes are too few for the splits: at least 661 are needed"},
 
       // ---- Planetoid files (Cora links; one replaced per case) ----
       {"cora baseline", "--dataset cora --data-dir {cora} --info", 0, "", nullptr, nullptr, true},
@@ -412,7 +491,7 @@ TEST(HostileCli, EveryCaseExitsAsExpectedNamingTheCulprit) {
     fs::create_directories(dir);
     const Scratch s(dir);
     if (c.setup) c.setup(s);
-    const Outcome o = run_gat_train(expand(c.args, s), s.root, c.env, c.stdout_to);
+    const Outcome o = run_gat_train(expand(c.args, s), s.root, expand(c.env, s), c.stdout_to);
     EXPECT_EQ(o.status, c.status) << c.args << "\nstderr: " << o.err;
     if (!c.culprit.empty()) {
       EXPECT_NE(o.err.find(expand(c.culprit, s)), std::string::npos)

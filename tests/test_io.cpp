@@ -326,3 +326,54 @@ TEST(Safetensors, LoadIntoNamesTheMismatch) {
   // Nothing was copied by the failed loads.
   EXPECT_EQ(m.weight.to_vector<float>(), std::vector<float>(6, 0.0f));
 }
+
+// ---- reliability round 3 ------------------------------------------------------------------------------
+
+TEST(Files, APathExistsEvenAsADanglingLinkAndAnUnreadableOneSaysWhy) {
+  TempDir tmp("gat_test_io");
+  const fs::path link = tmp.path() / "link";
+  fs::create_symlink(tmp.path() / "gone", link);
+  EXPECT_TRUE(io::path_exists(link.string()));  // something is there: not taken for an absent file
+  EXPECT_FALSE(io::path_exists((tmp.path() / "absent").string()));
+  EXPECT_FALSE(io::path_exists((link / "below").string()));  // ENOENT through the dangling link
+  std::ofstream(tmp.path() / "file") << "x";
+  EXPECT_FALSE(io::path_exists((tmp.path() / "file" / "below").string()));  // ENOTDIR
+  expect_error([&] { io::read_regular_file(link.string()); },
+               {link.string() + ": cannot open: a symbolic link to " + (tmp.path() / "gone").string() + ", which does not exist"});
+  expect_error([&] { io::read_regular_file((tmp.path() / "absent").string()); },
+               {"absent: cannot open: No such file or directory"});
+  if (::geteuid() == 0) GTEST_SKIP() << "as root every file is readable";
+  fs::create_directories(tmp.path() / "locked");
+  std::ofstream(tmp.path() / "locked" / "f") << "x";
+  fs::permissions(tmp.path() / "locked" / "f", fs::perms::none);
+  expect_error([&] { io::read_regular_file((tmp.path() / "locked" / "f").string()); },
+               {"f: cannot open: Permission denied"});
+  fs::permissions(tmp.path() / "locked", fs::perms::owner_read);  // not searchable
+  expect_error([&] { io::path_exists((tmp.path() / "locked" / "f").string()); }, {"locked/f: Permission denied"});
+  fs::permissions(tmp.path() / "locked", fs::perms::owner_all);
+}
+
+TEST(Safetensors, MetadataThatIsNotUtf8IsWrittenReplacedAndNamesAreRefused) {
+  TempDir tmp("gat_test_io");
+  const std::string path = (tmp.path() / "m.safetensors").string();
+  const io::TensorMap tensors = {{"t", Tensor::from_vector(std::vector<float>{1, 2}, {2})}};
+  io::save_safetensors(path, tensors, {{"dataset", "/data/caf\xe9"}});  // a Latin-1 folder name
+  EXPECT_EQ(io::load_safetensors(path).metadata.at("dataset"), "/data/caf\xef\xbf\xbd");  // U+FFFD
+  expect_error([&] { io::save_safetensors(path, {{"t\xff", tensors.at("t")}}); },
+               {"tensor name 't\xff' is not valid UTF-8"});
+  expect_error([&] { io::save_safetensors(path, tensors, {{"k\xff", "v"}}); },
+               {"metadata key 'k\xff' is not valid UTF-8"});
+  EXPECT_EQ(io::load_safetensors(path).metadata.at("dataset"), "/data/caf\xef\xbf\xbd");  // the refusals wrote nothing
+}
+
+TEST(Safetensors, AHugeMetadataValueIsQuotedInBoundedSpace) {
+  const io::Metadata metadata = {{"epoch", std::string(10 << 20, '7') + "x"}};
+  try {
+    io::MetadataReader(metadata, "ckpt").integer("epoch");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 200u);
+    EXPECT_NE(std::string(e.what()).find("ckpt: metadata 'epoch' = '777"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("...' (10485761 bytes) is not a number"), std::string::npos) << e.what();
+  }
+}

@@ -112,6 +112,7 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
             config.num_classes, " classes and ", config.edge_dim, " edge features does not fit ", dataset, " (",
             data.num_features(), " features, ", data.num_classes, " classes, ", data.num_edge_features(),
             " edge features)");
+  check_self_loop_features(data, config.fill_value);
   Generator init(0);  // overwritten by the checkpoint
   GAT model(config, init);
   model.to(device);
@@ -128,7 +129,7 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
                               {"checkpoint", flags.load}, {"train_acc", e.train.acc},
                               {"val_acc", e.val.acc},    {"val_loss", e.val.loss},
                               {"test_acc", e.test.acc}};
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());  // paths: UTF-8
   }
   return 0;
 }
@@ -157,6 +158,7 @@ int train_runs(const Flags& flags, Device device) {
   config.validate(flags.dataset);
   GAT_CHECK(!flags.fill_value_given || config.edge_dim > 0, "--fill-value ", flags.fill_value, ": ", flags.dataset,
             " has no edge features (the value makes the self loops' edge features)");
+  check_self_loop_features(data, config.fill_value);
   if (!flags.resume.empty()) {  // the parameters' names and shapes would disagree further down
     const GATConfig saved =
         GATConfig::from_metadata(io::load_safetensors(flags.resume).metadata, "--resume " + flags.resume);
@@ -260,7 +262,7 @@ int train_runs(const Flags& flags, Device device) {
                     {"weight_decay", flags.train.weight_decay}, {"patience", flags.train.patience},
                     {"max_epochs", flags.train.max_epochs}, {"edge_dim", config.edge_dim},
                     {"fill_value", config.fill_value.name()}}}};
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());  // paths: UTF-8
   }
   return 0;
 }
@@ -290,7 +292,11 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines show up live in logs and pipes
   cli::Environment env;  // the environment is read here, and only here
   env.cuda_graphs = cli::cuda_graphs_enabled(std::getenv("GAT_CUDA_GRAPHS"));
-  env.data_dir_default = default_data_dir();
+  try {
+    env.data_dir_default = default_data_dir();
+  } catch (const Error&) {  // no home: only a Planetoid dataset without --data-dir needs the folder
+    env.data_dir_default = "none (no HOME)";
+  }
   Flags flags;
   try {
     flags = cli::parse(argc, argv, env);
