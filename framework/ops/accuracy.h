@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/rng.h"  // GAT_HOST_DEVICE
 #include "gat/framework/tensor.h"
 
@@ -40,17 +41,8 @@ GAT_HOST_DEVICE int32_t row_argmax(const T* row, int64_t C) {
 //                  pred[index[k]] == labels[index[k]], and += index entries outside [0, N)
 //                  (the CPU throws on the first such entry instead, naming it).
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
-namespace kernels {
-void argmax(const Tensor& x, Tensor& out);
-void count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index, Tensor& counts);
-}  // namespace kernels
-namespace cpu_impl {  // accuracy.cpp
-void argmax(const Tensor& x, Tensor& out);
-void count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index, Tensor& counts);
-}  // namespace cpu_impl
-namespace cuda_impl {  // accuracy.cu
-void argmax(const Tensor& x, Tensor& out);
-void count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index, Tensor& counts);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(argmax, (const Tensor& x, Tensor& out))
+GAT_DECLARE_KERNEL_FN(count_correct, (const Tensor& pred, const Tensor& labels, const Tensor& index,
+                                      Tensor& counts))
 
 }  // namespace gat::ops

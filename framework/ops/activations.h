@@ -9,6 +9,7 @@
 //   elu:               d x = x > 0 ? g : alpha * exp(x) * g
 #pragma once
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -18,23 +19,10 @@ Tensor leaky_relu(const Tensor& x, double negative_slope);
 Tensor elu(const Tensor& x, double alpha = 1.0);
 
 // ---- the kernels: every tensor of x's shape and dtype, outputs allocated by the caller ----
-namespace kernels {
-void leaky_relu_forward(const Tensor& x, double negative_slope, Tensor& out);
-void leaky_relu_backward(const Tensor& x, const Tensor& grad_out, double negative_slope, Tensor& grad_x);
-void elu_forward(const Tensor& x, double alpha, Tensor& out);
-void elu_backward(const Tensor& x, const Tensor& grad_out, double alpha, Tensor& grad_x);
-}  // namespace kernels
-namespace cpu_impl {
-void leaky_relu_forward(const Tensor& x, double negative_slope, Tensor& out);
-void leaky_relu_backward(const Tensor& x, const Tensor& grad_out, double negative_slope, Tensor& grad_x);
-void elu_forward(const Tensor& x, double alpha, Tensor& out);
-void elu_backward(const Tensor& x, const Tensor& grad_out, double alpha, Tensor& grad_x);
-}  // namespace cpu_impl
-namespace cuda_impl {  // activations.cu
-void leaky_relu_forward(const Tensor& x, double negative_slope, Tensor& out);
-void leaky_relu_backward(const Tensor& x, const Tensor& grad_out, double negative_slope, Tensor& grad_x);
-void elu_forward(const Tensor& x, double alpha, Tensor& out);
-void elu_backward(const Tensor& x, const Tensor& grad_out, double alpha, Tensor& grad_x);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(leaky_relu_forward, (const Tensor& x, double negative_slope, Tensor& out))
+GAT_DECLARE_KERNEL_FN(leaky_relu_backward, (const Tensor& x, const Tensor& grad_out, double negative_slope,
+                                            Tensor& grad_x))
+GAT_DECLARE_KERNEL_FN(elu_forward, (const Tensor& x, double alpha, Tensor& out))
+GAT_DECLARE_KERNEL_FN(elu_backward, (const Tensor& x, const Tensor& grad_out, double alpha, Tensor& grad_x))
 
 }  // namespace gat::ops

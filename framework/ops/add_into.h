@@ -3,6 +3,7 @@
 //   dst: (any shape) f32/f64, src: same shape, dtype and device.
 #pragma once
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -11,14 +12,6 @@ void add_into(Tensor& dst, const Tensor& src);
 
 // The kernel (docs/design.md, the op pattern); kernels:: runs cpu_impl:: or cuda_impl:: by
 // dst's device.
-namespace kernels {
-void add_into(Tensor& dst, const Tensor& src);
-}
-namespace cpu_impl {  // add_into.cpp
-void add_into(Tensor& dst, const Tensor& src);
-}
-namespace cuda_impl {  // add_into.cu
-void add_into(Tensor& dst, const Tensor& src);
-}
+GAT_DECLARE_KERNEL_FN(add_into, (Tensor& dst, const Tensor& src))
 
 }  // namespace gat::ops

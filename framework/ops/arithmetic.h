@@ -27,6 +27,7 @@
 
 #include <cstdint>
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -85,15 +86,7 @@ inline bool rowwise(const Operand& a, const Operand& b) {
 // ---- the kernels: out (R, C) = a op b, elementwise with the operands read as they say ----
 // out: allocated by the caller, any shape whose last dimension is C (the whole shape is R * C).
 // The backward passes are made of the same kernel (g * b, g / b, ...) and ops::sum.
-namespace kernels {
-void binary(BinaryOp op, const Operand& a, const Operand& b, Tensor& out);
-}
-namespace cpu_impl {
-void binary(BinaryOp op, const Operand& a, const Operand& b, Tensor& out);
-}
-namespace cuda_impl {  // arithmetic.cu
-void binary(BinaryOp op, const Operand& a, const Operand& b, Tensor& out);
-}
+GAT_DECLARE_KERNEL_FN(binary, (BinaryOp op, const Operand& a, const Operand& b, Tensor& out))
 
 }  // namespace gat::ops
 

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -34,35 +35,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 //  update_running:  running_mean, running_var (C,) in place from mean, var of a batch of N rows
 //  forward:         writes rstd (C,) from var, then out (N, C)
 //  backward:        writes grad_x (N, C) and, where not null, grad_weight, grad_bias (C,)
-namespace kernels {  // picks cpu_impl or cuda_impl by x's device
-void batch_norm_statistics(const Tensor& x, Tensor& mean, Tensor& var);
-void batch_norm_update_running(const Tensor& mean, const Tensor& var, int64_t N, double momentum,
-                               Tensor& running_mean, Tensor& running_var);
-void batch_norm_forward(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
-                        const Tensor& bias, double eps, Tensor& out, Tensor& rstd);
-void batch_norm_backward(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
-                         const Tensor& grad_out, bool training, Tensor& grad_x, Tensor* grad_weight,
-                         Tensor* grad_bias);
-}  // namespace kernels
-namespace cpu_impl {
-void batch_norm_statistics(const Tensor& x, Tensor& mean, Tensor& var);
-void batch_norm_update_running(const Tensor& mean, const Tensor& var, int64_t N, double momentum,
-                               Tensor& running_mean, Tensor& running_var);
-void batch_norm_forward(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
-                        const Tensor& bias, double eps, Tensor& out, Tensor& rstd);
-void batch_norm_backward(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
-                         const Tensor& grad_out, bool training, Tensor& grad_x, Tensor* grad_weight,
-                         Tensor* grad_bias);
-}  // namespace cpu_impl
-namespace cuda_impl {
-void batch_norm_statistics(const Tensor& x, Tensor& mean, Tensor& var);
-void batch_norm_update_running(const Tensor& mean, const Tensor& var, int64_t N, double momentum,
-                               Tensor& running_mean, Tensor& running_var);
-void batch_norm_forward(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
-                        const Tensor& bias, double eps, Tensor& out, Tensor& rstd);
-void batch_norm_backward(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
-                         const Tensor& grad_out, bool training, Tensor& grad_x, Tensor* grad_weight,
-                         Tensor* grad_bias);
-}  // namespace cuda_impl
+// kernels:: runs cpu_impl:: or cuda_impl:: by x's device (update_running: mean's).
+GAT_DECLARE_KERNEL_FN(batch_norm_statistics, (const Tensor& x, Tensor& mean, Tensor& var))
+GAT_DECLARE_KERNEL_FN(batch_norm_update_running, (const Tensor& mean, const Tensor& var, int64_t N,
+                                                  double momentum, Tensor& running_mean, Tensor& running_var))
+GAT_DECLARE_KERNEL_FN(batch_norm_forward, (const Tensor& x, const Tensor& mean, const Tensor& var,
+                                           const Tensor& weight, const Tensor& bias, double eps, Tensor& out,
+                                           Tensor& rstd))
+GAT_DECLARE_KERNEL_FN(batch_norm_backward, (const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                            const Tensor& weight, const Tensor& grad_out, bool training,
+                                            Tensor& grad_x, Tensor* grad_weight, Tensor* grad_bias))
 
 }  // namespace gat::ops

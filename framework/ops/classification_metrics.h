@@ -15,6 +15,7 @@
 
 #include <vector>
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -29,17 +30,7 @@ void classification_metrics(const Tensor& logits, const Tensor& labels, const st
 
 // The kernel (docs/design.md, the op pattern): writes out (S, 3) f64, allocated by the caller,
 // from arguments checked by the op. kernels:: runs cpu_impl:: or cuda_impl:: by logits' device.
-namespace kernels {
-void classification_metrics(const Tensor& logits, const Tensor& labels, const std::vector<Tensor>& splits,
-                            Tensor& out);
-}  // namespace kernels
-namespace cpu_impl {  // classification_metrics.cpp
-void classification_metrics(const Tensor& logits, const Tensor& labels, const std::vector<Tensor>& splits,
-                            Tensor& out);
-}  // namespace cpu_impl
-namespace cuda_impl {  // classification_metrics.cu
-void classification_metrics(const Tensor& logits, const Tensor& labels, const std::vector<Tensor>& splits,
-                            Tensor& out);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(classification_metrics, (const Tensor& logits, const Tensor& labels,
+                                               const std::vector<Tensor>& splits, Tensor& out))
 
 }  // namespace gat::ops

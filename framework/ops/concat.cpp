@@ -11,7 +11,7 @@ namespace gat::ops {
 
 namespace cpu_impl {
 
-void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+void copy_rows(Device, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
                size_t rows) {
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
@@ -28,8 +28,8 @@ void copy_rows(Device device, void* dst, size_t dst_pitch, const void* src, size
                size_t row_bytes, size_t rows) {
   if (row_bytes == 0 || rows == 0) return;
   if (device == Device::cuda)
-    return GAT_CUDA_CALL(cuda_impl::copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, rows));
-  cpu_impl::copy_rows(dst, dst_pitch, src, src_pitch, row_bytes, rows);
+    return GAT_CUDA_CALL(cuda_impl::copy_rows(device, dst, dst_pitch, src, src_pitch, row_bytes, rows));
+  cpu_impl::copy_rows(device, dst, dst_pitch, src, src_pitch, row_bytes, rows);
 }
 
 }  // namespace kernels

@@ -3,7 +3,7 @@
 
 namespace gat::ops::cuda_impl {
 
-void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
+void copy_rows(Device, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
                size_t rows) {
   if (rows == 1) {  // one contiguous block: no pitch limits apply
     CUDA_CHECK(cudaMemcpyAsync(dst, src, row_bytes, cudaMemcpyDeviceToDevice, cuda::stream()));

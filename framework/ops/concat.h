@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -20,18 +21,8 @@ Tensor concat(const std::vector<Tensor>& inputs, int64_t axis);
 // The kernel (docs/design.md, the op pattern), of the forward and the backward pass: a copy of
 // `rows` rows of `row_bytes` each, row r from src + r * src_pitch to dst + r * dst_pitch (bytes),
 // both on one device (on CUDA, on gat::cuda::stream()). kernels:: runs cpu_impl:: or cuda_impl::
-// by that device.
-namespace kernels {
-void copy_rows(Device device, void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
-               size_t row_bytes, size_t rows);
-}  // namespace kernels
-namespace cpu_impl {  // concat.cpp
-void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
-               size_t rows);
-}  // namespace cpu_impl
-namespace cuda_impl {  // concat.cu
-void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes,
-               size_t rows);
-}  // namespace cuda_impl
+// by `device`, which the implementations, each of one device, do not read.
+GAT_DECLARE_KERNEL_FN(copy_rows, (Device device, void* dst, size_t dst_pitch, const void* src,
+                                  size_t src_pitch, size_t row_bytes, size_t rows))
 
 }  // namespace gat::ops

@@ -12,6 +12,7 @@
 // and the rows are skipped in backward.
 #pragma once
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -38,26 +39,11 @@ Tensor masked_cross_entropy_grad(const Tensor& logits, const Tensor& labels, con
 // The CPU forward and backward check index and labels (see above). The op counts in its forward
 // pass, on CUDA beside it (SideWork), so its backward does not wait for the count. kernels:: runs
 // cpu_impl:: or cuda_impl:: by logits' (index's) device.
-namespace kernels {
-void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
-                                  Tensor& loss);
-void masked_row_counts(const Tensor& index, Tensor& count);
-void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
-                                   const Tensor& count, const Tensor& grad_loss, Tensor& grad_logits);
-}  // namespace kernels
-namespace cpu_impl {  // cross_entropy.cpp
-void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
-                                  Tensor& loss);
-void masked_row_counts(const Tensor& index, Tensor& count);
-void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
-                                   const Tensor& count, const Tensor& grad_loss, Tensor& grad_logits);
-}  // namespace cpu_impl
-namespace cuda_impl {  // cross_entropy.cu
-void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
-                                  Tensor& loss);
-void masked_row_counts(const Tensor& index, Tensor& count);
-void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
-                                   const Tensor& count, const Tensor& grad_loss, Tensor& grad_logits);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(masked_cross_entropy_forward, (const Tensor& logits, const Tensor& labels,
+                                                     const Tensor& index, Tensor& loss))
+GAT_DECLARE_KERNEL_FN(masked_row_counts, (const Tensor& index, Tensor& count))
+GAT_DECLARE_KERNEL_FN(masked_cross_entropy_backward, (const Tensor& logits, const Tensor& labels,
+                                                      const Tensor& index, const Tensor& count,
+                                                      const Tensor& grad_loss, Tensor& grad_logits))
 
 }  // namespace gat::ops

@@ -8,6 +8,7 @@
 // When !key.active() (p == 0) dropout returns x itself. p must lie in [0, 1).
 #pragma once
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/rng_cpu.h"
 #include "gat/framework/tensor.h"
@@ -26,23 +27,9 @@ double dropout_keep_scale(const DropoutKey& key);
 //   backward: grad_x = grad_out * keep * keep_scale, the forward's mask.
 // kept holds the forward's decisions where a device keeps them: the CPU fills it in the forward
 // pass and reads it in the backward pass; CUDA draws the mask again and leaves it empty.
-namespace kernels {
-void dropout_forward(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out,
-                     KeepMask& kept);
-void dropout_backward(const Tensor& grad_out, const DropoutKey& key, double keep_scale,
-                      const KeepMask& kept, Tensor& grad_x);
-}  // namespace kernels
-namespace cpu_impl {  // dropout.cpp
-void dropout_forward(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out,
-                     KeepMask& kept);
-void dropout_backward(const Tensor& grad_out, const DropoutKey& key, double keep_scale,
-                      const KeepMask& kept, Tensor& grad_x);
-}  // namespace cpu_impl
-namespace cuda_impl {  // dropout.cu
-void dropout_forward(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out,
-                     KeepMask& kept);
-void dropout_backward(const Tensor& grad_out, const DropoutKey& key, double keep_scale,
-                      const KeepMask& kept, Tensor& grad_x);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(dropout_forward, (const Tensor& x, const DropoutKey& key, double keep_scale,
+                                        Tensor& out, KeepMask& kept))
+GAT_DECLARE_KERNEL_FN(dropout_backward, (const Tensor& grad_out, const DropoutKey& key, double keep_scale,
+                                         const KeepMask& kept, Tensor& grad_x))
 
 }  // namespace gat::ops

@@ -25,6 +25,7 @@
 // not tell the two sides apart); a key recorded for a CUDA graph on the CPU.
 #pragma once
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/rng_cpu.h"
 #include "gat/framework/tensor.h"
@@ -41,26 +42,10 @@ Tensor elu_dropout(const Tensor& x, double alpha, const DropoutKey& key);
 // keep is 1 everywhere when !key.active(). kept holds the forward's decisions where a device
 // keeps them: the CPU fills it in the forward pass (when the key is active) and reads it in the
 // backward pass; CUDA draws the mask again and leaves it empty.
-namespace kernels {
-void elu_dropout_forward(const Tensor& x, double alpha, const DropoutKey& key, double keep_scale,
-                         Tensor& out, KeepMask& kept);
-void elu_dropout_backward(const Tensor& out, const Tensor& grad_out, double alpha,
-                          const DropoutKey& key, double keep_scale, const KeepMask& kept,
-                          Tensor& grad_x);
-}  // namespace kernels
-namespace cpu_impl {  // elu_dropout.cpp
-void elu_dropout_forward(const Tensor& x, double alpha, const DropoutKey& key, double keep_scale,
-                         Tensor& out, KeepMask& kept);
-void elu_dropout_backward(const Tensor& out, const Tensor& grad_out, double alpha,
-                          const DropoutKey& key, double keep_scale, const KeepMask& kept,
-                          Tensor& grad_x);
-}  // namespace cpu_impl
-namespace cuda_impl {  // elu_dropout.cu
-void elu_dropout_forward(const Tensor& x, double alpha, const DropoutKey& key, double keep_scale,
-                         Tensor& out, KeepMask& kept);
-void elu_dropout_backward(const Tensor& out, const Tensor& grad_out, double alpha,
-                          const DropoutKey& key, double keep_scale, const KeepMask& kept,
-                          Tensor& grad_x);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(elu_dropout_forward, (const Tensor& x, double alpha, const DropoutKey& key,
+                                            double keep_scale, Tensor& out, KeepMask& kept))
+GAT_DECLARE_KERNEL_FN(elu_dropout_backward, (const Tensor& out, const Tensor& grad_out, double alpha,
+                                             const DropoutKey& key, double keep_scale, const KeepMask& kept,
+                                             Tensor& grad_x))
 
 }  // namespace gat::ops

@@ -2,6 +2,7 @@
 // place, no autograd. On CUDA a kernel on the framework's stream: no host copy, no sync.
 #pragma once
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -10,14 +11,6 @@ void fill_(Tensor& t, double value);
 
 // The kernel (docs/design.md, the op pattern); kernels:: runs cpu_impl:: or cuda_impl:: by t's
 // device.
-namespace kernels {
-void fill_(Tensor& t, double value);
-}
-namespace cpu_impl {  // fill.cpp
-void fill_(Tensor& t, double value);
-}
-namespace cuda_impl {  // fill.cu
-void fill_(Tensor& t, double value);
-}
+GAT_DECLARE_KERNEL_FN(fill_, (Tensor& t, double value))
 
 }  // namespace gat::ops

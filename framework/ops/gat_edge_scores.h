@@ -8,6 +8,7 @@
 #pragma once
 
 #include "gat/framework/graph.h"
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -26,29 +27,12 @@ void check_gat_score_terms(const char* op, const Graph& graph, const Tensor& el,
 // grad_scores (E, H), writes grad_el (Ns, H), grad_er (Nd, H) and/or grad_edge_term (E, H) (any
 // may be null; grad_edge_term only with edge_term defined); both overwrite. edge_term may be an
 // undefined Tensor. kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
-namespace kernels {
-void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                             const Tensor& edge_term, double negative_slope, Tensor& scores);
-void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                              const Tensor& edge_term, double negative_slope,
-                              const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
-                              Tensor* grad_edge_term);
-}  // namespace kernels
-namespace cpu_impl {  // gat_edge_scores.cpp
-void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                             const Tensor& edge_term, double negative_slope, Tensor& scores);
-void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                              const Tensor& edge_term, double negative_slope,
-                              const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
-                              Tensor* grad_edge_term);
-}  // namespace cpu_impl
-namespace cuda_impl {  // gat_edge_scores.cu
-void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                             const Tensor& edge_term, double negative_slope, Tensor& scores);
-void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                              const Tensor& edge_term, double negative_slope,
-                              const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
-                              Tensor* grad_edge_term);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(gat_edge_scores_forward, (const Graph& graph, const Tensor& el, const Tensor& er,
+                                                const Tensor& edge_term, double negative_slope,
+                                                Tensor& scores))
+GAT_DECLARE_KERNEL_FN(gat_edge_scores_backward, (const Graph& graph, const Tensor& el, const Tensor& er,
+                                                 const Tensor& edge_term, double negative_slope,
+                                                 const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
+                                                 Tensor* grad_edge_term))
 
 }  // namespace gat::ops

@@ -83,7 +83,7 @@ void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out,
 // The CPU reads x three times: the one pass saves launches and reads on CUDA, nothing here.
 void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2,
                                    const DropoutKey& key, double keep_scale, KeepMask& kept,
-                                   Tensor& out1, Tensor& out2, Tensor* values) {
+                                   Tensor& out1, Tensor& out2, Tensor* values, Tensor*) {
   head_dot_forward(x, a1, out1);
   head_dot_forward(x, a2, out2);
   if (values) dropout_forward(x, key, keep_scale, *values, kept);
@@ -121,9 +121,10 @@ void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tens
                                    const DropoutKey& key, double keep_scale, KeepMask& kept,
                                    Tensor& out1, Tensor& out2, Tensor* values, Tensor* rows) {
   if (x.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::head_dot_pair_dropout_forward(x, a1, a2, key, keep_scale, out1, out2, values, rows));
+    return GAT_CUDA_CALL(
+        cuda_impl::head_dot_pair_dropout_forward(x, a1, a2, key, keep_scale, kept, out1, out2, values, rows));
   GAT_CHECK(!rows, "head_dot_pair_dropout_forward: packed rows are written on CUDA only");
-  cpu_impl::head_dot_pair_dropout_forward(x, a1, a2, key, keep_scale, kept, out1, out2, values);
+  cpu_impl::head_dot_pair_dropout_forward(x, a1, a2, key, keep_scale, kept, out1, out2, values, rows);
 }
 
 void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2) {

@@ -230,7 +230,7 @@ void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
 }
 
 void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2,
-                                   const DropoutKey& key, double keep_scale, Tensor& out1,
+                                   const DropoutKey& key, double keep_scale, KeepMask&, Tensor& out1,
                                    Tensor& out2, Tensor* values, Tensor* rows) {
   head_dots_forward(x, a1, out1, &a2, &out2, key, keep_scale, values, rows);
 }

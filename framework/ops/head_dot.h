@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/rng_cpu.h"
 #include "gat/framework/tensor.h"
@@ -23,27 +24,16 @@ Tensor head_dot(const Tensor& x, const Tensor& a);
 // order (the same bits), x read once. The forward is that of GAT's projection x, read for el and
 // er and as the values: with `values` (N, H, F) (null for none) it also writes values =
 // dropout(x, key) (keep_scale as dropout_forward's; `kept` holds the CPU's decisions), and with
-// `rows` (N, R) (CUDA only, H F + H <= R; null for none) each node's values (x itself without
-// `values`) then its out1: rows[n, 0 : H F] = values[n], rows[n, H F : H F + H] = out1[n].
+// `rows` (N, R) (CUDA only: kernels:: throws on the CPU; H F + H <= R; null for none) each
+// node's values (x itself without `values`) then its out1: rows[n, 0 : H F] = values[n],
+// rows[n, H F : H F + H] = out1[n].
 // The values and rows have dropout_forward's and head_dot's bits.
-namespace kernels {
-void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2,
-                                   const DropoutKey& key, double keep_scale, KeepMask& kept,
-                                   Tensor& out1, Tensor& out2, Tensor* values, Tensor* rows);
-void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2);
-}
-namespace cpu_impl {  // head_dot.cpp
-void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2,
-                                   const DropoutKey& key, double keep_scale, KeepMask& kept,
-                                   Tensor& out1, Tensor& out2, Tensor* values);
-void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2);
-}
-namespace cuda_impl {  // head_dot.cu
-void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2,
-                                   const DropoutKey& key, double keep_scale, Tensor& out1,
-                                   Tensor& out2, Tensor* values, Tensor* rows);
-void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2);
-}
+GAT_DECLARE_KERNEL_FN(head_dot_pair_dropout_forward, (const Tensor& x, const Tensor& a1, const Tensor& a2,
+                                                      const DropoutKey& key, double keep_scale,
+                                                      KeepMask& kept, Tensor& out1, Tensor& out2,
+                                                      Tensor* values, Tensor* rows))
+GAT_DECLARE_KERNEL_FN(head_dot_pair_grad_a, (const Tensor& x, const Tensor& g1, const Tensor& g2,
+                                             Tensor& grad_a1, Tensor& grad_a2))
 
 // The gradient of an x (N, H, F) read by dropout and by two head_dots (GAT's projection, read
 // as the values and for el and er): base (N, H, F) the gradient of dropout's output,
@@ -51,21 +41,9 @@ void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, T
 // with keep the decision of flat element (n, h, f) (1 and keep_scale 1 without dropout; `kept`
 // holds the forward's decisions on the CPU, CUDA draws them again). grad_x may be base itself.
 // One pass where dropout's backward, two head_dot backwards and two gradient sums take five.
-namespace kernels {
-void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale,
-                          const KeepMask& kept, const Tensor& a1, const Tensor& g1, const Tensor& a2,
-                          const Tensor& g2, Tensor& grad_x);
-}
-namespace cpu_impl {  // head_dot.cpp
-void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale,
-                          const KeepMask& kept, const Tensor& a1, const Tensor& g1, const Tensor& a2,
-                          const Tensor& g2, Tensor& grad_x);
-}
-namespace cuda_impl {  // head_dot.cu
-void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale,
-                          const KeepMask& kept, const Tensor& a1, const Tensor& g1, const Tensor& a2,
-                          const Tensor& g2, Tensor& grad_x);
-}
+GAT_DECLARE_KERNEL_FN(head_dot_pair_grad_x, (const Tensor& base, const DropoutKey& key, double keep_scale,
+                                             const KeepMask& kept, const Tensor& a1, const Tensor& g1,
+                                             const Tensor& a2, const Tensor& g2, Tensor& grad_x))
 
 namespace head_dot_detail {
 // Rows of x per partial sum of d a: at least 32, and at most 4,096 partials.
@@ -75,20 +53,8 @@ inline int64_t rows_per_block(int64_t N) { return std::max<int64_t>(32, (N + 409
 // The kernels (docs/design.md, the op pattern): forward writes out (N, H); backward, given
 // grad_out (N, H), writes grad_x (N, H, F) and/or grad_a (H, F) (either may be null); both
 // overwrite. kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
-namespace kernels {
-void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out);
-void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
-                       Tensor* grad_a);
-}  // namespace kernels
-namespace cpu_impl {  // head_dot.cpp
-void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out);
-void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
-                       Tensor* grad_a);
-}  // namespace cpu_impl
-namespace cuda_impl {  // head_dot.cu
-void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out);
-void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
-                       Tensor* grad_a);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(head_dot_forward, (const Tensor& x, const Tensor& a, Tensor& out))
+GAT_DECLARE_KERNEL_FN(head_dot_backward, (const Tensor& x, const Tensor& a, const Tensor& grad_out,
+                                          Tensor* grad_x, Tensor* grad_a))
 
 }  // namespace gat::ops

@@ -12,6 +12,7 @@
 // Backward (g = d out (N, F)): d x[n, h, f] = g[n, f] * T(1 / H);  d bias = ops::sum(g, 0).
 #pragma once
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -21,17 +22,7 @@ Tensor head_mean(const Tensor& x, const Tensor& bias = Tensor());
 // The kernels (docs/design.md, the op pattern), outputs allocated by the caller: forward writes
 // out (N, F) from x (N, H, F) and bias (F,) (null: none); backward writes grad_x (N, H, F) from
 // grad_out (N, F) (d bias is ops::sum's). kernels:: runs cpu_impl:: or cuda_impl:: by x's device.
-namespace kernels {
-void head_mean_forward(const Tensor& x, const Tensor* bias, Tensor& out);
-void head_mean_backward(const Tensor& grad_out, Tensor& grad_x);
-}  // namespace kernels
-namespace cpu_impl {  // head_mean.cpp
-void head_mean_forward(const Tensor& x, const Tensor* bias, Tensor& out);
-void head_mean_backward(const Tensor& grad_out, Tensor& grad_x);
-}  // namespace cpu_impl
-namespace cuda_impl {  // head_mean.cu
-void head_mean_forward(const Tensor& x, const Tensor* bias, Tensor& out);
-void head_mean_backward(const Tensor& grad_out, Tensor& grad_x);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(head_mean_forward, (const Tensor& x, const Tensor* bias, Tensor& out))
+GAT_DECLARE_KERNEL_FN(head_mean_backward, (const Tensor& grad_out, Tensor& grad_x))
 
 }  // namespace gat::ops

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -60,17 +61,8 @@ Tensor mask_to_index(const std::vector<uint8_t>& mask);
 //   scatter_rows: grad_x (N, D), zeroed by the caller: grad_x[rows[u]] = sum over j in run u of
 //                 grad_out[order[j]] (grad_out (K, D)), added in ascending j.
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
-namespace kernels {
-void gather_rows(const Tensor& x, const RowIndex& index, int64_t row_words, Tensor& out);
-void scatter_rows(const Tensor& grad_out, const RowIndex& index, int64_t features, Tensor& grad_x);
-}  // namespace kernels
-namespace cpu_impl {  // index_rows.cpp
-void gather_rows(const Tensor& x, const RowIndex& index, int64_t row_words, Tensor& out);
-void scatter_rows(const Tensor& grad_out, const RowIndex& index, int64_t features, Tensor& grad_x);
-}  // namespace cpu_impl
-namespace cuda_impl {  // index_rows.cu
-void gather_rows(const Tensor& x, const RowIndex& index, int64_t row_words, Tensor& out);
-void scatter_rows(const Tensor& grad_out, const RowIndex& index, int64_t features, Tensor& grad_x);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(gather_rows, (const Tensor& x, const RowIndex& index, int64_t row_words, Tensor& out))
+GAT_DECLARE_KERNEL_FN(scatter_rows, (const Tensor& grad_out, const RowIndex& index, int64_t features,
+                                     Tensor& grad_x))
 
 }  // namespace gat::ops

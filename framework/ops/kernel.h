@@ -1,17 +1,24 @@
-// One kernel interface: a kernel's arguments are declared once, in a struct, and its three entry
-// points take that struct (docs/design.md, the op pattern).
+// One declaration per kernel (docs/design.md, the op pattern). A kernel has three entry points
+// of one signature and one contract, inside namespace gat::ops:
+//   kernels::NAME    (in the op's .cpp file: picks the implementation by device),
+//   cpu_impl::NAME   (in the op's .cpp file) and
+//   cuda_impl::NAME  (in the op's .cu file, compiled only in CUDA builds),
+// all returning void. The op's header declares the three in one line, below the kernel's
+// contract (its shapes, what it writes, what may be null), with the parameter list in
+// parentheses:
 //
-// In the op's header, the struct (its members' shapes and the kernel's contract in comments;
-// inputs as Tensor handles, outputs as Tensor*, null to skip an optional one) and one line:
+//   // out = op(a) · op(b), op(x) = x^T when the flag is set; a: (M, K) or (K, M), ...
+//   GAT_DECLARE_KERNEL_FN(gemm, (const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+//                                Tensor& out))
+//
+// A kernel with many arguments or many optional outputs takes one struct instead (its members'
+// shapes and the contract in comments; inputs as Tensor handles, outputs as Tensor*, null to
+// skip an optional one), and GAT_DECLARE_KERNEL(NAME, ARGS) declares the three
+// `void NAME(const ARGS& args)`:
 //
 //   struct CsrSoftmaxArgs { const Graph* graph = nullptr; Tensor edge_scores; Tensor* weights = nullptr; };
 //   GAT_DECLARE_KERNEL(csr_softmax, CsrSoftmaxArgs)
 //
-// which declares, inside namespace gat::ops,
-//   kernels::csr_softmax    (NAME.cpp: picks the implementation by device),
-//   cpu_impl::csr_softmax   (NAME.cpp) and
-//   cuda_impl::csr_softmax  (NAME.cu, compiled only in CUDA builds),
-// all `void csr_softmax(const CsrSoftmaxArgs&)`, one signature and one contract for the three.
 // Callers set the fields by name:
 //
 //   CsrSoftmaxArgs a;
@@ -20,53 +27,41 @@
 //   a.weights = &weights;
 //   kernels::csr_softmax(a);
 //
-// The kernels:: entry, in NAME.cpp, is one line where it only dispatches:
+// The kernels:: entry, in NAME.cpp, runs the implementation on the device of one tensor, either
+// with GAT_CUDA_CALL (framework/ops/dispatch.h):
+//
+//   void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out) {
+//     if (out.is_cuda()) return GAT_CUDA_CALL(cuda_impl::gemm(a, transpose_a, b, transpose_b, out));
+//     cpu_impl::gemm(a, transpose_a, b, transpose_b, out);
+//   }
+//
+// or, for a kernel of one argument struct, with GAT_RUN_KERNEL, which writes the same:
 //
 //   void kernels::csr_softmax(const CsrSoftmaxArgs& a) { GAT_RUN_KERNEL(csr_softmax, a, a.edge_scores); }
 //
-// (run on the device of the tensor named last); a kernel whose dispatcher does more (checks, an
-// early return, work shared by both devices) writes that around the same GAT_RUN_KERNEL line.
-// In a build without CUDA, GAT_RUN_KERNEL takes no address of cuda_impl::NAME (which is not
-// compiled there) and throws if a CUDA tensor reaches it, which cannot happen since no CUDA
-// tensor can be made there (as GAT_CUDA_CALL, framework/ops/dispatch.h).
+// A dispatcher that does more (checks, an early return, work shared by both devices) writes that
+// around the same lines. In a build without CUDA, GAT_CUDA_CALL keeps the cuda_impl call inside
+// decltype (cuda_impl::NAME is not compiled there) and throws if a CUDA tensor reaches it, which
+// cannot happen since no CUDA tensor can be made there.
 #pragma once
 
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/tensor.h"
 
-#define GAT_DECLARE_KERNEL(NAME, ARGS)                   \
+#define GAT_DECLARE_KERNEL_FN(NAME, PARAMS)              \
   namespace kernels {                                    \
-  void NAME(const ARGS& args);                           \
+  void NAME PARAMS;                                      \
   } /* picks cpu_impl or cuda_impl by device */          \
   namespace cpu_impl {                                   \
-  void NAME(const ARGS& args);                           \
+  void NAME PARAMS;                                      \
   }                                                      \
   namespace cuda_impl {                                  \
-  void NAME(const ARGS& args);                           \
+  void NAME PARAMS;                                      \
   }
 
-namespace gat::ops::detail {
+#define GAT_DECLARE_KERNEL(NAME, ARGS) GAT_DECLARE_KERNEL_FN(NAME, (const ARGS& args))
 
-template <class Args>
-using KernelImpl = void (*)(const Args&);
-
-// Runs cuda (null in a build without CUDA) when `on` is on the GPU, else cpu.
-template <class Args>
-void run_kernel(const Tensor& on, const Args& args, KernelImpl<Args> cpu, KernelImpl<Args> cuda) {
-  if (!on.is_cuda()) return cpu(args);
-  if (!cuda) ::gat::detail::no_cuda_backend<void>();
-  cuda(args);
-}
-
-}  // namespace gat::ops::detail
-
-#if GAT_WITH_CUDA
-#define GAT_CUDA_IMPL(FN) (&(FN))
-#else
-#define GAT_CUDA_IMPL(FN) (static_cast<decltype(&FN)>(nullptr))
-#endif
-
-// Inside namespace gat::ops: cpu_impl::NAME(args), or cuda_impl::NAME(args) when the tensor ON is
+// Inside namespace gat::ops: cpu_impl::NAME(ARGS), or cuda_impl::NAME(ARGS) when the tensor ON is
 // on the GPU.
 #define GAT_RUN_KERNEL(NAME, ARGS, ON) \
-  ::gat::ops::detail::run_kernel((ON), (ARGS), &cpu_impl::NAME, GAT_CUDA_IMPL(cuda_impl::NAME))
+  ((ON).is_cuda() ? GAT_CUDA_CALL(cuda_impl::NAME(ARGS)) : cpu_impl::NAME(ARGS))

@@ -13,6 +13,7 @@
 // eps < 0.
 #pragma once
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -23,23 +24,11 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 //  forward:  writes out (R, D), mean (R,), rstd (R,)
 //  backward: writes grad_x (R, D) and, where not null, grad_weight (D,), grad_bias (D,)
 //            (overwrites, never accumulates)
-namespace kernels {  // picks cpu_impl or cuda_impl by x's device
-void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                        Tensor& out, Tensor& mean, Tensor& rstd);
-void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& grad_out, Tensor& grad_x, Tensor* grad_weight, Tensor* grad_bias);
-}  // namespace kernels
-namespace cpu_impl {
-void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                        Tensor& out, Tensor& mean, Tensor& rstd);
-void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& grad_out, Tensor& grad_x, Tensor* grad_weight, Tensor* grad_bias);
-}  // namespace cpu_impl
-namespace cuda_impl {
-void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                        Tensor& out, Tensor& mean, Tensor& rstd);
-void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& grad_out, Tensor& grad_x, Tensor* grad_weight, Tensor* grad_bias);
-}  // namespace cuda_impl
+// kernels:: runs cpu_impl:: or cuda_impl:: by x's device.
+GAT_DECLARE_KERNEL_FN(layer_norm_forward, (const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                           double eps, Tensor& out, Tensor& mean, Tensor& rstd))
+GAT_DECLARE_KERNEL_FN(layer_norm_backward, (const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                            const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x,
+                                            Tensor* grad_weight, Tensor* grad_bias))
 
 }  // namespace gat::ops

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -30,16 +31,12 @@ Tensor softmax(const Tensor& x, int64_t axis = -1);
 // Every sum along the axis runs in one fixed order (CPU: ascending; CUDA: a warp per slice when
 // inner = 1, lanes strided then a butterfly; a thread per slice in ascending order otherwise), so
 // each device gives the same bits on every call.
-namespace kernels {
-void softmax_forward(const Tensor& x, int64_t outer, int64_t len, int64_t inner, bool log, Tensor& out);
-void softmax_backward(const Tensor& out, const Tensor& grad_out, int64_t outer, int64_t len, int64_t inner,
-                      bool log, Tensor& grad_x);
-}  // namespace kernels
-namespace cpu_impl {
-void softmax_forward(const Tensor& x, int64_t outer, int64_t len, int64_t inner, bool log, Tensor& out);
-void softmax_backward(const Tensor& out, const Tensor& grad_out, int64_t outer, int64_t len, int64_t inner,
-                      bool log, Tensor& grad_x);
+GAT_DECLARE_KERNEL_FN(softmax_forward, (const Tensor& x, int64_t outer, int64_t len, int64_t inner, bool log,
+                                        Tensor& out))
+GAT_DECLARE_KERNEL_FN(softmax_backward, (const Tensor& out, const Tensor& grad_out, int64_t outer,
+                                         int64_t len, int64_t inner, bool log, Tensor& grad_x))
 
+namespace cpu_impl {
 // log(sum_c exp(row[c])) of one row of C values, shifted by the row max (-inf for C = 0 or a
 // row of -inf). Shared by the softmax kernels and masked_cross_entropy.
 template <class T>
@@ -52,10 +49,5 @@ T row_logsumexp(const T* row, int64_t C) {
   return max + std::log(sum);
 }
 }  // namespace cpu_impl
-namespace cuda_impl {  // log_softmax.cu
-void softmax_forward(const Tensor& x, int64_t outer, int64_t len, int64_t inner, bool log, Tensor& out);
-void softmax_backward(const Tensor& out, const Tensor& grad_out, int64_t outer, int64_t len, int64_t inner,
-                      bool log, Tensor& grad_x);
-}  // namespace cuda_impl
 
 }  // namespace gat::ops

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "gat/framework/ops/index_rows.h"
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -37,20 +38,9 @@ enum class PointwiseLoss { mse, bce_with_logits };
 // flat, outputs allocated by the caller ----
 //  forward:  terms = loss(x, y) elementwise
 //  backward: grad_x and/or grad_y (either may be null) from grad_terms; overwrite
-namespace kernels {
-void loss_terms_forward(PointwiseLoss loss, const Tensor& x, const Tensor& y, Tensor& terms);
-void loss_terms_backward(PointwiseLoss loss, const Tensor& x, const Tensor& y, const Tensor& grad_terms,
-                         Tensor* grad_x, Tensor* grad_y);
-}  // namespace kernels
-namespace cpu_impl {
-void loss_terms_forward(PointwiseLoss loss, const Tensor& x, const Tensor& y, Tensor& terms);
-void loss_terms_backward(PointwiseLoss loss, const Tensor& x, const Tensor& y, const Tensor& grad_terms,
-                         Tensor* grad_x, Tensor* grad_y);
-}  // namespace cpu_impl
-namespace cuda_impl {  // losses.cu
-void loss_terms_forward(PointwiseLoss loss, const Tensor& x, const Tensor& y, Tensor& terms);
-void loss_terms_backward(PointwiseLoss loss, const Tensor& x, const Tensor& y, const Tensor& grad_terms,
-                         Tensor* grad_x, Tensor* grad_y);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(loss_terms_forward, (PointwiseLoss loss, const Tensor& x, const Tensor& y,
+                                           Tensor& terms))
+GAT_DECLARE_KERNEL_FN(loss_terms_backward, (PointwiseLoss loss, const Tensor& x, const Tensor& y,
+                                            const Tensor& grad_terms, Tensor* grad_x, Tensor* grad_y))
 
 }  // namespace gat::ops

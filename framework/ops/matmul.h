@@ -8,6 +8,7 @@
 // kernels of the op's own with a fixed summation order (matmul.cu).
 #pragma once
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -19,14 +20,7 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // out = op(a) · op(b) with op(x) = x^T when the flag is set, overwriting out; no autograd, no
 // shape checks (callers check). kernels:: runs cpu_impl:: or cuda_impl:: by out's device.
 //   a: (M, K) or (K, M) if transpose_a;  b: (K, N) or (N, K) if transpose_b;  out: (M, N)
-namespace kernels {
-void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out);
-}
-namespace cpu_impl {  // matmul.cpp
-void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out);
-}
-namespace cuda_impl {  // matmul.cu
-void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out);
-}
+GAT_DECLARE_KERNEL_FN(gemm, (const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
+                             Tensor& out))
 
 }  // namespace gat::ops

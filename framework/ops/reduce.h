@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -28,17 +29,7 @@ Tensor mean(const Tensor& x, int64_t axis);
 //   sum_axis:    x viewed (outer, len, inner) -> out (outer, inner): out[o, i] = sum_l x[o, l, i]
 //   expand_axis: g viewed (outer, inner) -> out (outer, len, inner): out[o, l, i] = g[o, i]
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
-namespace kernels {
-void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out);
-void expand_axis(const Tensor& g, int64_t outer, int64_t len, int64_t inner, Tensor& out);
-}  // namespace kernels
-namespace cpu_impl {  // reduce.cpp
-void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out);
-void expand_axis(const Tensor& g, int64_t outer, int64_t len, int64_t inner, Tensor& out);
-}  // namespace cpu_impl
-namespace cuda_impl {  // reduce.cu
-void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out);
-void expand_axis(const Tensor& g, int64_t outer, int64_t len, int64_t inner, Tensor& out);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(sum_axis, (const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out))
+GAT_DECLARE_KERNEL_FN(expand_axis, (const Tensor& g, int64_t outer, int64_t len, int64_t inner, Tensor& out))
 
 }  // namespace gat::ops

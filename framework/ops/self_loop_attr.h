@@ -29,6 +29,7 @@
 #include <string>
 
 #include "gat/framework/graph.h"
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -58,23 +59,11 @@ Tensor self_loop_attr(const Graph& graph, const Graph& looped, const Tensor& edg
 // The kernels (the op pattern): forward writes out (E', D); backward, given grad_out (E', D),
 // writes grad_attr (E, D) (every row, existing loops' rows 0). kernels:: runs cpu_impl:: or
 // cuda_impl:: by the tensors' device.
-namespace kernels {
-void self_loop_attr_forward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
-                            const SelfLoopFill& fill, Tensor& out);
-void self_loop_attr_backward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
-                             const SelfLoopFill& fill, const Tensor& grad_out, Tensor& grad_attr);
-}  // namespace kernels
-namespace cpu_impl {  // self_loop_attr.cpp
-void self_loop_attr_forward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
-                            const SelfLoopFill& fill, Tensor& out);
-void self_loop_attr_backward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
-                             const SelfLoopFill& fill, const Tensor& grad_out, Tensor& grad_attr);
-}  // namespace cpu_impl
-namespace cuda_impl {  // self_loop_attr.cu
-void self_loop_attr_forward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
-                            const SelfLoopFill& fill, Tensor& out);
-void self_loop_attr_backward(const Graph& graph, const Graph& looped, const Tensor& edge_attr,
-                             const SelfLoopFill& fill, const Tensor& grad_out, Tensor& grad_attr);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(self_loop_attr_forward, (const Graph& graph, const Graph& looped,
+                                               const Tensor& edge_attr, const SelfLoopFill& fill,
+                                               Tensor& out))
+GAT_DECLARE_KERNEL_FN(self_loop_attr_backward, (const Graph& graph, const Graph& looped,
+                                                const Tensor& edge_attr, const SelfLoopFill& fill,
+                                                const Tensor& grad_out, Tensor& grad_attr))
 
 }  // namespace gat::ops

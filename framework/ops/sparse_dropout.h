@@ -10,6 +10,7 @@
 // When !key.active() (p == 0) it returns a itself. p must lie in [0, 1). f32/f64, CPU and CUDA.
 #pragma once
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/sparse.h"
 
@@ -20,17 +21,7 @@ CsrMatrix sparse_dropout(const CsrMatrix& a, const DropoutKey& key);
 // The kernel (docs/design.md, the op pattern), the forward and the backward pass alike:
 // out (nnz,) = values (nnz,) masked at the dense flat indices of a's entries, times keep_scale
 // = 1 / (1 - key.p) (computed once by the caller). Zeros stay zero without a draw.
-namespace kernels {
-void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& key,
-                    double keep_scale, Tensor& out);
-}  // namespace kernels
-namespace cpu_impl {  // sparse_dropout.cpp
-void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& key,
-                    double keep_scale, Tensor& out);
-}  // namespace cpu_impl
-namespace cuda_impl {  // sparse_dropout.cu
-void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& key,
-                    double keep_scale, Tensor& out);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(sparse_dropout, (const CsrMatrix& a, const Tensor& values, const DropoutKey& key,
+                                       double keep_scale, Tensor& out))
 
 }  // namespace gat::ops

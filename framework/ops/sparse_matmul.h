@@ -16,6 +16,7 @@
 // partial sums the row's last piece to finish adds in piece order.
 #pragma once
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
@@ -48,23 +49,9 @@ struct SparseRows {
 //  dropout_rows: dropped (nnz,) = kernels::sparse_dropout(a, a.values(), key, keep_scale) and
 //          out (M, N) = the forward's rows of a holding dropped, times dense (K, N).
 // kernels:: runs cpu_impl:: or cuda_impl:: by out's device (docs/design.md, the op pattern).
-namespace kernels {
-void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out);
-void sparse_dropout_rows(const CsrMatrix& a, const DropoutKey& key, double keep_scale, const Tensor& dense,
-                         Tensor& out, Tensor& dropped);
-void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out);
-}  // namespace kernels
-namespace cpu_impl {  // sparse_matmul.cpp
-void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out);
-void sparse_dropout_rows(const CsrMatrix& a, const DropoutKey& key, double keep_scale, const Tensor& dense,
-                         Tensor& out, Tensor& dropped);
-void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out);
-}  // namespace cpu_impl
-namespace cuda_impl {  // sparse_matmul.cu
-void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out);
-void sparse_dropout_rows(const CsrMatrix& a, const DropoutKey& key, double keep_scale, const Tensor& dense,
-                         Tensor& out, Tensor& dropped);
-void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(sparse_rows, (const SparseRows& a, const Tensor& dense, Tensor& out))
+GAT_DECLARE_KERNEL_FN(sparse_dropout_rows, (const CsrMatrix& a, const DropoutKey& key, double keep_scale,
+                                            const Tensor& dense, Tensor& out, Tensor& dropped))
+GAT_DECLARE_KERNEL_FN(sparse_dots, (const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& out))
 
 }  // namespace gat::ops

@@ -3,6 +3,7 @@
 // Backward: d x = transpose(g). Errors: x not 2-D.
 #pragma once
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -11,14 +12,6 @@ Tensor transpose(const Tensor& x);
 
 // ---- the kernel (the forward and the backward pass): x (R, C) -> out (C, R), allocated by the
 // caller with x's dtype; tiles of 32 x 32 so that reads and writes are both contiguous runs ----
-namespace kernels {
-void transpose(const Tensor& x, Tensor& out);
-}
-namespace cpu_impl {
-void transpose(const Tensor& x, Tensor& out);
-}
-namespace cuda_impl {  // transpose.cu
-void transpose(const Tensor& x, Tensor& out);
-}
+GAT_DECLARE_KERNEL_FN(transpose, (const Tensor& x, Tensor& out))
 
 }  // namespace gat::ops

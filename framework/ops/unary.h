@@ -9,6 +9,7 @@
 // Backward (g = d out, y = out):  exp: g * y   log: g / x   sigmoid: g * y * (1 - y)   tanh: g * (1 - y * y)
 #pragma once
 
+#include "gat/framework/ops/kernel.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -24,17 +25,8 @@ enum class UnaryOp { exp, log, sigmoid, tanh };
 //  forward:  out = op(x)
 //  backward: grad_x from grad_out and the forward's x (read by log only) or out (read by the
 //            others; the one not read may be undefined)
-namespace kernels {
-void unary_forward(UnaryOp op, const Tensor& x, Tensor& out);
-void unary_backward(UnaryOp op, const Tensor& x, const Tensor& out, const Tensor& grad_out, Tensor& grad_x);
-}  // namespace kernels
-namespace cpu_impl {
-void unary_forward(UnaryOp op, const Tensor& x, Tensor& out);
-void unary_backward(UnaryOp op, const Tensor& x, const Tensor& out, const Tensor& grad_out, Tensor& grad_x);
-}  // namespace cpu_impl
-namespace cuda_impl {  // unary.cu
-void unary_forward(UnaryOp op, const Tensor& x, Tensor& out);
-void unary_backward(UnaryOp op, const Tensor& x, const Tensor& out, const Tensor& grad_out, Tensor& grad_x);
-}  // namespace cuda_impl
+GAT_DECLARE_KERNEL_FN(unary_forward, (UnaryOp op, const Tensor& x, Tensor& out))
+GAT_DECLARE_KERNEL_FN(unary_backward, (UnaryOp op, const Tensor& x, const Tensor& out, const Tensor& grad_out,
+                                       Tensor& grad_x))
 
 }  // namespace gat::ops
