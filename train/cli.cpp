@@ -45,6 +45,11 @@ CLI::Option* add_number(CLI::App& app, const std::string& name, T& value, const 
   return app.add_option(name, value, description)->check(within(range));
 }
 
+// What --save, --log and --checkpoint may name.
+const char* const kOutputPath =
+    "new path or regular file, its own (not another output, not an input), checked before training; a "
+    "symbolic link, directory, device or FIFO is refused";
+
 // The flags that only training reads: refused with --load, which evaluates a checkpoint.
 const char* const kTrainingOnly[] = {
     "--epochs",     "--patience",         "--lr",     "--weight-decay", "--seed", "--runs", "--log",
@@ -107,16 +112,17 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
   add_number(app, "--runs", flags.runs, "runs with seeds seed, seed+1, ...; reports mean +- std",
              Flags::kRunsRange);
   app.add_option("--save", flags.save,
-                 "write the first run's trained parameters (safetensors) to this new path or regular file")
+                 std::string("write the first run's trained parameters (safetensors) to this ") + kOutputPath)
       ->check(kNonEmpty);
   app.add_option("--log", flags.log,
-                 "one JSON line per epoch to this new path or regular file (with --resume: the run's log, "
-                 "continued)")
+                 std::string("one JSON line per epoch (with --resume: the run's log, continued) to this ") +
+                     kOutputPath)
       ->check(kNonEmpty);
   app.add_option("--checkpoint", flags.checkpoint,
                  "write the run's whole state (parameters, optimiser, early stopping, epoch, dropout "
-                 "generator, the dataset's digest, the flags that shape the run) to this new path or "
-                 "regular file during training, to continue it with --resume")
+                 "generator, the dataset's digest, the flags that shape the run) during training, to continue "
+                 "it with --resume, to this " +
+                     std::string(kOutputPath))
       ->check(kNonEmpty);
   add_number(app, "--checkpoint-every", flags.checkpoint_every,
              "epochs between --checkpoint writes (also written at the last epoch)",
