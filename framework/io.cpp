@@ -1,13 +1,18 @@
 #include "gat/framework/io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <tuple>
 #include <vector>
@@ -79,7 +84,7 @@ std::string parent_directory(const std::string& path) {
 }  // namespace
 
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata) {
-  check_save_path(path);
+  check_save_path(path);  // before the host copies
   // Header and the host copies, in name order (std::map is sorted).
   nlohmann::json header = nlohmann::json::object();
   std::vector<Tensor> host;
@@ -107,38 +112,124 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
 
   char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xff);
+  OutputFile file(path, "safetensors");
+  file.write(length, 8);
+  file.write(text);
+  for (const Tensor& t : host) file.write(t.raw_data(), t.nbytes());
+  file.commit();
+}
 
+namespace {
+
+constexpr const char* kTemporaryInfix = ".gat-";  // PATH.gat-<pid>-XXXXXX.tmp
+constexpr const char* kTemporarySuffix = ".tmp";
+
+std::string file_name(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// The pid in `name` when it names a temporary file of `base` (base.gat-<pid>-XXXXXX.tmp), else 0.
+pid_t temporary_owner(const std::string& name, const std::string& base) {
+  const std::string prefix = base + kTemporaryInfix;
+  const size_t suffix = std::string(kTemporarySuffix).size(), random = 6;
+  if (name.size() < prefix.size() + 2 + random + suffix || name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix, suffix, kTemporarySuffix) != 0)
+    return 0;
+  const std::string middle =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix);  // <pid>-XXXXXX
+  const size_t dash = middle.size() - random - 1;
+  if (middle[dash] != '-') return 0;
+  for (size_t i = dash + 1; i < middle.size(); ++i)
+    if (!std::isalnum(static_cast<unsigned char>(middle[i]))) return 0;
+  int64_t pid = 0;
+  const auto [end, ec] = std::from_chars(middle.data(), middle.data() + dash, pid);
+  if (ec != std::errc() || end != middle.data() + dash || pid <= 0 || pid > std::numeric_limits<pid_t>::max())
+    return 0;
+  return static_cast<pid_t>(pid);
+}
+
+bool process_runs(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+}  // namespace
+
+int remove_stale_temporaries(const std::string& path) {
+  const std::string dir = parent_directory(path), base = file_name(path);
+  DIR* listing = ::opendir(dir.c_str());
+  if (!listing) return 0;  // nothing to clean where nothing can be listed
+  int removed = 0;
+  while (const dirent* entry = ::readdir(listing)) {
+    const std::string name = entry->d_name;
+    const pid_t owner = temporary_owner(name, base);
+    if (owner == 0 || process_runs(owner)) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(listing), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != ::geteuid())
+      continue;
+    if (::unlinkat(::dirfd(listing), name.c_str(), 0) == 0) ++removed;
+  }
+  ::closedir(listing);
+  return removed;
+}
+
+OutputFile::OutputFile(std::string path, std::string what) : path_(std::move(path)), what_(std::move(what)) {
+  check_save_path(path_, what_);
+  remove_stale_temporaries(path_);
   // mkstemps creates the file exclusively (O_EXCL): it never follows a link planted there.
-  std::string tmp = path + ".XXXXXX.tmp";
-  const int fd = ::mkstemps(tmp.data(), 4);
-  GAT_CHECK(fd >= 0, "safetensors: cannot create a temporary file beside ", path, ": ", errno_text());
-  bool ok = ::fchmod(fd, 0644) == 0 && write_all(fd, length, 8) && write_all(fd, text.data(), text.size());
-  for (size_t i = 0; ok && i < host.size(); ++i)
-    ok = write_all(fd, static_cast<const char*>(host[i].raw_data()), host[i].nbytes());
-  ok = ok && ::fsync(fd) == 0;
-  const std::string write_error = ok ? "" : errno_text();
-  ok = (::close(fd) == 0) && ok;
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    GAT_FAIL("safetensors: writing ", tmp, " failed: ", write_error.empty() ? errno_text() : write_error);
-  }
-  try {
-    check_save_path(path);  // still a regular file or absent, after the time the writing took
-  } catch (const Error&) {
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  tmp_ = path_ + kTemporaryInfix + std::to_string(::getpid()) + "-XXXXXX" + kTemporarySuffix;
+  fd_ = ::mkstemps(tmp_.data(), static_cast<int>(std::string(kTemporarySuffix).size()));
+  GAT_CHECK(fd_ >= 0, what_, ": cannot create a temporary file beside ", path_, ": ", errno_text());
+  if (::fchmod(fd_, 0644) != 0) {
     const std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    GAT_FAIL("safetensors: cannot rename ", tmp, " to ", path, ": ", why);
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+    GAT_FAIL(what_, ": ", tmp_, ": ", why);
   }
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
+
+void OutputFile::write(const void* bytes, size_t n) {
+  GAT_CHECK(write_all(fd_, static_cast<const char*>(bytes), n), what_, ": writing ",
+            committed_ ? path_ : tmp_, " failed: ", errno_text());
+}
+
+void OutputFile::commit() {
+  GAT_CHECK(::fsync(fd_) == 0, what_, ": writing ", tmp_, " failed: ", errno_text());
+  check_save_path(path_, what_);  // still a regular file or absent, after the time the writing took
+  GAT_CHECK(::rename(tmp_.c_str(), path_.c_str()) == 0, what_, ": cannot rename ", tmp_, " to ", path_, ": ",
+            errno_text());
+  committed_ = true;
   // Make the rename itself durable.
-  const int dir = ::open(parent_directory(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dir = ::open(parent_directory(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     ::fsync(dir);
     ::close(dir);
   }
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  std::error_code ea, eb;
+  const std::filesystem::path pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a), ea),
+                              pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b), eb);
+  return !ea && !eb && pa == pb;
+}
+
+bool inside_folder(const std::string& path, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::path at = std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
+  if (ec) return false;
+  for (; !at.empty(); at = at.parent_path()) {
+    if (same_file(at.string(), dir)) return true;
+    if (at == at.root_path()) break;
+  }
+  return false;
 }
 
 Safetensors load_safetensors(const std::string& path) {
@@ -257,20 +348,20 @@ const char* file_kind(mode_t mode) {
 
 }  // namespace
 
-void check_save_path(const std::string& path) {
-  GAT_CHECK(!path.empty(), "save: the path is empty");
+void check_save_path(const std::string& path, const std::string& what) {
+  GAT_CHECK(!path.empty(), what, ": the path is empty");
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
-    GAT_CHECK(S_ISREG(st.st_mode), "save: ", path, " is ", file_kind(st.st_mode),
+    GAT_CHECK(S_ISREG(st.st_mode), what, ": ", path, " is ", file_kind(st.st_mode),
               "; only a regular file or a new path is written (a link is not followed)");
-    GAT_CHECK(::access(path.c_str(), W_OK) == 0, "save: ", path, ": ", errno_text());
+    GAT_CHECK(::access(path.c_str(), W_OK) == 0, what, ": ", path, ": ", errno_text());
   } else {
-    GAT_CHECK(errno == ENOENT, "save: ", path, ": ", errno_text());
+    GAT_CHECK(errno == ENOENT, what, ": ", path, ": ", errno_text());
   }
   const std::string dir = parent_directory(path);
-  GAT_CHECK(::stat(dir.c_str(), &st) == 0, "save: ", path, ": the directory ", dir, ": ", errno_text());
-  GAT_CHECK(S_ISDIR(st.st_mode), "save: ", path, ": ", dir, " is not a directory");
-  GAT_CHECK(::access(dir.c_str(), W_OK | X_OK) == 0, "save: ", path, ": the directory ", dir, ": ",
+  GAT_CHECK(::stat(dir.c_str(), &st) == 0, what, ": ", path, ": the directory ", dir, ": ", errno_text());
+  GAT_CHECK(S_ISDIR(st.st_mode), what, ": ", path, ": ", dir, " is not a directory");
+  GAT_CHECK(::access(dir.c_str(), W_OK | X_OK) == 0, what, ": ", path, ": the directory ", dir, ": ",
             errno_text());
 }
 
@@ -396,7 +487,7 @@ TensorMap module_tensors(const Module& module) {
 }
 
 // Checks file's module entries against the module, then copies them in.
-void copy_into(Module& module, Safetensors& file, const std::string& path) {
+void copy_into(Module& module, const Safetensors& file, const std::string& path) {
   const auto params = module_state(module);
   for (const auto& [name, p] : params) {
     auto it = file.tensors.find(name);
@@ -407,6 +498,9 @@ void copy_into(Module& module, Safetensors& file, const std::string& path) {
               shape_str(t.shape()), " in the file vs ", shape_str(p.shape()), " in the module");
     GAT_CHECK(t.dtype() == p.dtype(), "load_into: ", path, ": tensor '", name, "' has dtype ",
               dtype_name(t.dtype()), " in the file vs ", dtype_name(p.dtype()), " in the module");
+    const int64_t bad = first_non_finite(t);
+    GAT_CHECK(bad < 0, "load_into: ", path, ": tensor '", name, "' holds a NaN or infinity (at flat index ",
+              bad, "): not a trained model");
   }
   for (const auto& entry : file.tensors) {  // (no structured binding: C++17 lambdas cannot capture one)
     if (is_run_entry(entry.first)) continue;
@@ -428,9 +522,13 @@ void save(const Module& module, const std::string& path, const Metadata& metadat
 }
 
 Metadata load_into(Module& module, const std::string& path) {
-  Safetensors file = load_safetensors(path);
-  copy_into(module, file, path);
+  const Safetensors file = load_safetensors(path);
+  load_into(module, file, path);
   return file.metadata;
+}
+
+void load_into(Module& module, const Safetensors& file, const std::string& path) {
+  copy_into(module, file, path);
 }
 
 void save(const Module& module, const Optimizer& optimizer, const std::string& path, const Metadata& metadata,
@@ -443,11 +541,19 @@ void save(const Module& module, const Optimizer& optimizer, const std::string& p
 
 Metadata load_into(Module& module, Optimizer& optimizer, const std::string& path, TensorMap* run_state) {
   Safetensors file = load_safetensors(path);
+  load_into(module, optimizer, file, path);
+  if (run_state)
+    for (const auto& [name, t] : file.tensors)
+      if (has_prefix(name, kRunStatePrefix))
+        run_state->emplace(name.substr(std::string(kRunStatePrefix).size()), t);
+  return file.metadata;
+}
+
+void load_into(Module& module, Optimizer& optimizer, const Safetensors& file, const std::string& path) {
   std::map<std::string, Tensor> state;
   for (const auto& [name, t] : file.tensors) {
-    if (has_prefix(name, kOptimizerPrefix)) state.emplace(name.substr(std::string(kOptimizerPrefix).size()), t);
-    if (run_state && has_prefix(name, kRunStatePrefix))
-      run_state->emplace(name.substr(std::string(kRunStatePrefix).size()), t);
+    if (has_prefix(name, kOptimizerPrefix))
+      state.emplace(name.substr(std::string(kOptimizerPrefix).size()), t);
   }
   GAT_CHECK(!state.empty(), "load_into: ", path, ": holds no optimiser state (no '", kOptimizerPrefix,
             "' tensors): not a checkpoint to resume from");
@@ -461,7 +567,6 @@ Metadata load_into(Module& module, Optimizer& optimizer, const std::string& path
     optimizer.load_state_dict(previous);
     throw;
   }
-  return file.metadata;
 }
 
 }  // namespace gat::io

@@ -6,14 +6,14 @@
 //                   "__metadata__": {"key": "value", ...}}]
 //   [raw little-endian tensor bytes; offsets are relative to the end of the header]
 //
-// Saving writes names sorted, tensors back to back in that order, to a new temporary file beside
-// PATH (PATH.XXXXXX.tmp, created exclusively), fsyncs it and renames it over PATH (then fsyncs the
-// directory), so a crash leaves either the old file or the new one, never half of one; after a
-// failure it sees, no temporary file is left. PATH must be new or a regular file: a symbolic
-// link, directory, device or FIFO is refused (check_save_path), never replaced. Tensor names and
-// metadata keys must be valid UTF-8 (JSON's encoding); a metadata value that is not (a path in a
-// file system's bytes) is written with U+FFFD for each invalid byte. Loading reads regular files
-// only, validates everything, and every error names the file and, where there is one, the tensor.
+// Saving writes names sorted, tensors back to back in that order, through an OutputFile (below):
+// a crash leaves either the old file or the new one, never half of one, and the temporary file
+// that a killed process leaves is removed by the next save to the same path. PATH must be new or
+// a regular file: a symbolic link, directory, device or FIFO is refused (check_save_path), never
+// replaced. Tensor names and metadata keys must be valid UTF-8 (JSON's encoding); a metadata value
+// that is not (a path in a file system's bytes) is written with U+FFFD for each invalid byte.
+// Loading reads regular files only, validates everything, and every error names the file and,
+// where there is one, the tensor.
 #pragma once
 
 #include <map>
@@ -39,10 +39,49 @@ Safetensors load_safetensors(const std::string& path);
 // The same from the file's bytes; `name` starts every error message.
 Safetensors parse_safetensors(const std::string& bytes, const std::string& name);
 
-// Throws a gat::Error naming `path` unless a file can be saved there: `path` is not empty and
-// either names a regular file (not a symbolic link) or does not exist in an existing, writable
-// directory. save_safetensors checks it; programs call it before long work that ends in a save.
-void check_save_path(const std::string& path);
+// Throws a gat::Error starting with `what` and naming `path` unless a file can be saved there:
+// `path` is not empty and either names a regular file (not a symbolic link) or does not exist in
+// an existing, writable directory. OutputFile checks it; programs call it before long work that
+// ends in a save.
+void check_save_path(const std::string& path, const std::string& what = "save");
+
+// A file's next content, written the one way every output of the library and of gat_train is:
+// PATH is checked (check_save_path) when the OutputFile is made, the bytes go to a new temporary
+// file beside it, PATH.gat-<pid>-XXXXXX.tmp (created exclusively, so never through a link planted
+// there; <pid> is the writer's process), and commit() fsyncs it and renames it over PATH (PATH
+// checked again first, then the directory fsynced). Until commit() PATH keeps its old content;
+// writes after commit() append to PATH itself (a log that grows line by line). Destroyed before
+// commit(), it removes its temporary file. A process killed before then leaves it: making an
+// OutputFile for PATH first removes those (remove_stale_temporaries). Errors start with `what`
+// (e.g. "--log") and name the file.
+class OutputFile {
+ public:
+  OutputFile(std::string path, std::string what);
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  void write(const void* bytes, size_t n);
+  void write(const std::string& text) { write(text.data(), text.size()); }
+  void commit();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, what_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// Removes the temporary files of PATH (PATH.gat-<pid>-XXXXXX.tmp) whose process <pid> no longer
+// runs: what a writer killed before its commit() left. Only regular files (not links) of this
+// user that have exactly that name go; a live process's file stays. Returns how many went.
+int remove_stale_temporaries(const std::string& path);
+
+// Whether a and b are the same file: the same inode where both exist (links followed), else the
+// same absolute path once the existing folders in it are resolved.
+bool same_file(const std::string& a, const std::string& b);
+// Whether `path` is the folder `dir` or lies inside it (compared as same_file compares).
+bool inside_folder(const std::string& path, const std::string& dir);
 
 // The whole content of a regular file (a symbolic link is followed to its target). A directory,
 // a device (/dev/zero), a FIFO or a socket is refused with a gat::Error naming the path and what
@@ -81,12 +120,15 @@ std::string metadata_number(uint64_t value);
 // A module's named_parameters() and named_buffers() as a checkpoint.
 void save(const Module& module, const std::string& path, const Metadata& metadata = {});
 // Copies a checkpoint into the module's parameters and buffers (on whatever device they live). The names,
-// shapes and dtypes must match exactly; the first difference is reported (missing tensor,
-// unexpected tensor, shape A vs B, dtype A vs B) and nothing is copied then. Returns the
+// shapes and dtypes must match exactly and every floating-point value must be finite; the first
+// difference is reported (missing tensor, unexpected tensor, shape A vs B, dtype A vs B, a NaN or
+// infinity at an index) and nothing is copied then. Returns the
 // checkpoint's metadata.
 // Entries named "optimizer.*" or "trainer.*" (a run's state, below) are not the module's and are
 // skipped.
 Metadata load_into(Module& module, const std::string& path);
+// The same from a file already read (`path` names it in errors).
+void load_into(Module& module, const Safetensors& file, const std::string& path);
 
 // A checkpoint to continue training from: the module as above, and beside it the optimiser's
 // state_dict() with every name prefixed "optimizer." and the training loop's own tensors
@@ -100,5 +142,7 @@ void save(const Module& module, const Optimizer& optimizer, const std::string& p
 // "trainer." tensors (names without the prefix, host tensors).
 Metadata load_into(Module& module, Optimizer& optimizer, const std::string& path,
                    TensorMap* run_state = nullptr);
+// The same from a file already read (`path` names it in errors).
+void load_into(Module& module, Optimizer& optimizer, const Safetensors& file, const std::string& path);
 
 }  // namespace gat::io

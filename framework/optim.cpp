@@ -116,8 +116,27 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   GAT_CHECK(expected == state.size(), "Optimizer::load_state_dict: ", state.size() - expected,
             " entries are not state of this optimiser (", names.empty() ? "no buffers" : names[0] + "...",
             " over ", params_.size(), " parameters)");
-  lr_ = lr.item();
+  // The values too: a state this optimiser could have reached. A parameter has its buffers from
+  // its first update on, so it holds all of them exactly when its step count is positive.
+  const double rate = lr.item();
+  GAT_CHECK(std::isfinite(rate) && rate >= 0.0, "Optimizer::load_state_dict: lr ", rate,
+            " is not a finite number >= 0");
   const std::vector<int32_t> steps = step.to(Device::cpu).to_vector<int32_t>();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    GAT_CHECK(steps[i] >= 0, "Optimizer::load_state_dict: parameter ", i, " has step count ", steps[i],
+              " (negative)");
+    for (const std::string& name : names) {
+      const std::string key = name + "." + std::to_string(i);
+      auto it = state.find(key);
+      GAT_CHECK((it != state.end()) == (steps[i] > 0), "Optimizer::load_state_dict: parameter ", i, " has ",
+                steps[i], " steps ", steps[i] > 0 ? "but no '" : "but a '", key, "'");
+      if (it == state.end()) continue;
+      const int64_t bad = first_non_finite(it->second);
+      GAT_CHECK(bad < 0, "Optimizer::load_state_dict: '", key, "' holds a NaN or infinity (at flat index ",
+                bad, ")");
+    }
+  }
+  lr_ = rate;
   steps_.assign(steps.begin(), steps.end());
   std::vector<Tensor>* buffers[] = {&buffer1_, &buffer2_};
   for (size_t b = 0; b < names.size(); ++b)

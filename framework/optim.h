@@ -55,7 +55,9 @@ class Optimizer {
   // exp_avg_sq for Adam(W), momentum_buffer for SGD with momentum).
   std::map<std::string, Tensor> state_dict() const;
   // Restores a state_dict() of an optimiser of the same kind over parameters of the same shapes
-  // and dtypes (onto the parameters' devices). The first mismatch is reported and nothing changes.
+  // and dtypes (onto the parameters' devices), and of values it could have reached: lr finite and
+  // >= 0, step counts >= 0, every buffer of a parameter present exactly when its count is
+  // positive, and finite. The first mismatch is reported and nothing changes.
   void load_state_dict(const std::map<std::string, Tensor>& state);
 
  protected:

@@ -1,5 +1,6 @@
 #include "gat/framework/tensor.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -74,6 +75,23 @@ Storage::~Storage() {
   if (device_ == Device::cpu) std::free(data_);
   else if (allocator_) allocator_->deallocate(data_);
   else cuda::free(data_);
+}
+
+namespace {
+
+template <class T>
+int64_t first_non_finite_of(const std::vector<T>& values) {
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i])) return static_cast<int64_t>(i);
+  return -1;
+}
+
+}  // namespace
+
+int64_t first_non_finite(const Tensor& t) {
+  if (t.dtype() == DType::f32) return first_non_finite_of(t.to_vector<float>());
+  if (t.dtype() == DType::f64) return first_non_finite_of(t.to_vector<double>());
+  return -1;
 }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {

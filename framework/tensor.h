@@ -154,6 +154,10 @@ class Tensor {
 // Copies `bytes` between host and device pointers (either may be on either device).
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 
+// The flat index of t's first NaN or infinity (a device tensor is copied to the host first), or
+// -1 when it has none (always for i32): how loaded numbers are checked before they are used.
+int64_t first_non_finite(const Tensor& t);
+
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
   GAT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "Tensor::from_vector: ",

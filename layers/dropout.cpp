@@ -5,9 +5,7 @@
 
 namespace gat {
 
-Dropout::Dropout(double p) : p_(p) {
-  GAT_CHECK(p >= 0.0 && p < 1.0, "Dropout: rate ", p, " is outside [0, 1)");
-}
+Dropout::Dropout(double p) : p_(p) { check_in_range("Dropout: rate", p, kDropoutRateRange); }
 
 DropoutKey Dropout::key(Generator& gen) const {
   if (!is_training() || p_ == 0.0) return DropoutKey{};

@@ -2,12 +2,18 @@
 // the Generator passed to forward (a fresh Philox stream per call, so a seed fixes every mask).
 #pragma once
 
+#include "gat/framework/check.h"
 #include "gat/framework/module.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
 
 namespace gat {
+
+// The dropout rates every layer (and GATConfig, and gat_train's flags) takes: at most 0.999, so
+// that the kept values' scale 1 / (1 - p) is at most 1000. (A rate nearer 1 gives no useful
+// training, and one within 2^-25 of 1 rounds to the f32 p = 1 that the ops refuse.)
+constexpr Range<double> kDropoutRateRange{0.0, 0.999};
 
 // x through dropout with `key` (ops::dropout, or ops::sparse_dropout for sparse x); x itself for
 // an inactive key.

@@ -18,10 +18,9 @@ namespace gat {
 GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(options) {
   const int64_t in = options.in_channels, F = options.out_channels, H = options.heads;
   check_attention_options("GATConv", in, options.dst_in_channels, F, H, options.dropout, options.edge_dim);
-  GAT_CHECK(options.input_dropout >= 0.0 && options.input_dropout < 1.0, "GATConv: input_dropout ",
-            options.input_dropout, " is outside [0, 1)");
-  GAT_CHECK(options.output_dropout >= 0.0 && options.output_dropout < 1.0, "GATConv: output_dropout ",
-            options.output_dropout, " is outside [0, 1)");
+  check_in_range("GATConv: input_dropout", options.input_dropout, kDropoutRateRange);
+  check_in_range("GATConv: value_dropout", options.value_dropout, kDropoutRateRange);
+  check_in_range("GATConv: output_dropout", options.output_dropout, kDropoutRateRange);
   GAT_CHECK(options.elu || options.output_dropout == 0.0, "GATConv: output_dropout ", options.output_dropout,
             " needs elu (the dropout follows the output activation)");
   GAT_CHECK(!options.elu || (options.elu_alpha >= 0.0 && std::isfinite(options.elu_alpha)), "GATConv: elu_alpha ",

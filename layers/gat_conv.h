@@ -54,7 +54,8 @@ struct GATConvOptions {
   int64_t heads = 1;            // H
   bool concat = true;           // (N, H*F); else the mean over heads (N, F)
   double negative_slope = 0.2;  // of the LeakyReLU on the edge scores
-  double dropout = 0.0;         // attention dropout rate (training mode only)
+  double dropout = 0.0;         // attention dropout rate (training mode only), as every rate here
+                                // in kDropoutRateRange
   // Dropout on the input features (training mode only), as a Dropout layer before this one: x,
   // or x_src and then x_dst, each drawn before the layer's other dropouts. Sparse x through lin
   // takes it inside the projection's kernel (ops::sparse_dropout_matmul) where nothing else reads

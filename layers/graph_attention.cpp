@@ -12,8 +12,7 @@ void check_attention_options(const char* layer, int64_t in_channels, int64_t dst
             ", out_channels ", out_channels, " and heads ", heads, " must be positive");
   GAT_CHECK(dst_in_channels >= 0, layer, ": dst_in_channels ", dst_in_channels,
             " must be positive (the destinations' width: in_channels a pair) or 0 (one width)");
-  GAT_CHECK(dropout >= 0.0 && dropout < 1.0, layer, ": attention dropout ", dropout,
-            " is outside [0, 1)");
+  check_in_range(detail::concat(layer, ": attention dropout"), dropout, kDropoutRateRange);
   checked_mul(heads, out_channels, detail::concat(layer, ": heads x out_channels").c_str());
   GAT_CHECK(edge_dim >= 0, layer, ": edge_dim ", edge_dim, " is negative (0: no edge features)");
 }
@@ -50,8 +49,11 @@ const Graph& SelfLoopedGraph::of(const Graph& graph) {
     input_ = looped_ = Graph();
     return graph;
   }
-  if (!input_.row_ptr().defined() || !input_.row_ptr().same(graph.row_ptr()) ||
-      !input_.edge_src().same(graph.edge_src())) {
+  // The same graph: the same arrays (a graph's arrays are never changed in place) and node sets.
+  const bool cached = input_.row_ptr().defined() && input_.row_ptr().same(graph.row_ptr()) &&
+                      input_.edge_src().same(graph.edge_src()) &&
+                      input_.num_src_nodes() == graph.num_src_nodes();
+  if (!cached) {
     looped_ = graph.with_self_loops();
     input_ = graph;
   }

@@ -8,10 +8,11 @@
 
 #include "gat/framework/graph.h"
 #include "gat/framework/module.h"
-#include "gat/framework/rng.h"
 #include "gat/framework/ops/self_loop_attr.h"
+#include "gat/framework/rng.h"
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
+#include "gat/layers/dropout.h"
 #include "gat/layers/linear.h"
 
 namespace gat {
@@ -63,7 +64,7 @@ class GraphAttentionLayer : public Module {
 
 // Throws a gat::Error starting with `layer` unless in_channels, out_channels (F) and heads (H)
 // are positive, dst_in_channels is not negative (0: the destinations have in_channels too), H * F
-// fits, the attention dropout rate is in [0, 1) and edge_dim is not negative.
+// fits, the attention dropout rate is in kDropoutRateRange and edge_dim is not negative.
 void check_attention_options(const char* layer, int64_t in_channels, int64_t dst_in_channels,
                              int64_t out_channels, int64_t heads, double dropout, int64_t edge_dim);
 

@@ -143,9 +143,9 @@ TEST(Cli, NumbersAreParsedWholeAndWithinReadableRanges) {
     const char* expected;  // a part of the message
   };
   const Case cases[] = {
-      {{"--value-dropout", "nan"}, "--value-dropout: 'nan' is not a number in [0, 1)"},
-      {{"--dropout", "1"}, "--dropout: '1' is not a number in [0, 1)"},
-      {{"--dropout", "-0.1"}, "is not a number in [0, 1)"},
+      {{"--value-dropout", "nan"}, "--value-dropout: 'nan' is not a number in [0, 0.999]"},
+      {{"--dropout", "1"}, "--dropout: '1' is not a number in [0, 0.999]"},
+      {{"--dropout", "-0.1"}, "is not a number in [0, 0.999]"},
       {{"--lr", "inf"}, "--lr: 'inf' is not a number in (0, 1000]"},
       {{"--lr", "0"}, "(0, 1000]"},
       {{"--lr", "1e309"}, "--lr: '1e309' is not a number"},
@@ -188,7 +188,7 @@ TEST(Cli, NumbersAreParsedWholeAndWithinReadableRanges) {
 
 TEST(Cli, UsageShowsTheDefaultsAndRanges) {
   const std::string text = cli::usage();
-  for (const char* part : {"--hidden", "[1, 65536]", "--dropout", "[0, 1)", "--lr", "0.005", "symbolic link"})
+  for (const char* part : {"--hidden", "[1, 65536]", "--dropout", "[0, 0.999]", "--lr", "0.005", "symbolic link"})
     EXPECT_NE(text.find(part), std::string::npos) << part;
 }
 
@@ -233,8 +233,8 @@ TEST(CheckpointMetadata, ReadingValidatesEveryValue) {
       {"negative_slope", "1e308", "ckpt: metadata: negative_slope 1e+308 is outside [0, 1]"},
       {"negative_slope", "nan", "metadata 'negative_slope' = 'nan' is not a number"},
       {"negative_slope", "1e999", "is not a number"},
-      {"dropout", "1", "dropout 1 is outside [0, 1)"},
-      {"value_dropout", "-0.5", "value_dropout -0.5 is outside [0, 1)"},
+      {"dropout", "1", "dropout 1 is outside [0, 0.999]"},
+      {"value_dropout", "-0.5", "value_dropout -0.5 is outside [0, 0.999]"},
       {"hidden", "0", "hidden 0 is outside [1, 65536]"},
       {"hidden", "2305843009213693953", "hidden 2305843009213693953 is outside [1, 65536]"},
       {"heads", "8.5", "'heads' = 8.5 is not a 64-bit integer"},

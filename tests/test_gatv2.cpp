@@ -286,7 +286,7 @@ TEST(GATv2Conv, RejectsBadOptionsAndInputsNamingThem) {
   expect_error([&] { GATv2Conv(v2_options(4, 3, 0, true, false, false), init); },
                {"GATv2Conv: in_channels 4, out_channels 3 and heads 0 must be positive"});
   expect_error([&] { GATv2Conv(v2_options(4, 3, 2, true, false, false, 1.0), init); },
-               {"GATv2Conv: attention dropout 1 is outside [0, 1)"});
+               {"GATv2Conv: attention dropout 1 is outside [0, 0.999]"});
   expect_error([&] { GATv2Conv(v2_options(4, int64_t{1} << 62, 8, true, false, false), init); },
                {"GATv2Conv: heads x out_channels"});
 }
@@ -590,4 +590,35 @@ TEST(GATv2Model, PassesEdgeAttrToBothLayers) {
   const std::vector<double> out = model.forward(x, graph, gen, attr).to_vector<double>();
   EXPECT_NE(model.forward(x, graph, gen, ops::mul(attr, 2.0)).to_vector<double>(), out);
   expect_error([&] { model.forward(x, graph, gen); }, {"GATv2Conv: edge_dim is 3 but no 'edge_attr' was given"});
+}
+
+// A layer that ran on one graph and is then given another of as many nodes (neither with one self
+// loop per node, so the layer keeps a looped copy) attends over the new graph's edges, as a fresh
+// layer does: the copy kept for the first graph is not used for the second. GATConv and
+// GATv2Conv share the cache (SelfLoopedGraph).
+template <class Layer, class Options>
+void expect_a_new_graph_replaces_the_looped_copy(const Options& options) {
+  std::mt19937_64 rng(9);
+  const Graph first = mixed_graph();  // 8 nodes, one self loop (4 -> 4)
+  const Graph second = Graph::from_edges(8, {0, 1, 2, 3, 4, 5, 6, 7}, {7, 0, 1, 2, 3, 4, 5, 6});
+  const Tensor x = random_tensor({8, options.in_channels}, rng);
+  Generator init_a(3), init_b(3), gen(0);
+  Layer used(options, init_a), fresh(options, init_b);
+  used.eval();
+  fresh.eval();
+  const std::vector<double> on_first = used.forward(x, first, gen).template to_vector<double>();
+  const std::vector<double> want = fresh.forward(x, second, gen).template to_vector<double>();
+  ASSERT_NE(on_first, want) << "the two graphs give the same output: the test would show nothing";
+  EXPECT_EQ(used.forward(x, second, gen).template to_vector<double>(), want);
+  EXPECT_EQ(used.forward(x, first, gen).template to_vector<double>(), on_first);
+}
+
+TEST(GraphAttentionLayers, ANewGraphReplacesTheLoopedCopyOfTheLastOne) {
+  expect_a_new_graph_replaces_the_looped_copy<GATv2Conv>(v2_options(4, 3, 2, true, false, false));
+  GATConvOptions o;
+  o.in_channels = 4;
+  o.out_channels = 3;
+  o.heads = 2;
+  o.dtype = DType::f64;
+  expect_a_new_graph_replaces_the_looped_copy<GATConv>(o);
 }

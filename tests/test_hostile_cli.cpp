@@ -10,6 +10,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -162,9 +164,41 @@ void expect_no_temporary_files(const Scratch& s, const Outcome&) {
     EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
 }
 
+// The run every --resume case continues: 2 epochs of the custom dataset with --checkpoint
+// {dir}/run.safetensors and --log {dir}/run.jsonl.
+void make_run(const Scratch& s) {
+  const std::string command = std::string("'") + GAT_TRAIN_EXE + "' --dataset '" + s.data.string() +
+                              "' --device cpu --epochs 2 --quiet --checkpoint '" + (s.root / "run.safetensors").string() +
+                              "' --log '" + (s.root / "run.jsonl").string() + "' >/dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+}
+
+// make_run, then its checkpoint changed by `edit`.
+std::function<void(const Scratch&)> run_checkpoint_with(const std::function<void(io::Safetensors&)>& edit) {
+  return [edit](const Scratch& s) {
+    make_run(s);
+    const std::string path = (s.root / "run.safetensors").string();
+    io::Safetensors ckpt = io::load_safetensors(path);
+    edit(ckpt);
+    io::save_safetensors(path, ckpt.tensors, ckpt.metadata);
+  };
+}
+
+std::function<void(io::Safetensors&)> metadata_set(const std::string& key, const std::string& value) {
+  return [key, value](io::Safetensors& c) { c.metadata[key] = value; };
+}
+
+// The run's log is as make_run left it (a refused resume replaced nothing).
+void expect_run_log_kept(const Scratch& s, const Outcome& o) {
+  const std::string log = read_text(s.root / "run.jsonl");
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 2) << log;
+  expect_no_training(s, o);
+}
+
 std::vector<Case> cases() {
   const std::string train = "--dataset {data} --device cpu --epochs 2 ";
   const std::string bad_flag = "--dataset {data} --device cpu --epochs 2 ";
+  const std::string resume = "--dataset {data} --device cpu --resume {dir}/run.safetensors ";
   auto victim_link = [](const Scratch& s) {
     write_text(s.root / "victim", "precious");
     s.link(s.root / "link", s.root / "victim");
@@ -260,9 +294,9 @@ std::vector<Case> cases() {
        }},
 
       // ---- flags: exit 2 with the usage, the flag and a readable range ----
-      {"nan value dropout", bad_flag + "--value-dropout nan", 2, "--value-dropout: 'nan' is not a number in [0, 1)"},
+      {"nan value dropout", bad_flag + "--value-dropout nan", 2, "--value-dropout: 'nan' is not a number in [0, 0.999]"},
       {"nan dropout", bad_flag + "--dropout nan", 2, "--dropout: 'nan'"},
-      {"dropout 1", bad_flag + "--dropout 1", 2, "--dropout: '1' is not a number in [0, 1)"},
+      {"dropout 1", bad_flag + "--dropout 1", 2, "--dropout: '1' is not a number in [0, 0.999]"},
       {"infinite lr", bad_flag + "--lr inf", 2, "--lr: 'inf' is not a number in (0, 1000]"},
       {"nan lr", bad_flag + "--lr nan", 2, "--lr: 'nan'"},
       {"zero lr", bad_flag + "--lr 0", 2, "--lr: '0'"},
@@ -294,7 +328,7 @@ std::vector<Case> cases() {
       {"gatv2 with value dropout", bad_flag + "--model gatv2 --value-dropout 0.6", 2, "GATv2Conv has no value dropout"},
       {"unknown flag", bad_flag + "--no-such-flag", 2, "--no-such-flag"},
       {"missing value", bad_flag + "--epochs", 2, "--epochs"},
-      {"load and save", bad_flag + "--load a --save b", 2, "--save excludes --load"},
+      {"load and save", "--dataset {data} --device cpu --load a --save b", 2, "--save excludes --load"},
 
       // ---- output paths: refused before training, nothing replaced, nothing left behind ----
       {"save over a symlink", train + "--save {dir}/link", 1, "{dir}/link is a symbolic link", victim_link,
@@ -324,8 +358,8 @@ std::vector<Case> cases() {
        }},
       {"a successful save leaves no temporary file", train + "--quiet --save {dir}/fine.safetensors", 0, "",
        nullptr, expect_no_temporary_files},
-      {"log into a directory", train + "--log {dir}/data", 1, "--log: cannot open {dir}/data for writing: Is a directory"},
-      {"log to a full device", train + "--log /dev/full", 1, "--log: writing /dev/full failed: No space left on device"},
+      {"log into a directory", train + "--log {dir}/data", 1, "--log: {dir}/data is a directory"},
+      {"log to a full device", train + "--log /dev/full", 1, "--log: /dev/full is a character device"},
       {"json to a full device", train + "--quiet --json", 1, "writing the output to stdout failed", nullptr, nullptr,
        false, "", "/dev/full"},
       {"info to a full device", "--dataset {data} --info", 1, "writing the output to stdout failed", nullptr,
@@ -466,6 +500,139 @@ std::vector<Case> cases() {
       {"graph of memo references", "--dataset cora --data-dir {cora} --info", 1,
        "ind.cora.graph: the adjacency lists hold more than",
        [](const Scratch& s) { s.put_cora("graph", memo_bomb_graph(2000, 2000)); }, nullptr, true},
+
+      // Outputs, checkpoints and resume (reliability round 3)
+      {"log of a refused resume kept", resume + "--log {dir}/run.jsonl", 1,
+       "resume: {dir}/run.safetensors: metadata trainer.test_acc 7 is outside [0, 1]",
+       run_checkpoint_with(metadata_set("trainer.test_acc", "7")), expect_run_log_kept},
+      {"log of a mistyped dataset kept", "--dataset {dir}/nowhere --device cpu --log {dir}/run.jsonl", 1,
+       "unknown dataset '{dir}/nowhere'", make_run, expect_run_log_kept},
+      {"log inside the dataset folder", train + "--log {data}/edge.csv", 1,
+       "--log {data}/edge.csv is inside the dataset's folder {data}, an input of this run", nullptr,
+       [](const Scratch& s, const Outcome&) { EXPECT_EQ(read_text(s.data / "edge.csv"), custom_files()[2].second); }},
+      {"log through a symlink", train + "--log {dir}/link", 1, "--log: {dir}/link is a symbolic link", victim_link,
+       expect_unchanged_link},
+      {"log to a FIFO", train + "--log {dir}/fifo", 1, "--log: {dir}/fifo is a FIFO",
+       [](const Scratch& s) { ASSERT_EQ(::mkfifo((s.root / "fifo").c_str(), 0644), 0); }, expect_no_training},
+      {"log and checkpoint one file", train + "--checkpoint {dir}/out --log {dir}/./out", 1,
+       "--checkpoint {dir}/out and --log {dir}/./out are the same file", nullptr, expect_no_training},
+      {"save and log one file by a hard link", train + "--save {dir}/a --log {dir}/b", 1,
+       "--save {dir}/a and --log {dir}/b are the same file",
+       [](const Scratch& s) {
+         write_text(s.root / "a", "precious");
+         fs::create_hard_link(s.root / "a", s.root / "b");
+       },
+       [](const Scratch& s, const Outcome&) { EXPECT_EQ(read_text(s.root / "a"), "precious"); }},
+      {"log is the resumed checkpoint", resume + "--log {dir}/run.safetensors", 1,
+       "--log {dir}/run.safetensors is the --resume checkpoint, an input of this run", make_run},
+      {"log write fails (file size limit)", "--dataset {data} --device cpu --epochs 30 --quiet --log {dir}/log.jsonl", 1,
+       "--log: writing {dir}/log.jsonl failed: File too large", nullptr, nullptr, false,
+       "ulimit -f 1; trap '' XFSZ;"},
+      {"log device", train + "--log /dev/null", 1, "--log: /dev/null is a character device"},
+      {"epoch abc", resume, 1, "--resume {dir}/run.safetensors: metadata 'trainer.epoch' = 'abc' is not a number",
+       run_checkpoint_with(metadata_set("trainer.epoch", "abc")), expect_no_training},
+      {"epoch 2^63-1", resume, 1, "metadata trainer.epoch 9223372036854775807 is outside [1, 2147483647]",
+       run_checkpoint_with(metadata_set("trainer.epoch", "9223372036854775807")), expect_no_training},
+      {"best epoch after the epoch", resume, 1, "metadata trainer.best_epoch 3 is outside [0, 2]",
+       run_checkpoint_with(metadata_set("trainer.best_epoch", "3")), expect_no_training},
+      {"wait beyond the patience", resume, 1, "metadata trainer.wait 101 is outside [0, 100]",
+       run_checkpoint_with(metadata_set("trainer.wait", "101")), expect_no_training},
+      {"optimiser lr NaN", resume, 1, "Optimizer::load_state_dict: lr nan is not a finite number >= 0",
+       run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.lr"] = Tensor::scalar(NAN, DType::f64); }),
+       expect_no_training},
+      {"optimiser lr negative", resume, 1, "Optimizer::load_state_dict: lr -1 is not a finite number >= 0",
+       run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.lr"] = Tensor::scalar(-1.0, DType::f64); }),
+       expect_no_training},
+      {"optimiser step negative", resume, 1, "Optimizer::load_state_dict: parameter 0 has step count -1",
+       run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.step"].data<int32_t>()[0] = -1; }),
+       expect_no_training},
+      {"optimiser moment missing", resume, 1, "Optimizer::load_state_dict: parameter 0 has 2 steps but no 'exp_avg.0'",
+       run_checkpoint_with([](io::Safetensors& c) { c.tensors.erase("optimizer.exp_avg.0"); }), expect_no_training},
+      {"optimiser moment NaN", resume, 1, "'exp_avg_sq.1' holds a NaN or infinity (at flat index 0)",
+       run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.exp_avg_sq.1"].data<float>()[0] = NAN; }),
+       expect_no_training},
+      {"remembered parameter missing", resume, 1, "remembered parameters ('trainer.best.*'), the model has",
+       run_checkpoint_with([](io::Safetensors& c) { c.tensors.erase("trainer.best.0"); }), expect_no_training},
+      {"another dataset of the same shape", resume, 1,
+       "these flags differ from the run's: the dataset's content digest",
+       [](const Scratch& s) {
+         make_run(s);
+         s.put("node-label.csv", "1\n0\n1\n0\n1\n0\n1\n0\n1\n0\n1\n0\n");
+       },
+       expect_run_log_kept},
+      {"another lr on resume", resume + "--lr 0.01 --hidden 4", 1,
+       "these flags differ from the run's: --hidden 4 (the run's: 8), --lr 0.01 (the run's: 0.005); give the "
+       "interrupted run's flags",
+       make_run, expect_no_training},
+      {"a torn last log line is dropped", resume + "--epochs 3 --quiet --log {dir}/run.jsonl", 0, "",
+       [](const Scratch& s) {
+         make_run(s);
+         std::ofstream(s.root / "run.jsonl", std::ios::app) << R"({"run":0,"epoch":3,"lo)";
+       },
+       [](const Scratch& s, const Outcome&) {
+         const std::string log = read_text(s.root / "run.jsonl");
+         EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 3) << log;
+         EXPECT_EQ(log.find("\"lo{"), std::string::npos) << log;
+       }},
+      {"a log of another run", resume + "--log {dir}/other.jsonl", 1,
+       "{dir}/other.jsonl:1: epoch 5 where epoch 1 was due",
+       [](const Scratch& s) {
+         make_run(s);
+         write_text(s.root / "other.jsonl", R"({"run":0,"epoch":5})" "\n");
+       },
+       expect_no_training},
+      {"load NaN parameters", "--load {dir}/ckpt.safetensors --dataset {data} --device cpu", 1,
+       "{dir}/ckpt.safetensors: tensor 'conv1.att_src' holds a NaN or infinity (at flat index 0)",
+       [](const Scratch& s) {
+         io::Safetensors ckpt = base_checkpoint(s.root.parent_path() / "base");
+         Tensor t = ckpt.tensors.at("conv1.att_src").clone();
+         t.data<float>()[0] = NAN;
+         ckpt.tensors["conv1.att_src"] = t;
+         io::save_safetensors((s.root / "ckpt.safetensors").string(), ckpt.tensors, ckpt.metadata);
+       }},
+      {"load with another model flag", "--load {dir}/ckpt.safetensors --dataset {data} --device cpu --hidden 4 --heads 8",
+       1, "these flags differ from the checkpoint's model: --hidden 4 (the checkpoint's: 8); leave them out",
+       checkpoint_with("seed", "7")},
+      {"load with a training flag", "--load {dir}/ckpt.safetensors --device cpu --epochs 5", 2,
+       "--epochs excludes --load"},
+      {"load finds a relative dataset from another folder", "--load {dir}/rel.safetensors --device cpu --quiet --json",
+       0, "",
+       [](const Scratch& s) {
+         const std::string command = "cd '" + s.root.string() + "' && '" + GAT_TRAIN_EXE +
+                                     "' --dataset data --device cpu --epochs 2 --quiet --save rel.safetensors";
+         ASSERT_EQ(std::system(command.c_str()), 0) << command;
+       },
+       [](const Scratch& s, const Outcome& o) {
+         EXPECT_EQ(io::load_safetensors((s.root / "rel.safetensors").string()).metadata.at("dataset"),
+                   s.data.string());
+         EXPECT_NE(o.out.find(R"("dataset":")" + s.data.string()), std::string::npos) << o.out;
+       }},
+      {"load a changed dataset", "--load {dir}/rel.safetensors --device cpu", 1,
+       "is not the one the model was trained on (content digest",
+       [](const Scratch& s) {
+         const std::string command = "cd '" + s.root.string() + "' && '" + GAT_TRAIN_EXE +
+                                     "' --dataset data --device cpu --epochs 2 --quiet --save rel.safetensors";
+         ASSERT_EQ(std::system(command.c_str()), 0) << command;
+         s.put("node-label.csv", "1\n0\n1\n0\n1\n0\n1\n0\n1\n0\n1\n0\n");
+       }},
+      {"stale temporary files of a killed run removed", train + "--quiet --checkpoint {dir}/ck.safetensors", 0, "",
+       [](const Scratch& s) {
+         write_text(s.root / "ck.safetensors.gat-999999999-aB3dE9.tmp", std::string(1000, 'x'));  // no such process
+         write_text(s.root / "ck.safetensors.gat-1-aB3dE9.tmp", "a live process's");
+         write_text(s.root / "other.safetensors.gat-999999999-aB3dE9.tmp", "another file's");
+         write_text(s.root / "victim", "precious");
+         s.link(s.root / "ck.safetensors.gat-999999998-aB3dE9.tmp", s.root / "victim");
+       },
+       [](const Scratch& s, const Outcome&) {
+         EXPECT_FALSE(fs::exists(s.root / "ck.safetensors.gat-999999999-aB3dE9.tmp"));
+         EXPECT_TRUE(fs::is_regular_file(s.root / "ck.safetensors.gat-1-aB3dE9.tmp"));
+         EXPECT_TRUE(fs::is_regular_file(s.root / "other.safetensors.gat-999999999-aB3dE9.tmp"));
+         EXPECT_TRUE(fs::is_symlink(s.root / "ck.safetensors.gat-999999998-aB3dE9.tmp"));
+         EXPECT_EQ(read_text(s.root / "victim"), "precious");
+         EXPECT_TRUE(fs::is_regular_file(s.root / "ck.safetensors"));
+       }},
+      {"dropout that rounds to 1", bad_flag + "--dropout 0.99999999", 2,
+       "--dropout: '0.99999999' is not a number in [0, 0.999]"},
   };
   return c;
 }

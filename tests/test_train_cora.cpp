@@ -330,8 +330,8 @@ void expect_resume_is_bitwise(const std::string& device, const std::string& mode
       << wrong_model.err;
   Outcome wrong_dropout = run_gat_train(common + "--dropout 0.5 --hidden 4 --resume '" + checkpoint + "'", dir.path());
   EXPECT_EQ(wrong_dropout.status, 1);
-  EXPECT_NE(wrong_dropout.err.find("--resume " + checkpoint + ": these flags ask for another model than the run's: "
-                                   "dropout 0.5 (the run's: 0.6), hidden 4 (the run's: 8); give the interrupted run's flags"),
+  EXPECT_NE(wrong_dropout.err.find("--resume " + checkpoint + ": these flags differ from the run's: "
+                                   "--dropout 0.5 (the run's: 0.6), --hidden 4 (the run's: 8); give the interrupted run's flags"),
             std::string::npos)
       << wrong_dropout.err;
 }

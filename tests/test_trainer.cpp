@@ -1,7 +1,9 @@
 // The early-stopping rule (train/early_stopping.h) on scripted validation sequences, ties
 // especially (common on Cora, where the accuracy of 500 nodes repeats), and the trainer around it:
-// it stops where the rule says and ends holding the remembered epoch's parameters. Fast: the rule
-// needs no training, the trainer test trains a 2-layer GAT on a 200-node graph for a few epochs.
+// it stops where the rule says and ends holding the remembered epoch's parameters; its run
+// checkpoints hold the run's state exactly, a run resumed mid-patience is the uninterrupted one bit
+// for bit, and a checkpoint's impossible values are refused. Fast: the rule needs no training, the
+// trainer tests train a 2-layer GAT on a 200-node graph for a few epochs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gat/framework/io.h"
 #include "gat/models/gat.h"
 #include "gat/train/early_stopping.h"
 #include "gat/train/trainer.h"
@@ -115,9 +118,28 @@ TEST(EarlyStopping, RejectsAPatienceBelowOne) {
   }
 }
 
-// The trainer on a small graph: it stops where the rule stops, remembers the epoch the rule
-// remembers, and ends holding that epoch's parameters (not the last epoch's).
-TEST(Trainer, StopsByTheRuleAndRestoresTheRememberedEpochsParameters) {
+namespace {
+
+// A run of the trainer on small_training_dataset (a 2-layer GAT of 2 heads of 4, seed 2): every
+// epoch's numbers and the parameters after it.
+struct SmallRun {
+  std::vector<EpochStats> epochs;
+  std::vector<std::vector<std::vector<float>>> params_after;  // [epoch - first][parameter]
+  TrainResult result;
+  std::vector<std::vector<float>> final_params;
+  bool training_after = true;  // the model's mode after training
+  Evaluation eval_after;       // the model evaluated after training
+};
+
+TrainOptions small_options() {
+  TrainOptions options;
+  options.max_epochs = 200;
+  options.patience = 4;
+  options.lr = 0.05;  // learns (and then overfits) within a few dozen epochs
+  return options;
+}
+
+SmallRun train_small(const TrainOptions& options) {
   const Dataset data = small_training_dataset();
   Generator gen(2);
   GATConfig config;
@@ -127,18 +149,55 @@ TEST(Trainer, StopsByTheRuleAndRestoresTheRememberedEpochsParameters) {
   config.heads = 2;
   GAT model(config, gen);
   auto forward = [&](const Features& f, const Graph& g, Generator& gn) { return model.forward(f, g, gn); };
-  TrainOptions options;
-  options.max_epochs = 200;
-  options.patience = 4;
-  options.lr = 0.05;  // learns (and then overfits) within a few dozen epochs
-  std::vector<EpochStats> epochs;
-  std::vector<std::vector<std::vector<float>>> params_after;  // [epoch - 1][parameter]
-  const TrainResult result =
-      train_node_classifier(model, forward, data, options, gen, [&](const EpochStats& s) {
-        epochs.push_back(s);
-        params_after.emplace_back();
-        for (const Tensor& p : model.parameters()) params_after.back().push_back(p.to_vector<float>());
-      });
+  SmallRun run;
+  run.result = train_node_classifier(model, forward, data, options, gen, [&](const EpochStats& s) {
+    run.epochs.push_back(s);
+    run.params_after.emplace_back();
+    for (const Tensor& p : model.parameters()) run.params_after.back().push_back(p.to_vector<float>());
+  });
+  for (const Tensor& p : model.parameters()) run.final_params.push_back(p.to_vector<float>());
+  run.training_after = model.is_training();
+  run.eval_after = evaluate(model, forward, data);
+  return run;
+}
+
+// The first epoch of `run` after which early stopping waits (no progress for 1..patience-1
+// epochs) with an earlier remembered epoch: where a checkpoint must carry the counter.
+int64_t first_epoch_mid_patience(const SmallRun& run, int64_t patience) {
+  EarlyStopping rule(patience);
+  for (const EpochStats& s : run.epochs) {
+    const EarlyStopping::Decision d = rule.update(s.val_acc, s.val_loss);
+    if (rule.wait() > 0 && !d.stop) return s.epoch;
+  }
+  return 0;
+}
+
+void expect_same_epoch(const EpochStats& a, const EpochStats& b) {
+  EXPECT_EQ(a.epoch, b.epoch);
+  EXPECT_EQ(a.loss, b.loss) << "epoch " << a.epoch;
+  EXPECT_EQ(a.train_acc, b.train_acc) << "epoch " << a.epoch;
+  EXPECT_EQ(a.val_loss, b.val_loss) << "epoch " << a.epoch;
+  EXPECT_EQ(a.val_acc, b.val_acc) << "epoch " << a.epoch;
+  EXPECT_EQ(a.test_acc, b.test_acc) << "epoch " << a.epoch;
+}
+
+std::vector<float> floats(const Tensor& t) { return t.to_vector<float>(); }
+
+// The uninterrupted run of small_options(), trained once for the tests that compare with it.
+const SmallRun& straight_run() {
+  static const SmallRun run = train_small(small_options());
+  return run;
+}
+
+}  // namespace
+
+// The trainer on a small graph: it stops where the rule stops, remembers the epoch the rule
+// remembers, and ends holding that epoch's parameters (not the last epoch's).
+TEST(Trainer, StopsByTheRuleAndRestoresTheRememberedEpochsParameters) {
+  const SmallRun& run = straight_run();
+  const TrainOptions options = small_options();
+  const std::vector<EpochStats>& epochs = run.epochs;
+  const TrainResult& result = run.result;
 
   // The rule replayed on the logged epochs gives the trainer's best epoch and stopping epoch.
   EarlyStopping rule(options.patience);
@@ -158,15 +217,145 @@ TEST(Trainer, StopsByTheRuleAndRestoresTheRememberedEpochsParameters) {
   EXPECT_EQ(result.val_loss, kept.val_loss);
 
   // The model holds the remembered epoch's parameters, bit for bit, and evaluates as it did.
-  const std::vector<Tensor> params = model.parameters();
-  const auto& want = params_after[static_cast<size_t>(result.best_epoch - 1)];
-  ASSERT_EQ(params.size(), want.size());
-  for (size_t i = 0; i < params.size(); ++i)
-    EXPECT_EQ(params[i].to_vector<float>(), want[i]) << "parameter " << i;
-  EXPECT_NE(params_after.back(), want) << "the last epoch's parameters equal the best's: no restore shown";
-  EXPECT_FALSE(model.is_training());
-  const Evaluation eval = evaluate(model, forward, data);
+  const auto& want = run.params_after[static_cast<size_t>(result.best_epoch - 1)];
+  EXPECT_EQ(run.final_params, want);
+  EXPECT_NE(run.params_after.back(), want) << "the last epoch's parameters equal the best's: no restore shown";
+  EXPECT_FALSE(run.training_after);
+  const Evaluation& eval = run.eval_after;
   EXPECT_EQ(eval.val.acc, kept.val_acc);
   EXPECT_EQ(eval.val.loss, kept.val_loss);
   EXPECT_EQ(eval.test.acc, kept.test_acc);
+}
+
+// A run stopped mid-patience (early stopping's counter > 0, the remembered epoch earlier) and
+// resumed from its checkpoint is the uninterrupted run, every epoch's numbers and the final
+// parameters bit for bit: the counter, the bests and the remembered parameters travel.
+TEST(Trainer, AResumeMidPatienceIsTheUninterruptedRunBitForBit) {
+  TempDir dir("gat_test_trainer");
+  const SmallRun& straight = straight_run();
+  const int64_t cut = first_epoch_mid_patience(straight, small_options().patience);
+  ASSERT_GT(cut, 0) << "the run never waits: no mid-patience checkpoint to test";
+  ASSERT_LT(cut, straight.result.epochs);
+
+  TrainOptions first = small_options();
+  first.max_epochs = cut;
+  first.checkpoints.path = dir.file("run.safetensors");
+  first.checkpoints.every = 1000;  // written once, at the last epoch
+  const SmallRun before = train_small(first);
+  const io::Metadata meta = io::load_safetensors(first.checkpoints.path).metadata;
+  EXPECT_GT(std::stoll(meta.at("trainer.wait")), 0);
+  EXPECT_LT(std::stoll(meta.at("trainer.best_epoch")), cut);
+
+  TrainOptions second = small_options();
+  second.checkpoints.resume = first.checkpoints.path;
+  const SmallRun after = train_small(second);
+  ASSERT_EQ(before.epochs.size() + after.epochs.size(), straight.epochs.size());
+  for (size_t k = 0; k < straight.epochs.size(); ++k)
+    expect_same_epoch(k < before.epochs.size() ? before.epochs[k] : after.epochs[k - before.epochs.size()],
+                      straight.epochs[k]);
+  EXPECT_EQ(after.result.best_epoch, straight.result.best_epoch);
+  EXPECT_EQ(after.result.epochs, straight.result.epochs);
+  EXPECT_EQ(after.result.test_acc, straight.result.test_acc);
+  EXPECT_EQ(after.result.val_acc, straight.result.val_acc);
+  EXPECT_EQ(after.result.val_loss, straight.result.val_loss);
+  EXPECT_EQ(after.final_params, straight.final_params);
+}
+
+// A checkpoint holds the run's state exactly: the parameters after its epoch, the remembered
+// epoch's parameters and numbers, early stopping's bests and counter, the optimiser's rate and
+// step counts, every number to the bit of the in-memory values.
+TEST(Trainer, ACheckpointHoldsTheRunsStateExactly) {
+  TempDir dir("gat_test_trainer");
+  const SmallRun& straight = straight_run();
+  const int64_t cut = first_epoch_mid_patience(straight, small_options().patience);
+  ASSERT_GT(cut, 0);
+  TrainOptions options = small_options();
+  options.max_epochs = cut;
+  options.checkpoints.path = dir.file("run.safetensors");
+  const SmallRun run = train_small(options);
+  const io::Safetensors file = io::load_safetensors(options.checkpoints.path);
+  const io::MetadataReader read(file.metadata, "checkpoint");
+
+  EarlyStopping rule(options.patience);
+  int64_t best = 0;
+  for (const EpochStats& s : run.epochs)
+    if (rule.update(s.val_acc, s.val_loss).remember) best = s.epoch;
+  ASSERT_GT(best, 0);
+  const EpochStats& kept = run.epochs[static_cast<size_t>(best - 1)];
+  EXPECT_EQ(read.integer(kCheckpointEpochKey), cut);
+  EXPECT_EQ(read.integer("trainer.best_epoch"), best);
+  EXPECT_EQ(read.integer("trainer.wait"), rule.wait());
+  EXPECT_EQ(read.number("trainer.best_acc"), rule.best_acc());
+  EXPECT_EQ(read.number("trainer.best_loss"), rule.best_loss());
+  EXPECT_EQ(read.number("trainer.test_acc"), kept.test_acc);
+  EXPECT_EQ(read.number("trainer.val_acc"), kept.val_acc);
+  EXPECT_EQ(read.number("trainer.val_loss"), kept.val_loss);
+  EXPECT_EQ(read.text("trainer.stopped"), "0");
+
+  GATConfig config;  // the names of the parameters, in order
+  const Dataset data = small_training_dataset();
+  config.in_features = data.num_features();
+  config.num_classes = data.num_classes;
+  config.hidden = 4;
+  config.heads = 2;
+  Generator init(0);
+  GAT model(config, init);
+  const auto named = model.named_parameters();
+  const auto& last = run.params_after.back();
+  const auto& remembered = run.params_after[static_cast<size_t>(best - 1)];
+  ASSERT_EQ(named.size(), last.size());
+  for (size_t i = 0; i < named.size(); ++i) {
+    EXPECT_EQ(floats(file.tensors.at(named[i].first)), last[i]) << named[i].first;
+    EXPECT_EQ(floats(file.tensors.at("trainer.best." + std::to_string(i))), remembered[i]) << named[i].first;
+  }
+  EXPECT_EQ(file.tensors.at("optimizer.lr").item(), options.lr);
+  EXPECT_EQ(file.tensors.at("optimizer.step").to_vector<int32_t>(),
+            std::vector<int32_t>(named.size(), static_cast<int32_t>(cut)));
+}
+
+// Every value of a run checkpoint is checked before anything changes; each bad one is refused
+// by name, and the model keeps its parameters.
+TEST(Trainer, AResumeRefusesEveryImpossibleValueBeforeTraining) {
+  TempDir dir("gat_test_trainer");
+  TrainOptions options = small_options();
+  options.max_epochs = 3;
+  options.checkpoints.path = dir.file("good.safetensors");
+  train_small(options);
+  const io::Safetensors good = io::load_safetensors(options.checkpoints.path);
+  struct Bad {
+    std::string key, value, message;
+  };
+  const std::vector<Bad> cases = {
+      {"trainer.epoch", "abc", "metadata 'trainer.epoch' = 'abc' is not a number"},
+      {"trainer.epoch", "9223372036854775807", "trainer.epoch 9223372036854775807 is outside [1, 2147483647]"},
+      {"trainer.epoch", "0", "trainer.epoch 0 is outside"},
+      {"trainer.test_acc", "7", "trainer.test_acc 7 is outside [0, 1]"},
+      {"trainer.val_acc", "-0.5", "trainer.val_acc -0.5 is outside [0, 1]"},
+      {"trainer.val_loss", "-1", "trainer.val_loss -1 is outside"},
+      {"trainer.best_acc", "NaN", "metadata 'trainer.best_acc' = 'NaN' is not a number"},
+      {"trainer.best_loss", "-2", "trainer.best_loss -2 is outside"},
+      {"trainer.best_epoch", "4", "trainer.best_epoch 4 is outside [0, 3]"},
+      {"trainer.wait", "5", "trainer.wait 5 is outside [0, 4]"},
+      {"trainer.wait", "4", "'trainer.wait' 4 is the patience 4 of a run that goes on"},
+      {"trainer.stopped", "yes", "'trainer.stopped' = 'yes' is not 0 or 1"},
+      {"trainer.step_ms_total", "-3", "trainer.step_ms_total -3 is outside"},
+      {"trainer.next_stream", "-1", "'trainer.next_stream' = -1 is not an integer in [0, 2^64)"},
+      {"trainer.seed", "3", "the run used generator seed 3, this one has 2"},
+  };
+  for (const Bad& bad : cases) {
+    SCOPED_TRACE(bad.key + " = " + bad.value);
+    io::Safetensors file = good;
+    file.metadata[bad.key] = bad.value;
+    const std::string path = dir.file("bad.safetensors");
+    io::save_safetensors(path, file.tensors, file.metadata);
+    TrainOptions resume = small_options();
+    resume.checkpoints.resume = path;
+    std::string message;
+    try {
+      train_small(resume);
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find(bad.message), std::string::npos) << message;
+  }
 }

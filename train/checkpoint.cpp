@@ -1,6 +1,8 @@
 #include "gat/train/checkpoint.h"
 
-#include "gat/train/trainer.h"
+#include <cstdio>
+#include <filesystem>
+#include <map>
 
 namespace gat {
 
@@ -13,12 +15,41 @@ constexpr const char* kSeed = "seed";
 constexpr const char* kBestEpoch = "best_epoch";
 constexpr const char* kTestAcc = "test_acc";
 
+// FNV-1a, 64 bits.
+class Fnv1a {
+ public:
+  void add(const void* bytes, size_t n) {
+    const unsigned char* b = static_cast<const unsigned char*>(bytes);
+    for (size_t i = 0; i < n; ++i) hash_ = (hash_ ^ b[i]) * 0x100000001b3ULL;
+  }
+  // The tensor's dtype, shape and bytes (an undefined tensor adds a marker of its own).
+  void add(const Tensor& t) {
+    const int64_t marker = t.defined() ? static_cast<int64_t>(t.dtype()) : -1;
+    add(&marker, sizeof marker);
+    if (!t.defined()) return;
+    const int64_t dims = t.dim();
+    add(&dims, sizeof dims);
+    for (int64_t d : t.shape()) add(&d, sizeof d);
+    const Tensor host = t.to(Device::cpu);
+    add(host.raw_data(), host.nbytes());
+  }
+  std::string hex() const {
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash_));
+    return text;
+  }
+
+ private:
+  uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
 }  // namespace
 
 io::Metadata CheckpointInfo::to_metadata() const {
   io::Metadata m = model.to_metadata();
   m[kFormat] = kFormatName;
   if (!dataset.empty()) m[kDataset] = dataset;
+  if (!dataset_digest.empty()) m[kDatasetDigestKey] = dataset_digest;
   m[kSeed] = io::metadata_number(seed);
   m[kBestEpoch] = io::metadata_number(best_epoch);
   m[kTestAcc] = io::metadata_number(test_acc);
@@ -31,6 +62,7 @@ CheckpointInfo CheckpointInfo::from_metadata(const io::Metadata& metadata, const
             "' is not '", kFormatName, "' (not a gat_train checkpoint)");
   CheckpointInfo info;
   if (read.has(kDataset)) info.dataset = read.text(kDataset);
+  if (read.has(kDatasetDigestKey)) info.dataset_digest = read.text(kDatasetDigestKey);
   info.model = GATConfig::from_metadata(metadata, where);
   info.seed = read.unsigned_integer(kSeed);
   info.best_epoch = read.integer(kBestEpoch);
@@ -41,8 +73,56 @@ CheckpointInfo CheckpointInfo::from_metadata(const io::Metadata& metadata, const
 }
 
 bool CheckpointInfo::operator==(const CheckpointInfo& o) const {
-  return dataset == o.dataset && model == o.model && seed == o.seed && best_epoch == o.best_epoch &&
-         test_acc == o.test_acc;
+  return dataset == o.dataset && dataset_digest == o.dataset_digest && model == o.model && seed == o.seed &&
+         best_epoch == o.best_epoch && test_acc == o.test_acc;
+}
+
+std::string dataset_digest(const Dataset& data) {
+  Fnv1a hash;
+  for (const Tensor* t : {&data.x, &data.y, &data.train_index, &data.val_index, &data.test_index,
+                          &data.graph.row_ptr(), &data.graph.edge_src(), &data.edge_attr})
+    hash.add(*t);
+  const int64_t sources = data.graph.num_src_nodes();
+  hash.add(&sources, sizeof sources);
+  return hash.hex();
+}
+
+std::string recorded_dataset_name(const std::string& name) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(name, error)) return name;
+  const std::filesystem::path absolute = std::filesystem::absolute(name, error).lexically_normal();
+  return error ? name : absolute.string();
+}
+
+io::Metadata training_metadata(const TrainOptions& options) {
+  return {{"lr", io::metadata_number(options.lr)},
+          {"weight_decay", io::metadata_number(options.weight_decay)},
+          {"patience", io::metadata_number(options.patience)},
+          {"sparse_below", io::metadata_number(options.sparse_max_density)}};
+}
+
+std::string flag_differences(const io::Metadata& saved, const io::Metadata& wanted,
+                             const std::string& whose) {
+  static const std::map<std::string, std::string> kNames = {
+      {"layer", "--model"},
+      {"in_features", "the dataset's in_features"},
+      {"num_classes", "the dataset's num_classes"},
+      {"edge_dim", "the dataset's edge_dim"},
+      {kDatasetDigestKey, "the dataset's content digest"},
+      {"dtype", "dtype"},
+      {"negative_slope", "negative_slope"}};
+  std::string differences;
+  for (const auto& [key, value] : wanted) {
+    auto it = saved.find(key);
+    if (it != saved.end() && it->second == value) continue;
+    auto named = kNames.find(key);
+    std::string flag = "--" + key;
+    for (char& c : flag) c = c == '_' ? '-' : c;
+    differences +=
+        detail::concat(differences.empty() ? "" : ", ", named == kNames.end() ? flag : named->second, " ",
+                       value, " (", whose, ": ", it == saved.end() ? "not recorded" : it->second, ")");
+  }
+  return differences;
 }
 
 }  // namespace gat

@@ -38,6 +38,23 @@ CLI::Validator within(const Range<T>& range) {
 const CLI::Validator kNonEmpty(
     [](std::string& text) -> std::string { return text.empty() ? "the value is empty" : ""; }, "");
 
+// --name bound to `value`, a T within `range`.
+template <class T>
+CLI::Option* add_number(CLI::App& app, const std::string& name, T& value, const std::string& description,
+                        const Range<T>& range) {
+  return app.add_option(name, value, description)->check(within(range));
+}
+
+// What --save, --log and --checkpoint may name.
+const char* const kOutputPath =
+    "new path or regular file, its own (not another output, not an input), checked before training; a "
+    "symbolic link, directory, device or FIFO is refused";
+
+// The flags that only training reads: refused with --load, which evaluates a checkpoint.
+const char* const kTrainingOnly[] = {
+    "--epochs",     "--patience",         "--lr",     "--weight-decay", "--seed", "--runs", "--log",
+    "--checkpoint", "--checkpoint-every", "--resume", "--save"};
+
 // Binds every flag to `flags` (whose values are the defaults the usage shows).
 void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
   app.option_defaults()->always_capture_default();
@@ -57,21 +74,23 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
                  "the attention layer: gat (GATConv, Velickovic et al. 2018) or gatv2 (GATv2Conv, "
                  "Brody et al. 2022; no value dropout)")
       ->check(CLI::IsMember({"gat", "gatv2"}));
-  app.add_option("--epochs", t.max_epochs, "maximum epochs (early stopping ends sooner)")
-      ->check(within(TrainOptions::kEpochsRange));
-  app.add_option("--patience", t.patience, "epochs without improvement before stopping")
-      ->check(within(TrainOptions::kEpochsRange));
-  app.add_option("--lr", t.lr, "Adam learning rate")->check(within(TrainOptions::kLrRange));
-  app.add_option("--weight-decay", t.weight_decay, "L2 weight decay")->check(within(TrainOptions::kWeightDecayRange));
-  app.add_option("--hidden", m.hidden, "features per head in the first layer")->check(within(GATConfig::kHiddenRange));
-  app.add_option("--heads", m.heads, "heads of the first layer")->check(within(GATConfig::kHeadsRange));
-  app.add_option("--output-heads", m.output_heads, "heads of the output layer (8 for PubMed)")
-      ->check(within(GATConfig::kHeadsRange));
-  app.add_option("--dropout", m.dropout, "feature and attention dropout rate")->check(within(GATConfig::kDropoutRange));
-  app.add_option("--value-dropout", m.value_dropout,
-                 "dropout on the projected features where they are aggregated, as the GAT authors' "
-                 "code does (0: as PyG's GATConv)")
-      ->check(within(GATConfig::kDropoutRange));
+  add_number(app, "--epochs", t.max_epochs, "maximum epochs (early stopping ends sooner)",
+             TrainOptions::kEpochsRange);
+  add_number(app, "--patience", t.patience, "epochs without improvement before stopping",
+             TrainOptions::kEpochsRange);
+  add_number(app, "--lr", t.lr, "Adam learning rate", TrainOptions::kLrRange);
+  add_number(app, "--weight-decay", t.weight_decay, "L2 weight decay", TrainOptions::kWeightDecayRange);
+  add_number(app, "--hidden", m.hidden, "features per head in the first layer", GATConfig::kHiddenRange);
+  add_number(app, "--heads", m.heads, "heads of the first layer", GATConfig::kHeadsRange);
+  add_number(app, "--output-heads", m.output_heads, "heads of the output layer (8 for PubMed)",
+             GATConfig::kHeadsRange);
+  add_number(app, "--dropout", m.dropout,
+             "feature and attention dropout rate (at most 0.999: kept values are scaled by 1/(1-p))",
+             GATConfig::kDropoutRange);
+  add_number(app, "--value-dropout", m.value_dropout,
+             "dropout on the projected features where they are aggregated, as the GAT authors' code does "
+             "(0: as PyG's GATConv)",
+             GATConfig::kDropoutRange);
   app.add_option("--fill-value", flags.fill_value,
                  "the self loops' edge features from each node's in-edges': mean, add (sum), min, max, "
                  "mul or a number (PyG's fill_value; only for a dataset with edge features)")
@@ -80,42 +99,46 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
             return ops::SelfLoopFill::try_parse(text) ? "" : "'" + text + "' is not " + ops::SelfLoopFill::kAccepted;
           },
           "FILL"));
-  app.add_option("--sparse-below", t.sparse_max_density,
-                 "pass the features as a sparse CSR matrix when fewer than this fraction is non-zero "
-                 "(0: always dense; same results up to rounding)")
-      ->check(within(TrainOptions::kDensityRange));
+  add_number(app, "--sparse-below", t.sparse_max_density,
+             "pass the features as a sparse CSR matrix when fewer than this fraction is non-zero (0: always "
+             "dense; same results up to rounding)",
+             TrainOptions::kDensityRange);
   app.add_flag("--cuda-graphs,!--no-cuda-graphs", t.cuda_graphs,
                "on CUDA, record the training step and evaluation as CUDA graphs and replay them "
                "(the same results, less host work per epoch; default on unless "
                "GAT_CUDA_GRAPHS=0)");
-  app.add_option("--seed", flags.seed, "seed of the first run")
-      ->check(within(Range<uint64_t>{0, std::numeric_limits<uint64_t>::max()}));
-  app.add_option("--runs", flags.runs, "runs with seeds seed, seed+1, ...; reports mean +- std")
-      ->check(within(Flags::kRunsRange));
-  auto* save = app.add_option("--save", flags.save,
-                              "write the first run's trained parameters (safetensors) to this new path "
-                              "or regular file, checked before training; a symbolic link, directory, "
-                              "device or FIFO is refused")
-                   ->check(kNonEmpty);
-  app.add_option("--load", flags.load, "evaluate this checkpoint instead of training")
-      ->check(kNonEmpty)
-      ->excludes(save);
-  app.add_option("--log", flags.log, "one JSON line per epoch to this file (with --resume: the run's log, continued)")
+  add_number(app, "--seed", flags.seed, "seed of the first run",
+             Range<uint64_t>{0, std::numeric_limits<uint64_t>::max()});
+  add_number(app, "--runs", flags.runs, "runs with seeds seed, seed+1, ...; reports mean +- std",
+             Flags::kRunsRange);
+  app.add_option("--save", flags.save,
+                 std::string("write the first run's trained parameters (safetensors) to this ") + kOutputPath)
+      ->check(kNonEmpty);
+  app.add_option("--log", flags.log,
+                 std::string("one JSON line per epoch (with --resume: the run's log, continued) to this ") +
+                     kOutputPath)
       ->check(kNonEmpty);
   app.add_option("--checkpoint", flags.checkpoint,
                  "write the run's whole state (parameters, optimiser, early stopping, epoch, dropout "
-                 "generator) to this file during training, to continue it with --resume")
+                 "generator, the dataset's digest, the flags that shape the run) during training, to continue "
+                 "it with --resume, to this " +
+                     std::string(kOutputPath))
       ->check(kNonEmpty);
-  app.add_option("--checkpoint-every", flags.checkpoint_every,
-                 "epochs between --checkpoint writes (also written at the last epoch)")
-      ->check(within(TrainOptions::kEpochsRange));
+  add_number(app, "--checkpoint-every", flags.checkpoint_every,
+             "epochs between --checkpoint writes (also written at the last epoch)",
+             TrainOptions::kEpochsRange);
   app.add_option("--resume", flags.resume,
-                 "continue the run saved by --checkpoint in this file, bit for bit (give the same flags as "
-                 "the interrupted run)")
-      ->check(kNonEmpty)
-      ->excludes(app.get_option("--load"));
-  app.add_option("--threads", flags.threads, "OpenMP threads (default: OMP_NUM_THREADS, else every core)")
-      ->check(within(Flags::kThreadsRange));
+                 "continue the run saved by --checkpoint in this file, bit for bit: the dataset and the "
+                 "flags that shape the run (model, --lr, --weight-decay, --patience, --sparse-below, "
+                 "--seed) must be the run's (the differences are listed); --epochs may differ")
+      ->check(kNonEmpty);
+  auto* load = app.add_option("--load", flags.load,
+                              "evaluate this checkpoint instead of training; model flags, if given, must "
+                              "match it")
+                   ->check(kNonEmpty);
+  for (const char* name : kTrainingOnly) load->excludes(app.get_option(name));
+  add_number(app, "--threads", flags.threads, "OpenMP threads (default: OMP_NUM_THREADS, else every core)",
+             Flags::kThreadsRange);
   app.add_flag("--json", flags.json, "print a JSON summary as the last line");
   app.add_flag("--info", flags.info, "print the dataset summary as one JSON line and exit");
   app.add_flag("--quiet", flags.quiet, "no progress lines");
@@ -145,6 +168,8 @@ Flags parse(int argc, const char* const* argv, const Environment& env) {
   } catch (const CLI::ParseError& e) {
     throw UsageError(e.what());
   }
+  for (const CLI::Option* option : app.get_options())
+    if (option->count() > 0) flags.given.insert(option->get_name());
   flags.dataset_given = app.count("--dataset") > 0;
   flags.fill_value_given = app.count("--fill-value") > 0;
   flags.model.fill_value = ops::SelfLoopFill::parse(flags.fill_value);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -36,6 +37,7 @@ struct Flags {
   int threads = 0;                 // OpenMP threads; 0: OpenMP's default (OMP_NUM_THREADS, else every core)
   bool json = false, info = false, quiet = false;
   bool help = false;            // --help: print usage() and exit 0
+  std::set<std::string> given;  // the flags on the command line, by their long names ("--hidden")
 
   static constexpr Range<int64_t> kRunsRange{1, 10000};
   static constexpr Range<int> kThreadsRange{1, 4096};
@@ -58,8 +60,9 @@ class UsageError : public std::runtime_error {
 
 // argv[0] is the program name. The dataset's recipe (recipe_for, train/trainer.h) gives
 // --output-heads, --lr and --weight-decay where they are left out; --model gatv2 makes
-// --value-dropout 0 (and refuses another value). Every number is parsed whole (no "1e23" for an integer, no NaN or
-// infinity) and checked against its range; paths may not be empty; --seed + --runs - 1 must fit.
+// --value-dropout 0 (and refuses another value). Every number is parsed whole (no "1e23" for an integer, no
+// NaN or infinity) and checked against its range; paths may not be empty; --seed + --runs - 1 must fit;
+// --load refuses the flags only training reads (--epochs, --lr, --log, --save, --resume, ...).
 Flags parse(int argc, const char* const* argv, const Environment& env = {});
 
 // The usage text (flags, their defaults and ranges).

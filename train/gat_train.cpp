@@ -14,8 +14,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <iostream>
+#include <iterator>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <omp.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "gat/datasets/registry.h"
 #include "gat/framework/cuda_runtime.h"
@@ -60,21 +63,69 @@ Device resolve_device(const std::string& name) {
   return Device::cuda;
 }
 
-// A resumed run's log: the lines of the epochs the checkpoint has done are kept, later ones (written
-// after the checkpoint, before the interruption) dropped; the resumed epochs append to it.
-void truncate_log_after(const std::string& path, int64_t epoch) {
-  std::ifstream in(path);
-  std::vector<std::string> kept;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
+// What a resumed run's log starts with: the lines of epochs 1..epoch of the log at `path` (later
+// ones were written after the checkpoint, before the interruption). A last line cut short (no
+// newline, not JSON: the disk filled up) is dropped; any other line that is not one of
+// gat_train's is refused, and so is a log whose epochs do not run 1, 2, ... up to at least
+// `epoch` (the log of another run). A log that does not exist yet starts empty.
+std::string resumed_log(const std::string& path, int64_t epoch) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return "";
+  const std::string text = io::read_regular_file(path);
+  std::string kept;
+  int64_t next = 1;  // the epoch the next line must have
+  size_t line_number = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    const bool last_cut = end == std::string::npos;
+    const std::string line = text.substr(at, last_cut ? std::string::npos : end - at);
+    at = last_cut ? text.size() : end + 1;
+    ++line_number;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    GAT_CHECK(!j.is_discarded() && j.contains("epoch"), "--log: ", path, ": line '", line,
-              "' is not a gat_train log line");
-    if (j["epoch"].get<int64_t>() <= epoch) kept.push_back(line);
+    const bool ours = j.is_object() && j.contains("run") && j["run"] == 0 && j.contains("epoch") &&
+                      j["epoch"].is_number_integer();
+    if (!ours && last_cut) break;
+    GAT_CHECK(ours, "--log ", path, ":", line_number, ": '", line,
+              "' is not a line of gat_train's log of one run");
+    GAT_CHECK(j["epoch"] == next, "--log ", path, ":", line_number, ": epoch ", j["epoch"].dump(),
+              " where epoch ", next, " was due (not the log of the run that --resume continues)");
+    if (next++ <= epoch) kept += line + '\n';
   }
-  std::ofstream out(path, std::ios::trunc);
-  for (const std::string& line : kept) out << line << '\n';
-  GAT_CHECK(out.good(), "--log: rewriting ", path, " failed");
+  GAT_CHECK(next == 1 || next > epoch, "--log ", path, ": holds epochs 1..", next - 1,
+            " but the checkpoint is at epoch ", epoch, " (not the log of the run that --resume continues)");
+  return kept;
+}
+
+// The output flags' paths: each checked before any work (a regular file or a new path, never a
+// link, device or FIFO), each different from the others and from every input the run reads: the
+// --resume checkpoint (except that --checkpoint may be it: it is read whole before the first
+// write, and replaced atomically), and the dataset's files.
+void check_outputs(const Flags& flags) {
+  const std::pair<const char*, std::string> outputs[] = {
+      {"--save", flags.save}, {"--checkpoint", flags.checkpoint}, {"--log", flags.log}};
+  std::error_code error;
+  const bool dataset_folder = std::filesystem::is_directory(flags.dataset, error);
+  const std::string planetoid_dir = flags.data_dir.empty() ? default_data_dir() : flags.data_dir;
+  for (size_t i = 0; i < std::size(outputs); ++i) {
+    const auto& [flag, path] = outputs[i];
+    if (path.empty()) continue;
+    io::check_save_path(path, flag);
+    for (size_t k = i + 1; k < std::size(outputs); ++k)
+      GAT_CHECK(outputs[k].second.empty() || !io::same_file(path, outputs[k].second), flag, " ", path,
+                " and ", outputs[k].first, " ", outputs[k].second,
+                " are the same file: each output needs a path of its own");
+    GAT_CHECK(
+        flags.resume.empty() || std::string(flag) == "--checkpoint" || !io::same_file(path, flags.resume),
+        flag, " ", path, " is the --resume checkpoint, an input of this run");
+    GAT_CHECK(!dataset_folder || !io::inside_folder(path, flags.dataset), flag, " ", path,
+              " is inside the dataset's folder ", flags.dataset, ", an input of this run");
+    const std::filesystem::path at(path);
+    const std::string folder = at.has_parent_path() ? at.parent_path().string() : ".";
+    GAT_CHECK(dataset_folder || at.filename().string().rfind("ind.", 0) != 0 ||
+                  !io::same_file(folder, planetoid_dir),
+              flag, " ", path, " is a Planetoid file of the data folder ", planetoid_dir,
+              ", an input of this run");
+  }
 }
 
 // Which epochs get a progress line on stderr, terminal or pipe alike: every epoch of a run of
@@ -97,14 +148,39 @@ class EpochProgress {
 
 // ---- the two modes ----
 
+// The metadata keys of the model flags, by flag.
+const std::pair<const char*, const char*> kModelFlagKeys[] = {
+    {"--model", "layer"},          {"--hidden", "hidden"},
+    {"--heads", "heads"},          {"--output-heads", "output_heads"},
+    {"--dropout", "dropout"},      {"--value-dropout", "value_dropout"},
+    {"--fill-value", "fill_value"}};
+
+// --load: the model, the dataset and the parameters come from the checkpoint. Model flags that
+// are given must agree with it. The dataset is --dataset if given, else the checkpoint's (a
+// folder is recorded by its absolute path, so it is found from any working folder), which must
+// still hold what the model was trained on (its digest).
 int evaluate_checkpoint(const Flags& flags, Device device) {
-  const CheckpointInfo info = CheckpointInfo::from_metadata(io::load_safetensors(flags.load).metadata, flags.load);
+  const io::Safetensors file = io::load_safetensors(flags.load);
+  const CheckpointInfo info = CheckpointInfo::from_metadata(file.metadata, flags.load);
+  const io::Metadata saved = info.model.to_metadata(), asked = flags.model.to_metadata();
+  io::Metadata given;
+  for (const auto& [flag, key] : kModelFlagKeys)
+    if (flags.given.count(flag)) given[key] = asked.at(key);
+  const std::string differences = flag_differences(saved, given, "the checkpoint's");
+  GAT_CHECK(differences.empty(), "--load ", flags.load,
+            ": these flags differ from the checkpoint's model: ", differences,
+            "; leave them out (the checkpoint's model is evaluated)");
   std::string dataset = flags.dataset;
   if (!flags.dataset_given) {
     GAT_CHECK(!info.dataset.empty(), "checkpoint ", flags.load, ": metadata names no dataset; pass --dataset");
     dataset = info.dataset;
   }
-  const Dataset data = dataset_to(with_self_loops(load_training_dataset(dataset, flags.data_dir)), device);
+  const Dataset host = load_training_dataset(dataset, flags.data_dir);
+  GAT_CHECK(flags.dataset_given || info.dataset_digest.empty() || dataset_digest(host) == info.dataset_digest,
+            "--load ", flags.load, ": the dataset ", dataset,
+            " is not the one the model was trained on (content digest ", dataset_digest(host),
+            ", the checkpoint's: ", info.dataset_digest, "); pass --dataset to evaluate on it all the same");
+  const Dataset data = dataset_to(with_self_loops(host), device);
   const GATConfig& config = info.model;
   GAT_CHECK(config.in_features == data.num_features() && config.num_classes == data.num_classes &&
                 config.edge_dim == data.num_edge_features(),
@@ -116,7 +192,7 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
   Generator init(0);  // overwritten by the checkpoint
   GAT model(config, init);
   model.to(device);
-  io::load_into(model, flags.load);
+  io::load_into(model, file, flags.load);
   auto forward = [&](const Features& x, const Graph& g, Generator& gen) {
     return model.forward(x, g, gen, data.edge_attr);
   };
@@ -134,52 +210,76 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
   return 0;
 }
 
+// A checkpoint's metadata: CheckpointInfo's and the training flags that shape the run.
+io::Metadata checkpoint_metadata(const CheckpointInfo& info, const TrainOptions& options) {
+  io::Metadata meta = info.to_metadata();
+  for (const auto& [key, value] : training_metadata(options)) meta[key] = value;
+  return meta;
+}
+
+// Refuses a --resume whose run differs from what these flags and this dataset would train: the
+// layer kind first (the parameters' names differ), then every model flag, the training flags
+// that shape the run, the seed and the dataset's content, all differences in one message.
+void check_resumed_run(const Flags& flags, const io::Metadata& run, const io::Metadata& wanted) {
+  const std::string where = "--resume " + flags.resume;
+  const GATConfig saved = GATConfig::from_metadata(run, where);
+  GAT_CHECK(saved.layer == flags.model.layer, where, ": the run trained ", attention_layer_name(saved.layer),
+            " layers, these flags ask for ", attention_layer_name(flags.model.layer), " (--model)");
+  const std::string differences = flag_differences(run, wanted, "the run's");
+  GAT_CHECK(differences.empty(), where, ": these flags differ from the run's: ", differences,
+            "; give the interrupted run's flags and dataset (only --epochs may differ)");
+}
+
 int train_runs(const Flags& flags, Device device) {
-  if (!flags.save.empty()) io::check_save_path(flags.save);  // before the training, not after it
-  if (!flags.checkpoint.empty()) io::check_save_path(flags.checkpoint);
+  check_outputs(flags);  // before anything is read or written
   GAT_CHECK(flags.runs == 1 || (flags.checkpoint.empty() && flags.resume.empty()),
             "--checkpoint and --resume follow one run: --runs must be 1");
-  std::ofstream log;
-  if (!flags.log.empty()) {
-    if (!flags.resume.empty()) {
-      const io::Metadata meta = io::load_safetensors(flags.resume).metadata;
-      truncate_log_after(flags.log, io::MetadataReader(meta, "--resume " + flags.resume).integer(kCheckpointEpochKey));
-    }
-    log.open(flags.log, flags.resume.empty() ? std::ios::trunc : std::ios::app);
-    GAT_CHECK(log.is_open(), "--log: cannot open ", flags.log, " for writing: ", std::strerror(errno));
+  io::Metadata resumed;   // the --resume checkpoint's metadata
+  std::string log_start;  // what the log starts with (a resumed run's earlier lines)
+  if (!flags.resume.empty()) {
+    resumed = io::load_safetensors(flags.resume).metadata;
+    const int64_t epoch =
+        io::MetadataReader(resumed, "--resume " + flags.resume).integer(kCheckpointEpochKey);
+    check_in_range("--resume " + flags.resume + ": metadata " + kCheckpointEpochKey, epoch,
+                   TrainOptions::kEpochsRange);
+    if (!flags.log.empty()) log_start = resumed_log(flags.log, epoch);
   }
   // The looped graph once, on the host, the only graph copied to the device (GAT's layers add
   // self loops: given a graph that has them, they keep no copy).
-  const Dataset data = dataset_to(with_self_loops(load_training_dataset(flags.dataset, flags.data_dir)), device);
+  const Dataset host = load_training_dataset(flags.dataset, flags.data_dir);
+  const std::string digest = dataset_digest(host);
+  const Dataset data = dataset_to(with_self_loops(host), device);
   GATConfig config = flags.model;
   config.in_features = data.num_features();
   config.num_classes = data.num_classes;
   config.edge_dim = data.num_edge_features();
   config.validate(flags.dataset);
-  GAT_CHECK(!flags.fill_value_given || config.edge_dim > 0, "--fill-value ", flags.fill_value, ": ", flags.dataset,
-            " has no edge features (the value makes the self loops' edge features)");
+  GAT_CHECK(!flags.fill_value_given || config.edge_dim > 0, "--fill-value ", flags.fill_value, ": ",
+            flags.dataset, " has no edge features (the value makes the self loops' edge features)");
   check_self_loop_features(data, config.fill_value);
-  if (!flags.resume.empty()) {  // the parameters' names and shapes would disagree further down
-    const GATConfig saved =
-        GATConfig::from_metadata(io::load_safetensors(flags.resume).metadata, "--resume " + flags.resume);
-    GAT_CHECK(saved.layer == config.layer, "--resume ", flags.resume, ": the run trained ",
-              attention_layer_name(saved.layer), " layers, these flags ask for ", attention_layer_name(config.layer),
-              " (--model)");
-    // Any other field that differs would go on training another model than the run's, silently.
-    const io::Metadata run = saved.to_metadata();
-    std::string differences;
-    for (const auto& [key, value] : config.to_metadata())
-      if (run.at(key) != value)
-        differences += detail::concat(differences.empty() ? "" : ", ", key, " ", value, " (the run's: ", run.at(key), ")");
-    GAT_CHECK(differences.empty(), "--resume ", flags.resume, ": these flags ask for another model than the run's: ",
-              differences, "; give the interrupted run's flags");
-  }
   TrainOptions options = flags.train;
+  const CheckpointInfo run_info{recorded_dataset_name(flags.dataset), digest, config, flags.seed, 0, 0};
+  if (!flags.resume.empty()) {
+    io::Metadata wanted = config.to_metadata();
+    for (const auto& [key, value] : training_metadata(options)) wanted[key] = value;
+    const io::Metadata info = run_info.to_metadata();
+    for (const char* key : {"seed", kDatasetDigestKey}) wanted[key] = info.at(key);
+    check_resumed_run(flags, resumed, wanted);
+  }
   options.checkpoints.path = flags.checkpoint;
   options.checkpoints.every = flags.checkpoint_every;
-  options.checkpoints.metadata = CheckpointInfo{flags.dataset, config, flags.seed, 0, 0}.to_metadata();
+  options.checkpoints.metadata = checkpoint_metadata(run_info, options);
   options.checkpoints.resume = flags.resume;
   const Features x = Features::choose(data.x, flags.train.sparse_max_density);  // once for all the runs
+  // The log is written from the first epoch's end on: nothing is replaced before every check
+  // passed (a refused --resume, a missing dataset) and the training started.
+  std::unique_ptr<io::OutputFile> log;
+  auto open_log = [&] {
+    if (flags.log.empty() || log) return;
+    log = std::make_unique<io::OutputFile>(flags.log, "--log");
+    log->write(log_start);
+    log->commit();
+  };
   std::vector<TrainResult> results;
   for (int64_t run = 0; run < flags.runs; ++run) {
     const uint64_t seed = flags.seed + static_cast<uint64_t>(run);
@@ -191,12 +291,12 @@ int train_runs(const Flags& flags, Device device) {
     };
     EpochProgress epoch_lines(options.max_epochs);
     auto on_epoch = [&](const EpochStats& s) {
-      if (log.is_open()) {
+      if (!flags.log.empty()) {
+        open_log();
         const nlohmann::json j = {{"run", run},         {"epoch", s.epoch},       {"loss", s.loss},
                                   {"train_acc", s.train_acc}, {"val_acc", s.val_acc}, {"val_loss", s.val_loss},
                                   {"test_acc", s.test_acc},   {"ms", s.ms},         {"step_ms", s.step_ms}};
-        log << j.dump() << '\n' << std::flush;
-        GAT_CHECK(log.good(), "--log: writing ", flags.log, " failed: ", std::strerror(errno));
+        log->write(j.dump() + "\n");
       }
       if (progress::enabled() && epoch_lines.due(s.epoch)) {
         char line[256];
@@ -208,6 +308,7 @@ int train_runs(const Flags& flags, Device device) {
       }
     };
     const TrainResult r = train_node_classifier(model, forward, data, x, options, gen, on_epoch);
+    open_log();  // a resumed run that had no epoch left still drops the lines after its checkpoint
     results.push_back(r);
     if (r.cuda_graphs_note.rfind("not recorded", 0) == 0 || r.cuda_graphs_note.rfind("dropped", 0) == 0)
       std::fprintf(stderr, "gat_train: CUDA graphs %s; the steps ran eagerly\n", r.cuda_graphs_note.c_str());
@@ -217,8 +318,13 @@ int train_runs(const Flags& flags, Device device) {
                   static_cast<long long>(run + 1), static_cast<long long>(flags.runs),
                   static_cast<unsigned long long>(seed), r.test_acc, static_cast<long long>(r.best_epoch),
                   r.val_acc, r.val_loss, static_cast<long long>(r.epochs), r.train_step_ms);
-    if (run == 0 && !flags.save.empty())
-      io::save(model, flags.save, CheckpointInfo{flags.dataset, config, seed, r.best_epoch, r.test_acc}.to_metadata());
+    if (run == 0 && !flags.save.empty()) {
+      CheckpointInfo saved = run_info;
+      saved.seed = seed;
+      saved.best_epoch = r.best_epoch;
+      saved.test_acc = r.test_acc;
+      io::save(model, flags.save, checkpoint_metadata(saved, options));
+    }
   }
 
   // Mean and sample standard deviation over the runs.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -199,64 +200,98 @@ struct LoopState {
   std::vector<Tensor> best_params;
 };
 
-std::string exact(double v) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.17g", v);
-  return buffer;
-}
+// A loss as metadata: a JSON number, or "inf" (early stopping's best before a finite epoch).
+constexpr const char* kInfinity = "inf";
+std::string loss_text(double loss) { return std::isinf(loss) ? kInfinity : io::metadata_number(loss); }
 
 void save_run(const std::string& path, const Module& model, const Optimizer& optimizer, const Generator& gen,
               const LoopState& s, const io::Metadata& extra) {
   io::Metadata meta = extra;
-  meta[kCheckpointEpochKey] = std::to_string(s.epoch);
+  meta[kCheckpointEpochKey] = io::metadata_number(s.epoch);
   meta["trainer.stopped"] = s.stopped ? "1" : "0";
-  meta["trainer.best_acc"] = exact(s.stopping.best_acc());
-  meta["trainer.best_loss"] = exact(s.stopping.best_loss());
-  meta["trainer.wait"] = std::to_string(s.stopping.wait());
-  meta["trainer.step_ms_total"] = exact(s.step_ms_total);
-  meta["trainer.test_acc"] = exact(s.result.test_acc);
-  meta["trainer.val_acc"] = exact(s.result.val_acc);
-  meta["trainer.val_loss"] = exact(s.result.val_loss);
-  meta["trainer.best_epoch"] = std::to_string(s.result.best_epoch);
-  meta["trainer.seed"] = std::to_string(gen.seed());
-  meta["trainer.next_stream"] = std::to_string(gen.next_stream());
+  meta["trainer.best_acc"] = io::metadata_number(s.stopping.best_acc());
+  meta["trainer.best_loss"] = loss_text(s.stopping.best_loss());
+  meta["trainer.wait"] = io::metadata_number(s.stopping.wait());
+  meta["trainer.step_ms_total"] = io::metadata_number(s.step_ms_total);
+  meta["trainer.test_acc"] = io::metadata_number(s.result.test_acc);
+  meta["trainer.val_acc"] = io::metadata_number(s.result.val_acc);
+  meta["trainer.val_loss"] = io::metadata_number(s.result.val_loss);
+  meta["trainer.best_epoch"] = io::metadata_number(s.result.best_epoch);
+  meta["trainer.seed"] = io::metadata_number(gen.seed());
+  meta["trainer.next_stream"] = io::metadata_number(gen.next_stream());
   io::TensorMap best;
   for (size_t i = 0; i < s.best_params.size(); ++i)
     if (s.best_params[i].defined()) best.emplace("best." + std::to_string(i), s.best_params[i]);
   io::save(model, optimizer, path, meta, best);
 }
 
-void resume_run(const std::string& path, Module& model, Optimizer& optimizer, Generator& gen, LoopState& s) {
-  io::TensorMap best;
-  const io::Metadata meta = io::load_into(model, optimizer, path, &best);
-  auto field = [&](const char* key) -> const std::string& {
-    auto it = meta.find(key);
-    GAT_CHECK(it != meta.end(), "resume: ", path, ": metadata has no '", key, "' (not a run checkpoint)");
-    return it->second;
+// Reads a run checkpoint into the model, the optimiser, the generator and `s`, after checking
+// every value against what a run with these options could have saved: nothing changes before
+// all of it is checked, and the training starts only from a state it could have reached.
+void resume_run(const std::string& path, const TrainOptions& options, Module& model, Optimizer& optimizer,
+                Generator& gen, LoopState& s) {
+  const std::string where = "resume: " + path;
+  const io::Safetensors file = io::load_safetensors(path);
+  const io::MetadataReader read(file.metadata, where);
+  auto integer_in = [&](const char* key, int64_t lo, int64_t hi) {
+    const int64_t v = read.integer(key);
+    check_in_range(where + ": metadata " + key, v, Range<int64_t>{lo, hi});
+    return v;
   };
-  auto number = [&](const char* key) { return std::strtod(field(key).c_str(), nullptr); };
-  auto count = [&](const char* key) { return std::strtoll(field(key).c_str(), nullptr, 10); };
-  GAT_CHECK(std::strtoull(field("trainer.seed").c_str(), nullptr, 10) == gen.seed(), "resume: ", path,
-            ": the run used generator seed ", field("trainer.seed"), ", this one has ", gen.seed());
-  const uint64_t stream = std::strtoull(field("trainer.next_stream").c_str(), nullptr, 10);
-  GAT_CHECK(stream >= gen.next_stream(), "resume: ", path, ": the generator is already past the saved stream");
-  gen.skip_streams(stream - gen.next_stream());
-  s.epoch = count(kCheckpointEpochKey);
-  s.stopped = field("trainer.stopped") == "1";
-  s.stopping.restore(number("trainer.best_acc"), number("trainer.best_loss"), count("trainer.wait"));
-  s.step_ms_total = number("trainer.step_ms_total");
-  s.result.test_acc = number("trainer.test_acc");
-  s.result.val_acc = number("trainer.val_acc");
-  s.result.val_loss = number("trainer.val_loss");
-  s.result.best_epoch = count("trainer.best_epoch");
-  s.result.epochs = s.epoch;
+  auto number_in = [&](const char* key, double lo, double hi) {
+    const double v = read.number(key);
+    check_in_range(where + ": metadata " + key, v, Range<double>{lo, hi});
+    return v;
+  };
+  const double kNoBound = std::numeric_limits<double>::max();
+  const uint64_t seed = read.unsigned_integer("trainer.seed");
+  GAT_CHECK(seed == gen.seed(), where, ": the run used generator seed ", seed, ", this one has ", gen.seed());
+  const uint64_t stream = read.unsigned_integer("trainer.next_stream");
+  GAT_CHECK(stream >= gen.next_stream(), where, ": the generator is already past the saved stream");
+  const int64_t epoch = integer_in(kCheckpointEpochKey, 1, TrainOptions::kEpochsRange.hi);
+  const std::string& stopped = read.text("trainer.stopped");
+  GAT_CHECK(stopped == "0" || stopped == "1", where, ": metadata 'trainer.stopped' = '", stopped,
+            "' is not 0 or 1");
+  const int64_t wait = integer_in("trainer.wait", 0, options.patience);
+  GAT_CHECK((wait == options.patience) == (stopped == "1"), where, ": metadata 'trainer.wait' ", wait,
+            (stopped == "1" ? " is not" : " is"), " the patience ", options.patience, " of a run that ",
+            (stopped == "1" ? "stopped" : "goes on"));
+  const double best_acc = number_in("trainer.best_acc", 0.0, 1.0);
+  const std::string& best_loss_text = read.text("trainer.best_loss");
+  const double best_loss = best_loss_text == kInfinity ? std::numeric_limits<double>::infinity()
+                                                       : number_in("trainer.best_loss", 0.0, kNoBound);
+  const int64_t best_epoch = integer_in("trainer.best_epoch", 0, epoch);
+  s.step_ms_total = number_in("trainer.step_ms_total", 0.0, kNoBound);
+  s.result.test_acc = number_in("trainer.test_acc", 0.0, 1.0);
+  s.result.val_acc = number_in("trainer.val_acc", 0.0, 1.0);
+  s.result.val_loss = number_in("trainer.val_loss", 0.0, kNoBound);
+  // The remembered parameters: one per parameter once an epoch was remembered, none before.
   const std::vector<Tensor> params = model.parameters();
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto it = best.find("best." + std::to_string(i));
-    if (it == best.end()) continue;
-    check_shape("resume", "remembered parameter", it->second, params[i].shape());
-    s.best_params[i] = it->second.to(params[i].device());
+  std::vector<Tensor> best(params.size());
+  size_t run_tensors = 0;
+  for (const auto& [name, t] : file.tensors) run_tensors += name.rfind(io::kRunStatePrefix, 0) == 0 ? 1 : 0;
+  GAT_CHECK(run_tensors == (best_epoch > 0 ? params.size() : 0), where, ": holds ", run_tensors,
+            " remembered parameters ('", io::kRunStatePrefix, "best.*'), the model has ", params.size(),
+            " and the remembered epoch is ", best_epoch);
+  for (size_t i = 0; best_epoch > 0 && i < params.size(); ++i) {
+    const std::string name = std::string(io::kRunStatePrefix) + "best." + std::to_string(i);
+    auto it = file.tensors.find(name);
+    GAT_CHECK(it != file.tensors.end(), where, ": missing tensor '", name, "' (the remembered parameter ", i,
+              ")");
+    GAT_CHECK(it->second.shape() == params[i].shape() && it->second.dtype() == params[i].dtype(), where,
+              ": tensor '", name, "' is ", it->second.describe(), ", the parameter ", params[i].describe());
+    const int64_t bad = first_non_finite(it->second);
+    GAT_CHECK(bad < 0, where, ": tensor '", name, "' holds a NaN or infinity (at flat index ", bad, ")");
+    best[i] = it->second.to(params[i].device());
   }
+  io::load_into(model, optimizer, file, path);  // each checked before either changes
+  gen.skip_streams(stream - gen.next_stream());
+  s.epoch = epoch;
+  s.stopped = stopped == "1";
+  s.stopping.restore(best_acc, best_loss, wait);
+  s.result.best_epoch = best_epoch;
+  s.result.epochs = epoch;
+  s.best_params = best;
 }
 
 }  // namespace
@@ -302,7 +337,7 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   GAT_CHECK(checkpoints.every >= 1, "train: checkpoints.every ", checkpoints.every, " must be at least 1");
   LoopState state(options.patience);
   state.best_params.resize(params.size());
-  if (!checkpoints.resume.empty()) resume_run(checkpoints.resume, model, optimizer, gen, state);
+  if (!checkpoints.resume.empty()) resume_run(checkpoints.resume, options, model, optimizer, gen, state);
   TrainResult& result = state.result;
   std::vector<Tensor>& best_params = state.best_params;
   EarlyStopping& stopping = state.stopping;
