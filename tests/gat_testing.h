@@ -165,6 +165,14 @@ inline void expect_close(const Tensor& got, const Tensor& want, const std::strin
                           << " want " << (w.empty() ? 0 : w[d.at]);
 }
 
+// |got_k - want_k| <= tol * max(1, |want_k|) for every element k, reporting each that is not.
+inline void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                            const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << what << " element " << i;
+}
+
 // The same shape, dtype and bytes (any devices).
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
@@ -185,6 +193,9 @@ inline void expect_error(const std::function<void()>& f, const std::vector<std::
 }
 
 // ---- test inputs ----
+
+// An f64 tensor of `values` on the CPU.
+inline Tensor f64(const std::vector<double>& values, const Shape& shape) { return Tensor::from_vector(values, shape); }
 
 // 8 nodes, 13 edges: 0, 6 and 7 have no incoming edge, 1 has one, 2 has six, 4 has a self loop;
 // 7 has no edge at all.

@@ -78,6 +78,28 @@ bool all_finite(const Tensor& t) {
 const DropoutKey kDrop{0.3f, 42, 7};
 const DropoutKey kValueDrop{0.4f, 43, 7};
 
+// Uniform f32 tensors on the host, one per (shape, bound), in [-bound, bound).
+std::vector<Tensor> random_f32(const std::vector<std::pair<Shape, double>>& shapes, std::mt19937_64& rng) {
+  std::vector<Tensor> tensors;
+  for (const auto& [shape, bound] : shapes) tensors.push_back(random_tensor(shape, rng, -bound, bound, DType::f32));
+  return tensors;
+}
+
+// The inputs of gat_attention_aggregate's kernels (el, er, node_value on g's device; `term`, the
+// edge term, may be undefined).
+ops::GatAttentionInputs gat_kernel_inputs(const Graph& g, const Tensor& el, const Tensor& er, const Tensor& term,
+                                          const Tensor& v, double slope, const DropoutKey& key = {}) {
+  ops::GatAttentionInputs in;
+  in.graph = &g;
+  in.el = el;
+  in.er = er;
+  in.edge_term = term;
+  in.node_value = v;
+  in.negative_slope = slope;
+  in.attn_dropout = key;
+  return in;
+}
+
 }  // namespace
 
 // ---- csr_softmax_aggregate ---------------------------------------------------------------
@@ -110,10 +132,10 @@ TEST(CsrSoftmaxAggregate, EmptyRowsGiveZerosAndZeroGradients) {
   const auto o = out.to_vector<double>();
   for (int64_t i : {0, 6, 7})
     for (int64_t k = 0; k < 6; ++k) EXPECT_EQ(o[i * 6 + k], 0.0) << "row " << i;
-  // A gradient only on the empty rows reaches nothing.
+  // A gradient only on the empty rows (a value of its own for every element) reaches nothing.
   std::vector<double> grad(o.size(), 0.0);
   for (int64_t i : {0, 6, 7})
-    for (int64_t k = 0; k < 6; ++k) grad[i * 6 + k] = 1.0;
+    for (int64_t k = 0; k < 6; ++k) grad[i * 6 + k] = 1.0 + static_cast<double>(i * 6 + k);
   out.backward(Tensor::from_vector(grad, out.shape()));
   for (double x : s.grad().to_vector<double>()) EXPECT_EQ(x, 0.0);
   for (double x : v.grad().to_vector<double>()) EXPECT_EQ(x, 0.0);
@@ -186,7 +208,7 @@ TEST(CsrSoftmaxAggregate, ExtremeScoresStayFinite) {
     Tensor v = random_tensor({g.num_nodes(), H, 4}, rng, -1, 1, dtype).set_requires_grad();
     Tensor out = ops::csr_softmax_aggregate(g, s, v, kDrop);
     EXPECT_TRUE(all_finite(out)) << dtype_name(dtype);
-    out.backward(Tensor::full(out.shape(), 1.0, dtype));
+    out.backward(random_tensor(out.shape(), rng, -1, 1, dtype));
     EXPECT_TRUE(all_finite(s.grad())) << dtype_name(dtype);
     EXPECT_TRUE(all_finite(v.grad())) << dtype_name(dtype);
     const auto want = reference_aggregate(g, s.to(DType::f64).to_vector<double>(),
@@ -209,7 +231,7 @@ TEST(CsrSoftmaxAggregate, RunsAreBitwiseIdentical) {
     Tensor s = random_tensor({g.num_edges(), 2}, rng, -2, 2, DType::f32).set_requires_grad();
     Tensor v = random_tensor({g.num_nodes(), 2, 8}, rng, -1, 1, DType::f32).set_requires_grad();
     Tensor out = ops::csr_softmax_aggregate(g, s, v, kDrop);
-    out.backward(Tensor::full(out.shape(), 0.5, DType::f32));
+    out.backward(random_tensor(out.shape(), rng, -1, 1, DType::f32));
     return std::vector<Tensor>{out, s.grad(), v.grad()};
   };
   const uint64_t seed = rng();
@@ -770,14 +792,7 @@ TEST(GatAttentionAggregate, PositiveSumsGiveDerWithoutAnEdgePass) {
                                   std::to_string(key.p) + (with_term ? " edge term" : "");
           Tensor out = Tensor::empty({N, H, F}, DType::f64), lse = Tensor::empty({N, H}, DType::f64);
           Tensor pos_out = Tensor::empty({N, H, F}, DType::f64), pos_weight = Tensor::empty({N, H}, DType::f64);
-          ops::GatAttentionInputs in;
-          in.graph = &g;
-          in.el = el;
-          in.er = er;
-          in.edge_term = term;
-          in.node_value = v;
-          in.negative_slope = slope;
-          in.attn_dropout = key;
+          const ops::GatAttentionInputs in = gat_kernel_inputs(g, el, er, term, v, slope, key);
           ops::GatAttentionForwardArgs forward{in};
           forward.out = &out;
           forward.lse = &lse;
@@ -826,12 +841,8 @@ TEST(GatAttentionAggregate, RejectsMismatchedInputs) {
   // The kernels' positive sums: both or neither, of out's and lse's shapes.
   Tensor out = Tensor::empty({N, 2, 4}), lse = Tensor::empty({N, 2}), pos_out = Tensor::empty({N, 2, 4});
   Tensor short_weight = Tensor::empty({N - 1, 2});
-  ops::GatAttentionForwardArgs forward;
-  forward.graph = &g;
-  forward.el = Tensor::zeros({N, 2});
-  forward.er = Tensor::zeros({N, 2});
-  forward.node_value = Tensor::zeros({N, 2, 4});
-  forward.negative_slope = 0.2;
+  ops::GatAttentionForwardArgs forward{
+      gat_kernel_inputs(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor(), Tensor::zeros({N, 2, 4}), 0.2)};
   forward.out = &out;
   forward.lse = &lse;
   forward.pos_out = &pos_out;
@@ -1098,7 +1109,7 @@ TEST(BipartiteGraphOps, DestinationsWithoutInEdgesGiveZerosAndNoGradient) {
       ++empty_rows;
       for (int64_t k = 0; k < H * F; ++k) {
         EXPECT_EQ(o[i * H * F + k], 0.0) << name << " row " << i;
-        grad[i * H * F + k] = 1.0;
+        grad[i * H * F + k] = 1.0 + static_cast<double>(i * H * F + k);  // a value of its own each
       }
     }
     if (!g.one_self_loop_per_node() || Nd > Ns) {  // else every destination has its loop
@@ -1500,10 +1511,8 @@ TEST_F(CudaGatAttentionAggregate, BiasMatchesCpuAndDValuesReuseThePositiveSums) 
     const Graph& cpu_graph = *graph;
     const Graph cuda_graph = cpu_graph.to(Device::cuda);
     const int64_t rows = cpu_graph.num_nodes();
-    const std::vector<Tensor> inputs{random_tensor({rows, H}, rng, -3, 3, DType::f32),
-                                     random_tensor({rows, H}, rng, -3, 3, DType::f32),
-                                     random_tensor({rows, H, F}, rng, -1, 1, DType::f32),
-                                     random_tensor({H, F}, rng, -1, 1, DType::f32)};
+    const std::vector<Tensor> inputs =  // el, er, values, bias
+        random_f32({{{rows, H}, 3}, {{rows, H}, 3}, {{rows, H, F}, 1}, {{H, F}, 1}}, rng);
     const Tensor go = random_tensor({rows, H, F}, rng, -1, 1, DType::f32);
     auto run = [&](const Graph& graph, DType dtype, Device device) {
       std::vector<Tensor> in;
@@ -1561,11 +1570,8 @@ TEST_F(CudaGatProjectedAttention, MatchesCpu) {
            {"random", random, 1, 8, value_drop}, {"random", random, 2, 5, value_drop},
            {"hub", hub, 1, 7, value_drop}, {"hub", hub, 1, 8, no_drop}}) {
     const int64_t N = g.num_nodes();
-    const std::vector<Tensor> inputs{random_tensor({N, H, F}, rng, -1, 1, DType::f32),
-                                     random_tensor({H, F}, rng, -1, 1, DType::f32),
-                                     random_tensor({H, F}, rng, -1, 1, DType::f32),
-                                     random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f32),
-                                     random_tensor({H, F}, rng, -1, 1, DType::f32)};
+    const std::vector<Tensor> inputs =  // wh, att_src, att_dst, edge term, bias
+        random_f32({{{N, H, F}, 1}, {{H, F}, 1}, {{H, F}, 1}, {{g.num_edges(), H}, 2}, {{H, F}, 1}}, rng);
     const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32);
     const Graph gd = g.to(Device::cuda);
     auto run = [&, key = value_key](const Graph& graph, DType dtype, Device device) {
@@ -1616,12 +1622,8 @@ TEST_F(CudaGatLinearAttention, MatchesCpu) {
            {"random", random, 8, 3, 5, value_drop}})
     for (bool x_grad : {false, true}) {
       const int64_t N = g.num_nodes();
-      const std::vector<Tensor> inputs{random_tensor({N, K}, rng, -1, 1, DType::f32),
-                                       random_tensor({K, H * F}, rng, -1, 1, DType::f32),
-                                       random_tensor({H, F}, rng, -1, 1, DType::f32),
-                                       random_tensor({H, F}, rng, -1, 1, DType::f32),
-                                       random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f32),
-                                       random_tensor({H, F}, rng, -1, 1, DType::f32)};
+      const std::vector<Tensor> inputs = random_f32(  // x, weight, att_src, att_dst, edge term, bias
+          {{{N, K}, 1}, {{K, H * F}, 1}, {{H, F}, 1}, {{H, F}, 1}, {{g.num_edges(), H}, 2}, {{H, F}, 1}}, rng);
       const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32);
       const Graph gd = g.to(Device::cuda);
       auto run = [&, key = value_key, x_grad = x_grad](const Graph& graph, DType dtype, Device device) {
@@ -1786,14 +1788,7 @@ GatKernelsResult run_gat_kernels(const Graph& g, const Tensor& el, const Tensor&
   r.d_el = Tensor::empty(el.shape(), dt, d), r.d_er = Tensor::empty(er.shape(), dt, d);
   r.d_value = Tensor::empty(v.shape(), dt, d);
   if (term.defined()) r.d_term = Tensor::empty(term.shape(), dt, d);
-  ops::GatAttentionInputs in;
-  in.graph = &g;
-  in.el = el;
-  in.er = er;
-  in.edge_term = term;
-  in.node_value = v;
-  in.negative_slope = slope;
-  in.attn_dropout = key;
+  const ops::GatAttentionInputs in = gat_kernel_inputs(g, el, er, term, v, slope, key);
   ops::GatAttentionForwardArgs forward{in};
   forward.out = &r.out;
   forward.lse = &r.lse;
@@ -1875,14 +1870,8 @@ TEST_F(CudaGatAttentionAggregate, PositiveSumsAndDerMatchCpu) {
               }
               Tensor out = Tensor::empty(got.out.shape(), dtype, Device::cuda);
               Tensor lse = Tensor::empty(got.lse.shape(), dtype, Device::cuda);
-              ops::GatAttentionForwardArgs forward;  // without the positive sums
-              forward.graph = &gd;
-              forward.el = dev(el);
-              forward.er = dev(er);
-              forward.edge_term = dev(term);
-              forward.node_value = dev(v);
-              forward.negative_slope = slope;
-              forward.attn_dropout = key;
+              // Without the positive sums.
+              ops::GatAttentionForwardArgs forward{gat_kernel_inputs(gd, dev(el), dev(er), dev(term), dev(v), slope, key)};
               forward.out = &out;
               forward.lse = &lse;
               ops::kernels::gat_attention_aggregate_forward(forward);
@@ -1898,12 +1887,7 @@ TEST_F(CudaGatAttentionAggregate, DerWithoutThePositiveSumsIsAnError) {
   const int64_t N = g.num_nodes(), H = 2, F = 4;
   const Tensor el = Tensor::zeros({N, H}).to(Device::cuda), v = Tensor::zeros({N, H, F}).to(Device::cuda);
   Tensor out = Tensor::empty({N, H, F}, DType::f32, Device::cuda), lse = Tensor::empty({N, H}, DType::f32, Device::cuda);
-  ops::GatAttentionInputs in;
-  in.graph = &g;
-  in.el = el;
-  in.er = el;
-  in.node_value = v;
-  in.negative_slope = 0.2;
+  const ops::GatAttentionInputs in = gat_kernel_inputs(g, el, el, Tensor(), v, 0.2);
   ops::GatAttentionForwardArgs forward{in};
   forward.out = &out;
   forward.lse = &lse;

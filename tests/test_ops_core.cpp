@@ -76,18 +76,19 @@ TEST_P(OpsCoreOnDevice, MatmulOfATensorUsedTwiceGivesBothGradients) {
   std::mt19937_64 rng(3);
   expect_gradients_match("matmul(x, x)", [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[0]); },
                          {random_f64({4, 4}, rng)});
-  // d/dx sum(x·x) for x = [[1,2],[3,4]]: G B^T + A^T G with G = ones gives row sums + column sums.
+  // d x of x x for x = [[1, 2], [3, 4]] and G = [[1, 10], [100, 1000]] (a value of its own for
+  // each element): G x^T + x^T G.
   Tensor x = Tensor::from_vector<double>({1, 2, 3, 4}, {2, 2}).set_requires_grad();
-  ops::matmul(x, x).backward(Tensor::full({2, 2}, 1.0, DType::f64));
-  // G x^T: rows of x summed -> [[3, 7], [3, 7]];  x^T G: columns of x summed -> [[4, 4], [6, 6]]
-  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{7, 11, 9, 13}));
+  ops::matmul(x, x).backward(Tensor::from_vector<double>({1, 10, 100, 1000}, {2, 2}));
+  // G x^T = [[21, 43], [2100, 4300]];  x^T G = [[301, 3010], [402, 4020]]
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{322, 3053, 2502, 8320}));
 }
 
 TEST(Matmul, OnlyInputsThatNeedGradientsGetThem) {
   Tensor a = Tensor::full({2, 3}, 1.0, DType::f64).set_requires_grad();
-  Tensor b = Tensor::full({3, 2}, 1.0, DType::f64);
-  ops::matmul(a, b).backward(Tensor::full({2, 2}, 1.0, DType::f64));
-  EXPECT_EQ(a.grad().to_vector<double>(), std::vector<double>(6, 2.0));
+  Tensor b = Tensor::from_vector<double>({1, 2, 3, 4, 5, 6}, {3, 2});
+  ops::matmul(a, b).backward(Tensor::from_vector<double>({1, 2, 3, 4}, {2, 2}));
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{5, 11, 17, 11, 25, 39}));  // G b^T
   EXPECT_FALSE(b.grad().defined());
 }
 

@@ -45,8 +45,6 @@ namespace {
 
 using Inputs = std::vector<Tensor>;
 
-Tensor f64(std::vector<double> values, const Shape& shape) { return Tensor::from_vector(values, shape); }
-
 }  // namespace
 
 // ---- values ---------------------------------------------------------------------------------
@@ -329,10 +327,13 @@ TEST(OpsDropout, MaskRateScalingAndRegeneratedBackward) {
     }
   }
   EXPECT_NEAR(static_cast<double>(kept) / n, 0.7, 0.005);
-  // The backward pass applies the same mask and scale to the gradient.
-  out.backward(Tensor::full({n}, 1.0, DType::f64));
+  // The backward pass applies the same mask and scale to the gradient (a value of its own for
+  // each element).
+  std::vector<double> upstream(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) upstream[i] = 1.0 + static_cast<double>(i % 7);
+  out.backward(Tensor::from_vector(upstream, {n}));
   std::vector<double> g = x.grad().to_vector<double>();
-  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(g[i], v[i] / 2.0) << "element " << i;
+  for (int64_t i = 0; i < n; ++i) ASSERT_DOUBLE_EQ(g[i], upstream[i] * (v[i] / 2.0)) << "element " << i;
   // Deterministic: the same key gives the same output again.
   EXPECT_EQ(ops::dropout(x, key).to_vector<double>(), v);
 }
@@ -452,11 +453,12 @@ TEST_F(OpsGradcheck, TensorUsedTwice) {
   expect_gradients_match("x * relu(x) + x",
                          [](const Inputs& in) { return ops::add(ops::mul(in[0], ops::relu(in[0])), in[0]); },
                          {rand({6})});
-  // The analytic value too: d/dx sum(x * x) = 2x.
+  // The analytic value too: d x of x * x for the upstream gradient u is 2 x u.
   Tensor x = rand({4}).set_requires_grad();
-  ops::sum(ops::mul(x, x)).backward();
-  std::vector<double> xv = x.to_vector<double>(), g = x.grad().to_vector<double>();
-  for (size_t i = 0; i < xv.size(); ++i) EXPECT_DOUBLE_EQ(g[i], 2 * xv[i]);
+  const Tensor u = rand({4});
+  ops::mul(x, x).backward(u);
+  std::vector<double> xv = x.to_vector<double>(), uv = u.to_vector<double>(), g = x.grad().to_vector<double>();
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_DOUBLE_EQ(g[i], 2 * xv[i] * uv[i]);
 }
 
 TEST_F(OpsGradcheck, Activations) {
@@ -582,13 +584,14 @@ TEST_F(OpsGradcheck, AChainOfOpsAsInAGatLayer) {
 TEST_F(OpsGradcheck, GradientsOnlyForInputsThatRequireThem) {
   Tensor a = rand({3}).set_requires_grad();
   Tensor b = rand({3});
-  ops::sum(ops::mul(a, b)).backward();
-  EXPECT_EQ(a.grad().to_vector<double>(), b.to_vector<double>());
+  const Tensor u = rand({3});
+  ops::mul(a, b).backward(u);
+  EXPECT_EQ(a.grad().to_vector<double>(), ops::mul(u, b).to_vector<double>());
   EXPECT_FALSE(b.grad().defined());
   Tensor c = rand({2, 2});
   Tensor d = rand({2, 2}).set_requires_grad();
-  ops::sum(ops::concat({c, d}, 0)).backward();
-  EXPECT_EQ(d.grad().to_vector<double>(), (std::vector<double>(4, 1.0)));
+  ops::concat({c, d}, 0).backward(f64({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2}));
+  EXPECT_EQ(d.grad().to_vector<double>(), (std::vector<double>{5, 6, 7, 8}));  // the rows of d
   EXPECT_FALSE(c.grad().defined());
 }
 

@@ -97,15 +97,23 @@ void expect_near(const std::vector<Vec>& got, const std::vector<Vec>& want, doub
           << "step " << s + 1 << " element " << i;
 }
 
-}  // namespace
-
-TEST(Optim, AdamMatchesTorchFormula) {
-  AdamOptions o;
+// Adam's or AdamW's options (the same fields): lr 0.1, betas (0.8, 0.95), eps 1e-3, weight decay
+// 0.3, none of them the default.
+template <class Options>
+Options adam_test_options() {
+  Options o;
   o.lr = 0.1;
   o.beta1 = 0.8;
   o.beta2 = 0.95;
   o.eps = 1e-3;
   o.weight_decay = 0.3;
+  return o;
+}
+
+}  // namespace
+
+TEST(Optim, AdamMatchesTorchFormula) {
+  const AdamOptions o = adam_test_options<AdamOptions>();
   expect_near(run<Adam>(o), adam_reference(0.1, 0.8, 0.95, 1e-3, 0.3, false), 1e-15);
   expect_near(run<Adam>(o, DType::f32), adam_reference(0.1, 0.8, 0.95, 1e-3, 0.3, false), 1e-6);
   // The defaults: the first step moves every element by about lr against its gradient's sign.
@@ -116,12 +124,7 @@ TEST(Optim, AdamMatchesTorchFormula) {
 }
 
 TEST(Optim, AdamWDecouplesWeightDecay) {
-  AdamWOptions o;
-  o.lr = 0.1;
-  o.beta1 = 0.8;
-  o.beta2 = 0.95;
-  o.eps = 1e-3;
-  o.weight_decay = 0.3;
+  const AdamWOptions o = adam_test_options<AdamWOptions>();
   std::vector<Vec> got = run<AdamW>(o);
   expect_near(got, adam_reference(0.1, 0.8, 0.95, 1e-3, 0.3, true), 1e-15);
   // Not the same as Adam's L2 form.

@@ -187,7 +187,7 @@ TEST(SparseMatmul, OnlyInputsThatNeedGradientsGetThem) {
   std::mt19937_64 rng(7);
   const CsrMatrix a = CsrMatrix::from_dense(sparse_random(6, 8, rng, 0.4, DType::f64));
   Tensor b = random_tensor({8, 3}, rng).set_requires_grad();
-  ops::sparse_matmul(a, b).backward(Tensor::full({6, 3}, 1.0, DType::f64));
+  ops::sparse_matmul(a, b).backward(random_tensor({6, 3}, rng));
   EXPECT_TRUE(b.grad().defined());
   EXPECT_FALSE(a.values().grad().defined());
   const autograd::NoGradGuard no_grad;
@@ -285,6 +285,7 @@ TEST(SparseFeatures, GATGradientsMatchTheDenseInput) {
   const Dataset data = generate_sbm(go);
   std::mt19937_64 rng(10);
   const Tensor x = sparse_random(40, 30, rng, 0.1, DType::f64);
+  const Tensor upstream = random_tensor({40, 3}, rng);  // the logits' gradient
   GATConfig config{30, 3};
   config.dtype = DType::f64;
   Generator init(1);
@@ -293,8 +294,7 @@ TEST(SparseFeatures, GATGradientsMatchTheDenseInput) {
   for (const Features& features : {Features(x), Features(CsrMatrix::from_dense(x))}) {
     model.zero_grad();
     Generator gen(4);
-    ops::matmul(model.forward(features, data.graph, gen), Tensor::full({3, 1}, 1.0, DType::f64))
-        .backward(Tensor::full({40, 1}, 1.0, DType::f64));
+    model.forward(features, data.graph, gen).backward(upstream);  // a value of its own for each element
     grads.push_back(model.conv1->lin->weight.grad().to_vector<double>());
   }
   ASSERT_EQ(grads[0].size(), grads[1].size());
