@@ -72,7 +72,7 @@ if want sanitize; then
   # 208,652 launches). racecheck checks the project's kernels (namespace gat: compute-sanitizer
   # 2025.3 matches the mangled name, _ZN3gat..., and gat:: covers a tool that demangles) and lets
   # cuBLAS's run unchecked: it follows a GEMM's shared memory access by access, and
-  # test_cuda_core's 4096 x 4096 f64 product (0.4 s natively) did not finish in 9 minutes.
+  # test_cuda_runtime's 4096 x 4096 f64 product (0.4 s natively) did not finish in 9 minutes.
   # memcheck checks all.
   SANITIZER=${SANITIZER:-compute-sanitizer}
   export SANITIZER SAN_OUT="$OUT/sanitize" SAN_TIMEOUT=${SANITIZE_TIMEOUT:-540}

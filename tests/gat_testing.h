@@ -1,4 +1,5 @@
-// Helpers shared by the tests: comparisons (rel_error, expect_close, bitwise_equal), expected
+// Helpers shared by the tests: tests run on each device (DeviceTest) or comparing CUDA with the CPU
+// (CudaVsCpuTest), comparisons (rel_error, expect_close, bitwise_equal), expected
 // errors (expect_error), an environment variable for a scope (ScopedEnv), a temporary folder (TempDir), skipping without a device (GAT_SKIP_WITHOUT_CUDA), test graphs
 // (mixed_graph, random_graph, small_graph), a small training dataset (small_training_dataset), sparse-looking features (sparse_random) and the GAT
 // layer's gradient-check plumbing. Gradient checks themselves are in gradcheck.h.
@@ -32,6 +33,46 @@
   GTEST_SKIP() << "no CUDA device: " << ::gat::cuda::unavailable_reason()
 
 namespace gat::testing {
+
+// ---- tests per device ----
+
+// A test written once against device() and run on each device, as PyTorch's
+// instantiate_device_type_tests:
+//
+//   class CsrSoftmaxAggregateOnDevice : public DeviceTest {};
+//   TEST_P(CsrSoftmaxAggregateOnDevice, Gradients) { ... random_tensor(shape, rng, -1, 1, DType::f64, device()) ... }
+//   GAT_INSTANTIATE_DEVICE_TESTS(CsrSoftmaxAggregateOnDevice);
+//
+// The instances are Suite.Test/cpu and Suite.Test/cuda (--gtest_filter='*/cuda' runs the CUDA
+// ones); the CUDA one skips, with the reason, where no device can be used. tests/CMakeLists.txt
+// labels a program that instantiates such a suite "cuda".
+class DeviceTest : public ::testing::TestWithParam<Device> {
+ protected:
+  void SetUp() override {
+    if (device() == Device::cuda) {
+      GAT_SKIP_WITHOUT_CUDA();
+    }
+  }
+  Device device() const { return GetParam(); }
+  // Uniform in [lo, hi), f64 on device(): a gradient check's input.
+  Tensor random_f64(const Shape& shape, std::mt19937_64& rng, double lo = -1.0, double hi = 1.0) const {
+    return random_tensor(shape, rng, lo, hi, DType::f64, device());
+  }
+};
+
+#define GAT_INSTANTIATE_DEVICE_TESTS(Suite)                                                        \
+  INSTANTIATE_TEST_SUITE_P(, Suite, ::testing::Values(::gat::Device::cpu, ::gat::Device::cuda), \
+                           [](const ::testing::TestParamInfo<::gat::Device>& info) {            \
+                             return std::string(::gat::device_name(info.param));                \
+                           })
+
+// A test that compares the CUDA backend with the CPU reference on the same inputs (the point of
+// testing CUDA); it skips, with the reason, where no device can be used. A file names its suites
+// after it: `using CudaSparse = CudaVsCpuTest;` then TEST_F(CudaSparse, ...).
+class CudaVsCpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override { GAT_SKIP_WITHOUT_CUDA(); }
+};
 
 // A fresh folder under the system's temporary directory (mkdtemp: PREFIX_XXXXXX), removed with
 // everything in it at the end of the scope.
@@ -124,6 +165,14 @@ inline void expect_close(const Tensor& got, const Tensor& want, const std::strin
                           << " want " << (w.empty() ? 0 : w[d.at]);
 }
 
+// |got_k - want_k| <= tol * max(1, |want_k|) for every element k, reporting each that is not.
+inline void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                            const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << what << " element " << i;
+}
+
 // The same shape, dtype and bytes (any devices).
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
@@ -144,6 +193,9 @@ inline void expect_error(const std::function<void()>& f, const std::vector<std::
 }
 
 // ---- test inputs ----
+
+// An f64 tensor of `values` on the CPU.
+inline Tensor f64(const std::vector<double>& values, const Shape& shape) { return Tensor::from_vector(values, shape); }
 
 // 8 nodes, 13 edges: 0, 6 and 7 have no incoming edge, 1 has one, 2 has six, 4 has a self loop;
 // 7 has no edge at all.

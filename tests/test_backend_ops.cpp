@@ -378,7 +378,7 @@ std::vector<OpCase> op_cases() {
        true, true},
       // GAT's attention over x W (gat_linear_attention, the kernels of linear_head_dot.h): x, W,
       // att_src, att_dst; the large row's shapes take the fused CUDA forward (x needs a gradient
-      // here, so the backward is the composed one: test_cuda_graph_ops has the fused one).
+      // here, so the backward is the composed one: test_graph_ops' CudaGatLinearAttention has the fused one).
       {"linear_head_dot", "gat_linear_attention",
        [big, mixed, key](const Inputs& in) {
          const Graph& g = (in[0].size(0) == big.host().num_nodes() ? big : mixed).on(in[0].device());

@@ -1,4 +1,5 @@
-// Module (named parameters, children, train and eval modes, zero_grad, to) and the initialisers.
+// Module (named parameters, children, train and eval modes, zero_grad, to the CPU and to CUDA)
+// and the initialisers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,8 +8,10 @@
 
 #include "gat/framework/init.h"
 #include "gat/framework/module.h"
+#include "gat_testing.h"
 
 using namespace gat;
+using gat::testing::CudaVsCpuTest;
 
 namespace {
 
@@ -80,7 +83,7 @@ TEST(Module, ToCpuKeepsHandles) {
   net.to(Device::cpu);
   EXPECT_TRUE(w.same(net.first->weight));
   EXPECT_EQ(w.device(), Device::cpu);
-}  // the move to CUDA is covered in test_cuda_core
+}
 
 TEST(Init, GlorotUniformBoundAndSeed) {
   Generator gen(7);
@@ -111,4 +114,19 @@ TEST(Init, Zeros) {
   Tensor z = init::zeros({3, 2}, DType::f64);
   EXPECT_EQ(z.dtype(), DType::f64);
   EXPECT_EQ(z.to_vector<double>(), std::vector<double>(6, 0.0));
+}
+
+using CudaModule = CudaVsCpuTest;
+
+TEST_F(CudaModule, ToCudaMovesParametersInPlace) {
+  struct Holder : Module {
+    Tensor w;
+    Holder() { w = register_parameter("w", Tensor::from_vector<float>({1, 2, 3}, {3})); }
+  } m;
+  Tensor handle = m.w;
+  m.to(Device::cuda);
+  EXPECT_EQ(handle.device(), Device::cuda);
+  EXPECT_EQ(handle.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  m.to(Device::cpu);
+  EXPECT_EQ(m.parameters()[0].device(), Device::cpu);
 }

@@ -19,13 +19,13 @@
 using namespace gat;
 using gat::testing::expect_error;
 using gat::testing::expect_gradients_match;
+using gat::testing::expect_near_all;
+using gat::testing::host_f64;
 using gat::testing::random_tensor;
 
 namespace {
 
 using Inputs = std::vector<Tensor>;
-
-std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
 
 // torch.nn.functional.layer_norm by its definition: per row of D, biased variance.
 std::vector<double> layer_norm_reference(const std::vector<double>& x, const std::vector<double>& w,
@@ -43,13 +43,6 @@ std::vector<double> layer_norm_reference(const std::vector<double>& x, const std
   return out;
 }
 
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol,
-                     const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << what << " element " << i;
-}
-
 }  // namespace
 
 TEST(LayerNorm, MatchesTorchDefinition) {
@@ -59,19 +52,19 @@ TEST(LayerNorm, MatchesTorchDefinition) {
     Tensor x = random_tensor({3, 4, 37}, rng, -3.0, 5.0, dtype);  // offset mean, varied spread
     Tensor w = random_tensor({37}, rng, 0.5, 1.5, dtype), b = random_tensor({37}, rng, -1.0, 1.0, dtype);
     const double eps = 1e-3;  // large enough that dropping it would show
-    expect_near_all(values(ops::layer_norm(x, w, b, eps)),
-                    layer_norm_reference(values(x), values(w), values(b), 37, eps), tol,
+    expect_near_all(host_f64(ops::layer_norm(x, w, b, eps)),
+                    layer_norm_reference(host_f64(x), host_f64(w), host_f64(b), 37, eps), tol,
                     std::string("layer_norm ") + dtype_name(dtype));
     // Without affine parameters: weight 1, bias 0.
-    expect_near_all(values(ops::layer_norm(x, Tensor(), Tensor(), eps)),
-                    layer_norm_reference(values(x), std::vector<double>(37, 1.0), std::vector<double>(37, 0.0), 37,
+    expect_near_all(host_f64(ops::layer_norm(x, Tensor(), Tensor(), eps)),
+                    layer_norm_reference(host_f64(x), std::vector<double>(37, 1.0), std::vector<double>(37, 0.0), 37,
                                          eps),
                     tol, "layer_norm without affine");
   }
   // A hand example: row (1, 2, 3, 4): mean 2.5, biased variance 1.25.
   Tensor y = ops::layer_norm(Tensor::from_vector<double>({1, 2, 3, 4}, {1, 4}), Tensor(), Tensor(), 0.0);
   const double s = 1 / std::sqrt(1.25);
-  expect_near_all(values(y), {-1.5 * s, -0.5 * s, 0.5 * s, 1.5 * s}, 1e-15, "hand example");
+  expect_near_all(host_f64(y), {-1.5 * s, -0.5 * s, 0.5 * s, 1.5 * s}, 1e-15, "hand example");
 }
 
 TEST(LayerNorm, GradientsMatchFiniteDifferences) {
@@ -91,8 +84,8 @@ TEST(LayerNorm, GradientsMatchFiniteDifferences) {
 TEST(LayerNorm, LayerHoldsAffineParametersAndChecksInput) {
   LayerNorm norm(6, 1e-5, true, DType::f64);
   ASSERT_EQ(norm.named_parameters().size(), 2u);
-  EXPECT_EQ(values(norm.weight), std::vector<double>(6, 1.0));
-  EXPECT_EQ(values(norm.bias), std::vector<double>(6, 0.0));
+  EXPECT_EQ(host_f64(norm.weight), std::vector<double>(6, 1.0));
+  EXPECT_EQ(host_f64(norm.bias), std::vector<double>(6, 0.0));
   EXPECT_TRUE(LayerNorm(6, 1e-5, false).named_parameters().empty());
   expect_error([&] { norm.forward(Tensor::zeros({2, 5}, DType::f64)); }, {"layer_norm", "weight", "(6,)"});
   expect_error([] { ops::layer_norm(Tensor::zeros({2, 0}), Tensor(), Tensor()); }, {"layer_norm", "last axis"});
@@ -113,10 +106,10 @@ TEST(BatchNorm1d, RunningStatisticsFollowTorchAndEvalUsesThem) {
   bn.weight.copy_(random_tensor({C}, rng, 0.5, 1.5));
   bn.bias.copy_(random_tensor({C}, rng));
   std::vector<long double> running_mean(C, 0.0L), running_var(C, 1.0L);
-  const std::vector<double> w = values(bn.weight), b = values(bn.bias);
+  const std::vector<double> w = host_f64(bn.weight), b = host_f64(bn.bias);
   for (int step = 0; step < 3; ++step) {
     Tensor x = random_tensor({N, C}, rng, -2.0 + step, 3.0 + step);
-    const std::vector<double> xv = values(x);
+    const std::vector<double> xv = host_f64(x);
     Tensor y = bn.forward(x);
     std::vector<double> want(xv.size());
     for (int64_t c = 0; c < C; ++c) {
@@ -130,24 +123,24 @@ TEST(BatchNorm1d, RunningStatisticsFollowTorchAndEvalUsesThem) {
       running_mean[c] = (1 - momentum) * running_mean[c] + momentum * mean;
       running_var[c] = (1 - momentum) * running_var[c] + momentum * var * N / (N - 1);  // unbiased
     }
-    expect_near_all(values(y), want, 1e-13, "training output, step " + std::to_string(step));
+    expect_near_all(host_f64(y), want, 1e-13, "training output, step " + std::to_string(step));
   }
-  const std::vector<double> rm = values(bn.running_mean), rv = values(bn.running_var);
+  const std::vector<double> rm = host_f64(bn.running_mean), rv = host_f64(bn.running_var);
   for (int64_t c = 0; c < C; ++c) {
     EXPECT_NEAR(rm[c], static_cast<double>(running_mean[c]), 1e-14) << "running_mean " << c;
     EXPECT_NEAR(rv[c], static_cast<double>(running_var[c]), 1e-14) << "running_var " << c;
   }
   bn.eval();
   Tensor x = random_tensor({3, C}, rng);
-  const std::vector<double> xv = values(x);
+  const std::vector<double> xv = host_f64(x);
   Tensor y = bn.forward(x);
   std::vector<double> want(xv.size());
   for (size_t i = 0; i < xv.size(); ++i) {
     const size_t c = i % C;
     want[i] = static_cast<double>((xv[i] - running_mean[c]) / std::sqrt(running_var[c] + eps) * w[c] + b[c]);
   }
-  expect_near_all(values(y), want, 1e-13, "eval output");
-  EXPECT_EQ(values(bn.running_mean), rm) << "eval must not update the running statistics";
+  expect_near_all(host_f64(y), want, 1e-13, "eval output");
+  EXPECT_EQ(host_f64(bn.running_mean), rm) << "eval must not update the running statistics";
 }
 
 TEST(BatchNorm1d, GradientsMatchFiniteDifferences) {
@@ -183,11 +176,11 @@ TEST(BatchNorm1d, RunningStatisticsAreCheckpointBuffers) {
   io::save(bn, path);
   io::Safetensors file = io::load_safetensors(path);
   ASSERT_EQ(file.tensors.count("running_mean"), 1u);
-  EXPECT_EQ(values(file.tensors.at("running_var")), values(bn.running_var));
+  EXPECT_EQ(host_f64(file.tensors.at("running_var")), host_f64(bn.running_var));
   BatchNorm1d fresh(3, 1e-5, 0.1, true, DType::f64);
   io::load_into(fresh, path);
-  EXPECT_EQ(values(fresh.running_mean), values(bn.running_mean));
-  EXPECT_EQ(values(fresh.running_var), values(bn.running_var));
+  EXPECT_EQ(host_f64(fresh.running_mean), host_f64(bn.running_mean));
+  EXPECT_EQ(host_f64(fresh.running_var), host_f64(bn.running_var));
   std::remove(path.c_str());
 }
 

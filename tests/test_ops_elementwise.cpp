@@ -1,5 +1,8 @@
-// CPU tests of the elementwise, shape and reduction ops: values, gradient checks for every
-// differentiable input, dropout masks, and the error messages.
+// Tests of the elementwise, shape and reduction ops: values, gradient checks for every
+// differentiable input, dropout masks, and the error messages (the CPU); head_mean and empty
+// tensors on each device; and beyond the backend table (test_backend_ops.cpp), the CUDA backend
+// against the CPU: dropout masks bit for bit, batch_norm's running statistics, index_rows on
+// integers and its bound check, device mismatches.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -8,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -16,32 +20,30 @@
 
 #include "gat/framework/ops/activations.h"
 #include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/batch_norm.h"
 #include "gat/framework/ops/concat.h"
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/head_mean.h"
 #include "gat/framework/ops/index_rows.h"
+#include "gat/framework/ops/log_softmax.h"
+#include "gat/framework/ops/losses.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
 #include "gat/framework/ops/sparse_dropout.h"
+#include "gat/framework/ops/transpose.h"
+#include "gat/framework/ops/unary.h"
 #include "gat/framework/ops/detail/vec_math.h"
 #include "gat/framework/rng_cpu.h"
 #include "gat/framework/sparse.h"
 #include "gat_testing.h"
 
 using namespace gat;
-using gat::testing::expect_error;
-using gat::testing::expect_gradients_match;
-using gat::testing::bitwise_equal;
-using gat::testing::host_f64;
-using gat::testing::random_tensor;
-using gat::testing::ScopedEnv;
+using namespace gat::testing;
 
 namespace {
 
 using Inputs = std::vector<Tensor>;
-
-Tensor f64(std::vector<double> values, const Shape& shape) { return Tensor::from_vector(values, shape); }
 
 }  // namespace
 
@@ -325,10 +327,13 @@ TEST(OpsDropout, MaskRateScalingAndRegeneratedBackward) {
     }
   }
   EXPECT_NEAR(static_cast<double>(kept) / n, 0.7, 0.005);
-  // The backward pass applies the same mask and scale to the gradient.
-  out.backward(Tensor::full({n}, 1.0, DType::f64));
+  // The backward pass applies the same mask and scale to the gradient (a value of its own for
+  // each element).
+  std::vector<double> upstream(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) upstream[i] = 1.0 + static_cast<double>(i % 7);
+  out.backward(Tensor::from_vector(upstream, {n}));
   std::vector<double> g = x.grad().to_vector<double>();
-  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(g[i], v[i] / 2.0) << "element " << i;
+  for (int64_t i = 0; i < n; ++i) ASSERT_DOUBLE_EQ(g[i], upstream[i] * (v[i] / 2.0)) << "element " << i;
   // Deterministic: the same key gives the same output again.
   EXPECT_EQ(ops::dropout(x, key).to_vector<double>(), v);
 }
@@ -448,11 +453,12 @@ TEST_F(OpsGradcheck, TensorUsedTwice) {
   expect_gradients_match("x * relu(x) + x",
                          [](const Inputs& in) { return ops::add(ops::mul(in[0], ops::relu(in[0])), in[0]); },
                          {rand({6})});
-  // The analytic value too: d/dx sum(x * x) = 2x.
+  // The analytic value too: d x of x * x for the upstream gradient u is 2 x u.
   Tensor x = rand({4}).set_requires_grad();
-  ops::sum(ops::mul(x, x)).backward();
-  std::vector<double> xv = x.to_vector<double>(), g = x.grad().to_vector<double>();
-  for (size_t i = 0; i < xv.size(); ++i) EXPECT_DOUBLE_EQ(g[i], 2 * xv[i]);
+  const Tensor u = rand({4});
+  ops::mul(x, x).backward(u);
+  std::vector<double> xv = x.to_vector<double>(), uv = u.to_vector<double>(), g = x.grad().to_vector<double>();
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_DOUBLE_EQ(g[i], 2 * xv[i] * uv[i]);
 }
 
 TEST_F(OpsGradcheck, Activations) {
@@ -578,13 +584,14 @@ TEST_F(OpsGradcheck, AChainOfOpsAsInAGatLayer) {
 TEST_F(OpsGradcheck, GradientsOnlyForInputsThatRequireThem) {
   Tensor a = rand({3}).set_requires_grad();
   Tensor b = rand({3});
-  ops::sum(ops::mul(a, b)).backward();
-  EXPECT_EQ(a.grad().to_vector<double>(), b.to_vector<double>());
+  const Tensor u = rand({3});
+  ops::mul(a, b).backward(u);
+  EXPECT_EQ(a.grad().to_vector<double>(), ops::mul(u, b).to_vector<double>());
   EXPECT_FALSE(b.grad().defined());
   Tensor c = rand({2, 2});
   Tensor d = rand({2, 2}).set_requires_grad();
-  ops::sum(ops::concat({c, d}, 0)).backward();
-  EXPECT_EQ(d.grad().to_vector<double>(), (std::vector<double>(4, 1.0)));
+  ops::concat({c, d}, 0).backward(f64({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2}));
+  EXPECT_EQ(d.grad().to_vector<double>(), (std::vector<double>{5, 6, 7, 8}));  // the rows of d
   EXPECT_FALSE(c.grad().defined());
 }
 
@@ -631,19 +638,20 @@ TEST(OpsErrors, IndexOutOfRangeNamesTheIndexAndTheBound) {
                {"index_rows", "at least one dimension"});
 }
 
-namespace {
+class HeadMeanOnDevice : public DeviceTest {};
+GAT_INSTANTIATE_DEVICE_TESTS(HeadMeanOnDevice);
 
 // head_mean gives add_bias(mean(x, 1), bias)'s bits, forward and backward, for GAT's output
 // layers (the shapes where the CUDA sum takes the whole axis in one block: head_mean.h).
-void expect_head_mean_is_mean_plus_bias(Device device) {
+TEST_P(HeadMeanOnDevice, IsTheMeanOverHeadsPlusTheBiasBitForBit) {
   std::mt19937_64 rng(31);
   for (DType dtype : {DType::f32, DType::f64})
     for (const Shape& shape : {Shape{2708, 1, 7}, Shape{2708, 8, 7}, Shape{300, 20, 33}})
       for (bool with_bias : {true, false}) {
         SCOPED_TRACE(shape_str(shape) + dtype_name(dtype) + (with_bias ? " bias" : ""));
-        const Tensor x0 = random_tensor(shape, rng, -3, 3, dtype).to(device);
-        const Tensor b0 = random_tensor({shape[2]}, rng, -1, 1, dtype).to(device);
-        const Tensor g = random_tensor({shape[0], shape[2]}, rng, -1, 1, dtype).to(device);
+        const Tensor x0 = random_tensor(shape, rng, -3, 3, dtype, device());
+        const Tensor b0 = random_tensor({shape[2]}, rng, -1, 1, dtype, device());
+        const Tensor g = random_tensor({shape[0], shape[2]}, rng, -1, 1, dtype, device());
         Tensor x1 = x0.clone().set_requires_grad(), b1 = b0.clone().set_requires_grad();
         Tensor x2 = x0.clone().set_requires_grad(), b2 = b0.clone().set_requires_grad();
         const Tensor fused = ops::head_mean(x1, with_bias ? b1 : Tensor());
@@ -659,11 +667,110 @@ void expect_head_mean_is_mean_plus_bias(Device device) {
       }
 }
 
-}  // namespace
+class ElementwiseOnDevice : public DeviceTest {};
+GAT_INSTANTIATE_DEVICE_TESTS(ElementwiseOnDevice);
 
-TEST(HeadMean, IsTheMeanOverHeadsPlusTheBiasBitForBit) { expect_head_mean_is_mean_plus_bias(Device::cpu); }
+TEST_P(ElementwiseOnDevice, EmptyTensors) {
+  Tensor empty = Tensor::zeros({0, 3}, DType::f32, device());
+  EXPECT_EQ(ops::sum(empty).item(), 0.0);
+  EXPECT_EQ(host_f64(ops::sum(empty, 0)), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(ops::relu(empty).shape(), (Shape{0, 3}));
+  Tensor one = Tensor::full({1, 3}, 2.0, DType::f32, device());
+  EXPECT_EQ(host_f64(ops::concat({empty, one}, 0)), (std::vector<double>{2, 2, 2}));
+  EXPECT_EQ(ops::index_rows(one, Tensor::zeros({0}, DType::i32)).shape(), (Shape{0, 3}));
+  EXPECT_EQ((empty + one).shape(), (Shape{0, 3}));
+  EXPECT_EQ((empty * Tensor::zeros({1}, DType::f32, device())).shape(), (Shape{0, 3}));
+  EXPECT_EQ(ops::softmax(empty, 0).shape(), (Shape{0, 3}));
+  EXPECT_EQ(ops::log_softmax(empty, 1).shape(), (Shape{0, 3}));
+  EXPECT_EQ(ops::sigmoid(empty).shape(), (Shape{0, 3}));
+  EXPECT_EQ(ops::transpose(empty).shape(), (Shape{3, 0}));
+}
 
-TEST(HeadMean, IsTheMeanOverHeadsPlusTheBiasBitForBitOnCuda) {
-  GAT_SKIP_WITHOUT_CUDA();
-  expect_head_mean_is_mean_plus_bias(Device::cuda);
+// ---- CUDA against the CPU ----------------------------------------------------------------
+
+using CudaOps = CudaVsCpuTest;
+
+TEST_F(CudaOps, BatchNormRunningStatisticsMatchTheCpu) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const double rel = dtype == DType::f32 ? 1e-5 : 1e-10;
+    std::mt19937_64 rng(8);
+    const int64_t C = 37;
+    Tensor cpu_mean = Tensor::zeros({C}, dtype), cpu_var = Tensor::full({C}, 1.0, dtype);
+    Tensor gpu_mean = cpu_mean.to(Device::cuda), gpu_var = cpu_var.to(Device::cuda);
+    for (int step = 0; step < 3; ++step) {
+      Tensor x = random_tensor({2000, C}, rng, -1.0 + step, 2.0, dtype);
+      ops::batch_norm(x, cpu_mean, cpu_var, Tensor(), Tensor(), true, 0.3, 1e-5);
+      ops::batch_norm(x.to(Device::cuda), gpu_mean, gpu_var, Tensor(), Tensor(), true, 0.3, 1e-5);
+    }
+    expect_close(gpu_mean, cpu_mean, "running_mean", rel);
+    expect_close(gpu_var, cpu_var, "running_var", rel);
+  }
+}
+
+TEST_F(CudaOps, DropoutMasksAreTheCpuMasksBitForBit) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    std::mt19937_64 rng(3);
+    Tensor x = random_tensor({777, 129}, rng, -1.0, 1.0, dtype);
+    for (const DropoutKey& key : {DropoutKey{0.5f, 1, 0}, DropoutKey{0.1f, 99, 12345}, DropoutKey{0.9f, 7, 1}}) {
+      Tensor cpu = ops::dropout(x, key), gpu = ops::dropout(x.to(Device::cuda), key);
+      EXPECT_TRUE(bitwise_equal(cpu, gpu)) << "p " << key.p << " stream " << key.stream << " "
+                                              << dtype_name(dtype);
+    }
+  }
+}
+
+// The dropping elementwise kernels take 4 elements a thread with vector accesses when every
+// pointer is aligned to 4 elements, one at a time otherwise and for a last partial block: rows
+// [first, 777) of a (777, 129) tensor cover a tail of 1 (first 0 and 4) and unaligned pointers
+// (first 1; f32 and f64). Forward and backward against the CPU: dropout bit for bit, ELU + dropout
+// within rounding (its exp is the device's own), which a wrong keep decision far exceeds.
+TEST_F(CudaOps, DroppingElementwiseKernelsMatchTheCpuOnEveryAlignmentAndTail) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    std::mt19937_64 rng(5);
+    const Tensor x = random_tensor({777, 129}, rng, -2.0, 2.0, dtype);
+    const Tensor g = random_tensor({777, 129}, rng, -1.0, 1.0, dtype);
+    const Tensor x_gpu = x.to(Device::cuda), g_gpu = g.to(Device::cuda);
+    const DropoutKey key{0.4f, 3, 77};
+    const double keep_scale = ops::dropout_keep_scale(key), alpha = 1.3;
+    const double tol = dtype == DType::f32 ? 1e-6 : 1e-14;
+    for (int64_t first : {0, 1, 4}) {
+      const std::string where = std::string(dtype_name(dtype)) + ", rows from " + std::to_string(first);
+      auto on_gpu = [&](const Tensor& t) { return t.to(Device::cuda).rows(first, 777); };
+      const Tensor xs = x.rows(first, 777), gs = g.rows(first, 777);
+      // Outputs as views at the same offset, so that they share the inputs' alignment.
+      Tensor out_cpu = Tensor::zeros({777, 129}, dtype).rows(first, 777), grad_cpu = out_cpu.clone();
+      Tensor out_gpu = on_gpu(Tensor::zeros({777, 129}, dtype)), grad_gpu = on_gpu(Tensor::zeros({777, 129}, dtype));
+      KeepMask kept, unused;
+      ops::kernels::elu_dropout_forward(xs, alpha, key, keep_scale, out_cpu, kept);
+      ops::kernels::elu_dropout_forward(x_gpu.rows(first, 777), alpha, key, keep_scale, out_gpu, unused);
+      expect_close(out_gpu.to(Device::cpu), out_cpu, "elu_dropout forward, " + where, tol);
+      ops::kernels::elu_dropout_backward(out_cpu, gs, alpha, key, keep_scale, kept, grad_cpu);
+      ops::kernels::elu_dropout_backward(out_gpu, g_gpu.rows(first, 777), alpha, key, keep_scale, unused, grad_gpu);
+      expect_close(grad_gpu.to(Device::cpu), grad_cpu, "elu_dropout backward, " + where, tol);
+      ops::kernels::dropout_forward(xs, key, keep_scale, out_cpu, kept);
+      ops::kernels::dropout_forward(x_gpu.rows(first, 777), key, keep_scale, out_gpu, unused);
+      EXPECT_TRUE(bitwise_equal(out_cpu, out_gpu.to(Device::cpu))) << "dropout, " << where;
+    }
+  }
+}
+
+TEST_F(CudaOps, IndexRowsGathersAnyDtypeAndChecksTheBoundOnTheHost) {
+  Tensor labels = Tensor::from_vector<int32_t>({5, 6, 7, 8}, {4});
+  ops::RowIndex plan(Tensor::from_vector<int32_t>({3, 0, 3}, {3}), Device::cuda);
+  EXPECT_EQ(ops::index_rows(labels.to(Device::cuda), plan).to_vector<int32_t>(), (std::vector<int32_t>{8, 5, 8}));
+  Tensor x = Tensor::zeros({3, 2}, DType::f32, Device::cuda);
+  expect_error([&] { ops::index_rows(x, plan); }, {"index 3", "3 rows"});
+  // A plan on the CPU does not serve a CUDA tensor.
+  EXPECT_THROW(ops::index_rows(x, ops::RowIndex(Tensor::from_vector<int32_t>({0}, {1}))), Error);
+}
+
+TEST_F(CudaOps, DeviceMismatchNamesBothTensors) {
+  Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({2, 3}, DType::f32, Device::cuda);
+  for (const auto& f : std::vector<std::function<void()>>{[&] { ops::add(a, b); }, [&] { ops::mul(b, a); },
+                                                         [&] { ops::concat({a, b}, 0); }})
+    expect_error(f, {"f32 cpu (2, 3)", "f32 cuda (2, 3)", "different devices"});
+  for (const auto& f : std::vector<std::function<void()>>{[&] { b / a; }, [&] { b - Tensor::zeros({1, 3}); },
+                                                         [&] { ops::mse_loss(b, a); }})
+    expect_error(f, {"different devices"});
+  expect_error([&] { ops::add_bias(b, Tensor::zeros({3})); }, {"f32 cpu (3,)"});
 }

@@ -21,21 +21,14 @@
 using namespace gat;
 using gat::testing::expect_error;
 using gat::testing::expect_gradients_match;
+using gat::testing::expect_near_all;
+using gat::testing::f64;
+using gat::testing::host_f64;
 using gat::testing::random_tensor;
 
 namespace {
 
 using Inputs = std::vector<Tensor>;
-
-Tensor f64(std::vector<double> values, const Shape& shape) { return Tensor::from_vector(values, shape); }
-std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
-
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol,
-                     const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << what << " element " << i;
-}
 
 class NetworkOps : public ::testing::Test {
  protected:
@@ -50,35 +43,35 @@ class NetworkOps : public ::testing::Test {
 TEST(NetworkOpsValues, BroadcastingReadsRowsColumnsAndSingles) {
   const Tensor a = f64({1, 2, 3, 4, 5, 6}, {2, 3});
   const Tensor row = f64({10, 20, 30}, {3}), col = f64({100, 200}, {2, 1}), one = f64({0.5}, {1, 1});
-  EXPECT_EQ(values(a + row), (std::vector<double>{11, 22, 33, 14, 25, 36}));
-  EXPECT_EQ(values(a + row.view({1, 3})), values(a + row));
-  EXPECT_EQ(values(row - a), (std::vector<double>{9, 18, 27, 6, 15, 24}));
-  EXPECT_EQ(values(a * col), (std::vector<double>{100, 200, 300, 800, 1000, 1200}));
-  EXPECT_EQ(values(col / a), (std::vector<double>{100, 50, 100.0 / 3, 50, 40, 200.0 / 6}));
-  EXPECT_EQ(values(a - one), (std::vector<double>{0.5, 1.5, 2.5, 3.5, 4.5, 5.5}));
+  EXPECT_EQ(host_f64(a + row), (std::vector<double>{11, 22, 33, 14, 25, 36}));
+  EXPECT_EQ(host_f64(a + row.view({1, 3})), host_f64(a + row));
+  EXPECT_EQ(host_f64(row - a), (std::vector<double>{9, 18, 27, 6, 15, 24}));
+  EXPECT_EQ(host_f64(a * col), (std::vector<double>{100, 200, 300, 800, 1000, 1200}));
+  EXPECT_EQ(host_f64(col / a), (std::vector<double>{100, 50, 100.0 / 3, 50, 40, 200.0 / 6}));
+  EXPECT_EQ(host_f64(a - one), (std::vector<double>{0.5, 1.5, 2.5, 3.5, 4.5, 5.5}));
   // (N, 1) op (1, C): the outer sum, in both orders.
   Tensor outer = col + row.view({1, 3});
   EXPECT_EQ(outer.shape(), (Shape{2, 3}));
-  EXPECT_EQ(values(outer), (std::vector<double>{110, 120, 130, 210, 220, 230}));
-  EXPECT_EQ(values(row.view({1, 3}) + col), values(outer));
+  EXPECT_EQ(host_f64(outer), (std::vector<double>{110, 120, 130, 210, 220, 230}));
+  EXPECT_EQ(host_f64(row.view({1, 3}) + col), host_f64(outer));
   // A bias over the last axis of a 3-D tensor, and a 0-dimensional operand.
   Tensor x3 = f64({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2});
-  EXPECT_EQ(values(x3 * f64({1, -1}, {2})), (std::vector<double>{1, -2, 3, -4, 5, -6, 7, -8}));
-  EXPECT_EQ(values(x3 + Tensor::scalar(1.0, DType::f64)), (std::vector<double>{2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(host_f64(x3 * f64({1, -1}, {2})), (std::vector<double>{1, -2, 3, -4, 5, -6, 7, -8}));
+  EXPECT_EQ(host_f64(x3 + Tensor::scalar(1.0, DType::f64)), (std::vector<double>{2, 3, 4, 5, 6, 7, 8, 9}));
   EXPECT_EQ((a + Tensor::scalar(1.0, DType::f64)).shape(), (Shape{2, 3}));
 }
 
 TEST(NetworkOpsValues, ScalarsOnEitherSideAndNegation) {
   const Tensor a = f64({1, -2, 4}, {3});
-  EXPECT_EQ(values(a + 1.0), (std::vector<double>{2, -1, 5}));
-  EXPECT_EQ(values(1.0 + a), (std::vector<double>{2, -1, 5}));
-  EXPECT_EQ(values(a - 1.0), (std::vector<double>{0, -3, 3}));
-  EXPECT_EQ(values(1.0 - a), (std::vector<double>{0, 3, -3}));
-  EXPECT_EQ(values(2.0 * a), (std::vector<double>{2, -4, 8}));
-  EXPECT_EQ(values(a * 2), (std::vector<double>{2, -4, 8}));
-  EXPECT_EQ(values(a / 4.0), (std::vector<double>{0.25, -0.5, 1}));
-  EXPECT_EQ(values(4.0 / a), (std::vector<double>{4, -2, 1}));
-  EXPECT_EQ(values(-a), (std::vector<double>{-1, 2, -4}));
+  EXPECT_EQ(host_f64(a + 1.0), (std::vector<double>{2, -1, 5}));
+  EXPECT_EQ(host_f64(1.0 + a), (std::vector<double>{2, -1, 5}));
+  EXPECT_EQ(host_f64(a - 1.0), (std::vector<double>{0, -3, 3}));
+  EXPECT_EQ(host_f64(1.0 - a), (std::vector<double>{0, 3, -3}));
+  EXPECT_EQ(host_f64(2.0 * a), (std::vector<double>{2, -4, 8}));
+  EXPECT_EQ(host_f64(a * 2), (std::vector<double>{2, -4, 8}));
+  EXPECT_EQ(host_f64(a / 4.0), (std::vector<double>{0.25, -0.5, 1}));
+  EXPECT_EQ(host_f64(4.0 / a), (std::vector<double>{4, -2, 1}));
+  EXPECT_EQ(host_f64(-a), (std::vector<double>{-1, 2, -4}));
   // f32: the constant is rounded to f32 first, as torch does for a Python float.
   const Tensor a32 = a.to(DType::f32);
   EXPECT_EQ((a32 / 3.0).to_vector<float>(), (std::vector<float>{1.0f / 3.0f, -2.0f / 3.0f, 4.0f / 3.0f}));
@@ -88,13 +81,13 @@ TEST(NetworkOpsValues, LongFlatAndLongRowOperandsSplitAcrossTasks) {
   // 10000 elements: several 4096-column spans, flat and by row.
   std::mt19937_64 rng(3);
   Tensor a = random_tensor({10000}, rng), b = random_tensor({10000}, rng);
-  std::vector<double> va = values(a), vb = values(b), sum(10000), prod(10000);
+  std::vector<double> va = host_f64(a), vb = host_f64(b), sum(10000), prod(10000);
   for (size_t i = 0; i < va.size(); ++i) sum[i] = va[i] + vb[i];
-  EXPECT_EQ(values(a + b), sum);
+  EXPECT_EQ(host_f64(a + b), sum);
   Tensor rows = random_tensor({2, 5000}, rng), col = random_tensor({2, 1}, rng);
-  std::vector<double> vr = values(rows), vc = values(col);
+  std::vector<double> vr = host_f64(rows), vc = host_f64(col);
   for (size_t i = 0; i < vr.size(); ++i) prod[i] = vr[i] * vc[i / 5000];
-  EXPECT_EQ(values(rows * col), prod);
+  EXPECT_EQ(host_f64(rows * col), prod);
 }
 
 TEST_F(NetworkOps, ArithmeticGradientsForEveryBroadcast) {
@@ -129,11 +122,11 @@ TEST(NetworkOpsValues, OnlyOperandsThatRequireGradGetOne) {
   Tensor a = f64({1, 2, 3, 4}, {2, 2}).set_requires_grad();
   Tensor b = f64({2, 4}, {2});  // no grad
   ops::sum(a / b).backward();
-  EXPECT_EQ(values(a.grad()), (std::vector<double>{0.5, 0.25, 0.5, 0.25}));
+  EXPECT_EQ(host_f64(a.grad()), (std::vector<double>{0.5, 0.25, 0.5, 0.25}));
   EXPECT_FALSE(b.grad().defined());
   Tensor c = f64({2, 4}, {2}).set_requires_grad();
   ops::sum(f64({1, 2, 3, 4}, {2, 2}) / c).backward();  // d c = -sum_r a[r, c] / c^2
-  EXPECT_EQ(values(c.grad()), (std::vector<double>{-4.0 / 4, -6.0 / 16}));
+  EXPECT_EQ(host_f64(c.grad()), (std::vector<double>{-4.0 / 4, -6.0 / 16}));
 }
 
 TEST(NetworkOpsErrors, ArithmeticNamesTheShapesAndTheBroadcast) {
@@ -163,15 +156,15 @@ TEST(NetworkOpsValues, UnaryFunctionsInF32AndF64) {
       th.push_back(std::tanh(v));
     }
     for (double v : e) lg.push_back(std::log(v));
-    expect_near_all(values(ops::exp(t)), e, tol, "exp");
-    expect_near_all(values(ops::sigmoid(t)), s, tol, "sigmoid");
-    expect_near_all(values(ops::tanh(t)), th, tol, "tanh");
-    expect_near_all(values(ops::log(ops::exp(t))), x, dtype == DType::f64 ? 1e-14 : 1e-6, "log(exp(x))");
+    expect_near_all(host_f64(ops::exp(t)), e, tol, "exp");
+    expect_near_all(host_f64(ops::sigmoid(t)), s, tol, "sigmoid");
+    expect_near_all(host_f64(ops::tanh(t)), th, tol, "tanh");
+    expect_near_all(host_f64(ops::log(ops::exp(t))), x, dtype == DType::f64 ? 1e-14 : 1e-6, "log(exp(x))");
   }
   // The limits: no NaN.
-  EXPECT_EQ(values(ops::sigmoid(f64({-1000, 1000}, {2}))), (std::vector<double>{0, 1}));
-  EXPECT_EQ(values(ops::sigmoid(f64({-1000, 1000}, {2}).to(DType::f32))), (std::vector<double>{0, 1}));
-  EXPECT_EQ(values(ops::log(f64({0}, {1})))[0], -INFINITY);
+  EXPECT_EQ(host_f64(ops::sigmoid(f64({-1000, 1000}, {2}))), (std::vector<double>{0, 1}));
+  EXPECT_EQ(host_f64(ops::sigmoid(f64({-1000, 1000}, {2}).to(DType::f32))), (std::vector<double>{0, 1}));
+  EXPECT_EQ(host_f64(ops::log(f64({0}, {1})))[0], -INFINITY);
 }
 
 TEST_F(NetworkOps, UnaryGradients) {
@@ -202,14 +195,14 @@ TEST(NetworkOpsValues, SoftmaxAlongEitherAxisMatchesTheFormula) {
   for (bool log : {false, true}) {
     auto op = [log](const Tensor& in, int64_t axis) { return log ? ops::log_softmax(in, axis) : ops::softmax(in, axis); };
     const std::string name = log ? "log_softmax" : "softmax";
-    expect_near_all(values(op(t, 1)), softmax_rows(x, 3, 4, log), 1e-13, name + " axis 1");
-    expect_near_all(values(op(t, -1)), softmax_rows(x, 3, 4, log), 1e-13, name + " axis -1");
+    expect_near_all(host_f64(op(t, 1)), softmax_rows(x, 3, 4, log), 1e-13, name + " axis 1");
+    expect_near_all(host_f64(op(t, -1)), softmax_rows(x, 3, 4, log), 1e-13, name + " axis -1");
     // Axis 0 of t is axis 1 of its transpose.
-    const std::vector<double> xt = values(ops::transpose(t));
-    expect_near_all(values(ops::transpose(op(t, 0))), softmax_rows(xt, 4, 3, log), 1e-13, name + " axis 0");
+    const std::vector<double> xt = host_f64(ops::transpose(t));
+    expect_near_all(host_f64(ops::transpose(op(t, 0))), softmax_rows(xt, 4, 3, log), 1e-13, name + " axis 0");
     // A middle axis of a 3-D tensor: (2, 3, 2), softmax over the 3.
     const Tensor t3 = f64(x, {2, 3, 2});
-    const std::vector<double> got = values(op(t3, 1));
+    const std::vector<double> got = host_f64(op(t3, 1));
     for (int o = 0; o < 2; ++o)
       for (int i = 0; i < 2; ++i) {
         std::vector<double> slice, want;
@@ -219,7 +212,7 @@ TEST(NetworkOpsValues, SoftmaxAlongEitherAxisMatchesTheFormula) {
       }
   }
   // Softmax rows sum to one in f32 too.
-  const std::vector<double> s = values(ops::softmax(t.to(DType::f32), 0));
+  const std::vector<double> s = host_f64(ops::softmax(t.to(DType::f32), 0));
   for (int c = 0; c < 4; ++c) EXPECT_NEAR(s[c] + s[4 + c] + s[8 + c], 1.0, 1e-6);
 }
 
@@ -240,14 +233,14 @@ TEST(NetworkOpsValues, SoftmaxWideStridedAxisUsesSeveralColumnBlocks) {
   // inner = 600 > one block of 256 columns; every column sums to one.
   std::mt19937_64 rng(8);
   const Tensor x = random_tensor({3, 600}, rng, -5, 5);
-  const std::vector<double> want = softmax_rows(values(ops::transpose(x)), 600, 3, false);
-  expect_near_all(values(ops::transpose(ops::softmax(x, 0))), want, 1e-13, "softmax axis 0, wide");
+  const std::vector<double> want = softmax_rows(host_f64(ops::transpose(x)), 600, 3, false);
+  expect_near_all(host_f64(ops::transpose(ops::softmax(x, 0))), want, 1e-13, "softmax axis 0, wide");
 }
 
 // ---- transpose -----------------------------------------------------------------------------------
 
 TEST(NetworkOpsValues, TransposeAnyDtypeAndTileEdges) {
-  EXPECT_EQ(values(ops::transpose(f64({1, 2, 3, 4, 5, 6}, {2, 3}))), (std::vector<double>{1, 4, 2, 5, 3, 6}));
+  EXPECT_EQ(host_f64(ops::transpose(f64({1, 2, 3, 4, 5, 6}, {2, 3}))), (std::vector<double>{1, 4, 2, 5, 3, 6}));
   const Tensor ints = Tensor::from_vector<int32_t>({1, 2, 3, 4, 5, 6}, {3, 2});
   EXPECT_EQ(ops::transpose(ints).to_vector<int32_t>(), (std::vector<int32_t>{1, 3, 5, 2, 4, 6}));
   // 70 x 33: partial tiles on both edges.
@@ -259,8 +252,8 @@ TEST(NetworkOpsValues, TransposeAnyDtypeAndTileEdges) {
     }
   const Tensor t = ops::transpose(f64(v, {70, 33}));
   EXPECT_EQ(t.shape(), (Shape{33, 70}));
-  EXPECT_EQ(values(t), want);
-  EXPECT_EQ(values(ops::transpose(f64(v, {70, 33}).to(DType::f32))), want);
+  EXPECT_EQ(host_f64(t), want);
+  EXPECT_EQ(host_f64(ops::transpose(f64(v, {70, 33}).to(DType::f32))), want);
   EXPECT_EQ(ops::transpose(Tensor::zeros({0, 4})).shape(), (Shape{4, 0}));
 }
 
@@ -325,7 +318,7 @@ TEST(NetworkOpsValues, MaskedLossesAverageTheListedRowsOnly) {
   // Rows not listed get no gradient.
   Tensor leaf = x.clone().set_requires_grad();
   ops::mse_loss(leaf, y, index).backward();  // d x = 2 (x - y) count / 6
-  EXPECT_EQ(values(leaf.grad()), (std::vector<double>{2.0 / 6, 4.0 / 6, 0, 0, 4 * -4.0 / 6, 4 * -3.0 / 6}));
+  EXPECT_EQ(host_f64(leaf.grad()), (std::vector<double>{2.0 / 6, 4.0 / 6, 0, 0, 4 * -4.0 / 6, 4 * -3.0 / 6}));
 }
 
 TEST_F(NetworkOps, LossGradientsForInputAndTarget) {

@@ -1,10 +1,14 @@
 // Adam, AdamW and SGD against PyTorch's update formulas written out here in double; the
 // learning rate schedulers against torch's closed forms; clip_grad_norm; optimiser state in
-// checkpoints.
+// checkpoints; on CUDA, the optimisers' steps, clip_grad_norm and a resumed Adam against the CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -12,8 +16,10 @@
 #include "gat/framework/optim.h"
 #include "gat/layers/linear.h"
 #include "gat_testing.h"
+#include "gradcheck.h"
 
 using namespace gat;
+using namespace gat::testing;
 
 namespace {
 
@@ -91,15 +97,23 @@ void expect_near(const std::vector<Vec>& got, const std::vector<Vec>& want, doub
           << "step " << s + 1 << " element " << i;
 }
 
-}  // namespace
-
-TEST(Optim, AdamMatchesTorchFormula) {
-  AdamOptions o;
+// Adam's or AdamW's options (the same fields): lr 0.1, betas (0.8, 0.95), eps 1e-3, weight decay
+// 0.3, none of them the default.
+template <class Options>
+Options adam_test_options() {
+  Options o;
   o.lr = 0.1;
   o.beta1 = 0.8;
   o.beta2 = 0.95;
   o.eps = 1e-3;
   o.weight_decay = 0.3;
+  return o;
+}
+
+}  // namespace
+
+TEST(Optim, AdamMatchesTorchFormula) {
+  const AdamOptions o = adam_test_options<AdamOptions>();
   expect_near(run<Adam>(o), adam_reference(0.1, 0.8, 0.95, 1e-3, 0.3, false), 1e-15);
   expect_near(run<Adam>(o, DType::f32), adam_reference(0.1, 0.8, 0.95, 1e-3, 0.3, false), 1e-6);
   // The defaults: the first step moves every element by about lr against its gradient's sign.
@@ -110,12 +124,7 @@ TEST(Optim, AdamMatchesTorchFormula) {
 }
 
 TEST(Optim, AdamWDecouplesWeightDecay) {
-  AdamWOptions o;
-  o.lr = 0.1;
-  o.beta1 = 0.8;
-  o.beta2 = 0.95;
-  o.eps = 1e-3;
-  o.weight_decay = 0.3;
+  const AdamWOptions o = adam_test_options<AdamWOptions>();
   std::vector<Vec> got = run<AdamW>(o);
   expect_near(got, adam_reference(0.1, 0.8, 0.95, 1e-3, 0.3, true), 1e-15);
   // Not the same as Adam's L2 form.
@@ -337,4 +346,101 @@ TEST(OptimizerState, CheckpointResumesBitForBit) {
   gat::testing::expect_error([&] { io::load_into(resumed, sgd, path); }, {"not state of this optimiser"});
   std::remove(path.c_str());
   std::remove(bare.c_str());
+}
+
+// ---- CUDA against the CPU (relative error <= 1e-5: summation orders differ) ---------------
+
+using CudaOptim = CudaVsCpuTest;
+
+TEST_F(CudaOptim, OptimiserStepsMatchCpu) {
+  std::mt19937_64 rng(6);
+  // 40 parameters (more than one launch's kMaxSlots), f32 and f64 mixed, one without a gradient.
+  std::vector<Tensor> start, grads;
+  for (int i = 0; i < 40; ++i) {
+    const Shape shape{1 + i % 5, 3 + 7 * i};
+    const DType dtype = i % 9 == 4 ? DType::f64 : DType::f32;
+    start.push_back(random_tensor(shape, rng, -1, 1, dtype));
+    grads.push_back(random_tensor(shape, rng, -1, 1, dtype));
+  }
+  auto run = [&](Device device, const std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>& make) {
+    std::vector<Tensor> params;
+    for (const Tensor& s : start) params.push_back(s.to(device).clone().set_requires_grad());
+    std::unique_ptr<Optimizer> opt = make(params);
+    for (int step = 0; step < 2; ++step) {
+      for (size_t i = 0; i < params.size(); ++i)
+        if (i != 17) params[i].impl().grad = grads[i].to(device).clone().impl_ptr();
+      opt->step();
+      opt->zero_grad();
+    }
+    return params;
+  };
+  AdamOptions adam;
+  adam.lr = 0.05;
+  adam.weight_decay = 0.1;
+  AdamWOptions adamw;
+  adamw.lr = 0.05;
+  SGDOptions sgd;
+  sgd.lr = 0.1;
+  sgd.momentum = 0.9;
+  sgd.weight_decay = 0.01;
+  const std::vector<std::pair<std::string, std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>>> kinds{
+      {"Adam", [&](std::vector<Tensor> p) { return std::make_unique<Adam>(p, adam); }},
+      {"AdamW", [&](std::vector<Tensor> p) { return std::make_unique<AdamW>(p, adamw); }},
+      {"SGD", [&](std::vector<Tensor> p) { return std::make_unique<SGD>(p, sgd); }}};
+  for (const auto& [name, make] : kinds) {
+    std::vector<Tensor> want = run(Device::cpu, make), got = run(Device::cuda, make);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].device(), Device::cuda);
+      expect_close(got[i], want[i], name + " parameter " + std::to_string(i), 1e-5);
+    }
+    expect_close(got[17], start[17], name + " parameter without gradient", 0.0);
+  }
+}
+
+TEST_F(CudaOptim, ClipGradNormMatchesCpu) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    std::mt19937_64 rng(12);
+    std::vector<Tensor> grads;
+    for (const Shape& shape : {Shape{300, 70}, Shape{64}, Shape{100003}}) grads.push_back(random_tensor(shape, rng, -1, 1, dtype));
+    auto clipped = [&](Device device, double& total) {
+      std::vector<Tensor> params;
+      for (const Tensor& g : grads) {
+        params.push_back(Tensor::zeros(g.shape(), dtype, device).set_requires_grad());
+        params.back().impl().grad = g.to(device).clone().impl_ptr();
+      }
+      total = clip_grad_norm(params, 1.5);
+      return params;
+    };
+    double cpu_total = 0, cuda_total = 0;
+    std::vector<Tensor> want = clipped(Device::cpu, cpu_total), got = clipped(Device::cuda, cuda_total);
+    EXPECT_NEAR(cuda_total, cpu_total, (dtype == DType::f32 ? 1e-5 : 1e-12) * cpu_total);
+    for (size_t i = 0; i < want.size(); ++i)
+      expect_close(got[i].grad(), want[i].grad(), std::string("clipped gradient ") + dtype_name(dtype), 1e-5);
+  }
+}
+
+TEST_F(CudaOptim, OptimiserStateLoadsOntoTheDevice) {
+  std::mt19937_64 rng(13);
+  Tensor start = random_tensor({40, 3}, rng, -1, 1, DType::f32), grad = random_tensor({40, 3}, rng, -1, 1, DType::f32);
+  auto steps = [&](Tensor& p, Optimizer& opt, int n) {
+    for (int k = 0; k < n; ++k) {
+      p.impl().grad = grad.to(p.device()).clone().impl_ptr();
+      opt.step();
+      opt.zero_grad();
+    }
+  };
+  Tensor straight = start.to(Device::cuda).clone().set_requires_grad();
+  Adam straight_opt({straight}, AdamOptions{});
+  steps(straight, straight_opt, 4);
+  Tensor first = start.to(Device::cuda).clone().set_requires_grad();
+  Adam first_opt({first}, AdamOptions{});
+  steps(first, first_opt, 2);
+  const std::map<std::string, Tensor> state = first_opt.state_dict();
+  Tensor resumed = first.clone().set_requires_grad();
+  Adam resumed_opt({resumed}, AdamOptions{});
+  std::map<std::string, Tensor> host_state;
+  for (const auto& [name, t] : state) host_state.emplace(name, t.to(Device::cpu));  // as from a file
+  resumed_opt.load_state_dict(host_state);
+  steps(resumed, resumed_opt, 2);
+  expect_close(resumed, straight, "resumed Adam on the device", 0.0);
 }

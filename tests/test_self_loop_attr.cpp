@@ -1,15 +1,17 @@
 // ops::self_loop_attr (the attributes of graph.with_self_loops()'s edges, PyG's fill_value) against
-// a reference written from PyG's definition, its gradients, and its errors. The CUDA backend is
-// checked against this CPU one in test_cuda_self_loop_attr.cpp.
+// a reference written from PyG's definition, its gradients on each device, and its errors; the
+// CUDA backend against this CPU one: every fill, f32 and f64, forward and backward, a hub row of
+// 3,000 edges, an existing loop, nodes without in-edges and bipartite graphs (loops for
+// i < min(Ns, Nd)).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/self_loop_attr.h"
 #include "gat_testing.h"
 #include "gradcheck.h"
@@ -88,17 +90,20 @@ TEST(SelfLoopAttr, MatchesPygsDefinitionForEveryFill) {
   }
 }
 
-TEST(SelfLoopAttr, GradientsMatchFiniteDifferences) {
+class SelfLoopAttrOnDevice : public DeviceTest {};
+GAT_INSTANTIATE_DEVICE_TESTS(SelfLoopAttrOnDevice);
+
+TEST_P(SelfLoopAttrOnDevice, GradientsMatchFiniteDifferences) {
   std::mt19937_64 rng(5);
-  for (const Graph& graph : {mixed_graph(), small_graph(9, rng), random_bipartite_graph(4, 9, 16, 4, rng),
-                             random_bipartite_graph(9, 4, 16, 4, rng)}) {
-    const Graph looped = graph.with_self_loops();
+  for (const Graph& on_host : {mixed_graph(), small_graph(9, rng), random_bipartite_graph(4, 9, 16, 4, rng),
+                               random_bipartite_graph(9, 4, 16, 4, rng)}) {
+    const Graph graph = on_host.to(device()), looped = on_host.with_self_loops().to(device());
     for (const Fill& fill : every_fill()) {
-      Tensor attr = random_tensor({graph.num_edges(), 2}, rng, 0.5, 1.5);
+      Tensor attr = random_f64({graph.num_edges(), 2}, rng, 0.5, 1.5);
       if (fill.kind == Fill::Kind::mul) {  // a zero in a row of six: d product / d others = 0 there
         std::vector<double> v = host_f64(attr);
         v[2 * 2] = 0.0;  // edge 2 (into node 2), feature 0
-        attr = Tensor::from_vector(v, attr.shape());
+        attr = Tensor::from_vector(v, attr.shape()).to(device());
       }
       expect_gradients_match("self_loop_attr " + fill.name(),
                              [&](const std::vector<Tensor>& in) { return ops::self_loop_attr(graph, looped, in[0], fill); },
@@ -116,8 +121,9 @@ TEST(SelfLoopAttr, TiesShareTheMaxsGradientAndExistingLoopsGetNone) {
   // looped's edges: 0->0, 1->1, 0->2, 1->2, 2->2; the loops of 0 and 1 have no in-edges.
   const Tensor out = ops::self_loop_attr(graph, looped, attr, Fill::parse("max"));  // (5, 1)
   EXPECT_EQ(host_f64(out), (std::vector<double>{0.0, 0.0, 4.0, 4.0, 4.0}));
-  autograd::backward(ops::sum(out));
-  EXPECT_EQ(host_f64(attr.grad()), (std::vector<double>{1.5, 1.5, 0.0}));
+  // A gradient of its own for every edge: 0 -> 2 and 1 -> 2 get theirs and half of 2 -> 2's.
+  out.backward(Tensor::from_vector(std::vector<double>{1, 2, 3, 5, 7}, {5, 1}));
+  EXPECT_EQ(host_f64(attr.grad()), (std::vector<double>{3 + 3.5, 5 + 3.5, 0.0}));
 }
 
 TEST(SelfLoopAttr, BipartiteDestinationsBeyondTheSourcesGetNoLoop) {
@@ -130,8 +136,9 @@ TEST(SelfLoopAttr, BipartiteDestinationsBeyondTheSourcesGetNoLoop) {
   attr.set_requires_grad(true);
   const Tensor out = ops::self_loop_attr(graph, looped, attr, Fill::parse("mean"));  // (5, 1)
   EXPECT_EQ(host_f64(out), (std::vector<double>{0.0, 5.0, 5.0, 7.0, 11.0}));
-  autograd::backward(ops::sum(out));
-  EXPECT_EQ(host_f64(attr.grad()), (std::vector<double>{0.0, 2.0, 1.0, 1.0}));
+  // A gradient of its own for every edge: 0 -> 1 gets its own and 1's loop's.
+  out.backward(Tensor::from_vector(std::vector<double>{1, 2, 3, 5, 7}, {5, 1}));
+  EXPECT_EQ(host_f64(attr.grad()), (std::vector<double>{0.0, 2 + 3, 5, 7}));
   // 4 sources, 2 destinations: both get their loop.
   const Graph wide = Graph::from_edges(4, 2, {3, 2, 3}, {0, 0, 1});  // 2->0, 3->0, 3->1
   const Tensor wide_attr = Tensor::from_vector(std::vector<double>{2.0, 4.0, 6.0}, {3, 1});
@@ -165,4 +172,34 @@ TEST(SelfLoopAttr, RejectsMismatchedInputs) {
                {"self_loop_attr", "edge_attr"});
   expect_error([&] { ops::self_loop_attr(graph, looped, Tensor::zeros({graph.num_edges()}, DType::f32), fill); },
                {"self_loop_attr", "edge_attr"});
+}
+
+using CudaSelfLoopAttr = CudaVsCpuTest;
+
+TEST_F(CudaSelfLoopAttr, MatchesTheCpuForEveryFill) {
+  std::mt19937_64 rng(11);
+  for (const Graph& g : {random_graph(500, 4000, 3000, rng), mixed_graph(), random_bipartite_graph(300, 900, 4000, 600, rng),
+                         random_bipartite_graph(900, 300, 4000, 600, rng)}) {
+    const Graph looped = g.with_self_loops();
+    const Graph g_cuda = g.to(Device::cuda), looped_cuda = looped.to(Device::cuda);
+    for (DType dtype : {DType::f32, DType::f64}) {
+      const double tol = dtype == DType::f32 ? 1e-6 : 1e-13;
+      const Tensor attr = random_tensor({g.num_edges(), 5}, rng, 0.9, 1.1, dtype);
+      const Tensor grad_out = random_tensor({looped.num_edges(), 5}, rng, -1.0, 1.0, dtype);
+      for (const char* name : {"mean", "add", "min", "max", "mul", "-0.5"}) {
+        const Fill fill = Fill::parse(name);
+        Tensor out_cpu = Tensor::empty({looped.num_edges(), 5}, dtype);
+        Tensor out_cuda = Tensor::empty({looped.num_edges(), 5}, dtype, Device::cuda);
+        ops::kernels::self_loop_attr_forward(g, looped, attr, fill, out_cpu);
+        ops::kernels::self_loop_attr_forward(g_cuda, looped_cuda, attr.to(Device::cuda), fill, out_cuda);
+        expect_close(out_cuda, out_cpu, std::string("forward ") + name, tol);
+        Tensor grad_cpu = Tensor::empty(attr.shape(), dtype);
+        Tensor grad_cuda = Tensor::empty(attr.shape(), dtype, Device::cuda);
+        ops::kernels::self_loop_attr_backward(g, looped, attr, fill, grad_out, grad_cpu);
+        ops::kernels::self_loop_attr_backward(g_cuda, looped_cuda, attr.to(Device::cuda), fill,
+                                              grad_out.to(Device::cuda), grad_cuda);
+        expect_close(grad_cuda, grad_cpu, std::string("backward ") + name, tol);
+      }
+    }
+  }
 }

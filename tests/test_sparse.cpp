@@ -2,15 +2,22 @@
 // dropout mask, bit for bit), sparse_matmul (the dense product and its gradient, bit for bit;
 // gradient checks for b and the values), sparse_dropout_matmul (the two in one op, bit for bit
 // their composition; gradient checks), and the layers, the GAT model and the trainer taking
-// dense or sparse features to the same numbers.
+// dense or sparse features to the same numbers. The gradient checks run on each device; the CUDA
+// backend against the CPU: CsrMatrix across devices, sparse_dropout masks bit for bit,
+// sparse_matmul forward and both gradients (f32, rel. error <= 1e-5 of the largest element; f64)
+// for widths that use 1 to 32 lanes per row and several per lane, bitwise reproducibility,
+// sparse_dropout_matmul against its composition, and the GAT model on sparse features.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "gat/datasets/generator.h"
 #include "gat/framework/autograd.h"
+#include "gat/framework/cuda_runtime.h"
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/sparse_dropout.h"
@@ -114,9 +121,12 @@ TEST(SparseDropout, DropsAboutP) {
   EXPECT_NEAR(static_cast<double>(dropped) / static_cast<double>(v.size()), 0.3, 0.02);
 }
 
-TEST(SparseDropout, GradientOfTheValues) {
+class SparseOnDevice : public DeviceTest {};
+GAT_INSTANTIATE_DEVICE_TESTS(SparseOnDevice);
+
+TEST_P(SparseOnDevice, DropoutGradientOfTheValues) {
   std::mt19937_64 rng(4);
-  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(12, 15, rng, 0.3, DType::f64));
+  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(12, 15, rng, 0.3, DType::f64)).to(device());
   expect_gradients_match("sparse_dropout values", [&](const std::vector<Tensor>& in) {
     return ops::sparse_dropout(a.with_values(in[0]), DropoutKey{0.4f, 9, 2}).values();
   }, {a.values()});
@@ -157,26 +167,27 @@ TEST(SparseMatmul, LongRowsAndColumnsWithDroppedEntriesMatchTheDenseProduct) {
   EXPECT_LE(rel_error(w.grad(), dense_grad), 1e-13);
 }
 
-TEST(SparseMatmul, GradientsOfBAndTheValues) {
+TEST_P(SparseOnDevice, MatmulGradientsOfBAndTheValues) {
   std::mt19937_64 rng(6);
-  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(9, 14, rng, 0.3, DType::f64));
+  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(9, 14, rng, 0.3, DType::f64)).to(device());
   expect_gradients_match("sparse_matmul b and values", [&](const std::vector<Tensor>& in) {
     return ops::sparse_matmul(a.with_values(in[0]), in[1]);
-  }, {a.values(), random_tensor({14, 5}, rng)});
+  }, {a.values(), random_f64({14, 5}, rng)});
   expect_gradients_match("sparse_matmul b", [&](const std::vector<Tensor>& in) {
     return ops::sparse_matmul(a, in[0]);
-  }, {random_tensor({14, 3}, rng)});
-  // Through dropout, as the first layer sees it.
-  expect_gradients_match("sparse_matmul after sparse_dropout", [&](const std::vector<Tensor>& in) {
-    return ops::sparse_matmul(ops::sparse_dropout(a.with_values(in[0]), DropoutKey{0.5f, 4, 4}), in[1]);
-  }, {a.values(), random_tensor({14, 4}, rng)});
+  }, {random_f64({14, 3}, rng)});
+  // Through dropout, as the first layer sees it; 40 columns: several per lane on the device.
+  for (int64_t N : {4, 40})
+    expect_gradients_match("sparse_matmul after sparse_dropout N=" + std::to_string(N), [&](const std::vector<Tensor>& in) {
+      return ops::sparse_matmul(ops::sparse_dropout(a.with_values(in[0]), DropoutKey{0.5f, 4, 4}), in[1]);
+    }, {a.values(), random_f64({14, N}, rng)});
 }
 
 TEST(SparseMatmul, OnlyInputsThatNeedGradientsGetThem) {
   std::mt19937_64 rng(7);
   const CsrMatrix a = CsrMatrix::from_dense(sparse_random(6, 8, rng, 0.4, DType::f64));
   Tensor b = random_tensor({8, 3}, rng).set_requires_grad();
-  ops::sparse_matmul(a, b).backward(Tensor::full({6, 3}, 1.0, DType::f64));
+  ops::sparse_matmul(a, b).backward(random_tensor({6, 3}, rng));
   EXPECT_TRUE(b.grad().defined());
   EXPECT_FALSE(a.values().grad().defined());
   const autograd::NoGradGuard no_grad;
@@ -230,12 +241,13 @@ TEST(SparseDropoutMatmul, IsTheProductOfTheDroppedMatrixBitForBit) {
   expect_error([&] { ops::sparse_dropout_matmul(a, key, Tensor::zeros({4, 2})); }, {"sparse_dropout_matmul", "(4, 2)"});
 }
 
-TEST(SparseDropoutMatmul, GradientsOfBAndTheValues) {
+TEST_P(SparseOnDevice, DropoutMatmulGradientsOfBAndTheValues) {
   std::mt19937_64 rng(11);
-  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(9, 14, rng, 0.3, DType::f64));
-  expect_gradients_match("sparse_dropout_matmul b and values", [&](const std::vector<Tensor>& in) {
-    return ops::sparse_dropout_matmul(a.with_values(in[0]), DropoutKey{0.5f, 4, 4}, in[1]);
-  }, {a.values(), random_tensor({14, 4}, rng)});
+  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(9, 14, rng, 0.3, DType::f64)).to(device());
+  for (int64_t N : {4, 40})
+    expect_gradients_match("sparse_dropout_matmul b and values N=" + std::to_string(N), [&](const std::vector<Tensor>& in) {
+      return ops::sparse_dropout_matmul(a.with_values(in[0]), DropoutKey{0.5f, 4, 4}, in[1]);
+    }, {a.values(), random_f64({14, N}, rng)});
 }
 
 TEST(SparseMatmul, ShapeAndTypeErrorsNameTheOperands) {
@@ -273,6 +285,7 @@ TEST(SparseFeatures, GATGradientsMatchTheDenseInput) {
   const Dataset data = generate_sbm(go);
   std::mt19937_64 rng(10);
   const Tensor x = sparse_random(40, 30, rng, 0.1, DType::f64);
+  const Tensor upstream = random_tensor({40, 3}, rng);  // the logits' gradient
   GATConfig config{30, 3};
   config.dtype = DType::f64;
   Generator init(1);
@@ -281,8 +294,7 @@ TEST(SparseFeatures, GATGradientsMatchTheDenseInput) {
   for (const Features& features : {Features(x), Features(CsrMatrix::from_dense(x))}) {
     model.zero_grad();
     Generator gen(4);
-    ops::matmul(model.forward(features, data.graph, gen), Tensor::full({3, 1}, 1.0, DType::f64))
-        .backward(Tensor::full({40, 1}, 1.0, DType::f64));
+    model.forward(features, data.graph, gen).backward(upstream);  // a value of its own for each element
     grads.push_back(model.conv1->lin->weight.grad().to_vector<double>());
   }
   ASSERT_EQ(grads[0].size(), grads[1].size());
@@ -325,4 +337,169 @@ TEST(SparseFeatures, TrainingLossesMatchTheDenseRun) {
   for (size_t e = 0; e < 8; ++e) EXPECT_NEAR(losses[1][e], losses[0][e], 1e-5) << "epoch " << e + 1;
   // It trains: the eval-mode training loss has fallen (training losses carry dropout noise).
   EXPECT_LT(trained_loss, initial_loss);
+}
+
+// ---- CUDA against the CPU ----------------------------------------------------------------
+
+using CudaSparse = CudaVsCpuTest;
+
+namespace {
+template <class T>
+std::vector<T> host_vector(const Tensor& t) { return t.to(Device::cpu).to_vector<T>(); }
+}  // namespace
+
+TEST_F(CudaSparse, CsrMatrixMovesBetweenDevices) {
+  std::mt19937_64 rng(1);
+  const Tensor dense = sparse_random(50, 70, rng, 0.1, DType::f32);
+  const CsrMatrix cpu = CsrMatrix::from_dense(dense);
+  const CsrMatrix gpu = cpu.to(Device::cuda);
+  EXPECT_TRUE(gpu.is_cuda());
+  EXPECT_TRUE(gpu.t_entry().is_cuda());
+  EXPECT_EQ(host_vector<float>(gpu.to_dense()), dense.to_vector<float>());
+  const CsrMatrix built_on_gpu = CsrMatrix::from_dense(dense.to(Device::cuda));
+  EXPECT_TRUE(built_on_gpu.is_cuda());
+  EXPECT_EQ(host_vector<int32_t>(built_on_gpu.t_entry()), cpu.t_entry().to_vector<int32_t>());
+  EXPECT_EQ(host_vector<float>(built_on_gpu.to(Device::cpu).values()), cpu.values().to_vector<float>());
+}
+
+TEST_F(CudaSparse, DropoutMasksAreTheCpuMasksBitForBit) {
+  std::mt19937_64 rng(2);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const CsrMatrix cpu = CsrMatrix::from_dense(sparse_random(400, 300, rng, 0.05, dtype));
+    const CsrMatrix gpu = cpu.to(Device::cuda);
+    for (const DropoutKey& key : {DropoutKey{0.6f, 3, 0}, DropoutKey{0.1f, 99, 12345}}) {
+      const Tensor want = ops::sparse_dropout(cpu, key).values(), got = ops::sparse_dropout(gpu, key).values();
+      if (dtype == DType::f32) EXPECT_EQ(host_vector<float>(got), want.to_vector<float>());
+      else EXPECT_EQ(host_vector<double>(got), want.to_vector<double>());
+    }
+  }
+}
+
+TEST_F(CudaSparse, MatmulAndItsGradientsMatchTheCpu) {
+  std::mt19937_64 rng(3);
+  // Rows of ~14 entries, and of ~105 (the warp-per-row kernel's rows span several of its
+  // 32-entry batches).
+  for (DType dtype : {DType::f32, DType::f64})
+  for (double density : {0.04, 0.3}) {
+    for (int64_t N : {1, 5, 32, 64, 100}) {
+      const std::string what = std::string(dtype_name(dtype)) + " N=" + std::to_string(N) +
+                               " density " + std::to_string(density);
+      const CsrMatrix cpu = ops::sparse_dropout(CsrMatrix::from_dense(sparse_random(600, 350, rng, density, dtype)),
+                                                DropoutKey{0.5f, 1, 2});  // dropped zeros too
+      const CsrMatrix gpu = cpu.to(Device::cuda);
+      const Tensor b = random_tensor({350, N}, rng, -1, 1, dtype), g = random_tensor({600, N}, rng, -1, 1, dtype);
+      Tensor values_cpu = cpu.values().clone().set_requires_grad(), b_cpu = b.clone().set_requires_grad();
+      Tensor values_gpu = gpu.values().clone().set_requires_grad(), b_gpu = b.to(Device::cuda).set_requires_grad();
+      Tensor out_cpu = ops::sparse_matmul(cpu.with_values(values_cpu), b_cpu);
+      Tensor out_gpu = ops::sparse_matmul(gpu.with_values(values_gpu), b_gpu);
+      out_cpu.backward(g);
+      out_gpu.backward(g.to(Device::cuda));
+      EXPECT_TRUE(out_gpu.is_cuda());
+      EXPECT_LE(rel_error(out_gpu, out_cpu), 1e-5) << what;
+      EXPECT_LE(rel_error(b_gpu.grad(), b_cpu.grad()), 1e-5) << what;
+      EXPECT_LE(rel_error(values_gpu.grad(), values_cpu.grad()), 1e-5) << what;
+    }
+  }
+}
+
+// Both CUDA kernels: the forward's 20,000 rows take one group of lanes per row, the gradient's
+// 40 rows (every column holds ~5,000 entries) a warp per piece of 64 entries.
+TEST_F(CudaSparse, TallAndWideMatmulsMatchTheCpu) {
+  std::mt19937_64 rng(6);
+  const CsrMatrix cpu = CsrMatrix::from_dense(sparse_random(20000, 40, rng, 0.25, DType::f32));
+  const Tensor b = random_tensor({40, 64}, rng, -1, 1, DType::f32), g = random_tensor({20000, 64}, rng, -1, 1, DType::f32);
+  Tensor b_cpu = b.clone().set_requires_grad(), b_gpu = b.to(Device::cuda).set_requires_grad();
+  Tensor out_cpu = ops::sparse_matmul(cpu, b_cpu), out_gpu = ops::sparse_matmul(cpu.to(Device::cuda), b_gpu);
+  out_cpu.backward(g);
+  out_gpu.backward(g.to(Device::cuda));
+  EXPECT_LE(rel_error(out_gpu, out_cpu), 1e-5);
+  EXPECT_LE(rel_error(b_gpu.grad(), b_cpu.grad()), 1e-5);
+}
+
+// d b through the transpose's pieces: columns of one piece, of two and of many, with and without
+// a short last piece, and an empty one (sparse.h). One CUDA matrix for every width: each product
+// must find the pieces' arrival counts set back by the one before.
+TEST_F(CudaSparse, GradientsThroughTheTransposesPiecesMatchTheCpu) {
+  std::mt19937_64 rng(7);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const CsrMatrix cpu =
+        CsrMatrix::from_dense(columns_of_lengths({0, 1, 63, 64, 65, 128, 129, 1100}, 1200, rng, dtype));
+    const CsrMatrix gpu = cpu.to(Device::cuda);
+    for (int64_t N : {1, 5, 64, 100}) {
+      const std::string what = std::string(dtype_name(dtype)) + " N=" + std::to_string(N);
+      const Tensor b = random_tensor({8, N}, rng, -1, 1, dtype), g = random_tensor({1200, N}, rng, -1, 1, dtype);
+      Tensor b_cpu = b.clone().set_requires_grad(), b_gpu = b.to(Device::cuda).set_requires_grad();
+      ops::sparse_matmul(cpu, b_cpu).backward(g);
+      ops::sparse_matmul(gpu, b_gpu).backward(g.to(Device::cuda));
+      EXPECT_LE(rel_error(b_gpu.grad(), b_cpu.grad()), 1e-5) << what;
+      const std::vector<double> grad = host_vector<double>(b_gpu.grad().to(DType::f64));
+      EXPECT_EQ(std::vector<double>(grad.begin(), grad.begin() + N), std::vector<double>(N, 0.0))
+          << what << ": the empty column's row";
+    }
+  }
+}
+
+// sparse_dropout_matmul on the device: bit for bit the composition there (the dropout inside the
+// warp-per-row kernel on 600 rows; two kernels on 20,000), its gradients too, and the CPU's
+// numbers within rounding.
+TEST_F(CudaSparse, DropoutMatmulIsTheComposition) {
+  std::mt19937_64 rng(8);
+  for (const auto& [rows, cols, density] : {std::tuple<int64_t, int64_t, double>{600, 350, 0.04}, {20000, 40, 0.25}}) {
+    const CsrMatrix cpu = CsrMatrix::from_dense(sparse_random(rows, cols, rng, density, DType::f32));
+    const CsrMatrix gpu = cpu.to(Device::cuda);
+    const Tensor b = random_tensor({cols, 64}, rng, -1, 1, DType::f32), g = random_tensor({rows, 64}, rng, -1, 1, DType::f32);
+    const DropoutKey key{0.6f, 7, 11};
+    auto run = [&](const CsrMatrix& a, Device device, bool fused) {
+      Tensor values = a.values().clone().set_requires_grad(), w = b.to(device).set_requires_grad();
+      const CsrMatrix x = a.with_values(values);
+      Tensor out = fused ? ops::sparse_dropout_matmul(x, key, w) : ops::sparse_matmul(ops::sparse_dropout(x, key), w);
+      out.backward(g.to(device));
+      return std::vector<Tensor>{out.to(Device::cpu), w.grad().to(Device::cpu), values.grad().to(Device::cpu)};
+    };
+    const std::vector<Tensor> fused = run(gpu, Device::cuda, true), composed = run(gpu, Device::cuda, false),
+                              want = run(cpu, Device::cpu, true);
+    const std::string what = std::to_string(rows) + " rows";
+    for (size_t k = 0; k < fused.size(); ++k) {
+      EXPECT_EQ(fused[k].to_vector<float>(), composed[k].to_vector<float>()) << what << ", result " << k;
+      EXPECT_LE(rel_error(fused[k], want[k]), 1e-5) << what << ", result " << k;
+    }
+  }
+}
+
+TEST_F(CudaSparse, MatmulIsBitwiseReproducible) {
+  std::mt19937_64 rng(4);
+  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(3000, 1400, rng, 0.02, DType::f32)).to(Device::cuda);
+  const Tensor g = random_tensor({3000, 64}, rng, -1, 1, DType::f32, Device::cuda);
+  Tensor w = random_tensor({1400, 64}, rng, -1, 1, DType::f32, Device::cuda).set_requires_grad();
+  std::vector<std::vector<float>> outs, grads;
+  for (int run = 0; run < 2; ++run) {
+    w.zero_grad();
+    Tensor out = ops::sparse_matmul(a, w);
+    out.backward(g);
+    outs.push_back(host_vector<float>(out));
+    grads.push_back(host_vector<float>(w.grad()));
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
+TEST_F(CudaSparse, GATOnSparseFeaturesFollowsTheCpu) {
+  std::mt19937_64 rng(6);
+  const int64_t n = 120;
+  std::vector<int32_t> src, dst;
+  std::uniform_int_distribution<int32_t> node(0, n - 1);
+  for (int k = 0; k < 5 * n; ++k) src.push_back(node(rng)), dst.push_back(node(rng));
+  const Graph graph = Graph::from_edges(n, src, dst, GraphBuildOptions{true});
+  const CsrMatrix x = CsrMatrix::from_dense(sparse_random(n, 300, rng, 0.03, DType::f32));
+  Generator init_cpu(7), init_gpu(7);
+  GAT cpu(GATConfig{300, 4}, init_cpu), gpu(GATConfig{300, 4}, init_gpu);
+  gpu.to(Device::cuda);
+  Generator gen_cpu(8), gen_gpu(8);  // training mode: input and attention dropout
+  const Tensor out_cpu = cpu.forward(x, graph, gen_cpu);
+  const Tensor out_gpu = gpu.forward(x.to(Device::cuda), graph.to(Device::cuda), gen_gpu);
+  EXPECT_LE(rel_error(out_gpu, out_cpu), 1e-5);
+  const Tensor g = random_tensor({n, 4}, rng, -1, 1, DType::f32);
+  out_cpu.backward(g);
+  out_gpu.backward(g.to(Device::cuda));
+  EXPECT_LE(rel_error(gpu.conv1->lin->weight.grad(), cpu.conv1->lin->weight.grad()), 1e-5);
 }

@@ -1,0 +1,215 @@
+// The CUDA runtime (cuda_runtime.h) and side work on the device (side_work.h): CUDA graph
+// recording, side streams joined before the main stream reads their results, the peak-memory
+// breakdown, an external allocator and stream. CUDA only: each test skips without a device.
+#include <gtest/gtest.h>
+#if GAT_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include <map>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gat/framework/autograd.h"
+#include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/fill.h"
+#include "gat/framework/ops/matmul.h"
+#include "gat/framework/ops/reduce.h"
+#include "gat/framework/side_work.h"
+#include "gat_testing.h"
+#include "gradcheck.h"
+
+using namespace gat;
+using namespace gat::testing;
+
+TEST(CudaRuntime, ARecordedGraphWritesIntoEarlierMemoryAndKeepsNoneOfItsOwn) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(8);
+  const Tensor a = random_tensor({5, 3}, rng, -1, 1, DType::f32, Device::cuda);
+  const Tensor b = random_tensor({3, 4}, rng, -1, 1, DType::f32, Device::cuda);
+  const Tensor c = random_tensor({4, 2}, rng, -1, 1, DType::f32, Device::cuda);
+  const Tensor want = ops::matmul(ops::matmul(a, b), c);  // (5, 2)
+  Tensor out = Tensor::zeros(want.shape(), DType::f32, Device::cuda);
+  std::string why;
+  // Temporaries made and freed while recording, the result copied into `out`.
+  const cuda::CapturedGraph graph = cuda::capture(
+      [&] { out.copy_(ops::matmul(ops::matmul(a, b), c)); }, &why);
+  ASSERT_TRUE(graph.valid()) << why;
+  EXPECT_EQ(out.to_vector<float>(), std::vector<float>(want.numel(), 0.0f));  // nothing ran yet
+  for (int replay = 0; replay < 2; ++replay) {
+    ASSERT_TRUE(graph.replay()) << "replay " << replay;
+    EXPECT_EQ(out.to_vector<float>(), want.to_vector<float>()) << "replay " << replay;
+    out.zero_();
+  }
+  // A recording that would keep memory of its own is refused, and the stream works afterwards.
+  Tensor kept;
+  const cuda::CapturedGraph refused = cuda::capture([&] { kept = ops::matmul(a, b); }, &why);
+  EXPECT_FALSE(refused.valid());
+  EXPECT_NE(why.find("outlive"), std::string::npos) << why;
+  kept = Tensor();
+  expect_close(ops::matmul(a, b), ops::matmul(a.to(Device::cpu), b.to(Device::cpu)), "after refusal", 1e-5);
+}
+
+// Work that keeps the device busy for milliseconds in one launch (a product of two (4096, 4096)
+// f64 matrices: the host queues what follows long before it ends) and then fills `out`, an (n,)
+// f64 tensor, with `value`. Read on another stream before the product has finished, out holds
+// zeros. The caller keeps all three tensors until it has read out: a free of the matrices would
+// let another stream's allocation wait for the product.
+struct SlowFill {
+  Tensor out, matrix, product;
+};
+SlowFill slow_fill(int64_t n, double value) {
+  SlowFill s;
+  s.out = Tensor::zeros({n}, DType::f64, Device::cuda);
+  s.matrix = Tensor::full({4096, 4096}, 1.0 / 4096, DType::f64, Device::cuda);
+  s.product = ops::matmul(s.matrix, s.matrix);
+  ops::fill_(s.out, value);
+  return s;
+}
+
+// slow_fill as side work's outputs (out first): the caller's SideWork keeps all three to its join.
+std::vector<Tensor> slow_fill_beside(int64_t n, double value) {
+  SlowFill s = slow_fill(n, value);
+  return {s.out, s.matrix, s.product};
+}
+
+TEST(CudaRuntime, SideWorkIsReadOnlyAfterItsJoin) {
+  GAT_SKIP_WITHOUT_CUDA();
+  const int64_t n = 1000;
+  const Tensor small = Tensor::zeros({1}, DType::f64, Device::cuda);
+  SideWork side;
+  // A small CUDA input sends the work to the side stream.
+  const Tensor out = side.run({small}, [&](const std::vector<Tensor>&) { return slow_fill_beside(n, 3.0); })[0];
+  EXPECT_TRUE(side.pending(out));
+  side.join();
+  EXPECT_FALSE(side.pending(out));
+  EXPECT_EQ(out.to_vector<double>(), std::vector<double>(n, 3.0));  // copied on the main stream
+
+  // Side work reads what the main stream queued before it, finished or not.
+  const SlowFill made_on_main = slow_fill(n, 5.0);
+  const Tensor doubled = side.run({made_on_main.out}, [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{ops::scale(in[0], 2.0)};
+  })[0];
+  side.join();
+  EXPECT_EQ(doubled.to_vector<double>(), std::vector<double>(n, 10.0));
+
+  // Inputs on the CPU, or more than kMaxSideBytes of them, run where they are called.
+  const Tensor on_cpu = Tensor::full({4}, 1.0, DType::f64, Device::cpu);
+  const Tensor big = Tensor::zeros({int64_t(SideWork::kMaxSideBytes / 8 + 1)}, DType::f64, Device::cuda);
+  for (const Tensor& input : {on_cpu, big}) {
+    const Tensor twice = side.run({input}, [](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{ops::scale(in[0], 2.0)};
+    })[0];
+    EXPECT_FALSE(side.pending(twice)) << input.describe();
+  }
+  // An output may not be one of the inputs (it would be freed on the main stream too early).
+  expect_error([&] { side.run({small}, [](const std::vector<Tensor>& in) { return in; }); }, {"shares the storage"});
+}
+
+// y = x, whose backward hands x a gradient of `value`s made by slow side work of the pass.
+Tensor with_side_gradient(const Tensor& x, double value) {
+  return autograd::record("side gradient", x.detach().clone(), {x}, [value, n = x.numel()](const Tensor& g) {
+    return std::vector<Tensor>{
+        autograd::side_gradients({g}, [&](const std::vector<Tensor>&) { return slow_fill_beside(n, value); })[0]};
+  });
+}
+
+TEST(CudaRuntime, ABackwardPassJoinsItsSideGradientsBeforeTheMainStreamReadsThem) {
+  GAT_SKIP_WITHOUT_CUDA();
+  const int64_t n = 1000;
+  auto weight = [&] { return Tensor::full({n}, 1.0, DType::f64, Device::cuda).set_requires_grad(true); };
+  {  // straight into the parameter's .grad, read after the pass
+    Tensor w = weight();
+    ops::sum(with_side_gradient(w, 3.0)).backward();
+    EXPECT_EQ(w.grad().to_vector<double>(), std::vector<double>(n, 3.0));
+  }
+  {  // into an intermediate tensor, whose backward reads it on the main stream: d w = 2 * 3
+    Tensor w = weight();
+    ops::sum(with_side_gradient(ops::scale(w, 2.0), 3.0)).backward();
+    EXPECT_EQ(w.grad().to_vector<double>(), std::vector<double>(n, 6.0));
+  }
+  for (bool side_first : {true, false}) {  // added to, or added to a main-stream gradient: 3 + 5
+    Tensor w = weight();
+    const Tensor on_side = ops::sum(with_side_gradient(w, 3.0));
+    const Tensor on_main = ops::sum(ops::scale(w, 5.0));
+    ops::add(side_first ? on_side : on_main, side_first ? on_main : on_side).backward();
+    EXPECT_EQ(w.grad().to_vector<double>(), std::vector<double>(n, 8.0)) << "side first " << side_first;
+  }
+}
+
+TEST(CudaRuntime, PeakBreakdownListsTheBlocksAliveAtTheHighWaterMark) {
+  GAT_SKIP_WITHOUT_CUDA();
+  cuda::synchronize();
+  cuda::reset_peak_memory();
+  const size_t before = cuda::peak_memory_allocated();
+  {
+    const Tensor big = Tensor::empty({1000, 64}, DType::f32, Device::cuda, "test big block");
+    const Tensor small1 = Tensor::empty({10}, DType::f64, Device::cuda, "test small block");
+    const Tensor small2 = Tensor::empty({10}, DType::f64, Device::cuda, "test small block");
+  }
+  // Freed, then a smaller block: the peak and its breakdown stay those of the three blocks.
+  const Tensor later = Tensor::empty({4}, DType::f32, Device::cuda, "test later block");
+  EXPECT_EQ(cuda::peak_memory_allocated(), before + 1000 * 64 * 4 + 2 * 10 * 8);
+  std::map<std::string, std::pair<size_t, size_t>> seen;  // name -> (bytes, count)
+  for (const cuda::PeakBlocks& b : cuda::peak_memory_breakdown()) seen[b.what] = {b.bytes, b.count};
+  EXPECT_EQ(seen["test big block"], std::make_pair(size_t{1000 * 64 * 4}, size_t{1}));
+  EXPECT_EQ(seen["test small block"], std::make_pair(size_t{80}, size_t{2}));
+  EXPECT_EQ(seen.count("test later block"), 0u);
+  const std::vector<cuda::PeakBlocks> blocks = cuda::peak_memory_breakdown();
+  ASSERT_FALSE(blocks.empty());
+  EXPECT_EQ(blocks.front().what, "test big block");  // the most bytes first
+}
+
+#if GAT_WITH_CUDA
+namespace {
+// Device memory from gat's pool with a count of what is live: an allocator that is not gat's.
+class CountingAllocator final : public cuda::ExternalAllocator {
+ public:
+  void* allocate(size_t bytes) override {
+    ++live;
+    return cuda::malloc(bytes, "CountingAllocator");
+  }
+  void deallocate(void* ptr) noexcept override {
+    --live;
+    cuda::free(ptr);
+  }
+  int live = 0;
+};
+}  // namespace
+
+// cuda::UseExternal: every tensor made inside the scope comes from the external allocator and
+// goes back to it, even when freed after the scope; results are those of gat's own stream.
+TEST(CudaRuntime, AnExternalAllocatorAndStreamServeEveryTensorMadeInTheirScope) {
+  GAT_SKIP_WITHOUT_CUDA();
+  CountingAllocator allocator;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  const Tensor a = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}, Device::cuda);
+  const Tensor b = Tensor::from_vector<float>({1, 0, 0, 1, 1, 1}, {3, 2}, Device::cuda);
+  const std::vector<float> want = ops::matmul(a, b).to_vector<float>();  // cuBLAS on gat's stream
+  Tensor kept;
+  {
+    cuda::UseExternal use(stream, &allocator);
+    EXPECT_EQ(cuda::external_allocator(), &allocator);
+    expect_error([&] { cuda::UseExternal again(stream, &allocator); }, {"do not nest"});
+    kept = ops::matmul(a, b);  // cuBLAS and the output on the external stream and memory
+    EXPECT_GE(allocator.live, 1);
+    EXPECT_EQ(kept.to_vector<float>(), want);
+  }
+  EXPECT_EQ(cuda::external_allocator(), nullptr);
+  EXPECT_EQ(allocator.live, 1);  // `kept` outlives the scope and still belongs to the allocator
+  kept = Tensor();
+  EXPECT_EQ(allocator.live, 0);
+  EXPECT_EQ(ops::matmul(a, b).to_vector<float>(), want);  // gat's own stream and pool again
+  EXPECT_EQ(allocator.live, 0);
+  {
+    cuda::UseExternal use(nullptr, &allocator);  // the legacy default stream, PyTorch's default
+    EXPECT_EQ(ops::matmul(a, b).to_vector<float>(), want);
+  }
+  EXPECT_EQ(allocator.live, 0);
+  cudaStreamDestroy(stream);
+}
+#endif  // GAT_WITH_CUDA
