@@ -545,7 +545,7 @@ TEST(GATConv, OutputActivationIsEluDropoutAfterTheLayer) {
   expect_error([&] { GATConv(bad, init); }, {"GATConv", "output_dropout 0.5", "needs elu"});
   bad.elu = true;
   bad.output_dropout = 1.0;
-  expect_error([&] { GATConv(bad, init); }, {"GATConv", "output_dropout 1", "outside [0, 1)"});
+  expect_error([&] { GATConv(bad, init); }, {"GATConv", "output_dropout 1", "outside [0, 0.999]"});
   bad.output_dropout = 0.0;
   bad.elu_alpha = -1.0;
   expect_error([&] { GATConv(bad, init); }, {"GATConv", "elu_alpha -1"});
@@ -612,7 +612,7 @@ TEST(GATConv, InputDropoutIsADropoutLayerBefore) {
   Generator init(1);
   GATConvOptions bad = conv_options(4, 3, 2, true, false, 0.0);
   bad.input_dropout = 1.0;
-  expect_error([&] { GATConv(bad, init); }, {"GATConv", "input_dropout 1", "outside [0, 1)"});
+  expect_error([&] { GATConv(bad, init); }, {"GATConv", "input_dropout 1", "outside [0, 0.999]"});
 }
 
 // Through the output activation inside the aggregate (concat; the fold and the projected op) and
