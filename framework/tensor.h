@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -153,6 +154,9 @@ class Tensor {
 
 // Copies `bytes` between host and device pointers (either may be on either device).
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+
+// *t = t->to(device) for each t: the tensors of a structure (a Graph, a CsrMatrix) moving together.
+void to_each(Device device, std::initializer_list<Tensor*> tensors);
 
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
