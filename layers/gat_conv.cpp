@@ -17,7 +17,7 @@ namespace gat {
 
 GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(options) {
   const int64_t in = options.in_channels, F = options.out_channels, H = options.heads;
-  check_attention_options("GATConv", in, options.dst_in_channels, F, H, options.dropout, options.edge_dim);
+  check_attention_options("GATConv", options);
   GAT_CHECK(options.input_dropout >= 0.0 && options.input_dropout < 1.0, "GATConv: input_dropout ",
             options.input_dropout, " is outside [0, 1)");
   GAT_CHECK(options.output_dropout >= 0.0 && options.output_dropout < 1.0, "GATConv: output_dropout ",
