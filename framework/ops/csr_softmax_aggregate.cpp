@@ -104,25 +104,9 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
   for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
     drop.fill(b * H, degree * H, row.drop.data());                                 // (degree, H)
     shifted_exps(scores.row(row, i, b, degree), degree, H, l + i * H, row.ex.data());  // a (degree, H)
-    for (int64_t h = 0; h < H; ++h) {
-      const T* gi = G + (i * H + h) * F;
-      T row_sum = 0;
-      for (int64_t k = 0; k < degree; ++k) {
-        const int64_t e = b + k;
-        const T a = row.ex[k * H + h];
-        if (wk) wk[e * H + h] = a * row.drop[k * H + h];
-        if (!ds) continue;
-        const T* vj = V + (static_cast<int64_t>(src[e]) * H + h) * F;
-        T dot = 0;
-        for (int64_t f = 0; f < F; ++f) dot += gi[f] * vj[f];
-        const T da = dot * row.drop[k * H + h];
-        ds[e * H + h] = da;
-        row_sum += a * da;
-      }
-      if (!ds) continue;
-      for (int64_t k = 0; k < degree; ++k)
-        ds[(b + k) * H + h] = row.ex[k * H + h] * (ds[(b + k) * H + h] - row_sum);
-    }
+    for (int64_t h = 0; h < H; ++h)
+      softmax_row_backward(row, degree, H, h, F, G + (i * H + h) * F, V, src + b, ds ? ds + b * H : nullptr,
+                           wk ? wk + b * H : nullptr);
     if (ds) row_end(i, b, degree);
   });
   if (!dV && !edge_sum) return;
