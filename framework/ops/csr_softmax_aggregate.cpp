@@ -374,11 +374,7 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
   const int64_t N = graph.num_dst_nodes(), F = node_value.size(2);
   Tensor out = Tensor::empty({N, H, F}, node_value.dtype(), node_value.device(), op);
   Tensor lse = Tensor::empty({N, H}, node_value.dtype(), node_value.device(), "csr_softmax_aggregate lse");
-  CsrSoftmaxAggregateForwardArgs forward;
-  forward.graph = &graph;
-  forward.edge_scores = edge_scores;
-  forward.node_value = node_value;
-  forward.attn_dropout = attn_dropout;
+  CsrSoftmaxAggregateForwardArgs forward{{&graph, edge_scores, node_value, attn_dropout}};
   forward.out = &out;
   forward.lse = &lse;
   kernels::csr_softmax_aggregate_forward(forward);
@@ -394,11 +390,7 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
         Tensor ds, dv;
         if (need_scores) ds = Tensor::empty(s.shape(), s.dtype(), s.device(), "d edge_scores");
         if (need_value) dv = Tensor::empty(v.shape(), v.dtype(), v.device(), "d node_value");
-        CsrSoftmaxAggregateBackwardArgs backward;
-        backward.graph = &graph;
-        backward.edge_scores = s;
-        backward.node_value = v;
-        backward.attn_dropout = attn_dropout;
+        CsrSoftmaxAggregateBackwardArgs backward{{&graph, s, v, attn_dropout}};
         backward.lse = lse;
         backward.grad_out = grad_out;
         backward.grad_scores = need_scores ? &ds : nullptr;
