@@ -459,16 +459,8 @@ Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const T
     pos_out = Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_out");
     pos_weight = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_weight");
   }
-  GatAttentionForwardArgs forward;
-  forward.graph = &graph;
-  forward.el = el;
-  forward.er = er;
-  forward.edge_term = edge_term;
-  forward.node_value = node_value;
-  forward.negative_slope = negative_slope;
-  forward.attn_dropout = attn_dropout;
-  forward.out_bias = bias;
-  forward.activation = activation;
+  GatAttentionForwardArgs forward{
+      {&graph, el, er, edge_term, node_value, negative_slope, attn_dropout, bias, activation}};
   forward.out = &out;
   forward.lse = &lse;
   forward.pos_out = keep_positive ? &pos_out : nullptr;
@@ -507,16 +499,8 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
                                      : grad_out;
   if (need_bias) d.bias = Tensor::empty(s.bias.shape(), s.bias.dtype(), s.bias.device(), "d bias");
   Tensor bias_partials;
-  GatAttentionBackwardArgs backward;
-  backward.graph = &s.graph;
-  backward.el = s.el;
-  backward.er = s.er;
-  backward.edge_term = s.edge_term;
-  backward.node_value = s.value;
-  backward.negative_slope = s.negative_slope;
-  backward.attn_dropout = s.attn_dropout;
-  backward.out_bias = s.bias;
-  backward.activation = s.activation;
+  GatAttentionBackwardArgs backward{
+      {&s.graph, s.el, s.er, s.edge_term, s.value, s.negative_slope, s.attn_dropout, s.bias, s.activation}};
   backward.out = s.out;
   backward.lse = s.lse;
   backward.pos_out = s.pos_out;
