@@ -134,21 +134,18 @@ def pyg_planetoid(name, data_dir, device=DEV):
                      transform=T.NormalizeFeatures())[0].to(device)
 
 
-def pyg_gat(data, model="gat"):
-    """The paper's two-layer GAT built from PyG's GATConv (model "gat") or GATv2Conv ("gatv2")
-    for `data` (a Planetoid graph): input dropout 0.6, 8 heads x 8 features concatenated, ELU,
-    dropout 0.6, 1 head averaged; attention dropout 0.6 in both layers. Parameters on the CPU,
-    initialised from torch's global RNG."""
-    import torch_geometric.nn
+def two_layer_gat(conv, in_features, num_classes):
+    """The paper's two-layer GAT built from the layer class `conv` (PyG's GATConv or GATv2Conv):
+    input dropout 0.6, 8 heads x 8 features concatenated, ELU, dropout 0.6, 1 head averaged;
+    attention dropout 0.6 in both layers. Parameters on the CPU, initialised from torch's global
+    RNG."""
     import torch.nn.functional as F
-    GATConv = getattr(torch_geometric.nn, {"gat": "GATConv", "gatv2": "GATv2Conv"}[model])
-    num_classes = int(data.y.max()) + 1
 
     class GAT(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.conv1 = GATConv(data.num_features, 8, heads=8, dropout=0.6)
-            self.conv2 = GATConv(64, num_classes, heads=1, concat=False, dropout=0.6)
+            self.conv1 = conv(in_features, 8, heads=8, dropout=0.6)
+            self.conv2 = conv(64, num_classes, heads=1, concat=False, dropout=0.6)
 
         def forward(self, x, ei):
             x = F.dropout(x, 0.6, self.training)
@@ -157,6 +154,14 @@ def pyg_gat(data, model="gat"):
             return self.conv2(x, ei)
 
     return GAT()
+
+
+def pyg_gat(data, model="gat"):
+    """two_layer_gat of PyG's GATConv (model "gat") or GATv2Conv ("gatv2") for `data` (a
+    Planetoid graph)."""
+    import torch_geometric.nn
+    conv = getattr(torch_geometric.nn, {"gat": "GATConv", "gatv2": "GATv2Conv"}[model])
+    return two_layer_gat(conv, data.num_features, int(data.y.max()) + 1)
 
 
 def pyg_training(name, data_dir, device=DEV):

@@ -122,6 +122,36 @@ class LayerCase:
     def bipartite(self):
         return isinstance(self.graph, Bipartite)
 
+    def name(self):
+        edge = "-e{}-fill{}".format(self.edge_dim, self.fill_value) if self.edge_dim else ""
+        flags = ["loops" if self.add_self_loops else "noloops", "bias" if self.bias else "nobias",
+                 *self.layer_flags(), "res" if self.residual else "nores"]
+        return "{}-h{}-{}-ns{}-{}{}-{}".format(
+            self.layer.lower(), self.heads, "concat" if self.concat else "mean", self.negative_slope,
+            "-".join(flags), edge, self.graph.name)
+
+    def layer_flags(self):
+        """The name's parts for the options one layer alone has (before residual's)."""
+        return []
+
+    def layer_options(self):
+        """The options one layer alone has (GATv2Conv's share_weights)."""
+        return {}
+
+    def options(self):
+        """The layer's options (the case file's metadata, PyG's keyword arguments; bipartite:
+        in_channels the sources' width, and the destinations' width and both node counts)."""
+        options = {
+            "in_channels": self.in_channels, "out_channels": self.out_channels,
+            "heads": self.heads, "concat": self.concat, "negative_slope": self.negative_slope,
+            "dropout": 0.0, "add_self_loops": self.add_self_loops, "bias": self.bias,
+            **self.layer_options(), "residual": self.residual,
+        }
+        if self.edge_dim:
+            options.update(edge_dim=self.edge_dim, fill_value=self.fill_value)
+        options.update(self.side_options())
+        return options
+
     def side_options(self):
         """The bipartite case's metadata beyond PyG's keyword arguments: the destinations' width
         and both node counts (none for one node set)."""
@@ -156,27 +186,6 @@ class GATConvCase(LayerCase):
 
     layer = "GATConv"
     pyg_layer = GATConv
-
-    def name(self):
-        edge = "-e{}-fill{}".format(self.edge_dim, self.fill_value) if self.edge_dim else ""
-        return "gatconv-h{}-{}-ns{}-{}-{}-{}{}-{}".format(
-            self.heads, "concat" if self.concat else "mean", self.negative_slope,
-            "loops" if self.add_self_loops else "noloops", "bias" if self.bias else "nobias",
-            "res" if self.residual else "nores", edge, self.graph.name)
-
-    def options(self):
-        """The layer's options (the case file's metadata, PyG's keyword arguments; bipartite:
-        in_channels the sources' width, and the destinations' width and both node counts)."""
-        options = {
-            "in_channels": self.in_channels, "out_channels": self.out_channels,
-            "heads": self.heads, "concat": self.concat, "negative_slope": self.negative_slope,
-            "dropout": 0.0, "add_self_loops": self.add_self_loops, "bias": self.bias,
-            "residual": self.residual,
-        }
-        if self.edge_dim:
-            options.update(edge_dim=self.edge_dim, fill_value=self.fill_value)
-        options.update(self.side_options())
-        return options
 
     @staticmethod
     def leaky_relu_inputs(conv, x, edge_index, edge_attr=None):
@@ -214,27 +223,11 @@ class GATv2ConvCase(LayerCase):
     layer = "GATv2Conv"
     pyg_layer = GATv2Conv
 
-    def name(self):
-        edge = "-e{}-fill{}".format(self.edge_dim, self.fill_value) if self.edge_dim else ""
-        return "gatv2conv-h{}-{}-ns{}-{}-{}-{}-{}{}-{}".format(
-            self.heads, "concat" if self.concat else "mean", self.negative_slope,
-            "loops" if self.add_self_loops else "noloops", "bias" if self.bias else "nobias",
-            "shared" if self.share_weights else "lr", "res" if self.residual else "nores",
-            edge, self.graph.name)
+    def layer_flags(self):
+        return ["shared" if self.share_weights else "lr"]
 
-    def options(self):
-        """The layer's options (the case file's metadata, PyG's keyword arguments; bipartite as
-        GATConvCase's)."""
-        options = {
-            "in_channels": self.in_channels, "out_channels": self.out_channels,
-            "heads": self.heads, "concat": self.concat, "negative_slope": self.negative_slope,
-            "dropout": 0.0, "add_self_loops": self.add_self_loops, "bias": self.bias,
-            "share_weights": self.share_weights, "residual": self.residual,
-        }
-        if self.edge_dim:
-            options.update(edge_dim=self.edge_dim, fill_value=self.fill_value)
-        options.update(self.side_options())
-        return options
+    def layer_options(self):
+        return {"share_weights": self.share_weights}
 
     @staticmethod
     def leaky_relu_inputs(conv, x, edge_index, edge_attr=None):

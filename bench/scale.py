@@ -102,7 +102,7 @@ def run_pyg(n, e, f_in=32, classes=8, reps=5):
     import torch
     import torch.nn.functional as F
     from torch_geometric.nn import GATConv
-    from compare_pyg import median_ms
+    from compare_pyg import median_ms, two_layer_gat
     dev = torch.device("cuda")
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
@@ -112,20 +112,7 @@ def run_pyg(n, e, f_in=32, classes=8, reps=5):
         x = torch.randn(n, f_in, device=dev, generator=g)
         y = torch.randint(0, classes, (n,), device=dev, generator=g)
         train = torch.arange(0, n, max(1, n // (20 * classes)), device=dev)
-
-        class GAT(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.conv1 = GATConv(f_in, 8, heads=8, dropout=0.6)
-                self.conv2 = GATConv(64, classes, heads=1, concat=False, dropout=0.6)
-
-            def forward(self, x, ei):
-                x = F.dropout(x, 0.6, self.training)
-                x = F.elu(self.conv1(x, ei))
-                x = F.dropout(x, 0.6, self.training)
-                return self.conv2(x, ei)
-
-        model = GAT().to(dev)
+        model = two_layer_gat(GATConv, f_in, classes).to(dev)
         opt = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
 
         def step():

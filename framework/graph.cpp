@@ -401,18 +401,9 @@ Graph Graph::with_self_loops() const {
 Graph Graph::to(Device target) const {
   Graph out = *this;
   if (!row_ptr_.defined()) return out;
-  out.row_ptr_ = row_ptr_.to(target);
-  out.edge_src_ = edge_src_.to(target);
-  out.t_row_ptr_ = t_row_ptr_.to(target);
-  out.t_edge_dst_ = t_edge_dst_.to(target);
-  out.t_edge_id_ = t_edge_id_.to(target);
-  out.edge_dst_ = edge_dst_.to(target);
-  out.row_chunk_ptr_ = row_chunk_ptr_.to(target);
-  out.t_row_chunk_ptr_ = t_row_chunk_ptr_.to(target);
-  out.row_chunk_row_ = row_chunk_row_.to(target);
-  out.t_row_chunk_row_ = t_row_chunk_row_.to(target);
-  out.row_order_ = row_order_.to(target);
-  out.t_row_order_ = t_row_order_.to(target);
+  to_each(target, {&out.row_ptr_, &out.edge_src_, &out.t_row_ptr_, &out.t_edge_dst_, &out.t_edge_id_,
+                   &out.edge_dst_, &out.row_chunk_ptr_, &out.t_row_chunk_ptr_, &out.row_chunk_row_,
+                   &out.t_row_chunk_row_, &out.row_order_, &out.t_row_order_});
   return out;
 }
 

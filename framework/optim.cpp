@@ -195,26 +195,14 @@ void Optimizer::apply(const optim::Rule& rule, int buffers) {
   if (!cuda_f64.empty()) GAT_CUDA_CALL(optim::cuda_impl::step(rule, cuda_f64));
 }
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
-    : Optimizer(std::move(params), options.lr), options_(options) {
-  check_adam("Adam", options.lr, options.beta1, options.beta2, options.eps, options.weight_decay);
+AdamFamily::AdamFamily(std::vector<Tensor> params, const AdamOptions& options, optim::Kind kind)
+    : Optimizer(std::move(params), options.lr), options_(options), kind_(kind) {
+  check_adam(kind == optim::Kind::adamw ? "AdamW" : "Adam", options.lr, options.beta1, options.beta2,
+             options.eps, options.weight_decay);
 }
 
-void Adam::step() {
-  apply({optim::Kind::adam, lr(), options_.beta1, options_.beta2, options_.eps,
-         options_.weight_decay, 0.0},
-        2);
-}
-
-AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options)
-    : Optimizer(std::move(params), options.lr), options_(options) {
-  check_adam("AdamW", options.lr, options.beta1, options.beta2, options.eps, options.weight_decay);
-}
-
-void AdamW::step() {
-  apply({optim::Kind::adamw, lr(), options_.beta1, options_.beta2, options_.eps,
-         options_.weight_decay, 0.0},
-        2);
+void AdamFamily::step() {
+  apply({kind_, lr(), options_.beta1, options_.beta2, options_.eps, options_.weight_decay, 0.0}, 2);
 }
 
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)

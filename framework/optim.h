@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gat/framework/optim_update.h"
@@ -82,39 +83,41 @@ struct AdamOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = 0.0;  // L2: added to the gradient
+  double weight_decay = 0.0;  // Adam: L2, added to the gradient; AdamW: decoupled
 };
 
-// AdamW's defaults differ from Adam's only in the (decoupled) weight decay.
-struct AdamWOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 1e-2;
+// AdamW's defaults differ from Adam's only in the weight decay.
+struct AdamWOptions : AdamOptions {
+  AdamWOptions() { weight_decay = 1e-2; }
 };
 
-// torch.optim.Adam:  g = grad + wd * p;  m = lerp(m, g, 1 - beta1);  v = beta2 v + (1 - beta2) g^2;
-//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-class Adam : public Optimizer {
+// Adam and AdamW: the same hyper-parameters and state; `kind` says where the weight decay acts.
+class AdamFamily : public Optimizer {
  public:
-  Adam(std::vector<Tensor> params, const AdamOptions& options = {});
   void step() override;
+
+ protected:
+  AdamFamily(std::vector<Tensor> params, const AdamOptions& options, optim::Kind kind);
 
  private:
   std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   AdamOptions options_;  // options_.lr is the initial rate: lr() is the current one
+  optim::Kind kind_;
+};
+
+// torch.optim.Adam:  g = grad + wd * p;  m = lerp(m, g, 1 - beta1);  v = beta2 v + (1 - beta2) g^2;
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+class Adam : public AdamFamily {
+ public:
+  Adam(std::vector<Tensor> params, const AdamOptions& options = {})
+      : AdamFamily(std::move(params), options, optim::Kind::adam) {}
 };
 
 // torch.optim.AdamW: p *= 1 - lr * wd, then Adam's update with g = grad.
-class AdamW : public Optimizer {
+class AdamW : public AdamFamily {
  public:
-  AdamW(std::vector<Tensor> params, const AdamWOptions& options = {});
-  void step() override;
-
- private:
-  std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
-  AdamWOptions options_;  // options_.lr is the initial rate: lr() is the current one
+  AdamW(std::vector<Tensor> params, const AdamWOptions& options = {})
+      : AdamFamily(std::move(params), options, optim::Kind::adamw) {}
 };
 
 struct SGDOptions {

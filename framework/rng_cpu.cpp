@@ -49,136 +49,135 @@ const uint64_t* step_counters(const uint64_t* blocks, int64_t first, int64_t n, 
   return pad;
 }
 
-// Lane k's keep decision in bit k: (word >> 8) >= threshold.
-__attribute__((target("avx512f"))) __mmask16 avx512_kept(__m512i word, __m512i threshold) {
-  return _mm512_cmpge_epu32_mask(_mm512_srli_epi32(word, 8), threshold);
-}
-
-__attribute__((target("avx512f"))) void keep4_avx512(const DropoutKey& key, const uint64_t* blocks,
-                                                    int64_t n, uint8_t* keep) {
-  constexpr int kLanes = 16;
-  constexpr int64_t kStep = kChains * kLanes;
-  constexpr __mmask16 kOdd = 0xAAAA;
-  const __m512i mul0 = _mm512_set1_epi64(kPhiloxMul0), mul1 = _mm512_set1_epi64(kPhiloxMul1);
-  const __m512i stream_lo = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(key.stream)));
-  const __m512i stream_hi = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(key.stream >> 32)));
-  const __m512i threshold = _mm512_set1_epi32(static_cast<int>(keep_threshold(key.p)));
+// keep[k] = key.keep4(blocks[k]) for k in [0, n), kChains x Ops::kLanes blocks a step, with the
+// vector operations of Ops (Avx512 or Avx2 below). Always inlined, so that it compiles for the
+// target of the function that calls it. Its vectors pass by value to Ops' functions of that same
+// target, so the ABI change that -Wpsabi warns about is never crossed.
+#pragma GCC diagnostic ignored "-Wpsabi"
+template <class Ops>
+__attribute__((always_inline)) inline void keep4_simd(const DropoutKey& key, const uint64_t* blocks,
+                                                      int64_t n, uint8_t* keep) {
+  using Vec = typename Ops::Vec;
+  constexpr int64_t kStep = kChains * Ops::kLanes;
+  const Vec mul0 = Ops::broadcast(kPhiloxMul0), mul1 = Ops::broadcast(kPhiloxMul1);
+  const Vec stream_lo = Ops::broadcast(static_cast<uint32_t>(key.stream));
+  const Vec stream_hi = Ops::broadcast(static_cast<uint32_t>(key.stream >> 32));
+  const Vec threshold = Ops::threshold(keep_threshold(key.p));
   alignas(64) uint64_t pad[kStep];
   for (int64_t first = 0; first < n; first += kStep) {
     const uint64_t* counters = step_counters(blocks, first, n, kStep, pad);
-    __m512i c0[kChains], c1[kChains], c2[kChains], c3[kChains];
+    Vec word[kChains][4];  // chain c's Philox state: the counter's low and high words, the stream's
 #pragma GCC unroll 4
-    for (int c = 0; c < kChains; ++c) {  // 16 u64 counters -> low words c0, high words c1
-      const __m512i a = _mm512_loadu_si512(counters + c * kLanes);
-      const __m512i b = _mm512_loadu_si512(counters + c * kLanes + 8);
-      c0[c] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(a)),
-                                 _mm512_cvtepi64_epi32(b), 1);
-      c1[c] = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(a, 32))),
-          _mm512_cvtepi64_epi32(_mm512_srli_epi64(b, 32)), 1);
-      c2[c] = stream_lo;
-      c3[c] = stream_hi;
+    for (int c = 0; c < kChains; ++c) {
+      Ops::split(counters + c * Ops::kLanes, word[c][0], word[c][1]);
+      word[c][2] = stream_lo;
+      word[c][3] = stream_hi;
     }
     uint32_t k0 = static_cast<uint32_t>(key.seed), k1 = static_cast<uint32_t>(key.seed >> 32);
     for (int round = 0; round < 10; ++round) {
-      const __m512i key0 = _mm512_set1_epi32(static_cast<int>(k0));
-      const __m512i key1 = _mm512_set1_epi32(static_cast<int>(k1));
+      const Vec key0 = Ops::broadcast(k0), key1 = Ops::broadcast(k1);
 #pragma GCC unroll 4
       for (int c = 0; c < kChains; ++c) {
-        const __m512i p0_even = _mm512_mul_epu32(c0[c], mul0);
-        const __m512i p0_odd = _mm512_mul_epu32(_mm512_srli_epi64(c0[c], 32), mul0);
-        const __m512i p1_even = _mm512_mul_epu32(c2[c], mul1);
-        const __m512i p1_odd = _mm512_mul_epu32(_mm512_srli_epi64(c2[c], 32), mul1);
-        const __m512i hi0 = _mm512_mask_blend_epi32(kOdd, _mm512_srli_epi64(p0_even, 32), p0_odd);
-        const __m512i hi1 = _mm512_mask_blend_epi32(kOdd, _mm512_srli_epi64(p1_even, 32), p1_odd);
-        // 0x96: a ^ b ^ c
-        c0[c] = _mm512_ternarylogic_epi32(hi1, c1[c], key0, 0x96);
-        c2[c] = _mm512_ternarylogic_epi32(hi0, c3[c], key1, 0x96);
-        c1[c] = _mm512_mask_blend_epi32(kOdd, p1_even, _mm512_slli_epi64(p1_odd, 32));
-        c3[c] = _mm512_mask_blend_epi32(kOdd, p0_even, _mm512_slli_epi64(p0_odd, 32));
+        Vec hi0, lo0, hi1, lo1;
+        Ops::mul_hi_lo(word[c][0], mul0, hi0, lo0);
+        Ops::mul_hi_lo(word[c][2], mul1, hi1, lo1);
+        word[c][0] = hi1 ^ word[c][1] ^ key0;
+        word[c][2] = hi0 ^ word[c][3] ^ key1;
+        word[c][1] = lo1;
+        word[c][3] = lo0;
       }
       k0 += kPhiloxBump0;
       k1 += kPhiloxBump1;
     }
 #pragma GCC unroll 4
-    for (int c = 0; c < kChains; ++c) {  // bit w of lane k's byte: (word w >> 8) >= threshold
-      const int64_t stored = std::min<int64_t>(kLanes, n - first - c * kLanes);
+    for (int c = 0; c < kChains; ++c) {
+      const int64_t stored = std::min<int64_t>(Ops::kLanes, n - first - c * Ops::kLanes);
       if (stored <= 0) break;
-      __m512i bits = _mm512_maskz_mov_epi32(avx512_kept(c0[c], threshold), _mm512_set1_epi32(1));
-      bits = _mm512_mask_or_epi32(bits, avx512_kept(c1[c], threshold), bits, _mm512_set1_epi32(2));
-      bits = _mm512_mask_or_epi32(bits, avx512_kept(c2[c], threshold), bits, _mm512_set1_epi32(4));
-      bits = _mm512_mask_or_epi32(bits, avx512_kept(c3[c], threshold), bits, _mm512_set1_epi32(8));
-      _mm512_mask_cvtepi32_storeu_epi8(keep + first + c * kLanes,
-                                       static_cast<__mmask16>((1u << stored) - 1u), bits);
+      Ops::store_keep4(word[c], threshold, stored, keep + first + c * Ops::kLanes);
     }
   }
 }
 
-// `bit` in the lanes whose word keeps: (word >> 8) > threshold - 1. (word >> 8) and the
-// threshold are at most 2^24, so this signed comparison is the unsigned >=.
-__attribute__((target("avx2"))) __m256i avx2_kept(__m256i word, __m256i below, int bit) {
-  return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_srli_epi32(word, 8), below),
-                          _mm256_set1_epi32(bit));
-}
+// What each instruction set does its own way: broadcast a word to every lane, split u64 counters
+// into their low and high words, multiply (the high and low words of word * mul lane by lane, mul
+// broadcast), turn the keep threshold into what store_keep4 compares with, and store keep bytes:
+// for the first `stored` lanes k, bit w of keep[k] is set where (word w >> 8) >= the threshold.
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+struct Avx512 {
+  using Vec = __m512i;
+  static constexpr int kLanes = 16;
 
-// The same as keep4_avx512 with 8 lanes.
-__attribute__((target("avx2"))) void keep4_avx2(const DropoutKey& key, const uint64_t* blocks,
-                                                int64_t n, uint8_t* keep) {
-  constexpr int kLanes = 8;
-  constexpr int64_t kStep = kChains * kLanes;
-  constexpr int kOdd = 0xAA;
-  const __m256i mul0 = _mm256_set1_epi64x(kPhiloxMul0), mul1 = _mm256_set1_epi64x(kPhiloxMul1);
-  const __m256i stream_lo = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key.stream)));
-  const __m256i stream_hi = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key.stream >> 32)));
-  const __m256i below = _mm256_set1_epi32(static_cast<int>(keep_threshold(key.p)) - 1);
-  const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);  // low words, then high
-  alignas(32) uint64_t pad[kStep];
-  alignas(32) int32_t bytes[kLanes];
-  for (int64_t first = 0; first < n; first += kStep) {
-    const uint64_t* counters = step_counters(blocks, first, n, kStep, pad);
-    __m256i c0[kChains], c1[kChains], c2[kChains], c3[kChains];
-#pragma GCC unroll 4
-    for (int c = 0; c < kChains; ++c) {  // 8 u64 counters -> low words c0, high words c1
-      const __m256i* src = reinterpret_cast<const __m256i*>(counters + c * kLanes);
-      const __m256i a = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(src), split);
-      const __m256i b = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(src + 1), split);
-      c0[c] = _mm256_permute2x128_si256(a, b, 0x20);
-      c1[c] = _mm256_permute2x128_si256(a, b, 0x31);
-      c2[c] = stream_lo;
-      c3[c] = stream_hi;
-    }
-    uint32_t k0 = static_cast<uint32_t>(key.seed), k1 = static_cast<uint32_t>(key.seed >> 32);
-    for (int round = 0; round < 10; ++round) {
-      const __m256i key0 = _mm256_set1_epi32(static_cast<int>(k0));
-      const __m256i key1 = _mm256_set1_epi32(static_cast<int>(k1));
-#pragma GCC unroll 4
-      for (int c = 0; c < kChains; ++c) {
-        const __m256i p0_even = _mm256_mul_epu32(c0[c], mul0);
-        const __m256i p0_odd = _mm256_mul_epu32(_mm256_srli_epi64(c0[c], 32), mul0);
-        const __m256i p1_even = _mm256_mul_epu32(c2[c], mul1);
-        const __m256i p1_odd = _mm256_mul_epu32(_mm256_srli_epi64(c2[c], 32), mul1);
-        const __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(p0_even, 32), p0_odd, kOdd);
-        const __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(p1_even, 32), p1_odd, kOdd);
-        c0[c] = _mm256_xor_si256(_mm256_xor_si256(hi1, c1[c]), key0);
-        c2[c] = _mm256_xor_si256(_mm256_xor_si256(hi0, c3[c]), key1);
-        c1[c] = _mm256_blend_epi32(p1_even, _mm256_slli_epi64(p1_odd, 32), kOdd);
-        c3[c] = _mm256_blend_epi32(p0_even, _mm256_slli_epi64(p0_odd, 32), kOdd);
-      }
-      k0 += kPhiloxBump0;
-      k1 += kPhiloxBump1;
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < kChains; ++c) {  // bit w of lane k's byte: (word w >> 8) >= threshold
-      const int64_t stored = std::min<int64_t>(kLanes, n - first - c * kLanes);
-      if (stored <= 0) break;
-      const __m256i bits =
-          _mm256_or_si256(_mm256_or_si256(avx2_kept(c0[c], below, 1), avx2_kept(c1[c], below, 2)),
-                          _mm256_or_si256(avx2_kept(c2[c], below, 4), avx2_kept(c3[c], below, 8)));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(bytes), bits);
-      std::copy(bytes, bytes + stored, keep + first + c * kLanes);  // int32 -> u8: values < 16
-    }
+  static Vec broadcast(uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+  static void split(const uint64_t* counters, Vec& lo, Vec& hi) {
+    const Vec a = _mm512_loadu_si512(counters), b = _mm512_loadu_si512(counters + 8);
+    lo = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(a)), _mm512_cvtepi64_epi32(b), 1);
+    hi = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(a, 32))),
+                            _mm512_cvtepi64_epi32(_mm512_srli_epi64(b, 32)), 1);
   }
+  static void mul_hi_lo(Vec word, Vec mul, Vec& hi, Vec& lo) {
+    constexpr __mmask16 kOdd = 0xAAAA;
+    const Vec even = _mm512_mul_epu32(word, mul), odd = _mm512_mul_epu32(_mm512_srli_epi64(word, 32), mul);
+    hi = _mm512_mask_blend_epi32(kOdd, _mm512_srli_epi64(even, 32), odd);
+    lo = _mm512_mask_blend_epi32(kOdd, even, _mm512_slli_epi64(odd, 32));
+  }
+  static Vec threshold(uint32_t value) { return broadcast(value); }
+  static void store_keep4(const Vec (&word)[4], Vec threshold, int64_t stored, uint8_t* keep) {
+    Vec bits = _mm512_setzero_si512();
+    for (int w = 0; w < 4; ++w) {
+      const __mmask16 kept = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(word[w], 8), threshold);
+      bits = _mm512_mask_or_epi32(bits, kept, bits, _mm512_set1_epi32(1 << w));
+    }
+    _mm512_mask_cvtepi32_storeu_epi8(keep, static_cast<__mmask16>((1u << stored) - 1u), bits);
+  }
+};
+
+void keep4_avx512(const DropoutKey& key, const uint64_t* blocks, int64_t n, uint8_t* keep) {
+  keep4_simd<Avx512>(key, blocks, n, keep);
 }
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2")
+struct Avx2 {
+  using Vec = __m256i;
+  static constexpr int kLanes = 8;
+
+  static Vec broadcast(uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+  static void split(const uint64_t* counters, Vec& lo, Vec& hi) {
+    const Vec low_then_high = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const Vec a = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const Vec*>(counters)),
+                                              low_then_high);
+    const Vec b = _mm256_permutevar8x32_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const Vec*>(counters + 4)), low_then_high);
+    lo = _mm256_permute2x128_si256(a, b, 0x20);
+    hi = _mm256_permute2x128_si256(a, b, 0x31);
+  }
+  static void mul_hi_lo(Vec word, Vec mul, Vec& hi, Vec& lo) {
+    constexpr int kOdd = 0xAA;
+    const Vec even = _mm256_mul_epu32(word, mul), odd = _mm256_mul_epu32(_mm256_srli_epi64(word, 32), mul);
+    hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, kOdd);
+    lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), kOdd);
+  }
+  // (word >> 8) >= threshold as (word >> 8) > threshold - 1: both sides are at most 2^24, so the
+  // signed comparison AVX2 has is the unsigned one.
+  static Vec threshold(uint32_t value) { return broadcast(value - 1); }
+  static void store_keep4(const Vec (&word)[4], Vec below, int64_t stored, uint8_t* keep) {
+    Vec bits = _mm256_setzero_si256();
+    for (int w = 0; w < 4; ++w) {
+      const Vec kept = _mm256_cmpgt_epi32(_mm256_srli_epi32(word[w], 8), below);
+      bits = _mm256_or_si256(bits, _mm256_and_si256(kept, _mm256_set1_epi32(1 << w)));
+    }
+    alignas(32) int32_t bytes[kLanes];
+    _mm256_store_si256(reinterpret_cast<Vec*>(bytes), bits);
+    std::copy(bytes, bytes + stored, keep);  // int32 -> u8: values < 16
+  }
+};
+
+void keep4_avx2(const DropoutKey& key, const uint64_t* blocks, int64_t n, uint8_t* keep) {
+  keep4_simd<Avx2>(key, blocks, n, keep);
+}
+#pragma GCC pop_options
 #endif  // GAT_X86_SIMD
 
 }  // namespace

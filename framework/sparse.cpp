@@ -83,16 +83,9 @@ Tensor CsrMatrix::to_dense() const {
 CsrMatrix CsrMatrix::to(Device device) const {
   CsrMatrix out = *this;
   if (!values_.defined()) return out;
-  out.row_ptr_ = row_ptr_.to(device);
-  out.col_idx_ = col_idx_.to(device);
-  out.row_idx_ = row_idx_.to(device);
-  out.values_ = values_.to(device);
-  out.t_row_ptr_ = t_row_ptr_.to(device);
-  out.t_entry_ = t_entry_.to(device);
-  out.t_piece_ptr_ = t_piece_ptr_.to(device);
-  out.t_piece_col_ = t_piece_col_.to(device);
-  out.t_split_cols_ = t_split_cols_.to(device);
-  out.t_piece_arrivals_ = t_piece_arrivals_.to(device);  // zeros
+  to_each(device, {&out.row_ptr_, &out.col_idx_, &out.row_idx_, &out.values_, &out.t_row_ptr_, &out.t_entry_,
+                   &out.t_piece_ptr_, &out.t_piece_col_, &out.t_split_cols_,
+                   &out.t_piece_arrivals_});  // t_piece_arrivals_: zeros
   return out;
 }
 

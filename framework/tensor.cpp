@@ -249,6 +249,10 @@ void Tensor::zero_() {
   else cuda::memset_zero(raw_data(), nbytes());
 }
 
+void to_each(Device device, std::initializer_list<Tensor*> tensors) {
+  for (Tensor* t : tensors) *t = t->to(device);
+}
+
 void Tensor::move_to_(Device target) {
   if (device() == target) return;
   Tensor moved = to(target);

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -157,6 +158,9 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 // The flat index of t's first NaN or infinity (a device tensor is copied to the host first), or
 // -1 when it has none (always for i32): how loaded numbers are checked before they are used.
 int64_t first_non_finite(const Tensor& t);
+
+// *t = t->to(device) for each t: the tensors of a structure (a Graph, a CsrMatrix) moving together.
+void to_each(Device device, std::initializer_list<Tensor*> tensors);
 
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, Device device) {

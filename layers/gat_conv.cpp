@@ -17,7 +17,7 @@ namespace gat {
 
 GATConv::GATConv(const GATConvOptions& options, Generator& init) : options_(options) {
   const int64_t in = options.in_channels, F = options.out_channels, H = options.heads;
-  check_attention_options("GATConv", in, options.dst_in_channels, F, H, options.dropout, options.edge_dim);
+  check_attention_options("GATConv", options);
   check_in_range("GATConv: input_dropout", options.input_dropout, kDropoutRateRange);
   check_in_range("GATConv: value_dropout", options.value_dropout, kDropoutRateRange);
   check_in_range("GATConv: output_dropout", options.output_dropout, kDropoutRateRange);

@@ -47,15 +47,8 @@
 
 namespace gat {
 
-struct GATConvOptions {
-  int64_t in_channels = 0;      // of x, or of x_src when dst_in_channels > 0
-  int64_t dst_in_channels = 0;  // > 0: of x_dst, with lin_src and lin_dst (PyG's in_channels pair)
-  int64_t out_channels = 0;     // F, per head
-  int64_t heads = 1;            // H
-  bool concat = true;           // (N, H*F); else the mean over heads (N, F)
-  double negative_slope = 0.2;  // of the LeakyReLU on the edge scores
-  double dropout = 0.0;         // attention dropout rate (training mode only), as every rate here
-                                // in kDropoutRateRange
+// dst_in_channels > 0 gives the layer lin_src and lin_dst instead of lin.
+struct GATConvOptions : GraphAttentionOptions {
   // Dropout on the input features (training mode only), as a Dropout layer before this one: x,
   // or x_src and then x_dst, each drawn before the layer's other dropouts. Sparse x through lin
   // takes it inside the projection's kernel (ops::sparse_dropout_matmul) where nothing else reads
@@ -64,12 +57,6 @@ struct GATConvOptions {
   // Dropout on Wh where it is aggregated (not where el, er are computed), as the GAT authors'
   // implementation does (its attn_head drops seq_fts with in_drop); PyG's GATConv has none (0).
   double value_dropout = 0.0;
-  bool add_self_loops = true;
-  bool bias = true;
-  bool residual = false;        // + x_dst R with R a bias-free Linear (dst in, output width)
-  int64_t edge_dim = 0;         // D of edge_attr; 0: no edge features (PyG: edge_dim=None)
-  ops::SelfLoopFill fill_value;  // the self loops' edge attributes (PyG's default 'mean')
-  DType dtype = DType::f32;     // of the parameters
   // The output through ELU (alpha elu_alpha) and then dropout at output_dropout (training mode
   // only), as the GAT paper's first layer feeds its second: DGL's activation, plus the next
   // layer's input dropout. Inside the aggregate's kernels (ops::OutputActivation) when the bias is

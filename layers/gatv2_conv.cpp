@@ -9,7 +9,7 @@ namespace gat {
 
 GATv2Conv::GATv2Conv(const GATv2ConvOptions& options, Generator& init) : options_(options) {
   const int64_t in = options.in_channels, F = options.out_channels, H = options.heads;
-  check_attention_options("GATv2Conv", in, options.dst_in_channels, F, H, options.dropout, options.edge_dim);
+  check_attention_options("GATv2Conv", options);
   const int64_t dst_in = options.dst_in_channels > 0 ? options.dst_in_channels : in;
   GAT_CHECK(!options.share_weights || dst_in == in, "GATv2Conv: share_weights projects x_src and x_dst with one "
             "Linear, but in_channels ", in, " and dst_in_channels ", dst_in, " differ");

@@ -46,21 +46,9 @@
 
 namespace gat {
 
-struct GATv2ConvOptions {
-  int64_t in_channels = 0;      // of x, or of x_src when dst_in_channels > 0
-  int64_t dst_in_channels = 0;  // > 0: of x_dst, for lin_r and res (PyG's in_channels pair)
-  int64_t out_channels = 0;     // F, per head
-  int64_t heads = 1;            // H
-  bool concat = true;           // (N, H*F); else the mean over heads (N, F)
-  double negative_slope = 0.2;  // of the LeakyReLU inside the score
-  double dropout = 0.0;         // attention dropout rate (training mode only)
-  bool add_self_loops = true;
-  int64_t edge_dim = 0;          // D of edge_attr; 0: no edge features (PyG: edge_dim=None)
-  ops::SelfLoopFill fill_value;  // the self loops' edge attributes (PyG's default 'mean')
-  bool bias = true;             // lin_l's and lin_r's biases and the output bias
-  bool share_weights = false;   // one projection for sources and destinations (lin_r = lin_l)
-  bool residual = false;        // + x_dst R with R a bias-free Linear (dst in, output width)
-  DType dtype = DType::f32;     // of the parameters
+// dst_in_channels > 0: lin_r and res take x_dst's width.
+struct GATv2ConvOptions : GraphAttentionOptions {
+  bool share_weights = false;  // one projection for sources and destinations (lin_r = lin_l)
 };
 
 class GATv2Conv : public GraphAttentionLayer {

@@ -6,15 +6,17 @@
 
 namespace gat {
 
-void check_attention_options(const char* layer, int64_t in_channels, int64_t dst_in_channels,
-                             int64_t out_channels, int64_t heads, double dropout, int64_t edge_dim) {
-  GAT_CHECK(in_channels > 0 && out_channels > 0 && heads > 0, layer, ": in_channels ", in_channels,
-            ", out_channels ", out_channels, " and heads ", heads, " must be positive");
-  GAT_CHECK(dst_in_channels >= 0, layer, ": dst_in_channels ", dst_in_channels,
+void check_attention_options(const char* layer, const GraphAttentionOptions& options) {
+  const int64_t in = options.in_channels, dst_in = options.dst_in_channels, F = options.out_channels,
+                H = options.heads;
+  GAT_CHECK(in > 0 && F > 0 && H > 0, layer, ": in_channels ", in, ", out_channels ", F, " and heads ", H,
+            " must be positive");
+  GAT_CHECK(dst_in >= 0, layer, ": dst_in_channels ", dst_in,
             " must be positive (the destinations' width: in_channels a pair) or 0 (one width)");
-  check_in_range(detail::concat(layer, ": attention dropout"), dropout, kDropoutRateRange);
-  checked_mul(heads, out_channels, detail::concat(layer, ": heads x out_channels").c_str());
-  GAT_CHECK(edge_dim >= 0, layer, ": edge_dim ", edge_dim, " is negative (0: no edge features)");
+  check_in_range(detail::concat(layer, ": attention dropout"), options.dropout, kDropoutRateRange);
+  checked_mul(H, F, detail::concat(layer, ": heads x out_channels").c_str());
+  GAT_CHECK(options.edge_dim >= 0, layer, ": edge_dim ", options.edge_dim,
+            " is negative (0: no edge features)");
 }
 
 namespace {

@@ -62,11 +62,28 @@ class GraphAttentionLayer : public Module {
                                const Tensor& edge_attr, Generator& gen, Attention* attention) = 0;
 };
 
+// The options GATConv and GATv2Conv share, with PyG's names and defaults.
+struct GraphAttentionOptions {
+  int64_t in_channels = 0;      // of x, or of x_src when dst_in_channels > 0
+  int64_t dst_in_channels = 0;  // > 0: of x_dst (PyG's in_channels pair)
+  int64_t out_channels = 0;     // F, per head
+  int64_t heads = 1;            // H
+  bool concat = true;           // (N, H*F); else the mean over heads (N, F)
+  double negative_slope = 0.2;  // of the LeakyReLU in the edge scores
+  double dropout = 0.0;         // attention dropout rate (training mode only), as every rate of
+                                // the layers in kDropoutRateRange (layers/dropout.h)
+  bool add_self_loops = true;
+  bool bias = true;              // the output bias (GATv2Conv: lin_l's and lin_r's too)
+  bool residual = false;         // + x_dst R with R a bias-free Linear (dst in, output width)
+  int64_t edge_dim = 0;          // D of edge_attr; 0: no edge features (PyG: edge_dim=None)
+  ops::SelfLoopFill fill_value;  // the self loops' edge attributes (PyG's default 'mean')
+  DType dtype = DType::f32;      // of the parameters
+};
+
 // Throws a gat::Error starting with `layer` unless in_channels, out_channels (F) and heads (H)
 // are positive, dst_in_channels is not negative (0: the destinations have in_channels too), H * F
 // fits, the attention dropout rate is in kDropoutRateRange and edge_dim is not negative.
-void check_attention_options(const char* layer, int64_t in_channels, int64_t dst_in_channels,
-                             int64_t out_channels, int64_t heads, double dropout, int64_t edge_dim);
+void check_attention_options(const char* layer, const GraphAttentionOptions& options);
 
 // Throws a gat::Error starting with `layer` unless a layer's input fits the graph and its widths
 // (dst_in_channels 0: in_channels for both sides). One x (x_dst null): the graph is on one node set

@@ -104,25 +104,9 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
   for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
     drop.fill(b * H, degree * H, row.drop.data());                                 // (degree, H)
     shifted_exps(scores.row(row, i, b, degree), degree, H, l + i * H, row.ex.data());  // a (degree, H)
-    for (int64_t h = 0; h < H; ++h) {
-      const T* gi = G + (i * H + h) * F;
-      T row_sum = 0;
-      for (int64_t k = 0; k < degree; ++k) {
-        const int64_t e = b + k;
-        const T a = row.ex[k * H + h];
-        if (wk) wk[e * H + h] = a * row.drop[k * H + h];
-        if (!ds) continue;
-        const T* vj = V + (static_cast<int64_t>(src[e]) * H + h) * F;
-        T dot = 0;
-        for (int64_t f = 0; f < F; ++f) dot += gi[f] * vj[f];
-        const T da = dot * row.drop[k * H + h];
-        ds[e * H + h] = da;
-        row_sum += a * da;
-      }
-      if (!ds) continue;
-      for (int64_t k = 0; k < degree; ++k)
-        ds[(b + k) * H + h] = row.ex[k * H + h] * (ds[(b + k) * H + h] - row_sum);
-    }
+    for (int64_t h = 0; h < H; ++h)
+      softmax_row_backward(row, degree, H, h, F, G + (i * H + h) * F, V, src + b, ds ? ds + b * H : nullptr,
+                           wk ? wk + b * H : nullptr);
     if (ds) row_end(i, b, degree);
   });
   if (!dV && !edge_sum) return;
@@ -390,11 +374,7 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
   const int64_t N = graph.num_dst_nodes(), F = node_value.size(2);
   Tensor out = Tensor::empty({N, H, F}, node_value.dtype(), node_value.device(), op);
   Tensor lse = Tensor::empty({N, H}, node_value.dtype(), node_value.device(), "csr_softmax_aggregate lse");
-  CsrSoftmaxAggregateForwardArgs forward;
-  forward.graph = &graph;
-  forward.edge_scores = edge_scores;
-  forward.node_value = node_value;
-  forward.attn_dropout = attn_dropout;
+  CsrSoftmaxAggregateForwardArgs forward{{&graph, edge_scores, node_value, attn_dropout}};
   forward.out = &out;
   forward.lse = &lse;
   kernels::csr_softmax_aggregate_forward(forward);
@@ -410,11 +390,7 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
         Tensor ds, dv;
         if (need_scores) ds = Tensor::empty(s.shape(), s.dtype(), s.device(), "d edge_scores");
         if (need_value) dv = Tensor::empty(v.shape(), v.dtype(), v.device(), "d node_value");
-        CsrSoftmaxAggregateBackwardArgs backward;
-        backward.graph = &graph;
-        backward.edge_scores = s;
-        backward.node_value = v;
-        backward.attn_dropout = attn_dropout;
+        CsrSoftmaxAggregateBackwardArgs backward{{&graph, s, v, attn_dropout}};
         backward.lse = lse;
         backward.grad_out = grad_out;
         backward.grad_scores = need_scores ? &ds : nullptr;
@@ -483,16 +459,8 @@ Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const T
     pos_out = Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_out");
     pos_weight = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_weight");
   }
-  GatAttentionForwardArgs forward;
-  forward.graph = &graph;
-  forward.el = el;
-  forward.er = er;
-  forward.edge_term = edge_term;
-  forward.node_value = node_value;
-  forward.negative_slope = negative_slope;
-  forward.attn_dropout = attn_dropout;
-  forward.out_bias = bias;
-  forward.activation = activation;
+  GatAttentionForwardArgs forward{
+      {&graph, el, er, edge_term, node_value, negative_slope, attn_dropout, bias, activation}};
   forward.out = &out;
   forward.lse = &lse;
   forward.pos_out = keep_positive ? &pos_out : nullptr;
@@ -531,16 +499,8 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
                                      : grad_out;
   if (need_bias) d.bias = Tensor::empty(s.bias.shape(), s.bias.dtype(), s.bias.device(), "d bias");
   Tensor bias_partials;
-  GatAttentionBackwardArgs backward;
-  backward.graph = &s.graph;
-  backward.el = s.el;
-  backward.er = s.er;
-  backward.edge_term = s.edge_term;
-  backward.node_value = s.value;
-  backward.negative_slope = s.negative_slope;
-  backward.attn_dropout = s.attn_dropout;
-  backward.out_bias = s.bias;
-  backward.activation = s.activation;
+  GatAttentionBackwardArgs backward{
+      {&s.graph, s.el, s.er, s.edge_term, s.value, s.negative_slope, s.attn_dropout, s.bias, s.activation}};
   backward.out = s.out;
   backward.lse = s.lse;
   backward.pos_out = s.pos_out;

@@ -80,23 +80,9 @@ void gatv2_backward(const Graph& graph, const Gatv2Scores<T>& scores, const Tens
   for_each_row<T>(row_ptr, Nd, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
     drop.fill(b * H, degree * H, row.drop.data());                                     // (degree, H)
     shifted_exps(scores.row(row, i, b, degree), degree, H, l + i * H, row.ex.data());  // a (degree, H)
-    for (int64_t h = 0; h < H; ++h) {
-      const T* gi = G + (i * H + h) * F;
-      T row_sum = 0;
-      for (int64_t k = 0; k < degree; ++k) {
-        const T* xlj = scores.xl + (static_cast<int64_t>(scores.src[b + k]) * H + h) * F;
-        T dot = 0;
-        for (int64_t f = 0; f < F; ++f) dot += gi[f] * xlj[f];
-        const T da = dot * row.drop[k * H + h];
-        ds[(b + k) * H + h] = da;
-        row_sum += row.ex[k * H + h] * da;
-      }
-      for (int64_t k = 0; k < degree; ++k) {
-        const T a = row.ex[k * H + h];
-        ds[(b + k) * H + h] = a * (ds[(b + k) * H + h] - row_sum);
-        if (kept) kept[(b + k) * H + h] = a * row.drop[k * H + h];
-      }
-    }
+    for (int64_t h = 0; h < H; ++h)
+      softmax_row_backward(row, degree, H, h, F, G + (i * H + h) * F, scores.xl, scores.src + b, ds + b * H,
+                           kept ? kept + b * H : nullptr);
     if (!dxr && !datt && !det) return;
     T* dxri = dxr ? dxr + i * H * F : nullptr;  // (H, F)
     T* part = datt ? att_partials.data() + i / kRowsPerTask * H * F : nullptr;  // (H, F)

@@ -259,6 +259,18 @@ void check_like(const at::Tensor& t, const at::Tensor& like, const char* op, con
               like.scalar_type(), " on ", like.device(), ")");
 }
 
+// A backward's grad_out: like the forward's inputs, and of its output's shape.
+void check_grad_out(const at::Tensor& grad_out, const at::Tensor& like, const at::Tensor& out, const char* op) {
+  check_like(grad_out, like, op, "grad_out");
+  TORCH_CHECK(grad_out.sizes() == out.sizes(), "gat_torch.", op, ": grad_out ", grad_out.sizes(),
+              " must have the output's shape ", out.sizes());
+}
+
+// A backward's gradient of `like` where it is needed, else an empty tensor.
+Output gradient(bool need, const at::Tensor& like, const char* op, const char* arg) {
+  return Output(need ? like.sizes() : at::IntArrayRef{0}, like.options(), op, arg);
+}
+
 // (out, lse, pos_out, pos_weight); the last two are the forward's sums that CUDA's backward takes
 // d er from (with_positive), empty otherwise.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention(
@@ -301,19 +313,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention_backwar
     const at::Tensor& lse, const at::Tensor& pos_out, const at::Tensor& pos_weight,
     const at::Tensor& grad_out, std::array<bool, 4> needs) {
   const char* op = "gat_attention_backward";
-  check_like(grad_out, el, op, "grad_out");
-  TORCH_CHECK(grad_out.sizes() == out.sizes(), "gat_torch.", op, ": grad_out ", grad_out.sizes(),
-              " must have the output's shape ", out.sizes());
+  check_grad_out(grad_out, el, out, op);
   needs[2] = needs[2] && edge_term.has_value();
   OnTorchStream on(el);
   return translate_errors([&] {
     const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
-    auto grad = [&](bool need, const at::Tensor& like, const char* arg) {
-      return Output(need ? like.sizes() : at::IntArrayRef{0}, like.options(), op, arg);
-    };
-    Output d_el = grad(needs[0], el, "grad_el"), d_er = grad(needs[1], er, "grad_er");
-    Output d_term = grad(needs[2], needs[2] ? *edge_term : el, "grad_edge_term");
-    Output d_value = grad(needs[3], value, "grad_value");
+    Output d_el = gradient(needs[0], el, op, "grad_el"), d_er = gradient(needs[1], er, op, "grad_er");
+    Output d_term = gradient(needs[2], needs[2] ? *edge_term : el, op, "grad_edge_term");
+    Output d_value = gradient(needs[3], value, op, "grad_value");
     gat::ops::GatAttentionBackwardArgs a{{&graph, view(el, op, "el"), view(er, op, "er"),
                                           view_or_undefined(edge_term, op, "edge_term"), view(value, op, "value"),
                                           negative_slope, dropout_key(dropout, seed, op)}};
@@ -331,24 +338,38 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention_backwar
   });
 }
 
+// GATv2's score inputs: xr, att and edge_term must be like xl.
+void check_gatv2_like(const at::Tensor& xl, const at::Tensor& xr, const at::Tensor& att,
+                      const std::optional<at::Tensor>& edge_term, const char* op) {
+  check_like(xr, xl, op, "xr");
+  check_like(att, xl, op, "att");
+  if (edge_term) check_like(*edge_term, xl, op, "edge_term");
+}
+
+// GATv2's score inputs viewed as gat tensors and checked against the graph.
+gat::ops::Gatv2ScoreInputs gatv2_score_inputs(const gat::Graph& graph, const at::Tensor& xl, const at::Tensor& xr,
+                                              const at::Tensor& att, const std::optional<at::Tensor>& edge_term,
+                                              double negative_slope, const char* op) {
+  const gat::Tensor l = view(xl, op, "xl"), r = view(xr, op, "xr"), a = view(att, op, "att");
+  const gat::Tensor term = view_or_undefined(edge_term, op, "edge_term");
+  gat::ops::check_gatv2_inputs(op, graph, l, r, a, negative_slope, term);
+  return {&graph, l, r, a, negative_slope, term};
+}
+
 // (out, lse)
 std::tuple<at::Tensor, at::Tensor> gatv2_attention(
     const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts, const at::Tensor& xl,
     const at::Tensor& xr, const at::Tensor& att, const std::optional<at::Tensor>& edge_term,
     double negative_slope, double dropout, const std::optional<at::Tensor>& seed) {
   const char* op = "gatv2_attention";
-  check_like(xr, xl, op, "xr");
-  check_like(att, xl, op, "att");
-  if (edge_term) check_like(*edge_term, xl, op, "edge_term");
+  check_gatv2_like(xl, xr, att, edge_term, op);
   OnTorchStream on(xl);
   return translate_errors([&] {
     const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
-    const gat::Tensor l = view(xl, op, "xl"), r = view(xr, op, "xr"), a = view(att, op, "att");
-    const gat::Tensor term = view_or_undefined(edge_term, op, "edge_term");
-    gat::ops::check_gatv2_inputs(op, graph, l, r, a, negative_slope, term);
+    const gat::ops::Gatv2ScoreInputs inputs = gatv2_score_inputs(graph, xl, xr, att, edge_term, negative_slope, op);
     const int64_t Nd = graph.num_dst_nodes(), H = xl.size(1), F = xl.size(2);
     Output out({Nd, H, F}, xl.options(), op, "out"), lse({Nd, H}, xl.options(), op, "lse");
-    gat::ops::Gatv2AttentionForwardArgs args{{{&graph, l, r, a, negative_slope, term}, dropout_key(dropout, seed, op)}};
+    gat::ops::Gatv2AttentionForwardArgs args{{inputs, dropout_key(dropout, seed, op)}};
     args.out = out.ptr();
     args.lse = lse.ptr();
     gat::ops::kernels::gatv2_attention_aggregate_forward(args);
@@ -363,19 +384,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gatv2_attention_backw
     double negative_slope, double dropout, const std::optional<at::Tensor>& seed, const at::Tensor& out,
     const at::Tensor& lse, const at::Tensor& grad_out, std::array<bool, 4> needs) {
   const char* op = "gatv2_attention_backward";
-  check_like(grad_out, xl, op, "grad_out");
-  TORCH_CHECK(grad_out.sizes() == out.sizes(), "gat_torch.", op, ": grad_out ", grad_out.sizes(),
-              " must have the output's shape ", out.sizes());
+  check_grad_out(grad_out, xl, out, op);
   needs[3] = needs[3] && edge_term.has_value();
   OnTorchStream on(xl);
   return translate_errors([&] {
     const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
-    auto grad = [&](bool need, const at::Tensor& like, const char* arg) {
-      return Output(need ? like.sizes() : at::IntArrayRef{0}, like.options(), op, arg);
-    };
-    Output d_xl = grad(needs[0], xl, "grad_xl"), d_xr = grad(needs[1], xr, "grad_xr");
-    Output d_att = grad(needs[2], att, "grad_att");
-    Output d_term = grad(needs[3], needs[3] ? *edge_term : xl, "grad_edge_term");
+    Output d_xl = gradient(needs[0], xl, op, "grad_xl"), d_xr = gradient(needs[1], xr, op, "grad_xr");
+    Output d_att = gradient(needs[2], att, op, "grad_att");
+    Output d_term = gradient(needs[3], needs[3] ? *edge_term : xl, op, "grad_edge_term");
     gat::ops::Gatv2AttentionBackwardArgs a{{{&graph, view(xl, op, "xl"), view(xr, op, "xr"), view(att, op, "att"),
                                             negative_slope, view_or_undefined(edge_term, op, "edge_term")},
                                            dropout_key(dropout, seed, op)}};
@@ -466,17 +482,12 @@ at::Tensor gatv2_edge_scores(const std::vector<at::Tensor>& graph_arrays, at::In
                              const at::Tensor& xl, const at::Tensor& xr, const at::Tensor& att,
                              const std::optional<at::Tensor>& edge_term, double negative_slope) {
   const char* op = "gatv2_edge_scores";
-  check_like(xr, xl, op, "xr");
-  check_like(att, xl, op, "att");
-  if (edge_term) check_like(*edge_term, xl, op, "edge_term");
+  check_gatv2_like(xl, xr, att, edge_term, op);
   OnTorchStream on(xl);
   return translate_errors([&] {
     const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
-    const gat::Tensor l = view(xl, op, "xl"), r = view(xr, op, "xr"), a = view(att, op, "att");
-    const gat::Tensor term = view_or_undefined(edge_term, op, "edge_term");
-    gat::ops::check_gatv2_inputs(op, graph, l, r, a, negative_slope, term);
+    gat::ops::Gatv2EdgeScoresArgs args{gatv2_score_inputs(graph, xl, xr, att, edge_term, negative_slope, op)};
     Output scores({graph.num_edges(), xl.size(1)}, xl.options(), op, "scores");
-    gat::ops::Gatv2EdgeScoresArgs args{{&graph, l, r, a, negative_slope, term}};
     args.scores = scores.ptr();
     gat::ops::kernels::gatv2_edge_scores(args);
     return scores.torch;

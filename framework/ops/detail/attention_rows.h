@@ -1,7 +1,7 @@
 // The CPU row machinery of the fused attention ops (csr_softmax_aggregate, gat_attention_aggregate,
 // gatv2_attention_aggregate; included by their .cpp files only): rows of a CSR spread over the
 // OpenMP threads with per-thread scratch, the attention dropout's keep factors, a row's softmax
-// terms, and the forward aggregate of any score policy.
+// terms and its backward, and the forward aggregate of any score policy.
 #pragma once
 
 #include <algorithm>
@@ -86,6 +86,29 @@ void row_softmax_terms(const T* s_row, int64_t degree, int64_t H, RowScratch<T>&
   shifted_exps(s_row, degree, H, row.m.data(), row.ex.data());
   for (int64_t k = 0; k < degree; ++k)
     for (int64_t h = 0; h < H; ++h) row.z[h] += row.ex[k * H + h];
+}
+
+// Head h of a row's softmax backward, with a = row.ex (the weights, (degree, H)) and d = row.drop:
+// kept[k, h] = a[k] d[k] when kept is given and, when ds is given,
+//   da[k] = (g . values[src[k], h, :]) d[k],  ds[k, h] = a[k] (da[k] - sum over k' of a[k'] da[k'])
+// for g (F,) the gradient of the head's output row. values (Ns, H, F); src (degree,), kept and ds
+// (degree, H) start at the row's first edge.
+template <class T>
+void softmax_row_backward(const RowScratch<T>& row, int64_t degree, int64_t H, int64_t h, int64_t F,
+                          const T* g, const T* values, const int32_t* src, T* ds, T* kept) {
+  for (int64_t k = 0; kept && k < degree; ++k)
+    kept[k * H + h] = row.ex[k * H + h] * row.drop[k * H + h];
+  if (!ds) return;
+  T row_sum = 0;
+  for (int64_t k = 0; k < degree; ++k) {
+    const T* vj = values + (static_cast<int64_t>(src[k]) * H + h) * F;
+    T dot = 0;
+    for (int64_t f = 0; f < F; ++f) dot += g[f] * vj[f];
+    const T da = dot * row.drop[k * H + h];
+    ds[k * H + h] = da;
+    row_sum += row.ex[k * H + h] * da;
+  }
+  for (int64_t k = 0; k < degree; ++k) ds[k * H + h] = row.ex[k * H + h] * (ds[k * H + h] - row_sum);
 }
 
 // log of a head's softmax denominator, m + log z; -inf for an empty row.
