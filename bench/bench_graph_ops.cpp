@@ -27,7 +27,7 @@
 #include "timing.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
-#include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/attention/csr_softmax_aggregate.h"
 #include "gat/framework/rng_cpu.h"
 
 using namespace gat;

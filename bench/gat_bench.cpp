@@ -35,7 +35,7 @@
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
-#include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/attention/csr_softmax_aggregate.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/layers/gat_conv.h"
 #include "gat/layers/gatv2_conv.h"

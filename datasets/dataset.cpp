@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "gat/framework/ops/self_loop_attr.h"
+#include "gat/framework/ops/attention/self_loop_attr.h"
 
 namespace gat {
 

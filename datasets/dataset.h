@@ -11,7 +11,7 @@
 namespace gat {
 
 namespace ops {
-struct SelfLoopFill;  // framework/ops/self_loop_attr.h
+struct SelfLoopFill;  // framework/ops/attention/self_loop_attr.h
 }
 
 struct Dataset {

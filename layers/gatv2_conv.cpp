@@ -1,8 +1,8 @@
 #include "gat/layers/gatv2_conv.h"
 
 #include "gat/framework/init.h"
-#include "gat/framework/ops/csr_softmax_aggregate.h"
-#include "gat/framework/ops/gatv2_attention_aggregate.h"
+#include "gat/framework/ops/attention/csr_softmax_aggregate.h"
+#include "gat/framework/ops/attention/gatv2_attention_aggregate.h"
 #include "gat/framework/ops/reshape.h"
 
 namespace gat {

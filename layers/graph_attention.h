@@ -8,7 +8,7 @@
 
 #include "gat/framework/graph.h"
 #include "gat/framework/module.h"
-#include "gat/framework/ops/self_loop_attr.h"
+#include "gat/framework/ops/attention/self_loop_attr.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"

@@ -30,7 +30,7 @@
 #include "gat/datasets/planetoid.h"
 #include "gat/datasets/registry.h"
 #include "gat/datasets/text.h"
-#include "gat/framework/ops/self_loop_attr.h"
+#include "gat/framework/ops/attention/self_loop_attr.h"
 #include "gat/framework/quote.h"
 #include "gat/train/trainer.h"
 #include "gzip_testing.h"

@@ -204,7 +204,7 @@ TEST(DocPaths, AcceptsExistingAndSkipsWhatIsNotARepositoryPath) {
       "see framework/graph.cpp (chunk_edges_for), docs/, .ci/run and loops.h.\n"
       "framework/ops/NAME.h, NAME.cpp, DIR/edge.csv\n"  // placeholders
       "$OUT/ctest.log /tmp/x/tests/a.h tests/test_cuda_* out/scaling.png\n"
-      "framework/ops/csr_softmax_aggregate.{h,cpp,cu} ../README.md\n";
+      "framework/ops/attention/csr_softmax_aggregate.{h,cpp,cu} ../README.md\n";
   const std::string source = std::string("framework") + "/ops/planted.cpp";
   EXPECT_EQ(missing_references(repo, source, text), std::vector<std::string>{});
 }

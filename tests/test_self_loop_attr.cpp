@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/self_loop_attr.h"
+#include "gat/framework/ops/attention/self_loop_attr.h"
 #include "gat_testing.h"
 #include "gradcheck.h"
 

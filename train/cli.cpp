@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "gat/framework/ops/self_loop_attr.h"
+#include "gat/framework/ops/attention/self_loop_attr.h"
 
 namespace gat::cli {
 

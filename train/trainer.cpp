@@ -18,7 +18,7 @@
 #include "gat/framework/ops/accuracy.h"
 #include "gat/framework/ops/classification_metrics.h"
 #include "gat/framework/ops/cross_entropy.h"
-#include "gat/framework/ops/self_loop_attr.h"
+#include "gat/framework/ops/attention/self_loop_attr.h"
 #include "gat/framework/optim.h"
 #include "gat/framework/progress.h"
 #include "gat/framework/side_work.h"

@@ -18,10 +18,10 @@
 
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
-#include "gat/framework/ops/csr_softmax_aggregate.h"
-#include "gat/framework/ops/gat_edge_scores.h"
-#include "gat/framework/ops/gatv2_attention_aggregate.h"
-#include "gat/framework/ops/head_dot.h"
+#include "gat/framework/ops/attention/csr_softmax_aggregate.h"
+#include "gat/framework/ops/attention/gat_edge_scores.h"
+#include "gat/framework/ops/attention/gatv2_attention_aggregate.h"
+#include "gat/framework/ops/attention/head_dot.h"
 #include "gat/framework/rng.h"
 
 #if GAT_WITH_CUDA

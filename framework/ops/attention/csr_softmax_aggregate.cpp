@@ -1,4 +1,4 @@
-#include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/attention/csr_softmax_aggregate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/detail/attention_rows.h"
+#include "gat/framework/ops/attention/detail/attention_rows.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/elu_dropout.h"
-#include "gat/framework/ops/gat_edge_scores.h"
-#include "gat/framework/ops/head_dot.h"
-#include "gat/framework/ops/linear_head_dot.h"
+#include "gat/framework/ops/attention/gat_edge_scores.h"
+#include "gat/framework/ops/attention/head_dot.h"
+#include "gat/framework/ops/attention/linear_head_dot.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/detail/vec_math.h"

@@ -1,4 +1,4 @@
-#include "gat/framework/ops/self_loop_attr.h"
+#include "gat/framework/ops/attention/self_loop_attr.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
-#include "gat/framework/ops/detail/self_loop_attr_rows.h"
+#include "gat/framework/ops/attention/detail/self_loop_attr_rows.h"
 
 namespace gat::ops {
 

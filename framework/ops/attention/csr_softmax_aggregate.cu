@@ -1,7 +1,7 @@
 // CUDA entry points of csr_softmax_aggregate's forward, GAT's fused attention (which runs the
 // code compiled apart for each dtype), bias_from_partials and csr_softmax. The kernels are in
-// framework/ops/detail/csr_softmax_aggregate_kernels.cuh.
-#include "gat/framework/ops/detail/csr_softmax_aggregate_kernels.cuh"
+// framework/ops/attention/detail/csr_softmax_aggregate_kernels.cuh.
+#include "gat/framework/ops/attention/detail/csr_softmax_aggregate_kernels.cuh"
 
 namespace gat::ops::cuda_impl {
 

@@ -1,5 +1,5 @@
 // The CUDA kernels of csr_softmax_aggregate and of GAT's fused attention, and the host code that
-// launches them, shared by the files that compile them (framework/ops/csr_softmax_aggregate*.cu).
+// launches them, shared by the files that compile them (framework/ops/attention/csr_softmax_aggregate*.cu).
 // The schedule (online softmax per group of lanes, the chunks of long rows and their merge, the
 // two backward passes over the transposed graph and the rows) is described in docs/kernels.md. No
 // float atomics anywhere: every sum has a fixed order, so results are bitwise reproducible.
@@ -16,10 +16,10 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
-#include "gat/framework/ops/detail/attention_kernels.cuh"
-#include "gat/framework/ops/csr_softmax_aggregate.h"
+#include "gat/framework/ops/attention/detail/attention_kernels.cuh"
+#include "gat/framework/ops/attention/csr_softmax_aggregate.h"
 #include "gat/framework/ops/elu_dropout.h"
-#include "gat/framework/ops/gat_edge_scores.h"
+#include "gat/framework/ops/attention/gat_edge_scores.h"
 #include "gat/framework/ops/detail/graph_kernels.cuh"
 
 namespace gat::ops::cuda_impl::csr_aggregate {

@@ -3,7 +3,7 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
-#include "gat/framework/ops/head_dot.h"
+#include "gat/framework/ops/attention/head_dot.h"
 #include "gat/framework/ops/detail/loops.cuh"
 
 namespace gat::ops::cuda_impl {

@@ -1,6 +1,6 @@
 // CUDA entry point of csr_softmax_aggregate's backward, in a file of its own so that it compiles
-// beside the forward (framework/ops/detail/csr_softmax_aggregate_kernels.cuh).
-#include "gat/framework/ops/detail/csr_softmax_aggregate_kernels.cuh"
+// beside the forward (framework/ops/attention/detail/csr_softmax_aggregate_kernels.cuh).
+#include "gat/framework/ops/attention/detail/csr_softmax_aggregate_kernels.cuh"
 
 namespace gat::ops::cuda_impl {
 

@@ -8,9 +8,9 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
-#include "gat/framework/ops/detail/attention_kernels.cuh"
-#include "gat/framework/ops/csr_softmax_aggregate.h"
-#include "gat/framework/ops/gatv2_attention_aggregate.h"
+#include "gat/framework/ops/attention/detail/attention_kernels.cuh"
+#include "gat/framework/ops/attention/csr_softmax_aggregate.h"
+#include "gat/framework/ops/attention/gatv2_attention_aggregate.h"
 #include "gat/framework/ops/detail/graph_kernels.cuh"
 #include "gat/framework/ops/reduce.h"
 

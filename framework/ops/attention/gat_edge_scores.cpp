@@ -1,4 +1,4 @@
-#include "gat/framework/ops/gat_edge_scores.h"
+#include "gat/framework/ops/attention/gat_edge_scores.h"
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/dispatch.h"

@@ -1,5 +1,5 @@
 #include "gat/framework/cuda_check.h"
-#include "gat/framework/ops/gat_edge_scores.h"
+#include "gat/framework/ops/attention/gat_edge_scores.h"
 #include "gat/framework/ops/detail/graph_kernels.cuh"
 
 namespace gat::ops::cuda_impl {

@@ -1,8 +1,8 @@
 #include <algorithm>
 
 #include "gat/framework/ops/detail/loops.cuh"
-#include "gat/framework/ops/self_loop_attr.h"
-#include "gat/framework/ops/detail/self_loop_attr_rows.h"
+#include "gat/framework/ops/attention/self_loop_attr.h"
+#include "gat/framework/ops/attention/detail/self_loop_attr_rows.h"
 
 namespace gat::ops::cuda_impl {
 

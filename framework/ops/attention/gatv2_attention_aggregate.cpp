@@ -1,4 +1,4 @@
-#include "gat/framework/ops/gatv2_attention_aggregate.h"
+#include "gat/framework/ops/attention/gatv2_attention_aggregate.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/detail/attention_rows.h"
+#include "gat/framework/ops/attention/detail/attention_rows.h"
 #include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {

@@ -10,7 +10,7 @@
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/ops/dispatch.h"
-#include "gat/framework/ops/linear_head_dot.h"
+#include "gat/framework/ops/attention/linear_head_dot.h"
 #include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/ops/reduce.h"
 

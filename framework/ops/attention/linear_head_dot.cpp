@@ -1,7 +1,7 @@
-#include "gat/framework/ops/linear_head_dot.h"
+#include "gat/framework/ops/attention/linear_head_dot.h"
 
 #include "gat/framework/ops/dispatch.h"
-#include "gat/framework/ops/head_dot.h"
+#include "gat/framework/ops/attention/head_dot.h"
 #include "gat/framework/ops/matmul.h"
 
 namespace gat::ops::kernels {

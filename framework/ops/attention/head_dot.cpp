@@ -1,4 +1,4 @@
-#include "gat/framework/ops/head_dot.h"
+#include "gat/framework/ops/attention/head_dot.h"
 
 #include <algorithm>
 #include <vector>

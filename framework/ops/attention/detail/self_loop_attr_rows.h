@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "gat/framework/ops/self_loop_attr.h"
+#include "gat/framework/ops/attention/self_loop_attr.h"
 #include "gat/framework/rng.h"  // GAT_HOST_DEVICE
 
 namespace gat::ops::self_loop_rows {
