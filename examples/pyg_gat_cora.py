@@ -2,9 +2,10 @@
 
 The same script as PyTorch Geometric's: a 2-layer GAT (8 heads x 8 hidden channels, ELU, then
 one head averaged), feature and attention dropout 0.6, Adam (lr 0.005, weight decay 5e-4),
-200 epochs, full-batch on Planetoid Cora with NormalizeFeatures.  The only difference is the
-line that imports GATConv: from gat_torch, or from torch_geometric.nn with --pyg, for a
-comparison.
+200 epochs, full-batch on Planetoid Cora with NormalizeFeatures.  The differences: GATConv
+comes from gat_torch, or from torch_geometric.nn with --pyg, for a comparison; and the body is in
+functions behind __main__, so that bench/cora_epoch.py can import the model (GAT takes the layer
+class), the training step and the evaluation.
 
     PYTHONPATH=<build>/python python examples/pyg_gat_cora.py \
         --raw-dir /path/to/planetoid --root /tmp/planetoid [--pyg] [--seeds 10] [--device cuda]
