@@ -19,18 +19,20 @@ Needs torch, torch_geometric, gat_torch (PYTHONPATH=<build>/python) and the raw 
 """
 import argparse
 import json
-import os
 import os.path as osp
 import statistics
+import sys
 import time
 
 import torch
-import torch.nn.functional as F
 import torch_geometric.nn as pyg
 import torch_geometric.transforms as T
 from torch_geometric.datasets import Planetoid
 
 import gat_torch
+
+sys.path.insert(0, osp.join(osp.dirname(osp.realpath(__file__)), '..', 'examples'))
+import pyg_gat_cora as example  # noqa: E402  (its model, training step and evaluation)
 
 
 class ProjectOnly(torch.nn.Module):
@@ -52,52 +54,14 @@ class ProjectOnly(torch.nn.Module):
         return out + self.bias
 
 
-class GAT(torch.nn.Module):
-    """examples/pyg_gat_cora.py's model, over a given layer class."""
-
-    def __init__(self, conv, in_channels, hidden_channels, out_channels, heads):
-        super().__init__()
-        self.conv1 = conv(in_channels, hidden_channels, heads, dropout=0.6)
-        self.conv2 = conv(hidden_channels * heads, out_channels, heads=1, concat=False,
-                          dropout=0.6)
-
-    def forward(self, x, edge_index):
-        x = F.dropout(x, p=0.6, training=self.training)
-        x = F.elu(self.conv1(x, edge_index))
-        x = F.dropout(x, p=0.6, training=self.training)
-        return self.conv2(x, edge_index)
-
-
 def make_epoch(model, data):
-    """One epoch of the example: a training step, then the evaluation's three accuracies."""
+    """One epoch of the example: its training step, then its evaluation's three accuracies."""
     optimizer = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
 
     def epoch():
-        model.train()
-        optimizer.zero_grad()
-        out = model(data.x, data.edge_index)
-        loss = F.cross_entropy(out[data.train_mask], data.y[data.train_mask])
-        loss.backward()
-        optimizer.step()
-        float(loss.detach())
-        model.eval()
-        with torch.no_grad():
-            pred = model(data.x, data.edge_index).argmax(dim=-1)
-            for mask in (data.train_mask, data.val_mask, data.test_mask):
-                int((pred[mask] == data.y[mask]).sum()) / int(mask.sum())
+        example.train(model, optimizer, data)
+        example.test(model, data)
     return epoch
-
-
-def link_raw_files(raw_dir, root, name):
-    target = osp.join(root, name, 'raw')
-    os.makedirs(target, exist_ok=True)
-    for part in ['x', 'tx', 'allx', 'y', 'ty', 'ally', 'graph', 'test.index']:
-        file = f'ind.{name.lower()}.{part}'
-        src, dst = osp.join(raw_dir, file), osp.join(target, file)
-        if not osp.isfile(src):
-            raise SystemExit(f'--raw-dir: {src} is missing')
-        if not osp.exists(dst):
-            os.symlink(osp.abspath(src), dst)
 
 
 def main():
@@ -111,7 +75,10 @@ def main():
     if args.epochs < 1 or args.rounds < 1:
         parser.error('--epochs and --rounds must be at least 1')
 
-    link_raw_files(args.raw_dir, args.root, 'Cora')
+    try:
+        example.link_raw_files(args.raw_dir, args.root, 'Cora')
+    except FileNotFoundError as error:
+        raise SystemExit(str(error))
     device = torch.device(args.device)
     dataset = Planetoid(args.root, 'Cora', transform=T.NormalizeFeatures())
     data = dataset[0].to(device)
@@ -124,7 +91,7 @@ def main():
     epochs = {}
     for name, conv in layers.items():
         torch.manual_seed(0)
-        model = GAT(conv, dataset.num_features, 8, dataset.num_classes, 8).to(device)
+        model = example.GAT(dataset.num_features, 8, dataset.num_classes, 8, conv).to(device)
         epochs[name] = make_epoch(model, data)
         for _ in range(5):  # warm-up: graph build, allocator, cuBLAS
             epochs[name]()

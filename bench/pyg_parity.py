@@ -114,9 +114,17 @@ FEW_SOURCES = Bipartite("s9d16", sources=9, destinations=16, hub=7, fan_out=10, 
 MANY_SOURCES = Bipartite("s16d9", sources=16, destinations=9, hub=12, fan_out=6, random=24)
 
 
+@dataclass(frozen=True, kw_only=True)
 class LayerCase:
     """What GATConvCase and GATv2ConvCase share: a case on a Bipartite graph is PyG's in_channels
-    pair (in_channels the sources' width, dst_in_channels the destinations') and x_src, x_dst."""
+    pair (in_channels the sources' width, dst_in_channels the destinations') and x_src, x_dst.
+    Its fields are keyword-only, so that each layer's own fields stand first, by position."""
+    graph: Graph = SMALL  # or a Bipartite: then in_channels is (in_channels, dst_in_channels)
+    in_channels: int = 5
+    out_channels: int = 4
+    edge_dim: int = 0           # 0: PyG's edge_dim=None
+    fill_value: object = "mean"  # PyG's default
+    dst_in_channels: int = 3    # of x_dst, bipartite cases only
 
     @property
     def bipartite(self):
@@ -177,12 +185,6 @@ class GATConvCase(LayerCase):
     add_self_loops: bool
     bias: bool
     residual: bool
-    graph: Graph = SMALL  # or a Bipartite: then in_channels is (in_channels, dst_in_channels)
-    in_channels: int = 5
-    out_channels: int = 4
-    edge_dim: int = 0           # 0: PyG's edge_dim=None
-    fill_value: object = "mean"  # PyG's default
-    dst_in_channels: int = 3    # of x_dst, bipartite cases only
 
     layer = "GATConv"
     pyg_layer = GATConv
@@ -213,12 +215,6 @@ class GATv2ConvCase(LayerCase):
     bias: bool
     share_weights: bool
     residual: bool
-    graph: Graph = SMALL
-    in_channels: int = 5
-    out_channels: int = 4
-    edge_dim: int = 0           # 0: PyG's edge_dim=None
-    fill_value: object = "mean"  # PyG's default
-    dst_in_channels: int = 3    # of x_dst, bipartite cases only
 
     layer = "GATv2Conv"
     pyg_layer = GATv2Conv
