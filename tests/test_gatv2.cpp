@@ -28,15 +28,9 @@ namespace {
 
 GATv2ConvOptions v2_options(int64_t in, int64_t out, int64_t heads, bool concat, bool share_weights,
                             bool residual, double dropout = 0.0) {
-  GATv2ConvOptions o;
-  o.in_channels = in;
-  o.out_channels = out;
-  o.heads = heads;
-  o.concat = concat;
+  GATv2ConvOptions o =
+      attention_options<GATv2ConvOptions>(in, out, heads, concat, residual, dropout, DType::f64);
   o.share_weights = share_weights;
-  o.residual = residual;
-  o.dropout = dropout;
-  o.dtype = DType::f64;
   return o;
 }
 
