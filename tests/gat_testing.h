@@ -305,9 +305,11 @@ inline GATConfig small_config(int64_t in, int64_t classes, DType dtype) {
   return c;
 }
 
-inline GATConvOptions conv_options(int64_t in, int64_t out, int64_t heads, bool concat,
-                                   bool residual, double dropout, DType dtype = DType::f64) {
-  GATConvOptions o;
+// GATConvOptions or GATv2ConvOptions (both GraphAttentionOptions) with the fields the tests vary.
+template <class Options>
+Options attention_options(int64_t in, int64_t out, int64_t heads, bool concat, bool residual, double dropout,
+                          DType dtype) {
+  Options o;
   o.in_channels = in;
   o.out_channels = out;
   o.heads = heads;
@@ -316,6 +318,11 @@ inline GATConvOptions conv_options(int64_t in, int64_t out, int64_t heads, bool 
   o.dropout = dropout;
   o.dtype = dtype;
   return o;
+}
+
+inline GATConvOptions conv_options(int64_t in, int64_t out, int64_t heads, bool concat,
+                                   bool residual, double dropout, DType dtype = DType::f64) {
+  return attention_options<GATConvOptions>(in, out, heads, concat, residual, dropout, dtype);
 }
 
 // ---- naive attention layers (the layers' tests), in double with plain loops ----

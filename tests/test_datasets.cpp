@@ -102,6 +102,30 @@ void expect_split_shape(const Dataset& d) {
   }
 }
 
+// The figures dataset_summary reports of a Planetoid set. Every set has 500 validation and 1000
+// test nodes.
+struct PlanetoidFigures {
+  std::string name;
+  int64_t nodes, edges, features, classes, train;
+};
+
+// Checks d's summary against `want`, that its graph is undirected and simple and that its splits
+// are sorted, distinct node ids; returns the summary for the figures of one set alone.
+nlohmann::json expect_planetoid(const Dataset& d, const PlanetoidFigures& want) {
+  const nlohmann::json s = nlohmann::json::parse(dataset_summary(d));
+  EXPECT_EQ(s["name"], want.name);
+  EXPECT_EQ(s["nodes"], want.nodes);
+  EXPECT_EQ(s["edges"], want.edges);
+  EXPECT_EQ(s["features"], want.features);
+  EXPECT_EQ(s["classes"], want.classes);
+  EXPECT_EQ(s["train"], want.train);
+  EXPECT_EQ(s["val"], 500);
+  EXPECT_EQ(s["test"], 1000);
+  expect_undirected_simple(d.graph);
+  expect_split_shape(d);
+  return s;
+}
+
 // ---- hand-built pickles ------------------------------------------------------------------------
 
 std::string le32(int32_t v) {
@@ -155,21 +179,11 @@ pickle::Document parse(const std::string& bytes, const std::string& name = "test
 TEST(Planetoid, CoraMatchesThePublishedFigures) {
   SKIP_WITHOUT("cora");
   const Dataset d = load_planetoid("Cora", planetoid_dir());
-  const nlohmann::json s = nlohmann::json::parse(dataset_summary(d));
-  EXPECT_EQ(s["name"], "cora");
-  EXPECT_EQ(s["nodes"], 2708);
-  EXPECT_EQ(s["edges"], 10556);
-  EXPECT_EQ(s["features"], 1433);
-  EXPECT_EQ(s["classes"], 7);
-  EXPECT_EQ(s["train"], 140);
-  EXPECT_EQ(s["val"], 500);
-  EXPECT_EQ(s["test"], 1000);
+  const nlohmann::json s = expect_planetoid(d, {"cora", 2708, 10556, 1433, 7, 140});
   EXPECT_EQ(s["label_counts"], (std::vector<int64_t>{351, 217, 418, 818, 426, 298, 180}));
   EXPECT_EQ(s["feature_checksum"].get<double>(), 49216.0);
   EXPECT_EQ(d.x.shape(), (Shape{2708, 1433}));
   EXPECT_EQ(d.y.dtype(), DType::i32);
-  expect_undirected_simple(d.graph);
-  expect_split_shape(d);
   // train = 0..139, 20 of each class; val = 140..639; test = 1708..2707
   const std::vector<int32_t> y = d.y.to_vector<int32_t>(), train = d.train_index.to_vector<int32_t>();
   std::vector<int> per_class(7, 0);
@@ -210,19 +224,10 @@ TEST(Planetoid, TestRowsAreReorderedAsInPyG) {
 TEST(Planetoid, CiteSeerPadsMissingTestIds) {
   SKIP_WITHOUT("citeseer");
   const Dataset d = load_planetoid("citeseer", planetoid_dir());
-  const nlohmann::json s = nlohmann::json::parse(dataset_summary(d));
-  EXPECT_EQ(s["nodes"], 3327);
-  EXPECT_EQ(s["edges"], 9104);
-  EXPECT_EQ(s["features"], 3703);
-  EXPECT_EQ(s["classes"], 6);
-  EXPECT_EQ(s["train"], 120);
-  EXPECT_EQ(s["val"], 500);
-  EXPECT_EQ(s["test"], 1000);
+  const nlohmann::json s = expect_planetoid(d, {"citeseer", 3327, 9104, 3703, 6, 120});
   // PyG's CiteSeer bincount: the 15 padded nodes count as class 0.
   EXPECT_EQ(s["label_counts"], (std::vector<int64_t>{264, 590, 668, 701, 596, 508}));
   EXPECT_EQ(s["feature_checksum"].get<double>(), 105165.0);
-  expect_undirected_simple(d.graph);
-  expect_split_shape(d);
   std::vector<int> per_class(6, 0);
   const std::vector<int32_t> y = d.y.to_vector<int32_t>();
   for (int32_t i : d.train_index.to_vector<int32_t>()) ++per_class[static_cast<size_t>(y[static_cast<size_t>(i)])];
@@ -308,17 +313,8 @@ TEST(Planetoid, PubMedShapedFilesLoadWithTheirFloatFeatures) {
   TempDir dir("gat_test_datasets");
   write_pubmed(dir.path());
   const Dataset d = load_dataset("PubMed", dir.path().string());  // all there: nothing is fetched
-  const nlohmann::json s = nlohmann::json::parse(dataset_summary(d));
-  EXPECT_EQ(s["name"], "pubmed");
-  EXPECT_EQ(s["nodes"], kPubMedNodes);
-  EXPECT_EQ(s["edges"], 2 * kPubMedNodes);  // the ring, made undirected
-  EXPECT_EQ(s["features"], kPubMedFeatures);
-  EXPECT_EQ(s["classes"], kPubMedClasses);
-  EXPECT_EQ(s["train"], kPubMedTrain);
-  EXPECT_EQ(s["val"], 500);
-  EXPECT_EQ(s["test"], kPubMedTest);
-  expect_undirected_simple(d.graph);
-  expect_split_shape(d);
+  // 2 * kPubMedNodes edges: the ring, made undirected.
+  expect_planetoid(d, {"pubmed", kPubMedNodes, 2 * kPubMedNodes, kPubMedFeatures, kPubMedClasses, kPubMedTrain});
   EXPECT_EQ(d.train_index.to_vector<int32_t>().back(), kPubMedTrain - 1);
   EXPECT_EQ(d.val_index.to_vector<int32_t>().front(), kPubMedTrain);
   EXPECT_EQ(d.test_index.to_vector<int32_t>().front(), kPubMedBase);

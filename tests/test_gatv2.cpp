@@ -28,15 +28,9 @@ namespace {
 
 GATv2ConvOptions v2_options(int64_t in, int64_t out, int64_t heads, bool concat, bool share_weights,
                             bool residual, double dropout = 0.0) {
-  GATv2ConvOptions o;
-  o.in_channels = in;
-  o.out_channels = out;
-  o.heads = heads;
-  o.concat = concat;
+  GATv2ConvOptions o =
+      attention_options<GATv2ConvOptions>(in, out, heads, concat, residual, dropout, DType::f64);
   o.share_weights = share_weights;
-  o.residual = residual;
-  o.dropout = dropout;
-  o.dtype = DType::f64;
   return o;
 }
 
@@ -212,13 +206,19 @@ TEST(GATv2Conv, ParametersNamedAndInitialisedAsPyG) {
   EXPECT_EQ(names, (std::vector<std::string>{"att (4, 50)", "lin_l.weight (300, 200)"}));
 }
 
-TEST(GATv2Conv, AttentionWeightsAreTheSoftmaxOfTheReferenceScores) {
-  std::mt19937_64 rng(6);
+// A GATv2Conv of 4 inputs to 2 concatenated heads of 3 with attention dropout 0.5, a random
+// 8-node graph and an input x [8, 4].
+class GATv2ConvWithAttentionDropout : public ::testing::Test {
+ protected:
+  std::mt19937_64 rng{6};
   const int64_t N = 8;
   const Graph graph = small_graph(N, rng);
-  Generator init(1);
-  GATv2Conv conv(v2_options(4, 3, 2, true, false, false, 0.5), init);
+  Generator init{1};
+  GATv2Conv conv{v2_options(4, 3, 2, true, false, false, 0.5), init};
   const Tensor x = random_tensor({N, 4}, rng);
+};
+
+TEST_F(GATv2ConvWithAttentionDropout, AttentionWeightsAreTheSoftmaxOfTheReferenceScores) {
   Generator gen(0);
   GATv2Conv::Attention att;
   const Tensor out = conv.forward(x, graph, gen, &att);
@@ -240,13 +240,7 @@ TEST(GATv2Conv, AttentionWeightsAreTheSoftmaxOfTheReferenceScores) {
   for (size_t i = 0; i < rebuilt.size(); ++i) EXPECT_NEAR(rebuilt[i] + b[i % 6], eval_out[i], 1e-12) << i;
 }
 
-TEST(GATv2Conv, AttentionDropoutOnlyInTrainingMode) {
-  std::mt19937_64 rng(6);
-  const int64_t N = 8;
-  const Graph graph = small_graph(N, rng);
-  Generator init(1);
-  GATv2Conv conv(v2_options(4, 3, 2, true, false, false, 0.5), init);
-  const Tensor x = random_tensor({N, 4}, rng);
+TEST_F(GATv2ConvWithAttentionDropout, AttentionDropoutOnlyInTrainingMode) {
   Generator gen_a(0), gen_b(0), gen_c(1);
   const std::vector<double> a = conv.forward(x, graph, gen_a).to_vector<double>();
   EXPECT_EQ(gen_a.next_stream(), 1u);

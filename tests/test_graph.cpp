@@ -135,6 +135,15 @@ HostGraphArrays reference_build(int32_t ns, int32_t nd, const std::vector<int32_
   return r;
 }
 
+// What with_self_loops makes of the graph `built` (ns sources, nd destinations): its loops removed,
+// one (i, i) added for each i < min(ns, nd), duplicates kept as they are.
+HostGraphArrays reference_with_self_loops(int32_t ns, int32_t nd, const HostGraphArrays& built) {
+  GraphBuildOptions add;
+  add.remove_duplicates = false;
+  add.add_self_loops = true;
+  return reference_build(ns, nd, built.edge_src, built.edge_dst, add);
+}
+
 // Restores the OpenMP thread count when a test ends.
 struct ThreadCount {
   int saved = omp_get_max_threads();
@@ -161,11 +170,7 @@ TEST(Graph, ParallelBuildsEqualAReferenceBuildForAnyThreadCount) {
     for (int options = 0; options < 16; ++options) {
       const GraphBuildOptions o{(options & 1) != 0, (options & 2) != 0, (options & 4) != 0, (options & 8) != 0};
       const HostGraphArrays want = reference_build(n, n, src, dst, o);
-      // with_self_loops: loops removed, one per node added, duplicates kept as they are.
-      GraphBuildOptions add;
-      add.remove_duplicates = false;
-      add.add_self_loops = true;
-      const HostGraphArrays want_looped = reference_build(n, n, want.edge_src, want.edge_dst, add);
+      const HostGraphArrays want_looped = reference_with_self_loops(n, n, want);
       for (const int threads : {1, 3}) {
         omp_set_num_threads(threads);
         const Graph g = Graph::from_edges(n, src, dst, o);
@@ -196,10 +201,7 @@ TEST(Graph, BipartiteBuildsEqualAReferenceBuild) {
     for (int options = 0; options < 8; ++options) {
       const GraphBuildOptions o{false, (options & 1) != 0, (options & 2) != 0, (options & 4) != 0};
       const HostGraphArrays want = reference_build(ns, nd, src, dst, o);
-      GraphBuildOptions add;
-      add.remove_duplicates = false;
-      add.add_self_loops = true;
-      const HostGraphArrays want_looped = reference_build(ns, nd, want.edge_src, want.edge_dst, add);
+      const HostGraphArrays want_looped = reference_with_self_loops(ns, nd, want);
       for (const int threads : {1, 3}) {
         omp_set_num_threads(threads);
         const Graph g = Graph::from_edges(ns, nd, src, dst, o);

@@ -86,18 +86,11 @@ std::vector<Tensor> random_f32(const std::vector<std::pair<Shape, double>>& shap
 }
 
 // The inputs of gat_attention_aggregate's kernels (el, er, node_value on g's device; `term`, the
-// edge term, may be undefined).
+// edge term, may be undefined), given in the order GatAttentionInputs declares them; out_bias
+// and activation stay unset.
 ops::GatAttentionInputs gat_kernel_inputs(const Graph& g, const Tensor& el, const Tensor& er, const Tensor& term,
                                           const Tensor& v, double slope, const DropoutKey& key = {}) {
-  ops::GatAttentionInputs in;
-  in.graph = &g;
-  in.el = el;
-  in.er = er;
-  in.edge_term = term;
-  in.node_value = v;
-  in.negative_slope = slope;
-  in.attn_dropout = key;
-  return in;
+  return {&g, el, er, term, v, slope, key, Tensor(), ops::OutputActivation()};
 }
 
 }  // namespace

@@ -17,11 +17,7 @@
 #include "gradcheck.h"
 
 using namespace gat;
-using gat::testing::expect_error;
-using gat::testing::expect_gradients_match;
-using gat::testing::expect_near_all;
-using gat::testing::host_f64;
-using gat::testing::random_tensor;
+using namespace gat::testing;
 
 namespace {
 

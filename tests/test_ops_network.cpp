@@ -19,12 +19,7 @@
 #include "gat_testing.h"
 
 using namespace gat;
-using gat::testing::expect_error;
-using gat::testing::expect_gradients_match;
-using gat::testing::expect_near_all;
-using gat::testing::f64;
-using gat::testing::host_f64;
-using gat::testing::random_tensor;
+using namespace gat::testing;
 
 namespace {
 

@@ -153,6 +153,12 @@ def make_inputs(case, dtype, device, seed=1):
     return x, ei, edge_attr, case.get("size")
 
 
+def pair_and_inputs(layer, case, dtype, device):
+    """build_pair's two layers, then make_inputs' x, edge_index, edge_attr, size."""
+    pyg, ours = build_pair(layer, case, dtype, device)
+    return pyg, ours, make_inputs(case, dtype, device)
+
+
 def clone_leaves(x):
     if isinstance(x, tuple):
         return tuple(clone_leaves(t) for t in x)
@@ -175,8 +181,7 @@ def call(layer_name, module, x, ei, ea, size, **kw):
 
 
 def run_both(layer, case, dtype, device):
-    pyg, ours = build_pair(layer, case, dtype, device)
-    x, ei, ea, size = make_inputs(case, dtype, device)
+    pyg, ours, (x, ei, ea, size) = pair_and_inputs(layer, case, dtype, device)
     x_o, ea_o = clone_leaves(x), clone_leaves(ea)
     out_p, (ei_p, a_p) = call(layer, pyg, x, ei, ea, size, return_attention_weights=True)
     out_o, (ei_o, a_o) = call(layer, ours, x_o, ei, ea_o, size, return_attention_weights=True)
@@ -228,8 +233,7 @@ def test_output_gradients_alone_match_pyg(layer, name, device):
     """Gradients through the output only (the fused backward alone, alpha not returned)."""
     dtype = torch.float32
     case = CASES[name]
-    pyg, ours = build_pair(layer, case, dtype, device)
-    x, ei, ea, size = make_inputs(case, dtype, device)
+    pyg, ours, (x, ei, ea, size) = pair_and_inputs(layer, case, dtype, device)
     x_o, ea_o = clone_leaves(x), clone_leaves(ea)
     out_p = call(layer, pyg, x, ei, ea, size)
     out_o = call(layer, ours, x_o, ei, ea_o, size)
@@ -251,8 +255,7 @@ def test_attention_weights_without_autograd_come_from_the_operator(layer, name, 
     """Under no_grad, alpha comes from ops.*_attention_weights; it equals PyG's."""
     dtype = torch.float32
     case = CASES[name]
-    pyg, ours = build_pair(layer, case, dtype, device)
-    x, ei, ea, size = make_inputs(case, dtype, device)
+    pyg, ours, (x, ei, ea, size) = pair_and_inputs(layer, case, dtype, device)
     with torch.no_grad():
         out_p, (ei_p, a_p) = call(layer, pyg, x, ei, ea, size, return_attention_weights=True)
         out_o, (ei_o, a_o) = call(layer, ours, x, ei, ea, size, return_attention_weights=True)
@@ -269,8 +272,7 @@ def test_attention_weights_without_autograd_come_from_the_operator(layer, name, 
 def test_return_attention_weights_false_returns_the_output_only():
     case = CASES["heads4"]
     for layer in ("v1", "v2"):
-        _, ours = build_pair(layer, case, torch.float32, "cpu")
-        x, ei, ea, size = make_inputs(case, torch.float32, "cpu")
+        _, ours, (x, ei, ea, size) = pair_and_inputs(layer, case, torch.float32, "cpu")
         assert isinstance(ours(x, ei, return_attention_weights=False), torch.Tensor)
         assert isinstance(ours(x, ei), torch.Tensor)
 
@@ -309,8 +311,7 @@ def test_two_runs_give_bitwise_equal_gradients(layer, device):
     case = CASES["edge_mean"]
 
     def once():
-        _, ours = build_pair(layer, case, torch.float32, device)
-        x, ei, ea, size = make_inputs(case, torch.float32, device)
+        _, ours, (x, ei, ea, size) = pair_and_inputs(layer, case, torch.float32, device)
         out, (_, alpha) = ours(x, ei, ea, return_attention_weights=True)
         gen = torch.Generator().manual_seed(9)
         g = torch.randn(out.shape, generator=gen).to(device)
@@ -328,8 +329,7 @@ def test_two_runs_give_bitwise_equal_gradients(layer, device):
 def cached_layer(layer, name, device):
     """Our layer for CASES[name] and its inputs, x and edge_attr without gradient."""
     case = CASES[name]
-    _, ours = build_pair(layer, case, torch.float32, device)
-    x, ei, ea, _ = make_inputs(case, torch.float32, device)
+    _, ours, (x, ei, ea, _) = pair_and_inputs(layer, case, torch.float32, device)
     return ours, x.detach(), ei, ea.detach()
 
 
@@ -449,8 +449,7 @@ def test_attributes_and_repr_follow_pyg():
 @pytest.mark.parametrize("layer", ["v1", "v2"])
 def test_dropout_in_eval_mode_is_no_dropout(layer, device):
     case = dict(kw=dict(heads=4, dropout=0.6, edge_dim=3), edge_dim=3)
-    pyg, ours = build_pair(layer, case, torch.float32, device)
-    x, ei, ea, _ = make_inputs(case, torch.float32, device)
+    pyg, ours, (x, ei, ea, _) = pair_and_inputs(layer, case, torch.float32, device)
     nodrop = copy.deepcopy(ours)
     nodrop.dropout = 0.0
     ours.eval()
@@ -523,8 +522,7 @@ def test_torch_compile_fullgraph_of_a_training_step_on_a_graph(layer, device):
 def test_edge_index_as_int32_and_as_edge_index(layer, device):
     from torch_geometric import EdgeIndex
     case = CASES["edge_mean"]
-    pyg, ours = build_pair(layer, case, torch.float32, device)
-    x, ei, ea, _ = make_inputs(case, torch.float32, device)
+    pyg, ours, (x, ei, ea, _) = pair_and_inputs(layer, case, torch.float32, device)
     with torch.no_grad():
         expected, (ei_p, a_p) = pyg(x, ei, ea, return_attention_weights=True)
         out32, (ei32, a32) = ours(x, ei.int(), ea, return_attention_weights=True)
@@ -540,8 +538,7 @@ def test_edge_index_as_int32_and_as_edge_index(layer, device):
 def test_a_prebuilt_graph_is_used_as_given(layer, device):
     """A Graph: no self-loop handling; edge_attr and the weights in Graph.build's order."""
     case = CASES["no_loops_edge"]
-    pyg, ours = build_pair(layer, case, torch.float32, device)
-    x, ei, ea, _ = make_inputs(case, torch.float32, device)
+    pyg, ours, (x, ei, ea, _) = pair_and_inputs(layer, case, torch.float32, device)
     x_o, ea_o = clone_leaves(x), clone_leaves(ea)
     graph = ops.Graph.build(ei[0], ei[1], 20, 20)
     out_p, (_, a_p) = pyg(x, ei, ea, return_attention_weights=True)
