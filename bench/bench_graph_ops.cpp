@@ -24,11 +24,11 @@
 #include <utility>
 #include <vector>
 
-#include "timing.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
 #include "gat/framework/ops/attention/csr_softmax_aggregate.h"
 #include "gat/framework/rng_cpu.h"
+#include "timing.h"
 
 using namespace gat;
 
@@ -156,16 +156,16 @@ double bytes_moved(const Problem& p, Op op, bool is_backward) {
   return 4 * (rows + transpose);
 }
 
-void run(benchmark::State& state, Op op, int64_t N, int64_t avg_degree, int64_t H, int64_t F,
-         Device device, bool is_backward) {
+void run(benchmark::State& state, Op op, int64_t N, int64_t avg_degree, int64_t H, int64_t F, Device device,
+         bool is_backward) {
   Problem& p = problem(N, avg_degree, H, F, device);
   forward(p, op);  // lse (and the positive sums) for the backward pass; also the warm-up
   auto step = [&] { is_backward ? backward(p, op) : forward(p, op); };
   for (auto _ : state) state.SetIterationTime(bench::time_ms(device, step) / 1e3);
   const double bytes = bytes_moved(p, op, is_backward);
   state.counters["bytes"] = benchmark::Counter(bytes);
-  state.counters["bandwidth"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
-                                                   benchmark::Counter::kIs1000);
+  state.counters["bandwidth"] =
+      benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["edges"] = benchmark::Counter(static_cast<double>(p.graph.num_edges()));
 }
 
@@ -178,28 +178,33 @@ int main(int argc, char** argv) {
   };
   const std::vector<Shape4> shapes = {{384, 18, 1, 64}, {1000000, 16, 1, 64}, {1000000, 16, 8, 8}};
   std::vector<Device> devices = {Device::cpu};
-  if (cuda::available()) devices.push_back(Device::cuda);
-  else std::fprintf(stderr, "bench_graph_ops: CUDA benchmarks skipped (%s)\n", cuda::unavailable_reason());
+  if (cuda::available())
+    devices.push_back(Device::cuda);
+  else
+    std::fprintf(stderr, "bench_graph_ops: CUDA benchmarks skipped (%s)\n", cuda::unavailable_reason());
   for (Op op : {Op::scores, Op::gat})
     for (Device device : devices)
       for (const Shape4& s : shapes)
         for (bool is_backward : {false, true}) {
-          const std::string name = std::string(op == Op::scores ? "csr_softmax_aggregate_" : "gat_attention_aggregate_") +
-                                   (is_backward ? "backward" : "forward") + "/" + device_name(device) +
-                                   "/N=" + std::to_string(s.N) +
-                                   "/deg=" + std::to_string(s.degree) + "/H=" + std::to_string(s.H) +
-                                   "/F=" + std::to_string(s.F);
+          const std::string name =
+              std::string(op == Op::scores ? "csr_softmax_aggregate_" : "gat_attention_aggregate_") +
+              (is_backward ? "backward" : "forward") + "/" + device_name(device) +
+              "/N=" + std::to_string(s.N) + "/deg=" + std::to_string(s.degree) + "/H=" + std::to_string(s.H) +
+              "/F=" + std::to_string(s.F);
           auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
             run(st, op, s.N, s.degree, s.H, s.F, device, is_backward);
           });
           b->Unit(benchmark::kMillisecond);
-          if (device == Device::cuda) b->UseManualTime();
-          else b->UseRealTime();  // OpenMP threads: wall time, not the main thread's CPU time
+          if (device == Device::cuda)
+            b->UseManualTime();
+          else
+            b->UseRealTime();  // OpenMP threads: wall time, not the main thread's CPU time
         }
   // The CPU's batched dropout draws (framework/rng_cpu.h), each SIMD path this CPU has:
   // items_per_second counts Philox blocks (four dropout decisions each).
-  const std::pair<detail::Keep4Path, const char*> paths[] = {
-      {detail::Keep4Path::scalar, "scalar"}, {detail::Keep4Path::avx2, "avx2"}, {detail::Keep4Path::avx512, "avx512"}};
+  const std::pair<detail::Keep4Path, const char*> paths[] = {{detail::Keep4Path::scalar, "scalar"},
+                                                             {detail::Keep4Path::avx2, "avx2"},
+                                                             {detail::Keep4Path::avx512, "avx512"}};
   for (const auto& [path, path_name] : paths) {
     if (!detail::keep4_path_supported(path)) continue;
     benchmark::RegisterBenchmark((std::string("dropout_keep4_blocks/cpu/") + path_name).c_str(),

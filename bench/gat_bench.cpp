@@ -18,19 +18,16 @@
 // GPU times come from CUDA events around many launches (median of repeats), CPU times from a
 // steady clock.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <type_traits>
 #include <vector>
-
-#include "timing.h"
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
@@ -41,6 +38,7 @@
 #include "gat/layers/gatv2_conv.h"
 #include "gat/models/gat.h"
 #include "gat/train/trainer.h"
+#include "timing.h"
 
 using namespace gat;
 
@@ -142,8 +140,9 @@ nlohmann::json bench_kernel(const std::string& graph_path, int64_t heads, int64_
   forward();
   const double fwd = median_ms(device, forward, 15, inner);
   const double bwd = median_ms(device, backward, 15, inner);
-  return {{"workload", "kernel"}, {"op", op}, {"device", device_name(device)}, {"nodes", n}, {"edges", e},
-          {"heads", heads}, {"features", features}, {"forward_ms", fwd}, {"backward_ms", bwd}};
+  return {{"workload", "kernel"}, {"op", op},          {"device", device_name(device)},
+          {"nodes", n},           {"edges", e},        {"heads", heads},
+          {"features", features}, {"forward_ms", fwd}, {"backward_ms", bwd}};
 }
 
 // One forward + backward of a Layer (GATConv or GATv2Conv) built with `options`, with self loops
@@ -162,8 +161,10 @@ nlohmann::json bench_conv(const char* workload, const std::string& graph_path, O
   const Tensor edge_attr = edge_dim > 0 ? random_f32({graph.num_edges(), edge_dim}, 5, device) : Tensor();
   Generator gen(2);
   auto forward = [&] {  // edge features: GATConv's
-    if constexpr (std::is_same_v<Layer, GATConv>) return conv.forward(x, graph, edge_attr, gen);
-    else return conv.forward(x, graph, gen);
+    if constexpr (std::is_same_v<Layer, GATConv>)
+      return conv.forward(x, graph, edge_attr, gen);
+    else
+      return conv.forward(x, graph, gen);
   };
   auto step = [&] {
     ops::sum(forward()).backward();
@@ -178,10 +179,13 @@ nlohmann::json bench_conv(const char* workload, const std::string& graph_path, O
   const size_t peak = cuda::peak_memory_allocated() - base;
   // What was alive at that peak (x, the graph and the parameters included): [name, bytes, blocks].
   nlohmann::json blocks = nlohmann::json::array();
-  for (const cuda::PeakBlocks& b : cuda::peak_memory_breakdown()) blocks.push_back({b.what, b.bytes, b.count});
-  return {{"workload", workload}, {"device", device_name(device)}, {"nodes", graph.num_nodes()},
-          {"edges", graph.num_edges()}, {"edge_dim", edge_dim}, {"self_loops", self_loops},
-          {"forward_backward_ms", ms}, {"peak_bytes", peak}, {"peak_device_blocks", blocks}};
+  for (const cuda::PeakBlocks& b : cuda::peak_memory_breakdown())
+    blocks.push_back({b.what, b.bytes, b.count});
+  return {{"workload", workload},        {"device", device_name(device)},
+          {"nodes", graph.num_nodes()},  {"edges", graph.num_edges()},
+          {"edge_dim", edge_dim},        {"self_loops", self_loops},
+          {"forward_backward_ms", ms},   {"peak_bytes", peak},
+          {"peak_device_blocks", blocks}};
 }
 
 // in -> heads x out options of either layer.
@@ -203,7 +207,9 @@ nlohmann::json train_epochs(const Dataset& data, const Features& x, bool cuda_gr
   Generator init(0);
   GAT model(config, init);
   model.to(data.x.device());
-  ForwardFn forward = [&](const Features& x, const Graph& g, Generator& gen) { return model.forward(x, g, gen); };
+  ForwardFn forward = [&](const Features& x, const Graph& g, Generator& gen) {
+    return model.forward(x, g, gen);
+  };
   TrainOptions options;
   options.max_epochs = epochs;
   options.patience = 1 << 30;  // run all epochs
@@ -211,20 +217,24 @@ nlohmann::json train_epochs(const Dataset& data, const Features& x, bool cuda_gr
   std::vector<double> step_ms, epoch_ms;
   Generator gen(0);
   const auto t0 = std::chrono::steady_clock::now();
-  const TrainResult r = train_node_classifier(model, forward, data, x, options, gen, [&](const EpochStats& s) {
-    step_ms.push_back(s.step_ms);
-    epoch_ms.push_back(s.ms);
-  });
+  const TrainResult r =
+      train_node_classifier(model, forward, data, x, options, gen, [&](const EpochStats& s) {
+        step_ms.push_back(s.step_ms);
+        epoch_ms.push_back(s.ms);
+      });
   cuda::synchronize();
-  const double total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double total =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   auto steady_median = [](std::vector<double> v) {  // after 10 epochs of warm-up
     v.erase(v.begin(), v.begin() + std::min<std::ptrdiff_t>(10, static_cast<std::ptrdiff_t>(v.size()) - 1));
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
   // Epochs 1 and 2 hold the one-off costs (caches; recording the graphs before epoch 2's step).
-  return {{"step_ms", steady_median(step_ms)}, {"epoch_ms", steady_median(epoch_ms)},
-          {"first_epochs_ms", {epoch_ms.at(0), epoch_ms.at(1)}}, {"epochs200_ms", total},
+  return {{"step_ms", steady_median(step_ms)},
+          {"epoch_ms", steady_median(epoch_ms)},
+          {"first_epochs_ms", {epoch_ms.at(0), epoch_ms.at(1)}},
+          {"epochs200_ms", total},
           {"cuda_graphs", r.cuda_graphs_note}};
 }
 
@@ -276,8 +286,8 @@ int main(int argc, char** argv) {
     sub->add_option("--device", device_flag)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   CLI11_PARSE(app, argc, argv);
   try {
-    const Device device = device_flag == "cpu" || (device_flag == "auto" && !cuda::available())
-                              ? Device::cpu : Device::cuda;
+    const Device device =
+        device_flag == "cpu" || (device_flag == "auto" && !cuda::available()) ? Device::cpu : Device::cuda;
     nlohmann::json result;
     if (*kernel) result = bench_kernel(graph_path, heads, features, kernel_op, device);
     if (*gatconv) {
@@ -287,8 +297,8 @@ int main(int argc, char** argv) {
     }
     if (*gatv2conv)
       result = bench_conv<GATv2Conv>("gatv2conv", graph_path,
-                                     conv_options<GATv2ConvOptions>(in_channels, heads, out_channels),
-                                     0, self_loops, device);
+                                     conv_options<GATv2ConvOptions>(in_channels, heads, out_channels), 0,
+                                     self_loops, device);
     if (*train) result = bench_train(dataset, data_dir, device);
     std::cout << result.dump() << std::endl;
   } catch (const Error& e) {

@@ -27,8 +27,8 @@ constexpr int kRowFloat4 = 16;  // a row: 64 floats
 // Sources of entry p: a 64-bit mix of p (splitmix64's finaliser) reduced to [0, N).
 __global__ void fill_graph(int* ptr, int* src, long long n, int degree) {
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  for (long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-       p < n * degree; p += stride) {
+  for (long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; p < n * degree;
+       p += stride) {
     unsigned long long z = static_cast<unsigned long long>(p) + 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -41,18 +41,16 @@ __global__ void fill_graph(int* ptr, int* src, long long n, int degree) {
 
 __global__ void fill_values(float4* v, long long count) {
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
-       i += stride)
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count; i += stride)
     v[i] = make_float4(1e-3f * (i % 7), 1e-3f * (i % 5), 1e-3f * (i % 3), 1e-3f);
 }
 
 // out (N, 64) = sum of V (N, 64) over each row's sources; kLanes lanes a row, kUnroll sources in
 // flight a group.
 template <int kLanes, int kUnroll>
-__global__ void __launch_bounds__(256) gather_rows(const int* __restrict__ ptr,
-                                                   const int* __restrict__ src,
-                                                   const float4* __restrict__ v,
-                                                   float4* __restrict__ out, long long n) {
+__global__ void __launch_bounds__(256)
+    gather_rows(const int* __restrict__ ptr, const int* __restrict__ src, const float4* __restrict__ v,
+                float4* __restrict__ out, long long n) {
   constexpr int kPer = kRowFloat4 / kLanes;  // float4s a lane holds
   const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   const long long groups = static_cast<long long>(gridDim.x) * blockDim.x / kLanes;
@@ -93,11 +91,9 @@ __global__ void __launch_bounds__(256) gather_rows(const int* __restrict__ ptr,
 // each load one float4 of them; a group of 16 lanes, 2 entries in flight.
 enum class TermLayout { separate, packed, inline_row };
 template <int kTerms, TermLayout kLayout>
-__global__ void __launch_bounds__(256) gather_rows_terms(const int* __restrict__ ptr,
-                                                         const int* __restrict__ src,
-                                                         const float4* __restrict__ v,
-                                                         const float4* __restrict__ terms,
-                                                         float4* __restrict__ out, long long n) {
+__global__ void __launch_bounds__(256)
+    gather_rows_terms(const int* __restrict__ ptr, const int* __restrict__ src, const float4* __restrict__ v,
+                      const float4* __restrict__ terms, float4* __restrict__ out, long long n) {
   constexpr int kLanes = 16, kUnroll = 2;
   const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   const long long groups = static_cast<long long>(gridDim.x) * blockDim.x / kLanes;
@@ -108,7 +104,7 @@ __global__ void __launch_bounds__(256) gather_rows_terms(const int* __restrict__
   // float4 offset of this lane's term within row j: after the values, packed rows of 8 float4,
   // or array lane / 2.
   const float4* term_rows = kInline ? v : terms;
-  const long long term_base = kInline                          ? kRowFloat4 + lane
+  const long long term_base = kInline                         ? kRowFloat4 + lane
                               : kLayout == TermLayout::packed ? lane
                                                               : (lane / 2) * n * 2 + lane % 2;
   const int term_stride = kInline ? kVRow : kLayout == TermLayout::packed ? 8 : 2;
@@ -141,11 +137,9 @@ __global__ void __launch_bounds__(256) gather_rows_terms(const int* __restrict__
 // sectors an entry) or at float 8 of a 16-float (64-byte) row that holds the values first
 // (kPacked true: one 64-byte access). 4 entries in flight a group.
 template <bool kPacked>
-__global__ void __launch_bounds__(256) gather_short_rows(const int* __restrict__ ptr,
-                                                         const int* __restrict__ src,
-                                                         const float* __restrict__ v,
-                                                         const float* __restrict__ el,
-                                                         float4* __restrict__ out, long long n) {
+__global__ void __launch_bounds__(256)
+    gather_short_rows(const int* __restrict__ ptr, const int* __restrict__ src, const float* __restrict__ v,
+                      const float* __restrict__ el, float4* __restrict__ out, long long n) {
   constexpr int kLanes = 2, kUnroll = 4, kStride = kPacked ? 16 : 8;  // floats of a V row
   const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   const long long groups = static_cast<long long>(gridDim.x) * blockDim.x / kLanes;
@@ -197,12 +191,11 @@ float median_ms(Launch launch) {
 }
 
 template <int kLanes, int kUnroll>
-void run(const int* ptr, const int* src, const float4* v, float4* out, long long n, int degree,
-         int sms) {
+void run(const int* ptr, const int* src, const float4* v, float4* out, long long n, int degree, int sms) {
   int per_sm = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gather_rows<kLanes, kUnroll>, 256, 0));
-  const unsigned blocks = static_cast<unsigned>(std::min<long long>(
-      static_cast<long long>(sms) * per_sm, (n * kLanes + 255) / 256));
+  const unsigned blocks = static_cast<unsigned>(
+      std::min<long long>(static_cast<long long>(sms) * per_sm, (n * kLanes + 255) / 256));
   const float ms = median_ms([&] { gather_rows<kLanes, kUnroll><<<blocks, 256>>>(ptr, src, v, out, n); });
   const double bytes = (n + 1) * 4.0 + n * static_cast<double>(degree) * (4.0 + 256.0) + n * 256.0;
   std::printf("lanes %2d unroll %d: %8.3f ms  %5.2f TB/s\n", kLanes, kUnroll, ms, bytes / (ms * 1e-3) / 1e12);
@@ -210,14 +203,14 @@ void run(const int* ptr, const int* src, const float4* v, float4* out, long long
 
 // Rate of the bytes every entry must move (as run's) plus its kTerms x 32 bytes of terms.
 template <int kTerms, TermLayout kLayout>
-void run_terms(const int* ptr, const int* src, const float4* v, const float4* terms, float4* out,
-               long long n, int degree, int sms) {
+void run_terms(const int* ptr, const int* src, const float4* v, const float4* terms, float4* out, long long n,
+               int degree, int sms) {
   int per_sm = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gather_rows_terms<kTerms, kLayout>, 256, 0));
-  const unsigned blocks = static_cast<unsigned>(std::min<long long>(
-      static_cast<long long>(sms) * per_sm, (n * 16 + 255) / 256));
-  const float ms = median_ms(
-      [&] { gather_rows_terms<kTerms, kLayout><<<blocks, 256>>>(ptr, src, v, terms, out, n); });
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<long long>(static_cast<long long>(sms) * per_sm, (n * 16 + 255) / 256));
+  const float ms =
+      median_ms([&] { gather_rows_terms<kTerms, kLayout><<<blocks, 256>>>(ptr, src, v, terms, out, n); });
   const double bytes =
       (n + 1) * 4.0 + n * static_cast<double>(degree) * (4.0 + 256.0 + 32.0 * kTerms) + n * 256.0;
   const char* where = kLayout == TermLayout::separate ? "in separate arrays  "
@@ -228,20 +221,21 @@ void run_terms(const int* ptr, const int* src, const float4* v, const float4* te
 }
 
 template <bool kPacked>
-void run_short(const int* ptr, const int* src, const float* v, const float* el, float4* out,
-               long long n, int degree, int sms) {
+void run_short(const int* ptr, const int* src, const float* v, const float* el, float4* out, long long n,
+               int degree, int sms) {
   int per_sm = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gather_short_rows<kPacked>, 256, 0));
-  const unsigned blocks = static_cast<unsigned>(std::min<long long>(
-      static_cast<long long>(sms) * per_sm, (n * 2 + 255) / 256));
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<long long>(static_cast<long long>(sms) * per_sm, (n * 2 + 255) / 256));
   const float ms = median_ms([&] { gather_short_rows<kPacked><<<blocks, 256>>>(ptr, src, v, el, out, n); });
   std::printf("rows of 8 floats + el[j], 2 lanes, unroll 4, %s: %8.3f ms  %5.1f G entries/s\n",
-              kPacked ? "in one 64-byte row " : "el in its own array", ms, n * static_cast<double>(degree) / (ms * 1e-3) / 1e9);
+              kPacked ? "in one 64-byte row " : "el in its own array", ms,
+              n * static_cast<double>(degree) / (ms * 1e-3) / 1e9);
 }
 
 template <int kLanes>
-void run_unrolls(const int* ptr, const int* src, const float4* v, float4* out, long long n,
-                 int degree, int sms) {
+void run_unrolls(const int* ptr, const int* src, const float4* v, float4* out, long long n, int degree,
+                 int sms) {
   run<kLanes, 1>(ptr, src, v, out, n, degree, sms);
   run<kLanes, 2>(ptr, src, v, out, n, degree, sms);
   run<kLanes, 4>(ptr, src, v, out, n, degree, sms);
@@ -268,11 +262,10 @@ int main(int argc, char** argv) {
   fill_values<<<sms * 8, 256>>>(v, n * kRowFloat4);
   CHECK(cudaDeviceSynchronize());
   const double row_bytes = n * kRowFloat4 * sizeof(float4);
-  const float copy_ms = median_ms([&] {
-    CHECK(cudaMemcpyAsync(copy, v, static_cast<size_t>(row_bytes), cudaMemcpyDeviceToDevice));
-  });
-  std::printf("N %lld, degree %d; copy of V (%.2f GB): %.3f ms  %5.2f TB/s (read + write)\n", n,
-              degree, row_bytes / 1e9, copy_ms, 2 * row_bytes / (copy_ms * 1e-3) / 1e12);
+  const float copy_ms = median_ms(
+      [&] { CHECK(cudaMemcpyAsync(copy, v, static_cast<size_t>(row_bytes), cudaMemcpyDeviceToDevice)); });
+  std::printf("N %lld, degree %d; copy of V (%.2f GB): %.3f ms  %5.2f TB/s (read + write)\n", n, degree,
+              row_bytes / 1e9, copy_ms, 2 * row_bytes / (copy_ms * 1e-3) / 1e12);
   run_unrolls<4>(ptr, src, v, out, n, degree, sms);
   run_unrolls<8>(ptr, src, v, out, n, degree, sms);
   run_unrolls<16>(ptr, src, v, out, n, degree, sms);

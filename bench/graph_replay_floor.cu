@@ -63,8 +63,10 @@ int main() {
     const double e = per_replay_us(s, K, [&] { empty_kernel<<<1, 32, 0, s>>>(); });
     const double w = per_replay_us(s, K, [&] { write_kernel<<<(n + 255) / 256, 256, 0, s>>>(x, n); });
     const double p = per_replay_us(s, K, [&] { spin_kernel<<<132, 256, 0, s>>>(spin2us); });
-    std::printf("K=%3d  empty %7.2f us (%5.2f/kernel)  write 2708x64 %7.2f us (%5.2f/kernel)  spin 2us x132 blocks %7.2f us (%5.2f/kernel)\n",
-           K, e, e / K, w, w / K, p, p / K);
+    std::printf(
+        "K=%3d  empty %7.2f us (%5.2f/kernel)  write 2708x64 %7.2f us (%5.2f/kernel)  spin 2us x132 blocks "
+        "%7.2f us (%5.2f/kernel)\n",
+        K, e, e / K, w, w / K, p, p / K);
   }
   CHECK(cudaGetLastError());
   CHECK(cudaFree(x));

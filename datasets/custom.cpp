@@ -30,7 +30,8 @@ std::string find_optional_file(const std::string& dir, const std::string& name) 
 
 std::string find_file(const std::string& dir, const std::string& name) {
   const std::string path = find_optional_file(dir, name);
-  GAT_CHECK(!path.empty(), "load_custom: ", (std::filesystem::path(dir) / name).string(), " (or .gz) not found");
+  GAT_CHECK(!path.empty(), "load_custom: ", (std::filesystem::path(dir) / name).string(),
+            " (or .gz) not found");
   return path;
 }
 
@@ -72,8 +73,8 @@ Tensor read_edge_features(const std::string& path, int64_t m, const std::string&
   int64_t rows = 0, width = -1;
   for_each_record(path, text::parse_floats, [&](const std::vector<float>& row, const std::string& where) {
     if (width < 0) width = static_cast<int64_t>(row.size());
-    GAT_CHECK(static_cast<int64_t>(row.size()) == width, where, ": ", row.size(), " edge features, the first row has ",
-              width);
+    GAT_CHECK(static_cast<int64_t>(row.size()) == width, where, ": ", row.size(),
+              " edge features, the first row has ", width);
     GAT_CHECK(rows < m, where, ": more lines than the ", m, " edges of ", edge_path);
     values.insert(values.end(), row.begin(), row.end());
     ++rows;
@@ -92,8 +93,9 @@ void check_summed_edge_features(const Graph& graph, const Tensor& edge_attr, con
   const int64_t e = (bad - a) / D;
   const std::vector<int32_t> row_ptr = graph.row_ptr().to_vector<int32_t>();  // (N+1,)
   const int64_t dst = std::upper_bound(row_ptr.begin(), row_ptr.end(), e) - row_ptr.begin() - 1;
-  GAT_FAIL("load_custom: ", path, ": the edge ", graph.edge_src().to_vector<int32_t>()[static_cast<size_t>(e)],
-           " -> ", dst, " is listed more than once (or in both directions) and the sum of its lines' feature ",
+  GAT_FAIL("load_custom: ", path, ": the edge ",
+           graph.edge_src().to_vector<int32_t>()[static_cast<size_t>(e)], " -> ", dst,
+           " is listed more than once (or in both directions) and the sum of its lines' feature ",
            (bad - a) % D + 1, " is ", *bad, ": beyond the largest float (3.4e38)");
 }
 
@@ -105,19 +107,22 @@ Dataset load_custom(const std::string& dir) {
   GAT_CHECK(S_ISDIR(st.st_mode), "load_custom: ", dir, " is not a directory");
   Dataset data;
   data.name = std::filesystem::path(dir).lexically_normal().filename().string();
-  if (data.name.empty()) data.name = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
+  if (data.name.empty())
+    data.name = std::filesystem::path(dir).lexically_normal().parent_path().filename().string();
 
   // Features define N and F.
   const std::string feat_path = find_file(dir, "node-feat.csv");
   std::vector<float> features;  // (N * F,)
   int64_t n = 0, f = -1;
-  for_each_record(feat_path, text::parse_floats, [&](const std::vector<float>& row, const std::string& where) {
-    if (f < 0) f = static_cast<int64_t>(row.size());
-    GAT_CHECK(static_cast<int64_t>(row.size()) == f, where, ": ", row.size(), " features, the first row has ", f);
-    GAT_CHECK(n < std::numeric_limits<int32_t>::max(), where, ": too many nodes");
-    features.insert(features.end(), row.begin(), row.end());
-    ++n;
-  });
+  for_each_record(feat_path, text::parse_floats,
+                  [&](const std::vector<float>& row, const std::string& where) {
+                    if (f < 0) f = static_cast<int64_t>(row.size());
+                    GAT_CHECK(static_cast<int64_t>(row.size()) == f, where, ": ", row.size(),
+                              " features, the first row has ", f);
+                    GAT_CHECK(n < std::numeric_limits<int32_t>::max(), where, ": too many nodes");
+                    features.insert(features.end(), row.begin(), row.end());
+                    ++n;
+                  });
   GAT_CHECK(n > 0, "load_custom: ", feat_path, ": no nodes");
   data.x = Tensor::from_vector(features, {n, f});
 
@@ -125,7 +130,8 @@ Dataset load_custom(const std::string& dir) {
   std::vector<int32_t> labels;  // (N,)
   for_each_record(label_path, text::parse_ints, [&](const std::vector<int64_t>& v, const std::string& where) {
     GAT_CHECK(v.size() == 1, where, ": expected one label, got ", v.size(), " fields");
-    GAT_CHECK(static_cast<int64_t>(labels.size()) < n, where, ": more labels than the ", n, " nodes of ", feat_path);
+    GAT_CHECK(static_cast<int64_t>(labels.size()) < n, where, ": more labels than the ", n, " nodes of ",
+              feat_path);
     // num_classes is the largest label + 1: a class id beyond the node count cannot be genuine and
     // would size the output layer.
     GAT_CHECK(v[0] >= 0 && v[0] < n, where, ": label ", v[0], " is outside [0, ", n, "): a class id must be",

@@ -37,8 +37,9 @@ void check_self_loop_features(const Dataset& data, const ops::SelfLoopFill& fill
   const int64_t D = data.edge_attr.size(1), e = (bad - looped.begin()) / D;
   const std::vector<int32_t> row_ptr = data.graph.row_ptr().to_vector<int32_t>();  // (N+1,)
   const int64_t node = std::upper_bound(row_ptr.begin(), row_ptr.end(), e) - row_ptr.begin() - 1;
-  GAT_FAIL(data.name, ": the self loop of node ", node, " gets edge feature ", (bad - looped.begin()) % D + 1, " = ",
-           *bad, " from its in-edges' features by the fill '", fill.name(), "': beyond the largest float (3.4e38); ",
+  GAT_FAIL(data.name, ": the self loop of node ", node, " gets edge feature ", (bad - looped.begin()) % D + 1,
+           " = ", *bad, " from its in-edges' features by the fill '", fill.name(),
+           "': beyond the largest float (3.4e38); ",
            "scale the edge features or choose another fill (--fill-value)");
 }
 

@@ -33,8 +33,9 @@ std::string by_hand(const std::string& file, const std::string& url, const std::
   const std::string stem = file.substr(0, file.find('.', 4) + 1);  // "ind.<name>."
   std::string parts;
   for (const char* part : kPlanetoidParts) parts += (parts.empty() ? "" : ",") + std::string(part);
-  return detail::concat(".\n  ", file, " is missing from ", dir, ". To get the data by hand, download ", stem, "{", parts,
-                        "} from ", base, " into that folder, or point --data-dir (or GAT_DATA_DIR) at a folder that ",
+  return detail::concat(".\n  ", file, " is missing from ", dir, ". To get the data by hand, download ", stem,
+                        "{", parts, "} from ", base,
+                        " into that folder, or point --data-dir (or GAT_DATA_DIR) at a folder that ",
                         "holds them.");
 }
 
@@ -53,28 +54,47 @@ struct Digest {
 constexpr Digest kDigests[] = {
     {"ind.cora.x", Digest::Kind::sha256, "23cfa55d91c6f624233f5eb7b6e3f141f1bd2b2ae39608a63cf5d084bb27baab"},
     {"ind.cora.tx", Digest::Kind::sha256, "b9afbaa4a400df991f6f02ef677e1e44da55ffc04801fd02f9e673987829226a"},
-    {"ind.cora.allx", Digest::Kind::sha256, "9419ba2f26f5c35243db64aba110e0f35a04851609e0dc5433450676ca6b8543"},
+    {"ind.cora.allx", Digest::Kind::sha256,
+     "9419ba2f26f5c35243db64aba110e0f35a04851609e0dc5433450676ca6b8543"},
     {"ind.cora.y", Digest::Kind::sha256, "94465c14eb53e04ca262198dcbb2521ee8af60fb3f3d546cd6ca24a511b0e7d1"},
     {"ind.cora.ty", Digest::Kind::sha256, "41f5ac76596a1699cc33f53084a2419e92961c42bb75f36fc38e616d348532ad"},
-    {"ind.cora.ally", Digest::Kind::sha256, "2b998f5cc7fedc86e7f97ca2498f47a1ffc1462c29e2d578b23bf3f62b6e7d71"},
-    {"ind.cora.graph", Digest::Kind::sha256, "58f13302f39dde8852dad6fe6d15b89b077b6d7f837626bce671ef80344b383d"},
-    {"ind.cora.test.index", Digest::Kind::sha256, "297ce89af2b51a6a194181c7dbe1796c6a1cf9cd9349a88383b1b1e227867875"},
-    {"ind.citeseer.x", Digest::Kind::sha256, "d20de19150741e555de0ed037195630fc194114ebc7fd72ced62810148aa22f6"},
-    {"ind.citeseer.tx", Digest::Kind::sha256, "539a8906a2da97628d212f2fdd668c109a8b3f0d36574b59e5d3fd5b5303da21"},
-    {"ind.citeseer.allx", Digest::Kind::sha256, "2ac30345d95c9ec933a817ee0bdd6a5f077f8c184a20e696910192d534414668"},
-    {"ind.citeseer.y", Digest::Kind::sha256, "8ba87e515d8e3ee3cf52f6d2c5b86aa73f11ecad825a808455209ec26cd54924"},
-    {"ind.citeseer.ty", Digest::Kind::sha256, "55e5bd1ba1e733a04598753ad1a8d57957f4b8f89e74519f41f4f4938767e4ce"},
-    {"ind.citeseer.ally", Digest::Kind::sha256, "f704b2d986dde6c2669934de1f3ae5696a6cf9455c0f6b2646a2d135ea0a1c95"},
-    {"ind.citeseer.graph", Digest::Kind::sha256, "d79a4ef9d3e7169aee8946145f6b7306e35bc79bffad26346cfb94e10e9912a7"},
-    {"ind.citeseer.test.index", Digest::Kind::sha256, "2af990671580b6b2df5d158d1038f8292e30c9cd821b5453f399659b25b723d4"},
-    {"ind.pubmed.x", Digest::Kind::sha256, "fbe9cb5c47200d1b7769a26e579be3b7130b556831f9d850e77c4c74f2599b33"},
-    {"ind.pubmed.tx", Digest::Kind::sha256, "4eb5f5d0f30f26497eb0ac6ac9719d09c67e284f1ed0385c93f3ef27a671da3d"},
+    {"ind.cora.ally", Digest::Kind::sha256,
+     "2b998f5cc7fedc86e7f97ca2498f47a1ffc1462c29e2d578b23bf3f62b6e7d71"},
+    {"ind.cora.graph", Digest::Kind::sha256,
+     "58f13302f39dde8852dad6fe6d15b89b077b6d7f837626bce671ef80344b383d"},
+    {"ind.cora.test.index", Digest::Kind::sha256,
+     "297ce89af2b51a6a194181c7dbe1796c6a1cf9cd9349a88383b1b1e227867875"},
+    {"ind.citeseer.x", Digest::Kind::sha256,
+     "d20de19150741e555de0ed037195630fc194114ebc7fd72ced62810148aa22f6"},
+    {"ind.citeseer.tx", Digest::Kind::sha256,
+     "539a8906a2da97628d212f2fdd668c109a8b3f0d36574b59e5d3fd5b5303da21"},
+    {"ind.citeseer.allx", Digest::Kind::sha256,
+     "2ac30345d95c9ec933a817ee0bdd6a5f077f8c184a20e696910192d534414668"},
+    {"ind.citeseer.y", Digest::Kind::sha256,
+     "8ba87e515d8e3ee3cf52f6d2c5b86aa73f11ecad825a808455209ec26cd54924"},
+    {"ind.citeseer.ty", Digest::Kind::sha256,
+     "55e5bd1ba1e733a04598753ad1a8d57957f4b8f89e74519f41f4f4938767e4ce"},
+    {"ind.citeseer.ally", Digest::Kind::sha256,
+     "f704b2d986dde6c2669934de1f3ae5696a6cf9455c0f6b2646a2d135ea0a1c95"},
+    {"ind.citeseer.graph", Digest::Kind::sha256,
+     "d79a4ef9d3e7169aee8946145f6b7306e35bc79bffad26346cfb94e10e9912a7"},
+    {"ind.citeseer.test.index", Digest::Kind::sha256,
+     "2af990671580b6b2df5d158d1038f8292e30c9cd821b5453f399659b25b723d4"},
+    {"ind.pubmed.x", Digest::Kind::sha256,
+     "fbe9cb5c47200d1b7769a26e579be3b7130b556831f9d850e77c4c74f2599b33"},
+    {"ind.pubmed.tx", Digest::Kind::sha256,
+     "4eb5f5d0f30f26497eb0ac6ac9719d09c67e284f1ed0385c93f3ef27a671da3d"},
     {"ind.pubmed.allx", Digest::Kind::git_blob_sha1, "3b86bccf08111c37c632a9dd8ab63db25ea76361"},
-    {"ind.pubmed.y", Digest::Kind::sha256, "e6c807633307a07ed659249006536a147c7999c797f11a2560752990181b41b3"},
-    {"ind.pubmed.ty", Digest::Kind::sha256, "ee2e0d4819d9fbcc403689c3bf2e49face401b605932f093bc58ab6461130fdd"},
-    {"ind.pubmed.ally", Digest::Kind::sha256, "0c37bbe3b5014ec365e9d393cf4791925e5ed94fb194305d74f064a8d7b50f0e"},
-    {"ind.pubmed.graph", Digest::Kind::sha256, "5b89f0036ca22909471f1e6558eb42fa06e0c730a577bde5b058b40638f81dc9"},
-    {"ind.pubmed.test.index", Digest::Kind::sha256, "b101d421688bbaecbd82e8a18f1e282378d6830f3a37666f28ebc47f844341b5"},
+    {"ind.pubmed.y", Digest::Kind::sha256,
+     "e6c807633307a07ed659249006536a147c7999c797f11a2560752990181b41b3"},
+    {"ind.pubmed.ty", Digest::Kind::sha256,
+     "ee2e0d4819d9fbcc403689c3bf2e49face401b605932f093bc58ab6461130fdd"},
+    {"ind.pubmed.ally", Digest::Kind::sha256,
+     "0c37bbe3b5014ec365e9d393cf4791925e5ed94fb194305d74f064a8d7b50f0e"},
+    {"ind.pubmed.graph", Digest::Kind::sha256,
+     "5b89f0036ca22909471f1e6558eb42fa06e0c730a577bde5b058b40638f81dc9"},
+    {"ind.pubmed.test.index", Digest::Kind::sha256,
+     "b101d421688bbaecbd82e8a18f1e282378d6830f3a37666f28ebc47f844341b5"},
 };
 
 const Digest& digest_of(const std::string& file) {
@@ -107,9 +127,12 @@ const char* kind_name(Digest::Kind kind) { return kind == Digest::Kind::sha256 ?
 
 std::string human_bytes(double bytes) {
   char text[32];
-  if (bytes < 1024) std::snprintf(text, sizeof text, "%.0f B", bytes);
-  else if (bytes < 1024 * 1024) std::snprintf(text, sizeof text, "%.0f KiB", bytes / 1024);
-  else std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024 * 1024));
+  if (bytes < 1024)
+    std::snprintf(text, sizeof text, "%.0f B", bytes);
+  else if (bytes < 1024 * 1024)
+    std::snprintf(text, sizeof text, "%.0f KiB", bytes / 1024);
+  else
+    std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024 * 1024));
   return text;
 }
 
@@ -201,10 +224,10 @@ std::string download(const std::string& file, const std::string& url, const std:
     GAT_FAIL("cannot download ", file, " from ", url, ": the downloads took more than ", options.deadline_s,
              " s in all (GAT_DOWNLOAD_DEADLINE sets the limit)", by_hand(file, url, dir));
   if (transfer.stalled || code == CURLE_OPERATION_TIMEDOUT)
-    GAT_FAIL("cannot download ", file, " from ", url, ": ", transfer.stalled ? "no data" : "no connection", " for ",
-             options.timeout_s, " s (GAT_DOWNLOAD_TIMEOUT sets the limit)", by_hand(file, url, dir));
-  GAT_CHECK(code == CURLE_OK, "cannot download ", file, " from ", url, ": ", *error ? error : curl_easy_strerror(code),
-            by_hand(file, url, dir));
+    GAT_FAIL("cannot download ", file, " from ", url, ": ", transfer.stalled ? "no data" : "no connection",
+             " for ", options.timeout_s, " s (GAT_DOWNLOAD_TIMEOUT sets the limit)", by_hand(file, url, dir));
+  GAT_CHECK(code == CURLE_OK, "cannot download ", file, " from ", url, ": ",
+            *error ? error : curl_easy_strerror(code), by_hand(file, url, dir));
   return std::move(transfer.body);
 }
 
@@ -218,7 +241,8 @@ void write_atomically(const std::string& dir, const std::string& file, const std
   const std::string path = (fs::path(dir) / file).string();
   std::string temp = (fs::path(dir) / ("." + file + ".XXXXXX")).string();
   const int fd = mkstemp(temp.data());
-  GAT_CHECK(fd >= 0, "cannot write ", path, ": creating a temporary file in ", dir, " failed: ", std::strerror(errno));
+  GAT_CHECK(fd >= 0, "cannot write ", path, ": creating a temporary file in ", dir,
+            " failed: ", std::strerror(errno));
   // mkstemp makes the file 0600; a downloaded dataset is public data, readable by all.
   bool ok = ::fchmod(fd, 0644) == 0;
   int error = ok ? 0 : errno;
@@ -270,8 +294,8 @@ void fetch_planetoid(const std::string& name, const std::string& dir, const Down
   std::string base = options.base_url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   GAT_CHECK(!io::path_exists(dir) || fs::is_directory(dir), "the data folder ", dir,
-            " is a file, not a folder: point --data-dir (or GAT_DATA_DIR) at the folder of the ",
-            name, " files");
+            " is a file, not a folder: point --data-dir (or GAT_DATA_DIR) at the folder of the ", name,
+            " files");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.deadline_s);
   for (const char* part : kPlanetoidParts) {
     const std::string file = "ind." + name + "." + part;
@@ -284,15 +308,17 @@ void fetch_planetoid(const std::string& name, const std::string& dir, const Down
     progress::line(detail::concat("download: ", url, " into ", dir));
     const std::string bytes = download(file, url, dir, options, deadline);
     const std::string got = digest_hex(expected, bytes);
-    GAT_CHECK(got == expected.hex, "cannot download ", file, " from ", url, ": its ", kind_name(expected.kind), " is ",
-              got, ", expected ", expected.hex, " (", bytes.size(), " bytes, corrupted or not the Planetoid file; ",
-              "nothing was written)", by_hand(file, url, dir));
+    GAT_CHECK(got == expected.hex, "cannot download ", file, " from ", url, ": its ",
+              kind_name(expected.kind), " is ", got, ", expected ", expected.hex, " (", bytes.size(),
+              " bytes, corrupted or not the Planetoid file; ", "nothing was written)",
+              by_hand(file, url, dir));
     write_atomically(dir, file, bytes);
-    progress::line(detail::concat("download: ", file, ": ", human_bytes(static_cast<double>(bytes.size())), ", ",
-                                  kind_name(expected.kind), " verified"));
+    progress::line(detail::concat("download: ", file, ": ", human_bytes(static_cast<double>(bytes.size())),
+                                  ", ", kind_name(expected.kind), " verified"));
 #else
     (void)deadline;
-    GAT_FAIL("cannot download ", file, ": this build of gat has no downloader (libcurl and OpenSSL were not found ",
+    GAT_FAIL("cannot download ", file,
+             ": this build of gat has no downloader (libcurl and OpenSSL were not found ",
              "when it was configured)", by_hand(file, base + "/" + file, dir));
 #endif
   }

@@ -25,7 +25,8 @@ namespace gat {
 inline constexpr const char* kPlanetoidBaseUrl = "https://github.com/kimiyoung/planetoid/raw/master/data";
 
 // The eight parts of a Planetoid dataset: ind.<name>.<part>.
-inline constexpr const char* kPlanetoidParts[] = {"x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"};
+inline constexpr const char* kPlanetoidParts[] = {"x",  "tx",   "allx",  "y",
+                                                  "ty", "ally", "graph", "test.index"};
 
 struct DownloadOptions {
   std::string base_url = kPlanetoidBaseUrl;

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "gat/framework/detail/host_parallel.h"
+#include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/progress.h"
 #include "gat/framework/rng.h"
-#include "gat/framework/ops/detail/loops.h"
 
 namespace gat {
 
@@ -22,7 +22,8 @@ constexpr uint64_t kDrawsPerEdge = 5;  // intra coin (1), class (2) and node (2)
 
 // Uniform integer in [0, n) from one 32-bit draw (Lemire's multiply-shift).
 inline int64_t draw_below(uint64_t seed, uint64_t stream, uint64_t index, int64_t n) {
-  return static_cast<int64_t>((static_cast<uint64_t>(philox_u32(seed, stream, index)) * static_cast<uint64_t>(n)) >> 32);
+  return static_cast<int64_t>(
+      (static_cast<uint64_t>(philox_u32(seed, stream, index)) * static_cast<uint64_t>(n)) >> 32);
 }
 
 // Uniform in [0, 1) with 32 random bits.
@@ -67,7 +68,8 @@ struct AliasTable {
   }
 
   int32_t sample(uint64_t seed, uint64_t index) const {
-    const Slot& slot = slots[static_cast<size_t>(draw_below(seed, kEdge, index, static_cast<int64_t>(slots.size())))];
+    const Slot& slot =
+        slots[static_cast<size_t>(draw_below(seed, kEdge, index, static_cast<int64_t>(slots.size())))];
     return draw_unit(seed, kEdge, index + 1) < slot.keep ? slot.id : slot.alias;
   }
 };
@@ -80,8 +82,9 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   GAT_CHECK(std::isfinite(o.avg_degree) && o.avg_degree >= 0.0, "generate_sbm: avg_degree ", o.avg_degree,
             " must be a finite number >= 0");
   GAT_CHECK(o.avg_degree * static_cast<double>(o.num_nodes) <= std::numeric_limits<int32_t>::max(),
-            "generate_sbm: avg_degree ", o.avg_degree, " for ", o.num_nodes, " nodes gives too many edges (about ",
-            o.avg_degree * static_cast<double>(o.num_nodes), "; 32-bit edge ids allow at most 2^31 - 1)");
+            "generate_sbm: avg_degree ", o.avg_degree, " for ", o.num_nodes,
+            " nodes gives too many edges (about ", o.avg_degree * static_cast<double>(o.num_nodes),
+            "; 32-bit edge ids allow at most 2^31 - 1)");
   GAT_CHECK(o.num_classes > 0 && o.num_classes <= o.num_nodes, "generate_sbm: num_classes ", o.num_classes,
             " outside [1, num_nodes]");
   GAT_CHECK(o.num_features > 0, "generate_sbm: num_features ", o.num_features, " must be positive");
@@ -90,7 +93,8 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   GAT_CHECK(o.intra_fraction >= 0.0 && o.intra_fraction <= 1.0, "generate_sbm: intra_fraction ",
             o.intra_fraction, " outside [0, 1]");
   GAT_CHECK(o.pareto_alpha > 1.0, "generate_sbm: pareto_alpha ", o.pareto_alpha, " must exceed 1");
-  GAT_CHECK(o.train_per_class >= 0 && o.val_size >= 0 && o.test_size >= 0, "generate_sbm: negative split size");
+  GAT_CHECK(o.train_per_class >= 0 && o.val_size >= 0 && o.test_size >= 0,
+            "generate_sbm: negative split size");
   // Edges are deduplicated: no node can have more than N - 1 neighbours, and asking for more only
   // draws pairs to throw away (1,000 nodes at degree 100,000 drew 50M pairs for 1M edges).
   GAT_CHECK(o.avg_degree <= static_cast<double>(o.num_nodes - 1), "generate_sbm: avg_degree ", o.avg_degree,
@@ -102,9 +106,11 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   const bool min_fits = !__builtin_mul_overflow(o.num_classes, o.train_per_class, &min_nodes) &&
                         !__builtin_add_overflow(min_nodes, o.val_size, &min_nodes) &&
                         !__builtin_add_overflow(min_nodes, int64_t{1}, &min_nodes);
-  GAT_CHECK(min_fits && o.num_nodes >= min_nodes, "generate_sbm: ", o.num_nodes, " nodes are too few for the splits: ",
-            "at least ", min_fits ? detail::concat(min_nodes) : std::string("2^63"), " are needed (", o.num_classes,
-            " classes x ", o.train_per_class, " training nodes + ", o.val_size, " validation nodes + a test node)");
+  GAT_CHECK(min_fits && o.num_nodes >= min_nodes, "generate_sbm: ", o.num_nodes,
+            " nodes are too few for the splits: ", "at least ",
+            min_fits ? detail::concat(min_nodes) : std::string("2^63"), " are needed (", o.num_classes,
+            " classes x ", o.train_per_class, " training nodes + ", o.val_size,
+            " validation nodes + a test node)");
   const int64_t n = o.num_nodes, c = o.num_classes, f = o.num_features;
   const uint64_t seed = o.seed;
 
@@ -114,7 +120,7 @@ Dataset generate_sbm(const GeneratorOptions& o) {
 
   // Classes and Pareto weights theta = (1 - u)^(-1 / (alpha - 1)), u in [0, 1).
   data.y = Tensor::empty({n}, DType::i32);
-  int32_t* y = data.y.data<int32_t>();  // (N,)
+  int32_t* y = data.y.data<int32_t>();                // (N,)
   std::vector<double> theta(static_cast<size_t>(n));  // (N,)
   const double exponent = -1.0 / (o.pareto_alpha - 1.0);
 #pragma omp parallel for if (n > ops::detail::kParallelThreshold)
@@ -138,13 +144,16 @@ Dataset generate_sbm(const GeneratorOptions& o) {
 #pragma omp parallel for schedule(dynamic, 1) if (n > ops::detail::kParallelThreshold)
   for (int64_t k = 0; k < c; ++k) {
     const int32_t* ids = members.data() + class_start[static_cast<size_t>(k)];
-    const size_t size = static_cast<size_t>(class_start[static_cast<size_t>(k) + 1] - class_start[static_cast<size_t>(k)]);
+    const size_t size =
+        static_cast<size_t>(class_start[static_cast<size_t>(k) + 1] - class_start[static_cast<size_t>(k)]);
     block[static_cast<size_t>(k)] = AliasTable(ids, size, theta);
-    for (size_t i = 0; i < size; ++i) class_weight[static_cast<size_t>(k)] += theta[static_cast<size_t>(ids[i])];
+    for (size_t i = 0; i < size; ++i)
+      class_weight[static_cast<size_t>(k)] += theta[static_cast<size_t>(ids[i])];
   }
   std::vector<int32_t> classes;  // the non-empty classes
   for (int64_t k = 0; k < c; ++k)
-    if (class_start[static_cast<size_t>(k) + 1] > class_start[static_cast<size_t>(k)]) classes.push_back(static_cast<int32_t>(k));
+    if (class_start[static_cast<size_t>(k) + 1] > class_start[static_cast<size_t>(k)])
+      classes.push_back(static_cast<int32_t>(k));
   const AliasTable class_table(classes.data(), classes.size(), class_weight);
 
   // Undirected edges, Chung-Lu style: node u starts floor(m_u) or floor(m_u) + 1 edges (the
@@ -158,7 +167,8 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   for (int64_t i = 0; i < n; ++i) {
     const double m = per_weight * theta[static_cast<size_t>(i)];
     const double whole = std::floor(m);
-    first[i + 1] = static_cast<int64_t>(whole) + (draw_unit(seed, kStubs, static_cast<uint64_t>(i)) < m - whole);
+    first[i + 1] =
+        static_cast<int64_t>(whole) + (draw_unit(seed, kStubs, static_cast<uint64_t>(i)) < m - whole);
   }
   const int64_t pairs = detail::inclusive_scan(first.data() + 1, n);
   GAT_CHECK(pairs <= std::numeric_limits<int32_t>::max() / 2, "generate_sbm: ", pairs,
@@ -207,8 +217,8 @@ Dataset generate_sbm(const GeneratorOptions& o) {
     const int64_t d_count = o.num_edge_features, edges = data.graph.num_edges();
     progress::Stage edge_features("synthetic: edge features", edges * d_count);
     data.edge_attr = Tensor::empty({edges, d_count}, DType::f32, Device::cpu, "generate_sbm edge features");
-    float* a = data.edge_attr.data<float>();                      // (E, D)
-    const int32_t* row_ptr = data.graph.row_ptr().data<int32_t>();  // (N+1,)
+    float* a = data.edge_attr.data<float>();                          // (E, D)
+    const int32_t* row_ptr = data.graph.row_ptr().data<int32_t>();    // (N+1,)
     const int32_t* edge_src = data.graph.edge_src().data<int32_t>();  // (E,)
 #pragma omp parallel for schedule(dynamic, 4096) if (edges * d_count > ops::detail::kParallelThreshold)
     for (int64_t i = 0; i < n; ++i) {
@@ -218,7 +228,8 @@ Dataset generate_sbm(const GeneratorOptions& o) {
                               static_cast<uint64_t>(std::max(i, j));
         const float sign = y[i] == y[j] ? signal : -signal;
         for (int64_t d = 0; d < d_count; ++d)
-          a[e * d_count + d] = sign + 2.0f * philox_uniform(seed, kEdgeFeature + static_cast<uint64_t>(d), pair) - 1.0f;
+          a[e * d_count + d] =
+              sign + 2.0f * philox_uniform(seed, kEdgeFeature + static_cast<uint64_t>(d), pair) - 1.0f;
       }
     }
     edge_features.done(detail::concat(edges, " x ", d_count));
@@ -243,9 +254,12 @@ Dataset generate_sbm(const GeneratorOptions& o) {
   data.train_index = index_tensor(train);
   data.val_index = index_tensor(val);
   data.test_index = index_tensor(test);
-  check_splits(data, {detail::concat(data.name, " (training: the first ", o.train_per_class, " nodes of each class)"),
-                      detail::concat(data.name, " (validation: the ", o.val_size, " nodes after the training ones, of ", n, ")"),
-                      detail::concat(data.name, " (test: the ", o.test_size, " nodes after the validation ones, of ", n, ")")});
+  check_splits(
+      data, {detail::concat(data.name, " (training: the first ", o.train_per_class, " nodes of each class)"),
+             detail::concat(data.name, " (validation: the ", o.val_size,
+                            " nodes after the training ones, of ", n, ")"),
+             detail::concat(data.name, " (test: the ", o.test_size, " nodes after the validation ones, of ",
+                            n, ")")});
   return data;
 }
 

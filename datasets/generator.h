@@ -34,9 +34,9 @@ struct GeneratorOptions {
   int64_t num_classes = 8;
   int64_t num_features = 32;
   int64_t num_edge_features = 0;  // D of Dataset::edge_attr; 0: none
-  double intra_fraction = 0.8;  // share of edges drawn inside a block
-  double pareto_alpha = 2.5;    // degree tail exponent (> 1); smaller is more skewed
-  double signal = 0.5;          // prototype strength relative to the noise
+  double intra_fraction = 0.8;    // share of edges drawn inside a block
+  double pareto_alpha = 2.5;      // degree tail exponent (> 1); smaller is more skewed
+  double signal = 0.5;            // prototype strength relative to the noise
   int64_t train_per_class = 20;
   int64_t val_size = 500;
   int64_t test_size = 1000;

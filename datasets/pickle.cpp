@@ -25,44 +25,96 @@ constexpr const char* kAllowedGlobals[] = {kCsrMatrix, kReconstruct, kNdarray, k
 
 // The opcodes, as pickletools names them.
 enum Op : uint8_t {
-  PROTO = 0x80, STOP = '.', MARK = '(', GLOBAL = 'c', REDUCE = 'R', BUILD = 'b', NEWOBJ = 0x81,
-  NONE = 'N', NEWTRUE = 0x88, NEWFALSE = 0x89, BININT = 'J', BININT1 = 'K', BININT2 = 'M',
-  BINSTRING = 'T', SHORT_BINSTRING = 'U', EMPTY_LIST = ']', EMPTY_DICT = '}', EMPTY_TUPLE = ')',
-  TUPLE = 't', TUPLE1 = 0x85, TUPLE2 = 0x86, TUPLE3 = 0x87, APPEND = 'a', APPENDS = 'e',
-  SETITEMS = 'u', BINPUT = 'q', LONG_BINPUT = 'r', BINGET = 'h',
+  PROTO = 0x80,
+  STOP = '.',
+  MARK = '(',
+  GLOBAL = 'c',
+  REDUCE = 'R',
+  BUILD = 'b',
+  NEWOBJ = 0x81,
+  NONE = 'N',
+  NEWTRUE = 0x88,
+  NEWFALSE = 0x89,
+  BININT = 'J',
+  BININT1 = 'K',
+  BININT2 = 'M',
+  BINSTRING = 'T',
+  SHORT_BINSTRING = 'U',
+  EMPTY_LIST = ']',
+  EMPTY_DICT = '}',
+  EMPTY_TUPLE = ')',
+  TUPLE = 't',
+  TUPLE1 = 0x85,
+  TUPLE2 = 0x86,
+  TUPLE3 = 0x87,
+  APPEND = 'a',
+  APPENDS = 'e',
+  SETITEMS = 'u',
+  BINPUT = 'q',
+  LONG_BINPUT = 'r',
+  BINGET = 'h',
 };
 
 const char* op_name(uint8_t op) {
   switch (op) {
-    case PROTO: return "PROTO";
-    case STOP: return "STOP";
-    case MARK: return "MARK";
-    case GLOBAL: return "GLOBAL";
-    case REDUCE: return "REDUCE";
-    case BUILD: return "BUILD";
-    case NEWOBJ: return "NEWOBJ";
-    case NONE: return "NONE";
-    case NEWTRUE: return "NEWTRUE";
-    case NEWFALSE: return "NEWFALSE";
-    case BININT: return "BININT";
-    case BININT1: return "BININT1";
-    case BININT2: return "BININT2";
-    case BINSTRING: return "BINSTRING";
-    case SHORT_BINSTRING: return "SHORT_BINSTRING";
-    case EMPTY_LIST: return "EMPTY_LIST";
-    case EMPTY_DICT: return "EMPTY_DICT";
-    case EMPTY_TUPLE: return "EMPTY_TUPLE";
-    case TUPLE: return "TUPLE";
-    case TUPLE1: return "TUPLE1";
-    case TUPLE2: return "TUPLE2";
-    case TUPLE3: return "TUPLE3";
-    case APPEND: return "APPEND";
-    case APPENDS: return "APPENDS";
-    case SETITEMS: return "SETITEMS";
-    case BINPUT: return "BINPUT";
-    case LONG_BINPUT: return "LONG_BINPUT";
-    case BINGET: return "BINGET";
-    default: return nullptr;
+    case PROTO:
+      return "PROTO";
+    case STOP:
+      return "STOP";
+    case MARK:
+      return "MARK";
+    case GLOBAL:
+      return "GLOBAL";
+    case REDUCE:
+      return "REDUCE";
+    case BUILD:
+      return "BUILD";
+    case NEWOBJ:
+      return "NEWOBJ";
+    case NONE:
+      return "NONE";
+    case NEWTRUE:
+      return "NEWTRUE";
+    case NEWFALSE:
+      return "NEWFALSE";
+    case BININT:
+      return "BININT";
+    case BININT1:
+      return "BININT1";
+    case BININT2:
+      return "BININT2";
+    case BINSTRING:
+      return "BINSTRING";
+    case SHORT_BINSTRING:
+      return "SHORT_BINSTRING";
+    case EMPTY_LIST:
+      return "EMPTY_LIST";
+    case EMPTY_DICT:
+      return "EMPTY_DICT";
+    case EMPTY_TUPLE:
+      return "EMPTY_TUPLE";
+    case TUPLE:
+      return "TUPLE";
+    case TUPLE1:
+      return "TUPLE1";
+    case TUPLE2:
+      return "TUPLE2";
+    case TUPLE3:
+      return "TUPLE3";
+    case APPEND:
+      return "APPEND";
+    case APPENDS:
+      return "APPENDS";
+    case SETITEMS:
+      return "SETITEMS";
+    case BINPUT:
+      return "BINPUT";
+    case LONG_BINPUT:
+      return "LONG_BINPUT";
+    case BINGET:
+      return "BINGET";
+    default:
+      return nullptr;
   }
 }
 
@@ -79,21 +131,31 @@ constexpr size_t kMaxOpenMarks = 64;  // nesting of MARK ... TUPLE/APPENDS/SETIT
 // guard that keeps that linear bound true if the parser ever changes.
 constexpr size_t kBudgetPerFileByte = 256;
 constexpr size_t kBudgetSlack = size_t{1} << 20;
-static_assert(sizeof(Value) + 8 * sizeof(void*) < kBudgetPerFileByte, "one opcode's worth must fit the budget");
+static_assert(sizeof(Value) + 8 * sizeof(void*) < kBudgetPerFileByte,
+              "one opcode's worth must fit the budget");
 
 }  // namespace
 
 const char* kind_name(Value::Kind kind) {
   switch (kind) {
-    case Value::Kind::none: return "None";
-    case Value::Kind::boolean: return "bool";
-    case Value::Kind::integer: return "int";
-    case Value::Kind::string: return "str";
-    case Value::Kind::list: return "list";
-    case Value::Kind::tuple: return "tuple";
-    case Value::Kind::dict: return "dict";
-    case Value::Kind::global: return "global";
-    case Value::Kind::object: return "object";
+    case Value::Kind::none:
+      return "None";
+    case Value::Kind::boolean:
+      return "bool";
+    case Value::Kind::integer:
+      return "int";
+    case Value::Kind::string:
+      return "str";
+    case Value::Kind::list:
+      return "list";
+    case Value::Kind::tuple:
+      return "tuple";
+    case Value::Kind::dict:
+      return "dict";
+    case Value::Kind::global:
+      return "global";
+    case Value::Kind::object:
+      return "object";
   }
   return "unknown";
 }
@@ -124,7 +186,8 @@ class Parser {
   }
 
   void charge(size_t bytes) {
-    if (bytes > budget_) fail("the value tree would exceed its memory cap (", kBudgetPerFileByte, " bytes per file byte)");
+    if (bytes > budget_)
+      fail("the value tree would exceed its memory cap (", kBudgetPerFileByte, " bytes per file byte)");
     budget_ -= bytes;
   }
 
@@ -174,7 +237,8 @@ class Parser {
   }
   std::vector<const Value*> pop_to_mark() {
     if (marks_.empty()) fail("no MARK to pop to");
-    std::vector<const Value*> items(stack_.begin() + static_cast<std::ptrdiff_t>(marks_.back()), stack_.end());
+    std::vector<const Value*> items(stack_.begin() + static_cast<std::ptrdiff_t>(marks_.back()),
+                                    stack_.end());
     stack_.resize(marks_.back());
     marks_.pop_back();
     return items;
@@ -248,8 +312,10 @@ class Parser {
         }
         fail("global ", quote(global), " is not one of the 6 allowed");
       }
-      case REDUCE: return push_object("the callable");
-      case NEWOBJ: return push_object("the class");
+      case REDUCE:
+        return push_object("the callable");
+      case NEWOBJ:
+        return push_object("the class");
       case BUILD: {
         Value* state = pop();
         Value* obj = expect(top(), Value::Kind::object, "the BUILD target");
@@ -257,11 +323,16 @@ class Parser {
         obj->state = state;
         return;
       }
-      case NONE: return push(make(Value::Kind::none));
-      case NEWTRUE: return push_int(1, Value::Kind::boolean);
-      case NEWFALSE: return push_int(0, Value::Kind::boolean);
-      case BININT: return push_int(static_cast<int32_t>(read_u32()));
-      case BININT1: return push_int(*take(1));
+      case NONE:
+        return push(make(Value::Kind::none));
+      case NEWTRUE:
+        return push_int(1, Value::Kind::boolean);
+      case NEWFALSE:
+        return push_int(0, Value::Kind::boolean);
+      case BININT:
+        return push_int(static_cast<int32_t>(read_u32()));
+      case BININT1:
+        return push_int(*take(1));
       case BININT2: {
         const unsigned char* p = take(2);
         return push_int(p[0] | p[1] << 8);
@@ -271,11 +342,16 @@ class Parser {
         if (len < 0) fail("negative string length ", len);
         return push_string(static_cast<size_t>(len));
       }
-      case SHORT_BINSTRING: return push_string(*take(1));
-      case EMPTY_LIST: return push(make(Value::Kind::list));
-      case EMPTY_DICT: return push(make(Value::Kind::dict));
-      case EMPTY_TUPLE: return push_tuple({});
-      case TUPLE: return push_tuple(pop_to_mark());
+      case SHORT_BINSTRING:
+        return push_string(*take(1));
+      case EMPTY_LIST:
+        return push(make(Value::Kind::list));
+      case EMPTY_DICT:
+        return push(make(Value::Kind::dict));
+      case EMPTY_TUPLE:
+        return push_tuple({});
+      case TUPLE:
+        return push_tuple(pop_to_mark());
       case TUPLE1:
       case TUPLE2:
       case TUPLE3: {
@@ -307,15 +383,18 @@ class Parser {
         for (size_t i = 0; i < items.size(); i += 2) target->entries.emplace_back(items[i], items[i + 1]);
         return;
       }
-      case BINPUT: return memo_put(*take(1));
-      case LONG_BINPUT: return memo_put(read_u32());
+      case BINPUT:
+        return memo_put(*take(1));
+      case LONG_BINPUT:
+        return memo_put(read_u32());
       case BINGET: {
         const unsigned key = *take(1);
         const auto it = memo_.find(key);
         if (it == memo_.end()) fail("memo key ", key, " was never stored");
         return push(it->second);
       }
-      default: fail("not one of the 28 allowed opcodes");
+      default:
+        fail("not one of the 28 allowed opcodes");
     }
   }
 
@@ -347,8 +426,8 @@ Document Document::load(const std::string& path) { return parse(io::read_regular
 namespace {
 
 // The items of a tuple of exactly (or, with exact=false, at least) n elements.
-const std::vector<const Value*>& tuple_items(const Document& doc, const Value* v, size_t n,
-                                             const char* what, bool exact = true) {
+const std::vector<const Value*>& tuple_items(const Document& doc, const Value* v, size_t n, const char* what,
+                                             bool exact = true) {
   if (!v || v->kind != Value::Kind::tuple || (exact ? v->items.size() != n : v->items.size() < n))
     doc.fail(what, " must be a tuple of ", n, " items, got ",
              v ? detail::concat("a ", kind_name(v->kind), " of ", v->items.size()) : std::string("nothing"));
@@ -379,10 +458,10 @@ const Value* dict_get(const Value& dict, const char* key) {
 struct ArrayView {
   Shape shape;
   int64_t numel = 0;
-  char type = 'f';          // 'i' or 'f'
-  size_t itemsize = 4;      // 4 or 8
-  bool swap = false;        // big-endian data
-  bool fortran = false;     // column-major data
+  char type = 'f';       // 'i' or 'f'
+  size_t itemsize = 4;   // 4 or 8
+  bool swap = false;     // big-endian data
+  bool fortran = false;  // column-major data
   const std::string* bytes = nullptr;
 };
 
@@ -393,7 +472,8 @@ ArrayView view_ndarray(const Document& doc, const Value& v, const char* what) {
   const auto& args = tuple_items(doc, v.args, 3, "the ndarray's _reconstruct arguments");
   if (!args[0]->is_global(kNdarray)) doc.fail(what, ": _reconstruct must build a ", kNdarray);
   // State: (version, shape, dtype, is_fortran, data) or, in old pickles, without the version.
-  if (!v.state || v.state->kind != Value::Kind::tuple || v.state->items.size() < 4 || v.state->items.size() > 5)
+  if (!v.state || v.state->kind != Value::Kind::tuple || v.state->items.size() < 4 ||
+      v.state->items.size() > 5)
     doc.fail(what, ": the ndarray state must be a tuple of 4 or 5 items");
   const auto& st = v.state->items;
   const size_t o = st.size() - 4;
@@ -407,17 +487,18 @@ ArrayView view_ndarray(const Document& doc, const Value& v, const char* what) {
     doc.fail(what, ": the ndarray data must be a byte string, got a ", kind_name(st[o + 3]->kind));
   a.bytes = &st[o + 3]->text;
 
-  const std::string& typestr = string_value(doc, tuple_items(doc, dtype->args, 1, "the dtype arguments", false)[0],
-                                            "the dtype type string");
+  const std::string& typestr = string_value(
+      doc, tuple_items(doc, dtype->args, 1, "the dtype arguments", false)[0], "the dtype type string");
   if (typestr == "i4" || typestr == "i8" || typestr == "f4" || typestr == "f8") {
     a.type = typestr[0];
     a.itemsize = static_cast<size_t>(typestr[1] - '0');
   } else {
     doc.fail(what, ": unsupported dtype ", quote(typestr), " (supported: i4, i8, f4, f8)");
   }
-  const std::string& order =
-      string_value(doc, tuple_items(doc, dtype->state, 2, "the dtype state", false)[1], "the dtype byte order");
-  if (order == ">") a.swap = true;
+  const std::string& order = string_value(doc, tuple_items(doc, dtype->state, 2, "the dtype state", false)[1],
+                                          "the dtype byte order");
+  if (order == ">")
+    a.swap = true;
   else if (order != "<" && order != "=" && order != "|")
     doc.fail(what, ": unsupported dtype byte order ", quote(order));
 
@@ -430,11 +511,15 @@ ArrayView view_ndarray(const Document& doc, const Value& v, const char* what) {
     const int64_t dim = int_value(doc, d, "an ndarray dimension");
     if (dim < 0) doc.fail(what, ": negative ndarray dimension ", dim);
     a.shape.push_back(dim);
-    if (dim == 0) has_zero = true;
-    else if (a.numel > limit / dim) too_large = true;
-    else a.numel *= dim;
+    if (dim == 0)
+      has_zero = true;
+    else if (a.numel > limit / dim)
+      too_large = true;
+    else
+      a.numel *= dim;
   }
-  if (has_zero) a.numel = 0;
+  if (has_zero)
+    a.numel = 0;
   else if (too_large)
     doc.fail(what, ": ndarray shape ", shape_str(a.shape), " needs more than the ", limit, " data bytes");
   if (static_cast<size_t>(a.numel) * a.itemsize != a.bytes->size())
@@ -450,11 +535,23 @@ T element(const ArrayView& a, size_t k) {
   std::memcpy(raw, a.bytes->data() + k * a.itemsize, a.itemsize);
   if (a.swap) std::reverse(raw, raw + a.itemsize);
   if (a.type == 'i') {
-    if (a.itemsize == 4) { int32_t v; std::memcpy(&v, raw, 4); return static_cast<T>(v); }
-    int64_t v; std::memcpy(&v, raw, 8); return static_cast<T>(v);
+    if (a.itemsize == 4) {
+      int32_t v;
+      std::memcpy(&v, raw, 4);
+      return static_cast<T>(v);
+    }
+    int64_t v;
+    std::memcpy(&v, raw, 8);
+    return static_cast<T>(v);
   }
-  if (a.itemsize == 4) { float v; std::memcpy(&v, raw, 4); return static_cast<T>(v); }
-  double v; std::memcpy(&v, raw, 8); return static_cast<T>(v);
+  if (a.itemsize == 4) {
+    float v;
+    std::memcpy(&v, raw, 4);
+    return static_cast<T>(v);
+  }
+  double v;
+  std::memcpy(&v, raw, 8);
+  return static_cast<T>(v);
 }
 
 // The elements in row-major order, read through T (int64_t for integer arrays, double otherwise).
@@ -516,13 +613,16 @@ Tensor ndarray_to_tensor(const Document& doc, const Value& array, DType dtype) {
 }
 
 Tensor csr_to_dense(const Document& doc, const Value& matrix) {
-  if (!matrix.is_object_of(kCsrMatrix)) doc.fail("expected a ", kCsrMatrix, ", got a ", kind_name(matrix.kind));
-  if (!matrix.state || matrix.state->kind != Value::Kind::dict) doc.fail("the csr_matrix state must be a dict");
+  if (!matrix.is_object_of(kCsrMatrix))
+    doc.fail("expected a ", kCsrMatrix, ", got a ", kind_name(matrix.kind));
+  if (!matrix.state || matrix.state->kind != Value::Kind::dict)
+    doc.fail("the csr_matrix state must be a dict");
   const Value& st = *matrix.state;
   const Value* shape_v = dict_get(st, "_shape");
   if (!shape_v) shape_v = dict_get(st, "shape");
   const auto& shape = tuple_items(doc, shape_v, 2, "the csr_matrix _shape");
-  const int64_t rows = int_value(doc, shape[0], "the row count"), cols = int_value(doc, shape[1], "the column count");
+  const int64_t rows = int_value(doc, shape[0], "the row count"),
+                cols = int_value(doc, shape[1], "the column count");
   if (rows < 0 || cols < 0) doc.fail("negative csr_matrix shape (", rows, ", ", cols, ")");
   const int64_t limit = static_cast<int64_t>(std::min<size_t>(
       static_cast<size_t>(kMaxDenseElements), doc.file_size() * kDenseCellsPerFileByte + (size_t{1} << 20)));
@@ -543,7 +643,8 @@ Tensor csr_to_dense(const Document& doc, const Value& matrix) {
     doc.fail("indices has ", indices.size(), " entries but data has ", data.size());
   if (indptr[0] != 0) doc.fail("indptr[0] is ", indptr[0], ", expected 0");
   for (int64_t r = 0; r < rows; ++r)
-    if (indptr[r + 1] < indptr[r]) doc.fail("indptr decreases at row ", r, " (", indptr[r], " then ", indptr[r + 1], ")");
+    if (indptr[r + 1] < indptr[r])
+      doc.fail("indptr decreases at row ", r, " (", indptr[r], " then ", indptr[r + 1], ")");
   if (indptr[rows] != static_cast<int64_t>(indices.size()))
     doc.fail("indptr[", rows, "] is ", indptr[rows], " but there are ", indices.size(), " stored entries");
 
@@ -552,7 +653,8 @@ Tensor csr_to_dense(const Document& doc, const Value& matrix) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t k = indptr[r]; k < indptr[r + 1]; ++k) {
       const int64_t c = indices[k];
-      if (c < 0 || c >= cols) doc.fail("entry ", k, " (row ", r, ") has column ", c, " outside [0, ", cols, ")");
+      if (c < 0 || c >= cols)
+        doc.fail("entry ", k, " (row ", r, ") has column ", c, " outside [0, ", cols, ")");
       dst[r * cols + c] += static_cast<float>(data[k]);
     }
   }
@@ -561,7 +663,8 @@ Tensor csr_to_dense(const Document& doc, const Value& matrix) {
 
 Tensor to_dense(const Document& doc) {
   const Value& root = doc.root();
-  Tensor t = root.is_object_of(kCsrMatrix) ? csr_to_dense(doc, root) : ndarray_to_tensor(doc, root, DType::f32);
+  Tensor t =
+      root.is_object_of(kCsrMatrix) ? csr_to_dense(doc, root) : ndarray_to_tensor(doc, root, DType::f32);
   if (t.dim() != 2) doc.fail("expected a 2-D array, got shape ", shape_str(t.shape()));
   // A NaN or infinity in the file, a double beyond the largest float, or repeated csr entries
   // whose sum passes it: named here, not as a NaN loss many epochs later.

@@ -30,9 +30,9 @@ namespace gat::pickle {
 struct Value {
   enum class Kind : uint8_t { none, boolean, integer, string, list, tuple, dict, global, object };
   Kind kind = Kind::none;
-  int64_t integer = 0;  // boolean (0/1) and integer
-  std::string text;     // string: the raw bytes; global: "module name"
-  std::vector<const Value*> items;                            // list, tuple
+  int64_t integer = 0;                                         // boolean (0/1) and integer
+  std::string text;                                            // string: the raw bytes; global: "module name"
+  std::vector<const Value*> items;                             // list, tuple
   std::vector<std::pair<const Value*, const Value*>> entries;  // dict; object (defaultdict items)
   const Value* callable = nullptr;  // object: the global it was made from (REDUCE / NEWOBJ)
   const Value* args = nullptr;      // object: the argument tuple

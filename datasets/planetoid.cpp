@@ -142,16 +142,18 @@ Dataset load_planetoid(const std::string& name, const std::string& data_dir) {
   data.train_index = Tensor::from_vector(std::vector<int32_t>(index.begin(), index.begin() + train), {train});
   data.val_index = Tensor::from_vector(std::vector<int32_t>(index.begin() + train, index.end()), {kValSize});
   data.test_index = Tensor::from_vector(std::vector<int32_t>(sorted.begin(), sorted.end()), {test_rows});
-  check_splits(data, {detail::concat(parts.path("x"), " (its ", train, " rows are the training nodes)"),
-                      detail::concat("the ", kValSize, " nodes after the rows of ", parts.path("x"), " (validation)"),
-                      parts.path("test.index")});
+  check_splits(
+      data, {detail::concat(parts.path("x"), " (its ", train, " rows are the training nodes)"),
+             detail::concat("the ", kValSize, " nodes after the rows of ", parts.path("x"), " (validation)"),
+             parts.path("test.index")});
 
   // Graph: node -> neighbours, every id within the N nodes.
   const std::string graph_path = parts.path("graph");
   const auto adjacency = pickle::to_adjacency(pickle::Document::load(graph_path));
   std::vector<int32_t> src, dst;
   for (const auto& [node, neighbours] : adjacency) {
-    GAT_CHECK(node >= 0 && node < n, "load_planetoid: ", graph_path, ": node ", node, " is outside [0, ", n, ")");
+    GAT_CHECK(node >= 0 && node < n, "load_planetoid: ", graph_path, ": node ", node, " is outside [0, ", n,
+              ")");
     for (const int64_t v : neighbours) {
       GAT_CHECK(v >= 0 && v < n, "load_planetoid: ", graph_path, ": node ", v, " (a neighbour of ", node,
                 ") is outside [0, ", n, ")");
@@ -188,7 +190,8 @@ Tensor normalize_features(const Tensor& x) {
   // x - min(x) passes the largest float when the features span more than it (-3e38 and 3e38).
   const auto bad = std::find_if(p, p + out.numel(), [](float v) { return !std::isfinite(v); });
   GAT_CHECK(bad == p + out.numel(), "normalize_features: row ", (bad - p) / cols,
-            ": x - min(x) is not finite: the features span more than the largest float (min(x) is ", lowest, ")");
+            ": x - min(x) is not finite: the features span more than the largest float (min(x) is ", lowest,
+            ")");
   return out.to(x.device());
 }
 

@@ -3,12 +3,11 @@
 #include <pwd.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "gat/datasets/custom.h"
 #include "gat/datasets/download.h"
@@ -33,8 +32,9 @@ template <class T>
 T parse_field(std::string_view field, const std::string& spec, const char* what) {
   T value{};
   const auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
-  GAT_CHECK(!field.empty() && ec == std::errc() && ptr == field.data() + field.size(), "load_dataset: ", quote(spec),
-            ": ", what, " ", quote(field), " is not a valid number (expected ", kSyntheticSpec, ")");
+  GAT_CHECK(!field.empty() && ec == std::errc() && ptr == field.data() + field.size(),
+            "load_dataset: ", quote(spec), ": ", what, " ", quote(field), " is not a valid number (expected ",
+            kSyntheticSpec, ")");
   return value;
 }
 
@@ -66,7 +66,8 @@ Dataset load_dataset(const std::string& name, const std::string& data_dir) {
     // A folder of the same name here: which one is meant cannot be guessed.
     GAT_CHECK(!folder || (planetoid && !data_dir.empty()), "load_dataset: '", name,
               "' names both a built-in dataset and the folder ./", name, " here: write ./", name,
-              " for the folder", planetoid ? ", or give the built-in dataset's data folder (--data-dir)" : "");
+              " for the folder",
+              planetoid ? ", or give the built-in dataset's data folder (--data-dir)" : "");
     if (synthetic) return load_synthetic(name);
     const std::string dir = data_dir.empty() ? default_data_dir() : data_dir;
     fetch_planetoid(key, dir);
@@ -80,7 +81,8 @@ Dataset load_dataset(const std::string& name, const std::string& data_dir) {
 std::optional<std::string> find_default_data_dir(const char* account_home) {
   if (const char* env = std::getenv("GAT_DATA_DIR"); env && *env) return env;
   const std::filesystem::path tail = std::filesystem::path("gat") / "planetoid";
-  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache && std::filesystem::path(cache).is_absolute())
+  if (const char* cache = std::getenv("XDG_CACHE_HOME");
+      cache && *cache && std::filesystem::path(cache).is_absolute())
     return (cache / tail).string();
   const char* home = std::getenv("HOME");
   if (!home || !*home) home = account_home;
@@ -91,7 +93,8 @@ std::optional<std::string> find_default_data_dir(const char* account_home) {
 std::string default_data_dir() {
   const passwd* account = ::getpwuid(::getuid());
   const std::optional<std::string> dir = find_default_data_dir(account ? account->pw_dir : nullptr);
-  GAT_CHECK(dir.has_value(), "no folder for the Planetoid files: HOME is not set and the account has no home ",
+  GAT_CHECK(dir.has_value(),
+            "no folder for the Planetoid files: HOME is not set and the account has no home ",
             "directory; pass --data-dir DIR or set GAT_DATA_DIR (or XDG_CACHE_HOME)");
   return *dir;
 }
@@ -120,7 +123,8 @@ std::string dataset_summary(const Dataset& data) {
       {"label_counts", counts},
       {"feature_checksum", checksum},
   };
-  return summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // a path's bytes may not be UTF-8
+  return summary.dump(-1, ' ', false,
+                      nlohmann::json::error_handler_t::replace);  // a path's bytes may not be UTF-8
 }
 
 }  // namespace gat

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <cmath>
 #include <limits>
 #include <type_traits>
 
@@ -54,8 +54,8 @@ std::string decode(std::string bytes, const std::string& name) {
     const int status = inflate(&z, Z_NO_FLUSH);
     const size_t produced = sizeof buffer - z.avail_out;
     if (text.size() + produced > limit) {
-      error = detail::concat("decompresses to more than ", limit, " bytes (", ratio, " times its ", bytes.size(),
-                             " bytes + ", kGzipSlackBytes >> 20,
+      error = detail::concat("decompresses to more than ", limit, " bytes (", ratio, " times its ",
+                             bytes.size(), " bytes + ", kGzipSlackBytes >> 20,
                              " MiB); if the file is genuine, raise the ratio with GAT_MAX_GZIP_RATIO");
       break;
     }
@@ -65,8 +65,9 @@ std::string decode(std::string bytes, const std::string& name) {
       if (!input_left) break;
       inflateReset(&z);  // another gzip member follows
     } else if (status != Z_OK && !(status == Z_BUF_ERROR && input_left)) {
-      error = status == Z_BUF_ERROR ? std::string("truncated gzip stream")
-                                    : detail::concat("corrupt gzip stream (", z.msg ? z.msg : "zlib error", ")");
+      error = status == Z_BUF_ERROR
+                  ? std::string("truncated gzip stream")
+                  : detail::concat("corrupt gzip stream (", z.msg ? z.msg : "zlib error", ")");
       error += detail::concat(" after ", text.size(), " decompressed bytes");
       break;
     }
@@ -92,9 +93,7 @@ bool Lines::next(std::string_view& line) {
   return true;
 }
 
-bool blank(std::string_view line) {
-  return line.find_first_not_of(" \t") == std::string_view::npos;
-}
+bool blank(std::string_view line) { return line.find_first_not_of(" \t") == std::string_view::npos; }
 
 namespace {
 

@@ -11,7 +11,7 @@ namespace gat::autograd {
 namespace {
 thread_local bool g_grad_enabled = true;
 thread_local SideWork* t_side = nullptr;  // the running backward pass's side work
-}
+}  // namespace
 
 bool grad_enabled() { return g_grad_enabled; }
 
@@ -33,8 +33,10 @@ Tensor record(const char* op, Tensor out, std::vector<Tensor> inputs, BackwardFn
   for (const Tensor& in : inputs) {
     Edge edge;
     if (in.defined()) {
-      if (in.impl().grad_fn) edge.producer = in.impl().grad_fn;
-      else if (in.requires_grad()) edge.leaf = in.impl_ptr();
+      if (in.impl().grad_fn)
+        edge.producer = in.impl().grad_fn;
+      else if (in.requires_grad())
+        edge.leaf = in.impl_ptr();
       edge.shape = in.shape(), edge.dtype = in.dtype(), edge.device = in.device();
     }
     node->inputs.push_back(std::move(edge));
@@ -145,8 +147,8 @@ void backward(const Tensor& root, Tensor grad_root) {
     GAT_CHECK(node.backward, "backward: the graph through '", node.op,
               "' was already back-propagated (its saved tensors are freed)");
     std::vector<Tensor> grads = node.backward(grad_out);
-    GAT_CHECK(grads.size() == node.inputs.size(), "autograd: backward of '", node.op, "' gave ",
-              grads.size(), " gradients for ", node.inputs.size(), " inputs");
+    GAT_CHECK(grads.size() == node.inputs.size(), "autograd: backward of '", node.op, "' gave ", grads.size(),
+              " gradients for ", node.inputs.size(), " inputs");
     const std::vector<Edge> inputs = std::move(node.inputs);
     node.backward = nullptr;  // frees the saved tensors and the rest of the tape
     node.inputs.clear();

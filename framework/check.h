@@ -37,8 +37,8 @@ int64_t checked_mul(int64_t a, int64_t b, const char* what);
 }  // namespace gat
 
 // Throws gat::Error("message (file:line)") when cond is false.
-#define GAT_CHECK(cond, ...)                                                     \
-  do {                                                                           \
+#define GAT_CHECK(cond, ...)                                                                  \
+  do {                                                                                        \
     if (!(cond)) ::gat::detail::fail(__FILE__, __LINE__, ::gat::detail::concat(__VA_ARGS__)); \
   } while (0)
 

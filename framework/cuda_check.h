@@ -7,33 +7,33 @@
 
 #include "gat/framework/check.h"
 
-#define CUDA_CHECK(call)                                                                   \
-  do {                                                                                     \
-    cudaError_t gat_cuda_status_ = (call);                                                 \
-    if (gat_cuda_status_ != cudaSuccess)                                                   \
-      GAT_FAIL("CUDA error in ", #call, ": ", cudaGetErrorName(gat_cuda_status_), " (",    \
-               cudaGetErrorString(gat_cuda_status_), ")");                                 \
+#define CUDA_CHECK(call)                                                                \
+  do {                                                                                  \
+    cudaError_t gat_cuda_status_ = (call);                                              \
+    if (gat_cuda_status_ != cudaSuccess)                                                \
+      GAT_FAIL("CUDA error in ", #call, ": ", cudaGetErrorName(gat_cuda_status_), " (", \
+               cudaGetErrorString(gat_cuda_status_), ")");                              \
   } while (0)
 
 // After every kernel launch: catches bad launch configurations at the launch site.
-#define CUDA_CHECK_LAUNCH(kernel_name)                                                     \
-  do {                                                                                     \
-    cudaError_t gat_cuda_status_ = cudaGetLastError();                                     \
-    if (gat_cuda_status_ != cudaSuccess)                                                   \
-      GAT_FAIL("CUDA launch of ", kernel_name, " failed: ", cudaGetErrorName(gat_cuda_status_), \
-               " (", cudaGetErrorString(gat_cuda_status_), ")");                           \
+#define CUDA_CHECK_LAUNCH(kernel_name)                                                                \
+  do {                                                                                                \
+    cudaError_t gat_cuda_status_ = cudaGetLastError();                                                \
+    if (gat_cuda_status_ != cudaSuccess)                                                              \
+      GAT_FAIL("CUDA launch of ", kernel_name, " failed: ", cudaGetErrorName(gat_cuda_status_), " (", \
+               cudaGetErrorString(gat_cuda_status_), ")");                                            \
   } while (0)
 
-#define CUBLAS_CHECK(call)                                                                 \
-  do {                                                                                     \
-    cublasStatus_t gat_cublas_status_ = (call);                                            \
-    if (gat_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                       \
-      GAT_FAIL("cuBLAS error in ", #call, ": ", cublasGetStatusName(gat_cublas_status_));  \
+#define CUBLAS_CHECK(call)                                                                \
+  do {                                                                                    \
+    cublasStatus_t gat_cublas_status_ = (call);                                           \
+    if (gat_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                      \
+      GAT_FAIL("cuBLAS error in ", #call, ": ", cublasGetStatusName(gat_cublas_status_)); \
   } while (0)
 
 namespace gat::cuda {
-cudaStream_t stream();          // the stream ops queue on: the main one, or the side one (OnSideStream)
-cublasHandle_t cublas_handle(); // bound to stream()
+cudaStream_t stream();           // the stream ops queue on: the main one, or the side one (OnSideStream)
+cublasHandle_t cublas_handle();  // bound to stream()
 // The most blocks a 1-D grid-stride launch asks for: enough to fill any GPU many times over, and
 // far below the grid's x limit; larger problems loop.
 constexpr long long kMaxGridBlocks = 65535LL * 32;

@@ -66,7 +66,8 @@ Runtime& runtime() {
     CUDA_CHECK(cudaStreamCreateWithFlags(&r.side, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&r.fork, cudaEventDisableTiming));
     r.free_marks.resize(kSideMarks);
-    for (cudaEvent_t& event : r.free_marks) CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    for (cudaEvent_t& event : r.free_marks)
+      CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     // Workspaces of our own: cuBLAS then never allocates inside a call, which graph capture
     // needs (cuBLAS's own default for Hopper is 32 MiB).
     auto make_cublas = [](cudaStream_t stream, cublasHandle_t& handle, void*& workspace) {
@@ -119,8 +120,7 @@ std::unordered_set<void*> g_dead;  // guarded by g_sizes_mutex
 // Whether the capture on `stream` can still take a free node (an invalid operation ends it).
 bool capture_still_valid(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  return cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
-         status == cudaStreamCaptureStatusActive;
+  return cudaStreamIsCapturing(stream, &status) == cudaSuccess && status == cudaStreamCaptureStatusActive;
 }
 
 // Fails, before any CUDA call, an operation a capture cannot record (it would end the capture).
@@ -226,8 +226,8 @@ void* malloc(size_t bytes, const char* what) {
     cudaGetLastError();
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
-    GAT_FAIL(what, ": CUDA out of memory allocating ", bytes, " bytes (", free_bytes,
-             " bytes free of ", total_bytes, "): ", cudaGetErrorString(status));
+    GAT_FAIL(what, ": CUDA out of memory allocating ", bytes, " bytes (", free_bytes, " bytes free of ",
+             total_bytes, "): ", cudaGetErrorString(status));
   }
   std::lock_guard<std::mutex> lock(g_sizes_mutex);
   if (g_capture.active) g_capture.recorded[ptr] = what ? what : "unnamed";
@@ -327,8 +327,10 @@ CapturedGraph capture(const std::function<void()>& record, std::string* why) {
   if (failure.empty()) {
     cudaGraphExec_t exec = nullptr;
     const cudaError_t made = cudaGraphInstantiateWithFlags(&exec, graph, 0);
-    if (made == cudaSuccess) out.exec_ = exec;
-    else failure = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
+    if (made == cudaSuccess)
+      out.exec_ = exec;
+    else
+      failure = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
   }
   if (graph) cudaGraphDestroy(graph);
   cudaGetLastError();  // a failed capture leaves non-sticky errors behind; the stream is fine
@@ -393,8 +395,7 @@ __global__ void set_counter_kernel(uint64_t* counter, uint64_t value) { *counter
 __global__ void advance_counter_kernel(uint64_t* counter, uint64_t by) { *counter += by; }
 }  // namespace
 
-DeviceCounter::DeviceCounter()
-    : ptr_(static_cast<uint64_t*>(malloc(sizeof(uint64_t), "DeviceCounter"))) {
+DeviceCounter::DeviceCounter() : ptr_(static_cast<uint64_t*>(malloc(sizeof(uint64_t), "DeviceCounter"))) {
   set(0);
 }
 DeviceCounter::~DeviceCounter() { free(ptr_); }
@@ -419,7 +420,8 @@ Event::~Event() { cudaEventDestroy(static_cast<cudaEvent_t>(event_)); }
 void Event::record() { CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), stream())); }
 double Event::elapsed_ms(const Event& start, const Event& end) {
   float ms = 0.0f;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.event_), static_cast<cudaEvent_t>(end.event_)));
+  CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.event_),
+                                  static_cast<cudaEvent_t>(end.event_)));
   return ms;
 }
 
@@ -429,7 +431,8 @@ HostBuffer::HostBuffer(size_t bytes) : bytes_(bytes) {
 }
 HostBuffer::~HostBuffer() { cudaFreeHost(data_); }
 void HostBuffer::copy_from_device(const void* src, size_t bytes) {
-  GAT_CHECK(bytes <= bytes_, "cuda::HostBuffer::copy_from_device: ", bytes, " bytes do not fit the buffer's ", bytes_);
+  GAT_CHECK(bytes <= bytes_, "cuda::HostBuffer::copy_from_device: ", bytes, " bytes do not fit the buffer's ",
+            bytes_);
   check_not_capturing("a copy to the host");
   CUDA_CHECK(cudaMemcpyAsync(data_, src, bytes, cudaMemcpyDeviceToHost, stream()));
 }

@@ -138,8 +138,8 @@ class DeviceCounter {
   DeviceCounter(const DeviceCounter&) = delete;
   DeviceCounter& operator=(const DeviceCounter&) = delete;
   const uint64_t* get() const { return ptr_; }
-  void set(uint64_t value);          // queued on the stream
-  void advance(uint64_t by);         // queued on the stream: *get() += by
+  void set(uint64_t value);   // queued on the stream
+  void advance(uint64_t by);  // queued on the stream: *get() += by
 
  private:
   uint64_t* ptr_ = nullptr;
@@ -154,7 +154,7 @@ class Event {
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
-  void record();  // queued on the stream
+  void record();                                                   // queued on the stream
   static double elapsed_ms(const Event& start, const Event& end);  // both passed
 
  private:
@@ -188,8 +188,8 @@ void reset_peak_memory();
 // malloc (Tensor::empty's `what`; op outputs are "tensor") and size, the most bytes first.
 struct PeakBlocks {
   std::string what;
-  size_t bytes = 0;   // of one block
-  size_t count = 0;   // blocks of this name and size
+  size_t bytes = 0;  // of one block
+  size_t count = 0;  // blocks of this name and size
 };
 std::vector<PeakBlocks> peak_memory_breakdown();
 

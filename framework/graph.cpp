@@ -28,7 +28,8 @@ void check_csr(const char* op, int64_t n, const int32_t* row_ptr, int64_t e, con
   const int64_t i = detail::first_index_where(n, [&](int64_t r) { return row_ptr[r + 1] < row_ptr[r]; });
   GAT_CHECK(i == n, op, ": row_ptr decreases at node ", i, " (", row_ptr[i], " then ", row_ptr[i + 1], ")");
   GAT_CHECK(row_ptr[n] == e, op, ": row_ptr[N] is ", row_ptr[n], " but col_idx has ", e, " edges");
-  const int64_t k = detail::first_index_where(e, [&](int64_t x) { return col_idx[x] < 0 || col_idx[x] >= num_src; });
+  const int64_t k =
+      detail::first_index_where(e, [&](int64_t x) { return col_idx[x] < 0 || col_idx[x] >= num_src; });
   GAT_CHECK(k == e, op, ": edge ", k, " has source ", col_idx[k], " outside [0, ", num_src, ")");
 }
 
@@ -63,8 +64,8 @@ Tensor row_pointers(const char* op, const std::vector<int64_t>& ends) {
 }  // namespace
 
 int64_t Graph::num_nodes() const {
-  GAT_CHECK(!is_bipartite(), "Graph::num_nodes: the graph is bipartite (", num_src_nodes_,
-            " sources, ", num_dst_nodes_, " destinations): ask num_src_nodes() or num_dst_nodes()");
+  GAT_CHECK(!is_bipartite(), "Graph::num_nodes: the graph is bipartite (", num_src_nodes_, " sources, ",
+            num_dst_nodes_, " destinations): ask num_src_nodes() or num_dst_nodes()");
   return num_dst_nodes_;
 }
 
@@ -87,13 +88,15 @@ Graph Graph::build(int64_t num_src, int64_t num_dst, const std::vector<int32_t>&
   GAT_CHECK(num_src >= 0 && num_src <= kMaxIndex && num_dst >= 0 && num_dst <= kMaxIndex,
             "Graph::from_edges: ", num_src, " sources and ", num_dst, " destinations: each must be in [0, ",
             kMaxIndex, "]");
-  GAT_CHECK(!options.symmetrize || num_src == num_dst, "Graph::from_edges: symmetrize needs one node set, but the "
-            "graph is bipartite (", num_src, " sources, ", num_dst, " destinations)");
-  GAT_CHECK(src.size() == dst.size(), "Graph::from_edges: ", src.size(), " sources but ",
-            dst.size(), " destinations");
+  GAT_CHECK(!options.symmetrize || num_src == num_dst,
+            "Graph::from_edges: symmetrize needs one node set, but the "
+            "graph is bipartite (",
+            num_src, " sources, ", num_dst, " destinations)");
+  GAT_CHECK(src.size() == dst.size(), "Graph::from_edges: ", src.size(), " sources but ", dst.size(),
+            " destinations");
   const int64_t m = static_cast<int64_t>(src.size()), n = num_dst;
   const int64_t loops = options.add_self_loops ? std::min(num_src, num_dst) : 0;  // (i, i) for i < loops
-  const int32_t *s = src.data(), *d = dst.data();  // (m,)
+  const int32_t *s = src.data(), *d = dst.data();                                 // (m,)
   const int64_t bad = detail::first_index_where(
       m, [&](int64_t k) { return s[k] < 0 || s[k] >= num_src || d[k] < 0 || d[k] >= n; });
   if (bad < m) {
@@ -277,9 +280,9 @@ Graph Graph::from_sorted_csr(int64_t num_src, Tensor row_ptr, Tensor col_idx) {
   Tensor t_edge_dst = Tensor::empty({e}, DType::i32, Device::cpu, "Graph t_edge_dst");
   Tensor t_edge_id = Tensor::empty({e}, DType::i32, Device::cpu, "Graph t_edge_id");
   int32_t *td = t_edge_dst.data<int32_t>(), *tid = t_edge_id.data<int32_t>();  // (E,)
-  using EdgeAndDst = std::pair<int32_t, int32_t>;  // (edge id, destination)
+  using EdgeAndDst = std::pair<int32_t, int32_t>;                              // (edge id, destination)
   std::unique_ptr<int32_t[]> staged_src(new int32_t[static_cast<size_t>(e)]);  // (E,) between the passes
-  const std::vector<int64_t> t_offsets = detail::bucket_sort<EdgeAndDst>(  // (Ns+1,)
+  const std::vector<int64_t> t_offsets = detail::bucket_sort<EdgeAndDst>(      // (Ns+1,)
       "Graph (transpose)", e, num_src,
       [&](int64_t begin, int64_t end, auto&& emit) {
         for (int64_t k = begin; k < end; ++k) emit(col[k], EdgeAndDst(static_cast<int32_t>(k), ed[k]));
@@ -374,8 +377,8 @@ Graph Graph::with_self_loops() const {
   // min(Ns, Nd) (a row i >= min(Ns, Nd) has no source i: it is kept as it is).
   const Tensor rp_host = row_ptr_.defined() ? row_ptr_.to(Device::cpu) : Tensor::zeros({1}, DType::i32);
   const Tensor src_host = row_ptr_.defined() ? edge_src_.to(Device::cpu) : Tensor::zeros({0}, DType::i32);
-  const int32_t* rp = rp_host.data<int32_t>();    // (Nd+1,)
-  const int32_t* col = src_host.data<int32_t>();  // (E,)
+  const int32_t* rp = rp_host.data<int32_t>();               // (Nd+1,)
+  const int32_t* col = src_host.data<int32_t>();             // (E,)
   std::vector<int64_t> ends(static_cast<size_t>(n) + 1, 0);  // (Nd+1,) running row lengths
 #pragma omp parallel for if (n > detail::kParallelItems)
   for (int64_t i = 0; i < n; ++i) {
@@ -430,8 +433,8 @@ void Graph::validate() const {
               num_dst_nodes_, " destinations but no index arrays");
     return;
   }
-  const Tensor* all[] = {&row_ptr_,       &edge_src_,       &t_row_ptr_,     &t_edge_dst_,
-                         &t_edge_id_,     &edge_dst_,       &row_chunk_ptr_, &t_row_chunk_ptr_,
+  const Tensor* all[] = {&row_ptr_,       &edge_src_,        &t_row_ptr_,     &t_edge_dst_,
+                         &t_edge_id_,     &edge_dst_,        &row_chunk_ptr_, &t_row_chunk_ptr_,
                          &row_chunk_row_, &t_row_chunk_row_, &row_order_,     &t_row_order_};
   const char* names[] = {"row_ptr",       "edge_src",        "t_row_ptr",     "t_edge_dst",
                          "t_edge_id",     "edge_dst",        "row_chunk_ptr", "t_row_chunk_ptr",
@@ -453,10 +456,8 @@ void Graph::validate() const {
   check_shape(op, "t_row_chunk_ptr", t_row_chunk_ptr_, {ns + 1});
 
   const std::vector<int32_t> rp = row_ptr_.to_vector<int32_t>(), ci = edge_src_.to_vector<int32_t>();
-  const std::vector<int32_t> trp = t_row_ptr_.to_vector<int32_t>(),
-                             tci = t_edge_dst_.to_vector<int32_t>(),
-                             tid = t_edge_id_.to_vector<int32_t>(),
-                             ed = edge_dst_.to_vector<int32_t>();
+  const std::vector<int32_t> trp = t_row_ptr_.to_vector<int32_t>(), tci = t_edge_dst_.to_vector<int32_t>(),
+                             tid = t_edge_id_.to_vector<int32_t>(), ed = edge_dst_.to_vector<int32_t>();
   check_csr(op, n, rp.data(), e, ci.data(), ns);
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t k = rp[i]; k < rp[i + 1]; ++k) {
@@ -469,10 +470,11 @@ void Graph::validate() const {
   GAT_CHECK(rows.max_degree == max_in_degree_, op, ": max_in_degree is ", max_in_degree_, ", computed ",
             rows.max_degree);
   const int64_t loop_nodes = std::min(ns, n);
-  GAT_CHECK(rows.self_loops == num_self_loops_ && rows.one_loop_per_node(loop_nodes) == one_self_loop_per_node_,
-            op, ": the graph records ", num_self_loops_, " self loops",
-            one_self_loop_per_node_ ? ", one per node" : "", "; its rows hold ", rows.self_loops, " in ",
-            rows.rows_with_one_loop, " of ", loop_nodes, " rows with exactly one");
+  GAT_CHECK(
+      rows.self_loops == num_self_loops_ && rows.one_loop_per_node(loop_nodes) == one_self_loop_per_node_, op,
+      ": the graph records ", num_self_loops_, " self loops", one_self_loop_per_node_ ? ", one per node" : "",
+      "; its rows hold ", rows.self_loops, " in ", rows.rows_with_one_loop, " of ", loop_nodes,
+      " rows with exactly one");
 
   // The transpose: same CSR checks, rows sorted by destination, every edge id exactly once and
   // naming an edge with this source and destination.
@@ -486,14 +488,13 @@ void Graph::validate() const {
       GAT_CHECK(id >= 0 && id < e, op, ": t_edge_id[", k, "] is ", id, ", outside [0, ", e, ")");
       GAT_CHECK(!seen[id], op, ": t_edge_id names edge ", id, " twice (at position ", k, ")");
       seen[id] = 1;
-      GAT_CHECK(ci[id] == j && ed[id] == tci[k], op, ": transpose position ", k, " (", j, " -> ",
-                tci[k], ") names edge ", id, " which is ", ci[id], " -> ", ed[id]);
+      GAT_CHECK(ci[id] == j && ed[id] == tci[k], op, ": transpose position ", k, " (", j, " -> ", tci[k],
+                ") names edge ", id, " which is ", ci[id], " -> ", ed[id]);
       GAT_CHECK(k == trp[j] || tci[k - 1] <= tci[k], op, ": transpose row ", j,
                 " is not sorted by destination at position ", k);
     }
   }
-  GAT_CHECK(max_out == max_out_degree_, op, ": max_out_degree is ", max_out_degree_, ", computed ",
-            max_out);
+  GAT_CHECK(max_out == max_out_degree_, op, ": max_out_degree is ", max_out_degree_, ", computed ", max_out);
 
   // The chunks of long rows, as from_sorted_csr cuts them.
   const int chunk = chunk_edges_for(e, std::max(max_in_degree_, max_out_degree_));
@@ -525,11 +526,12 @@ Tensor edge_attr_in_graph_order(const Graph& graph, const std::vector<int32_t>& 
   check_float(op, "edge_attr", edge_attr);
   check_dim(op, "edge_attr", edge_attr, 2);
   const int64_t m = static_cast<int64_t>(src.size()), E = graph.num_edges(), D = edge_attr.size(1);
-  GAT_CHECK(src.size() == dst.size() && edge_attr.size(0) == m, op, ": ", src.size(), " sources, ", dst.size(),
-            " destinations and 'edge_attr' ", edge_attr.describe(), " must all have one row per input edge");
-  const std::vector<int32_t> rp = graph.row_ptr().defined() ? graph.row_ptr().to_vector<int32_t>()
-                                                            : std::vector<int32_t>{0};  // (N+1,)
-  const std::vector<int32_t> col = graph.sources();                                     // (E,)
+  GAT_CHECK(src.size() == dst.size() && edge_attr.size(0) == m, op, ": ", src.size(), " sources, ",
+            dst.size(), " destinations and 'edge_attr' ", edge_attr.describe(),
+            " must all have one row per input edge");
+  const std::vector<int32_t> rp =
+      graph.row_ptr().defined() ? graph.row_ptr().to_vector<int32_t>() : std::vector<int32_t>{0};  // (N+1,)
+  const std::vector<int32_t> col = graph.sources();                                                // (E,)
   // The id of edge s -> d in graph, or -1.
   auto edge_id = [&](int32_t s, int32_t d) -> int64_t {
     if (d < 0 || d + 1 >= static_cast<int64_t>(rp.size())) return -1;
@@ -560,7 +562,8 @@ Tensor edge_attr_in_graph_order(const Graph& graph, const std::vector<int32_t>& 
     }
   });
   const auto missing = std::find(reached.begin(), reached.end(), 0);
-  GAT_CHECK(missing == reached.end(), op, ": edge ", missing - reached.begin(), " of the graph is no input edge",
+  GAT_CHECK(missing == reached.end(), op, ": edge ", missing - reached.begin(),
+            " of the graph is no input edge",
             " (or its reverse): build the graph with Graph::from_edges from the same lists and options");
   return out.to(edge_attr.device());
 }

@@ -52,8 +52,8 @@ RowPlans plan_rows(int64_t num_edges, const Tensor& row_ptr, const Tensor& t_row
 // whose arrays were built elsewhere, e.g. sorted by PyTorch on the device (Graph::from_arrays).
 struct GraphArrays {
   int64_t num_src_nodes = 0, num_dst_nodes = 0;
-  Tensor row_ptr, edge_src, edge_dst;         // (Nd+1,), (E,), (E,) i32
-  Tensor t_row_ptr, t_edge_dst, t_edge_id;    // (Ns+1,), (E,), (E,) i32
+  Tensor row_ptr, edge_src, edge_dst;       // (Nd+1,), (E,), (E,) i32
+  Tensor t_row_ptr, t_edge_dst, t_edge_id;  // (Ns+1,), (E,), (E,) i32
   RowPlans plans;
   int64_t num_self_loops = 0;
   bool one_self_loop_per_node = false;
@@ -78,8 +78,8 @@ class Graph {
   static Graph from_edges(int64_t num_src, int64_t num_dst, std::vector<int32_t>&& src,
                           std::vector<int32_t>&& dst, const GraphBuildOptions& options = {});
   // A graph on one node set of num_nodes nodes.
-  static Graph from_edges(int64_t num_nodes, const std::vector<int32_t>& src,
-                          const std::vector<int32_t>& dst, const GraphBuildOptions& options = {}) {
+  static Graph from_edges(int64_t num_nodes, const std::vector<int32_t>& src, const std::vector<int32_t>& dst,
+                          const GraphBuildOptions& options = {}) {
     return from_edges(num_nodes, num_nodes, src, dst, options);
   }
   static Graph from_edges(int64_t num_nodes, std::vector<int32_t>&& src, std::vector<int32_t>&& dst,
@@ -105,9 +105,9 @@ class Graph {
   Device device() const { return row_ptr_.device(); }
 
   // By destination (CSR, the edge-id order): node i's in-edges are [row_ptr[i], row_ptr[i+1]).
-  const Tensor& row_ptr() const { return row_ptr_; }      // (Nd+1,) i32
-  const Tensor& edge_src() const { return edge_src_; }    // (E,) i32: source of each edge
-  const Tensor& edge_dst() const { return edge_dst_; }    // (E,) i32: destination of each edge
+  const Tensor& row_ptr() const { return row_ptr_; }    // (Nd+1,) i32
+  const Tensor& edge_src() const { return edge_src_; }  // (E,) i32: source of each edge
+  const Tensor& edge_dst() const { return edge_dst_; }  // (E,) i32: destination of each edge
   // By source (the transposed order): node j's out-edges are entries [t_row_ptr[j], t_row_ptr[j+1]).
   const Tensor& t_row_ptr() const { return t_row_ptr_; }    // (Ns+1,) i32
   const Tensor& t_edge_dst() const { return t_edge_dst_; }  // (E,) i32: destination of each entry

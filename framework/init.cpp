@@ -13,8 +13,8 @@ Tensor uniform(const Shape& shape, double bound, Generator& gen, DType dtype, De
   return Tensor::from_vector(values, shape).to(dtype).to(device);
 }
 
-Tensor glorot_uniform(const Shape& shape, int64_t fan_in, int64_t fan_out, Generator& gen,
-                      DType dtype, Device device) {
+Tensor glorot_uniform(const Shape& shape, int64_t fan_in, int64_t fan_out, Generator& gen, DType dtype,
+                      Device device) {
   GAT_CHECK(fan_in + fan_out > 0, "glorot_uniform: fan_in ", fan_in, " + fan_out ", fan_out,
             " must be positive (shape ", shape_str(shape), ")");
   return uniform(shape, std::sqrt(6.0 / static_cast<double>(fan_in + fan_out)), gen, dtype, device);

@@ -14,13 +14,11 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <tuple>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "gat/framework/quote.h"
-
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors stores little-endian bytes; this code copies them as they are in memory");
@@ -33,18 +31,25 @@ constexpr const char* kMetadataKey = "__metadata__";
 
 const char* st_dtype(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "F32";
-    case DType::f64: return "F64";
-    case DType::i32: return "I32";
+    case DType::f32:
+      return "F32";
+    case DType::f64:
+      return "F64";
+    case DType::i32:
+      return "I32";
   }
   return "?";
 }
 
 bool parse_st_dtype(const std::string& name, DType* dtype) {
-  if (name == "F32") *dtype = DType::f32;
-  else if (name == "F64") *dtype = DType::f64;
-  else if (name == "I32") *dtype = DType::i32;
-  else return false;
+  if (name == "F32")
+    *dtype = DType::f32;
+  else if (name == "F64")
+    *dtype = DType::f64;
+  else if (name == "I32")
+    *dtype = DType::i32;
+  else
+    return false;
   return true;
 }
 
@@ -91,8 +96,8 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
     GAT_CHECK(valid_utf8(name), "safetensors: ", path, ": tensor name ", quote(name), " is not valid UTF-8");
-    GAT_CHECK(name != kMetadataKey, "safetensors: ", path, ": a tensor may not be named '",
-              kMetadataKey, "'");
+    GAT_CHECK(name != kMetadataKey, "safetensors: ", path, ": a tensor may not be named '", kMetadataKey,
+              "'");
     GAT_CHECK(tensor.defined(), "safetensors: ", path, ": tensor '", name, "' is undefined");
     host.push_back(tensor.to(Device::cpu));
     const uint64_t bytes = tensor.nbytes();
@@ -212,7 +217,8 @@ void OutputFile::commit() {
 }
 
 bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0)
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
   std::error_code ea, eb;
@@ -250,7 +256,8 @@ Safetensors parse_safetensors(const std::string& file, const std::string& path) 
 
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<ptrdiff_t>(header_length));
+    header =
+        nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<ptrdiff_t>(header_length));
   } catch (const nlohmann::json::exception& e) {
     GAT_FAIL("safetensors: ", path, ": bad JSON header: ", e.what());
   }
@@ -298,16 +305,16 @@ Safetensors parse_safetensors(const std::string& file, const std::string& path) 
     }
 
     const nlohmann::json& joff = entry["data_offsets"];
-    GAT_CHECK(joff.is_array() && joff.size() == 2 && joff[0].is_number_unsigned() &&
-                  joff[1].is_number_unsigned(),
-              where, "data_offsets ", joff.dump(), " is not a pair of non-negative integers");
+    GAT_CHECK(
+        joff.is_array() && joff.size() == 2 && joff[0].is_number_unsigned() && joff[1].is_number_unsigned(),
+        where, "data_offsets ", joff.dump(), " is not a pair of non-negative integers");
     const uint64_t begin = joff[0].get<uint64_t>(), end = joff[1].get<uint64_t>();
     GAT_CHECK(begin <= end, where, "data_offsets [", begin, ", ", end, "] are reversed");
-    GAT_CHECK(end <= data_size, where, "data_offsets [", begin, ", ", end, "] run past the ",
-              data_size, " data bytes in the file (truncated file?)");
+    GAT_CHECK(end <= data_size, where, "data_offsets [", begin, ", ", end, "] run past the ", data_size,
+              " data bytes in the file (truncated file?)");
     const uint64_t expected = numel * dtype_size(dtype);
-    GAT_CHECK(end - begin == expected, where, "data_offsets [", begin, ", ", end, "] hold ",
-              end - begin, " bytes but ", st_dtype(dtype), " ", shape_str(shape), " needs ", expected);
+    GAT_CHECK(end - begin == expected, where, "data_offsets [", begin, ", ", end, "] hold ", end - begin,
+              " bytes but ", st_dtype(dtype), " ", shape_str(shape), " needs ", expected);
 
     Tensor t = Tensor::empty(shape, dtype, Device::cpu, "safetensors tensor");
     copy_bytes(t.raw_data(), Device::cpu, data + begin, Device::cpu, expected);  // 0 bytes: no-op
@@ -323,7 +330,8 @@ Safetensors parse_safetensors(const std::string& file, const std::string& path) 
   const std::string* previous = nullptr;
   for (const Extent& x : extents) {
     GAT_CHECK(x.begin >= covered, "safetensors: ", path, ": tensor ", quote(x.name), " (bytes ", x.begin,
-              "..", x.end, ") overlaps tensor ", quote(previous ? *previous : ""), " (ending at ", covered, ")");
+              "..", x.end, ") overlaps tensor ", quote(previous ? *previous : ""), " (ending at ", covered,
+              ")");
     GAT_CHECK(x.begin == covered, "safetensors: ", path, ": bytes ", covered, "..", x.begin,
               " before tensor ", quote(x.name), " belong to no tensor");
     covered = x.end;
@@ -381,7 +389,8 @@ std::string read_regular_file(const std::string& path) {
     char target[4096];
     const ssize_t length = errno == ENOENT ? ::readlink(path.c_str(), target, sizeof target) : -1;
     GAT_CHECK(length < 0, path, ": cannot open: a symbolic link to ",
-              std::string_view(target, static_cast<size_t>(std::max<ssize_t>(length, 0))), ", which does not exist");
+              std::string_view(target, static_cast<size_t>(std::max<ssize_t>(length, 0))),
+              ", which does not exist");
     GAT_FAIL(path, ": cannot open: ", why);
   }
   struct stat st {};
@@ -504,8 +513,8 @@ void copy_into(Module& module, const Safetensors& file, const std::string& path)
   }
   for (const auto& entry : file.tensors) {  // (no structured binding: C++17 lambdas cannot capture one)
     if (is_run_entry(entry.first)) continue;
-    const bool known = std::any_of(params.begin(), params.end(),
-                                   [&](const auto& np) { return np.first == entry.first; });
+    const bool known =
+        std::any_of(params.begin(), params.end(), [&](const auto& np) { return np.first == entry.first; });
     GAT_CHECK(known, "load_into: ", path, ": unexpected tensor ", quote(entry.first), " ",
               entry.second.describe(), " (the module has no such parameter or buffer)");
   }

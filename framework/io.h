@@ -25,7 +25,7 @@
 
 namespace gat::io {
 
-using TensorMap = std::map<std::string, Tensor>;       // sorted by name
+using TensorMap = std::map<std::string, Tensor>;      // sorted by name
 using Metadata = std::map<std::string, std::string>;  // the "__metadata__" object
 
 struct Safetensors {

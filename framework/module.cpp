@@ -44,8 +44,8 @@ int64_t Module::num_parameters() const {
 
 // Parameters, buffers and submodules share one namespace per module.
 void Module::check_new_name(const char* what, const std::string& name) const {
-  GAT_CHECK(!name.empty() && name.find('.') == std::string::npos, "Module::", what, ": invalid name '",
-            name, "' (non-empty, no '.')");
+  GAT_CHECK(!name.empty() && name.find('.') == std::string::npos, "Module::", what, ": invalid name '", name,
+            "' (non-empty, no '.')");
   for (const auto& [existing, tensor] : parameters_)
     GAT_CHECK(existing != name, "Module::", what, ": '", name, "' is already a parameter");
   for (const auto& [existing, tensor] : buffers_)

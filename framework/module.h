@@ -36,8 +36,8 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  void zero_grad();            // drops every parameter's gradient
-  void to(Device device);      // moves every parameter and buffer in place (handles stay valid)
+  void zero_grad();                // drops every parameter's gradient
+  void to(Device device);          // moves every parameter and buffer in place (handles stay valid)
   int64_t num_parameters() const;  // total elements
 
  protected:

@@ -6,9 +6,9 @@
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/reduce.h"
-#include "gat/framework/ops/detail/loops.h"
 
 namespace gat {
 
@@ -16,8 +16,8 @@ namespace {
 
 void check_adam(const char* name, double lr, double beta1, double beta2, double eps, double wd) {
   GAT_CHECK(lr >= 0, name, ": invalid learning rate ", lr);
-  GAT_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, name, ": invalid betas (", beta1,
-            ", ", beta2, "), each must be in [0, 1)");
+  GAT_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, name, ": invalid betas (", beta1, ", ", beta2,
+            "), each must be in [0, 1)");
   GAT_CHECK(eps >= 0, name, ": invalid eps ", eps);
   GAT_CHECK(wd >= 0, name, ": invalid weight_decay ", wd);
 }
@@ -25,8 +25,10 @@ void check_adam(const char* name, double lr, double beta1, double beta2, double 
 // A state buffer for `param`: zeros on the parameter's device, created on first use and moved
 // along when the parameter has moved.
 void ensure_buffer(Tensor& buffer, const Tensor& param) {
-  if (!buffer.defined()) buffer = Tensor::zeros(param.shape(), param.dtype(), param.device());
-  else buffer.move_to_(param.device());
+  if (!buffer.defined())
+    buffer = Tensor::zeros(param.shape(), param.dtype(), param.device());
+  else
+    buffer.move_to_(param.device());
 }
 
 template <class T>
@@ -49,11 +51,15 @@ void cpu_step(const optim::Slot<T>& slot) {
 }  // namespace
 
 Optimizer::Optimizer(std::vector<Tensor> params, double lr)
-    : lr_(lr), params_(std::move(params)), buffer1_(params_.size()), buffer2_(params_.size()), steps_(params_.size(), 0) {
+    : lr_(lr),
+      params_(std::move(params)),
+      buffer1_(params_.size()),
+      buffer2_(params_.size()),
+      steps_(params_.size(), 0) {
   for (size_t i = 0; i < params_.size(); ++i) {
     check_float("Optimizer", "parameter", params_[i]);
-    GAT_CHECK(params_[i].requires_grad() && !params_[i].impl().grad_fn, "Optimizer: parameter ", i,
-              " ", params_[i].describe(), " is not a leaf that requires grad");
+    GAT_CHECK(params_[i].requires_grad() && !params_[i].impl().grad_fn, "Optimizer: parameter ", i, " ",
+              params_[i].describe(), " is not a leaf that requires grad");
   }
 }
 
@@ -182,13 +188,19 @@ void Optimizer::apply(const optim::Rule& rule, int buffers) {
     const int64_t step = recording ? steps_[i] + 1 : ++steps_[i];
     dispatch_float(p.dtype(), "Optimizer", [&](auto zero) {
       using T = decltype(zero);
-      const optim::Slot<T> slot{p.data<T>(), g.data<T>(), data_or_null<T>(buffer1_[i]),
-                                data_or_null<T>(buffer2_[i]), static_cast<long long>(p.numel()),
+      const optim::Slot<T> slot{p.data<T>(),
+                                g.data<T>(),
+                                data_or_null<T>(buffer1_[i]),
+                                data_or_null<T>(buffer2_[i]),
+                                static_cast<long long>(p.numel()),
                                 optim::scalars_for<T>(rule, step),
                                 p.is_cuda() ? device_steps_.data<int32_t>() + i : nullptr};
-      if (!p.is_cuda()) cpu_step(slot);
-      else if constexpr (std::is_same_v<T, float>) cuda_f32.push_back(slot);
-      else cuda_f64.push_back(slot);
+      if (!p.is_cuda())
+        cpu_step(slot);
+      else if constexpr (std::is_same_v<T, float>)
+        cuda_f32.push_back(slot);
+      else
+        cuda_f64.push_back(slot);
     });
   }
   if (!cuda_f32.empty()) GAT_CUDA_CALL(optim::cuda_impl::step(rule, cuda_f32));
@@ -280,13 +292,16 @@ double CosineAnnealingLR::next_lr(double current) const {
   if (t == 0) return current;
   if ((t - 1 - T_max_) % (2 * T_max_) == 0)
     return current + (base_lr() - eta_min_) * (1 - std::cos(pi / T)) / 2;
-  return (1 + std::cos(pi * static_cast<double>(t) / T)) / (1 + std::cos(pi * static_cast<double>(t - 1) / T)) *
-             (current - eta_min_) +
+  return (1 + std::cos(pi * static_cast<double>(t) / T)) /
+             (1 + std::cos(pi * static_cast<double>(t - 1) / T)) * (current - eta_min_) +
          eta_min_;
 }
 
 LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor, int64_t total_iters)
-    : LRScheduler(optimizer), start_factor_(start_factor), end_factor_(end_factor), total_iters_(total_iters) {
+    : LRScheduler(optimizer),
+      start_factor_(start_factor),
+      end_factor_(end_factor),
+      total_iters_(total_iters) {
   GAT_CHECK(start_factor > 0 && start_factor <= 1, "LinearLR: start_factor ", start_factor,
             " must be in (0, 1]");
   GAT_CHECK(end_factor >= 0 && end_factor <= 1, "LinearLR: end_factor ", end_factor, " must be in [0, 1]");
@@ -298,9 +313,9 @@ double LinearLR::next_lr(double current) const {
   const int64_t t = last_epoch();
   if (t == 0) return current * start_factor_;
   if (t > total_iters_) return current;
-  return current * (1 + (end_factor_ - start_factor_) /
-                            (static_cast<double>(total_iters_) * start_factor_ +
-                             static_cast<double>(t - 1) * (end_factor_ - start_factor_)));
+  return current *
+         (1 + (end_factor_ - start_factor_) / (static_cast<double>(total_iters_) * start_factor_ +
+                                               static_cast<double>(t - 1) * (end_factor_ - start_factor_)));
 }
 
 }  // namespace gat

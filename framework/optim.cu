@@ -74,12 +74,13 @@ void launch(const Rule& rule, const std::vector<Slot<T>>& slots) {
       batch.first_block[batch.count] = static_cast<int>(blocks);
       batch.slots[batch.count++] = slots[i];
       blocks += (slots[i].n + kBlockElements - 1) / kBlockElements;
-      GAT_CHECK(blocks <= INT32_MAX, "optimizer step: parameters of more than 2^31 blocks of ", kBlockElements,
-                " elements in one launch");
+      GAT_CHECK(blocks <= INT32_MAX, "optimizer step: parameters of more than 2^31 blocks of ",
+                kBlockElements, " elements in one launch");
     }
     batch.first_block[batch.count] = static_cast<int>(blocks);
     // At least one block, whose last-block work advances the counts when no parameter has elements.
-    optimizer_step_kernel<T><<<static_cast<unsigned>(std::max(blocks, 1LL)), kThreads, 0, cuda::stream()>>>(batch);
+    optimizer_step_kernel<T>
+        <<<static_cast<unsigned>(std::max(blocks, 1LL)), kThreads, 0, cuda::stream()>>>(batch);
     CUDA_CHECK_LAUNCH("optimizer_step_kernel");
   }
 }

@@ -74,8 +74,8 @@ class Optimizer {
   std::vector<Tensor> buffer1_, buffer2_;  // per parameter, same shape/dtype/device, lazily made
   std::vector<int64_t> steps_;
   std::vector<bool> recorded_updates_;  // the parameters the step recorded in a CUDA graph updates
-  Tensor device_steps_;        // (P,) i32 on the CUDA device: steps_ as the kernels see them
-  bool device_steps_current_ = false;  // false after a CPU update or before the first CUDA one
+  Tensor device_steps_;                 // (P,) i32 on the CUDA device: steps_ as the kernels see them
+  bool device_steps_current_ = false;   // false after a CPU update or before the first CUDA one
 };
 
 struct AdamOptions {

@@ -54,8 +54,10 @@ GAT_HOST_DEVICE void update_element(const Scalars<T>& s, T& p, T g, T& m, T& v) 
     p += -s.lr * g;
     return;
   }
-  if (s.kind == Kind::adamw) p *= T(1) - s.lr * s.weight_decay;
-  else if (s.weight_decay != T(0)) g += s.weight_decay * p;
+  if (s.kind == Kind::adamw)
+    p *= T(1) - s.lr * s.weight_decay;
+  else if (s.weight_decay != T(0))
+    g += s.weight_decay * p;
   m += (T(1) - s.beta1) * (g - m);  // lerp(m, g, 1 - beta1)
   v = v * s.beta2 + (T(1) - s.beta2) * g * g;
   const T denom = std::sqrt(v) / s.bias_correction2_sqrt + s.eps;
@@ -67,13 +69,13 @@ GAT_HOST_DEVICE void update_element(const Scalars<T>& s, T& p, T g, T& m, T& v) 
 // uses the right bias corrections at every replay. On the CPU (step null) `scalars` hold them.
 template <class T>
 struct Slot {
-  T* param;        // (n,)
-  const T* grad;   // (n,)
-  T* buffer1;      // (n,) or null
-  T* buffer2;      // (n,) or null
+  T* param;       // (n,)
+  const T* grad;  // (n,)
+  T* buffer1;     // (n,) or null
+  T* buffer2;     // (n,) or null
   long long n;
   Scalars<T> scalars;
-  int32_t* step;   // CUDA: the update count before this step, or null
+  int32_t* step;  // CUDA: the update count before this step, or null
 };
 
 // Up to kMaxSlots parameters per launch: the slots travel as a kernel argument (< 4 KiB).

@@ -69,7 +69,7 @@ GAT_HOST_DEVICE float philox_uniform(uint64_t seed, uint64_t stream, uint64_t in
 // consecutive elements: loops over contiguous elements draw it once (keep4), scattered ones
 // (sparse entries, edges) call keep() and use one word of it.
 struct DropoutKey {
-  float p = 0.0f;       // drop probability in [0, 1)
+  float p = 0.0f;  // drop probability in [0, 1)
   uint64_t seed = 0;
   uint64_t stream = 0;
   // Set only in keys made while a CUDA graph records (Generator::begin_device_streams): the
@@ -93,8 +93,8 @@ struct DropoutKey {
     return key;
   }
   GAT_HOST_DEVICE bool keep(uint64_t index) const {
-    return uniform24(philox4x32(seed, effective_stream(), index >> 2)
-                         .word(static_cast<unsigned>(index & 3))) >= p;
+    return uniform24(
+               philox4x32(seed, effective_stream(), index >> 2).word(static_cast<unsigned>(index & 3))) >= p;
   }
   // keep(4 * block + k) in bit k, k = 0..3, from one Philox call.
   GAT_HOST_DEVICE unsigned keep4(uint64_t block) const {

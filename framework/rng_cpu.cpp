@@ -41,8 +41,7 @@ void keep4_scalar(const DropoutKey& key, const uint64_t* blocks, int64_t n, uint
 constexpr int kChains = 4;
 
 // blocks[first, first + step) where they all exist, else a zero-padded copy in `pad` (step,).
-const uint64_t* step_counters(const uint64_t* blocks, int64_t first, int64_t n, int64_t step,
-                              uint64_t* pad) {
+const uint64_t* step_counters(const uint64_t* blocks, int64_t first, int64_t n, int64_t step, uint64_t* pad) {
   if (n - first >= step) return blocks + first;
   std::fill(pad, pad + step, uint64_t{0});
   std::copy(blocks + first, blocks + n, pad);
@@ -148,8 +147,8 @@ struct Avx2 {
     const Vec low_then_high = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     const Vec a = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const Vec*>(counters)),
                                               low_then_high);
-    const Vec b = _mm256_permutevar8x32_epi32(
-        _mm256_loadu_si256(reinterpret_cast<const Vec*>(counters + 4)), low_then_high);
+    const Vec b = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const Vec*>(counters + 4)),
+                                              low_then_high);
     lo = _mm256_permute2x128_si256(a, b, 0x20);
     hi = _mm256_permute2x128_si256(a, b, 0x31);
   }
@@ -195,7 +194,7 @@ bool keep4_path_supported(Keep4Path path) {
 Keep4Path keep4_best_path() {
   static const Keep4Path best = keep4_path_supported(Keep4Path::avx512) ? Keep4Path::avx512
                                 : keep4_path_supported(Keep4Path::avx2) ? Keep4Path::avx2
-                                                                         : Keep4Path::scalar;
+                                                                        : Keep4Path::scalar;
   return best;
 }
 
@@ -231,10 +230,10 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "kBlockBytes is laid ou
 constexpr uint32_t block_bytes(unsigned bits) {
   return (bits & 1u) | ((bits >> 1) & 1u) << 8 | ((bits >> 2) & 1u) << 16 | ((bits >> 3) & 1u) << 24;
 }
-constexpr uint32_t kBlockBytes[16] = {
-    block_bytes(0),  block_bytes(1),  block_bytes(2),  block_bytes(3),  block_bytes(4),  block_bytes(5),
-    block_bytes(6),  block_bytes(7),  block_bytes(8),  block_bytes(9),  block_bytes(10), block_bytes(11),
-    block_bytes(12), block_bytes(13), block_bytes(14), block_bytes(15)};
+constexpr uint32_t kBlockBytes[16] = {block_bytes(0),  block_bytes(1),  block_bytes(2),  block_bytes(3),
+                                      block_bytes(4),  block_bytes(5),  block_bytes(6),  block_bytes(7),
+                                      block_bytes(8),  block_bytes(9),  block_bytes(10), block_bytes(11),
+                                      block_bytes(12), block_bytes(13), block_bytes(14), block_bytes(15)};
 }  // namespace
 
 KeepMask::KeepMask(const DropoutKey& key, int64_t n) : kept_(static_cast<size_t>(n)) {

@@ -37,8 +37,7 @@ namespace detail {
 enum class Keep4Path { scalar, avx2, avx512 };
 bool keep4_path_supported(Keep4Path path);
 Keep4Path keep4_best_path();  // the one keep4_blocks uses
-void keep4_blocks_on(Keep4Path path, const DropoutKey& key, const uint64_t* blocks, int64_t n,
-                     uint8_t* keep);
+void keep4_blocks_on(Keep4Path path, const DropoutKey& key, const uint64_t* blocks, int64_t n, uint8_t* keep);
 }  // namespace detail
 
 }  // namespace gat

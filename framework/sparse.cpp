@@ -1,11 +1,11 @@
 #include "gat/framework/sparse.h"
 
-#include "gat/framework/detail/host_parallel.h"
-
 #include <algorithm>
 #include <limits>
 #include <sstream>
 #include <vector>
+
+#include "gat/framework/detail/host_parallel.h"
 
 namespace gat {
 
@@ -21,7 +21,7 @@ CsrMatrix CsrMatrix::from_dense(const Tensor& dense) {
   const size_t rows = static_cast<size_t>(m.rows_), cols = static_cast<size_t>(m.cols_);
   dispatch_float(host.dtype(), "CsrMatrix::from_dense", [&](auto zero) {
     using T = decltype(zero);
-    const T* x = host.data<T>();  // (rows, cols)
+    const T* x = host.data<T>();                                  // (rows, cols)
     std::vector<int32_t> row_ptr(rows + 1, 0), col_idx, row_idx;  // (rows+1,), (nnz,), (nnz,)
     std::vector<T> values;                                        // (nnz,)
     std::vector<int32_t> t_row_ptr(cols + 1, 0);                  // (cols+1,)
@@ -40,10 +40,12 @@ CsrMatrix CsrMatrix::from_dense(const Tensor& dense) {
     }
     for (size_t k = 0; k < cols; ++k) t_row_ptr[k + 1] += t_row_ptr[k];
     // Entries in id order visit rows in ascending order, so each column comes out sorted by row.
-    std::vector<int32_t> t_entry(col_idx.size());                 // (nnz,)
+    std::vector<int32_t> t_entry(col_idx.size());                       // (nnz,)
     std::vector<int32_t> fill(t_row_ptr.begin(), t_row_ptr.end() - 1);  // (cols,)
-    for (size_t e = 0; e < col_idx.size(); ++e) t_entry[static_cast<size_t>(fill[col_idx[e]]++)] = static_cast<int32_t>(e);
-    std::vector<int32_t> t_piece_ptr(cols + 1, 0), t_piece_col, t_split_cols;  // (cols+1,), (pieces,), (splits,)
+    for (size_t e = 0; e < col_idx.size(); ++e)
+      t_entry[static_cast<size_t>(fill[col_idx[e]]++)] = static_cast<int32_t>(e);
+    std::vector<int32_t> t_piece_ptr(cols + 1, 0), t_piece_col,
+        t_split_cols;  // (cols+1,), (pieces,), (splits,)
     for (size_t k = 0; k < cols; ++k) {
       const int32_t length = t_row_ptr[k + 1] - t_row_ptr[k];
       const int32_t pieces = std::max<int32_t>(1, (length + kPieceEntries - 1) / kPieceEntries);
@@ -92,8 +94,8 @@ CsrMatrix CsrMatrix::to(Device device) const {
 CsrMatrix CsrMatrix::with_values(const Tensor& values) const {
   check_float("CsrMatrix::with_values", "values", values);
   check_shape("CsrMatrix::with_values", "values", values, {nnz()});
-  GAT_CHECK(values.device() == device(), "CsrMatrix::with_values: values on ",
-            device_name(values.device()), ", the matrix on ", device_name(device()));
+  GAT_CHECK(values.device() == device(), "CsrMatrix::with_values: values on ", device_name(values.device()),
+            ", the matrix on ", device_name(device()));
   CsrMatrix out = *this;
   out.values_ = values;
   return out;
@@ -102,8 +104,8 @@ CsrMatrix CsrMatrix::with_values(const Tensor& values) const {
 std::string CsrMatrix::describe() const {
   if (!values_.defined()) return "csr (empty)";
   std::ostringstream s;
-  s << "csr " << dtype_name(dtype()) << ' ' << device_name(device()) << ' '
-    << shape_str({rows_, cols_}) << " nnz " << nnz();
+  s << "csr " << dtype_name(dtype()) << ' ' << device_name(device()) << ' ' << shape_str({rows_, cols_})
+    << " nnz " << nnz();
   return s.str();
 }
 

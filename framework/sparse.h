@@ -65,8 +65,8 @@ class CsrMatrix {
 
  private:
   int64_t rows_ = 0, cols_ = 0;
-  Tensor row_ptr_, col_idx_, row_idx_, values_, t_row_ptr_, t_entry_, t_piece_ptr_, t_piece_col_, t_split_cols_,
-      t_piece_arrivals_;
+  Tensor row_ptr_, col_idx_, row_idx_, values_, t_row_ptr_, t_entry_, t_piece_ptr_, t_piece_col_,
+      t_split_cols_, t_piece_arrivals_;
 };
 
 // The node features a layer takes: a dense (N, F) tensor or a CsrMatrix. Converts implicitly from

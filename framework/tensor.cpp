@@ -15,18 +15,24 @@ namespace gat {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::i32: return 4;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
+    case DType::i32:
+      return 4;
   }
   GAT_FAIL("dtype_size: unknown dtype ", static_cast<int>(dtype));
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::i32: return "i32";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::i32:
+      return "i32";
   }
   return "unknown";
 }
@@ -72,9 +78,12 @@ Storage::Storage(void* data, size_t bytes, Device device, std::shared_ptr<void> 
 
 Storage::~Storage() {
   if (!data_ || !owned_) return;
-  if (device_ == Device::cpu) std::free(data_);
-  else if (allocator_) allocator_->deallocate(data_);
-  else cuda::free(data_);
+  if (device_ == Device::cpu)
+    std::free(data_);
+  else if (allocator_)
+    allocator_->deallocate(data_);
+  else
+    cuda::free(data_);
 }
 
 namespace {
@@ -96,8 +105,10 @@ int64_t first_non_finite(const Tensor& t) {
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
-  if (dst_device == Device::cpu && src_device == Device::cpu) std::memcpy(dst, src, bytes);
-  else cuda::memcpy(dst, dst_device == Device::cuda, src, src_device == Device::cuda, bytes);
+  if (dst_device == Device::cpu && src_device == Device::cpu)
+    std::memcpy(dst, src, bytes);
+  else
+    cuda::memcpy(dst, dst_device == Device::cuda, src, src_device == Device::cuda, bytes);
 }
 
 // ---- Tensor -------------------------------------------------------------------
@@ -154,9 +165,12 @@ std::string Tensor::describe() const {
 double Tensor::item() const {
   GAT_CHECK(numel() == 1, "Tensor::item() on a tensor of ", describe(), " (needs one element)");
   switch (dtype()) {
-    case DType::f32: return to_vector<float>()[0];
-    case DType::f64: return to_vector<double>()[0];
-    case DType::i32: return to_vector<int32_t>()[0];
+    case DType::f32:
+      return to_vector<float>()[0];
+    case DType::f64:
+      return to_vector<double>()[0];
+    case DType::i32:
+      return to_vector<int32_t>()[0];
   }
   GAT_FAIL("Tensor::item: unknown dtype");
 }
@@ -176,15 +190,27 @@ Tensor Tensor::to(DType target) const {
   auto convert = [&](auto* dst) {
     using D = std::remove_pointer_t<decltype(dst)>;
     switch (dtype()) {
-      case DType::f32: for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<float>()[i]); break;
-      case DType::f64: for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<double>()[i]); break;
-      case DType::i32: for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<int32_t>()[i]); break;
+      case DType::f32:
+        for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<float>()[i]);
+        break;
+      case DType::f64:
+        for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<double>()[i]);
+        break;
+      case DType::i32:
+        for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<int32_t>()[i]);
+        break;
     }
   };
   switch (target) {
-    case DType::f32: convert(out.data<float>()); break;
-    case DType::f64: convert(out.data<double>()); break;
-    case DType::i32: convert(out.data<int32_t>()); break;
+    case DType::f32:
+      convert(out.data<float>());
+      break;
+    case DType::f64:
+      convert(out.data<double>());
+      break;
+    case DType::i32:
+      convert(out.data<int32_t>());
+      break;
   }
   return out.to(device());
 }
@@ -221,8 +247,8 @@ Tensor Tensor::view(const Shape& new_shape) const {
               shape_str(new_shape));
     resolved[static_cast<size_t>(infer)] = numel() / known;
   }
-  GAT_CHECK(shape_numel(resolved) == numel(), "view: cannot view ", shape_str(shape()), " (",
-            numel(), " elements) as ", shape_str(new_shape));
+  GAT_CHECK(shape_numel(resolved) == numel(), "view: cannot view ", shape_str(shape()), " (", numel(),
+            " elements) as ", shape_str(new_shape));
   Tensor out = detach();
   out.impl().shape = resolved;
   return out;
@@ -233,20 +259,23 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
             ") is not a range of rows of a tensor of ", describe());
   Tensor out = detach();
   out.impl().shape[0] = end - begin;
-  out.impl().offset += static_cast<size_t>(begin * (size(0) == 0 ? 0 : numel() / size(0))) * dtype_size(dtype());
+  out.impl().offset +=
+      static_cast<size_t>(begin * (size(0) == 0 ? 0 : numel() / size(0))) * dtype_size(dtype());
   return out;
 }
 
 void Tensor::copy_(const Tensor& src) {
-  GAT_CHECK(src.shape() == shape() && src.dtype() == dtype(), "Tensor::copy_: source ",
-            src.describe(), " does not match destination ", describe());
+  GAT_CHECK(src.shape() == shape() && src.dtype() == dtype(), "Tensor::copy_: source ", src.describe(),
+            " does not match destination ", describe());
   copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
 }
 
 void Tensor::zero_() {
   if (nbytes() == 0) return;  // an empty tensor has no storage: memset(nullptr, ...) is undefined
-  if (device() == Device::cpu) std::memset(raw_data(), 0, nbytes());
-  else cuda::memset_zero(raw_data(), nbytes());
+  if (device() == Device::cpu)
+    std::memset(raw_data(), 0, nbytes());
+  else
+    cuda::memset_zero(raw_data(), nbytes());
 }
 
 void to_each(Device device, std::initializer_list<Tensor*> tensors) {
@@ -284,8 +313,8 @@ void check_dtype(const char* op, const char* arg, const Tensor& t, DType dtype) 
 
 void check_float(const char* op, const char* arg, const Tensor& t) {
   check_defined(op, arg, t);
-  GAT_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64, op, ": '", arg,
-            "' must be f32 or f64, got ", t.describe());
+  GAT_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64, op, ": '", arg, "' must be f32 or f64, got ",
+            t.describe());
 }
 
 void check_dim(const char* op, const char* arg, const Tensor& t, int64_t dim) {
@@ -304,8 +333,8 @@ void check_same(const char* op, const char* arg_a, const Tensor& a, const char* 
   check_defined(op, arg_b, b);
   GAT_CHECK(a.device() == b.device(), op, ": '", arg_a, "' ", a.describe(), " and '", arg_b, "' ",
             b.describe(), " are on different devices");
-  GAT_CHECK(a.dtype() == b.dtype(), op, ": '", arg_a, "' ", a.describe(), " and '", arg_b, "' ",
-            b.describe(), " have different dtypes");
+  GAT_CHECK(a.dtype() == b.dtype(), op, ": '", arg_a, "' ", a.describe(), " and '", arg_b, "' ", b.describe(),
+            " have different dtypes");
 }
 
 }  // namespace gat

@@ -24,17 +24,29 @@ size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 const char* device_name(Device device);
 
-template <class T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::i32; };
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::i32;
+};
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& shape);  // "(2, 3)"
 int64_t shape_numel(const Shape& shape);
 std::string describe_tensor(DType dtype, Device device, const Shape& shape);  // "f32 cuda (2, 3)"
 
-namespace cuda { class ExternalAllocator; }  // cuda_runtime.h
+namespace cuda {
+class ExternalAllocator;
+}  // namespace cuda
 
 // Raw bytes on one device. Move-only; freed when the last Tensor using it goes.
 // CUDA memory comes from the stream-ordered allocator in framework/cuda_runtime.h, or from the
@@ -58,7 +70,7 @@ class Storage {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;
-  bool owned_ = true;                            // false for a view
+  bool owned_ = true;                             // false for a view
   cuda::ExternalAllocator* allocator_ = nullptr;  // the external allocator data_ came from, if any
   std::shared_ptr<void> owner_;                   // a view's owner
 };
@@ -85,11 +97,9 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu,
                       const char* what = "tensor");
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
-  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
-                     Device device = Device::cpu);
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = Device::cpu);
   template <class T>
-  static Tensor from_vector(const std::vector<T>& values, const Shape& shape,
-                            Device device = Device::cpu);
+  static Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = Device::cpu);
   // A tensor over memory that something else owns (like torch::from_blob): `data` on `device`,
   // contiguous and row-major, at least 64-byte aligned where CPU kernels vectorise. Nothing is
   // copied; `owner` (may be null) is kept alive as long as any handle to the tensor.
@@ -112,24 +122,26 @@ class Tensor {
   std::string describe() const;  // "f32 cuda (2, 3)"
 
   // ---- data access (pointer on the tensor's device; T must match the dtype) ----
-  template <class T> T* data() const {
+  template <class T>
+  T* data() const {
     GAT_CHECK(dtype() == dtype_of<T>::value, "Tensor::data<", dtype_name(dtype_of<T>::value),
               ">() on a tensor of ", describe());
     return reinterpret_cast<T*>(raw_data());
   }
   void* raw_data() const { return static_cast<char*>(impl().storage->data()) + impl().offset; }
-  template <class T> std::vector<T> to_vector() const;  // copies to host
-  double item() const;                                  // one-element tensor, any dtype/device
+  template <class T>
+  std::vector<T> to_vector() const;  // copies to host
+  double item() const;               // one-element tensor, any dtype/device
 
   // ---- copies and views (no autograd) ----
-  Tensor to(Device device) const;     // copy to device (returns *this handle if already there)
-  Tensor to(DType dtype) const;       // converted copy (same device)
-  Tensor clone() const;               // deep copy, same dtype/device, no autograd history
-  Tensor detach() const;              // same storage, no autograd history
-  Tensor view(const Shape& shape) const;  // same storage, new shape (one -1 allowed), no autograd
+  Tensor to(Device device) const;                 // copy to device (returns *this handle if already there)
+  Tensor to(DType dtype) const;                   // converted copy (same device)
+  Tensor clone() const;                           // deep copy, same dtype/device, no autograd history
+  Tensor detach() const;                          // same storage, no autograd history
+  Tensor view(const Shape& shape) const;          // same storage, new shape (one -1 allowed), no autograd
   Tensor rows(int64_t begin, int64_t end) const;  // [begin, end) along axis 0: same storage, no autograd
-  void copy_(const Tensor& src);      // elementwise copy of equal shape/dtype, any devices
-  void zero_();                       // fill with zeros, in place
+  void copy_(const Tensor& src);                  // elementwise copy of equal shape/dtype, any devices
+  void zero_();                                   // fill with zeros, in place
   // Moves this tensor's data to `device` in place: every handle to it (module parameters,
   // optimiser references) sees the new storage. Gradients move too.
   void move_to_(Device device);
@@ -164,8 +176,8 @@ void to_each(Device device, std::initializer_list<Tensor*> tensors);
 
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
-  GAT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "Tensor::from_vector: ",
-            values.size(), " values for shape ", shape_str(shape));
+  GAT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "Tensor::from_vector: ", values.size(),
+            " values for shape ", shape_str(shape));
   Tensor t = empty(shape, dtype_of<T>::value, device);
   copy_bytes(t.raw_data(), device, values.data(), Device::cpu, values.size() * sizeof(T));
   return t;
@@ -187,16 +199,18 @@ void check_float(const char* op, const char* arg, const Tensor& t);  // f32 or f
 void check_dim(const char* op, const char* arg, const Tensor& t, int64_t dim);
 void check_shape(const char* op, const char* arg, const Tensor& t, const Shape& shape);
 // Same device and dtype, for tensors that meet in one op.
-void check_same(const char* op, const char* arg_a, const Tensor& a, const char* arg_b,
-                const Tensor& b);
+void check_same(const char* op, const char* arg_a, const Tensor& a, const char* arg_b, const Tensor& b);
 
 // Calls f(T{}) with T = float or double according to dtype; other dtypes throw naming `op`.
 template <class F>
 decltype(auto) dispatch_float(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    default: break;
+    case DType::f32:
+      return f(float{});
+    case DType::f64:
+      return f(double{});
+    default:
+      break;
   }
   GAT_FAIL(op, ": unsupported dtype ", dtype_name(dtype), " (expected f32 or f64)");
 }

@@ -79,13 +79,13 @@ class GATConv : public GraphAttentionLayer {
   const GATConvOptions& options() const { return options_; }
   int64_t out_features() const;  // H*F if concat else F
 
-  std::shared_ptr<Linear> lin;      // (in, H*F), no bias; null when bipartite
-  std::shared_ptr<Linear> lin_src;  // (in_channels, H*F), no bias; null unless bipartite
-  std::shared_ptr<Linear> lin_dst;  // (dst_in_channels, H*F), no bias; null unless bipartite
-  Tensor att_src;               // (H, F)
-  Tensor att_dst;               // (H, F)
-  Tensor bias;                  // (out_features,), undefined without bias
-  std::shared_ptr<Linear> res;  // (dst in, out_features), no bias; null without residual
+  std::shared_ptr<Linear> lin;       // (in, H*F), no bias; null when bipartite
+  std::shared_ptr<Linear> lin_src;   // (in_channels, H*F), no bias; null unless bipartite
+  std::shared_ptr<Linear> lin_dst;   // (dst_in_channels, H*F), no bias; null unless bipartite
+  Tensor att_src;                    // (H, F)
+  Tensor att_dst;                    // (H, F)
+  Tensor bias;                       // (out_features,), undefined without bias
+  std::shared_ptr<Linear> res;       // (dst in, out_features), no bias; null without residual
   std::shared_ptr<Linear> lin_edge;  // (edge_dim, H*F), no bias; null without edge_dim
   Tensor att_edge;                   // (H, F), undefined without edge_dim
 

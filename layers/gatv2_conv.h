@@ -67,9 +67,9 @@ class GATv2Conv : public GraphAttentionLayer {
   std::shared_ptr<Linear> lin_l;  // (in, H*F), bias with options.bias: sources (score and values)
   std::shared_ptr<Linear> lin_r;  // (dst in, H*F): destinations; the same object as lin_l with share_weights
   std::shared_ptr<Linear> lin_edge;  // (edge_dim, H*F), no bias; null without edge_dim
-  Tensor att;                     // (H, F)
-  Tensor bias;                    // (out_features,), undefined without bias
-  std::shared_ptr<Linear> res;    // (dst in, out_features), no bias; null without residual
+  Tensor att;                        // (H, F)
+  Tensor bias;                       // (out_features,), undefined without bias
+  std::shared_ptr<Linear> res;       // (dst in, out_features), no bias; null without residual
 
  private:
   Tensor forward_sides(const Features& x_src, const Features* x_dst, const Graph& graph,

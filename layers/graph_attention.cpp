@@ -25,8 +25,8 @@ namespace {
 void check_features(const char* layer, const char* name, const Features& x, int64_t rows, const char* nodes,
                     int64_t cols) {
   if (!x.is_sparse()) check_dim(layer, name, x.dense(), 2);
-  GAT_CHECK(x.rows() == rows && x.cols() == cols, layer, ": '", name, "' ", x.describe(), " must be (", rows, ", ",
-            cols, ") for a graph of ", rows, " ", nodes, " and ", cols, " input channels");
+  GAT_CHECK(x.rows() == rows && x.cols() == cols, layer, ": '", name, "' ", x.describe(), " must be (", rows,
+            ", ", cols, ") for a graph of ", rows, " ", nodes, " and ", cols, " input channels");
 }
 
 }  // namespace
@@ -40,8 +40,9 @@ void check_attention_inputs(const char* layer, const Features& x_src, const Feat
     check_features(layer, "x_dst", *x_dst, Nd, "destinations", dst_in);
     return;
   }
-  GAT_CHECK(!graph.is_bipartite(), layer, ": one 'x' needs a graph on one node set, but the graph is bipartite (",
-            Ns, " sources, ", Nd, " destinations): pass x_src and x_dst");
+  GAT_CHECK(!graph.is_bipartite(), layer,
+            ": one 'x' needs a graph on one node set, but the graph is bipartite (", Ns, " sources, ", Nd,
+            " destinations): pass x_src and x_dst");
   check_features(layer, "x", x_src, Nd, "nodes", in_channels);
   check_features(layer, "x", x_src, Nd, "nodes", dst_in);
 }
@@ -76,8 +77,9 @@ Tensor attended_edge_attr(const char* layer, const Linear* lin_edge, const Tenso
   GAT_CHECK(edge_attr.size(0) == E && edge_attr.size(1) == D, layer, ": 'edge_attr' ", edge_attr.describe(),
             " must be (", E, ", ", D, ") for a graph of ", E, " edges and edge_dim ", D);
   const Tensor& param = lin_edge->weight;
-  GAT_CHECK(edge_attr.dtype() == param.dtype() && edge_attr.device() == param.device(), layer, ": 'edge_attr' ",
-            edge_attr.describe(), " must have the parameters' dtype and device (", param.describe(), ")");
+  GAT_CHECK(edge_attr.dtype() == param.dtype() && edge_attr.device() == param.device(), layer,
+            ": 'edge_attr' ", edge_attr.describe(), " must have the parameters' dtype and device (",
+            param.describe(), ")");
   return add_self_loops ? ops::self_loop_attr(graph, g, edge_attr, fill) : edge_attr;  // (E', D)
 }
 

@@ -10,18 +10,19 @@
 
 namespace gat {
 
-Linear::Linear(int64_t in_features, int64_t out_features, bool bias_on, Generator& init,
-               DType dtype, LinearBiasInit bias_init) {
-  GAT_CHECK(in_features > 0 && out_features > 0, "Linear: in_features ", in_features,
-            " and out_features ", out_features, " must be positive");
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias_on, Generator& init, DType dtype,
+               LinearBiasInit bias_init) {
+  GAT_CHECK(in_features > 0 && out_features > 0, "Linear: in_features ", in_features, " and out_features ",
+            out_features, " must be positive");
   checked_mul(in_features, out_features, "Linear: in_features x out_features");
   weight = register_parameter(
       "weight", init::glorot_uniform({in_features, out_features}, in_features, out_features, init, dtype));
   if (bias_on)
     bias = register_parameter(
-        "bias", bias_init == LinearBiasInit::zeros
-                    ? init::zeros({out_features}, dtype)
-                    : init::uniform({out_features}, 1.0 / std::sqrt(static_cast<double>(in_features)), init, dtype));
+        "bias",
+        bias_init == LinearBiasInit::zeros
+            ? init::zeros({out_features}, dtype)
+            : init::uniform({out_features}, 1.0 / std::sqrt(static_cast<double>(in_features)), init, dtype));
 }
 
 Tensor features_matmul(const Features& x, const Tensor& w, const DropoutKey& x_dropout) {

@@ -28,8 +28,8 @@ Tensor features_matmul(const Features& x, const Tensor& w, const DropoutKey& x_d
 class Linear : public Module {
  public:
   // `init` draws the weight; parameters are created with `dtype` on the CPU (Module::to moves them).
-  Linear(int64_t in_features, int64_t out_features, bool bias, Generator& init,
-         DType dtype = DType::f32, LinearBiasInit bias_init = LinearBiasInit::zeros);
+  Linear(int64_t in_features, int64_t out_features, bool bias, Generator& init, DType dtype = DType::f32,
+         LinearBiasInit bias_init = LinearBiasInit::zeros);
 
   // x: (N, in), dense or sparse -> (N, out); x through dropout with x_dropout first when it is
   // active (features_matmul).

@@ -40,7 +40,8 @@ struct forward_takes_generator<M, std::void_t<decltype(std::declval<const M&>().
 template <class M, class = void>
 struct forward_takes_tensor : std::false_type {};
 template <class M>
-struct forward_takes_tensor<M, std::void_t<decltype(std::declval<const M&>().forward(std::declval<const Tensor&>()))>>
+struct forward_takes_tensor<
+    M, std::void_t<decltype(std::declval<const M&>().forward(std::declval<const Tensor&>()))>>
     : std::true_type {};
 }  // namespace detail
 

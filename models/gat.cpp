@@ -62,8 +62,8 @@ void GATConfig::validate(const std::string& where) const {
   check_in_range(prefix + kEdgeDim, edge_dim, kEdgeDimRange);
   GAT_CHECK(dtype == DType::f32 || dtype == DType::f64, prefix, "dtype ", dtype_name(dtype),
             " is not a floating-point type");
-  GAT_CHECK(layer == AttentionLayer::gat || value_dropout == 0.0, prefix, kValueDropout, " ",
-            value_dropout, " with layer ", attention_layer_name(layer),
+  GAT_CHECK(layer == AttentionLayer::gat || value_dropout == 0.0, prefix, kValueDropout, " ", value_dropout,
+            " with layer ", attention_layer_name(layer),
             ": GATv2Conv has no value dropout (its source rows are the scores' terms and the values)");
 }
 
@@ -100,7 +100,7 @@ GATConfig GATConfig::from_metadata(const io::Metadata& metadata, const std::stri
     c.dtype = name == dtype_name(DType::f32) ? DType::f32 : DType::f64;
   }
   if (read.has(kEdgeDim)) c.edge_dim = read.integer(kEdgeDim);  // older checkpoints: no edge features
-  if (read.has(kFillValue)) {  // older checkpoints: the mean
+  if (read.has(kFillValue)) {                                   // older checkpoints: the mean
     const std::string& text = read.text(kFillValue);
     const std::optional<ops::SelfLoopFill> fill = ops::SelfLoopFill::try_parse(text);
     GAT_CHECK(fill.has_value(), where, ": metadata '", kFillValue, "' = '", text, "' is not ",
@@ -120,8 +120,8 @@ GATConfig GATConfig::from_metadata(const io::Metadata& metadata, const std::stri
 }
 
 bool GATConfig::operator==(const GATConfig& o) const {
-  return layer == o.layer && in_features == o.in_features && num_classes == o.num_classes && hidden == o.hidden &&
-         heads == o.heads && output_heads == o.output_heads && dropout == o.dropout &&
+  return layer == o.layer && in_features == o.in_features && num_classes == o.num_classes &&
+         hidden == o.hidden && heads == o.heads && output_heads == o.output_heads && dropout == o.dropout &&
          value_dropout == o.value_dropout && negative_slope == o.negative_slope && dtype == o.dtype &&
          edge_dim == o.edge_dim && fill_value == o.fill_value;
 }
@@ -130,8 +130,10 @@ GAT::GAT(const GATConfig& config, Generator& init) : config_(config) {
   config.validate("GAT");
   dropout = register_module("dropout", std::make_shared<Dropout>(config.dropout));
   if (config.layer == AttentionLayer::gatv2) {
-    v2_conv1 = register_module("conv1", std::make_shared<GATv2Conv>(layer_options<GATv2ConvOptions>(config, false), init));
-    v2_conv2 = register_module("conv2", std::make_shared<GATv2Conv>(layer_options<GATv2ConvOptions>(config, true), init));
+    v2_conv1 = register_module(
+        "conv1", std::make_shared<GATv2Conv>(layer_options<GATv2ConvOptions>(config, false), init));
+    v2_conv2 = register_module(
+        "conv2", std::make_shared<GATv2Conv>(layer_options<GATv2ConvOptions>(config, true), init));
     return;
   }
   GATConvOptions first = layer_options<GATConvOptions>(config, false);
@@ -148,11 +150,12 @@ GAT::GAT(const GATConfig& config, Generator& init) : config_(config) {
 
 Tensor GAT::forward(const Features& x, const Graph& graph, Generator& gen, const Tensor& edge_attr) {
   auto layer = [&](int index, const Features& in) {  // conv1 or conv2 of the configured kind
-    if (config_.layer == AttentionLayer::gatv2) return (index == 1 ? v2_conv1 : v2_conv2)->forward(in, graph, edge_attr, gen);
+    if (config_.layer == AttentionLayer::gatv2)
+      return (index == 1 ? v2_conv1 : v2_conv2)->forward(in, graph, edge_attr, gen);
     return (index == 1 ? conv1 : conv2)->forward(in, graph, edge_attr, gen);
   };
   if (config_.layer == AttentionLayer::gat) return layer(2, layer(1, x));  // (N, num_classes)
-  const Tensor h = layer(1, dropout->forward(x, gen));  // (N, heads * hidden)
+  const Tensor h = layer(1, dropout->forward(x, gen));                     // (N, heads * hidden)
   // ELU and the dropout before layer 2 in one pass; its backward needs only its output, which
   // layer 2's projection keeps anyway (h itself is not kept). The key is drawn after layer 1's,
   // as a separate dropout would draw it.

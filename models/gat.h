@@ -60,9 +60,10 @@ struct GATConfig {
   AttentionLayer layer = AttentionLayer::gat;
 
   // The values each field may take (validate(), from_metadata() and gat_train's flags use them).
-  static constexpr Range<int64_t> kSizeRange{1, std::numeric_limits<int32_t>::max()};  // in_features, num_classes
+  static constexpr Range<int64_t> kSizeRange{
+      1, std::numeric_limits<int32_t>::max()};  // in_features, num_classes
   static constexpr Range<int64_t> kHiddenRange{1, int64_t{1} << 16};
-  static constexpr Range<int64_t> kHeadsRange{1, 1024};            // heads, output_heads
+  static constexpr Range<int64_t> kHeadsRange{1, 1024};              // heads, output_heads
   static constexpr Range<double> kDropoutRange = kDropoutRateRange;  // dropout, value_dropout
   static constexpr Range<double> kNegativeSlopeRange{0.0, 1.0};
   static constexpr Range<int64_t> kEdgeDimRange{0, int64_t{1} << 16};

@@ -17,9 +17,10 @@
 //   nvcc -arch=sm_90 -o /tmp/graph_memcheck_repro scripts/graph_memcheck_repro.cu
 //   for m in escape-first escape-reuses explicit-free; do
 //     compute-sanitizer --tool memcheck /tmp/graph_memcheck_repro $m; done
+#include <cuda_runtime.h>
+
 #include <cstdio>
 #include <cstring>
-#include <cuda_runtime.h>
 
 __global__ void fill(float* p, int n, float v) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -59,8 +60,8 @@ int main(int argc, char** argv) {
   sum<<<1, 32, 0, s>>>(partial, 1, kept);
   cudaFreeAsync(partial, s);
   cudaStreamEndCapture(s, &g);
-  const cudaError_t made = cudaGraphInstantiateWithFlags(
-      &e, g, explicit_free ? 0 : cudaGraphInstantiateFlagAutoFreeOnLaunch);
+  const cudaError_t made =
+      cudaGraphInstantiateWithFlags(&e, g, explicit_free ? 0 : cudaGraphInstantiateFlagAutoFreeOnLaunch);
   printf("%s: instantiate %s; temp %p, kept %p (%s)\n", mode, cudaGetErrorString(made), temp, kept,
          temp == kept ? "same address" : "different addresses");
   for (int k = 0; k < 3; ++k) {

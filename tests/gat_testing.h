@@ -1,7 +1,8 @@
 // Helpers shared by the tests: tests run on each device (DeviceTest) or comparing CUDA with the CPU
 // (CudaVsCpuTest), comparisons (rel_error, expect_close, bitwise_equal), expected
-// errors (expect_error), an environment variable for a scope (ScopedEnv), a temporary folder (TempDir), skipping without a device (GAT_SKIP_WITHOUT_CUDA), test graphs
-// (mixed_graph, random_graph, small_graph), a small training dataset (small_training_dataset), sparse-looking features (sparse_random) and the GAT
+// errors (expect_error), an environment variable for a scope (ScopedEnv), a temporary folder (TempDir),
+// skipping without a device (GAT_SKIP_WITHOUT_CUDA), test graphs (mixed_graph, random_graph, small_graph), a
+// small training dataset (small_training_dataset), sparse-looking features (sparse_random) and the GAT
 // layer's gradient-check plumbing. Gradient checks themselves are in gradcheck.h.
 #pragma once
 
@@ -12,8 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -23,14 +24,13 @@
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
 #include "gat/framework/tensor.h"
-#include "gradcheck.h"
 #include "gat/layers/gat_conv.h"
 #include "gat/models/gat.h"
+#include "gradcheck.h"
 
 // Skips the current test, with the reason, where no CUDA device can be used.
-#define GAT_SKIP_WITHOUT_CUDA()                                                            \
-  if (!::gat::cuda::available())                                                           \
-  GTEST_SKIP() << "no CUDA device: " << ::gat::cuda::unavailable_reason()
+#define GAT_SKIP_WITHOUT_CUDA() \
+  if (!::gat::cuda::available()) GTEST_SKIP() << "no CUDA device: " << ::gat::cuda::unavailable_reason()
 
 namespace gat::testing {
 
@@ -40,8 +40,8 @@ namespace gat::testing {
 // instantiate_device_type_tests:
 //
 //   class CsrSoftmaxAggregateOnDevice : public DeviceTest {};
-//   TEST_P(CsrSoftmaxAggregateOnDevice, Gradients) { ... random_tensor(shape, rng, -1, 1, DType::f64, device()) ... }
-//   GAT_INSTANTIATE_DEVICE_TESTS(CsrSoftmaxAggregateOnDevice);
+//   TEST_P(CsrSoftmaxAggregateOnDevice, Gradients) { ... random_tensor(shape, rng, -1, 1, DType::f64,
+//   device()) ... } GAT_INSTANTIATE_DEVICE_TESTS(CsrSoftmaxAggregateOnDevice);
 //
 // The instances are Suite.Test/cpu and Suite.Test/cuda (--gtest_filter='*/cuda' runs the CUDA
 // ones); the CUDA one skips, with the reason, where no device can be used. tests/CMakeLists.txt
@@ -60,7 +60,7 @@ class DeviceTest : public ::testing::TestWithParam<Device> {
   }
 };
 
-#define GAT_INSTANTIATE_DEVICE_TESTS(Suite)                                                        \
+#define GAT_INSTANTIATE_DEVICE_TESTS(Suite)                                                     \
   INSTANTIATE_TEST_SUITE_P(, Suite, ::testing::Values(::gat::Device::cpu, ::gat::Device::cuda), \
                            [](const ::testing::TestParamInfo<::gat::Device>& info) {            \
                              return std::string(::gat::device_name(info.param));                \
@@ -111,8 +111,10 @@ class ScopedEnv {
 
  private:
   void set(const std::optional<std::string>& value) {
-    if (value) ::setenv(name_.c_str(), value->c_str(), 1);
-    else ::unsetenv(name_.c_str());
+    if (value)
+      ::setenv(name_.c_str(), value->c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
   }
   std::string name_;
   std::optional<std::string> old_;
@@ -135,8 +137,8 @@ inline Difference difference(const std::vector<double>& got, const std::vector<d
   for (size_t k = 0; k < want.size() && k < got.size(); ++k) {
     if (std::isfinite(want[k])) scale = std::max(scale, std::abs(want[k]));
     if (got[k] == want[k]) continue;
-    const double diff = std::isfinite(got[k]) && std::isfinite(want[k]) ? std::abs(got[k] - want[k])
-                                                                         : INFINITY;
+    const double diff =
+        std::isfinite(got[k]) && std::isfinite(want[k]) ? std::abs(got[k] - want[k]) : INFINITY;
     if (diff > worst) worst = diff, d.at = k;
   }
   d.error = scale > 0 ? worst / scale : worst;
@@ -161,8 +163,8 @@ inline void expect_close(const Tensor& got, const Tensor& want, const std::strin
   ASSERT_EQ(got.shape(), want.shape()) << what;
   const std::vector<double> g = host_f64(got), w = host_f64(want);
   const Difference d = difference(g, w);
-  EXPECT_LE(d.error, tol) << what << ": element " << d.at << " got " << (g.empty() ? 0 : g[d.at])
-                          << " want " << (w.empty() ? 0 : w[d.at]);
+  EXPECT_LE(d.error, tol) << what << ": element " << d.at << " got " << (g.empty() ? 0 : g[d.at]) << " want "
+                          << (w.empty() ? 0 : w[d.at]);
 }
 
 // |got_k - want_k| <= tol * max(1, |want_k|) for every element k, reporting each that is not.
@@ -177,7 +179,8 @@ inline void expect_near_all(const std::vector<double>& got, const std::vector<do
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
   const Tensor ha = a.to(Device::cpu), hb = b.to(Device::cpu);
-  return ha.nbytes() == 0 || std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;  // empty: no data pointer
+  return ha.nbytes() == 0 ||
+         std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;  // empty: no data pointer
 }
 
 // f() throws a gat::Error whose message contains every one of `parts`.
@@ -195,7 +198,9 @@ inline void expect_error(const std::function<void()>& f, const std::vector<std::
 // ---- test inputs ----
 
 // An f64 tensor of `values` on the CPU.
-inline Tensor f64(const std::vector<double>& values, const Shape& shape) { return Tensor::from_vector(values, shape); }
+inline Tensor f64(const std::vector<double>& values, const Shape& shape) {
+  return Tensor::from_vector(values, shape);
+}
 
 // 8 nodes, 13 edges: 0, 6 and 7 have no incoming edge, 1 has one, 2 has six, 4 has a self loop;
 // 7 has no edge at all.
@@ -251,8 +256,7 @@ inline Graph random_bipartite_graph(int32_t Ns, int32_t Nd, int64_t E, int32_t h
 
 // (rows, cols) with about `density` of the elements non-zero, in +-[0.1, 1); rows i % 17 == 1 and
 // columns k % 13 == 2 are empty. The shape of bag-of-words node features.
-inline Tensor sparse_random(int64_t rows, int64_t cols, std::mt19937_64& rng, double density,
-                            DType dtype) {
+inline Tensor sparse_random(int64_t rows, int64_t cols, std::mt19937_64& rng, double density, DType dtype) {
   std::uniform_real_distribution<double> coin(0.0, 1.0), value(0.1, 1.0);
   std::vector<double> v(static_cast<size_t>(rows * cols), 0.0);
   for (int64_t i = 0; i < rows; ++i)
@@ -263,7 +267,8 @@ inline Tensor sparse_random(int64_t rows, int64_t cols, std::mt19937_64& rng, do
 }
 
 // A (rows, lengths.size()) matrix whose column k holds lengths[k] non-zeros in random rows.
-inline Tensor columns_of_lengths(const std::vector<int64_t>& lengths, int64_t rows, std::mt19937_64& rng, DType dtype) {
+inline Tensor columns_of_lengths(const std::vector<int64_t>& lengths, int64_t rows, std::mt19937_64& rng,
+                                 DType dtype) {
   std::uniform_real_distribution<double> value(0.1, 1.0);
   const size_t cols = lengths.size();
   std::vector<double> v(static_cast<size_t>(rows) * cols, 0.0);
@@ -271,7 +276,8 @@ inline Tensor columns_of_lengths(const std::vector<int64_t>& lengths, int64_t ro
   for (size_t k = 0; k < cols; ++k) {
     for (int64_t i = 0; i < rows; ++i) picked[static_cast<size_t>(i)] = i;
     std::shuffle(picked.begin(), picked.end(), rng);
-    for (int64_t n = 0; n < lengths[k]; ++n) v[static_cast<size_t>(picked[static_cast<size_t>(n)]) * cols + k] = value(rng);
+    for (int64_t n = 0; n < lengths[k]; ++n)
+      v[static_cast<size_t>(picked[static_cast<size_t>(n)]) * cols + k] = value(rng);
   }
   return Tensor::from_vector(v, {rows, static_cast<int64_t>(cols)}).to(dtype);
 }
@@ -320,16 +326,17 @@ Options attention_options(int64_t in, int64_t out, int64_t heads, bool concat, b
   return o;
 }
 
-inline GATConvOptions conv_options(int64_t in, int64_t out, int64_t heads, bool concat,
-                                   bool residual, double dropout, DType dtype = DType::f64) {
+inline GATConvOptions conv_options(int64_t in, int64_t out, int64_t heads, bool concat, bool residual,
+                                   double dropout, DType dtype = DType::f64) {
   return attention_options<GATConvOptions>(in, out, heads, concat, residual, dropout, dtype);
 }
 
 // ---- naive attention layers (the layers' tests), in double with plain loops ----
 
 // x W (+ b) for x (N, in) and W (in, out) row-major, b (out,) or empty.
-inline std::vector<double> reference_affine(const std::vector<double>& x, int64_t N, const std::vector<double>& W,
-                                            int64_t out, const std::vector<double>& b = {}) {
+inline std::vector<double> reference_affine(const std::vector<double>& x, int64_t N,
+                                            const std::vector<double>& W, int64_t out,
+                                            const std::vector<double>& b = {}) {
   const int64_t in = static_cast<int64_t>(x.size()) / std::max<int64_t>(N, 1);
   std::vector<double> y(static_cast<size_t>(N * out));
   for (int64_t n = 0; n < N; ++n)
@@ -361,7 +368,8 @@ inline std::vector<double> reference_attention_layer(
     for (int32_t n = 0; n < loops; ++n) s.push_back(n), d.push_back(n);
   std::vector<double> agg(static_cast<size_t>(N * HF), 0.0);
   for (int64_t h = 0; h < H; ++h) {
-    std::vector<double> scores(s.size()), mx(static_cast<size_t>(N), -INFINITY), z(static_cast<size_t>(N), 0.0);
+    std::vector<double> scores(s.size()), mx(static_cast<size_t>(N), -INFINITY),
+        z(static_cast<size_t>(N), 0.0);
     for (size_t e = 0; e < s.size(); ++e) {
       scores[e] = score(s[e], d[e], h);
       mx[d[e]] = std::max(mx[d[e]], scores[e]);
@@ -377,8 +385,10 @@ inline std::vector<double> reference_attention_layer(
     for (int64_t h = 0; h < H; ++h)
       for (int64_t f = 0; f < F; ++f) {
         const double v = agg[n * HF + h * F + f];
-        if (concat) out[n * C + h * F + f] = v;
-        else out[n * C + f] += v / static_cast<double>(H);
+        if (concat)
+          out[n * C + h * F + f] = v;
+        else
+          out[n * C + f] += v / static_cast<double>(H);
       }
   for (size_t i = 0; i < residual.size(); ++i) out[i] += residual[i];
   if (!bias.empty())
@@ -390,8 +400,10 @@ inline std::vector<double> reference_attention_layer(
 // The parameter slots of a GATConv in a fixed order, so a gradient check can substitute them.
 inline std::vector<Tensor*> slots_of(GATConv& conv) {
   std::vector<Tensor*> slots;
-  if (conv.lin) slots = {&conv.lin->weight};
-  else slots = {&conv.lin_src->weight, &conv.lin_dst->weight};
+  if (conv.lin)
+    slots = {&conv.lin->weight};
+  else
+    slots = {&conv.lin_src->weight, &conv.lin_dst->weight};
   slots.insert(slots.end(), {&conv.att_src, &conv.att_dst});
   if (conv.bias.defined()) slots.push_back(&conv.bias);
   if (conv.res) slots.push_back(&conv.res->weight);

@@ -75,8 +75,8 @@ inline int64_t gradcheck_sample_from_env() {
 struct GradcheckReport {
   double worst_error = 0.0;  // max(0, |analytic - numeric| - noise) / max(|analytic|, |numeric|, floor)
   std::string worst_where = "(no element)";
-  int64_t elements = 0;      // elements checked
-  int64_t kinks = 0;         // elements within eps of a kink (one-sided slopes disagree)
+  int64_t elements = 0;           // elements checked
+  int64_t kinks = 0;              // elements within eps of a kink (one-sided slopes disagree)
   double worst_kink_error = 0.0;  // analytic vs the nearer one-sided slope, at kinks
 };
 
@@ -153,8 +153,8 @@ inline GradcheckReport gradcheck(const TensorFn& f, std::vector<Tensor> inputs, 
       if (!(err <= report.worst_error)) {  // also catches NaN
         report.worst_error = std::isnan(err) ? INFINITY : err;
         std::ostringstream os;
-        os << "input " << i << " " << inputs[i].describe() << " element " << k << ": analytic "
-           << a << ", numeric " << numeric << " (rounding bound " << noise << ")";
+        os << "input " << i << " " << inputs[i].describe() << " element " << k << ": analytic " << a
+           << ", numeric " << numeric << " (rounding bound " << noise << ")";
         report.worst_where = os.str();
       }
     }
@@ -163,12 +163,11 @@ inline GradcheckReport gradcheck(const TensorFn& f, std::vector<Tensor> inputs, 
 }
 
 // Fails the test when the worst relative error exceeds `tolerance`.
-inline void expect_gradients_match(const std::string& what, const TensorFn& f,
-                                   std::vector<Tensor> inputs, double tolerance = 1e-6,
-                                   double eps = 1e-6) {
+inline void expect_gradients_match(const std::string& what, const TensorFn& f, std::vector<Tensor> inputs,
+                                   double tolerance = 1e-6, double eps = 1e-6) {
   GradcheckReport r = gradcheck(f, std::move(inputs), eps);
-  EXPECT_LE(r.worst_error, tolerance) << what << ": worst gradient error " << r.worst_error
-                                      << " at " << r.worst_where;
+  EXPECT_LE(r.worst_error, tolerance)
+      << what << ": worst gradient error " << r.worst_error << " at " << r.worst_where;
   // A few elements may sit within eps of a kink; there the analytic slope must still be one of
   // the one-sided slopes, and kinks must stay rare (else the check would prove little).
   EXPECT_LE(r.worst_kink_error, 1e-3) << what << ": at a kink the analytic gradient matches neither side";

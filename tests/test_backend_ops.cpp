@@ -25,17 +25,18 @@
 #include "gat/framework/ops/activations.h"
 #include "gat/framework/ops/add_into.h"
 #include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/attention/csr_softmax_aggregate.h"
+#include "gat/framework/ops/attention/gat_edge_scores.h"
+#include "gat/framework/ops/attention/gatv2_attention_aggregate.h"
+#include "gat/framework/ops/attention/head_dot.h"
+#include "gat/framework/ops/attention/self_loop_attr.h"
 #include "gat/framework/ops/batch_norm.h"
 #include "gat/framework/ops/classification_metrics.h"
 #include "gat/framework/ops/concat.h"
 #include "gat/framework/ops/cross_entropy.h"
-#include "gat/framework/ops/attention/csr_softmax_aggregate.h"
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/fill.h"
-#include "gat/framework/ops/attention/gat_edge_scores.h"
-#include "gat/framework/ops/attention/gatv2_attention_aggregate.h"
-#include "gat/framework/ops/attention/head_dot.h"
 #include "gat/framework/ops/head_mean.h"
 #include "gat/framework/ops/index_rows.h"
 #include "gat/framework/ops/layer_norm.h"
@@ -44,7 +45,6 @@
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
-#include "gat/framework/ops/attention/self_loop_attr.h"
 #include "gat/framework/ops/sparse_dropout.h"
 #include "gat/framework/ops/sparse_matmul.h"
 #include "gat/framework/ops/transpose.h"
@@ -101,7 +101,8 @@ struct OpCase {
 // Indices with repeats (every 3rd row, some rows three times) for `rows` source rows.
 Tensor repeating_index(int64_t count, int64_t rows) {
   std::vector<int32_t> v(static_cast<size_t>(count));
-  for (int64_t k = 0; k < count; ++k) v[static_cast<size_t>(k)] = static_cast<int32_t>((k * 7 + k / 3) % rows);
+  for (int64_t k = 0; k < count; ++k)
+    v[static_cast<size_t>(k)] = static_cast<int32_t>((k * 7 + k / 3) % rows);
   return Tensor::from_vector(v, {count});
 }
 
@@ -124,7 +125,8 @@ std::vector<OpCase> op_cases() {
   const OnDevice<Tensor> labels_large(random_labels(500, 5, rng)), labels_small(random_labels(4, 3, rng));
   const OnDevice<Tensor> ce_index_large(repeating_index(200, 500)), ce_index_small(repeating_index(5, 4));
   // Sparse left operands.
-  const OnDevice<CsrMatrix> sparse_large(CsrMatrix::from_dense(sparse_random(400, 300, rng, 0.05, DType::f64)));
+  const OnDevice<CsrMatrix> sparse_large(
+      CsrMatrix::from_dense(sparse_random(400, 300, rng, 0.05, DType::f64)));
   const OnDevice<CsrMatrix> sparse_small(CsrMatrix::from_dense(sparse_random(9, 14, rng, 0.3, DType::f64)));
   const int64_t nnz_large = sparse_large.host().nnz(), nnz_small = sparse_small.host().nnz();
   auto sparse_with = [](const OnDevice<CsrMatrix>& a, const Tensor& values) {
@@ -133,38 +135,84 @@ std::vector<OpCase> op_cases() {
   const Tensor z23 = Tensor::zeros({2, 3}), z32 = Tensor::zeros({3, 2});
   // self_loop_attr by one fill_value, on big or mixed (both with existing self loops) and their
   // looped graphs.
-  const OnDevice<Graph> big_looped(big.host().with_self_loops()), mixed_looped(mixed.host().with_self_loops());
+  const OnDevice<Graph> big_looped(big.host().with_self_loops()),
+      mixed_looped(mixed.host().with_self_loops());
   auto self_loop_row = [=](const char* fill, std::vector<ErrorCase> errors = {}) {
-    return OpCase{"self_loop_attr", std::string("self_loop_attr ") + fill,
+    return OpCase{"self_loop_attr",
+                  std::string("self_loop_attr ") + fill,
                   [=](const Inputs& in) {
                     const bool large = in[0].size(0) == big.host().num_edges();
                     const Device d = in[0].device();
-                    return ops::self_loop_attr((large ? big : mixed).on(d), (large ? big_looped : mixed_looped).on(d),
-                                               in[0], ops::SelfLoopFill::parse(fill));
+                    return ops::self_loop_attr((large ? big : mixed).on(d),
+                                               (large ? big_looped : mixed_looped).on(d), in[0],
+                                               ops::SelfLoopFill::parse(fill));
                   },
-                  {{EB, 6}}, {{EM, 2}}, std::move(errors), true, true};
+                  {{EB, 6}},
+                  {{EM, 2}},
+                  std::move(errors),
+                  true,
+                  true};
   };
   return {
-      {"arithmetic", "add", [](const Inputs& in) { return ops::add(in[0], in[1]); }, {{513, 67}, {513, 67}},
-       {{3, 4}, {3, 4}}, {{[=] { ops::add(z23, z32); }, {"add", "(2, 3)", "(3, 2)"}}}},
-      {"arithmetic", "add(x, x)", [](const Inputs& in) { return ops::add(in[0], in[0]); }, {{513, 67}}, {{3, 4}}},
-      {"arithmetic", "mul", [](const Inputs& in) { return ops::mul(in[0], in[1]); }, {{513, 67}, {513, 67}},
-       {{3, 4}, {3, 4}}, {{[=] { ops::mul(z23, z32); }, {"mul", "(2, 3)", "(3, 2)"}}}},
-      {"arithmetic", "mul(x, x)", [](const Inputs& in) { return ops::mul(in[0], in[0]); }, {{513, 67}}, {{3, 4}}},
+      {"arithmetic",
+       "add",
+       [](const Inputs& in) { return ops::add(in[0], in[1]); },
+       {{513, 67}, {513, 67}},
+       {{3, 4}, {3, 4}},
+       {{[=] { ops::add(z23, z32); }, {"add", "(2, 3)", "(3, 2)"}}}},
+      {"arithmetic",
+       "add(x, x)",
+       [](const Inputs& in) { return ops::add(in[0], in[0]); },
+       {{513, 67}},
+       {{3, 4}}},
+      {"arithmetic",
+       "mul",
+       [](const Inputs& in) { return ops::mul(in[0], in[1]); },
+       {{513, 67}, {513, 67}},
+       {{3, 4}, {3, 4}},
+       {{[=] { ops::mul(z23, z32); }, {"mul", "(2, 3)", "(3, 2)"}}}},
+      {"arithmetic",
+       "mul(x, x)",
+       [](const Inputs& in) { return ops::mul(in[0], in[0]); },
+       {{513, 67}},
+       {{3, 4}}},
       {"arithmetic", "scale", [](const Inputs& in) { return ops::scale(in[0], -0.3); }, {{100003}}, {{5}}},
-      {"arithmetic", "add_bias", [](const Inputs& in) { return ops::add_bias(in[0], in[1]); },
-       {{300, 8, 67}, {67}}, {{2, 3, 4}, {4}},
+      {"arithmetic",
+       "add_bias",
+       [](const Inputs& in) { return ops::add_bias(in[0], in[1]); },
+       {{300, 8, 67}, {67}},
+       {{2, 3, 4}, {4}},
        {{[=] { ops::add_bias(z23, Tensor::zeros({2})); }, {"add_bias", "(2,)"}}}},
-      {"activations", "relu", [](const Inputs& in) { return ops::relu(in[0]); }, {{100003}}, {{4, 5}},
+      {"activations",
+       "relu",
+       [](const Inputs& in) { return ops::relu(in[0]); },
+       {{100003}},
+       {{4, 5}},
        {{[] { ops::relu(Tensor::zeros({2}, DType::i32)); }, {"relu", "i32"}}}},
-      {"activations", "leaky_relu", [](const Inputs& in) { return ops::leaky_relu(in[0], 0.2); }, {{100003}},
+      {"activations",
+       "leaky_relu",
+       [](const Inputs& in) { return ops::leaky_relu(in[0], 0.2); },
+       {{100003}},
        {{4, 5}}},
       {"activations", "elu", [](const Inputs& in) { return ops::elu(in[0], 1.3); }, {{100003}}, {{4, 5}}},
-      {"dropout", "dropout", [key](const Inputs& in) { return ops::dropout(in[0], key); }, {{1000, 99}}, {{6, 7}},
-       {{[=] { ops::dropout(z23, DropoutKey{1.0f, 0, 0}); }, {"dropout", "1"}}}},
-      {"elu_dropout", "elu_dropout", [key](const Inputs& in) { return ops::elu_dropout(in[0], 1.3, key); },
-       {{1000, 99}}, {{6, 7}},
-       {{[=] { ops::elu_dropout(z23, 1.0, DropoutKey{1.0f, 0, 0}); }, {"elu_dropout", "p = 1", "outside [0, 1)"}},
+      {"dropout",
+       "dropout",
+       [key](const Inputs& in) { return ops::dropout(in[0], key); },
+       {{1000, 99}},
+       {{6, 7}},
+       {{[=] {
+           ops::dropout(z23, DropoutKey{1.0f, 0, 0});
+         },
+         {"dropout", "1"}}}},
+      {"elu_dropout",
+       "elu_dropout",
+       [key](const Inputs& in) { return ops::elu_dropout(in[0], 1.3, key); },
+       {{1000, 99}},
+       {{6, 7}},
+       {{[=] {
+           ops::elu_dropout(z23, 1.0, DropoutKey{1.0f, 0, 0});
+         },
+         {"elu_dropout", "p = 1", "outside [0, 1)"}},
         {[=] { ops::elu_dropout(z23, -0.5, key); }, {"elu_dropout", "alpha = -0.5", "alpha >= 0"}},
         {[=] { ops::elu_dropout(z23, NAN, key); }, {"elu_dropout", "alpha = nan"}},
         {[] { ops::elu_dropout(Tensor::zeros({2}, DType::i32), 1.0, DropoutKey{}); }, {"elu_dropout", "i32"}},
@@ -173,186 +221,425 @@ std::vector<OpCase> op_cases() {
            ops::elu_dropout(z23, 1.0, DropoutKey{0.5f, 0, 0, &device_base});
          },
          {"dropout", "recorded for a CUDA graph"}}}},
-      {"elu_dropout", "elu_dropout, inactive key",
-       [](const Inputs& in) { return ops::elu_dropout(in[0], 1.3, DropoutKey{}); }, {{100003}}, {{4, 5}}},
-      {"reshape", "reshape", [](const Inputs& in) { return ops::reshape(in[0], {-1, 2}); }, {{50, 7, 6}},
-       {{2, 3, 2}}, {{[=] { ops::reshape(z23, {4, 2}); }, {"reshape", "(2, 3)"}}}},
+      {"elu_dropout",
+       "elu_dropout, inactive key",
+       [](const Inputs& in) { return ops::elu_dropout(in[0], 1.3, DropoutKey{}); },
+       {{100003}},
+       {{4, 5}}},
+      {"reshape",
+       "reshape",
+       [](const Inputs& in) {
+         return ops::reshape(in[0], {-1, 2});
+       },
+       {{50, 7, 6}},
+       {{2, 3, 2}},
+       {{[=] {
+           ops::reshape(z23, {4, 2});
+         },
+         {"reshape", "(2, 3)"}}}},
       {"reduce", "sum", [](const Inputs& in) { return ops::sum(in[0]); }, {{1000003}}, {{3, 4}}},
       {"reduce", "mean", [](const Inputs& in) { return ops::mean(in[0]); }, {{700, 301}}, {{3, 4}}},
-      {"reduce", "sum axis 0", [](const Inputs& in) { return ops::sum(in[0], 0); }, {{300, 70, 5}}, {{2, 3, 4}},
+      {"reduce",
+       "sum axis 0",
+       [](const Inputs& in) { return ops::sum(in[0], 0); },
+       {{300, 70, 5}},
+       {{2, 3, 4}},
        {{[=] { ops::sum(z23, 2); }, {"sum", "axis", "(2, 3)"}}}},
-      {"reduce", "sum axis 1", [](const Inputs& in) { return ops::sum(in[0], 1); }, {{300, 70, 5}}, {{2, 3, 4}}},
+      {"reduce",
+       "sum axis 1",
+       [](const Inputs& in) { return ops::sum(in[0], 1); },
+       {{300, 70, 5}},
+       {{2, 3, 4}}},
       {"reduce", "sum axis 0, long", [](const Inputs& in) { return ops::sum(in[0], 0); }, {{40000, 3}}, {}},
       {"reduce", "sum axis -1, long", [](const Inputs& in) { return ops::sum(in[0], -1); }, {{3, 40000}}, {}},
-      {"reduce", "sum axis -1", [](const Inputs& in) { return ops::sum(in[0], -1); }, {{300, 70, 5}},
+      {"reduce",
+       "sum axis -1",
+       [](const Inputs& in) { return ops::sum(in[0], -1); },
+       {{300, 70, 5}},
        {{2, 3, 4}}},
-      {"reduce", "mean axis 1", [](const Inputs& in) { return ops::mean(in[0], 1); }, {{300, 70, 5}}, {{2, 3, 4}}},
+      {"reduce",
+       "mean axis 1",
+       [](const Inputs& in) { return ops::mean(in[0], 1); },
+       {{300, 70, 5}},
+       {{2, 3, 4}}},
       // A short axis (GAT's mean over the output layer's heads): a thread per output on CUDA.
-      {"reduce", "mean axis 1, short", [](const Inputs& in) { return ops::mean(in[0], 1); }, {{30000, 8, 7}}, {{5, 1, 3}}},
-      {"reduce", "sum axis 1, one", [](const Inputs& in) { return ops::sum(in[0], 1); }, {{30000, 1, 8}}, {{4, 1, 2}}},
-      {"concat", "concat axis 1", [](const Inputs& in) { return ops::concat({in[0], in[1], in[2]}, 1); },
-       {{200, 3, 9}, {200, 17, 9}, {200, 1, 9}}, {{2, 1, 3}, {2, 4, 3}, {2, 2, 3}},
-       {{[=] { ops::concat({z23, z32}, 1); }, {"concat", "(2, 3)", "(3, 2)"}}}},
-      {"concat", "concat axis 0", [](const Inputs& in) { return ops::concat({in[0], in[1]}, 0); },
-       {{300, 64}, {17, 64}}, {{2, 3}, {1, 3}}},
-      {"concat", "concat(x, x) axis -1", [](const Inputs& in) { return ops::concat({in[0], in[0]}, -1); },
-       {{300, 33}}, {{3, 2}}},
-      {"index_rows", "index_rows", [index_large](const Inputs& in) { return ops::index_rows(in[0], index_large); },
-       {{1000, 4, 16}}, {},
-       {{[=] { ops::index_rows(z23, Tensor::from_vector<int32_t>({0, 5}, {2})); }, {"index_rows", "5"}}}},
-      {"index_rows", "index_rows small",
-       [index_small](const Inputs& in) { return ops::index_rows(in[0], index_small); }, {}, {{4, 2, 3}}},
-      {"layer_norm", "layer_norm", [](const Inputs& in) { return ops::layer_norm(in[0], in[1], in[2], 1e-5); },
-       {{300, 7, 129}, {129}, {129}}, {{3, 2, 5}, {5}, {5}},
-       {{[] { ops::layer_norm(Tensor::zeros({2, 0}), Tensor(), Tensor()); }, {"layer_norm", "last axis"}},
-        {[] { ops::layer_norm(Tensor::zeros({2, 3}), Tensor(), Tensor(), -1.0); }, {"layer_norm", "eps -1"}}}},
-      {"layer_norm", "layer_norm plain",
-       [](const Inputs& in) { return ops::layer_norm(in[0], Tensor(), Tensor(), 1e-3); }, {{1000, 64}}, {{4, 6}}},
-      {"batch_norm", "batch_norm training",
-       [](const Inputs& in) { return ops::batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true, 0.1, 1e-5); },
-       {{3000, 70}, {70}, {70}}, {{5, 3}, {3}, {3}},
-       {{[=] { ops::batch_norm(Tensor::zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true); },
+      {"reduce",
+       "mean axis 1, short",
+       [](const Inputs& in) { return ops::mean(in[0], 1); },
+       {{30000, 8, 7}},
+       {{5, 1, 3}}},
+      {"reduce",
+       "sum axis 1, one",
+       [](const Inputs& in) { return ops::sum(in[0], 1); },
+       {{30000, 1, 8}},
+       {{4, 1, 2}}},
+      {"concat",
+       "concat axis 1",
+       [](const Inputs& in) {
+         return ops::concat({in[0], in[1], in[2]}, 1);
+       },
+       {{200, 3, 9}, {200, 17, 9}, {200, 1, 9}},
+       {{2, 1, 3}, {2, 4, 3}, {2, 2, 3}},
+       {{[=] {
+           ops::concat({z23, z32}, 1);
+         },
+         {"concat", "(2, 3)", "(3, 2)"}}}},
+      {"concat",
+       "concat axis 0",
+       [](const Inputs& in) {
+         return ops::concat({in[0], in[1]}, 0);
+       },
+       {{300, 64}, {17, 64}},
+       {{2, 3}, {1, 3}}},
+      {"concat",
+       "concat(x, x) axis -1",
+       [](const Inputs& in) {
+         return ops::concat({in[0], in[0]}, -1);
+       },
+       {{300, 33}},
+       {{3, 2}}},
+      {"index_rows",
+       "index_rows",
+       [index_large](const Inputs& in) { return ops::index_rows(in[0], index_large); },
+       {{1000, 4, 16}},
+       {},
+       {{[=] {
+           ops::index_rows(z23, Tensor::from_vector<int32_t>({0, 5}, {2}));
+         },
+         {"index_rows", "5"}}}},
+      {"index_rows",
+       "index_rows small",
+       [index_small](const Inputs& in) { return ops::index_rows(in[0], index_small); },
+       {},
+       {{4, 2, 3}}},
+      {"layer_norm",
+       "layer_norm",
+       [](const Inputs& in) { return ops::layer_norm(in[0], in[1], in[2], 1e-5); },
+       {{300, 7, 129}, {129}, {129}},
+       {{3, 2, 5}, {5}, {5}},
+       {{[] {
+           ops::layer_norm(Tensor::zeros({2, 0}), Tensor(), Tensor());
+         },
+         {"layer_norm", "last axis"}},
+        {[] {
+           ops::layer_norm(Tensor::zeros({2, 3}), Tensor(), Tensor(), -1.0);
+         },
+         {"layer_norm", "eps -1"}}}},
+      {"layer_norm",
+       "layer_norm plain",
+       [](const Inputs& in) { return ops::layer_norm(in[0], Tensor(), Tensor(), 1e-3); },
+       {{1000, 64}},
+       {{4, 6}}},
+      {"batch_norm",
+       "batch_norm training",
+       [](const Inputs& in) {
+         return ops::batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true, 0.1, 1e-5);
+       },
+       {{3000, 70}, {70}, {70}},
+       {{5, 3}, {3}, {3}},
+       {{[=] {
+           ops::batch_norm(Tensor::zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true);
+         },
          {"batch_norm", "at least 2 rows"}},
-        {[=] { ops::batch_norm(z23, Tensor(), Tensor(), Tensor(), Tensor(), true, 1.5); }, {"batch_norm", "momentum 1.5"}}}},
-      {"batch_norm", "batch_norm training, long",
-       [](const Inputs& in) { return ops::batch_norm(in[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5); },
-       {{40000, 3}}, {}},
-      {"batch_norm", "batch_norm eval",
+        {[=] { ops::batch_norm(z23, Tensor(), Tensor(), Tensor(), Tensor(), true, 1.5); },
+         {"batch_norm", "momentum 1.5"}}}},
+      {"batch_norm",
+       "batch_norm training, long",
+       [](const Inputs& in) {
+         return ops::batch_norm(in[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
+       },
+       {{40000, 3}},
+       {}},
+      {"batch_norm",
+       "batch_norm eval",
        [](const Inputs& in) {
          const int64_t C = in[0].size(1);
          Tensor running_mean = Tensor::full({C}, 0.25, in[0].dtype(), in[0].device());
          Tensor running_var = Tensor::full({C}, 1.5, in[0].dtype(), in[0].device());
          return ops::batch_norm(in[0], running_mean, running_var, in[1], in[2], false, 0.1, 1e-5);
        },
-       {{500, 33}, {33}, {33}}, {{4, 3}, {3}, {3}}},
+       {{500, 33}, {33}, {33}},
+       {{4, 3}, {3}, {3}}},
       // Broadcasting arithmetic: rows, columns, single elements, constants on either side. Divisors
       // and logarithms see 0.5 + x^2 (the inputs are uniform in [-1, 1]).
-      {"arithmetic", "sub", [](const Inputs& in) { return in[0] - in[1]; }, {{513, 67}, {513, 67}}, {{3, 4}, {3, 4}},
-       {{[] { Tensor::zeros({2, 3, 4}) - Tensor::zeros({3, 1}); }, {"sub", "(2, 3, 4)", "(3, 1)", "a column"}}}},
-      {"arithmetic", "div", [](const Inputs& in) { return in[0] / (in[1] * in[1] + 0.5); }, {{513, 67}, {513, 67}},
-       {{3, 4}, {3, 4}}, {{[] { 1.0 / Tensor::zeros({2}, DType::i32); }, {"div", "'b'", "i32"}}}},
-      {"arithmetic", "add row", [](const Inputs& in) { return in[0] + in[1]; }, {{300, 8, 67}, {67}}, {{2, 3, 4}, {4}}},
-      {"arithmetic", "sub row (1, C) first", [](const Inputs& in) { return in[1] - in[0]; }, {{513, 67}, {1, 67}},
+      {"arithmetic",
+       "sub",
+       [](const Inputs& in) { return in[0] - in[1]; },
+       {{513, 67}, {513, 67}},
+       {{3, 4}, {3, 4}},
+       {{[] {
+           Tensor::zeros({2, 3, 4}) - Tensor::zeros({3, 1});
+         },
+         {"sub", "(2, 3, 4)", "(3, 1)", "a column"}}}},
+      {"arithmetic",
+       "div",
+       [](const Inputs& in) { return in[0] / (in[1] * in[1] + 0.5); },
+       {{513, 67}, {513, 67}},
+       {{3, 4}, {3, 4}},
+       {{[] { 1.0 / Tensor::zeros({2}, DType::i32); }, {"div", "'b'", "i32"}}}},
+      {"arithmetic",
+       "add row",
+       [](const Inputs& in) { return in[0] + in[1]; },
+       {{300, 8, 67}, {67}},
+       {{2, 3, 4}, {4}}},
+      {"arithmetic",
+       "sub row (1, C) first",
+       [](const Inputs& in) { return in[1] - in[0]; },
+       {{513, 67}, {1, 67}},
        {{3, 4}, {1, 4}}},
-      {"arithmetic", "mul column", [](const Inputs& in) { return in[0] * in[1]; }, {{513, 67}, {513, 1}},
+      {"arithmetic",
+       "mul column",
+       [](const Inputs& in) { return in[0] * in[1]; },
+       {{513, 67}, {513, 1}},
        {{3, 4}, {3, 1}}},
-      {"arithmetic", "div column", [](const Inputs& in) { return in[0] / (in[1] * in[1] + 0.5); },
-       {{513, 67}, {513, 1}}, {{3, 4}, {3, 1}}},
-      {"arithmetic", "div by a row", [](const Inputs& in) { return in[1] / (in[0] * in[0] + 0.5); },
-       {{513, 67}, {67}}, {{3, 4}, {4}}},
-      {"arithmetic", "mul single", [](const Inputs& in) { return in[1] * in[0]; }, {{513, 67}, {1, 1}},
+      {"arithmetic",
+       "div column",
+       [](const Inputs& in) { return in[0] / (in[1] * in[1] + 0.5); },
+       {{513, 67}, {513, 1}},
+       {{3, 4}, {3, 1}}},
+      {"arithmetic",
+       "div by a row",
+       [](const Inputs& in) { return in[1] / (in[0] * in[0] + 0.5); },
+       {{513, 67}, {67}},
+       {{3, 4}, {4}}},
+      {"arithmetic",
+       "mul single",
+       [](const Inputs& in) { return in[1] * in[0]; },
+       {{513, 67}, {1, 1}},
        {{3, 4}, {1, 1}}},
-      {"arithmetic", "outer sum", [](const Inputs& in) { return in[0] + in[1]; }, {{513, 1}, {1, 67}},
+      {"arithmetic",
+       "outer sum",
+       [](const Inputs& in) { return in[0] + in[1]; },
+       {{513, 1}, {1, 67}},
        {{3, 1}, {1, 4}}},
-      {"arithmetic", "constants",
+      {"arithmetic",
+       "constants",
        [](const Inputs& in) { return 2.0 - in[0] * 3.0 + -in[0] / 4.0 + 1.0 / (in[0] * in[0] + 0.5); },
-       {{100003}}, {{5}}, {{[] { -Tensor(); }, {"neg"}}}},
+       {{100003}},
+       {{5}},
+       {{[] { -Tensor(); }, {"neg"}}}},
       // Pointwise functions, softmax along both axes of 2-D tensors and a middle axis, transpose.
-      {"unary", "exp", [](const Inputs& in) { return ops::exp(in[0]); }, {{100003}}, {{4, 5}},
+      {"unary",
+       "exp",
+       [](const Inputs& in) { return ops::exp(in[0]); },
+       {{100003}},
+       {{4, 5}},
        {{[] { ops::sigmoid(Tensor::zeros({2}, DType::i32)); }, {"sigmoid", "i32 cpu (2,)"}}}},
       {"unary", "log", [](const Inputs& in) { return ops::log(in[0] * in[0] + 0.5); }, {{100003}}, {{4, 5}}},
       {"unary", "sigmoid", [](const Inputs& in) { return ops::sigmoid(in[0] * 1.5); }, {{100003}}, {{4, 5}}},
       {"unary", "tanh", [](const Inputs& in) { return ops::tanh(in[0] * 1.5); }, {{100003}}, {{4, 5}}},
-      {"log_softmax", "softmax axis 1", [](const Inputs& in) { return ops::softmax(in[0] * 5.0, 1); },
-       {{1000, 99}}, {{3, 5}}, {}, true, true},
-      {"log_softmax", "softmax axis 0", [](const Inputs& in) { return ops::softmax(in[0] * 5.0, 0); },
-       {{1000, 99}}, {{3, 5}}, {}, true, true},
-      {"log_softmax", "log_softmax axis 1", [](const Inputs& in) { return ops::log_softmax(in[0] * 5.0, 1); },
-       {{1000, 99}}, {{3, 5}}, {}, true, true},
-      {"log_softmax", "log_softmax axis 0", [](const Inputs& in) { return ops::log_softmax(in[0] * 5.0, 0); },
-       {{1000, 99}}, {{3, 5}}, {}, true, true},
-      {"log_softmax", "softmax 3-D axis 1", [](const Inputs& in) { return ops::softmax(in[0] * 5.0, 1); },
-       {{40, 300, 33}}, {{2, 3, 4}}, {}, true, true},
-      {"transpose", "transpose", [](const Inputs& in) { return ops::transpose(in[0]); }, {{1000, 67}}, {{3, 5}},
-       {{[] { ops::transpose(Tensor::zeros({2, 3, 4})); }, {"transpose", "(2, 3, 4)"}},
+      {"log_softmax",
+       "softmax axis 1",
+       [](const Inputs& in) { return ops::softmax(in[0] * 5.0, 1); },
+       {{1000, 99}},
+       {{3, 5}},
+       {},
+       true,
+       true},
+      {"log_softmax",
+       "softmax axis 0",
+       [](const Inputs& in) { return ops::softmax(in[0] * 5.0, 0); },
+       {{1000, 99}},
+       {{3, 5}},
+       {},
+       true,
+       true},
+      {"log_softmax",
+       "log_softmax axis 1",
+       [](const Inputs& in) { return ops::log_softmax(in[0] * 5.0, 1); },
+       {{1000, 99}},
+       {{3, 5}},
+       {},
+       true,
+       true},
+      {"log_softmax",
+       "log_softmax axis 0",
+       [](const Inputs& in) { return ops::log_softmax(in[0] * 5.0, 0); },
+       {{1000, 99}},
+       {{3, 5}},
+       {},
+       true,
+       true},
+      {"log_softmax",
+       "softmax 3-D axis 1",
+       [](const Inputs& in) { return ops::softmax(in[0] * 5.0, 1); },
+       {{40, 300, 33}},
+       {{2, 3, 4}},
+       {},
+       true,
+       true},
+      {"transpose",
+       "transpose",
+       [](const Inputs& in) { return ops::transpose(in[0]); },
+       {{1000, 67}},
+       {{3, 5}},
+       {{[] {
+           ops::transpose(Tensor::zeros({2, 3, 4}));
+         },
+         {"transpose", "(2, 3, 4)"}},
         {[] { ops::transpose(Tensor::zeros({3})); }, {"transpose", "(3,)"}}}},
       // Losses, whole and over the rows of an index with repeats.
-      {"losses", "mse_loss", [](const Inputs& in) { return ops::mse_loss(in[0], in[1]); }, {{1000, 33}, {1000, 33}},
+      {"losses",
+       "mse_loss",
+       [](const Inputs& in) { return ops::mse_loss(in[0], in[1]); },
+       {{1000, 33}, {1000, 33}},
        {{4, 3}, {4, 3}},
        {{[=] { ops::mse_loss(z32, z23); }, {"mse_loss", "target", "(2, 3)", "(3, 2)"}},
         {[=] { ops::mse_loss(z32, z32, Tensor::zeros({0}, DType::i32)); }, {"mse_loss", "index is empty"}}}},
-      {"losses", "bce_with_logits",
+      {"losses",
+       "bce_with_logits",
        [](const Inputs& in) { return ops::binary_cross_entropy_with_logits(in[0] * 5.0, in[1]); },
-       {{1000, 33}, {1000, 33}}, {{4, 3}, {4, 3}},
+       {{1000, 33}, {1000, 33}},
+       {{4, 3}, {4, 3}},
        {{[=] { ops::binary_cross_entropy_with_logits(z32, z32, Tensor::from_vector<int32_t>({5}, {1})); },
          {"index 5", "3 rows"}}}},
-      {"losses", "masked mse_loss", [index_large](const Inputs& in) { return ops::mse_loss(in[0], in[1], index_large); },
-       {{1000, 7}, {1000, 7}}, {}},
-      {"losses", "masked bce_with_logits small",
-       [index_small](const Inputs& in) { return ops::binary_cross_entropy_with_logits(in[0], in[1], index_small); },
-       {}, {{4, 3}, {4, 3}}},
-      {"activations", "a chain of ops as in a GAT layer",
+      {"losses",
+       "masked mse_loss",
+       [index_large](const Inputs& in) { return ops::mse_loss(in[0], in[1], index_large); },
+       {{1000, 7}, {1000, 7}},
+       {}},
+      {"losses",
+       "masked bce_with_logits small",
+       [index_small](const Inputs& in) {
+         return ops::binary_cross_entropy_with_logits(in[0], in[1], index_small);
+       },
+       {},
+       {{4, 3}, {4, 3}}},
+      {"activations",
+       "a chain of ops as in a GAT layer",
        [key, index_small](const Inputs& in) {
          Tensor h = ops::concat({ops::leaky_relu(in[0], 0.2), ops::scale(in[1], 0.5)}, -1);
          h = ops::dropout(ops::elu(ops::add_bias(h, in[2])), key);
          return ops::mean(ops::sum(ops::index_rows(h, index_small), 1));
        },
-       {{4, 100}, {4, 28}, {128}}, {{4, 1}, {4, 3}, {4}}},
-      {"log_softmax", "log_softmax", [](const Inputs& in) { return ops::log_softmax(in[0]); }, {{700, 41}},
+       {{4, 100}, {4, 28}, {128}},
+       {{4, 1}, {4, 3}, {4}}},
+      {"log_softmax",
+       "log_softmax",
+       [](const Inputs& in) { return ops::log_softmax(in[0]); },
+       {{700, 41}},
        {{3, 5}},
        {{[] { ops::log_softmax(Tensor::zeros({})); }, {"log_softmax", "at least one dimension"}},
-        {[] { ops::log_softmax(Tensor::zeros({2, 3, 4}), 3); }, {"log_softmax", "axis 3", "(2, 3, 4)"}},
-        {[] { ops::softmax(Tensor::zeros({2, 3}), -3); }, {"softmax", "axis -3", "(2, 3)"}},
-        {[] { ops::softmax(Tensor::zeros({2, 3}, DType::i32)); }, {"softmax", "i32", "f32 or f64"}}},
-       true, true},
-      {"cross_entropy", "masked_cross_entropy",
+        {[] {
+           ops::log_softmax(Tensor::zeros({2, 3, 4}), 3);
+         },
+         {"log_softmax", "axis 3", "(2, 3, 4)"}},
+        {[] {
+           ops::softmax(Tensor::zeros({2, 3}), -3);
+         },
+         {"softmax", "axis -3", "(2, 3)"}},
+        {[] {
+           ops::softmax(Tensor::zeros({2, 3}, DType::i32));
+         },
+         {"softmax", "i32", "f32 or f64"}}},
+       true,
+       true},
+      {"cross_entropy",
+       "masked_cross_entropy",
        [labels_large, labels_small, ce_index_large, ce_index_small](const Inputs& in) {
          const bool large = in[0].size(0) == labels_large.host().numel();
          const Device d = in[0].device();
          return ops::masked_cross_entropy(in[0], (large ? labels_large : labels_small).on(d),
                                           (large ? ce_index_large : ce_index_small).on(d));
        },
-       {{500, 5}}, {{4, 3}},
-       {{[=] { ops::masked_cross_entropy(z23, Tensor::zeros({3}, DType::i32), Tensor::zeros({1}, DType::i32)); },
+       {{500, 5}},
+       {{4, 3}},
+       {{[=] {
+           ops::masked_cross_entropy(z23, Tensor::zeros({3}, DType::i32), Tensor::zeros({1}, DType::i32));
+         },
          {"masked_cross_entropy", "labels", "(3,)"}}},
-       true, true},
-      {"matmul", "matmul", [](const Inputs& in) { return ops::matmul(in[0], in[1]); }, {{130, 70}, {70, 90}},
-       {{3, 4}, {4, 2}}, {{[=] { ops::matmul(z23, z23); }, {"matmul", "(2, 3)"}}}, true, true},
-      {"matmul", "matmul(x, x)", [](const Inputs& in) { return ops::matmul(in[0], in[0]); }, {{64, 64}}, {{3, 3}},
-       {}, true, true},
-      {"sparse_matmul", "sparse_matmul",
+       true,
+       true},
+      {"matmul",
+       "matmul",
+       [](const Inputs& in) { return ops::matmul(in[0], in[1]); },
+       {{130, 70}, {70, 90}},
+       {{3, 4}, {4, 2}},
+       {{[=] { ops::matmul(z23, z23); }, {"matmul", "(2, 3)"}}},
+       true,
+       true},
+      {"matmul",
+       "matmul(x, x)",
+       [](const Inputs& in) { return ops::matmul(in[0], in[0]); },
+       {{64, 64}},
+       {{3, 3}},
+       {},
+       true,
+       true},
+      {"sparse_matmul",
+       "sparse_matmul",
        [sparse_large, sparse_small, sparse_with](const Inputs& in) {
-         const OnDevice<CsrMatrix>& a = in[1].numel() == sparse_large.host().nnz() ? sparse_large : sparse_small;
+         const OnDevice<CsrMatrix>& a =
+             in[1].numel() == sparse_large.host().nnz() ? sparse_large : sparse_small;
          return ops::sparse_matmul(sparse_with(a, in[1]), in[0]);
        },
-       {{300, 33}, {nnz_large}}, {{14, 3}, {nnz_small}},
-       {{[=] { ops::sparse_matmul(sparse_small.host(), Tensor::zeros({3, 2}, DType::f64)); },
+       {{300, 33}, {nnz_large}},
+       {{14, 3}, {nnz_small}},
+       {{[=] {
+           ops::sparse_matmul(sparse_small.host(), Tensor::zeros({3, 2}, DType::f64));
+         },
          {"sparse_matmul", "(3, 2)"}}},
-       true, true},
-      {"sparse_matmul", "sparse_dropout_matmul",
+       true,
+       true},
+      {"sparse_matmul",
+       "sparse_dropout_matmul",
        [sparse_large, sparse_small, sparse_with, key](const Inputs& in) {
-         const OnDevice<CsrMatrix>& a = in[1].numel() == sparse_large.host().nnz() ? sparse_large : sparse_small;
+         const OnDevice<CsrMatrix>& a =
+             in[1].numel() == sparse_large.host().nnz() ? sparse_large : sparse_small;
          return ops::sparse_dropout_matmul(sparse_with(a, in[1]), key, in[0]);
        },
-       {{300, 33}, {nnz_large}}, {{14, 3}, {nnz_small}},
-       {{[=] { ops::sparse_dropout_matmul(sparse_small.host(), DropoutKey{1.5f, 0, 0}, Tensor::zeros({14, 2}, DType::f64)); },
+       {{300, 33}, {nnz_large}},
+       {{14, 3}, {nnz_small}},
+       {{[=] {
+           ops::sparse_dropout_matmul(sparse_small.host(), DropoutKey{1.5f, 0, 0},
+                                      Tensor::zeros({14, 2}, DType::f64));
+         },
          {"sparse_dropout_matmul", "1.5"}}},
-       true, true},
-      {"sparse_dropout", "sparse_dropout",
+       true,
+       true},
+      {"sparse_dropout",
+       "sparse_dropout",
        [sparse_large, sparse_small, sparse_with, key](const Inputs& in) {
-         const OnDevice<CsrMatrix>& a = in[0].numel() == sparse_large.host().nnz() ? sparse_large : sparse_small;
+         const OnDevice<CsrMatrix>& a =
+             in[0].numel() == sparse_large.host().nnz() ? sparse_large : sparse_small;
          return ops::sparse_dropout(sparse_with(a, in[0]), key).values();
        },
-       {{nnz_large}}, {{nnz_small}},
-       {{[=] { ops::sparse_dropout(sparse_small.host(), DropoutKey{-0.5f, 0, 0}); }, {"sparse_dropout", "-0.5"}}}, true, true},
-      {"csr_softmax_aggregate", "csr_softmax_aggregate",
+       {{nnz_large}},
+       {{nnz_small}},
+       {{[=] {
+           ops::sparse_dropout(sparse_small.host(), DropoutKey{-0.5f, 0, 0});
+         },
+         {"sparse_dropout", "-0.5"}}},
+       true,
+       true},
+      {"csr_softmax_aggregate",
+       "csr_softmax_aggregate",
        [big, mixed, key](const Inputs& in) {
          const Graph& g = (in[0].size(0) == big.host().num_edges() ? big : mixed).on(in[0].device());
          return ops::csr_softmax_aggregate(g, in[0], in[1], key);
        },
-       {{EB, 4}, {NB, 4, 16}}, {{EM, 3}, {NM, 3, 5}},
-       {{[=] { ops::csr_softmax_aggregate(mixed.host(), Tensor::zeros({EM + 1, 2}), Tensor::zeros({NM, 2, 3})); },
+       {{EB, 4}, {NB, 4, 16}},
+       {{EM, 3}, {NM, 3, 5}},
+       {{[=] {
+           ops::csr_softmax_aggregate(mixed.host(), Tensor::zeros({EM + 1, 2}), Tensor::zeros({NM, 2, 3}));
+         },
          {"csr_softmax_aggregate", "(" + std::to_string(EM + 1) + ", 2)", "one row per edge"}},
-        {[=] { ops::csr_softmax_aggregate(mixed.host(), Tensor::zeros({EM, 2}), Tensor::zeros({NM, 3, 3})); },
+        {[=] {
+           ops::csr_softmax_aggregate(mixed.host(), Tensor::zeros({EM, 2}), Tensor::zeros({NM, 3, 3}));
+         },
          {"csr_softmax_aggregate", "(8, 3, 3)", "(" + std::to_string(EM) + ", 2)"}},
-        {[=] { ops::csr_softmax_aggregate(mixed.host(), Tensor::zeros({EM, 2}), Tensor::zeros({NM - 1, 2, 3})); },
+        {[=] {
+           ops::csr_softmax_aggregate(mixed.host(), Tensor::zeros({EM, 2}), Tensor::zeros({NM - 1, 2, 3}));
+         },
          {"(7, 2, 3)"}},
         {[=] {
-           ops::csr_softmax_aggregate(mixed.host(), Tensor::zeros({EM, 2}), Tensor::zeros({NM, 2, 3}, DType::f64));
+           ops::csr_softmax_aggregate(mixed.host(), Tensor::zeros({EM, 2}),
+                                      Tensor::zeros({NM, 2, 3}, DType::f64));
          },
          {"f64 cpu (8, 2, 3)"}},
         {[=] {
-           ops::csr_softmax_aggregate(mixed.host(), Tensor::zeros({EM, 2}, DType::i32), Tensor::zeros({NM, 2, 3}));
+           ops::csr_softmax_aggregate(mixed.host(), Tensor::zeros({EM, 2}, DType::i32),
+                                      Tensor::zeros({NM, 2, 3}));
          },
          {"i32"}},
         {[=] {
@@ -360,163 +647,320 @@ std::vector<OpCase> op_cases() {
                                       DropoutKey{1.0f, 0, 0});
          },
          {"dropout"}}},
-       true, true},
-      {"csr_softmax_aggregate", "gat_attention_aggregate",
+       true,
+       true},
+      {"csr_softmax_aggregate",
+       "gat_attention_aggregate",
        [big, mixed, key](const Inputs& in) {
          const Graph& g = (in[0].size(0) == big.host().num_nodes() ? big : mixed).on(in[0].device());
          return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key);
        },
-       {{NB, 4}, {NB, 4}, {NB, 4, 16}}, {{NM, 3}, {NM, 3}, {NM, 3, 5}},
-       {{[=] { ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 3}), Tensor::zeros({NM, 2, 3}), 0.2); },
+       {{NB, 4}, {NB, 4}, {NB, 4, 16}},
+       {{NM, 3}, {NM, 3}, {NM, 3, 5}},
+       {{[=] {
+           ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 3}),
+                                        Tensor::zeros({NM, 2, 3}), 0.2);
+         },
          {"gat_attention_aggregate", "(8, 3)"}},
-        {[=] { ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 3, 3}), 0.2); },
+        {[=] {
+           ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}),
+                                        Tensor::zeros({NM, 3, 3}), 0.2);
+         },
          {"gat_attention_aggregate", "(8, 3, 3)"}},
-        {[=] { ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2, 3}, DType::f64), 0.2); },
+        {[=] {
+           ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}),
+                                        Tensor::zeros({NM, 2, 3}, DType::f64), 0.2);
+         },
          {"gat_attention_aggregate", "f64"}},
-        {[=] { ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2, 3}), 0.2, DropoutKey{1.0f, 0, 0}); },
+        {[=] {
+           ops::gat_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}),
+                                        Tensor::zeros({NM, 2, 3}), 0.2, DropoutKey{1.0f, 0, 0});
+         },
          {"gat_attention_aggregate", "dropout"}}},
-       true, true},
+       true,
+       true},
       // GAT's attention over x W (gat_linear_attention, the kernels of linear_head_dot.h): x, W,
       // att_src, att_dst; the large row's shapes take the fused CUDA forward (x needs a gradient
       // here, so the backward is the composed one: test_graph_ops' CudaGatLinearAttention has the fused one).
-      {"linear_head_dot", "gat_linear_attention",
+      {"linear_head_dot",
+       "gat_linear_attention",
        [big, mixed, key](const Inputs& in) {
          const Graph& g = (in[0].size(0) == big.host().num_nodes() ? big : mixed).on(in[0].device());
          return ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, key, DropoutKey{0.25f, 7, 9});
        },
-       {{NB, 16}, {16, 32}, {4, 8}, {4, 8}}, {{NM, 4}, {4, 6}, {2, 3}, {2, 3}},
-       {{[=] { ops::gat_linear_attention(mixed.host(), Tensor::zeros({NM, 4}), Tensor::zeros({4, 5}), z23, z23, 0.2); },
+       {{NB, 16}, {16, 32}, {4, 8}, {4, 8}},
+       {{NM, 4}, {4, 6}, {2, 3}, {2, 3}},
+       {{[=] {
+           ops::gat_linear_attention(mixed.host(), Tensor::zeros({NM, 4}), Tensor::zeros({4, 5}), z23, z23,
+                                     0.2);
+         },
          {"gat_linear_attention", "'weight' f32 cpu (4, 5)", "(K, H F) = (4, 6)"}},
-        {[=] { ops::gat_linear_attention(mixed.host(), Tensor::zeros({NM - 1, 4}), Tensor::zeros({4, 6}), z23, z23, 0.2); },
+        {[=] {
+           ops::gat_linear_attention(mixed.host(), Tensor::zeros({NM - 1, 4}), Tensor::zeros({4, 6}), z23,
+                                     z23, 0.2);
+         },
          {"gat_linear_attention", "'x' f32 cpu (7, 4)", "a row per node"}}},
-       true, true},
+       true,
+       true},
       // GATv2: xl, xr (N, H, F), att (H, F), and an edge term (E, H, F) in the second row.
-      {"gatv2_attention_aggregate", "gatv2_attention_aggregate",
+      {"gatv2_attention_aggregate",
+       "gatv2_attention_aggregate",
        [big, mixed, key](const Inputs& in) {
          const Graph& g = (in[0].size(0) == big.host().num_nodes() ? big : mixed).on(in[0].device());
          return ops::gatv2_attention_aggregate(g, in[0], in[1], in[2], 0.2, key);
        },
-       {{NB, 4, 16}, {NB, 4, 16}, {4, 16}}, {{NM, 3, 5}, {NM, 3, 5}, {3, 5}},
-       {{[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 4}), Tensor::zeros({2, 3}), 0.2); },
+       {{NB, 4, 16}, {NB, 4, 16}, {4, 16}},
+       {{NM, 3, 5}, {NM, 3, 5}, {3, 5}},
+       {{[=] {
+           ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 4}),
+                                          Tensor::zeros({2, 3}), 0.2);
+         },
          {"gatv2_attention_aggregate", "'xr' f32 cpu (8, 2, 4)", "Nd = 8"}},
-        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM - 1, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({2, 3}), 0.2); },
+        {[=] {
+           ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM - 1, 2, 3}),
+                                          Tensor::zeros({NM, 2, 3}), Tensor::zeros({2, 3}), 0.2);
+         },
          {"gatv2_attention_aggregate", "'xl' f32 cpu (7, 2, 3)", "Ns = 8"}},
-        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({3, 2}), 0.2); },
+        {[=] {
+           ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}),
+                                          Tensor::zeros({3, 2}), 0.2);
+         },
          {"gatv2_attention_aggregate", "'att' f32 cpu (3, 2)", "(H, F)"}},
-        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 6}), Tensor::zeros({NM, 6}), Tensor::zeros({2, 3}), 0.2); },
+        {[=] {
+           ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 6}), Tensor::zeros({NM, 6}),
+                                          Tensor::zeros({2, 3}), 0.2);
+         },
          {"gatv2_attention_aggregate", "'xl'", "3 dimensions"}},
-        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}, DType::f64), Tensor::zeros({2, 3}), 0.2); },
+        {[=] {
+           ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}),
+                                          Tensor::zeros({NM, 2, 3}, DType::f64), Tensor::zeros({2, 3}), 0.2);
+         },
          {"gatv2_attention_aggregate", "f64"}},
-        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}, DType::i32), Tensor::zeros({NM, 2, 3}, DType::i32), Tensor::zeros({2, 3}, DType::i32), 0.2); },
+        {[=] {
+           ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}, DType::i32),
+                                          Tensor::zeros({NM, 2, 3}, DType::i32),
+                                          Tensor::zeros({2, 3}, DType::i32), 0.2);
+         },
          {"gatv2_attention_aggregate", "i32"}},
-        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({2, 3}), INFINITY); },
+        {[=] {
+           ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}),
+                                          Tensor::zeros({2, 3}), INFINITY);
+         },
          {"gatv2_attention_aggregate", "negative_slope", "not finite"}},
-        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({2, 3}), 0.2, DropoutKey{-0.5f, 0, 0}); },
+        {[=] {
+           ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}),
+                                          Tensor::zeros({2, 3}), 0.2, DropoutKey{-0.5f, 0, 0});
+         },
          {"gatv2_attention_aggregate", "dropout", "outside [0, 1)"}},
-        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({2, 3}), 0.2, {}, Tensor::zeros({EM + 1, 2, 3})); },
-         {"gatv2_attention_aggregate", "'edge_term' f32 cpu (" + std::to_string(EM + 1) + ", 2, 3)", "E = " + std::to_string(EM)}},
-        {[=] { ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({2, 3}), 0.2, {}, Tensor::zeros({EM, 2, 3}, DType::f64)); },
+        {[=] {
+           ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}),
+                                          Tensor::zeros({2, 3}), 0.2, {}, Tensor::zeros({EM + 1, 2, 3}));
+         },
+         {"gatv2_attention_aggregate", "'edge_term' f32 cpu (" + std::to_string(EM + 1) + ", 2, 3)",
+          "E = " + std::to_string(EM)}},
+        {[=] {
+           ops::gatv2_attention_aggregate(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}),
+                                          Tensor::zeros({2, 3}), 0.2, {},
+                                          Tensor::zeros({EM, 2, 3}, DType::f64));
+         },
          {"gatv2_attention_aggregate", "'edge_term'", "f64"}}},
-       true, true},
-      {"gatv2_attention_aggregate", "gatv2_attention_aggregate edge_term",
+       true,
+       true},
+      {"gatv2_attention_aggregate",
+       "gatv2_attention_aggregate edge_term",
        [big, mixed, key](const Inputs& in) {
          const Graph& g = (in[0].size(0) == big.host().num_nodes() ? big : mixed).on(in[0].device());
          return ops::gatv2_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, in[3]);
        },
-       {{NB, 4, 16}, {NB, 4, 16}, {4, 16}, {EB, 4, 16}}, {{NM, 2, 3}, {NM, 2, 3}, {2, 3}, {EM, 2, 3}},
-       {}, true, true},
-      {"gatv2_attention_aggregate", "gatv2_edge_scores",
+       {{NB, 4, 16}, {NB, 4, 16}, {4, 16}, {EB, 4, 16}},
+       {{NM, 2, 3}, {NM, 2, 3}, {2, 3}, {EM, 2, 3}},
+       {},
+       true,
+       true},
+      {"gatv2_attention_aggregate",
+       "gatv2_edge_scores",
        [big, mixed](const Inputs& in) {
          const Graph& g = (in[0].size(0) == big.host().num_nodes() ? big : mixed).on(in[0].device());
          return ops::gatv2_edge_scores(g, in[0], in[1], in[2], 0.2, in[3]);
        },
-       {{NB, 4, 16}, {NB, 4, 16}, {4, 16}, {EB, 4, 16}}, {},
-       {{[=] { ops::gatv2_edge_scores(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}), Tensor::zeros({2, 4}), 0.2); },
+       {{NB, 4, 16}, {NB, 4, 16}, {4, 16}, {EB, 4, 16}},
+       {},
+       {{[=] {
+           ops::gatv2_edge_scores(mixed.host(), Tensor::zeros({NM, 2, 3}), Tensor::zeros({NM, 2, 3}),
+                                  Tensor::zeros({2, 4}), 0.2);
+         },
          {"gatv2_edge_scores", "'att' f32 cpu (2, 4)"}}},
-       false, true},
-      {"csr_softmax_aggregate", "csr_softmax",
+       false,
+       true},
+      {"csr_softmax_aggregate",
+       "csr_softmax",
        [big, mixed](const Inputs& in) {
-         return ops::csr_softmax((in[0].size(0) == big.host().num_edges() ? big : mixed).on(in[0].device()), in[0]);
+         return ops::csr_softmax((in[0].size(0) == big.host().num_edges() ? big : mixed).on(in[0].device()),
+                                 in[0]);
        },
-       {{EB, 3}}, {}, {{[=] { ops::csr_softmax(mixed.host(), Tensor::zeros({EM - 1, 2})); }, {"csr_softmax", "one row per edge"}}},
-       false, true},
-      {"gat_edge_scores", "gat_edge_scores",
+       {{EB, 3}},
+       {},
+       {{[=] {
+           ops::csr_softmax(mixed.host(), Tensor::zeros({EM - 1, 2}));
+         },
+         {"csr_softmax", "one row per edge"}}},
+       false,
+       true},
+      {"gat_edge_scores",
+       "gat_edge_scores",
        [big, mixed](const Inputs& in) {
          const Graph& g = (in[0].size(0) == big.host().num_nodes() ? big : mixed).on(in[0].device());
          return ops::gat_edge_scores(g, in[0], in[1], 0.2);
        },
-       {{NB, 4}, {NB, 4}}, {{NM, 3}, {NM, 3}},
-       {{[=] { ops::gat_edge_scores(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 3}), 0.2); },
+       {{NB, 4}, {NB, 4}},
+       {{NM, 3}, {NM, 3}},
+       {{[=] {
+           ops::gat_edge_scores(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 3}), 0.2);
+         },
          {"gat_edge_scores", "(8, 3)"}},
-        {[=] { ops::gat_edge_scores(mixed.host(), Tensor::zeros({NM + 1, 2}), Tensor::zeros({NM + 1, 2}), 0.2); },
+        {[=] {
+           ops::gat_edge_scores(mixed.host(), Tensor::zeros({NM + 1, 2}), Tensor::zeros({NM + 1, 2}), 0.2);
+         },
          {"gat_edge_scores", "(9, 2)", "Ns = 8 sources"}},
-        {[=] { ops::gat_edge_scores(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}, DType::f64), 0.2); },
+        {[=] {
+           ops::gat_edge_scores(mixed.host(), Tensor::zeros({NM, 2}), Tensor::zeros({NM, 2}, DType::f64),
+                                0.2);
+         },
          {"gat_edge_scores", "f64"}}},
-       true, true},
-      self_loop_row("mean",
-                    {{[=] { ops::self_loop_attr(mixed.host(), mixed_looped.host(), Tensor::zeros({EM - 1, 2}), {}); },
-                      {"self_loop_attr", "one row per edge of the graph"}},
-                     {[=] { ops::self_loop_attr(mixed.host(), mixed.host(), Tensor::zeros({EM, 2}), {}); },
-                      {"self_loop_attr", "is not graph.with_self_loops()"}}}),
-      self_loop_row("add"), self_loop_row("min"), self_loop_row("max"), self_loop_row("mul"), self_loop_row("-0.5"),
-      {"head_dot", "head_dot", [](const Inputs& in) { return ops::head_dot(in[0], in[1]); }, {{3000, 8, 8}, {8, 8}},
+       true,
+       true},
+      self_loop_row(
+          "mean", {{[=] {
+                      ops::self_loop_attr(mixed.host(), mixed_looped.host(), Tensor::zeros({EM - 1, 2}), {});
+                    },
+                    {"self_loop_attr", "one row per edge of the graph"}},
+                   {[=] {
+                      ops::self_loop_attr(mixed.host(), mixed.host(), Tensor::zeros({EM, 2}), {});
+                    },
+                    {"self_loop_attr", "is not graph.with_self_loops()"}}}),
+      self_loop_row("add"),
+      self_loop_row("min"),
+      self_loop_row("max"),
+      self_loop_row("mul"),
+      self_loop_row("-0.5"),
+      {"head_dot",
+       "head_dot",
+       [](const Inputs& in) { return ops::head_dot(in[0], in[1]); },
+       {{3000, 8, 8}, {8, 8}},
        {{5, 3, 4}, {3, 4}},
-       {{[] { ops::head_dot(Tensor::zeros({4, 2, 3}), Tensor::zeros({3, 2})); }, {"head_dot", "(3, 2)", "(2, 3)"}},
-        {[] { ops::head_dot(Tensor::zeros({4, 6}), Tensor::zeros({2, 3})); }, {"head_dot", "(4, 6)"}}},
-       true, true},
-      {"head_mean", "head_mean", [](const Inputs& in) { return ops::head_mean(in[0], in[1]); },
-       {{3000, 8, 7}, {7}}, {{5, 3, 4}, {4}},
-       {{[] { ops::head_mean(Tensor::zeros({4, 2, 3}), Tensor::zeros({2})); }, {"head_mean", "bias", "(2,)", "(3,)"}},
-        {[] { ops::head_mean(Tensor::zeros({4, 6})); }, {"head_mean", "(4, 6)"}},
-        {[] { ops::head_mean(Tensor::zeros({4, 0, 3})); }, {"head_mean", "no heads"}}}},
-      {"head_mean", "head_mean, one head, no bias", [](const Inputs& in) { return ops::head_mean(in[0]); },
-       {{3000, 1, 7}}, {{5, 1, 4}}},
-      {"head_mean", "head_mean, 20 heads", [](const Inputs& in) { return ops::head_mean(in[0], in[1]); },
-       {{300, 20, 33}, {33}}, {{2, 20, 3}, {3}}},
+       {{[] {
+           ops::head_dot(Tensor::zeros({4, 2, 3}), Tensor::zeros({3, 2}));
+         },
+         {"head_dot", "(3, 2)", "(2, 3)"}},
+        {[] {
+           ops::head_dot(Tensor::zeros({4, 6}), Tensor::zeros({2, 3}));
+         },
+         {"head_dot", "(4, 6)"}}},
+       true,
+       true},
+      {"head_mean",
+       "head_mean",
+       [](const Inputs& in) { return ops::head_mean(in[0], in[1]); },
+       {{3000, 8, 7}, {7}},
+       {{5, 3, 4}, {4}},
+       {{[] {
+           ops::head_mean(Tensor::zeros({4, 2, 3}), Tensor::zeros({2}));
+         },
+         {"head_mean", "bias", "(2,)", "(3,)"}},
+        {[] {
+           ops::head_mean(Tensor::zeros({4, 6}));
+         },
+         {"head_mean", "(4, 6)"}},
+        {[] {
+           ops::head_mean(Tensor::zeros({4, 0, 3}));
+         },
+         {"head_mean", "no heads"}}}},
+      {"head_mean",
+       "head_mean, one head, no bias",
+       [](const Inputs& in) { return ops::head_mean(in[0]); },
+       {{3000, 1, 7}},
+       {{5, 1, 4}}},
+      {"head_mean",
+       "head_mean, 20 heads",
+       [](const Inputs& in) { return ops::head_mean(in[0], in[1]); },
+       {{300, 20, 33}, {33}},
+       {{2, 20, 3}, {3}}},
       // Not differentiable: in-place helpers and integer results.
-      {"fill", "fill_",
+      {"fill",
+       "fill_",
        [](const Inputs& in) {
          Tensor t = in[0].clone();
          ops::fill_(t, -0.75);
          return t;
        },
-       {{100003}}, {}, {{[] { Tensor undefined; ops::fill_(undefined, 1.0); }, {"fill_"}}}, false},
-      {"add_into", "add_into",
+       {{100003}},
+       {},
+       {{[] {
+           Tensor undefined;
+           ops::fill_(undefined, 1.0);
+         },
+         {"fill_"}}},
+       false},
+      {"add_into",
+       "add_into",
        [](const Inputs& in) {
          Tensor t = in[0].clone();
          ops::add_into(t, in[1]);
          return t;
        },
-       {{513, 67}, {513, 67}}, {},
-       {{[=] { Tensor t = z23.clone(); ops::add_into(t, z32); }, {"add_into", "(3, 2)"}}}, false},
-      {"accuracy", "argmax", [](const Inputs& in) { return ops::argmax(in[0]); }, {{700, 41}}, {},
-       {{[] { ops::argmax(Tensor::zeros({3})); }, {"argmax", "(3,)"}}}, false},
-      {"accuracy", "correct_counts",
+       {{513, 67}, {513, 67}},
+       {},
+       {{[=] {
+           Tensor t = z23.clone();
+           ops::add_into(t, z32);
+         },
+         {"add_into", "(3, 2)"}}},
+       false},
+      {"accuracy",
+       "argmax",
+       [](const Inputs& in) { return ops::argmax(in[0]); },
+       {{700, 41}},
+       {},
+       {{[] { ops::argmax(Tensor::zeros({3})); }, {"argmax", "(3,)"}}},
+       false},
+      {"accuracy",
+       "correct_counts",
        [labels_large](const Inputs& in) {
          const Tensor& labels = labels_large.on(in[0].device());
          return ops::correct_counts(in[0], labels, repeating_index(300, 500).to(in[0].device()));
        },
-       {{500, 5}}, {},
-       {{[] { ops::accuracy(Tensor::zeros({3, 2}), Tensor::zeros({3}, DType::i32), Tensor::from_vector<int32_t>({4}, {1})); },
+       {{500, 5}},
+       {},
+       {{[] {
+           ops::accuracy(Tensor::zeros({3, 2}), Tensor::zeros({3}, DType::i32),
+                         Tensor::from_vector<int32_t>({4}, {1}));
+         },
          {"accuracy", "index[0] = 4"}}},
        false},
-      {"classification_metrics", "classification_metrics",
+      {"classification_metrics",
+       "classification_metrics",
        [labels_large, ce_index_large](const Inputs& in) {
          const Device d = in[0].device();
          return ops::classification_metrics(in[0], labels_large.on(d),
                                             {ce_index_large.on(d), repeating_index(300, 500).to(d)});
        },
-       {{500, 5}}, {},
-       {{[=] { ops::classification_metrics(z32, Tensor::zeros({3}, DType::i32), {Tensor::zeros({0}, DType::i32)}); },
+       {{500, 5}},
+       {},
+       {{[=] {
+           ops::classification_metrics(z32, Tensor::zeros({3}, DType::i32), {Tensor::zeros({0}, DType::i32)});
+         },
          {"classification_metrics", "splits[0]", "empty"}},
         {[=] { ops::classification_metrics(z32, Tensor::zeros({3}, DType::i32), {}); },
          {"classification_metrics", "0 splits"}},
         {[=] {
            Tensor out = Tensor::zeros({2, 3}, DType::f64);
-           ops::classification_metrics(z32, Tensor::zeros({3}, DType::i32), {Tensor::zeros({1}, DType::i32)}, out);
+           ops::classification_metrics(z32, Tensor::zeros({3}, DType::i32), {Tensor::zeros({1}, DType::i32)},
+                                       out);
          },
          {"classification_metrics", "'out'", "(1, 3)", "(2, 3)"}},
-        {[=] { ops::classification_metrics(z32, Tensor::zeros({2}, DType::i32), {Tensor::zeros({1}, DType::i32)}); },
+        {[=] {
+           ops::classification_metrics(z32, Tensor::zeros({2}, DType::i32), {Tensor::zeros({1}, DType::i32)});
+         },
          {"classification_metrics", "labels", "(3,)"}}},
        false},
   };
@@ -543,7 +987,8 @@ OpRun run_op(const OpCase& c, const Inputs& inputs, Device device, const Tensor&
   return r;
 }
 
-Inputs random_inputs(const std::vector<Shape>& shapes, std::mt19937_64& rng, DType dtype, Device device = Device::cpu) {
+Inputs random_inputs(const std::vector<Shape>& shapes, std::mt19937_64& rng, DType dtype,
+                     Device device = Device::cpu) {
   Inputs inputs;
   for (const Shape& s : shapes) inputs.push_back(random_tensor(s, rng, -1.0, 1.0, dtype, device));
   return inputs;
@@ -568,9 +1013,12 @@ void expect_close_elementwise(const std::string& what, const Tensor& cpu, const 
 void expect_same_result(const OpCase& c, const std::string& what, const Tensor& cpu, const Tensor& cuda,
                         double tol) {
   ASSERT_EQ(cuda.device(), Device::cuda) << what;
-  if (cpu.dtype() == DType::i32) EXPECT_TRUE(bitwise_equal(cpu, cuda)) << what;
-  else if (c.normwise) expect_close(cuda, cpu, what, tol);
-  else expect_close_elementwise(what, cpu, cuda, tol);
+  if (cpu.dtype() == DType::i32)
+    EXPECT_TRUE(bitwise_equal(cpu, cuda)) << what;
+  else if (c.normwise)
+    expect_close(cuda, cpu, what, tol);
+  else
+    expect_close_elementwise(what, cpu, cuda, tol);
 }
 
 }  // namespace
@@ -589,7 +1037,8 @@ TEST(BackendOps, CudaMatchesTheCpuForwardAndBackward) {
       const OpRun cpu = run_op(c, inputs, Device::cpu, g), gpu = run_op(c, inputs, Device::cuda, g);
       expect_same_result(c, c.name + " forward", cpu.out, gpu.out, tol);
       for (size_t i = 0; i < cpu.grads.size(); ++i)
-        expect_same_result(c, c.name + " grad of input " + std::to_string(i), cpu.grads[i], gpu.grads[i], tol);
+        expect_same_result(c, c.name + " grad of input " + std::to_string(i), cpu.grads[i], gpu.grads[i],
+                           tol);
     }
   }
 }
@@ -640,7 +1089,8 @@ TEST(BackendOps, EveryOpHasARowWithAnErrorCase) {
     if (!c.errors.empty()) with_errors.insert(c.header);
   }
   // Headers of framework/ops/ that are helpers, not ops.
-  const std::set<std::string> helpers = {"attention_rows", "dispatch", "kernel", "loops", "self_loop_attr_rows", "vec_math"};
+  const std::set<std::string> helpers = {"attention_rows",      "dispatch", "kernel", "loops",
+                                         "self_loop_attr_rows", "vec_math"};
   const std::filesystem::path ops_dir = std::filesystem::path(GAT_SOURCE_DIR) / "framework" / "ops";
   int headers = 0;
   for (const auto& entry : std::filesystem::directory_iterator(ops_dir)) {

@@ -85,11 +85,37 @@ TEST(Cli, DefaultsAreTheStructsDefaults) {
 }
 
 TEST(Cli, FlagsReachTheirFields) {
-  const cli::Flags f = parse({"--dataset", "citeseer", "--hidden", "4", "--heads", "+2", "--output-heads", "3",
-                              "--dropout", "0.5", "--value-dropout", "0", "--lr", "1e-2", "--weight-decay", "0",
-                              "--epochs", "7", "--patience", "9", "--sparse-below", "1", "--no-cuda-graphs",
-                              "--seed", "18446744073709551615", "--save", "x.safetensors", "--json", "--quiet",
-                              "--fill-value", "-2.5"});
+  const cli::Flags f = parse({"--dataset",
+                              "citeseer",
+                              "--hidden",
+                              "4",
+                              "--heads",
+                              "+2",
+                              "--output-heads",
+                              "3",
+                              "--dropout",
+                              "0.5",
+                              "--value-dropout",
+                              "0",
+                              "--lr",
+                              "1e-2",
+                              "--weight-decay",
+                              "0",
+                              "--epochs",
+                              "7",
+                              "--patience",
+                              "9",
+                              "--sparse-below",
+                              "1",
+                              "--no-cuda-graphs",
+                              "--seed",
+                              "18446744073709551615",
+                              "--save",
+                              "x.safetensors",
+                              "--json",
+                              "--quiet",
+                              "--fill-value",
+                              "-2.5"});
   EXPECT_EQ(f.dataset, "citeseer");
   EXPECT_TRUE(f.dataset_given);
   EXPECT_EQ(f.model.hidden, 4);
@@ -157,7 +183,8 @@ TEST(Cli, NumbersAreParsedWholeAndWithinReadableRanges) {
       {{"--patience", "99999999999999999999"}, "--patience: '99999999999999999999' is not an integer"},
       {{"--seed", "-1"}, "--seed: '-1' is not an integer in [0, 18446744073709551615]"},
       {{"--seed", "0x10"}, "--seed: '0x10' is not an integer"},
-      {{"--hidden", "2305843009213693953"}, "--hidden: '2305843009213693953' is not an integer in [1, 65536]"},
+      {{"--hidden", "2305843009213693953"},
+       "--hidden: '2305843009213693953' is not an integer in [1, 65536]"},
       {{"--heads", "1e9"}, "--heads: '1e9' is not an integer in [1, 1024]"},
       {{"--output-heads", "0"}, "--output-heads: '0' is not an integer in [1, 1024]"},
       {{"--runs", "10001"}, "--runs: '10001' is not an integer in [1, 10000]"},
@@ -169,10 +196,12 @@ TEST(Cli, NumbersAreParsedWholeAndWithinReadableRanges) {
       {{"--data-dir", ""}, "--data-dir: the value is empty"},
       {{"--device", "tpu"}, "--device"},
       {{"--model", "gat3"}, "--model: gat3 not in {gat,gatv2}"},
-      {{"--model", "gatv2", "--value-dropout", "0.5"}, "--value-dropout 0.5 with --model gatv2: GATv2Conv has no value dropout"},
+      {{"--model", "gatv2", "--value-dropout", "0.5"},
+       "--value-dropout 0.5 with --model gatv2: GATv2Conv has no value dropout"},
       {{"--load", "a", "--save", "b"}, "--save excludes --load"},
       {{"--no-such-flag"}, "--no-such-flag"},
-      {{"--fill-value", "median"}, "--fill-value: 'median' is not mean, add, sum, min, max, mul or a finite number"},
+      {{"--fill-value", "median"},
+       "--fill-value: 'median' is not mean, add, sum, min, max, mul or a finite number"},
       {{"--fill-value", "inf"}, "--fill-value: 'inf' is not mean"},
       {{"--fill-value", "1e999"}, "--fill-value: '1e999' is not mean"},
       {{"--fill-value", ""}, "--fill-value: '' is not mean"},
@@ -188,7 +217,8 @@ TEST(Cli, NumbersAreParsedWholeAndWithinReadableRanges) {
 
 TEST(Cli, UsageShowsTheDefaultsAndRanges) {
   const std::string text = cli::usage();
-  for (const char* part : {"--hidden", "[1, 65536]", "--dropout", "[0, 0.999]", "--lr", "0.005", "symbolic link"})
+  for (const char* part :
+       {"--hidden", "[1, 65536]", "--dropout", "[0, 0.999]", "--lr", "0.005", "symbolic link"})
     EXPECT_NE(text.find(part), std::string::npos) << part;
 }
 
@@ -253,7 +283,8 @@ TEST(CheckpointMetadata, ReadingValidatesEveryValue) {
   for (const Case& c : cases) {
     const std::string message =
         error_of([&] { CheckpointInfo::from_metadata(with(m, c.key, c.value), "ckpt"); });
-    EXPECT_NE(message.find(c.expected), std::string::npos) << c.key << "=" << c.value << " -> '" << message << "'";
+    EXPECT_NE(message.find(c.expected), std::string::npos)
+        << c.key << "=" << c.value << " -> '" << message << "'";
   }
   for (const char* key : {"in_features", "num_classes", "hidden", "heads", "output_heads", "dropout",
                           "value_dropout", "negative_slope", "seed", "best_epoch", "test_acc"}) {
@@ -277,9 +308,13 @@ TEST(GATConfigLimits, SizesAreCheckedBeforeAnyAllocation) {
   o.in_channels = 4;
   o.out_channels = int64_t{1} << 62;
   o.heads = 8;
-  EXPECT_NE(error_of([&] { GATConv conv(o, init); }).find("GATConv: heads x out_channels: 8 x 4611686018427387904 overflows"),
+  EXPECT_NE(error_of([&] {
+              GATConv conv(o, init);
+            }).find("GATConv: heads x out_channels: 8 x 4611686018427387904 overflows"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { Tensor::empty({int64_t{1} << 62, 8}); }).find("more than 2^63 elements"),
+  EXPECT_NE(error_of([&] {
+              Tensor::empty({int64_t{1} << 62, 8});
+            }).find("more than 2^63 elements"),
             std::string::npos);
   EXPECT_NE(error_of([&] { Tensor::empty({int64_t{1} << 62}, DType::f64); }).find("more than 2^63 bytes"),
             std::string::npos);

@@ -35,8 +35,8 @@ TEST(CudaRuntime, ARecordedGraphWritesIntoEarlierMemoryAndKeepsNoneOfItsOwn) {
   Tensor out = Tensor::zeros(want.shape(), DType::f32, Device::cuda);
   std::string why;
   // Temporaries made and freed while recording, the result copied into `out`.
-  const cuda::CapturedGraph graph = cuda::capture(
-      [&] { out.copy_(ops::matmul(ops::matmul(a, b), c)); }, &why);
+  const cuda::CapturedGraph graph =
+      cuda::capture([&] { out.copy_(ops::matmul(ops::matmul(a, b), c)); }, &why);
   ASSERT_TRUE(graph.valid()) << why;
   EXPECT_EQ(out.to_vector<float>(), std::vector<float>(want.numel(), 0.0f));  // nothing ran yet
   for (int replay = 0; replay < 2; ++replay) {
@@ -82,7 +82,8 @@ TEST(CudaRuntime, SideWorkIsReadOnlyAfterItsJoin) {
   const Tensor small = Tensor::zeros({1}, DType::f64, Device::cuda);
   SideWork side;
   // A small CUDA input sends the work to the side stream.
-  const Tensor out = side.run({small}, [&](const std::vector<Tensor>&) { return slow_fill_beside(n, 3.0); })[0];
+  const Tensor out =
+      side.run({small}, [&](const std::vector<Tensor>&) { return slow_fill_beside(n, 3.0); })[0];
   EXPECT_TRUE(side.pending(out));
   side.join();
   EXPECT_FALSE(side.pending(out));
@@ -106,14 +107,15 @@ TEST(CudaRuntime, SideWorkIsReadOnlyAfterItsJoin) {
     EXPECT_FALSE(side.pending(twice)) << input.describe();
   }
   // An output may not be one of the inputs (it would be freed on the main stream too early).
-  expect_error([&] { side.run({small}, [](const std::vector<Tensor>& in) { return in; }); }, {"shares the storage"});
+  expect_error([&] { side.run({small}, [](const std::vector<Tensor>& in) { return in; }); },
+               {"shares the storage"});
 }
 
 // y = x, whose backward hands x a gradient of `value`s made by slow side work of the pass.
 Tensor with_side_gradient(const Tensor& x, double value) {
   return autograd::record("side gradient", x.detach().clone(), {x}, [value, n = x.numel()](const Tensor& g) {
-    return std::vector<Tensor>{
-        autograd::side_gradients({g}, [&](const std::vector<Tensor>&) { return slow_fill_beside(n, value); })[0]};
+    return std::vector<Tensor>{autograd::side_gradients(
+        {g}, [&](const std::vector<Tensor>&) { return slow_fill_beside(n, value); })[0]};
   });
 }
 

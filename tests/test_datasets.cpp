@@ -7,7 +7,6 @@
 // summed with struct.unpack. sum(x) equals that sum: x is a row permutation of allx and tx plus
 // all-zero rows. Cora 49216, CiteSeer 105165 (both binary features, so these are nnz counts).
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <omp.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -19,6 +18,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
@@ -33,8 +33,8 @@
 #include "gat/framework/ops/attention/self_loop_attr.h"
 #include "gat/framework/quote.h"
 #include "gat/train/trainer.h"
-#include "gzip_testing.h"
 #include "gat_testing.h"
+#include "gzip_testing.h"
 
 using namespace gat;
 using gat::testing::expect_error;
@@ -50,9 +50,9 @@ bool have_planetoid(const std::string& name) {
   return fs::exists(fs::path(planetoid_dir()) / ("ind." + name + ".x"));
 }
 
-#define SKIP_WITHOUT(name)                                                                         \
-  if (!have_planetoid(name))                                                                       \
-  GTEST_SKIP() << "Planetoid files for " << name << " not found in '" << planetoid_dir()          \
+#define SKIP_WITHOUT(name)                                                               \
+  if (!have_planetoid(name))                                                             \
+  GTEST_SKIP() << "Planetoid files for " << name << " not found in '" << planetoid_dir() \
                << "' (set GAT_DATA_DIR to the folder holding ind." << name << ".*)"
 
 std::string read_bytes(const std::string& path) {
@@ -76,7 +76,8 @@ void write_gz(const fs::path& path, const std::string& bytes) {
 struct CoraCopy : TempDir {
   CoraCopy() : TempDir("gat_test_datasets") {
     for (const char* part : {"x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"})
-      fs::copy_file(fs::path(planetoid_dir()) / (std::string("ind.cora.") + part), path() / (std::string("ind.cora.") + part));
+      fs::copy_file(fs::path(planetoid_dir()) / (std::string("ind.cora.") + part),
+                    path() / (std::string("ind.cora.") + part));
   }
   std::string file(const char* part) const { return (path() / (std::string("ind.cora.") + part)).string(); }
 };
@@ -90,7 +91,8 @@ void expect_undirected_simple(const Graph& g) {
     EXPECT_NE(s[e], d[e]) << "self loop at edge " << e;
     EXPECT_TRUE(edges.emplace(s[e], d[e]).second) << "duplicate edge " << s[e] << " -> " << d[e];
   }
-  for (const auto& [a, b] : edges) ASSERT_TRUE(edges.count({b, a})) << "edge " << a << " -> " << b << " has no reverse";
+  for (const auto& [a, b] : edges)
+    ASSERT_TRUE(edges.count({b, a})) << "edge " << a << " -> " << b << " has no reverse";
 }
 
 void expect_split_shape(const Dataset& d) {
@@ -130,14 +132,17 @@ nlohmann::json expect_planetoid(const Dataset& d, const PlanetoidFigures& want) 
 
 std::string le32(int32_t v) {
   std::string s(4, '\0');
-  for (int i = 0; i < 4; ++i) s[static_cast<size_t>(i)] = static_cast<char>((static_cast<uint32_t>(v) >> (8 * i)) & 0xff);
+  for (int i = 0; i < 4; ++i)
+    s[static_cast<size_t>(i)] = static_cast<char>((static_cast<uint32_t>(v) >> (8 * i)) & 0xff);
   return s;
 }
 
 // numpy.ndarray pickle body (no PROTO/STOP) as numpy 1.x writes it under protocol 2.
-std::string ndarray_body(const std::vector<int32_t>& shape, const std::string& typestr, const std::string& order,
-                         bool fortran, const std::string& raw) {
-  std::string s = "cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85U\x01" "b\x87R"s;
+std::string ndarray_body(const std::vector<int32_t>& shape, const std::string& typestr,
+                         const std::string& order, bool fortran, const std::string& raw) {
+  std::string s =
+      "cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85U\x01"
+      "b\x87R"s;
   s += "(K\x01(";
   for (int32_t d : shape) s += "J" + le32(d);
   s += "tcnumpy\ndtype\nU\x02" + typestr + "K\x00K\x01\x87R"s;
@@ -153,17 +158,22 @@ template <class T>
 std::string raw_of(const std::vector<T>& v, bool big_endian = false) {
   std::string s(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
   if (big_endian)
-    for (size_t i = 0; i < v.size(); ++i) std::reverse(s.begin() + i * sizeof(T), s.begin() + (i + 1) * sizeof(T));
+    for (size_t i = 0; i < v.size(); ++i)
+      std::reverse(s.begin() + i * sizeof(T), s.begin() + (i + 1) * sizeof(T));
   return s;
 }
 
 // scipy csr_matrix pickle with the given arrays.
-std::string csr_pickle(int32_t rows, int32_t cols, const std::vector<int32_t>& indptr, const std::vector<int32_t>& indices,
-                       const std::vector<float>& data) {
-  std::string s = "cscipy.sparse.csr\ncsr_matrix\n)\x81}(U\x06_shapeJ"s + le32(rows) + "J" + le32(cols) + "\x86";
+std::string csr_pickle(int32_t rows, int32_t cols, const std::vector<int32_t>& indptr,
+                       const std::vector<int32_t>& indices, const std::vector<float>& data) {
+  std::string s =
+      "cscipy.sparse.csr\ncsr_matrix\n)\x81}(U\x06_shapeJ"s + le32(rows) + "J" + le32(cols) + "\x86";
   s += "U\x06indptr" + ndarray_body({static_cast<int32_t>(indptr.size())}, "i4", "<", false, raw_of(indptr));
-  s += "U\x07indices" + ndarray_body({static_cast<int32_t>(indices.size())}, "i4", "<", false, raw_of(indices));
-  s += "U\x04" "data" + ndarray_body({static_cast<int32_t>(data.size())}, "f4", "<", false, raw_of(data));
+  s += "U\x07indices" +
+       ndarray_body({static_cast<int32_t>(indices.size())}, "i4", "<", false, raw_of(indices));
+  s += "U\x04"
+       "data" +
+       ndarray_body({static_cast<int32_t>(data.size())}, "f4", "<", false, raw_of(data));
   s += "ub";
   return pickle_of(s);
 }
@@ -230,7 +240,8 @@ TEST(Planetoid, CiteSeerPadsMissingTestIds) {
   EXPECT_EQ(s["feature_checksum"].get<double>(), 105165.0);
   std::vector<int> per_class(6, 0);
   const std::vector<int32_t> y = d.y.to_vector<int32_t>();
-  for (int32_t i : d.train_index.to_vector<int32_t>()) ++per_class[static_cast<size_t>(y[static_cast<size_t>(i)])];
+  for (int32_t i : d.train_index.to_vector<int32_t>())
+    ++per_class[static_cast<size_t>(y[static_cast<size_t>(i)])];
   EXPECT_EQ(per_class, std::vector<int>(6, 20));
   // The 15 ids in [2312, 3327) missing from test.index: all-zero features, label 0, in no split.
   const std::vector<int32_t> test = d.test_index.to_vector<int32_t>();
@@ -303,7 +314,8 @@ void write_pubmed(const fs::path& dir) {
   write_bytes(dir / "ind.pubmed.test.index", ids);
   // A ring: node i -> i + 1, as defaultdict(list) {i: [i + 1 mod N]}.
   std::string graph = "ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R("s;
-  for (int32_t i = 0; i < kPubMedNodes; ++i) graph += "J" + le32(i) + "](J" + le32((i + 1) % kPubMedNodes) + "e";
+  for (int32_t i = 0; i < kPubMedNodes; ++i)
+    graph += "J" + le32(i) + "](J" + le32((i + 1) % kPubMedNodes) + "e";
   write_bytes(dir / "ind.pubmed.graph", pickle_of(graph + "u"));
 }
 
@@ -314,7 +326,8 @@ TEST(Planetoid, PubMedShapedFilesLoadWithTheirFloatFeatures) {
   write_pubmed(dir.path());
   const Dataset d = load_dataset("PubMed", dir.path().string());  // all there: nothing is fetched
   // 2 * kPubMedNodes edges: the ring, made undirected.
-  expect_planetoid(d, {"pubmed", kPubMedNodes, 2 * kPubMedNodes, kPubMedFeatures, kPubMedClasses, kPubMedTrain});
+  expect_planetoid(d,
+                   {"pubmed", kPubMedNodes, 2 * kPubMedNodes, kPubMedFeatures, kPubMedClasses, kPubMedTrain});
   EXPECT_EQ(d.train_index.to_vector<int32_t>().back(), kPubMedTrain - 1);
   EXPECT_EQ(d.val_index.to_vector<int32_t>().front(), kPubMedTrain);
   EXPECT_EQ(d.test_index.to_vector<int32_t>().front(), kPubMedBase);
@@ -351,7 +364,8 @@ TEST(Planetoid, PubMedTrainsWithThePaperRecipeUnlessFlagsSayOtherwise) {
   auto config_of = [&](const std::string& flags) {
     const std::string out = (dir.path() / "stdout.txt").string();
     const std::string command = std::string("'") + GAT_TRAIN_EXE + "' --dataset pubmed --data-dir '" +
-                                dir.path().string() + "' --device cpu --epochs 1 --quiet --json " + flags + " >'" + out + "'";
+                                dir.path().string() + "' --device cpu --epochs 1 --quiet --json " + flags +
+                                " >'" + out + "'";
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
     const std::string text = read_bytes(out);  // ends with the JSON line and '\n'
     return nlohmann::json::parse(text.substr(text.rfind('\n', text.size() - 2) + 1)).at("config");
@@ -393,45 +407,57 @@ TEST(PlanetoidHostile, OutOfRangeAndDuplicateTestIds) {
   std::string ids = read_bytes(copy.file("test.index"));
   const std::string first = ids.substr(0, ids.find('\n'));
   write_bytes(copy.file("test.index"), "99999\n" + ids.substr(ids.find('\n') + 1));
-  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("test.index"), "test id 99999", "2708 nodes"});
+  expect_error([&] { load_planetoid("cora", copy.path().string()); },
+               {copy.file("test.index"), "test id 99999", "2708 nodes"});
   write_bytes(copy.file("test.index"), "2708\n" + ids.substr(ids.find('\n') + 1));
-  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("test.index"), "test id 2708"});
+  expect_error([&] { load_planetoid("cora", copy.path().string()); },
+               {copy.file("test.index"), "test id 2708"});
   write_bytes(copy.file("test.index"), "-3\n" + ids.substr(ids.find('\n') + 1));
   expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("test.index") + ":1", "-3"});
   write_bytes(copy.file("test.index"), ids + first + "\n");
   expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("test.index"), "twice"});
   write_bytes(copy.file("test.index"), ids.substr(0, 20) + "12x\n");
-  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("test.index") + ":5", "12x"});
+  expect_error([&] { load_planetoid("cora", copy.path().string()); },
+               {copy.file("test.index") + ":5", "12x"});
 }
 
 TEST(PlanetoidHostile, CiteSeerTestIdSpanIsBounded) {
   SKIP_WITHOUT("citeseer");
   TempDir copy("gat_test_datasets");
   for (const char* part : {"x", "tx", "allx", "y", "ty", "ally", "graph"})
-    fs::copy_file(fs::path(planetoid_dir()) / (std::string("ind.citeseer.") + part), copy.path() / (std::string("ind.citeseer.") + part));
+    fs::copy_file(fs::path(planetoid_dir()) / (std::string("ind.citeseer.") + part),
+                  copy.path() / (std::string("ind.citeseer.") + part));
   // One id far away would widen tx to ~1e9 rows: refused before allocating.
   std::string ids = read_bytes(planetoid_dir() + "/ind.citeseer.test.index");
   write_bytes(copy.path() / "ind.citeseer.test.index", "999999999\n" + ids.substr(ids.find('\n') + 1));
-  expect_error([&] { load_planetoid("citeseer", copy.path().string()); }, {"ind.citeseer.test.index", "span"});
+  expect_error([&] { load_planetoid("citeseer", copy.path().string()); },
+               {"ind.citeseer.test.index", "span"});
 }
 
 TEST(PlanetoidHostile, GraphNamingNodesBeyondN) {
   SKIP_WITHOUT("cora");
   CoraCopy copy;
   // defaultdict(list) {0: [5000]}
-  const std::string body = "ccollections\ndefaultdict\nq\x01" "c__builtin__\nlist\nq\x02\x85Rq\x03(K\x00]q\x04M\x88\x13" "au"s;
+  const std::string body =
+      "ccollections\ndefaultdict\nq\x01"
+      "c__builtin__\nlist\nq\x02\x85Rq\x03(K\x00]q\x04M\x88\x13"
+      "au"s;
   write_bytes(copy.file("graph"), pickle_of(body));
-  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("graph"), "node 5000", "[0, 2708)"});
+  expect_error([&] { load_planetoid("cora", copy.path().string()); },
+               {copy.file("graph"), "node 5000", "[0, 2708)"});
   // {9999: []}: a key beyond N
-  write_bytes(copy.file("graph"), pickle_of("ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R(M\x0f\x27]u"s));
+  write_bytes(copy.file("graph"),
+              pickle_of("ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R(M\x0f\x27]u"s));
   expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("graph"), "node 9999"});
 }
 
 TEST(PlanetoidHostile, InconsistentPartsNameTheFiles) {
   SKIP_WITHOUT("cora");
   CoraCopy copy;
-  fs::copy_file(fs::path(planetoid_dir()) / "ind.cora.y", copy.file("ty"), fs::copy_options::overwrite_existing);
-  expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("ty"), "140 rows", copy.file("tx")});
+  fs::copy_file(fs::path(planetoid_dir()) / "ind.cora.y", copy.file("ty"),
+                fs::copy_options::overwrite_existing);
+  expect_error([&] { load_planetoid("cora", copy.path().string()); },
+               {copy.file("ty"), "140 rows", copy.file("tx")});
   fs::remove(copy.file("allx"));
   expect_error([&] { load_planetoid("cora", copy.path().string()); }, {copy.file("allx"), "cannot open"});
   expect_error([&] { load_planetoid("reddit", copy.path().string()); }, {"unknown dataset 'reddit'"});
@@ -487,21 +513,68 @@ TEST(Pickle, UnknownOpcodeNamesTheByteOffset) {
 }
 
 TEST(Pickle, GlobalsOutsideTheSixAreRefused) {
-  expect_error([] { parse("\x80\x02" "cos\nsystem\n(U\x02lstR."s, "evil.pkl"); }, {"evil.pkl", "byte 2", "'os system'"});
-  expect_error([] { parse("\x80\x02" "c__builtin__\neval\n."s, "evil.pkl"); }, {"'__builtin__ eval'"});
-  expect_error([] { parse("\x80\x02" "cnumpy\ndtype"s, "evil.pkl"); }, {"truncated"});
+  expect_error(
+      [] {
+        parse(
+            "\x80\x02"
+            "cos\nsystem\n(U\x02lstR."s,
+            "evil.pkl");
+      },
+      {"evil.pkl", "byte 2", "'os system'"});
+  expect_error(
+      [] {
+        parse(
+            "\x80\x02"
+            "c__builtin__\neval\n."s,
+            "evil.pkl");
+      },
+      {"'__builtin__ eval'"});
+  expect_error(
+      [] {
+        parse(
+            "\x80\x02"
+            "cnumpy\ndtype"s,
+            "evil.pkl");
+      },
+      {"truncated"});
 }
 
 TEST(Pickle, LengthsLargerThanTheFileAreRefusedBeforeAllocating) {
-  expect_error([] { parse("\x80\x02T\xff\xff\xff\x7f" "abc."s, "long.pkl"); }, {"long.pkl", "byte 2", "needs 2147483647 bytes"});
-  expect_error([] { parse("\x80\x02T\xff\xff\xff\xff" "abc."s, "long.pkl"); }, {"negative string length"});
-  expect_error([] { parse("\x80\x02U\x09" "abc."s, "long.pkl"); }, {"needs 9 bytes, 4 remain"});
+  expect_error(
+      [] {
+        parse(
+            "\x80\x02T\xff\xff\xff\x7f"
+            "abc."s,
+            "long.pkl");
+      },
+      {"long.pkl", "byte 2", "needs 2147483647 bytes"});
+  expect_error(
+      [] {
+        parse(
+            "\x80\x02T\xff\xff\xff\xff"
+            "abc."s,
+            "long.pkl");
+      },
+      {"negative string length"});
+  expect_error(
+      [] {
+        parse(
+            "\x80\x02U\x09"
+            "abc."s,
+            "long.pkl");
+      },
+      {"needs 9 bytes, 4 remain"});
   // An ndarray whose shape claims more elements than its bytes hold.
-  const std::string big = pickle_of(ndarray_body({1 << 30, 1 << 30}, "f4", "<", false, raw_of(std::vector<float>{1, 2})));
-  expect_error([&] { pickle::to_dense(parse(big, "shape.pkl")); }, {"shape.pkl", "needs more than the 8 data bytes"});
+  const std::string big =
+      pickle_of(ndarray_body({1 << 30, 1 << 30}, "f4", "<", false, raw_of(std::vector<float>{1, 2})));
+  expect_error([&] { pickle::to_dense(parse(big, "shape.pkl")); },
+               {"shape.pkl", "needs more than the 8 data bytes"});
   // A csr_matrix whose dense form would be huge.
-  expect_error([] { pickle::to_dense(parse(csr_pickle(1 << 30, 1 << 30, {0, 0}, {}, {}), "huge.pkl")); },
-               {"huge.pkl", "dense limit"});
+  expect_error(
+      [] {
+        pickle::to_dense(parse(csr_pickle(1 << 30, 1 << 30, {0, 0}, {}, {}), "huge.pkl"));
+      },
+      {"huge.pkl", "dense limit"});
 }
 
 TEST(Pickle, StackAndMemoMisuse) {
@@ -516,7 +589,10 @@ TEST(Pickle, StackAndMemoMisuse) {
   expect_error([] { parse("\x80\x02}(K\x01u."s, "s.pkl"); }, {"odd number of items"});
   // A list that contains itself: no crash, no leak (the arena owns every value), and the
   // converters refuse it.
-  const pickle::Document cyclic = parse("\x80\x02]q\x00h\x00" "a."s, "cycle.pkl");
+  const pickle::Document cyclic = parse(
+      "\x80\x02]q\x00h\x00"
+      "a."s,
+      "cycle.pkl");
   EXPECT_EQ(cyclic.root().items.size(), 1u);
   EXPECT_EQ(cyclic.root().items[0], &cyclic.root());
   expect_error([&] { pickle::to_adjacency(cyclic); }, {"cycle.pkl", "defaultdict"});
@@ -534,7 +610,8 @@ TEST(Pickle, NdarrayDtypesOrdersAndLayouts) {
   EXPECT_EQ(pickle::to_dense(f).to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
   // Float data cannot become i32; i8 values beyond i32 are refused.
   expect_error([&] { pickle::ndarray_to_tensor(f, f.root(), DType::i32); }, {"integer array"});
-  const pickle::Document wide = parse(pickle_of(ndarray_body({1}, "i8", "<", false, raw_of(std::vector<int64_t>{1ll << 40}))));
+  const pickle::Document wide =
+      parse(pickle_of(ndarray_body({1}, "i8", "<", false, raw_of(std::vector<int64_t>{1ll << 40}))));
   expect_error([&] { pickle::ndarray_to_tensor(wide, wide.root(), DType::i32); }, {"does not fit in i32"});
   const pickle::Document u2 = parse(pickle_of(ndarray_body({2}, "u2", "<", false, "abcd")));
   expect_error([&] { pickle::ndarray_to_tensor(u2, u2.root(), DType::f32); }, {"unsupported dtype 'u2'"});
@@ -544,14 +621,26 @@ TEST(Pickle, CsrMatrixToDense) {
   // [[0, 2, 0], [1, 0, 3]], with a duplicate entry in row 1 that adds up (scipy's todense).
   const pickle::Document ok = parse(csr_pickle(2, 3, {0, 1, 4}, {1, 0, 2, 2}, {2, 1, 1, 2}), "m.pkl");
   EXPECT_EQ(pickle::to_dense(ok).to_vector<float>(), (std::vector<float>{0, 2, 0, 1, 0, 3}));
-  expect_error([] { pickle::to_dense(parse(csr_pickle(2, 3, {0, 1, 4}, {1, 0, 7, 2}, {1, 1, 1, 1}), "m.pkl")); },
-               {"m.pkl", "column 7"});
-  expect_error([] { pickle::to_dense(parse(csr_pickle(2, 3, {0, 3, 2}, {1, 0, 2}, {1, 1, 1}), "m.pkl")); },
-               {"indptr decreases at row 1"});
-  expect_error([] { pickle::to_dense(parse(csr_pickle(3, 3, {0, 1, 2}, {1, 0}, {1, 1}), "m.pkl")); },
-               {"indptr has 3 entries for 3 rows"});
-  expect_error([] { pickle::to_dense(parse(csr_pickle(2, 3, {0, 1, 2}, {1, 0}, {1}), "m.pkl")); },
-               {"indices has 2 entries but data has 1"});
+  expect_error(
+      [] {
+        pickle::to_dense(parse(csr_pickle(2, 3, {0, 1, 4}, {1, 0, 7, 2}, {1, 1, 1, 1}), "m.pkl"));
+      },
+      {"m.pkl", "column 7"});
+  expect_error(
+      [] {
+        pickle::to_dense(parse(csr_pickle(2, 3, {0, 3, 2}, {1, 0, 2}, {1, 1, 1}), "m.pkl"));
+      },
+      {"indptr decreases at row 1"});
+  expect_error(
+      [] {
+        pickle::to_dense(parse(csr_pickle(3, 3, {0, 1, 2}, {1, 0}, {1, 1}), "m.pkl"));
+      },
+      {"indptr has 3 entries for 3 rows"});
+  expect_error(
+      [] {
+        pickle::to_dense(parse(csr_pickle(2, 3, {0, 1, 2}, {1, 0}, {1}), "m.pkl"));
+      },
+      {"indices has 2 entries but data has 1"});
 }
 
 TEST(Pickle, RealFilesGiveTheirKnownShapes) {
@@ -687,11 +776,13 @@ TEST(Text, GzipIsDecodedWithinARatioOfItsSize) {
   const std::string gz = gat::testing::gzip(plain);
   ASSERT_GT(plain.size(), gz.size() * text::kDefaultMaxGzipRatio + text::kGzipSlackBytes);
   ::unsetenv("GAT_MAX_GZIP_RATIO");
-  expect_error([&] { text::decode(gz, "bomb.gz"); }, {"bomb.gz: decompresses to more than", "GAT_MAX_GZIP_RATIO"});
+  expect_error([&] { text::decode(gz, "bomb.gz"); },
+               {"bomb.gz: decompresses to more than", "GAT_MAX_GZIP_RATIO"});
   ::setenv("GAT_MAX_GZIP_RATIO", "100000", 1);
   EXPECT_EQ(text::decode(gz, "bomb.gz"), plain);
   EXPECT_EQ(text::decode(gz + gz, "two.gz"), plain + plain);  // concatenated members
-  expect_error([&] { text::decode(gz.substr(0, gz.size() - 4), "cut.gz"); }, {"cut.gz: truncated gzip stream"});
+  expect_error([&] { text::decode(gz.substr(0, gz.size() - 4), "cut.gz"); },
+               {"cut.gz: truncated gzip stream"});
   ::setenv("GAT_MAX_GZIP_RATIO", "0", 1);
   expect_error([&] { text::decode(gz, "bomb.gz"); }, {"GAT_MAX_GZIP_RATIO='0' is not a positive integer"});
   ::unsetenv("GAT_MAX_GZIP_RATIO");
@@ -702,10 +793,14 @@ TEST(Text, GzipIsDecodedWithinARatioOfItsSize) {
 // key (7.5 GB from a 450 KB file): the copies count against what the file can state.
 TEST(Pickle, MemoReferencesCountAgainstTheOutput) {
   auto graph = [](int keys, int items) {
-    std::string p = "\x80\x02" "ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R(K"s + '\0' + "]q\x01(";
+    std::string p =
+        "\x80\x02"
+        "ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R(K"s +
+        '\0' + "]q\x01(";
     for (int i = 0; i < items; ++i) p += "K"s + static_cast<char>(i % 250);
     p += "e";
-    for (int k = 1; k < keys; ++k) p += "M"s + static_cast<char>(k & 0xff) + static_cast<char>(k >> 8) + "h\x01";
+    for (int k = 1; k < keys; ++k)
+      p += "M"s + static_cast<char>(k & 0xff) + static_cast<char>(k >> 8) + "h\x01";
     return p + "u.";
   };
   const pickle::Document small = pickle::Document::parse(graph(3, 4), "small.graph");
@@ -771,7 +866,8 @@ TEST(Generator, SkewedDegreesHomophilyAndInformativeFeatures) {
     double best_score = -1e300;
     for (int64_t k = 0; k < c; ++k) {
       double score = 0;
-      for (int64_t j = 0; j < f; ++j) score += x[i * f + j] * mean[static_cast<size_t>(k * f + j)] / count[static_cast<size_t>(k)];
+      for (int64_t j = 0; j < f; ++j)
+        score += x[i * f + j] * mean[static_cast<size_t>(k * f + j)] / count[static_cast<size_t>(k)];
       if (score > best_score) best_score = score, best = k;
     }
     right += best == y[i];
@@ -801,8 +897,8 @@ TEST(Generator, RejectsBadOptions) {
   expect_error([&] { generate_sbm(o); }, {"at least 509 are needed (8 classes x 1 training nodes + 500"});
   o.val_size = 1;
   o.test_size = 0;  // no test asked for: the split check says so
-  expect_error([&] { generate_sbm(o); }, {"(test: the 0 nodes after the validation ones, of 10)",
-                                          "the test split is empty"});
+  expect_error([&] { generate_sbm(o); },
+               {"(test: the 0 nodes after the validation ones, of 10)", "the test split is empty"});
   o.test_size = 1000;
   const Dataset d = generate_sbm(o);
   EXPECT_EQ(d.val_index.numel(), 1);
@@ -817,7 +913,8 @@ TEST(Registry, SyntheticSpecsAndErrors) {
   EXPECT_EQ(d.num_nodes(), 2000);
   EXPECT_EQ(d.name, "synthetic:2000:8:5");
   const nlohmann::json s = nlohmann::json::parse(dataset_summary(d));
-  for (const char* key : {"nodes", "edges", "features", "classes", "train", "val", "test", "label_counts", "feature_checksum"})
+  for (const char* key :
+       {"nodes", "edges", "features", "classes", "train", "val", "test", "label_counts", "feature_checksum"})
     EXPECT_TRUE(s.contains(key)) << key;
   EXPECT_EQ(s["edges"], d.graph.num_edges());
   expect_error([] { load_dataset("synthetic:2000:8"); }, {"synthetic:2000:8", "3 fields"});
@@ -827,7 +924,8 @@ TEST(Registry, SyntheticSpecsAndErrors) {
   EXPECT_EQ(s["edge_features"], 0);
   const Dataset with_edges = load_dataset("synthetic:2000:8:5:3");
   EXPECT_EQ(with_edges.edge_attr.shape(), (Shape{with_edges.graph.num_edges(), 3}));
-  EXPECT_TRUE(gat::testing::bitwise_equal(with_edges.x, d.x));  // the edge features draw from streams of their own
+  EXPECT_TRUE(
+      gat::testing::bitwise_equal(with_edges.x, d.x));  // the edge features draw from streams of their own
   expect_error([] { load_dataset("synthetic:2000:8:5:x"); }, {"edge_dim 'x'", "[:<edge_dim>]"});
   expect_error([] { load_dataset("synthetic:2000:8:5:-1"); }, {"num_edge_features -1"});
   expect_error([] { load_dataset("synthetic:2000:8:5:1:2"); }, {"6 fields"});
@@ -840,7 +938,8 @@ TEST(Generator, EdgeFeaturesAreSymmetricAndSayWhetherTheEndsShareAClass) {
   o.num_edge_features = 4;
   o.seed = 9;
   const Dataset d = generate_sbm(o);
-  const std::vector<int32_t> src = d.graph.sources(), dst = d.graph.destinations(), y = d.y.to_vector<int32_t>();
+  const std::vector<int32_t> src = d.graph.sources(), dst = d.graph.destinations(),
+                             y = d.y.to_vector<int32_t>();
   const std::vector<float> a = d.edge_attr.to_vector<float>();
   const int64_t E = d.graph.num_edges(), D = 4;
   ASSERT_EQ(d.edge_attr.shape(), (Shape{E, D}));
@@ -889,7 +988,8 @@ TEST(Text, AnErrorQuotesAFieldInBoundedSpace) {
   }
   // At the bound a field is quoted whole; a byte more and it is cut, never inside a character.
   EXPECT_EQ(quote(std::string(kQuoteBytes, 'x')), "'" + std::string(kQuoteBytes, 'x') + "'");
-  EXPECT_EQ(quote(std::string(kQuoteBytes + 1, 'x')), "'" + std::string(kQuoteBytes, 'x') + "...' (61 bytes)");
+  EXPECT_EQ(quote(std::string(kQuoteBytes + 1, 'x')),
+            "'" + std::string(kQuoteBytes, 'x') + "...' (61 bytes)");
   const std::string accents = std::string(kQuoteBytes - 1, 'x') + "\xc3\xa9\xc3\xa9";  // 'é' across the cut
   EXPECT_EQ(quote(accents), "'" + std::string(kQuoteBytes - 1, 'x') + "...' (63 bytes)");
 }
@@ -916,19 +1016,24 @@ TEST(Text, NumbersBelowTheSmallestFloatReadAsTheNearestOne) {
   EXPECT_EQ(text::parse_floats("1e-400", "f")[0], 0.0f);  // below double's range too
   EXPECT_EQ(text::parse_floats("3.4028234e38", "f")[0], std::numeric_limits<float>::max());
   for (const char* big : {"1e39", "-1e39", "1e400"})
-    expect_error([&] { text::parse_floats(big, "f.csv:3"); }, {"f.csv:3: field 1 '", "is not a number (out of range)"});
+    expect_error([&] { text::parse_floats(big, "f.csv:3"); },
+                 {"f.csv:3: field 1 '", "is not a number (out of range)"});
   expect_error([] { text::parse_ints("99999999999999999999", "i.csv:1"); }, {"(out of range)"});
 }
 
 TEST(Text, AByteOrderMarkBeforeTheFirstLineIsSkipped) {
-  const std::string text = "\xef\xbb\xbf" "1,2\n3,4\n";
+  const std::string text =
+      "\xef\xbb\xbf"
+      "1,2\n3,4\n";
   text::Lines lines(text);
   std::string_view line;
   ASSERT_TRUE(lines.next(line));
   EXPECT_EQ(line, "1,2");
   EXPECT_EQ(text::parse_floats(line, "f"), (std::vector<float>{1, 2}));
   // Only at the start: one inside the text is a byte like any other.
-  const std::string inner = "1\n\xef\xbb\xbf" "2\n";
+  const std::string inner =
+      "1\n\xef\xbb\xbf"
+      "2\n";
   text::Lines more(inner);
   ASSERT_TRUE(more.next(line));
   ASSERT_TRUE(more.next(line));
@@ -953,7 +1058,7 @@ TEST(Custom, AnOptionalFileThatIsThereButUnreadableIsAnError) {
   expect_error(load, {"edge-feat.csv: cannot open: Permission denied"});
   fs::remove(tmp.path() / "edge-feat.csv");
   fs::permissions(tmp.path() / "split", fs::perms::owner_read);  // listed, not searchable
-  expect_error(load, {"split/train.csv: Permission denied"});  // not "not found"
+  expect_error(load, {"split/train.csv: Permission denied"});    // not "not found"
   fs::permissions(tmp.path() / "split", fs::perms::owner_all);
 }
 
@@ -970,7 +1075,8 @@ TEST(Custom, SummedEdgeFeaturesThatOverflowNameTheEdge) {
   const Dataset looped = gat::with_self_loops(load_custom(tmp.path().string()));
   for (const char* fill : {"add", "mean"})
     expect_error([&] { check_self_loop_features(looped, ops::SelfLoopFill::parse(fill)); },
-                 {looped.name, ": the self loop of node 0 gets edge feature 2 = inf", "by the fill '" + std::string(fill)});
+                 {looped.name, ": the self loop of node 0 gets edge feature 2 = inf",
+                  "by the fill '" + std::string(fill)});
   check_self_loop_features(looped, ops::SelfLoopFill::parse("max"));
   check_self_loop_features(looped, ops::SelfLoopFill::parse("1e38"));
 }
@@ -979,11 +1085,15 @@ TEST(Planetoid, NonFiniteFeaturesAreNamedWhereTheyAppear) {
   // A double beyond the largest float, a NaN, and repeated csr entries whose sum passes it.
   for (const double bad : {1e300, std::numeric_limits<double>::quiet_NaN()}) {
     const pickle::Document f8 =
-        parse(pickle_of(ndarray_body({2, 2}, "f8", "<", false, raw_of(std::vector<double>{1, 2, 3, bad}))), "x.pkl");
+        parse(pickle_of(ndarray_body({2, 2}, "f8", "<", false, raw_of(std::vector<double>{1, 2, 3, bad}))),
+              "x.pkl");
     expect_error([&] { pickle::to_dense(f8); }, {"x.pkl", "element (1, 1) is", "features must be finite"});
   }
-  expect_error([] { pickle::to_dense(parse(csr_pickle(1, 2, {0, 2}, {1, 1}, {3e38f, 3e38f}), "m.pkl")); },
-               {"m.pkl", "element (0, 1) is inf"});
+  expect_error(
+      [] {
+        pickle::to_dense(parse(csr_pickle(1, 2, {0, 2}, {1, 1}, {3e38f, 3e38f}), "m.pkl"));
+      },
+      {"m.pkl", "element (0, 1) is inf"});
   const Tensor x = Tensor::from_vector(std::vector<float>{-3e38f, 0, 3e38f, 1}, {2, 2});
   expect_error([&] { normalize_features(x); },
                {"normalize_features: row 1", "the features span more than the largest float"});
@@ -995,11 +1105,12 @@ TEST(Registry, ABuiltInNameThatIsAlsoAFolderIsAmbiguous) {
   fs::current_path(tmp.path());
   write_custom(tmp.path() / "cora");
   expect_error([] { load_dataset("cora"); }, {"'cora' names both a built-in dataset and the folder ./cora",
-                                               "write ./cora for the folder", "--data-dir"});
-  EXPECT_EQ(load_dataset("./cora").num_nodes(), 5);                  // a '/': the folder
+                                              "write ./cora for the folder", "--data-dir"});
+  EXPECT_EQ(load_dataset("./cora").num_nodes(), 5);  // a '/': the folder
   EXPECT_EQ(load_dataset("cora/").num_nodes(), 5);
   // With a data folder the name is the built-in dataset (offline in the tests: its download fails).
-  expect_error([&] { load_dataset("cora", (tmp.path() / "planetoid").string()); }, {"ind.cora.x is missing from"});
+  expect_error([&] { load_dataset("cora", (tmp.path() / "planetoid").string()); },
+               {"ind.cora.x is missing from"});
   fs::create_directories(tmp.path() / "synthetic:700:4:0");
   expect_error([] { load_dataset("synthetic:700:4:0"); }, {"names both a built-in dataset"});
   write_bytes(tmp.path() / "plain", "x");
@@ -1030,8 +1141,9 @@ TEST(Generator, TheSmallestGraphIsTheSplitsNodesPlusATestNode) {
   GeneratorOptions o;  // 8 classes x 20 training nodes + 500 validation + 1 test = 661
   o.avg_degree = 4;
   o.num_nodes = 660;
-  expect_error([&] { generate_sbm(o); }, {"generate_sbm: 660 nodes are too few for the splits: at least 661 are "
-                                           "needed (8 classes x 20 training nodes + 500 validation nodes + a test node)"});
+  expect_error([&] { generate_sbm(o); },
+               {"generate_sbm: 660 nodes are too few for the splits: at least 661 are "
+                "needed (8 classes x 20 training nodes + 500 validation nodes + a test node)"});
   expect_error([] { load_dataset("synthetic:660:4:0"); }, {"at least 661 are needed"});
   for (uint64_t seed = 0; seed < 4; ++seed) {  // enough for every seed
     o.num_nodes = 661;

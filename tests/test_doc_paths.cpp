@@ -3,10 +3,10 @@
 // The tracked text files (*.h *.cpp *.cu *.cuh *.md *.py *.sh CMakeLists.txt) are scanned for
 // path tokens: a token with a '/' whose first folder is a top-level folder of the repository
 // (framework/ops/dropout.h, docs/, .ci/run; an include's "gat/" prefix is dropped), or a bare
-// name with a known extension (loops.h, README.md; not x.h, a member in code). A token names an existing file when it
-// exists from the repository root or from the folder of the file that names it; a bare name may
-// also be any tracked file's name. Not checked: absolute paths, paths in a variable ($OUT/...),
-// globs (tests/test_cuda_*), system headers of #include <...>, and placeholders (NAME.h, DIR/).
+// name with a known extension (loops.h, README.md; not x.h, a member in code). A token names an existing file
+// when it exists from the repository root or from the folder of the file that names it; a bare name may also
+// be any tracked file's name. Not checked: absolute paths, paths in a variable ($OUT/...), globs
+// (tests/test_cuda_*), system headers of #include <...>, and placeholders (NAME.h, DIR/).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -42,8 +42,7 @@ struct Repository {
 Repository list_repository(const fs::path& root) {
   Repository repo;
   repo.root = root;
-  const std::string command =
-      "git -C '" + root.string() + "' ls-files --cached --others --exclude-standard";
+  const std::string command = "git -C '" + root.string() + "' ls-files --cached --others --exclude-standard";
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return repo;
   char line[4096];
@@ -61,12 +60,11 @@ Repository list_repository(const fs::path& root) {
 }
 
 bool has_known_extension(const std::string& token) {
-  static const char* const kExtensions[] = {".h", ".cpp", ".cu", ".cuh", ".md", ".py", ".sh",
-                                            ".png", ".cmake"};
+  static const char* const kExtensions[] = {".h",  ".cpp", ".cu",  ".cuh",  ".md",
+                                            ".py", ".sh",  ".png", ".cmake"};
   for (const char* ext : kExtensions) {
     const std::string e(ext);
-    if (token.size() > e.size() && token.compare(token.size() - e.size(), e.size(), e) == 0)
-      return true;
+    if (token.size() > e.size() && token.compare(token.size() - e.size(), e.size(), e) == 0) return true;
   }
   return false;
 }
@@ -113,18 +111,19 @@ std::vector<std::string> missing_references(const Repository& repo, const std::s
   while (std::getline(lines, line)) {
     ++line_number;
     const bool system_include = line.rfind("#include <", 0) == 0;
-    for (auto it = std::sregex_iterator(line.begin(), line.end(), kToken);
-         it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), kToken); it != std::sregex_iterator();
+         ++it) {
       const size_t begin = static_cast<size_t>(it->position());
       const size_t end = begin + static_cast<size_t>(it->length());
       std::string token = it->str();
       // Part of a larger path (after '/', a variable's '$' or '}', '~') or a glob: not ours.
       if (begin > 0 && std::string("/$}~").find(line[begin - 1]) != std::string::npos) continue;
       if (end < line.size() && std::string("*?[").find(line[end]) != std::string::npos) continue;
-      while (!token.empty() && std::string(".,:;-").find(token.back()) != std::string::npos)
-        token.pop_back();
-      if (token.rfind("gat/", 0) == 0) token = token.substr(4);
-      else if (system_include) continue;
+      while (!token.empty() && std::string(".,:;-").find(token.back()) != std::string::npos) token.pop_back();
+      if (token.rfind("gat/", 0) == 0)
+        token = token.substr(4);
+      else if (system_include)
+        continue;
       for (const std::string& path : expand_braces(token)) {
         const size_t slash = path.find('/');
         // A bare name needs a stem of two characters at least: x.h is a member in code.
@@ -174,8 +173,7 @@ TEST(DocPaths, EveryNamedFileOfTheRepositoryExists) {
   EXPECT_GT(scanned, 100);
   std::string report;
   for (const std::string& m : missing) report += "\n  " + m;
-  EXPECT_TRUE(missing.empty()) << missing.size() << " references to files that do not exist:"
-                               << report;
+  EXPECT_TRUE(missing.empty()) << missing.size() << " references to files that do not exist:" << report;
 }
 
 // The checker itself, on planted references (each would be reported in a real file).
@@ -186,21 +184,21 @@ TEST(DocPaths, ReportsPlantedBadReferences) {
   const std::string bad_bare = std::string("NO_SUCH_NOTES") + ".md";
   const std::string bad_folder = std::string("docs") + "/no_such_folder/";
   const std::string bad_brace = std::string("framework") + "/ops/dropout.{h,hpp}";
-  const std::string text = "// see " + bad_nested + " and " + bad_bare + ".\n" +
-                           "see `" + bad_folder + "` and " + bad_brace + "\n";
+  const std::string text = "// see " + bad_nested + " and " + bad_bare + ".\n" + "see `" + bad_folder +
+                           "` and " + bad_brace + "\n";
   const std::string source = std::string("tests") + "/planted.cpp";
   const std::vector<std::string> missing = missing_references(repo, source, text);
-  const std::vector<std::string> expected = {
-      source + ":1: " + bad_nested, source + ":1: " + bad_bare, source + ":2: " + bad_folder,
-      source + ":2: " + std::string("framework") + "/ops/dropout.hpp"};
+  const std::vector<std::string> expected = {source + ":1: " + bad_nested, source + ":1: " + bad_bare,
+                                             source + ":2: " + bad_folder,
+                                             source + ":2: " + std::string("framework") + "/ops/dropout.hpp"};
   EXPECT_EQ(missing, expected);
 }
 
 TEST(DocPaths, AcceptsExistingAndSkipsWhatIsNotARepositoryPath) {
   const Repository& repo = repository();
   const std::string text =
-      "#include \"gat/framework/tensor.h\"\n"          // include path, gat/ prefix
-      "#include <cuda_runtime.h>\n"                    // system header
+      "#include \"gat/framework/tensor.h\"\n"  // include path, gat/ prefix
+      "#include <cuda_runtime.h>\n"            // system header
       "see framework/graph.cpp (chunk_edges_for), docs/, .ci/run and loops.h.\n"
       "framework/ops/NAME.h, NAME.cpp, DIR/edge.csv\n"  // placeholders
       "$OUT/ctest.log /tmp/x/tests/a.h tests/test_cuda_* out/scaling.png\n"

@@ -21,12 +21,12 @@
 #include "gat/framework/io.h"
 #include "gat/framework/ops/activations.h"
 #include "gat/framework/ops/elu_dropout.h"
-#include "gat_testing.h"
-#include "gradcheck.h"
 #include "gat/layers/dropout.h"
 #include "gat/layers/gat_conv.h"
 #include "gat/models/gat.h"
 #include "gat/train/trainer.h"
+#include "gat_testing.h"
+#include "gradcheck.h"
 
 using namespace gat;
 using namespace gat::testing;
@@ -41,18 +41,23 @@ std::vector<double> reference_gat_conv(const GATConv& conv, const std::vector<do
                                        const std::vector<int32_t>& src, const std::vector<int32_t>& dst) {
   const GATConvOptions& o = conv.options();
   const int64_t H = o.heads, F = o.out_channels, HF = H * F;
-  const std::vector<double> wh = reference_affine(x_src, Ns, (conv.lin ? conv.lin : conv.lin_src)->weight.to_vector<double>(), HF);
-  const std::vector<double> wh_dst = reference_affine(x_dst, N, (conv.lin ? conv.lin : conv.lin_dst)->weight.to_vector<double>(), HF);
+  const std::vector<double> wh =
+      reference_affine(x_src, Ns, (conv.lin ? conv.lin : conv.lin_src)->weight.to_vector<double>(), HF);
+  const std::vector<double> wh_dst =
+      reference_affine(x_dst, N, (conv.lin ? conv.lin : conv.lin_dst)->weight.to_vector<double>(), HF);
   const std::vector<double> as = conv.att_src.to_vector<double>(), ad = conv.att_dst.to_vector<double>();
   auto score = [&](int32_t j, int32_t i, int64_t h) {  // LeakyReLU(a_src . Wh_s[j] + a_dst . Wh_d[i])
     double v = 0;
-    for (int64_t f = 0; f < F; ++f) v += wh[j * HF + h * F + f] * as[h * F + f] + wh_dst[i * HF + h * F + f] * ad[h * F + f];
+    for (int64_t f = 0; f < F; ++f)
+      v += wh[j * HF + h * F + f] * as[h * F + f] + wh_dst[i * HF + h * F + f] * ad[h * F + f];
     return v > 0 ? v : o.negative_slope * v;
   };
   const std::vector<double> residual =
-      conv.res ? reference_affine(x_dst, N, conv.res->weight.to_vector<double>(), conv.out_features()) : std::vector<double>{};
-  return reference_attention_layer(src, dst, N, o.add_self_loops, H, F, score, wh, o.concat, residual,
-                                   conv.bias.defined() ? conv.bias.to_vector<double>() : std::vector<double>{}, Ns);
+      conv.res ? reference_affine(x_dst, N, conv.res->weight.to_vector<double>(), conv.out_features())
+               : std::vector<double>{};
+  return reference_attention_layer(
+      src, dst, N, o.add_self_loops, H, F, score, wh, o.concat, residual,
+      conv.bias.defined() ? conv.bias.to_vector<double>() : std::vector<double>{}, Ns);
 }
 
 // Gradients of the input and every parameter of a GATConv of `options` in training mode on
@@ -66,11 +71,14 @@ void check_conv_gradients(const std::string& what, const GATConvOptions& options
   conv.to(device);
   if (conv.bias.defined()) conv.bias = random_tensor(conv.bias.shape(), rng, -1, 1, DType::f64, device);
   const std::vector<Tensor*> slots = slots_of(conv);
-  expect_gradients_match(what, with_slots(slots, [&](const Tensor& x) {
-                           Generator gen(99);  // the same dropout masks in every evaluation
-                           return conv.forward(x, graph, gen);
-                         }),
-                         gradcheck_inputs(random_tensor({N, options.in_channels}, rng, -1, 1, DType::f64, device), slots));
+  expect_gradients_match(
+      what,
+      with_slots(slots,
+                 [&](const Tensor& x) {
+                   Generator gen(99);  // the same dropout masks in every evaluation
+                   return conv.forward(x, graph, gen);
+                 }),
+      gradcheck_inputs(random_tensor({N, options.in_channels}, rng, -1, 1, DType::f64, device), slots));
 }
 
 class GATConvOnDevice : public DeviceTest {};
@@ -90,13 +98,14 @@ void check_bipartite_conv_gradients(const std::string& what, GATConvOptions opti
   const std::vector<Tensor*> slots = slots_of(conv);
   std::vector<Tensor> inputs = gradcheck_inputs(random_tensor({ns, 5}, rng), slots);
   inputs.insert(inputs.begin() + 1, random_tensor({nd, 3}, rng));  // x_src, x_dst, the slots
-  expect_gradients_match(what + " " + std::to_string(ns) + " -> " + std::to_string(nd),
-                         [&](const std::vector<Tensor>& in) {
-                           for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 2];
-                           Generator gen(99);  // the same dropout masks in every evaluation
-                           return conv.forward(in[0], in[1], graph, gen);
-                         },
-                         inputs);
+  expect_gradients_match(
+      what + " " + std::to_string(ns) + " -> " + std::to_string(nd),
+      [&](const std::vector<Tensor>& in) {
+        for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 2];
+        Generator gen(99);  // the same dropout masks in every evaluation
+        return conv.forward(in[0], in[1], graph, gen);
+      },
+      inputs);
 }
 
 }  // namespace
@@ -121,7 +130,8 @@ TEST(GATConv, MatchesANaiveReferenceConcatAndMean) {
           ASSERT_EQ(out.shape(), (Shape{N, concat ? 4 * H : 4}));
           const std::vector<double> got = out.to_vector<double>();
           const std::vector<double> xv = x.to_vector<double>();
-          const std::vector<double> want = reference_gat_conv(conv, xv, N, xv, N, graph.sources(), graph.destinations());
+          const std::vector<double> want =
+              reference_gat_conv(conv, xv, N, xv, N, graph.sources(), graph.destinations());
           for (size_t i = 0; i < want.size(); ++i)
             EXPECT_NEAR(got[i], want[i], 1e-12) << "H " << H << " in " << in << " concat " << concat
                                                 << " residual " << residual << " i " << i;
@@ -155,10 +165,12 @@ TEST(GATConv, BipartiteMatchesANaiveReference) {
         ASSERT_EQ(out.shape(), (Shape{nd, concat ? 12 : 4}));
         EXPECT_EQ(attention.graph.count_self_loops(), loops ? std::min(ns, nd) : graph.count_self_loops());
         const std::vector<double> got = out.to_vector<double>();
-        const std::vector<double> want = reference_gat_conv(conv, x_src.to_vector<double>(), ns, x_dst.to_vector<double>(),
-                                                            nd, graph.sources(), graph.destinations());
+        const std::vector<double> want =
+            reference_gat_conv(conv, x_src.to_vector<double>(), ns, x_dst.to_vector<double>(), nd,
+                               graph.sources(), graph.destinations());
         for (size_t i = 0; i < want.size(); ++i)
-          EXPECT_NEAR(got[i], want[i], 1e-12) << ns << " -> " << nd << " loops " << loops << " concat " << concat << " i " << i;
+          EXPECT_NEAR(got[i], want[i], 1e-12)
+              << ns << " -> " << nd << " loops " << loops << " concat " << concat << " i " << i;
       }
 }
 
@@ -172,7 +184,8 @@ TEST(GATConv, PairsAndSingleInputsMixAsInPyG) {
   const Tensor x_src = random_tensor({6, 4}, rng), x_dst = random_tensor({9, 4}, rng);
   const std::vector<double> xs = x_src.to_vector<double>(), xd = x_dst.to_vector<double>();
   const std::vector<double> got = shared.forward(x_src, x_dst, graph, gen).to_vector<double>();
-  const std::vector<double> want = reference_gat_conv(shared, xs, 6, xd, 9, graph.sources(), graph.destinations());
+  const std::vector<double> want =
+      reference_gat_conv(shared, xs, 6, xd, 9, graph.sources(), graph.destinations());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "i " << i;
 
   GATConvOptions o = conv_options(4, 3, 2, false, true, 0.0);
@@ -182,7 +195,8 @@ TEST(GATConv, PairsAndSingleInputsMixAsInPyG) {
   const Tensor x = random_tensor({7, 4}, rng);
   const std::vector<double> xv = x.to_vector<double>();
   const std::vector<double> got_one = split.forward(x, one_set, gen).to_vector<double>();
-  const std::vector<double> want_one = reference_gat_conv(split, xv, 7, xv, 7, one_set.sources(), one_set.destinations());
+  const std::vector<double> want_one =
+      reference_gat_conv(split, xv, 7, xv, 7, one_set.sources(), one_set.destinations());
   for (size_t i = 0; i < want_one.size(); ++i) EXPECT_NEAR(got_one[i], want_one[i], 1e-12) << "i " << i;
   // The same pass as a pair.
   EXPECT_EQ(split.forward(x, x, one_set, gen).to_vector<double>(), got_one);
@@ -195,22 +209,35 @@ TEST(GATConv, BipartiteRejectsBadInputsNamingTheSides) {
   o.dst_in_channels = 5;
   Generator init(1), gen(0);
   GATConv conv(o, init);
-  expect_error([&] { conv.forward(random_tensor({6, 4}, rng), graph, gen); },
-               {"GATConv", "one 'x'", "bipartite", "6 sources", "9 destinations"});
-  expect_error([&] { conv.forward(random_tensor({9, 4}, rng), random_tensor({9, 5}, rng), graph, gen); },
-               {"GATConv: 'x_src'", "(9, 4) must be (6, 4)", "6 sources"});
-  expect_error([&] { conv.forward(random_tensor({6, 4}, rng), random_tensor({9, 4}, rng), graph, gen); },
-               {"GATConv: 'x_dst'", "(9, 4) must be (9, 5)", "9 destinations"});
+  expect_error(
+      [&] {
+        conv.forward(random_tensor({6, 4}, rng), graph, gen);
+      },
+      {"GATConv", "one 'x'", "bipartite", "6 sources", "9 destinations"});
+  expect_error(
+      [&] {
+        conv.forward(random_tensor({9, 4}, rng), random_tensor({9, 5}, rng), graph, gen);
+      },
+      {"GATConv: 'x_src'", "(9, 4) must be (6, 4)", "6 sources"});
+  expect_error(
+      [&] {
+        conv.forward(random_tensor({6, 4}, rng), random_tensor({9, 4}, rng), graph, gen);
+      },
+      {"GATConv: 'x_dst'", "(9, 4) must be (9, 5)", "9 destinations"});
   // One x through lin_src and lin_dst needs both widths equal.
-  expect_error([&] { conv.forward(random_tensor({7, 4}, rng), small_graph(7, rng), gen); },
-               {"GATConv: 'x'", "must be (7, 5)"});
+  expect_error(
+      [&] {
+        conv.forward(random_tensor({7, 4}, rng), small_graph(7, rng), gen);
+      },
+      {"GATConv: 'x'", "must be (7, 5)"});
   o.dst_in_channels = -1;
   expect_error([&] { GATConv bad(o, init); }, {"dst_in_channels -1"});
 }
 
 TEST(GATConv, BipartiteGradientsConcatResidualWithLoops) {
   for (const auto& [ns, nd] : {std::pair<int32_t, int32_t>{5, 9}, {9, 5}})
-    check_bipartite_conv_gradients("GATConv bipartite concat residual loops", conv_options(5, 4, 3, true, true, 0.0), ns, nd);
+    check_bipartite_conv_gradients("GATConv bipartite concat residual loops",
+                                   conv_options(5, 4, 3, true, true, 0.0), ns, nd);
 }
 
 TEST(GATConv, BipartiteGradientsMeanWithoutLoopsWithDropout) {
@@ -283,7 +310,8 @@ TEST(GATConv, OptionsActAsDocumentedWithNonZeroBiasAndResidual) {
   default_conv.bias = steep_conv.bias;
   const std::vector<double> got = run(steep_conv);
   const std::vector<double> xv = x.to_vector<double>();
-  const std::vector<double> want = reference_gat_conv(steep_conv, xv, N, xv, N, graph.sources(), graph.destinations());
+  const std::vector<double> want =
+      reference_gat_conv(steep_conv, xv, N, xv, N, graph.sources(), graph.destinations());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "slope 0.9, i " << i;
   EXPECT_NE(run(default_conv), got);
 }
@@ -298,15 +326,18 @@ TEST(GATConv, NegativeSlopeActsInBothPaths) {
     GATConvOptions steep = conv_options(in, F, H, true, false, 0.0);
     steep.negative_slope = 0.9;
     Generator init_steep(5), init_default(5);
-    GATConv steep_conv(steep, init_steep), default_conv(conv_options(in, F, H, true, false, 0.0), init_default);
+    GATConv steep_conv(steep, init_steep),
+        default_conv(conv_options(in, F, H, true, false, 0.0), init_default);
     auto run = [&](GATConv& conv) {
       Generator gen(0);
       return conv.forward(x, graph, gen).to_vector<double>();
     };
     const std::vector<double> got = run(steep_conv), xv = x.to_vector<double>();
-    const std::vector<double> want = reference_gat_conv(steep_conv, xv, N, xv, N, graph.sources(), graph.destinations());
+    const std::vector<double> want =
+        reference_gat_conv(steep_conv, xv, N, xv, N, graph.sources(), graph.destinations());
     ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "in " << in << ", i " << i;
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-12) << "in " << in << ", i " << i;
     EXPECT_NE(run(default_conv), got) << "in " << in;
   }
 }
@@ -429,8 +460,11 @@ TEST(GATConv, RejectsBadInputsNamingTheShapes) {
   const Graph graph = small_graph(5, rng);
   Generator init(1), gen(0);
   GATConv conv(conv_options(4, 3, 2, true, false, 0.0), init);
-  expect_error([&] { conv.forward(random_tensor({5, 6}, rng), graph, gen); },
-               {"GATConv: 'x' f64 cpu (5, 6) must be (5, 4)"});
+  expect_error(
+      [&] {
+        conv.forward(random_tensor({5, 6}, rng), graph, gen);
+      },
+      {"GATConv: 'x' f64 cpu (5, 6) must be (5, 4)"});
   EXPECT_THROW(conv.forward(random_tensor({4, 4}, rng), graph, gen), Error);
   EXPECT_THROW(conv.forward(random_tensor({5, 4}, rng, -1, 1, DType::f32), graph, gen), Error);
   GATConvOptions bad = conv_options(4, 3, 0, true, false, 0.0);
@@ -518,8 +552,9 @@ TEST(GATConv, OutputActivationIsEluDropoutAfterTheLayer) {
       b.train(training);
       if (c.bias) b.bias = a.bias = random_tensor(a.bias.shape(), rng);
       const Tensor x = random_tensor({N, c.in}, rng, -2, 2);
-      const std::string tag = "in " + std::to_string(c.in) + " H " + std::to_string(c.H) + (c.concat ? " concat" : " mean") +
-                              (c.residual ? " residual" : "") + (c.bias ? "" : " no bias") + (training ? " training" : " eval");
+      const std::string tag = "in " + std::to_string(c.in) + " H " + std::to_string(c.H) +
+                              (c.concat ? " concat" : " mean") + (c.residual ? " residual" : "") +
+                              (c.bias ? "" : " no bias") + (training ? " training" : " eval");
       const Tensor go = random_tensor({N, a.out_features()}, rng);
       auto run = [&](GATConv& conv, bool compose) {
         std::vector<Tensor> in{x.clone().set_requires_grad()};
@@ -530,14 +565,16 @@ TEST(GATConv, OutputActivationIsEluDropoutAfterTheLayer) {
         out.backward(go);
         std::vector<Tensor> results{out.detach()};
         for (const Tensor& t : in) results.push_back(t.grad());
-        results.push_back(Tensor::from_vector(std::vector<double>{static_cast<double>(gen.next_stream())}, {1}));
+        results.push_back(
+            Tensor::from_vector(std::vector<double>{static_cast<double>(gen.next_stream())}, {1}));
         return results;
       };
       const std::vector<Tensor> fused = run(a, false), composed = run(b, true);
       ASSERT_EQ(fused.size(), composed.size()) << tag;
       EXPECT_TRUE(bitwise_equal(fused[0], composed[0])) << tag << ": out";
       EXPECT_TRUE(bitwise_equal(fused.back(), composed.back())) << tag << ": streams drawn";
-      for (size_t k = 1; k + 1 < fused.size(); ++k) EXPECT_TRUE(bitwise_equal(fused[k], composed[k])) << tag << ": " << k;
+      for (size_t k = 1; k + 1 < fused.size(); ++k)
+        EXPECT_TRUE(bitwise_equal(fused[k], composed[k])) << tag << ": " << k;
     }
   Generator init(1);
   GATConvOptions bad = conv_options(4, 3, 2, true, false, 0.0);
@@ -559,12 +596,15 @@ TEST(GATConv, InputDropoutIsADropoutLayerBefore) {
   std::mt19937_64 rng(16);
   const int64_t N = 12;
   const Graph graph = small_graph(N, rng);
-  struct Case { int64_t in; bool sparse, residual, bipartite; };
-  for (const Case& c : std::vector<Case>{{20, true, false, false},    // inside the projection
-                                         {20, true, true, false},     // residual: x dropped first
-                                         {20, false, false, false},   // dense, projected op
-                                         {5, false, false, false},    // dense, narrower: the linear op
-                                         {5, false, false, true}})    // bipartite
+  struct Case {
+    int64_t in;
+    bool sparse, residual, bipartite;
+  };
+  for (const Case& c : std::vector<Case>{{20, true, false, false},   // inside the projection
+                                         {20, true, true, false},    // residual: x dropped first
+                                         {20, false, false, false},  // dense, projected op
+                                         {5, false, false, false},   // dense, narrower: the linear op
+                                         {5, false, false, true}})   // bipartite
     for (bool training : {true, false}) {
       GATConvOptions plain = conv_options(c.in, 4, 3, true, c.residual, 0.3, DType::f32);
       plain.value_dropout = 0.2;
@@ -588,24 +628,31 @@ TEST(GATConv, InputDropoutIsADropoutLayerBefore) {
         Generator gen(21);
         Tensor out;
         if (c.bipartite) {
-          const Features xs = compose ? dropout_features(xf, training ? gen.dropout_key(0.5f) : DropoutKey{}) : xf;
-          const Features xd = compose ? dropout_features(x_dst, training ? gen.dropout_key(0.5f) : DropoutKey{}) : x_dst;
+          const Features xs =
+              compose ? dropout_features(xf, training ? gen.dropout_key(0.5f) : DropoutKey{}) : xf;
+          const Features xd =
+              compose ? dropout_features(x_dst, training ? gen.dropout_key(0.5f) : DropoutKey{}) : x_dst;
           out = conv.forward(xs, xd, graph, gen);
         } else {
-          out = conv.forward(compose ? dropout_features(xf, training ? gen.dropout_key(0.5f) : DropoutKey{}) : xf, graph, gen);
+          out = conv.forward(
+              compose ? dropout_features(xf, training ? gen.dropout_key(0.5f) : DropoutKey{}) : xf, graph,
+              gen);
         }
         out.backward(go);
         std::vector<Tensor> results{out.detach()};
         for (const Tensor& t : params) results.push_back(t.grad());
-        results.push_back(Tensor::from_vector(std::vector<double>{static_cast<double>(gen.next_stream())}, {1}));
+        results.push_back(
+            Tensor::from_vector(std::vector<double>{static_cast<double>(gen.next_stream())}, {1}));
         return results;
       };
       const std::vector<Tensor> fused = run(a, false), composed = run(b, true);
       ASSERT_EQ(fused.size(), composed.size()) << tag;
-      for (size_t k = 0; k < fused.size(); ++k) EXPECT_TRUE(bitwise_equal(fused[k], composed[k])) << tag << ": " << k;
+      for (size_t k = 0; k < fused.size(); ++k)
+        EXPECT_TRUE(bitwise_equal(fused[k], composed[k])) << tag << ": " << k;
       if (!training) {  // eval: the plain layer on x itself
         Generator gen(21);
-        EXPECT_TRUE(bitwise_equal(fused[0], c.bipartite ? b.forward(xf, x_dst, graph, gen) : b.forward(xf, graph, gen)))
+        EXPECT_TRUE(bitwise_equal(fused[0],
+                                  c.bipartite ? b.forward(xf, x_dst, graph, gen) : b.forward(xf, graph, gen)))
             << tag;
       }
     }
@@ -622,7 +669,8 @@ TEST_P(GATConvOnDevice, GradientsWithTheOutputActivation) {
     GATConvOptions o = conv_options(in, 4, 3, concat, false, 0.5);
     o.elu = true;
     o.output_dropout = 0.5;
-    check_conv_gradients("GATConv output activation, in " + std::to_string(in) + (concat ? " concat" : " mean"), o, device());
+    check_conv_gradients(
+        "GATConv output activation, in " + std::to_string(in) + (concat ? " concat" : " mean"), o, device());
   }
 }
 
@@ -668,12 +716,14 @@ void check_model_gradients(const std::string& what, bool training, Device device
   std::vector<Tensor*> slots = slots_of(*model.conv1);
   for (Tensor* s : slots_of(*model.conv2)) slots.push_back(s);
   ASSERT_EQ(slots.size(), model.named_parameters().size());
-  expect_gradients_match(what, with_slots(slots, [&](const Tensor& x) {
-                           Generator gen(77);
-                           return model.forward(x, graph, gen);
-                         }),
-                         gradcheck_inputs(random_tensor({N, 5}, rng, -1, 1, DType::f64, device), slots),
-      1e-6, 1e-5);  // a wider step: two layers make the loss larger, so rounding matters more
+  expect_gradients_match(what,
+                         with_slots(slots,
+                                    [&](const Tensor& x) {
+                                      Generator gen(77);
+                                      return model.forward(x, graph, gen);
+                                    }),
+                         gradcheck_inputs(random_tensor({N, 5}, rng, -1, 1, DType::f64, device), slots), 1e-6,
+                         1e-5);  // a wider step: two layers make the loss larger, so rounding matters more
 }
 
 class GATOnDevice : public DeviceTest {};
@@ -693,21 +743,22 @@ TEST(GAT, ShapesAndParameterNames) {
   GAT model(config, init);
   std::vector<std::string> names;
   for (const auto& [name, p] : model.named_parameters()) names.push_back(name);
-  EXPECT_EQ(names, (std::vector<std::string>{"conv1.att_src", "conv1.att_dst", "conv1.bias",
-                                             "conv1.lin.weight", "conv2.att_src", "conv2.att_dst",
-                                             "conv2.bias", "conv2.lin.weight"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"conv1.att_src", "conv1.att_dst", "conv1.bias", "conv1.lin.weight",
+                                      "conv2.att_src", "conv2.att_dst", "conv2.bias", "conv2.lin.weight"}));
   EXPECT_EQ(model.conv2->lin->weight.shape(), (Shape{64, 40}));
   EXPECT_EQ(model.conv2->bias.shape(), (Shape{5}));
   std::mt19937_64 rng(0);
   const Graph graph = small_graph(10, rng);
-  EXPECT_EQ(model.forward(random_tensor({10, 20}, rng, 0, 1, DType::f32), graph, gen).shape(), (Shape{10, 5}));
+  EXPECT_EQ(model.forward(random_tensor({10, 20}, rng, 0, 1, DType::f32), graph, gen).shape(),
+            (Shape{10, 5}));
   // input dropout, conv1 attention and values, hidden dropout, conv2 attention and values
   EXPECT_EQ(gen.next_stream(), 6u);
 }
 
 // GAT::forward runs the input dropout inside conv1 and ELU and the hidden dropout inside its
-// kernels, with the keys drawn where separate dropouts drew them: the logits are bit for bit those of the unfused chain, in
-// training and in eval mode, and the generator ends on the same stream.
+// kernels, with the keys drawn where separate dropouts drew them: the logits are bit for bit those of the
+// unfused chain, in training and in eval mode, and the generator ends on the same stream.
 TEST(GAT, ForwardIsTheUnfusedChainBitForBit) {
   GATConfig config;
   config.in_features = 6;
@@ -926,7 +977,8 @@ TEST_F(CudaTraining, FollowsTheCpuAndIsBitwiseReproducible) {
   ASSERT_EQ(gpu.losses.size(), 5u);
   for (size_t e = 0; e < cpu.losses.size(); ++e) {
     EXPECT_NEAR(gpu.losses[e], cpu.losses[e], 1e-4 * std::abs(cpu.losses[e])) << "epoch " << e + 1;
-    EXPECT_NEAR(gpu.val_losses[e], cpu.val_losses[e], 1e-4 * std::abs(cpu.val_losses[e])) << "epoch " << e + 1;
+    EXPECT_NEAR(gpu.val_losses[e], cpu.val_losses[e], 1e-4 * std::abs(cpu.val_losses[e]))
+        << "epoch " << e + 1;
   }
   const Trajectory again = train_on(Device::cuda, data, 5);
   EXPECT_EQ(again.losses, gpu.losses);

@@ -41,11 +41,20 @@ double fill_of(const Fill& fill, const std::vector<double>& in) {
   for (size_t k = 0; k < in.size(); ++k) {
     switch (fill.kind) {
       case Fill::Kind::mean:
-      case Fill::Kind::add: v += in[k]; break;
-      case Fill::Kind::min: v = k == 0 ? in[k] : std::min(v, in[k]); break;
-      case Fill::Kind::max: v = k == 0 ? in[k] : std::max(v, in[k]); break;
-      case Fill::Kind::mul: v *= in[k]; break;
-      case Fill::Kind::constant: break;
+      case Fill::Kind::add:
+        v += in[k];
+        break;
+      case Fill::Kind::min:
+        v = k == 0 ? in[k] : std::min(v, in[k]);
+        break;
+      case Fill::Kind::max:
+        v = k == 0 ? in[k] : std::max(v, in[k]);
+        break;
+      case Fill::Kind::mul:
+        v *= in[k];
+        break;
+      case Fill::Kind::constant:
+        break;
     }
   }
   if (fill.kind == Fill::Kind::mean && !in.empty()) v /= static_cast<double>(in.size());
@@ -53,9 +62,9 @@ double fill_of(const Fill& fill, const std::vector<double>& in) {
 }
 
 struct Reference {
-  std::vector<double> out;                // (N, out_features)
-  std::vector<int32_t> src, dst;          // the edges attended over
-  std::vector<double> attention;          // (edges, H)
+  std::vector<double> out;        // (N, out_features)
+  std::vector<int32_t> src, dst;  // the edges attended over
+  std::vector<double> attention;  // (edges, H)
 };
 
 // PyG's GATConv.forward with edge_attr: remove_self_loops, add_self_loops(fill_value), then
@@ -65,7 +74,8 @@ Reference reference(const GATConv& conv, const std::vector<double>& x, int64_t N
   const GATConvOptions& o = conv.options();
   const int64_t in = o.in_channels, H = o.heads, F = o.out_channels, HF = H * F, D = o.edge_dim;
   const std::vector<double> W = host_f64(conv.lin->weight), We = host_f64(conv.lin_edge->weight);
-  const std::vector<double> as = host_f64(conv.att_src), ad = host_f64(conv.att_dst), ae = host_f64(conv.att_edge);
+  const std::vector<double> as = host_f64(conv.att_src), ad = host_f64(conv.att_dst),
+                            ae = host_f64(conv.att_edge);
   std::vector<double> wh(static_cast<size_t>(N * HF), 0.0);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < HF; ++c)
@@ -76,7 +86,8 @@ Reference reference(const GATConv& conv, const std::vector<double>& x, int64_t N
   for (size_t e = 0; e < gs.size(); ++e) {
     if (o.add_self_loops && gs[e] == gd[e]) continue;
     r.src.push_back(gs[e]), r.dst.push_back(gd[e]);
-    a.insert(a.end(), attr.begin() + static_cast<int64_t>(e) * D, attr.begin() + static_cast<int64_t>(e + 1) * D);
+    a.insert(a.end(), attr.begin() + static_cast<int64_t>(e) * D,
+             attr.begin() + static_cast<int64_t>(e + 1) * D);
   }
   if (o.add_self_loops) {
     const size_t kept = r.src.size();
@@ -119,15 +130,16 @@ Reference reference(const GATConv& conv, const std::vector<double>& x, int64_t N
   for (int64_t n = 0; n < N; ++n)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t f = 0; f < F; ++f)
-        r.out[n * C + (o.concat ? h * F + f : f)] += agg[n * HF + h * F + f] / (o.concat ? 1.0 : static_cast<double>(H));
+        r.out[n * C + (o.concat ? h * F + f : f)] +=
+            agg[n * HF + h * F + f] / (o.concat ? 1.0 : static_cast<double>(H));
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c) r.out[n * C + c] += b[c];
   return r;
 }
 
 std::vector<Fill> every_fill() {
-  return {Fill::parse("mean"), Fill::parse("add"), Fill::parse("min"), Fill::parse("max"), Fill::parse("mul"),
-          Fill::constant_value(-0.75)};
+  return {Fill::parse("mean"), Fill::parse("add"), Fill::parse("min"),
+          Fill::parse("max"),  Fill::parse("mul"), Fill::constant_value(-0.75)};
 }
 
 // mixed_graph: an existing loop, nodes without in-edges, a row of six edges.
@@ -150,7 +162,8 @@ TEST(GATConvEdge, MatchesPygsRecipeForEveryFillWithAndWithoutLoops) {
         GATConv::Attention att;
         const Tensor out = conv.forward(x, graph, attr, gen, &att);
         const Reference want = reference(conv, host_f64(x), kNodes, graph, host_f64(attr));
-        const std::string what = "fill " + fill.name() + (loops ? "" : " no loops") + (concat ? " concat" : " mean");
+        const std::string what =
+            "fill " + fill.name() + (loops ? "" : " no loops") + (concat ? " concat" : " mean");
         expect_close(out, Tensor::from_vector(want.out, out.shape()), what, 1e-12);
         // The attention weights, edge by edge (the reference lists edges in another order).
         ASSERT_EQ(att.graph.num_edges(), static_cast<int64_t>(want.src.size())) << what;
@@ -159,7 +172,8 @@ TEST(GATConvEdge, MatchesPygsRecipeForEveryFillWithAndWithoutLoops) {
         for (size_t e = 0; e < want.src.size(); ++e) {
           size_t at = 0;
           while (s[at] != want.src[e] || d[at] != want.dst[e]) ++at;
-          for (int64_t h = 0; h < 2; ++h) EXPECT_NEAR(w[at * 2 + h], want.attention[e * 2 + h], 1e-12) << what;
+          for (int64_t h = 0; h < 2; ++h)
+            EXPECT_NEAR(w[at * 2 + h], want.attention[e * 2 + h], 1e-12) << what;
         }
       }
     }
@@ -174,17 +188,19 @@ TEST(GATConvEdge, GradientsOfXEdgeAttrAndEveryParameter) {
       Generator init(3);
       GATConv conv(edge_options(2, fill, true, loops), init);
       conv.bias = random_tensor(conv.bias.shape(), rng);
-      std::vector<Tensor*> slots{&conv.lin->weight, &conv.lin_edge->weight, &conv.att_src, &conv.att_dst,
-                                 &conv.att_edge, &conv.bias};
-      std::vector<Tensor> inputs{random_tensor({kNodes, 4}, rng), random_tensor({graph.num_edges(), 2}, rng, 0.5, 1.5)};
+      std::vector<Tensor*> slots{&conv.lin->weight, &conv.lin_edge->weight, &conv.att_src,
+                                 &conv.att_dst,     &conv.att_edge,         &conv.bias};
+      std::vector<Tensor> inputs{random_tensor({kNodes, 4}, rng),
+                                 random_tensor({graph.num_edges(), 2}, rng, 0.5, 1.5)};
       for (Tensor* s : slots) inputs.push_back(s->clone());
-      expect_gradients_match("GATConv edge_attr, fill " + fill.name() + (loops ? "" : ", no loops"),
-                             [&](const std::vector<Tensor>& in) {
-                               for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 2];
-                               Generator gen(0);
-                               return conv.forward(in[0], graph, in[1], gen);
-                             },
-                             inputs);
+      expect_gradients_match(
+          "GATConv edge_attr, fill " + fill.name() + (loops ? "" : ", no loops"),
+          [&](const std::vector<Tensor>& in) {
+            for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 2];
+            Generator gen(0);
+            return conv.forward(in[0], graph, in[1], gen);
+          },
+          inputs);
     }
   }
 }
@@ -210,14 +226,15 @@ TEST(GATConvEdge, BipartiteGradientsOfBothSidesEdgeAttrAndEveryParameter) {
       std::vector<Tensor> inputs{random_tensor({ns, 4}, rng), random_tensor({nd, 3}, rng),
                                  random_tensor({graph.num_edges(), 2}, rng)};
       for (Tensor* s : slots) inputs.push_back(s->clone());
-      expect_gradients_match("GATConv bipartite " + std::to_string(ns) + " -> " + std::to_string(nd) +
-                                 " edge_attr, fill " + fill.name(),
-                             [&](const std::vector<Tensor>& in) {
-                               for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 3];
-                               Generator gen(0);
-                               return conv.forward(in[0], in[1], graph, in[2], gen);
-                             },
-                             inputs);
+      expect_gradients_match(
+          "GATConv bipartite " + std::to_string(ns) + " -> " + std::to_string(nd) + " edge_attr, fill " +
+              fill.name(),
+          [&](const std::vector<Tensor>& in) {
+            for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 3];
+            Generator gen(0);
+            return conv.forward(in[0], in[1], graph, in[2], gen);
+          },
+          inputs);
     }
   }
 }
@@ -226,19 +243,21 @@ TEST(GATConvEdge, AGraphWithItsLoopsGetsTheLoopsFromTheFill) {
   // The looped graph passed in (as gat_train does): the loops' own rows are replaced by the fill,
   // so the result equals the loop-free graph's with its attributes.
   std::mt19937_64 rng(23);
-  const Graph graph = mixed_graph().with_self_loops(), loop_free = Graph::from_edges(
-      kNodes, mixed_graph().sources(), mixed_graph().destinations(), [] {
-        GraphBuildOptions o;
-        o.remove_self_loops = true;
-        return o;
-      }());
+  const Graph graph = mixed_graph().with_self_loops(),
+              loop_free =
+                  Graph::from_edges(kNodes, mixed_graph().sources(), mixed_graph().destinations(), [] {
+                    GraphBuildOptions o;
+                    o.remove_self_loops = true;
+                    return o;
+                  }());
   Generator init(4);
   GATConv conv(edge_options(3, Fill::parse("max")), init);
   const Tensor x = random_tensor({kNodes, 4}, rng);
   const Tensor attr = random_tensor({loop_free.num_edges(), 3}, rng);
   const Tensor looped_attr = ops::self_loop_attr(loop_free, graph, attr, Fill::constant_value(123.0));
   Generator gen(0);
-  expect_close(conv.forward(x, graph, looped_attr, gen), conv.forward(x, loop_free, attr, gen), "looped input", 1e-13);
+  expect_close(conv.forward(x, graph, looped_attr, gen), conv.forward(x, loop_free, attr, gen),
+               "looped input", 1e-13);
 }
 
 TEST(GATConvEdge, ParametersAreNamedAsPygsAndDrawnAfterTheirLayers) {
@@ -248,7 +267,9 @@ TEST(GATConvEdge, ParametersAreNamedAsPygsAndDrawnAfterTheirLayers) {
   for (const auto& [name, p] : with.named_parameters()) names.push_back(name + " " + p.describe());
   EXPECT_EQ(with.lin_edge->weight.shape(), (Shape{5, 6}));
   EXPECT_EQ(with.att_edge.shape(), (Shape{2, 3}));
-  EXPECT_TRUE(std::find_if(names.begin(), names.end(), [](const std::string& n) { return n.rfind("lin_edge.weight", 0) == 0; }) != names.end());
+  EXPECT_TRUE(std::find_if(names.begin(), names.end(), [](const std::string& n) {
+                return n.rfind("lin_edge.weight", 0) == 0;
+              }) != names.end());
   EXPECT_TRUE(bitwise_equal(with.lin->weight, without.lin->weight));  // lin is drawn first either way
   // glorot bounds: lin_edge over (5, 6), att_edge over fan_in H = 2, fan_out F = 3.
   for (double v : host_f64(with.lin_edge->weight)) EXPECT_LE(std::abs(v), std::sqrt(6.0 / 11.0));
@@ -263,14 +284,23 @@ TEST(GATConvEdge, RejectsMissingOrMismatchedEdgeAttr) {
   GATConv conv(edge_options(3, Fill()), init), plain(conv_options(4, 3, 2, true, false, 0.0), init);
   const int64_t E = graph.num_edges();
   expect_error([&] { conv.forward(x, graph, gen); }, {"GATConv: edge_dim is 3 but no 'edge_attr' was given"});
-  expect_error([&] { plain.forward(x, graph, random_tensor({E, 3}, rng), gen); },
-               {"GATConv: 'edge_attr'", "given but the layer has no edge features (edge_dim 0)"});
-  expect_error([&] { conv.forward(x, graph, random_tensor({E + 1, 3}, rng), gen); },
-               {"must be (13, 3) for a graph of 13 edges and edge_dim 3"});
+  expect_error(
+      [&] {
+        plain.forward(x, graph, random_tensor({E, 3}, rng), gen);
+      },
+      {"GATConv: 'edge_attr'", "given but the layer has no edge features (edge_dim 0)"});
+  expect_error(
+      [&] {
+        conv.forward(x, graph, random_tensor({E + 1, 3}, rng), gen);
+      },
+      {"must be (13, 3) for a graph of 13 edges and edge_dim 3"});
   expect_error([&] { conv.forward(x, graph, random_tensor({E, 2}, rng), gen); }, {"must be (13, 3)"});
   expect_error([&] { conv.forward(x, graph, random_tensor({E}, rng), gen); }, {"GATConv", "edge_attr"});
-  expect_error([&] { conv.forward(x, graph, random_tensor({E, 3}, rng, -1, 1, DType::f32), gen); },
-               {"must have the parameters' dtype and device"});
+  expect_error(
+      [&] {
+        conv.forward(x, graph, random_tensor({E, 3}, rng, -1, 1, DType::f32), gen);
+      },
+      {"must have the parameters' dtype and device"});
   GATConvOptions negative = edge_options(-1, Fill());
   expect_error([&] { GATConv bad(negative, init); }, {"GATConv: edge_dim -1 is negative"});
 }
@@ -302,8 +332,9 @@ TEST(GATEdge, ConfigKeepsTheFillValueAndBothLayersUseIt) {
   meta.at("fill_value") = "max";
   EXPECT_EQ(GATConfig::from_metadata(meta, "m").fill_value, ops::SelfLoopFill::parse("max"));
   meta.at("fill_value") = "median";
-  expect_error([&] { GATConfig::from_metadata(meta, "m"); },
-               {"m: metadata 'fill_value' = 'median' is not mean, add, sum, min, max, mul or a finite number"});
+  expect_error(
+      [&] { GATConfig::from_metadata(meta, "m"); },
+      {"m: metadata 'fill_value' = 'median' is not mean, add, sum, min, max, mul or a finite number"});
   meta.erase("fill_value");
   EXPECT_EQ(GATConfig::from_metadata(meta, "m").fill_value, ops::SelfLoopFill{});
 
@@ -359,7 +390,9 @@ TEST(GATEdge, TrainsOnAGeneratedGraphWithEdgeFeatures) {
   for (int run = 0; run < 2; ++run) {
     Generator gen(7);
     GAT model(config, gen);
-    auto forward = [&](const Features& x, const Graph& g, Generator& gn) { return model.forward(x, g, gn, data.edge_attr); };
+    auto forward = [&](const Features& x, const Graph& g, Generator& gn) {
+      return model.forward(x, g, gn, data.edge_attr);
+    };
     accuracy[run] = train_node_classifier(model, forward, data, options, gen).test_acc;
     weights[run] = model.conv1->lin_edge->weight.clone();
   }

@@ -58,9 +58,10 @@ std::vector<double> reference_gatv2_conv(const GATv2Conv& conv, const std::vecto
     }
     return v;
   };
-  return reference_attention_layer(src, dst, Nd, o.add_self_loops, H, F, score, xl, o.concat,
-                                   conv.res ? affine(x_dst, Nd, *conv.res) : std::vector<double>{},
-                                   conv.bias.defined() ? conv.bias.to_vector<double>() : std::vector<double>{}, Ns);
+  return reference_attention_layer(
+      src, dst, Nd, o.add_self_loops, H, F, score, xl, o.concat,
+      conv.res ? affine(x_dst, Nd, *conv.res) : std::vector<double>{},
+      conv.bias.defined() ? conv.bias.to_vector<double>() : std::vector<double>{}, Ns);
 }
 
 // The parameter slots of a GATv2Conv (lin_r's only when it is its own), for gradient checks.
@@ -85,10 +86,12 @@ void check_v2_gradients(const std::string& what, const GATv2ConvOptions& options
   if (conv.bias.defined()) conv.bias = random_tensor(conv.bias.shape(), rng);
   const std::vector<Tensor*> slots = v2_slots(conv);
   ASSERT_EQ(slots.size(), conv.named_parameters().size()) << what;
-  expect_gradients_match(what, with_slots(slots, [&](const Tensor& x) {
-                           Generator gen(99);  // the same dropout mask in every evaluation
-                           return conv.forward(x, graph, gen);
-                         }),
+  expect_gradients_match(what,
+                         with_slots(slots,
+                                    [&](const Tensor& x) {
+                                      Generator gen(99);  // the same dropout mask in every evaluation
+                                      return conv.forward(x, graph, gen);
+                                    }),
                          gradcheck_inputs(random_tensor({N, options.in_channels}, rng), slots));
 }
 
@@ -163,7 +166,8 @@ TEST(GATv2Conv, DestinationProjectionEntersTheScoresAndShareWeightsUsesOneProjec
   two.lin_r->weight = shared.lin_l->weight;
   two.lin_r->bias = shared.lin_l->bias;
   two.att = shared.att;
-  EXPECT_EQ(shared.forward(x, graph, gen).to_vector<double>(), two.forward(x, graph, gen).to_vector<double>());
+  EXPECT_EQ(shared.forward(x, graph, gen).to_vector<double>(),
+            two.forward(x, graph, gen).to_vector<double>());
 }
 
 TEST(GATv2Conv, ParametersNamedAndInitialisedAsPyG) {
@@ -173,8 +177,8 @@ TEST(GATv2Conv, ParametersNamedAndInitialisedAsPyG) {
   std::vector<std::string> names;
   for (const auto& [name, p] : conv.named_parameters()) names.push_back(name + " " + shape_str(p.shape()));
   EXPECT_EQ(names, (std::vector<std::string>{"att (4, 50)", "bias (200,)", "lin_l.weight (300, 200)",
-                                             "lin_l.bias (200,)", "lin_r.weight (300, 200)", "lin_r.bias (200,)",
-                                             "res.weight (300, 200)"}));
+                                             "lin_l.bias (200,)", "lin_r.weight (300, 200)",
+                                             "lin_r.bias (200,)", "res.weight (300, 200)"}));
   auto max_abs = [](const Tensor& t) {
     double m = 0;
     for (double v : t.to_vector<double>()) m = std::max(m, std::abs(v));
@@ -235,7 +239,8 @@ TEST_F(GATv2ConvWithAttentionDropout, AttentionWeightsAreTheSoftmaxOfTheReferenc
   std::vector<double> rebuilt(eval_out.size(), 0.0);
   for (size_t e = 0; e < src.size(); ++e)
     for (int64_t h = 0; h < 2; ++h)
-      for (int64_t f = 0; f < 3; ++f) rebuilt[dst[e] * 6 + h * 3 + f] += w[e * 2 + h] * xl[src[e] * 6 + h * 3 + f];
+      for (int64_t f = 0; f < 3; ++f)
+        rebuilt[dst[e] * 6 + h * 3 + f] += w[e * 2 + h] * xl[src[e] * 6 + h * 3 + f];
   const std::vector<double> b = conv.bias.to_vector<double>();
   for (size_t i = 0; i < rebuilt.size(); ++i) EXPECT_NEAR(rebuilt[i] + b[i % 6], eval_out[i], 1e-12) << i;
 }
@@ -273,8 +278,11 @@ TEST(GATv2Conv, RejectsBadOptionsAndInputsNamingThem) {
   const Graph graph = small_graph(5, rng);
   Generator init(1), gen(0);
   GATv2Conv conv(v2_options(4, 3, 2, true, false, false), init);
-  expect_error([&] { conv.forward(random_tensor({5, 6}, rng), graph, gen); },
-               {"GATv2Conv: 'x' f64 cpu (5, 6) must be (5, 4)"});
+  expect_error(
+      [&] {
+        conv.forward(random_tensor({5, 6}, rng), graph, gen);
+      },
+      {"GATv2Conv: 'x' f64 cpu (5, 6) must be (5, 4)"});
   expect_error([&] { conv.forward(random_tensor({4, 4}, rng), graph, gen); }, {"GATv2Conv: 'x'", "5 nodes"});
   EXPECT_THROW(conv.forward(random_tensor({5, 4}, rng, -1, 1, DType::f32), graph, gen), Error);
   expect_error([&] { GATv2Conv(v2_options(4, 3, 0, true, false, false), init); },
@@ -325,15 +333,17 @@ TEST(GATv2ConvEdge, GradientsOfXEdgeAttrAndEveryParameter) {
     slots.push_back(&conv.lin_edge->weight);
     ASSERT_EQ(slots.size(), conv.named_parameters().size());
     // x, edge_attr (away from ties, for max), then the parameters.
-    std::vector<Tensor> inputs{random_tensor({N, 4}, rng), random_tensor({graph.num_edges(), 2}, rng, 0.5, 1.5)};
+    std::vector<Tensor> inputs{random_tensor({N, 4}, rng),
+                               random_tensor({graph.num_edges(), 2}, rng, 0.5, 1.5)};
     for (Tensor* s : slots) inputs.push_back(s->clone());
-    expect_gradients_match("GATv2Conv edge_attr, fill " + fill.name() + (loops ? "" : ", no loops"),
-                           [&](const std::vector<Tensor>& in) {
-                             for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 2];
-                             Generator gen(0);
-                             return conv.forward(in[0], graph, in[1], gen);
-                           },
-                           inputs);
+    expect_gradients_match(
+        "GATv2Conv edge_attr, fill " + fill.name() + (loops ? "" : ", no loops"),
+        [&](const std::vector<Tensor>& in) {
+          for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 2];
+          Generator gen(0);
+          return conv.forward(in[0], graph, in[1], gen);
+        },
+        inputs);
   }
 }
 
@@ -348,9 +358,9 @@ TEST(GATv2ConvEdge, EdgeAttrChangesScoresAndLinEdgeIsDrawnAfterLinR) {
   GATv2Conv without(v2_edge_options(0, ops::SelfLoopFill(), true), init_b);
   std::vector<std::string> names;
   for (const auto& [name, p] : with.named_parameters()) names.push_back(name + " " + shape_str(p.shape()));
-  EXPECT_EQ(names, (std::vector<std::string>{"att (2, 3)", "bias (6,)", "lin_l.weight (4, 6)", "lin_l.bias (6,)",
-                                             "lin_r.weight (4, 6)", "lin_r.bias (6,)", "lin_edge.weight (3, 6)",
-                                             "res.weight (4, 6)"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"att (2, 3)", "bias (6,)", "lin_l.weight (4, 6)",
+                                             "lin_l.bias (6,)", "lin_r.weight (4, 6)", "lin_r.bias (6,)",
+                                             "lin_edge.weight (3, 6)", "res.weight (4, 6)"}));
   EXPECT_TRUE(bitwise_equal(with.lin_r->weight, without.lin_r->weight));
   EXPECT_FALSE(bitwise_equal(with.res->weight, without.res->weight));  // drawn after lin_edge
   for (double v : host_f64(with.lin_edge->weight)) EXPECT_LE(std::abs(v), std::sqrt(6.0 / 9.0));
@@ -359,15 +369,15 @@ TEST(GATv2ConvEdge, EdgeAttrChangesScoresAndLinEdgeIsDrawnAfterLinR) {
   Generator gen(0);
   GATv2Conv::Attention a, b;
   const std::vector<double> out_a = with.forward(x, graph, attr, gen, &a).to_vector<double>();
-  const std::vector<double> out_b =
-      with.forward(x, graph, ops::mul(attr, 2.0), gen, &b).to_vector<double>();
+  const std::vector<double> out_b = with.forward(x, graph, ops::mul(attr, 2.0), gen, &b).to_vector<double>();
   EXPECT_NE(out_a, out_b);
   EXPECT_NE(a.weights.to_vector<double>(), b.weights.to_vector<double>());
   // A zero lin_edge is the layer without edge features.
   with.lin_edge->weight = init::zeros(with.lin_edge->weight.shape(), DType::f64);
   without.lin_l = with.lin_l, without.lin_r = with.lin_r, without.res = with.res, without.att = with.att;
   GATv2Conv::Attention c, d;
-  expect_close(with.forward(x, graph, attr, gen, &c), without.forward(x, graph, gen, &d), "zero lin_edge", 1e-14);
+  expect_close(with.forward(x, graph, attr, gen, &c), without.forward(x, graph, gen, &d), "zero lin_edge",
+               1e-14);
   expect_close(c.weights, d.weights, "zero lin_edge attention", 1e-14);
 }
 
@@ -379,15 +389,29 @@ TEST(GATv2ConvEdge, RejectsMissingOrMismatchedEdgeAttr) {
   Generator init(5), gen(0);
   GATv2Conv conv(v2_edge_options(3, ops::SelfLoopFill(), true), init);
   GATv2Conv plain(v2_edge_options(0, ops::SelfLoopFill(), true), init);
-  expect_error([&] { conv.forward(x, graph, gen); }, {"GATv2Conv: edge_dim is 3 but no 'edge_attr' was given"});
-  expect_error([&] { plain.forward(x, graph, random_tensor({E, 3}, rng), gen); },
-               {"GATv2Conv: 'edge_attr'", "given but the layer has no edge features (edge_dim 0)"});
-  expect_error([&] { conv.forward(x, graph, random_tensor({E + 1, 3}, rng), gen); },
-               {"GATv2Conv: 'edge_attr'", "must be (13, 3) for a graph of 13 edges and edge_dim 3"});
-  expect_error([&] { conv.forward(x, graph, random_tensor({E, 2}, rng), gen); }, {"GATv2Conv", "must be (13, 3)"});
+  expect_error([&] { conv.forward(x, graph, gen); },
+               {"GATv2Conv: edge_dim is 3 but no 'edge_attr' was given"});
+  expect_error(
+      [&] {
+        plain.forward(x, graph, random_tensor({E, 3}, rng), gen);
+      },
+      {"GATv2Conv: 'edge_attr'", "given but the layer has no edge features (edge_dim 0)"});
+  expect_error(
+      [&] {
+        conv.forward(x, graph, random_tensor({E + 1, 3}, rng), gen);
+      },
+      {"GATv2Conv: 'edge_attr'", "must be (13, 3) for a graph of 13 edges and edge_dim 3"});
+  expect_error(
+      [&] {
+        conv.forward(x, graph, random_tensor({E, 2}, rng), gen);
+      },
+      {"GATv2Conv", "must be (13, 3)"});
   expect_error([&] { conv.forward(x, graph, random_tensor({E}, rng), gen); }, {"GATv2Conv", "edge_attr"});
-  expect_error([&] { conv.forward(x, graph, random_tensor({E, 3}, rng, -1, 1, DType::f32), gen); },
-               {"GATv2Conv: 'edge_attr'", "must have the parameters' dtype and device"});
+  expect_error(
+      [&] {
+        conv.forward(x, graph, random_tensor({E, 3}, rng, -1, 1, DType::f32), gen);
+      },
+      {"GATv2Conv: 'edge_attr'", "must have the parameters' dtype and device"});
   expect_error([&] { GATv2Conv bad(v2_edge_options(-1, ops::SelfLoopFill(), true), init); },
                {"GATv2Conv: edge_dim -1 is negative"});
 }
@@ -414,13 +438,14 @@ TEST(GATv2ConvBipartite, MatchesANaiveReference) {
           GATv2Conv::Attention attention;
           const Tensor out = conv.forward(x_src, x_dst, graph, gen, &attention);
           const std::string what = std::to_string(ns) + " -> " + std::to_string(nd) + " concat " +
-                                   std::to_string(concat) + " residual " + std::to_string(residual) + " loops " +
-                                   std::to_string(loops);
+                                   std::to_string(concat) + " residual " + std::to_string(residual) +
+                                   " loops " + std::to_string(loops);
           ASSERT_EQ(out.shape(), (Shape{nd, concat ? 12 : 4})) << what;
-          const std::vector<double> want = reference_gatv2_conv(conv, host_f64(x_src), ns, host_f64(x_dst), nd,
-                                                                graph.sources(), graph.destinations());
+          const std::vector<double> want = reference_gatv2_conv(conv, host_f64(x_src), ns, host_f64(x_dst),
+                                                                nd, graph.sources(), graph.destinations());
           expect_close(out, Tensor::from_vector(want, out.shape()), what, 1e-12);
-          EXPECT_EQ(attention.graph.count_self_loops(), loops ? std::min(ns, nd) : graph.count_self_loops()) << what;
+          EXPECT_EQ(attention.graph.count_self_loops(), loops ? std::min(ns, nd) : graph.count_self_loops())
+              << what;
         }
   }
 }
@@ -455,8 +480,9 @@ TEST(GATv2ConvBipartite, ParametersOfAPairAreNamedAndDrawnAsPyG) {
   GATv2Conv pair(o, init_pair);
   std::vector<std::string> names;
   for (const auto& [name, p] : pair.named_parameters()) names.push_back(name + " " + shape_str(p.shape()));
-  EXPECT_EQ(names, (std::vector<std::string>{"att (2, 3)", "bias (6,)", "lin_l.weight (4, 6)", "lin_l.bias (6,)",
-                                             "lin_r.weight (5, 6)", "lin_r.bias (6,)", "res.weight (5, 6)"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"att (2, 3)", "bias (6,)", "lin_l.weight (4, 6)", "lin_l.bias (6,)",
+                                      "lin_r.weight (5, 6)", "lin_r.bias (6,)", "res.weight (5, 6)"}));
   EXPECT_TRUE(bitwise_equal(pair.lin_l->weight, one.lin_l->weight));  // lin_l is drawn first either way
   EXPECT_TRUE(bitwise_equal(pair.lin_l->bias, one.lin_l->bias));
 }
@@ -472,23 +498,42 @@ TEST(GATv2ConvBipartite, RejectsInputsOfTheWrongSideOrWidth) {
   EXPECT_EQ(conv.forward(x_src, x_dst, graph, gen).shape(), (Shape{9, 6}));
   expect_error([&] { conv.forward(x_src, graph, gen); },
                {"GATv2Conv", "one 'x'", "bipartite", "6 sources", "9 destinations"});
-  expect_error([&] { conv.forward(random_tensor({9, 4}, rng), x_dst, graph, gen); },
-               {"GATv2Conv: 'x_src'", "(9, 4) must be (6, 4)", "6 sources"});
-  expect_error([&] { conv.forward(x_src, random_tensor({6, 5}, rng), graph, gen); },
-               {"GATv2Conv: 'x_dst'", "(6, 5) must be (9, 5)", "9 destinations"});
-  expect_error([&] { conv.forward(random_tensor({6, 5}, rng), x_dst, graph, gen); },
-               {"GATv2Conv: 'x_src'", "(6, 5) must be (6, 4)", "4 input channels"});
-  expect_error([&] { conv.forward(x_src, random_tensor({9, 4}, rng), graph, gen); },
-               {"GATv2Conv: 'x_dst'", "(9, 4) must be (9, 5)", "5 input channels"});
-  expect_error([&] { conv.forward(x_src, x_dst, graph, random_tensor({graph.num_edges(), 2}, rng), gen); },
-               {"GATv2Conv: 'edge_attr'", "given but the layer has no edge features"});
+  expect_error(
+      [&] {
+        conv.forward(random_tensor({9, 4}, rng), x_dst, graph, gen);
+      },
+      {"GATv2Conv: 'x_src'", "(9, 4) must be (6, 4)", "6 sources"});
+  expect_error(
+      [&] {
+        conv.forward(x_src, random_tensor({6, 5}, rng), graph, gen);
+      },
+      {"GATv2Conv: 'x_dst'", "(6, 5) must be (9, 5)", "9 destinations"});
+  expect_error(
+      [&] {
+        conv.forward(random_tensor({6, 5}, rng), x_dst, graph, gen);
+      },
+      {"GATv2Conv: 'x_src'", "(6, 5) must be (6, 4)", "4 input channels"});
+  expect_error(
+      [&] {
+        conv.forward(x_src, random_tensor({9, 4}, rng), graph, gen);
+      },
+      {"GATv2Conv: 'x_dst'", "(9, 4) must be (9, 5)", "5 input channels"});
+  expect_error(
+      [&] {
+        conv.forward(x_src, x_dst, graph, random_tensor({graph.num_edges(), 2}, rng), gen);
+      },
+      {"GATv2Conv: 'edge_attr'", "given but the layer has no edge features"});
   // One x on a graph of one node set is both sides: it must have both widths.
   const Graph square = small_graph(9, rng);
   expect_error([&] { conv.forward(x_dst, square, gen); }, {"GATv2Conv: 'x'", "(9, 5) must be (9, 4)"});
-  expect_error([&] { conv.forward(random_tensor({9, 4}, rng), square, gen); },
-               {"GATv2Conv: 'x'", "(9, 4) must be (9, 5)"});
+  expect_error(
+      [&] {
+        conv.forward(random_tensor({9, 4}, rng), square, gen);
+      },
+      {"GATv2Conv: 'x'", "(9, 4) must be (9, 5)"});
   o.share_weights = true;
-  expect_error([&] { GATv2Conv bad(o, init); }, {"GATv2Conv: share_weights", "in_channels 4 and dst_in_channels 5 differ"});
+  expect_error([&] { GATv2Conv bad(o, init); },
+               {"GATv2Conv: share_weights", "in_channels 4 and dst_in_channels 5 differ"});
   o.dst_in_channels = -1;
   expect_error([&] { GATv2Conv bad(o, init); }, {"GATv2Conv: dst_in_channels -1"});
 }
@@ -523,14 +568,15 @@ TEST(GATv2ConvBipartite, GradientsOfBothSidesEdgeAttrAndEveryParameter) {
       std::vector<Tensor> inputs{random_tensor({ns, 4}, rng), random_tensor({nd, o.dst_in_channels}, rng),
                                  random_tensor({graph.num_edges(), 2}, rng)};
       for (Tensor* slot : slots) inputs.push_back(slot->clone());
-      expect_gradients_match("GATv2Conv bipartite " + std::to_string(ns) + " -> " + std::to_string(nd) + " fill " +
-                                 setup.fill.name() + (setup.loops ? "" : " no loops") + (setup.share ? " shared" : ""),
-                             [&](const std::vector<Tensor>& in) {
-                               for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 3];
-                               Generator gen(0);  // the same dropout mask in every evaluation
-                               return conv.forward(in[0], in[1], graph, in[2], gen);
-                             },
-                             inputs);
+      expect_gradients_match(
+          "GATv2Conv bipartite " + std::to_string(ns) + " -> " + std::to_string(nd) + " fill " +
+              setup.fill.name() + (setup.loops ? "" : " no loops") + (setup.share ? " shared" : ""),
+          [&](const std::vector<Tensor>& in) {
+            for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 3];
+            Generator gen(0);  // the same dropout mask in every evaluation
+            return conv.forward(in[0], in[1], graph, in[2], gen);
+          },
+          inputs);
     }
   }
 }
@@ -550,18 +596,20 @@ TEST(GATv2Model, BuildsGATv2LayersWithTheSameRecipeAndChecksGradients) {
   EXPECT_EQ(model.v2_conv1->options().dropout, 0.4);
   std::vector<std::string> names;
   for (const auto& [name, p] : model.named_parameters()) names.push_back(name);
-  EXPECT_EQ(names, (std::vector<std::string>{"conv1.att", "conv1.bias", "conv1.lin_l.weight", "conv1.lin_l.bias",
-                                             "conv1.lin_r.weight", "conv1.lin_r.bias", "conv2.att", "conv2.bias",
-                                             "conv2.lin_l.weight", "conv2.lin_l.bias", "conv2.lin_r.weight",
-                                             "conv2.lin_r.bias"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"conv1.att", "conv1.bias", "conv1.lin_l.weight",
+                                             "conv1.lin_l.bias", "conv1.lin_r.weight", "conv1.lin_r.bias",
+                                             "conv2.att", "conv2.bias", "conv2.lin_l.weight",
+                                             "conv2.lin_l.bias", "conv2.lin_r.weight", "conv2.lin_r.bias"}));
   model.v2_conv1->bias = random_tensor(model.v2_conv1->bias.shape(), rng);
   model.v2_conv2->bias = random_tensor(model.v2_conv2->bias.shape(), rng);
   std::vector<Tensor*> slots = v2_slots(*model.v2_conv1);
   for (Tensor* s : v2_slots(*model.v2_conv2)) slots.push_back(s);
-  expect_gradients_match("GATv2 model, training mode", with_slots(slots, [&](const Tensor& x) {
-                           Generator gen(77);
-                           return model.forward(x, graph, gen);
-                         }),
+  expect_gradients_match("GATv2 model, training mode",
+                         with_slots(slots,
+                                    [&](const Tensor& x) {
+                                      Generator gen(77);
+                                      return model.forward(x, graph, gen);
+                                    }),
                          gradcheck_inputs(random_tensor({N, 5}, rng), slots), 1e-6, 1e-5);
 
   config.value_dropout = 0.6;  // GATConv's recipe value: not for GATv2Conv
@@ -583,7 +631,8 @@ TEST(GATv2Model, PassesEdgeAttrToBothLayers) {
   Generator gen(0);
   const std::vector<double> out = model.forward(x, graph, gen, attr).to_vector<double>();
   EXPECT_NE(model.forward(x, graph, gen, ops::mul(attr, 2.0)).to_vector<double>(), out);
-  expect_error([&] { model.forward(x, graph, gen); }, {"GATv2Conv: edge_dim is 3 but no 'edge_attr' was given"});
+  expect_error([&] { model.forward(x, graph, gen); },
+               {"GATv2Conv: edge_dim is 3 but no 'edge_attr' was given"});
 }
 
 // A layer that ran on one graph and is then given another of as many nodes (neither with one self

@@ -1,14 +1,13 @@
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <functional>
-#include <random>
 #include <numeric>
+#include <random>
 #include <set>
 #include <string>
 #include <utility>
-
-#include <omp.h>
 
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
@@ -28,31 +27,40 @@ std::vector<std::pair<int32_t, int32_t>> edge_pairs(const Graph& g) {  // (src, 
 
 // Every array of a graph, for exact comparisons.
 struct HostGraphArrays {
-  std::vector<int32_t> row_ptr, edge_src, edge_dst, t_row_ptr, t_edge_dst, t_edge_id, row_chunk_ptr, t_row_chunk_ptr,
-      row_chunk_row, t_row_chunk_row, row_order, t_row_order;
+  std::vector<int32_t> row_ptr, edge_src, edge_dst, t_row_ptr, t_edge_dst, t_edge_id, row_chunk_ptr,
+      t_row_chunk_ptr, row_chunk_row, t_row_chunk_row, row_order, t_row_order;
   int64_t max_in = 0, max_out = 0, loops = 0, row_chunks = 0, t_row_chunks = 0;
   int chunk = 0;
   bool one_loop_per_node = false;
   bool operator==(const HostGraphArrays& o) const {
-    return row_ptr == o.row_ptr && edge_src == o.edge_src && edge_dst == o.edge_dst && t_row_ptr == o.t_row_ptr &&
-           t_edge_dst == o.t_edge_dst && t_edge_id == o.t_edge_id && row_chunk_ptr == o.row_chunk_ptr &&
-           t_row_chunk_ptr == o.t_row_chunk_ptr && row_chunk_row == o.row_chunk_row &&
-           t_row_chunk_row == o.t_row_chunk_row && row_order == o.row_order && t_row_order == o.t_row_order &&
-           max_in == o.max_in && max_out == o.max_out && loops == o.loops &&
-           row_chunks == o.row_chunks && t_row_chunks == o.t_row_chunks && chunk == o.chunk &&
-           one_loop_per_node == o.one_loop_per_node;
+    return row_ptr == o.row_ptr && edge_src == o.edge_src && edge_dst == o.edge_dst &&
+           t_row_ptr == o.t_row_ptr && t_edge_dst == o.t_edge_dst && t_edge_id == o.t_edge_id &&
+           row_chunk_ptr == o.row_chunk_ptr && t_row_chunk_ptr == o.t_row_chunk_ptr &&
+           row_chunk_row == o.row_chunk_row && t_row_chunk_row == o.t_row_chunk_row &&
+           row_order == o.row_order && t_row_order == o.t_row_order && max_in == o.max_in &&
+           max_out == o.max_out && loops == o.loops && row_chunks == o.row_chunks &&
+           t_row_chunks == o.t_row_chunks && chunk == o.chunk && one_loop_per_node == o.one_loop_per_node;
   }
 };
 HostGraphArrays arrays_of(const Graph& g) {
-  return {g.row_ptr().to_vector<int32_t>(),       g.edge_src().to_vector<int32_t>(),
-          g.edge_dst().to_vector<int32_t>(),      g.t_row_ptr().to_vector<int32_t>(),
-          g.t_edge_dst().to_vector<int32_t>(),    g.t_edge_id().to_vector<int32_t>(),
-          g.row_chunk_ptr().to_vector<int32_t>(), g.t_row_chunk_ptr().to_vector<int32_t>(),
-          g.row_chunk_row().to_vector<int32_t>(), g.t_row_chunk_row().to_vector<int32_t>(),
-          g.row_order().to_vector<int32_t>(),     g.t_row_order().to_vector<int32_t>(),
-          g.max_in_degree(),                      g.max_out_degree(),
-          g.count_self_loops(),                   g.num_row_chunks(),
-          g.num_t_row_chunks(),                   g.chunk_edges(),
+  return {g.row_ptr().to_vector<int32_t>(),
+          g.edge_src().to_vector<int32_t>(),
+          g.edge_dst().to_vector<int32_t>(),
+          g.t_row_ptr().to_vector<int32_t>(),
+          g.t_edge_dst().to_vector<int32_t>(),
+          g.t_edge_id().to_vector<int32_t>(),
+          g.row_chunk_ptr().to_vector<int32_t>(),
+          g.t_row_chunk_ptr().to_vector<int32_t>(),
+          g.row_chunk_row().to_vector<int32_t>(),
+          g.t_row_chunk_row().to_vector<int32_t>(),
+          g.row_order().to_vector<int32_t>(),
+          g.t_row_order().to_vector<int32_t>(),
+          g.max_in_degree(),
+          g.max_out_degree(),
+          g.count_self_loops(),
+          g.num_row_chunks(),
+          g.num_t_row_chunks(),
+          g.chunk_edges(),
           g.one_self_loop_per_node()};
 }
 
@@ -61,7 +69,7 @@ HostGraphArrays arrays_of(const Graph& g) {
 // source; chunks counted row by row. ns sources and nd destinations (one node set: ns = nd);
 // added self loops (i, i) for i < min(ns, nd).
 HostGraphArrays reference_build(int32_t ns, int32_t nd, const std::vector<int32_t>& src,
-                            const std::vector<int32_t>& dst, const GraphBuildOptions& o) {
+                                const std::vector<int32_t>& dst, const GraphBuildOptions& o) {
   std::vector<std::pair<int32_t, int32_t>> pairs;  // (dst, src)
   for (size_t k = 0; k < src.size(); ++k) {
     if ((o.remove_self_loops || o.add_self_loops) && src[k] == dst[k]) continue;
@@ -87,8 +95,8 @@ HostGraphArrays reference_build(int32_t ns, int32_t nd, const std::vector<int32_
     loops_in_row[d] += s == d;
     r.loops += s == d;
   }
-  r.one_loop_per_node = std::count(loops_in_row.begin(), loops_in_row.end(), 1) == loop_nodes &&
-                        r.loops == loop_nodes;
+  r.one_loop_per_node =
+      std::count(loops_in_row.begin(), loops_in_row.end(), 1) == loop_nodes && r.loops == loop_nodes;
   for (int32_t i = 0; i < nd; ++i) {
     r.max_in = std::max<int64_t>(r.max_in, r.row_ptr[i + 1]);
     r.row_ptr[i + 1] += r.row_ptr[i];
@@ -168,7 +176,8 @@ TEST(Graph, ParallelBuildsEqualAReferenceBuildForAnyThreadCount) {
     for (int32_t j = 0; j < std::min(n, 3000); ++j) src.push_back(j), dst.push_back(0);  // hub row 0
     for (int32_t j = 0; j < std::min(n, 3000); ++j) src.push_back(0), dst.push_back(j);  // hub source 0
     for (int options = 0; options < 16; ++options) {
-      const GraphBuildOptions o{(options & 1) != 0, (options & 2) != 0, (options & 4) != 0, (options & 8) != 0};
+      const GraphBuildOptions o{(options & 1) != 0, (options & 2) != 0, (options & 4) != 0,
+                                (options & 8) != 0};
       const HostGraphArrays want = reference_build(n, n, src, dst, o);
       const HostGraphArrays want_looped = reference_with_self_loops(n, n, want);
       for (const int threads : {1, 3}) {
@@ -209,11 +218,12 @@ TEST(Graph, BipartiteBuildsEqualAReferenceBuild) {
         EXPECT_EQ(g.num_src_nodes(), ns);
         EXPECT_EQ(g.num_dst_nodes(), nd);
         EXPECT_TRUE(g.is_bipartite());
-        EXPECT_TRUE(arrays_of(g) == want) << ns << " -> " << nd << ", options " << options << ", threads " << threads;
+        EXPECT_TRUE(arrays_of(g) == want)
+            << ns << " -> " << nd << ", options " << options << ", threads " << threads;
         const Graph looped = g.with_self_loops();
         looped.validate();
-        EXPECT_TRUE(arrays_of(looped) == want_looped)
-            << "with_self_loops: " << ns << " -> " << nd << ", options " << options << ", threads " << threads;
+        EXPECT_TRUE(arrays_of(looped) == want_looped) << "with_self_loops: " << ns << " -> " << nd
+                                                      << ", options " << options << ", threads " << threads;
         EXPECT_EQ(looped.num_src_nodes(), ns);
         EXPECT_EQ(looped.num_dst_nodes(), nd);
       }
@@ -229,8 +239,8 @@ TEST(Graph, BipartiteSelfLoopsFollowPygsGatConvRule) {
   EXPECT_FALSE(g.one_self_loop_per_node());
   const Graph l = g.with_self_loops();
   l.validate();
-  EXPECT_EQ(edge_pairs(l), (std::vector<std::pair<int32_t, int32_t>>{
-                               {0, 0}, {2, 0}, {1, 1}, {2, 2}, {0, 3}, {2, 4}}));
+  EXPECT_EQ(edge_pairs(l),
+            (std::vector<std::pair<int32_t, int32_t>>{{0, 0}, {2, 0}, {1, 1}, {2, 2}, {0, 3}, {2, 4}}));
   EXPECT_TRUE(l.one_self_loop_per_node());
   EXPECT_EQ(l.count_self_loops(), 3);
   EXPECT_EQ(l.in_degrees(), (std::vector<int32_t>{2, 1, 1, 1, 1}));
@@ -241,7 +251,8 @@ TEST(Graph, BipartiteSelfLoopsFollowPygsGatConvRule) {
   EXPECT_EQ(edge_pairs(Graph::from_edges(3, 5, {1, 1, 2, 0, 2}, {1, 1, 4, 3, 0}, loops)), edge_pairs(l));
   const Graph r = Graph::from_edges(5, 3, {4, 3, 1}, {0, 2, 1}, loops);
   r.validate();
-  EXPECT_EQ(edge_pairs(r), (std::vector<std::pair<int32_t, int32_t>>{{0, 0}, {4, 0}, {1, 1}, {2, 2}, {3, 2}}));
+  EXPECT_EQ(edge_pairs(r),
+            (std::vector<std::pair<int32_t, int32_t>>{{0, 0}, {4, 0}, {1, 1}, {2, 2}, {3, 2}}));
   EXPECT_TRUE(r.one_self_loop_per_node());
   // A graph without sources or destinations gets no loop.
   EXPECT_EQ(Graph::from_edges(0, 4, {}, {}).with_self_loops().num_edges(), 0);
@@ -389,7 +400,8 @@ TEST(Graph, SymmetrizingKeepsASelfLoopSingleEvenWithDuplicatesKept) {
   opt.symmetrize = true;
   opt.remove_duplicates = false;
   const Graph g = Graph::from_edges(3, {0, 2, 0}, {1, 2, 1}, opt);
-  EXPECT_EQ(edge_pairs(g), (std::vector<std::pair<int32_t, int32_t>>{{1, 0}, {1, 0}, {0, 1}, {0, 1}, {2, 2}}));
+  EXPECT_EQ(edge_pairs(g),
+            (std::vector<std::pair<int32_t, int32_t>>{{1, 0}, {1, 0}, {0, 1}, {0, 1}, {2, 2}}));
   EXPECT_EQ(g.count_self_loops(), 1);
 }
 
@@ -479,7 +491,7 @@ TEST(Graph, LongRowsAreCutIntoChunksByTheEdgeCount) {
   for (int32_t j = 1; j <= 100; ++j) src.push_back(0), dst.push_back(j);
   const Graph small = Graph::from_edges(301, src, dst);
   small.validate();
-  EXPECT_EQ(small.chunk_edges(), 8);  // 400 edges: the smallest chunk
+  EXPECT_EQ(small.chunk_edges(), 8);                    // 400 edges: the smallest chunk
   std::vector<int32_t> rows(302, 38), t_rows(302, 13);  // ceil(300 / 8) = 38, ceil(100 / 8) = 13
   rows[0] = t_rows[0] = 0;
   EXPECT_EQ(small.row_chunk_ptr().to_vector<int32_t>(), rows);
@@ -513,8 +525,8 @@ TEST(Graph, LongRowsAreCutIntoChunksByTheEdgeCount) {
   EXPECT_EQ(t_order[20], 1);
   EXPECT_EQ(t_order.back(), 0);
   // A small graph whose rows all fit in 64 edges is not cut (node 0 receives from 1..64).
-  const Graph short_rows = Graph::from_edges(301, {src.begin(), src.begin() + 64},
-                                             {dst.begin(), dst.begin() + 64});
+  const Graph short_rows =
+      Graph::from_edges(301, {src.begin(), src.begin() + 64}, {dst.begin(), dst.begin() + 64});
   EXPECT_EQ(short_rows.chunk_edges(), 64);
   EXPECT_EQ(short_rows.num_row_chunks(), 0);
   // Chunks grow with the edge count: a row of 300 edges is whole in a graph of 3M edges.

@@ -55,14 +55,26 @@ TEST(EdgeAttrInGraphOrder, RejectsWhatItCannotMap) {
   const Graph graph = Graph::from_edges(3, src, dst, options);
   expect_error([&] { edge_attr_in_graph_order(graph, src, dst, options, numbered_attr(3)); },
                {"edge_attr_in_graph_order", "one row per input edge"});
-  expect_error([&] { edge_attr_in_graph_order(graph, src, dst, options, Tensor::zeros({2, 2}, DType::i32)); },
-               {"edge_attr_in_graph_order", "edge_attr"});
-  expect_error([&] { edge_attr_in_graph_order(graph, {0, 2}, {1, 1}, options, numbered_attr(2)); },
-               {"input edge 1 (2 -> 1) is not in the graph"});
-  expect_error([&] { edge_attr_in_graph_order(graph, {0, 0}, {1, 1}, options, numbered_attr(2)); },
-               {"edge 1 of the graph is no input edge"});
+  expect_error(
+      [&] {
+        edge_attr_in_graph_order(graph, src, dst, options, Tensor::zeros({2, 2}, DType::i32));
+      },
+      {"edge_attr_in_graph_order", "edge_attr"});
+  expect_error(
+      [&] {
+        edge_attr_in_graph_order(graph, {0, 2}, {1, 1}, options, numbered_attr(2));
+      },
+      {"input edge 1 (2 -> 1) is not in the graph"});
+  expect_error(
+      [&] {
+        edge_attr_in_graph_order(graph, {0, 0}, {1, 1}, options, numbered_attr(2));
+      },
+      {"edge 1 of the graph is no input edge"});
   GraphBuildOptions looped = options;
   looped.add_self_loops = true;
-  expect_error([&] { edge_attr_in_graph_order(Graph::from_edges(3, src, dst, looped), src, dst, looped, numbered_attr(2)); },
-               {"without add_self_loops", "ops::self_loop_attr"});
+  expect_error(
+      [&] {
+        edge_attr_in_graph_order(Graph::from_edges(3, src, dst, looped), src, dst, looped, numbered_attr(2));
+      },
+      {"without add_self_loops", "ops::self_loop_attr"});
 }

@@ -20,11 +20,11 @@
 #include "gat/framework/graph.h"
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/attention/csr_softmax_aggregate.h"
-#include "gat/framework/ops/dropout.h"
-#include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/attention/gat_edge_scores.h"
 #include "gat/framework/ops/attention/gatv2_attention_aggregate.h"
 #include "gat/framework/ops/attention/head_dot.h"
+#include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/reshape.h"
 #include "gat_testing.h"
@@ -81,15 +81,17 @@ const DropoutKey kValueDrop{0.4f, 43, 7};
 // Uniform f32 tensors on the host, one per (shape, bound), in [-bound, bound).
 std::vector<Tensor> random_f32(const std::vector<std::pair<Shape, double>>& shapes, std::mt19937_64& rng) {
   std::vector<Tensor> tensors;
-  for (const auto& [shape, bound] : shapes) tensors.push_back(random_tensor(shape, rng, -bound, bound, DType::f32));
+  for (const auto& [shape, bound] : shapes)
+    tensors.push_back(random_tensor(shape, rng, -bound, bound, DType::f32));
   return tensors;
 }
 
 // The inputs of gat_attention_aggregate's kernels (el, er, node_value on g's device; `term`, the
 // edge term, may be undefined), given in the order GatAttentionInputs declares them; out_bias
 // and activation stay unset.
-ops::GatAttentionInputs gat_kernel_inputs(const Graph& g, const Tensor& el, const Tensor& er, const Tensor& term,
-                                          const Tensor& v, double slope, const DropoutKey& key = {}) {
+ops::GatAttentionInputs gat_kernel_inputs(const Graph& g, const Tensor& el, const Tensor& er,
+                                          const Tensor& term, const Tensor& v, double slope,
+                                          const DropoutKey& key = {}) {
   return {&g, el, er, term, v, slope, key, Tensor(), ops::OutputActivation()};
 }
 
@@ -146,9 +148,10 @@ TEST_P(CsrSoftmaxAggregateOnDevice, GradientsMatchFiniteDifferences) {
         auto f = [&](const std::vector<Tensor>& in) {
           return ops::csr_softmax_aggregate(g, in[0], in[1], key);
         };
-        expect_gradients_match("csr_softmax_aggregate H=" + std::to_string(H) + " F=" +
-                                   std::to_string(F) + " p=" + std::to_string(key.p),
-                               f, {random_f64({g.num_edges(), H}, rng, -2, 2), random_f64({g.num_nodes(), H, F}, rng)});
+        expect_gradients_match(
+            "csr_softmax_aggregate H=" + std::to_string(H) + " F=" + std::to_string(F) +
+                " p=" + std::to_string(key.p),
+            f, {random_f64({g.num_edges(), H}, rng, -2, 2), random_f64({g.num_nodes(), H, F}, rng)});
       }
 }
 
@@ -177,19 +180,21 @@ TEST_P(CsrSoftmaxAggregateOnDevice, GradientsOfALongRow) {
   ASSERT_EQ(hub.in_degrees()[0], 1000);
   const Graph g = hub.to(device());
   for (const DropoutKey& key : {DropoutKey{}, kDrop}) {
-    auto f = [&](const std::vector<Tensor>& in) {
-      return ops::csr_softmax_aggregate(g, in[0], in[1], key);
-    };
-    expect_gradients_match("csr_softmax_aggregate, a row of 1000 edges", f,
-                           {random_f64({g.num_edges(), 1}, rng, -2, 2), random_f64({g.num_nodes(), 1, 1}, rng)});
+    auto f = [&](const std::vector<Tensor>& in) { return ops::csr_softmax_aggregate(g, in[0], in[1], key); };
+    expect_gradients_match(
+        "csr_softmax_aggregate, a row of 1000 edges", f,
+        {random_f64({g.num_edges(), 1}, rng, -2, 2), random_f64({g.num_nodes(), 1, 1}, rng)});
   }
   // A row of 1,200 edges and a source of 975: cut into chunks on the device and merged (on the CPU
   // the hub above is the long row).
   if (device() != Device::cuda) return;
   const Graph split = random_graph(1300, 0, 1200, rng).to(device());
-  auto f = [&](const std::vector<Tensor>& in) { return ops::csr_softmax_aggregate(split, in[0], in[1], kDrop); };
-  expect_gradients_match("csr_softmax_aggregate, split row", f,
-                         {random_f64({split.num_edges(), 1}, rng, -2, 2), random_f64({split.num_nodes(), 1, 2}, rng)});
+  auto f = [&](const std::vector<Tensor>& in) {
+    return ops::csr_softmax_aggregate(split, in[0], in[1], kDrop);
+  };
+  expect_gradients_match(
+      "csr_softmax_aggregate, split row", f,
+      {random_f64({split.num_edges(), 1}, rng, -2, 2), random_f64({split.num_nodes(), 1, 2}, rng)});
 }
 
 TEST(CsrSoftmaxAggregate, ExtremeScoresStayFinite) {
@@ -208,15 +213,13 @@ TEST(CsrSoftmaxAggregate, ExtremeScoresStayFinite) {
     EXPECT_TRUE(all_finite(v.grad())) << dtype_name(dtype);
     const auto want = reference_aggregate(g, s.to(DType::f64).to_vector<double>(),
                                           v.to(DType::f64).to_vector<double>(), H, 4, kDrop);
-    EXPECT_LE(rel_error(out.to(DType::f64).to_vector<double>(), want),
-              dtype == DType::f32 ? 1e-6 : 1e-13);
+    EXPECT_LE(rel_error(out.to(DType::f64).to_vector<double>(), want), dtype == DType::f32 ? 1e-6 : 1e-13);
   }
   // Central differences with eps = 1e-4: at |s| = 1e4 a step of 1e-6 is only 1e-10 relative.
   auto f = [&](const std::vector<Tensor>& in) { return ops::csr_softmax_aggregate(g, in[0], in[1]); };
-  expect_gradients_match("csr_softmax_aggregate, scores of +-1e4", f,
-                         {Tensor::from_vector(sv, {g.num_edges(), H}),
-                          random_tensor({g.num_nodes(), H, 2}, rng)},
-                         1e-6, 1e-4);
+  expect_gradients_match(
+      "csr_softmax_aggregate, scores of +-1e4", f,
+      {Tensor::from_vector(sv, {g.num_edges(), H}), random_tensor({g.num_nodes(), H, 2}, rng)}, 1e-6, 1e-4);
 }
 
 TEST(CsrSoftmaxAggregate, RunsAreBitwiseIdentical) {
@@ -249,8 +252,10 @@ TEST(CsrSoftmaxAggregate, DropoutDropsAboutP) {
     Tensor out = ops::csr_softmax_aggregate(g, Tensor::zeros({N, H}), Tensor::full({N, H, 1}, 1.0), key);
     int64_t dropped = 0;
     for (float x : out.to_vector<float>()) {
-      if (x == 0.0f) ++dropped;
-      else EXPECT_FLOAT_EQ(x, 1.0f / (1.0f - p));
+      if (x == 0.0f)
+        ++dropped;
+      else
+        EXPECT_FLOAT_EQ(x, 1.0f / (1.0f - p));
     }
     const double rate = static_cast<double>(dropped) / (N * H);
     EXPECT_NEAR(rate, p, 0.01) << "p=" << p;
@@ -273,10 +278,12 @@ TEST(CsrSoftmaxAggregate, AKeyRecordedForACudaGraphIsRefusedOnTheCpu) {
   const int64_t E = g.num_edges();
   // A key made while a CUDA graph records carries a device pointer the CPU cannot read.
   const uint64_t device_base = 0;
-  expect_error([&] {
-    ops::csr_softmax_aggregate(g, Tensor::zeros({E, 2}), Tensor::zeros({8, 2, 3}),
-                               DropoutKey{0.5f, 0, 0, &device_base});
-  }, {"recorded for a CUDA graph"});
+  expect_error(
+      [&] {
+        ops::csr_softmax_aggregate(g, Tensor::zeros({E, 2}), Tensor::zeros({8, 2, 3}),
+                                   DropoutKey{0.5f, 0, 0, &device_base});
+      },
+      {"recorded for a CUDA graph"});
 }
 
 // ---- csr_softmax -------------------------------------------------------------------------
@@ -352,8 +359,12 @@ TEST(GatEdgeScores, EdgeTermIsAddedInsideTheLeakyRelu) {
     auto f = [&](const std::vector<Tensor>& in) { return ops::gat_edge_scores(g, in[0], in[1], 0.2, in[2]); };
     expect_gradients_match("gat_edge_scores with edge term H=" + std::to_string(H), f, {el, er, term});
   }
-  expect_error([&] { ops::gat_edge_scores(g, Tensor::zeros({8, 2}), Tensor::zeros({8, 2}), 0.2, Tensor::zeros({g.num_edges() + 1, 2})); },
-               {"gat_edge_scores", "edge_term"});
+  expect_error(
+      [&] {
+        ops::gat_edge_scores(g, Tensor::zeros({8, 2}), Tensor::zeros({8, 2}), 0.2,
+                             Tensor::zeros({g.num_edges() + 1, 2}));
+      },
+      {"gat_edge_scores", "edge_term"});
 }
 
 TEST(GatEdgeScores, ComposedWithAggregateGradients) {
@@ -419,9 +430,11 @@ TEST(GatAttentionAggregate, EqualsTheUnfusedOpsBitForBit) {
         for (int64_t H : {1, 3})
           for (bool with_term : {false, true}) {
             const int64_t N = g.num_nodes(), F = 5;
-            const Tensor el = random_tensor({N, H}, rng, -2, 2, dtype), er = random_tensor({N, H}, rng, -2, 2, dtype);
+            const Tensor el = random_tensor({N, H}, rng, -2, 2, dtype),
+                         er = random_tensor({N, H}, rng, -2, 2, dtype);
             const Tensor term = with_term ? random_tensor({g.num_edges(), H}, rng, -2, 2, dtype) : Tensor();
-            const Tensor v = random_tensor({N, H, F}, rng, -1, 1, dtype), go = random_tensor({N, H, F}, rng, -1, 1, dtype);
+            const Tensor v = random_tensor({N, H, F}, rng, -1, 1, dtype),
+                         go = random_tensor({N, H, F}, rng, -1, 1, dtype);
             const std::string tag = name + " " + dtype_name(dtype) + " H=" + std::to_string(H) +
                                     " p=" + std::to_string(key.p) + (with_term ? " edge term" : "");
             const GatRun want = run_gat(g, el, er, term, v, go, false, key);
@@ -469,20 +482,21 @@ TEST_P(GatAttentionAggregateOnDevice, GradientsMatchFiniteDifferences) {
       auto f = [&](const std::vector<Tensor>& in) {
         return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key);
       };
-      expect_gradients_match("gat_attention_aggregate " + tag, f,
-                             {random_f64({N, H}, rng, -2, 2), random_f64({N, H}, rng, -2, 2), random_f64({N, H, F}, rng)});
+      expect_gradients_match(
+          "gat_attention_aggregate " + tag, f,
+          {random_f64({N, H}, rng, -2, 2), random_f64({N, H}, rng, -2, 2), random_f64({N, H, F}, rng)});
       auto with_term = [&](const std::vector<Tensor>& in) {
         return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, in[3]);
       };
       expect_gradients_match("gat_attention_aggregate with edge term " + tag, with_term,
-                             {random_f64({N, H}, rng, -2, 2), random_f64({N, H}, rng, -2, 2), random_f64({N, H, F}, rng),
-                              random_f64({E, H}, rng, -2, 2)});
+                             {random_f64({N, H}, rng, -2, 2), random_f64({N, H}, rng, -2, 2),
+                              random_f64({N, H, F}, rng), random_f64({E, H}, rng, -2, 2)});
       auto with_bias = [&](const std::vector<Tensor>& in) {
         return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, Tensor(), in[3]);
       };
       expect_gradients_match("gat_attention_aggregate with bias " + tag, with_bias,
-                             {random_f64({N, H}, rng, -2, 2), random_f64({N, H}, rng, -2, 2), random_f64({N, H, F}, rng),
-                              random_f64({H, F}, rng)});
+                             {random_f64({N, H}, rng, -2, 2), random_f64({N, H}, rng, -2, 2),
+                              random_f64({N, H, F}, rng), random_f64({H, F}, rng)});
     }
 }
 
@@ -493,8 +507,10 @@ TEST(GatAttentionAggregate, BiasIsAddBiasOverTheConcatenatedHeads) {
   std::mt19937_64 rng(36);
   const Graph g = mixed_graph();
   const int64_t N = g.num_nodes(), H = 2, F = 3;
-  const Tensor el0 = random_tensor({N, H}, rng, -2, 2, DType::f32), er0 = random_tensor({N, H}, rng, -2, 2, DType::f32);
-  const Tensor v0 = random_tensor({N, H, F}, rng, -1, 1, DType::f32), b0 = random_tensor({H, F}, rng, -1, 1, DType::f32);
+  const Tensor el0 = random_tensor({N, H}, rng, -2, 2, DType::f32),
+               er0 = random_tensor({N, H}, rng, -2, 2, DType::f32);
+  const Tensor v0 = random_tensor({N, H, F}, rng, -1, 1, DType::f32),
+               b0 = random_tensor({H, F}, rng, -1, 1, DType::f32);
   const Tensor go = random_tensor({N, H * F}, rng, -1, 1, DType::f32);
   enum Bias { fused, fused_flat, separate };
   auto run = [&](Bias how) {
@@ -503,9 +519,11 @@ TEST(GatAttentionAggregate, BiasIsAddBiasOverTheConcatenatedHeads) {
                            (how == fused_flat ? b0.view({H * F}) : b0).clone().set_requires_grad()};
     const Tensor out =
         how != separate
-            ? ops::reshape(ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, Tensor(), in[3]), {N, H * F})
-            : ops::add_bias(ops::reshape(ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop), {N, H * F}),
-                            ops::reshape(in[3], {H * F}));
+            ? ops::reshape(ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, Tensor(), in[3]),
+                           {N, H * F})
+            : ops::add_bias(
+                  ops::reshape(ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop), {N, H * F}),
+                  ops::reshape(in[3], {H * F}));
     out.backward(go);
     std::vector<Tensor> results{out.detach()};
     for (const Tensor& t : in) results.push_back(t.grad());
@@ -516,35 +534,44 @@ TEST(GatAttentionAggregate, BiasIsAddBiasOverTheConcatenatedHeads) {
   const std::vector<Tensor> reference = run(separate);
   for (Bias how : {fused, fused_flat}) {
     const std::vector<Tensor> got = run(how);
-    for (size_t k = 0; k < got.size(); ++k) EXPECT_TRUE(bitwise_equal(got[k], reference[k])) << how << " result " << k;
+    for (size_t k = 0; k < got.size(); ++k)
+      EXPECT_TRUE(bitwise_equal(got[k], reference[k])) << how << " result " << k;
   }
-  expect_error([&] { ops::gat_attention_aggregate(g, el0, er0, v0, 0.2, {}, Tensor(), b0.view({F, H})); },
-               {"gat_attention_aggregate", "'bias'"});
+  expect_error(
+      [&] {
+        ops::gat_attention_aggregate(g, el0, er0, v0, 0.2, {}, Tensor(), b0.view({F, H}));
+      },
+      {"gat_attention_aggregate", "'bias'"});
 }
 
 // The output activation (OutputActivation) of each GAT op is elu_dropout of the op's output
 // without it: the same values and gradients bit for bit (the CPU backward takes elu_dropout's
-// backward first, then the op's with its result), f32 and f64, with and without the output dropout, alpha 1 and
-// 0.5, on every graph (rows without edges: ELU of the bias); alpha < 0 or a bad p is refused.
+// backward first, then the op's with its result), f32 and f64, with and without the output dropout, alpha 1
+// and 0.5, on every graph (rows without edges: ELU of the bias); alpha < 0 or a bad p is refused.
 TEST(GatOutputActivation, IsEluDropoutOfTheOutput) {
   std::mt19937_64 rng(47);
   const DropoutKey out_drop{0.5f, 44, 7};
   for (const auto& [name, g] : gat_graphs(40, rng))
     for (DType dtype : {DType::f32, DType::f64})
-      for (const auto& [alpha, key] : std::vector<std::pair<double, DropoutKey>>{{1.0, out_drop}, {0.5, DropoutKey{}}})
-        for (int op = 0; op < 3; ++op) {  // gat_attention_aggregate, gat_projected_attention, gat_linear_attention
+      for (const auto& [alpha, key] :
+           std::vector<std::pair<double, DropoutKey>>{{1.0, out_drop}, {0.5, DropoutKey{}}})
+        for (int op = 0; op < 3;
+             ++op) {  // gat_attention_aggregate, gat_projected_attention, gat_linear_attention
           const int64_t N = g.num_nodes(), K = 4, H = 2, F = 3;
-          const std::string tag = name + " " + dtype_name(dtype) + " alpha " + std::to_string(alpha) + " p=" +
-                                  std::to_string(key.p) + " op " + std::to_string(op);
+          const std::string tag = name + " " + dtype_name(dtype) + " alpha " + std::to_string(alpha) +
+                                  " p=" + std::to_string(key.p) + " op " + std::to_string(op);
           // el, er, values for op 0; wh, att_src, att_dst for op 1; x, weight, att_src, att_dst for op 2;
           // then the edge term and the bias.
           std::vector<Tensor> inputs;
-          if (op == 0) inputs = {random_tensor({N, H}, rng, -2, 2, dtype), random_tensor({N, H}, rng, -2, 2, dtype),
-                                 random_tensor({N, H, F}, rng, -2, 2, dtype)};
-          if (op == 1) inputs = {random_tensor({N, H, F}, rng, -2, 2, dtype), random_tensor({H, F}, rng, -1, 1, dtype),
-                                 random_tensor({H, F}, rng, -1, 1, dtype)};
-          if (op == 2) inputs = {random_tensor({N, K}, rng, -2, 2, dtype), random_tensor({K, H * F}, rng, -1, 1, dtype),
-                                 random_tensor({H, F}, rng, -1, 1, dtype), random_tensor({H, F}, rng, -1, 1, dtype)};
+          if (op == 0)
+            inputs = {random_tensor({N, H}, rng, -2, 2, dtype), random_tensor({N, H}, rng, -2, 2, dtype),
+                      random_tensor({N, H, F}, rng, -2, 2, dtype)};
+          if (op == 1)
+            inputs = {random_tensor({N, H, F}, rng, -2, 2, dtype), random_tensor({H, F}, rng, -1, 1, dtype),
+                      random_tensor({H, F}, rng, -1, 1, dtype)};
+          if (op == 2)
+            inputs = {random_tensor({N, K}, rng, -2, 2, dtype), random_tensor({K, H * F}, rng, -1, 1, dtype),
+                      random_tensor({H, F}, rng, -1, 1, dtype), random_tensor({H, F}, rng, -1, 1, dtype)};
           inputs.push_back(random_tensor({g.num_edges(), H}, rng, -2, 2, dtype));
           inputs.push_back(random_tensor({H, F}, rng, -1, 1, dtype));
           const Tensor go = random_tensor({N, H, F}, rng, -1, 1, dtype);
@@ -555,11 +582,12 @@ TEST(GatOutputActivation, IsEluDropoutOfTheOutput) {
             const Tensor& bias = in.back();
             const ops::OutputActivation activation{true, alpha, key};
             const ops::OutputActivation none = fused ? activation : ops::OutputActivation{};
-            Tensor out = op == 0   ? ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, term, bias, none)
-                         : op == 1 ? ops::gat_projected_attention(g, in[0], in[1], in[2], 0.2, kDrop, kValueDrop, term,
-                                                                  bias, none)
-                                   : ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, kDrop, kValueDrop,
-                                                               term, bias, none);
+            Tensor out =
+                op == 0   ? ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, term, bias, none)
+                : op == 1 ? ops::gat_projected_attention(g, in[0], in[1], in[2], 0.2, kDrop, kValueDrop, term,
+                                                         bias, none)
+                          : ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, kDrop, kValueDrop,
+                                                      term, bias, none);
             if (!fused) out = ops::elu_dropout(out, alpha, key);
             out.backward(go);
             std::vector<Tensor> results{out.detach()};
@@ -573,11 +601,18 @@ TEST(GatOutputActivation, IsEluDropoutOfTheOutput) {
         }
   const Graph g = mixed_graph();
   const int64_t N = g.num_nodes(), H = 2, F = 3;
-  const Tensor el = random_tensor({N, H}, rng), er = random_tensor({N, H}, rng), v = random_tensor({N, H, F}, rng);
-  expect_error([&] { ops::gat_attention_aggregate(g, el, er, v, 0.2, {}, Tensor(), Tensor(), {true, -1.0, {}}); },
-               {"gat_attention_aggregate", "alpha -1", "negative"});
-  expect_error([&] { ops::gat_attention_aggregate(g, el, er, v, 0.2, {}, Tensor(), Tensor(), {true, 1.0, {1.5f, 1, 1}}); },
-               {"gat_attention_aggregate", "1.5"});
+  const Tensor el = random_tensor({N, H}, rng), er = random_tensor({N, H}, rng),
+               v = random_tensor({N, H, F}, rng);
+  expect_error(
+      [&] {
+        ops::gat_attention_aggregate(g, el, er, v, 0.2, {}, Tensor(), Tensor(), {true, -1.0, {}});
+      },
+      {"gat_attention_aggregate", "alpha -1", "negative"});
+  expect_error(
+      [&] {
+        ops::gat_attention_aggregate(g, el, er, v, 0.2, {}, Tensor(), Tensor(), {true, 1.0, {1.5f, 1, 1}});
+      },
+      {"gat_attention_aggregate", "1.5"});
 }
 
 // f64 gradients of the three GAT ops through the output activation (with its dropout, bias and
@@ -591,21 +626,26 @@ TEST_P(GatAttentionAggregateOnDevice, GradientsThroughTheOutputActivation) {
     auto aggregate = [&](const std::vector<Tensor>& in) {
       return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, kDrop, in[3], in[4], activation);
     };
-    expect_gradients_match("gat_attention_aggregate with activation " + name, aggregate,
-                           {random_f64({N, H}, rng, -2, 2), random_f64({N, H}, rng, -2, 2), random_f64({N, H, F}, rng, -2, 2),
-                            random_f64({E, H}, rng, -2, 2), random_f64({H, F}, rng)});
+    expect_gradients_match(
+        "gat_attention_aggregate with activation " + name, aggregate,
+        {random_f64({N, H}, rng, -2, 2), random_f64({N, H}, rng, -2, 2), random_f64({N, H, F}, rng, -2, 2),
+         random_f64({E, H}, rng, -2, 2), random_f64({H, F}, rng)});
     auto projected = [&](const std::vector<Tensor>& in) {
-      return ops::gat_projected_attention(g, in[0], in[1], in[2], 0.2, kDrop, kValueDrop, in[3], in[4], activation);
+      return ops::gat_projected_attention(g, in[0], in[1], in[2], 0.2, kDrop, kValueDrop, in[3], in[4],
+                                          activation);
     };
-    expect_gradients_match("gat_projected_attention with activation " + name, projected,
-                           {random_f64({N, H, F}, rng, -2, 2), random_f64({H, F}, rng), random_f64({H, F}, rng),
-                            random_f64({E, H}, rng, -2, 2), random_f64({H, F}, rng)});
+    expect_gradients_match(
+        "gat_projected_attention with activation " + name, projected,
+        {random_f64({N, H, F}, rng, -2, 2), random_f64({H, F}, rng), random_f64({H, F}, rng),
+         random_f64({E, H}, rng, -2, 2), random_f64({H, F}, rng)});
     auto linear = [&](const std::vector<Tensor>& in) {
-      return ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, kDrop, kValueDrop, in[4], in[5], activation);
+      return ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, kDrop, kValueDrop, in[4], in[5],
+                                       activation);
     };
-    expect_gradients_match("gat_linear_attention with activation " + name, linear,
-                           {random_f64({N, K}, rng, -2, 2), random_f64({K, H * F}, rng), random_f64({H, F}, rng),
-                            random_f64({H, F}, rng), random_f64({E, H}, rng, -2, 2), random_f64({H, F}, rng)});
+    expect_gradients_match(
+        "gat_linear_attention with activation " + name, linear,
+        {random_f64({N, K}, rng, -2, 2), random_f64({K, H * F}, rng), random_f64({H, F}, rng),
+         random_f64({H, F}, rng), random_f64({E, H}, rng, -2, 2), random_f64({H, F}, rng)});
   }
 }
 
@@ -618,8 +658,8 @@ TEST(GatProjectedAttention, IsTheComposition) {
       for (const DropoutKey& value : {DropoutKey{}, kValueDrop})
         for (bool extras : {false, true}) {
           const int64_t N = g.num_nodes(), H = 3, F = 4;
-          const std::string tag = name + " attention p=" + std::to_string(attn.p) + " value p=" +
-                                  std::to_string(value.p) + (extras ? " edge term, bias" : "");
+          const std::string tag = name + " attention p=" + std::to_string(attn.p) +
+                                  " value p=" + std::to_string(value.p) + (extras ? " edge term, bias" : "");
           const std::vector<Tensor> inputs{random_tensor({N, H, F}, rng), random_tensor({H, F}, rng),
                                            random_tensor({H, F}, rng),
                                            extras ? random_tensor({g.num_edges(), H}, rng, -2, 2) : Tensor(),
@@ -628,13 +668,14 @@ TEST(GatProjectedAttention, IsTheComposition) {
           auto run = [&](bool fused) {
             std::vector<Tensor> in;  // without the extras att_dst needs no gradient (d att_src alone)
             for (size_t k = 0; k < inputs.size(); ++k)
-              in.push_back(!inputs[k].defined()       ? inputs[k]
-                           : k == 2 && !extras ? inputs[k].clone()
-                                               : inputs[k].clone().set_requires_grad());
+              in.push_back(!inputs[k].defined() ? inputs[k]
+                           : k == 2 && !extras  ? inputs[k].clone()
+                                                : inputs[k].clone().set_requires_grad());
             const Tensor out =
                 fused ? ops::gat_projected_attention(g, in[0], in[1], in[2], 0.2, attn, value, in[3], in[4])
-                      : ops::gat_attention_aggregate(g, ops::head_dot(in[0], in[1]), ops::head_dot(in[0], in[2]),
-                                                     ops::dropout(in[0], value), 0.2, attn, in[3], in[4]);
+                      : ops::gat_attention_aggregate(g, ops::head_dot(in[0], in[1]),
+                                                     ops::head_dot(in[0], in[2]), ops::dropout(in[0], value),
+                                                     0.2, attn, in[3], in[4]);
             out.backward(go);
             std::vector<Tensor> results{out.detach()};
             for (const Tensor& t : in)
@@ -643,7 +684,8 @@ TEST(GatProjectedAttention, IsTheComposition) {
           };
           const std::vector<Tensor> fused = run(true), composed = run(false);
           EXPECT_TRUE(bitwise_equal(fused[0], composed[0])) << tag << ": out";
-          for (size_t k = 1; k < fused.size(); ++k) EXPECT_LE(rel_error(fused[k], composed[k]), 1e-14) << tag << ": gradient " << k;
+          for (size_t k = 1; k < fused.size(); ++k)
+            EXPECT_LE(rel_error(fused[k], composed[k]), 1e-14) << tag << ": gradient " << k;
         }
 }
 
@@ -666,18 +708,31 @@ TEST(GatProjectedAttention, RejectsMismatchedInputs) {
   const Graph g = mixed_graph();
   const int64_t N = g.num_nodes();
   const Tensor wh = random_tensor({N, 2, 3}, rng), a = random_tensor({2, 3}, rng);
-  expect_error([&] { ops::gat_projected_attention(g, random_tensor({N + 1, 2, 3}, rng), a, a, 0.2); },
-               {"gat_projected_attention", "'wh'", "a row per node"});
-  expect_error([&] { ops::gat_projected_attention(g, wh, random_tensor({3, 2}, rng), a, 0.2); },
-               {"gat_projected_attention", "'att_src'"});
+  expect_error(
+      [&] {
+        ops::gat_projected_attention(g, random_tensor({N + 1, 2, 3}, rng), a, a, 0.2);
+      },
+      {"gat_projected_attention", "'wh'", "a row per node"});
+  expect_error(
+      [&] {
+        ops::gat_projected_attention(g, wh, random_tensor({3, 2}, rng), a, 0.2);
+      },
+      {"gat_projected_attention", "'att_src'"});
   expect_error([&] { ops::gat_projected_attention(g, wh, a, a.to(DType::f32), 0.2); },
                {"gat_projected_attention", "'att_dst'"});
-  expect_error([&] { ops::gat_projected_attention(g, random_tensor({N, 6}, rng), a, a, 0.2); },
-               {"gat_projected_attention", "'wh'"});
-  expect_error([&] { ops::gat_projected_attention(g, wh, a, a, 0.2, {}, {}, Tensor(), random_tensor({7}, rng)); },
-               {"gat_projected_attention", "'bias'"});
-  expect_error([&] { ops::gat_projected_attention(g, wh, a, a, 0.2, {}, {}, random_tensor({g.num_edges() + 1, 2}, rng)); },
-               {"gat_projected_attention", "edge_term"});
+  expect_error(
+      [&] {
+        ops::gat_projected_attention(g, random_tensor({N, 6}, rng), a, a, 0.2);
+      },
+      {"gat_projected_attention", "'wh'"});
+  expect_error(
+      [&] { ops::gat_projected_attention(g, wh, a, a, 0.2, {}, {}, Tensor(), random_tensor({7}, rng)); },
+      {"gat_projected_attention", "'bias'"});
+  expect_error(
+      [&] {
+        ops::gat_projected_attention(g, wh, a, a, 0.2, {}, {}, random_tensor({g.num_edges() + 1, 2}, rng));
+      },
+      {"gat_projected_attention", "edge_term"});
 }
 
 // gat_linear_attention: gat_projected_attention of matmul(x, weight), forward bit for bit and
@@ -690,23 +745,27 @@ TEST(GatLinearAttention, IsTheProjectedOpOfTheProduct) {
       for (const DropoutKey& value : {DropoutKey{}, kValueDrop})
         for (bool extras : {false, true}) {
           const int64_t N = g.num_nodes(), K = 5, H = 3, F = 4;
-          const std::string tag = name + " attention p=" + std::to_string(attn.p) + " value p=" +
-                                  std::to_string(value.p) + (extras ? " edge term, bias, d x" : "");
-          const std::vector<Tensor> inputs{random_tensor({N, K}, rng), random_tensor({K, H * F}, rng),
-                                           random_tensor({H, F}, rng), random_tensor({H, F}, rng),
+          const std::string tag = name + " attention p=" + std::to_string(attn.p) +
+                                  " value p=" + std::to_string(value.p) +
+                                  (extras ? " edge term, bias, d x" : "");
+          const std::vector<Tensor> inputs{random_tensor({N, K}, rng),
+                                           random_tensor({K, H * F}, rng),
+                                           random_tensor({H, F}, rng),
+                                           random_tensor({H, F}, rng),
                                            extras ? random_tensor({g.num_edges(), H}, rng, -2, 2) : Tensor(),
                                            extras ? random_tensor({H, F}, rng) : Tensor()};
           const Tensor go = random_tensor({N, H, F}, rng);
           auto run = [&](bool linear) {
             std::vector<Tensor> in;  // x needs a gradient with the extras only
             for (size_t k = 0; k < inputs.size(); ++k)
-              in.push_back(!inputs[k].defined()     ? inputs[k]
-                           : k == 0 && !extras ? inputs[k].clone()
-                                               : inputs[k].clone().set_requires_grad());
+              in.push_back(!inputs[k].defined() ? inputs[k]
+                           : k == 0 && !extras  ? inputs[k].clone()
+                                                : inputs[k].clone().set_requires_grad());
             const Tensor out =
-                linear ? ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, attn, value, in[4], in[5])
-                       : ops::gat_projected_attention(g, ops::reshape(ops::matmul(in[0], in[1]), {N, H, F}), in[2],
-                                                      in[3], 0.2, attn, value, in[4], in[5]);
+                linear
+                    ? ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, attn, value, in[4], in[5])
+                    : ops::gat_projected_attention(g, ops::reshape(ops::matmul(in[0], in[1]), {N, H, F}),
+                                                   in[2], in[3], 0.2, attn, value, in[4], in[5]);
             out.backward(go);
             std::vector<Tensor> results{out.detach()};
             for (const Tensor& t : in)
@@ -729,9 +788,10 @@ TEST_P(GatAttentionAggregateOnDevice, LinearGradientsMatchFiniteDifferences) {
     auto f = [&](const std::vector<Tensor>& in) {
       return ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, kDrop, kValueDrop, in[4], in[5]);
     };
-    expect_gradients_match("gat_linear_attention " + name, f,
-                           {random_f64({N, K}, rng), random_f64({K, H * F}, rng), random_f64({H, F}, rng),
-                            random_f64({H, F}, rng), random_f64({E, H}, rng, -2, 2), random_f64({H, F}, rng)});
+    expect_gradients_match(
+        "gat_linear_attention " + name, f,
+        {random_f64({N, K}, rng), random_f64({K, H * F}, rng), random_f64({H, F}, rng),
+         random_f64({H, F}, rng), random_f64({E, H}, rng, -2, 2), random_f64({H, F}, rng)});
   }
   // Without d x, through the fused kernels on the device ({K, H, F} = {4, 2, 8}: the bits
   // between the forward and the backward).
@@ -751,22 +811,41 @@ TEST(GatLinearAttention, RejectsMismatchedInputs) {
   const Graph g = mixed_graph();
   const int64_t N = g.num_nodes();
   const Tensor x = random_tensor({N, 4}, rng), w = random_tensor({4, 6}, rng), a = random_tensor({2, 3}, rng);
-  expect_error([&] { ops::gat_linear_attention(g, random_tensor({N + 1, 4}, rng), w, a, a, 0.2); },
-               {"gat_linear_attention", "'x'", "a row per node"});
-  expect_error([&] { ops::gat_linear_attention(g, random_tensor({N, 4, 1}, rng), w, a, a, 0.2); },
-               {"gat_linear_attention", "'x'"});
-  expect_error([&] { ops::gat_linear_attention(g, x, random_tensor({5, 6}, rng), a, a, 0.2); },
-               {"gat_linear_attention", "'weight'", "(K, H F) = (4, 6)"});
-  expect_error([&] { ops::gat_linear_attention(g, x, random_tensor({4, 8}, rng), a, a, 0.2); },
-               {"gat_linear_attention", "'weight'"});
+  expect_error(
+      [&] {
+        ops::gat_linear_attention(g, random_tensor({N + 1, 4}, rng), w, a, a, 0.2);
+      },
+      {"gat_linear_attention", "'x'", "a row per node"});
+  expect_error(
+      [&] {
+        ops::gat_linear_attention(g, random_tensor({N, 4, 1}, rng), w, a, a, 0.2);
+      },
+      {"gat_linear_attention", "'x'"});
+  expect_error(
+      [&] {
+        ops::gat_linear_attention(g, x, random_tensor({5, 6}, rng), a, a, 0.2);
+      },
+      {"gat_linear_attention", "'weight'", "(K, H F) = (4, 6)"});
+  expect_error(
+      [&] {
+        ops::gat_linear_attention(g, x, random_tensor({4, 8}, rng), a, a, 0.2);
+      },
+      {"gat_linear_attention", "'weight'"});
   expect_error([&] { ops::gat_linear_attention(g, x, w.to(DType::f32), a, a, 0.2); },
                {"gat_linear_attention", "'weight'"});
-  expect_error([&] { ops::gat_linear_attention(g, x, w, a, random_tensor({3, 2}, rng), 0.2); },
-               {"gat_linear_attention", "'att_dst'"});
-  expect_error([&] { ops::gat_linear_attention(g, x, w, a, a, 0.2, {}, {}, Tensor(), random_tensor({7}, rng)); },
-               {"gat_linear_attention", "'bias'"});
-  expect_error([&] { ops::gat_linear_attention(g, x, w, a, a, 0.2, {}, DropoutKey{1.5f, 1, 1}); },
-               {"gat_linear_attention"});
+  expect_error(
+      [&] {
+        ops::gat_linear_attention(g, x, w, a, random_tensor({3, 2}, rng), 0.2);
+      },
+      {"gat_linear_attention", "'att_dst'"});
+  expect_error(
+      [&] { ops::gat_linear_attention(g, x, w, a, a, 0.2, {}, {}, Tensor(), random_tensor({7}, rng)); },
+      {"gat_linear_attention", "'bias'"});
+  expect_error(
+      [&] {
+        ops::gat_linear_attention(g, x, w, a, a, 0.2, {}, DropoutKey{1.5f, 1, 1});
+      },
+      {"gat_linear_attention"});
 }
 
 TEST(GatAttentionAggregate, PositiveSumsGiveDerWithoutAnEdgePass) {
@@ -784,10 +863,11 @@ TEST(GatAttentionAggregate, PositiveSumsGiveDerWithoutAnEdgePass) {
           const Tensor el = random_tensor({N, H}, rng, -2, 2), er = random_tensor({N, H}, rng, -2, 2);
           const Tensor term = with_term ? random_tensor({g.num_edges(), H}, rng, -2, 2) : Tensor();
           const Tensor v = random_tensor({N, H, F}, rng), go = random_tensor({N, H, F}, rng);
-          const std::string tag = name + " slope " + std::to_string(slope) + " p=" +
-                                  std::to_string(key.p) + (with_term ? " edge term" : "");
+          const std::string tag = name + " slope " + std::to_string(slope) + " p=" + std::to_string(key.p) +
+                                  (with_term ? " edge term" : "");
           Tensor out = Tensor::empty({N, H, F}, DType::f64), lse = Tensor::empty({N, H}, DType::f64);
-          Tensor pos_out = Tensor::empty({N, H, F}, DType::f64), pos_weight = Tensor::empty({N, H}, DType::f64);
+          Tensor pos_out = Tensor::empty({N, H, F}, DType::f64),
+                 pos_weight = Tensor::empty({N, H}, DType::f64);
           const ops::GatAttentionInputs in = gat_kernel_inputs(g, el, er, term, v, slope, key);
           ops::GatAttentionForwardArgs forward{in};
           forward.out = &out;
@@ -795,7 +875,8 @@ TEST(GatAttentionAggregate, PositiveSumsGiveDerWithoutAnEdgePass) {
           forward.pos_out = &pos_out;
           forward.pos_weight = &pos_weight;
           ops::kernels::gat_attention_aggregate_forward(forward);
-          Tensor out_alone = Tensor::empty({N, H, F}, DType::f64), lse_alone = Tensor::empty({N, H}, DType::f64);
+          Tensor out_alone = Tensor::empty({N, H, F}, DType::f64),
+                 lse_alone = Tensor::empty({N, H}, DType::f64);
           ops::GatAttentionForwardArgs alone{in};
           alone.out = &out_alone;
           alone.lse = &lse_alone;
@@ -814,7 +895,8 @@ TEST(GatAttentionAggregate, PositiveSumsGiveDerWithoutAnEdgePass) {
           std::vector<double> identity(static_cast<size_t>(N * H));
           for (int64_t t = 0; t < N * H; ++t) {
             double D = 0, Gp = 0;
-            for (int64_t f = 0; f < F; ++f) D += G[t * F + f] * o[t * F + f], Gp += G[t * F + f] * po[t * F + f];
+            for (int64_t f = 0; f < F; ++f)
+              D += G[t * F + f] * o[t * F + f], Gp += G[t * F + f] * po[t * F + f];
             identity[t] = (1 - slope) * (Gp - D * pw[t]);
           }
           expect_close(der, Tensor::from_vector(identity, {N, H}), tag, 1e-12);
@@ -824,21 +906,42 @@ TEST(GatAttentionAggregate, PositiveSumsGiveDerWithoutAnEdgePass) {
 TEST(GatAttentionAggregate, RejectsMismatchedInputs) {
   const Graph g = mixed_graph();
   const int64_t N = g.num_nodes();
-  expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 3}), Tensor::zeros({N, 2, 4}), 0.2); },
-               {"gat_attention_aggregate", "(8, 3)"});
-  expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor::zeros({N, 3, 4}), 0.2); },
-               {"gat_attention_aggregate", "(8, 3, 4)", "Ns = 8"});
-  expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor::zeros({N, 2, 4}), 0.2, {}, Tensor::zeros({g.num_edges(), 3})); },
-               {"gat_attention_aggregate", "edge_term", "(" + std::to_string(g.num_edges()) + ", 3)"});
-  expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor::zeros({N, 2, 4}), 0.2, {}, Tensor::zeros({g.num_edges(), 2}, DType::f64)); },
-               {"gat_attention_aggregate", "edge_term"});
-  expect_error([&] { ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor::zeros({N, 2, 4}), NAN); },
-               {"gat_attention_aggregate", "negative_slope"});
+  expect_error(
+      [&] {
+        ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 3}),
+                                     Tensor::zeros({N, 2, 4}), 0.2);
+      },
+      {"gat_attention_aggregate", "(8, 3)"});
+  expect_error(
+      [&] {
+        ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}),
+                                     Tensor::zeros({N, 3, 4}), 0.2);
+      },
+      {"gat_attention_aggregate", "(8, 3, 4)", "Ns = 8"});
+  expect_error(
+      [&] {
+        ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}),
+                                     Tensor::zeros({N, 2, 4}), 0.2, {}, Tensor::zeros({g.num_edges(), 3}));
+      },
+      {"gat_attention_aggregate", "edge_term", "(" + std::to_string(g.num_edges()) + ", 3)"});
+  expect_error(
+      [&] {
+        ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}),
+                                     Tensor::zeros({N, 2, 4}), 0.2, {},
+                                     Tensor::zeros({g.num_edges(), 2}, DType::f64));
+      },
+      {"gat_attention_aggregate", "edge_term"});
+  expect_error(
+      [&] {
+        ops::gat_attention_aggregate(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}),
+                                     Tensor::zeros({N, 2, 4}), NAN);
+      },
+      {"gat_attention_aggregate", "negative_slope"});
   // The kernels' positive sums: both or neither, of out's and lse's shapes.
   Tensor out = Tensor::empty({N, 2, 4}), lse = Tensor::empty({N, 2}), pos_out = Tensor::empty({N, 2, 4});
   Tensor short_weight = Tensor::empty({N - 1, 2});
-  ops::GatAttentionForwardArgs forward{
-      gat_kernel_inputs(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}), Tensor(), Tensor::zeros({N, 2, 4}), 0.2)};
+  ops::GatAttentionForwardArgs forward{gat_kernel_inputs(g, Tensor::zeros({N, 2}), Tensor::zeros({N, 2}),
+                                                         Tensor(), Tensor::zeros({N, 2, 4}), 0.2)};
   forward.out = &out;
   forward.lse = &lse;
   forward.pos_out = &pos_out;
@@ -857,7 +960,8 @@ namespace {
 struct Gatv2Inputs {
   Tensor xl, xr, att, edge_term;
   std::vector<Tensor> list() const {
-    return edge_term.defined() ? std::vector<Tensor>{xl, xr, att, edge_term} : std::vector<Tensor>{xl, xr, att};
+    return edge_term.defined() ? std::vector<Tensor>{xl, xr, att, edge_term}
+                               : std::vector<Tensor>{xl, xr, att};
   }
 };
 Gatv2Inputs gatv2_inputs(const Graph& g, int64_t H, int64_t F, bool edge_term, std::mt19937_64& rng,
@@ -880,14 +984,14 @@ std::vector<double> reference_gatv2_scores(const Graph& g, const Gatv2Inputs& in
   const std::vector<int32_t> srcs = g.sources(), dsts = g.destinations();
   const std::vector<double> xl = in.xl.to_vector<double>(), xr = in.xr.to_vector<double>(),
                             att = in.att.to_vector<double>();
-  const std::vector<double> et = in.edge_term.defined() ? in.edge_term.to_vector<double>()
-                                                        : std::vector<double>(E * H * F, 0.0);
+  const std::vector<double> et =
+      in.edge_term.defined() ? in.edge_term.to_vector<double>() : std::vector<double>(E * H * F, 0.0);
   std::vector<double> x(static_cast<size_t>(E * H * F));  // (E, H, F)
   for (int64_t e = 0; e < E; ++e)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t f = 0; f < F; ++f)
-        x[(e * H + h) * F + f] = xl[(srcs[e] * H + h) * F + f] + xr[(dsts[e] * H + h) * F + f] +
-                                 et[(e * H + h) * F + f];
+        x[(e * H + h) * F + f] =
+            xl[(srcs[e] * H + h) * F + f] + xr[(dsts[e] * H + h) * F + f] + et[(e * H + h) * F + f];
   std::vector<double> s(static_cast<size_t>(E * H), 0.0);
   for (int64_t e = 0; e < E; ++e)
     for (int64_t h = 0; h < H; ++h)
@@ -912,14 +1016,19 @@ TEST(Gatv2AttentionAggregate, MatchesDenseReference) {
             const Gatv2Inputs in = gatv2_inputs(g, H, F, edge_term, rng);
             const std::string tag = name + " H=" + std::to_string(H) + " F=" + std::to_string(F) +
                                     " edge_term=" + std::to_string(edge_term) + " p=" + std::to_string(key.p);
-            const Tensor out = ops::gatv2_attention_aggregate(g, in.xl, in.xr, in.att, 0.2, key, in.edge_term);
+            const Tensor out =
+                ops::gatv2_attention_aggregate(g, in.xl, in.xr, in.att, 0.2, key, in.edge_term);
             const std::vector<double> scores = reference_gatv2_scores(g, in, 0.2);
             EXPECT_LE(rel_error(out.to_vector<double>(),
                                 reference_aggregate(g, scores, in.xl.to_vector<double>(), H, F, key)),
-                      1e-13) << tag;
-            EXPECT_LE(rel_error(ops::gatv2_edge_scores(g, in.xl, in.xr, in.att, 0.2, in.edge_term).to_vector<double>(),
-                                scores),
-                      1e-14) << tag << " scores";
+                      1e-13)
+                << tag;
+            EXPECT_LE(
+                rel_error(
+                    ops::gatv2_edge_scores(g, in.xl, in.xr, in.att, 0.2, in.edge_term).to_vector<double>(),
+                    scores),
+                1e-14)
+                << tag << " scores";
           }
 }
 
@@ -947,10 +1056,11 @@ TEST_P(Gatv2AttentionAggregateOnDevice, GradientsMatchFiniteDifferences) {
     const Graph g = graph.to(device());
     const int64_t H = name == "split hub" ? 1 : 3, F = name == "split hub" ? 2 : 3;
     for (bool edge_term : {false, true})
-      expect_gradients_match("gatv2_attention_aggregate " + name + " p=" + std::to_string(kDrop.p) +
-                                 " edge_term=" + std::to_string(edge_term),
-                             [&](const std::vector<Tensor>& x) { return gatv2(g, x, kDrop); },
-                             gatv2_inputs(g, H, F, edge_term, rng, DType::f64, device()).list());
+      expect_gradients_match(
+          "gatv2_attention_aggregate " + name + " p=" + std::to_string(kDrop.p) +
+              " edge_term=" + std::to_string(edge_term),
+          [&](const std::vector<Tensor>& x) { return gatv2(g, x, kDrop); },
+          gatv2_inputs(g, H, F, edge_term, rng, DType::f64, device()).list());
   }
 }
 
@@ -995,7 +1105,8 @@ TEST(Gatv2AttentionAggregate, BitwiseTheSameForAnyThreadCountAndEachGradientAlon
   for (size_t k = 0; k < 4; ++k) {
     std::vector<bool> one(4, false);
     one[k] = true;
-    EXPECT_TRUE(bitwise_equal(run_gatv2(g, in, go, kDrop, one)[k + 2], want[k + 2])) << "gradient " << k << " alone";
+    EXPECT_TRUE(bitwise_equal(run_gatv2(g, in, go, kDrop, one)[k + 2], want[k + 2]))
+        << "gradient " << k << " alone";
   }
 }
 
@@ -1007,8 +1118,9 @@ TEST(Gatv2AttentionAggregate, EqualsCsrSoftmaxAggregateOfItsScores) {
     for (DType dtype : {DType::f32, DType::f64}) {
       const Gatv2Inputs in = gatv2_inputs(g, 3, 5, true, rng, dtype);
       const Tensor scores = ops::gatv2_edge_scores(g, in.xl, in.xr, in.att, 0.2, in.edge_term);
-      EXPECT_TRUE(bitwise_equal(ops::gatv2_attention_aggregate(g, in.xl, in.xr, in.att, 0.2, kDrop, in.edge_term),
-                                ops::csr_softmax_aggregate(g, scores, in.xl, kDrop)))
+      EXPECT_TRUE(
+          bitwise_equal(ops::gatv2_attention_aggregate(g, in.xl, in.xr, in.att, 0.2, kDrop, in.edge_term),
+                        ops::csr_softmax_aggregate(g, scores, in.xl, kDrop)))
           << name << " " << dtype_name(dtype);
     }
 }
@@ -1025,7 +1137,8 @@ TEST(Gatv2AttentionAggregate, WithoutEdgesOrFeaturesEverythingIsZero) {
   // F = 0: uniform weights over nothing; the output and gradients are empty.
   const Graph g = mixed_graph();
   const Gatv2Inputs empty = gatv2_inputs(g, 2, 0, false, rng);
-  const std::vector<Tensor> e = run_gatv2(g, empty, Tensor::zeros({8, 2, 0}, DType::f64), {}, {true, true, true});
+  const std::vector<Tensor> e =
+      run_gatv2(g, empty, Tensor::zeros({8, 2, 0}, DType::f64), {}, {true, true, true});
   EXPECT_EQ(e[0].shape(), Shape({8, 2, 0}));
   EXPECT_EQ(e[4].shape(), Shape({2, 0}));
 }
@@ -1072,11 +1185,14 @@ TEST(BipartiteGraphOps, MatchDenseReferences) {
       const std::vector<double> scores = reference_gatv2_scores(g, in, 0.2);
       const Tensor out = ops::gatv2_attention_aggregate(g, in.xl, in.xr, in.att, 0.2, kDrop, in.edge_term);
       ASSERT_EQ(out.shape(), (Shape{Nd, H, F})) << name;
-      EXPECT_LE(rel_error(out.to_vector<double>(), reference_aggregate(g, scores, in.xl.to_vector<double>(), H, F, kDrop)),
+      EXPECT_LE(rel_error(out.to_vector<double>(),
+                          reference_aggregate(g, scores, in.xl.to_vector<double>(), H, F, kDrop)),
                 1e-13)
           << name << " gatv2 edge_term=" << edge_term;
-      EXPECT_LE(rel_error(ops::gatv2_edge_scores(g, in.xl, in.xr, in.att, 0.2, in.edge_term).to_vector<double>(), scores),
-                1e-14)
+      EXPECT_LE(
+          rel_error(ops::gatv2_edge_scores(g, in.xl, in.xr, in.att, 0.2, in.edge_term).to_vector<double>(),
+                    scores),
+          1e-14)
           << name << " gatv2 scores edge_term=" << edge_term;
     }
     const Tensor a = ops::csr_softmax(g, ops::gat_edge_scores(g, el, er, 0.2));
@@ -1094,7 +1210,8 @@ TEST(BipartiteGraphOps, DestinationsWithoutInEdgesGiveZerosAndNoGradient) {
   std::mt19937_64 rng(42);
   for (const auto& [name, g] : bipartite_graphs(rng)) {
     const int64_t Ns = g.num_src_nodes(), Nd = g.num_dst_nodes(), H = 2, F = 3;
-    Tensor el = random_tensor({Ns, H}, rng).set_requires_grad(), er = random_tensor({Nd, H}, rng).set_requires_grad();
+    Tensor el = random_tensor({Ns, H}, rng).set_requires_grad(),
+           er = random_tensor({Nd, H}, rng).set_requires_grad();
     Tensor v = random_tensor({Ns, H, F}, rng).set_requires_grad();
     Tensor out = ops::gat_attention_aggregate(g, el, er, v, 0.2);
     const auto o = out.to_vector<double>();
@@ -1124,28 +1241,33 @@ GAT_INSTANTIATE_DEVICE_TESTS(BipartiteGraphOpsOnDevice);
 TEST_P(BipartiteGraphOpsOnDevice, GradientsMatchFiniteDifferences) {
   std::mt19937_64 rng(43);
   for (const auto& [name, graph] : bipartite_graphs(rng))
-    for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{2, 3}, {3, 4}}) {  // F = 4: the device's vectors
+    for (auto [H, F] :
+         std::vector<std::pair<int64_t, int64_t>>{{2, 3}, {3, 4}}) {  // F = 4: the device's vectors
       const Graph g = graph.to(device());
       const int64_t Ns = g.num_src_nodes(), Nd = g.num_dst_nodes();
       const std::string shape = " H=" + std::to_string(H) + " F=" + std::to_string(F);
       for (const DropoutKey& key : {DropoutKey{}, kDrop}) {
         const std::string tag = name + shape + " p=" + std::to_string(key.p);
-        expect_gradients_match("csr_softmax_aggregate " + tag,
-                               [&](const std::vector<Tensor>& in) { return ops::csr_softmax_aggregate(g, in[0], in[1], key); },
-                               {random_f64({g.num_edges(), H}, rng, -2, 2), random_f64({Ns, H, F}, rng, -2, 2)});
+        expect_gradients_match(
+            "csr_softmax_aggregate " + tag,
+            [&](const std::vector<Tensor>& in) { return ops::csr_softmax_aggregate(g, in[0], in[1], key); },
+            {random_f64({g.num_edges(), H}, rng, -2, 2), random_f64({Ns, H, F}, rng, -2, 2)});
         expect_gradients_match("gat_attention_aggregate " + tag,
                                [&](const std::vector<Tensor>& in) {
                                  return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key);
                                },
-                               {random_f64({Ns, H}, rng, -2, 2), random_f64({Nd, H}, rng, -2, 2), random_f64({Ns, H, F}, rng, -2, 2)});
+                               {random_f64({Ns, H}, rng, -2, 2), random_f64({Nd, H}, rng, -2, 2),
+                                random_f64({Ns, H, F}, rng, -2, 2)});
       }
-      expect_gradients_match("gat_edge_scores " + name + shape,
-                             [&](const std::vector<Tensor>& in) { return ops::gat_edge_scores(g, in[0], in[1], 0.2); },
-                             {random_f64({Ns, H}, rng), random_f64({Nd, H}, rng)});
+      expect_gradients_match(
+          "gat_edge_scores " + name + shape,
+          [&](const std::vector<Tensor>& in) { return ops::gat_edge_scores(g, in[0], in[1], 0.2); },
+          {random_f64({Ns, H}, rng), random_f64({Nd, H}, rng)});
       // xl (Ns, H, F), xr (Nd, H, F), att and the edge term, with dropout.
-      expect_gradients_match("gatv2_attention_aggregate " + name + shape,
-                             [&](const std::vector<Tensor>& in) { return gatv2(g, in, kDrop); },
-                             gatv2_inputs(g, H, F, true, rng, DType::f64, device()).list());
+      expect_gradients_match(
+          "gatv2_attention_aggregate " + name + shape,
+          [&](const std::vector<Tensor>& in) { return gatv2(g, in, kDrop); },
+          gatv2_inputs(g, H, F, true, rng, DType::f64, device()).list());
     }
 }
 
@@ -1154,8 +1276,10 @@ TEST(BipartiteGraphOps, FusedEqualsTheUnfusedOpsBitForBit) {
   for (const auto& [name, g] : bipartite_graphs(rng))
     for (const DropoutKey& key : {DropoutKey{}, kDrop}) {
       const int64_t Ns = g.num_src_nodes(), Nd = g.num_dst_nodes(), H = 3, F = 4;
-      const Tensor el = random_tensor({Ns, H}, rng, -2, 2, DType::f32), er = random_tensor({Nd, H}, rng, -2, 2, DType::f32);
-      const Tensor v = random_tensor({Ns, H, F}, rng, -1, 1, DType::f32), go = random_tensor({Nd, H, F}, rng, -1, 1, DType::f32);
+      const Tensor el = random_tensor({Ns, H}, rng, -2, 2, DType::f32),
+                   er = random_tensor({Nd, H}, rng, -2, 2, DType::f32);
+      const Tensor v = random_tensor({Ns, H, F}, rng, -1, 1, DType::f32),
+                   go = random_tensor({Nd, H, F}, rng, -1, 1, DType::f32);
       const GatRun want = run_gat(g, el, er, Tensor(), v, go, false, key),
                    got = run_gat(g, el, er, Tensor(), v, go, true, key);
       EXPECT_TRUE(bitwise_equal(got.out, want.out)) << name;
@@ -1170,11 +1294,18 @@ TEST(BipartiteGraphOps, RejectTensorsOfTheWrongSide) {
   const Graph g = Graph::from_edges(3, 5, {0, 1, 2}, {4, 4, 0});
   const Tensor s = Tensor::zeros({3, 2}), el = Tensor::zeros({3, 2}), er = Tensor::zeros({5, 2});
   const Tensor v = Tensor::zeros({3, 2, 4});
-  expect_error([&] { ops::csr_softmax_aggregate(g, s, Tensor::zeros({5, 2, 4})); },
-               {"csr_softmax_aggregate", "(5, 2, 4)", "Ns = 3"});
-  expect_error([&] { ops::gat_attention_aggregate(g, er, er, Tensor::zeros({5, 2, 4}), 0.2); },
-               {"gat_attention_aggregate", "(5, 2)", "Ns = 3"});
-  expect_error([&] { ops::gat_attention_aggregate(g, el, el, v, 0.2); }, {"gat_attention_aggregate", "'er'", "(3, 2)"});
+  expect_error(
+      [&] {
+        ops::csr_softmax_aggregate(g, s, Tensor::zeros({5, 2, 4}));
+      },
+      {"csr_softmax_aggregate", "(5, 2, 4)", "Ns = 3"});
+  expect_error(
+      [&] {
+        ops::gat_attention_aggregate(g, er, er, Tensor::zeros({5, 2, 4}), 0.2);
+      },
+      {"gat_attention_aggregate", "(5, 2)", "Ns = 3"});
+  expect_error([&] { ops::gat_attention_aggregate(g, el, el, v, 0.2); },
+               {"gat_attention_aggregate", "'er'", "(3, 2)"});
   expect_error([&] { ops::gat_edge_scores(g, er, er, 0.2); }, {"gat_edge_scores", "(5, 2)", "3 sources"});
   expect_error([&] { ops::gat_edge_scores(g, el, el, 0.2); }, {"gat_edge_scores", "'er'", "(3, 2)"});
   EXPECT_EQ(ops::gat_attention_aggregate(g, el, er, v, 0.2).shape(), (Shape{5, 2, 4}));
@@ -1224,7 +1355,8 @@ TEST_P(HeadDotOnDevice, GradientsMatchFiniteDifferences) {
                              {random_f64({7, H, F}, rng), random_f64({H, F}, rng)});
   // Several row blocks in the reduction of d a. The op is linear in each input, so a large step
   // is exact and keeps the rounding of the 1200-term loss out of the slope.
-  expect_gradients_match("head_dot N=600", f, {random_f64({600, 2, 3}, rng), random_f64({2, 3}, rng)}, 1e-6, 1e-2);
+  expect_gradients_match("head_dot N=600", f, {random_f64({600, 2, 3}, rng), random_f64({2, 3}, rng)}, 1e-6,
+                         1e-2);
 }
 
 TEST(HeadDot, RunsAreBitwiseIdentical) {
@@ -1240,7 +1372,6 @@ TEST(HeadDot, RunsAreBitwiseIdentical) {
   auto r1 = run(), r2 = run();
   for (size_t k = 0; k < r1.size(); ++k) EXPECT_TRUE(bitwise_equal(r1[k], r2[k])) << "tensor " << k;
 }
-
 
 // ---- CUDA against the CPU ----------------------------------------------------------------
 
@@ -1302,11 +1433,10 @@ void expect_aggregate_matches_cpu(const std::string& what, const Graph& g, int64
     auto on_device = [&](const Tensor& t) { return t.to(dtype).to(Device::cuda); };
     // The f64 reference of the f32 run uses the f32-rounded inputs.
     const Tensor s_ = on_device(s), v_ = on_device(v), go_ = on_device(go);
-    const AggregateResult ref = dtype == DType::f32
-                                    ? run_aggregate(g, s_.to(Device::cpu).to(DType::f64),
-                                                    v_.to(Device::cpu).to(DType::f64),
-                                                    go_.to(Device::cpu).to(DType::f64), key)
-                                    : want;
+    const AggregateResult ref = dtype == DType::f32 ? run_aggregate(g, s_.to(Device::cpu).to(DType::f64),
+                                                                    v_.to(Device::cpu).to(DType::f64),
+                                                                    go_.to(Device::cpu).to(DType::f64), key)
+                                                    : want;
     const AggregateResult got = run_aggregate(gd, s_, v_, go_, key);
     const double tol = dtype == DType::f32 ? 1e-5 : 1e-12;
     const std::string tag = what + " H=" + std::to_string(H) + " F=" + std::to_string(F) +
@@ -1365,7 +1495,8 @@ TEST_F(CudaCsrSoftmaxAggregate, DropoutMasksMatchCpu) {
   const Graph g = Graph::from_edges(N, nodes, nodes);
   const Tensor s = Tensor::zeros({N, 4}), v = Tensor::full({N, 4, 1}, 1.0);
   const Tensor cpu = ops::csr_softmax_aggregate(g, s, v, kDrop);
-  const Tensor dev = ops::csr_softmax_aggregate(g.to(Device::cuda), s.to(Device::cuda), v.to(Device::cuda), kDrop);
+  const Tensor dev =
+      ops::csr_softmax_aggregate(g.to(Device::cuda), s.to(Device::cuda), v.to(Device::cuda), kDrop);
   EXPECT_TRUE(bitwise_equal(dev, cpu));
 }
 
@@ -1377,8 +1508,8 @@ TEST_F(CudaCsrSoftmaxAggregate, ExtremeScoresStayFinite) {
   const Tensor s = Tensor::from_vector(sv, {g.num_edges(), 2});
   const Tensor v = random_tensor({g.num_nodes(), 2, 8}, rng, -1, 1, DType::f32);
   const Tensor go = random_tensor({g.num_nodes(), 2, 8}, rng, -1, 1, DType::f32);
-  const AggregateResult got = run_aggregate(g.to(Device::cuda), s.to(Device::cuda),
-                                            v.to(Device::cuda), go.to(Device::cuda), kDrop);
+  const AggregateResult got =
+      run_aggregate(g.to(Device::cuda), s.to(Device::cuda), v.to(Device::cuda), go.to(Device::cuda), kDrop);
   const AggregateResult want = run_aggregate(g, s.to(DType::f64), v.to(DType::f64), go.to(DType::f64), kDrop);
   for (const Tensor* t : {&got.out, &got.grad_scores, &got.grad_value})
     for (float x : t->to_vector<float>()) ASSERT_TRUE(std::isfinite(x));
@@ -1447,7 +1578,8 @@ void expect_gat_matches_cpu(const std::string& what, const Graph& g, int64_t H, 
   const Tensor v = random_tensor({Ns, H, F}, rng), go = random_tensor({N, H, F}, rng);
   for (DType dtype : {DType::f32, DType::f64}) {
     auto rounded = [&](const Tensor& t) { return t.defined() ? t.to(dtype).to(DType::f64) : t; };
-    const GatRun want = run_gat(g, rounded(el), rounded(er), rounded(term), rounded(v), rounded(go), true, key);
+    const GatRun want =
+        run_gat(g, rounded(el), rounded(er), rounded(term), rounded(v), rounded(go), true, key);
     auto dev = [&](const Tensor& t) { return t.defined() ? t.to(dtype).to(Device::cuda) : t; };
     const GatRun got = run_gat(gd, dev(el), dev(er), dev(term), dev(v), dev(go), true, key);
     const double tol = dtype == DType::f32 ? 1e-5 : 1e-12;
@@ -1469,8 +1601,10 @@ TEST_F(CudaGatAttentionAggregate, MatchesCpu) {
   const Graph g = random_graph(3000, 30000, 0, rng);
   // {1, 256} and {2, 33}: heads wider than one group of lanes (the unfused backward); {3, 5}: the
   // scalar path.
-  for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {8, 8}, {4, 64}, {1, 256}, {3, 5}, {2, 33}})
-    for (const DropoutKey& key : {DropoutKey{}, kDrop}) expect_gat_matches_cpu("random graph", g, H, F, key, rng);
+  for (auto [H, F] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {8, 8}, {4, 64}, {1, 256}, {3, 5}, {2, 33}})
+    for (const DropoutKey& key : {DropoutKey{}, kDrop})
+      expect_gat_matches_cpu("random graph", g, H, F, key, rng);
   // The edge term through the fused backward ({8, 8}, {3, 5}) and the unfused one ({1, 256}).
   for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {3, 5}, {1, 256}})
     expect_gat_matches_cpu("random graph", g, H, F, kDrop, rng, true);
@@ -1485,7 +1619,8 @@ TEST_F(CudaGatAttentionAggregate, MatchesCpu) {
   // decisions a lane: 42 edges) ends inside a 64-edge chunk of the hub's row, at a head count that
   // is not a multiple of 4.
   for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 4}, {8, 8}, {3, 1}})
-    for (const DropoutKey& key : {DropoutKey{}, kDrop}) expect_gat_matches_cpu("hub graph", hub, H, F, key, rng);
+    for (const DropoutKey& key : {DropoutKey{}, kDrop})
+      expect_gat_matches_cpu("hub graph", hub, H, F, key, rng);
   expect_gat_matches_cpu("hub graph", hub, 8, 8, kDrop, rng, true);
   // Many rows cut into chunks, each way (Cora's shape: chunks of 8 edges, rows of many lengths).
   const Graph hubs = hubs_graph(2000, 8000, 5, 70, rng);
@@ -1514,16 +1649,19 @@ TEST_F(CudaGatAttentionAggregate, BiasMatchesCpuAndDValuesReuseThePositiveSums) 
     auto run = [&](const Graph& graph, DType dtype, Device device) {
       std::vector<Tensor> in;
       for (const Tensor& t : inputs) in.push_back(t.to(dtype).to(device).set_requires_grad());
-      const Tensor out = ops::gat_attention_aggregate(graph, in[0], in[1], in[2], 0.2, kDrop, Tensor(), in[3]);
+      const Tensor out =
+          ops::gat_attention_aggregate(graph, in[0], in[1], in[2], 0.2, kDrop, Tensor(), in[3]);
       out.backward(go.to(dtype).to(device));
       std::vector<Tensor> results{out.detach()};
       for (const Tensor& t : in) results.push_back(t.grad());
       return results;
     };
-    const std::vector<Tensor> want = run(cpu_graph, DType::f64, Device::cpu), got = run(cuda_graph, DType::f32, Device::cuda);
+    const std::vector<Tensor> want = run(cpu_graph, DType::f64, Device::cpu),
+                              got = run(cuda_graph, DType::f32, Device::cuda);
     const char* names[] = {"out", "d el", "d er", "d value", "d bias"};
     for (size_t k = 0; k < want.size(); ++k)
-      EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << "N=" << rows << " H=" << H << " F=" << F << ": " << names[k];
+      EXPECT_LE(rel_error(got[k], want[k]), 1e-5)
+          << "N=" << rows << " H=" << H << " F=" << F << ": " << names[k];
   }
   const int64_t H = 8, F = 8;
   // The gradients that had a buffer of their own at the backward's peak: d node_value, d el and
@@ -1560,12 +1698,18 @@ TEST_F(CudaGatProjectedAttention, MatchesCpu) {
   // The hub graph has rows enough for 8 heads of 8 features to take lanes of 8 (with_gather_vec),
   // whose epilogue draws two blocks of output dropout decisions a lane.
   const int64_t hub_rows = std::max<int64_t>(20000, cuda::resident_threads() / 8 + 1);
-  const Graph random = random_graph(3000, 30000, 0, rng), hub = random_graph(hub_rows, 2 * hub_rows, 5000, rng);
-  for (const auto& [name, g, H, F, value_key] : std::vector<std::tuple<std::string, Graph, int64_t, int64_t, DropoutKey>>{
-           {"random", random, 8, 8, value_drop}, {"random", random, 3, 5, value_drop},
-           {"random", random, 1, 256, value_drop}, {"hub", hub, 8, 8, value_drop},
-           {"random", random, 1, 8, value_drop}, {"random", random, 2, 5, value_drop},
-           {"hub", hub, 1, 7, value_drop}, {"hub", hub, 1, 8, no_drop}}) {
+  const Graph random = random_graph(3000, 30000, 0, rng),
+              hub = random_graph(hub_rows, 2 * hub_rows, 5000, rng);
+  for (const auto& [name, g, H, F, value_key] :
+       std::vector<std::tuple<std::string, Graph, int64_t, int64_t, DropoutKey>>{
+           {"random", random, 8, 8, value_drop},
+           {"random", random, 3, 5, value_drop},
+           {"random", random, 1, 256, value_drop},
+           {"hub", hub, 8, 8, value_drop},
+           {"random", random, 1, 8, value_drop},
+           {"random", random, 2, 5, value_drop},
+           {"hub", hub, 1, 7, value_drop},
+           {"hub", hub, 1, 8, no_drop}}) {
     const int64_t N = g.num_nodes();
     const std::vector<Tensor> inputs =  // wh, att_src, att_dst, edge term, bias
         random_f32({{{N, H, F}, 1}, {{H, F}, 1}, {{H, F}, 1}, {{g.num_edges(), H}, 2}, {{H, F}, 1}}, rng);
@@ -1574,7 +1718,8 @@ TEST_F(CudaGatProjectedAttention, MatchesCpu) {
     auto run = [&, key = value_key](const Graph& graph, DType dtype, Device device) {
       std::vector<Tensor> in;
       for (const Tensor& t : inputs) in.push_back(t.to(dtype).to(device).set_requires_grad());
-      const Tensor out = ops::gat_projected_attention(graph, in[0], in[1], in[2], 0.2, kDrop, key, in[3], in[4]);
+      const Tensor out =
+          ops::gat_projected_attention(graph, in[0], in[1], in[2], 0.2, kDrop, key, in[3], in[4]);
       out.backward(go.to(dtype).to(device));
       std::vector<Tensor> results{out.detach()};
       for (const Tensor& t : in) results.push_back(t.grad());
@@ -1609,18 +1754,24 @@ TEST_F(CudaGatLinearAttention, MatchesCpu) {
   // The hub graph has rows enough for 8 heads of 8 features to take lanes of 8 (with_gather_vec),
   // whose epilogue draws two blocks of output dropout decisions a lane.
   const int64_t hub_rows = std::max<int64_t>(20000, cuda::resident_threads() / 8 + 1);
-  const Graph random = random_graph(3000, 30000, 0, rng), hub = random_graph(hub_rows, 2 * hub_rows, 5000, rng);
+  const Graph random = random_graph(3000, 30000, 0, rng),
+              hub = random_graph(hub_rows, 2 * hub_rows, 5000, rng);
   for (const auto& [name, g, K, H, F, value_key] :
        std::vector<std::tuple<std::string, Graph, int64_t, int64_t, int64_t, DropoutKey>>{
-           {"random", random, 32, 8, 8, value_drop}, {"hub", hub, 32, 8, 8, value_drop},
-           {"random", random, 4, 1, 8, value_drop}, {"random", random, 8, 16, 1, no_drop},
-           {"random", random, 8, 32, 8, value_drop}, {"random", random, 12, 2, 4, value_drop},
-           {"random", random, 8, 3, 4, value_drop}, {"random", random, 6, 8, 8, value_drop},
+           {"random", random, 32, 8, 8, value_drop},
+           {"hub", hub, 32, 8, 8, value_drop},
+           {"random", random, 4, 1, 8, value_drop},
+           {"random", random, 8, 16, 1, no_drop},
+           {"random", random, 8, 32, 8, value_drop},
+           {"random", random, 12, 2, 4, value_drop},
+           {"random", random, 8, 3, 4, value_drop},
+           {"random", random, 6, 8, 8, value_drop},
            {"random", random, 8, 3, 5, value_drop}})
     for (bool x_grad : {false, true}) {
       const int64_t N = g.num_nodes();
       const std::vector<Tensor> inputs = random_f32(  // x, weight, att_src, att_dst, edge term, bias
-          {{{N, K}, 1}, {{K, H * F}, 1}, {{H, F}, 1}, {{H, F}, 1}, {{g.num_edges(), H}, 2}, {{H, F}, 1}}, rng);
+          {{{N, K}, 1}, {{K, H * F}, 1}, {{H, F}, 1}, {{H, F}, 1}, {{g.num_edges(), H}, 2}, {{H, F}, 1}},
+          rng);
       const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32);
       const Graph gd = g.to(Device::cuda);
       auto run = [&, key = value_key, x_grad = x_grad](const Graph& graph, DType dtype, Device device) {
@@ -1629,23 +1780,27 @@ TEST_F(CudaGatLinearAttention, MatchesCpu) {
           in.push_back(inputs[k].to(dtype).to(device));
           if (k > 0 || x_grad) in.back().set_requires_grad();
         }
-        const Tensor out = ops::gat_linear_attention(graph, in[0], in[1], in[2], in[3], 0.2, kDrop, key, in[4], in[5]);
+        const Tensor out =
+            ops::gat_linear_attention(graph, in[0], in[1], in[2], in[3], 0.2, kDrop, key, in[4], in[5]);
         out.backward(go.to(dtype).to(device));
         std::vector<Tensor> results{out.detach()};
         for (const Tensor& t : in)
           if (t.requires_grad()) results.push_back(t.grad());
         return results;
       };
-      const std::vector<Tensor> want = run(g, DType::f64, Device::cpu), got = run(gd, DType::f32, Device::cuda),
+      const std::vector<Tensor> want = run(g, DType::f64, Device::cpu),
+                                got = run(gd, DType::f32, Device::cuda),
                                 again = run(gd, DType::f32, Device::cuda);
       ASSERT_EQ(want.size(), got.size());
-      const std::vector<std::string> names = x_grad ? std::vector<std::string>{"out", "d x", "d weight", "d att_src",
-                                                                               "d att_dst", "d edge term", "d bias"}
-                                                    : std::vector<std::string>{"out", "d weight", "d att_src", "d att_dst",
-                                                                               "d edge term", "d bias"};
+      const std::vector<std::string> names =
+          x_grad ? std::vector<std::string>{"out",       "d x",         "d weight", "d att_src",
+                                            "d att_dst", "d edge term", "d bias"}
+                 : std::vector<std::string>{"out",       "d weight",    "d att_src",
+                                            "d att_dst", "d edge term", "d bias"};
       for (size_t k = 0; k < want.size(); ++k) {
-        const std::string tag = name + " K=" + std::to_string(K) + " H=" + std::to_string(H) + " F=" +
-                                std::to_string(F) + (value_key.active() ? "" : " without value dropout") +
+        const std::string tag = name + " K=" + std::to_string(K) + " H=" + std::to_string(H) +
+                                " F=" + std::to_string(F) +
+                                (value_key.active() ? "" : " without value dropout") +
                                 (x_grad ? " with d x" : "") + ": " + names[k];
         EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << tag;
         EXPECT_TRUE(bitwise_equal(got[k], again[k])) << tag;
@@ -1692,23 +1847,35 @@ TEST_F(CudaGatOutputActivation, MatchesCpu) {
   // The hub graph has rows enough for 8 heads of 8 features to take lanes of 8 (with_gather_vec),
   // whose epilogue draws two blocks of output dropout decisions a lane.
   const int64_t hub_rows = std::max<int64_t>(20000, cuda::resident_threads() / 8 + 1);
-  const Graph random = random_graph(3000, 30000, 0, rng), hub = random_graph(hub_rows, 2 * hub_rows, 5000, rng);
+  const Graph random = random_graph(3000, 30000, 0, rng),
+              hub = random_graph(hub_rows, 2 * hub_rows, 5000, rng);
   const DropoutKey out_drop{0.5f, 44, 7};
-  for (const auto& [name, g, K, H, F] : std::vector<std::tuple<std::string, Graph, int64_t, int64_t, int64_t>>{
-           {"random", random, 0, 8, 8}, {"random", random, 0, 3, 5}, {"random", random, 0, 1, 8},
-           {"hub", hub, 0, 8, 8}, {"random", random, 0, 1, 256}, {"random", random, 32, 8, 8}, {"hub", hub, 32, 8, 8}})
+  for (const auto& [name, g, K, H, F] :
+       std::vector<std::tuple<std::string, Graph, int64_t, int64_t, int64_t>>{{"random", random, 0, 8, 8},
+                                                                              {"random", random, 0, 3, 5},
+                                                                              {"random", random, 0, 1, 8},
+                                                                              {"hub", hub, 0, 8, 8},
+                                                                              {"random", random, 0, 1, 256},
+                                                                              {"random", random, 32, 8, 8},
+                                                                              {"hub", hub, 32, 8, 8}})
     for (const auto& [alpha, key] :
          std::vector<std::pair<double, DropoutKey>>{{1.0, out_drop}, {1.0, DropoutKey{}}, {0.7, out_drop}}) {
       const int64_t N = g.num_nodes();
       const bool linear = K > 0;  // gat_linear_attention of x (N, K) and weight (K, H F); else el, er, values
       std::vector<Tensor> inputs;
-      if (linear) inputs = {random_tensor({N, K}, rng, -1, 1, DType::f32), random_tensor({K, H * F}, rng, -0.5, 0.5, DType::f32),
-                            random_tensor({H, F}, rng, -1, 1, DType::f32), random_tensor({H, F}, rng, -1, 1, DType::f32)};
-      else inputs = {random_tensor({N, H}, rng, -3, 3, DType::f32), random_tensor({N, H}, rng, -3, 3, DType::f32),
-                     random_tensor({N, H, F}, rng, -3, 3, DType::f32)};
+      if (linear)
+        inputs = {random_tensor({N, K}, rng, -1, 1, DType::f32),
+                  random_tensor({K, H * F}, rng, -0.5, 0.5, DType::f32),
+                  random_tensor({H, F}, rng, -1, 1, DType::f32),
+                  random_tensor({H, F}, rng, -1, 1, DType::f32)};
+      else
+        inputs = {random_tensor({N, H}, rng, -3, 3, DType::f32),
+                  random_tensor({N, H}, rng, -3, 3, DType::f32),
+                  random_tensor({N, H, F}, rng, -3, 3, DType::f32)};
       const Tensor term = random_tensor({g.num_edges(), H}, rng, -2, 2, DType::f32);
       if (linear) {  // el and er of gat_linear_attention: head_dot of x W (N, H, F) with att_src, att_dst
-        const Tensor projected = ops::matmul(inputs[0].to(DType::f64), inputs[1].to(DType::f64)).view({N, H, F});
+        const Tensor projected =
+            ops::matmul(inputs[0].to(DType::f64), inputs[1].to(DType::f64)).view({N, H, F});
         inputs.push_back(term_off_the_kink(g, ops::head_dot(projected, inputs[2].to(DType::f64)),
                                            ops::head_dot(projected, inputs[3].to(DType::f64)), term));
       } else {
@@ -1717,34 +1884,41 @@ TEST_F(CudaGatOutputActivation, MatchesCpu) {
       inputs.push_back(random_tensor({H, F}, rng, -1, 1, DType::f32));
       const Tensor go = random_tensor({N, H, F}, rng, -1, 1, DType::f32);
       const Graph gd = g.to(Device::cuda);
-      auto op = [&, linear = linear](const Graph& graph, const std::vector<Tensor>& in, const ops::OutputActivation& act) {
+      auto op = [&, linear = linear](const Graph& graph, const std::vector<Tensor>& in,
+                                     const ops::OutputActivation& act) {
         const Tensor& term = in[in.size() - 2];
         const Tensor& bias = in.back();
-        return linear ? ops::gat_linear_attention(graph, in[0], in[1], in[2], in[3], 0.2, kDrop, DropoutKey{0.4f, 43, 7},
-                                                  term, bias, act)
+        return linear ? ops::gat_linear_attention(graph, in[0], in[1], in[2], in[3], 0.2, kDrop,
+                                                  DropoutKey{0.4f, 43, 7}, term, bias, act)
                       : ops::gat_attention_aggregate(graph, in[0], in[1], in[2], 0.2, kDrop, term, bias, act);
       };
       const ops::OutputActivation activation{true, alpha, key};
-      auto run = [&, alpha = alpha, key = key](const Graph& graph, DType dtype, Device device, bool composed) {
+      auto run = [&, alpha = alpha, key = key](const Graph& graph, DType dtype, Device device,
+                                               bool composed) {
         std::vector<Tensor> in;
         for (const Tensor& t : inputs) in.push_back(t.to(dtype).to(device).set_requires_grad());
-        const Tensor out = composed ? ops::elu_dropout(op(graph, in, {}), alpha, key) : op(graph, in, activation);
+        const Tensor out =
+            composed ? ops::elu_dropout(op(graph, in, {}), alpha, key) : op(graph, in, activation);
         out.backward(go.to(dtype).to(device));
         std::vector<Tensor> results{out.detach()};
         for (const Tensor& t : in) results.push_back(t.grad());
         return results;
       };
-      const std::vector<Tensor> got = run(gd, DType::f32, Device::cuda, false), again = run(gd, DType::f32, Device::cuda, false);
-      const std::vector<Tensor> want = alpha == 1.0 ? run(g, DType::f64, Device::cpu, false) : run(gd, DType::f32, Device::cuda, true);
-      const std::string tag = name + " K=" + std::to_string(K) + " H=" + std::to_string(H) + " F=" + std::to_string(F) +
-                              " alpha " + std::to_string(alpha) + " p=" + std::to_string(key.p);
+      const std::vector<Tensor> got = run(gd, DType::f32, Device::cuda, false),
+                                again = run(gd, DType::f32, Device::cuda, false);
+      const std::vector<Tensor> want =
+          alpha == 1.0 ? run(g, DType::f64, Device::cpu, false) : run(gd, DType::f32, Device::cuda, true);
+      const std::string tag = name + " K=" + std::to_string(K) + " H=" + std::to_string(H) +
+                              " F=" + std::to_string(F) + " alpha " + std::to_string(alpha) +
+                              " p=" + std::to_string(key.p);
       for (size_t k = 0; k < want.size(); ++k) {
         EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << tag << ": result " << k;
         EXPECT_TRUE(bitwise_equal(got[k], again[k])) << tag << ": result " << k;
       }
       std::vector<Tensor> in;
       for (const Tensor& t : inputs) in.push_back(t.to(Device::cuda));
-      EXPECT_TRUE(bitwise_equal(got[0], ops::elu_dropout(op(gd, in, {}), alpha, key))) << tag << ": the epilogue";
+      EXPECT_TRUE(bitwise_equal(got[0], ops::elu_dropout(op(gd, in, {}), alpha, key)))
+          << tag << ": the epilogue";
     }
 }
 
@@ -1813,11 +1987,10 @@ TEST_F(CudaGatAttentionAggregate, PositiveSumsAndDerMatchCpu) {
   // negative slope, whose positive scores come from negative arguments. The training forward
   // (with the sums) gives the evaluation forward's out and lse bit for bit.
   std::mt19937_64 rng(24);
-  const std::vector<std::pair<std::string, Graph>> graphs = {
-      {"random", random_graph(3000, 30000, 0, rng)},
-      {"hub", random_graph(20000, 60000, 5000, rng)},
-      {"mixed", mixed_graph()},
-      {"no edges", Graph::from_edges(50, {}, {})}};
+  const std::vector<std::pair<std::string, Graph>> graphs = {{"random", random_graph(3000, 30000, 0, rng)},
+                                                             {"hub", random_graph(20000, 60000, 5000, rng)},
+                                                             {"mixed", mixed_graph()},
+                                                             {"no edges", Graph::from_edges(50, {}, {})}};
   ASSERT_GT(graphs[1].second.max_in_degree(), graphs[1].second.chunk_edges());
   for (const auto& [name, g] : graphs) {
     const Graph gd = g.to(Device::cuda);
@@ -1834,8 +2007,8 @@ TEST_F(CudaGatAttentionAggregate, PositiveSumsAndDerMatchCpu) {
               auto dev = [&](const Tensor& t) { return t.defined() ? t.to(dtype).to(Device::cuda) : t; };
               const GatKernelsResult want = run_gat_kernels(g, rounded(el), rounded(er), rounded(term),
                                                             rounded(v), rounded(go), slope, key);
-              const GatKernelsResult got = run_gat_kernels(gd, dev(el), dev(er), dev(term), dev(v), dev(go),
-                                                           slope, key);
+              const GatKernelsResult got =
+                  run_gat_kernels(gd, dev(el), dev(er), dev(term), dev(v), dev(go), slope, key);
               const double tol = dtype == DType::f32 ? 1e-5 : 1e-12;
               const std::string tag = name + " H=" + std::to_string(H) + " F=" + std::to_string(F) +
                                       " slope " + std::to_string(slope) + " p=" + std::to_string(key.p) +
@@ -1868,7 +2041,8 @@ TEST_F(CudaGatAttentionAggregate, PositiveSumsAndDerMatchCpu) {
               Tensor out = Tensor::empty(got.out.shape(), dtype, Device::cuda);
               Tensor lse = Tensor::empty(got.lse.shape(), dtype, Device::cuda);
               // Without the positive sums.
-              ops::GatAttentionForwardArgs forward{gat_kernel_inputs(gd, dev(el), dev(er), dev(term), dev(v), slope, key)};
+              ops::GatAttentionForwardArgs forward{
+                  gat_kernel_inputs(gd, dev(el), dev(er), dev(term), dev(v), slope, key)};
               forward.out = &out;
               forward.lse = &lse;
               ops::kernels::gat_attention_aggregate_forward(forward);
@@ -1883,7 +2057,8 @@ TEST_F(CudaGatAttentionAggregate, DerWithoutThePositiveSumsIsAnError) {
   const Graph g = mixed_graph().to(Device::cuda);
   const int64_t N = g.num_nodes(), H = 2, F = 4;
   const Tensor el = Tensor::zeros({N, H}).to(Device::cuda), v = Tensor::zeros({N, H, F}).to(Device::cuda);
-  Tensor out = Tensor::empty({N, H, F}, DType::f32, Device::cuda), lse = Tensor::empty({N, H}, DType::f32, Device::cuda);
+  Tensor out = Tensor::empty({N, H, F}, DType::f32, Device::cuda),
+         lse = Tensor::empty({N, H}, DType::f32, Device::cuda);
   const ops::GatAttentionInputs in = gat_kernel_inputs(g, el, el, Tensor(), v, 0.2);
   ops::GatAttentionForwardArgs forward{in};
   forward.out = &out;
@@ -1895,7 +2070,8 @@ TEST_F(CudaGatAttentionAggregate, DerWithoutThePositiveSumsIsAnError) {
   backward.lse = lse;
   backward.grad_out = out;
   backward.grad_er = &der;
-  expect_error([&] { ops::kernels::gat_attention_aggregate_backward(backward); }, {"gat_attention_aggregate backward (d er on CUDA)", "'pos_out' is an undefined tensor"});
+  expect_error([&] { ops::kernels::gat_attention_aggregate_backward(backward); },
+               {"gat_attention_aggregate backward (d er on CUDA)", "'pos_out' is an undefined tensor"});
 }
 
 // ---- gatv2_attention_aggregate -----------------------------------------------------------
@@ -1903,8 +2079,8 @@ TEST_F(CudaGatAttentionAggregate, DerWithoutThePositiveSumsIsAnError) {
 namespace {
 
 // CUDA f32 against the CPU in f64 on the same (f32-rounded) values, and CUDA f64 against CPU f64.
-void expect_gatv2_matches_cpu(const std::string& what, const Graph& g, int64_t H, int64_t F,
-                              bool edge_term, const DropoutKey& key, std::mt19937_64& rng,
+void expect_gatv2_matches_cpu(const std::string& what, const Graph& g, int64_t H, int64_t F, bool edge_term,
+                              const DropoutKey& key, std::mt19937_64& rng,
                               const std::vector<DType>& dtypes = {DType::f32, DType::f64}) {
   const Graph gd = g.to(Device::cuda);
   const Gatv2Inputs in = gatv2_inputs(g, H, F, edge_term, rng);
@@ -1921,9 +2097,11 @@ void expect_gatv2_matches_cpu(const std::string& what, const Graph& g, int64_t H
     const std::vector<Tensor> want = run_gatv2(g, in_cpu, on(go, Device::cpu), key);
     const std::vector<Tensor> got = run_gatv2(gd, in_cuda, on(go, Device::cuda), key);
     const double tol = dtype == DType::f32 ? 1e-5 : 1e-10;
-    const std::string tag = what + " H=" + std::to_string(H) + " F=" + std::to_string(F) + " edge_term=" +
-                            std::to_string(edge_term) + " p=" + std::to_string(key.p) + " " + dtype_name(dtype);
-    for (size_t k = 0; k < want.size(); ++k) EXPECT_LE(rel_error(got[k], want[k]), tol) << tag << ": " << names[k];
+    const std::string tag = what + " H=" + std::to_string(H) + " F=" + std::to_string(F) +
+                            " edge_term=" + std::to_string(edge_term) + " p=" + std::to_string(key.p) + " " +
+                            dtype_name(dtype);
+    for (size_t k = 0; k < want.size(); ++k)
+      EXPECT_LE(rel_error(got[k], want[k]), tol) << tag << ": " << names[k];
   }
 }
 
@@ -1936,7 +2114,7 @@ TEST_F(CudaGatv2AttentionAggregate, MatchesCpu) {
   // 16 lanes of 4 floats, 30 of 32 lanes of 2 doubles: the others join the sums), 5 and 6 (scalars
   // in f32; 3 of 4 lanes of 2 doubles in f64); the edge term on and off. F = 128 in f32: a whole
   // warp of 4 floats per head (in f64 it is refused, below).
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {3, 3}, {8, 8}, {1, 64}, {3, 64},
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {3, 3},  {8, 8}, {1, 64}, {3, 64},
                                                            {8, 3}, {2, 60}, {3, 5}, {3, 6}};
   for (size_t k = 0; k < shapes.size(); ++k) {
     const auto [H, F] = shapes[k];
@@ -1972,7 +2150,8 @@ TEST_F(CudaGatv2AttentionAggregate, RunsAndSingleGradientsAreBitwiseIdentical) {
   for (size_t k = 0; k < 4; ++k) {
     std::vector<bool> one(4, false);
     one[k] = true;
-    EXPECT_TRUE(bitwise_equal(run_gatv2(g, in, go, kDrop, one)[k + 2], a[k + 2])) << "gradient " << k << " alone";
+    EXPECT_TRUE(bitwise_equal(run_gatv2(g, in, go, kDrop, one)[k + 2], a[k + 2]))
+        << "gradient " << k << " alone";
   }
 }
 
@@ -1980,10 +2159,14 @@ TEST_F(CudaGatv2AttentionAggregate, HeadsWiderThanAWarpAreRefused) {
   const Graph g = mixed_graph().to(Device::cuda);
   const int64_t N = g.num_nodes();
   // 33 vectors of 4 floats, 33 scalars, 33 vectors of 2 doubles.
-  for (auto [F, dtype] : std::vector<std::pair<int64_t, DType>>{{132, DType::f32}, {33, DType::f32}, {66, DType::f64}}) {
+  for (auto [F, dtype] :
+       std::vector<std::pair<int64_t, DType>>{{132, DType::f32}, {33, DType::f32}, {66, DType::f64}}) {
     const Tensor x = Tensor::zeros({N, 1, F}, dtype, Device::cuda);
-    expect_error([&] { ops::gatv2_attention_aggregate(g, x, x, Tensor::zeros({1, F}, dtype, Device::cuda), 0.2); },
-                 {"gatv2_attention_aggregate (CUDA)", "F = " + std::to_string(F), "at most 32"});
+    expect_error(
+        [&] {
+          ops::gatv2_attention_aggregate(g, x, x, Tensor::zeros({1, F}, dtype, Device::cuda), 0.2);
+        },
+        {"gatv2_attention_aggregate (CUDA)", "F = " + std::to_string(F), "at most 32"});
   }
 }
 
@@ -1997,8 +2180,8 @@ TEST_F(CudaBipartiteGraphOps, MatchCpu) {
     ASSERT_GT(plain.max_in_degree(), plain.chunk_edges());
     ASSERT_GT(plain.max_out_degree(), plain.chunk_edges());
     for (const Graph& g : {plain, plain.with_self_loops()}) {
-      const std::string name = std::to_string(ns) + " -> " + std::to_string(nd) +
-                               (g.count_self_loops() ? " looped" : "");
+      const std::string name =
+          std::to_string(ns) + " -> " + std::to_string(nd) + (g.count_self_loops() ? " looped" : "");
       for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {8, 8}, {1, 64}, {2, 33}, {3, 5}}) {
         expect_aggregate_matches_cpu(name, g, H, F, kDrop, rng);
         expect_gat_matches_cpu(name, g, H, F, kDrop, rng);
@@ -2006,10 +2189,13 @@ TEST_F(CudaBipartiteGraphOps, MatchCpu) {
           expect_gatv2_matches_cpu(name, g, H, F, H != 8, kDrop, rng);
       }
       const Tensor s = random_tensor({g.num_edges(), 3}, rng, -4, 4, DType::f32);
-      EXPECT_LE(rel_error(ops::csr_softmax(g.to(Device::cuda), s.to(Device::cuda)), ops::csr_softmax(g, s)), 1e-5)
+      EXPECT_LE(rel_error(ops::csr_softmax(g.to(Device::cuda), s.to(Device::cuda)), ops::csr_softmax(g, s)),
+                1e-5)
           << name;
-      for (int64_t H : {3, 8}) {  // d el and d er of gat_edge_scores, a warp per node per head (3) or for all (8)
-        const Tensor el = random_tensor({ns, H}, rng, -1, 1, DType::f32), er = random_tensor({nd, H}, rng, -1, 1, DType::f32);
+      for (int64_t H :
+           {3, 8}) {  // d el and d er of gat_edge_scores, a warp per node per head (3) or for all (8)
+        const Tensor el = random_tensor({ns, H}, rng, -1, 1, DType::f32),
+                     er = random_tensor({nd, H}, rng, -1, 1, DType::f32);
         const Tensor gs = random_tensor({g.num_edges(), H}, rng, -1, 1, DType::f32);
         auto run = [&](const Graph& graph, Device d) {
           Tensor l = el.to(d).detach().set_requires_grad(), r = er.to(d).detach().set_requires_grad();
@@ -2018,7 +2204,8 @@ TEST_F(CudaBipartiteGraphOps, MatchCpu) {
           return std::vector<Tensor>{scores, l.grad(), r.grad()};
         };
         const auto want = run(g, Device::cpu), got = run(g.to(Device::cuda), Device::cuda);
-        for (size_t k = 0; k < want.size(); ++k) EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << name << " tensor " << k;
+        for (size_t k = 0; k < want.size(); ++k)
+          EXPECT_LE(rel_error(got[k], want[k]), 1e-5) << name << " tensor " << k;
       }
     }
   }
@@ -2028,7 +2215,8 @@ TEST_F(CudaCsrSoftmax, MatchesCpu) {
   std::mt19937_64 rng(7);
   const Graph g = random_graph(3000, 30000, 2000, rng);
   const Tensor s = random_tensor({g.num_edges(), 3}, rng, -4, 4, DType::f32);
-  EXPECT_LE(rel_error(ops::csr_softmax(g.to(Device::cuda), s.to(Device::cuda)), ops::csr_softmax(g, s)), 1e-5);
+  EXPECT_LE(rel_error(ops::csr_softmax(g.to(Device::cuda), s.to(Device::cuda)), ops::csr_softmax(g, s)),
+            1e-5);
 }
 
 TEST_F(CudaGatEdgeScores, MatchesCpuAndGradients) {

@@ -5,7 +5,6 @@
 // behind. Tiny fixtures in a temporary folder and 2 epochs keep the whole table to seconds; the
 // Planetoid cases use the Cora files when they are present (--info: no training).
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -43,9 +42,12 @@ std::vector<std::pair<std::string, std::string>> custom_files() {
     label += std::to_string(i % 2) + "\n";
     edge += std::to_string(i) + "," + std::to_string((i + 1) % 12) + "\n";
   }
-  return {{"node-feat.csv", feat},          {"node-label.csv", label},
-          {"edge.csv", edge},               {"split/train.csv", "0\n1\n2\n3\n"},
-          {"split/valid.csv", "4\n5\n6\n7\n"}, {"split/test.csv", "8\n9\n10\n11\n"}};
+  return {{"node-feat.csv", feat},
+          {"node-label.csv", label},
+          {"edge.csv", edge},
+          {"split/train.csv", "0\n1\n2\n3\n"},
+          {"split/valid.csv", "4\n5\n6\n7\n"},
+          {"split/test.csv", "8\n9\n10\n11\n"}};
 }
 
 const char* const kCoraParts[] = {"x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"};
@@ -59,7 +61,9 @@ bool cora_present() {
 // A defaultdict(list) pickle whose `keys` entries all refer to one memoised list of `items` ids:
 // a few kilobytes that the old reader expanded into keys x items neighbours.
 std::string memo_bomb_graph(int keys, int items) {
-  std::string p = "\x80\x02" "ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R";
+  std::string p =
+      "\x80\x02"
+      "ccollections\ndefaultdict\nc__builtin__\nlist\n\x85R";
   p += "(K";
   p += '\0';  // key 0
   p += "]q\x01(";
@@ -123,8 +127,10 @@ const io::Safetensors& base_checkpoint(const fs::path& scratch_dir) {
 std::function<void(const Scratch&)> checkpoint_with(const std::string& key, const std::string& value) {
   return [key, value](const Scratch& s) {
     io::Safetensors ckpt = base_checkpoint(s.root.parent_path() / "base");
-    if (value == "<none>") ckpt.metadata.erase(key);
-    else ckpt.metadata[key] = value;
+    if (value == "<none>")
+      ckpt.metadata.erase(key);
+    else
+      ckpt.metadata[key] = value;
     io::save_safetensors((s.root / "ckpt.safetensors").string(), ckpt.tensors, ckpt.metadata);
   };
 }
@@ -138,7 +144,7 @@ struct Case {
   std::function<void(const Scratch&)> setup = nullptr;
   std::function<void(const Scratch&, const Outcome&)> after = nullptr;  // further checks
   bool needs_cora = false;
-  std::string env = "";     // assignments (or a command and &&) before the command; {dir} expanded
+  std::string env = "";        // assignments (or a command and &&) before the command; {dir} expanded
   std::string stdout_to = "";  // where stdout goes (default: a file read back)
 };
 
@@ -146,7 +152,8 @@ std::string expand(std::string text, const Scratch& s) {
   const std::pair<const char*, std::string> keys[] = {
       {"{data}", s.data.string()}, {"{cora}", s.cora.string()}, {"{dir}", s.root.string()}};
   for (const auto& [key, value] : keys)
-    for (size_t at; (at = text.find(key)) != std::string::npos;) text.replace(at, std::string(key).size(), value);
+    for (size_t at; (at = text.find(key)) != std::string::npos;)
+      text.replace(at, std::string(key).size(), value);
   return text;
 }
 
@@ -168,8 +175,9 @@ void expect_no_temporary_files(const Scratch& s, const Outcome&) {
 // {dir}/run.safetensors and --log {dir}/run.jsonl.
 void make_run(const Scratch& s) {
   const std::string command = std::string("'") + GAT_TRAIN_EXE + "' --dataset '" + s.data.string() +
-                              "' --device cpu --epochs 2 --quiet --checkpoint '" + (s.root / "run.safetensors").string() +
-                              "' --log '" + (s.root / "run.jsonl").string() + "' >/dev/null 2>&1";
+                              "' --device cpu --epochs 2 --quiet --checkpoint '" +
+                              (s.root / "run.safetensors").string() + "' --log '" +
+                              (s.root / "run.jsonl").string() + "' >/dev/null 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
 }
 
@@ -676,7 +684,8 @@ TEST(HostileCli, EveryCaseExitsAsExpectedNamingTheCulprit) {
     fs::create_directories(dir);
     const Scratch s(dir);
     ASSERT_EQ(::mknod((dir / "mynull").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
-    const Outcome o = run_gat_train(expand("--dataset {data} --device cpu --epochs 2 --save {dir}/mynull", s), dir);
+    const Outcome o =
+        run_gat_train(expand("--dataset {data} --device cpu --epochs 2 --save {dir}/mynull", s), dir);
     EXPECT_EQ(o.status, 1);
     EXPECT_NE(o.err.find(dir.string() + "/mynull is a character device"), std::string::npos) << o.err;
     struct stat st {};
@@ -684,6 +693,7 @@ TEST(HostileCli, EveryCaseExitsAsExpectedNamingTheCulprit) {
     EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device node was replaced";
   }
   fs::remove_all(top);
-  if (skipped) std::printf("[ NOTE ] %d Planetoid case(s) skipped: Cora not found in %s\n", skipped,
-                           default_data_dir().c_str());
+  if (skipped)
+    std::printf("[ NOTE ] %d Planetoid case(s) skipped: Cora not found in %s\n", skipped,
+                default_data_dir().c_str());
 }

@@ -1,21 +1,18 @@
 // Safetensors checkpoints: round trips, a file built byte by byte here, and every way a file can
 // be broken (each refused with a message naming the file and the tensor).
 #include <gtest/gtest.h>
-
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
-
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gat/framework/io.h"
 #include "gat/framework/module.h"
@@ -110,14 +107,15 @@ TEST(Safetensors, RoundTripKeepsValuesShapesDtypesAndMetadata) {
   // back in name order.
   const std::string bytes = read_bytes(path);
   uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= uint64_t{static_cast<unsigned char>(bytes[static_cast<size_t>(i)])} << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    n |= uint64_t{static_cast<unsigned char>(bytes[static_cast<size_t>(i)])} << (8 * i);
   EXPECT_EQ(n % 8, 0u);
   const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
   EXPECT_EQ(header["zeta"]["dtype"], "F32");
   EXPECT_EQ(header["alpha"]["dtype"], "F64");
   EXPECT_EQ(header["mid"]["dtype"], "I32");
   EXPECT_EQ(header["mid"]["shape"], nlohmann::json({3, 1}));
-  EXPECT_EQ(header["alpha"]["data_offsets"], nlohmann::json({0, 16}));   // first by name
+  EXPECT_EQ(header["alpha"]["data_offsets"], nlohmann::json({0, 16}));  // first by name
   EXPECT_EQ(header["empty"]["data_offsets"], nlohmann::json({16, 16}));
   EXPECT_EQ(header["mid"]["data_offsets"], nlohmann::json({16, 28}));
   EXPECT_EQ(header["scalar"]["data_offsets"], nlohmann::json({28, 36}));
@@ -139,8 +137,11 @@ TEST(Safetensors, SavingOverAnExistingFileReplacesItWhole) {
 TEST(Safetensors, SaveIntoAMissingDirectoryThrowsNamingTheFile) {
   TempDir dir("gat_test_io");
   const std::string path = dir.file("no/such/dir/ckpt.safetensors");
-  expect_error([&] { io::save_safetensors(path, {{"a", Tensor::full({1}, 1.0)}}); },
-               {path, "No such file or directory"});
+  expect_error(
+      [&] {
+        io::save_safetensors(path, {{"a", Tensor::full({1}, 1.0)}});
+      },
+      {path, "No such file or directory"});
 }
 
 // Only a regular file or a new path is written: anything else at PATH is refused before a byte
@@ -206,10 +207,9 @@ TEST(Safetensors, FileWrittenByHandLoads) {
   TempDir dir("gat_test_io");
   const std::string path = dir.file("hand.safetensors");
   // Tensors listed out of order in the header and stored in the other order in the data.
-  const std::string header =
-      R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[12,28]},)"
-      R"("idx":{"data_offsets":[0,12],"shape":[3],"dtype":"I32"},)"
-      R"("__metadata__":{"format":"pt"}}   )";  // trailing spaces are allowed padding
+  const std::string header = R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[12,28]},)"
+                             R"("idx":{"data_offsets":[0,12],"shape":[3],"dtype":"I32"},)"
+                             R"("__metadata__":{"format":"pt"}}   )";  // trailing spaces are allowed padding
   const std::string data = raw<int32_t>({4, -5, 6}) + raw<float>({0.5f, 1.5f, -2.0f, 8.0f});
   write_bytes(path, safetensors_bytes(header, data));
 
@@ -225,8 +225,8 @@ TEST(Safetensors, FileWrittenByHandLoads) {
 TEST(Safetensors, EveryTruncationIsRefused) {
   TempDir dir("gat_test_io");
   const std::string good = dir.file("good.safetensors");
-  io::save_safetensors(good, {{"a", Tensor::full({3}, 1.0, DType::f64)},
-                              {"b", Tensor::full({2, 2}, 2.0)}}, {{"k", "v"}});
+  io::save_safetensors(good, {{"a", Tensor::full({3}, 1.0, DType::f64)}, {"b", Tensor::full({2, 2}, 2.0)}},
+                       {{"k", "v"}});
   const std::string bytes = read_bytes(good);
   ASSERT_GT(bytes.size(), 8u);
   const std::string path = dir.file("cut.safetensors");
@@ -250,8 +250,9 @@ TEST(Safetensors, BadFilesAreRefusedWithClearMessages) {
   expect_refused(dir, le64(1000) + "{}", "header length 1000 exceeds");
   expect_refused(dir, safetensors_bytes("{\"t\": [", f32x2), "bad JSON header");
   expect_refused(dir, safetensors_bytes("[1, 2]", ""), "not a JSON object");
-  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F16","shape":[2],"data_offsets":[0,4]})"), raw<float>({1.0f})),
-                 "tensor 't': unsupported dtype \"F16\"");
+  expect_refused(
+      dir, safetensors_bytes(one(R"({"dtype":"F16","shape":[2],"data_offsets":[0,4]})"), raw<float>({1.0f})),
+      "tensor 't': unsupported dtype \"F16\"");
   expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[-2],"data_offsets":[0,8]})"), f32x2),
                  "tensor 't': shape [-2]");
   expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8,9]})"), f32x2),
@@ -278,7 +279,9 @@ TEST(Safetensors, BadFilesAreRefusedWithClearMessages) {
                                    R"("__metadata__":{"epoch":3}})",
                                    f32x2),
                  "metadata 'epoch' is not a string");
-  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]})"), f32x2),
+  expect_refused(dir,
+                 safetensors_bytes(
+                     one(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]})"), f32x2),
                  "is larger than the file");
 
   const std::string missing = dir.file("absent.safetensors");
@@ -339,7 +342,8 @@ TEST(Files, APathExistsEvenAsADanglingLinkAndAnUnreadableOneSaysWhy) {
   std::ofstream(tmp.path() / "file") << "x";
   EXPECT_FALSE(io::path_exists((tmp.path() / "file" / "below").string()));  // ENOTDIR
   expect_error([&] { io::read_regular_file(link.string()); },
-               {link.string() + ": cannot open: a symbolic link to " + (tmp.path() / "gone").string() + ", which does not exist"});
+               {link.string() + ": cannot open: a symbolic link to " + (tmp.path() / "gone").string() +
+                ", which does not exist"});
   expect_error([&] { io::read_regular_file((tmp.path() / "absent").string()); },
                {"absent: cannot open: No such file or directory"});
   if (::geteuid() == 0) GTEST_SKIP() << "as root every file is readable";
@@ -349,7 +353,8 @@ TEST(Files, APathExistsEvenAsADanglingLinkAndAnUnreadableOneSaysWhy) {
   expect_error([&] { io::read_regular_file((tmp.path() / "locked" / "f").string()); },
                {"f: cannot open: Permission denied"});
   fs::permissions(tmp.path() / "locked", fs::perms::owner_read);  // not searchable
-  expect_error([&] { io::path_exists((tmp.path() / "locked" / "f").string()); }, {"locked/f: Permission denied"});
+  expect_error([&] { io::path_exists((tmp.path() / "locked" / "f").string()); },
+               {"locked/f: Permission denied"});
   fs::permissions(tmp.path() / "locked", fs::perms::owner_all);
 }
 
@@ -359,11 +364,18 @@ TEST(Safetensors, MetadataThatIsNotUtf8IsWrittenReplacedAndNamesAreRefused) {
   const io::TensorMap tensors = {{"t", Tensor::from_vector(std::vector<float>{1, 2}, {2})}};
   io::save_safetensors(path, tensors, {{"dataset", "/data/caf\xe9"}});  // a Latin-1 folder name
   EXPECT_EQ(io::load_safetensors(path).metadata.at("dataset"), "/data/caf\xef\xbf\xbd");  // U+FFFD
-  expect_error([&] { io::save_safetensors(path, {{"t\xff", tensors.at("t")}}); },
-               {"tensor name 't\xff' is not valid UTF-8"});
-  expect_error([&] { io::save_safetensors(path, tensors, {{"k\xff", "v"}}); },
-               {"metadata key 'k\xff' is not valid UTF-8"});
-  EXPECT_EQ(io::load_safetensors(path).metadata.at("dataset"), "/data/caf\xef\xbf\xbd");  // the refusals wrote nothing
+  expect_error(
+      [&] {
+        io::save_safetensors(path, {{"t\xff", tensors.at("t")}});
+      },
+      {"tensor name 't\xff' is not valid UTF-8"});
+  expect_error(
+      [&] {
+        io::save_safetensors(path, tensors, {{"k\xff", "v"}});
+      },
+      {"metadata key 'k\xff' is not valid UTF-8"});
+  EXPECT_EQ(io::load_safetensors(path).metadata.at("dataset"),
+            "/data/caf\xef\xbf\xbd");  // the refusals wrote nothing
 }
 
 TEST(Safetensors, AHugeMetadataValueIsQuotedInBoundedSpace) {
@@ -374,6 +386,7 @@ TEST(Safetensors, AHugeMetadataValueIsQuotedInBoundedSpace) {
   } catch (const Error& e) {
     EXPECT_LT(std::string(e.what()).size(), 200u);
     EXPECT_NE(std::string(e.what()).find("ckpt: metadata 'epoch' = '777"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("...' (10485761 bytes) is not a number"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("...' (10485761 bytes) is not a number"), std::string::npos)
+        << e.what();
   }
 }

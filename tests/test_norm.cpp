@@ -53,8 +53,8 @@ TEST(LayerNorm, MatchesTorchDefinition) {
                     std::string("layer_norm ") + dtype_name(dtype));
     // Without affine parameters: weight 1, bias 0.
     expect_near_all(host_f64(ops::layer_norm(x, Tensor(), Tensor(), eps)),
-                    layer_norm_reference(host_f64(x), std::vector<double>(37, 1.0), std::vector<double>(37, 0.0), 37,
-                                         eps),
+                    layer_norm_reference(host_f64(x), std::vector<double>(37, 1.0),
+                                         std::vector<double>(37, 0.0), 37, eps),
                     tol, "layer_norm without affine");
   }
   // A hand example: row (1, 2, 3, 4): mean 2.5, biased variance 1.25.
@@ -65,10 +65,9 @@ TEST(LayerNorm, MatchesTorchDefinition) {
 
 TEST(LayerNorm, GradientsMatchFiniteDifferences) {
   std::mt19937_64 rng(2);
-  expect_gradients_match("layer_norm affine",
-                         [](const Inputs& in) { return ops::layer_norm(in[0], in[1], in[2], 1e-5); },
-                         {random_tensor({5, 7}, rng, -2.0, 2.0), random_tensor({7}, rng),
-                          random_tensor({7}, rng)});
+  expect_gradients_match(
+      "layer_norm affine", [](const Inputs& in) { return ops::layer_norm(in[0], in[1], in[2], 1e-5); },
+      {random_tensor({5, 7}, rng, -2.0, 2.0), random_tensor({7}, rng), random_tensor({7}, rng)});
   expect_gradients_match("layer_norm plain, 3-d",
                          [](const Inputs& in) { return ops::layer_norm(in[0], Tensor(), Tensor(), 1e-5); },
                          {random_tensor({2, 3, 6}, rng, -2.0, 2.0)});
@@ -84,11 +83,21 @@ TEST(LayerNorm, LayerHoldsAffineParametersAndChecksInput) {
   EXPECT_EQ(host_f64(norm.bias), std::vector<double>(6, 0.0));
   EXPECT_TRUE(LayerNorm(6, 1e-5, false).named_parameters().empty());
   expect_error([&] { norm.forward(Tensor::zeros({2, 5}, DType::f64)); }, {"layer_norm", "weight", "(6,)"});
-  expect_error([] { ops::layer_norm(Tensor::zeros({2, 0}), Tensor(), Tensor()); }, {"layer_norm", "last axis"});
-  expect_error([] { ops::layer_norm(Tensor::zeros({2, 3}, DType::i32), Tensor(), Tensor()); },
-                      {"layer_norm", "'x'"});
-  expect_error([] { ops::layer_norm(Tensor::zeros({2, 3}), Tensor::zeros({3}, DType::f64), Tensor()); },
-                      {"layer_norm", "weight"});
+  expect_error(
+      [] {
+        ops::layer_norm(Tensor::zeros({2, 0}), Tensor(), Tensor());
+      },
+      {"layer_norm", "last axis"});
+  expect_error(
+      [] {
+        ops::layer_norm(Tensor::zeros({2, 3}, DType::i32), Tensor(), Tensor());
+      },
+      {"layer_norm", "'x'"});
+  expect_error(
+      [] {
+        ops::layer_norm(Tensor::zeros({2, 3}), Tensor::zeros({3}, DType::f64), Tensor());
+      },
+      {"layer_norm", "weight"});
   expect_error([] { LayerNorm(4, -1.0); }, {"LayerNorm", "eps"});
 }
 
@@ -141,14 +150,16 @@ TEST(BatchNorm1d, RunningStatisticsFollowTorchAndEvalUsesThem) {
 
 TEST(BatchNorm1d, GradientsMatchFiniteDifferences) {
   std::mt19937_64 rng(4);
-  expect_gradients_match("batch_norm training, affine",
-                         [](const Inputs& in) {
-                           return ops::batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true, 0.1, 1e-5);
-                         },
-                         {random_tensor({6, 4}, rng, -2.0, 2.0), random_tensor({4}, rng), random_tensor({4}, rng)});
+  expect_gradients_match(
+      "batch_norm training, affine",
+      [](const Inputs& in) {
+        return ops::batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true, 0.1, 1e-5);
+      },
+      {random_tensor({6, 4}, rng, -2.0, 2.0), random_tensor({4}, rng), random_tensor({4}, rng)});
   expect_gradients_match("batch_norm training, plain",
                          [](const Inputs& in) {
-                           return ops::batch_norm(in[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
+                           return ops::batch_norm(in[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1,
+                                                  1e-5);
                          },
                          {random_tensor({3, 5}, rng, -2.0, 2.0)});
   const Tensor rm = random_tensor({4}, rng), rv = random_tensor({4}, rng, 0.5, 2.0);
@@ -185,8 +196,11 @@ TEST(BatchNorm1d, BadInputIsReported) {
   expect_error([&] { bn.forward(Tensor::zeros({1, 3})); }, {"batch_norm", "at least 2 rows"});
   expect_error([&] { bn.forward(Tensor::zeros({4, 2})); }, {"batch_norm", "running_mean", "(3,)"});
   expect_error([&] { bn.forward(Tensor::zeros({4, 3, 2})); }, {"batch_norm", "'x'"});
-  expect_error([] { ops::batch_norm(Tensor::zeros({4, 3}), Tensor(), Tensor(), Tensor(), Tensor(), false); },
-                      {"batch_norm", "evaluation needs running_mean"});
+  expect_error(
+      [] {
+        ops::batch_norm(Tensor::zeros({4, 3}), Tensor(), Tensor(), Tensor(), Tensor(), false);
+      },
+      {"batch_norm", "evaluation needs running_mean"});
   expect_error([] { BatchNorm1d(3, 1e-5, 1.5); }, {"BatchNorm1d", "momentum"});
   bn.eval();
   EXPECT_NO_THROW(bn.forward(Tensor::zeros({1, 3}))) << "eval works on one row";

@@ -43,7 +43,8 @@ TEST(Matmul, MatchesNaiveProduct) {
 TEST(Matmul, BitwiseIndependentOfThreadCount) {
   std::mt19937_64 rng(9);
   // Several output tiles, a ragged last tile, and a K large enough for Eigen to block over it.
-  Tensor a = random_tensor({300, 700}, rng, -1, 1, DType::f32), b = random_tensor({700, 150}, rng, -1, 1, DType::f32);
+  Tensor a = random_tensor({300, 700}, rng, -1, 1, DType::f32),
+         b = random_tensor({700, 150}, rng, -1, 1, DType::f32);
   const int threads = omp_get_max_threads();
   std::vector<std::vector<float>> results;
   for (int n : {1, 2, 5}) {
@@ -74,7 +75,8 @@ TEST_P(OpsCoreOnDevice, MatmulGradients) {
 
 TEST_P(OpsCoreOnDevice, MatmulOfATensorUsedTwiceGivesBothGradients) {
   std::mt19937_64 rng(3);
-  expect_gradients_match("matmul(x, x)", [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[0]); },
+  expect_gradients_match("matmul(x, x)",
+                         [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[0]); },
                          {random_f64({4, 4}, rng)});
   // d x of x x for x = [[1, 2], [3, 4]] and G = [[1, 10], [100, 1000]] (a value of its own for
   // each element): G x^T + x^T G.
@@ -93,14 +95,26 @@ TEST(Matmul, OnlyInputsThatNeedGradientsGetThem) {
 }
 
 TEST(Matmul, ShapeErrorsNameBothShapes) {
-  expect_error([] { ops::matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5})); },
-                      {"matmul", "(2, 3)", "(4, 5)"});
-  expect_error([] { ops::matmul(Tensor::zeros({2, 3, 1}), Tensor::zeros({3, 5})); },
-                      {"matmul", "(2, 3, 1)", "(3, 5)"});
-  expect_error([] { ops::matmul(Tensor::zeros({2, 3}), Tensor::zeros({3, 5}, DType::f64)); },
-                      {"matmul", "f32", "f64"});
-  expect_error([] { ops::matmul(Tensor::zeros({2, 3}, DType::i32), Tensor::zeros({3, 5}, DType::i32)); },
-                      {"matmul", "i32"});
+  expect_error(
+      [] {
+        ops::matmul(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}));
+      },
+      {"matmul", "(2, 3)", "(4, 5)"});
+  expect_error(
+      [] {
+        ops::matmul(Tensor::zeros({2, 3, 1}), Tensor::zeros({3, 5}));
+      },
+      {"matmul", "(2, 3, 1)", "(3, 5)"});
+  expect_error(
+      [] {
+        ops::matmul(Tensor::zeros({2, 3}), Tensor::zeros({3, 5}, DType::f64));
+      },
+      {"matmul", "f32", "f64"});
+  expect_error(
+      [] {
+        ops::matmul(Tensor::zeros({2, 3}, DType::i32), Tensor::zeros({3, 5}, DType::i32));
+      },
+      {"matmul", "i32"});
 }
 
 TEST(LogSoftmax, ValuesAreStableAndNormalised) {
@@ -163,17 +177,26 @@ TEST(MaskedCrossEntropy, UnusedRowsGetZeroGradient) {
 TEST(MaskedCrossEntropy, BadLabelsIndexAndShapesThrow) {
   Tensor logits = Tensor::zeros({3, 2});
   Tensor index = Tensor::from_vector<int32_t>({0, 2}, {2});
-  expect_error([&] { ops::masked_cross_entropy(logits, Tensor::from_vector<int32_t>({0, 1, 2}, {3}), index); },
-                      {"masked_cross_entropy", "labels[2] = 2", "[0, 2)"});
-  expect_error([&] { ops::masked_cross_entropy(logits, Tensor::from_vector<int32_t>({0, 1, -1}, {3}), index); },
-                      {"masked_cross_entropy", "labels[2] = -1"});
+  expect_error(
+      [&] {
+        ops::masked_cross_entropy(logits, Tensor::from_vector<int32_t>({0, 1, 2}, {3}), index);
+      },
+      {"masked_cross_entropy", "labels[2] = 2", "[0, 2)"});
+  expect_error(
+      [&] {
+        ops::masked_cross_entropy(logits, Tensor::from_vector<int32_t>({0, 1, -1}, {3}), index);
+      },
+      {"masked_cross_entropy", "labels[2] = -1"});
   Tensor labels = Tensor::from_vector<int32_t>({0, 1, 1}, {3});
   expect_error([&] { ops::masked_cross_entropy(logits, labels, Tensor::from_vector<int32_t>({3}, {1})); },
-                      {"masked_cross_entropy", "index[0] = 3", "[0, 3)"});
-  expect_error([&] { ops::masked_cross_entropy(logits, Tensor::from_vector<int32_t>({0, 1}, {2}), index); },
-                      {"masked_cross_entropy", "labels", "(3,)", "(2,)"});
+               {"masked_cross_entropy", "index[0] = 3", "[0, 3)"});
+  expect_error(
+      [&] {
+        ops::masked_cross_entropy(logits, Tensor::from_vector<int32_t>({0, 1}, {2}), index);
+      },
+      {"masked_cross_entropy", "labels", "(3,)", "(2,)"});
   expect_error([&] { ops::masked_cross_entropy(logits, labels, Tensor::zeros({0}, DType::i32)); },
-                      {"masked_cross_entropy", "empty"});
+               {"masked_cross_entropy", "empty"});
   // A label outside [0, C) in a row that is not used does not matter.
   EXPECT_NO_THROW(ops::masked_cross_entropy(logits, Tensor::from_vector<int32_t>({0, 7, 1}, {3}), index));
 }
@@ -196,7 +219,8 @@ TEST(MaskedCrossEntropy, GradAloneIsTheBackwardsGradient) {
     Tensor logits = random_tensor({6, 4}, rng, -3, 3, dtype).set_requires_grad();
     Tensor grad_loss = Tensor::full({}, 0.75, dtype);
     ops::masked_cross_entropy(logits, labels, index).backward(grad_loss);
-    Tensor alone = ops::masked_cross_entropy_grad(logits, labels, index, ops::masked_row_counts(index, 6), grad_loss);
+    Tensor alone =
+        ops::masked_cross_entropy_grad(logits, labels, index, ops::masked_row_counts(index, 6), grad_loss);
     EXPECT_FALSE(alone.requires_grad());
     EXPECT_EQ(alone.to(DType::f64).to_vector<double>(), logits.grad().to(DType::f64).to_vector<double>())
         << dtype_name(dtype);
@@ -212,8 +236,11 @@ TEST(MaskedCrossEntropy, GradAloneChecksItsInputs) {
     return ops::masked_cross_entropy_grad(logits, y, idx, c, g);
   };
   // No forward ran: the gradient checks labels and index itself.
-  expect_error([&] { grad(Tensor::from_vector<int32_t>({0, 1, 2}, {3}), index, count, one); },
-               {"masked_cross_entropy", "labels[2] = 2", "[0, 2)"});
+  expect_error(
+      [&] {
+        grad(Tensor::from_vector<int32_t>({0, 1, 2}, {3}), index, count, one);
+      },
+      {"masked_cross_entropy", "labels[2] = 2", "[0, 2)"});
   expect_error([&] { grad(labels, Tensor::from_vector<int32_t>({3}, {1}), count, one); },
                {"masked_cross_entropy", "index[0] = 3", "[0, 3)"});
   expect_error([&] { grad(labels, Tensor::zeros({0}, DType::i32), count, one); },
@@ -238,7 +265,7 @@ TEST(Accuracy, CountsMatchingRowsOfTheIndex) {
   EXPECT_DOUBLE_EQ(ops::accuracy(logits, labels, Tensor::from_vector<int32_t>({0, 1, 2}, {3})), 2.0 / 3.0);
   EXPECT_DOUBLE_EQ(ops::accuracy(logits, labels, Tensor::from_vector<int32_t>({1, 3}, {2})), 0.0);
   expect_error([&] { ops::accuracy(logits, labels, Tensor::from_vector<int32_t>({4}, {1})); },
-                      {"accuracy", "index[0] = 4"});
+               {"accuracy", "index[0] = 4"});
 }
 
 TEST(ClassificationMetrics, AreTheLossAndCountsOfTheOpsBitForBit) {
@@ -288,13 +315,15 @@ TEST(Matmul, SparseInputMatchesTheDenseProductAndItsGradients) {
     }
   // d b = A^T G also walks A's non-zeros; d a is a dense product.
   Tensor small_a = sparse_random(20, 60, rng, 0.02, DType::f64);
-  expect_gradients_match("matmul, sparse a", [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[1]); },
+  expect_gradients_match("matmul, sparse a",
+                         [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[1]); },
                          {small_a, random_tensor({60, 7}, rng)});
 }
 
 TEST(Matmul, SparseInputIsBitwiseIndependentOfThreadCount) {
   std::mt19937_64 rng(5);
-  Tensor a = sparse_random(500, 900, rng, 0.02, DType::f32), g = random_tensor({500, 64}, rng, -1, 1, DType::f32);
+  Tensor a = sparse_random(500, 900, rng, 0.02, DType::f32),
+         g = random_tensor({500, 64}, rng, -1, 1, DType::f32);
   a.set_requires_grad();
   Tensor w = random_tensor({900, 64}, rng, -1, 1, DType::f32).set_requires_grad();
   const int threads = omp_get_max_threads();
@@ -348,7 +377,8 @@ void expect_cuda_matches_cpu(const std::string& what,
   std::vector<Tensor> got = forward_and_grads(f, cuda_inputs);
   EXPECT_EQ(got[0].device(), Device::cuda) << what;
   for (size_t i = 0; i < want.size(); ++i)
-    expect_close(got[i], want[i], what + (i == 0 ? " output" : " grad of input " + std::to_string(i - 1)), kTol);
+    expect_close(got[i], want[i], what + (i == 0 ? " output" : " grad of input " + std::to_string(i - 1)),
+                 kTol);
 }
 
 }  // namespace
@@ -359,11 +389,19 @@ TEST_F(CudaOpsCore, MatmulMatchesCpu) {
   std::mt19937_64 rng(1);
   auto mm = [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[1]); };
   for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{
-           {4, 4, 4}, {7, 3, 5}, {300, 200, 100}, {33, 1, 17}, {17, 40, 1}, {1, 64, 9}, {5, 1, 1},
+           {4, 4, 4},
+           {7, 3, 5},
+           {300, 200, 100},
+           {33, 1, 17},
+           {17, 40, 1},
+           {1, 64, 9},
+           {5, 1, 1},
            // Small products in the op's own kernels: Cora's output layer (its backward has the
            // long sum 64 x 2,708 x 7), a long sum into few outputs, and long sums over three
            // column tiles (8, 8 and 4 columns).
-           {2708, 64, 7}, {5, 3000, 3}, {3, 1000, 20},
+           {2708, 64, 7},
+           {5, 3000, 3},
+           {3, 1000, 20},
            // Long thin weight gradients x^T dy (K >= 65,536) in the op's tall kernel: 8 phases of
            // 32 tiles, 42 phases of 6 tiles (4 threads idle), rows not a multiple of a block's;
            // and a wider one left to cuBLAS. Their products with M >= 65,536, K <= 64 and N <= 16
@@ -373,26 +411,37 @@ TEST_F(CudaOpsCore, MatmulMatchesCpu) {
            // are the short-sum kernel's: 16 threads a row (the 100M-edge output layer's data
            // gradient, 8 x 64), 6 (4 of a block's threads idle), 32, and op(b) transposed in the
            // data gradient of the K = 24 one (8 x 24); N = 132 goes to cuBLAS.
-           {70001, 32, 16}, {65536 + 2048 * 3 + 5, 12, 8}, {70001, 32, 64}, {70001, 64, 8},
-           {70001, 20, 12}, {70001, 16, 8}, {70001, 30, 8}, {70001, 8, 64}, {70001, 4, 24},
-           {65536 + 5, 12, 128}, {70001, 24, 8}, {70001, 16, 132}}) {
-    expect_cuda_matches_cpu("matmul (" + std::to_string(M) + "," + std::to_string(K) + ")x(" +
-                                std::to_string(K) + "," + std::to_string(N) + ")",
-                            mm, {random_tensor({M, K}, rng, -1, 1, DType::f32),
-                                 random_tensor({K, N}, rng, -1, 1, DType::f32)});
+           {70001, 32, 16},
+           {65536 + 2048 * 3 + 5, 12, 8},
+           {70001, 32, 64},
+           {70001, 64, 8},
+           {70001, 20, 12},
+           {70001, 16, 8},
+           {70001, 30, 8},
+           {70001, 8, 64},
+           {70001, 4, 24},
+           {65536 + 5, 12, 128},
+           {70001, 24, 8},
+           {70001, 16, 132}}) {
+    expect_cuda_matches_cpu(
+        "matmul (" + std::to_string(M) + "," + std::to_string(K) + ")x(" + std::to_string(K) + "," +
+            std::to_string(N) + ")",
+        mm, {random_tensor({M, K}, rng, -1, 1, DType::f32), random_tensor({K, N}, rng, -1, 1, DType::f32)});
   }
-  expect_cuda_matches_cpu("matmul f64 (70001,8)x(8,16)", mm,
-                          {random_tensor({70001, 8}, rng, -1, 1, DType::f64),
-                           random_tensor({8, 16}, rng, -1, 1, DType::f64)});
-  expect_cuda_matches_cpu("matmul f64 (70001,64)x(64,16)", mm,  // the tall kernel's largest op(b)
-                          {random_tensor({70001, 64}, rng, -1, 1, DType::f64),
-                           random_tensor({64, 16}, rng, -1, 1, DType::f64)});
-  expect_cuda_matches_cpu("matmul f64 (70001,16)x(16,64)", mm,  // the short-sum kernel's most registers
-                          {random_tensor({70001, 16}, rng, -1, 1, DType::f64),
-                           random_tensor({16, 64}, rng, -1, 1, DType::f64)});
-  expect_cuda_matches_cpu("matmul(x, x)", [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[0]); },
+  expect_cuda_matches_cpu(
+      "matmul f64 (70001,8)x(8,16)", mm,
+      {random_tensor({70001, 8}, rng, -1, 1, DType::f64), random_tensor({8, 16}, rng, -1, 1, DType::f64)});
+  expect_cuda_matches_cpu(
+      "matmul f64 (70001,64)x(64,16)", mm,  // the tall kernel's largest op(b)
+      {random_tensor({70001, 64}, rng, -1, 1, DType::f64), random_tensor({64, 16}, rng, -1, 1, DType::f64)});
+  expect_cuda_matches_cpu(
+      "matmul f64 (70001,16)x(16,64)", mm,  // the short-sum kernel's most registers
+      {random_tensor({70001, 16}, rng, -1, 1, DType::f64), random_tensor({16, 64}, rng, -1, 1, DType::f64)});
+  expect_cuda_matches_cpu("matmul(x, x)",
+                          [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[0]); },
                           {random_tensor({6, 6}, rng, -1, 1, DType::f32)});
-  Tensor empty = ops::matmul(Tensor::zeros({3, 0}, DType::f32, Device::cuda), Tensor::zeros({0, 2}, DType::f32, Device::cuda));
+  Tensor empty = ops::matmul(Tensor::zeros({3, 0}, DType::f32, Device::cuda),
+                             Tensor::zeros({0, 2}, DType::f32, Device::cuda));
   EXPECT_EQ(empty.to_vector<float>(), std::vector<float>(6, 0.0f));
 }
 
@@ -434,8 +483,9 @@ TEST_F(CudaOpsCore, CrossEntropyGradAloneIsTheBackwardsGradient) {
   Tensor alone = ops::masked_cross_entropy_grad(logits, labels, index, ops::masked_row_counts(index, N), one);
   const std::vector<float> expected = logits.grad().to_vector<float>(), got = alone.to_vector<float>();
   EXPECT_EQ(got, expected);
-  Tensor cpu = ops::masked_cross_entropy_grad(logits.to(Device::cpu), labels.to(Device::cpu), index.to(Device::cpu),
-                                              ops::masked_row_counts(index.to(Device::cpu), N), one.to(Device::cpu));
+  Tensor cpu =
+      ops::masked_cross_entropy_grad(logits.to(Device::cpu), labels.to(Device::cpu), index.to(Device::cpu),
+                                     ops::masked_row_counts(index.to(Device::cpu), N), one.to(Device::cpu));
   const std::vector<float> on_cpu = cpu.to_vector<float>();
   for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], on_cpu[i], 1e-7) << i;
 }
@@ -496,8 +546,10 @@ TEST_F(CudaOpsCore, ClassificationMetricsAreTheLossAndCountsOfTheOpsBitForBit) {
   // Out of range: a NaN loss and the entry counted, as masked_cross_entropy and correct_counts.
   const Tensor logits = Tensor::from_vector<float>({0, 1, 1, 0, 0, 1}, {3, 2}).to(Device::cuda);
   const Tensor labels = Tensor::from_vector<int32_t>({1, 1, 1}, {3}).to(Device::cuda);
-  const std::vector<double> m = ops::classification_metrics(
-      logits, labels, {Tensor::from_vector<int32_t>({0, 3, -1, 2}, {4}).to(Device::cuda)}).to_vector<double>();
+  const std::vector<double> m =
+      ops::classification_metrics(logits, labels,
+                                  {Tensor::from_vector<int32_t>({0, 3, -1, 2}, {4}).to(Device::cuda)})
+          .to_vector<double>();
   EXPECT_TRUE(std::isnan(m[0]));
   EXPECT_EQ(m[1], 2.0);
   EXPECT_EQ(m[2], 2.0);

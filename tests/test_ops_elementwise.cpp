@@ -22,6 +22,7 @@
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/batch_norm.h"
 #include "gat/framework/ops/concat.h"
+#include "gat/framework/ops/detail/vec_math.h"
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/head_mean.h"
@@ -33,7 +34,6 @@
 #include "gat/framework/ops/sparse_dropout.h"
 #include "gat/framework/ops/transpose.h"
 #include "gat/framework/ops/unary.h"
-#include "gat/framework/ops/detail/vec_math.h"
 #include "gat/framework/rng_cpu.h"
 #include "gat/framework/sparse.h"
 #include "gat_testing.h"
@@ -100,8 +100,10 @@ TEST(OpsValues, VectorisedExpAndExpm1AreWithinTwoUlp) {
       const float exp_ref = static_cast<float>(std::exp(static_cast<double>(x)));
       const float expm1_ref = static_cast<float>(std::expm1(static_cast<double>(x)));
       // Below the smallest normal result: flushed to 0 (exp) and -1 (expm1).
-      if (x >= ops::detail::kExpMin) worst_exp = std::max(worst_exp, ulps(ops::detail::vec_exp(x), exp_ref));
-      else ASSERT_EQ(ops::detail::vec_exp(x), 0.0f) << x;
+      if (x >= ops::detail::kExpMin)
+        worst_exp = std::max(worst_exp, ulps(ops::detail::vec_exp(x), exp_ref));
+      else
+        ASSERT_EQ(ops::detail::vec_exp(x), 0.0f) << x;
       worst_expm1 = std::max(worst_expm1, ulps(ops::detail::vec_expm1(x), expm1_ref));
       ASSERT_LE(worst_expm1, 2) << "expm1 at x = " << x;
       ASSERT_LE(worst_exp, 2) << "exp at x = " << x;
@@ -181,7 +183,8 @@ TEST(OpsValues, ConcatAlongEveryAxis) {
   Tensor ac = ops::concat({a, c}, 0);
   EXPECT_EQ(ac.shape(), (Shape{3, 2}));
   EXPECT_EQ(ac.to_vector<double>(), (std::vector<double>{1, 2, 3, 4, 7, 8}));
-  Tensor ints = ops::concat({Tensor::from_vector<int32_t>({1, 2}, {2}), Tensor::from_vector<int32_t>({3}, {1})}, 0);
+  Tensor ints =
+      ops::concat({Tensor::from_vector<int32_t>({1, 2}, {2}), Tensor::from_vector<int32_t>({3}, {1})}, 0);
   EXPECT_EQ(ints.to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 3}));
 }
 
@@ -223,11 +226,16 @@ TEST(OpsValues, MaskToIndex) {
 
 TEST(OpsDropout, PhiloxMatchesTheRandom123KnownAnswers) {
   // Random123's kat_vectors for philox4x32-10: counter words (c0..c3), key words (k0, k1).
-  struct Kat { uint64_t counter, stream, seed; PhiloxBlock expected; };
+  struct Kat {
+    uint64_t counter, stream, seed;
+    PhiloxBlock expected;
+  };
   const Kat kats[] = {
       {0, 0, 0, {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}},
       {~0ull, ~0ull, ~0ull, {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}},
-      {0x85a308d3243f6a88ull, 0x0370734413198a2eull, 0x299f31d0a4093822ull,
+      {0x85a308d3243f6a88ull,
+       0x0370734413198a2eull,
+       0x299f31d0a4093822ull,
        {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}},
   };
   for (const Kat& k : kats) {
@@ -286,7 +294,7 @@ TEST(OpsDropout, BatchedDrawsMatchKeep4OnEverySimdPath) {
         // drawn word of block 5 (uniform24 < p drops: the SIMD threshold must round p 2^24 up).
         const PhiloxBlock b5 = philox4x32(key.seed, key.stream, blocks[5]);
         const PhiloxBlock b16 = philox4x32(key.seed, key.stream, blocks[16]);
-        const float p = r < 6    ? rates[r]
+        const float p = r < 6   ? rates[r]
                         : r < 8 ? uniform24(r == 6 ? b5.w0 : b16.w3)
                                 : half_step_above_a_draw(b5);
         if (!(p < 1.0f)) continue;
@@ -295,8 +303,8 @@ TEST(OpsDropout, BatchedDrawsMatchKeep4OnEverySimdPath) {
           std::vector<uint8_t> keep(static_cast<size_t>(n), 0xff);
           detail::keep4_blocks_on(path, key, blocks.data(), n, keep.data());
           for (int64_t k = 0; k < n; ++k)
-            ASSERT_EQ(keep[k], key.keep4(blocks[k])) << "path " << static_cast<int>(path) << " p "
-                                                     << p << " n " << n << " block " << k;
+            ASSERT_EQ(keep[k], key.keep4(blocks[k]))
+                << "path " << static_cast<int>(path) << " p " << p << " n " << n << " block " << k;
         }
       }
   }
@@ -358,7 +366,8 @@ TEST(OpsDropout, InactiveKeyIsIdentityAndBadRateThrows) {
   const DropoutKey recorded{0.5f, 0, 0, &device_base};
   expect_error([&] { ops::dropout(x, recorded); }, {"dropout", "recorded for a CUDA graph"});
   const CsrMatrix sparse = CsrMatrix::from_dense(Tensor::full({2, 3}, 1.0, DType::f32));
-  expect_error([&] { ops::sparse_dropout(sparse, recorded); }, {"sparse_dropout", "recorded for a CUDA graph"});
+  expect_error([&] { ops::sparse_dropout(sparse, recorded); },
+               {"sparse_dropout", "recorded for a CUDA graph"});
 }
 
 // ---- elu_dropout ------------------------------------------------------------------------------
@@ -368,7 +377,8 @@ TEST(OpsEluDropout, ForwardIsEluThenDropoutBitForBit) {
   for (DType dtype : {DType::f32, DType::f64})
     for (const DropoutKey& key : {DropoutKey{0.35f, 7, 2}, DropoutKey{}})
       for (int64_t n : {int64_t{13}, int64_t{100003}}) {  // one thread; several, n not a multiple of 4
-        SCOPED_TRACE(std::string(dtype_name(dtype)) + (key.active() ? " p 0.35 " : " inactive ") + std::to_string(n));
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + (key.active() ? " p 0.35 " : " inactive ") +
+                     std::to_string(n));
         const Tensor x = random_tensor({n}, rng, -20.0, 5.0, dtype);
         EXPECT_TRUE(bitwise_equal(ops::elu_dropout(x, 1.3, key), ops::dropout(ops::elu(x, 1.3), key)));
       }
@@ -385,7 +395,8 @@ TEST(OpsEluDropout, BackwardIsTheChainsToRounding) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + (key.active() ? " p 0.35" : " inactive"));
       const double keep_scale = key.active() ? ops::dropout_keep_scale(key) : 1.0;
       const double ulp = dtype == DType::f32 ? 0x1p-23 : 0x1p-52;
-      const Tensor x = random_tensor({n}, rng, -20.0, 5.0, dtype), g = random_tensor({n}, rng, -1.0, 1.0, dtype);
+      const Tensor x = random_tensor({n}, rng, -20.0, 5.0, dtype),
+                   g = random_tensor({n}, rng, -1.0, 1.0, dtype);
       Tensor fused_x = x.detach().set_requires_grad(), chain_x = x.detach().set_requires_grad();
       ops::elu_dropout(fused_x, alpha, key).backward(g);
       ops::dropout(ops::elu(chain_x, alpha), key).backward(g);
@@ -409,7 +420,7 @@ TEST(OpsEluDropout, BackwardIsTheChainsToRounding) {
 TEST(OpsDropout, GeneratorRecordsStreamsRelativeToADeviceCounter) {
   Generator gen(7);
   gen.dropout_key(0.5f);
-  gen.dropout_key(0.5f);  // next stream: 2
+  gen.dropout_key(0.5f);           // next stream: 2
   const uint64_t device_base = 0;  // stands for the device counter; never read on the host
   gen.begin_device_streams(&device_base);
   const DropoutKey a = gen.dropout_key(0.5f), b = gen.dropout_key(0.3f);
@@ -430,7 +441,9 @@ TEST(OpsDropout, GeneratorRecordsStreamsRelativeToADeviceCounter) {
 class OpsGradcheck : public ::testing::Test {
  protected:
   std::mt19937_64 rng{2024};
-  Tensor rand(const Shape& shape, double lo = -1.0, double hi = 1.0) { return random_tensor(shape, rng, lo, hi); }
+  Tensor rand(const Shape& shape, double lo = -1.0, double hi = 1.0) {
+    return random_tensor(shape, rng, lo, hi);
+  }
 };
 
 TEST_F(OpsGradcheck, Arithmetic) {
@@ -446,9 +459,14 @@ TEST_F(OpsGradcheck, Arithmetic) {
 }
 
 TEST_F(OpsGradcheck, TensorUsedTwice) {
-  expect_gradients_match("mul(x, x)", [](const Inputs& in) { return ops::mul(in[0], in[0]); }, {rand({3, 4})});
-  expect_gradients_match("add(x, x)", [](const Inputs& in) { return ops::add(in[0], in[0]); }, {rand({3, 4})});
-  expect_gradients_match("concat(x, x)", [](const Inputs& in) { return ops::concat({in[0], in[0]}, 1); },
+  expect_gradients_match("mul(x, x)", [](const Inputs& in) { return ops::mul(in[0], in[0]); },
+                         {rand({3, 4})});
+  expect_gradients_match("add(x, x)", [](const Inputs& in) { return ops::add(in[0], in[0]); },
+                         {rand({3, 4})});
+  expect_gradients_match("concat(x, x)",
+                         [](const Inputs& in) {
+                           return ops::concat({in[0], in[0]}, 1);
+                         },
                          {rand({3, 2})});
   expect_gradients_match("x * relu(x) + x",
                          [](const Inputs& in) { return ops::add(ops::mul(in[0], ops::relu(in[0])), in[0]); },
@@ -457,7 +475,8 @@ TEST_F(OpsGradcheck, TensorUsedTwice) {
   Tensor x = rand({4}).set_requires_grad();
   const Tensor u = rand({4});
   ops::mul(x, x).backward(u);
-  std::vector<double> xv = x.to_vector<double>(), uv = u.to_vector<double>(), g = x.grad().to_vector<double>();
+  std::vector<double> xv = x.to_vector<double>(), uv = u.to_vector<double>(),
+                      g = x.grad().to_vector<double>();
   for (size_t i = 0; i < xv.size(); ++i) EXPECT_DOUBLE_EQ(g[i], 2 * xv[i] * uv[i]);
 }
 
@@ -481,7 +500,8 @@ TEST_F(OpsGradcheck, EluDropout) {
   const DropoutKey active{0.4f, 11, 5};
   for (double alpha : {1.0, 1.3})
     for (const DropoutKey& key : {active, DropoutKey{}}) {
-      const std::string what = "elu_dropout alpha " + std::to_string(alpha) + (key.active() ? ", p 0.4" : ", inactive");
+      const std::string what =
+          "elu_dropout alpha " + std::to_string(alpha) + (key.active() ? ", p 0.4" : ", inactive");
       auto f = [alpha, key](const Inputs& in) { return ops::elu_dropout(in[0], alpha, key); };
       expect_gradients_match(what + ", edge values", f, {edges});
       expect_gradients_match(what, f, {rand({6, 7}, -3, 2)});
@@ -542,14 +562,25 @@ TEST(ScopedEnv, RestoresTheOldValueOrItsAbsence) {
 }
 
 TEST_F(OpsGradcheck, ShapeOps) {
-  expect_gradients_match("reshape", [](const Inputs& in) { return ops::reshape(in[0], {-1, 2}); },
+  expect_gradients_match("reshape",
+                         [](const Inputs& in) {
+                           return ops::reshape(in[0], {-1, 2});
+                         },
                          {rand({2, 3, 2})});
   expect_gradients_match("concat axis 1",
-                         [](const Inputs& in) { return ops::concat({in[0], in[1], in[2]}, 1); },
+                         [](const Inputs& in) {
+                           return ops::concat({in[0], in[1], in[2]}, 1);
+                         },
                          {rand({2, 1, 3}), rand({2, 4, 3}), rand({2, 2, 3})});
-  expect_gradients_match("concat axis 0", [](const Inputs& in) { return ops::concat({in[0], in[1]}, 0); },
+  expect_gradients_match("concat axis 0",
+                         [](const Inputs& in) {
+                           return ops::concat({in[0], in[1]}, 0);
+                         },
                          {rand({2, 3}), rand({1, 3})});
-  expect_gradients_match("concat axis -1", [](const Inputs& in) { return ops::concat({in[0], in[1]}, -1); },
+  expect_gradients_match("concat axis -1",
+                         [](const Inputs& in) {
+                           return ops::concat({in[0], in[1]}, -1);
+                         },
                          {rand({3, 2}), rand({3, 1})});
   Tensor index = Tensor::from_vector<int32_t>({4, 1, 4, 0, 4, 2}, {6});
   expect_gradients_match("index_rows", [index](const Inputs& in) { return ops::index_rows(in[0], index); },
@@ -603,7 +634,11 @@ TEST(OpsErrors, ShapeMismatchNamesTheShapes) {
   expect_error([&] { ops::mul(a, b); }, {"mul", "(2, 3)", "(3, 2)"});
   expect_error([&] { ops::add_bias(a, Tensor::zeros({2})); }, {"add_bias", "bias", "(3,)", "(2,)"});
   expect_error([&] { ops::add_bias(Tensor::zeros({}), Tensor::zeros({1})); }, {"add_bias", "at least one"});
-  expect_error([&] { ops::concat({a, b}, 0); }, {"concat", "inputs[1]", "(3, 2)", "(2, 3)", "outside axis 0"});
+  expect_error(
+      [&] {
+        ops::concat({a, b}, 0);
+      },
+      {"concat", "inputs[1]", "(3, 2)", "(2, 3)", "outside axis 0"});
   expect_error([&] { ops::concat({a, Tensor::zeros({2, 3, 1})}, 0); }, {"concat", "(2, 3, 1)"});
   expect_error([&] { ops::concat({}, 0); }, {"concat", "no inputs"});
   expect_error([&] { ops::reshape(a, {4, -1}); }, {"reshape", "(2, 3)", "(4, -1)"});
@@ -629,11 +664,17 @@ TEST(OpsErrors, DtypeMismatchNamesBothTensors) {
 
 TEST(OpsErrors, IndexOutOfRangeNamesTheIndexAndTheBound) {
   Tensor x = Tensor::zeros({5, 2});
-  expect_error([&] { ops::index_rows(x, Tensor::from_vector<int32_t>({0, 7, 3, 7}, {4})); },
-               {"index_rows", "index 7", "position 1", "(5, 2)", "5 rows"});
+  expect_error(
+      [&] {
+        ops::index_rows(x, Tensor::from_vector<int32_t>({0, 7, 3, 7}, {4}));
+      },
+      {"index_rows", "index 7", "position 1", "(5, 2)", "5 rows"});
   expect_error([&] { ops::index_rows(x, Tensor::from_vector<int32_t>({0, 5}, {2})); }, {"index 5", "5 rows"});
-  expect_error([&] { ops::index_rows(x, Tensor::from_vector<int32_t>({1, -2}, {2})); },
-               {"index_rows", "index -2", "position 1", "negative"});
+  expect_error(
+      [&] {
+        ops::index_rows(x, Tensor::from_vector<int32_t>({1, -2}, {2}));
+      },
+      {"index_rows", "index -2", "position 1", "negative"});
   expect_error([&] { ops::index_rows(Tensor::zeros({}), Tensor::zeros({0}, DType::i32)); },
                {"index_rows", "at least one dimension"});
 }
@@ -711,10 +752,11 @@ TEST_F(CudaOps, DropoutMasksAreTheCpuMasksBitForBit) {
   for (DType dtype : {DType::f32, DType::f64}) {
     std::mt19937_64 rng(3);
     Tensor x = random_tensor({777, 129}, rng, -1.0, 1.0, dtype);
-    for (const DropoutKey& key : {DropoutKey{0.5f, 1, 0}, DropoutKey{0.1f, 99, 12345}, DropoutKey{0.9f, 7, 1}}) {
+    for (const DropoutKey& key :
+         {DropoutKey{0.5f, 1, 0}, DropoutKey{0.1f, 99, 12345}, DropoutKey{0.9f, 7, 1}}) {
       Tensor cpu = ops::dropout(x, key), gpu = ops::dropout(x.to(Device::cuda), key);
-      EXPECT_TRUE(bitwise_equal(cpu, gpu)) << "p " << key.p << " stream " << key.stream << " "
-                                              << dtype_name(dtype);
+      EXPECT_TRUE(bitwise_equal(cpu, gpu))
+          << "p " << key.p << " stream " << key.stream << " " << dtype_name(dtype);
     }
   }
 }
@@ -739,13 +781,15 @@ TEST_F(CudaOps, DroppingElementwiseKernelsMatchTheCpuOnEveryAlignmentAndTail) {
       const Tensor xs = x.rows(first, 777), gs = g.rows(first, 777);
       // Outputs as views at the same offset, so that they share the inputs' alignment.
       Tensor out_cpu = Tensor::zeros({777, 129}, dtype).rows(first, 777), grad_cpu = out_cpu.clone();
-      Tensor out_gpu = on_gpu(Tensor::zeros({777, 129}, dtype)), grad_gpu = on_gpu(Tensor::zeros({777, 129}, dtype));
+      Tensor out_gpu = on_gpu(Tensor::zeros({777, 129}, dtype)),
+             grad_gpu = on_gpu(Tensor::zeros({777, 129}, dtype));
       KeepMask kept, unused;
       ops::kernels::elu_dropout_forward(xs, alpha, key, keep_scale, out_cpu, kept);
       ops::kernels::elu_dropout_forward(x_gpu.rows(first, 777), alpha, key, keep_scale, out_gpu, unused);
       expect_close(out_gpu.to(Device::cpu), out_cpu, "elu_dropout forward, " + where, tol);
       ops::kernels::elu_dropout_backward(out_cpu, gs, alpha, key, keep_scale, kept, grad_cpu);
-      ops::kernels::elu_dropout_backward(out_gpu, g_gpu.rows(first, 777), alpha, key, keep_scale, unused, grad_gpu);
+      ops::kernels::elu_dropout_backward(out_gpu, g_gpu.rows(first, 777), alpha, key, keep_scale, unused,
+                                         grad_gpu);
       expect_close(grad_gpu.to(Device::cpu), grad_cpu, "elu_dropout backward, " + where, tol);
       ops::kernels::dropout_forward(xs, key, keep_scale, out_cpu, kept);
       ops::kernels::dropout_forward(x_gpu.rows(first, 777), key, keep_scale, out_gpu, unused);
@@ -757,7 +801,8 @@ TEST_F(CudaOps, DroppingElementwiseKernelsMatchTheCpuOnEveryAlignmentAndTail) {
 TEST_F(CudaOps, IndexRowsGathersAnyDtypeAndChecksTheBoundOnTheHost) {
   Tensor labels = Tensor::from_vector<int32_t>({5, 6, 7, 8}, {4});
   ops::RowIndex plan(Tensor::from_vector<int32_t>({3, 0, 3}, {3}), Device::cuda);
-  EXPECT_EQ(ops::index_rows(labels.to(Device::cuda), plan).to_vector<int32_t>(), (std::vector<int32_t>{8, 5, 8}));
+  EXPECT_EQ(ops::index_rows(labels.to(Device::cuda), plan).to_vector<int32_t>(),
+            (std::vector<int32_t>{8, 5, 8}));
   Tensor x = Tensor::zeros({3, 2}, DType::f32, Device::cuda);
   expect_error([&] { ops::index_rows(x, plan); }, {"index 3", "3 rows"});
   // A plan on the CPU does not serve a CUDA tensor.
@@ -767,10 +812,15 @@ TEST_F(CudaOps, IndexRowsGathersAnyDtypeAndChecksTheBoundOnTheHost) {
 TEST_F(CudaOps, DeviceMismatchNamesBothTensors) {
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({2, 3}, DType::f32, Device::cuda);
   for (const auto& f : std::vector<std::function<void()>>{[&] { ops::add(a, b); }, [&] { ops::mul(b, a); },
-                                                         [&] { ops::concat({a, b}, 0); }})
+                                                          [&] {
+                                                            ops::concat({a, b}, 0);
+                                                          }})
     expect_error(f, {"f32 cpu (2, 3)", "f32 cuda (2, 3)", "different devices"});
-  for (const auto& f : std::vector<std::function<void()>>{[&] { b / a; }, [&] { b - Tensor::zeros({1, 3}); },
-                                                         [&] { ops::mse_loss(b, a); }})
+  for (const auto& f : std::vector<std::function<void()>>{[&] { b / a; },
+                                                          [&] {
+                                                            b - Tensor::zeros({1, 3});
+                                                          },
+                                                          [&] { ops::mse_loss(b, a); }})
     expect_error(f, {"different devices"});
   expect_error([&] { ops::add_bias(b, Tensor::zeros({3})); }, {"f32 cpu (3,)"});
 }

@@ -28,7 +28,9 @@ using Inputs = std::vector<Tensor>;
 class NetworkOps : public ::testing::Test {
  protected:
   std::mt19937_64 rng{77};
-  Tensor rand(const Shape& shape, double lo = -1.0, double hi = 1.0) { return random_tensor(shape, rng, lo, hi); }
+  Tensor rand(const Shape& shape, double lo = -1.0, double hi = 1.0) {
+    return random_tensor(shape, rng, lo, hi);
+  }
 };
 
 }  // namespace
@@ -90,24 +92,27 @@ TEST_F(NetworkOps, ArithmeticGradientsForEveryBroadcast) {
     std::string name;
     Shape a, b;
   };
-  const std::vector<Pair> pairs = {{"same", {3, 4}, {3, 4}},       {"row (C,)", {3, 4}, {4}},
-                                   {"row (1, C)", {3, 4}, {1, 4}}, {"column", {3, 4}, {3, 1}},
-                                   {"single", {3, 4}, {1, 1}},     {"0-d", {3, 4}, {}},
-                                   {"outer", {3, 1}, {1, 4}},      {"3-D bias", {2, 3, 4}, {4}},
-                                   {"3-D column", {2, 3, 4}, {2, 3, 1}}};
+  const std::vector<Pair> pairs = {
+      {"same", {3, 4}, {3, 4}},   {"row (C,)", {3, 4}, {4}},    {"row (1, C)", {3, 4}, {1, 4}},
+      {"column", {3, 4}, {3, 1}}, {"single", {3, 4}, {1, 1}},   {"0-d", {3, 4}, {}},
+      {"outer", {3, 1}, {1, 4}},  {"3-D bias", {2, 3, 4}, {4}}, {"3-D column", {2, 3, 4}, {2, 3, 1}}};
   for (const Pair& p : pairs) {
     for (bool swap : {false, true}) {
       const Shape sa = swap ? p.b : p.a, sb = swap ? p.a : p.b;
       const std::string what = p.name + (swap ? " swapped" : "");
-      expect_gradients_match("add " + what, [](const Inputs& in) { return in[0] + in[1]; }, {rand(sa), rand(sb)});
-      expect_gradients_match("sub " + what, [](const Inputs& in) { return in[0] - in[1]; }, {rand(sa), rand(sb)});
-      expect_gradients_match("mul " + what, [](const Inputs& in) { return in[0] * in[1]; }, {rand(sa), rand(sb)});
+      expect_gradients_match("add " + what, [](const Inputs& in) { return in[0] + in[1]; },
+                             {rand(sa), rand(sb)});
+      expect_gradients_match("sub " + what, [](const Inputs& in) { return in[0] - in[1]; },
+                             {rand(sa), rand(sb)});
+      expect_gradients_match("mul " + what, [](const Inputs& in) { return in[0] * in[1]; },
+                             {rand(sa), rand(sb)});
       expect_gradients_match("div " + what, [](const Inputs& in) { return in[0] / in[1]; },
                              {rand(sa), rand(sb, 0.5, 1.5)});
     }
   }
-  expect_gradients_match("constants", [](const Inputs& in) { return 2.0 / in[0] - in[0] / 3.0 + (1.0 - in[0]) * 0.5 + -in[0]; },
-                         {rand({3, 4}, 0.5, 1.5)});
+  expect_gradients_match(
+      "constants", [](const Inputs& in) { return 2.0 / in[0] - in[0] / 3.0 + (1.0 - in[0]) * 0.5 + -in[0]; },
+      {rand({3, 4}, 0.5, 1.5)});
   expect_gradients_match("x / x", [](const Inputs& in) { return in[0] / in[0]; }, {rand({5}, 0.5, 1.5)});
   expect_gradients_match("x - x * row", [](const Inputs& in) { return in[0] - in[0] * in[1]; },
                          {rand({3, 4}), rand({4})});
@@ -126,10 +131,15 @@ TEST(NetworkOpsValues, OnlyOperandsThatRequireGradGetOne) {
 
 TEST(NetworkOpsErrors, ArithmeticNamesTheShapesAndTheBroadcast) {
   const Tensor a = Tensor::zeros({2, 3});
-  expect_error([&] { a + Tensor::zeros({2}); }, {"add", "(2, 3)", "(2,)", "do not broadcast", "dimension -1"});
-  expect_error([&] { a * Tensor::zeros({4, 3}); }, {"mul", "(4, 3)", "dimension -2"});
+  expect_error([&] { a + Tensor::zeros({2}); },
+               {"add", "(2, 3)", "(2,)", "do not broadcast", "dimension -1"});
+  expect_error([&] { a* Tensor::zeros({4, 3}); }, {"mul", "(4, 3)", "dimension -2"});
   // Broadcastable by NumPy's rule but neither a row, a column nor one element.
-  expect_error([&] { Tensor::zeros({2, 3, 4}) - Tensor::zeros({3, 1}); }, {"sub", "(2, 3, 4)", "(3, 1)", "'b'", "a column"});
+  expect_error(
+      [&] {
+        Tensor::zeros({2, 3, 4}) - Tensor::zeros({3, 1});
+      },
+      {"sub", "(2, 3, 4)", "(3, 1)", "'b'", "a column"});
   expect_error([&] { Tensor::zeros({3, 1}) / Tensor::zeros({2, 3, 4}); }, {"div", "'a'"});
   expect_error([&] { a + Tensor::zeros({2, 3}, DType::f64); }, {"add", "different dtypes"});
   expect_error([&] { Tensor::zeros({2}, DType::i32) + 1.0; }, {"add", "i32", "f32 or f64"});
@@ -165,7 +175,8 @@ TEST(NetworkOpsValues, UnaryFunctionsInF32AndF64) {
 TEST_F(NetworkOps, UnaryGradients) {
   expect_gradients_match("exp", [](const Inputs& in) { return ops::exp(in[0]); }, {rand({3, 4}, -2, 2)});
   expect_gradients_match("log", [](const Inputs& in) { return ops::log(in[0]); }, {rand({3, 4}, 0.2, 3)});
-  expect_gradients_match("sigmoid", [](const Inputs& in) { return ops::sigmoid(in[0]); }, {rand({3, 4}, -4, 4)});
+  expect_gradients_match("sigmoid", [](const Inputs& in) { return ops::sigmoid(in[0]); },
+                         {rand({3, 4}, -4, 4)});
   expect_gradients_match("tanh", [](const Inputs& in) { return ops::tanh(in[0]); }, {rand({3, 4}, -3, 3)});
 }
 
@@ -178,7 +189,8 @@ std::vector<double> softmax_rows(const std::vector<double>& x, int64_t R, int64_
     double m = -INFINITY, s = 0;
     for (int64_t c = 0; c < C; ++c) m = std::max(m, x[r * C + c]);
     for (int64_t c = 0; c < C; ++c) s += std::exp(x[r * C + c] - m);
-    for (int64_t c = 0; c < C; ++c) out[r * C + c] = log ? x[r * C + c] - m - std::log(s) : std::exp(x[r * C + c] - m) / s;
+    for (int64_t c = 0; c < C; ++c)
+      out[r * C + c] = log ? x[r * C + c] - m - std::log(s) : std::exp(x[r * C + c] - m) / s;
   }
   return out;
 }
@@ -188,7 +200,9 @@ TEST(NetworkOpsValues, SoftmaxAlongEitherAxisMatchesTheFormula) {
   const std::vector<double> x = {1000, 1001, 1002, -3, 0, 3, 0.5, -0.5, 2, 7, 7, 7};  // (3, 4) and (4, 3)
   const Tensor t = f64(x, {3, 4});
   for (bool log : {false, true}) {
-    auto op = [log](const Tensor& in, int64_t axis) { return log ? ops::log_softmax(in, axis) : ops::softmax(in, axis); };
+    auto op = [log](const Tensor& in, int64_t axis) {
+      return log ? ops::log_softmax(in, axis) : ops::softmax(in, axis);
+    };
     const std::string name = log ? "log_softmax" : "softmax";
     expect_near_all(host_f64(op(t, 1)), softmax_rows(x, 3, 4, log), 1e-13, name + " axis 1");
     expect_near_all(host_f64(op(t, -1)), softmax_rows(x, 3, 4, log), 1e-13, name + " axis -1");
@@ -214,14 +228,17 @@ TEST(NetworkOpsValues, SoftmaxAlongEitherAxisMatchesTheFormula) {
 TEST_F(NetworkOps, SoftmaxGradientsAlongEveryAxis) {
   for (int64_t axis : {0, 1, -1}) {
     const std::string a = std::to_string(axis);
-    expect_gradients_match("softmax axis " + a, [axis](const Inputs& in) { return ops::softmax(in[0], axis); },
+    expect_gradients_match("softmax axis " + a,
+                           [axis](const Inputs& in) { return ops::softmax(in[0], axis); },
                            {rand({4, 5}, -3, 3)});
-    expect_gradients_match("log_softmax axis " + a, [axis](const Inputs& in) { return ops::log_softmax(in[0], axis); },
+    expect_gradients_match("log_softmax axis " + a,
+                           [axis](const Inputs& in) { return ops::log_softmax(in[0], axis); },
                            {rand({4, 5}, -3, 3)});
   }
   expect_gradients_match("softmax 3-D axis 1", [](const Inputs& in) { return ops::softmax(in[0], 1); },
                          {rand({2, 3, 4}, -3, 3)});
-  expect_gradients_match("log_softmax 1-D", [](const Inputs& in) { return ops::log_softmax(in[0]); }, {rand({6}, -3, 3)});
+  expect_gradients_match("log_softmax 1-D", [](const Inputs& in) { return ops::log_softmax(in[0]); },
+                         {rand({6}, -3, 3)});
 }
 
 TEST(NetworkOpsValues, SoftmaxWideStridedAxisUsesSeveralColumnBlocks) {
@@ -235,7 +252,8 @@ TEST(NetworkOpsValues, SoftmaxWideStridedAxisUsesSeveralColumnBlocks) {
 // ---- transpose -----------------------------------------------------------------------------------
 
 TEST(NetworkOpsValues, TransposeAnyDtypeAndTileEdges) {
-  EXPECT_EQ(host_f64(ops::transpose(f64({1, 2, 3, 4, 5, 6}, {2, 3}))), (std::vector<double>{1, 4, 2, 5, 3, 6}));
+  EXPECT_EQ(host_f64(ops::transpose(f64({1, 2, 3, 4, 5, 6}, {2, 3}))),
+            (std::vector<double>{1, 4, 2, 5, 3, 6}));
   const Tensor ints = Tensor::from_vector<int32_t>({1, 2, 3, 4, 5, 6}, {3, 2});
   EXPECT_EQ(ops::transpose(ints).to_vector<int32_t>(), (std::vector<int32_t>{1, 3, 5, 2, 4, 6}));
   // 70 x 33: partial tiles on both edges.
@@ -264,7 +282,8 @@ TEST(NetworkOpsValues, EmptyTensors) {
 
 TEST_F(NetworkOps, TransposeGradient) {
   expect_gradients_match("transpose", [](const Inputs& in) { return ops::transpose(in[0]); }, {rand({3, 5})});
-  expect_gradients_match("x^T x", [](const Inputs& in) { return ops::transpose(in[0]) * ops::transpose(in[0]); },
+  expect_gradients_match("x^T x",
+                         [](const Inputs& in) { return ops::transpose(in[0]) * ops::transpose(in[0]); },
                          {rand({4, 2})});
 }
 
@@ -297,7 +316,8 @@ TEST(NetworkOpsValues, MseAndBceMatchTorchsDefinitions) {
     EXPECT_NEAR(ops::binary_cross_entropy_with_logits(tx, ty).item(), bce, tol * bce);
   }
   // Known values: x = 0 gives log 2 whatever y; x = 100, y = 0 gives 100.
-  EXPECT_NEAR(ops::binary_cross_entropy_with_logits(f64({0, 0}, {2}), f64({0, 1}, {2})).item(), std::log(2.0), 1e-15);
+  EXPECT_NEAR(ops::binary_cross_entropy_with_logits(f64({0, 0}, {2}), f64({0, 1}, {2})).item(), std::log(2.0),
+              1e-15);
   EXPECT_NEAR(ops::binary_cross_entropy_with_logits(f64({100}, {1}), f64({0}, {1})).item(), 100.0, 1e-12);
 }
 
@@ -307,8 +327,9 @@ TEST(NetworkOpsValues, MaskedLossesAverageTheListedRowsOnly) {
   // rows 2, 0, 2: squared errors (16, 9), (1, 4), (16, 9) -> 55 / 6
   EXPECT_DOUBLE_EQ(ops::mse_loss(x, y, index).item(), 55.0 / 6);
   EXPECT_DOUBLE_EQ(ops::mse_loss(x, y, ops::RowIndex(index)).item(), 55.0 / 6);
-  const double want = ops::binary_cross_entropy_with_logits(f64({5, 6, 1, 2, 5, 6}, {3, 2}),
-                                                            f64({9, 9, 0, 0, 9, 9}, {3, 2})).item();
+  const double want =
+      ops::binary_cross_entropy_with_logits(f64({5, 6, 1, 2, 5, 6}, {3, 2}), f64({9, 9, 0, 0, 9, 9}, {3, 2}))
+          .item();
   EXPECT_DOUBLE_EQ(ops::binary_cross_entropy_with_logits(x, y, index).item(), want);
   // Rows not listed get no gradient.
   Tensor leaf = x.clone().set_requires_grad();
@@ -318,20 +339,28 @@ TEST(NetworkOpsValues, MaskedLossesAverageTheListedRowsOnly) {
 
 TEST_F(NetworkOps, LossGradientsForInputAndTarget) {
   const Tensor index = Tensor::from_vector<int32_t>({3, 0, 3, 1}, {4});
-  expect_gradients_match("mse", [](const Inputs& in) { return ops::mse_loss(in[0], in[1]); }, {rand({4, 3}), rand({4, 3})});
-  expect_gradients_match("bce", [](const Inputs& in) { return ops::binary_cross_entropy_with_logits(in[0], in[1]); },
+  expect_gradients_match("mse", [](const Inputs& in) { return ops::mse_loss(in[0], in[1]); },
+                         {rand({4, 3}), rand({4, 3})});
+  expect_gradients_match("bce",
+                         [](const Inputs& in) { return ops::binary_cross_entropy_with_logits(in[0], in[1]); },
                          {rand({4, 3}, -3, 3), rand({4, 3}, 0, 1)});
-  expect_gradients_match("masked mse", [index](const Inputs& in) { return ops::mse_loss(in[0], in[1], index); },
+  expect_gradients_match("masked mse",
+                         [index](const Inputs& in) { return ops::mse_loss(in[0], in[1], index); },
                          {rand({5, 2}), rand({5, 2})});
-  expect_gradients_match("masked bce",
-                         [index](const Inputs& in) { return ops::binary_cross_entropy_with_logits(in[0], in[1], index); },
-                         {rand({5, 2}, -3, 3), rand({5, 2}, 0, 1)});
+  expect_gradients_match(
+      "masked bce",
+      [index](const Inputs& in) { return ops::binary_cross_entropy_with_logits(in[0], in[1], index); },
+      {rand({5, 2}, -3, 3), rand({5, 2}, 0, 1)});
 }
 
 TEST(NetworkOpsErrors, LossesNameTheirArguments) {
   const Tensor x = Tensor::zeros({3, 2}), index = Tensor::from_vector<int32_t>({0, 5}, {2});
   expect_error([&] { ops::mse_loss(x, Tensor::zeros({2, 3})); }, {"mse_loss", "target", "(2, 3)", "(3, 2)"});
-  expect_error([&] { ops::mse_loss(x, Tensor::zeros({3, 2}, DType::f64)); }, {"mse_loss", "different dtypes"});
+  expect_error(
+      [&] {
+        ops::mse_loss(x, Tensor::zeros({3, 2}, DType::f64));
+      },
+      {"mse_loss", "different dtypes"});
   expect_error([&] { ops::binary_cross_entropy_with_logits(Tensor::zeros({0}), Tensor::zeros({0})); },
                {"binary_cross_entropy_with_logits", "no elements"});
   expect_error([&] { ops::mse_loss(x, x, Tensor::zeros({0}, DType::i32)); }, {"mse_loss", "index is empty"});

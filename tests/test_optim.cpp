@@ -59,8 +59,10 @@ std::vector<Vec> adam_reference(double lr, double b1, double b2, double eps, dou
   for (size_t t = 1; t <= kGrads.size(); ++t) {
     for (size_t i = 0; i < p.size(); ++i) {
       double g = kGrads[t - 1][i];
-      if (decoupled) p[i] *= 1 - lr * wd;
-      else g += wd * p[i];
+      if (decoupled)
+        p[i] *= 1 - lr * wd;
+      else
+        g += wd * p[i];
       m[i] = m[i] + (1 - b1) * (g - m[i]);
       v[i] = b2 * v[i] + (1 - b2) * g * g;
       p[i] -= lr / (1 - std::pow(b1, t)) * m[i] / (std::sqrt(v[i]) / std::sqrt(1 - std::pow(b2, t)) + eps);
@@ -269,7 +271,8 @@ TEST(Schedulers, MatchTorchFormulas) {
 
 TEST(ClipGradNorm, ScalesAllGradientsTogetherAsTorch) {
   for (DType dtype : {DType::f64, DType::f32}) {
-    Tensor a = Tensor::zeros({2, 2}, dtype).set_requires_grad(), b = Tensor::zeros({3}, dtype).set_requires_grad();
+    Tensor a = Tensor::zeros({2, 2}, dtype).set_requires_grad(),
+           b = Tensor::zeros({3}, dtype).set_requires_grad();
     Tensor c = Tensor::zeros({1}, dtype).set_requires_grad();  // no gradient: skipped
     set_grad(a, {3, 0, 0, 4});
     set_grad(b, {0, 12, 0});
@@ -277,7 +280,8 @@ TEST(ClipGradNorm, ScalesAllGradientsTogetherAsTorch) {
     EXPECT_NEAR(total, 13.0, 1e-6);
     const double k = 6.5 / (13.0 + 1e-6);  // torch: max_norm / (total + 1e-6)
     const double tol = dtype == DType::f64 ? 1e-15 : 1e-6;
-    const Vec ga = a.grad().to(DType::f64).to_vector<double>(), gb = b.grad().to(DType::f64).to_vector<double>();
+    const Vec ga = a.grad().to(DType::f64).to_vector<double>(),
+              gb = b.grad().to(DType::f64).to_vector<double>();
     EXPECT_NEAR(ga[0], 3 * k, tol);
     EXPECT_NEAR(ga[3], 4 * k, tol);
     EXPECT_NEAR(gb[1], 12 * k, tol);
@@ -383,10 +387,10 @@ TEST_F(CudaOptim, OptimiserStepsMatchCpu) {
   sgd.lr = 0.1;
   sgd.momentum = 0.9;
   sgd.weight_decay = 0.01;
-  const std::vector<std::pair<std::string, std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>>> kinds{
-      {"Adam", [&](std::vector<Tensor> p) { return std::make_unique<Adam>(p, adam); }},
-      {"AdamW", [&](std::vector<Tensor> p) { return std::make_unique<AdamW>(p, adamw); }},
-      {"SGD", [&](std::vector<Tensor> p) { return std::make_unique<SGD>(p, sgd); }}};
+  const std::vector<std::pair<std::string, std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>>>
+      kinds{{"Adam", [&](std::vector<Tensor> p) { return std::make_unique<Adam>(p, adam); }},
+            {"AdamW", [&](std::vector<Tensor> p) { return std::make_unique<AdamW>(p, adamw); }},
+            {"SGD", [&](std::vector<Tensor> p) { return std::make_unique<SGD>(p, sgd); }}};
   for (const auto& [name, make] : kinds) {
     std::vector<Tensor> want = run(Device::cpu, make), got = run(Device::cuda, make);
     for (size_t i = 0; i < want.size(); ++i) {
@@ -401,7 +405,8 @@ TEST_F(CudaOptim, ClipGradNormMatchesCpu) {
   for (DType dtype : {DType::f32, DType::f64}) {
     std::mt19937_64 rng(12);
     std::vector<Tensor> grads;
-    for (const Shape& shape : {Shape{300, 70}, Shape{64}, Shape{100003}}) grads.push_back(random_tensor(shape, rng, -1, 1, dtype));
+    for (const Shape& shape : {Shape{300, 70}, Shape{64}, Shape{100003}})
+      grads.push_back(random_tensor(shape, rng, -1, 1, dtype));
     auto clipped = [&](Device device, double& total) {
       std::vector<Tensor> params;
       for (const Tensor& g : grads) {
@@ -421,7 +426,8 @@ TEST_F(CudaOptim, ClipGradNormMatchesCpu) {
 
 TEST_F(CudaOptim, OptimiserStateLoadsOntoTheDevice) {
   std::mt19937_64 rng(13);
-  Tensor start = random_tensor({40, 3}, rng, -1, 1, DType::f32), grad = random_tensor({40, 3}, rng, -1, 1, DType::f32);
+  Tensor start = random_tensor({40, 3}, rng, -1, 1, DType::f32),
+         grad = random_tensor({40, 3}, rng, -1, 1, DType::f32);
   auto steps = [&](Tensor& p, Optimizer& opt, int n) {
     for (int k = 0; k < n; ++k) {
       p.impl().grad = grad.to(p.device()).clone().impl_ptr();

@@ -12,7 +12,8 @@
 // parameter. The error of a tensor is max_k |got_k - want_k| / max_k |want_k| over all its
 // elements (gat::testing::difference): at most 1e-5 in f32 and 1e-10 in f64 (the references are
 // f64; in f64 only the order of summation differs). Every tensor and option in a case file must be
-// used, so a case with something the test does not know fails rather than passing unchecked. Training mode, dropout 0.
+// used, so a case with something the test does not know fails rather than passing unchecked. Training mode,
+// dropout 0.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,9 +27,9 @@
 
 #include "gat/framework/io.h"
 #include "gat/framework/rng.h"
-#include "gat_testing.h"
 #include "gat/layers/gat_conv.h"
 #include "gat/layers/gatv2_conv.h"
+#include "gat_testing.h"
 
 using namespace gat;
 using namespace gat::testing;
@@ -75,8 +76,8 @@ class Case {
   double number(const std::string& key) const { return reader().number(use(key)); }
   bool flag(const std::string& key) const {  // a JSON boolean
     const std::string& value = text(key);
-    GAT_CHECK(value == "true" || value == "false", "case ", name_, ": metadata '", key, "' = '",
-              value, "' is not true or false");
+    GAT_CHECK(value == "true" || value == "false", "case ", name_, ": metadata '", key, "' = '", value,
+              "' is not true or false");
     return value == "true";
   }
   // Tensors and metadata keys never read (the metadata's provenance notes aside).
@@ -113,8 +114,8 @@ Tensor to_project_layout(const std::string& pyg_name, const Tensor& pyg, const S
               " cannot be this project's ", shape_str(shape));
     return Tensor::from_vector(v, shape);
   }
-  GAT_CHECK(pyg.dim() == 2 && shape == Shape({pyg.size(1), pyg.size(0)}), "PyG's Linear weight '",
-            pyg_name, "' ", pyg.describe(), " is not the transpose of this project's ", shape_str(shape));
+  GAT_CHECK(pyg.dim() == 2 && shape == Shape({pyg.size(1), pyg.size(0)}), "PyG's Linear weight '", pyg_name,
+            "' ", pyg.describe(), " is not the transpose of this project's ", shape_str(shape));
   const int64_t rows = pyg.size(0), cols = pyg.size(1);  // (out, in)
   std::vector<double> t(v.size());
   for (int64_t r = 0; r < rows; ++r)
@@ -135,8 +136,8 @@ struct Pass {
 // The case's edge list: input.edge_index (2, E) [source; destination] as (sources, destinations).
 std::pair<std::vector<int32_t>, std::vector<int32_t>> case_edges(const Case& c) {
   const Tensor& edge_index = c.tensor("input.edge_index");
-  GAT_CHECK(edge_index.dim() == 2 && edge_index.size(0) == 2, "case ", c.name(),
-            ": input.edge_index ", edge_index.describe(), " is not (2, E)");
+  GAT_CHECK(edge_index.dim() == 2 && edge_index.size(0) == 2, "case ", c.name(), ": input.edge_index ",
+            edge_index.describe(), " is not (2, E)");
   const std::vector<int32_t> e = edge_index.to_vector<int32_t>();
   const auto E = static_cast<ptrdiff_t>(edge_index.size(1));
   return {{e.begin(), e.begin() + E}, {e.begin() + E, e.end()}};
@@ -168,8 +169,7 @@ std::pair<int64_t, int64_t> case_nodes(const Case& c) {
 Tensor in_graph_order(const Case& c, const Tensor& per_input_edge) {
   const auto [src, dst] = case_edges(c);
   const auto [ns, nd] = case_nodes(c);
-  return edge_attr_in_graph_order(case_graph(c, ns, nd), src, dst, GraphBuildOptions{},
-                                  per_input_edge);
+  return edge_attr_in_graph_order(case_graph(c, ns, nd), src, dst, GraphBuildOptions{}, per_input_edge);
 }
 
 // Copies param.NAME of the case (PyG's layout) into the parameter NAME of `module`, for every
@@ -224,7 +224,9 @@ Options shared_options(const Case& c, DType dtype) {
   return o;
 }
 
-GATConvOptions gat_conv_options(const Case& c, DType dtype) { return shared_options<GATConvOptions>(c, dtype); }
+GATConvOptions gat_conv_options(const Case& c, DType dtype) {
+  return shared_options<GATConvOptions>(c, dtype);
+}
 
 GATv2ConvOptions gatv2_conv_options(const Case& c, DType dtype) {
   GATv2ConvOptions o = shared_options<GATv2ConvOptions>(c, dtype);
@@ -243,7 +245,8 @@ Pass run_layer(const Case& c, const Options& options, Device device) {
   Pass pass;
   const bool bipartite = is_bipartite(c);
   std::map<std::string, Tensor> inputs;  // x, or (bipartite) x_src and x_dst
-  for (const char* name : bipartite ? std::vector<const char*>{"x_src", "x_dst"} : std::vector<const char*>{"x"})
+  for (const char* name :
+       bipartite ? std::vector<const char*>{"x_src", "x_dst"} : std::vector<const char*>{"x"})
     inputs[name] = case_input(c, name, options.dtype, device);
   const auto [ns, nd] = case_nodes(c);
   const Graph graph = case_graph(c, ns, nd).to(device);
@@ -284,8 +287,8 @@ Tensor pyg_attention_in_graph_order(const Case& c, const Graph& graph) {
   const Tensor& pyg = c.tensor("attention.weights");
   const Tensor& edge_index = c.tensor("attention.edge_index");
   const int64_t E = graph.num_edges(), H = pyg.size(1);
-  GAT_CHECK(pyg.dim() == 2 && pyg.size(0) == E && edge_index.size(0) == 2 && edge_index.size(1) == E,
-            "case ", c.name(), ": attention.weights ", pyg.describe(), " and attention.edge_index ",
+  GAT_CHECK(pyg.dim() == 2 && pyg.size(0) == E && edge_index.size(0) == 2 && edge_index.size(1) == E, "case ",
+            c.name(), ": attention.weights ", pyg.describe(), " and attention.edge_index ",
             edge_index.describe(), " do not match a graph of ", E, " edges");
   const std::vector<int32_t> src = graph.sources(), dst = graph.destinations();
   std::map<std::pair<int32_t, int32_t>, int64_t> edge_id;
@@ -295,8 +298,8 @@ Tensor pyg_attention_in_graph_order(const Case& c, const Graph& graph) {
   std::vector<double> ordered(static_cast<size_t>(E * H));
   for (int64_t k = 0; k < E; ++k) {
     const auto it = edge_id.find({pairs[k], pairs[E + k]});
-    GAT_CHECK(it != edge_id.end(), "case ", c.name(), ": PyG's attention edge ", k, " (", pairs[k],
-              " -> ", pairs[E + k], ") is not an edge of the layer's graph (or appears twice)");
+    GAT_CHECK(it != edge_id.end(), "case ", c.name(), ": PyG's attention edge ", k, " (", pairs[k], " -> ",
+              pairs[E + k], ") is not an edge of the layer's graph (or appears twice)");
     std::copy_n(w.begin() + k * H, H, ordered.begin() + it->second * H);
     edge_id.erase(it);
   }
@@ -316,8 +319,9 @@ std::vector<Comparison> comparisons(const Case& c, const Pass& pass) {
   for (const auto& [name, grad] : pass.grads) {
     GAT_CHECK(grad.defined(), "case ", c.name(), ": backward left no gradient for '", name, "'");
     const Tensor& pyg = c.tensor("grad." + name);
-    list.push_back({"grad of " + name, grad,
-                    name == "edge_attr" ? in_graph_order(c, pyg) : to_project_layout(name, pyg, grad.shape())});
+    list.push_back(
+        {"grad of " + name, grad,
+         name == "edge_attr" ? in_graph_order(c, pyg) : to_project_layout(name, pyg, grad.shape())});
   }
   return list;
 }
@@ -332,7 +336,8 @@ void expect_parity(const std::string& name, Device device, DType dtype) {
     const std::vector<double> got = host_f64(k.got), want = host_f64(k.want);
     const Difference d = difference(got, want);
     EXPECT_LE(d.error, tolerance) << where << k.what << ": element " << d.at << " got "
-                                  << (got.empty() ? 0 : got[d.at]) << " want " << (want.empty() ? 0 : want[d.at]);
+                                  << (got.empty() ? 0 : got[d.at]) << " want "
+                                  << (want.empty() ? 0 : want[d.at]);
   }
   for (const std::string& key : c.unused()) ADD_FAILURE() << where << key << " is never checked";
 }
@@ -371,14 +376,18 @@ INSTANTIATE_TEST_SUITE_P(Cases, PygParity, ::testing::ValuesIn(case_names()),
 // than destinations or more) and the edge features.
 template <class Options>
 std::set<std::string> option_values(const Case& c, const Options& o) {
-  std::set<std::string> seen{o.heads == 1 ? "one head" : "several heads", o.concat ? "concat" : "mean",
-                             o.add_self_loops ? "self loops" : "no self loops", o.bias ? "bias" : "no bias",
+  std::set<std::string> seen{o.heads == 1 ? "one head" : "several heads",
+                             o.concat ? "concat" : "mean",
+                             o.add_self_loops ? "self loops" : "no self loops",
+                             o.bias ? "bias" : "no bias",
                              o.residual ? "residual" : "no residual",
                              "negative slope " + std::to_string(o.negative_slope)};
   const auto [ns, nd] = case_nodes(c);
   if (is_bipartite(c)) {
-    seen.insert(std::string(ns < nd ? "fewer" : ns > nd ? "more" : "as many") + " sources than destinations " +
-                (o.add_self_loops ? "with" : "without") + " self loops");
+    seen.insert(std::string(ns < nd   ? "fewer"
+                            : ns > nd ? "more"
+                                      : "as many") +
+                " sources than destinations " + (o.add_self_loops ? "with" : "without") + " self loops");
   } else if (case_graph(c, ns, nd).max_in_degree() > 64) {
     seen.insert("hub");
   }
@@ -396,7 +405,8 @@ std::set<std::string> option_values(const Case& c, const Options& o) {
 // Every value in `values` is in `seen`, and at least two negative slopes.
 void expect_covered(const std::string& layer, const std::set<std::string>& seen,
                     const std::vector<std::string>& values) {
-  for (const std::string& value : values) EXPECT_TRUE(seen.count(value)) << "no " << layer << " case has " << value;
+  for (const std::string& value : values)
+    EXPECT_TRUE(seen.count(value)) << "no " << layer << " case has " << value;
   EXPECT_GE(std::count_if(seen.begin(), seen.end(),
                           [](const std::string& s) { return s.rfind("negative slope", 0) == 0; }),
             2)
@@ -404,14 +414,29 @@ void expect_covered(const std::string& layer, const std::set<std::string>& seen,
 }
 
 // What the cases of both layers cover.
-const std::vector<std::string> kSharedOptionValues{
-    "one head", "several heads", "concat", "mean", "self loops", "no self loops", "bias", "no bias", "residual",
-    "no residual", "hub",
-    "edge features with self loops", "edge features without self loops", "edge features, one head",
-    "edge features, several heads", "fill_value mean", "fill_value max",
-    "fewer sources than destinations with self loops", "fewer sources than destinations without self loops",
-    "more sources than destinations with self loops", "more sources than destinations without self loops",
-    "bipartite edge features, fill_value mean", "bipartite edge features, fill_value a number"};
+const std::vector<std::string> kSharedOptionValues{"one head",
+                                                   "several heads",
+                                                   "concat",
+                                                   "mean",
+                                                   "self loops",
+                                                   "no self loops",
+                                                   "bias",
+                                                   "no bias",
+                                                   "residual",
+                                                   "no residual",
+                                                   "hub",
+                                                   "edge features with self loops",
+                                                   "edge features without self loops",
+                                                   "edge features, one head",
+                                                   "edge features, several heads",
+                                                   "fill_value mean",
+                                                   "fill_value max",
+                                                   "fewer sources than destinations with self loops",
+                                                   "fewer sources than destinations without self loops",
+                                                   "more sources than destinations with self loops",
+                                                   "more sources than destinations without self loops",
+                                                   "bipartite edge features, fill_value mean",
+                                                   "bipartite edge features, fill_value a number"};
 
 // The values the cases of `layer` cover, Options read by `options`, and anything `more` adds.
 template <class Options, class More>
@@ -433,7 +458,8 @@ std::set<std::string> covered(const std::string& layer, Options (*options)(const
 TEST(PygParityCases, CoverEveryGATConvOption) {
   std::vector<std::string> values = kSharedOptionValues;
   values.insert(values.end(), {"fill_value add", "fill_value min", "fill_value mul", "fill_value 0.5"});
-  expect_covered("GATConv", covered("GATConv", gat_conv_options, [](const GATConvOptions&, std::set<std::string>&) {}),
+  expect_covered("GATConv",
+                 covered("GATConv", gat_conv_options, [](const GATConvOptions&, std::set<std::string>&) {}),
                  values);
 }
 
@@ -445,7 +471,8 @@ TEST(PygParityCases, CoverEveryGATv2ConvOption) {
                  covered("GATv2Conv", gatv2_conv_options,
                          [](const GATv2ConvOptions& o, std::set<std::string>& seen) {
                            seen.insert(o.share_weights ? "shared weights" : "separate weights");
-                           if (o.share_weights && o.dst_in_channels > 0) seen.insert("shared weights on a pair of widths");
+                           if (o.share_weights && o.dst_in_channels > 0)
+                             seen.insert("shared weights on a pair of widths");
                          }),
                  values);
 }

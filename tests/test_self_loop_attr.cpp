@@ -23,14 +23,14 @@ using Fill = ops::SelfLoopFill;
 namespace {
 
 std::vector<Fill> every_fill() {
-  return {Fill::parse("mean"), Fill::parse("add"), Fill::parse("min"), Fill::parse("max"), Fill::parse("mul"),
-          Fill::constant_value(2.5)};
+  return {Fill::parse("mean"), Fill::parse("add"), Fill::parse("min"),
+          Fill::parse("max"),  Fill::parse("mul"), Fill::constant_value(2.5)};
 }
 
 // PyG's recipe on edge lists: drop the loops, then each node's loop attribute = the reduction of
 // its remaining in-edges' rows (scatter by destination), in looped's edge order.
-std::vector<double> reference(const Graph& graph, const Graph& looped, const std::vector<double>& attr, int64_t D,
-                              const Fill& fill) {
+std::vector<double> reference(const Graph& graph, const Graph& looped, const std::vector<double>& attr,
+                              int64_t D, const Fill& fill) {
   const std::vector<int32_t> src = graph.sources(), dst = graph.destinations();
   const std::vector<int32_t> lsrc = looped.sources(), ldst = looped.destinations();
   std::vector<double> out;
@@ -54,13 +54,19 @@ std::vector<double> reference(const Graph& graph, const Graph& looped, const std
         case Fill::Kind::add:
           for (double a : in) v += a;
           break;
-        case Fill::Kind::min: v = in.empty() ? 0.0 : *std::min_element(in.begin(), in.end()); break;
-        case Fill::Kind::max: v = in.empty() ? 0.0 : *std::max_element(in.begin(), in.end()); break;
+        case Fill::Kind::min:
+          v = in.empty() ? 0.0 : *std::min_element(in.begin(), in.end());
+          break;
+        case Fill::Kind::max:
+          v = in.empty() ? 0.0 : *std::max_element(in.begin(), in.end());
+          break;
         case Fill::Kind::mul:
           v = 1;
           for (double a : in) v *= a;
           break;
-        case Fill::Kind::constant: v = fill.value; break;
+        case Fill::Kind::constant:
+          v = fill.value;
+          break;
       }
       out.push_back(v);
     }
@@ -74,8 +80,9 @@ TEST(SelfLoopAttr, MatchesPygsDefinitionForEveryFill) {
   std::mt19937_64 rng(3);
   // mixed_graph: an existing loop (4), nodes without in-edges (0, 6, 7), a row of six edges.
   // Bipartite (6 -> 13, 13 -> 6): loops only for i < min(Ns, Nd), (i, i) pairs among the edges.
-  for (const Graph& graph : {mixed_graph(), small_graph(9, rng), mixed_graph().with_self_loops(),
-                             random_bipartite_graph(6, 13, 40, 5, rng), random_bipartite_graph(13, 6, 40, 5, rng)}) {
+  for (const Graph& graph :
+       {mixed_graph(), small_graph(9, rng), mixed_graph().with_self_loops(),
+        random_bipartite_graph(6, 13, 40, 5, rng), random_bipartite_graph(13, 6, 40, 5, rng)}) {
     const Graph looped = graph.with_self_loops();
     const int64_t D = 3;
     for (DType dtype : {DType::f64, DType::f32}) {
@@ -105,9 +112,10 @@ TEST_P(SelfLoopAttrOnDevice, GradientsMatchFiniteDifferences) {
         v[2 * 2] = 0.0;  // edge 2 (into node 2), feature 0
         attr = Tensor::from_vector(v, attr.shape()).to(device());
       }
-      expect_gradients_match("self_loop_attr " + fill.name(),
-                             [&](const std::vector<Tensor>& in) { return ops::self_loop_attr(graph, looped, in[0], fill); },
-                             {attr});
+      expect_gradients_match(
+          "self_loop_attr " + fill.name(),
+          [&](const std::vector<Tensor>& in) { return ops::self_loop_attr(graph, looped, in[0], fill); },
+          {attr});
     }
   }
 }
@@ -153,33 +161,49 @@ TEST(SelfLoopAttr, ParseAcceptsPygsNamesAndNumbers) {
   EXPECT_EQ(Fill::parse("-1.5"), Fill::constant_value(-1.5));
   for (const Fill& fill : every_fill()) EXPECT_EQ(Fill::parse(fill.name()), fill) << fill.name();
   for (const char* bad : {"", "median", "1.5x", "nan", "inf"})
-    expect_error([&] { Fill::parse(bad); }, {"fill_value '", "mean, add, sum, min, max, mul or a finite number"});
+    expect_error([&] { Fill::parse(bad); },
+                 {"fill_value '", "mean, add, sum, min, max, mul or a finite number"});
 }
 
 TEST(SelfLoopAttr, RejectsMismatchedInputs) {
   const Graph graph = mixed_graph(), looped = graph.with_self_loops();
   const Fill fill;
-  expect_error([&] { ops::self_loop_attr(graph, looped, Tensor::zeros({graph.num_edges() + 1, 2}, DType::f32), fill); },
-               {"self_loop_attr", "one row per edge of the graph (13 edges)"});
-  expect_error([&] { ops::self_loop_attr(graph, graph, Tensor::zeros({graph.num_edges(), 2}, DType::f32), fill); },
-               {"self_loop_attr", "is not graph.with_self_loops()"});
+  expect_error(
+      [&] {
+        ops::self_loop_attr(graph, looped, Tensor::zeros({graph.num_edges() + 1, 2}, DType::f32), fill);
+      },
+      {"self_loop_attr", "one row per edge of the graph (13 edges)"});
+  expect_error(
+      [&] {
+        ops::self_loop_attr(graph, graph, Tensor::zeros({graph.num_edges(), 2}, DType::f32), fill);
+      },
+      {"self_loop_attr", "is not graph.with_self_loops()"});
   // A bipartite graph's looped graph has its sides: not one of as many nodes on one set.
   const Graph bipartite = Graph::from_edges(3, 5, {0, 1, 2}, {4, 4, 0});
   const Graph other = Graph::from_edges(5, 5, {0, 1, 2}, {4, 4, 0}).with_self_loops();
-  expect_error([&] { ops::self_loop_attr(bipartite, other, Tensor::zeros({3, 2}, DType::f32), fill); },
-               {"self_loop_attr", "(5 sources, 5 destinations", "is not graph.with_self_loops() (3 sources, 5 destinations, 6 edges"});
-  expect_error([&] { ops::self_loop_attr(graph, looped, Tensor::zeros({graph.num_edges(), 2}, DType::i32), fill); },
-               {"self_loop_attr", "edge_attr"});
-  expect_error([&] { ops::self_loop_attr(graph, looped, Tensor::zeros({graph.num_edges()}, DType::f32), fill); },
-               {"self_loop_attr", "edge_attr"});
+  expect_error(
+      [&] {
+        ops::self_loop_attr(bipartite, other, Tensor::zeros({3, 2}, DType::f32), fill);
+      },
+      {"self_loop_attr", "(5 sources, 5 destinations",
+       "is not graph.with_self_loops() (3 sources, 5 destinations, 6 edges"});
+  expect_error(
+      [&] {
+        ops::self_loop_attr(graph, looped, Tensor::zeros({graph.num_edges(), 2}, DType::i32), fill);
+      },
+      {"self_loop_attr", "edge_attr"});
+  expect_error(
+      [&] { ops::self_loop_attr(graph, looped, Tensor::zeros({graph.num_edges()}, DType::f32), fill); },
+      {"self_loop_attr", "edge_attr"});
 }
 
 using CudaSelfLoopAttr = CudaVsCpuTest;
 
 TEST_F(CudaSelfLoopAttr, MatchesTheCpuForEveryFill) {
   std::mt19937_64 rng(11);
-  for (const Graph& g : {random_graph(500, 4000, 3000, rng), mixed_graph(), random_bipartite_graph(300, 900, 4000, 600, rng),
-                         random_bipartite_graph(900, 300, 4000, 600, rng)}) {
+  for (const Graph& g :
+       {random_graph(500, 4000, 3000, rng), mixed_graph(), random_bipartite_graph(300, 900, 4000, 600, rng),
+        random_bipartite_graph(900, 300, 4000, 600, rng)}) {
     const Graph looped = g.with_self_loops();
     const Graph g_cuda = g.to(Device::cuda), looped_cuda = looped.to(Device::cuda);
     for (DType dtype : {DType::f32, DType::f64}) {

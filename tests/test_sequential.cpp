@@ -28,7 +28,11 @@ TEST(Sequential, AppliesItsStepsInOrderAndNamesTheirParameters) {
   auto norm = std::make_shared<LayerNorm>(3, 1e-5, true, DType::f64);
   auto last = std::make_shared<Linear>(3, 2, false, init, DType::f64);
   Sequential net;
-  net.add(first).add(std::make_shared<ELU>(0.5)).add(norm, "norm").add([](const Tensor& h) { return ops::scale(h, 2.0); }).add(last);
+  net.add(first)
+      .add(std::make_shared<ELU>(0.5))
+      .add(norm, "norm")
+      .add([](const Tensor& h) { return ops::scale(h, 2.0); })
+      .add(last);
   std::vector<std::string> names;
   for (auto& [name, t] : net.named_parameters()) names.push_back(name);
   EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "norm.weight", "norm.bias", "4.weight"}));
@@ -44,7 +48,10 @@ TEST(Sequential, TrainEvalAndRandomStepsReachTheChildren) {
   auto dropout = std::make_shared<Dropout>(0.5);
   auto bn = std::make_shared<BatchNorm1d>(3, 1e-5, 0.1, true, DType::f64);
   Sequential net;
-  net.add(std::make_shared<Linear>(4, 3, true, init, DType::f64)).add(bn).add(std::make_shared<ReLU>()).add(dropout);
+  net.add(std::make_shared<Linear>(4, 3, true, init, DType::f64))
+      .add(bn)
+      .add(std::make_shared<ReLU>())
+      .add(dropout);
   EXPECT_EQ(net.named_buffers().size(), 2u);
   std::mt19937_64 rng(2);
   Tensor x = random_tensor({6, 4}, rng);

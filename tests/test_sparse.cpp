@@ -23,11 +23,11 @@
 #include "gat/framework/ops/sparse_dropout.h"
 #include "gat/framework/ops/sparse_matmul.h"
 #include "gat/framework/sparse.h"
-#include "gat_testing.h"
-#include "gradcheck.h"
 #include "gat/layers/linear.h"
 #include "gat/models/gat.h"
 #include "gat/train/trainer.h"
+#include "gat_testing.h"
+#include "gradcheck.h"
 
 using namespace gat;
 using namespace gat::testing;
@@ -54,10 +54,12 @@ TEST(CsrMatrix, FromDenseListsTheNonZerosAndTheirTranspose) {
 TEST(CsrMatrix, TheTransposeIsCutIntoPiecesOfAtMostKPieceEntries) {
   static_assert(CsrMatrix::kPieceEntries == 64, "the lengths below straddle 64-entry pieces");
   std::mt19937_64 rng(5);
-  const CsrMatrix m = CsrMatrix::from_dense(columns_of_lengths({0, 1, 63, 64, 65, 128, 129, 1100}, 1200, rng, DType::f32));
+  const CsrMatrix m =
+      CsrMatrix::from_dense(columns_of_lengths({0, 1, 63, 64, 65, 128, 129, 1100}, 1200, rng, DType::f32));
   EXPECT_EQ(m.t_piece_ptr().to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2, 3, 4, 6, 8, 11, 29}));
   EXPECT_EQ(m.t_piece_col().to_vector<int32_t>(),
-            (std::vector<int32_t>{0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}));
+            (std::vector<int32_t>{0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 6, 7, 7, 7, 7,
+                                  7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}));
   EXPECT_EQ(m.t_split_cols().to_vector<int32_t>(), (std::vector<int32_t>{4, 5, 6, 7}));
   const CsrMatrix moved = m.to(Device::cpu);
   EXPECT_EQ(moved.t_piece_ptr().to_vector<int32_t>(), m.t_piece_ptr().to_vector<int32_t>());
@@ -70,7 +72,8 @@ TEST(CsrMatrix, RoundTripsAndHandlesAllZeros) {
   const CsrMatrix zeros = CsrMatrix::from_dense(Tensor::zeros({3, 5}));
   EXPECT_EQ(zeros.nnz(), 0);
   EXPECT_EQ(zeros.to_dense().to_vector<float>(), std::vector<float>(15, 0.0f));
-  EXPECT_EQ(ops::sparse_matmul(zeros, Tensor::full({5, 2}, 1.0)).to_vector<float>(), std::vector<float>(6, 0.0f));
+  EXPECT_EQ(ops::sparse_matmul(zeros, Tensor::full({5, 2}, 1.0)).to_vector<float>(),
+            std::vector<float>(6, 0.0f));
 }
 
 TEST(CsrMatrix, RejectsBadInputs) {
@@ -104,8 +107,10 @@ TEST(SparseDropout, DrawsTheDenseMaskBitForBit) {
       const CsrMatrix dropped = ops::sparse_dropout(a, key);
       EXPECT_EQ(dropped.nnz(), a.nnz());  // the pattern stays, dropped entries hold zeros
       const Tensor want = ops::dropout(x, key), got = dropped.to_dense();
-      if (dtype == DType::f32) EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>());
-      else EXPECT_EQ(got.to_vector<double>(), want.to_vector<double>());
+      if (dtype == DType::f32)
+        EXPECT_EQ(got.to_vector<float>(), want.to_vector<float>());
+      else
+        EXPECT_EQ(got.to_vector<double>(), want.to_vector<double>());
     }
   }
   const CsrMatrix a = CsrMatrix::from_dense(sparse_random(5, 5, rng, 0.05, DType::f64));
@@ -127,9 +132,11 @@ GAT_INSTANTIATE_DEVICE_TESTS(SparseOnDevice);
 TEST_P(SparseOnDevice, DropoutGradientOfTheValues) {
   std::mt19937_64 rng(4);
   const CsrMatrix a = CsrMatrix::from_dense(sparse_random(12, 15, rng, 0.3, DType::f64)).to(device());
-  expect_gradients_match("sparse_dropout values", [&](const std::vector<Tensor>& in) {
-    return ops::sparse_dropout(a.with_values(in[0]), DropoutKey{0.4f, 9, 2}).values();
-  }, {a.values()});
+  expect_gradients_match("sparse_dropout values",
+                         [&](const std::vector<Tensor>& in) {
+                           return ops::sparse_dropout(a.with_values(in[0]), DropoutKey{0.4f, 9, 2}).values();
+                         },
+                         {a.values()});
 }
 
 TEST(SparseMatmul, MatchesTheDenseProductAndItsWeightGradientBitForBit) {
@@ -170,17 +177,21 @@ TEST(SparseMatmul, LongRowsAndColumnsWithDroppedEntriesMatchTheDenseProduct) {
 TEST_P(SparseOnDevice, MatmulGradientsOfBAndTheValues) {
   std::mt19937_64 rng(6);
   const CsrMatrix a = CsrMatrix::from_dense(sparse_random(9, 14, rng, 0.3, DType::f64)).to(device());
-  expect_gradients_match("sparse_matmul b and values", [&](const std::vector<Tensor>& in) {
-    return ops::sparse_matmul(a.with_values(in[0]), in[1]);
-  }, {a.values(), random_f64({14, 5}, rng)});
-  expect_gradients_match("sparse_matmul b", [&](const std::vector<Tensor>& in) {
-    return ops::sparse_matmul(a, in[0]);
-  }, {random_f64({14, 3}, rng)});
+  expect_gradients_match(
+      "sparse_matmul b and values",
+      [&](const std::vector<Tensor>& in) { return ops::sparse_matmul(a.with_values(in[0]), in[1]); },
+      {a.values(), random_f64({14, 5}, rng)});
+  expect_gradients_match("sparse_matmul b",
+                         [&](const std::vector<Tensor>& in) { return ops::sparse_matmul(a, in[0]); },
+                         {random_f64({14, 3}, rng)});
   // Through dropout, as the first layer sees it; 40 columns: several per lane on the device.
   for (int64_t N : {4, 40})
-    expect_gradients_match("sparse_matmul after sparse_dropout N=" + std::to_string(N), [&](const std::vector<Tensor>& in) {
-      return ops::sparse_matmul(ops::sparse_dropout(a.with_values(in[0]), DropoutKey{0.5f, 4, 4}), in[1]);
-    }, {a.values(), random_f64({14, N}, rng)});
+    expect_gradients_match(
+        "sparse_matmul after sparse_dropout N=" + std::to_string(N),
+        [&](const std::vector<Tensor>& in) {
+          return ops::sparse_matmul(ops::sparse_dropout(a.with_values(in[0]), DropoutKey{0.5f, 4, 4}), in[1]);
+        },
+        {a.values(), random_f64({14, N}, rng)});
 }
 
 TEST(SparseMatmul, OnlyInputsThatNeedGradientsGetThem) {
@@ -224,30 +235,44 @@ TEST(SparseMatmul, BitwiseIndependentOfThreadCount) {
 TEST(SparseDropoutMatmul, IsTheProductOfTheDroppedMatrixBitForBit) {
   std::mt19937_64 rng(10);
   const CsrMatrix a = CsrMatrix::from_dense(sparse_random(90, 70, rng, 0.1, DType::f32));
-  const Tensor b = random_tensor({70, 12}, rng, -1, 1, DType::f32), g = random_tensor({90, 12}, rng, -1, 1, DType::f32);
+  const Tensor b = random_tensor({70, 12}, rng, -1, 1, DType::f32),
+               g = random_tensor({90, 12}, rng, -1, 1, DType::f32);
   const DropoutKey key{0.6f, 5, 3};
   auto run = [&](bool fused) {
     Tensor values = a.values().clone().set_requires_grad(), w = b.clone().set_requires_grad();
     const CsrMatrix x = a.with_values(values);
-    Tensor out = fused ? ops::sparse_dropout_matmul(x, key, w) : ops::sparse_matmul(ops::sparse_dropout(x, key), w);
+    Tensor out =
+        fused ? ops::sparse_dropout_matmul(x, key, w) : ops::sparse_matmul(ops::sparse_dropout(x, key), w);
     out.backward(g);
     return std::vector<std::vector<float>>{out.to_vector<float>(), w.grad().to_vector<float>(),
                                            values.grad().to_vector<float>()};
   };
   EXPECT_EQ(run(true), run(false));
   // An inactive key: the plain product.
-  EXPECT_EQ(ops::sparse_dropout_matmul(a, DropoutKey{}, b).to_vector<float>(), ops::sparse_matmul(a, b).to_vector<float>());
-  expect_error([&] { ops::sparse_dropout_matmul(a, DropoutKey{1.0f, 0, 0}, b); }, {"sparse_dropout_matmul", "outside [0, 1)"});
-  expect_error([&] { ops::sparse_dropout_matmul(a, key, Tensor::zeros({4, 2})); }, {"sparse_dropout_matmul", "(4, 2)"});
+  EXPECT_EQ(ops::sparse_dropout_matmul(a, DropoutKey{}, b).to_vector<float>(),
+            ops::sparse_matmul(a, b).to_vector<float>());
+  expect_error(
+      [&] {
+        ops::sparse_dropout_matmul(a, DropoutKey{1.0f, 0, 0}, b);
+      },
+      {"sparse_dropout_matmul", "outside [0, 1)"});
+  expect_error(
+      [&] {
+        ops::sparse_dropout_matmul(a, key, Tensor::zeros({4, 2}));
+      },
+      {"sparse_dropout_matmul", "(4, 2)"});
 }
 
 TEST_P(SparseOnDevice, DropoutMatmulGradientsOfBAndTheValues) {
   std::mt19937_64 rng(11);
   const CsrMatrix a = CsrMatrix::from_dense(sparse_random(9, 14, rng, 0.3, DType::f64)).to(device());
   for (int64_t N : {4, 40})
-    expect_gradients_match("sparse_dropout_matmul b and values N=" + std::to_string(N), [&](const std::vector<Tensor>& in) {
-      return ops::sparse_dropout_matmul(a.with_values(in[0]), DropoutKey{0.5f, 4, 4}, in[1]);
-    }, {a.values(), random_f64({14, N}, rng)});
+    expect_gradients_match(
+        "sparse_dropout_matmul b and values N=" + std::to_string(N),
+        [&](const std::vector<Tensor>& in) {
+          return ops::sparse_dropout_matmul(a.with_values(in[0]), DropoutKey{0.5f, 4, 4}, in[1]);
+        },
+        {a.values(), random_f64({14, N}, rng)});
 }
 
 TEST(SparseMatmul, ShapeAndTypeErrorsNameTheOperands) {
@@ -345,7 +370,9 @@ using CudaSparse = CudaVsCpuTest;
 
 namespace {
 template <class T>
-std::vector<T> host_vector(const Tensor& t) { return t.to(Device::cpu).to_vector<T>(); }
+std::vector<T> host_vector(const Tensor& t) {
+  return t.to(Device::cpu).to_vector<T>();
+}
 }  // namespace
 
 TEST_F(CudaSparse, CsrMatrixMovesBetweenDevices) {
@@ -368,9 +395,12 @@ TEST_F(CudaSparse, DropoutMasksAreTheCpuMasksBitForBit) {
     const CsrMatrix cpu = CsrMatrix::from_dense(sparse_random(400, 300, rng, 0.05, dtype));
     const CsrMatrix gpu = cpu.to(Device::cuda);
     for (const DropoutKey& key : {DropoutKey{0.6f, 3, 0}, DropoutKey{0.1f, 99, 12345}}) {
-      const Tensor want = ops::sparse_dropout(cpu, key).values(), got = ops::sparse_dropout(gpu, key).values();
-      if (dtype == DType::f32) EXPECT_EQ(host_vector<float>(got), want.to_vector<float>());
-      else EXPECT_EQ(host_vector<double>(got), want.to_vector<double>());
+      const Tensor want = ops::sparse_dropout(cpu, key).values(),
+                   got = ops::sparse_dropout(gpu, key).values();
+      if (dtype == DType::f32)
+        EXPECT_EQ(host_vector<float>(got), want.to_vector<float>());
+      else
+        EXPECT_EQ(host_vector<double>(got), want.to_vector<double>());
     }
   }
 }
@@ -380,26 +410,29 @@ TEST_F(CudaSparse, MatmulAndItsGradientsMatchTheCpu) {
   // Rows of ~14 entries, and of ~105 (the warp-per-row kernel's rows span several of its
   // 32-entry batches).
   for (DType dtype : {DType::f32, DType::f64})
-  for (double density : {0.04, 0.3}) {
-    for (int64_t N : {1, 5, 32, 64, 100}) {
-      const std::string what = std::string(dtype_name(dtype)) + " N=" + std::to_string(N) +
-                               " density " + std::to_string(density);
-      const CsrMatrix cpu = ops::sparse_dropout(CsrMatrix::from_dense(sparse_random(600, 350, rng, density, dtype)),
-                                                DropoutKey{0.5f, 1, 2});  // dropped zeros too
-      const CsrMatrix gpu = cpu.to(Device::cuda);
-      const Tensor b = random_tensor({350, N}, rng, -1, 1, dtype), g = random_tensor({600, N}, rng, -1, 1, dtype);
-      Tensor values_cpu = cpu.values().clone().set_requires_grad(), b_cpu = b.clone().set_requires_grad();
-      Tensor values_gpu = gpu.values().clone().set_requires_grad(), b_gpu = b.to(Device::cuda).set_requires_grad();
-      Tensor out_cpu = ops::sparse_matmul(cpu.with_values(values_cpu), b_cpu);
-      Tensor out_gpu = ops::sparse_matmul(gpu.with_values(values_gpu), b_gpu);
-      out_cpu.backward(g);
-      out_gpu.backward(g.to(Device::cuda));
-      EXPECT_TRUE(out_gpu.is_cuda());
-      EXPECT_LE(rel_error(out_gpu, out_cpu), 1e-5) << what;
-      EXPECT_LE(rel_error(b_gpu.grad(), b_cpu.grad()), 1e-5) << what;
-      EXPECT_LE(rel_error(values_gpu.grad(), values_cpu.grad()), 1e-5) << what;
+    for (double density : {0.04, 0.3}) {
+      for (int64_t N : {1, 5, 32, 64, 100}) {
+        const std::string what = std::string(dtype_name(dtype)) + " N=" + std::to_string(N) + " density " +
+                                 std::to_string(density);
+        const CsrMatrix cpu =
+            ops::sparse_dropout(CsrMatrix::from_dense(sparse_random(600, 350, rng, density, dtype)),
+                                DropoutKey{0.5f, 1, 2});  // dropped zeros too
+        const CsrMatrix gpu = cpu.to(Device::cuda);
+        const Tensor b = random_tensor({350, N}, rng, -1, 1, dtype),
+                     g = random_tensor({600, N}, rng, -1, 1, dtype);
+        Tensor values_cpu = cpu.values().clone().set_requires_grad(), b_cpu = b.clone().set_requires_grad();
+        Tensor values_gpu = gpu.values().clone().set_requires_grad(),
+               b_gpu = b.to(Device::cuda).set_requires_grad();
+        Tensor out_cpu = ops::sparse_matmul(cpu.with_values(values_cpu), b_cpu);
+        Tensor out_gpu = ops::sparse_matmul(gpu.with_values(values_gpu), b_gpu);
+        out_cpu.backward(g);
+        out_gpu.backward(g.to(Device::cuda));
+        EXPECT_TRUE(out_gpu.is_cuda());
+        EXPECT_LE(rel_error(out_gpu, out_cpu), 1e-5) << what;
+        EXPECT_LE(rel_error(b_gpu.grad(), b_cpu.grad()), 1e-5) << what;
+        EXPECT_LE(rel_error(values_gpu.grad(), values_cpu.grad()), 1e-5) << what;
+      }
     }
-  }
 }
 
 // Both CUDA kernels: the forward's 20,000 rows take one group of lanes per row, the gradient's
@@ -407,7 +440,8 @@ TEST_F(CudaSparse, MatmulAndItsGradientsMatchTheCpu) {
 TEST_F(CudaSparse, TallAndWideMatmulsMatchTheCpu) {
   std::mt19937_64 rng(6);
   const CsrMatrix cpu = CsrMatrix::from_dense(sparse_random(20000, 40, rng, 0.25, DType::f32));
-  const Tensor b = random_tensor({40, 64}, rng, -1, 1, DType::f32), g = random_tensor({20000, 64}, rng, -1, 1, DType::f32);
+  const Tensor b = random_tensor({40, 64}, rng, -1, 1, DType::f32),
+               g = random_tensor({20000, 64}, rng, -1, 1, DType::f32);
   Tensor b_cpu = b.clone().set_requires_grad(), b_gpu = b.to(Device::cuda).set_requires_grad();
   Tensor out_cpu = ops::sparse_matmul(cpu, b_cpu), out_gpu = ops::sparse_matmul(cpu.to(Device::cuda), b_gpu);
   out_cpu.backward(g);
@@ -427,7 +461,8 @@ TEST_F(CudaSparse, GradientsThroughTheTransposesPiecesMatchTheCpu) {
     const CsrMatrix gpu = cpu.to(Device::cuda);
     for (int64_t N : {1, 5, 64, 100}) {
       const std::string what = std::string(dtype_name(dtype)) + " N=" + std::to_string(N);
-      const Tensor b = random_tensor({8, N}, rng, -1, 1, dtype), g = random_tensor({1200, N}, rng, -1, 1, dtype);
+      const Tensor b = random_tensor({8, N}, rng, -1, 1, dtype),
+                   g = random_tensor({1200, N}, rng, -1, 1, dtype);
       Tensor b_cpu = b.clone().set_requires_grad(), b_gpu = b.to(Device::cuda).set_requires_grad();
       ops::sparse_matmul(cpu, b_cpu).backward(g);
       ops::sparse_matmul(gpu, b_gpu).backward(g.to(Device::cuda));
@@ -444,17 +479,21 @@ TEST_F(CudaSparse, GradientsThroughTheTransposesPiecesMatchTheCpu) {
 // numbers within rounding.
 TEST_F(CudaSparse, DropoutMatmulIsTheComposition) {
   std::mt19937_64 rng(8);
-  for (const auto& [rows, cols, density] : {std::tuple<int64_t, int64_t, double>{600, 350, 0.04}, {20000, 40, 0.25}}) {
+  for (const auto& [rows, cols, density] :
+       {std::tuple<int64_t, int64_t, double>{600, 350, 0.04}, {20000, 40, 0.25}}) {
     const CsrMatrix cpu = CsrMatrix::from_dense(sparse_random(rows, cols, rng, density, DType::f32));
     const CsrMatrix gpu = cpu.to(Device::cuda);
-    const Tensor b = random_tensor({cols, 64}, rng, -1, 1, DType::f32), g = random_tensor({rows, 64}, rng, -1, 1, DType::f32);
+    const Tensor b = random_tensor({cols, 64}, rng, -1, 1, DType::f32),
+                 g = random_tensor({rows, 64}, rng, -1, 1, DType::f32);
     const DropoutKey key{0.6f, 7, 11};
     auto run = [&](const CsrMatrix& a, Device device, bool fused) {
       Tensor values = a.values().clone().set_requires_grad(), w = b.to(device).set_requires_grad();
       const CsrMatrix x = a.with_values(values);
-      Tensor out = fused ? ops::sparse_dropout_matmul(x, key, w) : ops::sparse_matmul(ops::sparse_dropout(x, key), w);
+      Tensor out =
+          fused ? ops::sparse_dropout_matmul(x, key, w) : ops::sparse_matmul(ops::sparse_dropout(x, key), w);
       out.backward(g.to(device));
-      return std::vector<Tensor>{out.to(Device::cpu), w.grad().to(Device::cpu), values.grad().to(Device::cpu)};
+      return std::vector<Tensor>{out.to(Device::cpu), w.grad().to(Device::cpu),
+                                 values.grad().to(Device::cpu)};
     };
     const std::vector<Tensor> fused = run(gpu, Device::cuda, true), composed = run(gpu, Device::cuda, false),
                               want = run(cpu, Device::cpu, true);
@@ -468,7 +507,8 @@ TEST_F(CudaSparse, DropoutMatmulIsTheComposition) {
 
 TEST_F(CudaSparse, MatmulIsBitwiseReproducible) {
   std::mt19937_64 rng(4);
-  const CsrMatrix a = CsrMatrix::from_dense(sparse_random(3000, 1400, rng, 0.02, DType::f32)).to(Device::cuda);
+  const CsrMatrix a =
+      CsrMatrix::from_dense(sparse_random(3000, 1400, rng, 0.02, DType::f32)).to(Device::cuda);
   const Tensor g = random_tensor({3000, 64}, rng, -1, 1, DType::f32, Device::cuda);
   Tensor w = random_tensor({1400, 64}, rng, -1, 1, DType::f32, Device::cuda).set_requires_grad();
   std::vector<std::vector<float>> outs, grads;

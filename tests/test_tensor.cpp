@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/tensor.h"
 #include "gat_testing.h"
 
@@ -164,24 +164,27 @@ TEST(Autograd, FreshGradientsAreKeptWithoutACopy) {
 TEST(Autograd, NoGradGuardStopsRecording) {
   Tensor x = Tensor::from_vector<double>({1}, {1}).set_requires_grad();
   autograd::NoGradGuard guard;
-  Tensor y = autograd::record("identity", x.clone(), {x},
-                              [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  Tensor y =
+      autograd::record("identity", x.clone(), {x}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
   EXPECT_FALSE(y.requires_grad());
 }
 
 TEST(Autograd, SecondBackwardThroughFreedGraphThrows) {
   Tensor x = Tensor::from_vector<double>({1}, {1}).set_requires_grad();
-  Tensor y = autograd::record("identity", x.clone(), {x},
-                              [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  Tensor y =
+      autograd::record("identity", x.clone(), {x}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
   y.backward();
   EXPECT_THROW(y.backward(), Error);
 }
 
 TEST(Tensor, FullOnTheDeviceMatchesTheHost) {
   GAT_SKIP_WITHOUT_CUDA();
-  EXPECT_EQ(Tensor::full({3, 5}, 2.5, DType::f32, Device::cuda).to_vector<float>(), std::vector<float>(15, 2.5f));
-  EXPECT_EQ(Tensor::full({4}, -1.25, DType::f64, Device::cuda).to_vector<double>(), std::vector<double>(4, -1.25));
-  EXPECT_EQ(Tensor::full({2, 2}, 7, DType::i32, Device::cuda).to_vector<int32_t>(), std::vector<int32_t>(4, 7));
+  EXPECT_EQ(Tensor::full({3, 5}, 2.5, DType::f32, Device::cuda).to_vector<float>(),
+            std::vector<float>(15, 2.5f));
+  EXPECT_EQ(Tensor::full({4}, -1.25, DType::f64, Device::cuda).to_vector<double>(),
+            std::vector<double>(4, -1.25));
+  EXPECT_EQ(Tensor::full({2, 2}, 7, DType::i32, Device::cuda).to_vector<int32_t>(),
+            std::vector<int32_t>(4, 7));
   EXPECT_EQ(Tensor::full({0}, 1.0, DType::f32, Device::cuda).numel(), 0);
 }
 
@@ -209,7 +212,7 @@ TEST(Tensor, FromBlobViewsTheCallersMemoryAndKeepsItsOwnerAlive) {
   t = Tensor();
   EXPECT_FALSE(watch.expired());  // a handle to the same storage still holds it
   alias = Tensor();
-  EXPECT_TRUE(watch.expired());   // released with the last handle, never freed by gat
+  EXPECT_TRUE(watch.expired());  // released with the last handle, never freed by gat
 }
 
 TEST(Tensor, FromBlobWithoutAnOwnerAndItsChecks) {

@@ -3,7 +3,6 @@
 // layer kind), a resumed run is the uninterrupted one (GAT and GATv2), and gat_train's exit codes for bad
 // flags and broken data files. Skips when the Planetoid files are absent.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <chrono>
@@ -12,24 +11,23 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gat/datasets/registry.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/io.h"
 #include "gat/models/gat.h"
 #include "gat/train/trainer.h"
-#include "gat_train_testing.h"
 #include "gat_testing.h"
+#include "gat_train_testing.h"
 
 using namespace gat;
 using gat::testing::Outcome;
-using gat::testing::run_gat_train;
 using gat::testing::read_text;
+using gat::testing::run_gat_train;
 using gat::testing::TempDir;
 namespace fs = std::filesystem;
 
@@ -43,7 +41,7 @@ bool cora_present() {
   return true;
 }
 
-#define SKIP_WITHOUT_CORA()                                                             \
+#define SKIP_WITHOUT_CORA() \
   if (!cora_present()) GTEST_SKIP() << "Cora raw files not found in " << default_data_dir()
 
 nlohmann::json last_json_line(const std::string& text) {
@@ -81,7 +79,9 @@ TEST(TrainCora, PaperRecipeReaches80PercentAndTheCheckpointReloads) {
   io::save(model, path, {{"dataset", "cora"}});
   Generator other(12345);  // different initial parameters, replaced by the checkpoint
   GAT reloaded(paper_config(data), other);
-  auto forward2 = [&](const Features& x, const Graph& g, Generator& gn) { return reloaded.forward(x, g, gn); };
+  auto forward2 = [&](const Features& x, const Graph& g, Generator& gn) {
+    return reloaded.forward(x, g, gn);
+  };
   EXPECT_NE(evaluate(reloaded, forward2, data).test.acc, result.test_acc);
   io::load_into(reloaded, path);
   const Evaluation e = evaluate(reloaded, forward2, data);
@@ -115,7 +115,8 @@ TEST(TrainCora, GatTrainGATv2CheckpointKeepsTheLayerKind) {
   TempDir dir("gat_test_train");
   const std::string ckpt = dir.file("v2.safetensors");
   const Outcome trained = run_gat_train(
-      "--dataset cora --device cpu --model gatv2 --epochs 6 --seed 3 --quiet --json --save '" + ckpt + "'", dir.path());
+      "--dataset cora --device cpu --model gatv2 --epochs 6 --seed 3 --quiet --json --save '" + ckpt + "'",
+      dir.path());
   ASSERT_EQ(trained.status, 0) << trained.err;
   const nlohmann::json summary = last_json_line(trained.out);
   EXPECT_EQ(summary["config"]["model"], "gatv2");
@@ -132,8 +133,10 @@ TEST(TrainCora, GatTrainSavesACheckpointThatLoadsToTheSameAccuracy) {
   SKIP_WITHOUT_CORA();
   TempDir dir("gat_test_train");
   const std::string ckpt = dir.file("short.safetensors"), log = dir.file("log.jsonl");
-  const Outcome trained = run_gat_train(
-      "--dataset cora --device cpu --epochs 6 --seed 3 --quiet --json --save '" + ckpt + "' --log '" + log + "'", dir.path());
+  const Outcome trained =
+      run_gat_train("--dataset cora --device cpu --epochs 6 --seed 3 --quiet --json --save '" + ckpt +
+                        "' --log '" + log + "'",
+                    dir.path());
   ASSERT_EQ(trained.status, 0) << trained.err;
   const nlohmann::json summary = last_json_line(trained.out);
   EXPECT_EQ(summary["dataset"], "cora");
@@ -179,7 +182,8 @@ TEST(TrainCora, APipedShortRunShowsEveryEpochOnStderr) {
   EXPECT_EQ(progress_lines(o.err), 20) << o.err;
   EXPECT_EQ(progress_lines(o.out), 0) << "progress belongs on stderr: " << o.out;
   EXPECT_EQ(last_json_line(o.out)["threads"], 1);
-  const Outcome quiet = run_gat_train("--dataset cora --device cpu --epochs 20 --threads 2 --quiet --json", dir.path());
+  const Outcome quiet =
+      run_gat_train("--dataset cora --device cpu --epochs 20 --threads 2 --quiet --json", dir.path());
   ASSERT_EQ(quiet.status, 0) << quiet.err;
   EXPECT_EQ(progress_lines(quiet.err), 0) << quiet.err;
   EXPECT_EQ(last_json_line(quiet.out)["threads"], 2);
@@ -204,7 +208,9 @@ TEST(TrainCora, ALongRunPrintsAtMostALineASecond) {
   std::ofstream(data / "split" / "valid.csv") << "4\n5\n6\n7\n";
   std::ofstream(data / "split" / "test.csv") << "8\n9\n10\n11\n";
   const auto start = std::chrono::steady_clock::now();
-  const Outcome o = run_gat_train("--dataset '" + data.string() + "' --device cpu --threads 1 --epochs 300 --patience 1000 --json", dir.path());
+  const Outcome o = run_gat_train(
+      "--dataset '" + data.string() + "' --device cpu --threads 1 --epochs 300 --patience 1000 --json",
+      dir.path());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(o.status, 0) << o.err;
   EXPECT_EQ(last_json_line(o.out)["epochs_mean"], 300.0);
@@ -295,44 +301,60 @@ void expect_resume_is_bitwise(const std::string& device, const std::string& mode
   const std::string common =
       "--dataset cora --device " + device + " --model " + model + " --patience 5 --seed 3 --quiet ";
   ASSERT_EQ(run_gat_train(common + "--epochs 200 --log '" + dir.file("a.jsonl") + "' --save '" +
-                              dir.file("a.safetensors") + "'", dir.path()).status, 0);
+                              dir.file("a.safetensors") + "'",
+                          dir.path())
+                .status,
+            0);
   const std::string checkpoint = dir.file("run.safetensors");
   Outcome first = run_gat_train(common + "--epochs 13 --checkpoint-every 5 --checkpoint '" + checkpoint +
-                                    "' --log '" + dir.file("b.jsonl") + "'", dir.path());
+                                    "' --log '" + dir.file("b.jsonl") + "'",
+                                dir.path());
   ASSERT_EQ(first.status, 0) << first.err;
   EXPECT_EQ(io::load_safetensors(checkpoint).metadata.at(kCheckpointEpochKey), "13");
   Outcome resumed = run_gat_train(common + "--epochs 200 --resume '" + checkpoint + "' --log '" +
-                                      dir.file("b.jsonl") + "' --save '" + dir.file("b.safetensors") + "'", dir.path());
+                                      dir.file("b.jsonl") + "' --save '" + dir.file("b.safetensors") + "'",
+                                  dir.path());
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   const std::vector<nlohmann::json> straight = log_without_times(dir.file("a.jsonl"));
   ASSERT_GT(straight.size(), 13u);
   EXPECT_LT(straight.size(), 200u) << "early stopping should end the run";
   EXPECT_EQ(log_without_times(dir.file("b.jsonl")), straight);
-  EXPECT_EQ(differing_tensors(dir.file("b.safetensors"), dir.file("a.safetensors")), std::vector<std::string>{});
+  EXPECT_EQ(differing_tensors(dir.file("b.safetensors"), dir.file("a.safetensors")),
+            std::vector<std::string>{});
 
   fs::copy_file(dir.file("a.jsonl"), dir.file("c.jsonl"));  // a log past the checkpoint's epoch
-  ASSERT_EQ(run_gat_train(common + "--epochs 200 --resume '" + checkpoint + "' --log '" + dir.file("c.jsonl") +
-                              "' --save '" + dir.file("c.safetensors") + "'", dir.path()).status, 0);
+  ASSERT_EQ(run_gat_train(common + "--epochs 200 --resume '" + checkpoint + "' --log '" +
+                              dir.file("c.jsonl") + "' --save '" + dir.file("c.safetensors") + "'",
+                          dir.path())
+                .status,
+            0);
   EXPECT_EQ(log_without_times(dir.file("c.jsonl")), straight);
-  EXPECT_EQ(differing_tensors(dir.file("c.safetensors"), dir.file("a.safetensors")), std::vector<std::string>{});
+  EXPECT_EQ(differing_tensors(dir.file("c.safetensors"), dir.file("a.safetensors")),
+            std::vector<std::string>{});
 
-  Outcome wrong_seed = run_gat_train("--dataset cora --device " + device + " --model " + model + " --seed 4 --resume '" +
-                                         checkpoint + "'", dir.path());
+  Outcome wrong_seed = run_gat_train(
+      "--dataset cora --device " + device + " --model " + model + " --seed 4 --resume '" + checkpoint + "'",
+      dir.path());
   EXPECT_EQ(wrong_seed.status, 1);
   EXPECT_NE(wrong_seed.err.find("seed"), std::string::npos) << wrong_seed.err;
   const std::string other = model == "gat" ? "gatv2" : "gat";
-  Outcome wrong_model = run_gat_train("--dataset cora --device " + device + " --model " + other + " --seed 3 --resume '" +
-                                          checkpoint + "'", dir.path());
+  Outcome wrong_model = run_gat_train(
+      "--dataset cora --device " + device + " --model " + other + " --seed 3 --resume '" + checkpoint + "'",
+      dir.path());
   EXPECT_EQ(wrong_model.status, 1);
-  EXPECT_NE(wrong_model.err.find("--resume " + checkpoint + ": the run trained " + model + " layers, these flags ask for " +
-                                  other + " (--model)"),
+  EXPECT_NE(wrong_model.err.find("--resume " + checkpoint + ": the run trained " + model +
+                                 " layers, these flags ask for " + other + " (--model)"),
             std::string::npos)
       << wrong_model.err;
-  Outcome wrong_dropout = run_gat_train(common + "--dropout 0.5 --hidden 4 --resume '" + checkpoint + "'", dir.path());
+  Outcome wrong_dropout =
+      run_gat_train(common + "--dropout 0.5 --hidden 4 --resume '" + checkpoint + "'", dir.path());
   EXPECT_EQ(wrong_dropout.status, 1);
-  EXPECT_NE(wrong_dropout.err.find("--resume " + checkpoint + ": these flags differ from the run's: "
-                                   "--dropout 0.5 (the run's: 0.6), --hidden 4 (the run's: 8); give the interrupted run's flags"),
-            std::string::npos)
+  EXPECT_NE(
+      wrong_dropout.err.find(
+          "--resume " + checkpoint +
+          ": these flags differ from the run's: "
+          "--dropout 0.5 (the run's: 0.6), --hidden 4 (the run's: 8); give the interrupted run's flags"),
+      std::string::npos)
       << wrong_dropout.err;
 }
 

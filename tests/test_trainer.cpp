@@ -54,7 +54,7 @@ TEST(EarlyStopping, ALossTieWithAWorseAccuracyResetsThePatience) {
   expect_decisions("loss tie", 2,
                    {{0.50, 1.00, true, false},
                     {0.40, 1.10, false, false},
-                    {0.30, 1.00, false, false},   // loss tie: progress, wait 0
+                    {0.30, 1.00, false, false},  // loss tie: progress, wait 0
                     {0.40, 1.10, false, false},
                     {0.40, 1.10, false, true}});
 }
@@ -64,11 +64,11 @@ TEST(EarlyStopping, AnEpochTyingBothBestsIsRememberedInsteadOfTheEarlierOne) {
   // `>` on either side the earlier one would stay, seed 1 on Cora then keeps epoch 214, not 215).
   expect_decisions("both tie", 3,
                    {{0.50, 1.00, true, false},
-                    {0.50, 1.00, true, false},    // both tie: the new best
-                    {0.60, 1.00, true, false},    // better accuracy, loss tie
-                    {0.60, 0.90, true, false},    // accuracy tie, better loss
-                    {0.60, 0.95, false, false},   // accuracy tie only: progress, not the best
-                    {0.55, 0.90, false, false}}); // loss tie only: progress, not the best
+                    {0.50, 1.00, true, false},     // both tie: the new best
+                    {0.60, 1.00, true, false},     // better accuracy, loss tie
+                    {0.60, 0.90, true, false},     // accuracy tie, better loss
+                    {0.60, 0.95, false, false},    // accuracy tie only: progress, not the best
+                    {0.55, 0.90, false, false}});  // loss tie only: progress, not the best
 }
 
 TEST(EarlyStopping, BestsAreRunningMaxAndMinNotTheRememberedEpochs) {
@@ -100,7 +100,7 @@ TEST(EarlyStopping, StopsAfterExactlyPatienceEpochsWithoutProgress) {
 TEST(EarlyStopping, ANanLossIsNeverProgressAndAFirstFiniteEpochIsRemembered) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   EarlyStopping rule(2);
-  EXPECT_TRUE(rule.update(0.0, 5.0).remember);  // accuracy 0 ties the start value
+  EXPECT_TRUE(rule.update(0.0, 5.0).remember);   // accuracy 0 ties the start value
   EXPECT_FALSE(rule.update(0.0, nan).remember);  // accuracy tie: progress, but NaN is no best
   EXPECT_EQ(rule.best_loss(), 5.0);
   EXPECT_EQ(rule.wait(), 0);
@@ -219,7 +219,8 @@ TEST(Trainer, StopsByTheRuleAndRestoresTheRememberedEpochsParameters) {
   // The model holds the remembered epoch's parameters, bit for bit, and evaluates as it did.
   const auto& want = run.params_after[static_cast<size_t>(result.best_epoch - 1)];
   EXPECT_EQ(run.final_params, want);
-  EXPECT_NE(run.params_after.back(), want) << "the last epoch's parameters equal the best's: no restore shown";
+  EXPECT_NE(run.params_after.back(), want)
+      << "the last epoch's parameters equal the best's: no restore shown";
   EXPECT_FALSE(run.training_after);
   const Evaluation& eval = run.eval_after;
   EXPECT_EQ(eval.val.acc, kept.val_acc);
@@ -327,7 +328,8 @@ TEST(Trainer, AResumeRefusesEveryImpossibleValueBeforeTraining) {
   };
   const std::vector<Bad> cases = {
       {"trainer.epoch", "abc", "metadata 'trainer.epoch' = 'abc' is not a number"},
-      {"trainer.epoch", "9223372036854775807", "trainer.epoch 9223372036854775807 is outside [1, 2147483647]"},
+      {"trainer.epoch", "9223372036854775807",
+       "trainer.epoch 9223372036854775807 is outside [1, 2147483647]"},
       {"trainer.epoch", "0", "trainer.epoch 0 is outside"},
       {"trainer.test_acc", "7", "trainer.test_acc 7 is outside [0, 1]"},
       {"trainer.val_acc", "-0.5", "trainer.val_acc -0.5 is outside [0, 1]"},

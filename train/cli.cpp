@@ -1,10 +1,9 @@
 #include "gat/train/cli.h"
 
+#include <CLI/CLI.hpp>
 #include <charconv>
 #include <limits>
 #include <type_traits>
-
-#include <CLI/CLI.hpp>
 
 #include "gat/framework/ops/attention/self_loop_attr.h"
 
@@ -60,9 +59,10 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
   app.option_defaults()->always_capture_default();
   GATConfig& m = flags.model;
   TrainOptions& t = flags.train;
-  app.add_option("--dataset", flags.dataset,
-                 "cora | citeseer | pubmed | synthetic:<nodes>:<avg_degree>:<seed>[:<edge_dim>] | a directory "
-                 "(with --load: the checkpoint's dataset unless given)")
+  app.add_option(
+         "--dataset", flags.dataset,
+         "cora | citeseer | pubmed | synthetic:<nodes>:<avg_degree>:<seed>[:<edge_dim>] | a directory "
+         "(with --load: the checkpoint's dataset unless given)")
       ->check(kNonEmpty);
   app.add_option("--data-dir", flags.data_dir,
                  "folder of the Planetoid raw files (default: $GAT_DATA_DIR, else the per-user cache "
@@ -96,7 +96,9 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
                  "mul or a number (PyG's fill_value; only for a dataset with edge features)")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
-            return ops::SelfLoopFill::try_parse(text) ? "" : "'" + text + "' is not " + ops::SelfLoopFill::kAccepted;
+            return ops::SelfLoopFill::try_parse(text)
+                       ? ""
+                       : "'" + text + "' is not " + ops::SelfLoopFill::kAccepted;
           },
           "FILL"));
   add_number(app, "--sparse-below", t.sparse_max_density,
@@ -118,11 +120,12 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
                  std::string("one JSON line per epoch (with --resume: the run's log, continued) to this ") +
                      kOutputPath)
       ->check(kNonEmpty);
-  app.add_option("--checkpoint", flags.checkpoint,
-                 "write the run's whole state (parameters, optimiser, early stopping, epoch, dropout "
-                 "generator, the dataset's digest, the flags that shape the run) during training, to continue "
-                 "it with --resume, to this " +
-                     std::string(kOutputPath))
+  app.add_option(
+         "--checkpoint", flags.checkpoint,
+         "write the run's whole state (parameters, optimiser, early stopping, epoch, dropout "
+         "generator, the dataset's digest, the flags that shape the run) during training, to continue "
+         "it with --resume, to this " +
+             std::string(kOutputPath))
       ->check(kNonEmpty);
   add_number(app, "--checkpoint-every", flags.checkpoint_every,
              "epochs between --checkpoint writes (also written at the last epoch)",

@@ -23,18 +23,18 @@ struct Flags {
   bool dataset_given = false;  // --dataset was given (with --load: else the checkpoint's dataset)
   std::string data_dir;        // empty: the library's default (datasets/registry.h)
   std::string device = "auto";
-  std::string model_name = "gat";  // --model: gat | gatv2, parsed into model.layer
+  std::string model_name = "gat";   // --model: gat | gatv2, parsed into model.layer
   std::string fill_value = "mean";  // --fill-value, parsed into model.fill_value
   bool fill_value_given = false;    // (the dataset must then have edge features)
-  GATConfig model;             // layer, hidden, heads, output_heads, dropout, value_dropout; in_features
-                               // and num_classes come from the dataset
-  TrainOptions train;          // lr, weight_decay, max_epochs, patience, sparse_max_density, cuda_graphs
-  uint64_t seed = 0;           // of the first run; run r uses seed + r
+  GATConfig model;                  // layer, hidden, heads, output_heads, dropout, value_dropout; in_features
+                                    // and num_classes come from the dataset
+  TrainOptions train;               // lr, weight_decay, max_epochs, patience, sparse_max_density, cuda_graphs
+  uint64_t seed = 0;                // of the first run; run r uses seed + r
   int64_t runs = 1;
-  std::string save, load, log;  // empty: not asked for (an empty flag value is refused)
+  std::string save, load, log;     // empty: not asked for (an empty flag value is refused)
   std::string checkpoint, resume;  // run checkpoints (TrainOptions::checkpoints); empty: none
   int64_t checkpoint_every = 1;
-  int threads = 0;                 // OpenMP threads; 0: OpenMP's default (OMP_NUM_THREADS, else every core)
+  int threads = 0;  // OpenMP threads; 0: OpenMP's default (OMP_NUM_THREADS, else every core)
   bool json = false, info = false, quiet = false;
   bool help = false;            // --help: print usage() and exit 0
   std::set<std::string> given;  // the flags on the command line, by their long names ("--hidden")

@@ -11,8 +11,8 @@ EarlyStopping::EarlyStopping(int64_t patience) : patience_(patience) {
 }
 
 void EarlyStopping::restore(double best_acc, double best_loss, int64_t wait) {
-  GAT_CHECK(wait >= 0 && wait <= patience_, "EarlyStopping::restore: wait ", wait, " outside [0, ",
-            patience_, "]");
+  GAT_CHECK(wait >= 0 && wait <= patience_, "EarlyStopping::restore: wait ", wait, " outside [0, ", patience_,
+            "]");
   best_acc_ = best_acc;
   best_loss_ = best_loss;
   wait_ = wait;

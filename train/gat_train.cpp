@@ -8,6 +8,10 @@
 //
 // Exit status: 0 on success, 2 for bad flags (with the usage), 1 for any other error (the
 // message on stderr), including a failed write of stdout, the log or the checkpoint.
+#include <omp.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -19,13 +23,9 @@
 #include <iterator>
 #include <memory>
 #include <new>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-#include <omp.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 
 #include "gat/datasets/registry.h"
 #include "gat/framework/cuda_runtime.h"
@@ -45,7 +45,8 @@ namespace {
 // first (empty on the CPU).
 nlohmann::json peak_device_blocks() {
   nlohmann::json blocks = nlohmann::json::array();
-  for (const cuda::PeakBlocks& b : cuda::peak_memory_breakdown()) blocks.push_back({b.what, b.bytes, b.count});
+  for (const cuda::PeakBlocks& b : cuda::peak_memory_breakdown())
+    blocks.push_back({b.what, b.bytes, b.count});
   return blocks;
 }
 
@@ -172,7 +173,8 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
             "; leave them out (the checkpoint's model is evaluated)");
   std::string dataset = flags.dataset;
   if (!flags.dataset_given) {
-    GAT_CHECK(!info.dataset.empty(), "checkpoint ", flags.load, ": metadata names no dataset; pass --dataset");
+    GAT_CHECK(!info.dataset.empty(), "checkpoint ", flags.load,
+              ": metadata names no dataset; pass --dataset");
     dataset = info.dataset;
   }
   const Dataset host = load_training_dataset(dataset, flags.data_dir);
@@ -184,8 +186,8 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
   const GATConfig& config = info.model;
   GAT_CHECK(config.in_features == data.num_features() && config.num_classes == data.num_classes &&
                 config.edge_dim == data.num_edge_features(),
-            "checkpoint ", flags.load, ": a model of ", config.in_features, " features, ",
-            config.num_classes, " classes and ", config.edge_dim, " edge features does not fit ", dataset, " (",
+            "checkpoint ", flags.load, ": a model of ", config.in_features, " features, ", config.num_classes,
+            " classes and ", config.edge_dim, " edge features does not fit ", dataset, " (",
             data.num_features(), " features, ", data.num_classes, " classes, ", data.num_edge_features(),
             " edge features)");
   check_self_loop_features(data, config.fill_value);
@@ -196,16 +198,18 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
   auto forward = [&](const Features& x, const Graph& g, Generator& gen) {
     return model.forward(x, g, gen, data.edge_attr);
   };
-  const Evaluation e = evaluate(model, forward, data, Features::choose(data.x, flags.train.sparse_max_density));
+  const Evaluation e =
+      evaluate(model, forward, data, Features::choose(data.x, flags.train.sparse_max_density));
   if (!flags.quiet)
     std::printf("%s: checkpoint %s: train acc %.4f, val acc %.4f (loss %.4f), test acc %.4f\n",
                 dataset.c_str(), flags.load.c_str(), e.train.acc, e.val.acc, e.val.loss, e.test.acc);
   if (flags.json) {
-    const nlohmann::json j = {{"dataset", dataset},     {"device", device_name(device)},
+    const nlohmann::json j = {{"dataset", dataset},       {"device", device_name(device)},
                               {"checkpoint", flags.load}, {"train_acc", e.train.acc},
-                              {"val_acc", e.val.acc},    {"val_loss", e.val.loss},
+                              {"val_acc", e.val.acc},     {"val_loss", e.val.loss},
                               {"test_acc", e.test.acc}};
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());  // paths: UTF-8
+    std::printf("%s\n",
+                j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());  // paths: UTF-8
   }
   return 0;
 }
@@ -293,17 +297,25 @@ int train_runs(const Flags& flags, Device device) {
     auto on_epoch = [&](const EpochStats& s) {
       if (!flags.log.empty()) {
         open_log();
-        const nlohmann::json j = {{"run", run},         {"epoch", s.epoch},       {"loss", s.loss},
-                                  {"train_acc", s.train_acc}, {"val_acc", s.val_acc}, {"val_loss", s.val_loss},
-                                  {"test_acc", s.test_acc},   {"ms", s.ms},         {"step_ms", s.step_ms}};
+        const nlohmann::json j = {{"run", run},
+                                  {"epoch", s.epoch},
+                                  {"loss", s.loss},
+                                  {"train_acc", s.train_acc},
+                                  {"val_acc", s.val_acc},
+                                  {"val_loss", s.val_loss},
+                                  {"test_acc", s.test_acc},
+                                  {"ms", s.ms},
+                                  {"step_ms", s.step_ms}};
         log->write(j.dump() + "\n");
       }
       if (progress::enabled() && epoch_lines.due(s.epoch)) {
         char line[256];
-        std::snprintf(line, sizeof line, "run %lld/%lld epoch %5lld  loss %.4f  train %.4f  val %.4f (loss %.4f)  test %.4f  %.2f ms",
-                      static_cast<long long>(run + 1), static_cast<long long>(flags.runs),
-                      static_cast<long long>(s.epoch), s.loss, s.train_acc, s.val_acc, s.val_loss,
-                      s.test_acc, s.step_ms);
+        std::snprintf(
+            line, sizeof line,
+            "run %lld/%lld epoch %5lld  loss %.4f  train %.4f  val %.4f (loss %.4f)  test %.4f  %.2f ms",
+            static_cast<long long>(run + 1), static_cast<long long>(flags.runs),
+            static_cast<long long>(s.epoch), s.loss, s.train_acc, s.val_acc, s.val_loss, s.test_acc,
+            s.step_ms);
         progress::line(line);
       }
     };
@@ -313,11 +325,12 @@ int train_runs(const Flags& flags, Device device) {
     if (r.cuda_graphs_note.rfind("not recorded", 0) == 0 || r.cuda_graphs_note.rfind("dropped", 0) == 0)
       std::fprintf(stderr, "gat_train: CUDA graphs %s; the steps ran eagerly\n", r.cuda_graphs_note.c_str());
     if (!flags.quiet)
-      std::printf("run %lld/%lld seed %llu: test acc %.4f at epoch %lld (val acc %.4f, loss %.4f), "
-                  "%lld epochs, %.2f ms/step\n",
-                  static_cast<long long>(run + 1), static_cast<long long>(flags.runs),
-                  static_cast<unsigned long long>(seed), r.test_acc, static_cast<long long>(r.best_epoch),
-                  r.val_acc, r.val_loss, static_cast<long long>(r.epochs), r.train_step_ms);
+      std::printf(
+          "run %lld/%lld seed %llu: test acc %.4f at epoch %lld (val acc %.4f, loss %.4f), "
+          "%lld epochs, %.2f ms/step\n",
+          static_cast<long long>(run + 1), static_cast<long long>(flags.runs),
+          static_cast<unsigned long long>(seed), r.test_acc, static_cast<long long>(r.best_epoch), r.val_acc,
+          r.val_loss, static_cast<long long>(r.epochs), r.train_step_ms);
     if (run == 0 && !flags.save.empty()) {
       CheckpointInfo saved = run_info;
       saved.seed = seed;
@@ -333,7 +346,8 @@ int train_runs(const Flags& flags, Device device) {
     for (double x : v) m += x;
     m /= static_cast<double>(v.size());
     for (double x : v) ss += (x - m) * (x - m);
-    return std::pair<double, double>{m, v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0};
+    return std::pair<double, double>{m,
+                                     v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0};
   };
   std::vector<double> accs, epochs, best_epochs, step_ms;
   std::vector<std::string> graph_notes;
@@ -347,28 +361,48 @@ int train_runs(const Flags& flags, Device device) {
   const auto [acc_mean, acc_std] = mean_std(accs);
   const double epochs_mean = mean_std(epochs).first, step_ms_mean = mean_std(step_ms).first;
   if (!flags.quiet)
-    std::printf("%s on %s: test accuracy %.2f +- %.2f %% over %lld run(s); %.0f epochs on average; "
-                "%.2f ms per training step\n",
-                flags.dataset.c_str(), device_name(device), 100 * acc_mean, 100 * acc_std,
-                static_cast<long long>(flags.runs), epochs_mean, step_ms_mean);
+    std::printf(
+        "%s on %s: test accuracy %.2f +- %.2f %% over %lld run(s); %.0f epochs on average; "
+        "%.2f ms per training step\n",
+        flags.dataset.c_str(), device_name(device), 100 * acc_mean, 100 * acc_std,
+        static_cast<long long>(flags.runs), epochs_mean, step_ms_mean);
   if (flags.json) {
     const nlohmann::json j = {
-        {"dataset", flags.dataset},  {"device", device_name(device)},
-        {"runs", flags.runs},        {"seed", flags.seed},
-        {"test_acc_mean", acc_mean}, {"test_acc_std", acc_std},
-        {"test_accs", accs},         {"epochs_mean", epochs_mean},
-        {"epochs", epochs},          {"best_epochs", best_epochs},
-        {"train_step_ms", step_ms_mean}, {"train_step_ms_per_run", step_ms},
-        {"threads", omp_get_max_threads()}, {"cuda_graphs", graph_notes},
-        {"nodes", data.graph.num_nodes()}, {"edges", data.graph.num_edges() - data.graph.count_self_loops()},  // the dataset's, without the added loops
-        {"peak_device_bytes", cuda::peak_memory_allocated()}, {"peak_host_bytes", peak_host_bytes()},
+        {"dataset", flags.dataset},
+        {"device", device_name(device)},
+        {"runs", flags.runs},
+        {"seed", flags.seed},
+        {"test_acc_mean", acc_mean},
+        {"test_acc_std", acc_std},
+        {"test_accs", accs},
+        {"epochs_mean", epochs_mean},
+        {"epochs", epochs},
+        {"best_epochs", best_epochs},
+        {"train_step_ms", step_ms_mean},
+        {"train_step_ms_per_run", step_ms},
+        {"threads", omp_get_max_threads()},
+        {"cuda_graphs", graph_notes},
+        {"nodes", data.graph.num_nodes()},
+        {"edges",
+         data.graph.num_edges() - data.graph.count_self_loops()},  // the dataset's, without the added loops
+        {"peak_device_bytes", cuda::peak_memory_allocated()},
+        {"peak_host_bytes", peak_host_bytes()},
         {"peak_device_blocks", peak_device_blocks()},
-        {"config", {{"model", attention_layer_name(config.layer)}, {"hidden", config.hidden}, {"heads", config.heads}, {"output_heads", config.output_heads},
-                    {"dropout", config.dropout}, {"value_dropout", config.value_dropout}, {"lr", flags.train.lr},
-                    {"weight_decay", flags.train.weight_decay}, {"patience", flags.train.patience},
-                    {"max_epochs", flags.train.max_epochs}, {"edge_dim", config.edge_dim},
-                    {"fill_value", config.fill_value.name()}}}};
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());  // paths: UTF-8
+        {"config",
+         {{"model", attention_layer_name(config.layer)},
+          {"hidden", config.hidden},
+          {"heads", config.heads},
+          {"output_heads", config.output_heads},
+          {"dropout", config.dropout},
+          {"value_dropout", config.value_dropout},
+          {"lr", flags.train.lr},
+          {"weight_decay", flags.train.weight_decay},
+          {"patience", flags.train.patience},
+          {"max_epochs", flags.train.max_epochs},
+          {"edge_dim", config.edge_dim},
+          {"fill_value", config.fill_value.name()}}}};
+    std::printf("%s\n",
+                j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());  // paths: UTF-8
   }
   return 0;
 }
@@ -396,7 +430,7 @@ int run(const Flags& flags) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines show up live in logs and pipes
-  cli::Environment env;  // the environment is read here, and only here
+  cli::Environment env;                      // the environment is read here, and only here
   env.cuda_graphs = cli::cuda_graphs_enabled(std::getenv("GAT_CUDA_GRAPHS"));
   try {
     env.data_dir_default = default_data_dir();

@@ -16,9 +16,9 @@
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/ops/accuracy.h"
+#include "gat/framework/ops/attention/self_loop_attr.h"
 #include "gat/framework/ops/classification_metrics.h"
 #include "gat/framework/ops/cross_entropy.h"
-#include "gat/framework/ops/attention/self_loop_attr.h"
 #include "gat/framework/optim.h"
 #include "gat/framework/progress.h"
 #include "gat/framework/side_work.h"
@@ -57,7 +57,7 @@ void queue_step(Module& model, const ForwardFn& forward, const Dataset& data, co
   model.train();
   optimizer.zero_grad();
   const Tensor logits = forward(x, data.graph, gen);  // (N, C)
-  SideWork side;  // the training nodes' metrics, beside the backward pass
+  SideWork side;                                      // the training nodes' metrics, beside the backward pass
   side.run({logits.detach(), data.y, data.train_index, metrics}, [](const std::vector<Tensor>& in) {
     Tensor out = in[3];
     ops::classification_metrics(in[0], in[1], {in[2]}, out);
@@ -80,7 +80,7 @@ void queue_eval(Module& model, const ForwardFn& forward, const Dataset& data, co
                 Tensor& metrics) {
   autograd::NoGradGuard no_grad;
   model.eval();
-  Generator no_dropout(0);  // eval mode draws no dropout stream from it
+  Generator no_dropout(0);                                   // eval mode draws no dropout stream from it
   const Tensor logits = forward(x, data.graph, no_dropout);  // (N, C)
   ops::classification_metrics(logits, data.y, {data.train_index, data.val_index, data.test_index}, metrics);
 }
@@ -88,8 +88,9 @@ void queue_eval(Module& model, const ForwardFn& forward, const Dataset& data, co
 // Row `row` of metrics read back (f64 (rows, 3) as classification_metrics), for the nodes of index.
 SplitMetrics split_metrics(const std::vector<double>& metrics, int64_t row, const Tensor& index) {
   const size_t at = static_cast<size_t>(3 * row);
-  return {metrics[at], ops::accuracy_from_counts({static_cast<int32_t>(metrics[at + 1]),
-                                                  static_cast<int32_t>(metrics[at + 2])}, index)};
+  return {metrics[at],
+          ops::accuracy_from_counts(
+              {static_cast<int32_t>(metrics[at + 1]), static_cast<int32_t>(metrics[at + 2])}, index)};
 }
 
 // The evaluation in rows first.. of metrics read back.
@@ -108,12 +109,16 @@ class EpochReads {
     if (metrics.is_cuda()) cuda_ = std::make_unique<CudaSide>(metrics.nbytes());
   }
   void step_begins() {
-    if (cuda_) cuda_->step_start.record();
-    else step_start_ = Clock::now();
+    if (cuda_)
+      cuda_->step_start.record();
+    else
+      step_start_ = Clock::now();
   }
   void step_ends() {
-    if (cuda_) cuda_->step_end.record();
-    else step_ms_ = ms_since(step_start_);
+    if (cuda_)
+      cuda_->step_end.record();
+    else
+      step_ms_ = ms_since(step_start_);
   }
   // Waits for the epoch's work and returns the metrics; step_ms() is the step's time from then.
   std::vector<double> read() {
@@ -148,21 +153,27 @@ class RecordedEpoch {
   RecordedEpoch(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x,
                 Optimizer& optimizer, Generator& gen, const LossGradientInputs& loss_grad,
                 const Tensor& step_metrics, const Tensor& eval_metrics)
-      : optimizer_(optimizer), gen_(gen), loss_grad_(loss_grad), step_metrics_(step_metrics),
+      : optimizer_(optimizer),
+        gen_(gen),
+        loss_grad_(loss_grad),
+        step_metrics_(step_metrics),
         eval_metrics_(eval_metrics) {
     stream_base_.set(gen.next_stream());
-    step_ = cuda::capture([&] {
-      gen.begin_device_streams(stream_base_.get());
-      try {
-        queue_step(model, forward, data, x, optimizer, gen, loss_grad_, step_metrics_);
-      } catch (...) {
-        gen.end_device_streams();
-        throw;
-      }
-      streams_per_step_ = gen.end_device_streams();
-      stream_base_.advance(streams_per_step_);
-    }, &why_);
-    if (step_.valid()) eval_ = cuda::capture([&] { queue_eval(model, forward, data, x, eval_metrics_); }, &why_);
+    step_ = cuda::capture(
+        [&] {
+          gen.begin_device_streams(stream_base_.get());
+          try {
+            queue_step(model, forward, data, x, optimizer, gen, loss_grad_, step_metrics_);
+          } catch (...) {
+            gen.end_device_streams();
+            throw;
+          }
+          streams_per_step_ = gen.end_device_streams();
+          stream_base_.advance(streams_per_step_);
+        },
+        &why_);
+    if (step_.valid())
+      eval_ = cuda::capture([&] { queue_eval(model, forward, data, x, eval_metrics_); }, &why_);
   }
   bool valid() const { return step_.valid() && eval_.valid(); }
   const std::string& why() const { return why_; }
@@ -316,9 +327,8 @@ Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data
 TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const Dataset& data,
                                   const TrainOptions& options, Generator& gen,
                                   const std::function<void(const EpochStats&)>& on_epoch) {
-  return train_node_classifier(model, forward, data,
-                               Features::choose(data.x, options.sparse_max_density), options, gen,
-                               on_epoch);
+  return train_node_classifier(model, forward, data, Features::choose(data.x, options.sparse_max_density),
+                               options, gen, on_epoch);
 }
 
 TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const Dataset& data,
@@ -326,8 +336,8 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
                                   const std::function<void(const EpochStats&)>& on_epoch) {
   options.validate();
   GAT_CHECK(x.rows() == data.x.size(0) && x.cols() == data.x.size(1) && x.device() == data.x.device(),
-            "train: the features ", x.describe(), " are not data.x's shape and device (",
-            data.x.describe(), ")");
+            "train: the features ", x.describe(), " are not data.x's shape and device (", data.x.describe(),
+            ")");
   AdamOptions adam;
   adam.lr = options.lr;
   adam.weight_decay = options.weight_decay;
@@ -344,7 +354,8 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   double& step_ms_total = state.step_ms_total;
   const int64_t first_epoch = state.epoch + 1;
   Tensor metrics = Tensor::empty({kMetricRows, 3}, DType::f64, data.x.device(), "epoch metrics");
-  Tensor step_metrics = metrics.rows(kStepRow, kStepRow + 1), eval_metrics = metrics.rows(kEvalRows, kMetricRows);
+  Tensor step_metrics = metrics.rows(kStepRow, kStepRow + 1),
+         eval_metrics = metrics.rows(kEvalRows, kMetricRows);
   LossGradientInputs loss_grad;  // made by the first step (queue_step)
   EpochReads reads(metrics);
   // Recorded after the first (eager) epoch has made the optimiser state and every cache.
@@ -356,8 +367,8 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
     reads.step_begins();
     if (record && epoch == first_epoch + 1) {
       record = false;
-      recorded = std::make_unique<RecordedEpoch>(model, forward, data, x, optimizer, gen, loss_grad, step_metrics,
-                                                 eval_metrics);
+      recorded = std::make_unique<RecordedEpoch>(model, forward, data, x, optimizer, gen, loss_grad,
+                                                 step_metrics, eval_metrics);
       if (!recorded->valid()) {  // fall back to eager steps
         result.cuda_graphs_note = "not recorded: " + recorded->why();
         recorded.reset();
@@ -399,22 +410,25 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
       result.val_loss = stats.val_loss;
       result.best_epoch = epoch;
       for (size_t i = 0; i < params.size(); ++i) {  // copied into the kept tensors, not allocated again
-        if (best_params[i].defined()) best_params[i].copy_(params[i]);
-        else best_params[i] = params[i].clone();
+        if (best_params[i].defined())
+          best_params[i].copy_(params[i]);
+        else
+          best_params[i] = params[i].clone();
       }
     }
     stats.ms = ms_since(start);
     state.epoch = epoch;
     state.stopped = decision.stop;
     if (on_epoch) on_epoch(stats);  // (first: a log line is never missing for a saved epoch)
-    if (!checkpoints.path.empty() && (epoch % checkpoints.every == 0 || decision.stop || epoch == options.max_epochs))
+    if (!checkpoints.path.empty() &&
+        (epoch % checkpoints.every == 0 || decision.stop || epoch == options.max_epochs))
       save_run(checkpoints.path, model, optimizer, gen, state, checkpoints.metadata);
   }
   if (recorded) result.cuda_graphs_note = "recorded";
   recorded.reset();
   result.train_step_ms = result.epochs > 0 ? step_ms_total / static_cast<double>(result.epochs) : 0.0;
-  GAT_CHECK(result.best_epoch > 0, "train: no epoch had a finite validation loss (last: ",
-            stopping.best_loss(), ")");
+  GAT_CHECK(result.best_epoch > 0,
+            "train: no epoch had a finite validation loss (last: ", stopping.best_loss(), ")");
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor p = params[i];
     p.copy_(best_params[i]);
@@ -425,7 +439,8 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
 
 Recipe recipe_for(const std::string& dataset) {
   std::string key = dataset;
-  std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   Recipe recipe;
   if (key == "pubmed") {
     recipe.output_heads = 8;
@@ -445,7 +460,8 @@ Dataset with_self_loops(Dataset data) {
   const Graph looped = data.graph.with_self_loops();
   // The loops' rows are placeholders (0): GATConv replaces them by its fill_value.
   if (data.edge_attr.defined())
-    data.edge_attr = ops::self_loop_attr(data.graph, looped, data.edge_attr, ops::SelfLoopFill::constant_value(0.0));
+    data.edge_attr =
+        ops::self_loop_attr(data.graph, looped, data.edge_attr, ops::SelfLoopFill::constant_value(0.0));
   data.graph = looped;
   return data;
 }

@@ -16,8 +16,8 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "gat/datasets/dataset.h"
@@ -36,10 +36,10 @@ namespace gat {
 using ForwardFn = std::function<Tensor(const Features& x, const Graph& graph, Generator& gen)>;
 
 struct TrainCheckpoints {
-  std::string path;        // write the run's state here after every `every`-th epoch (none if empty)
+  std::string path;  // write the run's state here after every `every`-th epoch (none if empty)
   int64_t every = 1;
-  io::Metadata metadata;   // added to the file's metadata (e.g. the model's configuration)
-  std::string resume;      // continue the run saved in this file (none if empty)
+  io::Metadata metadata;  // added to the file's metadata (e.g. the model's configuration)
+  std::string resume;     // continue the run saved in this file (none if empty)
 };
 
 struct TrainOptions {
@@ -58,7 +58,8 @@ struct TrainOptions {
   // The values each field may take (validate() and gat_train's flags use them).
   static constexpr Range<double> kLrRange{0.0, 1000.0, true, false};
   static constexpr Range<double> kWeightDecayRange{0.0, 1000.0};
-  static constexpr Range<int64_t> kEpochsRange{1, std::numeric_limits<int32_t>::max()};  // max_epochs, patience
+  static constexpr Range<int64_t> kEpochsRange{1,
+                                               std::numeric_limits<int32_t>::max()};  // max_epochs, patience
   static constexpr Range<double> kDensityRange{0.0, 1.0};  // gat_train's --sparse-below (the
                                                            // library takes any value: > 1 is always sparse)
 
@@ -70,24 +71,24 @@ struct TrainOptions {
 constexpr const char* kCheckpointEpochKey = "trainer.epoch";
 
 struct EpochStats {
-  int64_t epoch = 0;       // 1-based
-  double loss = 0;         // training loss of the step (training mode, dropout on)
-  double train_acc = 0;    // of the same forward pass
-  double val_loss = 0;     // eval mode
+  int64_t epoch = 0;     // 1-based
+  double loss = 0;       // training loss of the step (training mode, dropout on)
+  double train_acc = 0;  // of the same forward pass
+  double val_loss = 0;   // eval mode
   double val_acc = 0;
   double test_acc = 0;
   // forward + backward + optimizer step: on CUDA the device time between events queued around
   // it (from the epoch's start in the second, which records the graphs), on the CPU the wall clock
   double step_ms = 0;
-  double ms = 0;           // the whole epoch (step and evaluation)
+  double ms = 0;  // the whole epoch (step and evaluation)
 };
 
 struct TrainResult {
-  double test_acc = 0;     // of the remembered epoch
-  double val_acc = 0;      // of the remembered epoch
+  double test_acc = 0;  // of the remembered epoch
+  double val_acc = 0;   // of the remembered epoch
   double val_loss = 0;
-  int64_t best_epoch = 0;  // the remembered epoch (1-based)
-  int64_t epochs = 0;      // epochs run
+  int64_t best_epoch = 0;    // the remembered epoch (1-based)
+  int64_t epochs = 0;        // epochs run
   double train_step_ms = 0;  // mean forward + backward + optimizer step
   // "recorded" (epochs after the first replayed CUDA graphs), "off" (not asked for, or not on
   // CUDA), "not recorded: <why>" (eager steps throughout), or "dropped at epoch K: <why>"

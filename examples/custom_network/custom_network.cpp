@@ -36,7 +36,7 @@ class ResidualGAT : public Module {
   // x (N, F) -> logits (N, classes)
   Tensor forward(const Features& x, const Graph& graph, Generator& gen) {
     Tensor h = ops::elu(conv1->forward(dropout->forward(x, gen), graph, gen));  // (N, 64)
-    h = ops::add(h, conv2->forward(dropout->forward(h, gen), graph, gen));       // residual
+    h = ops::add(h, conv2->forward(dropout->forward(h, gen), graph, gen));      // residual
     h = ops::elu(norm->forward(h));
     return head->forward(dropout->forward(h, gen));
   }
@@ -63,9 +63,12 @@ int main(int argc, char** argv) {
   int64_t epochs = 200;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--epochs" && i + 1 < argc) epochs = std::atoll(argv[++i]);
-    else if (arg[0] != '-') data_dir = arg;
-    else return std::fprintf(stderr, "usage: custom_network [DATA_DIR] [--epochs N]\n"), 2;
+    if (arg == "--epochs" && i + 1 < argc)
+      epochs = std::atoll(argv[++i]);
+    else if (arg[0] != '-')
+      data_dir = arg;
+    else
+      return std::fprintf(stderr, "usage: custom_network [DATA_DIR] [--epochs N]\n"), 2;
   }
   if (data_dir.empty()) return std::fprintf(stderr, "custom_network: give DATA_DIR or set GAT_DATA_DIR\n"), 2;
   try {
@@ -86,7 +89,8 @@ int main(int argc, char** argv) {
     int64_t best_epoch = 0;
     for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
       model.train();
-      Tensor loss = ops::masked_cross_entropy(model.forward(x, data.graph, dropout), data.y, data.train_index);
+      Tensor loss =
+          ops::masked_cross_entropy(model.forward(x, data.graph, dropout), data.y, data.train_index);
       loss.backward();
       const double grad_norm = clip_grad_norm(model.parameters(), 2.0);
       optimizer.step();
@@ -103,11 +107,11 @@ int main(int argc, char** argv) {
         test_at_best = ops::accuracy(logits, data.y, data.test_index);
       }
       if (epoch % 50 == 0)
-        std::printf("epoch %4lld  loss %.4f  |grad| %.3f  lr %.5f  val_acc %.4f\n", static_cast<long long>(epoch),
-                    loss.item(), grad_norm, optimizer.lr(), val);
+        std::printf("epoch %4lld  loss %.4f  |grad| %.3f  lr %.5f  val_acc %.4f\n",
+                    static_cast<long long>(epoch), loss.item(), grad_norm, optimizer.lr(), val);
     }
-    std::printf("best epoch %lld: val_acc %.4f  test_acc %.4f\n", static_cast<long long>(best_epoch), best_val,
-                test_at_best);
+    std::printf("best epoch %lld: val_acc %.4f  test_acc %.4f\n", static_cast<long long>(best_epoch),
+                best_val, test_at_best);
   } catch (const Error& e) {
     std::fprintf(stderr, "custom_network: %s\n", e.what());
     return 1;

@@ -18,10 +18,14 @@ int main(int argc, char** argv) {
   gat::TrainOptions options;  // the paper's recipe
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--epochs" && i + 1 < argc) options.max_epochs = std::atoll(argv[++i]);
-    else if (arg == "--out" && i + 1 < argc) out = argv[++i];
-    else if (arg[0] != '-') data_dir = arg;
-    else return std::fprintf(stderr, "usage: train_gat [DATA_DIR] [--epochs N] [--out PATH]\n"), 2;
+    if (arg == "--epochs" && i + 1 < argc)
+      options.max_epochs = std::atoll(argv[++i]);
+    else if (arg == "--out" && i + 1 < argc)
+      out = argv[++i];
+    else if (arg[0] != '-')
+      data_dir = arg;
+    else
+      return std::fprintf(stderr, "usage: train_gat [DATA_DIR] [--epochs N] [--out PATH]\n"), 2;
   }
   if (data_dir.empty()) return std::fprintf(stderr, "train_gat: give DATA_DIR or set GAT_DATA_DIR\n"), 2;
   try {
@@ -38,15 +42,17 @@ int main(int argc, char** argv) {
       return model.forward(x, graph, gen);
     };
 
-    const gat::TrainResult result = gat::train_node_classifier(
-        model, forward, data, options, dropout, [](const gat::EpochStats& s) {
+    const gat::TrainResult result =
+        gat::train_node_classifier(model, forward, data, options, dropout, [](const gat::EpochStats& s) {
           if (s.epoch % 50 == 0)
-            std::printf("epoch %4lld  loss %.4f  val_acc %.4f\n", static_cast<long long>(s.epoch), s.loss, s.val_acc);
+            std::printf("epoch %4lld  loss %.4f  val_acc %.4f\n", static_cast<long long>(s.epoch), s.loss,
+                        s.val_acc);
         });
     // The model now holds the parameters of the epoch early stopping chose.
     const gat::Evaluation eval = gat::evaluate(model, forward, data);
-    std::printf("best epoch %lld of %lld: val_acc %.4f  test_acc %.4f\n", static_cast<long long>(result.best_epoch),
-                static_cast<long long>(result.epochs), eval.val.acc, eval.test.acc);
+    std::printf("best epoch %lld of %lld: val_acc %.4f  test_acc %.4f\n",
+                static_cast<long long>(result.best_epoch), static_cast<long long>(result.epochs),
+                eval.val.acc, eval.test.acc);
     gat::io::save(model, out, {{"dataset", "cora"}});
     std::printf("saved %s\n", out.c_str());
   } catch (const gat::Error& e) {

@@ -20,7 +20,8 @@ constexpr int64_t kParallelItems = 1 << 16;
 
 // The number of contiguous blocks that n items are cut into: one per thread when n is large.
 inline int parallel_blocks(int64_t n) {
-  return n < kParallelItems ? 1 : std::max(1, std::min<int>(omp_get_max_threads(), static_cast<int>(n / 1024)));
+  return n < kParallelItems ? 1
+                            : std::max(1, std::min<int>(omp_get_max_threads(), static_cast<int>(n / 1024)));
 }
 // The first item of block b of `blocks` over [0, n) (block b is [block_begin(b), block_begin(b + 1))).
 inline int64_t block_begin(int64_t n, int64_t b, int64_t blocks) { return n * b / blocks; }
@@ -79,7 +80,7 @@ std::vector<int64_t> counting_sort(const char* what, int64_t n, int64_t buckets,
   // cursor[t * buckets + b]: first the items of bucket b in block t, then the position of block
   // t's next item of bucket b relative to offsets[b].
   std::vector<uint32_t> cursor(static_cast<size_t>(blocks) * nb, 0);  // (blocks, buckets)
-  std::vector<int64_t> block_items(static_cast<size_t>(blocks), 0);  // (blocks,)
+  std::vector<int64_t> block_items(static_cast<size_t>(blocks), 0);   // (blocks,)
 #pragma omp parallel for schedule(static, 1) if (blocks > 1)
   for (int t = 0; t < blocks; ++t) {
     uint32_t* count = cursor.data() + static_cast<size_t>(t) * nb;
@@ -99,7 +100,8 @@ std::vector<int64_t> counting_sort(const char* what, int64_t n, int64_t buckets,
   const int bucket_blocks = parallel_blocks(buckets * blocks);
 #pragma omp parallel for schedule(static, 1) if (bucket_blocks > 1)
   for (int r = 0; r < bucket_blocks; ++r) {
-    const int64_t lo = block_begin(buckets, r, bucket_blocks), hi = block_begin(buckets, r + 1, bucket_blocks);
+    const int64_t lo = block_begin(buckets, r, bucket_blocks),
+                  hi = block_begin(buckets, r + 1, bucket_blocks);
     for (int t = 0; t < blocks; ++t) {
       uint32_t* count = cursor.data() + static_cast<size_t>(t) * nb;
       for (int64_t b = lo; b < hi; ++b) {
@@ -137,28 +139,33 @@ constexpr int64_t kCoarseBuckets = 4096;
 // may share memory. Returns the key offsets (keys+1,): key k's items are at [offsets[k],
 // offsets[k+1]), in input order.
 template <class Item, class Visit, class Allocate, class Stage, class Staged, class Store>
-std::vector<int64_t> bucket_sort(const char* what, int64_t n, int64_t keys, const Visit& visit, const Allocate& allocate,
-                                 const Stage& stage, const Staged& staged, const Store& store) {
+std::vector<int64_t> bucket_sort(const char* what, int64_t n, int64_t keys, const Visit& visit,
+                                 const Allocate& allocate, const Stage& stage, const Staged& staged,
+                                 const Store& store) {
   int shift = 0;
   while ((keys >> shift) >= kCoarseBuckets) ++shift;
   const int64_t coarse = (keys >> shift) + 1, width = int64_t{1} << shift;
   const std::vector<int64_t> coarse_start = counting_sort(  // (coarse+1,)
       what, n, coarse,
       [&](int64_t begin, int64_t end, auto&& emit) {
-        visit(begin, end, [&](int64_t key, const Item& item) { emit(key >> shift, std::make_pair(static_cast<int32_t>(key), item)); });
+        visit(begin, end, [&](int64_t key, const Item& item) {
+          emit(key >> shift, std::make_pair(static_cast<int32_t>(key), item));
+        });
       },
-      allocate, [&](int64_t pos, const std::pair<int32_t, Item>& entry) { stage(pos, entry.first, entry.second); });
+      allocate,
+      [&](int64_t pos, const std::pair<int32_t, Item>& entry) { stage(pos, entry.first, entry.second); });
   std::vector<int64_t> offsets(static_cast<size_t>(keys) + 1, 0);  // (keys+1,)
   offsets[static_cast<size_t>(keys)] = coarse_start.back();
 #pragma omp parallel if (coarse_start.back() > kParallelItems)
   {
-    std::vector<std::pair<int32_t, Item>> local;          // one bucket's staged items
+    std::vector<std::pair<int32_t, Item>> local;            // one bucket's staged items
     std::vector<int64_t> next(static_cast<size_t>(width));  // (width,) counts, then positions
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < coarse; ++b) {
       const int64_t first_key = b << shift, bucket_keys = std::min(width, keys - first_key);
       local.clear();
-      for (int64_t pos = coarse_start[static_cast<size_t>(b)]; pos < coarse_start[static_cast<size_t>(b) + 1]; ++pos)
+      for (int64_t pos = coarse_start[static_cast<size_t>(b)]; pos < coarse_start[static_cast<size_t>(b) + 1];
+           ++pos)
         local.push_back(staged(pos));
       std::fill(next.begin(), next.begin() + std::max<int64_t>(bucket_keys, 0), 0);
       for (const auto& entry : local) ++next[static_cast<size_t>(entry.first - first_key)];
@@ -168,7 +175,8 @@ std::vector<int64_t> bucket_sort(const char* what, int64_t n, int64_t keys, cons
         offsets[static_cast<size_t>(first_key + k)] = next[static_cast<size_t>(k)] = run;
         run += items;
       }
-      for (const auto& entry : local) store(next[static_cast<size_t>(entry.first - first_key)]++, entry.second);
+      for (const auto& entry : local)
+        store(next[static_cast<size_t>(entry.first - first_key)]++, entry.second);
     }
   }
   return offsets;

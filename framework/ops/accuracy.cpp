@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 
@@ -13,7 +13,7 @@ void argmax(const Tensor& x, Tensor& out) {
   dispatch_float(x.dtype(), "argmax", [&](auto zero) {
     using T = decltype(zero);
     const int64_t N = x.size(0), C = x.size(1);
-    const T* in = x.data<T>();      // (N, C)
+    const T* in = x.data<T>();         // (N, C)
     int32_t* o = out.data<int32_t>();  // (N,)
 #pragma omp parallel for if (N * C > detail::kParallelThreshold)
     for (int64_t r = 0; r < N; ++r) o[r] = row_argmax(in + r * C, C);
@@ -27,8 +27,8 @@ void count_correct(const Tensor& pred, const Tensor& labels, const Tensor& index
   const int32_t* idx = index.data<int32_t>();  // (K,)
   int32_t correct = 0;
   for (int64_t k = 0; k < K; ++k) {
-    GAT_CHECK(idx[k] >= 0 && idx[k] < N, "accuracy: index[", k, "] = ", idx[k],
-              " is outside [0, ", N, ")");  // on the host the entry can be named at once
+    GAT_CHECK(idx[k] >= 0 && idx[k] < N, "accuracy: index[", k, "] = ", idx[k], " is outside [0, ", N,
+              ")");  // on the host the entry can be named at once
     correct += p[idx[k]] == y[idx[k]];
   }
   counts.data<int32_t>()[0] += correct;
@@ -87,9 +87,9 @@ Tensor correct_counts(const Tensor& logits, const Tensor& labels, const Tensor& 
   check_dtype(op, "index", index, DType::i32);
   check_dim(op, "index", index, 1);
   GAT_CHECK(index.numel() > 0, op, ": 'index' is empty");
-  GAT_CHECK(labels.device() == logits.device() && index.device() == logits.device(), op,
-            ": logits ", logits.describe(), ", labels ", labels.describe(), " and index ",
-            index.describe(), " must be on one device");
+  GAT_CHECK(labels.device() == logits.device() && index.device() == logits.device(), op, ": logits ",
+            logits.describe(), ", labels ", labels.describe(), " and index ", index.describe(),
+            " must be on one device");
   return count_correct(argmax_unchecked(logits), labels, index);
 }
 

@@ -7,8 +7,8 @@ namespace {
 
 // One thread per row (C, the number of classes, is small).
 template <class T>
-__global__ void argmax_kernel(const T* __restrict__ inp,   // (N, C)
-                              int32_t* __restrict__ out,   // (N,)
+__global__ void argmax_kernel(const T* __restrict__ inp,  // (N, C)
+                              int32_t* __restrict__ out,  // (N,)
                               long long N, long long C) {
   for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < N;
        r += (long long)gridDim.x * blockDim.x)
@@ -25,8 +25,10 @@ __global__ void count_correct_kernel(const int32_t* __restrict__ pred,    // (N,
   for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < K;
        k += (long long)gridDim.x * blockDim.x) {
     const int32_t r = index[k];
-    if (r < 0 || r >= N) atomicAdd(&counts[1], 1);
-    else if (pred[r] == labels[r]) atomicAdd(&counts[0], 1);
+    if (r < 0 || r >= N)
+      atomicAdd(&counts[1], 1);
+    else if (pred[r] == labels[r])
+      atomicAdd(&counts[0], 1);
   }
 }
 

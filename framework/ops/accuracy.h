@@ -42,7 +42,7 @@ GAT_HOST_DEVICE int32_t row_argmax(const T* row, int64_t C) {
 //                  (the CPU throws on the first such entry instead, naming it).
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
 GAT_DECLARE_KERNEL_FN(argmax, (const Tensor& x, Tensor& out))
-GAT_DECLARE_KERNEL_FN(count_correct, (const Tensor& pred, const Tensor& labels, const Tensor& index,
-                                      Tensor& counts))
+GAT_DECLARE_KERNEL_FN(count_correct,
+                      (const Tensor& pred, const Tensor& labels, const Tensor& index, Tensor& counts))
 
 }  // namespace gat::ops

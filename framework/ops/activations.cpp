@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/detail/vec_math.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 

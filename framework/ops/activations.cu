@@ -10,16 +10,16 @@ template <class T>
 struct LeakyReluFn {
   const T* x;  // (n,)
   T slope;
-  T* out;      // (n,)
+  T* out;  // (n,)
   __device__ void operator()(long long i) const { out[i] = x[i] > T(0) ? x[i] : slope * x[i]; }
 };
 
 template <class T>
 struct LeakyReluBackwardFn {
-  const T* x;     // (n,)
-  const T* g;     // (n,)
+  const T* x;  // (n,)
+  const T* g;  // (n,)
   T slope;
-  T* grad_x;      // (n,)
+  T* grad_x;  // (n,)
   __device__ void operator()(long long i) const { grad_x[i] = x[i] > T(0) ? g[i] : slope * g[i]; }
 };
 
@@ -27,19 +27,17 @@ template <class T>
 struct EluFn {
   const T* x;  // (n,)
   T alpha;
-  T* out;      // (n,)
+  T* out;  // (n,)
   __device__ void operator()(long long i) const { out[i] = detail::elu_value(x[i], alpha); }
 };
 
 template <class T>
 struct EluBackwardFn {
-  const T* x;     // (n,)
-  const T* g;     // (n,)
+  const T* x;  // (n,)
+  const T* g;  // (n,)
   T alpha;
-  T* grad_x;      // (n,)
-  __device__ void operator()(long long i) const {
-    grad_x[i] = x[i] > T(0) ? g[i] : alpha * exp(x[i]) * g[i];
-  }
+  T* grad_x;  // (n,)
+  __device__ void operator()(long long i) const { grad_x[i] = x[i] > T(0) ? g[i] : alpha * exp(x[i]) * g[i]; }
 };
 
 }  // namespace
@@ -71,9 +69,9 @@ void elu_forward(const Tensor& x, double alpha, Tensor& out) {
 void elu_backward(const Tensor& x, const Tensor& grad_out, double alpha, Tensor& grad_x) {
   dispatch_float(x.dtype(), "elu backward", [&](auto zero) {
     using T = decltype(zero);
-    detail::launch_for_each("elu backward", x.numel(),
-                            EluBackwardFn<T>{x.data<T>(), grad_out.data<T>(), static_cast<T>(alpha),
-                                             grad_x.data<T>()});
+    detail::launch_for_each(
+        "elu backward", x.numel(),
+        EluBackwardFn<T>{x.data<T>(), grad_out.data<T>(), static_cast<T>(alpha), grad_x.data<T>()});
   });
 }
 

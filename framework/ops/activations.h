@@ -20,8 +20,8 @@ Tensor elu(const Tensor& x, double alpha = 1.0);
 
 // ---- the kernels: every tensor of x's shape and dtype, outputs allocated by the caller ----
 GAT_DECLARE_KERNEL_FN(leaky_relu_forward, (const Tensor& x, double negative_slope, Tensor& out))
-GAT_DECLARE_KERNEL_FN(leaky_relu_backward, (const Tensor& x, const Tensor& grad_out, double negative_slope,
-                                            Tensor& grad_x))
+GAT_DECLARE_KERNEL_FN(leaky_relu_backward,
+                      (const Tensor& x, const Tensor& grad_out, double negative_slope, Tensor& grad_x))
 GAT_DECLARE_KERNEL_FN(elu_forward, (const Tensor& x, double alpha, Tensor& out))
 GAT_DECLARE_KERNEL_FN(elu_backward, (const Tensor& x, const Tensor& grad_out, double alpha, Tensor& grad_x))
 

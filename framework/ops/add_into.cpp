@@ -1,7 +1,7 @@
 #include "gat/framework/ops/add_into.h"
 
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 

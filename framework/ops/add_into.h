@@ -12,6 +12,6 @@ void add_into(Tensor& dst, const Tensor& src);
 
 // The kernel (docs/design.md, the op pattern); kernels:: runs cpu_impl:: or cuda_impl:: by
 // dst's device.
-GAT_DECLARE_KERNEL_FN(add_into, (Tensor& dst, const Tensor& src))
+GAT_DECLARE_KERNEL_FN(add_into, (Tensor & dst, const Tensor& src))
 
 }  // namespace gat::ops

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/reduce.h"
 
 namespace gat::ops {
@@ -12,7 +12,9 @@ namespace gat::ops {
 namespace {
 
 int64_t last_dim(const Shape& shape) { return shape.empty() ? 1 : shape.back(); }
-int64_t rows_of(const Shape& shape) { return shape.empty() ? 1 : shape_numel(Shape(shape.begin(), shape.end() - 1)); }
+int64_t rows_of(const Shape& shape) {
+  return shape.empty() ? 1 : shape_numel(Shape(shape.begin(), shape.end() - 1));
+}
 
 // NumPy's broadcast shape of a and b; throws naming the op and both tensors.
 Shape broadcast_shape(const char* op, const Tensor& a, const Tensor& b) {
@@ -29,15 +31,15 @@ Shape broadcast_shape(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 // How `t` (one side of a broadcast to `out`) is read; throws for a broadcast the kernels lack.
-Broadcast broadcast_of(const char* op, const char* arg, const Tensor& t, const Shape& out,
-                       const Tensor& a, const Tensor& b) {
+Broadcast broadcast_of(const char* op, const char* arg, const Tensor& t, const Shape& out, const Tensor& a,
+                       const Tensor& b) {
   const int64_t C = last_dim(out);
   if (t.numel() == shape_numel(out)) return Broadcast::full;
   if (t.numel() == 1) return Broadcast::single;
   if (last_dim(t.shape()) == C && t.numel() == C) return Broadcast::row;
   if (last_dim(t.shape()) == 1 && t.numel() == rows_of(out)) return Broadcast::column;
-  GAT_FAIL(op, ": 'a' ", a.describe(), " and 'b' ", b.describe(), " broadcast to ", shape_str(out),
-           ", but '", arg, "' is neither the whole output, a row (C,), a column (..., 1) nor one element");
+  GAT_FAIL(op, ": 'a' ", a.describe(), " and 'b' ", b.describe(), " broadcast to ", shape_str(out), ", but '",
+           arg, "' is neither the whole output, a row (C,), a column (..., 1) nor one element");
 }
 
 Tensor binary_values(const char* op, BinaryOp kind, const Operand& a, const Operand& b, const Shape& shape) {
@@ -56,10 +58,14 @@ Tensor reduce_to(const Operand& side, const Tensor& grad) {
   const Shape& shape = side.tensor.shape();
   const int64_t R = rows_of(grad.shape()), C = last_dim(grad.shape());
   switch (side.how) {
-    case Broadcast::full: return grad.shape() == shape ? grad : grad.view(shape);
-    case Broadcast::row: return sum(grad.view({R, C}), 0).view(shape);
-    case Broadcast::column: return sum(grad.view({R, C}), 1).view(shape);
-    case Broadcast::single: break;
+    case Broadcast::full:
+      return grad.shape() == shape ? grad : grad.view(shape);
+    case Broadcast::row:
+      return sum(grad.view({R, C}), 0).view(shape);
+    case Broadcast::column:
+      return sum(grad.view({R, C}), 1).view(shape);
+    case Broadcast::single:
+      break;
   }
   return sum(grad).view(shape);
 }
@@ -178,12 +184,15 @@ void binary_loop(const Operand& a, const Operand& b, Tensor& out, F f) {
   };
   if (rowwise(a, b)) {  // a task per row
     const int64_t a_row = strides_of(a.how, C).row, b_row = strides_of(b.how, C).row;
-    detail::parallel_for(n / C, [=](int64_t r) { run(pa + r * a_row, pb + r * b_row, po + r * C, C); }, C);
+    detail::parallel_for(
+        n / C, [=](int64_t r) { run(pa + r * a_row, pb + r * b_row, po + r * C, C); }, C);
   } else {  // a task per span of the flat output
-    detail::parallel_for((n + kSpan - 1) / kSpan, [=](int64_t span) {
-      const int64_t c0 = span * kSpan;
-      run(pa + (kA ? c0 : 0), pb + (kB ? c0 : 0), po + c0, std::min(kSpan, n - c0));
-    }, std::min(kSpan, n));
+    detail::parallel_for((n + kSpan - 1) / kSpan,
+                         [=](int64_t span) {
+                           const int64_t c0 = span * kSpan;
+                           run(pa + (kA ? c0 : 0), pb + (kB ? c0 : 0), po + c0, std::min(kSpan, n - c0));
+                         },
+                         std::min(kSpan, n));
   }
 }
 
@@ -203,10 +212,14 @@ void binary(BinaryOp op, const Operand& a, const Operand& b, Tensor& out) {
   dispatch_float(out.dtype(), "binary", [&](auto zero) {
     using T = decltype(zero);
     switch (op) {
-      case BinaryOp::add: return binary_loop<T>(a, b, out, [](T x, T y) { return x + y; });
-      case BinaryOp::sub: return binary_loop<T>(a, b, out, [](T x, T y) { return x - y; });
-      case BinaryOp::mul: return binary_loop<T>(a, b, out, [](T x, T y) { return x * y; });
-      case BinaryOp::div: return binary_loop<T>(a, b, out, [](T x, T y) { return x / y; });
+      case BinaryOp::add:
+        return binary_loop<T>(a, b, out, [](T x, T y) { return x + y; });
+      case BinaryOp::sub:
+        return binary_loop<T>(a, b, out, [](T x, T y) { return x - y; });
+      case BinaryOp::mul:
+        return binary_loop<T>(a, b, out, [](T x, T y) { return x * y; });
+      case BinaryOp::div:
+        return binary_loop<T>(a, b, out, [](T x, T y) { return x / y; });
     }
   });
 }

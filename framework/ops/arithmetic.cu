@@ -61,10 +61,14 @@ void binary(BinaryOp op, const Operand& a, const Operand& b, Tensor& out) {
   dispatch_float(out.dtype(), "binary", [&](auto zero) {
     using T = decltype(zero);
     switch (op) {
-      case BinaryOp::add: return launch<T, BinaryOp::add>("add", a, b, out);
-      case BinaryOp::sub: return launch<T, BinaryOp::sub>("sub", a, b, out);
-      case BinaryOp::mul: return launch<T, BinaryOp::mul>("mul", a, b, out);
-      case BinaryOp::div: return launch<T, BinaryOp::div>("div", a, b, out);
+      case BinaryOp::add:
+        return launch<T, BinaryOp::add>("add", a, b, out);
+      case BinaryOp::sub:
+        return launch<T, BinaryOp::sub>("sub", a, b, out);
+      case BinaryOp::mul:
+        return launch<T, BinaryOp::mul>("mul", a, b, out);
+      case BinaryOp::div:
+        return launch<T, BinaryOp::div>("div", a, b, out);
     }
   });
 }

@@ -45,7 +45,7 @@ Tensor mul(double a, const Tensor& b);
 Tensor div(const Tensor& a, double b);
 Tensor div(double a, const Tensor& b);
 Tensor neg(const Tensor& x);
-Tensor scale(const Tensor& x, double s);              // x * s
+Tensor scale(const Tensor& x, double s);               // x * s
 Tensor add_bias(const Tensor& x, const Tensor& bias);  // x (..., C), bias (C,) -> (..., C)
 
 enum class BinaryOp { add, sub, mul, div };
@@ -59,7 +59,7 @@ enum class Broadcast {
 };
 
 struct Operand {
-  Tensor tensor;          // f32/f64 on the output's device; undefined for a constant
+  Tensor tensor;  // f32/f64 on the output's device; undefined for a constant
   Broadcast how = Broadcast::single;
   double constant = 0.0;  // the value of a constant operand (converted to the output's dtype)
 };
@@ -70,10 +70,14 @@ struct Strides {
 };
 inline Strides strides_of(Broadcast how, int64_t C) {
   switch (how) {
-    case Broadcast::full: return {C, 1};
-    case Broadcast::row: return {0, 1};
-    case Broadcast::column: return {1, 0};
-    case Broadcast::single: break;
+    case Broadcast::full:
+      return {C, 1};
+    case Broadcast::row:
+      return {0, 1};
+    case Broadcast::column:
+      return {1, 0};
+    case Broadcast::single:
+      break;
   }
   return {0, 0};
 }

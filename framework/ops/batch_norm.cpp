@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 
@@ -28,19 +28,24 @@ void check_channels(const char* arg, const Tensor& t, const Tensor& x) {
 
 namespace kernels {
 void batch_norm_statistics(const Tensor& x, Tensor& mean, Tensor& var) {
-  if (x.is_cuda()) GAT_CUDA_CALL(cuda_impl::batch_norm_statistics(x, mean, var));
-  else cpu_impl::batch_norm_statistics(x, mean, var);
+  if (x.is_cuda())
+    GAT_CUDA_CALL(cuda_impl::batch_norm_statistics(x, mean, var));
+  else
+    cpu_impl::batch_norm_statistics(x, mean, var);
 }
 void batch_norm_update_running(const Tensor& mean, const Tensor& var, int64_t N, double momentum,
                                Tensor& running_mean, Tensor& running_var) {
   if (mean.is_cuda())
     GAT_CUDA_CALL(cuda_impl::batch_norm_update_running(mean, var, N, momentum, running_mean, running_var));
-  else cpu_impl::batch_norm_update_running(mean, var, N, momentum, running_mean, running_var);
+  else
+    cpu_impl::batch_norm_update_running(mean, var, N, momentum, running_mean, running_var);
 }
 void batch_norm_forward(const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
                         const Tensor& bias, double eps, Tensor& out, Tensor& rstd) {
-  if (x.is_cuda()) GAT_CUDA_CALL(cuda_impl::batch_norm_forward(x, mean, var, weight, bias, eps, out, rstd));
-  else cpu_impl::batch_norm_forward(x, mean, var, weight, bias, eps, out, rstd);
+  if (x.is_cuda())
+    GAT_CUDA_CALL(cuda_impl::batch_norm_forward(x, mean, var, weight, bias, eps, out, rstd));
+  else
+    cpu_impl::batch_norm_forward(x, mean, var, weight, bias, eps, out, rstd);
 }
 void batch_norm_backward(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
                          const Tensor& grad_out, bool training, Tensor& grad_x, Tensor* grad_weight,
@@ -48,7 +53,8 @@ void batch_norm_backward(const Tensor& x, const Tensor& mean, const Tensor& rstd
   if (x.is_cuda())
     GAT_CUDA_CALL(cuda_impl::batch_norm_backward(x, mean, rstd, weight, grad_out, training, grad_x,
                                                  grad_weight, grad_bias));
-  else cpu_impl::batch_norm_backward(x, mean, rstd, weight, grad_out, training, grad_x, grad_weight, grad_bias);
+  else
+    cpu_impl::batch_norm_backward(x, mean, rstd, weight, grad_out, training, grad_x, grad_weight, grad_bias);
 }
 }  // namespace kernels
 
@@ -95,13 +101,13 @@ void batch_norm_forward(const Tensor& x, const Tensor& mean, const Tensor& var, 
   const int64_t C = x.size(1);
   dispatch_float(x.dtype(), "batch_norm", [&](auto zero) {
     using T = decltype(zero);
-    const T* px = x.data<T>();               // (N, C)
-    const T* pmean = mean.data<T>();         // (C,)
-    const T* pvar = var.data<T>();           // (C,)
+    const T* px = x.data<T>();              // (N, C)
+    const T* pmean = mean.data<T>();        // (C,)
+    const T* pvar = var.data<T>();          // (C,)
     const T* pw = data_or_null<T>(weight);  // (C,) or null
     const T* pb = data_or_null<T>(bias);    // (C,) or null
-    T* prstd = rstd.data<T>();               // (C,)
-    T* po = out.data<T>();                   // (N, C)
+    T* prstd = rstd.data<T>();              // (C,)
+    T* po = out.data<T>();                  // (N, C)
     for (int64_t c = 0; c < C; ++c) prstd[c] = T(1) / std::sqrt(pvar[c] + static_cast<T>(eps));
     detail::parallel_for(out.numel(), [=](int64_t i) {
       const int64_t c = i % C;
@@ -117,12 +123,12 @@ void batch_norm_backward(const Tensor& x, const Tensor& mean, const Tensor& rstd
   const int64_t N = x.size(0), C = x.size(1);
   dispatch_float(x.dtype(), "batch_norm backward", [&](auto zero) {
     using T = decltype(zero);
-    const T* px = x.data<T>();               // (N, C)
-    const T* pmean = mean.data<T>();         // (C,)
-    const T* prstd = rstd.data<T>();         // (C,)
+    const T* px = x.data<T>();              // (N, C)
+    const T* pmean = mean.data<T>();        // (C,)
+    const T* prstd = rstd.data<T>();        // (C,)
     const T* pw = data_or_null<T>(weight);  // (C,) or null
-    const T* pg = grad_out.data<T>();        // (N, C)
-    T* pdx = grad_x.data<T>();               // (N, C)
+    const T* pg = grad_out.data<T>();       // (N, C)
+    T* pdx = grad_x.data<T>();              // (N, C)
     std::vector<T> g_xhat(static_cast<size_t>(N * C)), sum_g(static_cast<size_t>(C)),
         sum_g_xhat(static_cast<size_t>(C));  // (N, C), (C,), (C,)
     T* pgx = g_xhat.data();
@@ -155,7 +161,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   check_channels("bias", bias, x);
   GAT_CHECK(running_mean.defined() == running_var.defined(),
             "batch_norm: running_mean and running_var must be given together");
-  GAT_CHECK(momentum >= 0 && momentum <= 1, "batch_norm: invalid momentum ", momentum, " (must be in [0, 1])");
+  GAT_CHECK(momentum >= 0 && momentum <= 1, "batch_norm: invalid momentum ", momentum,
+            " (must be in [0, 1])");
   GAT_CHECK(eps >= 0, "batch_norm: invalid eps ", eps, " (must be >= 0)");
   const int64_t N = x.size(0), C = x.size(1);
   GAT_CHECK(!training || N >= 2, "batch_norm: training needs at least 2 rows per channel, 'x' is ",
@@ -182,20 +189,21 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   std::vector<Tensor> inputs{x};
   if (has_weight) inputs.push_back(weight);
   if (has_bias) inputs.push_back(bias);
-  return autograd::record("batch_norm", out, inputs,
-                          [x_saved, w_saved, mean, rstd, training, has_weight, has_bias, C](const Tensor& g) {
-    const Tensor& xs = x_saved;
-    Tensor grad_x = Tensor::empty(xs.shape(), xs.dtype(), xs.device(), "batch_norm backward");
-    Tensor grad_weight, grad_bias;
-    if (has_weight) grad_weight = Tensor::empty({C}, xs.dtype(), xs.device(), "batch_norm d weight");
-    if (has_bias) grad_bias = Tensor::empty({C}, xs.dtype(), xs.device(), "batch_norm d bias");
-    kernels::batch_norm_backward(xs, mean, rstd, w_saved, g, training, grad_x,
-                                 has_weight ? &grad_weight : nullptr, has_bias ? &grad_bias : nullptr);
-    std::vector<Tensor> grads{grad_x};
-    if (has_weight) grads.push_back(grad_weight);
-    if (has_bias) grads.push_back(grad_bias);
-    return grads;
-  });
+  return autograd::record(
+      "batch_norm", out, inputs,
+      [x_saved, w_saved, mean, rstd, training, has_weight, has_bias, C](const Tensor& g) {
+        const Tensor& xs = x_saved;
+        Tensor grad_x = Tensor::empty(xs.shape(), xs.dtype(), xs.device(), "batch_norm backward");
+        Tensor grad_weight, grad_bias;
+        if (has_weight) grad_weight = Tensor::empty({C}, xs.dtype(), xs.device(), "batch_norm d weight");
+        if (has_bias) grad_bias = Tensor::empty({C}, xs.dtype(), xs.device(), "batch_norm d bias");
+        kernels::batch_norm_backward(xs, mean, rstd, w_saved, g, training, grad_x,
+                                     has_weight ? &grad_weight : nullptr, has_bias ? &grad_bias : nullptr);
+        std::vector<Tensor> grads{grad_x};
+        if (has_weight) grads.push_back(grad_weight);
+        if (has_bias) grads.push_back(grad_bias);
+        return grads;
+      });
 }
 
 }  // namespace gat::ops

@@ -19,7 +19,9 @@ struct DivideFn {
   T* v;  // (C,)
   T n;
   template <class I>
-  __device__ void operator()(I c) const { v[c] /= n; }
+  __device__ void operator()(I c) const {
+    v[c] /= n;
+  }
 };
 
 // (x - mean)^2 over (N, C).
@@ -28,7 +30,7 @@ struct SquaredDeviationFn {
   const T* x;     // (N, C)
   const T* mean;  // (C,)
   long long C;
-  T* out;         // (N, C)
+  T* out;  // (N, C)
   template <class I>
   __device__ void operator()(I i) const {
     const T centred = x[i] - mean[i % static_cast<I>(C)];
@@ -38,15 +40,16 @@ struct SquaredDeviationFn {
 
 template <class T>
 struct UpdateRunningFn {
-  const T* mean;       // (C,)
-  const T* var;        // (C,)
+  const T* mean;  // (C,)
+  const T* var;   // (C,)
   T momentum, unbias;
-  T* running_mean;     // (C,)
-  T* running_var;      // (C,)
+  T* running_mean;  // (C,)
+  T* running_var;   // (C,)
   template <class I>
   __device__ void operator()(I c) const {
     running_mean[c] = detail::mul_rn(momentum, mean[c]) + detail::mul_rn(T(1) - momentum, running_mean[c]);
-    running_var[c] = detail::mul_rn(momentum, var[c] * unbias) + detail::mul_rn(T(1) - momentum, running_var[c]);
+    running_var[c] =
+        detail::mul_rn(momentum, var[c] * unbias) + detail::mul_rn(T(1) - momentum, running_var[c]);
   }
 };
 
@@ -54,9 +57,11 @@ template <class T>
 struct RstdFn {
   const T* var;  // (C,)
   T eps;
-  T* rstd;       // (C,)
+  T* rstd;  // (C,)
   template <class I>
-  __device__ void operator()(I c) const { rstd[c] = T(1) / sqrt(var[c] + eps); }
+  __device__ void operator()(I c) const {
+    rstd[c] = T(1) / sqrt(var[c] + eps);
+  }
 };
 
 template <class T>
@@ -67,7 +72,7 @@ struct NormalizeFn {
   const T* weight;  // (C,) or null
   const T* bias;    // (C,) or null
   long long C;
-  T* out;           // (N, C)
+  T* out;  // (N, C)
   template <class I>
   __device__ void operator()(I i) const {
     const I c = i % static_cast<I>(C);
@@ -84,7 +89,7 @@ struct GradXhatFn {
   const T* rstd;  // (C,)
   const T* g;     // (N, C)
   long long C;
-  T* out;         // (N, C)
+  T* out;  // (N, C)
   template <class I>
   __device__ void operator()(I i) const {
     const I c = i % static_cast<I>(C);
@@ -104,7 +109,7 @@ struct GradInputFn {
   long long C;
   T n;
   bool training;
-  T* grad_x;            // (N, C)
+  T* grad_x;  // (N, C)
   template <class I>
   __device__ void operator()(I i) const {
     const I c = i % static_cast<I>(C);
@@ -146,10 +151,11 @@ void batch_norm_forward(const Tensor& x, const Tensor& mean, const Tensor& var, 
   const long long C = x.size(1);
   dispatch_float(x.dtype(), "batch_norm", [&](auto zero) {
     using T = decltype(zero);
-    detail::launch_for_each("batch_norm rstd", C, RstdFn<T>{var.data<T>(), static_cast<T>(eps), rstd.data<T>()});
+    detail::launch_for_each("batch_norm rstd", C,
+                            RstdFn<T>{var.data<T>(), static_cast<T>(eps), rstd.data<T>()});
     detail::launch_for_each("batch_norm", x.numel(),
-                            NormalizeFn<T>{x.data<T>(), mean.data<T>(), rstd.data<T>(), data_or_null<T>(weight),
-                                           data_or_null<T>(bias), C, out.data<T>()});
+                            NormalizeFn<T>{x.data<T>(), mean.data<T>(), rstd.data<T>(),
+                                           data_or_null<T>(weight), data_or_null<T>(bias), C, out.data<T>()});
   });
 }
 
@@ -164,15 +170,16 @@ void batch_norm_backward(const Tensor& x, const Tensor& mean, const Tensor& rstd
     Tensor sum_g = grad_bias ? *grad_bias : Tensor::empty({C}, x.dtype(), Device::cuda, "batch_norm sum g");
     Tensor sum_g_xhat =
         grad_weight ? *grad_weight : Tensor::empty({C}, x.dtype(), Device::cuda, "batch_norm sum g * xhat");
-    detail::launch_for_each("batch_norm g * xhat", N * C,
-                            GradXhatFn<T>{x.data<T>(), mean.data<T>(), rstd.data<T>(), grad_out.data<T>(), C,
-                                          g_xhat.data<T>()});
+    detail::launch_for_each(
+        "batch_norm g * xhat", N * C,
+        GradXhatFn<T>{x.data<T>(), mean.data<T>(), rstd.data<T>(), grad_out.data<T>(), C, g_xhat.data<T>()});
     sum_axis(g_xhat, 1, N, C, sum_g_xhat);
     sum_axis(grad_out, 1, N, C, sum_g);
-    detail::launch_for_each("batch_norm backward", N * C,
-                            GradInputFn<T>{x.data<T>(), mean.data<T>(), rstd.data<T>(), data_or_null<T>(weight),
-                                           grad_out.data<T>(), sum_g.data<T>(), sum_g_xhat.data<T>(), C,
-                                           static_cast<T>(N), training, grad_x.data<T>()});
+    detail::launch_for_each(
+        "batch_norm backward", N * C,
+        GradInputFn<T>{x.data<T>(), mean.data<T>(), rstd.data<T>(), data_or_null<T>(weight),
+                       grad_out.data<T>(), sum_g.data<T>(), sum_g_xhat.data<T>(), C, static_cast<T>(N),
+                       training, grad_x.data<T>()});
   });
 }
 

@@ -39,9 +39,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 GAT_DECLARE_KERNEL_FN(batch_norm_statistics, (const Tensor& x, Tensor& mean, Tensor& var))
 GAT_DECLARE_KERNEL_FN(batch_norm_update_running, (const Tensor& mean, const Tensor& var, int64_t N,
                                                   double momentum, Tensor& running_mean, Tensor& running_var))
-GAT_DECLARE_KERNEL_FN(batch_norm_forward, (const Tensor& x, const Tensor& mean, const Tensor& var,
-                                           const Tensor& weight, const Tensor& bias, double eps, Tensor& out,
-                                           Tensor& rstd))
+GAT_DECLARE_KERNEL_FN(batch_norm_forward,
+                      (const Tensor& x, const Tensor& mean, const Tensor& var, const Tensor& weight,
+                       const Tensor& bias, double eps, Tensor& out, Tensor& rstd))
 GAT_DECLARE_KERNEL_FN(batch_norm_backward, (const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                             const Tensor& weight, const Tensor& grad_out, bool training,
                                             Tensor& grad_x, Tensor* grad_weight, Tensor* grad_bias))

@@ -46,9 +46,10 @@ namespace cpu_impl {
 // the same errors as those ops.
 void classification_metrics(const Tensor& logits, const Tensor& labels, const std::vector<Tensor>& splits,
                             Tensor& out) {
-  Tensor pred = Tensor::empty({logits.size(0)}, DType::i32, Device::cpu, "classification_metrics argmax");  // (N,)
-  Tensor loss = Tensor::empty({}, logits.dtype(), Device::cpu, "classification_metrics loss");            // ()
-  Tensor counts = Tensor::empty({2}, DType::i32, Device::cpu, "classification_metrics counts");          // (2,)
+  Tensor pred =
+      Tensor::empty({logits.size(0)}, DType::i32, Device::cpu, "classification_metrics argmax");  // (N,)
+  Tensor loss = Tensor::empty({}, logits.dtype(), Device::cpu, "classification_metrics loss");    // ()
+  Tensor counts = Tensor::empty({2}, DType::i32, Device::cpu, "classification_metrics counts");   // (2,)
   argmax(logits, pred);
   double* o = out.data<double>();  // (S, 3)
   for (size_t s = 0; s < splits.size(); ++s) {

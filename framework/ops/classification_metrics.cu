@@ -23,24 +23,27 @@ struct Splits {
 // One warp per listed row g: nll[g] as masked_cross_entropy's (NaN for a row or label out of
 // range), outcome[g] whether the row's argmax is its label or the entry is out of range.
 template <class T>
-__global__ void metrics_rows_kernel(const T* __restrict__ logits,       // (N, C)
+__global__ void metrics_rows_kernel(const T* __restrict__ logits,        // (N, C)
                                     const int32_t* __restrict__ labels,  // (N,)
                                     const __grid_constant__ Splits splits,
-                                    T* __restrict__ nll,                 // (total,)
-                                    int32_t* __restrict__ outcome,       // (total,)
+                                    T* __restrict__ nll,            // (total,)
+                                    int32_t* __restrict__ outcome,  // (total,)
                                     long long N, long long C) {
   const int lane = threadIdx.x % kWarp;
   const long long total = splits.first[splits.count];
   const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
-  for (long long g = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; g < total; g += warps) {
+  for (long long g = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; g < total;
+       g += warps) {
     int s = 0;
     while (g >= splits.first[s + 1]) ++s;
     const int32_t r = splits.index[s][g - splits.first[s]];
     const T v = warp_row_nll(logits, labels, r, N, C, lane);
     if (lane == 0) {
       nll[g] = v;
-      if (r < 0 || r >= N) outcome[g] = kOutside;
-      else outcome[g] = row_argmax(logits + r * C, C) == labels[r] ? kRight : kWrong;
+      if (r < 0 || r >= N)
+        outcome[g] = kOutside;
+      else
+        outcome[g] = row_argmax(logits + r * C, C) == labels[r] ? kRight : kWrong;
     }
   }
 }
@@ -51,7 +54,7 @@ template <class T>
 __global__ void metrics_reduce_kernel(const T* __restrict__ nll,            // (total,)
                                       const int32_t* __restrict__ outcome,  // (total,)
                                       const __grid_constant__ Splits splits,
-                                      double* __restrict__ out) {           // (S, 3)
+                                      double* __restrict__ out) {  // (S, 3)
   __shared__ T partial[kReduceThreads];
   __shared__ int partial_count[kReduceThreads];
   const int s = blockIdx.x;
@@ -84,10 +87,12 @@ void classification_metrics(const Tensor& logits, const Tensor& labels, const st
     table.first[s + 1] = table.first[s] + splits[s].numel();
   }
   const long long total = table.first[table.count];
-  Tensor outcome = Tensor::empty({total}, DType::i32, Device::cuda, "classification_metrics outcome");  // (total,)
+  Tensor outcome =
+      Tensor::empty({total}, DType::i32, Device::cuda, "classification_metrics outcome");  // (total,)
   dispatch_float(logits.dtype(), "classification_metrics", [&](auto zero) {
     using T = decltype(zero);
-    Tensor nll = Tensor::empty({total}, logits.dtype(), Device::cuda, "classification_metrics nll");  // (total,)
+    Tensor nll =
+        Tensor::empty({total}, logits.dtype(), Device::cuda, "classification_metrics nll");  // (total,)
     metrics_rows_kernel<T><<<cuda::blocks_for(total * kWarp), 256, 0, cuda::stream()>>>(
         logits.data<T>(), labels.data<int32_t>(), table, nll.data<T>(), outcome.data<int32_t>(), N, C);
     CUDA_CHECK_LAUNCH("metrics_rows_kernel");

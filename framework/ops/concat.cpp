@@ -4,8 +4,8 @@
 #include <string>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 
@@ -15,9 +15,10 @@ void copy_rows(Device, void* dst, size_t dst_pitch, const void* src, size_t src_
                size_t rows) {
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
-  detail::parallel_for(static_cast<int64_t>(rows), [&](int64_t r) {
-    std::memcpy(d + r * dst_pitch, s + r * src_pitch, row_bytes);
-  }, static_cast<int64_t>(row_bytes / sizeof(double)));
+  detail::parallel_for(
+      static_cast<int64_t>(rows),
+      [&](int64_t r) { std::memcpy(d + r * dst_pitch, s + r * src_pitch, row_bytes); },
+      static_cast<int64_t>(row_bytes / sizeof(double)));
 }
 
 }  // namespace cpu_impl
@@ -58,8 +59,9 @@ Tensor concat(const std::vector<Tensor>& inputs, int64_t axis) {
   }
 
   const size_t outer = static_cast<size_t>(shape_numel(Shape(out_shape.begin(), out_shape.begin() + a)));
-  const size_t inner_bytes = static_cast<size_t>(shape_numel(Shape(out_shape.begin() + a + 1, out_shape.end()))) *
-                             dtype_size(first.dtype());
+  const size_t inner_bytes =
+      static_cast<size_t>(shape_numel(Shape(out_shape.begin() + a + 1, out_shape.end()))) *
+      dtype_size(first.dtype());
   const size_t out_pitch = static_cast<size_t>(out_shape[static_cast<size_t>(a)]) * inner_bytes;
   const Device device = first.device();
 
@@ -68,7 +70,7 @@ Tensor concat(const std::vector<Tensor>& inputs, int64_t axis) {
   for (size_t k = 0; k < inputs.size(); ++k) {
     const size_t bytes = static_cast<size_t>(lengths[k]) * inner_bytes;
     kernels::copy_rows(device, static_cast<char*>(out.raw_data()) + offset, out_pitch,
-              static_cast<const char*>(inputs[k].raw_data()), bytes, bytes, outer);
+                       static_cast<const char*>(inputs[k].raw_data()), bytes, bytes, outer);
     offset += bytes;
   }
 
@@ -87,7 +89,7 @@ Tensor concat(const std::vector<Tensor>& inputs, int64_t axis) {
       if (needs_grad[k]) {
         grad = Tensor::empty(shapes[k], g.dtype(), g.device(), "concat backward");
         kernels::copy_rows(device, static_cast<char*>(grad.raw_data()), bytes,
-                  static_cast<const char*>(g.raw_data()) + g_offset, out_pitch, bytes, outer);
+                           static_cast<const char*>(g.raw_data()) + g_offset, out_pitch, bytes, outer);
       }
       grads.push_back(grad);
       g_offset += bytes;

@@ -9,8 +9,8 @@ void copy_rows(Device, void* dst, size_t dst_pitch, const void* src, size_t src_
     CUDA_CHECK(cudaMemcpyAsync(dst, src, row_bytes, cudaMemcpyDeviceToDevice, cuda::stream()));
     return;
   }
-  CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
-                               cudaMemcpyDeviceToDevice, cuda::stream()));
+  CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDeviceToDevice,
+                               cuda::stream()));
 }
 
 }  // namespace gat::ops::cuda_impl

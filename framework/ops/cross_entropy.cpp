@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/log_softmax.h"
-#include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/side_work.h"
 
 namespace gat::ops {
@@ -24,8 +24,8 @@ void check_rows_and_labels(const Tensor& logits, const Tensor& labels, const Ten
   for (int64_t k = 0; k < K; ++k) {
     GAT_CHECK(idx[k] >= 0 && idx[k] < N, "masked_cross_entropy: index[", k, "] = ", idx[k],
               " is outside [0, ", N, ") for logits ", logits.describe());
-    GAT_CHECK(y[idx[k]] >= 0 && y[idx[k]] < C, "masked_cross_entropy: labels[", idx[k], "] = ",
-              y[idx[k]], " is outside [0, ", C, ") for logits ", logits.describe());
+    GAT_CHECK(y[idx[k]] >= 0 && y[idx[k]] < C, "masked_cross_entropy: labels[", idx[k], "] = ", y[idx[k]],
+              " is outside [0, ", C, ") for logits ", logits.describe());
   }
 }
 
@@ -67,10 +67,10 @@ void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, c
   dispatch_float(logits.dtype(), "masked_cross_entropy", [&](auto zero) {
     using T = decltype(zero);
     const int64_t N = logits.size(0), C = logits.size(1), K = index.numel();
-    const T* x = logits.data<T>();                      // (N, C)
-    const int32_t* y = labels.data<int32_t>();          // (N,)
+    const T* x = logits.data<T>();                     // (N, C)
+    const int32_t* y = labels.data<int32_t>();         // (N,)
     const int32_t* count = row_count.data<int32_t>();  // (N,) uses of each row
-    T* dx = grad_logits.data<T>();                      // (N, C)
+    T* dx = grad_logits.data<T>();                     // (N, C)
     const T scale = grad_loss.data<T>()[0] / static_cast<T>(K);
 #pragma omp parallel for if (N * C > detail::kParallelThreshold)
     for (int64_t r = 0; r < N; ++r) {
@@ -108,8 +108,8 @@ void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, c
   const char* op = "masked_cross_entropy backward";
   check_dtype(op, "count", count, DType::i32);
   check_shape(op, "count", count, {logits.size(0)});
-  GAT_CHECK(count.device() == logits.device(), op, ": count ", count.describe(), " is not on logits' device (",
-            logits.describe(), ")");
+  GAT_CHECK(count.device() == logits.device(), op, ": count ", count.describe(),
+            " is not on logits' device (", logits.describe(), ")");
   if (logits.is_cuda())
     return GAT_CUDA_CALL(
         cuda_impl::masked_cross_entropy_backward(logits, labels, index, count, grad_loss, grad_logits));
@@ -129,9 +129,9 @@ void check_loss_inputs(const char* op, const Tensor& logits, const Tensor& label
   check_dtype(op, "index", index, DType::i32);
   check_dim(op, "index", index, 1);
   GAT_CHECK(index.numel() > 0, op, ": 'index' is empty: the mean over no rows is undefined");
-  GAT_CHECK(labels.device() == logits.device() && index.device() == logits.device(), op,
-            ": logits ", logits.describe(), ", labels ", labels.describe(), " and index ",
-            index.describe(), " must be on one device");
+  GAT_CHECK(labels.device() == logits.device() && index.device() == logits.device(), op, ": logits ",
+            logits.describe(), ", labels ", labels.describe(), " and index ", index.describe(),
+            " must be on one device");
 }
 
 }  // namespace
@@ -141,7 +141,8 @@ Tensor masked_row_counts(const Tensor& index, int64_t rows) {
   check_dtype(op, "index", index, DType::i32);
   check_dim(op, "index", index, 1);
   GAT_CHECK(rows >= 0, op, ": rows = ", rows, " is negative");
-  Tensor count = Tensor::empty({rows}, DType::i32, index.device(), "masked_cross_entropy row counts");  // (rows,)
+  Tensor count =
+      Tensor::empty({rows}, DType::i32, index.device(), "masked_cross_entropy row counts");  // (rows,)
   kernels::masked_row_counts(index, count);
   return count;
 }
@@ -154,7 +155,8 @@ Tensor masked_cross_entropy_grad(const Tensor& logits, const Tensor& labels, con
   check_shape(op, "grad_loss", grad_loss, {});
   GAT_CHECK(grad_loss.device() == logits.device(), op, ": grad_loss ", grad_loss.describe(),
             " is not on logits' device (", logits.describe(), ")");
-  Tensor grad = Tensor::empty(logits.shape(), logits.dtype(), logits.device(), "masked_cross_entropy grad");  // (N, C)
+  Tensor grad =
+      Tensor::empty(logits.shape(), logits.dtype(), logits.device(), "masked_cross_entropy grad");  // (N, C)
   kernels::masked_cross_entropy_backward(logits, labels, index, count, grad_loss, grad);
   return grad;
 }
@@ -174,11 +176,11 @@ Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Te
     })[0];
   }
   kernels::masked_cross_entropy_forward(logits, labels, index, loss);
-  return autograd::record(op, loss, {logits},
-                          [logits = logits.detach(), labels, index, count, side](const Tensor& grad_loss) {
-                            side->join();
-                            return std::vector<Tensor>{masked_cross_entropy_grad(logits, labels, index, count, grad_loss)};
-                          });
+  return autograd::record(
+      op, loss, {logits}, [logits = logits.detach(), labels, index, count, side](const Tensor& grad_loss) {
+        side->join();
+        return std::vector<Tensor>{masked_cross_entropy_grad(logits, labels, index, count, grad_loss)};
+      });
 }
 
 }  // namespace gat::ops

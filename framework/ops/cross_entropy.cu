@@ -18,13 +18,12 @@ constexpr int kReduceThreads = 1024;
 // so the result is bitwise reproducible; classification_metrics sums the same way).
 struct NllMeanSum;  // last_block_to_arrive's tag
 template <class T>
-__global__ void __launch_bounds__(kReduceThreads)
-    nll_mean_kernel(const T* __restrict__ logits,       // (N, C)
-                    const int32_t* __restrict__ labels,  // (N,)
-                    const int32_t* __restrict__ index,   // (K,)
-                    T* nll,                              // (K,)
-                    T* __restrict__ loss,                // ()
-                    long long N, long long C, long long K) {
+__global__ void __launch_bounds__(kReduceThreads) nll_mean_kernel(const T* __restrict__ logits,  // (N, C)
+                                                                  const int32_t* __restrict__ labels,  // (N,)
+                                                                  const int32_t* __restrict__ index,   // (K,)
+                                                                  T* nll,                              // (K,)
+                                                                  T* __restrict__ loss,                // ()
+                                                                  long long N, long long C, long long K) {
   const int lane = threadIdx.x % kWarp;
   const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
   for (long long k = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; k < K; k += warps) {
@@ -61,7 +60,7 @@ __global__ void count_rows_kernel(const int32_t* __restrict__ index,  // (K,)
 // The rows no index entry counts are zeroed VEC values a store (16-byte vectors where C and the
 // pointer allow: one value at a time, 5M rows of 8 took 0.23 ms).
 template <class T, int VEC>
-__global__ void nll_backward_kernel(const T* __restrict__ logits,       // (N, C)
+__global__ void nll_backward_kernel(const T* __restrict__ logits,        // (N, C)
                                     const int32_t* __restrict__ labels,  // (N,)
                                     const int32_t* __restrict__ index,   // (K,)
                                     const int32_t* __restrict__ count,   // (N,)
@@ -73,14 +72,15 @@ __global__ void nll_backward_kernel(const T* __restrict__ logits,       // (N, C
          r += (long long)zero_blocks * blockDim.x) {
       const int32_t y = labels[r];
       if (count[r] != 0 && y >= 0 && y < C) continue;  // written by an index entry's warp
-      for (long long c = 0; c < C; c += VEC) detail::store_vec<T, VEC>(dlogits + r * C + c, detail::Vec<T, VEC>{});
+      for (long long c = 0; c < C; c += VEC)
+        detail::store_vec<T, VEC>(dlogits + r * C + c, detail::Vec<T, VEC>{});
     }
     return;
   }
   const int lane = threadIdx.x % kWarp;
   const long long warps = (long long)(gridDim.x - zero_blocks) * (blockDim.x / kWarp);
-  for (long long k = (blockIdx.x - zero_blocks) * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; k < K;
-       k += warps) {
+  for (long long k = (blockIdx.x - zero_blocks) * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp;
+       k < K; k += warps) {
     const int32_t r = index[k];
     if (r < 0 || r >= N) continue;  // not counted (the loss is NaN)
     const int32_t y = labels[r];
@@ -102,7 +102,8 @@ void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, co
     using T = decltype(zero);
     Tensor nll = Tensor::empty({K}, logits.dtype(), Device::cuda, "masked_cross_entropy nll");  // (K,)
     nll_mean_kernel<T><<<cuda::blocks_for(K * kWarp, kReduceThreads), kReduceThreads, 0, cuda::stream()>>>(
-        logits.data<T>(), labels.data<int32_t>(), index.data<int32_t>(), nll.data<T>(), loss.data<T>(), N, C, K);
+        logits.data<T>(), labels.data<int32_t>(), index.data<int32_t>(), nll.data<T>(), loss.data<T>(), N, C,
+        K);
     CUDA_CHECK_LAUNCH("nll_mean_kernel");
   });
 }
@@ -113,7 +114,7 @@ void masked_row_counts(const Tensor& index, Tensor& count) {
   count.zero_();
   if (K == 0) return;
   count_rows_kernel<<<cuda::blocks_for(K), 256, 0, cuda::stream()>>>(index.data<int32_t>(),
-                                                                      count.data<int32_t>(), N, K);
+                                                                     count.data<int32_t>(), N, K);
   CUDA_CHECK_LAUNCH("count_rows_kernel");
 }
 
@@ -125,14 +126,17 @@ void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, c
     using T = decltype(zero);
     const unsigned zero_blocks = cuda::blocks_for(N);
     auto launch = [&](auto vec) {
-      nll_backward_kernel<T, decltype(vec)::value><<<zero_blocks + cuda::blocks_for(K * kWarp), 256, 0, cuda::stream()>>>(
-          logits.data<T>(), labels.data<int32_t>(), index.data<int32_t>(), count.data<int32_t>(),
-          grad_loss.data<T>(), grad_logits.data<T>(), N, C, K, zero_blocks);
+      nll_backward_kernel<T, decltype(vec)::value>
+          <<<zero_blocks + cuda::blocks_for(K * kWarp), 256, 0, cuda::stream()>>>(
+              logits.data<T>(), labels.data<int32_t>(), index.data<int32_t>(), count.data<int32_t>(),
+              grad_loss.data<T>(), grad_logits.data<T>(), N, C, K, zero_blocks);
       CUDA_CHECK_LAUNCH("nll_backward_kernel");
     };
     constexpr int kVec = 16 / sizeof(T);
-    if (C % kVec == 0 && detail::all_aligned(16, {grad_logits.data<T>()})) launch(std::integral_constant<int, kVec>{});
-    else launch(std::integral_constant<int, 1>{});
+    if (C % kVec == 0 && detail::all_aligned(16, {grad_logits.data<T>()}))
+      launch(std::integral_constant<int, kVec>{});
+    else
+      launch(std::integral_constant<int, 1>{});
   });
 }
 

@@ -39,11 +39,11 @@ Tensor masked_cross_entropy_grad(const Tensor& logits, const Tensor& labels, con
 // The CPU forward and backward check index and labels (see above). The op counts in its forward
 // pass, on CUDA beside it (SideWork), so its backward does not wait for the count. kernels:: runs
 // cpu_impl:: or cuda_impl:: by logits' (index's) device.
-GAT_DECLARE_KERNEL_FN(masked_cross_entropy_forward, (const Tensor& logits, const Tensor& labels,
-                                                     const Tensor& index, Tensor& loss))
+GAT_DECLARE_KERNEL_FN(masked_cross_entropy_forward,
+                      (const Tensor& logits, const Tensor& labels, const Tensor& index, Tensor& loss))
 GAT_DECLARE_KERNEL_FN(masked_row_counts, (const Tensor& index, Tensor& count))
-GAT_DECLARE_KERNEL_FN(masked_cross_entropy_backward, (const Tensor& logits, const Tensor& labels,
-                                                      const Tensor& index, const Tensor& count,
-                                                      const Tensor& grad_loss, Tensor& grad_logits))
+GAT_DECLARE_KERNEL_FN(masked_cross_entropy_backward,
+                      (const Tensor& logits, const Tensor& labels, const Tensor& index, const Tensor& count,
+                       const Tensor& grad_loss, Tensor& grad_logits))
 
 }  // namespace gat::ops

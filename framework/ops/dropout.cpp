@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 
@@ -20,20 +20,20 @@ void apply_kept(const Tensor& x, const KeepMask& kept, double keep_scale, Tensor
     const T* px = x.data<T>();  // (n,)
     T* po = out.data<T>();      // (n,)
     const T s = static_cast<T>(keep_scale);
-    detail::parallel_for(out.numel(), [&, s](int64_t i) { po[i] = DropoutKey::apply_kept(px[i], kept[i], s); });
+    detail::parallel_for(out.numel(),
+                         [&, s](int64_t i) { po[i] = DropoutKey::apply_kept(px[i], kept[i], s); });
   });
 }
 
 }  // namespace
 
-void dropout_forward(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out,
-                     KeepMask& kept) {
+void dropout_forward(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out, KeepMask& kept) {
   kept = KeepMask(key, x.numel());
   apply_kept(x, kept, keep_scale, out);
 }
 
-void dropout_backward(const Tensor& grad_out, const DropoutKey&, double keep_scale,
-                      const KeepMask& kept, Tensor& grad_x) {
+void dropout_backward(const Tensor& grad_out, const DropoutKey&, double keep_scale, const KeepMask& kept,
+                      Tensor& grad_x) {
   apply_kept(grad_out, kept, keep_scale, grad_x);
 }
 
@@ -41,14 +41,13 @@ void dropout_backward(const Tensor& grad_out, const DropoutKey&, double keep_sca
 
 namespace kernels {
 
-void dropout_forward(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out,
-                     KeepMask& kept) {
+void dropout_forward(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out, KeepMask& kept) {
   if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::dropout_forward(x, key, keep_scale, out, kept));
   cpu_impl::dropout_forward(x, key, keep_scale, out, kept);
 }
 
-void dropout_backward(const Tensor& grad_out, const DropoutKey& key, double keep_scale,
-                      const KeepMask& kept, Tensor& grad_x) {
+void dropout_backward(const Tensor& grad_out, const DropoutKey& key, double keep_scale, const KeepMask& kept,
+                      Tensor& grad_x) {
   if (grad_out.is_cuda())
     return GAT_CUDA_CALL(cuda_impl::dropout_backward(grad_out, key, keep_scale, kept, grad_x));
   cpu_impl::dropout_backward(grad_out, key, keep_scale, kept, grad_x);
@@ -60,8 +59,7 @@ double dropout_keep_scale(const DropoutKey& key) { return 1.0 / (1.0 - static_ca
 
 Tensor dropout(const Tensor& x, const DropoutKey& key) {
   check_float("dropout", "x", x);
-  GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, "dropout: drop probability p = ", key.p,
-            " is outside [0, 1)");
+  GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, "dropout: drop probability p = ", key.p, " is outside [0, 1)");
   if (!key.active()) return x;
   const double keep_scale = dropout_keep_scale(key);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), "dropout");

@@ -1,5 +1,5 @@
-#include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/detail/keep_map.cuh"
+#include "gat/framework/ops/dropout.h"
 
 namespace gat::ops::cuda_impl {
 
@@ -24,13 +24,12 @@ void apply_mask(const Tensor& x, const DropoutKey& key, double keep_scale, Tenso
 
 }  // namespace
 
-void dropout_forward(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out,
-                     KeepMask&) {
+void dropout_forward(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out, KeepMask&) {
   apply_mask(x, key, keep_scale, out);
 }
 
-void dropout_backward(const Tensor& grad_out, const DropoutKey& key, double keep_scale,
-                      const KeepMask&, Tensor& grad_x) {
+void dropout_backward(const Tensor& grad_out, const DropoutKey& key, double keep_scale, const KeepMask&,
+                      Tensor& grad_x) {
   apply_mask(grad_out, key, keep_scale, grad_x);
 }
 

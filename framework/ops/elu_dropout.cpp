@@ -5,10 +5,10 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
-#include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/detail/vec_math.h"
+#include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/dropout.h"
 
 namespace gat::ops {
 
@@ -26,8 +26,8 @@ void for_each_with_keep(const DropoutKey& key, const KeepMask& kept, int64_t n, 
 
 }  // namespace
 
-void elu_dropout_forward(const Tensor& x, double alpha, const DropoutKey& key, double keep_scale,
-                         Tensor& out, KeepMask& kept) {
+void elu_dropout_forward(const Tensor& x, double alpha, const DropoutKey& key, double keep_scale, Tensor& out,
+                         KeepMask& kept) {
   if (key.active()) kept = KeepMask(key, x.numel());
   dispatch_float(x.dtype(), "elu_dropout", [&](auto zero) {
     using T = decltype(zero);
@@ -40,9 +40,8 @@ void elu_dropout_forward(const Tensor& x, double alpha, const DropoutKey& key, d
   });
 }
 
-void elu_dropout_backward(const Tensor& out, const Tensor& grad_out, double alpha,
-                          const DropoutKey& key, double keep_scale, const KeepMask& kept,
-                          Tensor& grad_x) {
+void elu_dropout_backward(const Tensor& out, const Tensor& grad_out, double alpha, const DropoutKey& key,
+                          double keep_scale, const KeepMask& kept, Tensor& grad_x) {
   dispatch_float(out.dtype(), "elu_dropout backward", [&](auto zero) {
     using T = decltype(zero);
     const T* po = out.data<T>();       // (n,)
@@ -59,16 +58,14 @@ void elu_dropout_backward(const Tensor& out, const Tensor& grad_out, double alph
 
 namespace kernels {
 
-void elu_dropout_forward(const Tensor& x, double alpha, const DropoutKey& key, double keep_scale,
-                         Tensor& out, KeepMask& kept) {
-  if (x.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::elu_dropout_forward(x, alpha, key, keep_scale, out, kept));
+void elu_dropout_forward(const Tensor& x, double alpha, const DropoutKey& key, double keep_scale, Tensor& out,
+                         KeepMask& kept) {
+  if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::elu_dropout_forward(x, alpha, key, keep_scale, out, kept));
   cpu_impl::elu_dropout_forward(x, alpha, key, keep_scale, out, kept);
 }
 
-void elu_dropout_backward(const Tensor& out, const Tensor& grad_out, double alpha,
-                          const DropoutKey& key, double keep_scale, const KeepMask& kept,
-                          Tensor& grad_x) {
+void elu_dropout_backward(const Tensor& out, const Tensor& grad_out, double alpha, const DropoutKey& key,
+                          double keep_scale, const KeepMask& kept, Tensor& grad_x) {
   if (out.is_cuda())
     return GAT_CUDA_CALL(
         cuda_impl::elu_dropout_backward(out, grad_out, alpha, key, keep_scale, kept, grad_x));
@@ -79,20 +76,19 @@ void elu_dropout_backward(const Tensor& out, const Tensor& grad_out, double alph
 
 Tensor elu_dropout(const Tensor& x, double alpha, const DropoutKey& key) {
   check_float("elu_dropout", "x", x);
-  GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, "elu_dropout: drop probability p = ", key.p,
-            " is outside [0, 1)");
+  GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, "elu_dropout: drop probability p = ", key.p, " is outside [0, 1)");
   GAT_CHECK(alpha >= 0.0, "elu_dropout: alpha = ", alpha,
             " is negative or NaN; the gradient is taken from the output, which needs alpha >= 0");
   const double keep_scale = key.active() ? dropout_keep_scale(key) : 1.0;
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), "elu_dropout");
   auto kept = std::make_shared<KeepMask>();
   kernels::elu_dropout_forward(x, alpha, key, keep_scale, out, *kept);
-  return autograd::record("elu_dropout", out, {x},
-                          [out_saved = out.detach(), alpha, key, keep_scale, kept](const Tensor& g) {
-                            Tensor grad_x = Tensor::empty(g.shape(), g.dtype(), g.device(), "d elu_dropout");
-                            kernels::elu_dropout_backward(out_saved, g, alpha, key, keep_scale, *kept, grad_x);
-                            return std::vector<Tensor>{grad_x};
-                          });
+  return autograd::record(
+      "elu_dropout", out, {x}, [out_saved = out.detach(), alpha, key, keep_scale, kept](const Tensor& g) {
+        Tensor grad_x = Tensor::empty(g.shape(), g.dtype(), g.device(), "d elu_dropout");
+        kernels::elu_dropout_backward(out_saved, g, alpha, key, keep_scale, *kept, grad_x);
+        return std::vector<Tensor>{grad_x};
+      });
 }
 
 }  // namespace gat::ops

@@ -44,8 +44,8 @@ Tensor elu_dropout(const Tensor& x, double alpha, const DropoutKey& key);
 // backward pass; CUDA draws the mask again and leaves it empty.
 GAT_DECLARE_KERNEL_FN(elu_dropout_forward, (const Tensor& x, double alpha, const DropoutKey& key,
                                             double keep_scale, Tensor& out, KeepMask& kept))
-GAT_DECLARE_KERNEL_FN(elu_dropout_backward, (const Tensor& out, const Tensor& grad_out, double alpha,
-                                             const DropoutKey& key, double keep_scale, const KeepMask& kept,
-                                             Tensor& grad_x))
+GAT_DECLARE_KERNEL_FN(elu_dropout_backward,
+                      (const Tensor& out, const Tensor& grad_out, double alpha, const DropoutKey& key,
+                       double keep_scale, const KeepMask& kept, Tensor& grad_x))
 
 }  // namespace gat::ops

@@ -10,9 +10,15 @@ namespace cpu_impl {
 
 void fill_(Tensor& t, double value) {
   switch (t.dtype()) {
-    case DType::f32: std::fill_n(t.data<float>(), t.numel(), static_cast<float>(value)); break;
-    case DType::f64: std::fill_n(t.data<double>(), t.numel(), value); break;
-    case DType::i32: std::fill_n(t.data<int32_t>(), t.numel(), static_cast<int32_t>(value)); break;
+    case DType::f32:
+      std::fill_n(t.data<float>(), t.numel(), static_cast<float>(value));
+      break;
+    case DType::f64:
+      std::fill_n(t.data<double>(), t.numel(), value);
+      break;
+    case DType::i32:
+      std::fill_n(t.data<int32_t>(), t.numel(), static_cast<int32_t>(value));
+      break;
   }
 }
 

@@ -1,5 +1,5 @@
-#include "gat/framework/ops/fill.h"
 #include "gat/framework/ops/detail/loops.cuh"
+#include "gat/framework/ops/fill.h"
 
 namespace gat::ops::cuda_impl {
 
@@ -14,9 +14,14 @@ struct Fill {
 
 void fill_(Tensor& t, double value) {
   switch (t.dtype()) {
-    case DType::f32: return detail::launch_for_each("fill_", t.numel(), Fill<float>{t.data<float>(), static_cast<float>(value)});
-    case DType::f64: return detail::launch_for_each("fill_", t.numel(), Fill<double>{t.data<double>(), value});
-    case DType::i32: return detail::launch_for_each("fill_", t.numel(), Fill<int32_t>{t.data<int32_t>(), static_cast<int32_t>(value)});
+    case DType::f32:
+      return detail::launch_for_each("fill_", t.numel(),
+                                     Fill<float>{t.data<float>(), static_cast<float>(value)});
+    case DType::f64:
+      return detail::launch_for_each("fill_", t.numel(), Fill<double>{t.data<double>(), value});
+    case DType::i32:
+      return detail::launch_for_each("fill_", t.numel(),
+                                     Fill<int32_t>{t.data<int32_t>(), static_cast<int32_t>(value)});
   }
 }
 

@@ -11,6 +11,6 @@ void fill_(Tensor& t, double value);
 
 // The kernel (docs/design.md, the op pattern); kernels:: runs cpu_impl:: or cuda_impl:: by t's
 // device.
-GAT_DECLARE_KERNEL_FN(fill_, (Tensor& t, double value))
+GAT_DECLARE_KERNEL_FN(fill_, (Tensor & t, double value))
 
 }  // namespace gat::ops

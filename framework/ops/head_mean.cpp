@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/reduce.h"
 
 namespace gat::ops {
@@ -15,17 +15,20 @@ void head_mean_forward(const Tensor& x, const Tensor* bias, Tensor& out) {
   const int64_t H = x.size(1), F = x.size(2);
   dispatch_float(x.dtype(), "head_mean", [&](auto zero) {
     using T = decltype(zero);
-    const T* px = x.data<T>();                        // (N, H, F)
-    const T* pb = bias ? bias->data<T>() : nullptr;   // (F,)
-    T* po = out.data<T>();                            // (N, F)
+    const T* px = x.data<T>();                       // (N, H, F)
+    const T* pb = bias ? bias->data<T>() : nullptr;  // (F,)
+    T* po = out.data<T>();                           // (N, F)
     const T inv_h = static_cast<T>(1.0 / static_cast<double>(H));
-    detail::parallel_for(out.numel(), [=](int64_t i) {
-      const int64_t n = i / F, f = i % F;
-      double acc = 0.0;  // as ops::sum's CPU kernel
-      for (int64_t h = 0; h < H; ++h) acc += px[(n * H + h) * F + f];
-      const T mean = static_cast<T>(acc) * inv_h;
-      po[i] = pb ? mean + pb[f] : mean;
-    }, H);
+    detail::parallel_for(
+        out.numel(),
+        [=](int64_t i) {
+          const int64_t n = i / F, f = i % F;
+          double acc = 0.0;  // as ops::sum's CPU kernel
+          for (int64_t h = 0; h < H; ++h) acc += px[(n * H + h) * F + f];
+          const T mean = static_cast<T>(acc) * inv_h;
+          po[i] = pb ? mean + pb[f] : mean;
+        },
+        H);
   });
 }
 

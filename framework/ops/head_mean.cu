@@ -1,5 +1,5 @@
-#include "gat/framework/ops/head_mean.h"
 #include "gat/framework/ops/detail/loops.cuh"
+#include "gat/framework/ops/head_mean.h"
 
 namespace gat::ops::cuda_impl {
 

@@ -6,8 +6,8 @@
 #include <numeric>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 
@@ -49,29 +49,35 @@ void gather_rows(const Tensor& x, const RowIndex& index, int64_t row_words, Tens
   const int32_t* idx = index.index().data<int32_t>();        // (K,)
   const char* src = static_cast<const char*>(x.raw_data());  // (N, row_bytes)
   char* dst = static_cast<char*>(out.raw_data());            // (K, row_bytes)
-  detail::parallel_for(index.size(), [&](int64_t k) {
-    std::memcpy(dst + k * row_bytes, src + static_cast<size_t>(idx[k]) * row_bytes, row_bytes);
-  }, static_cast<int64_t>(row_bytes / sizeof(double)));
+  detail::parallel_for(
+      index.size(),
+      [&](int64_t k) {
+        std::memcpy(dst + k * row_bytes, src + static_cast<size_t>(idx[k]) * row_bytes, row_bytes);
+      },
+      static_cast<int64_t>(row_bytes / sizeof(double)));
 }
 
 void scatter_rows(const Tensor& grad_out, const RowIndex& index, int64_t features, Tensor& grad_x) {
   const int64_t row_elems = features;  // D
   dispatch_float(grad_out.dtype(), "index_rows backward", [&](auto zero) {
     using T = decltype(zero);
-    const T* pg = grad_out.data<T>();                     // (K, D)
-    T* pdx = grad_x.data<T>();                            // (N, D)
+    const T* pg = grad_out.data<T>();                      // (K, D)
+    T* pdx = grad_x.data<T>();                             // (N, D)
     const int32_t* order = index.order().data<int32_t>();  // (K,)
     const int32_t* rows = index.rows().data<int32_t>();    // (U,)
     const int32_t* run = index.run_ptr().data<int32_t>();  // (U+1,)
     const int64_t distinct = index.rows().numel();
     const int64_t cost = distinct > 0 ? row_elems * index.size() / distinct : 0;  // per distinct row
-    detail::parallel_for(distinct, [&](int64_t u) {
-      T* dst = pdx + static_cast<int64_t>(rows[u]) * row_elems;
-      for (int32_t j = run[u]; j < run[u + 1]; ++j) {
-        const T* src = pg + static_cast<int64_t>(order[j]) * row_elems;
-        for (int64_t d = 0; d < row_elems; ++d) dst[d] += src[d];
-      }
-    }, cost);
+    detail::parallel_for(
+        distinct,
+        [&](int64_t u) {
+          T* dst = pdx + static_cast<int64_t>(rows[u]) * row_elems;
+          for (int32_t j = run[u]; j < run[u + 1]; ++j) {
+            const T* src = pg + static_cast<int64_t>(order[j]) * row_elems;
+            for (int64_t d = 0; d < row_elems; ++d) dst[d] += src[d];
+          }
+        },
+        cost);
   });
 }
 

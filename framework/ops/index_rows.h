@@ -31,16 +31,18 @@ class RowIndex {
   RowIndex(const Tensor& index, Device device);
   explicit RowIndex(const Tensor& index) : RowIndex(index, index.device()) {}
 
-  int64_t size() const { return index_.numel(); }     // K
+  int64_t size() const { return index_.numel(); }  // K
   Device device() const { return index_.device(); }
-  int32_t max_index() const { return max_index_; }     // -1 when K = 0
+  int32_t max_index() const { return max_index_; }        // -1 when K = 0
   int64_t max_position() const { return max_position_; }  // the first k holding max_index()
 
-  const Tensor& index() const { return index_; }      // (K,) i32
-  const Tensor& order() const { return order_; }      // (K,) i32: k sorted by (index[k], k)
-  const Tensor& rows() const { return rows_; }        // (U,) i32: the distinct index values, ascending
-  const Tensor& run_ptr() const { return run_ptr_; }  // (U+1,) i32: rows()[u] is index[order[j]]
-                                                      //   for j in [run_ptr[u], run_ptr[u+1])
+  const Tensor& index() const { return index_; }  // (K,) i32
+  const Tensor& order() const { return order_; }  // (K,) i32: k sorted by (index[k], k)
+  const Tensor& rows() const { return rows_; }    // (U,) i32: the distinct index values, ascending
+  const Tensor& run_ptr() const {
+    return run_ptr_;
+  }  // (U+1,) i32: rows()[u] is index[order[j]]
+     //   for j in [run_ptr[u], run_ptr[u+1])
 
  private:
   Tensor index_, order_, rows_, run_ptr_;
@@ -62,7 +64,7 @@ Tensor mask_to_index(const std::vector<uint8_t>& mask);
 //                 grad_out[order[j]] (grad_out (K, D)), added in ascending j.
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
 GAT_DECLARE_KERNEL_FN(gather_rows, (const Tensor& x, const RowIndex& index, int64_t row_words, Tensor& out))
-GAT_DECLARE_KERNEL_FN(scatter_rows, (const Tensor& grad_out, const RowIndex& index, int64_t features,
-                                     Tensor& grad_x))
+GAT_DECLARE_KERNEL_FN(scatter_rows,
+                      (const Tensor& grad_out, const RowIndex& index, int64_t features, Tensor& grad_x))
 
 }  // namespace gat::ops

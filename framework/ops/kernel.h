@@ -48,15 +48,15 @@
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/tensor.h"
 
-#define GAT_DECLARE_KERNEL_FN(NAME, PARAMS)              \
-  namespace kernels {                                    \
-  void NAME PARAMS;                                      \
-  } /* picks cpu_impl or cuda_impl by device */          \
-  namespace cpu_impl {                                   \
-  void NAME PARAMS;                                      \
-  }                                                      \
-  namespace cuda_impl {                                  \
-  void NAME PARAMS;                                      \
+#define GAT_DECLARE_KERNEL_FN(NAME, PARAMS)     \
+  namespace kernels {                           \
+  void NAME PARAMS;                             \
+  } /* picks cpu_impl or cuda_impl by device */ \
+  namespace cpu_impl {                          \
+  void NAME PARAMS;                             \
+  }                                             \
+  namespace cuda_impl {                         \
+  void NAME PARAMS;                             \
   }
 
 #define GAT_DECLARE_KERNEL(NAME, ARGS) GAT_DECLARE_KERNEL_FN(NAME, (const ARGS& args))

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 
@@ -26,50 +26,57 @@ void check_affine(const char* arg, const Tensor& t, const Tensor& x, int64_t D) 
 }  // namespace
 
 namespace kernels {
-void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                        Tensor& out, Tensor& mean, Tensor& rstd) {
-  if (x.is_cuda()) GAT_CUDA_CALL(cuda_impl::layer_norm_forward(x, weight, bias, eps, out, mean, rstd));
-  else cpu_impl::layer_norm_forward(x, weight, bias, eps, out, mean, rstd);
+void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& out,
+                        Tensor& mean, Tensor& rstd) {
+  if (x.is_cuda())
+    GAT_CUDA_CALL(cuda_impl::layer_norm_forward(x, weight, bias, eps, out, mean, rstd));
+  else
+    cpu_impl::layer_norm_forward(x, weight, bias, eps, out, mean, rstd);
 }
 void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                          const Tensor& grad_out, Tensor& grad_x, Tensor* grad_weight, Tensor* grad_bias) {
   if (x.is_cuda())
-    GAT_CUDA_CALL(cuda_impl::layer_norm_backward(x, weight, mean, rstd, grad_out, grad_x, grad_weight, grad_bias));
-  else cpu_impl::layer_norm_backward(x, weight, mean, rstd, grad_out, grad_x, grad_weight, grad_bias);
+    GAT_CUDA_CALL(
+        cuda_impl::layer_norm_backward(x, weight, mean, rstd, grad_out, grad_x, grad_weight, grad_bias));
+  else
+    cpu_impl::layer_norm_backward(x, weight, mean, rstd, grad_out, grad_x, grad_weight, grad_bias);
 }
 }  // namespace kernels
 
 namespace cpu_impl {
 
-void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                        Tensor& out, Tensor& mean, Tensor& rstd) {
+void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& out,
+                        Tensor& mean, Tensor& rstd) {
   const int64_t D = x.size(-1), R = x.numel() / D;
   dispatch_float(x.dtype(), "layer_norm", [&](auto zero) {
     using T = decltype(zero);
-    const T* px = x.data<T>();                // (R, D)
-    const T* pw = data_or_null<T>(weight);   // (D,) or null
-    const T* pb = data_or_null<T>(bias);     // (D,) or null
-    T* po = out.data<T>();                    // (R, D)
-    T* pmean = mean.data<T>();                // (R,)
-    T* prstd = rstd.data<T>();                // (R,)
-    detail::parallel_for(R, [=](int64_t r) {
-      const T* row = px + r * D;
-      double sum = 0.0;
-      for (int64_t d = 0; d < D; ++d) sum += static_cast<double>(row[d]);
-      const T m = static_cast<T>(sum / static_cast<double>(D));
-      double squares = 0.0;
-      for (int64_t d = 0; d < D; ++d) {
-        const double centred = static_cast<double>(row[d] - m);
-        squares += centred * centred;
-      }
-      const T s = static_cast<T>(1.0 / std::sqrt(squares / static_cast<double>(D) + eps));
-      pmean[r] = m;
-      prstd[r] = s;
-      for (int64_t d = 0; d < D; ++d) {
-        const T xhat = (row[d] - m) * s;
-        po[r * D + d] = (pw ? xhat * pw[d] : xhat) + (pb ? pb[d] : T(0));
-      }
-    }, 4 * D);
+    const T* px = x.data<T>();              // (R, D)
+    const T* pw = data_or_null<T>(weight);  // (D,) or null
+    const T* pb = data_or_null<T>(bias);    // (D,) or null
+    T* po = out.data<T>();                  // (R, D)
+    T* pmean = mean.data<T>();              // (R,)
+    T* prstd = rstd.data<T>();              // (R,)
+    detail::parallel_for(
+        R,
+        [=](int64_t r) {
+          const T* row = px + r * D;
+          double sum = 0.0;
+          for (int64_t d = 0; d < D; ++d) sum += static_cast<double>(row[d]);
+          const T m = static_cast<T>(sum / static_cast<double>(D));
+          double squares = 0.0;
+          for (int64_t d = 0; d < D; ++d) {
+            const double centred = static_cast<double>(row[d] - m);
+            squares += centred * centred;
+          }
+          const T s = static_cast<T>(1.0 / std::sqrt(squares / static_cast<double>(D) + eps));
+          pmean[r] = m;
+          prstd[r] = s;
+          for (int64_t d = 0; d < D; ++d) {
+            const T xhat = (row[d] - m) * s;
+            po[r * D + d] = (pw ? xhat * pw[d] : xhat) + (pb ? pb[d] : T(0));
+          }
+        },
+        4 * D);
   });
 }
 
@@ -78,33 +85,37 @@ void layer_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& me
   const int64_t D = x.size(-1), R = x.numel() / D;
   dispatch_float(x.dtype(), "layer_norm backward", [&](auto zero) {
     using T = decltype(zero);
-    const T* px = x.data<T>();               // (R, D)
+    const T* px = x.data<T>();              // (R, D)
     const T* pw = data_or_null<T>(weight);  // (D,) or null
-    const T* pmean = mean.data<T>();         // (R,)
-    const T* prstd = rstd.data<T>();         // (R,)
-    const T* pg = grad_out.data<T>();        // (R, D)
-    T* pdx = grad_x.data<T>();               // (R, D)
-    detail::parallel_for(R, [=](int64_t r) {
-      const T* row = px + r * D;
-      const T* g = pg + r * D;
-      const T m = pmean[r], s = prstd[r];
-      double sum_gw = 0.0, sum_gw_xhat = 0.0;
-      for (int64_t d = 0; d < D; ++d) {
-        const T gw = pw ? g[d] * pw[d] : g[d];
-        sum_gw += static_cast<double>(gw);
-        sum_gw_xhat += static_cast<double>(gw * ((row[d] - m) * s));
-      }
-      const T mean_gw = static_cast<T>(sum_gw / static_cast<double>(D));
-      const T mean_gw_xhat = static_cast<T>(sum_gw_xhat / static_cast<double>(D));
-      for (int64_t d = 0; d < D; ++d) {
-        const T gw = pw ? g[d] * pw[d] : g[d];
-        pdx[r * D + d] = s * (gw - mean_gw - (row[d] - m) * s * mean_gw_xhat);
-      }
-    }, 6 * D);
+    const T* pmean = mean.data<T>();        // (R,)
+    const T* prstd = rstd.data<T>();        // (R,)
+    const T* pg = grad_out.data<T>();       // (R, D)
+    T* pdx = grad_x.data<T>();              // (R, D)
+    detail::parallel_for(
+        R,
+        [=](int64_t r) {
+          const T* row = px + r * D;
+          const T* g = pg + r * D;
+          const T m = pmean[r], s = prstd[r];
+          double sum_gw = 0.0, sum_gw_xhat = 0.0;
+          for (int64_t d = 0; d < D; ++d) {
+            const T gw = pw ? g[d] * pw[d] : g[d];
+            sum_gw += static_cast<double>(gw);
+            sum_gw_xhat += static_cast<double>(gw * ((row[d] - m) * s));
+          }
+          const T mean_gw = static_cast<T>(sum_gw / static_cast<double>(D));
+          const T mean_gw_xhat = static_cast<T>(sum_gw_xhat / static_cast<double>(D));
+          for (int64_t d = 0; d < D; ++d) {
+            const T gw = pw ? g[d] * pw[d] : g[d];
+            pdx[r * D + d] = s * (gw - mean_gw - (row[d] - m) * s * mean_gw_xhat);
+          }
+        },
+        6 * D);
     if (grad_weight) {
       std::vector<T> g_xhat(static_cast<size_t>(R * D));  // (R, D): g * xhat
       T* pgx = g_xhat.data();
-      detail::parallel_for(R * D, [=](int64_t i) { pgx[i] = pg[i] * ((px[i] - pmean[i / D]) * prstd[i / D]); });
+      detail::parallel_for(R * D,
+                           [=](int64_t i) { pgx[i] = pg[i] * ((px[i] - pmean[i / D]) * prstd[i / D]); });
       detail::column_sums(pgx, R, D, grad_weight->data<T>());
     }
     if (grad_bias) detail::column_sums(pg, R, D, grad_bias->data<T>());
@@ -130,19 +141,21 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   std::vector<Tensor> inputs{x};
   if (has_weight) inputs.push_back(weight);
   if (has_bias) inputs.push_back(bias);
-  return autograd::record("layer_norm", out, inputs,
-                          [x_saved, w_saved, mean, rstd, has_weight, has_bias, D](const Tensor& g) {
-    Tensor grad_x = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), "layer_norm backward");
-    Tensor grad_weight, grad_bias;
-    if (has_weight) grad_weight = Tensor::empty({D}, x_saved.dtype(), x_saved.device(), "layer_norm d weight");
-    if (has_bias) grad_bias = Tensor::empty({D}, x_saved.dtype(), x_saved.device(), "layer_norm d bias");
-    kernels::layer_norm_backward(x_saved, w_saved, mean, rstd, g, grad_x, has_weight ? &grad_weight : nullptr,
-                                 has_bias ? &grad_bias : nullptr);
-    std::vector<Tensor> grads{grad_x};
-    if (has_weight) grads.push_back(grad_weight);
-    if (has_bias) grads.push_back(grad_bias);
-    return grads;
-  });
+  return autograd::record(
+      "layer_norm", out, inputs, [x_saved, w_saved, mean, rstd, has_weight, has_bias, D](const Tensor& g) {
+        Tensor grad_x =
+            Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), "layer_norm backward");
+        Tensor grad_weight, grad_bias;
+        if (has_weight)
+          grad_weight = Tensor::empty({D}, x_saved.dtype(), x_saved.device(), "layer_norm d weight");
+        if (has_bias) grad_bias = Tensor::empty({D}, x_saved.dtype(), x_saved.device(), "layer_norm d bias");
+        kernels::layer_norm_backward(x_saved, w_saved, mean, rstd, g, grad_x,
+                                     has_weight ? &grad_weight : nullptr, has_bias ? &grad_bias : nullptr);
+        std::vector<Tensor> grads{grad_x};
+        if (has_weight) grads.push_back(grad_weight);
+        if (has_bias) grads.push_back(grad_bias);
+        return grads;
+      });
 }
 
 }  // namespace gat::ops

@@ -1,10 +1,10 @@
 #include <algorithm>
 
 #include "gat/framework/cuda_check.h"
-#include "gat/framework/ops/layer_norm.h"
 #include "gat/framework/ops/detail/loops.cuh"
-#include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/detail/row_reduce.cuh"
+#include "gat/framework/ops/layer_norm.h"
+#include "gat/framework/ops/reduce.h"
 
 namespace gat::ops::cuda_impl {
 
@@ -25,12 +25,13 @@ __global__ void layer_norm_forward_kernel(const T* __restrict__ x,       // (R, 
                                           const T* __restrict__ weight,  // (D,) or null
                                           const T* __restrict__ bias,    // (D,) or null
                                           long long R, long long D, double eps,
-                                          T* __restrict__ out,           // (R, D)
-                                          T* __restrict__ mean,          // (R,)
-                                          T* __restrict__ rstd) {        // (R,)
+                                          T* __restrict__ out,     // (R, D)
+                                          T* __restrict__ mean,    // (R,)
+                                          T* __restrict__ rstd) {  // (R,)
   const int lane = threadIdx.x % kWarp;
   const long long warps = static_cast<long long>(gridDim.x) * kWarpsPerBlock;
-  for (long long r = blockIdx.x * static_cast<long long>(kWarpsPerBlock) + threadIdx.x / kWarp; r < R; r += warps) {
+  for (long long r = blockIdx.x * static_cast<long long>(kWarpsPerBlock) + threadIdx.x / kWarp; r < R;
+       r += warps) {
     const T* row = x + r * D;
     double sum = 0.0;
     for (long long d = lane; d < D; d += kWarp) sum += static_cast<double>(row[d]);
@@ -60,10 +61,11 @@ __global__ void layer_norm_backward_kernel(const T* __restrict__ x,       // (R,
                                            const T* __restrict__ rstd,    // (R,)
                                            const T* __restrict__ g,       // (R, D)
                                            long long R, long long D,
-                                           T* __restrict__ grad_x) {      // (R, D)
+                                           T* __restrict__ grad_x) {  // (R, D)
   const int lane = threadIdx.x % kWarp;
   const long long warps = static_cast<long long>(gridDim.x) * kWarpsPerBlock;
-  for (long long r = blockIdx.x * static_cast<long long>(kWarpsPerBlock) + threadIdx.x / kWarp; r < R; r += warps) {
+  for (long long r = blockIdx.x * static_cast<long long>(kWarpsPerBlock) + threadIdx.x / kWarp; r < R;
+       r += warps) {
     const T* row = x + r * D;
     const T* grow = g + r * D;
     const T m = mean[r], s = rstd[r];
@@ -90,7 +92,7 @@ struct GradXhatFn {
   const T* rstd;  // (R,)
   const T* g;     // (R, D)
   long long D;
-  T* out;         // (R, D)
+  T* out;  // (R, D)
   template <class I>
   __device__ void operator()(I i) const {
     const I r = i / static_cast<I>(D);
@@ -105,15 +107,15 @@ const T* data_or_null(const Tensor& t) {
 
 }  // namespace
 
-void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                        Tensor& out, Tensor& mean, Tensor& rstd) {
+void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Tensor& out,
+                        Tensor& mean, Tensor& rstd) {
   const long long D = x.size(-1), R = x.numel() / D;
   if (R == 0) return;
   dispatch_float(x.dtype(), "layer_norm", [&](auto zero) {
     using T = decltype(zero);
     layer_norm_forward_kernel<T><<<row_blocks(R), kWarpsPerBlock * kWarp, 0, cuda::stream()>>>(
-        x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), R, D, eps, out.data<T>(),
-        mean.data<T>(), rstd.data<T>());
+        x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), R, D, eps, out.data<T>(), mean.data<T>(),
+        rstd.data<T>());
     CUDA_CHECK_LAUNCH("layer_norm_forward_kernel");
   });
 }

@@ -27,8 +27,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // kernels:: runs cpu_impl:: or cuda_impl:: by x's device.
 GAT_DECLARE_KERNEL_FN(layer_norm_forward, (const Tensor& x, const Tensor& weight, const Tensor& bias,
                                            double eps, Tensor& out, Tensor& mean, Tensor& rstd))
-GAT_DECLARE_KERNEL_FN(layer_norm_backward, (const Tensor& x, const Tensor& weight, const Tensor& mean,
-                                            const Tensor& rstd, const Tensor& grad_out, Tensor& grad_x,
-                                            Tensor* grad_weight, Tensor* grad_bias))
+GAT_DECLARE_KERNEL_FN(layer_norm_backward,
+                      (const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                       const Tensor& grad_out, Tensor& grad_x, Tensor* grad_weight, Tensor* grad_bias))
 
 }  // namespace gat::ops

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 
@@ -67,10 +67,13 @@ constexpr int64_t kColumns = 256;
 template <class F>
 void for_column_blocks(int64_t outer, int64_t len, int64_t inner, F f) {
   const int64_t blocks = (inner + kColumns - 1) / kColumns;
-  detail::parallel_for(outer * blocks, [&](int64_t task) {
-    const int64_t o = task / blocks, i0 = task % blocks * kColumns;
-    f(o, i0, std::min(kColumns, inner - i0));
-  }, len * std::min(kColumns, inner));
+  detail::parallel_for(
+      outer * blocks,
+      [&](int64_t task) {
+        const int64_t o = task / blocks, i0 = task % blocks * kColumns;
+        f(o, i0, std::min(kColumns, inner - i0));
+      },
+      len * std::min(kColumns, inner));
 }
 
 }  // namespace
@@ -82,10 +85,13 @@ void softmax_forward(const Tensor& x, int64_t outer, int64_t len, int64_t inner,
     T* o = out.data<T>();       // (outer, len, inner)
     auto finish = [log](T v, T lse) { return log ? v - lse : std::exp(v - lse); };
     if (inner == 1) {  // contiguous rows
-      detail::parallel_for(outer, [&](int64_t r) {
-        const T lse = row_logsumexp(in + r * len, len);
-        for (int64_t c = 0; c < len; ++c) o[r * len + c] = finish(in[r * len + c], lse);
-      }, len);
+      detail::parallel_for(
+          outer,
+          [&](int64_t r) {
+            const T lse = row_logsumexp(in + r * len, len);
+            for (int64_t c = 0; c < len; ++c) o[r * len + c] = finish(in[r * len + c], lse);
+          },
+          len);
       return;
     }
     for_column_blocks(outer, len, inner, [&](int64_t b, int64_t i0, int64_t count) {
@@ -95,7 +101,8 @@ void softmax_forward(const Tensor& x, int64_t outer, int64_t len, int64_t inner,
       std::fill(max, max + count, -std::numeric_limits<T>::infinity());
       std::fill(sum, sum + count, T(0));
       for (int64_t l = 0; l < len; ++l)
-        for (int64_t k = 0; k < count; ++k) max[k] = slab[l * inner + k] > max[k] ? slab[l * inner + k] : max[k];
+        for (int64_t k = 0; k < count; ++k)
+          max[k] = slab[l * inner + k] > max[k] ? slab[l * inner + k] : max[k];
       for (int64_t l = 0; l < len; ++l)
         for (int64_t k = 0; k < count; ++k) sum[k] += std::exp(slab[l * inner + k] - max[k]);
       for (int64_t k = 0; k < count; ++k)  // as row_logsumexp: -inf for a column of -inf
@@ -117,11 +124,14 @@ void softmax_backward(const Tensor& out, const Tensor& grad_out, int64_t outer, 
     auto term = [log](T yv, T gv) { return log ? gv : gv * yv; };
     auto grad = [log](T yv, T gv, T sum) { return log ? gv - std::exp(yv) * sum : yv * (gv - sum); };
     if (inner == 1) {
-      detail::parallel_for(outer, [&](int64_t r) {
-        T sum = 0;
-        for (int64_t c = 0; c < len; ++c) sum += term(y[r * len + c], g[r * len + c]);
-        for (int64_t c = 0; c < len; ++c) dx[r * len + c] = grad(y[r * len + c], g[r * len + c], sum);
-      }, len);
+      detail::parallel_for(
+          outer,
+          [&](int64_t r) {
+            T sum = 0;
+            for (int64_t c = 0; c < len; ++c) sum += term(y[r * len + c], g[r * len + c]);
+            for (int64_t c = 0; c < len; ++c) dx[r * len + c] = grad(y[r * len + c], g[r * len + c], sum);
+          },
+          len);
       return;
     }
     for_column_blocks(outer, len, inner, [&](int64_t b, int64_t i0, int64_t count) {

@@ -1,6 +1,6 @@
 #include "gat/framework/cuda_check.h"
-#include "gat/framework/ops/log_softmax.h"
 #include "gat/framework/ops/detail/row_reduce.cuh"
+#include "gat/framework/ops/log_softmax.h"
 
 namespace gat::ops::cuda_impl {
 
@@ -9,13 +9,19 @@ namespace {
 constexpr int kThreads = 256;
 
 template <class T>
-__device__ T finish(T v, T lse, bool take_log) { return take_log ? v - lse : ::exp(v - lse); }
+__device__ T finish(T v, T lse, bool take_log) {
+  return take_log ? v - lse : ::exp(v - lse);
+}
 
 // log: dx = G - exp(y) sum G;  softmax: dx = y (G - sum G y)
 template <class T>
-__device__ T term(T y, T g, bool take_log) { return take_log ? g : g * y; }
+__device__ T term(T y, T g, bool take_log) {
+  return take_log ? g : g * y;
+}
 template <class T>
-__device__ T input_grad(T y, T g, T sum, bool take_log) { return take_log ? g - ::exp(y) * sum : y * (g - sum); }
+__device__ T input_grad(T y, T g, T sum, bool take_log) {
+  return take_log ? g - ::exp(y) * sum : y * (g - sum);
+}
 
 // ---- contiguous axis (inner = 1): one warp per row of len values, grid-stride over rows ----
 
@@ -25,7 +31,8 @@ __global__ void rows_forward_kernel(const T* __restrict__ inp,  // (rows, len)
                                     long long rows, long long len, bool take_log) {
   const int lane = threadIdx.x % kWarp;
   const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
-  for (long long r = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; r < rows; r += warps) {
+  for (long long r = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; r < rows;
+       r += warps) {
     const T lse = warp_row_logsumexp(inp + r * len, len, lane);
     for (long long c = lane; c < len; c += kWarp) out[r * len + c] = finish(inp[r * len + c], lse, take_log);
   }
@@ -38,7 +45,8 @@ __global__ void rows_backward_kernel(const T* __restrict__ out,   // (rows, len)
                                      long long rows, long long len, bool take_log) {
   const int lane = threadIdx.x % kWarp;
   const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
-  for (long long r = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; r < rows; r += warps) {
+  for (long long r = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; r < rows;
+       r += warps) {
     T sum = 0;
     for (long long c = lane; c < len; c += kWarp) sum += term(out[r * len + c], dout[r * len + c], take_log);
     sum = warp_sum(sum);

@@ -31,8 +31,8 @@ Tensor softmax(const Tensor& x, int64_t axis = -1);
 // Every sum along the axis runs in one fixed order (CPU: ascending; CUDA: a warp per slice when
 // inner = 1, lanes strided then a butterfly; a thread per slice in ascending order otherwise), so
 // each device gives the same bits on every call.
-GAT_DECLARE_KERNEL_FN(softmax_forward, (const Tensor& x, int64_t outer, int64_t len, int64_t inner, bool log,
-                                        Tensor& out))
+GAT_DECLARE_KERNEL_FN(softmax_forward,
+                      (const Tensor& x, int64_t outer, int64_t len, int64_t inner, bool log, Tensor& out))
 GAT_DECLARE_KERNEL_FN(softmax_backward, (const Tensor& out, const Tensor& grad_out, int64_t outer,
                                          int64_t len, int64_t inner, bool log, Tensor& grad_x))
 

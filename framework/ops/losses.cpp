@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/reduce.h"
 
 namespace gat::ops {
@@ -23,15 +23,14 @@ Tensor loss_terms(const char* op, PointwiseLoss loss, const Tensor& x, const Ten
   Tensor terms = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
   kernels::loss_terms_forward(loss, x, y, terms);
   const bool need_x = x.requires_grad(), need_y = y.requires_grad();
-  return autograd::record(op, terms, {x, y},
-                          [op, loss, need_x, need_y, x = x.detach(), y = y.detach()](const Tensor& g) {
-                            Tensor grad_x, grad_y;
-                            if (need_x) grad_x = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
-                            if (need_y) grad_y = Tensor::empty(y.shape(), y.dtype(), y.device(), op);
-                            kernels::loss_terms_backward(loss, x, y, g, need_x ? &grad_x : nullptr,
-                                                         need_y ? &grad_y : nullptr);
-                            return std::vector<Tensor>{grad_x, grad_y};
-                          });
+  return autograd::record(
+      op, terms, {x, y}, [op, loss, need_x, need_y, x = x.detach(), y = y.detach()](const Tensor& g) {
+        Tensor grad_x, grad_y;
+        if (need_x) grad_x = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
+        if (need_y) grad_y = Tensor::empty(y.shape(), y.dtype(), y.device(), op);
+        kernels::loss_terms_backward(loss, x, y, g, need_x ? &grad_x : nullptr, need_y ? &grad_y : nullptr);
+        return std::vector<Tensor>{grad_x, grad_y};
+      });
 }
 
 Tensor mean_loss(const char* op, PointwiseLoss loss, const Tensor& x, const Tensor& y) {
@@ -65,8 +64,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
   return mean_loss("binary_cross_entropy_with_logits", PointwiseLoss::bce_with_logits, logits, target);
 }
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, const RowIndex& index) {
-  return masked_mean_loss("binary_cross_entropy_with_logits", PointwiseLoss::bce_with_logits, logits,
-                          target, index);
+  return masked_mean_loss("binary_cross_entropy_with_logits", PointwiseLoss::bce_with_logits, logits, target,
+                          index);
 }
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, const Tensor& index) {
   check_defined("binary_cross_entropy_with_logits", "logits", logits);
@@ -80,7 +79,8 @@ void loss_terms_forward(PointwiseLoss loss, const Tensor& x, const Tensor& y, Te
 }
 void loss_terms_backward(PointwiseLoss loss, const Tensor& x, const Tensor& y, const Tensor& grad_terms,
                          Tensor* grad_x, Tensor* grad_y) {
-  if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::loss_terms_backward(loss, x, y, grad_terms, grad_x, grad_y));
+  if (x.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::loss_terms_backward(loss, x, y, grad_terms, grad_x, grad_y));
   cpu_impl::loss_terms_backward(loss, x, y, grad_terms, grad_x, grad_y);
 }
 }  // namespace kernels
@@ -100,9 +100,9 @@ void loss_terms_backward(PointwiseLoss loss, const Tensor& x, const Tensor& y, c
                          Tensor* grad_x, Tensor* grad_y) {
   dispatch_float(x.dtype(), "loss backward", [&](auto zero) {
     using T = decltype(zero);
-    const T* px = x.data<T>();           // (n,)
-    const T* py = y.data<T>();           // (n,)
-    const T* g = grad_terms.data<T>();   // (n,)
+    const T* px = x.data<T>();                     // (n,)
+    const T* py = y.data<T>();                     // (n,)
+    const T* g = grad_terms.data<T>();             // (n,)
     T* dx = grad_x ? grad_x->data<T>() : nullptr;  // (n,)
     T* dy = grad_y ? grad_y->data<T>() : nullptr;  // (n,)
     const bool mse = loss == PointwiseLoss::mse;

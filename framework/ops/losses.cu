@@ -37,8 +37,9 @@ struct TermsBackwardFn {
 void loss_terms_forward(PointwiseLoss loss, const Tensor& x, const Tensor& y, Tensor& terms) {
   dispatch_float(x.dtype(), "loss terms", [&](auto zero) {
     using T = decltype(zero);
-    detail::launch_for_each("loss terms", x.numel(),
-                            TermsFn<T>{x.data<T>(), y.data<T>(), terms.data<T>(), loss == PointwiseLoss::mse});
+    detail::launch_for_each(
+        "loss terms", x.numel(),
+        TermsFn<T>{x.data<T>(), y.data<T>(), terms.data<T>(), loss == PointwiseLoss::mse});
   });
 }
 
@@ -46,10 +47,11 @@ void loss_terms_backward(PointwiseLoss loss, const Tensor& x, const Tensor& y, c
                          Tensor* grad_x, Tensor* grad_y) {
   dispatch_float(x.dtype(), "loss terms backward", [&](auto zero) {
     using T = decltype(zero);
-    detail::launch_for_each("loss terms backward", x.numel(),
-                            TermsBackwardFn<T>{x.data<T>(), y.data<T>(), grad_terms.data<T>(),
-                                               grad_x ? grad_x->data<T>() : nullptr,
-                                               grad_y ? grad_y->data<T>() : nullptr, loss == PointwiseLoss::mse});
+    detail::launch_for_each(
+        "loss terms backward", x.numel(),
+        TermsBackwardFn<T>{x.data<T>(), y.data<T>(), grad_terms.data<T>(),
+                           grad_x ? grad_x->data<T>() : nullptr, grad_y ? grad_y->data<T>() : nullptr,
+                           loss == PointwiseLoss::mse});
   });
 }
 

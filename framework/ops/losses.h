@@ -38,8 +38,8 @@ enum class PointwiseLoss { mse, bce_with_logits };
 // flat, outputs allocated by the caller ----
 //  forward:  terms = loss(x, y) elementwise
 //  backward: grad_x and/or grad_y (either may be null) from grad_terms; overwrite
-GAT_DECLARE_KERNEL_FN(loss_terms_forward, (PointwiseLoss loss, const Tensor& x, const Tensor& y,
-                                           Tensor& terms))
+GAT_DECLARE_KERNEL_FN(loss_terms_forward,
+                      (PointwiseLoss loss, const Tensor& x, const Tensor& y, Tensor& terms))
 GAT_DECLARE_KERNEL_FN(loss_terms_backward, (PointwiseLoss loss, const Tensor& x, const Tensor& y,
                                             const Tensor& grad_terms, Tensor* grad_x, Tensor* grad_y))
 

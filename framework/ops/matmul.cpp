@@ -1,13 +1,13 @@
 #include "gat/framework/ops/matmul.h"
 
-#include <Eigen/Core>
 #include <omp.h>
 
+#include <Eigen/Core>
 #include <algorithm>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 
@@ -84,8 +84,10 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
     Eigen::Map<Matrix> C(out.data<T>(), out.size(0), out.size(1));  // (M, N)
     const int64_t M = C.rows(), N = C.cols(), K = transpose_a ? A.rows() : A.cols();
     if (!transpose_b && mostly_zeros(a.data<T>(), a.size(0), a.size(1))) {
-      if (transpose_a) sparse_at_times_g(a.data<T>(), b.data<T>(), out.data<T>(), K, M, N);
-      else sparse_a_times_b(a.data<T>(), b.data<T>(), out.data<T>(), M, K, N);
+      if (transpose_a)
+        sparse_at_times_g(a.data<T>(), b.data<T>(), out.data<T>(), K, M, N);
+      else
+        sparse_a_times_b(a.data<T>(), b.data<T>(), out.data<T>(), M, K, N);
       return;
     }
     const int64_t row_tiles = (M + kTile - 1) / kTile, col_tiles = (N + kTile - 1) / kTile;
@@ -103,10 +105,14 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
         C.block(r0, c0, rows, cols).noalias() = opA.middleRows(r0, rows) * opB.middleCols(c0, cols);
       }
     };
-    if (!transpose_a && !transpose_b) tiled(A, B);
-    else if (transpose_a && !transpose_b) tiled(A.transpose(), B);
-    else if (!transpose_a && transpose_b) tiled(A, B.transpose());
-    else tiled(A.transpose(), B.transpose());
+    if (!transpose_a && !transpose_b)
+      tiled(A, B);
+    else if (transpose_a && !transpose_b)
+      tiled(A.transpose(), B);
+    else if (!transpose_a && transpose_b)
+      tiled(A, B.transpose());
+    else
+      tiled(A.transpose(), B.transpose());
   });
 }
 
@@ -124,14 +130,14 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_float("matmul", "a", a);
   check_same("matmul", "a", a, "b", b);
-  GAT_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0),
-            "matmul: cannot multiply a ", a.describe(), " by b ", b.describe(),
-            " (expected (M, K) x (K, N))");
+  GAT_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "matmul: cannot multiply a ",
+            a.describe(), " by b ", b.describe(), " (expected (M, K) x (K, N))");
   Tensor out = Tensor::empty({a.size(0), b.size(1)}, a.dtype(), a.device(), "matmul");  // (M, N)
   kernels::gemm(a, false, b, false, out);
   return autograd::record(
-      "matmul", out, {a, b}, [a = a.detach(), b = b.detach(), need_a = a.requires_grad(),
-                              need_b = b.requires_grad()](const Tensor& grad_out) {
+      "matmul", out, {a, b},
+      [a = a.detach(), b = b.detach(), need_a = a.requires_grad(),
+       need_b = b.requires_grad()](const Tensor& grad_out) {
         auto a_t_g = [&b](const std::vector<Tensor>& in) {  // A^T (K, M) · G (M, N)
           Tensor grad = Tensor::empty(b.shape(), b.dtype(), b.device(), "matmul grad_b");
           kernels::gemm(in[0], true, in[1], false, grad);
@@ -140,7 +146,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         // With grad_a, grad_b (b is then usually a weight) is side work, queued first so that it
         // runs beside grad_a and what the pass does with it.
         Tensor grad_a, grad_b;
-        if (need_b) grad_b = (need_a ? autograd::side_gradients({a, grad_out}, a_t_g) : a_t_g({a, grad_out}))[0];
+        if (need_b)
+          grad_b = (need_a ? autograd::side_gradients({a, grad_out}, a_t_g) : a_t_g({a, grad_out}))[0];
         if (need_a) {  // G (M, N) · B^T (N, K)
           grad_a = Tensor::empty(a.shape(), a.dtype(), a.device(), "matmul grad_a");
           kernels::gemm(grad_out, false, b, true, grad_a);

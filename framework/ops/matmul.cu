@@ -9,9 +9,9 @@
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/ops/detail/loops.cuh"
+#include "gat/framework/ops/detail/row_reduce.cuh"
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/reduce.h"
-#include "gat/framework/ops/detail/row_reduce.cuh"
 
 namespace gat::ops::cuda_impl {
 
@@ -21,15 +21,13 @@ using detail::load_vec;
 using detail::store_vec;
 using detail::Vec;
 
-cublasStatus_t gemm_call(cublasHandle_t handle, cublasOperation_t op_b, cublasOperation_t op_a,
-                         int m, int n, int k, const float* b, int ldb, const float* a, int lda,
-                         float* c, int ldc) {
+cublasStatus_t gemm_call(cublasHandle_t handle, cublasOperation_t op_b, cublasOperation_t op_a, int m, int n,
+                         int k, const float* b, int ldb, const float* a, int lda, float* c, int ldc) {
   const float alpha = 1.0f, beta = 0.0f;
   return cublasSgemm(handle, op_b, op_a, m, n, k, &alpha, b, ldb, a, lda, &beta, c, ldc);
 }
-cublasStatus_t gemm_call(cublasHandle_t handle, cublasOperation_t op_b, cublasOperation_t op_a,
-                         int m, int n, int k, const double* b, int ldb, const double* a, int lda,
-                         double* c, int ldc) {
+cublasStatus_t gemm_call(cublasHandle_t handle, cublasOperation_t op_b, cublasOperation_t op_a, int m, int n,
+                         int k, const double* b, int ldb, const double* a, int lda, double* c, int ldc) {
   const double alpha = 1.0, beta = 0.0;
   return cublasDgemm(handle, op_b, op_a, m, n, k, &alpha, b, ldb, a, lda, &beta, c, ldc);
 }
@@ -61,8 +59,8 @@ Operand<T> operand(const Tensor& x, bool transpose) {  // op(x) of a row-major x
 
 // out (M, N) = op(a) (M, K) . op(b) (K, N), a thread per output.
 template <class T>
-__global__ void small_gemm_kernel(Operand<T> a, Operand<T> b, T* __restrict__ out, long long M,
-                                  long long N, long long K) {
+__global__ void small_gemm_kernel(Operand<T> a, Operand<T> b, T* __restrict__ out, long long M, long long N,
+                                  long long K) {
   for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < M * N;
        t += static_cast<long long>(gridDim.x) * blockDim.x) {
     const long long m = t / N, n = t - m * N;
@@ -79,8 +77,8 @@ __global__ void small_gemm_kernel(Operand<T> a, Operand<T> b, T* __restrict__ ou
 // once for the 7 columns.
 template <class T>
 __global__ void __launch_bounds__(kLongKThreads)
-    small_gemm_long_k_kernel(Operand<T> a, Operand<T> b, T* __restrict__ out, long long M,
-                             long long N, long long K, long long tiles) {  // tiles of N
+    small_gemm_long_k_kernel(Operand<T> a, Operand<T> b, T* __restrict__ out, long long M, long long N,
+                             long long K, long long tiles) {  // tiles of N
   __shared__ T partial[kLongKTile][kLongKThreads];
   for (long long item = blockIdx.x; item < M * tiles; item += gridDim.x) {
     const long long m = item / tiles, n0 = (item - m * tiles) * kLongKTile;
@@ -112,8 +110,8 @@ __global__ void __launch_bounds__(kLongKThreads)
 // waits on some 150 batches of loads one after another).
 constexpr int kTallThreads = 256;
 constexpr long long kTallMinK = 1LL << 16;
-constexpr long long kTallOutputs = 512;  // 32 tiles: 8 phases at least
-constexpr long long kTallMinRows = 2048;  // rows a block sums, at least ...
+constexpr long long kTallOutputs = 512;     // 32 tiles: 8 phases at least
+constexpr long long kTallMinRows = 2048;    // rows a block sums, at least ...
 constexpr long long kTallMaxBlocks = 1024;  // ... and at most this many blocks
 
 template <class T>
@@ -174,12 +172,12 @@ __global__ void __launch_bounds__(kTallThreads)
 constexpr int kTallNarrowK = 64, kTallNarrowN = 16;
 template <class T>
 __global__ void __launch_bounds__(kTallThreads)
-    tall_gemm_nn_kernel(const T* __restrict__ a,  // (M, K)
-                        Operand<T> b,             // op(b) (K, N)
-                        T* __restrict__ out,      // (M, N)
-                        int M, int K, int N) {    // M * N / 4 < 2^31
+    tall_gemm_nn_kernel(const T* __restrict__ a,                 // (M, K)
+                        Operand<T> b,                            // op(b) (K, N)
+                        T* __restrict__ out,                     // (M, N)
+                        int M, int K, int N) {                   // M * N / 4 < 2^31
   __shared__ Vec<T, 4> b_tile[kTallNarrowK * kTallNarrowN / 4];  // op(b) row-major, 4 columns a vector
-  const int lanes = N / 4;                                      // threads per row of out
+  const int lanes = N / 4;                                       // threads per row of out
   for (int v = threadIdx.x; v < K * lanes; v += blockDim.x) {
     const int k = v / lanes, n = (v - k * lanes) * 4;
 #pragma unroll
@@ -231,7 +229,7 @@ __global__ void __launch_bounds__(kTallThreads, 3)
                              T* __restrict__ out,      // (M, N)
                              long long M, int N) {
   const int lanes = N / 4, rows_per_pass = kTallThreads / lanes;  // threads of a row, rows a block takes
-  const int q = threadIdx.x % lanes, r = threadIdx.x / lanes;      // column vector, row in the pass
+  const int q = threadIdx.x % lanes, r = threadIdx.x / lanes;     // column vector, row in the pass
   if (r >= rows_per_pass) return;
   T w[K][4];  // columns [4 q, 4 q + 4) of op(b)
 #pragma unroll
@@ -268,8 +266,8 @@ long long tall_blocks(long long wanted) {
 }
 
 int checked_int(int64_t value, const Tensor& a, const Tensor& b) {
-  GAT_CHECK(value <= INT32_MAX, "matmul: dimension ", value, " of a ", a.describe(), " x b ",
-            b.describe(), " exceeds cuBLAS's 32-bit sizes");
+  GAT_CHECK(value <= INT32_MAX, "matmul: dimension ", value, " of a ", a.describe(), " x b ", b.describe(),
+            " exceeds cuBLAS's 32-bit sizes");
   return static_cast<int>(value);
 }
 }  // namespace
@@ -287,13 +285,14 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
     if (M * N * K <= kSmallMacs) {
       const Operand<T> op_a = operand<T>(a, transpose_a), op_b = operand<T>(b, transpose_b);
       if (K <= kShortK) {
-        small_gemm_kernel<T><<<cuda::blocks_for(M * N), 256, 0, cuda::stream()>>>(op_a, op_b, out.data<T>(), M, N, K);
+        small_gemm_kernel<T>
+            <<<cuda::blocks_for(M * N), 256, 0, cuda::stream()>>>(op_a, op_b, out.data<T>(), M, N, K);
         CUDA_CHECK_LAUNCH("small_gemm_kernel");
       } else {
         const long long tiles = (N + kLongKTile - 1) / kLongKTile;
         const unsigned blocks = static_cast<unsigned>(std::min<long long>(M * tiles, cuda::kMaxGridBlocks));
-        small_gemm_long_k_kernel<T><<<blocks, kLongKThreads, 0, cuda::stream()>>>(op_a, op_b, out.data<T>(), M, N, K,
-                                                                                 tiles);
+        small_gemm_long_k_kernel<T>
+            <<<blocks, kLongKThreads, 0, cuda::stream()>>>(op_a, op_b, out.data<T>(), M, N, K, tiles);
         CUDA_CHECK_LAUNCH("small_gemm_long_k_kernel");
       }
       return;
@@ -304,13 +303,15 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
       const long long blocks = (K + rows_per_block - 1) / rows_per_block;
       Tensor partial = Tensor::empty({blocks, M * N}, out.dtype(), Device::cuda, "matmul partials");
       tall_gemm_tn_kernel<T><<<static_cast<unsigned>(blocks), kTallThreads, 0, cuda::stream()>>>(
-          a.data<T>(), b.data<T>(), partial.data<T>(), K, static_cast<int>(M), static_cast<int>(N), rows_per_block);
+          a.data<T>(), b.data<T>(), partial.data<T>(), K, static_cast<int>(M), static_cast<int>(N),
+          rows_per_block);
       CUDA_CHECK_LAUNCH("tall_gemm_tn_kernel");
       sum_axis(partial, 1, blocks, M * N, out);
       return;
     }
-    if (!transpose_a && M >= kTallMinK && K <= kTallNarrowK && N <= kTallNarrowN && K % 4 == 0 && N % 4 == 0 &&
-        M * (N / 4) < (1LL << 31) && detail::all_aligned(4 * sizeof(T), {a.data<T>(), out.data<T>()})) {
+    if (!transpose_a && M >= kTallMinK && K <= kTallNarrowK && N <= kTallNarrowN && K % 4 == 0 &&
+        N % 4 == 0 && M * (N / 4) < (1LL << 31) &&
+        detail::all_aligned(4 * sizeof(T), {a.data<T>(), out.data<T>()})) {
       const long long blocks = tall_blocks((M * (N / 4) + kTallThreads - 1) / kTallThreads);
       tall_gemm_nn_kernel<T><<<static_cast<unsigned>(blocks), kTallThreads, 0, cuda::stream()>>>(
           a.data<T>(), operand<T>(b, transpose_b), out.data<T>(), static_cast<int>(M), static_cast<int>(K),
@@ -318,21 +319,29 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
       CUDA_CHECK_LAUNCH("tall_gemm_nn_kernel");
       return;
     }
-    if (!transpose_a && M >= kTallMinK && K <= kTallShortK && K % 4 == 0 && N > kTallNarrowN && N <= kTallWideN &&
-        N % 4 == 0 && detail::all_aligned(4 * sizeof(T), {a.data<T>(), out.data<T>()})) {
+    if (!transpose_a && M >= kTallMinK && K <= kTallShortK && K % 4 == 0 && N > kTallNarrowN &&
+        N <= kTallWideN && N % 4 == 0 && detail::all_aligned(4 * sizeof(T), {a.data<T>(), out.data<T>()})) {
       const long long rows_per_pass = kTallThreads / (N / 4);
       const long long blocks = tall_blocks((M + rows_per_pass - 1) / rows_per_pass);
       auto launch = [&](auto k) {
-        tall_gemm_short_k_kernel<T, decltype(k)::value><<<static_cast<unsigned>(blocks), kTallThreads, 0,
-                                                          cuda::stream()>>>(
-            a.data<T>(), operand<T>(b, transpose_b), out.data<T>(), M, static_cast<int>(N));
+        tall_gemm_short_k_kernel<T, decltype(k)::value>
+            <<<static_cast<unsigned>(blocks), kTallThreads, 0, cuda::stream()>>>(
+                a.data<T>(), operand<T>(b, transpose_b), out.data<T>(), M, static_cast<int>(N));
         CUDA_CHECK_LAUNCH("tall_gemm_short_k_kernel");
       };
       switch (K) {
-        case 4: launch(std::integral_constant<int, 4>{}); break;
-        case 8: launch(std::integral_constant<int, 8>{}); break;
-        case 12: launch(std::integral_constant<int, 12>{}); break;
-        default: launch(std::integral_constant<int, 16>{}); break;  // K == 16
+        case 4:
+          launch(std::integral_constant<int, 4>{});
+          break;
+        case 8:
+          launch(std::integral_constant<int, 8>{});
+          break;
+        case 12:
+          launch(std::integral_constant<int, 12>{});
+          break;
+        default:
+          launch(std::integral_constant<int, 16>{});
+          break;  // K == 16
       }
       return;
     }
@@ -341,8 +350,8 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
     CUBLAS_CHECK(gemm_call(cuda::cublas_handle(), transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                            transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, checked_int(N, a, b),
                            checked_int(M, a, b), checked_int(K, a, b), b.data<T>(),
-                           checked_int(b.size(1), a, b), a.data<T>(),
-                           checked_int(a.size(1), a, b), out.data<T>(), checked_int(N, a, b)));
+                           checked_int(b.size(1), a, b), a.data<T>(), checked_int(a.size(1), a, b),
+                           out.data<T>(), checked_int(N, a, b)));
   });
 }
 

@@ -20,7 +20,7 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // out = op(a) · op(b) with op(x) = x^T when the flag is set, overwriting out; no autograd, no
 // shape checks (callers check). kernels:: runs cpu_impl:: or cuda_impl:: by out's device.
 //   a: (M, K) or (K, M) if transpose_a;  b: (K, N) or (N, K) if transpose_b;  out: (M, N)
-GAT_DECLARE_KERNEL_FN(gemm, (const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
-                             Tensor& out))
+GAT_DECLARE_KERNEL_FN(gemm,
+                      (const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out))
 
 }  // namespace gat::ops

@@ -5,8 +5,8 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/arithmetic.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 
@@ -24,18 +24,25 @@ void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor
     using T = decltype(zero);
     const T* px = x.data<T>();  // (outer, len, inner)
     T* po = out.data<T>();      // (outer, inner)
-    detail::parallel_for(outputs * chunks, [&](int64_t rc) {
-      const int64_t r = rc / chunks, begin = rc % chunks * kSumChunk, end = std::min(len, begin + kSumChunk);
-      const T* base = px + (r / inner) * len * inner + r % inner;
-      double acc = 0.0;
-      for (int64_t l = begin; l < end; ++l) acc += base[l * inner];
-      partial[static_cast<size_t>(rc)] = acc;
-    }, std::min(len, kSumChunk));
-    detail::parallel_for(outputs, [&](int64_t r) {
-      double acc = 0.0;
-      for (int64_t c = 0; c < chunks; ++c) acc += partial[static_cast<size_t>(r * chunks + c)];
-      po[r] = static_cast<T>(acc);
-    }, chunks);
+    detail::parallel_for(
+        outputs * chunks,
+        [&](int64_t rc) {
+          const int64_t r = rc / chunks, begin = rc % chunks * kSumChunk,
+                        end = std::min(len, begin + kSumChunk);
+          const T* base = px + (r / inner) * len * inner + r % inner;
+          double acc = 0.0;
+          for (int64_t l = begin; l < end; ++l) acc += base[l * inner];
+          partial[static_cast<size_t>(rc)] = acc;
+        },
+        std::min(len, kSumChunk));
+    detail::parallel_for(
+        outputs,
+        [&](int64_t r) {
+          double acc = 0.0;
+          for (int64_t c = 0; c < chunks; ++c) acc += partial[static_cast<size_t>(r * chunks + c)];
+          po[r] = static_cast<T>(acc);
+        },
+        chunks);
   });
 }
 
@@ -44,10 +51,13 @@ void expand_axis(const Tensor& g, int64_t outer, int64_t len, int64_t inner, Ten
     using T = decltype(zero);
     const T* pg = g.data<T>();  // (outer, inner)
     T* po = out.data<T>();      // (outer, len, inner)
-    detail::parallel_for(outer * len, [&](int64_t ol) {
-      const T* src = pg + (ol / len) * inner;
-      for (int64_t i = 0; i < inner; ++i) po[ol * inner + i] = src[i];
-    }, inner);
+    detail::parallel_for(
+        outer * len,
+        [&](int64_t ol) {
+          const T* src = pg + (ol / len) * inner;
+          for (int64_t i = 0; i < inner; ++i) po[ol * inner + i] = src[i];
+        },
+        inner);
   });
 }
 
@@ -86,10 +96,9 @@ Tensor expand_values(const Tensor& g, int64_t outer, int64_t len, int64_t inner,
 // The recorded reduction of x viewed (outer, len, inner) to out_shape.
 Tensor sum_recorded(const Tensor& x, int64_t outer, int64_t len, int64_t inner, const Shape& out_shape) {
   const Shape in_shape = x.shape();
-  return autograd::record("sum", sum_values(x, outer, len, inner, out_shape), {x},
-                          [=](const Tensor& g) {
-                            return std::vector<Tensor>{expand_values(g, outer, len, inner, in_shape)};
-                          });
+  return autograd::record("sum", sum_values(x, outer, len, inner, out_shape), {x}, [=](const Tensor& g) {
+    return std::vector<Tensor>{expand_values(g, outer, len, inner, in_shape)};
+  });
 }
 
 // Resolves a possibly negative axis of x, naming the op when it is out of range.

@@ -7,10 +7,10 @@ namespace gat::ops::cuda_impl {
 
 namespace {
 
-constexpr int kRowThreads = 256;  // inner == 1: threads along the axis (a power of two: tree below)
-constexpr int kTileCols = 32;     // inner > 1: one warp reads 32 adjacent columns ...
-constexpr int kTileRows = 8;      // ... and 8 warps stride down the axis
-constexpr long long kMinChunk = 256;       // axis elements one block adds (at least) ...
+constexpr int kRowThreads = 256;      // inner == 1: threads along the axis (a power of two: tree below)
+constexpr int kTileCols = 32;         // inner > 1: one warp reads 32 adjacent columns ...
+constexpr int kTileRows = 8;          // ... and 8 warps stride down the axis
+constexpr long long kMinChunk = 256;  // axis elements one block adds (at least) ...
 // ... and enough chunks for 16 blocks per H200 SM: a block's threads add their elements one after
 // the other, so a long axis needs many blocks in flight to hide the loads' latency (with 2 blocks
 // per SM, the bias gradient over 5M rows of 64 ran at 0.3 TB/s, 4 ms).
@@ -22,10 +22,12 @@ constexpr long long kMaxGridY = 65535;
 // One block's sum of one output over one chunk of the axis: straight to out when the axis is a
 // single chunk, else to partial for the second pass.
 template <class T>
-__device__ void store_sum(double s, long long chunk, long long chunks, long long outputs, long long r,
-                          T* out, double* partial) {
-  if (chunks == 1) out[r] = static_cast<T>(s);
-  else partial[chunk * outputs + r] = s;
+__device__ void store_sum(double s, long long chunk, long long chunks, long long outputs, long long r, T* out,
+                          double* partial) {
+  if (chunks == 1)
+    out[r] = static_cast<T>(s);
+  else
+    partial[chunk * outputs + r] = s;
 }
 
 // inner == 1. Block (r, c) adds x[r, chunk c]: the threads stride the chunk, then a
@@ -33,7 +35,7 @@ __device__ void store_sum(double s, long long chunk, long long chunks, long long
 template <class T>
 __global__ void sum_rows_kernel(const T* __restrict__ x,  // (outputs, len)
                                 long long outputs, long long len, long long chunk_len, long long chunks,
-                                T* __restrict__ out,            // (outputs,)
+                                T* __restrict__ out,             // (outputs,)
                                 double* __restrict__ partial) {  // (chunks, outputs) when chunks > 1
   __shared__ double tree[kRowThreads];
   const long long c = blockIdx.y;
@@ -60,7 +62,7 @@ template <class T>
 __global__ void sum_columns_kernel(const T* __restrict__ x,  // (outer, len, inner)
                                    long long outer, long long len, long long inner, long long chunk_len,
                                    long long chunks,
-                                   T* __restrict__ out,            // (outer, inner)
+                                   T* __restrict__ out,             // (outer, inner)
                                    double* __restrict__ partial) {  // (chunks, outer * inner) when chunks > 1
   __shared__ double tile[kTileRows][kTileCols];
   const long long col_tiles = (inner + kTileCols - 1) / kTileCols;
@@ -91,7 +93,7 @@ template <class T>
 struct SumShortAxisFn {
   const T* x;  // (outer, len, inner)
   long long len, inner;
-  T* out;      // (outer, inner)
+  T* out;  // (outer, inner)
   template <class I>
   __device__ void operator()(I r) const {
     const I o = r / static_cast<I>(inner), i = r - o * static_cast<I>(inner);
@@ -106,7 +108,7 @@ template <class T>
 struct ExpandFn {
   const T* g;  // (outer, inner)
   long long len, inner;
-  T* out;      // (outer, len, inner)
+  T* out;  // (outer, len, inner)
   template <class I>
   __device__ void operator()(I k) const {
     out[k] = g[k / static_cast<I>(len * inner) * static_cast<I>(inner) + k % static_cast<I>(inner)];
@@ -131,8 +133,8 @@ void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor
   // along the axis too, or two blocks would add 340 rows per thread.
   const long long blocks_per_chunk = inner == 1 ? outputs : outer * ((inner + kTileCols - 1) / kTileCols);
   const long long want_chunks = std::max(1LL, kTargetBlocks / blocks_per_chunk);
-  const long long chunk_len = std::max({kMinChunk, (len + want_chunks - 1) / want_chunks,
-                                        (len + kMaxGridY - 1) / kMaxGridY});
+  const long long chunk_len =
+      std::max({kMinChunk, (len + want_chunks - 1) / want_chunks, (len + kMaxGridY - 1) / kMaxGridY});
   const long long chunks = len > chunk_len ? (len + chunk_len - 1) / chunk_len : 1;
   Tensor partial;  // (chunks, outputs) f64, only when the axis is split
   if (chunks > 1) partial = Tensor::empty({chunks, outputs}, DType::f64, Device::cuda, "sum partials");

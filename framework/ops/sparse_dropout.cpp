@@ -3,45 +3,48 @@
 #include <algorithm>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/dropout.h"
-#include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/rng_cpu.h"
 
 namespace gat::ops {
 
 namespace cpu_impl {
 
-void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& key,
-                    double keep_scale, Tensor& out) {
+void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& key, double keep_scale,
+                    Tensor& out) {
   GAT_CHECK(!key.stream_base, "sparse_dropout: a key recorded for a CUDA graph reached the CPU");
   dispatch_float(values.dtype(), "sparse_dropout", [&](auto zero) {
     using T = decltype(zero);
-    const T* pv = values.data<T>();                // (nnz,)
+    const T* pv = values.data<T>();                    // (nnz,)
     const int32_t* row = a.row_idx().data<int32_t>();  // (nnz,)
     const int32_t* col = a.col_idx().data<int32_t>();  // (nnz,)
-    T* po = out.data<T>();                         // (nnz,)
+    T* po = out.data<T>();                             // (nnz,)
     const uint64_t cols = static_cast<uint64_t>(a.cols());
     const T s = static_cast<T>(keep_scale);
     // Entries in batches: the Philox blocks of their flat indices row * cols + col (as dense
     // dropout), drawn together, then each entry's word of its block.
     constexpr int64_t kBatch = 64;
     const int64_t nnz = out.numel();
-    detail::parallel_for((nnz + kBatch - 1) / kBatch, [&](int64_t batch) {
-      const int64_t first = batch * kBatch, count = std::min(kBatch, nnz - first);
-      uint64_t flat[kBatch], blocks[kBatch] = {};  // {}: g++ cannot see count <= kBatch
-      uint8_t kept[kBatch];
-      for (int64_t k = 0; k < count; ++k) {
-        flat[k] = static_cast<uint64_t>(row[first + k]) * cols + static_cast<uint64_t>(col[first + k]);
-        blocks[k] = flat[k] >> 2;
-      }
-      keep4_blocks(key, blocks, count, kept);
-      for (int64_t k = 0; k < count; ++k) {
-        const T v = pv[first + k];
-        // as DropoutKey::apply: a zero stays zero
-        po[first + k] = v != T(0) ? DropoutKey::apply_kept(v, (kept[k] >> (flat[k] & 3)) & 1u, s) : T(0);
-      }
-    }, kBatch * 8);  // a batched Philox block costs about 8 element steps
+    detail::parallel_for(
+        (nnz + kBatch - 1) / kBatch,
+        [&](int64_t batch) {
+          const int64_t first = batch * kBatch, count = std::min(kBatch, nnz - first);
+          uint64_t flat[kBatch], blocks[kBatch] = {};  // {}: g++ cannot see count <= kBatch
+          uint8_t kept[kBatch];
+          for (int64_t k = 0; k < count; ++k) {
+            flat[k] = static_cast<uint64_t>(row[first + k]) * cols + static_cast<uint64_t>(col[first + k]);
+            blocks[k] = flat[k] >> 2;
+          }
+          keep4_blocks(key, blocks, count, kept);
+          for (int64_t k = 0; k < count; ++k) {
+            const T v = pv[first + k];
+            // as DropoutKey::apply: a zero stays zero
+            po[first + k] = v != T(0) ? DropoutKey::apply_kept(v, (kept[k] >> (flat[k] & 3)) & 1u, s) : T(0);
+          }
+        },
+        kBatch * 8);  // a batched Philox block costs about 8 element steps
   });
 }
 
@@ -49,8 +52,8 @@ void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& 
 
 namespace kernels {
 
-void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& key,
-                    double keep_scale, Tensor& out) {
+void sparse_dropout(const CsrMatrix& a, const Tensor& values, const DropoutKey& key, double keep_scale,
+                    Tensor& out) {
   if (values.is_cuda()) return GAT_CUDA_CALL(cuda_impl::sparse_dropout(a, values, key, keep_scale, out));
   cpu_impl::sparse_dropout(a, values, key, keep_scale, out);
 }

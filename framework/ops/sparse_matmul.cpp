@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/dropout.h"
-#include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/sparse_dropout.h"
 
 namespace gat::ops {
@@ -15,8 +15,8 @@ namespace {
 // orow (N,) += values[e] * d[index[e], :] for the entries e = kept[0], ..., kept[count - 1], in
 // that order. d (*, N).
 template <class T>
-GAT_SIMD_CLONES void add_scaled_rows(T* orow, const T* d, int64_t N, const T* values,
-                                     const int32_t* index, const int64_t* kept, int count) {
+GAT_SIMD_CLONES void add_scaled_rows(T* orow, const T* d, int64_t N, const T* values, const int32_t* index,
+                                     const int64_t* kept, int count) {
   for (int q = 0; q < count; ++q) {
     const T v = values[kept[q]];
     const T* drow = d + static_cast<int64_t>(index[kept[q]]) * N;
@@ -31,34 +31,37 @@ namespace cpu_impl {
 void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
   dispatch_float(out.dtype(), "sparse_matmul", [&](auto zero) {
     using T = decltype(zero);
-    const int32_t* ptr = a.ptr.data<int32_t>();                         // (R+1,)
+    const int32_t* ptr = a.ptr.data<int32_t>();                           // (R+1,)
     const int32_t* entry = a.entry ? a.entry->data<int32_t>() : nullptr;  // (nnz,)
-    const int32_t* index = a.index.data<int32_t>();                     // (nnz,)
-    const T* values = a.values.data<T>();                               // (nnz,)
-    const T* d = dense.data<T>();                                       // (*, N)
-    T* o = out.data<T>();                                               // (R, N)
+    const int32_t* index = a.index.data<int32_t>();                       // (nnz,)
+    const T* values = a.values.data<T>();                                 // (nnz,)
+    const T* d = dense.data<T>();                                         // (*, N)
+    T* o = out.data<T>();                                                 // (R, N)
     const int64_t R = out.size(0), N = out.size(1);
     const int64_t per_row = N * (1 + a.values.numel() / std::max<int64_t>(R, 1));
-    detail::parallel_for(R, [&](int64_t r) {
-      T* orow = o + r * N;
-      std::fill(orow, orow + N, T(0));
-      // Zero values (most of them after dropout, at random places) are skipped by collecting
-      // the row's other entries without a branch, up to 64 at a time, then adding those in order.
-      constexpr int kBatch = 64;
-      int64_t kept[kBatch];
-      int count = 0;
-      auto add_kept = [&] {
-        add_scaled_rows(orow, d, N, values, index, kept, count);
-        count = 0;
-      };
-      for (int64_t p = ptr[r]; p < ptr[r + 1]; ++p) {
-        const int64_t e = entry ? entry[p] : p;
-        kept[count] = e;
-        count += values[e] != T(0);
-        if (count == kBatch) add_kept();
-      }
-      add_kept();
-    }, per_row);
+    detail::parallel_for(
+        R,
+        [&](int64_t r) {
+          T* orow = o + r * N;
+          std::fill(orow, orow + N, T(0));
+          // Zero values (most of them after dropout, at random places) are skipped by collecting
+          // the row's other entries without a branch, up to 64 at a time, then adding those in order.
+          constexpr int kBatch = 64;
+          int64_t kept[kBatch];
+          int count = 0;
+          auto add_kept = [&] {
+            add_scaled_rows(orow, d, N, values, index, kept, count);
+            count = 0;
+          };
+          for (int64_t p = ptr[r]; p < ptr[r + 1]; ++p) {
+            const int64_t e = entry ? entry[p] : p;
+            kept[count] = e;
+            count += values[e] != T(0);
+            if (count == kBatch) add_kept();
+          }
+          add_kept();
+        },
+        per_row);
   });
 }
 
@@ -77,13 +80,16 @@ void sparse_dots(const CsrMatrix& a, const Tensor& g, const Tensor& b, Tensor& o
     const T* pb = b.data<T>();                         // (K, N)
     T* o = out.data<T>();                              // (nnz,)
     const int64_t N = g.size(1);
-    detail::parallel_for(out.numel(), [&](int64_t e) {
-      const T* gi = pg + static_cast<int64_t>(row[e]) * N;
-      const T* bk = pb + static_cast<int64_t>(col[e]) * N;
-      T acc = T(0);
-      for (int64_t j = 0; j < N; ++j) acc += gi[j] * bk[j];
-      o[e] = acc;
-    }, N);
+    detail::parallel_for(
+        out.numel(),
+        [&](int64_t e) {
+          const T* gi = pg + static_cast<int64_t>(row[e]) * N;
+          const T* bk = pb + static_cast<int64_t>(col[e]) * N;
+          T acc = T(0);
+          for (int64_t j = 0; j < N; ++j) acc += gi[j] * bk[j];
+          o[e] = acc;
+        },
+        N);
   });
 }
 
@@ -98,7 +104,8 @@ void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
 
 void sparse_dropout_rows(const CsrMatrix& a, const DropoutKey& key, double keep_scale, const Tensor& dense,
                          Tensor& out, Tensor& dropped) {
-  if (out.is_cuda()) return GAT_CUDA_CALL(cuda_impl::sparse_dropout_rows(a, key, keep_scale, dense, out, dropped));
+  if (out.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::sparse_dropout_rows(a, key, keep_scale, dense, out, dropped));
   cpu_impl::sparse_dropout_rows(a, key, keep_scale, dense, out, dropped);
 }
 
@@ -121,8 +128,8 @@ void check_product(const char* op, const CsrMatrix& a, const Tensor& b) {
 
 // The gradients of a b for G = d out (M, N): d a.values() (nnz,) when need_values, d b (K, N)
 // when need_b (undefined otherwise).
-std::vector<Tensor> product_gradients(const CsrMatrix& a, const Tensor& b, const Tensor& grad_out, bool need_values,
-                                      bool need_b) {
+std::vector<Tensor> product_gradients(const CsrMatrix& a, const Tensor& b, const Tensor& grad_out,
+                                      bool need_values, bool need_b) {
   Tensor grad_values, grad_b;
   if (need_values) {  // (nnz,): G[i, :] . b[k, :]
     grad_values = Tensor::empty(a.values().shape(), b.dtype(), b.device(), "sparse_matmul grad_values");
@@ -155,8 +162,10 @@ Tensor sparse_dropout_matmul(const CsrMatrix& a, const DropoutKey& key, const Te
   GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, "sparse_dropout_matmul: drop probability p = ", key.p,
             " is outside [0, 1)");
   if (!key.active()) return sparse_matmul(a, b);
-  Tensor out = Tensor::empty({a.rows(), b.size(1)}, b.dtype(), b.device(), "sparse_dropout_matmul");  // (M, N)
-  Tensor dropped = Tensor::empty(a.values().shape(), b.dtype(), b.device(), "sparse_dropout_matmul values");  // (nnz,)
+  Tensor out =
+      Tensor::empty({a.rows(), b.size(1)}, b.dtype(), b.device(), "sparse_dropout_matmul");  // (M, N)
+  Tensor dropped =
+      Tensor::empty(a.values().shape(), b.dtype(), b.device(), "sparse_dropout_matmul values");  // (nnz,)
   kernels::sparse_dropout_rows(a, key, dropout_keep_scale(key), b, out, dropped);
   const Tensor values = a.values();
   return autograd::record(

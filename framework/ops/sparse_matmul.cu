@@ -1,6 +1,6 @@
-#include <algorithm>
-
 #include <cuda_pipeline.h>
+
+#include <algorithm>
 
 #include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/ops/sparse_dropout.h"
@@ -28,13 +28,13 @@ int lanes_for(long long N) {
 // computing columns l, l + lanes, ...; each sums its row's entries in CSR order (the CPU order).
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-sparse_rows_kernel(const int32_t* __restrict__ ptr,     // (R+1,)
-                   const int32_t* __restrict__ entry,   // (nnz,) or null for the identity
-                   const int32_t* __restrict__ index,   // (nnz,) dense row of each entry
-                   const T* __restrict__ values,        // (nnz,)
-                   const T* __restrict__ dense,         // (*, N)
-                   T* __restrict__ out,                 // (R, N)
-                   long long R, long long N, int lanes) {
+    sparse_rows_kernel(const int32_t* __restrict__ ptr,    // (R+1,)
+                       const int32_t* __restrict__ entry,  // (nnz,) or null for the identity
+                       const int32_t* __restrict__ index,  // (nnz,) dense row of each entry
+                       const T* __restrict__ values,       // (nnz,)
+                       const T* __restrict__ dense,        // (*, N)
+                       T* __restrict__ out,                // (R, N)
+                       long long R, long long N, int lanes) {
   const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   const long long groups = static_cast<long long>(gridDim.x) * blockDim.x / lanes;
   const int lane = static_cast<int>(thread % lanes);
@@ -91,26 +91,26 @@ struct ReadDropout {
 
 template <class T, bool kDropout>
 __global__ void __launch_bounds__(kWarpKernelThreads)
-sparse_rows_warp_kernel(const int32_t* __restrict__ ptr,        // (R+1,)
-                        const int32_t* __restrict__ entry,      // (nnz,) or null for the identity
-                        const int32_t* __restrict__ index,      // (nnz,) dense row of each entry
-                        const T* __restrict__ values,           // (nnz,)
-                        const T* __restrict__ dense,            // (*, N)
-                        T* __restrict__ out,                    // (R, N)
-                        long long R, long long N,
-                        const int32_t* __restrict__ piece_ptr,  // (R+1,) or null: a piece a row
-                        const int32_t* __restrict__ piece_row,  // (pieces,) or null
-                        long long pieces, int piece_entries,
-                        T* __restrict__ piece_sums,             // (pieces, N) or null
-                        int32_t* __restrict__ arrivals,         // (R,) or null, zero
-                        const ReadDropout<T> dropout) {         // used when kDropout (rows, no pieces)
+    sparse_rows_warp_kernel(const int32_t* __restrict__ ptr,    // (R+1,)
+                            const int32_t* __restrict__ entry,  // (nnz,) or null for the identity
+                            const int32_t* __restrict__ index,  // (nnz,) dense row of each entry
+                            const T* __restrict__ values,       // (nnz,)
+                            const T* __restrict__ dense,        // (*, N)
+                            T* __restrict__ out,                // (R, N)
+                            long long R, long long N,
+                            const int32_t* __restrict__ piece_ptr,  // (R+1,) or null: a piece a row
+                            const int32_t* __restrict__ piece_row,  // (pieces,) or null
+                            long long pieces, int piece_entries,
+                            T* __restrict__ piece_sums,      // (pieces, N) or null
+                            int32_t* __restrict__ arrivals,  // (R,) or null, zero
+                            const ReadDropout<T> dropout) {  // used when kDropout (rows, no pieces)
   constexpr int kSlices = 16, kCols = kLaneCols<T>, kTile = kCols * kWarp;
   constexpr int kWarps = kWarpKernelThreads / kWarp;
   constexpr unsigned kAll = 0xffffffffu;
   static_assert(kWarp % kStage == 0 && kStage % kSlices == 0, "a stage holds whole rounds of the slices");
   __shared__ T staged[kWarps][kStage][kTile];  // a warp's copied dense rows
   const int lane = threadIdx.x % kWarp;
-  T (*stage)[kTile] = staged[threadIdx.x / kWarp];
+  T(*stage)[kTile] = staged[threadIdx.x / kWarp];
   DropoutKey key = dropout.key;
   if constexpr (kDropout) key = key.resolved();  // a graph's key reads its stream's base from memory
   const long long items = piece_ptr ? pieces : R;
@@ -152,14 +152,16 @@ sparse_rows_warp_kernel(const int32_t* __restrict__ ptr,        // (R+1,)
         const unsigned nonzero = __ballot_sync(kAll, v != T(0));
 #pragma unroll
         for (int u0 = 0; u0 < kWarp; u0 += kStage) {
-          if (((nonzero >> u0) & (kStage == 32 ? kAll : (1u << kStage) - 1)) == 0) continue;  // the same for the whole warp
+          if (((nonzero >> u0) & (kStage == 32 ? kAll : (1u << kStage) - 1)) == 0)
+            continue;  // the same for the whole warp
 #pragma unroll
           for (int u = 0; u < kStage; ++u) {
             const bool live = __shfl_sync(kAll, v, u0 + u) != T(0);
             const T* row = dense + static_cast<long long>(__shfl_sync(kAll, src, u0 + u)) * N + j0 + lane;
 #pragma unroll
             for (int k = 0; k < kCols; ++k)
-              if (live && in[k]) __pipeline_memcpy_async(&stage[u][lane + k * kWarp], row + k * kWarp, sizeof(T));
+              if (live && in[k])
+                __pipeline_memcpy_async(&stage[u][lane + k * kWarp], row + k * kWarp, sizeof(T));
           }
           __pipeline_commit();
           __pipeline_wait_prior(0);  // this lane's copies have landed
@@ -169,7 +171,9 @@ sparse_rows_warp_kernel(const int32_t* __restrict__ ptr,        // (R+1,)
             if (vu == T(0)) continue;
 #pragma unroll
             for (int k = 0; k < kCols; ++k)
-              if (in[k]) part[(u0 + u) % kSlices][k] = fma(vu, stage[u][lane + k * kWarp], part[(u0 + u) % kSlices][k]);
+              if (in[k])
+                part[(u0 + u) % kSlices][k] =
+                    fma(vu, stage[u][lane + k * kWarp], part[(u0 + u) % kSlices][k]);
           }
         }
       }
@@ -199,7 +203,8 @@ sparse_rows_warp_kernel(const int32_t* __restrict__ ptr,        // (R+1,)
       for (int q0 = 1; q0 < row_pieces; q0 += kBatch) {
         T piece[kBatch];
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u) piece[u] = q0 + u < row_pieces ? __ldcg(column + (q0 + u) * N) : T(0);
+        for (int u = 0; u < kBatch; ++u)
+          piece[u] = q0 + u < row_pieces ? __ldcg(column + (q0 + u) * N) : T(0);
 #pragma unroll
         for (int u = 0; u < kBatch; ++u)
           if (q0 + u < row_pieces) sum += piece[u];
@@ -221,7 +226,7 @@ struct SparseDotsFn {
   const T* g;          // (M, N)
   const T* b;          // (K, N)
   long long N;
-  T* out;              // (nnz,)
+  T* out;  // (nnz,)
   __device__ void operator()(long long e) const {
     const T* gi = g + static_cast<long long>(row[e]) * N;
     const T* bk = b + static_cast<long long>(col[e]) * N;
@@ -242,7 +247,8 @@ void launch_warp_rows(const SparseRows& a, const Tensor& dense, Tensor& out, con
             "sparse_matmul rows: pieces are given for a transpose other than the one summed");
   const long long pieces = m ? m->t_piece_col().numel() : 0, splits = m ? m->t_split_cols().numel() : 0;
   Tensor piece_sums;  // (pieces, N): the split rows' pieces
-  if (splits > 0) piece_sums = Tensor::empty({pieces, N}, out.dtype(), Device::cuda, "sparse_matmul piece sums");
+  if (splits > 0)
+    piece_sums = Tensor::empty({pieces, N}, out.dtype(), Device::cuda, "sparse_matmul piece sums");
   const long long warps_per_block = kWarpKernelThreads / kWarp;
   const unsigned blocks = static_cast<unsigned>(
       std::min<long long>(((m ? pieces : R) + warps_per_block - 1) / warps_per_block, cuda::kMaxGridBlocks));
@@ -265,8 +271,8 @@ void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
     if (warp_per_row(R, N)) return launch_warp_rows<T, false>(a, dense, out, ReadDropout<T>{});
     const int lanes = lanes_for(N);
     sparse_rows_kernel<T><<<cuda::blocks_for(R * lanes, kThreads), kThreads, 0, cuda::stream()>>>(
-        a.ptr.data<int32_t>(), a.entry ? a.entry->data<int32_t>() : nullptr,
-        a.index.data<int32_t>(), a.values.data<T>(), dense.data<T>(), out.data<T>(), R, N, lanes);
+        a.ptr.data<int32_t>(), a.entry ? a.entry->data<int32_t>() : nullptr, a.index.data<int32_t>(),
+        a.values.data<T>(), dense.data<T>(), out.data<T>(), R, N, lanes);
     CUDA_CHECK_LAUNCH("sparse_matmul rows");
   });
 }

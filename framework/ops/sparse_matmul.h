@@ -40,10 +40,10 @@ Tensor sparse_dropout_matmul(const CsrMatrix& a, const DropoutKey& key, const Te
 //          index = row_idx, dense = G, pieces = a.
 //  dots:   out (nnz,) [e] = g[row_idx[e], :] . b[col_idx[e], :] for g (M, N), b (K, N).
 struct SparseRows {
-  const Tensor& ptr;    // (R+1,) i32
-  const Tensor* entry;  // (nnz,) i32, or null for the identity
-  const Tensor& index;  // (nnz,) i32: the dense row each entry multiplies
-  const Tensor& values; // (nnz,) f32|f64
+  const Tensor& ptr;                  // (R+1,) i32
+  const Tensor* entry;                // (nnz,) i32, or null for the identity
+  const Tensor& index;                // (nnz,) i32: the dense row each entry multiplies
+  const Tensor& values;               // (nnz,) f32|f64
   const CsrMatrix* pieces = nullptr;  // for A^T: the matrix whose transpose's pieces (sparse.h) CUDA may use
 };
 //  dropout_rows: dropped (nnz,) = kernels::sparse_dropout(a, a.values(), key, keep_scale) and

@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 
@@ -43,12 +43,15 @@ constexpr int64_t kTile = 32;
 template <class W>
 void transpose_words(const W* in, W* out, int64_t R, int64_t C) {  // in (R, C) -> out (C, R)
   const int64_t tile_rows = (R + kTile - 1) / kTile, tile_cols = (C + kTile - 1) / kTile;
-  detail::parallel_for(tile_rows * tile_cols, [&](int64_t tile) {
-    const int64_t r0 = tile / tile_cols * kTile, c0 = tile % tile_cols * kTile;
-    const int64_t r1 = std::min(R, r0 + kTile), c1 = std::min(C, c0 + kTile);
-    for (int64_t c = c0; c < c1; ++c)
-      for (int64_t r = r0; r < r1; ++r) out[c * R + r] = in[r * C + c];
-  }, kTile * kTile);
+  detail::parallel_for(
+      tile_rows * tile_cols,
+      [&](int64_t tile) {
+        const int64_t r0 = tile / tile_cols * kTile, c0 = tile % tile_cols * kTile;
+        const int64_t r1 = std::min(R, r0 + kTile), c1 = std::min(C, c0 + kTile);
+        for (int64_t c = c0; c < c1; ++c)
+          for (int64_t r = r0; r < r1; ++r) out[c * R + r] = in[r * C + c];
+      },
+      kTile * kTile);
 }
 
 }  // namespace

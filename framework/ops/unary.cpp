@@ -3,9 +3,9 @@
 #include <cmath>
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/detail/vec_math.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 
@@ -49,21 +49,26 @@ namespace cpu_impl {
 // exp in f32 is detail::vec_exp (vectorised, within 2 ulp); the rest are the C library's.
 void unary_forward(UnaryOp op, const Tensor& x, Tensor& out) {
   switch (op) {
-    case UnaryOp::exp: return detail::cpu_map(x, out, [](auto v) { return detail::vec_exp(v); });
-    case UnaryOp::log: return detail::cpu_map(x, out, [](auto v) { return std::log(v); });
+    case UnaryOp::exp:
+      return detail::cpu_map(x, out, [](auto v) { return detail::vec_exp(v); });
+    case UnaryOp::log:
+      return detail::cpu_map(x, out, [](auto v) { return std::log(v); });
     case UnaryOp::sigmoid:
       return detail::cpu_map(x, out, [](auto v) {
         using T = decltype(v);
         return T(1) / (T(1) + detail::vec_exp(-v));
       });
-    case UnaryOp::tanh: return detail::cpu_map(x, out, [](auto v) { return std::tanh(v); });
+    case UnaryOp::tanh:
+      return detail::cpu_map(x, out, [](auto v) { return std::tanh(v); });
   }
 }
 
 void unary_backward(UnaryOp op, const Tensor& x, const Tensor& out, const Tensor& grad_out, Tensor& grad_x) {
   switch (op) {
-    case UnaryOp::exp: return detail::cpu_map(out, grad_out, grad_x, [](auto y, auto g) { return g * y; });
-    case UnaryOp::log: return detail::cpu_map(x, grad_out, grad_x, [](auto v, auto g) { return g / v; });
+    case UnaryOp::exp:
+      return detail::cpu_map(out, grad_out, grad_x, [](auto y, auto g) { return g * y; });
+    case UnaryOp::log:
+      return detail::cpu_map(x, grad_out, grad_x, [](auto v, auto g) { return g / v; });
     case UnaryOp::sigmoid:
       return detail::cpu_map(out, grad_out, grad_x, [](auto y, auto g) {
         using T = decltype(y);

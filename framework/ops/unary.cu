@@ -50,10 +50,14 @@ void unary_forward(UnaryOp op, const Tensor& x, Tensor& out) {
   dispatch_float(x.dtype(), "unary", [&](auto zero) {
     using T = decltype(zero);
     switch (op) {
-      case UnaryOp::exp: return launch_forward<T, UnaryOp::exp>("exp", x, out);
-      case UnaryOp::log: return launch_forward<T, UnaryOp::log>("log", x, out);
-      case UnaryOp::sigmoid: return launch_forward<T, UnaryOp::sigmoid>("sigmoid", x, out);
-      case UnaryOp::tanh: return launch_forward<T, UnaryOp::tanh>("tanh", x, out);
+      case UnaryOp::exp:
+        return launch_forward<T, UnaryOp::exp>("exp", x, out);
+      case UnaryOp::log:
+        return launch_forward<T, UnaryOp::log>("log", x, out);
+      case UnaryOp::sigmoid:
+        return launch_forward<T, UnaryOp::sigmoid>("sigmoid", x, out);
+      case UnaryOp::tanh:
+        return launch_forward<T, UnaryOp::tanh>("tanh", x, out);
     }
   });
 }
@@ -62,11 +66,14 @@ void unary_backward(UnaryOp op, const Tensor& x, const Tensor& out, const Tensor
   dispatch_float(grad_out.dtype(), "unary backward", [&](auto zero) {
     using T = decltype(zero);
     switch (op) {
-      case UnaryOp::exp: return launch_backward<T, UnaryOp::exp>("exp backward", out, grad_out, grad_x);
-      case UnaryOp::log: return launch_backward<T, UnaryOp::log>("log backward", x, grad_out, grad_x);
+      case UnaryOp::exp:
+        return launch_backward<T, UnaryOp::exp>("exp backward", out, grad_out, grad_x);
+      case UnaryOp::log:
+        return launch_backward<T, UnaryOp::log>("log backward", x, grad_out, grad_x);
       case UnaryOp::sigmoid:
         return launch_backward<T, UnaryOp::sigmoid>("sigmoid backward", out, grad_out, grad_x);
-      case UnaryOp::tanh: return launch_backward<T, UnaryOp::tanh>("tanh backward", out, grad_out, grad_x);
+      case UnaryOp::tanh:
+        return launch_backward<T, UnaryOp::tanh>("tanh backward", out, grad_out, grad_x);
     }
   });
 }

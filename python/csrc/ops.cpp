@@ -33,17 +33,21 @@
 namespace gat_torch {
 namespace {
 
-using gat::DType;
 using gat::Device;
+using gat::DType;
 
 // ---- PyTorch tensors as gat tensors ----
 
 DType gat_dtype(const at::Tensor& t, const char* op, const char* arg) {
   switch (t.scalar_type()) {
-    case at::kFloat: return DType::f32;
-    case at::kDouble: return DType::f64;
-    case at::kInt: return DType::i32;
-    default: break;
+    case at::kFloat:
+      return DType::f32;
+    case at::kDouble:
+      return DType::f64;
+    case at::kInt:
+      return DType::i32;
+    default:
+      break;
   }
   TORCH_CHECK(false, "gat_torch.", op, ": '", arg, "' is ", t.scalar_type(),
               "; expected float32, float64 (or int32 for indices)");
@@ -51,8 +55,7 @@ DType gat_dtype(const at::Tensor& t, const char* op, const char* arg) {
 
 Device gat_device(const at::Tensor& t, const char* op, const char* arg) {
   if (t.is_cpu()) return Device::cpu;
-  TORCH_CHECK(t.is_cuda(), "gat_torch.", op, ": '", arg, "' is on ", t.device(),
-              "; expected cpu or cuda");
+  TORCH_CHECK(t.is_cuda(), "gat_torch.", op, ": '", arg, "' is on ", t.device(), "; expected cpu or cuda");
   TORCH_CHECK(t.get_device() == 0, "gat_torch.", op, ": '", arg, "' is on ", t.device(),
               "; gat's CUDA kernels run on cuda:0 only");
   return Device::cuda;
@@ -137,10 +140,17 @@ gat::Graph graph_of(const std::vector<at::Tensor>& arrays, at::IntArrayRef count
               "gat_torch.", op, ": a graph is ", kGraphArrays, " arrays and ", kGraphCounts,
               " counts (gat_torch.Graph makes them), got ", arrays.size(), " and ", counts.size());
   gat::GraphArrays a;
-  gat::Tensor* fields[kGraphArrays] = {&a.row_ptr,  &a.edge_src,  &a.edge_dst,  &a.t_row_ptr,
-                                       &a.t_edge_dst, &a.t_edge_id, &a.plans.row_chunk_ptr,
-                                       &a.plans.t_row_chunk_ptr, &a.plans.row_chunk_row,
-                                       &a.plans.t_row_chunk_row, &a.plans.row_order,
+  gat::Tensor* fields[kGraphArrays] = {&a.row_ptr,
+                                       &a.edge_src,
+                                       &a.edge_dst,
+                                       &a.t_row_ptr,
+                                       &a.t_edge_dst,
+                                       &a.t_edge_id,
+                                       &a.plans.row_chunk_ptr,
+                                       &a.plans.t_row_chunk_ptr,
+                                       &a.plans.row_chunk_row,
+                                       &a.plans.t_row_chunk_row,
+                                       &a.plans.row_order,
                                        &a.plans.t_row_order};
   for (size_t k = 0; k < kGraphArrays; ++k) {
     TORCH_CHECK(arrays[k].scalar_type() == at::kInt && arrays[k].dim() == 1, "gat_torch.", op,
@@ -183,8 +193,8 @@ std::vector<at::Tensor> build_graph(const at::Tensor& src, const at::Tensor& dst
                   src.scalar_type() != at::kBool && dst.scalar_type() != at::kBool,
               "gat_torch.", op, ": node indices must be integers, got ", src.scalar_type(), " and ",
               dst.scalar_type());
-  TORCH_CHECK(src.device() == dst.device(), "gat_torch.", op, ": src is on ", src.device(),
-              " and dst on ", dst.device());
+  TORCH_CHECK(src.device() == dst.device(), "gat_torch.", op, ": src is on ", src.device(), " and dst on ",
+              dst.device());
   constexpr int64_t kMax = INT32_MAX;
   TORCH_CHECK(num_src >= 0 && num_dst >= 0 && num_src <= kMax && num_dst <= kMax, "gat_torch.", op,
               ": node counts must be in [0, 2^31 - 1], got ", num_src, " sources and ", num_dst,
@@ -198,17 +208,19 @@ std::vector<at::Tensor> build_graph(const at::Tensor& src, const at::Tensor& dst
     const auto [dmin, dmax] = at::aminmax(d);
     const int64_t lo_s = smin.item<int64_t>(), hi_s = smax.item<int64_t>();
     const int64_t lo_d = dmin.item<int64_t>(), hi_d = dmax.item<int64_t>();
-    TORCH_CHECK(lo_s >= 0 && hi_s < num_src, "gat_torch.", op, ": source indices span [", lo_s, ", ",
-                hi_s, "], outside [0, ", num_src, ")");
-    TORCH_CHECK(lo_d >= 0 && hi_d < num_dst, "gat_torch.", op, ": destination indices span [", lo_d,
-                ", ", hi_d, "], outside [0, ", num_dst, ")");
+    TORCH_CHECK(lo_s >= 0 && hi_s < num_src, "gat_torch.", op, ": source indices span [", lo_s, ", ", hi_s,
+                "], outside [0, ", num_src, ")");
+    TORCH_CHECK(lo_d >= 0 && hi_d < num_dst, "gat_torch.", op, ": destination indices span [", lo_d, ", ",
+                hi_d, "], outside [0, ", num_dst, ")");
   }
   // By destination, then source; a stable sort keeps duplicates in input order.
-  const at::Tensor perm = std::get<1>((d * num_src + s).sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
+  const at::Tensor perm =
+      std::get<1>((d * num_src + s).sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
   const at::Tensor edge_src = s.index_select(0, perm), edge_dst = d.index_select(0, perm);
   const at::Tensor row_ptr = row_pointers(edge_dst, num_dst);
   // The transpose: by source, then destination, then edge id (stable over the CSR order).
-  const at::Tensor t_perm = std::get<1>((edge_src * num_dst + edge_dst).sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
+  const at::Tensor t_perm =
+      std::get<1>((edge_src * num_dst + edge_dst).sort(/*stable=*/true, /*dim=*/0, /*descending=*/false));
   const at::Tensor t_row_ptr = row_pointers(edge_src.index_select(0, t_perm), num_src);
 
   const at::Tensor row_ptr_host = row_ptr.cpu(), t_row_ptr_host = t_row_ptr.cpu();
@@ -225,13 +237,21 @@ std::vector<at::Tensor> build_graph(const at::Tensor& src, const at::Tensor& dst
 
   const at::Device device = src.device();
   std::vector<at::Tensor> out = {
-      row_ptr, edge_src.to(at::kInt), edge_dst.to(at::kInt), t_row_ptr,
-      edge_dst.index_select(0, t_perm).to(at::kInt), t_perm.to(at::kInt),
-      host_to(plans.row_chunk_ptr, device), host_to(plans.t_row_chunk_ptr, device),
-      host_to(plans.row_chunk_row, device), host_to(plans.t_row_chunk_row, device),
-      host_to(plans.row_order, device), host_to(plans.t_row_order, device), perm,
-      at::tensor(std::vector<int64_t>{plans.max_in_degree, plans.max_out_degree, plans.chunk_edges,
-                                      loops, one_per_node ? 1 : 0})};
+      row_ptr,
+      edge_src.to(at::kInt),
+      edge_dst.to(at::kInt),
+      t_row_ptr,
+      edge_dst.index_select(0, t_perm).to(at::kInt),
+      t_perm.to(at::kInt),
+      host_to(plans.row_chunk_ptr, device),
+      host_to(plans.t_row_chunk_ptr, device),
+      host_to(plans.row_chunk_row, device),
+      host_to(plans.t_row_chunk_row, device),
+      host_to(plans.row_order, device),
+      host_to(plans.t_row_order, device),
+      perm,
+      at::tensor(std::vector<int64_t>{plans.max_in_degree, plans.max_out_degree, plans.chunk_edges, loops,
+                                      one_per_node ? 1 : 0})};
   return out;
 }
 
@@ -254,13 +274,14 @@ gat::DropoutKey dropout_key(double p, const std::optional<at::Tensor>& seed, con
 
 // The tensors of one call must share a dtype and a device.
 void check_like(const at::Tensor& t, const at::Tensor& like, const char* op, const char* arg) {
-  TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.device() == like.device(), "gat_torch.", op,
-              ": '", arg, "' is ", t.scalar_type(), " on ", t.device(), ", unlike the others (",
-              like.scalar_type(), " on ", like.device(), ")");
+  TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.device() == like.device(), "gat_torch.", op, ": '",
+              arg, "' is ", t.scalar_type(), " on ", t.device(), ", unlike the others (", like.scalar_type(),
+              " on ", like.device(), ")");
 }
 
 // A backward's grad_out: like the forward's inputs, and of its output's shape.
-void check_grad_out(const at::Tensor& grad_out, const at::Tensor& like, const at::Tensor& out, const char* op) {
+void check_grad_out(const at::Tensor& grad_out, const at::Tensor& like, const at::Tensor& out,
+                    const char* op) {
   check_like(grad_out, like, op, "grad_out");
   TORCH_CHECK(grad_out.sizes() == out.sizes(), "gat_torch.", op, ": grad_out ", grad_out.sizes(),
               " must have the output's shape ", out.sizes());
@@ -288,14 +309,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention(
     const gat::Tensor l = view(el, op, "el"), r = view(er, op, "er");
     const gat::Tensor term = view_or_undefined(edge_term, op, "edge_term"), v = view(value, op, "value");
     gat::ops::check_gat_score_terms(op, graph, l, r, term);
-    GAT_CHECK(v.size(0) == graph.num_src_nodes() && v.size(1) == l.size(1), op, ": 'value' ",
-              v.describe(), " must be (Ns, H, F) with Ns = ", graph.num_src_nodes(), " and H = ", l.size(1));
+    GAT_CHECK(v.size(0) == graph.num_src_nodes() && v.size(1) == l.size(1), op, ": 'value' ", v.describe(),
+              " must be (Ns, H, F) with Ns = ", graph.num_src_nodes(), " and H = ", l.size(1));
     const int64_t Nd = graph.num_dst_nodes(), H = l.size(1), F = v.size(2);
     Output out({Nd, H, F}, value.options(), op, "out"), lse({Nd, H}, value.options(), op, "lse");
     const bool positive = with_positive && value.is_cuda();
     Output pos_out(positive ? at::IntArrayRef{Nd, H, F} : at::IntArrayRef{0}, value.options(), op, "pos_out");
-    Output pos_weight(positive ? at::IntArrayRef{Nd, H} : at::IntArrayRef{0}, value.options(), op, "pos_weight");
-    gat::ops::GatAttentionForwardArgs a{{&graph, l, r, term, v, negative_slope, dropout_key(dropout, seed, op)}};
+    Output pos_weight(positive ? at::IntArrayRef{Nd, H} : at::IntArrayRef{0}, value.options(), op,
+                      "pos_weight");
+    gat::ops::GatAttentionForwardArgs a{
+        {&graph, l, r, term, v, negative_slope, dropout_key(dropout, seed, op)}};
     a.out = out.ptr();
     a.lse = lse.ptr();
     a.pos_out = positive ? pos_out.ptr() : nullptr;
@@ -321,9 +344,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention_backwar
     Output d_el = gradient(needs[0], el, op, "grad_el"), d_er = gradient(needs[1], er, op, "grad_er");
     Output d_term = gradient(needs[2], needs[2] ? *edge_term : el, op, "grad_edge_term");
     Output d_value = gradient(needs[3], value, op, "grad_value");
-    gat::ops::GatAttentionBackwardArgs a{{&graph, view(el, op, "el"), view(er, op, "er"),
-                                          view_or_undefined(edge_term, op, "edge_term"), view(value, op, "value"),
-                                          negative_slope, dropout_key(dropout, seed, op)}};
+    gat::ops::GatAttentionBackwardArgs a{
+        {&graph, view(el, op, "el"), view(er, op, "er"), view_or_undefined(edge_term, op, "edge_term"),
+         view(value, op, "value"), negative_slope, dropout_key(dropout, seed, op)}};
     a.out = view(out, op, "out");
     a.lse = view(lse, op, "lse");
     if (pos_out.numel()) a.pos_out = view(pos_out, op, "pos_out");
@@ -347,8 +370,9 @@ void check_gatv2_like(const at::Tensor& xl, const at::Tensor& xr, const at::Tens
 }
 
 // GATv2's score inputs viewed as gat tensors and checked against the graph.
-gat::ops::Gatv2ScoreInputs gatv2_score_inputs(const gat::Graph& graph, const at::Tensor& xl, const at::Tensor& xr,
-                                              const at::Tensor& att, const std::optional<at::Tensor>& edge_term,
+gat::ops::Gatv2ScoreInputs gatv2_score_inputs(const gat::Graph& graph, const at::Tensor& xl,
+                                              const at::Tensor& xr, const at::Tensor& att,
+                                              const std::optional<at::Tensor>& edge_term,
                                               double negative_slope, const char* op) {
   const gat::Tensor l = view(xl, op, "xl"), r = view(xr, op, "xr"), a = view(att, op, "att");
   const gat::Tensor term = view_or_undefined(edge_term, op, "edge_term");
@@ -357,16 +381,19 @@ gat::ops::Gatv2ScoreInputs gatv2_score_inputs(const gat::Graph& graph, const at:
 }
 
 // (out, lse)
-std::tuple<at::Tensor, at::Tensor> gatv2_attention(
-    const std::vector<at::Tensor>& graph_arrays, at::IntArrayRef graph_counts, const at::Tensor& xl,
-    const at::Tensor& xr, const at::Tensor& att, const std::optional<at::Tensor>& edge_term,
-    double negative_slope, double dropout, const std::optional<at::Tensor>& seed) {
+std::tuple<at::Tensor, at::Tensor> gatv2_attention(const std::vector<at::Tensor>& graph_arrays,
+                                                   at::IntArrayRef graph_counts, const at::Tensor& xl,
+                                                   const at::Tensor& xr, const at::Tensor& att,
+                                                   const std::optional<at::Tensor>& edge_term,
+                                                   double negative_slope, double dropout,
+                                                   const std::optional<at::Tensor>& seed) {
   const char* op = "gatv2_attention";
   check_gatv2_like(xl, xr, att, edge_term, op);
   OnTorchStream on(xl);
   return translate_errors([&] {
     const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
-    const gat::ops::Gatv2ScoreInputs inputs = gatv2_score_inputs(graph, xl, xr, att, edge_term, negative_slope, op);
+    const gat::ops::Gatv2ScoreInputs inputs =
+        gatv2_score_inputs(graph, xl, xr, att, edge_term, negative_slope, op);
     const int64_t Nd = graph.num_dst_nodes(), H = xl.size(1), F = xl.size(2);
     Output out({Nd, H, F}, xl.options(), op, "out"), lse({Nd, H}, xl.options(), op, "lse");
     gat::ops::Gatv2AttentionForwardArgs args{{inputs, dropout_key(dropout, seed, op)}};
@@ -392,9 +419,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gatv2_attention_backw
     Output d_xl = gradient(needs[0], xl, op, "grad_xl"), d_xr = gradient(needs[1], xr, op, "grad_xr");
     Output d_att = gradient(needs[2], att, op, "grad_att");
     Output d_term = gradient(needs[3], needs[3] ? *edge_term : xl, op, "grad_edge_term");
-    gat::ops::Gatv2AttentionBackwardArgs a{{{&graph, view(xl, op, "xl"), view(xr, op, "xr"), view(att, op, "att"),
-                                            negative_slope, view_or_undefined(edge_term, op, "edge_term")},
-                                           dropout_key(dropout, seed, op)}};
+    gat::ops::Gatv2AttentionBackwardArgs a{
+        {{&graph, view(xl, op, "xl"), view(xr, op, "xr"), view(att, op, "att"), negative_slope,
+          view_or_undefined(edge_term, op, "edge_term")},
+         dropout_key(dropout, seed, op)}};
     a.out = view(out, op, "out");
     a.lse = view(lse, op, "lse");
     a.grad_out = view(grad_out, op, "grad_out");
@@ -409,39 +437,45 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gatv2_attention_backw
 
 // GAT's el and er from one projection x (N, H, F) in one pass: (N, H) each,
 //   el[n,h] = sum_f x[n,h,f] a_src[h,f],  er[n,h] = sum_f x[n,h,f] a_dst[h,f].
-void check_head_dot_pair(const at::Tensor& x, const at::Tensor& a_src, const at::Tensor& a_dst, const char* op) {
+void check_head_dot_pair(const at::Tensor& x, const at::Tensor& a_src, const at::Tensor& a_dst,
+                         const char* op) {
   check_like(a_src, x, op, "a_src");
   check_like(a_dst, x, op, "a_dst");
   TORCH_CHECK(x.dim() == 3 && a_src.dim() == 2 && a_src.size(0) == x.size(1) && a_src.size(1) == x.size(2) &&
                   a_dst.sizes() == a_src.sizes(),
-              "gat_torch.", op, ": x (N, H, F) ", x.sizes(), ", a_src and a_dst (H, F) ", a_src.sizes(), " and ",
-              a_dst.sizes());
+              "gat_torch.", op, ": x (N, H, F) ", x.sizes(), ", a_src and a_dst (H, F) ", a_src.sizes(),
+              " and ", a_dst.sizes());
 }
 
-std::tuple<at::Tensor, at::Tensor> head_dot_pair(const at::Tensor& x, const at::Tensor& a_src, const at::Tensor& a_dst) {
+std::tuple<at::Tensor, at::Tensor> head_dot_pair(const at::Tensor& x, const at::Tensor& a_src,
+                                                 const at::Tensor& a_dst) {
   const char* op = "head_dot_pair";
   check_head_dot_pair(x, a_src, a_dst, op);
   OnTorchStream on(x);
   return translate_errors([&] {
-    Output el({x.size(0), x.size(1)}, x.options(), op, "el"), er({x.size(0), x.size(1)}, x.options(), op, "er");
+    Output el({x.size(0), x.size(1)}, x.options(), op, "el"),
+        er({x.size(0), x.size(1)}, x.options(), op, "er");
     gat::KeepMask no_dropout;
     gat::ops::kernels::head_dot_pair_dropout_forward(view(x, op, "x"), view(a_src, op, "a_src"),
-                                                     view(a_dst, op, "a_dst"), gat::DropoutKey{}, 1.0, no_dropout,
-                                                     el.gat, er.gat, nullptr, nullptr);
+                                                     view(a_dst, op, "a_dst"), gat::DropoutKey{}, 1.0,
+                                                     no_dropout, el.gat, er.gat, nullptr, nullptr);
     return std::make_tuple(el.torch, er.torch);
   });
 }
 
 // (d x, d a_src, d a_dst) for d el and d er (N, H); d a sums over the nodes in a fixed order.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> head_dot_pair_backward(const at::Tensor& x, const at::Tensor& a_src,
-                                                                      const at::Tensor& a_dst, const at::Tensor& grad_el,
+std::tuple<at::Tensor, at::Tensor, at::Tensor> head_dot_pair_backward(const at::Tensor& x,
+                                                                      const at::Tensor& a_src,
+                                                                      const at::Tensor& a_dst,
+                                                                      const at::Tensor& grad_el,
                                                                       const at::Tensor& grad_er) {
   const char* op = "head_dot_pair_backward";
   check_head_dot_pair(x, a_src, a_dst, op);
   for (const at::Tensor* g : {&grad_el, &grad_er}) {
     check_like(*g, x, op, "grad_el, grad_er");
     TORCH_CHECK(g->dim() == 2 && g->size(0) == x.size(0) && g->size(1) == x.size(1), "gat_torch.", op,
-                ": grad_el and grad_er must be (N, H) = (", x.size(0), ", ", x.size(1), "), got ", g->sizes());
+                ": grad_el and grad_er must be (N, H) = (", x.size(0), ", ", x.size(1), "), got ",
+                g->sizes());
   }
   OnTorchStream on(x);
   return translate_errors([&] {
@@ -450,9 +484,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> head_dot_pair_backward(const at::
     at::Tensor grad_x = at::zeros_like(x, at::MemoryFormat::Contiguous);
     gat::Tensor grad_x_view = view(grad_x, op, "grad_x");
     gat::KeepMask no_dropout;  // grad_x = 0 + d el a_src + d er a_dst
-    gat::ops::kernels::head_dot_pair_grad_x(grad_x_view, gat::DropoutKey{}, 1.0, no_dropout, src, g_el, dst, g_er,
-                                            grad_x_view);
-    Output d_src(a_src.sizes(), a_src.options(), op, "grad_a_src"), d_dst(a_dst.sizes(), a_dst.options(), op, "grad_a_dst");
+    gat::ops::kernels::head_dot_pair_grad_x(grad_x_view, gat::DropoutKey{}, 1.0, no_dropout, src, g_el, dst,
+                                            g_er, grad_x_view);
+    Output d_src(a_src.sizes(), a_src.options(), op, "grad_a_src"),
+        d_dst(a_dst.sizes(), a_dst.options(), op, "grad_a_dst");
     gat::ops::kernels::head_dot_pair_grad_a(xv, g_el, g_er, d_src.gat, d_dst.gat);
     return std::make_tuple(grad_x, d_src.torch, d_dst.torch);
   });
@@ -517,39 +552,46 @@ at::Tensor csr_softmax(const std::vector<at::Tensor>& graph_arrays, at::IntArray
 // Schemas: Tensor[] graph and int[] graph_counts are a gat_torch.Graph (python/gat_torch/ops.py).
 TORCH_LIBRARY(gat_torch, m) {
   m.def("build_graph(Tensor src, Tensor dst, int num_src, int num_dst) -> Tensor[]");
-  m.def("gat_attention(Tensor[] graph, int[] graph_counts, Tensor el, Tensor er, Tensor? edge_term, "
-        "Tensor value, float negative_slope, float dropout, Tensor? seed, bool with_positive) "
-        "-> (Tensor, Tensor, Tensor, Tensor)");
-  m.def("gat_attention_backward(Tensor[] graph, int[] graph_counts, Tensor el, Tensor er, "
-        "Tensor? edge_term, Tensor value, float negative_slope, float dropout, Tensor? seed, Tensor out, "
-        "Tensor lse, Tensor pos_out, Tensor pos_weight, Tensor grad_out, bool[4] needs) "
-        "-> (Tensor, Tensor, Tensor, Tensor)");
-  m.def("gatv2_attention(Tensor[] graph, int[] graph_counts, Tensor xl, Tensor xr, Tensor att, "
-        "Tensor? edge_term, float negative_slope, float dropout, Tensor? seed) -> (Tensor, Tensor)");
-  m.def("gatv2_attention_backward(Tensor[] graph, int[] graph_counts, Tensor xl, Tensor xr, "
-        "Tensor att, Tensor? edge_term, float negative_slope, float dropout, Tensor? seed, Tensor out, "
-        "Tensor lse, Tensor grad_out, bool[4] needs) -> (Tensor, Tensor, Tensor, Tensor)");
-  m.def("gat_edge_scores(Tensor[] graph, int[] graph_counts, Tensor el, Tensor er, Tensor? edge_term, "
-        "float negative_slope) -> Tensor");
-  m.def("gatv2_edge_scores(Tensor[] graph, int[] graph_counts, Tensor xl, Tensor xr, Tensor att, "
-        "Tensor? edge_term, float negative_slope) -> Tensor");
+  m.def(
+      "gat_attention(Tensor[] graph, int[] graph_counts, Tensor el, Tensor er, Tensor? edge_term, "
+      "Tensor value, float negative_slope, float dropout, Tensor? seed, bool with_positive) "
+      "-> (Tensor, Tensor, Tensor, Tensor)");
+  m.def(
+      "gat_attention_backward(Tensor[] graph, int[] graph_counts, Tensor el, Tensor er, "
+      "Tensor? edge_term, Tensor value, float negative_slope, float dropout, Tensor? seed, Tensor out, "
+      "Tensor lse, Tensor pos_out, Tensor pos_weight, Tensor grad_out, bool[4] needs) "
+      "-> (Tensor, Tensor, Tensor, Tensor)");
+  m.def(
+      "gatv2_attention(Tensor[] graph, int[] graph_counts, Tensor xl, Tensor xr, Tensor att, "
+      "Tensor? edge_term, float negative_slope, float dropout, Tensor? seed) -> (Tensor, Tensor)");
+  m.def(
+      "gatv2_attention_backward(Tensor[] graph, int[] graph_counts, Tensor xl, Tensor xr, "
+      "Tensor att, Tensor? edge_term, float negative_slope, float dropout, Tensor? seed, Tensor out, "
+      "Tensor lse, Tensor grad_out, bool[4] needs) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def(
+      "gat_edge_scores(Tensor[] graph, int[] graph_counts, Tensor el, Tensor er, Tensor? edge_term, "
+      "float negative_slope) -> Tensor");
+  m.def(
+      "gatv2_edge_scores(Tensor[] graph, int[] graph_counts, Tensor xl, Tensor xr, Tensor att, "
+      "Tensor? edge_term, float negative_slope) -> Tensor");
   m.def("csr_softmax(Tensor[] graph, int[] graph_counts, Tensor scores) -> Tensor");
   m.def("head_dot_pair(Tensor x, Tensor a_src, Tensor a_dst) -> (Tensor, Tensor)");
-  m.def("head_dot_pair_backward(Tensor x, Tensor a_src, Tensor a_dst, Tensor grad_el, Tensor grad_er) "
-        "-> (Tensor, Tensor, Tensor)");
+  m.def(
+      "head_dot_pair_backward(Tensor x, Tensor a_src, Tensor a_dst, Tensor grad_el, Tensor grad_er) "
+      "-> (Tensor, Tensor, Tensor)");
 }
 
 // One implementation serves CPU and CUDA: gat's kernels:: choose by the tensors' device.
-#define GAT_TORCH_IMPLS(m)                                                    \
-  m.impl("build_graph", &gat_torch::build_graph);                             \
-  m.impl("gat_attention", &gat_torch::gat_attention);                         \
-  m.impl("gat_attention_backward", &gat_torch::gat_attention_backward);       \
-  m.impl("gatv2_attention", &gat_torch::gatv2_attention);                     \
-  m.impl("gatv2_attention_backward", &gat_torch::gatv2_attention_backward);   \
-  m.impl("gat_edge_scores", &gat_torch::gat_edge_scores);                     \
-  m.impl("gatv2_edge_scores", &gat_torch::gatv2_edge_scores);                 \
-  m.impl("csr_softmax", &gat_torch::csr_softmax);                             \
-  m.impl("head_dot_pair", &gat_torch::head_dot_pair);                         \
+#define GAT_TORCH_IMPLS(m)                                                  \
+  m.impl("build_graph", &gat_torch::build_graph);                           \
+  m.impl("gat_attention", &gat_torch::gat_attention);                       \
+  m.impl("gat_attention_backward", &gat_torch::gat_attention_backward);     \
+  m.impl("gatv2_attention", &gat_torch::gatv2_attention);                   \
+  m.impl("gatv2_attention_backward", &gat_torch::gatv2_attention_backward); \
+  m.impl("gat_edge_scores", &gat_torch::gat_edge_scores);                   \
+  m.impl("gatv2_edge_scores", &gat_torch::gatv2_edge_scores);               \
+  m.impl("csr_softmax", &gat_torch::csr_softmax);                           \
+  m.impl("head_dot_pair", &gat_torch::head_dot_pair);                       \
   m.impl("head_dot_pair_backward", &gat_torch::head_dot_pair_backward)
 TORCH_LIBRARY_IMPL(gat_torch, CPU, m) { GAT_TORCH_IMPLS(m); }
 TORCH_LIBRARY_IMPL(gat_torch, CUDA, m) { GAT_TORCH_IMPLS(m); }

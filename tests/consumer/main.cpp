@@ -1,12 +1,12 @@
 // One GATConv forward and backward on a four-node graph, through gat's installed headers, beside
 // the consumer's own framework/module.h. Prints the loss and exits 0 when the gradients are there.
-#include <cmath>
-#include <cstdio>
-#include <memory>
-
 #include <gat/framework/graph.h>
 #include <gat/framework/ops/reduce.h>
 #include <gat/layers/gat_conv.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
 
 #include "framework/module.h"
 

@@ -13,8 +13,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    const gat::io::Safetensors file =
-        gat::io::parse_safetensors(std::string(reinterpret_cast<const char*>(data), size), "fuzz.safetensors");
+    const gat::io::Safetensors file = gat::io::parse_safetensors(
+        std::string(reinterpret_cast<const char*>(data), size), "fuzz.safetensors");
     const gat::CheckpointInfo info = gat::CheckpointInfo::from_metadata(file.metadata, "fuzz.safetensors");
     // What was read must write back to the same values.
     if (!(gat::CheckpointInfo::from_metadata(info.to_metadata(), "round trip") == info)) __builtin_trap();

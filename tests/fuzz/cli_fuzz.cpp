@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     gat::GATConfig config = flags.model;  // what a dataset would complete
     config.in_features = 1;
     config.num_classes = 1;
-    config.validate();     // a flag the parser let through must be a value the model accepts
+    config.validate();  // a flag the parser let through must be a value the model accepts
     flags.train.validate();
   } catch (const gat::cli::UsageError&) {
   }

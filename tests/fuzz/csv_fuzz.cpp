@@ -17,12 +17,12 @@
 #include <string>
 #include <string_view>
 
-#include "gat/datasets/custom.h"
 #include "../gzip_testing.h"
+#include "gat/datasets/custom.h"
 
 namespace {
 
-const char* const kFiles[] = {"node-feat.csv", "node-label.csv", "edge.csv",
+const char* const kFiles[] = {"node-feat.csv",   "node-label.csv",  "edge.csv",
                               "split/train.csv", "split/valid.csv", "split/test.csv"};
 
 // A folder of this process's own, made once.
@@ -50,7 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::filesystem::path gz_path = path.string() + ".gz";
     std::filesystem::remove(path);
     std::filesystem::remove(gz_path);
-    std::ofstream((gz >> k) & 1 ? gz_path : path, std::ios::binary) << ((gz >> k) & 1 ? gat::testing::gzip(text) : text);
+    std::ofstream((gz >> k) & 1 ? gz_path : path, std::ios::binary)
+        << ((gz >> k) & 1 ? gat::testing::gzip(text) : text);
   }
   try {
     gat::load_custom(folder().string());

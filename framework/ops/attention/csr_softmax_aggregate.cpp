@@ -7,15 +7,15 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/attention/detail/attention_rows.h"
-#include "gat/framework/ops/dispatch.h"
-#include "gat/framework/ops/dropout.h"
-#include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/attention/gat_edge_scores.h"
 #include "gat/framework/ops/attention/head_dot.h"
 #include "gat/framework/ops/attention/linear_head_dot.h"
 #include "gat/framework/ops/detail/loops.h"
-#include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/detail/vec_math.h"
+#include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/elu_dropout.h"
+#include "gat/framework/ops/reduce.h"
 #include "gat/framework/rng_cpu.h"
 
 namespace gat::ops {
@@ -26,11 +26,10 @@ namespace {
 int64_t check_scores(const char* op, const Graph& graph, const Tensor& edge_scores) {
   check_float(op, "edge_scores", edge_scores);
   check_dim(op, "edge_scores", edge_scores, 2);
-  GAT_CHECK(edge_scores.size(0) == graph.num_edges(), op, ": 'edge_scores' ",
-            edge_scores.describe(), " must have one row per edge of the graph (",
-            graph.num_edges(), " edges)");
-  GAT_CHECK(graph.device() == edge_scores.device(), op, ": the graph is on ",
-            device_name(graph.device()), " but 'edge_scores' is ", edge_scores.describe());
+  GAT_CHECK(edge_scores.size(0) == graph.num_edges(), op, ": 'edge_scores' ", edge_scores.describe(),
+            " must have one row per edge of the graph (", graph.num_edges(), " edges)");
+  GAT_CHECK(graph.device() == edge_scores.device(), op, ": the graph is on ", device_name(graph.device()),
+            " but 'edge_scores' is ", edge_scores.describe());
   return edge_scores.size(1);
 }
 
@@ -58,8 +57,11 @@ struct GatScores {
   // mispredicted half the time.
   T factor[2];
   GatScores(const Graph& graph, const Tensor& l, const Tensor& r, const Tensor& t, double negative_slope)
-      : src(graph.edge_src().data<int32_t>()), el(l.data<T>()), er(r.data<T>()),
-        term(t.defined() ? t.data<T>() : nullptr), H(l.size(1)),
+      : src(graph.edge_src().data<int32_t>()),
+        el(l.data<T>()),
+        er(r.data<T>()),
+        term(t.defined() ? t.data<T>() : nullptr),
+        H(l.size(1)),
         factor{static_cast<T>(negative_slope), T(1)} {}
   // The LeakyReLU's argument of edge e = (j -> i), head h (in gat_edge_scores' order of sums).
   T argument(int64_t e, int64_t j, int64_t i, int64_t h) const {
@@ -86,8 +88,8 @@ struct GatScores {
 // Pass 2 over the transposed graph, in its fixed (source, destination) order: dV and, when
 // edge_sum is given, edge_sum[j,h] = sum of ds[e,h] over j's out-edges (GAT: d el from g).
 template <class T, class Scores, class RowEnd>
-void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& node_value,
-                        const Tensor& lse, const Tensor& grad_out, const DropoutKey& attn_dropout,
+void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& node_value, const Tensor& lse,
+                        const Tensor& grad_out, const DropoutKey& attn_dropout,
                         T* ds,        // (E, H) or null
                         T* dV,        // (Ns, H, F) or null
                         T* edge_sum,  // (Ns, H) or null; needs ds
@@ -102,7 +104,7 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
   std::vector<T> kept_weights(dV ? static_cast<size_t>(graph.num_edges() * H) : 0);
   T* wk = dV ? kept_weights.data() : nullptr;  // (E, H)
   for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-    drop.fill(b * H, degree * H, row.drop.data());                                 // (degree, H)
+    drop.fill(b * H, degree * H, row.drop.data());                                     // (degree, H)
     shifted_exps(scores.row(row, i, b, degree), degree, H, l + i * H, row.ex.data());  // a (degree, H)
     for (int64_t h = 0; h < H; ++h)
       softmax_row_backward(row, degree, H, h, F, G + (i * H + h) * F, V, src + b, ds ? ds + b * H : nullptr,
@@ -113,22 +115,23 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
   const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (Ns+1,)
   const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
   const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
-  for_each_row<T>(t_row_ptr, graph.num_src_nodes(), H, [&](RowScratch<T>&, int64_t j, int64_t b, int64_t degree) {
-    T* dvj = dV ? dV + j * H * F : nullptr;
-    T* sj = edge_sum ? edge_sum + j * H : nullptr;
-    if (dvj) std::fill(dvj, dvj + H * F, T(0));
-    if (sj) std::fill(sj, sj + H, T(0));
-    for (int64_t k = b; k < b + degree; ++k) {
-      const int64_t e = t_edge_id[k], i = t_dst[k];
-      const T* gi = G + i * H * F;
-      for (int64_t h = 0; h < H; ++h) {
-        if (sj) sj[h] += ds[e * H + h];
-        if (!dvj) continue;
-        const T w = wk[e * H + h];
-        for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w * gi[h * F + f];
-      }
-    }
-  });
+  for_each_row<T>(t_row_ptr, graph.num_src_nodes(), H,
+                  [&](RowScratch<T>&, int64_t j, int64_t b, int64_t degree) {
+                    T* dvj = dV ? dV + j * H * F : nullptr;
+                    T* sj = edge_sum ? edge_sum + j * H : nullptr;
+                    if (dvj) std::fill(dvj, dvj + H * F, T(0));
+                    if (sj) std::fill(sj, sj + H, T(0));
+                    for (int64_t k = b; k < b + degree; ++k) {
+                      const int64_t e = t_edge_id[k], i = t_dst[k];
+                      const T* gi = G + i * H * F;
+                      for (int64_t h = 0; h < H; ++h) {
+                        if (sj) sj[h] += ds[e * H + h];
+                        if (!dvj) continue;
+                        const T w = wk[e * H + h];
+                        for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w * gi[h * F + f];
+                      }
+                    }
+                  });
 }
 
 // pos_out (N, H, F) and pos_weight (N, H) of the contract, from their definitions: a pass over the
@@ -147,28 +150,29 @@ void positive_sums(const Graph& graph, const GatScores<T>& scores, const Tensor&
   const T* V = node_value.data<T>();  // (Ns, H, F)
   for_each_softmax_row<T>(graph, scores, attn_dropout, H,
                           [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-    T* oi = o + i * H * F;
-    std::fill(oi, oi + H * F, T(0));
-    for (int64_t h = 0; h < H; ++h) {
-      T weight = 0;
-      for (int64_t k = 0; k < degree; ++k) {
-        const int64_t e = b + k, j = scores.src[e];
-        if (!(scores.argument(e, j, i, h) > T(0))) continue;
-        const T a = row.ex[k * H + h] / row.z[h];
-        weight += a;
-        const T kept = a * row.drop[k * H + h];
-        const T* vj = V + (j * H + h) * F;
-        for (int64_t f = 0; f < F; ++f) oi[h * F + f] += kept * vj[f];
-      }
-      w[i * H + h] = weight;
-    }
-  });
+                            T* oi = o + i * H * F;
+                            std::fill(oi, oi + H * F, T(0));
+                            for (int64_t h = 0; h < H; ++h) {
+                              T weight = 0;
+                              for (int64_t k = 0; k < degree; ++k) {
+                                const int64_t e = b + k, j = scores.src[e];
+                                if (!(scores.argument(e, j, i, h) > T(0))) continue;
+                                const T a = row.ex[k * H + h] / row.z[h];
+                                weight += a;
+                                const T kept = a * row.drop[k * H + h];
+                                const T* vj = V + (j * H + h) * F;
+                                for (int64_t f = 0; f < F; ++f) oi[h * F + f] += kept * vj[f];
+                              }
+                              w[i * H + h] = weight;
+                            }
+                          });
 }
 
 // The output dropout's decisions for elu_dropout's CPU kernel, drawn again (CUDA's kernels draw
 // their own; a key recorded for a CUDA graph never reaches the CPU).
 KeepMask activation_keep(const OutputActivation& activation, const Tensor& out) {
-  return out.is_cuda() || !activation.dropout.active() ? KeepMask() : KeepMask(activation.dropout, out.numel());
+  return out.is_cuda() || !activation.dropout.active() ? KeepMask()
+                                                       : KeepMask(activation.dropout, out.numel());
 }
 
 }  // namespace
@@ -214,7 +218,8 @@ void gat_attention_aggregate_forward(const GatAttentionForwardArgs& a) {
   });
   const OutputActivation& activation = a.activation;
   KeepMask kept;  // in place: each element is read before it is written
-  if (activation.elu) elu_dropout_forward(out, activation.alpha, activation.dropout, activation.keep_scale(), out, kept);
+  if (activation.elu)
+    elu_dropout_forward(out, activation.alpha, activation.dropout, activation.keep_scale(), out, kept);
 }
 
 // d scores go to an (E, H) buffer, turned row by row into g = ds * LeakyReLU'(.) whose row sums
@@ -237,12 +242,11 @@ void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& a) {
     const bool transient_g = !grad_edge_term && (grad_el || grad_er);
     std::vector<T> g_buffer(transient_g ? static_cast<size_t>(graph.num_edges() * H) : 0);
     T* g = grad_edge_term ? grad_edge_term->data<T>() : transient_g ? g_buffer.data() : nullptr;  // (E, H)
-    T* der = grad_er ? grad_er->data<T>() : nullptr;  // (N, H)
+    T* der = grad_er ? grad_er->data<T>() : nullptr;                                              // (N, H)
     const int32_t* src = scores.src;
     aggregate_backward<T>(graph, scores, a.node_value, a.lse, grad_in, a.attn_dropout, g,
                           a.grad_value ? a.grad_value->data<T>() : nullptr,
-                          grad_el ? grad_el->data<T>() : nullptr,
-                          [&](int64_t i, int64_t b, int64_t degree) {
+                          grad_el ? grad_el->data<T>() : nullptr, [&](int64_t i, int64_t b, int64_t degree) {
                             for (int64_t h = 0; h < H; ++h) {
                               T acc = 0;
                               for (int64_t e = b; e < b + degree; ++e) {
@@ -305,8 +309,8 @@ void gat_attention_aggregate_forward(const GatAttentionForwardArgs& a) {
   if (a.source_rows.defined()) {
     const char* op = "gat_attention_aggregate (source rows)";
     GAT_CHECK(node_value.is_cuda(), op, ": packed source rows are read by the CUDA kernels only");
-    GAT_CHECK(node_value.size(1) * node_value.size(2) + node_value.size(1) <= kPackedRow, op,
-              ": node_value ", node_value.describe(), " and el do not fit a row of ", kPackedRow);
+    GAT_CHECK(node_value.size(1) * node_value.size(2) + node_value.size(1) <= kPackedRow, op, ": node_value ",
+              node_value.describe(), " and el do not fit a row of ", kPackedRow);
     check_same(op, "source_rows", a.source_rows, "node_value", node_value);
     check_shape(op, "source_rows", a.source_rows, {node_value.size(0), kPackedRow});
   }
@@ -326,8 +330,8 @@ void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& a) {
   if (a.grad_bias) {
     const char* op = "gat_attention_aggregate backward (d bias)";
     check_same(op, "grad_bias", *a.grad_bias, "out", out);
-    GAT_CHECK(a.grad_bias->numel() == HF, op, ": grad_bias ", a.grad_bias->describe(), " must hold H F = ", HF,
-              " values");
+    GAT_CHECK(a.grad_bias->numel() == HF, op, ": grad_bias ", a.grad_bias->describe(),
+              " must hold H F = ", HF, " values");
   }
   // d bias: the column sums of the gradient of out + out_bias, in double (sum_axis), where the
   // kernels do not take them in their own pass.
@@ -365,10 +369,9 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
   const int64_t H = check_scores(op, graph, edge_scores);
   check_same(op, "edge_scores", edge_scores, "node_value", node_value);
   check_dim(op, "node_value", node_value, 3);
-  GAT_CHECK(node_value.size(0) == graph.num_src_nodes() && node_value.size(1) == H, op,
-            ": 'node_value' ", node_value.describe(), " must be (Ns, H, F) with Ns = ",
-            graph.num_src_nodes(), " sources and H = ", H, " heads of 'edge_scores' ",
-            edge_scores.describe());
+  GAT_CHECK(node_value.size(0) == graph.num_src_nodes() && node_value.size(1) == H, op, ": 'node_value' ",
+            node_value.describe(), " must be (Ns, H, F) with Ns = ", graph.num_src_nodes(),
+            " sources and H = ", H, " heads of 'edge_scores' ", edge_scores.describe());
   check_dropout(op, attn_dropout);
 
   const int64_t N = graph.num_dst_nodes(), F = node_value.size(2);
@@ -380,24 +383,26 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
   kernels::csr_softmax_aggregate_forward(forward);
 
   const bool need_scores = edge_scores.requires_grad(), need_value = node_value.requires_grad();
-  return autograd::record(
-      op, out, {edge_scores, node_value},
-      [graph, s = edge_scores.detach(), v = node_value.detach(), lse, attn_dropout, need_scores,
-       need_value](const Tensor& grad_out) {
-        check_same("csr_softmax_aggregate backward", "grad_out", grad_out, "node_value", v);
-        check_shape("csr_softmax_aggregate backward", "grad_out", grad_out,
-                    {graph.num_dst_nodes(), v.size(1), v.size(2)});
-        Tensor ds, dv;
-        if (need_scores) ds = Tensor::empty(s.shape(), s.dtype(), s.device(), "d edge_scores");
-        if (need_value) dv = Tensor::empty(v.shape(), v.dtype(), v.device(), "d node_value");
-        CsrSoftmaxAggregateBackwardArgs backward{{&graph, s, v, attn_dropout}};
-        backward.lse = lse;
-        backward.grad_out = grad_out;
-        backward.grad_scores = need_scores ? &ds : nullptr;
-        backward.grad_value = need_value ? &dv : nullptr;
-        kernels::csr_softmax_aggregate_backward(backward);
-        return std::vector<Tensor>{ds, dv};
-      });
+  return autograd::record(op, out, {edge_scores, node_value},
+                          [graph, s = edge_scores.detach(), v = node_value.detach(), lse, attn_dropout,
+                           need_scores, need_value](const Tensor& grad_out) {
+                            check_same("csr_softmax_aggregate backward", "grad_out", grad_out, "node_value",
+                                       v);
+                            check_shape("csr_softmax_aggregate backward", "grad_out", grad_out,
+                                        {graph.num_dst_nodes(), v.size(1), v.size(2)});
+                            Tensor ds, dv;
+                            if (need_scores)
+                              ds = Tensor::empty(s.shape(), s.dtype(), s.device(), "d edge_scores");
+                            if (need_value)
+                              dv = Tensor::empty(v.shape(), v.dtype(), v.device(), "d node_value");
+                            CsrSoftmaxAggregateBackwardArgs backward{{&graph, s, v, attn_dropout}};
+                            backward.lse = lse;
+                            backward.grad_out = grad_out;
+                            backward.grad_scores = need_scores ? &ds : nullptr;
+                            backward.grad_value = need_value ? &dv : nullptr;
+                            kernels::csr_softmax_aggregate_backward(backward);
+                            return std::vector<Tensor>{ds, dv};
+                          });
 }
 
 namespace {
@@ -423,10 +428,9 @@ void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, c
   check_same(op, "el", el, "node_value", node_value);
   check_dim(op, "node_value", node_value, 3);
   const int64_t H = el.size(1), F = node_value.size(2);
-  GAT_CHECK(node_value.size(0) == graph.num_src_nodes() && node_value.size(1) == H, op,
-            ": 'node_value' ", node_value.describe(), " must be (Ns, H, F) with Ns = ",
-            graph.num_src_nodes(), " sources of the graph and H = ", H, " heads of 'el' ",
-            el.describe());
+  GAT_CHECK(node_value.size(0) == graph.num_src_nodes() && node_value.size(1) == H, op, ": 'node_value' ",
+            node_value.describe(), " must be (Ns, H, F) with Ns = ", graph.num_src_nodes(),
+            " sources of the graph and H = ", H, " heads of 'el' ", el.describe());
   if (bias.defined()) {
     check_same(op, "bias", bias, "node_value", node_value);
     const bool heads_by_features = bias.shape() == Shape{H, F}, flat = bias.shape() == Shape{H * F};
@@ -436,17 +440,18 @@ void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, c
   GAT_CHECK(std::isfinite(negative_slope), op, ": negative_slope ", negative_slope, " is not finite");
   check_dropout(op, attn_dropout);
   if (activation.elu) {
-    GAT_CHECK(activation.alpha >= 0.0 && std::isfinite(activation.alpha), op, ": the output activation's alpha ",
-              activation.alpha, " is negative or not finite; its gradient is taken from the output, which needs alpha >= 0");
+    GAT_CHECK(activation.alpha >= 0.0 && std::isfinite(activation.alpha), op,
+              ": the output activation's alpha ", activation.alpha,
+              " is negative or not finite; its gradient is taken from the output, which needs alpha >= 0");
     check_dropout(op, activation.dropout);
   }
 }
 
 // The forward kernels, which add the bias (and apply the activation) as they write out: out is
-// then the tensor returned and the one kept. keep_positive: CUDA's positive sums for d er (the header); the CPU backward,
-// the reference the CUDA tests compare against, sums d er over the edges, and evaluation needs no
-// gradient. source_rows: node_value and el packed for the CUDA forward, or undefined. Returns
-// out, not detached (the op records it); the saved tensors in `saved`.
+// then the tensor returned and the one kept. keep_positive: CUDA's positive sums for d er (the header); the
+// CPU backward, the reference the CUDA tests compare against, sums d er over the edges, and evaluation needs
+// no gradient. source_rows: node_value and el packed for the CUDA forward, or undefined. Returns out, not
+// detached (the op records it); the saved tensors in `saved`.
 Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
                    const Tensor& node_value, double negative_slope, const DropoutKey& attn_dropout,
                    const Tensor& edge_term, const Tensor& bias, const OutputActivation& activation,
@@ -456,8 +461,10 @@ Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const T
   Tensor lse = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate lse");
   Tensor pos_out, pos_weight;
   if (keep_positive) {
-    pos_out = Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_out");
-    pos_weight = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_weight");
+    pos_out =
+        Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_out");
+    pos_weight =
+        Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_weight");
   }
   GatAttentionForwardArgs forward{
       {&graph, el, er, edge_term, node_value, negative_slope, attn_dropout, bias, activation}};
@@ -468,13 +475,14 @@ Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const T
   forward.source_rows = source_rows;
   kernels::gat_attention_aggregate_forward(forward);
   auto detached = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
-  saved = {graph, el.detach(), er.detach(), detached(edge_term), node_value.detach(), out.detach(),
-           detached(bias), lse, pos_out, pos_weight, negative_slope, attn_dropout, activation};
+  saved = {graph,          el.detach(), er.detach(), detached(edge_term), node_value.detach(), out.detach(),
+           detached(bias), lse,         pos_out,     pos_weight,          negative_slope,      attn_dropout,
+           activation};
   return out;
 }
 
-GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, bool need_er,
-                      bool need_term, bool need_value, bool need_bias) {
+GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, bool need_er, bool need_term,
+                      bool need_value, bool need_bias) {
   const char* op = "gat_attention_aggregate backward";
   check_same(op, "grad_out", grad_out, "node_value", s.value);
   check_shape(op, "grad_out", grad_out, s.out.shape());
@@ -484,19 +492,23 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
   // head is wider than a group of lanes, lse in full) before it writes d er[i,h] or any d el, and
   // nothing else holds them. 64 MB less at the peak of GATConv's 1M-node backward.
   auto reuse = [](const Tensor& saved, const Tensor& like, const char* name) {
-    return saved.defined() && saved.shape() == like.shape() ? saved
-                                                            : Tensor::empty(like.shape(), like.dtype(), like.device(), name);
+    return saved.defined() && saved.shape() == like.shape()
+               ? saved
+               : Tensor::empty(like.shape(), like.dtype(), like.device(), name);
   };
   const bool positive_sums = s.pos_weight.defined();
   if (need_el) d.el = reuse(positive_sums ? s.pos_weight : Tensor(), s.el, "d el");
   if (need_er) d.er = reuse(positive_sums ? s.lse : Tensor(), s.er, "d er");
-  if (need_term) d.edge_term = Tensor::empty(s.edge_term.shape(), s.edge_term.dtype(), s.edge_term.device(), "d edge_term");
+  if (need_term)
+    d.edge_term =
+        Tensor::empty(s.edge_term.shape(), s.edge_term.dtype(), s.edge_term.device(), "d edge_term");
   // d node_value takes the positive sums' storage where it has their shape: the backward reads
   // them (for d er) before it writes d node_value, and nothing else holds them.
   if (need_value) d.value = reuse(s.pos_out, s.value, "d node_value");
   // The gradient of out + bias, before the activation (grad_out itself without one).
-  Tensor grad_pre = s.activation.elu ? Tensor::empty(s.out.shape(), s.out.dtype(), s.out.device(), "d activation input")
-                                     : grad_out;
+  Tensor grad_pre = s.activation.elu
+                        ? Tensor::empty(s.out.shape(), s.out.dtype(), s.out.device(), "d activation input")
+                        : grad_out;
   if (need_bias) d.bias = Tensor::empty(s.bias.shape(), s.bias.dtype(), s.bias.device(), "d bias");
   Tensor bias_partials;
   GatAttentionBackwardArgs backward{
@@ -530,10 +542,11 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
 
 Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tensor& er,
                                const Tensor& node_value, double negative_slope,
-                               const DropoutKey& attn_dropout, const Tensor& edge_term,
-                               const Tensor& bias, const OutputActivation& activation) {
+                               const DropoutKey& attn_dropout, const Tensor& edge_term, const Tensor& bias,
+                               const OutputActivation& activation) {
   const char* op = "gat_attention_aggregate";
-  check_gat_aggregate(op, graph, el, er, node_value, negative_slope, attn_dropout, edge_term, bias, activation);
+  check_gat_aggregate(op, graph, el, er, node_value, negative_slope, attn_dropout, edge_term, bias,
+                      activation);
   GatSaved saved;
   const Tensor out = gat_forward(op, graph, el, er, node_value, negative_slope, attn_dropout, edge_term, bias,
                                  activation, node_value.is_cuda() && autograd::needs_grad({er}), saved);
@@ -549,9 +562,9 @@ Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tenso
 }
 
 Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tensor& att_src,
-                               const Tensor& att_dst, double negative_slope,
-                               const DropoutKey& attn_dropout, const DropoutKey& value_dropout,
-                               const Tensor& edge_term, const Tensor& bias, const OutputActivation& activation) {
+                               const Tensor& att_dst, double negative_slope, const DropoutKey& attn_dropout,
+                               const DropoutKey& value_dropout, const Tensor& edge_term, const Tensor& bias,
+                               const OutputActivation& activation) {
   const char* op = "gat_projected_attention";
   check_float(op, "wh", wh);
   check_dim(op, "wh", wh, 3);
@@ -572,28 +585,30 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
   // el, er and the values in one pass over wh; on CUDA, when a node's values and el fit a packed
   // row (the output layer), also those rows, which the forward reads instead of the two tensors
   // (dropped with the forward; the backward reads a source's own row once).
-  Tensor values = value_dropout.active() ? Tensor::empty(wh.shape(), wh.dtype(), wh.device(), "gat_projected_attention values")
-                                         : wh;
+  Tensor values = value_dropout.active()
+                      ? Tensor::empty(wh.shape(), wh.dtype(), wh.device(), "gat_projected_attention values")
+                      : wh;
   Tensor rows = wh.is_cuda() && H * F + H <= kPackedRow
-                          ? Tensor::empty({N, int64_t{kPackedRow}}, wh.dtype(), wh.device(), "gat_projected_attention source rows")
-                          : Tensor();
+                    ? Tensor::empty({N, int64_t{kPackedRow}}, wh.dtype(), wh.device(),
+                                    "gat_projected_attention source rows")
+                    : Tensor();
   auto kept = std::make_shared<KeepMask>();
   const double keep_scale = dropout_keep_scale(value_dropout);
   kernels::head_dot_pair_dropout_forward(wh, att_src, att_dst, value_dropout, keep_scale, *kept, el, er,
                                          value_dropout.active() ? &values : nullptr,
                                          rows.defined() ? &rows : nullptr);
-  const bool need_wh = wh.requires_grad(), need_src = att_src.requires_grad(), need_dst = att_dst.requires_grad(),
-             need_term = edge_term.defined() && edge_term.requires_grad(),
+  const bool need_wh = wh.requires_grad(), need_src = att_src.requires_grad(),
+             need_dst = att_dst.requires_grad(), need_term = edge_term.defined() && edge_term.requires_grad(),
              need_bias = bias.defined() && bias.requires_grad();
   GatSaved saved;
-  const Tensor out = gat_forward(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias,
-                                 activation, wh.is_cuda() && autograd::needs_grad({wh, att_dst}), saved, rows);
+  const Tensor out =
+      gat_forward(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias, activation,
+                  wh.is_cuda() && autograd::needs_grad({wh, att_dst}), saved, rows);
   return autograd::record(
       op, out, {wh, att_src, att_dst, edge_term, bias},
       [saved = std::move(saved), x = need_src || need_dst ? wh.detach() : Tensor(),  // for d att only
-       a_src = att_src.detach(), a_dst = att_dst.detach(),
-       value_dropout, keep_scale, kept, need_wh, need_src, need_dst, need_term,
-       need_bias](const Tensor& grad_out) {
+       a_src = att_src.detach(), a_dst = att_dst.detach(), value_dropout, keep_scale, kept, need_wh, need_src,
+       need_dst, need_term, need_bias](const Tensor& grad_out) {
         GatGrads d = gat_backward(saved, grad_out, need_wh || need_src, need_wh || need_dst, need_term,
                                   need_wh, need_bias);
         // d att_src and d att_dst (sums over the nodes) as side work, queued first: they run
@@ -603,16 +618,21 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
           Tensor d_src, d_dst;
           if (need_src) d_src = Tensor::empty(src.shape(), src.dtype(), src.device(), "d att_src");
           if (need_dst) d_dst = Tensor::empty(dst.shape(), dst.dtype(), dst.device(), "d att_dst");
-          if (need_src && need_dst) kernels::head_dot_pair_grad_a(wh_saved, d_el, d_er, d_src, d_dst);
-          else if (need_src) kernels::head_dot_backward(wh_saved, src, d_el, nullptr, &d_src);
-          else if (need_dst) kernels::head_dot_backward(wh_saved, dst, d_er, nullptr, &d_dst);
+          if (need_src && need_dst)
+            kernels::head_dot_pair_grad_a(wh_saved, d_el, d_er, d_src, d_dst);
+          else if (need_src)
+            kernels::head_dot_backward(wh_saved, src, d_el, nullptr, &d_src);
+          else if (need_dst)
+            kernels::head_dot_backward(wh_saved, dst, d_er, nullptr, &d_dst);
           return std::vector<Tensor>{d_src, d_dst};
         };
-        const std::vector<Tensor> d_a = need_src || need_dst ? autograd::side_gradients({x, d.el, d.er, a_src, a_dst}, d_att)
-                                                             : std::vector<Tensor>(2);
+        const std::vector<Tensor> d_a = need_src || need_dst
+                                            ? autograd::side_gradients({x, d.el, d.er, a_src, a_dst}, d_att)
+                                            : std::vector<Tensor>(2);
         Tensor dwh;
         if (need_wh) {  // in place over d values
-          kernels::head_dot_pair_grad_x(d.value, value_dropout, keep_scale, *kept, a_src, d.el, a_dst, d.er, d.value);
+          kernels::head_dot_pair_grad_x(d.value, value_dropout, keep_scale, *kept, a_src, d.el, a_dst, d.er,
+                                        d.value);
           dwh = d.value;
         }
         return std::vector<Tensor>{dwh, d_a[0], d_a[1], d.edge_term, d.bias};
@@ -649,22 +669,24 @@ Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& w
   // which its backward reads instead of drawing them again.
   auto kept = std::make_shared<KeepMask>();
   const double keep_scale = dropout_keep_scale(value_dropout);
-  Tensor keep_bits = x.is_cuda() && value_dropout.active()
-                         ? Tensor::empty({N, (H * F + 31) / 32}, DType::i32, x.device(), "gat_linear_attention keep bits")
-                         : Tensor();
+  Tensor keep_bits =
+      x.is_cuda() && value_dropout.active()
+          ? Tensor::empty({N, (H * F + 31) / 32}, DType::i32, x.device(), "gat_linear_attention keep bits")
+          : Tensor();
   kernels::linear_head_dot_pair_dropout_forward(x, weight, att_src, att_dst, value_dropout, keep_scale, *kept,
                                                 values, el, er, keep_bits.defined() ? &keep_bits : nullptr);
   const bool need_x = x.requires_grad(), need_w = weight.requires_grad(), need_src = att_src.requires_grad(),
              need_dst = att_dst.requires_grad(), need_term = edge_term.defined() && edge_term.requires_grad(),
              need_bias = bias.defined() && bias.requires_grad();
   GatSaved saved;
-  const Tensor out = gat_forward(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias,
-                                 activation, x.is_cuda() && autograd::needs_grad({x, weight, att_dst}), saved);
+  const Tensor out =
+      gat_forward(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias, activation,
+                  x.is_cuda() && autograd::needs_grad({x, weight, att_dst}), saved);
   return autograd::record(
       op, out, {x, weight, att_src, att_dst, edge_term, bias},
       [saved = std::move(saved), x = x.detach(), w = weight.detach(), a_src = att_src.detach(),
-       a_dst = att_dst.detach(), value_dropout, keep_scale, kept, keep_bits, need_x, need_w, need_src, need_dst, need_term,
-       need_bias](const Tensor& grad_out) {
+       a_dst = att_dst.detach(), value_dropout, keep_scale, kept, keep_bits, need_x, need_w, need_src,
+       need_dst, need_term, need_bias](const Tensor& grad_out) {
         const bool need_terms = need_x || need_w || need_src || need_dst, need_values = need_x || need_w;
         GatGrads d = gat_backward(saved, grad_out, need_terms, need_terms, need_term, need_values, need_bias);
         auto like = [](bool need, const Tensor& t, const char* name) {
@@ -673,17 +695,18 @@ Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& w
         Tensor dx = like(need_x, x, "d x"), dw = like(need_w, w, "d weight"),
                d_src = like(need_src, a_src, "d att_src"), d_dst = like(need_dst, a_dst, "d att_dst");
         if (need_terms)
-          kernels::linear_head_dot_pair_backward(x, w, a_src, a_dst, value_dropout, keep_scale, *kept, keep_bits,
-                                                 d.value, d.el, d.er, need_x ? &dx : nullptr, need_w ? &dw : nullptr,
-                                                 need_src ? &d_src : nullptr, need_dst ? &d_dst : nullptr);
+          kernels::linear_head_dot_pair_backward(x, w, a_src, a_dst, value_dropout, keep_scale, *kept,
+                                                 keep_bits, d.value, d.el, d.er, need_x ? &dx : nullptr,
+                                                 need_w ? &dw : nullptr, need_src ? &d_src : nullptr,
+                                                 need_dst ? &d_dst : nullptr);
         return std::vector<Tensor>{dx, dw, d_src, d_dst, d.edge_term, d.bias};
       });
 }
 
 Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores) {
   check_scores("csr_softmax", graph, edge_scores);
-  Tensor weights = Tensor::empty(edge_scores.shape(), edge_scores.dtype(), edge_scores.device(),
-                                 "csr_softmax");
+  Tensor weights =
+      Tensor::empty(edge_scores.shape(), edge_scores.dtype(), edge_scores.device(), "csr_softmax");
   CsrSoftmaxArgs softmax;
   softmax.graph = &graph;
   softmax.edge_scores = edge_scores;

@@ -40,7 +40,8 @@ void bias_from_partials(const BiasFromPartialsArgs& args) {
   dispatch_float(grad_bias.dtype(), "bias_from_partials", [&](auto zero) {
     using T = decltype(zero);
     detail::ordered_column_sums<double, double, T>("head_rows_dot bias sums", partials.data<double>(),
-                                                   partials.size(0), grad_bias.numel(), 1, grad_bias.data<T>());
+                                                   partials.size(0), grad_bias.numel(), 1,
+                                                   grad_bias.data<T>());
   });
 }
 

@@ -34,8 +34,8 @@ namespace gat::ops {
 // result is out + bias.
 struct OutputActivation {
   bool elu = false;
-  double alpha = 1.0;  // >= 0
-  DropoutKey dropout;  // after the ELU; inactive: none
+  double alpha = 1.0;         // >= 0
+  DropoutKey dropout;         // after the ELU; inactive: none
   double keep_scale() const;  // elu_dropout's: 1 / (1 - p), or 1 for an inactive key
 };
 
@@ -58,9 +58,8 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
 // gradients for el, er, edge_term, node_value and bias.
 Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tensor& er,
                                const Tensor& node_value, double negative_slope,
-                               const DropoutKey& attn_dropout = {},
-                               const Tensor& edge_term = Tensor(), const Tensor& bias = Tensor(),
-                               const OutputActivation& activation = {});
+                               const DropoutKey& attn_dropout = {}, const Tensor& edge_term = Tensor(),
+                               const Tensor& bias = Tensor(), const OutputActivation& activation = {});
 
 // GAT's attention over one projection wh (N, H, F) of a graph's N nodes (sources and
 // destinations alike), GATConv's common case:

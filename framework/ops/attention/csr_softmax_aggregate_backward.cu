@@ -23,8 +23,8 @@ void csr_softmax_aggregate_backward(const CsrSoftmaxAggregateBackwardArgs& args)
   if (!need_scores && !need_value) return;
   dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
-    BackwardArgs<T> a = backward_args<T>(graph, node_value, grad_out, need_value ? grad_value : nullptr,
-                                          H, attn_dropout);
+    BackwardArgs<T> a =
+        backward_args<T>(graph, node_value, grad_out, need_value ? grad_value : nullptr, H, attn_dropout);
     T* ds = need_scores ? grad_scores->data<T>() : nullptr;  // (E, H)
     with_gather_vec<T>(graph.num_src_nodes(), H, F, {a.V, a.grad_out, a.dV}, [&](auto vec) {
       constexpr int VEC = decltype(vec)::value;
@@ -33,18 +33,18 @@ void csr_softmax_aggregate_backward(const CsrSoftmaxAggregateBackwardArgs& args)
       // da parts: straight into ds when a head is one tile, else one (E, H) slice per tile.
       Tensor da_parts;
       if (need_scores && tiling.tiles > 1)
-        da_parts = Tensor::empty({tiling.tiles, E, H}, edge_scores.dtype(), Device::cuda,
-                                 "d attention parts");
+        da_parts =
+            Tensor::empty({tiling.tiles, E, H}, edge_scores.dtype(), Device::cuda, "d attention parts");
       T* da = !need_scores ? nullptr : tiling.tiles > 1 ? da_parts.data<T>() : ds;
       with_group(tiling.G, [&](auto group) {
-        walk_transposed<T, VEC, decltype(group)::value>(graph, a,
-                                                        ScoreGrad<T>{edge_scores.data<T>(), lse.data<T>(), da});
+        walk_transposed<T, VEC, decltype(group)::value>(
+            graph, a, ScoreGrad<T>{edge_scores.data<T>(), lse.data<T>(), da});
       });
       if (!need_scores) return;
       row_softmax_grad_kernel<T>
           <<<warps::warp_blocks(N * warps::HeadLanes(H).blocks), kThreads, 0, cuda::stream()>>>(
-              graph.row_ptr().data<int32_t>(), edge_scores.data<T>(), lse.data<T>(), da, ds, N, E,
-              H, tiling.tiles);
+              graph.row_ptr().data<int32_t>(), edge_scores.data<T>(), lse.data<T>(), da, ds, N, E, H,
+              tiling.tiles);
       CUDA_CHECK_LAUNCH("row_softmax_grad_kernel");
     });
   });

@@ -1,24 +1,24 @@
 #include "gat/framework/ops/attention/gat_edge_scores.h"
 
 #include "gat/framework/autograd.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/detail/loops.h"
+#include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 
 namespace cpu_impl {
 
-void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                             const Tensor& edge_term, double negative_slope, Tensor& scores) {
+void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er, const Tensor& edge_term,
+                             double negative_slope, Tensor& scores) {
   const int64_t E = graph.num_edges(), H = el.size(1);
   dispatch_float(el.dtype(), "gat_edge_scores", [&](auto zero) {
     using T = decltype(zero);
-    const int32_t* src = graph.edge_src().data<int32_t>();   // (E,)
-    const int32_t* dst = graph.edge_dst().data<int32_t>();  // (E,)
-    const T* l = el.data<T>();                              // (Ns, H)
-    const T* r = er.data<T>();                              // (Nd, H)
+    const int32_t* src = graph.edge_src().data<int32_t>();             // (E,)
+    const int32_t* dst = graph.edge_dst().data<int32_t>();             // (E,)
+    const T* l = el.data<T>();                                         // (Ns, H)
+    const T* r = er.data<T>();                                         // (Nd, H)
     const T* t = edge_term.defined() ? edge_term.data<T>() : nullptr;  // (E, H) or null
-    T* s = scores.data<T>();                                // (E, H)
+    T* s = scores.data<T>();                                           // (E, H)
     // LeakyReLU as x times its factor, read from a table: the signs are random, a branch (what
     // g++ makes of x > 0 ? x : slope * x) would be mispredicted half the time.
     const T factor[2] = {static_cast<T>(negative_slope), T(1)};
@@ -33,19 +33,18 @@ void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor&
 }
 
 // d er over CSR rows and d el over the transpose, each summed in the graph's fixed order.
-void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                              const Tensor& edge_term, double negative_slope,
-                              const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
-                              Tensor* grad_edge_term) {
+void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er, const Tensor& edge_term,
+                              double negative_slope, const Tensor& grad_scores, Tensor* grad_el,
+                              Tensor* grad_er, Tensor* grad_edge_term) {
   const int64_t H = el.size(1);
   dispatch_float(el.dtype(), "gat_edge_scores backward", [&](auto zero) {
     using T = decltype(zero);
-    const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
-    const T* l = el.data<T>();                             // (Ns, H)
-    const T* r = er.data<T>();                             // (Nd, H)
+    const int32_t* src = graph.edge_src().data<int32_t>();             // (E,)
+    const T* l = el.data<T>();                                         // (Ns, H)
+    const T* r = er.data<T>();                                         // (Nd, H)
     const T* t = edge_term.defined() ? edge_term.data<T>() : nullptr;  // (E, H) or null
-    const T* gs = grad_scores.data<T>();                   // (E, H)
-    const T factor[2] = {static_cast<T>(negative_slope), T(1)};  // as the forward
+    const T* gs = grad_scores.data<T>();                               // (E, H)
+    const T factor[2] = {static_cast<T>(negative_slope), T(1)};        // as the forward
     // g[e,h] = ds[e,h] * LeakyReLU'(el[j,h] + er[i,h] (+ edge_term[e,h]))
     auto g = [&](int64_t e, int64_t j, int64_t i, int64_t h) {
       T x = l[j * H + h] + r[i * H + h];
@@ -80,8 +79,7 @@ void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor
       for (int64_t j = 0; j < graph.num_src_nodes(); ++j)
         for (int64_t h = 0; h < H; ++h) {
           T acc = 0;
-          for (int64_t k = t_row_ptr[j]; k < t_row_ptr[j + 1]; ++k)
-            acc += g(t_edge_id[k], j, t_dst[k], h);
+          for (int64_t k = t_row_ptr[j]; k < t_row_ptr[j + 1]; ++k) acc += g(t_edge_id[k], j, t_dst[k], h);
           d[j * H + h] = acc;
         }
     }
@@ -92,24 +90,22 @@ void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor
 
 namespace kernels {
 
-void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                             const Tensor& edge_term, double negative_slope, Tensor& scores) {
+void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er, const Tensor& edge_term,
+                             double negative_slope, Tensor& scores) {
   if (el.is_cuda())
     return GAT_CUDA_CALL(
         cuda_impl::gat_edge_scores_forward(graph, el, er, edge_term, negative_slope, scores));
   cpu_impl::gat_edge_scores_forward(graph, el, er, edge_term, negative_slope, scores);
 }
 
-void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                              const Tensor& edge_term, double negative_slope,
-                              const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
-                              Tensor* grad_edge_term) {
+void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er, const Tensor& edge_term,
+                              double negative_slope, const Tensor& grad_scores, Tensor* grad_el,
+                              Tensor* grad_er, Tensor* grad_edge_term) {
   if (el.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::gat_edge_scores_backward(graph, el, er, edge_term,
-                                                             negative_slope, grad_scores, grad_el,
-                                                             grad_er, grad_edge_term));
-  cpu_impl::gat_edge_scores_backward(graph, el, er, edge_term, negative_slope, grad_scores,
-                                     grad_el, grad_er, grad_edge_term);
+    return GAT_CUDA_CALL(cuda_impl::gat_edge_scores_backward(graph, el, er, edge_term, negative_slope,
+                                                             grad_scores, grad_el, grad_er, grad_edge_term));
+  cpu_impl::gat_edge_scores_backward(graph, el, er, edge_term, negative_slope, grad_scores, grad_el, grad_er,
+                                     grad_edge_term);
 }
 
 }  // namespace kernels
@@ -122,11 +118,11 @@ void check_gat_score_terms(const char* op, const Graph& graph, const Tensor& el,
   check_dim(op, "er", er, 2);
   GAT_CHECK(graph.device() == el.device(), op, ": the graph is on ", device_name(graph.device()),
             " but 'el' is ", el.describe());
-  GAT_CHECK(el.size(0) == graph.num_src_nodes() && er.size(0) == graph.num_dst_nodes() &&
-                er.size(1) == el.size(1),
-            op, ": 'el' ", el.describe(), " and 'er' ", er.describe(),
-            " must be (Ns, H) and (Nd, H) with Ns = ", graph.num_src_nodes(), " sources and Nd = ",
-            graph.num_dst_nodes(), " destinations of the graph");
+  GAT_CHECK(
+      el.size(0) == graph.num_src_nodes() && er.size(0) == graph.num_dst_nodes() && er.size(1) == el.size(1),
+      op, ": 'el' ", el.describe(), " and 'er' ", er.describe(),
+      " must be (Ns, H) and (Nd, H) with Ns = ", graph.num_src_nodes(),
+      " sources and Nd = ", graph.num_dst_nodes(), " destinations of the graph");
   if (!edge_term.defined()) return;
   check_same(op, "el", el, "edge_term", edge_term);
   check_shape(op, "edge_term", edge_term, {graph.num_edges(), el.size(1)});
@@ -147,8 +143,7 @@ Tensor gat_edge_scores(const Graph& graph, const Tensor& el, const Tensor& er, d
       [graph, l = el.detach(), r = er.detach(), t = edge_term.defined() ? edge_term.detach() : Tensor(),
        negative_slope, need_el, need_er, need_term](const Tensor& grad_scores) {
         check_same("gat_edge_scores backward", "grad_scores", grad_scores, "el", l);
-        check_shape("gat_edge_scores backward", "grad_scores", grad_scores,
-                    {graph.num_edges(), l.size(1)});
+        check_shape("gat_edge_scores backward", "grad_scores", grad_scores, {graph.num_edges(), l.size(1)});
         Tensor dl, dr, dt;
         if (need_el) dl = Tensor::empty(l.shape(), l.dtype(), l.device(), "d el");
         if (need_er) dr = Tensor::empty(r.shape(), r.dtype(), r.device(), "d er");

@@ -9,7 +9,9 @@ namespace {
 using warps::kWarp;
 
 template <class T>
-__device__ __forceinline__ T leaky_relu(T x, T slope) { return x > T(0) ? x : slope * x; }
+__device__ __forceinline__ T leaky_relu(T x, T slope) {
+  return x > T(0) ? x : slope * x;
+}
 
 // x[e,h] = el[src(e),h] + er[dst(e),h] (+ term[e,h]), the LeakyReLU's argument, for t = e * H + h.
 template <class T>
@@ -93,28 +95,30 @@ template <class T>
 ScoreArgument<T> score_argument(const Graph& graph, const Tensor& el, const Tensor& er,
                                 const Tensor& edge_term) {
   const int H = static_cast<int>(el.size(1));
-  return {graph.edge_src().data<int32_t>(), graph.edge_dst().data<int32_t>(), el.data<T>(),
-          er.data<T>(), edge_term.defined() ? edge_term.data<T>() : nullptr, H,
+  return {graph.edge_src().data<int32_t>(),
+          graph.edge_dst().data<int32_t>(),
+          el.data<T>(),
+          er.data<T>(),
+          edge_term.defined() ? edge_term.data<T>() : nullptr,
+          H,
           (H & (H - 1)) == 0 ? __builtin_ctz(H) : -1};
 }
 
-void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er,
-                             const Tensor& edge_term, double negative_slope, Tensor& scores) {
+void gat_edge_scores_forward(const Graph& graph, const Tensor& el, const Tensor& er, const Tensor& edge_term,
+                             double negative_slope, Tensor& scores) {
   const long long EH = scores.numel();
   if (EH == 0) return;
   dispatch_float(el.dtype(), "gat_edge_scores", [&](auto zero) {
     using T = decltype(zero);
     edge_scores_forward_kernel<T><<<cuda::blocks_for(EH), 256, 0, cuda::stream()>>>(
-        score_argument<T>(graph, el, er, edge_term), scores.data<T>(), EH,
-        static_cast<T>(negative_slope));
+        score_argument<T>(graph, el, er, edge_term), scores.data<T>(), EH, static_cast<T>(negative_slope));
     CUDA_CHECK_LAUNCH("edge_scores_forward_kernel");
   });
 }
 
-void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er,
-                              const Tensor& edge_term, double negative_slope,
-                              const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
-                              Tensor* grad_edge_term) {
+void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor& er, const Tensor& edge_term,
+                              double negative_slope, const Tensor& grad_scores, Tensor* grad_el,
+                              Tensor* grad_er, Tensor* grad_edge_term) {
   const int H = static_cast<int>(el.size(1));
   const long long EH = graph.num_edges() * H;
   if (EH == 0) {  // no edge: nothing reaches el or er
@@ -129,23 +133,24 @@ void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor
     const T* term = edge_term.defined() ? edge_term.data<T>() : nullptr;
     if (grad_er) {
       const long long Nd = graph.num_dst_nodes();
-      edge_scores_backward_kernel<T, false><<<warps::warp_blocks(Nd * heads.blocks), 256, 0, cuda::stream()>>>(
-          graph.row_ptr().data<int32_t>(), graph.edge_src().data<int32_t>(), nullptr,
-          el.data<T>(), er.data<T>(), term, grad_scores.data<T>(), grad_er->data<T>(), Nd, H, slope);
+      edge_scores_backward_kernel<T, false>
+          <<<warps::warp_blocks(Nd * heads.blocks), 256, 0, cuda::stream()>>>(
+              graph.row_ptr().data<int32_t>(), graph.edge_src().data<int32_t>(), nullptr, el.data<T>(),
+              er.data<T>(), term, grad_scores.data<T>(), grad_er->data<T>(), Nd, H, slope);
       CUDA_CHECK_LAUNCH("edge_scores_backward_kernel (d er)");
     }
     if (grad_el) {
       const long long Ns = graph.num_src_nodes();
       edge_scores_backward_kernel<T, true><<<warps::warp_blocks(Ns * heads.blocks), 256, 0, cuda::stream()>>>(
           graph.t_row_ptr().data<int32_t>(), graph.t_edge_dst().data<int32_t>(),
-          graph.t_edge_id().data<int32_t>(), el.data<T>(), er.data<T>(), term,
-          grad_scores.data<T>(), grad_el->data<T>(), Ns, H, slope);
+          graph.t_edge_id().data<int32_t>(), el.data<T>(), er.data<T>(), term, grad_scores.data<T>(),
+          grad_el->data<T>(), Ns, H, slope);
       CUDA_CHECK_LAUNCH("edge_scores_backward_kernel (d el)");
     }
     if (grad_edge_term) {
       edge_term_backward_kernel<T><<<cuda::blocks_for(EH), 256, 0, cuda::stream()>>>(
-          score_argument<T>(graph, el, er, edge_term), grad_scores.data<T>(),
-          grad_edge_term->data<T>(), EH, slope);
+          score_argument<T>(graph, el, er, edge_term), grad_scores.data<T>(), grad_edge_term->data<T>(), EH,
+          slope);
       CUDA_CHECK_LAUNCH("edge_term_backward_kernel");
     }
   });

@@ -27,12 +27,12 @@ void check_gat_score_terms(const char* op, const Graph& graph, const Tensor& el,
 // grad_scores (E, H), writes grad_el (Ns, H), grad_er (Nd, H) and/or grad_edge_term (E, H) (any
 // may be null; grad_edge_term only with edge_term defined); both overwrite. edge_term may be an
 // undefined Tensor. kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device.
-GAT_DECLARE_KERNEL_FN(gat_edge_scores_forward, (const Graph& graph, const Tensor& el, const Tensor& er,
-                                                const Tensor& edge_term, double negative_slope,
-                                                Tensor& scores))
-GAT_DECLARE_KERNEL_FN(gat_edge_scores_backward, (const Graph& graph, const Tensor& el, const Tensor& er,
-                                                 const Tensor& edge_term, double negative_slope,
-                                                 const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
-                                                 Tensor* grad_edge_term))
+GAT_DECLARE_KERNEL_FN(gat_edge_scores_forward,
+                      (const Graph& graph, const Tensor& el, const Tensor& er, const Tensor& edge_term,
+                       double negative_slope, Tensor& scores))
+GAT_DECLARE_KERNEL_FN(gat_edge_scores_backward,
+                      (const Graph& graph, const Tensor& el, const Tensor& er, const Tensor& edge_term,
+                       double negative_slope, const Tensor& grad_scores, Tensor* grad_el, Tensor* grad_er,
+                       Tensor* grad_edge_term))
 
 }  // namespace gat::ops

@@ -27,10 +27,15 @@ struct Gatv2Scores {
   const T* et;         // (E, H, F) or null
   int64_t H, F;
   T slope;
-  Gatv2Scores(const Graph& graph, const Tensor& l, const Tensor& r, const Tensor& a,
-              double negative_slope, const Tensor& edge_term)
-      : src(graph.edge_src().data<int32_t>()), xl(l.data<T>()), xr(r.data<T>()), att(a.data<T>()),
-        et(edge_term.defined() ? edge_term.data<T>() : nullptr), H(l.size(1)), F(l.size(2)),
+  Gatv2Scores(const Graph& graph, const Tensor& l, const Tensor& r, const Tensor& a, double negative_slope,
+              const Tensor& edge_term)
+      : src(graph.edge_src().data<int32_t>()),
+        xl(l.data<T>()),
+        xr(r.data<T>()),
+        att(a.data<T>()),
+        et(edge_term.defined() ? edge_term.data<T>() : nullptr),
+        H(l.size(1)),
+        F(l.size(2)),
         slope(static_cast<T>(negative_slope)) {}
 
   T leaky(T x) const { return x > T(0) ? x : slope * x; }
@@ -63,16 +68,15 @@ struct Gatv2Scores {
 // d xl[j] = sum of a~ G[i] + t.
 template <class T>
 void gatv2_backward(const Graph& graph, const Gatv2Scores<T>& scores, const Tensor& lse,
-                    const Tensor& grad_out, const DropoutKey& attn_dropout, T* dxl, T* dxr,
-                    T* datt, T* det) {
+                    const Tensor& grad_out, const DropoutKey& attn_dropout, T* dxl, T* dxr, T* datt, T* det) {
   const int64_t Nd = graph.num_dst_nodes(), Ns = graph.num_src_nodes(), E = graph.num_edges();
   const int64_t H = scores.H, F = scores.F;
-  const T* l = lse.data<T>();       // (Nd, H)
-  const T* G = grad_out.data<T>();  // (Nd, H, F)
+  const T* l = lse.data<T>();                                // (Nd, H)
+  const T* G = grad_out.data<T>();                           // (Nd, H, F)
   const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (Nd+1,)
   const DropFactors<T> drop(attn_dropout, E * H);
-  std::vector<T> ds_buffer(static_cast<size_t>(E * H));                      // ds (E, H)
-  std::vector<T> kept_buffer(dxl ? static_cast<size_t>(E * H) : 0);          // a~ (E, H)
+  std::vector<T> ds_buffer(static_cast<size_t>(E * H));              // ds (E, H)
+  std::vector<T> kept_buffer(dxl ? static_cast<size_t>(E * H) : 0);  // a~ (E, H)
   const int64_t tasks = (Nd + kRowsPerTask - 1) / kRowsPerTask;
   std::vector<T> att_partials(datt ? static_cast<size_t>(tasks * H * F) : 0);  // (tasks, H, F)
   T* ds = ds_buffer.data();
@@ -84,7 +88,7 @@ void gatv2_backward(const Graph& graph, const Gatv2Scores<T>& scores, const Tens
       softmax_row_backward(row, degree, H, h, F, G + (i * H + h) * F, scores.xl, scores.src + b, ds + b * H,
                            kept ? kept + b * H : nullptr);
     if (!dxr && !datt && !det) return;
-    T* dxri = dxr ? dxr + i * H * F : nullptr;  // (H, F)
+    T* dxri = dxr ? dxr + i * H * F : nullptr;                                  // (H, F)
     T* part = datt ? att_partials.data() + i / kRowsPerTask * H * F : nullptr;  // (H, F)
     if (dxri) std::fill(dxri, dxri + H * F, T(0));
     for (int64_t k = 0; k < degree; ++k) {
@@ -130,7 +134,7 @@ void gatv2_backward(const Graph& graph, const Gatv2Scores<T>& scores, const Tens
 }  // namespace
 
 void check_gatv2_inputs(const char* op, const Graph& graph, const Tensor& xl, const Tensor& xr,
-                  const Tensor& att, double negative_slope, const Tensor& edge_term) {
+                        const Tensor& att, double negative_slope, const Tensor& edge_term) {
   check_float(op, "xl", xl);
   check_dim(op, "xl", xl, 3);
   check_same(op, "xl", xl, "xr", xr);
@@ -169,8 +173,8 @@ namespace cpu_impl {
 void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& a) {
   dispatch_float(a.xl.dtype(), "gatv2_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
-    aggregate_forward<T>(*a.graph, Gatv2Scores<T>(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term), a.xl,
-                         a.attn_dropout, *a.out, *a.lse);
+    aggregate_forward<T>(*a.graph, Gatv2Scores<T>(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term),
+                         a.xl, a.attn_dropout, *a.out, *a.lse);
   });
 }
 
@@ -179,8 +183,8 @@ void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& a) {
   dispatch_float(a.xl.dtype(), "gatv2_attention_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
     auto data = [](Tensor* t) { return t ? t->data<T>() : nullptr; };
-    gatv2_backward<T>(*a.graph, Gatv2Scores<T>(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term), a.lse,
-                      a.grad_out, a.attn_dropout, data(a.grad_xl), data(a.grad_xr), data(a.grad_att),
+    gatv2_backward<T>(*a.graph, Gatv2Scores<T>(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term),
+                      a.lse, a.grad_out, a.attn_dropout, data(a.grad_xl), data(a.grad_xr), data(a.grad_att),
                       data(a.grad_edge_term));
   });
 }
@@ -223,16 +227,17 @@ void gatv2_edge_scores(const Gatv2EdgeScoresArgs& a) { GAT_RUN_KERNEL(gatv2_edge
 
 }  // namespace kernels
 
-Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                 const Tensor& att, double negative_slope,
-                                 const DropoutKey& attn_dropout, const Tensor& edge_term) {
+Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
+                                 double negative_slope, const DropoutKey& attn_dropout,
+                                 const Tensor& edge_term) {
   const char* op = "gatv2_attention_aggregate";
   check_gatv2_inputs(op, graph, xl, xr, att, negative_slope, edge_term);
   check_dropout(op, attn_dropout);
   const int64_t Nd = graph.num_dst_nodes(), H = xl.size(1), F = xl.size(2);
   Tensor out = Tensor::empty({Nd, H, F}, xl.dtype(), xl.device(), op);
   Tensor lse = Tensor::empty({Nd, H}, xl.dtype(), xl.device(), "gatv2_attention_aggregate lse");
-  Gatv2AttentionForwardArgs forward{{score_inputs(graph, xl, xr, att, negative_slope, edge_term), attn_dropout}};
+  Gatv2AttentionForwardArgs forward{
+      {score_inputs(graph, xl, xr, att, negative_slope, edge_term), attn_dropout}};
   forward.out = &out;
   forward.lse = &lse;
   kernels::gatv2_attention_aggregate_forward(forward);
@@ -240,8 +245,7 @@ Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Ten
   const bool has_edge_term = edge_term.defined();
   std::vector<Tensor> inputs{xl, xr, att};
   if (has_edge_term) inputs.push_back(edge_term);
-  const bool need_xl = xl.requires_grad(), need_xr = xr.requires_grad(),
-             need_att = att.requires_grad(),
+  const bool need_xl = xl.requires_grad(), need_xr = xr.requires_grad(), need_att = att.requires_grad(),
              need_edge_term = has_edge_term && edge_term.requires_grad();
   return autograd::record(
       op, out, std::move(inputs),
@@ -273,8 +277,8 @@ Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Ten
 Tensor gatv2_edge_scores(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
                          double negative_slope, const Tensor& edge_term) {
   check_gatv2_inputs("gatv2_edge_scores", graph, xl, xr, att, negative_slope, edge_term);
-  Tensor scores = Tensor::empty({graph.num_edges(), xl.size(1)}, xl.dtype(), xl.device(),
-                                "gatv2_edge_scores");
+  Tensor scores =
+      Tensor::empty({graph.num_edges(), xl.size(1)}, xl.dtype(), xl.device(), "gatv2_edge_scores");
   Gatv2EdgeScoresArgs edge_scores{score_inputs(graph, xl, xr, att, negative_slope, edge_term), &scores};
   kernels::gatv2_edge_scores(edge_scores);
   return scores;

@@ -8,8 +8,8 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
-#include "gat/framework/ops/attention/detail/attention_kernels.cuh"
 #include "gat/framework/ops/attention/csr_softmax_aggregate.h"
+#include "gat/framework/ops/attention/detail/attention_kernels.cuh"
 #include "gat/framework/ops/attention/gatv2_attention_aggregate.h"
 #include "gat/framework/ops/detail/graph_kernels.cuh"
 #include "gat/framework/ops/reduce.h"
@@ -44,8 +44,7 @@ struct Segments {
   long long count;           // segments: rows or chunks
   int chunk;                 // entries per chunk
   // Segment n's row and entry range.
-  __device__ __forceinline__ void get(long long n, long long& row, long long& begin,
-                                      long long& end) const {
+  __device__ __forceinline__ void get(long long n, long long& row, long long& begin, long long& end) const {
     if (chunk_ptr) {
       const ChunkRange r = find_chunk(row_ptr, chunk_ptr, chunk_row, n, chunk);
       row = r.row, begin = r.begin, end = r.end;
@@ -81,9 +80,9 @@ struct HeadGroupLane {
 // follows its group (whose lanes draw the dropout decisions together) and writes nothing.
 struct LaneItem {
   long long n, row, begin, end, lane_offset, HF;
-  long long sums;               // where the segment's sums go: its row, or a chunk's own index
-  int head;                     // the lane's head (of the H)
-  int first_head, last_head;    // the heads of the lane's group
+  long long sums;             // where the segment's sums go: its row, or a chunk's own index
+  int head;                   // the lane's head (of the H)
+  int first_head, last_head;  // the heads of the lane's group
   bool has, first;
   // The lane's features of node `node` of an (nodes, H, F) tensor (zeros for a lane without).
   template <class T, int VEC>
@@ -99,8 +98,8 @@ struct LaneItem {
 // grid-stride order where the segment is this launch's. A group's lanes skip or run an item
 // together (a head's sums need all its lanes, the dropout draws all the group's).
 template <int LH, int VEC, class Fn>
-__device__ __forceinline__ void for_each_item(const Segments& seg, int G, int head_blocks, int H,
-                                              int F, Fn&& f) {
+__device__ __forceinline__ void for_each_item(const Segments& seg, int G, int head_blocks, int H, int F,
+                                              Fn&& f) {
   const HeadGroupLane<LH> g(G, VEC);
   for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
     LaneItem it;
@@ -149,9 +148,8 @@ __device__ __forceinline__ T score_part(const Vec<T, VEC>& l, const Vec<T, VEC>&
 // The score s[e,h] of the lane's head for edge e: its lanes' parts summed by a fixed butterfly
 // (every lane gets the same bits); x as score_part.
 template <class T, int VEC, int LH>
-__device__ __forceinline__ T head_score(const Gatv2Args<T>& a, const Vec<T, VEC>& l,
-                                        const Vec<T, VEC>& r, const Vec<T, VEC>& at,
-                                        const LaneItem& it, long long e, T (&x)[VEC]) {
+__device__ __forceinline__ T head_score(const Gatv2Args<T>& a, const Vec<T, VEC>& l, const Vec<T, VEC>& r,
+                                        const Vec<T, VEC>& at, const LaneItem& it, long long e, T (&x)[VEC]) {
   return warps::group_sum<LH>(score_part(l, r, it.has && a.et ? a.et + it.at(e) : nullptr, at, a.slope, x));
 }
 
@@ -194,8 +192,8 @@ __global__ void __launch_bounds__(kThreads)
       if (it.has) store_vec<T, VEC>(part_acc + it.at(it.sums), to_vec(st.acc));
       if (it.first) part_m[it.head_at(it.sums, a.H)] = st.m, part_z[it.head_at(it.sums, a.H)] = st.z;
     } else if (it.has) {
-      write_row<T, VEC>(out, lse, it.row, a.H, a.F, it.head, static_cast<int>(it.lane_offset), st.m,
-                        st.z, st.acc);
+      write_row<T, VEC>(out, lse, it.row, a.H, a.F, it.head, static_cast<int>(it.lane_offset), st.m, st.z,
+                        st.acc);
     }
   });
 }
@@ -208,11 +206,10 @@ struct EdgeGrad {
   T a, drop, ds;
 };
 template <class T, int VEC, int LH>
-__device__ __forceinline__ EdgeGrad<T> edge_grad(const Gatv2Args<T>& args, const LaneItem& it,
-                                                 long long e, const Vec<T, VEC>& l,
-                                                 const Vec<T, VEC>& r, const Vec<T, VEC>& gi,
-                                                 const Vec<T, VEC>& at, T lse_ih, T D_ih, T drop,
-                                                 T (&x)[VEC]) {
+__device__ __forceinline__ EdgeGrad<T> edge_grad(const Gatv2Args<T>& args, const LaneItem& it, long long e,
+                                                 const Vec<T, VEC>& l, const Vec<T, VEC>& r,
+                                                 const Vec<T, VEC>& gi, const Vec<T, VEC>& at, T lse_ih,
+                                                 T D_ih, T drop, T (&x)[VEC]) {
   const T s = head_score<T, VEC, LH>(args, l, r, at, it, e, x);
   const T dot = warps::group_sum<LH>(dot_part(gi, l));
   EdgeGrad<T> g;
@@ -257,8 +254,7 @@ __global__ void __launch_bounds__(kThreads)
                                   window.factor(keep, k, e, it.head, a.scale), x);
         const T kept = d.a * d.drop;
 #pragma unroll
-        for (int q = 0; q < VEC; ++q)
-          acc[q] += kept * gi.v[q] + d.ds * at.v[q] * leaky_slope(x[q], a.slope);
+        for (int q = 0; q < VEC; ++q) acc[q] += kept * gi.v[q] + d.ds * at.v[q] * leaky_slope(x[q], a.slope);
       }
       window_begin = window.end;
     }
@@ -312,11 +308,10 @@ __global__ void __launch_bounds__(kThreads)
 
 // The scores alone: one group per (row, block of heads), the head's first lane writes s[e,h].
 template <class T, int VEC, int LH>
-__global__ void __launch_bounds__(kThreads)
-    gatv2_scores_kernel(Gatv2Args<T> a, Segments seg,
-                        const int32_t* __restrict__ src,  // (E,)
-                        int G, int head_blocks,
-                        T* __restrict__ scores)  // (E, H)
+__global__ void __launch_bounds__(kThreads) gatv2_scores_kernel(Gatv2Args<T> a, Segments seg,
+                                                                const int32_t* __restrict__ src,  // (E,)
+                                                                int G, int head_blocks,
+                                                                T* __restrict__ scores)  // (E, H)
 {
   for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
@@ -338,8 +333,8 @@ struct HeadLayout {
   int LH, G, head_blocks;
   HeadLayout(const char* op, int H, int F, int vec) {
     const int lanes = (F + vec - 1) / vec;
-    GAT_CHECK(lanes <= kWarp, op, " (CUDA): a head of F = ", F, " features needs ", lanes,
-              " lanes of ", vec, " features; at most ", kWarp,
+    GAT_CHECK(lanes <= kWarp, op, " (CUDA): a head of F = ", F, " features needs ", lanes, " lanes of ", vec,
+              " features; at most ", kWarp,
               " are supported (F <= 128 in f32 and F <= 64 in f64 when F is a multiple of 4 or 2, "
               "else F <= 32)");
     LH = pow2_at_least(std::max(lanes, 1));
@@ -367,12 +362,16 @@ Segments chunks_of(const Graph& graph, bool transposed) {
 }
 
 template <class T>
-Gatv2Args<T> gatv2_args(const Tensor& xl, const Tensor& xr, const Tensor& att,
-                        double negative_slope, const DropoutKey& attn_dropout,
-                        const Tensor& edge_term) {
-  return {xl.data<T>(), xr.data<T>(), att.data<T>(),
-          edge_term.defined() ? edge_term.data<T>() : nullptr, static_cast<int>(xl.size(1)),
-          static_cast<int>(xl.size(2)), static_cast<T>(negative_slope), attn_dropout,
+Gatv2Args<T> gatv2_args(const Tensor& xl, const Tensor& xr, const Tensor& att, double negative_slope,
+                        const DropoutKey& attn_dropout, const Tensor& edge_term) {
+  return {xl.data<T>(),
+          xr.data<T>(),
+          att.data<T>(),
+          edge_term.defined() ? edge_term.data<T>() : nullptr,
+          static_cast<int>(xl.size(1)),
+          static_cast<int>(xl.size(2)),
+          static_cast<T>(negative_slope),
+          attn_dropout,
           drop_scale<T>(attn_dropout)};
 }
 
@@ -391,8 +390,9 @@ void merge_chunk_sums(const ChunkRows& rows, const Tensor& part, T* dest, int H,
   const Tiling tiling(H * F, VEC);
   with_group(tiling.G, [&](auto group) {
     constexpr int GM = decltype(group)::value;
-    value_grad_merge_kernel<T, VEC, GM><<<group_blocks(rows.chunks * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
-        rows, part.data<T>(), dest, nullptr, nullptr, H, F, tiling.tiles);
+    value_grad_merge_kernel<T, VEC, GM>
+        <<<group_blocks(rows.chunks * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
+            rows, part.data<T>(), dest, nullptr, nullptr, H, F, tiling.tiles);
     CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
   });
 }
@@ -424,39 +424,41 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
   dispatch_float(xl.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, negative_slope, attn_dropout, edge_term);
-    with_layout<T>(op, H, F, {a.xl, a.xr, a.att, a.et, out.data<T>()}, [&](auto vec, auto lh,
-                                                                           const HeadLayout& layout) {
-      constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
-      const int chunk = graph.chunk_edges();
-      const bool split = graph.max_in_degree() > chunk;
-      const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
-      const Segments rows = uncut_rows_of(graph, false);
-      gatv2_forward_kernel<T, VEC, LH>
-          <<<group_blocks(rows.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-              a, rows, src, layout.G, layout.head_blocks, out.data<T>(), lse.data<T>(), nullptr,
-              nullptr, nullptr);
-      CUDA_CHECK_LAUNCH("gatv2_forward_kernel");
-      if (!split) return;
-      // Long rows: their chunks' partial states, merged in chunk order.
-      const Segments chunks = chunks_of(graph, false);
-      const long long W = chunks.count;
-      Tensor part_m = Tensor::empty({W, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 partial m");
-      Tensor part_z = Tensor::empty({W, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 partial z");
-      Tensor part_acc = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 partial acc");
-      gatv2_forward_kernel<T, VEC, LH>
-          <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-              a, chunks, src, layout.G, layout.head_blocks, nullptr, nullptr,
-              part_m.data<T>(), part_z.data<T>(), part_acc.data<T>());
-      CUDA_CHECK_LAUNCH("gatv2_forward_kernel (chunks)");
-      const Tiling tiling(H * F, VEC);
-      with_group(tiling.G, [&](auto group) {
-        constexpr int GM = decltype(group)::value;
-        aggregate_merge_kernel<T, VEC, GM><<<group_blocks(Nd * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
-            graph.row_chunk_ptr().data<int32_t>(), part_m.data<T>(), part_z.data<T>(),
-            part_acc.data<T>(), out.data<T>(), lse.data<T>(), Nd, H, F, tiling.tiles);
-        CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
-      });
-    });
+    with_layout<T>(
+        op, H, F, {a.xl, a.xr, a.att, a.et, out.data<T>()}, [&](auto vec, auto lh, const HeadLayout& layout) {
+          constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
+          const int chunk = graph.chunk_edges();
+          const bool split = graph.max_in_degree() > chunk;
+          const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
+          const Segments rows = uncut_rows_of(graph, false);
+          gatv2_forward_kernel<T, VEC, LH>
+              <<<group_blocks(rows.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                  a, rows, src, layout.G, layout.head_blocks, out.data<T>(), lse.data<T>(), nullptr, nullptr,
+                  nullptr);
+          CUDA_CHECK_LAUNCH("gatv2_forward_kernel");
+          if (!split) return;
+          // Long rows: their chunks' partial states, merged in chunk order.
+          const Segments chunks = chunks_of(graph, false);
+          const long long W = chunks.count;
+          Tensor part_m = Tensor::empty({W, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 partial m");
+          Tensor part_z = Tensor::empty({W, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 partial z");
+          Tensor part_acc =
+              Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 partial acc");
+          gatv2_forward_kernel<T, VEC, LH>
+              <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                  a, chunks, src, layout.G, layout.head_blocks, nullptr, nullptr, part_m.data<T>(),
+                  part_z.data<T>(), part_acc.data<T>());
+          CUDA_CHECK_LAUNCH("gatv2_forward_kernel (chunks)");
+          const Tiling tiling(H * F, VEC);
+          with_group(tiling.G, [&](auto group) {
+            constexpr int GM = decltype(group)::value;
+            aggregate_merge_kernel<T, VEC, GM>
+                <<<group_blocks(Nd * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
+                    graph.row_chunk_ptr().data<int32_t>(), part_m.data<T>(), part_z.data<T>(),
+                    part_acc.data<T>(), out.data<T>(), lse.data<T>(), Nd, H, F, tiling.tiles);
+            CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
+          });
+        });
   });
 }
 
@@ -482,59 +484,65 @@ void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& args) 
     head_rows_dot<T>(grad_out.data<T>(), out.data<T>(), D.data<T>(), Nd * H, F);
     const GradArgs<T> b{lse.data<T>(), D.data<T>(), grad_out.data<T>()};
     const int chunk = graph.chunk_edges();
-    with_layout<T>(op, H, F,
-                   {a.xl, a.xr, a.att, a.et, b.grad_out, data(grad_xl), data(grad_xr), data(grad_edge_term)},
-                   [&](auto vec, auto lh, const HeadLayout& layout) {
-      constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
-      if (grad_xl) {
-        const bool split = graph.max_out_degree() > chunk;
-        const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
-        const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,)
-        const Segments sources = uncut_rows_of(graph, true);
-        gatv2_source_grad_kernel<T, VEC, LH>
-            <<<group_blocks(sources.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                a, b, sources, t_dst, t_edge_id, layout.G, layout.head_blocks, grad_xl->data<T>());
-        CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel");
-        if (split) {
-          const Segments chunks = chunks_of(graph, true);
-          const long long W = chunks.count;
-          Tensor part = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xl partials");
-          gatv2_source_grad_kernel<T, VEC, LH>
-              <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                  a, b, chunks, t_dst, t_edge_id, layout.G, layout.head_blocks,
-                  part.data<T>());
-          CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel (chunks)");
-          merge_chunk_sums<T, VEC>(chunk_rows(graph, true), part, grad_xl->data<T>(), H, F);
-        }
-      }
-      if (!grad_xr && !grad_att && !grad_edge_term) return;
-      Tensor att_terms;  // (Nd, H, F): each row's part of d att
-      if (grad_att) att_terms = Tensor::empty({Nd, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att rows");
-      const bool split = graph.max_in_degree() > chunk;
-      const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
-      const Segments rows = uncut_rows_of(graph, false);
-      gatv2_row_grad_kernel<T, VEC, LH>
-          <<<group_blocks(rows.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-              a, b, rows, src, layout.G, layout.head_blocks, data(grad_xr),
-              grad_att ? att_terms.data<T>() : nullptr, data(grad_edge_term));
-      CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
-      if (split) {
-        const Segments chunks = chunks_of(graph, false);
-        const long long W = chunks.count;
-        Tensor part_r, part_att;  // (W, H, F)
-        if (grad_xr) part_r = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xr partials");
-        if (grad_att) part_att = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att partials");
-        gatv2_row_grad_kernel<T, VEC, LH>
-            <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                a, b, chunks, src, layout.G, layout.head_blocks,
-                grad_xr ? part_r.data<T>() : nullptr, grad_att ? part_att.data<T>() : nullptr,
-                data(grad_edge_term));
-        CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel (chunks)");
-        if (grad_xr) merge_chunk_sums<T, VEC>(chunk_rows(graph, false), part_r, grad_xr->data<T>(), H, F);
-        if (grad_att) merge_chunk_sums<T, VEC>(chunk_rows(graph, false), part_att, att_terms.data<T>(), H, F);
-      }
-      if (grad_att) sum_axis(att_terms, 1, Nd, int64_t{H} * F, *grad_att);
-    });
+    with_layout<T>(
+        op, H, F, {a.xl, a.xr, a.att, a.et, b.grad_out, data(grad_xl), data(grad_xr), data(grad_edge_term)},
+        [&](auto vec, auto lh, const HeadLayout& layout) {
+          constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
+          if (grad_xl) {
+            const bool split = graph.max_out_degree() > chunk;
+            const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
+            const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,)
+            const Segments sources = uncut_rows_of(graph, true);
+            gatv2_source_grad_kernel<T, VEC, LH>
+                <<<group_blocks(sources.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                    a, b, sources, t_dst, t_edge_id, layout.G, layout.head_blocks, grad_xl->data<T>());
+            CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel");
+            if (split) {
+              const Segments chunks = chunks_of(graph, true);
+              const long long W = chunks.count;
+              Tensor part =
+                  Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xl partials");
+              gatv2_source_grad_kernel<T, VEC, LH>
+                  <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                      a, b, chunks, t_dst, t_edge_id, layout.G, layout.head_blocks, part.data<T>());
+              CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel (chunks)");
+              merge_chunk_sums<T, VEC>(chunk_rows(graph, true), part, grad_xl->data<T>(), H, F);
+            }
+          }
+          if (!grad_xr && !grad_att && !grad_edge_term) return;
+          Tensor att_terms;  // (Nd, H, F): each row's part of d att
+          if (grad_att)
+            att_terms =
+                Tensor::empty({Nd, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att rows");
+          const bool split = graph.max_in_degree() > chunk;
+          const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
+          const Segments rows = uncut_rows_of(graph, false);
+          gatv2_row_grad_kernel<T, VEC, LH>
+              <<<group_blocks(rows.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                  a, b, rows, src, layout.G, layout.head_blocks, data(grad_xr),
+                  grad_att ? att_terms.data<T>() : nullptr, data(grad_edge_term));
+          CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
+          if (split) {
+            const Segments chunks = chunks_of(graph, false);
+            const long long W = chunks.count;
+            Tensor part_r, part_att;  // (W, H, F)
+            if (grad_xr)
+              part_r =
+                  Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xr partials");
+            if (grad_att)
+              part_att = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda,
+                                       "gatv2 d att partials");
+            gatv2_row_grad_kernel<T, VEC, LH>
+                <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                    a, b, chunks, src, layout.G, layout.head_blocks, grad_xr ? part_r.data<T>() : nullptr,
+                    grad_att ? part_att.data<T>() : nullptr, data(grad_edge_term));
+            CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel (chunks)");
+            if (grad_xr) merge_chunk_sums<T, VEC>(chunk_rows(graph, false), part_r, grad_xr->data<T>(), H, F);
+            if (grad_att)
+              merge_chunk_sums<T, VEC>(chunk_rows(graph, false), part_att, att_terms.data<T>(), H, F);
+          }
+          if (grad_att) sum_axis(att_terms, 1, Nd, int64_t{H} * F, *grad_att);
+        });
   });
 }
 
@@ -558,8 +566,8 @@ void gatv2_edge_scores(const Gatv2EdgeScoresArgs& args) {
       constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
       gatv2_scores_kernel<T, VEC, LH>
           <<<group_blocks(Nd * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-              a, all_rows_of(graph), graph.edge_src().data<int32_t>(), layout.G,
-              layout.head_blocks, scores.data<T>());
+              a, all_rows_of(graph), graph.edge_src().data<int32_t>(), layout.G, layout.head_blocks,
+              scores.data<T>());
       CUDA_CHECK_LAUNCH("gatv2_scores_kernel");
     });
   });

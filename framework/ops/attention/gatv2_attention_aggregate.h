@@ -28,9 +28,8 @@ namespace gat::ops {
 // xl: (Ns, H, F) f32|f64   xr: (Nd, H, F)   att: (H, F)   edge_term: (E, H, F) or undefined,
 // all of one dtype and device; negative_slope finite; attention dropout rate in [0, 1).
 // -> out (Nd, H, F). Gradients for xl (value and score paths), xr, att and edge_term.
-Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Tensor& xr,
-                                 const Tensor& att, double negative_slope,
-                                 const DropoutKey& attn_dropout = {},
+Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Tensor& xr, const Tensor& att,
+                                 double negative_slope, const DropoutKey& attn_dropout = {},
                                  const Tensor& edge_term = Tensor());
 
 // The scores s (E, H) alone, without autograd: for inspecting the attention (then

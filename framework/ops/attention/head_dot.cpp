@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/dropout.h"
-#include "gat/framework/ops/detail/loops.h"
 
 namespace gat::ops {
 
@@ -81,29 +81,30 @@ void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out,
 }
 
 // The CPU reads x three times: the one pass saves launches and reads on CUDA, nothing here.
-void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2,
-                                   const DropoutKey& key, double keep_scale, KeepMask& kept,
-                                   Tensor& out1, Tensor& out2, Tensor* values, Tensor*) {
+void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2, const DropoutKey& key,
+                                   double keep_scale, KeepMask& kept, Tensor& out1, Tensor& out2,
+                                   Tensor* values, Tensor*) {
   head_dot_forward(x, a1, out1);
   head_dot_forward(x, a2, out2);
   if (values) dropout_forward(x, key, keep_scale, *values, kept);
 }
 
-void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2) {
+void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1,
+                          Tensor& grad_a2) {
   grad_a_sums(x, g1, grad_a1);
   grad_a_sums(x, g2, grad_a2);
 }
 
-void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale,
-                          const KeepMask& kept, const Tensor& a1, const Tensor& g1, const Tensor& a2,
-                          const Tensor& g2, Tensor& grad_x) {
+void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale, const KeepMask& kept,
+                          const Tensor& a1, const Tensor& g1, const Tensor& a2, const Tensor& g2,
+                          Tensor& grad_x) {
   const int64_t HF = base.size(1) * base.size(2), F = base.size(2);
   dispatch_float(base.dtype(), "head_dot_pair_grad_x", [&](auto zero) {
     using T = decltype(zero);
-    const T* b = base.data<T>();                         // (N, H, F)
-    const T* p1 = a1.data<T>(), * p2 = a2.data<T>();     // (H, F)
-    const T* q1 = g1.data<T>(), * q2 = g2.data<T>();     // (N, H)
-    T* dx = grad_x.data<T>();                            // (N, H, F)
+    const T* b = base.data<T>();                     // (N, H, F)
+    const T *p1 = a1.data<T>(), *p2 = a2.data<T>();  // (H, F)
+    const T *q1 = g1.data<T>(), *q2 = g2.data<T>();  // (N, H)
+    T* dx = grad_x.data<T>();                        // (N, H, F)
     const T s = static_cast<T>(keep_scale);
     const bool drop = key.active();
     detail::parallel_for(grad_x.numel(), [&, s, drop](int64_t i) {
@@ -117,9 +118,9 @@ void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep
 
 namespace kernels {
 
-void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2,
-                                   const DropoutKey& key, double keep_scale, KeepMask& kept,
-                                   Tensor& out1, Tensor& out2, Tensor* values, Tensor* rows) {
+void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2, const DropoutKey& key,
+                                   double keep_scale, KeepMask& kept, Tensor& out1, Tensor& out2,
+                                   Tensor* values, Tensor* rows) {
   if (x.is_cuda())
     return GAT_CUDA_CALL(
         cuda_impl::head_dot_pair_dropout_forward(x, a1, a2, key, keep_scale, kept, out1, out2, values, rows));
@@ -127,17 +128,19 @@ void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tens
   cpu_impl::head_dot_pair_dropout_forward(x, a1, a2, key, keep_scale, kept, out1, out2, values, rows);
 }
 
-void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2) {
+void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1,
+                          Tensor& grad_a2) {
   if (x.is_cuda()) return GAT_CUDA_CALL(cuda_impl::head_dot_pair_grad_a(x, g1, g2, grad_a1, grad_a2));
   cpu_impl::head_dot_pair_grad_a(x, g1, g2, grad_a1, grad_a2);
 }
 
-void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale,
-                          const KeepMask& kept, const Tensor& a1, const Tensor& g1, const Tensor& a2,
-                          const Tensor& g2, Tensor& grad_x) {
+void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale, const KeepMask& kept,
+                          const Tensor& a1, const Tensor& g1, const Tensor& a2, const Tensor& g2,
+                          Tensor& grad_x) {
   if (grad_x.numel() == 0) return;
   if (grad_x.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::head_dot_pair_grad_x(base, key, keep_scale, kept, a1, g1, a2, g2, grad_x));
+    return GAT_CUDA_CALL(
+        cuda_impl::head_dot_pair_grad_x(base, key, keep_scale, kept, a1, g1, a2, g2, grad_x));
   cpu_impl::head_dot_pair_grad_x(base, key, keep_scale, kept, a1, g1, a2, g2, grad_x);
 }
 
@@ -165,19 +168,18 @@ Tensor head_dot(const Tensor& x, const Tensor& a) {
   kernels::head_dot_forward(x, a, out);
 
   const bool need_x = x.requires_grad(), need_a = a.requires_grad();
-  return autograd::record(
-      op, out, {x, a},
-      [xd = x.detach(), ad = a.detach(), need_x, need_a](const Tensor& grad_out) {
-        check_same("head_dot backward", "grad_out", grad_out, "x", xd);
-        check_shape("head_dot backward", "grad_out", grad_out, {xd.size(0), xd.size(1)});
-        Tensor dx, da;
-        if (need_x) dx = Tensor::empty(xd.shape(), xd.dtype(), xd.device(), "d x");
-        if (need_a) da = Tensor::empty(ad.shape(), ad.dtype(), ad.device(), "d a");
-        Tensor* px = need_x ? &dx : nullptr;
-        Tensor* pa = need_a ? &da : nullptr;
-        kernels::head_dot_backward(xd, ad, grad_out, px, pa);
-        return std::vector<Tensor>{dx, da};
-      });
+  return autograd::record(op, out, {x, a},
+                          [xd = x.detach(), ad = a.detach(), need_x, need_a](const Tensor& grad_out) {
+                            check_same("head_dot backward", "grad_out", grad_out, "x", xd);
+                            check_shape("head_dot backward", "grad_out", grad_out, {xd.size(0), xd.size(1)});
+                            Tensor dx, da;
+                            if (need_x) dx = Tensor::empty(xd.shape(), xd.dtype(), xd.device(), "d x");
+                            if (need_a) da = Tensor::empty(ad.shape(), ad.dtype(), ad.device(), "d a");
+                            Tensor* px = need_x ? &dx : nullptr;
+                            Tensor* pa = need_a ? &da : nullptr;
+                            kernels::head_dot_backward(xd, ad, grad_out, px, pa);
+                            return std::vector<Tensor>{dx, da};
+                          });
 }
 
 }  // namespace gat::ops

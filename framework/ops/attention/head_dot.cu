@@ -17,7 +17,7 @@ struct ValueRows {
   T* values = nullptr;  // (N, H, F)
   DropoutKey key;
   T keep_scale = 1;
-  T* rows = nullptr;    // (N, row_len)
+  T* rows = nullptr;  // (N, row_len)
   int row_len = 0;
 };
 
@@ -156,14 +156,16 @@ void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep
     using T = decltype(zero);
     auto launch = [&](auto index) {
       using I = decltype(index);
-      detail::launch_for_each("head_dot_pair_grad_x", (n + 3) / 4,
-                              PairGradX<T, I>{base.data<T>(), a1.data<T>(), g1.data<T>(), a2.data<T>(),
-                                              g2.data<T>(), grad_x.data<T>(), static_cast<I>(n),
-                                              static_cast<I>(HF), static_cast<I>(F), key,
-                                              static_cast<T>(key.active() ? keep_scale : 1.0)});
+      detail::launch_for_each(
+          "head_dot_pair_grad_x", (n + 3) / 4,
+          PairGradX<T, I>{base.data<T>(), a1.data<T>(), g1.data<T>(), a2.data<T>(), g2.data<T>(),
+                          grad_x.data<T>(), static_cast<I>(n), static_cast<I>(HF), static_cast<I>(F), key,
+                          static_cast<T>(key.active() ? keep_scale : 1.0)});
     };
-    if (n < (1LL << 31)) launch(uint32_t{});
-    else launch(uint64_t{});
+    if (n < (1LL << 31))
+      launch(uint32_t{});
+    else
+      launch(uint64_t{});
   });
 }
 
@@ -229,13 +231,14 @@ void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
   head_dots_forward(x, a, out, nullptr, nullptr);
 }
 
-void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2,
-                                   const DropoutKey& key, double keep_scale, KeepMask&, Tensor& out1,
-                                   Tensor& out2, Tensor* values, Tensor* rows) {
+void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2, const DropoutKey& key,
+                                   double keep_scale, KeepMask&, Tensor& out1, Tensor& out2, Tensor* values,
+                                   Tensor* rows) {
   head_dots_forward(x, a1, out1, &a2, &out2, key, keep_scale, values, rows);
 }
 
-void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2) {
+void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1,
+                          Tensor& grad_a2) {
   head_dots_grad_a(x, g1, grad_a1, &g2, &grad_a2);
 }
 
@@ -249,11 +252,13 @@ void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out,
       auto launch = [&](auto index) {
         using I = decltype(index);
         head_dot_grad_x_kernel<T, I><<<cuda::blocks_for(n), 256, 0, cuda::stream()>>>(
-            a.data<T>(), grad_out.data<T>(), grad_x->data<T>(), static_cast<I>(n),
-            static_cast<I>(HF), static_cast<I>(F));
+            a.data<T>(), grad_out.data<T>(), grad_x->data<T>(), static_cast<I>(n), static_cast<I>(HF),
+            static_cast<I>(F));
       };
-      if (n < (1LL << 31)) launch(uint32_t{});  // (t + grid stride stays below 2^32)
-      else launch(uint64_t{});
+      if (n < (1LL << 31))
+        launch(uint32_t{});  // (t + grid stride stays below 2^32)
+      else
+        launch(uint64_t{});
       CUDA_CHECK_LAUNCH("head_dot_grad_x_kernel");
     }
   });

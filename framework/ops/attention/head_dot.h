@@ -28,12 +28,12 @@ Tensor head_dot(const Tensor& x, const Tensor& a);
 // node's values (x itself without `values`) then its out1: rows[n, 0 : H F] = values[n],
 // rows[n, H F : H F + H] = out1[n].
 // The values and rows have dropout_forward's and head_dot's bits.
-GAT_DECLARE_KERNEL_FN(head_dot_pair_dropout_forward, (const Tensor& x, const Tensor& a1, const Tensor& a2,
-                                                      const DropoutKey& key, double keep_scale,
-                                                      KeepMask& kept, Tensor& out1, Tensor& out2,
-                                                      Tensor* values, Tensor* rows))
-GAT_DECLARE_KERNEL_FN(head_dot_pair_grad_a, (const Tensor& x, const Tensor& g1, const Tensor& g2,
-                                             Tensor& grad_a1, Tensor& grad_a2))
+GAT_DECLARE_KERNEL_FN(head_dot_pair_dropout_forward,
+                      (const Tensor& x, const Tensor& a1, const Tensor& a2, const DropoutKey& key,
+                       double keep_scale, KeepMask& kept, Tensor& out1, Tensor& out2, Tensor* values,
+                       Tensor* rows))
+GAT_DECLARE_KERNEL_FN(head_dot_pair_grad_a,
+                      (const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1, Tensor& grad_a2))
 
 // The gradient of an x (N, H, F) read by dropout and by two head_dots (GAT's projection, read
 // as the values and for el and er): base (N, H, F) the gradient of dropout's output,
@@ -48,7 +48,7 @@ GAT_DECLARE_KERNEL_FN(head_dot_pair_grad_x, (const Tensor& base, const DropoutKe
 namespace head_dot_detail {
 // Rows of x per partial sum of d a: at least 32, and at most 4,096 partials.
 inline int64_t rows_per_block(int64_t N) { return std::max<int64_t>(32, (N + 4095) / 4096); }
-}
+}  // namespace head_dot_detail
 
 // The kernels (docs/design.md, the op pattern): forward writes out (N, H); backward, given
 // grad_out (N, H), writes grad_x (N, H, F) and/or grad_a (H, F) (either may be null); both

@@ -1,7 +1,7 @@
 #include "gat/framework/ops/attention/linear_head_dot.h"
 
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/attention/head_dot.h"
+#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/matmul.h"
 
 namespace gat::ops::kernels {
@@ -21,11 +21,12 @@ void linear_head_dot_pair_dropout_forward(const Tensor& x, const Tensor& w, cons
                                           const Tensor& a2, const DropoutKey& key, double keep_scale,
                                           KeepMask& kept, Tensor& values, Tensor& out1, Tensor& out2,
                                           Tensor* keep_bits) {
-  if (x.is_cuda() && GAT_CUDA_CALL(cuda_impl::linear_head_dot_pair_dropout_forward(x, w, a1, a2, key, keep_scale,
-                                                                                  values, out1, out2, keep_bits)))
+  if (x.is_cuda() && GAT_CUDA_CALL(cuda_impl::linear_head_dot_pair_dropout_forward(
+                         x, w, a1, a2, key, keep_scale, values, out1, out2, keep_bits)))
     return;
   if (keep_bits) *keep_bits = Tensor();  // not written: the backward draws
-  head_dot_pair_dropout_forward(projection(x, w, a1), a1, a2, key, keep_scale, kept, out1, out2, &values, nullptr);
+  head_dot_pair_dropout_forward(projection(x, w, a1), a1, a2, key, keep_scale, kept, out1, out2, &values,
+                                nullptr);
 }
 
 void linear_head_dot_pair_backward(const Tensor& x, const Tensor& w, const Tensor& a1, const Tensor& a2,
@@ -35,8 +36,8 @@ void linear_head_dot_pair_backward(const Tensor& x, const Tensor& w, const Tenso
                                    Tensor* grad_a2) {
   // The fused pass gives grad_w and both grad_a at once; grad_x needs dP itself.
   if (x.is_cuda() && !grad_x && grad_w && grad_a1 && grad_a2 &&
-      GAT_CUDA_CALL(cuda_impl::linear_head_dot_pair_backward(x, w, a1, a2, key, keep_scale, keep_bits, base, g1,
-                                                             g2, *grad_w, *grad_a1, *grad_a2)))
+      GAT_CUDA_CALL(cuda_impl::linear_head_dot_pair_backward(x, w, a1, a2, key, keep_scale, keep_bits, base,
+                                                             g1, g2, *grad_w, *grad_a1, *grad_a2)))
     return;
   if (grad_x || grad_w) {
     Tensor dp = Tensor::empty(base.shape(), base.dtype(), base.device(), "linear_head_dot dP");  // (N, H, F)

@@ -1,17 +1,17 @@
 // linear_head_dot's fused CUDA kernels (linear_head_dot.h; docs/kernels.md, gat_linear_attention
 // under "Bias, memory, and the projected op"). Every sum has a fixed order: results are bitwise
 // reproducible.
+#include <cuda_pipeline.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
-#include <cuda_pipeline.h>
-
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
-#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/attention/linear_head_dot.h"
 #include "gat/framework/ops/detail/loops.cuh"
+#include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/reduce.h"
 
 namespace gat::ops::cuda_impl {
@@ -63,9 +63,9 @@ __global__ void __launch_bounds__(kForwardThreads, kForwardBlocksPerSM<T>)
                                         const T* __restrict__ a1,  // (HF,)
                                         const T* __restrict__ a2,  // (HF,)
                                         DropoutKey key, T keep_scale,
-                                        T* __restrict__ values,    // (N, HF)
-                                        T* __restrict__ out1,      // (N, H)
-                                        T* __restrict__ out2,      // (N, H)
+                                        T* __restrict__ values,            // (N, HF)
+                                        T* __restrict__ out1,              // (N, H)
+                                        T* __restrict__ out2,              // (N, H)
                                         uint32_t* __restrict__ keep_bits,  // (N, words) or null
                                         long long N, int K, int HF) {
   extern __shared__ __align__(32) unsigned char shared[];
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kForwardThreads, kForwardBlocksPerSM<T>)
   const ForwardShape shape(HF);
   const int x_stride = K + 4, quads = K / 4, H = HF / F;
   T* ws = reinterpret_cast<T*>(shared);  // (K, HF)
-  T* const xs = ws + K * HF;  // 2 x (tile_rows, x_stride): buffer b at xs + b * buffer
+  T* const xs = ws + K * HF;             // 2 x (tile_rows, x_stride): buffer b at xs + b * buffer
   const int buffer = shape.tile_rows * x_stride;
   // Copies tile `tile` of x into buffer b without registers (cp.async, 16 bytes at a time), zeros past
   // row N, as one commit group: the next tile's copy is in flight while this one is computed.
@@ -81,12 +81,15 @@ __global__ void __launch_bounds__(kForwardThreads, kForwardBlocksPerSM<T>)
     for (int v = threadIdx.x; v < shape.tile_rows * quads; v += blockDim.x) {
       const int r = v / quads, q = v - r * quads;
       T* dst = xs + b * buffer + r * x_stride + 4 * q;
-      if (tile + r < N) copy_vec4_async(dst, x + (tile + r) * K + 4 * q);
-      else store_vec<T, 4>(dst, Vec<T, 4>{});
+      if (tile + r < N)
+        copy_vec4_async(dst, x + (tile + r) * K + 4 * q);
+      else
+        store_vec<T, 4>(dst, Vec<T, 4>{});
     }
     __pipeline_commit();
   };
-  for (int v = threadIdx.x; v < K * HF / 4; v += blockDim.x) store_vec<T, 4>(ws + 4 * v, load_vec<T, 4>(w + 4 * v));
+  for (int v = threadIdx.x; v < K * HF / 4; v += blockDim.x)
+    store_vec<T, 4>(ws + 4 * v, load_vec<T, 4>(w + 4 * v));
   const int lane = threadIdx.x % kWarp, octet = lane % shape.octets, group = lane / shape.octets;
   const int first_row = threadIdx.x / kWarp * shape.groups * kRows + group;  // rows first_row + i groups
   const int c0 = octet * kOctet;
@@ -97,15 +100,18 @@ __global__ void __launch_bounds__(kForwardThreads, kForwardBlocksPerSM<T>)
   long long tile = blockIdx.x * static_cast<long long>(shape.tile_rows);
   if (tile < N) fetch(tile, 0);
   for (int b = 0; tile < N; tile += step, b ^= 1) {
-    if (tile + step < N) fetch(tile + step, b ^ 1);
-    else __pipeline_commit();  // an empty group: the wait below counts groups
+    if (tile + step < N)
+      fetch(tile + step, b ^ 1);
+    else
+      __pipeline_commit();     // an empty group: the wait below counts groups
     __pipeline_wait_prior(1);  // this tile's copies have landed
     __syncthreads();           // for every thread (and W is stored)
     T acc[kRows][kOctet] = {};
     for (int q = 0; q < quads; ++q) {
       Vec<T, 4> xv[kRows];
 #pragma unroll
-      for (int i = 0; i < kRows; ++i) xv[i] = load_vec<T, 4>(xs + b * buffer + (first_row + i * shape.groups) * x_stride + 4 * q);
+      for (int i = 0; i < kRows; ++i)
+        xv[i] = load_vec<T, 4>(xs + b * buffer + (first_row + i * shape.groups) * x_stride + 4 * q);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         const T* wk = ws + (4 * q + kk) * HF + c0;
@@ -123,9 +129,9 @@ __global__ void __launch_bounds__(kForwardThreads, kForwardBlocksPerSM<T>)
     for (int i = 0; i < kRows; ++i) {
       const long long n = tile + first_row + i * shape.groups;
       const long long flat = n * HF + c0;  // a multiple of 8: two whole Philox blocks
-      const unsigned kept =
-          key.active() ? key.keep4(static_cast<uint64_t>(flat >> 2)) | key.keep4(static_cast<uint64_t>(flat >> 2) + 1) << 4
-                       : 0xFFu;
+      const unsigned kept = key.active() ? key.keep4(static_cast<uint64_t>(flat >> 2)) |
+                                               key.keep4(static_cast<uint64_t>(flat >> 2) + 1) << 4
+                                         : 0xFFu;
       if (keep_bits) {  // a row's octets are adjacent lanes: 4 bytes a word (every lane takes part)
         unsigned word = kept << (8 * (octet & 3));
         if (shape.octets >= 2) word |= __shfl_xor_sync(0xffffffffu, word, 1);
@@ -168,15 +174,21 @@ __global__ void __launch_bounds__(kForwardThreads, kForwardBlocksPerSM<T>)
 // its tile of partial[b phases + phase] (K, C). sum_axis then adds the partials in order.
 constexpr int kBackwardThreads = 256;
 template <class T>
-constexpr int kChunkRows = 128 / static_cast<int>(sizeof(T));  // 32 rows of f32, 16 of f64: two chunks in 31 KB
+constexpr int kChunkRows = 128 /
+                           static_cast<int>(sizeof(T));  // 32 rows of f32, 16 of f64: two chunks in 31 KB
 constexpr long long kMinRowsPerBlock = 1024;
 constexpr long long kMaxBlocks = 4096;
 
 struct BackwardShape {
   int C, Cp, x_stride, b_stride, k_tiles, tiles, phases;
   __host__ __device__ BackwardShape(int K, int HF, int H)
-      : C(HF + 2 * H), Cp((C + 7) / 8 * 8), x_stride(K + 4), b_stride(Cp + 4), k_tiles(K / 4),
-        tiles(k_tiles * (Cp / 8)), phases(tiles > 0 ? kBackwardThreads / tiles : 0) {}
+      : C(HF + 2 * H),
+        Cp((C + 7) / 8 * 8),
+        x_stride(K + 4),
+        b_stride(Cp + 4),
+        k_tiles(K / 4),
+        tiles(k_tiles * (Cp / 8)),
+        phases(tiles > 0 ? kBackwardThreads / tiles : 0) {}
 };
 
 // The units (of 4 values, or single values) a thread copies of every staged chunk of `rows` rows
@@ -204,7 +216,7 @@ __global__ void __launch_bounds__(kBackwardThreads, kBackwardBlocksPerSM<T>)
                                      const T* __restrict__ g2,    // (N, H)
                                      DropoutKey key, T keep_scale,
                                      const uint32_t* __restrict__ keep_bits,  // (N, words) or null
-                                     T* __restrict__ partial,     // (blocks * phases, K, C)
+                                     T* __restrict__ partial,                 // (blocks * phases, K, C)
                                      long long N, int K, int HF, int H, long long rows_per_block) {
   extern __shared__ __align__(32) unsigned char shared[];
   key = key.resolved();
@@ -252,8 +264,10 @@ __global__ void __launch_bounds__(kBackwardThreads, kBackwardBlocksPerSM<T>)
   if (begin < end) fetch(begin, 0);
   for (long long chunk = begin, b = 0; chunk < end; chunk += R, b ^= 1) {
     const int rows = static_cast<int>(min(static_cast<long long>(R), end - chunk));
-    if (chunk + R < end) fetch(chunk + R, static_cast<int>(b ^ 1));
-    else __pipeline_commit();  // an empty group: the wait below counts groups
+    if (chunk + R < end)
+      fetch(chunk + R, static_cast<int>(b ^ 1));
+    else
+      __pipeline_commit();     // an empty group: the wait below counts groups
     __pipeline_wait_prior(1);  // this thread's copies of this chunk have landed
     const T* xs = stage + b * buffer;
     T* bs = stage + b * buffer + R * s.x_stride;
@@ -272,7 +286,8 @@ __global__ void __launch_bounds__(kBackwardThreads, kBackwardBlocksPerSM<T>)
     __syncthreads();  // every thread's copies (and dropout) of this chunk are done
     for (int r = phase; phase < s.phases && r < rows; r += s.phases) {
       const Vec<T, 4> xv = load_vec<T, 4>(xs + r * s.x_stride + k0);
-      const Vec<T, 4> b0 = load_vec<T, 4>(bs + r * s.b_stride + c0), b1 = load_vec<T, 4>(bs + r * s.b_stride + c0 + 4);
+      const Vec<T, 4> b0 = load_vec<T, 4>(bs + r * s.b_stride + c0),
+                      b1 = load_vec<T, 4>(bs + r * s.b_stride + c0 + 4);
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -323,11 +338,20 @@ __global__ void linear_head_dot_pair_fold_kernel(const T* __restrict__ S,   // (
 template <class Fn>
 bool with_head_width(int F, Fn&& f) {
   switch (F) {
-    case 1: f(std::integral_constant<int, 1>{}); return true;
-    case 2: f(std::integral_constant<int, 2>{}); return true;
-    case 4: f(std::integral_constant<int, 4>{}); return true;
-    case 8: f(std::integral_constant<int, 8>{}); return true;
-    default: return false;
+    case 1:
+      f(std::integral_constant<int, 1>{});
+      return true;
+    case 2:
+      f(std::integral_constant<int, 2>{});
+      return true;
+    case 4:
+      f(std::integral_constant<int, 4>{});
+      return true;
+    case 8:
+      f(std::integral_constant<int, 8>{});
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -337,24 +361,28 @@ bool linear_head_dot_pair_dropout_forward(const Tensor& x, const Tensor& w, cons
                                           const Tensor& a2, const DropoutKey& key, double keep_scale,
                                           Tensor& values, Tensor& out1, Tensor& out2, Tensor* keep_bits) {
   const long long N = x.size(0);
-  const int K = static_cast<int>(x.size(1)), H = static_cast<int>(a1.size(0)), F = static_cast<int>(a1.size(1));
+  const int K = static_cast<int>(x.size(1)), H = static_cast<int>(a1.size(0)),
+            F = static_cast<int>(a1.size(1));
   const int HF = H * F;
   if (N == 0 || K == 0 || K % 4 != 0 || HF % kOctet != 0 || kWarp % (HF / kOctet) != 0) return false;
   bool launched = false;
   dispatch_float(x.dtype(), "linear_head_dot_pair_dropout_forward", [&](auto zero) {
     using T = decltype(zero);
     const ForwardShape shape(HF);
-    const size_t bytes = (static_cast<size_t>(K) * HF + 2 * static_cast<size_t>(shape.tile_rows) * (K + 4)) * sizeof(T);
-    if (bytes > kMaxSharedBytes || !detail::all_aligned(4 * sizeof(T), {x.data<T>(), w.data<T>(), values.data<T>()}))
+    const size_t bytes =
+        (static_cast<size_t>(K) * HF + 2 * static_cast<size_t>(shape.tile_rows) * (K + 4)) * sizeof(T);
+    if (bytes > kMaxSharedBytes ||
+        !detail::all_aligned(4 * sizeof(T), {x.data<T>(), w.data<T>(), values.data<T>()}))
       return;
     const long long tiles = (N + shape.tile_rows - 1) / shape.tile_rows;
     const unsigned blocks = static_cast<unsigned>(
         std::min<long long>(tiles, std::max(1LL, 4 * cuda::resident_threads() / kForwardThreads)));
     launched = with_head_width(F, [&](auto f) {
-      linear_head_dot_pair_dropout_kernel<T, decltype(f)::value><<<blocks, kForwardThreads, bytes, cuda::stream()>>>(
-          x.data<T>(), w.data<T>(), a1.data<T>(), a2.data<T>(), key, static_cast<T>(keep_scale), values.data<T>(),
-          out1.data<T>(), out2.data<T>(),
-          keep_bits ? reinterpret_cast<uint32_t*>(keep_bits->data<int32_t>()) : nullptr, N, K, HF);
+      linear_head_dot_pair_dropout_kernel<T, decltype(f)::value>
+          <<<blocks, kForwardThreads, bytes, cuda::stream()>>>(
+              x.data<T>(), w.data<T>(), a1.data<T>(), a2.data<T>(), key, static_cast<T>(keep_scale),
+              values.data<T>(), out1.data<T>(), out2.data<T>(),
+              keep_bits ? reinterpret_cast<uint32_t*>(keep_bits->data<int32_t>()) : nullptr, N, K, HF);
       CUDA_CHECK_LAUNCH("linear_head_dot_pair_dropout_kernel");
     });
   });
@@ -366,7 +394,8 @@ bool linear_head_dot_pair_backward(const Tensor& x, const Tensor& w, const Tenso
                                    const Tensor& base, const Tensor& g1, const Tensor& g2, Tensor& grad_w,
                                    Tensor& grad_a1, Tensor& grad_a2) {
   const long long N = x.size(0);
-  const int K = static_cast<int>(x.size(1)), H = static_cast<int>(a1.size(0)), F = static_cast<int>(a1.size(1));
+  const int K = static_cast<int>(x.size(1)), H = static_cast<int>(a1.size(0)),
+            F = static_cast<int>(a1.size(1));
   const int HF = H * F;
   const BackwardShape s(K, HF, H);
   if (N == 0 || K == 0 || K % 4 != 0 || HF == 0 || HF % 4 != 0 || s.tiles > kBackwardThreads ||
@@ -381,14 +410,16 @@ bool linear_head_dot_pair_backward(const Tensor& x, const Tensor& w, const Tenso
       return;
     const long long rows_per_block = std::max(kMinRowsPerBlock, (N + kMaxBlocks - 1) / kMaxBlocks);
     const long long blocks = (N + rows_per_block - 1) / rows_per_block;
-    Tensor partial = Tensor::empty({blocks * s.phases, static_cast<int64_t>(K) * s.C}, x.dtype(), Device::cuda,
-                                   "linear_head_dot_pair_backward partials");
-    linear_head_dot_pair_grad_kernel<T><<<static_cast<unsigned>(blocks), kBackwardThreads, bytes, cuda::stream()>>>(
-        x.data<T>(), base.data<T>(), g1.data<T>(), g2.data<T>(), key, static_cast<T>(keep_scale),
-        keep_bits.defined() ? reinterpret_cast<const uint32_t*>(keep_bits.data<int32_t>()) : nullptr, partial.data<T>(),
-        N, K, HF, H, rows_per_block);
+    Tensor partial = Tensor::empty({blocks * s.phases, static_cast<int64_t>(K) * s.C}, x.dtype(),
+                                   Device::cuda, "linear_head_dot_pair_backward partials");
+    linear_head_dot_pair_grad_kernel<T>
+        <<<static_cast<unsigned>(blocks), kBackwardThreads, bytes, cuda::stream()>>>(
+            x.data<T>(), base.data<T>(), g1.data<T>(), g2.data<T>(), key, static_cast<T>(keep_scale),
+            keep_bits.defined() ? reinterpret_cast<const uint32_t*>(keep_bits.data<int32_t>()) : nullptr,
+            partial.data<T>(), N, K, HF, H, rows_per_block);
     CUDA_CHECK_LAUNCH("linear_head_dot_pair_grad_kernel");
-    Tensor sums = Tensor::empty({static_cast<int64_t>(K), s.C}, x.dtype(), Device::cuda, "linear_head_dot_pair_backward sums");
+    Tensor sums = Tensor::empty({static_cast<int64_t>(K), s.C}, x.dtype(), Device::cuda,
+                                "linear_head_dot_pair_backward sums");
     sum_axis(partial, 1, blocks * s.phases, static_cast<int64_t>(K) * s.C, sums);
     linear_head_dot_pair_fold_kernel<T><<<cuda::blocks_for(HF), 256, 0, cuda::stream()>>>(
         sums.data<T>(), w.data<T>(), a1.data<T>(), a2.data<T>(), grad_w.data<T>(), grad_a1.data<T>(),

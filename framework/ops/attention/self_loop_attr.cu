@@ -1,8 +1,8 @@
 #include <algorithm>
 
-#include "gat/framework/ops/detail/loops.cuh"
-#include "gat/framework/ops/attention/self_loop_attr.h"
 #include "gat/framework/ops/attention/detail/self_loop_attr_rows.h"
+#include "gat/framework/ops/attention/self_loop_attr.h"
+#include "gat/framework/ops/detail/loops.cuh"
 
 namespace gat::ops::cuda_impl {
 
@@ -24,10 +24,12 @@ struct LoopRowFn {
   T constant;
   __device__ void operator()(long long t) const {
     const long long i = t / features, d = t % features;
-    const self_loop_rows::Row r{static_cast<int32_t>(i), i < loops, row_ptr[i], row_ptr[i + 1], looped_row_ptr[i],
-                                src, features, d};
-    if (kBackward) self_loop_rows::backward_row(r, kind, attr, grad_out, out);
-    else self_loop_rows::forward_row(r, kind, constant, attr, out);
+    const self_loop_rows::Row r{static_cast<int32_t>(i), i < loops, row_ptr[i], row_ptr[i + 1],
+                                looped_row_ptr[i],       src,       features,   d};
+    if (kBackward)
+      self_loop_rows::backward_row(r, kind, attr, grad_out, out);
+    else
+      self_loop_rows::forward_row(r, kind, constant, attr, out);
   }
 };
 
@@ -38,11 +40,12 @@ void launch(const char* name, const Graph& graph, const Graph& looped, const Ten
   const long long loops = std::min<long long>(graph.num_src_nodes(), Nd);
   dispatch_float(edge_attr.dtype(), name, [&](auto zero) {
     using T = decltype(zero);
-    detail::launch_for_each(name, Nd * D,
-                            LoopRowFn<T, kBackward>{graph.row_ptr().data<int32_t>(), graph.edge_src().data<int32_t>(),
-                                                    looped.row_ptr().data<int32_t>(), edge_attr.data<T>(),
-                                                    grad_out ? grad_out->data<T>() : nullptr, out.data<T>(), D,
-                                                    loops, fill.kind, static_cast<T>(fill.value)});
+    detail::launch_for_each(
+        name, Nd * D,
+        LoopRowFn<T, kBackward>{graph.row_ptr().data<int32_t>(), graph.edge_src().data<int32_t>(),
+                                looped.row_ptr().data<int32_t>(), edge_attr.data<T>(),
+                                grad_out ? grad_out->data<T>() : nullptr, out.data<T>(), D, loops, fill.kind,
+                                static_cast<T>(fill.value)});
   });
 }
 

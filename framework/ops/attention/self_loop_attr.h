@@ -59,11 +59,11 @@ Tensor self_loop_attr(const Graph& graph, const Graph& looped, const Tensor& edg
 // The kernels (the op pattern): forward writes out (E', D); backward, given grad_out (E', D),
 // writes grad_attr (E, D) (every row, existing loops' rows 0). kernels:: runs cpu_impl:: or
 // cuda_impl:: by the tensors' device.
-GAT_DECLARE_KERNEL_FN(self_loop_attr_forward, (const Graph& graph, const Graph& looped,
-                                               const Tensor& edge_attr, const SelfLoopFill& fill,
-                                               Tensor& out))
-GAT_DECLARE_KERNEL_FN(self_loop_attr_backward, (const Graph& graph, const Graph& looped,
-                                                const Tensor& edge_attr, const SelfLoopFill& fill,
-                                                const Tensor& grad_out, Tensor& grad_attr))
+GAT_DECLARE_KERNEL_FN(self_loop_attr_forward,
+                      (const Graph& graph, const Graph& looped, const Tensor& edge_attr,
+                       const SelfLoopFill& fill, Tensor& out))
+GAT_DECLARE_KERNEL_FN(self_loop_attr_backward,
+                      (const Graph& graph, const Graph& looped, const Tensor& edge_attr,
+                       const SelfLoopFill& fill, const Tensor& grad_out, Tensor& grad_attr))
 
 }  // namespace gat::ops

@@ -52,8 +52,10 @@ __device__ __forceinline__ T elu_input_of_output(T o, T inverse_keep_scale, T in
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "f32 or f64");
   const T floor = sizeof(T) == 4 ? T(-15.942385152878742) : T(-36.04365338911715);  // log(epsilon)
   T x;
-  if constexpr (sizeof(T) == 4) x = __logf(1.0f + y * inverse_alpha);  // see below
-  else x = log1p(y * inverse_alpha);
+  if constexpr (sizeof(T) == 4)
+    x = __logf(1.0f + y * inverse_alpha);  // see below
+  else
+    x = log1p(y * inverse_alpha);
   return x > floor ? x : floor;
 }
 

@@ -35,8 +35,11 @@ struct HeadLanes {
   int first;      // this lane's first entry in a node's list
   int stride;     // entries between a lane's values
   __host__ __device__ explicit HeadLanes(int H, int lane = 0)
-      : P(H <= kWarp && kWarp % H == 0 ? H : 1), blocks(H / P), lane_head(lane % P),
-        first(lane / P), stride(kWarp / P) {}
+      : P(H <= kWarp && kWarp % H == 0 ? H : 1),
+        blocks(H / P),
+        lane_head(lane % P),
+        first(lane / P),
+        stride(kWarp / P) {}
   // Item w -> its node and this lane's head.
   __device__ void item(long long w, long long& node, int& h) const {
     if (blocks == 1) {

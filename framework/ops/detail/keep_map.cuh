@@ -24,8 +24,10 @@ struct KeepMap {
   T* out;
   __device__ __forceinline__ static unsigned keep_bit(unsigned kept, int k) { return (kept >> k) & 1u; }
   __device__ __forceinline__ T element(const T (&x)[kInputs], unsigned keep) const {
-    if constexpr (kInputs == 1) return fn(x[0], keep);
-    else return fn(x[0], x[1], keep);
+    if constexpr (kInputs == 1)
+      return fn(x[0], keep);
+    else
+      return fn(x[0], x[1], keep);
   }
   template <class I>
   __device__ void operator()(I block) const {
@@ -62,10 +64,13 @@ void launch_keep_map(const char* name, long long n, const DropoutKey& key, const
   static_assert(kInputs == 1 || kInputs == 2, "KeepMap takes one or two inputs");
   static_assert((std::is_same_v<In, T> && ...), "inputs and output share one element type");
   auto launch = [&](auto vector) {
-    launch_for_each(name, (n + 3) / 4, KeepMap<T, kInputs, decltype(vector)::value, Fn>{n, key, fn, {in...}, out});
+    launch_for_each(name, (n + 3) / 4,
+                    KeepMap<T, kInputs, decltype(vector)::value, Fn>{n, key, fn, {in...}, out});
   };
-  if (all_aligned(4 * sizeof(T), {out, in...})) launch(std::true_type{});
-  else launch(std::false_type{});
+  if (all_aligned(4 * sizeof(T), {out, in...}))
+    launch(std::true_type{});
+  else
+    launch(std::false_type{});
 }
 
 }  // namespace gat::ops::detail

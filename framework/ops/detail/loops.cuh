@@ -40,7 +40,7 @@ template <class Acc, class S, class T>
 __global__ void __launch_bounds__(256)
     ordered_column_sums_kernel(const S* __restrict__ partial,  // (1 or 2, rows, cols), `slice` apart
                                long long rows, long long cols, long long slice,
-                               T* __restrict__ out0,  // (cols,)
+                               T* __restrict__ out0,    // (cols,)
                                T* __restrict__ out1) {  // (cols,) or null
   constexpr int kTile = 1024;
   __shared__ Acc tile[kTile];
@@ -64,13 +64,14 @@ __global__ void __launch_bounds__(256)
 // threads a block as a tile's loads need (a warp for a few rows: sum_axis over many outputs has
 // few chunks, and 256 threads a column would be mostly idle).
 template <class Acc, class S, class T>
-void ordered_column_sums(const char* name, const S* partial, long long rows, long long cols,
-                         int slices, T* out0, T* out1 = nullptr) {
+void ordered_column_sums(const char* name, const S* partial, long long rows, long long cols, int slices,
+                         T* out0, T* out1 = nullptr) {
   if (cols == 0) return;
   const dim3 grid(static_cast<unsigned>(cols < cuda::kMaxGridBlocks ? cols : cuda::kMaxGridBlocks),
                   static_cast<unsigned>(slices));
   const unsigned threads = static_cast<unsigned>(rows >= 256 ? 256 : (rows + 31) / 32 * 32);
-  ordered_column_sums_kernel<Acc, S, T><<<grid, threads, 0, cuda::stream()>>>(partial, rows, cols, rows * cols, out0, out1);
+  ordered_column_sums_kernel<Acc, S, T>
+      <<<grid, threads, 0, cuda::stream()>>>(partial, rows, cols, rows * cols, out0, out1);
   CUDA_CHECK_LAUNCH(name);
 }
 

@@ -79,11 +79,14 @@ namespace gat::ops::detail {
 // (one thread per column), so the result does not depend on the thread count.
 template <class T>
 void column_sums(const T* a, int64_t rows, int64_t cols, T* out) {
-  parallel_for(cols, [=](int64_t c) {
-    double acc = 0.0;
-    for (int64_t r = 0; r < rows; ++r) acc += static_cast<double>(a[r * cols + c]);
-    out[c] = static_cast<T>(acc);
-  }, rows);
+  parallel_for(
+      cols,
+      [=](int64_t c) {
+        double acc = 0.0;
+        for (int64_t r = 0; r < rows; ++r) acc += static_cast<double>(a[r * cols + c]);
+        out[c] = static_cast<T>(acc);
+      },
+      rows);
 }
 
 }  // namespace gat::ops::detail

@@ -50,7 +50,7 @@ __device__ __forceinline__ Vec<T, VEC> to_vec(const T (&a)[VEC]) {
 // lane that drew it. Inactive dropout draws nothing and every factor is 1.
 struct SegmentKeep {
   static constexpr int kSlotsPerLane = 8;  // nibbles of a 32-bit word
-  DropoutKey key;      // its stream resolved once (no read of a graph's stream base per draw)
+  DropoutKey key;  // its stream resolved once (no read of a graph's stream base per draw)
   int width, lane;
   int width_log2;      // width = 1 << width_log2: slot / width is a shift, not a division
   unsigned mask;       // the segment's lanes in the warp
@@ -88,8 +88,8 @@ struct ConsecutiveEdges {
   long long begin, end, first_block;
   int H;
   int offset;  // rel - ((e - begin) H + h) = ((begin H + h0) & 3) - h0
-  __device__ __forceinline__ ConsecutiveEdges(SegmentKeep& keep, long long begin, long long row_end,
-                                              int H, int h0, int h1)
+  __device__ __forceinline__ ConsecutiveEdges(SegmentKeep& keep, long long begin, long long row_end, int H,
+                                              int h0, int h1)
       : begin(begin), H(H) {
     if (!keep.key.active()) {
       end = row_end, first_block = 0, offset = 0;
@@ -145,8 +145,10 @@ struct ScatteredEdges {
   __device__ __forceinline__ T factor(const SegmentKeep& keep, long long entry, long long e, int h,
                                       T scale) const {
     if (!keep.key.active()) return T(1);
-    const int rel = static_cast<int>((static_cast<unsigned>(e) * static_cast<unsigned>(H) +
-                                      static_cast<unsigned>(h0)) & 3u) + h - h0;
+    const int rel =
+        static_cast<int>((static_cast<unsigned>(e) * static_cast<unsigned>(H) + static_cast<unsigned>(h0)) &
+                         3u) +
+        h - h0;
     const int slot = static_cast<int>(entry - begin) * per_entry + (rel >> 2);
     return keep.factor<T>(slot, rel & 3, scale);
   }
@@ -199,10 +201,10 @@ struct GridSplit {
 // edges whose LeakyReLU argument is positive, rescaled with them.
 template <class T, int VEC, bool kPositive = false>
 struct OnlineState {
-  T m = -INFINITY;  // running max of the scores
-  T z = 0;          // sum of exp(s - m) (without dropout)
-  T acc[VEC] = {};  // sum of exp(s - m) * keep/(1-p) * V
-  T z_pos = 0;                         // kPositive: z over the positive edges
+  T m = -INFINITY;                      // running max of the scores
+  T z = 0;                              // sum of exp(s - m) (without dropout)
+  T acc[VEC] = {};                      // sum of exp(s - m) * keep/(1-p) * V
+  T z_pos = 0;                          // kPositive: z over the positive edges
   T acc_pos[kPositive ? VEC : 1] = {};  // kPositive: acc over the positive edges
 
   __device__ __forceinline__ void add(T score, T drop, const Vec<T, VEC>& v, bool positive = false) {
@@ -250,7 +252,8 @@ struct OutputEpilogue {
   DropoutKey key;  // the output dropout's; inactive: every value kept
   template <int VEC>
   __device__ __forceinline__ void apply(Vec<T, VEC>& o, int c, long long n) const {
-    static_assert(4 % VEC == 0 || VEC % 4 == 0, "a vector lies in one Philox block of 4, or fills whole blocks");
+    static_assert(4 % VEC == 0 || VEC % 4 == 0,
+                  "a vector lies in one Philox block of 4, or fills whole blocks");
     if (bias) {
 #pragma unroll
       for (int k = 0; k < VEC; ++k) o.v[k] += bias[c + k];
@@ -274,8 +277,8 @@ struct OutputEpilogue {
 // x[i, h, c..c+VEC) = acc * inv of a (N, H, F) tensor x, through `epilogue` when given (c the
 // column in the row's H F).
 template <class T, int VEC>
-__device__ __forceinline__ void store_scaled(T* __restrict__ x, long long i, int H, int F, int h,
-                                             int c, const T (&acc)[VEC], T inv,
+__device__ __forceinline__ void store_scaled(T* __restrict__ x, long long i, int H, int F, int h, int c,
+                                             const T (&acc)[VEC], T inv,
                                              const OutputEpilogue<T>* epilogue = nullptr) {
   Vec<T, VEC> o;
 #pragma unroll
@@ -310,9 +313,8 @@ struct PositiveParts {
 // Writes pos_out[i, h, c..c+VEC) = acc_pos / z and (from the head's first lane) pos_weight[i,h] =
 // z_pos / z; zeros for an empty row.
 template <class T, int VEC>
-__device__ __forceinline__ void write_positive_row(const PositiveParts<T>& pos, long long i, int H,
-                                                   int F, int h, int c, T z, T z_pos,
-                                                   const T (&acc_pos)[VEC]) {
+__device__ __forceinline__ void write_positive_row(const PositiveParts<T>& pos, long long i, int H, int F,
+                                                   int h, int c, T z, T z_pos, const T (&acc_pos)[VEC]) {
   const T inv = inverse_of_sum(z);
   store_scaled<T, VEC>(pos.out, i, H, F, h, c, acc_pos, inv);
   if (c % F == 0) pos.weight[i * H + h] = z_pos * inv;
@@ -352,8 +354,10 @@ struct ChunkRows {
 // The chunks of the graph's long rows, or with `transposed` of its transpose's long rows.
 inline ChunkRows chunk_rows(const Graph& graph, bool transposed) {
   if (transposed)
-    return {graph.t_row_chunk_ptr().data<int32_t>(), graph.t_row_chunk_row().data<int32_t>(), graph.num_t_row_chunks()};
-  return {graph.row_chunk_ptr().data<int32_t>(), graph.row_chunk_row().data<int32_t>(), graph.num_row_chunks()};
+    return {graph.t_row_chunk_ptr().data<int32_t>(), graph.t_row_chunk_row().data<int32_t>(),
+            graph.num_t_row_chunks()};
+  return {graph.row_chunk_ptr().data<int32_t>(), graph.row_chunk_row().data<int32_t>(),
+          graph.num_row_chunks()};
 }
 
 // One group per (long row, column tile): merges the row's chunk partials in chunk order (and
@@ -516,7 +520,8 @@ __global__ void __launch_bounds__(kThreads, 4)
       const long long n = t * F + f;  // out's flat index
       Vec<T, VEC> grad = load_vec<T, VEC>(G + n), value = load_vec<T, VEC>(out + n);
       if (act.grad_pre) {
-        const unsigned kept = act.key.active() ? act.key.keep4(static_cast<uint64_t>(n >> 2)) >> (n & 3) : 0xFu;
+        const unsigned kept =
+            act.key.active() ? act.key.keep4(static_cast<uint64_t>(n >> 2)) >> (n & 3) : 0xFu;
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
           grad.v[k] = act.backward(value.v[k], grad.v[k], (kept >> k) & 1u);
@@ -527,7 +532,8 @@ __global__ void __launch_bounds__(kThreads, 4)
       if (pack.lead) store_vec<T, VEC>(row + h * F + f, grad);
       if (bias_partial)
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) bias_slots[(f + k) * blockDim.x + threadIdx.x] += static_cast<double>(grad.v[k]);
+        for (int k = 0; k < VEC; ++k)
+          bias_slots[(f + k) * blockDim.x + threadIdx.x] += static_cast<double>(grad.v[k]);
       Vec<T, VEC> pos_value{};
       if (der.der) pos_value = load_vec<T, VEC>(der.pos_out + n);
 #pragma unroll
@@ -566,7 +572,8 @@ __global__ void __launch_bounds__(kThreads, 4)
       const int h = c / F, f = c - h * F;
       double sum = 0;
       if (c < H * F)
-        for (int j = h + H * lane; j < static_cast<int>(blockDim.x); j += H * lanes) sum += bias_slots[f * blockDim.x + j];
+        for (int j = h + H * lane; j < static_cast<int>(blockDim.x); j += H * lanes)
+          sum += bias_slots[f * blockDim.x + j];
       for (int offset = lanes / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
       if (c < H * F && lane == 0) bias_partial[blockIdx.x * static_cast<long long>(H) * F + c] = sum;
     }
@@ -579,12 +586,18 @@ __global__ void __launch_bounds__(kThreads, 4)
 template <class Fn>
 void with_group(int G, Fn&& f) {
   switch (G) {
-    case 1: return f(Int<1>{});
-    case 2: return f(Int<2>{});
-    case 4: return f(Int<4>{});
-    case 8: return f(Int<8>{});
-    case 16: return f(Int<16>{});
-    default: return f(Int<32>{});
+    case 1:
+      return f(Int<1>{});
+    case 2:
+      return f(Int<2>{});
+    case 4:
+      return f(Int<4>{});
+    case 8:
+      return f(Int<8>{});
+    case 16:
+      return f(Int<16>{});
+    default:
+      return f(Int<32>{});
   }
 }
 
@@ -593,8 +606,10 @@ void with_group(int G, Fn&& f) {
 template <class T, class Fn>
 void with_vec(int F, std::initializer_list<const void*> ptrs, Fn&& f) {
   constexpr int kVec = 16 / sizeof(T);
-  if (F % kVec == 0 && detail::all_aligned(16, ptrs)) f(Int<kVec>{});
-  else f(Int<1>{});
+  if (F % kVec == 0 && detail::all_aligned(16, ptrs))
+    f(Int<kVec>{});
+  else
+    f(Int<1>{});
 }
 
 // The gather kernels' vectors (the forward's rows, the backward walk's sources): a lane holds a
@@ -612,7 +627,8 @@ constexpr int kWideLaneMinHeads = 4;
 template <class T, class Fn>
 void with_gather_vec(long long rows, int H, int F, std::initializer_list<const void*> ptrs, Fn&& f) {
   if constexpr (sizeof(T) == 4) {
-    if (F == 8 && H >= kWideLaneMinHeads && rows * H >= cuda::resident_threads() && detail::all_aligned(32, ptrs))
+    if (F == 8 && H >= kWideLaneMinHeads && rows * H >= cuda::resident_threads() &&
+        detail::all_aligned(32, ptrs))
       return f(Int<8>{});
   }
   with_vec<T>(F, ptrs, f);
@@ -643,7 +659,8 @@ void head_rows_dot(const T* G, const T* out, T* D, long long NH, int F, RowDer<T
     if (with_bias) {
       static int per_multiprocessor[kBiasInRowsF + 1] = {};  // resident blocks, by F (0: not asked yet)
       if (per_multiprocessor[F] == 0)
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor[F], kernel, kThreads, slot_bytes));
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor[F], kernel, kThreads,
+                                                                 slot_bytes));
       blocks = std::min<long long>(blocks, std::max(1, per_multiprocessor[F]) * cuda::multiprocessors());
       partial = Tensor::empty({blocks, int64_t{H} * F}, DType::f64, Device::cuda, "bias partials");
     }
@@ -690,8 +707,10 @@ enum class Items { rows, chunks, both };
 // Calls f(std::integral_constant<Items, ...>{}): Items::both when `together`, else Items::chunks.
 template <class Fn>
 void with_items(bool together, Fn&& f) {
-  if (together) f(std::integral_constant<Items, Items::both>{});
-  else f(std::integral_constant<Items, Items::chunks>{});
+  if (together)
+    f(std::integral_constant<Items, Items::both>{});
+  else
+    f(std::integral_constant<Items, Items::chunks>{});
 }
 
 // Whether grids of `a` and `b` blocks run at once on the device: then as one launch (GridSplit).

@@ -19,8 +19,7 @@
 namespace gat::ops::attention_rows {
 
 inline void check_dropout(const char* op, const DropoutKey& key) {
-  GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, op, ": attention dropout rate ", key.p,
-            " is outside [0, 1)");
+  GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, op, ": attention dropout rate ", key.p, " is outside [0, 1)");
 }
 
 // Keep factors of the attention dropout, keep / (1 - p) or 1 when inactive, of the (edge, head)
@@ -96,8 +95,7 @@ void row_softmax_terms(const T* s_row, int64_t degree, int64_t H, RowScratch<T>&
 template <class T>
 void softmax_row_backward(const RowScratch<T>& row, int64_t degree, int64_t H, int64_t h, int64_t F,
                           const T* g, const T* values, const int32_t* src, T* ds, T* kept) {
-  for (int64_t k = 0; kept && k < degree; ++k)
-    kept[k * H + h] = row.ex[k * H + h] * row.drop[k * H + h];
+  for (int64_t k = 0; kept && k < degree; ++k) kept[k * H + h] = row.ex[k * H + h] * row.drop[k * H + h];
   if (!ds) return;
   T row_sum = 0;
   for (int64_t k = 0; k < degree; ++k) {
@@ -150,8 +148,8 @@ void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
 // the row's softmax terms (row.m, row.ex, row.z: row_softmax_terms of the scores' row) and its
 // dropout keep factors (row.drop) in the row's scratch: the forward's view of a row.
 template <class T, class Scores, class F>
-void for_each_softmax_row(const Graph& graph, const Scores& scores, const DropoutKey& attn_dropout,
-                          int64_t H, F&& f) {
+void for_each_softmax_row(const Graph& graph, const Scores& scores, const DropoutKey& attn_dropout, int64_t H,
+                          F&& f) {
   const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
   for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
                   [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
@@ -161,7 +159,8 @@ void for_each_softmax_row(const Graph& graph, const Scores& scores, const Dropou
                   });
 }
 
-// The forward of the fused ops, for any score policy: out (N, H, F) and lse (N, H) from the scores' rows and V (N, H, F).
+// The forward of the fused ops, for any score policy: out (N, H, F) and lse (N, H) from the scores' rows and
+// V (N, H, F).
 template <class T, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
@@ -172,17 +171,17 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
   T* l = lse.data<T>();                                   // (N, H)
   for_each_softmax_row<T>(graph, scores, attn_dropout, H,
                           [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-    T* oi = o + i * H * F;
-    std::fill(oi, oi + H * F, T(0));
-    for (int64_t h = 0; h < H; ++h) {
-      l[i * H + h] = log_sum_exp(row.m[h], row.z[h]);
-      for (int64_t k = 0; k < degree; ++k) {
-        const T w = row.ex[k * H + h] / row.z[h] * row.drop[k * H + h];
-        const T* vj = V + (static_cast<int64_t>(src[b + k]) * H + h) * F;
-        for (int64_t f = 0; f < F; ++f) oi[h * F + f] += w * vj[f];
-      }
-    }
-  });
+                            T* oi = o + i * H * F;
+                            std::fill(oi, oi + H * F, T(0));
+                            for (int64_t h = 0; h < H; ++h) {
+                              l[i * H + h] = log_sum_exp(row.m[h], row.z[h]);
+                              for (int64_t k = 0; k < degree; ++k) {
+                                const T w = row.ex[k * H + h] / row.z[h] * row.drop[k * H + h];
+                                const T* vj = V + (static_cast<int64_t>(src[b + k]) * H + h) * F;
+                                for (int64_t f = 0; f < F; ++f) oi[h * F + f] += w * vj[f];
+                              }
+                            }
+                          });
 }
 
 }  // namespace gat::ops::attention_rows

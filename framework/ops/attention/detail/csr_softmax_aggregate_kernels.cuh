@@ -16,11 +16,11 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
-#include "gat/framework/ops/attention/detail/attention_kernels.cuh"
 #include "gat/framework/ops/attention/csr_softmax_aggregate.h"
-#include "gat/framework/ops/elu_dropout.h"
+#include "gat/framework/ops/attention/detail/attention_kernels.cuh"
 #include "gat/framework/ops/attention/gat_edge_scores.h"
 #include "gat/framework/ops/detail/graph_kernels.cuh"
+#include "gat/framework/ops/elu_dropout.h"
 
 namespace gat::ops::cuda_impl::csr_aggregate {
 
@@ -66,7 +66,7 @@ struct GatScores {
   const T* __restrict__ er;    // (Nd, H)
   const T* __restrict__ term;  // (E, H) or null
   int H;
-  T slope;  // negative_slope
+  T slope;        // negative_slope
   int el_stride;  // H, or a packed source row's length (kPackedRow)
   struct Row {
     const T* __restrict__ el;
@@ -100,10 +100,10 @@ struct GatScores {
 template <class T, int VEC, bool kPositive, class Score>
 __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src,  // (E,)
                                                const Score& score,
-                                               const T* __restrict__ V,             // (N, v_stride)
-                                               long long begin, long long end, int H, int v_stride,
-                                               int h, int c, int h0, int h1, SegmentKeep& keep,
-                                               T scale, OnlineState<T, VEC, kPositive>& st) {
+                                               const T* __restrict__ V,  // (N, v_stride)
+                                               long long begin, long long end, int H, int v_stride, int h,
+                                               int c, int h0, int h1, SegmentKeep& keep, T scale,
+                                               OnlineState<T, VEC, kPositive>& st) {
   auto score_of = [&](long long e, int32_t j, bool& positive) {
     if constexpr (kPositive) {
       return score(e, j, positive);
@@ -126,10 +126,10 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src, 
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) s[u] = score_of(e + u, j[u], positive[u]);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) v[u] = load_vec<T, VEC>(V + static_cast<long long>(j[u]) * v_stride + c);
-#pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        st.add(s[u], window.factor(keep, e + u, h, scale), v[u], positive[u]);
+        v[u] = load_vec<T, VEC>(V + static_cast<long long>(j[u]) * v_stride + c);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) st.add(s[u], window.factor(keep, e + u, h, scale), v[u], positive[u]);
     }
     for (; e < window.end; ++e) {
       const int32_t j = src[e];
@@ -184,13 +184,12 @@ __global__ void __launch_bounds__(kThreads)
                              const int32_t* __restrict__ row_order,  // (rows,)
                              const int32_t* __restrict__ src,        // (E,)
                              Scores scores,
-                             const T* __restrict__ V,                // (N, v_stride)
-                             T* __restrict__ out,                    // (N, H, F)
-                             T* __restrict__ lse,                    // (N, H)
-                             PositiveParts<T> pos,
-                             long long rows, int H, int F, int v_stride, int tiles,
-                             DropoutKey key, T scale, OutputEpilogue<T> epilogue,
-                             ForwardChunks<T> parts = {}, GridSplit split = {}) {
+                             const T* __restrict__ V,  // (N, v_stride)
+                             T* __restrict__ out,      // (N, H, F)
+                             T* __restrict__ lse,      // (N, H)
+                             PositiveParts<T> pos, long long rows, int H, int F, int v_stride, int tiles,
+                             DropoutKey key, T scale, OutputEpilogue<T> epilogue, ForwardChunks<T> parts = {},
+                             GridSplit split = {}) {
   SegmentKeep keep(key, G);
   const int HF = H * F;
   if constexpr (kItems != Items::rows) {
@@ -202,8 +201,8 @@ __global__ void __launch_bounds__(kThreads)
         const RowTile<VEC, G> t(static_cast<int>(item - w * tiles), g.lane, F, HF);
         const ChunkRange r = find_chunk(row_ptr, parts.rows.ptr, parts.rows.row, w, parts.chunk);
         OnlineState<T, VEC, kPositive> st;
-        gather_softmax<T, VEC, kPositive>(src, scores.row(r.row, t.h), V, r.begin, r.end, H, v_stride,
-                                          t.h, t.c, t.h0, t.h1, keep, scale, st);
+        gather_softmax<T, VEC, kPositive>(src, scores.row(r.row, t.h), V, r.begin, r.end, H, v_stride, t.h,
+                                          t.c, t.h0, t.h1, keep, scale, st);
         if (!t.writes) continue;
         store_vec<T, VEC>(parts.part_acc + w * HF + t.c, to_vec(st.acc));
         if constexpr (kPositive) store_vec<T, VEC>(pos.part_acc + w * HF + t.c, to_vec(st.acc_pos));
@@ -224,8 +223,8 @@ __global__ void __launch_bounds__(kThreads)
     const long long i = row_order[r];
     const long long begin = row_ptr[i], end = row_ptr[i + 1];
     OnlineState<T, VEC, kPositive> st;
-    gather_softmax<T, VEC, kPositive>(src, scores.row(i, t.h), V, begin, end, H, v_stride, t.h, t.c,
-                                      t.h0, t.h1, keep, scale, st);
+    gather_softmax<T, VEC, kPositive>(src, scores.row(i, t.h), V, begin, end, H, v_stride, t.h, t.c, t.h0,
+                                      t.h1, keep, scale, st);
     if (!t.writes) continue;
     write_row<T, VEC>(out, lse, i, H, F, t.h, t.c, st.m, st.z, st.acc, epilogue);
     if constexpr (kPositive) write_positive_row<T, VEC>(pos, i, H, F, t.h, t.c, st.z, st.z_pos, st.acc_pos);
@@ -264,10 +263,10 @@ struct BackwardArgs {
 template <class T>
 struct ScoreGrad {
   static constexpr int kBlocksPerSM = 4;  // at most 64 registers
-  const T* s;    // (E, H)
-  const T* lse;  // (N, H)
-  T* da;         // (tiles, E, H) per-tile parts of da, or null when d scores are not asked
-  T* sum = nullptr, *part_sum = nullptr;  // always null: this op sums nothing over a source
+  const T* s;                             // (E, H)
+  const T* lse;                           // (N, H)
+  T* da;  // (tiles, E, H) per-tile parts of da, or null when d scores are not asked
+  T *sum = nullptr, *part_sum = nullptr;  // always null: this op sums nothing over a source
   struct Walk {
     const T* __restrict__ s;
     const T* __restrict__ lse;
@@ -310,10 +309,10 @@ struct GatGrad {
   const T* lse;   // (Nd, stride)
   const T* D;     // (Nd, stride)
   int stride;
-  T* g;           // (E, H) d term, or null (always without kTerm)
+  T* g;  // (E, H) d term, or null (always without kTerm)
   T slope;
-  T* sum;         // (Ns, H) d el, or null
-  T* part_sum;    // (W, H) d el of each chunk of a long transposed row (chunk kernel only)
+  T* sum;       // (Ns, H) d el, or null
+  T* part_sum;  // (W, H) d el of each chunk of a long transposed row (chunk kernel only)
   struct Walk {
     const T* __restrict__ er;
     const T* __restrict__ term;
@@ -375,10 +374,9 @@ __device__ __forceinline__ T lane_dot(const Vec<T, VEC>& v, const Vec<T, VEC>& g
 // reduced together. The segment's lanes (heads [h0, h1]; SourceSegment) draw the dropout
 // decisions together (`keep`), a window of entries at a time.
 template <class T, int VEC, int G, class Walk>
-__device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, long long j,
-                                                      long long begin, long long end, int h, int c,
-                                                      int h0, int h1, SegmentKeep& keep,
-                                                      Walk& walk, T (&acc)[VEC]) {
+__device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, long long j, long long begin,
+                                                      long long end, int h, int c, int h0, int h1,
+                                                      SegmentKeep& keep, Walk& walk, T (&acc)[VEC]) {
   const int H = a.H;
   const bool lane_has_features = c < a.F;
   const bool want_weight = walk.needs_weight(a.dV != nullptr), want_dot = walk.wants_dot();
@@ -565,13 +563,12 @@ __global__ void __launch_bounds__(kThreads)
 
 // One warp per (row, head): lse by a max and a sum sweep, then (when a is given) the weights.
 template <class T, class Scores>
-__global__ void __launch_bounds__(kThreads)
-    row_softmax_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
-                       const int32_t* __restrict__ src,      // (E,)
-                       Scores scores,
-                       T* __restrict__ a,                    // (E, H) or null
-                       T* __restrict__ lse,                  // (N, H) or null
-                       long long NH, int H) {
+__global__ void __launch_bounds__(kThreads) row_softmax_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
+                                                               const int32_t* __restrict__ src,      // (E,)
+                                                               Scores scores,
+                                                               T* __restrict__ a,    // (E, H) or null
+                                                               T* __restrict__ lse,  // (N, H) or null
+                                                               long long NH, int H) {
   const int lane = threadIdx.x % kWarp;
   for (long long w = warps::warp_id(); w < NH; w += warps::warp_count()) {
     const long long i = w / H;
@@ -596,13 +593,13 @@ __global__ void __launch_bounds__(kThreads)
 
 // The forward of both ops: out (N, H, F) through the epilogue and lse (N, H), the rows' scores
 // from `scores`; with kPositive (GatScores only) also pos_out (N, H, F) and pos_weight (N, H), the
-// sums over the edges whose LeakyReLU argument is positive. The values are read from source_rows (Ns, kPackedRow)
-// when given (GatScores' el then points into them too), else from node_value.
+// sums over the edges whose LeakyReLU argument is positive. The values are read from source_rows (Ns,
+// kPackedRow) when given (GatScores' el then points into them too), else from node_value.
 template <class T, bool kPositive, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
-                       const DropoutKey& attn_dropout, Tensor& out, Tensor& lse,
-                       Tensor* pos_out = nullptr, Tensor* pos_weight = nullptr,
-                       const OutputEpilogue<T>& epilogue = {}, const Tensor* source_rows = nullptr) {
+                       const DropoutKey& attn_dropout, Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
+                       Tensor* pos_weight = nullptr, const OutputEpilogue<T>& epilogue = {},
+                       const Tensor* source_rows = nullptr) {
   const long long N = graph.num_dst_nodes();
   const int H = static_cast<int>(lse.size(1)), F = static_cast<int>(node_value.size(2));
   if (N == 0 || H == 0) return;
@@ -610,8 +607,8 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
   const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
   T* l = lse.data<T>();                                      // (N, H)
   if (F == 0) {  // nothing to aggregate: lse alone (and pos_weight zero, as the contract says)
-    row_softmax_kernel<T><<<warps::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(
-        row_ptr, src, scores, nullptr, l, N * H, H);
+    row_softmax_kernel<T><<<warps::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(row_ptr, src, scores,
+                                                                                      nullptr, l, N * H, H);
     CUDA_CHECK_LAUNCH("row_softmax_kernel");
     if constexpr (kPositive) pos_weight->zero_();
     return;
@@ -632,9 +629,10 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       const Tensor& order = graph.row_order();  // the uncut rows, longest first
       const unsigned row_blocks = group_blocks(order.numel() * tiling.tiles, G);
       auto rows_alone = [&] {
-        aggregate_forward_kernel<T, VEC, G, kPositive, Items::rows><<<row_blocks, kThreads, 0, cuda::stream()>>>(
-            row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F, v_stride,
-            tiling.tiles, attn_dropout, scale, epilogue);
+        aggregate_forward_kernel<T, VEC, G, kPositive, Items::rows>
+            <<<row_blocks, kThreads, 0, cuda::stream()>>>(row_ptr, order.data<int32_t>(), src, scores, V, o,
+                                                          l, pos, order.numel(), H, F, v_stride, tiling.tiles,
+                                                          attn_dropout, scale, epilogue);
         CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
       };
       if (!split) return rows_alone();
@@ -665,7 +663,8 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
         CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
       });
       aggregate_merge_kernel<T, VEC, G><<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-          parts.rows.ptr, parts.part_m, parts.part_z, parts.part_acc, o, l, N, H, F, tiling.tiles, pos, epilogue);
+          parts.rows.ptr, parts.part_m, parts.part_z, parts.part_acc, o, l, N, H, F, tiling.tiles, pos,
+          epilogue);
       CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
     });
   });
@@ -698,8 +697,8 @@ void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
   const Tensor& order = graph.t_row_order();  // the uncut sources, longest first
   const unsigned source_blocks = group_blocks(order.numel() * a.H * a.tiles, G);
   auto sources_alone = [&] {
-    attention_grad_kernel<T, VEC, G, Items::rows><<<source_blocks, kThreads, 0, cuda::stream()>>>(
-        a, grad, order.data<int32_t>(), order.numel());
+    attention_grad_kernel<T, VEC, G, Items::rows>
+        <<<source_blocks, kThreads, 0, cuda::stream()>>>(a, grad, order.data<int32_t>(), order.numel());
     CUDA_CHECK_LAUNCH("attention_grad_kernel");
   };
   if (!split) return sources_alone();
@@ -711,7 +710,8 @@ void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
   const int64_t chunks = parts.rows.chunks;
   Tensor part_acc, part_sum;
   if (a.dV) {
-    part_acc = Tensor::empty({chunks, int64_t{a.H}, int64_t{a.F}}, dtype_of<T>::value, Device::cuda, "value grad partial acc");
+    part_acc = Tensor::empty({chunks, int64_t{a.H}, int64_t{a.F}}, dtype_of<T>::value, Device::cuda,
+                             "value grad partial acc");
     parts.part_acc = part_acc.data<T>();
   }
   if (grad.sum) {
@@ -741,8 +741,10 @@ void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
 // Calls f(std::bool_constant<on>{}): a kernel's variant chosen once on the host, not per edge.
 template <class Fn>
 void with_flag(bool on, Fn&& f) {
-  if (on) f(std::true_type{});
-  else f(std::false_type{});
+  if (on)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
 }
 
 // The GAT kernels with or without the edge term.
@@ -772,14 +774,17 @@ void gat_forward(const GatAttentionForwardArgs& args) {
   epilogue.key = activation.dropout;
   // el[j] follows the values in a packed source row.
   const T* el_rows = source_rows ? source_rows->data<T>() + H * node_value.size(2) : el.data<T>();
-  const GatScores<T, kTerm> scores{el_rows, er.data<T>(), kTerm ? edge_term.data<T>() : nullptr, H,
-                                   static_cast<T>(negative_slope), source_rows ? kPackedRow : H};
+  const GatScores<T, kTerm> scores{el_rows,
+                                   er.data<T>(),
+                                   kTerm ? edge_term.data<T>() : nullptr,
+                                   H,
+                                   static_cast<T>(negative_slope),
+                                   source_rows ? kPackedRow : H};
   with_flag(pos_out != nullptr, [&](auto positive) {
     aggregate_forward<T, decltype(positive)::value>(graph, scores, node_value, attn_dropout, out, lse,
                                                     pos_out, pos_weight, epilogue, source_rows);
   });
 }
-
 
 // d er per (node, head) from the forward's positive sums, in the kernel that computes D; then one
 // walk over the transposed graph gives dV, d el and, when asked, g per edge (= d edge_term,
@@ -801,85 +806,96 @@ bool gat_backward(const GatAttentionBackwardArgs& args) {
   const long long N = graph.num_dst_nodes(), E = graph.num_edges();
   bool bias_written = false;
   const int H = static_cast<int>(el.size(1)), F = static_cast<int>(node_value.size(2));
-  BackwardArgs<T> a = backward_args<T>(graph, node_value, activation.elu ? *grad_pre : grad_out, grad_value,
-                                        H, attn_dropout);
-  with_gather_vec<T>(graph.num_src_nodes(), H, F, {a.V, a.grad_out, a.dV, grad_out.data<T>(), out.data<T>()}, [&](auto vec) {
-    constexpr int VEC = decltype(vec)::value;
-    const Tiling tiling(F, VEC);  // of one head
-    if (tiling.tiles > 1) {
-      if (activation.elu)  // the activation's backward on its own, then the unfused path
-        elu_dropout_backward(out, grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
-                             KeepMask(), *grad_pre);
-      const Tensor& grad_in = activation.elu ? *grad_pre : grad_out;
-      Tensor scores = Tensor::empty({E, H}, el.dtype(), Device::cuda, "gat scores (backward)");
-      gat_edge_scores_forward(graph, el, er, edge_term, negative_slope, scores);
-      Tensor ds;
-      if (grad_el || grad_er || grad_edge_term)
-        ds = Tensor::empty({E, H}, el.dtype(), Device::cuda, "d gat scores");
-      CsrSoftmaxAggregateBackwardArgs unfused;
-      unfused.graph = &graph;
-      unfused.edge_scores = scores;
-      unfused.node_value = node_value;
-      unfused.attn_dropout = attn_dropout;
-      unfused.lse = lse;
-      unfused.grad_out = grad_in;
-      unfused.grad_scores = ds.defined() ? &ds : nullptr;
-      unfused.grad_value = grad_value;
-      csr_softmax_aggregate_backward(unfused);
-      if (ds.defined())
-        gat_edge_scores_backward(graph, el, er, edge_term, negative_slope, ds, grad_el, grad_er,
-                                 grad_edge_term);
-      return;
-    }
-    a.tiles = 1;
-    RowDer<T> der{};
-    if (grad_er) {  // from the forward's positive sums, which it must have been asked for
-      const char* op = "gat_attention_aggregate backward (d er on CUDA)";
-      check_shape(op, "pos_out", pos_out, out.shape());
-      check_same(op, "pos_out", pos_out, "out", out);
-      check_shape(op, "pos_weight", pos_weight, lse.shape());
-      check_same(op, "pos_weight", pos_weight, "lse", lse);
-      der = {pos_out.data<T>(), pos_weight.data<T>(), grad_er->data<T>(),
-             static_cast<T>(1.0 - negative_slope)};
-    }
-    // er, lse and D of each destination packed in one row of 4H values (RowPack): the walk
-    // reads them with one access an edge instead of three (at 100M edges, 8 heads: 58.3 ->
-    // 56.9 ms a step; random 32-byte reads cost the DRAM an access each, bench/gather_ceiling.cu).
-    // A short gradient row (H F + 3 H <= 16 values: the output layer) goes into the packed row
-    // too, whose 64 bytes the walk then reads with one access an edge instead of two.
-    const int lead = H * F + 3 * H <= kPackedRow ? H * F : 0;
-    const int stride = lead ? kPackedRow : 4 * H;
-    Tensor rows = Tensor::empty({N, int64_t{stride}}, el.dtype(), Device::cuda, "gat row terms");
-    T* const packed = rows.data<T>();
-    const long long NH = N * H;
-    RowActivation<T> act;
-    if (activation.elu) {
-      const double keep_scale = activation.keep_scale();
-      act = {grad_pre->data<T>(),
-             {static_cast<T>(keep_scale), static_cast<T>(activation.alpha * keep_scale)},
-             activation.dropout, static_cast<T>(1.0 / keep_scale), static_cast<T>(1.0 / activation.alpha)};
-    }
-    bias_written = grad_bias && bias_in_rows(H, F);
-    Tensor partials;  // of d bias
-    head_rows_dot<T>(grad_out.data<T>(), out.data<T>(), nullptr, NH, F, der,
-                     out_bias.defined() ? out_bias.data<T>() : nullptr, H,
-                     RowPack<T>{er.data<T>(), lse.data<T>(), packed, stride, lead}, act,
-                     bias_written ? &partials : nullptr);
-    if (bias_written && bias_partials) *bias_partials = partials;
-    else if (bias_written) bias_from_partials({partials, grad_bias});
-    if (lead) a.grad_out = packed, a.grad_stride = stride;
-    if (!grad_el && !grad_edge_term && !grad_value) return;
-    with_edge_term(edge_term, [&](auto term) {
-      const T* const er_rows = packed + lead, *const lse_rows = er_rows + H, *const D_rows = er_rows + 2 * H;
-      const GatGrad<T, decltype(term)::value> grad{
-          el.data<T>(), er_rows, edge_term.defined() ? edge_term.data<T>() : nullptr, lse_rows,
-          D_rows, stride, grad_edge_term ? grad_edge_term->data<T>() : nullptr,
-          static_cast<T>(negative_slope), grad_el ? grad_el->data<T>() : nullptr, nullptr};
-      with_group(tiling.G, [&](auto group) {
-        walk_transposed<T, VEC, decltype(group)::value>(graph, a, grad);
+  BackwardArgs<T> a =
+      backward_args<T>(graph, node_value, activation.elu ? *grad_pre : grad_out, grad_value, H, attn_dropout);
+  with_gather_vec<T>(
+      graph.num_src_nodes(), H, F, {a.V, a.grad_out, a.dV, grad_out.data<T>(), out.data<T>()}, [&](auto vec) {
+        constexpr int VEC = decltype(vec)::value;
+        const Tiling tiling(F, VEC);  // of one head
+        if (tiling.tiles > 1) {
+          if (activation.elu)  // the activation's backward on its own, then the unfused path
+            elu_dropout_backward(out, grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
+                                 KeepMask(), *grad_pre);
+          const Tensor& grad_in = activation.elu ? *grad_pre : grad_out;
+          Tensor scores = Tensor::empty({E, H}, el.dtype(), Device::cuda, "gat scores (backward)");
+          gat_edge_scores_forward(graph, el, er, edge_term, negative_slope, scores);
+          Tensor ds;
+          if (grad_el || grad_er || grad_edge_term)
+            ds = Tensor::empty({E, H}, el.dtype(), Device::cuda, "d gat scores");
+          CsrSoftmaxAggregateBackwardArgs unfused;
+          unfused.graph = &graph;
+          unfused.edge_scores = scores;
+          unfused.node_value = node_value;
+          unfused.attn_dropout = attn_dropout;
+          unfused.lse = lse;
+          unfused.grad_out = grad_in;
+          unfused.grad_scores = ds.defined() ? &ds : nullptr;
+          unfused.grad_value = grad_value;
+          csr_softmax_aggregate_backward(unfused);
+          if (ds.defined())
+            gat_edge_scores_backward(graph, el, er, edge_term, negative_slope, ds, grad_el, grad_er,
+                                     grad_edge_term);
+          return;
+        }
+        a.tiles = 1;
+        RowDer<T> der{};
+        if (grad_er) {  // from the forward's positive sums, which it must have been asked for
+          const char* op = "gat_attention_aggregate backward (d er on CUDA)";
+          check_shape(op, "pos_out", pos_out, out.shape());
+          check_same(op, "pos_out", pos_out, "out", out);
+          check_shape(op, "pos_weight", pos_weight, lse.shape());
+          check_same(op, "pos_weight", pos_weight, "lse", lse);
+          der = {pos_out.data<T>(), pos_weight.data<T>(), grad_er->data<T>(),
+                 static_cast<T>(1.0 - negative_slope)};
+        }
+        // er, lse and D of each destination packed in one row of 4H values (RowPack): the walk
+        // reads them with one access an edge instead of three (at 100M edges, 8 heads: 58.3 ->
+        // 56.9 ms a step; random 32-byte reads cost the DRAM an access each, bench/gather_ceiling.cu).
+        // A short gradient row (H F + 3 H <= 16 values: the output layer) goes into the packed row
+        // too, whose 64 bytes the walk then reads with one access an edge instead of two.
+        const int lead = H * F + 3 * H <= kPackedRow ? H * F : 0;
+        const int stride = lead ? kPackedRow : 4 * H;
+        Tensor rows = Tensor::empty({N, int64_t{stride}}, el.dtype(), Device::cuda, "gat row terms");
+        T* const packed = rows.data<T>();
+        const long long NH = N * H;
+        RowActivation<T> act;
+        if (activation.elu) {
+          const double keep_scale = activation.keep_scale();
+          act = {grad_pre->data<T>(),
+                 {static_cast<T>(keep_scale), static_cast<T>(activation.alpha * keep_scale)},
+                 activation.dropout,
+                 static_cast<T>(1.0 / keep_scale),
+                 static_cast<T>(1.0 / activation.alpha)};
+        }
+        bias_written = grad_bias && bias_in_rows(H, F);
+        Tensor partials;  // of d bias
+        head_rows_dot<T>(grad_out.data<T>(), out.data<T>(), nullptr, NH, F, der,
+                         out_bias.defined() ? out_bias.data<T>() : nullptr, H,
+                         RowPack<T>{er.data<T>(), lse.data<T>(), packed, stride, lead}, act,
+                         bias_written ? &partials : nullptr);
+        if (bias_written && bias_partials)
+          *bias_partials = partials;
+        else if (bias_written)
+          bias_from_partials({partials, grad_bias});
+        if (lead) a.grad_out = packed, a.grad_stride = stride;
+        if (!grad_el && !grad_edge_term && !grad_value) return;
+        with_edge_term(edge_term, [&](auto term) {
+          const T *const er_rows = packed + lead, *const lse_rows = er_rows + H,
+                         *const D_rows = er_rows + 2 * H;
+          const GatGrad<T, decltype(term)::value> grad{el.data<T>(),
+                                                       er_rows,
+                                                       edge_term.defined() ? edge_term.data<T>() : nullptr,
+                                                       lse_rows,
+                                                       D_rows,
+                                                       stride,
+                                                       grad_edge_term ? grad_edge_term->data<T>() : nullptr,
+                                                       static_cast<T>(negative_slope),
+                                                       grad_el ? grad_el->data<T>() : nullptr,
+                                                       nullptr};
+          with_group(tiling.G,
+                     [&](auto group) { walk_transposed<T, VEC, decltype(group)::value>(graph, a, grad); });
+        });
       });
-    });
-  });
   return bias_written;
 }
 

@@ -13,21 +13,21 @@ using Kind = SelfLoopFill::Kind;
 
 // One destination row and feature: where its edges are, in graph and in looped.
 struct Row {
-  int32_t node;                  // i
-  bool gets_loop;                // looped has (i, i): i < min(Ns, Nd)
-  int64_t begin, end;            // graph's edges into i: [begin, end)
-  int64_t looped_begin;          // looped's first edge into i
-  const int32_t* src;            // (E,) graph's sources
-  int64_t features, feature;     // D, d
+  int32_t node;               // i
+  bool gets_loop;             // looped has (i, i): i < min(Ns, Nd)
+  int64_t begin, end;         // graph's edges into i: [begin, end)
+  int64_t looped_begin;       // looped's first edge into i
+  const int32_t* src;         // (E,) graph's sources
+  int64_t features, feature;  // D, d
 };
 
 // The reduction of one row's non-loop attributes (one feature), in edge order.
 template <class T>
 struct Reduction {
-  int32_t count = 0;     // edges (j, i), j != i
+  int32_t count = 0;  // edges (j, i), j != i
   T sum = T(0);
-  T extreme = T(0);      // min or max
-  int32_t ties = 0;      // edges equal to extreme
+  T extreme = T(0);  // min or max
+  int32_t ties = 0;  // edges equal to extreme
   T product_nonzero = T(1);
   int32_t zeros = 0;
 
@@ -43,31 +43,42 @@ struct Reduction {
         ++ties;
       }
     }
-    if (v == T(0)) ++zeros;
-    else product_nonzero *= v;
+    if (v == T(0))
+      ++zeros;
+    else
+      product_nonzero *= v;
   }
   // The loop's attribute.
   GAT_HOST_DEVICE T value(Kind kind, T constant) const {
     switch (kind) {
-      case Kind::mean: return count > 0 ? sum / T(count) : T(0);
-      case Kind::add: return sum;
+      case Kind::mean:
+        return count > 0 ? sum / T(count) : T(0);
+      case Kind::add:
+        return sum;
       case Kind::min:
-      case Kind::max: return count > 0 ? extreme : T(0);
-      case Kind::mul: return zeros > 0 ? T(0) : product_nonzero;
-      default: return constant;
+      case Kind::max:
+        return count > 0 ? extreme : T(0);
+      case Kind::mul:
+        return zeros > 0 ? T(0) : product_nonzero;
+      default:
+        return constant;
     }
   }
   // d value / d v for one of the row's attributes v.
   GAT_HOST_DEVICE T derivative(Kind kind, T v) const {
     switch (kind) {
-      case Kind::mean: return T(1) / T(count);
-      case Kind::add: return T(1);
+      case Kind::mean:
+        return T(1) / T(count);
+      case Kind::add:
+        return T(1);
       case Kind::min:
-      case Kind::max: return v == extreme ? T(1) / T(ties) : T(0);
+      case Kind::max:
+        return v == extreme ? T(1) / T(ties) : T(0);
       case Kind::mul:
         if (zeros == 0) return product_nonzero / v;
         return zeros == 1 && v == T(0) ? product_nonzero : T(0);
-      default: return T(0);
+      default:
+        return T(0);
     }
   }
 };
