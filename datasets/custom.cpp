@@ -22,14 +22,14 @@ namespace {
 // an optional file that is there but broken is an error, never skipped.
 std::string find_optional_file(const std::string& dir, const std::string& name) {
   for (const std::string& file : {name, name + ".gz"}) {
-    const std::string path = (std::filesystem::path(dir) / file).string();
+    std::string path = (std::filesystem::path(dir) / file).string();
     if (io::path_exists(path)) return path;
   }
   return "";
 }
 
 std::string find_file(const std::string& dir, const std::string& name) {
-  const std::string path = find_optional_file(dir, name);
+  std::string path = find_optional_file(dir, name);
   GAT_CHECK(!path.empty(), "load_custom: ", (std::filesystem::path(dir) / name).string(),
             " (or .gz) not found");
   return path;

@@ -221,7 +221,7 @@ class Parser {
     return v;
   }
   void push(Value* v) {
-    charge(sizeof(Value*));
+    charge(sizeof(void*));
     stack_.push_back(v);
   }
   size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
@@ -249,7 +249,7 @@ class Parser {
   }
   void push_tuple(std::vector<const Value*> items) {
     Value* t = make(Value::Kind::tuple);
-    charge(items.size() * sizeof(Value*));
+    charge(items.size() * sizeof(void*));
     t->items = std::move(items);
     push(t);
   }
@@ -362,14 +362,14 @@ class Parser {
       case APPEND: {
         const Value* item = pop();
         Value* list = expect(top(), Value::Kind::list, "the APPEND target");
-        charge(sizeof(Value*));
+        charge(sizeof(void*));
         list->items.push_back(item);
         return;
       }
       case APPENDS: {
         std::vector<const Value*> items = pop_to_mark();
         Value* list = expect(top(), Value::Kind::list, "the APPENDS target");
-        charge(items.size() * sizeof(Value*));
+        charge(items.size() * sizeof(void*));
         list->items.insert(list->items.end(), items.begin(), items.end());
         return;
       }
@@ -379,7 +379,7 @@ class Parser {
         Value* target = top();
         if (target->kind != Value::Kind::dict && !target->is_object_of(kDefaultdict))
           fail("the SETITEMS target must be a dict or a defaultdict, got a ", kind_name(target->kind));
-        charge(items.size() * sizeof(Value*));
+        charge(items.size() * sizeof(void*));
         for (size_t i = 0; i < items.size(); i += 2) target->entries.emplace_back(items[i], items[i + 1]);
         return;
       }

@@ -25,7 +25,7 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-Tensor record(const char* op, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
+Tensor record(const char* op, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward) {
   if (!needs_grad(inputs)) return out;
   auto node = std::make_shared<Node>();
   node->op = op;
@@ -60,7 +60,7 @@ std::vector<std::shared_ptr<Node>> reverse_topological_order(const std::shared_p
     auto& [node, next] = stack.back();
     if (next < node->inputs.size()) {
       std::shared_ptr<Node> producer = node->inputs[next++].producer;
-      if (producer && visited.insert(producer.get()).second) stack.push_back({std::move(producer), 0});
+      if (producer && visited.insert(producer.get()).second) stack.emplace_back(std::move(producer), 0);
       continue;
     }
     post_order.push_back(node);
@@ -77,9 +77,9 @@ void check_gradient(const Node& node, const Edge& input, const Tensor& grad) {
 
 }  // namespace
 
-std::vector<Tensor> side_gradients(std::vector<Tensor> inputs, const SideWork::Fn& work) {
+std::vector<Tensor> side_gradients(const std::vector<Tensor>& inputs, const SideWork::Fn& work) {
   if (!t_side) return work(inputs);
-  return t_side->run(std::move(inputs), work);
+  return t_side->run(inputs, work);
 }
 
 void backward(const Tensor& root, Tensor grad_root) {

@@ -72,7 +72,7 @@ class NoGradGuard {
 bool needs_grad(const std::vector<Tensor>& inputs);
 
 // Attaches a Node to `out` when needs_grad(inputs); returns `out` either way.
-Tensor record(const char* op, Tensor out, std::vector<Tensor> inputs, BackwardFn backward);
+Tensor record(const char* op, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward);
 
 // Back-propagates from `root`. grad_root defaults to ones for a one-element root. A gradient
 // handed over (a temporary, or std::move) is freed as soon as the root's node has used it, not
@@ -87,7 +87,7 @@ void backward(const Tensor& root, Tensor grad_root = Tensor());
 // returns them as any other gradient; the pass hands one that goes to a parameter's empty .grad
 // over as it is and joins the side work before delivering one anywhere else. Outside a backward
 // pass: work(inputs).
-std::vector<Tensor> side_gradients(std::vector<Tensor> inputs, const SideWork::Fn& work);
+std::vector<Tensor> side_gradients(const std::vector<Tensor>& inputs, const SideWork::Fn& work);
 
 }  // namespace autograd
 }  // namespace gat

@@ -9,7 +9,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 // g++ 12's AVX-512 headers start masked intrinsics from _mm512_undefined_*() and then warn that
 // it may be used uninitialised (GCC bug 105593, fixed in 13).
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #define GAT_X86_SIMD 1
 #else

@@ -14,7 +14,7 @@ SideWork::~SideWork() {
   }
 }
 
-std::vector<Tensor> SideWork::run(std::vector<Tensor> inputs, const Fn& work) {
+std::vector<Tensor> SideWork::run(const std::vector<Tensor>& inputs, const Fn& work) {
   size_t bytes = 0;
   bool beside = true;
   for (const Tensor& t : inputs) {

@@ -30,7 +30,7 @@ class SideWork {
   // hold at most kMaxSideBytes, else on the current stream. `inputs` must hold every tensor the
   // work's kernels read; they, and the outputs, are kept until join(). No output may share an
   // input's storage, and until join() only side work may use an output.
-  std::vector<Tensor> run(std::vector<Tensor> inputs, const Fn& work);
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const Fn& work);
   // Whether t is an output of side work not joined yet, and how many references to it this
   // object holds (1 then, else 0).
   bool pending(const Tensor& t) const;

@@ -4,8 +4,8 @@ namespace gat {
 
 Sequential& Sequential::add(Function function) {
   GAT_CHECK(static_cast<bool>(function), "Sequential::add: empty function");
-  steps_.push_back(
-      {std::to_string(steps_.size()), [function](const Tensor& x, Generator*) { return function(x); }});
+  steps_.push_back({std::to_string(steps_.size()),
+                    [function = std::move(function)](const Tensor& x, Generator*) { return function(x); }});
   return *this;
 }
 

@@ -313,7 +313,7 @@ int train_runs(const Flags& flags, Device device) {
         std::snprintf(
             line, sizeof line,
             "run %lld/%lld epoch %5lld  loss %.4f  train %.4f  val %.4f (loss %.4f)  test %.4f  %.2f ms",
-            static_cast<long long>(run + 1), static_cast<long long>(flags.runs),
+            static_cast<long long>(run) + 1, static_cast<long long>(flags.runs),
             static_cast<long long>(s.epoch), s.loss, s.train_acc, s.val_acc, s.val_loss, s.test_acc,
             s.step_ms);
         progress::line(line);
@@ -328,7 +328,7 @@ int train_runs(const Flags& flags, Device device) {
       std::printf(
           "run %lld/%lld seed %llu: test acc %.4f at epoch %lld (val acc %.4f, loss %.4f), "
           "%lld epochs, %.2f ms/step\n",
-          static_cast<long long>(run + 1), static_cast<long long>(flags.runs),
+          static_cast<long long>(run) + 1, static_cast<long long>(flags.runs),
           static_cast<unsigned long long>(seed), r.test_acc, static_cast<long long>(r.best_epoch), r.val_acc,
           r.val_loss, static_cast<long long>(r.epochs), r.train_step_ms);
     if (run == 0 && !flags.save.empty()) {

@@ -114,7 +114,7 @@ Tensor index_rows(const Tensor& x, const RowIndex& index) {
   const int64_t row_words = row_elems * static_cast<int64_t>(dtype_size(x.dtype())) / 4;
   kernels::gather_rows(x, index, row_words, out);
 
-  const Shape in_shape = x.shape();
+  const Shape& in_shape = x.shape();
   return autograd::record("index_rows", out, {x}, [index, in_shape, row_elems](const Tensor& g) {
     Tensor grad_x = Tensor::zeros(in_shape, g.dtype(), g.device());
     kernels::scatter_rows(g, index, row_elems, grad_x);

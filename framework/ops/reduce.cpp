@@ -95,7 +95,7 @@ Tensor expand_values(const Tensor& g, int64_t outer, int64_t len, int64_t inner,
 
 // The recorded reduction of x viewed (outer, len, inner) to out_shape.
 Tensor sum_recorded(const Tensor& x, int64_t outer, int64_t len, int64_t inner, const Shape& out_shape) {
-  const Shape in_shape = x.shape();
+  const Shape& in_shape = x.shape();
   return autograd::record("sum", sum_values(x, outer, len, inner, out_shape), {x}, [=](const Tensor& g) {
     return std::vector<Tensor>{expand_values(g, outer, len, inner, in_shape)};
   });

@@ -12,7 +12,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   } catch (const Error& e) {
     GAT_FAIL("reshape: 'x' ", x.describe(), ": ", e.what());
   }
-  const Shape in_shape = x.shape();
+  const Shape& in_shape = x.shape();
   return autograd::record("reshape", out, {x},
                           [in_shape](const Tensor& g) { return std::vector<Tensor>{g.view(in_shape)}; });
 }

@@ -148,7 +148,7 @@ Tensor sparse_matmul(const CsrMatrix& a, const Tensor& b) {
   check_product("sparse_matmul", a, b);
   Tensor out = Tensor::empty({a.rows(), b.size(1)}, b.dtype(), b.device(), "sparse_matmul");  // (M, N)
   kernels::sparse_rows({a.row_ptr(), nullptr, a.col_idx(), a.values()}, b, out);
-  const Tensor values = a.values();
+  const Tensor& values = a.values();
   return autograd::record(
       "sparse_matmul", out, {values, b},
       [a = a.with_values(values.detach()), b = b.detach(), need_values = values.requires_grad(),
@@ -167,7 +167,7 @@ Tensor sparse_dropout_matmul(const CsrMatrix& a, const DropoutKey& key, const Te
   Tensor dropped =
       Tensor::empty(a.values().shape(), b.dtype(), b.device(), "sparse_dropout_matmul values");  // (nnz,)
   kernels::sparse_dropout_rows(a, key, dropout_keep_scale(key), b, out, dropped);
-  const Tensor values = a.values();
+  const Tensor& values = a.values();
   return autograd::record(
       "sparse_dropout_matmul", out, {values, b},
       [a = a.with_values(dropped), b = b.detach(), key, need_values = values.requires_grad(),
