@@ -125,17 +125,22 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
                     T* sj = edge_sum ? edge_sum + j * H : nullptr;
                     if (dvj) std::fill(dvj, dvj + H * F, T(0));
                     if (sj) std::fill(sj, sj + H, T(0));
-                    for (int64_t k = b; k < b + degree; ++k) {
-                      const int64_t e = t_edge_id[k], i = t_dst[k];
-                      const T* gi = G + i * H * F;
-                      if (dvj) drop.fill(e * H, H, row.drop.data());  // (H,)
-                      for (int64_t h = 0; h < H; ++h) {
-                        if (sj) sj[h] += ds[e * H + h];
-                        if (!dvj) continue;
-                        // a * keep as shifted_exps and softmax_row_backward compute it in pass 1
-                        const T w = detail::vec_exp(scores.score(e, j, i, h) - l[i * H + h]) * row.drop[h];
-                        for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w * gi[h * F + f];
-                      }
+                    // a~ (degree, H) of j's out-edges, as shifted_exps and softmax_row_backward compute
+                    // them in pass 1 (the exponentials in one flat pass, which vectorises)
+                    T* w = row.ex.data();
+                    for (int64_t k = 0; k < degree; ++k) {
+                      const int64_t e = t_edge_id[b + k], i = t_dst[b + k];
+                      for (int64_t h = 0; sj && h < H; ++h) sj[h] += ds[e * H + h];
+                      if (!dvj) continue;
+                      drop.fill(e * H, H, row.drop.data() + k * H);
+                      for (int64_t h = 0; h < H; ++h) w[k * H + h] = scores.score(e, j, i, h) - l[i * H + h];
+                    }
+                    if (!dvj) return;
+                    for (int64_t q = 0; q < degree * H; ++q) w[q] = detail::vec_exp(w[q]) * row.drop[q];
+                    for (int64_t k = 0; k < degree; ++k) {
+                      const T* gi = G + t_dst[b + k] * H * F;  // (H, F)
+                      for (int64_t h = 0; h < H; ++h)
+                        for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w[k * H + h] * gi[h * F + f];
                     }
                   });
 }
