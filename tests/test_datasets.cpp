@@ -18,10 +18,12 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "gat/datasets/custom.h"
 #include "gat/datasets/download.h"
@@ -1079,6 +1081,27 @@ TEST(Custom, SummedEdgeFeaturesThatOverflowNameTheEdge) {
                   "by the fill '" + std::string(fill)});
   check_self_loop_features(looped, ops::SelfLoopFill::parse("max"));
   check_self_loop_features(looped, ops::SelfLoopFill::parse("1e38"));
+}
+
+// gat_train moves its dataset into with_self_loops: the graph without loops must then be freed,
+// not kept beside the looped one through the whole run (a second graph at the memory peak).
+TEST(WithSelfLoops, AMovedDatasetKeepsNoCopyOfTheGraphWithoutLoops) {
+  GeneratorOptions o;
+  o.num_nodes = 1000;
+  Dataset data = generate_sbm(o);
+  const Graph& g = data.graph;
+  const std::vector<std::weak_ptr<TensorImpl>> arrays = {
+      g.row_ptr().impl_ptr(),   g.edge_src().impl_ptr(),  g.edge_dst().impl_ptr(),
+      g.t_row_ptr().impl_ptr(), g.t_edge_dst().impl_ptr(), g.t_edge_id().impl_ptr()};
+  const auto alive = [&] {
+    return std::count_if(arrays.begin(), arrays.end(), [](const auto& a) { return !a.expired(); });
+  };
+  const Dataset copied = gat::with_self_loops(data);  // the caller's copy keeps them
+  EXPECT_EQ(alive(), 6);
+  const Dataset looped = gat::with_self_loops(std::move(data));
+  EXPECT_EQ(alive(), 0);
+  EXPECT_TRUE(looped.graph.one_self_loop_per_node());
+  EXPECT_EQ(looped.graph.num_edges(), copied.graph.num_edges());
 }
 
 TEST(Planetoid, NonFiniteFeaturesAreNamedWhereTheyAppear) {

@@ -25,6 +25,7 @@
 #include <new>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gat/datasets/registry.h"
@@ -177,12 +178,12 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
               ": metadata names no dataset; pass --dataset");
     dataset = info.dataset;
   }
-  const Dataset host = load_training_dataset(dataset, flags.data_dir);
+  Dataset host = load_training_dataset(dataset, flags.data_dir);
   GAT_CHECK(flags.dataset_given || info.dataset_digest.empty() || dataset_digest(host) == info.dataset_digest,
             "--load ", flags.load, ": the dataset ", dataset,
             " is not the one the model was trained on (content digest ", dataset_digest(host),
             ", the checkpoint's: ", info.dataset_digest, "); pass --dataset to evaluate on it all the same");
-  const Dataset data = dataset_to(with_self_loops(host), device);
+  const Dataset data = dataset_to(with_self_loops(std::move(host)), device);  // frees the unlooped graph
   const GATConfig& config = info.model;
   GAT_CHECK(config.in_features == data.num_features() && config.num_classes == data.num_classes &&
                 config.edge_dim == data.num_edge_features(),
@@ -249,10 +250,11 @@ int train_runs(const Flags& flags, Device device) {
     if (!flags.log.empty()) log_start = resumed_log(flags.log, epoch);
   }
   // The looped graph once, on the host, the only graph copied to the device (GAT's layers add
-  // self loops: given a graph that has them, they keep no copy).
-  const Dataset host = load_training_dataset(flags.dataset, flags.data_dir);
+  // self loops: given a graph that has them, they keep no copy). The graph without loops is freed
+  // once the looped one is built: kept, it would be a second graph through the whole run.
+  Dataset host = load_training_dataset(flags.dataset, flags.data_dir);
   const std::string digest = dataset_digest(host);
-  const Dataset data = dataset_to(with_self_loops(host), device);
+  const Dataset data = dataset_to(with_self_loops(std::move(host)), device);
   GATConfig config = flags.model;
   config.in_features = data.num_features();
   config.num_classes = data.num_classes;

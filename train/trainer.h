@@ -141,6 +141,7 @@ Dataset load_training_dataset(const std::string& name, const std::string& data_d
 // per node), as GAT's layers (GATConvOptions::add_self_loops) use it: built once and passed to
 // the model, it is the only graph kept; the layers would otherwise keep a looped copy each.
 // Edge features follow (ops::self_loop_attr), the loops' rows 0 until a layer fills them.
+// Given the dataset by std::move, it frees the graph without loops (nothing else keeps it).
 Dataset with_self_loops(Dataset data);
 
 // A copy of the dataset with every tensor and the graph on `device`.

@@ -43,6 +43,7 @@ struct StoredScores {
   const T* s;  // (E, H)
   int64_t H;
   const T* row(RowScratch<T>&, int64_t, int64_t b, int64_t) const { return s + b * H; }
+  T score(int64_t e, int64_t, int64_t, int64_t h) const { return s[e * H + h]; }
 };
 
 // GAT's scores LeakyReLU(el[src(e)] + er[i] (+ term[e])), computed into the row's scratch.
@@ -70,23 +71,26 @@ struct GatScores {
   }
   // LeakyReLU'(argument)
   T slope(int64_t e, int64_t j, int64_t i, int64_t h) const { return factor[argument(e, j, i, h) > T(0)]; }
+  // The score of edge e = (j -> i), head h.
+  T score(int64_t e, int64_t j, int64_t i, int64_t h) const {
+    const T x = argument(e, j, i, h);
+    return x * factor[x > T(0)];
+  }
   const T* row(RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) const {
     T* s = row.s.data();  // (degree, H)
     for (int64_t k = 0; k < degree; ++k)
-      for (int64_t h = 0; h < H; ++h) {
-        const T x = argument(b + k, src[b + k], i, h);
-        s[k * H + h] = x * factor[x > T(0)];
-      }
+      for (int64_t h = 0; h < H; ++h) s[k * H + h] = score(b + k, src[b + k], i, h);
     return s;
   }
 };
 
 // The backward of both ops.
 // Pass 1 over CSR rows: a = exp(s - lse); for d scores da = G[i].V[j] * keep, the row sum r of
-// a * da, ds = a (da - r), then row_end(i, b, degree) (GAT: ds into g in place, d er); for d
-// values the dropped-out weights a * keep, kept for pass 2.
-// Pass 2 over the transposed graph, in its fixed (source, destination) order: dV and, when
-// edge_sum is given, edge_sum[j,h] = sum of ds[e,h] over j's out-edges (GAT: d el from g).
+// a * da, ds = a (da - r), then row_end(i, b, degree) (GAT: ds into g in place, d er).
+// Pass 2 over the transposed graph, in its fixed (source, destination) order: dV from the
+// dropped-out weights a * keep, computed again edge by edge as pass 1 computes them (the same
+// float operations: the same bits) rather than kept, an (E, H) array at the memory peak; and,
+// when edge_sum is given, edge_sum[j,h] = sum of ds[e,h] over j's out-edges (GAT: d el from g).
 template <class T, class Scores, class RowEnd>
 void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& node_value, const Tensor& lse,
                         const Tensor& grad_out, const DropoutKey& attn_dropout,
@@ -101,35 +105,42 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
   const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
   const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
   const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
-  std::vector<T> kept_weights(dV ? static_cast<size_t>(graph.num_edges() * H) : 0);
-  T* wk = dV ? kept_weights.data() : nullptr;  // (E, H)
-  for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-    drop.fill(b * H, degree * H, row.drop.data());                                     // (degree, H)
-    shifted_exps(scores.row(row, i, b, degree), degree, H, l + i * H, row.ex.data());  // a (degree, H)
-    for (int64_t h = 0; h < H; ++h)
-      softmax_row_backward(row, degree, H, h, F, G + (i * H + h) * F, V, src + b, ds ? ds + b * H : nullptr,
-                           wk ? wk + b * H : nullptr);
-    if (ds) row_end(i, b, degree);
-  });
+  if (ds) {
+    for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+      drop.fill(b * H, degree * H, row.drop.data());                                     // (degree, H)
+      shifted_exps(scores.row(row, i, b, degree), degree, H, l + i * H, row.ex.data());  // a (degree, H)
+      for (int64_t h = 0; h < H; ++h)
+        softmax_row_backward(row, degree, H, h, F, G + (i * H + h) * F, V, src + b, ds + b * H,
+                             static_cast<T*>(nullptr));
+      row_end(i, b, degree);
+    });
+  }
   if (!dV && !edge_sum) return;
   const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (Ns+1,)
   const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
   const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
   for_each_row<T>(t_row_ptr, graph.num_src_nodes(), H,
-                  [&](RowScratch<T>&, int64_t j, int64_t b, int64_t degree) {
+                  [&](RowScratch<T>& row, int64_t j, int64_t b, int64_t degree) {
                     T* dvj = dV ? dV + j * H * F : nullptr;
                     T* sj = edge_sum ? edge_sum + j * H : nullptr;
                     if (dvj) std::fill(dvj, dvj + H * F, T(0));
                     if (sj) std::fill(sj, sj + H, T(0));
-                    for (int64_t k = b; k < b + degree; ++k) {
-                      const int64_t e = t_edge_id[k], i = t_dst[k];
-                      const T* gi = G + i * H * F;
-                      for (int64_t h = 0; h < H; ++h) {
-                        if (sj) sj[h] += ds[e * H + h];
-                        if (!dvj) continue;
-                        const T w = wk[e * H + h];
-                        for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w * gi[h * F + f];
-                      }
+                    // a~ (degree, H) of j's out-edges, as shifted_exps and softmax_row_backward compute
+                    // them in pass 1 (the exponentials in one flat pass, which vectorises)
+                    T* w = row.ex.data();
+                    for (int64_t k = 0; k < degree; ++k) {
+                      const int64_t e = t_edge_id[b + k], i = t_dst[b + k];
+                      for (int64_t h = 0; sj && h < H; ++h) sj[h] += ds[e * H + h];
+                      if (!dvj) continue;
+                      drop.fill(e * H, H, row.drop.data() + k * H);
+                      for (int64_t h = 0; h < H; ++h) w[k * H + h] = scores.score(e, j, i, h) - l[i * H + h];
+                    }
+                    if (!dvj) return;
+                    for (int64_t q = 0; q < degree * H; ++q) w[q] = detail::vec_exp(w[q]) * row.drop[q];
+                    for (int64_t k = 0; k < degree; ++k) {
+                      const T* gi = G + t_dst[b + k] * H * F;  // (H, F)
+                      for (int64_t h = 0; h < H; ++h)
+                        for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w[k * H + h] * gi[h * F + f];
                     }
                   });
 }
