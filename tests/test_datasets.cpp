@@ -1090,9 +1090,9 @@ TEST(WithSelfLoops, AMovedDatasetKeepsNoCopyOfTheGraphWithoutLoops) {
   o.num_nodes = 1000;
   Dataset data = generate_sbm(o);
   const Graph& g = data.graph;
-  const std::vector<std::weak_ptr<TensorImpl>> arrays = {
-      g.row_ptr().impl_ptr(),   g.edge_src().impl_ptr(),  g.edge_dst().impl_ptr(),
-      g.t_row_ptr().impl_ptr(), g.t_edge_dst().impl_ptr(), g.t_edge_id().impl_ptr()};
+  const std::vector<std::weak_ptr<TensorImpl>> arrays = {g.row_ptr().impl_ptr(),    g.edge_src().impl_ptr(),
+                                                         g.edge_dst().impl_ptr(),   g.t_row_ptr().impl_ptr(),
+                                                         g.t_edge_dst().impl_ptr(), g.t_edge_id().impl_ptr()};
   const auto alive = [&] {
     return std::count_if(arrays.begin(), arrays.end(), [](const auto& a) { return !a.expired(); });
   };
