@@ -6,6 +6,7 @@
 #
 #   ./gat.sh deps | build | sanitize   the single steps (sanitize: ASan+UBSan CPU build and tests)
 #   ./gat.sh docs                      the API reference (Doxygen): BUILD_DIR/docs/html/index.html
+#   ./gat.sh format [--fix]            check (or apply) .clang-format on every C++ and CUDA file
 #   ./gat.sh torch                     the PyTorch package: torch from PyPI in a venv, the build
 #                                      with its operators, its tests (tests/python)
 #
@@ -92,6 +93,13 @@ case "$cmd" in
     deps; python=$(torch_venv)
     build "$BUILD_DIR" -DGAT_TORCH=ON -DGAT_TORCH_PYTHON="$python"
     ctest --test-dir "$BUILD_DIR" --output-on-failure -L torch ;;
+  format)  # every C++ and CUDA file as .clang-format writes it; --fix rewrites those that differ
+    PACKAGES=(clang-format); deps
+    if [ "${1:-}" = --fix ]; then
+      git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
+    else
+      git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format --dry-run --Werror
+    fi ;;
   docs)
     PACKAGES+=(doxygen); deps; configure "$BUILD_DIR"
     cmake --build "$BUILD_DIR" --target gat_docs ;;
