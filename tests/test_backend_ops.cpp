@@ -133,6 +133,13 @@ std::vector<OpCase> op_cases() {
     return a.on(values.device()).with_values(values);
   };
   const Tensor z23 = Tensor::zeros({2, 3}), z32 = Tensor::zeros({3, 2});
+  // where's masks: (33, 1) for a (40, 33, 67) output, (3, 1) for (2, 3, 4); every other row kept.
+  auto alternating_mask = [](int64_t rows) {
+    std::vector<int32_t> v(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) v[static_cast<size_t>(r)] = r % 2 == 0 ? 7 : 0;
+    return Tensor::from_vector(v, {rows, 1});
+  };
+  const OnDevice<Tensor> mask_large(alternating_mask(33)), mask_small(alternating_mask(3));
   // self_loop_attr by one fill_value, on big or mixed (both with existing self loops) and their
   // looped graphs.
   const OnDevice<Graph> big_looped(big.host().with_self_loops()),
@@ -368,9 +375,9 @@ std::vector<OpCase> op_cases() {
        {{513, 67}, {513, 67}},
        {{3, 4}, {3, 4}},
        {{[] {
-           Tensor::zeros({2, 3, 4}) - Tensor::zeros({3, 1});
+           Tensor::zeros({2, 3, 4}) - Tensor::zeros({2, 1});
          },
-         {"sub", "(2, 3, 4)", "(3, 1)", "a column"}}}},
+         {"sub", "(2, 3, 4)", "(2, 1)", "do not broadcast (axis -2: 3 against 2)"}}}},
       {"arithmetic",
        "div",
        [](const Inputs& in) { return in[0] / (in[1] * in[1] + 0.5); },
@@ -412,6 +419,76 @@ std::vector<OpCase> op_cases() {
        [](const Inputs& in) { return in[0] + in[1]; },
        {{513, 1}, {1, 67}},
        {{3, 1}, {1, 4}}},
+      // Broadcasting over any number of axes, both ways, and the comparison, power and selection ops.
+      {"arithmetic",
+       "add 3-d and 2-d",
+       [](const Inputs& in) { return in[0] + in[1]; },
+       {{40, 33, 67}, {33, 67}},
+       {{2, 3, 4}, {3, 4}},
+       {{[] {
+           Tensor::zeros({2, 3, 4}) + Tensor::zeros({2, 4});
+         },
+         {"add", "(2, 3, 4)", "(2, 4)", "axis -2"}}}},
+      {"arithmetic",
+       "mul (2, 1, 4) by (3, 1): both broadcast",
+       [](const Inputs& in) { return in[0] * in[1]; },
+       {{40, 1, 67}, {33, 1}},
+       {{2, 1, 4}, {3, 1}}},
+      {"arithmetic",
+       "sub a middle axis",
+       [](const Inputs& in) { return in[1] - in[0]; },
+       {{40, 33, 67}, {40, 1, 67}},
+       {{2, 3, 4}, {2, 1, 4}}},
+      {"arithmetic",
+       "div 4-d by ()",
+       [](const Inputs& in) { return in[0] / (in[1] * in[1] + 0.5); },
+       {{5, 6, 7, 8}, {}},
+       {{2, 1, 3, 2}, {}}},
+      {"arithmetic",
+       "maximum",
+       [](const Inputs& in) { return ops::maximum(in[0], in[1]); },
+       {{40, 33, 67}, {33, 1}},
+       {{2, 3, 4}, {3, 1}},
+       {{[=] {
+           ops::maximum(z23, Tensor::zeros({2, 3}, DType::f64));
+         },
+         {"maximum", "'b'", "f64"}}}},
+      {"arithmetic",
+       "minimum",
+       [](const Inputs& in) { return ops::minimum(in[0], in[1]) + ops::minimum(in[0], 0.25); },
+       {{513, 67}, {67}},
+       {{3, 4}, {4}},
+       {{[=] { ops::minimum(z23, z32); }, {"minimum", "(2, 3)", "(3, 2)"}}}},
+      {"arithmetic",
+       "pow",
+       [](const Inputs& in) { return ops::pow(in[0] * in[0] + 0.5, in[1]); },
+       {{40, 33, 67}, {67}},
+       {{2, 3, 4}, {4}},
+       {{[=] { ops::pow(z23, Tensor::zeros({3}, DType::i32)); }, {"pow", "'b'", "i32"}}}},
+      {"arithmetic",
+       "pow with constants",
+       [](const Inputs& in) { return ops::pow(in[0], 3.0) + ops::pow(2.0, in[0]); },
+       {{100003}},
+       {{5}}},
+      {"arithmetic",
+       "where",
+       [=](const Inputs& in) {
+         const bool large = in[0].size(0) == 40;
+         return ops::where((large ? mask_large : mask_small).on(in[0].device()), in[0], in[1]);
+       },
+       {{40, 33, 67}, {67}},
+       {{2, 3, 4}, {4}},
+       {{[=] { ops::where(z23, z23, z23); }, {"where", "'cond'", "i32"}},
+        {[=] { ops::where(Tensor::zeros({2}, DType::i32), z23, z23); },
+         {"where", "'cond'", "(2,)", "axis -1"}}}},
+      {"arithmetic",
+       "where with a constant",
+       [=](const Inputs& in) {
+         const bool large = in[0].size(0) == 40;
+         return ops::where((large ? mask_large : mask_small).on(in[0].device()), in[0], -2.0);
+       },
+       {{40, 33, 67}},
+       {{2, 3, 4}}},
       {"arithmetic",
        "constants",
        [](const Inputs& in) { return 2.0 - in[0] * 3.0 + -in[0] / 4.0 + 1.0 / (in[0] * in[0] + 0.5); },
