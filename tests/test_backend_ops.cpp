@@ -43,6 +43,7 @@
 #include "gat/framework/ops/log_softmax.h"
 #include "gat/framework/ops/losses.h"
 #include "gat/framework/ops/matmul.h"
+#include "gat/framework/ops/narrow.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
 #include "gat/framework/ops/sparse_dropout.h"
@@ -319,6 +320,66 @@ std::vector<OpCase> op_cases() {
        [index_small](const Inputs& in) { return ops::index_rows(in[0], index_small); },
        {},
        {{4, 2, 3}}},
+      {"index_rows",
+       "index_select axis 1",
+       [=](const Inputs& in) {
+         return ops::index_select(in[0], 1, in[0].size(1) == 1000 ? index_large : index_small);
+       },
+       {{5, 1000, 7}},
+       {{2, 4, 3}},
+       {{[=] {
+           ops::index_select(z23, 1, Tensor::from_vector<int32_t>({0, 3}, {2}));
+         },
+         {"index_select", "index 3", "axis 1", "(2, 3)", "length 3"}},
+        {[=] { ops::index_select(z23, -3, Tensor::from_vector<int32_t>({0}, {1})); },
+         {"index_select", "axis -3", "(2, 3)"}}}},
+      {"index_rows",
+       "index_select axis -1",
+       [=](const Inputs& in) {
+         return ops::index_select(in[0], -1, in[0].size(1) == 1000 ? index_large : index_small);
+       },
+       {{30, 1000}},
+       {{3, 4}}},
+      {"narrow",
+       "narrow axis 1",
+       [](const Inputs& in) { return ops::narrow(in[0], 1, 2, 5); },
+       {{300, 33, 9}},
+       {{2, 7, 3}},
+       {{[=] { ops::narrow(z23, 1, 2, 2); }, {"narrow", "length 2", "start 2", "(2, 3)"}},
+        {[=] { ops::narrow(z23, 1, 4, 0); }, {"narrow", "start 4", "(2, 3)"}},
+        {[=] { ops::narrow(z23, 2, 0, 1); }, {"narrow", "axis 2", "(2, 3)"}}}},
+      {"narrow",
+       "narrow axis -1 to its last element",
+       [](const Inputs& in) { return ops::narrow(in[0], -1, in[0].size(-1) - 1, 1); },
+       {{300, 67}},
+       {{3, 4}}},
+      {"narrow",
+       "select",
+       [](const Inputs& in) { return ops::select(in[0], -2, -1) * ops::select(in[0], 0, 1); },
+       {{33, 33, 9}},
+       {{3, 3, 2}},
+       {{[=] { ops::select(z23, 0, 2); }, {"select", "index 2", "(2, 3)"}},
+        {[=] { ops::select(z23, 0, -3); }, {"select", "index -3"}}}},
+      {"concat",
+       "stack axis 1",
+       [](const Inputs& in) {
+         return ops::stack({in[0], in[1], in[0]}, 1);
+       },
+       {{300, 33}, {300, 33}},
+       {{2, 3}, {2, 3}},
+       {{[=] {
+           ops::stack({z23, z32}, 0);
+         },
+         {"stack", "inputs[1]", "(3, 2)", "(2, 3)"}},
+        {[=] { ops::stack({z23}, 3); }, {"stack", "axis 3"}},
+        {[=] { ops::stack({}, 0); }, {"stack", "no inputs"}}}},
+      {"concat",
+       "stack axis -1",
+       [](const Inputs& in) {
+         return ops::stack({in[0], in[1]}, -1);
+       },
+       {{300, 33}, {300, 33}},
+       {{2, 3}, {2, 3}}},
       {"layer_norm",
        "layer_norm",
        [](const Inputs& in) { return ops::layer_norm(in[0], in[1], in[2], 1e-5); },
@@ -569,7 +630,7 @@ std::vector<OpCase> op_cases() {
        {{1000, 33}, {1000, 33}},
        {{4, 3}, {4, 3}},
        {{[=] { ops::binary_cross_entropy_with_logits(z32, z32, Tensor::from_vector<int32_t>({5}, {1})); },
-         {"index 5", "3 rows"}}}},
+         {"index 5", "length 3"}}}},
       {"losses",
        "masked mse_loss",
        [index_large](const Inputs& in) { return ops::mse_loss(in[0], in[1], index_large); },

@@ -29,6 +29,7 @@
 #include "gat/framework/ops/index_rows.h"
 #include "gat/framework/ops/log_softmax.h"
 #include "gat/framework/ops/losses.h"
+#include "gat/framework/ops/narrow.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
 #include "gat/framework/ops/sparse_dropout.h"
@@ -668,8 +669,12 @@ TEST(OpsErrors, IndexOutOfRangeNamesTheIndexAndTheBound) {
       [&] {
         ops::index_rows(x, Tensor::from_vector<int32_t>({0, 7, 3, 7}, {4}));
       },
-      {"index_rows", "index 7", "position 1", "(5, 2)", "5 rows"});
-  expect_error([&] { ops::index_rows(x, Tensor::from_vector<int32_t>({0, 5}, {2})); }, {"index 5", "5 rows"});
+      {"index_rows", "index 7", "position 1", "axis 0", "(5, 2)", "length 5"});
+  expect_error(
+      [&] {
+        ops::index_rows(x, Tensor::from_vector<int32_t>({0, 5}, {2}));
+      },
+      {"index 5", "length 5"});
   expect_error(
       [&] {
         ops::index_rows(x, Tensor::from_vector<int32_t>({1, -2}, {2}));
@@ -818,6 +823,42 @@ TEST_P(ElementwiseOnDevice, WhereSelectsAndRoutesTheGradient) {
   EXPECT_EQ(host_f64(ops::where(cond, -1.0, b.detach())), (std::vector<double>{-1, -1, 30, 40, -1, -1}));
 }
 
+TEST_P(ElementwiseOnDevice, SlicesAlongAnyAxis) {
+  // x (2, 3, 2) = 0..11; g non-uniform.
+  std::vector<double> values(12);
+  for (size_t i = 0; i < 12; ++i) values[i] = static_cast<double>(i);
+  Tensor x = leaf(values, {2, 3, 2}, device());
+  Tensor n = ops::narrow(x, -2, 1, 2);  // [:, 1:3, :]
+  EXPECT_EQ(n.shape(), (Shape{2, 2, 2}));
+  EXPECT_EQ(host_f64(n), (std::vector<double>{2, 3, 4, 5, 8, 9, 10, 11}));
+  n.backward(Tensor::from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}).to(device()));
+  EXPECT_EQ(host_f64(x.grad()), (std::vector<double>{0, 0, 1, 2, 3, 4, 0, 0, 5, 6, 7, 8}));
+
+  Tensor empty = ops::narrow(x, 1, 3, 0);  // 0-length at the end
+  EXPECT_EQ(empty.shape(), (Shape{2, 0, 2}));
+  Tensor s = ops::select(x, 2, -1);  // [:, :, 1]
+  EXPECT_EQ(s.shape(), (Shape{2, 3}));
+  EXPECT_EQ(host_f64(s), (std::vector<double>{1, 3, 5, 7, 9, 11}));
+
+  Tensor idx = Tensor::from_vector<int32_t>({2, 0, 2}, {3}).to(device());
+  Tensor y = leaf(values, {2, 3, 2}, device());
+  Tensor picked = ops::index_select(y, 1, idx);  // [:, [2, 0, 2], :]
+  EXPECT_EQ(host_f64(picked), (std::vector<double>{4, 5, 0, 1, 4, 5, 10, 11, 6, 7, 10, 11}));
+  picked.backward(
+      Tensor::from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2}).to(device()));
+  // the repeated index 2 receives both its rows' gradients
+  EXPECT_EQ(host_f64(y.grad()), (std::vector<double>{3, 4, 0, 0, 1 + 5, 2 + 6, 9, 10, 0, 0, 7 + 11, 8 + 12}));
+  EXPECT_EQ(ops::index_select(y, 0, Tensor::zeros({0}, DType::i32, device())).shape(), (Shape{0, 3, 2}));
+
+  Tensor a = leaf({1, 2}, {2}, device()), b = leaf({3, 4}, {2}, device());
+  Tensor st = ops::stack({a, b}, -1);  // (2, 2): [[1, 3], [2, 4]]
+  EXPECT_EQ(host_f64(st), (std::vector<double>{1, 3, 2, 4}));
+  st.backward(Tensor::from_vector<double>({5, 6, 7, 8}, {2, 2}).to(device()));
+  EXPECT_EQ(host_f64(a.grad()), (std::vector<double>{5, 7}));
+  EXPECT_EQ(host_f64(b.grad()), (std::vector<double>{6, 8}));
+  EXPECT_EQ(ops::stack({a.detach()}, 0).shape(), (Shape{1, 2}));
+}
+
 TEST(OpsErrors, BroadcastErrorsNameTheOpTheTensorsAndTheAxis) {
   expect_error(
       [] {
@@ -911,7 +952,7 @@ TEST_F(CudaOps, IndexRowsGathersAnyDtypeAndChecksTheBoundOnTheHost) {
   EXPECT_EQ(ops::index_rows(labels.to(Device::cuda), plan).to_vector<int32_t>(),
             (std::vector<int32_t>{8, 5, 8}));
   Tensor x = Tensor::zeros({3, 2}, DType::f32, Device::cuda);
-  expect_error([&] { ops::index_rows(x, plan); }, {"index 3", "3 rows"});
+  expect_error([&] { ops::index_rows(x, plan); }, {"index 3", "length 3"});
   // A plan on the CPU does not serve a CUDA tensor.
   EXPECT_THROW(ops::index_rows(x, ops::RowIndex(Tensor::from_vector<int32_t>({0}, {1}))), Error);
 }

@@ -360,6 +360,6 @@ TEST(NetworkOpsErrors, LossesNameTheirArguments) {
   expect_error([&] { ops::binary_cross_entropy_with_logits(Tensor::zeros({0}), Tensor::zeros({0})); },
                {"binary_cross_entropy_with_logits", "no elements"});
   expect_error([&] { ops::mse_loss(x, x, Tensor::zeros({0}, DType::i32)); }, {"mse_loss", "index is empty"});
-  expect_error([&] { ops::binary_cross_entropy_with_logits(x, x, index); }, {"index 5", "3 rows"});
+  expect_error([&] { ops::binary_cross_entropy_with_logits(x, x, index); }, {"index 5", "length 3"});
   expect_error([&] { ops::mse_loss(x, x, Tensor::zeros({2}, DType::f32)); }, {"index", "i32"});
 }
