@@ -89,16 +89,23 @@ Tensor reduce_to(const Shape& shape, Tensor grad) {
   return grad.view(shape);
 }
 
+// The tensor operands among a and b (an op's inputs on the tape).
+std::vector<Tensor> tensors_of(const Operand& a, const Operand& b) {
+  std::vector<Tensor> tensors;
+  for (const Operand* side : {&a, &b})
+    if (side->tensor.defined()) tensors.push_back(side->tensor);
+  return tensors;
+}
+
+bool needs_grad(const Operand& x) { return x.tensor.defined() && x.tensor.requires_grad(); }
+
 // The autograd entry shared by every binary op: a, b are tensors (broadcast) or constants.
 Tensor binary_op(const char* op, BinaryOp kind, const Operand& a, const Operand& b, const Shape& shape) {
   broadcast_layout(op, shape, {a.tensor, b.tensor});  // throws for a broadcast the kernels cannot walk
   Tensor out = binary_values(op, kind, a, b, shape);
-  std::vector<Tensor> inputs;
-  for (const Operand* side : {&a, &b})
-    if (side->tensor.defined()) inputs.push_back(side->tensor);
+  const std::vector<Tensor> inputs = tensors_of(a, b);
   if (!autograd::needs_grad(inputs)) return out;
-  const bool need_a = a.tensor.defined() && a.tensor.requires_grad();
-  const bool need_b = b.tensor.defined() && b.tensor.requires_grad();
+  const bool need_a = needs_grad(a), need_b = needs_grad(b);
   // No history in the closure: only detached values.
   Operand a_saved = a, b_saved = b;
   if (a.tensor.defined()) a_saved.tensor = a.tensor.detach();
@@ -178,12 +185,9 @@ Tensor where_op(const Tensor& cond, const Operand& a, const Operand& b) {
   const Shape shape = broadcast_shape(op, {{"cond", cond}, {"a", a.tensor}, {"b", b.tensor}});
   broadcast_layout(op, shape, {a.tensor, b.tensor, cond});  // throws for a broadcast the kernels cannot walk
   Tensor out = where_values(op, cond, a, b, shape, like);
-  std::vector<Tensor> inputs;
-  for (const Operand* side : {&a, &b})
-    if (side->tensor.defined()) inputs.push_back(side->tensor);
+  const std::vector<Tensor> inputs = tensors_of(a, b);
   if (!autograd::needs_grad(inputs)) return out;
-  const bool need_a = a.tensor.defined() && a.tensor.requires_grad();
-  const bool need_b = b.tensor.defined() && b.tensor.requires_grad();
+  const bool need_a = needs_grad(a), need_b = needs_grad(b);
   const Shape a_shape = a.tensor.defined() ? a.tensor.shape() : Shape(),
               b_shape = b.tensor.defined() ? b.tensor.shape() : Shape();
   return autograd::record(op, out, inputs, [=, cond = cond.detach()](const Tensor& g) {
