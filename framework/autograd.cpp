@@ -10,10 +10,39 @@ namespace gat::autograd {
 
 namespace {
 thread_local bool g_grad_enabled = true;
-thread_local SideWork* t_side = nullptr;  // the running backward pass's side work
+thread_local SideWork* t_side = nullptr;       // the running backward pass's side work
+thread_local const Node* t_running = nullptr;  // the node whose backward closure runs
+
+// A handle to t's data that is not checked as a saved tensor: gradients travel through the pass
+// as these, whatever handle they came as (a closure may return what it saved; the caller may give
+// a detached grad_root), so that summing into them in place is not taken for a modification.
+Tensor unchecked(Tensor t) {
+  if (!t.defined() || t.impl().saved_version < 0) return t;
+  Tensor out = t.alias();
+  out.impl().saved_version = -1;
+  return out;
+}
 }  // namespace
 
 bool grad_enabled() { return g_grad_enabled; }
+
+bool in_backward() { return t_running != nullptr; }
+
+void check_saved(const Tensor& t, uint64_t saved_version) {
+  if (!t_running) return;
+  const Node& node = *t_running;
+  const Storage* data = t.impl().storage.get();
+  std::string which = "a tensor it saved";
+  if (data == node.output_storage) which = "its output";
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    if (data == node.inputs[i].storage)
+      which = "its input " + std::to_string(i + 1) + " of " + std::to_string(node.inputs.size());
+  GAT_FAIL("backward of ", node.op, ": ", which, " (", t.describe(),
+           ") was modified in place after the forward pass (version ", t.impl().storage->version(),
+           ", saved at ", saved_version,
+           "); its gradient needs the values the forward pass used: run the forward pass again after the "
+           "change, or modify a clone()");
+}
 
 NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
@@ -38,10 +67,12 @@ Tensor record(const char* op, Tensor out, const std::vector<Tensor>& inputs, Bac
       else if (in.requires_grad())
         edge.leaf = in.impl_ptr();
       edge.shape = in.shape(), edge.dtype = in.dtype(), edge.device = in.device();
+      edge.storage = in.impl().storage.get();
     }
     node->inputs.push_back(std::move(edge));
   }
   node->backward = std::move(backward);
+  node->output_storage = out.impl().storage.get();
   out.impl().requires_grad = true;
   out.impl().grad_fn = std::move(node);
   return out;
@@ -85,7 +116,7 @@ std::vector<Tensor> side_gradients(const std::vector<Tensor>& inputs, const Side
 void backward(const Tensor& root, Tensor grad_root) {
   GAT_CHECK(root.requires_grad(), "backward: the tensor ", root.describe(),
             " does not require grad (no input of its computation requires grad)");
-  Tensor seed = std::move(grad_root);
+  Tensor seed = unchecked(std::move(grad_root));
   if (!seed.defined()) {
     GAT_CHECK(root.numel() == 1, "backward: a gradient must be given for a non-scalar root ",
               root.describe());
@@ -146,7 +177,14 @@ void backward(const Tensor& root, Tensor grad_root) {
     pending.erase(it);
     GAT_CHECK(node.backward, "backward: the graph through '", node.op,
               "' was already back-propagated (its saved tensors are freed)");
-    std::vector<Tensor> grads = node.backward(grad_out);
+    std::vector<Tensor> grads;
+    {
+      struct Running {
+        explicit Running(const Node* node) { t_running = node; }
+        ~Running() { t_running = nullptr; }
+      } running(&node);
+      grads = node.backward(grad_out);
+    }
     GAT_CHECK(grads.size() == node.inputs.size(), "autograd: backward of '", node.op, "' gave ", grads.size(),
               " gradients for ", node.inputs.size(), " inputs");
     const std::vector<Edge> inputs = std::move(node.inputs);
@@ -157,6 +195,7 @@ void backward(const Tensor& root, Tensor grad_root) {
     for (size_t i = 0; i < grads.size(); ++i)
       unshared[i] = grads[i].defined() && grads[i].impl_ptr().use_count() == 1 + side.pending(grads[i]) &&
                     grads[i].impl().storage.use_count() == 1 && !grads[i].requires_grad();
+    for (Tensor& grad : grads) grad = unchecked(std::move(grad));
     for (size_t i = 0; i < grads.size(); ++i) {
       const Edge& input = inputs[i];
       if ((!input.producer && !input.leaf) || !grads[i].defined()) continue;

@@ -17,6 +17,15 @@
 //    an intermediate tensor lives from the forward to the backward only if a closure saved it;
 //  - after backward the tape's closures are released (saved tensors freed); a second backward
 //    through the same graph throws.
+//
+// Saved tensors. A closure saves what it captures with detach(), and detach() records the
+// version of the tensor's storage (Storage::version, shared by every view and handle of it, and
+// bumped by every in-place write: copy_, zero_, ops::fill_, ops::add_into, an optimiser step).
+// When a closure reads the data of a saved tensor whose storage has been modified in place since,
+// the pass throws gat::Error naming the op, which of its inputs (or its output) it is, and both
+// versions: the gradient would be computed from values the forward pass did not use. So no op can
+// forget the check: it is in the save. Modifying a tensor before the forward pass, or between
+// passes, is fine; so is modifying an input that the op did not save (add keeps neither).
 #pragma once
 
 #include <functional>
@@ -42,19 +51,28 @@ struct Edge {
   std::shared_ptr<Node> producer;    // the input's grad_fn, or null
   std::shared_ptr<TensorImpl> leaf;  // a leaf input that requires grad, or null
   Shape shape;                       // the input's, to check the gradient a closure returns
+  const Storage* storage = nullptr;  // the input's data, to name a saved tensor in an error (never read)
   DType dtype = DType::f32;
   Device device = Device::cpu;
 };
 
 struct Node {
-  std::string op;            // the op's name, for error messages
-  std::vector<Edge> inputs;  // one per input the op differentiates with respect to
-  BackwardFn backward;       // empty once run
+  std::string op;                           // the op's name, for error messages
+  const Storage* output_storage = nullptr;  // the output's data, to name a saved tensor (never read)
+  std::vector<Edge> inputs;                 // one per input the op differentiates with respect to
+  BackwardFn backward;                      // empty once run
 };
 
 namespace autograd {
 
 bool grad_enabled();
+
+// True while a backward closure runs.
+bool in_backward();
+
+// Called when `t`, saved at `saved_version`, is read with its storage at another version: throws
+// inside a backward closure (naming the op and the tensor); does nothing outside one.
+void check_saved(const Tensor& t, uint64_t saved_version);
 
 // Disables recording in its scope (evaluation, optimiser updates).
 class NoGradGuard {

@@ -185,6 +185,7 @@ void Optimizer::apply(const optim::Rule& rule, int buffers) {
               "Optimizer: gradient ", g.describe(), " does not match parameter ", i, " ", p.describe());
     if (buffers >= 1) ensure_buffer(buffer1_[i], p);
     if (buffers >= 2) ensure_buffer(buffer2_[i], p);
+    p.mark_modified();  // a saved handle of p would no longer hold what the forward pass read
     const int64_t step = recording ? steps_[i] + 1 : ++steps_[i];
     dispatch_float(p.dtype(), "Optimizer", [&](auto zero) {
       using T = decltype(zero);

@@ -221,13 +221,25 @@ Tensor Tensor::clone() const {
   return out;
 }
 
+Tensor Tensor::alias() const {
+  auto out = std::make_shared<TensorImpl>();
+  out->shape = shape();
+  out->dtype = dtype();
+  out->storage = impl().storage;
+  out->offset = impl().offset;
+  out->saved_version = impl().saved_version;
+  return Tensor(std::move(out));
+}
+
 Tensor Tensor::detach() const {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->shape = shape();
-  impl->dtype = dtype();
-  impl->storage = this->impl().storage;
-  impl->offset = this->impl().offset;
-  return Tensor(std::move(impl));
+  Tensor out = alias();
+  // In a backward pass nothing is saved for a later one: the handle stays as checked as this one.
+  if (!autograd::in_backward()) out.impl().saved_version = static_cast<int64_t>(impl().storage->version());
+  return out;
+}
+
+void Tensor::check_saved_version() const {
+  autograd::check_saved(*this, static_cast<uint64_t>(impl().saved_version));
 }
 
 Tensor Tensor::view(const Shape& new_shape) const {
@@ -249,7 +261,7 @@ Tensor Tensor::view(const Shape& new_shape) const {
   }
   GAT_CHECK(shape_numel(resolved) == numel(), "view: cannot view ", shape_str(shape()), " (", numel(),
             " elements) as ", shape_str(new_shape));
-  Tensor out = detach();
+  Tensor out = alias();
   out.impl().shape = resolved;
   return out;
 }
@@ -257,7 +269,7 @@ Tensor Tensor::view(const Shape& new_shape) const {
 Tensor Tensor::rows(int64_t begin, int64_t end) const {
   GAT_CHECK(dim() >= 1 && 0 <= begin && begin <= end && end <= size(0), "rows: [", begin, ", ", end,
             ") is not a range of rows of a tensor of ", describe());
-  Tensor out = detach();
+  Tensor out = alias();
   out.impl().shape[0] = end - begin;
   out.impl().offset +=
       static_cast<size_t>(begin * (size(0) == 0 ? 0 : numel() / size(0))) * dtype_size(dtype());
@@ -268,9 +280,11 @@ void Tensor::copy_(const Tensor& src) {
   GAT_CHECK(src.shape() == shape() && src.dtype() == dtype(), "Tensor::copy_: source ", src.describe(),
             " does not match destination ", describe());
   copy_bytes(raw_data(), device(), src.raw_data(), src.device(), nbytes());
+  mark_modified();
 }
 
 void Tensor::zero_() {
+  mark_modified();
   if (nbytes() == 0) return;  // an empty tensor has no storage: memset(nullptr, ...) is undefined
   if (device() == Device::cpu)
     std::memset(raw_data(), 0, nbytes());

@@ -66,8 +66,15 @@ class Storage {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
 
+  // The number of in-place modifications of the data so far (Tensor::mark_modified): one counter
+  // for every tensor over this storage (views, detached handles). Autograd compares it with the
+  // version a backward closure saved (TensorImpl::saved_version).
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
  private:
   void* data_ = nullptr;
+  uint64_t version_ = 0;
   size_t bytes_ = 0;
   Device device_;
   bool owned_ = true;                             // false for a view
@@ -82,6 +89,10 @@ struct TensorImpl {
   DType dtype = DType::f32;
   std::shared_ptr<Storage> storage;
   size_t offset = 0;  // bytes into storage
+  // The storage's version when detach() made this handle (what a backward closure saves), or -1
+  // for a handle that is not checked. Reading the data of a handle whose storage has moved on
+  // since, inside a backward pass, throws (autograd.h, "Saved tensors").
+  int64_t saved_version = -1;
   // autograd
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;  // accumulated gradient of a leaf (same shape/dtype/device)
@@ -128,20 +139,33 @@ class Tensor {
               ">() on a tensor of ", describe());
     return reinterpret_cast<T*>(raw_data());
   }
-  void* raw_data() const { return static_cast<char*>(impl().storage->data()) + impl().offset; }
+  void* raw_data() const {
+    const TensorImpl& i = impl();
+    if (i.saved_version >= 0 && static_cast<uint64_t>(i.saved_version) != i.storage->version())
+      check_saved_version();
+    return static_cast<char*>(i.storage->data()) + i.offset;
+  }
   template <class T>
   std::vector<T> to_vector() const;  // copies to host
   double item() const;               // one-element tensor, any dtype/device
 
   // ---- copies and views (no autograd) ----
-  Tensor to(Device device) const;                 // copy to device (returns *this handle if already there)
-  Tensor to(DType dtype) const;                   // converted copy (same device)
-  Tensor clone() const;                           // deep copy, same dtype/device, no autograd history
-  Tensor detach() const;                          // same storage, no autograd history
-  Tensor view(const Shape& shape) const;          // same storage, new shape (one -1 allowed), no autograd
-  Tensor rows(int64_t begin, int64_t end) const;  // [begin, end) along axis 0: same storage, no autograd
+  Tensor to(Device device) const;  // copy to device (returns *this handle if already there)
+  Tensor to(DType dtype) const;    // converted copy (same device)
+  Tensor clone() const;            // deep copy, same dtype/device, no autograd history
+  // Same storage, no autograd history. Outside a backward pass the handle records the storage's
+  // version (saved_version): a backward closure that captures it (as every op's does) reads it
+  // only while nothing has modified the storage in place since.
+  Tensor detach() const;
+  // Views: same storage, no autograd; a view of a saved handle is checked as the handle is.
+  Tensor alias() const;                           // same shape
+  Tensor view(const Shape& shape) const;          // new shape (one -1 allowed)
+  Tensor rows(int64_t begin, int64_t end) const;  // [begin, end) along axis 0
   void copy_(const Tensor& src);                  // elementwise copy of equal shape/dtype, any devices
   void zero_();                                   // fill with zeros, in place
+  // Records an in-place write into this tensor's data (bumps its storage's version). Every
+  // in-place write calls it: copy_, zero_, ops::fill_, ops::add_into, the optimisers' updates.
+  void mark_modified() const { impl().storage->bump_version(); }
   // Moves this tensor's data to `device` in place: every handle to it (module parameters,
   // optimiser references) sees the new storage. Gradients move too.
   void move_to_(Device device);
@@ -161,6 +185,9 @@ class Tensor {
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
 
  private:
+  // Throws inside a backward pass (the handle was saved, then its storage modified in place).
+  void check_saved_version() const;
+
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -43,6 +43,7 @@
 #include "gat/framework/ops/log_softmax.h"
 #include "gat/framework/ops/losses.h"
 #include "gat/framework/ops/matmul.h"
+#include "gat/framework/ops/narrow.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
 #include "gat/framework/ops/sparse_dropout.h"
@@ -133,6 +134,13 @@ std::vector<OpCase> op_cases() {
     return a.on(values.device()).with_values(values);
   };
   const Tensor z23 = Tensor::zeros({2, 3}), z32 = Tensor::zeros({3, 2});
+  // where's masks: (33, 1) for a (40, 33, 67) output, (3, 1) for (2, 3, 4); every other row kept.
+  auto alternating_mask = [](int64_t rows) {
+    std::vector<int32_t> v(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) v[static_cast<size_t>(r)] = r % 2 == 0 ? 7 : 0;
+    return Tensor::from_vector(v, {rows, 1});
+  };
+  const OnDevice<Tensor> mask_large(alternating_mask(33)), mask_small(alternating_mask(3));
   // self_loop_attr by one fill_value, on big or mixed (both with existing self loops) and their
   // looped graphs.
   const OnDevice<Graph> big_looped(big.host().with_self_loops()),
@@ -312,6 +320,66 @@ std::vector<OpCase> op_cases() {
        [index_small](const Inputs& in) { return ops::index_rows(in[0], index_small); },
        {},
        {{4, 2, 3}}},
+      {"index_rows",
+       "index_select axis 1",
+       [=](const Inputs& in) {
+         return ops::index_select(in[0], 1, in[0].size(1) == 1000 ? index_large : index_small);
+       },
+       {{5, 1000, 7}},
+       {{2, 4, 3}},
+       {{[=] {
+           ops::index_select(z23, 1, Tensor::from_vector<int32_t>({0, 3}, {2}));
+         },
+         {"index_select", "index 3", "axis 1", "(2, 3)", "length 3"}},
+        {[=] { ops::index_select(z23, -3, Tensor::from_vector<int32_t>({0}, {1})); },
+         {"index_select", "axis -3", "(2, 3)"}}}},
+      {"index_rows",
+       "index_select axis -1",
+       [=](const Inputs& in) {
+         return ops::index_select(in[0], -1, in[0].size(1) == 1000 ? index_large : index_small);
+       },
+       {{30, 1000}},
+       {{3, 4}}},
+      {"narrow",
+       "narrow axis 1",
+       [](const Inputs& in) { return ops::narrow(in[0], 1, 2, 5); },
+       {{300, 33, 9}},
+       {{2, 7, 3}},
+       {{[=] { ops::narrow(z23, 1, 2, 2); }, {"narrow", "length 2", "start 2", "(2, 3)"}},
+        {[=] { ops::narrow(z23, 1, 4, 0); }, {"narrow", "start 4", "(2, 3)"}},
+        {[=] { ops::narrow(z23, 2, 0, 1); }, {"narrow", "axis 2", "(2, 3)"}}}},
+      {"narrow",
+       "narrow axis -1 to its last element",
+       [](const Inputs& in) { return ops::narrow(in[0], -1, in[0].size(-1) - 1, 1); },
+       {{300, 67}},
+       {{3, 4}}},
+      {"narrow",
+       "select",
+       [](const Inputs& in) { return ops::select(in[0], -2, -1) * ops::select(in[0], 0, 1); },
+       {{33, 33, 9}},
+       {{3, 3, 2}},
+       {{[=] { ops::select(z23, 0, 2); }, {"select", "index 2", "(2, 3)"}},
+        {[=] { ops::select(z23, 0, -3); }, {"select", "index -3"}}}},
+      {"concat",
+       "stack axis 1",
+       [](const Inputs& in) {
+         return ops::stack({in[0], in[1], in[0]}, 1);
+       },
+       {{300, 33}, {300, 33}},
+       {{2, 3}, {2, 3}},
+       {{[=] {
+           ops::stack({z23, z32}, 0);
+         },
+         {"stack", "inputs[1]", "(3, 2)", "(2, 3)"}},
+        {[=] { ops::stack({z23}, 3); }, {"stack", "axis 3"}},
+        {[=] { ops::stack({}, 0); }, {"stack", "no inputs"}}}},
+      {"concat",
+       "stack axis -1",
+       [](const Inputs& in) {
+         return ops::stack({in[0], in[1]}, -1);
+       },
+       {{300, 33}, {300, 33}},
+       {{2, 3}, {2, 3}}},
       {"layer_norm",
        "layer_norm",
        [](const Inputs& in) { return ops::layer_norm(in[0], in[1], in[2], 1e-5); },
@@ -368,9 +436,9 @@ std::vector<OpCase> op_cases() {
        {{513, 67}, {513, 67}},
        {{3, 4}, {3, 4}},
        {{[] {
-           Tensor::zeros({2, 3, 4}) - Tensor::zeros({3, 1});
+           Tensor::zeros({2, 3, 4}) - Tensor::zeros({2, 1});
          },
-         {"sub", "(2, 3, 4)", "(3, 1)", "a column"}}}},
+         {"sub", "(2, 3, 4)", "(2, 1)", "do not broadcast (axis -2: 3 against 2)"}}}},
       {"arithmetic",
        "div",
        [](const Inputs& in) { return in[0] / (in[1] * in[1] + 0.5); },
@@ -412,6 +480,76 @@ std::vector<OpCase> op_cases() {
        [](const Inputs& in) { return in[0] + in[1]; },
        {{513, 1}, {1, 67}},
        {{3, 1}, {1, 4}}},
+      // Broadcasting over any number of axes, both ways, and the comparison, power and selection ops.
+      {"arithmetic",
+       "add 3-d and 2-d",
+       [](const Inputs& in) { return in[0] + in[1]; },
+       {{40, 33, 67}, {33, 67}},
+       {{2, 3, 4}, {3, 4}},
+       {{[] {
+           Tensor::zeros({2, 3, 4}) + Tensor::zeros({2, 4});
+         },
+         {"add", "(2, 3, 4)", "(2, 4)", "axis -2"}}}},
+      {"arithmetic",
+       "mul (2, 1, 4) by (3, 1): both broadcast",
+       [](const Inputs& in) { return in[0] * in[1]; },
+       {{40, 1, 67}, {33, 1}},
+       {{2, 1, 4}, {3, 1}}},
+      {"arithmetic",
+       "sub a middle axis",
+       [](const Inputs& in) { return in[1] - in[0]; },
+       {{40, 33, 67}, {40, 1, 67}},
+       {{2, 3, 4}, {2, 1, 4}}},
+      {"arithmetic",
+       "div 4-d by ()",
+       [](const Inputs& in) { return in[0] / (in[1] * in[1] + 0.5); },
+       {{5, 6, 7, 8}, {}},
+       {{2, 1, 3, 2}, {}}},
+      {"arithmetic",
+       "maximum",
+       [](const Inputs& in) { return ops::maximum(in[0], in[1]); },
+       {{40, 33, 67}, {33, 1}},
+       {{2, 3, 4}, {3, 1}},
+       {{[=] {
+           ops::maximum(z23, Tensor::zeros({2, 3}, DType::f64));
+         },
+         {"maximum", "'b'", "f64"}}}},
+      {"arithmetic",
+       "minimum",
+       [](const Inputs& in) { return ops::minimum(in[0], in[1]) + ops::minimum(in[0], 0.25); },
+       {{513, 67}, {67}},
+       {{3, 4}, {4}},
+       {{[=] { ops::minimum(z23, z32); }, {"minimum", "(2, 3)", "(3, 2)"}}}},
+      {"arithmetic",
+       "pow",
+       [](const Inputs& in) { return ops::pow(in[0] * in[0] + 0.5, in[1]); },
+       {{40, 33, 67}, {67}},
+       {{2, 3, 4}, {4}},
+       {{[=] { ops::pow(z23, Tensor::zeros({3}, DType::i32)); }, {"pow", "'b'", "i32"}}}},
+      {"arithmetic",
+       "pow with constants",
+       [](const Inputs& in) { return ops::pow(in[0], 3.0) + ops::pow(2.0, in[0]); },
+       {{100003}},
+       {{5}}},
+      {"arithmetic",
+       "where",
+       [=](const Inputs& in) {
+         const bool large = in[0].size(0) == 40;
+         return ops::where((large ? mask_large : mask_small).on(in[0].device()), in[0], in[1]);
+       },
+       {{40, 33, 67}, {67}},
+       {{2, 3, 4}, {4}},
+       {{[=] { ops::where(z23, z23, z23); }, {"where", "'cond'", "i32"}},
+        {[=] { ops::where(Tensor::zeros({2}, DType::i32), z23, z23); },
+         {"where", "'cond'", "(2,)", "axis -1"}}}},
+      {"arithmetic",
+       "where with a constant",
+       [=](const Inputs& in) {
+         const bool large = in[0].size(0) == 40;
+         return ops::where((large ? mask_large : mask_small).on(in[0].device()), in[0], -2.0);
+       },
+       {{40, 33, 67}},
+       {{2, 3, 4}}},
       {"arithmetic",
        "constants",
        [](const Inputs& in) { return 2.0 - in[0] * 3.0 + -in[0] / 4.0 + 1.0 / (in[0] * in[0] + 0.5); },
@@ -492,7 +630,7 @@ std::vector<OpCase> op_cases() {
        {{1000, 33}, {1000, 33}},
        {{4, 3}, {4, 3}},
        {{[=] { ops::binary_cross_entropy_with_logits(z32, z32, Tensor::from_vector<int32_t>({5}, {1})); },
-         {"index 5", "3 rows"}}}},
+         {"index 5", "length 3"}}}},
       {"losses",
        "masked mse_loss",
        [index_large](const Inputs& in) { return ops::mse_loss(in[0], in[1], index_large); },

@@ -29,6 +29,7 @@
 #include "gat/framework/ops/index_rows.h"
 #include "gat/framework/ops/log_softmax.h"
 #include "gat/framework/ops/losses.h"
+#include "gat/framework/ops/narrow.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
 #include "gat/framework/ops/sparse_dropout.h"
@@ -668,8 +669,12 @@ TEST(OpsErrors, IndexOutOfRangeNamesTheIndexAndTheBound) {
       [&] {
         ops::index_rows(x, Tensor::from_vector<int32_t>({0, 7, 3, 7}, {4}));
       },
-      {"index_rows", "index 7", "position 1", "(5, 2)", "5 rows"});
-  expect_error([&] { ops::index_rows(x, Tensor::from_vector<int32_t>({0, 5}, {2})); }, {"index 5", "5 rows"});
+      {"index_rows", "index 7", "position 1", "axis 0", "(5, 2)", "length 5"});
+  expect_error(
+      [&] {
+        ops::index_rows(x, Tensor::from_vector<int32_t>({0, 5}, {2}));
+      },
+      {"index 5", "length 5"});
   expect_error(
       [&] {
         ops::index_rows(x, Tensor::from_vector<int32_t>({1, -2}, {2}));
@@ -725,6 +730,149 @@ TEST_P(ElementwiseOnDevice, EmptyTensors) {
   EXPECT_EQ(ops::log_softmax(empty, 1).shape(), (Shape{0, 3}));
   EXPECT_EQ(ops::sigmoid(empty).shape(), (Shape{0, 3}));
   EXPECT_EQ(ops::transpose(empty).shape(), (Shape{3, 0}));
+}
+
+// Broadcasting over any axes, and the comparison, power and selection ops: values and gradients
+// on each device (non-uniform upstream gradients; the f64 gradient checks and the CUDA-against-CPU
+// comparisons are rows of test_backend_ops.cpp).
+namespace {
+Tensor leaf(const std::vector<double>& values, const Shape& shape, Device device) {
+  return Tensor::from_vector(values, shape).to(device).set_requires_grad();
+}
+}  // namespace
+
+TEST_P(ElementwiseOnDevice, BroadcastsOverAnyAxesBothWays) {
+  // (2, 1, 3) + (2, 1): out[i, j, k] = a[i, 0, k] + b[j, 0] -> (2, 2, 3)
+  Tensor a = leaf({1, 2, 3, 4, 5, 6}, {2, 1, 3}, device());
+  Tensor b = leaf({10, 20}, {2, 1}, device());
+  Tensor out = a + b;
+  EXPECT_EQ(out.shape(), (Shape{2, 2, 3}));
+  EXPECT_EQ(host_f64(out), (std::vector<double>{11, 12, 13, 21, 22, 23, 14, 15, 16, 24, 25, 26}));
+  const std::vector<double> g = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  out.backward(Tensor::from_vector(g, {2, 2, 3}).to(device()));
+  EXPECT_EQ(host_f64(a.grad()), (std::vector<double>{5, 7, 9, 17, 19, 21}));  // summed over j
+  EXPECT_EQ(host_f64(b.grad()),
+            (std::vector<double>{(1 + 2 + 3) + (7 + 8 + 9), (4 + 5 + 6) + (10 + 11 + 12)}));
+}
+
+TEST_P(ElementwiseOnDevice, BroadcastBoundaries) {
+  // Size-1 axes on both sides, a 0-dimensional operand, and empty outputs.
+  Tensor a = leaf({1, 2}, {1, 1, 2}, device()), b = leaf({3, 4}, {2, 1, 1}, device());
+  Tensor out = ops::mul(a, b);
+  EXPECT_EQ(out.shape(), (Shape{2, 1, 2}));
+  EXPECT_EQ(host_f64(out), (std::vector<double>{3, 6, 4, 8}));
+  out.backward(Tensor::from_vector<double>({1, -1, 2, 5}, {2, 1, 2}).to(device()));
+  EXPECT_EQ(host_f64(a.grad()), (std::vector<double>{3 + 8, -3 + 20}));
+  EXPECT_EQ(host_f64(b.grad()), (std::vector<double>{1 - 2, 2 + 10}));
+
+  Tensor s = leaf({2}, {}, device());
+  Tensor x = leaf({1, 2, 3}, {3}, device());
+  Tensor y = ops::div(x, s);
+  y.backward(Tensor::from_vector<double>({1, 2, 4}, {3}).to(device()));
+  EXPECT_EQ(s.grad().shape(), (Shape{}));
+  EXPECT_DOUBLE_EQ(s.grad().item(), -(1 * 1 + 2 * 2 + 4 * 3) / 4.0);
+
+  Tensor empty = leaf({}, {0, 1}, device()), row = leaf({1, 2, 3}, {1, 3}, device());
+  Tensor e = empty + row;
+  EXPECT_EQ(e.shape(), (Shape{0, 3}));
+  e.backward(Tensor::zeros({0, 3}, DType::f64, device()));
+  EXPECT_EQ(host_f64(row.grad()), (std::vector<double>{0, 0, 0}));  // a sum over no rows
+  EXPECT_EQ(empty.grad().shape(), (Shape{0, 1}));
+}
+
+TEST_P(ElementwiseOnDevice, MaximumAndMinimumSplitTiesAndPropagateNaN) {
+  const std::vector<double> g = {2, 4, 8};
+  for (bool is_max : {true, false}) {
+    Tensor a = leaf({1, 2, 3}, {3}, device()), b = leaf({1, 3, 2}, {3}, device());
+    Tensor out = is_max ? ops::maximum(a, b) : ops::minimum(a, b);
+    EXPECT_EQ(host_f64(out), is_max ? (std::vector<double>{1, 3, 3}) : (std::vector<double>{1, 2, 2}));
+    out.backward(Tensor::from_vector(g, {3}).to(device()));
+    // the tie (element 0) gives each side half, as torch.maximum / torch.minimum do
+    EXPECT_EQ(host_f64(a.grad()), is_max ? (std::vector<double>{1, 0, 8}) : (std::vector<double>{1, 4, 0}));
+    EXPECT_EQ(host_f64(b.grad()), is_max ? (std::vector<double>{1, 4, 0}) : (std::vector<double>{1, 0, 8}));
+  }
+  const double nan = std::nan("");
+  Tensor x = Tensor::from_vector<double>({nan, 1}, {2}).to(device());
+  Tensor y = Tensor::from_vector<double>({1, nan}, {2}).to(device());
+  for (const Tensor& r : {ops::maximum(x, y), ops::minimum(x, y), ops::maximum(y, x)})
+    for (double v : host_f64(r)) EXPECT_TRUE(std::isnan(v));
+}
+
+TEST_P(ElementwiseOnDevice, PowFollowsPyTorchsConventionsAtZero) {
+  // a^b at (2, 3), (0, 0), (0, 2), (4, 0.5); g = (1, 2, 3, 4)
+  Tensor a = leaf({2, 0, 0, 4}, {4}, device()), b = leaf({3, 0, 2, 0.5}, {4}, device());
+  Tensor out = ops::pow(a, b);
+  EXPECT_EQ(host_f64(out), (std::vector<double>{8, 1, 0, 2}));
+  out.backward(Tensor::from_vector<double>({1, 2, 3, 4}, {4}).to(device()));
+  const std::vector<double> da = host_f64(a.grad()), db = host_f64(b.grad());
+  EXPECT_EQ(da, (std::vector<double>{12, 0, 0, 4 * 0.5 / 2}));  // b a^(b-1); 0 where b == 0
+  EXPECT_DOUBLE_EQ(db[0], 8 * std::log(2.0));                   // a^b log a
+  EXPECT_EQ(db[1], 0.0);                                        // a == 0 and b >= 0: 0, not 0 * -inf
+  EXPECT_EQ(db[2], 0.0);
+  EXPECT_DOUBLE_EQ(db[3], 4 * 2 * std::log(4.0));
+}
+
+TEST_P(ElementwiseOnDevice, WhereSelectsAndRoutesTheGradient) {
+  Tensor cond = Tensor::from_vector<int32_t>({1, 0, -3}, {3, 1}).to(device());  // any non-zero is true
+  Tensor a = leaf({1, 2}, {1, 2}, device()), b = leaf({10, 20, 30, 40, 50, 60}, {3, 2}, device());
+  Tensor out = ops::where(cond, a, b);
+  EXPECT_EQ(host_f64(out), (std::vector<double>{1, 2, 30, 40, 1, 2}));
+  out.backward(Tensor::from_vector<double>({1, 2, 3, 4, 5, 6}, {3, 2}).to(device()));
+  EXPECT_EQ(host_f64(a.grad()), (std::vector<double>{1 + 5, 2 + 6}));
+  EXPECT_EQ(host_f64(b.grad()), (std::vector<double>{0, 0, 3, 4, 0, 0}));
+  EXPECT_EQ(host_f64(ops::where(cond, -1.0, b.detach())), (std::vector<double>{-1, -1, 30, 40, -1, -1}));
+}
+
+TEST_P(ElementwiseOnDevice, SlicesAlongAnyAxis) {
+  // x (2, 3, 2) = 0..11; g non-uniform.
+  std::vector<double> values(12);
+  for (size_t i = 0; i < 12; ++i) values[i] = static_cast<double>(i);
+  Tensor x = leaf(values, {2, 3, 2}, device());
+  Tensor n = ops::narrow(x, -2, 1, 2);  // [:, 1:3, :]
+  EXPECT_EQ(n.shape(), (Shape{2, 2, 2}));
+  EXPECT_EQ(host_f64(n), (std::vector<double>{2, 3, 4, 5, 8, 9, 10, 11}));
+  n.backward(Tensor::from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}).to(device()));
+  EXPECT_EQ(host_f64(x.grad()), (std::vector<double>{0, 0, 1, 2, 3, 4, 0, 0, 5, 6, 7, 8}));
+
+  Tensor empty = ops::narrow(x, 1, 3, 0);  // 0-length at the end
+  EXPECT_EQ(empty.shape(), (Shape{2, 0, 2}));
+  Tensor s = ops::select(x, 2, -1);  // [:, :, 1]
+  EXPECT_EQ(s.shape(), (Shape{2, 3}));
+  EXPECT_EQ(host_f64(s), (std::vector<double>{1, 3, 5, 7, 9, 11}));
+
+  Tensor idx = Tensor::from_vector<int32_t>({2, 0, 2}, {3}).to(device());
+  Tensor y = leaf(values, {2, 3, 2}, device());
+  Tensor picked = ops::index_select(y, 1, idx);  // [:, [2, 0, 2], :]
+  EXPECT_EQ(host_f64(picked), (std::vector<double>{4, 5, 0, 1, 4, 5, 10, 11, 6, 7, 10, 11}));
+  picked.backward(
+      Tensor::from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2}).to(device()));
+  // the repeated index 2 receives both its rows' gradients
+  EXPECT_EQ(host_f64(y.grad()), (std::vector<double>{3, 4, 0, 0, 1 + 5, 2 + 6, 9, 10, 0, 0, 7 + 11, 8 + 12}));
+  EXPECT_EQ(ops::index_select(y, 0, Tensor::zeros({0}, DType::i32, device())).shape(), (Shape{0, 3, 2}));
+
+  Tensor a = leaf({1, 2}, {2}, device()), b = leaf({3, 4}, {2}, device());
+  Tensor st = ops::stack({a, b}, -1);  // (2, 2): [[1, 3], [2, 4]]
+  EXPECT_EQ(host_f64(st), (std::vector<double>{1, 3, 2, 4}));
+  st.backward(Tensor::from_vector<double>({5, 6, 7, 8}, {2, 2}).to(device()));
+  EXPECT_EQ(host_f64(a.grad()), (std::vector<double>{5, 7}));
+  EXPECT_EQ(host_f64(b.grad()), (std::vector<double>{6, 8}));
+  EXPECT_EQ(ops::stack({a.detach()}, 0).shape(), (Shape{1, 2}));
+}
+
+TEST(OpsErrors, BroadcastErrorsNameTheOpTheTensorsAndTheAxis) {
+  expect_error(
+      [] {
+        Tensor::zeros({2, 3, 4}) * Tensor::zeros({5, 1, 1, 1}) * Tensor::zeros({3, 3});
+      },
+      {"mul", "'a' f32 cpu (5, 2, 3, 4)", "'b' f32 cpu (3, 3)", "axis -1: 4 against 3"});
+  expect_error(
+      [] { ops::where(Tensor::zeros({2}, DType::i32), Tensor::zeros({2}, DType::f64), Tensor::zeros({2})); },
+      {"where", "'a'", "'b'", "f64", "f32"});
+  // Axes that alternate between the operands cannot be merged: 9 axes are one too many.
+  Shape odd(9, 1), even(9, 1);
+  for (size_t k = 0; k < 9; ++k) (k % 2 == 0 ? odd : even)[k] = 2;
+  expect_error([&] { Tensor::zeros(odd) + Tensor::zeros(even); }, {"add", "9 axes", "at most 8"});
+  EXPECT_EQ((Tensor::zeros(odd) + Tensor::zeros(Shape(9, 1))).shape(), odd);  // one operand full: 1 axis
 }
 
 // ---- CUDA against the CPU ----------------------------------------------------------------
@@ -804,7 +952,7 @@ TEST_F(CudaOps, IndexRowsGathersAnyDtypeAndChecksTheBoundOnTheHost) {
   EXPECT_EQ(ops::index_rows(labels.to(Device::cuda), plan).to_vector<int32_t>(),
             (std::vector<int32_t>{8, 5, 8}));
   Tensor x = Tensor::zeros({3, 2}, DType::f32, Device::cuda);
-  expect_error([&] { ops::index_rows(x, plan); }, {"index 3", "3 rows"});
+  expect_error([&] { ops::index_rows(x, plan); }, {"index 3", "length 3"});
   // A plan on the CPU does not serve a CUDA tensor.
   EXPECT_THROW(ops::index_rows(x, ops::RowIndex(Tensor::from_vector<int32_t>({0}, {1}))), Error);
 }

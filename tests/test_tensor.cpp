@@ -1,11 +1,16 @@
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/add_into.h"
 #include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/fill.h"
+#include "gat/framework/ops/matmul.h"
+#include "gat/framework/ops/reduce.h"
 #include "gat/framework/tensor.h"
 #include "gat_testing.h"
 
@@ -175,6 +180,116 @@ TEST(Autograd, SecondBackwardThroughFreedGraphThrows) {
       autograd::record("identity", x.clone(), {x}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
   y.backward();
   EXPECT_THROW(y.backward(), Error);
+}
+
+// loss = sum(x W) for x (1, 1) = 2 and a weight W (1, 1): d W = x = 2.
+struct SavedInputCase {
+  Tensor x = Tensor::from_vector<double>({2}, {1, 1});
+  Tensor w = Tensor::from_vector<double>({3}, {1, 1}).set_requires_grad();
+  Tensor forward() const { return ops::sum(ops::matmul(x, w)); }
+};
+
+TEST(AutogradVersions, ModifyingASavedInputAfterTheForwardPassThrowsNamingTheOp) {
+  // The case: without the check, d W came out as the new x (10), not 2.
+  SavedInputCase c;
+  Tensor loss = c.forward();
+  c.x.copy_(Tensor::from_vector<double>({10}, {1, 1}));
+  expect_error(
+      [&] { loss.backward(); },
+      {"backward of matmul: its input 1 of 2 (f64 cpu (1, 1)) was modified in place after the forward "
+       "pass (version 1, saved at 0)"});
+  EXPECT_FALSE(c.w.grad().defined());
+}
+
+TEST(AutogradVersions, EveryInPlaceWriteCounts) {
+  const std::vector<std::function<void(Tensor&)>> writes = {
+      [](Tensor& x) { x.zero_(); }, [](Tensor& x) { ops::fill_(x, 4.0); },
+      [](Tensor& x) {
+        ops::add_into(x, Tensor::full({1, 1}, 1.0, DType::f64));
+      },
+      [](Tensor& x) { x.copy_(x.clone()); },  // the same values: still a write, as in PyTorch
+  };
+  for (const auto& write : writes) {
+    SavedInputCase c;
+    Tensor loss = c.forward();
+    const uint64_t before = c.x.impl().storage->version();
+    write(c.x);
+    EXPECT_EQ(c.x.impl().storage->version(), before + 1);
+    expect_error([&] { loss.backward(); }, {"backward of matmul: its input 1 of 2", "saved at 0"});
+  }
+}
+
+TEST(AutogradVersions, ViewsAndDetachedHandlesShareTheCounter) {
+  // x (2, 1) is saved by matmul; a write through any handle to its storage is seen.
+  for (int handle = 0; handle < 3; ++handle) {
+    Tensor x = Tensor::from_vector<double>({1, 2}, {2, 1});
+    Tensor w = Tensor::from_vector<double>({3}, {1, 1}).set_requires_grad();
+    Tensor loss = ops::sum(ops::matmul(x, w));
+    Tensor alias = handle == 0 ? x.view({2}) : handle == 1 ? x.rows(1, 2) : x.detach();
+    alias.zero_();
+    EXPECT_EQ(x.impl().storage->version(), alias.impl().storage->version());
+    expect_error([&] { loss.backward(); }, {"backward of matmul: its input 1 of 2 (f64 cpu (2, 1))"});
+  }
+}
+
+TEST(AutogradVersions, AParameterChangedBetweenForwardAndBackwardThrows) {
+  // d x = g W^T reads W, which an optimiser step (or fill_) changed after the forward pass.
+  Tensor x = Tensor::from_vector<double>({2}, {1, 1}).set_requires_grad();
+  Tensor w = Tensor::from_vector<double>({3}, {1, 1}).set_requires_grad();
+  Tensor loss = ops::sum(ops::matmul(x, w));
+  w.mark_modified();
+  expect_error([&] { loss.backward(); }, {"backward of matmul: its input 2 of 2", "(version 1, saved at 0)"});
+}
+
+TEST(AutogradVersions, AModifiedOutputThatTheOpSavedIsNamedAsItsOutput) {
+  // div saves its output for d b = -(g / b) * out.
+  Tensor a = Tensor::from_vector<double>({1}, {1});
+  Tensor b = Tensor::from_vector<double>({2}, {1}).set_requires_grad();
+  Tensor out = ops::div(a, b);
+  Tensor loss = ops::sum(out);
+  out.zero_();
+  expect_error([&] { loss.backward(); }, {"backward of div: its output (f64 cpu (1,))"});
+}
+
+TEST(AutogradVersions, WritesBeforeTheForwardPassOrIntoUnsavedInputsAreFine) {
+  SavedInputCase c;
+  c.x.copy_(Tensor::from_vector<double>({5}, {1, 1}));  // before the forward pass
+  Tensor loss = c.forward();
+  loss.backward();
+  EXPECT_EQ(c.w.grad().item(), 5.0);
+
+  // add saves neither input: changing one after the forward pass leaves its gradient right.
+  Tensor a = Tensor::from_vector<double>({1, 2}, {2}).set_requires_grad();
+  Tensor b = Tensor::from_vector<double>({3, 4}, {2});
+  Tensor sum = ops::sum(ops::add(a, b));
+  b.zero_();
+  a.zero_();
+  sum.backward(Tensor::scalar(2.0, DType::f64));
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{2, 2}));
+}
+
+TEST(AutogradVersions, ASecondForwardPassAfterAChangeSavesTheNewValues) {
+  SavedInputCase c;
+  Tensor stale = c.forward();
+  c.x.copy_(Tensor::from_vector<double>({10}, {1, 1}));
+  Tensor loss = c.forward();
+  loss.backward();
+  EXPECT_EQ(c.w.grad().item(), 10.0);
+  EXPECT_THROW(stale.backward(), Error);  // the first graph still saw x = 2
+}
+
+TEST(AutogradVersions, ATrainingLoopOfStepsAndAccumulationRaisesNothing) {
+  // Two backward passes accumulate into .grad (add_into on the leaf's gradient), the parameter is
+  // updated in place, and the next forward pass saves the new version.
+  Tensor x = Tensor::from_vector<double>({1, 2}, {1, 2});
+  Tensor w = Tensor::from_vector<double>({3, 4}, {2, 1}).set_requires_grad();
+  for (int step = 0; step < 3; ++step) {
+    for (int micro = 0; micro < 2; ++micro) ops::sum(ops::matmul(x, w)).backward();
+    EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{2, 4}));
+    ops::add_into(w, ops::scale(w.grad(), -0.1));  // the update
+    w.zero_grad();
+  }
+  EXPECT_EQ(w.impl().storage->version(), 3u);
 }
 
 TEST(Tensor, FullOnTheDeviceMatchesTheHost) {

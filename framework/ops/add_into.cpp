@@ -33,6 +33,7 @@ void add_into(Tensor& dst, const Tensor& src) {
   check_same("add_into", "dst", dst, "src", src);
   check_shape("add_into", "src", src, dst.shape());
   kernels::add_into(dst, src);
+  dst.mark_modified();
 }
 
 }  // namespace gat::ops

@@ -1,4 +1,4 @@
-// add_into(dst, src): dst += src, elementwise, in place, no autograd.
+// add_into(dst, src): dst += src, elementwise, in place (bumps dst's version: autograd.h), no autograd.
 // Used by the autograd engine to accumulate gradients and by optimisers.
 //   dst: (any shape) f32/f64, src: same shape, dtype and device.
 #pragma once

@@ -1,75 +1,98 @@
 #include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/detail/binary_math.h"
 #include "gat/framework/ops/detail/loops.cuh"
 
 namespace gat::ops::cuda_impl {
 
 namespace {
 
-// One operand as the kernel reads it: data[r * row + c * col], or `constant` when data is null.
+// A BroadcastLayout as the kernels read it: the offsets of output element i in each operand.
+struct Walk {
+  int axes;
+  long long size[kMaxBroadcastAxes];
+  long long stride[3][kMaxBroadcastAxes];
+  // offsets[k] of element i: i's index along each merged axis (innermost last) times the strides
+  // (one division per axis beyond the first; none for a flat output).
+  template <class I>
+  __device__ void offsets(I i, I (&out)[3]) const {
+    out[0] = out[1] = out[2] = 0;
+    for (int axis = axes - 1; axis >= 0; --axis) {
+      const I index = axis == 0 ? i : i % static_cast<I>(size[axis]);
+      for (int k = 0; k < 3; ++k) out[k] += index * static_cast<I>(stride[k][axis]);
+      if (axis > 0) i /= static_cast<I>(size[axis]);
+    }
+  }
+};
+
+Walk walk_of(const BroadcastLayout& layout) {
+  Walk walk{layout.axes, {}, {}};
+  for (int axis = 0; axis < layout.axes; ++axis) {
+    walk.size[axis] = layout.size[axis];
+    for (int k = 0; k < 3; ++k) walk.stride[k][axis] = layout.stride[k][axis];
+  }
+  return walk;
+}
+
 template <class T>
 struct Source {
-  const T* data;
+  const T* data;  // null: the constant
   T constant;
-  long long row, col;
+  __device__ T at(long long offset) const { return data ? data[offset] : constant; }
+};
+
+template <class T>
+Source<T> source_of(const Operand& x) {
+  return {x.tensor.defined() ? x.tensor.data<T>() : nullptr, static_cast<T>(x.constant)};
+}
+
+template <class T, BinaryOp kOp>
+struct BinaryFn {
+  Walk walk;
+  Source<T> a, b;
+  T* out;
   template <class I>
-  __device__ T at(I r, I c) const {
-    return data ? data[r * static_cast<I>(row) + c * static_cast<I>(col)] : constant;
+  __device__ void operator()(I i) const {
+    I at[3];
+    walk.offsets(i, at);
+    out[i] = detail::binary_element<kOp>(a.at(at[0]), b.at(at[1]));
   }
 };
 
 template <class T>
-Source<T> source_of(const Operand& x, long long C) {
-  const Strides s = strides_of(x.how, C);
-  return {x.tensor.defined() ? x.tensor.data<T>() : nullptr, static_cast<T>(x.constant), s.row, s.col};
-}
-
-// out (R, C) = a op b. kRowwise: the operands need the row index (a 32-bit division per element
-// when the index is 32-bit, see loops.cuh); else r = 0 and the output is read flat.
-template <class T, BinaryOp kOp, bool kRowwise>
-struct BinaryFn {
+struct WhereFn {
+  Walk walk;
   Source<T> a, b;
-  T* out;  // (R, C)
-  long long cols;
+  const int32_t* cond;
+  T* out;
   template <class I>
   __device__ void operator()(I i) const {
-    I r = 0, c = i;
-    if (kRowwise) {
-      r = i / static_cast<I>(cols);
-      c = i - r * static_cast<I>(cols);
-    }
-    const T x = a.at(r, c), y = b.at(r, c);
-    if constexpr (kOp == BinaryOp::add) out[i] = x + y;
-    if constexpr (kOp == BinaryOp::sub) out[i] = x - y;
-    if constexpr (kOp == BinaryOp::mul) out[i] = x * y;
-    if constexpr (kOp == BinaryOp::div) out[i] = x / y;
+    I at[3];
+    walk.offsets(i, at);
+    out[i] = cond[at[2]] != 0 ? a.at(at[0]) : b.at(at[1]);
   }
 };
-
-template <class T, BinaryOp kOp>
-void launch(const char* name, const Operand& a, const Operand& b, Tensor& out) {
-  const long long C = out.dim() == 0 ? 1 : out.size(-1);
-  const Source<T> sa = source_of<T>(a, C), sb = source_of<T>(b, C);
-  if (rowwise(a, b))
-    detail::launch_for_each(name, out.numel(), BinaryFn<T, kOp, true>{sa, sb, out.data<T>(), C});
-  else
-    detail::launch_for_each(name, out.numel(), BinaryFn<T, kOp, false>{sa, sb, out.data<T>(), C});
-}
 
 }  // namespace
 
 void binary(BinaryOp op, const Operand& a, const Operand& b, Tensor& out) {
+  const Walk walk = walk_of(broadcast_layout("binary", out.shape(), {a.tensor, b.tensor}));
   dispatch_float(out.dtype(), "binary", [&](auto zero) {
     using T = decltype(zero);
-    switch (op) {
-      case BinaryOp::add:
-        return launch<T, BinaryOp::add>("add", a, b, out);
-      case BinaryOp::sub:
-        return launch<T, BinaryOp::sub>("sub", a, b, out);
-      case BinaryOp::mul:
-        return launch<T, BinaryOp::mul>("mul", a, b, out);
-      case BinaryOp::div:
-        return launch<T, BinaryOp::div>("div", a, b, out);
-    }
+    detail::visit_binary_op(op, [&](auto kind) {
+      constexpr BinaryOp kOp = decltype(kind)::value;
+      detail::launch_for_each("binary", out.numel(),
+                              BinaryFn<T, kOp>{walk, source_of<T>(a), source_of<T>(b), out.data<T>()});
+    });
+  });
+}
+
+void where(const Tensor& cond, const Operand& a, const Operand& b, Tensor& out) {
+  const Walk walk = walk_of(broadcast_layout("where", out.shape(), {a.tensor, b.tensor, cond}));
+  dispatch_float(out.dtype(), "where", [&](auto zero) {
+    using T = decltype(zero);
+    detail::launch_for_each(
+        "where", out.numel(),
+        WhereFn<T>{walk, source_of<T>(a), source_of<T>(b), cond.data<int32_t>(), out.data<T>()});
   });
 }
 

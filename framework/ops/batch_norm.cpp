@@ -177,6 +177,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     if (running_mean.defined()) {
       Tensor rm = running_mean, rv = running_var;
       kernels::batch_norm_update_running(mean, var, N, momentum, rm, rv);
+      rm.mark_modified();
+      rv.mark_modified();
     }
   } else {  // the running statistics as they are now: later updates must not change this backward
     mean = running_mean.detach().clone();

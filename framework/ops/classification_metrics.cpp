@@ -86,6 +86,7 @@ void classification_metrics(const Tensor& logits, const Tensor& labels, const st
                             Tensor& out) {
   check_arguments(logits, labels, splits, &out);
   kernels::classification_metrics(logits, labels, splits, out);
+  out.mark_modified();
 }
 
 }  // namespace gat::ops

@@ -6,6 +6,7 @@
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
+#include "gat/framework/ops/reshape.h"
 
 namespace gat::ops {
 
@@ -96,6 +97,27 @@ Tensor concat(const std::vector<Tensor>& inputs, int64_t axis) {
     }
     return grads;
   });
+}
+
+Tensor stack(const std::vector<Tensor>& inputs, int64_t axis) {
+  GAT_CHECK(!inputs.empty(), "stack: no inputs");
+  check_defined("stack", "inputs[0]", inputs[0]);
+  const Shape& shape = inputs[0].shape();
+  const int64_t rank = inputs[0].dim() + 1;  // the output's
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  GAT_CHECK(a >= 0 && a < rank, "stack: axis ", axis, " is out of range for inputs of ",
+            inputs[0].describe());
+  Shape with_axis = shape;
+  with_axis.insert(with_axis.begin() + a, 1);
+  std::vector<Tensor> parts;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const std::string name = "inputs[" + std::to_string(k) + "]";
+    check_defined("stack", name.c_str(), inputs[k]);
+    GAT_CHECK(inputs[k].shape() == shape, "stack: ", name, " ", inputs[k].describe(),
+              " does not match inputs[0] ", inputs[0].describe());
+    parts.push_back(reshape(inputs[k], with_axis));
+  }
+  return concat(parts, a);
 }
 
 }  // namespace gat::ops

@@ -1,7 +1,13 @@
-// concat(inputs, axis): joins tensors along one axis, with autograd (any dtype, CPU and CUDA).
+// concat(inputs, axis) (torch.cat) and stack(inputs, axis): join tensors along one axis, with
+// autograd (any dtype, CPU and CUDA).
 //
-//   inputs[k]: (d0, ..., L_k, ..., dn), equal outside `axis`, same dtype and device
-//   -> (d0, ..., sum_k L_k, ..., dn)                       (axis < 0 counts from the end)
+//   concat: inputs[k]: (d0, ..., L_k, ..., dn), equal outside `axis`, same dtype and device
+//           -> (d0, ..., sum_k L_k, ..., dn)                       (axis < 0 counts from the end)
+//   stack:  inputs[k]: all of one shape (d0, ..., dn) -> (d0, ..., K, ..., dn) with the new axis
+//           of K = inputs.size() at `axis` in [-(n + 2), n + 1] (< 0 counts from the end of the
+//           output): concat of the inputs reshaped with a 1 at `axis`.
+// No inputs, inputs of different shapes (beyond `axis` for concat), dtypes or devices, or an axis
+// out of range throw gat::Error naming the op, the input and the shapes.
 //
 // Each input, viewed (outer, L_k, inner), is one strided block copy into the output viewed
 // (outer, sum L, inner). Backward: d inputs[k] = the k-th slice of g, copied back the same way.
@@ -17,6 +23,7 @@
 namespace gat::ops {
 
 Tensor concat(const std::vector<Tensor>& inputs, int64_t axis);
+Tensor stack(const std::vector<Tensor>& inputs, int64_t axis);
 
 // The kernel (docs/design.md, the op pattern), of the forward and the backward pass: a copy of
 // `rows` rows of `row_bytes` each, row r from src + r * src_pitch to dst + r * dst_pitch (bytes),

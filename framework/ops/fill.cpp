@@ -36,6 +36,7 @@ void fill_(Tensor& t, double value) {
 void fill_(Tensor& t, double value) {
   check_defined("fill_", "t", t);
   kernels::fill_(t, value);
+  t.mark_modified();
 }
 
 }  // namespace gat::ops

@@ -1,5 +1,6 @@
 // fill_(t, value): every element of t (any shape, f32/f64/i32, either device) set to value, in
-// place, no autograd. On CUDA a kernel on the framework's stream: no host copy, no sync.
+// place (bumps its version: autograd.h), no autograd. On CUDA a kernel on the framework's stream: no host
+// copy, no sync.
 #pragma once
 
 #include "gat/framework/ops/kernel.h"

@@ -97,34 +97,71 @@ void scatter_rows(const Tensor& grad_out, const RowIndex& index, int64_t feature
 
 }  // namespace kernels
 
+namespace {
+
+// x viewed (outer, N, inner) around `axis`: slice o of it as (N, inner).
+struct Slices {
+  int64_t outer, n, inner;
+  Tensor slice(const Tensor& t, int64_t o) const {
+    return t.view({outer, n * inner}).rows(o, o + 1).view({n, inner});
+  }
+};
+
+Slices slices_of(const Shape& shape, int64_t axis) {
+  const auto at = shape.begin() + axis;
+  return {shape_numel(Shape(shape.begin(), at)), *at, shape_numel(Shape(at + 1, shape.end()))};
+}
+
+Tensor index_along(const char* op, const Tensor& x, int64_t axis, const RowIndex& index) {
+  check_defined(op, "x", x);
+  const int64_t a = axis < 0 ? axis + x.dim() : axis;
+  GAT_CHECK(a >= 0 && a < x.dim(), op, ": axis ", axis, " is out of range for 'x' ", x.describe());
+  GAT_CHECK(index.index().defined(), op, ": the RowIndex is empty (default-constructed)");
+  GAT_CHECK(index.device() == x.device(), op, ": the index is on ", device_name(index.device()), " but 'x' ",
+            x.describe(), " is not");
+  GAT_CHECK(index.max_index() < x.size(a), op, ": index ", index.max_index(), " at position ",
+            index.max_position(), " is out of range for axis ", axis, " of 'x' ", x.describe(), " (length ",
+            x.size(a), ")");
+  Shape out_shape = x.shape();
+  out_shape[static_cast<size_t>(a)] = index.size();
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device(), op);
+  const Slices from = slices_of(x.shape(), a), to = slices_of(out_shape, a);
+  const int64_t row_words = from.inner * static_cast<int64_t>(dtype_size(x.dtype())) / 4;
+  for (int64_t o = 0; o < from.outer && out.numel() > 0; ++o) {
+    Tensor part = to.slice(out, o);
+    kernels::gather_rows(from.slice(x, o), index, row_words, part);
+  }
+  const Shape& in_shape = x.shape();
+  return autograd::record(op, out, {x}, [index, in_shape, from, to](const Tensor& g) {
+    Tensor grad_x = Tensor::zeros(in_shape, g.dtype(), g.device());
+    for (int64_t o = 0; o < from.outer && g.numel() > 0; ++o) {
+      Tensor part = from.slice(grad_x, o);
+      kernels::scatter_rows(to.slice(g, o), index, from.inner, part);
+    }
+    return std::vector<Tensor>{grad_x};
+  });
+}
+
+}  // namespace
+
 Tensor index_rows(const Tensor& x, const RowIndex& index) {
   check_defined("index_rows", "x", x);
   GAT_CHECK(x.dim() >= 1, "index_rows: 'x' must have at least one dimension, got ", x.describe());
-  GAT_CHECK(index.index().defined(), "index_rows: the RowIndex is empty (default-constructed)");
-  GAT_CHECK(index.device() == x.device(), "index_rows: the index is on ", device_name(index.device()),
-            " but 'x' ", x.describe(), " is not");
-  GAT_CHECK(index.max_index() < x.size(0), "index_rows: index ", index.max_index(), " at position ",
-            index.max_position(), " is out of range for 'x' ", x.describe(), " (", x.size(0), " rows)");
-  const int64_t count = index.size();
-  const int64_t row_elems = shape_numel(Shape(x.shape().begin() + 1, x.shape().end()));  // D
-  Shape out_shape = x.shape();
-  out_shape[0] = count;
-
-  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device(), "index_rows");
-  const int64_t row_words = row_elems * static_cast<int64_t>(dtype_size(x.dtype())) / 4;
-  kernels::gather_rows(x, index, row_words, out);
-
-  const Shape& in_shape = x.shape();
-  return autograd::record("index_rows", out, {x}, [index, in_shape, row_elems](const Tensor& g) {
-    Tensor grad_x = Tensor::zeros(in_shape, g.dtype(), g.device());
-    kernels::scatter_rows(g, index, row_elems, grad_x);
-    return std::vector<Tensor>{grad_x};
-  });
+  return index_along("index_rows", x, 0, index);
 }
 
 Tensor index_rows(const Tensor& x, const Tensor& index) {
   check_defined("index_rows", "x", x);
   return index_rows(x, RowIndex(index, x.device()));
+}
+
+Tensor index_select(const Tensor& x, int64_t axis, const RowIndex& index) {
+  return index_along("index_select", x, axis, index);
+}
+
+Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
+  check_defined("index_select", "x", x);
+  return index_along("index_select", x, axis, RowIndex(index, x.device()));
 }
 
 namespace {

@@ -9,6 +9,11 @@
 // written by one thread per feature, which adds its g rows in ascending k. The CPU and CUDA
 // backends add in that same order, so they agree bit for bit.
 //
+// index_select(x, axis, index) (torch.index_select) gathers along any axis: x viewed (outer, N,
+// inner) gives out (outer, K, inner), out[o, k] = x[o, index[k]] (axis < 0 counts from the end);
+// it is index_rows on each of the `outer` slices (one gather and, backward, one scatter per
+// slice: an inner axis of a tensor with many outer slices is slow on CUDA).
+//
 // A RowIndex validates the indices when it is built (negative ones throw there); index_rows
 // checks the largest against x.size(0) and throws naming the index, its position and the bound.
 // Building one reads the indices on the host (a device-to-host copy for CUDA tensors), so a
@@ -52,6 +57,8 @@ class RowIndex {
 
 Tensor index_rows(const Tensor& x, const RowIndex& index);
 Tensor index_rows(const Tensor& x, const Tensor& index);  // builds RowIndex(index, x.device())
+Tensor index_select(const Tensor& x, int64_t axis, const RowIndex& index);
+Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index);
 
 // The positions of the set entries, ascending: (count,) i32 on the CPU.
 Tensor mask_to_index(const std::vector<bool>& mask);
