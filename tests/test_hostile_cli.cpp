@@ -641,6 +641,12 @@ std::vector<Case> cases() {
        }},
       {"dropout that rounds to 1", bad_flag + "--dropout 0.99999999", 2,
        "--dropout: '0.99999999' is not a number in [0, 0.999]"},
+
+      // Hostile campaign 2 (reliability round 3)
+      {"out of memory inside a parallel loop (the generator's alias tables)",
+       "--dataset synthetic:30000000:2:0 --device cpu --epochs 1 --quiet", 1,
+       "out of memory (the dataset or the model is too large for this machine)", nullptr, nullptr, false,
+       "ulimit -v 1000000;"},
   };
   return c;
 }
