@@ -535,7 +535,7 @@ std::vector<Case> cases() {
        "--log {dir}/run.safetensors is the --resume checkpoint, an input of this run", make_run},
       {"log write fails (file size limit)", "--dataset {data} --device cpu --epochs 30 --quiet --log {dir}/log.jsonl", 1,
        "--log: writing {dir}/log.jsonl failed: File too large", nullptr, nullptr, false,
-       "ulimit -f 1; trap '' XFSZ;"},
+       "ulimit -f 1;"},  // SIGXFSZ, ignored by gat_train: the write fails with EFBIG
       {"log device", train + "--log /dev/null", 1, "--log: /dev/null is a character device"},
       {"epoch abc", resume, 1, "--resume {dir}/run.safetensors: metadata 'trainer.epoch' = 'abc' is not a number",
        run_checkpoint_with(metadata_set("trainer.epoch", "abc")), expect_no_training},
@@ -647,6 +647,16 @@ std::vector<Case> cases() {
        "--dataset synthetic:30000000:2:0 --device cpu --epochs 1 --quiet", 1,
        "out of memory (the dataset or the model is too large for this machine)", nullptr, nullptr, false,
        "ulimit -v 1000000;"},
+      {"save past the file size limit (SIGXFSZ)", train + "--quiet --save {dir}/m.safetensors", 1,
+       "safetensors: writing {dir}/m.safetensors.gat-", nullptr,
+       [](const Scratch& s, const Outcome& o) {
+         EXPECT_NE(o.err.find("failed: File too large"), std::string::npos) << o.err;
+         expect_no_temporary_files(s, o);
+       },
+       false, "ulimit -f 2;"},
+      {"OMP_NUM_THREADS beyond what --threads allows", train + "--quiet", 1,
+       "OMP_NUM_THREADS asks for 100000 threads, more than 4096", nullptr, nullptr, false,
+       "OMP_NUM_THREADS=100000"},
   };
   return c;
 }

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -432,7 +433,10 @@ int run(const Flags& flags) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines show up live in logs and pipes
-  cli::Environment env;                      // the environment is read here, and only here
+  // A write past the file size limit (ulimit -f) then fails with EFBIG, and the output that failed
+  // says so, instead of the signal killing the process without a word.
+  std::signal(SIGXFSZ, SIG_IGN);
+  cli::Environment env;  // the environment is read here, and only here
   env.cuda_graphs = cli::cuda_graphs_enabled(std::getenv("GAT_CUDA_GRAPHS"));
   try {
     env.data_dir_default = default_data_dir();
@@ -451,6 +455,12 @@ int main(int argc, char** argv) {
     return check_stdout(0);
   }
   if (flags.threads > 0) omp_set_num_threads(flags.threads);
+  // OpenMP takes OMP_NUM_THREADS as it is: 100000 threads crashed inside libgomp.
+  if (omp_get_max_threads() > Flags::kThreadsRange.hi) {
+    std::cerr << "gat_train: OMP_NUM_THREADS asks for " << omp_get_max_threads() << " threads, more than "
+              << Flags::kThreadsRange.hi << "; set it lower or pass --threads N\n";
+    return 1;
+  }
   progress::enable(!flags.quiet);
   int status = 1;
   try {
