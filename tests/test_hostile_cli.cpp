@@ -654,6 +654,10 @@ std::vector<Case> cases() {
          expect_no_temporary_files(s, o);
        },
        false, "ulimit -f 2;"},
+      {"optimiser second moment negative", resume, 1,
+       "Optimizer::load_state_dict: 'exp_avg_sq.1' holds -1 (at flat index 0), but it is a mean of squares (>= 0)",
+       run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.exp_avg_sq.1"].data<float>()[0] = -1; }),
+       expect_no_training},
       {"OMP_NUM_THREADS beyond what --threads allows", train + "--quiet", 1,
        "OMP_NUM_THREADS asks for 100000 threads, more than 4096", nullptr, nullptr, false,
        "OMP_NUM_THREADS=100000"},
