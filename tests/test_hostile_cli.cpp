@@ -545,10 +545,10 @@ std::vector<Case> cases() {
        run_checkpoint_with(metadata_set("trainer.best_epoch", "3")), expect_no_training},
       {"wait beyond the patience", resume, 1, "metadata trainer.wait 101 is outside [0, 100]",
        run_checkpoint_with(metadata_set("trainer.wait", "101")), expect_no_training},
-      {"optimiser lr NaN", resume, 1, "Optimizer::load_state_dict: lr nan is not a finite number >= 0",
+      {"optimiser lr NaN", resume, 1, "the optimiser's saved rate 'optimizer.lr' nan is not the run's --lr 0.005",
        run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.lr"] = Tensor::scalar(NAN, DType::f64); }),
        expect_no_training},
-      {"optimiser lr negative", resume, 1, "Optimizer::load_state_dict: lr -1 is not a finite number >= 0",
+      {"optimiser lr negative", resume, 1, "the optimiser's saved rate 'optimizer.lr' -1 is not the run's --lr 0.005",
        run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.lr"] = Tensor::scalar(-1.0, DType::f64); }),
        expect_no_training},
       {"optimiser step negative", resume, 1, "Optimizer::load_state_dict: parameter 0 has step count -1",
@@ -658,6 +658,22 @@ std::vector<Case> cases() {
        "Optimizer::load_state_dict: 'exp_avg_sq.1' holds -1 (at flat index 0), but it is a mean of squares (>= 0)",
        run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.exp_avg_sq.1"].data<float>()[0] = -1; }),
        expect_no_training},
+      {"optimiser rate other than the run's --lr", resume, 1,
+       "the optimiser's saved rate 'optimizer.lr' 1000 is not the run's --lr 0.005",
+       run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.lr"] = Tensor::scalar(1000.0, DType::f64); }),
+       expect_no_training},
+      {"load parameters whose outputs overflow", "--load {dir}/ckpt.safetensors --dataset {data} --device cpu", 1,
+       "its outputs are not finite numbers",
+       [](const Scratch& s) {
+         io::Safetensors ckpt = base_checkpoint(s.root.parent_path() / "base");
+         for (const char* name : {"conv1.att_src", "conv1.att_dst"}) {
+           Tensor t = ckpt.tensors.at(name).clone();
+           for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = 3e38f;
+           ckpt.tensors[name] = t;
+         }
+         io::save_safetensors((s.root / "ckpt.safetensors").string(), ckpt.tensors, ckpt.metadata);
+       },
+       [](const Scratch&, const Outcome& o) { EXPECT_EQ(o.out.find("test acc"), std::string::npos) << o.out; }},
       {"OMP_NUM_THREADS beyond what --threads allows", train + "--quiet", 1,
        "OMP_NUM_THREADS asks for 100000 threads, more than 4096", nullptr, nullptr, false,
        "OMP_NUM_THREADS=100000"},

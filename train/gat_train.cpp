@@ -25,6 +25,7 @@
 #include <memory>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -202,6 +203,10 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
   };
   const Evaluation e =
       evaluate(model, forward, data, Features::choose(data.x, flags.train.sparse_max_density));
+  // Finite parameters can still overflow (3e38 weights): the accuracies of NaN outputs mean nothing.
+  for (const auto& [split, metrics] : {std::pair{"train", e.train}, {"val", e.val}, {"test", e.test}})
+    GAT_CHECK(std::isfinite(metrics.loss), "--load ", flags.load, ": the model's ", split, " loss on ",
+              dataset, " is ", metrics.loss, ": its outputs are not finite numbers, nothing to evaluate");
   if (!flags.quiet)
     std::printf("%s: checkpoint %s: train acc %.4f, val acc %.4f (loss %.4f), test acc %.4f\n",
                 dataset.c_str(), flags.load.c_str(), e.train.acc, e.val.acc, e.val.loss, e.test.acc);
@@ -240,10 +245,15 @@ int train_runs(const Flags& flags, Device device) {
   check_outputs(flags);  // before anything is read or written
   GAT_CHECK(flags.runs == 1 || (flags.checkpoint.empty() && flags.resume.empty()),
             "--checkpoint and --resume follow one run: --runs must be 1");
-  io::Metadata resumed;   // the --resume checkpoint's metadata
-  std::string log_start;  // what the log starts with (a resumed run's earlier lines)
+  io::Metadata resumed;                // the --resume checkpoint's metadata
+  std::string log_start;               // what the log starts with (a resumed run's earlier lines)
+  std::optional<double> resumed_rate;  // the optimiser's saved rate
   if (!flags.resume.empty()) {
-    resumed = io::load_safetensors(flags.resume).metadata;
+    const io::Safetensors file = io::load_safetensors(flags.resume);
+    resumed = file.metadata;
+    const auto rate = file.tensors.find(std::string(io::kOptimizerPrefix) + "lr");
+    if (rate != file.tensors.end() && rate->second.dtype() == DType::f64 && rate->second.numel() == 1)
+      resumed_rate = rate->second.item();  // (any other form is refused with the optimiser's state)
     const int64_t epoch =
         io::MetadataReader(resumed, "--resume " + flags.resume).integer(kCheckpointEpochKey);
     check_in_range("--resume " + flags.resume + ": metadata " + kCheckpointEpochKey, epoch,
@@ -272,6 +282,10 @@ int train_runs(const Flags& flags, Device device) {
     const io::Metadata info = run_info.to_metadata();
     for (const char* key : {"seed", kDatasetDigestKey}) wanted[key] = info.at(key);
     check_resumed_run(flags, resumed, wanted);
+    // gat_train never changes the rate during a run: the optimiser's must be the recorded --lr.
+    GAT_CHECK(!resumed_rate || *resumed_rate == options.lr, "--resume ", flags.resume,
+              ": the optimiser's saved rate 'optimizer.lr' ", *resumed_rate, " is not the run's --lr ",
+              options.lr, " (gat_train keeps the rate of a run fixed)");
   }
   options.checkpoints.path = flags.checkpoint;
   options.checkpoints.every = flags.checkpoint_every;
