@@ -674,6 +674,13 @@ std::vector<Case> cases() {
          io::save_safetensors((s.root / "ckpt.safetensors").string(), ckpt.tensors, ckpt.metadata);
        },
        [](const Scratch&, const Outcome& o) { EXPECT_EQ(o.out.find("test acc"), std::string::npos) << o.out; }},
+      {"a 10 MB line in the resumed log is quoted in 60 bytes", resume + "--log {dir}/run.jsonl", 1,
+       "{dir}/run.jsonl:1: 'xxxx",
+       [](const Scratch& s) {
+         make_run(s);
+         write_text(s.root / "run.jsonl", std::string(size_t{10} << 20, 'x') + "\n");
+       },
+       [](const Scratch&, const Outcome& o) { EXPECT_LT(o.err.size(), 400u) << o.err.substr(0, 500); }},
       {"OMP_NUM_THREADS beyond what --threads allows", train + "--quiet", 1,
        "OMP_NUM_THREADS asks for 100000 threads, more than 4096", nullptr, nullptr, false,
        "OMP_NUM_THREADS=100000"},

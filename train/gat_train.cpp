@@ -34,6 +34,7 @@
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/io.h"
 #include "gat/framework/progress.h"
+#include "gat/framework/quote.h"
 #include "gat/models/gat.h"
 #include "gat/train/checkpoint.h"
 #include "gat/train/cli.h"
@@ -89,8 +90,8 @@ std::string resumed_log(const std::string& path, int64_t epoch) {
     const bool ours = j.is_object() && j.contains("run") && j["run"] == 0 && j.contains("epoch") &&
                       j["epoch"].is_number_integer();
     if (!ours && last_cut) break;
-    GAT_CHECK(ours, "--log ", path, ":", line_number, ": '", line,
-              "' is not a line of gat_train's log of one run");
+    GAT_CHECK(ours, "--log ", path, ":", line_number, ": ", quote(line),
+              " is not a line of gat_train's log of one run");
     GAT_CHECK(j["epoch"] == next, "--log ", path, ":", line_number, ": epoch ", j["epoch"].dump(),
               " where epoch ", next, " was due (not the log of the run that --resume continues)");
     if (next++ <= epoch) kept += line + '\n';
