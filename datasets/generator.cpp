@@ -141,15 +141,18 @@ Dataset generate_sbm(const GeneratorOptions& o) {
       [&](int64_t pos, int32_t i) { members[static_cast<size_t>(pos)] = i; });
   std::vector<AliasTable> block(static_cast<size_t>(c));
   std::vector<double> class_weight(static_cast<size_t>(c), 0.0);  // (C,) sum of theta
+  detail::FirstException error;                                   // a table may not fit in memory
 #pragma omp parallel for schedule(dynamic, 1) if (n > ops::detail::kParallelThreshold)
-  for (int64_t k = 0; k < c; ++k) {
-    const int32_t* ids = members.data() + class_start[static_cast<size_t>(k)];
-    const size_t size =
-        static_cast<size_t>(class_start[static_cast<size_t>(k) + 1] - class_start[static_cast<size_t>(k)]);
-    block[static_cast<size_t>(k)] = AliasTable(ids, size, theta);
-    for (size_t i = 0; i < size; ++i)
-      class_weight[static_cast<size_t>(k)] += theta[static_cast<size_t>(ids[i])];
-  }
+  for (int64_t k = 0; k < c; ++k)
+    error.capture([&] {
+      const int32_t* ids = members.data() + class_start[static_cast<size_t>(k)];
+      const size_t size =
+          static_cast<size_t>(class_start[static_cast<size_t>(k) + 1] - class_start[static_cast<size_t>(k)]);
+      block[static_cast<size_t>(k)] = AliasTable(ids, size, theta);
+      for (size_t i = 0; i < size; ++i)
+        class_weight[static_cast<size_t>(k)] += theta[static_cast<size_t>(ids[i])];
+    });
+  error.rethrow();
   std::vector<int32_t> classes;  // the non-empty classes
   for (int64_t k = 0; k < c; ++k)
     if (class_start[static_cast<size_t>(k) + 1] > class_start[static_cast<size_t>(k)])

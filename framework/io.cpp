@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -254,13 +255,28 @@ Safetensors parse_safetensors(const std::string& file, const std::string& path) 
   const uint64_t data_size = size - 8 - header_length;
   const char* data = file.data() + 8 + header_length;
 
+  // A key given twice in one object (a tensor, a metadata entry) would leave one of its values
+  // unused, and readers differ in which one they keep: such a header is refused.
+  std::vector<std::set<std::string>> open_objects;  // the keys seen so far in each enclosing object
+  std::string duplicate;
+  auto no_duplicate_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) open_objects.emplace_back();
+    if (event == Event::object_end) open_objects.pop_back();
+    if (event == Event::key && !open_objects.back().insert(parsed.get<std::string>()).second &&
+        duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
   nlohmann::json header;
   try {
-    header =
-        nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<ptrdiff_t>(header_length));
+    header = nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<ptrdiff_t>(header_length),
+                                   no_duplicate_keys);
   } catch (const nlohmann::json::exception& e) {
     GAT_FAIL("safetensors: ", path, ": bad JSON header: ", e.what());
   }
+  GAT_CHECK(duplicate.empty(), "safetensors: ", path, ": the header holds the key ", quote(duplicate),
+            " twice in one object (which value is meant cannot be told)");
   GAT_CHECK(header.is_object(), "safetensors: ", path, ": the header is not a JSON object");
 
   Safetensors result;

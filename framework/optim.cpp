@@ -1,5 +1,6 @@
 #include "gat/framework/optim.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -140,6 +141,13 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
       const int64_t bad = first_non_finite(it->second);
       GAT_CHECK(bad < 0, "Optimizer::load_state_dict: '", key, "' holds a NaN or infinity (at flat index ",
                 bad, ")");
+      // The second buffer (Adam's exp_avg_sq) is a mean of squares: a negative value would make
+      // its square root, and then the parameter, NaN at the next step.
+      if (names.size() < 2 || name != names[1]) continue;
+      const std::vector<double> values = it->second.to(Device::cpu).to(DType::f64).to_vector<double>();
+      const auto negative = std::find_if(values.begin(), values.end(), [](double v) { return v < 0.0; });
+      GAT_CHECK(negative == values.end(), "Optimizer::load_state_dict: '", key, "' holds ", *negative,
+                " (at flat index ", negative - values.begin(), "), but it is a mean of squares (>= 0)");
     }
   }
   lr_ = rate;

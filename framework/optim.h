@@ -58,7 +58,8 @@ class Optimizer {
   // Restores a state_dict() of an optimiser of the same kind over parameters of the same shapes
   // and dtypes (onto the parameters' devices), and of values it could have reached: lr finite and
   // >= 0, step counts >= 0, every buffer of a parameter present exactly when its count is
-  // positive, and finite. The first mismatch is reported and nothing changes.
+  // positive, and finite (the second buffer, exp_avg_sq, also >= 0). The first mismatch is reported
+  // and nothing changes.
   void load_state_dict(const std::map<std::string, Tensor>& state);
 
  protected:

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "gat/framework/cuda_runtime.h"
+#include "gat/framework/detail/host_parallel.h"
 #include "gat/framework/graph.h"
 #include "gat_testing.h"
 
@@ -188,6 +189,38 @@ TEST(Graph, ParallelBuildsEqualAReferenceBuildForAnyThreadCount) {
             << "with_self_loops: n " << n << ", options " << options << ", threads " << threads;
       }
     }
+  }
+}
+
+// An exception thrown inside a parallel region reaches the caller: one that left the region ended
+// the process in std::terminate (out of memory while a large graph was sorted or generated was an
+// abort, not an error). Two threads or one, the region is parallel and the item is thrown there.
+TEST(HostParallel, AnExceptionInsideTheParallelSortReachesTheCaller) {
+  const ThreadCount restore;
+  for (const int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    omp_set_num_threads(threads);
+    const int64_t n = 4 * detail::kParallelItems, keys = 100000, bad = n / 2;
+    std::vector<int32_t> staged_key(static_cast<size_t>(n)), staged_item(static_cast<size_t>(n));
+    auto sort = [&] {
+      detail::bucket_sort<int32_t>(
+          "test", n, keys,
+          [&](int64_t begin, int64_t end, auto&& emit) {
+            for (int64_t i = begin; i < end; ++i) emit((i * 7919) % keys, static_cast<int32_t>(i));
+          },
+          [](int64_t) {},
+          [&](int64_t pos, int32_t key, int32_t item) {
+            staged_key[static_cast<size_t>(pos)] = key;
+            staged_item[static_cast<size_t>(pos)] = item;
+          },
+          [&](int64_t pos) {
+            GAT_CHECK(staged_item[static_cast<size_t>(pos)] != bad, "item ", bad, " cannot be read back");
+            return std::make_pair(staged_key[static_cast<size_t>(pos)],
+                                  staged_item[static_cast<size_t>(pos)]);
+          },
+          [](int64_t, int32_t) {});
+    };
+    expect_error(sort, {"item 131072 cannot be read back"});
   }
 }
 

@@ -535,7 +535,7 @@ std::vector<Case> cases() {
        "--log {dir}/run.safetensors is the --resume checkpoint, an input of this run", make_run},
       {"log write fails (file size limit)", "--dataset {data} --device cpu --epochs 30 --quiet --log {dir}/log.jsonl", 1,
        "--log: writing {dir}/log.jsonl failed: File too large", nullptr, nullptr, false,
-       "ulimit -f 1; trap '' XFSZ;"},
+       "ulimit -f 1;"},  // SIGXFSZ, ignored by gat_train: the write fails with EFBIG
       {"log device", train + "--log /dev/null", 1, "--log: /dev/null is a character device"},
       {"epoch abc", resume, 1, "--resume {dir}/run.safetensors: metadata 'trainer.epoch' = 'abc' is not a number",
        run_checkpoint_with(metadata_set("trainer.epoch", "abc")), expect_no_training},
@@ -545,10 +545,10 @@ std::vector<Case> cases() {
        run_checkpoint_with(metadata_set("trainer.best_epoch", "3")), expect_no_training},
       {"wait beyond the patience", resume, 1, "metadata trainer.wait 101 is outside [0, 100]",
        run_checkpoint_with(metadata_set("trainer.wait", "101")), expect_no_training},
-      {"optimiser lr NaN", resume, 1, "Optimizer::load_state_dict: lr nan is not a finite number >= 0",
+      {"optimiser lr NaN", resume, 1, "the optimiser's saved rate 'optimizer.lr' nan is not the run's --lr 0.005",
        run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.lr"] = Tensor::scalar(NAN, DType::f64); }),
        expect_no_training},
-      {"optimiser lr negative", resume, 1, "Optimizer::load_state_dict: lr -1 is not a finite number >= 0",
+      {"optimiser lr negative", resume, 1, "the optimiser's saved rate 'optimizer.lr' -1 is not the run's --lr 0.005",
        run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.lr"] = Tensor::scalar(-1.0, DType::f64); }),
        expect_no_training},
       {"optimiser step negative", resume, 1, "Optimizer::load_state_dict: parameter 0 has step count -1",
@@ -641,6 +641,49 @@ std::vector<Case> cases() {
        }},
       {"dropout that rounds to 1", bad_flag + "--dropout 0.99999999", 2,
        "--dropout: '0.99999999' is not a number in [0, 0.999]"},
+
+      // Hostile campaign 2 (reliability round 3)
+      {"out of memory inside a parallel loop (the generator's alias tables)",
+       "--dataset synthetic:30000000:2:0 --device cpu --epochs 1 --quiet", 1,
+       "out of memory (the dataset or the model is too large for this machine)", nullptr, nullptr, false,
+       "ulimit -v 1000000;"},
+      {"save past the file size limit (SIGXFSZ)", train + "--quiet --save {dir}/m.safetensors", 1,
+       "safetensors: writing {dir}/m.safetensors.gat-", nullptr,
+       [](const Scratch& s, const Outcome& o) {
+         EXPECT_NE(o.err.find("failed: File too large"), std::string::npos) << o.err;
+         expect_no_temporary_files(s, o);
+       },
+       false, "ulimit -f 2;"},
+      {"optimiser second moment negative", resume, 1,
+       "Optimizer::load_state_dict: 'exp_avg_sq.1' holds -1 (at flat index 0), but it is a mean of squares (>= 0)",
+       run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.exp_avg_sq.1"].data<float>()[0] = -1; }),
+       expect_no_training},
+      {"optimiser rate other than the run's --lr", resume, 1,
+       "the optimiser's saved rate 'optimizer.lr' 1000 is not the run's --lr 0.005",
+       run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.lr"] = Tensor::scalar(1000.0, DType::f64); }),
+       expect_no_training},
+      {"load parameters whose outputs overflow", "--load {dir}/ckpt.safetensors --dataset {data} --device cpu", 1,
+       "its outputs are not finite numbers",
+       [](const Scratch& s) {
+         io::Safetensors ckpt = base_checkpoint(s.root.parent_path() / "base");
+         for (const char* name : {"conv1.att_src", "conv1.att_dst"}) {
+           Tensor t = ckpt.tensors.at(name).clone();
+           for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = 3e38f;
+           ckpt.tensors[name] = t;
+         }
+         io::save_safetensors((s.root / "ckpt.safetensors").string(), ckpt.tensors, ckpt.metadata);
+       },
+       [](const Scratch&, const Outcome& o) { EXPECT_EQ(o.out.find("test acc"), std::string::npos) << o.out; }},
+      {"a 10 MB line in the resumed log is quoted in 60 bytes", resume + "--log {dir}/run.jsonl", 1,
+       "{dir}/run.jsonl:1: 'xxxx",
+       [](const Scratch& s) {
+         make_run(s);
+         write_text(s.root / "run.jsonl", std::string(size_t{10} << 20, 'x') + "\n");
+       },
+       [](const Scratch&, const Outcome& o) { EXPECT_LT(o.err.size(), 400u) << o.err.substr(0, 500); }},
+      {"OMP_NUM_THREADS beyond what --threads allows", train + "--quiet", 1,
+       "OMP_NUM_THREADS asks for 100000 threads, more than 4096", nullptr, nullptr, false,
+       "OMP_NUM_THREADS=100000"},
   };
   return c;
 }

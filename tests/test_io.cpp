@@ -283,6 +283,20 @@ TEST(Safetensors, BadFilesAreRefusedWithClearMessages) {
                  safetensors_bytes(
                      one(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]})"), f32x2),
                  "is larger than the file");
+  // A key twice in one object: which value a reader keeps differs (this one kept the last).
+  expect_refused(dir,
+                 safetensors_bytes(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                   R"("__metadata__":{"hidden":"4","hidden":"8"}})",
+                                   f32x2),
+                 "the header holds the key 'hidden' twice in one object");
+  expect_refused(dir,
+                 safetensors_bytes(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                   R"("t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                                   f32x2),
+                 "the header holds the key 't' twice");
+  expect_refused(
+      dir, safetensors_bytes(one(R"({"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]})"), f32x2),
+      "the header holds the key 'dtype' twice");
 
   const std::string missing = dir.file("absent.safetensors");
   expect_error([&] { io::load_safetensors(missing); }, {missing + ": cannot open"});

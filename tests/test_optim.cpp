@@ -424,6 +424,34 @@ TEST_F(CudaOptim, ClipGradNormMatchesCpu) {
   }
 }
 
+// A state no run reaches is refused whole: a rate that is NaN or negative, and a negative second
+// moment (its square root, then the parameter, would be NaN from the next step on).
+TEST(Optim, LoadStateDictRefusesAStateNoRunReaches) {
+  std::mt19937_64 rng(14);
+  Tensor p = random_tensor({5, 3}, rng, -1, 1, DType::f32).set_requires_grad();
+  Adam trained({p}, AdamOptions{});
+  p.impl().grad = random_tensor({5, 3}, rng, -1, 1, DType::f32).impl_ptr();
+  trained.step();
+  const std::map<std::string, Tensor> good = trained.state_dict();
+  auto with = [&](const std::string& name, const Tensor& value) {
+    std::map<std::string, Tensor> state = good;
+    state[name] = value;
+    return state;
+  };
+  Tensor negative = good.at("exp_avg_sq.0").clone();
+  negative.data<float>()[4] = -0.5f;
+  Adam fresh({p}, AdamOptions{});
+  expect_error([&] { fresh.load_state_dict(with("lr", Tensor::scalar(NAN, DType::f64))); },
+               {"lr nan is not a finite number >= 0"});
+  expect_error([&] { fresh.load_state_dict(with("lr", Tensor::scalar(-1.0, DType::f64))); },
+               {"lr -1 is not a finite number >= 0"});
+  expect_error([&] { fresh.load_state_dict(with("exp_avg_sq.0", negative)); },
+               {"'exp_avg_sq.0' holds -0.5 (at flat index 4), but it is a mean of squares (>= 0)"});
+  EXPECT_EQ(fresh.step_count(0), 0);  // nothing changed
+  fresh.load_state_dict(good);
+  EXPECT_EQ(fresh.step_count(0), 1);
+}
+
 TEST_F(CudaOptim, OptimiserStateLoadsOntoTheDevice) {
   std::mt19937_64 rng(13);
   Tensor start = random_tensor({40, 3}, rng, -1, 1, DType::f32),

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include <memory>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +34,7 @@
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/io.h"
 #include "gat/framework/progress.h"
+#include "gat/framework/quote.h"
 #include "gat/models/gat.h"
 #include "gat/train/checkpoint.h"
 #include "gat/train/cli.h"
@@ -87,8 +90,8 @@ std::string resumed_log(const std::string& path, int64_t epoch) {
     const bool ours = j.is_object() && j.contains("run") && j["run"] == 0 && j.contains("epoch") &&
                       j["epoch"].is_number_integer();
     if (!ours && last_cut) break;
-    GAT_CHECK(ours, "--log ", path, ":", line_number, ": '", line,
-              "' is not a line of gat_train's log of one run");
+    GAT_CHECK(ours, "--log ", path, ":", line_number, ": ", quote(line),
+              " is not a line of gat_train's log of one run");
     GAT_CHECK(j["epoch"] == next, "--log ", path, ":", line_number, ": epoch ", j["epoch"].dump(),
               " where epoch ", next, " was due (not the log of the run that --resume continues)");
     if (next++ <= epoch) kept += line + '\n';
@@ -201,6 +204,10 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
   };
   const Evaluation e =
       evaluate(model, forward, data, Features::choose(data.x, flags.train.sparse_max_density));
+  // Finite parameters can still overflow (3e38 weights): the accuracies of NaN outputs mean nothing.
+  for (const auto& [split, metrics] : {std::pair{"train", e.train}, {"val", e.val}, {"test", e.test}})
+    GAT_CHECK(std::isfinite(metrics.loss), "--load ", flags.load, ": the model's ", split, " loss on ",
+              dataset, " is ", metrics.loss, ": its outputs are not finite numbers, nothing to evaluate");
   if (!flags.quiet)
     std::printf("%s: checkpoint %s: train acc %.4f, val acc %.4f (loss %.4f), test acc %.4f\n",
                 dataset.c_str(), flags.load.c_str(), e.train.acc, e.val.acc, e.val.loss, e.test.acc);
@@ -239,10 +246,15 @@ int train_runs(const Flags& flags, Device device) {
   check_outputs(flags);  // before anything is read or written
   GAT_CHECK(flags.runs == 1 || (flags.checkpoint.empty() && flags.resume.empty()),
             "--checkpoint and --resume follow one run: --runs must be 1");
-  io::Metadata resumed;   // the --resume checkpoint's metadata
-  std::string log_start;  // what the log starts with (a resumed run's earlier lines)
+  io::Metadata resumed;                // the --resume checkpoint's metadata
+  std::string log_start;               // what the log starts with (a resumed run's earlier lines)
+  std::optional<double> resumed_rate;  // the optimiser's saved rate
   if (!flags.resume.empty()) {
-    resumed = io::load_safetensors(flags.resume).metadata;
+    const io::Safetensors file = io::load_safetensors(flags.resume);
+    resumed = file.metadata;
+    const auto rate = file.tensors.find(std::string(io::kOptimizerPrefix) + "lr");
+    if (rate != file.tensors.end() && rate->second.dtype() == DType::f64 && rate->second.numel() == 1)
+      resumed_rate = rate->second.item();  // (any other form is refused with the optimiser's state)
     const int64_t epoch =
         io::MetadataReader(resumed, "--resume " + flags.resume).integer(kCheckpointEpochKey);
     check_in_range("--resume " + flags.resume + ": metadata " + kCheckpointEpochKey, epoch,
@@ -271,6 +283,10 @@ int train_runs(const Flags& flags, Device device) {
     const io::Metadata info = run_info.to_metadata();
     for (const char* key : {"seed", kDatasetDigestKey}) wanted[key] = info.at(key);
     check_resumed_run(flags, resumed, wanted);
+    // gat_train never changes the rate during a run: the optimiser's must be the recorded --lr.
+    GAT_CHECK(!resumed_rate || *resumed_rate == options.lr, "--resume ", flags.resume,
+              ": the optimiser's saved rate 'optimizer.lr' ", *resumed_rate, " is not the run's --lr ",
+              options.lr, " (gat_train keeps the rate of a run fixed)");
   }
   options.checkpoints.path = flags.checkpoint;
   options.checkpoints.every = flags.checkpoint_every;
@@ -432,7 +448,10 @@ int run(const Flags& flags) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines show up live in logs and pipes
-  cli::Environment env;                      // the environment is read here, and only here
+  // A write past the file size limit (ulimit -f) then fails with EFBIG, and the output that failed
+  // says so, instead of the signal killing the process without a word.
+  std::signal(SIGXFSZ, SIG_IGN);
+  cli::Environment env;  // the environment is read here, and only here
   env.cuda_graphs = cli::cuda_graphs_enabled(std::getenv("GAT_CUDA_GRAPHS"));
   try {
     env.data_dir_default = default_data_dir();
@@ -451,6 +470,12 @@ int main(int argc, char** argv) {
     return check_stdout(0);
   }
   if (flags.threads > 0) omp_set_num_threads(flags.threads);
+  // OpenMP takes OMP_NUM_THREADS as it is: 100000 threads crashed inside libgomp.
+  if (omp_get_max_threads() > Flags::kThreadsRange.hi) {
+    std::cerr << "gat_train: OMP_NUM_THREADS asks for " << omp_get_max_threads() << " threads, more than "
+              << Flags::kThreadsRange.hi << "; set it lower or pass --threads N\n";
+    return 1;
+  }
   progress::enable(!flags.quiet);
   int status = 1;
   try {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -14,6 +15,29 @@
 #include "gat/framework/check.h"
 
 namespace gat::detail {
+
+// An exception may not leave an OpenMP region: one that does ends the process in std::terminate
+// (out of memory inside a parallel loop was an abort, not an error). A region's body that can
+// throw runs through capture(), which keeps the first exception any thread throws; rethrow()
+// throws it on the calling thread once the region is over.
+class FirstException {
+ public:
+  template <class Body>
+  void capture(const Body& body) noexcept {
+    try {
+      body();
+    } catch (...) {
+#pragma omp critical(gat_first_exception)
+      if (!first_) first_ = std::current_exception();
+    }
+  }
+  void rethrow() const {
+    if (first_) std::rethrow_exception(first_);
+  }
+
+ private:
+  std::exception_ptr first_;
+};
 
 // Below this many items a helper runs on the calling thread: forking costs more than it saves.
 constexpr int64_t kParallelItems = 1 << 16;
@@ -156,29 +180,33 @@ std::vector<int64_t> bucket_sort(const char* what, int64_t n, int64_t keys, cons
       [&](int64_t pos, const std::pair<int32_t, Item>& entry) { stage(pos, entry.first, entry.second); });
   std::vector<int64_t> offsets(static_cast<size_t>(keys) + 1, 0);  // (keys+1,)
   offsets[static_cast<size_t>(keys)] = coarse_start.back();
+  FirstException error;  // the thread-local buffers may not fit in memory
 #pragma omp parallel if (coarse_start.back() > kParallelItems)
   {
-    std::vector<std::pair<int32_t, Item>> local;            // one bucket's staged items
-    std::vector<int64_t> next(static_cast<size_t>(width));  // (width,) counts, then positions
+    std::vector<std::pair<int32_t, Item>> local;  // one bucket's staged items
+    std::vector<int64_t> next;                    // (width,) counts, then positions
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t b = 0; b < coarse; ++b) {
-      const int64_t first_key = b << shift, bucket_keys = std::min(width, keys - first_key);
-      local.clear();
-      for (int64_t pos = coarse_start[static_cast<size_t>(b)]; pos < coarse_start[static_cast<size_t>(b) + 1];
-           ++pos)
-        local.push_back(staged(pos));
-      std::fill(next.begin(), next.begin() + std::max<int64_t>(bucket_keys, 0), 0);
-      for (const auto& entry : local) ++next[static_cast<size_t>(entry.first - first_key)];
-      int64_t run = coarse_start[static_cast<size_t>(b)];
-      for (int64_t k = 0; k < bucket_keys; ++k) {
-        const int64_t items = next[static_cast<size_t>(k)];
-        offsets[static_cast<size_t>(first_key + k)] = next[static_cast<size_t>(k)] = run;
-        run += items;
-      }
-      for (const auto& entry : local)
-        store(next[static_cast<size_t>(entry.first - first_key)]++, entry.second);
-    }
+    for (int64_t b = 0; b < coarse; ++b)
+      error.capture([&] {
+        next.resize(static_cast<size_t>(width));  // allocated at the thread's first bucket
+        const int64_t first_key = b << shift, bucket_keys = std::min(width, keys - first_key);
+        local.clear();
+        for (int64_t pos = coarse_start[static_cast<size_t>(b)];
+             pos < coarse_start[static_cast<size_t>(b) + 1]; ++pos)
+          local.push_back(staged(pos));
+        std::fill(next.begin(), next.begin() + std::max<int64_t>(bucket_keys, 0), 0);
+        for (const auto& entry : local) ++next[static_cast<size_t>(entry.first - first_key)];
+        int64_t run = coarse_start[static_cast<size_t>(b)];
+        for (int64_t k = 0; k < bucket_keys; ++k) {
+          const int64_t items = next[static_cast<size_t>(k)];
+          offsets[static_cast<size_t>(first_key + k)] = next[static_cast<size_t>(k)] = run;
+          run += items;
+        }
+        for (const auto& entry : local)
+          store(next[static_cast<size_t>(entry.first - first_key)]++, entry.second);
+      });
   }
+  error.rethrow();
   return offsets;
 }
 
