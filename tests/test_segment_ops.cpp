@@ -8,7 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <string>
 #include <utility>
@@ -264,6 +267,25 @@ TEST_P(SegmentOpsOnDevice, MeanAggregationLayerMatchesTheHandComputation) {
 }
 
 GAT_INSTANTIATE_DEVICE_TESTS(SegmentOpsOnDevice);
+
+// Every C++ block of docs/message-passing.md after the first (the includes) is code of this file.
+TEST(MessagePassingDoc, ExamplesAreTheTestedCode) {
+  const auto read = [](const char* path) {
+    std::ifstream in(std::filesystem::path(GAT_SOURCE_DIR) / path);
+    EXPECT_TRUE(in) << path;
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string doc = read("docs/message-passing.md"), source = read("tests/test_segment_ops.cpp");
+  const std::string open = "```cpp\n", close = "```\n";
+  int blocks = 0;
+  for (size_t at = doc.find(open); at != std::string::npos; at = doc.find(open, at)) {
+    at += open.size();
+    std::string block = doc.substr(at, doc.find(close, at) - at);
+    if (blocks++ == 0) block = block.substr(block.find("Tensor mean_aggregation"));
+    EXPECT_NE(source.find(block), std::string::npos) << "not in tests/test_segment_ops.cpp:\n" << block;
+  }
+  EXPECT_EQ(blocks, 2);
+}
 
 // ---- errors -----------------------------------------------------------------------------------
 
