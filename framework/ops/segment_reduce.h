@@ -1,7 +1,7 @@
 // Segment reductions over CSR offsets, with autograd (f32/f64; CPU and CUDA): segment_sum,
 // segment_mean and segment_max. They are torch_scatter's segment_csr(x, offsets, reduce), and
-// torch.segment_reduce(x, reduce, offsets=offsets) except on empty segments (0 here, as in
-// torch_scatter; torch gives its reduction's identity).
+// torch.segment_reduce(x, reduce, offsets=offsets) except on empty segments: 0 here, as in
+// torch_scatter, where torch 2.11 gives NaN for mean and -inf for max.
 //
 //   x: (N, ...); Segments(offsets): offsets (S+1,) i32, offsets[0] = 0, non-decreasing,
 //   offsets[S] = N. Segment s is the rows [offsets[s], offsets[s+1]) of x.  ->  out (S, ...):
