@@ -386,3 +386,19 @@ TEST_F(CudaSegmentOps, ForwardAndBackwardAreBitwiseTheCpus) {
     EXPECT_EQ(cpu.grad, cuda.grad);
   }
 }
+
+TEST_F(CudaSegmentOps, AnIndexOnAnotherDeviceIsAnError) {
+  const Tensor x = Tensor::zeros({3, 2}, DType::f32, Device::cuda);
+  expect_error(
+      [&] {
+        ops::segment_sum(x, ops::Segments(i32({0, 3})));
+      },
+      {"segment_sum", "offsets are on cpu"});
+  expect_error(
+      [&] {
+        ops::scatter_add(x, ops::RowIndex(i32({0, 1, 1})), 2);
+      },
+      {"scatter_add", "index is on cpu"});
+  // The pools read the batch on the host, wherever it is: a CPU batch is fine.
+  EXPECT_EQ(ops::global_add_pool(x, i32({0, 1, 1})).device(), Device::cuda);
+}
