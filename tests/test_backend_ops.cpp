@@ -37,6 +37,7 @@
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/fill.h"
+#include "gat/framework/ops/global_pool.h"
 #include "gat/framework/ops/head_mean.h"
 #include "gat/framework/ops/index_rows.h"
 #include "gat/framework/ops/layer_norm.h"
@@ -46,6 +47,8 @@
 #include "gat/framework/ops/narrow.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
+#include "gat/framework/ops/scatter_add.h"
+#include "gat/framework/ops/segment_reduce.h"
 #include "gat/framework/ops/sparse_dropout.h"
 #include "gat/framework/ops/sparse_matmul.h"
 #include "gat/framework/ops/transpose.h"
@@ -107,6 +110,15 @@ Tensor repeating_index(int64_t count, int64_t rows) {
   return Tensor::from_vector(v, {count});
 }
 
+// Offsets of `segments` segments over `rows` rows, growing quadratically: the first ones empty,
+// the last ones long.
+Tensor quadratic_offsets(int64_t rows, int64_t segments) {
+  std::vector<int32_t> v(static_cast<size_t>(segments) + 1);
+  for (int64_t s = 0; s <= segments; ++s)
+    v[static_cast<size_t>(s)] = static_cast<int32_t>(s * s * rows / (segments * segments));
+  return Tensor::from_vector(v, {segments + 1});
+}
+
 Tensor random_labels(int64_t N, int64_t C, std::mt19937_64& rng) {
   std::vector<int32_t> y(static_cast<size_t>(N));
   for (int32_t& v : y) v = static_cast<int32_t>(rng() % C);
@@ -117,6 +129,37 @@ std::vector<OpCase> op_cases() {
   std::mt19937_64 rng(2024);
   const DropoutKey key{0.35f, 123, 4};
   const Tensor index_large = repeating_index(3000, 1000), index_small = repeating_index(9, 4);
+  // Segments: large with empty ones first and long ones last; small with empty ones at both ends
+  // and inside. Batch vectors for the pools, unsorted (index_rows puts x in graph order first),
+  // with graphs that have no node.
+  const Tensor offsets_large = quadratic_offsets(3000, 700);
+  const Tensor offsets_small = Tensor::from_vector<int32_t>({0, 0, 3, 3, 4, 7, 7}, {7});
+  const Tensor batch_large = repeating_index(3000, 40);
+  const Tensor batch_small = Tensor::from_vector<int32_t>({3, 0, 2, 0, 2, 5, 2}, {7});
+  auto segment_row = [=](const char* name, Tensor (*op)(const Tensor&, const ops::Segments&),
+                         std::vector<ErrorCase> errors = {}) {
+    return OpCase{"segment_reduce",
+                  name,
+                  [=](const Inputs& in) {
+                    const Tensor& offsets = in[0].size(0) == 3000 ? offsets_large : offsets_small;
+                    return op(in[0], ops::Segments(offsets, in[0].device()));
+                  },
+                  {{3000, 3, 11}},
+                  {{7, 2, 3}},
+                  std::move(errors)};
+  };
+  auto pool_row = [=](const char* name, Tensor (*op)(const Tensor&, const Tensor&, int64_t),
+                      std::vector<ErrorCase> errors = {}) {
+    return OpCase{"global_pool",
+                  name,
+                  [=](const Inputs& in) {
+                    const bool large = in[0].size(0) == 3000;
+                    return op(in[0], large ? batch_large : batch_small, large ? 45 : -1);
+                  },
+                  {{3000, 33}},
+                  {{7, 3}},
+                  std::move(errors)};
+  };
   // Graphs: a large one with a hub (rows and transposed rows cut into chunks on the device) and
   // the small one with empty rows and a self loop.
   const OnDevice<Graph> big(random_graph(3000, 30000, 300, rng)), mixed(mixed_graph());
@@ -380,6 +423,60 @@ std::vector<OpCase> op_cases() {
        },
        {{300, 33}, {300, 33}},
        {{2, 3}, {2, 3}}},
+      {"scatter_add",
+       "scatter_add",
+       [index_large, index_small](const Inputs& in) {
+         const bool large = in[0].size(0) == 3000;
+         return ops::scatter_add(in[0], large ? index_large : index_small, large ? 1100 : 6);
+       },
+       {{3000, 4, 16}},
+       {{9, 2, 3}},
+       {{[=] {
+           ops::scatter_add(z32, Tensor::from_vector<int32_t>({0, 5, 1}, {3}), 5);
+         },
+         {"scatter_add", "index 5", "position 1", "5 segments"}},
+        {[=] {
+           ops::scatter_add(z32, Tensor::from_vector<int32_t>({0, -1, 1}, {3}), 5);
+         },
+         {"scatter_add", "index -1", "negative"}},
+        {[=] {
+           ops::scatter_add(z23, Tensor::from_vector<int32_t>({0, 1, 1}, {3}), 5);
+         },
+         {"scatter_add", "(2, 3)", "one row per index entry (3)"}}}},
+      segment_row("segment_sum", ops::segment_sum,
+                  {{[] {
+                      ops::segment_sum(Tensor::zeros({4, 2}),
+                                       ops::Segments(Tensor::from_vector<int32_t>({0, 3, 2, 4}, {4})));
+                    },
+                    {"Segments", "decrease", "offsets[2] = 2 < offsets[1] = 3"}},
+                   {[] {
+                      ops::segment_sum(Tensor::zeros({4, 2}),
+                                       ops::Segments(Tensor::from_vector<int32_t>({0, 3}, {2})));
+                    },
+                    {"segment_sum", "(4, 2)", "offsets end at 3"}},
+                   {[] {
+                      ops::segment_mean(Tensor::zeros({2}, DType::i32),
+                                        ops::Segments(Tensor::from_vector<int32_t>({0, 2}, {2})));
+                    },
+                    {"segment_mean", "i32"}}}),
+      segment_row("segment_mean", ops::segment_mean),
+      segment_row("segment_max", ops::segment_max),
+      pool_row(
+          "global_add_pool", ops::global_add_pool,
+          {{[] {
+              ops::global_add_pool(Tensor::zeros({3, 2}), Tensor::from_vector<int32_t>({0, 4, 1}, {3}), 3);
+            },
+            {"global_add_pool", "batch[1] = 4", "size 3"}},
+           {[] {
+              ops::global_max_pool(Tensor::zeros({3, 2}), Tensor::from_vector<int32_t>({0, -4, 1}, {3}));
+            },
+            {"global_max_pool", "batch[1] = -4", "negative"}},
+           {[] {
+              ops::global_mean_pool(Tensor::zeros({3, 2}), Tensor::zeros({2}, DType::i32));
+            },
+            {"global_mean_pool", "'batch' i32 cpu (2,)", "(3, 2)"}}}),
+      pool_row("global_mean_pool", ops::global_mean_pool),
+      pool_row("global_max_pool", ops::global_max_pool),
       {"layer_norm",
        "layer_norm",
        [](const Inputs& in) { return ops::layer_norm(in[0], in[1], in[2], 1e-5); },
@@ -1245,5 +1342,5 @@ TEST(BackendOps, EveryOpHasARowWithAnErrorCase) {
     EXPECT_TRUE(listed.count(op)) << where << " has no row in op_cases()";
     EXPECT_TRUE(with_errors.count(op)) << where << " has no error case";
   }
-  EXPECT_GE(headers, 29);  // 23 in framework/ops/, 6 in framework/ops/attention/
+  EXPECT_GE(headers, 32);  // 26 in framework/ops/, 6 in framework/ops/attention/
 }

@@ -11,15 +11,15 @@
 
 namespace gat::ops {
 
-RowIndex::RowIndex(const Tensor& index, Device device) {
-  check_dtype("index_rows", "index", index, DType::i32);
-  check_dim("index_rows", "index", index, 1);
+RowIndex::RowIndex(const Tensor& index, Device device, const char* op) {
+  check_dtype(op, "index", index, DType::i32);
+  check_dim(op, "index", index, 1);
   const std::vector<int32_t> values = index.to_vector<int32_t>();  // (K,)
   const int32_t count = static_cast<int32_t>(values.size());
-  GAT_CHECK(static_cast<int64_t>(count) == index.numel(), "index_rows: ", index.numel(),
+  GAT_CHECK(static_cast<int64_t>(count) == index.numel(), op, ": ", index.numel(),
             " indices exceed the i32 range");
   for (int32_t k = 0; k < count; ++k) {
-    GAT_CHECK(values[k] >= 0, "index_rows: index ", values[k], " at position ", k, " is negative");
+    GAT_CHECK(values[k] >= 0, op, ": index ", values[k], " at position ", k, " is negative");
     if (values[k] > max_index_) {
       max_index_ = values[k];
       max_position_ = k;

@@ -32,8 +32,9 @@ namespace gat::ops {
 class RowIndex {
  public:
   RowIndex() = default;
-  // index: (K,) i32 on any device; the plan is stored on `device`.
-  RowIndex(const Tensor& index, Device device);
+  // index: (K,) i32 on any device; the plan is stored on `device`. Errors name `op`, the op the
+  // plan is built for (index_rows, scatter_add).
+  RowIndex(const Tensor& index, Device device, const char* op = "index_rows");
   explicit RowIndex(const Tensor& index) : RowIndex(index, index.device()) {}
 
   int64_t size() const { return index_.numel(); }  // K
