@@ -1,8 +1,9 @@
 // Tests of the elementwise, shape and reduction ops: values, gradient checks for every
-// differentiable input, dropout masks, and the error messages (the CPU); head_mean and empty
-// tensors on each device; and beyond the backend table (test_backend_ops.cpp), the CUDA backend
-// against the CPU: dropout masks bit for bit, batch_norm's running statistics, index_rows on
-// integers and its bound check, device mismatches.
+// differentiable input, dropout masks, and the error messages (the CPU); head_mean, empty
+// tensors, and the pointwise functions of unary.h against PyTorch's values at their edges, with
+// gradient checks near them, on each device; and beyond the backend table (test_backend_ops.cpp),
+// the CUDA backend against the CPU: dropout masks bit for bit, batch_norm's running statistics,
+// index_rows on integers and its bound check, device mismatches.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -729,6 +730,8 @@ TEST_P(ElementwiseOnDevice, EmptyTensors) {
   EXPECT_EQ(ops::softmax(empty, 0).shape(), (Shape{0, 3}));
   EXPECT_EQ(ops::log_softmax(empty, 1).shape(), (Shape{0, 3}));
   EXPECT_EQ(ops::sigmoid(empty).shape(), (Shape{0, 3}));
+  EXPECT_EQ(ops::gelu(empty).shape(), (Shape{0, 3}));
+  EXPECT_EQ(ops::clamp(empty, 0.0, std::nullopt).shape(), (Shape{0, 3}));
   EXPECT_EQ(ops::transpose(empty).shape(), (Shape{3, 0}));
 }
 
@@ -873,6 +876,202 @@ TEST(OpsErrors, BroadcastErrorsNameTheOpTheTensorsAndTheAxis) {
   for (size_t k = 0; k < 9; ++k) (k % 2 == 0 ? odd : even)[k] = 2;
   expect_error([&] { Tensor::zeros(odd) + Tensor::zeros(even); }, {"add", "9 axes", "at most 8"});
   EXPECT_EQ((Tensor::zeros(odd) + Tensor::zeros(Shape(9, 1))).shape(), odd);  // one operand full: 1 axis
+}
+
+// ---- the pointwise functions of unary.h against PyTorch ------------------------------------
+
+// PyTorch's output and d x of a pointwise op, for the input x and the upstream gradient g.
+struct TorchUnaryReference {
+  const char* name;
+  std::function<Tensor(const Tensor&)> f;
+  std::vector<double> x, g, out, grad_x;
+};
+
+// Made by tests/data/torch_unary_reference.py with torch 2.11.0 (CPU build), float64: the kinks of
+// relu6, softplus on both sides of its threshold (and at it), sqrt and pow at 0, pow of negative
+// bases, clamp at and beyond its bounds, saturated gelu and silu, NaN inputs.
+const std::vector<TorchUnaryReference>& torch_unary_reference() {
+  static const std::vector<TorchUnaryReference> cases = {
+      {"relu6 at 0 and 6",
+       [](const Tensor& x) { return ops::relu6(x); },
+       {-1.0, -0.0, 0.0, 0.5, 6.0, 7.0, NAN},
+       {0.5, -1.5, 2.0, 0.25, 3.0, -0.75, 1.25},
+       {0.0, -0.0, 0.0, 0.5, 6.0, 6.0, NAN},
+       {0.0, 0.0, 0.0, 0.25, 0.0, 0.0, 1.25}},
+      {"gelu",
+       [](const Tensor& x) { return ops::gelu(x); },
+       {-40.0, -5.0, -1.0, -0.001, 0.0, 0.001, 0.5, 1.0, 3.0, 40.0, NAN},
+       {0.5, -1.5, 2.0, 0.25, 3.0, -0.75, 1.25, -2.0, 0.125, 1.75, -0.5},
+       {-0.0, -1.4332578593401202e-06, -0.15865525393145702, -0.000499601057786089, 0.0, 0.000500398942213911,
+        0.34573123063700656, 0.841344746068543, 2.99595030590511, 40.0, NAN},
+       {0.0, 1.0720419002705196e-05, -0.1666309411753727, 0.12480052892628965, 1.5, -0.3755984132211311,
+        1.0843689058202035, -2.166630941175373, 0.126493205900523, 1.75, NAN}},
+      {"gelu tanh",
+       [](const Tensor& x) { return ops::gelu(x, ops::GeluApproximate::tanh); },
+       {-40.0, -5.0, -1.0, -0.001, 0.0, 0.001, 0.5, 1.0, 3.0, 40.0, NAN},
+       {0.5, -1.5, 2.0, 0.25, 3.0, -0.75, 1.25, -2.0, 0.125, 1.75, -0.5},
+       {-0.0, -2.2917961972623857e-07, -0.15880800939172324, -0.000499601057786418, 0.0, 0.000500398942213582,
+        0.34571400982514394, 0.8411919906082768, 2.996362607918227, 40.0, NAN},
+       {0.0, 2.319542981939434e-06, -0.16592816769156504, 0.12480052892661875, 1.5, -0.37559841322014376,
+        1.084212379418303, -2.165928167691565, 0.1264480208288712, 1.75, NAN}},
+      {"silu",
+       [](const Tensor& x) { return ops::silu(x); },
+       {-800.0, -40.0, -1.0, 0.0, 1.0, 40.0, 800.0, NAN},
+       {0.5, -1.5, 2.0, 0.25, 3.0, -0.75, 1.25, -2.0},
+       {-0.0, -1.6993417021166355e-16, -0.2689414213699951, 0.0, 0.7310585786300049, 40.0, 800.0, NAN},
+       {-0.0, 2.4852872393455795e-16, 0.1446589762570265, 0.125, 2.7830115356144605, -0.75, 1.25, NAN}},
+      {"softplus around threshold 20",
+       [](const Tensor& x) { return ops::softplus(x); },
+       {-40.0, 0.0, 19.9, 20.0, 20.1, 40.0, NAN},
+       {0.5, -1.5, 2.0, 0.25, 3.0, -0.75, 1.25},
+       {4.248354255291589e-18, 0.6931471805599453, 19.900000002277924, 20.000000002061153, 20.1, 40.0, NAN},
+       {2.1241771276457944e-18, -0.75, 1.9999999954441459, 0.2499999994847116, 3.0, -0.75, NAN}},
+      {"softplus beta 2 threshold 3",
+       [](const Tensor& x) { return ops::softplus(x, 2.0, 3.0); },
+       {-40.0, 1.4999, 1.5, 1.5001, 40.0},
+       {0.5, -1.5, 2.0, 0.25, 3.0},
+       {9.024256939227076e-36, 1.5241984188259827, 1.524293675786871, 1.5001, 40.0},
+       {9.024256939227076e-36, -1.4288476360089175, 1.9051482536448665, 0.25, 3.0}},
+      {"softplus beta -0.5 threshold 5",
+       [](const Tensor& x) { return ops::softplus(x, -0.5, 5.0); },
+       {-10.1, -10.0, -9.9, 3.0},
+       {0.5, -1.5, 2.0, 0.25},
+       {-10.1, -10.013430696978237, -9.914116878862917, -0.4028265559655048},
+       {0.5, -1.4899607236135726, 1.9859328256900097, 0.04560638095158908}},
+      {"sqrt at 0",
+       [](const Tensor& x) { return ops::sqrt(x); },
+       {0.0, 0.0, 0.0, 0.25, 4.0, -1.0},
+       {1.0, -1.0, 0.0, 2.0, 1.0, 1.0},
+       {0.0, 0.0, 0.0, 0.5, 2.0, NAN},
+       {INFINITY, -INFINITY, NAN, 2.0, 0.25, NAN}},
+      {"pow 0.5",
+       [](const Tensor& x) { return ops::pow(x, 0.5); },
+       {0.0, 0.25, 4.0, -1.0},
+       {0.5, -1.5, 2.0, 0.25},
+       {0.0, 0.5, 2.0, NAN},
+       {INFINITY, -1.5, 0.5, NAN}},
+      {"pow 2.5",
+       [](const Tensor& x) { return ops::pow(x, 2.5); },
+       {0.0, 2.0, -1.0},
+       {0.5, -1.5, 2.0},
+       {0.0, 5.656854249492381, NAN},
+       {0.0, -10.606601717798213, NAN}},
+      {"pow 3",
+       [](const Tensor& x) { return ops::pow(x, 3.0); },
+       {-2.0, 0.0, 1.5},
+       {0.5, -1.5, 2.0},
+       {-8.0, 0.0, 3.375},
+       {6.0, -0.0, 13.5}},
+      {"pow -1",
+       [](const Tensor& x) { return ops::pow(x, -1.0); },
+       {0.0, -2.0, 0.5},
+       {0.5, -1.5, 2.0},
+       {INFINITY, -0.5, 2.0},
+       {-INFINITY, 0.375, -8.0}},
+      {"pow 0",
+       [](const Tensor& x) { return ops::pow(x, 0.0); },
+       {0.0, -1.0, NAN},
+       {0.5, -1.5, 2.0},
+       {1.0, 1.0, 1.0},
+       {0.0, 0.0, 0.0}},
+      {"clamp at the bounds",
+       [](const Tensor& x) { return ops::clamp(x, -1.0, 2.0); },
+       {-2.0, -1.0, 0.0, 2.0, 3.0, NAN},
+       {0.5, -1.5, 2.0, 0.25, 3.0, -0.75},
+       {-1.0, -1.0, 0.0, 2.0, 2.0, NAN},
+       {0.0, -1.5, 2.0, 0.25, 0.0, 0.0}},
+      {"clamp min only",
+       [](const Tensor& x) { return ops::clamp(x, -1.0, std::nullopt); },
+       {-INFINITY, -2.0, -1.0, 0.0, INFINITY},
+       {0.5, -1.5, 2.0, 0.25, 3.0},
+       {-1.0, -1.0, -1.0, 0.0, INFINITY},
+       {0.0, 0.0, 2.0, 0.25, 3.0}},
+      {"clamp max only",
+       [](const Tensor& x) { return ops::clamp(x, std::nullopt, 2.0); },
+       {-INFINITY, 1.0, 2.0, 3.0, INFINITY},
+       {0.5, -1.5, 2.0, 0.25, 3.0},
+       {-INFINITY, 1.0, 2.0, 2.0, 2.0},
+       {0.5, -1.5, 2.0, 0.0, 0.0}},
+      {"clamp min > max",
+       [](const Tensor& x) { return ops::clamp(x, 2.0, 1.0); },
+       {0.0, 1.5, 3.0},
+       {0.5, -1.5, 2.0},
+       {1.0, 1.0, 1.0},
+       {0.0, 0.0, 0.0}},
+  };
+  return cases;
+}
+
+// got[i] is want[i]: both NaN, the same infinity, or |got - want| <= tol max(|want|, floor).
+void expect_matches_torch(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                          double floor, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double a = got[i], b = want[i];
+    const bool same = std::isnan(b)   ? std::isnan(a)
+                      : std::isinf(b) ? a == b
+                                      : std::abs(a - b) <= tol * std::max(std::abs(b), floor);
+    EXPECT_TRUE(same) << what << ", element " << i << ": got " << a << ", torch " << b;
+  }
+}
+
+class UnaryOnDevice : public DeviceTest {};
+GAT_INSTANTIATE_DEVICE_TESTS(UnaryOnDevice);
+
+// f64 to 1e-9 relative: torch's own f64 gelu(-5) is 4e-11 off (unary.h) and the devices' erfc,
+// exp and pow a few ulp apart. f32 to 1e-5 relative, or absolute below 1: torch's f32 values are
+// not the reference there, the f64 ones are, and the inputs round to f32 first.
+TEST_P(UnaryOnDevice, ValuesAndGradientsAreTorchsAtTheEdges) {
+  for (DType dtype : {DType::f64, DType::f32}) {
+    const double tol = dtype == DType::f64 ? 1e-9 : 1e-5, floor = dtype == DType::f64 ? 1e-300 : 1.0;
+    for (const TorchUnaryReference& c : torch_unary_reference()) {
+      const std::string what = std::string(c.name) + " " + dtype_name(dtype);
+      const Shape shape{static_cast<int64_t>(c.x.size())};
+      Tensor x = f64(c.x, shape).to(dtype).to(device()).set_requires_grad();
+      const Tensor out = c.f(x);
+      out.backward(f64(c.g, shape).to(dtype).to(device()));
+      expect_matches_torch(host_f64(out), c.out, tol, floor, what + " forward");
+      expect_matches_torch(host_f64(x.grad()), c.grad_x, tol, floor, what + " d x");
+    }
+  }
+}
+
+// Central differences in f64 over each function's range, at points near relu6's and clamp's kinks
+// and softplus's threshold, further from them than the step (1e-6).
+TEST_P(UnaryOnDevice, GradientsMatchFiniteDifferencesNearTheEdges) {
+  auto at = [&](const std::vector<double>& v) {
+    return f64(v, {static_cast<int64_t>(v.size())}).to(device());
+  };
+  const Tensor wide = at({-40, -7, -3.1, -1, -0.3, -1e-3, 2e-3, 0.4, 1.3, 2.9, 5.999, 6.001, 8, 40});
+  const Tensor positive = at({1e-3, 0.05, 0.3, 1, 2.5, 7, 40});
+  struct Case {
+    const char* name;
+    std::function<Tensor(const Tensor&)> f;
+    Tensor x;
+  };
+  const std::vector<Case> cases = {
+      {"relu6", [](const Tensor& x) { return ops::relu6(x); }, wide},
+      {"gelu", [](const Tensor& x) { return ops::gelu(x); }, wide},
+      {"gelu tanh", [](const Tensor& x) { return ops::gelu(x, ops::GeluApproximate::tanh); }, wide},
+      {"silu", [](const Tensor& x) { return ops::silu(x); }, wide},
+      {"softplus", [](const Tensor& x) { return ops::softplus(x); }, at({-30, -2, 0, 3, 19.99, 20.01, 25})},
+      {"softplus beta 2 threshold 3", [](const Tensor& x) { return ops::softplus(x, 2.0, 3.0); },
+       at({-3, 0.4, 1.499, 1.501, 4})},
+      {"softplus beta -0.5", [](const Tensor& x) { return ops::softplus(x, -0.5, 5.0); },
+       at({-10.01, -9.99, 0, 4})},
+      {"sqrt", [](const Tensor& x) { return ops::sqrt(x); }, positive},
+      {"pow 2.5", [](const Tensor& x) { return ops::pow(x, 2.5); }, positive},
+      {"pow -1.5", [](const Tensor& x) { return ops::pow(x, -1.5); }, at({0.05, 0.3, 1, 2.5, 7, 40})},
+      {"pow 3", [](const Tensor& x) { return ops::pow(x, 3.0); }, wide},
+      {"pow 0", [](const Tensor& x) { return ops::pow(x, 0.0); }, wide},
+      {"clamp", [](const Tensor& x) { return ops::clamp(x, -1.0, 2.0); },
+       at({-1.5, -1.001, -0.999, 0, 1.999, 2.001, 3})},
+      {"clamp min", [](const Tensor& x) { return ops::clamp(x, -1.0, std::nullopt); },
+       at({-1.001, -0.999, 5})},
+      {"clamp max", [](const Tensor& x) { return ops::clamp(x, std::nullopt, 2.0); }, at({-5, 1.999, 2.001})},
+  };
+  for (const Case& c : cases)
+    expect_gradients_match(c.name, [&c](const Inputs& in) { return c.f(in[0]); }, {c.x});
 }
 
 // ---- CUDA against the CPU ----------------------------------------------------------------

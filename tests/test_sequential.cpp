@@ -1,6 +1,6 @@
 // Sequential: order of application, parameter names, training and eval mode reaching the
 // children, modules that draw random numbers, and use inside a training loop (gradients reach
-// every layer).
+// every layer), the activation modules with their arguments and PyTorch's defaults.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -10,6 +10,7 @@
 
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/reduce.h"
+#include "gat/framework/ops/unary.h"
 #include "gat/layers/activation.h"
 #include "gat/layers/batch_norm.h"
 #include "gat/layers/dropout.h"
@@ -76,4 +77,23 @@ TEST(Sequential, GradientsReachEveryLayer) {
   std::mt19937_64 rng(4);
   ops::sum(net.forward(random_tensor({7, 4}, rng))).backward();
   for (auto& [name, p] : net.named_parameters()) EXPECT_TRUE(p.grad().defined()) << name;
+}
+
+TEST(Sequential, ActivationModulesRunTheirOpsWithTheirArguments) {
+  std::mt19937_64 rng(5);
+  const Tensor x = random_tensor({6, 4}, rng, -8.0, 8.0);
+  Sequential net;
+  net.add(std::make_shared<ReLU6>())
+      .add(std::make_shared<GELU>(ops::GeluApproximate::tanh))
+      .add(std::make_shared<SiLU>())
+      .add(std::make_shared<Softplus>(2.0, 3.0))
+      .add(std::make_shared<GELU>());
+  const Tensor want =
+      ops::gelu(ops::softplus(ops::silu(ops::gelu(ops::relu6(x), ops::GeluApproximate::tanh)), 2.0, 3.0));
+  EXPECT_TRUE(gat::testing::bitwise_equal(net.forward(x), want));
+  // The defaults are PyTorch's: Softplus(beta 1, threshold 20) (x reaches past 2), GELU exact.
+  EXPECT_TRUE(gat::testing::bitwise_equal(Softplus().forward(x), ops::softplus(x, 1.0, 20.0)));
+  EXPECT_FALSE(gat::testing::bitwise_equal(Softplus().forward(x), ops::softplus(x, 1.0, 2.0)));
+  EXPECT_TRUE(gat::testing::bitwise_equal(GELU().forward(x), ops::gelu(x)));
+  EXPECT_FALSE(gat::testing::bitwise_equal(GELU().forward(x), ops::gelu(x, ops::GeluApproximate::tanh)));
 }

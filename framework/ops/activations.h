@@ -1,4 +1,5 @@
 // Elementwise activations with autograd (f32/f64, CPU and CUDA). x: any shape -> the same shape.
+// relu6, gelu, silu and softplus are pointwise functions of unary.h.
 //
 //   relu(x)                        = max(x, 0)
 //   leaky_relu(x, negative_slope)  = x > 0 ? x : negative_slope * x
