@@ -259,7 +259,6 @@ Tensor mul(const Tensor& a, double b) { return tensor_constant_op("mul", BinaryO
 Tensor div(const Tensor& a, double b) { return tensor_constant_op("div", BinaryOp::div, a, b); }
 Tensor maximum(const Tensor& a, double b) { return tensor_constant_op("maximum", BinaryOp::maximum, a, b); }
 Tensor minimum(const Tensor& a, double b) { return tensor_constant_op("minimum", BinaryOp::minimum, a, b); }
-Tensor pow(const Tensor& a, double b) { return tensor_constant_op("pow", BinaryOp::pow, a, b); }
 Tensor add(double a, const Tensor& b) { return constant_tensor_op("add", BinaryOp::add, a, b); }
 Tensor sub(double a, const Tensor& b) { return constant_tensor_op("sub", BinaryOp::sub, a, b); }
 Tensor mul(double a, const Tensor& b) { return constant_tensor_op("mul", BinaryOp::mul, a, b); }

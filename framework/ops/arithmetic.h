@@ -4,7 +4,8 @@
 //   maximum(a, b), minimum(a, b)   (a NaN on either side gives NaN, as in PyTorch)
 //   pow(a, b) = a^b                 (std::pow: a negative a to a non-integer b is NaN)
 //   where(cond, a, b) = cond != 0 ? a : b, for an i32 mask cond
-//   the same with a double on either side (add(x, 1.0), div(1.0, x), pow(x, 2.0), where(m, x, 0.0)),
+//   the same with a double on either side (add(x, 1.0), div(1.0, x), pow(2.0, x), where(m, x, 0.0));
+//   a tensor to a number's power, pow(x, 2.0), is unary.h's (it has no exponent gradient),
 //   neg(x) = -x, scale(x, s) = x * s, add_bias(x, bias) = x + bias for a bias (C,) over x (..., C),
 //   and the operators a + b, a - b, a * b, a / b, -a (with doubles on either side too) in
 //   namespace gat, found by argument-dependent lookup.
@@ -58,7 +59,6 @@ Tensor div(const Tensor& a, double b);
 Tensor div(double a, const Tensor& b);
 Tensor maximum(const Tensor& a, double b);
 Tensor minimum(const Tensor& a, double b);
-Tensor pow(const Tensor& a, double b);
 Tensor pow(double a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, double b);
 Tensor where(const Tensor& cond, double a, const Tensor& b);
