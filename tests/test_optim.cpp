@@ -1,6 +1,7 @@
 // Adam, AdamW and SGD against PyTorch's update formulas written out here in double; the
 // learning rate schedulers against torch's closed forms; clip_grad_norm; optimiser state in
-// checkpoints; on CUDA, the optimisers' steps, clip_grad_norm and a resumed Adam against the CPU.
+// checkpoints; on CUDA, the optimisers' steps (RMSprop's and two groups' too), clip_grad_norm and a resumed
+// Adam against the CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -387,10 +388,24 @@ TEST_F(CudaOptim, OptimiserStepsMatchCpu) {
   sgd.lr = 0.1;
   sgd.momentum = 0.9;
   sgd.weight_decay = 0.01;
+  RMSpropOptions rmsprop;
+  rmsprop.weight_decay = 0.01;
+  RMSpropOptions rmsprop_centered = rmsprop;
+  rmsprop_centered.centered = true;
+  rmsprop_centered.momentum = 0.9;
   const std::vector<std::pair<std::string, std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>>>
       kinds{{"Adam", [&](std::vector<Tensor> p) { return std::make_unique<Adam>(p, adam); }},
             {"AdamW", [&](std::vector<Tensor> p) { return std::make_unique<AdamW>(p, adamw); }},
-            {"SGD", [&](std::vector<Tensor> p) { return std::make_unique<SGD>(p, sgd); }}};
+            {"SGD", [&](std::vector<Tensor> p) { return std::make_unique<SGD>(p, sgd); }},
+            {"RMSprop", [&](std::vector<Tensor> p) { return std::make_unique<RMSprop>(p, rmsprop); }},
+            {"RMSprop centered with momentum",
+             [&](std::vector<Tensor> p) { return std::make_unique<RMSprop>(p, rmsprop_centered); }},
+            {"Adam in two groups", [&](std::vector<Tensor> p) {
+               // the first 25 parameters (one launch) and the other 15, at other rates
+               std::vector<Tensor> first(p.begin(), p.begin() + 25), second(p.begin() + 25, p.end());
+               return std::make_unique<Adam>(
+                   std::vector<ParamGroup>{ParamGroup(first), ParamGroup(second, 0.01, 0.0)}, adam);
+             }}};
   for (const auto& [name, make] : kinds) {
     std::vector<Tensor> want = run(Device::cpu, make), got = run(Device::cuda, make);
     for (size_t i = 0; i < want.size(); ++i) {
