@@ -134,6 +134,10 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
     return it->second;
   };
   const Tensor& lr = lookup("lr");
+  const size_t saved_groups = lr.shape().empty() ? 1 : static_cast<size_t>(lr.shape()[0]);
+  GAT_CHECK(saved_groups == groups_.size(), "Optimizer::load_state_dict: 'lr' ", lr.describe(),
+            " holds the rates of ", saved_groups, " parameter groups, but this optimiser has ",
+            groups_.size());
   check_shape("Optimizer::load_state_dict", "lr", lr,
               groups_.size() == 1 ? Shape{} : Shape{static_cast<int64_t>(groups_.size())});
   check_dtype("Optimizer::load_state_dict", "lr", lr, DType::f64);
