@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes tests/torch_optim_fixtures.h: what torch.optim does, for tests/test_optim_torch.cpp.
 
-Run with a Python that has torch (made with torch 2.11.0, CPU):
+Run with a Python that has torch (made with torch 2.11.0, CPU), then format the header:
     python3 scripts/torch_optim_fixtures.py > tests/torch_optim_fixtures.h
+    clang-format -i tests/torch_optim_fixtures.h
 
 Optimisers: two parameter groups (a (2, 3) weight with lr 0.01 and weight decay 0.1, a (3,)
 bias with lr 0.05 and none), four steps with non-uniform gradients; the bias has no gradient at
