@@ -73,29 +73,26 @@ def scheduler_sequences():
         b = torch.zeros(1, requires_grad=True)
         return torch.optim.SGD([{"params": [w], "lr": 0.1}, {"params": [b], "lr": 0.02}])
 
+    def rates(opt, schedule, steps):
+        seq = [lrs(opt)]
+        for _ in range(steps):
+            opt.step()
+            schedule.step()
+            seq.append(lrs(opt))
+        return seq
+
+    sched = torch.optim.lr_scheduler
     seqs = {}
     opt = fresh()
-    lin = torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.1, end_factor=1.0, total_iters=5)
-    cos = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10, eta_min=0.001)
-    s = torch.optim.lr_scheduler.SequentialLR(opt, [lin, cos], milestones=[5])
-    seq = [lrs(opt)]
-    for _ in range(20):
-        opt.step()
-        s.step()
-        seq.append(lrs(opt))
-    seqs["sequential_warmup_cosine"] = seq
+    lin = sched.LinearLR(opt, start_factor=0.1, end_factor=1.0, total_iters=5)
+    cos = sched.CosineAnnealingLR(opt, T_max=10, eta_min=0.001)
+    seqs["sequential_warmup_cosine"] = rates(opt, sched.SequentialLR(opt, [lin, cos], milestones=[5]), 20)
 
     opt = fresh()
-    lin = torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.5, end_factor=1.0, total_iters=3)
-    step_lr = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
-    cos = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4)
-    s = torch.optim.lr_scheduler.SequentialLR(opt, [lin, step_lr, cos], milestones=[3, 8])
-    seq = [lrs(opt)]
-    for _ in range(14):
-        opt.step()
-        s.step()
-        seq.append(lrs(opt))
-    seqs["sequential_three"] = seq
+    lin = sched.LinearLR(opt, start_factor=0.5, end_factor=1.0, total_iters=3)
+    step_lr = sched.StepLR(opt, step_size=2, gamma=0.5)
+    cos = sched.CosineAnnealingLR(opt, T_max=4)
+    seqs["sequential_three"] = rates(opt, sched.SequentialLR(opt, [lin, step_lr, cos], milestones=[3, 8]), 14)
     return seqs
 
 
