@@ -57,7 +57,7 @@ TEST(ModuleList, NamesChildrenByPositionInOrder) {
   EXPECT_TRUE(t.heads->contains("alpha"));
   EXPECT_FALSE(t.heads->contains("beta"));
   EXPECT_EQ(t.heads->get<Linear>("alpha")->out_features(), 5);
-  // Through the containers: train/eval and the state dict reach every child.
+  // Through the containers: train(), eval() and the state dict reach every child.
   t.eval();
   EXPECT_FALSE(t.layers->get<LayerNorm>(1)->is_training());
   const auto state = t.state_dict();
