@@ -19,6 +19,11 @@ Tensor uniform(const Shape& shape, double bound, Generator& gen, DType dtype = D
 Tensor glorot_uniform(const Shape& shape, int64_t fan_in, int64_t fan_out, Generator& gen,
                       DType dtype = DType::f32, Device device = Device::cpu);
 
+// Normal with mean 0 and standard deviation `std` (torch's normal_(0, std), as nn.Embedding's
+// weights): Box-Muller, one pair of uniform() draws per two elements, in row-major order.
+Tensor normal(const Shape& shape, double std, Generator& gen, DType dtype = DType::f32,
+              Device device = Device::cpu);
+
 // All zeros (biases).
 Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
 

@@ -487,13 +487,6 @@ std::string metadata_number(uint64_t value) { return nlohmann::json(value).dump(
 
 namespace {
 
-// What a checkpoint holds of a module: its parameters, then its buffers.
-std::vector<std::pair<std::string, Tensor>> module_state(const Module& module) {
-  auto state = module.named_parameters();
-  for (auto& named : module.named_buffers()) state.push_back(std::move(named));
-  return state;
-}
-
 bool has_prefix(const std::string& name, const char* prefix) { return name.rfind(prefix, 0) == 0; }
 
 // A run's state rather than the module's.
@@ -502,42 +495,19 @@ bool is_run_entry(const std::string& name) {
 }
 
 TensorMap module_tensors(const Module& module) {
-  TensorMap tensors;
-  for (const auto& [name, p] : module_state(module)) {
+  TensorMap tensors = module.state_dict();
+  for (const auto& [name, t] : tensors)
     GAT_CHECK(!is_run_entry(name), "io::save: the module's tensor '", name, "' uses a prefix ('",
               kOptimizerPrefix, "' or '", kRunStatePrefix, "') that checkpoints keep for a run's state");
-    tensors.emplace(name, p);
-  }
   return tensors;
 }
 
-// Checks file's module entries against the module, then copies them in.
+// Checks file's module entries against the module, then copies them in (Module::load_state_dict).
 void copy_into(Module& module, const Safetensors& file, const std::string& path) {
-  const auto params = module_state(module);
-  for (const auto& [name, p] : params) {
-    auto it = file.tensors.find(name);
-    GAT_CHECK(it != file.tensors.end(), "load_into: ", path, ": missing tensor ", quote(name),
-              " (the module has ", p.describe(), ")");
-    const Tensor& t = it->second;
-    GAT_CHECK(t.shape() == p.shape(), "load_into: ", path, ": tensor '", name, "' has shape ",
-              shape_str(t.shape()), " in the file vs ", shape_str(p.shape()), " in the module");
-    GAT_CHECK(t.dtype() == p.dtype(), "load_into: ", path, ": tensor '", name, "' has dtype ",
-              dtype_name(t.dtype()), " in the file vs ", dtype_name(p.dtype()), " in the module");
-    const int64_t bad = first_non_finite(t);
-    GAT_CHECK(bad < 0, "load_into: ", path, ": tensor '", name, "' holds a NaN or infinity (at flat index ",
-              bad, "): not a trained model");
-  }
-  for (const auto& entry : file.tensors) {  // (no structured binding: C++17 lambdas cannot capture one)
-    if (is_run_entry(entry.first)) continue;
-    const bool known =
-        std::any_of(params.begin(), params.end(), [&](const auto& np) { return np.first == entry.first; });
-    GAT_CHECK(known, "load_into: ", path, ": unexpected tensor ", quote(entry.first), " ",
-              entry.second.describe(), " (the module has no such parameter or buffer)");
-  }
-  for (const auto& [name, p] : params) {
-    Tensor dst = p;
-    dst.copy_(file.tensors.at(name));
-  }
+  TensorMap state;
+  for (const auto& [name, t] : file.tensors)
+    if (!is_run_entry(name)) state.emplace(name, t);
+  module.load_state_dict(state, "load_into: " + path, "the file");
 }
 
 }  // namespace

@@ -117,15 +117,11 @@ std::string metadata_number(double value);
 std::string metadata_number(int64_t value);
 std::string metadata_number(uint64_t value);
 
-// A module's named_parameters() and named_buffers() as a checkpoint.
+// A module's state_dict() (its parameters and buffers) as a checkpoint.
 void save(const Module& module, const std::string& path, const Metadata& metadata = {});
-// Copies a checkpoint into the module's parameters and buffers (on whatever device they live). The names,
-// shapes and dtypes must match exactly and every floating-point value must be finite; the first
-// difference is reported (missing tensor, unexpected tensor, shape A vs B, dtype A vs B, a NaN or
-// infinity at an index) and nothing is copied then. Returns the
-// checkpoint's metadata.
-// Entries named "optimizer.*" or "trainer.*" (a run's state, below) are not the module's and are
-// skipped.
+// Module::load_state_dict from a checkpoint (the same checks; errors name the file) and returns
+// its metadata. Entries named "optimizer.*" or "trainer.*" (a run's state, below) are not the
+// module's and are skipped.
 Metadata load_into(Module& module, const std::string& path);
 // The same from a file already read (`path` names it in errors).
 void load_into(Module& module, const Safetensors& file, const std::string& path);

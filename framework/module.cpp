@@ -1,5 +1,9 @@
 #include "gat/framework/module.h"
 
+#include <algorithm>
+
+#include "gat/framework/quote.h"
+
 namespace gat {
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
@@ -20,6 +24,51 @@ std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;
   for (auto& [name, tensor] : named_parameters()) out.push_back(tensor);
   return out;
+}
+
+namespace {
+
+// Parameters, then buffers.
+std::vector<std::pair<std::string, Tensor>> named_state(const Module& module) {
+  auto state = module.named_parameters();
+  for (auto& named : module.named_buffers()) state.push_back(std::move(named));
+  return state;
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> Module::state_dict() const {
+  std::map<std::string, Tensor> state;
+  for (const auto& [name, tensor] : named_state(*this)) state.emplace(name, tensor.clone());
+  return state;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state, const std::string& where,
+                             const std::string& source) {
+  const auto own = named_state(*this);
+  for (const auto& [name, p] : own) {
+    auto it = state.find(name);
+    GAT_CHECK(it != state.end(), where, ": missing tensor ", quote(name), " (the module has ", p.describe(),
+              ")");
+    const Tensor& t = it->second;
+    GAT_CHECK(t.shape() == p.shape(), where, ": tensor '", name, "' has shape ", shape_str(t.shape()), " in ",
+              source, " vs ", shape_str(p.shape()), " in the module");
+    GAT_CHECK(t.dtype() == p.dtype(), where, ": tensor '", name, "' has dtype ", dtype_name(t.dtype()),
+              " in ", source, " vs ", dtype_name(p.dtype()), " in the module");
+    const int64_t bad = first_non_finite(t);
+    GAT_CHECK(bad < 0, where, ": tensor '", name, "' holds a NaN or infinity (at flat index ", bad,
+              "): not a trained model");
+  }
+  for (const auto& entry : state) {  // (no structured binding: C++17 lambdas cannot capture one)
+    const bool known =
+        std::any_of(own.begin(), own.end(), [&](const auto& np) { return np.first == entry.first; });
+    GAT_CHECK(known, where, ": unexpected tensor ", quote(entry.first), " ", entry.second.describe(),
+              " (the module has no such parameter or buffer)");
+  }
+  for (const auto& [name, p] : own) {
+    Tensor dst = p;
+    dst.copy_(state.at(name));
+  }
 }
 
 void Module::train(bool on) {

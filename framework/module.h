@@ -13,6 +13,7 @@
 // BatchNorm1d's running statistics.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -31,6 +32,18 @@ class Module {
   std::vector<Tensor> parameters() const;
   // Every buffer of this module and its children, in the same order, with the same dotted names.
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+
+  // Every parameter and buffer by its dotted name, as copies (on their devices, no autograd): a
+  // state kept in memory (the best epoch's, say) does not change with later training.
+  std::map<std::string, Tensor> state_dict() const;
+  // Copies `state` into the parameters and buffers (on whatever device they live). The names,
+  // shapes and dtypes must match exactly and every floating-point value must be finite; the
+  // first difference is reported (missing tensor, unexpected tensor, shape A vs B, dtype A vs B,
+  // a NaN or infinity at an index) and nothing is copied then. Errors start with `where` and
+  // call the state `source` ("tensor 'w' has shape (3) in <source> vs (2) in the module").
+  void load_state_dict(const std::map<std::string, Tensor>& state,
+                       const std::string& where = "Module::load_state_dict",
+                       const std::string& source = "the state");
 
   void train(bool on = true);  // this module and every child
   void eval() { train(false); }

@@ -51,11 +51,13 @@ __global__ void __launch_bounds__(kThreads) optimizer_step_kernel(const __grid_c
       const long long i = first + k * static_cast<long long>(kThreads);
       if (i >= slot.n) break;
       T p = slot.param[i];
-      T m = slot.buffer1 ? slot.buffer1[i] : T(0), v = slot.buffer2 ? slot.buffer2[i] : T(0);
-      update_element(scalars, p, slot.grad[i], m, v);
+      T m = slot.buffer1 ? slot.buffer1[i] : T(0), v = slot.buffer2 ? slot.buffer2[i] : T(0),
+        a = slot.buffer3 ? slot.buffer3[i] : T(0);
+      update_element(scalars, p, slot.grad[i], m, v, a);
       slot.param[i] = p;
       if (slot.buffer1) slot.buffer1[i] = m;
       if (slot.buffer2) slot.buffer2[i] = v;
+      if (slot.buffer3) slot.buffer3[i] = a;
     }
   }
   if (gat::detail::last_block_to_arrive<OptimizerStepCounts>() && threadIdx.x < batch.count)

@@ -1,5 +1,5 @@
-// Optimisers: Adam, AdamW and SGD, each exactly as its torch.optim namesake (single parameter
-// group, amsgrad/nesterov/maximize off, dampening 0).
+// Optimisers: Adam, AdamW, SGD and RMSprop, each exactly as its torch.optim namesake
+// (amsgrad/nesterov/maximize off, dampening 0).
 //
 //   AdamOptions options;
 //   options.lr = 5e-3;
@@ -7,23 +7,30 @@
 //   Adam opt(model.parameters(), options);
 //   loss.backward(); opt.step(); opt.zero_grad();
 //
+// Parameter groups (torch's param_groups): each group may set its own learning rate and weight
+// decay; what it leaves unset comes from the options. The rest of the options is shared.
+//
+//   Adam opt({{weights}, {biases_and_norms, std::nullopt, 0.0}}, options);  // no decay on group 1
+//
 // Parameters without a gradient are skipped (their state and step count stay as they are, as in
-// PyTorch). State tensors (exp_avg, exp_avg_sq, momentum_buffer) are created on a parameter's
-// first update, on its device, and follow it when the parameter moves.
-// CPU: OpenMP loops. CUDA: one fused kernel launch per step for up to kMaxSlots parameters of one
-// dtype, the per-parameter pointers passed as kernel arguments (no copies, no host
-// synchronisation). The step counts live on the host and, for CUDA parameters, also on the
+// PyTorch). State tensors (exp_avg, exp_avg_sq, momentum_buffer, square_avg, grad_avg) are
+// created on a parameter's first update, on its device, and follow it when the parameter moves.
+// CPU: OpenMP loops. CUDA: one fused kernel launch per group and step for up to kMaxSlots
+// parameters of one dtype, the per-parameter pointers passed as kernel arguments (no copies, no
+// host synchronisation). The step counts live on the host and, for CUDA parameters, also on the
 // device, where the kernels advance them and derive Adam's bias corrections: a step recorded in
 // a CUDA graph stays right at every replay (count_replayed_step keeps the host count in line).
-// The learning rate is read and set with lr()/set_lr() (the schedulers below do that between
-// steps); a step recorded in a CUDA graph keeps the rate it was recorded with.
+// The learning rates are read and set with lr()/set_lr() (the schedulers below do that between
+// steps); a step recorded in a CUDA graph keeps the rates it was recorded with.
 //
-// state_dict()/load_state_dict() give the optimiser's state (learning rate, step counts, moment
+// state_dict()/load_state_dict() give the optimiser's state (learning rates, step counts, state
 // buffers) as named tensors; io::save(module, optimizer, path) writes them beside the parameters.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,46 +40,79 @@
 
 namespace gat {
 
+// A group of parameters and the rates that differ from the optimiser's options.
+struct ParamGroup {
+  ParamGroup(std::vector<Tensor> params_, std::optional<double> lr_ = std::nullopt,
+             std::optional<double> weight_decay_ = std::nullopt)
+      : params(std::move(params_)), lr(lr_), weight_decay(weight_decay_) {}
+  std::vector<Tensor> params;
+  std::optional<double> lr;            // unset: the options' lr
+  std::optional<double> weight_decay;  // unset: the options' weight_decay
+};
+
 class Optimizer {
  public:
-  Optimizer(std::vector<Tensor> params, double lr);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
   virtual void step() = 0;
   void zero_grad();  // drops every parameter's gradient
+  // Every group's parameters, group after group: the index i of step_count and state_dict.
   const std::vector<Tensor>& params() const { return params_; }
   // Updates applied to params()[i] so far.
   int64_t step_count(size_t i) const { return steps_.at(i); }
   // A CUDA graph that recorded step() was replayed: count it for the parameters it updated.
   void count_replayed_step();
 
-  double lr() const { return lr_; }
-  void set_lr(double lr);  // lr >= 0; used from the next step() on
+  size_t num_groups() const { return groups_.size(); }
+  // The parameters of `group`: params()[first, first + count).
+  size_t group_first(size_t group) const { return groups_.at(group).first; }
+  size_t group_size(size_t group) const { return groups_.at(group).count; }
+  double lr(size_t group) const { return groups_.at(group).lr; }
+  void set_lr(size_t group, double lr);  // lr >= 0 and finite; used from the next step() on
+  double weight_decay(size_t group) const { return groups_.at(group).weight_decay; }
+  // The same for an optimiser of one group (more groups: an error that says to name the group).
+  double lr() const { return lr(single_group("lr")); }
+  void set_lr(double lr) { set_lr(single_group("set_lr"), lr); }
+  // Each group's rate when a scheduler first asked (torch's group["initial_lr"]): the schedulers'
+  // base rates. Recorded by the first call.
+  const std::vector<double>& initial_lrs();
 
-  // The state as named tensors (host or device, as the parameters): "lr" () f64, "step" (P,) i32
-  // (updates per parameter), and per parameter i that has state, "<buffer>.<i>" (exp_avg and
-  // exp_avg_sq for Adam(W), momentum_buffer for SGD with momentum).
+  // The state as named tensors (host or device, as the parameters; copies, so a state kept in
+  // memory does not change with later steps): "lr" f64, () for one group and (G,) for G groups;
+  // "step" (P,) i32 (updates per parameter); and per parameter i that has state,
+  // "<buffer>.<i>" (exp_avg and exp_avg_sq for Adam(W), momentum_buffer for SGD with momentum,
+  // square_avg, momentum_buffer and grad_avg for RMSprop).
   std::map<std::string, Tensor> state_dict() const;
-  // Restores a state_dict() of an optimiser of the same kind over parameters of the same shapes
-  // and dtypes (onto the parameters' devices), and of values it could have reached: lr finite and
-  // >= 0, step counts >= 0, every buffer of a parameter present exactly when its count is
-  // positive, and finite (the second buffer, exp_avg_sq, also >= 0). The first mismatch is reported
-  // and nothing changes.
+  // Restores a state_dict() of an optimiser of the same kind over groups and parameters of the
+  // same shapes and dtypes (onto the parameters' devices), and of values it could have reached:
+  // rates finite and >= 0, step counts >= 0, every buffer of a parameter present exactly when its
+  // count is positive, and finite (the second buffer, Adam's exp_avg_sq or RMSprop's square_avg,
+  // also >= 0). The first mismatch is reported and nothing changes.
   void load_state_dict(const std::map<std::string, Tensor>& state);
 
  protected:
-  // One update of `rule` for every parameter with a gradient; `buffers` (0, 1 or 2) state
-  // tensors per parameter: 1 = exp_avg or momentum_buffer, 2 = also exp_avg_sq.
-  void apply(const optim::Rule& rule, int buffers);
-  // The names of the state buffers this optimiser uses (0, 1 or 2 of them).
+  // `name` names the optimiser in errors; lr and weight_decay are the options' (the groups'
+  // defaults).
+  Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* name);
+  // One update of `rule` (its lr and weight_decay replaced by each group's) for every parameter
+  // with a gradient, with the state buffers that buffer_names() names.
+  void apply(optim::Rule rule);
+  // The state buffers by their place in optim::update_element: {m, v, a}, "" for one not used.
   virtual std::vector<std::string> buffer_names() const = 0;
 
  private:
-  double lr_;
+  struct Group {
+    size_t first = 0, count = 0;
+    double lr = 0, weight_decay = 0;
+  };
+  size_t single_group(const char* what) const;
+
+  std::vector<Group> groups_;
+  std::vector<double> initial_lrs_;  // empty until initial_lrs() is first called
   std::vector<Tensor> params_;
-  std::vector<Tensor> buffer1_, buffer2_;  // per parameter, same shape/dtype/device, lazily made
+  std::vector<Tensor> buffers_[3];  // per buffer_names() place and parameter, lazily made
   std::vector<int64_t> steps_;
   std::vector<bool> recorded_updates_;  // the parameters the step recorded in a CUDA graph updates
   Tensor device_steps_;                 // (P,) i32 on the CUDA device: steps_ as the kernels see them
@@ -98,10 +138,10 @@ class AdamFamily : public Optimizer {
   void step() override;
 
  protected:
-  AdamFamily(std::vector<Tensor> params, const AdamOptions& options, optim::Kind kind);
+  AdamFamily(std::vector<ParamGroup> groups, const AdamOptions& options, optim::Kind kind);
 
  private:
-  std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  std::vector<std::string> buffer_names() const override { return {"exp_avg", "exp_avg_sq", ""}; }
   AdamOptions options_;  // options_.lr is the initial rate: lr() is the current one
   optim::Kind kind_;
 };
@@ -110,15 +150,19 @@ class AdamFamily : public Optimizer {
 //   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 class Adam : public AdamFamily {
  public:
+  Adam(std::vector<ParamGroup> groups, const AdamOptions& options = {})
+      : AdamFamily(std::move(groups), options, optim::Kind::adam) {}
   Adam(std::vector<Tensor> params, const AdamOptions& options = {})
-      : AdamFamily(std::move(params), options, optim::Kind::adam) {}
+      : Adam(std::vector<ParamGroup>{{std::move(params)}}, options) {}
 };
 
 // torch.optim.AdamW: p *= 1 - lr * wd, then Adam's update with g = grad.
 class AdamW : public AdamFamily {
  public:
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options = {})
+      : AdamFamily(std::move(groups), options, optim::Kind::adamw) {}
   AdamW(std::vector<Tensor> params, const AdamWOptions& options = {})
-      : AdamFamily(std::move(params), options, optim::Kind::adamw) {}
+      : AdamW(std::vector<ParamGroup>{{std::move(params)}}, options) {}
 };
 
 struct SGDOptions {
@@ -131,12 +175,38 @@ struct SGDOptions {
 //   p -= lr * (momentum ? b : g)
 class SGD : public Optimizer {
  public:
-  SGD(std::vector<Tensor> params, const SGDOptions& options = {});
+  SGD(std::vector<ParamGroup> groups, const SGDOptions& options = {});
+  SGD(std::vector<Tensor> params, const SGDOptions& options = {})
+      : SGD(std::vector<ParamGroup>{{std::move(params)}}, options) {}
   void step() override;
 
  private:
   std::vector<std::string> buffer_names() const override;
   SGDOptions options_;  // options_.lr is the initial rate: lr() is the current one
+};
+
+struct RMSpropOptions {
+  double lr = 1e-2;
+  double alpha = 0.99;  // the square average's smoothing constant, in [0, 1]
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // L2, added to the gradient
+  double momentum = 0.0;
+  bool centered = false;  // divide by the square average less the squared mean gradient
+};
+
+// torch.optim.RMSprop:  g = grad + wd * p;  v = alpha v + (1 - alpha) g^2;
+//   centered: a = lerp(a, g, 1 - alpha), d = sqrt(v - a^2) + eps; else d = sqrt(v) + eps;
+//   momentum > 0: b = momentum * b + g / d, p -= lr * b;  else p -= lr * g / d
+class RMSprop : public Optimizer {
+ public:
+  RMSprop(std::vector<ParamGroup> groups, const RMSpropOptions& options = {});
+  RMSprop(std::vector<Tensor> params, const RMSpropOptions& options = {})
+      : RMSprop(std::vector<ParamGroup>{{std::move(params)}}, options) {}
+  void step() override;
+
+ private:
+  std::vector<std::string> buffer_names() const override;
+  RMSpropOptions options_;
 };
 
 // torch.nn.utils.clip_grad_norm_(params, max_norm): the 2-norm of all gradients together,
@@ -152,9 +222,10 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 //   CosineAnnealingLR schedule(optimizer, epochs);
 //   for (...) { train one epoch (optimizer.step() ...); schedule.step(); }
 //
-// Constructing a scheduler sets the optimiser's rate for epoch 0 (as torch's constructor does);
-// step() moves to the next epoch and sets its rate. Each rate is derived from the current one
-// with torch's own (chainable) formula, so the sequence matches torch's bit for bit in double.
+// A scheduler sets every group's rate from that group's base rate (Optimizer::initial_lrs).
+// Constructing one sets the rates for epoch 0 (as torch's constructor does); step() moves to the
+// next epoch and sets its rates. Each rate is derived from the current one with torch's own
+// (chainable) formula, so the sequence matches torch's bit for bit in double.
 class LRScheduler {
  public:
   explicit LRScheduler(Optimizer& optimizer);
@@ -164,7 +235,8 @@ class LRScheduler {
 
   void step();
   int64_t last_epoch() const { return last_epoch_; }
-  double base_lr() const { return base_lr_; }
+  double base_lr(size_t group = 0) const { return base_lrs_.at(group); }
+  Optimizer& optimizer() const { return optimizer_; }
   // Continues a schedule saved at `epoch` whose optimiser state (and so its current rate) has
   // been restored with load_state_dict: the next step() gives epoch + 1's rate.
   void resume_at(int64_t epoch);
@@ -172,12 +244,18 @@ class LRScheduler {
  protected:
   // Called by the derived constructor once its fields are set: torch's initial step (epoch 0).
   void start();
-  // The rate for last_epoch() given the current one (torch's get_lr).
-  virtual double next_lr(double current) const = 0;
+  // The rate for last_epoch() given a group's current and base rates (torch's get_lr).
+  virtual double next_lr(double current, double base) const = 0;
+  // The rate for last_epoch() from the base rate alone (torch's _get_closed_form_lr).
+  virtual double closed_form_lr(double base) const = 0;
 
  private:
+  friend class SequentialLR;
+  // SequentialLR's hand-over: epoch 0 again, each group at closed_form_lr (torch's step(0)).
+  void restart();
+
   Optimizer& optimizer_;
-  double base_lr_;
+  std::vector<double> base_lrs_;
   int64_t last_epoch_ = -1;
 };
 
@@ -187,7 +265,8 @@ class StepLR : public LRScheduler {
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
 
  private:
-  double next_lr(double current) const override;
+  double next_lr(double current, double base) const override;
+  double closed_form_lr(double base) const override;
   int64_t step_size_;
   double gamma_;
 };
@@ -200,7 +279,8 @@ class CosineAnnealingLR : public LRScheduler {
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0);
 
  private:
-  double next_lr(double current) const override;
+  double next_lr(double current, double base) const override;
+  double closed_form_lr(double base) const override;
   int64_t T_max_;
   double eta_min_;
 };
@@ -213,9 +293,69 @@ class LinearLR : public LRScheduler {
            int64_t total_iters = 5);
 
  private:
-  double next_lr(double current) const override;
+  double next_lr(double current, double base) const override;
+  double closed_form_lr(double base) const override;
   double start_factor_, end_factor_;
   int64_t total_iters_;
+};
+
+// torch.optim.lr_scheduler.SequentialLR: schedulers[0] until epoch milestones[0], then
+// schedulers[1] from its epoch 0 (its closed form), and so on. Every scheduler must drive
+// `optimizer`, and there is one milestone fewer than schedulers, ascending. As torch, it sets the
+// rates back to the base rates and runs only the first scheduler's epoch 0.
+//
+//   auto warmup = std::make_shared<LinearLR>(opt, 0.1, 1.0, 5);
+//   auto decay = std::make_shared<CosineAnnealingLR>(opt, 95);
+//   SequentialLR schedule(opt, {warmup, decay}, {5});
+class SequentialLR {
+ public:
+  SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRScheduler>> schedulers,
+               std::vector<int64_t> milestones);
+  void step();
+  int64_t last_epoch() const { return last_epoch_; }
+
+ private:
+  std::vector<std::shared_ptr<LRScheduler>> schedulers_;
+  std::vector<int64_t> milestones_;
+  int64_t last_epoch_ = 0;
+};
+
+struct ReduceLROnPlateauOptions {
+  enum class Mode { min, max };  // whether a smaller or a larger metric is better
+  enum class Threshold { rel, abs };
+  Mode mode = Mode::min;
+  double factor = 0.1;    // new rate = max(rate * factor, min_lr), factor in [0, 1)
+  int64_t patience = 10;  // epochs without improvement tolerated; the next one reduces
+  double threshold = 1e-4;
+  // rel: better means below best * (1 - threshold) (min) or above best * (1 + threshold) (max);
+  // abs: below best - threshold or above best + threshold.
+  Threshold threshold_mode = Threshold::rel;
+  int64_t cooldown = 0;  // epochs after a reduction that count as neither good nor bad
+  double min_lr = 0.0;   // every group's floor
+  double eps = 1e-8;     // a reduction smaller than this is not made
+};
+
+// torch.optim.lr_scheduler.ReduceLROnPlateau: step(metric) once an epoch. A metric that is not
+// better than the best so far is a bad epoch; after more than `patience` bad epochs in a row
+// every group's rate is reduced, the count starts again and `cooldown` epochs follow in which
+// bad epochs are not counted. A NaN or infinite metric is an error.
+class ReduceLROnPlateau {
+ public:
+  using Options = ReduceLROnPlateauOptions;
+  explicit ReduceLROnPlateau(Optimizer& optimizer, const Options& options = {});
+  void step(double metric);
+  double best() const { return best_; }
+  int64_t num_bad_epochs() const { return num_bad_epochs_; }
+  int64_t cooldown_counter() const { return cooldown_counter_; }
+  int64_t last_epoch() const { return last_epoch_; }
+
+ private:
+  bool is_better(double metric) const;
+
+  Optimizer& optimizer_;
+  Options options_;
+  double best_;
+  int64_t num_bad_epochs_ = 0, cooldown_counter_ = 0, last_epoch_ = 0;
 };
 
 }  // namespace gat

@@ -10,9 +10,10 @@
 
 namespace gat::optim {
 
-enum class Kind : int32_t { adam, adamw, sgd };
+enum class Kind : int32_t { adam, adamw, sgd, rmsprop, rmsprop_centered };
 
-// The hyper-parameters of one step (host doubles).
+// The hyper-parameters of one step (host doubles). RMSprop's smoothing constant alpha is beta2:
+// its square average is Adam's second moment, v = beta2 v + (1 - beta2) g^2.
 struct Rule {
   Kind kind = Kind::adam;
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, momentum = 0;
@@ -41,10 +42,49 @@ GAT_HOST_DEVICE Scalars<T> scalars_for(const Rule& rule, int64_t step) {
                     static_cast<T>(::sqrt(1.0 - ::pow(rule.beta2, t)))};
 }
 
-// One element: p (parameter), g (its gradient), m (exp_avg or momentum buffer), v (exp_avg_sq).
-// The operations and their order follow torch.optim's single-tensor implementations.
+// torch.lerp(start, end, weight): two forms, each exact at its own end.
 template <class T>
-GAT_HOST_DEVICE void update_element(const Scalars<T>& s, T& p, T g, T& m, T& v) {
+GAT_HOST_DEVICE T lerp(T start, T end, T weight) {
+  return weight < T(0.5) ? start + weight * (end - start) : end - (end - start) * (T(1) - weight);
+}
+
+// Adam's exp_avg_sq and RMSprop's square_avg: beta2 v + (1 - beta2) g^2.
+template <class T>
+GAT_HOST_DEVICE T square_average(const Scalars<T>& s, T v, T g) {
+  return v * s.beta2 + (T(1) - s.beta2) * g * g;
+}
+
+// torch.optim.RMSprop: g += wd p;  v = square_average(v, g);  a = lerp(a, g, 1 - alpha) when
+// centered;  d = sqrt(v - a^2 (centered) or v) + eps;  with momentum: m = momentum m + g / d,
+// p -= lr m;  without: p -= lr g / d.
+template <class T>
+GAT_HOST_DEVICE void rmsprop_element(const Scalars<T>& s, T& p, T g, T& m, T& v, T& a) {
+  if (s.weight_decay != T(0)) g = g + s.weight_decay * p;
+  v = square_average(s, v, g);
+  T d;
+  if (s.kind == Kind::rmsprop_centered) {
+    a = lerp(a, g, T(1) - s.beta2);
+    d = std::sqrt(v + T(-1) * a * a) + s.eps;
+  } else {
+    d = std::sqrt(v) + s.eps;
+  }
+  if (s.momentum > T(0)) {
+    m = m * s.momentum + g / d;
+    p += -s.lr * m;
+  } else {
+    p += -s.lr * g / d;
+  }
+}
+
+// One element: p (parameter), g (its gradient), m (exp_avg or momentum buffer), v (exp_avg_sq or
+// square_avg), a (RMSprop's grad_avg). The operations and their order follow torch.optim's
+// single-tensor implementations.
+template <class T>
+GAT_HOST_DEVICE void update_element(const Scalars<T>& s, T& p, T g, T& m, T& v, T& a) {
+  if (s.kind == Kind::rmsprop || s.kind == Kind::rmsprop_centered) {
+    rmsprop_element(s, p, g, m, v, a);
+    return;
+  }
   if (s.kind == Kind::sgd) {
     if (s.weight_decay != T(0)) g += s.weight_decay * p;
     if (s.momentum != T(0)) {
@@ -59,7 +99,7 @@ GAT_HOST_DEVICE void update_element(const Scalars<T>& s, T& p, T g, T& m, T& v) 
   else if (s.weight_decay != T(0))
     g += s.weight_decay * p;
   m += (T(1) - s.beta1) * (g - m);  // lerp(m, g, 1 - beta1)
-  v = v * s.beta2 + (T(1) - s.beta2) * g * g;
+  v = square_average(s, v, g);
   const T denom = std::sqrt(v) / s.bias_correction2_sqrt + s.eps;
   p += -s.step_size * m / denom;
 }
@@ -73,13 +113,14 @@ struct Slot {
   const T* grad;  // (n,)
   T* buffer1;     // (n,) or null
   T* buffer2;     // (n,) or null
+  T* buffer3;     // (n,) or null
   long long n;
   Scalars<T> scalars;
   int32_t* step;  // CUDA: the update count before this step, or null
 };
 
 // Up to kMaxSlots parameters per launch: the slots travel as a kernel argument (< 4 KiB).
-constexpr int kMaxSlots = 32;
+constexpr int kMaxSlots = 30;
 
 namespace cuda_impl {  // optim.cu: launches over slots in batches of kMaxSlots
 // Advances every slot's device counter, then updates with scalars_for(rule, counter).

@@ -126,10 +126,22 @@ struct DropoutKey {
 };
 
 // Hands out a fresh stream for every draw site and step: same seed, same sequence of masks.
+// Throws the gat::Error of a Generator::refusing (rng_cpu.cpp).
+[[noreturn]] void refuse_to_draw(const char* who);
+
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : seed_(seed) {}
+  // A generator for a forward pass that should draw nothing (eval mode, no dropout): a draw
+  // throws a gat::Error "<who> draws random numbers (training mode with dropout): pass a
+  // Generator". `who` must outlive it (a string literal, or a name the caller keeps).
+  static Generator refusing(const char* who) {
+    Generator gen;
+    gen.refusing_ = who;
+    return gen;
+  }
   DropoutKey dropout_key(float p) {
+    if (refusing_) refuse_to_draw(refusing_);
     if (!device_base_) return DropoutKey{p, seed_, next_stream_++};
     return DropoutKey{p, seed_, next_stream_++ - recording_from_, device_base_};
   }
@@ -151,7 +163,10 @@ class Generator {
   }
   void skip_streams(uint64_t n) { next_stream_ += n; }
   // Uniform [0,1) draw for host-side initialisers (not a dropout mask).
-  double uniform() { return philox_uniform(seed_, kInitStream, init_index_++); }
+  double uniform() {
+    if (refusing_) refuse_to_draw(refusing_);
+    return philox_uniform(seed_, kInitStream, init_index_++);
+  }
 
  private:
   static constexpr uint64_t kInitStream = ~0ull;
@@ -160,6 +175,7 @@ class Generator {
   uint64_t init_index_ = 0;
   const uint64_t* device_base_ = nullptr;  // while recording a graph
   uint64_t recording_from_ = 0;
+  const char* refusing_ = nullptr;  // set: every draw throws, naming it
 };
 
 }  // namespace gat

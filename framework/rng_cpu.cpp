@@ -20,6 +20,10 @@
 
 namespace gat {
 
+void refuse_to_draw(const char* who) {
+  GAT_FAIL(who, " draws random numbers (training mode with dropout): pass a Generator");
+}
+
 namespace {
 
 // keep ⇔ uniform24(word) >= p ⇔ (word >> 8) >= ceil(p 2^24): p 2^24 is exact in double, and

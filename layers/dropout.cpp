@@ -17,6 +17,11 @@ Tensor Dropout::forward(const Tensor& x, Generator& gen) const {
   return mask_key.active() ? ops::dropout(x, mask_key) : x;
 }
 
+Tensor Dropout::forward(const Tensor& x) const {
+  Generator none = Generator::refusing("Dropout");
+  return forward(x, none);
+}
+
 CsrMatrix Dropout::forward(const CsrMatrix& x, Generator& gen) const {
   const DropoutKey mask_key = key(gen);
   return mask_key.active() ? ops::sparse_dropout(x, mask_key) : x;

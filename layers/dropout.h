@@ -25,6 +25,8 @@ class Dropout : public Module {
 
   // x: any shape -> the same shape. Identity (x itself, no stream drawn) in eval mode or for p = 0.
   Tensor forward(const Tensor& x, Generator& gen) const;
+  // The same without a generator: in training mode with p > 0 a gat::Error says to pass one.
+  Tensor forward(const Tensor& x) const;
   // Sparse x: ops::sparse_dropout, the same mask as for x.to_dense() (same pattern, zeros dropped).
   CsrMatrix forward(const CsrMatrix& x, Generator& gen) const;
   Features forward(const Features& x, Generator& gen) const;

@@ -39,6 +39,12 @@ class GraphAttentionLayer : public Module {
   Tensor forward(const Features& x, const Graph& graph, Generator& gen, Attention* attention = nullptr) {
     return forward_sides(x, nullptr, graph, Tensor(), gen, attention);
   }
+  // The same without a generator, for eval mode (or no dropout): a layer that would draw (training
+  // mode with a dropout rate > 0) throws a gat::Error saying to pass one.
+  Tensor forward(const Features& x, const Graph& graph, Attention* attention = nullptr) {
+    Generator none = Generator::refusing("a graph attention layer");
+    return forward_sides(x, nullptr, graph, Tensor(), none, attention);
+  }
   // The same with edge features: edge_attr (E, edge_dim) in graph's edge order, the parameters'
   // dtype and device, required with edge_dim > 0 and refused without (undefined = none).
   Tensor forward(const Features& x, const Graph& graph, const Tensor& edge_attr, Generator& gen,

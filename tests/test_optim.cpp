@@ -1,6 +1,7 @@
 // Adam, AdamW and SGD against PyTorch's update formulas written out here in double; the
 // learning rate schedulers against torch's closed forms; clip_grad_norm; optimiser state in
-// checkpoints; on CUDA, the optimisers' steps, clip_grad_norm and a resumed Adam against the CPU.
+// checkpoints; on CUDA, the optimisers' steps (RMSprop's and two groups' too), clip_grad_norm and a resumed
+// Adam against the CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -352,6 +353,78 @@ TEST(OptimizerState, CheckpointResumesBitForBit) {
   std::remove(bare.c_str());
 }
 
+// The same in memory: Module::state_dict and Optimizer::state_dict kept after 2 steps of a
+// model trained in two groups by RMSprop and loaded back (into the same model, as one keeps the
+// best epoch) give the bits of the uninterrupted steps 3 and 4; the kept state is a copy that
+// later steps do not change. The file functions read and write the same state.
+TEST(OptimizerState, InMemoryStateResumesBitForBit) {
+  auto train = [](Linear& model, Optimizer& opt, int from, int to) {
+    for (int step = from; step < to; ++step) {
+      Vec g(model.weight.numel());
+      for (size_t i = 0; i < g.size(); ++i) g[i] = std::cos(2.0 + step * 5 + i);
+      set_grad(model.weight, g);
+      set_grad(model.bias, {0.5 * step, -0.25 + step});
+      opt.step();
+      opt.zero_grad();
+    }
+  };
+  RMSpropOptions o;
+  o.momentum = 0.5;
+  o.centered = true;
+  auto make_opt = [&](Linear& model) {
+    return std::make_unique<RMSprop>(
+        std::vector<ParamGroup>{ParamGroup({model.weight}, 0.02, 0.1), ParamGroup({model.bias}, 0.05, 0.0)},
+        o);
+  };
+  Generator init(3);
+  Linear model(3, 2, true, init, DType::f32);
+  auto opt = make_opt(model);
+  train(model, *opt, 0, 2);
+  const std::map<std::string, Tensor> kept_model = model.state_dict();
+  const std::map<std::string, Tensor> kept_opt = opt->state_dict();
+  const std::vector<float> weight_at_2 = model.weight.to_vector<float>();
+  const std::string path = ::testing::TempDir() + "gat_in_memory_state.safetensors";
+  io::save(model, *opt, path);
+  train(model, *opt, 2, 4);
+  const std::vector<float> straight_weight = model.weight.to_vector<float>();
+  const std::vector<float> straight_bias = model.bias.to_vector<float>();
+  EXPECT_EQ(kept_model.at("weight").to_vector<float>(), weight_at_2);  // a copy: unchanged
+  EXPECT_NE(straight_weight, weight_at_2);
+
+  model.load_state_dict(kept_model);
+  opt->load_state_dict(kept_opt);
+  EXPECT_EQ(opt->step_count(1), 2);
+  train(model, *opt, 2, 4);
+  EXPECT_EQ(model.weight.to_vector<float>(), straight_weight);
+  EXPECT_EQ(model.bias.to_vector<float>(), straight_bias);
+
+  Generator other(8);  // from the file, into a fresh model and optimiser
+  Linear resumed(3, 2, true, other, DType::f32);
+  auto resumed_opt = make_opt(resumed);
+  io::load_into(resumed, *resumed_opt, path);
+  train(resumed, *resumed_opt, 2, 4);
+  EXPECT_EQ(resumed.weight.to_vector<float>(), straight_weight);
+  EXPECT_EQ(resumed.bias.to_vector<float>(), straight_bias);
+  std::remove(path.c_str());
+
+  // Misuse in memory: named as such, and nothing changes.
+  std::map<std::string, Tensor> wrong = kept_model;
+  wrong.erase("bias");
+  gat::testing::expect_error([&] { model.load_state_dict(wrong); },
+                             {"Module::load_state_dict", "missing tensor 'bias'"});
+  wrong = kept_model;
+  wrong["weight"] = Tensor::zeros({2, 3});
+  gat::testing::expect_error([&] { model.load_state_dict(wrong); },
+                             {"'weight' has shape (2, 3) in the state vs (3, 2) in the module"});
+  wrong = kept_model;
+  wrong["bias"] = Tensor::full({2}, std::nan(""));
+  gat::testing::expect_error([&] { model.load_state_dict(wrong); }, {"'bias' holds a NaN"});
+  wrong = kept_model;
+  wrong["extra"] = Tensor::zeros({1});
+  gat::testing::expect_error([&] { model.load_state_dict(wrong); }, {"unexpected tensor 'extra'"});
+  EXPECT_EQ(model.weight.to_vector<float>(), straight_weight);
+}
+
 // ---- CUDA against the CPU (relative error <= 1e-5: summation orders differ) ---------------
 
 using CudaOptim = CudaVsCpuTest;
@@ -387,10 +460,24 @@ TEST_F(CudaOptim, OptimiserStepsMatchCpu) {
   sgd.lr = 0.1;
   sgd.momentum = 0.9;
   sgd.weight_decay = 0.01;
+  RMSpropOptions rmsprop;
+  rmsprop.weight_decay = 0.01;
+  RMSpropOptions rmsprop_centered = rmsprop;
+  rmsprop_centered.centered = true;
+  rmsprop_centered.momentum = 0.9;
   const std::vector<std::pair<std::string, std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>>>
       kinds{{"Adam", [&](std::vector<Tensor> p) { return std::make_unique<Adam>(p, adam); }},
             {"AdamW", [&](std::vector<Tensor> p) { return std::make_unique<AdamW>(p, adamw); }},
-            {"SGD", [&](std::vector<Tensor> p) { return std::make_unique<SGD>(p, sgd); }}};
+            {"SGD", [&](std::vector<Tensor> p) { return std::make_unique<SGD>(p, sgd); }},
+            {"RMSprop", [&](std::vector<Tensor> p) { return std::make_unique<RMSprop>(p, rmsprop); }},
+            {"RMSprop centered with momentum",
+             [&](std::vector<Tensor> p) { return std::make_unique<RMSprop>(p, rmsprop_centered); }},
+            {"Adam in two groups", [&](std::vector<Tensor> p) {
+               // the first 25 parameters (one launch) and the other 15, at other rates
+               std::vector<Tensor> first(p.begin(), p.begin() + 25), second(p.begin() + 25, p.end());
+               return std::make_unique<Adam>(
+                   std::vector<ParamGroup>{ParamGroup(first), ParamGroup(second, 0.01, 0.0)}, adam);
+             }}};
   for (const auto& [name, make] : kinds) {
     std::vector<Tensor> want = run(Device::cpu, make), got = run(Device::cuda, make);
     for (size_t i = 0; i < want.size(); ++i) {

@@ -8,10 +8,14 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "gat/framework/io.h"
+#include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/cross_entropy.h"
+#include "gat/framework/optim.h"
 #include "gat/models/gat.h"
 #include "gat/train/early_stopping.h"
 #include "gat/train/trainer.h"
@@ -360,4 +364,91 @@ TEST(Trainer, AResumeRefusesEveryImpossibleValueBeforeTraining) {
     }
     EXPECT_NE(message.find(bad.message), std::string::npos) << message;
   }
+}
+
+// ---- any optimiser, any loss ------------------------------------------------------------------
+
+namespace {
+
+// Adam with the default's settings and the masked cross-entropy through autograd: what the
+// trainer does without the hooks.
+TrainOptions default_made_explicit() {
+  TrainOptions options = small_options();
+  options.make_optimizer = [lr = options.lr, wd = options.weight_decay](Module& model) {
+    AdamOptions adam;
+    adam.lr = lr;
+    adam.weight_decay = wd;
+    return std::make_unique<Adam>(model.parameters(), adam);
+  };
+  options.loss = [](const Tensor& logits, const Dataset& data) {
+    return ops::masked_cross_entropy(logits, data.y, data.train_index);
+  };
+  return options;
+}
+
+// RMSprop in two groups (no weight decay on biases), a loss of twice the cross-entropy.
+TrainOptions other_optimiser_and_loss() {
+  TrainOptions options = small_options();
+  options.max_epochs = 8;
+  options.make_optimizer = [](Module& model) {
+    std::vector<Tensor> decayed, not_decayed;
+    for (auto& [name, p] : model.named_parameters())
+      (name.find("bias") == std::string::npos ? decayed : not_decayed).push_back(p);
+    RMSpropOptions o;
+    o.lr = 0.01;
+    o.weight_decay = 5e-4;
+    o.momentum = 0.5;
+    return std::make_unique<RMSprop>(
+        std::vector<ParamGroup>{ParamGroup(decayed), ParamGroup(not_decayed, 0.02, 0.0)}, o);
+  };
+  options.loss = [](const Tensor& logits, const Dataset& data) {
+    return ops::scale(ops::masked_cross_entropy(logits, data.y, data.train_index), 2.0);
+  };
+  return options;
+}
+
+}  // namespace
+
+// The hooks set to what the trainer does without them give the same run, bit for bit (the fused
+// gradient equals the autograd one): they are the only way the step is taken.
+TEST(Trainer, TheDefaultOptimiserAndLossMadeExplicitAreTheSameRun) {
+  const SmallRun run = train_small(default_made_explicit());
+  const SmallRun& straight = straight_run();
+  ASSERT_EQ(run.epochs.size(), straight.epochs.size());
+  for (size_t k = 0; k < run.epochs.size(); ++k) expect_same_epoch(run.epochs[k], straight.epochs[k]);
+  EXPECT_EQ(run.final_params, straight.final_params);
+}
+
+// Another optimiser and loss train differently, and a run of them stopped and resumed from its
+// checkpoint (RMSprop's state in two groups travels) is the uninterrupted one, bit for bit.
+TEST(Trainer, AnotherOptimiserAndLossResumeBitForBit) {
+  TempDir dir("gat_test_trainer");
+  const TrainOptions options = other_optimiser_and_loss();
+  const SmallRun straight = train_small(options);
+  ASSERT_EQ(straight.epochs.size(), 8u);
+  EXPECT_NE(straight.epochs[1].loss, straight_run().epochs[1].loss);
+  TrainOptions first = options;
+  first.max_epochs = 3;
+  first.checkpoints.path = dir.file("run.safetensors");
+  const SmallRun before = train_small(first);
+  EXPECT_EQ(io::load_safetensors(first.checkpoints.path).tensors.count("optimizer.square_avg.0"), 1u);
+  TrainOptions second = options;
+  second.checkpoints.resume = first.checkpoints.path;
+  const SmallRun after = train_small(second);
+  ASSERT_EQ(before.epochs.size() + after.epochs.size(), straight.epochs.size());
+  for (size_t k = 0; k < after.epochs.size(); ++k) expect_same_epoch(after.epochs[k], straight.epochs[k + 3]);
+  EXPECT_EQ(after.final_params, straight.final_params);
+  // Resuming with another optimiser is refused.
+  TrainOptions adam = small_options();
+  adam.checkpoints.resume = first.checkpoints.path;
+  gat::testing::expect_error([&] { train_small(adam); }, {"'lr'", "2 parameter groups", "has 1"});
+}
+
+TEST(Trainer, ABadOptimiserOrLossIsAClearError) {
+  TrainOptions none = small_options();
+  none.make_optimizer = [](Module&) { return std::unique_ptr<Optimizer>(); };
+  gat::testing::expect_error([&] { train_small(none); }, {"train: make_optimizer gave no optimiser"});
+  TrainOptions rows = small_options();
+  rows.loss = [](const Tensor& logits, const Dataset&) { return logits; };
+  gat::testing::expect_error([&] { train_small(rows); }, {"train: the loss gave", "one value with autograd"});
 }

@@ -47,13 +47,15 @@ struct LossGradientInputs {
   Tensor train_counts;  // (N,) i32
 };
 
-// One training step, queued without waiting: forward in training mode, the gradient of the
-// masked cross-entropy on the training nodes (ops::masked_cross_entropy_grad: the loss itself is
-// not computed, as the logged loss comes from `metrics`), backward, optimiser step; the loss and
+// One training step, queued without waiting: forward in training mode, the gradient of `loss`
+// or, without one, of the masked cross-entropy on the training nodes
+// (ops::masked_cross_entropy_grad: the loss itself is not computed, as the logged loss comes
+// from `metrics`), backward, optimiser step; the loss and
 // correct counts of the training nodes go to `metrics` (1, 3). Gradients are dropped before and
 // after, so a recorded step frees all the memory it makes.
 void queue_step(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x,
-                Optimizer& optimizer, Generator& gen, LossGradientInputs& loss_grad, Tensor& metrics) {
+                Optimizer& optimizer, Generator& gen, const TrainLoss& loss, LossGradientInputs& loss_grad,
+                Tensor& metrics) {
   model.train();
   optimizer.zero_grad();
   const Tensor logits = forward(x, data.graph, gen);  // (N, C)
@@ -63,12 +65,19 @@ void queue_step(Module& model, const ForwardFn& forward, const Dataset& data, co
     ops::classification_metrics(in[0], in[1], {in[2]}, out);
     return std::vector<Tensor>{};
   });
-  if (!loss_grad.seed.defined() || loss_grad.seed.dtype() != logits.dtype() ||
-      loss_grad.seed.device() != logits.device())
-    loss_grad = {Tensor::full({}, 1.0, logits.dtype(), logits.device()),
-                 ops::masked_row_counts(data.train_index, logits.size(0))};
-  logits.backward(ops::masked_cross_entropy_grad(logits, data.y, data.train_index, loss_grad.train_counts,
-                                                 loss_grad.seed));
+  if (loss) {
+    const Tensor value = loss(logits, data);
+    GAT_CHECK(value.defined() && value.numel() == 1 && value.requires_grad(), "train: the loss gave ",
+              value.describe(), ": it must be one value with autograd (computed from the logits)");
+    value.backward();
+  } else {
+    if (!loss_grad.seed.defined() || loss_grad.seed.dtype() != logits.dtype() ||
+        loss_grad.seed.device() != logits.device())
+      loss_grad = {Tensor::full({}, 1.0, logits.dtype(), logits.device()),
+                   ops::masked_row_counts(data.train_index, logits.size(0))};
+    logits.backward(ops::masked_cross_entropy_grad(logits, data.y, data.train_index, loss_grad.train_counts,
+                                                   loss_grad.seed));
+  }
   optimizer.step();
   optimizer.zero_grad();
   side.join();
@@ -151,8 +160,8 @@ class EpochReads {
 class RecordedEpoch {
  public:
   RecordedEpoch(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x,
-                Optimizer& optimizer, Generator& gen, const LossGradientInputs& loss_grad,
-                const Tensor& step_metrics, const Tensor& eval_metrics)
+                Optimizer& optimizer, Generator& gen, const TrainLoss& loss,
+                const LossGradientInputs& loss_grad, const Tensor& step_metrics, const Tensor& eval_metrics)
       : optimizer_(optimizer),
         gen_(gen),
         loss_grad_(loss_grad),
@@ -163,7 +172,7 @@ class RecordedEpoch {
         [&] {
           gen.begin_device_streams(stream_base_.get());
           try {
-            queue_step(model, forward, data, x, optimizer, gen, loss_grad_, step_metrics_);
+            queue_step(model, forward, data, x, optimizer, gen, loss, loss_grad_, step_metrics_);
           } catch (...) {
             gen.end_device_streams();
             throw;
@@ -338,10 +347,17 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   GAT_CHECK(x.rows() == data.x.size(0) && x.cols() == data.x.size(1) && x.device() == data.x.device(),
             "train: the features ", x.describe(), " are not data.x's shape and device (", data.x.describe(),
             ")");
-  AdamOptions adam;
-  adam.lr = options.lr;
-  adam.weight_decay = options.weight_decay;
-  Adam optimizer(model.parameters(), adam);
+  std::unique_ptr<Optimizer> made;
+  if (options.make_optimizer) {
+    made = options.make_optimizer(model);
+    GAT_CHECK(made != nullptr, "train: make_optimizer gave no optimiser");
+  } else {
+    AdamOptions adam;
+    adam.lr = options.lr;
+    adam.weight_decay = options.weight_decay;
+    made = std::make_unique<Adam>(model.parameters(), adam);
+  }
+  Optimizer& optimizer = *made;
   const std::vector<Tensor> params = model.parameters();
   const TrainCheckpoints& checkpoints = options.checkpoints;
   GAT_CHECK(checkpoints.every >= 1, "train: checkpoints.every ", checkpoints.every, " must be at least 1");
@@ -367,8 +383,8 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
     reads.step_begins();
     if (record && epoch == first_epoch + 1) {
       record = false;
-      recorded = std::make_unique<RecordedEpoch>(model, forward, data, x, optimizer, gen, loss_grad,
-                                                 step_metrics, eval_metrics);
+      recorded = std::make_unique<RecordedEpoch>(model, forward, data, x, optimizer, gen, options.loss,
+                                                 loss_grad, step_metrics, eval_metrics);
       if (!recorded->valid()) {  // fall back to eager steps
         result.cuda_graphs_note = "not recorded: " + recorded->why();
         recorded.reset();
@@ -386,7 +402,7 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
       cuda::release_cached_memory();
     };
     if (recorded && !recorded->step()) drop_recording("step");
-    if (!recorded) queue_step(model, forward, data, x, optimizer, gen, loss_grad, step_metrics);
+    if (!recorded) queue_step(model, forward, data, x, optimizer, gen, options.loss, loss_grad, step_metrics);
     reads.step_ends();
     if (recorded && !recorded->eval()) drop_recording("evaluation");
     if (!recorded) queue_eval(model, forward, data, x, eval_metrics);

@@ -1,7 +1,8 @@
 // The node-classification training loop shared by gat_train and the tests.
 //
 // One epoch: a training step (forward in training mode, masked cross-entropy on the training
-// nodes, backward, Adam step with torch's coupled L2 weight decay), then an evaluation in eval
+// nodes or TrainOptions::loss, backward, a step of Adam with torch's coupled L2 weight decay or
+// of TrainOptions::make_optimizer's optimiser), then an evaluation in eval
 // mode without autograd (validation loss and accuracy, test accuracy). Early stopping exactly as
 // the GAT reference code (EarlyStopping, early_stopping.h): each epoch the rule may remember the
 // epoch (its test accuracy and parameters) or stop. The model ends in eval mode holding the
@@ -9,7 +10,7 @@
 //
 // Checkpoints to continue from (TrainOptions::checkpoints): after every `every`-th epoch the
 // whole state of the run goes to one safetensors file (written atomically): the parameters,
-// Adam's state, the epoch, the early-stopping state with the parameters it remembers, and the
+// the optimiser's state, the epoch, the early-stopping state with the parameters it remembers, and the
 // dropout generator's position. A run resumed from it (checkpoints.resume, with the same model,
 // data, options and generator seed) continues exactly as if it had never stopped: the same
 // parameters and the same per-epoch numbers, bit for bit.
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "gat/datasets/dataset.h"
@@ -25,6 +27,7 @@
 #include "gat/framework/graph.h"
 #include "gat/framework/io.h"
 #include "gat/framework/module.h"
+#include "gat/framework/optim.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
@@ -34,6 +37,11 @@ namespace gat {
 
 // The model's forward pass: x (N, F) dense or sparse, graph, dropout generator -> logits (N, C).
 using ForwardFn = std::function<Tensor(const Features& x, const Graph& graph, Generator& gen)>;
+// The optimiser of a run, made once the model exists (parameter groups by name, any kind).
+using MakeOptimizer = std::function<std::unique_ptr<Optimizer>(Module& model)>;
+// A training loss: the logits (N, C) of a training-mode forward pass and the data -> a scalar
+// with autograd, whose backward gives the step's gradients.
+using TrainLoss = std::function<Tensor(const Tensor& logits, const Dataset& data)>;
 
 struct TrainCheckpoints {
   std::string path;  // write the run's state here after every `every`-th epoch (none if empty)
@@ -54,6 +62,16 @@ struct TrainOptions {
   // and replay them (the same results as eager steps, bit for bit; eager when recording fails).
   bool cuda_graphs = true;
   TrainCheckpoints checkpoints;
+  // Unset: Adam with lr and weight_decay above (gat_train's). Set: its optimiser (lr and
+  // weight_decay above are then not used); a checkpoint holds its state, and a resumed run must
+  // make the same kind over the same parameters.
+  MakeOptimizer make_optimizer;
+  // Unset: the masked cross-entropy on the training nodes, through its fused gradient
+  // (ops::masked_cross_entropy_grad). Set: its backward instead. Either way the losses logged
+  // and used by early stopping (EpochStats::loss, val_loss) are the masked cross-entropy.
+  // On CUDA a loss that reads values back to the host cannot be recorded in a CUDA graph: the
+  // steps then run eagerly (TrainResult::cuda_graphs_note says why).
+  TrainLoss loss;
 
   // The values each field may take (validate() and gat_train's flags use them).
   static constexpr Range<double> kLrRange{0.0, 1000.0, true, false};
