@@ -9,7 +9,8 @@ Run on a machine with a CUDA GPU, PyTorch and torch_geometric, after building th
 It measures the GPU's copy bandwidth, then for each workload PyG's time and ours, and prints one
 table with the ratios and, for the kernels, the bound: the bytes the kernel must move divided by
 the measured copy bandwidth. Everything it measured goes to OUT/compare.json, the scaling plot to
-OUT/scaling.png. Nothing is built here and nothing is downloaded.
+OUT/scaling.png. Nothing is built here and nothing is downloaded. `--only cpu` (two CPU cores,
+Cora and CiteSeer, to OUT/compare_cpu.json) needs no GPU.
 """
 import argparse
 import json
@@ -245,17 +246,18 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="gat_bench_")
-    results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-               "date": time.strftime("%Y-%m-%d"), "commit": os.environ.get("GAT_COMMIT", "unknown")}
-    bw = copy_bandwidth()
-    results["copy_bandwidth_TBps"] = bw / 1e12
-    rows = []
-    if args.only == "cpu":
+    results = {"torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+               "commit": os.environ.get("GAT_COMMIT", "unknown")}
+    if args.only == "cpu":  # needs no GPU
         rows, results["cpu"] = cpu_comparison(args)
         with open(os.path.join(args.out, "compare_cpu.json"), "w") as fh:
             json.dump(results, fh, indent=2)
-        print_table(results, bw, rows)
+        print_table(results, None, rows)
         return
+    results["gpu"] = torch.cuda.get_device_name()
+    bw = copy_bandwidth()
+    results["copy_bandwidth_TBps"] = bw / 1e12
+    rows = []
 
     def bound_ms(nbytes):
         return nbytes / bw * 1e3
@@ -347,7 +349,10 @@ def main():
 
 
 def print_table(results, bw, rows):
-    print(f"\nGPU {results['gpu']}, copy bandwidth {bw / 1e12:.2f} TB/s, torch {torch.__version__}")
+    if bw is None:
+        print(f"\nCPU, torch {torch.__version__}")
+    else:
+        print(f"\nGPU {results['gpu']}, copy bandwidth {bw / 1e12:.2f} TB/s, torch {torch.__version__}")
     print(f"{'workload':<52} {'PyG':>10} {'ours':>10} {'PyG/ours':>9} {'bound':>9} {'bound/ours':>10}")
     for name, ref, mine, bound in rows:
         fmt = lambda v: f"{v:10.3f}" if v is not None else f"{'-':>10}"

@@ -224,7 +224,12 @@ void gat_attention_aggregate_forward(const GatAttentionForwardArgs& a) {
       const int64_t HF = out.size(1) * out.size(2);
       const T* b = a.out_bias.data<T>();  // (H, F)
       T* o = out.data<T>();               // (N, H, F)
-      detail::parallel_for(out.numel(), [&](int64_t k) { o[k] += b[k % HF]; });
+      detail::parallel_for(
+          out.size(0),
+          [=](int64_t n) {
+            for (int64_t c = 0; c < HF; ++c) o[n * HF + c] += b[c];
+          },
+          HF);
     }
   });
   const OutputActivation& activation = a.activation;

@@ -98,7 +98,7 @@ void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, T
 void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale, const KeepMask& kept,
                           const Tensor& a1, const Tensor& g1, const Tensor& a2, const Tensor& g2,
                           Tensor& grad_x) {
-  const int64_t HF = base.size(1) * base.size(2), F = base.size(2);
+  const int64_t N = base.size(0), H = base.size(1), F = base.size(2);
   dispatch_float(base.dtype(), "head_dot_pair_grad_x", [&](auto zero) {
     using T = decltype(zero);
     const T* b = base.data<T>();                     // (N, H, F)
@@ -106,11 +106,21 @@ void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep
     const T *q1 = g1.data<T>(), *q2 = g2.data<T>();  // (N, H)
     T* dx = grad_x.data<T>();                        // (N, H, F)
     const T s = static_cast<T>(keep_scale);
-    const bool drop = key.active();
-    detail::parallel_for(grad_x.numel(), [&, s, drop](int64_t i) {
-      const T kept_base = drop ? DropoutKey::apply_kept(b[i], kept[i], s) : b[i];
-      dx[i] = kept_base + q1[i / F] * p1[i % HF] + q2[i / F] * p2[i % HF];
-    });
+    const uint8_t* keep = key.active() ? kept.data() : nullptr;  // (N, H, F) or null
+    // Row by row: no division per element.
+    detail::parallel_for(
+        N,
+        [=](int64_t n) {
+          for (int64_t h = 0; h < H; ++h) {
+            const int64_t r = n * H + h;
+            for (int64_t f = 0; f < F; ++f) {
+              const int64_t i = r * F + f;
+              const T kept_base = keep ? DropoutKey::apply_kept(b[i], keep[i], s) : b[i];
+              dx[i] = kept_base + q1[r] * p1[h * F + f] + q2[r] * p2[h * F + f];
+            }
+          }
+        },
+        H * F);
   });
 }
 
