@@ -2,7 +2,7 @@
 
 For each case: the layer's options, the input features (and edge weights), its parameters set to
 fixed values, a fixed non-uniform upstream gradient, and PyG's output and gradients of every input
-and parameter, all in float64. tests/test_message_passing_convs.cpp loads the same parameters into
+and parameter, all in float64. tests/test_conv_layers.cpp loads the same parameters into
 this project's layers and compares.
 
     ~/.cache/gat/torch-venv/bin/python tests/data/pyg_conv_reference.py > tests/data/pyg_conv_fixtures.h
