@@ -21,6 +21,7 @@
 #include "data/pyg_conv_fixtures.h"
 #include "gat/framework/autograd.h"
 #include "gat/framework/graph.h"
+#include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/rng.h"
 #include "gat/layers/activation.h"
 #include "gat/layers/dropout.h"
@@ -354,24 +355,6 @@ TEST(GCNConv, RefusesBadOptionsAndInputs) {
   expect_error([&] { conv.forward(Tensor::zeros({6, 2}), bipartite); }, {"GCNConv", "bipartite"});
 }
 
-TEST(GraphSelfLoops, EdgeOriginsFollowAddRemainingSelfLoops) {
-  // Node 1 has two self loops (edges 1 and 2 of row 1), node 3 one; 0 and 2 none.
-  GraphBuildOptions keep;
-  keep.remove_duplicates = false;
-  const Graph graph = Graph::from_edges(4, {0, 1, 1, 2, 3, 1}, {1, 1, 1, 3, 3, 2}, keep);
-  ASSERT_EQ(graph.sources(), (std::vector<int32_t>{0, 1, 1, 1, 2, 3}));
-  std::vector<int32_t> origins;
-  const Graph looped = graph.with_self_loops(origins);
-  EXPECT_EQ(looped.sources(), (std::vector<int32_t>{0, 0, 1, 1, 2, 2, 3}));
-  EXPECT_EQ(looped.destinations(), (std::vector<int32_t>{0, 1, 1, 2, 2, 3, 3}));
-  // (0,0) new; (0,1) edge 0; (1,1) the last loop of node 1, edge 2; (1,2) edge 3; (2,2) new;
-  // (2,3) edge 4; (3,3) edge 5.
-  EXPECT_EQ(origins, (std::vector<int32_t>{-1, 0, 2, 3, -1, 4, 5}));
-  std::vector<int32_t> again;
-  EXPECT_EQ(looped.with_self_loops(again).num_edges(), looped.num_edges());
-  EXPECT_EQ(again, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6}));  // already looped: itself
-}
-
 TEST(SAGEConv, NormalizeGivesZeroForAZeroRow) {
   // Node 6 has no in-edge: without root weight and bias its row is 0 before the normalisation.
   SAGEConvOptions options;
@@ -456,6 +439,30 @@ TEST(GINConv, RefusesBadInputs) {
       {"GINConv", "'x_dst'", "(4, 3)"});
   expect_error([&] { conv.forward(Tensor::zeros({7}), graph, gen); }, {"GINConv", "'x'"});
   expect_error([&] { GINConv(mlp, {NAN, false, DType::f32}); }, {"GINConv", "eps"});
+}
+
+TEST(MessagePassingLayers, OnAGraphWithoutEdges) {
+  // No neighbours: GCNConv sees each node's own loop alone (norm 1), SAGEConv's mean and GINConv's
+  // sum are 0.
+  const Graph graph = Graph::from_edges(3, std::vector<int32_t>{}, std::vector<int32_t>{});
+  std::mt19937_64 rng(5);
+  const Tensor x = random_tensor({3, 2}, rng);
+  Generator init(4);
+  GCNConv gcn({2, 3, false, false, true, true, true, DType::f64}, init);
+  {
+    autograd::NoGradGuard no_grad;
+    gcn.bias.copy_(random_tensor({3}, rng));
+  }
+  expect_close(gcn.forward(x, graph), gcn.lin->forward(x) + gcn.bias, "GCNConv", 1e-15);
+  SAGEConvOptions options;
+  options.in_channels = 2;
+  options.out_channels = 3;
+  options.dtype = DType::f64;
+  SAGEConv sage(options, init);
+  expect_close(sage.forward(x, graph), sage.lin_r->forward(x) + sage.lin_l->bias, "SAGEConv", 1e-15);
+  auto nn = std::make_shared<Linear>(2, 3, true, init, DType::f64);
+  GINConv gin(nn, {0.5, false, DType::f64});
+  expect_close(gin.forward(x, graph), nn->forward(x * 1.5), "GINConv", 1e-15);
 }
 
 // ---- CUDA against the CPU on a larger graph ----
