@@ -19,6 +19,9 @@ const EdgePlans& EdgePlanCache::of(const Graph& graph) {
 
 void check_message_inputs(const char* layer, const Tensor& x_src, const Tensor* x_dst, const Graph& graph,
                           int64_t in_channels, int64_t dst_in_channels) {
+  for (const Tensor* x : {&x_src, x_dst})
+    GAT_CHECK(!x || !x->defined() || x->device() == graph.device(), layer, ": the features ", x->describe(),
+              " are on ", device_name(x->device()), " but the graph on ", device_name(graph.device()));
   if (!x_dst) return check_attention_inputs(layer, x_src, nullptr, graph, in_channels, dst_in_channels);
   const Features dst = *x_dst;
   check_attention_inputs(layer, x_src, &dst, graph, in_channels, dst_in_channels);

@@ -34,8 +34,8 @@ class EdgePlanCache {
 // Whether two graphs are one: the same arrays and node counts (SelfLoopedGraph's test too).
 bool same_graph(const Graph& a, const Graph& b);
 
-// check_attention_inputs (graph_attention.h) for dense features: x_dst null when one x is both
-// sides. Errors start with `layer`.
+// check_attention_inputs (graph_attention.h) for dense features, and the features on the graph's
+// device: x_dst null when one x is both sides. Errors start with `layer`.
 void check_message_inputs(const char* layer, const Tensor& x_src, const Tensor* x_dst, const Graph& graph,
                           int64_t in_channels, int64_t dst_in_channels);
 

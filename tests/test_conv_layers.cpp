@@ -353,6 +353,12 @@ TEST(GCNConv, RefusesBadOptionsAndInputs) {
       {"GCNConv", "'edge_weight'", "dtype"});
   const Graph bipartite = graph_of(fix::kBipartite, Device::cpu);
   expect_error([&] { conv.forward(Tensor::zeros({6, 2}), bipartite); }, {"GCNConv", "bipartite"});
+  if (cuda::available())
+    expect_error(
+        [&] {
+          conv.forward(Tensor::zeros({7, 2}, DType::f32, Device::cuda), graph);
+        },
+        {"GCNConv", "on cuda but the graph on cpu"});
 }
 
 TEST(SAGEConv, NormalizeGivesZeroForAZeroRow) {
