@@ -4,6 +4,7 @@
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <utility>
 
 #include "gat/framework/detail/host_parallel.h"
@@ -369,8 +370,18 @@ Graph Graph::from_arrays(GraphArrays a) {
   return g;
 }
 
-Graph Graph::with_self_loops() const {
-  if (one_self_loop_per_node_) return *this;
+Graph Graph::with_self_loops() const { return looped(nullptr); }
+
+Graph Graph::with_self_loops(std::vector<int32_t>& edge_origins) const { return looped(&edge_origins); }
+
+Graph Graph::looped(std::vector<int32_t>* origins) const {
+  if (one_self_loop_per_node_) {
+    if (origins) {
+      origins->resize(static_cast<size_t>(num_edges()));
+      std::iota(origins->begin(), origins->end(), 0);
+    }
+    return *this;
+  }
   const int64_t n = num_dst_nodes_, looped = std::min(num_src_nodes_, num_dst_nodes_);
   progress::Stage stage("graph: self loops added", num_edges());
   // Row i keeps its sources other than i, in order, with i put in its sorted place when i <
@@ -389,6 +400,7 @@ Graph Graph::with_self_loops() const {
   Tensor row_ptr = row_pointers("Graph::with_self_loops", ends);
   Tensor col_idx = Tensor::empty({ends.back()}, DType::i32, Device::cpu, "Graph::with_self_loops");
   int32_t* out = col_idx.data<int32_t>();  // (E + min(Ns, Nd) - loops,)
+  if (origins) origins->resize(static_cast<size_t>(ends.back()));
 #pragma omp parallel for schedule(dynamic, 4096) if (ends.back() > detail::kParallelItems)
   for (int64_t i = 0; i < n; ++i) {
     const int32_t *first = col + rp[i], *last = col + rp[i + 1];
@@ -396,6 +408,14 @@ Graph Graph::with_self_loops() const {
     int32_t* o = std::copy(first, loops.first, out + ends[static_cast<size_t>(i)]);
     if (i < looped) *o++ = static_cast<int32_t>(i);
     std::copy(loops.second, last, o);
+    if (!origins) continue;
+    // The same walk over the input's edge ids: rp[i] + the position in the row.
+    const int32_t loops_begin = rp[i] + static_cast<int32_t>(loops.first - first);
+    const int32_t loops_end = rp[i] + static_cast<int32_t>(loops.second - first);
+    int32_t* g = origins->data() + ends[static_cast<size_t>(i)];
+    for (int32_t e = rp[i]; e < loops_begin; ++e) *g++ = e;
+    if (i < looped) *g++ = loops_end > loops_begin ? loops_end - 1 : -1;
+    for (int32_t e = loops_end; e < rp[i + 1]; ++e) *g++ = e;
   }
   stage.done(detail::concat(ends.back(), " edges"));
   return from_sorted_csr(num_src_nodes_, std::move(row_ptr), std::move(col_idx)).to(device());

@@ -151,6 +151,11 @@ class Graph {
   // default, PyG's GATConv rule: the nodes both sets have), every row still sorted by source; the
   // graph itself when it already has one self loop per node.
   Graph with_self_loops() const;
+  // The same, and where each of its edges comes from, as PyG's add_remaining_self_loops carries
+  // edge weights: edge_origins (E',) gets, for every edge of the looped graph, the id of the same
+  // edge in this graph; for node i's loop, the id of i's last self loop here, or -1 where i had
+  // none (PyG gives that loop its fill value). GCNConv maps its edge weights through it.
+  Graph with_self_loops(std::vector<int32_t>& edge_origins) const;
   // Copy of all index arrays to `device`.
   Graph to(Device device) const;
   // Checks every invariant (monotone row pointers, indices in range, consistent sizes, the
@@ -167,6 +172,8 @@ class Graph {
   // (E,), taken as the graph's own) with sources in [0, num_src).
   static Graph from_sorted_csr(int64_t num_src, Tensor row_ptr, Tensor col_idx);
   void set_plans(RowPlans plans);
+  // with_self_loops(), filling *origins when it is not null.
+  Graph looped(std::vector<int32_t>* origins) const;
 
   int64_t num_src_nodes_ = 0, num_dst_nodes_ = 0;
   int64_t max_in_degree_ = 0;

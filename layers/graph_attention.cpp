@@ -3,6 +3,7 @@
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/head_mean.h"
 #include "gat/framework/ops/reshape.h"
+#include "gat/layers/message_passing.h"
 
 namespace gat {
 
@@ -52,11 +53,7 @@ const Graph& SelfLoopedGraph::of(const Graph& graph) {
     input_ = looped_ = Graph();
     return graph;
   }
-  // The same graph: the same arrays (a graph's arrays are never changed in place) and node sets.
-  const bool cached = input_.row_ptr().defined() && input_.row_ptr().same(graph.row_ptr()) &&
-                      input_.edge_src().same(graph.edge_src()) &&
-                      input_.num_src_nodes() == graph.num_src_nodes();
-  if (!cached) {
+  if (!same_graph(input_, graph)) {
     looped_ = graph.with_self_loops();
     input_ = graph;
   }

@@ -11,18 +11,20 @@
 namespace gat {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias_on, Generator& init, DType dtype,
-               LinearBiasInit bias_init) {
+               LinearBiasInit bias_init, LinearWeightInit weight_init) {
   GAT_CHECK(in_features > 0 && out_features > 0, "Linear: in_features ", in_features, " and out_features ",
             out_features, " must be positive");
   checked_mul(in_features, out_features, "Linear: in_features x out_features");
+  const double fan_in_bound = 1.0 / std::sqrt(static_cast<double>(in_features));
   weight = register_parameter(
-      "weight", init::glorot_uniform({in_features, out_features}, in_features, out_features, init, dtype));
+      "weight",
+      weight_init == LinearWeightInit::glorot
+          ? init::glorot_uniform({in_features, out_features}, in_features, out_features, init, dtype)
+          : init::uniform({in_features, out_features}, fan_in_bound, init, dtype));
   if (bias_on)
-    bias = register_parameter(
-        "bias",
-        bias_init == LinearBiasInit::zeros
-            ? init::zeros({out_features}, dtype)
-            : init::uniform({out_features}, 1.0 / std::sqrt(static_cast<double>(in_features)), init, dtype));
+    bias = register_parameter("bias", bias_init == LinearBiasInit::zeros
+                                          ? init::zeros({out_features}, dtype)
+                                          : init::uniform({out_features}, fan_in_bound, init, dtype));
 }
 
 Tensor features_matmul(const Features& x, const Tensor& w, const DropoutKey& x_dropout) {

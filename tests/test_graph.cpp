@@ -427,6 +427,29 @@ TEST(Graph, WithSelfLoopsReplacesExistingLoops) {
   EXPECT_EQ(l.with_self_loops().num_edges(), l.num_edges());
 }
 
+TEST(Graph, WithSelfLoopsGivesEachEdgesOriginAsAddRemainingSelfLoops) {
+  // Node 1 has two self loops (edges 1 and 2 of row 1), node 3 one; 0 and 2 none.
+  GraphBuildOptions keep;
+  keep.remove_duplicates = false;
+  const Graph graph = Graph::from_edges(4, {0, 1, 1, 2, 3, 1}, {1, 1, 1, 3, 3, 2}, keep);
+  ASSERT_EQ(graph.sources(), (std::vector<int32_t>{0, 1, 1, 1, 2, 3}));
+  std::vector<int32_t> origins;
+  const Graph looped = graph.with_self_loops(origins);
+  EXPECT_EQ(looped.sources(), (std::vector<int32_t>{0, 0, 1, 1, 2, 2, 3}));
+  EXPECT_EQ(looped.destinations(), (std::vector<int32_t>{0, 1, 1, 2, 2, 3, 3}));
+  // (0,0) new; (0,1) edge 0; (1,1) the last loop of node 1, edge 2; (1,2) edge 3; (2,2) new;
+  // (2,3) edge 4; (3,3) edge 5.
+  EXPECT_EQ(origins, (std::vector<int32_t>{-1, 0, 2, 3, -1, 4, 5}));
+  std::vector<int32_t> again;
+  EXPECT_EQ(looped.with_self_loops(again).num_edges(), looped.num_edges());
+  EXPECT_EQ(again, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6}));  // already looped: itself
+  // 2 sources, 3 destinations: loops for 0 and 1 only; destination 2 keeps its one edge.
+  const Graph bipartite = Graph::from_edges(2, 3, {1, 0}, {2, 0});
+  std::vector<int32_t> bipartite_origins;
+  EXPECT_EQ(bipartite.with_self_loops(bipartite_origins).sources(), (std::vector<int32_t>{0, 1, 1}));
+  EXPECT_EQ(bipartite_origins, (std::vector<int32_t>{0, -1, 1}));
+}
+
 TEST(Graph, SymmetrizingKeepsASelfLoopSingleEvenWithDuplicatesKept) {
   // A self loop is its own reverse: symmetrize adds nothing for it, duplicates kept or not.
   GraphBuildOptions opt;
