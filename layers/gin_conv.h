@@ -43,20 +43,19 @@ class GINConv : public Module {
     static_assert(std::is_base_of_v<Module, M>, "GINConv: nn is not a Module");
     GAT_CHECK(nn != nullptr, "GINConv: null nn");
     register_module("nn", nn);
-    constexpr bool takes_generator = detail::forward_takes_generator<M>::value;
-    constexpr bool takes_tensor = detail::forward_takes_tensor<M>::value;
-    static_assert(
-        takes_generator || takes_tensor,
-        "GINConv: nn needs forward(const Tensor&) const or forward(const Tensor&, Generator&) const");
+    constexpr bool takes_generator = detail::has_forward_v<M, const Tensor&, Generator&>;
+    constexpr bool takes_tensor = detail::has_forward_v<M, const Tensor&>;
+    static_assert(takes_generator || takes_tensor,
+                  "GINConv: nn needs forward(const Tensor&) or forward(const Tensor&, Generator&)");
     nn_ = [nn](const Tensor& h, Generator* gen) {
       if constexpr (takes_generator) {
         if (gen) return Tensor(nn->forward(h, *gen));
       }
       if constexpr (takes_tensor) {
-        return Tensor(nn->forward(h));  // a Sequential throws here if one of its steps needs gen
+        return Tensor(nn->forward(h));  // a step that draws refuses here, naming itself
       } else {
-        GAT_CHECK(gen != nullptr, "GINConv: nn draws random numbers: call forward(..., generator)");
-        return Tensor(nn->forward(h, *gen));
+        Generator refusing = Generator::refusing("GINConv's nn");  // runs while nothing is drawn
+        return Tensor(nn->forward(h, refusing));
       }
     };
     init_eps(options);
