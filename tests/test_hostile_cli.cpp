@@ -145,7 +145,7 @@ struct Case {
   std::function<void(const Scratch&, const Outcome&)> after = nullptr;  // further checks
   bool needs_cora = false;
   std::string env = "";        // assignments (or a command and &&) before the command; {dir} expanded
-  std::string stdout_to = "";  // where stdout goes (default: a file read back)
+  std::string stdout_to = "";  // where stdout goes (default: a file read back); {dir} expanded
 };
 
 std::string expand(std::string text, const Scratch& s) {
@@ -684,6 +684,23 @@ std::vector<Case> cases() {
       {"OMP_NUM_THREADS beyond what --threads allows", train + "--quiet", 1,
        "OMP_NUM_THREADS asks for 100000 threads, more than 4096", nullptr, nullptr, false,
        "OMP_NUM_THREADS=100000"},
+      // A 64 KiB stack: the gzip reader's 64 KiB buffer and Eigen's blocking buffers (up to 128
+      // KiB) were on the stack, and overflowed it.
+      {"a 64 KiB stack reads a gzip file", train + "--quiet", 0, "",
+       [](const Scratch& s) {
+         const std::string text = read_text(s.data / "edge.csv");
+         fs::remove(s.data / "edge.csv");
+         write_text(s.data / "edge.csv.gz", gzip(text));
+       },
+       nullptr, false, "ulimit -s 64;"},
+      {"a 64 KiB stack multiplies matrices on two threads", "--dataset synthetic:2000:4:0:3 --epochs 2 --quiet", 0,
+       "", nullptr, nullptr, false, "ulimit -s 64; OMP_NUM_THREADS=2"},
+      {"a stack below 64 KiB", train + "--quiet", 1,
+       "the stack limit (ulimit -s) is 32 KiB, less than the 64 KiB this program needs", nullptr, nullptr, false,
+       "ulimit -s 32;"},
+      {"stdout a pipe closed by its reader (SIGPIPE)", "--dataset {data} --device cpu --epochs 50 --quiet --json", 1,
+       "gat_train: writing the output to stdout failed", nullptr, nullptr, false,
+       "mkfifo {dir}/out.fifo && { (exec 3<{dir}/out.fifo) & } &&", "{dir}/out.fifo"},
   };
   return c;
 }
@@ -709,7 +726,7 @@ TEST(HostileCli, EveryCaseExitsAsExpectedNamingTheCulprit) {
     fs::create_directories(dir);
     const Scratch s(dir);
     if (c.setup) c.setup(s);
-    const Outcome o = run_gat_train(expand(c.args, s), s.root, expand(c.env, s), c.stdout_to);
+    const Outcome o = run_gat_train(expand(c.args, s), s.root, expand(c.env, s), expand(c.stdout_to, s));
     EXPECT_EQ(o.status, c.status) << c.args << "\nstderr: " << o.err;
     if (!c.culprit.empty()) {
       EXPECT_NE(o.err.find(expand(c.culprit, s)), std::string::npos)

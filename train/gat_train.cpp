@@ -15,10 +15,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
@@ -33,6 +31,7 @@
 #include "gat/datasets/registry.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/io.h"
+#include "gat/framework/process.h"
 #include "gat/framework/progress.h"
 #include "gat/framework/quote.h"
 #include "gat/models/gat.h"
@@ -425,15 +424,6 @@ int train_runs(const Flags& flags, Device device) {
   return 0;
 }
 
-// Reports a failed write of stdout (a full disk, a closed pipe, /dev/full): exit status 1.
-int check_stdout(int status) {
-  const bool flushed = std::fflush(stdout) == 0;
-  if (flushed && !std::ferror(stdout)) return status;
-  std::fprintf(stderr, "gat_train: writing the output to stdout failed%s%s\n", flushed ? "" : ": ",
-               flushed ? "" : std::strerror(errno));
-  return status == 0 ? 1 : status;
-}
-
 int run(const Flags& flags) {
   if (flags.info) {
     std::printf("%s\n", dataset_summary(load_dataset(flags.dataset, flags.data_dir)).c_str());
@@ -448,9 +438,7 @@ int run(const Flags& flags) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines show up live in logs and pipes
-  // A write past the file size limit (ulimit -f) then fails with EFBIG, and the output that failed
-  // says so, instead of the signal killing the process without a word.
-  std::signal(SIGXFSZ, SIG_IGN);
+  process::ignore_write_signals();
   cli::Environment env;  // the environment is read here, and only here
   env.cuda_graphs = cli::cuda_graphs_enabled(std::getenv("GAT_CUDA_GRAPHS"));
   try {
@@ -467,13 +455,11 @@ int main(int argc, char** argv) {
   }
   if (flags.help) {
     std::printf("%s", cli::usage(env).c_str());
-    return check_stdout(0);
+    return process::check_stdout(0, "gat_train");
   }
   if (flags.threads > 0) omp_set_num_threads(flags.threads);
-  // OpenMP takes OMP_NUM_THREADS as it is: 100000 threads crashed inside libgomp.
-  if (omp_get_max_threads() > Flags::kThreadsRange.hi) {
-    std::cerr << "gat_train: OMP_NUM_THREADS asks for " << omp_get_max_threads() << " threads, more than "
-              << Flags::kThreadsRange.hi << "; set it lower or pass --threads N\n";
+  if (const std::string why = process::unfit_environment(); !why.empty()) {
+    std::cerr << "gat_train: " << why << "\n";
     return 1;
   }
   progress::enable(!flags.quiet);
@@ -485,5 +471,5 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {  // gat::Error and anything from the libraries beneath
     std::cerr << "gat_train: " << e.what() << "\n";
   }
-  return check_stdout(status);
+  return process::check_stdout(status, "gat_train");
 }
