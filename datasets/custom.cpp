@@ -17,15 +17,16 @@ namespace gat {
 
 namespace {
 
-// <dir>/<name>, or <dir>/<name>.gz when only that exists, or "" when neither does. Anything at the
-// path counts, even a dangling link or a file that cannot be read: reading it then says why, so
-// an optional file that is there but broken is an error, never skipped.
+// <dir>/<name> or <dir>/<name>.gz, whichever exists, or "" when neither does; both is an error
+// (which one holds the data would be a guess). Anything at the path counts, even a dangling link
+// or a file that cannot be read: reading it then says why, so an optional file that is there but
+// broken is an error, never skipped.
 std::string find_optional_file(const std::string& dir, const std::string& name) {
-  for (const std::string& file : {name, name + ".gz"}) {
-    std::string path = (std::filesystem::path(dir) / file).string();
-    if (io::path_exists(path)) return path;
-  }
-  return "";
+  const std::string plain = (std::filesystem::path(dir) / name).string(), gzipped = plain + ".gz";
+  const bool has_plain = io::path_exists(plain), has_gzipped = io::path_exists(gzipped);
+  GAT_CHECK(!has_plain || !has_gzipped, "load_custom: both ", plain, " and ", name,
+            ".gz are there: keep the one that holds the data, remove or rename the other");
+  return has_plain ? plain : has_gzipped ? gzipped : "";
 }
 
 std::string find_file(const std::string& dir, const std::string& name) {

@@ -8,8 +8,8 @@
 //   <dir>/split/test.csv[.gz]   one node id per line
 //   <dir>/edge-feat.csv[.gz]    optional: one line per line of edge.csv, D comma-separated numbers
 //
-// Each file may be plain text or gzip-compressed (name ending in .gz; the plain name wins when
-// both exist). Blank lines are skipped; there is no header line. The graph is made undirected,
+// Each file may be plain text or gzip-compressed (name ending in .gz; both names present is an
+// error). Blank lines are skipped; there is no header line. The graph is made undirected,
 // deduplicated and self loops removed (GATConv adds its own); labels lie in [0, N) and
 // num_classes = the largest label + 1; split ids are sorted ascending, distinct, and the three
 // splits are non-empty and disjoint. Edge features become Dataset::edge_attr (E, D) in the
