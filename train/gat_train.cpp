@@ -150,6 +150,17 @@ class EpochProgress {
   std::chrono::steady_clock::time_point last_;
 };
 
+// load(), an error naming where the dataset's name came from (`source`: a flag, or the
+// checkpoint) before what the loader says.
+template <class Load>
+Dataset load_from(const char* source, const Load& load) {
+  try {
+    return load();
+  } catch (const Error& e) {
+    throw Error(detail::concat(source, ": ", e.what()));
+  }
+}
+
 // ---- the two modes ----
 
 // The metadata keys of the model flags, by flag.
@@ -180,7 +191,8 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
               ": metadata names no dataset; pass --dataset");
     dataset = info.dataset;
   }
-  Dataset host = load_training_dataset(dataset, flags.data_dir);
+  Dataset host = load_from(flags.dataset_given ? "--dataset" : "the checkpoint's dataset",
+                           [&] { return load_training_dataset(dataset, flags.data_dir); });
   GAT_CHECK(flags.dataset_given || info.dataset_digest.empty() || dataset_digest(host) == info.dataset_digest,
             "--load ", flags.load, ": the dataset ", dataset,
             " is not the one the model was trained on (content digest ", dataset_digest(host),
@@ -263,7 +275,7 @@ int train_runs(const Flags& flags, Device device) {
   // The looped graph once, on the host, the only graph copied to the device (GAT's layers add
   // self loops: given a graph that has them, they keep no copy). The graph without loops is freed
   // once the looped one is built: kept, it would be a second graph through the whole run.
-  Dataset host = load_training_dataset(flags.dataset, flags.data_dir);
+  Dataset host = load_from("--dataset", [&] { return load_training_dataset(flags.dataset, flags.data_dir); });
   const std::string digest = dataset_digest(host);
   const Dataset data = dataset_to(with_self_loops(std::move(host)), device);
   GATConfig config = flags.model;
@@ -426,7 +438,8 @@ int train_runs(const Flags& flags, Device device) {
 
 int run(const Flags& flags) {
   if (flags.info) {
-    std::printf("%s\n", dataset_summary(load_dataset(flags.dataset, flags.data_dir)).c_str());
+    const Dataset data = load_from("--dataset", [&] { return load_dataset(flags.dataset, flags.data_dir); });
+    std::printf("%s\n", dataset_summary(data).c_str());
     return 0;
   }
   const Device device = resolve_device(flags.device);
