@@ -550,7 +550,7 @@ std::vector<Case> cases() {
        run_checkpoint_with(metadata_set("trainer.epoch", "abc")), expect_no_training},
       {"epoch 2^63-1", resume, 1, "metadata trainer.epoch 9223372036854775807 is outside [1, 2147483647]",
        run_checkpoint_with(metadata_set("trainer.epoch", "9223372036854775807")), expect_no_training},
-      {"best epoch after the epoch", resume, 1, "metadata trainer.best_epoch 3 is outside [0, 2]",
+      {"best epoch after the epoch", resume, 1, "the remembered epoch 3 (trainer.best_epoch) is after the last epoch run, 2",
        run_checkpoint_with(metadata_set("trainer.best_epoch", "3")), expect_no_training},
       {"wait beyond the patience", resume, 1, "metadata trainer.wait 101 is outside [0, 100]",
        run_checkpoint_with(metadata_set("trainer.wait", "101")), expect_no_training},
@@ -560,7 +560,31 @@ std::vector<Case> cases() {
       {"optimiser lr negative", resume, 1, "the optimiser's saved rate 'optimizer.lr' -1 is not the run's --lr 0.005",
        run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.lr"] = Tensor::scalar(-1.0, DType::f64); }),
        expect_no_training},
-      {"optimiser step negative", resume, 1, "Optimizer::load_state_dict: parameter 0 has step count -1",
+      {"optimiser steps beyond the epochs run", resume, 1,
+       "the optimiser took 1000000000 steps for parameter 3 in 2 epochs (trainer.epoch; one step an epoch)",
+       run_checkpoint_with([](io::Safetensors& c) {
+         Tensor steps = c.tensors.at("optimizer.step").clone();
+         steps.data<int32_t>()[3] = 1000000000;
+         c.tensors["optimizer.step"] = steps;
+       }),
+       expect_run_log_kept},
+      {"a finite best loss before any remembered epoch", resume, 1,
+       "the best validation loss (trainer.best_loss) is 0.5, yet no epoch was remembered",
+       run_checkpoint_with([](io::Safetensors& c) {
+         c.metadata["trainer.best_epoch"] = "0";
+         c.metadata["trainer.best_loss"] = "0.5";
+         for (auto it = c.tensors.begin(); it != c.tensors.end();)
+           it = it->first.rfind("trainer.best.", 0) == 0 ? c.tensors.erase(it) : std::next(it);
+       }),
+       expect_no_training},
+      {"a --checkpoint file given to --load", "--load {dir}/run.safetensors --dataset {data} --device cpu", 1,
+       "--load {dir}/run.safetensors: a run checkpoint (written by --checkpoint after epoch 2), not a model saved "
+       "by --save: continue the run with --resume",
+       make_run, expect_no_training},
+      {"a --save file given to --resume", "--dataset {data} --device cpu --resume {dir}/ckpt.safetensors", 1,
+       "--resume {dir}/ckpt.safetensors: holds no run state (no metadata 'trainer.epoch'): not a run checkpoint",
+       checkpoint_with("hidden", "8"), expect_no_training},
+      {"optimiser step negative", resume, 1, "the optimiser took -1 steps for parameter 0 in 2 epochs",
        run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.step"].data<int32_t>()[0] = -1; }),
        expect_no_training},
       {"optimiser moment missing", resume, 1, "Optimizer::load_state_dict: parameter 0 has 2 steps but no 'exp_avg.0'",

@@ -176,7 +176,7 @@ const std::pair<const char*, const char*> kModelFlagKeys[] = {
 // still hold what the model was trained on (its digest).
 int evaluate_checkpoint(const Flags& flags, Device device) {
   const io::Safetensors file = io::load_safetensors(flags.load);
-  const CheckpointInfo info = CheckpointInfo::from_metadata(file.metadata, flags.load);
+  const CheckpointInfo info = CheckpointInfo::from_metadata(file.metadata, "--load " + flags.load);
   const io::Metadata saved = info.model.to_metadata(), asked = flags.model.to_metadata();
   io::Metadata given;
   for (const auto& [flag, key] : kModelFlagKeys)
@@ -263,6 +263,10 @@ int train_runs(const Flags& flags, Device device) {
   if (!flags.resume.empty()) {
     const io::Safetensors file = io::load_safetensors(flags.resume);
     resumed = file.metadata;
+    GAT_CHECK(is_run_checkpoint(resumed), "--resume ", flags.resume, ": holds no run state (no metadata '",
+              kCheckpointEpochKey,
+              "'): not a run checkpoint written by --checkpoint (a model saved by --save is evaluated with "
+              "--load)");
     const auto rate = file.tensors.find(std::string(io::kOptimizerPrefix) + "lr");
     if (rate != file.tensors.end() && rate->second.dtype() == DType::f64 && rate->second.numel() == 1)
       resumed_rate = rate->second.item();  // (any other form is refused with the optimiser's state)

@@ -22,6 +22,7 @@
 #include "gat/framework/optim.h"
 #include "gat/framework/progress.h"
 #include "gat/framework/side_work.h"
+#include "gat/train/checkpoint.h"
 #include "gat/train/early_stopping.h"
 
 namespace gat {
@@ -264,18 +265,20 @@ void resume_run(const std::string& path, const TrainOptions& options, Module& mo
   GAT_CHECK(stopped == "0" || stopped == "1", where, ": metadata 'trainer.stopped' = '", stopped,
             "' is not 0 or 1");
   const int64_t wait = integer_in("trainer.wait", 0, options.patience);
-  GAT_CHECK((wait == options.patience) == (stopped == "1"), where, ": metadata 'trainer.wait' ", wait,
-            (stopped == "1" ? " is not" : " is"), " the patience ", options.patience, " of a run that ",
-            (stopped == "1" ? "stopped" : "goes on"));
   const double best_acc = number_in("trainer.best_acc", 0.0, 1.0);
   const std::string& best_loss_text = read.text("trainer.best_loss");
   const double best_loss = best_loss_text == kInfinity ? std::numeric_limits<double>::infinity()
                                                        : number_in("trainer.best_loss", 0.0, kNoBound);
-  const int64_t best_epoch = integer_in("trainer.best_epoch", 0, epoch);
+  const int64_t best_epoch = integer_in("trainer.best_epoch", 0, TrainOptions::kEpochsRange.hi);
   s.step_ms_total = number_in("trainer.step_ms_total", 0.0, kNoBound);
   s.result.test_acc = number_in("trainer.test_acc", 0.0, 1.0);
   s.result.val_acc = number_in("trainer.val_acc", 0.0, 1.0);
   s.result.val_loss = number_in("trainer.val_loss", 0.0, kNoBound);
+  const auto steps = file.tensors.find(std::string(io::kOptimizerPrefix) + "step");
+  check_run_progress(
+      {epoch, steps == file.tensors.end() ? Tensor() : steps->second, best_epoch, wait, stopped == "1",
+       best_acc, best_loss, s.result.val_acc, s.result.val_loss, s.result.test_acc},
+      options.patience, where);
   // The remembered parameters: one per parameter once an epoch was remembered, none before.
   const std::vector<Tensor> params = model.parameters();
   std::vector<Tensor> best(params.size());
