@@ -19,7 +19,9 @@
 // it. Gzip files may decompress to at most text::max_gzip_ratio()
 // times their size (GAT_MAX_GZIP_RATIO raises it). This is the layout of the OGB node
 // property prediction downloads (e.g. ogbn-arxiv: raw/*.csv.gz and split/time/*.csv.gz put side
-// by side in one folder). Every error names the file and, for content errors, the line.
+// by side in one folder). A line of node or edge features whose absolute values sum past the
+// largest float is refused (a layer's sum over it would overflow). Every error names the file
+// and, for content errors, the line.
 #pragma once
 
 #include <string>

@@ -233,6 +233,30 @@ std::vector<Case> cases() {
        }},
       {"a number beyond the largest float", train, 1, "node-feat.csv:2: field 3 '1e39' is not a number (out of range)",
        [](const Scratch& s) { s.put("node-feat.csv", "1,2,3\n1,2,1e39\n"); }},
+      {"a row of features whose magnitudes sum beyond the largest float", train, 1,
+       "node-feat.csv:1: the absolute values of fields 1..2 sum to 6e+38, beyond the largest float",
+       [](const Scratch& s) {
+         std::string feat = "-3e38,3e38,0\n";
+         for (int i = 1; i < 12; ++i) feat += "1,1,1\n";
+         s.put("node-feat.csv", feat);
+       },
+       expect_no_training},
+      {"a row of edge features whose magnitudes sum beyond the largest float", train, 1,
+       "edge-feat.csv:2: the absolute values of fields 1..2 sum to 4e+38",
+       [](const Scratch& s) {
+         std::string feat;
+         for (int i = 0; i < 12; ++i) feat += i == 1 ? "2e38,-2e38\n" : "0,0\n";
+         s.put("edge-feat.csv", feat);
+       },
+       expect_no_training},
+      {"features that overflow the model name the likely input", train, 1,
+       "no epoch had a finite validation loss: the outputs overflowed or turned NaN. The likely inputs: "
+       "features of huge magnitude (the largest in data.x is 1e+38)",
+       [](const Scratch& s) {
+         std::string feat = "1e38,1e38,1e38\n";
+         for (int i = 1; i < 12; ++i) feat += "1,1,1\n";
+         s.put("node-feat.csv", feat);
+       }},
       {"a dangling edge-feat.csv", train, 1, "edge-feat.csv: cannot open: a symbolic link to {dir}/gone",
        [](const Scratch& s) { s.link(s.data / "edge-feat.csv", s.root / "gone"); }},
       {"both edge.csv and edge.csv.gz", train, 1,

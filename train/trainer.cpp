@@ -308,6 +308,13 @@ void resume_run(const std::string& path, const TrainOptions& options, Module& mo
   s.best_params = best;
 }
 
+// The largest |value| of an f32 tensor (0 when empty), for messages.
+double largest_magnitude(const Tensor& t) {
+  double largest = 0;
+  for (float v : t.to(Device::cpu).to_vector<float>()) largest = std::max(largest, std::fabs(double{v}));
+  return largest;
+}
+
 }  // namespace
 
 void TrainOptions::validate() const {
@@ -430,8 +437,9 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   if (recorded) result.cuda_graphs_note = "recorded";
   recorded.reset();
   result.train_step_ms = result.epochs > 0 ? step_ms_total / static_cast<double>(result.epochs) : 0.0;
-  GAT_CHECK(result.best_epoch > 0,
-            "train: no epoch had a finite validation loss (last: ", stopping.best_loss(), ")");
+  GAT_CHECK(result.best_epoch > 0, "train: no epoch had a finite validation loss: the outputs overflowed or ",
+            "turned NaN. The likely inputs: features of huge magnitude (the largest in data.x is ",
+            largest_magnitude(data.x), ") or too high a rate (lr ", options.lr, ")");
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor p = params[i];
     p.copy_(best_params[i]);
