@@ -36,6 +36,7 @@
 #include "gat/framework/ops/attention/csr_softmax_aggregate.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/process.h"
+#include "gat/framework/quote.h"
 #include "gat/layers/gat_conv.h"
 #include "gat/layers/gatv2_conv.h"
 #include "gat/models/gat.h"
@@ -312,7 +313,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gat_bench: out of memory\n");
     return 1;
   } catch (const std::exception& e) {  // gat::Error and anything from the libraries beneath
-    std::fprintf(stderr, "gat_bench: %s\n", e.what());
+    std::fprintf(stderr, "gat_bench: %s\n", cut_long_words(e.what()).c_str());
     return 1;
   }
   return process::check_stdout(0, "gat_bench");

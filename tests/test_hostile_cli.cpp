@@ -310,8 +310,13 @@ std::vector<Case> cases() {
        "660 nodes are too few for the splits: at least 661 are needed (8 classes x 20 training nodes + 500"},
       {"a synthetic spec the generator refuses names the flag and the spec",
        "--dataset synthetic:661:4:0:-1 --epochs 1", 1,
-       "--dataset: load_dataset: 'synthetic:661:4:0:-1' (synthetic:<nodes>:<avg_degree>:<seed>[:<edge_dim>]): "
+       "--dataset 'synthetic:661:4:0:-1': load_dataset: 'synthetic:661:4:0:-1' "
+       "(synthetic:<nodes>:<avg_degree>:<seed>[:<edge_dim>]): "
        "generate_sbm: num_edge_features -1 is outside [0, 4096]"},
+      {"a 5 KB --data-dir is echoed in bounded space, its ends kept",
+       "--dataset cora --info --data-dir {dir}/" + std::string(5000, 'a'), 1,
+       " bytes)...aaaa", nullptr,
+       [](const Scratch&, const Outcome& o) { EXPECT_LT(o.err.size(), 700u) << o.err.substr(0, 800); }},
       {"synthetic at the splits' minimum", "--dataset synthetic:661:4:0 --info", 0, ""},
       {"a bad download deadline", "--dataset cora --data-dir {dir}/empty --info", 1,
        "GAT_DOWNLOAD_DEADLINE='soon' is not a number of seconds in [1, 86400]", nullptr, nullptr, false,

@@ -150,14 +150,14 @@ class EpochProgress {
   std::chrono::steady_clock::time_point last_;
 };
 
-// load(), an error naming where the dataset's name came from (`source`: a flag, or the
-// checkpoint) before what the loader says.
-template <class Load>
-Dataset load_from(const char* source, const Load& load) {
+// The dataset `name`, as training uses it (Dataset::preprocessing applied) or as it is stored
+// (--info). An error names where the name came from (`source`: a flag, or the checkpoint) and the
+// name before what the loader says.
+Dataset load_named(const char* source, const std::string& name, const std::string& data_dir, bool training) {
   try {
-    return load();
+    return training ? load_training_dataset(name, data_dir) : load_dataset(name, data_dir);
   } catch (const Error& e) {
-    throw Error(detail::concat(source, ": ", e.what()));
+    throw Error(detail::concat(source, " ", quote(name), ": ", e.what()));
   }
 }
 
@@ -191,8 +191,8 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
               ": metadata names no dataset; pass --dataset");
     dataset = info.dataset;
   }
-  Dataset host = load_from(flags.dataset_given ? "--dataset" : "the checkpoint's dataset",
-                           [&] { return load_training_dataset(dataset, flags.data_dir); });
+  Dataset host = load_named(flags.dataset_given ? "--dataset" : "the checkpoint's dataset", dataset,
+                            flags.data_dir, true);
   GAT_CHECK(flags.dataset_given || info.dataset_digest.empty() || dataset_digest(host) == info.dataset_digest,
             "--load ", flags.load, ": the dataset ", dataset,
             " is not the one the model was trained on (content digest ", dataset_digest(host),
@@ -279,7 +279,7 @@ int train_runs(const Flags& flags, Device device) {
   // The looped graph once, on the host, the only graph copied to the device (GAT's layers add
   // self loops: given a graph that has them, they keep no copy). The graph without loops is freed
   // once the looped one is built: kept, it would be a second graph through the whole run.
-  Dataset host = load_from("--dataset", [&] { return load_training_dataset(flags.dataset, flags.data_dir); });
+  Dataset host = load_named("--dataset", flags.dataset, flags.data_dir, true);
   const std::string digest = dataset_digest(host);
   const Dataset data = dataset_to(with_self_loops(std::move(host)), device);
   GATConfig config = flags.model;
@@ -442,7 +442,7 @@ int train_runs(const Flags& flags, Device device) {
 
 int run(const Flags& flags) {
   if (flags.info) {
-    const Dataset data = load_from("--dataset", [&] { return load_dataset(flags.dataset, flags.data_dir); });
+    const Dataset data = load_named("--dataset", flags.dataset, flags.data_dir, false);
     std::printf("%s\n", dataset_summary(data).c_str());
     return 0;
   }
@@ -467,7 +467,7 @@ int main(int argc, char** argv) {
   try {
     flags = cli::parse(argc, argv, env);
   } catch (const cli::UsageError& e) {
-    std::cerr << "gat_train: " << e.what() << "\n\n" << cli::usage(env);
+    std::cerr << "gat_train: " << cut_long_words(e.what()) << "\n\n" << cli::usage(env);
     return 2;
   }
   if (flags.help) {
@@ -486,7 +486,7 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::cerr << "gat_train: out of memory (the dataset or the model is too large for this machine)\n";
   } catch (const std::exception& e) {  // gat::Error and anything from the libraries beneath
-    std::cerr << "gat_train: " << e.what() << "\n";
+    std::cerr << "gat_train: " << cut_long_words(e.what()) << "\n";
   }
   return process::check_stdout(status, "gat_train");
 }
