@@ -24,6 +24,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <type_traits>
@@ -34,6 +35,8 @@
 #include "gat/framework/graph.h"
 #include "gat/framework/ops/attention/csr_softmax_aggregate.h"
 #include "gat/framework/ops/reduce.h"
+#include "gat/framework/process.h"
+#include "gat/framework/quote.h"
 #include "gat/layers/gat_conv.h"
 #include "gat/layers/gatv2_conv.h"
 #include "gat/models/gat.h"
@@ -258,6 +261,7 @@ nlohmann::json bench_train(const std::string& dataset, const std::string& data_d
 }  // namespace
 
 int main(int argc, char** argv) {
+  process::ignore_write_signals();
   CLI::App app{"gat_bench: this project's side of bench/compare_pyg.py"};
   app.require_subcommand(1);
   std::string device_flag = "auto", graph_path, dataset = "cora", data_dir, kernel_op = "scores";
@@ -285,6 +289,10 @@ int main(int argc, char** argv) {
   for (auto* sub : {kernel, gatconv, gatv2conv, train})
     sub->add_option("--device", device_flag)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   CLI11_PARSE(app, argc, argv);
+  if (const std::string why = process::unfit_environment(); !why.empty()) {
+    std::fprintf(stderr, "gat_bench: %s\n", why.c_str());
+    return 1;
+  }
   try {
     const Device device =
         device_flag == "cpu" || (device_flag == "auto" && !cuda::available()) ? Device::cpu : Device::cuda;
@@ -301,9 +309,12 @@ int main(int argc, char** argv) {
                                      self_loops, device);
     if (*train) result = bench_train(dataset, data_dir, device);
     std::cout << result.dump() << std::endl;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "gat_bench: %s\n", e.what());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "gat_bench: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {  // gat::Error and anything from the libraries beneath
+    std::fprintf(stderr, "gat_bench: %s\n", cut_long_words(e.what()).c_str());
     return 1;
   }
-  return 0;
+  return process::check_stdout(0, "gat_bench");
 }

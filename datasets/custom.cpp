@@ -17,15 +17,16 @@ namespace gat {
 
 namespace {
 
-// <dir>/<name>, or <dir>/<name>.gz when only that exists, or "" when neither does. Anything at the
-// path counts, even a dangling link or a file that cannot be read: reading it then says why, so
-// an optional file that is there but broken is an error, never skipped.
+// <dir>/<name> or <dir>/<name>.gz, whichever exists, or "" when neither does; both is an error
+// (which one holds the data would be a guess). Anything at the path counts, even a dangling link
+// or a file that cannot be read: reading it then says why, so an optional file that is there but
+// broken is an error, never skipped.
 std::string find_optional_file(const std::string& dir, const std::string& name) {
-  for (const std::string& file : {name, name + ".gz"}) {
-    std::string path = (std::filesystem::path(dir) / file).string();
-    if (io::path_exists(path)) return path;
-  }
-  return "";
+  const std::string plain = (std::filesystem::path(dir) / name).string(), gzipped = plain + ".gz";
+  const bool has_plain = io::path_exists(plain), has_gzipped = io::path_exists(gzipped);
+  GAT_CHECK(!has_plain || !has_gzipped, "load_custom: both ", plain, " and ", name,
+            ".gz are there: keep the one that holds the data, remove or rename the other");
+  return has_plain ? plain : has_gzipped ? gzipped : "";
 }
 
 std::string find_file(const std::string& dir, const std::string& name) {
@@ -62,6 +63,20 @@ std::vector<int32_t> read_ids(const std::string& path, int64_t n) {
   return ids;
 }
 
+// Throws unless the absolute values of a row of features (a line of node-feat.csv or
+// edge-feat.csv) sum to at most the largest float: a layer sums a row's values times its weights,
+// and with weights near 1 such a sum overflows (-3e38 and 3e38 on one line made every loss NaN
+// from the first step on). The message names the field where the sum passes the largest float.
+void check_row_sum(const std::vector<float>& row, const std::string& where) {
+  double sum = 0;
+  for (size_t k = 0; k < row.size(); ++k) {
+    sum += std::fabs(static_cast<double>(row[k]));
+    GAT_CHECK(sum <= std::numeric_limits<float>::max(), where, ": the absolute values of fields 1..", k + 1,
+              " sum to ", sum, ", beyond the largest float (3.4e38): a layer's sums over this row overflow; ",
+              "scale the features down");
+  }
+}
+
 Tensor index_tensor(const std::vector<int32_t>& ids) {
   return Tensor::from_vector(ids, {static_cast<int64_t>(ids.size())});
 }
@@ -76,6 +91,7 @@ Tensor read_edge_features(const std::string& path, int64_t m, const std::string&
     GAT_CHECK(static_cast<int64_t>(row.size()) == width, where, ": ", row.size(),
               " edge features, the first row has ", width);
     GAT_CHECK(rows < m, where, ": more lines than the ", m, " edges of ", edge_path);
+    check_row_sum(row, where);
     values.insert(values.end(), row.begin(), row.end());
     ++rows;
   });
@@ -120,6 +136,7 @@ Dataset load_custom(const std::string& dir) {
                     GAT_CHECK(static_cast<int64_t>(row.size()) == f, where, ": ", row.size(),
                               " features, the first row has ", f);
                     GAT_CHECK(n < std::numeric_limits<int32_t>::max(), where, ": too many nodes");
+                    check_row_sum(row, where);
                     features.insert(features.end(), row.begin(), row.end());
                     ++n;
                   });

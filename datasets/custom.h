@@ -8,8 +8,8 @@
 //   <dir>/split/test.csv[.gz]   one node id per line
 //   <dir>/edge-feat.csv[.gz]    optional: one line per line of edge.csv, D comma-separated numbers
 //
-// Each file may be plain text or gzip-compressed (name ending in .gz; the plain name wins when
-// both exist). Blank lines are skipped; there is no header line. The graph is made undirected,
+// Each file may be plain text or gzip-compressed (name ending in .gz; both names present is an
+// error). Blank lines are skipped; there is no header line. The graph is made undirected,
 // deduplicated and self loops removed (GATConv adds its own); labels lie in [0, N) and
 // num_classes = the largest label + 1; split ids are sorted ascending, distinct, and the three
 // splits are non-empty and disjoint. Edge features become Dataset::edge_attr (E, D) in the
@@ -19,7 +19,9 @@
 // it. Gzip files may decompress to at most text::max_gzip_ratio()
 // times their size (GAT_MAX_GZIP_RATIO raises it). This is the layout of the OGB node
 // property prediction downloads (e.g. ogbn-arxiv: raw/*.csv.gz and split/time/*.csv.gz put side
-// by side in one folder). Every error names the file and, for content errors, the line.
+// by side in one folder). A line of node or edge features whose absolute values sum past the
+// largest float is refused (a layer's sum over it would overflow). Every error names the file
+// and, for content errors, the line.
 #pragma once
 
 #include <string>

@@ -51,7 +51,11 @@ Dataset load_synthetic(const std::string& spec) {
   options.avg_degree = parse_field<double>(fields[2], spec, "avg_degree");
   options.seed = parse_field<uint64_t>(fields[3], spec, "seed");
   if (fields.size() == 5) options.num_edge_features = parse_field<int64_t>(fields[4], spec, "edge_dim");
-  return generate_sbm(options);
+  try {
+    return generate_sbm(options);
+  } catch (const Error& e) {  // it names GeneratorOptions' fields (num_nodes): say which spec set them
+    throw Error(detail::concat("load_dataset: ", quote(spec), " (", kSyntheticSpec, "): ", e.what()));
+  }
 }
 
 }  // namespace

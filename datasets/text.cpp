@@ -16,6 +16,10 @@
 
 namespace gat::text {
 
+namespace {
+constexpr size_t kInflateChunkBytes = size_t{1} << 16;  // what one inflate() call may produce
+}  // namespace
+
 std::string read_file(const std::string& path) { return decode(io::read_regular_file(path), path); }
 
 uint64_t max_gzip_ratio() {
@@ -42,24 +46,25 @@ std::string decode(std::string bytes, const std::string& name) {
   Bytef* const in = reinterpret_cast<Bytef*>(bytes.data());
   size_t fed = 0;  // input bytes handed to zlib so far (in windows of at most 4 GiB)
   std::string text, error;
-  char buffer[1 << 16];
+  // On the heap: 64 KiB on the stack overflowed a 64 KiB stack (ulimit -s 64).
+  std::vector<char> buffer(kInflateChunkBytes);
   for (;;) {
     if (z.avail_in == 0 && fed < bytes.size()) {
       z.next_in = in + fed;
       z.avail_in = static_cast<uInt>(std::min<size_t>(bytes.size() - fed, std::numeric_limits<uInt>::max()));
       fed += z.avail_in;
     }
-    z.next_out = reinterpret_cast<Bytef*>(buffer);
-    z.avail_out = sizeof buffer;
+    z.next_out = reinterpret_cast<Bytef*>(buffer.data());
+    z.avail_out = static_cast<uInt>(buffer.size());
     const int status = inflate(&z, Z_NO_FLUSH);
-    const size_t produced = sizeof buffer - z.avail_out;
+    const size_t produced = buffer.size() - z.avail_out;
     if (text.size() + produced > limit) {
       error = detail::concat("decompresses to more than ", limit, " bytes (", ratio, " times its ",
                              bytes.size(), " bytes + ", kGzipSlackBytes >> 20,
                              " MiB); if the file is genuine, raise the ratio with GAT_MAX_GZIP_RATIO");
       break;
     }
-    text.append(buffer, produced);
+    text.append(buffer.data(), produced);
     const bool input_left = z.avail_in > 0 || fed < bytes.size();
     if (status == Z_STREAM_END) {
       if (!input_left) break;

@@ -10,7 +10,8 @@
 namespace gat {
 namespace detail {
 
-void fail(const char* file, int line, const std::string& message) {
+void fail(const char* file, int line, const std::string& raw) {
+  const std::string message = cut_long_words(raw);
   const size_t kept = std::min(message.size(), kMaxMessageBytes);
   std::string text;
   text.reserve(kept);
@@ -30,6 +31,26 @@ void fail(const char* file, int line, const std::string& message) {
 }
 
 }  // namespace detail
+
+std::string cut_long_words(std::string_view text) {
+  auto inside_character = [](char c) { return (static_cast<unsigned char>(c) & 0xc0) == 0x80; };
+  std::string out;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find(' ', at), text.size());
+    const std::string_view word = text.substr(at, end - at);
+    if (word.size() <= detail::kMaxWordBytes) {
+      out += word;
+    } else {
+      size_t head = detail::kMaxWordBytes / 2, tail = word.size() - detail::kMaxWordBytes / 2;
+      while (head > 0 && inside_character(word[head])) --head;
+      while (tail < word.size() && inside_character(word[tail])) ++tail;
+      out += detail::concat(word.substr(0, head), "...(", word.size(), " bytes)...", word.substr(tail));
+    }
+    if (end < text.size()) out += ' ';
+    at = end + 1;
+  }
+  return out;
+}
 
 std::string quote(std::string_view text) {
   if (text.size() <= kQuoteBytes) return detail::concat("'", text, "'");

@@ -15,9 +15,18 @@ inline constexpr size_t kQuoteBytes = 60;
 std::string quote(std::string_view text);
 
 namespace detail {
-// detail::fail (framework/check.h) keeps the first kMaxMessageBytes of a longer message, the
-// backstop for a message that quotes input without quote().
+// The backstops for a message that echoes input without quote() (a path, a flag's value), both
+// applied by detail::fail (framework/check.h) to every message. A word (a run of bytes without a
+// space) of more than kMaxWordBytes keeps its first and last kMaxWordBytes / 2 bytes around
+// "...(N bytes)...", so a path's file name still shows (a 5 KB --data-dir made a 5 KB message);
+// then a message keeps its first kMaxMessageBytes.
+inline constexpr size_t kMaxWordBytes = 256;
 inline constexpr size_t kMaxMessageBytes = 16384;
 }  // namespace detail
+
+// `text` with every word longer than detail::kMaxWordBytes cut so (never inside a UTF-8
+// character). The programs pass what other libraries throw (std::filesystem's errors name
+// paths) through it too.
+std::string cut_long_words(std::string_view text);
 
 }  // namespace gat

@@ -997,8 +997,10 @@ TEST(Text, AnErrorQuotesAFieldInBoundedSpace) {
 }
 
 TEST(Text, AnyMessageIsCutAfterItsBound) {
+  std::string words;  // 1 MiB of short words: each passes, the message does not
+  while (words.size() < (1 << 20)) words += "yyy ";
   try {
-    GAT_FAIL("head ", std::string(1 << 20, 'y'));
+    GAT_FAIL("head ", words);
     ADD_FAILURE();
   } catch (const Error& e) {
     const std::string message = e.what();
@@ -1006,6 +1008,28 @@ TEST(Text, AnyMessageIsCutAfterItsBound) {
     EXPECT_EQ(message.rfind("head yyy", 0), 0u);
     EXPECT_NE(message.find("... (a message of 1048581 bytes, cut) [test_datasets.cpp:"), std::string::npos);
   }
+}
+
+TEST(Text, AnyLongWordOfAMessageKeepsItsEnds) {
+  const std::string path = "/" + std::string(5000, 'a') + "/edge.csv";  // a 5 KB --data-dir, echoed unquoted
+  try {
+    GAT_FAIL("load_custom: ", path, " not found");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_LT(message.size(), detail::kMaxWordBytes + 100) << message.substr(0, 400);
+    EXPECT_EQ(message.rfind("load_custom: /" + std::string(127, 'a') + "...(5010 bytes)..." +
+                                std::string(119, 'a') + "/edge.csv not found [test_datasets.cpp:",
+                            0),
+              0u)
+        << message;
+  }
+  // At the bound a word stays whole; the cut never falls inside a character.
+  const std::string whole(detail::kMaxWordBytes, 'x');
+  EXPECT_EQ(cut_long_words("a " + whole + " b"), "a " + whole + " b");
+  const std::string accents =
+      std::string(127, 'x') + "\xc3\xa9" + std::string(200, 'z');  // 'é' across the head's cut
+  EXPECT_EQ(cut_long_words(accents), std::string(127, 'x') + "...(329 bytes)..." + std::string(128, 'z'));
 }
 
 TEST(Text, NumbersBelowTheSmallestFloatReadAsTheNearestOne) {

@@ -340,18 +340,30 @@ TEST(Trainer, AResumeRefusesEveryImpossibleValueBeforeTraining) {
       {"trainer.val_loss", "-1", "trainer.val_loss -1 is outside"},
       {"trainer.best_acc", "NaN", "metadata 'trainer.best_acc' = 'NaN' is not a number"},
       {"trainer.best_loss", "-2", "trainer.best_loss -2 is outside"},
-      {"trainer.best_epoch", "4", "trainer.best_epoch 4 is outside [0, 3]"},
+      {"trainer.best_epoch", "4",
+       "the remembered epoch 4 (trainer.best_epoch) is after the last epoch run, 3"},
       {"trainer.wait", "5", "trainer.wait 5 is outside [0, 4]"},
       {"trainer.wait", "4", "'trainer.wait' 4 is the patience 4 of a run that goes on"},
       {"trainer.stopped", "yes", "'trainer.stopped' = 'yes' is not 0 or 1"},
       {"trainer.step_ms_total", "-3", "trainer.step_ms_total -3 is outside"},
       {"trainer.next_stream", "-1", "'trainer.next_stream' = -1 is not an integer in [0, 2^64)"},
       {"trainer.seed", "3", "the run used generator seed 3, this one has 2"},
+      // Values each in range, but not of one run (check_run_progress):
+      {"trainer.best_loss", "inf", "the best validation loss (trainer.best_loss) is inf, yet epoch"},
+      {"trainer.wait", "3", "3 epochs without progress (trainer.wait) since the remembered epoch"},
+      {"trainer.best_acc", "0", "early stopping's bests (trainer.best_acc 0, best_loss"},
+      {"optimizer.step", "1000000000", "the optimiser took 1000000000 steps for parameter 0 in 3 epochs"},
   };
   for (const Bad& bad : cases) {
     SCOPED_TRACE(bad.key + " = " + bad.value);
     io::Safetensors file = good;
-    file.metadata[bad.key] = bad.value;
+    if (bad.key == "optimizer.step") {  // a tensor: the first parameter's count
+      Tensor steps = file.tensors.at(bad.key).clone();
+      steps.data<int32_t>()[0] = std::stoi(bad.value);
+      file.tensors[bad.key] = steps;
+    } else {
+      file.metadata[bad.key] = bad.value;
+    }
     const std::string path = dir.file("bad.safetensors");
     io::save_safetensors(path, file.tensors, file.metadata);
     TrainOptions resume = small_options();

@@ -1,5 +1,6 @@
 #include "gat/train/checkpoint.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -60,6 +61,10 @@ CheckpointInfo CheckpointInfo::from_metadata(const io::Metadata& metadata, const
   const io::MetadataReader read(metadata, where);
   GAT_CHECK(read.has(kFormat) && read.text(kFormat) == kFormatName, where, ": metadata '", kFormat,
             "' is not '", kFormatName, "' (not a gat_train checkpoint)");
+  GAT_CHECK(!is_run_checkpoint(metadata), where, ": a run checkpoint (written by --checkpoint after epoch ",
+            metadata.at(kCheckpointEpochKey),
+            "), not a model saved by --save: continue the run with --resume (and the run's flags), or let "
+            "it finish with --save to evaluate its model");
   CheckpointInfo info;
   if (read.has(kDataset)) info.dataset = read.text(kDataset);
   if (read.has(kDatasetDigestKey)) info.dataset_digest = read.text(kDatasetDigestKey);
@@ -75,6 +80,42 @@ CheckpointInfo CheckpointInfo::from_metadata(const io::Metadata& metadata, const
 bool CheckpointInfo::operator==(const CheckpointInfo& o) const {
   return dataset == o.dataset && dataset_digest == o.dataset_digest && model == o.model && seed == o.seed &&
          best_epoch == o.best_epoch && test_acc == o.test_acc;
+}
+
+bool is_run_checkpoint(const io::Metadata& metadata) { return metadata.count(kCheckpointEpochKey) > 0; }
+
+void check_run_progress(const RunProgress& p, int64_t patience, const std::string& where) {
+  const Tensor& steps = p.optimizer_steps;
+  if (steps.defined() && steps.dtype() == DType::i32 && steps.dim() == 1) {
+    const Tensor host = steps.to(Device::cpu);
+    for (int64_t i = 0; i < host.numel(); ++i)
+      GAT_CHECK(host.data<int32_t>()[i] == p.epoch, where, ": the optimiser took ", host.data<int32_t>()[i],
+                " steps for parameter ", i, " in ", p.epoch, " epochs (", kCheckpointEpochKey,
+                "; one step an epoch): the optimiser's state is not this run's");
+  }
+  GAT_CHECK(p.best_epoch <= p.epoch, where, ": the remembered epoch ", p.best_epoch,
+            " (trainer.best_epoch) is after ", "the last epoch run, ", p.epoch);
+  GAT_CHECK((p.wait == patience) == p.stopped, where, ": metadata 'trainer.wait' ", p.wait,
+            (p.stopped ? " is not" : " is"), " the patience ", patience, " of a run that ",
+            (p.stopped ? "stopped" : "goes on"));
+  GAT_CHECK(p.wait <= p.epoch - p.best_epoch, where, ": ", p.wait,
+            " epochs without progress (trainer.wait) since the remembered epoch ", p.best_epoch, " of ",
+            p.epoch);
+  GAT_CHECK((p.best_epoch == 0) == std::isinf(p.best_loss), where,
+            ": the best validation loss (trainer.best_loss) is ", p.best_loss, ", yet ",
+            p.best_epoch == 0 ? std::string("no epoch was remembered")
+                              : detail::concat("epoch ", p.best_epoch, " was remembered"),
+            " (a finite loss is remembered at once)");
+  if (p.best_epoch == 0) {
+    GAT_CHECK(p.val_acc == 0 && p.val_loss == 0 && p.test_acc == 0, where,
+              ": the remembered epoch's numbers (trainer.val_acc ", p.val_acc, ", val_loss ", p.val_loss,
+              ", test_acc ", p.test_acc, ") are not 0 though no epoch was remembered");
+  } else {
+    GAT_CHECK(p.best_acc >= p.val_acc && p.best_loss <= p.val_loss, where, ": early stopping's bests (",
+              "trainer.best_acc ", p.best_acc, ", best_loss ", p.best_loss,
+              ") are worse than the remembered epoch's (trainer.val_acc ", p.val_acc, ", val_loss ",
+              p.val_loss, ")");
+  }
 }
 
 std::string dataset_digest(const Dataset& data) {

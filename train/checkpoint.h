@@ -33,6 +33,35 @@ struct CheckpointInfo {
   bool operator==(const CheckpointInfo& o) const;
 };
 
+// Whether a file gat_train wrote is a run checkpoint (--checkpoint: the state of a run, which
+// --resume continues) rather than a model (--save, which --load evaluates): it records the epoch
+// it was written after (kCheckpointEpochKey).
+bool is_run_checkpoint(const io::Metadata& metadata);
+
+// What a run checkpoint says of the run's progress, each value already read in its own range.
+struct RunProgress {
+  int64_t epoch = 0;       // epochs completed
+  Tensor optimizer_steps;  // "optimizer.step": (P,) i32, steps per parameter (not checked if another form)
+  int64_t best_epoch = 0;  // the remembered epoch, 0 before the first
+  int64_t wait = 0;        // epochs since early stopping's last progress
+  bool stopped = false;    // early stopping ended the run
+  double best_acc = 0.0;   // early stopping's best validation accuracy and loss so far
+  double best_loss = 0.0;  // (+infinity before the first finite one)
+  double val_acc = 0.0;    // of the remembered epoch
+  double val_loss = 0.0;
+  double test_acc = 0.0;
+};
+
+// Refuses, naming `where` and the values, a progress that no run with this patience reaches, so
+// that a hand-edited or mixed-up checkpoint cannot resume into numbers that mean nothing:
+//   - every optimiser step count is the epoch (one step per epoch, every parameter has a gradient);
+//   - best_epoch <= epoch; stopped exactly when wait == patience;
+//   - wait <= epoch - best_epoch (the remembered epoch was progress);
+//   - best_epoch == 0 (nothing remembered) exactly when best_loss is infinite, and then the
+//     remembered epoch's val_acc, val_loss and test_acc are 0;
+//   - else best_acc >= val_acc and best_loss <= val_loss (the bests only improve).
+void check_run_progress(const RunProgress& progress, int64_t patience, const std::string& where);
+
 // The metadata key of dataset_digest().
 constexpr const char* kDatasetDigestKey = "dataset_digest";
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "gat/framework/check.h"
+#include "gat/framework/process.h"
 #include "gat/models/gat.h"
 #include "gat/train/trainer.h"
 
@@ -40,7 +41,7 @@ struct Flags {
   std::set<std::string> given;  // the flags on the command line, by their long names ("--hidden")
 
   static constexpr Range<int64_t> kRunsRange{1, 10000};
-  static constexpr Range<int> kThreadsRange{1, 4096};
+  static constexpr Range<int> kThreadsRange{1, process::kMaxThreads};
 };
 
 // What the program read from its environment for the defaults.

@@ -15,10 +15,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
@@ -33,6 +31,7 @@
 #include "gat/datasets/registry.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/io.h"
+#include "gat/framework/process.h"
 #include "gat/framework/progress.h"
 #include "gat/framework/quote.h"
 #include "gat/models/gat.h"
@@ -151,6 +150,17 @@ class EpochProgress {
   std::chrono::steady_clock::time_point last_;
 };
 
+// The dataset `name`, as training uses it (Dataset::preprocessing applied) or as it is stored
+// (--info). An error names where the name came from (`source`: a flag, or the checkpoint) and the
+// name before what the loader says.
+Dataset load_named(const char* source, const std::string& name, const std::string& data_dir, bool training) {
+  try {
+    return training ? load_training_dataset(name, data_dir) : load_dataset(name, data_dir);
+  } catch (const Error& e) {
+    throw Error(detail::concat(source, " ", quote(name), ": ", e.what()));
+  }
+}
+
 // ---- the two modes ----
 
 // The metadata keys of the model flags, by flag.
@@ -166,7 +176,7 @@ const std::pair<const char*, const char*> kModelFlagKeys[] = {
 // still hold what the model was trained on (its digest).
 int evaluate_checkpoint(const Flags& flags, Device device) {
   const io::Safetensors file = io::load_safetensors(flags.load);
-  const CheckpointInfo info = CheckpointInfo::from_metadata(file.metadata, flags.load);
+  const CheckpointInfo info = CheckpointInfo::from_metadata(file.metadata, "--load " + flags.load);
   const io::Metadata saved = info.model.to_metadata(), asked = flags.model.to_metadata();
   io::Metadata given;
   for (const auto& [flag, key] : kModelFlagKeys)
@@ -181,7 +191,8 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
               ": metadata names no dataset; pass --dataset");
     dataset = info.dataset;
   }
-  Dataset host = load_training_dataset(dataset, flags.data_dir);
+  Dataset host = load_named(flags.dataset_given ? "--dataset" : "the checkpoint's dataset", dataset,
+                            flags.data_dir, true);
   GAT_CHECK(flags.dataset_given || info.dataset_digest.empty() || dataset_digest(host) == info.dataset_digest,
             "--load ", flags.load, ": the dataset ", dataset,
             " is not the one the model was trained on (content digest ", dataset_digest(host),
@@ -252,6 +263,10 @@ int train_runs(const Flags& flags, Device device) {
   if (!flags.resume.empty()) {
     const io::Safetensors file = io::load_safetensors(flags.resume);
     resumed = file.metadata;
+    GAT_CHECK(is_run_checkpoint(resumed), "--resume ", flags.resume, ": holds no run state (no metadata '",
+              kCheckpointEpochKey,
+              "'): not a run checkpoint written by --checkpoint (a model saved by --save is evaluated with "
+              "--load)");
     const auto rate = file.tensors.find(std::string(io::kOptimizerPrefix) + "lr");
     if (rate != file.tensors.end() && rate->second.dtype() == DType::f64 && rate->second.numel() == 1)
       resumed_rate = rate->second.item();  // (any other form is refused with the optimiser's state)
@@ -264,7 +279,7 @@ int train_runs(const Flags& flags, Device device) {
   // The looped graph once, on the host, the only graph copied to the device (GAT's layers add
   // self loops: given a graph that has them, they keep no copy). The graph without loops is freed
   // once the looped one is built: kept, it would be a second graph through the whole run.
-  Dataset host = load_training_dataset(flags.dataset, flags.data_dir);
+  Dataset host = load_named("--dataset", flags.dataset, flags.data_dir, true);
   const std::string digest = dataset_digest(host);
   const Dataset data = dataset_to(with_self_loops(std::move(host)), device);
   GATConfig config = flags.model;
@@ -425,18 +440,10 @@ int train_runs(const Flags& flags, Device device) {
   return 0;
 }
 
-// Reports a failed write of stdout (a full disk, a closed pipe, /dev/full): exit status 1.
-int check_stdout(int status) {
-  const bool flushed = std::fflush(stdout) == 0;
-  if (flushed && !std::ferror(stdout)) return status;
-  std::fprintf(stderr, "gat_train: writing the output to stdout failed%s%s\n", flushed ? "" : ": ",
-               flushed ? "" : std::strerror(errno));
-  return status == 0 ? 1 : status;
-}
-
 int run(const Flags& flags) {
   if (flags.info) {
-    std::printf("%s\n", dataset_summary(load_dataset(flags.dataset, flags.data_dir)).c_str());
+    const Dataset data = load_named("--dataset", flags.dataset, flags.data_dir, false);
+    std::printf("%s\n", dataset_summary(data).c_str());
     return 0;
   }
   const Device device = resolve_device(flags.device);
@@ -448,9 +455,7 @@ int run(const Flags& flags) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines show up live in logs and pipes
-  // A write past the file size limit (ulimit -f) then fails with EFBIG, and the output that failed
-  // says so, instead of the signal killing the process without a word.
-  std::signal(SIGXFSZ, SIG_IGN);
+  process::ignore_write_signals();
   cli::Environment env;  // the environment is read here, and only here
   env.cuda_graphs = cli::cuda_graphs_enabled(std::getenv("GAT_CUDA_GRAPHS"));
   try {
@@ -462,18 +467,16 @@ int main(int argc, char** argv) {
   try {
     flags = cli::parse(argc, argv, env);
   } catch (const cli::UsageError& e) {
-    std::cerr << "gat_train: " << e.what() << "\n\n" << cli::usage(env);
+    std::cerr << "gat_train: " << cut_long_words(e.what()) << "\n\n" << cli::usage(env);
     return 2;
   }
   if (flags.help) {
     std::printf("%s", cli::usage(env).c_str());
-    return check_stdout(0);
+    return process::check_stdout(0, "gat_train");
   }
   if (flags.threads > 0) omp_set_num_threads(flags.threads);
-  // OpenMP takes OMP_NUM_THREADS as it is: 100000 threads crashed inside libgomp.
-  if (omp_get_max_threads() > Flags::kThreadsRange.hi) {
-    std::cerr << "gat_train: OMP_NUM_THREADS asks for " << omp_get_max_threads() << " threads, more than "
-              << Flags::kThreadsRange.hi << "; set it lower or pass --threads N\n";
+  if (const std::string why = process::unfit_environment(); !why.empty()) {
+    std::cerr << "gat_train: " << why << "\n";
     return 1;
   }
   progress::enable(!flags.quiet);
@@ -483,7 +486,7 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::cerr << "gat_train: out of memory (the dataset or the model is too large for this machine)\n";
   } catch (const std::exception& e) {  // gat::Error and anything from the libraries beneath
-    std::cerr << "gat_train: " << e.what() << "\n";
+    std::cerr << "gat_train: " << cut_long_words(e.what()) << "\n";
   }
-  return check_stdout(status);
+  return process::check_stdout(status, "gat_train");
 }

@@ -22,6 +22,7 @@
 #include "gat/framework/optim.h"
 #include "gat/framework/progress.h"
 #include "gat/framework/side_work.h"
+#include "gat/train/checkpoint.h"
 #include "gat/train/early_stopping.h"
 
 namespace gat {
@@ -273,18 +274,20 @@ void resume_run(const std::string& path, const TrainOptions& options, Module& mo
   GAT_CHECK(stopped == "0" || stopped == "1", where, ": metadata 'trainer.stopped' = '", stopped,
             "' is not 0 or 1");
   const int64_t wait = integer_in("trainer.wait", 0, options.patience);
-  GAT_CHECK((wait == options.patience) == (stopped == "1"), where, ": metadata 'trainer.wait' ", wait,
-            (stopped == "1" ? " is not" : " is"), " the patience ", options.patience, " of a run that ",
-            (stopped == "1" ? "stopped" : "goes on"));
   const double best_acc = number_in("trainer.best_acc", 0.0, 1.0);
   const std::string& best_loss_text = read.text("trainer.best_loss");
   const double best_loss = best_loss_text == kInfinity ? std::numeric_limits<double>::infinity()
                                                        : number_in("trainer.best_loss", 0.0, kNoBound);
-  const int64_t best_epoch = integer_in("trainer.best_epoch", 0, epoch);
+  const int64_t best_epoch = integer_in("trainer.best_epoch", 0, TrainOptions::kEpochsRange.hi);
   s.step_ms_total = number_in("trainer.step_ms_total", 0.0, kNoBound);
   s.result.test_acc = number_in("trainer.test_acc", 0.0, 1.0);
   s.result.val_acc = number_in("trainer.val_acc", 0.0, 1.0);
   s.result.val_loss = number_in("trainer.val_loss", 0.0, kNoBound);
+  const auto steps = file.tensors.find(std::string(io::kOptimizerPrefix) + "step");
+  check_run_progress(
+      {epoch, steps == file.tensors.end() ? Tensor() : steps->second, best_epoch, wait, stopped == "1",
+       best_acc, best_loss, s.result.val_acc, s.result.val_loss, s.result.test_acc},
+      options.patience, where);
   // The remembered parameters: one per parameter once an epoch was remembered, none before.
   const std::vector<Tensor> params = model.parameters();
   std::vector<Tensor> best(params.size());
@@ -312,6 +315,13 @@ void resume_run(const std::string& path, const TrainOptions& options, Module& mo
   s.result.best_epoch = best_epoch;
   s.result.epochs = epoch;
   s.best_params = best;
+}
+
+// The largest |value| of an f32 tensor (0 when empty), for messages.
+double largest_magnitude(const Tensor& t) {
+  double largest = 0;
+  for (float v : t.to(Device::cpu).to_vector<float>()) largest = std::max(largest, std::fabs(double{v}));
+  return largest;
 }
 
 }  // namespace
@@ -443,8 +453,9 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   if (recorded) result.cuda_graphs_note = "recorded";
   recorded.reset();
   result.train_step_ms = result.epochs > 0 ? step_ms_total / static_cast<double>(result.epochs) : 0.0;
-  GAT_CHECK(result.best_epoch > 0,
-            "train: no epoch had a finite validation loss (last: ", stopping.best_loss(), ")");
+  GAT_CHECK(result.best_epoch > 0, "train: no epoch had a finite validation loss: the outputs overflowed or ",
+            "turned NaN. The likely inputs: features of huge magnitude (the largest in data.x is ",
+            largest_magnitude(data.x), ") or too high a rate (lr ", options.lr, ")");
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor p = params[i];
     p.copy_(best_params[i]);

@@ -2,6 +2,10 @@
 
 #include <omp.h>
 
+// Eigen puts a product's blocking buffers on the stack up to this many bytes (128 KiB by
+// default), which overflowed a 64 KiB stack (ulimit -s 64) and OpenMP threads' stacks of that
+// size: larger buffers come from the heap, one allocation per product.
+#define EIGEN_STACK_ALLOCATION_LIMIT 4096
 #include <Eigen/Core>
 #include <algorithm>
 

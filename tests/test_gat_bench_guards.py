@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""gat_bench shares gat_train's guards (framework/process.h): a refused environment (too many
+OpenMP threads, a small stack) and a failed write of stdout (past ulimit -f, into a closed pipe)
+end in a message and exit status 1, never in a signal. Usage: test_gat_bench_guards.py GAT_BENCH"""
+import os
+import resource
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BENCH = sys.argv.pop(1) if len(sys.argv) > 1 else "build/bench/gat_bench"
+
+
+class GatBenchGuards(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory(prefix="gat_test_bench_")
+        # A graph file of 2 nodes and one edge 0 -> 1: int64 N, int64 E, int32 row_ptr[N+1], int32 col[E].
+        self.graph = os.path.join(self.dir.name, "g.bin")
+        with open(self.graph, "wb") as f:
+            f.write(struct.pack("<qq3ii", 2, 1, 0, 0, 1, 0))
+        self.args = [BENCH, "kernel", "--graph", self.graph, "--device", "cpu", "--heads", "1", "--features", "4"]
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def run_bench(self, env=None, limit=None, stdout=subprocess.PIPE):
+        preexec = (lambda: resource.setrlimit(*limit)) if limit else None
+        return subprocess.run(self.args, env=dict(os.environ, **(env or {})), preexec_fn=preexec, stdout=stdout,
+                              stderr=subprocess.PIPE, timeout=120)
+
+    def expect_refusal(self, r, message):
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(message, r.stderr.decode())
+
+    def test_the_fixture_runs(self):
+        r = self.run_bench()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b'"workload":"kernel"', r.stdout)
+
+    def test_too_many_threads(self):
+        self.expect_refusal(self.run_bench(env={"OMP_NUM_THREADS": "100000"}),
+                            "gat_bench: OMP_NUM_THREADS asks for 100000 threads, more than 4096")
+
+    def test_a_small_stack(self):
+        self.expect_refusal(self.run_bench(limit=(resource.RLIMIT_STACK, (32 << 10, resource.RLIM_INFINITY))),
+                            "gat_bench: the stack limit (ulimit -s) is 32 KiB, less than the 64 KiB")
+
+    def test_stdout_past_the_file_size_limit(self):  # SIGXFSZ killed it without a word
+        with open(os.path.join(self.dir.name, "out.json"), "wb") as out:
+            r = self.run_bench(limit=(resource.RLIMIT_FSIZE, (0, 0)), stdout=out)
+        self.expect_refusal(r, "gat_bench: writing the output to stdout failed")
+
+    def test_stdout_a_closed_pipe(self):  # SIGPIPE killed it without a word
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        with os.fdopen(write_end, "wb") as out:
+            r = self.run_bench(stdout=out)
+        self.expect_refusal(r, "gat_bench: writing the output to stdout failed")
+
+
+if __name__ == "__main__":
+    unittest.main()
