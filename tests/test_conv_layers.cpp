@@ -435,9 +435,18 @@ TEST(GINConv, RefusesBadInputs) {
   const Graph graph = graph_of(fix::kGraph, Device::cpu);
   const Graph bipartite = graph_of(fix::kBipartite, Device::cpu);
   EXPECT_EQ(conv.forward(Tensor::zeros({7, 3}), graph, gen).shape(), (Shape{7, 2}));
-  expect_error([&] { conv.forward(Tensor::zeros({7, 3}), graph); }, {"Sequential", "generator"});
+  expect_error(
+      [&] {
+        conv.forward(Tensor::zeros({7, 3}), graph);
+      },
+      {"Sequential step '1'", "pass a Generator"});
   GINConv dropout_alone(std::make_shared<Dropout>(0.5));
-  expect_error([&] { dropout_alone.forward(Tensor::zeros({7, 3}), graph); }, {"GINConv", "generator"});
+  expect_error([&] { dropout_alone.forward(Tensor::zeros({7, 3}), graph); }, {"Dropout", "pass a Generator"});
+  conv.eval();  // nothing is drawn in eval mode: no generator needed
+  dropout_alone.eval();
+  EXPECT_EQ(conv.forward(Tensor::zeros({7, 3}), graph).shape(), (Shape{7, 2}));
+  EXPECT_EQ(dropout_alone.forward(Tensor::zeros({7, 3}), graph).shape(), (Shape{7, 3}));
+  conv.train();
   expect_error(
       [&] {
         conv.forward(Tensor::zeros({6, 3}), Tensor::zeros({4, 1}), bipartite, gen);
