@@ -347,16 +347,7 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   GAT_CHECK(x.rows() == data.x.size(0) && x.cols() == data.x.size(1) && x.device() == data.x.device(),
             "train: the features ", x.describe(), " are not data.x's shape and device (", data.x.describe(),
             ")");
-  std::unique_ptr<Optimizer> made;
-  if (options.make_optimizer) {
-    made = options.make_optimizer(model);
-    GAT_CHECK(made != nullptr, "train: make_optimizer gave no optimiser");
-  } else {
-    AdamOptions adam;
-    adam.lr = options.lr;
-    adam.weight_decay = options.weight_decay;
-    made = std::make_unique<Adam>(model.parameters(), adam);
-  }
+  const std::unique_ptr<Optimizer> made = make_run_optimizer(model, options);
   Optimizer& optimizer = *made;
   const std::vector<Tensor> params = model.parameters();
   const TrainCheckpoints& checkpoints = options.checkpoints;
@@ -425,12 +416,7 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
       result.val_acc = stats.val_acc;
       result.val_loss = stats.val_loss;
       result.best_epoch = epoch;
-      for (size_t i = 0; i < params.size(); ++i) {  // copied into the kept tensors, not allocated again
-        if (best_params[i].defined())
-          best_params[i].copy_(params[i]);
-        else
-          best_params[i] = params[i].clone();
-      }
+      remember_parameters(params, best_params);
     }
     stats.ms = ms_since(start);
     state.epoch = epoch;
@@ -445,12 +431,44 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   result.train_step_ms = result.epochs > 0 ? step_ms_total / static_cast<double>(result.epochs) : 0.0;
   GAT_CHECK(result.best_epoch > 0,
             "train: no epoch had a finite validation loss (last: ", stopping.best_loss(), ")");
-  for (size_t i = 0; i < params.size(); ++i) {
-    Tensor p = params[i];
-    p.copy_(best_params[i]);
-  }
+  restore_parameters(params, best_params);
   model.eval();
   return result;
+}
+
+std::unique_ptr<Optimizer> make_run_optimizer(Module& model, const TrainOptions& options) {
+  if (options.make_optimizer) {
+    std::unique_ptr<Optimizer> made = options.make_optimizer(model);
+    GAT_CHECK(made != nullptr, "train: make_optimizer gave no optimiser");
+    return made;
+  }
+  AdamOptions adam;
+  adam.lr = options.lr;
+  adam.weight_decay = options.weight_decay;
+  return std::make_unique<Adam>(model.parameters(), adam);
+}
+
+void remember_parameters(const std::vector<Tensor>& params, std::vector<Tensor>& best) {
+  for (size_t i = 0; i < params.size(); ++i) {  // copied into the kept tensors, not allocated again
+    if (best[i].defined())
+      best[i].copy_(params[i]);
+    else
+      best[i] = params[i].clone();
+  }
+}
+
+void restore_parameters(const std::vector<Tensor>& params, const std::vector<Tensor>& best) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor p = params[i];
+    p.copy_(best[i]);
+  }
+}
+
+Evaluation evaluate_logits(const Tensor& logits, const Dataset& data) {
+  return read_eval(
+      ops::classification_metrics(logits, data.y, {data.train_index, data.val_index, data.test_index})
+          .to_vector<double>(),
+      0, data);
 }
 
 Recipe recipe_for(const std::string& dataset) {

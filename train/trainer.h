@@ -21,6 +21,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gat/datasets/dataset.h"
 #include "gat/framework/check.h"
@@ -126,6 +127,17 @@ struct Evaluation {
 // form); without it the features are Features::choose(data.x).
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x);
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data);
+
+// The evaluation of logits (N, C) made by the caller, on data's device (data.y's and the
+// splits'): the losses and accuracies of the train, validation and test nodes.
+Evaluation evaluate_logits(const Tensor& logits, const Dataset& data);
+
+// The optimiser of a run: options.make_optimizer's, or Adam with options.lr and weight_decay.
+std::unique_ptr<Optimizer> make_run_optimizer(Module& model, const TrainOptions& options);
+// Early stopping's remembered parameters: params copied into `best` (same length; an undefined
+// entry is made by the first copy), and back into the parameters at the end of a run.
+void remember_parameters(const std::vector<Tensor>& params, std::vector<Tensor>& best);
+void restore_parameters(const std::vector<Tensor>& params, const std::vector<Tensor>& best);
 
 // Trains model's parameters on data (every tensor and the graph on the model's device).
 // `gen` supplies the dropout streams. on_epoch, if given, sees every epoch. The features are
