@@ -132,21 +132,10 @@ TrainResult train_node_classifier_sampled(GAT& model, const Dataset& data, const
     steps += loader.num_batches();
     stats.loss = totals.loss_sum / totals.rows;
     stats.train_acc = totals.correct / totals.rows;
-    const Evaluation eval = evaluate_logits(
-        layerwise_inference(model, data.graph, data.x, data.edge_attr, sampled.inference_batch_size, device),
-        data);
-    stats.val_loss = eval.val.loss;
-    stats.val_acc = eval.val.acc;
-    stats.test_acc = eval.test.acc;
-    result.epochs = epoch;
-    const EarlyStopping::Decision decision = stopping.update(stats.val_acc, stats.val_loss);
-    if (decision.remember) {
-      result.test_acc = stats.test_acc;
-      result.val_acc = stats.val_acc;
-      result.val_loss = stats.val_loss;
-      result.best_epoch = epoch;
-      remember_parameters(params, best_params);
-    }
+    const Tensor logits =
+        layerwise_inference(model, data.graph, data.x, data.edge_attr, sampled.inference_batch_size, device);
+    const EarlyStopping::Decision decision =
+        judge_epoch(stats, evaluate_logits(logits, data), stopping, result, params, best_params);
     stats.ms = ms_since(start);
     if (on_epoch) on_epoch(stats);
     if (decision.stop) break;

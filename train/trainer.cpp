@@ -405,19 +405,8 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
     const SplitMetrics trained = split_metrics(numbers, kStepRow, data.train_index);
     stats.loss = trained.loss;
     stats.train_acc = trained.acc;
-    const Evaluation eval = read_eval(numbers, kEvalRows, data);
-    stats.val_loss = eval.val.loss;
-    stats.val_acc = eval.val.acc;
-    stats.test_acc = eval.test.acc;
-    result.epochs = epoch;
-    const EarlyStopping::Decision decision = stopping.update(stats.val_acc, stats.val_loss);
-    if (decision.remember) {
-      result.test_acc = stats.test_acc;
-      result.val_acc = stats.val_acc;
-      result.val_loss = stats.val_loss;
-      result.best_epoch = epoch;
-      remember_parameters(params, best_params);
-    }
+    const EarlyStopping::Decision decision =
+        judge_epoch(stats, read_eval(numbers, kEvalRows, data), stopping, result, params, best_params);
     stats.ms = ms_since(start);
     state.epoch = epoch;
     state.stopped = decision.stop;
@@ -448,13 +437,26 @@ std::unique_ptr<Optimizer> make_run_optimizer(Module& model, const TrainOptions&
   return std::make_unique<Adam>(model.parameters(), adam);
 }
 
-void remember_parameters(const std::vector<Tensor>& params, std::vector<Tensor>& best) {
+EarlyStopping::Decision judge_epoch(EpochStats& stats, const Evaluation& eval, EarlyStopping& stopping,
+                                    TrainResult& result, const std::vector<Tensor>& params,
+                                    std::vector<Tensor>& best) {
+  stats.val_loss = eval.val.loss;
+  stats.val_acc = eval.val.acc;
+  stats.test_acc = eval.test.acc;
+  result.epochs = stats.epoch;
+  const EarlyStopping::Decision decision = stopping.update(stats.val_acc, stats.val_loss);
+  if (!decision.remember) return decision;
+  result.test_acc = stats.test_acc;
+  result.val_acc = stats.val_acc;
+  result.val_loss = stats.val_loss;
+  result.best_epoch = stats.epoch;
   for (size_t i = 0; i < params.size(); ++i) {  // copied into the kept tensors, not allocated again
     if (best[i].defined())
       best[i].copy_(params[i]);
     else
       best[i] = params[i].clone();
   }
+  return decision;
 }
 
 void restore_parameters(const std::vector<Tensor>& params, const std::vector<Tensor>& best) {

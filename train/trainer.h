@@ -33,6 +33,7 @@
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
 #include "gat/models/gat.h"
+#include "gat/train/early_stopping.h"
 
 namespace gat {
 
@@ -134,9 +135,13 @@ Evaluation evaluate_logits(const Tensor& logits, const Dataset& data);
 
 // The optimiser of a run: options.make_optimizer's, or Adam with options.lr and weight_decay.
 std::unique_ptr<Optimizer> make_run_optimizer(Module& model, const TrainOptions& options);
-// Early stopping's remembered parameters: params copied into `best` (same length; an undefined
-// entry is made by the first copy), and back into the parameters at the end of a run.
-void remember_parameters(const std::vector<Tensor>& params, std::vector<Tensor>& best);
+// Epoch stats.epoch's evaluation into stats (val_loss, val_acc, test_acc) and early stopping's
+// decision on it. A remembered epoch's numbers go to result and its parameters are copied into
+// `best` (params' length; an undefined entry is made by the first copy). result.epochs counts it.
+EarlyStopping::Decision judge_epoch(EpochStats& stats, const Evaluation& eval, EarlyStopping& stopping,
+                                    TrainResult& result, const std::vector<Tensor>& params,
+                                    std::vector<Tensor>& best);
+// The remembered parameters back into the model's at the end of a run.
 void restore_parameters(const std::vector<Tensor>& params, const std::vector<Tensor>& best);
 
 // Trains model's parameters on data (every tensor and the graph on the model's device).
