@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "gat/framework/ops/elu_dropout.h"
+#include "gat/framework/ops/narrow.h"
 
 namespace gat {
 
@@ -148,18 +149,46 @@ GAT::GAT(const GATConfig& config, Generator& init) : config_(config) {
   conv2 = register_module("conv2", std::make_shared<GATConv>(second, init));
 }
 
-Tensor GAT::forward(const Features& x, const Graph& graph, Generator& gen, const Tensor& edge_attr) {
-  auto layer = [&](int index, const Features& in) {  // conv1 or conv2 of the configured kind
-    if (config_.layer == AttentionLayer::gatv2)
-      return (index == 1 ? v2_conv1 : v2_conv2)->forward(in, graph, edge_attr, gen);
-    return (index == 1 ? conv1 : conv2)->forward(in, graph, edge_attr, gen);
+Tensor GAT::forward_layer(int layer, const Features& x, const Graph& graph, Generator& gen,
+                          const Tensor& edge_attr) {
+  GAT_CHECK(layer == 1 || layer == 2, "GAT::forward_layer: layer ", layer, " is not 1 or 2");
+  const bool block = graph.is_bipartite();
+  GAT_CHECK(!block || (!x.is_sparse() && graph.num_dst_nodes() <= graph.num_src_nodes()),
+            "GAT::forward_layer: on a block (", graph.num_src_nodes(), " sources, ", graph.num_dst_nodes(),
+            " destinations) x must be dense and the destinations the first sources; x is ", x.describe());
+  // conv1 or conv2 of the configured kind on x (a block: x's first Nd rows are the destinations').
+  auto conv = [&](const Features& in) {
+    GraphAttentionLayer& c = config_.layer == AttentionLayer::gatv2
+                                 ? static_cast<GraphAttentionLayer&>(layer == 1 ? *v2_conv1 : *v2_conv2)
+                                 : static_cast<GraphAttentionLayer&>(layer == 1 ? *conv1 : *conv2);
+    if (!block) return c.forward(in, graph, edge_attr, gen);
+    // ops::narrow, not a view: the gradient of layer 2's x_dst must reach layer 1's output.
+    return c.forward(in, Features(ops::narrow(in.dense(), 0, 0, graph.num_dst_nodes())), graph, edge_attr,
+                     gen);
   };
-  if (config_.layer == AttentionLayer::gat) return layer(2, layer(1, x));  // (N, num_classes)
-  const Tensor h = layer(1, dropout->forward(x, gen));                     // (N, heads * hidden)
+  if (config_.layer == AttentionLayer::gat) return conv(x);
+  if (layer == 1) return conv(dropout->forward(x, gen));  // (N, heads * hidden)
   // ELU and the dropout before layer 2 in one pass; its backward needs only its output, which
   // layer 2's projection keeps anyway (h itself is not kept). The key is drawn after layer 1's,
   // as a separate dropout would draw it.
-  return layer(2, ops::elu_dropout(h, 1.0, dropout->key(gen)));  // (N, num_classes)
+  return conv(ops::elu_dropout(x.dense(), 1.0, dropout->key(gen)));  // (N, num_classes)
+}
+
+Tensor GAT::forward(const Features& x, const Graph& graph, Generator& gen, const Tensor& edge_attr) {
+  return forward_layer(2, forward_layer(1, x, graph, gen, edge_attr), graph, gen, edge_attr);
+}
+
+Tensor GAT::forward(const Tensor& x, const std::vector<Graph>& blocks, Generator& gen,
+                    const std::vector<Tensor>& edge_attrs) {
+  GAT_CHECK(blocks.size() == kLayers, "GAT::forward: ", blocks.size(), " blocks for ", kLayers, " layers");
+  GAT_CHECK(edge_attrs.empty() || edge_attrs.size() == blocks.size(), "GAT::forward: ", edge_attrs.size(),
+            " edge feature tensors for ", blocks.size(), " blocks");
+  GAT_CHECK(blocks[0].num_dst_nodes() == blocks[1].num_src_nodes(), "GAT::forward: block 1 has ",
+            blocks[0].num_dst_nodes(), " destinations, block 2 ", blocks[1].num_src_nodes(),
+            " sources (layer 1's outputs are layer 2's inputs)");
+  auto attr = [&](size_t l) { return edge_attrs.empty() ? Tensor() : edge_attrs[l]; };
+  const Tensor h = forward_layer(1, x, blocks[0], gen, attr(0));  // (Nd0, heads * hidden)
+  return forward_layer(2, h, blocks[1], gen, attr(1));            // (Nd1, num_classes)
 }
 
 }  // namespace gat

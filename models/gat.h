@@ -18,6 +18,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gat/framework/check.h"
 #include "gat/framework/graph.h"
@@ -93,6 +94,24 @@ class GAT : public Module {
   // `gen` supplies the dropout streams in training mode. edge_attr (E, edge_dim) in graph's edge
   // order, required with edge_dim > 0 (GATConv::forward, GATv2Conv::forward).
   Tensor forward(const Features& x, const Graph& graph, Generator& gen, const Tensor& edge_attr = Tensor());
+
+  // The network on the blocks of a sampled batch (SampledBatch, framework/neighbor_sampler.h),
+  // input layer first: blocks[0] for layer 1, blocks[1] for layer 2. x: (Ns0, in_features)
+  // dense, the inputs of blocks[0]'s sources -> logits (Nd1, num_classes) of blocks[1]'s
+  // destinations. edge_attrs: one per block (its edges' rows, in its edge order) with
+  // edge_dim > 0, else empty.
+  Tensor forward(const Tensor& x, const std::vector<Graph>& blocks, Generator& gen,
+                 const std::vector<Tensor>& edge_attrs = {});
+
+  // Layer `layer` (1 or 2) alone, with what the network runs before it (gatv2: the input dropout
+  // before layer 1, ELU and the hidden dropout before layer 2; gat: inside the layers). On a
+  // graph of one node set, x holds its nodes' inputs -> (N, out). On a block (a bipartite graph
+  // whose destinations are its first Nd sources) x (Ns, in) is dense, the sources' inputs, and
+  // the destinations' are its first Nd rows -> (Nd, out). out: heads * hidden for layer 1 (after
+  // ELU), num_classes for layer 2. Layer-wise inference calls it layer by layer over all nodes.
+  Tensor forward_layer(int layer, const Features& x, const Graph& graph, Generator& gen,
+                       const Tensor& edge_attr = Tensor());
+  static constexpr int kLayers = 2;
 
   const GATConfig& config() const { return config_; }
 

@@ -51,8 +51,30 @@ const char* const kOutputPath =
 
 // The flags that only training reads: refused with --load, which evaluates a checkpoint.
 const char* const kTrainingOnly[] = {
-    "--epochs",     "--patience",         "--lr",     "--weight-decay", "--seed", "--runs", "--log",
-    "--checkpoint", "--checkpoint-every", "--resume", "--save"};
+    "--epochs",     "--patience",         "--lr",     "--weight-decay", "--seed",       "--runs",   "--log",
+    "--checkpoint", "--checkpoint-every", "--resume", "--save",         "--batch-size", "--fanouts"};
+
+// "25,10" -> {25, 10}: one fanout per layer of the model, each -1 (all in-edges) or a count.
+std::vector<int64_t> parse_fanouts(const std::string& text) {
+  std::vector<int64_t> fanouts;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.find(',', start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int64_t value = 0;
+    if (!parse_whole(item, value) || !NeighborSamplerOptions::kFanoutRange.contains(value))
+      throw UsageError(detail::concat("--fanouts ", text, ": '", item, "' is not an integer in ",
+                                      NeighborSamplerOptions::kFanoutRange.str(), " (-1: all in-edges)"));
+    fanouts.push_back(value);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (static_cast<int64_t>(fanouts.size()) != GAT::kLayers)
+    throw UsageError(detail::concat("--fanouts ", text, ": ", fanouts.size(), " fanouts, the model has ",
+                                    GAT::kLayers, " layers (one each, the seeds' hop first)"));
+  return fanouts;
+}
 
 // Binds every flag to `flags` (whose values are the defaults the usage shows).
 void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
@@ -135,6 +157,13 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
                  "flags that shape the run (model, --lr, --weight-decay, --patience, --sparse-below, "
                  "--seed) must be the run's (the differences are listed); --epochs may differ")
       ->check(kNonEmpty);
+  add_number(app, "--batch-size", flags.batch_size,
+             "train on sampled neighbourhoods of this many training nodes per step (PyG's NeighborLoader); "
+             "evaluation stays exact (layer-wise over all in-edges); 0: full batch",
+             Range<int64_t>{0, NeighborLoaderOptions::kBatchSizeRange.hi});
+  app.add_option("--fanouts", flags.fanouts,
+                 "with --batch-size: in-edges sampled per node and layer, the seeds' hop first, -1 for all "
+                 "(PyG's num_neighbors)");
   auto* load = app.add_option("--load", flags.load,
                               "evaluate this checkpoint instead of training; model flags, if given, must "
                               "match it")
@@ -182,6 +211,18 @@ Flags parse(int argc, const char* const* argv, const Environment& env) {
     if (flags.model.value_dropout != 0.0)
       throw UsageError(detail::concat("--value-dropout ", flags.model.value_dropout,
                                       " with --model gatv2: GATv2Conv has no value dropout"));
+  }
+  if (app.count("--fanouts") > 0 && flags.batch_size == 0)
+    throw UsageError("--fanouts " + flags.fanouts +
+                     " without --batch-size: fanouts are for sampled training");
+  if (flags.batch_size > 0) {
+    if (!flags.checkpoint.empty() || !flags.resume.empty())
+      throw UsageError(
+          detail::concat("--batch-size ", flags.batch_size,
+                         " with --checkpoint or --resume: sampled runs write no run checkpoints "
+                         "(the batches' position is not saved); --save keeps the trained model"));
+    flags.sampled.loader.batch_size = flags.batch_size;
+    flags.sampled.loader.fanouts = parse_fanouts(flags.fanouts);
   }
   const Recipe recipe = recipe_for(flags.dataset);
   if (app.count("--output-heads") == 0) flags.model.output_heads = recipe.output_heads;

@@ -15,6 +15,7 @@
 #include "gat/framework/check.h"
 #include "gat/framework/process.h"
 #include "gat/models/gat.h"
+#include "gat/train/sampled_training.h"
 #include "gat/train/trainer.h"
 
 namespace gat::cli {
@@ -35,6 +36,11 @@ struct Flags {
   std::string save, load, log;     // empty: not asked for (an empty flag value is refused)
   std::string checkpoint, resume;  // run checkpoints (TrainOptions::checkpoints); empty: none
   int64_t checkpoint_every = 1;
+  // --batch-size > 0: sampled training (train/sampled_training.h) with sampled.loader's
+  // batch_size and fanouts (--fanouts, PyG's order); 0: full batch.
+  int64_t batch_size = 0;
+  std::string fanouts = "25,10";
+  SampledTraining sampled;
   int threads = 0;  // OpenMP threads; 0: OpenMP's default (OMP_NUM_THREADS, else every core)
   bool json = false, info = false, quiet = false;
   bool help = false;            // --help: print usage() and exit 0
@@ -63,7 +69,9 @@ class UsageError : public std::runtime_error {
 // --output-heads, --lr and --weight-decay where they are left out; --model gatv2 makes
 // --value-dropout 0 (and refuses another value). Every number is parsed whole (no "1e23" for an integer, no
 // NaN or infinity) and checked against its range; paths may not be empty; --seed + --runs - 1 must fit;
-// --load refuses the flags only training reads (--epochs, --lr, --log, --save, --resume, ...).
+// --load refuses the flags only training reads (--epochs, --lr, --log, --save, --resume, ...);
+// --fanouts needs --batch-size, which refuses --checkpoint and --resume (sampled runs are not
+// resumable).
 Flags parse(int argc, const char* const* argv, const Environment& env = {});
 
 // The usage text (flags, their defaults and ranges).

@@ -37,6 +37,7 @@
 #include "gat/models/gat.h"
 #include "gat/train/checkpoint.h"
 #include "gat/train/cli.h"
+#include "gat/train/sampled_training.h"
 #include "gat/train/trainer.h"
 
 using namespace gat;
@@ -279,9 +280,14 @@ int train_runs(const Flags& flags, Device device) {
   // The looped graph once, on the host, the only graph copied to the device (GAT's layers add
   // self loops: given a graph that has them, they keep no copy). The graph without loops is freed
   // once the looped one is built: kept, it would be a second graph through the whole run.
+  // Sampled training keeps the dataset on the host, its graph without loops (the layers add
+  // them to each block): only the batches go to the device.
   Dataset host = load_named("--dataset", flags.dataset, flags.data_dir, true);
   const std::string digest = dataset_digest(host);
-  const Dataset data = dataset_to(with_self_loops(std::move(host)), device);
+  const bool sampled = flags.batch_size > 0;
+  if (sampled && host.edge_attr.defined())
+    check_self_loop_features(with_self_loops(host), flags.model.fill_value);
+  const Dataset data = sampled ? std::move(host) : dataset_to(with_self_loops(std::move(host)), device);
   GATConfig config = flags.model;
   config.in_features = data.num_features();
   config.num_classes = data.num_classes;
@@ -289,7 +295,7 @@ int train_runs(const Flags& flags, Device device) {
   config.validate(flags.dataset);
   GAT_CHECK(!flags.fill_value_given || config.edge_dim > 0, "--fill-value ", flags.fill_value, ": ",
             flags.dataset, " has no edge features (the value makes the self loops' edge features)");
-  check_self_loop_features(data, config.fill_value);
+  if (!sampled) check_self_loop_features(data, config.fill_value);
   TrainOptions options = flags.train;
   const CheckpointInfo run_info{recorded_dataset_name(flags.dataset), digest, config, flags.seed, 0, 0};
   if (!flags.resume.empty()) {
@@ -307,7 +313,8 @@ int train_runs(const Flags& flags, Device device) {
   options.checkpoints.every = flags.checkpoint_every;
   options.checkpoints.metadata = checkpoint_metadata(run_info, options);
   options.checkpoints.resume = flags.resume;
-  const Features x = Features::choose(data.x, flags.train.sparse_max_density);  // once for all the runs
+  // Once for all the runs (sampled runs gather dense rows of data.x).
+  const Features x = sampled ? Features(data.x) : Features::choose(data.x, flags.train.sparse_max_density);
   // The log is written from the first epoch's end on: nothing is replaced before every check
   // passed (a refused --resume, a missing dataset) and the training started.
   std::unique_ptr<io::OutputFile> log;
@@ -352,7 +359,11 @@ int train_runs(const Flags& flags, Device device) {
         progress::line(line);
       }
     };
-    const TrainResult r = train_node_classifier(model, forward, data, x, options, gen, on_epoch);
+    SampledTraining sampling = flags.sampled;
+    sampling.loader.seed = seed;
+    const TrainResult r =
+        sampled ? train_node_classifier_sampled(model, data, options, sampling, device, gen, on_epoch)
+                : train_node_classifier(model, forward, data, x, options, gen, on_epoch);
     open_log();  // a resumed run that had no epoch left still drops the lines after its checkpoint
     results.push_back(r);
     if (r.cuda_graphs_note.rfind("not recorded", 0) == 0 || r.cuda_graphs_note.rfind("dropped", 0) == 0)
@@ -433,7 +444,9 @@ int train_runs(const Flags& flags, Device device) {
           {"patience", flags.train.patience},
           {"max_epochs", flags.train.max_epochs},
           {"edge_dim", config.edge_dim},
-          {"fill_value", config.fill_value.name()}}}};
+          {"fill_value", config.fill_value.name()},
+          {"batch_size", flags.batch_size},
+          {"fanouts", sampled ? flags.sampled.loader.fanouts : std::vector<int64_t>{}}}}};
     std::printf("%s\n",
                 j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());  // paths: UTF-8
   }

@@ -317,10 +317,11 @@ void resume_run(const std::string& path, const TrainOptions& options, Module& mo
   s.best_params = best;
 }
 
-// The largest |value| of an f32 tensor (0 when empty), for messages.
+// The largest |value| of a float tensor (0 when empty), for messages.
 double largest_magnitude(const Tensor& t) {
   double largest = 0;
-  for (float v : t.to(Device::cpu).to_vector<float>()) largest = std::max(largest, std::fabs(double{v}));
+  for (double v : t.to(Device::cpu).to(DType::f64).to_vector<double>())
+    largest = std::max(largest, std::fabs(v));
   return largest;
 }
 
@@ -357,16 +358,7 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   GAT_CHECK(x.rows() == data.x.size(0) && x.cols() == data.x.size(1) && x.device() == data.x.device(),
             "train: the features ", x.describe(), " are not data.x's shape and device (", data.x.describe(),
             ")");
-  std::unique_ptr<Optimizer> made;
-  if (options.make_optimizer) {
-    made = options.make_optimizer(model);
-    GAT_CHECK(made != nullptr, "train: make_optimizer gave no optimiser");
-  } else {
-    AdamOptions adam;
-    adam.lr = options.lr;
-    adam.weight_decay = options.weight_decay;
-    made = std::make_unique<Adam>(model.parameters(), adam);
-  }
+  const std::unique_ptr<Optimizer> made = make_run_optimizer(model, options);
   Optimizer& optimizer = *made;
   const std::vector<Tensor> params = model.parameters();
   const TrainCheckpoints& checkpoints = options.checkpoints;
@@ -424,24 +416,8 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
     const SplitMetrics trained = split_metrics(numbers, kStepRow, data.train_index);
     stats.loss = trained.loss;
     stats.train_acc = trained.acc;
-    const Evaluation eval = read_eval(numbers, kEvalRows, data);
-    stats.val_loss = eval.val.loss;
-    stats.val_acc = eval.val.acc;
-    stats.test_acc = eval.test.acc;
-    result.epochs = epoch;
-    const EarlyStopping::Decision decision = stopping.update(stats.val_acc, stats.val_loss);
-    if (decision.remember) {
-      result.test_acc = stats.test_acc;
-      result.val_acc = stats.val_acc;
-      result.val_loss = stats.val_loss;
-      result.best_epoch = epoch;
-      for (size_t i = 0; i < params.size(); ++i) {  // copied into the kept tensors, not allocated again
-        if (best_params[i].defined())
-          best_params[i].copy_(params[i]);
-        else
-          best_params[i] = params[i].clone();
-      }
-    }
+    const EarlyStopping::Decision decision =
+        judge_epoch(stats, read_eval(numbers, kEvalRows, data), stopping, result, params, best_params);
     stats.ms = ms_since(start);
     state.epoch = epoch;
     state.stopped = decision.stop;
@@ -453,15 +429,61 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   if (recorded) result.cuda_graphs_note = "recorded";
   recorded.reset();
   result.train_step_ms = result.epochs > 0 ? step_ms_total / static_cast<double>(result.epochs) : 0.0;
-  GAT_CHECK(result.best_epoch > 0, "train: no epoch had a finite validation loss: the outputs overflowed or ",
-            "turned NaN. The likely inputs: features of huge magnitude (the largest in data.x is ",
-            largest_magnitude(data.x), ") or too high a rate (lr ", options.lr, ")");
-  for (size_t i = 0; i < params.size(); ++i) {
-    Tensor p = params[i];
-    p.copy_(best_params[i]);
-  }
+  restore_best(result, data.x, options.lr, params, best_params);
   model.eval();
   return result;
+}
+
+std::unique_ptr<Optimizer> make_run_optimizer(Module& model, const TrainOptions& options) {
+  if (options.make_optimizer) {
+    std::unique_ptr<Optimizer> made = options.make_optimizer(model);
+    GAT_CHECK(made != nullptr, "train: make_optimizer gave no optimiser");
+    return made;
+  }
+  AdamOptions adam;
+  adam.lr = options.lr;
+  adam.weight_decay = options.weight_decay;
+  return std::make_unique<Adam>(model.parameters(), adam);
+}
+
+EarlyStopping::Decision judge_epoch(EpochStats& stats, const Evaluation& eval, EarlyStopping& stopping,
+                                    TrainResult& result, const std::vector<Tensor>& params,
+                                    std::vector<Tensor>& best) {
+  stats.val_loss = eval.val.loss;
+  stats.val_acc = eval.val.acc;
+  stats.test_acc = eval.test.acc;
+  result.epochs = stats.epoch;
+  const EarlyStopping::Decision decision = stopping.update(stats.val_acc, stats.val_loss);
+  if (!decision.remember) return decision;
+  result.test_acc = stats.test_acc;
+  result.val_acc = stats.val_acc;
+  result.val_loss = stats.val_loss;
+  result.best_epoch = stats.epoch;
+  for (size_t i = 0; i < params.size(); ++i) {  // copied into the kept tensors, not allocated again
+    if (best[i].defined())
+      best[i].copy_(params[i]);
+    else
+      best[i] = params[i].clone();
+  }
+  return decision;
+}
+
+void restore_best(const TrainResult& result, const Tensor& x, double lr, const std::vector<Tensor>& params,
+                  const std::vector<Tensor>& best) {
+  GAT_CHECK(result.best_epoch > 0, "train: no epoch had a finite validation loss: the outputs overflowed or ",
+            "turned NaN. The likely inputs: features of huge magnitude (the largest in data.x is ",
+            largest_magnitude(x), ") or too high a rate (lr ", lr, ")");
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor p = params[i];
+    p.copy_(best[i]);
+  }
+}
+
+Evaluation evaluate_logits(const Tensor& logits, const Dataset& data) {
+  return read_eval(
+      ops::classification_metrics(logits, data.y, {data.train_index, data.val_index, data.test_index})
+          .to_vector<double>(),
+      0, data);
 }
 
 Recipe recipe_for(const std::string& dataset) {

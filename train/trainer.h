@@ -21,6 +21,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gat/datasets/dataset.h"
 #include "gat/framework/check.h"
@@ -32,6 +33,7 @@
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
 #include "gat/models/gat.h"
+#include "gat/train/early_stopping.h"
 
 namespace gat {
 
@@ -126,6 +128,24 @@ struct Evaluation {
 // form); without it the features are Features::choose(data.x).
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x);
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data);
+
+// The evaluation of logits (N, C) made by the caller, on data's device (data.y's and the
+// splits'): the losses and accuracies of the train, validation and test nodes.
+Evaluation evaluate_logits(const Tensor& logits, const Dataset& data);
+
+// The optimiser of a run: options.make_optimizer's, or Adam with options.lr and weight_decay.
+std::unique_ptr<Optimizer> make_run_optimizer(Module& model, const TrainOptions& options);
+// Epoch stats.epoch's evaluation into stats (val_loss, val_acc, test_acc) and early stopping's
+// decision on it. A remembered epoch's numbers go to result and its parameters are copied into
+// `best` (params' length; an undefined entry is made by the first copy). result.epochs counts it.
+EarlyStopping::Decision judge_epoch(EpochStats& stats, const Evaluation& eval, EarlyStopping& stopping,
+                                    TrainResult& result, const std::vector<Tensor>& params,
+                                    std::vector<Tensor>& best);
+// The end of a run: throws unless some epoch was remembered (a finite validation loss), naming
+// the likely causes (the largest |value| of x, the rate lr); then the remembered parameters back
+// into the model's.
+void restore_best(const TrainResult& result, const Tensor& x, double lr, const std::vector<Tensor>& params,
+                  const std::vector<Tensor>& best);
 
 // Trains model's parameters on data (every tensor and the graph on the model's device).
 // `gen` supplies the dropout streams. on_epoch, if given, sees every epoch. The features are

@@ -1,0 +1,231 @@
+// NeighborSampler (framework/neighbor_sampler.h) against a brute-force reference: every edge of a
+// block is an edge of the graph between the nodes its local ids name, each node keeps the edges
+// its fanout says, draws without replacement are distinct, the blocks chain (a layer's
+// destinations are the first sources, and the next layer's sources), and the draws are uniform.
+// The same seed and batch key give the same blocks bit for bit for one thread or two; the
+// boundaries: a fanout above the degree, -1, 0, nodes without in-edges, duplicate edges, one seed.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+#include <vector>
+
+#include "gat/datasets/generator.h"
+#include "gat/framework/neighbor_sampler.h"
+#include "gat_testing.h"
+
+using namespace gat;
+using namespace gat::testing;
+
+namespace {
+
+// Checks one batch against the graph, the seeds and the options, edge by edge.
+void expect_valid_batch(const Graph& graph, const SampledBatch& batch, const std::vector<int32_t>& seeds,
+                        const NeighborSamplerOptions& options) {
+  const std::vector<int32_t> src = graph.sources(), dst = graph.destinations();
+  const std::vector<int32_t> degree = graph.in_degrees();
+  const size_t layers = options.fanouts.size();
+  ASSERT_EQ(batch.blocks.size(), layers);
+  ASSERT_GE(batch.blocks.back().src_nodes.size(), seeds.size());
+  EXPECT_EQ(batch.blocks.back().num_dst(), static_cast<int64_t>(seeds.size()));
+  EXPECT_TRUE(std::equal(seeds.begin(), seeds.end(), batch.blocks.back().src_nodes.begin()))
+      << "the last block's destinations are the seeds, in order";
+  for (size_t l = 0; l < layers; ++l) {
+    const SampledBlock& block = batch.blocks[l];
+    const int64_t fanout = options.fanouts[layers - 1 - l];  // PyG's order: the seeds' hop first
+    block.graph.validate();
+    ASSERT_EQ(block.graph.num_src_nodes(), static_cast<int64_t>(block.src_nodes.size()));
+    ASSERT_EQ(block.edge_ids.size(), static_cast<size_t>(block.graph.num_edges()));
+    EXPECT_EQ(std::set<int32_t>(block.src_nodes.begin(), block.src_nodes.end()).size(),
+              block.src_nodes.size())
+        << "block " << l << ": a node has two local ids";
+    if (l + 1 < layers) {
+      const std::vector<int32_t>& next = batch.blocks[l + 1].src_nodes;
+      ASSERT_EQ(block.num_dst(), static_cast<int64_t>(next.size())) << "block " << l;
+      EXPECT_TRUE(std::equal(next.begin(), next.end(), block.src_nodes.begin()))
+          << "block " << l << "'s destinations are block " << l + 1 << "'s sources";
+    }
+    const std::vector<int32_t> bsrc = block.graph.sources(), bdst = block.graph.destinations();
+    std::vector<char> named(block.src_nodes.size(), 0);
+    for (int64_t i = 0; i < block.num_dst(); ++i) named[static_cast<size_t>(i)] = 1;
+    std::map<int32_t, std::vector<int32_t>> ids_of;  // local destination -> its edges' ids
+    for (size_t e = 0; e < bsrc.size(); ++e) {
+      const int32_t id = block.edge_ids[e];
+      ASSERT_GE(id, 0);
+      ASSERT_LT(id, graph.num_edges());
+      EXPECT_EQ(src[static_cast<size_t>(id)], block.src_nodes[static_cast<size_t>(bsrc[e])])
+          << "block " << l << " edge " << e << ": its source is not the graph edge's";
+      EXPECT_EQ(dst[static_cast<size_t>(id)], block.src_nodes[static_cast<size_t>(bdst[e])])
+          << "block " << l << " edge " << e << ": its destination is not the graph edge's";
+      named[static_cast<size_t>(bsrc[e])] = 1;
+      ids_of[bdst[e]].push_back(id);
+    }
+    EXPECT_TRUE(std::all_of(named.begin(), named.end(), [](char c) { return c != 0; }))
+        << "block " << l << ": a source that no edge names";
+    for (int64_t i = 0; i < block.num_dst(); ++i) {
+      const int64_t d = degree[static_cast<size_t>(block.src_nodes[static_cast<size_t>(i)])];
+      const int64_t want = fanout < 0 ? d : options.replace ? (d > 0 ? fanout : 0) : std::min(fanout, d);
+      const std::vector<int32_t>& ids = ids_of[static_cast<int32_t>(i)];
+      EXPECT_EQ(static_cast<int64_t>(ids.size()), want) << "block " << l << " destination " << i;
+      if (!options.replace) {
+        EXPECT_EQ(std::set<int32_t>(ids.begin(), ids.end()).size(), ids.size())
+            << "block " << l << " destination " << i << ": an edge drawn twice without replacement";
+      }
+    }
+  }
+}
+
+bool same_batch(const SampledBatch& a, const SampledBatch& b) {
+  if (a.blocks.size() != b.blocks.size()) return false;
+  for (size_t l = 0; l < a.blocks.size(); ++l) {
+    const SampledBlock &x = a.blocks[l], &y = b.blocks[l];
+    if (x.src_nodes != y.src_nodes || x.edge_ids != y.edge_ids ||
+        !bitwise_equal(x.graph.row_ptr(), y.graph.row_ptr()) ||
+        !bitwise_equal(x.graph.edge_src(), y.graph.edge_src()))
+      return false;
+  }
+  return true;
+}
+
+Graph random_graph(int64_t nodes, double degree, uint64_t seed) {
+  GeneratorOptions o;
+  o.num_nodes = nodes;
+  o.avg_degree = degree;
+  o.seed = seed;
+  o.train_per_class = 1;
+  o.val_size = 1;
+  o.test_size = 1;
+  return generate_sbm(o).graph;
+}
+
+std::vector<int32_t> first_nodes(int32_t n) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+}  // namespace
+
+TEST(NeighborSampler, BlocksMatchTheBruteForceReference) {
+  const Graph graph = random_graph(600, 12, 3);
+  const std::vector<int32_t> seeds = {17, 3, 599, 250, 42, 0, 311};
+  for (bool replace : {false, true})
+    for (std::vector<int64_t> fanouts : {std::vector<int64_t>{5, 3}, {25, 10}, {-1, 4}, {2, 2, 2}, {1}}) {
+      const NeighborSamplerOptions options{fanouts, replace, 11};
+      const NeighborSampler sampler(graph, options);
+      for (uint64_t key : {0, 1, 977}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "replace " << replace << " fanouts " << fanouts.size() << " key " << key);
+        expect_valid_batch(graph, sampler.sample(seeds, key), seeds, options);
+      }
+    }
+}
+
+TEST(NeighborSampler, FanoutsAtAndBeyondTheDegreeNodesWithoutInEdgesAndDuplicateEdges) {
+  // Node 0 has in-edges from 1, 2, 3 and 2 again (a duplicate kept); node 4 has none; node 5
+  // one; node 3 a self loop.
+  GraphBuildOptions keep;
+  keep.remove_duplicates = false;
+  const Graph graph = Graph::from_edges(6, {1, 2, 3, 2, 0, 3, 1}, {0, 0, 0, 0, 5, 3, 3}, keep);
+  ASSERT_EQ(graph.num_edges(), 7);
+  for (bool replace : {false, true})
+    for (int64_t fanout : {-1, 0, 1, 3, 4, 100}) {
+      const NeighborSamplerOptions options{{fanout}, replace, 5};
+      SCOPED_TRACE(::testing::Message() << "replace " << replace << " fanout " << fanout);
+      const SampledBatch batch = NeighborSampler(graph, options).sample({0, 4, 5, 3}, 2);
+      expect_valid_batch(graph, batch, {0, 4, 5, 3}, options);
+      if (fanout >= 4 && !replace) {  // all four in-edges of node 0, the duplicate twice
+        const std::vector<int32_t>& ids = batch.blocks[0].edge_ids;
+        EXPECT_EQ(
+            std::count_if(ids.begin(), ids.end(), [&](int32_t id) { return graph.destinations()[id] == 0; }),
+            4);
+      }
+    }
+}
+
+TEST(NeighborSampler, OneSeedAndAllNodes) {
+  const Graph graph = random_graph(300, 6, 1);
+  const NeighborSamplerOptions options{{-1, -1}, false, 0};
+  const NeighborSampler sampler(graph, options);
+  expect_valid_batch(graph, sampler.sample({123}, 0), {123}, options);
+  // All nodes in order with every in-edge: each block is the graph itself, local ids = global.
+  const std::vector<int32_t> all = first_nodes(300);
+  const SampledBatch batch = sampler.sample(all, 0);
+  expect_valid_batch(graph, batch, all, options);
+  for (const SampledBlock& block : batch.blocks) {
+    EXPECT_EQ(block.src_nodes, all);
+    EXPECT_TRUE(bitwise_equal(block.graph.row_ptr(), graph.row_ptr()));
+    EXPECT_TRUE(bitwise_equal(block.graph.edge_src(), graph.edge_src()));
+    EXPECT_EQ(block.edge_ids, first_nodes(static_cast<int32_t>(graph.num_edges())));
+  }
+}
+
+TEST(NeighborSampler, SameSeedSameBlocksForAnyThreadCount) {
+  // Large enough that every parallel loop forks (blocks of more than 2^16 edges).
+  const Graph graph = random_graph(30000, 20, 7);
+  const std::vector<int32_t> seeds = shuffle_nodes(first_nodes(30000), 1, 0);
+  const std::vector<int32_t> batch_seeds(seeds.begin(), seeds.begin() + 6000);
+  const int threads = omp_get_max_threads();
+  for (bool replace : {false, true}) {
+    const NeighborSampler sampler(graph, {{25, 10}, replace, 99});
+    omp_set_num_threads(1);
+    const SampledBatch one = sampler.sample(batch_seeds, 5);
+    omp_set_num_threads(2);
+    const SampledBatch two = sampler.sample(batch_seeds, 5);
+    omp_set_num_threads(threads);
+    ASSERT_GT(one.blocks[1].graph.num_edges(), 65536) << "the loops did not fork";
+    EXPECT_TRUE(same_batch(one, two)) << "replace " << replace;
+    EXPECT_FALSE(same_batch(one, sampler.sample(batch_seeds, 6))) << "another batch key draws the same";
+    EXPECT_FALSE(same_batch(one, NeighborSampler(graph, {{25, 10}, replace, 98}).sample(batch_seeds, 5)))
+        << "another seed draws the same";
+  }
+}
+
+TEST(NeighborSampler, DrawsAreUniform) {
+  // Node 0 has 4 in-edges and a fanout of 2: over 4000 batch keys each edge's count is within 5
+  // standard deviations of its mean (a biased draw, or one that ignores the key, is not).
+  const Graph graph = Graph::from_edges(5, {1, 2, 3, 4}, {0, 0, 0, 0});
+  constexpr int kKeys = 4000;
+  for (bool replace : {false, true}) {
+    const NeighborSampler sampler(graph, {{2}, replace, 3});
+    std::vector<int> count(4, 0);
+    for (uint64_t key = 0; key < kKeys; ++key) {
+      const SampledBatch batch = sampler.sample({0}, key);
+      for (int32_t id : batch.blocks[0].edge_ids) ++count[static_cast<size_t>(id)];
+    }
+    // Either way an edge is expected kKeys / 2 times: 2 draws of 1/4 each, or 2 edges of 4.
+    const double mean = kKeys * 0.5, sd = std::sqrt(kKeys * (replace ? 2 * 0.25 * 0.75 : 0.5 * 0.5));
+    for (int e = 0; e < 4; ++e) EXPECT_NEAR(count[static_cast<size_t>(e)], mean, 5 * sd) << "edge " << e;
+  }
+}
+
+TEST(NeighborSampler, ShuffleIsAPermutationFixedBySeedAndRound) {
+  const std::vector<int32_t> nodes = first_nodes(1000);
+  const std::vector<int32_t> a = shuffle_nodes(nodes, 4, 0);
+  std::vector<int32_t> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, nodes);
+  EXPECT_NE(a, nodes);
+  EXPECT_EQ(a, shuffle_nodes(nodes, 4, 0));
+  EXPECT_NE(a, shuffle_nodes(nodes, 4, 1));
+  EXPECT_NE(a, shuffle_nodes(nodes, 5, 0));
+  EXPECT_EQ(shuffle_nodes({7}, 4, 0), std::vector<int32_t>{7});
+  EXPECT_TRUE(shuffle_nodes({}, 4, 0).empty());
+}
+
+TEST(NeighborSampler, BadInputIsRefused) {
+  const Graph graph = random_graph(50, 4, 2);
+  expect_error([&] { NeighborSampler(graph, {{}, false, 0}); }, {"no fanouts"});
+  expect_error([&] { NeighborSampler(graph, {{10, -2}, false, 0}); }, {"fanout 2", "-2"});
+  expect_error([&] { NeighborSampler(graph, {std::vector<int64_t>(65, 1), false, 0}); }, {"65 fanouts"});
+  expect_error([&] { NeighborSampler(Graph::from_edges(3, 2, {0}, {1}), {{1}, false, 0}); }, {"bipartite"});
+  const NeighborSampler sampler(graph, {{3}, false, 0});
+  expect_error([&] { sampler.sample({1, 2, 1}, 0); }, {"seed 2", "node 1 again"});
+  expect_error([&] { sampler.sample({50}, 0); }, {"seed 0", "outside [0, 50)"});
+  expect_error([&] { sampler.sample({-1}, 0); }, {"outside"});
+  expect_error([&] { sampler.sample({1}, uint64_t{1} << 57); }, {"batch key"});
+}

@@ -1,0 +1,354 @@
+// Mini-batch training (train/neighbor_loader.h, train/sampled_training.h): the loader's batches
+// (every seed once per epoch, the last batch partial, the thread's batches those made on the
+// calling thread, a new order each epoch, its shutdown mid-epoch and its errors reaching the
+// caller), the layer-wise inference against the full-graph forward, a sampled step's gradient
+// against the full-batch gradient, the sampled trainer (reproducible for any thread count; what
+// it refuses) and gat_train's --batch-size and --fanouts.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gat/framework/autograd.h"
+#include "gat/framework/ops/cross_entropy.h"
+#include "gat/framework/ops/index_rows.h"
+#include "gat/models/gat.h"
+#include "gat/train/cli.h"
+#include "gat/train/neighbor_loader.h"
+#include "gat/train/sampled_training.h"
+#include "gat/train/trainer.h"
+#include "gat_testing.h"
+#include "gat_train_testing.h"
+
+using namespace gat;
+using namespace gat::testing;
+
+namespace {
+
+std::vector<int32_t> train_nodes(const Dataset& data) { return data.train_index.to_vector<int32_t>(); }
+
+NeighborLoaderOptions loader_options(int64_t batch_size, std::vector<int64_t> fanouts) {
+  NeighborLoaderOptions o;
+  o.batch_size = batch_size;
+  o.fanouts = std::move(fanouts);
+  o.seed = 3;
+  return o;
+}
+
+NeighborLoader make_loader(const Dataset& data, const NeighborLoaderOptions& options,
+                           std::vector<int32_t> seeds = {}) {
+  return NeighborLoader(data.graph, data.x, data.y, data.edge_attr, seeds.empty() ? train_nodes(data) : seeds,
+                        options, Device::cpu);
+}
+
+bool same_batch(const MiniBatch& a, const MiniBatch& b) {
+  if (a.seeds != b.seeds || !bitwise_equal(a.x, b.x) || !bitwise_equal(a.y, b.y) ||
+      a.blocks.size() != b.blocks.size() || a.edge_attrs.size() != b.edge_attrs.size())
+    return false;
+  for (size_t l = 0; l < a.blocks.size(); ++l)
+    if (!bitwise_equal(a.blocks[l].row_ptr(), b.blocks[l].row_ptr()) ||
+        !bitwise_equal(a.blocks[l].edge_src(), b.blocks[l].edge_src()))
+      return false;
+  for (size_t l = 0; l < a.edge_attrs.size(); ++l)
+    if (!bitwise_equal(a.edge_attrs[l], b.edge_attrs[l])) return false;
+  return true;
+}
+
+// Every batch of one epoch from the loader's thread.
+std::vector<MiniBatch> epoch_batches(NeighborLoader& loader, int64_t epoch) {
+  loader.start_epoch(epoch);
+  std::vector<MiniBatch> batches;
+  while (std::optional<MiniBatch> b = loader.next()) batches.push_back(std::move(*b));
+  return batches;
+}
+
+// The small dataset with 3 edge features, in f64 (features and edge features).
+Dataset f64_dataset_with_edge_features() {
+  GeneratorOptions go;
+  go.num_nodes = 120;
+  go.num_classes = 3;
+  go.num_features = 10;
+  go.num_edge_features = 3;
+  go.train_per_class = 8;
+  go.val_size = 30;
+  go.test_size = 40;
+  go.seed = 6;
+  Dataset data = generate_sbm(go);
+  data.x = data.x.to(DType::f64);
+  data.edge_attr = data.edge_attr.to(DType::f64);
+  return data;
+}
+
+GATConfig small_config(const Dataset& data, AttentionLayer layer, DType dtype, double dropout) {
+  GATConfig c;
+  c.in_features = data.num_features();
+  c.num_classes = data.num_classes;
+  c.hidden = 4;
+  c.heads = 2;
+  c.layer = layer;
+  c.dtype = dtype;
+  c.dropout = dropout;
+  c.value_dropout = layer == AttentionLayer::gat ? dropout : 0.0;
+  c.edge_dim = data.num_edge_features();
+  return c;
+}
+
+cli::Flags parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "gat_train");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return cli::parse(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string usage_error(const std::vector<std::string>& args) {
+  try {
+    parse(args);
+  } catch (const cli::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(NeighborLoader, EveryEpochTakesEverySeedOnceInBatchesTheLastPartial) {
+  const Dataset data = small_training_dataset();  // 30 training nodes
+  const std::vector<int32_t> seeds = train_nodes(data);
+  NeighborLoader loader = make_loader(data, loader_options(8, {4, 3}));
+  ASSERT_EQ(loader.num_batches(), 4);
+  const std::vector<MiniBatch> batches = epoch_batches(loader, 0);
+  ASSERT_EQ(batches.size(), 4u);
+  std::vector<int32_t> taken;
+  for (size_t b = 0; b < batches.size(); ++b) {
+    const MiniBatch& batch = batches[b];
+    EXPECT_EQ(batch.seeds.size(), b < 3 ? 8u : 6u) << "batch " << b;
+    taken.insert(taken.end(), batch.seeds.begin(), batch.seeds.end());
+    ASSERT_EQ(batch.blocks.size(), 2u);
+    EXPECT_EQ(batch.blocks[1].num_dst_nodes(), static_cast<int64_t>(batch.seeds.size()));
+    EXPECT_EQ(batch.blocks[0].num_dst_nodes(), batch.blocks[1].num_src_nodes());
+    EXPECT_EQ(batch.x.size(0), batch.blocks[0].num_src_nodes());
+    // The labels are the seeds' (the features' rows are checked through make_batch below).
+    const std::vector<int32_t> y = data.y.to_vector<int32_t>(), got = batch.y.to_vector<int32_t>();
+    for (size_t k = 0; k < batch.seeds.size(); ++k) EXPECT_EQ(got[k], y[static_cast<size_t>(batch.seeds[k])]);
+    // What the thread made is what make_batch makes on this thread.
+    EXPECT_TRUE(same_batch(batch, loader.make_batch(0, static_cast<int64_t>(b), loader.epoch_order(0))))
+        << "batch " << b;
+  }
+  std::vector<int32_t> sorted_taken = taken, sorted_seeds = seeds;
+  std::sort(sorted_taken.begin(), sorted_taken.end());
+  std::sort(sorted_seeds.begin(), sorted_seeds.end());
+  EXPECT_EQ(sorted_taken, sorted_seeds);
+  EXPECT_NE(taken, seeds) << "the epoch's order is not shuffled";
+  EXPECT_NE(loader.epoch_order(1), loader.epoch_order(0)) << "two epochs in one order";
+  EXPECT_EQ(loader.epoch_order(1), make_loader(data, loader_options(8, {4, 3})).epoch_order(1));
+  NeighborLoaderOptions in_order = loader_options(8, {4, 3});
+  in_order.shuffle = false;
+  EXPECT_EQ(make_loader(data, in_order).epoch_order(5), seeds);
+}
+
+TEST(NeighborLoader, ABatchLargerThanTheSeedsAndOneSeed) {
+  const Dataset data = small_training_dataset();
+  NeighborLoader all = make_loader(data, loader_options(1000, {-1, 2}));
+  EXPECT_EQ(all.num_batches(), 1);
+  EXPECT_EQ(epoch_batches(all, 0).front().seeds.size(), 30u);
+  NeighborLoader one = make_loader(data, loader_options(4, {3, 3}), {77});
+  const std::vector<MiniBatch> batches = epoch_batches(one, 2);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].seeds, std::vector<int32_t>{77});
+  EXPECT_EQ(batches[0].y.size(0), 1);
+}
+
+TEST(NeighborLoader, StopsMidEpochAndRestartsAndReportsTheThreadsErrors) {
+  const Dataset data = small_training_dataset();
+  NeighborLoaderOptions options = loader_options(2, {3, 3});  // 15 batches
+  options.prefetch = 1;
+  {
+    NeighborLoader loader = make_loader(data, options);
+    loader.start_epoch(0);
+    ASSERT_TRUE(loader.next().has_value());
+    // The thread now waits for room in the queue: a new epoch stops it and starts over.
+    loader.start_epoch(1);
+    const std::optional<MiniBatch> first = loader.next();
+    ASSERT_TRUE(first.has_value());
+    EXPECT_TRUE(same_batch(*first, loader.make_batch(1, 0, loader.epoch_order(1))));
+  }  // destroyed mid-epoch, its thread waiting: joins (a hang would time the test out)
+  NeighborLoader loader = make_loader(data, options);
+  expect_error([&] { loader.next(); }, {"no epoch started"});
+  loader.start_epoch(-1);  // the thread throws on its first batch
+  expect_error([&] { loader.next(); }, {"epoch -1 is negative"});
+  loader.start_epoch(0);  // and a loader that failed can start again
+  EXPECT_EQ(epoch_batches(loader, 0).size(), 15u);
+}
+
+TEST(NeighborLoader, BadInputIsRefused) {
+  const Dataset data = small_training_dataset();
+  expect_error([&] { make_loader(data, loader_options(0, {3, 3})); }, {"batch_size", "0"});
+  expect_error([&] { make_loader(data, loader_options(-5, {3, 3})); }, {"batch_size", "-5"});
+  expect_error([&] { make_loader(data, loader_options(4, {3, -7})); }, {"fanout 2"});
+  NeighborLoaderOptions no_prefetch = loader_options(4, {3, 3});
+  no_prefetch.prefetch = 0;
+  expect_error([&] { make_loader(data, no_prefetch); }, {"prefetch"});
+  expect_error([&] { make_loader(data, loader_options(4, {3, 3}), {1, 2, 1}); }, {"seed node 1", "twice"});
+  expect_error([&] { make_loader(data, loader_options(4, {3, 3}), {1, 200}); }, {"outside [0, 200)"});
+  expect_error(
+      [&] {
+        NeighborLoader(data.graph, data.x.rows(0, 10), data.y, Tensor(), {1}, loader_options(4, {3, 3}),
+                       Device::cpu);
+      },
+      {"x", "(200, F)"});
+}
+
+// The layer-wise inference is the full-graph forward: over one chunk of all nodes each block is
+// the graph itself (local ids are global ones), so bit for bit; over chunks of 7 the blocks are
+// bipartite and a node's in-edges are summed in local order, so to rounding (1e-12 in f64).
+TEST(LayerwiseInference, EqualsTheFullGraphForward) {
+  const Dataset data = f64_dataset_with_edge_features();
+  const Dataset looped = with_self_loops(data);
+  for (AttentionLayer layer : {AttentionLayer::gat, AttentionLayer::gatv2}) {
+    Generator init(5);
+    GAT model(small_config(data, layer, DType::f64, 0.6), init);
+    model.eval();
+    Tensor full;
+    {
+      autograd::NoGradGuard no_grad;
+      Generator none = Generator::refusing("test");
+      full = model.forward(Features(data.x), looped.graph, none, looped.edge_attr);  // (N, C)
+    }
+    const int64_t n = data.graph.num_dst_nodes();
+    const Tensor one_chunk = layerwise_inference(model, data.graph, data.x, data.edge_attr, n, Device::cpu);
+    EXPECT_TRUE(bitwise_equal(one_chunk, full)) << attention_layer_name(layer);
+    expect_close(layerwise_inference(model, data.graph, data.x, data.edge_attr, 7, Device::cpu), full,
+                 attention_layer_name(layer), 1e-12);
+  }
+}
+
+// With every in-edge (fanouts -1) and no dropout, a sampled step on a batch of seeds computes the
+// full-batch loss over those seeds: the same gradient for every parameter, to rounding (the
+// blocks sum a node's in-edges in local order). f64, edge features, both layer kinds.
+TEST(SampledTraining, AFullFanoutStepHasTheFullBatchGradient) {
+  const Dataset data = f64_dataset_with_edge_features();
+  const Dataset looped = with_self_loops(data);
+  const std::vector<int32_t> seeds = train_nodes(data);
+  for (AttentionLayer layer : {AttentionLayer::gat, AttentionLayer::gatv2}) {
+    Generator init(8);
+    GAT model(small_config(data, layer, DType::f64, 0.0), init);
+    model.train();
+    Generator gen(1);
+    model.zero_grad();
+    ops::masked_cross_entropy(model.forward(Features(data.x), looped.graph, gen, looped.edge_attr), data.y,
+                              data.train_index)
+        .backward();
+    std::vector<Tensor> full;
+    for (const Tensor& p : model.parameters()) full.push_back(p.grad().clone());
+    NeighborLoader loader = make_loader(data, loader_options(static_cast<int64_t>(seeds.size()), {-1, -1}));
+    const MiniBatch batch = loader.make_batch(0, 0, loader.epoch_order(0));  // shuffled seeds
+    ASSERT_EQ(batch.seeds.size(), seeds.size());
+    ASSERT_GT(batch.blocks[0].num_src_nodes(), batch.blocks[0].num_dst_nodes()) << "blocks not bipartite";
+    model.zero_grad();
+    const Tensor logits = model.forward(batch.x, batch.blocks, gen, batch.edge_attrs);
+    std::vector<int32_t> rows(seeds.size());
+    std::iota(rows.begin(), rows.end(), 0);
+    ops::masked_cross_entropy(logits, batch.y, Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}))
+        .backward();
+    const auto named = model.named_parameters();
+    for (size_t i = 0; i < full.size(); ++i)
+      expect_close(named[i].second.grad(), full[i],
+                   std::string(attention_layer_name(layer)) + " " + named[i].first, 1e-10);
+  }
+}
+
+TEST(SampledTraining, TrainsReproduciblyForAnyThreadCountAndRefusesWhatItCannotDo) {
+  const Dataset data = small_training_dataset();
+  SampledTraining sampled;
+  sampled.loader = loader_options(8, {5, 5});
+  sampled.inference_batch_size = 64;
+  TrainOptions options;
+  options.max_epochs = 12;
+  options.patience = 100;
+  options.lr = 0.05;
+  auto train = [&](int threads) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    Generator gen(2);
+    GAT model(small_config(data, AttentionLayer::gat, DType::f32, 0.3), gen);
+    std::vector<EpochStats> epochs;
+    const TrainResult r = train_node_classifier_sampled(model, data, options, sampled, Device::cpu, gen,
+                                                        [&](const EpochStats& s) { epochs.push_back(s); });
+    omp_set_num_threads(before);
+    EXPECT_EQ(epochs.size(), 12u);
+    EXPECT_FALSE(model.is_training());
+    std::vector<std::vector<float>> params;
+    for (const Tensor& p : model.parameters()) params.push_back(p.to_vector<float>());
+    return std::make_pair(r, params);
+  };
+  const auto [one, one_params] = train(1);
+  const auto [two, two_params] = train(2);
+  EXPECT_EQ(one_params, two_params);
+  EXPECT_EQ(one.test_acc, two.test_acc);
+  EXPECT_EQ(one.best_epoch, two.best_epoch);
+  EXPECT_GT(one.test_acc, 0.6) << "3 classes: it did not learn";
+
+  Generator gen(2);
+  GAT model(small_config(data, AttentionLayer::gat, DType::f32, 0.3), gen);
+  TrainOptions with_checkpoint = options;
+  with_checkpoint.checkpoints.path = "run.safetensors";
+  expect_error(
+      [&] { train_node_classifier_sampled(model, data, with_checkpoint, sampled, Device::cpu, gen); },
+      {"no run checkpoints"});
+  TrainOptions with_loss = options;
+  with_loss.loss = [](const Tensor& logits, const Dataset&) { return logits; };
+  expect_error([&] { train_node_classifier_sampled(model, data, with_loss, sampled, Device::cpu, gen); },
+               {"TrainOptions::loss"});
+  SampledTraining three = sampled;
+  three.loader.fanouts = {5, 5, 5};
+  expect_error([&] { train_node_classifier_sampled(model, data, options, three, Device::cpu, gen); },
+               {"3 fanouts", "2 layers"});
+}
+
+TEST(GatTrainFlags, BatchSizeAndFanouts) {
+  const cli::Flags flags = parse({"--batch-size", "256", "--fanouts", "25,-1"});
+  EXPECT_EQ(flags.batch_size, 256);
+  EXPECT_EQ(flags.sampled.loader.batch_size, 256);
+  EXPECT_EQ(flags.sampled.loader.fanouts, (std::vector<int64_t>{25, -1}));
+  EXPECT_EQ(parse({"--batch-size", "8"}).sampled.loader.fanouts, (std::vector<int64_t>{25, 10}));
+  EXPECT_EQ(parse({}).batch_size, 0);
+  const std::pair<std::vector<std::string>, std::string> bad[] = {
+      {{"--batch-size", "-1"}, "--batch-size"},
+      {{"--batch-size", "1.5"}, "--batch-size"},
+      {{"--fanouts", "10,10"}, "without --batch-size"},
+      {{"--batch-size", "0", "--fanouts", "10,10"}, "without --batch-size"},
+      {{"--batch-size", "8", "--fanouts", "10"}, "1 fanouts, the model has 2 layers"},
+      {{"--batch-size", "8", "--fanouts", "10,10,10"}, "3 fanouts"},
+      {{"--batch-size", "8", "--fanouts", "10,x"}, "'x' is not an integer"},
+      {{"--batch-size", "8", "--fanouts", "10,-2"}, "'-2' is not an integer in [-1"},
+      {{"--batch-size", "8", "--fanouts", "10,"}, "'' is not an integer"},
+      {{"--batch-size", "8", "--fanouts", ""}, "'' is not an integer"},
+      {{"--batch-size", "8", "--checkpoint", "c.safetensors"}, "no run checkpoints"},
+      {{"--batch-size", "8", "--resume", "c.safetensors"}, "no run checkpoints"},
+      {{"--load", "m.safetensors", "--batch-size", "8"}, "excludes"},
+  };
+  for (const auto& [args, part] : bad) {
+    const std::string message = usage_error(args);
+    EXPECT_NE(message.find(part), std::string::npos) << args[0] << " " << args[1] << ": '" << message << "'";
+  }
+}
+
+TEST(GatTrainFlags, SampledRunEndToEnd) {
+  TempDir dir;
+  const Outcome o = run_gat_train(
+      "--dataset synthetic:800:6:1 --batch-size 64 --fanouts 5,5 --epochs 3 --quiet --json", dir.path());
+  ASSERT_EQ(o.status, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["config"]["batch_size"], 64);
+  EXPECT_EQ(j["config"]["fanouts"], nlohmann::json::array({5, 5}));
+  EXPECT_EQ(j["epochs_mean"], 3.0);
+  const Outcome refused = run_gat_train(
+      "--dataset synthetic:800:6:1 --batch-size 64 --checkpoint " + (dir.path() / "c").string(), dir.path());
+  EXPECT_EQ(refused.status, 2);
+  EXPECT_NE(refused.err.find("no run checkpoints"), std::string::npos) << refused.err;
+}

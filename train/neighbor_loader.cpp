@@ -1,0 +1,151 @@
+#include "gat/train/neighbor_loader.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "gat/framework/ops/index_rows.h"
+
+namespace gat {
+
+namespace {
+
+// rows `rows` of the host table (N, ...) -> (K, ...) on the host.
+Tensor gather_rows(const Tensor& table, const std::vector<int32_t>& rows) {
+  return ops::index_rows(table, Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}));
+}
+
+}  // namespace
+
+void NeighborLoaderOptions::validate() const {
+  check_in_range("NeighborLoader: batch_size", batch_size, kBatchSizeRange);
+  check_in_range("NeighborLoader: prefetch", prefetch, kPrefetchRange);
+  NeighborSamplerOptions{fanouts, replace, seed}.validate();
+}
+
+NeighborLoader::NeighborLoader(Graph graph, Tensor x, Tensor y, Tensor edge_attr, std::vector<int32_t> seeds,
+                               NeighborLoaderOptions options, Device device)
+    : sampler_(std::move(graph), NeighborSamplerOptions{options.fanouts, options.replace, options.seed}),
+      x_(std::move(x)),
+      y_(std::move(y)),
+      edge_attr_(std::move(edge_attr)),
+      seeds_(std::move(seeds)),
+      options_(std::move(options)),
+      device_(device),
+      threads_(omp_get_max_threads()) {
+  options_.validate();
+  const Graph& g = sampler_.graph();
+  const int64_t n = g.num_dst_nodes();
+  GAT_CHECK(x_.device() == Device::cpu && x_.dim() == 2 && x_.size(0) == n, "NeighborLoader: x ",
+            x_.describe(), " must be (", n, ", F) on the CPU for a graph of ", n, " nodes");
+  GAT_CHECK(y_.device() == Device::cpu && y_.dtype() == DType::i32 && y_.dim() == 1 && y_.size(0) == n,
+            "NeighborLoader: y ", y_.describe(), " must be (", n, ",) i32 on the CPU");
+  GAT_CHECK(!edge_attr_.defined() || (edge_attr_.device() == Device::cpu && edge_attr_.dim() == 2 &&
+                                      edge_attr_.size(0) == g.num_edges()),
+            "NeighborLoader: edge_attr ", edge_attr_.describe(), " must be (", g.num_edges(),
+            ", D) on the CPU, in the graph's edge order");
+  GAT_CHECK(!seeds_.empty(), "NeighborLoader: no seed nodes");
+  // The sampler checks each batch's seeds; a repeat across batches would pass it, so check here.
+  std::vector<int32_t> sorted = seeds_;
+  std::sort(sorted.begin(), sorted.end());
+  GAT_CHECK(sorted.front() >= 0 && sorted.back() < n, "NeighborLoader: a seed is outside [0, ", n, ")");
+  const auto repeat = std::adjacent_find(sorted.begin(), sorted.end());
+  GAT_CHECK(repeat == sorted.end(), "NeighborLoader: seed node ", repeat == sorted.end() ? 0 : *repeat,
+            " is given twice");
+}
+
+NeighborLoader::~NeighborLoader() { stop(); }
+
+int64_t NeighborLoader::num_batches() const {
+  const auto n = static_cast<int64_t>(seeds_.size());
+  return (n + options_.batch_size - 1) / options_.batch_size;
+}
+
+std::vector<int32_t> NeighborLoader::epoch_order(int64_t epoch) const {
+  GAT_CHECK(epoch >= 0, "NeighborLoader: epoch ", epoch, " is negative");
+  return options_.shuffle ? shuffle_nodes(seeds_, options_.seed, static_cast<uint64_t>(epoch)) : seeds_;
+}
+
+MiniBatch NeighborLoader::make_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order) const {
+  GAT_CHECK(batch >= 0 && batch < num_batches() && order.size() == seeds_.size(), "NeighborLoader: no batch ",
+            batch, " of ", num_batches(), " in an order of ", order.size(), " seeds (", seeds_.size(),
+            " given)");
+  const auto first = static_cast<size_t>(batch * options_.batch_size);
+  const size_t last = std::min(order.size(), first + static_cast<size_t>(options_.batch_size));
+  MiniBatch out;
+  out.seeds.assign(order.begin() + static_cast<std::ptrdiff_t>(first),
+                   order.begin() + static_cast<std::ptrdiff_t>(last));
+  SampledBatch sampled =
+      sampler_.sample(out.seeds, static_cast<uint64_t>(epoch) * static_cast<uint64_t>(num_batches()) +
+                                     static_cast<uint64_t>(batch));
+  out.x = gather_rows(x_, sampled.input_nodes());
+  out.y = gather_rows(y_, out.seeds);
+  for (SampledBlock& block : sampled.blocks) {
+    if (edge_attr_.defined()) out.edge_attrs.push_back(gather_rows(edge_attr_, block.edge_ids));
+    out.blocks.push_back(std::move(block.graph));
+  }
+  return out;
+}
+
+void NeighborLoader::start_epoch(int64_t epoch) {
+  stop();
+  std::lock_guard<std::mutex> lock(mutex_);
+  stop_ = finished_ = false;
+  error_ = nullptr;
+  worker_ = std::thread([this, epoch] {
+    omp_set_num_threads(threads_);  // a new thread starts from OpenMP's default
+    try {
+      const std::vector<int32_t> order = epoch_order(epoch);
+      for (int64_t b = 0; b < num_batches(); ++b) {
+        MiniBatch batch = make_batch(epoch, b, order);
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [&] { return stop_ || static_cast<int64_t>(ready_.size()) < options_.prefetch; });
+        if (stop_) return;
+        ready_.push_back(std::move(batch));
+        changed_.notify_all();
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = true;
+    changed_.notify_all();
+  });
+}
+
+std::optional<MiniBatch> NeighborLoader::next() {
+  MiniBatch batch;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    GAT_CHECK(worker_.joinable(), "NeighborLoader::next: no epoch started (start_epoch)");
+    changed_.wait(lock, [&] { return !ready_.empty() || finished_; });
+    if (ready_.empty()) {
+      if (error_) std::rethrow_exception(error_);
+      return std::nullopt;
+    }
+    batch = std::move(ready_.front());
+    ready_.pop_front();
+    changed_.notify_all();
+  }
+  if (device_ == Device::cpu) return batch;
+  for (Graph& g : batch.blocks) g = g.to(device_);
+  for (Tensor& t : batch.edge_attrs) t = t.to(device_);
+  batch.x = batch.x.to(device_);
+  batch.y = batch.y.to(device_);
+  return batch;
+}
+
+void NeighborLoader::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+    changed_.notify_all();
+  }
+  if (worker_.joinable()) worker_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  ready_.clear();
+}
+
+}  // namespace gat

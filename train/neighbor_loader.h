@@ -1,0 +1,98 @@
+// NeighborLoader: the batches of sampled training (PyG's NeighborLoader, DGL's DataLoader with a
+// neighbour sampler). Each epoch the seed nodes are shuffled and cut into batches; a background
+// thread samples each batch's blocks (NeighborSampler, framework/neighbor_sampler.h) and gathers
+// the rows of the features, labels and edge features it reads, from host memory, up to
+// `prefetch` batches ahead of the training step. next() hands them over on the loader's device.
+// So the features need not fit on the device: only a batch's rows are copied there.
+//
+// What the thread and the caller share: the sampler and the host tensors (read only, never
+// written after the loader is made) and the queue of finished batches (under a mutex). The
+// caller never touches a batch before the thread has handed it over, nor the thread after. An
+// exception in the thread reaches the caller at its next next(); the destructor and
+// start_epoch stop the thread and wait for it (early stopping, an error in the step).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "gat/framework/check.h"
+#include "gat/framework/graph.h"
+#include "gat/framework/neighbor_sampler.h"
+#include "gat/framework/tensor.h"
+
+namespace gat {
+
+struct NeighborLoaderOptions {
+  int64_t batch_size = 512;      // seeds per batch; the last batch of an epoch may have fewer
+  std::vector<int64_t> fanouts;  // NeighborSamplerOptions::fanouts (PyG's order: the seeds' hop first)
+  bool replace = false;          // NeighborSamplerOptions::replace
+  bool shuffle = true;           // a new order of the seeds every epoch (false: as given)
+  uint64_t seed = 0;             // of the shuffles and the draws
+  int64_t prefetch = 2;          // batches made ahead of the caller
+
+  static constexpr Range<int64_t> kBatchSizeRange{1, std::numeric_limits<int32_t>::max()};
+  static constexpr Range<int64_t> kPrefetchRange{1, 64};
+  // Throws a gat::Error naming the first field outside its range (the fanouts as the sampler's).
+  void validate() const;
+};
+
+// One batch, on the loader's device.
+struct MiniBatch {
+  std::vector<Graph> blocks;       // input layer first (SampledBatch::blocks' graphs)
+  std::vector<Tensor> edge_attrs;  // per block (E_l, D), rows edge_ids of edge_attr; empty without
+  Tensor x;                        // (Ns0, F) the rows of x of blocks[0]'s sources
+  Tensor y;                        // (B,) i32 the seeds' labels
+  std::vector<int32_t> seeds;      // (B,) the seeds, in the blocks' order (host)
+};
+
+class NeighborLoader {
+ public:
+  // graph: on the CPU, without the self loops the layers add. x (N, F) dense, y (N,) i32 and
+  // edge_attr (E, D) in graph's edge order (undefined: none): on the CPU. seeds: the nodes to
+  // train on (distinct, in [0, N)). Batches go to `device`.
+  NeighborLoader(Graph graph, Tensor x, Tensor y, Tensor edge_attr, std::vector<int32_t> seeds,
+                 NeighborLoaderOptions options, Device device);
+  ~NeighborLoader();
+  NeighborLoader(const NeighborLoader&) = delete;
+  NeighborLoader& operator=(const NeighborLoader&) = delete;
+
+  int64_t num_batches() const;
+  // Starts epoch `epoch` (from 0): stops the thread of the one before (its batches not taken are
+  // dropped) and starts making this one's, in order.
+  void start_epoch(int64_t epoch);
+  // The epoch's next batch, waiting for it; none after its last. Rethrows what the thread threw
+  // (once the batches before it have been taken).
+  std::optional<MiniBatch> next();
+
+  // The seeds in epoch `epoch`'s order: batch b is entries [b * batch_size, (b + 1) * batch_size).
+  std::vector<int32_t> epoch_order(int64_t epoch) const;
+  // Batch `batch` of epoch `epoch` (order: epoch_order(epoch)) made on the calling thread, on the
+  // host: what the thread makes.
+  MiniBatch make_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order) const;
+
+ private:
+  void stop();  // stops and joins the thread, empties the queue
+
+  NeighborSampler sampler_;
+  Tensor x_, y_, edge_attr_;
+  std::vector<int32_t> seeds_;
+  NeighborLoaderOptions options_;
+  Device device_;
+  int threads_ = 1;  // OpenMP threads of the caller, for the thread's parallel loops
+
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable changed_;  // a batch was queued or taken, the thread ended or must stop
+  std::deque<MiniBatch> ready_;      // host batches, oldest first
+  bool stop_ = false, finished_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace gat
