@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "gat/framework/graph.h"
@@ -63,12 +65,114 @@ struct RowScratch {
   }
 };
 
-// ex (degree, H) = exp(s_row - shift[h]) for a row's scores s_row (degree, H), contiguous: the
-// subtractions, then one flat pass of exponentials, which vectorises for any H.
+// A row's heads are handled W at a time (a head group), as one value of type V: a GCC vector of
+// W = 8 lanes when H is a multiple of 8 (the paper's first layer: a row's 8 heads in one vector),
+// else T itself (W = 1). Every lane does the float operations one head did, in the same order, so
+// the results do not depend on W. Left to itself the vectoriser turned the short head loops inside
+// the edge loops into shuffles and scalar stores.
+template <class T, int W>
+struct HeadGroupOf {
+  typedef T type __attribute__((vector_size(W * sizeof(T))));
+};
 template <class T>
-GAT_SIMD_CLONES void shifted_exps(const T* s_row, int64_t degree, int64_t H, const T* shift, T* ex) {
+struct HeadGroupOf<T, 1> {
+  using type = T;
+};
+template <class T, class V>
+constexpr int64_t kLanes = static_cast<int64_t>(sizeof(V) / sizeof(T));
+
+// Names a head group type V for fn. with_head_group calls fn(GroupTag<V>{}, H) with the head
+// group of `heads` heads of T, and H = heads: an std::integral_constant for one head (the paper's
+// output layer), so that a row's loops over its edges and heads become flat loops over its edges,
+// which vectorise; an int64_t otherwise.
+template <class V>
+struct GroupTag {
+  using type = V;
+};
+template <class T, class Fn>
+void with_head_group(int64_t heads, Fn&& fn) {
+  if (heads % 8 == 0) return fn(GroupTag<typename HeadGroupOf<T, 8>::type>{}, heads);
+  if (heads == 1) return fn(GroupTag<T>{}, std::integral_constant<int64_t, 1>{});
+  fn(GroupTag<T>{}, heads);
+}
+
+// A function that takes or returns a head group is always inlined (GAT_GROUP_FN): into the
+// GAT_SIMD_CLONES version that calls it, so that a vector never crosses a call between code of two
+// instruction sets, whose ABIs for vectors differ. That is what -Wpsabi warns about; it is
+// silenced for the .cpp files that include this header (templates are instantiated at their end).
+#define GAT_GROUP_FN __attribute__((always_inline)) inline
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+// The W values at p (any alignment), and their store.
+template <class V, class T>
+GAT_GROUP_FN V load_group(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T, class V>
+GAT_GROUP_FN void store_group(T* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+// x in every lane.
+template <class V, class T>
+GAT_GROUP_FN V splat(T x) {
+  if constexpr (std::is_same_v<V, T>) {
+    return x;
+  } else {
+    V v{};
+    for (int64_t l = 0; l < kLanes<T, V>; ++l) v[l] = x;
+    return v;
+  }
+}
+// std::max(a, b) lane by lane: b where a < b, else a.
+template <class V>
+GAT_GROUP_FN V max_lanes(const V& a, const V& b) {
+  return a < b ? b : a;
+}
+
+// acc[f] += w x[f] for f in [0, F), a head's features: one vector multiply and add when F is 8 at
+// compile time (with_head_width), a loop otherwise.
+template <class T, class IntF>
+GAT_GROUP_FN void add_scaled_head(T* acc, T w, const T* x, IntF F) {
+  if constexpr (std::is_same_v<IntF, std::integral_constant<int64_t, 8>>) {
+    using Head = typename HeadGroupOf<T, 8>::type;
+    store_group(acc, load_group<Head>(acc) + w * load_group<Head>(x));
+  } else {
+    for (int64_t f = 0; f < F; ++f) acc[f] += w * x[f];
+  }
+}
+
+// g . x over a head's features, summed in feature order from 0; the products in one vector
+// multiply when F is 8 at compile time.
+template <class T, class IntF>
+GAT_GROUP_FN T dot_head(const T* g, const T* x, IntF F) {
+  T dot = 0;
+  if constexpr (std::is_same_v<IntF, std::integral_constant<int64_t, 8>>) {
+    using Head = typename HeadGroupOf<T, 8>::type;
+    const Head p = load_group<Head>(g) * load_group<Head>(x);
+    for (int f = 0; f < 8; ++f) dot += p[f];
+  } else {
+    for (int64_t f = 0; f < F; ++f) dot += g[f] * x[f];
+  }
+  return dot;
+}
+
+// fn(F) with F an std::integral_constant when it is 8 (the paper's heads), an int64_t otherwise.
+template <class Fn>
+void with_head_width(int64_t F, Fn&& fn) {
+  if (F == 8) return fn(std::integral_constant<int64_t, 8>{});
+  fn(F);
+}
+
+// ex (degree, H) = exp(s_row - shift[h]) for a row's scores s_row (degree, H), contiguous: the
+// subtractions by head group, then one flat pass of exponentials, which vectorises for any H.
+template <class V, class T, class IntH>
+void shifted_exps(const T* s_row, int64_t degree, IntH H, const T* shift, T* ex) {
+  constexpr int64_t W = kLanes<T, V>;
   for (int64_t k = 0; k < degree; ++k)
-    for (int64_t h = 0; h < H; ++h) ex[k * H + h] = s_row[k * H + h] - shift[h];
+    for (int64_t h = 0; h < H; h += W)
+      store_group(ex + k * H + h, load_group<V>(s_row + k * H + h) - load_group<V>(shift + h));
   for (int64_t q = 0; q < degree * H; ++q) ex[q] = detail::vec_exp(ex[q]);
 }
 
@@ -76,37 +180,57 @@ GAT_SIMD_CLONES void shifted_exps(const T* s_row, int64_t degree, int64_t H, con
 // ex[k, h] = exp(s_row[k, h] - m[h]) and z[h] = their sum, in edge order. Weights are ex / z, not
 // exp(s - lse): lse = m + log z rounds to ulp(m), a relative error of 1e-3 in f32 for scores of
 // 1e4.
-template <class T>
-void row_softmax_terms(const T* s_row, int64_t degree, int64_t H, RowScratch<T>& row) {
-  std::fill(row.m.begin(), row.m.end(), -std::numeric_limits<T>::infinity());
-  std::fill(row.z.begin(), row.z.end(), T(0));
-  for (int64_t k = 0; k < degree; ++k)
-    for (int64_t h = 0; h < H; ++h) row.m[h] = std::max(row.m[h], s_row[k * H + h]);
-  shifted_exps(s_row, degree, H, row.m.data(), row.ex.data());
-  for (int64_t k = 0; k < degree; ++k)
-    for (int64_t h = 0; h < H; ++h) row.z[h] += row.ex[k * H + h];
+template <class V, class T, class IntH>
+void row_softmax_terms(const T* s_row, int64_t degree, IntH H, RowScratch<T>& row) {
+  constexpr int64_t W = kLanes<T, V>;
+  T *m = row.m.data(), *z = row.z.data(), *ex = row.ex.data();  // (H,), (H,), (degree, H)
+  for (int64_t h = 0; h < H; h += W) {
+    V max = splat<V>(-std::numeric_limits<T>::infinity());
+    for (int64_t k = 0; k < degree; ++k) max = max_lanes(max, load_group<V>(s_row + k * H + h));
+    store_group(m + h, max);
+  }
+  shifted_exps<V>(s_row, degree, H, m, ex);
+  for (int64_t h = 0; h < H; h += W) {
+    V sum = splat<V>(T(0));
+    for (int64_t k = 0; k < degree; ++k) sum += load_group<V>(ex + k * H + h);
+    store_group(z + h, sum);
+  }
 }
 
-// Head h of a row's softmax backward, with a = row.ex (the weights, (degree, H)) and d = row.drop:
-// kept[k, h] = a[k] d[k] when kept is given and, when ds is given,
-//   da[k] = (g . values[src[k], h, :]) d[k],  ds[k, h] = a[k] (da[k] - sum over k' of a[k'] da[k'])
-// for g (F,) the gradient of the head's output row. values (Ns, H, F); src (degree,), kept and ds
-// (degree, H) start at the row's first edge.
-template <class T>
-void softmax_row_backward(const RowScratch<T>& row, int64_t degree, int64_t H, int64_t h, int64_t F,
-                          const T* g, const T* values, const int32_t* src, T* ds, T* kept) {
-  for (int64_t k = 0; kept && k < degree; ++k) kept[k * H + h] = row.ex[k * H + h] * row.drop[k * H + h];
+// A row's softmax backward, every head at once, with a = row.ex (the weights, (degree, H)) and
+// d = row.drop: kept[k, h] = a[k, h] d[k, h] when kept is given and, when ds is given,
+//   da[k, h] = (g[h, :] . values[src[k], h, :]) d[k, h],
+//   ds[k, h] = a[k, h] (da[k, h] - sum over k' of a[k', h] da[k', h])
+// for g (H, F) the gradient of the row's output. values (Ns, H, F); src (degree,), kept and ds
+// (degree, H) start at the row's first edge. Uses row.z for the row sums.
+template <class V, class T, class IntH, class IntF>
+void softmax_row_backward(RowScratch<T>& row, int64_t degree, IntH H, IntF F, const T* g, const T* values,
+                          const int32_t* src, T* ds, T* kept) {
+  constexpr int64_t W = kLanes<T, V>;
+  const T* a = row.ex.data();    // (degree, H)
+  const T* d = row.drop.data();  // (degree, H)
+  for (int64_t q = 0; kept && q < degree * H; ++q) kept[q] = a[q] * d[q];
   if (!ds) return;
-  T row_sum = 0;
+  T* row_sum = row.z.data();  // (H,)
+  std::fill(row_sum, row_sum + H, T(0));
   for (int64_t k = 0; k < degree; ++k) {
-    const T* vj = values + (static_cast<int64_t>(src[k]) * H + h) * F;
-    T dot = 0;
-    for (int64_t f = 0; f < F; ++f) dot += g[f] * vj[f];
-    const T da = dot * row.drop[k * H + h];
-    ds[k * H + h] = da;
-    row_sum += row.ex[k * H + h] * da;
+    const T* vj = values + static_cast<int64_t>(src[k]) * H * F;  // (H, F)
+    for (int64_t h = 0; h < H; h += W) {
+      V dot;
+      if constexpr (W == 1) {
+        dot = dot_head(g + h * F, vj + h * F, F);
+      } else {
+        for (int64_t l = 0; l < W; ++l) dot[l] = dot_head(g + (h + l) * F, vj + (h + l) * F, F);
+      }
+      const V da = dot * load_group<V>(d + k * H + h);
+      store_group(ds + k * H + h, da);
+      store_group(row_sum + h, load_group<V>(row_sum + h) + load_group<V>(a + k * H + h) * da);
+    }
   }
-  for (int64_t k = 0; k < degree; ++k) ds[k * H + h] = row.ex[k * H + h] * (ds[k * H + h] - row_sum);
+  for (int64_t k = 0; k < degree; ++k)
+    for (int64_t h = 0; h < H; h += W)
+      store_group(ds + k * H + h, load_group<V>(a + k * H + h) *
+                                      (load_group<V>(ds + k * H + h) - load_group<V>(row_sum + h)));
 }
 
 // log of a head's softmax denominator, m + log z; -inf for an empty row.
@@ -116,10 +240,12 @@ T log_sum_exp(T m, T z) {
 }
 
 // f(row, i, b, degree) for the rows i in [begin, end) of a CSR (edges [b, b + degree)), with f
-// inlined into every SIMD version.
+// and everything it calls inlined into every SIMD version (flatten): left to the inliner, the row
+// helpers and vec_exp stayed calls to baseline x86-64 code, a third slower a Cora epoch.
 template <class T, class F>
-GAT_SIMD_CLONES void rows_in_range(const int32_t* row_ptr, int64_t begin, int64_t end, int64_t H,
-                                   RowScratch<T>& row, F& f) {
+__attribute__((flatten)) GAT_SIMD_CLONES void rows_in_range(const int32_t* row_ptr, int64_t begin,
+                                                            int64_t end, int64_t H, RowScratch<T>& row,
+                                                            F& f) {
   for (int64_t i = begin; i < end; ++i) {
     const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
     row.reserve(degree, H);
@@ -146,42 +272,55 @@ void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
 
 // f(row, i, b, degree) for every row i of the graph's CSR (edges [b, b + degree)), H heads, with
 // the row's softmax terms (row.m, row.ex, row.z: row_softmax_terms of the scores' row) and its
-// dropout keep factors (row.drop) in the row's scratch: the forward's view of a row.
-template <class T, class Scores, class F>
-void for_each_softmax_row(const Graph& graph, const Scores& scores, const DropoutKey& attn_dropout, int64_t H,
+// dropout keep factors (row.drop) in the row's scratch: the forward's view of a row. V is the
+// head group (with_head_group).
+template <class V, class T, class Scores, class IntH, class F>
+void for_each_softmax_row(const Graph& graph, const Scores& scores, const DropoutKey& attn_dropout, IntH H,
                           F&& f) {
   const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
   for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
-                  [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+                  [&, H](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
                     drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
-                    row_softmax_terms(scores.row(row, i, b, degree), degree, H, row);
+                    row_softmax_terms<V>(scores.template row<V>(row, i, b, degree), degree, H, row);
                     f(row, i, b, degree);
                   });
 }
 
-// The forward of the fused ops, for any score policy: out (N, H, F) and lse (N, H) from the scores' rows and
-// V (N, H, F).
+// The forward of the fused ops, for any score policy: out (N, H, F) and lse (N, H) from the
+// scores' rows and V (N, H, F). A row's weights w = ex / z * keep first (in place of ex), then
+// out[i] += w[k, h] values[src[k], h, :] edge by edge: each output element sums its terms in edge
+// order.
 template <class T, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
-  const int64_t H = lse.size(1), F = node_value.size(2);
   const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
-  const T* V = node_value.data<T>();                      // (Ns, H, F)
+  const T* values = node_value.data<T>();                 // (Ns, H, F)
   T* o = out.data<T>();                                   // (N, H, F)
   T* l = lse.data<T>();                                   // (N, H)
-  for_each_softmax_row<T>(graph, scores, attn_dropout, H,
-                          [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-                            T* oi = o + i * H * F;
-                            std::fill(oi, oi + H * F, T(0));
-                            for (int64_t h = 0; h < H; ++h) {
-                              l[i * H + h] = log_sum_exp(row.m[h], row.z[h]);
-                              for (int64_t k = 0; k < degree; ++k) {
-                                const T w = row.ex[k * H + h] / row.z[h] * row.drop[k * H + h];
-                                const T* vj = V + (static_cast<int64_t>(src[b + k]) * H + h) * F;
-                                for (int64_t f = 0; f < F; ++f) oi[h * F + f] += w * vj[f];
-                              }
-                            }
-                          });
+  with_head_group<T>(lse.size(1), [&](auto group, auto H) {
+    using V = typename decltype(group)::type;
+    constexpr int64_t W = kLanes<T, V>;
+    with_head_width(node_value.size(2), [&](auto F) {
+      for_each_softmax_row<V, T>(
+          graph, scores, attn_dropout, H,
+          [&, H, F](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+            T* w = row.ex.data();  // (degree, H)
+            for (int64_t h = 0; h < H; ++h) l[i * H + h] = log_sum_exp(row.m[h], row.z[h]);
+            for (int64_t h = 0; h < H; h += W) {
+              const V z = load_group<V>(row.z.data() + h);
+              for (int64_t k = 0; k < degree; ++k)
+                store_group(w + k * H + h,
+                            load_group<V>(w + k * H + h) / z * load_group<V>(row.drop.data() + k * H + h));
+            }
+            T* oi = o + i * H * F;  // (H, F)
+            std::fill(oi, oi + H * F, T(0));
+            for (int64_t k = 0; k < degree; ++k) {
+              const T* vj = values + static_cast<int64_t>(src[b + k]) * H * F;  // (H, F)
+              for (int64_t h = 0; h < H; ++h) add_scaled_head(oi + h * F, w[k * H + h], vj + h * F, F);
+            }
+          });
+    });
+  });
 }
 
 }  // namespace gat::ops::attention_rows
