@@ -158,6 +158,34 @@ GAT_GROUP_FN T dot_head(const T* g, const T* x, IntF F) {
   return dot;
 }
 
+// dot[l] = g[l, :] . x[l, :] for the 8 heads l of a group, heads of 8 features (g and x (8, 8)),
+// each summed in feature order from 0 as dot_head sums one head: the products, an 8 x 8 transpose
+// (the shuffles of AVX's unpack, shuffle and permute2f128), then 8 additions of whole vectors.
+template <class V, class T>
+GAT_GROUP_FN V dot_heads8(const T* g, const T* x) {
+  using Index = decltype(V{} < V{});  // integers of T's width
+  const Index unpack_lo{0, 8, 1, 9, 4, 12, 5, 13}, unpack_hi{2, 10, 3, 11, 6, 14, 7, 15};
+  const Index pairs_lo{0, 1, 8, 9, 4, 5, 12, 13}, pairs_hi{2, 3, 10, 11, 6, 7, 14, 15};
+  const Index halves_lo{0, 1, 2, 3, 8, 9, 10, 11}, halves_hi{4, 5, 6, 7, 12, 13, 14, 15};
+  V p[8], t[8], u[8];
+  for (int l = 0; l < 8; ++l)
+    p[l] = load_group<V>(g + l * 8) * load_group<V>(x + l * 8);  // head l's products
+  for (int q = 0; q < 8; q += 2) {
+    t[q] = __builtin_shuffle(p[q], p[q + 1], unpack_lo);
+    t[q + 1] = __builtin_shuffle(p[q], p[q + 1], unpack_hi);
+  }
+  for (int q = 0; q < 8; q += 4) {  // u[q + c]: features c and c + 4 of heads q .. q + 3
+    u[q] = __builtin_shuffle(t[q], t[q + 2], pairs_lo);
+    u[q + 1] = __builtin_shuffle(t[q], t[q + 2], pairs_hi);
+    u[q + 2] = __builtin_shuffle(t[q + 1], t[q + 3], pairs_lo);
+    u[q + 3] = __builtin_shuffle(t[q + 1], t[q + 3], pairs_hi);
+  }
+  V dot = splat<V>(T(0));
+  for (int c = 0; c < 4; ++c) dot += __builtin_shuffle(u[c], u[c + 4], halves_lo);  // feature c of every head
+  for (int c = 0; c < 4; ++c) dot += __builtin_shuffle(u[c], u[c + 4], halves_hi);  // feature c + 4
+  return dot;
+}
+
 // fn(F) with F an std::integral_constant when it is 8 (the paper's heads), an int64_t otherwise.
 template <class Fn>
 void with_head_width(int64_t F, Fn&& fn) {
@@ -219,6 +247,8 @@ void softmax_row_backward(RowScratch<T>& row, int64_t degree, IntH H, IntF F, co
       V dot;
       if constexpr (W == 1) {
         dot = dot_head(g + h * F, vj + h * F, F);
+      } else if constexpr (W == 8 && std::is_same_v<IntF, std::integral_constant<int64_t, 8>>) {
+        dot = dot_heads8<V>(g + h * F, vj + h * F);
       } else {
         for (int64_t l = 0; l < W; ++l) dot[l] = dot_head(g + (h + l) * F, vj + (h + l) * F, F);
       }
