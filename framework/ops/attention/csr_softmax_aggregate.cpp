@@ -141,7 +141,6 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
                       [&, H, F](RowScratch<T>& row, int64_t j, int64_t b, int64_t degree) {
                         T* dvj = dV ? dV + j * H * F : nullptr;
                         T* sj = edge_sum ? edge_sum + j * H : nullptr;
-                        if (dvj) std::fill(dvj, dvj + H * F, T(0));
                         if (sj) std::fill(sj, sj + H, T(0));
                         // a~ (degree, H) of j's out-edges, as shifted_exps and softmax_row_backward
                         // compute them in pass 1 (the exponentials in one flat pass, which vectorises)
@@ -158,11 +157,8 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
                         }
                         if (!dvj) return;
                         for (int64_t q = 0; q < degree * H; ++q) w[q] = detail::vec_exp(w[q]) * row.drop[q];
-                        for (int64_t k = 0; k < degree; ++k) {
-                          const T* gi = G + static_cast<int64_t>(t_dst[b + k]) * H * F;  // (H, F)
-                          for (int64_t h = 0; h < H; ++h)
-                            add_scaled_head(dvj + h * F, w[k * H + h], gi + h * F, F);
-                        }
+                        for (int64_t h = 0; h < H; h += W)  // dV[j, h .. h + W) from G[t_dst[k], h .. h + W)
+                          aggregate_heads<V>(dvj + h * F, w + h, H, degree, G + h * F, t_dst + b, H * F, F);
                       });
     });
   });

@@ -131,15 +131,29 @@ GAT_GROUP_FN V max_lanes(const V& a, const V& b) {
   return a < b ? b : a;
 }
 
-// acc[f] += w x[f] for f in [0, F), a head's features: one vector multiply and add when F is 8 at
-// compile time (with_head_width), a loop otherwise.
-template <class T, class IntF>
-GAT_GROUP_FN void add_scaled_head(T* acc, T w, const T* x, IntF F) {
-  if constexpr (std::is_same_v<IntF, std::integral_constant<int64_t, 8>>) {
-    using Head = typename HeadGroupOf<T, 8>::type;
-    store_group(acc, load_group<Head>(acc) + w * load_group<Head>(x));
+// out (W, F) = the sum over k of w[k H + l] rows[k][l, :] for the W heads l of a head group, the
+// terms of each element added in k order from 0, with rows[k] = base + index[k] stride (the
+// group's part of a gathered row). For W = F = 8 (8 heads of 8 features) the 8 sums stay in
+// vector registers across the edges; otherwise each head's features are added as a loop.
+template <class V, class T, class IntF>
+GAT_GROUP_FN void aggregate_heads(T* out, const T* w, int64_t H, int64_t degree, const T* base,
+                                  const int32_t* index, int64_t stride, IntF F) {
+  constexpr int64_t W = kLanes<T, V>;
+  if constexpr (W == 8 && std::is_same_v<IntF, std::integral_constant<int64_t, 8>>) {
+    V acc[8];
+    for (int l = 0; l < 8; ++l) acc[l] = splat<V>(T(0));
+    for (int64_t k = 0; k < degree; ++k) {
+      const T* row = base + static_cast<int64_t>(index[k]) * stride;  // (8, 8)
+      for (int l = 0; l < 8; ++l) acc[l] += w[k * H + l] * load_group<V>(row + l * 8);
+    }
+    for (int l = 0; l < 8; ++l) store_group(out + l * 8, acc[l]);
   } else {
-    for (int64_t f = 0; f < F; ++f) acc[f] += w * x[f];
+    std::fill(out, out + W * F, T(0));
+    for (int64_t k = 0; k < degree; ++k) {
+      const T* row = base + static_cast<int64_t>(index[k]) * stride;  // (W, F)
+      for (int64_t l = 0; l < W; ++l)
+        for (int64_t f = 0; f < F; ++f) out[l * F + f] += w[k * H + l] * row[l * F + f];
+    }
   }
 }
 
@@ -318,8 +332,7 @@ void for_each_softmax_row(const Graph& graph, const Scores& scores, const Dropou
 
 // The forward of the fused ops, for any score policy: out (N, H, F) and lse (N, H) from the
 // scores' rows and V (N, H, F). A row's weights w = ex / z * keep first (in place of ex), then
-// out[i] += w[k, h] values[src[k], h, :] edge by edge: each output element sums its terms in edge
-// order.
+// out[i, h, :] = the sum of w[k, h] values[src[k], h, :] in edge order (aggregate_heads).
 template <class T, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
@@ -342,12 +355,8 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
                 store_group(w + k * H + h,
                             load_group<V>(w + k * H + h) / z * load_group<V>(row.drop.data() + k * H + h));
             }
-            T* oi = o + i * H * F;  // (H, F)
-            std::fill(oi, oi + H * F, T(0));
-            for (int64_t k = 0; k < degree; ++k) {
-              const T* vj = values + static_cast<int64_t>(src[b + k]) * H * F;  // (H, F)
-              for (int64_t h = 0; h < H; ++h) add_scaled_head(oi + h * F, w[k * H + h], vj + h * F, F);
-            }
+            for (int64_t h = 0; h < H; h += W)  // out[i, h .. h + W) from values[src[k], h .. h + W)
+              aggregate_heads<V>(o + (i * H + h) * F, w + h, H, degree, values + h * F, src + b, H * F, F);
           });
     });
   });
