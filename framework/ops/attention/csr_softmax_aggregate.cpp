@@ -156,7 +156,8 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
                                         scores.template score<V>(e, j, i, h) - load_group<V>(l + i * H + h));
                         }
                         if (!dvj) return;
-                        for (int64_t q = 0; q < degree * H; ++q) w[q] = detail::vec_exp(w[q]) * row.drop[q];
+                        exps_in_blocks(w, degree * H);
+                        for (int64_t q = 0; q < degree * H; ++q) w[q] *= row.drop[q];
                         for (int64_t h = 0; h < H; h += W)  // dV[j, h .. h + W) from G[t_dst[k], h .. h + W)
                           aggregate_heads<V>(dvj + h * F, w + h, H, degree, G + h * F, t_dst + b, H * F, F);
                       });

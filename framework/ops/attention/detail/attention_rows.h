@@ -20,6 +20,13 @@
 
 namespace gat::ops::attention_rows {
 
+// A function that takes or returns a head group (below) is always inlined (GAT_GROUP_FN): into the
+// GAT_SIMD_CLONES version that calls it, so that a vector never crosses a call between code of two
+// instruction sets, whose ABIs for vectors differ. That is what -Wpsabi warns about; it is
+// silenced for the .cpp files that include this header (templates are instantiated at their end).
+#define GAT_GROUP_FN __attribute__((always_inline)) inline
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 inline void check_dropout(const char* op, const DropoutKey& key) {
   GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, op, ": attention dropout rate ", key.p, " is outside [0, 1)");
 }
@@ -49,16 +56,31 @@ class DropFactors {
   KeepMask mask_;
 };
 
+// A row's exponentials are taken kExpBlock at a time, whole vectors: a row has few (edge, head)
+// values (40 in Cora's first layer, 5 in its second), and a loop whose length is known only at
+// run time did its last ones one by one. The row's scratch arrays are padded to whole blocks; the
+// padding holds stale values, whose exponentials are computed and never read.
+constexpr int64_t kExpBlock = 16;
+inline int64_t exp_blocks_length(int64_t n) { return (n + kExpBlock - 1) / kExpBlock * kExpBlock; }
+
+// x[q] = exp(x[q]) for q in [0, n), x (exp_blocks_length(n),).
+template <class T>
+GAT_GROUP_FN void exps_in_blocks(T* x, int64_t n) {
+  for (int64_t q = 0; q < n; q += kExpBlock)
+    for (int64_t l = 0; l < kExpBlock; ++l) x[q + l] = detail::vec_exp(x[q + l]);
+}
+
 // Per-thread scratch for one row of degree edges: (edge, head) keep factors, computed scores and
 // exponentials, and per head the scores' max and the sum of the exponentials.
 template <class T>
 struct RowScratch {
   std::vector<T> drop, s, ex, m, z;
   void reserve(int64_t degree, int64_t H) {
-    if (static_cast<int64_t>(ex.size()) < degree * H) {
-      drop.resize(static_cast<size_t>(degree * H));
-      s.resize(static_cast<size_t>(degree * H));
-      ex.resize(static_cast<size_t>(degree * H));
+    const int64_t padded = exp_blocks_length(degree * H);
+    if (static_cast<int64_t>(ex.size()) < padded) {
+      drop.resize(static_cast<size_t>(padded));
+      s.resize(static_cast<size_t>(padded));
+      ex.resize(static_cast<size_t>(padded));
     }
     m.resize(static_cast<size_t>(H));
     z.resize(static_cast<size_t>(H));
@@ -95,13 +117,6 @@ void with_head_group(int64_t heads, Fn&& fn) {
   if (heads == 1) return fn(GroupTag<T>{}, std::integral_constant<int64_t, 1>{});
   fn(GroupTag<T>{}, heads);
 }
-
-// A function that takes or returns a head group is always inlined (GAT_GROUP_FN): into the
-// GAT_SIMD_CLONES version that calls it, so that a vector never crosses a call between code of two
-// instruction sets, whose ABIs for vectors differ. That is what -Wpsabi warns about; it is
-// silenced for the .cpp files that include this header (templates are instantiated at their end).
-#define GAT_GROUP_FN __attribute__((always_inline)) inline
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 // The W values at p (any alignment), and their store.
 template <class V, class T>
@@ -215,7 +230,7 @@ void shifted_exps(const T* s_row, int64_t degree, IntH H, const T* shift, T* ex)
   for (int64_t k = 0; k < degree; ++k)
     for (int64_t h = 0; h < H; h += W)
       store_group(ex + k * H + h, load_group<V>(s_row + k * H + h) - load_group<V>(shift + h));
-  for (int64_t q = 0; q < degree * H; ++q) ex[q] = detail::vec_exp(ex[q]);
+  exps_in_blocks(ex, degree * H);
 }
 
 // A row's softmax over its edges, every head at once: m[h] = max over k of s_row[k, h],
