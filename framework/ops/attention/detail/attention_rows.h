@@ -149,7 +149,7 @@ GAT_GROUP_FN V max_lanes(const V& a, const V& b) {
 // out (W, F) = the sum over k of w[k H + l] rows[k][l, :] for the W heads l of a head group, the
 // terms of each element added in k order from 0, with rows[k] = base + index[k] stride (the
 // group's part of a gathered row). For W = F = 8 (8 heads of 8 features) the 8 sums stay in
-// vector registers across the edges; otherwise each head's features are added as a loop.
+// vector registers across the edges; otherwise each element's sum is a loop over the edges.
 template <class V, class T, class IntF>
 GAT_GROUP_FN void aggregate_heads(T* out, const T* w, int64_t H, int64_t degree, const T* base,
                                   const int32_t* index, int64_t stride, IntF F) {
@@ -163,11 +163,11 @@ GAT_GROUP_FN void aggregate_heads(T* out, const T* w, int64_t H, int64_t degree,
     }
     for (int l = 0; l < 8; ++l) store_group(out + l * 8, acc[l]);
   } else {
-    std::fill(out, out + W * F, T(0));
-    for (int64_t k = 0; k < degree; ++k) {
-      const T* row = base + static_cast<int64_t>(index[k]) * stride;  // (W, F)
-      for (int64_t l = 0; l < W; ++l)
-        for (int64_t f = 0; f < F; ++f) out[l * F + f] += w[k * H + l] * row[l * F + f];
+    for (int64_t c = 0; c < W * F; ++c) {  // each sum in a register
+      T sum = 0;
+      for (int64_t k = 0; k < degree; ++k)
+        sum += w[k * H + c / F] * base[static_cast<int64_t>(index[k]) * stride + c];
+      out[c] = sum;
     }
   }
 }
