@@ -251,10 +251,14 @@ KeepMask::KeepMask(const DropoutKey& key, int64_t n) : kept_(static_cast<size_t>
     uint8_t blocks[kChunk];
     const int64_t first = c * kChunk, count = std::min(kChunk, num_blocks - first);
     keep4_range(key, static_cast<uint64_t>(first), count, blocks);
-    for (int64_t k = 0; k < count; ++k) {  // bit w of block k -> byte 4 (first + k) + w
-      const int64_t i = 4 * (first + k);
+    // bit w of block k -> byte 4 (first + k) + w: four bytes at once, but for a last block that
+    // holds fewer than four indices (a memcpy of a variable size is a call)
+    uint8_t* out = kept_.data() + 4 * first;
+    const int64_t whole = std::min(count, (n - 4 * first) / 4);
+    for (int64_t k = 0; k < whole; ++k) std::memcpy(out + 4 * k, &kBlockBytes[blocks[k]], 4);
+    for (int64_t k = whole; k < count; ++k) {
       const uint32_t bytes = kBlockBytes[blocks[k]];
-      std::memcpy(&kept_[static_cast<size_t>(i)], &bytes, static_cast<size_t>(std::min<int64_t>(4, n - i)));
+      std::memcpy(out + 4 * k, &bytes, static_cast<size_t>(n - 4 * (first + k)));
     }
   }
 }

@@ -102,8 +102,8 @@ ops::GatAttentionInputs gat_kernel_inputs(const Graph& g, const Tensor& el, cons
 TEST(CsrSoftmaxAggregate, MatchesDenseReference) {
   std::mt19937_64 rng(1);
   const Graph g = mixed_graph();
-  for (int64_t H : {1, 3})
-    for (int64_t F : {1, 5})
+  for (int64_t H : {1, 3, 8})    // 8: the CPU's vector of heads
+    for (int64_t F : {1, 5, 8})  // 8: a head in one vector
       for (const DropoutKey& key : {DropoutKey{}, kDrop})
         for (DType dtype : {DType::f32, DType::f64}) {
           Tensor s = random_tensor({g.num_edges(), H}, rng, -3, 3, dtype);
@@ -407,6 +407,18 @@ GatRun run_gat(const Graph& g, Tensor el, Tensor er, Tensor term, Tensor v, cons
   return r;
 }
 
+// Heads h0 .. h0 + count - 1 of t (N, H, ...) as a tensor (N, count, ...) of t's dtype.
+Tensor heads_of(const Tensor& t, int64_t h0, int64_t count) {
+  const int64_t N = t.size(0), H = t.size(1), inner = t.dim() == 3 ? t.size(2) : 1;
+  const std::vector<double> all = t.to(DType::f64).to_vector<double>();
+  std::vector<double> part;
+  for (int64_t n = 0; n < N; ++n)
+    part.insert(part.end(), all.begin() + (n * H + h0) * inner, all.begin() + (n * H + h0 + count) * inner);
+  Shape shape = t.shape();
+  shape[1] = count;
+  return Tensor::from_vector(part, shape).to(t.dtype());
+}
+
 // Graphs for the GAT op: empty rows and a loop (mixed), no edge at all, a long row and a long transposed row
 // (hub), every node with one loop (looped), loops on some nodes only.
 std::vector<std::pair<std::string, Graph>> gat_graphs(int32_t hub_degree, std::mt19937_64& rng) {
@@ -427,9 +439,9 @@ TEST(GatAttentionAggregate, EqualsTheUnfusedOpsBitForBit) {
   for (const auto& [name, g] : gat_graphs(300, rng))
     for (DType dtype : {DType::f32, DType::f64})
       for (const DropoutKey& key : {DropoutKey{}, kDrop})
-        for (int64_t H : {1, 3})
+        for (int64_t H : {1, 3, 8})  // 8: the CPU's vector of heads, with heads of 8 features
           for (bool with_term : {false, true}) {
-            const int64_t N = g.num_nodes(), F = 5;
+            const int64_t N = g.num_nodes(), F = H == 8 ? 8 : 5;
             const Tensor el = random_tensor({N, H}, rng, -2, 2, dtype),
                          er = random_tensor({N, H}, rng, -2, 2, dtype);
             const Tensor term = with_term ? random_tensor({g.num_edges(), H}, rng, -2, 2, dtype) : Tensor();
@@ -452,7 +464,8 @@ TEST(GatAttentionAggregate, EqualsTheUnfusedOpsBitForBit) {
 }
 
 // The graphs of the GAT ops' gradient checks, with their heads and features: gat_graphs(24) with
-// H = 2, F = 3, and (the device's vector path, F = 4) the mixed graph and the looped mixed graph;
+// H = 2, F = 3, and (the device's vector path, F = 4) the mixed graph and the looped mixed graph,
+// the latter also with H = F = 8 (the CPU's vectors of heads and of features);
 // with split_hub, also a row of 1,200 edges and a source of 975, which CUDA cuts into chunks (on
 // the CPU its thousands of elements would take minutes and check no other path).
 struct GradcheckGraph {
@@ -465,6 +478,7 @@ std::vector<GradcheckGraph> gradcheck_graphs(std::mt19937_64& rng, bool split_hu
   for (auto& [name, g] : gat_graphs(24, rng)) graphs.push_back({name, g, 2, 3});
   graphs.push_back({"mixed, F=4", mixed_graph(), 3, 4});
   graphs.push_back({"looped mixed, F=4", mixed_graph().with_self_loops(), 3, 4});
+  graphs.push_back({"looped mixed, H=8 F=8", mixed_graph().with_self_loops(), 8, 8});  // the CPU's vectors
   if (split_hub) graphs.push_back({"split hub", random_graph(1300, 0, 1200, rng), 1, 4});
   return graphs;
 }
@@ -503,6 +517,34 @@ TEST_P(GatAttentionAggregateOnDevice, GradientsMatchFiniteDifferences) {
 // The fused bias, (H, F) or flat (H F) as GATConv's own, is add_bias over the heads viewed (N, H*F):
 // the same values bit for bit, and the same gradients (the CPU backward never reads out); a bias
 // of another size is refused.
+TEST(GatAttentionAggregate, HeadGroupsGiveTheBitsOfOneHeadAtATime) {
+  // The CPU runs a multiple of 8 heads as vectors of 8 (each lane one head), other counts head by
+  // head. Heads are independent, so each lane must give the bits of its head alone: 16 heads
+  // against the calls for each head (no dropout: its decisions depend on the head count), f32 and
+  // f64, heads of 8 features (one vector each) and of 5.
+  std::mt19937_64 rng(33);
+  for (const auto& [name, g] : gat_graphs(40, rng))
+    for (DType dtype : {DType::f32, DType::f64})
+      for (int64_t F : {5, 8}) {
+        const int64_t N = g.num_nodes(), E = g.num_edges(), H = 16;
+        const Tensor el = random_tensor({N, H}, rng, -2, 2, dtype),
+                     er = random_tensor({N, H}, rng, -2, 2, dtype),
+                     term = random_tensor({E, H}, rng, -2, 2, dtype),
+                     v = random_tensor({N, H, F}, rng, -1, 1, dtype),
+                     go = random_tensor({N, H, F}, rng, -1, 1, dtype);
+        const GatRun all = run_gat(g, el, er, term, v, go, true, DropoutKey{});
+        for (int64_t h = 0; h < H; ++h) {
+          const std::string tag =
+              name + " " + dtype_name(dtype) + " F=" + std::to_string(F) + " head " + std::to_string(h);
+          const GatRun one = run_gat(g, heads_of(el, h, 1), heads_of(er, h, 1), heads_of(term, h, 1),
+                                     heads_of(v, h, 1), heads_of(go, h, 1), true, DropoutKey{});
+          EXPECT_TRUE(bitwise_equal(heads_of(all.out, h, 1), one.out)) << tag;
+          for (int k = 0; k < 4; ++k)
+            EXPECT_TRUE(bitwise_equal(heads_of(all.grad(k), h, 1), one.grad(k))) << tag << " gradient " << k;
+        }
+      }
+}
+
 TEST(GatAttentionAggregate, BiasIsAddBiasOverTheConcatenatedHeads) {
   std::mt19937_64 rng(36);
   const Graph g = mixed_graph();

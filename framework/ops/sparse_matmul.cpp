@@ -1,6 +1,7 @@
 #include "gat/framework/ops/sparse_matmul.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/detail/loops.h"
@@ -13,14 +14,33 @@ namespace gat::ops {
 namespace {
 
 // orow (N,) += values[e] * d[index[e], :] for the entries e = kept[0], ..., kept[count - 1], in
-// that order. d (*, N).
+// that order. d (*, N). The row is taken 64 columns at a time (a GAT layer's 8 heads of 8), held in
+// vector registers across the entries (a load and a store of the row per entry made a chain
+// through memory); the columns past the last whole 64 one by one. The same sums either way.
 template <class T>
 GAT_SIMD_CLONES void add_scaled_rows(T* orow, const T* d, int64_t N, const T* values, const int32_t* index,
                                      const int64_t* kept, int count) {
-  for (int q = 0; q < count; ++q) {
+  typedef T Lanes __attribute__((vector_size(64)));
+  constexpr int64_t kLanes = 64 / sizeof(T), kVectors = 64 / kLanes;  // 64 columns
+  int64_t j = 0;
+  for (; j + 64 <= N; j += 64) {
+    Lanes acc[kVectors];
+    std::memcpy(acc, orow + j, sizeof acc);
+    for (int q = 0; q < count; ++q) {
+      const T v = values[kept[q]];
+      const T* drow = d + static_cast<int64_t>(index[kept[q]]) * N + j;
+      for (int64_t c = 0; c < kVectors; ++c) {
+        Lanes x;
+        std::memcpy(&x, drow + c * kLanes, sizeof x);
+        acc[c] += v * x;
+      }
+    }
+    std::memcpy(orow + j, acc, sizeof acc);
+  }
+  for (int q = 0; q < count && j < N; ++q) {
     const T v = values[kept[q]];
     const T* drow = d + static_cast<int64_t>(index[kept[q]]) * N;
-    for (int64_t j = 0; j < N; ++j) orow[j] += v * drow[j];
+    for (int64_t c = j; c < N; ++c) orow[c] += v * drow[c];
   }
 }
 

@@ -42,8 +42,15 @@ template <class T>
 struct StoredScores {
   const T* s;  // (E, H)
   int64_t H;
-  const T* row(RowScratch<T>&, int64_t, int64_t b, int64_t) const { return s + b * H; }
-  T score(int64_t e, int64_t, int64_t, int64_t h) const { return s[e * H + h]; }
+  template <class V>
+  const T* row(RowScratch<T>&, int64_t, int64_t b, int64_t) const {
+    return s + b * H;
+  }
+  // The scores of edge e's head group starting at head h.
+  template <class V>
+  GAT_GROUP_FN V score(int64_t e, int64_t, int64_t, int64_t h) const {
+    return load_group<V>(s + e * H + h);
+  }
 };
 
 // GAT's scores LeakyReLU(el[src(e)] + er[i] (+ term[e])), computed into the row's scratch.
@@ -54,32 +61,39 @@ struct GatScores {
   const T* er;         // (Nd, H)
   const T* term;       // (E, H) or null
   int64_t H;
-  // LeakyReLU as x times its factor, read from a table: the signs are random, a branch would be
-  // mispredicted half the time.
-  T factor[2];
-  GatScores(const Graph& graph, const Tensor& l, const Tensor& r, const Tensor& t, double negative_slope)
+  // LeakyReLU as x times its factor, 1 or negative_slope, selected lane by lane (x times 1 is x).
+  T negative_slope;
+  GatScores(const Graph& graph, const Tensor& l, const Tensor& r, const Tensor& t, double slope)
       : src(graph.edge_src().data<int32_t>()),
         el(l.data<T>()),
         er(r.data<T>()),
         term(t.defined() ? t.data<T>() : nullptr),
         H(l.size(1)),
-        factor{static_cast<T>(negative_slope), T(1)} {}
-  // The LeakyReLU's argument of edge e = (j -> i), head h (in gat_edge_scores' order of sums).
-  T argument(int64_t e, int64_t j, int64_t i, int64_t h) const {
-    const T x = el[j * H + h] + er[i * H + h];
-    return term ? x + term[e * H + h] : x;
+        negative_slope(static_cast<T>(slope)) {}
+  // The LeakyReLU's argument of edge e = (j -> i), the head group V starting at head h (in
+  // gat_edge_scores' order of sums).
+  template <class V>
+  GAT_GROUP_FN V argument(int64_t e, int64_t j, int64_t i, int64_t h) const {
+    const V x = load_group<V>(el + j * H + h) + load_group<V>(er + i * H + h);
+    return term ? x + load_group<V>(term + e * H + h) : x;
   }
   // LeakyReLU'(argument)
-  T slope(int64_t e, int64_t j, int64_t i, int64_t h) const { return factor[argument(e, j, i, h) > T(0)]; }
-  // The score of edge e = (j -> i), head h.
-  T score(int64_t e, int64_t j, int64_t i, int64_t h) const {
-    const T x = argument(e, j, i, h);
-    return x * factor[x > T(0)];
+  template <class V>
+  GAT_GROUP_FN V slope(int64_t e, int64_t j, int64_t i, int64_t h) const {
+    return argument<V>(e, j, i, h) > splat<V>(T(0)) ? splat<V>(T(1)) : splat<V>(negative_slope);
   }
+  // The scores of edge e = (j -> i), the head group starting at head h.
+  template <class V>
+  GAT_GROUP_FN V score(int64_t e, int64_t j, int64_t i, int64_t h) const {
+    const V x = argument<V>(e, j, i, h);
+    return x * (x > splat<V>(T(0)) ? splat<V>(T(1)) : splat<V>(negative_slope));
+  }
+  template <class V>
   const T* row(RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) const {
     T* s = row.s.data();  // (degree, H)
     for (int64_t k = 0; k < degree; ++k)
-      for (int64_t h = 0; h < H; ++h) s[k * H + h] = score(b + k, src[b + k], i, h);
+      for (int64_t h = 0; h < H; h += kLanes<T, V>)
+        store_group(s + k * H + h, score<V>(b + k, src[b + k], i, h));
     return s;
   }
 };
@@ -98,51 +112,57 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
                         T* dV,        // (Ns, H, F) or null
                         T* edge_sum,  // (Ns, H) or null; needs ds
                         RowEnd&& row_end) {
-  const int64_t N = graph.num_dst_nodes(), H = lse.size(1), F = node_value.size(2);
-  const T* V = node_value.data<T>();  // (Ns, H, F)
-  const T* l = lse.data<T>();         // (N, H)
-  const T* G = grad_out.data<T>();    // (N, H, F)
-  const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
-  const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-  const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
-  if (ds) {
-    for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-      drop.fill(b * H, degree * H, row.drop.data());                                     // (degree, H)
-      shifted_exps(scores.row(row, i, b, degree), degree, H, l + i * H, row.ex.data());  // a (degree, H)
-      for (int64_t h = 0; h < H; ++h)
-        softmax_row_backward(row, degree, H, h, F, G + (i * H + h) * F, V, src + b, ds + b * H,
-                             static_cast<T*>(nullptr));
-      row_end(i, b, degree);
-    });
-  }
-  if (!dV && !edge_sum) return;
+  const int64_t N = graph.num_dst_nodes(), heads = lse.size(1);
+  const T* values = node_value.data<T>();  // (Ns, H, F)
+  const T* l = lse.data<T>();              // (N, H)
+  const T* G = grad_out.data<T>();         // (N, H, F)
+  const DropFactors<T> drop(attn_dropout, graph.num_edges() * heads);
+  const int32_t* row_ptr = graph.row_ptr().data<int32_t>();      // (N+1,)
+  const int32_t* src = graph.edge_src().data<int32_t>();         // (E,)
   const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (Ns+1,)
   const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
   const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
-  for_each_row<T>(t_row_ptr, graph.num_src_nodes(), H,
-                  [&](RowScratch<T>& row, int64_t j, int64_t b, int64_t degree) {
-                    T* dvj = dV ? dV + j * H * F : nullptr;
-                    T* sj = edge_sum ? edge_sum + j * H : nullptr;
-                    if (dvj) std::fill(dvj, dvj + H * F, T(0));
-                    if (sj) std::fill(sj, sj + H, T(0));
-                    // a~ (degree, H) of j's out-edges, as shifted_exps and softmax_row_backward compute
-                    // them in pass 1 (the exponentials in one flat pass, which vectorises)
-                    T* w = row.ex.data();
-                    for (int64_t k = 0; k < degree; ++k) {
-                      const int64_t e = t_edge_id[b + k], i = t_dst[b + k];
-                      for (int64_t h = 0; sj && h < H; ++h) sj[h] += ds[e * H + h];
-                      if (!dvj) continue;
-                      drop.fill(e * H, H, row.drop.data() + k * H);
-                      for (int64_t h = 0; h < H; ++h) w[k * H + h] = scores.score(e, j, i, h) - l[i * H + h];
-                    }
-                    if (!dvj) return;
-                    for (int64_t q = 0; q < degree * H; ++q) w[q] = detail::vec_exp(w[q]) * row.drop[q];
-                    for (int64_t k = 0; k < degree; ++k) {
-                      const T* gi = G + t_dst[b + k] * H * F;  // (H, F)
-                      for (int64_t h = 0; h < H; ++h)
-                        for (int64_t f = 0; f < F; ++f) dvj[h * F + f] += w[k * H + h] * gi[h * F + f];
-                    }
-                  });
+  with_head_group<T>(heads, [&](auto group, auto H) {
+    using V = typename decltype(group)::type;
+    constexpr int64_t W = kLanes<T, V>;
+    with_head_width(node_value.size(2), [&](auto F) {
+      if (ds) {
+        for_each_row<T>(row_ptr, N, H, [&, H, F](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+          drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
+          shifted_exps<V>(scores.template row<V>(row, i, b, degree), degree, H, l + i * H,
+                          row.ex.data());  // a (degree, H)
+          softmax_row_backward<V>(row, degree, H, F, G + i * H * F, values, src + b, ds + b * H,
+                                  static_cast<T*>(nullptr));
+          row_end(group, i, b, degree);
+        });
+      }
+      if (!dV && !edge_sum) return;
+      for_each_row<T>(t_row_ptr, graph.num_src_nodes(), H,
+                      [&, H, F](RowScratch<T>& row, int64_t j, int64_t b, int64_t degree) {
+                        T* dvj = dV ? dV + j * H * F : nullptr;
+                        T* sj = edge_sum ? edge_sum + j * H : nullptr;
+                        if (sj) std::fill(sj, sj + H, T(0));
+                        // a~ (degree, H) of j's out-edges, as shifted_exps and softmax_row_backward
+                        // compute them in pass 1 (the exponentials in one flat pass, which vectorises)
+                        T* w = row.ex.data();
+                        for (int64_t k = 0; k < degree; ++k) {
+                          const int64_t e = t_edge_id[b + k], i = t_dst[b + k];
+                          for (int64_t h = 0; sj && h < H; h += W)
+                            store_group(sj + h, load_group<V>(sj + h) + load_group<V>(ds + e * H + h));
+                          if (!dvj) continue;
+                          drop.fill(e * H, H, row.drop.data() + k * H);
+                          for (int64_t h = 0; h < H; h += W)
+                            store_group(w + k * H + h,
+                                        scores.template score<V>(e, j, i, h) - load_group<V>(l + i * H + h));
+                        }
+                        if (!dvj) return;
+                        exps_in_blocks(w, degree * H);
+                        for (int64_t q = 0; q < degree * H; ++q) w[q] *= row.drop[q];
+                        for (int64_t h = 0; h < H; h += W)  // dV[j, h .. h + W) from G[t_dst[k], h .. h + W)
+                          aggregate_heads<V>(dvj + h * F, w + h, H, degree, G + h * F, t_dst + b, H * F, F);
+                      });
+    });
+  });
 }
 
 // pos_out (N, H, F) and pos_weight (N, H) of the contract, from their definitions: a pass over the
@@ -159,24 +179,24 @@ void positive_sums(const Graph& graph, const GatScores<T>& scores, const Tensor&
     return;
   }
   const T* V = node_value.data<T>();  // (Ns, H, F)
-  for_each_softmax_row<T>(graph, scores, attn_dropout, H,
-                          [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-                            T* oi = o + i * H * F;
-                            std::fill(oi, oi + H * F, T(0));
-                            for (int64_t h = 0; h < H; ++h) {
-                              T weight = 0;
-                              for (int64_t k = 0; k < degree; ++k) {
-                                const int64_t e = b + k, j = scores.src[e];
-                                if (!(scores.argument(e, j, i, h) > T(0))) continue;
-                                const T a = row.ex[k * H + h] / row.z[h];
-                                weight += a;
-                                const T kept = a * row.drop[k * H + h];
-                                const T* vj = V + (j * H + h) * F;
-                                for (int64_t f = 0; f < F; ++f) oi[h * F + f] += kept * vj[f];
-                              }
-                              w[i * H + h] = weight;
-                            }
-                          });
+  for_each_softmax_row<T, T>(graph, scores, attn_dropout, H,
+                             [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+                               T* oi = o + i * H * F;
+                               std::fill(oi, oi + H * F, T(0));
+                               for (int64_t h = 0; h < H; ++h) {
+                                 T weight = 0;
+                                 for (int64_t k = 0; k < degree; ++k) {
+                                   const int64_t e = b + k, j = scores.src[e];
+                                   if (!(scores.template argument<T>(e, j, i, h) > T(0))) continue;
+                                   const T a = row.ex[k * H + h] / row.z[h];
+                                   weight += a;
+                                   const T kept = a * row.drop[k * H + h];
+                                   const T* vj = V + (j * H + h) * F;
+                                   for (int64_t f = 0; f < F; ++f) oi[h * F + f] += kept * vj[f];
+                                 }
+                                 w[i * H + h] = weight;
+                               }
+                             });
 }
 
 // The output dropout's decisions for elu_dropout's CPU kernel, drawn again (CUDA's kernels draw
@@ -207,7 +227,7 @@ void csr_softmax_aggregate_backward(const CsrSoftmaxAggregateBackwardArgs& a) {
     aggregate_backward<T>(*a.graph, scores, a.node_value, a.lse, a.grad_out, a.attn_dropout,
                           a.grad_scores ? a.grad_scores->data<T>() : nullptr,
                           a.grad_value ? a.grad_value->data<T>() : nullptr, nullptr,
-                          [](int64_t, int64_t, int64_t) {});
+                          [](auto, int64_t, int64_t, int64_t) {});
   });
 }
 
@@ -260,18 +280,21 @@ void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& a) {
     T* g = grad_edge_term ? grad_edge_term->data<T>() : transient_g ? g_buffer.data() : nullptr;  // (E, H)
     T* der = grad_er ? grad_er->data<T>() : nullptr;                                              // (N, H)
     const int32_t* src = scores.src;
-    aggregate_backward<T>(graph, scores, a.node_value, a.lse, grad_in, a.attn_dropout, g,
-                          a.grad_value ? a.grad_value->data<T>() : nullptr,
-                          grad_el ? grad_el->data<T>() : nullptr, [&](int64_t i, int64_t b, int64_t degree) {
-                            for (int64_t h = 0; h < H; ++h) {
-                              T acc = 0;
-                              for (int64_t e = b; e < b + degree; ++e) {
-                                g[e * H + h] *= scores.slope(e, src[e], i, h);
-                                acc += g[e * H + h];
-                              }
-                              if (der) der[i * H + h] = acc;
-                            }
-                          });
+    aggregate_backward<T>(
+        graph, scores, a.node_value, a.lse, grad_in, a.attn_dropout, g,
+        a.grad_value ? a.grad_value->data<T>() : nullptr, grad_el ? grad_el->data<T>() : nullptr,
+        [&](auto group, int64_t i, int64_t b, int64_t degree) {
+          using V = typename decltype(group)::type;
+          for (int64_t h = 0; h < H; h += kLanes<T, V>) {  // d er: g summed in edge order
+            V acc = splat<V>(T(0));
+            for (int64_t e = b; e < b + degree; ++e) {
+              const V ge = load_group<V>(g + e * H + h) * scores.template slope<V>(e, src[e], i, h);
+              store_group(g + e * H + h, ge);
+              acc += ge;
+            }
+            if (der) store_group(der + i * H + h, acc);
+          }
+        });
   });
 }
 
@@ -284,7 +307,7 @@ void csr_softmax(const CsrSoftmaxArgs& args) {
     const T* s = args.edge_scores.data<T>();                   // (E, H)
     T* a = args.weights->data<T>();                            // (E, H)
     for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t, int64_t b, int64_t degree) {
-      row_softmax_terms(s + b * H, degree, H, row);
+      row_softmax_terms<T>(s + b * H, degree, H, row);
       for (int64_t q = 0; q < degree * H; ++q) a[b * H + q] = row.ex[q] / row.z[q % H];
     });
   });

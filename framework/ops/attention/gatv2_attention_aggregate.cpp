@@ -51,6 +51,7 @@ struct Gatv2Scores {
     return s;
   }
   // The scores (degree, H) of row i's edges [b, b + degree), into the row's scratch.
+  template <class V>  // the head group: any (the scores are computed head by head)
   const T* row(RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) const {
     T* s = row.s.data();
     for (int64_t k = 0; k < degree; ++k)
@@ -82,11 +83,10 @@ void gatv2_backward(const Graph& graph, const Gatv2Scores<T>& scores, const Tens
   T* ds = ds_buffer.data();
   T* kept = dxl ? kept_buffer.data() : nullptr;
   for_each_row<T>(row_ptr, Nd, H, [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-    drop.fill(b * H, degree * H, row.drop.data());                                     // (degree, H)
-    shifted_exps(scores.row(row, i, b, degree), degree, H, l + i * H, row.ex.data());  // a (degree, H)
-    for (int64_t h = 0; h < H; ++h)
-      softmax_row_backward(row, degree, H, h, F, G + (i * H + h) * F, scores.xl, scores.src + b, ds + b * H,
-                           kept ? kept + b * H : nullptr);
+    drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
+    shifted_exps<T>(scores.template row<T>(row, i, b, degree), degree, H, l + i * H, row.ex.data());  // a
+    softmax_row_backward<T>(row, degree, H, F, G + i * H * F, scores.xl, scores.src + b, ds + b * H,
+                            kept ? kept + b * H : nullptr);
     if (!dxr && !datt && !det) return;
     T* dxri = dxr ? dxr + i * H * F : nullptr;                                  // (H, F)
     T* part = datt ? att_partials.data() + i / kRowsPerTask * H * F : nullptr;  // (H, F)
@@ -198,7 +198,7 @@ void gatv2_edge_scores(const Gatv2EdgeScoresArgs& a) {
     T* s = a.scores->data<T>();  // (E, H)
     for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
                     [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-                      const T* si = gatv2.row(row, i, b, degree);  // (degree, H)
+                      const T* si = gatv2.template row<T>(row, i, b, degree);  // (degree, H)
                       std::copy(si, si + degree * H, s + b * H);
                     });
   });

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "gat/framework/graph.h"
@@ -17,6 +19,13 @@
 #include "gat/framework/tensor.h"
 
 namespace gat::ops::attention_rows {
+
+// A function that takes or returns a head group (below) is always inlined (GAT_GROUP_FN): into the
+// GAT_SIMD_CLONES version that calls it, so that a vector never crosses a call between code of two
+// instruction sets, whose ABIs for vectors differ. That is what -Wpsabi warns about; it is
+// silenced for the .cpp files that include this header (templates are instantiated at their end).
+#define GAT_GROUP_FN __attribute__((always_inline)) inline
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 inline void check_dropout(const char* op, const DropoutKey& key) {
   GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, op, ": attention dropout rate ", key.p, " is outside [0, 1)");
@@ -47,66 +56,240 @@ class DropFactors {
   KeepMask mask_;
 };
 
+// A row's exponentials are taken kExpBlock at a time, whole vectors: a row has few (edge, head)
+// values (40 in Cora's first layer, 5 in its second), and a loop whose length is known only at
+// run time did its last ones one by one. The row's scratch arrays are padded to whole blocks; the
+// padding holds stale values, whose exponentials are computed and never read.
+constexpr int64_t kExpBlock = 16;
+inline int64_t exp_blocks_length(int64_t n) { return (n + kExpBlock - 1) / kExpBlock * kExpBlock; }
+
+// x[q] = exp(x[q]) for q in [0, n), x (exp_blocks_length(n),).
+template <class T>
+GAT_GROUP_FN void exps_in_blocks(T* x, int64_t n) {
+  for (int64_t q = 0; q < n; q += kExpBlock)
+    for (int64_t l = 0; l < kExpBlock; ++l) x[q + l] = detail::vec_exp(x[q + l]);
+}
+
 // Per-thread scratch for one row of degree edges: (edge, head) keep factors, computed scores and
 // exponentials, and per head the scores' max and the sum of the exponentials.
 template <class T>
 struct RowScratch {
   std::vector<T> drop, s, ex, m, z;
   void reserve(int64_t degree, int64_t H) {
-    if (static_cast<int64_t>(ex.size()) < degree * H) {
-      drop.resize(static_cast<size_t>(degree * H));
-      s.resize(static_cast<size_t>(degree * H));
-      ex.resize(static_cast<size_t>(degree * H));
+    const int64_t padded = exp_blocks_length(degree * H);
+    if (static_cast<int64_t>(ex.size()) < padded) {
+      drop.resize(static_cast<size_t>(padded));
+      s.resize(static_cast<size_t>(padded));
+      ex.resize(static_cast<size_t>(padded));
     }
     m.resize(static_cast<size_t>(H));
     z.resize(static_cast<size_t>(H));
   }
 };
 
-// ex (degree, H) = exp(s_row - shift[h]) for a row's scores s_row (degree, H), contiguous: the
-// subtractions, then one flat pass of exponentials, which vectorises for any H.
+// A row's heads are handled W at a time (a head group), as one value of type V: a GCC vector of
+// W = 8 lanes when H is a multiple of 8 (the paper's first layer: a row's 8 heads in one vector),
+// else T itself (W = 1). Every lane does the float operations one head did, in the same order, so
+// the results do not depend on W. Left to itself the vectoriser turned the short head loops inside
+// the edge loops into shuffles and scalar stores.
+template <class T, int W>
+struct HeadGroupOf {
+  typedef T type __attribute__((vector_size(W * sizeof(T))));
+};
 template <class T>
-GAT_SIMD_CLONES void shifted_exps(const T* s_row, int64_t degree, int64_t H, const T* shift, T* ex) {
+struct HeadGroupOf<T, 1> {
+  using type = T;
+};
+template <class T, class V>
+constexpr int64_t kLanes = static_cast<int64_t>(sizeof(V) / sizeof(T));
+
+// Names a head group type V for fn. with_head_group calls fn(GroupTag<V>{}, H) with the head
+// group of `heads` heads of T, and H = heads: an std::integral_constant for one head (the paper's
+// output layer), so that a row's loops over its edges and heads become flat loops over its edges,
+// which vectorise; an int64_t otherwise.
+template <class V>
+struct GroupTag {
+  using type = V;
+};
+template <class T, class Fn>
+void with_head_group(int64_t heads, Fn&& fn) {
+  if (heads % 8 == 0) return fn(GroupTag<typename HeadGroupOf<T, 8>::type>{}, heads);
+  if (heads == 1) return fn(GroupTag<T>{}, std::integral_constant<int64_t, 1>{});
+  fn(GroupTag<T>{}, heads);
+}
+
+// The W values at p (any alignment), and their store.
+template <class V, class T>
+GAT_GROUP_FN V load_group(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T, class V>
+GAT_GROUP_FN void store_group(T* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+// x in every lane.
+template <class V, class T>
+GAT_GROUP_FN V splat(T x) {
+  if constexpr (std::is_same_v<V, T>) {
+    return x;
+  } else {
+    V v{};
+    for (int64_t l = 0; l < kLanes<T, V>; ++l) v[l] = x;
+    return v;
+  }
+}
+// std::max(a, b) lane by lane: b where a < b, else a.
+template <class V>
+GAT_GROUP_FN V max_lanes(const V& a, const V& b) {
+  return a < b ? b : a;
+}
+
+// out (W, F) = the sum over k of w[k H + l] rows[k][l, :] for the W heads l of a head group, the
+// terms of each element added in k order from 0, with rows[k] = base + index[k] stride (the
+// group's part of a gathered row). For W = F = 8 (8 heads of 8 features) the 8 sums stay in
+// vector registers across the edges; otherwise each element's sum is a loop over the edges.
+template <class V, class T, class IntF>
+GAT_GROUP_FN void aggregate_heads(T* out, const T* w, int64_t H, int64_t degree, const T* base,
+                                  const int32_t* index, int64_t stride, IntF F) {
+  constexpr int64_t W = kLanes<T, V>;
+  if constexpr (W == 8 && std::is_same_v<IntF, std::integral_constant<int64_t, 8>>) {
+    V acc[8];
+    for (int l = 0; l < 8; ++l) acc[l] = splat<V>(T(0));
+    for (int64_t k = 0; k < degree; ++k) {
+      const T* row = base + static_cast<int64_t>(index[k]) * stride;  // (8, 8)
+      for (int l = 0; l < 8; ++l) acc[l] += w[k * H + l] * load_group<V>(row + l * 8);
+    }
+    for (int l = 0; l < 8; ++l) store_group(out + l * 8, acc[l]);
+  } else {
+    for (int64_t c = 0; c < W * F; ++c) {  // each sum in a register
+      T sum = 0;
+      for (int64_t k = 0; k < degree; ++k)
+        sum += w[k * H + c / F] * base[static_cast<int64_t>(index[k]) * stride + c];
+      out[c] = sum;
+    }
+  }
+}
+
+// g . x over a head's features, summed in feature order from 0; the products in one vector
+// multiply when F is 8 at compile time.
+template <class T, class IntF>
+GAT_GROUP_FN T dot_head(const T* g, const T* x, IntF F) {
+  T dot = 0;
+  if constexpr (std::is_same_v<IntF, std::integral_constant<int64_t, 8>>) {
+    using Head = typename HeadGroupOf<T, 8>::type;
+    const Head p = load_group<Head>(g) * load_group<Head>(x);
+    for (int f = 0; f < 8; ++f) dot += p[f];
+  } else {
+    for (int64_t f = 0; f < F; ++f) dot += g[f] * x[f];
+  }
+  return dot;
+}
+
+// dot[l] = g[l, :] . x[l, :] for the 8 heads l of a group, heads of 8 features (g and x (8, 8)),
+// each summed in feature order from 0 as dot_head sums one head: the products, an 8 x 8 transpose
+// (the shuffles of AVX's unpack, shuffle and permute2f128), then 8 additions of whole vectors.
+template <class V, class T>
+GAT_GROUP_FN V dot_heads8(const T* g, const T* x) {
+  using Index = decltype(V{} < V{});  // integers of T's width
+  const Index unpack_lo{0, 8, 1, 9, 4, 12, 5, 13}, unpack_hi{2, 10, 3, 11, 6, 14, 7, 15};
+  const Index pairs_lo{0, 1, 8, 9, 4, 5, 12, 13}, pairs_hi{2, 3, 10, 11, 6, 7, 14, 15};
+  const Index halves_lo{0, 1, 2, 3, 8, 9, 10, 11}, halves_hi{4, 5, 6, 7, 12, 13, 14, 15};
+  V p[8], t[8], u[8];
+  for (int l = 0; l < 8; ++l)
+    p[l] = load_group<V>(g + l * 8) * load_group<V>(x + l * 8);  // head l's products
+  for (int q = 0; q < 8; q += 2) {
+    t[q] = __builtin_shuffle(p[q], p[q + 1], unpack_lo);
+    t[q + 1] = __builtin_shuffle(p[q], p[q + 1], unpack_hi);
+  }
+  for (int q = 0; q < 8; q += 4) {  // u[q + c]: features c and c + 4 of heads q .. q + 3
+    u[q] = __builtin_shuffle(t[q], t[q + 2], pairs_lo);
+    u[q + 1] = __builtin_shuffle(t[q], t[q + 2], pairs_hi);
+    u[q + 2] = __builtin_shuffle(t[q + 1], t[q + 3], pairs_lo);
+    u[q + 3] = __builtin_shuffle(t[q + 1], t[q + 3], pairs_hi);
+  }
+  V dot = splat<V>(T(0));
+  for (int c = 0; c < 4; ++c) dot += __builtin_shuffle(u[c], u[c + 4], halves_lo);  // feature c of every head
+  for (int c = 0; c < 4; ++c) dot += __builtin_shuffle(u[c], u[c + 4], halves_hi);  // feature c + 4
+  return dot;
+}
+
+// fn(F) with F an std::integral_constant when it is 8 (the paper's heads), an int64_t otherwise.
+template <class Fn>
+void with_head_width(int64_t F, Fn&& fn) {
+  if (F == 8) return fn(std::integral_constant<int64_t, 8>{});
+  fn(F);
+}
+
+// ex (degree, H) = exp(s_row - shift[h]) for a row's scores s_row (degree, H), contiguous: the
+// subtractions by head group, then one flat pass of exponentials, which vectorises for any H.
+template <class V, class T, class IntH>
+void shifted_exps(const T* s_row, int64_t degree, IntH H, const T* shift, T* ex) {
+  constexpr int64_t W = kLanes<T, V>;
   for (int64_t k = 0; k < degree; ++k)
-    for (int64_t h = 0; h < H; ++h) ex[k * H + h] = s_row[k * H + h] - shift[h];
-  for (int64_t q = 0; q < degree * H; ++q) ex[q] = detail::vec_exp(ex[q]);
+    for (int64_t h = 0; h < H; h += W)
+      store_group(ex + k * H + h, load_group<V>(s_row + k * H + h) - load_group<V>(shift + h));
+  exps_in_blocks(ex, degree * H);
 }
 
 // A row's softmax over its edges, every head at once: m[h] = max over k of s_row[k, h],
 // ex[k, h] = exp(s_row[k, h] - m[h]) and z[h] = their sum, in edge order. Weights are ex / z, not
 // exp(s - lse): lse = m + log z rounds to ulp(m), a relative error of 1e-3 in f32 for scores of
 // 1e4.
-template <class T>
-void row_softmax_terms(const T* s_row, int64_t degree, int64_t H, RowScratch<T>& row) {
-  std::fill(row.m.begin(), row.m.end(), -std::numeric_limits<T>::infinity());
-  std::fill(row.z.begin(), row.z.end(), T(0));
-  for (int64_t k = 0; k < degree; ++k)
-    for (int64_t h = 0; h < H; ++h) row.m[h] = std::max(row.m[h], s_row[k * H + h]);
-  shifted_exps(s_row, degree, H, row.m.data(), row.ex.data());
-  for (int64_t k = 0; k < degree; ++k)
-    for (int64_t h = 0; h < H; ++h) row.z[h] += row.ex[k * H + h];
+template <class V, class T, class IntH>
+void row_softmax_terms(const T* s_row, int64_t degree, IntH H, RowScratch<T>& row) {
+  constexpr int64_t W = kLanes<T, V>;
+  T *m = row.m.data(), *z = row.z.data(), *ex = row.ex.data();  // (H,), (H,), (degree, H)
+  for (int64_t h = 0; h < H; h += W) {
+    V max = splat<V>(-std::numeric_limits<T>::infinity());
+    for (int64_t k = 0; k < degree; ++k) max = max_lanes(max, load_group<V>(s_row + k * H + h));
+    store_group(m + h, max);
+  }
+  shifted_exps<V>(s_row, degree, H, m, ex);
+  for (int64_t h = 0; h < H; h += W) {
+    V sum = splat<V>(T(0));
+    for (int64_t k = 0; k < degree; ++k) sum += load_group<V>(ex + k * H + h);
+    store_group(z + h, sum);
+  }
 }
 
-// Head h of a row's softmax backward, with a = row.ex (the weights, (degree, H)) and d = row.drop:
-// kept[k, h] = a[k] d[k] when kept is given and, when ds is given,
-//   da[k] = (g . values[src[k], h, :]) d[k],  ds[k, h] = a[k] (da[k] - sum over k' of a[k'] da[k'])
-// for g (F,) the gradient of the head's output row. values (Ns, H, F); src (degree,), kept and ds
-// (degree, H) start at the row's first edge.
-template <class T>
-void softmax_row_backward(const RowScratch<T>& row, int64_t degree, int64_t H, int64_t h, int64_t F,
-                          const T* g, const T* values, const int32_t* src, T* ds, T* kept) {
-  for (int64_t k = 0; kept && k < degree; ++k) kept[k * H + h] = row.ex[k * H + h] * row.drop[k * H + h];
+// A row's softmax backward, every head at once, with a = row.ex (the weights, (degree, H)) and
+// d = row.drop: kept[k, h] = a[k, h] d[k, h] when kept is given and, when ds is given,
+//   da[k, h] = (g[h, :] . values[src[k], h, :]) d[k, h],
+//   ds[k, h] = a[k, h] (da[k, h] - sum over k' of a[k', h] da[k', h])
+// for g (H, F) the gradient of the row's output. values (Ns, H, F); src (degree,), kept and ds
+// (degree, H) start at the row's first edge. Uses row.z for the row sums.
+template <class V, class T, class IntH, class IntF>
+void softmax_row_backward(RowScratch<T>& row, int64_t degree, IntH H, IntF F, const T* g, const T* values,
+                          const int32_t* src, T* ds, T* kept) {
+  constexpr int64_t W = kLanes<T, V>;
+  const T* a = row.ex.data();    // (degree, H)
+  const T* d = row.drop.data();  // (degree, H)
+  for (int64_t q = 0; kept && q < degree * H; ++q) kept[q] = a[q] * d[q];
   if (!ds) return;
-  T row_sum = 0;
+  T* row_sum = row.z.data();  // (H,)
+  std::fill(row_sum, row_sum + H, T(0));
   for (int64_t k = 0; k < degree; ++k) {
-    const T* vj = values + (static_cast<int64_t>(src[k]) * H + h) * F;
-    T dot = 0;
-    for (int64_t f = 0; f < F; ++f) dot += g[f] * vj[f];
-    const T da = dot * row.drop[k * H + h];
-    ds[k * H + h] = da;
-    row_sum += row.ex[k * H + h] * da;
+    const T* vj = values + static_cast<int64_t>(src[k]) * H * F;  // (H, F)
+    for (int64_t h = 0; h < H; h += W) {
+      V dot;
+      if constexpr (W == 1) {
+        dot = dot_head(g + h * F, vj + h * F, F);
+      } else if constexpr (W == 8 && std::is_same_v<IntF, std::integral_constant<int64_t, 8>>) {
+        dot = dot_heads8<V>(g + h * F, vj + h * F);
+      } else {
+        for (int64_t l = 0; l < W; ++l) dot[l] = dot_head(g + (h + l) * F, vj + (h + l) * F, F);
+      }
+      const V da = dot * load_group<V>(d + k * H + h);
+      store_group(ds + k * H + h, da);
+      store_group(row_sum + h, load_group<V>(row_sum + h) + load_group<V>(a + k * H + h) * da);
+    }
   }
-  for (int64_t k = 0; k < degree; ++k) ds[k * H + h] = row.ex[k * H + h] * (ds[k * H + h] - row_sum);
+  for (int64_t k = 0; k < degree; ++k)
+    for (int64_t h = 0; h < H; h += W)
+      store_group(ds + k * H + h, load_group<V>(a + k * H + h) *
+                                      (load_group<V>(ds + k * H + h) - load_group<V>(row_sum + h)));
 }
 
 // log of a head's softmax denominator, m + log z; -inf for an empty row.
@@ -116,10 +299,12 @@ T log_sum_exp(T m, T z) {
 }
 
 // f(row, i, b, degree) for the rows i in [begin, end) of a CSR (edges [b, b + degree)), with f
-// inlined into every SIMD version.
+// and everything it calls inlined into every SIMD version (flatten): left to the inliner, the row
+// helpers and vec_exp stayed calls to baseline x86-64 code, a third slower a Cora epoch.
 template <class T, class F>
-GAT_SIMD_CLONES void rows_in_range(const int32_t* row_ptr, int64_t begin, int64_t end, int64_t H,
-                                   RowScratch<T>& row, F& f) {
+__attribute__((flatten)) GAT_SIMD_CLONES void rows_in_range(const int32_t* row_ptr, int64_t begin,
+                                                            int64_t end, int64_t H, RowScratch<T>& row,
+                                                            F& f) {
   for (int64_t i = begin; i < end; ++i) {
     const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
     row.reserve(degree, H);
@@ -146,42 +331,50 @@ void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
 
 // f(row, i, b, degree) for every row i of the graph's CSR (edges [b, b + degree)), H heads, with
 // the row's softmax terms (row.m, row.ex, row.z: row_softmax_terms of the scores' row) and its
-// dropout keep factors (row.drop) in the row's scratch: the forward's view of a row.
-template <class T, class Scores, class F>
-void for_each_softmax_row(const Graph& graph, const Scores& scores, const DropoutKey& attn_dropout, int64_t H,
+// dropout keep factors (row.drop) in the row's scratch: the forward's view of a row. V is the
+// head group (with_head_group).
+template <class V, class T, class Scores, class IntH, class F>
+void for_each_softmax_row(const Graph& graph, const Scores& scores, const DropoutKey& attn_dropout, IntH H,
                           F&& f) {
   const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
   for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
-                  [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+                  [&, H](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
                     drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
-                    row_softmax_terms(scores.row(row, i, b, degree), degree, H, row);
+                    row_softmax_terms<V>(scores.template row<V>(row, i, b, degree), degree, H, row);
                     f(row, i, b, degree);
                   });
 }
 
-// The forward of the fused ops, for any score policy: out (N, H, F) and lse (N, H) from the scores' rows and
-// V (N, H, F).
+// The forward of the fused ops, for any score policy: out (N, H, F) and lse (N, H) from the
+// scores' rows and V (N, H, F). A row's weights w = ex / z * keep first (in place of ex), then
+// out[i, h, :] = the sum of w[k, h] values[src[k], h, :] in edge order (aggregate_heads).
 template <class T, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
-  const int64_t H = lse.size(1), F = node_value.size(2);
   const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
-  const T* V = node_value.data<T>();                      // (Ns, H, F)
+  const T* values = node_value.data<T>();                 // (Ns, H, F)
   T* o = out.data<T>();                                   // (N, H, F)
   T* l = lse.data<T>();                                   // (N, H)
-  for_each_softmax_row<T>(graph, scores, attn_dropout, H,
-                          [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-                            T* oi = o + i * H * F;
-                            std::fill(oi, oi + H * F, T(0));
-                            for (int64_t h = 0; h < H; ++h) {
-                              l[i * H + h] = log_sum_exp(row.m[h], row.z[h]);
-                              for (int64_t k = 0; k < degree; ++k) {
-                                const T w = row.ex[k * H + h] / row.z[h] * row.drop[k * H + h];
-                                const T* vj = V + (static_cast<int64_t>(src[b + k]) * H + h) * F;
-                                for (int64_t f = 0; f < F; ++f) oi[h * F + f] += w * vj[f];
-                              }
-                            }
-                          });
+  with_head_group<T>(lse.size(1), [&](auto group, auto H) {
+    using V = typename decltype(group)::type;
+    constexpr int64_t W = kLanes<T, V>;
+    with_head_width(node_value.size(2), [&](auto F) {
+      for_each_softmax_row<V, T>(
+          graph, scores, attn_dropout, H,
+          [&, H, F](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+            T* w = row.ex.data();  // (degree, H)
+            for (int64_t h = 0; h < H; ++h) l[i * H + h] = log_sum_exp(row.m[h], row.z[h]);
+            for (int64_t h = 0; h < H; h += W) {
+              const V z = load_group<V>(row.z.data() + h);
+              for (int64_t k = 0; k < degree; ++k)
+                store_group(w + k * H + h,
+                            load_group<V>(w + k * H + h) / z * load_group<V>(row.drop.data() + k * H + h));
+            }
+            for (int64_t h = 0; h < H; h += W)  // out[i, h .. h + W) from values[src[k], h .. h + W)
+              aggregate_heads<V>(o + (i * H + h) * F, w + h, H, degree, values + h * F, src + b, H * F, F);
+          });
+    });
+  });
 }
 
 }  // namespace gat::ops::attention_rows
