@@ -624,8 +624,9 @@ std::vector<OpCase> op_cases() {
        {{2, 3, 4}, {4}},
        {{[=] { ops::pow(z23, Tensor::zeros({3}, DType::i32)); }, {"pow", "'b'", "i32"}}}},
       {"arithmetic",
-       "pow with constants",
-       [](const Inputs& in) { return ops::pow(in[0], 3.0) + ops::pow(2.0, in[0]); },
+       "pow with constants",  // a product: a sum of the two cancels near x = -0.77, where f32's
+                              // last-bit differences between the devices become 5e-5 relative
+       [](const Inputs& in) { return ops::pow(in[0], 3.0) * ops::pow(2.0, in[0]); },
        {{100003}},
        {{5}}},
       {"arithmetic",
