@@ -192,26 +192,24 @@ GAT_GROUP_FN T dot_head(const T* g, const T* x, IntF F) {
 // (the shuffles of AVX's unpack, shuffle and permute2f128), then 8 additions of whole vectors.
 template <class V, class T>
 GAT_GROUP_FN V dot_heads8(const T* g, const T* x) {
-  using Index = decltype(V{} < V{});  // integers of T's width
-  const Index unpack_lo{0, 8, 1, 9, 4, 12, 5, 13}, unpack_hi{2, 10, 3, 11, 6, 14, 7, 15};
-  const Index pairs_lo{0, 1, 8, 9, 4, 5, 12, 13}, pairs_hi{2, 3, 10, 11, 6, 7, 14, 15};
-  const Index halves_lo{0, 1, 2, 3, 8, 9, 10, 11}, halves_hi{4, 5, 6, 7, 12, 13, 14, 15};
   V p[8], t[8], u[8];
   for (int l = 0; l < 8; ++l)
     p[l] = load_group<V>(g + l * 8) * load_group<V>(x + l * 8);  // head l's products
-  for (int q = 0; q < 8; q += 2) {
-    t[q] = __builtin_shuffle(p[q], p[q + 1], unpack_lo);
-    t[q + 1] = __builtin_shuffle(p[q], p[q + 1], unpack_hi);
+  for (int q = 0; q < 8; q += 2) {                               // unpack lo and hi
+    t[q] = __builtin_shufflevector(p[q], p[q + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[q + 1] = __builtin_shufflevector(p[q], p[q + 1], 2, 10, 3, 11, 6, 14, 7, 15);
   }
   for (int q = 0; q < 8; q += 4) {  // u[q + c]: features c and c + 4 of heads q .. q + 3
-    u[q] = __builtin_shuffle(t[q], t[q + 2], pairs_lo);
-    u[q + 1] = __builtin_shuffle(t[q], t[q + 2], pairs_hi);
-    u[q + 2] = __builtin_shuffle(t[q + 1], t[q + 3], pairs_lo);
-    u[q + 3] = __builtin_shuffle(t[q + 1], t[q + 3], pairs_hi);
+    u[q] = __builtin_shufflevector(t[q], t[q + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[q + 1] = __builtin_shufflevector(t[q], t[q + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    u[q + 2] = __builtin_shufflevector(t[q + 1], t[q + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[q + 3] = __builtin_shufflevector(t[q + 1], t[q + 3], 2, 3, 10, 11, 6, 7, 14, 15);
   }
   V dot = splat<V>(T(0));
-  for (int c = 0; c < 4; ++c) dot += __builtin_shuffle(u[c], u[c + 4], halves_lo);  // feature c of every head
-  for (int c = 0; c < 4; ++c) dot += __builtin_shuffle(u[c], u[c + 4], halves_hi);  // feature c + 4
+  for (int c = 0; c < 4; ++c)  // feature c of every head
+    dot += __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+  for (int c = 0; c < 4; ++c)  // feature c + 4
+    dot += __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
   return dot;
 }
 
