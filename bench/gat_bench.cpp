@@ -262,6 +262,7 @@ nlohmann::json bench_train(const std::string& dataset, const std::string& data_d
 
 int main(int argc, char** argv) {
   process::ignore_write_signals();
+  process::size_thread_stacks();
   CLI::App app{"gat_bench: this project's side of bench/compare_pyg.py"};
   app.require_subcommand(1);
   std::string device_flag = "auto", graph_path, dataset = "cora", data_dir, kernel_op = "scores";

@@ -1,6 +1,7 @@
 #include "gat/framework/process.h"
 
 #include <omp.h>
+#include <pthread.h>
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -15,6 +16,16 @@ namespace gat::process {
 void ignore_write_signals() {
   std::signal(SIGXFSZ, SIG_IGN);
   std::signal(SIGPIPE, SIG_IGN);
+}
+
+void size_thread_stacks() {
+  pthread_attr_t attr;
+  if (pthread_getattr_default_np(&attr) != 0) return;
+  size_t size = 0;
+  if (pthread_attr_getstacksize(&attr, &size) == 0 && size < kThreadStackBytes &&
+      pthread_attr_setstacksize(&attr, kThreadStackBytes) == 0)
+    pthread_setattr_default_np(&attr);
+  pthread_attr_destroy(&attr);
 }
 
 std::string unfit_environment() {

@@ -21,6 +21,15 @@ inline constexpr int kMaxThreads = 4096;
 // (32 KiB: the main thread and the OpenMP threads, whose stacks glibc sizes by the same limit).
 inline constexpr size_t kMinStackBytes = size_t{64} << 10;
 
+// The stack each new thread (OpenMP's workers) gets when ulimit -s asks for less: glibc sizes a
+// thread's stack by that limit and keeps the libraries' thread-local storage in it (cuBLASLt's
+// alone is 92 KiB), so a CUDA build's workers overflowed a 128 KiB limit in a CPU matrix product.
+inline constexpr size_t kThreadStackBytes = size_t{2} << 20;
+
+// Threads started from now on get at least kThreadStackBytes of stack. Call before the first
+// parallel region.
+void size_thread_stacks();
+
 // SIGXFSZ and SIGPIPE ignored: a write past the file size limit (ulimit -f) fails with EFBIG, and
 // a write to a closed pipe with EPIPE, and the output that failed says so; either signal killed
 // the process without a word.
