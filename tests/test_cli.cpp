@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_testing.h"
 #include "gat/train/checkpoint.h"
 #include "gat/train/cli.h"
 
@@ -15,22 +16,8 @@ using namespace gat;
 
 namespace {
 
-cli::Flags parse(std::vector<std::string> args, const cli::Environment& env = {}) {
-  args.insert(args.begin(), "gat_train");
-  std::vector<const char*> argv;
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  return cli::parse(static_cast<int>(argv.size()), argv.data(), env);
-}
-
-// The UsageError's message for `args`, or "" when they parse.
-std::string usage_error(const std::vector<std::string>& args) {
-  try {
-    parse(args);
-  } catch (const cli::UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
+using gat::testing::parse;
+using gat::testing::usage_error;
 
 template <class F>
 std::string error_of(F f) {

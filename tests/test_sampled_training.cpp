@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_testing.h"
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/cross_entropy.h"
 #include "gat/framework/ops/index_rows.h"
@@ -98,21 +99,8 @@ GATConfig small_config(const Dataset& data, AttentionLayer layer, DType dtype, d
   return c;
 }
 
-cli::Flags parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "gat_train");
-  std::vector<const char*> argv;
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  return cli::parse(static_cast<int>(argv.size()), argv.data());
-}
-
-std::string usage_error(const std::vector<std::string>& args) {
-  try {
-    parse(args);
-  } catch (const cli::UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
+using gat::testing::parse;
+using gat::testing::usage_error;
 
 }  // namespace
 
