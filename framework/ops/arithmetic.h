@@ -5,7 +5,7 @@
 //   pow(a, b) = a^b                 (std::pow: a negative a to a non-integer b is NaN)
 //   where(cond, a, b) = cond != 0 ? a : b, for an i32 mask cond
 //   the same with a double on either side (add(x, 1.0), div(1.0, x), pow(2.0, x), where(m, x, 0.0));
-//   a tensor to a number's power, pow(x, 2.0), is unary.h's (it has no exponent gradient),
+//   a tensor to a number's power, pow(x, 2.0), is in unary.h (it has no exponent gradient);
 //   neg(x) = -x, scale(x, s) = x * s, add_bias(x, bias) = x + bias for a bias (C,) over x (..., C),
 //   and the operators a + b, a - b, a * b, a / b, -a (with doubles on either side too) in
 //   namespace gat, found by argument-dependent lookup.
