@@ -44,6 +44,7 @@
 #include "gat/framework/ops/log_softmax.h"
 #include "gat/framework/ops/losses.h"
 #include "gat/framework/ops/matmul.h"
+#include "gat/framework/ops/micro_f1.h"
 #include "gat/framework/ops/narrow.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
@@ -101,6 +102,13 @@ struct OpCase {
   // tiny f32 elements with no correct digits.
   bool normwise = false;
 };
+
+// 1 where t > 0, else 0: multi-label targets of t's shape, dtype and device.
+Tensor zero_one(const Tensor& t) {
+  std::vector<double> v = t.to(Device::cpu).to(DType::f64).to_vector<double>();
+  for (double& e : v) e = e > 0 ? 1.0 : 0.0;
+  return Tensor::from_vector(v, t.shape()).to(t.dtype()).to(t.device());
+}
 
 // Indices with repeats (every 3rd row, some rows three times) for `rows` source rows.
 Tensor repeating_index(int64_t count, int64_t rows) {
@@ -1255,6 +1263,25 @@ std::vector<OpCase> op_cases() {
                          Tensor::from_vector<int32_t>({4}, {1}));
          },
          {"accuracy", "index[0] = 4"}}},
+       false},
+      {"micro_f1",
+       "micro_f1_counts",
+       [](const Inputs& in) { return ops::micro_f1_counts(in[0], zero_one(in[1])); },
+       {{700, 121}, {700, 121}},
+       {},
+       {{[=] { ops::micro_f1_counts(z32, z23); }, {"micro_f1", "labels", "(3, 2)", "(2, 3)"}},
+        {[=] {
+           ops::micro_f1_counts(z32, Tensor::zeros({3, 2}, DType::f64));
+         },
+         {"micro_f1", "labels"}},
+        {[] {
+           ops::micro_f1_counts(Tensor::zeros({0, 2}), Tensor::zeros({0, 2}));
+         },
+         {"micro_f1", "no rows"}},
+        {[] {
+           ops::micro_f1(Tensor::zeros({1, 2}), Tensor::from_vector<float>({0, 2}, {1, 2}));
+         },
+         {"micro_f1", "labels[0, 1] = 2", "neither 0 nor 1"}}},
        false},
       {"classification_metrics",
        "classification_metrics",

@@ -1,5 +1,6 @@
 // CPU tests of the ops a custom network needs: broadcasting arithmetic and its operators, exp, log,
-// sigmoid, tanh, softmax and log_softmax along an axis, transpose, MSE and BCE-with-logits losses.
+// sigmoid, tanh, softmax and log_softmax along an axis, transpose, MSE and BCE-with-logits losses,
+// and the multi-label micro-F1 score.
 // Values against PyTorch's definitions written out here, f64 gradient checks of every
 // differentiable input, and the error messages.
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/log_softmax.h"
 #include "gat/framework/ops/losses.h"
+#include "gat/framework/ops/micro_f1.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/transpose.h"
 #include "gat/framework/ops/unary.h"
@@ -362,4 +364,53 @@ TEST(NetworkOpsErrors, LossesNameTheirArguments) {
   expect_error([&] { ops::mse_loss(x, x, Tensor::zeros({0}, DType::i32)); }, {"mse_loss", "index is empty"});
   expect_error([&] { ops::binary_cross_entropy_with_logits(x, x, index); }, {"index 5", "length 3"});
   expect_error([&] { ops::mse_loss(x, x, Tensor::zeros({2}, DType::f32)); }, {"index", "i32"});
+}
+
+// ---- micro-F1 ----------------------------------------------------------------------------------
+
+TEST(NetworkOpsValues, MicroF1CountsThePairsOfAllRows) {
+  // Predicted 1 where the logit is > 0: row 0 (1, 0, 0), row 1 (0, 0, 1), row 2 (1, 1, 0); a logit
+  // of exactly 0 (row 0, label 1) and NaN (row 1, label 0) are negative.
+  const double nan = std::nan("");
+  const std::vector<double> logits = {2, 0, -1, -3, nan, 0.5, 1e-30, 4, -0.1};
+  const std::vector<double> labels = {1, 1, 0, 0, 0, 1, 0, 1, 1};
+  // tp: (0,0) (1,2) (2,1) = 3; fp: (2,0) = 1; fn: (0,1) (2,2) = 2  ->  6 / (6 + 1 + 2)
+  for (DType dtype : {DType::f64, DType::f32}) {
+    const Tensor x = f64(logits, {3, 3}).to(dtype), y = f64(labels, {3, 3}).to(dtype);
+    EXPECT_EQ(ops::micro_f1_counts(x, y).to_vector<double>(), (std::vector<double>{3, 1, 2, 0}));
+    EXPECT_DOUBLE_EQ(ops::micro_f1(x, y), 6.0 / 9);
+  }
+}
+
+TEST(NetworkOpsValues, MicroF1OfTheEdgeCases) {
+  const Tensor zeros = Tensor::zeros({2, 3}), ones = Tensor::full({2, 3}, 1.0);
+  // Nothing predicted and nothing labelled: 0/0, which sklearn scores 0.
+  EXPECT_EQ(ops::micro_f1(Tensor::full({2, 3}, -1.0), zeros), 0.0);
+  // All right: 1; all wrong both ways: 0.
+  EXPECT_EQ(ops::micro_f1(Tensor::full({2, 3}, 5.0), ones), 1.0);
+  EXPECT_EQ(ops::micro_f1(Tensor::full({2, 3}, 5.0), zeros), 0.0);
+  EXPECT_EQ(ops::micro_f1(Tensor::full({2, 3}, -5.0), ones), 0.0);
+  // The all-zeros predictor (every logit 0, a tie) scores 0 whatever the labels.
+  EXPECT_EQ(ops::micro_f1(zeros, ones), 0.0);
+  // Predicting every label 1 scores 2p / (1 + p) for a share p of positive labels: here p = 1/3.
+  EXPECT_DOUBLE_EQ(ops::micro_f1(Tensor::full({2, 3}, 1.0), f64({1, 0, 0, 0, 1, 0}, {2, 3}).to(DType::f32)),
+                   0.5);
+  // Counts of batches add up to the counts of their rows together.
+  const Tensor x = f64({1, -1, 1, 1, -1, -1}, {2, 3}), y = f64({1, 1, 0, 0, 0, 1}, {2, 3});
+  std::vector<double> sum(4, 0.0);
+  for (int64_t r = 0; r < 2; ++r) {
+    const std::vector<double> c =
+        ops::micro_f1_counts(x.rows(r, r + 1), y.rows(r, r + 1)).to_vector<double>();
+    for (size_t k = 0; k < 4; ++k) sum[k] += c[k];
+  }
+  EXPECT_EQ(sum, ops::micro_f1_counts(x, y).to_vector<double>());
+  EXPECT_DOUBLE_EQ(ops::micro_f1_from_counts(sum), 2.0 / 6);  // tp 1, fp 2, fn 2
+  expect_error([] { ops::micro_f1_from_counts({1, 0, 0, 2}); }, {"micro_f1", "2 labels", "neither 0 nor 1"});
+  expect_error([] { ops::micro_f1_from_counts({1, 0}); }, {"micro_f1", "2 counts"});
+  expect_error([] { ops::micro_f1(Tensor::zeros({2}), Tensor::zeros({2})); }, {"micro_f1", "logits"});
+  expect_error(
+      [] {
+        ops::micro_f1(Tensor::zeros({2, 0}), Tensor::zeros({2, 0}));
+      },
+      {"micro_f1", "no columns"});
 }
