@@ -13,6 +13,7 @@
 #include "gat/datasets/download.h"
 #include "gat/datasets/generator.h"
 #include "gat/datasets/planetoid.h"
+#include "gat/datasets/ppi.h"
 #include "gat/framework/io.h"
 #include "gat/framework/quote.h"
 
@@ -28,22 +29,32 @@ std::string lower(std::string s) {
 constexpr const char* kSyntheticSpec = "synthetic:<nodes>:<avg_degree>:<seed>[:<edge_dim>]";
 
 // One field of kSyntheticSpec, the whole field or an error naming `spec`.
-template <class T>
-T parse_field(std::string_view field, const std::string& spec, const char* what) {
-  T value{};
-  const auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
-  GAT_CHECK(!field.empty() && ec == std::errc() && ptr == field.data() + field.size(),
-            "load_dataset: ", quote(spec), ": ", what, " ", quote(field), " is not a valid number (expected ",
-            kSyntheticSpec, ")");
-  return value;
-}
+constexpr const char* kSyntheticPpiSpec = "synthetic-ppi:<graphs>:<nodes>:<seed>[:<features>:<labels>]";
 
-Dataset load_synthetic(const std::string& spec) {
+// The fields of a spec "kind:a:b:...", split at ':'.
+std::vector<std::string_view> spec_fields(const std::string& spec) {
   std::vector<std::string_view> fields;
   std::string_view rest(spec);
   for (size_t colon; (colon = rest.find(':')) != std::string_view::npos; rest.remove_prefix(colon + 1))
     fields.push_back(rest.substr(0, colon));
   fields.push_back(rest);
+  return fields;
+}
+
+// One field of a spec (`form`, as kSyntheticSpec), the whole field or an error naming `spec`.
+template <class T>
+T parse_field(std::string_view field, const std::string& spec, const char* what,
+              const char* form = kSyntheticSpec) {
+  T value{};
+  const auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
+  GAT_CHECK(!field.empty() && ec == std::errc() && ptr == field.data() + field.size(),
+            "load_dataset: ", quote(spec), ": ", what, " ", quote(field), " is not a valid number (expected ",
+            form, ")");
+  return value;
+}
+
+Dataset load_synthetic(const std::string& spec) {
+  const std::vector<std::string_view> fields = spec_fields(spec);
   GAT_CHECK(fields.size() == 4 || fields.size() == 5, "load_dataset: ", quote(spec), " has ", fields.size(),
             " fields (expected ", kSyntheticSpec, ")");
   GeneratorOptions options;
@@ -58,10 +69,57 @@ Dataset load_synthetic(const std::string& spec) {
   }
 }
 
+MultiGraphDataset load_synthetic_ppi(const std::string& spec) {
+  const std::vector<std::string_view> fields = spec_fields(spec);
+  GAT_CHECK(fields.size() == 4 || fields.size() == 6, "load_dataset: ", quote(spec), " has ", fields.size(),
+            " fields (expected ", kSyntheticPpiSpec, ")");
+  MultiGraphOptions options;
+  options.graphs = parse_field<int64_t>(fields[1], spec, "graphs", kSyntheticPpiSpec);
+  options.nodes = parse_field<int64_t>(fields[2], spec, "nodes", kSyntheticPpiSpec);
+  options.seed = parse_field<uint64_t>(fields[3], spec, "seed", kSyntheticPpiSpec);
+  if (fields.size() == 6) {
+    options.num_features = parse_field<int64_t>(fields[4], spec, "features", kSyntheticPpiSpec);
+    options.num_labels = parse_field<int64_t>(fields[5], spec, "labels", kSyntheticPpiSpec);
+  }
+  try {
+    return generate_multigraph(options);
+  } catch (const Error& e) {  // it names MultiGraphOptions' fields: say which spec set them
+    throw Error(detail::concat("load_dataset: ", quote(spec), " (", kSyntheticPpiSpec, "): ", e.what()));
+  }
+}
+
+bool is_ppi_directory(const std::string& name) {
+  return io::path_exists(name) && std::filesystem::is_directory(name) &&
+         io::path_exists((std::filesystem::path(name) / "train_graph.json").string());
+}
+
 }  // namespace
+
+bool is_multigraph_dataset(const std::string& name) {
+  const std::string key = lower(name);
+  return key == "ppi" || key.rfind("synthetic-ppi:", 0) == 0 || is_ppi_directory(name);
+}
+
+MultiGraphDataset load_multigraph_dataset(const std::string& name, const std::string& data_dir) {
+  const std::string key = lower(name);
+  if (key.rfind("synthetic-ppi:", 0) == 0) return load_synthetic_ppi(name);
+  if (key == "ppi") {
+    GAT_CHECK(!data_dir.empty(),
+              "load_dataset: ppi needs the folder of its raw files (--data-dir DIR): they are "
+              "not downloaded; extract https://data.dgl.ai/dataset/ppi.zip there");
+    return load_ppi(data_dir);
+  }
+  GAT_CHECK(is_ppi_directory(name), "load_dataset: '", name, "' is not a multi-graph dataset (expected ppi, ",
+            kSyntheticPpiSpec, " or a directory holding train_graph.json)");
+  MultiGraphDataset data = load_ppi(name);
+  data.name = name;
+  return data;
+}
 
 Dataset load_dataset(const std::string& name, const std::string& data_dir) {
   const std::string key = lower(name);
+  GAT_CHECK(!is_multigraph_dataset(name), "load_dataset: '", name,
+            "' is a multi-graph dataset (PPI's format): load it with load_multigraph_dataset");
   const bool planetoid = key == "cora" || key == "citeseer" || key == "pubmed";
   const bool synthetic = key.rfind("synthetic:", 0) == 0;
   const bool exists = io::path_exists(name);  // a permission error says so here
@@ -129,6 +187,27 @@ std::string dataset_summary(const Dataset& data) {
   };
   return summary.dump(-1, ' ', false,
                       nlohmann::json::error_handler_t::replace);  // a path's bytes may not be UTF-8
+}
+
+std::string dataset_summary(const MultiGraphDataset& data) {
+  int64_t nodes = 0, edges = 0;
+  double ones = 0;
+  for (const auto* split : {&data.train, &data.val, &data.test})
+    for (const GraphData& g : *split) {
+      nodes += g.num_nodes();
+      edges += g.graph.num_edges();
+      for (const float v : g.y.to_vector<float>()) ones += v;
+    }
+  const nlohmann::json summary = {
+      {"name", data.name},
+      {"graphs", {data.train.size(), data.val.size(), data.test.size()}},
+      {"nodes", nodes},
+      {"edges", edges},
+      {"features", data.num_features},
+      {"labels", data.num_labels},
+      {"label_density", nodes > 0 ? ones / static_cast<double>(nodes * data.num_labels) : 0.0},
+  };
+  return summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace gat

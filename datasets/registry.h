@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gat/datasets/dataset.h"
+#include "gat/datasets/multigraph.h"
 
 namespace gat {
 
@@ -22,6 +23,17 @@ namespace gat {
 // any case (CORA).
 Dataset load_dataset(const std::string& name, const std::string& data_dir = "");
 
+// Multi-graph datasets for inductive training (datasets/multigraph.h). `name` is one of
+//   ppi                                   PPI's raw files (datasets/ppi.h), extracted in data_dir
+//                                         (no default: the files are not downloaded)
+//   synthetic-ppi:<graphs>:<nodes>:<seed>[:<features>:<labels>]
+//                                         generate_multigraph (defaults 50 features, 121 labels)
+//   a directory holding train_graph.json  PPI's raw files there
+// is_multigraph_dataset says whether `name` is one of these (load_dataset refuses them, naming
+// this function). Names are read in any case.
+bool is_multigraph_dataset(const std::string& name);
+MultiGraphDataset load_multigraph_dataset(const std::string& name, const std::string& data_dir = "");
+
 // Where the Planetoid files are when no folder is given: $GAT_DATA_DIR when set; else the
 // per-user cache, $XDG_CACHE_HOME/gat/planetoid (an absolute XDG_CACHE_HOME only, as the XDG
 // base directory specification says), else HOME/.cache/gat/planetoid, with HOME from $HOME or,
@@ -37,5 +49,8 @@ std::optional<std::string> find_default_data_dir(const char* account_home);
 //  label_counts (per class, all nodes), feature_checksum (sum of x in double)} as one line of
 // JSON text, which is UTF-8: a byte of the name (a folder's) that is not is written as U+FFFD.
 std::string dataset_summary(const Dataset& data);
+// {name, graphs: [train, val, test], nodes, edges (directed), features, labels,
+//  label_density (the share of 1s over all nodes)} as one line of JSON.
+std::string dataset_summary(const MultiGraphDataset& data);
 
 }  // namespace gat
