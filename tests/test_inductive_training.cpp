@@ -1,19 +1,24 @@
 // The inductive model and its training loop (models/inductive_gat.h, train/inductive_training.h):
 // the paper's PPI network's layers, a batch of graphs scored as its graphs one by one, and the
-// model learning the generated multi-graph dataset well above what the trivial predictors score.
+// model learning the generated multi-graph dataset well above what the trivial predictors score,
+// and gat_train's multi-graph runs (their defaults, the flags they refuse).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cli_testing.h"
 #include "gat/datasets/multigraph.h"
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/micro_f1.h"
 #include "gat/train/inductive_training.h"
 #include "gat_testing.h"
+#include "gat_train_testing.h"
 
 using namespace gat;
 using gat::testing::expect_close;
 using gat::testing::expect_error;
+using gat::testing::TempDir;
 
 namespace {
 
@@ -135,4 +140,59 @@ TEST(InductiveTraining, RefusesWhatDoesNotFit) {
   data.val.clear();
   expect_error([&] { train_inductive(right, data, options, {}, Device::cpu); },
                {"validation split has no graphs"});
+}
+
+TEST(GatTrainInductive, AMultiGraphDatasetGetsThePapersRecipe) {
+  using gat::testing::parse;
+  using gat::testing::usage_error;
+  const cli::Flags f = parse({"--dataset", "synthetic-ppi:12:40:3"});
+  EXPECT_TRUE(f.inductive);
+  EXPECT_EQ(f.model.hidden, 256);
+  EXPECT_EQ(f.model.heads, 4);
+  EXPECT_EQ(f.model.output_heads, 6);
+  EXPECT_EQ(f.train.lr, 0.005);
+  EXPECT_EQ(f.train.weight_decay, 0.0);
+  EXPECT_EQ(f.inductive_training.batch_size, 2);
+  const cli::Flags given = parse({"--dataset", "PPI", "--hidden", "16", "--batch-size", "1", "--lr", "0.01"});
+  EXPECT_TRUE(given.inductive);
+  EXPECT_EQ(given.model.hidden, 16);
+  EXPECT_EQ(given.inductive_training.batch_size, 1);
+  EXPECT_EQ(given.train.lr, 0.01);
+  EXPECT_FALSE(parse({"--dataset", "cora"}).inductive);
+  for (const char* flag :
+       {"--dropout", "--model", "--fanouts", "--save", "--load", "--checkpoint", "--log", "--sparse-below"}) {
+    const std::string value = std::string(flag) == "--model"     ? "gat"
+                              : std::string(flag) == "--fanouts" ? "5,5"
+                              : std::string(flag) == "--dropout" || std::string(flag) == "--sparse-below"
+                                  ? "0.1"
+                                  : "x";
+    const std::string why = usage_error({"--dataset", "ppi", flag, value});
+    EXPECT_NE(why.find(std::string(flag) + " with --dataset ppi"), std::string::npos) << flag << ": " << why;
+  }
+  EXPECT_NE(usage_error({"--dataset", "ppi", "--no-cuda-graphs"}).find("--cuda-graphs"), std::string::npos);
+}
+
+TEST(GatTrainInductive, TrainsAndReportsMicroF1) {
+  TempDir dir("gat_inductive");
+  const gat::testing::Outcome o = gat::testing::run_gat_train(
+      "--dataset synthetic-ppi:6:20:1:8:5 --hidden 4 --heads 2 --output-heads 2 --epochs 3 --quiet --json",
+      dir.path());
+  ASSERT_EQ(o.status, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["config"]["model"], "inductive_gat");
+  EXPECT_EQ(j["config"]["batch_size"], 2);
+  EXPECT_EQ(j["graphs"], nlohmann::json::array({4, 1, 1}));
+  EXPECT_EQ(j["epochs"], nlohmann::json::array({3.0}));
+  EXPECT_GE(j["test_micro_f1_mean"].get<double>(), 0.0);
+  const gat::testing::Outcome info =
+      gat::testing::run_gat_train("--dataset synthetic-ppi:6:20:1:8:5 --info", dir.path());
+  ASSERT_EQ(info.status, 0) << info.err;
+  EXPECT_EQ(nlohmann::json::parse(info.out)["labels"], 5);
+  const gat::testing::Outcome missing = gat::testing::run_gat_train("--dataset ppi --quiet", dir.path());
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.err.find("--data-dir"), std::string::npos) << missing.err;
+  const gat::testing::Outcome bad =
+      gat::testing::run_gat_train("--dataset ppi --data-dir " + dir.path().string() + " --quiet", dir.path());
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("train_feats.npy"), std::string::npos) << bad.err;
 }

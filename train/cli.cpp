@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "gat/datasets/registry.h"
 #include "gat/framework/ops/attention/self_loop_attr.h"
 
 namespace gat::cli {
@@ -54,6 +55,33 @@ const char* const kTrainingOnly[] = {
     "--epochs",     "--patience",         "--lr",     "--weight-decay", "--seed",       "--runs",   "--log",
     "--checkpoint", "--checkpoint-every", "--resume", "--save",         "--batch-size", "--fanouts"};
 
+// The flags that mean nothing to the inductive model and its runs (no dropout, one layer kind,
+// dense features, no CUDA graphs, no checkpoints): refused with a multi-graph dataset.
+const char* const kNotInductive[] = {
+    "--model",      "--dropout", "--value-dropout", "--fill-value", "--sparse-below",     "--fanouts",
+    "--save",       "--load",    "--log",           "--checkpoint", "--checkpoint-every", "--resume",
+    "--cuda-graphs"};
+
+// The inductive model's defaults (the paper's PPI recipe) where the flags are left out, and its
+// refusals.
+void set_inductive(const CLI::App& app, Flags& flags) {
+  for (const char* name : kNotInductive)
+    if (app.get_option(name)->count() > 0)
+      throw UsageError(detail::concat(name, " with --dataset ", flags.dataset,
+                                      ": a multi-graph dataset trains the inductive model (3 GAT layers with "
+                                      "skip connections, no dropout, not checkpointed); leave ",
+                                      name, " out"));
+  flags.inductive = true;
+  InductiveGATConfig paper;
+  if (app.count("--hidden") == 0) flags.model.hidden = paper.hidden;
+  if (app.count("--heads") == 0) flags.model.heads = paper.heads;
+  if (app.count("--output-heads") == 0) flags.model.output_heads = paper.output_heads;
+  if (app.count("--lr") == 0) flags.train.lr = 0.005;
+  if (app.count("--weight-decay") == 0) flags.train.weight_decay = 0.0;
+  if (flags.batch_size > 0) flags.inductive_training.batch_size = flags.batch_size;
+  flags.train.cuda_graphs = false;
+}
+
 // "25,10" -> {25, 10}: one fanout per layer of the model, each -1 (all in-edges) or a count.
 std::vector<int64_t> parse_fanouts(const std::string& text) {
   std::vector<int64_t> fanouts;
@@ -84,7 +112,9 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
   app.add_option(
          "--dataset", flags.dataset,
          "cora | citeseer | pubmed | synthetic:<nodes>:<avg_degree>:<seed>[:<edge_dim>] | a directory "
-         "(with --load: the checkpoint's dataset unless given)")
+         "(with --load: the checkpoint's dataset unless given); multi-graph, for the inductive model: ppi "
+         "(its raw files in --data-dir) | synthetic-ppi:<graphs>:<nodes>:<seed>[:<features>:<labels>] | a "
+         "directory of PPI's raw files")
       ->check(kNonEmpty);
   app.add_option("--data-dir", flags.data_dir,
                  "folder of the Planetoid raw files (default: $GAT_DATA_DIR, else the per-user cache "
@@ -159,7 +189,8 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
       ->check(kNonEmpty);
   add_number(app, "--batch-size", flags.batch_size,
              "train on sampled neighbourhoods of this many training nodes per step (PyG's NeighborLoader); "
-             "evaluation stays exact (layer-wise over all in-edges); 0: full batch",
+             "evaluation stays exact (layer-wise over all in-edges); 0: full batch. With a multi-graph "
+             "dataset: graphs per step (0: 2)",
              Range<int64_t>{0, NeighborLoaderOptions::kBatchSizeRange.hi});
   app.add_option("--fanouts", flags.fanouts,
                  "with --batch-size: in-edges sampled per node and layer, the seeds' hop first, -1 for all "
@@ -212,6 +243,19 @@ Flags parse(int argc, const char* const* argv, const Environment& env) {
       throw UsageError(detail::concat("--value-dropout ", flags.model.value_dropout,
                                       " with --model gatv2: GATv2Conv has no value dropout"));
   }
+  if (flags.seed > std::numeric_limits<uint64_t>::max() - static_cast<uint64_t>(flags.runs - 1))
+    throw UsageError(detail::concat("--seed ", flags.seed, " with --runs ", flags.runs,
+                                    ": the last run's seed would pass 2^64 - 1"));
+  bool multigraph = false;
+  try {
+    multigraph = is_multigraph_dataset(flags.dataset);
+  } catch (const Error& e) {  // a folder that cannot be looked into
+    throw UsageError(detail::concat("--dataset ", flags.dataset, ": ", e.what()));
+  }
+  if (multigraph) {
+    set_inductive(app, flags);
+    return flags;
+  }
   if (app.count("--fanouts") > 0 && flags.batch_size == 0)
     throw UsageError("--fanouts " + flags.fanouts +
                      " without --batch-size: fanouts are for sampled training");
@@ -228,9 +272,6 @@ Flags parse(int argc, const char* const* argv, const Environment& env) {
   if (app.count("--output-heads") == 0) flags.model.output_heads = recipe.output_heads;
   if (app.count("--lr") == 0) flags.train.lr = recipe.lr;
   if (app.count("--weight-decay") == 0) flags.train.weight_decay = recipe.weight_decay;
-  if (flags.seed > std::numeric_limits<uint64_t>::max() - static_cast<uint64_t>(flags.runs - 1))
-    throw UsageError(detail::concat("--seed ", flags.seed, " with --runs ", flags.runs,
-                                    ": the last run's seed would pass 2^64 - 1"));
   return flags;
 }
 

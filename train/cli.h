@@ -15,6 +15,7 @@
 #include "gat/framework/check.h"
 #include "gat/framework/process.h"
 #include "gat/models/gat.h"
+#include "gat/train/inductive_training.h"
 #include "gat/train/sampled_training.h"
 #include "gat/train/trainer.h"
 
@@ -41,6 +42,12 @@ struct Flags {
   int64_t batch_size = 0;
   std::string fanouts = "25,10";
   SampledTraining sampled;
+  // --dataset names a multi-graph dataset (is_multigraph_dataset: ppi, synthetic-ppi:..., a PPI
+  // folder): the inductive model (models/inductive_gat.h) trained by train_inductive with
+  // --batch-size graphs per step (default 2), --hidden, --heads and --output-heads as its layers'
+  // (defaults 256, 4 and 6), --lr and --weight-decay defaulting to 0.005 and 0.
+  bool inductive = false;
+  InductiveTraining inductive_training;
   int threads = 0;  // OpenMP threads; 0: OpenMP's default (OMP_NUM_THREADS, else every core)
   bool json = false, info = false, quiet = false;
   bool help = false;            // --help: print usage() and exit 0
@@ -71,7 +78,8 @@ class UsageError : public std::runtime_error {
 // NaN or infinity) and checked against its range; paths may not be empty; --seed + --runs - 1 must fit;
 // --load refuses the flags only training reads (--epochs, --lr, --log, --save, --resume, ...);
 // --fanouts needs --batch-size, which refuses --checkpoint and --resume (sampled runs are not
-// resumable).
+// resumable). A multi-graph dataset (Flags::inductive) refuses the flags of the node-classification
+// model and runs (kNotInductive in cli.cpp: --model, the dropouts, --fanouts, checkpoints, ...).
 Flags parse(int argc, const char* const* argv, const Environment& env = {});
 
 // The usage text (flags, their defaults and ranges).
