@@ -1,5 +1,5 @@
 // InductiveGAT: the GAT paper's network for the inductive PPI task (Velickovic et al. 2018,
-// section 3.3), as in PyG's PPI example (its examples folder, ppi.py):
+// section 3.3), as in PyG's PPI example script:
 //
 //   x -> GATConv(F_in, hidden, heads[0], concat) + skip -> ELU
 //     -> GATConv(hidden * heads[0], hidden, heads[1], concat) + skip -> ELU
