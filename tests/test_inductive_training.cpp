@@ -34,6 +34,16 @@ MultiGraphOptions small_dataset() {
   return o;
 }
 
+// The model for `data` with `hidden` features per head (the paper's heads), parameters of `dtype`.
+InductiveGATConfig config_for(const MultiGraphDataset& data, int64_t hidden, DType dtype = DType::f32) {
+  InductiveGATConfig config;
+  config.in_features = data.num_features;
+  config.num_labels = data.num_labels;
+  config.hidden = hidden;
+  config.dtype = dtype;
+  return config;
+}
+
 // The micro-F1 of predicting every label `value` (0: all zeros, 1: all ones) on the graphs.
 double constant_f1(const std::vector<GraphData>& graphs, double logit) {
   std::vector<double> counts(4, 0.0);
@@ -69,13 +79,8 @@ TEST(InductiveGAT, HasThePapersLayers) {
 
 TEST(InductiveGAT, ABatchScoresAsItsGraphsOneByOne) {
   const MultiGraphDataset data = generate_multigraph(small_dataset());
-  InductiveGATConfig config;
-  config.in_features = data.num_features;
-  config.num_labels = data.num_labels;
-  config.hidden = 4;
-  config.dtype = DType::f64;
   Generator init(1);
-  InductiveGAT model(config, init);
+  InductiveGAT model(config_for(data, 4, DType::f64), init);
   autograd::NoGradGuard no_grad;
   std::vector<GraphData> graphs;
   for (const GraphData& g : data.train) {
@@ -92,12 +97,8 @@ TEST(InductiveGAT, ABatchScoresAsItsGraphsOneByOne) {
 
 TEST(InductiveTraining, LearnsTheGeneratedGraphsWellAboveChance) {
   const MultiGraphDataset data = generate_multigraph(small_dataset());
-  InductiveGATConfig config;
-  config.in_features = data.num_features;
-  config.num_labels = data.num_labels;
-  config.hidden = 8;
   Generator init(2);
-  InductiveGAT model(config, init);
+  InductiveGAT model(config_for(data, 8), init);
   TrainOptions options;
   options.weight_decay = 0;
   options.max_epochs = 15;
@@ -121,18 +122,14 @@ TEST(InductiveTraining, LearnsTheGeneratedGraphsWellAboveChance) {
 
 TEST(InductiveTraining, RefusesWhatDoesNotFit) {
   MultiGraphDataset data = generate_multigraph(small_dataset());
-  InductiveGATConfig config;
+  InductiveGATConfig config = config_for(data, 2);
   config.in_features = data.num_features + 1;
-  config.num_labels = data.num_labels;
-  config.hidden = 2;
   Generator init(0);
   InductiveGAT model(config, init);
   TrainOptions options;
   expect_error([&] { train_inductive(model, data, options, {}, Device::cpu); },
                {"train_inductive", "training graph 0", "17 features"});
-  InductiveGATConfig fits = config;
-  fits.in_features = data.num_features;
-  InductiveGAT right(fits, init);
+  InductiveGAT right(config_for(data, 2), init);
   expect_error([&] { train_inductive(right, data, options, {0, 0}, Device::cpu); }, {"batch_size", "0"});
   options.checkpoints.path = "x";
   expect_error([&] { train_inductive(right, data, options, {}, Device::cpu); }, {"no run checkpoints"});

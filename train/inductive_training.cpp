@@ -112,12 +112,7 @@ TrainResult train_inductive(InductiveGAT& model, const MultiGraphDataset& data, 
   check_split("test", data.test, model.config());
   const std::vector<DeviceBatch> val = device_batches(data.val, inductive.batch_size, device),
                                  test = device_batches(data.test, inductive.batch_size, device);
-  std::unique_ptr<Optimizer> optimizer = make_run_optimizer(model, options);
-  const std::vector<Tensor> params = model.parameters();
-  std::vector<Tensor> best_params(params.size());
-  EarlyStopping stopping(options.patience);
-  TrainResult result;
-  result.cuda_graphs_note = "off";
+  EpochLoop loop(model, options);
   std::mt19937_64 shuffle(inductive.seed);
   std::vector<size_t> order(data.train.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -130,12 +125,12 @@ TrainResult train_inductive(InductiveGAT& model, const MultiGraphDataset& data, 
     for (const auto& graphs : batches_of(data.train, order, inductive.batch_size)) {
       const DeviceBatch b = to_device(graphs, device);
       model.train();
-      optimizer->zero_grad();
+      loop.optimizer->zero_grad();
       const Tensor logits = model.forward(b.x, b.looped);  // (N, C)
       const Tensor loss = ops::binary_cross_entropy_with_logits(logits, b.y);
       loss.backward();
-      optimizer->step();
-      optimizer->zero_grad();
+      loop.optimizer->step();
+      loop.optimizer->zero_grad();
       totals.add(logits.detach(), b.y, loss.item());
       ++steps;
     }
@@ -147,15 +142,15 @@ TrainResult train_inductive(InductiveGAT& model, const MultiGraphDataset& data, 
     stats.loss = train.loss;
     stats.train_acc = train.acc;
     const Evaluation eval{train, evaluate_batches(model, val), evaluate_batches(model, test)};
-    const EarlyStopping::Decision decision = judge_epoch(stats, eval, stopping, result, params, best_params);
+    const EarlyStopping::Decision decision = loop.judge(stats, eval);
     stats.ms = ms_since(start);
     if (on_epoch) on_epoch(stats);
     if (decision.stop) break;
   }
-  result.train_step_ms = step_ms_total / static_cast<double>(steps);
-  restore_best(result, data.train.front().x, options.lr, params, best_params);
+  loop.result.train_step_ms = step_ms_total / static_cast<double>(steps);
+  restore_best(loop.result, data.train.front().x, options.lr, loop.params, loop.best_params);
   model.eval();
-  return result;
+  return loop.result;
 }
 
 }  // namespace gat

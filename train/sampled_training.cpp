@@ -111,12 +111,7 @@ TrainResult train_node_classifier_sampled(GAT& model, const Dataset& data, const
             "sampled training: the dataset must be on the host (batches are copied to the device)");
   NeighborLoader loader(data.graph, data.x, data.y, data.edge_attr, data.train_index.to_vector<int32_t>(),
                         sampled.loader, device);
-  std::unique_ptr<Optimizer> optimizer = make_run_optimizer(model, options);
-  const std::vector<Tensor> params = model.parameters();
-  std::vector<Tensor> best_params(params.size());
-  EarlyStopping stopping(options.patience);
-  TrainResult result;
-  result.cuda_graphs_note = "off";
+  EpochLoop loop(model, options);
   double step_ms_total = 0;
   int64_t steps = 0;
   for (int64_t epoch = 1; epoch <= options.max_epochs; ++epoch) {
@@ -124,7 +119,7 @@ TrainResult train_node_classifier_sampled(GAT& model, const Dataset& data, const
     loader.start_epoch(epoch - 1);
     StepTotals totals;
     while (std::optional<MiniBatch> batch = loader.next())
-      sampled_step(model, *batch, *optimizer, gen, totals);
+      sampled_step(model, *batch, *loop.optimizer, gen, totals);
     EpochStats stats;
     stats.epoch = epoch;
     stats.step_ms = ms_since(start);
@@ -134,16 +129,15 @@ TrainResult train_node_classifier_sampled(GAT& model, const Dataset& data, const
     stats.train_acc = totals.correct / totals.rows;
     const Tensor logits =
         layerwise_inference(model, data.graph, data.x, data.edge_attr, sampled.inference_batch_size, device);
-    const EarlyStopping::Decision decision =
-        judge_epoch(stats, evaluate_logits(logits, data), stopping, result, params, best_params);
+    const EarlyStopping::Decision decision = loop.judge(stats, evaluate_logits(logits, data));
     stats.ms = ms_since(start);
     if (on_epoch) on_epoch(stats);
     if (decision.stop) break;
   }
-  result.train_step_ms = step_ms_total / static_cast<double>(steps);
-  restore_best(result, data.x, options.lr, params, best_params);
+  loop.result.train_step_ms = step_ms_total / static_cast<double>(steps);
+  restore_best(loop.result, data.x, options.lr, loop.params, loop.best_params);
   model.eval();
-  return result;
+  return loop.result;
 }
 
 }  // namespace gat

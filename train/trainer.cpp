@@ -468,6 +468,18 @@ EarlyStopping::Decision judge_epoch(EpochStats& stats, const Evaluation& eval, E
   return decision;
 }
 
+EpochLoop::EpochLoop(Module& model, const TrainOptions& options)
+    : optimizer(make_run_optimizer(model, options)),
+      params(model.parameters()),
+      best_params(params.size()),
+      stopping(options.patience) {
+  result.cuda_graphs_note = "off";
+}
+
+EarlyStopping::Decision EpochLoop::judge(EpochStats& stats, const Evaluation& eval) {
+  return judge_epoch(stats, eval, stopping, result, params, best_params);
+}
+
 void restore_best(const TrainResult& result, const Tensor& x, double lr, const std::vector<Tensor>& params,
                   const std::vector<Tensor>& best) {
   GAT_CHECK(result.best_epoch > 0, "train: no epoch had a finite validation loss: the outputs overflowed or ",

@@ -141,6 +141,19 @@ std::unique_ptr<Optimizer> make_run_optimizer(Module& model, const TrainOptions&
 EarlyStopping::Decision judge_epoch(EpochStats& stats, const Evaluation& eval, EarlyStopping& stopping,
                                     TrainResult& result, const std::vector<Tensor>& params,
                                     std::vector<Tensor>& best);
+// What an epoch loop without run checkpoints keeps from epoch to epoch (the sampled and the
+// inductive loops): the run's optimiser, the parameters and the remembered epoch's copies, early
+// stopping and the result so far (cuda_graphs_note "off": their steps run eagerly).
+struct EpochLoop {
+  EpochLoop(Module& model, const TrainOptions& options);
+  // judge_epoch on this loop's state.
+  EarlyStopping::Decision judge(EpochStats& stats, const Evaluation& eval);
+
+  std::unique_ptr<Optimizer> optimizer;
+  std::vector<Tensor> params, best_params;
+  EarlyStopping stopping;
+  TrainResult result;
+};
 // The end of a run: throws unless some epoch was remembered (a finite validation loss), naming
 // the likely causes (the largest |value| of x, the rate lr); then the remembered parameters back
 // into the model's.
