@@ -74,6 +74,7 @@ TEST(InductiveGAT, HasThePapersLayers) {
   EXPECT_TRUE(o1.elu && o2.elu && !o3.elu);
   EXPECT_TRUE(o1.residual && o2.residual && o3.residual);
   EXPECT_EQ(o1.dropout + o2.dropout + o3.dropout + o1.output_dropout + o2.output_dropout, 0.0);
+  ASSERT_NE(model.conv3->res, nullptr);
   EXPECT_EQ(model.conv3->res->weight.shape(), (Shape{1024, 121}));
 }
 
