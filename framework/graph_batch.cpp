@@ -90,10 +90,9 @@ GraphBatch batch_graphs(const std::vector<const GraphData*>& graphs) {
   }
   // Each graph's rows are sorted by source already, so from_csr keeps the edge order.
   out.data.graph = Graph::from_csr(std::move(row_ptr), std::move(col));
-  out.data.x = graphs.size() == 1 ? first.x.clone() : ops::concat(xs, 0);
-  out.data.y = graphs.size() == 1 ? first.y.clone() : ops::concat(ys, 0);
-  if (!attrs.empty())
-    out.data.edge_attr = attrs.size() == 1 ? first.edge_attr.clone() : ops::concat(attrs, 0);
+  out.data.x = ops::concat(xs, 0);
+  out.data.y = ops::concat(ys, 0);
+  if (!attrs.empty()) out.data.edge_attr = ops::concat(attrs, 0);
   out.batch = Tensor::from_vector(batch, {n});
   return out;
 }

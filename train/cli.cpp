@@ -208,7 +208,8 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
 }
 
 const char* const kDescription =
-    "Train the two-layer GAT (Velickovic et al. 2018) on a node-classification dataset.";
+    "Train the two-layer GAT (Velickovic et al. 2018) on a node-classification dataset, or its three-layer "
+    "inductive network on a multi-graph dataset (PPI).";
 
 }  // namespace
 
