@@ -819,10 +819,7 @@ TEST(Pickle, MemoReferencesCountAgainstTheOutput) {
 // ---- generator --------------------------------------------------------------------------------------
 
 TEST(Generator, DeterministicForASeedWhateverTheThreadCount) {
-  GeneratorOptions o;
-  o.num_nodes = 20000;
-  o.avg_degree = 10;
-  o.seed = 42;
+  GeneratorOptions o{20000, 10, 42};  // num_nodes, avg_degree, seed
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
   const Dataset one = generate_sbm(o);
@@ -841,10 +838,7 @@ TEST(Generator, DeterministicForASeedWhateverTheThreadCount) {
 }
 
 TEST(Generator, SkewedDegreesHomophilyAndInformativeFeatures) {
-  GeneratorOptions o;
-  o.num_nodes = 50000;
-  o.avg_degree = 16;
-  o.seed = 7;
+  const GeneratorOptions o{50000, 16, 7};  // num_nodes, avg_degree, seed
   const Dataset d = generate_sbm(o);
   expect_undirected_simple(d.graph);
   const double mean_degree = static_cast<double>(d.graph.num_edges()) / static_cast<double>(o.num_nodes);
@@ -937,10 +931,8 @@ TEST(Registry, SyntheticSpecsAndErrors) {
 
 // Both directions of an edge get the same row; its sign says whether the ends share a class.
 TEST(Generator, EdgeFeaturesAreSymmetricAndSayWhetherTheEndsShareAClass) {
-  GeneratorOptions o;
-  o.num_nodes = 3000;
+  GeneratorOptions o{3000, 16, 9};  // num_nodes, avg_degree, seed
   o.num_edge_features = 4;
-  o.seed = 9;
   const Dataset d = generate_sbm(o);
   const std::vector<int32_t> src = d.graph.sources(), dst = d.graph.destinations(),
                              y = d.y.to_vector<int32_t>();
