@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <iterator>
 #include <optional>
-#include <type_traits>
-#include <variant>
 
+#include "gat/framework/detail/metadata_fields.h"
 #include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/narrow.h"
 
@@ -13,26 +12,21 @@ namespace gat {
 
 namespace {
 
-// GATConfig's numeric fields: the metadata key, the member and its range, in the order of the
-// fields. `later` marks a key that checkpoints written before it was added lack.
+using Field = detail::AnyMetadataField<GATConfig>;
 template <class T>
-struct NumericField {
-  const char* key;
-  T GATConfig::*member;
-  Range<T> range;
-  bool later = false;
-};
-using AnyNumericField = std::variant<NumericField<int64_t>, NumericField<double>>;
-const AnyNumericField kNumericFields[] = {
-    NumericField<int64_t>{"in_features", &GATConfig::in_features, GATConfig::kSizeRange},
-    NumericField<int64_t>{"num_classes", &GATConfig::num_classes, GATConfig::kSizeRange},
-    NumericField<int64_t>{"hidden", &GATConfig::hidden, GATConfig::kHiddenRange},
-    NumericField<int64_t>{"heads", &GATConfig::heads, GATConfig::kHeadsRange},
-    NumericField<int64_t>{"output_heads", &GATConfig::output_heads, GATConfig::kHeadsRange},
-    NumericField<double>{"dropout", &GATConfig::dropout, GATConfig::kDropoutRange},
-    NumericField<double>{"value_dropout", &GATConfig::value_dropout, GATConfig::kDropoutRange},
-    NumericField<double>{"negative_slope", &GATConfig::negative_slope, GATConfig::kNegativeSlopeRange},
-    NumericField<int64_t>{"edge_dim", &GATConfig::edge_dim, GATConfig::kEdgeDimRange, true},
+using FieldOf = detail::MetadataField<GATConfig, T>;
+
+// GATConfig's numeric fields, in the order of its members.
+const Field kNumericFields[] = {
+    FieldOf<int64_t>{"in_features", &GATConfig::in_features, GATConfig::kSizeRange},
+    FieldOf<int64_t>{"num_classes", &GATConfig::num_classes, GATConfig::kSizeRange},
+    FieldOf<int64_t>{"hidden", &GATConfig::hidden, GATConfig::kHiddenRange},
+    FieldOf<int64_t>{"heads", &GATConfig::heads, GATConfig::kHeadsRange},
+    FieldOf<int64_t>{"output_heads", &GATConfig::output_heads, GATConfig::kHeadsRange},
+    FieldOf<double>{"dropout", &GATConfig::dropout, GATConfig::kDropoutRange},
+    FieldOf<double>{"value_dropout", &GATConfig::value_dropout, GATConfig::kDropoutRange},
+    FieldOf<double>{"negative_slope", &GATConfig::negative_slope, GATConfig::kNegativeSlopeRange},
+    FieldOf<int64_t>{"edge_dim", &GATConfig::edge_dim, GATConfig::kEdgeDimRange, true},
 };
 
 // The other keys.
@@ -43,16 +37,9 @@ constexpr const char* kFillValue = "fill_value";
 // Sets c's numeric fields from `read`: the ones every checkpoint has, or (later) the ones that
 // older checkpoints may lack, where present.
 void read_numeric_fields(const io::MetadataReader& read, bool later, GATConfig& c) {
-  for (const AnyNumericField& any : kNumericFields)
-    std::visit(
-        [&](const auto& f) {
-          if (f.later != later || (later && !read.has(f.key))) return;
-          if constexpr (std::is_same_v<decltype(c.*f.member), int64_t&>)
-            c.*f.member = read.integer(f.key);
-          else
-            c.*f.member = read.number(f.key);
-        },
-        any);
+  detail::for_each_field(kNumericFields, [&](const auto& f) {
+    if (f.later == later && (!later || read.has(f.key))) detail::read_field(f, read, c);
+  });
 }
 
 constexpr AttentionLayer kLayers[] = {AttentionLayer::gat, AttentionLayer::gatv2};
@@ -82,8 +69,7 @@ const char* attention_layer_name(AttentionLayer layer) {
 
 void GATConfig::validate(const std::string& where) const {
   const std::string prefix = where + ": ";
-  for (const AnyNumericField& any : kNumericFields)
-    std::visit([&](const auto& f) { check_in_range(prefix + f.key, this->*f.member, f.range); }, any);
+  detail::for_each_field(kNumericFields, [&](const auto& f) { detail::check_field(f, prefix, *this); });
   GAT_CHECK(dtype == DType::f32 || dtype == DType::f64, prefix, "dtype ", dtype_name(dtype),
             " is not a floating-point type");
   GAT_CHECK(layer == AttentionLayer::gat || value_dropout == 0.0, prefix, "value_dropout ", value_dropout,
@@ -94,8 +80,7 @@ void GATConfig::validate(const std::string& where) const {
 io::Metadata GATConfig::to_metadata() const {
   io::Metadata m{
       {kDtype, dtype_name(dtype)}, {kFillValue, fill_value.name()}, {kLayer, attention_layer_name(layer)}};
-  for (const AnyNumericField& any : kNumericFields)
-    std::visit([&](const auto& f) { m[f.key] = io::metadata_number(this->*f.member); }, any);
+  detail::for_each_field(kNumericFields, [&](const auto& f) { detail::write_field(f, *this, m); });
   return m;
 }
 
