@@ -17,7 +17,6 @@ median training step and torch's peak allocation. Where PyG runs out of memory t
 The bound: the bytes one training step must move at least (below, `step_bytes`) divided by the
 GPU's measured copy bandwidth. Everything goes to OUT/scale_NODES_DEGREE.json.
 """
-import argparse
 import json
 import os
 import resource
@@ -26,6 +25,8 @@ import subprocess
 import sys
 import threading
 import time
+
+import bench_args
 
 
 def run_ours(args, out_dir):
@@ -130,14 +131,8 @@ def run_pyg(n, e, f_in=32, classes=8, reps=5):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--nodes", type=int, default=5_000_000)
-    ap.add_argument("--degree", type=float, default=20)
-    ap.add_argument("--epochs", type=int, default=12)
-    ap.add_argument("--no-pyg", action="store_true", help="ours only")
-    ap.add_argument("--out", default="out")
-    args = ap.parse_args()
+    args = bench_args.parse_args(__doc__, build="build", nodes=5_000_000, degree=dict(type=float, default=20),
+                                 epochs=12, no_pyg=dict(action="store_true", help="ours only"), out="out")
     os.makedirs(args.out, exist_ok=True)
     result = {"date": time.strftime("%Y-%m-%d"), "commit": os.environ.get("GAT_COMMIT", "unknown")}
     ours = run_ours(args, args.out)

@@ -12,7 +12,6 @@ differs from the exact one. Needs torch, torch_geometric and gat_torch (PYTHONPA
 
     python3 bench/torch_vs_pyg.py --nodes 1000000 --edges 16000000
 """
-import argparse
 import copy
 import json
 import statistics
@@ -22,6 +21,8 @@ import torch
 import torch_geometric.nn as pyg
 
 import gat_torch
+
+import bench_args
 
 
 def timed(fn, repeats):
@@ -112,17 +113,10 @@ def compare(name, ours, theirs, x, edge_index, edge_attr, repeats):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=1_000_000)
-    parser.add_argument("--edges", type=int, default=16_000_000)
-    parser.add_argument("--in-channels", type=int, default=64)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--out-channels", type=int, default=8)
-    parser.add_argument("--edge-dim", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--layers", default="gat,gatv2,gat_edge", help="comma-separated subset")
-    parser.add_argument("--json", help="write the rows to this file")
-    args = parser.parse_args()
+    args = bench_args.parse_args(__doc__, nodes=1_000_000, edges=16_000_000, in_channels=64, heads=8, out_channels=8,
+                                 edge_dim=16, repeats=10,
+                                 layers=dict(default="gat,gatv2,gat_edge", help="comma-separated subset"),
+                                 json=dict(help="write the rows to this file"))
     assert torch.cuda.is_available(), "this benchmark needs a CUDA device"
     torch.manual_seed(0)
     device = torch.device("cuda")

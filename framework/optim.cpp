@@ -340,18 +340,21 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   return total;
 }
 
-LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer), base_lrs_(optimizer.initial_lrs()) {}
-
-void LRScheduler::start() { step(); }
+LRScheduler::LRScheduler(Optimizer& optimizer, Formulas formulas)
+    : optimizer_(optimizer), base_lrs_(optimizer.initial_lrs()), formulas_(std::move(formulas)) {
+  step();
+}
 
 void LRScheduler::step() {
   ++last_epoch_;
-  for (size_t g = 0; g < base_lrs_.size(); ++g) optimizer_.set_lr(g, next_lr(optimizer_.lr(g), base_lrs_[g]));
+  for (size_t g = 0; g < base_lrs_.size(); ++g)
+    optimizer_.set_lr(g, formulas_.next_lr(last_epoch_, optimizer_.lr(g), base_lrs_[g]));
 }
 
 void LRScheduler::restart() {
   last_epoch_ = 0;
-  for (size_t g = 0; g < base_lrs_.size(); ++g) optimizer_.set_lr(g, closed_form_lr(base_lrs_[g]));
+  for (size_t g = 0; g < base_lrs_.size(); ++g)
+    optimizer_.set_lr(g, formulas_.closed_form_lr(last_epoch_, base_lrs_[g]));
 }
 
 void LRScheduler::resume_at(int64_t epoch) {
@@ -359,75 +362,74 @@ void LRScheduler::resume_at(int64_t epoch) {
   last_epoch_ = epoch;
 }
 
-StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
-    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;  // math.pi
+
+// Each scheduler's arguments checked, and its formulas (torch's).
+
+using Formulas = LRScheduler::Formulas;
+
+Formulas step_lr(int64_t step_size, double gamma) {
   GAT_CHECK(step_size > 0, "StepLR: step_size ", step_size, " must be positive");
   GAT_CHECK(gamma >= 0, "StepLR: invalid gamma ", gamma);
-  start();
+  return {[=](int64_t epoch, double current, double) {
+            if (epoch == 0 || epoch % step_size != 0) return current;
+            return current * gamma;
+          },
+          [=](int64_t epoch, double base) {
+            return base * std::pow(gamma, static_cast<double>(epoch / step_size));
+          }};
 }
 
-double StepLR::next_lr(double current, double) const {
-  if (last_epoch() == 0 || last_epoch() % step_size_ != 0) return current;
-  return current * gamma_;
-}
-
-double StepLR::closed_form_lr(double base) const {
-  return base * std::pow(gamma_, static_cast<double>(last_epoch() / step_size_));
-}
-
-namespace {
-constexpr double kPi = 3.14159265358979323846;  // math.pi
-}  // namespace
-
-CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)
-    : LRScheduler(optimizer), T_max_(T_max), eta_min_(eta_min) {
+Formulas cosine_annealing_lr(int64_t T_max, double eta_min) {
   GAT_CHECK(T_max > 0, "CosineAnnealingLR: T_max ", T_max, " must be positive");
   GAT_CHECK(eta_min >= 0, "CosineAnnealingLR: invalid eta_min ", eta_min);
-  start();
+  return {[=](int64_t t, double current, double base) {
+            const double T = static_cast<double>(T_max);
+            if (t == 0) return current;
+            if ((t - 1 - T_max) % (2 * T_max) == 0)
+              return current + (base - eta_min) * (1 - std::cos(kPi / T)) / 2;
+            return (1 + std::cos(kPi * static_cast<double>(t) / T)) /
+                       (1 + std::cos(kPi * static_cast<double>(t - 1) / T)) * (current - eta_min) +
+                   eta_min;
+          },
+          [=](int64_t epoch, double base) {
+            return eta_min +
+                   (base - eta_min) *
+                       (1 + std::cos(kPi * static_cast<double>(epoch) / static_cast<double>(T_max))) / 2;
+          }};
 }
 
-double CosineAnnealingLR::next_lr(double current, double base) const {
-  const int64_t t = last_epoch();
-  const double T = static_cast<double>(T_max_);
-  if (t == 0) return current;
-  if ((t - 1 - T_max_) % (2 * T_max_) == 0) return current + (base - eta_min_) * (1 - std::cos(kPi / T)) / 2;
-  return (1 + std::cos(kPi * static_cast<double>(t) / T)) /
-             (1 + std::cos(kPi * static_cast<double>(t - 1) / T)) * (current - eta_min_) +
-         eta_min_;
-}
-
-double CosineAnnealingLR::closed_form_lr(double base) const {
-  return eta_min_ +
-         (base - eta_min_) *
-             (1 + std::cos(kPi * static_cast<double>(last_epoch()) / static_cast<double>(T_max_))) / 2;
-}
-
-LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor, int64_t total_iters)
-    : LRScheduler(optimizer),
-      start_factor_(start_factor),
-      end_factor_(end_factor),
-      total_iters_(total_iters) {
+Formulas linear_lr(double start_factor, double end_factor, int64_t total_iters) {
   GAT_CHECK(start_factor > 0 && start_factor <= 1, "LinearLR: start_factor ", start_factor,
             " must be in (0, 1]");
   GAT_CHECK(end_factor >= 0 && end_factor <= 1, "LinearLR: end_factor ", end_factor, " must be in [0, 1]");
   GAT_CHECK(total_iters > 0, "LinearLR: total_iters ", total_iters, " must be positive");
-  start();
+  return {[=](int64_t t, double current, double) {
+            if (t == 0) return current * start_factor;
+            if (t > total_iters) return current;
+            return current * (1 + (end_factor - start_factor) /
+                                      (static_cast<double>(total_iters) * start_factor +
+                                       static_cast<double>(t - 1) * (end_factor - start_factor)));
+          },
+          [=](int64_t epoch, double base) {
+            return base * (start_factor + (end_factor - start_factor) *
+                                              static_cast<double>(std::min(total_iters, epoch)) /
+                                              static_cast<double>(total_iters));
+          }};
 }
 
-double LinearLR::next_lr(double current, double) const {
-  const int64_t t = last_epoch();
-  if (t == 0) return current * start_factor_;
-  if (t > total_iters_) return current;
-  return current *
-         (1 + (end_factor_ - start_factor_) / (static_cast<double>(total_iters_) * start_factor_ +
-                                               static_cast<double>(t - 1) * (end_factor_ - start_factor_)));
-}
+}  // namespace
 
-double LinearLR::closed_form_lr(double base) const {
-  return base * (start_factor_ + (end_factor_ - start_factor_) *
-                                     static_cast<double>(std::min(total_iters_, last_epoch())) /
-                                     static_cast<double>(total_iters_));
-}
+StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
+    : LRScheduler(optimizer, step_lr(step_size, gamma)) {}
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)
+    : LRScheduler(optimizer, cosine_annealing_lr(T_max, eta_min)) {}
+
+LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor, int64_t total_iters)
+    : LRScheduler(optimizer, linear_lr(start_factor, end_factor, total_iters)) {}
 
 SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRScheduler>> schedulers,
                            std::vector<int64_t> milestones)
@@ -449,7 +451,7 @@ SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<std::shared_ptr<LRS
   const std::vector<double>& base = optimizer.initial_lrs();
   for (size_t g = 0; g < base.size(); ++g) optimizer.set_lr(g, base[g]);
   for (auto& scheduler : schedulers_) scheduler->last_epoch_ -= 1;
-  schedulers_[0]->start();
+  schedulers_[0]->step();
 }
 
 void SequentialLR::step() {

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -228,7 +229,13 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 // (chainable) formula, so the sequence matches torch's bit for bit in double.
 class LRScheduler {
  public:
-  explicit LRScheduler(Optimizer& optimizer);
+  // A schedule's two formulas for the rate at `epoch` (last_epoch()): from a group's current and
+  // base rates (torch's get_lr), and from the base rate alone (torch's _get_closed_form_lr).
+  struct Formulas {
+    std::function<double(int64_t epoch, double current, double base)> next_lr;
+    std::function<double(int64_t epoch, double base)> closed_form_lr;
+  };
+
   virtual ~LRScheduler() = default;
   LRScheduler(const LRScheduler&) = delete;
   LRScheduler& operator=(const LRScheduler&) = delete;
@@ -242,12 +249,8 @@ class LRScheduler {
   void resume_at(int64_t epoch);
 
  protected:
-  // Called by the derived constructor once its fields are set: torch's initial step (epoch 0).
-  void start();
-  // The rate for last_epoch() given a group's current and base rates (torch's get_lr).
-  virtual double next_lr(double current, double base) const = 0;
-  // The rate for last_epoch() from the base rate alone (torch's _get_closed_form_lr).
-  virtual double closed_form_lr(double base) const = 0;
+  // Sets the rates for epoch 0 (torch's initial step).
+  LRScheduler(Optimizer& optimizer, Formulas formulas);
 
  private:
   friend class SequentialLR;
@@ -256,6 +259,7 @@ class LRScheduler {
 
   Optimizer& optimizer_;
   std::vector<double> base_lrs_;
+  Formulas formulas_;
   int64_t last_epoch_ = -1;
 };
 
@@ -263,12 +267,6 @@ class LRScheduler {
 class StepLR : public LRScheduler {
  public:
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
-
- private:
-  double next_lr(double current, double base) const override;
-  double closed_form_lr(double base) const override;
-  int64_t step_size_;
-  double gamma_;
 };
 
 // torch.optim.lr_scheduler.CosineAnnealingLR:
@@ -277,12 +275,6 @@ class StepLR : public LRScheduler {
 class CosineAnnealingLR : public LRScheduler {
  public:
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0.0);
-
- private:
-  double next_lr(double current, double base) const override;
-  double closed_form_lr(double base) const override;
-  int64_t T_max_;
-  double eta_min_;
 };
 
 // torch.optim.lr_scheduler.LinearLR, the linear warm-up: the factor on base_lr goes linearly
@@ -291,12 +283,6 @@ class LinearLR : public LRScheduler {
  public:
   LinearLR(Optimizer& optimizer, double start_factor = 1.0 / 3, double end_factor = 1.0,
            int64_t total_iters = 5);
-
- private:
-  double next_lr(double current, double base) const override;
-  double closed_form_lr(double base) const override;
-  double start_factor_, end_factor_;
-  int64_t total_iters_;
 };
 
 // torch.optim.lr_scheduler.SequentialLR: schedulers[0] until epoch milestones[0], then

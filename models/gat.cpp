@@ -4,6 +4,7 @@
 #include <iterator>
 #include <optional>
 
+#include "gat/framework/detail/metadata_fields.h"
 #include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/narrow.h"
 
@@ -11,19 +12,35 @@ namespace gat {
 
 namespace {
 
-// The metadata keys, in the order of GATConfig's fields.
-constexpr const char* kInFeatures = "in_features";
-constexpr const char* kNumClasses = "num_classes";
-constexpr const char* kHidden = "hidden";
-constexpr const char* kHeads = "heads";
-constexpr const char* kOutputHeads = "output_heads";
-constexpr const char* kDropout = "dropout";
-constexpr const char* kValueDropout = "value_dropout";
-constexpr const char* kNegativeSlope = "negative_slope";
+using Field = detail::AnyMetadataField<GATConfig>;
+template <class T>
+using FieldOf = detail::MetadataField<GATConfig, T>;
+
+// GATConfig's numeric fields, in the order of its members.
+const Field kNumericFields[] = {
+    FieldOf<int64_t>{"in_features", &GATConfig::in_features, GATConfig::kSizeRange},
+    FieldOf<int64_t>{"num_classes", &GATConfig::num_classes, GATConfig::kSizeRange},
+    FieldOf<int64_t>{"hidden", &GATConfig::hidden, GATConfig::kHiddenRange},
+    FieldOf<int64_t>{"heads", &GATConfig::heads, GATConfig::kHeadsRange},
+    FieldOf<int64_t>{"output_heads", &GATConfig::output_heads, GATConfig::kHeadsRange},
+    FieldOf<double>{"dropout", &GATConfig::dropout, GATConfig::kDropoutRange},
+    FieldOf<double>{"value_dropout", &GATConfig::value_dropout, GATConfig::kDropoutRange},
+    FieldOf<double>{"negative_slope", &GATConfig::negative_slope, GATConfig::kNegativeSlopeRange},
+    FieldOf<int64_t>{"edge_dim", &GATConfig::edge_dim, GATConfig::kEdgeDimRange, true},
+};
+
+// The other keys.
 constexpr const char* kDtype = "dtype";
-constexpr const char* kEdgeDim = "edge_dim";
 constexpr const char* kLayer = "layer";
 constexpr const char* kFillValue = "fill_value";
+
+// Sets c's numeric fields from `read`: the ones every checkpoint has, or (later) the ones that
+// older checkpoints may lack, where present.
+void read_numeric_fields(const io::MetadataReader& read, bool later, GATConfig& c) {
+  detail::for_each_field(kNumericFields, [&](const auto& f) {
+    if (f.later == later && (!later || read.has(f.key))) detail::read_field(f, read, c);
+  });
+}
 
 constexpr AttentionLayer kLayers[] = {AttentionLayer::gat, AttentionLayer::gatv2};
 
@@ -52,56 +69,33 @@ const char* attention_layer_name(AttentionLayer layer) {
 
 void GATConfig::validate(const std::string& where) const {
   const std::string prefix = where + ": ";
-  check_in_range(prefix + kInFeatures, in_features, kSizeRange);
-  check_in_range(prefix + kNumClasses, num_classes, kSizeRange);
-  check_in_range(prefix + kHidden, hidden, kHiddenRange);
-  check_in_range(prefix + kHeads, heads, kHeadsRange);
-  check_in_range(prefix + kOutputHeads, output_heads, kHeadsRange);
-  check_in_range(prefix + kDropout, dropout, kDropoutRange);
-  check_in_range(prefix + kValueDropout, value_dropout, kDropoutRange);
-  check_in_range(prefix + kNegativeSlope, negative_slope, kNegativeSlopeRange);
-  check_in_range(prefix + kEdgeDim, edge_dim, kEdgeDimRange);
+  detail::for_each_field(kNumericFields, [&](const auto& f) { detail::check_field(f, prefix, *this); });
   GAT_CHECK(dtype == DType::f32 || dtype == DType::f64, prefix, "dtype ", dtype_name(dtype),
             " is not a floating-point type");
-  GAT_CHECK(layer == AttentionLayer::gat || value_dropout == 0.0, prefix, kValueDropout, " ", value_dropout,
+  GAT_CHECK(layer == AttentionLayer::gat || value_dropout == 0.0, prefix, "value_dropout ", value_dropout,
             " with layer ", attention_layer_name(layer),
             ": GATv2Conv has no value dropout (its source rows are the scores' terms and the values)");
 }
 
 io::Metadata GATConfig::to_metadata() const {
-  return {{kInFeatures, io::metadata_number(in_features)},
-          {kNumClasses, io::metadata_number(num_classes)},
-          {kHidden, io::metadata_number(hidden)},
-          {kHeads, io::metadata_number(heads)},
-          {kOutputHeads, io::metadata_number(output_heads)},
-          {kDropout, io::metadata_number(dropout)},
-          {kValueDropout, io::metadata_number(value_dropout)},
-          {kNegativeSlope, io::metadata_number(negative_slope)},
-          {kDtype, dtype_name(dtype)},
-          {kEdgeDim, io::metadata_number(edge_dim)},
-          {kFillValue, fill_value.name()},
-          {kLayer, attention_layer_name(layer)}};
+  io::Metadata m{
+      {kDtype, dtype_name(dtype)}, {kFillValue, fill_value.name()}, {kLayer, attention_layer_name(layer)}};
+  detail::for_each_field(kNumericFields, [&](const auto& f) { detail::write_field(f, *this, m); });
+  return m;
 }
 
 GATConfig GATConfig::from_metadata(const io::Metadata& metadata, const std::string& where) {
   const io::MetadataReader read(metadata, where);
   GATConfig c;
-  c.in_features = read.integer(kInFeatures);
-  c.num_classes = read.integer(kNumClasses);
-  c.hidden = read.integer(kHidden);
-  c.heads = read.integer(kHeads);
-  c.output_heads = read.integer(kOutputHeads);
-  c.dropout = read.number(kDropout);
-  c.value_dropout = read.number(kValueDropout);
-  c.negative_slope = read.number(kNegativeSlope);
+  read_numeric_fields(read, false, c);
   if (read.has(kDtype)) {  // checkpoints before the key was written hold f32 parameters
     const std::string& name = read.text(kDtype);
     GAT_CHECK(name == dtype_name(DType::f32) || name == dtype_name(DType::f64), where, ": metadata '", kDtype,
               "' = '", name, "' is not f32 or f64");
     c.dtype = name == dtype_name(DType::f32) ? DType::f32 : DType::f64;
   }
-  if (read.has(kEdgeDim)) c.edge_dim = read.integer(kEdgeDim);  // older checkpoints: no edge features
-  if (read.has(kFillValue)) {                                   // older checkpoints: the mean
+  read_numeric_fields(read, true, c);  // older checkpoints: no edge features
+  if (read.has(kFillValue)) {          // older checkpoints: the mean
     const std::string& text = read.text(kFillValue);
     const std::optional<ops::SelfLoopFill> fill = ops::SelfLoopFill::try_parse(text);
     GAT_CHECK(fill.has_value(), where, ": metadata '", kFillValue, "' = '", text, "' is not ",

@@ -670,6 +670,26 @@ void write_custom(const fs::path& dir) {
   write_bytes(dir / "split" / "test.csv", "4\n2\n");
 }
 
+// A change to one of write_custom's files and what loading the folder then says.
+struct Corruption {
+  std::string file;  // under the folder; a .gz name is written gzipped
+  std::string bytes;
+  std::vector<std::string> expected;
+};
+
+// Each corruption on a fresh copy of write_custom's files in `dir`.
+void expect_each_refused(const fs::path& dir, const std::vector<Corruption>& corruptions) {
+  for (const Corruption& c : corruptions) {
+    write_custom(dir);
+    const fs::path path = dir / c.file;
+    if (path.extension() == ".gz")
+      write_gz(path, c.bytes);
+    else
+      write_bytes(path, c.bytes);
+    expect_error([&] { load_custom(dir.string()); }, c.expected);
+  }
+}
+
 }  // namespace
 
 TEST(Custom, RoundTrip) {
@@ -690,34 +710,21 @@ TEST(Custom, RoundTrip) {
 
 TEST(Custom, ErrorsNameFileAndLine) {
   TempDir tmp("gat_test_datasets");
-  write_custom(tmp.path());
-  const std::string dir = tmp.path().string();
-  auto load = [&] { load_custom(dir); };
-  write_bytes(tmp.path() / "node-feat.csv", "1,2\n3,4\n5\n");
-  expect_error(load, {"node-feat.csv:3", "1 features, the first row has 2"});
-  write_bytes(tmp.path() / "node-feat.csv", "1,2\n3,x\n");
-  expect_error(load, {"node-feat.csv:2", "field 2 'x'"});
-  write_bytes(tmp.path() / "node-feat.csv", "1,2\n3,nan\n");
-  expect_error(load, {"node-feat.csv:2", "not finite"});
-  write_bytes(tmp.path() / "node-feat.csv", "1,2\n3,4\n5,6\n7,8\n9,10\n");
-  write_gz(tmp.path() / "edge.csv.gz", "0,1\n1,9\n");
-  expect_error(load, {"edge.csv.gz:2", "node id 9", "[0, 5)"});
-  write_gz(tmp.path() / "edge.csv.gz", "0,1,2\n");
-  expect_error(load, {"edge.csv.gz:1", "expected 'src,dst'"});
-  write_gz(tmp.path() / "edge.csv.gz", "0,1\n");
-  write_bytes(tmp.path() / "node-label.csv", "1\n0\n2\n");
-  expect_error(load, {"node-label.csv", "3 labels for the 5 nodes"});
-  write_bytes(tmp.path() / "node-label.csv", "1\n0\n2\n1\n-1\n");
-  expect_error(load, {"node-label.csv:5", "label -1"});
-  write_bytes(tmp.path() / "node-label.csv", "1\n0\n2\n1\n0\n");
-  write_bytes(tmp.path() / "split" / "test.csv", "4\n4\n");
-  expect_error(load, {"test.csv", "node id 4 appears twice"});
-  write_bytes(tmp.path() / "split" / "test.csv", "4\n5\n");
-  expect_error(load, {"test.csv:2", "node id 5"});
+  expect_each_refused(
+      tmp.path(), {{"node-feat.csv", "1,2\n3,4\n5\n", {"node-feat.csv:3", "1 features, the first row has 2"}},
+                   {"node-feat.csv", "1,2\n3,x\n", {"node-feat.csv:2", "field 2 'x'"}},
+                   {"node-feat.csv", "1,2\n3,nan\n", {"node-feat.csv:2", "not finite"}},
+                   {"edge.csv.gz", "0,1\n1,9\n", {"edge.csv.gz:2", "node id 9", "[0, 5)"}},
+                   {"edge.csv.gz", "0,1,2\n", {"edge.csv.gz:1", "expected 'src,dst'"}},
+                   {"node-label.csv", "1\n0\n2\n", {"node-label.csv", "3 labels for the 5 nodes"}},
+                   {"node-label.csv", "1\n0\n2\n1\n-1\n", {"node-label.csv:5", "label -1"}},
+                   {"split/test.csv", "4\n4\n", {"test.csv", "node id 4 appears twice"}},
+                   {"split/test.csv", "4\n5\n", {"test.csv:2", "node id 5"}}});
+  auto load = [&] { load_custom(tmp.path().string()); };
   fs::remove(tmp.path() / "split" / "test.csv");
   expect_error(load, {"test.csv", "not found"});
   // A truncated gzip stream.
-  write_bytes(tmp.path() / "split" / "test.csv", "4\n");
+  write_custom(tmp.path());
   std::string gz = read_bytes((tmp.path() / "edge.csv.gz").string());
   write_bytes(tmp.path() / "edge.csv.gz", gz.substr(0, gz.size() / 2));
   expect_error(load, {"edge.csv.gz"});
@@ -741,36 +748,31 @@ TEST(Custom, EdgeFeaturesFollowTheGraphsEdgeOrder) {
 
 TEST(Custom, MalformedEdgeFeaturesNameFileAndLine) {
   TempDir tmp("gat_test_datasets");
-  write_custom(tmp.path());
-  auto load = [&] { load_custom(tmp.path().string()); };
-  const fs::path feat = tmp.path() / "edge-feat.csv";
-  write_bytes(feat, "1\n2\n3\n4\n5\n");
-  expect_error(load, {"edge-feat.csv has 5 lines for the 6 edges of", "edge.csv.gz"});
-  write_bytes(feat, "1\n2\n3\n4\n5\n6\n7\n");
-  expect_error(load, {"edge-feat.csv:7", "more lines than the 6 edges of", "edge.csv.gz"});
-  write_bytes(feat, "1,2\n2,3\n3\n4,5\n5,6\n6,7\n");
-  expect_error(load, {"edge-feat.csv:3", "1 edge features, the first row has 2"});
-  write_bytes(feat, "1\n2\n3\nx\n5\n6\n");
-  expect_error(load, {"edge-feat.csv:4", "field 1 'x' is not a number"});
-  for (const char* bad : {"nan", "inf", "-inf", "1e39"}) {
-    write_bytes(feat, std::string("1\n2\n3\n4\n5\n") + bad + "\n");
-    expect_error(load, {"edge-feat.csv:6", "field 1"});
-  }
+  std::vector<Corruption> corruptions{
+      {"edge-feat.csv", "1\n2\n3\n4\n5\n", {"edge-feat.csv has 5 lines for the 6 edges of", "edge.csv.gz"}},
+      {"edge-feat.csv",
+       "1\n2\n3\n4\n5\n6\n7\n",
+       {"edge-feat.csv:7", "more lines than the 6 edges of", "edge.csv.gz"}},
+      {"edge-feat.csv",
+       "1,2\n2,3\n3\n4,5\n5,6\n6,7\n",
+       {"edge-feat.csv:3", "1 edge features, the first row has 2"}},
+      {"edge-feat.csv", "1\n2\n3\nx\n5\n6\n", {"edge-feat.csv:4", "field 1 'x' is not a number"}}};
+  for (const char* bad : {"nan", "inf", "-inf", "1e39"})
+    corruptions.push_back(
+        {"edge-feat.csv", std::string("1\n2\n3\n4\n5\n") + bad + "\n", {"edge-feat.csv:6", "field 1"}});
+  expect_each_refused(tmp.path(), corruptions);
 }
 
 TEST(Custom, LabelsBeyondTheNodeCountAndOverlappingOrEmptySplitsAreRefused) {
   TempDir tmp("gat_test_datasets");
-  write_custom(tmp.path());
-  auto load = [&] { load_custom(tmp.path().string()); };
-  // One bad label used to set the class count (a 1,000,001-class model for 5 nodes).
-  write_bytes(tmp.path() / "node-label.csv", "1\n0\n1000000\n1\n0\n");
-  expect_error(load, {"node-label.csv:3", "label 1000000 is outside [0, 5)"});
-  write_bytes(tmp.path() / "node-label.csv", "1\n0\n2\n1\n0\n");
-  write_bytes(tmp.path() / "split" / "train.csv", "3\n0\n1\n");
-  expect_error(load, {"valid.csv.gz: validation node 1 is also a training node", "train.csv"});
-  write_bytes(tmp.path() / "split" / "train.csv", "3\n0\n");
-  write_bytes(tmp.path() / "split" / "test.csv", "\n");
-  expect_error(load, {"test.csv: the test split is empty"});
+  expect_each_refused(
+      tmp.path(),
+      {// One bad label used to set the class count (a 1,000,001-class model for 5 nodes).
+       {"node-label.csv", "1\n0\n1000000\n1\n0\n", {"node-label.csv:3", "label 1000000 is outside [0, 5)"}},
+       {"split/train.csv",
+        "3\n0\n1\n",
+        {"valid.csv.gz: validation node 1 is also a training node", "train.csv"}},
+       {"split/test.csv", "\n", {"test.csv: the test split is empty"}}});
 }
 
 TEST(Text, GzipIsDecodedWithinARatioOfItsSize) {
@@ -817,10 +819,7 @@ TEST(Pickle, MemoReferencesCountAgainstTheOutput) {
 // ---- generator --------------------------------------------------------------------------------------
 
 TEST(Generator, DeterministicForASeedWhateverTheThreadCount) {
-  GeneratorOptions o;
-  o.num_nodes = 20000;
-  o.avg_degree = 10;
-  o.seed = 42;
+  GeneratorOptions o{20000, 10, 42};  // num_nodes, avg_degree, seed
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
   const Dataset one = generate_sbm(o);
@@ -839,10 +838,7 @@ TEST(Generator, DeterministicForASeedWhateverTheThreadCount) {
 }
 
 TEST(Generator, SkewedDegreesHomophilyAndInformativeFeatures) {
-  GeneratorOptions o;
-  o.num_nodes = 50000;
-  o.avg_degree = 16;
-  o.seed = 7;
+  const GeneratorOptions o{50000, 16, 7};  // num_nodes, avg_degree, seed
   const Dataset d = generate_sbm(o);
   expect_undirected_simple(d.graph);
   const double mean_degree = static_cast<double>(d.graph.num_edges()) / static_cast<double>(o.num_nodes);
@@ -935,10 +931,8 @@ TEST(Registry, SyntheticSpecsAndErrors) {
 
 // Both directions of an edge get the same row; its sign says whether the ends share a class.
 TEST(Generator, EdgeFeaturesAreSymmetricAndSayWhetherTheEndsShareAClass) {
-  GeneratorOptions o;
-  o.num_nodes = 3000;
+  GeneratorOptions o{3000, 16, 9};  // num_nodes, avg_degree, seed
   o.num_edge_features = 4;
-  o.seed = 9;
   const Dataset d = generate_sbm(o);
   const std::vector<int32_t> src = d.graph.sources(), dst = d.graph.destinations(),
                              y = d.y.to_vector<int32_t>();

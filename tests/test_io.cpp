@@ -253,50 +253,40 @@ TEST(Safetensors, BadFilesAreRefusedWithClearMessages) {
   expect_refused(
       dir, safetensors_bytes(one(R"({"dtype":"F16","shape":[2],"data_offsets":[0,4]})"), raw<float>({1.0f})),
       "tensor 't': unsupported dtype \"F16\"");
-  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[-2],"data_offsets":[0,8]})"), f32x2),
-                 "tensor 't': shape [-2]");
-  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8,9]})"), f32x2),
-                 "tensor 't': data_offsets [0,8,9]");
-  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[2]})"), f32x2),
-                 "tensor 't': no 'data_offsets'");
-  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[4],"data_offsets":[0,16]})"), f32x2),
-                 "tensor 't': data_offsets [0, 16] run past the 8 data bytes");
-  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[2],"data_offsets":[8,0]})"), f32x2),
-                 "are reversed");
-  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F64","shape":[2],"data_offsets":[0,8]})"), f32x2),
-                 "tensor 't': data_offsets [0, 8] hold 8 bytes but F64 (2,) needs 16");
-  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})"), f32x2),
-                 "4 trailing data bytes belong to no tensor");
-  expect_refused(dir, safetensors_bytes(one(R"({"dtype":"F32","shape":[1],"data_offsets":[4,8]})"), f32x2),
-                 "bytes 0..4 before tensor 't' belong to no tensor");
-  expect_refused(dir,
-                 safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                                   R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                                   f32x2),
-                 "tensor 'b' (bytes 4..8) overlaps tensor 'a'");
-  expect_refused(dir,
-                 safetensors_bytes(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                                   R"("__metadata__":{"epoch":3}})",
-                                   f32x2),
-                 "metadata 'epoch' is not a string");
-  expect_refused(dir,
-                 safetensors_bytes(
-                     one(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]})"), f32x2),
-                 "is larger than the file");
-  // A key twice in one object: which value a reader keeps differs (this one kept the last).
-  expect_refused(dir,
-                 safetensors_bytes(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                                   R"("__metadata__":{"hidden":"4","hidden":"8"}})",
-                                   f32x2),
-                 "the header holds the key 'hidden' twice in one object");
-  expect_refused(dir,
-                 safetensors_bytes(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                                   R"("t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
-                                   f32x2),
-                 "the header holds the key 't' twice");
-  expect_refused(
-      dir, safetensors_bytes(one(R"({"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]})"), f32x2),
-      "the header holds the key 'dtype' twice");
+  // Headers over the data bytes of an F32 (2,) tensor, and what the refusal says.
+  const std::pair<std::string, const char*> refused_headers[] = {
+      {one(R"({"dtype":"F32","shape":[-2],"data_offsets":[0,8]})"), "tensor 't': shape [-2]"},
+      {one(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8,9]})"), "tensor 't': data_offsets [0,8,9]"},
+      {one(R"({"dtype":"F32","shape":[2]})"), "tensor 't': no 'data_offsets'"},
+      {one(R"({"dtype":"F32","shape":[4],"data_offsets":[0,16]})"),
+       "tensor 't': data_offsets [0, 16] run past the 8 data bytes"},
+      {one(R"({"dtype":"F32","shape":[2],"data_offsets":[8,0]})"), "are reversed"},
+      {one(R"({"dtype":"F64","shape":[2],"data_offsets":[0,8]})"),
+       "tensor 't': data_offsets [0, 8] hold 8 bytes but F64 (2,) needs 16"},
+      {one(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})"),
+       "4 trailing data bytes belong to no tensor"},
+      {one(R"({"dtype":"F32","shape":[1],"data_offsets":[4,8]})"),
+       "bytes 0..4 before tensor 't' belong to no tensor"},
+      {R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+       R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       "tensor 'b' (bytes 4..8) overlaps tensor 'a'"},
+      {R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+       R"("__metadata__":{"epoch":3}})",
+       "metadata 'epoch' is not a string"},
+      {one(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]})"),
+       "is larger than the file"},
+      // A key twice in one object: which value a reader keeps differs (this one kept the last).
+      {R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+       R"("__metadata__":{"hidden":"4","hidden":"8"}})",
+       "the header holds the key 'hidden' twice in one object"},
+      {R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+       R"("t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+       "the header holds the key 't' twice"},
+      {one(R"({"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]})"),
+       "the header holds the key 'dtype' twice"},
+  };
+  for (const auto& [header, expected] : refused_headers)
+    expect_refused(dir, safetensors_bytes(header, f32x2), expected);
 
   const std::string missing = dir.file("absent.safetensors");
   expect_error([&] { io::load_safetensors(missing); }, {missing + ": cannot open"});

@@ -1,25 +1,48 @@
 // The optimisers with two parameter groups, and the schedulers, against the values torch.optim
-// gives (tests/torch_optim_fixtures.h, written by scripts/torch_optim_fixtures.py from torch
-// itself). The schedulers' rates match bit for bit. The parameters match to 1e-15 relative in
-// f64 (torch's CPU kernels fuse some multiply-adds, add(x, alpha) among them: a last bit may
-// differ) and to f32 rounding in f32.
+// gives (tests/data/torch_optim.safetensors, written by scripts/torch_optim_fixtures.py from torch
+// itself; the script says what each tensor holds). The schedulers' rates match bit for bit. The parameters
+// match to 1e-15 relative in f64 (torch's CPU kernels fuse some multiply-adds, add(x, alpha) among them: a
+// last bit may differ) and to f32 rounding in f32.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "gat/framework/io.h"
 #include "gat/framework/optim.h"
 #include "gat_testing.h"
-#include "torch_optim_fixtures.h"
 
 using namespace gat;
-using namespace torch_fixtures;
 
 namespace {
 
 using Rows = std::vector<std::vector<double>>;
+
+// A tensor of the fixtures' file, as stored (f64, or i32 for grad_b_given).
+const Tensor& fixture(const std::string& name) {
+  static const io::TensorMap tensors =
+      io::load_safetensors(std::string(GAT_SOURCE_DIR) + "/tests/data/torch_optim.safetensors").tensors;
+  const auto it = tensors.find(name);
+  if (it == tensors.end()) throw std::runtime_error("torch_optim.safetensors has no tensor '" + name + "'");
+  return it->second;
+}
+
+std::vector<double> values(const std::string& name) { return fixture(name).to_vector<double>(); }
+
+// A (rows, columns) fixture as its rows.
+Rows rows(const std::string& name) {
+  const Tensor& t = fixture(name);
+  const std::vector<double> all = t.to_vector<double>();
+  const size_t columns = static_cast<size_t>(t.size(1));
+  Rows out;
+  for (size_t begin = 0; begin < all.size(); begin += columns)
+    out.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(begin),
+                     all.begin() + static_cast<std::ptrdiff_t>(begin + columns));
+  return out;
+}
 
 void set_grad(Tensor& p, const std::vector<double>& g) {
   p.impl().grad = Tensor::from_vector(g, p.shape()).to(p.dtype()).impl_ptr();
@@ -32,14 +55,16 @@ template <class Opt, class Options>
 Rows run_groups(Options options, DType dtype) {
   options.lr = 0.5;
   options.weight_decay = 0.7;
-  Tensor w = Tensor::from_vector(kW0, {2, 3}).to(dtype).set_requires_grad();
-  Tensor b = Tensor::from_vector(kB0, {3}).to(dtype).set_requires_grad();
+  Tensor w = fixture("w0").to(dtype).set_requires_grad();
+  Tensor b = fixture("b0").to(dtype).set_requires_grad();
   Opt opt({ParamGroup({w}, 0.01, 0.1), ParamGroup({b}, 0.05, 0.0)}, options);
+  const Rows grad_w = rows("grad_w"), grad_b = rows("grad_b");
+  const std::vector<int32_t> grad_b_given = fixture("grad_b_given").to_vector<int32_t>();
   Rows out;
-  for (size_t step = 0; step < kGradW.size(); ++step) {
+  for (size_t step = 0; step < grad_w.size(); ++step) {
     opt.zero_grad();
-    set_grad(w, kGradW[step]);
-    if (!kGradB[step].empty()) set_grad(b, kGradB[step]);
+    set_grad(w, grad_w[step]);
+    if (grad_b_given[step]) set_grad(b, grad_b[step]);
     opt.step();
     std::vector<double> row = w.to(DType::f64).to_vector<double>();
     for (double v : b.to(DType::f64).to_vector<double>()) row.push_back(v);
@@ -64,10 +89,11 @@ void expect_rows(const Rows& got, const Rows& want, double tolerance, const std:
   }
 }
 
+// The runs in f64 and f32 against the fixtures NAME_f64 and NAME_f32.
 template <class Opt, class Options>
-void expect_torch(const Options& options, const Rows& f64, const Rows& f32, const std::string& what) {
-  expect_rows(run_groups<Opt>(options, DType::f64), f64, 1e-15, what + " f64");
-  expect_rows(run_groups<Opt>(options, DType::f32), f32, 2e-6, what + " f32");
+void expect_torch(const Options& options, const std::string& name) {
+  expect_rows(run_groups<Opt>(options, DType::f64), rows(name + "_f64"), 1e-15, name + " f64");
+  expect_rows(run_groups<Opt>(options, DType::f32), rows(name + "_f32"), 2e-6, name + " f32");
 }
 
 AdamOptions adam_options() {
@@ -89,29 +115,26 @@ RMSpropOptions rmsprop_options(double alpha, double momentum, bool centered) {
 
 }  // namespace
 
-TEST(OptimTorch, AdamGroups) { expect_torch<Adam>(adam_options(), k_adam_f64, k_adam_f32, "Adam"); }
+TEST(OptimTorch, AdamGroups) { expect_torch<Adam>(adam_options(), "adam"); }
 
 TEST(OptimTorch, AdamWGroups) {
   AdamWOptions o;
   static_cast<AdamOptions&>(o) = adam_options();
-  expect_torch<AdamW>(o, k_adamw_f64, k_adamw_f32, "AdamW");
+  expect_torch<AdamW>(o, "adamw");
 }
 
 TEST(OptimTorch, SGDMomentumGroups) {
   SGDOptions o;
   o.momentum = 0.9;
-  expect_torch<SGD>(o, k_sgd_momentum_f64, k_sgd_momentum_f32, "SGD");
+  expect_torch<SGD>(o, "sgd_momentum");
 }
 
 TEST(OptimTorch, RMSpropEveryForm) {
-  expect_torch<RMSprop>(rmsprop_options(0.9, 0.0, false), k_rmsprop_f64, k_rmsprop_f32, "RMSprop");
-  expect_torch<RMSprop>(rmsprop_options(0.9, 0.8, false), k_rmsprop_momentum_f64, k_rmsprop_momentum_f32,
-                        "RMSprop momentum");
-  expect_torch<RMSprop>(rmsprop_options(0.9, 0.0, true), k_rmsprop_centered_f64, k_rmsprop_centered_f32,
-                        "RMSprop centered");
+  expect_torch<RMSprop>(rmsprop_options(0.9, 0.0, false), "rmsprop");
+  expect_torch<RMSprop>(rmsprop_options(0.9, 0.8, false), "rmsprop_momentum");
+  expect_torch<RMSprop>(rmsprop_options(0.9, 0.0, true), "rmsprop_centered");
   // alpha 0.3: the grad_avg's lerp weight 0.7 takes torch.lerp's second form.
-  expect_torch<RMSprop>(rmsprop_options(0.3, 0.5, true), k_rmsprop_centered_momentum_f64,
-                        k_rmsprop_centered_momentum_f32, "RMSprop centered momentum");
+  expect_torch<RMSprop>(rmsprop_options(0.3, 0.5, true), "rmsprop_centered_momentum");
 }
 
 TEST(OptimTorch, RMSpropStateNamesAndBadOptions) {
@@ -190,7 +213,7 @@ TEST(SchedulersTorch, SequentialWarmupThenCosine) {
     schedule.step();
     got = rates_of(t.opt, got);
   }
-  expect_rows(got, k_sequential_warmup_cosine, 0.0, "LinearLR then CosineAnnealingLR");
+  expect_rows(got, rows("sequential_warmup_cosine"), 0.0, "LinearLR then CosineAnnealingLR");
   EXPECT_EQ(schedule.last_epoch(), 20);
 }
 
@@ -205,7 +228,7 @@ TEST(SchedulersTorch, SequentialOfThree) {
     schedule.step();
     got = rates_of(t.opt, got);
   }
-  expect_rows(got, k_sequential_three, 0.0, "LinearLR, StepLR, CosineAnnealingLR");
+  expect_rows(got, rows("sequential_three"), 0.0, "LinearLR, StepLR, CosineAnnealingLR");
 }
 
 TEST(SchedulersTorch, SequentialMisuse) {
@@ -222,17 +245,18 @@ TEST(SchedulersTorch, SequentialMisuse) {
 
 namespace {
 
-void expect_plateau(const ReduceLROnPlateau::Options& options, const std::vector<double>& metrics,
-                    const Rows& want, const std::string& what) {
+// The fixture case NAME: its metrics (plateau_NAME_metrics) and per step the rates, the bad
+// epochs and the cooldown counter (plateau_NAME).
+void expect_plateau(const ReduceLROnPlateau::Options& options, const std::string& name) {
   TwoGroups t;
   ReduceLROnPlateau schedule(t.opt, options);
   Rows got;
-  for (double metric : metrics) {
+  for (double metric : values("plateau_" + name + "_metrics")) {
     schedule.step(metric);
     got.push_back({t.opt.lr(0), t.opt.lr(1), static_cast<double>(schedule.num_bad_epochs()),
                    static_cast<double>(schedule.cooldown_counter())});
   }
-  expect_rows(got, want, 0.0, what);
+  expect_rows(got, rows("plateau_" + name), 0.0, name);
 }
 
 }  // namespace
@@ -241,33 +265,13 @@ void expect_plateau(const ReduceLROnPlateau::Options& options, const std::vector
 // threshold (not better), cooldown, min_lr (see the script).
 TEST(SchedulersTorch, ReduceLROnPlateauBoundaries) {
   using Options = ReduceLROnPlateau::Options;
-  Options min_rel;
-  min_rel.factor = 0.5;
-  min_rel.patience = 1;
-  min_rel.threshold = 0.25;
-  expect_plateau(min_rel, k_plateau_min_rel_metrics, k_plateau_min_rel, "min rel");
-  Options min_abs;
-  min_abs.factor = 0.5;
-  min_abs.patience = 0;
-  min_abs.threshold = 0.5;
-  min_abs.threshold_mode = Options::Threshold::abs;
-  min_abs.cooldown = 2;
-  expect_plateau(min_abs, k_plateau_min_abs_cooldown_metrics, k_plateau_min_abs_cooldown, "min abs cooldown");
-  Options max_rel;
-  max_rel.mode = Options::Mode::max;
-  max_rel.factor = 0.1;
-  max_rel.patience = 2;
-  max_rel.threshold = 0.5;
-  max_rel.cooldown = 1;
-  max_rel.min_lr = 0.005;
-  expect_plateau(max_rel, k_plateau_max_rel_min_lr_metrics, k_plateau_max_rel_min_lr, "max rel min_lr");
-  Options max_abs;
-  max_abs.mode = Options::Mode::max;
-  max_abs.factor = 0.5;
-  max_abs.patience = 1;
-  max_abs.threshold = 0.25;
-  max_abs.threshold_mode = Options::Threshold::abs;
-  expect_plateau(max_abs, k_plateau_max_abs_metrics, k_plateau_max_abs, "max abs");
+  using Mode = Options::Mode;
+  using Threshold = Options::Threshold;
+  // mode, factor, patience, threshold, threshold_mode, cooldown, min_lr: the script's PLATEAUS
+  expect_plateau(Options{Mode::min, 0.5, 1, 0.25, Threshold::rel, 0, 0.0}, "min_rel");
+  expect_plateau(Options{Mode::min, 0.5, 0, 0.5, Threshold::abs, 2, 0.0}, "min_abs_cooldown");
+  expect_plateau(Options{Mode::max, 0.1, 2, 0.5, Threshold::rel, 1, 0.005}, "max_rel_min_lr");
+  expect_plateau(Options{Mode::max, 0.5, 1, 0.25, Threshold::abs, 0, 0.0}, "max_abs");
 }
 
 TEST(SchedulersTorch, ReduceLROnPlateauMisuse) {

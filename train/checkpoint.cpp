@@ -3,7 +3,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
+
+#include "gat/framework/detail/metadata_fields.h"
 
 namespace gat {
 
@@ -12,9 +15,16 @@ namespace {
 constexpr const char* kFormat = "format";
 constexpr const char* kFormatName = "gat_train";
 constexpr const char* kDataset = "dataset";
-constexpr const char* kSeed = "seed";
-constexpr const char* kBestEpoch = "best_epoch";
-constexpr const char* kTestAcc = "test_acc";
+
+template <class T>
+using FieldOf = detail::MetadataField<CheckpointInfo, T>;
+
+// CheckpointInfo's numeric fields.
+const detail::AnyMetadataField<CheckpointInfo> kNumericFields[] = {
+    FieldOf<uint64_t>{"seed", &CheckpointInfo::seed, {0, std::numeric_limits<uint64_t>::max()}},
+    FieldOf<int64_t>{"best_epoch", &CheckpointInfo::best_epoch, TrainOptions::kEpochsRange},
+    FieldOf<double>{"test_acc", &CheckpointInfo::test_acc, {0.0, 1.0}},
+};
 
 // FNV-1a, 64 bits.
 class Fnv1a {
@@ -51,9 +61,7 @@ io::Metadata CheckpointInfo::to_metadata() const {
   m[kFormat] = kFormatName;
   if (!dataset.empty()) m[kDataset] = dataset;
   if (!dataset_digest.empty()) m[kDatasetDigestKey] = dataset_digest;
-  m[kSeed] = io::metadata_number(seed);
-  m[kBestEpoch] = io::metadata_number(best_epoch);
-  m[kTestAcc] = io::metadata_number(test_acc);
+  detail::for_each_field(kNumericFields, [&](const auto& f) { detail::write_field(f, *this, m); });
   return m;
 }
 
@@ -69,11 +77,10 @@ CheckpointInfo CheckpointInfo::from_metadata(const io::Metadata& metadata, const
   if (read.has(kDataset)) info.dataset = read.text(kDataset);
   if (read.has(kDatasetDigestKey)) info.dataset_digest = read.text(kDatasetDigestKey);
   info.model = GATConfig::from_metadata(metadata, where);
-  info.seed = read.unsigned_integer(kSeed);
-  info.best_epoch = read.integer(kBestEpoch);
-  check_in_range(where + ": metadata " + kBestEpoch, info.best_epoch, TrainOptions::kEpochsRange);
-  info.test_acc = read.number(kTestAcc);
-  check_in_range(where + ": metadata " + kTestAcc, info.test_acc, Range<double>{0.0, 1.0});
+  detail::for_each_field(kNumericFields, [&](const auto& f) {
+    detail::read_field(f, read, info);
+    detail::check_field(f, where + ": metadata ", info);
+  });
   return info;
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/affine_norm.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 
@@ -187,24 +188,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   Tensor rstd = Tensor::empty({C}, x.dtype(), x.device(), "batch_norm rstd");
   kernels::batch_norm_forward(x, mean, var, weight, bias, eps, out, rstd);
   const Tensor x_saved = x.detach(), w_saved = weight.defined() ? weight.detach() : Tensor();
-  const bool has_weight = weight.defined(), has_bias = bias.defined();
-  std::vector<Tensor> inputs{x};
-  if (has_weight) inputs.push_back(weight);
-  if (has_bias) inputs.push_back(bias);
-  return autograd::record(
-      "batch_norm", out, inputs,
-      [x_saved, w_saved, mean, rstd, training, has_weight, has_bias, C](const Tensor& g) {
-        const Tensor& xs = x_saved;
-        Tensor grad_x = Tensor::empty(xs.shape(), xs.dtype(), xs.device(), "batch_norm backward");
-        Tensor grad_weight, grad_bias;
-        if (has_weight) grad_weight = Tensor::empty({C}, xs.dtype(), xs.device(), "batch_norm d weight");
-        if (has_bias) grad_bias = Tensor::empty({C}, xs.dtype(), xs.device(), "batch_norm d bias");
-        kernels::batch_norm_backward(xs, mean, rstd, w_saved, g, training, grad_x,
-                                     has_weight ? &grad_weight : nullptr, has_bias ? &grad_bias : nullptr);
-        std::vector<Tensor> grads{grad_x};
-        if (has_weight) grads.push_back(grad_weight);
-        if (has_bias) grads.push_back(grad_bias);
-        return grads;
+  return detail::record_affine_norm(
+      "batch_norm", out, x, weight, bias, C,
+      [x_saved, w_saved, mean, rstd, training](const Tensor& g, Tensor& grad_x, Tensor* grad_weight,
+                                               Tensor* grad_bias) {
+        kernels::batch_norm_backward(x_saved, mean, rstd, w_saved, g, training, grad_x, grad_weight,
+                                     grad_bias);
       });
 }
 

@@ -29,11 +29,8 @@ __global__ void metrics_rows_kernel(const T* __restrict__ logits,        // (N, 
                                     T* __restrict__ nll,            // (total,)
                                     int32_t* __restrict__ outcome,  // (total,)
                                     long long N, long long C) {
-  const int lane = threadIdx.x % kWarp;
   const long long total = splits.first[splits.count];
-  const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
-  for (long long g = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; g < total;
-       g += warps) {
+  for_each_warp_row(total, [&](long long g, int lane) {
     int s = 0;
     while (g >= splits.first[s + 1]) ++s;
     const int32_t r = splits.index[s][g - splits.first[s]];
@@ -45,7 +42,7 @@ __global__ void metrics_rows_kernel(const T* __restrict__ logits,        // (N, 
       else
         outcome[g] = row_argmax(logits + r * C, C) == labels[r] ? kRight : kWrong;
     }
-  }
+  });
 }
 
 // Block s: out[s] = {sum of split s's nll / K_s (the order of masked_cross_entropy's mean),

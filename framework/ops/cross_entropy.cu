@@ -24,12 +24,10 @@ __global__ void __launch_bounds__(kReduceThreads) nll_mean_kernel(const T* __res
                                                                   T* nll,                              // (K,)
                                                                   T* __restrict__ loss,                // ()
                                                                   long long N, long long C, long long K) {
-  const int lane = threadIdx.x % kWarp;
-  const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
-  for (long long k = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; k < K; k += warps) {
+  for_each_warp_row(K, [&](long long k, int lane) {
     const T v = warp_row_nll(logits, labels, index[k], N, C, lane);
     if (lane == 0) nll[k] = v;
-  }
+  });
   if (!gat::detail::last_block_to_arrive<NllMeanSum>()) return;
   __shared__ T partial[kReduceThreads];
   T sum = 0;

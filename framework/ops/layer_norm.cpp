@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/affine_norm.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 
@@ -137,25 +138,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor rstd = Tensor::empty({R}, x.dtype(), x.device(), "layer_norm rstd");
   kernels::layer_norm_forward(x, weight, bias, eps, out, mean, rstd);
   const Tensor x_saved = x.detach(), w_saved = weight.defined() ? weight.detach() : Tensor();
-  const bool has_weight = weight.defined(), has_bias = bias.defined();
-  std::vector<Tensor> inputs{x};
-  if (has_weight) inputs.push_back(weight);
-  if (has_bias) inputs.push_back(bias);
-  return autograd::record(
-      "layer_norm", out, inputs, [x_saved, w_saved, mean, rstd, has_weight, has_bias, D](const Tensor& g) {
-        Tensor grad_x =
-            Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), "layer_norm backward");
-        Tensor grad_weight, grad_bias;
-        if (has_weight)
-          grad_weight = Tensor::empty({D}, x_saved.dtype(), x_saved.device(), "layer_norm d weight");
-        if (has_bias) grad_bias = Tensor::empty({D}, x_saved.dtype(), x_saved.device(), "layer_norm d bias");
-        kernels::layer_norm_backward(x_saved, w_saved, mean, rstd, g, grad_x,
-                                     has_weight ? &grad_weight : nullptr, has_bias ? &grad_bias : nullptr);
-        std::vector<Tensor> grads{grad_x};
-        if (has_weight) grads.push_back(grad_weight);
-        if (has_bias) grads.push_back(grad_bias);
-        return grads;
-      });
+  return detail::record_affine_norm("layer_norm", out, x, weight, bias, D,
+                                    [x_saved, w_saved, mean, rstd](const Tensor& g, Tensor& grad_x,
+                                                                   Tensor* grad_weight, Tensor* grad_bias) {
+                                      kernels::layer_norm_backward(x_saved, w_saved, mean, rstd, g, grad_x,
+                                                                   grad_weight, grad_bias);
+                                    });
 }
 
 }  // namespace gat::ops

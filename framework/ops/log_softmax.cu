@@ -29,13 +29,10 @@ template <class T>
 __global__ void rows_forward_kernel(const T* __restrict__ inp,  // (rows, len)
                                     T* __restrict__ out,        // (rows, len)
                                     long long rows, long long len, bool take_log) {
-  const int lane = threadIdx.x % kWarp;
-  const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
-  for (long long r = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; r < rows;
-       r += warps) {
+  for_each_warp_row(rows, [&](long long r, int lane) {
     const T lse = warp_row_logsumexp(inp + r * len, len, lane);
     for (long long c = lane; c < len; c += kWarp) out[r * len + c] = finish(inp[r * len + c], lse, take_log);
-  }
+  });
 }
 
 template <class T>
@@ -43,16 +40,13 @@ __global__ void rows_backward_kernel(const T* __restrict__ out,   // (rows, len)
                                      const T* __restrict__ dout,  // (rows, len)
                                      T* __restrict__ dinp,        // (rows, len)
                                      long long rows, long long len, bool take_log) {
-  const int lane = threadIdx.x % kWarp;
-  const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
-  for (long long r = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; r < rows;
-       r += warps) {
+  for_each_warp_row(rows, [&](long long r, int lane) {
     T sum = 0;
     for (long long c = lane; c < len; c += kWarp) sum += term(out[r * len + c], dout[r * len + c], take_log);
     sum = warp_sum(sum);
     for (long long c = lane; c < len; c += kWarp)
       dinp[r * len + c] = input_grad(out[r * len + c], dout[r * len + c], sum, take_log);
-  }
+  });
 }
 
 // ---- strided axis (inner > 1): one thread per (outer, inner) column, walking its len values in

@@ -292,6 +292,31 @@ Output gradient(bool need, const at::Tensor& like, const char* op, const char* a
   return Output(need ? like.sizes() : at::IntArrayRef{0}, like.options(), op, arg);
 }
 
+// An attention backward's four gradients: gradient i is like *like[i] where needs[i], else empty.
+struct Gradients {
+  std::array<bool, 4> needs;
+  std::array<Output, 4> d;
+  Gradients(std::array<bool, 4> needs_, std::array<const at::Tensor*, 4> like,
+            std::array<const char*, 4> names, const char* op)
+      : needs(needs_),
+        d{gradient(needs[0], *like[0], op, names[0]), gradient(needs[1], *like[1], op, names[1]),
+          gradient(needs[2], *like[2], op, names[2]), gradient(needs[3], *like[3], op, names[3])} {}
+  // Where the kernel writes gradient i: null where it is not needed.
+  gat::Tensor* ptr(size_t i) { return needs[i] ? d[i].ptr() : nullptr; }
+  std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> torch() const {
+    return std::make_tuple(d[0].torch, d[1].torch, d[2].torch, d[3].torch);
+  }
+};
+
+// An attention backward's saved forward results and upstream gradient, viewed into its arguments.
+template <class BackwardArgs>
+void view_saved(BackwardArgs& a, const at::Tensor& out, const at::Tensor& lse, const at::Tensor& grad_out,
+                const char* op) {
+  a.out = view(out, op, "out");
+  a.lse = view(lse, op, "lse");
+  a.grad_out = view(grad_out, op, "grad_out");
+}
+
 // (out, lse, pos_out, pos_weight); the last two are the forward's sums that CUDA's backward takes
 // d er from (with_positive), empty otherwise.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention(
@@ -341,23 +366,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gat_attention_backwar
   OnTorchStream on(el);
   return translate_errors([&] {
     const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
-    Output d_el = gradient(needs[0], el, op, "grad_el"), d_er = gradient(needs[1], er, op, "grad_er");
-    Output d_term = gradient(needs[2], needs[2] ? *edge_term : el, op, "grad_edge_term");
-    Output d_value = gradient(needs[3], value, op, "grad_value");
+    Gradients d(needs, {&el, &er, needs[2] ? &*edge_term : &el, &value},
+                {"grad_el", "grad_er", "grad_edge_term", "grad_value"}, op);
     gat::ops::GatAttentionBackwardArgs a{
         {&graph, view(el, op, "el"), view(er, op, "er"), view_or_undefined(edge_term, op, "edge_term"),
          view(value, op, "value"), negative_slope, dropout_key(dropout, seed, op)}};
-    a.out = view(out, op, "out");
-    a.lse = view(lse, op, "lse");
+    view_saved(a, out, lse, grad_out, op);
     if (pos_out.numel()) a.pos_out = view(pos_out, op, "pos_out");
     if (pos_weight.numel()) a.pos_weight = view(pos_weight, op, "pos_weight");
-    a.grad_out = view(grad_out, op, "grad_out");
-    a.grad_el = needs[0] ? d_el.ptr() : nullptr;
-    a.grad_er = needs[1] ? d_er.ptr() : nullptr;
-    a.grad_edge_term = needs[2] ? d_term.ptr() : nullptr;
-    a.grad_value = needs[3] ? d_value.ptr() : nullptr;
+    a.grad_el = d.ptr(0);
+    a.grad_er = d.ptr(1);
+    a.grad_edge_term = d.ptr(2);
+    a.grad_value = d.ptr(3);
     gat::ops::kernels::gat_attention_aggregate_backward(a);
-    return std::make_tuple(d_el.torch, d_er.torch, d_term.torch, d_value.torch);
+    return d.torch();
   });
 }
 
@@ -416,22 +438,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> gatv2_attention_backw
   OnTorchStream on(xl);
   return translate_errors([&] {
     const gat::Graph graph = graph_of(graph_arrays, graph_counts, op);
-    Output d_xl = gradient(needs[0], xl, op, "grad_xl"), d_xr = gradient(needs[1], xr, op, "grad_xr");
-    Output d_att = gradient(needs[2], att, op, "grad_att");
-    Output d_term = gradient(needs[3], needs[3] ? *edge_term : xl, op, "grad_edge_term");
+    Gradients d(needs, {&xl, &xr, &att, needs[3] ? &*edge_term : &xl},
+                {"grad_xl", "grad_xr", "grad_att", "grad_edge_term"}, op);
     gat::ops::Gatv2AttentionBackwardArgs a{
         {{&graph, view(xl, op, "xl"), view(xr, op, "xr"), view(att, op, "att"), negative_slope,
           view_or_undefined(edge_term, op, "edge_term")},
          dropout_key(dropout, seed, op)}};
-    a.out = view(out, op, "out");
-    a.lse = view(lse, op, "lse");
-    a.grad_out = view(grad_out, op, "grad_out");
-    a.grad_xl = needs[0] ? d_xl.ptr() : nullptr;
-    a.grad_xr = needs[1] ? d_xr.ptr() : nullptr;
-    a.grad_att = needs[2] ? d_att.ptr() : nullptr;
-    a.grad_edge_term = needs[3] ? d_term.ptr() : nullptr;
+    view_saved(a, out, lse, grad_out, op);
+    a.grad_xl = d.ptr(0);
+    a.grad_xr = d.ptr(1);
+    a.grad_att = d.ptr(2);
+    a.grad_edge_term = d.ptr(3);
     gat::ops::kernels::gatv2_attention_aggregate_backward(a);
-    return std::make_tuple(d_xl.torch, d_xr.torch, d_att.torch, d_term.torch);
+    return d.torch();
   });
 }
 

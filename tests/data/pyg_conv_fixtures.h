@@ -3,37 +3,16 @@
 // 2.8.0); do not edit by hand. Weights are (in, out), the transpose of PyG's.
 #pragma once
 
-#include <cstdint>
-#include <string>
-#include <utility>
-#include <vector>
+#include "pyg_conv_case.h"
 
 namespace gat::testing::pyg_conv {
 
-using Values = std::vector<double>;
-using Named = std::vector<std::pair<std::string, Values>>;
-
-// Edges src[k] -> dst[k], sorted by (destination, source): a Graph's edge-id order.
-struct Edges {
-  int64_t num_src, num_dst;
-  std::vector<int32_t> src, dst;
-};
 inline const Edges kGraph = {
     7, 7, {1, 3, 0, 2, 5, 1, 6, 2, 2, 4, 0, 4, 5, 3, 6}, {0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5}};
 inline const Edges kBipartite = {6, 4, {0, 3, 5, 1, 1, 4, 0, 2, 5}, {0, 0, 0, 1, 1, 1, 3, 3, 3}};
 
 // The widths: x (and x_src) IN, SAGEConv's x_dst DST_IN, outputs OUT, GINConv's hidden layer.
 constexpr int64_t kIn = 3, kDstIn = 2, kOut = 4, kGinHidden = 5;
-
-struct Case {
-  std::string name, layer;
-  std::vector<std::pair<std::string, double>> options;  // PyG's keyword arguments (true = 1)
-  bool bipartite;                                       // on kBipartite with x = (x, x_dst)
-  Values x, x_dst, edge_weight;                         // x_dst, edge_weight empty when unused
-  Named parameters;                                     // PyG's names and order
-  Values grad_out, out, grad_x, grad_x_dst, grad_edge_weight;
-  Named parameter_grads;
-};
 
 inline const std::vector<Case> kCases = {
     {"GCNConv: default",

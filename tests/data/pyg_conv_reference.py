@@ -1,4 +1,5 @@
-"""PyG's GCNConv, SAGEConv (aggr='mean') and GINConv on small graphs: tests/data/pyg_conv_fixtures.h.
+"""PyG's GCNConv, SAGEConv (aggr='mean') and GINConv on small graphs: tests/data/pyg_conv_fixtures.h
+(the cases; their struct is tests/pyg_conv_case.h).
 
 For each case: the layer's options, the input features (and edge weights), its parameters set to
 fixed values, a fixed non-uniform upstream gradient, and PyG's output and gradients of every input
@@ -136,36 +137,15 @@ def main():
 // {torch_geometric.__version__}); do not edit by hand. Weights are (in, out), the transpose of PyG's.
 #pragma once
 
-#include <cstdint>
-#include <string>
-#include <utility>
-#include <vector>
+#include "pyg_conv_case.h"
 
 namespace gat::testing::pyg_conv {{
 
-using Values = std::vector<double>;
-using Named = std::vector<std::pair<std::string, Values>>;
-
-// Edges src[k] -> dst[k], sorted by (destination, source): a Graph's edge-id order.
-struct Edges {{
-  int64_t num_src, num_dst;
-  std::vector<int32_t> src, dst;
-}};
 inline const Edges kGraph = {edges_literal(GRAPH)};
 inline const Edges kBipartite = {edges_literal(BIPARTITE)};
 
 // The widths: x (and x_src) IN, SAGEConv's x_dst DST_IN, outputs OUT, GINConv's hidden layer.
 constexpr int64_t kIn = {IN}, kDstIn = {DST_IN}, kOut = {OUT}, kGinHidden = {GIN_HIDDEN};
-
-struct Case {{
-  std::string name, layer;
-  std::vector<std::pair<std::string, double>> options;  // PyG's keyword arguments (true = 1)
-  bool bipartite;                                        // on kBipartite with x = (x, x_dst)
-  Values x, x_dst, edge_weight;                          // x_dst, edge_weight empty when unused
-  Named parameters;                                      // PyG's names and order
-  Values grad_out, out, grad_x, grad_x_dst, grad_edge_weight;
-  Named parameter_grads;
-}};
 
 inline const std::vector<Case> kCases = {{""")
     for name, options, with_weight in GCN_CASES:

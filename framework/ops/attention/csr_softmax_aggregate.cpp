@@ -460,6 +460,16 @@ struct GatGrads {
   Tensor el, er, edge_term, value, bias;
 };
 
+// The projection entries' node input t (wh or x): floating point, of `dim` dimensions, a row per
+// node of the graph (one node set: its sources are its destinations).
+void check_node_rows(const char* op, const char* name, const Tensor& t, int64_t dim, const Graph& graph) {
+  check_float(op, name, t);
+  check_dim(op, name, t, dim);
+  GAT_CHECK(graph.num_src_nodes() == t.size(0) && graph.num_dst_nodes() == t.size(0), op, ": '", name, "' ",
+            t.describe(), " must have a row per node of the graph (", graph.num_src_nodes(), " sources, ",
+            graph.num_dst_nodes(), " destinations)");
+}
+
 void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
                          const Tensor& node_value, double negative_slope, const DropoutKey& attn_dropout,
                          const Tensor& edge_term, const Tensor& bias, const OutputActivation& activation) {
@@ -605,12 +615,8 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
                                const DropoutKey& value_dropout, const Tensor& edge_term, const Tensor& bias,
                                const OutputActivation& activation) {
   const char* op = "gat_projected_attention";
-  check_float(op, "wh", wh);
-  check_dim(op, "wh", wh, 3);
+  check_node_rows(op, "wh", wh, 3, graph);
   const int64_t N = wh.size(0), H = wh.size(1), F = wh.size(2);
-  GAT_CHECK(graph.num_src_nodes() == N && graph.num_dst_nodes() == N, op, ": 'wh' ", wh.describe(),
-            " must have a row per node of the graph (", graph.num_src_nodes(), " sources, ",
-            graph.num_dst_nodes(), " destinations)");
   check_same(op, "att_src", att_src, "wh", wh);
   check_shape(op, "att_src", att_src, {H, F});
   check_same(op, "att_dst", att_dst, "wh", wh);
@@ -683,8 +689,7 @@ Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& w
                             const DropoutKey& value_dropout, const Tensor& edge_term, const Tensor& bias,
                             const OutputActivation& activation) {
   const char* op = "gat_linear_attention";
-  check_float(op, "x", x);
-  check_dim(op, "x", x, 2);
+  check_node_rows(op, "x", x, 2, graph);
   check_same(op, "weight", weight, "x", x);
   check_dim(op, "weight", weight, 2);
   check_same(op, "att_src", att_src, "x", x);
@@ -695,9 +700,6 @@ Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& w
             att_src.describe());
   check_same(op, "att_dst", att_dst, "x", x);
   check_shape(op, "att_dst", att_dst, {H, F});
-  GAT_CHECK(graph.num_src_nodes() == N && graph.num_dst_nodes() == N, op, ": 'x' ", x.describe(),
-            " must have a row per node of the graph (", graph.num_src_nodes(), " sources, ",
-            graph.num_dst_nodes(), " destinations)");
   check_dropout(op, value_dropout);
   Tensor el = Tensor::empty({N, H}, x.dtype(), x.device(), "gat_linear_attention el");
   Tensor er = Tensor::empty({N, H}, x.dtype(), x.device(), "gat_linear_attention er");

@@ -402,8 +402,6 @@ void merge_chunk_sums(const ChunkRows& rows, const Tensor& part, T* dest, int H,
 void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
   const Graph& graph = *args.graph;
   const Tensor &xl = args.xl, &xr = args.xr, &att = args.att, &edge_term = args.edge_term;
-  const double negative_slope = args.negative_slope;
-  const DropoutKey& attn_dropout = args.attn_dropout;
   Tensor &out = *args.out, &lse = *args.lse;
   const long long Nd = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(xl.size(1)), F = static_cast<int>(xl.size(2));
@@ -414,7 +412,7 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
     uniform.graph = &graph;
     uniform.edge_scores = zeros;
     uniform.node_value = xl;
-    uniform.attn_dropout = attn_dropout;
+    uniform.attn_dropout = args.attn_dropout;
     uniform.out = &out;
     uniform.lse = &lse;
     csr_softmax_aggregate_forward(uniform);
@@ -423,7 +421,7 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
   const char* op = "gatv2_attention_aggregate";
   dispatch_float(xl.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
-    const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, negative_slope, attn_dropout, edge_term);
+    const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, args.negative_slope, args.attn_dropout, edge_term);
     with_layout<T>(
         op, H, F, {a.xl, a.xr, a.att, a.et, out.data<T>()}, [&](auto vec, auto lh, const HeadLayout& layout) {
           constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;

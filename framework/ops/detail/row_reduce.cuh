@@ -13,6 +13,16 @@ namespace gat::ops::cuda_impl {
 
 constexpr int kWarp = 32;
 
+// One warp per row: calls row(r, lane) for each row r of [0, rows) that this thread's warp takes,
+// the warps of the grid striding over the rows (every lane of a warp gets the same r).
+template <class Row>
+__device__ __forceinline__ void for_each_warp_row(long long rows, Row&& row) {
+  const int lane = threadIdx.x % kWarp;
+  const long long warps = (long long)gridDim.x * (blockDim.x / kWarp);
+  for (long long r = blockIdx.x * (long long)(blockDim.x / kWarp) + threadIdx.x / kWarp; r < rows; r += warps)
+    row(r, lane);
+}
+
 template <class T>
 __device__ __forceinline__ T warp_max(T v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, offset));
