@@ -347,6 +347,7 @@ TEST(Trainer, AResumeRefusesEveryImpossibleValueBeforeTraining) {
       {"trainer.stopped", "yes", "'trainer.stopped' = 'yes' is not 0 or 1"},
       {"trainer.step_ms_total", "-3", "trainer.step_ms_total -3 is outside"},
       {"trainer.next_stream", "-1", "'trainer.next_stream' = -1 is not an integer in [0, 2^64)"},
+      {"trainer.next_stream", "0", "metadata 'trainer.next_stream' = 0 is before the"},
       {"trainer.seed", "3", "the run used generator seed 3, this one has 2"},
       // Values each in range, but not of one run (check_run_progress):
       {"trainer.best_loss", "inf", "the best validation loss (trainer.best_loss) is inf, yet epoch"},
@@ -376,6 +377,40 @@ TEST(Trainer, AResumeRefusesEveryImpossibleValueBeforeTraining) {
     }
     EXPECT_NE(message.find(bad.message), std::string::npos) << message;
   }
+}
+
+// The generator's position must be at least where the epoch puts it: one stream less would draw
+// an earlier epoch's dropout masks again. Further on is a run whose generator began further on.
+TEST(Trainer, AResumeRefusesAGeneratorPositionBeforeItsEpoch) {
+  TempDir dir("gat_test_trainer");
+  TrainOptions options = small_options();
+  options.max_epochs = 3;
+  options.checkpoints.path = dir.file("good.safetensors");
+  train_small(options);
+  const io::Safetensors good = io::load_safetensors(options.checkpoints.path);
+  const uint64_t saved =
+      io::MetadataReader(good.metadata, "checkpoint").unsigned_integer("trainer.next_stream");
+  auto resume_with = [&](uint64_t stream) {
+    io::Safetensors file = good;
+    file.metadata["trainer.next_stream"] = std::to_string(stream);
+    const std::string path = dir.file("edited.safetensors");
+    io::save_safetensors(path, file.tensors, file.metadata);
+    TrainOptions resume = small_options();
+    resume.max_epochs = 4;
+    resume.checkpoints.resume = path;
+    return train_small(resume);
+  };
+  ASSERT_GT(saved, 0u);
+  try {
+    resume_with(saved - 1);
+    ADD_FAILURE() << "a generator one stream short was accepted";
+  } catch (const Error& e) {
+    const std::string expected = "'trainer.next_stream' = " + std::to_string(saved - 1) + " is before the " +
+                                 std::to_string(saved) + " that epoch 3 (trainer.epoch) reaches";
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(resume_with(saved).epochs.size(), 1u);
+  EXPECT_EQ(resume_with(saved + 5).epochs.size(), 1u);
 }
 
 // ---- any optimiser, any loss ------------------------------------------------------------------
