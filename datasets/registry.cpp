@@ -93,6 +93,22 @@ bool is_ppi_directory(const std::string& name) {
          io::path_exists((std::filesystem::path(name) / "train_graph.json").string());
 }
 
+// $GAT_DATA_DIR, when set and not empty.
+std::optional<std::string> data_dir_from_env() {
+  const char* env = std::getenv("GAT_DATA_DIR");
+  return env && *env ? std::optional<std::string>(env) : std::nullopt;
+}
+
+bool is_planetoid_name(const std::string& key) {
+  return key == "cora" || key == "citeseer" || key == "pubmed";
+}
+
+// A name without a '/' that a built-in dataset owns (any case).
+bool bare_built_in_name(const std::string& name) {
+  const std::string key = lower(name);
+  return name.find('/') == std::string::npos && (is_planetoid_name(key) || key.rfind("synthetic:", 0) == 0);
+}
+
 }  // namespace
 
 bool is_multigraph_dataset(const std::string& name) {
@@ -116,21 +132,27 @@ MultiGraphDataset load_multigraph_dataset(const std::string& name, const std::st
   return data;
 }
 
+bool dataset_is_folder(const std::string& name) {
+  std::error_code error;
+  return !bare_built_in_name(name) && std::filesystem::is_directory(name, error);
+}
+
 Dataset load_dataset(const std::string& name, const std::string& data_dir) {
   const std::string key = lower(name);
   GAT_CHECK(!is_multigraph_dataset(name), "load_dataset: '", name,
             "' is a multi-graph dataset (PPI's format): load it with load_multigraph_dataset");
-  const bool planetoid = key == "cora" || key == "citeseer" || key == "pubmed";
-  const bool synthetic = key.rfind("synthetic:", 0) == 0;
+  const bool planetoid = is_planetoid_name(key);
   const bool exists = io::path_exists(name);  // a permission error says so here
   const bool folder = exists && std::filesystem::is_directory(name);
-  if (name.find('/') == std::string::npos && (planetoid || synthetic)) {
-    // A folder of the same name here: which one is meant cannot be guessed.
-    GAT_CHECK(!folder || (planetoid && !data_dir.empty()), "load_dataset: '", name,
+  if (bare_built_in_name(name)) {
+    // A folder of the same name here: which one is meant cannot be guessed, unless a data folder
+    // for the built-in one is given, by --data-dir or by GAT_DATA_DIR (its default) alike.
+    const bool data_dir_given = !data_dir.empty() || data_dir_from_env().has_value();
+    GAT_CHECK(!folder || (planetoid && data_dir_given), "load_dataset: '", name,
               "' names both a built-in dataset and the folder ./", name, " here: write ./", name,
               " for the folder",
-              planetoid ? ", or give the built-in dataset's data folder (--data-dir)" : "");
-    if (synthetic) return load_synthetic(name);
+              planetoid ? ", or give the built-in dataset's data folder (--data-dir or GAT_DATA_DIR)" : "");
+    if (!planetoid) return load_synthetic(name);
     const std::string dir = data_dir.empty() ? default_data_dir() : data_dir;
     fetch_planetoid(key, dir);
     return load_planetoid(key, dir);
@@ -141,7 +163,7 @@ Dataset load_dataset(const std::string& name, const std::string& data_dir) {
 }
 
 std::optional<std::string> find_default_data_dir(const char* account_home) {
-  if (const char* env = std::getenv("GAT_DATA_DIR"); env && *env) return env;
+  if (std::optional<std::string> env = data_dir_from_env()) return env;
   const std::filesystem::path tail = std::filesystem::path("gat") / "planetoid";
   if (const char* cache = std::getenv("XDG_CACHE_HOME");
       cache && *cache && std::filesystem::path(cache).is_absolute())

@@ -19,7 +19,8 @@ namespace gat {
 //   a directory                           an OGB-style raw directory (datasets/custom.h)
 // A name with a '/' is always a directory (./cora, data/cora). A bare name that is both a
 // built-in dataset and a directory here is refused as ambiguous, saying how to name either,
-// except that a Planetoid name with `data_dir` given is the built-in dataset. Names are read in
+// except that a Planetoid name is the built-in dataset when a data folder is given: `data_dir`,
+// or $GAT_DATA_DIR (default_data_dir's first choice) when `data_dir` is empty. Names are read in
 // any case (CORA).
 Dataset load_dataset(const std::string& name, const std::string& data_dir = "");
 
@@ -33,6 +34,10 @@ Dataset load_dataset(const std::string& name, const std::string& data_dir = "");
 // this function). Names are read in any case.
 bool is_multigraph_dataset(const std::string& name);
 MultiGraphDataset load_multigraph_dataset(const std::string& name, const std::string& data_dir = "");
+
+// Whether load_dataset reads `name` as a directory: a directory that no built-in dataset's bare
+// name claims (a bare built-in name is the built-in dataset, or refused).
+bool dataset_is_folder(const std::string& name);
 
 // Where the Planetoid files are when no folder is given: $GAT_DATA_DIR when set; else the
 // per-user cache, $XDG_CACHE_HOME/gat/planetoid (an absolute XDG_CACHE_HOME only, as the XDG

@@ -1145,8 +1145,18 @@ TEST(Registry, ABuiltInNameThatIsAlsoAFolderIsAmbiguous) {
   const fs::path previous = fs::current_path();
   fs::current_path(tmp.path());
   write_custom(tmp.path() / "cora");
+  std::optional<gat::testing::ScopedEnv> data_env;
+  data_env.emplace("GAT_DATA_DIR", std::nullopt);
   expect_error([] { load_dataset("cora"); }, {"'cora' names both a built-in dataset and the folder ./cora",
-                                              "write ./cora for the folder", "--data-dir"});
+                                              "write ./cora for the folder", "(--data-dir or GAT_DATA_DIR)"});
+  EXPECT_FALSE(dataset_is_folder("cora"));  // gat_train's output checks read it as load_dataset does
+  EXPECT_TRUE(dataset_is_folder("./cora"));
+  data_env.emplace("GAT_DATA_DIR", "");  // empty is unset
+  expect_error([] { load_dataset("cora"); }, {"names both a built-in dataset"});
+  // GAT_DATA_DIR, --data-dir's default, gives the built-in dataset's folder as --data-dir does.
+  data_env.emplace("GAT_DATA_DIR", (tmp.path() / "planetoid").string());
+  expect_error([&] { load_dataset("cora"); }, {"ind.cora.x is missing from"});
+  data_env.emplace("GAT_DATA_DIR", std::nullopt);
   EXPECT_EQ(load_dataset("./cora").num_nodes(), 5);  // a '/': the folder
   EXPECT_EQ(load_dataset("cora/").num_nodes(), 5);
   // With a data folder the name is the built-in dataset (offline in the tests: its download fails).

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -165,6 +166,32 @@ TEST(OpsValues, SumsDoNotDependOnTheThreadCount) {
   const std::vector<float> parallel = sums();
   omp_set_num_threads(threads);
   EXPECT_EQ(serial, parallel);
+}
+
+// The CPU adds up to 16 neighbouring outputs side by side; each output must still be its own
+// column added in row order within chunks of 8192 rows, then the chunks in order. 37 columns make
+// blocks of 16, 16 and 5; 20000 rows make three chunks. Magnitudes from 2^-40 to 2^40 make the
+// rounding depend on the order of the adds.
+TEST(OpsValues, AxisSumsAddEachColumnInRowOrder) {
+  constexpr int64_t outer = 2, rows = 20000, cols = 37, chunk = 8192;
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  std::uniform_int_distribution<int> exponent(-40, 40);
+  std::vector<double> v(static_cast<size_t>(outer * rows * cols));
+  for (double& e : v) e = std::ldexp(unit(rng), exponent(rng));
+  std::vector<double> expected;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < cols; ++c) {
+      double total = 0.0;
+      for (int64_t begin = 0; begin < rows; begin += chunk) {
+        double part = 0.0;
+        for (int64_t r = begin; r < std::min(rows, begin + chunk); ++r)
+          part += v[static_cast<size_t>((o * rows + r) * cols + c)];
+        total += part;
+      }
+      expected.push_back(total);
+    }
+  EXPECT_EQ(ops::sum(f64(v, {outer, rows, cols}), 1).to_vector<double>(), expected);
 }
 
 TEST(OpsValues, ReshapeIsAView) {

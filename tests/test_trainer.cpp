@@ -318,15 +318,24 @@ TEST(Trainer, ACheckpointHoldsTheRunsStateExactly) {
             std::vector<int32_t>(named.size(), static_cast<int32_t>(cut)));
 }
 
-// Every value of a run checkpoint is checked before anything changes; each bad one is refused
-// by name, and the model keeps its parameters.
-TEST(Trainer, AResumeRefusesEveryImpossibleValueBeforeTraining) {
-  TempDir dir("gat_test_trainer");
+namespace {
+
+// The checkpoint of a small run after 3 epochs, saved in `dir`.
+io::Safetensors three_epoch_checkpoint(const TempDir& dir) {
   TrainOptions options = small_options();
   options.max_epochs = 3;
   options.checkpoints.path = dir.file("good.safetensors");
   train_small(options);
-  const io::Safetensors good = io::load_safetensors(options.checkpoints.path);
+  return io::load_safetensors(options.checkpoints.path);
+}
+
+}  // namespace
+
+// Every value of a run checkpoint is checked before anything changes; each bad one is refused
+// by name, and the model keeps its parameters.
+TEST(Trainer, AResumeRefusesEveryImpossibleValueBeforeTraining) {
+  TempDir dir("gat_test_trainer");
+  const io::Safetensors good = three_epoch_checkpoint(dir);
   struct Bad {
     std::string key, value, message;
   };
@@ -376,6 +385,39 @@ TEST(Trainer, AResumeRefusesEveryImpossibleValueBeforeTraining) {
     }
     EXPECT_NE(message.find(bad.message), std::string::npos) << message;
   }
+}
+
+// The generator's position must be at least where the epoch puts it: one stream less would draw
+// an earlier epoch's dropout masks again (0, hand-edited, epoch 1's). Further on is a run whose
+// generator began further on. Checked by the first resumed step, once it has drawn its streams.
+TEST(Trainer, AResumeRefusesAGeneratorPositionBeforeItsEpoch) {
+  TempDir dir("gat_test_trainer");
+  const io::Safetensors good = three_epoch_checkpoint(dir);
+  const uint64_t saved =
+      io::MetadataReader(good.metadata, "checkpoint").unsigned_integer("trainer.next_stream");
+  auto resume_with = [&](uint64_t stream) {
+    io::Safetensors file = good;
+    file.metadata["trainer.next_stream"] = std::to_string(stream);
+    const std::string path = dir.file("edited.safetensors");
+    io::save_safetensors(path, file.tensors, file.metadata);
+    TrainOptions resume = small_options();
+    resume.max_epochs = 4;
+    resume.checkpoints.resume = path;
+    return train_small(resume);
+  };
+  ASSERT_GT(saved, 1u);
+  for (const uint64_t short_of : {saved - 1, uint64_t{0}}) {
+    try {
+      resume_with(short_of);
+      ADD_FAILURE() << "a generator at stream " << short_of << " was accepted";
+    } catch (const Error& e) {
+      const std::string expected = "'trainer.next_stream' = " + std::to_string(short_of) + " is before the " +
+                                   std::to_string(saved) + " that epoch 3 (trainer.epoch) reaches";
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(resume_with(saved).epochs.size(), 1u);
+  EXPECT_EQ(resume_with(saved + 5).epochs.size(), 1u);
 }
 
 // ---- any optimiser, any loss ------------------------------------------------------------------

@@ -110,8 +110,7 @@ std::string resumed_log(const std::string& path, int64_t epoch) {
 void check_outputs(const Flags& flags) {
   const std::pair<const char*, std::string> outputs[] = {
       {"--save", flags.save}, {"--checkpoint", flags.checkpoint}, {"--log", flags.log}};
-  std::error_code error;
-  const bool dataset_folder = std::filesystem::is_directory(flags.dataset, error);
+  const bool dataset_folder = dataset_is_folder(flags.dataset);
   const std::string planetoid_dir = flags.data_dir.empty() ? default_data_dir() : flags.data_dir;
   for (size_t i = 0; i < std::size(outputs); ++i) {
     const auto& [flag, path] = outputs[i];

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -219,7 +220,28 @@ struct LoopState {
   double step_ms_total = 0.0;
   TrainResult result;
   std::vector<Tensor> best_params;
+  // Set by a resume: the checkpoint's generator position, checked by the first resumed step.
+  struct Resumed {
+    std::string where;
+    uint64_t start = 0;  // the resuming generator's stream before it skipped to `saved`
+    uint64_t saved = 0;  // trainer.next_stream
+    int64_t epoch = 0;   // trainer.epoch
+  };
+  std::optional<Resumed> resumed;
 };
+
+// A step draws the same number of dropout streams every epoch (the CUDA replay relies on it). So
+// a run whose generator began at the resuming generator's stream is at start + epoch * per_step
+// after `epoch` epochs, or further on if it began further on. Below that, the resumed epochs would
+// draw earlier epochs' dropout masks again (a hand-edited trainer.next_stream of 0 replays epoch
+// 1's). Checked once the first resumed step has drawn its streams, before it is logged or saved.
+void check_resumed_stream(const LoopState::Resumed& r, uint64_t per_step) {
+  const uint64_t least = r.start + static_cast<uint64_t>(r.epoch) * per_step;
+  GAT_CHECK(r.saved >= least, r.where, ": metadata 'trainer.next_stream' = ", r.saved, " is before the ",
+            least, " that epoch ", r.epoch, " (trainer.epoch) reaches from stream ", r.start, " at ",
+            per_step,
+            " dropout streams a step: the resumed run would draw earlier epochs' dropout masks again");
+}
 
 // A loss as metadata: a JSON number, or "inf" (early stopping's best before a finite epoch).
 constexpr const char* kInfinity = "inf";
@@ -308,6 +330,7 @@ void resume_run(const std::string& path, const TrainOptions& options, Module& mo
     best[i] = it->second.to(params[i].device());
   }
   io::load_into(model, optimizer, file, path);  // each checked before either changes
+  s.resumed = LoopState::Resumed{where, gen.next_stream(), stream, epoch};
   gen.skip_streams(stream - gen.next_stream());
   s.epoch = epoch;
   s.stopped = stopped == "1";
@@ -404,7 +427,10 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
       cuda::release_cached_memory();
     };
     if (recorded && !recorded->step()) drop_recording("step");
+    const uint64_t stream_before_step = gen.next_stream();
     if (!recorded) queue_step(model, forward, data, x, optimizer, gen, options.loss, loss_grad, step_metrics);
+    if (state.resumed && epoch == first_epoch)  // always an eager step: recording begins an epoch later
+      check_resumed_stream(*state.resumed, gen.next_stream() - stream_before_step);
     reads.step_ends();
     if (recorded && !recorded->eval()) drop_recording("evaluation");
     if (!recorded) queue_eval(model, forward, data, x, eval_metrics);

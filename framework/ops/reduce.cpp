@@ -1,6 +1,7 @@
 #include "gat/framework/ops/reduce.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "gat/framework/autograd.h"
@@ -13,28 +14,45 @@ namespace gat::ops {
 namespace cpu_impl {
 
 constexpr int64_t kSumChunk = 8192;  // elements along the axis one CPU thread adds
+constexpr int64_t kSumColumns = 16;  // outputs one CPU thread adds side by side
+
+// acc[c] += base[l * stride + c] for c in [0, width) and l in [0, rows), each acc[c] in l order:
+// one add chain per column, kept apart so that the chains overlap (a column at a time was one
+// chain of dependent double adds, its latency for every element). Constant width: vectorised.
+template <class T, class Width>
+void add_column_block(const T* base, int64_t rows, int64_t stride, Width width, double* acc) {
+  for (int64_t l = 0; l < rows; ++l)
+    for (int64_t c = 0; c < width; ++c) acc[c] += static_cast<double>(base[l * stride + c]);
+}
 
 void sum_axis(const Tensor& x, int64_t outer, int64_t len, int64_t inner, Tensor& out) {
   // Fixed chunks along the axis: each (output, chunk) pair is summed by one thread, then each
   // output adds its chunks in order. The order depends only on the shape, not the thread count.
+  // A thread adds a block of up to kSumColumns neighbouring outputs of one chunk together.
   const int64_t outputs = outer * inner;
   const int64_t chunks = len > kSumChunk ? (len + kSumChunk - 1) / kSumChunk : 1;
+  const int64_t blocks = (inner + kSumColumns - 1) / kSumColumns;      // column blocks per outer index
   std::vector<double> partial(static_cast<size_t>(outputs * chunks));  // (outer, inner, chunks)
   dispatch_float(x.dtype(), "sum", [&](auto zero) {
     using T = decltype(zero);
     const T* px = x.data<T>();  // (outer, len, inner)
     T* po = out.data<T>();      // (outer, inner)
     detail::parallel_for(
-        outputs * chunks,
-        [&](int64_t rc) {
-          const int64_t r = rc / chunks, begin = rc % chunks * kSumChunk,
-                        end = std::min(len, begin + kSumChunk);
-          const T* base = px + (r / inner) * len * inner + r % inner;
-          double acc = 0.0;
-          for (int64_t l = begin; l < end; ++l) acc += base[l * inner];
-          partial[static_cast<size_t>(rc)] = acc;
+        outer * blocks * chunks,
+        [&](int64_t item) {  // item = (o * blocks + block) * chunks + chunk
+          const int64_t chunk = item % chunks, block = item / chunks % blocks, o = item / chunks / blocks;
+          const int64_t begin = chunk * kSumChunk, rows = std::min(len, begin + kSumChunk) - begin;
+          const int64_t first = block * kSumColumns, width = std::min(inner - first, kSumColumns);
+          const T* base = px + (o * len + begin) * inner + first;
+          double acc[kSumColumns] = {};
+          if (width == kSumColumns)
+            add_column_block(base, rows, inner, std::integral_constant<int64_t, kSumColumns>{}, acc);
+          else
+            add_column_block(base, rows, inner, width, acc);
+          for (int64_t c = 0; c < width; ++c)
+            partial[static_cast<size_t>((o * inner + first + c) * chunks + chunk)] = acc[c];
         },
-        std::min(len, kSumChunk));
+        std::min(len, kSumChunk) * kSumColumns);
     detail::parallel_for(
         outputs,
         [&](int64_t r) {
