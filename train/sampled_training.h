@@ -5,8 +5,9 @@
 // (PyG's `inference`), never sampled.
 //
 // Data flow: the dataset stays on the host (the graph without self loops, x dense); the loader's
-// thread samples and gathers each batch there and next() copies it to the device; the
-// inference copies one chunk's rows at a time and brings each layer's outputs back to the host.
+// thread samples each batch (on the device for a CUDA model, with the graph's CSR there),
+// gathers its rows on the host and copies them to the device beside the step (NeighborLoader);
+// the inference copies one chunk's rows at a time and brings each layer's outputs back to the host.
 #pragma once
 
 #include <cstdint>
