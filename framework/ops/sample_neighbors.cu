@@ -31,7 +31,8 @@ template <class Call>
 void run_cub(const Call& call) {
   size_t bytes = 0;
   CUDA_CHECK(call(nullptr, bytes));
-  const Tensor temp = scratch(bytes, "sample_neighbors cub temp");
+  // At least one word: a null pointer would make the second call a size query too.
+  const Tensor temp = scratch(bytes > 0 ? bytes : 1, "sample_neighbors cub temp");
   CUDA_CHECK(call(temp.raw_data(), bytes));
 }
 
