@@ -119,7 +119,8 @@ TEST_P(NeighborSamplerOnDevice, BlocksMatchTheBruteForceReference) {
   const Graph graph = random_graph(600, 12, 3);
   const std::vector<int32_t> seeds = {17, 3, 599, 250, 42, 0, 311};
   for (bool replace : {false, true})
-    for (std::vector<int64_t> fanouts : {std::vector<int64_t>{5, 3}, {25, 10}, {-1, 4}, {2, 2, 2}, {1}}) {
+    for (const std::vector<int64_t>& fanouts :
+         {std::vector<int64_t>{5, 3}, {25, 10}, {-1, 4}, {2, 2, 2}, {1}}) {
       const NeighborSamplerOptions options{fanouts, replace, 11};
       const NeighborSampler sampler(graph, options, device());
       for (uint64_t key : {0, 1, 977}) {
@@ -231,7 +232,7 @@ TEST_F(CudaNeighborSampler, SameBlocksAsTheCpuBitForBit) {
       {&large, std::vector<int32_t>(all_large.begin(), all_large.begin() + 6000)}};
   for (const Case& c : cases)
     for (bool replace : {false, true})
-      for (std::vector<int64_t> fanouts : {std::vector<int64_t>{25, 10}, {3, 0, 2}, {-1, 1}, {100}}) {
+      for (const std::vector<int64_t>& fanouts : {std::vector<int64_t>{25, 10}, {3, 0, 2}, {-1, 1}, {100}}) {
         const NeighborSamplerOptions options{fanouts, replace, 42};
         const NeighborSampler cpu(*c.graph, options), cuda(*c.graph, options, Device::cuda);
         ASSERT_EQ(cuda.device(), Device::cuda);
