@@ -438,10 +438,7 @@ Event::Event() {
 Event::~Event() { cudaEventDestroy(static_cast<cudaEvent_t>(event_)); }
 void Event::record() { CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), stream())); }
 void Event::synchronize() const { CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_))); }
-void Event::join() const {
-  CUDA_CHECK(
-      cudaStreamWaitEvent(checked_runtime("cuda::Event::join").stream, static_cast<cudaEvent_t>(event_), 0));
-}
+void Event::join() const { CUDA_CHECK(cudaStreamWaitEvent(stream(), static_cast<cudaEvent_t>(event_), 0)); }
 double Event::elapsed_ms(const Event& start, const Event& end) {
   float ms = 0.0f;
   CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.event_),

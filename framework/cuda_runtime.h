@@ -175,8 +175,8 @@ class Event {
   void record();                                                   // queued on the stream
   static double elapsed_ms(const Event& start, const Event& end);  // both passed
   void synchronize() const;  // the host waits until the stream has passed it
-  // Everything the main stream queues afterwards waits for it (an event recorded on an
-  // OnOwnStream's stream: a batch's copies).
+  // Everything this thread queues afterwards on its current stream (the main one in a training
+  // step) waits for it: an event recorded on an OnOwnStream's stream, say a batch's copies.
   void join() const;
 
  private:
