@@ -19,8 +19,9 @@
 // local source of each edge, edge_ids its id in the graph.
 //
 // Errors (a gat::Error naming sample_neighbors): a tensor not (.,) i32, the three not on one
-// device, a fanout below -1, a block of 2^31 - 1 edges or more. The node ids in dst_nodes are the
-// caller's to check (NeighborSampler checks its seeds; later hops' come from the op).
+// device, a fanout below -1, a block of 2^31 - 1 edges or more, or of more than 2^31 - 1
+// destinations and edges together (32-bit local ids). The node ids in dst_nodes are the caller's
+// to check (NeighborSampler checks its seeds; later hops' come from the op).
 #pragma once
 
 #include <cstdint>
