@@ -14,6 +14,15 @@
 //       the same for GATv2Conv
 //   gat_bench train   --dataset cora [--data-dir DIR] [--device ...]
 //       one training step (forward, backward, Adam) and 200 epochs with evaluation
+//   gat_bench sampled --nodes N --degree D --features F --classes C --train N_TRAIN --val N_VAL
+//                     [--seed S] [--fanouts 10,10] [--batch-size 1024] [--sample-on cpu|device]
+//                     [--write DIR] [--no-eval] [--device ...]
+//       mini-batch training on a generated graph (datasets/generator.h; the features stay in
+//       host memory): the sampler alone over one epoch's batches, the loader alone (sampling,
+//       the rows' gather and copy), one training epoch (sampled_step over the loader's batches)
+//       and, unless --no-eval, its test accuracy from the exact layer-wise inference. --write DIR first
+//       writes the dataset for bench/neighbor_sampling.py's PyG side: graph.bin (as --graph), x.bin (N, F)
+//       f32, y.bin (N,) i32, train.bin, val.bin, test.bin i32 node ids
 //
 // GPU times come from CUDA events around many launches (median of repeats), CPU times from a
 // steady clock.
@@ -26,13 +35,17 @@
 #include <iostream>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 
+#include "gat/datasets/generator.h"
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
+#include "gat/framework/neighbor_sampler.h"
 #include "gat/framework/ops/attention/csr_softmax_aggregate.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/process.h"
@@ -40,6 +53,8 @@
 #include "gat/layers/gat_conv.h"
 #include "gat/layers/gatv2_conv.h"
 #include "gat/models/gat.h"
+#include "gat/train/neighbor_loader.h"
+#include "gat/train/sampled_training.h"
 #include "gat/train/trainer.h"
 #include "timing.h"
 
@@ -258,6 +273,150 @@ nlohmann::json bench_train(const std::string& dataset, const std::string& data_d
   return out;
 }
 
+// The raw bytes of a host tensor to DIR/name.
+void write_raw(const std::string& dir, const std::string& name, const Tensor& t) {
+  const std::string path = dir + "/" + name;
+  std::ofstream out(path, std::ios::binary);
+  GAT_CHECK(out, "gat_bench: cannot write ", path);
+  out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
+  GAT_CHECK(out, "gat_bench: writing ", path, " failed");
+}
+
+// The dataset as bench/neighbor_sampling.py reads it (the graph as read_graph reads it).
+void write_dataset(const Dataset& data, const std::string& dir) {
+  const int64_t n = data.graph.num_nodes(), e = data.graph.num_edges();
+  const std::string graph_path = dir + "/graph.bin";
+  std::ofstream out(graph_path, std::ios::binary);
+  GAT_CHECK(out, "gat_bench: cannot write ", graph_path);
+  out.write(reinterpret_cast<const char*>(&n), 8);  // int64 N, int64 E (little-endian hosts)
+  out.write(reinterpret_cast<const char*>(&e), 8);
+  for (const Tensor* t : {&data.graph.row_ptr(), &data.graph.edge_src()})
+    out.write(static_cast<const char*>(t->raw_data()), static_cast<std::streamsize>(t->nbytes()));
+  GAT_CHECK(out, "gat_bench: writing ", graph_path, " failed");
+  write_raw(dir, "x.bin", data.x);
+  write_raw(dir, "y.bin", data.y);
+  write_raw(dir, "train.bin", data.train_index);
+  write_raw(dir, "val.bin", data.val_index);
+  write_raw(dir, "test.bin", data.test_index);
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+struct SampledBench {
+  int64_t nodes = 0, classes = 0, features = 0, train = 0, val = 0;
+  double degree = 0;
+  uint64_t seed = 0;
+  std::vector<int64_t> fanouts = {10, 10};
+  int64_t batch_size = 1024;
+  bool sample_on_device = true;
+  bool evaluate = true;  // the exact layer-wise inference after the epoch
+  std::string write_dir;
+};
+
+nlohmann::json bench_sampled(const SampledBench& b, Device device) {
+  GeneratorOptions g;
+  g.num_nodes = b.nodes;
+  g.avg_degree = b.degree;
+  g.seed = b.seed;
+  g.num_classes = b.classes;
+  g.num_features = b.features;
+  g.train_per_class = (b.train + b.classes - 1) / b.classes;
+  g.val_size = b.val;
+  g.test_size = b.nodes;  // the rest
+  auto t0 = std::chrono::steady_clock::now();
+  const Dataset data = generate_sbm(g);
+  nlohmann::json out = {{"workload", "sampled"},
+                        {"device", device_name(device)},
+                        {"nodes", data.num_nodes()},
+                        {"edges", data.graph.num_edges()},
+                        {"features", data.num_features()},
+                        {"classes", data.num_classes},
+                        {"train_nodes", data.train_index.numel()},
+                        {"test_nodes", data.test_index.numel()},
+                        {"fanouts", b.fanouts},
+                        {"batch_size", b.batch_size},
+                        {"sample_on", b.sample_on_device && device == Device::cuda ? "device" : "cpu"},
+                        {"generate_ms", ms_since(t0)}};
+  if (!b.write_dir.empty()) {
+    t0 = std::chrono::steady_clock::now();
+    write_dataset(data, b.write_dir);
+    out["write_ms"] = ms_since(t0);
+  }
+  NeighborLoaderOptions lo;
+  lo.batch_size = b.batch_size;
+  lo.fanouts = b.fanouts;
+  lo.seed = b.seed;
+  lo.sample_on_device = b.sample_on_device;
+  const std::vector<int32_t> train = data.train_index.to_vector<int32_t>();
+  const auto batches = static_cast<int64_t>((train.size() + static_cast<size_t>(b.batch_size) - 1) /
+                                            static_cast<size_t>(b.batch_size));
+  // The sampler alone, one epoch's batches (the blocks back on the host, as the loader takes them).
+  {
+    const NeighborSampler sampler(data.graph, {b.fanouts, false, b.seed},
+                                  b.sample_on_device ? device : Device::cpu);
+    const std::vector<int32_t> order = shuffle_nodes(train, b.seed, 0);
+    sampler.sample(
+        std::vector<int32_t>(order.begin(), order.begin() + std::min<int64_t>(b.batch_size, order.size())),
+        0);  // warm-up
+    int64_t edges = 0;
+    t0 = std::chrono::steady_clock::now();
+    for (int64_t k = 0; k < batches; ++k) {
+      const auto first = order.begin() + k * b.batch_size;
+      const auto last = order.begin() + std::min<int64_t>((k + 1) * b.batch_size, order.size());
+      for (const SampledBlock& block :
+           sampler.sample(std::vector<int32_t>(first, last), static_cast<uint64_t>(k)).blocks)
+        edges += block.graph.num_edges();
+    }
+    const double ms = ms_since(t0);
+    out["sample_epoch_ms"] = ms;
+    out["sample_seeds_per_s"] = static_cast<double>(train.size()) / ms * 1e3;
+    out["sample_edges_per_s"] = static_cast<double>(edges) / ms * 1e3;
+  }
+  // The loader alone: sampling, gathering and copying every batch of an epoch, no step.
+  {
+    NeighborLoader loader(data.graph, data.x, data.y, data.edge_attr, train, lo, device);
+    t0 = std::chrono::steady_clock::now();
+    loader.start_epoch(0);
+    int64_t rows = 0;
+    while (std::optional<MiniBatch> batch = loader.next()) rows += batch->x.size(0);
+    cuda::synchronize();
+    const double ms = ms_since(t0);
+    out["loader_epoch_ms"] = ms;
+    out["loader_input_rows"] = rows;
+    out["loader_bytes_per_s"] = static_cast<double>(rows * data.num_features() * 4) / ms * 1e3;
+  }
+  // One training epoch (its steps, with their waits for batches), then the exact evaluation.
+  GATConfig config;
+  config.in_features = data.num_features();
+  config.num_classes = data.num_classes;
+  config.value_dropout = 0.0;  // PyG's GATConv has none
+  Generator init(b.seed);
+  GAT model(config, init);
+  model.to(device);
+  const std::unique_ptr<Optimizer> optimizer = make_run_optimizer(model, TrainOptions{});
+  Generator gen(b.seed);
+  NeighborLoader loader(data.graph, data.x, data.y, data.edge_attr, train, lo, device);
+  StepTotals totals;
+  t0 = std::chrono::steady_clock::now();
+  loader.start_epoch(1);
+  while (std::optional<MiniBatch> batch = loader.next()) sampled_step(model, *batch, *optimizer, gen, totals);
+  cuda::synchronize();
+  const double train_ms = ms_since(t0);
+  out["train_epoch_ms"] = train_ms;
+  out["train_seeds_per_s"] = static_cast<double>(train.size()) / train_ms * 1e3;
+  out["train_loss"] = totals.loss_sum / totals.rows;
+  out["peak_device_bytes"] = cuda::available() ? cuda::peak_memory_allocated() : 0;
+  if (b.evaluate) {
+    t0 = std::chrono::steady_clock::now();
+    const Tensor logits = layerwise_inference(model, data.graph, data.x, data.edge_attr, 65536, device);
+    out["inference_ms"] = ms_since(t0);
+    out["test_acc"] = evaluate_logits(logits, data).test.acc;
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -287,7 +446,23 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "training step and 200 epochs on a dataset");
   train->add_option("--dataset", dataset);
   train->add_option("--data-dir", data_dir);
-  for (auto* sub : {kernel, gatconv, gatv2conv, train})
+  SampledBench sampled_bench;
+  std::string sample_on = "device";
+  auto* sampled = app.add_subcommand("sampled", "mini-batch training on a generated graph");
+  sampled->add_option("--nodes", sampled_bench.nodes)->required();
+  sampled->add_option("--degree", sampled_bench.degree)->required();
+  sampled->add_option("--features", sampled_bench.features)->required();
+  sampled->add_option("--classes", sampled_bench.classes)->required();
+  sampled->add_option("--train", sampled_bench.train, "training nodes (split evenly over the classes)")
+      ->required();
+  sampled->add_option("--val", sampled_bench.val)->required();
+  sampled->add_option("--seed", sampled_bench.seed);
+  sampled->add_option("--fanouts", sampled_bench.fanouts)->delimiter(',');
+  sampled->add_option("--batch-size", sampled_bench.batch_size);
+  sampled->add_option("--sample-on", sample_on)->check(CLI::IsMember({"cpu", "device"}));
+  sampled->add_option("--write", sampled_bench.write_dir, "write the dataset here for PyG");
+  sampled->add_flag("!--no-eval", sampled_bench.evaluate, "skip the layer-wise inference after the epoch");
+  for (auto* sub : {kernel, gatconv, gatv2conv, train, sampled})
     sub->add_option("--device", device_flag)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   CLI11_PARSE(app, argc, argv);
   if (const std::string why = process::unfit_environment(); !why.empty()) {
@@ -309,6 +484,10 @@ int main(int argc, char** argv) {
                                      conv_options<GATv2ConvOptions>(in_channels, heads, out_channels), 0,
                                      self_loops, device);
     if (*train) result = bench_train(dataset, data_dir, device);
+    if (*sampled) {
+      sampled_bench.sample_on_device = sample_on == "device";
+      result = bench_sampled(sampled_bench, device);
+    }
     std::cout << result.dump() << std::endl;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "gat_bench: out of memory\n");

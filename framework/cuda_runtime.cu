@@ -96,6 +96,7 @@ std::mutex g_sizes_mutex;
 
 // Whether this thread queues on the side stream (an OnSideStream scope is open).
 thread_local bool t_on_side = false;
+thread_local cudaStream_t t_own_stream = nullptr;  // while an OnOwnStream lives
 // This thread's external stream and allocator (while t_external, a UseExternal scope is open):
 // the stream then takes everything, the side stream's work included (in order, still correct).
 // The stream may be the legacy default stream, null (PyTorch's default).
@@ -140,10 +141,13 @@ int multiprocessors() { return checked_runtime("cuda::multiprocessors").multipro
 cudaStream_t stream() {
   const Runtime& r = checked_runtime("cuda::stream");
   if (t_external) return t_external_stream;
+  if (t_own_stream) return t_own_stream;
   return t_on_side ? r.side : r.stream;
 }
 cublasHandle_t cublas_handle() {
   const Runtime& r = checked_runtime("cuda::cublas_handle");
+  GAT_CHECK(!t_own_stream,
+            "cuda::cublas_handle: cuBLAS is not for a thread's own stream (cuda::OnOwnStream)");
   return t_on_side && !t_external ? r.side_cublas : r.cublas;  // UseExternal binds r.cublas
 }
 
@@ -164,6 +168,21 @@ UseExternal::~UseExternal() {
 }
 
 ExternalAllocator* external_allocator() { return t_external_allocator; }
+
+OnOwnStream::OnOwnStream() {
+  checked_runtime("cuda::OnOwnStream");
+  GAT_CHECK(!t_own_stream && !t_on_side && !t_external,
+            "cuda::OnOwnStream: this thread is already on another stream (scopes do not nest)");
+  cudaStream_t own = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+  stream_ = own;
+  t_own_stream = own;
+}
+OnOwnStream::~OnOwnStream() {
+  t_own_stream = nullptr;
+  cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+  cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
 
 OnSideStream::OnSideStream() {
   const Runtime& r = checked_runtime("cuda::OnSideStream");
@@ -418,6 +437,8 @@ Event::Event() {
 }
 Event::~Event() { cudaEventDestroy(static_cast<cudaEvent_t>(event_)); }
 void Event::record() { CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), stream())); }
+void Event::synchronize() const { CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_))); }
+void Event::join() const { CUDA_CHECK(cudaStreamWaitEvent(stream(), static_cast<cudaEvent_t>(event_), 0)); }
 double Event::elapsed_ms(const Event& start, const Event& end) {
   float ms = 0.0f;
   CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.event_),
@@ -435,6 +456,12 @@ void HostBuffer::copy_from_device(const void* src, size_t bytes) {
             bytes_);
   check_not_capturing("a copy to the host");
   CUDA_CHECK(cudaMemcpyAsync(data_, src, bytes, cudaMemcpyDeviceToHost, stream()));
+}
+
+void HostBuffer::copy_to_device(void* dst, size_t bytes) const {
+  GAT_CHECK(bytes <= bytes_, "cuda::HostBuffer::copy_to_device: ", bytes, " bytes exceed the buffer's ",
+            bytes_);
+  CUDA_CHECK(cudaMemcpyAsync(dst, data_, bytes, cudaMemcpyHostToDevice, stream()));
 }
 
 size_t memory_allocated() {

@@ -58,6 +58,24 @@ class SideMark {
   void* event_ = nullptr;  // cudaEvent_t
 };
 
+// A stream of this thread's own, for a background thread that prepares work for the main stream
+// (the mini-batch loader's sampling and copies): while an OnOwnStream lives, this thread's
+// kernels, allocations and copies go to it, and it waits for nothing queued on the main stream.
+// An Event recorded there and joined (Event::join) makes the main stream's later work wait for
+// it; memory allocated there may then be used and freed on the main stream. cuBLAS is not for it
+// (its handles are bound to the main and side streams): cublas_handle() throws there. The
+// destructor waits for the stream's work. Throws without CUDA; scopes do not nest.
+class OnOwnStream {
+ public:
+  OnOwnStream();
+  ~OnOwnStream();
+  OnOwnStream(const OnOwnStream&) = delete;
+  OnOwnStream& operator=(const OnOwnStream&) = delete;
+
+ private:
+  void* stream_ = nullptr;  // cudaStream_t
+};
+
 // Memory and a stream that a host framework owns: inside PyTorch, its caching allocator and
 // torch.cuda.current_stream(), so that a process has one memory pool and gat's kernels are
 // ordered with PyTorch's without any host synchronisation.
@@ -156,14 +174,20 @@ class Event {
   Event& operator=(const Event&) = delete;
   void record();                                                   // queued on the stream
   static double elapsed_ms(const Event& start, const Event& end);  // both passed
+  void synchronize() const;  // the host waits until the stream has passed it
+  // Everything this thread queues afterwards on its current stream (the main one in a training
+  // step) waits for it: an event recorded on an OnOwnStream's stream, say a batch's copies.
+  void join() const;
 
  private:
   void* event_ = nullptr;  // cudaEvent_t
 };
 
-// Page-locked host memory (cudaMallocHost) for small reads the host makes every epoch: a copy
-// into it is queued on the stream without the staging copy of pageable memory, and its bytes
-// may be read once the host has waited for the stream.
+// Page-locked host memory (cudaMallocHost): a copy from or to it is queued on the stream without
+// the staging copy of pageable memory, so the host goes on while it runs. Bytes copied into it
+// may be read once the host has waited for the stream (the epoch's metrics); bytes copied from
+// it must not be written until the copy has run (a mini-batch's features: an Event recorded
+// after it, then synchronize()).
 class HostBuffer {
  public:
   explicit HostBuffer(size_t bytes);
@@ -171,7 +195,9 @@ class HostBuffer {
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
   void copy_from_device(const void* src, size_t bytes);  // queued on the stream; bytes <= size()
+  void copy_to_device(void* dst, size_t bytes) const;    // queued on the stream; bytes <= size()
   const void* data() const { return data_; }
+  void* data() { return data_; }
   size_t size() const { return bytes_; }
 
  private:

@@ -21,6 +21,8 @@ OnSideStream::~OnSideStream() = default;
 SideMark::SideMark() { no_cuda("cuda::SideMark"); }
 SideMark::~SideMark() = default;
 void SideMark::join() const { no_cuda("cuda::SideMark::join"); }
+OnOwnStream::OnOwnStream() { no_cuda("cuda::OnOwnStream"); }
+OnOwnStream::~OnOwnStream() = default;
 UseExternal::UseExternal(void*, ExternalAllocator*) { no_cuda("cuda::UseExternal"); }
 UseExternal::~UseExternal() = default;
 ExternalAllocator* external_allocator() { return nullptr; }
@@ -45,9 +47,12 @@ Event::Event() { no_cuda("cuda::Event"); }
 Event::~Event() = default;
 void Event::record() { no_cuda("cuda::Event::record"); }
 double Event::elapsed_ms(const Event&, const Event&) { no_cuda("cuda::Event::elapsed_ms"); }
+void Event::synchronize() const { no_cuda("cuda::Event::synchronize"); }
+void Event::join() const { no_cuda("cuda::Event::join"); }
 HostBuffer::HostBuffer(size_t) { no_cuda("cuda::HostBuffer"); }
 HostBuffer::~HostBuffer() = default;
 void HostBuffer::copy_from_device(const void*, size_t) { no_cuda("cuda::HostBuffer::copy_from_device"); }
+void HostBuffer::copy_to_device(void*, size_t) const { no_cuda("cuda::HostBuffer::copy_to_device"); }
 size_t memory_allocated() { return 0; }
 size_t peak_memory_allocated() { return 0; }
 void reset_peak_memory() {}

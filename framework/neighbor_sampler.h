@@ -7,7 +7,8 @@
 // The destinations are the FIRST Nd sources (local id i < Nd is the same node on both sides), so
 // the self loops GATConv and GATv2Conv add (i -> i for i < min(Ns, Nd)) join each destination to
 // itself, and the layer's x_dst is the first Nd rows of its x_src. The sources after them are the
-// new nodes, in the order in which the destinations' sampled edges first name them.
+// new nodes, in the order in which the destinations' sampled edges first name them
+// (ops::sample_neighbors, framework/ops/sample_neighbors.h, makes one layer).
 //
 // The draws are Philox (rng.h) keyed by (seed, batch key, layer, node): the same seed and batch
 // key give the same blocks, bit for bit, for any number of threads and in any order of batches.
@@ -68,23 +69,24 @@ class NeighborSampler {
  public:
   // graph: the CPU graph to sample, by destination (its in-edges), WITHOUT the self loops the
   // layers add (a loop that is sampled takes a fanout slot, then the layer replaces it).
-  NeighborSampler(Graph graph, NeighborSamplerOptions options);
+  // device: where its CSR is copied and the draws run (ops::sample_neighbors); the blocks are the
+  // same, bit for bit, on either.
+  NeighborSampler(Graph graph, NeighborSamplerOptions options, Device device = Device::cpu);
 
   // The blocks of `seeds` (distinct node ids of the graph; throws a gat::Error naming a repeated
   // or out-of-range one). batch_key tells batches apart (e.g. epoch * batches + batch): below
-  // 2^57. Parallel over each layer's destinations (OpenMP).
+  // 2^57. On the CPU parallel over each layer's destinations (OpenMP); on CUDA one thread per
+  // destination. The blocks come back to the host either way.
   SampledBatch sample(const std::vector<int32_t>& seeds, uint64_t batch_key) const;
 
   const Graph& graph() const { return graph_; }
   const NeighborSamplerOptions& options() const { return options_; }
+  Device device() const { return row_ptr_.device(); }
 
  private:
-  // One layer: every destination's sampled in-edges -> the block.
-  SampledBlock sample_layer(const std::vector<int32_t>& dst_nodes, int64_t fanout, uint64_t stream) const;
-
   Graph graph_;
   NeighborSamplerOptions options_;
-  std::vector<int32_t> row_ptr_, edge_src_;  // graph_'s, on the host
+  Tensor row_ptr_, edge_src_;  // graph_'s (N+1,) and (E,) i32, on the sampler's device
 };
 
 }  // namespace gat

@@ -48,6 +48,7 @@
 #include "gat/framework/ops/narrow.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
+#include "gat/framework/ops/sample_neighbors.h"
 #include "gat/framework/ops/scatter_add.h"
 #include "gat/framework/ops/segment_reduce.h"
 #include "gat/framework/ops/sparse_dropout.h"
@@ -115,6 +116,14 @@ Tensor repeating_index(int64_t count, int64_t rows) {
   std::vector<int32_t> v(static_cast<size_t>(count));
   for (int64_t k = 0; k < count; ++k)
     v[static_cast<size_t>(k)] = static_cast<int32_t>((k * 7 + k / 3) % rows);
+  return Tensor::from_vector(v, {count});
+}
+
+// `count` distinct nodes of [0, nodes): k * 7 mod nodes (distinct while count <= nodes and 7
+// does not divide nodes).
+Tensor distinct_nodes(int64_t count, int64_t nodes) {
+  std::vector<int32_t> v(static_cast<size_t>(count));
+  for (int64_t k = 0; k < count; ++k) v[static_cast<size_t>(k)] = static_cast<int32_t>(k * 7 % nodes);
   return Tensor::from_vector(v, {count});
 }
 
@@ -192,6 +201,23 @@ std::vector<OpCase> op_cases() {
     return Tensor::from_vector(v, {rows, 1});
   };
   const OnDevice<Tensor> mask_large(alternating_mask(33)), mask_small(alternating_mask(3));
+  // sample_neighbors of every 7th node of big (distinct) by one draw: its four outputs, joined.
+  const OnDevice<Tensor> sample_seeds(distinct_nodes(400, big.host().num_nodes()));
+  auto sample_row = [=](const char* name, ops::NeighborDraw draw, std::vector<ErrorCase> errors = {}) {
+    return OpCase{"sample_neighbors",
+                  name,
+                  [=](const Inputs& in) {
+                    const Device d = in[0].device();
+                    const Graph& g = big.on(d);
+                    const ops::SampledLayer l =
+                        ops::sample_neighbors(g.row_ptr(), g.edge_src(), sample_seeds.on(d), draw);
+                    return ops::concat({l.row_ptr, l.col, l.edge_ids, l.src_nodes}, 0);
+                  },
+                  {{1}},
+                  {},
+                  std::move(errors),
+                  false};
+  };
   // self_loop_attr by one fill_value, on big or mixed (both with existing self loops) and their
   // looped graphs.
   const OnDevice<Graph> big_looped(big.host().with_self_loops()),
@@ -1309,6 +1335,16 @@ std::vector<OpCase> op_cases() {
          },
          {"classification_metrics", "labels", "(3,)"}}},
        false},
+      sample_row("sample_neighbors", {5, false, 3, 8},
+                 {{[=] { ops::sample_neighbors(big.host().row_ptr(), big.host().edge_src(), z23, {}); },
+                   {"sample_neighbors", "dst_nodes", "i32"}},
+                  {[=] {
+                     ops::sample_neighbors(big.host().row_ptr(), big.host().edge_src(), sample_seeds.host(),
+                                           {-2, false, 0, 0});
+                   },
+                   {"sample_neighbors", "fanout -2"}}}),
+      sample_row("sample_neighbors with replacement", {3, true, 3, 9}),
+      sample_row("sample_neighbors all in-edges", {-1, false, 3, 10}),
   };
 }
 

@@ -1,14 +1,19 @@
 // The CUDA runtime (cuda_runtime.h) and side work on the device (side_work.h): CUDA graph
 // recording, side streams joined before the main stream reads their results, the peak-memory
-// breakdown, an external allocator and stream. CUDA only: each test skips without a device.
+// breakdown, an external allocator and stream, a thread's own stream. CUDA only: each test skips
+// without a device.
 #include <gtest/gtest.h>
 #if GAT_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
+#include <algorithm>
+#include <exception>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -215,3 +220,47 @@ TEST(CudaRuntime, AnExternalAllocatorAndStreamServeEveryTensorMadeInTheirScope) 
   cudaStreamDestroy(stream);
 }
 #endif  // GAT_WITH_CUDA
+
+// A thread's own stream (the mini-batch loader's): a page-locked buffer's copy to memory
+// allocated there, read on the main stream after the main stream joined an event recorded after
+// the copy, then freed on the main stream; the host reuses the buffer after Event::synchronize.
+// cuBLAS and a second scope are refused there.
+TEST(CudaRuntime, AThreadsOwnStreamIsReadOnTheMainStreamAfterItsEventIsJoined) {
+  GAT_SKIP_WITHOUT_CUDA();
+  const int64_t n = int64_t{1} << 25;  // 256 MiB of f64: a copy of milliseconds
+  cuda::HostBuffer pinned(static_cast<size_t>(n) * sizeof(double));
+  Tensor on_device;
+  std::shared_ptr<cuda::Event> copied;
+  std::exception_ptr error;
+  std::thread worker([&] {
+    try {
+      cuda::OnOwnStream own;
+      for (int round = 1; round <= 2; ++round) {
+        if (copied) copied->synchronize();  // the copy out of the buffer has run
+        double* host = static_cast<double*>(pinned.data());
+        for (int64_t i = 0; i < n; ++i) host[i] = static_cast<double>(round);
+        on_device = Tensor::empty({n}, DType::f64, Device::cuda, "own stream test");
+        pinned.copy_to_device(on_device.raw_data(), pinned.size());
+        copied = std::make_shared<cuda::Event>();
+        copied->record();
+      }
+      expect_error(
+          [] {
+            ops::matmul(Tensor::zeros({512, 512}, DType::f64, Device::cuda),
+                        Tensor::zeros({512, 512}, DType::f64, Device::cuda));
+          },
+          {"cuBLAS is not for a thread's own stream"});
+      expect_error([] { cuda::OnOwnStream nested; }, {"scopes do not nest"});
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  worker.join();
+  if (error) std::rethrow_exception(error);
+  copied->join();
+  const std::vector<double> got = ops::scale(on_device, 1.0).to_vector<double>();  // on the main stream
+  EXPECT_EQ(got.front(), 2.0);
+  EXPECT_EQ(got.back(), 2.0);
+  EXPECT_EQ(std::count(got.begin(), got.end(), 2.0), n);
+  on_device = Tensor();  // freed on the main stream
+}

@@ -2,8 +2,9 @@
 // block is an edge of the graph between the nodes its local ids name, each node keeps the edges
 // its fanout says, draws without replacement are distinct, the blocks chain (a layer's
 // destinations are the first sources, and the next layer's sources), and the draws are uniform.
-// The same seed and batch key give the same blocks bit for bit for one thread or two; the
-// boundaries: a fanout above the degree, -1, 0, nodes without in-edges, duplicate edges, one seed.
+// The same seed and batch key give the same blocks bit for bit for one thread or two, and on the
+// CPU and CUDA (the brute-force checks run on both devices); the boundaries: a fanout above the degree, -1,
+// 0, nodes without in-edges, duplicate edges, one seed.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -110,13 +111,18 @@ std::vector<int32_t> first_nodes(int32_t n) {
 
 }  // namespace
 
-TEST(NeighborSampler, BlocksMatchTheBruteForceReference) {
+// The brute-force checks run on each device (the sampler's CSR and draws there).
+class NeighborSamplerOnDevice : public DeviceTest {};
+GAT_INSTANTIATE_DEVICE_TESTS(NeighborSamplerOnDevice);
+
+TEST_P(NeighborSamplerOnDevice, BlocksMatchTheBruteForceReference) {
   const Graph graph = random_graph(600, 12, 3);
   const std::vector<int32_t> seeds = {17, 3, 599, 250, 42, 0, 311};
   for (bool replace : {false, true})
-    for (std::vector<int64_t> fanouts : {std::vector<int64_t>{5, 3}, {25, 10}, {-1, 4}, {2, 2, 2}, {1}}) {
+    for (const std::vector<int64_t>& fanouts :
+         {std::vector<int64_t>{5, 3}, {25, 10}, {-1, 4}, {2, 2, 2}, {1}}) {
       const NeighborSamplerOptions options{fanouts, replace, 11};
-      const NeighborSampler sampler(graph, options);
+      const NeighborSampler sampler(graph, options, device());
       for (uint64_t key : {0, 1, 977}) {
         SCOPED_TRACE(::testing::Message()
                      << "replace " << replace << " fanouts " << fanouts.size() << " key " << key);
@@ -125,7 +131,7 @@ TEST(NeighborSampler, BlocksMatchTheBruteForceReference) {
     }
 }
 
-TEST(NeighborSampler, FanoutsAtAndBeyondTheDegreeNodesWithoutInEdgesAndDuplicateEdges) {
+TEST_P(NeighborSamplerOnDevice, FanoutsAtAndBeyondTheDegreeNodesWithoutInEdgesAndDuplicateEdges) {
   // Node 0 has in-edges from 1, 2, 3 and 2 again (a duplicate kept); node 4 has none; node 5
   // one; node 3 a self loop.
   GraphBuildOptions keep;
@@ -136,7 +142,7 @@ TEST(NeighborSampler, FanoutsAtAndBeyondTheDegreeNodesWithoutInEdgesAndDuplicate
     for (int64_t fanout : {-1, 0, 1, 3, 4, 100}) {
       const NeighborSamplerOptions options{{fanout}, replace, 5};
       SCOPED_TRACE(::testing::Message() << "replace " << replace << " fanout " << fanout);
-      const SampledBatch batch = NeighborSampler(graph, options).sample({0, 4, 5, 3}, 2);
+      const SampledBatch batch = NeighborSampler(graph, options, device()).sample({0, 4, 5, 3}, 2);
       expect_valid_batch(graph, batch, {0, 4, 5, 3}, options);
       if (fanout >= 4 && !replace) {  // all four in-edges of node 0, the duplicate twice
         const std::vector<int32_t>& ids = batch.blocks[0].edge_ids;
@@ -147,10 +153,10 @@ TEST(NeighborSampler, FanoutsAtAndBeyondTheDegreeNodesWithoutInEdgesAndDuplicate
     }
 }
 
-TEST(NeighborSampler, OneSeedAndAllNodes) {
+TEST_P(NeighborSamplerOnDevice, OneSeedAndAllNodes) {
   const Graph graph = random_graph(300, 6, 1);
   const NeighborSamplerOptions options{{-1, -1}, false, 0};
-  const NeighborSampler sampler(graph, options);
+  const NeighborSampler sampler(graph, options, device());
   expect_valid_batch(graph, sampler.sample({123}, 0), {123}, options);
   // All nodes in order with every in-edge: each block is the graph itself, local ids = global.
   const std::vector<int32_t> all = first_nodes(300);
@@ -185,13 +191,13 @@ TEST(NeighborSampler, SameSeedSameBlocksForAnyThreadCount) {
   }
 }
 
-TEST(NeighborSampler, DrawsAreUniform) {
+TEST_P(NeighborSamplerOnDevice, DrawsAreUniform) {
   // Node 0 has 4 in-edges and a fanout of 2: over 4000 batch keys each edge's count is within 5
   // standard deviations of its mean (a biased draw, or one that ignores the key, is not).
   const Graph graph = Graph::from_edges(5, {1, 2, 3, 4}, {0, 0, 0, 0});
   constexpr int kKeys = 4000;
   for (bool replace : {false, true}) {
-    const NeighborSampler sampler(graph, {{2}, replace, 3});
+    const NeighborSampler sampler(graph, {{2}, replace, 3}, device());
     std::vector<int> count(4, 0);
     for (uint64_t key = 0; key < kKeys; ++key) {
       const SampledBatch batch = sampler.sample({0}, key);
@@ -201,6 +207,44 @@ TEST(NeighborSampler, DrawsAreUniform) {
     const double mean = kKeys * 0.5, sd = std::sqrt(kKeys * (replace ? 2 * 0.25 * 0.75 : 0.5 * 0.5));
     for (int e = 0; e < 4; ++e) EXPECT_NEAR(count[static_cast<size_t>(e)], mean, 5 * sd) << "edge " << e;
   }
+}
+
+// The CUDA sampler gives the CPU's blocks bit for bit: local ids, their order, the global-id maps
+// and the edge ids, with and without replacement, for fanouts below, at and above the degrees,
+// -1 and 0, on a graph with duplicate edges and nodes without in-edges, and on one large enough
+// that the CPU's loops fork and the device's sorts take many blocks.
+using CudaNeighborSampler = CudaVsCpuTest;
+
+TEST_F(CudaNeighborSampler, SameBlocksAsTheCpuBitForBit) {
+  GraphBuildOptions keep;
+  keep.remove_duplicates = false;
+  const Graph small = Graph::from_edges(6, {1, 2, 3, 2, 0, 3, 1}, {0, 0, 0, 0, 5, 3, 3}, keep);
+  const Graph medium = random_graph(600, 12, 3), large = random_graph(30000, 20, 7);
+  const std::vector<int32_t> all_large = shuffle_nodes(first_nodes(30000), 1, 0);
+  struct Case {
+    const Graph* graph;
+    std::vector<int32_t> seeds;
+  };
+  const std::vector<Case> cases = {
+      {&small, {0, 4, 5, 3}},
+      {&medium, {17, 3, 599, 250, 42, 0, 311}},
+      {&medium, first_nodes(600)},
+      {&large, std::vector<int32_t>(all_large.begin(), all_large.begin() + 6000)}};
+  for (const Case& c : cases)
+    for (bool replace : {false, true})
+      for (const std::vector<int64_t>& fanouts : {std::vector<int64_t>{25, 10}, {3, 0, 2}, {-1, 1}, {100}}) {
+        const NeighborSamplerOptions options{fanouts, replace, 42};
+        const NeighborSampler cpu(*c.graph, options), cuda(*c.graph, options, Device::cuda);
+        ASSERT_EQ(cuda.device(), Device::cuda);
+        for (uint64_t key : {0, 3}) {
+          SCOPED_TRACE(::testing::Message() << c.graph->num_nodes() << " nodes, " << c.seeds.size()
+                                            << " seeds, replace " << replace << ", " << fanouts.size()
+                                            << " fanouts from " << fanouts[0] << ", key " << key);
+          const SampledBatch want = cpu.sample(c.seeds, key), got = cuda.sample(c.seeds, key);
+          EXPECT_TRUE(same_batch(want, got)) << "the CUDA blocks differ from the CPU's";
+          expect_valid_batch(*c.graph, got, c.seeds, options);
+        }
+      }
 }
 
 TEST(NeighborSampler, ShuffleIsAPermutationFixedBySeedAndRound) {

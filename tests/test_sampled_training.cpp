@@ -1,9 +1,10 @@
 // Mini-batch training (train/neighbor_loader.h, train/sampled_training.h): the loader's batches
 // (every seed once per epoch, the last batch partial, the thread's batches those made on the
-// calling thread, a new order each epoch, its shutdown mid-epoch and its errors reaching the
-// caller), the layer-wise inference against the full-graph forward, a sampled step's gradient
-// against the full-batch gradient, the sampled trainer (reproducible for any thread count; what
-// it refuses) and gat_train's --batch-size and --fanouts.
+// calling thread, on the CPU and through a CUDA loader's page-locked copies, a new order each
+// epoch, its shutdown mid-epoch and its errors reaching the caller), the layer-wise inference
+// against the full-graph forward, a sampled step's gradient against the full-batch gradient, the
+// sampled trainer (reproducible for any thread count; what it refuses) and gat_train's
+// --batch-size and --fanouts.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -32,6 +33,12 @@ using namespace gat::testing;
 namespace {
 
 std::vector<int32_t> train_nodes(const Dataset& data) { return data.train_index.to_vector<int32_t>(); }
+
+std::vector<int32_t> first_nodes(int32_t n) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
 
 NeighborLoaderOptions loader_options(int64_t batch_size, std::vector<int64_t> fanouts) {
   NeighborLoaderOptions o;
@@ -137,6 +144,39 @@ TEST(NeighborLoader, EveryEpochTakesEverySeedOnceInBatchesTheLastPartial) {
   NeighborLoaderOptions in_order = loader_options(8, {4, 3});
   in_order.shuffle = false;
   EXPECT_EQ(make_loader(data, in_order).epoch_order(5), seeds);
+}
+
+// A CUDA loader's batches (sampled on the device or on the CPU, the rows through page-locked
+// buffers, copied on the thread's own stream) are the host batches make_batch makes, bit for bit,
+// once next() has handed them over: read on the main stream (a clone, then the comparison's copy
+// to the host), so a batch whose copies the main stream did not wait for would differ. Batches of
+// growing size make the page-locked buffers grow; two epochs reuse them.
+using CudaNeighborLoader = CudaVsCpuTest;
+
+TEST_F(CudaNeighborLoader, BatchesAreTheHostBatchesSampledOnEitherDevice) {
+  const Dataset data = f64_dataset_with_edge_features();
+  for (bool on_device : {true, false}) {
+    NeighborLoaderOptions options = loader_options(5, {6, 4});
+    options.sample_on_device = on_device;
+    NeighborLoader loader(data.graph, data.x, data.y, data.edge_attr, first_nodes(120), options,
+                          Device::cuda);
+    for (int64_t epoch = 0; epoch < 2; ++epoch) {
+      loader.start_epoch(epoch);
+      const std::vector<int32_t> order = loader.epoch_order(epoch);
+      int64_t b = 0;
+      while (std::optional<MiniBatch> batch = loader.next()) {
+        SCOPED_TRACE(::testing::Message()
+                     << "on device " << on_device << " epoch " << epoch << " batch " << b);
+        EXPECT_FALSE(batch->copied) << "next() hands over a batch the main stream waits for";
+        ASSERT_EQ(batch->x.device(), Device::cuda);
+        ASSERT_EQ(batch->blocks[0].device(), Device::cuda);
+        batch->x = batch->x.clone();
+        EXPECT_TRUE(same_batch(*batch, loader.make_batch(epoch, b, order)));
+        ++b;
+      }
+      EXPECT_EQ(b, loader.num_batches());
+    }
+  }
 }
 
 TEST(NeighborLoader, ABatchLargerThanTheSeedsAndOneSeed) {

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "gat/framework/ops/index_rows.h"
@@ -11,12 +12,45 @@ namespace gat {
 
 namespace {
 
+Tensor index_of(const std::vector<int32_t>& rows) {
+  return Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())});
+}
+
 // rows `rows` of the host table (N, ...) -> (K, ...) on the host.
 Tensor gather_rows(const Tensor& table, const std::vector<int32_t>& rows) {
-  return ops::index_rows(table, Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}));
+  return ops::index_rows(table, index_of(rows));
+}
+
+// Where the sampler's CSR lives and its draws run.
+Device sampler_device(const NeighborLoaderOptions& options, Device device) {
+  return options.sample_on_device ? device : Device::cpu;
 }
 
 }  // namespace
+
+// Page-locked memory for one batch's feature and label rows, grown as batches need, and the
+// event after the copies out of it: the thread waits for it before writing there again.
+struct NeighborLoader::Staging {
+  std::unique_ptr<cuda::HostBuffer> x, y;
+  std::shared_ptr<const cuda::Event> copied;
+
+  // rows `rows` of the host table (N, ...) gathered into `buffer` (grown to fit), and a new
+  // device tensor (K, ...) with their copy queued on this thread's stream.
+  static Tensor stage_rows(const Tensor& table, const std::vector<int32_t>& rows,
+                           std::unique_ptr<cuda::HostBuffer>& buffer) {
+    Shape shape = table.shape();
+    shape[0] = static_cast<int64_t>(rows.size());
+    const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(table.dtype());
+    if (!buffer || buffer->size() < bytes) buffer = std::make_unique<cuda::HostBuffer>(bytes + bytes / 2);
+    Tensor pinned = Tensor::from_blob(buffer->data(), shape, table.dtype(), Device::cpu);
+    const int64_t row_words = shape_numel(shape) / std::max<int64_t>(shape[0], 1) *
+                              static_cast<int64_t>(dtype_size(table.dtype())) / 4;
+    ops::kernels::gather_rows(table, ops::RowIndex(index_of(rows)), row_words, pinned);
+    Tensor on_device = Tensor::empty(shape, table.dtype(), Device::cuda, "mini-batch rows");
+    buffer->copy_to_device(on_device.raw_data(), bytes);
+    return on_device;
+  }
+};
 
 void NeighborLoaderOptions::validate() const {
   check_in_range("NeighborLoader: batch_size", batch_size, kBatchSizeRange);
@@ -26,7 +60,8 @@ void NeighborLoaderOptions::validate() const {
 
 NeighborLoader::NeighborLoader(Graph graph, Tensor x, Tensor y, Tensor edge_attr, std::vector<int32_t> seeds,
                                NeighborLoaderOptions options, Device device)
-    : sampler_(std::move(graph), NeighborSamplerOptions{options.fanouts, options.replace, options.seed}),
+    : sampler_(std::move(graph), NeighborSamplerOptions{options.fanouts, options.replace, options.seed},
+               sampler_device(options, device)),
       x_(std::move(x)),
       y_(std::move(y)),
       edge_attr_(std::move(edge_attr)),
@@ -67,24 +102,45 @@ std::vector<int32_t> NeighborLoader::epoch_order(int64_t epoch) const {
   return options_.shuffle ? shuffle_nodes(seeds_, options_.seed, static_cast<uint64_t>(epoch)) : seeds_;
 }
 
-MiniBatch NeighborLoader::make_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order) const {
+SampledBatch NeighborLoader::sample_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order,
+                                          std::vector<int32_t>& seeds) const {
   GAT_CHECK(batch >= 0 && batch < num_batches() && order.size() == seeds_.size(), "NeighborLoader: no batch ",
             batch, " of ", num_batches(), " in an order of ", order.size(), " seeds (", seeds_.size(),
             " given)");
   const auto first = static_cast<size_t>(batch * options_.batch_size);
   const size_t last = std::min(order.size(), first + static_cast<size_t>(options_.batch_size));
+  seeds.assign(order.begin() + static_cast<std::ptrdiff_t>(first),
+               order.begin() + static_cast<std::ptrdiff_t>(last));
+  return sampler_.sample(seeds, static_cast<uint64_t>(epoch) * static_cast<uint64_t>(num_batches()) +
+                                    static_cast<uint64_t>(batch));
+}
+
+MiniBatch NeighborLoader::make_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order) const {
   MiniBatch out;
-  out.seeds.assign(order.begin() + static_cast<std::ptrdiff_t>(first),
-                   order.begin() + static_cast<std::ptrdiff_t>(last));
-  SampledBatch sampled =
-      sampler_.sample(out.seeds, static_cast<uint64_t>(epoch) * static_cast<uint64_t>(num_batches()) +
-                                     static_cast<uint64_t>(batch));
+  SampledBatch sampled = sample_batch(epoch, batch, order, out.seeds);
   out.x = gather_rows(x_, sampled.input_nodes());
   out.y = gather_rows(y_, out.seeds);
   for (SampledBlock& block : sampled.blocks) {
     if (edge_attr_.defined()) out.edge_attrs.push_back(gather_rows(edge_attr_, block.edge_ids));
     out.blocks.push_back(std::move(block.graph));
   }
+  return out;
+}
+
+MiniBatch NeighborLoader::make_device_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order,
+                                            Staging& staging) const {
+  MiniBatch out;
+  SampledBatch sampled = sample_batch(epoch, batch, order, out.seeds);
+  if (staging.copied) staging.copied->synchronize();  // the copies out of its buffers have run
+  out.x = Staging::stage_rows(x_, sampled.input_nodes(), staging.x);
+  out.y = Staging::stage_rows(y_, out.seeds, staging.y);
+  for (SampledBlock& block : sampled.blocks) {
+    if (edge_attr_.defined()) out.edge_attrs.push_back(gather_rows(edge_attr_, block.edge_ids).to(device_));
+    out.blocks.push_back(block.graph.to(device_));
+  }
+  auto copied = std::make_shared<cuda::Event>();
+  copied->record();
+  out.copied = staging.copied = std::move(copied);
   return out;
 }
 
@@ -97,8 +153,13 @@ void NeighborLoader::start_epoch(int64_t epoch) {
     omp_set_num_threads(threads_);  // a new thread starts from OpenMP's default
     try {
       const std::vector<int32_t> order = epoch_order(epoch);
+      const bool on_cuda = device_ == Device::cuda;
+      std::vector<Staging> staging(on_cuda ? 2 : 0);  // two batches' buffers take turns
+      std::optional<cuda::OnOwnStream> own_stream;    // left first: waits for the copies
+      if (on_cuda) own_stream.emplace();
       for (int64_t b = 0; b < num_batches(); ++b) {
-        MiniBatch batch = make_batch(epoch, b, order);
+        MiniBatch batch = on_cuda ? make_device_batch(epoch, b, order, staging[static_cast<size_t>(b % 2)])
+                                  : make_batch(epoch, b, order);
         std::unique_lock<std::mutex> lock(mutex_);
         changed_.wait(lock, [&] { return stop_ || static_cast<int64_t>(ready_.size()) < options_.prefetch; });
         if (stop_) return;
@@ -129,11 +190,10 @@ std::optional<MiniBatch> NeighborLoader::next() {
     ready_.pop_front();
     changed_.notify_all();
   }
-  if (device_ == Device::cpu) return batch;
-  for (Graph& g : batch.blocks) g = g.to(device_);
-  for (Tensor& t : batch.edge_attrs) t = t.to(device_);
-  batch.x = batch.x.to(device_);
-  batch.y = batch.y.to(device_);
+  if (batch.copied) {
+    batch.copied->join();
+    batch.copied.reset();
+  }
   return batch;
 }
 

@@ -5,6 +5,12 @@
 // `prefetch` batches ahead of the training step. next() hands them over on the loader's device.
 // So the features need not fit on the device: only a batch's rows are copied there.
 //
+// On CUDA the thread works on a stream of its own (cuda::OnOwnStream), beside the training step:
+// it samples there (on the device when sample_on_device, with the graph's CSR there), gathers
+// the feature and label rows into page-locked buffers and queues their copies with the blocks'
+// after them; next() makes the main stream wait for that batch's copies (an event), not the
+// host. Two page-locked buffers take turns, each reused once the copies out of it have run.
+//
 // What the thread and the caller share: the sampler and the host tensors (read only, never
 // written after the loader is made) and the queue of finished batches (under a mutex). The
 // caller never touches a batch before the thread has handed it over, nor the thread after. An
@@ -17,12 +23,14 @@
 #include <deque>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "gat/framework/check.h"
+#include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
 #include "gat/framework/neighbor_sampler.h"
 #include "gat/framework/tensor.h"
@@ -36,6 +44,9 @@ struct NeighborLoaderOptions {
   bool shuffle = true;           // a new order of the seeds every epoch (false: as given)
   uint64_t seed = 0;             // of the shuffles and the draws
   int64_t prefetch = 2;          // batches made ahead of the caller
+  // With a CUDA loader: the sampler's CSR on the device and its draws there (the same blocks,
+  // bit for bit); false: on the CPU (for a graph whose CSR does not fit the device).
+  bool sample_on_device = true;
 
   static constexpr Range<int64_t> kBatchSizeRange{1, std::numeric_limits<int32_t>::max()};
   static constexpr Range<int64_t> kPrefetchRange{1, 64};
@@ -50,13 +61,17 @@ struct MiniBatch {
   Tensor x;                        // (Ns0, F) the rows of x of blocks[0]'s sources
   Tensor y;                        // (B,) i32 the seeds' labels
   std::vector<int32_t> seeds;      // (B,) the seeds, in the blocks' order (host)
+  // A CUDA batch from the thread: recorded after its copies on the thread's stream. next() makes
+  // the main stream wait for it, then clears it.
+  std::shared_ptr<const cuda::Event> copied;
 };
 
 class NeighborLoader {
  public:
   // graph: on the CPU, without the self loops the layers add. x (N, F) dense, y (N,) i32 and
-  // edge_attr (E, D) in graph's edge order (undefined: none): on the CPU. seeds: the nodes to
-  // train on (distinct, in [0, N)). Batches go to `device`.
+  // edge_attr (E, D) in graph's edge order (undefined: none): on the CPU; only the graph's CSR
+  // goes to a CUDA `device` (options.sample_on_device). seeds: the nodes to train on (distinct,
+  // in [0, N)). Batches go to `device`.
   NeighborLoader(Graph graph, Tensor x, Tensor y, Tensor edge_attr, std::vector<int32_t> seeds,
                  NeighborLoaderOptions options, Device device);
   ~NeighborLoader();
@@ -74,10 +89,17 @@ class NeighborLoader {
   // The seeds in epoch `epoch`'s order: batch b is entries [b * batch_size, (b + 1) * batch_size).
   std::vector<int32_t> epoch_order(int64_t epoch) const;
   // Batch `batch` of epoch `epoch` (order: epoch_order(epoch)) made on the calling thread, on the
-  // host: what the thread makes.
+  // host: what the thread makes, before a CUDA loader's copies.
   MiniBatch make_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order) const;
 
  private:
+  struct Staging;  // a page-locked buffer pair and the event after the copies out of it
+  // The batch's seeds (into `seeds`) and their blocks.
+  SampledBatch sample_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order,
+                            std::vector<int32_t>& seeds) const;
+  // make_batch's batch on CUDA, its feature and label rows through `staging`; on the thread.
+  MiniBatch make_device_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order,
+                              Staging& staging) const;
   void stop();  // stops and joins the thread, empties the queue
 
   NeighborSampler sampler_;

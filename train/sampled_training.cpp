@@ -31,13 +31,8 @@ Tensor all_rows(int64_t n, Device device) {
   return Tensor::from_vector(rows, {n}, device);
 }
 
-// The loss, correct count and rows of the epoch's steps so far.
-struct StepTotals {
-  double loss_sum = 0, correct = 0, rows = 0;
-};
+}  // namespace
 
-// One sampled step: forward on the batch's blocks in training mode, the mean cross-entropy of
-// its seeds, backward, optimiser step; the batch's loss and correct count added to `totals`.
 void sampled_step(GAT& model, const MiniBatch& batch, Optimizer& optimizer, Generator& gen,
                   StepTotals& totals) {
   model.train();
@@ -54,8 +49,6 @@ void sampled_step(GAT& model, const MiniBatch& batch, Optimizer& optimizer, Gene
   totals.correct += m[1];
   totals.rows += b;
 }
-
-}  // namespace
 
 Tensor layerwise_inference(GAT& model, const Graph& graph, const Tensor& x, const Tensor& edge_attr,
                            int64_t batch_size, Device device) {

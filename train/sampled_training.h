@@ -5,8 +5,9 @@
 // (PyG's `inference`), never sampled.
 //
 // Data flow: the dataset stays on the host (the graph without self loops, x dense); the loader's
-// thread samples and gathers each batch there and next() copies it to the device; the
-// inference copies one chunk's rows at a time and brings each layer's outputs back to the host.
+// thread samples each batch (on the device for a CUDA model, with the graph's CSR there),
+// gathers its rows on the host and copies them to the device beside the step (NeighborLoader);
+// the inference copies one chunk's rows at a time and brings each layer's outputs back to the host.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 
 #include "gat/datasets/dataset.h"
 #include "gat/framework/graph.h"
+#include "gat/framework/optim.h"
 #include "gat/framework/rng.h"
 #include "gat/framework/tensor.h"
 #include "gat/models/gat.h"
@@ -28,6 +30,18 @@ struct SampledTraining {
   // rows, their in-edges and their sources' rows).
   int64_t inference_batch_size = 4096;
 };
+
+// The loss, correct count and rows of an epoch's steps so far.
+struct StepTotals {
+  double loss_sum = 0, correct = 0, rows = 0;
+};
+
+// One sampled step: forward on the batch's blocks in training mode, the mean cross-entropy of
+// its seeds, backward, optimiser step; the batch's loss and correct count added to `totals`
+// (which waits for the device). train_node_classifier_sampled's step, for loops of its own
+// (bench/gat_bench.cpp times steps without the evaluation).
+void sampled_step(GAT& model, const MiniBatch& batch, Optimizer& optimizer, Generator& gen,
+                  StepTotals& totals);
 
 // The logits (N, num_classes) on the host of `model` in eval mode, without autograd, over every
 // node of `graph` (on the CPU, without the self loops the layers add; one node set), layer by

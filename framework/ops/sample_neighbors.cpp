@@ -1,0 +1,153 @@
+#include "gat/framework/ops/sample_neighbors.h"
+
+#include <algorithm>
+#include <limits>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "gat/framework/detail/host_parallel.h"
+#include "gat/framework/ops/detail/neighbor_draws.h"
+#include "gat/framework/ops/dispatch.h"
+
+namespace gat::ops {
+
+namespace {
+constexpr int64_t kMaxEdges = std::numeric_limits<int32_t>::max();  // 32-bit edge ids
+}  // namespace
+
+namespace cpu_impl {
+
+void sampled_row_ends(const Tensor& row_ptr, const Tensor& dst_nodes, const NeighborDraw& draw,
+                      Tensor& row_ends) {
+  const int32_t* rp = row_ptr.data<int32_t>();     // (N+1,)
+  const int32_t* dst = dst_nodes.data<int32_t>();  // (Nd,)
+  int32_t* ends = row_ends.data<int32_t>();        // (Nd+1,)
+  int64_t sum = 0;
+  ends[0] = 0;
+  for (int64_t i = 0; i < dst_nodes.numel(); ++i) {
+    sum += detail::sampled_count(int64_t{rp[dst[i] + 1]} - rp[dst[i]], draw.fanout, draw.replace);
+    ends[i + 1] = static_cast<int32_t>(std::min(sum, kMaxEdges));
+  }
+}
+
+void sample_edges(const Tensor& row_ptr, const Tensor& dst_nodes, const Tensor& row_ends,
+                  const NeighborDraw& draw, Tensor& edge_ids) {
+  const int32_t* rp = row_ptr.data<int32_t>();     // (N+1,)
+  const int32_t* dst = dst_nodes.data<int32_t>();  // (Nd,)
+  const int32_t* ends = row_ends.data<int32_t>();  // (Nd+1,)
+  int32_t* ids = edge_ids.data<int32_t>();         // (Es,)
+  const int64_t nd = dst_nodes.numel();
+#pragma omp parallel for schedule(dynamic, 256) if (edge_ids.numel() > ::gat::detail::kParallelItems)
+  for (int64_t i = 0; i < nd; ++i) {
+    const int32_t v = dst[i];
+    int32_t* row = ids + ends[i];
+    const int64_t count = ends[i + 1] - ends[i];
+    detail::pick_edges(draw.seed, draw.stream, v, int64_t{rp[v + 1]} - rp[v], count, draw.replace, row);
+    for (int64_t k = 0; k < count; ++k) row[k] += rp[v];
+  }
+}
+
+void relabel_sources(const Tensor& edge_src, const Tensor& dst_nodes, const Tensor& row_ends,
+                     Tensor& edge_ids, Tensor& col, Tensor& src_nodes, Tensor& num_src) {
+  const int32_t* graph_src = edge_src.data<int32_t>();  // (E,)
+  const int32_t* dst = dst_nodes.data<int32_t>();       // (Nd,)
+  const int32_t* ends = row_ends.data<int32_t>();       // (Nd+1,)
+  int32_t* ids = edge_ids.data<int32_t>();              // (Es,)
+  int32_t* local_src = col.data<int32_t>();             // (Es,)
+  int32_t* nodes = src_nodes.data<int32_t>();           // (Nd+Es,)
+  const int64_t nd = dst_nodes.numel(), edges = edge_ids.numel();
+  // Local ids: the destinations first, then each new source where an edge first names it.
+  std::unordered_map<int32_t, int32_t> local;
+  local.reserve(static_cast<size_t>(nd + edges));
+  for (int64_t i = 0; i < nd; ++i) {
+    local.emplace(dst[i], static_cast<int32_t>(i));
+    nodes[i] = dst[i];
+  }
+  int64_t ns = nd;
+  for (int64_t e = 0; e < edges; ++e) {
+    const int32_t src = graph_src[ids[e]];
+    const auto [it, added] = local.emplace(src, static_cast<int32_t>(ns));
+    if (added) nodes[ns++] = src;
+    local_src[e] = it->second;
+  }
+  num_src.data<int32_t>()[0] = static_cast<int32_t>(ns);
+  // Each row sorted by local source (the Graph's edge order), then by edge id.
+  ::gat::detail::FirstException failure;
+#pragma omp parallel for schedule(dynamic, 256) if (edges > ::gat::detail::kParallelItems)
+  for (int64_t i = 0; i < nd; ++i) {
+    failure.capture([&] {
+      std::vector<std::pair<int32_t, int32_t>> row;  // (local source, edge id)
+      row.reserve(static_cast<size_t>(ends[i + 1] - ends[i]));
+      for (int32_t e = ends[i]; e < ends[i + 1]; ++e) row.emplace_back(local_src[e], ids[e]);
+      std::sort(row.begin(), row.end());
+      for (int32_t e = ends[i]; e < ends[i + 1]; ++e) std::tie(local_src[e], ids[e]) = row[e - ends[i]];
+    });
+  }
+  failure.rethrow();
+}
+
+}  // namespace cpu_impl
+
+namespace kernels {
+
+void sampled_row_ends(const Tensor& row_ptr, const Tensor& dst_nodes, const NeighborDraw& draw,
+                      Tensor& row_ends) {
+  if (row_ptr.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::sampled_row_ends(row_ptr, dst_nodes, draw, row_ends));
+  cpu_impl::sampled_row_ends(row_ptr, dst_nodes, draw, row_ends);
+}
+
+void sample_edges(const Tensor& row_ptr, const Tensor& dst_nodes, const Tensor& row_ends,
+                  const NeighborDraw& draw, Tensor& edge_ids) {
+  if (row_ptr.is_cuda())
+    return GAT_CUDA_CALL(cuda_impl::sample_edges(row_ptr, dst_nodes, row_ends, draw, edge_ids));
+  cpu_impl::sample_edges(row_ptr, dst_nodes, row_ends, draw, edge_ids);
+}
+
+void relabel_sources(const Tensor& edge_src, const Tensor& dst_nodes, const Tensor& row_ends,
+                     Tensor& edge_ids, Tensor& col, Tensor& src_nodes, Tensor& num_src) {
+  if (edge_src.is_cuda())
+    return GAT_CUDA_CALL(
+        cuda_impl::relabel_sources(edge_src, dst_nodes, row_ends, edge_ids, col, src_nodes, num_src));
+  cpu_impl::relabel_sources(edge_src, dst_nodes, row_ends, edge_ids, col, src_nodes, num_src);
+}
+
+}  // namespace kernels
+
+SampledLayer sample_neighbors(const Tensor& row_ptr, const Tensor& edge_src, const Tensor& dst_nodes,
+                              const NeighborDraw& draw) {
+  constexpr const char* op = "sample_neighbors";
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"row_ptr", &row_ptr},
+                                {"edge_src", &edge_src},
+                                {"dst_nodes", &dst_nodes}}) {
+    check_dtype(op, name, *t, DType::i32);
+    check_dim(op, name, *t, 1);
+  }
+  check_same(op, "row_ptr", row_ptr, "edge_src", edge_src);
+  check_same(op, "row_ptr", row_ptr, "dst_nodes", dst_nodes);
+  GAT_CHECK(row_ptr.numel() >= 1, op, ": row_ptr is empty (needs N+1 entries)");
+  GAT_CHECK(draw.fanout >= -1, op, ": fanout ", draw.fanout, " is below -1 (-1 keeps every in-edge)");
+  const Device device = row_ptr.device();
+  const int64_t nd = dst_nodes.numel();
+  SampledLayer out;
+  out.row_ptr = Tensor::empty({nd + 1}, DType::i32, device, "sampled row_ptr");
+  kernels::sampled_row_ends(row_ptr, dst_nodes, draw, out.row_ptr);
+  const auto edges = static_cast<int64_t>(out.row_ptr.rows(nd, nd + 1).item());  // waits for the device
+  GAT_CHECK(
+      edges < kMaxEdges, op, ": a block of ", edges,
+      " edges or more does not fit 32-bit edge ids (at most 2^31 - 2): lower the batch size or the fanouts");
+  GAT_CHECK(nd + edges <= kMaxEdges, op, ": ", nd, " destinations and ", edges,
+            " edges do not fit 32-bit local ids (at most 2^31 - 1 together)");
+  out.edge_ids = Tensor::empty({edges}, DType::i32, device, "sampled edge_ids");
+  kernels::sample_edges(row_ptr, dst_nodes, out.row_ptr, draw, out.edge_ids);
+  out.col = Tensor::empty({edges}, DType::i32, device, "sampled col");
+  Tensor src_nodes = Tensor::empty({nd + edges}, DType::i32, device, "sampled src_nodes");
+  Tensor num_src = Tensor::empty({1}, DType::i32, device, "sampled num_src");
+  kernels::relabel_sources(edge_src, dst_nodes, out.row_ptr, out.edge_ids, out.col, src_nodes, num_src);
+  out.src_nodes = src_nodes.rows(0, static_cast<int64_t>(num_src.item()));
+  return out;
+}
+
+}  // namespace gat::ops
