@@ -9,7 +9,7 @@ Run on a machine with a CUDA GPU, PyTorch and torch_geometric, after building th
 It measures the GPU's copy bandwidth, then for each workload PyG's time and ours, and prints one
 table with the ratios and, for the kernels, the bound: the bytes the kernel must move divided by
 the measured copy bandwidth. Everything it measured goes to OUT/compare.json, the scaling plot to
-OUT/scaling.png. Nothing is built here and nothing is downloaded. `--only cpu` (two CPU cores,
+OUT/scaling.png. Nothing is built here and nothing is downloaded. `--only cpu` (two physical CPU cores,
 Cora and CiteSeer, to OUT/compare_cpu.json) needs no GPU.
 """
 import argparse
@@ -209,16 +209,37 @@ def pyg_training(name, data_dir, device=DEV):
     return step_ms, (time.perf_counter() - t0) * 1e3
 
 
+def two_physical_cores():
+    """The first two CPUs of this process's affinity that sit on different physical cores: two
+    hyperthreads of one core would share its arithmetic units and caches (thread_siblings_list)."""
+    picked, cores_seen = [], set()
+    for cpu in sorted(os.sched_getaffinity(0)):
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as fh:
+                core = fh.read().strip()
+        except OSError:
+            core = str(cpu)
+        if core not in cores_seen:
+            cores_seen.add(core)
+            picked.append(cpu)
+        if len(picked) == 2:
+            return picked
+    sys.exit("compare_pyg: --only cpu needs two physical cores; this process may run on " + str(picked))
+
+
 def cpu_comparison(args):
-    """PyG and this project on two CPU cores (taskset -c 0,1, two threads), Cora and CiteSeer:
-    the median training step (forward, backward, Adam) and 200 epochs with evaluation."""
+    """PyG and this project on two CPU cores (--cores, by default two physical ones; two threads),
+    Cora and CiteSeer: the median training step (forward, backward, Adam) and 200 epochs with
+    evaluation."""
+    cores = [int(c) for c in args.cores.split(",")] if args.cores else two_physical_cores()
+    print(f"CPU comparison on CPUs {cores}", flush=True)
     torch.set_num_threads(2)
-    os.sched_setaffinity(0, {0, 1})
+    os.sched_setaffinity(0, set(cores))
     rows, out = [], {}
     for name in ["cora", "citeseer"]:
         pyg_step, pyg_eval = pyg_training(name, args.data_dir, torch.device("cpu"))
         exe = os.path.join(args.build, "bench", "gat_bench")
-        run = subprocess.run(["taskset", "-c", "0,1", exe, "train", "--dataset", name, "--data-dir",
+        run = subprocess.run(["taskset", "-c", ",".join(map(str, cores)), exe, "train", "--dataset", name, "--data-dir",
                               args.data_dir, "--device", "cpu"], check=True, capture_output=True,
                              text=True, env=dict(os.environ, OMP_NUM_THREADS="2"))
         mine = json.loads(run.stdout.strip().splitlines()[-1])
@@ -241,6 +262,8 @@ def main():
     ap.add_argument("--out", default="out")
     ap.add_argument("--quick", action="store_true", help="skip the 10^7-node scaling point")
     ap.add_argument("--only", choices=["gpu", "cpu"], help="only the GPU workloads or only the CPU comparison")
+    ap.add_argument("--cores", help="with --only cpu: the two CPUs to run on, e.g. 0,1 (default: the first two on "
+                    "different physical cores)")
     ap.add_argument("--sections", default="kernel,gatconv,gatv2conv,gatconv_edge,train,scaling",
                     help="the GPU workloads to run, comma-separated (default: all six)")
     args = ap.parse_args()
