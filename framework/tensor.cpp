@@ -21,6 +21,8 @@ size_t dtype_size(DType dtype) {
       return 8;
     case DType::i32:
       return 4;
+    case DType::bf16:
+      return 2;
   }
   GAT_FAIL("dtype_size: unknown dtype ", static_cast<int>(dtype));
 }
@@ -33,6 +35,8 @@ const char* dtype_name(DType dtype) {
       return "f64";
     case DType::i32:
       return "i32";
+    case DType::bf16:
+      return "bf16";
   }
   return "unknown";
 }
@@ -88,11 +92,43 @@ Storage::~Storage() {
 
 namespace {
 
+float as_float(float x) { return x; }
+double as_float(double x) { return x; }
+float as_float(bf16 x) { return to_f32(x); }
+float as_float(int32_t x) { return static_cast<float>(x); }
+
 template <class T>
 int64_t first_non_finite_of(const std::vector<T>& values) {
   for (size_t i = 0; i < values.size(); ++i)
-    if (!std::isfinite(values[i])) return static_cast<int64_t>(i);
+    if (!std::isfinite(as_float(values[i]))) return static_cast<int64_t>(i);
   return -1;
+}
+
+// dst[i] = src[i] converted: through f32 to bf16 (rounded to nearest even), from bf16 exactly,
+// otherwise by static_cast.
+template <class D, class S>
+void convert(D* dst, const S* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<D, bf16>)
+      dst[i] = to_bf16(static_cast<float>(as_float(src[i])));
+    else
+      dst[i] = static_cast<D>(as_float(src[i]));
+  }
+}
+
+// Calls f(T{}) with T the C++ type of dtype.
+template <class F>
+void dispatch_any(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      return f(float{});
+    case DType::f64:
+      return f(double{});
+    case DType::i32:
+      return f(int32_t{});
+    case DType::bf16:
+      return f(bf16{});
+  }
 }
 
 }  // namespace
@@ -100,6 +136,7 @@ int64_t first_non_finite_of(const std::vector<T>& values) {
 int64_t first_non_finite(const Tensor& t) {
   if (t.dtype() == DType::f32) return first_non_finite_of(t.to_vector<float>());
   if (t.dtype() == DType::f64) return first_non_finite_of(t.to_vector<double>());
+  if (t.dtype() == DType::bf16) return first_non_finite_of(t.to_vector<bf16>());
   return -1;
 }
 
@@ -171,6 +208,8 @@ double Tensor::item() const {
       return to_vector<double>()[0];
     case DType::i32:
       return to_vector<int32_t>()[0];
+    case DType::bf16:
+      return to_f32(to_vector<bf16>()[0]);
   }
   GAT_FAIL("Tensor::item: unknown dtype");
 }
@@ -186,32 +225,10 @@ Tensor Tensor::to(DType target) const {
   if (dtype() == target) return clone();
   Tensor host = to(Device::cpu);
   Tensor out = empty(shape(), target, Device::cpu, "Tensor::to(dtype)");
-  const int64_t n = numel();
-  auto convert = [&](auto* dst) {
-    using D = std::remove_pointer_t<decltype(dst)>;
-    switch (dtype()) {
-      case DType::f32:
-        for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<float>()[i]);
-        break;
-      case DType::f64:
-        for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<double>()[i]);
-        break;
-      case DType::i32:
-        for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<int32_t>()[i]);
-        break;
-    }
-  };
-  switch (target) {
-    case DType::f32:
-      convert(out.data<float>());
-      break;
-    case DType::f64:
-      convert(out.data<double>());
-      break;
-    case DType::i32:
-      convert(out.data<int32_t>());
-      break;
-  }
+  dispatch_any(target, [&](auto d) {
+    dispatch_any(dtype(),
+                 [&](auto s) { convert(out.data<decltype(d)>(), host.data<decltype(s)>(), numel()); });
+  });
   return out.to(device());
 }
 
@@ -305,7 +322,8 @@ void Tensor::move_to_(Device target) {
 }
 
 Tensor& Tensor::set_requires_grad(bool on) {
-  if (on) check_float("set_requires_grad", "tensor", *this);
+  GAT_CHECK(!on || dtype() != DType::i32, "set_requires_grad: an integer tensor (", describe(),
+            ") has no gradient");
   impl().requires_grad = on;
   return *this;
 }
