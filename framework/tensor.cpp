@@ -9,7 +9,9 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/detail/convert.h"
 #include "gat/framework/ops/fill.h"
+#include "gat/framework/ops/to_dtype.h"
 
 namespace gat {
 
@@ -92,43 +94,11 @@ Storage::~Storage() {
 
 namespace {
 
-float as_float(float x) { return x; }
-double as_float(double x) { return x; }
-float as_float(bf16 x) { return to_f32(x); }
-float as_float(int32_t x) { return static_cast<float>(x); }
-
 template <class T>
 int64_t first_non_finite_of(const std::vector<T>& values) {
   for (size_t i = 0; i < values.size(); ++i)
-    if (!std::isfinite(as_float(values[i]))) return static_cast<int64_t>(i);
+    if (!std::isfinite(ops::detail::convert_value<double>(values[i]))) return static_cast<int64_t>(i);
   return -1;
-}
-
-// dst[i] = src[i] converted: through f32 to bf16 (rounded to nearest even), from bf16 exactly,
-// otherwise by static_cast.
-template <class D, class S>
-void convert(D* dst, const S* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if constexpr (std::is_same_v<D, bf16>)
-      dst[i] = to_bf16(static_cast<float>(as_float(src[i])));
-    else
-      dst[i] = static_cast<D>(as_float(src[i]));
-  }
-}
-
-// Calls f(T{}) with T the C++ type of dtype.
-template <class F>
-void dispatch_any(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32:
-      return f(float{});
-    case DType::f64:
-      return f(double{});
-    case DType::i32:
-      return f(int32_t{});
-    case DType::bf16:
-      return f(bf16{});
-  }
 }
 
 }  // namespace
@@ -223,13 +193,9 @@ Tensor Tensor::to(Device target) const {
 
 Tensor Tensor::to(DType target) const {
   if (dtype() == target) return clone();
-  Tensor host = to(Device::cpu);
-  Tensor out = empty(shape(), target, Device::cpu, "Tensor::to(dtype)");
-  dispatch_any(target, [&](auto d) {
-    dispatch_any(dtype(),
-                 [&](auto s) { convert(out.data<decltype(d)>(), host.data<decltype(s)>(), numel()); });
-  });
-  return out.to(device());
+  Tensor out = empty(shape(), target, device(), "Tensor::to(dtype)");
+  ops::kernels::to_dtype(*this, out);  // on CUDA a kernel: no host copy
+  return out;
 }
 
 Tensor Tensor::clone() const {

@@ -250,4 +250,19 @@ decltype(auto) dispatch_float(DType dtype, const char* op, F&& f) {
   GAT_FAIL(op, ": unsupported dtype ", dtype_name(dtype), " (expected f32 or f64)");
 }
 
+// Calls f(T{}) with T the C++ type of dtype (float, double, int32_t or bf16).
+template <class F>
+void dispatch_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      return f(float{});
+    case DType::f64:
+      return f(double{});
+    case DType::i32:
+      return f(int32_t{});
+    case DType::bf16:
+      return f(bf16{});
+  }
+}
+
 }  // namespace gat
