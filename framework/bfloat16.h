@@ -20,33 +20,22 @@ struct bf16 {
   uint16_t bits;
 };
 
-GAT_HOST_DEVICE uint32_t f32_bits(float x) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-#endif
-}
-
-GAT_HOST_DEVICE float f32_from_bits(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-#endif
+// x's bits as a To of the same size (C++20's std::bit_cast), on the host and the device.
+template <class To, class From>
+GAT_HOST_DEVICE To bit_cast(From x) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast between types of different sizes");
+  To y;
+  memcpy(&y, &x, sizeof y);
+  return y;
 }
 
 // The exact f32 value of h.
-GAT_HOST_DEVICE float to_f32(bf16 h) { return f32_from_bits(static_cast<uint32_t>(h.bits) << 16); }
+GAT_HOST_DEVICE float to_f32(bf16 h) { return bit_cast<float>(static_cast<uint32_t>(h.bits) << 16); }
 
 // x rounded to the nearest bf16, ties to the even one (the one whose last kept bit is 0).
 GAT_HOST_DEVICE bf16 to_bf16(float x) {
   if (x != x) return bf16{0x7FC0};  // NaN
-  const uint32_t u = f32_bits(x);
+  const uint32_t u = bit_cast<uint32_t>(x);
   const uint32_t ties_to_even = 0x7FFFu + ((u >> 16) & 1u);
   return bf16{static_cast<uint16_t>((u + ties_to_even) >> 16)};
 }

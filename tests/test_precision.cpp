@@ -40,7 +40,7 @@ using Inputs = std::vector<Tensor>;
 
 namespace {
 
-uint16_t rounded(uint32_t f32) { return to_bf16(f32_from_bits(f32)).bits; }
+uint16_t rounded(uint32_t f32) { return to_bf16(bit_cast<float>(f32)).bits; }
 
 }  // namespace
 
@@ -85,9 +85,9 @@ TEST(Bf16Rounding, SubnormalsRoundLikeAnyValue) {
 }
 
 TEST(Bf16Rounding, WideningIsExact) {
-  EXPECT_EQ(f32_bits(to_f32(bf16{0x3F81})), 0x3F810000u);
+  EXPECT_EQ(bit_cast<uint32_t>(to_f32(bf16{0x3F81})), 0x3F810000u);
   EXPECT_EQ(to_f32(bf16{0x3F81}), 1.0078125f);
-  EXPECT_EQ(f32_bits(to_f32(bf16{0x0001})), 0x00010000u);  // a subnormal
+  EXPECT_EQ(bit_cast<uint32_t>(to_f32(bf16{0x0001})), 0x00010000u);  // a subnormal
   EXPECT_TRUE(std::isnan(to_f32(bf16{0x7FC0})));
   EXPECT_EQ(to_f32(bf16{0xFF80}), -std::numeric_limits<float>::infinity());
 }
@@ -142,8 +142,8 @@ TEST(ToDtype, TheGradientIsCastBackToTheInputsDtype) {
   // A bf16 activation widened to f32: its f32 gradient is rounded to bf16, ties to even.
   Tensor h = Tensor::from_vector<bf16>({bf16{0x3F80}, bf16{0x3F80}}, {2}).set_requires_grad();
   ops::to_dtype(h, DType::f32)
-      .backward(Tensor::from_vector<float>({f32_from_bits(0x3F808000),   // tie: down
-                                            f32_from_bits(0x3F818000)},  // tie: up
+      .backward(Tensor::from_vector<float>({bit_cast<float>(0x3F808000),   // tie: down
+                                            bit_cast<float>(0x3F818000)},  // tie: up
                                            {2}));
   const std::vector<bf16> g = h.grad().to_vector<bf16>();
   EXPECT_EQ(g[0].bits, 0x3F80);
@@ -168,7 +168,7 @@ TEST_F(CudaToDtype, RoundsAndWidensBitForBitAsTheCpu) {
        {0x3F800000u, 0x3F807FFFu, 0x3F808000u, 0x3F808001u, 0x3F818000u, 0xBF818000u, 0x80000000u,
         0x7FC00000u, 0x7F800001u, 0xFFC00001u, 0x7F800000u, 0xFF800000u, 0x7F7F8000u, 0x7F7FFFFFu,
         0x00000001u, 0x00008000u, 0x00018000u, 0x80008001u, 0x007FFFFFu})
-    values.push_back(f32_from_bits(u));
+    values.push_back(bit_cast<float>(u));
   std::mt19937_64 rng(3);
   std::uniform_real_distribution<float> any(-1e3f, 1e3f);
   for (int k = 0; k < 100000; ++k) values.push_back(any(rng));
