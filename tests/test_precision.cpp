@@ -179,6 +179,14 @@ TEST_F(CudaToDtype, RoundsAndWidensBitForBitAsTheCpu) {
     EXPECT_TRUE(bitwise_equal(cpu, gpu)) << dtype_name(from);
     EXPECT_TRUE(bitwise_equal(ops::to_dtype(cpu, from), ops::to_dtype(gpu, from))) << dtype_name(from);
   }
+  // Tensor::to(DType) runs the same kernel on the device for every pair, i32 included (finite
+  // values: a float beyond i32 has no defined conversion).
+  const Tensor ints = Tensor::from_vector<int32_t>({-3, 0, 257, 259, 1 << 30}, {5});
+  for (DType to : {DType::f32, DType::f64, DType::bf16}) {
+    const Tensor cpu = ints.to(to), gpu = ints.to(Device::cuda).to(to);
+    EXPECT_TRUE(bitwise_equal(cpu, gpu)) << dtype_name(to);
+    EXPECT_TRUE(bitwise_equal(cpu.to(DType::i32), gpu.to(DType::i32))) << dtype_name(to);
+  }
 }
 
 // ---- every GAT op in bf16 beside f32 ----
