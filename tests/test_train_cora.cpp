@@ -94,7 +94,7 @@ TEST(TrainCora, PaperRecipeReaches80PercentAndTheCheckpointReloads) {
 // GATv2Conv layers with the same recipe, 100 epochs (41 s to early stopping at 694 epochs on 2
 // shared cores, 83.1% either way with seed 0).
 // bf16 precision (docs/precision.md) on the CPU: the paper's recipe for 200 epochs, seed 0, beside
-// the same run in f32 (measured at 02c038f: 82.5% both; over 10 full runs see BENCHMARKS.md). The
+// the same run in f32 (measured at 02c038f: 82.5% both; 10 full runs: docs/precision.md). The
 // logits are bf16, the parameters stay f32, and the run is not the f32 one (its validation loss
 // differs).
 TEST(TrainCora, Bf16TrainsWithinAPointOfF32) {
