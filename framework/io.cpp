@@ -38,6 +38,8 @@ const char* st_dtype(DType dtype) {
       return "F64";
     case DType::i32:
       return "I32";
+    case DType::bf16:
+      return "BF16";
   }
   return "?";
 }
@@ -49,6 +51,8 @@ bool parse_st_dtype(const std::string& name, DType* dtype) {
     *dtype = DType::f64;
   else if (name == "I32")
     *dtype = DType::i32;
+  else if (name == "BF16")
+    *dtype = DType::bf16;
   else
     return false;
   return true;
@@ -303,7 +307,7 @@ Safetensors parse_safetensors(const std::string& file, const std::string& path) 
     const nlohmann::json& jdtype = entry["dtype"];
     DType dtype = DType::f32;
     GAT_CHECK(jdtype.is_string() && parse_st_dtype(jdtype.get<std::string>(), &dtype), where,
-              "unsupported dtype ", jdtype.dump(), " (expected F32, F64 or I32)");
+              "unsupported dtype ", jdtype.dump(), " (expected F32, F64, BF16 or I32)");
 
     const nlohmann::json& jshape = entry["shape"];
     GAT_CHECK(jshape.is_array(), where, "shape ", jshape.dump(), " is not an array");

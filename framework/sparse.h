@@ -34,7 +34,8 @@ class CsrMatrix {
   Tensor to_dense() const;
   // Copy of every array to `device`; values keep their autograd history only if already there.
   CsrMatrix to(Device device) const;
-  // The same pattern holding `values` (nnz,) f32|f64 on the same device.
+  // The same pattern holding `values` (nnz,) f32|f64|bf16 on the same device (bf16: features in
+  // bf16 precision, which the products read through f32).
   CsrMatrix with_values(const Tensor& values) const;
 
   int64_t rows() const { return rows_; }
@@ -48,7 +49,7 @@ class CsrMatrix {
   const Tensor& row_ptr() const { return row_ptr_; }      // (rows+1,) i32
   const Tensor& col_idx() const { return col_idx_; }      // (nnz,) i32: column of each entry
   const Tensor& row_idx() const { return row_idx_; }      // (nnz,) i32: row of each entry
-  const Tensor& values() const { return values_; }        // (nnz,) f32|f64
+  const Tensor& values() const { return values_; }        // (nnz,) f32|f64|bf16
   const Tensor& t_row_ptr() const { return t_row_ptr_; }  // (cols+1,) i32
   const Tensor& t_entry() const { return t_entry_; }      // (nnz,) i32: entry id, by column then row
   // The transpose's pieces: column k's are [t_piece_ptr[k], t_piece_ptr[k+1]), piece p holds the

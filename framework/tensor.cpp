@@ -9,7 +9,9 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/detail/convert.h"
 #include "gat/framework/ops/fill.h"
+#include "gat/framework/ops/to_dtype.h"
 
 namespace gat {
 
@@ -21,6 +23,8 @@ size_t dtype_size(DType dtype) {
       return 8;
     case DType::i32:
       return 4;
+    case DType::bf16:
+      return 2;
   }
   GAT_FAIL("dtype_size: unknown dtype ", static_cast<int>(dtype));
 }
@@ -33,6 +37,8 @@ const char* dtype_name(DType dtype) {
       return "f64";
     case DType::i32:
       return "i32";
+    case DType::bf16:
+      return "bf16";
   }
   return "unknown";
 }
@@ -91,7 +97,7 @@ namespace {
 template <class T>
 int64_t first_non_finite_of(const std::vector<T>& values) {
   for (size_t i = 0; i < values.size(); ++i)
-    if (!std::isfinite(values[i])) return static_cast<int64_t>(i);
+    if (!std::isfinite(ops::detail::convert_value<double>(values[i]))) return static_cast<int64_t>(i);
   return -1;
 }
 
@@ -100,6 +106,7 @@ int64_t first_non_finite_of(const std::vector<T>& values) {
 int64_t first_non_finite(const Tensor& t) {
   if (t.dtype() == DType::f32) return first_non_finite_of(t.to_vector<float>());
   if (t.dtype() == DType::f64) return first_non_finite_of(t.to_vector<double>());
+  if (t.dtype() == DType::bf16) return first_non_finite_of(t.to_vector<bf16>());
   return -1;
 }
 
@@ -171,6 +178,8 @@ double Tensor::item() const {
       return to_vector<double>()[0];
     case DType::i32:
       return to_vector<int32_t>()[0];
+    case DType::bf16:
+      return to_f32(to_vector<bf16>()[0]);
   }
   GAT_FAIL("Tensor::item: unknown dtype");
 }
@@ -184,35 +193,9 @@ Tensor Tensor::to(Device target) const {
 
 Tensor Tensor::to(DType target) const {
   if (dtype() == target) return clone();
-  Tensor host = to(Device::cpu);
-  Tensor out = empty(shape(), target, Device::cpu, "Tensor::to(dtype)");
-  const int64_t n = numel();
-  auto convert = [&](auto* dst) {
-    using D = std::remove_pointer_t<decltype(dst)>;
-    switch (dtype()) {
-      case DType::f32:
-        for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<float>()[i]);
-        break;
-      case DType::f64:
-        for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<double>()[i]);
-        break;
-      case DType::i32:
-        for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(host.data<int32_t>()[i]);
-        break;
-    }
-  };
-  switch (target) {
-    case DType::f32:
-      convert(out.data<float>());
-      break;
-    case DType::f64:
-      convert(out.data<double>());
-      break;
-    case DType::i32:
-      convert(out.data<int32_t>());
-      break;
-  }
-  return out.to(device());
+  Tensor out = empty(shape(), target, device(), "Tensor::to(dtype)");
+  ops::kernels::to_dtype(*this, out);  // on CUDA a kernel: no host copy
+  return out;
 }
 
 Tensor Tensor::clone() const {
@@ -305,7 +288,8 @@ void Tensor::move_to_(Device target) {
 }
 
 Tensor& Tensor::set_requires_grad(bool on) {
-  if (on) check_float("set_requires_grad", "tensor", *this);
+  GAT_CHECK(!on || dtype() != DType::i32, "set_requires_grad: an integer tensor (", describe(),
+            ") has no gradient");
   impl().requires_grad = on;
   return *this;
 }

@@ -13,11 +13,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "gat/framework/bfloat16.h"
 #include "gat/framework/check.h"
 
 namespace gat {
 
-enum class DType : uint8_t { f32, f64, i32 };
+// bf16: 16-bit storage of f32 values (framework/bfloat16.h), for bf16 precision (docs/precision.md).
+enum class DType : uint8_t { f32, f64, i32, bf16 };
 enum class Device : uint8_t { cpu, cuda };
 
 size_t dtype_size(DType dtype);
@@ -37,6 +39,10 @@ struct dtype_of<double> {
 template <>
 struct dtype_of<int32_t> {
   static constexpr DType value = DType::i32;
+};
+template <>
+struct dtype_of<bf16> {
+  static constexpr DType value = DType::bf16;
 };
 
 using Shape = std::vector<int64_t>;
@@ -151,8 +157,10 @@ class Tensor {
 
   // ---- copies and views (no autograd) ----
   Tensor to(Device device) const;  // copy to device (returns *this handle if already there)
-  Tensor to(DType dtype) const;    // converted copy (same device)
-  Tensor clone() const;            // deep copy, same dtype/device, no autograd history
+  // Converted copy (same device, no autograd: ops::to_dtype records one). To bf16: rounded to
+  // nearest even (bfloat16.h); to i32: truncated toward zero.
+  Tensor to(DType dtype) const;
+  Tensor clone() const;  // deep copy, same dtype/device, no autograd history
   // Same storage, no autograd history. Outside a backward pass the handle records the storage's
   // version (saved_version): a backward closure that captures it (as every op's does) reads it
   // only while nothing has modified the storage in place since.
@@ -240,6 +248,21 @@ decltype(auto) dispatch_float(DType dtype, const char* op, F&& f) {
       break;
   }
   GAT_FAIL(op, ": unsupported dtype ", dtype_name(dtype), " (expected f32 or f64)");
+}
+
+// Calls f(T{}) with T the C++ type of dtype (float, double, int32_t or bf16).
+template <class F>
+void dispatch_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      return f(float{});
+    case DType::f64:
+      return f(double{});
+    case DType::i32:
+      return f(int32_t{});
+    case DType::bf16:
+      return f(bf16{});
+  }
 }
 
 }  // namespace gat

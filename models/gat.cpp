@@ -7,6 +7,7 @@
 #include "gat/framework/detail/metadata_fields.h"
 #include "gat/framework/ops/elu_dropout.h"
 #include "gat/framework/ops/narrow.h"
+#include "gat/framework/ops/to_dtype.h"
 
 namespace gat {
 
@@ -31,6 +32,7 @@ const Field kNumericFields[] = {
 
 // The other keys.
 constexpr const char* kDtype = "dtype";
+constexpr const char* kPrecision = "precision";
 constexpr const char* kLayer = "layer";
 constexpr const char* kFillValue = "fill_value";
 
@@ -43,6 +45,12 @@ void read_numeric_fields(const io::MetadataReader& read, bool later, GATConfig& 
 }
 
 constexpr AttentionLayer kLayers[] = {AttentionLayer::gat, AttentionLayer::gatv2};
+
+// x with its values stored in bf16 (through ops::to_dtype: a gradient x needs comes back in its dtype).
+Features in_bf16(const Features& x) {
+  if (x.is_sparse()) return x.sparse().with_values(ops::to_dtype(x.sparse().values(), DType::bf16));
+  return ops::to_dtype(x.dense(), DType::bf16);
+}
 
 // The options shared by both layer kinds, for the first (concatenated heads) or the output
 // (averaged heads) layer of the network.
@@ -72,6 +80,9 @@ void GATConfig::validate(const std::string& where) const {
   detail::for_each_field(kNumericFields, [&](const auto& f) { detail::check_field(f, prefix, *this); });
   GAT_CHECK(dtype == DType::f32 || dtype == DType::f64, prefix, "dtype ", dtype_name(dtype),
             " is not a floating-point type");
+  GAT_CHECK(precision == DType::f32 || (precision == DType::bf16 && dtype == DType::f32), prefix, kPrecision,
+            " ", dtype_name(precision), " with dtype ", dtype_name(dtype),
+            ": the precision is f32, or bf16 with f32 parameters");
   GAT_CHECK(layer == AttentionLayer::gat || value_dropout == 0.0, prefix, "value_dropout ", value_dropout,
             " with layer ", attention_layer_name(layer),
             ": GATv2Conv has no value dropout (its source rows are the scores' terms and the values)");
@@ -79,7 +90,9 @@ void GATConfig::validate(const std::string& where) const {
 
 io::Metadata GATConfig::to_metadata() const {
   io::Metadata m{
-      {kDtype, dtype_name(dtype)}, {kFillValue, fill_value.name()}, {kLayer, attention_layer_name(layer)}};
+      {kDtype, dtype_name(dtype)},
+      {kPrecision, dtype_name(precision)},
+      {kFillValue, fill_value.name()}, {kLayer, attention_layer_name(layer)}};
   detail::for_each_field(kNumericFields, [&](const auto& f) { detail::write_field(f, *this, m); });
   return m;
 }
@@ -93,6 +106,12 @@ GATConfig GATConfig::from_metadata(const io::Metadata& metadata, const std::stri
     GAT_CHECK(name == dtype_name(DType::f32) || name == dtype_name(DType::f64), where, ": metadata '", kDtype,
               "' = '", name, "' is not f32 or f64");
     c.dtype = name == dtype_name(DType::f32) ? DType::f32 : DType::f64;
+  }
+  if (read.has(kPrecision)) {  // checkpoints before the key was written ran in f32
+    const std::string& name = read.text(kPrecision);
+    GAT_CHECK(name == dtype_name(DType::f32) || name == dtype_name(DType::bf16), where, ": metadata '",
+              kPrecision, "' = '", name, "' is not f32 or bf16");
+    c.precision = name == dtype_name(DType::f32) ? DType::f32 : DType::bf16;
   }
   read_numeric_fields(read, true, c);  // older checkpoints: no edge features
   if (read.has(kFillValue)) {          // older checkpoints: the mean
@@ -118,7 +137,7 @@ bool GATConfig::operator==(const GATConfig& o) const {
   return layer == o.layer && in_features == o.in_features && num_classes == o.num_classes &&
          hidden == o.hidden && heads == o.heads && output_heads == o.output_heads && dropout == o.dropout &&
          value_dropout == o.value_dropout && negative_slope == o.negative_slope && dtype == o.dtype &&
-         edge_dim == o.edge_dim && fill_value == o.fill_value;
+         precision == o.precision && edge_dim == o.edge_dim && fill_value == o.fill_value;
 }
 
 GAT::GAT(const GATConfig& config, Generator& init) : config_(config) {
@@ -151,6 +170,9 @@ Tensor GAT::forward_layer(int layer, const Features& x, const Graph& graph, Gene
             "GAT::forward_layer: on a block (", graph.num_src_nodes(), " sources, ", graph.num_dst_nodes(),
             " destinations) x must be dense and the destinations the first sources; x is ", x.describe());
   // conv1 or conv2 of the configured kind on x (a block: x's first Nd rows are the destinations').
+  // In bf16 the layer's input is stored in bf16 (a no-op for layer 1's bf16 output): every op
+  // after it then stores its result in bf16 (framework/ops/detail/bf16_in_f32.h).
+  const Features input = config_.precision == DType::bf16 ? in_bf16(x) : x;
   auto conv = [&](const Features& in) {
     GraphAttentionLayer& c = config_.layer == AttentionLayer::gatv2
                                  ? static_cast<GraphAttentionLayer&>(layer == 1 ? *v2_conv1 : *v2_conv2)
@@ -160,12 +182,12 @@ Tensor GAT::forward_layer(int layer, const Features& x, const Graph& graph, Gene
     return c.forward(in, Features(ops::narrow(in.dense(), 0, 0, graph.num_dst_nodes())), graph, edge_attr,
                      gen);
   };
-  if (config_.layer == AttentionLayer::gat) return conv(x);
-  if (layer == 1) return conv(dropout->forward(x, gen));  // (N, heads * hidden)
+  if (config_.layer == AttentionLayer::gat) return conv(input);
+  if (layer == 1) return conv(dropout->forward(input, gen));  // (N, heads * hidden)
   // ELU and the dropout before layer 2 in one pass; its backward needs only its output, which
   // layer 2's projection keeps anyway (h itself is not kept). The key is drawn after layer 1's,
   // as a separate dropout would draw it.
-  return conv(ops::elu_dropout(x.dense(), 1.0, dropout->key(gen)));  // (N, num_classes)
+  return conv(ops::elu_dropout(input.dense(), 1.0, dropout->key(gen)));  // (N, num_classes)
 }
 
 Tensor GAT::forward(const Features& x, const Graph& graph, Generator& gen, const Tensor& edge_attr) {

@@ -51,6 +51,11 @@ struct GATConfig {
   double value_dropout = 0.6;
   double negative_slope = 0.2;
   DType dtype = DType::f32;  // of the parameters
+  // The precision policy (docs/precision.md): f32, everything in the parameters' dtype; bf16 (with
+  // f32 parameters), the features, activations and their gradients stored in bf16 and computed
+  // in f32, the parameters and the optimiser's state f32 (master weights), the loss f32.
+  // Checkpoints without the key: f32.
+  DType precision = DType::f32;
   // edge_dim of both layers (GATConvOptions', GATv2ConvOptions'): the dataset's edge features
   // (0: none; checkpoints without the key have none).
   int64_t edge_dim = 0;
@@ -73,7 +78,8 @@ struct GATConfig {
   // gatv2); `where` starts the message.
   void validate(const std::string& where = "GATConfig") const;
 
-  // Every field as checkpoint metadata (JSON numbers as text, dtype as "f32"/"f64", layer as
+  // Every field as checkpoint metadata (JSON numbers as text, dtype as "f32"/"f64", precision as
+  // "f32"/"bf16", layer as
   // "gat"/"gatv2"; without the key: gat, as checkpoints before it), and back:
   // from_metadata(to_metadata()) == *this. Reading checks types and ranges (validate()); errors
   // name `where` (the file) and the key.

@@ -53,6 +53,7 @@
 #include "gat/framework/ops/segment_reduce.h"
 #include "gat/framework/ops/sparse_dropout.h"
 #include "gat/framework/ops/sparse_matmul.h"
+#include "gat/framework/ops/to_dtype.h"
 #include "gat/framework/ops/transpose.h"
 #include "gat/framework/ops/unary.h"
 #include "gat/framework/sparse.h"
@@ -322,6 +323,16 @@ std::vector<OpCase> op_cases() {
            ops::reshape(z23, {4, 2});
          },
          {"reshape", "(2, 3)"}}}},
+      // Through bf16 and back: CUDA rounds and widens as the CPU, forward and backward. No
+      // gradient check: a rounding has no finite differences (test_precision.cpp checks the
+      // gradient's cast bit for bit).
+      {"to_dtype",
+       "to_dtype through bf16",
+       [](const Inputs& in) { return ops::to_dtype(ops::to_dtype(in[0], DType::bf16), in[0].dtype()); },
+       {{1000, 37}},
+       {},
+       {{[=] { ops::to_dtype(Tensor::zeros({2}, DType::i32), DType::f32); }, {"to_dtype", "i32 cpu (2,)"}},
+        {[=] { ops::to_dtype(z23, DType::i32); }, {"to_dtype", "target dtype i32"}}}},
       {"reduce", "sum", [](const Inputs& in) { return ops::sum(in[0]); }, {{1000003}}, {{3, 4}}},
       {"reduce", "mean", [](const Inputs& in) { return ops::mean(in[0]); }, {{700, 301}}, {{3, 4}}},
       {"reduce",

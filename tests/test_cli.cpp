@@ -125,6 +125,13 @@ TEST(Cli, FlagsReachTheirFields) {
   EXPECT_TRUE(parse({"--help"}).help);
 }
 
+TEST(Cli, PrecisionIsF32OrBf16) {
+  EXPECT_EQ(parse({}).model.precision, DType::f32);
+  EXPECT_EQ(parse({"--precision", "bf16"}).model.precision, DType::bf16);
+  EXPECT_EQ(parse({"--precision", "f32"}).model.precision, DType::f32);
+  EXPECT_NE(usage_error({"--precision", "f16"}).find("--precision"), std::string::npos);
+}
+
 TEST(Cli, ModelChoosesTheLayerAndGATv2HasNoValueDropout) {
   EXPECT_EQ(parse({}).model.layer, AttentionLayer::gat);
   EXPECT_EQ(parse({"--model", "gat"}).model.value_dropout, 0.6);
@@ -229,6 +236,15 @@ TEST(CheckpointMetadata, EveryFieldRoundTrips) {
   other.model.value_dropout = 0.2;
   EXPECT_EQ(CheckpointInfo::from_metadata(other.to_metadata(), "ckpt").model.value_dropout, 0.2);
   EXPECT_FALSE(CheckpointInfo::from_metadata(other.to_metadata(), "ckpt") == info);
+  other.model.dtype = DType::f32;  // bf16 keeps f32 master weights
+  other.model.precision = DType::bf16;
+  EXPECT_EQ(other.to_metadata().at("precision"), "bf16");
+  EXPECT_EQ(CheckpointInfo::from_metadata(other.to_metadata(), "ckpt").model.precision, DType::bf16);
+  EXPECT_FALSE(CheckpointInfo::from_metadata(other.to_metadata(), "ckpt") == info);
+  // Older checkpoints have no precision: f32.
+  io::Metadata no_precision = m;
+  no_precision.erase("precision");
+  EXPECT_EQ(CheckpointInfo::from_metadata(no_precision, "ckpt").model.precision, DType::f32);
   // Older checkpoints have no dtype: f32.
   io::Metadata old = m;
   old.erase("dtype");
@@ -260,6 +276,9 @@ TEST(CheckpointMetadata, ReadingValidatesEveryValue) {
       {"in_features", "-3", "in_features -3 is outside [1, 2147483647]"},
       {"num_classes", "4294967296", "num_classes 4294967296 is outside [1, 2147483647]"},
       {"dtype", "i32", "'dtype' = 'i32' is not f32 or f64"},
+      {"precision", "f64", "ckpt: metadata 'precision' = 'f64' is not f32 or bf16"},
+      {"precision", "bf16",
+       "precision bf16 with dtype f64: the precision is f32, or bf16 with f32 parameters"},
       {"layer", "gatv3", "ckpt: metadata 'layer' = 'gatv3' is not gat or gatv2"},
       {"value_dropout", "0.5", "value_dropout 0.5 with layer gatv2: GATv2Conv has no value dropout"},
       {"seed", "-1", "'seed' = -1 is not an integer in [0, 2^64)"},

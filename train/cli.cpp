@@ -126,6 +126,10 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
                  "the attention layer: gat (GATConv, Velickovic et al. 2018) or gatv2 (GATv2Conv, "
                  "Brody et al. 2022; no value dropout)")
       ->check(CLI::IsMember({"gat", "gatv2"}));
+  app.add_option("--precision", flags.precision,
+                 "bf16: features, activations and their gradients stored in bf16 and computed in f32, "
+                 "parameters f32 (docs/precision.md; the CPU only for now)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   add_number(app, "--epochs", t.max_epochs, "maximum epochs (early stopping ends sooner)",
              TrainOptions::kEpochsRange);
   add_number(app, "--patience", t.patience, "epochs without improvement before stopping",
@@ -237,6 +241,7 @@ Flags parse(int argc, const char* const* argv, const Environment& env) {
   flags.dataset_given = app.count("--dataset") > 0;
   flags.fill_value_given = app.count("--fill-value") > 0;
   flags.model.fill_value = ops::SelfLoopFill::parse(flags.fill_value);
+  if (flags.precision == dtype_name(DType::bf16)) flags.model.precision = DType::bf16;
   if (flags.model_name == attention_layer_name(AttentionLayer::gatv2)) {
     flags.model.layer = AttentionLayer::gatv2;
     if (app.count("--value-dropout") == 0) flags.model.value_dropout = 0.0;

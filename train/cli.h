@@ -28,11 +28,12 @@ struct Flags {
   std::string device = "auto";
   std::string model_name = "gat";   // --model: gat | gatv2, parsed into model.layer
   std::string fill_value = "mean";  // --fill-value, parsed into model.fill_value
+  std::string precision = "f32";    // --precision: f32 | bf16, parsed into model.precision
   bool fill_value_given = false;    // (the dataset must then have edge features)
-  GATConfig model;                  // layer, hidden, heads, output_heads, dropout, value_dropout; in_features
-                                    // and num_classes come from the dataset
-  TrainOptions train;               // lr, weight_decay, max_epochs, patience, sparse_max_density, cuda_graphs
-  uint64_t seed = 0;                // of the first run; run r uses seed + r
+  GATConfig model;     // layer, hidden, heads, output_heads, dropout, value_dropout, precision; in_features
+                       // and num_classes come from the dataset
+  TrainOptions train;  // lr, weight_decay, max_epochs, patience, sparse_max_density, cuda_graphs
+  uint64_t seed = 0;   // of the first run; run r uses seed + r
   int64_t runs = 1;
   std::string save, load, log;     // empty: not asked for (an empty flag value is refused)
   std::string checkpoint, resume;  // run checkpoints (TrainOptions::checkpoints); empty: none

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 
@@ -75,12 +76,14 @@ void check_logits(const char* op, const Tensor& x) {
 }  // namespace
 
 Tensor argmax(const Tensor& x) {
+  if (detail::bf16_in_f32("argmax", x)) return argmax(detail::widened(x));
   check_logits("argmax", x);
   return argmax_unchecked(x);
 }
 
 Tensor correct_counts(const Tensor& logits, const Tensor& labels, const Tensor& index) {
   const char* op = "accuracy";
+  if (detail::bf16_in_f32(op, logits)) return correct_counts(detail::widened(logits), labels, index);
   check_logits(op, logits);
   check_dtype(op, "labels", labels, DType::i32);
   check_shape(op, "labels", labels, {logits.size(0)});

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/detail/vec_math.h"
 #include "gat/framework/ops/dispatch.h"
@@ -13,6 +14,8 @@ namespace {
 
 // relu and leaky_relu are one op; relu has slope 0.
 Tensor leaky_relu_op(const char* op, const Tensor& x, double slope) {
+  if (detail::bf16_in_f32(op, x))
+    return detail::rounded_to_bf16(leaky_relu_op(op, detail::widened(x), slope));
   check_float(op, "x", x);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
   kernels::leaky_relu_forward(x, slope, out);
@@ -32,6 +35,7 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
 }
 
 Tensor elu(const Tensor& x, double alpha) {
+  if (detail::bf16_in_f32("elu", x)) return detail::rounded_to_bf16(elu(detail::widened(x), alpha));
   check_float("elu", "x", x);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), "elu");
   kernels::elu_forward(x, alpha, out);

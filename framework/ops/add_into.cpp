@@ -8,6 +8,12 @@ namespace gat::ops {
 namespace cpu_impl {
 
 void add_into(Tensor& dst, const Tensor& src) {
+  if (dst.dtype() == DType::bf16) {  // the sum in f32, rounded once
+    bf16* d = dst.data<bf16>();
+    const bf16* s = src.data<bf16>();
+    detail::parallel_for(dst.numel(), [=](int64_t i) { d[i] = to_bf16(to_f32(d[i]) + to_f32(s[i])); });
+    return;
+  }
   dispatch_float(dst.dtype(), "add_into", [&](auto zero) {
     using T = decltype(zero);
     T* d = dst.data<T>();
@@ -31,6 +37,8 @@ void add_into(Tensor& dst, const Tensor& src) {
 
 void add_into(Tensor& dst, const Tensor& src) {
   check_same("add_into", "dst", dst, "src", src);
+  GAT_CHECK(!(dst.dtype() == DType::bf16 && dst.is_cuda()), "bf16 on CUDA is not supported yet by add_into",
+            " (docs/precision.md)");
   check_shape("add_into", "src", src, dst.shape());
   kernels::add_into(dst, src);
   dst.mark_modified();

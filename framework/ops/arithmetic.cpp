@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/binary_math.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
@@ -158,17 +159,23 @@ Tensor binary_op(const char* op, BinaryOp kind, const Operand& a, const Operand&
 }
 
 Tensor tensor_op(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b) {
+  if (detail::bf16_in_f32(op, a, b))
+    return detail::rounded_to_bf16(tensor_op(op, kind, detail::widened(a), detail::widened(b)));
   check_float(op, "a", a);
   check_same(op, "a", a, "b", b);
   return binary_op(op, kind, {a}, {b}, broadcast_shape(op, {{"a", a}, {"b", b}}));
 }
 
 Tensor tensor_constant_op(const char* op, BinaryOp kind, const Tensor& a, double b) {
+  if (detail::bf16_in_f32(op, a))
+    return detail::rounded_to_bf16(tensor_constant_op(op, kind, detail::widened(a), b));
   check_float(op, "a", a);
   return binary_op(op, kind, {a}, {Tensor(), b}, a.shape());
 }
 
 Tensor constant_tensor_op(const char* op, BinaryOp kind, double a, const Tensor& b) {
+  if (detail::bf16_in_f32(op, b))
+    return detail::rounded_to_bf16(constant_tensor_op(op, kind, a, detail::widened(b)));
   check_float(op, "b", b);
   return binary_op(op, kind, {Tensor(), a}, {b}, b.shape());
 }
@@ -283,6 +290,8 @@ Tensor where(const Tensor& cond, double a, const Tensor& b) {
 
 Tensor add_bias(const Tensor& x, const Tensor& bias) {
   const char* op = "add_bias";
+  if (detail::bf16_in_f32(op, x, bias))
+    return detail::rounded_to_bf16(add_bias(detail::widened(x), detail::widened(bias)));
   check_float(op, "x", x);
   check_same(op, "x", x, "bias", bias);
   GAT_CHECK(x.dim() >= 1, "add_bias: 'x' must have at least one dimension, got ", x.describe());

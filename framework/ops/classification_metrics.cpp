@@ -4,6 +4,7 @@
 
 #include "gat/framework/ops/accuracy.h"
 #include "gat/framework/ops/cross_entropy.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
@@ -75,6 +76,8 @@ void classification_metrics(const Tensor& logits, const Tensor& labels, const st
 }  // namespace kernels
 
 Tensor classification_metrics(const Tensor& logits, const Tensor& labels, const std::vector<Tensor>& splits) {
+  if (detail::bf16_in_f32("classification_metrics", logits))
+    return classification_metrics(detail::widened(logits), labels, splits);
   check_arguments(logits, labels, splits, nullptr);
   Tensor out = Tensor::empty({static_cast<int64_t>(splits.size()), 3}, DType::f64, logits.device(),
                              "classification_metrics");  // (S, 3)
@@ -84,6 +87,8 @@ Tensor classification_metrics(const Tensor& logits, const Tensor& labels, const 
 
 void classification_metrics(const Tensor& logits, const Tensor& labels, const std::vector<Tensor>& splits,
                             Tensor& out) {
+  if (detail::bf16_in_f32("classification_metrics", logits))
+    return classification_metrics(detail::widened(logits), labels, splits, out);
   check_arguments(logits, labels, splits, &out);
   kernels::classification_metrics(logits, labels, splits, out);
   out.mark_modified();

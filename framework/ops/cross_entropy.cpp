@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/log_softmax.h"
@@ -150,6 +151,9 @@ Tensor masked_row_counts(const Tensor& index, int64_t rows) {
 Tensor masked_cross_entropy_grad(const Tensor& logits, const Tensor& labels, const Tensor& index,
                                  const Tensor& count, const Tensor& grad_loss) {
   const char* op = "masked_cross_entropy_grad";
+  if (detail::bf16_in_f32(op, logits, grad_loss))
+    return detail::rounded_to_bf16(
+        masked_cross_entropy_grad(detail::widened(logits), labels, index, count, detail::widened(grad_loss)));
   check_loss_inputs(op, logits, labels, index);
   check_dtype(op, "grad_loss", grad_loss, logits.dtype());
   check_shape(op, "grad_loss", grad_loss, {});
@@ -163,6 +167,8 @@ Tensor masked_cross_entropy_grad(const Tensor& logits, const Tensor& labels, con
 
 Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& index) {
   const char* op = "masked_cross_entropy";
+  // The loss of bf16 logits is the f32 one's (it stays f32); their gradient is rounded to bf16.
+  if (detail::bf16_in_f32(op, logits)) return masked_cross_entropy(detail::widened(logits), labels, index);
   check_loss_inputs(op, logits, labels, index);
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device(), op);  // ()
   // The rows' counts, which only the backward reads: on CUDA beside the forward kernel (on Cora

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 
@@ -58,6 +59,7 @@ void dropout_backward(const Tensor& grad_out, const DropoutKey& key, double keep
 double dropout_keep_scale(const DropoutKey& key) { return 1.0 / (1.0 - static_cast<double>(key.p)); }
 
 Tensor dropout(const Tensor& x, const DropoutKey& key) {
+  if (detail::bf16_in_f32("dropout", x)) return detail::rounded_to_bf16(dropout(detail::widened(x), key));
   check_float("dropout", "x", x);
   GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, "dropout: drop probability p = ", key.p, " is outside [0, 1)");
   if (!key.active()) return x;

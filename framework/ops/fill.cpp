@@ -19,6 +19,9 @@ void fill_(Tensor& t, double value) {
     case DType::i32:
       std::fill_n(t.data<int32_t>(), t.numel(), static_cast<int32_t>(value));
       break;
+    case DType::bf16:
+      std::fill_n(t.data<bf16>(), t.numel(), to_bf16(static_cast<float>(value)));
+      break;
   }
 }
 

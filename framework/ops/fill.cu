@@ -22,6 +22,9 @@ void fill_(Tensor& t, double value) {
     case DType::i32:
       return detail::launch_for_each("fill_", t.numel(),
                                      Fill<int32_t>{t.data<int32_t>(), static_cast<int32_t>(value)});
+    case DType::bf16:
+      return detail::launch_for_each("fill_", t.numel(),
+                                     Fill<bf16>{t.data<bf16>(), to_bf16(static_cast<float>(value))});
   }
 }
 

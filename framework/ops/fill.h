@@ -1,4 +1,4 @@
-// fill_(t, value): every element of t (any shape, f32/f64/i32, either device) set to value, in
+// fill_(t, value): every element of t (any shape, f32/f64/bf16/i32, either device) set to value, in
 // place (bumps its version: autograd.h), no autograd. On CUDA a kernel on the framework's stream: no host
 // copy, no sync.
 #pragma once

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/reduce.h"
@@ -61,6 +62,8 @@ void head_mean_backward(const Tensor& grad_out, Tensor& grad_x) {
 
 Tensor head_mean(const Tensor& x, const Tensor& bias) {
   const char* op = "head_mean";
+  if (detail::bf16_in_f32(op, x, bias))
+    return detail::rounded_to_bf16(head_mean(detail::widened(x), detail::widened(bias)));
   check_float(op, "x", x);
   check_dim(op, "x", x, 3);
   GAT_CHECK(x.size(1) > 0, op, ": 'x' ", x.describe(), " has no heads to average");

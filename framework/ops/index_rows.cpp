@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 
@@ -114,6 +115,9 @@ Slices slices_of(const Shape& shape, int64_t axis) {
 
 Tensor index_along(const char* op, const Tensor& x, int64_t axis, const RowIndex& index) {
   check_defined(op, "x", x);
+  // (The gather moves 4-byte words; bf16 rows go through f32, which keeps their bits.)
+  if (detail::bf16_in_f32(op, x))
+    return detail::rounded_to_bf16(index_along(op, detail::widened(x), axis, index));
   const int64_t a = axis < 0 ? axis + x.dim() : axis;
   GAT_CHECK(a >= 0 && a < x.dim(), op, ": axis ", axis, " is out of range for 'x' ", x.describe());
   GAT_CHECK(index.index().defined(), op, ": the RowIndex is empty (default-constructed)");

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 
@@ -26,6 +27,8 @@ AxisView view_around(const char* op, const Tensor& x, int64_t axis) {
 }
 
 Tensor softmax_op(const char* op, const Tensor& x, int64_t axis, bool log) {
+  if (detail::bf16_in_f32(op, x))
+    return detail::rounded_to_bf16(softmax_op(op, detail::widened(x), axis, log));
   check_float(op, "x", x);
   const AxisView v = view_around(op, x, axis);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), op);

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 
@@ -132,6 +133,8 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
 }  // namespace kernels
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (detail::bf16_in_f32("matmul", a, b))
+    return detail::rounded_to_bf16(matmul(detail::widened(a), detail::widened(b)));
   check_float("matmul", "a", a);
   check_same("matmul", "a", a, "b", b);
   GAT_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "matmul: cannot multiply a ",

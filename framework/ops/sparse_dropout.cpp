@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/dropout.h"
@@ -74,6 +75,9 @@ Tensor apply_mask(const CsrMatrix& a, const Tensor& values, const DropoutKey& ke
 
 CsrMatrix sparse_dropout(const CsrMatrix& a, const DropoutKey& key) {
   GAT_CHECK(a.values().defined(), "sparse_dropout: empty matrix 'a'");
+  if (detail::bf16_in_f32("sparse_dropout", a.values()))
+    return a.with_values(
+        detail::rounded_to_bf16(sparse_dropout(a.with_values(detail::widened(a.values())), key).values()));
   check_float("sparse_dropout", "a.values", a.values());
   GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, "sparse_dropout: drop probability p = ", key.p,
             " is outside [0, 1)");

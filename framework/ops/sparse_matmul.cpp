@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/dropout.h"
@@ -165,6 +166,9 @@ std::vector<Tensor> product_gradients(const CsrMatrix& a, const Tensor& b, const
 }  // namespace
 
 Tensor sparse_matmul(const CsrMatrix& a, const Tensor& b) {
+  if (detail::bf16_in_f32("sparse_matmul", a.values(), b))
+    return detail::rounded_to_bf16(
+        sparse_matmul(a.with_values(detail::widened(a.values())), detail::widened(b)));
   check_product("sparse_matmul", a, b);
   Tensor out = Tensor::empty({a.rows(), b.size(1)}, b.dtype(), b.device(), "sparse_matmul");  // (M, N)
   kernels::sparse_rows({a.row_ptr(), nullptr, a.col_idx(), a.values()}, b, out);
@@ -178,6 +182,9 @@ Tensor sparse_matmul(const CsrMatrix& a, const Tensor& b) {
 }
 
 Tensor sparse_dropout_matmul(const CsrMatrix& a, const DropoutKey& key, const Tensor& b) {
+  if (detail::bf16_in_f32("sparse_dropout_matmul", a.values(), b))
+    return detail::rounded_to_bf16(
+        sparse_dropout_matmul(a.with_values(detail::widened(a.values())), key, detail::widened(b)));
   check_product("sparse_dropout_matmul", a, b);
   GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, "sparse_dropout_matmul: drop probability p = ", key.p,
             " is outside [0, 1)");

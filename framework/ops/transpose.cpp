@@ -60,8 +60,10 @@ void transpose(const Tensor& x, Tensor& out) {
   const int64_t R = x.size(0), C = x.size(1);
   if (dtype_size(x.dtype()) == 8)
     transpose_words(static_cast<const uint64_t*>(x.raw_data()), static_cast<uint64_t*>(out.raw_data()), R, C);
-  else
+  else if (dtype_size(x.dtype()) == 4)
     transpose_words(static_cast<const uint32_t*>(x.raw_data()), static_cast<uint32_t*>(out.raw_data()), R, C);
+  else
+    transpose_words(static_cast<const uint16_t*>(x.raw_data()), static_cast<uint16_t*>(out.raw_data()), R, C);
 }
 
 }  // namespace cpu_impl

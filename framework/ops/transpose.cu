@@ -50,8 +50,10 @@ void transpose(const Tensor& x, Tensor& out) {
   if (x.numel() == 0) return;
   if (dtype_size(x.dtype()) == 8)
     launch<uint64_t>(x, out);
-  else
+  else if (dtype_size(x.dtype()) == 4)
     launch<uint32_t>(x, out);
+  else
+    launch<uint16_t>(x, out);
 }
 
 }  // namespace gat::ops::cuda_impl

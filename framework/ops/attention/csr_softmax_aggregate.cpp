@@ -10,6 +10,7 @@
 #include "gat/framework/ops/attention/gat_edge_scores.h"
 #include "gat/framework/ops/attention/head_dot.h"
 #include "gat/framework/ops/attention/linear_head_dot.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/detail/vec_math.h"
 #include "gat/framework/ops/dispatch.h"
@@ -405,6 +406,9 @@ void csr_softmax(const CsrSoftmaxArgs& a) { GAT_RUN_KERNEL(csr_softmax, a, a.edg
 Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, const Tensor& node_value,
                              const DropoutKey& attn_dropout) {
   const char* op = "csr_softmax_aggregate";
+  if (detail::bf16_in_f32(op, edge_scores, node_value))
+    return detail::rounded_to_bf16(csr_softmax_aggregate(graph, detail::widened(edge_scores),
+                                                         detail::widened(node_value), attn_dropout));
   const int64_t H = check_scores(op, graph, edge_scores);
   check_same(op, "edge_scores", edge_scores, "node_value", node_value);
   check_dim(op, "node_value", node_value, 3);
@@ -594,6 +598,10 @@ Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tenso
                                const DropoutKey& attn_dropout, const Tensor& edge_term, const Tensor& bias,
                                const OutputActivation& activation) {
   const char* op = "gat_attention_aggregate";
+  if (detail::bf16_in_f32(op, el, er, node_value, edge_term, bias))
+    return detail::rounded_to_bf16(gat_attention_aggregate(
+        graph, detail::widened(el), detail::widened(er), detail::widened(node_value), negative_slope,
+        attn_dropout, detail::widened(edge_term), detail::widened(bias), activation));
   check_gat_aggregate(op, graph, el, er, node_value, negative_slope, attn_dropout, edge_term, bias,
                       activation);
   GatSaved saved;
@@ -615,6 +623,10 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
                                const DropoutKey& value_dropout, const Tensor& edge_term, const Tensor& bias,
                                const OutputActivation& activation) {
   const char* op = "gat_projected_attention";
+  if (detail::bf16_in_f32(op, wh, att_src, att_dst, edge_term, bias))
+    return detail::rounded_to_bf16(gat_projected_attention(
+        graph, detail::widened(wh), detail::widened(att_src), detail::widened(att_dst), negative_slope,
+        attn_dropout, value_dropout, detail::widened(edge_term), detail::widened(bias), activation));
   check_node_rows(op, "wh", wh, 3, graph);
   const int64_t N = wh.size(0), H = wh.size(1), F = wh.size(2);
   check_same(op, "att_src", att_src, "wh", wh);
@@ -689,6 +701,11 @@ Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& w
                             const DropoutKey& value_dropout, const Tensor& edge_term, const Tensor& bias,
                             const OutputActivation& activation) {
   const char* op = "gat_linear_attention";
+  if (detail::bf16_in_f32(op, x, weight, att_src, att_dst, edge_term, bias))
+    return detail::rounded_to_bf16(
+        gat_linear_attention(graph, detail::widened(x), detail::widened(weight), detail::widened(att_src),
+                             detail::widened(att_dst), negative_slope, attn_dropout, value_dropout,
+                             detail::widened(edge_term), detail::widened(bias), activation));
   check_node_rows(op, "x", x, 2, graph);
   check_same(op, "weight", weight, "x", x);
   check_dim(op, "weight", weight, 2);

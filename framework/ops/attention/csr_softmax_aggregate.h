@@ -15,6 +15,7 @@
 // so nothing of size E x H is written by the forward or kept for the backward (which recomputes
 // the scores from el and er); one kernel body serves both ops, the scores being the only
 // difference.
+// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
 #include "gat/framework/graph.h"

@@ -1,6 +1,7 @@
 #include "gat/framework/ops/attention/gat_edge_scores.h"
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 
@@ -131,6 +132,9 @@ void check_gat_score_terms(const char* op, const Graph& graph, const Tensor& el,
 Tensor gat_edge_scores(const Graph& graph, const Tensor& el, const Tensor& er, double negative_slope,
                        const Tensor& edge_term) {
   const char* op = "gat_edge_scores";
+  if (detail::bf16_in_f32(op, el, er, edge_term))
+    return detail::rounded_to_bf16(gat_edge_scores(graph, detail::widened(el), detail::widened(er),
+                                                   negative_slope, detail::widened(edge_term)));
   check_gat_score_terms(op, graph, el, er, edge_term);
 
   Tensor scores = Tensor::empty({graph.num_edges(), el.size(1)}, el.dtype(), el.device(), op);

@@ -5,6 +5,7 @@
 //   d er[i,h] = sum over edges e into i of g[e,h]          (CSR rows, fixed order)
 //   d el[j,h] = sum over edges e out of j of g[e,h]        (transposed graph, fixed order)
 //   d edge_term[e,h] = g[e,h]
+// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
 #include "gat/framework/graph.h"

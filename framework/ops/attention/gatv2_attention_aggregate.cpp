@@ -7,6 +7,7 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/attention/detail/attention_rows.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
@@ -231,6 +232,10 @@ Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Ten
                                  double negative_slope, const DropoutKey& attn_dropout,
                                  const Tensor& edge_term) {
   const char* op = "gatv2_attention_aggregate";
+  if (detail::bf16_in_f32(op, xl, xr, att, edge_term))
+    return detail::rounded_to_bf16(gatv2_attention_aggregate(graph, detail::widened(xl), detail::widened(xr),
+                                                             detail::widened(att), negative_slope,
+                                                             attn_dropout, detail::widened(edge_term)));
   check_gatv2_inputs(op, graph, xl, xr, att, negative_slope, edge_term);
   check_dropout(op, attn_dropout);
   const int64_t Nd = graph.num_dst_nodes(), H = xl.size(1), F = xl.size(2);

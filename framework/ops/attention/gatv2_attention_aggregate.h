@@ -14,6 +14,7 @@
 // edge is visited; only the log-sum-exp (Nd, H) (and the output) are saved, the backward
 // recomputes scores and weights and regenerates the dropout mask. Results are bitwise
 // reproducible (no float atomics; on the CPU, for any thread count).
+// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
 #include "gat/framework/graph.h"

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/dropout.h"
@@ -169,6 +170,8 @@ void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out,
 
 Tensor head_dot(const Tensor& x, const Tensor& a) {
   const char* op = "head_dot";
+  if (detail::bf16_in_f32(op, x, a))
+    return detail::rounded_to_bf16(head_dot(detail::widened(x), detail::widened(a)));
   check_float(op, "x", x);
   check_dim(op, "x", x, 3);
   check_same(op, "x", x, "a", a);

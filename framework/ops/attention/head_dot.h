@@ -5,6 +5,7 @@
 // Backward: d x[n,h,f] = g[n,h] * a[h,f];  d a[h,f] = sum_n g[n,h] * x[n,h,f], reduced in a fixed
 // order (row blocks of rows_per_block(N) summed one after another) on both devices, so the result
 // is bitwise reproducible and independent of the thread count (docs/kernels.md).
+// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
 #include <algorithm>

@@ -1,0 +1,356 @@
+// bf16 precision (docs/precision.md): the rounding of f32 to bf16 on hand-computed bit patterns,
+// the cast op, every GAT op's bf16 result beside its f32 result, and the model in bf16.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gat/framework/autograd.h"
+#include "gat/framework/bfloat16.h"
+#include "gat/framework/graph.h"
+#include "gat/framework/ops/accuracy.h"
+#include "gat/framework/ops/activations.h"
+#include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/attention/csr_softmax_aggregate.h"
+#include "gat/framework/ops/attention/gat_edge_scores.h"
+#include "gat/framework/ops/attention/gatv2_attention_aggregate.h"
+#include "gat/framework/ops/attention/head_dot.h"
+#include "gat/framework/ops/cross_entropy.h"
+#include "gat/framework/ops/dropout.h"
+#include "gat/framework/ops/elu_dropout.h"
+#include "gat/framework/ops/fill.h"
+#include "gat/framework/ops/head_mean.h"
+#include "gat/framework/ops/index_rows.h"
+#include "gat/framework/ops/log_softmax.h"
+#include "gat/framework/ops/matmul.h"
+#include "gat/framework/ops/sparse_matmul.h"
+#include "gat/framework/ops/to_dtype.h"
+#include "gat/framework/ops/transpose.h"
+#include "gat/framework/sparse.h"
+#include "gat/framework/tensor.h"
+#include "gat_testing.h"
+#include "gradcheck.h"
+
+using namespace gat;
+using namespace gat::testing;
+using Inputs = std::vector<Tensor>;
+
+namespace {
+
+uint16_t rounded(uint32_t f32) { return to_bf16(bit_cast<float>(f32)).bits; }
+
+}  // namespace
+
+// Each f32 bit pattern with the bf16 it must round to: the upper 16 bits, plus one where the
+// lower 16 are above half of 0x10000, or exactly half and the upper 16 odd.
+TEST(Bf16Rounding, TiesGoToEvenAndOtherwiseToNearest) {
+  EXPECT_EQ(rounded(0x3F800000), 0x3F80);  // 1: exact
+  EXPECT_EQ(rounded(0x3F807FFF), 0x3F80);  // below half way: down
+  EXPECT_EQ(rounded(0x3F808000), 0x3F80);  // half way, 0x3F80 even: down
+  EXPECT_EQ(rounded(0x3F808001), 0x3F81);  // above half way: up
+  EXPECT_EQ(rounded(0x3F818000), 0x3F82);  // half way, 0x3F81 odd: up to the even 0x3F82
+  EXPECT_EQ(rounded(0xBF808000), 0xBF80);  // the same for negatives (by magnitude)
+  EXPECT_EQ(rounded(0xBF818000), 0xBF82);
+  EXPECT_EQ(rounded(0x3FFF8000), 0x4000);  // the carry moves into the exponent: 1.99.. -> 2
+  EXPECT_EQ(rounded(0x80000000), 0x8000);  // -0 keeps its sign
+}
+
+TEST(Bf16Rounding, NaNStaysNaNAndInfinitiesStay) {
+  EXPECT_EQ(rounded(0x7FC00000), 0x7FC0);
+  // A NaN whose payload is all in the low bits: truncated, it would be inf (0x7F80).
+  EXPECT_EQ(rounded(0x7F800001), 0x7FC0);
+  EXPECT_EQ(rounded(0xFFC00001), 0x7FC0);  // as c10::BFloat16: one quiet NaN, no sign
+  EXPECT_EQ(rounded(0x7F800000), 0x7F80);  // +inf
+  EXPECT_EQ(rounded(0xFF800000), 0xFF80);  // -inf
+}
+
+TEST(Bf16Rounding, ValuesPastTheLargestBf16OverflowToInfinity) {
+  EXPECT_EQ(rounded(0x7F7F0000), 0x7F7F);  // the largest bf16, about 3.39e38
+  EXPECT_EQ(rounded(0x7F7F7FFF), 0x7F7F);  // below half way to the next: stays finite
+  EXPECT_EQ(rounded(0x7F7F8000), 0x7F80);  // half way, 0x7F7F odd: up, to inf
+  EXPECT_EQ(rounded(0x7F7FFFFF), 0x7F80);  // FLT_MAX
+  EXPECT_EQ(rounded(0xFF7FFFFF), 0xFF80);  // -FLT_MAX
+}
+
+TEST(Bf16Rounding, SubnormalsRoundLikeAnyValue) {
+  EXPECT_EQ(rounded(0x00000001), 0x0000);  // the smallest f32 subnormal: to +0
+  EXPECT_EQ(rounded(0x00008000), 0x0000);  // half of the smallest bf16 subnormal, 0 even: down
+  EXPECT_EQ(rounded(0x00010000), 0x0001);  // the smallest bf16 subnormal: exact
+  EXPECT_EQ(rounded(0x00018000), 0x0002);  // half way, odd: up
+  EXPECT_EQ(rounded(0x80008001), 0x8001);  // a negative one, above half way
+  EXPECT_EQ(rounded(0x007FFFFF), 0x0080);  // the largest f32 subnormal: up to the smallest normal
+}
+
+TEST(Bf16Rounding, WideningIsExact) {
+  EXPECT_EQ(bit_cast<uint32_t>(to_f32(bf16{0x3F81})), 0x3F810000u);
+  EXPECT_EQ(to_f32(bf16{0x3F81}), 1.0078125f);
+  EXPECT_EQ(bit_cast<uint32_t>(to_f32(bf16{0x0001})), 0x00010000u);  // a subnormal
+  EXPECT_TRUE(std::isnan(to_f32(bf16{0x7FC0})));
+  EXPECT_EQ(to_f32(bf16{0xFF80}), -std::numeric_limits<float>::infinity());
+}
+
+TEST(Bf16Tensor, ConversionsBetweenEveryDtype) {
+  // f64 goes through f32 first, as in PyTorch: 1 + 2^-8 + 2^-30 is 1 + 2^-8 in f32, a tie that
+  // goes to the even 1 (straight from f64 it would round up to 1 + 2^-7).
+  const Tensor d =
+      Tensor::from_vector<double>({1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30), -2.5, 1e39}, {3});
+  const std::vector<bf16> b = d.to(DType::bf16).to_vector<bf16>();
+  EXPECT_EQ(b[0].bits, 0x3F80);
+  EXPECT_EQ(b[1].bits, 0xC020);
+  EXPECT_EQ(b[2].bits, 0x7F80);  // beyond f32 too: inf
+  // i32 to bf16 rounds too: 257 lies half way between 256 and 258.
+  const std::vector<bf16> from_int =
+      Tensor::from_vector<int32_t>({257, 259, -3}, {3}).to(DType::bf16).to_vector<bf16>();
+  EXPECT_EQ(from_int[0].bits, 0x4380);  // 256
+  EXPECT_EQ(from_int[1].bits, 0x4382);  // 260
+  EXPECT_EQ(from_int[2].bits, 0xC040);  // -3
+  // Back to f32, f64 (exact) and i32 (truncated toward zero).
+  const Tensor h = Tensor::from_vector<bf16>({bf16{0x3FC0}, bf16{0xC020}}, {2});  // 1.5, -2.5
+  EXPECT_EQ(h.to(DType::f32).to_vector<float>(), (std::vector<float>{1.5f, -2.5f}));
+  EXPECT_EQ(h.to(DType::f64).to_vector<double>(), (std::vector<double>{1.5, -2.5}));
+  EXPECT_EQ(h.to(DType::i32).to_vector<int32_t>(), (std::vector<int32_t>{1, -2}));
+}
+
+TEST(Bf16Tensor, MetadataFillItemAndNonFiniteScan) {
+  EXPECT_EQ(dtype_size(DType::bf16), 2u);
+  EXPECT_STREQ(dtype_name(DType::bf16), "bf16");
+  const Tensor third = Tensor::full({2, 3}, 1.0 / 3.0, DType::bf16);
+  EXPECT_EQ(third.describe(), "bf16 cpu (2, 3)");
+  EXPECT_EQ(third.nbytes(), 12u);
+  for (bf16 v : third.to_vector<bf16>()) EXPECT_EQ(v.bits, 0x3EAB);  // 0x3EAAAAAB rounded up
+  EXPECT_EQ(Tensor::scalar(1.0 / 3.0, DType::bf16).item(), 0.333984375);
+  Tensor t = Tensor::zeros({4}, DType::bf16);
+  EXPECT_EQ(first_non_finite(t), -1);
+  t.data<bf16>()[2] = bf16{0x7FC0};
+  EXPECT_EQ(first_non_finite(t), 2);
+  expect_error([&] { t.data<float>(); }, {"bf16 cpu (4,)"});
+}
+
+// ---- the cast op ----
+
+TEST(ToDtype, TheGradientIsCastBackToTheInputsDtype) {
+  // An f32 master weight cast to bf16: its gradient comes back in f32, exactly the bf16 one.
+  Tensor w = Tensor::from_vector<float>({1.0f, -3.0f}, {2}).set_requires_grad();
+  const Tensor w16 = ops::to_dtype(w, DType::bf16);
+  EXPECT_EQ(w16.dtype(), DType::bf16);
+  w16.backward(Tensor::from_vector<bf16>({bf16{0x3F81}, bf16{0xC020}}, {2}));  // 1.0078125, -2.5
+  EXPECT_EQ(w.grad().dtype(), DType::f32);
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{1.0078125f, -2.5f}));
+  // A bf16 activation widened to f32: its f32 gradient is rounded to bf16, ties to even.
+  Tensor h = Tensor::from_vector<bf16>({bf16{0x3F80}, bf16{0x3F80}}, {2}).set_requires_grad();
+  ops::to_dtype(h, DType::f32)
+      .backward(Tensor::from_vector<float>({bit_cast<float>(0x3F808000),   // tie: down
+                                            bit_cast<float>(0x3F818000)},  // tie: up
+                                           {2}));
+  const std::vector<bf16> g = h.grad().to_vector<bf16>();
+  EXPECT_EQ(g[0].bits, 0x3F80);
+  EXPECT_EQ(g[1].bits, 0x3F82);
+}
+
+TEST(ToDtype, TheSameDtypeIsTheInputItselfAndIntegersAreRefused) {
+  const Tensor x = Tensor::full({3}, 2.0, DType::f64);
+  EXPECT_TRUE(ops::to_dtype(x, DType::f64).same(x));
+  expect_error([] { ops::to_dtype(Tensor::zeros({2}, DType::i32), DType::f32); },
+               {"to_dtype", "'x' must be f32, f64 or bf16", "i32 cpu (2,)"});
+  expect_error([&] { ops::to_dtype(x, DType::i32); }, {"to_dtype", "target dtype i32"});
+}
+
+using CudaToDtype = CudaVsCpuTest;
+
+// Every special bit pattern of the rounding tests, and ordinary values, cast on the device both
+// ways: the same bits as the CPU.
+TEST_F(CudaToDtype, RoundsAndWidensBitForBitAsTheCpu) {
+  std::vector<float> values;
+  for (uint32_t u :
+       {0x3F800000u, 0x3F807FFFu, 0x3F808000u, 0x3F808001u, 0x3F818000u, 0xBF818000u, 0x80000000u,
+        0x7FC00000u, 0x7F800001u, 0xFFC00001u, 0x7F800000u, 0xFF800000u, 0x7F7F8000u, 0x7F7FFFFFu,
+        0x00000001u, 0x00008000u, 0x00018000u, 0x80008001u, 0x007FFFFFu})
+    values.push_back(bit_cast<float>(u));
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<float> any(-1e3f, 1e3f);
+  for (int k = 0; k < 100000; ++k) values.push_back(any(rng));
+  const Tensor x = Tensor::from_vector(values, {static_cast<int64_t>(values.size())});
+  for (DType from : {DType::f32, DType::f64}) {
+    const Tensor xs = x.to(from);
+    const Tensor cpu = ops::to_dtype(xs, DType::bf16), gpu = ops::to_dtype(xs.to(Device::cuda), DType::bf16);
+    EXPECT_TRUE(bitwise_equal(cpu, gpu)) << dtype_name(from);
+    EXPECT_TRUE(bitwise_equal(ops::to_dtype(cpu, from), ops::to_dtype(gpu, from))) << dtype_name(from);
+  }
+  // Tensor::to(DType) runs the same kernel on the device for every pair, i32 included (finite
+  // values: a float beyond i32 has no defined conversion).
+  const Tensor ints = Tensor::from_vector<int32_t>({-3, 0, 257, 259, 1 << 30}, {5});
+  for (DType to : {DType::f32, DType::f64, DType::bf16}) {
+    const Tensor cpu = ints.to(to), gpu = ints.to(Device::cuda).to(to);
+    EXPECT_TRUE(bitwise_equal(cpu, gpu)) << dtype_name(to);
+    EXPECT_TRUE(bitwise_equal(cpu.to(DType::i32), gpu.to(DType::i32))) << dtype_name(to);
+  }
+}
+
+// ---- every GAT op in bf16 beside f32 ----
+
+// An op of the table: its inputs are activations (stored bf16 in bf16 precision) or parameters
+// (f32 master weights in either precision).
+struct Bf16Row {
+  std::string name;
+  TensorFn f;
+  std::vector<Shape> shapes;
+  std::vector<bool> activation;  // per input: cast to bf16 in the bf16 run
+};
+
+// The stated tolerances (docs/precision.md):
+//  - exact: the CPU's bf16 result is the f32 op on the same (bf16-valued) inputs, rounded once:
+//    the same bits, output and gradients;
+//  - against f32 on the unrounded inputs: the output within max |bf16 - f32| <= 1/64 max |f32|;
+//    each input's gradient within ||bf16 - f32|| <= 1/16 ||f32|| (2-norms). Gradients move more:
+//    a score that rounding moves across LeakyReLU's kink changes its slope from 1 to the
+//    negative slope, and the softmax's backward subtracts a row's sum from each term.
+constexpr double kBf16OutputTolerance = 1.0 / 64, kBf16GradientTolerance = 1.0 / 16;
+
+// ||got - want|| / ||want|| over all elements.
+double norm_error(const Tensor& got, const Tensor& want) {
+  const std::vector<double> a = host_f64(got), b = host_f64(want);
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff += (a[i] - b[i]) * (a[i] - b[i]), norm += b[i] * b[i];
+  return std::sqrt(diff / norm);
+}
+
+std::vector<Bf16Row> bf16_rows() {
+  std::mt19937_64 rng(11);
+  const Graph g = random_graph(300, 3000, 40, rng).with_self_loops();
+  const int64_t N = g.num_nodes(), E = g.num_edges();
+  const CsrMatrix features = CsrMatrix::from_dense(sparse_random(N, 50, rng, 0.05, DType::f32));
+  const DropoutKey key{0.4f, 9, 1}, other{0.3f, 9, 2};
+  const Tensor labels = Tensor::from_vector(std::vector<int32_t>(static_cast<size_t>(N), 2), {N});
+  const Tensor index = Tensor::from_vector<int32_t>({0, 5, 9, 17, 17, 299}, {6});
+  const ops::OutputActivation elu_out{true, 1.0, other};
+  return {
+      {"matmul",
+       [](const Inputs& in) { return ops::matmul(in[0], in[1]); },
+       {{N, 40}, {40, 64}},
+       {true, false}},
+      {"sparse_matmul",
+       [=](const Inputs& in) { return ops::sparse_matmul(features.with_values(in[0]), in[1]); },
+       {{features.nnz()}, {50, 16}},
+       {true, false}},
+      {"sparse_dropout_matmul",
+       [=](const Inputs& in) { return ops::sparse_dropout_matmul(features.with_values(in[0]), key, in[1]); },
+       {{features.nnz()}, {50, 16}},
+       {true, false}},
+      {"head_dot",
+       [](const Inputs& in) { return ops::head_dot(in[0], in[1]); },
+       {{N, 8, 8}, {8, 8}},
+       {true, false}},
+      {"dropout", [=](const Inputs& in) { return ops::dropout(in[0], key); }, {{N, 64}}, {true}},
+      {"elu_dropout", [=](const Inputs& in) { return ops::elu_dropout(in[0], 1.0, key); }, {{N, 64}}, {true}},
+      {"elu", [](const Inputs& in) { return ops::elu(in[0], 1.0); }, {{N, 64}}, {true}},
+      {"add_bias",
+       [](const Inputs& in) { return ops::add_bias(in[0], in[1]); },
+       {{N, 64}, {64}},
+       {true, false}},
+      {"add", [](const Inputs& in) { return ops::add(in[0], in[1]); }, {{N, 64}, {N, 64}}, {true, true}},
+      {"head_mean",
+       [](const Inputs& in) { return ops::head_mean(in[0], in[1]); },
+       {{N, 8, 7}, {7}},
+       {true, false}},
+      {"gat_edge_scores",
+       [=](const Inputs& in) { return ops::gat_edge_scores(g, in[0], in[1], 0.2, in[2]); },
+       {{N, 8}, {N, 8}, {E, 8}},
+       {true, true, true}},
+      {"csr_softmax_aggregate",
+       [=](const Inputs& in) { return ops::csr_softmax_aggregate(g, in[0], in[1], key); },
+       {{E, 8}, {N, 8, 8}},
+       {true, true}},
+      {"gat_attention_aggregate",
+       [=](const Inputs& in) {
+         return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, in[3], in[4], elu_out);
+       },
+       {{N, 8}, {N, 8}, {N, 8, 8}, {E, 8}, {8, 8}},
+       {true, true, true, true, false}},
+      {"gat_projected_attention",
+       [=](const Inputs& in) {
+         return ops::gat_projected_attention(g, in[0], in[1], in[2], 0.2, key, other, Tensor(), in[3],
+                                             elu_out);
+       },
+       {{N, 8, 8}, {8, 8}, {8, 8}, {64}},
+       {true, false, false, false}},
+      {"gat_linear_attention",
+       [=](const Inputs& in) {
+         return ops::gat_linear_attention(g, in[0], in[1], in[2], in[3], 0.2, key, other, Tensor(), in[4]);
+       },
+       {{N, 16}, {16, 64}, {8, 8}, {8, 8}, {64}},
+       {true, false, false, false, false}},
+      {"gatv2_attention_aggregate",
+       [=](const Inputs& in) { return ops::gatv2_attention_aggregate(g, in[0], in[1], in[2], 0.2, key); },
+       {{N, 4, 8}, {N, 4, 8}, {4, 8}},
+       {true, true, false}},
+      {"log_softmax", [](const Inputs& in) { return ops::log_softmax(in[0], 1); }, {{N, 7}}, {true}},
+      {"masked_cross_entropy",
+       [=](const Inputs& in) { return ops::masked_cross_entropy(in[0], labels, index); },
+       {{N, 7}},
+       {true}},
+      {"index_rows", [=](const Inputs& in) { return ops::index_rows(in[0], index); }, {{N, 7}}, {true}},
+  };
+}
+
+struct Bf16Run {
+  Tensor out;
+  std::vector<Tensor> grads;
+};
+
+// The row on `inputs` (as given; each becomes a leaf) with upstream gradient `g` rounded to the
+// output's dtype.
+Bf16Run run_row(const Bf16Row& row, const Inputs& inputs, const Tensor& g) {
+  Inputs leaves;
+  for (const Tensor& t : inputs) leaves.push_back(t.detach().set_requires_grad());
+  Bf16Run r{row.f(leaves), {}};
+  r.out.backward(g.to(r.out.dtype()));
+  for (const Tensor& t : leaves) r.grads.push_back(t.grad());
+  return r;
+}
+
+TEST(Bf16Ops, EachIsItsF32ResultRoundedOnceAndWithinTheToleranceOfF32) {
+  for (const Bf16Row& row : bf16_rows()) {
+    SCOPED_TRACE(row.name);
+    std::mt19937_64 rng(23);
+    Inputs f32_inputs, bf16_inputs, rounded_inputs;  // rounded: the bf16 values, in f32
+    for (size_t k = 0; k < row.shapes.size(); ++k) {
+      f32_inputs.push_back(random_tensor(row.shapes[k], rng, -1.0, 1.0, DType::f32));
+      bf16_inputs.push_back(row.activation[k] ? f32_inputs[k].to(DType::bf16) : f32_inputs[k]);
+      rounded_inputs.push_back(bf16_inputs[k].to(DType::f32));
+    }
+    const Tensor probe = row.f(f32_inputs);
+    const Tensor g = random_tensor(probe.shape(), rng, -1.0, 1.0, DType::f32);
+    const Tensor g_rounded =
+        probe.dtype() == DType::f32 && probe.dim() > 0 ? g.to(DType::bf16).to(DType::f32) : g;
+    const Bf16Run low = run_row(row, bf16_inputs, g), f32 = run_row(row, f32_inputs, g),
+                  same_inputs = run_row(row, rounded_inputs, g_rounded);
+    // The loss stays f32; every other result is stored in bf16.
+    EXPECT_EQ(low.out.dtype(), row.name == "masked_cross_entropy" ? DType::f32 : DType::bf16);
+    const Tensor expected_out =
+        low.out.dtype() == DType::bf16 ? same_inputs.out.to(DType::bf16) : same_inputs.out;
+    EXPECT_TRUE(bitwise_equal(low.out, expected_out)) << "output";
+    EXPECT_LE(rel_error(low.out, f32.out), kBf16OutputTolerance) << "output";
+    for (size_t k = 0; k < low.grads.size(); ++k) {
+      ASSERT_TRUE(low.grads[k].defined()) << "input " << k;
+      EXPECT_EQ(low.grads[k].dtype(), bf16_inputs[k].dtype()) << "input " << k;
+      EXPECT_TRUE(bitwise_equal(low.grads[k], same_inputs.grads[k].to(bf16_inputs[k].dtype())))
+          << "grad of input " << k;
+      EXPECT_LE(norm_error(low.grads[k], f32.grads[k]), kBf16GradientTolerance) << "grad of input " << k;
+    }
+  }
+}
+
+// Where an op's CUDA kernels do not read bf16 yet, bf16 on CUDA is an error, never garbage.
+TEST(Bf16Ops, OnCudaAnOpWithoutBf16KernelsSaysSo) {
+  GAT_SKIP_WITHOUT_CUDA();
+  const Tensor x = Tensor::full({4, 3}, 1.0, DType::bf16, Device::cuda);
+  expect_error(
+      [&] {
+        ops::matmul(x, Tensor::full({3, 2}, 1.0, DType::f32, Device::cuda));
+      },
+      {"bf16 on CUDA is not supported yet by matmul"});
+  expect_error([&] { ops::elu(x, 1.0); }, {"bf16 on CUDA is not supported yet by elu"});
+}
