@@ -89,10 +89,10 @@ void GATConfig::validate(const std::string& where) const {
 }
 
 io::Metadata GATConfig::to_metadata() const {
-  io::Metadata m{
-      {kDtype, dtype_name(dtype)},
-      {kPrecision, dtype_name(precision)},
-      {kFillValue, fill_value.name()}, {kLayer, attention_layer_name(layer)}};
+  io::Metadata m{{kDtype, dtype_name(dtype)},
+                 {kPrecision, dtype_name(precision)},
+                 {kFillValue, fill_value.name()},
+                 {kLayer, attention_layer_name(layer)}};
   detail::for_each_field(kNumericFields, [&](const auto& f) { detail::write_field(f, *this, m); });
   return m;
 }
