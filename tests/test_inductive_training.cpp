@@ -168,6 +168,10 @@ TEST(GatTrainInductive, AMultiGraphDatasetGetsThePapersRecipe) {
     EXPECT_NE(why.find(std::string(flag) + " with --dataset ppi"), std::string::npos) << flag << ": " << why;
   }
   EXPECT_NE(usage_error({"--dataset", "ppi", "--no-cuda-graphs"}).find("--cuda-graphs"), std::string::npos);
+  // The inductive model has no bf16 path: the flag was read and silently ignored.
+  EXPECT_NE(
+      usage_error({"--dataset", "synthetic-ppi:4:50:0", "--precision", "bf16"}).find("--precision with"),
+      std::string::npos);
 }
 
 TEST(GatTrainInductive, TrainsAndReportsMicroF1) {

@@ -56,11 +56,11 @@ const char* const kTrainingOnly[] = {
     "--checkpoint", "--checkpoint-every", "--resume", "--save",         "--batch-size", "--fanouts"};
 
 // The flags that mean nothing to the inductive model and its runs (no dropout, one layer kind,
-// dense features, no CUDA graphs, no checkpoints): refused with a multi-graph dataset.
+// dense features, f32 only, no CUDA graphs, no checkpoints): refused with a multi-graph dataset.
 const char* const kNotInductive[] = {
-    "--model",      "--dropout", "--value-dropout", "--fill-value", "--sparse-below",     "--fanouts",
-    "--save",       "--load",    "--log",           "--checkpoint", "--checkpoint-every", "--resume",
-    "--cuda-graphs"};
+    "--model",       "--dropout",  "--value-dropout", "--fill-value", "--sparse-below",     "--fanouts",
+    "--save",        "--load",     "--log",           "--checkpoint", "--checkpoint-every", "--resume",
+    "--cuda-graphs", "--precision"};
 
 // The inductive model's defaults (the paper's PPI recipe) where the flags are left out, and its
 // refusals.
