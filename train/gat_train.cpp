@@ -271,6 +271,17 @@ void check_resumed_run(const Flags& flags, const io::Metadata& run, const io::Me
             "; give the interrupted run's flags and dataset (only --epochs may differ)");
 }
 
+// A run's closing line: its test score at the remembered epoch ("acc", or "micro-F1" for the
+// inductive model, whose TrainResult holds micro-F1 where it holds accuracy).
+void print_run(const Flags& flags, int64_t run, uint64_t seed, const TrainResult& r, const char* score) {
+  std::printf(
+      "run %lld/%lld seed %llu: test %s %.4f at epoch %lld (val %s %.4f, loss %.4f), %lld epochs, %.2f "
+      "ms/step\n",
+      static_cast<long long>(run) + 1, static_cast<long long>(flags.runs),
+      static_cast<unsigned long long>(seed), score, r.test_acc, static_cast<long long>(r.best_epoch), score,
+      r.val_acc, r.val_loss, static_cast<long long>(r.epochs), r.train_step_ms);
+}
+
 int train_runs(const Flags& flags, Device device) {
   check_outputs(flags);  // before anything is read or written
   GAT_CHECK(flags.runs == 1 || (flags.checkpoint.empty() && flags.resume.empty()),
@@ -386,13 +397,7 @@ int train_runs(const Flags& flags, Device device) {
     results.push_back(r);
     if (r.cuda_graphs_note.rfind("not recorded", 0) == 0 || r.cuda_graphs_note.rfind("dropped", 0) == 0)
       std::fprintf(stderr, "gat_train: CUDA graphs %s; the steps ran eagerly\n", r.cuda_graphs_note.c_str());
-    if (!flags.quiet)
-      std::printf(
-          "run %lld/%lld seed %llu: test acc %.4f at epoch %lld (val acc %.4f, loss %.4f), "
-          "%lld epochs, %.2f ms/step\n",
-          static_cast<long long>(run) + 1, static_cast<long long>(flags.runs),
-          static_cast<unsigned long long>(seed), r.test_acc, static_cast<long long>(r.best_epoch), r.val_acc,
-          r.val_loss, static_cast<long long>(r.epochs), r.train_step_ms);
+    if (!flags.quiet) print_run(flags, run, seed, r, "acc");
     if (run == 0 && !flags.save.empty()) {
       CheckpointInfo saved = run_info;
       saved.seed = seed;
@@ -497,13 +502,7 @@ int train_inductive_runs(const Flags& flags, Device device) {
     f1s.push_back(r.test_acc);
     epochs.push_back(static_cast<double>(r.epochs));
     step_ms.push_back(r.train_step_ms);
-    if (!flags.quiet)
-      std::printf(
-          "run %lld/%lld seed %llu: test micro-F1 %.4f at epoch %lld (val micro-F1 %.4f, loss %.4f), "
-          "%lld epochs, %.2f ms/step\n",
-          static_cast<long long>(run) + 1, static_cast<long long>(flags.runs),
-          static_cast<unsigned long long>(seed), r.test_acc, static_cast<long long>(r.best_epoch), r.val_acc,
-          r.val_loss, static_cast<long long>(r.epochs), r.train_step_ms);
+    if (!flags.quiet) print_run(flags, run, seed, r, "micro-F1");
   }
   const auto [f1_mean, f1_std] = mean_std(f1s);
   if (!flags.quiet)
