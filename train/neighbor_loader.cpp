@@ -45,7 +45,8 @@ struct NeighborLoader::Staging {
     Tensor pinned = Tensor::from_blob(buffer->data(), shape, table.dtype(), Device::cpu);
     const int64_t row_words = shape_numel(shape) / std::max<int64_t>(shape[0], 1) *
                               static_cast<int64_t>(dtype_size(table.dtype())) / 4;
-    ops::kernels::gather_rows(table, ops::RowIndex(index_of(rows)), row_words, pinned);
+    ops::kernels::gather_rows(table, ops::RowIndex::gather_only(index_of(rows), Device::cpu), row_words,
+                              pinned);
     Tensor on_device = Tensor::empty(shape, table.dtype(), Device::cuda, "mini-batch rows");
     buffer->copy_to_device(on_device.raw_data(), bytes);
     return on_device;
