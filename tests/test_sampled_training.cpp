@@ -231,9 +231,10 @@ TEST(NeighborLoader, BadInputIsRefused) {
       {"x", "(200, F)"});
 }
 
-// The layer-wise inference is the full-graph forward: over one chunk of all nodes each block is
-// the graph itself (local ids are global ones), so bit for bit; over chunks of 7 the blocks are
-// bipartite and a node's in-edges are summed in local order, so to rounding (1e-12 in f64).
+// The layer-wise inference is the full-graph forward: with chunks of N or more nodes (the
+// default) each layer runs on the graph itself, so bit for bit; over chunks of 7, and of N - 1
+// (a chunk of all but the last node, then one of it alone), the blocks are bipartite and a
+// node's in-edges are summed in local order, so to rounding (1e-12 in f64).
 TEST(LayerwiseInference, EqualsTheFullGraphForward) {
   const Dataset data = f64_dataset_with_edge_features();
   const Dataset looped = with_self_loops(data);
@@ -248,10 +249,35 @@ TEST(LayerwiseInference, EqualsTheFullGraphForward) {
       full = model.forward(Features(data.x), looped.graph, none, looped.edge_attr);  // (N, C)
     }
     const int64_t n = data.graph.num_dst_nodes();
-    const Tensor one_chunk = layerwise_inference(model, data.graph, data.x, data.edge_attr, n, Device::cpu);
-    EXPECT_TRUE(bitwise_equal(one_chunk, full)) << attention_layer_name(layer);
-    expect_close(layerwise_inference(model, data.graph, data.x, data.edge_attr, 7, Device::cpu), full,
-                 attention_layer_name(layer), 1e-12);
+    for (int64_t whole : {n, SampledTraining{}.inference_batch_size})
+      EXPECT_TRUE(bitwise_equal(
+          layerwise_inference(model, data.graph, data.x, data.edge_attr, whole, Device::cpu), full))
+          << attention_layer_name(layer) << " in chunks of " << whole;
+    for (int64_t chunk : {int64_t{7}, n - 1})
+      expect_close(layerwise_inference(model, data.graph, data.x, data.edge_attr, chunk, Device::cpu), full,
+                   attention_layer_name(layer), 1e-12);
+  }
+}
+
+// On CUDA the inference gives the CPU's logits: whole (each layer on the graph on the device,
+// layer 1's outputs kept there) and in chunks of 7 (each chunk's rows copied there and back).
+using CudaLayerwiseInference = CudaVsCpuTest;
+
+TEST_F(CudaLayerwiseInference, GivesTheCpuLogitsWholeAndInChunks) {
+  const Dataset data = f64_dataset_with_edge_features();
+  for (AttentionLayer layer : {AttentionLayer::gat, AttentionLayer::gatv2}) {
+    Generator init(5);
+    GAT model(small_config(data, layer, DType::f64, 0.6), init);
+    for (int64_t chunk : {SampledTraining{}.inference_batch_size, int64_t{7}}) {
+      model.to(Device::cpu);
+      const Tensor on_cpu =
+          layerwise_inference(model, data.graph, data.x, data.edge_attr, chunk, Device::cpu);
+      model.to(Device::cuda);
+      const Tensor on_cuda =
+          layerwise_inference(model, data.graph, data.x, data.edge_attr, chunk, Device::cuda);
+      EXPECT_EQ(on_cuda.device(), Device::cpu);
+      expect_close(on_cuda, on_cpu, attention_layer_name(layer), 1e-12);
+    }
   }
 }
 

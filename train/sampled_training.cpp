@@ -56,8 +56,19 @@ Tensor layerwise_inference(GAT& model, const Graph& graph, const Tensor& x, cons
   autograd::NoGradGuard no_grad;
   model.eval();
   Generator none = Generator::refusing("layerwise_inference");
-  const NeighborSampler full(graph, NeighborSamplerOptions{{-1}, false, 0});  // every in-edge
   const int64_t n = graph.num_dst_nodes();
+  if (batch_size >= n) {
+    // One chunk of every node: its block would be the graph itself, bit for bit (every row's
+    // in-edges in the graph's order, local ids the global ones), so each layer runs on the graph,
+    // copied to the device once, and layer 1's outputs stay there for layer 2.
+    const Graph on_device = graph.to(device);
+    const Tensor attr = edge_attr.defined() ? edge_attr.to(device) : Tensor();
+    Tensor h = x.to(device);  // (N, width) the current layer's inputs
+    for (int layer = 1; layer <= GAT::kLayers; ++layer)
+      h = model.forward_layer(layer, h, on_device, none, attr);
+    return h.to(Device::cpu);  // (N, num_classes)
+  }
+  const NeighborSampler full(graph, NeighborSamplerOptions{{-1}, false, 0});  // every in-edge
   Tensor h = x;  // (N, width) the current layer's inputs, on the host
   for (int layer = 1; layer <= GAT::kLayers; ++layer) {
     Tensor out;  // (N, layer's width) on the host, made with the first chunk
