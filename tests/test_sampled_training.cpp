@@ -316,6 +316,39 @@ TEST(SampledTraining, AFullFanoutStepHasTheFullBatchGradient) {
   }
 }
 
+// The loop starts the loader's next epoch before its evaluation; its epochs are still the
+// loader's epochs 0, 1, 2 in order: each epoch's training loss is that of sampled_step over the
+// loader's epoch e - 1, bit for bit (the shuffles differ from epoch to epoch).
+TEST(SampledTraining, EpochsTakeTheLoadersEpochsInOrder) {
+  const Dataset data = small_training_dataset();
+  SampledTraining sampled;
+  sampled.loader = loader_options(8, {5, 5});
+  TrainOptions options;
+  options.max_epochs = 3;
+  options.patience = 100;
+  options.lr = 0.05;
+  std::vector<double> losses;
+  {
+    Generator gen(2);
+    GAT model(small_config(data, AttentionLayer::gat, DType::f32, 0.3), gen);
+    train_node_classifier_sampled(model, data, options, sampled, Device::cpu, gen,
+                                  [&](const EpochStats& s) { losses.push_back(s.loss); });
+  }
+  ASSERT_EQ(losses.size(), 3u);
+  Generator gen(2);
+  GAT model(small_config(data, AttentionLayer::gat, DType::f32, 0.3), gen);
+  const std::unique_ptr<Optimizer> optimizer = make_run_optimizer(model, options);
+  NeighborLoader loader(data.graph, data.x, data.y, data.edge_attr, data.train_index.to_vector<int32_t>(),
+                        sampled.loader, Device::cpu);
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    loader.start_epoch(epoch);
+    StepTotals totals;
+    while (std::optional<MiniBatch> batch = loader.next())
+      sampled_step(model, *batch, *optimizer, gen, totals);
+    EXPECT_EQ(totals.loss_sum / totals.rows, losses[static_cast<size_t>(epoch)]) << "epoch " << epoch + 1;
+  }
+}
+
 TEST(SampledTraining, TrainsReproduciblyForAnyThreadCountAndRefusesWhatItCannotDo) {
   const Dataset data = small_training_dataset();
   SampledTraining sampled;

@@ -69,7 +69,8 @@ NeighborLoader::NeighborLoader(Graph graph, Tensor x, Tensor y, Tensor edge_attr
       seeds_(std::move(seeds)),
       options_(std::move(options)),
       device_(device),
-      threads_(omp_get_max_threads()) {
+      threads_(omp_get_max_threads()),
+      staging_(device == Device::cuda ? 2 : 0) {
   options_.validate();
   const Graph& g = sampler_.graph();
   const int64_t n = g.num_dst_nodes();
@@ -155,11 +156,10 @@ void NeighborLoader::start_epoch(int64_t epoch) {
     try {
       const std::vector<int32_t> order = epoch_order(epoch);
       const bool on_cuda = device_ == Device::cuda;
-      std::vector<Staging> staging(on_cuda ? 2 : 0);  // two batches' buffers take turns
-      std::optional<cuda::OnOwnStream> own_stream;    // left first: waits for the copies
+      std::optional<cuda::OnOwnStream> own_stream;  // left first: waits for the copies
       if (on_cuda) own_stream.emplace();
       for (int64_t b = 0; b < num_batches(); ++b) {
-        MiniBatch batch = on_cuda ? make_device_batch(epoch, b, order, staging[static_cast<size_t>(b % 2)])
+        MiniBatch batch = on_cuda ? make_device_batch(epoch, b, order, staging_[static_cast<size_t>(b % 2)])
                                   : make_batch(epoch, b, order);
         std::unique_lock<std::mutex> lock(mutex_);
         changed_.wait(lock, [&] { return stop_ || static_cast<int64_t>(ready_.size()) < options_.prefetch; });

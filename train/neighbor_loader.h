@@ -9,7 +9,8 @@
 // it samples there (on the device when sample_on_device, with the graph's CSR there), gathers
 // the feature and label rows into page-locked buffers and queues their copies with the blocks'
 // after them; next() makes the main stream wait for that batch's copies (an event), not the
-// host. Two page-locked buffers take turns, each reused once the copies out of it have run.
+// host. Two page-locked buffers take turns, each reused once the copies out of it have run, and
+// kept for the next epoch.
 //
 // What the thread and the caller share: the sampler and the host tensors (read only, never
 // written after the loader is made) and the queue of finished batches (under a mutex). The
@@ -108,6 +109,9 @@ class NeighborLoader {
   NeighborLoaderOptions options_;
   Device device_;
   int threads_ = 1;  // OpenMP threads of the caller, for the thread's parallel loops
+  // A CUDA loader's two page-locked buffer pairs, taking turns by batch: the thread's alone, kept
+  // from epoch to epoch (page-locked allocations take milliseconds).
+  std::vector<Staging> staging_;
 
   std::thread worker_;
   std::mutex mutex_;

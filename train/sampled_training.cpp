@@ -118,12 +118,16 @@ TrainResult train_node_classifier_sampled(GAT& model, const Dataset& data, const
   EpochLoop loop(model, options);
   double step_ms_total = 0;
   int64_t steps = 0;
+  loader.start_epoch(0);
   for (int64_t epoch = 1; epoch <= options.max_epochs; ++epoch) {
     const Clock::time_point start = Clock::now();
-    loader.start_epoch(epoch - 1);
     StepTotals totals;
     while (std::optional<MiniBatch> batch = loader.next())
       sampled_step(model, *batch, *loop.optimizer, gen, totals);
+    // The next epoch's first batches are made during this one's evaluation (its loader epoch is
+    // `epoch`, counted from 0), not after it: with few batches an epoch (Cora's one) the first
+    // step would otherwise wait for its batch.
+    if (epoch < options.max_epochs) loader.start_epoch(epoch);
     EpochStats stats;
     stats.epoch = epoch;
     stats.step_ms = ms_since(start);
