@@ -37,8 +37,10 @@ void sampled_step(GAT& model, const MiniBatch& batch, Optimizer& optimizer, Gene
                   StepTotals& totals) {
   model.train();
   optimizer.zero_grad();
+  // Made before the forward is queued: on CUDA its copy waits for the main stream, which would
+  // otherwise hold the host until the forward has run, between its launches and the backward's.
+  const Tensor rows = all_rows(batch.y.size(0), batch.y.device());                    // (B,)
   const Tensor logits = model.forward(batch.x, batch.blocks, gen, batch.edge_attrs);  // (B, C)
-  const Tensor rows = all_rows(logits.size(0), logits.device());
   ops::masked_cross_entropy(logits, batch.y, rows).backward();
   optimizer.step();
   optimizer.zero_grad();
@@ -60,9 +62,12 @@ Tensor layerwise_inference(GAT& model, const Graph& graph, const Tensor& x, cons
   if (batch_size >= n) {
     // One chunk of every node: its block would be the graph itself, bit for bit (every row's
     // in-edges in the graph's order, local ids the global ones), so each layer runs on the graph,
-    // copied to the device once, and layer 1's outputs stay there for layer 2.
-    const Graph on_device = graph.to(device);
-    const Tensor attr = edge_attr.defined() ? edge_attr.to(device) : Tensor();
+    // copied to the device once, and layer 1's outputs stay there for layer 2. Its self loops are
+    // added here, once, on the host: each layer would otherwise add them to the device graph,
+    // through the host.
+    const auto [looped, looped_attr] = with_self_loops(graph, edge_attr);
+    const Graph on_device = looped.to(device);
+    const Tensor attr = looped_attr.defined() ? looped_attr.to(device) : Tensor();
     Tensor h = x.to(device);  // (N, width) the current layer's inputs
     for (int layer = 1; layer <= GAT::kLayers; ++layer)
       h = model.forward_layer(layer, h, on_device, none, attr);
