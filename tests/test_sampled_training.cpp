@@ -17,6 +17,7 @@
 
 #include "cli_testing.h"
 #include "gat/framework/autograd.h"
+#include "gat/framework/neighbor_sampler.h"
 #include "gat/framework/ops/cross_entropy.h"
 #include "gat/framework/ops/index_rows.h"
 #include "gat/models/gat.h"
@@ -176,6 +177,44 @@ TEST_F(CudaNeighborLoader, BatchesAreTheHostBatchesSampledOnEitherDevice) {
       }
       EXPECT_EQ(b, loader.num_batches());
     }
+  }
+}
+
+// The loader's blocks carry the self loops the layers add, and their edge features placeholder
+// rows for them, so a step does not add them: the batch is the sampler's blocks with
+// Graph::with_self_loops, and the network's output on it is, bit for bit, its output on the
+// sampler's blocks without loops (whose loops and loop features the layers make themselves).
+TEST(NeighborLoader, BlocksCarryTheirLoopsAndGiveTheSampledBlocksOutput) {
+  const Dataset data = f64_dataset_with_edge_features();
+  const NeighborLoaderOptions options = loader_options(5, {6, 4});
+  const NeighborLoader loader(data.graph, data.x, data.y, data.edge_attr, first_nodes(20), options,
+                              Device::cpu);
+  const MiniBatch batch = loader.make_batch(0, 1, loader.epoch_order(0));
+  const NeighborSampler sampler(data.graph, {options.fanouts, options.replace, options.seed});
+  const SampledBatch sampled = sampler.sample(batch.seeds, 1);  // batch key: epoch 0, batch 1
+  std::vector<Graph> blocks;
+  std::vector<Tensor> attrs;
+  for (size_t l = 0; l < sampled.blocks.size(); ++l) {
+    const SampledBlock& block = sampled.blocks[l];
+    const Graph looped = block.graph.with_self_loops();
+    EXPECT_TRUE(batch.blocks[l].one_self_loop_per_node()) << "block " << l;
+    EXPECT_TRUE(bitwise_equal(batch.blocks[l].row_ptr(), looped.row_ptr()) &&
+                bitwise_equal(batch.blocks[l].edge_src(), looped.edge_src()))
+        << "block " << l;
+    EXPECT_GT(looped.num_edges(), block.graph.num_edges()) << "block " << l;
+    blocks.push_back(block.graph);
+    attrs.push_back(ops::index_rows(
+        data.edge_attr, Tensor::from_vector(block.edge_ids, {static_cast<int64_t>(block.edge_ids.size())})));
+  }
+  autograd::NoGradGuard no_grad;
+  Generator none = Generator::refusing("test");
+  for (AttentionLayer layer : {AttentionLayer::gat, AttentionLayer::gatv2}) {
+    Generator init(5);
+    GAT model(small_config(data, layer, DType::f64, 0.6), init);
+    model.eval();
+    EXPECT_TRUE(bitwise_equal(model.forward(batch.x, batch.blocks, none, batch.edge_attrs),
+                              model.forward(batch.x, blocks, none, attrs)))
+        << attention_layer_name(layer);
   }
 }
 

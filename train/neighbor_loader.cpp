@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "gat/framework/ops/index_rows.h"
+#include "gat/train/trainer.h"
 
 namespace gat {
 
@@ -19,6 +20,15 @@ Tensor index_of(const std::vector<int32_t>& rows) {
 // rows `rows` of the host table (N, ...) -> (K, ...) on the host.
 Tensor gather_rows(const Tensor& table, const std::vector<int32_t>& rows) {
   return ops::index_rows(table, index_of(rows));
+}
+
+// A sampled block with the self loops the layers add (Graph::with_self_loops), and its edge
+// features (rows edge_ids of edge_attr, undefined: none) with the loops' placeholder rows: added
+// here, on the loader's thread, a layer uses the block as it is instead of adding them in the step
+// (for a CUDA block, through the host).
+std::pair<Graph, Tensor> looped_block(const SampledBlock& block, const Tensor& edge_attr) {
+  return with_self_loops(block.graph,
+                         edge_attr.defined() ? gather_rows(edge_attr, block.edge_ids) : Tensor());
 }
 
 // Where the sampler's CSR lives and its draws run.
@@ -122,9 +132,10 @@ MiniBatch NeighborLoader::make_batch(int64_t epoch, int64_t batch, const std::ve
   SampledBatch sampled = sample_batch(epoch, batch, order, out.seeds);
   out.x = gather_rows(x_, sampled.input_nodes());
   out.y = gather_rows(y_, out.seeds);
-  for (SampledBlock& block : sampled.blocks) {
-    if (edge_attr_.defined()) out.edge_attrs.push_back(gather_rows(edge_attr_, block.edge_ids));
-    out.blocks.push_back(std::move(block.graph));
+  for (const SampledBlock& block : sampled.blocks) {
+    auto [graph, attr] = looped_block(block, edge_attr_);
+    if (attr.defined()) out.edge_attrs.push_back(std::move(attr));
+    out.blocks.push_back(std::move(graph));
   }
   return out;
 }
@@ -136,9 +147,10 @@ MiniBatch NeighborLoader::make_device_batch(int64_t epoch, int64_t batch, const 
   if (staging.copied) staging.copied->synchronize();  // the copies out of its buffers have run
   out.x = Staging::stage_rows(x_, sampled.input_nodes(), staging.x);
   out.y = Staging::stage_rows(y_, out.seeds, staging.y);
-  for (SampledBlock& block : sampled.blocks) {
-    if (edge_attr_.defined()) out.edge_attrs.push_back(gather_rows(edge_attr_, block.edge_ids).to(device_));
-    out.blocks.push_back(block.graph.to(device_));
+  for (const SampledBlock& block : sampled.blocks) {
+    const auto [graph, attr] = looped_block(block, edge_attr_);
+    if (attr.defined()) out.edge_attrs.push_back(attr.to(device_));
+    out.blocks.push_back(graph.to(device_));
   }
   auto copied = std::make_shared<cuda::Event>();
   copied->record();
