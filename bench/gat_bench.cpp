@@ -16,11 +16,12 @@
 //       one training step (forward, backward, Adam) and 200 epochs with evaluation
 //   gat_bench sampled --nodes N --degree D --features F --classes C --train N_TRAIN --val N_VAL
 //                     [--seed S] [--fanouts 10,10] [--batch-size 1024] [--sample-on cpu|device]
-//                     [--write DIR] [--no-eval] [--device ...]
+//                     [--write DIR] [--no-eval] [--inference-batch-size N] [--device ...]
 //       mini-batch training on a generated graph (datasets/generator.h; the features stay in
 //       host memory): the sampler alone over one epoch's batches, the loader alone (sampling,
 //       the rows' gather and copy), one training epoch (sampled_step over the loader's batches)
-//       and, unless --no-eval, its test accuracy from the exact layer-wise inference. --write DIR first
+//       and, unless --no-eval, its test accuracy from the exact layer-wise inference (in chunks of
+//       --inference-batch-size destinations; default SampledTraining's, every node). --write DIR first
 //       writes the dataset for bench/neighbor_sampling.py's PyG side: graph.bin (as --graph), x.bin (N, F)
 //       f32, y.bin (N,) i32, train.bin, val.bin, test.bin i32 node ids
 //
@@ -312,6 +313,7 @@ struct SampledBench {
   int64_t batch_size = 1024;
   bool sample_on_device = true;
   bool evaluate = true;  // the exact layer-wise inference after the epoch
+  int64_t inference_batch_size = SampledTraining{}.inference_batch_size;
   std::string write_dir;
 };
 
@@ -410,8 +412,10 @@ nlohmann::json bench_sampled(const SampledBench& b, Device device) {
   out["peak_device_bytes"] = cuda::available() ? cuda::peak_memory_allocated() : 0;
   if (b.evaluate) {
     t0 = std::chrono::steady_clock::now();
-    const Tensor logits = layerwise_inference(model, data.graph, data.x, data.edge_attr, 65536, device);
+    const Tensor logits =
+        layerwise_inference(model, data.graph, data.x, data.edge_attr, b.inference_batch_size, device);
     out["inference_ms"] = ms_since(t0);
+    out["inference_batch_size"] = b.inference_batch_size;
     out["test_acc"] = evaluate_logits(logits, data).test.acc;
   }
   return out;
@@ -462,6 +466,8 @@ int main(int argc, char** argv) {
   sampled->add_option("--sample-on", sample_on)->check(CLI::IsMember({"cpu", "device"}));
   sampled->add_option("--write", sampled_bench.write_dir, "write the dataset here for PyG");
   sampled->add_flag("!--no-eval", sampled_bench.evaluate, "skip the layer-wise inference after the epoch");
+  sampled->add_option("--inference-batch-size", sampled_bench.inference_batch_size,
+                      "destinations per chunk of the layer-wise inference");
   for (auto* sub : {kernel, gatconv, gatv2conv, train, sampled})
     sub->add_option("--device", device_flag)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   CLI11_PARSE(app, argc, argv);

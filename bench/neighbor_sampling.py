@@ -12,7 +12,9 @@ class-correlated features), keeps the features in host memory and measures, in t
 - the loader alone: sampling, the rows' gather into page-locked memory and their copies;
 - one training epoch: a step per batch (the paper's two-layer GAT, 8 heads x 8, dropout 0.6,
   Adam lr 0.005, weight decay 5e-4, no value dropout: PyG's GATConv has none);
-- the test accuracy after it, by the exact layer-wise inference (every in-edge).
+- the test accuracy after it, by the exact layer-wise inference (every in-edge; by default each
+  layer on the whole graph at once, --inference-batch-size N for chunks of N destinations, as
+  PyG's side always runs in chunks of 65,536).
 
 --mode products (the default): ogbn-products' shape. 2,449,029 nodes, degree 24 before
 deduplication (about 60M directed edges after it), 100 features, 47 classes, 196,615 training
@@ -68,6 +70,8 @@ def run_ours(args, spec, write_dir):
         cmd += ["--write", write_dir]
     if args.mode == "large":
         cmd.append("--no-eval")
+    if args.inference_batch_size:
+        cmd += ["--inference-batch-size", str(args.inference_batch_size)]
     print("ours:", " ".join(cmd), file=sys.stderr, flush=True)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -178,6 +182,8 @@ def main():
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sample-on", choices=["device", "cpu"], default="device", help="where ours samples")
+    ap.add_argument("--inference-batch-size", type=int,
+                    help="ours: destinations per chunk of the inference (default: the whole graph at once)")
     ap.add_argument("--pyg-workers", type=int, default=8, help="NeighborLoader's num_workers")
     ap.add_argument("--no-pyg", action="store_true", help="ours only")
     args = ap.parse_args()

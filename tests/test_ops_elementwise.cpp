@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "gat/framework/autograd.h"
 #include "gat/framework/ops/activations.h"
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/batch_norm.h"
@@ -34,6 +35,7 @@
 #include "gat/framework/ops/narrow.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/ops/reshape.h"
+#include "gat/framework/ops/scatter_add.h"
 #include "gat/framework/ops/sparse_dropout.h"
 #include "gat/framework/ops/transpose.h"
 #include "gat/framework/ops/unary.h"
@@ -240,6 +242,35 @@ TEST(OpsValues, IndexRowsGathersAndScattersRepeatsInOrder) {
   // No indices: an empty result of the right shape.
   Tensor none = ops::index_rows(x, Tensor::zeros({0}, DType::i32));
   EXPECT_EQ(none.shape(), (Shape{0, 2}));
+}
+
+// A gather-only plan (RowIndex::gather_only: no sort for the backward) gathers as the full one
+// and checks the same, but serves no backward: index_rows refuses it for an x that needs a
+// gradient, scatter_add always. index_rows(x, Tensor) builds one only without a gradient to record.
+TEST(OpsValues, AGatherOnlyRowIndexGathersButServesNoBackward) {
+  Tensor x = f64({0, 1, 10, 11, 20, 21, 30, 31}, {4, 2});
+  Tensor index = Tensor::from_vector<int32_t>({2, 0, 2, 3}, {4});
+  const ops::RowIndex plan = ops::RowIndex::gather_only(index, Device::cpu);
+  EXPECT_FALSE(plan.has_backward_plan());
+  EXPECT_TRUE(ops::RowIndex(index).has_backward_plan());
+  EXPECT_EQ(plan.max_index(), 3);
+  EXPECT_EQ(plan.max_position(), 3);
+  EXPECT_EQ(ops::index_rows(x, plan).to_vector<double>(),
+            (std::vector<double>{20, 21, 0, 1, 20, 21, 30, 31}));
+  expect_error([&] { ops::index_rows(x.rows(0, 3), plan); }, {"index 3", "length 3"});
+  expect_error([&] { ops::index_rows(x.detach().set_requires_grad(), plan); },
+               {"index_rows", "needs a gradient", "gather_only"});
+  expect_error([&] { ops::scatter_add(x, plan, 4); }, {"scatter_add", "gather_only"});
+  expect_error(
+      [&] {
+        ops::RowIndex::gather_only(Tensor::from_vector<int32_t>({1, -2}, {2}), Device::cpu);
+      },
+      {"index -2", "position 1", "negative"});
+  expect_error([&] { ops::RowIndex::gather_only(f64({1}, {1}), Device::cpu); }, {"index_rows", "index"});
+  // Under NoGradGuard an x that requires grad records nothing, so the Tensor overload gathers.
+  autograd::NoGradGuard no_grad;
+  EXPECT_EQ(ops::index_rows(x.detach().set_requires_grad(), index).to_vector<double>(),
+            (std::vector<double>{20, 21, 0, 1, 20, 21, 30, 31}));
 }
 
 TEST(OpsValues, MaskToIndex) {

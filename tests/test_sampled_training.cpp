@@ -17,6 +17,7 @@
 
 #include "cli_testing.h"
 #include "gat/framework/autograd.h"
+#include "gat/framework/neighbor_sampler.h"
 #include "gat/framework/ops/cross_entropy.h"
 #include "gat/framework/ops/index_rows.h"
 #include "gat/models/gat.h"
@@ -179,6 +180,44 @@ TEST_F(CudaNeighborLoader, BatchesAreTheHostBatchesSampledOnEitherDevice) {
   }
 }
 
+// The loader's blocks carry the self loops the layers add, and their edge features placeholder
+// rows for them, so a step does not add them: the batch is the sampler's blocks with
+// Graph::with_self_loops, and the network's output on it is, bit for bit, its output on the
+// sampler's blocks without loops (whose loops and loop features the layers make themselves).
+TEST(NeighborLoader, BlocksCarryTheirLoopsAndGiveTheSampledBlocksOutput) {
+  const Dataset data = f64_dataset_with_edge_features();
+  const NeighborLoaderOptions options = loader_options(5, {6, 4});
+  const NeighborLoader loader(data.graph, data.x, data.y, data.edge_attr, first_nodes(20), options,
+                              Device::cpu);
+  const MiniBatch batch = loader.make_batch(0, 1, loader.epoch_order(0));
+  const NeighborSampler sampler(data.graph, {options.fanouts, options.replace, options.seed});
+  const SampledBatch sampled = sampler.sample(batch.seeds, 1);  // batch key: epoch 0, batch 1
+  std::vector<Graph> blocks;
+  std::vector<Tensor> attrs;
+  for (size_t l = 0; l < sampled.blocks.size(); ++l) {
+    const SampledBlock& block = sampled.blocks[l];
+    const Graph looped = block.graph.with_self_loops();
+    EXPECT_TRUE(batch.blocks[l].one_self_loop_per_node()) << "block " << l;
+    EXPECT_TRUE(bitwise_equal(batch.blocks[l].row_ptr(), looped.row_ptr()) &&
+                bitwise_equal(batch.blocks[l].edge_src(), looped.edge_src()))
+        << "block " << l;
+    EXPECT_GT(looped.num_edges(), block.graph.num_edges()) << "block " << l;
+    blocks.push_back(block.graph);
+    attrs.push_back(ops::index_rows(
+        data.edge_attr, Tensor::from_vector(block.edge_ids, {static_cast<int64_t>(block.edge_ids.size())})));
+  }
+  autograd::NoGradGuard no_grad;
+  Generator none = Generator::refusing("test");
+  for (AttentionLayer layer : {AttentionLayer::gat, AttentionLayer::gatv2}) {
+    Generator init(5);
+    GAT model(small_config(data, layer, DType::f64, 0.6), init);
+    model.eval();
+    EXPECT_TRUE(bitwise_equal(model.forward(batch.x, batch.blocks, none, batch.edge_attrs),
+                              model.forward(batch.x, blocks, none, attrs)))
+        << attention_layer_name(layer);
+  }
+}
+
 TEST(NeighborLoader, ABatchLargerThanTheSeedsAndOneSeed) {
   const Dataset data = small_training_dataset();
   NeighborLoader all = make_loader(data, loader_options(1000, {-1, 2}));
@@ -231,9 +270,10 @@ TEST(NeighborLoader, BadInputIsRefused) {
       {"x", "(200, F)"});
 }
 
-// The layer-wise inference is the full-graph forward: over one chunk of all nodes each block is
-// the graph itself (local ids are global ones), so bit for bit; over chunks of 7 the blocks are
-// bipartite and a node's in-edges are summed in local order, so to rounding (1e-12 in f64).
+// The layer-wise inference is the full-graph forward: with chunks of N or more nodes (the
+// default) each layer runs on the graph itself, so bit for bit; over chunks of 7, and of N - 1
+// (a chunk of all but the last node, then one of it alone), the blocks are bipartite and a
+// node's in-edges are summed in local order, so to rounding (1e-12 in f64).
 TEST(LayerwiseInference, EqualsTheFullGraphForward) {
   const Dataset data = f64_dataset_with_edge_features();
   const Dataset looped = with_self_loops(data);
@@ -248,10 +288,35 @@ TEST(LayerwiseInference, EqualsTheFullGraphForward) {
       full = model.forward(Features(data.x), looped.graph, none, looped.edge_attr);  // (N, C)
     }
     const int64_t n = data.graph.num_dst_nodes();
-    const Tensor one_chunk = layerwise_inference(model, data.graph, data.x, data.edge_attr, n, Device::cpu);
-    EXPECT_TRUE(bitwise_equal(one_chunk, full)) << attention_layer_name(layer);
-    expect_close(layerwise_inference(model, data.graph, data.x, data.edge_attr, 7, Device::cpu), full,
-                 attention_layer_name(layer), 1e-12);
+    for (int64_t whole : {n, SampledTraining{}.inference_batch_size})
+      EXPECT_TRUE(bitwise_equal(
+          layerwise_inference(model, data.graph, data.x, data.edge_attr, whole, Device::cpu), full))
+          << attention_layer_name(layer) << " in chunks of " << whole;
+    for (int64_t chunk : {int64_t{7}, n - 1})
+      expect_close(layerwise_inference(model, data.graph, data.x, data.edge_attr, chunk, Device::cpu), full,
+                   attention_layer_name(layer), 1e-12);
+  }
+}
+
+// On CUDA the inference gives the CPU's logits: whole (each layer on the graph on the device,
+// layer 1's outputs kept there) and in chunks of 7 (each chunk's rows copied there and back).
+using CudaLayerwiseInference = CudaVsCpuTest;
+
+TEST_F(CudaLayerwiseInference, GivesTheCpuLogitsWholeAndInChunks) {
+  const Dataset data = f64_dataset_with_edge_features();
+  for (AttentionLayer layer : {AttentionLayer::gat, AttentionLayer::gatv2}) {
+    Generator init(5);
+    GAT model(small_config(data, layer, DType::f64, 0.6), init);
+    for (int64_t chunk : {SampledTraining{}.inference_batch_size, int64_t{7}}) {
+      model.to(Device::cpu);
+      const Tensor on_cpu =
+          layerwise_inference(model, data.graph, data.x, data.edge_attr, chunk, Device::cpu);
+      model.to(Device::cuda);
+      const Tensor on_cuda =
+          layerwise_inference(model, data.graph, data.x, data.edge_attr, chunk, Device::cuda);
+      EXPECT_EQ(on_cuda.device(), Device::cpu);
+      expect_close(on_cuda, on_cpu, attention_layer_name(layer), 1e-12);
+    }
   }
 }
 
@@ -287,6 +352,39 @@ TEST(SampledTraining, AFullFanoutStepHasTheFullBatchGradient) {
     for (size_t i = 0; i < full.size(); ++i)
       expect_close(named[i].second.grad(), full[i],
                    std::string(attention_layer_name(layer)) + " " + named[i].first, 1e-10);
+  }
+}
+
+// The loop starts the loader's next epoch before its evaluation; its epochs are still the
+// loader's epochs 0, 1, 2 in order: each epoch's training loss is that of sampled_step over the
+// loader's epoch e - 1, bit for bit (the shuffles differ from epoch to epoch).
+TEST(SampledTraining, EpochsTakeTheLoadersEpochsInOrder) {
+  const Dataset data = small_training_dataset();
+  SampledTraining sampled;
+  sampled.loader = loader_options(8, {5, 5});
+  TrainOptions options;
+  options.max_epochs = 3;
+  options.patience = 100;
+  options.lr = 0.05;
+  std::vector<double> losses;
+  {
+    Generator gen(2);
+    GAT model(small_config(data, AttentionLayer::gat, DType::f32, 0.3), gen);
+    train_node_classifier_sampled(model, data, options, sampled, Device::cpu, gen,
+                                  [&](const EpochStats& s) { losses.push_back(s.loss); });
+  }
+  ASSERT_EQ(losses.size(), 3u);
+  Generator gen(2);
+  GAT model(small_config(data, AttentionLayer::gat, DType::f32, 0.3), gen);
+  const std::unique_ptr<Optimizer> optimizer = make_run_optimizer(model, options);
+  NeighborLoader loader(data.graph, data.x, data.y, data.edge_attr, data.train_index.to_vector<int32_t>(),
+                        sampled.loader, Device::cpu);
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    loader.start_epoch(epoch);
+    StepTotals totals;
+    while (std::optional<MiniBatch> batch = loader.next())
+      sampled_step(model, *batch, *optimizer, gen, totals);
+    EXPECT_EQ(totals.loss_sum / totals.rows, losses[static_cast<size_t>(epoch)]) << "epoch " << epoch + 1;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "gat/framework/ops/index_rows.h"
+#include "gat/train/trainer.h"
 
 namespace gat {
 
@@ -19,6 +20,15 @@ Tensor index_of(const std::vector<int32_t>& rows) {
 // rows `rows` of the host table (N, ...) -> (K, ...) on the host.
 Tensor gather_rows(const Tensor& table, const std::vector<int32_t>& rows) {
   return ops::index_rows(table, index_of(rows));
+}
+
+// A sampled block with the self loops the layers add (Graph::with_self_loops), and its edge
+// features (rows edge_ids of edge_attr, undefined: none) with the loops' placeholder rows: added
+// here, on the loader's thread, a layer uses the block as it is instead of adding them in the step
+// (for a CUDA block, through the host).
+std::pair<Graph, Tensor> looped_block(const SampledBlock& block, const Tensor& edge_attr) {
+  return with_self_loops(block.graph,
+                         edge_attr.defined() ? gather_rows(edge_attr, block.edge_ids) : Tensor());
 }
 
 // Where the sampler's CSR lives and its draws run.
@@ -45,7 +55,8 @@ struct NeighborLoader::Staging {
     Tensor pinned = Tensor::from_blob(buffer->data(), shape, table.dtype(), Device::cpu);
     const int64_t row_words = shape_numel(shape) / std::max<int64_t>(shape[0], 1) *
                               static_cast<int64_t>(dtype_size(table.dtype())) / 4;
-    ops::kernels::gather_rows(table, ops::RowIndex(index_of(rows)), row_words, pinned);
+    ops::kernels::gather_rows(table, ops::RowIndex::gather_only(index_of(rows), Device::cpu), row_words,
+                              pinned);
     Tensor on_device = Tensor::empty(shape, table.dtype(), Device::cuda, "mini-batch rows");
     buffer->copy_to_device(on_device.raw_data(), bytes);
     return on_device;
@@ -68,7 +79,8 @@ NeighborLoader::NeighborLoader(Graph graph, Tensor x, Tensor y, Tensor edge_attr
       seeds_(std::move(seeds)),
       options_(std::move(options)),
       device_(device),
-      threads_(omp_get_max_threads()) {
+      threads_(omp_get_max_threads()),
+      staging_(device == Device::cuda ? 2 : 0) {
   options_.validate();
   const Graph& g = sampler_.graph();
   const int64_t n = g.num_dst_nodes();
@@ -120,9 +132,10 @@ MiniBatch NeighborLoader::make_batch(int64_t epoch, int64_t batch, const std::ve
   SampledBatch sampled = sample_batch(epoch, batch, order, out.seeds);
   out.x = gather_rows(x_, sampled.input_nodes());
   out.y = gather_rows(y_, out.seeds);
-  for (SampledBlock& block : sampled.blocks) {
-    if (edge_attr_.defined()) out.edge_attrs.push_back(gather_rows(edge_attr_, block.edge_ids));
-    out.blocks.push_back(std::move(block.graph));
+  for (const SampledBlock& block : sampled.blocks) {
+    auto [graph, attr] = looped_block(block, edge_attr_);
+    if (attr.defined()) out.edge_attrs.push_back(std::move(attr));
+    out.blocks.push_back(std::move(graph));
   }
   return out;
 }
@@ -134,9 +147,10 @@ MiniBatch NeighborLoader::make_device_batch(int64_t epoch, int64_t batch, const 
   if (staging.copied) staging.copied->synchronize();  // the copies out of its buffers have run
   out.x = Staging::stage_rows(x_, sampled.input_nodes(), staging.x);
   out.y = Staging::stage_rows(y_, out.seeds, staging.y);
-  for (SampledBlock& block : sampled.blocks) {
-    if (edge_attr_.defined()) out.edge_attrs.push_back(gather_rows(edge_attr_, block.edge_ids).to(device_));
-    out.blocks.push_back(block.graph.to(device_));
+  for (const SampledBlock& block : sampled.blocks) {
+    const auto [graph, attr] = looped_block(block, edge_attr_);
+    if (attr.defined()) out.edge_attrs.push_back(attr.to(device_));
+    out.blocks.push_back(graph.to(device_));
   }
   auto copied = std::make_shared<cuda::Event>();
   copied->record();
@@ -154,11 +168,10 @@ void NeighborLoader::start_epoch(int64_t epoch) {
     try {
       const std::vector<int32_t> order = epoch_order(epoch);
       const bool on_cuda = device_ == Device::cuda;
-      std::vector<Staging> staging(on_cuda ? 2 : 0);  // two batches' buffers take turns
-      std::optional<cuda::OnOwnStream> own_stream;    // left first: waits for the copies
+      std::optional<cuda::OnOwnStream> own_stream;  // left first: waits for the copies
       if (on_cuda) own_stream.emplace();
       for (int64_t b = 0; b < num_batches(); ++b) {
-        MiniBatch batch = on_cuda ? make_device_batch(epoch, b, order, staging[static_cast<size_t>(b % 2)])
+        MiniBatch batch = on_cuda ? make_device_batch(epoch, b, order, staging_[static_cast<size_t>(b % 2)])
                                   : make_batch(epoch, b, order);
         std::unique_lock<std::mutex> lock(mutex_);
         changed_.wait(lock, [&] { return stop_ || static_cast<int64_t>(ready_.size()) < options_.prefetch; });

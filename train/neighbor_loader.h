@@ -1,15 +1,17 @@
 // NeighborLoader: the batches of sampled training (PyG's NeighborLoader, DGL's DataLoader with a
 // neighbour sampler). Each epoch the seed nodes are shuffled and cut into batches; a background
-// thread samples each batch's blocks (NeighborSampler, framework/neighbor_sampler.h) and gathers
-// the rows of the features, labels and edge features it reads, from host memory, up to
-// `prefetch` batches ahead of the training step. next() hands them over on the loader's device.
+// thread samples each batch's blocks (NeighborSampler, framework/neighbor_sampler.h), adds their
+// self loops and gathers the rows of the features, labels and edge features it reads, from host
+// memory, up to `prefetch` batches ahead of the training step. next() hands them over on the
+// loader's device.
 // So the features need not fit on the device: only a batch's rows are copied there.
 //
 // On CUDA the thread works on a stream of its own (cuda::OnOwnStream), beside the training step:
 // it samples there (on the device when sample_on_device, with the graph's CSR there), gathers
 // the feature and label rows into page-locked buffers and queues their copies with the blocks'
 // after them; next() makes the main stream wait for that batch's copies (an event), not the
-// host. Two page-locked buffers take turns, each reused once the copies out of it have run.
+// host. Two page-locked buffers take turns, each reused once the copies out of it have run, and
+// kept for the next epoch.
 //
 // What the thread and the caller share: the sampler and the host tensors (read only, never
 // written after the loader is made) and the queue of finished batches (under a mutex). The
@@ -56,11 +58,15 @@ struct NeighborLoaderOptions {
 
 // One batch, on the loader's device.
 struct MiniBatch {
-  std::vector<Graph> blocks;       // input layer first (SampledBatch::blocks' graphs)
-  std::vector<Tensor> edge_attrs;  // per block (E_l, D), rows edge_ids of edge_attr; empty without
-  Tensor x;                        // (Ns0, F) the rows of x of blocks[0]'s sources
-  Tensor y;                        // (B,) i32 the seeds' labels
-  std::vector<int32_t> seeds;      // (B,) the seeds, in the blocks' order (host)
+  // Input layer first: SampledBatch::blocks' graphs with the self loops the layers add
+  // (Graph::with_self_loops; the layers use them as they are).
+  std::vector<Graph> blocks;
+  // Per block (E_l, D) in its edge order: rows edge_ids of edge_attr, and the loops' placeholder
+  // rows (with_self_loops, train/trainer.h); empty without.
+  std::vector<Tensor> edge_attrs;
+  Tensor x;                    // (Ns0, F) the rows of x of blocks[0]'s sources
+  Tensor y;                    // (B,) i32 the seeds' labels
+  std::vector<int32_t> seeds;  // (B,) the seeds, in the blocks' order (host)
   // A CUDA batch from the thread: recorded after its copies on the thread's stream. next() makes
   // the main stream wait for it, then clears it.
   std::shared_ptr<const cuda::Event> copied;
@@ -108,6 +114,9 @@ class NeighborLoader {
   NeighborLoaderOptions options_;
   Device device_;
   int threads_ = 1;  // OpenMP threads of the caller, for the thread's parallel loops
+  // A CUDA loader's two page-locked buffer pairs, taking turns by batch: the thread's alone, kept
+  // from epoch to epoch (page-locked allocations take milliseconds).
+  std::vector<Staging> staging_;
 
   std::thread worker_;
   std::mutex mutex_;

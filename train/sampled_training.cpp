@@ -37,8 +37,10 @@ void sampled_step(GAT& model, const MiniBatch& batch, Optimizer& optimizer, Gene
                   StepTotals& totals) {
   model.train();
   optimizer.zero_grad();
+  // Made before the forward is queued: on CUDA its copy waits for the main stream, which would
+  // otherwise hold the host until the forward has run, between its launches and the backward's.
+  const Tensor rows = all_rows(batch.y.size(0), batch.y.device());                    // (B,)
   const Tensor logits = model.forward(batch.x, batch.blocks, gen, batch.edge_attrs);  // (B, C)
-  const Tensor rows = all_rows(logits.size(0), logits.device());
   ops::masked_cross_entropy(logits, batch.y, rows).backward();
   optimizer.step();
   optimizer.zero_grad();
@@ -56,8 +58,22 @@ Tensor layerwise_inference(GAT& model, const Graph& graph, const Tensor& x, cons
   autograd::NoGradGuard no_grad;
   model.eval();
   Generator none = Generator::refusing("layerwise_inference");
-  const NeighborSampler full(graph, NeighborSamplerOptions{{-1}, false, 0});  // every in-edge
   const int64_t n = graph.num_dst_nodes();
+  if (batch_size >= n) {
+    // One chunk of every node: its block would be the graph itself, bit for bit (every row's
+    // in-edges in the graph's order, local ids the global ones), so each layer runs on the graph,
+    // copied to the device once, and layer 1's outputs stay there for layer 2. Its self loops are
+    // added here, once, on the host: each layer would otherwise add them to the device graph,
+    // through the host.
+    const auto [looped, looped_attr] = with_self_loops(graph, edge_attr);
+    const Graph on_device = looped.to(device);
+    const Tensor attr = looped_attr.defined() ? looped_attr.to(device) : Tensor();
+    Tensor h = x.to(device);  // (N, width) the current layer's inputs
+    for (int layer = 1; layer <= GAT::kLayers; ++layer)
+      h = model.forward_layer(layer, h, on_device, none, attr);
+    return h.to(Device::cpu);  // (N, num_classes)
+  }
+  const NeighborSampler full(graph, NeighborSamplerOptions{{-1}, false, 0});  // every in-edge
   Tensor h = x;  // (N, width) the current layer's inputs, on the host
   for (int layer = 1; layer <= GAT::kLayers; ++layer) {
     Tensor out;  // (N, layer's width) on the host, made with the first chunk
@@ -107,12 +123,16 @@ TrainResult train_node_classifier_sampled(GAT& model, const Dataset& data, const
   EpochLoop loop(model, options);
   double step_ms_total = 0;
   int64_t steps = 0;
+  loader.start_epoch(0);
   for (int64_t epoch = 1; epoch <= options.max_epochs; ++epoch) {
     const Clock::time_point start = Clock::now();
-    loader.start_epoch(epoch - 1);
     StepTotals totals;
     while (std::optional<MiniBatch> batch = loader.next())
       sampled_step(model, *batch, *loop.optimizer, gen, totals);
+    // The next epoch's first batches are made during this one's evaluation (its loader epoch is
+    // `epoch`, counted from 0), not after it: with few batches an epoch (Cora's one) the first
+    // step would otherwise wait for its batch.
+    if (epoch < options.max_epochs) loader.start_epoch(epoch);
     EpochStats stats;
     stats.epoch = epoch;
     stats.step_ms = ms_since(start);

@@ -7,7 +7,9 @@
 // Data flow: the dataset stays on the host (the graph without self loops, x dense); the loader's
 // thread samples each batch (on the device for a CUDA model, with the graph's CSR there),
 // gathers its rows on the host and copies them to the device beside the step (NeighborLoader);
-// the inference copies one chunk's rows at a time and brings each layer's outputs back to the host.
+// the inference copies the graph and x to the device once and runs each layer on the whole
+// graph there (or, with a smaller inference_batch_size, copies one chunk's rows at a time and
+// brings each layer's outputs back to the host).
 #pragma once
 
 #include <cstdint>
@@ -27,8 +29,10 @@ namespace gat {
 struct SampledTraining {
   NeighborLoaderOptions loader;  // batch_size, fanouts (one per layer), replace, seed, prefetch
   // Destinations per one-hop block of the layer-wise inference (memory on the device: their
-  // rows, their in-edges and their sources' rows).
-  int64_t inference_batch_size = 4096;
+  // rows, their in-edges and their sources' rows). The default, every node: each layer then runs
+  // on the whole graph at once (the graph, x and layer 1's outputs on the device). Lower it only
+  // where that does not fit.
+  int64_t inference_batch_size = NeighborLoaderOptions::kBatchSizeRange.hi;
 };
 
 // The loss, correct count and rows of an epoch's steps so far.
@@ -47,8 +51,9 @@ void sampled_step(GAT& model, const MiniBatch& batch, Optimizer& optimizer, Gene
 // node of `graph` (on the CPU, without the self loops the layers add; one node set), layer by
 // layer: layer 1 over all nodes, then layer 2 on its outputs, each over chunks of batch_size
 // destinations with all their in-edges, the chunk's input rows copied to `device`. x (N, F)
-// dense and edge_attr (E, D) in graph's edge order (undefined: none) on the host. The same as
-// the full-graph forward up to rounding (docs/minibatch.md says why not to the bit).
+// dense and edge_attr (E, D) in graph's edge order (undefined: none) on the host. With
+// batch_size >= N it is the full-graph forward, bit for bit (each layer on the whole graph, on
+// `device`); with smaller chunks the same up to rounding (docs/minibatch.md says why not to the bit).
 Tensor layerwise_inference(GAT& model, const Graph& graph, const Tensor& x, const Tensor& edge_attr,
                            int64_t batch_size, Device device);
 

@@ -10,6 +10,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gat/datasets/planetoid.h"
@@ -543,13 +545,17 @@ Dataset load_training_dataset(const std::string& name, const std::string& data_d
   return data;
 }
 
-Dataset with_self_loops(Dataset data) {
-  const Graph looped = data.graph.with_self_loops();
+std::pair<Graph, Tensor> with_self_loops(const Graph& graph, const Tensor& edge_attr) {
+  Graph looped = graph.with_self_loops();
   // The loops' rows are placeholders (0): GATConv replaces them by its fill_value.
-  if (data.edge_attr.defined())
-    data.edge_attr =
-        ops::self_loop_attr(data.graph, looped, data.edge_attr, ops::SelfLoopFill::constant_value(0.0));
-  data.graph = looped;
+  Tensor attr = edge_attr.defined()
+                    ? ops::self_loop_attr(graph, looped, edge_attr, ops::SelfLoopFill::constant_value(0.0))
+                    : Tensor();
+  return {std::move(looped), std::move(attr)};
+}
+
+Dataset with_self_loops(Dataset data) {
+  std::tie(data.graph, data.edge_attr) = with_self_loops(data.graph, data.edge_attr);
   return data;
 }
 

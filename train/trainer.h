@@ -21,6 +21,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gat/datasets/dataset.h"
@@ -194,6 +195,9 @@ Dataset load_training_dataset(const std::string& name, const std::string& data_d
 // Edge features follow (ops::self_loop_attr), the loops' rows 0 until a layer fills them.
 // Given the dataset by std::move, it frees the graph without loops (nothing else keeps it).
 Dataset with_self_loops(Dataset data);
+// The same for a graph and its edge features (undefined: none): graph.with_self_loops() and
+// edge_attr with the loops' placeholder rows.
+std::pair<Graph, Tensor> with_self_loops(const Graph& graph, const Tensor& edge_attr);
 
 // A copy of the dataset with every tensor and the graph on `device`.
 Dataset dataset_to(const Dataset& data, Device device);

@@ -12,20 +12,21 @@
 
 namespace gat::ops {
 
-RowIndex::RowIndex(const Tensor& index, Device device, const char* op) {
+namespace {
+
+void check_index(const Tensor& index, const char* op) {
   check_dtype(op, "index", index, DType::i32);
   check_dim(op, "index", index, 1);
+  GAT_CHECK(index.numel() <= INT32_MAX, op, ": ", index.numel(), " indices exceed the i32 range");
+}
+
+}  // namespace
+
+RowIndex::RowIndex(const Tensor& index, Device device, const char* op) {
+  check_index(index, op);
   const std::vector<int32_t> values = index.to_vector<int32_t>();  // (K,)
-  const int32_t count = static_cast<int32_t>(values.size());
-  GAT_CHECK(static_cast<int64_t>(count) == index.numel(), op, ": ", index.numel(),
-            " indices exceed the i32 range");
-  for (int32_t k = 0; k < count; ++k) {
-    GAT_CHECK(values[k] >= 0, op, ": index ", values[k], " at position ", k, " is negative");
-    if (values[k] > max_index_) {
-      max_index_ = values[k];
-      max_position_ = k;
-    }
-  }
+  const auto count = static_cast<int32_t>(values.size());
+  find_largest(values.data(), count, op);
   std::vector<int32_t> order(values.size());  // (K,)
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int32_t p, int32_t q) { return values[p] < values[q]; });
@@ -41,6 +42,29 @@ RowIndex::RowIndex(const Tensor& index, Device device, const char* op) {
   order_ = Tensor::from_vector(order, {count}, device);
   rows_ = Tensor::from_vector(rows, {distinct}, device);
   run_ptr_ = Tensor::from_vector(run_ptr, {distinct + 1}, device);
+}
+
+RowIndex RowIndex::gather_only(const Tensor& index, Device device, const char* op) {
+  RowIndex out;
+  check_index(index, op);
+  if (index.is_cuda()) {
+    const std::vector<int32_t> values = index.to_vector<int32_t>();
+    out.find_largest(values.data(), static_cast<int32_t>(values.size()), op);
+  } else {
+    out.find_largest(index.data<int32_t>(), static_cast<int32_t>(index.numel()), op);
+  }
+  out.index_ = index.device() == device ? index.clone() : index.to(device);  // the caller's index may change
+  return out;
+}
+
+void RowIndex::find_largest(const int32_t* values, int32_t count, const char* op) {
+  for (int32_t k = 0; k < count; ++k) {
+    GAT_CHECK(values[k] >= 0, op, ": index ", values[k], " at position ", k, " is negative");
+    if (values[k] > max_index_) {
+      max_index_ = values[k];
+      max_position_ = k;
+    }
+  }
 }
 
 namespace cpu_impl {
@@ -126,6 +150,8 @@ Tensor index_along(const char* op, const Tensor& x, int64_t axis, const RowIndex
   GAT_CHECK(index.max_index() < x.size(a), op, ": index ", index.max_index(), " at position ",
             index.max_position(), " is out of range for axis ", axis, " of 'x' ", x.describe(), " (length ",
             x.size(a), ")");
+  GAT_CHECK(index.has_backward_plan() || !autograd::needs_grad({x}), op, ": 'x' ", x.describe(),
+            " needs a gradient but the RowIndex has no backward plan (RowIndex::gather_only)");
   Shape out_shape = x.shape();
   out_shape[static_cast<size_t>(a)] = index.size();
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device(), op);
@@ -154,9 +180,20 @@ Tensor index_rows(const Tensor& x, const RowIndex& index) {
   return index_along("index_rows", x, 0, index);
 }
 
+namespace {
+
+// The plan for a gather of x by a fresh index: without the backward's part (a sort of the
+// indices) when no gradient will be recorded.
+RowIndex plan_for(const Tensor& x, const Tensor& index, const char* op) {
+  return autograd::needs_grad({x}) ? RowIndex(index, x.device(), op)
+                                   : RowIndex::gather_only(index, x.device(), op);
+}
+
+}  // namespace
+
 Tensor index_rows(const Tensor& x, const Tensor& index) {
   check_defined("index_rows", "x", x);
-  return index_rows(x, RowIndex(index, x.device()));
+  return index_rows(x, plan_for(x, index, "index_rows"));
 }
 
 Tensor index_select(const Tensor& x, int64_t axis, const RowIndex& index) {
@@ -165,7 +202,7 @@ Tensor index_select(const Tensor& x, int64_t axis, const RowIndex& index) {
 
 Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
   check_defined("index_select", "x", x);
-  return index_along("index_select", x, axis, RowIndex(index, x.device()));
+  return index_along("index_select", x, axis, plan_for(x, index, "index_select"));
 }
 
 namespace {

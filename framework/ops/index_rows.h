@@ -18,7 +18,7 @@
 // checks the largest against x.size(0) and throws naming the index, its position and the bound.
 // Building one reads the indices on the host (a device-to-host copy for CUDA tensors), so a
 // training loop builds its RowIndex once and reuses it; the index_rows(x, Tensor) overload
-// builds a fresh one per call.
+// builds a fresh one per call, without the backward's plan when no gradient is recorded.
 // bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
@@ -37,6 +37,11 @@ class RowIndex {
   // plan is built for (index_rows, scatter_add).
   RowIndex(const Tensor& index, Device device, const char* op = "index_rows");
   explicit RowIndex(const Tensor& index) : RowIndex(index, index.device()) {}
+  // The same checks without the backward's plan (order, rows and run_ptr undefined; no sort of
+  // the indices): for gathers that record no gradient, such as the loader's rows. index_rows
+  // refuses it where it would record a backward, scatter_add always.
+  static RowIndex gather_only(const Tensor& index, Device device, const char* op = "index_rows");
+  bool has_backward_plan() const { return order_.defined(); }
 
   int64_t size() const { return index_.numel(); }  // K
   Device device() const { return index_.device(); }
@@ -52,6 +57,9 @@ class RowIndex {
      //   for j in [run_ptr[u], run_ptr[u+1])
 
  private:
+  // Checks values (K,) (negative ones throw) and sets max_index_ and max_position_.
+  void find_largest(const int32_t* values, int32_t count, const char* op);
+
   Tensor index_, order_, rows_, run_ptr_;
   int32_t max_index_ = -1;
   int64_t max_position_ = -1;

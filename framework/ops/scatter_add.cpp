@@ -9,6 +9,8 @@ Tensor scatter_add(const Tensor& src, const RowIndex& index, int64_t num_segment
   check_float("scatter_add", "src", src);
   GAT_CHECK(src.dim() >= 1, "scatter_add: 'src' must have at least one dimension, got ", src.describe());
   GAT_CHECK(index.index().defined(), "scatter_add: the RowIndex is empty (default-constructed)");
+  GAT_CHECK(index.has_backward_plan(),
+            "scatter_add: the RowIndex has no scatter plan (RowIndex::gather_only)");
   GAT_CHECK(index.device() == src.device(), "scatter_add: the index is on ", device_name(index.device()),
             " but 'src' ", src.describe(), " is not");
   GAT_CHECK(index.size() == src.size(0), "scatter_add: 'src' ", src.describe(),
