@@ -15,15 +15,17 @@
 //   gat_bench train   --dataset cora [--data-dir DIR] [--device ...]
 //       one training step (forward, backward, Adam) and 200 epochs with evaluation
 //   gat_bench sampled --nodes N --degree D --features F --classes C --train N_TRAIN --val N_VAL
-//                     [--seed S] [--fanouts 10,10] [--batch-size 1024] [--sample-on cpu|device]
-//                     [--write DIR] [--no-eval] [--inference-batch-size N] [--device ...]
-//       mini-batch training on a generated graph (datasets/generator.h; the features stay in
-//       host memory): the sampler alone over one epoch's batches, the loader alone (sampling,
-//       the rows' gather and copy), one training epoch (sampled_step over the loader's batches)
-//       and, unless --no-eval, its test accuracy from the exact layer-wise inference (in chunks of
-//       --inference-batch-size destinations; default SampledTraining's, every node). --write DIR first
-//       writes the dataset for bench/neighbor_sampling.py's PyG side: graph.bin (as --graph), x.bin (N, F)
-//       f32, y.bin (N,) i32, train.bin, val.bin, test.bin i32 node ids
+//                     [--signal 0.5] [--intra-fraction 0.8] [--seed S] [--fanouts 10,10]
+//                     [--batch-size 1024] [--sample-on cpu|device] [--write DIR] [--no-eval]
+//                     [--inference-batch-size N] [--device ...]
+//       mini-batch training on a generated graph (datasets/generator.h; --signal and
+//       --intra-fraction are its options, with its defaults; the features stay in host memory):
+//       the sampler alone over one epoch's batches, the loader alone (sampling, the rows' gather
+//       and copy), one training epoch (sampled_step over the loader's batches) and, unless
+//       --no-eval, its test accuracy from the exact layer-wise inference (in chunks of
+//       --inference-batch-size destinations; default SampledTraining's, every node). --write DIR
+//       first writes the dataset for bench/neighbor_sampling.py's PyG side: graph.bin (as
+//       --graph), x.bin (N, F) f32, y.bin (N,) i32, train.bin, val.bin, test.bin i32 node ids
 //
 // GPU times come from CUDA events around many launches (median of repeats), CPU times from a
 // steady clock.
@@ -308,6 +310,8 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 struct SampledBench {
   int64_t nodes = 0, classes = 0, features = 0, train = 0, val = 0;
   double degree = 0;
+  double signal = GeneratorOptions{}.signal;                  // how far the features say the class
+  double intra_fraction = GeneratorOptions{}.intra_fraction;  // how often a neighbour shares it
   uint64_t seed = 0;
   std::vector<int64_t> fanouts = {10, 10};
   int64_t batch_size = 1024;
@@ -324,6 +328,8 @@ nlohmann::json bench_sampled(const SampledBench& b, Device device) {
   g.seed = b.seed;
   g.num_classes = b.classes;
   g.num_features = b.features;
+  g.signal = b.signal;
+  g.intra_fraction = b.intra_fraction;
   g.train_per_class = (b.train + b.classes - 1) / b.classes;
   g.val_size = b.val;
   g.test_size = b.nodes;  // the rest
@@ -335,6 +341,8 @@ nlohmann::json bench_sampled(const SampledBench& b, Device device) {
                         {"edges", data.graph.num_edges()},
                         {"features", data.num_features()},
                         {"classes", data.num_classes},
+                        {"signal", b.signal},
+                        {"intra_fraction", b.intra_fraction},
                         {"train_nodes", data.train_index.numel()},
                         {"test_nodes", data.test_index.numel()},
                         {"fanouts", b.fanouts},
@@ -460,6 +468,14 @@ int main(int argc, char** argv) {
   sampled->add_option("--train", sampled_bench.train, "training nodes (split evenly over the classes)")
       ->required();
   sampled->add_option("--val", sampled_bench.val)->required();
+  sampled
+      ->add_option("--signal", sampled_bench.signal,
+                   "the generator's feature signal (the noise is uniform in [-1, 1))")
+      ->capture_default_str();
+  sampled
+      ->add_option("--intra-fraction", sampled_bench.intra_fraction,
+                   "the generator's share of edges drawn inside a class")
+      ->capture_default_str();
   sampled->add_option("--seed", sampled_bench.seed);
   sampled->add_option("--fanouts", sampled_bench.fanouts)->delimiter(',');
   sampled->add_option("--batch-size", sampled_bench.batch_size);

@@ -92,6 +92,7 @@ Dataset generate_sbm(const GeneratorOptions& o) {
             o.num_edge_features, " is outside [0, 4096]");
   GAT_CHECK(o.intra_fraction >= 0.0 && o.intra_fraction <= 1.0, "generate_sbm: intra_fraction ",
             o.intra_fraction, " outside [0, 1]");
+  GAT_CHECK(std::isfinite(o.signal), "generate_sbm: signal ", o.signal, " must be a finite number");
   GAT_CHECK(o.pareto_alpha > 1.0, "generate_sbm: pareto_alpha ", o.pareto_alpha, " must exceed 1");
   GAT_CHECK(o.train_per_class >= 0 && o.val_size >= 0 && o.test_size >= 0,
             "generate_sbm: negative split size");

@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -886,6 +887,9 @@ TEST(Generator, RejectsBadOptions) {
   o.pareto_alpha = 1.0;
   expect_error([&] { generate_sbm(o); }, {"pareto_alpha"});
   o.pareto_alpha = 2.5;
+  o.signal = std::nan("");  // otherwise NaN in every feature
+  expect_error([&] { generate_sbm(o); }, {"signal nan must be a finite number"});
+  o.signal = 0.5;
   o.avg_degree = 9.5;  // more than 10 nodes' 9 neighbours
   expect_error([&] { generate_sbm(o); }, {"avg_degree 9.5 exceeds what 10 nodes allow", "(9)"});
   // 10 nodes of 8 classes, 20 training nodes a class: nothing left to validate or test on.
