@@ -1222,6 +1222,25 @@ std::vector<int32_t> reference_gatv2_signs(const Graph& g, const Gatv2Inputs& in
   return words;
 }
 
+// The forward kernel's outputs {out, lse, scores, signs} on the inputs' device, the last two
+// written only when `save` (else as made: signs filled with -1, so a word left unwritten shows).
+std::vector<Tensor> gatv2_forward_outputs(const Graph& g, const Gatv2Inputs& in, const DropoutKey& key,
+                                          bool save) {
+  const int64_t Nd = g.num_dst_nodes(), E = g.num_edges(), H = in.xl.size(1), F = in.xl.size(2);
+  const DType dtype = in.xl.dtype();
+  const Device device = in.xl.device();
+  std::vector<Tensor> r{Tensor::empty({Nd, H, F}, dtype, device), Tensor::empty({Nd, H}, dtype, device),
+                        Tensor::empty({E, H}, dtype, device),
+                        Tensor::full({E, H, ops::gatv2_sign_words(F)}, -1.0, DType::i32, device)};
+  ops::Gatv2AttentionForwardArgs args{{{&g, in.xl, in.xr, in.att, 0.2, in.edge_term}, key}};
+  args.out = &r[0];
+  args.lse = &r[1];
+  args.scores = save ? &r[2] : nullptr;
+  args.signs = save ? &r[3] : nullptr;
+  ops::kernels::gatv2_attention_aggregate_forward(args);
+  return r;
+}
+
 }  // namespace
 
 TEST_P(Gatv2AttentionAggregateOnDevice, ForwardSavesTheScoresAndTheSignsOfX) {
@@ -1231,27 +1250,15 @@ TEST_P(Gatv2AttentionAggregateOnDevice, ForwardSavesTheScoresAndTheSignsOfX) {
   std::mt19937_64 rng(47);
   const Graph host = hub_graph(40, 80, rng);
   const Graph g = host.to(device());
-  const int64_t Nd = g.num_dst_nodes(), E = g.num_edges(), H = 3;
+  const int64_t H = 3;
   for (DType dtype : {DType::f32, DType::f64})
     for (int64_t F : {5, 40, 64})
       for (bool edge_term : {false, true}) {
         const std::string tag = std::string(dtype_name(dtype)) + " F=" + std::to_string(F) +
                                 " edge_term=" + std::to_string(edge_term);
         const Gatv2Inputs in = gatv2_inputs(g, H, F, edge_term, rng, dtype, device());
-        auto forward = [&](bool save) {
-          std::vector<Tensor> r{Tensor::empty({Nd, H, F}, dtype, device()),
-                                Tensor::empty({Nd, H}, dtype, device()),
-                                Tensor::empty({E, H}, dtype, device()),
-                                Tensor::full({E, H, ops::gatv2_sign_words(F)}, -1.0, DType::i32, device())};
-          ops::Gatv2AttentionForwardArgs args{{{&g, in.xl, in.xr, in.att, 0.2, in.edge_term}, kDrop}};
-          args.out = &r[0];
-          args.lse = &r[1];
-          args.scores = save ? &r[2] : nullptr;
-          args.signs = save ? &r[3] : nullptr;
-          ops::kernels::gatv2_attention_aggregate_forward(args);
-          return r;
-        };
-        const std::vector<Tensor> saved = forward(true), plain = forward(false);
+        const std::vector<Tensor> saved = gatv2_forward_outputs(g, in, kDrop, true),
+                                  plain = gatv2_forward_outputs(g, in, kDrop, false);
         EXPECT_TRUE(bitwise_equal(saved[0], plain[0])) << tag << " out";
         EXPECT_TRUE(bitwise_equal(saved[1], plain[1])) << tag << " lse";
         EXPECT_TRUE(
@@ -2311,31 +2318,21 @@ TEST_F(CudaGatv2AttentionAggregate, BackwardWithoutTheSavedScoresGivesTheSameBit
   // dropout and edge term on; heads of 8 x 8 and 3 x 40 (two words of signs).
   std::mt19937_64 rng(55);
   const Graph g = hubs_graph(2000, 8000, 5, 70, rng).to(Device::cuda);
-  const int64_t Nd = g.num_dst_nodes(), E = g.num_edges();
+  const int64_t Nd = g.num_dst_nodes();
   for (const auto& [H, F] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {3, 40}}) {
     const Gatv2Inputs in = gatv2_inputs(g, H, F, true, rng, DType::f32, Device::cuda);
-    Tensor out = Tensor::empty({Nd, H, F}, DType::f32, Device::cuda),
-           lse = Tensor::empty({Nd, H}, DType::f32, Device::cuda);
-    Tensor scores = Tensor::empty({E, H}, DType::f32, Device::cuda),
-           signs = Tensor::empty({E, H, ops::gatv2_sign_words(F)}, DType::i32, Device::cuda);
-    const ops::Gatv2AttentionInputs inputs{{&g, in.xl, in.xr, in.att, 0.2, in.edge_term}, kDrop};
-    ops::Gatv2AttentionForwardArgs forward{inputs};
-    forward.out = &out;
-    forward.lse = &lse;
-    forward.scores = &scores;
-    forward.signs = &signs;
-    ops::kernels::gatv2_attention_aggregate_forward(forward);
+    const std::vector<Tensor> forward = gatv2_forward_outputs(g, in, kDrop, true);  // out, lse, scores, signs
     const Tensor go = random_tensor({Nd, H, F}, rng, -1, 1, DType::f32, Device::cuda);
     auto backward = [&](bool saved) {
       std::vector<Tensor> d{Tensor::empty(in.xl.shape(), DType::f32, Device::cuda),
                             Tensor::empty(in.xr.shape(), DType::f32, Device::cuda),
                             Tensor::empty(in.att.shape(), DType::f32, Device::cuda),
                             Tensor::empty(in.edge_term.shape(), DType::f32, Device::cuda)};
-      ops::Gatv2AttentionBackwardArgs args{inputs};
-      args.out = out;
-      args.lse = lse;
-      args.scores = saved ? scores : Tensor();
-      args.signs = saved ? signs : Tensor();
+      ops::Gatv2AttentionBackwardArgs args{{{&g, in.xl, in.xr, in.att, 0.2, in.edge_term}, kDrop}};
+      args.out = forward[0];
+      args.lse = forward[1];
+      args.scores = saved ? forward[2] : Tensor();
+      args.signs = saved ? forward[3] : Tensor();
       args.grad_out = go;
       args.grad_xl = &d[0];
       args.grad_xr = &d[1];

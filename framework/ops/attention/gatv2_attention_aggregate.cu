@@ -4,6 +4,7 @@
 // rows) is described in docs/kernels.md. No float atomics: every sum has a fixed order, so results
 // are bitwise reproducible.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 
@@ -128,10 +129,6 @@ __device__ __forceinline__ void for_each_item(const Segments& seg, int G, int he
 template <class T>
 __device__ __forceinline__ T leaky(T x, T slope) {
   return x > T(0) ? x : slope * x;
-}
-template <class T>
-__device__ __forceinline__ T leaky_slope(T x, T slope) {
-  return x > T(0) ? T(1) : slope;
 }
 
 // The lane's share of one edge: x = xl[j] + xr[i] (+ et[e]) on its features (zeros on a lane
@@ -604,11 +601,6 @@ void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& args) 
           Tensor::empty({Ns + Nd, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att parts");
     T* att_sources = grad_att ? att_terms.data<T>() : nullptr;
     T* att_rows = grad_att ? att_sources + Ns * H * F : nullptr;
-    const int chunk = graph.chunk_edges();
-    // Partials (W, H, F) of the chunks of long rows, when `need`.
-    auto partials = [&](bool need, long long W, const char* name) {
-      return need ? Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, name) : Tensor();
-    };
     auto ptr = [](Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
     with_layout<T>(
         op, H, F,
@@ -616,46 +608,38 @@ void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& args) 
          att_rows},
         [&](auto vec, auto lh, const HeadLayout& layout) {
           constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
+          // launch(segments, sum0, sum1) over the uncut rows of one direction (the transpose's or the
+          // graph's), writing two sums (N, H, F) by row (each may be null); then over the chunks of
+          // its long rows, into partials (W, H, F) merged in chunk order.
+          auto by_segments = [&](bool transposed, const std::array<T*, 2>& sums, auto launch) {
+            launch(uncut_rows_of(graph, transposed), sums[0], sums[1]);
+            if ((transposed ? graph.max_out_degree() : graph.max_in_degree()) <= graph.chunk_edges()) return;
+            const Segments chunks = chunks_of(graph, transposed);
+            Tensor part[2];
+            for (int k = 0; k < 2; ++k)
+              if (sums[k])
+                part[k] = Tensor::empty({chunks.count, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda,
+                                        "gatv2 chunk partials");
+            launch(chunks, ptr(part[0]), ptr(part[1]));
+            for (int k = 0; k < 2; ++k)
+              if (sums[k]) merge_chunk_sums<T, VEC>(chunk_rows(graph, transposed), part[k], sums[k], H, F);
+          };
           const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
           const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,)
-          const Segments sources = uncut_rows_of(graph, true);
-          gatv2_source_grad_kernel<T, VEC, LH>
-              <<<group_blocks(sources.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                  a, b, sources, t_dst, t_edge_id, layout.G, layout.head_blocks, data(grad_xl), att_sources,
-                  ptr(ds));
-          CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel");
-          if (graph.max_out_degree() > chunk) {
-            const Segments chunks = chunks_of(graph, true);
-            Tensor part_xl = partials(grad_xl != nullptr, chunks.count, "gatv2 d xl partials");
-            Tensor part_att = partials(grad_att != nullptr, chunks.count, "gatv2 d att partials (sources)");
+          by_segments(true, {data(grad_xl), att_sources}, [&](const Segments& seg, T* dxl, T* att) {
             gatv2_source_grad_kernel<T, VEC, LH>
-                <<<group_blocks(chunks.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                    a, b, chunks, t_dst, t_edge_id, layout.G, layout.head_blocks, ptr(part_xl), ptr(part_att),
-                    ptr(ds));
-            CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel (chunks)");
-            if (grad_xl) merge_chunk_sums<T, VEC>(chunk_rows(graph, true), part_xl, grad_xl->data<T>(), H, F);
-            if (grad_att) merge_chunk_sums<T, VEC>(chunk_rows(graph, true), part_att, att_sources, H, F);
-          }
+                <<<group_blocks(seg.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                    a, b, seg, t_dst, t_edge_id, layout.G, layout.head_blocks, dxl, att, ptr(ds));
+            CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel");
+          });
           if (!rows_needed) return;
-          const Segments rows = uncut_rows_of(graph, false);
-          gatv2_row_grad_kernel<T, VEC, LH>
-              <<<group_blocks(rows.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                  a, rows, ds.data<T>(), b.signs, layout.G, layout.head_blocks, data(grad_xr), att_rows,
-                  data(grad_edge_term));
-          CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
-          if (graph.max_in_degree() > chunk) {
-            const Segments chunks = chunks_of(graph, false);
-            Tensor part_xr = partials(grad_xr != nullptr, chunks.count, "gatv2 d xr partials");
-            Tensor part_att = partials(grad_att != nullptr, chunks.count, "gatv2 d att partials (rows)");
+          by_segments(false, {data(grad_xr), att_rows}, [&](const Segments& seg, T* dxr, T* att) {
             gatv2_row_grad_kernel<T, VEC, LH>
-                <<<group_blocks(chunks.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                    a, chunks, ds.data<T>(), b.signs, layout.G, layout.head_blocks, ptr(part_xr),
-                    ptr(part_att), data(grad_edge_term));
-            CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel (chunks)");
-            if (grad_xr)
-              merge_chunk_sums<T, VEC>(chunk_rows(graph, false), part_xr, grad_xr->data<T>(), H, F);
-            if (grad_att) merge_chunk_sums<T, VEC>(chunk_rows(graph, false), part_att, att_rows, H, F);
-          }
+                <<<group_blocks(seg.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                    a, seg, ds.data<T>(), b.signs, layout.G, layout.head_blocks, dxr, att,
+                    data(grad_edge_term));
+            CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
+          });
         });
     if (grad_att) sum_axis(att_terms, 1, Ns + Nd, int64_t{H} * F, *grad_att);
   });
