@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "gzip_testing.h"
+
 namespace gat::testing {
 
 // Offsets of a central directory entry's fields (APPNOTE 4.3.12).
@@ -55,19 +57,7 @@ struct Zip {
   }
 };
 
-inline std::string raw_deflate(const std::string& data) {
-  z_stream z{};
-  deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, -MAX_WBITS, 9, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, static_cast<uLong>(data.size())), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = static_cast<uInt>(data.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
+inline std::string raw_deflate(const std::string& data) { return deflate_bytes(data, -MAX_WBITS); }
 
 inline Zip make_zip(const std::vector<ZipMember>& members, const std::string& comment = "") {
   Zip zip;
