@@ -46,8 +46,8 @@ struct ExpectedArchive {
 // DGL's ppi.zip. Neither DGL nor PyG publishes a digest of it. This SHA-256 is the one that
 // published reproduction manifests of the GraphSAGE and DGL PPI files list for it (those manifests
 // pin SNAP's GraphSAGE ppi.zip as 53aeb76e...03fbd, which MLDatasets.jl pins independently), and
-// the one GraphMLDatasets.jl pins for this URL. It was not computed here: this machine has no
-// network.
+// the one GraphMLDatasets.jl pins for this URL. It could not be computed where this code was
+// written (no network): the first real download checks it.
 inline constexpr ExpectedArchive kPpiZip = {
     7088822, "1f5b2b09ac0f897fa6aa1338c64ab75a5473674cbba89380120bede8cddb2a6a"};
 
