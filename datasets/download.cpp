@@ -412,6 +412,7 @@ void fetch_ppi(const std::string& dir, const DownloadOptions& options, const Exp
   // Every missing member is read and checked before the first file is written.
   const ZipArchive zip(std::move(bytes), zip_path);
   std::vector<std::string> contents;
+  contents.reserve(missing.size());
   for (const std::string& file : missing) contents.push_back(zip.extract(ppi_member(zip, file, zip_path)));
   for (size_t k = 0; k < missing.size(); ++k) write_atomically(dir, missing[k], contents[k]);
   progress::line(

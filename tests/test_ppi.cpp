@@ -321,7 +321,7 @@ std::vector<std::string> listing(const std::filesystem::path& dir) {
 
 std::vector<std::string> ppi_files_and_zip() {
   std::vector<std::string> names = ppi_raw_files();
-  names.push_back("ppi.zip");
+  names.emplace_back("ppi.zip");
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -340,6 +340,7 @@ class Server {
     const std::string script = std::string(GAT_SOURCE_DIR) + "/tests/planetoid_server.py";
     std::vector<std::string> args = {"python3", script, folder, mode};
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     EXPECT_EQ(posix_spawnp(&pid_, "python3", &actions, nullptr, argv.data(), environ), 0);
