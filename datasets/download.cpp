@@ -42,12 +42,16 @@ std::string by_hand(const std::string& file, const std::string& url, const std::
                         "holds them.");
 }
 
-// The same for PPI's files, appended to every error of fetch_ppi.
-std::string ppi_by_hand(const std::string& url, const std::string& dir) {
-  return detail::concat(".\n  To get PPI by hand, download ", url, " into ", dir,
-                        " (it is verified and extracted there), or unzip it and put its files ",
-                        "{train,valid,test}_{graph.json,feats.npy,labels.npy,graph_id.npy} there, or point ",
-                        "--data-dir (or GAT_DATA_DIR) at a folder that holds them.");
+// The same for PPI's files (`missing` of them), appended to every error of fetch_ppi.
+std::string ppi_by_hand(const std::vector<std::string>& missing, const std::string& url,
+                        const std::string& dir) {
+  const std::string more =
+      missing.size() > 1 ? detail::concat(" and ", missing.size() - 1, " more of PPI's files are") : " is";
+  return detail::concat(
+      ".\n  ", missing.front(), more, " missing from ", dir, ". To get PPI by hand, download ", url,
+      " into that folder (it is verified and extracted there), or unzip it and put its files ",
+      "{train,valid,test}_{graph.json,feats.npy,labels.npy,graph_id.npy} there, or point ",
+      "--data-dir (or GAT_DATA_DIR) at a folder that holds them.");
 }
 
 // A data folder that exists must be a folder.
@@ -399,7 +403,7 @@ void fetch_ppi(const std::string& dir, const DownloadOptions& options, const Exp
     // Anything there is the file, as for Planetoid: the loader says what is wrong with it.
     if (!io::path_exists((fs::path(dir) / file).string())) missing.push_back(file);
   if (missing.empty()) return;
-  const std::string by_hand = ppi_by_hand(options.ppi_url, dir);
+  const std::string by_hand = ppi_by_hand(missing, options.ppi_url, dir);
 #if GAT_WITH_DOWNLOAD
   const std::string zip_path = (fs::path(dir) / kPpiZipName).string();
   std::string bytes;
@@ -419,9 +423,8 @@ void fetch_ppi(const std::string& dir, const DownloadOptions& options, const Exp
       detail::concat("download: extracted ", missing.size(), " files of ", kPpiZipName, " into ", dir));
 #else
   (void)archive;
-  GAT_FAIL("cannot get ", missing.front(), " (", missing.size(), " of PPI's files are missing from ", dir,
-           "): this build of gat has no downloader (libcurl and OpenSSL were not found when it was ",
-           "configured), so it can neither download ppi.zip nor verify it", by_hand);
+  GAT_FAIL("cannot get PPI's files: this build of gat has no downloader (libcurl and OpenSSL were not ",
+           "found when it was configured), so it can neither download ppi.zip nor verify it", by_hand);
 #endif
 }
 

@@ -533,7 +533,8 @@ TEST(PpiFetch, DownloadsVerifiesAndKeepsTheArchive) {
   expect_error(
       [&] { fetch_ppi(dir, offline(), pinned.expected()); },
       {"cannot download ppi.zip from http://127.0.0.1:1/ppi.zip",
-       "download http://127.0.0.1:1/ppi.zip into " + dir,
+       "train_graph.json and 11 more of PPI's files are missing from " + dir,
+       "download http://127.0.0.1:1/ppi.zip into that folder",
        "{train,valid,test}_{graph.json,feats.npy,labels.npy,graph_id.npy}", "--data-dir (or GAT_DATA_DIR)"});
 }
 
