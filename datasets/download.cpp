@@ -12,7 +12,10 @@
 #include <filesystem>
 #include <initializer_list>
 #include <mutex>
+#include <vector>
 
+#include "gat/datasets/ppi.h"
+#include "gat/datasets/zip.h"
 #include "gat/framework/check.h"
 #include "gat/framework/io.h"
 #include "gat/framework/progress.h"
@@ -27,7 +30,7 @@ namespace gat {
 
 namespace {
 
-// What to do when a file cannot be had, appended to every download error.
+// What to do when a Planetoid file cannot be had, appended to every error of fetch_planetoid.
 std::string by_hand(const std::string& file, const std::string& url, const std::string& dir) {
   const std::string base = url.substr(0, url.size() - file.size());
   const std::string stem = file.substr(0, file.find('.', 4) + 1);  // "ind.<name>."
@@ -37,6 +40,26 @@ std::string by_hand(const std::string& file, const std::string& url, const std::
                         "{", parts, "} from ", base,
                         " into that folder, or point --data-dir (or GAT_DATA_DIR) at a folder that ",
                         "holds them.");
+}
+
+// The same for PPI's files (`missing` of them), appended to every error of fetch_ppi.
+std::string ppi_by_hand(const std::vector<std::string>& missing, const std::string& url,
+                        const std::string& dir) {
+  const std::string more =
+      missing.size() > 1 ? detail::concat(" and ", missing.size() - 1, " more of PPI's files are") : " is";
+  return detail::concat(
+      ".\n  ", missing.front(), more, " missing from ", dir, ". To get PPI by hand, download ", url,
+      " into that folder (it is verified and extracted there), or unzip it and put its files ",
+      "{train,valid,test}_{graph.json,feats.npy,labels.npy,graph_id.npy} there, or point ",
+      "--data-dir (or GAT_DATA_DIR) at a folder that holds them.");
+}
+
+// A data folder that exists must be a folder.
+void check_is_folder(const std::string& dir, const std::string& dataset) {
+  namespace fs = std::filesystem;
+  GAT_CHECK(!io::path_exists(dir) || fs::is_directory(dir), "the data folder ", dir,
+            " is a file, not a folder: point --data-dir (or GAT_DATA_DIR) at the folder of the ", dataset,
+            " files");
 }
 
 #if GAT_WITH_DOWNLOAD
@@ -120,7 +143,7 @@ std::string digest_hex(const EVP_MD* md, std::initializer_list<std::string_view>
 }
 
 std::string digest_hex(const Digest& expected, std::string_view bytes) {
-  return expected.kind == Digest::Kind::sha256 ? digest_hex(EVP_sha256(), {bytes}) : git_blob_id(bytes);
+  return expected.kind == Digest::Kind::sha256 ? sha256_hex(bytes) : git_blob_id(bytes);
 }
 
 const char* kind_name(Digest::Kind kind) { return kind == Digest::Kind::sha256 ? "SHA-256" : "git blob id"; }
@@ -189,13 +212,13 @@ int on_progress(void* user, curl_off_t total, curl_off_t now, curl_off_t, curl_o
   return 0;
 }
 
-// The body of `url`, or a gat::Error saying why not.
-std::string download(const std::string& file, const std::string& url, const std::string& dir,
-                     const DownloadOptions& options, Clock::time_point deadline) {
+// The body of `url`, or a gat::Error saying why not, with `by_hand` (what to do instead) appended.
+std::string download(const std::string& file, const std::string& url, const DownloadOptions& options,
+                     Clock::time_point deadline, const std::string& by_hand) {
   static std::once_flag init;
   std::call_once(init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   CURL* curl = curl_easy_init();
-  GAT_CHECK(curl != nullptr, "cannot download ", file, ": libcurl failed to start", by_hand(file, url, dir));
+  GAT_CHECK(curl != nullptr, "cannot download ", file, ": libcurl failed to start", by_hand);
   Transfer transfer(file, options, deadline);
   char error[CURL_ERROR_SIZE] = "";
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
@@ -219,15 +242,15 @@ std::string download(const std::string& file, const std::string& url, const std:
   curl_easy_cleanup(curl);
   if (transfer.too_large)
     GAT_FAIL("cannot download ", file, " from ", url, ": the server sent more than ",
-             human_bytes(static_cast<double>(options.max_bytes)), by_hand(file, url, dir));
+             human_bytes(static_cast<double>(options.max_bytes)), by_hand);
   if (transfer.overdue)
     GAT_FAIL("cannot download ", file, " from ", url, ": the downloads took more than ", options.deadline_s,
-             " s in all (GAT_DOWNLOAD_DEADLINE sets the limit)", by_hand(file, url, dir));
+             " s in all (GAT_DOWNLOAD_DEADLINE sets the limit)", by_hand);
   if (transfer.stalled || code == CURLE_OPERATION_TIMEDOUT)
     GAT_FAIL("cannot download ", file, " from ", url, ": ", transfer.stalled ? "no data" : "no connection",
-             " for ", options.timeout_s, " s (GAT_DOWNLOAD_TIMEOUT sets the limit)", by_hand(file, url, dir));
+             " for ", options.timeout_s, " s (GAT_DOWNLOAD_TIMEOUT sets the limit)", by_hand);
   GAT_CHECK(code == CURLE_OK, "cannot download ", file, " from ", url, ": ",
-            *error ? error : curl_easy_strerror(code), by_hand(file, url, dir));
+            *error ? error : curl_easy_strerror(code), by_hand);
   return std::move(transfer.body);
 }
 
@@ -265,6 +288,55 @@ void write_atomically(const std::string& dir, const std::string& file, const std
   }
 }
 
+// The member of ppi.zip (at `zip_path`) that holds `file`: "ppi/<file>" or "<file>", not both.
+const ZipArchive::Member& ppi_member(const ZipArchive& zip, const std::string& file,
+                                     const std::string& zip_path) {
+  const ZipArchive::Member* in_folder = zip.find("ppi/" + file);
+  const ZipArchive::Member* at_top = zip.find(file);
+  GAT_CHECK(in_folder || at_top, zip_path, ": has no member ppi/", file, " or ", file,
+            " (not PPI's archive)");
+  GAT_CHECK(!(in_folder && at_top), zip_path, ": has both ppi/", file, " and ", file,
+            " (which one is PPI's cannot be told)");
+  return in_folder ? *in_folder : *at_top;
+}
+
+// The ppi.zip at `path` (kept from a download, or put there by hand), read whole once it is
+// `archive`; a gat::Error saying how to remove it when it is not.
+std::string read_kept_archive(const std::string& path, const ExpectedArchive& archive) {
+  const std::string remove =
+      detail::concat(". Remove it to download it again (rm '", path, "'), or put DGL's ppi.zip there");
+  std::error_code error;
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  GAT_CHECK(!error, "cannot read ", path, " (", error.message(), ")", remove);
+  GAT_CHECK(size == static_cast<uintmax_t>(archive.bytes), path, " is not DGL's ppi.zip: it has ", size,
+            " bytes, not ", archive.bytes, remove);
+  std::string bytes = io::read_regular_file(path);
+  const std::string got = sha256_hex(bytes);
+  GAT_CHECK(got == archive.sha256, path, " is not DGL's ppi.zip: its SHA-256 is ", got, ", expected ",
+            archive.sha256, remove);
+  return bytes;
+}
+
+// ppi.zip downloaded from `url`, once it is `archive`. Nothing is written.
+std::string download_archive(const std::string& url, const std::string& dir, const DownloadOptions& options,
+                             const ExpectedArchive& archive, const std::string& by_hand) {
+  DownloadOptions bounded = options;
+  bounded.max_bytes = archive.bytes;  // a server that sends more is refused as soon as it does
+  const auto deadline = Clock::now() + std::chrono::seconds(options.deadline_s);
+  progress::line(detail::concat("download: ", url, " into ", dir));
+  std::string bytes = download(kPpiZipName, url, bounded, deadline, by_hand);
+  const std::string got = sha256_hex(bytes);
+  GAT_CHECK(static_cast<int64_t>(bytes.size()) == archive.bytes && got == archive.sha256, "cannot download ",
+            kPpiZipName, " from ", url, ": ",
+            static_cast<int64_t>(bytes.size()) != archive.bytes
+                ? detail::concat(bytes.size(), " bytes, expected ", archive.bytes)
+                : detail::concat("its SHA-256 is ", got, ", expected ", archive.sha256),
+            " (corrupted or not DGL's ppi.zip; nothing was written)", by_hand);
+  progress::line(detail::concat("download: ", kPpiZipName, ": ",
+                                human_bytes(static_cast<double>(bytes.size())), ", SHA-256 verified"));
+  return bytes;
+}
+
 #endif  // GAT_WITH_DOWNLOAD
 
 // $variable as a number of seconds in [1, 86400], or `fallback` when it is unset or empty.
@@ -284,6 +356,7 @@ long seconds_from_environment(const char* variable, long fallback) {
 DownloadOptions DownloadOptions::from_environment() {
   DownloadOptions options;
   if (const char* url = std::getenv("GAT_DATASET_URL"); url && *url) options.base_url = url;
+  if (const char* url = std::getenv("GAT_PPI_URL"); url && *url) options.ppi_url = url;
   options.timeout_s = seconds_from_environment("GAT_DOWNLOAD_TIMEOUT", options.timeout_s);
   options.deadline_s = seconds_from_environment("GAT_DOWNLOAD_DEADLINE", options.deadline_s);
   return options;
@@ -293,9 +366,7 @@ void fetch_planetoid(const std::string& name, const std::string& dir, const Down
   namespace fs = std::filesystem;
   std::string base = options.base_url;
   while (!base.empty() && base.back() == '/') base.pop_back();
-  GAT_CHECK(!io::path_exists(dir) || fs::is_directory(dir), "the data folder ", dir,
-            " is a file, not a folder: point --data-dir (or GAT_DATA_DIR) at the folder of the ", name,
-            " files");
+  check_is_folder(dir, name);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.deadline_s);
   for (const char* part : kPlanetoidParts) {
     const std::string file = "ind." + name + "." + part;
@@ -306,7 +377,7 @@ void fetch_planetoid(const std::string& name, const std::string& dir, const Down
     const Digest& expected = digest_of(file);
     const std::string url = base + "/" + file;
     progress::line(detail::concat("download: ", url, " into ", dir));
-    const std::string bytes = download(file, url, dir, options, deadline);
+    const std::string bytes = download(file, url, options, deadline, by_hand(file, url, dir));
     const std::string got = digest_hex(expected, bytes);
     GAT_CHECK(got == expected.hex, "cannot download ", file, " from ", url, ": its ",
               kind_name(expected.kind), " is ", got, ", expected ", expected.hex, " (", bytes.size(),
@@ -322,6 +393,48 @@ void fetch_planetoid(const std::string& name, const std::string& dir, const Down
              "when it was configured)", by_hand(file, base + "/" + file, dir));
 #endif
   }
+}
+
+void fetch_ppi(const std::string& dir, const DownloadOptions& options, const ExpectedArchive& archive) {
+  namespace fs = std::filesystem;
+  check_is_folder(dir, "PPI");
+  std::vector<std::string> missing;
+  for (const std::string& file : ppi_raw_files())
+    // Anything there is the file, as for Planetoid: the loader says what is wrong with it.
+    if (!io::path_exists((fs::path(dir) / file).string())) missing.push_back(file);
+  if (missing.empty()) return;
+  const std::string by_hand = ppi_by_hand(missing, options.ppi_url, dir);
+#if GAT_WITH_DOWNLOAD
+  const std::string zip_path = (fs::path(dir) / kPpiZipName).string();
+  std::string bytes;
+  if (io::path_exists(zip_path)) {
+    bytes = read_kept_archive(zip_path, archive);
+  } else {
+    bytes = download_archive(options.ppi_url, dir, options, archive, by_hand);
+    write_atomically(dir, kPpiZipName, bytes);
+  }
+  // Every missing member is read and checked before the first file is written.
+  const ZipArchive zip(std::move(bytes), zip_path);
+  std::vector<std::string> contents;
+  contents.reserve(missing.size());
+  for (const std::string& file : missing) contents.push_back(zip.extract(ppi_member(zip, file, zip_path)));
+  for (size_t k = 0; k < missing.size(); ++k) write_atomically(dir, missing[k], contents[k]);
+  progress::line(
+      detail::concat("download: extracted ", missing.size(), " files of ", kPpiZipName, " into ", dir));
+#else
+  (void)archive;
+  GAT_FAIL("cannot get PPI's files: this build of gat has no downloader (libcurl and OpenSSL were not ",
+           "found when it was configured), so it can neither download ppi.zip nor verify it", by_hand);
+#endif
+}
+
+std::string sha256_hex(std::string_view bytes) {
+#if GAT_WITH_DOWNLOAD
+  return digest_hex(EVP_sha256(), {bytes});
+#else
+  (void)bytes;
+  GAT_FAIL("sha256_hex: this build of gat has no downloader (OpenSSL was not found when it was configured)");
+#endif
 }
 
 std::string git_blob_id(std::string_view bytes) {

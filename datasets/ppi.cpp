@@ -79,11 +79,17 @@ void check_matrix(const NpyArray& a, const std::string& path, int64_t cols_wante
             a.shape[1], " columns, the training split's have ", cols_wanted);
 }
 
+// The tails of a split's file names, after "train" and the like.
+constexpr const char* kGraphJson = "_graph.json";
+constexpr const char* kFeatsNpy = "_feats.npy";
+constexpr const char* kLabelsNpy = "_labels.npy";
+constexpr const char* kGraphIdNpy = "_graph_id.npy";
+
 // One split's graphs.
 std::vector<GraphData> load_split(const std::string& dir, const std::string& split, MultiGraphDataset& data) {
   const auto file = [&](const char* tail) { return (std::filesystem::path(dir) / (split + tail)).string(); };
-  const std::string feats_path = file("_feats.npy"), labels_path = file("_labels.npy"),
-                    ids_path = file("_graph_id.npy");
+  const std::string feats_path = file(kFeatsNpy), labels_path = file(kLabelsNpy),
+                    ids_path = file(kGraphIdNpy);
   const NpyArray feats = read_npy(feats_path), labels = read_npy(labels_path), ids = read_npy(ids_path);
   check_matrix(feats, feats_path, data.num_features);
   check_matrix(labels, labels_path, data.num_labels);
@@ -111,7 +117,7 @@ std::vector<GraphData> load_split(const std::string& dir, const std::string& spl
     if (step == 1) first.push_back(i);
   }
   first.push_back(n);
-  const Links links = read_links(file("_graph.json"), n);
+  const Links links = read_links(file(kGraphJson), n);
   const auto graphs = static_cast<int64_t>(first.size()) - 1;
   std::vector<std::vector<int32_t>> src(static_cast<size_t>(graphs)), dst(static_cast<size_t>(graphs));
   std::vector<int64_t> graph_of_row(static_cast<size_t>(n));
@@ -121,8 +127,8 @@ std::vector<GraphData> load_split(const std::string& dir, const std::string& spl
   for (size_t k = 0; k < links.source.size(); ++k) {
     const int64_t s = links.source[k], t = links.target[k];
     const int64_t b = graph_of_row[static_cast<size_t>(s)];
-    GAT_CHECK(graph_of_row[static_cast<size_t>(t)] == b, file("_graph.json"), ": link ", k, " (", s, " -> ",
-              t, ") joins graph ids ", graph_of[static_cast<size_t>(s)], " and ",
+    GAT_CHECK(graph_of_row[static_cast<size_t>(t)] == b, file(kGraphJson), ": link ", k, " (", s, " -> ", t,
+              ") joins graph ids ", graph_of[static_cast<size_t>(s)], " and ",
               graph_of[static_cast<size_t>(t)]);
     const auto base = first[static_cast<size_t>(b)];
     src[static_cast<size_t>(b)].push_back(static_cast<int32_t>(s - base));
@@ -151,10 +157,18 @@ std::vector<GraphData> load_split(const std::string& dir, const std::string& spl
 
 }  // namespace
 
+std::vector<std::string> ppi_raw_files() {
+  std::vector<std::string> files;
+  for (const char* split : kPpiSplits)
+    for (const char* tail : {kGraphJson, kFeatsNpy, kLabelsNpy, kGraphIdNpy})
+      files.push_back(split + std::string(tail));
+  return files;
+}
+
 MultiGraphDataset load_ppi(const std::string& dir) {
   GAT_CHECK(std::filesystem::is_directory(dir), "load_ppi: ", dir,
             " is not a directory (extract PyG's ppi.zip, https://data.dgl.ai/dataset/ppi.zip, and pass its "
-            "folder)");
+            "folder, or load the dataset ppi, which downloads it)");
   MultiGraphDataset data;
   data.name = "ppi";
   data.train = load_split(dir, kPpiSplits[0], data);

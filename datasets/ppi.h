@@ -20,17 +20,22 @@
 // than 0 or 1, a non-finite feature, rows that differ between the files, bad JSON and malformed
 // .npy files (datasets/npy.h) are refused.
 //
-// The files are not downloaded: PyG fetches https://data.dgl.ai/dataset/ppi.zip; extract it
-// (unzip ppi.zip) and pass the folder it makes.
+// load_ppi reads a folder and downloads nothing. fetch_ppi (datasets/download.h) fills a folder
+// from DGL's ppi.zip, as PyG downloads it; load_multigraph_dataset("ppi") (datasets/registry.h)
+// calls both.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "gat/datasets/multigraph.h"
 
 namespace gat {
 
 inline constexpr const char* kPpiSplits[] = {"train", "valid", "test"};
+
+// The twelve file names above (train_graph.json, train_feats.npy, ...), split by split.
+std::vector<std::string> ppi_raw_files();
 
 MultiGraphDataset load_ppi(const std::string& dir);
 

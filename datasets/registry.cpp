@@ -120,10 +120,9 @@ MultiGraphDataset load_multigraph_dataset(const std::string& name, const std::st
   const std::string key = lower(name);
   if (key.rfind("synthetic-ppi:", 0) == 0) return load_synthetic_ppi(name);
   if (key == "ppi") {
-    GAT_CHECK(!data_dir.empty(),
-              "load_dataset: ppi needs the folder of its raw files (--data-dir DIR): they are "
-              "not downloaded; extract https://data.dgl.ai/dataset/ppi.zip there");
-    return load_ppi(data_dir);
+    const std::string dir = data_dir.empty() ? default_data_dir("ppi") : data_dir;
+    fetch_ppi(dir);
+    return load_ppi(dir);
   }
   GAT_CHECK(is_ppi_directory(name), "load_dataset: '", name, "' is not a multi-graph dataset (expected ppi, ",
             kSyntheticPpiSpec, " or a directory holding train_graph.json)");
@@ -162,9 +161,9 @@ Dataset load_dataset(const std::string& name, const std::string& data_dir) {
            " or a directory", exists ? "; it is not a directory" : "", ")");
 }
 
-std::optional<std::string> find_default_data_dir(const char* account_home) {
+std::optional<std::string> find_default_data_dir(const char* account_home, const std::string& dataset) {
   if (std::optional<std::string> env = data_dir_from_env()) return env;
-  const std::filesystem::path tail = std::filesystem::path("gat") / "planetoid";
+  const std::filesystem::path tail = std::filesystem::path("gat") / dataset;
   if (const char* cache = std::getenv("XDG_CACHE_HOME");
       cache && *cache && std::filesystem::path(cache).is_absolute())
     return (cache / tail).string();
@@ -174,11 +173,11 @@ std::optional<std::string> find_default_data_dir(const char* account_home) {
   return (std::filesystem::path(home) / ".cache" / tail).string();
 }
 
-std::string default_data_dir() {
+std::string default_data_dir(const std::string& dataset) {
   const passwd* account = ::getpwuid(::getuid());
-  const std::optional<std::string> dir = find_default_data_dir(account ? account->pw_dir : nullptr);
-  GAT_CHECK(dir.has_value(),
-            "no folder for the Planetoid files: HOME is not set and the account has no home ",
+  const std::optional<std::string> dir = find_default_data_dir(account ? account->pw_dir : nullptr, dataset);
+  GAT_CHECK(dir.has_value(), "no folder for the ", dataset == "planetoid" ? "Planetoid" : dataset,
+            " files: HOME is not set and the account has no home ",
             "directory; pass --data-dir DIR or set GAT_DATA_DIR (or XDG_CACHE_HOME)");
   return *dir;
 }

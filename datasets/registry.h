@@ -25,8 +25,11 @@ namespace gat {
 Dataset load_dataset(const std::string& name, const std::string& data_dir = "");
 
 // Multi-graph datasets for inductive training (datasets/multigraph.h). `name` is one of
-//   ppi                                   PPI's raw files (datasets/ppi.h), extracted in data_dir
-//                                         (no default: the files are not downloaded)
+//   ppi                                   PPI's raw files (datasets/ppi.h) in `data_dir`
+//                                         (default_data_dir("ppi") when empty); the missing ones
+//                                         are extracted there from DGL's ppi.zip, downloaded and
+//                                         verified first when it is not there (fetch_ppi,
+//                                         datasets/download.h)
 //   synthetic-ppi:<graphs>:<nodes>:<seed>[:<features>:<labels>]
 //                                         generate_multigraph (defaults 50 features, 121 labels)
 //   a directory holding train_graph.json  PPI's raw files there
@@ -39,15 +42,17 @@ MultiGraphDataset load_multigraph_dataset(const std::string& name, const std::st
 // name claims (a bare built-in name is the built-in dataset, or refused).
 bool dataset_is_folder(const std::string& name);
 
-// Where the Planetoid files are when no folder is given: $GAT_DATA_DIR when set; else the
-// per-user cache, $XDG_CACHE_HOME/gat/planetoid (an absolute XDG_CACHE_HOME only, as the XDG
-// base directory specification says), else HOME/.cache/gat/planetoid, with HOME from $HOME or,
+// Where a downloaded dataset's files are when no folder is given: $GAT_DATA_DIR when set; else the
+// per-user cache, $XDG_CACHE_HOME/gat/<dataset> (an absolute XDG_CACHE_HOME only, as the XDG
+// base directory specification says), else HOME/.cache/gat/<dataset>, with HOME from $HOME or,
 // where that is unset or empty, the account's home directory (the password database), as XDG
-// tools fall back. Only loading a Planetoid dataset without a folder asks for it: when there is
-// none, that is a gat::Error saying what to set, and anything else works without HOME.
-std::string default_data_dir();
+// tools fall back. `dataset` is "planetoid" (Cora, CiteSeer and PubMed share a folder) or "ppi".
+// Only loading one of those datasets without a folder asks for it: when there is none, that is a
+// gat::Error saying what to set, and anything else works without HOME.
+std::string default_data_dir(const std::string& dataset = "planetoid");
 // The same, with the account's home directory given (null: none), and nothing when there is none.
-std::optional<std::string> find_default_data_dir(const char* account_home);
+std::optional<std::string> find_default_data_dir(const char* account_home,
+                                                 const std::string& dataset = "planetoid");
 
 // {name, nodes, edges (directed, self loops not counted), features, edge_features (0: none),
 //  classes, train, val, test,

@@ -33,14 +33,24 @@ uint64_t max_gzip_ratio() {
   return ratio;
 }
 
+uint64_t max_inflated_bytes(uint64_t compressed_bytes) {
+  const uint64_t ratio = max_gzip_ratio();
+  return compressed_bytes > (std::numeric_limits<uint64_t>::max() - kGzipSlackBytes) / ratio
+             ? std::numeric_limits<uint64_t>::max()
+             : compressed_bytes * ratio + kGzipSlackBytes;
+}
+
+std::string inflated_beyond(uint64_t compressed_bytes) {
+  return detail::concat("more than ", max_inflated_bytes(compressed_bytes), " bytes (", max_gzip_ratio(),
+                        " times its ", compressed_bytes, " bytes + ", kGzipSlackBytes >> 20,
+                        " MiB); if the file is genuine, raise the ratio with GAT_MAX_GZIP_RATIO");
+}
+
 std::string decode(std::string bytes, const std::string& name) {
   if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f ||
       static_cast<unsigned char>(bytes[1]) != 0x8b)
     return bytes;
-  const uint64_t ratio = max_gzip_ratio();
-  const uint64_t limit = bytes.size() > (std::numeric_limits<uint64_t>::max() - kGzipSlackBytes) / ratio
-                             ? std::numeric_limits<uint64_t>::max()
-                             : bytes.size() * ratio + kGzipSlackBytes;
+  const uint64_t limit = max_inflated_bytes(bytes.size());
   z_stream z{};
   GAT_CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK, name, ": cannot start zlib");
   Bytef* const in = reinterpret_cast<Bytef*>(bytes.data());
@@ -59,9 +69,7 @@ std::string decode(std::string bytes, const std::string& name) {
     const int status = inflate(&z, Z_NO_FLUSH);
     const size_t produced = buffer.size() - z.avail_out;
     if (text.size() + produced > limit) {
-      error = detail::concat("decompresses to more than ", limit, " bytes (", ratio, " times its ",
-                             bytes.size(), " bytes + ", kGzipSlackBytes >> 20,
-                             " MiB); if the file is genuine, raise the ratio with GAT_MAX_GZIP_RATIO");
+      error = "decompresses to " + inflated_beyond(bytes.size());
       break;
     }
     text.append(buffer.data(), produced);

@@ -23,6 +23,13 @@ inline constexpr uint64_t kDefaultMaxGzipRatio = 200;
 inline constexpr uint64_t kGzipSlackBytes = uint64_t{1} << 20;
 // $GAT_MAX_GZIP_RATIO when set (a positive integer), else kDefaultMaxGzipRatio.
 uint64_t max_gzip_ratio();
+// The most bytes that `compressed_bytes` of gzip or deflate data may decompress to: max_gzip_ratio()
+// times as many plus kGzipSlackBytes (at most 2^64 - 1). decode() and the zip reader (zip.h) bound
+// every inflate by it.
+uint64_t max_inflated_bytes(uint64_t compressed_bytes);
+// What an error says of data that would decompress beyond that bound: the bound, how it is made,
+// and how to raise it.
+std::string inflated_beyond(uint64_t compressed_bytes);
 
 // Splits text into lines ('\n', an optional '\r' before it is dropped; a last line without
 // '\n' counts). Line numbers are 1-based. A UTF-8 byte order mark at the start (spreadsheets

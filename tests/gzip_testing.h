@@ -1,4 +1,5 @@
-// gzip in memory, for tests and fuzzers that write .gz inputs (one member, best compression).
+// gzip and raw deflate in memory (best compression), for tests and fuzzers that write .gz inputs
+// or zip members (zip_testing.h).
 #pragma once
 
 #include <zlib.h>
@@ -7,9 +8,11 @@
 
 namespace gat::testing {
 
-inline std::string gzip(const std::string& text) {
+// `text` deflated in one stream; `window_bits` as deflateInit2 takes them: 16 + MAX_WBITS for one
+// gzip member, -MAX_WBITS for raw deflate (no header or trailer, as zip stores it).
+inline std::string deflate_bytes(const std::string& text, int window_bits) {
   z_stream z{};
-  deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY);
+  deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, window_bits, 9, Z_DEFAULT_STRATEGY);
   std::string out(deflateBound(&z, static_cast<uLong>(text.size())), '\0');
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
   z.avail_in = static_cast<uInt>(text.size());
@@ -20,5 +23,7 @@ inline std::string gzip(const std::string& text) {
   deflateEnd(&z);
   return out;
 }
+
+inline std::string gzip(const std::string& text) { return deflate_bytes(text, 16 + MAX_WBITS); }
 
 }  // namespace gat::testing

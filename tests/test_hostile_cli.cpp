@@ -519,6 +519,23 @@ std::vector<Case> cases() {
       {"a folder that does not exist", "--dataset {dir}/nowhere --device cpu", 1, "unknown dataset '{dir}/nowhere'"},
       {"a data folder that is a file", "--dataset cora --data-dir {dir}/file --info", 1,
        "the data folder {dir}/file is a file, not a folder", [](const Scratch& s) { write_text(s.root / "file", "x"); }},
+      {"a PPI data folder that is a file", "--dataset ppi --data-dir {dir}/file --info", 1,
+       "the data folder {dir}/file is a file, not a folder: point --data-dir (or GAT_DATA_DIR) at the folder of the "
+       "PPI files",
+       [](const Scratch& s) { write_text(s.root / "file", "x"); }},
+      {"ppi with an empty cache, offline", "--dataset ppi --info", 1,
+       "cannot download ppi.zip from http://127.0.0.1:1/ppi.zip", nullptr,
+       [](const Scratch& s, const Outcome&) { EXPECT_FALSE(fs::exists(s.root / "cache" / "gat" / "ppi")); }, false,
+       "env -u GAT_DATA_DIR XDG_CACHE_HOME={dir}/cache GAT_PPI_URL=http://127.0.0.1:1/ppi.zip"},
+      {"a cached ppi.zip that is not DGL's", "--dataset ppi --info", 1,
+       "{dir}/cache/gat/ppi/ppi.zip is not DGL's ppi.zip: it has 4 bytes, not 7088822. Remove it to download it "
+       "again (rm '{dir}/cache/gat/ppi/ppi.zip')",
+       [](const Scratch& s) { write_text(s.root / "cache" / "gat" / "ppi" / "ppi.zip", "junk"); },
+       [](const Scratch& s, const Outcome&) {
+         EXPECT_EQ(read_text(s.root / "cache" / "gat" / "ppi" / "ppi.zip"), "junk");
+         EXPECT_EQ(std::distance(fs::directory_iterator(s.root / "cache" / "gat" / "ppi"), fs::directory_iterator()), 1);
+       },
+       false, "env -u GAT_DATA_DIR XDG_CACHE_HOME={dir}/cache"},
       {"synthetic negative degree", "--dataset synthetic:100:-3:0 --info", 1,
        "avg_degree -3 must be a finite number >= 0"},
       {"synthetic NaN degree", "--dataset synthetic:100:nan:0 --info", 1, "avg_degree nan must be a finite number"},

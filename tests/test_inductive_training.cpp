@@ -190,11 +190,20 @@ TEST(GatTrainInductive, TrainsAndReportsMicroF1) {
       gat::testing::run_gat_train("--dataset synthetic-ppi:6:20:1:8:5 --info", dir.path());
   ASSERT_EQ(info.status, 0) << info.err;
   EXPECT_EQ(nlohmann::json::parse(info.out)["labels"], 5);
-  const gat::testing::Outcome missing = gat::testing::run_gat_train("--dataset ppi --quiet", dir.path());
+  // Without PPI's files and offline: the folder (--data-dir, else the per-user cache), what is
+  // missing there and how to get it (the download itself: test_ppi).
+  const std::string offline =
+      "env -u GAT_DATA_DIR XDG_CACHE_HOME=" + dir.file("cache") + " GAT_PPI_URL=http://127.0.0.1:1/ppi.zip";
+  const gat::testing::Outcome missing =
+      gat::testing::run_gat_train("--dataset ppi --quiet", dir.path(), offline);
   EXPECT_EQ(missing.status, 1);
-  EXPECT_NE(missing.err.find("--data-dir"), std::string::npos) << missing.err;
-  const gat::testing::Outcome bad =
-      gat::testing::run_gat_train("--dataset ppi --data-dir " + dir.path().string() + " --quiet", dir.path());
+  EXPECT_NE(missing.err.find("train_graph.json and 11 more of PPI's files are missing from " +
+                             dir.file("cache/gat/ppi")),
+            std::string::npos)
+      << missing.err;
+  const gat::testing::Outcome bad = gat::testing::run_gat_train(
+      "--dataset ppi --data-dir " + dir.file("empty") + " --quiet", dir.path(), offline);
   EXPECT_EQ(bad.status, 1);
-  EXPECT_NE(bad.err.find("train_feats.npy"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("missing from " + dir.file("empty")), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--data-dir"), std::string::npos) << bad.err;
 }

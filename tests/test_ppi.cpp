@@ -2,22 +2,31 @@
 // (datasets/ppi.h) on folders written here, malformed ones refused, the multi-graph generator
 // (datasets/multigraph.h) and the names that load them (datasets/registry.h).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "gat/datasets/download.h"
 #include "gat/datasets/npy.h"
 #include "gat/datasets/ppi.h"
 #include "gat/datasets/registry.h"
+#include "gat/framework/io.h"
 #include "gat_testing.h"
+#include "gat_train_testing.h"
+#include "zip_testing.h"
 
 using namespace gat;
-using gat::testing::expect_error;
-using gat::testing::host_f64;
-using gat::testing::TempDir;
+using namespace gat::testing;
 
 namespace {
 
@@ -268,7 +277,295 @@ TEST(PpiFiles, RefusesMalformedFolders) {
     expect_error([&] { load_ppi(dir.path().string()); }, c.parts);
   }
   expect_error([] { load_ppi("/nonexistent/ppi"); }, {"/nonexistent/ppi", "not a directory", "ppi.zip"});
-  expect_error([] { load_multigraph_dataset("ppi"); }, {"ppi", "--data-dir", "not downloaded"});
+}
+
+// ---- fetch_ppi: PPI's files from its zip -------------------------------------------------------------
+
+namespace {
+
+// The twelve files of a PPI folder as one archive, as DGL's could be: every other one under
+// "ppi/", deflated and stored alike, with the folder's own entry and a member fetch_ppi does not
+// read.
+std::string ppi_zip(const TempDir& folder) {
+  std::vector<ZipMember> members = {{"ppi/", ""}, {"README", "not PPI"}};
+  const std::vector<std::string> files = ppi_raw_files();
+  for (size_t k = 0; k < files.size(); ++k)
+    members.push_back(
+        {(k % 2 ? "ppi/" : "") + files[k], io::read_regular_file(folder.file(files[k])), k % 3 != 0});
+  return make_zip(members).bytes;
+}
+
+// What the tests expect of an archive: its own size and digest.
+struct Pinned {
+  explicit Pinned(const std::string& bytes)
+      : sha256(sha256_hex(bytes)), bytes(static_cast<int64_t>(bytes.size())) {}
+  std::string sha256;
+  int64_t bytes;
+  ExpectedArchive expected() const { return {bytes, sha256.c_str()}; }
+};
+
+// Options that fetch nothing unless a test points ppi_url at its server.
+DownloadOptions offline() {
+  DownloadOptions options;
+  options.ppi_url = "http://127.0.0.1:1/ppi.zip";
+  return options;
+}
+
+std::vector<std::string> listing(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  if (!std::filesystem::exists(dir)) return names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<std::string> ppi_files_and_zip() {
+  std::vector<std::string> names = ppi_raw_files();
+  names.emplace_back("ppi.zip");
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// tests/planetoid_server.py serving `folder` in `mode` on a free loopback port; killed at the end
+// of the scope.
+class Server {
+ public:
+  Server(const std::string& folder, const std::string& mode) {
+    int out[2];
+    EXPECT_EQ(::pipe(out), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    const std::string script = std::string(GAT_SOURCE_DIR) + "/tests/planetoid_server.py";
+    std::vector<std::string> args = {"python3", script, folder, mode};
+    std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    EXPECT_EQ(posix_spawnp(&pid_, "python3", &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    std::string port;
+    for (char c; ::read(out[0], &c, 1) == 1 && c != '\n';) port += c;
+    ::close(out[0]);
+    url_ = "http://127.0.0.1:" + port + "/ppi.zip";
+  }
+  ~Server() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+  const std::string& url() const { return url_; }
+
+ private:
+  pid_t pid_ = 0;
+  std::string url_;
+};
+
+bool have_python3() { return std::system("python3 -c '' >/dev/null 2>&1") == 0; }
+
+// Whether this build has the downloader and its digests (GAT_DOWNLOAD, not OFF).
+bool downloader_built() {
+  try {
+    sha256_hex("");
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+#define SKIP_WITHOUT_DOWNLOADER() \
+  if (!downloader_built()) GTEST_SKIP() << "a build without the downloader: nothing verifies ppi.zip"
+
+}  // namespace
+
+TEST(PpiFetch, ExtractsTheMissingFilesOfAKeptArchiveAsTheyWere) {
+  SKIP_WITHOUT_DOWNLOADER();
+  TempDir source("gat_ppi_source"), dir("gat_ppi_fetch");
+  write_ppi(source);
+  const std::string zip = ppi_zip(source);
+  const Pinned pinned(zip);
+  write_bytes(dir.file("ppi.zip"), zip);
+  fetch_ppi(dir.path().string(), offline(), pinned.expected());
+  EXPECT_EQ(listing(dir.path()), ppi_files_and_zip());  // no temporary file left, nothing else extracted
+  for (const std::string& file : ppi_raw_files())
+    EXPECT_EQ(io::read_regular_file(dir.file(file)), io::read_regular_file(source.file(file))) << file;
+  EXPECT_EQ(dataset_summary(load_ppi(dir.path().string())),
+            dataset_summary(load_ppi(source.path().string())));
+  // Only what is missing is extracted: a file there is the file, even one that differs.
+  std::filesystem::remove(dir.file("valid_feats.npy"));
+  write_bytes(dir.file("test_labels.npy"), "mine");
+  fetch_ppi(dir.path().string(), offline(), pinned.expected());
+  EXPECT_EQ(io::read_regular_file(dir.file("valid_feats.npy")),
+            io::read_regular_file(source.file("valid_feats.npy")));
+  EXPECT_EQ(io::read_regular_file(dir.file("test_labels.npy")), "mine");
+  // With every file there, the archive is not read (nor looked for).
+  std::filesystem::remove(dir.file("ppi.zip"));
+  write_bytes(dir.file("test_labels.npy"), io::read_regular_file(source.file("test_labels.npy")));
+  fetch_ppi(dir.path().string(), offline(), pinned.expected());
+  EXPECT_EQ(load_ppi(dir.path().string()).train.size(), 2u);
+}
+
+TEST(PpiFetch, RefusesAKeptArchiveThatIsNotTheExpectedOneAndKeepsIt) {
+  SKIP_WITHOUT_DOWNLOADER();
+  TempDir source("gat_ppi_source"), dir("gat_ppi_fetch");
+  write_ppi(source);
+  const std::string zip = ppi_zip(source);
+  write_bytes(dir.file("ppi.zip"), zip);
+  const std::string path = dir.file("ppi.zip");
+  const Pinned pinned(zip);
+  const std::string remove = "Remove it to download it again (rm '" + path + "')";
+  expect_error(
+      [&] {
+        fetch_ppi(dir.path().string(), offline(), {pinned.bytes + 1, pinned.sha256.c_str()});
+      },
+      {path, "is not DGL's ppi.zip", std::to_string(pinned.bytes) + " bytes, not", remove});
+  const std::string other(64, '0');
+  expect_error(
+      [&] {
+        fetch_ppi(dir.path().string(), offline(), {pinned.bytes, other.c_str()});
+      },
+      {path, "is not DGL's ppi.zip: its SHA-256 is " + pinned.sha256 + ", expected " + other, remove});
+  EXPECT_EQ(listing(dir.path()), std::vector<std::string>{"ppi.zip"});
+  EXPECT_EQ(io::read_regular_file(path), zip);
+}
+
+TEST(PpiFetch, RefusesAnArchiveWithoutPpisFilesWritingNothing) {
+  SKIP_WITHOUT_DOWNLOADER();
+  TempDir source("gat_ppi_source");
+  write_ppi(source);
+  const auto member = [&](const std::string& name, const std::string& file) {
+    return ZipMember{name, io::read_regular_file(source.file(file)), true};
+  };
+  std::vector<ZipMember> all;
+  for (const std::string& file : ppi_raw_files()) all.push_back(member("ppi/" + file, file));
+  std::vector<ZipMember> without = all, twice = all;
+  without.pop_back();
+  twice.push_back(member("train_feats.npy", "train_feats.npy"));
+  Zip corrupt = make_zip(all);
+  corrupt.put_both32(3, kZipCrc, 0);
+  Zip elsewhere = make_zip({member("data/train_graph.json", "train_graph.json")});
+  struct Case {
+    const char* what;
+    std::string zip;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {"a file missing",
+       make_zip(without).bytes,
+       {"ppi.zip: has no member ppi/test_graph_id.npy or test_graph_id.npy"}},
+      {"a file twice", make_zip(twice).bytes, {"ppi.zip: has both ppi/train_feats.npy and train_feats.npy"}},
+      {"a file in another folder",
+       elsewhere.bytes,
+       {"has no member ppi/train_graph.json or train_graph.json"}},
+      {"a corrupt member", corrupt.bytes, {"ppi.zip: member 'ppi/train_graph_id.npy': CRC-32"}},
+      {"not a zip", "PK but not a zip archive at all", {"ppi.zip: not a zip archive"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    TempDir dir("gat_ppi_fetch");
+    write_bytes(dir.file("ppi.zip"), c.zip);
+    const Pinned pinned(c.zip);
+    expect_error([&] { fetch_ppi(dir.path().string(), offline(), pinned.expected()); }, c.parts);
+    EXPECT_EQ(listing(dir.path()), std::vector<std::string>{"ppi.zip"});
+  }
+}
+
+TEST(PpiFetch, DownloadsVerifiesAndKeepsTheArchive) {
+  SKIP_WITHOUT_DOWNLOADER();
+  if (!have_python3()) GTEST_SKIP() << "no python3 to serve the archive";
+  TempDir source("gat_ppi_source"), served("gat_ppi_served"), top("gat_ppi_fetch");
+  write_ppi(source);
+  const std::string zip = ppi_zip(source);
+  write_bytes(served.file("ppi.zip"), zip);
+  const Pinned pinned(zip);
+  const std::string dir = top.file("new/ppi");  // made by the download
+  {
+    const Server server(served.path().string(), "good");
+    DownloadOptions options = offline();
+    options.ppi_url = server.url();
+    fetch_ppi(dir, options, pinned.expected());
+    EXPECT_EQ(listing(dir), ppi_files_and_zip());
+    EXPECT_EQ(io::read_regular_file(dir + "/ppi.zip"), zip);
+    for (const std::string& file : ppi_raw_files())
+      EXPECT_EQ(io::read_regular_file(dir + "/" + file), io::read_regular_file(source.file(file))) << file;
+    // An archive of another size is refused before its digest is looked at.
+    std::filesystem::remove_all(top.file("new"));
+    expect_error(
+        [&] {
+          fetch_ppi(dir, options, {pinned.bytes + 1, pinned.sha256.c_str()});
+        },
+        {"cannot download ppi.zip from " + server.url(), std::to_string(pinned.bytes) + " bytes, expected",
+         "nothing was written"});
+    expect_error(
+        [&] {
+          fetch_ppi(dir, options, {pinned.bytes - 1, pinned.sha256.c_str()});
+        },
+        {"cannot download ppi.zip from " + server.url()});
+    EXPECT_FALSE(std::filesystem::exists(top.file("new"))) << "a refused download left a folder";
+  }
+  struct Case {
+    const char* mode;
+    long timeout_s, deadline_s;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {"corrupt", 30, 600, {"its SHA-256 is", "expected " + pinned.sha256, "corrupted or not DGL's ppi.zip"}},
+      {"truncate", 30, 600, {"transfer closed"}},
+      {"stall", 1, 600, {"no data for 1 s", "GAT_DOWNLOAD_TIMEOUT"}},
+      {"trickle", 30, 1, {"took more than 1 s in all", "GAT_DOWNLOAD_DEADLINE"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.mode);
+    const Server server(served.path().string(), c.mode);
+    DownloadOptions options = offline();
+    options.ppi_url = server.url();
+    options.timeout_s = c.timeout_s;
+    options.deadline_s = c.deadline_s;
+    std::vector<std::string> parts = c.parts;
+    parts.insert(parts.end(), {"cannot download ppi.zip from " + server.url(), dir, "To get PPI by hand"});
+    expect_error([&] { fetch_ppi(dir, options, pinned.expected()); }, parts);
+    EXPECT_FALSE(std::filesystem::exists(top.file("new"))) << "a refused download left a folder";
+  }
+  // Offline: what to download, and where to put it.
+  expect_error(
+      [&] { fetch_ppi(dir, offline(), pinned.expected()); },
+      {"cannot download ppi.zip from http://127.0.0.1:1/ppi.zip",
+       "train_graph.json and 11 more of PPI's files are missing from " + dir,
+       "download http://127.0.0.1:1/ppi.zip into that folder",
+       "{train,valid,test}_{graph.json,feats.npy,labels.npy,graph_id.npy}", "--data-dir (or GAT_DATA_DIR)"});
+}
+
+// gat_train --dataset ppi with no folder: the per-user cache, the real archive's digest.
+TEST(PpiFetch, GatTrainChecksTheArchiveItDownloadsAndReadsAFolderOffline) {
+  SKIP_WITHOUT_DOWNLOADER();
+  if (!have_python3()) GTEST_SKIP() << "no python3 to serve the archive";
+  TempDir source("gat_ppi_source"), served("gat_ppi_served"), home("gat_ppi_home");
+  write_ppi(source);
+  write_bytes(served.file("ppi.zip"), ppi_zip(source));
+  const Server server(served.path().string(), "good");
+  const std::string env =
+      "env -u GAT_DATA_DIR XDG_CACHE_HOME='" + home.file("cache") + "' GAT_PPI_URL=" + server.url();
+  const Outcome refused = run_gat_train("--dataset ppi --info", home.path(), env);
+  EXPECT_EQ(refused.status, 1) << refused.err;
+  for (const std::string& part :
+       {"cannot download ppi.zip from " + server.url(), " bytes, expected " + std::to_string(kPpiZip.bytes),
+        std::string("nothing was written"), home.file("cache/gat/ppi")})
+    EXPECT_NE(refused.err.find(part), std::string::npos) << part << " not in: " << refused.err;
+  EXPECT_EQ(listing(home.file("cache/gat/ppi")), std::vector<std::string>{});
+  // A folder that holds the files needs no network: --data-dir, or GAT_DATA_DIR.
+  const std::string offline_env = "GAT_PPI_URL=http://127.0.0.1:1/ppi.zip";
+  const Outcome given = run_gat_train("--dataset ppi --info --data-dir '" + source.path().string() + "'",
+                                      home.path(), offline_env);
+  EXPECT_EQ(given.status, 0) << given.err;
+  EXPECT_NE(given.out.find("\"graphs\":[2,1,1]"), std::string::npos) << given.out;
+  const Outcome from_env = run_gat_train("--dataset ppi --info --quiet", home.path(),
+                                         offline_env + " GAT_DATA_DIR='" + source.path().string() + "'");
+  EXPECT_EQ(from_env.status, 0) << from_env.err;
+  EXPECT_EQ(from_env.out, given.out);
+  EXPECT_EQ(from_env.err, "");
 }
 
 // ---- the generator --------------------------------------------------------------------------------

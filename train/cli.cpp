@@ -113,12 +113,13 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
          "--dataset", flags.dataset,
          "cora | citeseer | pubmed | synthetic:<nodes>:<avg_degree>:<seed>[:<edge_dim>] | a directory "
          "(with --load: the checkpoint's dataset unless given); multi-graph, for the inductive model: ppi "
-         "(its raw files in --data-dir) | synthetic-ppi:<graphs>:<nodes>:<seed>[:<features>:<labels>] | a "
+         "(its raw files in --data-dir, downloaded there when missing) | "
+         "synthetic-ppi:<graphs>:<nodes>:<seed>[:<features>:<labels>] | a "
          "directory of PPI's raw files")
       ->check(kNonEmpty);
   app.add_option("--data-dir", flags.data_dir,
-                 "folder of the Planetoid raw files (default: $GAT_DATA_DIR, else the per-user cache "
-                 "$XDG_CACHE_HOME/gat/planetoid); missing files are downloaded there")
+                 "folder of the Planetoid or PPI raw files (default: $GAT_DATA_DIR, else the per-user cache "
+                 "$XDG_CACHE_HOME/gat/planetoid or gat/ppi); missing files are downloaded there")
       ->default_str(env.data_dir_default)
       ->check(kNonEmpty);
   app.add_option("--device", flags.device, "where to train")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
