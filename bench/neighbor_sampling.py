@@ -48,18 +48,26 @@ where installed, else torch_sparse: PyG picks). The table gives both and PyG / o
 --mode large: a graph whose features do not fit on the device: 100,000,000 nodes x 128 f32
 features (51 GB in host memory), degree 10 (about 1B directed edges), 47 classes, 102,400
 training nodes (100 batches of 1024), fanouts 10,10, the generator's default signal and
-intra-class fraction (it measures throughput, not accuracy). Ours only, without the inference, printing
-the throughput: seeds/s and sampled edges/s of the sampler, bytes/s of the loader, seeds/s of
-training. Host memory: at 1M nodes x 128 features (9.8M edges) gat_bench's peak resident set
-was 0.81 GB (0.51 GB of features, about 30 bytes per edge for the graph and its build), so this
-needs about 81 GB of the GPU host's 128; --nodes and --features shrink it. Generating 1M nodes
-took 7 s on one core: expect minutes at 100M.
+intra-class fraction (it measures throughput, not accuracy). Ours only, without the inference,
+printing the throughput: seeds/s and sampled edges/s of the sampler, bytes/s of the loader,
+seeds/s of training, with gat_bench's peak resident set (peak_host_bytes) and the generator's
+wall and CPU time (generate_ms, generate_cpu_ms); its stages print on stderr as they end.
+
+Host memory: the peak is the finished dataset (datasets/generator.h): the features and the graph
+with its transpose. gat_bench's peak resident set at degree 10 and 128 features (the CPU,
+/usr/bin/time -v, MALLOC_MMAP_THRESHOLD_=65536 so that freed arrays leave as they do at 100M) was
+0.866 GB at 1M nodes (9.8M edges) and 2.941 GB at 4M (39.4M edges): 0.69 GB per million nodes,
+so about 70 GB at 100M of the GPU host's 128. The earlier estimate, 81 GB, scaled 1M's whole
+resident set. --nodes and --features shrink it. Generating took 2.8 CPU-seconds at 1M nodes and
+13.5 at 4M (a shared two-core machine, so its thread scaling could not be measured): at 100M
+about 350-450 CPU-seconds, 25-50 s on 16 cores.
 
 Everything measured goes to OUT/neighbor_sampling_MODE.json. Nothing is built or downloaded here.
 """
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -94,8 +102,10 @@ def run_ours(args, spec, write_dir):
     if args.inference_batch_size:
         cmd += ["--inference-batch-size", str(args.inference_batch_size)]
     print("ours:", " ".join(cmd), file=sys.stderr, flush=True)
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)  # its stages on stderr
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res["peak_host_bytes"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # gat_bench's
+    return res
 
 
 def read_dataset(d):
@@ -259,7 +269,8 @@ def main():
     print(f"ours: sampler {ours['sample_seeds_per_s']:,.0f} seeds/s, {ours['sample_edges_per_s']:,.0f} edges/s; "
           f"loader {ours['loader_bytes_per_s'] / 1e9:.2f} GB/s of feature rows; "
           f"training {ours['train_seeds_per_s']:,.0f} seeds/s; peak device memory "
-          f"{ours['peak_device_bytes'] / 1e9:.2f} GB")
+          f"{ours['peak_device_bytes'] / 1e9:.2f} GB, peak host memory {ours['peak_host_bytes'] / 1e9:.1f} GB; "
+          f"generating the graph {ours['generate_ms'] / 1e3:.1f} s")
     if pyg:
         print(f"PyG:  sampler {pyg['sample_seeds_per_s']:,.0f} seeds/s, {pyg['sample_edges_per_s']:,.0f} edges/s; "
               f"training {pyg['train_seeds_per_s']:,.0f} seeds/s; peak device memory "

@@ -5,6 +5,8 @@
 #include <limits>
 #include <numeric>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gat/framework/detail/host_parallel.h"
 #include "gat/framework/ops/detail/loops.h"
@@ -74,6 +76,139 @@ struct AliasTable {
   }
 };
 
+// The nodes of each class, ids ascending (a stable counting sort by class).
+struct ClassMembers {
+  std::vector<int32_t> members;  // (N,) class k's nodes at [start[k], start[k+1])
+  std::vector<int64_t> start;    // (C+1,)
+  int64_t size(int64_t k) const { return start[static_cast<size_t>(k) + 1] - start[static_cast<size_t>(k)]; }
+  const int32_t* of(int64_t k) const { return members.data() + start[static_cast<size_t>(k)]; }
+};
+
+ClassMembers group_by_class(int64_t n, int64_t c, const int32_t* y) {
+  ClassMembers classes;
+  classes.start = detail::counting_sort(
+      "generate_sbm", n, c,
+      [&](int64_t begin, int64_t end, auto&& emit) {
+        for (int64_t i = begin; i < end; ++i) emit(y[i], static_cast<int32_t>(i));
+      },
+      [&](int64_t total) { classes.members.resize(static_cast<size_t>(total)); },
+      [&](int64_t pos, int32_t i) { classes.members[static_cast<size_t>(pos)] = i; });
+  return classes;
+}
+
+// The split in node-id order: the first train_per_class nodes of each class train; of the other
+// nodes, the first val_size validate and the next test_size test. In parallel: a node's rank among
+// the others is its id less the training nodes before it.
+void split_nodes(const GeneratorOptions& o, const ClassMembers& classes, Dataset& data) {
+  const int64_t n = o.num_nodes;
+  std::vector<uint8_t> trains(static_cast<size_t>(n), 0);  // (N,) 1 for a training node
+  int64_t train_count = 0;
+  for (int64_t k = 0; k < o.num_classes; ++k) {
+    const int64_t take = std::min(o.train_per_class, classes.size(k));
+    for (int64_t j = 0; j < take; ++j) trains[static_cast<size_t>(classes.of(k)[j])] = 1;
+    train_count += take;
+  }
+  const int64_t val_count = std::min(o.val_size, n - train_count);
+  const int64_t test_count = std::min(o.test_size, n - train_count - val_count);
+  data.train_index = Tensor::empty({train_count}, DType::i32);
+  data.val_index = Tensor::empty({val_count}, DType::i32);
+  data.test_index = Tensor::empty({test_count}, DType::i32);
+  int32_t *train = data.train_index.data<int32_t>(), *val = data.val_index.data<int32_t>(),
+          *test = data.test_index.data<int32_t>();
+  const int blocks = detail::parallel_blocks(n);
+  std::vector<int64_t> trains_before(static_cast<size_t>(blocks) + 1, 0);  // (blocks+1,) after the scan
+#pragma omp parallel for schedule(static, 1) if (blocks > 1)
+  for (int b = 0; b < blocks; ++b)
+    for (int64_t i = detail::block_begin(n, b, blocks); i < detail::block_begin(n, b + 1, blocks); ++i)
+      trains_before[static_cast<size_t>(b) + 1] += trains[static_cast<size_t>(i)];
+  detail::inclusive_scan(trains_before.data() + 1, blocks);
+#pragma omp parallel for schedule(static, 1) if (blocks > 1)
+  for (int b = 0; b < blocks; ++b) {
+    int64_t t = trains_before[static_cast<size_t>(b)];
+    for (int64_t i = detail::block_begin(n, b, blocks); i < detail::block_begin(n, b + 1, blocks); ++i) {
+      const int64_t other = i - t;  // the node's rank among the non-training nodes
+      if (trains[static_cast<size_t>(i)])
+        train[t++] = static_cast<int32_t>(i);
+      else if (other < val_count)
+        val[other] = static_cast<int32_t>(i);
+      else if (other - val_count < test_count)
+        test[other - val_count] = static_cast<int32_t>(i);
+    }
+  }
+}
+
+// The undirected edges, Chung-Lu style, as the header says, then symmetrised, deduplicated and
+// without self loops. The alias tables, the stub counts and theta are freed before the graph is
+// built, so that they never sit beside its sort.
+Graph draw_graph(const GeneratorOptions& o, const int32_t* y, ClassMembers classes,
+                 std::vector<double> theta) {
+  const int64_t n = o.num_nodes, c = o.num_classes;
+  const uint64_t seed = o.seed;
+  std::vector<int32_t> src, dst;  // (pairs,) the first end and the other end
+  {
+    // Alias tables: the nodes of each class, and the classes by total weight.
+    std::vector<AliasTable> block(static_cast<size_t>(c));
+    std::vector<double> class_weight(static_cast<size_t>(c), 0.0);  // (C,) sum of theta
+    detail::FirstException error;                                   // a table may not fit in memory
+#pragma omp parallel for schedule(dynamic, 1) if (n > ops::detail::kParallelThreshold)
+    for (int64_t k = 0; k < c; ++k)
+      error.capture([&] {
+        const int32_t* ids = classes.of(k);
+        const size_t size = static_cast<size_t>(classes.size(k));
+        block[static_cast<size_t>(k)] = AliasTable(ids, size, theta);
+        for (size_t i = 0; i < size; ++i)
+          class_weight[static_cast<size_t>(k)] += theta[static_cast<size_t>(ids[i])];
+      });
+    error.rethrow();
+    std::vector<int32_t> nonempty;  // the classes with a node
+    for (int64_t k = 0; k < c; ++k)
+      if (classes.size(k) > 0) nonempty.push_back(static_cast<int32_t>(k));
+    const AliasTable class_table(nonempty.data(), nonempty.size(), class_weight);
+    std::vector<int32_t>().swap(classes.members);
+
+    // Node u starts floor(m_u) or floor(m_u) + 1 edges (the fraction as a coin) with
+    // m_u = pairs * theta_u / sum(theta); the other end is ~ theta within u's class with
+    // probability intra_fraction, else ~ theta overall (class first, then node). Edges are laid
+    // out by first end, so only the other end costs a random memory access. m_u is at most
+    // avg_degree * N / 2 < 2^30, so the counts and their sums fit 32 bits once the total is checked.
+    const double total_weight = std::accumulate(class_weight.begin(), class_weight.end(), 0.0);
+    const double per_weight = o.avg_degree * static_cast<double>(n) / 2.0 / total_weight;
+    std::vector<int32_t> first(static_cast<size_t>(n) + 1, 0);  // (N+1,) edge offsets by first end
+    int64_t pairs = 0;
+#pragma omp parallel for reduction(+ : pairs) if (n > ops::detail::kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      const double m = per_weight * theta[static_cast<size_t>(i)];
+      const double whole = std::floor(m);
+      first[i + 1] =
+          static_cast<int32_t>(whole) + (draw_unit(seed, kStubs, static_cast<uint64_t>(i)) < m - whole);
+      pairs += first[i + 1];
+    }
+    GAT_CHECK(pairs <= std::numeric_limits<int32_t>::max() / 2, "generate_sbm: ", pairs,
+              " edge pairs are too many: both directions must fit 32-bit edge ids (at most 2^31 - 1 edges)");
+    detail::inclusive_scan(first.data() + 1, n);
+    std::vector<double>().swap(theta);
+    progress::Stage drawing("synthetic: edge pairs drawn", pairs);
+    src.resize(static_cast<size_t>(pairs));
+    dst.resize(static_cast<size_t>(pairs));
+#pragma omp parallel for schedule(dynamic, 4096) if (pairs > ops::detail::kParallelThreshold)
+    for (int64_t u = 0; u < n; ++u) {
+      const int32_t cu = y[u];
+      for (int64_t k = first[u]; k < first[u + 1]; ++k) {
+        const uint64_t base = static_cast<uint64_t>(k) * kDrawsPerEdge;
+        const bool intra = draw_unit(seed, kEdge, base) < o.intra_fraction;
+        const int32_t cv = intra ? cu : class_table.sample(seed, base + 1);
+        src[k] = static_cast<int32_t>(u);
+        dst[k] = block[static_cast<size_t>(cv)].sample(seed, base + 3);
+      }
+    }
+    drawing.done(std::to_string(pairs));
+  }
+  GraphBuildOptions options;
+  options.symmetrize = true;
+  options.remove_self_loops = true;
+  return Graph::from_edges(n, std::move(src), std::move(dst), options);  // frees src and dst
+}
+
 }  // namespace
 
 Dataset generate_sbm(const GeneratorOptions& o) {
@@ -129,72 +264,9 @@ Dataset generate_sbm(const GeneratorOptions& o) {
     y[i] = static_cast<int32_t>(draw_below(seed, kClass, static_cast<uint64_t>(i), c));
     theta[i] = std::pow(1.0 - draw_unit(seed, kWeight, static_cast<uint64_t>(i)), exponent);
   }
-
-  // Alias tables: the nodes of each class (ids ascending: a stable counting sort by class), and
-  // the classes by total weight.
-  std::vector<int32_t> members;  // (N,) node ids by class, class k's at [class_start[k], class_start[k+1])
-  const std::vector<int64_t> class_start = detail::counting_sort(  // (C+1,)
-      "generate_sbm", n, c,
-      [&](int64_t begin, int64_t end, auto&& emit) {
-        for (int64_t i = begin; i < end; ++i) emit(y[i], static_cast<int32_t>(i));
-      },
-      [&](int64_t total) { members.resize(static_cast<size_t>(total)); },
-      [&](int64_t pos, int32_t i) { members[static_cast<size_t>(pos)] = i; });
-  std::vector<AliasTable> block(static_cast<size_t>(c));
-  std::vector<double> class_weight(static_cast<size_t>(c), 0.0);  // (C,) sum of theta
-  detail::FirstException error;                                   // a table may not fit in memory
-#pragma omp parallel for schedule(dynamic, 1) if (n > ops::detail::kParallelThreshold)
-  for (int64_t k = 0; k < c; ++k)
-    error.capture([&] {
-      const int32_t* ids = members.data() + class_start[static_cast<size_t>(k)];
-      const size_t size =
-          static_cast<size_t>(class_start[static_cast<size_t>(k) + 1] - class_start[static_cast<size_t>(k)]);
-      block[static_cast<size_t>(k)] = AliasTable(ids, size, theta);
-      for (size_t i = 0; i < size; ++i)
-        class_weight[static_cast<size_t>(k)] += theta[static_cast<size_t>(ids[i])];
-    });
-  error.rethrow();
-  std::vector<int32_t> classes;  // the non-empty classes
-  for (int64_t k = 0; k < c; ++k)
-    if (class_start[static_cast<size_t>(k) + 1] > class_start[static_cast<size_t>(k)])
-      classes.push_back(static_cast<int32_t>(k));
-  const AliasTable class_table(classes.data(), classes.size(), class_weight);
-
-  // Undirected edges, Chung-Lu style: node u starts floor(m_u) or floor(m_u) + 1 edges (the
-  // fraction as a coin) with m_u = pairs * theta_u / sum(theta); the other end is ~ theta within
-  // u's class with probability intra_fraction, else ~ theta overall (class first, then node).
-  // Edges are laid out by first end, so only the other end costs a random memory access.
-  const double total_weight = std::accumulate(class_weight.begin(), class_weight.end(), 0.0);
-  const double per_weight = o.avg_degree * static_cast<double>(n) / 2.0 / total_weight;
-  std::vector<int64_t> first(static_cast<size_t>(n) + 1, 0);  // (N+1,) edge offsets by first end
-#pragma omp parallel for if (n > ops::detail::kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) {
-    const double m = per_weight * theta[static_cast<size_t>(i)];
-    const double whole = std::floor(m);
-    first[i + 1] =
-        static_cast<int64_t>(whole) + (draw_unit(seed, kStubs, static_cast<uint64_t>(i)) < m - whole);
-  }
-  const int64_t pairs = detail::inclusive_scan(first.data() + 1, n);
-  GAT_CHECK(pairs <= std::numeric_limits<int32_t>::max() / 2, "generate_sbm: ", pairs,
-            " edge pairs are too many: both directions must fit 32-bit edge ids (at most 2^31 - 1 edges)");
-  progress::Stage drawing("synthetic: edge pairs drawn", pairs);
-  std::vector<int32_t> src(static_cast<size_t>(pairs)), dst(static_cast<size_t>(pairs));  // (pairs,)
-#pragma omp parallel for schedule(dynamic, 4096) if (pairs > ops::detail::kParallelThreshold)
-  for (int64_t u = 0; u < n; ++u) {
-    const int32_t cu = y[u];
-    for (int64_t k = first[u]; k < first[u + 1]; ++k) {
-      const uint64_t base = static_cast<uint64_t>(k) * kDrawsPerEdge;
-      const bool intra = draw_unit(seed, kEdge, base) < o.intra_fraction;
-      const int32_t cv = intra ? cu : class_table.sample(seed, base + 1);
-      src[k] = static_cast<int32_t>(u);
-      dst[k] = block[static_cast<size_t>(cv)].sample(seed, base + 3);
-    }
-  }
-  drawing.done(std::to_string(pairs));
-  GraphBuildOptions options;
-  options.symmetrize = true;
-  options.remove_self_loops = true;
-  data.graph = Graph::from_edges(n, std::move(src), std::move(dst), options);  // frees src and dst
+  ClassMembers classes = group_by_class(n, c, y);
+  split_nodes(o, classes, data);
+  data.graph = draw_graph(o, y, std::move(classes), std::move(theta));
 
   // Features: signal * prototype[class] + noise in [-1, 1).
   std::vector<float> prototype(static_cast<size_t>(c * f));  // (C, F) +-1
@@ -239,25 +311,6 @@ Dataset generate_sbm(const GeneratorOptions& o) {
     edge_features.done(detail::concat(edges, " x ", d_count));
   }
 
-  // Split in node-id order: train_per_class of each class, then val_size, then test_size nodes.
-  std::vector<int32_t> train, val, test;
-  std::vector<int64_t> taken(static_cast<size_t>(c), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    if (taken[static_cast<size_t>(y[i])] < o.train_per_class) {
-      ++taken[static_cast<size_t>(y[i])];
-      train.push_back(static_cast<int32_t>(i));
-    } else if (static_cast<int64_t>(val.size()) < o.val_size) {
-      val.push_back(static_cast<int32_t>(i));
-    } else if (static_cast<int64_t>(test.size()) < o.test_size) {
-      test.push_back(static_cast<int32_t>(i));
-    }
-  }
-  auto index_tensor = [](const std::vector<int32_t>& v) {
-    return Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
-  };
-  data.train_index = index_tensor(train);
-  data.val_index = index_tensor(val);
-  data.test_index = index_tensor(test);
   check_splits(
       data, {detail::concat(data.name, " (training: the first ", o.train_per_class, " nodes of each class)"),
              detail::concat(data.name, " (validation: the ", o.val_size,

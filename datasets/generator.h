@@ -18,7 +18,15 @@
 //     defaults), which leaves the test a node whatever classes the seed draws.
 //
 // Every random draw is Philox(seed, stream, index) (framework/rng.h), a pure function of its
-// index, so the result is the same for any number of OpenMP threads.
+// index, so the result is the same for any number of OpenMP threads. The stages over the nodes and
+// the edges run in parallel, the split included (the alias tables one class per thread); only
+// check_splits' pass over the split's ids is serial.
+//
+// Memory, for graphs of 100M nodes: the result holds 4 N F bytes of features and a Graph of about
+// 16 bytes an edge (the CSR both ways) and 24 bytes a node. The graph is built first, and what
+// only its build needs is freed before the features are allocated: the weights, the alias tables
+// (16 bytes a node), the drawn pairs (8 bytes a pair: 4 an edge) and the sorts' staging (4 bytes
+// an edge). So the peak is the finished dataset.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 #include "gat/framework/neighbor_sampler.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "gat/framework/ops/detail/neighbor_draws.h"
 #include "gat/framework/ops/sample_neighbors.h"
@@ -48,14 +50,20 @@ SampledBatch NeighborSampler::sample(const std::vector<int32_t>& seeds, uint64_t
   const int64_t n = graph_.num_dst_nodes();
   GAT_CHECK(batch_key < kShuffleStreams / NeighborSamplerOptions::kMaxLayers, "NeighborSampler: batch key ",
             batch_key, " is 2^57 or more");
-  std::vector<uint8_t> seen(static_cast<size_t>(n), 0);
-  for (size_t k = 0; k < seeds.size(); ++k) {
-    const int32_t v = seeds[k];
-    GAT_CHECK(v >= 0 && v < n, "NeighborSampler: seed ", k, " is node ", v, ", outside [0, ", n, ")");
-    GAT_CHECK(!seen[static_cast<size_t>(v)], "NeighborSampler: seed ", k, " is node ", v,
-              " again (seeds must be distinct)");
-    seen[static_cast<size_t>(v)] = 1;
-  }
+  // The first seed outside [0, n) or equal to an earlier one. Repeats are found by sorting
+  // (node, position) pairs, not with a table of every node: that was 100 MB a batch at 100M nodes.
+  const size_t outside = static_cast<size_t>(
+      std::find_if(seeds.begin(), seeds.end(), [&](int32_t v) { return v < 0 || v >= n; }) - seeds.begin());
+  std::vector<std::pair<int32_t, size_t>> by_node(outside);  // (node, position) of the seeds before it
+  for (size_t k = 0; k < outside; ++k) by_node[k] = {seeds[k], k};
+  std::sort(by_node.begin(), by_node.end());
+  size_t repeat = outside;  // the first position whose node came before it
+  for (size_t i = 1; i < by_node.size(); ++i)
+    if (by_node[i].first == by_node[i - 1].first) repeat = std::min(repeat, by_node[i].second);
+  GAT_CHECK(repeat == outside, "NeighborSampler: seed ", repeat, " is node ", seeds[repeat],
+            " again (seeds must be distinct)");
+  GAT_CHECK(outside == seeds.size(), "NeighborSampler: seed ", outside, " is node ", seeds[outside],
+            ", outside [0, ", n, ")");
   const int64_t layers = static_cast<int64_t>(options_.fanouts.size());
   std::vector<SampledBlock> blocks(static_cast<size_t>(layers));
   Tensor dst = Tensor::from_vector(seeds, {static_cast<int64_t>(seeds.size())}, device());

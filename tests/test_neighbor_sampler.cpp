@@ -269,6 +269,10 @@ TEST(NeighborSampler, BadInputIsRefused) {
   expect_error([&] { NeighborSampler(Graph::from_edges(3, 2, {0}, {1}), {{1}, false, 0}); }, {"bipartite"});
   const NeighborSampler sampler(graph, {{3}, false, 0});
   expect_error([&] { sampler.sample({1, 2, 1}, 0); }, {"seed 2", "node 1 again"});
+  // The first violation in seed order, whichever kind: a later repeat or an earlier one.
+  expect_error([&] { sampler.sample({4, 3, 9, 3, 4}, 0); }, {"seed 3 is node 3 again"});
+  expect_error([&] { sampler.sample({4, 3, 50, 3}, 0); }, {"seed 2 is node 50, outside [0, 50)"});
+  expect_error([&] { sampler.sample({4, 4, 50}, 0); }, {"seed 1 is node 4 again"});
   expect_error([&] { sampler.sample({50}, 0); }, {"seed 0", "outside [0, 50)"});
   expect_error([&] { sampler.sample({-1}, 0); }, {"outside"});
   expect_error([&] { sampler.sample({1}, uint64_t{1} << 57); }, {"batch key"});
