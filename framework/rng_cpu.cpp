@@ -54,7 +54,7 @@ const uint64_t* step_counters(const uint64_t* blocks, int64_t first, int64_t n, 
   return pad;
 }
 
-// keep[k] = key.keep4(blocks[k]) for k in [0, n), kChains x Ops::kLanes blocks a step, with the
+// keep[k] = key.keep4(blocks[k]) for k in [0, n), kChains registers of blocks a step, with the
 // vector operations of Ops (Avx512 or Avx2 below). Always inlined, so that it compiles for the
 // target of the function that calls it. Its vectors pass by value to Ops' functions of that same
 // target, so the ABI change that -Wpsabi warns about is never crossed.
@@ -62,8 +62,9 @@ const uint64_t* step_counters(const uint64_t* blocks, int64_t first, int64_t n, 
 template <class Ops>
 __attribute__((always_inline)) inline void keep4_simd(const DropoutKey& key, const uint64_t* blocks,
                                                       int64_t n, uint8_t* keep) {
-  using Vec = typename Ops::Vec;
-  constexpr int64_t kStep = kChains * Ops::kLanes;
+  using Vec = decltype(Ops::broadcast(0));                // the instruction set's register
+  constexpr int kLanes = sizeof(Vec) / sizeof(uint32_t);  // a block's word a lane
+  constexpr int64_t kStep = kChains * kLanes;
   const Vec mul0 = Ops::broadcast(kPhiloxMul0), mul1 = Ops::broadcast(kPhiloxMul1);
   const Vec stream_lo = Ops::broadcast(static_cast<uint32_t>(key.stream));
   const Vec stream_hi = Ops::broadcast(static_cast<uint32_t>(key.stream >> 32));
@@ -74,7 +75,7 @@ __attribute__((always_inline)) inline void keep4_simd(const DropoutKey& key, con
     Vec word[kChains][4];  // chain c's Philox state: the counter's low and high words, the stream's
 #pragma GCC unroll 4
     for (int c = 0; c < kChains; ++c) {
-      Ops::split(counters + c * Ops::kLanes, word[c][0], word[c][1]);
+      Ops::split(counters + c * kLanes, word[c][0], word[c][1]);
       word[c][2] = stream_lo;
       word[c][3] = stream_hi;
     }
@@ -96,39 +97,39 @@ __attribute__((always_inline)) inline void keep4_simd(const DropoutKey& key, con
     }
 #pragma GCC unroll 4
     for (int c = 0; c < kChains; ++c) {
-      const int64_t stored = std::min<int64_t>(Ops::kLanes, n - first - c * Ops::kLanes);
+      const int64_t stored = std::min<int64_t>(kLanes, n - first - c * kLanes);
       if (stored <= 0) break;
-      Ops::store_keep4(word[c], threshold, stored, keep + first + c * Ops::kLanes);
+      Ops::store_keep4(word[c], threshold, stored, keep + first + c * kLanes);
     }
   }
 }
 
-// What each instruction set does its own way: broadcast a word to every lane, split u64 counters
-// into their low and high words, multiply (the high and low words of word * mul lane by lane, mul
-// broadcast), turn the keep threshold into what store_keep4 compares with, and store keep bytes:
-// for the first `stored` lanes k, bit w of keep[k] is set where (word w >> 8) >= the threshold.
+// What each instruction set does its own way, in its own register type (broadcast returns it;
+// keep4_simd takes the lane count from its size): broadcast a word to every lane, split u64
+// counters into their low and high words, multiply (the high and low words of word * mul lane by
+// lane, mul broadcast), turn the keep threshold into what store_keep4 compares with, and store
+// keep bytes: for the first `stored` lanes k, bit w of keep[k] is set where (word w >> 8) >= the
+// threshold.
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 struct Avx512 {
-  using Vec = __m512i;
-  static constexpr int kLanes = 16;
-
-  static Vec broadcast(uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
-  static void split(const uint64_t* counters, Vec& lo, Vec& hi) {
-    const Vec a = _mm512_loadu_si512(counters), b = _mm512_loadu_si512(counters + 8);
+  static __m512i broadcast(uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+  static void split(const uint64_t* counters, __m512i& lo, __m512i& hi) {
+    const __m512i a = _mm512_loadu_si512(counters), b = _mm512_loadu_si512(counters + 8);
     lo = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(a)), _mm512_cvtepi64_epi32(b), 1);
     hi = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(a, 32))),
                             _mm512_cvtepi64_epi32(_mm512_srli_epi64(b, 32)), 1);
   }
-  static void mul_hi_lo(Vec word, Vec mul, Vec& hi, Vec& lo) {
+  static void mul_hi_lo(__m512i word, __m512i mul, __m512i& hi, __m512i& lo) {
     constexpr __mmask16 kOdd = 0xAAAA;
-    const Vec even = _mm512_mul_epu32(word, mul), odd = _mm512_mul_epu32(_mm512_srli_epi64(word, 32), mul);
+    const __m512i even = _mm512_mul_epu32(word, mul),
+                  odd = _mm512_mul_epu32(_mm512_srli_epi64(word, 32), mul);
     hi = _mm512_mask_blend_epi32(kOdd, _mm512_srli_epi64(even, 32), odd);
     lo = _mm512_mask_blend_epi32(kOdd, even, _mm512_slli_epi64(odd, 32));
   }
-  static Vec threshold(uint32_t value) { return broadcast(value); }
-  static void store_keep4(const Vec (&word)[4], Vec threshold, int64_t stored, uint8_t* keep) {
-    Vec bits = _mm512_setzero_si512();
+  static __m512i threshold(uint32_t value) { return broadcast(value); }
+  static void store_keep4(const __m512i (&word)[4], __m512i threshold, int64_t stored, uint8_t* keep) {
+    __m512i bits = _mm512_setzero_si512();
     for (int w = 0; w < 4; ++w) {
       const __mmask16 kept = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(word[w], 8), threshold);
       bits = _mm512_mask_or_epi32(bits, kept, bits, _mm512_set1_epi32(1 << w));
@@ -145,36 +146,34 @@ void keep4_avx512(const DropoutKey& key, const uint64_t* blocks, int64_t n, uint
 #pragma GCC push_options
 #pragma GCC target("avx2")
 struct Avx2 {
-  using Vec = __m256i;
-  static constexpr int kLanes = 8;
-
-  static Vec broadcast(uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
-  static void split(const uint64_t* counters, Vec& lo, Vec& hi) {
-    const Vec low_then_high = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-    const Vec a = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const Vec*>(counters)),
-                                              low_then_high);
-    const Vec b = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const Vec*>(counters + 4)),
-                                              low_then_high);
+  static __m256i broadcast(uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+  static void split(const uint64_t* counters, __m256i& lo, __m256i& hi) {
+    const __m256i low_then_high = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m256i a = _mm256_permutevar8x32_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(counters)), low_then_high);
+    const __m256i b = _mm256_permutevar8x32_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(counters + 4)), low_then_high);
     lo = _mm256_permute2x128_si256(a, b, 0x20);
     hi = _mm256_permute2x128_si256(a, b, 0x31);
   }
-  static void mul_hi_lo(Vec word, Vec mul, Vec& hi, Vec& lo) {
+  static void mul_hi_lo(__m256i word, __m256i mul, __m256i& hi, __m256i& lo) {
     constexpr int kOdd = 0xAA;
-    const Vec even = _mm256_mul_epu32(word, mul), odd = _mm256_mul_epu32(_mm256_srli_epi64(word, 32), mul);
+    const __m256i even = _mm256_mul_epu32(word, mul),
+                  odd = _mm256_mul_epu32(_mm256_srli_epi64(word, 32), mul);
     hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, kOdd);
     lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), kOdd);
   }
   // (word >> 8) >= threshold as (word >> 8) > threshold - 1: both sides are at most 2^24, so the
   // signed comparison AVX2 has is the unsigned one.
-  static Vec threshold(uint32_t value) { return broadcast(value - 1); }
-  static void store_keep4(const Vec (&word)[4], Vec below, int64_t stored, uint8_t* keep) {
-    Vec bits = _mm256_setzero_si256();
+  static __m256i threshold(uint32_t value) { return broadcast(value - 1); }
+  static void store_keep4(const __m256i (&word)[4], __m256i below, int64_t stored, uint8_t* keep) {
+    __m256i bits = _mm256_setzero_si256();
     for (int w = 0; w < 4; ++w) {
-      const Vec kept = _mm256_cmpgt_epi32(_mm256_srli_epi32(word[w], 8), below);
+      const __m256i kept = _mm256_cmpgt_epi32(_mm256_srli_epi32(word[w], 8), below);
       bits = _mm256_or_si256(bits, _mm256_and_si256(kept, _mm256_set1_epi32(1 << w)));
     }
-    alignas(32) int32_t bytes[kLanes];
-    _mm256_store_si256(reinterpret_cast<Vec*>(bytes), bits);
+    alignas(32) int32_t bytes[8];  // lane k in bytes[k]
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bytes), bits);
     std::copy(bytes, bytes + stored, keep);  // int32 -> u8: values < 16
   }
 };

@@ -26,24 +26,17 @@ size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 const char* device_name(Device device);
 
+// dtype_of<T>::value: the DType of elements of type T (defined for the four element types only).
 template <class T>
 struct dtype_of;
 template <>
-struct dtype_of<float> {
-  static constexpr DType value = DType::f32;
-};
+struct dtype_of<float> : std::integral_constant<DType, DType::f32> {};
 template <>
-struct dtype_of<double> {
-  static constexpr DType value = DType::f64;
-};
+struct dtype_of<double> : std::integral_constant<DType, DType::f64> {};
 template <>
-struct dtype_of<int32_t> {
-  static constexpr DType value = DType::i32;
-};
+struct dtype_of<int32_t> : std::integral_constant<DType, DType::i32> {};
 template <>
-struct dtype_of<bf16> {
-  static constexpr DType value = DType::bf16;
-};
+struct dtype_of<bf16> : std::integral_constant<DType, DType::bf16> {};
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& shape);  // "(2, 3)"

@@ -883,6 +883,43 @@ TEST(Trainer, FeaturesMadeOnceGiveTheSameRunAndWrongFeaturesAreRefused) {
 // ---- CUDA against the CPU ----------------------------------------------------------------
 
 using CudaGATConv = CudaVsCpuTest;
+
+TEST_F(CudaGATConv, ForwardBackwardAndAttentionMatchTheCpu) {
+  std::mt19937_64 rng(1);
+  const int64_t N = 400;
+  const Graph graph = small_graph(N, rng);
+  const Graph graph_gpu = graph.to(Device::cuda);
+  for (bool concat : {true, false}) {
+    const GATConvOptions o = conv_options(16, 8, 4, concat, true, 0.5, DType::f32);
+    Generator init_cpu(3), init_gpu(3);
+    GATConv cpu(o, init_cpu), gpu(o, init_gpu);
+    gpu.to(Device::cuda);
+    const Tensor x = random_tensor({N, 16}, rng, -1, 1, DType::f32);
+    Tensor x_cpu = x.clone(), x_gpu = x.to(Device::cuda);
+    x_cpu.set_requires_grad();
+    x_gpu.set_requires_grad();
+    Generator gen_cpu(9), gen_gpu(9);  // the same attention-dropout masks on both devices
+    GATConv::Attention att_cpu, att_gpu;
+    const Tensor out_cpu = cpu.forward(x_cpu, graph, gen_cpu, &att_cpu);
+    const Tensor out_gpu = gpu.forward(x_gpu, graph_gpu, gen_gpu, &att_gpu);
+    ASSERT_TRUE(out_gpu.is_cuda());
+    EXPECT_LE(rel_error(out_gpu, out_cpu), 1e-5) << "concat " << concat;
+    EXPECT_LE(rel_error(att_gpu.weights, att_cpu.weights), 1e-5);
+
+    const Tensor grad = random_tensor(out_cpu.shape(), rng, -1, 1, DType::f32);
+    out_cpu.backward(grad);
+    out_gpu.backward(grad.to(Device::cuda));
+    EXPECT_LE(rel_error(x_gpu.grad(), x_cpu.grad()), 1e-5) << "d x, concat " << concat;
+    const auto params_cpu = cpu.named_parameters(), params_gpu = gpu.named_parameters();
+    ASSERT_EQ(params_cpu.size(), params_gpu.size());
+    for (size_t i = 0; i < params_cpu.size(); ++i) {
+      ASSERT_TRUE(params_gpu[i].second.grad().defined()) << params_gpu[i].first;
+      EXPECT_LE(rel_error(params_gpu[i].second.grad(), params_cpu[i].second.grad()), 1e-5)
+          << "d " << params_cpu[i].first << ", concat " << concat;
+    }
+  }
+}
+
 using CudaTraining = CudaVsCpuTest;
 
 namespace {
@@ -932,43 +969,16 @@ Trajectory train_on(Device device, const Dataset& host_data, int64_t epochs, int
   return t;
 }
 
-}  // namespace
-
-TEST_F(CudaGATConv, ForwardBackwardAndAttentionMatchTheCpu) {
-  std::mt19937_64 rng(1);
-  const int64_t N = 400;
-  const Graph graph = small_graph(N, rng);
-  const Graph graph_gpu = graph.to(Device::cuda);
-  for (bool concat : {true, false}) {
-    const GATConvOptions o = conv_options(16, 8, 4, concat, true, 0.5, DType::f32);
-    Generator init_cpu(3), init_gpu(3);
-    GATConv cpu(o, init_cpu), gpu(o, init_gpu);
-    gpu.to(Device::cuda);
-    const Tensor x = random_tensor({N, 16}, rng, -1, 1, DType::f32);
-    Tensor x_cpu = x.clone(), x_gpu = x.to(Device::cuda);
-    x_cpu.set_requires_grad();
-    x_gpu.set_requires_grad();
-    Generator gen_cpu(9), gen_gpu(9);  // the same attention-dropout masks on both devices
-    GATConv::Attention att_cpu, att_gpu;
-    const Tensor out_cpu = cpu.forward(x_cpu, graph, gen_cpu, &att_cpu);
-    const Tensor out_gpu = gpu.forward(x_gpu, graph_gpu, gen_gpu, &att_gpu);
-    ASSERT_TRUE(out_gpu.is_cuda());
-    EXPECT_LE(rel_error(out_gpu, out_cpu), 1e-5) << "concat " << concat;
-    EXPECT_LE(rel_error(att_gpu.weights, att_cpu.weights), 1e-5);
-
-    const Tensor grad = random_tensor(out_cpu.shape(), rng, -1, 1, DType::f32);
-    out_cpu.backward(grad);
-    out_gpu.backward(grad.to(Device::cuda));
-    EXPECT_LE(rel_error(x_gpu.grad(), x_cpu.grad()), 1e-5) << "d x, concat " << concat;
-    const auto params_cpu = cpu.named_parameters(), params_gpu = gpu.named_parameters();
-    ASSERT_EQ(params_cpu.size(), params_gpu.size());
-    for (size_t i = 0; i < params_cpu.size(); ++i) {
-      ASSERT_TRUE(params_gpu[i].second.grad().defined()) << params_gpu[i].first;
-      EXPECT_LE(rel_error(params_gpu[i].second.grad(), params_cpu[i].second.grad()), 1e-5)
-          << "d " << params_cpu[i].first << ", concat " << concat;
-    }
-  }
+void expect_same_run(const Trajectory& a, const Trajectory& b, const std::string& what) {
+  EXPECT_EQ(a.losses, b.losses) << what;
+  EXPECT_EQ(a.val_losses, b.val_losses) << what;
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (size_t i = 0; i < a.params.size(); ++i)
+    EXPECT_EQ(std::memcmp(a.params[i].raw_data(), b.params[i].raw_data(), a.params[i].nbytes()), 0)
+        << what << ": parameter " << i;
 }
+
+}  // namespace
 
 TEST_F(CudaTraining, FollowsTheCpuAndIsBitwiseReproducible) {
   const Dataset data = generated_dataset();
@@ -980,24 +990,8 @@ TEST_F(CudaTraining, FollowsTheCpuAndIsBitwiseReproducible) {
     EXPECT_NEAR(gpu.val_losses[e], cpu.val_losses[e], 1e-4 * std::abs(cpu.val_losses[e]))
         << "epoch " << e + 1;
   }
-  const Trajectory again = train_on(Device::cuda, data, 5);
-  EXPECT_EQ(again.losses, gpu.losses);
-  ASSERT_EQ(again.params.size(), gpu.params.size());
-  for (size_t i = 0; i < gpu.params.size(); ++i)
-    EXPECT_EQ(std::memcmp(again.params[i].raw_data(), gpu.params[i].raw_data(), gpu.params[i].nbytes()), 0)
-        << "parameter " << i;
+  expect_same_run(train_on(Device::cuda, data, 5), gpu, "the same run again");
 }
-
-namespace {
-void expect_same_run(const Trajectory& a, const Trajectory& b, const std::string& what) {
-  EXPECT_EQ(a.losses, b.losses) << what;
-  EXPECT_EQ(a.val_losses, b.val_losses) << what;
-  ASSERT_EQ(a.params.size(), b.params.size());
-  for (size_t i = 0; i < a.params.size(); ++i)
-    EXPECT_EQ(std::memcmp(a.params[i].raw_data(), b.params[i].raw_data(), a.params[i].nbytes()), 0)
-        << what << ": parameter " << i;
-}
-}  // namespace
 
 TEST_F(CudaTraining, RecordedGraphsReplayTheEagerStepsBitForBit) {
   const Dataset data = generated_dataset();
