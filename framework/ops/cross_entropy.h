@@ -10,7 +10,7 @@
 // Errors: labels outside [0, C) or index entries outside [0, N) throw on CPU. On CUDA they are not
 // checked on the host (that would need a device-to-host synchronisation): the loss becomes NaN
 // and the rows are skipped in backward.
-// bf16 logits (CPU only, for now): computed in f32; the loss stays f32, the logits' gradient is bf16
+// bf16 logits: computed in f32; the loss stays f32, the logits' gradient is bf16
 // (docs/precision.md).
 #pragma once
 

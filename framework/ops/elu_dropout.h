@@ -23,7 +23,7 @@
 //
 // Errors (gat::Error): x not f32/f64; p outside [0, 1); alpha negative or NaN (the output would
 // not tell the two sides apart); a key recorded for a CUDA graph on the CPU.
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 inputs: computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
 #include "gat/framework/ops/kernel.h"

@@ -6,7 +6,7 @@
 // for any thread count). CUDA: cuBLAS {S,D}gemm on gat::cuda::stream() in the handle's default
 // math mode (full FP32, no TF32); products of at most 2^22 multiply-adds (a small output layer) in
 // kernels of the op's own with a fixed summation order (matmul.cu).
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 inputs: computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
 #include "gat/framework/ops/kernel.h"
