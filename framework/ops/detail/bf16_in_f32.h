@@ -27,6 +27,20 @@ bool bf16_in_f32(const char* /*op*/, const T&... tensors) {
   return (is_bf16(tensors) || ...);
 }
 
+// bf16_in_f32 for an op whose CUDA kernels read and write bf16 themselves (bf16 storage, f32
+// arithmetic, one rounding at the store: detail/convert.h's opmath_t): true for a bf16 input on
+// the CPU, which stays the reference. On CUDA the bf16 inputs go to the op's kernels.
+template <class... T>
+bool bf16_in_f32_on_cpu(const T&... tensors) {
+  return ((is_bf16(tensors) && !tensors.is_cuda()) || ...);
+}
+
+// check_float (tensor.h) for such an op's inputs: f32, f64, or bf16 (on CUDA, after
+// bf16_in_f32_on_cpu sent the CPU's through f32).
+inline void check_float_or_bf16(const char* op, const char* arg, const Tensor& t) {
+  if (!is_bf16(t)) check_float(op, arg, t);
+}
+
 // t as f32 when it is bf16, else t itself (undefined stays undefined).
 inline Tensor widened(const Tensor& t) { return is_bf16(t) ? to_dtype(t, DType::f32) : t; }
 
