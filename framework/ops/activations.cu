@@ -27,8 +27,8 @@ struct LeakyReluBackwardFn {
   M slope;
   T* grad_x;  // (n,)
   __device__ void operator()(long long i) const {
-    const M gi = detail::to_opmath(g[i]);
-    grad_x[i] = detail::from_opmath<T>(detail::to_opmath(x[i]) > M(0) ? gi : slope * gi);
+    grad_x[i] = detail::from_opmath<T>(detail::to_opmath(x[i]) > M(0) ? detail::to_opmath(g[i])
+                                                                      : slope * detail::to_opmath(g[i]));
   }
 };
 
@@ -49,8 +49,9 @@ struct EluBackwardFn {
   M alpha;
   T* grad_x;  // (n,)
   __device__ void operator()(long long i) const {
-    const M v = detail::to_opmath(x[i]), gi = detail::to_opmath(g[i]);
-    grad_x[i] = detail::from_opmath<T>(v > M(0) ? gi : alpha * exp(v) * gi);
+    const M v = detail::to_opmath(x[i]);
+    grad_x[i] =
+        detail::from_opmath<T>(v > M(0) ? detail::to_opmath(g[i]) : alpha * exp(v) * detail::to_opmath(g[i]));
   }
 };
 
