@@ -260,6 +260,7 @@ std::vector<Bf16Row> bf16_rows(Device device = Device::cpu) {
        {true},
        true},
       {"elu", [](const Inputs& in) { return ops::elu(in[0], 1.0); }, {{N, 64}}, {true}, true},
+      {"leaky_relu", [](const Inputs& in) { return ops::leaky_relu(in[0], 0.2); }, {{N, 64}}, {true}, true},
       {"add_bias",
        [](const Inputs& in) { return ops::add_bias(in[0], in[1]); },
        {{N, 64}, {64}},
