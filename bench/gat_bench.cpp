@@ -12,8 +12,9 @@
 //       edge features (E, D) (no gradient, as data); --self-loops adds them (fill_value mean)
 //   gat_bench gatv2conv --graph FILE --in 64 --heads 8 --out 8 [--self-loops] [--device ...]
 //       the same for GATv2Conv
-//   gat_bench train   --dataset cora [--data-dir DIR] [--device ...]
-//       one training step (forward, backward, Adam) and 200 epochs with evaluation
+//   gat_bench train   --dataset cora [--data-dir DIR] [--precision f32|bf16] [--device ...]
+//       one training step (forward, backward, Adam) and 200 epochs with evaluation, the model in
+//       GATConfig::precision (docs/precision.md)
 //   gat_bench sampled --nodes N --degree D --features F --classes C --train N_TRAIN --val N_VAL
 //                     [--signal 0.5] [--intra-fraction 0.8] [--seed S] [--fanouts 10,10]
 //                     [--batch-size 1024] [--sample-on cpu|device] [--write DIR] [--no-eval]
@@ -224,10 +225,12 @@ Options conv_options(int64_t in, int64_t heads, int64_t out_ch) {
 
 // `epochs` epochs with evaluation; the median step and epoch after 10 epochs of warm-up.
 // The features are made beforehand, as PyG's side loads and normalises its data before timing.
-nlohmann::json train_epochs(const Dataset& data, const Features& x, bool cuda_graphs, int64_t epochs) {
+nlohmann::json train_epochs(const Dataset& data, const Features& x, DType precision, bool cuda_graphs,
+                            int64_t epochs) {
   GATConfig config;
   config.in_features = data.num_features();
   config.num_classes = data.num_classes;
+  config.precision = precision;
   Generator init(0);
   GAT model(config, init);
   model.to(data.x.device());
@@ -265,14 +268,18 @@ nlohmann::json train_epochs(const Dataset& data, const Features& x, bool cuda_gr
 // On CUDA both ways: replaying recorded graphs (the default) and eager steps. A 3-epoch run
 // first warms the process up (CUDA's lazy module loading, cuBLAS's first calls), as
 // compare_pyg.py's PyG side is warm when its 200 epochs are timed.
-nlohmann::json bench_train(const std::string& dataset, const std::string& data_dir, Device device) {
+nlohmann::json bench_train(const std::string& dataset, const std::string& data_dir, DType precision,
+                           Device device) {
   const Dataset data = dataset_to(load_training_dataset(dataset, data_dir), device);
-  nlohmann::json out = {{"workload", "train"}, {"dataset", dataset}, {"device", device_name(device)}};
+  nlohmann::json out = {{"workload", "train"},
+                        {"dataset", dataset},
+                        {"precision", dtype_name(precision)},
+                        {"device", device_name(device)}};
   const Features x = Features::choose(data.x);
-  train_epochs(data, x, true, 3);
-  out.update(train_epochs(data, x, true, 200));
+  train_epochs(data, x, precision, true, 3);
+  out.update(train_epochs(data, x, precision, true, 200));
   if (device == Device::cuda) {
-    const nlohmann::json eager = train_epochs(data, x, false, 200);
+    const nlohmann::json eager = train_epochs(data, x, precision, false, 200);
     out["eager_step_ms"] = eager["step_ms"];
     out["eager_epochs200_ms"] = eager["epochs200_ms"];
   }
@@ -464,6 +471,8 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "training step and 200 epochs on a dataset");
   train->add_option("--dataset", dataset);
   train->add_option("--data-dir", data_dir);
+  std::string precision = "f32";
+  train->add_option("--precision", precision, "the model's precision")->check(CLI::IsMember({"f32", "bf16"}));
   SampledBench sampled_bench;
   std::string sample_on = "device";
   auto* sampled = app.add_subcommand("sampled", "mini-batch training on a generated graph");
@@ -511,7 +520,9 @@ int main(int argc, char** argv) {
       result = bench_conv<GATv2Conv>("gatv2conv", graph_path,
                                      conv_options<GATv2ConvOptions>(in_channels, heads, out_channels), 0,
                                      self_loops, device);
-    if (*train) result = bench_train(dataset, data_dir, device);
+    if (*train)
+      result = bench_train(dataset, data_dir, precision == dtype_name(DType::bf16) ? DType::bf16 : DType::f32,
+                           device);
     if (*sampled) {
       progress::enable(true);  // the generator's and the graph's stages on stderr: minutes at 100M nodes
       sampled_bench.sample_on_device = sample_on == "device";

@@ -2,15 +2,16 @@
 """GAT training at scale, this project beside PyTorch Geometric in one run on one GPU.
 
     python3 bench/scale.py --build build --nodes 5000000 --degree 20 [--epochs 12] [--no-pyg]
-                           [--model gatv2]
+                           [--model gatv2] [--precision f32,bf16]
 
-Ours: `gat_train --dataset synthetic:NODES:DEGREE:0 --device cuda --model MODEL` (the paper's model:
-8 heads x 8 features, 32 input features, 8 classes; with gatv2 its GATv2Conv layers), timed from
-process start: the time to the end of epoch 1 (generation and preprocessing included, read from
-the moment the log's first line appears), the first epoch and the steady training step (median
-over epochs 3..), peak device memory (the allocator's peak, from gat_train --json, and
-nvidia-smi's used memory, sampled every 50 ms) and peak host memory (the child's maximum resident
-set).
+Ours: `gat_train --dataset synthetic:NODES:DEGREE:0 --device cuda --model MODEL --precision P` (the
+paper's model: 8 heads x 8 features, 32 input features, 8 classes; with gatv2 its GATv2Conv
+layers) for each precision P of --precision (default f32; `f32,bf16` runs both, one after the
+other, docs/precision.md), timed from process start: the time to the end of epoch 1 (generation
+and preprocessing included, read from the moment the log's first line appears), the first epoch
+and the steady training step (median over epochs 3..), peak device memory (the allocator's peak,
+from gat_train --json, and nvidia-smi's used memory, sampled every 50 ms) and peak host memory
+(the child's maximum resident set).
 
 PyG: the same two-layer GAT (torch_geometric.nn.GATConv, or GATv2Conv with gatv2; dropout 0.6,
 Adam) on a uniform random graph with the same numbers of nodes and edges (self loops added by
@@ -18,9 +19,11 @@ GATConv), 32 features: the median training step and torch's peak allocation. Whe
 of memory that is reported.
 
 The bound: the bytes one training step must move at least (below, `step_bytes`) divided by the
-GPU's measured copy bandwidth. Everything goes to OUT/scale_NODES_DEGREE.json (with gatv2:
-OUT/scale_gatv2_NODES_DEGREE.json).
+GPU's measured copy bandwidth, for each precision: bf16 stores every float tensor in half the
+bytes. Everything goes to OUT/scale_NODES_DEGREE.json (with gatv2: OUT/scale_gatv2_NODES_DEGREE.json),
+ours under "ours" by precision.
 """
+import argparse
 import json
 import os
 import resource
@@ -33,14 +36,14 @@ import time
 import bench_args
 
 
-def run_ours(args, out_dir):
+def run_ours(args, out_dir, precision):
     spec = f"synthetic:{args.nodes}:{args.degree}:0"
-    log = os.path.join(out_dir, f"ours_{args.model}_{args.nodes}_{args.degree}.jsonl")
+    log = os.path.join(out_dir, f"ours_{args.model}_{args.nodes}_{args.degree}_{precision}.jsonl")
     if os.path.exists(log):
         os.remove(log)
-    cmd = [os.path.join(args.build, "gat_train"), "--dataset", spec, "--device", "cuda",
-           "--model", args.model, "--epochs", str(args.epochs), "--patience", str(args.epochs),
-           "--log", log, "--json"]
+    cmd = [os.path.join(args.build, "gat_train"), "--dataset", spec, "--device", "cuda", "--model", args.model,
+           "--precision", precision, "--epochs", str(args.epochs), "--patience", str(args.epochs), "--log", log,
+           "--json"]
     smi_peak = [0]
     stop = threading.Event()
 
@@ -83,10 +86,15 @@ def run_ours(args, out_dir):
             "nodes": summary.get("nodes"), "edges": summary.get("edges"), "summary": summary}
 
 
+# The bytes of a stored float element in each precision of gat_train (bf16: docs/precision.md).
+ELEMENT_BYTES = {"f32": 4, "bf16": 2}
+
+
 def step_bytes(n, e, f_in=32, heads=8, hidden=8, classes=8, elem=4, model="gat"):
     """The fewest bytes one training step of the paper's model moves, counting each gathered row
     once per edge (rows do not stay in cache at this size) and every (N, .) tensor once per pass
-    that must read or write it. e counts the self loops.
+    that must read or write it. e counts the self loops; elem is the bytes of a stored float
+    (ELEMENT_BYTES; the indices stay 4 bytes).
 
     With model gatv2, the bytes of its kernels' passes instead (docs/kernels.md, "Bytes per edge"):
     the forward reads per edge a source index and the source row and writes the score and the sign
@@ -150,32 +158,51 @@ def run_pyg(n, e, f_in=32, classes=8, reps=5, model="gat"):
                 "peak_bytes": torch.cuda.max_memory_allocated()}
 
 
+def precisions(text):
+    """--precision's value: precisions of ELEMENT_BYTES, comma-separated, each once."""
+    names = text.split(",")
+    for name in names:
+        if name not in ELEMENT_BYTES:
+            raise argparse.ArgumentTypeError(f"precision '{name}' is not one of {', '.join(ELEMENT_BYTES)}")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"'{text}' names a precision twice")
+    return names
+
+
 def main():
     args = bench_args.parse_args(__doc__, build="build", nodes=5_000_000, degree=dict(type=float, default=20),
                                  epochs=12, no_pyg=dict(action="store_true", help="ours only"), out="out",
                                  model=dict(default="gat", choices=["gat", "gatv2"],
-                                            help="the attention layer"))
+                                            help="the attention layer"),
+                                 precision=dict(type=precisions, default=["f32"],
+                                                help="ours in these precisions: f32, bf16 or f32,bf16"))
     os.makedirs(args.out, exist_ok=True)
-    result = {"date": time.strftime("%Y-%m-%d"), "commit": os.environ.get("GAT_COMMIT", "unknown")}
-    ours = run_ours(args, args.out)
-    result["ours"] = ours
-    print(json.dumps({k: v for k, v in ours.items() if k != "summary"}, indent=1), flush=True)
-    if "error" not in ours:
+    result = {"date": time.strftime("%Y-%m-%d"), "commit": os.environ.get("GAT_COMMIT", "unknown"), "ours": {}}
+    for precision in args.precision:
+        ours = run_ours(args, args.out, precision)
+        result["ours"][precision] = ours
+        print(json.dumps({"precision": precision, **{k: v for k, v in ours.items() if k != "summary"}}, indent=1),
+              flush=True)
+    ran = {p: ours for p, ours in result["ours"].items() if "error" not in ours}
+    if ran:
         from compare_pyg import copy_bandwidth  # (imports torch)
-        n, e = ours["nodes"], ours["edges"]
+        n, e = next(iter(ran.values()))["nodes"], next(iter(ran.values()))["edges"]
         bw = copy_bandwidth()
-        bound_ms = step_bytes(n, e + n, model=args.model) / bw * 1e3
-        result.update({"copy_bandwidth_TBps": bw / 1e12, "bound_step_ms": bound_ms,
-                       "step_over_bound": ours["step_ms"] / bound_ms,
-                       "device_bytes_per_edge": (ours["peak_device_bytes"] or 0) / e})
+        result["copy_bandwidth_TBps"] = bw / 1e12
+        for precision, ours in ran.items():
+            bound_ms = step_bytes(n, e + n, elem=ELEMENT_BYTES[precision], model=args.model) / bw * 1e3
+            ours.update({"bound_step_ms": bound_ms, "step_over_bound": ours["step_ms"] / bound_ms,
+                         "device_bytes_per_edge": (ours["peak_device_bytes"] or 0) / e})
         if not args.no_pyg:
             pyg = run_pyg(n, e, model=args.model)
             import torch
             torch.cuda.empty_cache()  # run_pyg's tensors died with it
             result["pyg"] = pyg
             if "step_ms" in pyg:
-                result["pyg_over_ours"] = pyg["step_ms"] / ours["step_ms"]
-        print(json.dumps({k: v for k, v in result.items() if k != "ours"}, indent=1))
+                result["pyg_over_ours"] = {p: pyg["step_ms"] / ours["step_ms"] for p, ours in ran.items()}
+        summary_keys = ("step_ms", "bound_step_ms", "step_over_bound", "peak_device_bytes", "device_bytes_per_edge")
+        print(json.dumps({**{k: v for k, v in result.items() if k != "ours"},
+                          "ours": {p: {k: ours[k] for k in summary_keys} for p, ours in ran.items()}}, indent=1))
     name = f"scale_{args.nodes}_{int(args.degree)}.json" if args.model == "gat" else \
         f"scale_gatv2_{args.nodes}_{int(args.degree)}.json"
     with open(os.path.join(args.out, name), "w") as fh:

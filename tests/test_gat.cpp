@@ -944,12 +944,15 @@ struct Trajectory {
 };
 
 // `host_sync_in_forward` reads a value back inside the forward pass, which a CUDA graph cannot
-// record: the trainer must fall back to eager steps.
+// record: the trainer must fall back to eager steps. `precision` is GATConfig::precision.
 Trajectory train_on(Device device, const Dataset& host_data, int64_t epochs, int64_t patience = 100,
-                    bool cuda_graphs = TrainOptions{}.cuda_graphs, bool host_sync_in_forward = false) {
+                    bool cuda_graphs = TrainOptions{}.cuda_graphs, bool host_sync_in_forward = false,
+                    DType precision = DType::f32) {
   const Dataset data = dataset_to(host_data, device);
   Generator gen(11);
-  GAT model(GATConfig{data.num_features(), data.num_classes}, gen);
+  GATConfig config{data.num_features(), data.num_classes};
+  config.precision = precision;
+  GAT model(config, gen);
   model.to(device);
   auto forward = [&](const Features& x, const Graph& g, Generator& gn) {
     Tensor logits = model.forward(x, g, gn);
@@ -1003,6 +1006,25 @@ TEST_F(CudaTraining, RecordedGraphsReplayTheEagerStepsBitForBit) {
   // Dropout draws fresh masks at every replay: the training loss changes from epoch to epoch
   // exactly as in the eager run.
   expect_same_run(replayed, eager, "graphs vs eager");
+}
+
+// bf16 precision (docs/precision.md) on CUDA: the whole step, recorded as a CUDA graph, follows
+// the CPU's bf16 run and gives the same bits run to run and replayed or eager. A bf16 activation
+// that the two devices round to neighbouring values moves the losses by more than in f32 (1e-4).
+TEST_F(CudaTraining, Bf16FollowsTheCpuAndIsBitwiseReproducible) {
+  const Dataset data = generated_dataset();
+  const Trajectory cpu = train_on(Device::cpu, data, 5, 100, true, false, DType::bf16);
+  const Trajectory gpu = train_on(Device::cuda, data, 5, 100, true, false, DType::bf16);
+  EXPECT_EQ(gpu.result.cuda_graphs_note, "recorded");
+  ASSERT_EQ(gpu.losses.size(), 5u);
+  for (size_t e = 0; e < cpu.losses.size(); ++e) {
+    EXPECT_NEAR(gpu.losses[e], cpu.losses[e], 1e-2 * std::abs(cpu.losses[e])) << "epoch " << e + 1;
+    EXPECT_NEAR(gpu.val_losses[e], cpu.val_losses[e], 1e-2 * std::abs(cpu.val_losses[e]))
+        << "epoch " << e + 1;
+  }
+  expect_same_run(train_on(Device::cuda, data, 5, 100, true, false, DType::bf16), gpu, "bf16, run to run");
+  expect_same_run(train_on(Device::cuda, data, 5, 100, false, false, DType::bf16), gpu,
+                  "bf16, eager vs graphs");
 }
 
 TEST_F(CudaTraining, AStepThatCannotBeRecordedRunsEagerly) {

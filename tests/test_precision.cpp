@@ -2,10 +2,14 @@
 // the cast op, every GAT op's bf16 result beside its f32 result, and the model in bf16.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "gat/framework/autograd.h"
@@ -32,6 +36,7 @@
 #include "gat/framework/sparse.h"
 #include "gat/framework/tensor.h"
 #include "gat_testing.h"
+#include "gat_train_testing.h"
 #include "gradcheck.h"
 
 using namespace gat;
@@ -198,6 +203,10 @@ struct Bf16Row {
   TensorFn f;
   std::vector<Shape> shapes;
   std::vector<bool> activation;  // per input: cast to bf16 in the bf16 run
+  // Each output and gradient element comes from a few input elements: CUDA is compared with the
+  // CPU element by element. The other rows sum many products or rows, and are compared against
+  // their largest element, as tests/test_backend_ops.cpp compares them in f32.
+  bool elementwise = false;
 };
 
 // The stated tolerances (docs/precision.md):
@@ -217,14 +226,15 @@ double norm_error(const Tensor& got, const Tensor& want) {
   return std::sqrt(diff / norm);
 }
 
-std::vector<Bf16Row> bf16_rows() {
+// The rows, their graph, sparse features, labels and index on `device` (the same ones on each).
+std::vector<Bf16Row> bf16_rows(Device device = Device::cpu) {
   std::mt19937_64 rng(11);
-  const Graph g = random_graph(300, 3000, 40, rng).with_self_loops();
+  const Graph g = random_graph(300, 3000, 40, rng).with_self_loops().to(device);
   const int64_t N = g.num_nodes(), E = g.num_edges();
-  const CsrMatrix features = CsrMatrix::from_dense(sparse_random(N, 50, rng, 0.05, DType::f32));
+  const CsrMatrix features = CsrMatrix::from_dense(sparse_random(N, 50, rng, 0.05, DType::f32)).to(device);
   const DropoutKey key{0.4f, 9, 1}, other{0.3f, 9, 2};
-  const Tensor labels = Tensor::from_vector(std::vector<int32_t>(static_cast<size_t>(N), 2), {N});
-  const Tensor index = Tensor::from_vector<int32_t>({0, 5, 9, 17, 17, 299}, {6});
+  const Tensor labels = Tensor::from_vector(std::vector<int32_t>(static_cast<size_t>(N), 2), {N}).to(device);
+  const Tensor index = Tensor::from_vector<int32_t>({0, 5, 9, 17, 17, 299}, {6}).to(device);
   const ops::OutputActivation elu_out{true, 1.0, other};
   return {
       {"matmul",
@@ -243,14 +253,23 @@ std::vector<Bf16Row> bf16_rows() {
        [](const Inputs& in) { return ops::head_dot(in[0], in[1]); },
        {{N, 8, 8}, {8, 8}},
        {true, false}},
-      {"dropout", [=](const Inputs& in) { return ops::dropout(in[0], key); }, {{N, 64}}, {true}},
-      {"elu_dropout", [=](const Inputs& in) { return ops::elu_dropout(in[0], 1.0, key); }, {{N, 64}}, {true}},
-      {"elu", [](const Inputs& in) { return ops::elu(in[0], 1.0); }, {{N, 64}}, {true}},
+      {"dropout", [=](const Inputs& in) { return ops::dropout(in[0], key); }, {{N, 64}}, {true}, true},
+      {"elu_dropout",
+       [=](const Inputs& in) { return ops::elu_dropout(in[0], 1.0, key); },
+       {{N, 64}},
+       {true},
+       true},
+      {"elu", [](const Inputs& in) { return ops::elu(in[0], 1.0); }, {{N, 64}}, {true}, true},
+      {"leaky_relu", [](const Inputs& in) { return ops::leaky_relu(in[0], 0.2); }, {{N, 64}}, {true}, true},
       {"add_bias",
        [](const Inputs& in) { return ops::add_bias(in[0], in[1]); },
        {{N, 64}, {64}},
        {true, false}},
-      {"add", [](const Inputs& in) { return ops::add(in[0], in[1]); }, {{N, 64}, {N, 64}}, {true, true}},
+      {"add",
+       [](const Inputs& in) { return ops::add(in[0], in[1]); },
+       {{N, 64}, {N, 64}},
+       {true, true},
+       true},
       {"head_mean",
        [](const Inputs& in) { return ops::head_mean(in[0], in[1]); },
        {{N, 8, 7}, {7}},
@@ -291,7 +310,7 @@ std::vector<Bf16Row> bf16_rows() {
        [=](const Inputs& in) { return ops::masked_cross_entropy(in[0], labels, index); },
        {{N, 7}},
        {true}},
-      {"index_rows", [=](const Inputs& in) { return ops::index_rows(in[0], index); }, {{N, 7}}, {true}},
+      {"index_rows", [=](const Inputs& in) { return ops::index_rows(in[0], index); }, {{N, 7}}, {true}, true},
   };
 }
 
@@ -300,13 +319,13 @@ struct Bf16Run {
   std::vector<Tensor> grads;
 };
 
-// The row on `inputs` (as given; each becomes a leaf) with upstream gradient `g` rounded to the
-// output's dtype.
+// The row on `inputs` (as given; each becomes a leaf) with upstream gradient `g` (on the host)
+// rounded to the output's dtype, on the output's device.
 Bf16Run run_row(const Bf16Row& row, const Inputs& inputs, const Tensor& g) {
   Inputs leaves;
   for (const Tensor& t : inputs) leaves.push_back(t.detach().set_requires_grad());
   Bf16Run r{row.f(leaves), {}};
-  r.out.backward(g.to(r.out.dtype()));
+  r.out.backward(g.to(r.out.dtype()).to(r.out.device()));
   for (const Tensor& t : leaves) r.grads.push_back(t.grad());
   return r;
 }
@@ -343,14 +362,103 @@ TEST(Bf16Ops, EachIsItsF32ResultRoundedOnceAndWithinTheToleranceOfF32) {
   }
 }
 
-// Where an op's CUDA kernels do not read bf16 yet, bf16 on CUDA is an error, never garbage.
-TEST(Bf16Ops, OnCudaAnOpWithoutBf16KernelsSaysSo) {
-  GAT_SKIP_WITHOUT_CUDA();
-  const Tensor x = Tensor::full({4, 3}, 1.0, DType::bf16, Device::cuda);
-  expect_error(
-      [&] {
-        ops::matmul(x, Tensor::full({3, 2}, 1.0, DType::f32, Device::cuda));
-      },
-      {"bf16 on CUDA is not supported yet by matmul"});
-  expect_error([&] { ops::elu(x, 1.0); }, {"bf16 on CUDA is not supported yet by elu"});
+// The inputs of a row in bf16 precision: activations rounded to bf16, parameters f32, on the host.
+Inputs precision_inputs(const Bf16Row& row, std::mt19937_64& rng) {
+  Inputs inputs;
+  for (size_t k = 0; k < row.shapes.size(); ++k) {
+    const Tensor t = random_tensor(row.shapes[k], rng, -1.0, 1.0, DType::f32);
+    inputs.push_back(row.activation[k] ? t.to(DType::bf16) : t);
+  }
+  return inputs;
 }
+
+Inputs on_device(const Inputs& inputs, Device device) {
+  Inputs out;
+  for (const Tensor& t : inputs) out.push_back(t.to(device));
+  return out;
+}
+
+// CUDA's bf16 result beside the CPU's: within the f32 kernels' CUDA-vs-CPU tolerance
+// (tests/test_backend_ops.cpp) and one bf16 step, 2^-7 of the value. Two f32 results that differ
+// in their last bits round to neighbouring bf16 values where a rounding boundary lies between them.
+constexpr double kF32DeviceTolerance = 1e-5, kOneBf16Step = 1.0 / 128;
+
+void expect_same_on_both_devices(const Bf16Row& row, const std::string& what, const Tensor& cpu,
+                                 const Tensor& cuda) {
+  ASSERT_EQ(cuda.device(), Device::cuda) << what;
+  EXPECT_EQ(cuda.dtype(), cpu.dtype()) << what;
+  const double tol = kF32DeviceTolerance + kOneBf16Step;
+  if (!row.elementwise) return expect_close(cuda, cpu, what, tol);
+  const std::vector<double> a = host_f64(cpu), b = host_f64(cuda);
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_LE(std::abs(a[i] - b[i]), tol * std::max({std::abs(a[i]), std::abs(b[i]), 1e-6}))
+        << what << ": element " << i << " cpu " << a[i] << " cuda " << b[i];
+}
+
+using CudaBf16Ops = CudaVsCpuTest;
+
+// Every op of the table in bf16 on CUDA, forward and backward, beside the CPU's bf16 result on the
+// same inputs: the same dtypes, and the values within the tolerance above.
+TEST_F(CudaBf16Ops, EachMatchesTheCpuWithinOneBf16Step) {
+  const std::vector<Bf16Row> cpu_rows = bf16_rows(Device::cpu), cuda_rows = bf16_rows(Device::cuda);
+  for (size_t r = 0; r < cpu_rows.size(); ++r) {
+    const Bf16Row &row = cpu_rows[r], &cuda_row = cuda_rows[r];
+    SCOPED_TRACE(row.name);
+    std::mt19937_64 rng(29);
+    const Inputs inputs = precision_inputs(row, rng);
+    const Tensor probe = row.f(inputs);
+    const Tensor g = random_tensor(probe.shape(), rng, -1.0, 1.0, DType::f32);
+    const Bf16Run cpu = run_row(row, inputs, g), cuda = run_row(cuda_row, on_device(inputs, Device::cuda), g);
+    expect_same_on_both_devices(row, "output", cpu.out, cuda.out);
+    for (size_t k = 0; k < cpu.grads.size(); ++k)
+      expect_same_on_both_devices(row, "grad of input " + std::to_string(k), cpu.grads[k], cuda.grads[k]);
+  }
+}
+
+// bf16 on CUDA is reproducible run to run: the same bits, output and gradients.
+TEST_F(CudaBf16Ops, RunsAreBitwiseIdentical) {
+  for (const Bf16Row& row : bf16_rows(Device::cuda)) {
+    SCOPED_TRACE(row.name);
+    std::mt19937_64 rng(31);
+    const Inputs inputs = on_device(precision_inputs(row, rng), Device::cuda);
+    const Tensor g = random_tensor(row.f(inputs).shape(), rng, -1.0, 1.0, DType::f32);
+    const Bf16Run first = run_row(row, inputs, g), second = run_row(row, inputs, g);
+    EXPECT_TRUE(bitwise_equal(first.out, second.out)) << "output";
+    for (size_t k = 0; k < first.grads.size(); ++k)
+      EXPECT_TRUE(bitwise_equal(first.grads[k], second.grads[k])) << "grad of input " << k;
+  }
+}
+
+// ---- gat_train in bf16 ----
+
+class GatTrainBf16 : public DeviceTest {};
+
+// gat_train --precision bf16 trains, two runs of a seed give the same accuracy, and the checkpoint
+// evaluates on the device to the run's accuracy.
+TEST_P(GatTrainBf16, TrainsReproduciblyAndTheCheckpointEvaluatesToTheSameAccuracy) {
+  // Lifted with check_precision_on in train/gat_train.cpp, once the ops read bf16 on CUDA.
+  if (device() == Device::cuda) GTEST_SKIP() << "gat_train refuses --precision bf16 on CUDA for now";
+  TempDir dir;
+  const std::string ckpt = dir.file("bf16.safetensors");
+  const std::string device_flag = std::string(" --device ") + device_name(device());
+  const std::string args =
+      "--dataset synthetic:1000:6:1 --precision bf16 --epochs 10 --seed 3 --threads 1 --quiet --json" +
+      device_flag;
+  const Outcome first = run_gat_train(args + " --save '" + ckpt + "'", dir.path()),
+                second = run_gat_train(args, dir.path());
+  ASSERT_EQ(first.status, 0) << first.err;
+  ASSERT_EQ(second.status, 0) << second.err;
+  const nlohmann::json a = nlohmann::json::parse(first.out), b = nlohmann::json::parse(second.out);
+  EXPECT_EQ(a["config"]["precision"], "bf16");
+  EXPECT_EQ(a["device"], device_name(device()));
+  EXPECT_EQ(a["test_accs"], b["test_accs"]);
+  const Outcome loaded = run_gat_train("--load '" + ckpt + "' --quiet --json" + device_flag, dir.path());
+  ASSERT_EQ(loaded.status, 0) << loaded.err;
+  std::istringstream lines(loaded.out);
+  std::string line, last;
+  while (std::getline(lines, line))
+    if (!line.empty()) last = line;
+  EXPECT_EQ(nlohmann::json::parse(last)["test_acc"], a["test_acc_mean"]);
+}
+GAT_INSTANTIATE_DEVICE_TESTS(GatTrainBf16);

@@ -1,7 +1,7 @@
 // argmax(x): the column of the largest value in each row of x (N, C) (the first one on ties;
 // NaN never wins), and accuracy(logits, labels, index): the fraction of the rows listed in
 // index whose argmax equals their label. No autograd. CPU and CUDA.
-// bf16 logits (CPU only, for now): read through f32 (docs/precision.md).
+// bf16 logits: read through f32 (docs/precision.md).
 #pragma once
 
 #include <cstdint>

@@ -14,9 +14,9 @@ namespace {
 
 // relu and leaky_relu are one op; relu has slope 0.
 Tensor leaky_relu_op(const char* op, const Tensor& x, double slope) {
-  if (detail::bf16_in_f32(op, x))
+  if (detail::bf16_in_f32_on_cpu(x))
     return detail::rounded_to_bf16(leaky_relu_op(op, detail::widened(x), slope));
-  check_float(op, "x", x);
+  detail::check_float_or_bf16(op, "x", x);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), op);
   kernels::leaky_relu_forward(x, slope, out);
   return autograd::record(op, out, {x}, [op, x_saved = x.detach(), slope](const Tensor& g) {
@@ -35,8 +35,8 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
 }
 
 Tensor elu(const Tensor& x, double alpha) {
-  if (detail::bf16_in_f32("elu", x)) return detail::rounded_to_bf16(elu(detail::widened(x), alpha));
-  check_float("elu", "x", x);
+  if (detail::bf16_in_f32_on_cpu(x)) return detail::rounded_to_bf16(elu(detail::widened(x), alpha));
+  detail::check_float_or_bf16("elu", "x", x);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), "elu");
   kernels::elu_forward(x, alpha, out);
   return autograd::record("elu", out, {x}, [x_saved = x.detach(), alpha](const Tensor& g) {

@@ -8,7 +8,8 @@
 // Backward (g = d out), with the derivative at x = 0 taken from the left branch:
 //   relu, leaky_relu:  d x = x > 0 ? g : negative_slope * g    (relu: negative_slope = 0)
 //   elu:               d x = x > 0 ? g : alpha * exp(x) * g
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 inputs: computed in f32, the result stored in bf16: on CUDA by the kernels themselves (bf16
+// storage, f32 arithmetic), on the CPU through f32 copies (docs/precision.md).
 #pragma once
 
 #include "gat/framework/ops/kernel.h"

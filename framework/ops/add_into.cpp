@@ -37,8 +37,6 @@ void add_into(Tensor& dst, const Tensor& src) {
 
 void add_into(Tensor& dst, const Tensor& src) {
   check_same("add_into", "dst", dst, "src", src);
-  GAT_CHECK(!(dst.dtype() == DType::bf16 && dst.is_cuda()), "bf16 on CUDA is not supported yet by add_into",
-            " (docs/precision.md)");
   check_shape("add_into", "src", src, dst.shape());
   kernels::add_into(dst, src);
   dst.mark_modified();

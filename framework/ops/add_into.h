@@ -1,6 +1,6 @@
 // add_into(dst, src): dst += src, elementwise, in place (bumps dst's version: autograd.h), no autograd.
 // Used by the autograd engine to accumulate gradients and by optimisers.
-//   dst: (any shape) f32/f64 (bf16 on the CPU: added in f32, rounded once), src: same shape, dtype and
+//   dst: (any shape) f32/f64 (bf16: added in f32, rounded once), src: same shape, dtype and
 //   device.
 #pragma once
 

@@ -31,7 +31,7 @@
 //   pow: d a = g * b * a^(b - 1), 0 where b == 0; d b = g * a^b * log(a), 0 where a == 0 and
 //        b >= 0 (PyTorch's conventions: pow(0, 0) has d a = 0, d b = 0; pow(0, b < 0) gives inf)
 //   where: d a = g where cond != 0, else 0; d b = g where cond == 0, else 0; cond gets none.
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 inputs: computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
 #include <cstdint>

@@ -11,7 +11,7 @@
 // with K_s >= 1, at most kMaxSplits of them, all on one device -> out (S, 3) f64 on it.
 // Errors as masked_cross_entropy's: the CPU throws on an entry outside [0, N) or a label outside
 // [0, C); CUDA does not look on the host (the loss is NaN and the entry counted in out[s][2]).
-// bf16 logits (CPU only, for now): read through f32 (docs/precision.md).
+// bf16 logits: read through f32 (docs/precision.md).
 #pragma once
 
 #include <vector>

@@ -123,7 +123,7 @@ namespace {
 
 // The checks every entry point makes on its inputs (op names the entry point).
 void check_loss_inputs(const char* op, const Tensor& logits, const Tensor& labels, const Tensor& index) {
-  check_float(op, "logits", logits);
+  detail::check_float_or_bf16(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
   check_dtype(op, "labels", labels, DType::i32);
   check_shape(op, "labels", labels, {logits.size(0)});
@@ -134,6 +134,9 @@ void check_loss_inputs(const char* op, const Tensor& logits, const Tensor& label
             logits.describe(), ", labels ", labels.describe(), " and index ", index.describe(),
             " must be on one device");
 }
+
+// The loss's dtype: the logits', f32 for bf16 ones (docs/precision.md).
+DType loss_dtype(const Tensor& logits) { return detail::is_bf16(logits) ? DType::f32 : logits.dtype(); }
 
 }  // namespace
 
@@ -151,26 +154,28 @@ Tensor masked_row_counts(const Tensor& index, int64_t rows) {
 Tensor masked_cross_entropy_grad(const Tensor& logits, const Tensor& labels, const Tensor& index,
                                  const Tensor& count, const Tensor& grad_loss) {
   const char* op = "masked_cross_entropy_grad";
-  if (detail::bf16_in_f32(op, logits, grad_loss))
+  if (detail::bf16_in_f32_on_cpu(logits, grad_loss))
     return detail::rounded_to_bf16(
         masked_cross_entropy_grad(detail::widened(logits), labels, index, count, detail::widened(grad_loss)));
   check_loss_inputs(op, logits, labels, index);
-  check_dtype(op, "grad_loss", grad_loss, logits.dtype());
-  check_shape(op, "grad_loss", grad_loss, {});
-  GAT_CHECK(grad_loss.device() == logits.device(), op, ": grad_loss ", grad_loss.describe(),
+  // bf16 logits (on CUDA): the kernel reads d loss in f32, the loss's dtype; a bf16 one is widened.
+  const Tensor dloss = detail::is_bf16(logits) ? detail::widened(grad_loss) : grad_loss;
+  check_dtype(op, "grad_loss", dloss, loss_dtype(logits));
+  check_shape(op, "grad_loss", dloss, {});
+  GAT_CHECK(dloss.device() == logits.device(), op, ": grad_loss ", dloss.describe(),
             " is not on logits' device (", logits.describe(), ")");
   Tensor grad =
       Tensor::empty(logits.shape(), logits.dtype(), logits.device(), "masked_cross_entropy grad");  // (N, C)
-  kernels::masked_cross_entropy_backward(logits, labels, index, count, grad_loss, grad);
+  kernels::masked_cross_entropy_backward(logits, labels, index, count, dloss, grad);
   return grad;
 }
 
 Tensor masked_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& index) {
   const char* op = "masked_cross_entropy";
   // The loss of bf16 logits is the f32 one's (it stays f32); their gradient is rounded to bf16.
-  if (detail::bf16_in_f32(op, logits)) return masked_cross_entropy(detail::widened(logits), labels, index);
+  if (detail::bf16_in_f32_on_cpu(logits)) return masked_cross_entropy(detail::widened(logits), labels, index);
   check_loss_inputs(op, logits, labels, index);
-  Tensor loss = Tensor::empty({}, logits.dtype(), logits.device(), op);  // ()
+  Tensor loss = Tensor::empty({}, loss_dtype(logits), logits.device(), op);  // ()
   // The rows' counts, which only the backward reads: on CUDA beside the forward kernel (on Cora
   // the count's two launches were 3.6 us of the step's chain).
   std::shared_ptr<SideWork> side;  // (the closure runs only where it was made)

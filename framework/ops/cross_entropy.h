@@ -10,8 +10,10 @@
 // Errors: labels outside [0, C) or index entries outside [0, N) throw on CPU. On CUDA they are not
 // checked on the host (that would need a device-to-host synchronisation): the loss becomes NaN
 // and the rows are skipped in backward.
-// bf16 logits (CPU only, for now): computed in f32; the loss stays f32, the logits' gradient is bf16
-// (docs/precision.md).
+// bf16 logits: computed in f32; the loss stays f32, the logits' gradient is bf16
+// (docs/precision.md). On CUDA the kernels read the bf16 logits themselves, and
+// masked_cross_entropy_grad takes grad_loss as f32 (the loss's dtype) or bf16; on the CPU through
+// f32 copies.
 #pragma once
 
 #include "gat/framework/ops/kernel.h"

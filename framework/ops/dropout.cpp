@@ -59,8 +59,8 @@ void dropout_backward(const Tensor& grad_out, const DropoutKey& key, double keep
 double dropout_keep_scale(const DropoutKey& key) { return 1.0 / (1.0 - static_cast<double>(key.p)); }
 
 Tensor dropout(const Tensor& x, const DropoutKey& key) {
-  if (detail::bf16_in_f32("dropout", x)) return detail::rounded_to_bf16(dropout(detail::widened(x), key));
-  check_float("dropout", "x", x);
+  if (detail::bf16_in_f32_on_cpu(x)) return detail::rounded_to_bf16(dropout(detail::widened(x), key));
+  detail::check_float_or_bf16("dropout", "x", x);
   GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, "dropout: drop probability p = ", key.p, " is outside [0, 1)");
   if (!key.active()) return x;
   const double keep_scale = dropout_keep_scale(key);

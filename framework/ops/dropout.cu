@@ -1,11 +1,12 @@
 #include "gat/framework/ops/detail/keep_map.cuh"
+#include "gat/framework/ops/detail/on_stored.cuh"
 #include "gat/framework/ops/dropout.h"
 
 namespace gat::ops::cuda_impl {
 
 namespace {
 
-template <class T>
+template <class T>  // the arithmetic type (detail::on_stored reads and stores bf16)
 struct DropoutFn {
   T keep_scale;
   __device__ __forceinline__ T operator()(T x, unsigned keep) const {
@@ -15,10 +16,12 @@ struct DropoutFn {
 
 // out = x * keep * keep_scale, the mask drawn from the key.
 void apply_mask(const Tensor& x, const DropoutKey& key, double keep_scale, Tensor& out) {
-  dispatch_float(x.dtype(), "dropout", [&](auto zero) {
+  detail::dispatch_float_or_bf16(x.dtype(), "dropout", [&](auto zero) {
     using T = decltype(zero);
-    detail::launch_keep_map("dropout", x.numel(), key, DropoutFn<T>{static_cast<T>(keep_scale)},
-                            out.data<T>(), x.data<T>());
+    using M = detail::opmath_t<T>;
+    detail::launch_keep_map("dropout", x.numel(), key,
+                            detail::on_stored<T>(DropoutFn<M>{static_cast<M>(keep_scale)}), out.data<T>(),
+                            x.data<T>());
   });
 }
 

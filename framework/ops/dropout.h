@@ -6,7 +6,8 @@
 // and CUDA backends draw the same mask. d x = g with the same mask: CUDA draws it again, the
 // CPU keeps the forward's keep bits (n / 8 bytes; drawing them is most of the op's CPU time).
 // When !key.active() (p == 0) dropout returns x itself. p must lie in [0, 1).
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 inputs: computed in f32, the result stored in bf16: on CUDA by the kernels themselves (bf16
+// storage, f32 arithmetic), on the CPU through f32 copies (docs/precision.md).
 #pragma once
 
 #include "gat/framework/ops/kernel.h"

@@ -76,9 +76,9 @@ void elu_dropout_backward(const Tensor& out, const Tensor& grad_out, double alph
 }  // namespace kernels
 
 Tensor elu_dropout(const Tensor& x, double alpha, const DropoutKey& key) {
-  if (detail::bf16_in_f32("elu_dropout", x))
+  if (detail::bf16_in_f32_on_cpu(x))
     return detail::rounded_to_bf16(elu_dropout(detail::widened(x), alpha, key));
-  check_float("elu_dropout", "x", x);
+  detail::check_float_or_bf16("elu_dropout", "x", x);
   GAT_CHECK(key.p >= 0.0f && key.p < 1.0f, "elu_dropout: drop probability p = ", key.p, " is outside [0, 1)");
   GAT_CHECK(alpha >= 0.0, "elu_dropout: alpha = ", alpha,
             " is negative or NaN; the gradient is taken from the output, which needs alpha >= 0");

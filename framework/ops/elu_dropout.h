@@ -23,7 +23,10 @@
 //
 // Errors (gat::Error): x not f32/f64; p outside [0, 1); alpha negative or NaN (the output would
 // not tell the two sides apart); a key recorded for a CUDA graph on the CPU.
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 inputs: computed in f32, the result stored in bf16: on CUDA by the kernels themselves (bf16
+// storage, f32 arithmetic), on the CPU through f32 copies (docs/precision.md). On CUDA the backward
+// reads the bf16 output it keeps, so for x <= 0 the gradient's error is a bf16 rounding of out
+// (2^-9 of |out| keep_scale g) rather than an f32 one.
 #pragma once
 
 #include "gat/framework/ops/kernel.h"

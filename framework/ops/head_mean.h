@@ -10,7 +10,7 @@
 // bit for F > 1 and H <= 256 (every GAT output layer); otherwise (F = 1: a tree; more heads:
 // chunks) equal up to the rounding of the sum.
 // Backward (g = d out (N, F)): d x[n, h, f] = g[n, f] * T(1 / H);  d bias = ops::sum(g, 0).
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 inputs: computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
 #include "gat/framework/ops/kernel.h"

@@ -19,7 +19,7 @@
 // Building one reads the indices on the host (a device-to-host copy for CUDA tensors), so a
 // training loop builds its RowIndex once and reuses it; the index_rows(x, Tensor) overload
 // builds a fresh one per call, without the backward's plan when no gradient is recorded.
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 inputs: computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
 #include <cstdint>

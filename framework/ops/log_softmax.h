@@ -10,7 +10,7 @@
 //   log_softmax:  dx = G - exp(y) * sum(G)
 //   softmax:      dx = y * (G - sum(G * y))
 // Errors: non-float dtypes, 0-dimensional x, an axis outside [-dim, dim).
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 inputs: computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
 #include <cmath>

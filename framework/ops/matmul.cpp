@@ -133,20 +133,38 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
 }  // namespace kernels
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  if (detail::bf16_in_f32("matmul", a, b))
+  if (detail::bf16_in_f32_on_cpu(a, b))
     return detail::rounded_to_bf16(matmul(detail::widened(a), detail::widened(b)));
-  check_float("matmul", "a", a);
-  check_same("matmul", "a", a, "b", b);
+  // bf16 on CUDA: both operands are read as bf16, an f32 one (a master weight) as a bf16 copy
+  // made here, and the products are summed in f32 (matmul.cu). The output is bf16; each gradient
+  // has its input's dtype, so an f32 weight's is f32, not rounded to bf16.
+  const bool bf16 = detail::is_bf16(a) || detail::is_bf16(b);
+  if (bf16) {
+    auto check_bf16_or_f32 = [](const char* name, const Tensor& x) {
+      check_defined("matmul", name, x);
+      GAT_CHECK(x.dtype() == DType::bf16 || x.dtype() == DType::f32, "matmul: '", name,
+                "' must be bf16 or f32", " beside a bf16 operand, got ", x.describe());
+    };
+    check_bf16_or_f32("a", a);
+    check_bf16_or_f32("b", b);
+    GAT_CHECK(a.device() == b.device(), "matmul: 'a' ", a.describe(), " and 'b' ", b.describe(),
+              " are on different devices");
+  } else {
+    check_float("matmul", "a", a);
+    check_same("matmul", "a", a, "b", b);
+  }
   GAT_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "matmul: cannot multiply a ",
             a.describe(), " by b ", b.describe(), " (expected (M, K) x (K, N))");
-  Tensor out = Tensor::empty({a.size(0), b.size(1)}, a.dtype(), a.device(), "matmul");  // (M, N)
-  kernels::gemm(a, false, b, false, out);
+  auto read_as_bf16 = [bf16](const Tensor& x) { return bf16 && !detail::is_bf16(x) ? x.to(DType::bf16) : x; };
+  const Tensor a_read = read_as_bf16(a), b_read = read_as_bf16(b);
+  Tensor out = Tensor::empty({a.size(0), b.size(1)}, a_read.dtype(), a.device(), "matmul");  // (M, N)
+  kernels::gemm(a_read, false, b_read, false, out);
   return autograd::record(
       "matmul", out, {a, b},
-      [a = a.detach(), b = b.detach(), need_a = a.requires_grad(),
-       need_b = b.requires_grad()](const Tensor& grad_out) {
-        auto a_t_g = [&b](const std::vector<Tensor>& in) {  // A^T (K, M) · G (M, N)
-          Tensor grad = Tensor::empty(b.shape(), b.dtype(), b.device(), "matmul grad_b");
+      [a = a_read.detach(), b = b_read.detach(), a_dtype = a.dtype(), b_dtype = b.dtype(),
+       need_a = a.requires_grad(), need_b = b.requires_grad()](const Tensor& grad_out) {
+        auto a_t_g = [&b, b_dtype](const std::vector<Tensor>& in) {  // A^T (K, M) · G (M, N)
+          Tensor grad = Tensor::empty(b.shape(), b_dtype, b.device(), "matmul grad_b");
           kernels::gemm(in[0], true, in[1], false, grad);
           return std::vector<Tensor>{grad};
         };
@@ -156,7 +174,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         if (need_b)
           grad_b = (need_a ? autograd::side_gradients({a, grad_out}, a_t_g) : a_t_g({a, grad_out}))[0];
         if (need_a) {  // G (M, N) · B^T (N, K)
-          grad_a = Tensor::empty(a.shape(), a.dtype(), a.device(), "matmul grad_a");
+          grad_a = Tensor::empty(a.shape(), a_dtype, a.device(), "matmul grad_a");
           kernels::gemm(grad_out, false, b, true, grad_a);
         }
         return std::vector<Tensor>{grad_a, grad_b};

@@ -270,6 +270,19 @@ int checked_int(int64_t value, const Tensor& a, const Tensor& b) {
             " exceeds cuBLAS's 32-bit sizes");
   return static_cast<int>(value);
 }
+// bf16 operands (matmul.cpp makes both bf16 in bf16 precision): cuBLAS's bf16 GEMM with the
+// products summed in f32 (CUBLAS_COMPUTE_32F), the output rounded once to bf16, or kept f32 (an f32
+// weight's gradient). The column-major view is gemm's below. cuBLAS gives the same bits run to run.
+void gemm_bf16(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out) {
+  const int64_t M = out.size(0), N = out.size(1), K = transpose_a ? a.size(0) : a.size(1);
+  const float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_CHECK(cublasGemmEx(
+      cuda::cublas_handle(), transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+      checked_int(N, a, b), checked_int(M, a, b), checked_int(K, a, b), &alpha, b.data<bf16>(), CUDA_R_16BF,
+      checked_int(b.size(1), a, b), a.data<bf16>(), CUDA_R_16BF, checked_int(a.size(1), a, b), &beta,
+      out.raw_data(), out.dtype() == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F, checked_int(N, a, b),
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
 }  // namespace
 
 void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out) {
@@ -280,6 +293,7 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
     out.zero_();
     return;
   }
+  if (a.dtype() == DType::bf16) return gemm_bf16(a, transpose_a, b, transpose_b, out);
   dispatch_float(out.dtype(), "matmul", [&](auto zero) {
     using T = decltype(zero);
     if (M * N * K <= kSmallMacs) {

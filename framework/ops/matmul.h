@@ -6,7 +6,11 @@
 // for any thread count). CUDA: cuBLAS {S,D}gemm on gat::cuda::stream() in the handle's default
 // math mode (full FP32, no TF32); products of at most 2^22 multiply-adds (a small output layer) in
 // kernels of the op's own with a fixed summation order (matmul.cu).
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 inputs: computed in f32, the result stored in bf16 (docs/precision.md). On the CPU through
+// f32 copies. On CUDA a bf16 operand beside an f32 one (a master weight) makes the f32 one a bf16
+// copy; cuBLAS's bf16 GEMM then sums the products in f32 (cublasGemmEx, CUBLAS_COMPUTE_32F), in
+// the backward too. An f32 input's gradient is f32.
+// Errors: beside a bf16 operand, the other one f64.
 #pragma once
 
 #include "gat/framework/ops/kernel.h"
@@ -21,6 +25,7 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // out = op(a) · op(b) with op(x) = x^T when the flag is set, overwriting out; no autograd, no
 // shape checks (callers check). kernels:: runs cpu_impl:: or cuda_impl:: by out's device.
 //   a: (M, K) or (K, M) if transpose_a;  b: (K, N) or (N, K) if transpose_b;  out: (M, N)
+// One dtype throughout, or on CUDA: a and b bf16, out bf16 or f32.
 GAT_DECLARE_KERNEL_FN(gemm,
                       (const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out))
 

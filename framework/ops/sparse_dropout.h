@@ -8,7 +8,7 @@
 // The output keeps a's pattern (dropped entries hold zeros; the ops skip them). Autograd through
 // the values when they require grad: d values = the same mask applied to d out.values.
 // When !key.active() (p == 0) it returns a itself. p must lie in [0, 1). f32/f64, CPU and CUDA.
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 inputs: computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
 #include "gat/framework/ops/kernel.h"

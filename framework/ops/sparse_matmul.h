@@ -14,7 +14,7 @@
 // per row whose 16 interleaved slices' partial sums are added in a fixed order (reproducible,
 // equal to the CPU up to rounding); for d b the rows are the transpose's pieces (sparse.h), whose
 // partial sums the row's last piece to finish adds in piece order.
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 inputs: computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
 #include "gat/framework/ops/kernel.h"

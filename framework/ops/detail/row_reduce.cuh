@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "gat/framework/ops/detail/convert.h"
+
 namespace gat::ops::cuda_impl {
 
 constexpr int kWarp = 32;
@@ -37,26 +39,28 @@ __device__ __forceinline__ T warp_sum(T v) {
 
 // logsumexp of row (C,), computed by the whole warp (every lane must call it); -inf for a row of
 // -inf or C = 0. Matches cpu_impl::row_logsumexp up to summation order.
-template <class T>
-__device__ T warp_row_logsumexp(const T* __restrict__ row, int64_t C, int lane) {
-  T max = -INFINITY;
-  for (int64_t c = lane; c < C; c += kWarp) max = fmax(max, row[c]);
+// A row stored as T is read in M = opmath_t<T> (f32 for bf16; detail/convert.h), as are the
+// results.
+template <class T, class M = detail::opmath_t<T>>
+__device__ M warp_row_logsumexp(const T* __restrict__ row, int64_t C, int lane) {
+  M max = -INFINITY;
+  for (int64_t c = lane; c < C; c += kWarp) max = fmax(max, detail::to_opmath(row[c]));
   max = warp_max(max);
   if (max == -INFINITY) return max;
-  T sum = 0;
-  for (int64_t c = lane; c < C; c += kWarp) sum += exp(row[c] - max);
+  M sum = 0;
+  for (int64_t c = lane; c < C; c += kWarp) sum += exp(detail::to_opmath(row[c]) - max);
   return max + log(warp_sum(sum));
 }
 
 // The negative log-likelihood logsumexp(logits[r]) - logits[r, labels[r]] of row r of logits
 // (N, C), computed by the whole warp (every lane must call it; every lane gets it); NaN for a row
 // r outside [0, N) or a label outside [0, C).
-template <class T>
-__device__ T warp_row_nll(const T* __restrict__ logits, const int32_t* __restrict__ labels, int32_t r,
+template <class T, class M = detail::opmath_t<T>>
+__device__ M warp_row_nll(const T* __restrict__ logits, const int32_t* __restrict__ labels, int32_t r,
                           int64_t N, int64_t C, int lane) {
   const int32_t y = (r >= 0 && r < N) ? labels[r] : -1;
   if (y < 0 || y >= C) return NAN;  // uniform across the warp
-  return warp_row_logsumexp(logits + r * C, C, lane) - logits[r * C + y];
+  return warp_row_logsumexp(logits + r * C, C, lane) - detail::to_opmath(logits[r * C + y]);
 }
 
 // The sums of every thread's v[0..W) over a block of blockDim.x threads (a power of two), one
