@@ -657,6 +657,68 @@ TEST(GatOutputActivation, IsEluDropoutOfTheOutput) {
       {"gat_attention_aggregate", "1.5"});
 }
 
+// The CPU kernels of gat_attention_aggregate and their KeptDecisions: the forward leaves there the
+// decisions it drew, each kind with at most kMaxKeptDecisions of them, equal to the key's
+// KeepMask; the backward reads what it finds there instead of drawing again. Given the decisions
+// of other keys (of the same p) there, it gives bit for bit the gradients of a backward with those
+// keys and nothing kept. On a small graph both kinds are kept; with 2^19 + 1 heads on 4 nodes the
+// attention's E H decisions are over the bound (not kept), the activation's N H F under it.
+TEST(GatAttentionAggregate, BackwardReadsTheDecisionsTheForwardKept) {
+  std::mt19937_64 rng(53);
+  const DropoutKey attn{0.3f, 42, 7}, attn_other{0.3f, 42, 8}, act{0.5f, 44, 7}, act_other{0.5f, 44, 9};
+  auto mask_bytes = [](const KeepMask& m) { return std::vector<uint8_t>(m.data(), m.data() + m.size()); };
+  struct Case {
+    Graph g;
+    int64_t H, F;
+  };
+  for (const Case& c :
+       {Case{mixed_graph(), 8, 3}, Case{Graph::from_edges(4, {0, 1, 2, 3}, {1, 2, 3, 0}).with_self_loops(),
+                                        (int64_t{1} << 19) + 1, 1}}) {
+    const int64_t N = c.g.num_nodes(), E = c.g.num_edges(), H = c.H, F = c.F;
+    const auto t = random_f32({{{N, H}, 1.0}, {{N, H}, 1.0}, {{N, H, F}, 1.0}, {{N, H, F}, 1.0}}, rng);
+    const Tensor &el = t[0], &er = t[1], &v = t[2], &go = t[3];
+    auto inputs = [&](const DropoutKey& a, const DropoutKey& o, ops::KeptDecisions* kept) {
+      ops::GatAttentionInputs in = gat_kernel_inputs(c.g, el, er, Tensor(), v, 0.2, a);
+      in.activation = {true, 1.0, o};
+      in.kept = kept;
+      return in;
+    };
+    ops::KeptDecisions kept;
+    Tensor out = Tensor::empty({N, H, F}), lse = Tensor::empty({N, H});
+    ops::GatAttentionForwardArgs forward{inputs(attn, act, &kept)};
+    forward.out = &out;
+    forward.lse = &lse;
+    ops::kernels::gat_attention_aggregate_forward(forward);
+    const bool attention_kept = E * H <= ops::kMaxKeptDecisions;
+    ASSERT_EQ(attention_kept, H == 8);
+    EXPECT_EQ(mask_bytes(kept.attention),
+              attention_kept ? mask_bytes(KeepMask(attn, E * H)) : std::vector<uint8_t>());
+    EXPECT_EQ(mask_bytes(kept.activation), mask_bytes(KeepMask(act, N * H * F)));
+
+    kept.attention = attention_kept ? KeepMask(attn_other, E * H) : KeepMask();
+    kept.activation = KeepMask(act_other, N * H * F);
+    auto backward = [&](const ops::GatAttentionInputs& in) {
+      std::vector<Tensor> d{Tensor::empty(el.shape()), Tensor::empty(er.shape()), Tensor::empty(v.shape()),
+                            Tensor::empty(out.shape())};
+      ops::GatAttentionBackwardArgs b{in};
+      b.out = out;
+      b.lse = lse;
+      b.grad_out = go;
+      b.grad_el = &d[0];
+      b.grad_er = &d[1];
+      b.grad_value = &d[2];
+      b.grad_pre = &d[3];
+      ops::kernels::gat_attention_aggregate_backward(b);
+      return d;
+    };
+    const std::vector<Tensor> read = backward(inputs(attn, act, &kept)),
+                              drawn =
+                                  backward(inputs(attention_kept ? attn_other : attn, act_other, nullptr));
+    for (size_t k = 0; k < read.size(); ++k)
+      EXPECT_TRUE(bitwise_equal(read[k], drawn[k])) << "H=" << H << " gradient " << k;
+  }
+}
+
 // f64 gradients of the three GAT ops through the output activation (with its dropout, bias and
 // edge term) against central differences.
 TEST_P(GatAttentionAggregateOnDevice, GradientsThroughTheOutputActivation) {

@@ -175,7 +175,7 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& a) {
   dispatch_float(a.xl.dtype(), "gatv2_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
     aggregate_forward<T>(*a.graph, Gatv2Scores<T>(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term),
-                         a.xl, a.attn_dropout, *a.out, *a.lse);
+                         a.xl, a.attn_dropout, nullptr, *a.out, *a.lse);
   });
 }
 
