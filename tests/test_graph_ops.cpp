@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "gat/framework/autograd.h"
@@ -1445,6 +1446,72 @@ TEST(HeadDot, MatchesTheReference) {
           EXPECT_NEAR(o[n * H + h], want, 1e-15);
         }
     }
+}
+
+// Heads of 8 features take the CPU kernels' vector paths (8 heads' dots at once, a head's 8
+// features in one vector): each result has the bits of the scalar sum in feature order (and d a
+// of its blocks of rows_per_block rows, summed in block order), for 8, 9 (a group and one head
+// alone) and 16 heads, f32 and f64, with and without the value dropout of head_dot_pair_grad_x.
+template <class T>
+void expect_eight_feature_heads_exact(std::mt19937_64& rng) {
+  const DType dt = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+  const int64_t N = 70, F = 8;
+  for (int64_t H : {8, 9, 16}) {
+    const Tensor x = random_tensor({N, H, F}, rng, -1, 1, dt), a1 = random_tensor({H, F}, rng, -1, 1, dt),
+                 a2 = random_tensor({H, F}, rng, -1, 1, dt), g1 = random_tensor({N, H}, rng, -1, 1, dt),
+                 g2 = random_tensor({N, H}, rng, -1, 1, dt);
+    const auto xv = x.to_vector<T>(), a1v = a1.to_vector<T>(), a2v = a2.to_vector<T>(),
+               g1v = g1.to_vector<T>(), g2v = g2.to_vector<T>();
+    auto dot = [&](const std::vector<T>& a, int64_t n, int64_t h) {
+      T acc = 0;
+      for (int64_t f = 0; f < F; ++f) acc += xv[(n * H + h) * F + f] * a[h * F + f];
+      return acc;
+    };
+    Tensor el = Tensor::empty({N, H}, dt), er = Tensor::empty({N, H}, dt), one = Tensor::empty({N, H}, dt);
+    KeepMask none;
+    ops::kernels::head_dot_pair_dropout_forward(x, a1, a2, DropoutKey{}, 1.0, none, el, er, nullptr, nullptr);
+    ops::kernels::head_dot_forward(x, a1, one);
+    Tensor dx = Tensor::empty(x.shape(), dt), da = Tensor::empty({H, F}, dt);
+    ops::kernels::head_dot_backward(x, a1, g1, &dx, &da);
+    const int64_t rows = ops::head_dot_detail::rows_per_block(N);
+    std::vector<T> want_da(static_cast<size_t>(H * F), T(0));
+    for (int64_t b = 0; b * rows < N; ++b) {
+      std::vector<T> partial(static_cast<size_t>(H * F), T(0));
+      for (int64_t n = b * rows; n < std::min(N, (b + 1) * rows); ++n)
+        for (int64_t c = 0; c < H * F; ++c) partial[c] += g1v[n * H + c / F] * xv[n * H * F + c];
+      for (int64_t c = 0; c < H * F; ++c) want_da[c] += partial[c];
+    }
+    EXPECT_EQ(da.to_vector<T>(), want_da) << "d a, H=" << H;
+    const auto elv = el.to_vector<T>(), erv = er.to_vector<T>(), onev = one.to_vector<T>(),
+               dxv = dx.to_vector<T>();
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < H; ++h) {
+        ASSERT_EQ(elv[n * H + h], dot(a1v, n, h)) << "H=" << H << " n=" << n << " h=" << h;
+        ASSERT_EQ(erv[n * H + h], dot(a2v, n, h)) << "H=" << H << " n=" << n << " h=" << h;
+        ASSERT_EQ(onev[n * H + h], dot(a1v, n, h)) << "H=" << H << " n=" << n << " h=" << h;
+        for (int64_t f = 0; f < F; ++f)
+          ASSERT_EQ(dxv[(n * H + h) * F + f], g1v[n * H + h] * a1v[h * F + f]) << "H=" << H;
+      }
+    for (const DropoutKey& key : {DropoutKey{}, kValueDrop}) {
+      const double scale = key.active() ? ops::dropout_keep_scale(key) : 1.0;
+      const KeepMask kept = key.active() ? KeepMask(key, N * H * F) : KeepMask();
+      Tensor gx = Tensor::empty(x.shape(), dt);
+      ops::kernels::head_dot_pair_grad_x(x, key, scale, kept, a1, g1, a2, g2, gx);
+      const auto gxv = gx.to_vector<T>();
+      for (int64_t i = 0; i < N * H * F; ++i) {
+        const int64_t r = i / F, h = r % H, f = i % F;
+        const T base = key.active() ? DropoutKey::apply_kept(xv[i], kept[i], static_cast<T>(scale)) : xv[i];
+        ASSERT_EQ(gxv[i], base + g1v[r] * a1v[h * F + f] + g2v[r] * a2v[h * F + f])
+            << "H=" << H << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(HeadDot, EightFeatureHeadsGiveTheBitsOfTheFeatureLoop) {
+  std::mt19937_64 rng(11);
+  expect_eight_feature_heads_exact<float>(rng);
+  expect_eight_feature_heads_exact<double>(rng);
 }
 
 class HeadDotOnDevice : public DeviceTest {};

@@ -25,6 +25,8 @@ namespace gat::ops::attention_rows {
 // instruction sets, whose ABIs for vectors differ. That is what -Wpsabi warns about; it is
 // silenced for the .cpp files that include this header (templates are instantiated at their end).
 #define GAT_GROUP_FN __attribute__((always_inline)) inline
+// The same for a lambda that takes or returns a head group, after its parameter list.
+#define GAT_GROUP_FN_LAMBDA __attribute__((always_inline))
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 inline void check_dropout(const char* op, const DropoutKey& key) {
