@@ -28,6 +28,7 @@ class KeepMask {
   KeepMask(const DropoutKey& key, int64_t n);
   uint8_t operator[](int64_t i) const { return kept_[static_cast<size_t>(i)]; }  // 1 kept, 0 dropped
   const uint8_t* data() const { return kept_.data(); }                           // (n,)
+  int64_t size() const { return static_cast<int64_t>(kept_.size()); }            // n
 
  private:
   std::vector<uint8_t> kept_;  // (n,) 0 or 1

@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "gat/framework/autograd.h"
@@ -655,6 +656,68 @@ TEST(GatOutputActivation, IsEluDropoutOfTheOutput) {
         ops::gat_attention_aggregate(g, el, er, v, 0.2, {}, Tensor(), Tensor(), {true, 1.0, {1.5f, 1, 1}});
       },
       {"gat_attention_aggregate", "1.5"});
+}
+
+// The CPU kernels of gat_attention_aggregate and their KeptDecisions: the forward leaves there the
+// decisions it drew, each kind with at most kMaxKeptDecisions of them, equal to the key's
+// KeepMask; the backward reads what it finds there instead of drawing again. Given the decisions
+// of other keys (of the same p) there, it gives bit for bit the gradients of a backward with those
+// keys and nothing kept. On a small graph both kinds are kept; with 2^19 + 1 heads on 4 nodes the
+// attention's E H decisions are over the bound (not kept), the activation's N H F under it.
+TEST(GatAttentionAggregate, BackwardReadsTheDecisionsTheForwardKept) {
+  std::mt19937_64 rng(53);
+  const DropoutKey attn{0.3f, 42, 7}, attn_other{0.3f, 42, 8}, act{0.5f, 44, 7}, act_other{0.5f, 44, 9};
+  auto mask_bytes = [](const KeepMask& m) { return std::vector<uint8_t>(m.data(), m.data() + m.size()); };
+  struct Case {
+    Graph g;
+    int64_t H, F;
+  };
+  for (const Case& c :
+       {Case{mixed_graph(), 8, 3}, Case{Graph::from_edges(4, {0, 1, 2, 3}, {1, 2, 3, 0}).with_self_loops(),
+                                        (int64_t{1} << 19) + 1, 1}}) {
+    const int64_t N = c.g.num_nodes(), E = c.g.num_edges(), H = c.H, F = c.F;
+    const auto t = random_f32({{{N, H}, 1.0}, {{N, H}, 1.0}, {{N, H, F}, 1.0}, {{N, H, F}, 1.0}}, rng);
+    const Tensor &el = t[0], &er = t[1], &v = t[2], &go = t[3];
+    auto inputs = [&](const DropoutKey& a, const DropoutKey& o, ops::KeptDecisions* kept) {
+      ops::GatAttentionInputs in = gat_kernel_inputs(c.g, el, er, Tensor(), v, 0.2, a);
+      in.activation = {true, 1.0, o};
+      in.kept = kept;
+      return in;
+    };
+    ops::KeptDecisions kept;
+    Tensor out = Tensor::empty({N, H, F}), lse = Tensor::empty({N, H});
+    ops::GatAttentionForwardArgs forward{inputs(attn, act, &kept)};
+    forward.out = &out;
+    forward.lse = &lse;
+    ops::kernels::gat_attention_aggregate_forward(forward);
+    const bool attention_kept = E * H <= ops::kMaxKeptDecisions;
+    ASSERT_EQ(attention_kept, H == 8);
+    EXPECT_EQ(mask_bytes(kept.attention),
+              attention_kept ? mask_bytes(KeepMask(attn, E * H)) : std::vector<uint8_t>());
+    EXPECT_EQ(mask_bytes(kept.activation), mask_bytes(KeepMask(act, N * H * F)));
+
+    kept.attention = attention_kept ? KeepMask(attn_other, E * H) : KeepMask();
+    kept.activation = KeepMask(act_other, N * H * F);
+    auto backward = [&](const ops::GatAttentionInputs& in) {
+      std::vector<Tensor> d{Tensor::empty(el.shape()), Tensor::empty(er.shape()), Tensor::empty(v.shape()),
+                            Tensor::empty(out.shape())};
+      ops::GatAttentionBackwardArgs b{in};
+      b.out = out;
+      b.lse = lse;
+      b.grad_out = go;
+      b.grad_el = &d[0];
+      b.grad_er = &d[1];
+      b.grad_value = &d[2];
+      b.grad_pre = &d[3];
+      ops::kernels::gat_attention_aggregate_backward(b);
+      return d;
+    };
+    const std::vector<Tensor> read = backward(inputs(attn, act, &kept)),
+                              drawn =
+                                  backward(inputs(attention_kept ? attn_other : attn, act_other, nullptr));
+    for (size_t k = 0; k < read.size(); ++k)
+      EXPECT_TRUE(bitwise_equal(read[k], drawn[k])) << "H=" << H << " gradient " << k;
+  }
 }
 
 // f64 gradients of the three GAT ops through the output activation (with its dropout, bias and
@@ -1498,6 +1561,72 @@ TEST(HeadDot, MatchesTheReference) {
           EXPECT_NEAR(o[n * H + h], want, 1e-15);
         }
     }
+}
+
+// Heads of 8 features take the CPU kernels' vector paths (8 heads' dots at once, a head's 8
+// features in one vector): each result has the bits of the scalar sum in feature order (and d a
+// of its blocks of rows_per_block rows, summed in block order), for 8, 9 (a group and one head
+// alone) and 16 heads, f32 and f64, with and without the value dropout of head_dot_pair_grad_x.
+template <class T>
+void expect_eight_feature_heads_exact(std::mt19937_64& rng) {
+  const DType dt = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+  const int64_t N = 70, F = 8;
+  for (int64_t H : {8, 9, 16}) {
+    const Tensor x = random_tensor({N, H, F}, rng, -1, 1, dt), a1 = random_tensor({H, F}, rng, -1, 1, dt),
+                 a2 = random_tensor({H, F}, rng, -1, 1, dt), g1 = random_tensor({N, H}, rng, -1, 1, dt),
+                 g2 = random_tensor({N, H}, rng, -1, 1, dt);
+    const auto xv = x.to_vector<T>(), a1v = a1.to_vector<T>(), a2v = a2.to_vector<T>(),
+               g1v = g1.to_vector<T>(), g2v = g2.to_vector<T>();
+    auto dot = [&](const std::vector<T>& a, int64_t n, int64_t h) {
+      T acc = 0;
+      for (int64_t f = 0; f < F; ++f) acc += xv[(n * H + h) * F + f] * a[h * F + f];
+      return acc;
+    };
+    Tensor el = Tensor::empty({N, H}, dt), er = Tensor::empty({N, H}, dt), one = Tensor::empty({N, H}, dt);
+    KeepMask none;
+    ops::kernels::head_dot_pair_dropout_forward(x, a1, a2, DropoutKey{}, 1.0, none, el, er, nullptr, nullptr);
+    ops::kernels::head_dot_forward(x, a1, one);
+    Tensor dx = Tensor::empty(x.shape(), dt), da = Tensor::empty({H, F}, dt);
+    ops::kernels::head_dot_backward(x, a1, g1, &dx, &da);
+    const int64_t rows = ops::head_dot_detail::rows_per_block(N);
+    std::vector<T> want_da(static_cast<size_t>(H * F), T(0));
+    for (int64_t b = 0; b * rows < N; ++b) {
+      std::vector<T> partial(static_cast<size_t>(H * F), T(0));
+      for (int64_t n = b * rows; n < std::min(N, (b + 1) * rows); ++n)
+        for (int64_t c = 0; c < H * F; ++c) partial[c] += g1v[n * H + c / F] * xv[n * H * F + c];
+      for (int64_t c = 0; c < H * F; ++c) want_da[c] += partial[c];
+    }
+    EXPECT_EQ(da.to_vector<T>(), want_da) << "d a, H=" << H;
+    const auto elv = el.to_vector<T>(), erv = er.to_vector<T>(), onev = one.to_vector<T>(),
+               dxv = dx.to_vector<T>();
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < H; ++h) {
+        ASSERT_EQ(elv[n * H + h], dot(a1v, n, h)) << "H=" << H << " n=" << n << " h=" << h;
+        ASSERT_EQ(erv[n * H + h], dot(a2v, n, h)) << "H=" << H << " n=" << n << " h=" << h;
+        ASSERT_EQ(onev[n * H + h], dot(a1v, n, h)) << "H=" << H << " n=" << n << " h=" << h;
+        for (int64_t f = 0; f < F; ++f)
+          ASSERT_EQ(dxv[(n * H + h) * F + f], g1v[n * H + h] * a1v[h * F + f]) << "H=" << H;
+      }
+    for (const DropoutKey& key : {DropoutKey{}, kValueDrop}) {
+      const double scale = key.active() ? ops::dropout_keep_scale(key) : 1.0;
+      const KeepMask kept = key.active() ? KeepMask(key, N * H * F) : KeepMask();
+      Tensor gx = Tensor::empty(x.shape(), dt);
+      ops::kernels::head_dot_pair_grad_x(x, key, scale, kept, a1, g1, a2, g2, gx);
+      const auto gxv = gx.to_vector<T>();
+      for (int64_t i = 0; i < N * H * F; ++i) {
+        const int64_t r = i / F, h = r % H, f = i % F;
+        const T base = key.active() ? DropoutKey::apply_kept(xv[i], kept[i], static_cast<T>(scale)) : xv[i];
+        ASSERT_EQ(gxv[i], base + g1v[r] * a1v[h * F + f] + g2v[r] * a2v[h * F + f])
+            << "H=" << H << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(HeadDot, EightFeatureHeadsGiveTheBitsOfTheFeatureLoop) {
+  std::mt19937_64 rng(11);
+  expect_eight_feature_heads_exact<float>(rng);
+  expect_eight_feature_heads_exact<double>(rng);
 }
 
 class HeadDotOnDevice : public DeviceTest {};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "gat/framework/autograd.h"
@@ -106,9 +107,10 @@ struct GatScores {
 // dropped-out weights a * keep, computed again edge by edge as pass 1 computes them (the same
 // float operations: the same bits) rather than kept, an (E, H) array at the memory peak; and,
 // when edge_sum is given, edge_sum[j,h] = sum of ds[e,h] over j's out-edges (GAT: d el from g).
+// The dropout's decisions as DropFactors takes them from `kept` (or null).
 template <class T, class Scores, class RowEnd>
 void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& node_value, const Tensor& lse,
-                        const Tensor& grad_out, const DropoutKey& attn_dropout,
+                        const Tensor& grad_out, const DropoutKey& attn_dropout, KeepMask* kept,
                         T* ds,        // (E, H) or null
                         T* dV,        // (Ns, H, F) or null
                         T* edge_sum,  // (Ns, H) or null; needs ds
@@ -117,7 +119,7 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
   const T* values = node_value.data<T>();  // (Ns, H, F)
   const T* l = lse.data<T>();              // (N, H)
   const T* G = grad_out.data<T>();         // (N, H, F)
-  const DropFactors<T> drop(attn_dropout, graph.num_edges() * heads);
+  const DropFactors<T> drop(attn_dropout, graph.num_edges() * heads, kept);
   const int32_t* row_ptr = graph.row_ptr().data<int32_t>();      // (N+1,)
   const int32_t* src = graph.edge_src().data<int32_t>();         // (E,)
   const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (Ns+1,)
@@ -171,7 +173,7 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
 // positive. (The CPU backward does not read them: its d er sums g over the row's edges.)
 template <class T>
 void positive_sums(const Graph& graph, const GatScores<T>& scores, const Tensor& node_value,
-                   const DropoutKey& attn_dropout, Tensor& pos_out, Tensor& pos_weight) {
+                   const DropoutKey& attn_dropout, KeepMask* kept, Tensor& pos_out, Tensor& pos_weight) {
   const int64_t N = graph.num_dst_nodes(), H = scores.H, F = node_value.size(2);
   T* o = pos_out.data<T>();     // (N, H, F)
   T* w = pos_weight.data<T>();  // (N, H)
@@ -180,7 +182,7 @@ void positive_sums(const Graph& graph, const GatScores<T>& scores, const Tensor&
     return;
   }
   const T* V = node_value.data<T>();  // (Ns, H, F)
-  for_each_softmax_row<T, T>(graph, scores, attn_dropout, H,
+  for_each_softmax_row<T, T>(graph, scores, attn_dropout, kept, H,
                              [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
                                T* oi = o + i * H * F;
                                std::fill(oi, oi + H * F, T(0));
@@ -200,11 +202,26 @@ void positive_sums(const Graph& graph, const GatScores<T>& scores, const Tensor&
                              });
 }
 
-// The output dropout's decisions for elu_dropout's CPU kernel, drawn again (CUDA's kernels draw
-// their own; a key recorded for a CUDA graph never reaches the CPU).
-KeepMask activation_keep(const OutputActivation& activation, const Tensor& out) {
-  return out.is_cuda() || !activation.dropout.active() ? KeepMask()
-                                                       : KeepMask(activation.dropout, out.numel());
+// Where a GAT kernel takes one kind of its decisions, `mask` of KeptDecisions, n of them: the
+// forward, which draws them, leaves them there when n is at most kMaxKeptDecisions; the backward
+// reads them there when the forward left them. Null (kept null, or neither): the kernel draws its
+// own and drops them.
+KeepMask* kept_mask(KeptDecisions* kept, KeepMask KeptDecisions::*mask, int64_t n, bool forward) {
+  if (!kept) return nullptr;
+  KeepMask& m = kept->*mask;
+  if (forward) return n <= kMaxKeptDecisions ? &m : nullptr;
+  return m.size() == n ? &m : nullptr;
+}
+
+// The output dropout's decisions for elu_dropout's CPU kernel: the forward's, when it left them in
+// `kept` (or null), else drawn again into `drawn` (CUDA's kernels draw their own; a key recorded
+// for a CUDA graph never reaches the CPU).
+const KeepMask& activation_keep(const OutputActivation& activation, const Tensor& out, KeptDecisions* kept,
+                                KeepMask& drawn) {
+  if (out.is_cuda() || !activation.dropout.active()) return drawn;
+  if (KeepMask* found = kept_mask(kept, &KeptDecisions::activation, out.numel(), false)) return *found;
+  drawn = KeepMask(activation.dropout, out.numel());
+  return drawn;
 }
 
 }  // namespace
@@ -217,7 +234,7 @@ void csr_softmax_aggregate_forward(const CsrSoftmaxAggregateForwardArgs& a) {
   dispatch_float(a.edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
     using T = decltype(zero);
     const StoredScores<T> scores{a.edge_scores.data<T>(), a.edge_scores.size(1)};
-    aggregate_forward<T>(*a.graph, scores, a.node_value, a.attn_dropout, *a.out, *a.lse);
+    aggregate_forward<T>(*a.graph, scores, a.node_value, a.attn_dropout, nullptr, *a.out, *a.lse);
   });
 }
 
@@ -225,22 +242,24 @@ void csr_softmax_aggregate_backward(const CsrSoftmaxAggregateBackwardArgs& a) {
   dispatch_float(a.edge_scores.dtype(), "csr_softmax_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
     const StoredScores<T> scores{a.edge_scores.data<T>(), a.edge_scores.size(1)};
-    aggregate_backward<T>(*a.graph, scores, a.node_value, a.lse, a.grad_out, a.attn_dropout,
+    aggregate_backward<T>(*a.graph, scores, a.node_value, a.lse, a.grad_out, a.attn_dropout, nullptr,
                           a.grad_scores ? a.grad_scores->data<T>() : nullptr,
                           a.grad_value ? a.grad_value->data<T>() : nullptr, nullptr,
                           [](auto, int64_t, int64_t, int64_t) {});
   });
 }
 
-// source_rows: CUDA only.
+// source_rows: CUDA only. The decisions go to a.kept when it is given.
 void gat_attention_aggregate_forward(const GatAttentionForwardArgs& a) {
   const Graph& graph = *a.graph;
   Tensor& out = *a.out;
   dispatch_float(a.el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
     const GatScores<T> scores(graph, a.el, a.er, a.edge_term, a.negative_slope);
-    aggregate_forward<T>(graph, scores, a.node_value, a.attn_dropout, out, *a.lse);
-    if (a.pos_out) positive_sums<T>(graph, scores, a.node_value, a.attn_dropout, *a.pos_out, *a.pos_weight);
+    KeepMask* kept = kept_mask(a.kept, &KeptDecisions::attention, graph.num_edges() * scores.H, true);
+    aggregate_forward<T>(graph, scores, a.node_value, a.attn_dropout, kept, out, *a.lse);
+    if (a.pos_out)
+      positive_sums<T>(graph, scores, a.node_value, a.attn_dropout, kept, *a.pos_out, *a.pos_weight);
     if (a.out_bias.defined()) {  // every row, those without edges too
       const int64_t HF = out.size(1) * out.size(2);
       const T* b = a.out_bias.data<T>();  // (H, F)
@@ -254,9 +273,11 @@ void gat_attention_aggregate_forward(const GatAttentionForwardArgs& a) {
     }
   });
   const OutputActivation& activation = a.activation;
-  KeepMask kept;  // in place: each element is read before it is written
+  KeepMask drawn;  // in place: each element is read before it is written
+  KeepMask* kept = kept_mask(a.kept, &KeptDecisions::activation, out.numel(), true);
   if (activation.elu)
-    elu_dropout_forward(out, activation.alpha, activation.dropout, activation.keep_scale(), out, kept);
+    elu_dropout_forward(out, activation.alpha, activation.dropout, activation.keep_scale(), out,
+                        kept ? *kept : drawn);
 }
 
 // d scores go to an (E, H) buffer, turned row by row into g = ds * LeakyReLU'(.) whose row sums
@@ -268,9 +289,10 @@ void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& a) {
   const Graph& graph = *a.graph;
   const OutputActivation& activation = a.activation;
   Tensor *grad_el = a.grad_el, *grad_er = a.grad_er, *grad_edge_term = a.grad_edge_term;
-  if (activation.elu)  // the decisions drawn again
+  KeepMask drawn;
+  if (activation.elu)  // the forward's decisions, or drawn again
     elu_dropout_backward(a.out, a.grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
-                         activation_keep(activation, a.out), *a.grad_pre);
+                         activation_keep(activation, a.out, a.kept, drawn), *a.grad_pre);
   const Tensor& grad_in = activation.elu ? *a.grad_pre : a.grad_out;  // of out + out_bias
   dispatch_float(a.el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
@@ -282,7 +304,8 @@ void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& a) {
     T* der = grad_er ? grad_er->data<T>() : nullptr;                                              // (N, H)
     const int32_t* src = scores.src;
     aggregate_backward<T>(
-        graph, scores, a.node_value, a.lse, grad_in, a.attn_dropout, g,
+        graph, scores, a.node_value, a.lse, grad_in, a.attn_dropout,
+        kept_mask(a.kept, &KeptDecisions::attention, graph.num_edges() * H, false), g,
         a.grad_value ? a.grad_value->data<T>() : nullptr, grad_el ? grad_el->data<T>() : nullptr,
         [&](auto group, int64_t i, int64_t b, int64_t degree) {
           using V = typename decltype(group)::type;
@@ -382,9 +405,10 @@ void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& a) {
   if (a.graph->num_edges() == 0 || a.el.size(1) == 0 || a.node_value.size(2) == 0) {
     // Nothing is aggregated: every gradient but the activation's and the bias's is zero (and
     // the kernels may assume edges, heads and features).
+    KeepMask drawn;
     if (activation.elu)
       elu_dropout_backward(out, a.grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
-                           activation_keep(activation, out), *a.grad_pre);
+                           activation_keep(activation, out, a.kept, drawn), *a.grad_pre);
     sum_bias();
     for (Tensor* grad : {a.grad_el, a.grad_er, a.grad_edge_term, a.grad_value})
       if (grad) grad->zero_();
@@ -459,6 +483,7 @@ struct GatSaved {
   double negative_slope = 0.0;
   DropoutKey attn_dropout;
   OutputActivation activation;
+  std::shared_ptr<KeptDecisions> kept;  // CPU, or null
 };
 struct GatGrads {
   Tensor el, er, edge_term, value, bias;
@@ -503,12 +528,14 @@ void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, c
 // The forward kernels, which add the bias (and apply the activation) as they write out: out is
 // then the tensor returned and the one kept. keep_positive: CUDA's positive sums for d er (the header); the
 // CPU backward, the reference the CUDA tests compare against, sums d er over the edges, and evaluation needs
-// no gradient. source_rows: node_value and el packed for the CUDA forward, or undefined. Returns out, not
+// no gradient. source_rows: node_value and el packed for the CUDA forward, or undefined. need_grad:
+// the op's backward will run (the CPU then keeps its dropout decisions for it). Returns out, not
 // detached (the op records it); the saved tensors in `saved`.
 Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
                    const Tensor& node_value, double negative_slope, const DropoutKey& attn_dropout,
                    const Tensor& edge_term, const Tensor& bias, const OutputActivation& activation,
-                   bool keep_positive, GatSaved& saved, const Tensor& source_rows = Tensor()) {
+                   bool keep_positive, bool need_grad, GatSaved& saved,
+                   const Tensor& source_rows = Tensor()) {
   const int64_t Nd = graph.num_dst_nodes(), H = el.size(1), F = node_value.size(2);
   Tensor out = Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), op);
   Tensor lse = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate lse");
@@ -526,11 +553,13 @@ Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const T
   forward.pos_out = keep_positive ? &pos_out : nullptr;
   forward.pos_weight = keep_positive ? &pos_weight : nullptr;
   forward.source_rows = source_rows;
+  auto kept = need_grad && !node_value.is_cuda() ? std::make_shared<KeptDecisions>() : nullptr;
+  forward.kept = kept.get();
   kernels::gat_attention_aggregate_forward(forward);
   auto detached = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
   saved = {graph,          el.detach(), er.detach(), detached(edge_term), node_value.detach(), out.detach(),
            detached(bias), lse,         pos_out,     pos_weight,          negative_slope,      attn_dropout,
-           activation};
+           activation,     kept};
   return out;
 }
 
@@ -564,8 +593,8 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
                         : grad_out;
   if (need_bias) d.bias = Tensor::empty(s.bias.shape(), s.bias.dtype(), s.bias.device(), "d bias");
   Tensor bias_partials;
-  GatAttentionBackwardArgs backward{
-      {&s.graph, s.el, s.er, s.edge_term, s.value, s.negative_slope, s.attn_dropout, s.bias, s.activation}};
+  GatAttentionBackwardArgs backward{{&s.graph, s.el, s.er, s.edge_term, s.value, s.negative_slope,
+                                     s.attn_dropout, s.bias, s.activation, s.kept.get()}};
   backward.out = s.out;
   backward.lse = s.lse;
   backward.pos_out = s.pos_out;
@@ -606,7 +635,8 @@ Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tenso
                       activation);
   GatSaved saved;
   const Tensor out = gat_forward(op, graph, el, er, node_value, negative_slope, attn_dropout, edge_term, bias,
-                                 activation, node_value.is_cuda() && autograd::needs_grad({er}), saved);
+                                 activation, node_value.is_cuda() && autograd::needs_grad({er}),
+                                 autograd::needs_grad({el, er, edge_term, node_value, bias}), saved);
   const bool need_el = el.requires_grad(), need_er = er.requires_grad(),
              need_term = edge_term.defined() && edge_term.requires_grad(),
              need_value = node_value.requires_grad(), need_bias = bias.defined() && bias.requires_grad();
@@ -658,9 +688,9 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
              need_dst = att_dst.requires_grad(), need_term = edge_term.defined() && edge_term.requires_grad(),
              need_bias = bias.defined() && bias.requires_grad();
   GatSaved saved;
-  const Tensor out =
-      gat_forward(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias, activation,
-                  wh.is_cuda() && autograd::needs_grad({wh, att_dst}), saved, rows);
+  const Tensor out = gat_forward(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias,
+                                 activation, wh.is_cuda() && autograd::needs_grad({wh, att_dst}),
+                                 autograd::needs_grad({wh, att_src, att_dst, edge_term, bias}), saved, rows);
   return autograd::record(
       op, out, {wh, att_src, att_dst, edge_term, bias},
       [saved = std::move(saved), x = need_src || need_dst ? wh.detach() : Tensor(),  // for d att only
@@ -737,9 +767,9 @@ Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& w
              need_dst = att_dst.requires_grad(), need_term = edge_term.defined() && edge_term.requires_grad(),
              need_bias = bias.defined() && bias.requires_grad();
   GatSaved saved;
-  const Tensor out =
-      gat_forward(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias, activation,
-                  x.is_cuda() && autograd::needs_grad({x, weight, att_dst}), saved);
+  const Tensor out = gat_forward(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias,
+                                 activation, x.is_cuda() && autograd::needs_grad({x, weight, att_dst}),
+                                 autograd::needs_grad({x, weight, att_src, att_dst, edge_term, bias}), saved);
   return autograd::record(
       op, out, {x, weight, att_src, att_dst, edge_term, bias},
       [saved = std::move(saved), x = x.detach(), w = weight.detach(), a_src = att_src.detach(),

@@ -21,6 +21,7 @@
 #include "gat/framework/graph.h"
 #include "gat/framework/ops/kernel.h"
 #include "gat/framework/rng.h"
+#include "gat/framework/rng_cpu.h"
 #include "gat/framework/tensor.h"
 
 namespace gat::ops {
@@ -56,6 +57,8 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
 // activation: applied to out + bias (OutputActivation above).
 // Saves lse (Nd, H) and out, and on CUDA, when er needs a gradient, pos_out (Nd, H, F) and
 // pos_weight (Nd, H) (below: d er without an edge pass), whose storage d node_value then reuses;
+// on the CPU, when a gradient is needed, the dropout decisions of each kind that has at most
+// kMaxKeptDecisions of them (KeptDecisions, below; the others are drawn again);
 // gradients for el, er, edge_term, node_value and bias.
 Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tensor& er,
                                const Tensor& node_value, double negative_slope,
@@ -140,6 +143,18 @@ struct CsrSoftmaxArgs {
 };
 GAT_DECLARE_KERNEL(csr_softmax, CsrSoftmaxArgs)
 
+// The dropout decisions (a byte each) that a GAT op's CPU forward draws, kept for its backward,
+// which then reads them instead of drawing them again: the attention dropout's, of the E H (edge,
+// head) indices, and the output activation's, of the N H F output elements. Each is empty until
+// the forward draws it (an inactive key draws nothing).
+struct KeptDecisions {
+  KeepMask attention, activation;
+};
+// The ops keep a step's decisions when there are at most this many of each kind (4 MB): a
+// small graph's backward then draws nothing, while a large graph's memory peak (its first
+// layer's backward) holds no more than it did.
+constexpr int64_t kMaxKeptDecisions = int64_t{1} << 22;
+
 // gat_attention_aggregate's inputs, shared by its forward and backward: the scores are computed
 // from el, er and edge_term where an edge is visited.
 struct GatAttentionInputs {
@@ -157,9 +172,12 @@ struct GatAttentionInputs {
   // out_bias); the backward then takes `out` as the activation's output and grad_out as its
   // gradient, writes grad_pre (N, H, F), the gradient of its input (out + out_bias), and goes on
   // with grad_pre where grad_out is read below. CUDA draws the decisions again and takes the
-  // ELU's input from out; the CPU keeps nothing more either (it draws them again too and needs
-  // no ELU input).
+  // ELU's input from out; the CPU needs no ELU input, and takes its decisions as `kept` says.
   OutputActivation activation{};
+  // CPU only, or null: the forward draws the attention and activation decisions into it, and the
+  // backward reads those it finds there (a mask of the right count) instead of drawing them
+  // again. Null: each kernel draws its own.
+  KeptDecisions* kept = nullptr;
 };
 
 // gat forward: as csr_softmax_aggregate's forward, with the scores of GatAttentionInputs.

@@ -197,7 +197,7 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& a) {
   dispatch_float(a.xl.dtype(), "gatv2_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
     const Gatv2Scores<T> gatv2(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term);
-    aggregate_forward<T>(*a.graph, gatv2, a.xl, a.attn_dropout, *a.out, *a.lse);
+    aggregate_forward<T>(*a.graph, gatv2, a.xl, a.attn_dropout, nullptr, *a.out, *a.lse);
     if (a.scores) edge_scores_and_signs<T>(*a.graph, gatv2, a.scores->data<T>(), a.signs->data<int32_t>());
   });
 }

@@ -1,9 +1,11 @@
 #include "gat/framework/ops/attention/head_dot.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/attention/detail/attention_rows.h"
 #include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
@@ -13,21 +15,52 @@ namespace gat::ops {
 
 namespace cpu_impl {
 
-void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
-  const int64_t N = x.size(0), H = x.size(1), F = x.size(2);
+namespace {
+
+using attention_rows::with_head_width;
+
+// out_k[n,h] = x[n,h,:] . a_k[h,:] for the `count` (1 or 2) pairs (a_k (H, F), out_k (N, H)) in one
+// pass over x, each dot summed in feature order from 0. Eight heads of 8 features take their 8 dots
+// in one vector (dot_heads8: the same sums).
+void head_dots(const Tensor& x, const Tensor* const* a, Tensor* const* out, int count) {
+  const int64_t N = x.size(0), H = x.size(1);
   dispatch_float(x.dtype(), "head_dot", [&](auto zero) {
     using T = decltype(zero);
-    const T* xp = x.data<T>();  // (N, H, F)
-    const T* ap = a.data<T>();  // (H, F)
-    T* o = out.data<T>();       // (N, H)
-#pragma omp parallel for if (N * H * F > detail::kParallelThreshold)
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t h = 0; h < H; ++h) {
-        T acc = 0;
-        for (int64_t f = 0; f < F; ++f) acc += xp[(n * H + h) * F + f] * ap[h * F + f];
-        o[n * H + h] = acc;
-      }
+    using Group = typename attention_rows::HeadGroupOf<T, 8>::type;
+    const T* xp = x.data<T>();                                                 // (N, H, F)
+    const T *a1 = a[0]->data<T>(), *a2 = count > 1 ? a[1]->data<T>() : a1;     // (H, F)
+    T *o1 = out[0]->data<T>(), *o2 = count > 1 ? out[1]->data<T>() : nullptr;  // (N, H)
+    with_head_width(x.size(2), [&](auto F) {
+      constexpr bool eights = std::is_same_v<decltype(F), std::integral_constant<int64_t, 8>>;
+      detail::parallel_for(
+          N,
+          [=](int64_t n) GAT_GROUP_FN_LAMBDA {
+            const T* xn = xp + n * H * F;  // (H, F)
+            int64_t h = 0;
+            if constexpr (eights)
+              for (; h + 8 <= H; h += 8) {
+                attention_rows::store_group(o1 + n * H + h,
+                                            attention_rows::dot_heads8<Group>(xn + h * F, a1 + h * F));
+                if (o2)
+                  attention_rows::store_group(o2 + n * H + h,
+                                              attention_rows::dot_heads8<Group>(xn + h * F, a2 + h * F));
+              }
+            for (; h < H; ++h) {
+              o1[n * H + h] = attention_rows::dot_head(xn + h * F, a1 + h * F, F);
+              if (o2) o2[n * H + h] = attention_rows::dot_head(xn + h * F, a2 + h * F, F);
+            }
+          },
+          H * F * count);
+    });
   });
+}
+
+}  // namespace
+
+void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
+  const Tensor* in[] = {&a};
+  Tensor* outs[] = {&out};
+  head_dots(x, in, outs, 1);
 }
 
 namespace {
@@ -43,15 +76,27 @@ void grad_a_sums(const Tensor& x, const Tensor& grad_out, Tensor& grad_a) {
     const int64_t rows = head_dot_detail::rows_per_block(N);
     const int64_t blocks = (N + rows - 1) / rows;
     std::vector<T> partial(static_cast<size_t>(blocks * HF), T(0));  // (blocks, H, F)
-#pragma omp parallel for if (N * HF > detail::kParallelThreshold)
-    for (int64_t b = 0; b < blocks; ++b) {
-      T* p = partial.data() + b * HF;
-      for (int64_t n = b * rows; n < std::min(N, (b + 1) * rows); ++n)
-        for (int64_t h = 0; h < H; ++h) {
-          const T gh = g[n * H + h];
-          for (int64_t f = 0; f < F; ++f) p[h * F + f] += gh * xp[(n * H + h) * F + f];
-        }
-    }
+    T* partials = partial.data();
+    with_head_width(F, [&](auto Fc) {  // a head of 8 features one vector (lane f adds what f adds)
+      using Group = typename attention_rows::HeadGroupOf<T, 8>::type;
+      constexpr bool eight = std::is_same_v<decltype(Fc), std::integral_constant<int64_t, 8>>;
+      detail::parallel_for(
+          blocks,
+          [=](int64_t b) GAT_GROUP_FN_LAMBDA {
+            T* p = partials + b * HF;
+            for (int64_t n = b * rows; n < std::min(N, (b + 1) * rows); ++n)
+              for (int64_t h = 0; h < H; ++h) {
+                const T gh = g[n * H + h];
+                const T* x = xp + (n * H + h) * Fc;
+                if constexpr (eight)
+                  attention_rows::store_group(p + h * Fc, attention_rows::load_group<Group>(p + h * Fc) +
+                                                              gh * attention_rows::load_group<Group>(x));
+                else
+                  for (int64_t f = 0; f < Fc; ++f) p[h * Fc + f] += gh * x[f];
+              }
+          },
+          rows * HF);
+    });
     T* da = grad_a.data<T>();  // (H, F)
     std::fill(da, da + HF, T(0));
     for (int64_t b = 0; b < blocks; ++b)
@@ -70,23 +115,29 @@ void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out,
       const T* ap = a.data<T>();        // (H, F)
       const T* g = grad_out.data<T>();  // (N, H)
       T* dx = grad_x->data<T>();        // (N, H, F)
-#pragma omp parallel for if (N * HF > detail::kParallelThreshold)
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t h = 0; h < H; ++h) {
-          const T gh = g[n * H + h];
-          for (int64_t f = 0; f < F; ++f) dx[(n * H + h) * F + f] = gh * ap[h * F + f];
-        }
+      with_head_width(F, [&](auto Fc) {
+        detail::parallel_for(
+            N,
+            [=](int64_t n) {
+              for (int64_t h = 0; h < H; ++h) {
+                const T gh = g[n * H + h];
+                for (int64_t f = 0; f < Fc; ++f) dx[(n * H + h) * Fc + f] = gh * ap[h * Fc + f];
+              }
+            },
+            HF);
+      });
     });
   }
   if (grad_a) grad_a_sums(x, grad_out, *grad_a);
 }
 
-// The CPU reads x three times: the one pass saves launches and reads on CUDA, nothing here.
+// The CPU takes both dots in one pass over x, and the dropout in another.
 void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tensor& a2, const DropoutKey& key,
                                    double keep_scale, KeepMask& kept, Tensor& out1, Tensor& out2,
                                    Tensor* values, Tensor*) {
-  head_dot_forward(x, a1, out1);
-  head_dot_forward(x, a2, out2);
+  const Tensor* in[] = {&a1, &a2};
+  Tensor* outs[] = {&out1, &out2};
+  head_dots(x, in, outs, 2);
   if (values) dropout_forward(x, key, keep_scale, *values, kept);
 }
 
@@ -108,20 +159,34 @@ void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep
     T* dx = grad_x.data<T>();                        // (N, H, F)
     const T s = static_cast<T>(keep_scale);
     const uint8_t* keep = key.active() ? kept.data() : nullptr;  // (N, H, F) or null
-    // Row by row: no division per element.
-    detail::parallel_for(
-        N,
-        [=](int64_t n) {
-          for (int64_t h = 0; h < H; ++h) {
-            const int64_t r = n * H + h;
-            for (int64_t f = 0; f < F; ++f) {
-              const int64_t i = r * F + f;
-              const T kept_base = keep ? DropoutKey::apply_kept(b[i], keep[i], s) : b[i];
-              dx[i] = kept_base + q1[r] * p1[h * F + f] + q2[r] * p2[h * F + f];
+    // Row by row: no division per element. A head of 8 features is one vector (lane f does what
+    // the loop does for f).
+    with_head_width(F, [&](auto Fc) {
+      using Group = typename attention_rows::HeadGroupOf<T, 8>::type;
+      constexpr bool eight = std::is_same_v<decltype(Fc), std::integral_constant<int64_t, 8>>;
+      detail::parallel_for(
+          N,
+          [=](int64_t n) GAT_GROUP_FN_LAMBDA {
+            for (int64_t h = 0; h < H; ++h) {
+              const int64_t r = n * H + h, i0 = r * Fc;
+              if constexpr (eight) {
+                Group x = attention_rows::load_group<Group>(b + i0);
+                if (keep)
+                  for (int l = 0; l < 8; ++l) x[l] = DropoutKey::apply_kept(x[l], keep[i0 + l], s);
+                attention_rows::store_group(dx + i0,
+                                            x + q1[r] * attention_rows::load_group<Group>(p1 + h * Fc) +
+                                                q2[r] * attention_rows::load_group<Group>(p2 + h * Fc));
+              } else {
+                for (int64_t f = 0; f < Fc; ++f) {
+                  const int64_t i = i0 + f;
+                  const T kept_base = keep ? DropoutKey::apply_kept(b[i], keep[i], s) : b[i];
+                  dx[i] = kept_base + q1[r] * p1[h * Fc + f] + q2[r] * p2[h * Fc + f];
+                }
+              }
             }
-          }
-        },
-        H * F);
+          },
+          H * F);
+    });
   });
 }
 

@@ -25,6 +25,8 @@ namespace gat::ops::attention_rows {
 // instruction sets, whose ABIs for vectors differ. That is what -Wpsabi warns about; it is
 // silenced for the .cpp files that include this header (templates are instantiated at their end).
 #define GAT_GROUP_FN __attribute__((always_inline)) inline
+// The same for a lambda that takes or returns a head group, after its parameter list.
+#define GAT_GROUP_FN_LAMBDA __attribute__((always_inline))
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 inline void check_dropout(const char* op, const DropoutKey& key) {
@@ -33,15 +35,22 @@ inline void check_dropout(const char* op, const DropoutKey& key) {
 
 // Keep factors of the attention dropout, keep / (1 - p) or 1 when inactive, of the (edge, head)
 // indices e H + h [0, E H): drawn for the whole graph at once, read row by row (a row's edges
-// e in [b, end) own the indices [b H, end H)).
+// e in [b, end) own the indices [b H, end H)). With `kept` (a GAT op's KeptDecisions::attention):
+// the decisions found there when it holds num_indices of them (the forward's, read by its
+// backward), else drawn into it (the forward's, left for its backward). Null: drawn here.
 template <class T>
 class DropFactors {
  public:
-  DropFactors(const DropoutKey& k, int64_t num_indices)
+  DropFactors(const DropoutKey& k, int64_t num_indices, KeepMask* kept = nullptr)
       : active_(k.active()), scale_(active_ ? T(1) / (T(1) - static_cast<T>(k.p)) : T(1)) {
     GAT_CHECK(!k.stream_base, "csr_softmax_aggregate: a key recorded for a CUDA graph reached the CPU");
-    if (active_) mask_ = KeepMask(k, num_indices);
+    if (!active_) return;
+    KeepMask& mask = kept ? *kept : own_;
+    if (mask.size() != num_indices) mask = KeepMask(k, num_indices);
+    mask_ = mask.data();
   }
+  DropFactors(const DropFactors&) = delete;  // mask_ may point into own_
+  DropFactors& operator=(const DropFactors&) = delete;
   void fill(int64_t first, int64_t count, T* out) const {  // out (count,)
     if (!active_) {
       std::fill(out, out + count, T(1));
@@ -53,7 +62,8 @@ class DropFactors {
  private:
   bool active_;
   T scale_;
-  KeepMask mask_;
+  KeepMask own_;                   // the decisions, drawn here when no `kept` is given
+  const uint8_t* mask_ = nullptr;  // (num_indices,) 1 kept, 0 dropped
 };
 
 // A row's exponentials are taken kExpBlock at a time, whole vectors: a row has few (edge, head)
@@ -329,12 +339,12 @@ void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
 
 // f(row, i, b, degree) for every row i of the graph's CSR (edges [b, b + degree)), H heads, with
 // the row's softmax terms (row.m, row.ex, row.z: row_softmax_terms of the scores' row) and its
-// dropout keep factors (row.drop) in the row's scratch: the forward's view of a row. V is the
-// head group (with_head_group).
+// dropout keep factors (row.drop; the decisions of `kept` as DropFactors takes them, or null) in
+// the row's scratch: the forward's view of a row. V is the head group (with_head_group).
 template <class V, class T, class Scores, class IntH, class F>
-void for_each_softmax_row(const Graph& graph, const Scores& scores, const DropoutKey& attn_dropout, IntH H,
-                          F&& f) {
-  const DropFactors<T> drop(attn_dropout, graph.num_edges() * H);
+void for_each_softmax_row(const Graph& graph, const Scores& scores, const DropoutKey& attn_dropout,
+                          KeepMask* kept, IntH H, F&& f) {
+  const DropFactors<T> drop(attn_dropout, graph.num_edges() * H, kept);
   for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
                   [&, H](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
                     drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
@@ -344,11 +354,12 @@ void for_each_softmax_row(const Graph& graph, const Scores& scores, const Dropou
 }
 
 // The forward of the fused ops, for any score policy: out (N, H, F) and lse (N, H) from the
-// scores' rows and V (N, H, F). A row's weights w = ex / z * keep first (in place of ex), then
-// out[i, h, :] = the sum of w[k, h] values[src[k], h, :] in edge order (aggregate_heads).
+// scores' rows and V (N, H, F), the attention dropout's decisions as for_each_softmax_row takes them. A row's
+// weights w = ex / z * keep first (in place of ex), then out[i, h, :] = the sum of w[k, h] values[src[k], h,
+// :] in edge order (aggregate_heads).
 template <class T, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
-                       const DropoutKey& attn_dropout, Tensor& out, Tensor& lse) {
+                       const DropoutKey& attn_dropout, KeepMask* kept, Tensor& out, Tensor& lse) {
   const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
   const T* values = node_value.data<T>();                 // (Ns, H, F)
   T* o = out.data<T>();                                   // (N, H, F)
@@ -358,7 +369,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
     constexpr int64_t W = kLanes<T, V>;
     with_head_width(node_value.size(2), [&](auto F) {
       for_each_softmax_row<V, T>(
-          graph, scores, attn_dropout, H,
+          graph, scores, attn_dropout, kept, H,
           [&, H, F](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
             T* w = row.ex.data();  // (degree, H)
             for (int64_t h = 0; h < H; ++h) l[i * H + h] = log_sum_exp(row.m[h], row.z[h]);
