@@ -311,16 +311,27 @@ Bf16Run run_row(const Bf16Row& row, const Inputs& inputs, const Tensor& g) {
   return r;
 }
 
+// A row's inputs, uniform in [-1, 1]: in f32, and as the bf16 run takes them (its activations
+// rounded to bf16, its parameters f32).
+struct RowInputs {
+  Inputs f32, bf16;
+};
+RowInputs row_inputs(const Bf16Row& row, std::mt19937_64& rng) {
+  RowInputs in;
+  for (size_t k = 0; k < row.shapes.size(); ++k) {
+    in.f32.push_back(random_tensor(row.shapes[k], rng, -1.0, 1.0, DType::f32));
+    in.bf16.push_back(row.activation[k] ? in.f32[k].to(DType::bf16) : in.f32[k]);
+  }
+  return in;
+}
+
 TEST(Bf16Ops, EachIsItsF32ResultRoundedOnceAndWithinTheToleranceOfF32) {
   for (const Bf16Row& row : bf16_rows()) {
     SCOPED_TRACE(row.name);
     std::mt19937_64 rng(23);
-    Inputs f32_inputs, bf16_inputs, rounded_inputs;  // rounded: the bf16 values, in f32
-    for (size_t k = 0; k < row.shapes.size(); ++k) {
-      f32_inputs.push_back(random_tensor(row.shapes[k], rng, -1.0, 1.0, DType::f32));
-      bf16_inputs.push_back(row.activation[k] ? f32_inputs[k].to(DType::bf16) : f32_inputs[k]);
-      rounded_inputs.push_back(bf16_inputs[k].to(DType::f32));
-    }
+    const auto [f32_inputs, bf16_inputs] = row_inputs(row, rng);
+    Inputs rounded_inputs;  // the bf16 values, in f32
+    for (const Tensor& t : bf16_inputs) rounded_inputs.push_back(t.to(DType::f32));
     const Tensor probe = row.f(f32_inputs);
     const Tensor g = random_tensor(probe.shape(), rng, -1.0, 1.0, DType::f32);
     const Tensor g_rounded =
@@ -452,12 +463,9 @@ TEST_F(CudaBf16Attention, MatchesTheCpuReferenceAndF32AndRepeatsBitForBit) {
         const std::string tag = row.name + " H=" + std::to_string(H) + " F=" + std::to_string(F) + " edges " +
                                 std::to_string(host.num_edges());
         SCOPED_TRACE(tag);
-        Inputs f32_inputs, cpu_inputs, cuda_inputs;
-        for (size_t k = 0; k < row.shapes.size(); ++k) {
-          f32_inputs.push_back(random_tensor(row.shapes[k], rng, -1.0, 1.0, DType::f32));
-          cpu_inputs.push_back(row.activation[k] ? f32_inputs[k].to(DType::bf16) : f32_inputs[k]);
-          cuda_inputs.push_back(cpu_inputs[k].to(Device::cuda));
-        }
+        const auto [f32_inputs, cpu_inputs] = row_inputs(row, rng);
+        Inputs cuda_inputs;
+        for (const Tensor& t : cpu_inputs) cuda_inputs.push_back(t.to(Device::cuda));
         const Tensor probe = row.f(f32_inputs);
         const Tensor g = random_tensor(probe.shape(), rng, -1.0, 1.0, DType::f32);
         const Bf16Run cpu = run_row(row, cpu_inputs, g), f32 = run_row(row, f32_inputs, g);
