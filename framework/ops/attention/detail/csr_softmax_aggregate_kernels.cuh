@@ -572,7 +572,8 @@ __global__ void __launch_bounds__(kThreads) row_softmax_grad_kernel(
     for (long long e = begin; e < end; e += heads.stride) {
       const long long x = e * H + h;
       const T d = da_of(x);
-      if (kDaInDs && tiles > 1) ds[x] = d;
+      if constexpr (kDaInDs)
+        if (tiles > 1) ds[x] = d;
       r += exp(widen(s[x]) - l) * d;
     }
     r = heads.sum(r);
