@@ -491,3 +491,21 @@ TEST_F(CudaBf16Attention, MatchesTheCpuReferenceAndF32AndRepeatsBitForBit) {
     }
   }
 }
+
+// A head wider than 32 vectors (here 33 x 8 bf16) would take the unfused backward, which has no
+// bf16 kernels: a clear error, not garbage.
+TEST_F(CudaBf16Attention, AHeadWiderThanAGroupIsAnError) {
+  std::mt19937_64 rng(5);
+  const Graph g = random_graph(50, 200, 0, rng).to(Device::cuda);
+  const int64_t N = g.num_nodes(), F = 33 * 8;
+  auto bf16_leaf = [&](const Shape& shape) {
+    return random_tensor(shape, rng, -1.0, 1.0, DType::f32)
+        .to(DType::bf16)
+        .to(Device::cuda)
+        .set_requires_grad();
+  };
+  const Tensor el = bf16_leaf({N, 1}), er = bf16_leaf({N, 1}), v = bf16_leaf({N, 1, F});
+  const Tensor out = ops::gat_attention_aggregate(g, el, er, v, 0.2);
+  expect_error([&] { out.backward(Tensor::full(out.shape(), 1.0, DType::bf16, Device::cuda)); },
+               {"gat_attention_aggregate backward", "bf16 heads of 264 features"});
+}
