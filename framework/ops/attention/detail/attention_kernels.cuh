@@ -14,7 +14,6 @@
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
 #include "gat/framework/ops/detail/activations.cuh"
-#include "gat/framework/ops/detail/convert.h"
 #include "gat/framework/ops/detail/graph_kernels.cuh"
 #include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/rng.h"
@@ -33,21 +32,34 @@ using detail::store_vec;
 using detail::Vec;
 
 // Storage and arithmetic (docs/precision.md). A kernel's template type S is the dtype of the rows
-// it reads and writes: f32 and f64 are computed in themselves, bf16 in f32 (Compute<S>, which is
-// detail::opmath_t of framework/ops/detail/convert.h). Every sum and what an op keeps per node
-// (lse, pos_weight, the chunks' partials) are Compute<S>; a bf16 row is widened as it is loaded
-// and rounded once as it is stored. For f32 and f64 the helpers below are the plain loads and
-// stores, so those kernels are the code they were.
+// it reads and writes: f32 and f64 are computed in themselves, bf16 in f32 (Compute<S>). Every
+// sum and what an op keeps per node (lse, pos_weight, the chunks' partials) are Compute<S>; a
+// bf16 row is widened as it is loaded and rounded once as it is stored. For f32 and f64 the
+// helpers below are the plain loads and stores, so those kernels are the code they were.
 template <class S>
-using Compute = detail::opmath_t<S>;
+struct ComputeOf {
+  using type = S;
+};
+template <>
+struct ComputeOf<bf16> {
+  using type = float;
+};
+template <class S>
+using Compute = typename ComputeOf<S>::type;
 
 template <class S>
 __device__ __forceinline__ Compute<S> widen(S x) {
-  return detail::to_opmath(x);
+  if constexpr (std::is_same_v<S, bf16>)
+    return to_f32(x);
+  else
+    return x;
 }
 template <class S>
 __device__ __forceinline__ S narrow(Compute<S> x) {
-  return detail::from_opmath<S>(x);
+  if constexpr (std::is_same_v<S, bf16>)
+    return to_bf16(x);
+  else
+    return x;
 }
 
 // VEC bf16 as one unsigned access: 8 in 16 bytes (twice the values of a float4), 4 in 8, 2 in 4.
