@@ -387,7 +387,10 @@ void expect_same_on_both_devices(const Bf16Row& row, const std::string& what, co
                                  const Tensor& cuda) {
   ASSERT_EQ(cuda.device(), Device::cuda) << what;
   EXPECT_EQ(cuda.dtype(), cpu.dtype()) << what;
-  const double tol = kF32DeviceTolerance + kOneBf16Step;
+  // elu_dropout's CUDA backward reads the bf16 output it keeps, where the CPU reads an f32 one
+  // (docs/precision.md): one more rounding, so one more step (measured on an H100: 2 ulps).
+  const double steps = row.name == "elu_dropout" && what != "output" ? 2 : 1;
+  const double tol = kF32DeviceTolerance + steps * kOneBf16Step;
   if (!row.elementwise) return expect_close(cuda, cpu, what, tol);
   const std::vector<double> a = host_f64(cpu), b = host_f64(cuda);
   ASSERT_EQ(a.size(), b.size()) << what;
@@ -437,8 +440,6 @@ class GatTrainBf16 : public DeviceTest {};
 // gat_train --precision bf16 trains, two runs of a seed give the same accuracy, and the checkpoint
 // evaluates on the device to the run's accuracy.
 TEST_P(GatTrainBf16, TrainsReproduciblyAndTheCheckpointEvaluatesToTheSameAccuracy) {
-  // Lifted with check_precision_on in train/gat_train.cpp, once the ops read bf16 on CUDA.
-  if (device() == Device::cuda) GTEST_SKIP() << "gat_train refuses --precision bf16 on CUDA for now";
   TempDir dir;
   const std::string ckpt = dir.file("bf16.safetensors");
   const std::string device_flag = std::string(" --device ") + device_name(device());

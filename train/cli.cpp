@@ -129,7 +129,7 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
       ->check(CLI::IsMember({"gat", "gatv2"}));
   app.add_option("--precision", flags.precision,
                  "bf16: features, activations and their gradients stored in bf16 and computed in f32, "
-                 "parameters f32 (docs/precision.md; the CPU only for now)")
+                 "parameters f32 (docs/precision.md)")
       ->check(CLI::IsMember({"f32", "bf16"}));
   add_number(app, "--epochs", t.max_epochs, "maximum epochs (early stopping ends sooner)",
              TrainOptions::kEpochsRange);

@@ -172,12 +172,6 @@ const std::pair<const char*, const char*> kModelFlagKeys[] = {
     {"--dropout", "dropout"},       {"--value-dropout", "value_dropout"},
     {"--fill-value", "fill_value"}, {"--precision", "precision"}};
 
-// bf16 runs on the CPU only until the ops' CUDA kernels read bf16 (docs/precision.md).
-void check_precision_on(Device device, const GATConfig& config, const std::string& where) {
-  GAT_CHECK(config.precision != DType::bf16 || device == Device::cpu, where,
-            ": precision bf16 runs on the CPU only for now (docs/precision.md); pass --device cpu");
-}
-
 // --load: the model, the dataset and the parameters come from the checkpoint. Model flags that
 // are given must agree with it. The dataset is --dataset if given, else the checkpoint's (a
 // folder is recorded by its absolute path, so it is found from any working folder), which must
@@ -207,7 +201,6 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
             ", the checkpoint's: ", info.dataset_digest, "); pass --dataset to evaluate on it all the same");
   const Dataset data = dataset_to(with_self_loops(std::move(host)), device);  // frees the unlooped graph
   const GATConfig& config = info.model;
-  check_precision_on(device, config, "--load " + flags.load);
   GAT_CHECK(config.in_features == data.num_features() && config.num_classes == data.num_classes &&
                 config.edge_dim == data.num_edge_features(),
             "checkpoint ", flags.load, ": a model of ", config.in_features, " features, ", config.num_classes,
@@ -321,7 +314,6 @@ int train_runs(const Flags& flags, Device device) {
   config.num_classes = data.num_classes;
   config.edge_dim = data.num_edge_features();
   config.validate(flags.dataset);
-  check_precision_on(device, config, "--precision");
   GAT_CHECK(!flags.fill_value_given || config.edge_dim > 0, "--fill-value ", flags.fill_value, ": ",
             flags.dataset, " has no edge features (the value makes the self loops' edge features)");
   if (!sampled) check_self_loop_features(data, config.fill_value);
