@@ -26,7 +26,7 @@ size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 const char* device_name(Device device);
 
-// dtype_of<T>::value: the DType of elements of type T (defined for the four element types only).
+// dtype_of<T>: its `value` is the DType of elements of type T, for the four element types only.
 template <class T>
 struct dtype_of;
 template <>
