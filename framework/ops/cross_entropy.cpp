@@ -94,14 +94,11 @@ namespace kernels {
 
 void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
                                   Tensor& loss) {
-  if (logits.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::masked_cross_entropy_forward(logits, labels, index, loss));
-  cpu_impl::masked_cross_entropy_forward(logits, labels, index, loss);
+  GAT_RUN_KERNEL_FN(masked_cross_entropy_forward, (logits, labels, index, loss), logits);
 }
 
 void masked_row_counts(const Tensor& index, Tensor& count) {
-  if (index.is_cuda()) return GAT_CUDA_CALL(cuda_impl::masked_row_counts(index, count));
-  cpu_impl::masked_row_counts(index, count);
+  GAT_RUN_KERNEL_FN(masked_row_counts, (index, count), index);
 }
 
 void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
@@ -111,10 +108,8 @@ void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, c
   check_shape(op, "count", count, {logits.size(0)});
   GAT_CHECK(count.device() == logits.device(), op, ": count ", count.describe(),
             " is not on logits' device (", logits.describe(), ")");
-  if (logits.is_cuda())
-    return GAT_CUDA_CALL(
-        cuda_impl::masked_cross_entropy_backward(logits, labels, index, count, grad_loss, grad_logits));
-  cpu_impl::masked_cross_entropy_backward(logits, labels, index, count, grad_loss, grad_logits);
+  GAT_RUN_KERNEL_FN(masked_cross_entropy_backward, (logits, labels, index, count, grad_loss, grad_logits),
+                    logits);
 }
 
 }  // namespace kernels
