@@ -410,20 +410,44 @@ inline std::vector<Tensor*> slots_of(GATConv& conv) {
   return slots;
 }
 
-// Inputs of a gradient check: x, then a copy of the current value of every slot.
+// Inputs of a gradient check: the leading inputs (x; or x_src, x_dst, edge_attr, ...), then a copy
+// of the current value of every slot.
+inline std::vector<Tensor> gradcheck_inputs(std::vector<Tensor> leading, const std::vector<Tensor*>& slots) {
+  for (Tensor* s : slots) leading.push_back(s->clone());
+  return leading;
+}
 inline std::vector<Tensor> gradcheck_inputs(const Tensor& x, const std::vector<Tensor*>& slots) {
-  std::vector<Tensor> inputs{x};
-  for (Tensor* s : slots) inputs.push_back(s->clone());
-  return inputs;
+  return gradcheck_inputs(std::vector<Tensor>{x}, slots);
 }
 
-// f(inputs) for a gradient check over slots: puts inputs[1..] into the slots, then calls run(x).
+// f(inputs) for a gradient check over slots after `leading` inputs: puts inputs[leading..] into the
+// slots, then calls run(inputs), which reads the leading ones.
+template <class Run>
+TensorFn with_slots(const std::vector<Tensor*>& slots, size_t leading, Run run) {
+  return [slots, leading, run](const std::vector<Tensor>& in) {
+    for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[leading + i];
+    return run(in);
+  };
+}
+
+// The same after one leading input x: calls run(x).
 template <class Run>
 TensorFn with_slots(const std::vector<Tensor*>& slots, Run run) {
-  return [slots, run](const std::vector<Tensor>& in) {
-    for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 1];
-    return run(in[0]);
-  };
+  return with_slots(slots, 1, [run](const std::vector<Tensor>& in) { return run(in[0]); });
+}
+
+// Gradients of x, edge_attr and every slot of a layer with edge features (GATConv, GATv2Conv) through
+// conv.forward(x, graph, edge_attr, gen), with the same dropout masks in every evaluation.
+template <class Conv>
+void expect_edge_attr_gradients(const std::string& what, Conv& conv, const std::vector<Tensor*>& slots,
+                                const Graph& graph, const Tensor& x, const Tensor& edge_attr) {
+  expect_gradients_match(what,
+                         with_slots(slots, 2,
+                                    [&](const std::vector<Tensor>& in) {
+                                      Generator gen(0);
+                                      return conv.forward(in[0], graph, in[1], gen);
+                                    }),
+                         gradcheck_inputs({x, edge_attr}, slots));
 }
 
 // A generated 200-node, 3-class, 12-feature dataset (10 training nodes per class, 50 validation,

@@ -96,16 +96,14 @@ void check_bipartite_conv_gradients(const std::string& what, GATConvOptions opti
   GATConv conv(options, init);
   if (conv.bias.defined()) conv.bias = random_tensor(conv.bias.shape(), rng);
   const std::vector<Tensor*> slots = slots_of(conv);
-  std::vector<Tensor> inputs = gradcheck_inputs(random_tensor({ns, 5}, rng), slots);
-  inputs.insert(inputs.begin() + 1, random_tensor({nd, 3}, rng));  // x_src, x_dst, the slots
-  expect_gradients_match(
-      what + " " + std::to_string(ns) + " -> " + std::to_string(nd),
-      [&](const std::vector<Tensor>& in) {
-        for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 2];
-        Generator gen(99);  // the same dropout masks in every evaluation
-        return conv.forward(in[0], in[1], graph, gen);
-      },
-      inputs);
+  const Tensor x_src = random_tensor({ns, 5}, rng), x_dst = random_tensor({nd, 3}, rng);
+  expect_gradients_match(what + " " + std::to_string(ns) + " -> " + std::to_string(nd),
+                         with_slots(slots, 2,
+                                    [&](const std::vector<Tensor>& in) {
+                                      Generator gen(99);  // the same dropout masks in every evaluation
+                                      return conv.forward(in[0], in[1], graph, gen);
+                                    }),
+                         gradcheck_inputs({x_src, x_dst}, slots));
 }
 
 }  // namespace

@@ -190,17 +190,10 @@ TEST(GATConvEdge, GradientsOfXEdgeAttrAndEveryParameter) {
       conv.bias = random_tensor(conv.bias.shape(), rng);
       std::vector<Tensor*> slots{&conv.lin->weight, &conv.lin_edge->weight, &conv.att_src,
                                  &conv.att_dst,     &conv.att_edge,         &conv.bias};
-      std::vector<Tensor> inputs{random_tensor({kNodes, 4}, rng),
-                                 random_tensor({graph.num_edges(), 2}, rng, 0.5, 1.5)};
-      for (Tensor* s : slots) inputs.push_back(s->clone());
-      expect_gradients_match(
-          "GATConv edge_attr, fill " + fill.name() + (loops ? "" : ", no loops"),
-          [&](const std::vector<Tensor>& in) {
-            for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 2];
-            Generator gen(0);
-            return conv.forward(in[0], graph, in[1], gen);
-          },
-          inputs);
+      const Tensor x = random_tensor({kNodes, 4}, rng);
+      const Tensor edge_attr = random_tensor({graph.num_edges(), 2}, rng, 0.5, 1.5);
+      expect_edge_attr_gradients("GATConv edge_attr, fill " + fill.name() + (loops ? "" : ", no loops"), conv,
+                                 slots, graph, x, edge_attr);
     }
   }
 }
@@ -222,19 +215,16 @@ TEST(GATConvEdge, BipartiteGradientsOfBothSidesEdgeAttrAndEveryParameter) {
       std::vector<Tensor*> slots = slots_of(conv);
       slots.insert(slots.end(), {&conv.lin_edge->weight, &conv.att_edge});
       ASSERT_EQ(slots.size(), conv.named_parameters().size());
-      // x_src, x_dst, edge_attr, then the parameters.
-      std::vector<Tensor> inputs{random_tensor({ns, 4}, rng), random_tensor({nd, 3}, rng),
-                                 random_tensor({graph.num_edges(), 2}, rng)};
-      for (Tensor* s : slots) inputs.push_back(s->clone());
-      expect_gradients_match(
-          "GATConv bipartite " + std::to_string(ns) + " -> " + std::to_string(nd) + " edge_attr, fill " +
-              fill.name(),
-          [&](const std::vector<Tensor>& in) {
-            for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 3];
-            Generator gen(0);
-            return conv.forward(in[0], in[1], graph, in[2], gen);
-          },
-          inputs);
+      const Tensor x_src = random_tensor({ns, 4}, rng), x_dst = random_tensor({nd, 3}, rng);
+      const Tensor edge_attr = random_tensor({graph.num_edges(), 2}, rng);
+      expect_gradients_match("GATConv bipartite " + std::to_string(ns) + " -> " + std::to_string(nd) +
+                                 " edge_attr, fill " + fill.name(),
+                             with_slots(slots, 3,
+                                        [&](const std::vector<Tensor>& in) {
+                                          Generator gen(0);
+                                          return conv.forward(in[0], in[1], graph, in[2], gen);
+                                        }),
+                             gradcheck_inputs({x_src, x_dst, edge_attr}, slots));
     }
   }
 }

@@ -332,18 +332,10 @@ TEST(GATv2ConvEdge, GradientsOfXEdgeAttrAndEveryParameter) {
     std::vector<Tensor*> slots = v2_slots(conv);
     slots.push_back(&conv.lin_edge->weight);
     ASSERT_EQ(slots.size(), conv.named_parameters().size());
-    // x, edge_attr (away from ties, for max), then the parameters.
-    std::vector<Tensor> inputs{random_tensor({N, 4}, rng),
-                               random_tensor({graph.num_edges(), 2}, rng, 0.5, 1.5)};
-    for (Tensor* s : slots) inputs.push_back(s->clone());
-    expect_gradients_match(
-        "GATv2Conv edge_attr, fill " + fill.name() + (loops ? "" : ", no loops"),
-        [&](const std::vector<Tensor>& in) {
-          for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 2];
-          Generator gen(0);
-          return conv.forward(in[0], graph, in[1], gen);
-        },
-        inputs);
+    const Tensor x = random_tensor({N, 4}, rng);
+    const Tensor edge_attr = random_tensor({graph.num_edges(), 2}, rng, 0.5, 1.5);  // away from ties, for max
+    expect_edge_attr_gradients("GATv2Conv edge_attr, fill " + fill.name() + (loops ? "" : ", no loops"), conv,
+                               slots, graph, x, edge_attr);
   }
 }
 
@@ -564,19 +556,17 @@ TEST(GATv2ConvBipartite, GradientsOfBothSidesEdgeAttrAndEveryParameter) {
       std::vector<Tensor*> slots = v2_slots(conv);
       slots.push_back(&conv.lin_edge->weight);
       ASSERT_EQ(slots.size(), conv.named_parameters().size());
-      // x_src, x_dst, edge_attr, then the parameters.
-      std::vector<Tensor> inputs{random_tensor({ns, 4}, rng), random_tensor({nd, o.dst_in_channels}, rng),
-                                 random_tensor({graph.num_edges(), 2}, rng)};
-      for (Tensor* slot : slots) inputs.push_back(slot->clone());
-      expect_gradients_match(
-          "GATv2Conv bipartite " + std::to_string(ns) + " -> " + std::to_string(nd) + " fill " +
-              setup.fill.name() + (setup.loops ? "" : " no loops") + (setup.share ? " shared" : ""),
-          [&](const std::vector<Tensor>& in) {
-            for (size_t i = 0; i < slots.size(); ++i) *slots[i] = in[i + 3];
-            Generator gen(0);  // the same dropout mask in every evaluation
-            return conv.forward(in[0], in[1], graph, in[2], gen);
-          },
-          inputs);
+      const Tensor x_src = random_tensor({ns, 4}, rng), x_dst = random_tensor({nd, o.dst_in_channels}, rng);
+      const Tensor edge_attr = random_tensor({graph.num_edges(), 2}, rng);
+      expect_gradients_match("GATv2Conv bipartite " + std::to_string(ns) + " -> " + std::to_string(nd) +
+                                 " fill " + setup.fill.name() + (setup.loops ? "" : " no loops") +
+                                 (setup.share ? " shared" : ""),
+                             with_slots(slots, 3,
+                                        [&](const std::vector<Tensor>& in) {
+                                          Generator gen(0);  // the same dropout mask in every evaluation
+                                          return conv.forward(in[0], in[1], graph, in[2], gen);
+                                        }),
+                             gradcheck_inputs({x_src, x_dst, edge_attr}, slots));
     }
   }
 }

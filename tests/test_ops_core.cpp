@@ -268,6 +268,26 @@ TEST(Accuracy, CountsMatchingRowsOfTheIndex) {
                {"accuracy", "index[0] = 4"});
 }
 
+// The labels and index checks it shares with masked_cross_entropy.
+TEST(Accuracy, ChecksLabelsAndIndex) {
+  Tensor logits = Tensor::zeros({4, 2});
+  Tensor labels = Tensor::from_vector<int32_t>({1, 1, 1, 1}, {4});
+  Tensor index = Tensor::from_vector<int32_t>({0, 2}, {2});
+  expect_error(
+      [&] {
+        ops::accuracy(logits, Tensor::from_vector<int32_t>({1, 1, 1}, {3}), index);
+      },
+      {"accuracy", "labels", "(4,)", "(3,)"});
+  expect_error([&] { ops::accuracy(logits, labels.to(DType::f32), index); }, {"accuracy", "labels", "i32"});
+  expect_error([&] { ops::accuracy(logits, labels, index.to(DType::f32)); }, {"accuracy", "index", "i32"});
+  expect_error(
+      [&] {
+        ops::accuracy(logits, labels, Tensor::zeros({1, 2}, DType::i32));
+      },
+      {"accuracy", "index"});
+  expect_error([&] { ops::accuracy(logits, labels, Tensor::zeros({0}, DType::i32)); }, {"accuracy", "empty"});
+}
+
 TEST(ClassificationMetrics, AreTheLossAndCountsOfTheOpsBitForBit) {
   std::mt19937_64 rng(23);
   for (DType dtype : {DType::f32, DType::f64}) {

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "gat/framework/ops/detail/bf16_in_f32.h"
+#include "gat/framework/ops/detail/labelled_rows.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 
@@ -85,14 +86,7 @@ Tensor correct_counts(const Tensor& logits, const Tensor& labels, const Tensor& 
   const char* op = "accuracy";
   if (detail::bf16_in_f32(op, logits)) return correct_counts(detail::widened(logits), labels, index);
   check_logits(op, logits);
-  check_dtype(op, "labels", labels, DType::i32);
-  check_shape(op, "labels", labels, {logits.size(0)});
-  check_dtype(op, "index", index, DType::i32);
-  check_dim(op, "index", index, 1);
-  GAT_CHECK(index.numel() > 0, op, ": 'index' is empty");
-  GAT_CHECK(labels.device() == logits.device() && index.device() == logits.device(), op, ": logits ",
-            logits.describe(), ", labels ", labels.describe(), " and index ", index.describe(),
-            " must be on one device");
+  detail::check_labelled_rows(op, logits, labels, index);
   return count_correct(argmax_unchecked(logits), labels, index);
 }
 

@@ -6,6 +6,7 @@
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/detail/bf16_in_f32.h"
+#include "gat/framework/ops/detail/labelled_rows.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
 #include "gat/framework/ops/log_softmax.h"
@@ -94,14 +95,11 @@ namespace kernels {
 
 void masked_cross_entropy_forward(const Tensor& logits, const Tensor& labels, const Tensor& index,
                                   Tensor& loss) {
-  if (logits.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::masked_cross_entropy_forward(logits, labels, index, loss));
-  cpu_impl::masked_cross_entropy_forward(logits, labels, index, loss);
+  GAT_RUN_KERNEL_FN(masked_cross_entropy_forward, (logits, labels, index, loss), logits);
 }
 
 void masked_row_counts(const Tensor& index, Tensor& count) {
-  if (index.is_cuda()) return GAT_CUDA_CALL(cuda_impl::masked_row_counts(index, count));
-  cpu_impl::masked_row_counts(index, count);
+  GAT_RUN_KERNEL_FN(masked_row_counts, (index, count), index);
 }
 
 void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, const Tensor& index,
@@ -111,10 +109,8 @@ void masked_cross_entropy_backward(const Tensor& logits, const Tensor& labels, c
   check_shape(op, "count", count, {logits.size(0)});
   GAT_CHECK(count.device() == logits.device(), op, ": count ", count.describe(),
             " is not on logits' device (", logits.describe(), ")");
-  if (logits.is_cuda())
-    return GAT_CUDA_CALL(
-        cuda_impl::masked_cross_entropy_backward(logits, labels, index, count, grad_loss, grad_logits));
-  cpu_impl::masked_cross_entropy_backward(logits, labels, index, count, grad_loss, grad_logits);
+  GAT_RUN_KERNEL_FN(masked_cross_entropy_backward, (logits, labels, index, count, grad_loss, grad_logits),
+                    logits);
 }
 
 }  // namespace kernels
@@ -125,14 +121,7 @@ namespace {
 void check_loss_inputs(const char* op, const Tensor& logits, const Tensor& labels, const Tensor& index) {
   detail::check_float_or_bf16(op, "logits", logits);
   check_dim(op, "logits", logits, 2);
-  check_dtype(op, "labels", labels, DType::i32);
-  check_shape(op, "labels", labels, {logits.size(0)});
-  check_dtype(op, "index", index, DType::i32);
-  check_dim(op, "index", index, 1);
-  GAT_CHECK(index.numel() > 0, op, ": 'index' is empty: the mean over no rows is undefined");
-  GAT_CHECK(labels.device() == logits.device() && index.device() == logits.device(), op, ": logits ",
-            logits.describe(), ", labels ", labels.describe(), " and index ", index.describe(),
-            " must be on one device");
+  detail::check_labelled_rows(op, logits, labels, index);
 }
 
 // The loss's dtype: the logits', f32 for bf16 ones (docs/precision.md).

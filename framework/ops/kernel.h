@@ -35,7 +35,14 @@
 //     cpu_impl::gemm(a, transpose_a, b, transpose_b, out);
 //   }
 //
-// or, for a kernel of one argument struct, with GAT_RUN_KERNEL, which writes the same:
+// or with GAT_RUN_KERNEL_FN, which writes the same from the arguments in parentheses and the tensor
+// whose device picks:
+//
+//   void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, Tensor& out) {
+//     GAT_RUN_KERNEL_FN(gemm, (a, transpose_a, b, transpose_b, out), out);
+//   }
+//
+// or, for a kernel of one argument struct, with GAT_RUN_KERNEL:
 //
 //   void kernels::csr_softmax(const CsrSoftmaxArgs& a) { GAT_RUN_KERNEL(csr_softmax, a, a.edge_scores); }
 //
@@ -61,7 +68,10 @@
 
 #define GAT_DECLARE_KERNEL(NAME, ARGS) GAT_DECLARE_KERNEL_FN(NAME, (const ARGS& args))
 
-// Inside namespace gat::ops: cpu_impl::NAME(ARGS), or cuda_impl::NAME(ARGS) when the tensor ON is
-// on the GPU.
-#define GAT_RUN_KERNEL(NAME, ARGS, ON) \
-  ((ON).is_cuda() ? GAT_CUDA_CALL(cuda_impl::NAME(ARGS)) : cpu_impl::NAME(ARGS))
+// Inside namespace gat::ops: cpu_impl::NAME ARGS, or cuda_impl::NAME ARGS when the tensor ON is on
+// the GPU. ARGS is the parenthesised argument list, as PARAMS is in GAT_DECLARE_KERNEL_FN.
+#define GAT_RUN_KERNEL_FN(NAME, ARGS, ON) \
+  ((ON).is_cuda() ? GAT_CUDA_CALL(cuda_impl::NAME ARGS) : cpu_impl::NAME ARGS)
+
+// The same for a kernel of one argument struct: ARGS is that struct.
+#define GAT_RUN_KERNEL(NAME, ARGS, ON) GAT_RUN_KERNEL_FN(NAME, (ARGS), ON)

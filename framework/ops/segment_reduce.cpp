@@ -91,17 +91,12 @@ namespace kernels {
 
 void segment_reduce_forward(const Tensor& x, const Segments& segments, SegmentReduce reduce, int64_t features,
                             Tensor& out, Tensor* arg) {
-  if (x.is_cuda())
-    return GAT_CUDA_CALL(cuda_impl::segment_reduce_forward(x, segments, reduce, features, out, arg));
-  cpu_impl::segment_reduce_forward(x, segments, reduce, features, out, arg);
+  GAT_RUN_KERNEL_FN(segment_reduce_forward, (x, segments, reduce, features, out, arg), x);
 }
 
 void segment_reduce_backward(const Tensor& grad_out, const Segments& segments, SegmentReduce reduce,
                              const Tensor& arg, int64_t features, Tensor& grad_x) {
-  if (grad_out.is_cuda())
-    return GAT_CUDA_CALL(
-        cuda_impl::segment_reduce_backward(grad_out, segments, reduce, arg, features, grad_x));
-  cpu_impl::segment_reduce_backward(grad_out, segments, reduce, arg, features, grad_x);
+  GAT_RUN_KERNEL_FN(segment_reduce_backward, (grad_out, segments, reduce, arg, features, grad_x), grad_out);
 }
 
 }  // namespace kernels

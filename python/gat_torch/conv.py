@@ -43,7 +43,10 @@ Differences from PyG:
   attributes are reduced over the in-edges of the nodes that get a loop.
 * Only float32 and float64 are supported (the fused operators' dtypes).
 """
+import functools
+import inspect
 import math
+import types
 from typing import Optional, Tuple, Union
 
 import torch
@@ -116,6 +119,50 @@ def _check_kwargs(kwargs: dict, cls: str) -> None:
                 raise ValueError(f"{cls}: decomposed_layers must be a positive int")
         else:
             raise TypeError(f"{cls}.__init__() got an unexpected keyword argument '{key}'")
+
+
+# ---- the constructor arguments, as PyG's ----
+
+def _argument(name: str, annotation, default=inspect.Parameter.empty) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                             annotation=annotation)
+
+
+def _pyg_arguments(*own: inspect.Parameter):
+    """Decorates a layer's __init__(self, args) to take PyG's constructor arguments: those both
+    layers take, in PyG's order, with the layer's `own` ones before residual (GATv2Conv's
+    share_weights), then **kwargs. help() and inspect show that signature; a call binds to it
+    as to a written one, and the __init__ gets the arguments, defaults filled in, as attributes
+    of args (args.kwargs: the other keyword arguments)."""
+    signature = inspect.Signature([
+        inspect.Parameter('self', inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        _argument('in_channels', Union[int, Tuple[int, int]]),
+        _argument('out_channels', int),
+        _argument('heads', int, 1),
+        _argument('concat', bool, True),
+        _argument('negative_slope', float, 0.2),
+        _argument('dropout', float, 0.0),
+        _argument('add_self_loops', bool, True),
+        _argument('edge_dim', Optional[int], None),
+        _argument('fill_value', Union[float, Tensor, str], 'mean'),
+        _argument('bias', bool, True),
+        *own,
+        _argument('residual', bool, False),
+        inspect.Parameter('kwargs', inspect.Parameter.VAR_KEYWORD),
+    ])
+
+    def decorate(init):
+        @functools.wraps(init)
+        def __init__(self, *positional, **keywords):
+            bound = signature.bind(self, *positional, **keywords)
+            bound.apply_defaults()
+            del bound.arguments['self']
+            init(self, types.SimpleNamespace(**bound.arguments))
+
+        __init__.__signature__ = signature
+        return __init__
+
+    return decorate
 
 
 # ---- edges: PyG's remove_self_loops / add_self_loops, the cached graph ----
@@ -207,11 +254,13 @@ def _edge_key(edge_index: Tensor, extra) -> Optional[tuple]:
 
 
 class _GATBase(torch.nn.Module):
-    """What GATConv and GATv2Conv share: the edge handling and the graph cache."""
+    """What GATConv and GATv2Conv share: the constructor arguments (args, from _pyg_arguments)
+    kept as attributes, the output's residual and bias, the edge handling and the graph cache."""
 
-    def _init_common(self, in_channels, out_channels, heads, concat, negative_slope, dropout,
-                     add_self_loops, edge_dim, fill_value, residual, kwargs):
-        _check_kwargs(kwargs, type(self).__name__)
+    def __init__(self, args: types.SimpleNamespace):
+        super().__init__()
+        _check_kwargs(args.kwargs, type(self).__name__)
+        in_channels = args.in_channels
         if isinstance(in_channels, (tuple, list)):
             if len(in_channels) != 2:
                 raise ValueError(f"in_channels must be an int or a pair (got {in_channels!r})")
@@ -220,26 +269,29 @@ class _GATBase(torch.nn.Module):
         else:
             _check_channels(in_channels, 'in_channels')
         self.in_channels = in_channels
-        self.out_channels = out_channels
-        self.heads = heads
-        self.concat = concat
-        self.negative_slope = negative_slope
-        self.dropout = dropout
-        self.add_self_loops = add_self_loops
-        self.edge_dim = edge_dim
-        self.fill_value = fill_value
-        self.residual = residual
+        self.out_channels = args.out_channels
+        self.heads = args.heads
+        self.concat = args.concat
+        self.negative_slope = args.negative_slope
+        self.dropout = args.dropout
+        self.add_self_loops = args.add_self_loops
+        self.edge_dim = args.edge_dim
+        self.fill_value = args.fill_value
+        self.residual = args.residual
         # MessagePassing's attributes that code may read.
         self.aggr = 'add'
         self.flow = 'source_to_target'
         self.node_dim = 0
-        self.decomposed_layers = kwargs.get('decomposed_layers', 1)
+        self.decomposed_layers = args.kwargs.get('decomposed_layers', 1)
         self._edges: Optional[_Edges] = None
         self._edges_key = None
 
-    def _init_output(self, in_channels, total_out_channels: int, residual: bool, bias: bool):
-        """The residual projection `res` and the `bias`, registered (or None) in PyG's order."""
-        if residual:
+    def _init_output(self, bias: bool):
+        """The residual projection `res` and the `bias`, registered (or None) in PyG's order,
+        after the layer's own submodules."""
+        in_channels = self.in_channels
+        total_out_channels = self.out_channels * (self.heads if self.concat else 1)
+        if self.residual:
             self.res = _linear(in_channels if isinstance(in_channels, int) else in_channels[1],
                                total_out_channels, False, 'in_channels')
         else:
@@ -457,24 +509,10 @@ class GATConv(_GATBase):
         residual (bool): learn a skip connection. (default: False)
     """
 
-    def __init__(
-        self,
-        in_channels: Union[int, Tuple[int, int]],
-        out_channels: int,
-        heads: int = 1,
-        concat: bool = True,
-        negative_slope: float = 0.2,
-        dropout: float = 0.0,
-        add_self_loops: bool = True,
-        edge_dim: Optional[int] = None,
-        fill_value: Union[float, Tensor, str] = 'mean',
-        bias: bool = True,
-        residual: bool = False,
-        **kwargs,
-    ):
-        super().__init__()
-        self._init_common(in_channels, out_channels, heads, concat, negative_slope, dropout,
-                          add_self_loops, edge_dim, fill_value, residual, kwargs)
+    @_pyg_arguments()
+    def __init__(self, args):
+        super().__init__(args)
+        in_channels, heads, out_channels = args.in_channels, args.heads, args.out_channels
 
         self.lin = self.lin_src = self.lin_dst = None
         if isinstance(in_channels, int):
@@ -488,14 +526,14 @@ class GATConv(_GATBase):
         self.att_src = Parameter(torch.empty(1, heads, out_channels))
         self.att_dst = Parameter(torch.empty(1, heads, out_channels))
 
-        if edge_dim is not None:
-            self.lin_edge = _linear(edge_dim, heads * out_channels, False, 'edge_dim')
+        if args.edge_dim is not None:
+            self.lin_edge = _linear(args.edge_dim, heads * out_channels, False, 'edge_dim')
             self.att_edge = Parameter(torch.empty(1, heads, out_channels))
         else:
             self.lin_edge = None
             self.register_parameter('att_edge', None)
 
-        self._init_output(in_channels, out_channels * (heads if concat else 1), residual, bias)
+        self._init_output(args.bias)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -635,25 +673,11 @@ class GATv2Conv(_GATBase):
     see the module's docstring for the edge inputs and the few differences.
     """
 
-    def __init__(
-        self,
-        in_channels: Union[int, Tuple[int, int]],
-        out_channels: int,
-        heads: int = 1,
-        concat: bool = True,
-        negative_slope: float = 0.2,
-        dropout: float = 0.0,
-        add_self_loops: bool = True,
-        edge_dim: Optional[int] = None,
-        fill_value: Union[float, Tensor, str] = 'mean',
-        bias: bool = True,
-        share_weights: bool = False,
-        residual: bool = False,
-        **kwargs,
-    ):
-        super().__init__()
-        self._init_common(in_channels, out_channels, heads, concat, negative_slope, dropout,
-                          add_self_loops, edge_dim, fill_value, residual, kwargs)
+    @_pyg_arguments(_argument('share_weights', bool, False))
+    def __init__(self, args):
+        super().__init__(args)
+        in_channels, heads, out_channels = args.in_channels, args.heads, args.out_channels
+        bias, share_weights = args.bias, args.share_weights
         self.share_weights = share_weights
 
         if isinstance(in_channels, int):
@@ -672,12 +696,12 @@ class GATv2Conv(_GATBase):
 
         self.att = Parameter(torch.empty(1, heads, out_channels))
 
-        if edge_dim is not None:
-            self.lin_edge = _linear(edge_dim, heads * out_channels, False, 'edge_dim')
+        if args.edge_dim is not None:
+            self.lin_edge = _linear(args.edge_dim, heads * out_channels, False, 'edge_dim')
         else:
             self.lin_edge = None
 
-        self._init_output(in_channels, out_channels * (heads if concat else 1), residual, bias)
+        self._init_output(bias)
         self.reset_parameters()
 
     def reset_parameters(self):

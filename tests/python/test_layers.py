@@ -5,11 +5,12 @@ input under a non-uniform upstream gradient, over the layers' options (heads, co
 bias, edge features with every fill_value, bipartite inputs, share_weights, self loops on and
 off); f64 gradcheck; bitwise repeatability; the graph cache (an in-place change of edge_index is
 seen); state_dict both ways; dropout in eval and training; edge_index as EdgeIndex, int32 and a
-prebuilt Graph; the errors for what is refused.
+prebuilt Graph; PyG's constructor signatures; the errors for what is refused.
 
 Run: PYTHONPATH=<build>/python python -m pytest tests/python/test_layers.py
 """
 import copy
+import inspect
 
 import pytest
 import torch
@@ -441,6 +442,26 @@ def test_attributes_and_repr_follow_pyg():
         for attr in ("in_channels", "out_channels", "heads", "concat", "negative_slope",
                      "dropout", "add_self_loops", "edge_dim", "fill_value", "residual"):
             assert getattr(ours, attr) == getattr(pyg, attr), attr
+
+
+def test_constructor_signatures_and_positional_arguments_are_pygs():
+    """help() and inspect show PyG's constructor signatures (names, order, annotations,
+    defaults); arguments given by position land where PyG's do; a bad call raises TypeError."""
+    for layer in ("v1", "v2"):
+        assert inspect.signature(OURS[layer]) == inspect.signature(PYG[layer])
+    common = ((5, 7), 4, 3, False, 0.1, 0.25, False, 2, "max", False)
+    for layer, own in (("v1", (True,)), ("v2", (True, True))):  # v2: share_weights, residual
+        pyg, ours = PYG[layer](*common, *own), OURS[layer](*common, *own)
+        for attr in ("in_channels", "out_channels", "heads", "concat", "negative_slope",
+                     "dropout", "add_self_loops", "edge_dim", "fill_value", "residual",
+                     "share_weights"):
+            assert getattr(ours, attr, None) == getattr(pyg, attr, None), attr
+        assert list(ours.state_dict()) == list(pyg.state_dict())  # no bias, a residual
+    for cls in (GATConv, GATv2Conv):
+        with pytest.raises(TypeError, match="out_channels"):
+            cls(6)
+        with pytest.raises(TypeError, match="multiple values for argument 'heads'"):
+            cls(6, 4, 2, heads=2)
 
 
 # ---- dropout ----
