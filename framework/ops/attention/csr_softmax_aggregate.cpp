@@ -299,9 +299,11 @@ void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& a) {
     const GatScores<T> scores(graph, a.el, a.er, a.edge_term, a.negative_slope);
     const int64_t H = scores.H;
     const bool transient_g = !grad_edge_term && (grad_el || grad_er);
-    std::vector<T> g_buffer(transient_g ? static_cast<size_t>(graph.num_edges() * H) : 0);
-    T* g = grad_edge_term ? grad_edge_term->data<T>() : transient_g ? g_buffer.data() : nullptr;  // (E, H)
-    T* der = grad_er ? grad_er->data<T>() : nullptr;                                              // (N, H)
+    // Not zero-filled (a serial pass): pass 1 writes every edge's g before anything reads it.
+    const std::unique_ptr<T[]> g_buffer(transient_g ? new T[static_cast<size_t>(graph.num_edges() * H)]
+                                                    : nullptr);
+    T* g = grad_edge_term ? grad_edge_term->data<T>() : g_buffer.get();  // (E, H) or null
+    T* der = grad_er ? grad_er->data<T>() : nullptr;                     // (N, H)
     const int32_t* src = scores.src;
     aggregate_backward<T>(
         graph, scores, a.node_value, a.lse, grad_in, a.attn_dropout,
