@@ -119,6 +119,7 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
   const T* values = node_value.data<T>();  // (Ns, H, F)
   const T* l = lse.data<T>();              // (N, H)
   const T* G = grad_out.data<T>();         // (N, H, F)
+  const int64_t grad_count = grad_out.numel();
   const DropFactors<T> drop(attn_dropout, graph.num_edges() * heads, kept);
   const int32_t* row_ptr = graph.row_ptr().data<int32_t>();      // (N+1,)
   const int32_t* src = graph.edge_src().data<int32_t>();         // (E,)
@@ -162,7 +163,8 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
                         exps_in_blocks(w, degree * H);
                         for (int64_t q = 0; q < degree * H; ++q) w[q] *= row.drop[q];
                         for (int64_t h = 0; h < H; h += W)  // dV[j, h .. h + W) from G[t_dst[k], h .. h + W)
-                          aggregate_heads<V>(dvj + h * F, w + h, H, degree, G + h * F, t_dst + b, H * F, F);
+                          aggregate_heads<V>(dvj + h * F, w + h, H, degree, G + h * F, t_dst + b, H * F, F,
+                                             grad_count - h * F);
                       });
     });
   });
