@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "gat/framework/ops/block_graph.h"
 #include "gat/framework/ops/index_rows.h"
 #include "gat/train/trainer.h"
 
@@ -114,8 +115,8 @@ std::vector<int32_t> NeighborLoader::epoch_order(int64_t epoch) const {
   return options_.shuffle ? shuffle_nodes(seeds_, options_.seed, static_cast<uint64_t>(epoch)) : seeds_;
 }
 
-SampledBatch NeighborLoader::sample_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order,
-                                          std::vector<int32_t>& seeds) const {
+const std::vector<int32_t>& NeighborLoader::batch_seeds(int64_t batch, const std::vector<int32_t>& order,
+                                                        std::vector<int32_t>& seeds) const {
   GAT_CHECK(batch >= 0 && batch < num_batches() && order.size() == seeds_.size(), "NeighborLoader: no batch ",
             batch, " of ", num_batches(), " in an order of ", order.size(), " seeds (", seeds_.size(),
             " given)");
@@ -123,8 +124,16 @@ SampledBatch NeighborLoader::sample_batch(int64_t epoch, int64_t batch, const st
   const size_t last = std::min(order.size(), first + static_cast<size_t>(options_.batch_size));
   seeds.assign(order.begin() + static_cast<std::ptrdiff_t>(first),
                order.begin() + static_cast<std::ptrdiff_t>(last));
-  return sampler_.sample(seeds, static_cast<uint64_t>(epoch) * static_cast<uint64_t>(num_batches()) +
-                                    static_cast<uint64_t>(batch));
+  return seeds;
+}
+
+uint64_t NeighborLoader::batch_key(int64_t epoch, int64_t batch) const {
+  return static_cast<uint64_t>(epoch) * static_cast<uint64_t>(num_batches()) + static_cast<uint64_t>(batch);
+}
+
+SampledBatch NeighborLoader::sample_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order,
+                                          std::vector<int32_t>& seeds) const {
+  return sampler_.sample(batch_seeds(batch, order, seeds), batch_key(epoch, batch));
 }
 
 MiniBatch NeighborLoader::make_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order) const {
@@ -143,15 +152,27 @@ MiniBatch NeighborLoader::make_batch(int64_t epoch, int64_t batch, const std::ve
 MiniBatch NeighborLoader::make_device_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order,
                                             Staging& staging) const {
   MiniBatch out;
-  SampledBatch sampled = sample_batch(epoch, batch, order, out.seeds);
-  if (staging.copied) staging.copied->synchronize();  // the copies out of its buffers have run
-  out.x = Staging::stage_rows(x_, sampled.input_nodes(), staging.x);
-  out.y = Staging::stage_rows(y_, out.seeds, staging.y);
-  for (const SampledBlock& block : sampled.blocks) {
-    const auto [graph, attr] = looped_block(block, edge_attr_);
-    if (attr.defined()) out.edge_attrs.push_back(attr.to(device_));
-    out.blocks.push_back(graph.to(device_));
+  std::vector<int32_t> input_nodes;
+  if (sampler_.device() == Device::cuda && !edge_attr_.defined()) {
+    // The blocks stay on the device: sampled and built there (ops::block_graph), with their
+    // loops. Only the input nodes come back, for the feature rows in host memory.
+    const std::vector<ops::SampledLayer> layers =
+        sampler_.sample_layers(batch_seeds(batch, order, out.seeds), batch_key(epoch, batch));
+    for (const ops::SampledLayer& layer : layers)
+      out.blocks.push_back(ops::block_graph(layer.row_ptr, layer.col, layer.src_nodes.numel()));
+    input_nodes = layers.front().src_nodes.to_vector<int32_t>();
+  } else {  // through the host: sampled there, or edge features to gather with the edge ids
+    SampledBatch sampled = sample_batch(epoch, batch, order, out.seeds);
+    for (const SampledBlock& block : sampled.blocks) {
+      const auto [graph, attr] = looped_block(block, edge_attr_);
+      if (attr.defined()) out.edge_attrs.push_back(attr.to(device_));
+      out.blocks.push_back(graph.to(device_));
+    }
+    input_nodes = std::move(sampled.blocks.front().src_nodes);
   }
+  if (staging.copied) staging.copied->synchronize();  // the copies out of its buffers have run
+  out.x = Staging::stage_rows(x_, input_nodes, staging.x);
+  out.y = Staging::stage_rows(y_, out.seeds, staging.y);
   auto copied = std::make_shared<cuda::Event>();
   copied->record();
   out.copied = staging.copied = std::move(copied);

@@ -100,7 +100,11 @@ class NeighborLoader {
 
  private:
   struct Staging;  // a page-locked buffer pair and the event after the copies out of it
-  // The batch's seeds (into `seeds`) and their blocks.
+  // Batch `batch`'s seeds in `order`, written into `seeds` and returned.
+  const std::vector<int32_t>& batch_seeds(int64_t batch, const std::vector<int32_t>& order,
+                                          std::vector<int32_t>& seeds) const;
+  uint64_t batch_key(int64_t epoch, int64_t batch) const;  // the sampler's key of a batch
+  // The batch's seeds (into `seeds`) and their blocks, on the host.
   SampledBatch sample_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order,
                             std::vector<int32_t>& seeds) const;
   // make_batch's batch on CUDA, its feature and label rows through `staging`; on the thread.
