@@ -174,8 +174,9 @@ TEST_P(NeighborSamplerOnDevice, OneSeedAndAllNodes) {
 // A ternary tree whose in-edges come from the children (node v from 3v + 1, 3v + 2, 3v + 3): with
 // fanout 3 every inner node keeps exactly 3 edges, so a hop's edges fill the buffers sized by
 // the bound Nd x fanout exactly, and the seed's hop names 3 new sources each (Ns = Nd + Es, the
-// source buffer's bound). The leaves have no in-edges: with fanout -1 or 3, a batch of leaves has
-// no edge at all.
+// source buffer's bound). Every node with fanout 100 keeps every edge: the graph's E, the bound
+// without replacement. The leaves have no in-edges: with fanout -1 or 3, a batch of leaves has no
+// edge at all.
 TEST_P(NeighborSamplerOnDevice, HopsThatFillTheBoundExactlyAndNodesWithoutInEdges) {
   std::vector<int32_t> src, dst;
   for (int32_t v = 0; v < 13; ++v)
@@ -196,6 +197,11 @@ TEST_P(NeighborSamplerOnDevice, HopsThatFillTheBoundExactlyAndNodesWithoutInEdge
         EXPECT_EQ(seed_hop.src_nodes, (std::vector<int32_t>{0, 1, 2, 3}));
         EXPECT_EQ(batch.blocks[batch.blocks.size() - 2].graph.num_edges(), 12);  // 4 nodes x 3
       }
+      const std::vector<int32_t> all = first_nodes(40);
+      const SampledBatch every = NeighborSampler(tree, {{100}, replace, 8}, device()).sample(all, 1);
+      expect_valid_batch(tree, every, all, {{100}, replace, 8});
+      EXPECT_TRUE(same_batch(every, NeighborSampler(tree, {{100}, replace, 8}).sample(all, 1)));
+      EXPECT_EQ(every.blocks[0].graph.num_edges(), replace ? 1300 : 39);  // 13 inner nodes
       const SampledBatch none = sampler.sample(leaves, 2);
       expect_valid_batch(tree, none, leaves, options);
       EXPECT_TRUE(same_batch(none, cpu.sample(leaves, 2)));

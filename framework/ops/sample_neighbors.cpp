@@ -26,6 +26,20 @@ void check_block_size(int64_t nd, int64_t edges) {
             " edges do not fit 32-bit local ids (at most 2^31 - 1 together)");
 }
 
+// Past it the edge count is read: a bound far above the count (a fanout above most degrees)
+// would otherwise hold memory for nothing. 2^24 edges, 64 MB of ids.
+constexpr int64_t kMaxUnreadEdges = int64_t{1} << 24;
+
+// A bound of a hop's edge count over nd destinations of a graph of `edges` edges that the buffers
+// may take, or -1 where the count must be read: a destination keeps at most `fanout` edges, and
+// without replacement each of its in-edges once at most (the destinations are distinct, so their
+// in-edges are too). Fanout -1 keeps them all: no bound below the graph's.
+int64_t unread_edge_bound(int64_t nd, int64_t edges, const NeighborDraw& draw) {
+  if (draw.fanout < 0) return -1;
+  const int64_t bound = draw.replace ? nd * draw.fanout : std::min(nd * draw.fanout, edges);
+  return bound <= kMaxUnreadEdges && nd + bound <= kMaxEdges ? bound : -1;
+}
+
 }  // namespace
 
 namespace cpu_impl {
@@ -146,10 +160,10 @@ SampledLayer sample_neighbors(const Tensor& row_ptr, const Tensor& edge_src, con
   SampledLayer out;
   out.row_ptr = Tensor::empty({nd + 1}, DType::i32, device, "sampled row_ptr");
   kernels::sampled_row_ends(row_ptr, dst_nodes, draw, out.row_ptr);
-  // The buffers hold `capacity` edges. A destination keeps at most `fanout` edges, so Nd x fanout
-  // needs no wait for the device; with fanout -1, or a bound past 32-bit ids, the count is read.
-  int64_t capacity = draw.fanout >= 0 ? nd * draw.fanout : kMaxEdges;
-  if (capacity >= kMaxEdges || nd + capacity > kMaxEdges) {
+  // The buffers hold `capacity` edges: a bound of the count, so that the host need not wait
+  // for it, or the count itself.
+  int64_t capacity = unread_edge_bound(nd, edge_src.numel(), draw);
+  if (capacity < 0) {
     capacity = static_cast<int64_t>(out.row_ptr.rows(nd, nd + 1).item());  // waits for the device
     check_block_size(nd, capacity);
   }
