@@ -197,11 +197,6 @@ TEST_P(NeighborSamplerOnDevice, HopsThatFillTheBoundExactlyAndNodesWithoutInEdge
         EXPECT_EQ(seed_hop.src_nodes, (std::vector<int32_t>{0, 1, 2, 3}));
         EXPECT_EQ(batch.blocks[batch.blocks.size() - 2].graph.num_edges(), 12);  // 4 nodes x 3
       }
-      const std::vector<int32_t> all = first_nodes(40);
-      const SampledBatch every = NeighborSampler(tree, {{100}, replace, 8}, device()).sample(all, 1);
-      expect_valid_batch(tree, every, all, {{100}, replace, 8});
-      EXPECT_TRUE(same_batch(every, NeighborSampler(tree, {{100}, replace, 8}).sample(all, 1)));
-      EXPECT_EQ(every.blocks[0].graph.num_edges(), replace ? 1300 : 39);  // 13 inner nodes
       const SampledBatch none = sampler.sample(leaves, 2);
       expect_valid_batch(tree, none, leaves, options);
       EXPECT_TRUE(same_batch(none, cpu.sample(leaves, 2)));
@@ -210,6 +205,15 @@ TEST_P(NeighborSamplerOnDevice, HopsThatFillTheBoundExactlyAndNodesWithoutInEdge
         EXPECT_EQ(block.src_nodes, leaves);
       }
     }
+  const std::vector<int32_t> all = first_nodes(40);
+  for (bool replace : {false, true}) {
+    const NeighborSamplerOptions every_edge{{100}, replace, 8};
+    const SampledBatch every = NeighborSampler(tree, every_edge, device()).sample(all, 1);
+    expect_valid_batch(tree, every, all, every_edge);
+    EXPECT_TRUE(same_batch(every, NeighborSampler(tree, every_edge).sample(all, 1)));
+    EXPECT_EQ(every.blocks[0].graph.num_edges(), replace ? 1300 : 39)
+        << "replace " << replace;  // 13 inner nodes
+  }
 }
 
 // ops::block_graph builds, where a layer's arrays are, the Graph the host builds from them
