@@ -1,8 +1,10 @@
 // CUDA kernels of gatv2_attention_aggregate. The schedule (a group of lanes per (row, block of
 // heads) with the online softmax, the score's sum over a head's lanes, chunks of long rows, the
-// two backward walks) is described in docs/kernels.md. No float atomics: every sum has a fixed
-// order, so results are bitwise reproducible.
+// saved scores and signs, the backward's walk over the transposed graph and its pass over the
+// rows) is described in docs/kernels.md. No float atomics: every sum has a fixed order, so results
+// are bitwise reproducible.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 
@@ -19,6 +21,10 @@ namespace gat::ops::cuda_impl {
 namespace {
 
 using namespace attention;
+
+// Edges (forward) and transposed entries (the backward's walk) whose loads are issued together,
+// as GAT's kernels do (kUnroll, kUnrollBackward in csr_softmax_aggregate_kernels.cuh).
+constexpr int kBatch = 4;
 
 // The op's inputs as the kernels read them.
 template <class T>
@@ -82,6 +88,7 @@ struct LaneItem {
   long long n, row, begin, end, lane_offset, HF;
   long long sums;             // where the segment's sums go: its row, or a chunk's own index
   int head;                   // the lane's head (of the H)
+  int c;                      // the lane's first feature within its head
   int first_head, last_head;  // the heads of the lane's group
   bool has, first;
   // The lane's features of node `node` of an (nodes, H, F) tensor (zeros for a lane without).
@@ -111,6 +118,7 @@ __device__ __forceinline__ void for_each_item(const Segments& seg, int G, int he
     it.sums = seg.chunk_ptr ? it.n : it.row;
     const bool exists = it.head < H;
     if (!exists) it.head = H - 1;
+    it.c = g.c;
     it.lane_offset = static_cast<long long>(it.head) * F + g.c;
     it.HF = static_cast<long long>(H) * F;
     it.has = exists && g.c < F, it.first = exists && g.c == 0;
@@ -121,10 +129,6 @@ __device__ __forceinline__ void for_each_item(const Segments& seg, int G, int he
 template <class T>
 __device__ __forceinline__ T leaky(T x, T slope) {
   return x > T(0) ? x : slope * x;
-}
-template <class T>
-__device__ __forceinline__ T leaky_slope(T x, T slope) {
-  return x > T(0) ? T(1) : slope;
 }
 
 // The lane's share of one edge: x = xl[j] + xr[i] (+ et[e]) on its features (zeros on a lane
@@ -153,6 +157,53 @@ __device__ __forceinline__ T head_score(const Gatv2Args<T>& a, const Vec<T, VEC>
   return warps::group_sum<LH>(score_part(l, r, it.has && a.et ? a.et + it.at(e) : nullptr, at, a.slope, x));
 }
 
+// The signs of x (the header's layout): bit f % 32 of word f / 32 of an (edge, head) is set when
+// x[e,h,f] > 0, the words of (edge, head) eh being signs[eh Fw, (eh + 1) Fw).
+constexpr int kSignBits = 32;
+__device__ __forceinline__ int sign_words(int F) { return (F + kSignBits - 1) / kSignBits; }
+
+// The word of this lane's features: bit k of the lane's VEC signs at c % 32, OR-ed over the lanes
+// of the head that share word c / 32 (W = min(LH, 32 / VEC) aligned lanes; all must call it). A
+// lane without features has x = 0 and adds no bit. VEC divides 32 and c, so no lane spans two
+// words.
+template <class T, int VEC, int LH>
+__device__ __forceinline__ unsigned sign_word(const T (&x)[VEC], int c) {
+  unsigned bits = 0;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) bits |= (x[k] > T(0) ? 1u : 0u) << k;
+  bits <<= c % kSignBits;
+  constexpr int W = LH < kSignBits / VEC ? LH : kSignBits / VEC;
+  const unsigned lanes = W == kWarp ? 0xffffffffu : (1u << (W % kWarp)) - 1;
+  const unsigned mask = lanes << ((threadIdx.x % kWarp) & ~(W - 1));
+#pragma unroll
+  for (int offset = W / 2; offset > 0; offset /= 2) bits |= __shfl_xor_sync(mask, bits, offset);
+  return bits;
+}
+
+// This lane's VEC signs of (edge, head) eh as bits 0 .. VEC - 1 (for a lane with features).
+__device__ __forceinline__ unsigned lane_signs(const int32_t* __restrict__ signs, long long eh, int Fw,
+                                               int c) {
+  return static_cast<unsigned>(signs[eh * Fw + c / kSignBits]) >> (c % kSignBits);
+}
+
+// Where the forward saves each edge's score s (E, H) and signs (E, H, Fw); null: not saved.
+template <class T>
+struct SavedEdges {
+  T* __restrict__ scores;       // (E, H) or null
+  int32_t* __restrict__ signs;  // (E, H, Fw), with scores
+};
+
+// Saves edge e's score s and the signs of x for the lane's head (all the group's lanes call it).
+template <class T, int VEC, int LH>
+__device__ __forceinline__ void save_edge(const SavedEdges<T>& saved, const LaneItem& it, long long e, int H,
+                                          int F, T s, const T (&x)[VEC]) {
+  const unsigned word = sign_word<T, VEC, LH>(x, it.c);
+  const long long eh = it.head_at(e, H);
+  if (it.first) saved.scores[eh] = s;
+  if (it.has && it.c % kSignBits == 0)
+    saved.signs[eh * sign_words(F) + it.c / kSignBits] = static_cast<int32_t>(word);
+}
+
 template <class T, int VEC>
 __device__ __forceinline__ T dot_part(const Vec<T, VEC>& a, const Vec<T, VEC>& b) {
   T p = 0;
@@ -163,12 +214,13 @@ __device__ __forceinline__ T dot_part(const Vec<T, VEC>& a, const Vec<T, VEC>& b
 
 // Forward: one group per (segment, block of heads) runs the online softmax over the segment's
 // edges, the score of each reduced over the head's lanes. Row segments write out and lse; chunk
-// segments their partial (m, z, acc), merged by aggregate_merge_kernel.
+// segments their partial (m, z, acc), merged by aggregate_merge_kernel. Both save each edge's
+// score and signs when `saved` has them.
 template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads)
     gatv2_forward_kernel(Gatv2Args<T> a, Segments seg,
                          const int32_t* __restrict__ src,  // (E,)
-                         int G, int head_blocks,
+                         int G, int head_blocks, SavedEdges<T> saved,
                          T* __restrict__ out,       // (Nd, H, F)   (row segments)
                          T* __restrict__ lse,       // (Nd, H)      (row segments)
                          T* __restrict__ part_m,    // (W, H)       (chunk segments)
@@ -179,13 +231,28 @@ __global__ void __launch_bounds__(kThreads)
   for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     OnlineState<T, VEC> st;
+    // Edges [e, e + U) of the window: their sources' rows loaded together, then added in order.
+    auto edges = [&](const ConsecutiveEdges& window, long long e, auto count) {
+      constexpr int U = decltype(count)::value;
+      int32_t j[U];
+      Vec<T, VEC> l[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) j[u] = src[e + u];
+#pragma unroll
+      for (int u = 0; u < U; ++u) l[u] = it.lane_vec<T, VEC>(a.xl, j[u]);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        T x[VEC];
+        const T s = head_score<T, VEC, LH>(a, l[u], r, at, it, e + u, x);
+        if (saved.scores) save_edge<T, VEC, LH>(saved, it, e + u, a.H, a.F, s, x);
+        st.add(s, window.factor(keep, e + u, it.head, a.scale), l[u]);
+      }
+    };
     for (long long window_begin = it.begin; window_begin < it.end;) {
       const ConsecutiveEdges window(keep, window_begin, it.end, a.H, it.first_head, it.last_head);
-      for (long long e = window.begin; e < window.end; ++e) {
-        const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
-        T x[VEC];
-        st.add(head_score<T, VEC, LH>(a, l, r, at, it, e, x), window.factor(keep, e, it.head, a.scale), l);
-      }
+      long long e = window.begin;
+      for (; e + kBatch <= window.end; e += kBatch) edges(window, e, Int<kBatch>{});
+      for (; e < window.end; ++e) edges(window, e, Int<1>{});
       window_begin = window.end;
     }
     if (seg.chunk_ptr) {
@@ -198,128 +265,144 @@ __global__ void __launch_bounds__(kThreads)
   });
 }
 
-// What the backward recomputes for edge e = (j -> i) and head h from the lane's vectors, the
-// same in both walks: the score s, a = exp(s - lse[i,h]), da = keep / (1 - p)
-// G[i,h,:].xl[j,h,:] (a sum over the head's lanes; `drop` the keep factor) and ds = a (da - D[i,h]).
-template <class T>
-struct EdgeGrad {
-  T a, drop, ds;
-};
-template <class T, int VEC, int LH>
-__device__ __forceinline__ EdgeGrad<T> edge_grad(const Gatv2Args<T>& args, const LaneItem& it, long long e,
-                                                 const Vec<T, VEC>& l, const Vec<T, VEC>& r,
-                                                 const Vec<T, VEC>& gi, const Vec<T, VEC>& at, T lse_ih,
-                                                 T D_ih, T drop, T (&x)[VEC]) {
-  const T s = head_score<T, VEC, LH>(args, l, r, at, it, e, x);
-  const T dot = warps::group_sum<LH>(dot_part(gi, l));
-  EdgeGrad<T> g;
-  g.a = exp(s - lse_ih);
-  g.drop = drop;
-  g.ds = g.a * (dot * g.drop - D_ih);
-  return g;
-}
-
 // The tensors of the backward besides the inputs.
 template <class T>
 struct GradArgs {
-  const T* __restrict__ lse;       // (Nd, H)
-  const T* __restrict__ D;         // (Nd, H): G[i,h,:].out[i,h,:]
-  const T* __restrict__ grad_out;  // (Nd, H, F)
+  const T* __restrict__ lse;          // (Nd, H)
+  const T* __restrict__ D;            // (Nd, H): G[i,h,:].out[i,h,:]
+  const T* __restrict__ grad_out;     // (Nd, H, F)
+  const T* __restrict__ scores;       // (E, H), the forward's
+  const int32_t* __restrict__ signs;  // (E, H, Fw), the forward's
 };
 
-// Backward, d xl: one group per (segment of a source's out-edges, block of heads) over the
-// transposed graph, xl[j] in registers; per entry (edge e, destination i) it gathers xr[i], G[i]
-// and et[e], recomputes the edge and adds a~ G[i] + ds att LeakyReLU'(x). Row segments write
-// d xl[j], chunk segments a partial (W, H, F), summed by value_grad_merge_kernel.
+// Backward, the walk over the transposed graph: one group per (segment of a source's out-edges,
+// block of heads), xl[j] in registers. Per entry (edge e, destination i) it gathers G[i] and
+// reads s[e,h], the signs, lse[i,h] and D[i,h]; a = exp(s - lse), da = keep / (1 - p) G[i].xl[j]
+// (a sum over the head's lanes), ds = a (da - D) and m = LeakyReLU'(x) from the sign. It sums
+// a~ G[i] + ds att m (d xl) and ds m xl[j] (the sources' part of d att), and writes ds[e,h] for
+// the pass over the rows. Row segments write their sums by source, chunk segments partials
+// (W, H, F) summed by value_grad_merge_kernel. Any output may be null.
 template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads)
     gatv2_source_grad_kernel(Gatv2Args<T> a, GradArgs<T> b, Segments seg,
                              const int32_t* __restrict__ t_dst,      // (E,)
                              const int32_t* __restrict__ t_edge_id,  // (E,)
                              int G, int head_blocks,
-                             T* __restrict__ dest)  // d xl (Ns, H, F) by row, or chunk partials (W, H, F)
+                             T* __restrict__ dxl,       // (Ns, H, F) by row, (W, H, F) by chunk, or null
+                             T* __restrict__ att_term,  // as dxl
+                             T* __restrict__ ds_out)    // (E, H) or null
 {
   SegmentKeep keep(a.key, G);
+  const int Fw = sign_words(a.F);
   for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
-    T acc[VEC] = {};
+    T acc[VEC] = {}, acc_att[VEC] = {};
+    // Entries [k, k + U) of the window: their loads issued together, then added in order.
+    auto entries = [&](const ScatteredEdges& window, long long k, auto count) {
+      constexpr int U = decltype(count)::value;
+      long long eh[U], ih[U];  // (edge, head) and (destination, head)
+      int32_t e[U], i[U];      // edge and destination
+      Vec<T, VEC> gi[U];
+      T s[U], lse[U], D[U], dot[U];
+      unsigned positive[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        e[u] = t_edge_id[k + u], i[u] = t_dst[k + u];
+        eh[u] = it.head_at(e[u], a.H), ih[u] = it.head_at(i[u], a.H);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        gi[u] = it.lane_vec<T, VEC>(b.grad_out, i[u]);
+        s[u] = b.scores[eh[u]], lse[u] = b.lse[ih[u]], D[u] = b.D[ih[u]];
+        positive[u] = it.has ? lane_signs(b.signs, eh[u], Fw, it.c) : 0u;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) dot[u] = warps::group_sum<LH>(dot_part(gi[u], l));
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const T w = exp(s[u] - lse[u]);
+        const T drop = window.factor(keep, k + u, e[u], it.head, a.scale);
+        const T ds = w * (dot[u] * drop - D[u]);
+        const T kept = w * drop;
+#pragma unroll
+        for (int q = 0; q < VEC; ++q) {
+          const T m = (positive[u] >> q) & 1u ? T(1) : a.slope;
+          acc[q] += kept * gi[u].v[q] + ds * at.v[q] * m;
+          acc_att[q] += ds * m * l.v[q];
+        }
+        if (ds_out && it.first) ds_out[eh[u]] = ds;
+      }
+    };
     for (long long window_begin = it.begin; window_begin < it.end;) {
       const ScatteredEdges window(keep, t_edge_id, window_begin, it.end, a.H, it.first_head, it.last_head);
-      for (long long k = window.begin; k < window.end; ++k) {
-        const long long e = t_edge_id[k], i = t_dst[k];
-        const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, i), gi = it.lane_vec<T, VEC>(b.grad_out, i);
-        T x[VEC];
-        const EdgeGrad<T> d =
-            edge_grad<T, VEC, LH>(a, it, e, l, r, gi, at, b.lse[it.head_at(i, a.H)], b.D[it.head_at(i, a.H)],
-                                  window.factor(keep, k, e, it.head, a.scale), x);
-        const T kept = d.a * d.drop;
-#pragma unroll
-        for (int q = 0; q < VEC; ++q) acc[q] += kept * gi.v[q] + d.ds * at.v[q] * leaky_slope(x[q], a.slope);
-      }
+      long long k = window.begin;
+      for (; k + kBatch <= window.end; k += kBatch) entries(window, k, Int<kBatch>{});
+      for (; k < window.end; ++k) entries(window, k, Int<1>{});
       window_begin = window.end;
     }
-    if (it.has) store_vec<T, VEC>(dest + it.at(it.sums), to_vec(acc));
+    if (!it.has) return;
+    if (dxl) store_vec<T, VEC>(dxl + it.at(it.sums), to_vec(acc));
+    if (att_term) store_vec<T, VEC>(att_term + it.at(it.sums), to_vec(acc_att));
   });
 }
 
-// Backward, d xr, d edge_term and d att's per-row terms: one group per (segment of a row, block
-// of heads) over the CSR, xr[i] and G[i] in registers; per edge it gathers xl[j] and et[e],
-// recomputes the edge, t = ds att LeakyReLU'(x): d edge_term[e] = t, d xr[i] += t and the row's
-// d att term += ds LeakyReLU(x). Row segments write d xr[i] and the term (Nd, H, F), chunk
-// segments partials (W, H, F) summed by value_grad_merge_kernel. Any output may be null.
+// Backward, the pass over the rows: one group per (segment of a row, block of heads), xr[i] in
+// registers. Per edge it reads ds[e,h] and the signs (the edge's, contiguous along the row) and
+// et[e]: t = ds att m gives d edge_term[e] = t and d xr[i] = the sum of t; the rows' part of d att
+// is the sum of ds m (xr[i] + et[e]). Row segments write by row, chunk segments partials (W, H, F)
+// summed by value_grad_merge_kernel. Any output may be null. Nothing is summed across lanes.
 template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads)
-    gatv2_row_grad_kernel(Gatv2Args<T> a, GradArgs<T> b, Segments seg,
-                          const int32_t* __restrict__ src,  // (E,)
+    gatv2_row_grad_kernel(Gatv2Args<T> a, Segments seg,
+                          const T* __restrict__ ds,           // (E, H)
+                          const int32_t* __restrict__ signs,  // (E, H, Fw)
                           int G, int head_blocks,
                           T* __restrict__ dxr,       // (Nd, H, F) by row, (W, H, F) by chunk, or null
                           T* __restrict__ att_term,  // as dxr
                           T* __restrict__ det)       // (E, H, F) or null
 {
-  SegmentKeep keep(a.key, G);
+  const int Fw = sign_words(a.F);
   for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
-    const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), gi = it.lane_vec<T, VEC>(b.grad_out, it.row);
-    const Vec<T, VEC> at = it.lane_vec<T, VEC>(a.att, 0);
-    const T lse_ih = b.lse[it.head_at(it.row, a.H)], D_ih = b.D[it.head_at(it.row, a.H)];
-    T acc_r[VEC] = {}, acc_att[VEC] = {};
-    for (long long window_begin = it.begin; window_begin < it.end;) {
-      const ConsecutiveEdges window(keep, window_begin, it.end, a.H, it.first_head, it.last_head);
-      for (long long e = window.begin; e < window.end; ++e) {
-        const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
-        T x[VEC];
-        const EdgeGrad<T> d = edge_grad<T, VEC, LH>(a, it, e, l, r, gi, at, lse_ih, D_ih,
-                                                    window.factor(keep, e, it.head, a.scale), x);
-        T t[VEC];
-#pragma unroll
-        for (int q = 0; q < VEC; ++q) {
-          t[q] = d.ds * at.v[q] * leaky_slope(x[q], a.slope);
-          acc_r[q] += t[q];
-          acc_att[q] += d.ds * leaky(x[q], a.slope);
-        }
-        if (det && it.has) store_vec<T, VEC>(det + it.at(e), to_vec(t));
-      }
-      window_begin = window.end;
-    }
     if (!it.has) return;
+    const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
+    T acc_r[VEC] = {}, acc_att[VEC] = {};
+#pragma unroll 4
+    for (long long e = it.begin; e < it.end; ++e) {
+      const long long eh = it.head_at(e, a.H);
+      const T d = ds[eh];
+      const unsigned positive = lane_signs(signs, eh, Fw, it.c);
+      const Vec<T, VEC> q = a.et ? load_vec<T, VEC>(a.et + it.at(e)) : Vec<T, VEC>{};
+      T t[VEC];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const T m = (positive >> k) & 1u ? T(1) : a.slope;
+        t[k] = d * at.v[k] * m;
+        acc_r[k] += t[k];
+        acc_att[k] += d * m * (r.v[k] + q.v[k]);
+      }
+      if (det) store_vec<T, VEC>(det + it.at(e), to_vec(t));
+    }
     if (dxr) store_vec<T, VEC>(dxr + it.at(it.sums), to_vec(acc_r));
     if (att_term) store_vec<T, VEC>(att_term + it.at(it.sums), to_vec(acc_att));
   });
 }
 
-// The scores alone: one group per (row, block of heads), the head's first lane writes s[e,h].
+// The scores alone: one group per (row, block of heads), the head's first lane writes s[e,h];
+// with saved.signs also the signs, as the forward saves them.
 template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads) gatv2_scores_kernel(Gatv2Args<T> a, Segments seg,
                                                                 const int32_t* __restrict__ src,  // (E,)
-                                                                int G, int head_blocks,
-                                                                T* __restrict__ scores)  // (E, H)
-{
+                                                                int G, int head_blocks, SavedEdges<T> saved) {
   for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     for (long long e = it.begin; e < it.end; ++e) {
       const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
       T x[VEC];
       const T s = head_score<T, VEC, LH>(a, l, r, at, it, e, x);
-      if (it.first) scores[it.head_at(e, a.H)] = s;
+      if (saved.signs)
+        save_edge<T, VEC, LH>(saved, it, e, a.H, a.F, s, x);
+      else if (it.first)
+        saved.scores[it.head_at(e, a.H)] = s;
     }
   });
 }
@@ -397,6 +480,25 @@ void merge_chunk_sums(const ChunkRows& rows, const Tensor& part, T* dest, int H,
   });
 }
 
+// The forward's scores and signs as the kernels write them (both null: not saved).
+template <class T>
+SavedEdges<T> saved_edges(Tensor* scores, Tensor* signs) {
+  return {scores ? scores->data<T>() : nullptr, signs ? signs->data<int32_t>() : nullptr};
+}
+
+// The scores of every edge (and with saved.signs their signs), a group per (row, block of heads)
+// over all rows in index order. Called with E > 0, H > 0 and F > 0.
+template <class T>
+void launch_scores(const char* op, const Graph& graph, const Gatv2Args<T>& a, const SavedEdges<T>& saved) {
+  with_layout<T>(op, a.H, a.F, {a.xl, a.xr, a.att, a.et}, [&](auto vec, auto lh, const HeadLayout& layout) {
+    constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
+    gatv2_scores_kernel<T, VEC, LH>
+        <<<group_blocks(graph.num_dst_nodes() * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+            a, all_rows_of(graph), graph.edge_src().data<int32_t>(), layout.G, layout.head_blocks, saved);
+    CUDA_CHECK_LAUNCH("gatv2_scores_kernel");
+  });
+}
+
 }  // namespace
 
 void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
@@ -416,12 +518,14 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
     uniform.out = &out;
     uniform.lse = &lse;
     csr_softmax_aggregate_forward(uniform);
+    if (args.scores) args.scores->zero_();  // the signs hold no words
     return;
   }
   const char* op = "gatv2_attention_aggregate";
   dispatch_float(xl.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, args.negative_slope, args.attn_dropout, edge_term);
+    const SavedEdges<T> saved = saved_edges<T>(args.scores, args.signs);
     with_layout<T>(
         op, H, F, {a.xl, a.xr, a.att, a.et, out.data<T>()}, [&](auto vec, auto lh, const HeadLayout& layout) {
           constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
@@ -431,8 +535,8 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
           const Segments rows = uncut_rows_of(graph, false);
           gatv2_forward_kernel<T, VEC, LH>
               <<<group_blocks(rows.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                  a, rows, src, layout.G, layout.head_blocks, out.data<T>(), lse.data<T>(), nullptr, nullptr,
-                  nullptr);
+                  a, rows, src, layout.G, layout.head_blocks, saved, out.data<T>(), lse.data<T>(), nullptr,
+                  nullptr, nullptr);
           CUDA_CHECK_LAUNCH("gatv2_forward_kernel");
           if (!split) return;
           // Long rows: their chunks' partial states, merged in chunk order.
@@ -444,7 +548,7 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
               Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 partial acc");
           gatv2_forward_kernel<T, VEC, LH>
               <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                  a, chunks, src, layout.G, layout.head_blocks, nullptr, nullptr, part_m.data<T>(),
+                  a, chunks, src, layout.G, layout.head_blocks, saved, nullptr, nullptr, part_m.data<T>(),
                   part_z.data<T>(), part_acc.data<T>());
           CUDA_CHECK_LAUNCH("gatv2_forward_kernel (chunks)");
           const Tiling tiling(H * F, VEC);
@@ -460,98 +564,93 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
   });
 }
 
-// D = G . out per (row, head); then the walk over the transposed graph for d xl and the walk over
-// the rows for d xr, d edge_term and d att's per-row terms, whose sum over the rows is a fixed
-// two-stage reduction (sum_axis). Called with E > 0 and H F > 0 (kernels:: sees to it).
+// D = G . out per (row, head); the forward's scores and signs (or computed here); then the walk
+// over the transposed graph for d xl, ds and the sources' part of d att, and the pass over the
+// rows for d xr, d edge_term and the rows' part of d att. d att is the sum of the two parts'
+// rows, (Ns + Nd, H, F), in a fixed two-stage reduction (sum_axis). Called with E > 0 and
+// H F > 0 (kernels:: sees to it).
 void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& args) {
   const Graph& graph = *args.graph;
-  const Tensor &xl = args.xl, &xr = args.xr, &att = args.att, &edge_term = args.edge_term;
-  const double negative_slope = args.negative_slope;
-  const DropoutKey& attn_dropout = args.attn_dropout;
-  const Tensor &out = args.out, &lse = args.lse, &grad_out = args.grad_out;
+  const Tensor &xl = args.xl, &lse = args.lse, &grad_out = args.grad_out;
   Tensor *grad_xl = args.grad_xl, *grad_xr = args.grad_xr, *grad_att = args.grad_att,
          *grad_edge_term = args.grad_edge_term;
-  const long long Nd = graph.num_dst_nodes(), Ns = graph.num_src_nodes();
+  const long long Nd = graph.num_dst_nodes(), Ns = graph.num_src_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(xl.size(1)), F = static_cast<int>(xl.size(2));
   const char* op = "gatv2_attention_aggregate backward";
   dispatch_float(xl.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     auto data = [](Tensor* t) { return t ? t->data<T>() : nullptr; };
-    const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, negative_slope, attn_dropout, edge_term);
+    const Gatv2Args<T> a =
+        gatv2_args<T>(xl, args.xr, args.att, args.negative_slope, args.attn_dropout, args.edge_term);
     Tensor D = Tensor::empty({Nd, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 row dots");  // (Nd, H)
-    head_rows_dot<T>(grad_out.data<T>(), out.data<T>(), D.data<T>(), Nd * H, F);
-    const GradArgs<T> b{lse.data<T>(), D.data<T>(), grad_out.data<T>()};
-    const int chunk = graph.chunk_edges();
+    head_rows_dot<T>(grad_out.data<T>(), args.out.data<T>(), D.data<T>(), Nd * H, F);
+    Tensor scores = args.scores, signs = args.signs;
+    if (!scores.defined()) {
+      scores = Tensor::empty({E, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 scores");
+      signs = Tensor::empty({E, int64_t{H}, gatv2_sign_words(F)}, DType::i32, Device::cuda, "gatv2 signs");
+      launch_scores<T>(op, graph, a, saved_edges<T>(&scores, &signs));
+    }
+    const GradArgs<T> b{lse.data<T>(), D.data<T>(), grad_out.data<T>(), scores.data<T>(),
+                        signs.data<int32_t>()};
+    const bool rows_needed = grad_xr || grad_att || grad_edge_term;
+    Tensor ds;  // (E, H), from the walk to the pass over the rows
+    if (rows_needed) ds = Tensor::empty({E, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 d scores");
+    Tensor att_terms;  // (Ns + Nd, H, F): each source's part of d att, then each row's
+    if (grad_att)
+      att_terms =
+          Tensor::empty({Ns + Nd, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att parts");
+    T* att_sources = grad_att ? att_terms.data<T>() : nullptr;
+    T* att_rows = grad_att ? att_sources + Ns * H * F : nullptr;
+    auto ptr = [](Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
     with_layout<T>(
-        op, H, F, {a.xl, a.xr, a.att, a.et, b.grad_out, data(grad_xl), data(grad_xr), data(grad_edge_term)},
+        op, H, F,
+        {a.xl, a.xr, a.att, a.et, b.grad_out, data(grad_xl), data(grad_xr), data(grad_edge_term), att_sources,
+         att_rows},
         [&](auto vec, auto lh, const HeadLayout& layout) {
           constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
-          if (grad_xl) {
-            const bool split = graph.max_out_degree() > chunk;
-            const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
-            const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,)
-            const Segments sources = uncut_rows_of(graph, true);
+          // launch(segments, sum0, sum1) over the uncut rows of one direction (the transpose's or the
+          // graph's), writing two sums (N, H, F) by row (each may be null); then over the chunks of
+          // its long rows, into partials (W, H, F) merged in chunk order.
+          auto by_segments = [&](bool transposed, const std::array<T*, 2>& sums, auto launch) {
+            launch(uncut_rows_of(graph, transposed), sums[0], sums[1]);
+            if ((transposed ? graph.max_out_degree() : graph.max_in_degree()) <= graph.chunk_edges()) return;
+            const Segments chunks = chunks_of(graph, transposed);
+            Tensor part[2];
+            for (int k = 0; k < 2; ++k)
+              if (sums[k])
+                part[k] = Tensor::empty({chunks.count, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda,
+                                        "gatv2 chunk partials");
+            launch(chunks, ptr(part[0]), ptr(part[1]));
+            for (int k = 0; k < 2; ++k)
+              if (sums[k]) merge_chunk_sums<T, VEC>(chunk_rows(graph, transposed), part[k], sums[k], H, F);
+          };
+          const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
+          const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,)
+          by_segments(true, {data(grad_xl), att_sources}, [&](const Segments& seg, T* dxl, T* att) {
             gatv2_source_grad_kernel<T, VEC, LH>
-                <<<group_blocks(sources.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                    a, b, sources, t_dst, t_edge_id, layout.G, layout.head_blocks, grad_xl->data<T>());
+                <<<group_blocks(seg.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                    a, b, seg, t_dst, t_edge_id, layout.G, layout.head_blocks, dxl, att, ptr(ds));
             CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel");
-            if (split) {
-              const Segments chunks = chunks_of(graph, true);
-              const long long W = chunks.count;
-              Tensor part =
-                  Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xl partials");
-              gatv2_source_grad_kernel<T, VEC, LH>
-                  <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                      a, b, chunks, t_dst, t_edge_id, layout.G, layout.head_blocks, part.data<T>());
-              CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel (chunks)");
-              merge_chunk_sums<T, VEC>(chunk_rows(graph, true), part, grad_xl->data<T>(), H, F);
-            }
-          }
-          if (!grad_xr && !grad_att && !grad_edge_term) return;
-          Tensor att_terms;  // (Nd, H, F): each row's part of d att
-          if (grad_att)
-            att_terms =
-                Tensor::empty({Nd, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att rows");
-          const bool split = graph.max_in_degree() > chunk;
-          const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
-          const Segments rows = uncut_rows_of(graph, false);
-          gatv2_row_grad_kernel<T, VEC, LH>
-              <<<group_blocks(rows.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                  a, b, rows, src, layout.G, layout.head_blocks, data(grad_xr),
-                  grad_att ? att_terms.data<T>() : nullptr, data(grad_edge_term));
-          CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
-          if (split) {
-            const Segments chunks = chunks_of(graph, false);
-            const long long W = chunks.count;
-            Tensor part_r, part_att;  // (W, H, F)
-            if (grad_xr)
-              part_r =
-                  Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xr partials");
-            if (grad_att)
-              part_att = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda,
-                                       "gatv2 d att partials");
+          });
+          if (!rows_needed) return;
+          by_segments(false, {data(grad_xr), att_rows}, [&](const Segments& seg, T* dxr, T* att) {
             gatv2_row_grad_kernel<T, VEC, LH>
-                <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                    a, b, chunks, src, layout.G, layout.head_blocks, grad_xr ? part_r.data<T>() : nullptr,
-                    grad_att ? part_att.data<T>() : nullptr, data(grad_edge_term));
-            CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel (chunks)");
-            if (grad_xr) merge_chunk_sums<T, VEC>(chunk_rows(graph, false), part_r, grad_xr->data<T>(), H, F);
-            if (grad_att)
-              merge_chunk_sums<T, VEC>(chunk_rows(graph, false), part_att, att_terms.data<T>(), H, F);
-          }
-          if (grad_att) sum_axis(att_terms, 1, Nd, int64_t{H} * F, *grad_att);
+                <<<group_blocks(seg.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+                    a, seg, ds.data<T>(), b.signs, layout.G, layout.head_blocks, dxr, att,
+                    data(grad_edge_term));
+            CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
+          });
         });
+    if (grad_att) sum_axis(att_terms, 1, Ns + Nd, int64_t{H} * F, *grad_att);
   });
 }
 
 void gatv2_edge_scores(const Gatv2EdgeScoresArgs& args) {
   const Graph& graph = *args.graph;
-  const Tensor &xl = args.xl, &xr = args.xr, &att = args.att, &edge_term = args.edge_term;
-  const double negative_slope = args.negative_slope;
+  const Tensor& xl = args.xl;
   Tensor& scores = *args.scores;
-  const long long Nd = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(xl.size(1)), F = static_cast<int>(xl.size(2));
-  if (E == 0 || H == 0) return;
+  if (graph.num_edges() == 0 || H == 0) return;
   if (F == 0) {  // an empty sum
     scores.zero_();
     return;
@@ -559,15 +658,9 @@ void gatv2_edge_scores(const Gatv2EdgeScoresArgs& args) {
   const char* op = "gatv2_edge_scores";
   dispatch_float(xl.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
-    const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, negative_slope, DropoutKey{}, edge_term);
-    with_layout<T>(op, H, F, {a.xl, a.xr, a.att, a.et}, [&](auto vec, auto lh, const HeadLayout& layout) {
-      constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
-      gatv2_scores_kernel<T, VEC, LH>
-          <<<group_blocks(Nd * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-              a, all_rows_of(graph), graph.edge_src().data<int32_t>(), layout.G, layout.head_blocks,
-              scores.data<T>());
-      CUDA_CHECK_LAUNCH("gatv2_scores_kernel");
-    });
+    launch_scores<T>(op, graph,
+                     gatv2_args<T>(xl, args.xr, args.att, args.negative_slope, DropoutKey{}, args.edge_term),
+                     saved_edges<T>(&scores, nullptr));
   });
 }
 
