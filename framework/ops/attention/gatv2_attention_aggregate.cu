@@ -376,7 +376,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         const T m = (positive >> k) & 1u ? T(1) : a.slope;
-        t[k] = d * at.v[k] * m;
+        // t is rounded on its own (mul_rn), so d xr sums the values written to d edge_term
+        // whether or not those are asked for. With a plain product nvcc compiled two versions of
+        // this loop: with det it rounded t and added it, without det it fused the product into
+        // the sum (one rounding), and d xr alone had other bits than d xr beside d edge_term.
+        t[k] = detail::mul_rn(d * at.v[k], m);
         acc_r[k] += t[k];
         acc_att[k] += d * m * (r.v[k] + q.v[k]);
       }
