@@ -1251,11 +1251,12 @@ TEST(Gatv2AttentionAggregate, WithoutEdgesOrFeaturesEverythingIsZero) {
 TEST_P(Gatv2AttentionAggregateOnDevice, GradientsMatchFiniteDifferencesOnAHubLongerThanAWarp) {
   // A row of 40 in-edges (longer than a warp's lanes and than the CUDA kernels' batches of 4
   // edges), sources of several out-edges, nodes without in-edges; one head and several; F = 5 (not
-  // a multiple of the vector width), 8, and 40 (two words of signs per head); without dropout and
-  // edge term, and with both.
+  // a multiple of the vector width), 8, 40 (two words of signs per head) and 10 heads of 6 (on
+  // CUDA two blocks of heads per row, 8 bits of signs per head, 2 of them padding); without
+  // dropout and edge term, and with both.
   std::mt19937_64 rng(46);
   const Graph g = hub_graph(40, 80, rng).to(device());
-  for (const auto& [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {4, 8}, {1, 40}})
+  for (const auto& [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {4, 8}, {1, 40}, {10, 6}})
     for (const auto& [key, edge_term] : {std::pair{DropoutKey{}, false}, std::pair{kDrop, true}})
       expect_gradients_match(
           "gatv2_attention_aggregate hub of 40 H=" + std::to_string(H) + " F=" + std::to_string(F) +
@@ -1267,20 +1268,25 @@ TEST_P(Gatv2AttentionAggregateOnDevice, GradientsMatchFiniteDifferencesOnAHubLon
 namespace {
 
 // The signs of x = xl[j] + xr[i] (+ et[e]) that the forward saves, computed in T as the op does:
-// bit f % 32 of word (e, h, f / 32), the bits past F zero.
+// bit q % 32 of word (e, q / 32) with q = h P + f, P the power of two covering F, the other bits
+// zero.
 template <class T>
 std::vector<int32_t> reference_gatv2_signs(const Graph& g, const Gatv2Inputs& in) {
-  const int64_t E = g.num_edges(), H = in.xl.size(1), F = in.xl.size(2), Fw = ops::gatv2_sign_words(F);
+  const int64_t E = g.num_edges(), H = in.xl.size(1), F = in.xl.size(2);
+  int64_t P = 1;
+  while (P < F) P *= 2;
+  const int64_t words_per_edge = (H * P + 31) / 32;
   const std::vector<int32_t> srcs = g.sources(), dsts = g.destinations();
   const std::vector<T> xl = in.xl.to_vector<T>(), xr = in.xr.to_vector<T>();
   const std::vector<T> et = in.edge_term.defined() ? in.edge_term.to_vector<T>() : std::vector<T>();
-  std::vector<int32_t> words(static_cast<size_t>(E * H * Fw), 0);
+  std::vector<int32_t> words(static_cast<size_t>(E * words_per_edge), 0);
   for (int64_t e = 0; e < E; ++e)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t f = 0; f < F; ++f) {
         T x = xl[(srcs[e] * H + h) * F + f] + xr[(dsts[e] * H + h) * F + f];
         if (!et.empty()) x = x + et[(e * H + h) * F + f];
-        if (x > T(0)) words[(e * H + h) * Fw + f / 32] |= static_cast<int32_t>(1u << (f % 32));
+        const int64_t q = h * P + f;
+        if (x > T(0)) words[e * words_per_edge + q / 32] |= static_cast<int32_t>(1u << (q % 32));
       }
   return words;
 }
@@ -1294,7 +1300,7 @@ std::vector<Tensor> gatv2_forward_outputs(const Graph& g, const Gatv2Inputs& in,
   const Device device = in.xl.device();
   std::vector<Tensor> r{Tensor::empty({Nd, H, F}, dtype, device), Tensor::empty({Nd, H}, dtype, device),
                         Tensor::empty({E, H}, dtype, device),
-                        Tensor::full({E, H, ops::gatv2_sign_words(F)}, -1.0, DType::i32, device)};
+                        Tensor::full({E, ops::gatv2_sign_words(H, F)}, -1.0, DType::i32, device)};
   ops::Gatv2AttentionForwardArgs args{{{&g, in.xl, in.xr, in.att, 0.2, in.edge_term}, key}};
   args.out = &r[0];
   args.lse = &r[1];
@@ -1308,17 +1314,19 @@ std::vector<Tensor> gatv2_forward_outputs(const Graph& g, const Gatv2Inputs& in,
 
 TEST_P(Gatv2AttentionAggregateOnDevice, ForwardSavesTheScoresAndTheSignsOfX) {
   // The scores the forward saves are gatv2_edge_scores' bits, and its signs those of x in the
-  // dtype's arithmetic: F = 5, 40 (a word and a part) and 64 (two whole words), f32 and f64, with
-  // and without the edge term; out and lse are the same bits as without saving.
+  // dtype's arithmetic, packed: 3 heads of F = 5 (8 bits each, in one word), 40 (64 bits each)
+  // and 64; 20 heads of 8 and 10 of 3 (on CUDA two groups of lanes per row, each writing its
+  // own words); f32 and f64, with and without the edge term; out and lse are the same bits as
+  // without saving.
   std::mt19937_64 rng(47);
   const Graph host = hub_graph(40, 80, rng);
   const Graph g = host.to(device());
-  const int64_t H = 3;
   for (DType dtype : {DType::f32, DType::f64})
-    for (int64_t F : {5, 40, 64})
+    for (const auto& [H, F] :
+         std::vector<std::pair<int64_t, int64_t>>{{3, 5}, {3, 40}, {3, 64}, {20, 8}, {10, 3}})
       for (bool edge_term : {false, true}) {
-        const std::string tag = std::string(dtype_name(dtype)) + " F=" + std::to_string(F) +
-                                " edge_term=" + std::to_string(edge_term);
+        const std::string tag = std::string(dtype_name(dtype)) + " H=" + std::to_string(H) +
+                                " F=" + std::to_string(F) + " edge_term=" + std::to_string(edge_term);
         const Gatv2Inputs in = gatv2_inputs(g, H, F, edge_term, rng, dtype, device());
         const std::vector<Tensor> saved = gatv2_forward_outputs(g, in, kDrop, true),
                                   plain = gatv2_forward_outputs(g, in, kDrop, false);
@@ -1341,16 +1349,17 @@ TEST(Gatv2AttentionAggregate, KernelsTakeTheSavedScoresAndSignsTogether) {
   const int64_t N = g.num_nodes(), E = g.num_edges();
   const Tensor x = Tensor::zeros({N, 2, 40});
   Tensor out = Tensor::empty({N, 2, 40}), lse = Tensor::empty({N, 2}), scores = Tensor::empty({E, 2});
-  Tensor one_word = Tensor::empty({E, 2, 1}, DType::i32), as_floats = Tensor::empty({E, 2, 2});
+  // 2 heads of F = 40 take 64 bits each: 4 words an edge.
+  Tensor one_word = Tensor::empty({E, 1}, DType::i32), as_floats = Tensor::empty({E, 4});
   ops::Gatv2AttentionForwardArgs forward{{{&g, x, x, Tensor::zeros({2, 40}), 0.2, Tensor()}, {}}};
   forward.out = &out;
   forward.lse = &lse;
   forward.scores = &scores;
   expect_error([&] { ops::kernels::gatv2_attention_aggregate_forward(forward); },
                {"gatv2_attention_aggregate (saved scores)", "together"});
-  forward.signs = &one_word;  // F = 40 needs two words
+  forward.signs = &one_word;
   expect_error([&] { ops::kernels::gatv2_attention_aggregate_forward(forward); },
-               {"gatv2_attention_aggregate (saved scores)", "'signs'", "(13, 2, 1)"});
+               {"gatv2_attention_aggregate (saved scores)", "'signs'", "(13, 1)"});
   forward.signs = &as_floats;
   expect_error([&] { ops::kernels::gatv2_attention_aggregate_forward(forward); },
                {"gatv2_attention_aggregate (saved scores)", "'signs'", "i32"});
@@ -2443,8 +2452,9 @@ TEST_F(CudaGatv2AttentionAggregate, RunsAndSingleGradientsAreBitwiseIdentical) {
 
 TEST_F(CudaGatv2AttentionAggregate, BackwardWithoutTheSavedScoresGivesTheSameBits) {
   // Given no saved scores and signs, the CUDA backward computes them itself (the PyTorch operators'
-  // path): every gradient is the same bits as with the forward's. Rows and sources cut into chunks,
-  // dropout and edge term on; heads of 8 x 8 and 3 x 40 (two words of signs).
+  // path): every gradient is the same bits as with the forward's (a copy of the scores: the
+  // backward spends them). Rows and sources cut into chunks, dropout and edge term on; heads of
+  // 8 x 8 and 3 x 40 (two words of signs a head).
   std::mt19937_64 rng(55);
   const Graph g = hubs_graph(2000, 8000, 5, 70, rng).to(Device::cuda);
   const int64_t Nd = g.num_dst_nodes();
@@ -2460,7 +2470,7 @@ TEST_F(CudaGatv2AttentionAggregate, BackwardWithoutTheSavedScoresGivesTheSameBit
       ops::Gatv2AttentionBackwardArgs args{{{&g, in.xl, in.xr, in.att, 0.2, in.edge_term}, kDrop}};
       args.out = forward[0];
       args.lse = forward[1];
-      args.scores = saved ? forward[2] : Tensor();
+      args.scores = saved ? forward[2].clone() : Tensor();
       args.signs = saved ? forward[3] : Tensor();
       args.grad_out = go;
       args.grad_xl = &d[0];

@@ -132,25 +132,28 @@ void gatv2_backward(const Graph& graph, const Gatv2Scores<T>& scores, const Tens
   });
 }
 
-// The scores s (E, H) of every edge and, when `signs` is given, the signs of x: bit f % 32 of
-// signs[e,h,f / 32] is set when x[e,h,f] > 0 (the header's layout, which CUDA writes too).
+// The scores s (E, H) of every edge and, when `signs` is given, the signs of x: with
+// q = h P + f, bit q % 32 of signs[e, q / 32] is set when x[e,h,f] > 0 (the header's layout,
+// which CUDA writes too).
 template <class T>
 void edge_scores_and_signs(const Graph& graph, const Gatv2Scores<T>& gatv2, T* s, int32_t* signs) {
-  const int64_t H = gatv2.H, F = gatv2.F, Fw = gatv2_sign_words(F);
+  const int64_t H = gatv2.H, F = gatv2.F, P = gatv2_sign_head_bits(F), words = gatv2_sign_words(H, F);
   for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
                   [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
                     const T* si = gatv2.template row<T>(row, i, b, degree);  // (degree, H)
                     std::copy(si, si + degree * H, s + b * H);
                     if (!signs) return;
-                    for (int64_t e = b; e < b + degree; ++e)
-                      for (int64_t h = 0; h < H; ++h) {
-                        int32_t* words = signs + (e * H + h) * Fw;  // (Fw,)
-                        std::fill(words, words + Fw, 0);
+                    for (int64_t e = b; e < b + degree; ++e) {
+                      int32_t* edge = signs + e * words;  // (words,)
+                      std::fill(edge, edge + words, 0);
+                      for (int64_t h = 0; h < H; ++h)
                         for (int64_t f = 0; f < F; ++f)
-                          if (gatv2.input(gatv2.src[e], i, e, h, f) > T(0))
-                            words[f / 32] =
-                                static_cast<int32_t>(static_cast<uint32_t>(words[f / 32]) | (1u << (f % 32)));
-                      }
+                          if (gatv2.input(gatv2.src[e], i, e, h, f) > T(0)) {
+                            const int64_t q = h * P + f;
+                            edge[q / 32] =
+                                static_cast<int32_t>(static_cast<uint32_t>(edge[q / 32]) | (1u << (q % 32)));
+                          }
+                    }
                   });
 }
 
@@ -233,7 +236,7 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& a) {
     const int64_t E = a.graph->num_edges(), H = a.xl.size(1), F = a.xl.size(2);
     check_shape(op, "scores", *a.scores, Shape({E, H}));
     check_same(op, "scores", *a.scores, "xl", a.xl);
-    check_shape(op, "signs", *a.signs, Shape({E, H, gatv2_sign_words(F)}));
+    check_shape(op, "signs", *a.signs, Shape({E, gatv2_sign_words(H, F)}));
     GAT_CHECK(a.signs->dtype() == DType::i32 && a.signs->device() == a.xl.device(), op, ": 'signs' ",
               a.signs->describe(), " must be i32 on the device of 'xl' ", a.xl.describe());
   }
@@ -273,14 +276,14 @@ Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Ten
   const bool has_edge_term = edge_term.defined();
   std::vector<Tensor> inputs{xl, xr, att};
   if (has_edge_term) inputs.push_back(edge_term);
-  // The CUDA backward reads the scores and signs (the header); the CPU's recomputes x, and
-  // evaluation needs no gradient.
+  // The CUDA backward reads the scores and signs (the header), and spends the scores: the tape
+  // runs the closure once. The CPU's backward recomputes x, and evaluation needs no gradient.
   const bool keep_scores = xl.is_cuda() && autograd::needs_grad(inputs);
   Tensor scores, signs;
   if (keep_scores) {
     const int64_t E = graph.num_edges();
     scores = Tensor::empty({E, H}, xl.dtype(), xl.device(), "gatv2_attention_aggregate scores");
-    signs = Tensor::empty({E, H, gatv2_sign_words(F)}, DType::i32, xl.device(),
+    signs = Tensor::empty({E, gatv2_sign_words(H, F)}, DType::i32, xl.device(),
                           "gatv2_attention_aggregate signs");
   }
   Gatv2AttentionForwardArgs forward{

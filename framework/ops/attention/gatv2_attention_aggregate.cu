@@ -4,9 +4,9 @@
 // rows) is described in docs/kernels.md. No float atomics: every sum has a fixed order, so results
 // are bitwise reproducible.
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <vector>
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
@@ -34,7 +34,9 @@ struct Gatv2Args {
   const T* __restrict__ att;  // (H, F)
   const T* __restrict__ et;   // (E, H, F) or null
   int H, F;
-  T slope;  // negative_slope
+  int P;      // sign bits per head: gatv2_sign_head_bits(F)
+  int words;  // sign words per edge: gatv2_sign_words(H, F)
+  T slope;    // negative_slope
   DropoutKey key;
   T scale;  // 1 / (1 - p)
 };
@@ -63,34 +65,52 @@ struct Segments {
 // A group of G lanes (a power of two, at most a warp) takes one work item: a segment and a block
 // of G / LH heads. LH lanes (a power of two) hold one head, VEC features each: this lane has
 // features [c, c + VEC) of its head, or none when c >= F; such lanes still join the head's sums.
-// G is a launch argument, LH a template one (the sums' butterflies are unrolled).
+// G is a launch argument, LH a template one (the sums' butterflies are unrolled). The items' grid
+// stride is a multiple of head_blocks, so a group keeps one block of heads over all its items
+// (the groups past the largest multiple take none): its sums over them (d att's) stay in its
+// registers, and its row of an (R, H, F) tensor of group sums is group / head_blocks, with
+// R = partial_rows(the launch's blocks).
 template <int LH>
 struct HeadGroupLane {
-  long long first_item;  // this group's first item
-  long long stride;      // items per grid-stride round
-  int head;              // the lane's head within the item's block of heads
-  int c;                 // the lane's first feature within its head
-  __device__ HeadGroupLane(int G, int VEC) {
+  long long first_item;  // this group's first item (its index in the grid)
+  long long stride;      // items per grid-stride round: groups that take items
+  int G, head_blocks;
+  int head;  // the lane's head within the item's block of heads
+  int c;     // the lane's first feature within its head
+  __device__ HeadGroupLane(int G, int VEC, int head_blocks) : G(G), head_blocks(head_blocks) {
     const int lane = threadIdx.x % kWarp, groups = kWarp / G;
     first_item = warps::warp_id() * groups + lane / G;
-    stride = warps::warp_count() * groups;
+    stride = warps::warp_count() * groups / head_blocks * head_blocks;
     head = (lane % G) / LH;
     c = (lane % LH) * VEC;
   }
+  // This lane's place in the (R, H, F) group sums, or -1 (a lane without features, a group
+  // without items).
+  __device__ long long sum_at(int H, int F) const {
+    if (first_item >= stride) return -1;
+    const int h = static_cast<int>(first_item % head_blocks) * (G / LH) + head;
+    if (h >= H || c >= F) return -1;
+    return (first_item / head_blocks * H + h) * static_cast<long long>(F) + c;
+  }
 };
+// Rows of group sums that a launch of `blocks` blocks writes: one per head_blocks groups.
+inline long long partial_rows(unsigned blocks, int G, int head_blocks) {
+  return static_cast<long long>(blocks) * (kThreads / G) / head_blocks;
+}
 
 // A work item as one lane sees it: segment n (row `row`'s entries [begin, end), or chunk n's of
 // a long row), the lane's head, lane_offset = head F + c (the lane's first feature within a node's
 // H F), whether the lane has features (c < F) and whether it is the head's first lane (c = 0).
-// A lane of the last block past the H heads takes head H - 1 without features and not first: it
-// follows its group (whose lanes draw the dropout decisions together) and writes nothing.
+// A lane of the last block past the H heads (not `exists`) takes head H - 1 without features and
+// not first: it follows its group (whose lanes draw the dropout decisions together) and writes
+// nothing.
 struct LaneItem {
   long long n, row, begin, end, lane_offset, HF;
   long long sums;             // where the segment's sums go: its row, or a chunk's own index
   int head;                   // the lane's head (of the H)
   int c;                      // the lane's first feature within its head
   int first_head, last_head;  // the heads of the lane's group
-  bool has, first;
+  bool exists, has, first;
   // The lane's features of node `node` of an (nodes, H, F) tensor (zeros for a lane without).
   template <class T, int VEC>
   __device__ __forceinline__ Vec<T, VEC> lane_vec(const T* base, long long node) const {
@@ -104,10 +124,11 @@ struct LaneItem {
 // f(item) for each of this lane's group's work items (segment, block of G / LH heads) in
 // grid-stride order where the segment is this launch's. A group's lanes skip or run an item
 // together (a head's sums need all its lanes, the dropout draws all the group's).
-template <int LH, int VEC, class Fn>
-__device__ __forceinline__ void for_each_item(const Segments& seg, int G, int head_blocks, int H, int F,
+template <int LH, class Fn>
+__device__ __forceinline__ void for_each_item(const HeadGroupLane<LH>& g, const Segments& seg, int H, int F,
                                               Fn&& f) {
-  const HeadGroupLane<LH> g(G, VEC);
+  const int G = g.G, head_blocks = g.head_blocks;
+  if (g.first_item >= g.stride) return;
   for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
     LaneItem it;
     it.n = item / head_blocks;
@@ -121,7 +142,7 @@ __device__ __forceinline__ void for_each_item(const Segments& seg, int G, int he
     it.c = g.c;
     it.lane_offset = static_cast<long long>(it.head) * F + g.c;
     it.HF = static_cast<long long>(H) * F;
-    it.has = exists && g.c < F, it.first = exists && g.c == 0;
+    it.exists = exists, it.has = exists && g.c < F, it.first = exists && g.c == 0;
     f(it);
   }
 }
@@ -157,51 +178,55 @@ __device__ __forceinline__ T head_score(const Gatv2Args<T>& a, const Vec<T, VEC>
   return warps::group_sum<LH>(score_part(l, r, it.has && a.et ? a.et + it.at(e) : nullptr, at, a.slope, x));
 }
 
-// The signs of x (the header's layout): bit f % 32 of word f / 32 of an (edge, head) is set when
-// x[e,h,f] > 0, the words of (edge, head) eh being signs[eh Fw, (eh + 1) Fw).
-constexpr int kSignBits = 32;
-__device__ __forceinline__ int sign_words(int F) { return (F + kSignBits - 1) / kSignBits; }
+// The mask of the W aligned lanes (W a power of two, at most a warp) that hold this lane.
+__device__ __forceinline__ unsigned aligned_lanes(int W) {
+  const unsigned lanes = W == kWarp ? 0xffffffffu : (1u << W) - 1;
+  return lanes << ((threadIdx.x % kWarp) & ~(W - 1));
+}
 
-// The word of this lane's features: bit k of the lane's VEC signs at c % 32, OR-ed over the lanes
-// of the head that share word c / 32 (W = min(LH, 32 / VEC) aligned lanes; all must call it). A
-// lane without features has x = 0 and adds no bit. VEC divides 32 and c, so no lane spans two
-// words.
-template <class T, int VEC, int LH>
-__device__ __forceinline__ unsigned sign_word(const T (&x)[VEC], int c) {
+// The signs of x (the header's layout): head h's bits start at bit h P of its edge's words, with
+// P = LH VEC, the power of two covering F. So a lane's VEC bits are at q = head P + c, the lanes
+// of a group hold consecutive bits, and a group that shares its row with others (it then has 32
+// lanes) starts on a word: the W = min(32 / VEC, G) aligned lanes that hold q / 32 hold all of it.
+constexpr int kSignBits = 32;
+__device__ __forceinline__ int sign_bit(const LaneItem& it, int P) { return it.head * P + it.c; }
+
+// The word of this lane's signs, at bit q = sign_bit: its VEC bits OR-ed over the W lanes that
+// share the word (all must call it). A lane without features has x = 0 and adds no bit.
+template <class T, int VEC>
+__device__ __forceinline__ unsigned sign_word(const T (&x)[VEC], int q, int G) {
   unsigned bits = 0;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) bits |= (x[k] > T(0) ? 1u : 0u) << k;
-  bits <<= c % kSignBits;
-  constexpr int W = LH < kSignBits / VEC ? LH : kSignBits / VEC;
-  const unsigned lanes = W == kWarp ? 0xffffffffu : (1u << (W % kWarp)) - 1;
-  const unsigned mask = lanes << ((threadIdx.x % kWarp) & ~(W - 1));
-#pragma unroll
+  bits <<= q % kSignBits;
+  const int W = min(kSignBits / VEC, G);
+  const unsigned mask = aligned_lanes(W);
   for (int offset = W / 2; offset > 0; offset /= 2) bits |= __shfl_xor_sync(mask, bits, offset);
   return bits;
 }
 
-// This lane's VEC signs of (edge, head) eh as bits 0 .. VEC - 1 (for a lane with features).
-__device__ __forceinline__ unsigned lane_signs(const int32_t* __restrict__ signs, long long eh, int Fw,
-                                               int c) {
-  return static_cast<unsigned>(signs[eh * Fw + c / kSignBits]) >> (c % kSignBits);
+// This lane's VEC signs of edge e as bits 0 .. VEC - 1 (for a lane with features).
+__device__ __forceinline__ unsigned lane_signs(const int32_t* __restrict__ signs, long long e, int words,
+                                               int q) {
+  return static_cast<unsigned>(signs[e * words + q / kSignBits]) >> (q % kSignBits);
 }
 
-// Where the forward saves each edge's score s (E, H) and signs (E, H, Fw); null: not saved.
+// Where the forward saves each edge's score s (E, H) and signs (E, words); null: not saved.
 template <class T>
 struct SavedEdges {
   T* __restrict__ scores;       // (E, H) or null
-  int32_t* __restrict__ signs;  // (E, H, Fw), with scores
+  int32_t* __restrict__ signs;  // (E, words), with scores
 };
 
-// Saves edge e's score s and the signs of x for the lane's head (all the group's lanes call it).
-template <class T, int VEC, int LH>
-__device__ __forceinline__ void save_edge(const SavedEdges<T>& saved, const LaneItem& it, long long e, int H,
-                                          int F, T s, const T (&x)[VEC]) {
-  const unsigned word = sign_word<T, VEC, LH>(x, it.c);
-  const long long eh = it.head_at(e, H);
-  if (it.first) saved.scores[eh] = s;
-  if (it.has && it.c % kSignBits == 0)
-    saved.signs[eh * sign_words(F) + it.c / kSignBits] = static_cast<int32_t>(word);
+// Saves edge e's score s and the signs of x for the lane's head (all the group's lanes call it;
+// the lane that holds a word's first bit writes it).
+template <class T, int VEC>
+__device__ __forceinline__ void save_edge(const SavedEdges<T>& saved, const Gatv2Args<T>& a,
+                                          const LaneItem& it, int G, long long e, T s, const T (&x)[VEC]) {
+  const int q = sign_bit(it, a.P);
+  const unsigned word = sign_word<T, VEC>(x, q, G);
+  if (it.first) saved.scores[it.head_at(e, a.H)] = s;
+  if (it.exists && q % kSignBits == 0) saved.signs[e * a.words + q / kSignBits] = static_cast<int32_t>(word);
 }
 
 template <class T, int VEC>
@@ -228,7 +253,8 @@ __global__ void __launch_bounds__(kThreads)
                          T* __restrict__ part_acc)  // (W, H, F)    (chunk segments)
 {
   SegmentKeep keep(a.key, G);
-  for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
+  const HeadGroupLane<LH> g(G, VEC, head_blocks);
+  for_each_item(g, seg, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     OnlineState<T, VEC> st;
     // Edges [e, e + U) of the window: their sources' rows loaded together, then added in order.
@@ -244,7 +270,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int u = 0; u < U; ++u) {
         T x[VEC];
         const T s = head_score<T, VEC, LH>(a, l[u], r, at, it, e + u, x);
-        if (saved.scores) save_edge<T, VEC, LH>(saved, it, e + u, a.H, a.F, s, x);
+        if (saved.scores) save_edge<T, VEC>(saved, a, it, G, e + u, s, x);
         st.add(s, window.factor(keep, e + u, it.head, a.scale), l[u]);
       }
     };
@@ -271,32 +297,34 @@ struct GradArgs {
   const T* __restrict__ lse;          // (Nd, H)
   const T* __restrict__ D;            // (Nd, H): G[i,h,:].out[i,h,:]
   const T* __restrict__ grad_out;     // (Nd, H, F)
-  const T* __restrict__ scores;       // (E, H), the forward's
-  const int32_t* __restrict__ signs;  // (E, H, Fw), the forward's
+  T* scores_ds;                       // (E, H): the forward's s; the walk leaves ds in it
+  const int32_t* __restrict__ signs;  // (E, words), the forward's
 };
 
 // Backward, the walk over the transposed graph: one group per (segment of a source's out-edges,
 // block of heads), xl[j] in registers. Per entry (edge e, destination i) it gathers G[i] and
 // reads s[e,h], the signs, lse[i,h] and D[i,h]; a = exp(s - lse), da = keep / (1 - p) G[i].xl[j]
 // (a sum over the head's lanes), ds = a (da - D) and m = LeakyReLU'(x) from the sign. It sums
-// a~ G[i] + ds att m (d xl) and ds m xl[j] (the sources' part of d att), and writes ds[e,h] for
-// the pass over the rows. Row segments write their sums by source, chunk segments partials
-// (W, H, F) summed by value_grad_merge_kernel. Any output may be null.
+// a~ G[i] + ds att m (d xl) and ds m xl[j] (the sources' part of d att), and with write_ds
+// overwrites s[e,h] with ds[e,h] for the pass over the rows. Row segments write d xl by source,
+// chunk segments partials (W, H, F) summed by value_grad_merge_kernel; d att's part goes to the
+// group's row of att_sums (HeadGroupLane). Any output may be null.
 template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads)
     gatv2_source_grad_kernel(Gatv2Args<T> a, GradArgs<T> b, Segments seg,
                              const int32_t* __restrict__ t_dst,      // (E,)
                              const int32_t* __restrict__ t_edge_id,  // (E,)
-                             int G, int head_blocks,
+                             int G, int head_blocks, bool write_ds,
                              T* __restrict__ dxl,       // (Ns, H, F) by row, (W, H, F) by chunk, or null
-                             T* __restrict__ att_term,  // as dxl
-                             T* __restrict__ ds_out)    // (E, H) or null
+                             T* __restrict__ att_sums)  // (R, H, F) or null
 {
   SegmentKeep keep(a.key, G);
-  const int Fw = sign_words(a.F);
-  for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
+  const HeadGroupLane<LH> g(G, VEC, head_blocks);
+  T acc_att[VEC] = {};  // over all the group's items
+  for_each_item(g, seg, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
-    T acc[VEC] = {}, acc_att[VEC] = {};
+    const int q = sign_bit(it, a.P);
+    T acc[VEC] = {};
     // Entries [k, k + U) of the window: their loads issued together, then added in order.
     auto entries = [&](const ScatteredEdges& window, long long k, auto count) {
       constexpr int U = decltype(count)::value;
@@ -313,11 +341,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         gi[u] = it.lane_vec<T, VEC>(b.grad_out, i[u]);
-        s[u] = b.scores[eh[u]], lse[u] = b.lse[ih[u]], D[u] = b.D[ih[u]];
-        positive[u] = it.has ? lane_signs(b.signs, eh[u], Fw, it.c) : 0u;
+        s[u] = b.scores_ds[eh[u]], lse[u] = b.lse[ih[u]], D[u] = b.D[ih[u]];
+        positive[u] = it.has ? lane_signs(b.signs, e[u], a.words, q) : 0u;
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) dot[u] = warps::group_sum<LH>(dot_part(gi[u], l));
+      // Every lane of the head has read s[e,h] before its first lane overwrites it.
+      if (LH > 1 && write_ds) __syncwarp(aligned_lanes(LH));
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const T w = exp(s[u] - lse[u]);
@@ -325,12 +355,12 @@ __global__ void __launch_bounds__(kThreads)
         const T ds = w * (dot[u] * drop - D[u]);
         const T kept = w * drop;
 #pragma unroll
-        for (int q = 0; q < VEC; ++q) {
-          const T m = (positive[u] >> q) & 1u ? T(1) : a.slope;
-          acc[q] += kept * gi[u].v[q] + ds * at.v[q] * m;
-          acc_att[q] += ds * m * l.v[q];
+        for (int v = 0; v < VEC; ++v) {
+          const T m = (positive[u] >> v) & 1u ? T(1) : a.slope;
+          acc[v] += kept * gi[u].v[v] + ds * at.v[v] * m;
+          acc_att[v] += ds * m * l.v[v];
         }
-        if (ds_out && it.first) ds_out[eh[u]] = ds;
+        if (write_ds && it.first) b.scores_ds[eh[u]] = ds;
       }
     };
     for (long long window_begin = it.begin; window_begin < it.end;) {
@@ -340,38 +370,40 @@ __global__ void __launch_bounds__(kThreads)
       for (; k < window.end; ++k) entries(window, k, Int<1>{});
       window_begin = window.end;
     }
-    if (!it.has) return;
-    if (dxl) store_vec<T, VEC>(dxl + it.at(it.sums), to_vec(acc));
-    if (att_term) store_vec<T, VEC>(att_term + it.at(it.sums), to_vec(acc_att));
+    if (it.has && dxl) store_vec<T, VEC>(dxl + it.at(it.sums), to_vec(acc));
   });
+  const long long at_sum = g.sum_at(a.H, a.F);
+  if (att_sums && at_sum >= 0) store_vec<T, VEC>(att_sums + at_sum, to_vec(acc_att));
 }
 
 // Backward, the pass over the rows: one group per (segment of a row, block of heads), xr[i] in
 // registers. Per edge it reads ds[e,h] and the signs (the edge's, contiguous along the row) and
 // et[e]: t = ds att m gives d edge_term[e] = t and d xr[i] = the sum of t; the rows' part of d att
-// is the sum of ds m (xr[i] + et[e]). Row segments write by row, chunk segments partials (W, H, F)
-// summed by value_grad_merge_kernel. Any output may be null. Nothing is summed across lanes.
+// is the sum of ds m (xr[i] + et[e]). Row segments write d xr by row, chunk segments partials
+// (W, H, F) summed by value_grad_merge_kernel; d att's part goes to the group's row of att_sums
+// (HeadGroupLane). Any output may be null. Nothing is summed across lanes.
 template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads)
     gatv2_row_grad_kernel(Gatv2Args<T> a, Segments seg,
                           const T* __restrict__ ds,           // (E, H)
-                          const int32_t* __restrict__ signs,  // (E, H, Fw)
+                          const int32_t* __restrict__ signs,  // (E, words)
                           int G, int head_blocks,
                           T* __restrict__ dxr,       // (Nd, H, F) by row, (W, H, F) by chunk, or null
-                          T* __restrict__ att_term,  // as dxr
+                          T* __restrict__ att_sums,  // (R, H, F) or null
                           T* __restrict__ det)       // (E, H, F) or null
 {
-  const int Fw = sign_words(a.F);
-  for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
+  const HeadGroupLane<LH> g(G, VEC, head_blocks);
+  T acc_att[VEC] = {};  // over all the group's items
+  for_each_item(g, seg, a.H, a.F, [&](const LaneItem& it) {
     if (!it.has) return;
     const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
-    T acc_r[VEC] = {}, acc_att[VEC] = {};
+    const int q = sign_bit(it, a.P);
+    T acc_r[VEC] = {};
 #pragma unroll 4
     for (long long e = it.begin; e < it.end; ++e) {
-      const long long eh = it.head_at(e, a.H);
-      const T d = ds[eh];
-      const unsigned positive = lane_signs(signs, eh, Fw, it.c);
-      const Vec<T, VEC> q = a.et ? load_vec<T, VEC>(a.et + it.at(e)) : Vec<T, VEC>{};
+      const T d = ds[it.head_at(e, a.H)];
+      const unsigned positive = lane_signs(signs, e, a.words, q);
+      const Vec<T, VEC> x = a.et ? load_vec<T, VEC>(a.et + it.at(e)) : Vec<T, VEC>{};
       T t[VEC];
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
@@ -382,13 +414,14 @@ __global__ void __launch_bounds__(kThreads)
         // the sum (one rounding), and d xr alone had other bits than d xr beside d edge_term.
         t[k] = detail::mul_rn(d * at.v[k], m);
         acc_r[k] += t[k];
-        acc_att[k] += d * m * (r.v[k] + q.v[k]);
+        acc_att[k] += d * m * (r.v[k] + x.v[k]);
       }
       if (det) store_vec<T, VEC>(det + it.at(e), to_vec(t));
     }
     if (dxr) store_vec<T, VEC>(dxr + it.at(it.sums), to_vec(acc_r));
-    if (att_term) store_vec<T, VEC>(att_term + it.at(it.sums), to_vec(acc_att));
   });
+  const long long at_sum = g.sum_at(a.H, a.F);
+  if (att_sums && at_sum >= 0) store_vec<T, VEC>(att_sums + at_sum, to_vec(acc_att));
 }
 
 // The scores alone: one group per (row, block of heads), the head's first lane writes s[e,h];
@@ -397,14 +430,15 @@ template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads) gatv2_scores_kernel(Gatv2Args<T> a, Segments seg,
                                                                 const int32_t* __restrict__ src,  // (E,)
                                                                 int G, int head_blocks, SavedEdges<T> saved) {
-  for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
+  const HeadGroupLane<LH> g(G, VEC, head_blocks);
+  for_each_item(g, seg, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     for (long long e = it.begin; e < it.end; ++e) {
       const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
       T x[VEC];
       const T s = head_score<T, VEC, LH>(a, l, r, at, it, e, x);
       if (saved.signs)
-        save_edge<T, VEC, LH>(saved, it, e, a.H, a.F, s, x);
+        save_edge<T, VEC>(saved, a, it, G, e, s, x);
       else if (it.first)
         saved.scores[it.head_at(e, a.H)] = s;
     }
@@ -457,6 +491,8 @@ Gatv2Args<T> gatv2_args(const Tensor& xl, const Tensor& xr, const Tensor& att, d
           edge_term.defined() ? edge_term.data<T>() : nullptr,
           static_cast<int>(xl.size(1)),
           static_cast<int>(xl.size(2)),
+          static_cast<int>(gatv2_sign_head_bits(xl.size(2))),
+          static_cast<int>(gatv2_sign_words(xl.size(1), xl.size(2))),
           static_cast<T>(negative_slope),
           attn_dropout,
           drop_scale<T>(attn_dropout)};
@@ -569,16 +605,16 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
 }
 
 // D = G . out per (row, head); the forward's scores and signs (or computed here); then the walk
-// over the transposed graph for d xl, ds and the sources' part of d att, and the pass over the
-// rows for d xr, d edge_term and the rows' part of d att. d att is the sum of the two parts'
-// rows, (Ns + Nd, H, F), in a fixed two-stage reduction (sum_axis). Called with E > 0 and
-// H F > 0 (kernels:: sees to it).
+// over the transposed graph for d xl, ds (over the scores) and the sources' part of d att, and
+// the pass over the rows for d xr, d edge_term and the rows' part of d att. d att is the sum of
+// the launches' group sums (HeadGroupLane), (R, H, F), in a fixed two-stage reduction
+// (sum_axis). Called with E > 0 and H F > 0 (kernels:: sees to it).
 void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& args) {
   const Graph& graph = *args.graph;
   const Tensor &xl = args.xl, &lse = args.lse, &grad_out = args.grad_out;
   Tensor *grad_xl = args.grad_xl, *grad_xr = args.grad_xr, *grad_att = args.grad_att,
          *grad_edge_term = args.grad_edge_term;
-  const long long Nd = graph.num_dst_nodes(), Ns = graph.num_src_nodes(), E = graph.num_edges();
+  const long long Nd = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(xl.size(1)), F = static_cast<int>(xl.size(2));
   const char* op = "gatv2_attention_aggregate backward";
   dispatch_float(xl.dtype(), op, [&](auto zero) {
@@ -588,64 +624,69 @@ void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& args) 
         gatv2_args<T>(xl, args.xr, args.att, args.negative_slope, args.attn_dropout, args.edge_term);
     Tensor D = Tensor::empty({Nd, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 row dots");  // (Nd, H)
     head_rows_dot<T>(grad_out.data<T>(), args.out.data<T>(), D.data<T>(), Nd * H, F);
-    Tensor scores = args.scores, signs = args.signs;
+    Tensor scores = args.scores, signs = args.signs;  // scores: s, then ds
     if (!scores.defined()) {
       scores = Tensor::empty({E, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 scores");
-      signs = Tensor::empty({E, int64_t{H}, gatv2_sign_words(F)}, DType::i32, Device::cuda, "gatv2 signs");
+      signs = Tensor::empty({E, gatv2_sign_words(H, F)}, DType::i32, Device::cuda, "gatv2 signs");
       launch_scores<T>(op, graph, a, saved_edges<T>(&scores, &signs));
     }
     const GradArgs<T> b{lse.data<T>(), D.data<T>(), grad_out.data<T>(), scores.data<T>(),
                         signs.data<int32_t>()};
     const bool rows_needed = grad_xr || grad_att || grad_edge_term;
-    Tensor ds;  // (E, H), from the walk to the pass over the rows
-    if (rows_needed) ds = Tensor::empty({E, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 d scores");
-    Tensor att_terms;  // (Ns + Nd, H, F): each source's part of d att, then each row's
-    if (grad_att)
-      att_terms =
-          Tensor::empty({Ns + Nd, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att parts");
-    T* att_sources = grad_att ? att_terms.data<T>() : nullptr;
-    T* att_rows = grad_att ? att_sources + Ns * H * F : nullptr;
-    auto ptr = [](Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
     with_layout<T>(
-        op, H, F,
-        {a.xl, a.xr, a.att, a.et, b.grad_out, data(grad_xl), data(grad_xr), data(grad_edge_term), att_sources,
-         att_rows},
+        op, H, F, {a.xl, a.xr, a.att, a.et, b.grad_out, data(grad_xl), data(grad_xr), data(grad_edge_term)},
         [&](auto vec, auto lh, const HeadLayout& layout) {
           constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
-          // launch(segments, sum0, sum1) over the uncut rows of one direction (the transpose's or the
-          // graph's), writing two sums (N, H, F) by row (each may be null); then over the chunks of
-          // its long rows, into partials (W, H, F) merged in chunk order.
-          auto by_segments = [&](bool transposed, const std::array<T*, 2>& sums, auto launch) {
-            launch(uncut_rows_of(graph, transposed), sums[0], sums[1]);
-            if ((transposed ? graph.max_out_degree() : graph.max_in_degree()) <= graph.chunk_edges()) return;
-            const Segments chunks = chunks_of(graph, transposed);
-            Tensor part[2];
-            for (int k = 0; k < 2; ++k)
-              if (sums[k])
-                part[k] = Tensor::empty({chunks.count, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda,
-                                        "gatv2 chunk partials");
-            launch(chunks, ptr(part[0]), ptr(part[1]));
-            for (int k = 0; k < 2; ++k)
-              if (sums[k]) merge_chunk_sums<T, VEC>(chunk_rows(graph, transposed), part[k], sums[k], H, F);
+          // The launches: the walk's uncut sources, its long sources' chunks, then the same of the
+          // rows (when needed); each with its blocks and its first row of d att's group sums.
+          struct Launch {
+            bool transposed;
+            Segments seg;
+            unsigned blocks;
+            long long att_row;
           };
+          std::vector<Launch> launches;
+          long long att_rows = 0;
+          for (bool transposed : {true, false}) {
+            if (!transposed && !rows_needed) break;
+            std::vector<Segments> segs{uncut_rows_of(graph, transposed)};
+            if ((transposed ? graph.max_out_degree() : graph.max_in_degree()) > graph.chunk_edges())
+              segs.push_back(chunks_of(graph, transposed));
+            for (const Segments& seg : segs) {
+              const unsigned blocks = group_blocks(seg.count * layout.head_blocks, layout.G);
+              launches.push_back({transposed, seg, blocks, att_rows});
+              att_rows += partial_rows(blocks, layout.G, layout.head_blocks);
+            }
+          }
+          Tensor att_sums;  // (att_rows, H, F): each group's part of d att
+          if (grad_att)
+            att_sums = Tensor::empty({att_rows, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda,
+                                     "gatv2 d att group sums");
           const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
           const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,)
-          by_segments(true, {data(grad_xl), att_sources}, [&](const Segments& seg, T* dxl, T* att) {
-            gatv2_source_grad_kernel<T, VEC, LH>
-                <<<group_blocks(seg.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                    a, b, seg, t_dst, t_edge_id, layout.G, layout.head_blocks, dxl, att, ptr(ds));
-            CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel");
-          });
-          if (!rows_needed) return;
-          by_segments(false, {data(grad_xr), att_rows}, [&](const Segments& seg, T* dxr, T* att) {
-            gatv2_row_grad_kernel<T, VEC, LH>
-                <<<group_blocks(seg.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                    a, seg, ds.data<T>(), b.signs, layout.G, layout.head_blocks, dxr, att,
-                    data(grad_edge_term));
-            CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
-          });
+          for (const Launch& l : launches) {
+            T* att = grad_att ? att_sums.data<T>() + l.att_row * H * F : nullptr;
+            T* sum = data(l.transposed ? grad_xl : grad_xr);  // (N, H, F) or null
+            const bool chunks = l.seg.chunk_ptr != nullptr;
+            Tensor part;  // a chunk launch's partial sums (W, H, F)
+            if (chunks && sum)
+              part = Tensor::empty({l.seg.count, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda,
+                                   "gatv2 chunk partials");
+            T* out = chunks ? (sum ? part.data<T>() : nullptr) : sum;
+            if (l.transposed) {
+              gatv2_source_grad_kernel<T, VEC, LH><<<l.blocks, kThreads, 0, cuda::stream()>>>(
+                  a, b, l.seg, t_dst, t_edge_id, layout.G, layout.head_blocks, rows_needed, out, att);
+              CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel");
+            } else {
+              gatv2_row_grad_kernel<T, VEC, LH><<<l.blocks, kThreads, 0, cuda::stream()>>>(
+                  a, l.seg, b.scores_ds, b.signs, layout.G, layout.head_blocks, out, att,
+                  data(grad_edge_term));
+              CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
+            }
+            if (chunks && sum) merge_chunk_sums<T, VEC>(chunk_rows(graph, l.transposed), part, sum, H, F);
+          }
+          if (grad_att) sum_axis(att_sums, 1, att_rows, int64_t{H} * F, *grad_att);
         });
-    if (grad_att) sum_axis(att_terms, 1, Ns + Nd, int64_t{H} * F, *grad_att);
   });
 }
 
