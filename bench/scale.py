@@ -97,12 +97,13 @@ def step_bytes(n, e, f_in=32, heads=8, hidden=8, classes=8, elem=4, model="gat")
     (ELEMENT_BYTES; the indices stay 4 bytes).
 
     With model gatv2, the bytes of its kernels' passes instead (docs/kernels.md, "Bytes per edge"):
-    the forward reads per edge a source index and the source row and writes the score and the sign
-    words (H each); the backward walk reads the transposed entry, the destination's gradient row,
-    lse, D, the score and the signs, and writes ds, each of H values a random 32-byte sector at
-    least; the pass over the rows reads ds and the signs. Per node, beside the 12 passes: xr read
-    and out written by the forward; G and out read and D written for D; d xl and d xr written, xr
-    read again; d att's two terms written and read.
+    the forward reads per edge a source index and the source row and writes the score (H values)
+    and the packed sign words (ceil(H P / 32), P the power of two covering F); the backward walk
+    reads the transposed entry, the destination's gradient row, lse, D, the score and the signs,
+    and writes ds over the score, each a random 32-byte sector at least; the pass over the rows
+    reads ds and the signs. Per node, beside the 12 passes: xr read and out written by the
+    forward; G and out read and D written for D; d xl and d xr written, xr read again (d att's
+    sums are a row per group of lanes, not counted).
 
     Per layer (H heads of F features, D = H*F): the forward aggregate reads per edge a source
     index, el[j] and the source row (D values) and per node er, writes out and lse; the backward
@@ -114,11 +115,12 @@ def step_bytes(n, e, f_in=32, heads=8, hidden=8, classes=8, elem=4, model="gat")
         d = h * f
         if model == "gatv2":
             sector = lambda nbytes: max(32, nbytes)  # a random access
-            words = h * 4 * ((f + 31) // 32)  # an edge's sign words
+            p = 1 << max(0, f - 1).bit_length()  # a head's sign bits: the power of two covering f
+            words = 4 * ((h * p + 31) // 32)  # an edge's sign words, in bytes
             fwd = e * (4 + d * elem + h * elem + words) + n * (2 * d * elem + h * elem)
             walk = e * (8 + d * elem + 4 * sector(h * elem) + sector(words))  # lse, D, s, ds; signs
             rows = e * (h * elem + words)
-            return fwd + walk + rows + n * (9 * d * elem + h * elem), n * 12 * d * elem
+            return fwd + walk + rows + n * (7 * d * elem + h * elem), n * 12 * d * elem
         fwd = e * (4 + h * elem + d * elem) + n * (2 * h * elem + d * elem)
         bwd = e * (8 + 3 * h * elem + d * elem + 2 * h * elem) + n * (3 * d * elem + 2 * h * elem)
         return fwd + bwd, n * 12 * d * elem

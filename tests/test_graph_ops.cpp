@@ -1251,18 +1251,23 @@ TEST(Gatv2AttentionAggregate, WithoutEdgesOrFeaturesEverythingIsZero) {
 TEST_P(Gatv2AttentionAggregateOnDevice, GradientsMatchFiniteDifferencesOnAHubLongerThanAWarp) {
   // A row of 40 in-edges (longer than a warp's lanes and than the CUDA kernels' batches of 4
   // edges), sources of several out-edges, nodes without in-edges; one head and several; F = 5 (not
-  // a multiple of the vector width), 8, 40 (two words of signs per head) and 10 heads of 6 (on
-  // CUDA two blocks of heads per row, 8 bits of signs per head, 2 of them padding); without
-  // dropout and edge term, and with both.
+  // a multiple of the vector width), 8, and 40 (two words of signs per head); without dropout and
+  // edge term, and with both. Then 10 heads of 6 on the mixed graph (on CUDA two blocks of heads
+  // per row, whose groups write their own words of signs, 8 bits a head, 2 of them padding).
   std::mt19937_64 rng(46);
   const Graph g = hub_graph(40, 80, rng).to(device());
-  for (const auto& [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {4, 8}, {1, 40}, {10, 6}})
+  for (const auto& [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {4, 8}, {1, 40}})
     for (const auto& [key, edge_term] : {std::pair{DropoutKey{}, false}, std::pair{kDrop, true}})
       expect_gradients_match(
           "gatv2_attention_aggregate hub of 40 H=" + std::to_string(H) + " F=" + std::to_string(F) +
               " p=" + std::to_string(key.p),
           [&, key = key](const std::vector<Tensor>& in) { return gatv2(g, in, key); },
           gatv2_inputs(g, H, F, edge_term, rng, DType::f64, device()).list());
+  const Graph mixed = mixed_graph().to(device());
+  expect_gradients_match(
+      "gatv2_attention_aggregate mixed graph H=10 F=6",
+      [&](const std::vector<Tensor>& in) { return gatv2(mixed, in, kDrop); },
+      gatv2_inputs(mixed, 10, 6, true, rng, DType::f64, device()).list());
 }
 
 namespace {
@@ -2428,16 +2433,22 @@ TEST_F(CudaGatv2AttentionAggregate, MatchesCpu) {
 }
 
 TEST_F(CudaGatv2AttentionAggregate, MatchesCpuWithAHubOf100000Edges) {
-  // A row of 100,000 edges and long sources: rows and transposed rows cut into chunks.
+  // A row of 100,000 edges and long sources: rows and transposed rows cut into chunks. At 8 heads
+  // of 8 f32 features its 120,000 nodes take GAT's lane of a whole head (more (node, head) lanes
+  // than the device keeps resident), with and without the edge term.
   std::mt19937_64 rng(52);
   const Graph hub = random_graph(120000, 200000, 100000, rng);
   expect_gatv2_matches_cpu("hub graph", hub, 1, 4, true, kDrop, rng);
   expect_gatv2_matches_cpu("hub graph", hub, 8, 8, false, kDrop, rng);
+  expect_gatv2_matches_cpu("hub graph", hub, 8, 8, true, DropoutKey{}, rng, {DType::f32});
 }
 
 TEST_F(CudaGatv2AttentionAggregate, RunsAndSingleGradientsAreBitwiseIdentical) {
+  // 8 heads of 8 on 60,000 nodes: 480,000 (node, head) lanes, more than an H100 or H200 keeps
+  // resident, so the kernels take GAT's lane of a whole head (with_gather_vec); a hub of 5,000
+  // edges each way (chunks).
   std::mt19937_64 rng(54);
-  const Graph g = random_graph(20000, 200000, 5000, rng).to(Device::cuda);
+  const Graph g = random_graph(60000, 600000, 5000, rng).to(Device::cuda);
   const Gatv2Inputs in = gatv2_inputs(g, 8, 8, true, rng, DType::f32, Device::cuda);
   const Tensor go = random_tensor({g.num_nodes(), 8, 8}, rng, -1, 1, DType::f32, Device::cuda);
   const std::vector<Tensor> a = run_gatv2(g, in, go, kDrop), b = run_gatv2(g, in, go, kDrop);

@@ -23,8 +23,11 @@ namespace {
 using namespace attention;
 
 // Edges (forward) and transposed entries (the backward's walk) whose loads are issued together,
-// as GAT's kernels do (kUnroll, kUnrollBackward in csr_softmax_aggregate_kernels.cuh).
+// as GAT's kernels do (kUnroll, kUnrollBackward, kUnrollOf in csr_softmax_aggregate_kernels.cuh):
+// half as many for a lane of 8 values, which keeps as many bytes in flight.
 constexpr int kBatch = 4;
+template <int VEC>
+constexpr int kBatchOf = VEC > 4 ? kBatch / 2 : kBatch;
 
 // The op's inputs as the kernels read them.
 template <class T>
@@ -277,7 +280,7 @@ __global__ void __launch_bounds__(kThreads)
     for (long long window_begin = it.begin; window_begin < it.end;) {
       const ConsecutiveEdges window(keep, window_begin, it.end, a.H, it.first_head, it.last_head);
       long long e = window.begin;
-      for (; e + kBatch <= window.end; e += kBatch) edges(window, e, Int<kBatch>{});
+      for (; e + kBatchOf<VEC> <= window.end; e += kBatchOf<VEC>) edges(window, e, Int<kBatchOf<VEC>>{});
       for (; e < window.end; ++e) edges(window, e, Int<1>{});
       window_begin = window.end;
     }
@@ -324,6 +327,9 @@ __global__ void __launch_bounds__(kThreads)
   for_each_item(g, seg, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     const int q = sign_bit(it, a.P);
+    // Lanes that read s[e,h] besides the one that overwrites it: the head's others, and those of
+    // a block's heads past H (they take head H - 1).
+    const bool shared_scores = LH > 1 || it.last_head - it.first_head + 1 < G / LH;
     T acc[VEC] = {};
     // Entries [k, k + U) of the window: their loads issued together, then added in order.
     auto entries = [&](const ScatteredEdges& window, long long k, auto count) {
@@ -346,8 +352,8 @@ __global__ void __launch_bounds__(kThreads)
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) dot[u] = warps::group_sum<LH>(dot_part(gi[u], l));
-      // Every lane of the head has read s[e,h] before its first lane overwrites it.
-      if (LH > 1 && write_ds) __syncwarp(aligned_lanes(LH));
+      // Every lane has read s[e,h] before the head's first lane overwrites it.
+      if (write_ds && shared_scores) __syncwarp(aligned_lanes(G));
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const T w = exp(s[u] - lse[u]);
@@ -366,7 +372,7 @@ __global__ void __launch_bounds__(kThreads)
     for (long long window_begin = it.begin; window_begin < it.end;) {
       const ScatteredEdges window(keep, t_edge_id, window_begin, it.end, a.H, it.first_head, it.last_head);
       long long k = window.begin;
-      for (; k + kBatch <= window.end; k += kBatch) entries(window, k, Int<kBatch>{});
+      for (; k + kBatchOf<VEC> <= window.end; k += kBatchOf<VEC>) entries(window, k, Int<kBatchOf<VEC>>{});
       for (; k < window.end; ++k) entries(window, k, Int<1>{});
       window_begin = window.end;
     }
@@ -498,12 +504,19 @@ Gatv2Args<T> gatv2_args(const Tensor& xl, const Tensor& xr, const Tensor& att, d
           drop_scale<T>(attn_dropout)};
 }
 
-// Runs f(Int<VEC>{}, Int<LH>{}, layout) for the op's vector width and lanes per head.
+// Runs f(Int<VEC>{}, Int<LH>{}, layout) for the op's vector width and lanes per head: GAT's
+// choice (with_gather_vec, for `rows` rows of a launch), so that at 8 heads of 8 f32 features on
+// a large graph a lane holds a whole head (LH = 1): the score, da and the dropout decisions cost
+// no butterfly, and a warp walks 4 rows, not 2.
 template <class T, class Fn>
-void with_layout(const char* op, int H, int F, std::initializer_list<const void*> ptrs, Fn&& f) {
-  with_vec<T>(F, ptrs, [&](auto vec) {
+void with_layout(const char* op, long long rows, int H, int F, std::initializer_list<const void*> ptrs,
+                 Fn&& f) {
+  with_gather_vec<T>(rows, H, F, ptrs, [&](auto vec) {
     const HeadLayout layout(op, H, F, decltype(vec)::value);
-    with_group(layout.LH, [&](auto lh) { f(vec, lh, layout); });
+    if constexpr (decltype(vec)::value == 8)
+      f(vec, Int<1>{}, layout);  // F = 8
+    else
+      with_group(layout.LH, [&](auto lh) { f(vec, lh, layout); });
   });
 }
 
@@ -530,13 +543,17 @@ SavedEdges<T> saved_edges(Tensor* scores, Tensor* signs) {
 // over all rows in index order. Called with E > 0, H > 0 and F > 0.
 template <class T>
 void launch_scores(const char* op, const Graph& graph, const Gatv2Args<T>& a, const SavedEdges<T>& saved) {
-  with_layout<T>(op, a.H, a.F, {a.xl, a.xr, a.att, a.et}, [&](auto vec, auto lh, const HeadLayout& layout) {
-    constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
-    gatv2_scores_kernel<T, VEC, LH>
-        <<<group_blocks(graph.num_dst_nodes() * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-            a, all_rows_of(graph), graph.edge_src().data<int32_t>(), layout.G, layout.head_blocks, saved);
-    CUDA_CHECK_LAUNCH("gatv2_scores_kernel");
-  });
+  // The forward's choice of layout (the same rows and inputs; the out that the op allocates is
+  // as aligned), so the forward's bits.
+  with_layout<T>(op, graph.num_dst_nodes(), a.H, a.F, {a.xl, a.xr, a.att, a.et},
+                 [&](auto vec, auto lh, const HeadLayout& layout) {
+                   constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
+                   gatv2_scores_kernel<T, VEC, LH>
+                       <<<group_blocks(graph.num_dst_nodes() * layout.head_blocks, layout.G), kThreads, 0,
+                          cuda::stream()>>>(a, all_rows_of(graph), graph.edge_src().data<int32_t>(), layout.G,
+                                            layout.head_blocks, saved);
+                   CUDA_CHECK_LAUNCH("gatv2_scores_kernel");
+                 });
 }
 
 }  // namespace
@@ -567,7 +584,8 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
     const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, args.negative_slope, args.attn_dropout, edge_term);
     const SavedEdges<T> saved = saved_edges<T>(args.scores, args.signs);
     with_layout<T>(
-        op, H, F, {a.xl, a.xr, a.att, a.et, out.data<T>()}, [&](auto vec, auto lh, const HeadLayout& layout) {
+        op, Nd, H, F, {a.xl, a.xr, a.att, a.et, out.data<T>()},
+        [&](auto vec, auto lh, const HeadLayout& layout) {
           constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
           const int chunk = graph.chunk_edges();
           const bool split = graph.max_in_degree() > chunk;
@@ -634,7 +652,8 @@ void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& args) 
                         signs.data<int32_t>()};
     const bool rows_needed = grad_xr || grad_att || grad_edge_term;
     with_layout<T>(
-        op, H, F, {a.xl, a.xr, a.att, a.et, b.grad_out, data(grad_xl), data(grad_xr), data(grad_edge_term)},
+        op, graph.num_src_nodes(), H, F,
+        {a.xl, a.xr, a.att, a.et, b.grad_out, data(grad_xl), data(grad_xr), data(grad_edge_term)},
         [&](auto vec, auto lh, const HeadLayout& layout) {
           constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
           // The launches: the walk's uncut sources, its long sources' chunks, then the same of the
