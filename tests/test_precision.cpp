@@ -470,8 +470,10 @@ GAT_INSTANTIATE_DEVICE_TESTS(GatTrainBf16);
 // On CUDA, csr_softmax_aggregate and gat_attention_aggregate read and write bf16 rows themselves:
 // every sum in f32, lse and pos_weight kept in f32, each stored value rounded once. The CPU's bf16
 // (the f32 op on the bf16 values, rounded once) is their reference. They differ by the order of the
-// f32 sums, and by what the device rounds on the way: it keeps its output (and the positive sums)
-// in bf16 and takes D = G.out from that. The stated tolerances:
+// f32 sums, and by what the device rounds on the way: it stores the activation's input gradient
+// (grad_pre) in bf16 for its walk over the edges. Its D = G.out and d er are exact in f32 as the
+// CPU's are: it keeps out's rounding error beside out, and the positive sums less pos_weight out
+// formed in f32 (docs/precision.md). The stated tolerances:
 //  - out and d node_value (sums of rows, rounded once): every row within kDeviceRowUlps bf16 ulps
 //    of its largest element;
 //  - the scores' gradients (d edge_scores, d el, d er, d edge_term; through D): within
@@ -480,6 +482,11 @@ GAT_INSTANTIATE_DEVICE_TESTS(GatTrainBf16);
 //  - two runs: the same bits.
 constexpr double kBf16Ulp = 1.0 / 128;  // of a bf16 in [1, 2): 7 stored significand bits
 constexpr double kDeviceRowUlps = 2, kDeviceScoreUlps = 4;
+// With the output activation, d node_value sums grad_pre, which the device stores in bf16 and the
+// CPU keeps in f32: that rounding alone moves d node_value by up to 3.00 ulps of its row on these
+// graphs (the CPU's f32 maths with grad_pre rounded to bf16 and not; the scores' gradients by at
+// most 1.00 ulp of their largest). So such a row allows 2 ulps more.
+constexpr double kDeviceActivationRowUlps = kDeviceRowUlps + 2;
 
 // The largest of |got - want| over each row (the first dimension) within `ulps` bf16 ulps of the
 // row's largest |want|, ulp(x) = 2^(floor(log2 x) - 7).
@@ -516,6 +523,7 @@ void expect_within_ulps_of_largest(const Tensor& got, const Tensor& want, double
 struct Bf16AttentionRow {
   Bf16Row op;
   std::vector<bool> row_gradient;
+  double row_ulps = kDeviceRowUlps;  // of the row gradients
 };
 
 std::vector<Bf16AttentionRow> attention_rows(const Graph& g, int64_t H, int64_t F) {
@@ -533,13 +541,21 @@ std::vector<Bf16AttentionRow> attention_rows(const Graph& g, int64_t H, int64_t 
         {{N, H}, {N, H}, {N, H, F}},
         {true, true, true}},
        {false, false, true}},
+      {{"gat_attention_aggregate with bias",
+        [=](const Inputs& in) {
+          return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, Tensor(), in[3]);
+        },
+        {{N, H}, {N, H}, {N, H, F}, {H, F}},
+        {true, true, true, false}},
+       {false, false, true, false}},
       {{"gat_attention_aggregate with edge term, bias and ELU",
         [=](const Inputs& in) {
           return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, in[3], in[4], elu_out);
         },
         {{N, H}, {N, H}, {N, H, F}, {E, H}, {H, F}},
         {true, true, true, true, false}},
-       {false, false, true, false, false}},
+       {false, false, true, false, false},
+       kDeviceActivationRowUlps},
   };
 }
 
@@ -579,7 +595,7 @@ TEST_F(CudaBf16Attention, MatchesTheCpuReferenceAndF32AndRepeatsBitForBit) {
           ASSERT_TRUE(cuda.grads[k].defined()) << what;
           EXPECT_EQ(cuda.grads[k].dtype(), cuda_inputs[k].dtype()) << what;
           if (row_gradient[k])
-            expect_rows_within_ulps(cuda.grads[k], cpu.grads[k], kDeviceRowUlps, what);
+            expect_rows_within_ulps(cuda.grads[k], cpu.grads[k], on_cpu[r].row_ulps, what);
           else
             expect_within_ulps_of_largest(cuda.grads[k], cpu.grads[k], kDeviceScoreUlps, what);
           EXPECT_LE(norm_error(cuda.grads[k], f32.grads[k]), kBf16GradientTolerance)

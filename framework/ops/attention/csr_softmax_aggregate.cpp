@@ -497,6 +497,7 @@ struct GatSaved {
   DropoutKey attn_dropout;
   OutputActivation activation;
   std::shared_ptr<KeptDecisions> kept;  // CPU, or null
+  Tensor out_low;                       // bf16 rows in training (CUDA), or undefined
 };
 struct GatGrads {
   Tensor el, er, edge_term, value, bias;
@@ -542,7 +543,8 @@ void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, c
 // then the tensor returned and the one kept. keep_positive: CUDA's positive sums for d er (the header); the
 // CPU backward, the reference the CUDA tests compare against, sums d er over the edges, and evaluation needs
 // no gradient. source_rows: node_value and el packed for the CUDA forward, or undefined. need_grad:
-// the op's backward will run (the CPU then keeps its dropout decisions for it). Returns out, not
+// the op's backward will run (the CPU then keeps its dropout decisions for it; bf16 rows, which
+// only CUDA takes here, then keep out's rounding error, out_low). Returns out, not
 // detached (the op records it); the saved tensors in `saved`.
 Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
                    const Tensor& node_value, double negative_slope, const DropoutKey& attn_dropout,
@@ -566,13 +568,18 @@ Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const T
   forward.pos_out = keep_positive ? &pos_out : nullptr;
   forward.pos_weight = keep_positive ? &pos_weight : nullptr;
   forward.source_rows = source_rows;
+  Tensor out_low;
+  if (need_grad && node_value.dtype() == DType::bf16) {
+    out_low = Tensor::empty({Nd, H, F}, DType::bf16, node_value.device(), "gat_attention_aggregate out_low");
+    forward.out_low = &out_low;
+  }
   auto kept = need_grad && !node_value.is_cuda() ? std::make_shared<KeptDecisions>() : nullptr;
   forward.kept = kept.get();
   kernels::gat_attention_aggregate_forward(forward);
   auto detached = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
   saved = {graph,          el.detach(), er.detach(), detached(edge_term), node_value.detach(), out.detach(),
            detached(bias), lse,         pos_out,     pos_weight,          negative_slope,      attn_dropout,
-           activation,     kept};
+           activation,     kept,        out_low};
   return out;
 }
 
@@ -601,9 +608,9 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
   // them (for d er) before it writes d node_value, and nothing else holds them.
   if (need_value) d.value = reuse(s.pos_out, s.value, "d node_value");
   // The gradient of out + bias, before the activation (grad_out itself without one).
-  Tensor grad_pre = s.activation.elu
-                        ? Tensor::empty(s.out.shape(), s.out.dtype(), s.out.device(), "d activation input")
-                        : grad_out;
+  // It takes out_low's storage where there is one: the backward reads out_low[n] before it writes
+  // grad_pre[n], in the same thread, and reads it nowhere else.
+  Tensor grad_pre = s.activation.elu ? reuse(s.out_low, s.out, "d activation input") : grad_out;
   if (need_bias) d.bias = Tensor::empty(s.bias.shape(), s.bias.dtype(), s.bias.device(), "d bias");
   Tensor bias_partials;
   GatAttentionBackwardArgs backward{{&s.graph, s.el, s.er, s.edge_term, s.value, s.negative_slope,
@@ -612,6 +619,7 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
   backward.lse = s.lse;
   backward.pos_out = s.pos_out;
   backward.pos_weight = s.pos_weight;
+  backward.out_low = s.out_low;
   backward.grad_out = grad_out;
   backward.grad_el = need_el ? &d.el : nullptr;
   backward.grad_er = need_er ? &d.er : nullptr;

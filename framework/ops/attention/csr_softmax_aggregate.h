@@ -190,11 +190,15 @@ struct GatAttentionInputs {
 // LeakyReLU argument x[e,h] = el[src(e),h] + er[i,h] (+ edge_term[e,h]) is positive,
 //   pos_out[i,h,:] = sum a~[e,h] node_value[src(e),h,:]    and    pos_weight[i,h] = sum a[e,h];
 // zero for a row without edges, and pos_weight zero when F = 0. pos_out never has out_bias added.
+// bf16 rows (CUDA) keep what the backward needs in f32 without an f32 copy of out (docs/precision.md):
+// pos_out then holds pos_out - pos_weight out (out without bias and activation), formed in f32,
+// and out_low, when given, out's rounding error: each value of out in f32 less out itself.
 struct GatAttentionForwardArgs : GatAttentionInputs {
   Tensor* out = nullptr;         // (N, H, F)
   Tensor* lse = nullptr;         // (N, H), f32 for bf16 rows; -inf for a row with no edges
   Tensor* pos_out = nullptr;     // (N, H, F) or null
   Tensor* pos_weight = nullptr;  // (N, H) or null, f32 for bf16 rows
+  Tensor* out_low = nullptr;     // (N, H, F) or null; bf16 rows only (CUDA)
   // (Ns, kPackedRow) or undefined for none; CUDA only, H F + H <= kPackedRow: row j starts with
   // node_value[j,:,:] then el[j,:], the same numbers as those tensors, and the forward reads them
   // there: one 64-byte access an edge where the two tensors cost two.
@@ -210,7 +214,9 @@ GAT_DECLARE_KERNEL(gat_attention_aggregate_forward, GatAttentionForwardArgs)
 // a row sum to 0): CUDA computes grad_er so, per (node, head), and needs pos_out and pos_weight
 // from the forward for it (heads of at most 32 vectors; wider ones, and the CPU, sum grad_er over
 // the edges and read neither, which may be undefined there). grad_value may be pos_out's storage:
-// pos_out is read first.
+// pos_out is read first. For bf16 rows D is taken from out + out_low (out alone where out_low is
+// undefined) and grad_er = (1 - negative_slope) grad_out[i,h,:] . pos_out[i,h,:], pos_out being
+// the forward's difference.
 // grad_bias (null to skip): H F values, d out_bias: the column sums over the N rows of the
 // gradient of out + out_bias (grad_pre, or grad_out without an activation), zero for N = 0. CUDA
 // sums them in head_rows_dot's pass where the heads allow (bias_in_rows), all in double either
@@ -222,6 +228,7 @@ struct GatAttentionBackwardArgs : GatAttentionInputs {
   Tensor lse{};                      // (N, H), the forward's
   Tensor pos_out{};                  // (N, H, F), the forward's, or undefined (see above)
   Tensor pos_weight{};               // (N, H), the forward's, or undefined (see above)
+  Tensor out_low{};                  // (N, H, F), the forward's (bf16 rows), or undefined
   Tensor grad_out{};                 // (N, H, F)
   Tensor* grad_el = nullptr;         // (Ns, H) or null
   Tensor* grad_er = nullptr;         // (N, H) or null

@@ -62,6 +62,21 @@ __device__ __forceinline__ S narrow(Compute<S> x) {
     return x;
 }
 
+// bf16 rows only: the rounding error of GAT's bf16 output, out_low = out_f32 - out (each value
+// the f32 result less its bf16 rounding), itself in bf16 (N, H, F). The backward reads out +
+// out_low, the f32 output to about 2^-17 of each value: its D = G . out and the activation's
+// gradient are then those of the f32 output, where the rounded output alone put a bf16 rounding
+// into d el, d er and d edge_term (docs/precision.md). An empty base for f32 and f64, whose
+// output is exact in its own type: their structs, and so their kernels' parameters, are unchanged.
+template <class S>
+struct OutputLow {};
+template <>
+struct OutputLow<bf16> {
+  bf16* out_low = nullptr;  // (N, H, F) or null
+};
+template <class S>
+constexpr bool kHasOutputLow = std::is_same_v<S, bf16>;
+
 // VEC bf16 as one unsigned access: 8 in 16 bytes (twice the values of a float4), 4 in 8, 2 in 4.
 template <int VEC>
 using Bf16Word = std::conditional_t<VEC == 8, uint4, std::conditional_t<VEC == 4, uint2, unsigned>>;
@@ -104,6 +119,15 @@ __device__ __forceinline__ void store_row(S* p, const Vec<Compute<S>, VEC>& x) {
     memcpy(&word, u, sizeof word);
     *reinterpret_cast<Bf16Word<VEC>*>(p) = word;
   }
+}
+
+// x less its rounding to S, the part of x that storing it in S loses (zero for f32 and f64).
+template <class S, int VEC>
+__device__ __forceinline__ Vec<Compute<S>, VEC> rounding_error(const Vec<Compute<S>, VEC>& x) {
+  Vec<Compute<S>, VEC> r;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) r.v[k] = x.v[k] - widen(narrow<S>(x.v[k]));
+  return r;
 }
 
 template <class T, int VEC>
@@ -351,11 +375,13 @@ struct OutputEpilogue {
 };
 
 // x[i, h, c..c+VEC) = acc * inv of a (N, H, F) tensor x, through `epilogue` when given (c the
-// column in the row's H F).
+// column in the row's H F); with `low` (bf16 only) also what rounding to bf16 lost there
+// (OutputLow).
 template <class S, int VEC>
 __device__ __forceinline__ void store_scaled(S* __restrict__ x, long long i, int H, int F, int h, int c,
                                              const Compute<S> (&acc)[VEC], Compute<S> inv,
-                                             const OutputEpilogue<Compute<S>>* epilogue = nullptr) {
+                                             const OutputEpilogue<Compute<S>>* epilogue = nullptr,
+                                             const OutputLow<S>& low = {}) {
   using T = Compute<S>;
   Vec<T, VEC> o;
 #pragma unroll
@@ -363,42 +389,56 @@ __device__ __forceinline__ void store_scaled(S* __restrict__ x, long long i, int
   const long long n = (i * H + h) * F + (c - h * F);
   if (epilogue) epilogue->template apply<VEC>(o, c, n);
   store_row<S, VEC>(x + n, o);
+  if constexpr (kHasOutputLow<S>)
+    if (low.out_low) store_row<S, VEC>(low.out_low + n, rounding_error<S, VEC>(o));
 }
 
 // Writes out[i, h, c..c+VEC) = acc / z through the epilogue (bias, activation) and (from the
 // head's first lane) lse[i,h] = m + log z; zeros (then the epilogue) and -inf for an empty row
-// (z = 0).
+// (z = 0). With low.out_low (bf16) also out's rounding error.
 template <class S, int VEC>
 __device__ __forceinline__ void write_row(S* __restrict__ out,           // (N, H, F)
                                           Compute<S>* __restrict__ lse,  // (N, H)
                                           long long i, int H, int F, int h, int c, Compute<S> m, Compute<S> z,
                                           const Compute<S> (&acc)[VEC],
-                                          const OutputEpilogue<Compute<S>>& epilogue = {}) {
+                                          const OutputEpilogue<Compute<S>>& epilogue = {},
+                                          const OutputLow<S>& low = {}) {
   using T = Compute<S>;
-  store_scaled<S, VEC>(out, i, H, F, h, c, acc, inverse_of_sum(z), &epilogue);
+  store_scaled<S, VEC>(out, i, H, F, h, c, acc, inverse_of_sum(z), &epilogue, low);
   if (c % F == 0) lse[i * H + h] = z > T(0) ? m + log(z) : -INFINITY;
 }
 
 // Where GAT's training forward writes the sums over the positive edges (OnlineState's kPositive)
 // and, for rows cut into chunks, their chunk partials; all null when they are not asked. S is
-// pos_out's dtype, the rest Compute<S>.
+// pos_out's dtype, the rest Compute<S>. For bf16 rows pos_out holds the difference that d er
+// takes, pos_out - pos_weight out = (acc_pos - (z_pos / z) acc) / z, formed in f32 before it is
+// rounded (RowDer), and out_low (OutputLow, its base) out's rounding error: what the backward
+// needs of out beside the bf16 output, whose rounding would otherwise reach d er whole.
 template <class S, class T = Compute<S>>
-struct PositiveParts {
-  S* out = nullptr;       // (N, H, F) pos_out = acc_pos / z
+struct PositiveParts : OutputLow<S> {
+  S* out = nullptr;       // (N, H, F) pos_out = acc_pos / z (bf16: less pos_weight out)
   T* weight = nullptr;    // (N, H)    pos_weight = z_pos / z
   T* part_z = nullptr;    // (W, H)    z_pos of each chunk
   T* part_acc = nullptr;  // (W, H, F) acc_pos of each chunk
 };
 
-// Writes pos_out[i, h, c..c+VEC) = acc_pos / z and (from the head's first lane) pos_weight[i,h] =
-// z_pos / z; zeros for an empty row.
+// Writes pos_out[i, h, c..c+VEC) = acc_pos / z (bf16: less pos_weight acc / z, PositiveParts)
+// and (from the head's first lane) pos_weight[i,h] = z_pos / z; zeros for an empty row.
 template <class S, int VEC>
 __device__ __forceinline__ void write_positive_row(const PositiveParts<S>& pos, long long i, int H, int F,
                                                    int h, int c, Compute<S> z, Compute<S> z_pos,
-                                                   const Compute<S> (&acc_pos)[VEC]) {
+                                                   const Compute<S> (&acc_pos)[VEC],
+                                                   const Compute<S> (&acc)[VEC]) {
   using T = Compute<S>;
   const T inv = inverse_of_sum(z);
-  store_scaled<S, VEC>(pos.out, i, H, F, h, c, acc_pos, inv);
+  if constexpr (kHasOutputLow<S>) {
+    T difference[VEC];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) difference[k] = acc_pos[k] - z_pos * inv * acc[k];
+    store_scaled<S, VEC>(pos.out, i, H, F, h, c, difference, inv);
+  } else {
+    store_scaled<S, VEC>(pos.out, i, H, F, h, c, acc_pos, inv);
+  }
   if (c % F == 0) pos.weight[i * H + h] = z_pos * inv;
 }
 
@@ -480,8 +520,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < VEC; ++k) acc_pos[k] += a_pos.v[k] * r;
     }
-    write_row<S, VEC>(out, lse, i, H, F, h, c, m, z, acc, epilogue);
-    if (positive) write_positive_row<S, VEC>(pos, i, H, F, h, c, z, z_pos, acc_pos);
+    write_row<S, VEC>(out, lse, i, H, F, h, c, m, z, acc, epilogue, pos);
+    if (positive) write_positive_row<S, VEC>(pos, i, H, F, h, c, z, z_pos, acc_pos, acc);
   }
 }
 
@@ -525,10 +565,13 @@ __global__ void __launch_bounds__(kThreads)
 
 // GAT's d er from the forward's positive sums (docs/kernels.md): with D = G.out,
 //   d er[i,h] = (1 - negative_slope) (G[i,h,:].pos_out[i,h,:] - D[i,h] pos_weight[i,h]).
+// For bf16 rows pos_out holds pos_out - pos_weight out already (PositiveParts), so that
+//   d er[i,h] = (1 - negative_slope) G[i,h,:].pos_out[i,h,:],
+// the two nearly equal terms having been taken apart in f32 by the forward; pos_weight is unused.
 template <class S, class T = Compute<S>>
 struct RowDer {
   const S* pos_out;     // (N, H, F)
-  const T* pos_weight;  // (N, H)
+  const T* pos_weight;  // (N, H) (not read for bf16)
   S* der;               // (N, H)
   T one_minus_slope;
 };
@@ -538,9 +581,10 @@ struct RowDer {
 // single head, three DRAM accesses at 8 heads); head_rows_dot_kernel packs them into one row of
 // `stride` values per node instead: er at offset lead, lse at lead + H, D at lead + 2H, and with
 // lead = H F the node's gradient row G[i] (H, F) before them.
-// The rows are Compute<S>: er widened, and G[i] only where S is (lead is 0 for bf16).
+// The rows are Compute<S>: er widened, and G[i] only where S is (lead is 0 for bf16). For bf16
+// rows out_low (OutputLow, the base), when set, is added to out as it is read.
 template <class S, class T = Compute<S>>
-struct RowPack {
+struct RowPack : OutputLow<S> {
   const S* er;   // (N, H)
   const T* lse;  // (N, H)
   T* rows;       // (N, stride), or null: D goes to its own (N, H)
@@ -571,7 +615,9 @@ struct RowActivation {
 // The dots are summed in double: d er is a difference of two nearly equal terms where most of a
 // row's weight sits on edges of positive argument, and a product of two floats is exact in
 // double, so only the roundings of out and pos_out themselves reach it (the f32 sums lost up to
-// 1.6e-5 of d er's largest value against the CPU's edge sums on a small graph).
+// 1.6e-5 of d er's largest value against the CPU's edge sums on a small graph). bf16 rounds far
+// more: there out + out_low is read (`pack`, OutputLow) and pos_out holds the forward's f32
+// difference (RowDer), so that no bf16 rounding of out or pos_out reaches D or d er.
 // With bias_partial the kernel also sums G (after the activation's backward: the gradient of out
 // plus the bias) over its rows, for d bias, which then needs no pass over the (N, H F) gradient
 // of its own (0.3 ms at 100M edges): thread j adds its rows into its own column of bias_slots (its
@@ -605,6 +651,13 @@ __global__ void __launch_bounds__(kThreads, 4)
     for (int f = 0; f < F; f += VEC) {
       const long long n = t * F + f;  // out's flat index
       Vec<T, VEC> grad = load_row<S, VEC>(G + n), value = load_row<S, VEC>(out + n);
+      if constexpr (kHasOutputLow<S>) {
+        if (pack.out_low) {
+          const Vec<T, VEC> low = load_row<S, VEC>(pack.out_low + n);
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) value.v[k] += low.v[k];
+        }
+      }
       if (act.grad_pre) {
         const unsigned kept =
             act.key.active() ? act.key.keep4(static_cast<uint64_t>(n >> 2)) >> (n & 3) : 0xFu;
@@ -620,6 +673,14 @@ __global__ void __launch_bounds__(kThreads, 4)
 #pragma unroll
         for (int k = 0; k < VEC; ++k)
           bias_slots[(f + k) * blockDim.x + threadIdx.x] += static_cast<double>(grad.v[k]);
+      if constexpr (kHasOutputLow<S>) {
+        // The dots take the gradient that the walk reads, grad_pre rounded to bf16: D is then
+        // the row's sum of a da, as the walk's da - D needs (an f32 D beside a rounded da left
+        // the rounding of grad_pre in their difference).
+        if (act.grad_pre)
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) grad.v[k] = widen(narrow<S>(grad.v[k]));
+      }
       Vec<T, VEC> pos_value{};
       if (der.der) pos_value = load_row<S, VEC>(der.pos_out + n);
 #pragma unroll
@@ -636,9 +697,13 @@ __global__ void __launch_bounds__(kThreads, 4)
     } else {
       D[t] = static_cast<T>(acc);
     }
-    if (der.der)
-      der.der[t] = narrow<S>(static_cast<T>(static_cast<double>(der.one_minus_slope) *
-                                            (acc_pos - acc * static_cast<double>(der.pos_weight[t]))));
+    if (der.der) {
+      if constexpr (kHasOutputLow<S>)  // pos_out already less pos_weight out (RowDer)
+        der.der[t] = narrow<S>(static_cast<T>(static_cast<double>(der.one_minus_slope) * acc_pos));
+      else
+        der.der[t] = narrow<S>(static_cast<T>(static_cast<double>(der.one_minus_slope) *
+                                              (acc_pos - acc * static_cast<double>(der.pos_weight[t]))));
+    }
   }
   if (bias_partial) {
     // Column c = (h, f) of the block's row of bias_partial adds the slots of head h's threads,
@@ -749,7 +814,9 @@ void head_rows_dot(const S* G, const S* out, Compute<S>* D, long long NH, int F,
                    RowActivation<S> act = {}, Tensor* bias_partials = nullptr) {
   const bool with_bias = bias_partials != nullptr;
   if (with_bias) GAT_CHECK(bias_in_rows(H, F), "head_rows_dot: d bias of ", H, " heads of ", F, " features");
-  with_vec<S, 4>(F, {G, out, der.pos_out, out_bias, pack.rows, act.grad_pre}, [&](auto vec) {
+  const void* out_low = nullptr;
+  if constexpr (kHasOutputLow<S>) out_low = pack.out_low;
+  with_vec<S, 4>(F, {G, out, out_low, der.pos_out, out_bias, pack.rows, act.grad_pre}, [&](auto vec) {
     const auto kernel = head_rows_dot_kernel<S, decltype(vec)::value>;
     long long blocks = warps::warp_blocks((NH + kWarp - 1) / kWarp);
     const size_t slot_bytes = with_bias ? sizeof(double) * kThreads * F : 0;

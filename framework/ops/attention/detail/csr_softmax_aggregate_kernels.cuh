@@ -233,8 +233,9 @@ __global__ void __launch_bounds__(kThreads)
     gather_softmax<S, VEC, kPositive>(src, scores.row(i, t.h), V, begin, end, H, v_stride, t.h, t.c, t.h0,
                                       t.h1, keep, scale, st);
     if (!t.writes) continue;
-    write_row<S, VEC>(out, lse, i, H, F, t.h, t.c, st.m, st.z, st.acc, epilogue);
-    if constexpr (kPositive) write_positive_row<S, VEC>(pos, i, H, F, t.h, t.c, st.z, st.z_pos, st.acc_pos);
+    write_row<S, VEC>(out, lse, i, H, F, t.h, t.c, st.m, st.z, st.acc, epilogue, pos);
+    if constexpr (kPositive)
+      write_positive_row<S, VEC>(pos, i, H, F, t.h, t.c, st.z, st.z_pos, st.acc_pos, st.acc);
   }
 }
 
@@ -623,11 +624,12 @@ __global__ void __launch_bounds__(kThreads)
 // sums over the edges whose LeakyReLU argument is positive. The values are read from source_rows (Ns,
 // kPackedRow) when given (GatScores' el then points into them too), else from node_value. S is the
 // dtype of the rows (node_value, out, pos_out); lse, pos_weight and the partials are Compute<S>.
+// out_low (bf16 only, OutputLow): out's rounding error, or null.
 template <class S, bool kPositive, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
                        Tensor* pos_weight = nullptr, const OutputEpilogue<Compute<S>>& epilogue = {},
-                       const Tensor* source_rows = nullptr) {
+                       const Tensor* source_rows = nullptr, Tensor* out_low = nullptr) {
   using T = Compute<S>;
   const long long N = graph.num_dst_nodes();
   const int H = static_cast<int>(lse.size(1)), F = static_cast<int>(node_value.size(2));
@@ -650,7 +652,12 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
   S* o = out.data<S>();  // (N, H, F)
   PositiveParts<S> pos;
   if constexpr (kPositive) pos.out = pos_out->data<S>(), pos.weight = pos_weight->data<T>();
-  with_gather_vec<S>(N, H, F, {V, o, pos.out}, [&](auto vec) {
+  const void* low = nullptr;
+  if constexpr (kHasOutputLow<S>) {
+    if (out_low) pos.out_low = out_low->data<S>();
+    low = pos.out_low;
+  }
+  with_gather_vec<S>(N, H, F, {V, o, pos.out, low}, [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
     const Tiling tiling(H * F, VEC);
     with_group(tiling.G, [&](auto group) {
@@ -814,7 +821,7 @@ void gat_forward(const GatAttentionForwardArgs& args) {
                                    source_rows ? kPackedRow : H};
   with_flag(pos_out != nullptr, [&](auto positive) {
     aggregate_forward<S, decltype(positive)::value>(graph, scores, node_value, attn_dropout, out, lse,
-                                                    pos_out, pos_weight, epilogue, source_rows);
+                                                    pos_out, pos_weight, epilogue, source_rows, args.out_low);
   });
 }
 
@@ -907,9 +914,13 @@ bool gat_backward(const GatAttentionBackwardArgs& args) {
         }
         bias_written = grad_bias && bias_in_rows(H, F);
         Tensor partials;  // of d bias
+        RowPack<S> pack;
+        pack.er = er.data<S>(), pack.lse = lse.data<T>(), pack.rows = packed, pack.stride = stride,
+        pack.lead = lead;
+        if constexpr (kHasOutputLow<S>)
+          if (args.out_low.defined()) pack.out_low = args.out_low.data<S>();
         head_rows_dot<S>(grad_out.data<S>(), out.data<S>(), nullptr, NH, F, der,
-                         out_bias.defined() ? out_bias.data<T>() : nullptr, H,
-                         RowPack<S>{er.data<S>(), lse.data<T>(), packed, stride, lead}, act,
+                         out_bias.defined() ? out_bias.data<T>() : nullptr, H, pack, act,
                          bias_written ? &partials : nullptr);
         if (bias_written && bias_partials)
           *bias_partials = partials;
