@@ -467,7 +467,7 @@ GAT_INSTANTIATE_DEVICE_TESTS(GatTrainBf16);
 
 // ---- the attention ops' own bf16 kernels on CUDA ----
 //
-// On CUDA, csr_softmax_aggregate and gat_attention_aggregate read and write bf16 rows themselves:
+// On CUDA, head_dot, csr_softmax_aggregate and gat_attention_aggregate read and write bf16 rows themselves:
 // every sum in f32, lse and pos_weight kept in f32, each stored value rounded once. The CPU's bf16
 // (the f32 op on the bf16 values, rounded once) is their reference. They differ by the order of the
 // f32 sums, and by what the device rounds on the way: it stores the activation's input gradient
@@ -531,6 +531,11 @@ std::vector<Bf16AttentionRow> attention_rows(const Graph& g, int64_t H, int64_t 
   const DropoutKey key{0.4f, 9, 1}, other{0.3f, 9, 2};
   const ops::OutputActivation elu_out{true, 1.0, other};
   return {
+      {{"head_dot",
+        [](const Inputs& in) { return ops::head_dot(in[0], in[1]); },
+        {{N, H, F}, {H, F}},
+        {true, false}},
+       {true, false}},
       {{"csr_softmax_aggregate",
         [=](const Inputs& in) { return ops::csr_softmax_aggregate(g, in[0], in[1], key); },
         {{E, H}, {N, H, F}},

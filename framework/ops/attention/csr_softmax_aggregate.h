@@ -18,8 +18,8 @@
 // bf16 inputs: computed in f32, the result stored in bf16 (docs/precision.md). On the CPU the
 // f32 op runs on widened copies; on CUDA csr_softmax_aggregate and gat_attention_aggregate read
 // and write bf16 rows in their own kernels (sums in f32; lse and pos_weight f32, and a bias beside
-// bf16 rows f32, a parameter), while gat_projected_attention and gat_linear_attention are not
-// there yet (an error).
+// bf16 rows f32, a parameter), while gat_projected_attention and gat_linear_attention still run on
+// widened copies there too.
 #pragma once
 
 #include "gat/framework/graph.h"

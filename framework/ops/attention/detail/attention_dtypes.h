@@ -13,6 +13,16 @@ namespace gat::ops::attention_dtypes {
 // keeps per node (lse, pos_weight) and of the parameters beside bf16 rows (the bias).
 inline DType compute_dtype(DType storage) { return storage == DType::bf16 ? DType::f32 : storage; }
 
+// Whether an op takes bf16 `rows` (the activations it reads and writes) in its own CUDA kernels:
+// the rows bf16 on CUDA, and each of `params` (parameters beside them, undefined allowed) f32.
+// Otherwise a bf16 input goes through f32 (detail::bf16_in_f32): on the CPU, the reference, and on
+// CUDA beside a bf16 parameter, which the kernels do not take.
+template <class... P>
+bool bf16_rows_on_cuda(const Tensor& rows, const P&... params) {
+  return rows.defined() && rows.is_cuda() && rows.dtype() == DType::bf16 &&
+         ((!params.defined() || params.dtype() == DType::f32) && ...);
+}
+
 // t is f32 or f64 (check_float), or bf16 on CUDA.
 inline void check_attention_float(const char* op, const char* arg, const Tensor& t) {
   if (t.defined() && t.dtype() == DType::bf16 && t.is_cuda()) return;

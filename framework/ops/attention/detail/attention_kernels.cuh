@@ -14,6 +14,7 @@
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
 #include "gat/framework/ops/detail/activations.cuh"
+#include "gat/framework/ops/detail/convert.h"
 #include "gat/framework/ops/detail/graph_kernels.cuh"
 #include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/rng.h"
@@ -36,16 +37,9 @@ using detail::Vec;
 // sum and what an op keeps per node (lse, pos_weight, the chunks' partials) are Compute<S>; a
 // bf16 row is widened as it is loaded and rounded once as it is stored. For f32 and f64 the
 // helpers below are the plain loads and stores, so those kernels are the code they were.
+// (Compute is the op layer's opmath_t, framework/ops/detail/convert.h.)
 template <class S>
-struct ComputeOf {
-  using type = S;
-};
-template <>
-struct ComputeOf<bf16> {
-  using type = float;
-};
-template <class S>
-using Compute = typename ComputeOf<S>::type;
+using Compute = detail::opmath_t<S>;
 
 template <class S>
 __device__ __forceinline__ Compute<S> widen(S x) {
