@@ -241,7 +241,7 @@ constexpr uint32_t kBlockBytes[16] = {block_bytes(0),  block_bytes(1),  block_by
                                       block_bytes(12), block_bytes(13), block_bytes(14), block_bytes(15)};
 }  // namespace
 
-KeepMask::KeepMask(const DropoutKey& key, int64_t n) : kept_(static_cast<size_t>(n)) {
+KeepMask::KeepMask(const DropoutKey& key, int64_t n) : kept_(new uint8_t[static_cast<size_t>(n)]), size_(n) {
   GAT_CHECK(!key.stream_base, "dropout: a key recorded for a CUDA graph reached the CPU");
   constexpr int64_t kChunk = 1024;  // blocks of four indices per task
   const int64_t num_blocks = (n + 3) / 4, chunks = (num_blocks + kChunk - 1) / kChunk;
@@ -252,7 +252,7 @@ KeepMask::KeepMask(const DropoutKey& key, int64_t n) : kept_(static_cast<size_t>
     keep4_range(key, static_cast<uint64_t>(first), count, blocks);
     // bit w of block k -> byte 4 (first + k) + w: four bytes at once, but for a last block that
     // holds fewer than four indices (a memcpy of a variable size is a call)
-    uint8_t* out = kept_.data() + 4 * first;
+    uint8_t* out = kept_.get() + 4 * first;
     const int64_t whole = std::min(count, (n - 4 * first) / 4);
     for (int64_t k = 0; k < whole; ++k) std::memcpy(out + 4 * k, &kBlockBytes[blocks[k]], 4);
     for (int64_t k = whole; k < count; ++k) {

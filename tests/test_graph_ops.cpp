@@ -223,6 +223,49 @@ TEST(CsrSoftmaxAggregate, ExtremeScoresStayFinite) {
       {Tensor::from_vector(sv, {g.num_edges(), H}), random_tensor({g.num_nodes(), H, 2}, rng)}, 1e-6, 1e-4);
 }
 
+TEST(CsrSoftmaxAggregate, NarrowHeadsGiveTheBitsOfTheFeatureLoop) {
+  // A head of at most 8 features is summed as the first lanes of a vector, a gathered row read as 8
+  // values: the lanes past F hold the next row's values (or, near the end of the tensor, the row is
+  // read feature by feature). Each of the F sums must give the bits of the loop that a head of 9
+  // features takes: the same values with 9 - F NaN features appended. Every node is a source, the
+  // last one too; f32 and f64, with dropout; d scores and d values.
+  std::mt19937_64 rng(14);
+  const Graph g = random_graph(50, 300, 0, rng).with_self_loops();
+  const int64_t N = g.num_nodes(), E = g.num_edges(), H = 2, wide = 9;
+  for (DType dtype : {DType::f32, DType::f64})
+    for (int64_t F : {1, 3, 7, 8}) {
+      const Tensor s0 = random_tensor({E, H}, rng, -2, 2, dtype),
+                   v0 = random_tensor({N, H, F}, rng, -1, 1, dtype),
+                   go0 = random_tensor({N, H, F}, rng, -1, 1, dtype);
+      auto padded = [&](const Tensor& t) {  // (N, H, F) -> (N, H, wide), NaN past F
+        const std::vector<double> narrow = t.to(DType::f64).to_vector<double>();
+        std::vector<double> out(static_cast<size_t>(N * H * wide), std::nan(""));
+        for (int64_t r = 0; r < N * H; ++r)
+          for (int64_t f = 0; f < F; ++f) out[r * wide + f] = narrow[r * F + f];
+        return Tensor::from_vector(out, {N, H, wide}).to(dtype);
+      };
+      auto first_features = [&](const Tensor& t) {  // (N, H, wide) -> (N, H, F)
+        const std::vector<double> all = t.to(DType::f64).to_vector<double>();
+        std::vector<double> out;
+        for (int64_t r = 0; r < N * H; ++r)
+          out.insert(out.end(), all.begin() + r * wide, all.begin() + r * wide + F);
+        return Tensor::from_vector(out, {N, H, F}).to(dtype);
+      };
+      auto run = [&](const Tensor& v0_, const Tensor& go) {
+        Tensor s = s0.clone().set_requires_grad(), v = v0_.clone().set_requires_grad();
+        const Tensor out = ops::csr_softmax_aggregate(g, s, v, kDrop);
+        out.backward(go);
+        return std::vector<Tensor>{out.detach(), s.grad(), v.grad()};
+      };
+      const std::vector<Tensor> narrow = run(v0, go0), loop = run(padded(v0), padded(go0));
+      const std::string tag = std::string(dtype_name(dtype)) + " F=" + std::to_string(F);
+      EXPECT_TRUE(bitwise_equal(narrow[0], first_features(loop[0]))) << tag << " out";
+      EXPECT_TRUE(bitwise_equal(narrow[2], first_features(loop[2]))) << tag << " d values";
+      EXPECT_TRUE(all_finite(narrow[1])) << tag << " d scores";
+      EXPECT_TRUE(all_finite(narrow[2])) << tag << " d values";
+    }
+}
+
 TEST(CsrSoftmaxAggregate, RunsAreBitwiseIdentical) {
   std::mt19937_64 rng(6);
   const Graph g = random_graph(3000, 40000, 0, rng);

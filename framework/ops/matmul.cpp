@@ -18,6 +18,12 @@ namespace gat::ops {
 
 namespace {
 constexpr int64_t kTile = 128;  // output tile edge of the CPU product
+// The height of the row tiles of a product whose output is a single kTile tile (a weight's
+// gradient x^T dy: Cora's (64, 7) from 2,708 rows, once a whole step's serial work): such a product
+// is cut into rows of this many, so that the threads share it. Eigen sums an element's terms in K
+// blocks that depend on K alone, and takes rows in panels of 8 (f32) or 4 (f64) rows from a tile's
+// first: a multiple of both keeps every element's sums, and the result's bits, as they were.
+constexpr int64_t kThinTileRows = 16;
 // Products of fewer multiply-adds run on the calling thread: a parallel region costs more than
 // they do. Below 2 x 50,000 Eigen does not start threads of its own either (its kMinTaskSize).
 constexpr double kParallelWork = 1e5;
@@ -95,18 +101,20 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
         sparse_a_times_b(a.data<T>(), b.data<T>(), out.data<T>(), M, K, N);
       return;
     }
-    const int64_t row_tiles = (M + kTile - 1) / kTile, col_tiles = (N + kTile - 1) / kTile;
     const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-    // Fixed kTile x kTile output tiles spread over the OpenMP threads, each one a single-threaded
-    // Eigen product (Eigen starts no threads inside a parallel region of several threads, nor when
-    // one thread is allowed, nor below kParallelWork). Every tile is computed the same way by
-    // whichever thread runs it, so the result does not depend on the thread count; Eigen's own
-    // threading would change its K blocking, and with it the rounding, with the thread count.
+    const bool one_tile = M <= kTile && N <= kTile;
+    const int64_t tile_rows = one_tile && work >= kParallelWork ? kThinTileRows : kTile;
+    const int64_t row_tiles = (M + tile_rows - 1) / tile_rows, col_tiles = (N + kTile - 1) / kTile;
+    // Fixed output tiles (kTile x kTile, or kThinTileRows x kTile) spread over the OpenMP threads, each one a
+    // single-threaded Eigen product (Eigen starts no threads inside a parallel region of several threads, nor
+    // when one thread is allowed, nor below kParallelWork). Every tile is computed the same way by whichever
+    // thread runs it, so the result does not depend on the thread count; Eigen's own threading would change
+    // its K blocking, and with it the rounding, with the thread count.
     auto tiled = [&](const auto& opA, const auto& opB) {  // opA (M, K), opB (K, N)
 #pragma omp parallel for schedule(static) if (work >= kParallelWork)
       for (int64_t t = 0; t < row_tiles * col_tiles; ++t) {
-        const int64_t r0 = t / col_tiles * kTile, c0 = t % col_tiles * kTile;
-        const int64_t rows = std::min(kTile, M - r0), cols = std::min(kTile, N - c0);
+        const int64_t r0 = t / col_tiles * tile_rows, c0 = t % col_tiles * kTile;
+        const int64_t rows = std::min(tile_rows, M - r0), cols = std::min(kTile, N - c0);
         C.block(r0, c0, rows, cols).noalias() = opA.middleRows(r0, rows) * opB.middleCols(c0, cols);
       }
     };

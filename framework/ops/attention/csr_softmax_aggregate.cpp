@@ -129,6 +129,7 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
   const T* values = node_value.data<T>();  // (Ns, H, F)
   const T* l = lse.data<T>();              // (N, H)
   const T* G = grad_out.data<T>();         // (N, H, F)
+  const int64_t grad_count = grad_out.numel();
   const DropFactors<T> drop(attn_dropout, graph.num_edges() * heads, kept);
   const int32_t* row_ptr = graph.row_ptr().data<int32_t>();      // (N+1,)
   const int32_t* src = graph.edge_src().data<int32_t>();         // (E,)
@@ -172,7 +173,8 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
                         exps_in_blocks(w, degree * H);
                         for (int64_t q = 0; q < degree * H; ++q) w[q] *= row.drop[q];
                         for (int64_t h = 0; h < H; h += W)  // dV[j, h .. h + W) from G[t_dst[k], h .. h + W)
-                          aggregate_heads<V>(dvj + h * F, w + h, H, degree, G + h * F, t_dst + b, H * F, F);
+                          aggregate_heads<V>(dvj + h * F, w + h, H, degree, G + h * F, t_dst + b, H * F, F,
+                                             grad_count - h * F);
                       });
     });
   });
@@ -309,9 +311,11 @@ void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& a) {
     const GatScores<T> scores(graph, a.el, a.er, a.edge_term, a.negative_slope);
     const int64_t H = scores.H;
     const bool transient_g = !grad_edge_term && (grad_el || grad_er);
-    std::vector<T> g_buffer(transient_g ? static_cast<size_t>(graph.num_edges() * H) : 0);
-    T* g = grad_edge_term ? grad_edge_term->data<T>() : transient_g ? g_buffer.data() : nullptr;  // (E, H)
-    T* der = grad_er ? grad_er->data<T>() : nullptr;                                              // (N, H)
+    // Not zero-filled (a serial pass): pass 1 writes every edge's g before anything reads it.
+    const std::unique_ptr<T[]> g_buffer(transient_g ? new T[static_cast<size_t>(graph.num_edges() * H)]
+                                                    : nullptr);
+    T* g = grad_edge_term ? grad_edge_term->data<T>() : g_buffer.get();  // (E, H) or null
+    T* der = grad_er ? grad_er->data<T>() : nullptr;                     // (N, H)
     const int32_t* src = scores.src;
     aggregate_backward<T>(
         graph, scores, a.node_value, a.lse, grad_in, a.attn_dropout,

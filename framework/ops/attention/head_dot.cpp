@@ -20,6 +20,14 @@ namespace {
 
 using attention_rows::with_head_width;
 
+// parallel_for's cost of an element (N, H, F) in the loops below: a head of 8 features is one
+// vector operation, another width a loop over its features, about 8 times the work an element.
+// (Cora's output layer, 7 features, ran its d att and d x on one thread: a step's serial work.)
+template <class IntF>
+constexpr int64_t element_cost() {
+  return std::is_same_v<IntF, std::integral_constant<int64_t, 8>> ? 1 : 8;
+}
+
 // out_k[n,h] = x[n,h,:] . a_k[h,:] for the `count` (1 or 2) pairs (a_k (H, F), out_k (N, H)) in one
 // pass over x, each dot summed in feature order from 0. Eight heads of 8 features take their 8 dots
 // in one vector (dot_heads8: the same sums).
@@ -96,7 +104,7 @@ void grad_a_sums(const Tensor& x, const Tensor& grad_out, Tensor& grad_a) {
                   for (int64_t f = 0; f < Fc; ++f) p[h * Fc + f] += gh * x[f];
               }
           },
-          rows * HF);
+          rows * HF * element_cost<decltype(Fc)>());
     });
     T* da = grad_a.data<T>();  // (H, F)
     std::fill(da, da + HF, T(0));
@@ -186,7 +194,7 @@ void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep
               }
             }
           },
-          H * F);
+          H * F * element_cost<decltype(Fc)>());
     });
   });
 }

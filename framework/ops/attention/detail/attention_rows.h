@@ -158,12 +158,33 @@ GAT_GROUP_FN V max_lanes(const V& a, const V& b) {
 
 // out (W, F) = the sum over k of w[k H + l] rows[k][l, :] for the W heads l of a head group, the
 // terms of each element added in k order from 0, with rows[k] = base + index[k] stride (the
-// group's part of a gathered row). For W = F = 8 (8 heads of 8 features) the 8 sums stay in
-// vector registers across the edges; otherwise each element's sum is a loop over the edges.
+// group's part of a gathered row); `extent` values can be read from base. For W = F = 8 (8 heads
+// of 8 features) the 8 sums stay in vector registers across the edges. For a group of one head
+// of at most 8 features (the paper's output layer: one head of C classes) the F sums are the
+// first lanes of one vector, and a row is one vector load: its lanes past F hold the next values
+// in memory, added into lanes that are never stored (rows too near the end of base are read
+// feature by feature).
+// Otherwise each element's sum is a loop over the edges. Each way adds the same terms in the same
+// order: the same bits.
 template <class V, class T, class IntF>
 GAT_GROUP_FN void aggregate_heads(T* out, const T* w, int64_t H, int64_t degree, const T* base,
-                                  const int32_t* index, int64_t stride, IntF F) {
+                                  const int32_t* index, int64_t stride, IntF F, int64_t extent) {
   constexpr int64_t W = kLanes<T, V>;
+  using Lanes = typename HeadGroupOf<T, 8>::type;
+  if (W == 1 && F <= 8) {
+    Lanes acc = splat<Lanes>(T(0));
+    for (int64_t k = 0; k < degree; ++k) {
+      const int64_t at = static_cast<int64_t>(index[k]) * stride;
+      Lanes x = splat<Lanes>(T(0));
+      if (at + 8 <= extent)
+        x = load_group<Lanes>(base + at);
+      else
+        for (int64_t f = 0; f < F; ++f) x[f] = base[at + f];
+      acc += w[k * H] * x;
+    }
+    for (int64_t f = 0; f < F; ++f) out[f] = acc[f];
+    return;
+  }
   if constexpr (W == 8 && std::is_same_v<IntF, std::integral_constant<int64_t, 8>>) {
     V acc[8];
     for (int l = 0; l < 8; ++l) acc[l] = splat<V>(T(0));
@@ -362,6 +383,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
                        const DropoutKey& attn_dropout, KeepMask* kept, Tensor& out, Tensor& lse) {
   const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
   const T* values = node_value.data<T>();                 // (Ns, H, F)
+  const int64_t value_count = node_value.numel();         // Ns H F
   T* o = out.data<T>();                                   // (N, H, F)
   T* l = lse.data<T>();                                   // (N, H)
   with_head_group<T>(lse.size(1), [&](auto group, auto H) {
@@ -380,7 +402,8 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
                             load_group<V>(w + k * H + h) / z * load_group<V>(row.drop.data() + k * H + h));
             }
             for (int64_t h = 0; h < H; h += W)  // out[i, h .. h + W) from values[src[k], h .. h + W)
-              aggregate_heads<V>(o + (i * H + h) * F, w + h, H, degree, values + h * F, src + b, H * F, F);
+              aggregate_heads<V>(o + (i * H + h) * F, w + h, H, degree, values + h * F, src + b, H * F, F,
+                                 value_count - h * F);
           });
     });
   });
