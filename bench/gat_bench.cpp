@@ -21,7 +21,8 @@
 //                     [--inference-batch-size N] [--device ...]
 //       mini-batch training on a generated graph (datasets/generator.h; --signal and
 //       --intra-fraction are its options, with its defaults; the features stay in host memory):
-//       the sampler alone over one epoch's batches, the loader alone (sampling, the rows' gather
+//       the sampler alone over one epoch's batches (on CUDA with the blocks' graphs built on the
+//       device, ops::block_graph, as the loader does), the loader alone (sampling, the rows' gather
 //       and copy), one training epoch (sampled_step over the loader's batches) and, unless
 //       --no-eval, its test accuracy from the exact layer-wise inference (in chunks of
 //       --inference-batch-size destinations; default SampledTraining's, every node). --write DIR
@@ -53,6 +54,7 @@
 #include "gat/framework/graph.h"
 #include "gat/framework/neighbor_sampler.h"
 #include "gat/framework/ops/attention/csr_softmax_aggregate.h"
+#include "gat/framework/ops/block_graph.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/process.h"
 #include "gat/framework/progress.h"
@@ -375,23 +377,34 @@ nlohmann::json bench_sampled(const SampledBench& b, Device device) {
   const std::vector<int32_t> train = data.train_index.to_vector<int32_t>();
   const auto batches = static_cast<int64_t>((train.size() + static_cast<size_t>(b.batch_size) - 1) /
                                             static_cast<size_t>(b.batch_size));
-  // The sampler alone, one epoch's batches (the blocks back on the host, as the loader takes them).
+  // The sampler alone, one epoch's batches, as the loader takes them: on CUDA the blocks built on
+  // the device with their loops (ops::block_graph), on the CPU the host's blocks. The edges
+  // counted are the sampled ones, without the loops.
   {
     const NeighborSampler sampler(data.graph, {b.fanouts, false, b.seed},
                                   b.sample_on_device ? device : Device::cpu);
     const std::vector<int32_t> order = shuffle_nodes(train, b.seed, 0);
-    sampler.sample(
-        std::vector<int32_t>(order.begin(), order.begin() + std::min<int64_t>(b.batch_size, order.size())),
-        0);  // warm-up
-    int64_t edges = 0;
-    t0 = std::chrono::steady_clock::now();
-    for (int64_t k = 0; k < batches; ++k) {
+    auto sample = [&](int64_t k) {  // batch k's sampled edges
       const auto first = order.begin() + k * b.batch_size;
       const auto last = order.begin() + std::min<int64_t>((k + 1) * b.batch_size, order.size());
-      for (const SampledBlock& block :
-           sampler.sample(std::vector<int32_t>(first, last), static_cast<uint64_t>(k)).blocks)
-        edges += block.graph.num_edges();
-    }
+      const std::vector<int32_t> seeds(first, last);
+      int64_t edges = 0;
+      if (sampler.device() == Device::cuda) {
+        for (const ops::SampledLayer& layer : sampler.sample_layers(seeds, static_cast<uint64_t>(k))) {
+          ops::block_graph(layer.row_ptr, layer.col, layer.src_nodes.numel());
+          edges += layer.col.numel();
+        }
+      } else {
+        for (const SampledBlock& block : sampler.sample(seeds, static_cast<uint64_t>(k)).blocks)
+          edges += block.graph.num_edges();
+      }
+      return edges;
+    };
+    sample(0);  // warm-up
+    int64_t edges = 0;
+    t0 = std::chrono::steady_clock::now();
+    for (int64_t k = 0; k < batches; ++k) edges += sample(k);
+    if (sampler.device() == Device::cuda) cuda::synchronize();
     const double ms = ms_since(t0);
     out["sample_epoch_ms"] = ms;
     out["sample_seeds_per_s"] = static_cast<double>(train.size()) / ms * 1e3;

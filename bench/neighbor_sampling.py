@@ -8,7 +8,8 @@ Ours is `gat_bench sampled` (bench/gat_bench.cpp): it generates the graph with t
 generator (datasets/generator.h, a degree-corrected block model: power-law degrees,
 class-correlated features), keeps the features in host memory and measures, in this order:
 
-- the sampler alone over one epoch's batches (on the GPU; the blocks back on the host);
+- the sampler alone over one epoch's batches (on the GPU, each block's graph built there with its
+  self loops, as the loader takes them);
 - the loader alone: sampling, the rows' gather into page-locked memory and their copies;
 - one training epoch: a step per batch (the paper's two-layer GAT, 8 heads x 8, dropout 0.6,
   Adam lr 0.005, weight decay 5e-4, no value dropout: PyG's GATConv has none);

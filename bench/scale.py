@@ -2,23 +2,26 @@
 """GAT training at scale, this project beside PyTorch Geometric in one run on one GPU.
 
     python3 bench/scale.py --build build --nodes 5000000 --degree 20 [--epochs 12] [--no-pyg]
-                           [--precision f32,bf16]
+                           [--model gatv2] [--precision f32,bf16]
 
-Ours: `gat_train --dataset synthetic:NODES:DEGREE:0 --device cuda --precision P` (the paper's
-model: 8 heads x 8 features, 32 input features, 8 classes) for each precision P of --precision
-(default f32; `f32,bf16` runs both, one after the other, docs/precision.md), timed from process
-start: the time to the end of epoch 1 (generation and preprocessing included, read from the
-moment the log's first line appears), the first epoch and the steady training step (median over
-epochs 3..), peak device memory (the allocator's peak, from gat_train --json, and nvidia-smi's
-used memory, sampled every 50 ms) and peak host memory (the child's maximum resident set).
+Ours: `gat_train --dataset synthetic:NODES:DEGREE:0 --device cuda --model MODEL --precision P` (the
+paper's model: 8 heads x 8 features, 32 input features, 8 classes; with gatv2 its GATv2Conv
+layers) for each precision P of --precision (default f32; `f32,bf16` runs both, one after the
+other, docs/precision.md), timed from process start: the time to the end of epoch 1 (generation
+and preprocessing included, read from the moment the log's first line appears), the first epoch
+and the steady training step (median over epochs 3..), peak device memory (the allocator's peak,
+from gat_train --json, and nvidia-smi's used memory, sampled every 50 ms) and peak host memory
+(the child's maximum resident set).
 
-PyG: the same two-layer GAT (torch_geometric.nn.GATConv, dropout 0.6, Adam) on a uniform random
-graph with the same numbers of nodes and edges (self loops added by GATConv), 32 features: the
-median training step and torch's peak allocation. Where PyG runs out of memory that is reported.
+PyG: the same two-layer GAT (torch_geometric.nn.GATConv, or GATv2Conv with gatv2; dropout 0.6,
+Adam) on a uniform random graph with the same numbers of nodes and edges (self loops added by
+GATConv), 32 features: the median training step and torch's peak allocation. Where PyG runs out
+of memory that is reported.
 
 The bound: the bytes one training step must move at least (below, `step_bytes`) divided by the
 GPU's measured copy bandwidth, for each precision: bf16 stores every float tensor in half the
-bytes. Everything goes to OUT/scale_NODES_DEGREE.json, ours under "ours" by precision.
+bytes. Everything goes to OUT/scale_NODES_DEGREE.json (with gatv2: OUT/scale_gatv2_NODES_DEGREE.json),
+ours under "ours" by precision.
 """
 import argparse
 import json
@@ -35,11 +38,12 @@ import bench_args
 
 def run_ours(args, out_dir, precision):
     spec = f"synthetic:{args.nodes}:{args.degree}:0"
-    log = os.path.join(out_dir, f"ours_{args.nodes}_{args.degree}_{precision}.jsonl")
+    log = os.path.join(out_dir, f"ours_{args.model}_{args.nodes}_{args.degree}_{precision}.jsonl")
     if os.path.exists(log):
         os.remove(log)
-    cmd = [os.path.join(args.build, "gat_train"), "--dataset", spec, "--device", "cuda", "--precision", precision,
-           "--epochs", str(args.epochs), "--patience", str(args.epochs), "--log", log, "--json"]
+    cmd = [os.path.join(args.build, "gat_train"), "--dataset", spec, "--device", "cuda", "--model", args.model,
+           "--precision", precision, "--epochs", str(args.epochs), "--patience", str(args.epochs), "--log", log,
+           "--json"]
     smi_peak = [0]
     stop = threading.Event()
 
@@ -86,11 +90,20 @@ def run_ours(args, out_dir, precision):
 ELEMENT_BYTES = {"f32": 4, "bf16": 2}
 
 
-def step_bytes(n, e, f_in=32, heads=8, hidden=8, classes=8, elem=4):
+def step_bytes(n, e, f_in=32, heads=8, hidden=8, classes=8, elem=4, model="gat"):
     """The fewest bytes one training step of the paper's model moves, counting each gathered row
     once per edge (rows do not stay in cache at this size) and every (N, .) tensor once per pass
     that must read or write it. e counts the self loops; elem is the bytes of a stored float
     (ELEMENT_BYTES; the indices stay 4 bytes).
+
+    With model gatv2, the bytes of its kernels' passes instead (docs/kernels.md, "Bytes per edge"):
+    the forward reads per edge a source index and the source row and writes the score (H values)
+    and the packed sign words (ceil(H P / 32), P the power of two covering F); the backward walk
+    reads the transposed entry, the destination's gradient row, lse, D, the score and the signs,
+    and writes ds over the score, each a random 32-byte sector at least; the pass over the rows
+    reads ds and the signs. Per node, beside the 12 passes: xr read and out written by the
+    forward; G and out read and D written for D; d xl and d xr written, xr read again (d att's
+    sums are a row per group of lanes, not counted).
 
     Per layer (H heads of F features, D = H*F): the forward aggregate reads per edge a source
     index, el[j] and the source row (D values) and per node er, writes out and lse; the backward
@@ -100,6 +113,14 @@ def step_bytes(n, e, f_in=32, heads=8, hidden=8, classes=8, elem=4):
     over (N, D) plus reading the input features twice."""
     def layer(h, f):
         d = h * f
+        if model == "gatv2":
+            sector = lambda nbytes: max(32, nbytes)  # a random access
+            p = 1 << max(0, f - 1).bit_length()  # a head's sign bits: the power of two covering f
+            words = 4 * ((h * p + 31) // 32)  # an edge's sign words, in bytes
+            fwd = e * (4 + d * elem + h * elem + words) + n * (2 * d * elem + h * elem)
+            walk = e * (8 + d * elem + 4 * sector(h * elem) + sector(words))  # lse, D, s, ds; signs
+            rows = e * (h * elem + words)
+            return fwd + walk + rows + n * (7 * d * elem + h * elem), n * 12 * d * elem
         fwd = e * (4 + h * elem + d * elem) + n * (2 * h * elem + d * elem)
         bwd = e * (8 + 3 * h * elem + d * elem + 2 * h * elem) + n * (3 * d * elem + 2 * h * elem)
         return fwd + bwd, n * 12 * d * elem
@@ -108,10 +129,10 @@ def step_bytes(n, e, f_in=32, heads=8, hidden=8, classes=8, elem=4):
     return edge1 + edge2 + node1 + node2 + 2 * n * f_in * elem
 
 
-def run_pyg(n, e, f_in=32, classes=8, reps=5):
+def run_pyg(n, e, f_in=32, classes=8, reps=5, model="gat"):
     import torch
     import torch.nn.functional as F
-    from torch_geometric.nn import GATConv
+    from torch_geometric.nn import GATConv, GATv2Conv
     from compare_pyg import median_ms, two_layer_gat
     dev = torch.device("cuda")
     torch.cuda.empty_cache()
@@ -122,13 +143,13 @@ def run_pyg(n, e, f_in=32, classes=8, reps=5):
         x = torch.randn(n, f_in, device=dev, generator=g)
         y = torch.randint(0, classes, (n,), device=dev, generator=g)
         train = torch.arange(0, n, max(1, n // (20 * classes)), device=dev)
-        model = two_layer_gat(GATConv, f_in, classes).to(dev)
-        opt = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
+        net = two_layer_gat(GATv2Conv if model == "gatv2" else GATConv, f_in, classes).to(dev)
+        opt = torch.optim.Adam(net.parameters(), lr=0.005, weight_decay=5e-4)
 
         def step():
-            model.train()
+            net.train()
             opt.zero_grad()
-            F.cross_entropy(model(x, edge_index)[train], y[train]).backward()
+            F.cross_entropy(net(x, edge_index)[train], y[train]).backward()
             opt.step()
 
         step()
@@ -153,6 +174,8 @@ def precisions(text):
 def main():
     args = bench_args.parse_args(__doc__, build="build", nodes=5_000_000, degree=dict(type=float, default=20),
                                  epochs=12, no_pyg=dict(action="store_true", help="ours only"), out="out",
+                                 model=dict(default="gat", choices=["gat", "gatv2"],
+                                            help="the attention layer"),
                                  precision=dict(type=precisions, default=["f32"],
                                                 help="ours in these precisions: f32, bf16 or f32,bf16"))
     os.makedirs(args.out, exist_ok=True)
@@ -169,11 +192,11 @@ def main():
         bw = copy_bandwidth()
         result["copy_bandwidth_TBps"] = bw / 1e12
         for precision, ours in ran.items():
-            bound_ms = step_bytes(n, e + n, elem=ELEMENT_BYTES[precision]) / bw * 1e3
+            bound_ms = step_bytes(n, e + n, elem=ELEMENT_BYTES[precision], model=args.model) / bw * 1e3
             ours.update({"bound_step_ms": bound_ms, "step_over_bound": ours["step_ms"] / bound_ms,
                          "device_bytes_per_edge": (ours["peak_device_bytes"] or 0) / e})
         if not args.no_pyg:
-            pyg = run_pyg(n, e)
+            pyg = run_pyg(n, e, model=args.model)
             import torch
             torch.cuda.empty_cache()  # run_pyg's tensors died with it
             result["pyg"] = pyg
@@ -182,7 +205,9 @@ def main():
         summary_keys = ("step_ms", "bound_step_ms", "step_over_bound", "peak_device_bytes", "device_bytes_per_edge")
         print(json.dumps({**{k: v for k, v in result.items() if k != "ours"},
                           "ours": {p: {k: ours[k] for k in summary_keys} for p, ours in ran.items()}}, indent=1))
-    with open(os.path.join(args.out, f"scale_{args.nodes}_{int(args.degree)}.json"), "w") as fh:
+    name = f"scale_{args.nodes}_{int(args.degree)}.json" if args.model == "gat" else \
+        f"scale_gatv2_{args.nodes}_{int(args.degree)}.json"
+    with open(os.path.join(args.out, name), "w") as fh:
         json.dump(result, fh, indent=2)
 
 

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <utility>
 
+#include "gat/framework/detail/chunk_edges.h"
 #include "gat/framework/detail/host_parallel.h"
 #include "gat/framework/progress.h"
 
@@ -175,19 +176,6 @@ Graph Graph::from_csr(int64_t num_src, std::vector<int32_t> row_ptr, std::vector
 
 namespace {
 
-// The chunk length of a graph of E edges whose longest row (either way) has `longest` edges.
-// 512 leaves large graphs' typical rows whole. On a small graph the GPU is nearly idle and the
-// longest serial loop is a kernel's whole time (Cora: 13,264 edges, 2,708 rows, the longest of
-// 169 edges), so the chunks shrink with E, down to 8 edges. A graph whose rows all fit in 64
-// edges is not cut at all: the chunk and merge launches would cost more than the shorter loops
-// save, and the 384-node benchmark graph keeps its single launch.
-int chunk_edges_for(int64_t E, int64_t longest) {
-  constexpr int kMaxChunk = 512, kMinChunk = 8, kWholeRows = 64;
-  int chunk = kMinChunk;
-  while (chunk < kMaxChunk && static_cast<int64_t>(chunk) * 2 * 2048 <= E) chunk *= 2;
-  return longest <= kWholeRows ? std::max(chunk, kWholeRows) : chunk;
-}
-
 // chunk_ptr (N+1,) of a CSR of n rows: the running count of chunks, ceil(degree / chunk) for the
 // rows of more than `chunk` edges and none for the others.
 std::vector<int32_t> chunk_ptr_of(int64_t n, const int32_t* row_ptr, int chunk) {
@@ -324,7 +312,7 @@ RowPlans plan_rows(int64_t num_edges, const Tensor& row_ptr, const Tensor& t_row
   for (int64_t j = 0; j < num_src; ++j) max_out = std::max<int64_t>(max_out, trp[j + 1] - trp[j]);
   p.max_in_degree = max_in;
   p.max_out_degree = max_out;
-  p.chunk_edges = chunk_edges_for(num_edges, std::max(max_in, max_out));
+  p.chunk_edges = detail::chunk_edges_for(num_edges, std::max(max_in, max_out));
   const std::vector<int32_t> row_chunk_ptr = chunk_ptr_of(n, rp, p.chunk_edges);
   const std::vector<int32_t> t_row_chunk_ptr = chunk_ptr_of(num_src, trp, p.chunk_edges);
   p.num_row_chunks = row_chunk_ptr.back();
@@ -517,7 +505,7 @@ void Graph::validate() const {
   GAT_CHECK(max_out == max_out_degree_, op, ": max_out_degree is ", max_out_degree_, ", computed ", max_out);
 
   // The chunks of long rows, as from_sorted_csr cuts them.
-  const int chunk = chunk_edges_for(e, std::max(max_in_degree_, max_out_degree_));
+  const int chunk = detail::chunk_edges_for(e, std::max(max_in_degree_, max_out_degree_));
   GAT_CHECK(chunk_edges_ == chunk, op, ": chunk_edges is ", chunk_edges_,
             ", the graph's edge count and longest row give ", chunk);
   const std::vector<int32_t> rcp = chunk_ptr_of(n, rp.data(), chunk_edges_),

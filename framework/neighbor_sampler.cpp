@@ -46,7 +46,8 @@ NeighborSampler::NeighborSampler(Graph graph, NeighborSamplerOptions options, De
   edge_src_ = graph_.edge_src().to(device);
 }
 
-SampledBatch NeighborSampler::sample(const std::vector<int32_t>& seeds, uint64_t batch_key) const {
+std::vector<ops::SampledLayer> NeighborSampler::sample_layers(const std::vector<int32_t>& seeds,
+                                                              uint64_t batch_key) const {
   const int64_t n = graph_.num_dst_nodes();
   GAT_CHECK(batch_key < kShuffleStreams / NeighborSamplerOptions::kMaxLayers, "NeighborSampler: batch key ",
             batch_key, " is 2^57 or more");
@@ -64,21 +65,30 @@ SampledBatch NeighborSampler::sample(const std::vector<int32_t>& seeds, uint64_t
             " again (seeds must be distinct)");
   GAT_CHECK(outside == seeds.size(), "NeighborSampler: seed ", outside, " is node ", seeds[outside],
             ", outside [0, ", n, ")");
-  const int64_t layers = static_cast<int64_t>(options_.fanouts.size());
-  std::vector<SampledBlock> blocks(static_cast<size_t>(layers));
+  const size_t layers = options_.fanouts.size();
+  std::vector<ops::SampledLayer> out(layers);
   Tensor dst = Tensor::from_vector(seeds, {static_cast<int64_t>(seeds.size())}, device());
-  for (int64_t hop = 0; hop < layers; ++hop) {  // from the seeds outwards: the output layer first
-    const ops::NeighborDraw draw{options_.fanouts[static_cast<size_t>(hop)], options_.replace, options_.seed,
-                                 batch_key * NeighborSamplerOptions::kMaxLayers + static_cast<uint64_t>(hop)};
-    ops::SampledLayer layer = ops::sample_neighbors(row_ptr_, edge_src_, dst, draw);
-    SampledBlock& block = blocks[static_cast<size_t>(layers - 1 - hop)];
+  for (size_t hop = 0; hop < layers; ++hop) {  // from the seeds outwards: the output layer first
+    const ops::NeighborDraw draw{options_.fanouts[hop], options_.replace, options_.seed,
+                                 batch_key * NeighborSamplerOptions::kMaxLayers + hop};
+    ops::SampledLayer& layer = out[layers - 1 - hop];
+    layer = ops::sample_neighbors(row_ptr_, edge_src_, dst, draw);
+    dst = layer.src_nodes;
+  }
+  return out;
+}
+
+SampledBatch NeighborSampler::sample(const std::vector<int32_t>& seeds, uint64_t batch_key) const {
+  SampledBatch batch;
+  for (const ops::SampledLayer& layer : sample_layers(seeds, batch_key)) {
+    SampledBlock block;
     block.src_nodes = layer.src_nodes.to_vector<int32_t>();
     block.edge_ids = layer.edge_ids.to_vector<int32_t>();
     block.graph = Graph::from_csr(static_cast<int64_t>(block.src_nodes.size()),
                                   layer.row_ptr.to_vector<int32_t>(), layer.col.to_vector<int32_t>());
-    dst = std::move(layer.src_nodes);
+    batch.blocks.push_back(std::move(block));
   }
-  return {std::move(blocks)};
+  return batch;
 }
 
 }  // namespace gat

@@ -21,6 +21,7 @@
 
 #include "gat/framework/check.h"
 #include "gat/framework/graph.h"
+#include "gat/framework/ops/sample_neighbors.h"
 
 namespace gat {
 
@@ -78,6 +79,11 @@ class NeighborSampler {
   // 2^57. On the CPU parallel over each layer's destinations (OpenMP); on CUDA one thread per
   // destination. The blocks come back to the host either way.
   SampledBatch sample(const std::vector<int32_t>& seeds, uint64_t batch_key) const;
+  // The same blocks where the sampler samples, as the hops made them: input layer first, layer
+  // l's src_nodes (Ns_l,), edge_ids and its CSR (row_ptr, col) in local ids. Nothing comes back
+  // to the host but each hop's counts (one wait per hop on CUDA; ops::block_graph makes a
+  // layer's Graph there).
+  std::vector<ops::SampledLayer> sample_layers(const std::vector<int32_t>& seeds, uint64_t batch_key) const;
 
   const Graph& graph() const { return graph_; }
   const NeighborSamplerOptions& options() const { return options_; }

@@ -183,6 +183,41 @@ inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
          std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;  // empty: no data pointer
 }
 
+// The first array or count in which two graphs differ (any devices), or "" when every one is the
+// same, bit for bit.
+inline std::string graph_difference(const Graph& a, const Graph& b) {
+  const std::vector<std::pair<const char*, std::pair<int64_t, int64_t>>> counts = {
+      {"num_src_nodes", {a.num_src_nodes(), b.num_src_nodes()}},
+      {"num_dst_nodes", {a.num_dst_nodes(), b.num_dst_nodes()}},
+      {"max_in_degree", {a.max_in_degree(), b.max_in_degree()}},
+      {"max_out_degree", {a.max_out_degree(), b.max_out_degree()}},
+      {"chunk_edges", {a.chunk_edges(), b.chunk_edges()}},
+      {"num_row_chunks", {a.num_row_chunks(), b.num_row_chunks()}},
+      {"num_t_row_chunks", {a.num_t_row_chunks(), b.num_t_row_chunks()}},
+      {"count_self_loops", {a.count_self_loops(), b.count_self_loops()}},
+      {"one_self_loop_per_node", {a.one_self_loop_per_node(), b.one_self_loop_per_node()}}};
+  for (const auto& [name, values] : counts)
+    if (values.first != values.second)
+      return std::string(name) + " " + std::to_string(values.first) + " against " +
+             std::to_string(values.second);
+  const std::vector<std::pair<const char*, std::pair<const Tensor*, const Tensor*>>> arrays = {
+      {"row_ptr", {&a.row_ptr(), &b.row_ptr()}},
+      {"edge_src", {&a.edge_src(), &b.edge_src()}},
+      {"edge_dst", {&a.edge_dst(), &b.edge_dst()}},
+      {"t_row_ptr", {&a.t_row_ptr(), &b.t_row_ptr()}},
+      {"t_edge_dst", {&a.t_edge_dst(), &b.t_edge_dst()}},
+      {"t_edge_id", {&a.t_edge_id(), &b.t_edge_id()}},
+      {"row_chunk_ptr", {&a.row_chunk_ptr(), &b.row_chunk_ptr()}},
+      {"t_row_chunk_ptr", {&a.t_row_chunk_ptr(), &b.t_row_chunk_ptr()}},
+      {"row_chunk_row", {&a.row_chunk_row(), &b.row_chunk_row()}},
+      {"t_row_chunk_row", {&a.t_row_chunk_row(), &b.t_row_chunk_row()}},
+      {"row_order", {&a.row_order(), &b.row_order()}},
+      {"t_row_order", {&a.t_row_order(), &b.t_row_order()}}};
+  for (const auto& [name, pair] : arrays)
+    if (!bitwise_equal(*pair.first, *pair.second)) return name;
+  return "";
+}
+
 // f() throws a gat::Error whose message contains every one of `parts`.
 inline void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
   try {

@@ -31,6 +31,7 @@
 #include "gat/framework/ops/attention/head_dot.h"
 #include "gat/framework/ops/attention/self_loop_attr.h"
 #include "gat/framework/ops/batch_norm.h"
+#include "gat/framework/ops/block_graph.h"
 #include "gat/framework/ops/classification_metrics.h"
 #include "gat/framework/ops/concat.h"
 #include "gat/framework/ops/cross_entropy.h"
@@ -218,6 +219,35 @@ std::vector<OpCase> op_cases() {
                   {},
                   std::move(errors),
                   false};
+  };
+  // block_graph of every in-edge of 400 nodes of big (the hub's rows and the transpose's cut into
+  // chunks) or of mixed's 8 nodes (a self loop replaced, empty rows): every array and count.
+  const OnDevice<Tensor> mixed_nodes(distinct_nodes(8, 8));
+  auto block_row = [=](const char* name, bool on_mixed, std::vector<ErrorCase> errors = {}) {
+    return OpCase{
+        "block_graph",
+        name,
+        [=](const Inputs& in) {
+          const Device d = in[0].device();
+          const Graph& g = (on_mixed ? mixed : big).on(d);
+          const ops::SampledLayer l = ops::sample_neighbors(
+              g.row_ptr(), g.edge_src(), (on_mixed ? mixed_nodes : sample_seeds).on(d), {-1, false, 0, 0});
+          const Graph b = ops::block_graph(l.row_ptr, l.col, l.src_nodes.numel());
+          const std::vector<int64_t> counts = {
+              b.num_src_nodes(),    b.num_dst_nodes(),    b.max_in_degree(),
+              b.max_out_degree(),   b.chunk_edges(),      b.num_row_chunks(),
+              b.num_t_row_chunks(), b.count_self_loops(), b.one_self_loop_per_node()};
+          std::vector<int32_t> c(counts.begin(), counts.end());
+          return ops::concat(
+              {b.row_ptr(), b.edge_src(), b.edge_dst(), b.t_row_ptr(), b.t_edge_dst(), b.t_edge_id(),
+               b.row_chunk_ptr(), b.t_row_chunk_ptr(), b.row_chunk_row(), b.t_row_chunk_row(), b.row_order(),
+               b.t_row_order(), Tensor::from_vector(c, {static_cast<int64_t>(c.size())}, d)},
+              0);
+        },
+        {{1}},
+        {},
+        std::move(errors),
+        false};
   };
   // self_loop_attr by one fill_value, on big or mixed (both with existing self loops) and their
   // looped graphs.
@@ -1356,6 +1386,15 @@ std::vector<OpCase> op_cases() {
                    {"sample_neighbors", "fanout -2"}}}),
       sample_row("sample_neighbors with replacement", {3, true, 3, 9}),
       sample_row("sample_neighbors all in-edges", {-1, false, 3, 10}),
+      block_row(
+          "block_graph", false,
+          {{[=] { ops::block_graph(Tensor::zeros({3}, DType::i32), Tensor::zeros({0}, DType::i32), 1); },
+            {"block_graph", "1 sources for 2 destinations"}},
+           {[=] { ops::block_graph(Tensor::zeros({2}), Tensor::zeros({0}, DType::i32), 1); },
+            {"block_graph", "row_ptr", "i32"}},
+           {[=] { ops::block_graph(Tensor::zeros({0}, DType::i32), Tensor::zeros({0}, DType::i32), 1); },
+            {"block_graph", "row_ptr is empty"}}}),
+      block_row("block_graph of a graph with a self loop and empty rows", true),
   };
 }
 

@@ -1291,6 +1291,135 @@ TEST(Gatv2AttentionAggregate, WithoutEdgesOrFeaturesEverythingIsZero) {
   EXPECT_EQ(e[4].shape(), Shape({2, 0}));
 }
 
+TEST_P(Gatv2AttentionAggregateOnDevice, GradientsMatchFiniteDifferencesOnAHubLongerThanAWarp) {
+  // A row of 40 in-edges (longer than a warp's lanes and than the CUDA kernels' batches of 4
+  // edges), sources of several out-edges, nodes without in-edges; one head and several; F = 5 (not
+  // a multiple of the vector width), 8, and 40 (two words of signs per head); without dropout and
+  // edge term, and with both. Then 10 heads of 6 on the mixed graph (on CUDA two blocks of heads
+  // per row, whose groups write their own words of signs, 8 bits a head, 2 of them padding).
+  std::mt19937_64 rng(46);
+  const Graph g = hub_graph(40, 80, rng).to(device());
+  for (const auto& [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {4, 8}, {1, 40}})
+    for (const auto& [key, edge_term] : {std::pair{DropoutKey{}, false}, std::pair{kDrop, true}})
+      expect_gradients_match(
+          "gatv2_attention_aggregate hub of 40 H=" + std::to_string(H) + " F=" + std::to_string(F) +
+              " p=" + std::to_string(key.p),
+          [&, key = key](const std::vector<Tensor>& in) { return gatv2(g, in, key); },
+          gatv2_inputs(g, H, F, edge_term, rng, DType::f64, device()).list());
+  const Graph mixed = mixed_graph().to(device());
+  expect_gradients_match(
+      "gatv2_attention_aggregate mixed graph H=10 F=6",
+      [&](const std::vector<Tensor>& in) { return gatv2(mixed, in, kDrop); },
+      gatv2_inputs(mixed, 10, 6, true, rng, DType::f64, device()).list());
+}
+
+namespace {
+
+// The signs of x = xl[j] + xr[i] (+ et[e]) that the forward saves, computed in T as the op does:
+// bit q % 32 of word (e, q / 32) with q = h P + f, P the power of two covering F, the other bits
+// zero.
+template <class T>
+std::vector<int32_t> reference_gatv2_signs(const Graph& g, const Gatv2Inputs& in) {
+  const int64_t E = g.num_edges(), H = in.xl.size(1), F = in.xl.size(2);
+  int64_t P = 1;
+  while (P < F) P *= 2;
+  const int64_t words_per_edge = (H * P + 31) / 32;
+  const std::vector<int32_t> srcs = g.sources(), dsts = g.destinations();
+  const std::vector<T> xl = in.xl.to_vector<T>(), xr = in.xr.to_vector<T>();
+  const std::vector<T> et = in.edge_term.defined() ? in.edge_term.to_vector<T>() : std::vector<T>();
+  std::vector<int32_t> words(static_cast<size_t>(E * words_per_edge), 0);
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t f = 0; f < F; ++f) {
+        T x = xl[(srcs[e] * H + h) * F + f] + xr[(dsts[e] * H + h) * F + f];
+        if (!et.empty()) x = x + et[(e * H + h) * F + f];
+        const int64_t q = h * P + f;
+        if (x > T(0)) words[e * words_per_edge + q / 32] |= static_cast<int32_t>(1u << (q % 32));
+      }
+  return words;
+}
+
+// The forward kernel's outputs {out, lse, scores, signs} on the inputs' device, the last two
+// written only when `save` (else as made: signs filled with -1, so a word left unwritten shows).
+std::vector<Tensor> gatv2_forward_outputs(const Graph& g, const Gatv2Inputs& in, const DropoutKey& key,
+                                          bool save) {
+  const int64_t Nd = g.num_dst_nodes(), E = g.num_edges(), H = in.xl.size(1), F = in.xl.size(2);
+  const DType dtype = in.xl.dtype();
+  const Device device = in.xl.device();
+  std::vector<Tensor> r{Tensor::empty({Nd, H, F}, dtype, device), Tensor::empty({Nd, H}, dtype, device),
+                        Tensor::empty({E, H}, dtype, device),
+                        Tensor::full({E, ops::gatv2_sign_words(H, F)}, -1.0, DType::i32, device)};
+  ops::Gatv2AttentionForwardArgs args{{{&g, in.xl, in.xr, in.att, 0.2, in.edge_term}, key}};
+  args.out = &r[0];
+  args.lse = &r[1];
+  args.scores = save ? &r[2] : nullptr;
+  args.signs = save ? &r[3] : nullptr;
+  ops::kernels::gatv2_attention_aggregate_forward(args);
+  return r;
+}
+
+}  // namespace
+
+TEST_P(Gatv2AttentionAggregateOnDevice, ForwardSavesTheScoresAndTheSignsOfX) {
+  // The scores the forward saves are gatv2_edge_scores' bits, and its signs those of x in the
+  // dtype's arithmetic, packed: 3 heads of F = 5 (8 bits each, in one word), 40 (64 bits each)
+  // and 64; 20 heads of 8 and 10 of 3 (on CUDA two groups of lanes per row, each writing its
+  // own words); f32 and f64, with and without the edge term; out and lse are the same bits as
+  // without saving.
+  std::mt19937_64 rng(47);
+  const Graph host = hub_graph(40, 80, rng);
+  const Graph g = host.to(device());
+  for (DType dtype : {DType::f32, DType::f64})
+    for (const auto& [H, F] :
+         std::vector<std::pair<int64_t, int64_t>>{{3, 5}, {3, 40}, {3, 64}, {20, 8}, {10, 3}})
+      for (bool edge_term : {false, true}) {
+        const std::string tag = std::string(dtype_name(dtype)) + " H=" + std::to_string(H) +
+                                " F=" + std::to_string(F) + " edge_term=" + std::to_string(edge_term);
+        const Gatv2Inputs in = gatv2_inputs(g, H, F, edge_term, rng, dtype, device());
+        const std::vector<Tensor> saved = gatv2_forward_outputs(g, in, kDrop, true),
+                                  plain = gatv2_forward_outputs(g, in, kDrop, false);
+        EXPECT_TRUE(bitwise_equal(saved[0], plain[0])) << tag << " out";
+        EXPECT_TRUE(bitwise_equal(saved[1], plain[1])) << tag << " lse";
+        EXPECT_TRUE(
+            bitwise_equal(saved[2], ops::gatv2_edge_scores(g, in.xl, in.xr, in.att, 0.2, in.edge_term)))
+            << tag << " scores";
+        const Gatv2Inputs on_host{in.xl.to(Device::cpu), in.xr.to(Device::cpu), in.att.to(Device::cpu),
+                                  edge_term ? in.edge_term.to(Device::cpu) : Tensor()};
+        EXPECT_EQ(saved[3].to_vector<int32_t>(), dtype == DType::f32
+                                                     ? reference_gatv2_signs<float>(host, on_host)
+                                                     : reference_gatv2_signs<double>(host, on_host))
+            << tag << " signs";
+      }
+}
+
+TEST(Gatv2AttentionAggregate, KernelsTakeTheSavedScoresAndSignsTogether) {
+  const Graph g = mixed_graph();
+  const int64_t N = g.num_nodes(), E = g.num_edges();
+  const Tensor x = Tensor::zeros({N, 2, 40});
+  Tensor out = Tensor::empty({N, 2, 40}), lse = Tensor::empty({N, 2}), scores = Tensor::empty({E, 2});
+  // 2 heads of F = 40 take 64 bits each: 4 words an edge.
+  Tensor one_word = Tensor::empty({E, 1}, DType::i32), as_floats = Tensor::empty({E, 4});
+  ops::Gatv2AttentionForwardArgs forward{{{&g, x, x, Tensor::zeros({2, 40}), 0.2, Tensor()}, {}}};
+  forward.out = &out;
+  forward.lse = &lse;
+  forward.scores = &scores;
+  expect_error([&] { ops::kernels::gatv2_attention_aggregate_forward(forward); },
+               {"gatv2_attention_aggregate (saved scores)", "together"});
+  forward.signs = &one_word;
+  expect_error([&] { ops::kernels::gatv2_attention_aggregate_forward(forward); },
+               {"gatv2_attention_aggregate (saved scores)", "'signs'", "(13, 1)"});
+  forward.signs = &as_floats;
+  expect_error([&] { ops::kernels::gatv2_attention_aggregate_forward(forward); },
+               {"gatv2_attention_aggregate (saved scores)", "'signs'", "i32"});
+  ops::Gatv2AttentionBackwardArgs backward{{{&g, x, x, Tensor::zeros({2, 40}), 0.2, Tensor()}, {}}};
+  backward.out = out;
+  backward.lse = lse;
+  backward.scores = scores;
+  backward.grad_out = x;
+  expect_error([&] { ops::kernels::gatv2_attention_aggregate_backward(backward); },
+               {"gatv2_attention_aggregate backward", "together"});
+}
+
 // ---- bipartite graphs: source-side tensors (Ns rows), destination-side ones (Nd rows) ------
 
 // Fewer sources than destinations and more, each plain and with self loops (i, i) for
@@ -2347,16 +2476,22 @@ TEST_F(CudaGatv2AttentionAggregate, MatchesCpu) {
 }
 
 TEST_F(CudaGatv2AttentionAggregate, MatchesCpuWithAHubOf100000Edges) {
-  // A row of 100,000 edges and long sources: rows and transposed rows cut into chunks.
+  // A row of 100,000 edges and long sources: rows and transposed rows cut into chunks. At 8 heads
+  // of 8 f32 features its 120,000 nodes take GAT's lane of a whole head (more (node, head) lanes
+  // than the device keeps resident), with and without the edge term.
   std::mt19937_64 rng(52);
   const Graph hub = random_graph(120000, 200000, 100000, rng);
   expect_gatv2_matches_cpu("hub graph", hub, 1, 4, true, kDrop, rng);
   expect_gatv2_matches_cpu("hub graph", hub, 8, 8, false, kDrop, rng);
+  expect_gatv2_matches_cpu("hub graph", hub, 8, 8, true, DropoutKey{}, rng, {DType::f32});
 }
 
 TEST_F(CudaGatv2AttentionAggregate, RunsAndSingleGradientsAreBitwiseIdentical) {
+  // 8 heads of 8 on 60,000 nodes: 480,000 (node, head) lanes, more than an H100 or H200 keeps
+  // resident, so the kernels take GAT's lane of a whole head (with_gather_vec); a hub of 5,000
+  // edges each way (chunks).
   std::mt19937_64 rng(54);
-  const Graph g = random_graph(20000, 200000, 5000, rng).to(Device::cuda);
+  const Graph g = random_graph(60000, 600000, 5000, rng).to(Device::cuda);
   const Gatv2Inputs in = gatv2_inputs(g, 8, 8, true, rng, DType::f32, Device::cuda);
   const Tensor go = random_tensor({g.num_nodes(), 8, 8}, rng, -1, 1, DType::f32, Device::cuda);
   const std::vector<Tensor> a = run_gatv2(g, in, go, kDrop), b = run_gatv2(g, in, go, kDrop);
@@ -2366,6 +2501,42 @@ TEST_F(CudaGatv2AttentionAggregate, RunsAndSingleGradientsAreBitwiseIdentical) {
     one[k] = true;
     EXPECT_TRUE(bitwise_equal(run_gatv2(g, in, go, kDrop, one)[k + 2], a[k + 2]))
         << "gradient " << k << " alone";
+  }
+}
+
+TEST_F(CudaGatv2AttentionAggregate, BackwardWithoutTheSavedScoresGivesTheSameBits) {
+  // Given no saved scores and signs, the CUDA backward computes them itself (the PyTorch operators'
+  // path): every gradient is the same bits as with the forward's (a copy of the scores: the
+  // backward spends them). Rows and sources cut into chunks, dropout and edge term on; heads of
+  // 8 x 8 and 3 x 40 (two words of signs a head).
+  std::mt19937_64 rng(55);
+  const Graph g = hubs_graph(2000, 8000, 5, 70, rng).to(Device::cuda);
+  const int64_t Nd = g.num_dst_nodes();
+  for (const auto& [H, F] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {3, 40}}) {
+    const Gatv2Inputs in = gatv2_inputs(g, H, F, true, rng, DType::f32, Device::cuda);
+    const std::vector<Tensor> forward = gatv2_forward_outputs(g, in, kDrop, true);  // out, lse, scores, signs
+    const Tensor go = random_tensor({Nd, H, F}, rng, -1, 1, DType::f32, Device::cuda);
+    auto backward = [&](bool saved) {
+      std::vector<Tensor> d{Tensor::empty(in.xl.shape(), DType::f32, Device::cuda),
+                            Tensor::empty(in.xr.shape(), DType::f32, Device::cuda),
+                            Tensor::empty(in.att.shape(), DType::f32, Device::cuda),
+                            Tensor::empty(in.edge_term.shape(), DType::f32, Device::cuda)};
+      ops::Gatv2AttentionBackwardArgs args{{{&g, in.xl, in.xr, in.att, 0.2, in.edge_term}, kDrop}};
+      args.out = forward[0];
+      args.lse = forward[1];
+      args.scores = saved ? forward[2].clone() : Tensor();
+      args.signs = saved ? forward[3] : Tensor();
+      args.grad_out = go;
+      args.grad_xl = &d[0];
+      args.grad_xr = &d[1];
+      args.grad_att = &d[2];
+      args.grad_edge_term = &d[3];
+      ops::kernels::gatv2_attention_aggregate_backward(args);
+      return d;
+    };
+    const std::vector<Tensor> want = backward(true), got = backward(false);
+    for (size_t k = 0; k < want.size(); ++k)
+      EXPECT_TRUE(bitwise_equal(got[k], want[k])) << "H=" << H << " F=" << F << " gradient " << k;
   }
 }
 

@@ -17,6 +17,7 @@
 
 #include "gat/datasets/generator.h"
 #include "gat/framework/neighbor_sampler.h"
+#include "gat/framework/ops/block_graph.h"
 #include "gat_testing.h"
 
 using namespace gat;
@@ -167,6 +168,95 @@ TEST_P(NeighborSamplerOnDevice, OneSeedAndAllNodes) {
     EXPECT_TRUE(bitwise_equal(block.graph.row_ptr(), graph.row_ptr()));
     EXPECT_TRUE(bitwise_equal(block.graph.edge_src(), graph.edge_src()));
     EXPECT_EQ(block.edge_ids, first_nodes(static_cast<int32_t>(graph.num_edges())));
+  }
+}
+
+// A ternary tree whose in-edges come from the children (node v from 3v + 1, 3v + 2, 3v + 3): with
+// fanout 3 every inner node keeps exactly 3 edges, so a hop's edges fill the buffers sized by
+// the bound Nd x fanout exactly, and the seed's hop names 3 new sources each (Ns = Nd + Es, the
+// source buffer's bound). Every node with fanout 100 keeps every edge: the graph's E, the bound
+// without replacement. The leaves have no in-edges: with fanout -1 or 3, a batch of leaves has no
+// edge at all.
+TEST_P(NeighborSamplerOnDevice, HopsThatFillTheBoundExactlyAndNodesWithoutInEdges) {
+  std::vector<int32_t> src, dst;
+  for (int32_t v = 0; v < 13; ++v)
+    for (int32_t c = 3 * v + 1; c <= 3 * v + 3; ++c) src.push_back(c), dst.push_back(v);
+  const Graph tree = Graph::from_edges(40, src, dst);
+  const std::vector<int32_t> leaves = {39, 13, 27};
+  for (bool replace : {false, true})
+    for (const std::vector<int64_t>& fanouts : {std::vector<int64_t>{3, 3, 3}, {-1, -1}, {3, -1}}) {
+      SCOPED_TRACE(::testing::Message() << "replace " << replace << " fanouts from " << fanouts[0]);
+      const NeighborSamplerOptions options{fanouts, replace, 8};
+      const NeighborSampler sampler(tree, options, device()), cpu(tree, options);
+      const SampledBatch batch = sampler.sample({0}, 4);
+      expect_valid_batch(tree, batch, {0}, options);
+      EXPECT_TRUE(same_batch(batch, cpu.sample({0}, 4)));
+      const SampledBlock& seed_hop = batch.blocks.back();
+      ASSERT_EQ(seed_hop.graph.num_edges(), 3);
+      if (!replace) {
+        EXPECT_EQ(seed_hop.src_nodes, (std::vector<int32_t>{0, 1, 2, 3}));
+        EXPECT_EQ(batch.blocks[batch.blocks.size() - 2].graph.num_edges(), 12);  // 4 nodes x 3
+      }
+      const SampledBatch none = sampler.sample(leaves, 2);
+      expect_valid_batch(tree, none, leaves, options);
+      EXPECT_TRUE(same_batch(none, cpu.sample(leaves, 2)));
+      for (const SampledBlock& block : none.blocks) {
+        EXPECT_EQ(block.graph.num_edges(), 0);
+        EXPECT_EQ(block.src_nodes, leaves);
+      }
+    }
+  const std::vector<int32_t> all = first_nodes(40);
+  for (bool replace : {false, true}) {
+    const NeighborSamplerOptions every_edge{{100}, replace, 8};
+    const SampledBatch every = NeighborSampler(tree, every_edge, device()).sample(all, 1);
+    expect_valid_batch(tree, every, all, every_edge);
+    EXPECT_TRUE(same_batch(every, NeighborSampler(tree, every_edge).sample(all, 1)));
+    EXPECT_EQ(every.blocks[0].graph.num_edges(), replace ? 1300 : 39)
+        << "replace " << replace;  // 13 inner nodes
+  }
+}
+
+// ops::block_graph builds, where a layer's arrays are, the Graph the host builds from them
+// (Graph::from_csr, then with_self_loops): every array and count, bit for bit. The layers: a
+// graph's self loop and duplicate edge in a row, rows without edges, a hub's rows cut into chunks
+// both ways, no destination at all, and a large layer.
+TEST_P(NeighborSamplerOnDevice, BlockGraphIsTheHostsLoopedBlock) {
+  GraphBuildOptions keep;
+  keep.remove_duplicates = false;
+  const Graph small = Graph::from_edges(6, {1, 2, 3, 2, 0, 3, 1}, {0, 0, 0, 0, 5, 3, 3}, keep);
+  std::mt19937_64 rng(4);
+  const Graph hubs = hubs_graph(3000, 20000, 3, 300, rng), large = random_graph(30000, 20, 7);
+  struct Case {
+    const Graph* graph;
+    std::vector<int32_t> seeds;
+    std::vector<int64_t> fanouts;
+  };
+  const std::vector<int32_t> some_large = shuffle_nodes(first_nodes(30000), 1, 0);
+  const std::vector<Case> cases = {
+      {&small, {0, 4, 5, 3}, {-1, 2}},
+      {&small, {}, {2}},
+      {&hubs, {0, 1000, 2000, 5, 77}, {-1, -1}},
+      {&hubs, first_nodes(3000), {4}},
+      {&large, std::vector<int32_t>(some_large.begin(), some_large.begin() + 6000), {25, 10}}};
+  for (const Case& c : cases) {
+    const NeighborSampler sampler(*c.graph, {c.fanouts, false, 1}, device());
+    const std::vector<ops::SampledLayer> layers = sampler.sample_layers(c.seeds, 9);
+    for (size_t l = 0; l < layers.size(); ++l) {
+      SCOPED_TRACE(::testing::Message()
+                   << c.graph->num_nodes() << " nodes, " << c.seeds.size() << " seeds, layer " << l);
+      const ops::SampledLayer& layer = layers[l];
+      const Graph want = Graph::from_csr(layer.src_nodes.numel(), layer.row_ptr.to_vector<int32_t>(),
+                                         layer.col.to_vector<int32_t>())
+                             .with_self_loops();
+      const Graph got = ops::block_graph(layer.row_ptr, layer.col, layer.src_nodes.numel());
+      ASSERT_EQ(got.device(), device());
+      EXPECT_EQ(graph_difference(got, want), "");
+      got.validate();
+      if (c.graph == &hubs && c.fanouts[0] == -1 && l == 0) {  // the hubs' 100 out-edges into 1..300
+        EXPECT_GT(got.num_row_chunks(), 0) << "no row was cut";
+        EXPECT_GT(got.num_t_row_chunks(), 0) << "no transpose row was cut";
+      }
+    }
   }
 }
 

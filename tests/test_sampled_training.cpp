@@ -60,9 +60,7 @@ bool same_batch(const MiniBatch& a, const MiniBatch& b) {
       a.blocks.size() != b.blocks.size() || a.edge_attrs.size() != b.edge_attrs.size())
     return false;
   for (size_t l = 0; l < a.blocks.size(); ++l)
-    if (!bitwise_equal(a.blocks[l].row_ptr(), b.blocks[l].row_ptr()) ||
-        !bitwise_equal(a.blocks[l].edge_src(), b.blocks[l].edge_src()))
-      return false;
+    if (!graph_difference(a.blocks[l], b.blocks[l]).empty()) return false;
   for (size_t l = 0; l < a.edge_attrs.size(); ++l)
     if (!bitwise_equal(a.edge_attrs[l], b.edge_attrs[l])) return false;
   return true;
@@ -148,7 +146,8 @@ TEST(NeighborLoader, EveryEpochTakesEverySeedOnceInBatchesTheLastPartial) {
 }
 
 // A CUDA loader's batches (sampled on the device or on the CPU, the rows through page-locked
-// buffers, copied on the thread's own stream) are the host batches make_batch makes, bit for bit,
+// buffers, copied on the thread's own stream; without edge features a block sampled on the
+// device is built there, ops::block_graph) are the host batches make_batch makes, bit for bit,
 // once next() has handed them over: read on the main stream (a clone, then the comparison's copy
 // to the host), so a batch whose copies the main stream did not wait for would differ. Batches of
 // growing size make the page-locked buffers grow; two epochs reuse them.
@@ -156,28 +155,29 @@ using CudaNeighborLoader = CudaVsCpuTest;
 
 TEST_F(CudaNeighborLoader, BatchesAreTheHostBatchesSampledOnEitherDevice) {
   const Dataset data = f64_dataset_with_edge_features();
-  for (bool on_device : {true, false}) {
-    NeighborLoaderOptions options = loader_options(5, {6, 4});
-    options.sample_on_device = on_device;
-    NeighborLoader loader(data.graph, data.x, data.y, data.edge_attr, first_nodes(120), options,
-                          Device::cuda);
-    for (int64_t epoch = 0; epoch < 2; ++epoch) {
-      loader.start_epoch(epoch);
-      const std::vector<int32_t> order = loader.epoch_order(epoch);
-      int64_t b = 0;
-      while (std::optional<MiniBatch> batch = loader.next()) {
-        SCOPED_TRACE(::testing::Message()
-                     << "on device " << on_device << " epoch " << epoch << " batch " << b);
-        EXPECT_FALSE(batch->copied) << "next() hands over a batch the main stream waits for";
-        ASSERT_EQ(batch->x.device(), Device::cuda);
-        ASSERT_EQ(batch->blocks[0].device(), Device::cuda);
-        batch->x = batch->x.clone();
-        EXPECT_TRUE(same_batch(*batch, loader.make_batch(epoch, b, order)));
-        ++b;
+  for (bool on_device : {true, false})
+    for (bool edge_features : {true, false}) {
+      NeighborLoaderOptions options = loader_options(5, {6, 4});
+      options.sample_on_device = on_device;
+      NeighborLoader loader(data.graph, data.x, data.y, edge_features ? data.edge_attr : Tensor(),
+                            first_nodes(120), options, Device::cuda);
+      for (int64_t epoch = 0; epoch < 2; ++epoch) {
+        loader.start_epoch(epoch);
+        const std::vector<int32_t> order = loader.epoch_order(epoch);
+        int64_t b = 0;
+        while (std::optional<MiniBatch> batch = loader.next()) {
+          SCOPED_TRACE(::testing::Message() << "on device " << on_device << " edge features " << edge_features
+                                            << " epoch " << epoch << " batch " << b);
+          EXPECT_FALSE(batch->copied) << "next() hands over a batch the main stream waits for";
+          ASSERT_EQ(batch->x.device(), Device::cuda);
+          ASSERT_EQ(batch->blocks[0].device(), Device::cuda);
+          batch->x = batch->x.clone();
+          EXPECT_TRUE(same_batch(*batch, loader.make_batch(epoch, b, order)));
+          ++b;
+        }
+        EXPECT_EQ(b, loader.num_batches());
       }
-      EXPECT_EQ(b, loader.num_batches());
     }
-  }
 }
 
 // The loader's blocks carry the self loops the layers add, and their edge features placeholder

@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "gat/framework/ops/block_graph.h"
 #include "gat/framework/ops/index_rows.h"
 #include "gat/train/trainer.h"
 
@@ -38,28 +39,44 @@ Device sampler_device(const NeighborLoaderOptions& options, Device device) {
 
 }  // namespace
 
-// Page-locked memory for one batch's feature and label rows, grown as batches need, and the
-// event after the copies out of it: the thread waits for it before writing there again.
+// Page-locked memory for one batch's feature and label rows and its blocks' edge features, grown
+// as batches need, and the event after the copies out of it: the thread waits for it before
+// writing there again.
 struct NeighborLoader::Staging {
   std::unique_ptr<cuda::HostBuffer> x, y;
+  std::vector<std::unique_ptr<cuda::HostBuffer>> edge_attrs;  // one per block
   std::shared_ptr<const cuda::Event> copied;
 
-  // rows `rows` of the host table (N, ...) gathered into `buffer` (grown to fit), and a new
-  // device tensor (K, ...) with their copy queued on this thread's stream.
+  // A new device tensor of `shape` and `dtype`, written by `fill` into `buffer` (grown to fit)
+  // as a host tensor, then copied by a copy queued on this thread's stream.
+  template <class Fill>
+  static Tensor stage(const Shape& shape, DType dtype, std::unique_ptr<cuda::HostBuffer>& buffer,
+                      const Fill& fill) {
+    const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+    if (!buffer || buffer->size() < bytes) buffer = std::make_unique<cuda::HostBuffer>(bytes + bytes / 2);
+    Tensor pinned = Tensor::from_blob(buffer->data(), shape, dtype, Device::cpu);
+    fill(pinned);
+    Tensor on_device = Tensor::empty(shape, dtype, Device::cuda, "mini-batch rows");
+    buffer->copy_to_device(on_device.raw_data(), bytes);
+    return on_device;
+  }
+
+  // Rows `rows` of the host table (N, ...) on the device (K, ...).
   static Tensor stage_rows(const Tensor& table, const std::vector<int32_t>& rows,
                            std::unique_ptr<cuda::HostBuffer>& buffer) {
     Shape shape = table.shape();
     shape[0] = static_cast<int64_t>(rows.size());
-    const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(table.dtype());
-    if (!buffer || buffer->size() < bytes) buffer = std::make_unique<cuda::HostBuffer>(bytes + bytes / 2);
-    Tensor pinned = Tensor::from_blob(buffer->data(), shape, table.dtype(), Device::cpu);
     const int64_t row_words = shape_numel(shape) / std::max<int64_t>(shape[0], 1) *
                               static_cast<int64_t>(dtype_size(table.dtype())) / 4;
-    ops::kernels::gather_rows(table, ops::RowIndex::gather_only(index_of(rows), Device::cpu), row_words,
-                              pinned);
-    Tensor on_device = Tensor::empty(shape, table.dtype(), Device::cuda, "mini-batch rows");
-    buffer->copy_to_device(on_device.raw_data(), bytes);
-    return on_device;
+    return stage(shape, table.dtype(), buffer, [&](Tensor& pinned) {
+      ops::kernels::gather_rows(table, ops::RowIndex::gather_only(index_of(rows), Device::cpu), row_words,
+                                pinned);
+    });
+  }
+
+  // A host tensor on the device.
+  static Tensor stage_tensor(const Tensor& host, std::unique_ptr<cuda::HostBuffer>& buffer) {
+    return stage(host.shape(), host.dtype(), buffer, [&](Tensor& pinned) { pinned.copy_(host); });
   }
 };
 
@@ -114,8 +131,8 @@ std::vector<int32_t> NeighborLoader::epoch_order(int64_t epoch) const {
   return options_.shuffle ? shuffle_nodes(seeds_, options_.seed, static_cast<uint64_t>(epoch)) : seeds_;
 }
 
-SampledBatch NeighborLoader::sample_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order,
-                                          std::vector<int32_t>& seeds) const {
+const std::vector<int32_t>& NeighborLoader::batch_seeds(int64_t batch, const std::vector<int32_t>& order,
+                                                        std::vector<int32_t>& seeds) const {
   GAT_CHECK(batch >= 0 && batch < num_batches() && order.size() == seeds_.size(), "NeighborLoader: no batch ",
             batch, " of ", num_batches(), " in an order of ", order.size(), " seeds (", seeds_.size(),
             " given)");
@@ -123,8 +140,16 @@ SampledBatch NeighborLoader::sample_batch(int64_t epoch, int64_t batch, const st
   const size_t last = std::min(order.size(), first + static_cast<size_t>(options_.batch_size));
   seeds.assign(order.begin() + static_cast<std::ptrdiff_t>(first),
                order.begin() + static_cast<std::ptrdiff_t>(last));
-  return sampler_.sample(seeds, static_cast<uint64_t>(epoch) * static_cast<uint64_t>(num_batches()) +
-                                    static_cast<uint64_t>(batch));
+  return seeds;
+}
+
+uint64_t NeighborLoader::batch_key(int64_t epoch, int64_t batch) const {
+  return static_cast<uint64_t>(epoch) * static_cast<uint64_t>(num_batches()) + static_cast<uint64_t>(batch);
+}
+
+SampledBatch NeighborLoader::sample_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order,
+                                          std::vector<int32_t>& seeds) const {
+  return sampler_.sample(batch_seeds(batch, order, seeds), batch_key(epoch, batch));
 }
 
 MiniBatch NeighborLoader::make_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order) const {
@@ -143,15 +168,30 @@ MiniBatch NeighborLoader::make_batch(int64_t epoch, int64_t batch, const std::ve
 MiniBatch NeighborLoader::make_device_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order,
                                             Staging& staging) const {
   MiniBatch out;
-  SampledBatch sampled = sample_batch(epoch, batch, order, out.seeds);
-  if (staging.copied) staging.copied->synchronize();  // the copies out of its buffers have run
-  out.x = Staging::stage_rows(x_, sampled.input_nodes(), staging.x);
-  out.y = Staging::stage_rows(y_, out.seeds, staging.y);
-  for (const SampledBlock& block : sampled.blocks) {
-    const auto [graph, attr] = looped_block(block, edge_attr_);
-    if (attr.defined()) out.edge_attrs.push_back(attr.to(device_));
-    out.blocks.push_back(graph.to(device_));
+  // The copies out of the staging buffers have run (queued two batches ago on this stream, they
+  // are before everything this batch queues).
+  if (staging.copied) staging.copied->synchronize();
+  std::vector<int32_t> input_nodes;
+  if (sampler_.device() == Device::cuda && !edge_attr_.defined()) {
+    // The blocks stay on the device: sampled and built there (ops::block_graph), with their
+    // loops. Only the input nodes come back, for the feature rows in host memory.
+    const std::vector<ops::SampledLayer> layers =
+        sampler_.sample_layers(batch_seeds(batch, order, out.seeds), batch_key(epoch, batch));
+    for (const ops::SampledLayer& layer : layers)
+      out.blocks.push_back(ops::block_graph(layer.row_ptr, layer.col, layer.src_nodes.numel()));
+    input_nodes = layers.front().src_nodes.to_vector<int32_t>();
+  } else {  // through the host: sampled there, or edge features to gather with the edge ids
+    SampledBatch sampled = sample_batch(epoch, batch, order, out.seeds);
+    staging.edge_attrs.resize(sampled.blocks.size());
+    for (size_t l = 0; l < sampled.blocks.size(); ++l) {
+      const auto [graph, attr] = looped_block(sampled.blocks[l], edge_attr_);
+      if (attr.defined()) out.edge_attrs.push_back(Staging::stage_tensor(attr, staging.edge_attrs[l]));
+      out.blocks.push_back(graph.to(device_));
+    }
+    input_nodes = std::move(sampled.blocks.front().src_nodes);
   }
+  out.x = Staging::stage_rows(x_, input_nodes, staging.x);
+  out.y = Staging::stage_rows(y_, out.seeds, staging.y);
   auto copied = std::make_shared<cuda::Event>();
   copied->record();
   out.copied = staging.copied = std::move(copied);

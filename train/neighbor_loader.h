@@ -7,11 +7,12 @@
 // So the features need not fit on the device: only a batch's rows are copied there.
 //
 // On CUDA the thread works on a stream of its own (cuda::OnOwnStream), beside the training step:
-// it samples there (on the device when sample_on_device, with the graph's CSR there), gathers
-// the feature and label rows into page-locked buffers and queues their copies with the blocks'
-// after them; next() makes the main stream wait for that batch's copies (an event), not the
-// host. Two page-locked buffers take turns, each reused once the copies out of it have run, and
-// kept for the next epoch.
+// it samples there (on the device when sample_on_device, with the graph's CSR there; without
+// edge features the blocks are then built there too, ops::block_graph), gathers the feature and
+// label rows and the edge features into page-locked buffers and queues their copies; next()
+// makes the main stream wait for that batch's copies (an event), not the host. Two sets of
+// page-locked buffers take turns, each reused once the copies out of it have run, and kept for
+// the next epoch.
 //
 // What the thread and the caller share: the sampler and the host tensors (read only, never
 // written after the loader is made) and the queue of finished batches (under a mutex). The
@@ -99,8 +100,12 @@ class NeighborLoader {
   MiniBatch make_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order) const;
 
  private:
-  struct Staging;  // a page-locked buffer pair and the event after the copies out of it
-  // The batch's seeds (into `seeds`) and their blocks.
+  struct Staging;  // a batch's page-locked buffers and the event after the copies out of them
+  // Batch `batch`'s seeds in `order`, written into `seeds` and returned.
+  const std::vector<int32_t>& batch_seeds(int64_t batch, const std::vector<int32_t>& order,
+                                          std::vector<int32_t>& seeds) const;
+  uint64_t batch_key(int64_t epoch, int64_t batch) const;  // the sampler's key of a batch
+  // The batch's seeds (into `seeds`) and their blocks, on the host.
   SampledBatch sample_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order,
                             std::vector<int32_t>& seeds) const;
   // make_batch's batch on CUDA, its feature and label rows through `staging`; on the thread.
@@ -114,7 +119,7 @@ class NeighborLoader {
   NeighborLoaderOptions options_;
   Device device_;
   int threads_ = 1;  // OpenMP threads of the caller, for the thread's parallel loops
-  // A CUDA loader's two page-locked buffer pairs, taking turns by batch: the thread's alone, kept
+  // A CUDA loader's two sets of page-locked buffers, taking turns by batch: the thread's alone, kept
   // from epoch to epoch (page-locked allocations take milliseconds).
   std::vector<Staging> staging_;
 

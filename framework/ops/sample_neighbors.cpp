@@ -14,7 +14,32 @@
 namespace gat::ops {
 
 namespace {
+
 constexpr int64_t kMaxEdges = std::numeric_limits<int32_t>::max();  // 32-bit edge ids
+
+// Refuses a block of nd destinations and `edges` edges that 32-bit ids cannot number.
+void check_block_size(int64_t nd, int64_t edges) {
+  GAT_CHECK(
+      edges < kMaxEdges, "sample_neighbors: a block of ", edges,
+      " edges or more does not fit 32-bit edge ids (at most 2^31 - 2): lower the batch size or the fanouts");
+  GAT_CHECK(nd + edges <= kMaxEdges, "sample_neighbors: ", nd, " destinations and ", edges,
+            " edges do not fit 32-bit local ids (at most 2^31 - 1 together)");
+}
+
+// Past it the edge count is read: a bound far above the count (a fanout above most degrees)
+// would otherwise hold memory for nothing. 2^24 edges, 64 MB of ids.
+constexpr int64_t kMaxUnreadEdges = int64_t{1} << 24;
+
+// A bound of a hop's edge count over nd destinations of a graph of `edges` edges that the buffers
+// may take, or -1 where the count must be read: a destination keeps at most `fanout` edges, and
+// without replacement each of its in-edges once at most (the destinations are distinct, so their
+// in-edges are too). Fanout -1 keeps them all: no bound below the graph's.
+int64_t unread_edge_bound(int64_t nd, int64_t edges, const NeighborDraw& draw) {
+  if (draw.fanout < 0) return -1;
+  const int64_t bound = draw.replace ? nd * draw.fanout : std::min(nd * draw.fanout, edges);
+  return bound <= kMaxUnreadEdges && nd + bound <= kMaxEdges ? bound : -1;
+}
+
 }  // namespace
 
 namespace cpu_impl {
@@ -50,14 +75,14 @@ void sample_edges(const Tensor& row_ptr, const Tensor& dst_nodes, const Tensor& 
 }
 
 void relabel_sources(const Tensor& edge_src, const Tensor& dst_nodes, const Tensor& row_ends,
-                     Tensor& edge_ids, Tensor& col, Tensor& src_nodes, Tensor& num_src) {
+                     Tensor& edge_ids, Tensor& col, Tensor& src_nodes, Tensor& sizes) {
   const int32_t* graph_src = edge_src.data<int32_t>();  // (E,)
   const int32_t* dst = dst_nodes.data<int32_t>();       // (Nd,)
   const int32_t* ends = row_ends.data<int32_t>();       // (Nd+1,)
-  int32_t* ids = edge_ids.data<int32_t>();              // (Es,)
-  int32_t* local_src = col.data<int32_t>();             // (Es,)
-  int32_t* nodes = src_nodes.data<int32_t>();           // (Nd+Es,)
-  const int64_t nd = dst_nodes.numel(), edges = edge_ids.numel();
+  int32_t* ids = edge_ids.data<int32_t>();              // (capacity,) the first Es drawn
+  int32_t* local_src = col.data<int32_t>();             // (capacity,)
+  int32_t* nodes = src_nodes.data<int32_t>();           // (Nd+capacity,)
+  const int64_t nd = dst_nodes.numel(), edges = ends[nd];
   // Local ids: the destinations first, then each new source where an edge first names it.
   std::unordered_map<int32_t, int32_t> local;
   local.reserve(static_cast<size_t>(nd + edges));
@@ -72,7 +97,8 @@ void relabel_sources(const Tensor& edge_src, const Tensor& dst_nodes, const Tens
     if (added) nodes[ns++] = src;
     local_src[e] = it->second;
   }
-  num_src.data<int32_t>()[0] = static_cast<int32_t>(ns);
+  sizes.data<int32_t>()[0] = static_cast<int32_t>(edges);
+  sizes.data<int32_t>()[1] = static_cast<int32_t>(ns);
   // Each row sorted by local source (the Graph's edge order), then by edge id.
   ::gat::detail::FirstException failure;
 #pragma omp parallel for schedule(dynamic, 256) if (edges > ::gat::detail::kParallelItems)
@@ -107,11 +133,11 @@ void sample_edges(const Tensor& row_ptr, const Tensor& dst_nodes, const Tensor& 
 }
 
 void relabel_sources(const Tensor& edge_src, const Tensor& dst_nodes, const Tensor& row_ends,
-                     Tensor& edge_ids, Tensor& col, Tensor& src_nodes, Tensor& num_src) {
+                     Tensor& edge_ids, Tensor& col, Tensor& src_nodes, Tensor& sizes) {
   if (edge_src.is_cuda())
     return GAT_CUDA_CALL(
-        cuda_impl::relabel_sources(edge_src, dst_nodes, row_ends, edge_ids, col, src_nodes, num_src));
-  cpu_impl::relabel_sources(edge_src, dst_nodes, row_ends, edge_ids, col, src_nodes, num_src);
+        cuda_impl::relabel_sources(edge_src, dst_nodes, row_ends, edge_ids, col, src_nodes, sizes));
+  cpu_impl::relabel_sources(edge_src, dst_nodes, row_ends, edge_ids, col, src_nodes, sizes);
 }
 
 }  // namespace kernels
@@ -134,19 +160,23 @@ SampledLayer sample_neighbors(const Tensor& row_ptr, const Tensor& edge_src, con
   SampledLayer out;
   out.row_ptr = Tensor::empty({nd + 1}, DType::i32, device, "sampled row_ptr");
   kernels::sampled_row_ends(row_ptr, dst_nodes, draw, out.row_ptr);
-  const auto edges = static_cast<int64_t>(out.row_ptr.rows(nd, nd + 1).item());  // waits for the device
-  GAT_CHECK(
-      edges < kMaxEdges, op, ": a block of ", edges,
-      " edges or more does not fit 32-bit edge ids (at most 2^31 - 2): lower the batch size or the fanouts");
-  GAT_CHECK(nd + edges <= kMaxEdges, op, ": ", nd, " destinations and ", edges,
-            " edges do not fit 32-bit local ids (at most 2^31 - 1 together)");
-  out.edge_ids = Tensor::empty({edges}, DType::i32, device, "sampled edge_ids");
-  kernels::sample_edges(row_ptr, dst_nodes, out.row_ptr, draw, out.edge_ids);
-  out.col = Tensor::empty({edges}, DType::i32, device, "sampled col");
-  Tensor src_nodes = Tensor::empty({nd + edges}, DType::i32, device, "sampled src_nodes");
-  Tensor num_src = Tensor::empty({1}, DType::i32, device, "sampled num_src");
-  kernels::relabel_sources(edge_src, dst_nodes, out.row_ptr, out.edge_ids, out.col, src_nodes, num_src);
-  out.src_nodes = src_nodes.rows(0, static_cast<int64_t>(num_src.item()));
+  // The buffers hold `capacity` edges: a bound of the count, so that the host need not wait
+  // for it, or the count itself.
+  int64_t capacity = unread_edge_bound(nd, edge_src.numel(), draw);
+  if (capacity < 0) {
+    capacity = static_cast<int64_t>(out.row_ptr.rows(nd, nd + 1).item());  // waits for the device
+    check_block_size(nd, capacity);
+  }
+  Tensor edge_ids = Tensor::empty({capacity}, DType::i32, device, "sampled edge_ids");
+  kernels::sample_edges(row_ptr, dst_nodes, out.row_ptr, draw, edge_ids);
+  Tensor col = Tensor::empty({capacity}, DType::i32, device, "sampled col");
+  Tensor src_nodes = Tensor::empty({nd + capacity}, DType::i32, device, "sampled src_nodes");
+  Tensor sizes = Tensor::empty({2}, DType::i32, device, "sampled sizes");
+  kernels::relabel_sources(edge_src, dst_nodes, out.row_ptr, edge_ids, col, src_nodes, sizes);
+  const std::vector<int32_t> es_ns = sizes.to_vector<int32_t>();  // the hop's one wait on CUDA
+  out.col = col.rows(0, es_ns[0]);
+  out.edge_ids = edge_ids.rows(0, es_ns[0]);
+  out.src_nodes = src_nodes.rows(0, es_ns[1]);
   return out;
 }
 

@@ -10,6 +10,7 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/detail/device_scratch.cuh"
 #include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/ops/detail/neighbor_draws.h"
 #include "gat/framework/ops/sample_neighbors.h"
@@ -18,23 +19,11 @@ namespace gat::ops::cuda_impl {
 
 namespace {
 
+using detail::run_cub;
+using detail::scratch;
+using detail::words;
+
 constexpr long long kMaxEdges = std::numeric_limits<int32_t>::max();
-
-// Device memory of `bytes` for the scope of a kernel entry (freed in stream order).
-Tensor scratch(size_t bytes, const char* what) {
-  return Tensor::empty({static_cast<int64_t>((bytes + 3) / 4)}, DType::i32, Device::cuda, what);
-}
-
-// Runs a CUB device-wide algorithm: `call(temp, temp_bytes)` once to size its temporary storage,
-// then with it.
-template <class Call>
-void run_cub(const Call& call) {
-  size_t bytes = 0;
-  CUDA_CHECK(call(nullptr, bytes));
-  // At least one word: a null pointer would make the second call a size query too.
-  const Tensor temp = scratch(bytes > 0 ? bytes : 1, "sample_neighbors cub temp");
-  CUDA_CHECK(call(temp.raw_data(), bytes));
-}
 
 struct CountFn {
   const int32_t* row_ptr;  // (N+1,)
@@ -72,17 +61,23 @@ struct PickFn {
   }
 };
 
-// Item k < Nd is destination k; item Nd + e is edge e's source. Position k orders first
-// appearances: a destination comes before every edge, edge e before edge e + 1.
+// The buffers hold `capacity` edges, of which the first Es = row_ends[Nd] were drawn: Es is on
+// the device only (the op reads it once, with the source count, at the end).
+//
+// Item k < Nd is destination k; item Nd + e is edge e's source, or kUnused for a slot e >= Es.
+// Position k orders first appearances: a destination comes before every edge, edge e before
+// edge e + 1.
+constexpr int32_t kUnused = -1;  // below every node: the unused slots sort first, as one run
 struct ItemsFn {
   const int32_t* dst;        // (Nd,)
   const int32_t* graph_src;  // (E,)
-  const int32_t* edge_ids;   // (Es,)
+  const int32_t* edge_ids;   // (capacity,)
+  const int32_t* edges;      // &row_ends[Nd]: Es
   long long nd;
-  int32_t* node;      // (Nd+Es,)
-  int32_t* position;  // (Nd+Es,)
+  int32_t* node;      // (Nd+capacity,)
+  int32_t* position;  // (Nd+capacity,)
   __device__ void operator()(long long k) const {
-    node[k] = k < nd ? dst[k] : graph_src[edge_ids[k - nd]];
+    node[k] = k < nd ? dst[k] : (k - nd < *edges ? graph_src[edge_ids[k - nd]] : kUnused);
     position[k] = static_cast<int32_t>(k);
   }
 };
@@ -91,29 +86,30 @@ struct ItemsFn {
 // run_head[i] = i at a run's head, else 0 (a running max then gives every item its run's head);
 // is_new[e] = 1 where edge e is the first to name a node that is no destination.
 struct HeadsFn {
-  const int32_t* node;      // (Nd+Es,) sorted
-  const int32_t* position;  // (Nd+Es,) in the sorted order
+  const int32_t* node;      // (Nd+capacity,) sorted
+  const int32_t* position;  // (Nd+capacity,) in the sorted order
   long long nd;
-  int32_t* run_head;  // (Nd+Es,)
-  int32_t* is_new;    // (Es,) zeroed
+  int32_t* run_head;  // (Nd+capacity,)
+  int32_t* is_new;    // (capacity,) zeroed
   __device__ void operator()(long long i) const {
     const bool head = i == 0 || node[i] != node[i - 1];
     run_head[i] = head ? static_cast<int32_t>(i) : 0;
-    if (head && position[i] >= nd) is_new[position[i] - nd] = 1;
+    if (head && position[i] >= nd && node[i] != kUnused) is_new[position[i] - nd] = 1;
   }
 };
 
 // Every edge's local source: its node's destination index, or Nd + the rank of the node's first
 // edge among the new nodes' first edges. The head of each new node's run writes src_nodes.
 struct LocalIdsFn {
-  const int32_t* node;      // (Nd+Es,) sorted
-  const int32_t* position;  // (Nd+Es,)
-  const int32_t* run_head;  // (Nd+Es,) after the running max
-  const int32_t* new_rank;  // (Es,) exclusive sums of is_new
+  const int32_t* node;      // (Nd+capacity,) sorted
+  const int32_t* position;  // (Nd+capacity,)
+  const int32_t* run_head;  // (Nd+capacity,) after the running max
+  const int32_t* new_rank;  // (capacity,) exclusive sums of is_new
   long long nd;
-  int32_t* col;        // (Es,)
-  int32_t* src_nodes;  // (Nd+Es,)
+  int32_t* col;        // (capacity,)
+  int32_t* src_nodes;  // (Nd+capacity,)
   __device__ void operator()(long long i) const {
+    if (node[i] == kUnused) return;
     const int32_t head = run_head[i], first = position[head];
     const int32_t local = first < nd ? first : static_cast<int32_t>(nd) + new_rank[first - nd];
     if (position[i] >= nd) col[position[i] - nd] = local;
@@ -121,40 +117,43 @@ struct LocalIdsFn {
   }
 };
 
-struct CountSourcesFn {
-  const int32_t* new_rank;  // (Es,)
-  const int32_t* is_new;    // (Es,)
-  long long nd, edges;
-  int32_t* num_src;  // (1,)
+// sizes = (Es, Ns). The unused slots are no new node, so the last slot's rank counts them all.
+struct SizesFn {
+  const int32_t* new_rank;  // (capacity,)
+  const int32_t* is_new;    // (capacity,)
+  const int32_t* edges;     // &row_ends[Nd]: Es
+  long long nd, capacity;
+  int32_t* sizes;  // (2,)
   __device__ void operator()(long long) const {
-    num_src[0] = static_cast<int32_t>(nd + (edges > 0 ? new_rank[edges - 1] + is_new[edges - 1] : 0));
+    sizes[0] = *edges;
+    sizes[1] = static_cast<int32_t>(nd + (capacity > 0 ? new_rank[capacity - 1] + is_new[capacity - 1] : 0));
   }
 };
 
 // (local source, edge id) packed in one key, so that sorting the keys sorts by both.
+// Over the drawn edges e < Es only: the rows' segments end there.
 struct PackFn {
   const int32_t* col;
   const int32_t* edge_ids;
-  unsigned long long* keys;  // (Es,)
+  const int32_t* edges;      // &row_ends[Nd]: Es
+  unsigned long long* keys;  // (capacity,)
   __device__ void operator()(long long e) const {
+    if (e >= *edges) return;
     keys[e] = static_cast<unsigned long long>(col[e]) << 32 | static_cast<uint32_t>(edge_ids[e]);
   }
 };
 
 struct UnpackFn {
-  const unsigned long long* keys;  // (Es,)
+  const unsigned long long* keys;  // (capacity,)
+  const int32_t* edges;            // &row_ends[Nd]: Es
   int32_t* col;
   int32_t* edge_ids;
   __device__ void operator()(long long e) const {
+    if (e >= *edges) return;
     col[e] = static_cast<int32_t>(keys[e] >> 32);
     edge_ids[e] = static_cast<int32_t>(keys[e] & 0xffffffffu);
   }
 };
-
-template <class T>
-T* words(const Tensor& t) {
-  return static_cast<T*>(t.raw_data());
-}
 
 }  // namespace
 
@@ -185,55 +184,58 @@ void sample_edges(const Tensor& row_ptr, const Tensor& dst_nodes, const Tensor& 
 }
 
 void relabel_sources(const Tensor& edge_src, const Tensor& dst_nodes, const Tensor& row_ends,
-                     Tensor& edge_ids, Tensor& col, Tensor& src_nodes, Tensor& num_src) {
-  const long long nd = dst_nodes.numel(), edges = edge_ids.numel(), items = nd + edges;
+                     Tensor& edge_ids, Tensor& col, Tensor& src_nodes, Tensor& sizes) {
+  const long long nd = dst_nodes.numel(), capacity = edge_ids.numel(), items = nd + capacity;
+  const int32_t* ends = row_ends.data<int32_t>();  // (Nd+1,)
+  const int32_t* edges = ends + nd;                // Es, on the device
   if (nd > 0)
     CUDA_CHECK(cudaMemcpyAsync(src_nodes.data<int32_t>(), dst_nodes.data<int32_t>(), nd * sizeof(int32_t),
                                cudaMemcpyDeviceToDevice, cuda::stream()));
-  const Tensor is_new = scratch(edges * sizeof(int32_t), "sample_neighbors is_new");      // (Es,)
-  const Tensor new_rank = scratch(edges * sizeof(int32_t), "sample_neighbors new_rank");  // (Es,)
+  const Tensor is_new = scratch(capacity * sizeof(int32_t), "sample_neighbors is_new");      // (capacity,)
+  const Tensor new_rank = scratch(capacity * sizeof(int32_t), "sample_neighbors new_rank");  // (capacity,)
   int32_t *fresh = words<int32_t>(is_new), *rank = words<int32_t>(new_rank);
-  if (edges > 0) {
-    const Tensor node = scratch(items * sizeof(int32_t), "sample_neighbors nodes");  // (Nd+Es,) each pair
+  if (capacity > 0) {
+    const Tensor node = scratch(items * sizeof(int32_t), "sample_neighbors nodes");  // (Nd+capacity,) each
     const Tensor position = scratch(items * sizeof(int32_t), "sample_neighbors positions");
     const Tensor sorted_node = scratch(items * sizeof(int32_t), "sample_neighbors sorted nodes");
     const Tensor sorted_position = scratch(items * sizeof(int32_t), "sample_neighbors sorted positions");
     const Tensor run_head = scratch(items * sizeof(int32_t), "sample_neighbors run heads");
     int32_t *n = words<int32_t>(node), *p = words<int32_t>(position), *sn = words<int32_t>(sorted_node),
             *sp = words<int32_t>(sorted_position), *head = words<int32_t>(run_head);
-    detail::launch_for_each(
-        "sample_neighbors items", items,
-        ItemsFn{dst_nodes.data<int32_t>(), edge_src.data<int32_t>(), edge_ids.data<int32_t>(), nd, n, p});
+    detail::launch_for_each("sample_neighbors items", items,
+                            ItemsFn{dst_nodes.data<int32_t>(), edge_src.data<int32_t>(),
+                                    edge_ids.data<int32_t>(), edges, nd, n, p});
     run_cub([&](void* temp, size_t& bytes) {  // stable: a node's run keeps its positions in order
       return cub::DeviceRadixSort::SortPairs(temp, bytes, n, sn, p, sp, items, 0, 32, cuda::stream());
     });
-    cuda::memset_zero(fresh, edges * sizeof(int32_t));
+    cuda::memset_zero(fresh, capacity * sizeof(int32_t));
     detail::launch_for_each("sample_neighbors run heads", items, HeadsFn{sn, sp, nd, head, fresh});
     run_cub([&](void* temp, size_t& bytes) {
       return cub::DeviceScan::InclusiveScan(temp, bytes, head, head, ::cuda::maximum<int32_t>{}, items,
                                             cuda::stream());
     });
     run_cub([&](void* temp, size_t& bytes) {
-      return cub::DeviceScan::ExclusiveSum(temp, bytes, fresh, rank, edges, cuda::stream());
+      return cub::DeviceScan::ExclusiveSum(temp, bytes, fresh, rank, capacity, cuda::stream());
     });
     detail::launch_for_each(
         "sample_neighbors local ids", items,
         LocalIdsFn{sn, sp, head, rank, nd, col.data<int32_t>(), src_nodes.data<int32_t>()});
   }
-  detail::launch_for_each("sample_neighbors source count", 1,
-                          CountSourcesFn{rank, fresh, nd, edges, num_src.data<int32_t>()});
-  if (edges == 0) return;
-  const Tensor keys = scratch(edges * sizeof(unsigned long long), "sample_neighbors row keys");
-  const Tensor sorted_keys = scratch(edges * sizeof(unsigned long long), "sample_neighbors sorted row keys");
+  detail::launch_for_each("sample_neighbors sizes", 1,
+                          SizesFn{rank, fresh, edges, nd, capacity, sizes.data<int32_t>()});
+  if (capacity == 0) return;
+  const Tensor keys = scratch(capacity * sizeof(unsigned long long), "sample_neighbors row keys");
+  const Tensor sorted_keys =
+      scratch(capacity * sizeof(unsigned long long), "sample_neighbors sorted row keys");
   unsigned long long *k = words<unsigned long long>(keys), *sk = words<unsigned long long>(sorted_keys);
-  detail::launch_for_each("sample_neighbors row keys", edges,
-                          PackFn{col.data<int32_t>(), edge_ids.data<int32_t>(), k});
-  const int32_t* ends = row_ends.data<int32_t>();
+  detail::launch_for_each("sample_neighbors row keys", capacity,
+                          PackFn{col.data<int32_t>(), edge_ids.data<int32_t>(), edges, k});
   run_cub([&](void* temp, size_t& bytes) {
-    return cub::DeviceSegmentedSort::SortKeys(temp, bytes, k, sk, edges, nd, ends, ends + 1, cuda::stream());
+    return cub::DeviceSegmentedSort::SortKeys(temp, bytes, k, sk, capacity, nd, ends, ends + 1,
+                                              cuda::stream());
   });
-  detail::launch_for_each("sample_neighbors unpack rows", edges,
-                          UnpackFn{sk, col.data<int32_t>(), edge_ids.data<int32_t>()});
+  detail::launch_for_each("sample_neighbors unpack rows", capacity,
+                          UnpackFn{sk, edges, col.data<int32_t>(), edge_ids.data<int32_t>()});
 }
 
 }  // namespace gat::ops::cuda_impl

@@ -18,6 +18,11 @@
 // The block row i's edges are [row_ptr[i], row_ptr[i+1]), sorted by (col, edge id): col is the
 // local source of each edge, edge_ids its id in the graph.
 //
+// Waits for the device once (CUDA): the outputs are sized by a bound, Nd x fanout (and, without
+// replacement, the graph's E), and the counts of edges and sources are read together at the
+// end. With fanout -1, or a bound past 2^24 edges, the edge count is read first: twice. The
+// outputs are views of the first Es and Ns entries of those buffers.
+//
 // Errors (a gat::Error naming sample_neighbors): a tensor not (.,) i32, the three not on one
 // device, a fanout below -1, a block of 2^31 - 1 edges or more, or of more than 2^31 - 1
 // destinations and edges together (32-bit local ids). The node ids in dst_nodes are the caller's
@@ -51,18 +56,20 @@ SampledLayer sample_neighbors(const Tensor& row_ptr, const Tensor& edge_src, con
 // The kernels (docs/design.md, the op pattern), in the order the op runs them:
 //   sampled_row_ends: row_ends (Nd+1,) i32, row_ends[0] = 0 and row_ends[i+1] = count_0 + ... +
 //                     count_i, held at 2^31 - 1 where the sum reaches it (the op then refuses);
-//   sample_edges:     edge_ids (Es,): row i's draws as graph edge ids in draw order, at
-//                     [row_ends[i], row_ends[i+1]);
-//   relabel_sources:  col (Es,) the local source of each edge; src_nodes (Nd+Es,) of which the
-//                     first Ns get the node of each local id (the rest is left as it is);
-//                     num_src (1,) Ns; then each row's (col, edge_ids) sorted by col, then edge id
-//                     (edge_ids is read and rewritten).
+//   sample_edges:     edge_ids (capacity,), capacity >= Es: row i's draws as graph edge ids in
+//                     draw order, at [row_ends[i], row_ends[i+1]) (the slots after Es are left
+//                     as they are);
+//   relabel_sources:  col (capacity,): the local source of each edge e < Es; src_nodes
+//                     (Nd+capacity,) of which the first Ns get the node of each local id (the rest
+//                     is left as it is); sizes (2,) = (Es, Ns); then each row's (col, edge_ids)
+//                     sorted by col, then edge id (edge_ids is read and rewritten). Es is
+//                     row_ends[Nd], read where the kernels run: the host need not know it.
 GAT_DECLARE_KERNEL_FN(sampled_row_ends, (const Tensor& row_ptr, const Tensor& dst_nodes,
                                          const NeighborDraw& draw, Tensor& row_ends))
 GAT_DECLARE_KERNEL_FN(sample_edges, (const Tensor& row_ptr, const Tensor& dst_nodes, const Tensor& row_ends,
                                      const NeighborDraw& draw, Tensor& edge_ids))
 GAT_DECLARE_KERNEL_FN(relabel_sources,
                       (const Tensor& edge_src, const Tensor& dst_nodes, const Tensor& row_ends,
-                       Tensor& edge_ids, Tensor& col, Tensor& src_nodes, Tensor& num_src))
+                       Tensor& edge_ids, Tensor& col, Tensor& src_nodes, Tensor& sizes))
 
 }  // namespace gat::ops

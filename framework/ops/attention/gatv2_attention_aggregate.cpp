@@ -132,6 +132,31 @@ void gatv2_backward(const Graph& graph, const Gatv2Scores<T>& scores, const Tens
   });
 }
 
+// The scores s (E, H) of every edge and, when `signs` is given, the signs of x: with
+// q = h P + f, bit q % 32 of signs[e, q / 32] is set when x[e,h,f] > 0 (the header's layout,
+// which CUDA writes too).
+template <class T>
+void edge_scores_and_signs(const Graph& graph, const Gatv2Scores<T>& gatv2, T* s, int32_t* signs) {
+  const int64_t H = gatv2.H, F = gatv2.F, P = gatv2_sign_head_bits(F), words = gatv2_sign_words(H, F);
+  for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
+                  [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+                    const T* si = gatv2.template row<T>(row, i, b, degree);  // (degree, H)
+                    std::copy(si, si + degree * H, s + b * H);
+                    if (!signs) return;
+                    for (int64_t e = b; e < b + degree; ++e) {
+                      int32_t* edge = signs + e * words;  // (words,)
+                      std::fill(edge, edge + words, 0);
+                      for (int64_t h = 0; h < H; ++h)
+                        for (int64_t f = 0; f < F; ++f)
+                          if (gatv2.input(gatv2.src[e], i, e, h, f) > T(0)) {
+                            const int64_t q = h * P + f;
+                            edge[q / 32] =
+                                static_cast<int32_t>(static_cast<uint32_t>(edge[q / 32]) | (1u << (q % 32)));
+                          }
+                    }
+                  });
+}
+
 }  // namespace
 
 void check_gatv2_inputs(const char* op, const Graph& graph, const Tensor& xl, const Tensor& xr,
@@ -174,12 +199,13 @@ namespace cpu_impl {
 void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& a) {
   dispatch_float(a.xl.dtype(), "gatv2_attention_aggregate", [&](auto zero) {
     using T = decltype(zero);
-    aggregate_forward<T>(*a.graph, Gatv2Scores<T>(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term),
-                         a.xl, a.attn_dropout, nullptr, *a.out, *a.lse);
+    const Gatv2Scores<T> gatv2(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term);
+    aggregate_forward<T>(*a.graph, gatv2, a.xl, a.attn_dropout, nullptr, *a.out, *a.lse);
+    if (a.scores) edge_scores_and_signs<T>(*a.graph, gatv2, a.scores->data<T>(), a.signs->data<int32_t>());
   });
 }
 
-// Does not read out.
+// Reads neither out nor the forward's scores and signs: it recomputes x per edge.
 void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& a) {
   dispatch_float(a.xl.dtype(), "gatv2_attention_aggregate backward", [&](auto zero) {
     using T = decltype(zero);
@@ -191,17 +217,11 @@ void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& a) {
 }
 
 void gatv2_edge_scores(const Gatv2EdgeScoresArgs& a) {
-  const Graph& graph = *a.graph;
   dispatch_float(a.xl.dtype(), "gatv2_edge_scores", [&](auto zero) {
     using T = decltype(zero);
-    const Gatv2Scores<T> gatv2(graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term);
-    const int64_t H = gatv2.H;
-    T* s = a.scores->data<T>();  // (E, H)
-    for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
-                    [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-                      const T* si = gatv2.template row<T>(row, i, b, degree);  // (degree, H)
-                      std::copy(si, si + degree * H, s + b * H);
-                    });
+    edge_scores_and_signs<T>(*a.graph,
+                             Gatv2Scores<T>(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term),
+                             a.scores->data<T>(), nullptr);
   });
 }
 
@@ -210,10 +230,22 @@ void gatv2_edge_scores(const Gatv2EdgeScoresArgs& a) {
 namespace kernels {
 
 void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& a) {
+  if (a.scores || a.signs) {
+    const char* op = "gatv2_attention_aggregate (saved scores)";
+    GAT_CHECK(a.scores && a.signs, op, ": scores and signs are asked for together");
+    const int64_t E = a.graph->num_edges(), H = a.xl.size(1), F = a.xl.size(2);
+    check_shape(op, "scores", *a.scores, Shape({E, H}));
+    check_same(op, "scores", *a.scores, "xl", a.xl);
+    check_shape(op, "signs", *a.signs, Shape({E, gatv2_sign_words(H, F)}));
+    GAT_CHECK(a.signs->dtype() == DType::i32 && a.signs->device() == a.xl.device(), op, ": 'signs' ",
+              a.signs->describe(), " must be i32 on the device of 'xl' ", a.xl.describe());
+  }
   GAT_RUN_KERNEL(gatv2_attention_aggregate_forward, a, a.xl);
 }
 
 void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& a) {
+  GAT_CHECK(a.scores.defined() == a.signs.defined(), "gatv2_attention_aggregate backward",
+            ": the forward's scores and signs are given together");
   if (a.graph->num_edges() == 0 || a.xl.size(1) * a.xl.size(2) == 0) {
     // Nothing is aggregated (or every tensor is empty): every gradient is zero, and the kernels
     // may assume edges, heads and features.
@@ -241,22 +273,34 @@ Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Ten
   const int64_t Nd = graph.num_dst_nodes(), H = xl.size(1), F = xl.size(2);
   Tensor out = Tensor::empty({Nd, H, F}, xl.dtype(), xl.device(), op);
   Tensor lse = Tensor::empty({Nd, H}, xl.dtype(), xl.device(), "gatv2_attention_aggregate lse");
+  const bool has_edge_term = edge_term.defined();
+  std::vector<Tensor> inputs{xl, xr, att};
+  if (has_edge_term) inputs.push_back(edge_term);
+  // The CUDA backward reads the scores and signs (the header), and spends the scores: the tape
+  // runs the closure once. The CPU's backward recomputes x, and evaluation needs no gradient.
+  const bool keep_scores = xl.is_cuda() && autograd::needs_grad(inputs);
+  Tensor scores, signs;
+  if (keep_scores) {
+    const int64_t E = graph.num_edges();
+    scores = Tensor::empty({E, H}, xl.dtype(), xl.device(), "gatv2_attention_aggregate scores");
+    signs = Tensor::empty({E, gatv2_sign_words(H, F)}, DType::i32, xl.device(),
+                          "gatv2_attention_aggregate signs");
+  }
   Gatv2AttentionForwardArgs forward{
       {score_inputs(graph, xl, xr, att, negative_slope, edge_term), attn_dropout}};
   forward.out = &out;
   forward.lse = &lse;
+  forward.scores = keep_scores ? &scores : nullptr;
+  forward.signs = keep_scores ? &signs : nullptr;
   kernels::gatv2_attention_aggregate_forward(forward);
 
-  const bool has_edge_term = edge_term.defined();
-  std::vector<Tensor> inputs{xl, xr, att};
-  if (has_edge_term) inputs.push_back(edge_term);
   const bool need_xl = xl.requires_grad(), need_xr = xr.requires_grad(), need_att = att.requires_grad(),
              need_edge_term = has_edge_term && edge_term.requires_grad();
   return autograd::record(
       op, out, std::move(inputs),
       [graph, l = xl.detach(), r = xr.detach(), a = att.detach(),
-       et = has_edge_term ? edge_term.detach() : Tensor(), o = out.detach(), lse, negative_slope,
-       attn_dropout, need_xl, need_xr, need_att, need_edge_term](const Tensor& grad_out) {
+       et = has_edge_term ? edge_term.detach() : Tensor(), o = out.detach(), lse, scores, signs,
+       negative_slope, attn_dropout, need_xl, need_xr, need_att, need_edge_term](const Tensor& grad_out) {
         check_same("gatv2_attention_aggregate backward", "grad_out", grad_out, "xl", l);
         check_shape("gatv2_attention_aggregate backward", "grad_out", grad_out, o.shape());
         auto grad_of = [](bool need, const Tensor& t, const char* name) {
@@ -267,6 +311,8 @@ Tensor gatv2_attention_aggregate(const Graph& graph, const Tensor& xl, const Ten
         Gatv2AttentionBackwardArgs backward{{score_inputs(graph, l, r, a, negative_slope, et), attn_dropout}};
         backward.out = o;
         backward.lse = lse;
+        backward.scores = scores;
+        backward.signs = signs;
         backward.grad_out = grad_out;
         backward.grad_xl = need_xl ? &dl : nullptr;
         backward.grad_xr = need_xr ? &dr : nullptr;

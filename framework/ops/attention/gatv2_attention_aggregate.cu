@@ -1,10 +1,12 @@
 // CUDA kernels of gatv2_attention_aggregate. The schedule (a group of lanes per (row, block of
 // heads) with the online softmax, the score's sum over a head's lanes, chunks of long rows, the
-// two backward walks) is described in docs/kernels.md. No float atomics: every sum has a fixed
-// order, so results are bitwise reproducible.
+// saved scores and signs, the backward's walk over the transposed graph and its pass over the
+// rows) is described in docs/kernels.md. No float atomics: every sum has a fixed order, so results
+// are bitwise reproducible.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <vector>
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
@@ -20,6 +22,13 @@ namespace {
 
 using namespace attention;
 
+// Edges (forward) and transposed entries (the backward's walk) whose loads are issued together,
+// as GAT's kernels do (kUnroll, kUnrollBackward, kUnrollOf in csr_softmax_aggregate_kernels.cuh):
+// half as many for a lane of 8 values, which keeps as many bytes in flight.
+constexpr int kBatch = 4;
+template <int VEC>
+constexpr int kBatchOf = VEC > 4 ? kBatch / 2 : kBatch;
+
 // The op's inputs as the kernels read them.
 template <class T>
 struct Gatv2Args {
@@ -28,7 +37,9 @@ struct Gatv2Args {
   const T* __restrict__ att;  // (H, F)
   const T* __restrict__ et;   // (E, H, F) or null
   int H, F;
-  T slope;  // negative_slope
+  int P;      // sign bits per head: gatv2_sign_head_bits(F)
+  int words;  // sign words per edge: gatv2_sign_words(H, F)
+  T slope;    // negative_slope
   DropoutKey key;
   T scale;  // 1 / (1 - p)
 };
@@ -57,33 +68,52 @@ struct Segments {
 // A group of G lanes (a power of two, at most a warp) takes one work item: a segment and a block
 // of G / LH heads. LH lanes (a power of two) hold one head, VEC features each: this lane has
 // features [c, c + VEC) of its head, or none when c >= F; such lanes still join the head's sums.
-// G is a launch argument, LH a template one (the sums' butterflies are unrolled).
+// G is a launch argument, LH a template one (the sums' butterflies are unrolled). The items' grid
+// stride is a multiple of head_blocks, so a group keeps one block of heads over all its items
+// (the groups past the largest multiple take none): its sums over them (d att's) stay in its
+// registers, and its row of an (R, H, F) tensor of group sums is group / head_blocks, with
+// R = partial_rows(the launch's blocks).
 template <int LH>
 struct HeadGroupLane {
-  long long first_item;  // this group's first item
-  long long stride;      // items per grid-stride round
-  int head;              // the lane's head within the item's block of heads
-  int c;                 // the lane's first feature within its head
-  __device__ HeadGroupLane(int G, int VEC) {
+  long long first_item;  // this group's first item (its index in the grid)
+  long long stride;      // items per grid-stride round: groups that take items
+  int G, head_blocks;
+  int head;  // the lane's head within the item's block of heads
+  int c;     // the lane's first feature within its head
+  __device__ HeadGroupLane(int G, int VEC, int head_blocks) : G(G), head_blocks(head_blocks) {
     const int lane = threadIdx.x % kWarp, groups = kWarp / G;
     first_item = warps::warp_id() * groups + lane / G;
-    stride = warps::warp_count() * groups;
+    stride = warps::warp_count() * groups / head_blocks * head_blocks;
     head = (lane % G) / LH;
     c = (lane % LH) * VEC;
   }
+  // This lane's place in the (R, H, F) group sums, or -1 (a lane without features, a group
+  // without items).
+  __device__ long long sum_at(int H, int F) const {
+    if (first_item >= stride) return -1;
+    const int h = static_cast<int>(first_item % head_blocks) * (G / LH) + head;
+    if (h >= H || c >= F) return -1;
+    return (first_item / head_blocks * H + h) * static_cast<long long>(F) + c;
+  }
 };
+// Rows of group sums that a launch of `blocks` blocks writes: one per head_blocks groups.
+inline long long partial_rows(unsigned blocks, int G, int head_blocks) {
+  return static_cast<long long>(blocks) * (kThreads / G) / head_blocks;
+}
 
 // A work item as one lane sees it: segment n (row `row`'s entries [begin, end), or chunk n's of
 // a long row), the lane's head, lane_offset = head F + c (the lane's first feature within a node's
 // H F), whether the lane has features (c < F) and whether it is the head's first lane (c = 0).
-// A lane of the last block past the H heads takes head H - 1 without features and not first: it
-// follows its group (whose lanes draw the dropout decisions together) and writes nothing.
+// A lane of the last block past the H heads (not `exists`) takes head H - 1 without features and
+// not first: it follows its group (whose lanes draw the dropout decisions together) and writes
+// nothing.
 struct LaneItem {
   long long n, row, begin, end, lane_offset, HF;
   long long sums;             // where the segment's sums go: its row, or a chunk's own index
   int head;                   // the lane's head (of the H)
+  int c;                      // the lane's first feature within its head
   int first_head, last_head;  // the heads of the lane's group
-  bool has, first;
+  bool exists, has, first;
   // The lane's features of node `node` of an (nodes, H, F) tensor (zeros for a lane without).
   template <class T, int VEC>
   __device__ __forceinline__ Vec<T, VEC> lane_vec(const T* base, long long node) const {
@@ -97,10 +127,11 @@ struct LaneItem {
 // f(item) for each of this lane's group's work items (segment, block of G / LH heads) in
 // grid-stride order where the segment is this launch's. A group's lanes skip or run an item
 // together (a head's sums need all its lanes, the dropout draws all the group's).
-template <int LH, int VEC, class Fn>
-__device__ __forceinline__ void for_each_item(const Segments& seg, int G, int head_blocks, int H, int F,
+template <int LH, class Fn>
+__device__ __forceinline__ void for_each_item(const HeadGroupLane<LH>& g, const Segments& seg, int H, int F,
                                               Fn&& f) {
-  const HeadGroupLane<LH> g(G, VEC);
+  const int G = g.G, head_blocks = g.head_blocks;
+  if (g.first_item >= g.stride) return;
   for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
     LaneItem it;
     it.n = item / head_blocks;
@@ -111,9 +142,10 @@ __device__ __forceinline__ void for_each_item(const Segments& seg, int G, int he
     it.sums = seg.chunk_ptr ? it.n : it.row;
     const bool exists = it.head < H;
     if (!exists) it.head = H - 1;
+    it.c = g.c;
     it.lane_offset = static_cast<long long>(it.head) * F + g.c;
     it.HF = static_cast<long long>(H) * F;
-    it.has = exists && g.c < F, it.first = exists && g.c == 0;
+    it.exists = exists, it.has = exists && g.c < F, it.first = exists && g.c == 0;
     f(it);
   }
 }
@@ -121,10 +153,6 @@ __device__ __forceinline__ void for_each_item(const Segments& seg, int G, int he
 template <class T>
 __device__ __forceinline__ T leaky(T x, T slope) {
   return x > T(0) ? x : slope * x;
-}
-template <class T>
-__device__ __forceinline__ T leaky_slope(T x, T slope) {
-  return x > T(0) ? T(1) : slope;
 }
 
 // The lane's share of one edge: x = xl[j] + xr[i] (+ et[e]) on its features (zeros on a lane
@@ -153,6 +181,57 @@ __device__ __forceinline__ T head_score(const Gatv2Args<T>& a, const Vec<T, VEC>
   return warps::group_sum<LH>(score_part(l, r, it.has && a.et ? a.et + it.at(e) : nullptr, at, a.slope, x));
 }
 
+// The mask of the W aligned lanes (W a power of two, at most a warp) that hold this lane.
+__device__ __forceinline__ unsigned aligned_lanes(int W) {
+  const unsigned lanes = W == kWarp ? 0xffffffffu : (1u << W) - 1;
+  return lanes << ((threadIdx.x % kWarp) & ~(W - 1));
+}
+
+// The signs of x (the header's layout): head h's bits start at bit h P of its edge's words, with
+// P = LH VEC, the power of two covering F. So a lane's VEC bits are at q = head P + c, the lanes
+// of a group hold consecutive bits, and a group that shares its row with others (it then has 32
+// lanes) starts on a word: the W = min(32 / VEC, G) aligned lanes that hold q / 32 hold all of it.
+constexpr int kSignBits = 32;
+__device__ __forceinline__ int sign_bit(const LaneItem& it, int P) { return it.head * P + it.c; }
+
+// The word of this lane's signs, at bit q = sign_bit: its VEC bits OR-ed over the W lanes that
+// share the word (all must call it). A lane without features has x = 0 and adds no bit.
+template <class T, int VEC>
+__device__ __forceinline__ unsigned sign_word(const T (&x)[VEC], int q, int G) {
+  unsigned bits = 0;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) bits |= (x[k] > T(0) ? 1u : 0u) << k;
+  bits <<= q % kSignBits;
+  const int W = min(kSignBits / VEC, G);
+  const unsigned mask = aligned_lanes(W);
+  for (int offset = W / 2; offset > 0; offset /= 2) bits |= __shfl_xor_sync(mask, bits, offset);
+  return bits;
+}
+
+// This lane's VEC signs of edge e as bits 0 .. VEC - 1 (for a lane with features).
+__device__ __forceinline__ unsigned lane_signs(const int32_t* __restrict__ signs, long long e, int words,
+                                               int q) {
+  return static_cast<unsigned>(signs[e * words + q / kSignBits]) >> (q % kSignBits);
+}
+
+// Where the forward saves each edge's score s (E, H) and signs (E, words); null: not saved.
+template <class T>
+struct SavedEdges {
+  T* __restrict__ scores;       // (E, H) or null
+  int32_t* __restrict__ signs;  // (E, words), with scores
+};
+
+// Saves edge e's score s and the signs of x for the lane's head (all the group's lanes call it;
+// the lane that holds a word's first bit writes it).
+template <class T, int VEC>
+__device__ __forceinline__ void save_edge(const SavedEdges<T>& saved, const Gatv2Args<T>& a,
+                                          const LaneItem& it, int G, long long e, T s, const T (&x)[VEC]) {
+  const int q = sign_bit(it, a.P);
+  const unsigned word = sign_word<T, VEC>(x, q, G);
+  if (it.first) saved.scores[it.head_at(e, a.H)] = s;
+  if (it.exists && q % kSignBits == 0) saved.signs[e * a.words + q / kSignBits] = static_cast<int32_t>(word);
+}
+
 template <class T, int VEC>
 __device__ __forceinline__ T dot_part(const Vec<T, VEC>& a, const Vec<T, VEC>& b) {
   T p = 0;
@@ -163,12 +242,13 @@ __device__ __forceinline__ T dot_part(const Vec<T, VEC>& a, const Vec<T, VEC>& b
 
 // Forward: one group per (segment, block of heads) runs the online softmax over the segment's
 // edges, the score of each reduced over the head's lanes. Row segments write out and lse; chunk
-// segments their partial (m, z, acc), merged by aggregate_merge_kernel.
+// segments their partial (m, z, acc), merged by aggregate_merge_kernel. Both save each edge's
+// score and signs when `saved` has them.
 template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads)
     gatv2_forward_kernel(Gatv2Args<T> a, Segments seg,
                          const int32_t* __restrict__ src,  // (E,)
-                         int G, int head_blocks,
+                         int G, int head_blocks, SavedEdges<T> saved,
                          T* __restrict__ out,       // (Nd, H, F)   (row segments)
                          T* __restrict__ lse,       // (Nd, H)      (row segments)
                          T* __restrict__ part_m,    // (W, H)       (chunk segments)
@@ -176,16 +256,32 @@ __global__ void __launch_bounds__(kThreads)
                          T* __restrict__ part_acc)  // (W, H, F)    (chunk segments)
 {
   SegmentKeep keep(a.key, G);
-  for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
+  const HeadGroupLane<LH> g(G, VEC, head_blocks);
+  for_each_item(g, seg, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     OnlineState<T, VEC> st;
+    // Edges [e, e + U) of the window: their sources' rows loaded together, then added in order.
+    auto edges = [&](const ConsecutiveEdges& window, long long e, auto count) {
+      constexpr int U = decltype(count)::value;
+      int32_t j[U];
+      Vec<T, VEC> l[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) j[u] = src[e + u];
+#pragma unroll
+      for (int u = 0; u < U; ++u) l[u] = it.lane_vec<T, VEC>(a.xl, j[u]);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        T x[VEC];
+        const T s = head_score<T, VEC, LH>(a, l[u], r, at, it, e + u, x);
+        if (saved.scores) save_edge<T, VEC>(saved, a, it, G, e + u, s, x);
+        st.add(s, window.factor(keep, e + u, it.head, a.scale), l[u]);
+      }
+    };
     for (long long window_begin = it.begin; window_begin < it.end;) {
       const ConsecutiveEdges window(keep, window_begin, it.end, a.H, it.first_head, it.last_head);
-      for (long long e = window.begin; e < window.end; ++e) {
-        const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
-        T x[VEC];
-        st.add(head_score<T, VEC, LH>(a, l, r, at, it, e, x), window.factor(keep, e, it.head, a.scale), l);
-      }
+      long long e = window.begin;
+      for (; e + kBatchOf<VEC> <= window.end; e += kBatchOf<VEC>) edges(window, e, Int<kBatchOf<VEC>>{});
+      for (; e < window.end; ++e) edges(window, e, Int<1>{});
       window_begin = window.end;
     }
     if (seg.chunk_ptr) {
@@ -198,128 +294,159 @@ __global__ void __launch_bounds__(kThreads)
   });
 }
 
-// What the backward recomputes for edge e = (j -> i) and head h from the lane's vectors, the
-// same in both walks: the score s, a = exp(s - lse[i,h]), da = keep / (1 - p)
-// G[i,h,:].xl[j,h,:] (a sum over the head's lanes; `drop` the keep factor) and ds = a (da - D[i,h]).
-template <class T>
-struct EdgeGrad {
-  T a, drop, ds;
-};
-template <class T, int VEC, int LH>
-__device__ __forceinline__ EdgeGrad<T> edge_grad(const Gatv2Args<T>& args, const LaneItem& it, long long e,
-                                                 const Vec<T, VEC>& l, const Vec<T, VEC>& r,
-                                                 const Vec<T, VEC>& gi, const Vec<T, VEC>& at, T lse_ih,
-                                                 T D_ih, T drop, T (&x)[VEC]) {
-  const T s = head_score<T, VEC, LH>(args, l, r, at, it, e, x);
-  const T dot = warps::group_sum<LH>(dot_part(gi, l));
-  EdgeGrad<T> g;
-  g.a = exp(s - lse_ih);
-  g.drop = drop;
-  g.ds = g.a * (dot * g.drop - D_ih);
-  return g;
-}
-
 // The tensors of the backward besides the inputs.
 template <class T>
 struct GradArgs {
-  const T* __restrict__ lse;       // (Nd, H)
-  const T* __restrict__ D;         // (Nd, H): G[i,h,:].out[i,h,:]
-  const T* __restrict__ grad_out;  // (Nd, H, F)
+  const T* __restrict__ lse;          // (Nd, H)
+  const T* __restrict__ D;            // (Nd, H): G[i,h,:].out[i,h,:]
+  const T* __restrict__ grad_out;     // (Nd, H, F)
+  T* scores_ds;                       // (E, H): the forward's s; the walk leaves ds in it
+  const int32_t* __restrict__ signs;  // (E, words), the forward's
 };
 
-// Backward, d xl: one group per (segment of a source's out-edges, block of heads) over the
-// transposed graph, xl[j] in registers; per entry (edge e, destination i) it gathers xr[i], G[i]
-// and et[e], recomputes the edge and adds a~ G[i] + ds att LeakyReLU'(x). Row segments write
-// d xl[j], chunk segments a partial (W, H, F), summed by value_grad_merge_kernel.
+// Backward, the walk over the transposed graph: one group per (segment of a source's out-edges,
+// block of heads), xl[j] in registers. Per entry (edge e, destination i) it gathers G[i] and
+// reads s[e,h], the signs, lse[i,h] and D[i,h]; a = exp(s - lse), da = keep / (1 - p) G[i].xl[j]
+// (a sum over the head's lanes), ds = a (da - D) and m = LeakyReLU'(x) from the sign. It sums
+// a~ G[i] + ds att m (d xl) and ds m xl[j] (the sources' part of d att), and with write_ds
+// overwrites s[e,h] with ds[e,h] for the pass over the rows. Row segments write d xl by source,
+// chunk segments partials (W, H, F) summed by value_grad_merge_kernel; d att's part goes to the
+// group's row of att_sums (HeadGroupLane). Any output may be null.
 template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads)
     gatv2_source_grad_kernel(Gatv2Args<T> a, GradArgs<T> b, Segments seg,
                              const int32_t* __restrict__ t_dst,      // (E,)
                              const int32_t* __restrict__ t_edge_id,  // (E,)
-                             int G, int head_blocks,
-                             T* __restrict__ dest)  // d xl (Ns, H, F) by row, or chunk partials (W, H, F)
+                             int G, int head_blocks, bool write_ds,
+                             T* __restrict__ dxl,       // (Ns, H, F) by row, (W, H, F) by chunk, or null
+                             T* __restrict__ att_sums)  // (R, H, F) or null
 {
   SegmentKeep keep(a.key, G);
-  for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
+  const HeadGroupLane<LH> g(G, VEC, head_blocks);
+  T acc_att[VEC] = {};  // over all the group's items
+  for_each_item(g, seg, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
+    const int q = sign_bit(it, a.P);
+    // Lanes that read s[e,h] besides the one that overwrites it: the head's others, and those of
+    // a block's heads past H (they take head H - 1).
+    const bool shared_scores = LH > 1 || it.last_head - it.first_head + 1 < G / LH;
     T acc[VEC] = {};
+    // Entries [k, k + U) of the window: their loads issued together, then added in order.
+    auto entries = [&](const ScatteredEdges& window, long long k, auto count) {
+      constexpr int U = decltype(count)::value;
+      long long eh[U], ih[U];  // (edge, head) and (destination, head)
+      int32_t e[U], i[U];      // edge and destination
+      Vec<T, VEC> gi[U];
+      T s[U], lse[U], D[U], dot[U];
+      unsigned positive[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        e[u] = t_edge_id[k + u], i[u] = t_dst[k + u];
+        eh[u] = it.head_at(e[u], a.H), ih[u] = it.head_at(i[u], a.H);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        gi[u] = it.lane_vec<T, VEC>(b.grad_out, i[u]);
+        s[u] = b.scores_ds[eh[u]], lse[u] = b.lse[ih[u]], D[u] = b.D[ih[u]];
+        positive[u] = it.has ? lane_signs(b.signs, e[u], a.words, q) : 0u;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) dot[u] = warps::group_sum<LH>(dot_part(gi[u], l));
+      // Every lane has read s[e,h] before the head's first lane overwrites it.
+      if (write_ds && shared_scores) __syncwarp(aligned_lanes(G));
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const T w = exp(s[u] - lse[u]);
+        const T drop = window.factor(keep, k + u, e[u], it.head, a.scale);
+        const T ds = w * (dot[u] * drop - D[u]);
+        const T kept = w * drop;
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) {
+          const T m = (positive[u] >> v) & 1u ? T(1) : a.slope;
+          acc[v] += kept * gi[u].v[v] + ds * at.v[v] * m;
+          acc_att[v] += ds * m * l.v[v];
+        }
+        if (write_ds && it.first) b.scores_ds[eh[u]] = ds;
+      }
+    };
     for (long long window_begin = it.begin; window_begin < it.end;) {
       const ScatteredEdges window(keep, t_edge_id, window_begin, it.end, a.H, it.first_head, it.last_head);
-      for (long long k = window.begin; k < window.end; ++k) {
-        const long long e = t_edge_id[k], i = t_dst[k];
-        const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, i), gi = it.lane_vec<T, VEC>(b.grad_out, i);
-        T x[VEC];
-        const EdgeGrad<T> d =
-            edge_grad<T, VEC, LH>(a, it, e, l, r, gi, at, b.lse[it.head_at(i, a.H)], b.D[it.head_at(i, a.H)],
-                                  window.factor(keep, k, e, it.head, a.scale), x);
-        const T kept = d.a * d.drop;
-#pragma unroll
-        for (int q = 0; q < VEC; ++q) acc[q] += kept * gi.v[q] + d.ds * at.v[q] * leaky_slope(x[q], a.slope);
-      }
+      long long k = window.begin;
+      for (; k + kBatchOf<VEC> <= window.end; k += kBatchOf<VEC>) entries(window, k, Int<kBatchOf<VEC>>{});
+      for (; k < window.end; ++k) entries(window, k, Int<1>{});
       window_begin = window.end;
     }
-    if (it.has) store_vec<T, VEC>(dest + it.at(it.sums), to_vec(acc));
+    if (it.has && dxl) store_vec<T, VEC>(dxl + it.at(it.sums), to_vec(acc));
   });
+  const long long at_sum = g.sum_at(a.H, a.F);
+  if (att_sums && at_sum >= 0) store_vec<T, VEC>(att_sums + at_sum, to_vec(acc_att));
 }
 
-// Backward, d xr, d edge_term and d att's per-row terms: one group per (segment of a row, block
-// of heads) over the CSR, xr[i] and G[i] in registers; per edge it gathers xl[j] and et[e],
-// recomputes the edge, t = ds att LeakyReLU'(x): d edge_term[e] = t, d xr[i] += t and the row's
-// d att term += ds LeakyReLU(x). Row segments write d xr[i] and the term (Nd, H, F), chunk
-// segments partials (W, H, F) summed by value_grad_merge_kernel. Any output may be null.
+// Backward, the pass over the rows: one group per (segment of a row, block of heads), xr[i] in
+// registers. Per edge it reads ds[e,h] and the signs (the edge's, contiguous along the row) and
+// et[e]: t = ds att m gives d edge_term[e] = t and d xr[i] = the sum of t; the rows' part of d att
+// is the sum of ds m (xr[i] + et[e]). Row segments write d xr by row, chunk segments partials
+// (W, H, F) summed by value_grad_merge_kernel; d att's part goes to the group's row of att_sums
+// (HeadGroupLane). Any output may be null. Nothing is summed across lanes.
 template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads)
-    gatv2_row_grad_kernel(Gatv2Args<T> a, GradArgs<T> b, Segments seg,
-                          const int32_t* __restrict__ src,  // (E,)
+    gatv2_row_grad_kernel(Gatv2Args<T> a, Segments seg,
+                          const T* __restrict__ ds,           // (E, H)
+                          const int32_t* __restrict__ signs,  // (E, words)
                           int G, int head_blocks,
                           T* __restrict__ dxr,       // (Nd, H, F) by row, (W, H, F) by chunk, or null
-                          T* __restrict__ att_term,  // as dxr
+                          T* __restrict__ att_sums,  // (R, H, F) or null
                           T* __restrict__ det)       // (E, H, F) or null
 {
-  SegmentKeep keep(a.key, G);
-  for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
-    const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), gi = it.lane_vec<T, VEC>(b.grad_out, it.row);
-    const Vec<T, VEC> at = it.lane_vec<T, VEC>(a.att, 0);
-    const T lse_ih = b.lse[it.head_at(it.row, a.H)], D_ih = b.D[it.head_at(it.row, a.H)];
-    T acc_r[VEC] = {}, acc_att[VEC] = {};
-    for (long long window_begin = it.begin; window_begin < it.end;) {
-      const ConsecutiveEdges window(keep, window_begin, it.end, a.H, it.first_head, it.last_head);
-      for (long long e = window.begin; e < window.end; ++e) {
-        const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
-        T x[VEC];
-        const EdgeGrad<T> d = edge_grad<T, VEC, LH>(a, it, e, l, r, gi, at, lse_ih, D_ih,
-                                                    window.factor(keep, e, it.head, a.scale), x);
-        T t[VEC];
-#pragma unroll
-        for (int q = 0; q < VEC; ++q) {
-          t[q] = d.ds * at.v[q] * leaky_slope(x[q], a.slope);
-          acc_r[q] += t[q];
-          acc_att[q] += d.ds * leaky(x[q], a.slope);
-        }
-        if (det && it.has) store_vec<T, VEC>(det + it.at(e), to_vec(t));
-      }
-      window_begin = window.end;
-    }
+  const HeadGroupLane<LH> g(G, VEC, head_blocks);
+  T acc_att[VEC] = {};  // over all the group's items
+  for_each_item(g, seg, a.H, a.F, [&](const LaneItem& it) {
     if (!it.has) return;
+    const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
+    const int q = sign_bit(it, a.P);
+    T acc_r[VEC] = {};
+#pragma unroll 4
+    for (long long e = it.begin; e < it.end; ++e) {
+      const T d = ds[it.head_at(e, a.H)];
+      const unsigned positive = lane_signs(signs, e, a.words, q);
+      const Vec<T, VEC> x = a.et ? load_vec<T, VEC>(a.et + it.at(e)) : Vec<T, VEC>{};
+      T t[VEC];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const T m = (positive >> k) & 1u ? T(1) : a.slope;
+        // t is rounded on its own (mul_rn), so d xr sums the values written to d edge_term
+        // whether or not those are asked for. With a plain product nvcc compiled two versions of
+        // this loop: with det it rounded t and added it, without det it fused the product into
+        // the sum (one rounding), and d xr alone had other bits than d xr beside d edge_term.
+        t[k] = detail::mul_rn(d * at.v[k], m);
+        acc_r[k] += t[k];
+        acc_att[k] += d * m * (r.v[k] + x.v[k]);
+      }
+      if (det) store_vec<T, VEC>(det + it.at(e), to_vec(t));
+    }
     if (dxr) store_vec<T, VEC>(dxr + it.at(it.sums), to_vec(acc_r));
-    if (att_term) store_vec<T, VEC>(att_term + it.at(it.sums), to_vec(acc_att));
   });
+  const long long at_sum = g.sum_at(a.H, a.F);
+  if (att_sums && at_sum >= 0) store_vec<T, VEC>(att_sums + at_sum, to_vec(acc_att));
 }
 
-// The scores alone: one group per (row, block of heads), the head's first lane writes s[e,h].
+// The scores alone: one group per (row, block of heads), the head's first lane writes s[e,h];
+// with saved.signs also the signs, as the forward saves them.
 template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads) gatv2_scores_kernel(Gatv2Args<T> a, Segments seg,
                                                                 const int32_t* __restrict__ src,  // (E,)
-                                                                int G, int head_blocks,
-                                                                T* __restrict__ scores)  // (E, H)
-{
-  for_each_item<LH, VEC>(seg, G, head_blocks, a.H, a.F, [&](const LaneItem& it) {
+                                                                int G, int head_blocks, SavedEdges<T> saved) {
+  const HeadGroupLane<LH> g(G, VEC, head_blocks);
+  for_each_item(g, seg, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     for (long long e = it.begin; e < it.end; ++e) {
       const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
       T x[VEC];
       const T s = head_score<T, VEC, LH>(a, l, r, at, it, e, x);
-      if (it.first) scores[it.head_at(e, a.H)] = s;
+      if (saved.signs)
+        save_edge<T, VEC>(saved, a, it, G, e, s, x);
+      else if (it.first)
+        saved.scores[it.head_at(e, a.H)] = s;
     }
   });
 }
@@ -370,17 +497,26 @@ Gatv2Args<T> gatv2_args(const Tensor& xl, const Tensor& xr, const Tensor& att, d
           edge_term.defined() ? edge_term.data<T>() : nullptr,
           static_cast<int>(xl.size(1)),
           static_cast<int>(xl.size(2)),
+          static_cast<int>(gatv2_sign_head_bits(xl.size(2))),
+          static_cast<int>(gatv2_sign_words(xl.size(1), xl.size(2))),
           static_cast<T>(negative_slope),
           attn_dropout,
           drop_scale<T>(attn_dropout)};
 }
 
-// Runs f(Int<VEC>{}, Int<LH>{}, layout) for the op's vector width and lanes per head.
+// Runs f(Int<VEC>{}, Int<LH>{}, layout) for the op's vector width and lanes per head: GAT's
+// choice (with_gather_vec, for `rows` rows of a launch), so that at 8 heads of 8 f32 features on
+// a large graph a lane holds a whole head (LH = 1): the score, da and the dropout decisions cost
+// no butterfly, and a warp walks 4 rows, not 2.
 template <class T, class Fn>
-void with_layout(const char* op, int H, int F, std::initializer_list<const void*> ptrs, Fn&& f) {
-  with_vec<T>(F, ptrs, [&](auto vec) {
+void with_layout(const char* op, long long rows, int H, int F, std::initializer_list<const void*> ptrs,
+                 Fn&& f) {
+  with_gather_vec<T>(rows, H, F, ptrs, [&](auto vec) {
     const HeadLayout layout(op, H, F, decltype(vec)::value);
-    with_group(layout.LH, [&](auto lh) { f(vec, lh, layout); });
+    if constexpr (decltype(vec)::value == 8)
+      f(vec, Int<1>{}, layout);  // F = 8
+    else
+      with_group(layout.LH, [&](auto lh) { f(vec, lh, layout); });
   });
 }
 
@@ -395,6 +531,29 @@ void merge_chunk_sums(const ChunkRows& rows, const Tensor& part, T* dest, int H,
             rows, part.data<T>(), dest, nullptr, nullptr, H, F, tiling.tiles);
     CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
   });
+}
+
+// The forward's scores and signs as the kernels write them (both null: not saved).
+template <class T>
+SavedEdges<T> saved_edges(Tensor* scores, Tensor* signs) {
+  return {scores ? scores->data<T>() : nullptr, signs ? signs->data<int32_t>() : nullptr};
+}
+
+// The scores of every edge (and with saved.signs their signs), a group per (row, block of heads)
+// over all rows in index order. Called with E > 0, H > 0 and F > 0.
+template <class T>
+void launch_scores(const char* op, const Graph& graph, const Gatv2Args<T>& a, const SavedEdges<T>& saved) {
+  // The forward's choice of layout (the same rows and inputs; the out that the op allocates is
+  // as aligned), so the forward's bits.
+  with_layout<T>(op, graph.num_dst_nodes(), a.H, a.F, {a.xl, a.xr, a.att, a.et},
+                 [&](auto vec, auto lh, const HeadLayout& layout) {
+                   constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
+                   gatv2_scores_kernel<T, VEC, LH>
+                       <<<group_blocks(graph.num_dst_nodes() * layout.head_blocks, layout.G), kThreads, 0,
+                          cuda::stream()>>>(a, all_rows_of(graph), graph.edge_src().data<int32_t>(), layout.G,
+                                            layout.head_blocks, saved);
+                   CUDA_CHECK_LAUNCH("gatv2_scores_kernel");
+                 });
 }
 
 }  // namespace
@@ -416,14 +575,17 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
     uniform.out = &out;
     uniform.lse = &lse;
     csr_softmax_aggregate_forward(uniform);
+    if (args.scores) args.scores->zero_();  // the signs hold no words
     return;
   }
   const char* op = "gatv2_attention_aggregate";
   dispatch_float(xl.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, args.negative_slope, args.attn_dropout, edge_term);
+    const SavedEdges<T> saved = saved_edges<T>(args.scores, args.signs);
     with_layout<T>(
-        op, H, F, {a.xl, a.xr, a.att, a.et, out.data<T>()}, [&](auto vec, auto lh, const HeadLayout& layout) {
+        op, Nd, H, F, {a.xl, a.xr, a.att, a.et, out.data<T>()},
+        [&](auto vec, auto lh, const HeadLayout& layout) {
           constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
           const int chunk = graph.chunk_edges();
           const bool split = graph.max_in_degree() > chunk;
@@ -431,8 +593,8 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
           const Segments rows = uncut_rows_of(graph, false);
           gatv2_forward_kernel<T, VEC, LH>
               <<<group_blocks(rows.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                  a, rows, src, layout.G, layout.head_blocks, out.data<T>(), lse.data<T>(), nullptr, nullptr,
-                  nullptr);
+                  a, rows, src, layout.G, layout.head_blocks, saved, out.data<T>(), lse.data<T>(), nullptr,
+                  nullptr, nullptr);
           CUDA_CHECK_LAUNCH("gatv2_forward_kernel");
           if (!split) return;
           // Long rows: their chunks' partial states, merged in chunk order.
@@ -444,7 +606,7 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
               Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 partial acc");
           gatv2_forward_kernel<T, VEC, LH>
               <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                  a, chunks, src, layout.G, layout.head_blocks, nullptr, nullptr, part_m.data<T>(),
+                  a, chunks, src, layout.G, layout.head_blocks, saved, nullptr, nullptr, part_m.data<T>(),
                   part_z.data<T>(), part_acc.data<T>());
           CUDA_CHECK_LAUNCH("gatv2_forward_kernel (chunks)");
           const Tiling tiling(H * F, VEC);
@@ -460,98 +622,99 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
   });
 }
 
-// D = G . out per (row, head); then the walk over the transposed graph for d xl and the walk over
-// the rows for d xr, d edge_term and d att's per-row terms, whose sum over the rows is a fixed
-// two-stage reduction (sum_axis). Called with E > 0 and H F > 0 (kernels:: sees to it).
+// D = G . out per (row, head); the forward's scores and signs (or computed here); then the walk
+// over the transposed graph for d xl, ds (over the scores) and the sources' part of d att, and
+// the pass over the rows for d xr, d edge_term and the rows' part of d att. d att is the sum of
+// the launches' group sums (HeadGroupLane), (R, H, F), in a fixed two-stage reduction
+// (sum_axis). Called with E > 0 and H F > 0 (kernels:: sees to it).
 void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& args) {
   const Graph& graph = *args.graph;
-  const Tensor &xl = args.xl, &xr = args.xr, &att = args.att, &edge_term = args.edge_term;
-  const double negative_slope = args.negative_slope;
-  const DropoutKey& attn_dropout = args.attn_dropout;
-  const Tensor &out = args.out, &lse = args.lse, &grad_out = args.grad_out;
+  const Tensor &xl = args.xl, &lse = args.lse, &grad_out = args.grad_out;
   Tensor *grad_xl = args.grad_xl, *grad_xr = args.grad_xr, *grad_att = args.grad_att,
          *grad_edge_term = args.grad_edge_term;
-  const long long Nd = graph.num_dst_nodes(), Ns = graph.num_src_nodes();
+  const long long Nd = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(xl.size(1)), F = static_cast<int>(xl.size(2));
   const char* op = "gatv2_attention_aggregate backward";
   dispatch_float(xl.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     auto data = [](Tensor* t) { return t ? t->data<T>() : nullptr; };
-    const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, negative_slope, attn_dropout, edge_term);
+    const Gatv2Args<T> a =
+        gatv2_args<T>(xl, args.xr, args.att, args.negative_slope, args.attn_dropout, args.edge_term);
     Tensor D = Tensor::empty({Nd, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 row dots");  // (Nd, H)
-    head_rows_dot<T>(grad_out.data<T>(), out.data<T>(), D.data<T>(), Nd * H, F);
-    const GradArgs<T> b{lse.data<T>(), D.data<T>(), grad_out.data<T>()};
-    const int chunk = graph.chunk_edges();
+    head_rows_dot<T>(grad_out.data<T>(), args.out.data<T>(), D.data<T>(), Nd * H, F);
+    Tensor scores = args.scores, signs = args.signs;  // scores: s, then ds
+    if (!scores.defined()) {
+      scores = Tensor::empty({E, int64_t{H}}, xl.dtype(), Device::cuda, "gatv2 scores");
+      signs = Tensor::empty({E, gatv2_sign_words(H, F)}, DType::i32, Device::cuda, "gatv2 signs");
+      launch_scores<T>(op, graph, a, saved_edges<T>(&scores, &signs));
+    }
+    const GradArgs<T> b{lse.data<T>(), D.data<T>(), grad_out.data<T>(), scores.data<T>(),
+                        signs.data<int32_t>()};
+    const bool rows_needed = grad_xr || grad_att || grad_edge_term;
     with_layout<T>(
-        op, H, F, {a.xl, a.xr, a.att, a.et, b.grad_out, data(grad_xl), data(grad_xr), data(grad_edge_term)},
+        op, graph.num_src_nodes(), H, F,
+        {a.xl, a.xr, a.att, a.et, b.grad_out, data(grad_xl), data(grad_xr), data(grad_edge_term)},
         [&](auto vec, auto lh, const HeadLayout& layout) {
           constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
-          if (grad_xl) {
-            const bool split = graph.max_out_degree() > chunk;
-            const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
-            const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,)
-            const Segments sources = uncut_rows_of(graph, true);
-            gatv2_source_grad_kernel<T, VEC, LH>
-                <<<group_blocks(sources.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                    a, b, sources, t_dst, t_edge_id, layout.G, layout.head_blocks, grad_xl->data<T>());
-            CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel");
-            if (split) {
-              const Segments chunks = chunks_of(graph, true);
-              const long long W = chunks.count;
-              Tensor part =
-                  Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xl partials");
-              gatv2_source_grad_kernel<T, VEC, LH>
-                  <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                      a, b, chunks, t_dst, t_edge_id, layout.G, layout.head_blocks, part.data<T>());
-              CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel (chunks)");
-              merge_chunk_sums<T, VEC>(chunk_rows(graph, true), part, grad_xl->data<T>(), H, F);
+          // The launches: the walk's uncut sources, its long sources' chunks, then the same of the
+          // rows (when needed); each with its blocks and its first row of d att's group sums.
+          struct Launch {
+            bool transposed;
+            Segments seg;
+            unsigned blocks;
+            long long att_row;
+          };
+          std::vector<Launch> launches;
+          long long att_rows = 0;
+          for (bool transposed : {true, false}) {
+            if (!transposed && !rows_needed) break;
+            std::vector<Segments> segs{uncut_rows_of(graph, transposed)};
+            if ((transposed ? graph.max_out_degree() : graph.max_in_degree()) > graph.chunk_edges())
+              segs.push_back(chunks_of(graph, transposed));
+            for (const Segments& seg : segs) {
+              const unsigned blocks = group_blocks(seg.count * layout.head_blocks, layout.G);
+              launches.push_back({transposed, seg, blocks, att_rows});
+              att_rows += partial_rows(blocks, layout.G, layout.head_blocks);
             }
           }
-          if (!grad_xr && !grad_att && !grad_edge_term) return;
-          Tensor att_terms;  // (Nd, H, F): each row's part of d att
+          Tensor att_sums;  // (att_rows, H, F): each group's part of d att
           if (grad_att)
-            att_terms =
-                Tensor::empty({Nd, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d att rows");
-          const bool split = graph.max_in_degree() > chunk;
-          const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
-          const Segments rows = uncut_rows_of(graph, false);
-          gatv2_row_grad_kernel<T, VEC, LH>
-              <<<group_blocks(rows.count * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                  a, b, rows, src, layout.G, layout.head_blocks, data(grad_xr),
-                  grad_att ? att_terms.data<T>() : nullptr, data(grad_edge_term));
-          CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
-          if (split) {
-            const Segments chunks = chunks_of(graph, false);
-            const long long W = chunks.count;
-            Tensor part_r, part_att;  // (W, H, F)
-            if (grad_xr)
-              part_r =
-                  Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda, "gatv2 d xr partials");
-            if (grad_att)
-              part_att = Tensor::empty({W, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda,
-                                       "gatv2 d att partials");
-            gatv2_row_grad_kernel<T, VEC, LH>
-                <<<group_blocks(W * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-                    a, b, chunks, src, layout.G, layout.head_blocks, grad_xr ? part_r.data<T>() : nullptr,
-                    grad_att ? part_att.data<T>() : nullptr, data(grad_edge_term));
-            CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel (chunks)");
-            if (grad_xr) merge_chunk_sums<T, VEC>(chunk_rows(graph, false), part_r, grad_xr->data<T>(), H, F);
-            if (grad_att)
-              merge_chunk_sums<T, VEC>(chunk_rows(graph, false), part_att, att_terms.data<T>(), H, F);
+            att_sums = Tensor::empty({att_rows, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda,
+                                     "gatv2 d att group sums");
+          const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
+          const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,)
+          for (const Launch& l : launches) {
+            T* att = grad_att ? att_sums.data<T>() + l.att_row * H * F : nullptr;
+            T* sum = data(l.transposed ? grad_xl : grad_xr);  // (N, H, F) or null
+            const bool chunks = l.seg.chunk_ptr != nullptr;
+            Tensor part;  // a chunk launch's partial sums (W, H, F)
+            if (chunks && sum)
+              part = Tensor::empty({l.seg.count, int64_t{H}, int64_t{F}}, xl.dtype(), Device::cuda,
+                                   "gatv2 chunk partials");
+            T* out = chunks ? (sum ? part.data<T>() : nullptr) : sum;
+            if (l.transposed) {
+              gatv2_source_grad_kernel<T, VEC, LH><<<l.blocks, kThreads, 0, cuda::stream()>>>(
+                  a, b, l.seg, t_dst, t_edge_id, layout.G, layout.head_blocks, rows_needed, out, att);
+              CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel");
+            } else {
+              gatv2_row_grad_kernel<T, VEC, LH><<<l.blocks, kThreads, 0, cuda::stream()>>>(
+                  a, l.seg, b.scores_ds, b.signs, layout.G, layout.head_blocks, out, att,
+                  data(grad_edge_term));
+              CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
+            }
+            if (chunks && sum) merge_chunk_sums<T, VEC>(chunk_rows(graph, l.transposed), part, sum, H, F);
           }
-          if (grad_att) sum_axis(att_terms, 1, Nd, int64_t{H} * F, *grad_att);
+          if (grad_att) sum_axis(att_sums, 1, att_rows, int64_t{H} * F, *grad_att);
         });
   });
 }
 
 void gatv2_edge_scores(const Gatv2EdgeScoresArgs& args) {
   const Graph& graph = *args.graph;
-  const Tensor &xl = args.xl, &xr = args.xr, &att = args.att, &edge_term = args.edge_term;
-  const double negative_slope = args.negative_slope;
+  const Tensor& xl = args.xl;
   Tensor& scores = *args.scores;
-  const long long Nd = graph.num_dst_nodes(), E = graph.num_edges();
   const int H = static_cast<int>(xl.size(1)), F = static_cast<int>(xl.size(2));
-  if (E == 0 || H == 0) return;
+  if (graph.num_edges() == 0 || H == 0) return;
   if (F == 0) {  // an empty sum
     scores.zero_();
     return;
@@ -559,15 +722,9 @@ void gatv2_edge_scores(const Gatv2EdgeScoresArgs& args) {
   const char* op = "gatv2_edge_scores";
   dispatch_float(xl.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
-    const Gatv2Args<T> a = gatv2_args<T>(xl, xr, att, negative_slope, DropoutKey{}, edge_term);
-    with_layout<T>(op, H, F, {a.xl, a.xr, a.att, a.et}, [&](auto vec, auto lh, const HeadLayout& layout) {
-      constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
-      gatv2_scores_kernel<T, VEC, LH>
-          <<<group_blocks(Nd * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
-              a, all_rows_of(graph), graph.edge_src().data<int32_t>(), layout.G, layout.head_blocks,
-              scores.data<T>());
-      CUDA_CHECK_LAUNCH("gatv2_scores_kernel");
-    });
+    launch_scores<T>(op, graph,
+                     gatv2_args<T>(xl, args.xr, args.att, args.negative_slope, DropoutKey{}, args.edge_term),
+                     saved_edges<T>(&scores, nullptr));
   });
 }
 

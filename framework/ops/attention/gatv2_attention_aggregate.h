@@ -11,9 +11,10 @@
 //   out[i,h,:] = sum_e a~[e,h] * xl[j,h,:]          (zero for a row without edges)
 // This is PyG's GATv2Conv message: xl = lin_l(x) is both the source term and the value, xr =
 // lin_r(x) the destination term, edge_term = lin_edge(edge_attr). Scores are computed where an
-// edge is visited; only the log-sum-exp (Nd, H) (and the output) are saved, the backward
-// recomputes scores and weights and regenerates the dropout mask. Results are bitwise
-// reproducible (no float atomics; on the CPU, for any thread count).
+// edge is visited. The log-sum-exp (Nd, H) and the output are saved; on CUDA, when a gradient is
+// needed, also the scores (E, H) and the signs of x (one bit per (e, h, f)), so that the backward
+// gathers neither xr[i] nor et[e] again. The backward regenerates the dropout mask. Results are
+// bitwise reproducible (no float atomics; on the CPU, for any thread count).
 // bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
 #pragma once
 
@@ -71,18 +72,41 @@ struct Gatv2AttentionInputs : Gatv2ScoreInputs {
   DropoutKey attn_dropout{};  // inactive: none
 };
 
-// forward: writes out and lse (lse = -inf for a row without edges).
+// The signs of an edge, packed: head h's F bits start at bit h P of the edge's words, P being
+// the power of two covering F (P = 1 for F <= 1), and the bits between heads are zero. An edge
+// has ceil(H P / 32) words (none for F = 0): the signs tensor is (E, gatv2_sign_words(H, F)) i32.
+inline int64_t gatv2_sign_head_bits(int64_t F) {
+  int64_t P = 1;
+  while (P < F) P *= 2;
+  return P;
+}
+inline int64_t gatv2_sign_words(int64_t H, int64_t F) {
+  return F == 0 ? 0 : (H * gatv2_sign_head_bits(F) + 31) / 32;
+}
+
+// forward: writes out and lse (lse = -inf for a row without edges). With scores and signs (both or
+// neither) also, for every edge e and head h, the score s[e,h] and the signs of the LeakyReLU's
+// argument: with q = h P + f, bit q % 32 of signs[e, q / 32] is set when x[e,h,f] > 0 (the other
+// bits are zero). These are what the CUDA backward reads in place of gathering xr[i] and et[e]
+// again.
 struct Gatv2AttentionForwardArgs : Gatv2AttentionInputs {
-  Tensor* out = nullptr;  // (Nd, H, F)
-  Tensor* lse = nullptr;  // (Nd, H)
+  Tensor* out = nullptr;     // (Nd, H, F)
+  Tensor* lse = nullptr;     // (Nd, H)
+  Tensor* scores = nullptr;  // (E, H) or null
+  Tensor* signs = nullptr;   // (E, gatv2_sign_words(H, F)) i32 or null
 };
 GAT_DECLARE_KERNEL(gatv2_attention_aggregate_forward, Gatv2AttentionForwardArgs)
 
 // backward: given the forward's out and lse and grad_out, writes grad_xl, grad_xr, grad_att and
-// grad_edge_term; any may be null (skipped).
+// grad_edge_term; any may be null (skipped). scores and signs are the forward's, or undefined
+// (both or neither): CUDA then computes them first, in one more pass over the edges that gathers
+// xl[j]; the CPU reads neither. CUDA spends the scores: it overwrites them with the gradient of
+// the scores (E, H), its scratch between two passes, so they serve one backward.
 struct Gatv2AttentionBackwardArgs : Gatv2AttentionInputs {
   Tensor out{};                      // (Nd, H, F), the forward's
   Tensor lse{};                      // (Nd, H), the forward's
+  Tensor scores{};                   // (E, H), the forward's (overwritten on CUDA), or undefined
+  Tensor signs{};                    // (E, gatv2_sign_words(H, F)) i32, the forward's, or undefined
   Tensor grad_out{};                 // (Nd, H, F)
   Tensor* grad_xl = nullptr;         // (Ns, H, F) or null
   Tensor* grad_xr = nullptr;         // (Nd, H, F) or null
