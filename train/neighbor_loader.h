@@ -83,8 +83,9 @@ class NeighborLoader {
  public:
   // graph: on the CPU, without the self loops the layers add. x (N, F) dense, y (N,) i32 and
   // edge_attr (E, D) in graph's edge order (undefined: none): on the CPU; only the graph's CSR
-  // goes to a CUDA `device` (options.sample_on_device). seeds: the nodes to train on (distinct,
-  // in [0, N)). Batches go to `device`.
+  // goes to a CUDA `device` (options.sample_on_device), and x and y are registered there for the
+  // GPU to read in place (options.gather_on_device), until the loader goes. seeds: the nodes to
+  // train on (distinct, in [0, N)). Batches go to `device`.
   NeighborLoader(Graph graph, Tensor x, Tensor y, Tensor edge_attr, std::vector<int32_t> seeds,
                  NeighborLoaderOptions options, Device device);
   ~NeighborLoader();
