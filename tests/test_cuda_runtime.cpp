@@ -306,7 +306,7 @@ TEST(CudaRuntime, HostMappingsShareOneRegistrationAndTheLastUndoesIt) {
     const cuda::HostMapping first_rows(data, tail);
     expect_error([&] { cuda::HostMapping partly(data, host.nbytes()); },
                  {"page-locked elsewhere in part only"});
-    EXPECT_TRUE(bitwise_equal(gathered(first_rows, 0).rows(0, 2), ops::index_rows(host, rows).rows(0, 2)));
+    EXPECT_TRUE(bitwise_equal(gathered(first_rows, 0), ops::index_rows(host, rows)));  // rows below 100
   }
   expect_error([&] { cuda::HostMapping none(data, 0); }, {"nothing to map"});
   // Page-locked by cudaMallocHost: mapped as it is, still page-locked after the mapping.
