@@ -59,30 +59,27 @@ void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
     const T* d = dense.data<T>();                                         // (*, N)
     T* o = out.data<T>();                                                 // (R, N)
     const int64_t R = out.size(0), N = out.size(1);
-    const int64_t per_row = N * (1 + a.values.numel() / std::max<int64_t>(R, 1));
-    detail::parallel_for(
-        R,
-        [&](int64_t r) {
-          T* orow = o + r * N;
-          std::fill(orow, orow + N, T(0));
-          // Zero values (most of them after dropout, at random places) are skipped by collecting
-          // the row's other entries without a branch, up to 64 at a time, then adding those in order.
-          constexpr int kBatch = 64;
-          int64_t kept[kBatch];
-          int count = 0;
-          auto add_kept = [&] {
-            add_scaled_rows(orow, d, N, values, index, kept, count);
-            count = 0;
-          };
-          for (int64_t p = ptr[r]; p < ptr[r + 1]; ++p) {
-            const int64_t e = entry ? entry[p] : p;
-            kept[count] = e;
-            count += values[e] != T(0);
-            if (count == kBatch) add_kept();
-          }
-          add_kept();
-        },
-        per_row);
+    // a row costs a fill of N and N per entry
+    detail::parallel_for_rows(ptr, R, N, N, [&](int64_t r) {
+      T* orow = o + r * N;
+      std::fill(orow, orow + N, T(0));
+      // Zero values (most of them after dropout, at random places) are skipped by collecting
+      // the row's other entries without a branch, up to 64 at a time, then adding those in order.
+      constexpr int kBatch = 64;
+      int64_t kept[kBatch];
+      int count = 0;
+      auto add_kept = [&] {
+        add_scaled_rows(orow, d, N, values, index, kept, count);
+        count = 0;
+      };
+      for (int64_t p = ptr[r]; p < ptr[r + 1]; ++p) {
+        const int64_t e = entry ? entry[p] : p;
+        kept[count] = e;
+        count += values[e] != T(0);
+        if (count == kBatch) add_kept();
+      }
+      add_kept();
+    });
   });
 }
 

@@ -47,6 +47,40 @@ void parallel_for(int64_t n, F&& f, int64_t cost_per_item = 1) {
   }
 }
 
+// f(r) for the rows r in [0, R) of a CSR (row_ptr (R+1,)), split into one contiguous range of
+// rows per OpenMP thread of about equal cost, where row r costs row_cost + entry_cost times its
+// entries. Rows of very different lengths (the transpose of bag-of-words features: a common word
+// has thousands of entries) split evenly by count left one thread most of the work. Each r is
+// handled by exactly one thread, so results do not depend on the thread count.
+template <class Offset, class F>
+void parallel_for_rows(const Offset* row_ptr, int64_t R, int64_t row_cost, int64_t entry_cost, F&& f) {
+  // cost of the rows before r: monotone in r
+  auto cost_before = [&](int64_t r) {
+    return r * row_cost + static_cast<int64_t>(row_ptr[r] - row_ptr[0]) * entry_cost;
+  };
+  const int64_t total = cost_before(R);
+  if (total <= kParallelThreshold) return for_range(0, R, f);
+#pragma omp parallel
+  {
+    const int64_t thread = omp_get_thread_num(), threads = omp_get_num_threads();
+    // the first row whose cost_before reaches the thread's share of the total
+    auto first_row = [&](int64_t t) {
+      if (t == threads) return R;
+      const int64_t share = total / threads * t + total % threads * t / threads;
+      int64_t lo = 0, hi = R;
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (cost_before(mid) < share)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      return lo;
+    };
+    for_range(first_row(thread), first_row(thread + 1), f);
+  }
+}
+
 // Elementwise maps over f32/f64 CPU tensors viewed flat (n,), into `out` (allocated by the caller,
 // a's shape and dtype): out[i] = f(a[i]), or f(a[i], b[i]) for b of a's shape and dtype. f is
 // generic in the scalar type.
