@@ -23,6 +23,10 @@ GAT_SIMD_CLONES void add_scaled_rows(T* orow, const T* d, int64_t N, const T* va
                                      const int64_t* kept, int count) {
   typedef T Lanes __attribute__((vector_size(64)));
   constexpr int64_t kLanes = 64 / sizeof(T), kVectors = 64 / kLanes;  // 64 columns
+  // The entries' rows asked for at once (their first 64 columns): d's rows at random places (the
+  // gradient's rows of the transposed product) reach the cache together.
+  for (int q = 0; q < count; ++q)
+    detail::prefetch_row(d + static_cast<int64_t>(index[kept[q]]) * N, std::min<int64_t>(N, 64));
   int64_t j = 0;
   for (; j + 64 <= N; j += 64) {
     Lanes acc[kVectors];

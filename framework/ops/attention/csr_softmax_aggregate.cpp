@@ -142,6 +142,7 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
     with_head_width(node_value.size(2), [&](auto F) {
       if (ds) {
         for_each_row<T>(row_ptr, N, H, [&, H, F](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+          if (i + 1 < N) prefetch_rows(values, src, b + degree, row_ptr[i + 2], H * F, H * F);
           drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
           shifted_exps<V>(scores.template row<V>(row, i, b, degree), degree, H, l + i * H,
                           row.ex.data());  // a (degree, H)
@@ -155,6 +156,10 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
                       [&, H, F](RowScratch<T>& row, int64_t j, int64_t b, int64_t degree) {
                         T* dvj = dV ? dV + j * H * F : nullptr;
                         T* sj = edge_sum ? edge_sum + j * H : nullptr;
+                        if (j + 1 < graph.num_src_nodes()) {  // the next source's rows of G and ds
+                          if (dvj) prefetch_rows(G, t_dst, b + degree, t_row_ptr[j + 2], H * F, H * F);
+                          if (sj) prefetch_rows(ds, t_edge_id, b + degree, t_row_ptr[j + 2], H, H);
+                        }
                         if (sj) std::fill(sj, sj + H, T(0));
                         // a~ (degree, H) of j's out-edges, as shifted_exps and softmax_row_backward
                         // compute them in pass 1 (the exponentials in one flat pass, which vectorises)
