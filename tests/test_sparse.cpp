@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <atomic>
 #include <random>
 #include <string>
 #include <tuple>
@@ -18,10 +19,12 @@
 #include "gat/datasets/generator.h"
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dropout.h"
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/sparse_dropout.h"
 #include "gat/framework/ops/sparse_matmul.h"
+#include "gat/framework/ops/transpose.h"
 #include "gat/framework/sparse.h"
 #include "gat/layers/linear.h"
 #include "gat/models/gat.h"
@@ -230,6 +233,76 @@ TEST(SparseMatmul, BitwiseIndependentOfThreadCount) {
     EXPECT_EQ(grads[0], grads[k]);
     EXPECT_EQ(value_grads[0], value_grads[k]);
   }
+}
+
+// parallel_for_rows, sparse_rows' split: every row once, each thread's rows one ascending range,
+// and no thread with more than its share of the cost plus one row, whatever the row lengths (long
+// rows first, a hub row, empty rows at both ends) and the thread count. Few rows of small cost run on one
+// thread.
+TEST(ParallelForRows, EachRowOnceInRangesOfEqualCost) {
+  std::mt19937_64 rng(12);
+  std::vector<int32_t> row_ptr{0, 0, 0};  // two empty rows first
+  for (int r = 0; r < 2000; ++r)
+    row_ptr.push_back(row_ptr.back() + (r < 500 ? 40 : r == 700 ? 2000 : int32_t(rng() % 4)));
+  row_ptr.push_back(row_ptr.back());  // an empty last row
+  const int64_t R = static_cast<int64_t>(row_ptr.size()) - 1, row_cost = 3, entry_cost = 2;
+  auto cost = [&](int64_t r) { return row_cost + entry_cost * (row_ptr[r + 1] - row_ptr[r]); };
+  int64_t total = 0, largest = 0;
+  for (int64_t r = 0; r < R; ++r) total += cost(r), largest = std::max(largest, cost(r));
+  const int saved = omp_get_max_threads();
+  for (const int threads : {1, 2, 3, 7}) {
+    SCOPED_TRACE(threads);
+    omp_set_num_threads(threads);
+    std::vector<std::atomic<int>> visits(static_cast<size_t>(R));
+    std::vector<std::vector<int64_t>> rows_of(static_cast<size_t>(threads));  // by thread, in visit order
+    ops::detail::parallel_for_rows(row_ptr.data(), R, row_cost, entry_cost, [&](int64_t r) {
+      ++visits[static_cast<size_t>(r)];
+      rows_of[static_cast<size_t>(omp_get_thread_num())].push_back(r);
+    });
+    for (int64_t r = 0; r < R; ++r) EXPECT_EQ(visits[static_cast<size_t>(r)], 1) << "row " << r;
+    int64_t next = 0;  // thread t's rows follow thread t - 1's
+    for (const std::vector<int64_t>& rows : rows_of) {
+      int64_t thread_cost = 0;
+      for (const int64_t r : rows) {
+        EXPECT_EQ(r, next++);
+        thread_cost += cost(r);
+      }
+      EXPECT_LE(thread_cost, total / threads + largest);
+    }
+  }
+  omp_set_num_threads(2);
+  std::vector<int> thread_of(3, -1);
+  const std::vector<int32_t> small{0, 1, 2, 3};  // cost 3 (1 + 1) * 3: below kParallelThreshold
+  ops::detail::parallel_for_rows(
+      small.data(), 3, 1, 1, [&](int64_t r) { thread_of[static_cast<size_t>(r)] = omp_get_thread_num(); });
+  EXPECT_EQ(thread_of, std::vector<int>({0, 0, 0}));
+  ops::detail::parallel_for_rows(small.data(), 0, 1, 1, [&](int64_t) { ADD_FAILURE() << "no rows"; });
+  omp_set_num_threads(saved);
+}
+
+// A transposed product whose rows differ in length by thousands (bag-of-words features: one
+// common word in most rows) gives the same bits on any number of threads, and the product.
+TEST(SparseMatmul, SkewedTransposedRowsBitwiseIndependentOfThreadCount) {
+  std::mt19937_64 rng(13);
+  Tensor dense = sparse_random(3000, 40, rng, 0.02, DType::f32);
+  float* x = dense.data<float>();
+  for (int64_t i = 0; i < 3000; i += 2) x[i * 40 + 5] = 0.25f;  // the common word, column 5
+  const CsrMatrix a = CsrMatrix::from_dense(dense);
+  Tensor w = random_tensor({40, 64}, rng, -1, 1, DType::f32).set_requires_grad();
+  const Tensor g = random_tensor({3000, 64}, rng, -1, 1, DType::f32);
+  const int saved = omp_get_max_threads();
+  std::vector<std::vector<float>> grads;
+  for (const int n : {1, 2, 3}) {
+    omp_set_num_threads(n);
+    w.zero_grad();
+    ops::sparse_matmul(a, w).backward(g);
+    grads.push_back(w.grad().to_vector<float>());
+  }
+  omp_set_num_threads(saved);
+  EXPECT_EQ(grads[0], grads[1]);
+  EXPECT_EQ(grads[0], grads[2]);
+  const std::vector<float> want = ops::matmul(ops::transpose(dense), g).to_vector<float>();  // A^T G
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(grads[0][k], want[k], 1e-4f) << k;
 }
 
 // The fused op is the composition: the same output, the same gradients of b and of the values.

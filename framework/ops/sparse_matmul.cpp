@@ -15,14 +15,19 @@ namespace gat::ops {
 namespace {
 
 // orow (N,) += values[e] * d[index[e], :] for the entries e = kept[0], ..., kept[count - 1], in
-// that order. d (*, N). The row is taken 64 columns at a time (a GAT layer's 8 heads of 8), held in
+// that order. d (*, N). With `prefetch` (several threads) the entries' rows are first asked for
+// at once. The row is taken 64 columns at a time (a GAT layer's 8 heads of 8), held in
 // vector registers across the entries (a load and a store of the row per entry made a chain
 // through memory); the columns past the last whole 64 one by one. The same sums either way.
 template <class T>
 GAT_SIMD_CLONES void add_scaled_rows(T* orow, const T* d, int64_t N, const T* values, const int32_t* index,
-                                     const int64_t* kept, int count) {
+                                     const int64_t* kept, int count, bool prefetch) {
   typedef T Lanes __attribute__((vector_size(64)));
   constexpr int64_t kLanes = 64 / sizeof(T), kVectors = 64 / kLanes;  // 64 columns
+  // The entries' rows asked for at once (their first 64 columns): d's rows at random places (the
+  // gradient's rows of the transposed product) reach the cache together.
+  for (int q = 0; prefetch && q < count; ++q)
+    detail::prefetch_row(d + static_cast<int64_t>(index[kept[q]]) * N, std::min<int64_t>(N, 64));
   int64_t j = 0;
   for (; j + 64 <= N; j += 64) {
     Lanes acc[kVectors];
@@ -59,30 +64,28 @@ void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
     const T* d = dense.data<T>();                                         // (*, N)
     T* o = out.data<T>();                                                 // (R, N)
     const int64_t R = out.size(0), N = out.size(1);
-    const int64_t per_row = N * (1 + a.values.numel() / std::max<int64_t>(R, 1));
-    detail::parallel_for(
-        R,
-        [&](int64_t r) {
-          T* orow = o + r * N;
-          std::fill(orow, orow + N, T(0));
-          // Zero values (most of them after dropout, at random places) are skipped by collecting
-          // the row's other entries without a branch, up to 64 at a time, then adding those in order.
-          constexpr int kBatch = 64;
-          int64_t kept[kBatch];
-          int count = 0;
-          auto add_kept = [&] {
-            add_scaled_rows(orow, d, N, values, index, kept, count);
-            count = 0;
-          };
-          for (int64_t p = ptr[r]; p < ptr[r + 1]; ++p) {
-            const int64_t e = entry ? entry[p] : p;
-            kept[count] = e;
-            count += values[e] != T(0);
-            if (count == kBatch) add_kept();
-          }
-          add_kept();
-        },
-        per_row);
+    // a row costs a fill of N and N per entry
+    detail::parallel_for_rows(ptr, R, N, N, [&](int64_t r) {
+      const bool prefetch = omp_get_num_threads() > 1;  // on one thread every row is in its cache
+      T* orow = o + r * N;
+      std::fill(orow, orow + N, T(0));
+      // Zero values (most of them after dropout, at random places) are skipped by collecting
+      // the row's other entries without a branch, up to 64 at a time, then adding those in order.
+      constexpr int kBatch = 64;
+      int64_t kept[kBatch];
+      int count = 0;
+      auto add_kept = [&] {
+        add_scaled_rows(orow, d, N, values, index, kept, count, prefetch);
+        count = 0;
+      };
+      for (int64_t p = ptr[r]; p < ptr[r + 1]; ++p) {
+        const int64_t e = entry ? entry[p] : p;
+        kept[count] = e;
+        count += values[e] != T(0);
+        if (count == kBatch) add_kept();
+      }
+      add_kept();
+    });
   });
 }
 

@@ -142,6 +142,7 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
     with_head_width(node_value.size(2), [&](auto F) {
       if (ds) {
         for_each_row<T>(row_ptr, N, H, [&, H, F](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+          if (row.prefetch && i + 1 < N) prefetch_rows(values, src, b + degree, row_ptr[i + 2], H * F, H * F);
           drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
           shifted_exps<V>(scores.template row<V>(row, i, b, degree), degree, H, l + i * H,
                           row.ex.data());  // a (degree, H)
@@ -151,31 +152,36 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
         });
       }
       if (!dV && !edge_sum) return;
-      for_each_row<T>(t_row_ptr, graph.num_src_nodes(), H,
-                      [&, H, F](RowScratch<T>& row, int64_t j, int64_t b, int64_t degree) {
-                        T* dvj = dV ? dV + j * H * F : nullptr;
-                        T* sj = edge_sum ? edge_sum + j * H : nullptr;
-                        if (sj) std::fill(sj, sj + H, T(0));
-                        // a~ (degree, H) of j's out-edges, as shifted_exps and softmax_row_backward
-                        // compute them in pass 1 (the exponentials in one flat pass, which vectorises)
-                        T* w = row.ex.data();
-                        for (int64_t k = 0; k < degree; ++k) {
-                          const int64_t e = t_edge_id[b + k], i = t_dst[b + k];
-                          for (int64_t h = 0; sj && h < H; h += W)
-                            store_group(sj + h, load_group<V>(sj + h) + load_group<V>(ds + e * H + h));
-                          if (!dvj) continue;
-                          drop.fill(e * H, H, row.drop.data() + k * H);
-                          for (int64_t h = 0; h < H; h += W)
-                            store_group(w + k * H + h,
-                                        scores.template score<V>(e, j, i, h) - load_group<V>(l + i * H + h));
-                        }
-                        if (!dvj) return;
-                        exps_in_blocks(w, degree * H);
-                        for (int64_t q = 0; q < degree * H; ++q) w[q] *= row.drop[q];
-                        for (int64_t h = 0; h < H; h += W)  // dV[j, h .. h + W) from G[t_dst[k], h .. h + W)
-                          aggregate_heads<V>(dvj + h * F, w + h, H, degree, G + h * F, t_dst + b, H * F, F,
-                                             grad_count - h * F);
-                      });
+      for_each_row<T>(
+          t_row_ptr, graph.num_src_nodes(), H,
+          [&, H, F](RowScratch<T>& row, int64_t j, int64_t b, int64_t degree) {
+            T* dvj = dV ? dV + j * H * F : nullptr;
+            T* sj = edge_sum ? edge_sum + j * H : nullptr;
+            if (row.prefetch && j + 1 < graph.num_src_nodes()) {  // the next source's rows of G and ds
+              if (dvj) prefetch_rows(G, t_dst, b + degree, t_row_ptr[j + 2], H * F, H * F);
+              if (sj) prefetch_rows(ds, t_edge_id, b + degree, t_row_ptr[j + 2], H, H);
+            }
+            if (sj) std::fill(sj, sj + H, T(0));
+            // a~ (degree, H) of j's out-edges, as shifted_exps and softmax_row_backward
+            // compute them in pass 1 (the exponentials in one flat pass, which vectorises)
+            T* w = row.ex.data();
+            for (int64_t k = 0; k < degree; ++k) {
+              const int64_t e = t_edge_id[b + k], i = t_dst[b + k];
+              for (int64_t h = 0; sj && h < H; h += W)
+                store_group(sj + h, load_group<V>(sj + h) + load_group<V>(ds + e * H + h));
+              if (!dvj) continue;
+              drop.fill(e * H, H, row.drop.data() + k * H);
+              for (int64_t h = 0; h < H; h += W)
+                store_group(w + k * H + h,
+                            scores.template score<V>(e, j, i, h) - load_group<V>(l + i * H + h));
+            }
+            if (!dvj) return;
+            exps_in_blocks(w, degree * H);
+            for (int64_t q = 0; q < degree * H; ++q) w[q] *= row.drop[q];
+            for (int64_t h = 0; h < H; h += W)  // dV[j, h .. h + W) from G[t_dst[k], h .. h + W)
+              aggregate_heads<V>(dvj + h * F, w + h, H, degree, G + h * F, t_dst + b, H * F, F,
+                                 grad_count - h * F);
+          });
     });
   });
 }

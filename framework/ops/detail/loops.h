@@ -47,6 +47,55 @@ void parallel_for(int64_t n, F&& f, int64_t cost_per_item = 1) {
   }
 }
 
+// Asks the cache for row[0, extent) ahead of its use: loops over rows at random places call it for
+// the rows they read next. Such a row was often last written by another thread and sits in another
+// core's cache; asked for early, the rows arrive together while the current work is computed,
+// rather than one after another as they are read. Changes no value.
+template <class T>
+inline void prefetch_row(const T* row, int64_t extent) {
+  for (int64_t c = 0; c < extent; c += static_cast<int64_t>(64 / sizeof(T))) __builtin_prefetch(row + c);
+}
+
+// The first row of thread t's range, t in [0, threads], when the rows [0, R) of a CSR (row_ptr
+// (R+1,)) are cut into one contiguous range per thread of about equal cost, row r costing row_cost
+// + entry_cost times its entries: the first row whose rows before cost at least t / threads of the
+// total, rounded down to a multiple of `align` (R for t = threads). Rounded, a range holds whole
+// blocks of `align` rows.
+template <class Offset>
+int64_t first_row_of_thread(const Offset* row_ptr, int64_t R, int64_t row_cost, int64_t entry_cost, int64_t t,
+                            int64_t threads, int64_t align = 1) {
+  if (t >= threads) return R;
+  auto cost_before = [&](int64_t r) {  // monotone in r
+    return r * row_cost + static_cast<int64_t>(row_ptr[r] - row_ptr[0]) * entry_cost;
+  };
+  const int64_t total = cost_before(R), share = total / threads * t + total % threads * t / threads;
+  int64_t lo = 0, hi = R;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (cost_before(mid) < share)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo / align * align;
+}
+
+// f(r) for the rows r in [0, R) of a CSR (row_ptr (R+1,)), one range of first_row_of_thread's
+// split per OpenMP thread. Rows of very different lengths (the transpose of bag-of-words features:
+// a common word has thousands of entries) split evenly by count left one thread most of the work.
+// Each r is handled by exactly one thread, so results do not depend on the thread count.
+template <class Offset, class F>
+void parallel_for_rows(const Offset* row_ptr, int64_t R, int64_t row_cost, int64_t entry_cost, F&& f) {
+  const int64_t total = R * row_cost + static_cast<int64_t>(row_ptr[R] - row_ptr[0]) * entry_cost;
+  if (total <= kParallelThreshold) return for_range(0, R, f);
+#pragma omp parallel
+  {
+    const int64_t thread = omp_get_thread_num(), threads = omp_get_num_threads();
+    for_range(first_row_of_thread(row_ptr, R, row_cost, entry_cost, thread, threads),
+              first_row_of_thread(row_ptr, R, row_cost, entry_cost, thread + 1, threads), f);
+  }
+}
+
 // Elementwise maps over f32/f64 CPU tensors viewed flat (n,), into `out` (allocated by the caller,
 // a's shape and dtype): out[i] = f(a[i]), or f(a[i], b[i]) for b of a's shape and dtype. f is
 // generic in the scalar type.
