@@ -294,20 +294,22 @@ Dataset generate_sbm(const GeneratorOptions& o) {
     progress::Stage edge_features("synthetic: edge features", edges * d_count);
     data.edge_attr = Tensor::empty({edges, d_count}, DType::f32, Device::cpu, "generate_sbm edge features");
     float* a = data.edge_attr.data<float>();                          // (E, D)
-    const int32_t* row_ptr = data.graph.row_ptr().data<int32_t>();    // (N+1,)
     const int32_t* edge_src = data.graph.edge_src().data<int32_t>();  // (E,)
+    dispatch_offsets(data.graph, [&](auto offset) {
+      const auto* row_ptr = data.graph.row_ptr().data<decltype(offset)>();  // (N+1,)
 #pragma omp parallel for schedule(dynamic, 4096) if (edges * d_count > ops::detail::kParallelThreshold)
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; ++e) {
-        const int64_t j = edge_src[e];
-        const uint64_t pair = static_cast<uint64_t>(std::min(i, j)) * static_cast<uint64_t>(n) +
-                              static_cast<uint64_t>(std::max(i, j));
-        const float sign = y[i] == y[j] ? signal : -signal;
-        for (int64_t d = 0; d < d_count; ++d)
-          a[e * d_count + d] =
-              sign + 2.0f * philox_uniform(seed, kEdgeFeature + static_cast<uint64_t>(d), pair) - 1.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; ++e) {
+          const int64_t j = edge_src[e];
+          const uint64_t pair = static_cast<uint64_t>(std::min(i, j)) * static_cast<uint64_t>(n) +
+                                static_cast<uint64_t>(std::max(i, j));
+          const float sign = y[i] == y[j] ? signal : -signal;
+          for (int64_t d = 0; d < d_count; ++d)
+            a[e * d_count + d] =
+                sign + 2.0f * philox_uniform(seed, kEdgeFeature + static_cast<uint64_t>(d), pair) - 1.0f;
+        }
       }
-    }
+    });
     edge_features.done(detail::concat(edges, " x ", d_count));
   }
 

@@ -330,10 +330,9 @@ T log_sum_exp(T m, T z) {
 // f(row, i, b, degree) for the rows i in [begin, end) of a CSR (edges [b, b + degree)), with f
 // and everything it calls inlined into every SIMD version (flatten): left to the inliner, the row
 // helpers and vec_exp stayed calls to baseline x86-64 code, a third slower a Cora epoch.
-template <class T, class F>
-__attribute__((flatten)) GAT_SIMD_CLONES void rows_in_range(const int32_t* row_ptr, int64_t begin,
-                                                            int64_t end, int64_t H, RowScratch<T>& row,
-                                                            F& f) {
+template <class T, class Offset, class F>
+__attribute__((flatten)) GAT_SIMD_CLONES void rows_in_range(const Offset* row_ptr, int64_t begin, int64_t end,
+                                                            int64_t H, RowScratch<T>& row, F& f) {
   for (int64_t i = begin; i < end; ++i) {
     const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
     row.reserve(degree, H);
@@ -346,9 +345,9 @@ constexpr int64_t kRowsPerTask = 64;
 
 // f(row, i, b, degree) for every row i of a CSR, rows spread dynamically over the OpenMP threads
 // in tasks of kRowsPerTask rows (a task's rows in order on one thread), each thread with its own
-// RowScratch reserved for the row.
-template <class T, class F>
-void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
+// RowScratch reserved for the row. Offset: the graph's (dispatch_offsets).
+template <class T, class Offset, class F>
+void for_each_row(const Offset* row_ptr, int64_t N, int64_t H, F&& f) {
 #pragma omp parallel
   {
     RowScratch<T> row;
@@ -361,12 +360,13 @@ void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
 // f(row, i, b, degree) for every row i of the graph's CSR (edges [b, b + degree)), H heads, with
 // the row's softmax terms (row.m, row.ex, row.z: row_softmax_terms of the scores' row) and its
 // dropout keep factors (row.drop; the decisions of `kept` as DropFactors takes them, or null) in
-// the row's scratch: the forward's view of a row. V is the head group (with_head_group).
-template <class V, class T, class Scores, class IntH, class F>
+// the row's scratch: the forward's view of a row. V is the head group (with_head_group), Offset the
+// graph's offset type.
+template <class V, class T, class Offset, class Scores, class IntH, class F>
 void for_each_softmax_row(const Graph& graph, const Scores& scores, const DropoutKey& attn_dropout,
                           KeepMask* kept, IntH H, F&& f) {
   const DropFactors<T> drop(attn_dropout, graph.num_edges() * H, kept);
-  for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
+  for_each_row<T>(graph.row_ptr().data<Offset>(), graph.num_dst_nodes(), H,
                   [&, H](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
                     drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
                     row_softmax_terms<V>(scores.template row<V>(row, i, b, degree), degree, H, row);
@@ -378,7 +378,7 @@ void for_each_softmax_row(const Graph& graph, const Scores& scores, const Dropou
 // scores' rows and V (N, H, F), the attention dropout's decisions as for_each_softmax_row takes them. A row's
 // weights w = ex / z * keep first (in place of ex), then out[i, h, :] = the sum of w[k, h] values[src[k], h,
 // :] in edge order (aggregate_heads).
-template <class T, class Scores>
+template <class T, class Offset, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, KeepMask* kept, Tensor& out, Tensor& lse) {
   const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
@@ -390,7 +390,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
     using V = typename decltype(group)::type;
     constexpr int64_t W = kLanes<T, V>;
     with_head_width(node_value.size(2), [&](auto F) {
-      for_each_softmax_row<V, T>(
+      for_each_softmax_row<V, T, Offset>(
           graph, scores, attn_dropout, kept, H,
           [&, H, F](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
             T* w = row.ex.data();  // (degree, H)
