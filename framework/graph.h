@@ -85,7 +85,8 @@ class Graph {
   Graph() = default;
 
   // Takes every array as given, on their device, without checking them: validate() does (it
-  // copies them to the host). For arrays a front end builds itself (the PyTorch package).
+  // copies them to the host). For arrays a front end builds itself (the PyTorch package). Throws a
+  // gat::Error for i64 offsets on CUDA, as to() does.
   static Graph from_arrays(GraphArrays arrays);
 
   // Builds from an edge list src[k] -> dst[k] of sources in [0, num_src) and destinations in
@@ -185,7 +186,8 @@ class Graph {
   // none (PyG gives that loop its fill value). GCNConv maps its edge weights through it. Throws a
   // gat::Error when the looped graph has more than kMaxNarrowEdges edges (ids int32 cannot hold).
   Graph with_self_loops(std::vector<int32_t>& edge_origins) const;
-  // Copy of all index arrays to `device`.
+  // Copy of all index arrays to `device`. Throws a gat::Error when asked to take a graph of i64
+  // offsets to CUDA: the CUDA kernels read i32 offsets only.
   Graph to(Device device) const;
   // Checks every invariant (monotone row pointers, indices in range, consistent sizes, the
   // transpose matches); throws gat::Error naming the first violation.
