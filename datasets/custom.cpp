@@ -107,8 +107,7 @@ void check_summed_edge_features(const Graph& graph, const Tensor& edge_attr, con
   const auto bad = std::find_if(a, a + edge_attr.numel(), [](float v) { return !std::isfinite(v); });
   if (bad == a + edge_attr.numel()) return;
   const int64_t e = (bad - a) / D;
-  const std::vector<int32_t> row_ptr = graph.row_ptr().to_vector<int32_t>();  // (N+1,)
-  const int64_t dst = std::upper_bound(row_ptr.begin(), row_ptr.end(), e) - row_ptr.begin() - 1;
+  const int32_t dst = graph.destinations()[static_cast<size_t>(e)];
   GAT_FAIL("load_custom: ", path, ": the edge ",
            graph.edge_src().to_vector<int32_t>()[static_cast<size_t>(e)], " -> ", dst,
            " is listed more than once (or in both directions) and the sum of its lines' feature ",

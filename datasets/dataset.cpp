@@ -35,8 +35,7 @@ void check_self_loop_features(const Dataset& data, const ops::SelfLoopFill& fill
   const auto bad = std::find_if(looped.begin(), looped.end(), [](float v) { return !std::isfinite(v); });
   if (bad == looped.end()) return;
   const int64_t D = data.edge_attr.size(1), e = (bad - looped.begin()) / D;
-  const std::vector<int32_t> row_ptr = data.graph.row_ptr().to_vector<int32_t>();  // (N+1,)
-  const int64_t node = std::upper_bound(row_ptr.begin(), row_ptr.end(), e) - row_ptr.begin() - 1;
+  const int32_t node = data.graph.destinations()[static_cast<size_t>(e)];
   GAT_FAIL(data.name, ": the self loop of node ", node, " gets edge feature ", (bad - looped.begin()) % D + 1,
            " = ", *bad, " from its in-edges' features by the fill '", fill.name(),
            "': beyond the largest float (3.4e38); ",

@@ -169,22 +169,22 @@ Graph draw_graph(const GeneratorOptions& o, const int32_t* y, ClassMembers class
     // Node u starts floor(m_u) or floor(m_u) + 1 edges (the fraction as a coin) with
     // m_u = pairs * theta_u / sum(theta); the other end is ~ theta within u's class with
     // probability intra_fraction, else ~ theta overall (class first, then node). Edges are laid
-    // out by first end, so only the other end costs a random memory access. m_u is at most
-    // avg_degree * N / 2 < 2^30, so the counts and their sums fit 32 bits once the total is checked.
+    // out by first end, so only the other end costs a random memory access. The pairs may pass
+    // 2^31 (the graph then has i64 offsets), so the counts and their sums are 64-bit.
     const double total_weight = std::accumulate(class_weight.begin(), class_weight.end(), 0.0);
     const double per_weight = o.avg_degree * static_cast<double>(n) / 2.0 / total_weight;
-    std::vector<int32_t> first(static_cast<size_t>(n) + 1, 0);  // (N+1,) edge offsets by first end
+    std::vector<int64_t> first(static_cast<size_t>(n) + 1, 0);  // (N+1,) edge offsets by first end
     int64_t pairs = 0;
 #pragma omp parallel for reduction(+ : pairs) if (n > ops::detail::kParallelThreshold)
     for (int64_t i = 0; i < n; ++i) {
       const double m = per_weight * theta[static_cast<size_t>(i)];
       const double whole = std::floor(m);
       first[i + 1] =
-          static_cast<int32_t>(whole) + (draw_unit(seed, kStubs, static_cast<uint64_t>(i)) < m - whole);
+          static_cast<int64_t>(whole) + (draw_unit(seed, kStubs, static_cast<uint64_t>(i)) < m - whole);
       pairs += first[i + 1];
     }
-    GAT_CHECK(pairs <= std::numeric_limits<int32_t>::max() / 2, "generate_sbm: ", pairs,
-              " edge pairs are too many: both directions must fit 32-bit edge ids (at most 2^31 - 1 edges)");
+    GAT_CHECK(pairs <= kMaxSortedEdges / 2, "generate_sbm: ", pairs,
+              " edge pairs are too many: the graph build sorts both directions, at most 2^32 - 1 edges");
     detail::inclusive_scan(first.data() + 1, n);
     std::vector<double>().swap(theta);
     progress::Stage drawing("synthetic: edge pairs drawn", pairs);
@@ -216,10 +216,10 @@ Dataset generate_sbm(const GeneratorOptions& o) {
             o.num_nodes, " outside [1, ", std::numeric_limits<int32_t>::max(), "]");
   GAT_CHECK(std::isfinite(o.avg_degree) && o.avg_degree >= 0.0, "generate_sbm: avg_degree ", o.avg_degree,
             " must be a finite number >= 0");
-  GAT_CHECK(o.avg_degree * static_cast<double>(o.num_nodes) <= std::numeric_limits<int32_t>::max(),
+  GAT_CHECK(o.avg_degree * static_cast<double>(o.num_nodes) <= static_cast<double>(kMaxSortedEdges),
             "generate_sbm: avg_degree ", o.avg_degree, " for ", o.num_nodes,
             " nodes gives too many edges (about ", o.avg_degree * static_cast<double>(o.num_nodes),
-            "; 32-bit edge ids allow at most 2^31 - 1)");
+            "; the graph build sorts at most 2^32 - 1)");
   GAT_CHECK(o.num_classes > 0 && o.num_classes <= o.num_nodes, "generate_sbm: num_classes ", o.num_classes,
             " outside [1, num_nodes]");
   GAT_CHECK(o.num_features > 0, "generate_sbm: num_features ", o.num_features, " must be positive");
@@ -294,20 +294,22 @@ Dataset generate_sbm(const GeneratorOptions& o) {
     progress::Stage edge_features("synthetic: edge features", edges * d_count);
     data.edge_attr = Tensor::empty({edges, d_count}, DType::f32, Device::cpu, "generate_sbm edge features");
     float* a = data.edge_attr.data<float>();                          // (E, D)
-    const int32_t* row_ptr = data.graph.row_ptr().data<int32_t>();    // (N+1,)
     const int32_t* edge_src = data.graph.edge_src().data<int32_t>();  // (E,)
+    dispatch_offsets(data.graph, [&](auto offset) {
+      const auto* row_ptr = data.graph.row_ptr().data<decltype(offset)>();  // (N+1,)
 #pragma omp parallel for schedule(dynamic, 4096) if (edges * d_count > ops::detail::kParallelThreshold)
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; ++e) {
-        const int64_t j = edge_src[e];
-        const uint64_t pair = static_cast<uint64_t>(std::min(i, j)) * static_cast<uint64_t>(n) +
-                              static_cast<uint64_t>(std::max(i, j));
-        const float sign = y[i] == y[j] ? signal : -signal;
-        for (int64_t d = 0; d < d_count; ++d)
-          a[e * d_count + d] =
-              sign + 2.0f * philox_uniform(seed, kEdgeFeature + static_cast<uint64_t>(d), pair) - 1.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; ++e) {
+          const int64_t j = edge_src[e];
+          const uint64_t pair = static_cast<uint64_t>(std::min(i, j)) * static_cast<uint64_t>(n) +
+                                static_cast<uint64_t>(std::max(i, j));
+          const float sign = y[i] == y[j] ? signal : -signal;
+          for (int64_t d = 0; d < d_count; ++d)
+            a[e * d_count + d] =
+                sign + 2.0f * philox_uniform(seed, kEdgeFeature + static_cast<uint64_t>(d), pair) - 1.0f;
+        }
       }
-    }
+    });
     edge_features.done(detail::concat(edges, " x ", d_count));
   }
 

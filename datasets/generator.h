@@ -7,7 +7,9 @@
 //     of m_u, plus one with probability equal to its fraction); the other end of each is drawn
 //     proportional to theta inside u's class with probability `intra_fraction`, else
 //     proportional to theta over all nodes; the graph is then symmetrised, deduplicated and self
-//     loops removed (so it has about, and at most, num_nodes * avg_degree directed edges);
+//     loops removed (so it has about, and at most, num_nodes * avg_degree directed edges, which
+//     may pass 2^31 (the graph then has i64 offsets, Graph::offset_dtype) up to 2^32 - 1, the most
+//     the graph build sorts: e.g. 40M nodes of degree 60);
 //   - features: the class's random +-1 prototype scaled by `signal`, plus uniform noise in [-1, 1);
 //   - with num_edge_features = D > 0, edge features (Dataset::edge_attr (E, D)): +signal on an
 //     edge inside a class, -signal across classes, plus uniform noise in [-1, 1) drawn by the
@@ -23,9 +25,9 @@
 // check_splits' pass over the split's ids is serial.
 //
 // Memory, for graphs of 100M nodes: the result holds 4 N F bytes of features and a Graph of about
-// 16 bytes an edge (the CSR both ways) and 24 bytes a node. The graph is built first, and what
-// only its build needs is freed before the features are allocated: the weights, the alias tables
-// (16 bytes a node), the drawn pairs (8 bytes a pair: 4 an edge) and the sorts' staging (4 bytes
+// 16 bytes an edge (the CSR both ways; 20 with i64 offsets, past 2^31 edges) and 24 bytes a node. The graph
+// is built first, and what only its build needs is freed before the features are allocated: the weights, the
+// alias tables (16 bytes a node), the drawn pairs (8 bytes a pair: 4 an edge) and the sorts' staging (4 bytes
 // an edge). So the peak is the finished dataset.
 #pragma once
 

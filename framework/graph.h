@@ -32,10 +32,30 @@ struct GraphBuildOptions {
   bool remove_self_loops = false;  // drop every (i, i)
   bool add_self_loops = false;     // then add (i, i) for every i < min(Ns, Nd) (after removing
                                    // existing ones): every node of a graph on one node set
+  // Store the offsets (row_ptr, t_row_ptr, t_edge_id) as i64 whatever the edge count: for tests
+  // of the wide path on graphs that fit a test machine, and for callers who want one code path.
+  // A graph of 2^31 edges or more has i64 offsets anyway.
+  bool wide_offsets = false;
 };
+
+// The most edges a graph with i32 offsets holds (2^31 - 1): row_ptr[Nd] = E must fit.
+constexpr int64_t kMaxNarrowEdges = 2147483647;
+// The most edges Graph::from_edges sorts (2^32 - 1, with symmetrize the reverses counted): its
+// sorts count in 32 bits.
+constexpr int64_t kMaxSortedEdges = 4294967295;
+// The dtype of the offsets (row pointers and edge ids) of a graph of num_edges edges: i32 when
+// num_edges <= kMaxNarrowEdges and not `wide`, else i64. Every graph's offsets are chosen here.
+DType offset_dtype_for(int64_t num_edges, bool wide);
+// i32 offsets of the same values, on the same device: `offsets` itself when i32; i64 ones (a
+// graph's wide offsets, of any edge count) narrowed when their last value is at most
+// kMaxNarrowEdges, else a gat::Error naming `op`, for a reader that takes 32-bit offsets only.
+Tensor narrow_offsets(const char* op, const Tensor& offsets);
 
 // The chunk plans and row orders of a CSR by destination and its transpose: what the GPU kernels
 // need beside the indices. Members as Graph's accessors of the same names.
+// The chunk pointers stay i32 whatever the offsets: a row of d > chunk_edges edges has at most
+// 2 d / chunk_edges chunks, and chunk_edges is 512 from 2^20 edges on, so 2^31 chunks need 2^39
+// edges (plan_rows checks it). Chunk rows and row orders are node ids, i32 like every node id.
 struct RowPlans {
   int64_t max_in_degree = 0, max_out_degree = 0;
   int chunk_edges = 0;
@@ -44,16 +64,17 @@ struct RowPlans {
   Tensor row_chunk_row, t_row_chunk_row;  // (num_row_chunks,), (num_t_row_chunks,) i32
   Tensor row_order, t_row_order;          // i32
 };
-// The plans of a graph of num_edges edges from its row pointers (CPU i32 tensors (Nd+1,) and
-// (Ns+1,) of the CSR by destination and of its transpose): CPU tensors, as Graph builds them.
+// The plans of a graph of num_edges edges from its row pointers (CPU tensors (Nd+1,) and (Ns+1,)
+// of the CSR by destination and of its transpose, both i32 or both i64): CPU tensors, as Graph
+// builds them.
 RowPlans plan_rows(int64_t num_edges, const Tensor& row_ptr, const Tensor& t_row_ptr);
 
 // Every array and count of a Graph (members as its accessors of the same names), for a graph
 // whose arrays were built elsewhere, e.g. sorted by PyTorch on the device (Graph::from_arrays).
 struct GraphArrays {
   int64_t num_src_nodes = 0, num_dst_nodes = 0;
-  Tensor row_ptr, edge_src, edge_dst;       // (Nd+1,), (E,), (E,) i32
-  Tensor t_row_ptr, t_edge_dst, t_edge_id;  // (Ns+1,), (E,), (E,) i32
+  Tensor row_ptr, edge_src, edge_dst;       // (Nd+1,) offsets, (E,), (E,) i32
+  Tensor t_row_ptr, t_edge_dst, t_edge_id;  // (Ns+1,) offsets, (E,) i32, (E,) offsets
   RowPlans plans;
   int64_t num_self_loops = 0;
   bool one_self_loop_per_node = false;
@@ -64,14 +85,16 @@ class Graph {
   Graph() = default;
 
   // Takes every array as given, on their device, without checking them: validate() does (it
-  // copies them to the host). For arrays a front end builds itself (the PyTorch package).
+  // copies them to the host). For arrays a front end builds itself (the PyTorch package). Throws a
+  // gat::Error for i64 offsets on CUDA, as to() does.
   static Graph from_arrays(GraphArrays arrays);
 
   // Builds from an edge list src[k] -> dst[k] of sources in [0, num_src) and destinations in
   // [0, num_dst). Throws gat::Error when an index is outside its range (naming the edge and the
-  // value), the lists differ in length, the graph has more than 2^31 - 1 edges (32-bit edge ids)
-  // or options.symmetrize is asked of a bipartite graph. Every stage runs in parallel; the graph
-  // is the same for any number of threads.
+  // value), the lists differ in length, the edges (with symmetrize, their reverses too) are more
+  // than 2^32 - 1 (the sorts' counts are 32-bit), or options.symmetrize is asked of a bipartite
+  // graph. The offsets are offset_dtype_for(E, options.wide_offsets). Every stage runs in
+  // parallel; the graph is the same for any number of threads.
   static Graph from_edges(int64_t num_src, int64_t num_dst, const std::vector<int32_t>& src,
                           const std::vector<int32_t>& dst, const GraphBuildOptions& options = {});
   // The same, freeing src and dst as soon as they are read (less memory at the peak).
@@ -87,9 +110,12 @@ class Graph {
     return from_edges(num_nodes, num_nodes, std::move(src), std::move(dst), options);
   }
   // Takes a CSR by destination as given (validated; rows are sorted by source if needed): Nd =
-  // row_ptr.size() - 1 destinations, sources in [0, num_src) (one node set: num_src = Nd).
+  // row_ptr.size() - 1 destinations, sources in [0, num_src) (one node set: num_src = Nd). The
+  // graph has i32 offsets (at most kMaxNarrowEdges edges).
   static Graph from_csr(int64_t num_src, std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx);
   static Graph from_csr(std::vector<int32_t> row_ptr, std::vector<int32_t> col_idx);
+  // The same from int64_t row pointers: the graph has i64 offsets, whatever its edge count.
+  static Graph from_wide_csr(int64_t num_src, std::vector<int64_t> row_ptr, std::vector<int32_t> col_idx);
 
   // Rows of the tensors on each side of an edge: source-side tensors (values, el, x_src) have
   // num_src_nodes() rows and destination-side ones (out, er, x_dst) num_dst_nodes() rows.
@@ -103,15 +129,18 @@ class Graph {
   int64_t num_nodes() const;
   int64_t num_edges() const { return row_ptr_.defined() ? edge_src_.numel() : 0; }
   Device device() const { return row_ptr_.device(); }
+  // The dtype of the offsets, row_ptr, t_row_ptr and t_edge_id: i32, or i64 on a graph of more
+  // than kMaxNarrowEdges edges or built with wide_offsets (offset_dtype_for). i32 when empty.
+  DType offset_dtype() const { return row_ptr_.defined() ? row_ptr_.dtype() : DType::i32; }
 
   // By destination (CSR, the edge-id order): node i's in-edges are [row_ptr[i], row_ptr[i+1]).
-  const Tensor& row_ptr() const { return row_ptr_; }    // (Nd+1,) i32
+  const Tensor& row_ptr() const { return row_ptr_; }    // (Nd+1,) offsets
   const Tensor& edge_src() const { return edge_src_; }  // (E,) i32: source of each edge
   const Tensor& edge_dst() const { return edge_dst_; }  // (E,) i32: destination of each edge
   // By source (the transposed order): node j's out-edges are entries [t_row_ptr[j], t_row_ptr[j+1]).
-  const Tensor& t_row_ptr() const { return t_row_ptr_; }    // (Ns+1,) i32
+  const Tensor& t_row_ptr() const { return t_row_ptr_; }    // (Ns+1,) offsets
   const Tensor& t_edge_dst() const { return t_edge_dst_; }  // (E,) i32: destination of each entry
-  const Tensor& t_edge_id() const { return t_edge_id_; }    // (E,) i32: edge id of each entry
+  const Tensor& t_edge_id() const { return t_edge_id_; }    // (E,) offsets: edge id of each entry
 
   // Edge list in edge-id order (host vectors; copies from the device if needed).
   std::vector<int32_t> sources() const;
@@ -154,9 +183,11 @@ class Graph {
   // The same, and where each of its edges comes from, as PyG's add_remaining_self_loops carries
   // edge weights: edge_origins (E',) gets, for every edge of the looped graph, the id of the same
   // edge in this graph; for node i's loop, the id of i's last self loop here, or -1 where i had
-  // none (PyG gives that loop its fill value). GCNConv maps its edge weights through it.
+  // none (PyG gives that loop its fill value). GCNConv maps its edge weights through it. Throws a
+  // gat::Error when the looped graph has more than kMaxNarrowEdges edges (ids int32 cannot hold).
   Graph with_self_loops(std::vector<int32_t>& edge_origins) const;
-  // Copy of all index arrays to `device`.
+  // Copy of all index arrays to `device`. Throws a gat::Error when asked to take a graph of i64
+  // offsets to CUDA: the CUDA kernels read i32 offsets only.
   Graph to(Device device) const;
   // Checks every invariant (monotone row pointers, indices in range, consistent sizes, the
   // transpose matches); throws gat::Error naming the first violation.
@@ -167,12 +198,17 @@ class Graph {
   static Graph build(int64_t num_src, int64_t num_dst, const std::vector<int32_t>& src,
                      const std::vector<int32_t>& dst, const GraphBuildOptions& options,
                      const std::function<void()>& release_input);
+  // from_csr for either offset type.
+  template <class Offset>
+  static Graph csr_of(int64_t num_src, std::vector<Offset> row_ptr, std::vector<int32_t> col_idx);
   // Builds the transpose, edge_dst, the degree maxima, the self-loop counts, the chunk plans and row orders
-  // of a checked CSR by destination whose rows are sorted by source (CPU i32 tensors (Nd+1,) and
-  // (E,), taken as the graph's own) with sources in [0, num_src).
+  // of a checked CSR by destination whose rows are sorted by source (CPU tensors (Nd+1,) of
+  // Offset, i32 or i64, and (E,) i32, taken as the graph's own) with sources in [0, num_src).
+  template <class Offset>
   static Graph from_sorted_csr(int64_t num_src, Tensor row_ptr, Tensor col_idx);
   void set_plans(RowPlans plans);
   // with_self_loops(), filling *origins when it is not null.
+  template <class Offset>
   Graph looped(std::vector<int32_t>* origins) const;
 
   int64_t num_src_nodes_ = 0, num_dst_nodes_ = 0;
@@ -186,6 +222,25 @@ class Graph {
   Tensor row_chunk_ptr_, t_row_chunk_ptr_, row_chunk_row_, t_row_chunk_row_;
   Tensor row_order_, t_row_order_;
 };
+
+// Calls f(Offset{}) with Offset the C++ type of the graph's offsets (row_ptr, t_row_ptr,
+// t_edge_id): int32_t or int64_t. An op that reads offsets picks its code here once, so a graph
+// of i32 offsets runs the int32 code and nothing else.
+template <class F>
+void dispatch_offsets(DType offset_dtype, F&& f) {
+  if (offset_dtype == DType::i64) return f(int64_t{});
+  f(int32_t{});
+}
+template <class F>
+void dispatch_offsets(const Graph& graph, F&& f) {
+  dispatch_offsets(graph.offset_dtype(), std::forward<F>(f));
+}
+// dispatch_float and dispatch_offsets in one: f(T{}, Offset{}).
+template <class F>
+void dispatch_float_offsets(DType dtype, const Graph& graph, const char* op, F&& f) {
+  dispatch_float(dtype, op,
+                 [&](auto zero) { dispatch_offsets(graph, [&](auto offset) { f(zero, offset); }); });
+}
 
 // Edge attributes given per input edge of Graph::from_edges (edge_attr (M, D): row k belongs to
 // src[k] -> dst[k]) rearranged into the edge-id order of `graph`, the graph built from the same

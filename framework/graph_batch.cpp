@@ -1,6 +1,7 @@
 #include "gat/framework/graph_batch.h"
 
 #include <limits>
+#include <numeric>
 
 #include "gat/framework/check.h"
 #include "gat/framework/ops/concat.h"
@@ -78,9 +79,10 @@ GraphBatch batch_graphs(const std::vector<const GraphData*>& graphs) {
   for (size_t k = 0; k < graphs.size(); ++k) {
     const GraphData& g = *graphs[k];
     const auto node0 = static_cast<int32_t>(out.node_ptr[k]), edge0 = static_cast<int32_t>(out.edge_ptr[k]);
-    const std::vector<int32_t> rp = g.graph.row_ptr().to_vector<int32_t>(), src = g.graph.sources();
-    for (size_t i = 0; i + 1 < rp.size(); ++i) {
-      row_ptr[static_cast<size_t>(node0) + i + 1] = edge0 + rp[i + 1];
+    // Read through the degrees, whatever the member's offset type (row_ptr[node0] is edge0).
+    const std::vector<int32_t> degrees = g.graph.in_degrees(), src = g.graph.sources();
+    for (size_t i = 0; i < degrees.size(); ++i) {
+      row_ptr[static_cast<size_t>(node0) + i + 1] = row_ptr[static_cast<size_t>(node0) + i] + degrees[i];
       batch[static_cast<size_t>(node0) + i] = static_cast<int32_t>(k);
     }
     for (size_t j = 0; j < src.size(); ++j) col[static_cast<size_t>(edge0) + j] = node0 + src[j];
@@ -107,7 +109,9 @@ std::vector<GraphData> unbatch(const GraphBatch& batch) {
   const GraphData& all = batch.data;
   GAT_CHECK(all.graph.device() == Device::cpu, "unbatch: the batch is on ", device_name(all.graph.device()),
             " (unbatch on the host)");
-  const std::vector<int32_t> rp = all.graph.row_ptr().to_vector<int32_t>(), src = all.graph.sources();
+  const std::vector<int32_t> degrees = all.graph.in_degrees(), src = all.graph.sources();
+  std::vector<int64_t> rp(degrees.size() + 1, 0);  // (N+1,) the batch's row pointers, whatever their type
+  std::partial_sum(degrees.begin(), degrees.end(), rp.begin() + 1);
   std::vector<GraphData> graphs;
   for (int64_t b = 0; b < batch.num_graphs(); ++b) {
     const int64_t node0 = batch.node_ptr[static_cast<size_t>(b)],
@@ -116,7 +120,7 @@ std::vector<GraphData> unbatch(const GraphBatch& batch) {
                   edge1 = batch.edge_ptr[static_cast<size_t>(b) + 1];
     std::vector<int32_t> row_ptr, col;  // (n+1,), (e,) graph b's CSR from 0
     for (int64_t i = node0; i <= node1; ++i)
-      row_ptr.push_back(rp[static_cast<size_t>(i)] - static_cast<int32_t>(edge0));
+      row_ptr.push_back(static_cast<int32_t>(rp[static_cast<size_t>(i)] - edge0));
     for (int64_t j = edge0; j < edge1; ++j)
       col.push_back(src[static_cast<size_t>(j)] - static_cast<int32_t>(node0));
     GraphData g;

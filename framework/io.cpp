@@ -40,6 +40,8 @@ const char* st_dtype(DType dtype) {
       return "I32";
     case DType::bf16:
       return "BF16";
+    case DType::i64:
+      return "I64";
   }
   return "?";
 }
@@ -53,6 +55,8 @@ bool parse_st_dtype(const std::string& name, DType* dtype) {
     *dtype = DType::i32;
   else if (name == "BF16")
     *dtype = DType::bf16;
+  else if (name == "I64")
+    *dtype = DType::i64;
   else
     return false;
   return true;

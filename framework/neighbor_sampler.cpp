@@ -42,7 +42,8 @@ NeighborSampler::NeighborSampler(Graph graph, NeighborSamplerOptions options, De
             " sources, ", graph_.num_dst_nodes(),
             " destinations): a node's neighbours must be nodes of the same set");
   GAT_CHECK(graph_.device() == Device::cpu, "NeighborSampler: the graph must be on the CPU");
-  row_ptr_ = graph_.row_ptr().to(device);
+  // Sampled edge ids are 32-bit: a graph of wide offsets is sampled through them narrowed.
+  row_ptr_ = narrow_offsets("NeighborSampler", graph_.row_ptr()).to(device);
   edge_src_ = graph_.edge_src().to(device);
 }
 

@@ -93,8 +93,8 @@ CsrMatrix CsrMatrix::to(Device device) const {
 
 CsrMatrix CsrMatrix::with_values(const Tensor& values) const {
   check_defined("CsrMatrix::with_values", "values", values);
-  GAT_CHECK(values.dtype() != DType::i32, "CsrMatrix::with_values: 'values' must be f32, f64 or bf16, got ",
-            values.describe());
+  GAT_CHECK(values.dtype() != DType::i32 && values.dtype() != DType::i64,
+            "CsrMatrix::with_values: 'values' must be f32, f64 or bf16, got ", values.describe());
   check_shape("CsrMatrix::with_values", "values", values, {nnz()});
   GAT_CHECK(values.device() == device(), "CsrMatrix::with_values: values on ", device_name(values.device()),
             ", the matrix on ", device_name(device()));

@@ -25,6 +25,8 @@ size_t dtype_size(DType dtype) {
       return 4;
     case DType::bf16:
       return 2;
+    case DType::i64:
+      return 8;
   }
   GAT_FAIL("dtype_size: unknown dtype ", static_cast<int>(dtype));
 }
@@ -39,6 +41,8 @@ const char* dtype_name(DType dtype) {
       return "i32";
     case DType::bf16:
       return "bf16";
+    case DType::i64:
+      return "i64";
   }
   return "unknown";
 }
@@ -180,6 +184,8 @@ double Tensor::item() const {
       return to_vector<int32_t>()[0];
     case DType::bf16:
       return to_f32(to_vector<bf16>()[0]);
+    case DType::i64:
+      return static_cast<double>(to_vector<int64_t>()[0]);
   }
   GAT_FAIL("Tensor::item: unknown dtype");
 }
@@ -288,8 +294,8 @@ void Tensor::move_to_(Device target) {
 }
 
 Tensor& Tensor::set_requires_grad(bool on) {
-  GAT_CHECK(!on || dtype() != DType::i32, "set_requires_grad: an integer tensor (", describe(),
-            ") has no gradient");
+  GAT_CHECK(!on || (dtype() != DType::i32 && dtype() != DType::i64), "set_requires_grad: an integer tensor (",
+            describe(), ") has no gradient");
   impl().requires_grad = on;
   return *this;
 }

@@ -19,14 +19,15 @@
 namespace gat {
 
 // bf16: 16-bit storage of f32 values (framework/bfloat16.h), for bf16 precision (docs/precision.md).
-enum class DType : uint8_t { f32, f64, i32, bf16 };
+// i64: the offsets of a graph of 2^31 edges or more (Graph::offset_dtype).
+enum class DType : uint8_t { f32, f64, i32, bf16, i64 };
 enum class Device : uint8_t { cpu, cuda };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 const char* device_name(Device device);
 
-// dtype_of<T>: its `value` is the DType of elements of type T, for the four element types only.
+// dtype_of<T>: its `value` is the DType of elements of type T, for the five element types only.
 template <class T>
 struct dtype_of;
 template <>
@@ -37,6 +38,8 @@ template <>
 struct dtype_of<int32_t> : std::integral_constant<DType, DType::i32> {};
 template <>
 struct dtype_of<bf16> : std::integral_constant<DType, DType::bf16> {};
+template <>
+struct dtype_of<int64_t> : std::integral_constant<DType, DType::i64> {};
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& shape);  // "(2, 3)"
@@ -243,7 +246,7 @@ decltype(auto) dispatch_float(DType dtype, const char* op, F&& f) {
   GAT_FAIL(op, ": unsupported dtype ", dtype_name(dtype), " (expected f32 or f64)");
 }
 
-// Calls f(T{}) with T the C++ type of dtype (float, double, int32_t or bf16).
+// Calls f(T{}) with T the C++ type of dtype (float, double, int32_t, bf16 or int64_t).
 template <class F>
 void dispatch_dtype(DType dtype, F&& f) {
   switch (dtype) {
@@ -255,6 +258,8 @@ void dispatch_dtype(DType dtype, F&& f) {
       return f(int32_t{});
     case DType::bf16:
       return f(bf16{});
+    case DType::i64:
+      return f(int64_t{});
   }
 }
 

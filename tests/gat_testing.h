@@ -239,21 +239,28 @@ inline Tensor f64(const std::vector<double>& values, const Shape& shape) {
 
 // 8 nodes, 13 edges: 0, 6 and 7 have no incoming edge, 1 has one, 2 has six, 4 has a self loop;
 // 7 has no edge at all.
-inline Graph mixed_graph() {
+// The same graph with i64 offsets (Graph::offset_dtype): every array's values kept.
+inline Graph with_wide_offsets(const Graph& g) {
+  const std::vector<int32_t> rp = g.row_ptr().to(Device::cpu).to_vector<int32_t>();
+  return Graph::from_wide_csr(g.num_src_nodes(), std::vector<int64_t>(rp.begin(), rp.end()), g.sources());
+}
+
+inline Graph mixed_graph(const GraphBuildOptions& options = {}) {
   return Graph::from_edges(8, {3, 0, 1, 3, 4, 5, 6, 2, 6, 4, 0, 1, 2},
-                           {1, 2, 2, 2, 2, 2, 2, 3, 3, 4, 4, 5, 5});
+                           {1, 2, 2, 2, 2, 2, 2, 3, 3, 4, 4, 5, 5}, options);
 }
 
 // N nodes, E random edges into the last 3/4 of the nodes (the first N/4 receive nothing). With
 // hub > 0, node 0 also receives from `hub` distinct sources and node 1 sends to up to `hub`
 // distinct destinations: a long row and a long transposed row, cut into chunks on the device.
-inline Graph random_graph(int32_t N, int64_t E, int32_t hub, std::mt19937_64& rng) {
+inline Graph random_graph(int32_t N, int64_t E, int32_t hub, std::mt19937_64& rng,
+                          const GraphBuildOptions& options = {}) {
   std::uniform_int_distribution<int32_t> any(0, N - 1), receiver(N / 4, N - 1);
   std::vector<int32_t> src, dst;
   for (int64_t k = 0; k < E; ++k) src.push_back(any(rng)), dst.push_back(receiver(rng));
   for (int32_t j = 1; j <= hub; ++j) src.push_back(j % N), dst.push_back(0);
   for (int32_t j = N / 4; j < std::min(N, N / 4 + hub); ++j) src.push_back(1), dst.push_back(j);
-  return Graph::from_edges(N, src, dst);
+  return Graph::from_edges(N, src, dst, options);
 }
 
 // N nodes, E uniform random edges, and `hubs` long rows each way: node h * (N / hubs) receives

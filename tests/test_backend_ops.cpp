@@ -144,7 +144,8 @@ Tensor random_labels(int64_t N, int64_t C, std::mt19937_64& rng) {
   return Tensor::from_vector(y, {N});
 }
 
-std::vector<OpCase> op_cases() {
+// The rows; with wide_offsets, every graph the rows build has i64 offsets (the same graphs).
+std::vector<OpCase> op_cases(bool wide_offsets = false) {
   std::mt19937_64 rng(2024);
   const DropoutKey key{0.35f, 123, 4};
   const Tensor index_large = repeating_index(3000, 1000), index_small = repeating_index(9, 4);
@@ -181,7 +182,11 @@ std::vector<OpCase> op_cases() {
   };
   // Graphs: a large one with a hub (rows and transposed rows cut into chunks on the device) and
   // the small one with empty rows and a self loop.
-  const OnDevice<Graph> big(random_graph(3000, 30000, 300, rng)), mixed(mixed_graph());
+  GraphBuildOptions graph_options;
+  graph_options.wide_offsets = wide_offsets;
+  const OnDevice<Graph> big(random_graph(3000, 30000, 300, rng, graph_options)),
+      mixed(mixed_graph(graph_options));
+  EXPECT_EQ(big.host().offset_dtype(), wide_offsets ? DType::i64 : DType::i32);
   const int64_t NB = big.host().num_nodes(), EB = big.host().num_edges();
   const int64_t NM = mixed.host().num_nodes(), EM = mixed.host().num_edges();
   // Cross-entropy: labels of 500 rows (5 classes), 200 of them listed with repeats; small: 4 rows.
@@ -1504,6 +1509,30 @@ TEST(BackendOps, GradientsMatchFiniteDifferencesOnCuda) {
     if (c.small.empty() || !c.differentiable) continue;
     std::mt19937_64 rng(99);
     expect_gradients_match(c.name + " (cuda)", c.f, random_inputs(c.small, rng, DType::f64, Device::cuda));
+  }
+}
+
+// Every row on graphs of i64 offsets (wide_offsets) gives the bits of the same row on the same
+// graphs with i32 offsets, forward and every gradient, in f32 and f64. sample_neighbors and
+// block_graph take row pointers, not a Graph: NeighborSampler narrows a wide graph's once
+// (test_neighbor_sampler.cpp). CUDA refuses wide graphs (Graph.WideGraphsStayOnTheHost).
+TEST(BackendOps, WideOffsetsGiveTheBitsOfNarrowOnesOnTheCpu) {
+  const std::vector<OpCase> narrow = op_cases(), wide = op_cases(true);
+  ASSERT_EQ(narrow.size(), wide.size());
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (size_t k = 0; k < narrow.size(); ++k) {
+      const OpCase &n = narrow[k], &w = wide[k];
+      if (n.large.empty() || n.header == "sample_neighbors" || n.header == "block_graph") continue;
+      SCOPED_TRACE(n.name + " " + dtype_name(dtype));
+      std::mt19937_64 rng(31);
+      const Inputs inputs = random_inputs(n.large, rng, dtype);
+      const Tensor g = random_tensor(n.f(inputs).shape(), rng, -1.0, 1.0, dtype);
+      const OpRun a = run_op(n, inputs, Device::cpu, g), b = run_op(w, inputs, Device::cpu, g);
+      EXPECT_TRUE(bitwise_equal(a.out, b.out)) << "forward";
+      ASSERT_EQ(a.grads.size(), b.grads.size());
+      for (size_t i = 0; i < a.grads.size(); ++i)
+        EXPECT_TRUE(bitwise_equal(a.grads[i], b.grads[i])) << "grad of input " << i;
+    }
   }
 }
 

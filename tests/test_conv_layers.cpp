@@ -22,6 +22,7 @@
 #include "gat/framework/autograd.h"
 #include "gat/framework/graph.h"
 #include "gat/framework/ops/arithmetic.h"
+#include "gat/framework/ops/reduce.h"
 #include "gat/framework/rng.h"
 #include "gat/layers/activation.h"
 #include "gat/layers/dropout.h"
@@ -484,26 +485,59 @@ TEST(MessagePassingLayers, OnAGraphWithoutEdges) {
 
 using CudaConvLayers = CudaVsCpuTest;
 
+// GCNConv, SAGEConv and GINConv from 6 to 5 features in f64, each as a run of (x, graph, edge
+// weights).
+struct ThreeLayers {
+  using Run = std::function<Tensor(const Tensor&, const Graph&, const Tensor&)>;
+  Generator init{3};
+  GCNConv gcn{{6, 5, true, false, true, true, true, DType::f64}, init};
+  SAGEConv sage{{6, 0, 5, true, true, true, true, DType::f64}, init};
+  GINConv gin{std::make_shared<Linear>(6, 5, true, init, DType::f64), {0.1, true, DType::f64}};
+  std::vector<std::pair<std::string, Run>> runs() {
+    return {
+        {"GCNConv",
+         [this](const Tensor& in, const Graph& g, const Tensor& ew) { return gcn.forward(in, g, ew); }},
+        {"SAGEConv", [this](const Tensor& in, const Graph& g, const Tensor&) { return sage.forward(in, g); }},
+        {"GINConv", [this](const Tensor& in, const Graph& g, const Tensor&) { return gin.forward(in, g); }}};
+  }
+  void to(Device device) {
+    for (Module* m : std::vector<Module*>{&gcn, &sage, &gin}) m->to(device);
+  }
+};
+
+// The message-passing layers on a graph of i64 offsets give the bits of i32 ones: outputs and the
+// gradients of x and the edge weights (the layers' segments take the offsets narrowed).
+TEST(MessagePassingLayers, WideOffsetsGiveTheBitsOfNarrowOnesOnTheCpu) {
+  std::mt19937_64 rng(12);
+  const Graph narrow = random_graph(300, 2400, 7, rng), wide = with_wide_offsets(narrow);
+  ASSERT_EQ(wide.offset_dtype(), DType::i64);
+  const Tensor x = random_tensor({300, 6}, rng), w = random_tensor({narrow.num_edges()}, rng, 0.5, 2.0);
+  ThreeLayers layers;
+  for (const auto& [name, run] : layers.runs()) {
+    std::vector<Tensor> results;  // out, d x, d w for the narrow graph, then for the wide one
+    for (const Graph* g : {&narrow, &wide}) {
+      const Tensor xl = x.detach().set_requires_grad(true), wl = w.detach().set_requires_grad(true);
+      const Tensor out = run(xl, *g, wl);
+      ops::sum(out).backward();
+      results.push_back(out);
+      results.push_back(xl.grad());
+      results.push_back(wl.grad().defined() ? wl.grad() : Tensor::zeros({1}));
+    }
+    for (size_t k = 0; k < 3; ++k) EXPECT_TRUE(bitwise_equal(results[k], results[k + 3])) << name << " " << k;
+  }
+}
+
 TEST_F(CudaConvLayers, MatchTheCpu) {
   std::mt19937_64 rng(11);
   const Graph graph = random_graph(300, 2400, 7, rng);
   const Tensor x = random_tensor({300, 6}, rng);
-  Generator init(3);
-  GCNConv gcn({6, 5, true, false, true, true, true, DType::f64}, init);
-  SAGEConv sage({6, 0, 5, true, true, true, true, DType::f64}, init);
-  GINConv gin(std::make_shared<Linear>(6, 5, true, init, DType::f64), {0.1, true, DType::f64});
+  ThreeLayers layers;
   const Tensor w = random_tensor({graph.num_edges()}, rng, 0.5, 2.0);
-  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Graph&, const Tensor&)>>>
-      runs = {
-          {"GCNConv",
-           [&](const Tensor& in, const Graph& g, const Tensor& ew) { return gcn.forward(in, g, ew); }},
-          {"SAGEConv", [&](const Tensor& in, const Graph& g, const Tensor&) { return sage.forward(in, g); }},
-          {"GINConv", [&](const Tensor& in, const Graph& g, const Tensor&) { return gin.forward(in, g); }}};
-  for (const auto& [name, run] : runs) {
+  for (const auto& [name, run] : layers.runs()) {
     const Tensor cpu = run(x, graph, w);
-    for (Module* m : std::vector<Module*>{&gcn, &sage, &gin}) m->to(Device::cuda);
+    layers.to(Device::cuda);
     const Tensor cuda = run(x.to(Device::cuda), graph.to(Device::cuda), w.to(Device::cuda));
-    for (Module* m : std::vector<Module*>{&gcn, &sage, &gin}) m->to(Device::cpu);
+    layers.to(Device::cpu);
     expect_close(cuda, cpu, name, 1e-12);
   }
 }

@@ -920,6 +920,12 @@ TEST(Generator, RejectsBadOptions) {
   o.signal = std::nan("");  // otherwise NaN in every feature
   expect_error([&] { generate_sbm(o); }, {"signal nan must be a finite number"});
   o.signal = 0.5;
+  // Past 2^31 edges the graph has i64 offsets; past 2^32 - 1 the graph build cannot sort them:
+  // refused before any work.
+  o.num_nodes = 2147483647;
+  o.avg_degree = 2.5;
+  expect_error([&] { generate_sbm(o); }, {"gives too many edges", "at most 2^32 - 1"});
+  o.num_nodes = 10;
   o.avg_degree = 9.5;  // more than 10 nodes' 9 neighbours
   expect_error([&] { generate_sbm(o); }, {"avg_degree 9.5 exceeds what 10 nodes allow", "(9)"});
   // 10 nodes of 8 classes, 20 training nodes a class: nothing left to validate or test on.

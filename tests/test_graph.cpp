@@ -43,13 +43,19 @@ struct HostGraphArrays {
            t_row_chunks == o.t_row_chunks && chunk == o.chunk && one_loop_per_node == o.one_loop_per_node;
   }
 };
+// The values of i32 offsets, or of i64 ones of a small graph (which fit int32).
+std::vector<int32_t> offset_values(const Tensor& offsets) {
+  if (offsets.dtype() == DType::i32) return offsets.to_vector<int32_t>();
+  const std::vector<int64_t> wide = offsets.to_vector<int64_t>();
+  return std::vector<int32_t>(wide.begin(), wide.end());
+}
 HostGraphArrays arrays_of(const Graph& g) {
-  return {g.row_ptr().to_vector<int32_t>(),
+  return {offset_values(g.row_ptr()),
           g.edge_src().to_vector<int32_t>(),
           g.edge_dst().to_vector<int32_t>(),
-          g.t_row_ptr().to_vector<int32_t>(),
+          offset_values(g.t_row_ptr()),
           g.t_edge_dst().to_vector<int32_t>(),
-          g.t_edge_id().to_vector<int32_t>(),
+          offset_values(g.t_edge_id()),
           g.row_chunk_ptr().to_vector<int32_t>(),
           g.t_row_chunk_ptr().to_vector<int32_t>(),
           g.row_chunk_row().to_vector<int32_t>(),
@@ -613,4 +619,156 @@ TEST(Graph, CudaRoundTripKeepsEveryArray) {
   EXPECT_EQ(back.row_chunk_ptr().to_vector<int32_t>(), g.row_chunk_ptr().to_vector<int32_t>());
   EXPECT_EQ(d.row_chunk_row().device(), Device::cuda);
   EXPECT_EQ(back.t_row_chunk_row().to_vector<int32_t>(), g.t_row_chunk_row().to_vector<int32_t>());
+}
+
+// ---- 64-bit offsets ----
+
+TEST(Graph, OffsetsAreI32UpTo2To31Minus1EdgesAndI64FromThere) {
+  EXPECT_EQ(offset_dtype_for(0, false), DType::i32);
+  EXPECT_EQ(offset_dtype_for(kMaxNarrowEdges, false), DType::i32);  // 2^31 - 1: row_ptr[Nd] fits
+  EXPECT_EQ(offset_dtype_for(kMaxNarrowEdges + 1, false), DType::i64);
+  EXPECT_EQ(offset_dtype_for(int64_t{3} << 31, false), DType::i64);
+  EXPECT_EQ(offset_dtype_for(0, true), DType::i64);  // wide_offsets forces them
+  EXPECT_EQ(offset_dtype_for(kMaxNarrowEdges, true), DType::i64);
+  EXPECT_EQ(Graph().offset_dtype(), DType::i32);
+}
+
+// Every build option on a graph with hubs (chunked rows both ways): the wide graph is the narrow
+// one, value for value, with i64 row pointers and edge ids; its self loops keep it wide.
+TEST(Graph, WideOffsetsHoldTheSameGraphForEveryBuildOption) {
+  std::mt19937_64 rng(8);
+  std::uniform_int_distribution<int32_t> node(0, 399);
+  std::vector<int32_t> src, dst;
+  for (int k = 0; k < 6000; ++k) src.push_back(node(rng)), dst.push_back(node(rng));
+  for (int32_t j = 1; j < 300; ++j) src.push_back(j), dst.push_back(0), src.push_back(1), dst.push_back(j);
+  for (int options = 0; options < 16; ++options) {
+    GraphBuildOptions o;
+    o.symmetrize = options & 1;
+    o.remove_duplicates = options & 2;
+    o.remove_self_loops = options & 4;
+    o.add_self_loops = options & 8;
+    SCOPED_TRACE(options);
+    const Graph narrow = Graph::from_edges(400, src, dst, o);
+    o.wide_offsets = true;
+    const Graph wide = Graph::from_edges(400, src, dst, o);
+    ASSERT_EQ(narrow.offset_dtype(), DType::i32);
+    ASSERT_EQ(wide.offset_dtype(), DType::i64);
+    for (const Tensor* t : {&wide.row_ptr(), &wide.t_row_ptr(), &wide.t_edge_id()})
+      EXPECT_EQ(t->dtype(), DType::i64);
+    EXPECT_EQ(wide.edge_src().dtype(), DType::i32);  // node ids stay i32
+    ASSERT_GT(wide.num_row_chunks(), 0);
+    wide.validate();
+    EXPECT_TRUE(arrays_of(wide) == arrays_of(narrow));
+    EXPECT_EQ(wide.in_degrees(), narrow.in_degrees());
+    std::vector<int32_t> narrow_origins, wide_origins;
+    const Graph narrow_looped = narrow.with_self_loops(narrow_origins),
+                wide_looped = wide.with_self_loops(wide_origins);
+    EXPECT_EQ(wide_looped.offset_dtype(), DType::i64);
+    wide_looped.validate();
+    EXPECT_TRUE(arrays_of(wide_looped) == arrays_of(narrow_looped));
+    EXPECT_EQ(wide_origins, narrow_origins);
+  }
+}
+
+TEST(Graph, FromWideCsrTakesI64RowPointersAndValidatesThem) {
+  // Row 1 unsorted: from_wide_csr sorts it as from_csr does.
+  const Graph narrow = Graph::from_csr(3, {0, 2, 5, 5, 6}, {2, 0, 1, 0, 2, 1});
+  const Graph wide = Graph::from_wide_csr(3, {0, 2, 5, 5, 6}, {2, 0, 1, 0, 2, 1});
+  EXPECT_EQ(wide.offset_dtype(), DType::i64);
+  wide.validate();
+  EXPECT_TRUE(arrays_of(wide) == arrays_of(narrow));
+  expect_error([] { Graph::from_wide_csr(3, {}, {}); }, {"Graph::from_csr", "row_ptr is empty"});
+  expect_error([] { Graph::from_wide_csr(3, {1, 2}, {0, 1}); }, {"row_ptr[0] is 1"});
+  expect_error(
+      [] {
+        Graph::from_wide_csr(3, {0, 2, 1}, {0, 1});
+      },
+      {"row_ptr decreases at node 1", "2 then 1"});
+  expect_error([] { Graph::from_wide_csr(3, {0, 1, 3}, {0, 1}); }, {"row_ptr[N] is 3", "col_idx has 2"});
+  // An offset past 2^31 - 1 is out of range like any other: never read as an edge.
+  expect_error(
+      [] {
+        Graph::from_wide_csr(3, {0, int64_t{1} << 32, 2}, {0, 1});
+      },
+      {"row_ptr decreases at node 1", "4294967296 then 2"});
+  expect_error([] { Graph::from_wide_csr(3, {0, 1, 2}, {0, 3}); }, {"edge 1", "source 3", "[0, 3)"});
+}
+
+// validate() takes i32 or i64 offsets, all three alike, and checks wide edge ids like narrow ones.
+TEST(Graph, FromArraysTakesWideOffsetsAndValidateChecksThem) {
+  std::mt19937_64 rng(4);
+  const Graph narrow = gat::testing::random_graph(300, 5000, 300, rng);
+  auto arrays = [](const Graph& g, const Tensor& row_ptr, const Tensor& t_row_ptr, const Tensor& t_edge_id) {
+    GraphArrays a;
+    a.num_src_nodes = g.num_src_nodes();
+    a.num_dst_nodes = g.num_dst_nodes();
+    a.row_ptr = row_ptr, a.edge_src = g.edge_src(), a.edge_dst = g.edge_dst();
+    a.t_row_ptr = t_row_ptr, a.t_edge_dst = g.t_edge_dst(), a.t_edge_id = t_edge_id;
+    a.plans = plan_rows(g.num_edges(), row_ptr, t_row_ptr);
+    a.num_self_loops = g.count_self_loops();
+    a.one_self_loop_per_node = g.one_self_loop_per_node();
+    return a;
+  };
+  auto widen = [](const Tensor& t) {
+    const std::vector<int32_t> v = t.to_vector<int32_t>();
+    return Tensor::from_vector(std::vector<int64_t>(v.begin(), v.end()), t.shape());
+  };
+  const Tensor rp = widen(narrow.row_ptr()), trp = widen(narrow.t_row_ptr()), tid = widen(narrow.t_edge_id());
+  const Graph g = Graph::from_arrays(arrays(narrow, rp, trp, tid));
+  EXPECT_EQ(g.offset_dtype(), DType::i64);
+  g.validate();
+  EXPECT_TRUE(arrays_of(g) == arrays_of(narrow));
+  // Mixed offset types, and a corrupt wide edge id.
+  GraphArrays mixed = arrays(narrow, rp, trp, tid);
+  mixed.t_edge_id = narrow.t_edge_id();
+  expect_error([&] { Graph::from_arrays(mixed).validate(); }, {"t_edge_id", "i64"});
+  const Tensor bad_id = tid.clone();
+  bad_id.data<int64_t>()[7] = int64_t{1} << 32;
+  expect_error([&] { Graph::from_arrays(arrays(narrow, rp, trp, bad_id)).validate(); },
+               {"t_edge_id[7] is 4294967296", "outside [0, "});
+  const Tensor bad_ptr = rp.clone();
+  bad_ptr.data<int64_t>()[rp.numel() - 1] = int64_t{1} << 31;
+  expect_error([&] { Graph::from_arrays(arrays(narrow, bad_ptr, trp, tid)).validate(); },
+               {"row_ptr[N] is 2147483648"});
+  // plan_rows: the plans of wide row pointers are those of narrow ones; mixed types are refused.
+  const RowPlans a = plan_rows(narrow.num_edges(), narrow.row_ptr(), narrow.t_row_ptr()),
+                 b = plan_rows(narrow.num_edges(), rp, trp);
+  EXPECT_EQ(a.chunk_edges, b.chunk_edges);
+  EXPECT_EQ(a.num_row_chunks, b.num_row_chunks);
+  ASSERT_GT(b.num_row_chunks, 0);
+  for (auto [x, y] :
+       {std::pair(&a.row_chunk_ptr, &b.row_chunk_ptr), std::pair(&a.t_row_chunk_ptr, &b.t_row_chunk_ptr),
+        std::pair(&a.row_chunk_row, &b.row_chunk_row), std::pair(&a.t_row_chunk_row, &b.t_row_chunk_row),
+        std::pair(&a.row_order, &b.row_order), std::pair(&a.t_row_order, &b.t_row_order)}) {
+    EXPECT_EQ(y->dtype(), DType::i32);
+    EXPECT_EQ(x->to_vector<int32_t>(), y->to_vector<int32_t>());
+  }
+  expect_error([&] { plan_rows(narrow.num_edges(), rp, narrow.t_row_ptr()); },
+               {"plan_rows", "must both be i32 or both i64"});
+}
+
+// The CUDA kernels read 32-bit offsets: a wide graph is refused on its way there, before any
+// device is touched (so this holds in a CPU-only build too).
+TEST(Graph, WideGraphsStayOnTheHost) {
+  GraphBuildOptions o;
+  o.wide_offsets = true;
+  const Graph wide = gat::testing::mixed_graph(o);
+  expect_error([&] { wide.to(Device::cuda); }, {"Graph::to", "i64 offsets", "cannot go to CUDA"});
+  EXPECT_EQ(wide.to(Device::cpu).offset_dtype(), DType::i64);
+}
+
+// narrow_offsets: for readers of 32-bit offsets only (segments, the sampler); the boundary is
+// checked on the last offset, so 2^31 is tested without 2^31 edges.
+TEST(Graph, NarrowOffsetsKeepsValuesThatFitAndRefusesThoseThatDoNot) {
+  const Tensor narrow = Tensor::from_vector<int32_t>({0, 2, 5}, {3});
+  EXPECT_TRUE(narrow_offsets("test", narrow).same(narrow));
+  const Tensor fits = Tensor::from_vector<int64_t>({0, 2, kMaxNarrowEdges}, {3});
+  const Tensor n = narrow_offsets("test", fits);
+  EXPECT_EQ(n.dtype(), DType::i32);
+  EXPECT_EQ(n.to_vector<int32_t>(), (std::vector<int32_t>{0, 2, 2147483647}));
+  expect_error(
+      [] {
+        narrow_offsets("reader", Tensor::from_vector<int64_t>({0, kMaxNarrowEdges + 1}, {2}));
+      },
+      {"reader", "2147483648", "32-bit offsets"});
 }

@@ -75,6 +75,19 @@ TEST(GraphBatch, OffsetsTheIdsAndKeepsEveryGraphsEdgeOrder) {
   }
 }
 
+// Members of i64 offsets give the batch of i32 ones (whose edges fit 32 bits, as every batch's).
+TEST(GraphBatch, MembersWithWideOffsetsGiveTheSameBatch) {
+  const GraphData a = graph_a(), b = graph_b();
+  GraphData wide_a = a, wide_b = b;
+  wide_a.graph = with_wide_offsets(a.graph);
+  wide_b.graph = with_wide_offsets(b.graph);
+  ASSERT_EQ(wide_a.graph.offset_dtype(), DType::i64);
+  const GraphBatch narrow = batch_graphs({a, b, a}), wide = batch_graphs({wide_a, wide_b, wide_a});
+  EXPECT_EQ(graph_difference(wide.data.graph, narrow.data.graph), "");
+  EXPECT_EQ(wide.batch.to_vector<int32_t>(), narrow.batch.to_vector<int32_t>());
+  EXPECT_EQ(wide.edge_ptr, narrow.edge_ptr);
+}
+
 TEST(GraphBatch, UnbatchGivesTheGraphsBack) {
   const GraphData a = graph_a(), b = graph_b();
   const std::vector<GraphData> back = unbatch(batch_graphs({b, a}));

@@ -260,6 +260,31 @@ TEST_P(NeighborSamplerOnDevice, BlockGraphIsTheHostsLoopedBlock) {
   }
 }
 
+// A graph of i64 offsets is sampled through them narrowed (its edge ids fit 32 bits): the same
+// blocks and block graphs, bit for bit, as the graph of i32 offsets gives, on either device.
+TEST_P(NeighborSamplerOnDevice, AWideGraphGivesTheBlocksOfTheNarrowOne) {
+  const Graph narrow = random_graph(600, 12, 3), wide = with_wide_offsets(narrow);
+  ASSERT_EQ(wide.offset_dtype(), DType::i64);
+  const std::vector<int32_t> seeds = {17, 3, 599, 250, 42, 0, 311};
+  const NeighborSamplerOptions options{{5, 3}, false, 11};
+  const NeighborSampler from_narrow(narrow, options, device()), from_wide(wide, options, device());
+  const SampledBatch a = from_narrow.sample(seeds, 2), b = from_wide.sample(seeds, 2);
+  ASSERT_EQ(a.blocks.size(), b.blocks.size());
+  for (size_t l = 0; l < a.blocks.size(); ++l) {
+    EXPECT_EQ(a.blocks[l].src_nodes, b.blocks[l].src_nodes) << "block " << l;
+    EXPECT_EQ(a.blocks[l].edge_ids, b.blocks[l].edge_ids) << "block " << l;
+    EXPECT_EQ(graph_difference(a.blocks[l].graph, b.blocks[l].graph), "") << "block " << l;
+  }
+  const std::vector<ops::SampledLayer> la = from_narrow.sample_layers(seeds, 5),
+                                       lb = from_wide.sample_layers(seeds, 5);
+  ASSERT_EQ(la.size(), lb.size());
+  for (size_t l = 0; l < la.size(); ++l) {
+    const Graph ga = ops::block_graph(la[l].row_ptr, la[l].col, la[l].src_nodes.numel());
+    const Graph gb = ops::block_graph(lb[l].row_ptr, lb[l].col, lb[l].src_nodes.numel());
+    EXPECT_EQ(graph_difference(ga, gb), "") << "layer " << l;
+  }
+}
+
 TEST(NeighborSampler, SameSeedSameBlocksForAnyThreadCount) {
   // Large enough that every parallel loop forks (blocks of more than 2^16 edges).
   const Graph graph = random_graph(30000, 20, 7);

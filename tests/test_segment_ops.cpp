@@ -79,6 +79,20 @@ TEST_P(SegmentOpsOnDevice, SegmentSumWorkedExample) {
   EXPECT_EQ(r.grad, (std::vector<double>{30, 40, 30, 40, 70, 80, 70, 80, 70, 80, 90, 100}));
 }
 
+// A graph's i64 offsets (at most 2^31 - 1 rows) are taken narrowed: the same sums.
+TEST_P(SegmentOpsOnDevice, WideOffsetsOfAGraphGiveTheSameSegments) {
+  const ops::Segments wide(Tensor::from_vector(std::vector<int64_t>(kOffsets.begin(), kOffsets.end()),
+                                               {static_cast<int64_t>(kOffsets.size())}),
+                           device());
+  EXPECT_EQ(wide.offsets().dtype(), DType::i32);
+  const Result a = forward_backward([&](const Tensor& x) { return ops::segment_max(x, segments(kOffsets)); },
+                                    on_device(f64(kX, {6, 2})), f64(kG, {6, 2}));
+  const Result b = forward_backward([&](const Tensor& x) { return ops::segment_max(x, wide); },
+                                    on_device(f64(kX, {6, 2})), f64(kG, {6, 2}));
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.grad, b.grad);
+}
+
 TEST_P(SegmentOpsOnDevice, SegmentMeanWorkedExample) {
   const Result r = forward_backward([&](const Tensor& x) { return ops::segment_mean(x, segments(kOffsets)); },
                                     on_device(f64(kX, {6, 2})), f64(kG, {6, 2}));
@@ -295,6 +309,16 @@ TEST(SegmentOpsErrors, BadOffsets) {
   expect_error([] { ops::Segments(Tensor::zeros({0}, DType::i32)); }, {"Segments", "at least one entry"});
   expect_error([] { ops::Segments(i32({1, 3})); }, {"Segments", "offsets[0] = 1", "expected 0"});
   expect_error([] { ops::Segments(i32({0, 4, 3, 5})); }, {"Segments", "offsets[2] = 3 < offsets[1] = 4"});
+  expect_error(
+      [] {
+        ops::Segments(Tensor::from_vector<int64_t>({0, int64_t{1} << 31}, {2}));
+      },
+      {"Segments", "2147483648", "32-bit offsets"});
+  expect_error(
+      [] {
+        ops::Segments(Tensor::from_vector<int64_t>({0, 4, 3}, {3}));
+      },
+      {"Segments", "offsets[2] = 3 < offsets[1] = 4"});
   expect_error(
       [] {
         ops::segment_max(Tensor::zeros({3, 2}), ops::Segments(i32({0, 4})));

@@ -22,6 +22,9 @@ void fill_(Tensor& t, double value) {
     case DType::bf16:
       std::fill_n(t.data<bf16>(), t.numel(), to_bf16(static_cast<float>(value)));
       break;
+    case DType::i64:
+      std::fill_n(t.data<int64_t>(), t.numel(), static_cast<int64_t>(value));
+      break;
   }
 }
 

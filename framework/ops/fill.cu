@@ -25,6 +25,9 @@ void fill_(Tensor& t, double value) {
     case DType::bf16:
       return detail::launch_for_each("fill_", t.numel(),
                                      Fill<bf16>{t.data<bf16>(), to_bf16(static_cast<float>(value))});
+    case DType::i64:
+      return detail::launch_for_each("fill_", t.numel(),
+                                     Fill<int64_t>{t.data<int64_t>(), static_cast<int64_t>(value)});
   }
 }
 

@@ -3,13 +3,15 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/graph.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/detail/segment_max.h"
 #include "gat/framework/ops/dispatch.h"
 
 namespace gat::ops {
 
-Segments::Segments(const Tensor& offsets, Device device) {
+Segments::Segments(const Tensor& wide_or_narrow, Device device) {
+  const Tensor offsets = narrow_offsets("Segments", wide_or_narrow);  // a graph's wide offsets, if they fit
   check_dtype("Segments", "offsets", offsets, DType::i32);
   check_dim("Segments", "offsets", offsets, 1);
   GAT_CHECK(offsets.numel() >= 1, "Segments: 'offsets' ", offsets.describe(),

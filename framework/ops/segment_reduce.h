@@ -32,7 +32,8 @@
 namespace gat::ops {
 
 // Offsets validated once on the host (a device-to-host copy for CUDA tensors), then kept on
-// `device`: a layer that reduces over the same segments every step builds this once.
+// `device`: a layer that reduces over the same segments every step builds this once. i32
+// offsets, or a graph's i64 ones of at most 2^31 - 1 rows, kept narrowed (narrow_offsets).
 class Segments {
  public:
   Segments() = default;

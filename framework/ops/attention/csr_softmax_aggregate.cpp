@@ -118,7 +118,7 @@ struct GatScores {
 // float operations: the same bits) rather than kept, an (E, H) array at the memory peak; and,
 // when edge_sum is given, edge_sum[j,h] = sum of ds[e,h] over j's out-edges (GAT: d el from g).
 // The dropout's decisions as DropFactors takes them from `kept` (or null).
-template <class T, class Scores, class RowEnd>
+template <class T, class Offset, class Scores, class RowEnd>
 void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& node_value, const Tensor& lse,
                         const Tensor& grad_out, const DropoutKey& attn_dropout, KeepMask* kept,
                         T* ds,        // (E, H) or null
@@ -131,11 +131,11 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
   const T* G = grad_out.data<T>();         // (N, H, F)
   const int64_t grad_count = grad_out.numel();
   const DropFactors<T> drop(attn_dropout, graph.num_edges() * heads, kept);
-  const int32_t* row_ptr = graph.row_ptr().data<int32_t>();      // (N+1,)
-  const int32_t* src = graph.edge_src().data<int32_t>();         // (E,)
-  const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (Ns+1,)
-  const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
-  const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
+  const Offset* row_ptr = graph.row_ptr().data<Offset>();      // (N+1,)
+  const int32_t* src = graph.edge_src().data<int32_t>();       // (E,)
+  const Offset* t_row_ptr = graph.t_row_ptr().data<Offset>();  // (Ns+1,)
+  const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();   // (E,)
+  const Offset* t_edge_id = graph.t_edge_id().data<Offset>();  // (E,) edge id
   with_head_group<T>(heads, [&](auto group, auto H) {
     using V = typename decltype(group)::type;
     constexpr int64_t W = kLanes<T, V>;
@@ -189,7 +189,7 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
 // pos_out (N, H, F) and pos_weight (N, H) of the contract, from their definitions: a pass over the
 // rows with the forward's weights ex / z, summed over the edges whose LeakyReLU argument is
 // positive. (The CPU backward does not read them: its d er sums g over the row's edges.)
-template <class T>
+template <class T, class Offset>
 void positive_sums(const Graph& graph, const GatScores<T>& scores, const Tensor& node_value,
                    const DropoutKey& attn_dropout, KeepMask* kept, Tensor& pos_out, Tensor& pos_weight) {
   const int64_t N = graph.num_dst_nodes(), H = scores.H, F = node_value.size(2);
@@ -200,24 +200,24 @@ void positive_sums(const Graph& graph, const GatScores<T>& scores, const Tensor&
     return;
   }
   const T* V = node_value.data<T>();  // (Ns, H, F)
-  for_each_softmax_row<T, T>(graph, scores, attn_dropout, kept, H,
-                             [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
-                               T* oi = o + i * H * F;
-                               std::fill(oi, oi + H * F, T(0));
-                               for (int64_t h = 0; h < H; ++h) {
-                                 T weight = 0;
-                                 for (int64_t k = 0; k < degree; ++k) {
-                                   const int64_t e = b + k, j = scores.src[e];
-                                   if (!(scores.template argument<T>(e, j, i, h) > T(0))) continue;
-                                   const T a = row.ex[k * H + h] / row.z[h];
-                                   weight += a;
-                                   const T kept = a * row.drop[k * H + h];
-                                   const T* vj = V + (j * H + h) * F;
-                                   for (int64_t f = 0; f < F; ++f) oi[h * F + f] += kept * vj[f];
-                                 }
-                                 w[i * H + h] = weight;
-                               }
-                             });
+  for_each_softmax_row<T, T, Offset>(graph, scores, attn_dropout, kept, H,
+                                     [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
+                                       T* oi = o + i * H * F;
+                                       std::fill(oi, oi + H * F, T(0));
+                                       for (int64_t h = 0; h < H; ++h) {
+                                         T weight = 0;
+                                         for (int64_t k = 0; k < degree; ++k) {
+                                           const int64_t e = b + k, j = scores.src[e];
+                                           if (!(scores.template argument<T>(e, j, i, h) > T(0))) continue;
+                                           const T a = row.ex[k * H + h] / row.z[h];
+                                           weight += a;
+                                           const T kept = a * row.drop[k * H + h];
+                                           const T* vj = V + (j * H + h) * F;
+                                           for (int64_t f = 0; f < F; ++f) oi[h * F + f] += kept * vj[f];
+                                         }
+                                         w[i * H + h] = weight;
+                                       }
+                                     });
 }
 
 // Where a GAT kernel takes one kind of its decisions, `mask` of KeptDecisions, n of them: the
@@ -249,35 +249,40 @@ double OutputActivation::keep_scale() const { return dropout.active() ? dropout_
 namespace cpu_impl {
 
 void csr_softmax_aggregate_forward(const CsrSoftmaxAggregateForwardArgs& a) {
-  dispatch_float(a.edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
-    using T = decltype(zero);
-    const StoredScores<T> scores{a.edge_scores.data<T>(), a.edge_scores.size(1)};
-    aggregate_forward<T>(*a.graph, scores, a.node_value, a.attn_dropout, nullptr, *a.out, *a.lse);
-  });
+  dispatch_float_offsets(
+      a.edge_scores.dtype(), *a.graph, "csr_softmax_aggregate", [&](auto zero, auto offset) {
+        using T = decltype(zero);
+        using Offset = decltype(offset);
+        const StoredScores<T> scores{a.edge_scores.data<T>(), a.edge_scores.size(1)};
+        aggregate_forward<T, Offset>(*a.graph, scores, a.node_value, a.attn_dropout, nullptr, *a.out, *a.lse);
+      });
 }
 
 void csr_softmax_aggregate_backward(const CsrSoftmaxAggregateBackwardArgs& a) {
-  dispatch_float(a.edge_scores.dtype(), "csr_softmax_aggregate backward", [&](auto zero) {
-    using T = decltype(zero);
-    const StoredScores<T> scores{a.edge_scores.data<T>(), a.edge_scores.size(1)};
-    aggregate_backward<T>(*a.graph, scores, a.node_value, a.lse, a.grad_out, a.attn_dropout, nullptr,
-                          a.grad_scores ? a.grad_scores->data<T>() : nullptr,
-                          a.grad_value ? a.grad_value->data<T>() : nullptr, nullptr,
-                          [](auto, int64_t, int64_t, int64_t) {});
-  });
+  dispatch_float_offsets(
+      a.edge_scores.dtype(), *a.graph, "csr_softmax_aggregate backward", [&](auto zero, auto offset) {
+        using T = decltype(zero);
+        using Offset = decltype(offset);
+        const StoredScores<T> scores{a.edge_scores.data<T>(), a.edge_scores.size(1)};
+        aggregate_backward<T, Offset>(*a.graph, scores, a.node_value, a.lse, a.grad_out, a.attn_dropout,
+                                      nullptr, a.grad_scores ? a.grad_scores->data<T>() : nullptr,
+                                      a.grad_value ? a.grad_value->data<T>() : nullptr, nullptr,
+                                      [](auto, int64_t, int64_t, int64_t) {});
+      });
 }
 
 // source_rows: CUDA only. The decisions go to a.kept when it is given.
 void gat_attention_aggregate_forward(const GatAttentionForwardArgs& a) {
   const Graph& graph = *a.graph;
   Tensor& out = *a.out;
-  dispatch_float(a.el.dtype(), "gat_attention_aggregate", [&](auto zero) {
+  dispatch_float_offsets(a.el.dtype(), graph, "gat_attention_aggregate", [&](auto zero, auto offset) {
     using T = decltype(zero);
+    using Offset = decltype(offset);
     const GatScores<T> scores(graph, a.el, a.er, a.edge_term, a.negative_slope);
     KeepMask* kept = kept_mask(a.kept, &KeptDecisions::attention, graph.num_edges() * scores.H, true);
-    aggregate_forward<T>(graph, scores, a.node_value, a.attn_dropout, kept, out, *a.lse);
+    aggregate_forward<T, Offset>(graph, scores, a.node_value, a.attn_dropout, kept, out, *a.lse);
     if (a.pos_out)
-      positive_sums<T>(graph, scores, a.node_value, a.attn_dropout, kept, *a.pos_out, *a.pos_weight);
+      positive_sums<T, Offset>(graph, scores, a.node_value, a.attn_dropout, kept, *a.pos_out, *a.pos_weight);
     if (a.out_bias.defined()) {  // every row, those without edges too
       const int64_t HF = out.size(1) * out.size(2);
       const T* b = a.out_bias.data<T>();  // (H, F)
@@ -312,44 +317,47 @@ void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& a) {
     elu_dropout_backward(a.out, a.grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
                          activation_keep(activation, a.out, a.kept, drawn), *a.grad_pre);
   const Tensor& grad_in = activation.elu ? *a.grad_pre : a.grad_out;  // of out + out_bias
-  dispatch_float(a.el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
-    using T = decltype(zero);
-    const GatScores<T> scores(graph, a.el, a.er, a.edge_term, a.negative_slope);
-    const int64_t H = scores.H;
-    const bool transient_g = !grad_edge_term && (grad_el || grad_er);
-    // Not zero-filled (a serial pass): pass 1 writes every edge's g before anything reads it.
-    const std::unique_ptr<T[]> g_buffer(transient_g ? new T[static_cast<size_t>(graph.num_edges() * H)]
-                                                    : nullptr);
-    T* g = grad_edge_term ? grad_edge_term->data<T>() : g_buffer.get();  // (E, H) or null
-    T* der = grad_er ? grad_er->data<T>() : nullptr;                     // (N, H)
-    const int32_t* src = scores.src;
-    aggregate_backward<T>(
-        graph, scores, a.node_value, a.lse, grad_in, a.attn_dropout,
-        kept_mask(a.kept, &KeptDecisions::attention, graph.num_edges() * H, false), g,
-        a.grad_value ? a.grad_value->data<T>() : nullptr, grad_el ? grad_el->data<T>() : nullptr,
-        [&](auto group, int64_t i, int64_t b, int64_t degree) {
-          using V = typename decltype(group)::type;
-          for (int64_t h = 0; h < H; h += kLanes<T, V>) {  // d er: g summed in edge order
-            V acc = splat<V>(T(0));
-            for (int64_t e = b; e < b + degree; ++e) {
-              const V ge = load_group<V>(g + e * H + h) * scores.template slope<V>(e, src[e], i, h);
-              store_group(g + e * H + h, ge);
-              acc += ge;
-            }
-            if (der) store_group(der + i * H + h, acc);
-          }
-        });
-  });
+  dispatch_float_offsets(
+      a.el.dtype(), graph, "gat_attention_aggregate backward", [&](auto zero, auto offset) {
+        using T = decltype(zero);
+        using Offset = decltype(offset);
+        const GatScores<T> scores(graph, a.el, a.er, a.edge_term, a.negative_slope);
+        const int64_t H = scores.H;
+        const bool transient_g = !grad_edge_term && (grad_el || grad_er);
+        // Not zero-filled (a serial pass): pass 1 writes every edge's g before anything reads it.
+        const std::unique_ptr<T[]> g_buffer(transient_g ? new T[static_cast<size_t>(graph.num_edges() * H)]
+                                                        : nullptr);
+        T* g = grad_edge_term ? grad_edge_term->data<T>() : g_buffer.get();  // (E, H) or null
+        T* der = grad_er ? grad_er->data<T>() : nullptr;                     // (N, H)
+        const int32_t* src = scores.src;
+        aggregate_backward<T, Offset>(
+            graph, scores, a.node_value, a.lse, grad_in, a.attn_dropout,
+            kept_mask(a.kept, &KeptDecisions::attention, graph.num_edges() * H, false), g,
+            a.grad_value ? a.grad_value->data<T>() : nullptr, grad_el ? grad_el->data<T>() : nullptr,
+            [&](auto group, int64_t i, int64_t b, int64_t degree) {
+              using V = typename decltype(group)::type;
+              for (int64_t h = 0; h < H; h += kLanes<T, V>) {  // d er: g summed in edge order
+                V acc = splat<V>(T(0));
+                for (int64_t e = b; e < b + degree; ++e) {
+                  const V ge = load_group<V>(g + e * H + h) * scores.template slope<V>(e, src[e], i, h);
+                  store_group(g + e * H + h, ge);
+                  acc += ge;
+                }
+                if (der) store_group(der + i * H + h, acc);
+              }
+            });
+      });
 }
 
 void csr_softmax(const CsrSoftmaxArgs& args) {
   const Graph& graph = *args.graph;
   const int64_t N = graph.num_dst_nodes(), H = args.edge_scores.size(1);
-  dispatch_float(args.edge_scores.dtype(), "csr_softmax", [&](auto zero) {
+  dispatch_float_offsets(args.edge_scores.dtype(), graph, "csr_softmax", [&](auto zero, auto offset) {
     using T = decltype(zero);
-    const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
-    const T* s = args.edge_scores.data<T>();                   // (E, H)
-    T* a = args.weights->data<T>();                            // (E, H)
+    using Offset = decltype(offset);
+    const Offset* row_ptr = graph.row_ptr().data<Offset>();  // (N+1,)
+    const T* s = args.edge_scores.data<T>();                 // (E, H)
+    T* a = args.weights->data<T>();                          // (E, H)
     for_each_row<T>(row_ptr, N, H, [&](RowScratch<T>& row, int64_t, int64_t b, int64_t degree) {
       row_softmax_terms<T>(s + b * H, degree, H, row);
       for (int64_t q = 0; q < degree * H; ++q) a[b * H + q] = row.ex[q] / row.z[q % H];

@@ -39,8 +39,9 @@ void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor
                               double negative_slope, const Tensor& grad_scores, Tensor* grad_el,
                               Tensor* grad_er, Tensor* grad_edge_term) {
   const int64_t H = el.size(1);
-  dispatch_float(el.dtype(), "gat_edge_scores backward", [&](auto zero) {
+  dispatch_float_offsets(el.dtype(), graph, "gat_edge_scores backward", [&](auto zero, auto offset) {
     using T = decltype(zero);
+    using Offset = decltype(offset);
     const int32_t* src = graph.edge_src().data<int32_t>();             // (E,)
     const T* l = el.data<T>();                                         // (Ns, H)
     const T* r = er.data<T>();                                         // (Nd, H)
@@ -62,8 +63,8 @@ void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor
         for (int64_t h = 0; h < H; ++h) d[e * H + h] = g(e, src[e], dst[e], h);
     }
     if (grad_er) {
-      const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (Nd+1,)
-      T* d = grad_er->data<T>();                                 // (Nd, H)
+      const Offset* row_ptr = graph.row_ptr().data<Offset>();  // (Nd+1,)
+      T* d = grad_er->data<T>();                               // (Nd, H)
 #pragma omp parallel for schedule(dynamic, 256)
       for (int64_t i = 0; i < graph.num_dst_nodes(); ++i)
         for (int64_t h = 0; h < H; ++h) {
@@ -73,10 +74,10 @@ void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor
         }
     }
     if (grad_el) {
-      const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (Ns+1,)
-      const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
-      const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
-      T* d = grad_el->data<T>();                                     // (Ns, H)
+      const Offset* t_row_ptr = graph.t_row_ptr().data<Offset>();  // (Ns+1,)
+      const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();   // (E,)
+      const Offset* t_edge_id = graph.t_edge_id().data<Offset>();  // (E,) edge id
+      T* d = grad_el->data<T>();                                   // (Ns, H)
 #pragma omp parallel for schedule(dynamic, 256)
       for (int64_t j = 0; j < graph.num_src_nodes(); ++j)
         for (int64_t h = 0; h < H; ++h) {

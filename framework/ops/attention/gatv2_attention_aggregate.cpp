@@ -68,14 +68,14 @@ struct Gatv2Scores {
 // kRowsPerTask rows (each task's rows run in order on one thread), summed in task order at the end.
 // Pass 2 over the transposed graph, per source j in its out-edges' fixed order:
 // d xl[j] = sum of a~ G[i] + t.
-template <class T>
+template <class T, class Offset>
 void gatv2_backward(const Graph& graph, const Gatv2Scores<T>& scores, const Tensor& lse,
                     const Tensor& grad_out, const DropoutKey& attn_dropout, T* dxl, T* dxr, T* datt, T* det) {
   const int64_t Nd = graph.num_dst_nodes(), Ns = graph.num_src_nodes(), E = graph.num_edges();
   const int64_t H = scores.H, F = scores.F;
-  const T* l = lse.data<T>();                                // (Nd, H)
-  const T* G = grad_out.data<T>();                           // (Nd, H, F)
-  const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (Nd+1,)
+  const T* l = lse.data<T>();                              // (Nd, H)
+  const T* G = grad_out.data<T>();                         // (Nd, H, F)
+  const Offset* row_ptr = graph.row_ptr().data<Offset>();  // (Nd+1,)
   const DropFactors<T> drop(attn_dropout, E * H);
   std::vector<T> ds_buffer(static_cast<size_t>(E * H));              // ds (E, H)
   std::vector<T> kept_buffer(dxl ? static_cast<size_t>(E * H) : 0);  // a~ (E, H)
@@ -112,9 +112,9 @@ void gatv2_backward(const Graph& graph, const Gatv2Scores<T>& scores, const Tens
       for (int64_t q = 0; q < H * F; ++q) datt[q] += att_partials[task * H * F + q];
   }
   if (!dxl) return;
-  const int32_t* t_row_ptr = graph.t_row_ptr().data<int32_t>();  // (Ns+1,)
-  const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();     // (E,)
-  const int32_t* t_edge_id = graph.t_edge_id().data<int32_t>();  // (E,) edge id
+  const Offset* t_row_ptr = graph.t_row_ptr().data<Offset>();  // (Ns+1,)
+  const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();   // (E,)
+  const Offset* t_edge_id = graph.t_edge_id().data<Offset>();  // (E,) edge id
   for_each_row<T>(t_row_ptr, Ns, H, [&](RowScratch<T>&, int64_t j, int64_t b, int64_t degree) {
     T* dxlj = dxl + j * H * F;  // (H, F)
     std::fill(dxlj, dxlj + H * F, T(0));
@@ -135,10 +135,10 @@ void gatv2_backward(const Graph& graph, const Gatv2Scores<T>& scores, const Tens
 // The scores s (E, H) of every edge and, when `signs` is given, the signs of x: with
 // q = h P + f, bit q % 32 of signs[e, q / 32] is set when x[e,h,f] > 0 (the header's layout,
 // which CUDA writes too).
-template <class T>
+template <class T, class Offset>
 void edge_scores_and_signs(const Graph& graph, const Gatv2Scores<T>& gatv2, T* s, int32_t* signs) {
   const int64_t H = gatv2.H, F = gatv2.F, P = gatv2_sign_head_bits(F), words = gatv2_sign_words(H, F);
-  for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
+  for_each_row<T>(graph.row_ptr().data<Offset>(), graph.num_dst_nodes(), H,
                   [&](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
                     const T* si = gatv2.template row<T>(row, i, b, degree);  // (degree, H)
                     std::copy(si, si + degree * H, s + b * H);
@@ -197,31 +197,37 @@ Gatv2ScoreInputs score_inputs(const Graph& graph, const Tensor& xl, const Tensor
 namespace cpu_impl {
 
 void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& a) {
-  dispatch_float(a.xl.dtype(), "gatv2_attention_aggregate", [&](auto zero) {
+  dispatch_float_offsets(a.xl.dtype(), *a.graph, "gatv2_attention_aggregate", [&](auto zero, auto offset) {
     using T = decltype(zero);
+    using Offset = decltype(offset);
     const Gatv2Scores<T> gatv2(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term);
-    aggregate_forward<T>(*a.graph, gatv2, a.xl, a.attn_dropout, nullptr, *a.out, *a.lse);
-    if (a.scores) edge_scores_and_signs<T>(*a.graph, gatv2, a.scores->data<T>(), a.signs->data<int32_t>());
+    aggregate_forward<T, Offset>(*a.graph, gatv2, a.xl, a.attn_dropout, nullptr, *a.out, *a.lse);
+    if (a.scores)
+      edge_scores_and_signs<T, Offset>(*a.graph, gatv2, a.scores->data<T>(), a.signs->data<int32_t>());
   });
 }
 
 // Reads neither out nor the forward's scores and signs: it recomputes x per edge.
 void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& a) {
-  dispatch_float(a.xl.dtype(), "gatv2_attention_aggregate backward", [&](auto zero) {
-    using T = decltype(zero);
-    auto data = [](Tensor* t) { return t ? t->data<T>() : nullptr; };
-    gatv2_backward<T>(*a.graph, Gatv2Scores<T>(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term),
-                      a.lse, a.grad_out, a.attn_dropout, data(a.grad_xl), data(a.grad_xr), data(a.grad_att),
-                      data(a.grad_edge_term));
-  });
+  dispatch_float_offsets(
+      a.xl.dtype(), *a.graph, "gatv2_attention_aggregate backward", [&](auto zero, auto offset) {
+        using T = decltype(zero);
+        using Offset = decltype(offset);
+        auto data = [](Tensor* t) { return t ? t->data<T>() : nullptr; };
+        gatv2_backward<T, Offset>(*a.graph,
+                                  Gatv2Scores<T>(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term),
+                                  a.lse, a.grad_out, a.attn_dropout, data(a.grad_xl), data(a.grad_xr),
+                                  data(a.grad_att), data(a.grad_edge_term));
+      });
 }
 
 void gatv2_edge_scores(const Gatv2EdgeScoresArgs& a) {
-  dispatch_float(a.xl.dtype(), "gatv2_edge_scores", [&](auto zero) {
+  dispatch_float_offsets(a.xl.dtype(), *a.graph, "gatv2_edge_scores", [&](auto zero, auto offset) {
     using T = decltype(zero);
-    edge_scores_and_signs<T>(*a.graph,
-                             Gatv2Scores<T>(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term),
-                             a.scores->data<T>(), nullptr);
+    using Offset = decltype(offset);
+    edge_scores_and_signs<T, Offset>(
+        *a.graph, Gatv2Scores<T>(*a.graph, a.xl, a.xr, a.att, a.negative_slope, a.edge_term),
+        a.scores->data<T>(), nullptr);
   });
 }
 

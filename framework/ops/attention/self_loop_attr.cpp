@@ -55,20 +55,25 @@ std::string SelfLoopFill::name() const {
 namespace {
 
 // f(row) for every destination row i and feature d of D (rows in parallel): the row's place in
-// both graphs, and whether it gets a loop (i < min(Ns, Nd)).
+// both graphs, and whether it gets a loop (i < min(Ns, Nd)). The two graphs' offsets may differ
+// (loops can take a graph past kMaxNarrowEdges edges).
 template <class F>
 void for_each_row(const Graph& graph, const Graph& looped, int64_t D, F f) {
   const int64_t Nd = graph.num_dst_nodes(), loops = std::min(graph.num_src_nodes(), Nd);
-  const int32_t* rp = graph.row_ptr().data<int32_t>();    // (Nd+1,)
   const int32_t* src = graph.edge_src().data<int32_t>();  // (E,)
-  const int32_t* lrp = looped.row_ptr().data<int32_t>();  // (Nd+1,)
-  detail::parallel_for(
-      Nd,
-      [&](int64_t i) {
-        for (int64_t d = 0; d < D; ++d)
-          f(self_loop_rows::Row{static_cast<int32_t>(i), i < loops, rp[i], rp[i + 1], lrp[i], src, D, d});
-      },
-      D * (graph.num_edges() / std::max<int64_t>(Nd, 1) + 1));
+  dispatch_offsets(graph, [&](auto offset) {
+    dispatch_offsets(looped, [&](auto looped_offset) {
+      const auto* rp = graph.row_ptr().data<decltype(offset)>();           // (Nd+1,)
+      const auto* lrp = looped.row_ptr().data<decltype(looped_offset)>();  // (Nd+1,)
+      detail::parallel_for(
+          Nd,
+          [&](int64_t i) {
+            for (int64_t d = 0; d < D; ++d)
+              f(self_loop_rows::Row{static_cast<int32_t>(i), i < loops, rp[i], rp[i + 1], lrp[i], src, D, d});
+          },
+          D * (graph.num_edges() / std::max<int64_t>(Nd, 1) + 1));
+    });
+  });
 }
 
 }  // namespace

@@ -325,13 +325,13 @@ void softmax_row_backward(RowScratch<T>& row, int64_t degree, IntH H, IntF F, co
 }
 
 // detail::prefetch_row for the rows base + index[q] stride, q in [begin, end), their first
-// `extent` values: a row loop calls it for the next row's edges, whose rows lie at random places
-// (Cora's transposed backward pass of layer 1 at two threads: 315 -> 249 us). Rows of under 32
-// bytes are not asked for: their arrays (the output layer's 7 values a node) are small enough to
-// stay in both cores' caches, and asking cost more than it saved (10 us a pass there).
-template <class T>
-GAT_GROUP_FN void prefetch_rows(const T* base, const int32_t* index, int64_t begin, int64_t end,
-                                int64_t stride, int64_t extent) {
+// `extent` values (index: node ids, or edge ids of the graph's Offset type): a row loop calls it for the next
+// row's edges, whose rows lie at random places (Cora's transposed backward pass of layer 1 at two threads:
+// 315 -> 249 us). Rows of under 32 bytes are not asked for: their arrays (the output layer's 7 values a node)
+// are small enough to stay in both cores' caches, and asking cost more than it saved (10 us a pass there).
+template <class T, class Index>
+GAT_GROUP_FN void prefetch_rows(const T* base, const Index* index, int64_t begin, int64_t end, int64_t stride,
+                                int64_t extent) {
   if (extent * static_cast<int64_t>(sizeof(T)) < 32) return;
   for (int64_t q = begin; q < end; ++q)
     detail::prefetch_row(base + static_cast<int64_t>(index[q]) * stride, extent);
@@ -346,10 +346,9 @@ T log_sum_exp(T m, T z) {
 // f(row, i, b, degree) for the rows i in [begin, end) of a CSR (edges [b, b + degree)), with f
 // and everything it calls inlined into every SIMD version (flatten): left to the inliner, the row
 // helpers and vec_exp stayed calls to baseline x86-64 code, a third slower a Cora epoch.
-template <class T, class F>
-__attribute__((flatten)) GAT_SIMD_CLONES void rows_in_range(const int32_t* row_ptr, int64_t begin,
-                                                            int64_t end, int64_t H, RowScratch<T>& row,
-                                                            F& f) {
+template <class T, class Offset, class F>
+__attribute__((flatten)) GAT_SIMD_CLONES void rows_in_range(const Offset* row_ptr, int64_t begin, int64_t end,
+                                                            int64_t H, RowScratch<T>& row, F& f) {
   for (int64_t i = begin; i < end; ++i) {
     const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
     row.reserve(degree, H);
@@ -366,9 +365,10 @@ constexpr int64_t kRowsPerTask = 64;
 // rows run in order on one thread. Contiguous, a thread's rows are those it wrote in the pass
 // before and reads in the pass after (an elementwise pass split by parallel_for takes about the
 // same rows): they stay in its core's cache. Rows dealt out dynamically, task by task, went to
-// either core, and each pass read half its rows from the other core's cache.
-template <class T, class F>
-void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
+// either core, and each pass read half its rows from the other core's cache. Offset: the graph's
+// (dispatch_offsets).
+template <class T, class Offset, class F>
+void for_each_row(const Offset* row_ptr, int64_t N, int64_t H, F&& f) {
 #pragma omp parallel
   {
     RowScratch<T> row;
@@ -382,12 +382,13 @@ void for_each_row(const int32_t* row_ptr, int64_t N, int64_t H, F&& f) {
 // f(row, i, b, degree) for every row i of the graph's CSR (edges [b, b + degree)), H heads, with
 // the row's softmax terms (row.m, row.ex, row.z: row_softmax_terms of the scores' row) and its
 // dropout keep factors (row.drop; the decisions of `kept` as DropFactors takes them, or null) in
-// the row's scratch: the forward's view of a row. V is the head group (with_head_group).
-template <class V, class T, class Scores, class IntH, class F>
+// the row's scratch: the forward's view of a row. V is the head group (with_head_group), Offset the
+// graph's offset type.
+template <class V, class T, class Offset, class Scores, class IntH, class F>
 void for_each_softmax_row(const Graph& graph, const Scores& scores, const DropoutKey& attn_dropout,
                           KeepMask* kept, IntH H, F&& f) {
   const DropFactors<T> drop(attn_dropout, graph.num_edges() * H, kept);
-  for_each_row<T>(graph.row_ptr().data<int32_t>(), graph.num_dst_nodes(), H,
+  for_each_row<T>(graph.row_ptr().data<Offset>(), graph.num_dst_nodes(), H,
                   [&, H](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
                     drop.fill(b * H, degree * H, row.drop.data());  // (degree, H)
                     row_softmax_terms<V>(scores.template row<V>(row, i, b, degree), degree, H, row);
@@ -399,21 +400,21 @@ void for_each_softmax_row(const Graph& graph, const Scores& scores, const Dropou
 // scores' rows and V (N, H, F), the attention dropout's decisions as for_each_softmax_row takes them. A row's
 // weights w = ex / z * keep first (in place of ex), then out[i, h, :] = the sum of w[k, h] values[src[k], h,
 // :] in edge order (aggregate_heads).
-template <class T, class Scores>
+template <class T, class Offset, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, KeepMask* kept, Tensor& out, Tensor& lse) {
-  const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
-  const T* values = node_value.data<T>();                    // (Ns, H, F)
-  const int64_t value_count = node_value.numel();            // Ns H F
-  T* o = out.data<T>();                                      // (N, H, F)
-  T* l = lse.data<T>();                                      // (N, H)
-  const int32_t* row_ptr = graph.row_ptr().data<int32_t>();  // (N+1,)
+  const int32_t* src = graph.edge_src().data<int32_t>();   // (E,)
+  const T* values = node_value.data<T>();                  // (Ns, H, F)
+  const int64_t value_count = node_value.numel();          // Ns H F
+  T* o = out.data<T>();                                    // (N, H, F)
+  T* l = lse.data<T>();                                    // (N, H)
+  const Offset* row_ptr = graph.row_ptr().data<Offset>();  // (N+1,)
   const int64_t N = graph.num_dst_nodes();
   with_head_group<T>(lse.size(1), [&](auto group, auto H) {
     using V = typename decltype(group)::type;
     constexpr int64_t W = kLanes<T, V>;
     with_head_width(node_value.size(2), [&](auto F) {
-      for_each_softmax_row<V, T>(
+      for_each_softmax_row<V, T, Offset>(
           graph, scores, attn_dropout, kept, H,
           [&, H, F](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {
             if (row.prefetch && i + 1 < N)
