@@ -55,6 +55,16 @@ struct StoredScores {
   }
 };
 
+// f(scores, zero, offset) for csr_softmax_aggregate's arguments: their edge scores as StoredScores
+// of their float type T, T's zero and the graph's offset type's (dispatch_float_offsets).
+template <class Args, class F>
+void with_stored_scores(const Args& a, const char* op, F&& f) {
+  dispatch_float_offsets(a.edge_scores.dtype(), *a.graph, op, [&](auto zero, auto offset) {
+    using T = decltype(zero);
+    f(StoredScores<T>{a.edge_scores.template data<T>(), a.edge_scores.size(1)}, zero, offset);
+  });
+}
+
 // GAT's scores LeakyReLU(el[src(e)] + er[i] (+ term[e])), computed into the row's scratch.
 template <class T>
 struct GatScores {
@@ -239,26 +249,20 @@ double OutputActivation::keep_scale() const { return dropout.active() ? dropout_
 namespace cpu_impl {
 
 void csr_softmax_aggregate_forward(const CsrSoftmaxAggregateForwardArgs& a) {
-  dispatch_float_offsets(
-      a.edge_scores.dtype(), *a.graph, "csr_softmax_aggregate", [&](auto zero, auto offset) {
-        using T = decltype(zero);
-        using Offset = decltype(offset);
-        const StoredScores<T> scores{a.edge_scores.data<T>(), a.edge_scores.size(1)};
-        aggregate_forward<T, Offset>(*a.graph, scores, a.node_value, a.attn_dropout, nullptr, *a.out, *a.lse);
-      });
+  with_stored_scores(a, "csr_softmax_aggregate", [&](const auto& scores, auto zero, auto offset) {
+    aggregate_forward<decltype(zero), decltype(offset)>(*a.graph, scores, a.node_value, a.attn_dropout,
+                                                        nullptr, *a.out, *a.lse);
+  });
 }
 
 void csr_softmax_aggregate_backward(const CsrSoftmaxAggregateBackwardArgs& a) {
-  dispatch_float_offsets(
-      a.edge_scores.dtype(), *a.graph, "csr_softmax_aggregate backward", [&](auto zero, auto offset) {
-        using T = decltype(zero);
-        using Offset = decltype(offset);
-        const StoredScores<T> scores{a.edge_scores.data<T>(), a.edge_scores.size(1)};
-        aggregate_backward<T, Offset>(*a.graph, scores, a.node_value, a.lse, a.grad_out, a.attn_dropout,
-                                      nullptr, a.grad_scores ? a.grad_scores->data<T>() : nullptr,
-                                      a.grad_value ? a.grad_value->data<T>() : nullptr, nullptr,
-                                      [](auto, int64_t, int64_t, int64_t) {});
-      });
+  with_stored_scores(a, "csr_softmax_aggregate backward", [&](const auto& scores, auto zero, auto offset) {
+    using T = decltype(zero);
+    aggregate_backward<T, decltype(offset)>(*a.graph, scores, a.node_value, a.lse, a.grad_out, a.attn_dropout,
+                                            nullptr, a.grad_scores ? a.grad_scores->data<T>() : nullptr,
+                                            a.grad_value ? a.grad_value->data<T>() : nullptr, nullptr,
+                                            [](auto, int64_t, int64_t, int64_t) {});
+  });
 }
 
 // source_rows: CUDA only. The decisions go to a.kept when it is given.
