@@ -10,7 +10,9 @@ class-correlated features), keeps the features in host memory and measures, in t
 
 - the sampler alone over one epoch's batches (on the GPU, each block's graph built there with its
   self loops, as the loader takes them);
-- the loader alone: sampling, the rows' gather into page-locked memory and their copies;
+- the loader alone: made (registering the features for the GPU, loader_make_ms), then sampling
+  and the rows' gather, by the GPU reading them in place from host memory (--gather-on cpu: by
+  the host, into page-locked memory, then copied);
 - one training epoch: a step per batch (the paper's two-layer GAT, 8 heads x 8, dropout 0.6,
   Adam lr 0.005, weight decay 5e-4, no value dropout: PyG's GATConv has none);
 - the test accuracy after it, by the exact layer-wise inference (every in-edge; by default each
@@ -93,7 +95,7 @@ MODES = {  # signal and intra_fraction: the generator's options (the products mo
 def run_ours(args, spec, write_dir):
     cmd = [os.path.join(args.build, "bench", "gat_bench"), "sampled", "--device", "cuda",
            "--fanouts", args.fanouts, "--batch-size", str(args.batch_size), "--seed", str(args.seed),
-           "--sample-on", args.sample_on]
+           "--sample-on", args.sample_on, "--gather-on", args.gather_on]
     for key in ["nodes", "degree", "features", "classes", "train", "val", "signal", "intra_fraction"]:
         cmd += [f"--{key.replace('_', '-')}", str(spec[key])]
     if write_dir:
@@ -224,6 +226,8 @@ def main():
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sample-on", choices=["device", "cpu"], default="device", help="where ours samples")
+    ap.add_argument("--gather-on", choices=["device", "cpu"], default="device",
+                    help="where ours gathers the feature rows (device: from mapped host memory)")
     ap.add_argument("--inference-batch-size", type=int,
                     help="ours: destinations per chunk of the inference (default: the whole graph at once)")
     ap.add_argument("--pyg-workers", type=int, default=8, help="NeighborLoader's num_workers")
@@ -261,7 +265,8 @@ def main():
     print(f"{args.mode}: {ours['nodes']:,} nodes, {ours['edges']:,} edges, {spec['features']} features, "
           f"{spec['classes']} classes (signal {spec['signal']}, intra-class fraction {spec['intra_fraction']}), "
           f"{ours['train_nodes']:,} training nodes, fanouts {args.fanouts}, "
-          f"batches of {args.batch_size}; ours samples on the {ours['sample_on']} ({results['gpu']})")
+          f"batches of {args.batch_size}; ours samples on the {ours['sample_on']} and gathers on the "
+          f"{ours['gather_on']} ({results['gpu']})")
     rows = [("sampler alone, one epoch (ms)", "sample_epoch_ms"),
             ("loader alone: sample, gather, copy (ms)", "loader_epoch_ms"),
             ("one training epoch (ms)", "train_epoch_ms"),
@@ -275,7 +280,8 @@ def main():
         fmt = (lambda v: f"{v:12.4f}") if key == "test_acc" else (lambda v: f"{v:12.1f}")
         print(f"{label:42} {fmt(a) if a is not None else '':>12} {fmt(b) if b is not None else '':>12} {ratio}")
     print(f"ours: sampler {ours['sample_seeds_per_s']:,.0f} seeds/s, {ours['sample_edges_per_s']:,.0f} edges/s; "
-          f"loader {ours['loader_bytes_per_s'] / 1e9:.2f} GB/s of feature rows; "
+          f"loader {ours['loader_bytes_per_s'] / 1e9:.2f} GB/s of feature rows (made in "
+          f"{ours['loader_make_ms'] / 1e3:.1f} s); "
           f"training {ours['train_seeds_per_s']:,.0f} seeds/s; peak device memory "
           f"{ours['peak_device_bytes'] / 1e9:.2f} GB, peak host memory {ours['peak_host_bytes'] / 1e9:.1f} GB; "
           f"generating the graph {ours['generate_ms'] / 1e3:.1f} s")

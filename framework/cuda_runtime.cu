@@ -1,6 +1,8 @@
 // The CUDA runtime of the framework: one device, a main stream and a side stream (OnSideStream), a
 // stream-ordered pool allocator, a cuBLAS handle bound to each stream.
 #include <algorithm>
+#include <cstddef>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -462,6 +464,91 @@ void HostBuffer::copy_to_device(void* dst, size_t bytes) const {
   GAT_CHECK(bytes <= bytes_, "cuda::HostBuffer::copy_to_device: ", bytes, " bytes exceed the buffer's ",
             bytes_);
   CUDA_CHECK(cudaMemcpyAsync(dst, data_, bytes, cudaMemcpyHostToDevice, stream()));
+}
+
+namespace {
+
+// The ranges HostMappings hold, by first address: their holders and whether a HostMapping
+// registered the range (the last holder then unregisters it).
+struct MappedRange {
+  size_t bytes = 0;
+  const char* device_data = nullptr;
+  int holders = 0;
+  bool registered_here = false;
+};
+std::mutex g_mapped_mutex;
+std::map<const char*, MappedRange> g_mapped;  // guarded by g_mapped_mutex
+
+// The held range that contains [data, data + bytes), or end().
+std::map<const char*, MappedRange>::iterator held_range(const char* data, size_t bytes) {
+  auto after = g_mapped.upper_bound(data);
+  if (after == g_mapped.begin()) return g_mapped.end();
+  const auto range = std::prev(after);
+  return static_cast<size_t>(data - range->first) + bytes <= range->second.bytes ? range : g_mapped.end();
+}
+
+// data's address for a kernel where all of [data, data + bytes) is page-locked and mapped in one
+// piece, else null.
+const char* mapped_address(const char* data, size_t bytes) {
+  void* first = nullptr;
+  void* last = nullptr;
+  if (cudaHostGetDevicePointer(&first, const_cast<char*>(data), 0) != cudaSuccess ||
+      cudaHostGetDevicePointer(&last, const_cast<char*>(data + bytes - 1), 0) != cudaSuccess ||
+      static_cast<char*>(last) - static_cast<char*>(first) != static_cast<std::ptrdiff_t>(bytes - 1)) {
+    cudaGetLastError();  // not sticky: the range is refused, the context is fine
+    return nullptr;
+  }
+  return static_cast<const char*>(first);
+}
+
+}  // namespace
+
+HostMapping::HostMapping(const void* data, size_t bytes) {
+  checked_runtime("cuda::HostMapping");
+  GAT_CHECK(data != nullptr && bytes > 0, "cuda::HostMapping: nothing to map (", bytes, " bytes)");
+  const char* first = static_cast<const char*>(data);
+  std::lock_guard<std::mutex> lock(g_mapped_mutex);
+  const auto held = held_range(first, bytes);
+  if (held != g_mapped.end()) {
+    ++held->second.holders;
+    data_ = held->first;
+    device_data_ = held->second.device_data + (first - held->first);
+    return;
+  }
+  // Page-locked by other code already: used as it is. Else registered here.
+  const char* device_data = mapped_address(first, bytes);
+  const bool registered_here = device_data == nullptr;
+  if (registered_here) {
+    int read_only = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, 0));
+    const unsigned flags = cudaHostRegisterMapped | (read_only ? cudaHostRegisterReadOnly : 0u);
+    const cudaError_t status = cudaHostRegister(const_cast<char*>(first), bytes, flags);
+    if (status != cudaSuccess) {
+      cudaGetLastError();  // not sticky
+      GAT_CHECK(status != cudaErrorHostMemoryAlreadyRegistered, "cuda::HostMapping: ", bytes,
+                " bytes are page-locked elsewhere in part only (cudaHostRegister: ", cudaGetErrorName(status),
+                ")");
+      GAT_FAIL("cuda::HostMapping: cudaHostRegister of ", bytes, " bytes refused: ", cudaGetErrorName(status),
+               " (", cudaGetErrorString(status), ")");
+    }
+    device_data = mapped_address(first, bytes);
+    if (!device_data) {
+      cudaHostUnregister(const_cast<char*>(first));
+      GAT_FAIL("cuda::HostMapping: ", bytes, " bytes were registered but have no device address");
+    }
+  }
+  g_mapped[first] = {bytes, device_data, 1, registered_here};
+  data_ = first;
+  device_data_ = device_data;
+}
+
+HostMapping::~HostMapping() {
+  std::lock_guard<std::mutex> lock(g_mapped_mutex);
+  const auto held = g_mapped.find(static_cast<const char*>(data_));
+  if (--held->second.holders > 0) return;
+  if (held->second.registered_here && cudaHostUnregister(const_cast<void*>(data_)) != cudaSuccess)
+    cudaGetLastError();  // no throw from a destructor
+  g_mapped.erase(held);
 }
 
 size_t memory_allocated() {

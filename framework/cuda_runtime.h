@@ -205,6 +205,33 @@ class HostBuffer {
   size_t bytes_ = 0;
 };
 
+// Host memory that kernels read in place, over PCIe (zero-copy): [data, data + bytes) page-locked
+// and mapped into the device's address space by cudaHostRegister (read-only where the device
+// supports it), read through device_data(). The mini-batch loader's features: its gather kernel
+// reads a batch's rows straight from them, with no copy through the host.
+//
+// A range is registered once however many HostMappings hold it: the first registers it, the
+// last one destroyed unregisters it (two loaders over one tensor). Memory that other code has
+// page-locked (cudaMallocHost, PyTorch's pinned memory, a registration of its own) is used as it
+// is and never unregistered here: its owner keeps it so while this lives. The memory must outlive
+// the mapping, and no kernel may read through device_data() once the mapping is gone.
+// Registering pins every page: it takes time in proportion to the bytes (docs/minibatch.md).
+class HostMapping {
+ public:
+  // Throws a gat::Error saying why when the range cannot be mapped: no bytes, registration
+  // refused (a lock limit, memory the driver cannot pin), memory page-locked elsewhere that does
+  // not hold the whole range, or no CUDA.
+  HostMapping(const void* data, size_t bytes);
+  ~HostMapping();
+  HostMapping(const HostMapping&) = delete;
+  HostMapping& operator=(const HostMapping&) = delete;
+  const void* device_data() const { return device_data_; }  // data's address for a kernel
+
+ private:
+  const void* data_ = nullptr;  // the first address of the held range (which may contain this one)
+  const void* device_data_ = nullptr;
+};
+
 // Bytes in use and the high-water mark of the allocator since the last reset.
 size_t memory_allocated();
 size_t peak_memory_allocated();

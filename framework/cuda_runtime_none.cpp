@@ -53,6 +53,8 @@ HostBuffer::HostBuffer(size_t) { no_cuda("cuda::HostBuffer"); }
 HostBuffer::~HostBuffer() = default;
 void HostBuffer::copy_from_device(const void*, size_t) { no_cuda("cuda::HostBuffer::copy_from_device"); }
 void HostBuffer::copy_to_device(void*, size_t) const { no_cuda("cuda::HostBuffer::copy_to_device"); }
+HostMapping::HostMapping(const void*, size_t) { no_cuda("cuda::HostMapping"); }
+HostMapping::~HostMapping() = default;
 size_t memory_allocated() { return 0; }
 size_t peak_memory_allocated() { return 0; }
 void reset_peak_memory() {}

@@ -1,7 +1,7 @@
 // The CUDA runtime (cuda_runtime.h) and side work on the device (side_work.h): CUDA graph
 // recording, side streams joined before the main stream reads their results, the peak-memory
-// breakdown, an external allocator and stream, a thread's own stream. CUDA only: each test skips
-// without a device.
+// breakdown, an external allocator and stream, a thread's own stream, host memory mapped for kernels. CUDA
+// only: each test skips without a device.
 #include <gtest/gtest.h>
 #if GAT_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -21,6 +21,7 @@
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/ops/arithmetic.h"
 #include "gat/framework/ops/fill.h"
+#include "gat/framework/ops/index_rows.h"
 #include "gat/framework/ops/matmul.h"
 #include "gat/framework/ops/reduce.h"
 #include "gat/framework/side_work.h"
@@ -263,4 +264,61 @@ TEST(CudaRuntime, AThreadsOwnStreamIsReadOnTheMainStreamAfterItsEventIsJoined) {
   EXPECT_EQ(got.back(), 2.0);
   EXPECT_EQ(std::count(got.begin(), got.end(), 2.0), n);
   on_device = Tensor();  // freed on the main stream
+}
+
+// Host memory mapped for kernels (cuda::HostMapping), as the mini-batch loader reads its
+// features: a gather through the device address gives the host's rows; mappings of one range, or
+// of a range inside a held one, share its registration, which outlives all but the last of them
+// and is then undone; memory page-locked elsewhere is used and left page-locked; a range that
+// only partly overlaps a held one, or no bytes, is refused.
+TEST(CudaRuntime, HostMappingsShareOneRegistrationAndTheLastUndoesIt) {
+  GAT_SKIP_WITHOUT_CUDA();
+  std::mt19937_64 rng(4);
+  const int64_t n = 300, f = 12;
+  const Tensor host = random_tensor({n, f}, rng, -1, 1, DType::f32, Device::cpu);
+  const Tensor rows = Tensor::from_vector(std::vector<int32_t>{99, 0, 7, 7, 50}, {5});
+  const size_t row_bytes = static_cast<size_t>(f) * sizeof(float);
+  // Rows `rows` of the n - first rows from row `first`, read by the GPU through `mapping`.
+  auto gathered = [&](const cuda::HostMapping& mapping, int64_t first) {
+    const Tensor view =
+        Tensor::from_blob(const_cast<void*>(mapping.device_data()), {n - first, f}, DType::f32, Device::cuda);
+    return ops::index_rows(view, rows.to(Device::cuda)).to(Device::cpu);
+  };
+  const char* data = static_cast<const char*>(host.raw_data());
+  auto whole = std::make_unique<cuda::HostMapping>(data, host.nbytes());
+  EXPECT_TRUE(bitwise_equal(gathered(*whole, 0), ops::index_rows(host, rows)));
+  auto again = std::make_unique<cuda::HostMapping>(data, host.nbytes());
+  EXPECT_EQ(again->device_data(), whole->device_data());
+  const size_t tail = 100 * row_bytes;  // rows 100 and after
+  auto inside = std::make_unique<cuda::HostMapping>(data + tail, host.nbytes() - tail);
+  EXPECT_EQ(inside->device_data(), static_cast<const char*>(whole->device_data()) + tail);
+  whole.reset();  // the others still hold the registration
+  EXPECT_TRUE(bitwise_equal(gathered(*again, 0), ops::index_rows(host, rows)));
+  EXPECT_TRUE(bitwise_equal(gathered(*inside, 100), ops::index_rows(host.rows(100, n), rows)));
+  again.reset();
+  inside.reset();
+#if GAT_WITH_CUDA
+  // Undone: the range registers again (a range still registered would be refused).
+  ASSERT_EQ(cudaHostRegister(const_cast<char*>(data), host.nbytes(), cudaHostRegisterDefault), cudaSuccess);
+  ASSERT_EQ(cudaHostUnregister(const_cast<char*>(data)), cudaSuccess);
+#endif
+  {
+    const cuda::HostMapping first_rows(data, tail);
+    expect_error([&] { cuda::HostMapping partly(data, host.nbytes()); },
+                 {"page-locked elsewhere in part only"});
+    EXPECT_TRUE(bitwise_equal(gathered(first_rows, 0), ops::index_rows(host, rows)));  // rows below 100
+  }
+  expect_error([&] { cuda::HostMapping none(data, 0); }, {"nothing to map"});
+  // Page-locked by cudaMallocHost: mapped as it is, still page-locked after the mapping.
+  cuda::HostBuffer pinned(host.nbytes());
+  std::copy(data, data + host.nbytes(), static_cast<char*>(pinned.data()));
+  {
+    const cuda::HostMapping mapped(pinned.data(), pinned.size());
+    EXPECT_TRUE(bitwise_equal(gathered(mapped, 0), ops::index_rows(host, rows)));
+  }
+#if GAT_WITH_CUDA
+  cudaPointerAttributes attributes{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attributes, pinned.data()), cudaSuccess);
+  EXPECT_EQ(attributes.type, cudaMemoryTypeHost);
+#endif
 }

@@ -267,6 +267,9 @@ TEST(OpsValues, AGatherOnlyRowIndexGathersButServesNoBackward) {
       },
       {"index -2", "position 1", "negative"});
   expect_error([&] { ops::RowIndex::gather_only(f64({1}, {1}), Device::cpu); }, {"index_rows", "index"});
+  // An unchecked plan (the loader's sampled ids) serves the kernel alone: the op cannot check it.
+  expect_error([&] { ops::index_rows(x, ops::RowIndex::unchecked(index)); }, {"index_rows", "unchecked"});
+  expect_error([&] { ops::RowIndex::unchecked(f64({1}, {1})); }, {"RowIndex::unchecked", "index"});
   // Under NoGradGuard an x that requires grad records nothing, so the Tensor overload gathers.
   autograd::NoGradGuard no_grad;
   EXPECT_EQ(ops::index_rows(x.detach().set_requires_grad(), index).to_vector<double>(),
@@ -1212,6 +1215,32 @@ TEST_F(CudaOps, IndexRowsGathersAnyDtypeAndChecksTheBoundOnTheHost) {
   expect_error([&] { ops::index_rows(x, plan); }, {"index 3", "length 3"});
   // A plan on the CPU does not serve a CUDA tensor.
   EXPECT_THROW(ops::index_rows(x, ops::RowIndex(Tensor::from_vector<int32_t>({0}, {1}))), Error);
+}
+
+// The gather reads rows in 16-byte loads where each row starts 16-byte aligned (rows of a multiple
+// of 4 words at an aligned pointer), in 4-byte ones otherwise: rows of 8 and 5 f32 and of 6 f64,
+// at an aligned pointer and one element after it, bit for bit the CPU's, through the op and
+// through the kernel with an unchecked index (the loader's).
+TEST_F(CudaOps, IndexRowsGathersEveryRowWidthAndAlignmentAsTheCpu) {
+  std::mt19937_64 rng(9);
+  const Tensor index = Tensor::from_vector<int32_t>({40, 0, 7, 7, 1, 41}, {6});
+  const Tensor index_gpu = index.to(Device::cuda);
+  for (const auto& [cols, dtype] :
+       std::vector<std::pair<int64_t, DType>>{{8, DType::f32}, {5, DType::f32}, {6, DType::f64}})
+    for (int64_t shift : {0, 1}) {  // elements before the rows
+      SCOPED_TRACE(::testing::Message() << cols << " " << dtype_name(dtype) << " shifted by " << shift);
+      const Tensor x = random_tensor({42, cols}, rng, -1, 1, dtype);
+      const Tensor want = ops::index_rows(x, index);
+      Tensor x_gpu = Tensor::zeros({42 * cols + shift}, dtype, Device::cuda)
+                         .rows(shift, 42 * cols + shift)
+                         .view({42, cols});
+      x_gpu.copy_(x);
+      EXPECT_TRUE(bitwise_equal(ops::index_rows(x_gpu, index_gpu).to(Device::cpu), want));
+      Tensor out = Tensor::zeros({6, cols}, dtype, Device::cuda);
+      ops::kernels::gather_rows(x_gpu, ops::RowIndex::unchecked(index_gpu),
+                                cols * static_cast<int64_t>(dtype_size(dtype)) / 4, out);
+      EXPECT_TRUE(bitwise_equal(out.to(Device::cpu), want));
+    }
 }
 
 TEST_F(CudaOps, DeviceMismatchNamesBothTensors) {

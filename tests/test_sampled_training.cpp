@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
@@ -153,31 +154,82 @@ TEST(NeighborLoader, EveryEpochTakesEverySeedOnceInBatchesTheLastPartial) {
 // growing size make the page-locked buffers grow; two epochs reuse them.
 using CudaNeighborLoader = CudaVsCpuTest;
 
-TEST_F(CudaNeighborLoader, BatchesAreTheHostBatchesSampledOnEitherDevice) {
+// Every batch of two epochs of a CUDA loader is the host's batch (make_batch, what the CPU loader
+// makes), bit for bit, read on the main stream.
+void expect_host_batches(NeighborLoader& loader) {
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    loader.start_epoch(epoch);
+    const std::vector<int32_t> order = loader.epoch_order(epoch);
+    int64_t b = 0;
+    while (std::optional<MiniBatch> batch = loader.next()) {
+      SCOPED_TRACE(::testing::Message() << "epoch " << epoch << " batch " << b);
+      EXPECT_FALSE(batch->copied) << "next() hands over a batch the main stream waits for";
+      ASSERT_EQ(batch->x.device(), Device::cuda);
+      ASSERT_EQ(batch->y.device(), Device::cuda);
+      ASSERT_EQ(batch->blocks[0].device(), Device::cuda);
+      batch->x = batch->x.clone();
+      EXPECT_TRUE(same_batch(*batch, loader.make_batch(epoch, b, order)));
+      ++b;
+    }
+    EXPECT_EQ(b, loader.num_batches());
+  }
+}
+
+// Sampled on either device, with and without edge features, the rows gathered by the GPU from
+// the mapped host tensors or by the host: the host's batches. x's f64 rows of 10 features take the
+// gather's 16-byte loads, y's i32 rows its 4-byte ones.
+TEST_F(CudaNeighborLoader, BatchesAreTheHostBatchesSampledOnEitherDeviceAndGatheredOnEither) {
   const Dataset data = f64_dataset_with_edge_features();
   for (bool on_device : {true, false})
-    for (bool edge_features : {true, false}) {
-      NeighborLoaderOptions options = loader_options(5, {6, 4});
-      options.sample_on_device = on_device;
-      NeighborLoader loader(data.graph, data.x, data.y, edge_features ? data.edge_attr : Tensor(),
-                            first_nodes(120), options, Device::cuda);
-      for (int64_t epoch = 0; epoch < 2; ++epoch) {
-        loader.start_epoch(epoch);
-        const std::vector<int32_t> order = loader.epoch_order(epoch);
-        int64_t b = 0;
-        while (std::optional<MiniBatch> batch = loader.next()) {
-          SCOPED_TRACE(::testing::Message() << "on device " << on_device << " edge features " << edge_features
-                                            << " epoch " << epoch << " batch " << b);
-          EXPECT_FALSE(batch->copied) << "next() hands over a batch the main stream waits for";
-          ASSERT_EQ(batch->x.device(), Device::cuda);
-          ASSERT_EQ(batch->blocks[0].device(), Device::cuda);
-          batch->x = batch->x.clone();
-          EXPECT_TRUE(same_batch(*batch, loader.make_batch(epoch, b, order)));
-          ++b;
-        }
-        EXPECT_EQ(b, loader.num_batches());
+    for (bool edge_features : {true, false})
+      for (bool gather_on_device : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << "sampled on device " << on_device << " edge features "
+                                          << edge_features << " gathered on device " << gather_on_device);
+        NeighborLoaderOptions options = loader_options(5, {6, 4});
+        options.sample_on_device = on_device;
+        options.gather_on_device = gather_on_device;
+        NeighborLoader loader(data.graph, data.x, data.y, edge_features ? data.edge_attr : Tensor(),
+                              first_nodes(120), options, Device::cuda);
+        expect_host_batches(loader);
       }
-    }
+}
+
+// Two loaders over the same host tensors share their mapping: one destroyed mid-epoch, its thread
+// at work, leaves the other's rows readable; a third, made after both, maps them again. Rows that
+// start off 16 bytes (a view 4 bytes into its memory) take the gather's 4-byte loads. Where the
+// mapping is refused (x's first rows mapped apart), the host gathers, and says so once.
+TEST_F(CudaNeighborLoader, LoadersShareTheMappedFeaturesOneMayGoMidEpochAndARefusalFallsBack) {
+  const Dataset data = small_training_dataset();
+  NeighborLoaderOptions options = loader_options(2, {3, 3});  // 15 batches
+  options.prefetch = 1;
+  auto cuda_loader = [&](const Tensor& x) {
+    return std::make_unique<NeighborLoader>(data.graph, x, data.y, data.edge_attr, train_nodes(data), options,
+                                            Device::cuda);
+  };
+  auto first = cuda_loader(data.x), second = cuda_loader(data.x);
+  first->start_epoch(0);
+  ASSERT_TRUE(first->next().has_value());
+  first.reset();  // mid-epoch: its thread was making the next batch
+  expect_host_batches(*second);
+  second.reset();
+  expect_host_batches(*cuda_loader(data.x));
+
+  const int64_t n = data.num_nodes(), f = data.num_features();
+  ASSERT_EQ(f % 4, 0) << "rows of whole 16-byte words, to start them off 16 bytes";
+  std::vector<float> shifted(static_cast<size_t>(n * f + 1));
+  const std::vector<float> x = data.x.to_vector<float>();
+  std::copy(x.begin(), x.end(), shifted.begin() + 1);
+  expect_host_batches(*cuda_loader(Tensor::from_blob(shifted.data() + 1, {n, f}, DType::f32, Device::cpu)));
+
+  const cuda::HostMapping first_rows(data.x.raw_data(), data.x.nbytes() / 2);
+  ::testing::internal::CaptureStderr();
+  const auto refused = cuda_loader(data.x);
+  const std::string notice = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(notice.find("NeighborLoader: the feature rows are gathered on the host"), std::string::npos)
+      << notice;
+  EXPECT_EQ(std::count(notice.begin(), notice.end(), '\n'), 1) << notice;
+  expect_host_batches(*refused);
+  EXPECT_THROW(cuda_loader(data.x.to(Device::cuda)), Error) << "x must be in host memory";
 }
 
 // The loader's blocks carry the self loops the layers add, and their edge features placeholder

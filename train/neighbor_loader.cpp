@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <iostream>
 #include <memory>
 #include <utility>
 
@@ -23,6 +24,30 @@ Tensor gather_rows(const Tensor& table, const std::vector<int32_t>& rows) {
   return ops::index_rows(table, index_of(rows));
 }
 
+// The rows of `table` (N, ...) in 32-bit words, as ops::kernels::gather_rows takes them.
+int64_t row_words(const Tensor& table) {
+  return table.numel() / std::max<int64_t>(table.size(0), 1) *
+         static_cast<int64_t>(dtype_size(table.dtype())) / 4;
+}
+
+// A CUDA tensor over the memory of the host tensor `host`, mapped (cuda::HostMapping, kept alive
+// by the tensor): the GPU reads it in place.
+Tensor mapped_view(const Tensor& host) {
+  auto mapping = std::make_shared<cuda::HostMapping>(host.raw_data(), host.nbytes());
+  void* device_data = const_cast<void*>(mapping->device_data());
+  return Tensor::from_blob(device_data, host.shape(), host.dtype(), Device::cuda, std::move(mapping));
+}
+
+// Rows `rows` (K,) i32 on the device (sampled: in range) of a mapped host table (N, ...):
+// (K, ...) on the device, read by the GPU from host memory on this thread's stream.
+Tensor gather_mapped(const Tensor& mapped, const Tensor& rows) {
+  Shape shape = mapped.shape();
+  shape[0] = rows.numel();
+  Tensor out = Tensor::empty(shape, mapped.dtype(), Device::cuda, "mini-batch rows");
+  ops::kernels::gather_rows(mapped, ops::RowIndex::unchecked(rows), row_words(mapped), out);
+  return out;
+}
+
 // A sampled block with the self loops the layers add (Graph::with_self_loops), and its edge
 // features (rows edge_ids of edge_attr, undefined: none) with the loops' placeholder rows: added
 // here, on the loader's thread, a layer uses the block as it is instead of adding them in the step
@@ -39,9 +64,9 @@ Device sampler_device(const NeighborLoaderOptions& options, Device device) {
 
 }  // namespace
 
-// Page-locked memory for one batch's feature and label rows and its blocks' edge features, grown
-// as batches need, and the event after the copies out of it: the thread waits for it before
-// writing there again.
+// Page-locked memory for one batch's feature and label rows (or, gathered by the GPU but sampled
+// on the host, their row ids) and its blocks' edge features, grown as batches need, and the event
+// after the copies out of it: the thread waits for it before writing there again.
 struct NeighborLoader::Staging {
   std::unique_ptr<cuda::HostBuffer> x, y;
   std::vector<std::unique_ptr<cuda::HostBuffer>> edge_attrs;  // one per block
@@ -66,11 +91,9 @@ struct NeighborLoader::Staging {
                            std::unique_ptr<cuda::HostBuffer>& buffer) {
     Shape shape = table.shape();
     shape[0] = static_cast<int64_t>(rows.size());
-    const int64_t row_words = shape_numel(shape) / std::max<int64_t>(shape[0], 1) *
-                              static_cast<int64_t>(dtype_size(table.dtype())) / 4;
     return stage(shape, table.dtype(), buffer, [&](Tensor& pinned) {
-      ops::kernels::gather_rows(table, ops::RowIndex::gather_only(index_of(rows), Device::cpu), row_words,
-                                pinned);
+      ops::kernels::gather_rows(table, ops::RowIndex::gather_only(index_of(rows), Device::cpu),
+                                row_words(table), pinned);
     });
   }
 
@@ -117,6 +140,17 @@ NeighborLoader::NeighborLoader(Graph graph, Tensor x, Tensor y, Tensor edge_attr
   const auto repeat = std::adjacent_find(sorted.begin(), sorted.end());
   GAT_CHECK(repeat == sorted.end(), "NeighborLoader: seed node ", repeat == sorted.end() ? 0 : *repeat,
             " is given twice");
+  if (device_ == Device::cuda && options_.gather_on_device) map_features();
+}
+
+void NeighborLoader::map_features() {
+  try {
+    mapped_x_ = mapped_view(x_);
+    mapped_y_ = mapped_view(y_);
+  } catch (const Error& e) {
+    mapped_x_ = mapped_y_ = Tensor();
+    std::cerr << "NeighborLoader: the feature rows are gathered on the host (" << e.what() << ")\n";
+  }
 }
 
 NeighborLoader::~NeighborLoader() { stop(); }
@@ -171,15 +205,17 @@ MiniBatch NeighborLoader::make_device_batch(int64_t epoch, int64_t batch, const 
   // The copies out of the staging buffers have run (queued two batches ago on this stream, they
   // are before everything this batch queues).
   if (staging.copied) staging.copied->synchronize();
-  std::vector<int32_t> input_nodes;
+  Tensor input_ids, seed_ids;        // (Ns0,), (B,) i32 on the device, where sampled there
+  std::vector<int32_t> input_nodes;  // (Ns0,) on the host, where sampled there
   if (sampler_.device() == Device::cuda && !edge_attr_.defined()) {
     // The blocks stay on the device: sampled and built there (ops::block_graph), with their
-    // loops. Only the input nodes come back, for the feature rows in host memory.
+    // loops, and so do the ids of the rows to gather. blocks.back()'s first B sources are the seeds.
     const std::vector<ops::SampledLayer> layers =
         sampler_.sample_layers(batch_seeds(batch, order, out.seeds), batch_key(epoch, batch));
     for (const ops::SampledLayer& layer : layers)
       out.blocks.push_back(ops::block_graph(layer.row_ptr, layer.col, layer.src_nodes.numel()));
-    input_nodes = layers.front().src_nodes.to_vector<int32_t>();
+    input_ids = layers.front().src_nodes;
+    seed_ids = layers.back().src_nodes.rows(0, static_cast<int64_t>(out.seeds.size()));
   } else {  // through the host: sampled there, or edge features to gather with the edge ids
     SampledBatch sampled = sample_batch(epoch, batch, order, out.seeds);
     staging.edge_attrs.resize(sampled.blocks.size());
@@ -190,8 +226,18 @@ MiniBatch NeighborLoader::make_device_batch(int64_t epoch, int64_t batch, const 
     }
     input_nodes = std::move(sampled.blocks.front().src_nodes);
   }
-  out.x = Staging::stage_rows(x_, input_nodes, staging.x);
-  out.y = Staging::stage_rows(y_, out.seeds, staging.y);
+  if (mapped_x_.defined()) {     // the GPU gathers the rows from host memory
+    if (!input_ids.defined()) {  // sampled on the host: the ids go to the device, not the rows
+      input_ids = Staging::stage_tensor(index_of(input_nodes), staging.x);
+      seed_ids = Staging::stage_tensor(index_of(out.seeds), staging.y);
+    }
+    out.x = gather_mapped(mapped_x_, input_ids);
+    out.y = gather_mapped(mapped_y_, seed_ids);
+  } else {  // the host gathers them; the ids come back first where sampled on the device (a wait)
+    if (input_ids.defined()) input_nodes = input_ids.to_vector<int32_t>();
+    out.x = Staging::stage_rows(x_, input_nodes, staging.x);
+    out.y = Staging::stage_rows(y_, out.seeds, staging.y);
+  }
   auto copied = std::make_shared<cuda::Event>();
   copied->record();
   out.copied = staging.copied = std::move(copied);

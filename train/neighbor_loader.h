@@ -8,11 +8,12 @@
 //
 // On CUDA the thread works on a stream of its own (cuda::OnOwnStream), beside the training step:
 // it samples there (on the device when sample_on_device, with the graph's CSR there; without
-// edge features the blocks are then built there too, ops::block_graph), gathers the feature and
-// label rows and the edge features into page-locked buffers and queues their copies; next()
-// makes the main stream wait for that batch's copies (an event), not the host. Two sets of
-// page-locked buffers take turns, each reused once the copies out of it have run, and kept for
-// the next epoch.
+// edge features the blocks are then built there too, ops::block_graph). The GPU gathers the
+// feature and label rows, reading x and y in host memory through a mapping (gather_on_device);
+// the host gathers the edge features (and the rows where the mapping is refused) into
+// page-locked buffers and queues their copies. next() makes the main stream wait for that batch's
+// gathers and copies (an event), not the host. Two sets of page-locked buffers take turns, each
+// reused once the copies out of it have run, and kept for the next epoch.
 //
 // What the thread and the caller share: the sampler and the host tensors (read only, never
 // written after the loader is made) and the queue of finished batches (under a mutex). The
@@ -50,6 +51,11 @@ struct NeighborLoaderOptions {
   // With a CUDA loader: the sampler's CSR on the device and its draws there (the same blocks,
   // bit for bit); false: on the CPU (for a graph whose CSR does not fit the device).
   bool sample_on_device = true;
+  // With a CUDA loader: x's and y's rows gathered by the GPU, which reads them in place in host
+  // memory (registered once by the loader: cuda::HostMapping). false, or where the registration is
+  // refused (a one-line notice on stderr): gathered on the host into page-locked buffers and
+  // copied. The edge features are gathered on the host either way.
+  bool gather_on_device = true;
 
   static constexpr Range<int64_t> kBatchSizeRange{1, std::numeric_limits<int32_t>::max()};
   static constexpr Range<int64_t> kPrefetchRange{1, 64};
@@ -77,8 +83,9 @@ class NeighborLoader {
  public:
   // graph: on the CPU, without the self loops the layers add. x (N, F) dense, y (N,) i32 and
   // edge_attr (E, D) in graph's edge order (undefined: none): on the CPU; only the graph's CSR
-  // goes to a CUDA `device` (options.sample_on_device). seeds: the nodes to train on (distinct,
-  // in [0, N)). Batches go to `device`.
+  // goes to a CUDA `device` (options.sample_on_device), and x and y are registered there for the
+  // GPU to read in place (options.gather_on_device), until the loader goes. seeds: the nodes to
+  // train on (distinct, in [0, N)). Batches go to `device`.
   NeighborLoader(Graph graph, Tensor x, Tensor y, Tensor edge_attr, std::vector<int32_t> seeds,
                  NeighborLoaderOptions options, Device device);
   ~NeighborLoader();
@@ -112,9 +119,16 @@ class NeighborLoader {
   MiniBatch make_device_batch(int64_t epoch, int64_t batch, const std::vector<int32_t>& order,
                               Staging& staging) const;
   void stop();  // stops and joins the thread, empties the queue
+  // mapped_x_ and mapped_y_, or a notice on stderr and neither where the driver refuses.
+  void map_features();
 
   NeighborSampler sampler_;
   Tensor x_, y_, edge_attr_;
+  // A CUDA loader's x and y as CUDA tensors over their host memory, mapped for the gather kernel
+  // (each keeps its cuda::HostMapping alive); undefined where the host gathers. Declared after
+  // x_ and y_, so they go first; the destructor joins the thread, whose stream then has run
+  // every gather, before they go.
+  Tensor mapped_x_, mapped_y_;
   std::vector<int32_t> seeds_;
   NeighborLoaderOptions options_;
   Device device_;

@@ -57,6 +57,14 @@ RowIndex RowIndex::gather_only(const Tensor& index, Device device, const char* o
   return out;
 }
 
+RowIndex RowIndex::unchecked(const Tensor& index) {
+  RowIndex out;
+  check_index(index, "RowIndex::unchecked");
+  out.index_ = index;
+  out.checked_ = false;
+  return out;
+}
+
 void RowIndex::find_largest(const int32_t* values, int32_t count, const char* op) {
   for (int32_t k = 0; k < count; ++k) {
     GAT_CHECK(values[k] >= 0, op, ": index ", values[k], " at position ", k, " is negative");
@@ -145,6 +153,7 @@ Tensor index_along(const char* op, const Tensor& x, int64_t axis, const RowIndex
   const int64_t a = axis < 0 ? axis + x.dim() : axis;
   GAT_CHECK(a >= 0 && a < x.dim(), op, ": axis ", axis, " is out of range for 'x' ", x.describe());
   GAT_CHECK(index.index().defined(), op, ": the RowIndex is empty (default-constructed)");
+  GAT_CHECK(index.checked(), op, ": the RowIndex is unchecked (RowIndex::unchecked): its range is unknown");
   GAT_CHECK(index.device() == x.device(), op, ": the index is on ", device_name(index.device()), " but 'x' ",
             x.describe(), " is not");
   GAT_CHECK(index.max_index() < x.size(a), op, ": index ", index.max_index(), " at position ",

@@ -5,13 +5,20 @@ namespace gat::ops::cuda_impl {
 
 namespace {
 
+// One thread per Word of an output row: a 32-bit word, or four (uint4, a 16-byte load) where
+// every row starts 16-byte aligned. Consecutive threads read consecutive words of a row, a warp
+// 512 bytes in 16-byte loads (a row of 128 f32, or parts of neighbouring rows). The wide loads
+// matter most where x is host memory read in place over PCIe (the loader's mapped features,
+// cuda::HostMapping): each load is one request there.
+template <class Word>
 struct GatherFn {
-  const uint32_t* x;     // (N, W) words
+  const Word* x;         // (N, W) words
   const int32_t* index;  // (K,)
   long long row_words;   // W
-  uint32_t* out;         // (K, W) words
-  __device__ void operator()(long long i) const {
-    const long long k = i / row_words, w = i % row_words;
+  Word* out;             // (K, W) words
+  template <class I>
+  __device__ void operator()(I i) const {
+    const I k = i / static_cast<I>(row_words), w = i % static_cast<I>(row_words);
     out[i] = x[static_cast<long long>(index[k]) * row_words + w];
   }
 };
@@ -38,9 +45,17 @@ struct ScatterFn {
 
 void gather_rows(const Tensor& x, const RowIndex& index, int64_t row_words, Tensor& out) {
   if (row_words == 0) return;
+  const int32_t* rows = index.index().data<int32_t>();
+  if (row_words % 4 == 0 && detail::all_aligned(sizeof(uint4), {x.raw_data(), out.raw_data()})) {
+    const int64_t row_vecs = row_words / 4;
+    detail::launch_for_each("index_rows", index.size() * row_vecs,
+                            GatherFn<uint4>{static_cast<const uint4*>(x.raw_data()), rows, row_vecs,
+                                            static_cast<uint4*>(out.raw_data())});
+    return;
+  }
   detail::launch_for_each("index_rows", index.size() * row_words,
-                          GatherFn{static_cast<const uint32_t*>(x.raw_data()), index.index().data<int32_t>(),
-                                   row_words, static_cast<uint32_t*>(out.raw_data())});
+                          GatherFn<uint32_t>{static_cast<const uint32_t*>(x.raw_data()), rows, row_words,
+                                             static_cast<uint32_t*>(out.raw_data())});
 }
 
 void scatter_rows(const Tensor& grad_out, const RowIndex& index, int64_t features, Tensor& grad_x) {

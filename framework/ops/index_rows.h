@@ -42,6 +42,12 @@ class RowIndex {
   // refuses it where it would record a backward, scatter_add always.
   static RowIndex gather_only(const Tensor& index, Device device, const char* op = "index_rows");
   bool has_backward_plan() const { return order_.defined(); }
+  // index (K,) i32 as it is, neither read nor copied: rows a caller knows are in range (the
+  // loader's sampled ids, left on the device so that the host never waits for them). It must
+  // stay unchanged until the gather has run. For kernels::gather_rows only: index_rows refuses it
+  // (it cannot check the range), as scatter_add refuses any plan without the backward's part.
+  static RowIndex unchecked(const Tensor& index);
+  bool checked() const { return checked_; }
 
   int64_t size() const { return index_.numel(); }  // K
   Device device() const { return index_.device(); }
@@ -63,6 +69,7 @@ class RowIndex {
   Tensor index_, order_, rows_, run_ptr_;
   int32_t max_index_ = -1;
   int64_t max_position_ = -1;
+  bool checked_ = true;  // false: RowIndex::unchecked
 };
 
 Tensor index_rows(const Tensor& x, const RowIndex& index);
