@@ -330,16 +330,27 @@ Bf16Run run_row(const Bf16Row& row, const Inputs& inputs, const Tensor& g) {
   return r;
 }
 
+// A row's inputs, uniform in [-1, 1]: in f32, and as the bf16 run takes them (its activations
+// rounded to bf16, its parameters f32).
+struct RowInputs {
+  Inputs f32, bf16;
+};
+RowInputs row_inputs(const Bf16Row& row, std::mt19937_64& rng) {
+  RowInputs in;
+  for (size_t k = 0; k < row.shapes.size(); ++k) {
+    in.f32.push_back(random_tensor(row.shapes[k], rng, -1.0, 1.0, DType::f32));
+    in.bf16.push_back(row.activation[k] ? in.f32[k].to(DType::bf16) : in.f32[k]);
+  }
+  return in;
+}
+
 TEST(Bf16Ops, EachIsItsF32ResultRoundedOnceAndWithinTheToleranceOfF32) {
   for (const Bf16Row& row : bf16_rows()) {
     SCOPED_TRACE(row.name);
     std::mt19937_64 rng(23);
-    Inputs f32_inputs, bf16_inputs, rounded_inputs;  // rounded: the bf16 values, in f32
-    for (size_t k = 0; k < row.shapes.size(); ++k) {
-      f32_inputs.push_back(random_tensor(row.shapes[k], rng, -1.0, 1.0, DType::f32));
-      bf16_inputs.push_back(row.activation[k] ? f32_inputs[k].to(DType::bf16) : f32_inputs[k]);
-      rounded_inputs.push_back(bf16_inputs[k].to(DType::f32));
-    }
+    const auto [f32_inputs, bf16_inputs] = row_inputs(row, rng);
+    Inputs rounded_inputs;  // the bf16 values, in f32
+    for (const Tensor& t : bf16_inputs) rounded_inputs.push_back(t.to(DType::f32));
     const Tensor probe = row.f(f32_inputs);
     const Tensor g = random_tensor(probe.shape(), rng, -1.0, 1.0, DType::f32);
     const Tensor g_rounded =
@@ -360,16 +371,6 @@ TEST(Bf16Ops, EachIsItsF32ResultRoundedOnceAndWithinTheToleranceOfF32) {
       EXPECT_LE(norm_error(low.grads[k], f32.grads[k]), kBf16GradientTolerance) << "grad of input " << k;
     }
   }
-}
-
-// The inputs of a row in bf16 precision: activations rounded to bf16, parameters f32, on the host.
-Inputs precision_inputs(const Bf16Row& row, std::mt19937_64& rng) {
-  Inputs inputs;
-  for (size_t k = 0; k < row.shapes.size(); ++k) {
-    const Tensor t = random_tensor(row.shapes[k], rng, -1.0, 1.0, DType::f32);
-    inputs.push_back(row.activation[k] ? t.to(DType::bf16) : t);
-  }
-  return inputs;
 }
 
 Inputs on_device(const Inputs& inputs, Device device) {
@@ -409,7 +410,7 @@ TEST_F(CudaBf16Ops, EachMatchesTheCpuWithinOneBf16Step) {
     const Bf16Row &row = cpu_rows[r], &cuda_row = cuda_rows[r];
     SCOPED_TRACE(row.name);
     std::mt19937_64 rng(29);
-    const Inputs inputs = precision_inputs(row, rng);
+    const Inputs inputs = row_inputs(row, rng).bf16;
     const Tensor probe = row.f(inputs);
     const Tensor g = random_tensor(probe.shape(), rng, -1.0, 1.0, DType::f32);
     const Bf16Run cpu = run_row(row, inputs, g), cuda = run_row(cuda_row, on_device(inputs, Device::cuda), g);
@@ -424,7 +425,7 @@ TEST_F(CudaBf16Ops, RunsAreBitwiseIdentical) {
   for (const Bf16Row& row : bf16_rows(Device::cuda)) {
     SCOPED_TRACE(row.name);
     std::mt19937_64 rng(31);
-    const Inputs inputs = on_device(precision_inputs(row, rng), Device::cuda);
+    const Inputs inputs = on_device(row_inputs(row, rng).bf16, Device::cuda);
     const Tensor g = random_tensor(row.f(inputs).shape(), rng, -1.0, 1.0, DType::f32);
     const Bf16Run first = run_row(row, inputs, g), second = run_row(row, inputs, g);
     EXPECT_TRUE(bitwise_equal(first.out, second.out)) << "output";
@@ -463,3 +464,168 @@ TEST_P(GatTrainBf16, TrainsReproduciblyAndTheCheckpointEvaluatesToTheSameAccurac
   EXPECT_EQ(nlohmann::json::parse(last)["test_acc"], a["test_acc_mean"]);
 }
 GAT_INSTANTIATE_DEVICE_TESTS(GatTrainBf16);
+
+// ---- the attention ops' own bf16 kernels on CUDA ----
+//
+// On CUDA, head_dot, csr_softmax_aggregate and gat_attention_aggregate read and write bf16 rows themselves:
+// every sum in f32, lse and pos_weight kept in f32, each stored value rounded once. The CPU's bf16
+// (the f32 op on the bf16 values, rounded once) is their reference. They differ by the order of the
+// f32 sums, and by what the device rounds on the way: it stores the activation's input gradient
+// (grad_pre) in bf16 for its walk over the edges. Its D = G.out and d er are exact in f32 as the
+// CPU's are: it keeps out's rounding error beside out, and the positive sums less pos_weight out
+// formed in f32 (docs/precision.md). The stated tolerances:
+//  - out and d node_value (sums of rows, rounded once): every row within kDeviceRowUlps bf16 ulps
+//    of its largest element;
+//  - the scores' gradients (d edge_scores, d el, d er, d edge_term; through D): within
+//    kDeviceScoreUlps bf16 ulps of the tensor's largest element;
+//  - against f32 on the unrounded inputs: the CPU's tolerances above (1/64 and 1/16);
+//  - two runs: the same bits.
+constexpr double kBf16Ulp = 1.0 / 128;  // of a bf16 in [1, 2): 7 stored significand bits
+constexpr double kDeviceRowUlps = 2, kDeviceScoreUlps = 4;
+// With the output activation, d node_value sums grad_pre, which the device stores in bf16 and the
+// CPU keeps in f32: that rounding alone moves d node_value by up to 3.00 ulps of its row on these
+// graphs (the CPU's f32 maths with grad_pre rounded to bf16 and not; the scores' gradients by at
+// most 1.00 ulp of their largest). So such a row allows 2 ulps more.
+constexpr double kDeviceActivationRowUlps = kDeviceRowUlps + 2;
+
+// The largest of |got - want| over each row (the first dimension) within `ulps` bf16 ulps of the
+// row's largest |want|, ulp(x) = 2^(floor(log2 x) - 7).
+void expect_rows_within_ulps(const Tensor& got, const Tensor& want, double ulps, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  const std::vector<double> g = host_f64(got), w = host_f64(want);
+  const int64_t rows = want.size(0), cols = rows == 0 ? 0 : want.numel() / rows;
+  int reported = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double scale = 0, worst = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      scale = std::max(scale, std::abs(w[r * cols + c]));
+      worst = std::max(worst, std::abs(g[r * cols + c] - w[r * cols + c]));
+    }
+    const double ulp = scale > 0 ? std::exp2(std::floor(std::log2(scale))) * kBf16Ulp : 0;
+    if (worst > ulps * ulp && reported++ < 5)
+      ADD_FAILURE() << what << ": row " << r << " differs by " << worst << ", " << worst / ulp
+                    << " ulps of its largest " << scale;
+  }
+}
+
+// |got - want| within `ulps` bf16 ulps of the tensor's largest |want|.
+void expect_within_ulps_of_largest(const Tensor& got, const Tensor& want, double ulps,
+                                   const std::string& what) {
+  const std::vector<double> w = host_f64(want);
+  double scale = 0;
+  for (double x : w) scale = std::max(scale, std::abs(x));
+  const double ulp = scale > 0 ? std::exp2(std::floor(std::log2(scale))) * kBf16Ulp : 0;
+  EXPECT_LE(rel_error(got, want) * scale, ulps * ulp) << what << " (largest " << scale << ")";
+}
+
+// An attention op of the table on a graph: its inputs' shapes, which are bf16 activations (the
+// others f32 parameters), and which gradients are rows summed once (else the scores' terms).
+struct Bf16AttentionRow {
+  Bf16Row op;
+  std::vector<bool> row_gradient;
+  double row_ulps = kDeviceRowUlps;  // of the row gradients
+};
+
+std::vector<Bf16AttentionRow> attention_rows(const Graph& g, int64_t H, int64_t F) {
+  const int64_t N = g.num_nodes(), E = g.num_edges();
+  const DropoutKey key{0.4f, 9, 1}, other{0.3f, 9, 2};
+  const ops::OutputActivation elu_out{true, 1.0, other};
+  return {
+      {{"head_dot",
+        [](const Inputs& in) { return ops::head_dot(in[0], in[1]); },
+        {{N, H, F}, {H, F}},
+        {true, false}},
+       {true, false}},
+      {{"csr_softmax_aggregate",
+        [=](const Inputs& in) { return ops::csr_softmax_aggregate(g, in[0], in[1], key); },
+        {{E, H}, {N, H, F}},
+        {true, true}},
+       {false, true}},
+      {{"gat_attention_aggregate",
+        [=](const Inputs& in) { return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key); },
+        {{N, H}, {N, H}, {N, H, F}},
+        {true, true, true}},
+       {false, false, true}},
+      {{"gat_attention_aggregate with bias",
+        [=](const Inputs& in) {
+          return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, Tensor(), in[3]);
+        },
+        {{N, H}, {N, H}, {N, H, F}, {H, F}},
+        {true, true, true, false}},
+       {false, false, true, false}},
+      {{"gat_attention_aggregate with edge term, bias and ELU",
+        [=](const Inputs& in) {
+          return ops::gat_attention_aggregate(g, in[0], in[1], in[2], 0.2, key, in[3], in[4], elu_out);
+        },
+        {{N, H}, {N, H}, {N, H, F}, {E, H}, {H, F}},
+        {true, true, true, true, false}},
+       {false, false, true, false, false},
+       kDeviceActivationRowUlps},
+  };
+}
+
+using CudaBf16Attention = CudaVsCpuTest;
+
+// Heads 1 and 8; F = 8 (lanes of 8 bf16, one 16-byte load), 12 (lanes of 4), 6 (of 2) and 7 (one
+// value at a time: an odd width); a graph whose first quarter of nodes has no in-edge, with a hub
+// row and a hub transposed row of 300 edges, cut into chunks of 8 (E < 32,768), and its looped form.
+TEST_F(CudaBf16Attention, MatchesTheCpuReferenceAndF32AndRepeatsBitForBit) {
+  std::mt19937_64 rng(31);
+  const Graph graph = random_graph(1500, 12000, 300, rng);
+  for (const Graph& host : {graph, graph.with_self_loops()}) {
+    const Graph device = host.to(Device::cuda);
+    for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 7}, {8, 8}, {8, 12}, {1, 64}, {2, 6}}) {
+      const std::vector<Bf16AttentionRow> on_cpu = attention_rows(host, H, F),
+                                          on_cuda = attention_rows(device, H, F);
+      for (size_t r = 0; r < on_cpu.size(); ++r) {
+        const Bf16Row& row = on_cpu[r].op;
+        const std::vector<bool>& row_gradient = on_cpu[r].row_gradient;
+        const std::string tag = row.name + " H=" + std::to_string(H) + " F=" + std::to_string(F) + " edges " +
+                                std::to_string(host.num_edges());
+        SCOPED_TRACE(tag);
+        const auto [f32_inputs, cpu_inputs] = row_inputs(row, rng);
+        Inputs cuda_inputs;
+        for (const Tensor& t : cpu_inputs) cuda_inputs.push_back(t.to(Device::cuda));
+        const Tensor probe = row.f(f32_inputs);
+        const Tensor g = random_tensor(probe.shape(), rng, -1.0, 1.0, DType::f32);
+        const Bf16Run cpu = run_row(row, cpu_inputs, g), f32 = run_row(row, f32_inputs, g);
+        const Bf16Run cuda = run_row(on_cuda[r].op, cuda_inputs, g.to(Device::cuda)),
+                      again = run_row(on_cuda[r].op, cuda_inputs, g.to(Device::cuda));
+        EXPECT_EQ(cuda.out.dtype(), DType::bf16);
+        expect_rows_within_ulps(cuda.out, cpu.out, kDeviceRowUlps, "output");
+        EXPECT_LE(rel_error(cuda.out, f32.out), kBf16OutputTolerance) << "output against f32";
+        EXPECT_TRUE(bitwise_equal(cuda.out, again.out)) << "output, run twice";
+        for (size_t k = 0; k < cuda.grads.size(); ++k) {
+          const std::string what = "grad of input " + std::to_string(k);
+          ASSERT_TRUE(cuda.grads[k].defined()) << what;
+          EXPECT_EQ(cuda.grads[k].dtype(), cuda_inputs[k].dtype()) << what;
+          if (row_gradient[k])
+            expect_rows_within_ulps(cuda.grads[k], cpu.grads[k], on_cpu[r].row_ulps, what);
+          else
+            expect_within_ulps_of_largest(cuda.grads[k], cpu.grads[k], kDeviceScoreUlps, what);
+          EXPECT_LE(norm_error(cuda.grads[k], f32.grads[k]), kBf16GradientTolerance)
+              << what << " against f32";
+          EXPECT_TRUE(bitwise_equal(cuda.grads[k], again.grads[k])) << what << ", run twice";
+        }
+      }
+    }
+  }
+}
+
+// A head wider than 32 vectors (here 33 x 8 bf16) would take the unfused backward, which has no
+// bf16 kernels: a clear error, not garbage.
+TEST_F(CudaBf16Attention, AHeadWiderThanAGroupIsAnError) {
+  std::mt19937_64 rng(5);
+  const Graph g = random_graph(50, 200, 0, rng).to(Device::cuda);
+  const int64_t N = g.num_nodes(), F = 33 * 8;
+  auto bf16_leaf = [&](const Shape& shape) {
+    return random_tensor(shape, rng, -1.0, 1.0, DType::f32)
+        .to(DType::bf16)
+        .to(Device::cuda)
+        .set_requires_grad();
+  };
+  const Tensor el = bf16_leaf({N, 1}), er = bf16_leaf({N, 1}), v = bf16_leaf({N, 1, F});
+  const Tensor out = ops::gat_attention_aggregate(g, el, er, v, 0.2);
+  expect_error([&] { out.backward(Tensor::full(out.shape(), 1.0, DType::bf16, Device::cuda)); },
+               {"gat_attention_aggregate backward", "bf16 heads of 264 features"});
+}

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/attention/detail/attention_dtypes.h"
 #include "gat/framework/ops/attention/detail/attention_rows.h"
 #include "gat/framework/ops/attention/gat_edge_scores.h"
 #include "gat/framework/ops/attention/head_dot.h"
@@ -24,9 +25,18 @@ namespace gat::ops {
 
 namespace {
 
+using namespace attention_dtypes;
+
+// Whether an op with these inputs takes bf16 through f32 (detail::bf16_in_f32): on the CPU, the
+// reference. On CUDA the kernels read and write bf16 rows themselves (docs/precision.md).
+template <class... T>
+bool bf16_through_f32(const char* op, const Tensor& device_of, const T&... tensors) {
+  return !device_of.is_cuda() && detail::bf16_in_f32(op, tensors...);
+}
+
 // Checks the graph/scores pair shared by both ops; returns H.
 int64_t check_scores(const char* op, const Graph& graph, const Tensor& edge_scores) {
-  check_float(op, "edge_scores", edge_scores);
+  check_attention_float(op, "edge_scores", edge_scores);
   check_dim(op, "edge_scores", edge_scores, 2);
   GAT_CHECK(edge_scores.size(0) == graph.num_edges(), op, ": 'edge_scores' ", edge_scores.describe(),
             " must have one row per edge of the graph (", graph.num_edges(), " edges)");
@@ -379,7 +389,7 @@ void gat_attention_aggregate_forward(const GatAttentionForwardArgs& a) {
   const Tensor &out = *a.out, &lse = *a.lse, &node_value = a.node_value;
   if (a.out_bias.defined()) {
     const char* op = "gat_attention_aggregate (bias)";
-    check_same(op, "out_bias", a.out_bias, "out", out);
+    check_compute_dtype(op, "out_bias", a.out_bias, "out", out);
     GAT_CHECK(a.out_bias.numel() == out.size(1) * out.size(2), op, ": out_bias ", a.out_bias.describe(),
               " must hold H F = ", out.size(1) * out.size(2), " values");
   }
@@ -414,15 +424,17 @@ void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& a) {
   const int64_t N = out.size(0), HF = out.size(1) * out.size(2);
   if (a.grad_bias) {
     const char* op = "gat_attention_aggregate backward (d bias)";
-    check_same(op, "grad_bias", *a.grad_bias, "out", out);
+    check_compute_dtype(op, "grad_bias", *a.grad_bias, "out", out);
     GAT_CHECK(a.grad_bias->numel() == HF, op, ": grad_bias ", a.grad_bias->describe(),
               " must hold H F = ", HF, " values");
   }
   // d bias: the column sums of the gradient of out + out_bias, in double (sum_axis), where the
   // kernels do not take them in their own pass.
   const Tensor& grad_in = activation.elu ? *a.grad_pre : a.grad_out;
-  auto sum_bias = [&] {
-    if (a.grad_bias) sum_axis(grad_in, 1, N, HF, *a.grad_bias);
+  auto sum_bias = [&] {  // (a bf16 gradient widened first: d bias is f32)
+    if (!a.grad_bias) return;
+    sum_axis(grad_in.dtype() == a.grad_bias->dtype() ? grad_in : grad_in.to(a.grad_bias->dtype()), 1, N, HF,
+             *a.grad_bias);
   };
   if (a.graph->num_edges() == 0 || a.el.size(1) == 0 || a.node_value.size(2) == 0) {
     // Nothing is aggregated: every gradient but the activation's and the bias's is zero (and
@@ -452,7 +464,7 @@ void csr_softmax(const CsrSoftmaxArgs& a) { GAT_RUN_KERNEL(csr_softmax, a, a.edg
 Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, const Tensor& node_value,
                              const DropoutKey& attn_dropout) {
   const char* op = "csr_softmax_aggregate";
-  if (detail::bf16_in_f32(op, edge_scores, node_value))
+  if (bf16_through_f32(op, node_value, edge_scores, node_value))
     return detail::rounded_to_bf16(csr_softmax_aggregate(graph, detail::widened(edge_scores),
                                                          detail::widened(node_value), attn_dropout));
   const int64_t H = check_scores(op, graph, edge_scores);
@@ -465,7 +477,8 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
 
   const int64_t N = graph.num_dst_nodes(), F = node_value.size(2);
   Tensor out = Tensor::empty({N, H, F}, node_value.dtype(), node_value.device(), op);
-  Tensor lse = Tensor::empty({N, H}, node_value.dtype(), node_value.device(), "csr_softmax_aggregate lse");
+  Tensor lse = Tensor::empty({N, H}, compute_dtype(node_value.dtype()), node_value.device(),
+                             "csr_softmax_aggregate lse");
   CsrSoftmaxAggregateForwardArgs forward{{&graph, edge_scores, node_value, attn_dropout}};
   forward.out = &out;
   forward.lse = &lse;
@@ -506,6 +519,7 @@ struct GatSaved {
   DropoutKey attn_dropout;
   OutputActivation activation;
   std::shared_ptr<KeptDecisions> kept;  // CPU, or null
+  Tensor out_low;                       // bf16 rows in training (CUDA), or undefined
 };
 struct GatGrads {
   Tensor el, er, edge_term, value, bias;
@@ -532,7 +546,7 @@ void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, c
             node_value.describe(), " must be (Ns, H, F) with Ns = ", graph.num_src_nodes(),
             " sources of the graph and H = ", H, " heads of 'el' ", el.describe());
   if (bias.defined()) {
-    check_same(op, "bias", bias, "node_value", node_value);
+    check_compute_dtype(op, "bias", bias, "node_value", node_value);
     const bool heads_by_features = bias.shape() == Shape{H, F}, flat = bias.shape() == Shape{H * F};
     GAT_CHECK(heads_by_features || flat, op, ": 'bias' ", bias.describe(),
               " must be (H, F) or (H F) for H = ", H, " heads of F = ", F, " features");
@@ -551,7 +565,8 @@ void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, c
 // then the tensor returned and the one kept. keep_positive: CUDA's positive sums for d er (the header); the
 // CPU backward, the reference the CUDA tests compare against, sums d er over the edges, and evaluation needs
 // no gradient. source_rows: node_value and el packed for the CUDA forward, or undefined. need_grad:
-// the op's backward will run (the CPU then keeps its dropout decisions for it). Returns out, not
+// the op's backward will run (the CPU then keeps its dropout decisions for it; bf16 rows, which
+// only CUDA takes here, then keep out's rounding error, out_low). Returns out, not
 // detached (the op records it); the saved tensors in `saved`.
 Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
                    const Tensor& node_value, double negative_slope, const DropoutKey& attn_dropout,
@@ -559,14 +574,14 @@ Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const T
                    bool keep_positive, bool need_grad, GatSaved& saved,
                    const Tensor& source_rows = Tensor()) {
   const int64_t Nd = graph.num_dst_nodes(), H = el.size(1), F = node_value.size(2);
+  const DType stats = compute_dtype(node_value.dtype());  // of lse and pos_weight: f32 for bf16 values
   Tensor out = Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), op);
-  Tensor lse = Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate lse");
+  Tensor lse = Tensor::empty({Nd, H}, stats, node_value.device(), "gat_attention_aggregate lse");
   Tensor pos_out, pos_weight;
   if (keep_positive) {
     pos_out =
         Tensor::empty({Nd, H, F}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_out");
-    pos_weight =
-        Tensor::empty({Nd, H}, node_value.dtype(), node_value.device(), "gat_attention_aggregate pos_weight");
+    pos_weight = Tensor::empty({Nd, H}, stats, node_value.device(), "gat_attention_aggregate pos_weight");
   }
   GatAttentionForwardArgs forward{
       {&graph, el, er, edge_term, node_value, negative_slope, attn_dropout, bias, activation}};
@@ -575,13 +590,18 @@ Tensor gat_forward(const char* op, const Graph& graph, const Tensor& el, const T
   forward.pos_out = keep_positive ? &pos_out : nullptr;
   forward.pos_weight = keep_positive ? &pos_weight : nullptr;
   forward.source_rows = source_rows;
+  Tensor out_low;
+  if (need_grad && node_value.dtype() == DType::bf16) {
+    out_low = Tensor::empty({Nd, H, F}, DType::bf16, node_value.device(), "gat_attention_aggregate out_low");
+    forward.out_low = &out_low;
+  }
   auto kept = need_grad && !node_value.is_cuda() ? std::make_shared<KeptDecisions>() : nullptr;
   forward.kept = kept.get();
   kernels::gat_attention_aggregate_forward(forward);
   auto detached = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
   saved = {graph,          el.detach(), er.detach(), detached(edge_term), node_value.detach(), out.detach(),
            detached(bias), lse,         pos_out,     pos_weight,          negative_slope,      attn_dropout,
-           activation,     kept};
+           activation,     kept,        out_low};
   return out;
 }
 
@@ -596,7 +616,7 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
   // head is wider than a group of lanes, lse in full) before it writes d er[i,h] or any d el, and
   // nothing else holds them. 64 MB less at the peak of GATConv's 1M-node backward.
   auto reuse = [](const Tensor& saved, const Tensor& like, const char* name) {
-    return saved.defined() && saved.shape() == like.shape()
+    return saved.defined() && saved.shape() == like.shape() && saved.dtype() == like.dtype()
                ? saved
                : Tensor::empty(like.shape(), like.dtype(), like.device(), name);
   };
@@ -610,9 +630,9 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
   // them (for d er) before it writes d node_value, and nothing else holds them.
   if (need_value) d.value = reuse(s.pos_out, s.value, "d node_value");
   // The gradient of out + bias, before the activation (grad_out itself without one).
-  Tensor grad_pre = s.activation.elu
-                        ? Tensor::empty(s.out.shape(), s.out.dtype(), s.out.device(), "d activation input")
-                        : grad_out;
+  // It takes out_low's storage where there is one: the backward reads out_low[n] before it writes
+  // grad_pre[n], in the same thread, and reads it nowhere else.
+  Tensor grad_pre = s.activation.elu ? reuse(s.out_low, s.out, "d activation input") : grad_out;
   if (need_bias) d.bias = Tensor::empty(s.bias.shape(), s.bias.dtype(), s.bias.device(), "d bias");
   Tensor bias_partials;
   GatAttentionBackwardArgs backward{{&s.graph, s.el, s.er, s.edge_term, s.value, s.negative_slope,
@@ -621,6 +641,7 @@ GatGrads gat_backward(const GatSaved& s, const Tensor& grad_out, bool need_el, b
   backward.lse = s.lse;
   backward.pos_out = s.pos_out;
   backward.pos_weight = s.pos_weight;
+  backward.out_low = s.out_low;
   backward.grad_out = grad_out;
   backward.grad_el = need_el ? &d.el : nullptr;
   backward.grad_er = need_er ? &d.er : nullptr;
@@ -649,7 +670,7 @@ Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tenso
                                const DropoutKey& attn_dropout, const Tensor& edge_term, const Tensor& bias,
                                const OutputActivation& activation) {
   const char* op = "gat_attention_aggregate";
-  if (detail::bf16_in_f32(op, el, er, node_value, edge_term, bias))
+  if (bf16_through_f32(op, node_value, el, er, node_value, edge_term, bias))
     return detail::rounded_to_bf16(gat_attention_aggregate(
         graph, detail::widened(el), detail::widened(er), detail::widened(node_value), negative_slope,
         attn_dropout, detail::widened(edge_term), detail::widened(bias), activation));

@@ -12,15 +12,15 @@ void csr_softmax_aggregate_forward(const CsrSoftmaxAggregateForwardArgs& args) {
   const Tensor &edge_scores = args.edge_scores, &node_value = args.node_value;
   const DropoutKey& attn_dropout = args.attn_dropout;
   Tensor &out = *args.out, &lse = *args.lse;
-  dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
-    using T = decltype(zero);
-    const StoredScores<T> scores{edge_scores.data<T>(), static_cast<int>(edge_scores.size(1))};
-    aggregate_forward<T, false>(graph, scores, node_value, attn_dropout, out, lse);
+  dispatch_rows(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
+    using S = decltype(zero);
+    const StoredScores<S> scores{edge_scores.data<S>(), static_cast<int>(edge_scores.size(1))};
+    aggregate_forward<S, false>(graph, scores, node_value, attn_dropout, out, lse);
   });
 }
 
 void gat_attention_aggregate_forward(const GatAttentionForwardArgs& args) {
-  dispatch_float(args.el.dtype(), "gat_attention_aggregate", [&](auto zero) {
+  dispatch_rows(args.el.dtype(), "gat_attention_aggregate", [&](auto zero) {
     with_edge_term(args.edge_term,
                    [&](auto term) { gat_forward<decltype(zero), decltype(term)::value>(args); });
   });
@@ -28,8 +28,8 @@ void gat_attention_aggregate_forward(const GatAttentionForwardArgs& args) {
 
 void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& args) {
   bool bias_written = false;
-  dispatch_float(args.el.dtype(), "gat_attention_aggregate backward",
-                 [&](auto zero) { bias_written = gat_backward<decltype(zero)>(args); });
+  dispatch_rows(args.el.dtype(), "gat_attention_aggregate backward",
+                [&](auto zero) { bias_written = gat_backward<decltype(zero)>(args); });
   if (args.bias_taken) *args.bias_taken = bias_written;
 }
 

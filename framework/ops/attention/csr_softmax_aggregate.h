@@ -15,7 +15,11 @@
 // so nothing of size E x H is written by the forward or kept for the backward (which recomputes
 // the scores from el and er); one kernel body serves both ops, the scores being the only
 // difference.
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 inputs: computed in f32, the result stored in bf16 (docs/precision.md). On the CPU the
+// f32 op runs on widened copies; on CUDA csr_softmax_aggregate and gat_attention_aggregate read
+// and write bf16 rows in their own kernels (sums in f32; lse and pos_weight f32, and a bias beside
+// bf16 rows f32, a parameter), while gat_projected_attention and gat_linear_attention still run on
+// widened copies there too.
 #pragma once
 
 #include "gat/framework/graph.h"
@@ -42,13 +46,13 @@ struct OutputActivation {
 };
 
 // graph: N nodes, E edges, on the tensors' device
-// edge_scores: (E, H) f32|f64     node_value: (N, H, F) same dtype/device   -> out (N, H, F)
+// edge_scores: (E, H) f32|f64|bf16    node_value: (N, H, F) same dtype/device   -> out (N, H, F)
 Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, const Tensor& node_value,
                              const DropoutKey& attn_dropout = {});
 
 // = csr_softmax_aggregate(graph, gat_edge_scores(graph, el, er, negative_slope, edge_term),
 //                         node_value, attn_dropout)
-// el: (Ns, H) f32|f64, er: (Nd, H), edge_term: (E, H) or undefined, node_value: (Ns, H, F), all
+// el: (Ns, H) f32|f64|bf16, er: (Nd, H), edge_term: (E, H) or undefined, node_value: (Ns, H, F), all
 // of one dtype and device   -> out (Nd, H, F)
 // bias: (H, F), (H F) or undefined, added to every row of out (GATConv's bias over concatenated
 // heads, taken in its own shape: its gradient then goes to the parameter with no reshape between,
@@ -114,7 +118,7 @@ constexpr int kPackedRow = 16;
 // csr_softmax_aggregate's inputs, shared by its forward and backward.
 struct CsrSoftmaxAggregateInputs {
   const Graph* graph = nullptr;  // N destinations, Ns sources, E edges, on the tensors' device
-  Tensor edge_scores{};          // (E, H) f32|f64
+  Tensor edge_scores{};          // (E, H) f32|f64, or bf16 (CUDA)
   Tensor node_value{};           // (Ns, H, F), edge_scores' dtype and device
   DropoutKey attn_dropout{};     // inactive: none
 };
@@ -122,7 +126,7 @@ struct CsrSoftmaxAggregateInputs {
 // forward: writes out and lse (lse = -inf for a row with no edges).
 struct CsrSoftmaxAggregateForwardArgs : CsrSoftmaxAggregateInputs {
   Tensor* out = nullptr;  // (N, H, F)
-  Tensor* lse = nullptr;  // (N, H)
+  Tensor* lse = nullptr;  // (N, H), f32 for bf16 rows
 };
 GAT_DECLARE_KERNEL(csr_softmax_aggregate_forward, CsrSoftmaxAggregateForwardArgs)
 
@@ -159,14 +163,15 @@ constexpr int64_t kMaxKeptDecisions = int64_t{1} << 22;
 // from el, er and edge_term where an edge is visited.
 struct GatAttentionInputs {
   const Graph* graph = nullptr;  // N destinations, Ns sources, E edges, on the tensors' device
-  Tensor el{};                   // (Ns, H) f32|f64
+  Tensor el{};                   // (Ns, H) f32|f64, or bf16 (CUDA)
   Tensor er{};                   // (N, H)
   Tensor edge_term{};            // (E, H) or undefined (no edge term)
   Tensor node_value{};           // (Ns, H, F), el's dtype and device
   double negative_slope = 0.0;   // LeakyReLU's
   DropoutKey attn_dropout{};     // inactive: none
-  // H F values, or undefined for none. The forward writes out plus it (rows without edges too);
-  // the backward's `out` may hold the forward's out plus out_bias, which D then takes off.
+  // H F values (f32 beside bf16 rows), or undefined for none. The forward writes out plus it
+  // (rows without edges too); the backward's `out` may hold the forward's out plus out_bias,
+  // which D then takes off.
   Tensor out_bias{};
   // (both kernels; elu set): the forward writes out through it (OutputActivation, after
   // out_bias); the backward then takes `out` as the activation's output and grad_out as its
@@ -185,11 +190,15 @@ struct GatAttentionInputs {
 // LeakyReLU argument x[e,h] = el[src(e),h] + er[i,h] (+ edge_term[e,h]) is positive,
 //   pos_out[i,h,:] = sum a~[e,h] node_value[src(e),h,:]    and    pos_weight[i,h] = sum a[e,h];
 // zero for a row without edges, and pos_weight zero when F = 0. pos_out never has out_bias added.
+// bf16 rows (CUDA) keep what the backward needs in f32 without an f32 copy of out (docs/precision.md):
+// pos_out then holds pos_out - pos_weight out (out without bias and activation), formed in f32,
+// and out_low, when given, out's rounding error: each value of out in f32 less out itself.
 struct GatAttentionForwardArgs : GatAttentionInputs {
   Tensor* out = nullptr;         // (N, H, F)
-  Tensor* lse = nullptr;         // (N, H); -inf for a row with no edges
+  Tensor* lse = nullptr;         // (N, H), f32 for bf16 rows; -inf for a row with no edges
   Tensor* pos_out = nullptr;     // (N, H, F) or null
-  Tensor* pos_weight = nullptr;  // (N, H) or null
+  Tensor* pos_weight = nullptr;  // (N, H) or null, f32 for bf16 rows
+  Tensor* out_low = nullptr;     // (N, H, F) or null; bf16 rows only (CUDA)
   // (Ns, kPackedRow) or undefined for none; CUDA only, H F + H <= kPackedRow: row j starts with
   // node_value[j,:,:] then el[j,:], the same numbers as those tensors, and the forward reads them
   // there: one 64-byte access an edge where the two tensors cost two.
@@ -205,7 +214,9 @@ GAT_DECLARE_KERNEL(gat_attention_aggregate_forward, GatAttentionForwardArgs)
 // a row sum to 0): CUDA computes grad_er so, per (node, head), and needs pos_out and pos_weight
 // from the forward for it (heads of at most 32 vectors; wider ones, and the CPU, sum grad_er over
 // the edges and read neither, which may be undefined there). grad_value may be pos_out's storage:
-// pos_out is read first.
+// pos_out is read first. For bf16 rows D is taken from out + out_low (out alone where out_low is
+// undefined) and grad_er = (1 - negative_slope) grad_out[i,h,:] . pos_out[i,h,:], pos_out being
+// the forward's difference.
 // grad_bias (null to skip): H F values, d out_bias: the column sums over the N rows of the
 // gradient of out + out_bias (grad_pre, or grad_out without an activation), zero for N = 0. CUDA
 // sums them in head_rows_dot's pass where the heads allow (bias_in_rows), all in double either
@@ -217,6 +228,7 @@ struct GatAttentionBackwardArgs : GatAttentionInputs {
   Tensor lse{};                      // (N, H), the forward's
   Tensor pos_out{};                  // (N, H, F), the forward's, or undefined (see above)
   Tensor pos_weight{};               // (N, H), the forward's, or undefined (see above)
+  Tensor out_low{};                  // (N, H, F), the forward's (bf16 rows), or undefined
   Tensor grad_out{};                 // (N, H, F)
   Tensor* grad_el = nullptr;         // (Ns, H) or null
   Tensor* grad_er = nullptr;         // (N, H) or null

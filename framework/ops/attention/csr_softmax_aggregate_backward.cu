@@ -21,29 +21,35 @@ void csr_softmax_aggregate_backward(const CsrSoftmaxAggregateBackwardArgs& args)
     return;
   }
   if (!need_scores && !need_value) return;
-  dispatch_float(edge_scores.dtype(), "csr_softmax_aggregate backward", [&](auto zero) {
-    using T = decltype(zero);
-    BackwardArgs<T> a =
-        backward_args<T>(graph, node_value, grad_out, need_value ? grad_value : nullptr, H, attn_dropout);
-    T* ds = need_scores ? grad_scores->data<T>() : nullptr;  // (E, H)
-    with_gather_vec<T>(graph.num_src_nodes(), H, F, {a.V, a.grad_out, a.dV}, [&](auto vec) {
+  dispatch_rows(edge_scores.dtype(), "csr_softmax_aggregate backward", [&](auto zero) {
+    using S = decltype(zero);
+    using T = Compute<S>;
+    BackwardArgs<S> a =
+        backward_args<S>(graph, node_value, grad_out, need_value ? grad_value : nullptr, H, attn_dropout);
+    S* ds = need_scores ? grad_scores->data<S>() : nullptr;  // (E, H)
+    with_gather_vec<S>(graph.num_src_nodes(), H, F, {a.V, a.grad_out, a.dV}, [&](auto vec) {
       constexpr int VEC = decltype(vec)::value;
       const Tiling tiling(F, VEC);  // of one head
       a.tiles = tiling.tiles;
-      // da parts: straight into ds when a head is one tile, else one (E, H) slice per tile.
+      // da parts: straight into ds when a head is one tile and ds is of the compute type, else
+      // one (E, H) slice per tile (bf16 ds: da in f32 until ds is rounded once).
+      constexpr bool kDaInDs = std::is_same_v<S, T>;
       Tensor da_parts;
-      if (need_scores && tiling.tiles > 1)
-        da_parts =
-            Tensor::empty({tiling.tiles, E, H}, edge_scores.dtype(), Device::cuda, "d attention parts");
-      T* da = !need_scores ? nullptr : tiling.tiles > 1 ? da_parts.data<T>() : ds;
+      if (need_scores && (tiling.tiles > 1 || !kDaInDs))
+        da_parts = Tensor::empty({tiling.tiles, E, H}, dtype_of<T>::value, Device::cuda, "d attention parts");
+      T* da = nullptr;
+      if (da_parts.defined())
+        da = da_parts.data<T>();
+      else if constexpr (kDaInDs)
+        da = ds;
       with_group(tiling.G, [&](auto group) {
-        walk_transposed<T, VEC, decltype(group)::value>(
-            graph, a, ScoreGrad<T>{edge_scores.data<T>(), lse.data<T>(), da});
+        walk_transposed<S, VEC, decltype(group)::value>(
+            graph, a, ScoreGrad<S>{edge_scores.data<S>(), lse.data<T>(), da});
       });
       if (!need_scores) return;
-      row_softmax_grad_kernel<T>
+      row_softmax_grad_kernel<S>
           <<<warps::warp_blocks(N * warps::HeadLanes(H).blocks), kThreads, 0, cuda::stream()>>>(
-              graph.row_ptr().data<int32_t>(), edge_scores.data<T>(), lse.data<T>(), da, ds, N, E, H,
+              graph.row_ptr().data<int32_t>(), edge_scores.data<S>(), lse.data<T>(), da, ds, N, E, H,
               tiling.tiles);
       CUDA_CHECK_LAUNCH("row_softmax_grad_kernel");
     });

@@ -1,6 +1,7 @@
 #include "gat/framework/ops/attention/gat_edge_scores.h"
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/attention/detail/attention_dtypes.h"
 #include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
 #include "gat/framework/ops/dispatch.h"
@@ -114,7 +115,7 @@ void gat_edge_scores_backward(const Graph& graph, const Tensor& el, const Tensor
 
 void check_gat_score_terms(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
                            const Tensor& edge_term) {
-  check_float(op, "el", el);
+  attention_dtypes::check_attention_float(op, "el", el);
   check_dim(op, "el", el, 2);
   check_same(op, "el", el, "er", er);
   check_dim(op, "er", er, 2);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/ops/attention/detail/attention_dtypes.h"
 #include "gat/framework/ops/attention/detail/attention_rows.h"
 #include "gat/framework/ops/detail/bf16_in_f32.h"
 #include "gat/framework/ops/detail/loops.h"
@@ -243,11 +244,12 @@ void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out,
 
 Tensor head_dot(const Tensor& x, const Tensor& a) {
   const char* op = "head_dot";
-  if (detail::bf16_in_f32(op, x, a))
+  // bf16 x beside an f32 a runs in the CUDA kernels: out and d x bf16, d a f32.
+  if (!attention_dtypes::bf16_rows_on_cuda(x, a) && detail::bf16_in_f32(op, x, a))
     return detail::rounded_to_bf16(head_dot(detail::widened(x), detail::widened(a)));
-  check_float(op, "x", x);
+  attention_dtypes::check_attention_float(op, "x", x);
   check_dim(op, "x", x, 3);
-  check_same(op, "x", x, "a", a);
+  attention_dtypes::check_compute_dtype(op, "a", a, "x", x);
   check_shape(op, "a", a, {x.size(1), x.size(2)});
 
   Tensor out = Tensor::empty({x.size(0), x.size(1)}, x.dtype(), x.device(), op);

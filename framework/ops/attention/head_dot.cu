@@ -3,6 +3,7 @@
 
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
+#include "gat/framework/ops/attention/detail/attention_kernels.cuh"
 #include "gat/framework/ops/attention/head_dot.h"
 #include "gat/framework/ops/detail/loops.cuh"
 
@@ -10,14 +11,24 @@ namespace gat::ops::cuda_impl {
 
 namespace {
 
+// S is the dtype of x and of the (N, ...) tensors beside it, f32, f64 or bf16 (bf16 rows read and
+// written by the attention kernels' load_row and store_row); T = Compute<S> that of the
+// arithmetic, the parameters a1, a2 and their gradients (f32 beside bf16 rows: master weights).
+// For f32 and f64 S is T and these kernels are the code they were.
+using attention::Compute;
+using attention::load_row;
+using attention::narrow;
+using attention::store_row;
+using attention::widen;
+
 // What the paired forward writes besides the dots (head_dot_pair_dropout_forward): the values
 // dropout(x) and the packed rows [values | out1], each null when not asked.
-template <class T>
+template <class S, class T = Compute<S>>
 struct ValueRows {
-  T* values = nullptr;  // (N, H, F)
+  S* values = nullptr;  // (N, H, F)
   DropoutKey key;
   T keep_scale = 1;
-  T* rows = nullptr;  // (N, row_len)
+  S* rows = nullptr;  // (N, row_len)
   int row_len = 0;
 };
 
@@ -27,26 +38,27 @@ struct ValueRows {
 // of 5M one-head rows of 8 took 0.94 ms). Each dot adds its F terms in order, whatever VEC. The
 // keep decision of flat element i is bit i & 3 of the draw for block i >> 2, as DropoutFn's (a
 // thread draws each block it touches, a block shared by two heads twice).
-template <class T, int VEC>
-__global__ void head_dot_forward_kernel(const T* __restrict__ x,   // (N, H, F)
-                                        const T* __restrict__ a1,  // (H, F)
-                                        T* __restrict__ out1,      // (N, H)
-                                        const T* __restrict__ a2,  // (H, F) or null
-                                        T* __restrict__ out2,      // (N, H) or null
-                                        long long NH, int H, int F, ValueRows<T> vr) {
+template <class S, int VEC>
+__global__ void head_dot_forward_kernel(const S* __restrict__ x,            // (N, H, F)
+                                        const Compute<S>* __restrict__ a1,  // (H, F)
+                                        S* __restrict__ out1,               // (N, H)
+                                        const Compute<S>* __restrict__ a2,  // (H, F) or null
+                                        S* __restrict__ out2,               // (N, H) or null
+                                        long long NH, int H, int F, ValueRows<S> vr) {
+  using T = Compute<S>;
   const DropoutKey key = vr.key.resolved();
   for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < NH;
        t += (long long)gridDim.x * blockDim.x) {
-    const T* xr = x + t * F;
+    const S* xr = x + t * F;
     const long long n = t / H;
     const int h = static_cast<int>(t - n * H);
     const long long ah = static_cast<long long>(h) * F;
-    T* row = vr.rows ? vr.rows + n * vr.row_len : nullptr;
+    S* row = vr.rows ? vr.rows + n * vr.row_len : nullptr;
     T acc1 = 0, acc2 = 0;
     long long drawn = -1;  // the block whose decisions `kept` holds
     unsigned kept = 0xFu;
     for (int f = 0; f < F; f += VEC) {
-      const detail::Vec<T, VEC> in = detail::load_vec<T, VEC>(xr + f);
+      const detail::Vec<T, VEC> in = load_row<S, VEC>(xr + f);
       detail::Vec<T, VEC> value = in;
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
@@ -62,24 +74,24 @@ __global__ void head_dot_forward_kernel(const T* __restrict__ x,   // (N, H, F)
           value.v[k] = DropoutKey::apply_kept(xf, (kept >> (i & 3)) & 1u, vr.keep_scale);
         }
       }
-      if (vr.values) detail::store_vec<T, VEC>(vr.values + t * F + f, value);
-      if (row) detail::store_vec<T, VEC>(row + ah + f, value);
+      if (vr.values) store_row<S, VEC>(vr.values + t * F + f, value);
+      if (row) store_row<S, VEC>(row + ah + f, value);
     }
-    out1[t] = acc1;
-    if (a2) out2[t] = acc2;
-    if (row) row[static_cast<long long>(H) * F + h] = acc1;
+    out1[t] = narrow<S>(acc1);
+    if (a2) out2[t] = narrow<S>(acc2);
+    if (row) row[static_cast<long long>(H) * F + h] = narrow<S>(acc1);
   }
 }
 
 // Index type I: 32-bit when the element count allows (the two divisions per element are then a
 // third of the 64-bit cost, which held the kernel to 0.6 TB/s at 64M elements).
-template <class T, class I>
-__global__ void head_dot_grad_x_kernel(const T* __restrict__ a,  // (H, F)
-                                       const T* __restrict__ g,  // (N, H)
-                                       T* __restrict__ dx,       // (N, H, F)
+template <class S, class I>
+__global__ void head_dot_grad_x_kernel(const Compute<S>* __restrict__ a,  // (H, F)
+                                       const S* __restrict__ g,           // (N, H)
+                                       S* __restrict__ dx,                // (N, H, F)
                                        I n, I HF, I F) {
   for (I t = blockIdx.x * (I)blockDim.x + threadIdx.x; t < n; t += (I)gridDim.x * blockDim.x)
-    dx[t] = g[t / F] * a[t % HF];
+    dx[t] = narrow<S>(widen(g[t / F]) * a[t % HF]);
 }
 
 // Stage 1: block b sums rows [b * rows, (b+1) * rows) of g1[n,h] * x[n,h,f] in row order, and
@@ -87,12 +99,13 @@ __global__ void head_dot_grad_x_kernel(const T* __restrict__ a,  // (H, F)
 // A batch's 32 rows' loads are issued before their multiply-adds (in row order): a thread waits a
 // memory latency per batch (1,221 rows a block at 5M nodes, H F = 8: one row at a time 0.16 ms,
 // batches of 8 rows 0.18 ms, of 32 rows 0.15 ms; the block's 8 busy lanes bound it).
-template <class T>
-__global__ void head_dot_grad_a_partial_kernel(const T* __restrict__ x,   // (N, H, F)
-                                               const T* __restrict__ g1,  // (N, H)
-                                               const T* __restrict__ g2,  // (N, H) or null
-                                               T* __restrict__ partial,   // (1 or 2, blocks, H, F)
+template <class S>
+__global__ void head_dot_grad_a_partial_kernel(const S* __restrict__ x,           // (N, H, F)
+                                               const S* __restrict__ g1,          // (N, H)
+                                               const S* __restrict__ g2,          // (N, H) or null
+                                               Compute<S>* __restrict__ partial,  // (1 or 2, blocks, H, F)
                                                long long N, int H, int F, int rows, long long blocks) {
+  using T = Compute<S>;
   const int HF = H * F;
   const long long b = blockIdx.x;
   const long long n_end = min(N, (b + 1) * rows);
@@ -109,14 +122,14 @@ __global__ void head_dot_grad_a_partial_kernel(const T* __restrict__ x,   // (N,
       T xs[kBatch], w1[kBatch], w2[kBatch];
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
-        xs[u] = x[(n + u) * HF + c];
-        w1[u] = g1[(n + u) * H + h];
-        w2[u] = g2 ? g2[(n + u) * H + h] : T(0);
+        xs[u] = widen(x[(n + u) * HF + c]);
+        w1[u] = widen(g1[(n + u) * H + h]);
+        w2[u] = g2 ? widen(g2[(n + u) * H + h]) : T(0);
       }
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) add(xs[u], w1[u], w2[u]);
     }
-    for (; n < n_end; ++n) add(x[n * HF + c], g1[n * H + h], g2 ? g2[n * H + h] : T(0));
+    for (; n < n_end; ++n) add(widen(x[n * HF + c]), widen(g1[n * H + h]), g2 ? widen(g2[n * H + h]) : T(0));
     partial[b * HF + c] = acc1;
     if (g2) partial[(blocks + b) * HF + c] = acc2;
   }
@@ -179,19 +192,20 @@ void head_dots_forward(const Tensor& x, const Tensor& a1, Tensor& out1, const Te
   const long long NH = out1.numel();
   if (NH == 0) return;
   const int H = static_cast<int>(x.size(1)), F = static_cast<int>(x.size(2));
-  dispatch_float(x.dtype(), "head_dot", [&](auto zero) {
-    using T = decltype(zero);
-    ValueRows<T> vr;
-    if (values) vr.values = values->data<T>(), vr.key = key, vr.keep_scale = static_cast<T>(keep_scale);
-    if (rows) vr.rows = rows->data<T>(), vr.row_len = static_cast<int>(rows->size(1));
+  attention::dispatch_rows(x.dtype(), "head_dot", [&](auto zero) {
+    using S = decltype(zero);
+    using T = Compute<S>;
+    ValueRows<S> vr;
+    if (values) vr.values = values->data<S>(), vr.key = key, vr.keep_scale = static_cast<T>(keep_scale);
+    if (rows) vr.rows = rows->data<S>(), vr.row_len = static_cast<int>(rows->size(1));
     auto launch = [&](auto vec) {
-      head_dot_forward_kernel<T, decltype(vec)::value><<<cuda::blocks_for(NH), 256, 0, cuda::stream()>>>(
-          x.data<T>(), a1.data<T>(), out1.data<T>(), a2 ? a2->data<T>() : nullptr,
-          out2 ? out2->data<T>() : nullptr, NH, H, F, vr);
+      head_dot_forward_kernel<S, decltype(vec)::value><<<cuda::blocks_for(NH), 256, 0, cuda::stream()>>>(
+          x.data<S>(), a1.data<T>(), out1.data<S>(), a2 ? a2->data<T>() : nullptr,
+          out2 ? out2->data<S>() : nullptr, NH, H, F, vr);
       CUDA_CHECK_LAUNCH("head_dot_forward_kernel");
     };
-    constexpr int kVec = 16 / sizeof(T);
-    if (F % kVec == 0 && vr.row_len % kVec == 0 && detail::all_aligned(16, {x.data<T>(), vr.values, vr.rows}))
+    constexpr int kVec = 16 / sizeof(S);  // 4 floats, 2 doubles or 8 bf16: 16 bytes
+    if (F % kVec == 0 && vr.row_len % kVec == 0 && detail::all_aligned(16, {x.data<S>(), vr.values, vr.rows}))
       launch(std::integral_constant<int, kVec>{});
     else
       launch(std::integral_constant<int, 1>{});
@@ -211,12 +225,14 @@ void head_dots_grad_a(const Tensor& x, const Tensor& g1, Tensor& grad_a1, const 
     return;
   }
   const int halves = g2 ? 2 : 1;
-  dispatch_float(x.dtype(), "head_dot backward", [&](auto zero) {
-    using T = decltype(zero);
-    Tensor partial = Tensor::empty({halves, blocks, H, F}, x.dtype(), Device::cuda, "head_dot partial d a");
+  attention::dispatch_rows(x.dtype(), "head_dot backward", [&](auto zero) {
+    using S = decltype(zero);
+    using T = Compute<S>;
+    Tensor partial =
+        Tensor::empty({halves, blocks, H, F}, dtype_of<T>::value, Device::cuda, "head_dot partial d a");
     const unsigned threads = static_cast<unsigned>(std::min(256, (HF + 31) / 32 * 32));
-    head_dot_grad_a_partial_kernel<T><<<static_cast<unsigned>(blocks), threads, 0, cuda::stream()>>>(
-        x.data<T>(), g1.data<T>(), g2 ? g2->data<T>() : nullptr, partial.data<T>(), N, H, F,
+    head_dot_grad_a_partial_kernel<S><<<static_cast<unsigned>(blocks), threads, 0, cuda::stream()>>>(
+        x.data<S>(), g1.data<S>(), g2 ? g2->data<S>() : nullptr, partial.data<T>(), N, H, F,
         static_cast<int>(rows), blocks);
     CUDA_CHECK_LAUNCH("head_dot_grad_a_partial_kernel");
     // Stage 2: d a[c] = the blocks' partials added in block order.
@@ -245,14 +261,15 @@ void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, T
 void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out, Tensor* grad_x,
                        Tensor* grad_a) {
   const int H = static_cast<int>(x.size(1)), F = static_cast<int>(x.size(2)), HF = H * F;
-  dispatch_float(x.dtype(), "head_dot backward", [&](auto zero) {
-    using T = decltype(zero);
+  attention::dispatch_rows(x.dtype(), "head_dot backward", [&](auto zero) {
+    using S = decltype(zero);
+    using T = Compute<S>;
     if (grad_x && grad_x->numel() > 0) {
       const long long n = grad_x->numel();
       auto launch = [&](auto index) {
         using I = decltype(index);
-        head_dot_grad_x_kernel<T, I><<<cuda::blocks_for(n), 256, 0, cuda::stream()>>>(
-            a.data<T>(), grad_out.data<T>(), grad_x->data<T>(), static_cast<I>(n), static_cast<I>(HF),
+        head_dot_grad_x_kernel<S, I><<<cuda::blocks_for(n), 256, 0, cuda::stream()>>>(
+            a.data<T>(), grad_out.data<S>(), grad_x->data<S>(), static_cast<I>(n), static_cast<I>(HF),
             static_cast<I>(F));
       };
       if (n < (1LL << 31))

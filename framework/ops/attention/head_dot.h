@@ -5,7 +5,10 @@
 // Backward: d x[n,h,f] = g[n,h] * a[h,f];  d a[h,f] = sum_n g[n,h] * x[n,h,f], reduced in a fixed
 // order (row blocks of rows_per_block(N) summed one after another) on both devices, so the result
 // is bitwise reproducible and independent of the thread count (docs/kernels.md).
-// bf16 inputs (CPU only, for now): computed in f32, the result stored in bf16 (docs/precision.md).
+// bf16 x: computed in f32, the result stored in bf16 (docs/precision.md). On the CPU the f32 op
+// runs on widened copies; on CUDA, beside an f32 a (a master weight), the kernels read bf16 x and
+// write bf16 out and d x, with d a f32 (a bf16 a there goes through f32 too). The paired kernels
+// below take f32 and f64 from their callers.
 #pragma once
 
 #include <algorithm>

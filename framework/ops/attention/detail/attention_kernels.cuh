@@ -9,10 +9,12 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "gat/framework/bfloat16.h"
 #include "gat/framework/cuda_check.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
 #include "gat/framework/ops/detail/activations.cuh"
+#include "gat/framework/ops/detail/convert.h"
 #include "gat/framework/ops/detail/graph_kernels.cuh"
 #include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/rng.h"
@@ -29,6 +31,98 @@ using Int = std::integral_constant<int, N>;
 using detail::load_vec;
 using detail::store_vec;
 using detail::Vec;
+
+// Storage and arithmetic (docs/precision.md). A kernel's template type S is the dtype of the rows
+// it reads and writes: f32 and f64 are computed in themselves, bf16 in f32 (Compute<S>). Every
+// sum and what an op keeps per node (lse, pos_weight, the chunks' partials) are Compute<S>; a
+// bf16 row is widened as it is loaded and rounded once as it is stored. For f32 and f64 the
+// helpers below are the plain loads and stores, so those kernels are the code they were.
+// (Compute is the op layer's opmath_t, framework/ops/detail/convert.h.)
+template <class S>
+using Compute = detail::opmath_t<S>;
+
+template <class S>
+__device__ __forceinline__ Compute<S> widen(S x) {
+  if constexpr (std::is_same_v<S, bf16>)
+    return to_f32(x);
+  else
+    return x;
+}
+template <class S>
+__device__ __forceinline__ S narrow(Compute<S> x) {
+  if constexpr (std::is_same_v<S, bf16>)
+    return to_bf16(x);
+  else
+    return x;
+}
+
+// bf16 rows only: the rounding error of GAT's bf16 output, out_low = out_f32 - out (each value
+// the f32 result less its bf16 rounding), itself in bf16 (N, H, F). The backward reads out +
+// out_low, the f32 output to about 2^-17 of each value: its D = G . out and the activation's
+// gradient are then those of the f32 output, where the rounded output alone put a bf16 rounding
+// into d el, d er and d edge_term (docs/precision.md). An empty base for f32 and f64, whose
+// output is exact in its own type: their structs, and so their kernels' parameters, are unchanged.
+template <class S>
+struct OutputLow {};
+template <>
+struct OutputLow<bf16> {
+  bf16* out_low = nullptr;  // (N, H, F) or null
+};
+template <class S>
+constexpr bool kHasOutputLow = std::is_same_v<S, bf16>;
+
+// VEC bf16 as one unsigned access: 8 in 16 bytes (twice the values of a float4), 4 in 8, 2 in 4.
+template <int VEC>
+using Bf16Word = std::conditional_t<VEC == 8, uint4, std::conditional_t<VEC == 4, uint2, unsigned>>;
+
+// VEC stored values [p, p + VEC), widened, by one load (p aligned to the VEC values).
+template <class S, int VEC>
+__device__ __forceinline__ Vec<Compute<S>, VEC> load_row(const S* p) {
+  if constexpr (!std::is_same_v<S, bf16>) {
+    return load_vec<S, VEC>(p);
+  } else if constexpr (VEC == 1) {
+    return {{to_f32(*p)}};
+  } else {
+    static_assert(VEC == 2 || VEC == 4 || VEC == 8, "bf16 vectors of 2, 4 or 8");
+    const Bf16Word<VEC> word = *reinterpret_cast<const Bf16Word<VEC>*>(p);
+    unsigned u[VEC / 2];
+    memcpy(u, &word, sizeof word);
+    Vec<float, VEC> x;
+#pragma unroll
+    for (int q = 0; q < VEC / 2; ++q) {  // the lower half of a word is the first value
+      x.v[2 * q] = __uint_as_float(u[q] << 16);
+      x.v[2 * q + 1] = __uint_as_float(u[q] & 0xFFFF0000u);
+    }
+    return x;
+  }
+}
+
+// x rounded to S (to nearest even, as the CPU rounds) and stored at [p, p + VEC) by one store.
+template <class S, int VEC>
+__device__ __forceinline__ void store_row(S* p, const Vec<Compute<S>, VEC>& x) {
+  if constexpr (!std::is_same_v<S, bf16>) {
+    store_vec<S, VEC>(p, x);
+  } else if constexpr (VEC == 1) {
+    *p = to_bf16(x.v[0]);
+  } else {
+    unsigned u[VEC / 2];
+#pragma unroll
+    for (int q = 0; q < VEC / 2; ++q)
+      u[q] = to_bf16(x.v[2 * q]).bits | static_cast<unsigned>(to_bf16(x.v[2 * q + 1]).bits) << 16;
+    Bf16Word<VEC> word;
+    memcpy(&word, u, sizeof word);
+    *reinterpret_cast<Bf16Word<VEC>*>(p) = word;
+  }
+}
+
+// x less its rounding to S, the part of x that storing it in S loses (zero for f32 and f64).
+template <class S, int VEC>
+__device__ __forceinline__ Vec<Compute<S>, VEC> rounding_error(const Vec<Compute<S>, VEC>& x) {
+  Vec<Compute<S>, VEC> r;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) r.v[k] = x.v[k] - widen(narrow<S>(x.v[k]));
+  return r;
+}
 
 template <class T, int VEC>
 __device__ __forceinline__ Vec<T, VEC> to_vec(const T (&a)[VEC]) {
@@ -275,48 +369,70 @@ struct OutputEpilogue {
 };
 
 // x[i, h, c..c+VEC) = acc * inv of a (N, H, F) tensor x, through `epilogue` when given (c the
-// column in the row's H F).
-template <class T, int VEC>
-__device__ __forceinline__ void store_scaled(T* __restrict__ x, long long i, int H, int F, int h, int c,
-                                             const T (&acc)[VEC], T inv,
-                                             const OutputEpilogue<T>* epilogue = nullptr) {
+// column in the row's H F); with `low` (bf16 only) also what rounding to bf16 lost there
+// (OutputLow).
+template <class S, int VEC>
+__device__ __forceinline__ void store_scaled(S* __restrict__ x, long long i, int H, int F, int h, int c,
+                                             const Compute<S> (&acc)[VEC], Compute<S> inv,
+                                             const OutputEpilogue<Compute<S>>* epilogue = nullptr,
+                                             const OutputLow<S>& low = {}) {
+  using T = Compute<S>;
   Vec<T, VEC> o;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) o.v[k] = acc[k] * inv;
   const long long n = (i * H + h) * F + (c - h * F);
   if (epilogue) epilogue->template apply<VEC>(o, c, n);
-  store_vec<T, VEC>(x + n, o);
+  store_row<S, VEC>(x + n, o);
+  if constexpr (kHasOutputLow<S>)
+    if (low.out_low) store_row<S, VEC>(low.out_low + n, rounding_error<S, VEC>(o));
 }
 
 // Writes out[i, h, c..c+VEC) = acc / z through the epilogue (bias, activation) and (from the
 // head's first lane) lse[i,h] = m + log z; zeros (then the epilogue) and -inf for an empty row
-// (z = 0).
-template <class T, int VEC>
-__device__ __forceinline__ void write_row(T* __restrict__ out,  // (N, H, F)
-                                          T* __restrict__ lse,  // (N, H)
-                                          long long i, int H, int F, int h, int c, T m, T z,
-                                          const T (&acc)[VEC], const OutputEpilogue<T>& epilogue = {}) {
-  store_scaled<T, VEC>(out, i, H, F, h, c, acc, inverse_of_sum(z), &epilogue);
+// (z = 0). With low.out_low (bf16) also out's rounding error.
+template <class S, int VEC>
+__device__ __forceinline__ void write_row(S* __restrict__ out,           // (N, H, F)
+                                          Compute<S>* __restrict__ lse,  // (N, H)
+                                          long long i, int H, int F, int h, int c, Compute<S> m, Compute<S> z,
+                                          const Compute<S> (&acc)[VEC],
+                                          const OutputEpilogue<Compute<S>>& epilogue = {},
+                                          const OutputLow<S>& low = {}) {
+  using T = Compute<S>;
+  store_scaled<S, VEC>(out, i, H, F, h, c, acc, inverse_of_sum(z), &epilogue, low);
   if (c % F == 0) lse[i * H + h] = z > T(0) ? m + log(z) : -INFINITY;
 }
 
 // Where GAT's training forward writes the sums over the positive edges (OnlineState's kPositive)
-// and, for rows cut into chunks, their chunk partials; all null when they are not asked.
-template <class T>
-struct PositiveParts {
-  T* out = nullptr;       // (N, H, F) pos_out = acc_pos / z
+// and, for rows cut into chunks, their chunk partials; all null when they are not asked. S is
+// pos_out's dtype, the rest Compute<S>. For bf16 rows pos_out holds the difference that d er
+// takes, pos_out - pos_weight out = (acc_pos - (z_pos / z) acc) / z, formed in f32 before it is
+// rounded (RowDer), and out_low (OutputLow, its base) out's rounding error: what the backward
+// needs of out beside the bf16 output, whose rounding would otherwise reach d er whole.
+template <class S, class T = Compute<S>>
+struct PositiveParts : OutputLow<S> {
+  S* out = nullptr;       // (N, H, F) pos_out = acc_pos / z (bf16: less pos_weight out)
   T* weight = nullptr;    // (N, H)    pos_weight = z_pos / z
   T* part_z = nullptr;    // (W, H)    z_pos of each chunk
   T* part_acc = nullptr;  // (W, H, F) acc_pos of each chunk
 };
 
-// Writes pos_out[i, h, c..c+VEC) = acc_pos / z and (from the head's first lane) pos_weight[i,h] =
-// z_pos / z; zeros for an empty row.
-template <class T, int VEC>
-__device__ __forceinline__ void write_positive_row(const PositiveParts<T>& pos, long long i, int H, int F,
-                                                   int h, int c, T z, T z_pos, const T (&acc_pos)[VEC]) {
+// Writes pos_out[i, h, c..c+VEC) = acc_pos / z (bf16: less pos_weight acc / z, PositiveParts)
+// and (from the head's first lane) pos_weight[i,h] = z_pos / z; zeros for an empty row.
+template <class S, int VEC>
+__device__ __forceinline__ void write_positive_row(const PositiveParts<S>& pos, long long i, int H, int F,
+                                                   int h, int c, Compute<S> z, Compute<S> z_pos,
+                                                   const Compute<S> (&acc_pos)[VEC],
+                                                   const Compute<S> (&acc)[VEC]) {
+  using T = Compute<S>;
   const T inv = inverse_of_sum(z);
-  store_scaled<T, VEC>(pos.out, i, H, F, h, c, acc_pos, inv);
+  if constexpr (kHasOutputLow<S>) {
+    T difference[VEC];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) difference[k] = acc_pos[k] - z_pos * inv * acc[k];
+    store_scaled<S, VEC>(pos.out, i, H, F, h, c, difference, inv);
+  } else {
+    store_scaled<S, VEC>(pos.out, i, H, F, h, c, acc_pos, inv);
+  }
   if (c % F == 0) pos.weight[i * H + h] = z_pos * inv;
 }
 
@@ -362,16 +478,17 @@ inline ChunkRows chunk_rows(const Graph& graph, bool transposed) {
 
 // One group per (long row, column tile): merges the row's chunk partials in chunk order (and
 // those of the positive sums when `pos` has them).
-template <class T, int VEC, int G>
+template <class S, int VEC, int G>
 __global__ void __launch_bounds__(kThreads)
-    aggregate_merge_kernel(const int32_t* __restrict__ chunk_ptr,  // (N+1,)
-                           const T* __restrict__ part_m,           // (W, H)
-                           const T* __restrict__ part_z,           // (W, H)
-                           const T* __restrict__ part_acc,         // (W, H, F)
-                           T* __restrict__ out,                    // (N, H, F)
-                           T* __restrict__ lse,                    // (N, H)
-                           long long N, int H, int F, int tiles, PositiveParts<T> pos = {},
-                           OutputEpilogue<T> epilogue = {}) {
+    aggregate_merge_kernel(const int32_t* __restrict__ chunk_ptr,    // (N+1,)
+                           const Compute<S>* __restrict__ part_m,    // (W, H)
+                           const Compute<S>* __restrict__ part_z,    // (W, H)
+                           const Compute<S>* __restrict__ part_acc,  // (W, H, F)
+                           S* __restrict__ out,                      // (N, H, F)
+                           Compute<S>* __restrict__ lse,             // (N, H)
+                           long long N, int H, int F, int tiles, PositiveParts<S> pos = {},
+                           OutputEpilogue<Compute<S>> epilogue = {}) {
+  using T = Compute<S>;
   const GroupLane<G> g;
   const int HF = H * F;
   const long long items = N * tiles;
@@ -397,21 +514,22 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < VEC; ++k) acc_pos[k] += a_pos.v[k] * r;
     }
-    write_row<T, VEC>(out, lse, i, H, F, h, c, m, z, acc, epilogue);
-    if (positive) write_positive_row<T, VEC>(pos, i, H, F, h, c, z, z_pos, acc_pos);
+    write_row<S, VEC>(out, lse, i, H, F, h, c, m, z, acc, epilogue, pos);
+    if (positive) write_positive_row<S, VEC>(pos, i, H, F, h, c, z, z_pos, acc_pos, acc);
   }
 }
 
 // One group per (long transposed row, column tile): dV = sum of its chunk partials in order, and
 // (when given) sum[j,h] = sum of part_sum over the chunks, by the lane of the head's first feature.
-template <class T, int VEC, int G>
+template <class S, int VEC, int G>
 __global__ void __launch_bounds__(kThreads)
     value_grad_merge_kernel(ChunkRows rows,
-                            const T* __restrict__ part_acc,  // (W, H, F) or null
-                            T* __restrict__ dV,              // (N, H, F) or null
-                            const T* __restrict__ part_sum,  // (W, H) or null
-                            T* __restrict__ sum,             // (N, H) or null
+                            const Compute<S>* __restrict__ part_acc,  // (W, H, F) or null
+                            S* __restrict__ dV,                       // (N, H, F) or null
+                            const Compute<S>* __restrict__ part_sum,  // (W, H) or null
+                            S* __restrict__ sum,                      // (N, H) or null
                             int H, int F, int tiles) {
+  using T = Compute<S>;
   const GroupLane<G> g;
   const int HF = H * F;
   const long long items = rows.chunks * tiles;
@@ -428,24 +546,27 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int k = 0; k < VEC; ++k) acc[k] += a.v[k];
       }
-      store_vec<T, VEC>(dV + j * HF + c, to_vec(acc));
+      store_row<S, VEC>(dV + j * HF + c, to_vec(acc));
     }
     if (sum && c % F == 0) {
       const int h = c / F;
       T total = 0;
       for (long long w = w0; w < w1; ++w) total += part_sum[w * H + h];
-      sum[j * H + h] = total;
+      sum[j * H + h] = narrow<S>(total);
     }
   }
 }
 
 // GAT's d er from the forward's positive sums (docs/kernels.md): with D = G.out,
 //   d er[i,h] = (1 - negative_slope) (G[i,h,:].pos_out[i,h,:] - D[i,h] pos_weight[i,h]).
-template <class T>
+// For bf16 rows pos_out holds pos_out - pos_weight out already (PositiveParts), so that
+//   d er[i,h] = (1 - negative_slope) G[i,h,:].pos_out[i,h,:],
+// the two nearly equal terms having been taken apart in f32 by the forward; pos_weight is unused.
+template <class S, class T = Compute<S>>
 struct RowDer {
-  const T* pos_out;     // (N, H, F)
-  const T* pos_weight;  // (N, H)
-  T* der;               // (N, H)
+  const S* pos_out;     // (N, H, F)
+  const T* pos_weight;  // (N, H) (not read for bf16)
+  S* der;               // (N, H)
   T one_minus_slope;
 };
 
@@ -454,9 +575,11 @@ struct RowDer {
 // single head, three DRAM accesses at 8 heads); head_rows_dot_kernel packs them into one row of
 // `stride` values per node instead: er at offset lead, lse at lead + H, D at lead + 2H, and with
 // lead = H F the node's gradient row G[i] (H, F) before them.
-template <class T>
-struct RowPack {
-  const T* er;   // (N, H)
+// The rows are Compute<S>: er widened, and G[i] only where S is (lead is 0 for bf16). For bf16
+// rows out_low (OutputLow, the base), when set, is added to out as it is read.
+template <class S, class T = Compute<S>>
+struct RowPack : OutputLow<S> {
+  const S* er;   // (N, H)
   const T* lse;  // (N, H)
   T* rows;       // (N, stride), or null: D goes to its own (N, H)
   int stride;
@@ -468,9 +591,9 @@ struct RowPack {
 // activation's input (elu_dropout's backward, the decisions drawn again as the forward's
 // epilogue drew them), writes it to grad_pre and goes on with it, and takes the ELU's input, out
 // plus the bias, from out (detail::elu_input_of_output).
-template <class T>
+template <class S, class T = Compute<S>>
 struct RowActivation {
-  T* grad_pre = nullptr;  // (N, H, F); null: no activation
+  S* grad_pre = nullptr;  // (N, H, F); null: no activation
   detail::EluDropoutBackward<T> backward{};
   DropoutKey key;  // the output dropout's
   T inverse_keep_scale = 1, inverse_alpha = 1;
@@ -486,7 +609,9 @@ struct RowActivation {
 // The dots are summed in double: d er is a difference of two nearly equal terms where most of a
 // row's weight sits on edges of positive argument, and a product of two floats is exact in
 // double, so only the roundings of out and pos_out themselves reach it (the f32 sums lost up to
-// 1.6e-5 of d er's largest value against the CPU's edge sums on a small graph).
+// 1.6e-5 of d er's largest value against the CPU's edge sums on a small graph). bf16 rounds far
+// more: there out + out_low is read (`pack`, OutputLow) and pos_out holds the forward's f32
+// difference (RowDer), so that no bf16 rounding of out or pos_out reaches D or d er.
 // With bias_partial the kernel also sums G (after the activation's backward: the gradient of out
 // plus the bias) over its rows, for d bias, which then needs no pass over the (N, H F) gradient
 // of its own (0.3 ms at 100M edges): thread j adds its rows into its own column of bias_slots (its
@@ -495,15 +620,16 @@ struct RowActivation {
 // of bias_partial, in double; head_rows_dot's ordered column sums add the blocks' rows. At most
 // 64 registers: 4 blocks a multiprocessor (the slots' 72 took it to 3, and the first layer's D
 // kernel at 100M edges from 1.84 to 2.30 ms).
-template <class T, int VEC>
+template <class S, int VEC>
 __global__ void __launch_bounds__(kThreads, 4)
-    head_rows_dot_kernel(const T* __restrict__ G,    // (N, H, F)
-                         const T* __restrict__ out,  // (N, H, F)
-                         T* __restrict__ D,          // (N, H), or null with pack
-                         long long NH, int F, RowDer<T> der = {},
-                         const T* __restrict__ out_bias = nullptr,  // (H, F) or null
-                         int H = 1, RowPack<T> pack = {}, RowActivation<T> act = {},
+    head_rows_dot_kernel(const S* __restrict__ G,     // (N, H, F)
+                         const S* __restrict__ out,   // (N, H, F)
+                         Compute<S>* __restrict__ D,  // (N, H), or null with pack
+                         long long NH, int F, RowDer<S> der = {},
+                         const Compute<S>* __restrict__ out_bias = nullptr,  // (H, F) or null
+                         int H = 1, RowPack<S> pack = {}, RowActivation<S> act = {},
                          double* __restrict__ bias_partial = nullptr) {  // (gridDim.x, H F) or null
+  using T = Compute<S>;
   static_assert(4 % VEC == 0, "a vector lies in one Philox block of 4");
   extern __shared__ double bias_slots[];  // (F, blockDim.x) with bias_partial
   if (bias_partial)
@@ -518,7 +644,14 @@ __global__ void __launch_bounds__(kThreads, 4)
 #pragma unroll 4
     for (int f = 0; f < F; f += VEC) {
       const long long n = t * F + f;  // out's flat index
-      Vec<T, VEC> grad = load_vec<T, VEC>(G + n), value = load_vec<T, VEC>(out + n);
+      Vec<T, VEC> grad = load_row<S, VEC>(G + n), value = load_row<S, VEC>(out + n);
+      if constexpr (kHasOutputLow<S>) {
+        if (pack.out_low) {
+          const Vec<T, VEC> low = load_row<S, VEC>(pack.out_low + n);
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) value.v[k] += low.v[k];
+        }
+      }
       if (act.grad_pre) {
         const unsigned kept =
             act.key.active() ? act.key.keep4(static_cast<uint64_t>(n >> 2)) >> (n & 3) : 0xFu;
@@ -527,15 +660,23 @@ __global__ void __launch_bounds__(kThreads, 4)
           grad.v[k] = act.backward(value.v[k], grad.v[k], (kept >> k) & 1u);
           value.v[k] = detail::elu_input_of_output(value.v[k], act.inverse_keep_scale, act.inverse_alpha);
         }
-        store_vec<T, VEC>(act.grad_pre + n, grad);
+        store_row<S, VEC>(act.grad_pre + n, grad);
       }
       if (pack.lead) store_vec<T, VEC>(row + h * F + f, grad);
       if (bias_partial)
 #pragma unroll
         for (int k = 0; k < VEC; ++k)
           bias_slots[(f + k) * blockDim.x + threadIdx.x] += static_cast<double>(grad.v[k]);
+      if constexpr (kHasOutputLow<S>) {
+        // The dots take the gradient that the walk reads, grad_pre rounded to bf16: D is then
+        // the row's sum of a da, as the walk's da - D needs (an f32 D beside a rounded da left
+        // the rounding of grad_pre in their difference).
+        if (act.grad_pre)
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) grad.v[k] = widen(narrow<S>(grad.v[k]));
+      }
       Vec<T, VEC> pos_value{};
-      if (der.der) pos_value = load_vec<T, VEC>(der.pos_out + n);
+      if (der.der) pos_value = load_row<S, VEC>(der.pos_out + n);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         const double g = grad.v[k];
@@ -544,15 +685,19 @@ __global__ void __launch_bounds__(kThreads, 4)
       }
     }
     if (row) {
-      row[pack.lead + h] = pack.er[t];
+      row[pack.lead + h] = widen(pack.er[t]);
       row[pack.lead + H + h] = pack.lse[t];
       row[pack.lead + 2 * H + h] = static_cast<T>(acc);
     } else {
       D[t] = static_cast<T>(acc);
     }
-    if (der.der)
-      der.der[t] = static_cast<T>(static_cast<double>(der.one_minus_slope) *
-                                  (acc_pos - acc * static_cast<double>(der.pos_weight[t])));
+    if (der.der) {
+      if constexpr (kHasOutputLow<S>)  // pos_out already less pos_weight out (RowDer)
+        der.der[t] = narrow<S>(static_cast<T>(static_cast<double>(der.one_minus_slope) * acc_pos));
+      else
+        der.der[t] = narrow<S>(static_cast<T>(static_cast<double>(der.one_minus_slope) *
+                                              (acc_pos - acc * static_cast<double>(der.pos_weight[t]))));
+    }
   }
   if (bias_partial) {
     // Column c = (h, f) of the block's row of bias_partial adds the slots of head h's threads,
@@ -602,14 +747,24 @@ void with_group(int G, Fn&& f) {
 }
 
 // Calls f(Int<VEC>{}): 16-byte vectors (float4 / double2) when every row of `F` features splits
-// into whole vectors and all the pointers are 16-byte aligned, scalars otherwise.
-template <class T, class Fn>
+// into whole vectors and all the pointers are 16-byte aligned, scalars otherwise. bf16 takes the
+// widest of 8 (16 bytes), 4 and 2 values that F and the pointers allow, at most kMaxVec: a head
+// of 4 or 12 features still loads 8 bytes at a time, and only an odd F reads value by value.
+template <class T, int kMaxVec = 16 / sizeof(T), class Fn>
 void with_vec(int F, std::initializer_list<const void*> ptrs, Fn&& f) {
-  constexpr int kVec = 16 / sizeof(T);
-  if (F % kVec == 0 && detail::all_aligned(16, ptrs))
-    f(Int<kVec>{});
-  else
-    f(Int<1>{});
+  if constexpr (std::is_same_v<T, bf16>) {
+    if constexpr (kMaxVec >= 8)
+      if (F % 8 == 0 && detail::all_aligned(16, ptrs)) return f(Int<8>{});
+    if (F % 4 == 0 && detail::all_aligned(8, ptrs)) return f(Int<4>{});
+    if (F % 2 == 0 && detail::all_aligned(4, ptrs)) return f(Int<2>{});
+    return f(Int<1>{});
+  } else {
+    constexpr int kVec = std::min<int>(kMaxVec, 16 / sizeof(T));
+    if (F % kVec == 0 && detail::all_aligned(16, ptrs))
+      f(Int<kVec>{});
+    else
+      f(Int<1>{});
+  }
 }
 
 // The gather kernels' vectors (the forward's rows, the backward walk's sources): a lane holds a
@@ -645,14 +800,18 @@ inline bool bias_in_rows(int H, int F) { return H > 0 && kThreads % H == 0 && F 
 // last wave's partial fill would leave multiprocessors idle for a block's whole time), whose rows
 // of partial sums, (blocks, H F) f64, are left in *bias_partials (bias_from_partials adds them in
 // block order).
-template <class T>
-void head_rows_dot(const T* G, const T* out, T* D, long long NH, int F, RowDer<T> der = {},
-                   const T* out_bias = nullptr, int H = 1, RowPack<T> pack = {}, RowActivation<T> act = {},
-                   Tensor* bias_partials = nullptr) {
+// (A vector of at most 4 values: the output dropout's decisions of a vector lie in one Philox
+// block.)
+template <class S>
+void head_rows_dot(const S* G, const S* out, Compute<S>* D, long long NH, int F, RowDer<S> der = {},
+                   const Compute<S>* out_bias = nullptr, int H = 1, RowPack<S> pack = {},
+                   RowActivation<S> act = {}, Tensor* bias_partials = nullptr) {
   const bool with_bias = bias_partials != nullptr;
   if (with_bias) GAT_CHECK(bias_in_rows(H, F), "head_rows_dot: d bias of ", H, " heads of ", F, " features");
-  with_vec<T>(F, {G, out, der.pos_out, out_bias, pack.rows, act.grad_pre}, [&](auto vec) {
-    const auto kernel = head_rows_dot_kernel<T, decltype(vec)::value>;
+  const void* out_low = nullptr;
+  if constexpr (kHasOutputLow<S>) out_low = pack.out_low;
+  with_vec<S, 4>(F, {G, out, out_low, der.pos_out, out_bias, pack.rows, act.grad_pre}, [&](auto vec) {
+    const auto kernel = head_rows_dot_kernel<S, decltype(vec)::value>;
     long long blocks = warps::warp_blocks((NH + kWarp - 1) / kWarp);
     const size_t slot_bytes = with_bias ? sizeof(double) * kThreads * F : 0;
     Tensor partial;  // (blocks, H F) f64 with bias_partials
@@ -716,6 +875,14 @@ void with_items(bool together, Fn&& f) {
 // Whether grids of `a` and `b` blocks run at once on the device: then as one launch (GridSplit).
 inline bool launch_together(unsigned a, unsigned b) {
   return static_cast<long long>(a) + b <= cuda::resident_threads() / kThreads;
+}
+
+// Calls f(S{}) with S the storage type of the attention kernels' rows: float, double or bf16
+// (computed in f32); other dtypes throw naming `op`.
+template <class Fn>
+decltype(auto) dispatch_rows(DType dtype, const char* op, Fn&& f) {
+  if (dtype == DType::bf16) return f(bf16{});
+  return dispatch_float(dtype, op, f);
 }
 
 template <class T>

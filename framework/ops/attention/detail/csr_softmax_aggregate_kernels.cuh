@@ -36,22 +36,26 @@ constexpr int kUnroll = 4;
 // block per edge) 4 edges were no faster than 2 (1M nodes / 16M edges: 2.80 ms at H=1, F=64 and
 // 3.17 ms at H=8, F=8 for both).
 constexpr int kUnrollBackward = 4;
-// A lane of 8 values (with_gather_vec) keeps as many bytes in flight with half the edges a batch.
-template <int VEC>
-constexpr int kUnrollOf = VEC > 4 ? kUnroll / 2 : kUnroll;
-template <int VEC>
-constexpr int kUnrollBackwardOf = VEC > 4 ? kUnrollBackward / 2 : kUnrollBackward;
+// A lane of 32 bytes (8 floats, with_gather_vec) keeps as many bytes in flight with half the
+// edges a batch; a lane of 8 bf16 reads 16 bytes, as a float4 lane does.
+template <class S, int VEC>
+constexpr int kUnrollOf = sizeof(S) * VEC > 16 ? kUnroll / 2 : kUnroll;
+template <class S, int VEC>
+constexpr int kUnrollBackwardOf = sizeof(S) * VEC > 16 ? kUnrollBackward / 2 : kUnrollBackward;
 // Where the scores come from. row(i, h) gives the score function of row i's edges for head h,
 // score(e, j) for edge e from source j.
+// S is the scores' storage, the score returned is Compute<S>.
 // csr_softmax_aggregate's scores, stored (E, H).
-template <class T>
+template <class S>
 struct StoredScores {
-  const T* __restrict__ s;  // (E, H)
+  const S* __restrict__ s;  // (E, H)
   int H;
   struct Row {
-    const T* __restrict__ s;
+    const S* __restrict__ s;
     int H, h;
-    __device__ __forceinline__ T operator()(long long e, int32_t) const { return s[e * H + h]; }
+    __device__ __forceinline__ Compute<S> operator()(long long e, int32_t) const {
+      return widen(s[e * H + h]);
+    }
   };
   __device__ __forceinline__ Row row(long long, int h) const { return {s, H, h}; }
 };
@@ -60,25 +64,26 @@ struct StoredScores {
 // visited; the training forward also asks whether the LeakyReLU's argument is positive (d er's
 // positive sums). kTerm is a template argument so that the kernels without an edge term are those
 // measured before it existed (a null check per edge cost about 5% at 100M edges).
-template <class T, bool kTerm>
+template <class S, bool kTerm>
 struct GatScores {
-  const T* __restrict__ el;    // (Ns, el_stride): el[j,h] at j * el_stride + h
-  const T* __restrict__ er;    // (Nd, H)
-  const T* __restrict__ term;  // (E, H) or null
+  using T = Compute<S>;
+  const S* __restrict__ el;    // (Ns, el_stride): el[j,h] at j * el_stride + h
+  const S* __restrict__ er;    // (Nd, H)
+  const S* __restrict__ term;  // (E, H) or null
   int H;
   T slope;        // negative_slope
   int el_stride;  // H, or a packed source row's length (kPackedRow)
   struct Row {
-    const T* __restrict__ el;
-    const T* __restrict__ term;
+    const S* __restrict__ el;
+    const S* __restrict__ term;
     T er_ih;
     int H, h, el_stride;
     T slope;
     // The score of edge e from source j, and whether its LeakyReLU argument is positive. (A
     // 32-bit j times the stride is one wide multiply; a 64-bit one is three.)
     __device__ __forceinline__ T operator()(long long e, int32_t j, bool& positive) const {
-      T x = el[static_cast<long long>(j) * el_stride + h] + er_ih;
-      if constexpr (kTerm) x += term[e * H + h];
+      T x = widen(el[static_cast<long long>(j) * el_stride + h]) + er_ih;
+      if constexpr (kTerm) x += widen(term[e * H + h]);
       positive = x > T(0);
       return positive ? x : x * slope;
     }
@@ -88,7 +93,7 @@ struct GatScores {
     }
   };
   __device__ __forceinline__ Row row(long long i, int h) const {
-    return {el, term, er[i * H + h], H, h, el_stride, slope};
+    return {el, term, widen(er[i * H + h]), H, h, el_stride, slope};
   }
 };
 
@@ -97,13 +102,14 @@ struct GatScores {
 // argument is positive (GatScores only). The group's G lanes (heads [h0, h1]) draw the dropout
 // decisions together (`keep`), a window of edges at a time. Source j's values are V[j * v_stride
 // + (h, f)]: v_stride is H F, or a packed source row's length.
-template <class T, int VEC, bool kPositive, class Score>
+template <class S, int VEC, bool kPositive, class Score>
 __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src,  // (E,)
                                                const Score& score,
-                                               const T* __restrict__ V,  // (N, v_stride)
+                                               const S* __restrict__ V,  // (N, v_stride)
                                                long long begin, long long end, int H, int v_stride, int h,
-                                               int c, int h0, int h1, SegmentKeep& keep, T scale,
-                                               OnlineState<T, VEC, kPositive>& st) {
+                                               int c, int h0, int h1, SegmentKeep& keep, Compute<S> scale,
+                                               OnlineState<Compute<S>, VEC, kPositive>& st) {
+  using T = Compute<S>;
   auto score_of = [&](long long e, int32_t j, bool& positive) {
     if constexpr (kPositive) {
       return score(e, j, positive);
@@ -112,7 +118,7 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src, 
       return score(e, j);
     }
   };
-  constexpr int kUnroll = kUnrollOf<VEC>;
+  constexpr int kUnroll = kUnrollOf<S, VEC>;
   for (long long window_begin = begin; window_begin < end;) {
     const ConsecutiveEdges window(keep, window_begin, end, H, h0, h1);
     long long e = window.begin;
@@ -127,7 +133,7 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src, 
       for (int u = 0; u < kUnroll; ++u) s[u] = score_of(e + u, j[u], positive[u]);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
-        v[u] = load_vec<T, VEC>(V + static_cast<long long>(j[u]) * v_stride + c);
+        v[u] = load_row<S, VEC>(V + static_cast<long long>(j[u]) * v_stride + c);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) st.add(s[u], window.factor(keep, e + u, h, scale), v[u], positive[u]);
     }
@@ -136,7 +142,7 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src, 
       bool positive;
       const T s = score_of(e, j, positive);
       st.add(s, window.factor(keep, e, h, scale),
-             load_vec<T, VEC>(V + static_cast<long long>(j) * v_stride + c), positive);
+             load_row<S, VEC>(V + static_cast<long long>(j) * v_stride + c), positive);
     }
     window_begin = window.end;
   }
@@ -178,18 +184,19 @@ struct ForwardChunks {
 // partials, pos.part_z and pos.part_acc): kItems says which a launch runs (Items::both: the first
 // split.first_blocks blocks take the chunks). With kPositive also pos_out and pos_weight
 // (pos.out, pos.weight).
-template <class T, int VEC, int G, bool kPositive, Items kItems, class Scores>
+template <class S, int VEC, int G, bool kPositive, Items kItems, class Scores>
 __global__ void __launch_bounds__(kThreads)
     aggregate_forward_kernel(const int32_t* __restrict__ row_ptr,    // (N+1,)
                              const int32_t* __restrict__ row_order,  // (rows,)
                              const int32_t* __restrict__ src,        // (E,)
                              Scores scores,
-                             const T* __restrict__ V,  // (N, v_stride)
-                             T* __restrict__ out,      // (N, H, F)
-                             T* __restrict__ lse,      // (N, H)
-                             PositiveParts<T> pos, long long rows, int H, int F, int v_stride, int tiles,
-                             DropoutKey key, T scale, OutputEpilogue<T> epilogue, ForwardChunks<T> parts = {},
-                             GridSplit split = {}) {
+                             const S* __restrict__ V,       // (N, v_stride)
+                             S* __restrict__ out,           // (N, H, F)
+                             Compute<S>* __restrict__ lse,  // (N, H)
+                             PositiveParts<S> pos, long long rows, int H, int F, int v_stride, int tiles,
+                             DropoutKey key, Compute<S> scale, OutputEpilogue<Compute<S>> epilogue,
+                             ForwardChunks<Compute<S>> parts = {}, GridSplit split = {}) {
+  using T = Compute<S>;
   SegmentKeep keep(key, G);
   const int HF = H * F;
   if constexpr (kItems != Items::rows) {
@@ -201,7 +208,7 @@ __global__ void __launch_bounds__(kThreads)
         const RowTile<VEC, G> t(static_cast<int>(item - w * tiles), g.lane, F, HF);
         const ChunkRange r = find_chunk(row_ptr, parts.rows.ptr, parts.rows.row, w, parts.chunk);
         OnlineState<T, VEC, kPositive> st;
-        gather_softmax<T, VEC, kPositive>(src, scores.row(r.row, t.h), V, r.begin, r.end, H, v_stride, t.h,
+        gather_softmax<S, VEC, kPositive>(src, scores.row(r.row, t.h), V, r.begin, r.end, H, v_stride, t.h,
                                           t.c, t.h0, t.h1, keep, scale, st);
         if (!t.writes) continue;
         store_vec<T, VEC>(parts.part_acc + w * HF + t.c, to_vec(st.acc));
@@ -223,24 +230,26 @@ __global__ void __launch_bounds__(kThreads)
     const long long i = row_order[r];
     const long long begin = row_ptr[i], end = row_ptr[i + 1];
     OnlineState<T, VEC, kPositive> st;
-    gather_softmax<T, VEC, kPositive>(src, scores.row(i, t.h), V, begin, end, H, v_stride, t.h, t.c, t.h0,
+    gather_softmax<S, VEC, kPositive>(src, scores.row(i, t.h), V, begin, end, H, v_stride, t.h, t.c, t.h0,
                                       t.h1, keep, scale, st);
     if (!t.writes) continue;
-    write_row<T, VEC>(out, lse, i, H, F, t.h, t.c, st.m, st.z, st.acc, epilogue);
-    if constexpr (kPositive) write_positive_row<T, VEC>(pos, i, H, F, t.h, t.c, st.z, st.z_pos, st.acc_pos);
+    write_row<S, VEC>(out, lse, i, H, F, t.h, t.c, st.m, st.z, st.acc, epilogue, pos);
+    if constexpr (kPositive)
+      write_positive_row<S, VEC>(pos, i, H, F, t.h, t.c, st.z, st.z_pos, st.acc_pos, st.acc);
   }
 }
 
-// The tensors of the backward walk over the transposed graph that both ops read.
-template <class T>
+// The tensors of the backward walk over the transposed graph that both ops read (S: the rows').
+template <class S>
 struct BackwardArgs {
+  using T = Compute<S>;
   const int32_t* t_row_ptr;  // (N+1,) transposed CSR: the out-edges of each source
   const int32_t* t_dst;      // (E,) destination of each transposed entry
   const int32_t* t_edge_id;  // (E,) edge id of each transposed entry
-  const T* V;                // (N, H, F) node values
-  const T* grad_out;         // (N, H, F), its rows grad_stride values apart
+  const S* V;                // (N, H, F) node values
+  const S* grad_out;         // (N, H, F), its rows grad_stride values apart
   int grad_stride;           // H F, or a packed row's length (RowPack with the gradient)
-  T* dV;                     // (N, H, F), or null when d values are not asked
+  S* dV;                     // (N, H, F), or null when d values are not asked
   long long N, E;            // N: the graph's sources (rows of the transpose)
   int H, F, tiles;           // tiles: feature tiles of one head
   DropoutKey key;
@@ -260,15 +269,17 @@ struct BackwardArgs {
 //   sum:              what the walk sums over j's out-edges ((N, H) per source, merged by chunks).
 // kBlocksPerSM bounds the walk kernels' registers (256 threads per block).
 // csr_softmax_aggregate: this tile's part of da, for row_softmax_grad_kernel. No sum.
-template <class T>
+template <class S>
 struct ScoreGrad {
+  using T = Compute<S>;
   static constexpr int kBlocksPerSM = 4;  // at most 64 registers
-  const T* s;                             // (E, H)
+  const S* s;                             // (E, H)
   const T* lse;                           // (N, H)
-  T* da;  // (tiles, E, H) per-tile parts of da, or null when d scores are not asked
-  T *sum = nullptr, *part_sum = nullptr;  // always null: this op sums nothing over a source
+  T* da;             // (tiles, E, H) per-tile parts of da, or null when d scores are not asked
+  S* sum = nullptr;  // always null: this op sums nothing over a source
+  T* part_sum = nullptr;
   struct Walk {
-    const T* __restrict__ s;
+    const S* __restrict__ s;
     const T* __restrict__ lse;
     T* da_tile;  // (E, H) or null
     int H, h;
@@ -280,7 +291,7 @@ struct ScoreGrad {
     __device__ __forceinline__ bool wants_dot() const { return da_tile != nullptr; }
     __device__ __forceinline__ Entry load(int32_t e, int32_t i, bool weight) const {
       if (!weight) return {};
-      return {s[static_cast<long long>(e) * H + h], lse[static_cast<long long>(i) * H + h]};
+      return {widen(s[static_cast<long long>(e) * H + h]), lse[static_cast<long long>(i) * H + h]};
     }
     __device__ __forceinline__ T weight(const Entry& x) const { return exp(x.s - x.lse); }
     __device__ __forceinline__ void edge(long long e, const Entry&, T, T da, bool first_lane) {
@@ -298,28 +309,30 @@ struct ScoreGrad {
 // asked, written per edge (it is d term). d er needs no edge: head_rows_dot_kernel's RowDer.
 // er, lse and D of destination i, head h are at [i * stride + h] of their pointers (RowPack's
 // rows). kTerm as GatScores'.
-template <class T, bool kTerm>
+// er, lse and D are RowPack's rows, of Compute<S>.
+template <class S, bool kTerm>
 struct GatGrad {
+  using T = Compute<S>;
   // As ScoreGrad: 3 blocks per SM (80 registers) measured 60.3 ms against 54.4 ms for the two
   // layers' walks on the 100M-edge graph.
   static constexpr int kBlocksPerSM = 4;
-  const T* el;    // (Ns, H)
+  const S* el;    // (Ns, H)
   const T* er;    // (Nd, stride)
-  const T* term;  // (E, H) or null
+  const S* term;  // (E, H) or null
   const T* lse;   // (Nd, stride)
   const T* D;     // (Nd, stride)
   int stride;
-  T* g;  // (E, H) d term, or null (always without kTerm)
+  S* g;  // (E, H) d term, or null (always without kTerm)
   T slope;
-  T* sum;       // (Ns, H) d el, or null
+  S* sum;       // (Ns, H) d el, or null
   T* part_sum;  // (W, H) d el of each chunk of a long transposed row (chunk kernel only)
   struct Walk {
     const T* __restrict__ er;
-    const T* __restrict__ term;
+    const S* __restrict__ term;
     const T* __restrict__ lse;
     const T* __restrict__ D;
     int stride;
-    T* g;
+    S* g;
     T el_j, slope;
     int H, h;
     T sum = 0;
@@ -332,7 +345,7 @@ struct GatGrad {
     __device__ __forceinline__ Entry load(int32_t e, int32_t i, bool) const {
       const long long at = static_cast<long long>(i) * stride + h;
       T x = el_j + er[at];
-      if constexpr (kTerm) x += term[static_cast<long long>(e) * H + h];
+      if constexpr (kTerm) x += widen(term[static_cast<long long>(e) * H + h]);
       return {x, lse[at], D[at]};
     }
     __device__ __forceinline__ T weight(const Entry& p) const {
@@ -343,12 +356,12 @@ struct GatGrad {
       const T grad = p.x > T(0) ? ds : ds * slope;
       sum += grad;
       if constexpr (kTerm) {
-        if (first_lane && g) g[e * H + h] = grad;
+        if (first_lane && g) g[e * H + h] = narrow<S>(grad);
       }
     }
   };
   __device__ __forceinline__ Walk walk(long long j, int h, int, long long, int H) const {
-    return {er, term, lse, D, stride, g, el[j * H + h], slope, H, h};
+    return {er, term, lse, D, stride, g, widen(el[j * H + h]), slope, H, h};
   }
 };
 
@@ -373,17 +386,18 @@ __device__ __forceinline__ T lane_dot(const Vec<T, VEC>& v, const Vec<T, VEC>& g
 // One gather of G serves both. kUnrollBackward entries' loads are issued together and their dots
 // reduced together. The segment's lanes (heads [h0, h1]; SourceSegment) draw the dropout
 // decisions together (`keep`), a window of entries at a time.
-template <class T, int VEC, int G, class Walk>
-__device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, long long j, long long begin,
+template <class S, int VEC, int G, class Walk>
+__device__ __forceinline__ void gather_attention_grad(const BackwardArgs<S>& a, long long j, long long begin,
                                                       long long end, int h, int c, int h0, int h1,
-                                                      SegmentKeep& keep, Walk& walk, T (&acc)[VEC]) {
+                                                      SegmentKeep& keep, Walk& walk, Compute<S> (&acc)[VEC]) {
+  using T = Compute<S>;
   const int H = a.H;
   const bool lane_has_features = c < a.F;
   const bool want_weight = walk.needs_weight(a.dV != nullptr), want_dot = walk.wants_dot();
   const int head_offset = h * a.F + c;  // within a node's H*F
   const int HF = H * a.F;
   Vec<T, VEC> v{};  // V[j, h, c..c+VEC)
-  if (want_dot && lane_has_features) v = load_vec<T, VEC>(a.V + j * HF + head_offset);
+  if (want_dot && lane_has_features) v = load_row<S, VEC>(a.V + j * HF + head_offset);
   auto entries = [&](const ScatteredEdges& window, long long k, auto count) {
     constexpr int U = decltype(count)::value;
     int32_t e[U], i[U];  // edge id and destination (64-bit offsets are formed at each use)
@@ -395,7 +409,7 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, 
     for (int u = 0; u < U; ++u) {
       g[u] = Vec<T, VEC>{};
       if (lane_has_features)
-        g[u] = load_vec<T, VEC>(a.grad_out + static_cast<long long>(i[u]) * a.grad_stride + head_offset);
+        g[u] = load_row<S, VEC>(a.grad_out + static_cast<long long>(i[u]) * a.grad_stride + head_offset);
       x[u] = walk.load(e[u], i[u], want_weight);
     }
     T w[U];
@@ -421,8 +435,8 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<T>& a, 
   for (long long window_begin = begin; window_begin < end;) {
     const ScatteredEdges window(keep, a.t_edge_id, window_begin, end, H, h0, h1);
     long long k = window.begin;
-    for (; k + kUnrollBackwardOf<VEC> <= window.end; k += kUnrollBackwardOf<VEC>)
-      entries(window, k, Int<kUnrollBackwardOf<VEC>>{});
+    for (; k + kUnrollBackwardOf<S, VEC> <= window.end; k += kUnrollBackwardOf<S, VEC>)
+      entries(window, k, Int<kUnrollBackwardOf<S, VEC>>{});
     for (; k < window.end; ++k) entries(window, k, Int<1>{});
     window_begin = window.end;
   }
@@ -485,11 +499,12 @@ struct BackwardChunks {
 // of a long transposed row, head, feature tile): the chunk's partial dV and sum, and the per-edge
 // values of its edges. kItems says which a launch runs (Items::both: the first
 // split.first_blocks blocks take the chunks).
-template <class T, int VEC, int G, Items kItems, class Grad>
+template <class S, int VEC, int G, Items kItems, class Grad>
 __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
-    attention_grad_kernel(BackwardArgs<T> a, Grad grad,
+    attention_grad_kernel(BackwardArgs<S> a, Grad grad,
                           const int32_t* __restrict__ source_order,  // (sources,)
-                          long long sources, BackwardChunks<T> parts = {}, GridSplit split = {}) {
+                          long long sources, BackwardChunks<Compute<S>> parts = {}, GridSplit split = {}) {
+  using T = Compute<S>;
   const SourceSegment segment = SourceSegment::of<G>(a.H, a.tiles);
   SegmentKeep keep(a.key, segment.width);
   if constexpr (kItems != Items::rows) {
@@ -501,7 +516,7 @@ __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
         const ChunkRange r = find_chunk(a.t_row_ptr, parts.rows.ptr, parts.rows.row, x.n, parts.chunk);
         T acc[VEC] = {};
         auto walk = grad.walk(r.row, x.h, x.tile, a.E, a.H);
-        gather_attention_grad<T, VEC, G>(a, r.row, r.begin, r.end, x.h, x.c, segment.first_head(x.h),
+        gather_attention_grad<S, VEC, G>(a, r.row, r.begin, r.end, x.h, x.c, segment.first_head(x.h),
                                          segment.last_head(x.h, a.H), keep, walk, acc);
         if (parts.part_acc && x.c < a.F)
           store_vec<T, VEC>(parts.part_acc + (x.n * a.H + x.h) * a.F + x.c, to_vec(acc));
@@ -518,10 +533,10 @@ __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
     const long long begin = a.t_row_ptr[j], end = a.t_row_ptr[j + 1];
     T acc[VEC] = {};
     auto walk = grad.walk(j, x.h, x.tile, a.E, a.H);
-    gather_attention_grad<T, VEC, G>(a, j, begin, end, x.h, x.c, segment.first_head(x.h),
+    gather_attention_grad<S, VEC, G>(a, j, begin, end, x.h, x.c, segment.first_head(x.h),
                                      segment.last_head(x.h, a.H), keep, walk, acc);
-    if (a.dV && x.c < a.F) store_vec<T, VEC>(a.dV + (j * a.H + x.h) * a.F + x.c, to_vec(acc));
-    if (grad.sum && g.lane == 0) grad.sum[j * a.H + x.h] = walk.sum;
+    if (a.dV && x.c < a.F) store_row<S, VEC>(a.dV + (j * a.H + x.h) * a.F + x.c, to_vec(acc));
+    if (grad.sum && g.lane == 0) grad.sum[j * a.H + x.h] = narrow<S>(walk.sum);
   }
 }
 
@@ -529,16 +544,25 @@ __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
 // (warps::HeadLanes: all the row's heads at once when H divides 32):
 //   da = sum of the tiles' parts (in tile order), r = sum_e a*da (fixed butterfly over the lanes
 //   of a head), then ds = a*(da - r) with a = exp(s - lse).
-template <class T>
-__global__ void __launch_bounds__(kThreads)
-    row_softmax_grad_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
-                            const T* __restrict__ s,              // (E, H)
-                            const T* __restrict__ lse,            // (N, H)
-                            const T* da,  // (tiles, E, H); tile 0 is ds itself when tiles == 1
-                            T* ds,        // (E, H)
-                            long long N, long long E, int H, int tiles) {
+// Where ds is Compute<S> (f32, f64), da's parts are ds itself at one tile and their sum goes
+// there at several; bf16 ds keeps da in f32 parts of its own and sums them again.
+template <class S>
+__global__ void __launch_bounds__(kThreads) row_softmax_grad_kernel(
+    const int32_t* __restrict__ row_ptr,  // (N+1,)
+    const S* __restrict__ s,              // (E, H)
+    const Compute<S>* __restrict__ lse,   // (N, H)
+    const Compute<S>* da,  // (tiles, E, H); tile 0 is ds itself when tiles == 1 and S is Compute<S>
+    S* ds,                 // (E, H)
+    long long N, long long E, int H, int tiles) {
+  using T = Compute<S>;
+  constexpr bool kDaInDs = std::is_same_v<S, T>;
   const warps::HeadLanes heads(H, threadIdx.x % kWarp);
   const long long EH = E * H;
+  auto da_of = [&](long long x) {  // the tiles' parts added in tile order
+    T d = da[x];
+    for (int t = 1; t < tiles; ++t) d += da[t * EH + x];
+    return d;
+  };
   for (long long w = warps::warp_id(); w < N * heads.blocks; w += warps::warp_count()) {
     long long i;
     int h;
@@ -548,27 +572,30 @@ __global__ void __launch_bounds__(kThreads)
     T r = 0;
     for (long long e = begin; e < end; e += heads.stride) {
       const long long x = e * H + h;
-      T d = da[x];
-      for (int t = 1; t < tiles; ++t) d += da[t * EH + x];
-      if (tiles > 1) ds[x] = d;
-      r += exp(s[x] - l) * d;
+      const T d = da_of(x);
+      if constexpr (kDaInDs)
+        if (tiles > 1) ds[x] = d;
+      r += exp(widen(s[x]) - l) * d;
     }
     r = heads.sum(r);
     for (long long e = begin; e < end; e += heads.stride) {
       const long long x = e * H + h;
-      ds[x] = exp(s[x] - l) * (ds[x] - r);
+      const T d = kDaInDs ? widen(ds[x]) : da_of(x);
+      ds[x] = narrow<S>(exp(widen(s[x]) - l) * (d - r));
     }
   }
 }
 
 // One warp per (row, head): lse by a max and a sum sweep, then (when a is given) the weights.
-template <class T, class Scores>
-__global__ void __launch_bounds__(kThreads) row_softmax_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
-                                                               const int32_t* __restrict__ src,      // (E,)
-                                                               Scores scores,
-                                                               T* __restrict__ a,    // (E, H) or null
-                                                               T* __restrict__ lse,  // (N, H) or null
-                                                               long long NH, int H) {
+template <class S, class Scores>
+__global__ void __launch_bounds__(kThreads)
+    row_softmax_kernel(const int32_t* __restrict__ row_ptr,  // (N+1,)
+                       const int32_t* __restrict__ src,      // (E,)
+                       Scores scores,
+                       S* __restrict__ a,             // (E, H) or null
+                       Compute<S>* __restrict__ lse,  // (N, H) or null
+                       long long NH, int H) {
+  using T = Compute<S>;
   const int lane = threadIdx.x % kWarp;
   for (long long w = warps::warp_id(); w < NH; w += warps::warp_count()) {
     const long long i = w / H;
@@ -585,7 +612,8 @@ __global__ void __launch_bounds__(kThreads) row_softmax_kernel(const int32_t* __
     z = warps::group_sum<kWarp>(z);
     if (lse && lane == 0) lse[w] = z > T(0) ? m + log(z) : -INFINITY;
     if (a)  // from (m, z), not lse, as on the CPU: lse rounds to ulp(m)
-      for (long long e = begin + lane; e < end; e += kWarp) a[e * H + h] = exp(score(e, src[e]) - m) / z;
+      for (long long e = begin + lane; e < end; e += kWarp)
+        a[e * H + h] = narrow<S>(exp(score(e, src[e]) - m) / z);
   }
 }
 
@@ -594,12 +622,15 @@ __global__ void __launch_bounds__(kThreads) row_softmax_kernel(const int32_t* __
 // The forward of both ops: out (N, H, F) through the epilogue and lse (N, H), the rows' scores
 // from `scores`; with kPositive (GatScores only) also pos_out (N, H, F) and pos_weight (N, H), the
 // sums over the edges whose LeakyReLU argument is positive. The values are read from source_rows (Ns,
-// kPackedRow) when given (GatScores' el then points into them too), else from node_value.
-template <class T, bool kPositive, class Scores>
+// kPackedRow) when given (GatScores' el then points into them too), else from node_value. S is the
+// dtype of the rows (node_value, out, pos_out); lse, pos_weight and the partials are Compute<S>.
+// out_low (bf16 only, OutputLow): out's rounding error, or null.
+template <class S, bool kPositive, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
                        const DropoutKey& attn_dropout, Tensor& out, Tensor& lse, Tensor* pos_out = nullptr,
-                       Tensor* pos_weight = nullptr, const OutputEpilogue<T>& epilogue = {},
-                       const Tensor* source_rows = nullptr) {
+                       Tensor* pos_weight = nullptr, const OutputEpilogue<Compute<S>>& epilogue = {},
+                       const Tensor* source_rows = nullptr, Tensor* out_low = nullptr) {
+  using T = Compute<S>;
   const long long N = graph.num_dst_nodes();
   const int H = static_cast<int>(lse.size(1)), F = static_cast<int>(node_value.size(2));
   if (N == 0 || H == 0) return;
@@ -607,7 +638,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
   const int32_t* src = graph.edge_src().data<int32_t>();     // (E,)
   T* l = lse.data<T>();                                      // (N, H)
   if (F == 0) {  // nothing to aggregate: lse alone (and pos_weight zero, as the contract says)
-    row_softmax_kernel<T><<<warps::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(row_ptr, src, scores,
+    row_softmax_kernel<S><<<warps::warp_blocks(N * H), kThreads, 0, cuda::stream()>>>(row_ptr, src, scores,
                                                                                       nullptr, l, N * H, H);
     CUDA_CHECK_LAUNCH("row_softmax_kernel");
     if constexpr (kPositive) pos_weight->zero_();
@@ -616,12 +647,17 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
   const int chunk = graph.chunk_edges();
   const bool split = graph.max_in_degree() > chunk;
   const T scale = drop_scale<T>(attn_dropout);
-  const T* V = source_rows ? source_rows->data<T>() : node_value.data<T>();  // (N, v_stride)
+  const S* V = source_rows ? source_rows->data<S>() : node_value.data<S>();  // (N, v_stride)
   const int v_stride = source_rows ? kPackedRow : H * F;
-  T* o = out.data<T>();  // (N, H, F)
-  PositiveParts<T> pos;
-  if constexpr (kPositive) pos.out = pos_out->data<T>(), pos.weight = pos_weight->data<T>();
-  with_gather_vec<T>(N, H, F, {V, o, pos.out}, [&](auto vec) {
+  S* o = out.data<S>();  // (N, H, F)
+  PositiveParts<S> pos;
+  if constexpr (kPositive) pos.out = pos_out->data<S>(), pos.weight = pos_weight->data<T>();
+  const void* low = nullptr;
+  if constexpr (kHasOutputLow<S>) {
+    if (out_low) pos.out_low = out_low->data<S>();
+    low = pos.out_low;
+  }
+  with_gather_vec<S>(N, H, F, {V, o, pos.out, low}, [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
     const Tiling tiling(H * F, VEC);
     with_group(tiling.G, [&](auto group) {
@@ -629,7 +665,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       const Tensor& order = graph.row_order();  // the uncut rows, longest first
       const unsigned row_blocks = group_blocks(order.numel() * tiling.tiles, G);
       auto rows_alone = [&] {
-        aggregate_forward_kernel<T, VEC, G, kPositive, Items::rows>
+        aggregate_forward_kernel<S, VEC, G, kPositive, Items::rows>
             <<<row_blocks, kThreads, 0, cuda::stream()>>>(row_ptr, order.data<int32_t>(), src, scores, V, o,
                                                           l, pos, order.numel(), H, F, v_stride, tiling.tiles,
                                                           attn_dropout, scale, epilogue);
@@ -642,27 +678,28 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       parts.rows = chunk_rows(graph, false);
       parts.chunk = chunk;
       const int64_t chunks = parts.rows.chunks;
-      Tensor part_m = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial m");
-      Tensor part_z = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial z");
-      Tensor part_acc = Tensor::empty({chunks, H, F}, out.dtype(), Device::cuda, "aggregate partial acc");
+      constexpr DType partial = dtype_of<T>::value;
+      Tensor part_m = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial m");
+      Tensor part_z = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial z");
+      Tensor part_acc = Tensor::empty({chunks, H, F}, partial, Device::cuda, "aggregate partial acc");
       parts.part_m = part_m.data<T>(), parts.part_z = part_z.data<T>(), parts.part_acc = part_acc.data<T>();
       Tensor part_z_pos, part_acc_pos;
       if constexpr (kPositive) {
-        part_z_pos = Tensor::empty({chunks, H}, out.dtype(), Device::cuda, "aggregate partial z_pos");
-        part_acc_pos = Tensor::empty({chunks, H, F}, out.dtype(), Device::cuda, "aggregate partial acc_pos");
+        part_z_pos = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial z_pos");
+        part_acc_pos = Tensor::empty({chunks, H, F}, partial, Device::cuda, "aggregate partial acc_pos");
         pos.part_z = part_z_pos.data<T>(), pos.part_acc = part_acc_pos.data<T>();
       }
       const unsigned chunk_blocks = group_blocks(chunks * tiling.tiles, G);
       const bool together = launch_together(chunk_blocks, row_blocks);
       if (!together) rows_alone();
       with_items(together, [&](auto items) {
-        aggregate_forward_kernel<T, VEC, G, kPositive, decltype(items)::value>
+        aggregate_forward_kernel<S, VEC, G, kPositive, decltype(items)::value>
             <<<chunk_blocks + (together ? row_blocks : 0), kThreads, 0, cuda::stream()>>>(
                 row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F, v_stride,
                 tiling.tiles, attn_dropout, scale, epilogue, parts, GridSplit{chunk_blocks});
         CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
       });
-      aggregate_merge_kernel<T, VEC, G><<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
+      aggregate_merge_kernel<S, VEC, G><<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
           parts.rows.ptr, parts.part_m, parts.part_z, parts.part_acc, o, l, N, H, F, tiling.tiles, pos,
           epilogue);
       CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
@@ -671,33 +708,34 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
 }
 
 // BackwardArgs of a graph and its tensors (tiles still to set).
-template <class T>
-BackwardArgs<T> backward_args(const Graph& graph, const Tensor& node_value, const Tensor& grad_out,
+template <class S>
+BackwardArgs<S> backward_args(const Graph& graph, const Tensor& node_value, const Tensor& grad_out,
                               Tensor* grad_value, int H, const DropoutKey& attn_dropout) {
-  BackwardArgs<T> a{};
+  BackwardArgs<S> a{};
   a.t_row_ptr = graph.t_row_ptr().data<int32_t>();
   a.t_dst = graph.t_edge_dst().data<int32_t>();
   a.t_edge_id = graph.t_edge_id().data<int32_t>();
-  a.V = node_value.data<T>();
-  a.grad_out = grad_out.data<T>();
+  a.V = node_value.data<S>();
+  a.grad_out = grad_out.data<S>();
   a.grad_stride = H * static_cast<int>(node_value.size(2));
-  a.dV = grad_value ? grad_value->data<T>() : nullptr;
+  a.dV = grad_value ? grad_value->data<S>() : nullptr;
   a.N = graph.num_src_nodes(), a.E = graph.num_edges(), a.H = H, a.F = static_cast<int>(node_value.size(2));
   a.key = attn_dropout;
-  a.scale = drop_scale<T>(attn_dropout);
+  a.scale = drop_scale<Compute<S>>(attn_dropout);
   return a;
 }
 
 // The walk over the transposed graph with G lanes per (source, head, tile): short rows in one
 // kernel, the chunks of long ones in a second and their dV (and sums) merged in chunk order.
-template <class T, int VEC, int G, class Grad>
-void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
+template <class S, int VEC, int G, class Grad>
+void walk_transposed(const Graph& graph, const BackwardArgs<S>& a, Grad grad) {
+  using T = Compute<S>;
   const int chunk = graph.chunk_edges();
   const bool split = graph.max_out_degree() > chunk;
   const Tensor& order = graph.t_row_order();  // the uncut sources, longest first
   const unsigned source_blocks = group_blocks(order.numel() * a.H * a.tiles, G);
   auto sources_alone = [&] {
-    attention_grad_kernel<T, VEC, G, Items::rows>
+    attention_grad_kernel<S, VEC, G, Items::rows>
         <<<source_blocks, kThreads, 0, cuda::stream()>>>(a, grad, order.data<int32_t>(), order.numel());
     CUDA_CHECK_LAUNCH("attention_grad_kernel");
   };
@@ -722,7 +760,7 @@ void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
   const bool together = launch_together(chunk_blocks, source_blocks);
   if (!together) sources_alone();
   with_items(together, [&](auto items) {
-    attention_grad_kernel<T, VEC, G, decltype(items)::value>
+    attention_grad_kernel<S, VEC, G, decltype(items)::value>
         <<<chunk_blocks + (together ? source_blocks : 0), kThreads, 0, cuda::stream()>>>(
             a, grad, order.data<int32_t>(), order.numel(), parts, GridSplit{chunk_blocks});
     CUDA_CHECK_LAUNCH("attention_grad_kernel");
@@ -731,7 +769,7 @@ void walk_transposed(const Graph& graph, const BackwardArgs<T>& a, Grad grad) {
   const Tiling row_tiling(a.H * a.F, VEC);
   with_group(row_tiling.G, [&](auto merge_group) {
     constexpr int GM = decltype(merge_group)::value;
-    value_grad_merge_kernel<T, VEC, GM>
+    value_grad_merge_kernel<S, VEC, GM>
         <<<group_blocks(chunks * row_tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
             parts.rows, parts.part_acc, a.dV, grad.part_sum, grad.sum, a.H, a.F, row_tiling.tiles);
     CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
@@ -755,8 +793,9 @@ void with_edge_term(const Tensor& edge_term, Fn&& f) {
 
 // GAT's fused forward for one dtype, with or without the edge term (args.edge_term defined:
 // gat_attention_aggregate_forward dispatches on both).
-template <class T, bool kTerm>
+template <class S, bool kTerm>
 void gat_forward(const GatAttentionForwardArgs& args) {
+  using T = Compute<S>;
   const Graph& graph = *args.graph;
   const Tensor &el = args.el, &er = args.er, &edge_term = args.edge_term, &node_value = args.node_value;
   const double negative_slope = args.negative_slope;
@@ -773,16 +812,16 @@ void gat_forward(const GatAttentionForwardArgs& args) {
   epilogue.activation = {static_cast<T>(activation.alpha), static_cast<T>(activation.keep_scale())};
   epilogue.key = activation.dropout;
   // el[j] follows the values in a packed source row.
-  const T* el_rows = source_rows ? source_rows->data<T>() + H * node_value.size(2) : el.data<T>();
-  const GatScores<T, kTerm> scores{el_rows,
-                                   er.data<T>(),
-                                   kTerm ? edge_term.data<T>() : nullptr,
+  const S* el_rows = source_rows ? source_rows->data<S>() + H * node_value.size(2) : el.data<S>();
+  const GatScores<S, kTerm> scores{el_rows,
+                                   er.data<S>(),
+                                   kTerm ? edge_term.data<S>() : nullptr,
                                    H,
                                    static_cast<T>(negative_slope),
                                    source_rows ? kPackedRow : H};
   with_flag(pos_out != nullptr, [&](auto positive) {
-    aggregate_forward<T, decltype(positive)::value>(graph, scores, node_value, attn_dropout, out, lse,
-                                                    pos_out, pos_weight, epilogue, source_rows);
+    aggregate_forward<S, decltype(positive)::value>(graph, scores, node_value, attn_dropout, out, lse,
+                                                    pos_out, pos_weight, epilogue, source_rows, args.out_low);
   });
 }
 
@@ -791,8 +830,11 @@ void gat_forward(const GatAttentionForwardArgs& args) {
 // written straight into grad_edge_term). A head wider than one group of lanes (F > 32 vectors)
 // takes the unfused path: the scores and d scores (E, H) exist for the length of this backward.
 // Returns whether d bias was taken from the row pass (the entry point writes *args.bias_taken).
-template <class T>
+// For bf16 the wide heads' unfused path is an error (gat_edge_scores' CUDA kernels take f32 and
+// f64).
+template <class S>
 bool gat_backward(const GatAttentionBackwardArgs& args) {
+  using T = Compute<S>;
   const Graph& graph = *args.graph;
   const Tensor &el = args.el, &er = args.er, &edge_term = args.edge_term, &node_value = args.node_value;
   const double negative_slope = args.negative_slope;
@@ -806,13 +848,15 @@ bool gat_backward(const GatAttentionBackwardArgs& args) {
   const long long N = graph.num_dst_nodes(), E = graph.num_edges();
   bool bias_written = false;
   const int H = static_cast<int>(el.size(1)), F = static_cast<int>(node_value.size(2));
-  BackwardArgs<T> a =
-      backward_args<T>(graph, node_value, activation.elu ? *grad_pre : grad_out, grad_value, H, attn_dropout);
-  with_gather_vec<T>(
-      graph.num_src_nodes(), H, F, {a.V, a.grad_out, a.dV, grad_out.data<T>(), out.data<T>()}, [&](auto vec) {
+  BackwardArgs<S> a =
+      backward_args<S>(graph, node_value, activation.elu ? *grad_pre : grad_out, grad_value, H, attn_dropout);
+  with_gather_vec<S>(
+      graph.num_src_nodes(), H, F, {a.V, a.grad_out, a.dV, grad_out.data<S>(), out.data<S>()}, [&](auto vec) {
         constexpr int VEC = decltype(vec)::value;
         const Tiling tiling(F, VEC);  // of one head
         if (tiling.tiles > 1) {
+          GAT_CHECK((std::is_same_v<S, T>), "gat_attention_aggregate backward: bf16 heads of ", F,
+                    " features (more than ", kWarp * VEC, ") are not supported on CUDA");
           if (activation.elu)  // the activation's backward on its own, then the unfused path
             elu_dropout_backward(out, grad_out, activation.alpha, activation.dropout, activation.keep_scale(),
                                  KeepMask(), *grad_pre);
@@ -838,30 +882,31 @@ bool gat_backward(const GatAttentionBackwardArgs& args) {
           return;
         }
         a.tiles = 1;
-        RowDer<T> der{};
+        RowDer<S> der{};
         if (grad_er) {  // from the forward's positive sums, which it must have been asked for
           const char* op = "gat_attention_aggregate backward (d er on CUDA)";
           check_shape(op, "pos_out", pos_out, out.shape());
           check_same(op, "pos_out", pos_out, "out", out);
           check_shape(op, "pos_weight", pos_weight, lse.shape());
           check_same(op, "pos_weight", pos_weight, "lse", lse);
-          der = {pos_out.data<T>(), pos_weight.data<T>(), grad_er->data<T>(),
+          der = {pos_out.data<S>(), pos_weight.data<T>(), grad_er->data<S>(),
                  static_cast<T>(1.0 - negative_slope)};
         }
         // er, lse and D of each destination packed in one row of 4H values (RowPack): the walk
         // reads them with one access an edge instead of three (at 100M edges, 8 heads: 58.3 ->
         // 56.9 ms a step; random 32-byte reads cost the DRAM an access each, bench/gather_ceiling.cu).
         // A short gradient row (H F + 3 H <= 16 values: the output layer) goes into the packed row
-        // too, whose 64 bytes the walk then reads with one access an edge instead of two.
-        const int lead = H * F + 3 * H <= kPackedRow ? H * F : 0;
+        // too, whose 64 bytes the walk then reads with one access an edge instead of two. The rows
+        // are Compute<S>: a bf16 gradient stays in its own rows (a bf16 walk reads it there).
+        const int lead = std::is_same_v<S, T> && H * F + 3 * H <= kPackedRow ? H * F : 0;
         const int stride = lead ? kPackedRow : 4 * H;
-        Tensor rows = Tensor::empty({N, int64_t{stride}}, el.dtype(), Device::cuda, "gat row terms");
+        Tensor rows = Tensor::empty({N, int64_t{stride}}, dtype_of<T>::value, Device::cuda, "gat row terms");
         T* const packed = rows.data<T>();
         const long long NH = N * H;
-        RowActivation<T> act;
+        RowActivation<S> act;
         if (activation.elu) {
           const double keep_scale = activation.keep_scale();
-          act = {grad_pre->data<T>(),
+          act = {grad_pre->data<S>(),
                  {static_cast<T>(keep_scale), static_cast<T>(activation.alpha * keep_scale)},
                  activation.dropout,
                  static_cast<T>(1.0 / keep_scale),
@@ -869,31 +914,36 @@ bool gat_backward(const GatAttentionBackwardArgs& args) {
         }
         bias_written = grad_bias && bias_in_rows(H, F);
         Tensor partials;  // of d bias
-        head_rows_dot<T>(grad_out.data<T>(), out.data<T>(), nullptr, NH, F, der,
-                         out_bias.defined() ? out_bias.data<T>() : nullptr, H,
-                         RowPack<T>{er.data<T>(), lse.data<T>(), packed, stride, lead}, act,
+        RowPack<S> pack;
+        pack.er = er.data<S>(), pack.lse = lse.data<T>(), pack.rows = packed, pack.stride = stride,
+        pack.lead = lead;
+        if constexpr (kHasOutputLow<S>)
+          if (args.out_low.defined()) pack.out_low = args.out_low.data<S>();
+        head_rows_dot<S>(grad_out.data<S>(), out.data<S>(), nullptr, NH, F, der,
+                         out_bias.defined() ? out_bias.data<T>() : nullptr, H, pack, act,
                          bias_written ? &partials : nullptr);
         if (bias_written && bias_partials)
           *bias_partials = partials;
         else if (bias_written)
           bias_from_partials({partials, grad_bias});
-        if (lead) a.grad_out = packed, a.grad_stride = stride;
+        if constexpr (std::is_same_v<S, T>)
+          if (lead) a.grad_out = packed, a.grad_stride = stride;
         if (!grad_el && !grad_edge_term && !grad_value) return;
         with_edge_term(edge_term, [&](auto term) {
           const T *const er_rows = packed + lead, *const lse_rows = er_rows + H,
                          *const D_rows = er_rows + 2 * H;
-          const GatGrad<T, decltype(term)::value> grad{el.data<T>(),
+          const GatGrad<S, decltype(term)::value> grad{el.data<S>(),
                                                        er_rows,
-                                                       edge_term.defined() ? edge_term.data<T>() : nullptr,
+                                                       edge_term.defined() ? edge_term.data<S>() : nullptr,
                                                        lse_rows,
                                                        D_rows,
                                                        stride,
-                                                       grad_edge_term ? grad_edge_term->data<T>() : nullptr,
+                                                       grad_edge_term ? grad_edge_term->data<S>() : nullptr,
                                                        static_cast<T>(negative_slope),
-                                                       grad_el ? grad_el->data<T>() : nullptr,
+                                                       grad_el ? grad_el->data<S>() : nullptr,
                                                        nullptr};
           with_group(tiling.G,
-                     [&](auto group) { walk_transposed<T, VEC, decltype(group)::value>(graph, a, grad); });
+                     [&](auto group) { walk_transposed<S, VEC, decltype(group)::value>(graph, a, grad); });
         });
       });
   return bias_written;
@@ -904,7 +954,10 @@ extern template void gat_forward<float, false>(const GatAttentionForwardArgs&);
 extern template void gat_forward<float, true>(const GatAttentionForwardArgs&);
 extern template void gat_forward<double, false>(const GatAttentionForwardArgs&);
 extern template void gat_forward<double, true>(const GatAttentionForwardArgs&);
+extern template void gat_forward<bf16, false>(const GatAttentionForwardArgs&);
+extern template void gat_forward<bf16, true>(const GatAttentionForwardArgs&);
 extern template bool gat_backward<float>(const GatAttentionBackwardArgs&);
 extern template bool gat_backward<double>(const GatAttentionBackwardArgs&);
+extern template bool gat_backward<bf16>(const GatAttentionBackwardArgs&);
 
 }  // namespace gat::ops::cuda_impl::csr_aggregate
