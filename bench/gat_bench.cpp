@@ -104,6 +104,16 @@ double median_ms(Device device, const std::function<void()>& fn, int reps = 10, 
   return times[times.size() / 2];
 }
 
+// What the inputs of both attention kernels share: the graph, the values (N, H, F) and no dropout.
+template <class Inputs>
+Inputs kernel_inputs(const Graph& graph, const Tensor& value) {
+  Inputs in;
+  in.graph = &graph;
+  in.node_value = value;
+  in.attn_dropout = DropoutKey{};
+  return in;
+}
+
 nlohmann::json bench_kernel(const std::string& graph_path, int64_t heads, int64_t features,
                             const std::string& op, Device device) {
   Graph graph = read_graph(graph_path).to(device);
@@ -113,18 +123,14 @@ nlohmann::json bench_kernel(const std::string& graph_path, int64_t heads, int64_
   Tensor out = Tensor::empty({n, heads, features}, DType::f32, device);
   Tensor lse = Tensor::empty({n, heads}, DType::f32, device);
   Tensor grad_value = Tensor::empty({n, heads, features}, DType::f32, device);
-  const DropoutKey no_dropout{};
   // The kernels themselves, without the op's allocations and autograd record.
   std::function<void()> forward, backward;
   Tensor scores, grad_scores, el, er, pos_out, pos_weight, grad_el, grad_er;
   if (op == "scores") {
     scores = random_f32({e, heads}, 1, device);  // (E, H)
     grad_scores = Tensor::empty({e, heads}, DType::f32, device);
-    ops::CsrSoftmaxAggregateInputs in;
-    in.graph = &graph;
+    auto in = kernel_inputs<ops::CsrSoftmaxAggregateInputs>(graph, value);
     in.edge_scores = scores;
-    in.node_value = value;
-    in.attn_dropout = no_dropout;
     forward = [args = ops::CsrSoftmaxAggregateForwardArgs{in, &out, &lse}] {
       ops::kernels::csr_softmax_aggregate_forward(args);
     };
@@ -140,13 +146,10 @@ nlohmann::json bench_kernel(const std::string& graph_path, int64_t heads, int64_
       pos_out = Tensor::empty({n, heads, features}, DType::f32, device);
       pos_weight = Tensor::empty({n, heads}, DType::f32, device);
     }
-    ops::GatAttentionInputs in;
-    in.graph = &graph;
+    auto in = kernel_inputs<ops::GatAttentionInputs>(graph, value);
     in.el = el;
     in.er = er;
-    in.node_value = value;
     in.negative_slope = 0.2;
-    in.attn_dropout = no_dropout;
     ops::GatAttentionForwardArgs fwd_args{in};
     fwd_args.out = &out;
     fwd_args.lse = &lse;
@@ -326,12 +329,11 @@ struct SampledBench {
   double degree = 0;
   double signal = GeneratorOptions{}.signal;                  // how far the features say the class
   double intra_fraction = GeneratorOptions{}.intra_fraction;  // how often a neighbour shares it
-  uint64_t seed = 0;
-  std::vector<int64_t> fanouts = {10, 10};
-  int64_t batch_size = 1024;
-  bool sample_on_device = true;
-  bool gather_on_device = true;  // the GPU reads the rows from mapped host memory
-  bool evaluate = true;          // the exact layer-wise inference after the epoch
+  uint64_t seed = 0;  // the generator's, the sampler's and the loader's
+  // The loader's options but its seed: batch_size 1024, fanouts {10, 10}; with gather_on_device
+  // the GPU reads the rows from mapped host memory.
+  NeighborLoaderOptions loader{1024, {10, 10}};
+  bool evaluate = true;  // the exact layer-wise inference after the epoch
   int64_t inference_batch_size = SampledTraining{}.inference_batch_size;
   std::string write_dir;
 };
@@ -362,10 +364,10 @@ nlohmann::json bench_sampled(const SampledBench& b, Device device) {
                         {"intra_fraction", b.intra_fraction},
                         {"train_nodes", data.train_index.numel()},
                         {"test_nodes", data.test_index.numel()},
-                        {"fanouts", b.fanouts},
-                        {"batch_size", b.batch_size},
-                        {"sample_on", b.sample_on_device && device == Device::cuda ? "device" : "cpu"},
-                        {"gather_on", b.gather_on_device && device == Device::cuda ? "device" : "cpu"},
+                        {"fanouts", b.loader.fanouts},
+                        {"batch_size", b.loader.batch_size},
+                        {"sample_on", b.loader.sample_on_device && device == Device::cuda ? "device" : "cpu"},
+                        {"gather_on", b.loader.gather_on_device && device == Device::cuda ? "device" : "cpu"},
                         {"generate_ms", ms_since(t0)},
                         {"generate_cpu_ms", generate_cpu_ms}};
   if (!b.write_dir.empty()) {
@@ -373,25 +375,21 @@ nlohmann::json bench_sampled(const SampledBench& b, Device device) {
     write_dataset(data, b.write_dir);
     out["write_ms"] = ms_since(t0);
   }
-  NeighborLoaderOptions lo;
-  lo.batch_size = b.batch_size;
-  lo.fanouts = b.fanouts;
+  NeighborLoaderOptions lo = b.loader;
   lo.seed = b.seed;
-  lo.sample_on_device = b.sample_on_device;
-  lo.gather_on_device = b.gather_on_device;
   const std::vector<int32_t> train = data.train_index.to_vector<int32_t>();
-  const auto batches = static_cast<int64_t>((train.size() + static_cast<size_t>(b.batch_size) - 1) /
-                                            static_cast<size_t>(b.batch_size));
+  const auto batches = static_cast<int64_t>((train.size() + static_cast<size_t>(b.loader.batch_size) - 1) /
+                                            static_cast<size_t>(b.loader.batch_size));
   // The sampler alone, one epoch's batches, as the loader takes them: on CUDA the blocks built on
   // the device with their loops (ops::block_graph), on the CPU the host's blocks. The edges
   // counted are the sampled ones, without the loops.
   {
-    const NeighborSampler sampler(data.graph, {b.fanouts, false, b.seed},
-                                  b.sample_on_device ? device : Device::cpu);
+    const NeighborSampler sampler(data.graph, {b.loader.fanouts, false, b.seed},
+                                  b.loader.sample_on_device ? device : Device::cpu);
     const std::vector<int32_t> order = shuffle_nodes(train, b.seed, 0);
     auto sample = [&](int64_t k) {  // batch k's sampled edges
-      const auto first = order.begin() + k * b.batch_size;
-      const auto last = order.begin() + std::min<int64_t>((k + 1) * b.batch_size, order.size());
+      const auto first = order.begin() + k * b.loader.batch_size;
+      const auto last = order.begin() + std::min<int64_t>((k + 1) * b.loader.batch_size, order.size());
       const std::vector<int32_t> seeds(first, last);
       int64_t edges = 0;
       if (sampler.device() == Device::cuda) {
@@ -513,8 +511,8 @@ int main(int argc, char** argv) {
                    "the generator's share of edges drawn inside a class")
       ->capture_default_str();
   sampled->add_option("--seed", sampled_bench.seed);
-  sampled->add_option("--fanouts", sampled_bench.fanouts)->delimiter(',');
-  sampled->add_option("--batch-size", sampled_bench.batch_size);
+  sampled->add_option("--fanouts", sampled_bench.loader.fanouts)->delimiter(',');
+  sampled->add_option("--batch-size", sampled_bench.loader.batch_size);
   sampled->add_option("--sample-on", sample_on)->check(CLI::IsMember({"cpu", "device"}));
   sampled->add_option("--gather-on", gather_on)->check(CLI::IsMember({"cpu", "device"}));
   sampled->add_option("--write", sampled_bench.write_dir, "write the dataset here for PyG");
@@ -547,8 +545,8 @@ int main(int argc, char** argv) {
                            device);
     if (*sampled) {
       progress::enable(true);  // the generator's and the graph's stages on stderr: minutes at 100M nodes
-      sampled_bench.sample_on_device = sample_on == "device";
-      sampled_bench.gather_on_device = gather_on == "device";
+      sampled_bench.loader.sample_on_device = sample_on == "device";
+      sampled_bench.loader.gather_on_device = gather_on == "device";
       result = bench_sampled(sampled_bench, device);
     }
     std::cout << result.dump() << std::endl;

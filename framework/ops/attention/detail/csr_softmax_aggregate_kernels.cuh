@@ -619,6 +619,35 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- host side -------------------------------------------------------------------------
 
+// The launches of a kernel that takes uncut rows and long rows' chunks (GridSplit), of the graph
+// or with `transposed` of its transpose: rows_alone() where no row is longer than the graph's
+// chunk. Else the long rows' chunks planned into `parts` (rows, chunk), partials(chunks) to
+// allocate their partial state, and launch_chunks(items, blocks, split) to launch them: with the uncut
+// rows' `row_blocks` (Items::both) where both grids fit the device at once, else after
+// rows_alone(). `chunk_groups`: the groups of G lanes a chunk takes. Returns whether chunks ran
+// (their partials to merge).
+template <int G, class Parts, class RowsAlone, class Partials, class LaunchChunks>
+bool launch_rows_and_chunks(const Graph& graph, bool transposed, unsigned row_blocks, long long chunk_groups,
+                            Parts& parts, RowsAlone&& rows_alone, Partials&& partials,
+                            LaunchChunks&& launch_chunks) {
+  const int chunk = graph.chunk_edges();
+  const bool split = (transposed ? graph.max_out_degree() : graph.max_in_degree()) > chunk;
+  if (!split) {
+    rows_alone();
+    return false;
+  }
+  parts.rows = chunk_rows(graph, transposed);
+  parts.chunk = chunk;
+  partials(parts.rows.chunks);
+  const unsigned chunk_blocks = group_blocks(parts.rows.chunks * chunk_groups, G);
+  const bool together = launch_together(chunk_blocks, row_blocks);
+  if (!together) rows_alone();
+  with_items(together, [&](auto items) {
+    launch_chunks(items, chunk_blocks + (together ? row_blocks : 0), GridSplit{chunk_blocks});
+  });
+  return true;
+}
+
 // The forward of both ops: out (N, H, F) through the epilogue and lse (N, H), the rows' scores
 // from `scores`; with kPositive (GatScores only) also pos_out (N, H, F) and pos_weight (N, H), the
 // sums over the edges whose LeakyReLU argument is positive. The values are read from source_rows (Ns,
@@ -644,8 +673,6 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
     if constexpr (kPositive) pos_weight->zero_();
     return;
   }
-  const int chunk = graph.chunk_edges();
-  const bool split = graph.max_in_degree() > chunk;
   const T scale = drop_scale<T>(attn_dropout);
   const S* V = source_rows ? source_rows->data<S>() : node_value.data<S>();  // (N, v_stride)
   const int v_stride = source_rows ? kPackedRow : H * F;
@@ -671,34 +698,31 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
                                                           attn_dropout, scale, epilogue);
         CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
       };
-      if (!split) return rows_alone();
-      // Long rows: their chunks' partial states (in the rows' launch where both fit the device at
-      // once), merged in chunk order.
+      // Long rows: their chunks' partial states, merged in chunk order.
       ForwardChunks<T> parts;
-      parts.rows = chunk_rows(graph, false);
-      parts.chunk = chunk;
-      const int64_t chunks = parts.rows.chunks;
-      constexpr DType partial = dtype_of<T>::value;
-      Tensor part_m = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial m");
-      Tensor part_z = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial z");
-      Tensor part_acc = Tensor::empty({chunks, H, F}, partial, Device::cuda, "aggregate partial acc");
-      parts.part_m = part_m.data<T>(), parts.part_z = part_z.data<T>(), parts.part_acc = part_acc.data<T>();
-      Tensor part_z_pos, part_acc_pos;
-      if constexpr (kPositive) {
-        part_z_pos = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial z_pos");
-        part_acc_pos = Tensor::empty({chunks, H, F}, partial, Device::cuda, "aggregate partial acc_pos");
-        pos.part_z = part_z_pos.data<T>(), pos.part_acc = part_acc_pos.data<T>();
-      }
-      const unsigned chunk_blocks = group_blocks(chunks * tiling.tiles, G);
-      const bool together = launch_together(chunk_blocks, row_blocks);
-      if (!together) rows_alone();
-      with_items(together, [&](auto items) {
+      Tensor part_m, part_z, part_acc, part_z_pos, part_acc_pos;
+      auto partials = [&](int64_t chunks) {
+        constexpr DType partial = dtype_of<T>::value;
+        part_m = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial m");
+        part_z = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial z");
+        part_acc = Tensor::empty({chunks, H, F}, partial, Device::cuda, "aggregate partial acc");
+        parts.part_m = part_m.data<T>(), parts.part_z = part_z.data<T>(), parts.part_acc = part_acc.data<T>();
+        if constexpr (kPositive) {
+          part_z_pos = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial z_pos");
+          part_acc_pos = Tensor::empty({chunks, H, F}, partial, Device::cuda, "aggregate partial acc_pos");
+          pos.part_z = part_z_pos.data<T>(), pos.part_acc = part_acc_pos.data<T>();
+        }
+      };
+      auto launch_chunks = [&](auto items, unsigned blocks, GridSplit split) {
         aggregate_forward_kernel<S, VEC, G, kPositive, decltype(items)::value>
-            <<<chunk_blocks + (together ? row_blocks : 0), kThreads, 0, cuda::stream()>>>(
-                row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F, v_stride,
-                tiling.tiles, attn_dropout, scale, epilogue, parts, GridSplit{chunk_blocks});
+            <<<blocks, kThreads, 0, cuda::stream()>>>(row_ptr, order.data<int32_t>(), src, scores, V, o, l,
+                                                      pos, order.numel(), H, F, v_stride, tiling.tiles,
+                                                      attn_dropout, scale, epilogue, parts, split);
         CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
-      });
+      };
+      if (!launch_rows_and_chunks<G>(graph, false, row_blocks, tiling.tiles, parts, rows_alone, partials,
+                                     launch_chunks))
+        return;
       aggregate_merge_kernel<S, VEC, G><<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
           parts.rows.ptr, parts.part_m, parts.part_z, parts.part_acc, o, l, N, H, F, tiling.tiles, pos,
           epilogue);
@@ -730,8 +754,6 @@ BackwardArgs<S> backward_args(const Graph& graph, const Tensor& node_value, cons
 template <class S, int VEC, int G, class Grad>
 void walk_transposed(const Graph& graph, const BackwardArgs<S>& a, Grad grad) {
   using T = Compute<S>;
-  const int chunk = graph.chunk_edges();
-  const bool split = graph.max_out_degree() > chunk;
   const Tensor& order = graph.t_row_order();  // the uncut sources, longest first
   const unsigned source_blocks = group_blocks(order.numel() * a.H * a.tiles, G);
   auto sources_alone = [&] {
@@ -739,38 +761,34 @@ void walk_transposed(const Graph& graph, const BackwardArgs<S>& a, Grad grad) {
         <<<source_blocks, kThreads, 0, cuda::stream()>>>(a, grad, order.data<int32_t>(), order.numel());
     CUDA_CHECK_LAUNCH("attention_grad_kernel");
   };
-  if (!split) return sources_alone();
-  // Sources of more than `chunk` out-edges: chunk by chunk (in the sources' launch where both fit
-  // the device at once), the partials summed in chunk order.
+  // Sources of more than a chunk of out-edges: chunk by chunk, the partials summed in chunk order.
   BackwardChunks<T> parts;
-  parts.rows = chunk_rows(graph, true);
-  parts.chunk = chunk;
-  const int64_t chunks = parts.rows.chunks;
   Tensor part_acc, part_sum;
-  if (a.dV) {
-    part_acc = Tensor::empty({chunks, int64_t{a.H}, int64_t{a.F}}, dtype_of<T>::value, Device::cuda,
-                             "value grad partial acc");
-    parts.part_acc = part_acc.data<T>();
-  }
-  if (grad.sum) {
-    part_sum = Tensor::empty({chunks, int64_t{a.H}}, dtype_of<T>::value, Device::cuda, "edge sum partials");
-    grad.part_sum = part_sum.data<T>();
-  }
-  const unsigned chunk_blocks = group_blocks(chunks * a.H * a.tiles, G);
-  const bool together = launch_together(chunk_blocks, source_blocks);
-  if (!together) sources_alone();
-  with_items(together, [&](auto items) {
-    attention_grad_kernel<S, VEC, G, decltype(items)::value>
-        <<<chunk_blocks + (together ? source_blocks : 0), kThreads, 0, cuda::stream()>>>(
-            a, grad, order.data<int32_t>(), order.numel(), parts, GridSplit{chunk_blocks});
+  auto partials = [&](int64_t chunks) {
+    if (a.dV) {
+      part_acc = Tensor::empty({chunks, int64_t{a.H}, int64_t{a.F}}, dtype_of<T>::value, Device::cuda,
+                               "value grad partial acc");
+      parts.part_acc = part_acc.data<T>();
+    }
+    if (grad.sum) {
+      part_sum = Tensor::empty({chunks, int64_t{a.H}}, dtype_of<T>::value, Device::cuda, "edge sum partials");
+      grad.part_sum = part_sum.data<T>();
+    }
+  };
+  auto launch_chunks = [&](auto items, unsigned blocks, GridSplit split) {
+    attention_grad_kernel<S, VEC, G, decltype(items)::value><<<blocks, kThreads, 0, cuda::stream()>>>(
+        a, grad, order.data<int32_t>(), order.numel(), parts, split);
     CUDA_CHECK_LAUNCH("attention_grad_kernel");
-  });
+  };
+  if (!launch_rows_and_chunks<G>(graph, true, source_blocks, int64_t{a.H} * a.tiles, parts, sources_alone,
+                                 partials, launch_chunks))
+    return;
   if (!a.dV && !grad.sum) return;
   const Tiling row_tiling(a.H * a.F, VEC);
   with_group(row_tiling.G, [&](auto merge_group) {
     constexpr int GM = decltype(merge_group)::value;
     value_grad_merge_kernel<S, VEC, GM>
-        <<<group_blocks(chunks * row_tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
+        <<<group_blocks(parts.rows.chunks * row_tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
             parts.rows, parts.part_acc, a.dV, grad.part_sum, grad.sum, a.H, a.F, row_tiling.tiles);
     CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
   });
@@ -796,10 +814,7 @@ void with_edge_term(const Tensor& edge_term, Fn&& f) {
 template <class S, bool kTerm>
 void gat_forward(const GatAttentionForwardArgs& args) {
   using T = Compute<S>;
-  const Graph& graph = *args.graph;
   const Tensor &el = args.el, &er = args.er, &edge_term = args.edge_term, &node_value = args.node_value;
-  const double negative_slope = args.negative_slope;
-  const DropoutKey& attn_dropout = args.attn_dropout;
   Tensor &out = *args.out, &lse = *args.lse;
   Tensor *pos_out = args.pos_out, *pos_weight = args.pos_weight;
   const Tensor* out_bias = args.out_bias.defined() ? &args.out_bias : nullptr;
@@ -817,11 +832,12 @@ void gat_forward(const GatAttentionForwardArgs& args) {
                                    er.data<S>(),
                                    kTerm ? edge_term.data<S>() : nullptr,
                                    H,
-                                   static_cast<T>(negative_slope),
+                                   static_cast<T>(args.negative_slope),
                                    source_rows ? kPackedRow : H};
   with_flag(pos_out != nullptr, [&](auto positive) {
-    aggregate_forward<S, decltype(positive)::value>(graph, scores, node_value, attn_dropout, out, lse,
-                                                    pos_out, pos_weight, epilogue, source_rows, args.out_low);
+    aggregate_forward<S, decltype(positive)::value>(*args.graph, scores, node_value, args.attn_dropout, out,
+                                                    lse, pos_out, pos_weight, epilogue, source_rows,
+                                                    args.out_low);
   });
 }
 
