@@ -487,18 +487,36 @@ std::map<const char*, MappedRange>::iterator held_range(const char* data, size_t
   return static_cast<size_t>(data - range->first) + bytes <= range->second.bytes ? range : g_mapped.end();
 }
 
-// data's address for a kernel where all of [data, data + bytes) is page-locked and mapped in one
-// piece, else null.
-const char* mapped_address(const char* data, size_t bytes) {
-  void* first = nullptr;
-  void* last = nullptr;
-  if (cudaHostGetDevicePointer(&first, const_cast<char*>(data), 0) != cudaSuccess ||
-      cudaHostGetDevicePointer(&last, const_cast<char*>(data + bytes - 1), 0) != cudaSuccess ||
-      static_cast<char*>(last) - static_cast<char*>(first) != static_cast<std::ptrdiff_t>(bytes - 1)) {
-    cudaGetLastError();  // not sticky: the range is refused, the context is fine
-    return nullptr;
+// Whether a held range overlaps [data, data + bytes) (the registry holds a few ranges per loader).
+bool overlaps_held(const char* data, size_t bytes) {
+  for (auto range = g_mapped.begin(); range != g_mapped.end() && range->first < data + bytes; ++range)
+    if (range->first + range->second.bytes > data) return true;
+  return false;
+}
+
+// What the driver knows of address p. cudaPointerGetAttributes answers for any address (pageable
+// host memory is cudaMemoryTypeUnregistered): HostMapping asks it instead of trying calls that
+// fail, so that no error is left on this thread for the next launch check to report.
+cudaPointerAttributes attributes_of(const char* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: an address the driver does not know, so not page-locked
+    attributes = cudaPointerAttributes{};
+    attributes.type = cudaMemoryTypeUnregistered;
   }
-  return static_cast<const char*>(first);
+  return attributes;
+}
+
+// data's address for a kernel where [data, data + bytes) is page-locked and mapped, its first and
+// last bytes in one piece; else null.
+const char* mapped_address(const char* data, size_t bytes) {
+  const cudaPointerAttributes first = attributes_of(data), last = attributes_of(data + bytes - 1);
+  if (first.type != cudaMemoryTypeHost || last.type != cudaMemoryTypeHost || !first.devicePointer ||
+      !last.devicePointer ||
+      static_cast<const char*>(last.devicePointer) - static_cast<const char*>(first.devicePointer) !=
+          static_cast<std::ptrdiff_t>(bytes - 1))
+    return nullptr;
+  return static_cast<const char*>(first.devicePointer);
 }
 
 }  // namespace
@@ -507,6 +525,10 @@ HostMapping::HostMapping(const void* data, size_t bytes) {
   checked_runtime("cuda::HostMapping");
   GAT_CHECK(data != nullptr && bytes > 0, "cuda::HostMapping: nothing to map (", bytes, " bytes)");
   const char* first = static_cast<const char*>(data);
+  const cudaMemoryType type = attributes_of(first).type;
+  GAT_CHECK(type == cudaMemoryTypeUnregistered || type == cudaMemoryTypeHost, "cuda::HostMapping: ", bytes,
+            " bytes at ", data, " are not host memory (",
+            type == cudaMemoryTypeDevice ? "device memory" : "managed memory", ")");
   std::lock_guard<std::mutex> lock(g_mapped_mutex);
   const auto held = held_range(first, bytes);
   if (held != g_mapped.end()) {
@@ -519,8 +541,14 @@ HostMapping::HostMapping(const void* data, size_t bytes) {
   const char* device_data = mapped_address(first, bytes);
   const bool registered_here = device_data == nullptr;
   if (registered_here) {
+    // The driver would refuse it too (cudaErrorHostMemoryAlreadyRegistered), leaving the error.
+    GAT_CHECK(!overlaps_held(first, bytes), "cuda::HostMapping: ", bytes,
+              " bytes are page-locked elsewhere in part only (they overlap a range mapped here)");
     int read_only = 0;
-    CUDA_CHECK(cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, 0));
+    if (cudaDeviceGetAttribute(&read_only, cudaDevAttrHostRegisterReadOnlySupported, 0) != cudaSuccess) {
+      cudaGetLastError();  // not sticky: registered writable
+      read_only = 0;
+    }
     const unsigned flags = cudaHostRegisterMapped | (read_only ? cudaHostRegisterReadOnly : 0u);
     const cudaError_t status = cudaHostRegister(const_cast<char*>(first), bytes, flags);
     if (status != cudaSuccess) {
@@ -533,7 +561,7 @@ HostMapping::HostMapping(const void* data, size_t bytes) {
     }
     device_data = mapped_address(first, bytes);
     if (!device_data) {
-      cudaHostUnregister(const_cast<char*>(first));
+      if (cudaHostUnregister(const_cast<char*>(first)) != cudaSuccess) cudaGetLastError();
       GAT_FAIL("cuda::HostMapping: ", bytes, " bytes were registered but have no device address");
     }
   }

@@ -218,9 +218,10 @@ class HostBuffer {
 // Registering pins every page: it takes time in proportion to the bytes (docs/minibatch.md).
 class HostMapping {
  public:
-  // Throws a gat::Error saying why when the range cannot be mapped: no bytes, registration
-  // refused (a lock limit, memory the driver cannot pin), memory page-locked elsewhere that does
-  // not hold the whole range, or no CUDA.
+  // Throws a gat::Error saying why when the range cannot be mapped: no bytes, device memory,
+  // registration refused (a lock limit, memory the driver cannot pin), memory page-locked
+  // elsewhere that does not hold the whole range, or no CUDA. No refusal leaves a CUDA error on
+  // the calling thread (the next launch check would report it as its own).
   HostMapping(const void* data, size_t bytes);
   ~HostMapping();
   HostMapping(const HostMapping&) = delete;

@@ -7,6 +7,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#if GAT_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -65,6 +68,17 @@ class DeviceTest : public ::testing::TestWithParam<Device> {
                            [](const ::testing::TestParamInfo<::gat::Device>& info) {            \
                              return std::string(::gat::device_name(info.param));                \
                            })
+
+// No CUDA error is left on this thread after `what`: the next launch check (CUDA_CHECK_LAUNCH reads
+// cudaGetLastError) would report it as its own launch's failure. Nothing to check without CUDA.
+inline void expect_no_cuda_error_left(const std::string& what) {
+#if GAT_WITH_CUDA
+  const cudaError_t left = cudaPeekAtLastError();
+  EXPECT_EQ(left, cudaSuccess) << cudaGetErrorName(left) << " is left after " << what;
+#else
+  (void)what;
+#endif
+}
 
 // A test that compares the CUDA backend with the CPU reference on the same inputs (the point of
 // testing CUDA); it skips, with the reason, where no device can be used. A file names its suites

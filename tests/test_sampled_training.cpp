@@ -197,7 +197,9 @@ TEST_F(CudaNeighborLoader, BatchesAreTheHostBatchesSampledOnEitherDeviceAndGathe
 // Two loaders over the same host tensors share their mapping: one destroyed mid-epoch, its thread
 // at work, leaves the other's rows readable; a third, made after both, maps them again. Rows that
 // start off 16 bytes (a view 4 bytes into its memory) take the gather's 4-byte loads. Where the
-// mapping is refused (x's first rows mapped apart), the host gathers, and says so once.
+// mapping is refused (x's first rows mapped apart), the host gathers, and says so once. No path
+// leaves a CUDA error on the calling thread: the next test's first launch check reported one
+// (issue 47), and a launch here must still pass its check.
 TEST_F(CudaNeighborLoader, LoadersShareTheMappedFeaturesOneMayGoMidEpochAndARefusalFallsBack) {
   const Dataset data = small_training_dataset();
   NeighborLoaderOptions options = loader_options(2, {3, 3});  // 15 batches
@@ -207,12 +209,15 @@ TEST_F(CudaNeighborLoader, LoadersShareTheMappedFeaturesOneMayGoMidEpochAndARefu
                                             Device::cuda);
   };
   auto first = cuda_loader(data.x), second = cuda_loader(data.x);
+  expect_no_cuda_error_left("two loaders mapped x and y");
   first->start_epoch(0);
   ASSERT_TRUE(first->next().has_value());
   first.reset();  // mid-epoch: its thread was making the next batch
+  expect_no_cuda_error_left("a loader destroyed mid-epoch");
   expect_host_batches(*second);
   second.reset();
   expect_host_batches(*cuda_loader(data.x));
+  expect_no_cuda_error_left("the mappings undone");
 
   const int64_t n = data.num_nodes(), f = data.num_features();
   ASSERT_EQ(f % 4, 0) << "rows of whole 16-byte words, to start them off 16 bytes";
@@ -228,8 +233,12 @@ TEST_F(CudaNeighborLoader, LoadersShareTheMappedFeaturesOneMayGoMidEpochAndARefu
   EXPECT_NE(notice.find("NeighborLoader: the feature rows are gathered on the host"), std::string::npos)
       << notice;
   EXPECT_EQ(std::count(notice.begin(), notice.end(), '\n'), 1) << notice;
+  expect_no_cuda_error_left("a mapping refused");
   expect_host_batches(*refused);
   EXPECT_THROW(cuda_loader(data.x.to(Device::cuda)), Error) << "x must be in host memory";
+  expect_no_cuda_error_left("x on the device refused");
+  EXPECT_NO_THROW(Tensor::full({3}, 1.0, DType::f32, Device::cuda))
+      << "a launch checks the thread's last error";
 }
 
 // The loader's blocks carry the self loops the layers add, and their edge features placeholder
