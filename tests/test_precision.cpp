@@ -330,6 +330,14 @@ Bf16Run run_row(const Bf16Row& row, const Inputs& inputs, const Tensor& g) {
   return r;
 }
 
+// The f32 op on the bf16 run's own inputs, widened, and on the upstream gradient it reads (rounded
+// to bf16, but for the loss, a scalar that stays f32): what a bf16 kernel computes before it rounds.
+Bf16Run run_on_widened_inputs(const Bf16Row& row, const Inputs& bf16_inputs, const Tensor& g) {
+  Inputs widened;
+  for (const Tensor& t : bf16_inputs) widened.push_back(t.to(DType::f32));
+  return run_row(row, widened, g.dim() > 0 ? g.to(DType::bf16).to(DType::f32) : g);
+}
+
 // A row's inputs, uniform in [-1, 1]: in f32, and as the bf16 run takes them (its activations
 // rounded to bf16, its parameters f32).
 struct RowInputs {
@@ -349,14 +357,10 @@ TEST(Bf16Ops, EachIsItsF32ResultRoundedOnceAndWithinTheToleranceOfF32) {
     SCOPED_TRACE(row.name);
     std::mt19937_64 rng(23);
     const auto [f32_inputs, bf16_inputs] = row_inputs(row, rng);
-    Inputs rounded_inputs;  // the bf16 values, in f32
-    for (const Tensor& t : bf16_inputs) rounded_inputs.push_back(t.to(DType::f32));
     const Tensor probe = row.f(f32_inputs);
     const Tensor g = random_tensor(probe.shape(), rng, -1.0, 1.0, DType::f32);
-    const Tensor g_rounded =
-        probe.dtype() == DType::f32 && probe.dim() > 0 ? g.to(DType::bf16).to(DType::f32) : g;
     const Bf16Run low = run_row(row, bf16_inputs, g), f32 = run_row(row, f32_inputs, g),
-                  same_inputs = run_row(row, rounded_inputs, g_rounded);
+                  same_inputs = run_on_widened_inputs(row, bf16_inputs, g);
     // The loss stays f32; every other result is stored in bf16.
     EXPECT_EQ(low.out.dtype(), row.name == "masked_cross_entropy" ? DType::f32 : DType::bf16);
     const Tensor expected_out =
@@ -478,10 +482,28 @@ GAT_INSTANTIATE_DEVICE_TESTS(GatTrainBf16);
 //    of its largest element;
 //  - the scores' gradients (d edge_scores, d el, d er, d edge_term; through D): within
 //    kDeviceScoreUlps bf16 ulps of the tensor's largest element;
-//  - against f32 on the unrounded inputs: the CPU's tolerances above (1/64 and 1/16);
+//  - every gradient against f32 on the same bf16 inputs, widened (what the kernels compute before
+//    they round): within kDeviceSameInputsTolerance in the 2-norm;
+//  - against f32 on the unrounded inputs: the output within 1/64 as on the CPU; the row gradients
+//    within 1/16, the scores' gradients within kBf16ScoreGradientTolerance;
 //  - two runs: the same bits.
 constexpr double kBf16Ulp = 1.0 / 128;  // of a bf16 in [1, 2): 7 stored significand bits
 constexpr double kDeviceRowUlps = 2, kDeviceScoreUlps = 4;
+// The CPU's bf16 gradients are 0.0015 to 0.0018 from f32 on their own inputs on these graphs: their
+// rounding to bf16 alone. On an H100 the device's d er was as far from f32 as the CPU's to the
+// printed digit (0.064 against 0.0642 at 8 heads of 12), which leaves an independent error of its
+// own below 0.006. 1/64 holds that with room, and a D taken from the bf16 output (d er 12.6% from
+// f32 where the inputs' rounding gives 10.4%: 0.07 of its own, were the two independent) fails.
+constexpr double kDeviceSameInputsTolerance = 1.0 / 64;
+// Against f32 on the unrounded inputs, d el and d er move most, by LeakyReLU's kink: rounding el
+// and er to bf16 moves 7 to 89 of up to 112,328 scores to its other side, and each changes its
+// edge's slope from 1 to the negative slope or back, so its destination's d er and its source's d
+// el by 0.8 d e. d er is small, only the kink's share (a destination's d e sum to zero, the
+// softmax), so the CPU's d er is up to 0.104 from f32 in the 2-norm and d el up to 0.040 (on the
+// H100 the device's likewise). With el and er left unrounded on those edges' nodes alone, both
+// are 0.0007 from f32. The CPU's bf16 is f32 on the rounded inputs, rounded once: this is the
+// derivative's jump at the kink, not the kernels'. 1/8 holds the 0.104.
+constexpr double kBf16ScoreGradientTolerance = 1.0 / 8;
 // With the output activation, d node_value sums grad_pre, which the device stores in bf16 and the
 // CPU keeps in f32: that rounding alone moves d node_value by up to 3.00 ulps of its row on these
 // graphs (the CPU's f32 maths with grad_pre rounded to bf16 and not; the scores' gradients by at
@@ -588,7 +610,8 @@ TEST_F(CudaBf16Attention, MatchesTheCpuReferenceAndF32AndRepeatsBitForBit) {
         for (const Tensor& t : cpu_inputs) cuda_inputs.push_back(t.to(Device::cuda));
         const Tensor probe = row.f(f32_inputs);
         const Tensor g = random_tensor(probe.shape(), rng, -1.0, 1.0, DType::f32);
-        const Bf16Run cpu = run_row(row, cpu_inputs, g), f32 = run_row(row, f32_inputs, g);
+        const Bf16Run cpu = run_row(row, cpu_inputs, g), f32 = run_row(row, f32_inputs, g),
+                      same_inputs = run_on_widened_inputs(row, cpu_inputs, g);
         const Bf16Run cuda = run_row(on_cuda[r].op, cuda_inputs, g.to(Device::cuda)),
                       again = run_row(on_cuda[r].op, cuda_inputs, g.to(Device::cuda));
         EXPECT_EQ(cuda.out.dtype(), DType::bf16);
@@ -603,7 +626,10 @@ TEST_F(CudaBf16Attention, MatchesTheCpuReferenceAndF32AndRepeatsBitForBit) {
             expect_rows_within_ulps(cuda.grads[k], cpu.grads[k], on_cpu[r].row_ulps, what);
           else
             expect_within_ulps_of_largest(cuda.grads[k], cpu.grads[k], kDeviceScoreUlps, what);
-          EXPECT_LE(norm_error(cuda.grads[k], f32.grads[k]), kBf16GradientTolerance)
+          EXPECT_LE(norm_error(cuda.grads[k], same_inputs.grads[k]), kDeviceSameInputsTolerance)
+              << what << " against f32 on the same inputs";
+          EXPECT_LE(norm_error(cuda.grads[k], f32.grads[k]),
+                    row_gradient[k] ? kBf16GradientTolerance : kBf16ScoreGradientTolerance)
               << what << " against f32";
           EXPECT_TRUE(bitwise_equal(cuda.grads[k], again.grads[k])) << what << ", run twice";
         }
