@@ -7,12 +7,16 @@
 
 #include "gat/framework/check.h"
 
+// A failed call also leaves its error as the thread's last error: CUDA_CHECK takes it, so that the
+// next launch check does not report it again (an error that is sticky stays, as it must).
 #define CUDA_CHECK(call)                                                                \
   do {                                                                                  \
     cudaError_t gat_cuda_status_ = (call);                                              \
-    if (gat_cuda_status_ != cudaSuccess)                                                \
+    if (gat_cuda_status_ != cudaSuccess) {                                              \
+      (void)cudaGetLastError();                                                         \
       GAT_FAIL("CUDA error in ", #call, ": ", cudaGetErrorName(gat_cuda_status_), " (", \
                cudaGetErrorString(gat_cuda_status_), ")");                              \
+    }                                                                                   \
   } while (0)
 
 // After every kernel launch: catches bad launch configurations at the launch site.
