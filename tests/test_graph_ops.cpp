@@ -763,6 +763,54 @@ TEST(GatAttentionAggregate, BackwardReadsTheDecisionsTheForwardKept) {
   }
 }
 
+// The CPU backward's pass 2 reads the dropped-out weights that pass 1 stored when the graph has at
+// most kMaxKeptDecisions (edge, head) pairs, and computes them again above that. Both ways give
+// the same bits: each of 2^19 + 1 heads (over the bound) with the inputs of a single head (under
+// it) gets that head's gradients. No dropout, whose keep index depends on H.
+TEST(GatAttentionAggregate, BackwardOverTheBoundOfStoredWeightsGivesTheSameBits) {
+  std::mt19937_64 rng(54);
+  const Graph g = mixed_graph();
+  const int64_t N = g.num_nodes(), E = g.num_edges(), F = 3, many = (int64_t{1} << 19) + 1;
+  ASSERT_GT(E * many, ops::kMaxKeptDecisions);
+  const auto one = random_f32({{{N, 1}, 1.0}, {{N, 1}, 1.0}, {{N, 1, F}, 1.0}, {{N, 1, F}, 1.0}}, rng);
+  // t (N, 1, ...) as (N, H, ...), every head a copy of its one head.
+  auto repeated = [](const Tensor& t, int64_t H) {
+    Shape shape = t.shape();
+    shape[1] = H;
+    const int64_t rows = t.size(0), width = t.numel() / rows;
+    const std::vector<float> from = t.to_vector<float>();
+    std::vector<float> to;
+    to.reserve(static_cast<size_t>(rows * H * width));
+    for (int64_t n = 0; n < rows; ++n)
+      for (int64_t h = 0; h < H; ++h)
+        to.insert(to.end(), from.begin() + n * width, from.begin() + (n + 1) * width);
+    return Tensor::from_vector(to, shape);
+  };
+  auto gradients = [&](int64_t H) {  // d el, d er, d value
+    const Tensor el = repeated(one[0], H), er = repeated(one[1], H), v = repeated(one[2], H),
+                 go = repeated(one[3], H);
+    const ops::GatAttentionInputs in = gat_kernel_inputs(g, el, er, Tensor(), v, 0.2);
+    Tensor out = Tensor::empty({N, H, F}), lse = Tensor::empty({N, H});
+    ops::GatAttentionForwardArgs forward{in};
+    forward.out = &out;
+    forward.lse = &lse;
+    ops::kernels::gat_attention_aggregate_forward(forward);
+    std::vector<Tensor> d{Tensor::empty(el.shape()), Tensor::empty(er.shape()), Tensor::empty(v.shape())};
+    ops::GatAttentionBackwardArgs b{in};
+    b.out = out;
+    b.lse = lse;
+    b.grad_out = go;
+    b.grad_el = &d[0];
+    b.grad_er = &d[1];
+    b.grad_value = &d[2];
+    ops::kernels::gat_attention_aggregate_backward(b);
+    return d;
+  };
+  const std::vector<Tensor> stored = gradients(1), recomputed = gradients(many);
+  for (size_t k = 0; k < stored.size(); ++k)
+    EXPECT_TRUE(bitwise_equal(repeated(stored[k], many), recomputed[k])) << "gradient " << k;
+}
+
 // f64 gradients of the three GAT ops through the output activation (with its dropout, bias and
 // edge term) against central differences.
 TEST_P(GatAttentionAggregateOnDevice, GradientsThroughTheOutputActivation) {
