@@ -96,6 +96,26 @@ ops::GatAttentionInputs gat_kernel_inputs(const Graph& g, const Tensor& el, cons
   return {&g, el, er, term, v, slope, key, Tensor(), ops::OutputActivation()};
 }
 
+// gat_attention_aggregate's backward kernel for inputs `in` (f32 on the CPU), out and lse of their
+// forward, and grad_out: d el, d er, d node_value, and with an output activation the gradient of
+// its input.
+std::vector<Tensor> gat_kernel_gradients(const ops::GatAttentionInputs& in, const Tensor& out,
+                                         const Tensor& lse, const Tensor& grad_out) {
+  std::vector<Tensor> d{Tensor::empty(in.el.shape()), Tensor::empty(in.er.shape()),
+                        Tensor::empty(in.node_value.shape())};
+  if (in.activation.elu) d.push_back(Tensor::empty(out.shape()));
+  ops::GatAttentionBackwardArgs b{in};
+  b.out = out;
+  b.lse = lse;
+  b.grad_out = grad_out;
+  b.grad_el = &d[0];
+  b.grad_er = &d[1];
+  b.grad_value = &d[2];
+  b.grad_pre = in.activation.elu ? &d[3] : nullptr;
+  ops::kernels::gat_attention_aggregate_backward(b);
+  return d;
+}
+
 }  // namespace
 
 // ---- csr_softmax_aggregate ---------------------------------------------------------------
@@ -741,20 +761,7 @@ TEST(GatAttentionAggregate, BackwardReadsTheDecisionsTheForwardKept) {
 
     kept.attention = attention_kept ? KeepMask(attn_other, E * H) : KeepMask();
     kept.activation = KeepMask(act_other, N * H * F);
-    auto backward = [&](const ops::GatAttentionInputs& in) {
-      std::vector<Tensor> d{Tensor::empty(el.shape()), Tensor::empty(er.shape()), Tensor::empty(v.shape()),
-                            Tensor::empty(out.shape())};
-      ops::GatAttentionBackwardArgs b{in};
-      b.out = out;
-      b.lse = lse;
-      b.grad_out = go;
-      b.grad_el = &d[0];
-      b.grad_er = &d[1];
-      b.grad_value = &d[2];
-      b.grad_pre = &d[3];
-      ops::kernels::gat_attention_aggregate_backward(b);
-      return d;
-    };
+    auto backward = [&](const ops::GatAttentionInputs& in) { return gat_kernel_gradients(in, out, lse, go); };
     const std::vector<Tensor> read = backward(inputs(attn, act, &kept)),
                               drawn =
                                   backward(inputs(attention_kept ? attn_other : attn, act_other, nullptr));
@@ -795,16 +802,7 @@ TEST(GatAttentionAggregate, BackwardOverTheBoundOfStoredWeightsGivesTheSameBits)
     forward.out = &out;
     forward.lse = &lse;
     ops::kernels::gat_attention_aggregate_forward(forward);
-    std::vector<Tensor> d{Tensor::empty(el.shape()), Tensor::empty(er.shape()), Tensor::empty(v.shape())};
-    ops::GatAttentionBackwardArgs b{in};
-    b.out = out;
-    b.lse = lse;
-    b.grad_out = go;
-    b.grad_el = &d[0];
-    b.grad_er = &d[1];
-    b.grad_value = &d[2];
-    ops::kernels::gat_attention_aggregate_backward(b);
-    return d;
+    return gat_kernel_gradients(in, out, lse, go);
   };
   const std::vector<Tensor> stored = gradients(1), recomputed = gradients(many);
   for (size_t k = 0; k < stored.size(); ++k)
