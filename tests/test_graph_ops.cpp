@@ -96,6 +96,26 @@ ops::GatAttentionInputs gat_kernel_inputs(const Graph& g, const Tensor& el, cons
   return {&g, el, er, term, v, slope, key, Tensor(), ops::OutputActivation()};
 }
 
+// gat_attention_aggregate's backward kernel for inputs `in` (f32 on the CPU), out and lse of their
+// forward, and grad_out: d el, d er, d node_value, and with an output activation the gradient of
+// its input.
+std::vector<Tensor> gat_kernel_gradients(const ops::GatAttentionInputs& in, const Tensor& out,
+                                         const Tensor& lse, const Tensor& grad_out) {
+  std::vector<Tensor> d{Tensor::empty(in.el.shape()), Tensor::empty(in.er.shape()),
+                        Tensor::empty(in.node_value.shape())};
+  if (in.activation.elu) d.push_back(Tensor::empty(out.shape()));
+  ops::GatAttentionBackwardArgs b{in};
+  b.out = out;
+  b.lse = lse;
+  b.grad_out = grad_out;
+  b.grad_el = &d[0];
+  b.grad_er = &d[1];
+  b.grad_value = &d[2];
+  b.grad_pre = in.activation.elu ? &d[3] : nullptr;
+  ops::kernels::gat_attention_aggregate_backward(b);
+  return d;
+}
+
 }  // namespace
 
 // ---- csr_softmax_aggregate ---------------------------------------------------------------
@@ -741,26 +761,52 @@ TEST(GatAttentionAggregate, BackwardReadsTheDecisionsTheForwardKept) {
 
     kept.attention = attention_kept ? KeepMask(attn_other, E * H) : KeepMask();
     kept.activation = KeepMask(act_other, N * H * F);
-    auto backward = [&](const ops::GatAttentionInputs& in) {
-      std::vector<Tensor> d{Tensor::empty(el.shape()), Tensor::empty(er.shape()), Tensor::empty(v.shape()),
-                            Tensor::empty(out.shape())};
-      ops::GatAttentionBackwardArgs b{in};
-      b.out = out;
-      b.lse = lse;
-      b.grad_out = go;
-      b.grad_el = &d[0];
-      b.grad_er = &d[1];
-      b.grad_value = &d[2];
-      b.grad_pre = &d[3];
-      ops::kernels::gat_attention_aggregate_backward(b);
-      return d;
-    };
+    auto backward = [&](const ops::GatAttentionInputs& in) { return gat_kernel_gradients(in, out, lse, go); };
     const std::vector<Tensor> read = backward(inputs(attn, act, &kept)),
                               drawn =
                                   backward(inputs(attention_kept ? attn_other : attn, act_other, nullptr));
     for (size_t k = 0; k < read.size(); ++k)
       EXPECT_TRUE(bitwise_equal(read[k], drawn[k])) << "H=" << H << " gradient " << k;
   }
+}
+
+// The CPU backward's pass 2 reads the dropped-out weights that pass 1 stored when the graph has at
+// most kMaxKeptDecisions (edge, head) pairs, and computes them again above that. Both ways give
+// the same bits: each of 2^19 + 1 heads (over the bound) with the inputs of a single head (under
+// it) gets that head's gradients. No dropout, whose keep index depends on H.
+TEST(GatAttentionAggregate, BackwardOverTheBoundOfStoredWeightsGivesTheSameBits) {
+  std::mt19937_64 rng(54);
+  const Graph g = mixed_graph();
+  const int64_t N = g.num_nodes(), E = g.num_edges(), F = 3, many = (int64_t{1} << 19) + 1;
+  ASSERT_GT(E * many, ops::kMaxKeptDecisions);
+  const auto one = random_f32({{{N, 1}, 1.0}, {{N, 1}, 1.0}, {{N, 1, F}, 1.0}, {{N, 1, F}, 1.0}}, rng);
+  // t (N, 1, ...) as (N, H, ...), every head a copy of its one head.
+  auto repeated = [](const Tensor& t, int64_t H) {
+    Shape shape = t.shape();
+    shape[1] = H;
+    const int64_t rows = t.size(0), width = t.numel() / rows;
+    const std::vector<float> from = t.to_vector<float>();
+    std::vector<float> to;
+    to.reserve(static_cast<size_t>(rows * H * width));
+    for (int64_t n = 0; n < rows; ++n)
+      for (int64_t h = 0; h < H; ++h)
+        to.insert(to.end(), from.begin() + n * width, from.begin() + (n + 1) * width);
+    return Tensor::from_vector(to, shape);
+  };
+  auto gradients = [&](int64_t H) {  // d el, d er, d value
+    const Tensor el = repeated(one[0], H), er = repeated(one[1], H), v = repeated(one[2], H),
+                 go = repeated(one[3], H);
+    const ops::GatAttentionInputs in = gat_kernel_inputs(g, el, er, Tensor(), v, 0.2);
+    Tensor out = Tensor::empty({N, H, F}), lse = Tensor::empty({N, H});
+    ops::GatAttentionForwardArgs forward{in};
+    forward.out = &out;
+    forward.lse = &lse;
+    ops::kernels::gat_attention_aggregate_forward(forward);
+    return gat_kernel_gradients(in, out, lse, go);
+  };
+  const std::vector<Tensor> stored = gradients(1), recomputed = gradients(many);
+  for (size_t k = 0; k < stored.size(); ++k)
+    EXPECT_TRUE(bitwise_equal(repeated(stored[k], many), recomputed[k])) << "gradient " << k;
 }
 
 // f64 gradients of the three GAT ops through the output activation (with its dropout, bias and

@@ -124,9 +124,11 @@ struct GatScores {
 // Pass 1 over CSR rows: a = exp(s - lse); for d scores da = G[i].V[j] * keep, the row sum r of
 // a * da, ds = a (da - r), then row_end(i, b, degree) (GAT: ds into g in place, d er).
 // Pass 2 over the transposed graph, in its fixed (source, destination) order: dV from the
-// dropped-out weights a * keep, computed again edge by edge as pass 1 computes them (the same
-// float operations: the same bits) rather than kept, an (E, H) array at the memory peak; and,
-// when edge_sum is given, edge_sum[j,h] = sum of ds[e,h] over j's out-edges (GAT: d el from g).
+// dropped-out weights a * keep; and, when edge_sum is given, edge_sum[j,h] = sum of ds[e,h] over
+// j's out-edges (GAT: d el from g). When pass 1 runs and E H is at most kMaxKeptDecisions, pass 1
+// leaves a * keep in an (E, H) buffer that pass 2 reads; a larger graph's pass 2 computes them
+// again edge by edge as pass 1 does (the same float operations: the same bits), so that no second
+// (E, H) array lives at its memory peak.
 // The dropout's decisions as DropFactors takes them from `kept` (or null).
 template <class T, class Offset, class Scores, class RowEnd>
 void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& node_value, const Tensor& lse,
@@ -146,6 +148,11 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
   const Offset* t_row_ptr = graph.t_row_ptr().data<Offset>();  // (Ns+1,)
   const int32_t* t_dst = graph.t_edge_dst().data<int32_t>();   // (E,)
   const Offset* t_edge_id = graph.t_edge_id().data<Offset>();  // (E,) edge id
+  const int64_t weight_count = graph.num_edges() * heads;
+  // Not zero-filled (a serial pass): pass 1 writes every edge's weights before pass 2 reads them.
+  const std::unique_ptr<T[]> kept_weights(ds && dV && weight_count <= kMaxKeptDecisions
+                                              ? new T[static_cast<size_t>(weight_count)]
+                                              : nullptr);  // (E, H) or null
   with_head_group<T>(heads, [&](auto group, auto H) {
     using V = typename decltype(group)::type;
     constexpr int64_t W = kLanes<T, V>;
@@ -157,7 +164,7 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
           shifted_exps<V>(scores.template row<V>(row, i, b, degree), degree, H, l + i * H,
                           row.ex.data());  // a (degree, H)
           softmax_row_backward<V>(row, degree, H, F, G + i * H * F, values, src + b, ds + b * H,
-                                  static_cast<T*>(nullptr));
+                                  kept_weights ? kept_weights.get() + b * H : nullptr);
           row_end(group, i, b, degree);
         });
       }
@@ -172,22 +179,30 @@ void aggregate_backward(const Graph& graph, const Scores& scores, const Tensor& 
               if (sj) prefetch_rows(ds, t_edge_id, b + degree, t_row_ptr[j + 2], H, H);
             }
             if (sj) std::fill(sj, sj + H, T(0));
-            // a~ (degree, H) of j's out-edges, as shifted_exps and softmax_row_backward
-            // compute them in pass 1 (the exponentials in one flat pass, which vectorises)
+            // a~ (degree, H) of j's out-edges: pass 1's, or computed as shifted_exps and
+            // softmax_row_backward compute them there (the exponentials in one flat pass, which
+            // vectorises)
             T* w = row.ex.data();
             for (int64_t k = 0; k < degree; ++k) {
               const int64_t e = t_edge_id[b + k], i = t_dst[b + k];
               for (int64_t h = 0; sj && h < H; h += W)
                 store_group(sj + h, load_group<V>(sj + h) + load_group<V>(ds + e * H + h));
               if (!dvj) continue;
+              if (kept_weights) {
+                for (int64_t h = 0; h < H; h += W)
+                  store_group(w + k * H + h, load_group<V>(kept_weights.get() + e * H + h));
+                continue;
+              }
               drop.fill(e * H, H, row.drop.data() + k * H);
               for (int64_t h = 0; h < H; h += W)
                 store_group(w + k * H + h,
                             scores.template score<V>(e, j, i, h) - load_group<V>(l + i * H + h));
             }
             if (!dvj) return;
-            exps_in_blocks(w, degree * H);
-            for (int64_t q = 0; q < degree * H; ++q) w[q] *= row.drop[q];
+            if (!kept_weights) {
+              exps_in_blocks(w, degree * H);
+              for (int64_t q = 0; q < degree * H; ++q) w[q] *= row.drop[q];
+            }
             for (int64_t h = 0; h < H; h += W)  // dV[j, h .. h + W) from G[t_dst[k], h .. h + W)
               aggregate_heads<V>(dvj + h * F, w + h, H, degree, G + h * F, t_dst + b, H * F, F,
                                  grad_count - h * F);
