@@ -104,7 +104,8 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 
 // ---- the kernels behind the op (docs/design.md, the op pattern) ----
 // Each kernel's arguments are one struct below; kernels::NAME, cpu_impl::NAME (csr_softmax_aggregate.cpp)
-// and cuda_impl::NAME (csr_softmax_aggregate.cu) all take it (GAT_DECLARE_KERNEL, kernel.h).
+// and cuda_impl::NAME (csr_softmax_aggregate.cu) all take it (GAT_DECLARE_KERNEL, kernel.h); the
+// implementations run code compiled per dtype in files of their own (docs/design.md).
 // kernels:: runs cpu_impl:: or cuda_impl:: by the tensors' device; all three have one contract.
 // Outputs are Tensor*; those marked "or null" may be null to skip them. Kernels overwrite their
 // outputs, never accumulate. None synchronises with the host (on CUDA: the launches it makes are

@@ -1,7 +1,7 @@
 // The CPU row machinery of the fused attention ops (csr_softmax_aggregate, gat_attention_aggregate,
-// gatv2_attention_aggregate; included by their .cpp files only): rows of a CSR spread over the
-// OpenMP threads with per-thread scratch, the attention dropout's keep factors, a row's softmax
-// terms and its backward, and the forward aggregate of any score policy.
+// gatv2_attention_aggregate; included by their .cpp files and csr_softmax_aggregate_rows.h only): rows of a
+// CSR spread over the OpenMP threads with per-thread scratch, the attention dropout's keep factors, a row's
+// softmax terms and its backward, and the forward aggregate of any score policy.
 #pragma once
 
 #include <algorithm>
@@ -254,6 +254,17 @@ void with_head_width(int64_t F, Fn&& fn) {
   fn(F);
 }
 
+// with_head_width for the row loops of a head group V of T: F = 8 is a constant only for a
+// group of 8 heads (the paper's first layer), where it picks dot_heads8 and aggregate_heads' 8 x 8
+// sums. A group of one head takes F at run time: a constant 8 there only made dot_head's products
+// one vector multiply (the same bits), and each variant of a row loop is compiled for both offset
+// types, float's three times (rows_in_range).
+template <class V, class T, class Fn>
+void with_group_width(int64_t F, Fn&& fn) {
+  if constexpr (kLanes<T, V> == 8) return with_head_width(F, fn);
+  fn(F);
+}
+
 // ex (degree, H) = exp(s_row - shift[h]) for a row's scores s_row (degree, H), contiguous: the
 // subtractions by head group, then one flat pass of exponentials, which vectorises for any H.
 template <class V, class T, class IntH>
@@ -344,16 +355,30 @@ T log_sum_exp(T m, T z) {
 }
 
 // f(row, i, b, degree) for the rows i in [begin, end) of a CSR (edges [b, b + degree)), with f
-// and everything it calls inlined into every SIMD version (flatten): left to the inliner, the row
-// helpers and vec_exp stayed calls to baseline x86-64 code, a third slower a Cora epoch.
+// and everything it calls inlined (flatten): left to the inliner, the row helpers and vec_exp
+// stayed calls to baseline x86-64 code, a third slower a Cora epoch. For float (training) the
+// loop is compiled for AVX-512 and AVX2 besides baseline x86-64 (GAT_SIMD_CLONES), everything
+// inlined into each version; for double (the finite-difference checks' reference) for baseline
+// x86-64 alone: the same bits (-ffp-contract=off), compiled once instead of three times.
 template <class T, class Offset, class F>
-__attribute__((flatten)) GAT_SIMD_CLONES void rows_in_range(const Offset* row_ptr, int64_t begin, int64_t end,
-                                                            int64_t H, RowScratch<T>& row, F& f) {
+GAT_GROUP_FN void rows_in_range(const Offset* row_ptr, int64_t begin, int64_t end, int64_t H,
+                                RowScratch<T>& row, F& f) {
   for (int64_t i = begin; i < end; ++i) {
     const int64_t b = row_ptr[i], degree = row_ptr[i + 1] - b;
     row.reserve(degree, H);
     f(row, i, b, degree);
   }
+}
+template <class T, class Offset, class F>
+__attribute__((flatten)) GAT_SIMD_CLONES void simd_rows_in_range(const Offset* row_ptr, int64_t begin,
+                                                                 int64_t end, int64_t H, RowScratch<T>& row,
+                                                                 F& f) {
+  rows_in_range(row_ptr, begin, end, H, row, f);
+}
+template <class T, class Offset, class F>
+__attribute__((flatten)) void baseline_rows_in_range(const Offset* row_ptr, int64_t begin, int64_t end,
+                                                     int64_t H, RowScratch<T>& row, F& f) {
+  rows_in_range(row_ptr, begin, end, H, row, f);
 }
 
 // Rows per task of for_each_row: task t holds rows [t kRowsPerTask, (t + 1) kRowsPerTask).
@@ -374,8 +399,12 @@ void for_each_row(const Offset* row_ptr, int64_t N, int64_t H, F&& f) {
     RowScratch<T> row;
     const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
     row.prefetch = threads > 1;
-    rows_in_range(row_ptr, detail::first_row_of_thread(row_ptr, N, 2, 1, t, threads, kRowsPerTask),
-                  detail::first_row_of_thread(row_ptr, N, 2, 1, t + 1, threads, kRowsPerTask), H, row, f);
+    const int64_t begin = detail::first_row_of_thread(row_ptr, N, 2, 1, t, threads, kRowsPerTask),
+                  end = detail::first_row_of_thread(row_ptr, N, 2, 1, t + 1, threads, kRowsPerTask);
+    if constexpr (std::is_same_v<T, float>)
+      simd_rows_in_range(row_ptr, begin, end, H, row, f);
+    else
+      baseline_rows_in_range(row_ptr, begin, end, H, row, f);
   }
 }
 
@@ -413,7 +442,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
   with_head_group<T>(lse.size(1), [&](auto group, auto H) {
     using V = typename decltype(group)::type;
     constexpr int64_t W = kLanes<T, V>;
-    with_head_width(node_value.size(2), [&](auto F) {
+    with_group_width<V, T>(node_value.size(2), [&](auto F) {
       for_each_softmax_row<V, T, Offset>(
           graph, scores, attn_dropout, kept, H,
           [&, H, F](RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) {

@@ -1,0 +1,7 @@
+// GAT's fused attention CPU forward for float, compiled apart
+// (framework/ops/attention/detail/csr_softmax_aggregate_rows.h).
+#include "gat/framework/ops/attention/detail/csr_softmax_aggregate_rows.h"
+
+namespace gat::ops::cpu_impl::csr_aggregate {
+template void Kernels<float>::gat_forward(const GatAttentionForwardArgs&);
+}  // namespace gat::ops::cpu_impl::csr_aggregate
