@@ -1,5 +1,5 @@
-// CUDA entry points of csr_softmax_aggregate's forward, GAT's fused attention (which runs the
-// code compiled apart for each dtype), bias_from_partials and csr_softmax. The kernels are in
+// CUDA entry points of csr_softmax_aggregate and GAT's fused attention (which run the code
+// compiled apart for each dtype), bias_from_partials and csr_softmax. The kernels are in
 // framework/ops/attention/detail/csr_softmax_aggregate_kernels.cuh.
 #include "gat/framework/ops/attention/detail/csr_softmax_aggregate_kernels.cuh"
 
@@ -8,15 +8,13 @@ namespace gat::ops::cuda_impl {
 using namespace csr_aggregate;
 
 void csr_softmax_aggregate_forward(const CsrSoftmaxAggregateForwardArgs& args) {
-  const Graph& graph = *args.graph;
-  const Tensor &edge_scores = args.edge_scores, &node_value = args.node_value;
-  const DropoutKey& attn_dropout = args.attn_dropout;
-  Tensor &out = *args.out, &lse = *args.lse;
-  dispatch_rows(edge_scores.dtype(), "csr_softmax_aggregate", [&](auto zero) {
-    using S = decltype(zero);
-    const StoredScores<S> scores{edge_scores.data<S>(), static_cast<int>(edge_scores.size(1))};
-    aggregate_forward<S, false>(graph, scores, node_value, attn_dropout, out, lse);
-  });
+  dispatch_rows(args.edge_scores.dtype(), "csr_softmax_aggregate",
+                [&](auto zero) { stored_forward<decltype(zero)>(args); });
+}
+
+void csr_softmax_aggregate_backward(const CsrSoftmaxAggregateBackwardArgs& args) {
+  dispatch_rows(args.edge_scores.dtype(), "csr_softmax_aggregate backward",
+                [&](auto zero) { stored_backward<decltype(zero)>(args); });
 }
 
 void gat_attention_aggregate_forward(const GatAttentionForwardArgs& args) {

@@ -4,10 +4,13 @@
 // two backward passes over the transposed graph and the rows) is described in docs/kernels.md. No
 // float atomics anywhere: every sum has a fixed order, so results are bitwise reproducible.
 //
-// GAT's forward (for each dtype, with and without the edge term) and backward (for each dtype)
-// are instantiated in files of their own (csr_softmax_aggregate_gat_forward_f32.cu and the five
-// like it), so that a build compiles them in parallel: in one file with the rest, they took
-// 3 minutes on one core.
+// csr_softmax_aggregate's forward and backward (for each dtype), GAT's forward (for each dtype,
+// with and without the edge term) and GAT's backward (for each dtype) are instantiated in files of
+// their own (csr_softmax_aggregate_forward_f32.cu, csr_softmax_aggregate_backward_f32.cu,
+// csr_softmax_aggregate_gat_forward_f32.cu, csr_softmax_aggregate_gat_backward_f32.cu and the
+// eleven like them), so that a build compiles them in parallel: in one file with the rest, they
+// took 3 minutes on one core, and csr_softmax_aggregate's two files of three dtypes each were
+// still 85 and 90 s of a 16-core build.
 #pragma once
 
 #include <algorithm>
@@ -965,7 +968,69 @@ bool gat_backward(const GatAttentionBackwardArgs& args) {
   return bias_written;
 }
 
+// csr_softmax_aggregate's forward for one dtype of edge scores and values (the entry point,
+// csr_softmax_aggregate.cu, dispatches on it).
+template <class S>
+void stored_forward(const CsrSoftmaxAggregateForwardArgs& args) {
+  const StoredScores<S> scores{args.edge_scores.data<S>(), static_cast<int>(args.edge_scores.size(1))};
+  aggregate_forward<S, false>(*args.graph, scores, args.node_value, args.attn_dropout, *args.out, *args.lse);
+}
+
+// csr_softmax_aggregate's backward for one dtype of edge scores and values.
+template <class S>
+void stored_backward(const CsrSoftmaxAggregateBackwardArgs& args) {
+  using T = Compute<S>;
+  const Graph& graph = *args.graph;
+  const Tensor &edge_scores = args.edge_scores, &node_value = args.node_value, &lse = args.lse,
+               &grad_out = args.grad_out;
+  Tensor *grad_scores = args.grad_scores, *grad_value = args.grad_value;
+  const long long N = graph.num_dst_nodes(), E = graph.num_edges();
+  const int H = static_cast<int>(edge_scores.size(1)), F = static_cast<int>(node_value.size(2));
+  const bool need_scores = grad_scores && E * H > 0,
+             need_value = grad_value && graph.num_src_nodes() * H * F > 0;
+  if (F == 0) {  // no features: the scores do not matter
+    if (need_scores) grad_scores->zero_();
+    return;
+  }
+  if (!need_scores && !need_value) return;
+  BackwardArgs<S> a =
+      backward_args<S>(graph, node_value, grad_out, need_value ? grad_value : nullptr, H, args.attn_dropout);
+  S* ds = need_scores ? grad_scores->data<S>() : nullptr;  // (E, H)
+  with_gather_vec<S>(graph.num_src_nodes(), H, F, {a.V, a.grad_out, a.dV}, [&](auto vec) {
+    constexpr int VEC = decltype(vec)::value;
+    const Tiling tiling(F, VEC);  // of one head
+    a.tiles = tiling.tiles;
+    // da parts: straight into ds when a head is one tile and ds is of the compute type, else
+    // one (E, H) slice per tile (bf16 ds: da in f32 until ds is rounded once).
+    constexpr bool kDaInDs = std::is_same_v<S, T>;
+    Tensor da_parts;
+    if (need_scores && (tiling.tiles > 1 || !kDaInDs))
+      da_parts = Tensor::empty({tiling.tiles, E, H}, dtype_of<T>::value, Device::cuda, "d attention parts");
+    T* da = nullptr;
+    if (da_parts.defined())
+      da = da_parts.data<T>();
+    else if constexpr (kDaInDs)
+      da = ds;
+    with_group(tiling.G, [&](auto group) {
+      walk_transposed<S, VEC, decltype(group)::value>(graph, a,
+                                                      ScoreGrad<S>{edge_scores.data<S>(), lse.data<T>(), da});
+    });
+    if (!need_scores) return;
+    row_softmax_grad_kernel<S>
+        <<<warps::warp_blocks(N * warps::HeadLanes(H).blocks), kThreads, 0, cuda::stream()>>>(
+            graph.row_ptr().data<int32_t>(), edge_scores.data<S>(), lse.data<T>(), da, ds, N, E, H,
+            tiling.tiles);
+    CUDA_CHECK_LAUNCH("row_softmax_grad_kernel");
+  });
+}
+
 // Compiled in the files named above, not where this header is included.
+extern template void stored_forward<float>(const CsrSoftmaxAggregateForwardArgs&);
+extern template void stored_forward<double>(const CsrSoftmaxAggregateForwardArgs&);
+extern template void stored_forward<bf16>(const CsrSoftmaxAggregateForwardArgs&);
+extern template void stored_backward<float>(const CsrSoftmaxAggregateBackwardArgs&);
+extern template void stored_backward<double>(const CsrSoftmaxAggregateBackwardArgs&);
+extern template void stored_backward<bf16>(const CsrSoftmaxAggregateBackwardArgs&);
 extern template void gat_forward<float, false>(const GatAttentionForwardArgs&);
 extern template void gat_forward<float, true>(const GatAttentionForwardArgs&);
 extern template void gat_forward<double, false>(const GatAttentionForwardArgs&);
