@@ -5,7 +5,8 @@
 #                                                          find_package(gat) from there
 #   run.sh subdirectory SOURCE_DIR WORK_DIR GENERATOR CXX  add_subdirectory(SOURCE_DIR), GAT_CUDA=OFF
 #                                                          only (package mode covers the CUDA build;
-#                                                          this one then takes 1 minute, not 5)
+#                                                          this one then takes 1 minute, not 5), and
+#                                                          unoptimised (-O0, no -g: below)
 # In package mode the examples (examples/*/, each its own project) are built against the same
 # prefix too, and run for 3 epochs on Cora where the Planetoid files are ($GAT_DATA_DIR, else the
 # repository's ../shared/datasets/planetoid).
@@ -20,7 +21,12 @@ case "$mode" in
     cmake --install "$from" --prefix "$work/prefix" >"$work/install.log"
     args+=(-DCMAKE_PREFIX_PATH="$work/prefix") ;;
   subdirectory)
-    args+=(-DGAT_CONSUMER_MODE=subdirectory -DGAT_SOURCE_DIR="$from" -DGAT_CUDA=OFF) ;;
+    # This mode checks that add_subdirectory configures, builds and links gat::gat, and that the
+    # program runs; it compiles the whole library again, which at -O3 was most of a 2-core
+    # `./gat.sh test` (121 s). Unoptimised it takes a fraction of that. Package mode compiles every
+    # installed header with -Wall -Wextra -Werror at Release, and runs the same program.
+    args+=(-DGAT_CONSUMER_MODE=subdirectory -DGAT_SOURCE_DIR="$from" -DGAT_CUDA=OFF
+           -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0) ;;
   *) echo "run.sh: unknown mode '$mode' (package or subdirectory)" >&2; exit 2 ;;
 esac
 cmake "${args[@]}" >"$work/configure.log" || { cat "$work/configure.log"; exit 1; }
