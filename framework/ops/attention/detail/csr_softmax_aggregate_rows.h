@@ -298,18 +298,20 @@ void Kernels<T>::gat_forward(const GatAttentionForwardArgs& a) {
     aggregate_forward<T, Offset>(graph, scores, a.node_value, a.attn_dropout, kept, out, *a.lse);
     if (a.pos_out)
       positive_sums<T, Offset>(graph, scores, a.node_value, a.attn_dropout, kept, *a.pos_out, *a.pos_weight);
+    // Inside the generic lambda: g++ 13 (not 12) stops with an internal compiler error in its
+    // target_clones pass when this loop's lambda sits in the explicitly instantiated body itself.
+    if (a.out_bias.defined()) {
+      const int64_t HF = out.size(1) * out.size(2);
+      const T* b = a.out_bias.data<T>();  // (H, F)
+      T* o = out.data<T>();               // (N, H, F)
+      detail::parallel_for(
+          out.size(0),
+          [=](int64_t n) {
+            for (int64_t c = 0; c < HF; ++c) o[n * HF + c] += b[c];
+          },
+          HF);
+    }
   });
-  if (a.out_bias.defined()) {
-    const int64_t HF = out.size(1) * out.size(2);
-    const T* b = a.out_bias.data<T>();  // (H, F)
-    T* o = out.data<T>();               // (N, H, F)
-    detail::parallel_for(
-        out.size(0),
-        [=](int64_t n) {
-          for (int64_t c = 0; c < HF; ++c) o[n * HF + c] += b[c];
-        },
-        HF);
-  }
   const OutputActivation& activation = a.activation;
   KeepMask drawn;  // in place: each element is read before it is written
   KeepMask* kept = kept_mask(a.kept, &KeptDecisions::activation, out.numel(), true);
