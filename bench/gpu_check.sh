@@ -92,7 +92,11 @@ if want sanitize; then
   sanitize_one() {  # tool program test -> one line: verdict tool test seconds
     local log="$SAN_OUT/$1-${3//\//_}.log" start=$SECONDS
     local only=() limit=$SAN_TIMEOUT
-    [ "$1" = racecheck ] && only=(--kernel-name "$RACECHECK_KERNELS")
+    # With a kernel filter, racecheck fails ("Internal Sanitizer Error: The Sanitizer failed to
+    # handle a hardware exception") when a cuBLAS bf16 GEMM it leaves unchecked runs: torch's own
+    # bf16 matmul does the same under a filter that matches nothing (H100, 2026-12-07). So
+    # test_precision, whose GEMMs are small, is racechecked whole.
+    [ "$1" = racecheck ] && [[ "$2" != */test_precision ]] && only=(--kernel-name "$RACECHECK_KERNELS")
     if [ -n "${SANITIZE_UNTIL:-}" ]; then  # a wall clock to end by (a device command's limit)
       local left=$((SANITIZE_UNTIL - $(date +%s)))
       [ "$left" -lt "$limit" ] && limit=$left
