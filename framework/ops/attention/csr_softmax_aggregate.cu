@@ -19,21 +19,15 @@ void csr_softmax_aggregate_backward(const CsrSoftmaxAggregateBackwardArgs& args)
 
 void gat_attention_aggregate_forward(const GatAttentionForwardArgs& args) {
   dispatch_rows(args.el.dtype(), "gat_attention_aggregate", [&](auto zero) {
-    with_edge_term(args.edge_term, [&](auto term) {
-      with_flag(args.pos_out != nullptr, [&](auto positive) {
-        gat_forward<decltype(zero), decltype(term)::value, decltype(positive)::value>(args);
-      });
-    });
+    with_edge_term(args.edge_term,
+                   [&](auto term) { gat_forward<decltype(zero), decltype(term)::value>(args); });
   });
 }
 
 void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& args) {
   bool bias_written = false;
-  dispatch_rows(args.el.dtype(), "gat_attention_aggregate backward", [&](auto zero) {
-    with_edge_term(args.edge_term, [&](auto term) {
-      bias_written = gat_backward<decltype(zero), decltype(term)::value>(args);
-    });
-  });
+  dispatch_rows(args.el.dtype(), "gat_attention_aggregate backward",
+                [&](auto zero) { bias_written = gat_backward<decltype(zero)>(args); });
   if (args.bias_taken) *args.bias_taken = bias_written;
 }
 

@@ -812,10 +812,9 @@ void with_edge_term(const Tensor& edge_term, Fn&& f) {
   with_flag(edge_term.defined(), f);
 }
 
-// GAT's fused forward for one dtype, with or without the edge term (args.edge_term defined), with
-// or without the positive sums (args.pos_out given): gat_attention_aggregate_forward dispatches on
-// all three, and each variant is compiled in a file of its own.
-template <class S, bool kTerm, bool kPositive>
+// GAT's fused forward for one dtype, with or without the edge term (args.edge_term defined:
+// gat_attention_aggregate_forward dispatches on both).
+template <class S, bool kTerm>
 void gat_forward(const GatAttentionForwardArgs& args) {
   using T = Compute<S>;
   const Tensor &el = args.el, &er = args.er, &edge_term = args.edge_term, &node_value = args.node_value;
@@ -838,8 +837,11 @@ void gat_forward(const GatAttentionForwardArgs& args) {
                                    H,
                                    static_cast<T>(args.negative_slope),
                                    source_rows ? kPackedRow : H};
-  aggregate_forward<S, kPositive>(*args.graph, scores, node_value, args.attn_dropout, out, lse, pos_out,
-                                  pos_weight, epilogue, source_rows, args.out_low);
+  with_flag(pos_out != nullptr, [&](auto positive) {
+    aggregate_forward<S, decltype(positive)::value>(*args.graph, scores, node_value, args.attn_dropout, out,
+                                                    lse, pos_out, pos_weight, epilogue, source_rows,
+                                                    args.out_low);
+  });
 }
 
 // d er per (node, head) from the forward's positive sums, in the kernel that computes D; then one
@@ -849,9 +851,7 @@ void gat_forward(const GatAttentionForwardArgs& args) {
 // Returns whether d bias was taken from the row pass (the entry point writes *args.bias_taken).
 // For bf16 the wide heads' unfused path is an error (gat_edge_scores' CUDA kernels take f32 and
 // f64).
-// kTerm: args.edge_term is defined (the entry point dispatches on it; each variant is compiled
-// in a file of its own).
-template <class S, bool kTerm>
+template <class S>
 bool gat_backward(const GatAttentionBackwardArgs& args) {
   using T = Compute<S>;
   const Graph& graph = *args.graph;
@@ -948,20 +948,22 @@ bool gat_backward(const GatAttentionBackwardArgs& args) {
         if constexpr (std::is_same_v<S, T>)
           if (lead) a.grad_out = packed, a.grad_stride = stride;
         if (!grad_el && !grad_edge_term && !grad_value) return;
-        const T *const er_rows = packed + lead, *const lse_rows = er_rows + H,
-                       *const D_rows = er_rows + 2 * H;
-        const GatGrad<S, kTerm> grad{el.data<S>(),
-                                     er_rows,
-                                     kTerm ? edge_term.data<S>() : nullptr,
-                                     lse_rows,
-                                     D_rows,
-                                     stride,
-                                     grad_edge_term ? grad_edge_term->data<S>() : nullptr,
-                                     static_cast<T>(negative_slope),
-                                     grad_el ? grad_el->data<S>() : nullptr,
-                                     nullptr};
-        with_group(tiling.G,
-                   [&](auto group) { walk_transposed<S, VEC, decltype(group)::value>(graph, a, grad); });
+        with_edge_term(edge_term, [&](auto term) {
+          const T *const er_rows = packed + lead, *const lse_rows = er_rows + H,
+                         *const D_rows = er_rows + 2 * H;
+          const GatGrad<S, decltype(term)::value> grad{el.data<S>(),
+                                                       er_rows,
+                                                       edge_term.defined() ? edge_term.data<S>() : nullptr,
+                                                       lse_rows,
+                                                       D_rows,
+                                                       stride,
+                                                       grad_edge_term ? grad_edge_term->data<S>() : nullptr,
+                                                       static_cast<T>(negative_slope),
+                                                       grad_el ? grad_el->data<S>() : nullptr,
+                                                       nullptr};
+          with_group(tiling.G,
+                     [&](auto group) { walk_transposed<S, VEC, decltype(group)::value>(graph, a, grad); });
+        });
       });
   return bias_written;
 }
@@ -1029,23 +1031,14 @@ extern template void stored_forward<bf16>(const CsrSoftmaxAggregateForwardArgs&)
 extern template void stored_backward<float>(const CsrSoftmaxAggregateBackwardArgs&);
 extern template void stored_backward<double>(const CsrSoftmaxAggregateBackwardArgs&);
 extern template void stored_backward<bf16>(const CsrSoftmaxAggregateBackwardArgs&);
-extern template void gat_forward<float, false, false>(const GatAttentionForwardArgs&);
-extern template void gat_forward<float, false, true>(const GatAttentionForwardArgs&);
-extern template void gat_forward<float, true, false>(const GatAttentionForwardArgs&);
-extern template void gat_forward<float, true, true>(const GatAttentionForwardArgs&);
-extern template void gat_forward<double, false, false>(const GatAttentionForwardArgs&);
-extern template void gat_forward<double, false, true>(const GatAttentionForwardArgs&);
-extern template void gat_forward<double, true, false>(const GatAttentionForwardArgs&);
-extern template void gat_forward<double, true, true>(const GatAttentionForwardArgs&);
-extern template void gat_forward<bf16, false, false>(const GatAttentionForwardArgs&);
-extern template void gat_forward<bf16, false, true>(const GatAttentionForwardArgs&);
-extern template void gat_forward<bf16, true, false>(const GatAttentionForwardArgs&);
-extern template void gat_forward<bf16, true, true>(const GatAttentionForwardArgs&);
-extern template bool gat_backward<float, false>(const GatAttentionBackwardArgs&);
-extern template bool gat_backward<float, true>(const GatAttentionBackwardArgs&);
-extern template bool gat_backward<double, false>(const GatAttentionBackwardArgs&);
-extern template bool gat_backward<double, true>(const GatAttentionBackwardArgs&);
-extern template bool gat_backward<bf16, false>(const GatAttentionBackwardArgs&);
-extern template bool gat_backward<bf16, true>(const GatAttentionBackwardArgs&);
+extern template void gat_forward<float, false>(const GatAttentionForwardArgs&);
+extern template void gat_forward<float, true>(const GatAttentionForwardArgs&);
+extern template void gat_forward<double, false>(const GatAttentionForwardArgs&);
+extern template void gat_forward<double, true>(const GatAttentionForwardArgs&);
+extern template void gat_forward<bf16, false>(const GatAttentionForwardArgs&);
+extern template void gat_forward<bf16, true>(const GatAttentionForwardArgs&);
+extern template bool gat_backward<float>(const GatAttentionBackwardArgs&);
+extern template bool gat_backward<double>(const GatAttentionBackwardArgs&);
+extern template bool gat_backward<bf16>(const GatAttentionBackwardArgs&);
 
 }  // namespace gat::ops::cuda_impl::csr_aggregate

@@ -1,7 +1,0 @@
-// GAT's fused attention backward for double, with an edge term, compiled apart
-// (framework/ops/attention/detail/csr_softmax_aggregate_kernels.cuh).
-#include "gat/framework/ops/attention/detail/csr_softmax_aggregate_kernels.cuh"
-
-namespace gat::ops::cuda_impl::csr_aggregate {
-template bool gat_backward<double, true>(const GatAttentionBackwardArgs&);
-}  // namespace gat::ops::cuda_impl::csr_aggregate

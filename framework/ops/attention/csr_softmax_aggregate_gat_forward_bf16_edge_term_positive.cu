@@ -1,7 +1,0 @@
-// GAT's fused attention forward for bf16 rows (computed in f32), with an edge term, with the
-// positive sums, compiled apart (framework/ops/attention/detail/csr_softmax_aggregate_kernels.cuh).
-#include "gat/framework/ops/attention/detail/csr_softmax_aggregate_kernels.cuh"
-
-namespace gat::ops::cuda_impl::csr_aggregate {
-template void gat_forward<bf16, true, true>(const GatAttentionForwardArgs&);
-}  // namespace gat::ops::cuda_impl::csr_aggregate
