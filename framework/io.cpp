@@ -404,6 +404,13 @@ bool path_exists(const std::string& path) {
   return false;
 }
 
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return S_ISDIR(st.st_mode);
+  GAT_CHECK(errno == ENOENT || errno == ENOTDIR, path, ": ", errno_text());
+  return false;
+}
+
 std::string read_regular_file(const std::string& path) {
   GAT_CHECK(!path.empty(), "the path of a file to read is empty");
   // O_NONBLOCK: opening a FIFO must not wait for a writer before fstat can refuse it.

@@ -787,6 +787,15 @@ std::vector<Case> cases() {
       {"stdout a pipe closed by its reader (SIGPIPE)", "--dataset {data} --device cpu --epochs 50 --quiet --json", 1,
        "gat_train: writing the output to stdout failed", nullptr, nullptr, false,
        "mkfifo {dir}/out.fifo && { (exec 3<{dir}/out.fifo) & } &&", "{dir}/out.fifo"},
+
+      // Hostile campaign 4 (issue 49): paths that cannot be looked at.
+      {"a dataset that is a loop of symbolic links", "--dataset {dir}/loop --device cpu", 2,
+       "--dataset {dir}/loop: {dir}/loop: Too many levels of symbolic links",
+       [](const Scratch& s) { s.link(s.root / "loop", s.root / "loop"); }},
+      {"a data folder that is a loop of symbolic links", "--dataset cora --data-dir {dir}/loop --info", 1,
+       "{dir}/loop: Too many levels of symbolic links", [](const Scratch& s) { s.link(s.root / "loop", s.root / "loop"); }},
+      {"a PPI data folder that is a loop of symbolic links", "--dataset ppi --data-dir {dir}/loop --info", 1,
+       "{dir}/loop: Too many levels of symbolic links", [](const Scratch& s) { s.link(s.root / "loop", s.root / "loop"); }},
   };
   return c;
 }
@@ -838,6 +847,7 @@ TEST(HostileCli, EveryCaseExitsAsExpectedNamingTheCulprit) {
       EXPECT_NE(o.err.find("Usage:"), std::string::npos) << o.err;
     }
     EXPECT_EQ(o.err.find("bad_alloc"), std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find("terminate called"), std::string::npos) << "an uncaught exception: " << o.err;
     if (c.after) c.after(s, o);
   }
   // A device node at the save path (as root: the old writer replaced even /dev/null).

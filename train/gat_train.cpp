@@ -567,6 +567,9 @@ int main(int argc, char** argv) {
   } catch (const cli::UsageError& e) {
     std::cerr << "gat_train: " << cut_long_words(e.what()) << "\n\n" << cli::usage(env);
     return 2;
+  } catch (const std::exception& e) {  // anything else a check of the flags met: an error, never an abort
+    std::cerr << "gat_train: " << cut_long_words(e.what()) << "\n";
+    return 1;
   }
   if (flags.help) {
     std::printf("%s", cli::usage(env).c_str());
