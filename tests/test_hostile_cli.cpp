@@ -788,7 +788,7 @@ std::vector<Case> cases() {
        "gat_train: writing the output to stdout failed", nullptr, nullptr, false,
        "mkfifo {dir}/out.fifo && { (exec 3<{dir}/out.fifo) & } &&", "{dir}/out.fifo"},
 
-      // Hostile campaign 4 (issue 49): paths that cannot be looked at.
+      // Hostile campaign 4 (issue 49): paths that cannot be looked at, a dataset without edges.
       {"a dataset that is a loop of symbolic links", "--dataset {dir}/loop --device cpu", 2,
        "--dataset {dir}/loop: {dir}/loop: Too many levels of symbolic links",
        [](const Scratch& s) { s.link(s.root / "loop", s.root / "loop"); }},
@@ -796,6 +796,12 @@ std::vector<Case> cases() {
        "{dir}/loop: Too many levels of symbolic links", [](const Scratch& s) { s.link(s.root / "loop", s.root / "loop"); }},
       {"a PPI data folder that is a loop of symbolic links", "--dataset ppi --data-dir {dir}/loop --info", 1,
        "{dir}/loop: Too many levels of symbolic links", [](const Scratch& s) { s.link(s.root / "loop", s.root / "loop"); }},
+      {"an empty edge-feat.csv beside an empty edge.csv", train, 1,
+       "edge-feat.csv has no lines ({data}/edge.csv lists no edges), so the number of edge features cannot be told",
+       [](const Scratch& s) {
+         s.put("edge.csv", "");
+         s.put("edge-feat.csv", "");
+       }},
   };
   return c;
 }
