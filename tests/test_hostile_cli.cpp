@@ -788,7 +788,7 @@ std::vector<Case> cases() {
        "gat_train: writing the output to stdout failed", nullptr, nullptr, false,
        "mkfifo {dir}/out.fifo && { (exec 3<{dir}/out.fifo) & } &&", "{dir}/out.fifo"},
 
-      // Hostile campaign 4 (issue 49): paths that cannot be looked at, a dataset without edges.
+      // Hostile campaign 4 (issue 49): paths that cannot be looked at, a dataset without edges, --info.
       {"a dataset that is a loop of symbolic links", "--dataset {dir}/loop --device cpu", 2,
        "--dataset {dir}/loop: {dir}/loop: Too many levels of symbolic links",
        [](const Scratch& s) { s.link(s.root / "loop", s.root / "loop"); }},
@@ -802,6 +802,15 @@ std::vector<Case> cases() {
          s.put("edge.csv", "");
          s.put("edge-feat.csv", "");
        }},
+      {"--info with --save writes nothing, so it is refused", "--dataset {data} --info --save {dir}/m.safetensors", 2,
+       "--save excludes --info",
+       [](const Scratch&) {}, [](const Scratch& s, const Outcome&) { EXPECT_FALSE(fs::exists(s.root / "m.safetensors")); }},
+      {"--info with --resume continues nothing, so it is refused", "--dataset {data} --info --resume {dir}/run.safetensors",
+       2, "--resume excludes --info"},
+      {"--info with --epochs trains nothing, so it is refused", "--dataset {data} --info --epochs 3", 2,
+       "--epochs excludes --info"},
+      {"--info with --load evaluates nothing, so it is refused", "--dataset {data} --info --load {dir}/m.safetensors", 2,
+       "--load excludes --info"},
   };
   return c;
 }
