@@ -809,6 +809,29 @@ std::vector<Case> cases() {
        2, "--resume excludes --info"},
       {"--info with --epochs trains nothing, so it is refused", "--dataset {data} --info --epochs 3", 2,
        "--epochs excludes --info"},
+      // A file given to --load is read from its header: one that is not what its header says is
+      // refused before its data is read (these read 16 GiB of holes into 2 GB of address space).
+      {"a 16 GiB file of zeros given to --load", "--load {dir}/big.safetensors --device cpu", 1,
+       "safetensors: {dir}/big.safetensors: bad JSON header",
+       [](const Scratch& s) {
+         write_text(s.root / "big.safetensors", "");
+         fs::resize_file(s.root / "big.safetensors", uintmax_t{16} << 30);
+       },
+       nullptr, false, "ulimit -v 2000000;"},
+      {"a checkpoint grown to 16 GiB given to --load", "--load {dir}/ckpt.safetensors --device cpu", 1,
+       "safetensors: {dir}/ckpt.safetensors: ",
+       [](const Scratch& s) {
+         checkpoint_with("format", "gat_train")(s);
+         const uintmax_t size = fs::file_size(s.root / "ckpt.safetensors");
+         fs::resize_file(s.root / "ckpt.safetensors", uintmax_t{16} << 30);
+         write_text(s.root / "expected", std::to_string((uintmax_t{16} << 30) - size));
+       },
+       [](const Scratch& s, const Outcome& o) {
+         EXPECT_NE(o.err.find(read_text(s.root / "expected") + " trailing data bytes belong to no tensor"),
+                   std::string::npos)
+             << o.err;
+       },
+       false, "ulimit -v 2000000;"},
       {"--info with --load evaluates nothing, so it is refused", "--dataset {data} --info --load {dir}/m.safetensors", 2,
        "--load excludes --info"},
   };
