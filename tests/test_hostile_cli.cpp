@@ -902,6 +902,28 @@ TEST(HostileCli, EveryCaseExitsAsExpectedNamingTheCulprit) {
     EXPECT_EQ(::lstat((dir / "mynull").c_str(), &st), 0);
     EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device node was replaced";
   }
+  // A file system out of inodes: writable to access(), yet no file can be created there. --save
+  // is refused before training, not after it (as root, where a tmpfs can be mounted).
+  if (root) {
+    const fs::path dir = top / "inodes";
+    fs::create_directories(dir / "full");
+    const Scratch s(dir);
+    const std::string full = (dir / "full").string();
+    if (std::system(("mount -t tmpfs -o size=1m,nr_inodes=2 tmpfs '" + full + "' 2>/dev/null").c_str()) ==
+        0) {
+      write_text(dir / "full" / "only", "");  // the last inode
+      const Outcome o = run_gat_train(
+          expand("--dataset {data} --device cpu --epochs 2 --save {dir}/full/m.safetensors", s), dir);
+      EXPECT_EQ(o.status, 1);
+      EXPECT_NE(o.err.find("--save: " + full + "/m.safetensors: cannot create a file beside it"),
+                std::string::npos)
+          << o.err;
+      EXPECT_EQ(o.out.find("test acc"), std::string::npos) << "trained before refusing: " << o.out;
+      EXPECT_EQ(std::system(("umount '" + full + "'").c_str()), 0);
+    } else {
+      std::printf("[ NOTE ] no tmpfs could be mounted: the out-of-inodes case was skipped\n");
+    }
+  }
   fs::remove_all(top);
   if (skipped)
     std::printf("[ NOTE ] %d Planetoid case(s) skipped: Cora not found in %s\n", skipped,
