@@ -96,7 +96,10 @@ Tensor read_edge_features(const std::string& path, int64_t m, const std::string&
     ++rows;
   });
   GAT_CHECK(rows == m, "load_custom: ", path, " has ", rows, " lines for the ", m, " edges of ", edge_path);
-  return Tensor::from_vector(values, {m, std::max<int64_t>(width, 0)});
+  // No line, no width: a (0, 0) tensor would be edge features of no dimension, which no layer takes.
+  GAT_CHECK(width > 0, "load_custom: ", path, " has no lines (", edge_path,
+            " lists no edges), so the number of edge features cannot be told: remove it");
+  return Tensor::from_vector(values, {m, width});
 }
 
 // Throws unless every feature of edge_attr (E, D) f32, the graph's, is finite: an edge listed

@@ -56,8 +56,7 @@ std::string ppi_by_hand(const std::vector<std::string>& missing, const std::stri
 
 // A data folder that exists must be a folder.
 void check_is_folder(const std::string& dir, const std::string& dataset) {
-  namespace fs = std::filesystem;
-  GAT_CHECK(!io::path_exists(dir) || fs::is_directory(dir), "the data folder ", dir,
+  GAT_CHECK(!io::path_exists(dir) || io::is_directory(dir), "the data folder ", dir,
             " is a file, not a folder: point --data-dir (or GAT_DATA_DIR) at the folder of the ", dataset,
             " files");
 }

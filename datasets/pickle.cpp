@@ -49,6 +49,7 @@ enum Op : uint8_t {
   TUPLE3 = 0x87,
   APPEND = 'a',
   APPENDS = 'e',
+  SETITEM = 's',
   SETITEMS = 'u',
   BINPUT = 'q',
   LONG_BINPUT = 'r',
@@ -105,6 +106,8 @@ const char* op_name(uint8_t op) {
       return "APPEND";
     case APPENDS:
       return "APPENDS";
+    case SETITEM:
+      return "SETITEM";
     case SETITEMS:
       return "SETITEMS";
     case BINPUT:
@@ -373,6 +376,16 @@ class Parser {
         list->items.insert(list->items.end(), items.begin(), items.end());
         return;
       }
+      case SETITEM: {  // one key and its value: Python's last batch of a dict when it holds one
+        const Value* value = pop();
+        const Value* key = pop();
+        Value* target = top();
+        if (target->kind != Value::Kind::dict && !target->is_object_of(kDefaultdict))
+          fail("the SETITEM target must be a dict or a defaultdict, got a ", kind_name(target->kind));
+        charge(2 * sizeof(void*));
+        target->entries.emplace_back(key, value);
+        return;
+      }
       case SETITEMS: {
         std::vector<const Value*> items = pop_to_mark();
         if (items.size() % 2) fail("odd number of items (", items.size(), ")");
@@ -394,7 +407,7 @@ class Parser {
         return push(it->second);
       }
       default:
-        fail("not one of the 28 allowed opcodes");
+        fail("not one of the 29 allowed opcodes");
     }
   }
 

@@ -1,9 +1,10 @@
 // A restricted unpickler for the Python 2 protocol-2 pickles of the Planetoid raw files.
 //
-// It understands exactly the 28 opcodes those files use (PROTO, STOP, MARK, GLOBAL, REDUCE, BUILD,
+// It understands exactly the 29 opcodes those files use (PROTO, STOP, MARK, GLOBAL, REDUCE, BUILD,
 // NEWOBJ, NONE, NEWTRUE, NEWFALSE, BININT, BININT1, BININT2, BINSTRING, SHORT_BINSTRING,
-// EMPTY_LIST, EMPTY_DICT, EMPTY_TUPLE, TUPLE, TUPLE1, TUPLE2, TUPLE3, APPEND, APPENDS, SETITEMS,
-// BINPUT, LONG_BINPUT, BINGET) and names exactly 6 globals (`scipy.sparse.csr csr_matrix`,
+// EMPTY_LIST, EMPTY_DICT, EMPTY_TUPLE, TUPLE, TUPLE1, TUPLE2, TUPLE3, APPEND, APPENDS, SETITEM,
+// SETITEMS, BINPUT, LONG_BINPUT, BINGET; SETITEM is what Python's pickler writes for a last batch
+// of one key, as for a graph of 1001 nodes) and names exactly 6 globals (`scipy.sparse.csr csr_matrix`,
 // `numpy.core.multiarray _reconstruct`, `numpy ndarray`, `numpy dtype`, `collections
 // defaultdict`, `__builtin__ list`). Nothing is ever called or imported: REDUCE, NEWOBJ and BUILD
 // only record (callable, arguments, state) in an Object value, and the converters below read

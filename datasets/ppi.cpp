@@ -166,7 +166,7 @@ std::vector<std::string> ppi_raw_files() {
 }
 
 MultiGraphDataset load_ppi(const std::string& dir) {
-  GAT_CHECK(std::filesystem::is_directory(dir), "load_ppi: ", dir,
+  GAT_CHECK(io::is_directory(dir), "load_ppi: ", dir,
             " is not a directory (extract PyG's ppi.zip, https://data.dgl.ai/dataset/ppi.zip, and pass its "
             "folder, or load the dataset ppi, which downloads it)");
   MultiGraphDataset data;

@@ -89,7 +89,7 @@ MultiGraphDataset load_synthetic_ppi(const std::string& spec) {
 }
 
 bool is_ppi_directory(const std::string& name) {
-  return io::path_exists(name) && std::filesystem::is_directory(name) &&
+  return io::is_directory(name) &&
          io::path_exists((std::filesystem::path(name) / "train_graph.json").string());
 }
 
@@ -132,8 +132,7 @@ MultiGraphDataset load_multigraph_dataset(const std::string& name, const std::st
 }
 
 bool dataset_is_folder(const std::string& name) {
-  std::error_code error;
-  return !bare_built_in_name(name) && std::filesystem::is_directory(name, error);
+  return !bare_built_in_name(name) && io::is_directory(name);
 }
 
 Dataset load_dataset(const std::string& name, const std::string& data_dir) {
@@ -142,7 +141,7 @@ Dataset load_dataset(const std::string& name, const std::string& data_dir) {
             "' is a multi-graph dataset (PPI's format): load it with load_multigraph_dataset");
   const bool planetoid = is_planetoid_name(key);
   const bool exists = io::path_exists(name);  // a permission error says so here
-  const bool folder = exists && std::filesystem::is_directory(name);
+  const bool folder = exists && io::is_directory(name);
   if (bare_built_in_name(name)) {
     // A folder of the same name here: which one is meant cannot be guessed, unless a data folder
     // for the built-in one is given, by --data-dir or by GAT_DATA_DIR (its default) alike.

@@ -39,7 +39,8 @@ bool is_multigraph_dataset(const std::string& name);
 MultiGraphDataset load_multigraph_dataset(const std::string& name, const std::string& data_dir = "");
 
 // Whether load_dataset reads `name` as a directory: a directory that no built-in dataset's bare
-// name claims (a bare built-in name is the built-in dataset, or refused).
+// name claims (a bare built-in name is the built-in dataset, or refused). A path that cannot be
+// looked at (a loop of symbolic links, a name too long) is a gat::Error naming it.
 bool dataset_is_folder(const std::string& name);
 
 // Where a downloaded dataset's files are when no folder is given: $GAT_DATA_DIR when set; else the

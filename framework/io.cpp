@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -247,21 +248,28 @@ bool inside_folder(const std::string& path, const std::string& dir) {
   return false;
 }
 
-Safetensors load_safetensors(const std::string& path) {
-  return parse_safetensors(read_regular_file(path), path);
-}
+namespace {
 
-Safetensors parse_safetensors(const std::string& file, const std::string& path) {
-  const uint64_t size = file.size();
+// Reads n bytes at `offset` of a safetensors source into `into` (a file, or bytes in memory).
+using ReadAt = std::function<void(uint64_t offset, uint64_t n, char* into)>;
+
+// A safetensors source of `size` bytes, read through `read`: the length field and the header
+// first, every check of the header against `size`, and only then each tensor's bytes, straight
+// into its tensor. A file that is not what its header says (a large file of anything given to
+// --load) is refused having read no more than its header.
+Safetensors parse_safetensors_from(uint64_t size, const ReadAt& read, const std::string& path) {
   GAT_CHECK(size >= 8, "safetensors: ", path, ": file is ", size,
             " bytes, too short for the 8-byte header length");
+  char length[8];
+  read(0, 8, length);
   uint64_t header_length = 0;
-  for (int i = 0; i < 8; ++i)
-    header_length |= uint64_t{static_cast<unsigned char>(file[static_cast<size_t>(i)])} << (8 * i);
+  for (int i = 0; i < 8; ++i) header_length |= uint64_t{static_cast<unsigned char>(length[i])} << (8 * i);
   GAT_CHECK(header_length <= size - 8, "safetensors: ", path, ": header length ", header_length,
             " exceeds the ", size - 8, " bytes after the length field (truncated file?)");
   const uint64_t data_size = size - 8 - header_length;
-  const char* data = file.data() + 8 + header_length;
+  const uint64_t data_start = 8 + header_length;
+  std::string header_text(static_cast<size_t>(header_length), '\0');
+  read(8, header_length, header_text.data());
 
   // A key given twice in one object (a tensor, a metadata entry) would leave one of its values
   // unused, and readers differ in which one they keep: such a header is refused.
@@ -278,8 +286,7 @@ Safetensors parse_safetensors(const std::string& file, const std::string& path) 
   };
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + static_cast<ptrdiff_t>(header_length),
-                                   no_duplicate_keys);
+    header = nlohmann::json::parse(header_text, no_duplicate_keys);
   } catch (const nlohmann::json::exception& e) {
     GAT_FAIL("safetensors: ", path, ": bad JSON header: ", e.what());
   }
@@ -291,6 +298,8 @@ Safetensors parse_safetensors(const std::string& file, const std::string& path) 
   struct Extent {
     uint64_t begin, end;
     std::string name;
+    DType dtype;
+    Shape shape;
   };
   std::vector<Extent> extents;
   for (const auto& [name, entry] : header.items()) {
@@ -311,7 +320,7 @@ Safetensors parse_safetensors(const std::string& file, const std::string& path) 
     const nlohmann::json& jdtype = entry["dtype"];
     DType dtype = DType::f32;
     GAT_CHECK(jdtype.is_string() && parse_st_dtype(jdtype.get<std::string>(), &dtype), where,
-              "unsupported dtype ", jdtype.dump(), " (expected F32, F64, BF16 or I32)");
+              "unsupported dtype ", jdtype.dump(), " (expected F32, F64, BF16, I32 or I64)");
 
     const nlohmann::json& jshape = entry["shape"];
     GAT_CHECK(jshape.is_array(), where, "shape ", jshape.dump(), " is not an array");
@@ -339,11 +348,7 @@ Safetensors parse_safetensors(const std::string& file, const std::string& path) 
     const uint64_t expected = numel * dtype_size(dtype);
     GAT_CHECK(end - begin == expected, where, "data_offsets [", begin, ", ", end, "] hold ", end - begin,
               " bytes but ", st_dtype(dtype), " ", shape_str(shape), " needs ", expected);
-
-    Tensor t = Tensor::empty(shape, dtype, Device::cpu, "safetensors tensor");
-    copy_bytes(t.raw_data(), Device::cpu, data + begin, Device::cpu, expected);  // 0 bytes: no-op
-    result.tensors.emplace(name, t);
-    extents.push_back({begin, end, name});
+    extents.push_back({begin, end, name, dtype, shape});
   }
 
   // The tensors must tile the data area exactly: no overlaps, no holes, no trailing bytes.
@@ -363,7 +368,48 @@ Safetensors parse_safetensors(const std::string& file, const std::string& path) 
   }
   GAT_CHECK(covered == data_size, "safetensors: ", path, ": ", data_size - covered,
             " trailing data bytes belong to no tensor");
+
+  // The header holds: the data, exactly as much as it describes, straight into the tensors.
+  for (const Extent& x : extents) {
+    Tensor t = Tensor::empty(x.shape, x.dtype, Device::cpu, "safetensors tensor");
+    if (x.end > x.begin) read(data_start + x.begin, x.end - x.begin, static_cast<char*>(t.raw_data()));
+    result.tensors.emplace(x.name, t);
+  }
   return result;
+}
+
+// A regular file opened for reading (see read_regular_file), closed when this goes.
+class RegularFile {
+ public:
+  explicit RegularFile(const std::string& path);
+  ~RegularFile() { ::close(fd_); }
+  RegularFile(const RegularFile&) = delete;
+  RegularFile& operator=(const RegularFile&) = delete;
+  uint64_t size() const { return size_; }
+  // n bytes at `offset` into `into`, all of them, or a gat::Error naming the file.
+  void read(uint64_t offset, uint64_t n, char* into) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+}  // namespace
+
+Safetensors load_safetensors(const std::string& path) {
+  const RegularFile file(path);
+  return parse_safetensors_from(
+      file.size(), [&](uint64_t offset, uint64_t n, char* into) { file.read(offset, n, into); }, path);
+}
+
+Safetensors parse_safetensors(const std::string& file, const std::string& path) {
+  return parse_safetensors_from(
+      file.size(),
+      [&](uint64_t offset, uint64_t n, char* into) {
+        std::memcpy(into, file.data() + offset, static_cast<size_t>(n));
+      },
+      path);
 }
 
 namespace {
@@ -404,11 +450,18 @@ bool path_exists(const std::string& path) {
   return false;
 }
 
-std::string read_regular_file(const std::string& path) {
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return S_ISDIR(st.st_mode);
+  GAT_CHECK(errno == ENOENT || errno == ENOTDIR, path, ": ", errno_text());
+  return false;
+}
+
+RegularFile::RegularFile(const std::string& path) : path_(path) {
   GAT_CHECK(!path.empty(), "the path of a file to read is empty");
   // O_NONBLOCK: opening a FIFO must not wait for a writer before fstat can refuse it.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd_ < 0) {
     const std::string why = errno_text();
     char target[4096];
     const ssize_t length = errno == ENOENT ? ::readlink(path.c_str(), target, sizeof target) : -1;
@@ -418,29 +471,34 @@ std::string read_regular_file(const std::string& path) {
     GAT_FAIL(path, ": cannot open: ", why);
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
+  if (::fstat(fd_, &st) != 0) {
     const std::string why = errno_text();
-    ::close(fd);
+    ::close(fd_);
     GAT_FAIL(path, ": ", why);
   }
   if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
+    ::close(fd_);
     GAT_FAIL(path, " is ", file_kind(st.st_mode), ", not a regular file");
   }
-  std::string bytes;
-  bytes.resize(static_cast<size_t>(st.st_size));
-  size_t got = 0;
-  while (got < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = n < 0 ? errno_text() : "the file shrank while it was read";
-      ::close(fd);
-      GAT_FAIL(path, ": read error after ", got, " of ", bytes.size(), " bytes: ", why);
-    }
-    got += static_cast<size_t>(n);
+  size_ = static_cast<uint64_t>(st.st_size);
+}
+
+void RegularFile::read(uint64_t offset, uint64_t n, char* into) const {
+  uint64_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::pread(fd_, into + got, static_cast<size_t>(std::min<uint64_t>(n - got, 1u << 30)),
+                              static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    GAT_CHECK(r > 0, path_, ": read error after ", offset + got, " of ", size_,
+              " bytes: ", r < 0 ? errno_text() : std::string("the file shrank while it was read"));
+    got += static_cast<uint64_t>(r);
   }
-  ::close(fd);
+}
+
+std::string read_regular_file(const std::string& path) {
+  const RegularFile file(path);
+  std::string bytes(static_cast<size_t>(file.size()), '\0');
+  file.read(0, file.size(), bytes.data());
   return bytes;
 }
 

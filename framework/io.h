@@ -96,6 +96,12 @@ std::string read_regular_file(const std::string& path);
 // taken for an absent one.
 bool path_exists(const std::string& path);
 
+// Whether `path` is a directory, a symbolic link followed: false when nothing is there (ENOENT,
+// ENOTDIR) or something else is; any other failure (a loop of links, a name too long) is a
+// gat::Error naming the path and the reason, never std::filesystem's exception, which
+// std::filesystem::is_directory(path) throws for it.
+bool is_directory(const std::string& path);
+
 // Typed reads of checkpoint metadata: numbers are JSON numbers (as metadata_number writes them),
 // and a missing key or a value of the wrong type is a gat::Error naming `where` (the file), the
 // key and the value. Ranges are the caller's to check.

@@ -509,7 +509,7 @@ TEST(Pickle, RandomBytesAreRejected) {
 }
 
 TEST(Pickle, UnknownOpcodeNamesTheByteOffset) {
-  // LONG_BINGET ('j') is a real opcode, but not one of the 28.
+  // LONG_BINGET ('j') is a real opcode, but not one of the 29.
   expect_error([] { parse("\x80\x02]q\x00j\x00\x00\x00\x00."s, "op.pkl"); }, {"op.pkl", "byte 5", "0x6a"});
   expect_error([] { parse("\x80\x02\xff."s, "op.pkl"); }, {"op.pkl", "byte 2", "0xff"});
   expect_error([] { parse("\x80\x03N."s, "op.pkl"); }, {"op.pkl", "byte 0", "protocol 3"});
@@ -644,6 +644,23 @@ TEST(Pickle, CsrMatrixToDense) {
         pickle::to_dense(parse(csr_pickle(2, 3, {0, 1, 2}, {1, 0}, {1}), "m.pkl"));
       },
       {"indices has 2 entries but data has 1"});
+}
+
+TEST(Pickle, ADictsLastBatchOfOneKeyIsSETITEM) {
+  // Python's pickler writes a dict in batches of 1000 keys, a batch of one with SETITEM (not
+  // SETITEMS): so a graph of 1001 nodes ends, and {0: [1]} is (python3, protocol 2, as the
+  // Planetoid files are written).
+  const std::string one =
+      "\x80\x02"
+      "ccollections\ndefaultdict\nq\x00"
+      "c__builtin__\nlist\nq\x01\x85q\x02Rq\x03"
+      "K\x00]q\x04K\x01"
+      "as."s;
+  const auto adjacency = pickle::to_adjacency(parse(one, "one.pkl"));
+  ASSERT_EQ(adjacency.size(), 1u);
+  EXPECT_EQ(adjacency.at(0), (std::vector<int64_t>{1}));
+  // SETITEM on a list is refused, naming it.
+  expect_error([] { parse("\x80\x02]K\x00K\x01s."s, "bad.pkl"); }, {"bad.pkl", "SETITEM", "list"});
 }
 
 TEST(Pickle, RealFilesGiveTheirKnownShapes) {

@@ -787,6 +787,53 @@ std::vector<Case> cases() {
       {"stdout a pipe closed by its reader (SIGPIPE)", "--dataset {data} --device cpu --epochs 50 --quiet --json", 1,
        "gat_train: writing the output to stdout failed", nullptr, nullptr, false,
        "mkfifo {dir}/out.fifo && { (exec 3<{dir}/out.fifo) & } &&", "{dir}/out.fifo"},
+
+      // Hostile campaign 4 (issue 49): paths that cannot be looked at, a dataset without edges, --info.
+      {"a dataset that is a loop of symbolic links", "--dataset {dir}/loop --device cpu", 2,
+       "--dataset {dir}/loop: {dir}/loop: Too many levels of symbolic links",
+       [](const Scratch& s) { s.link(s.root / "loop", s.root / "loop"); }},
+      {"a data folder that is a loop of symbolic links", "--dataset cora --data-dir {dir}/loop --info", 1,
+       "{dir}/loop: Too many levels of symbolic links", [](const Scratch& s) { s.link(s.root / "loop", s.root / "loop"); }},
+      {"a PPI data folder that is a loop of symbolic links", "--dataset ppi --data-dir {dir}/loop --info", 1,
+       "{dir}/loop: Too many levels of symbolic links", [](const Scratch& s) { s.link(s.root / "loop", s.root / "loop"); }},
+      {"an empty edge-feat.csv beside an empty edge.csv", train, 1,
+       "edge-feat.csv has no lines ({data}/edge.csv lists no edges), so the number of edge features cannot be told",
+       [](const Scratch& s) {
+         s.put("edge.csv", "");
+         s.put("edge-feat.csv", "");
+       }},
+      {"--info with --save writes nothing, so it is refused", "--dataset {data} --info --save {dir}/m.safetensors", 2,
+       "--save excludes --info",
+       [](const Scratch&) {}, [](const Scratch& s, const Outcome&) { EXPECT_FALSE(fs::exists(s.root / "m.safetensors")); }},
+      {"--info with --resume continues nothing, so it is refused", "--dataset {data} --info --resume {dir}/run.safetensors",
+       2, "--resume excludes --info"},
+      {"--info with --epochs trains nothing, so it is refused", "--dataset {data} --info --epochs 3", 2,
+       "--epochs excludes --info"},
+      // A file given to --load is read from its header: one that is not what its header says is
+      // refused before its data is read (these read 16 GiB of holes into 2 GB of address space).
+      {"a 16 GiB file of zeros given to --load", "--load {dir}/big.safetensors --device cpu", 1,
+       "safetensors: {dir}/big.safetensors: bad JSON header",
+       [](const Scratch& s) {
+         write_text(s.root / "big.safetensors", "");
+         fs::resize_file(s.root / "big.safetensors", uintmax_t{16} << 30);
+       },
+       nullptr, false, "ulimit -v 2000000;"},
+      {"a checkpoint grown to 16 GiB given to --load", "--load {dir}/ckpt.safetensors --device cpu", 1,
+       "safetensors: {dir}/ckpt.safetensors: ",
+       [](const Scratch& s) {
+         checkpoint_with("format", "gat_train")(s);
+         const uintmax_t size = fs::file_size(s.root / "ckpt.safetensors");
+         fs::resize_file(s.root / "ckpt.safetensors", uintmax_t{16} << 30);
+         write_text(s.root / "expected", std::to_string((uintmax_t{16} << 30) - size));
+       },
+       [](const Scratch& s, const Outcome& o) {
+         EXPECT_NE(o.err.find(read_text(s.root / "expected") + " trailing data bytes belong to no tensor"),
+                   std::string::npos)
+             << o.err;
+       },
+       false, "ulimit -v 2000000;"},
+      {"--info with --load evaluates nothing, so it is refused", "--dataset {data} --info --load {dir}/m.safetensors", 2,
+       "--load excludes --info"},
   };
   return c;
 }
@@ -838,6 +885,7 @@ TEST(HostileCli, EveryCaseExitsAsExpectedNamingTheCulprit) {
       EXPECT_NE(o.err.find("Usage:"), std::string::npos) << o.err;
     }
     EXPECT_EQ(o.err.find("bad_alloc"), std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find("terminate called"), std::string::npos) << "an uncaught exception: " << o.err;
     if (c.after) c.after(s, o);
   }
   // A device node at the save path (as root: the old writer replaced even /dev/null).
@@ -853,6 +901,28 @@ TEST(HostileCli, EveryCaseExitsAsExpectedNamingTheCulprit) {
     struct stat st {};
     EXPECT_EQ(::lstat((dir / "mynull").c_str(), &st), 0);
     EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device node was replaced";
+  }
+  // A file system out of inodes: writable to access(), yet no file can be created there. --save
+  // is refused before training, not after it (as root, where a tmpfs can be mounted).
+  if (root) {
+    const fs::path dir = top / "inodes";
+    fs::create_directories(dir / "full");
+    const Scratch s(dir);
+    const std::string full = (dir / "full").string();
+    if (std::system(("mount -t tmpfs -o size=1m,nr_inodes=2 tmpfs '" + full + "' 2>/dev/null").c_str()) ==
+        0) {
+      write_text(dir / "full" / "only", "");  // the last inode
+      const Outcome o = run_gat_train(
+          expand("--dataset {data} --device cpu --epochs 2 --save {dir}/full/m.safetensors", s), dir);
+      EXPECT_EQ(o.status, 1);
+      EXPECT_NE(o.err.find("--save: " + full + "/m.safetensors: cannot create a file beside it"),
+                std::string::npos)
+          << o.err;
+      EXPECT_EQ(o.out.find("test acc"), std::string::npos) << "trained before refusing: " << o.out;
+      EXPECT_EQ(std::system(("umount '" + full + "'").c_str()), 0);
+    } else {
+      std::printf("[ NOTE ] no tmpfs could be mounted: the out-of-inodes case was skipped\n");
+    }
   }
   fs::remove_all(top);
   if (skipped)

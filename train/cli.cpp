@@ -208,7 +208,13 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
   add_number(app, "--threads", flags.threads, "OpenMP threads (default: OMP_NUM_THREADS, else every core)",
              Flags::kThreadsRange);
   app.add_flag("--json", flags.json, "print a JSON summary as the last line");
-  app.add_flag("--info", flags.info, "print the dataset summary as one JSON line and exit");
+  auto* info = app.add_flag("--info", flags.info,
+                            "print the dataset summary as one JSON line and exit (no training: training "
+                            "flags and --load are refused)");
+  // Silently ignored, a --save, --log or --checkpoint would write nothing and a --resume continue
+  // nothing, with exit status 0.
+  for (const char* name : kTrainingOnly) info->excludes(app.get_option(name));
+  info->excludes(load);
   app.add_flag("--quiet", flags.quiet, "no progress lines");
 }
 
