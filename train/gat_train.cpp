@@ -301,6 +301,7 @@ int train_runs(const Flags& flags, Device device) {
   if (!flags.resume.empty()) {
     const io::Safetensors file = io::load_safetensors(flags.resume);
     resumed = file.metadata;
+    check_checkpoint_format(resumed, "--resume " + flags.resume);
     GAT_CHECK(is_run_checkpoint(resumed), "--resume ", flags.resume, ": holds no run state (no metadata '",
               kCheckpointEpochKey,
               "'): not a run checkpoint written by --checkpoint (a model saved by --save is evaluated with "
