@@ -744,6 +744,10 @@ std::vector<Case> cases() {
        "Optimizer::load_state_dict: 'exp_avg_sq.1' holds -1 (at flat index 0), but it is a mean of squares (>= 0)",
        run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.exp_avg_sq.1"].data<float>()[0] = -1; }),
        expect_no_training},
+      {"resume past the epochs asked for", resume + "--epochs 1", 1,
+       "the run is at epoch 2 (trainer.epoch), past the 1 epochs asked for (max_epochs, --epochs): it cannot end at 1; "
+       "ask for 2 or more",
+       make_run, expect_run_log_kept},
       {"resume a file of another format", resume, 1,
        "--resume {dir}/run.safetensors: metadata 'format' is not 'gat_train' (not a gat_train checkpoint)",
        run_checkpoint_with(metadata_set("format", "other")), expect_no_training},

@@ -294,6 +294,9 @@ void resume_run(const std::string& path, const TrainOptions& options, Module& mo
   const uint64_t stream = read.unsigned_integer("trainer.next_stream");
   GAT_CHECK(stream >= gen.next_stream(), where, ": the generator is already past the saved stream");
   const int64_t epoch = integer_in(kCheckpointEpochKey, 1, TrainOptions::kEpochsRange.hi);
+  GAT_CHECK(epoch <= options.max_epochs, where, ": the run is at epoch ", epoch, " (", kCheckpointEpochKey,
+            "), past the ", options.max_epochs, " epochs asked for (max_epochs, --epochs): it cannot end at ",
+            options.max_epochs, "; ask for ", epoch, " or more");
   const std::string& stopped = read.text("trainer.stopped");
   GAT_CHECK(stopped == "0" || stopped == "1", where, ": metadata 'trainer.stopped' = '", stopped,
             "' is not 0 or 1");
