@@ -748,6 +748,16 @@ std::vector<Case> cases() {
        "the run is at epoch 2 (trainer.epoch), past the 1 epochs asked for (max_epochs, --epochs): it cannot end at 1; "
        "ask for 2 or more",
        make_run, expect_run_log_kept},
+      {"resume parameters whose outputs overflow", resume, 1,
+       "resume: {dir}/run.safetensors: the model's train loss is ",
+       run_checkpoint_with([](io::Safetensors& c) {
+         for (const char* name : {"conv1.att_src", "conv1.att_dst"}) {
+           Tensor t = c.tensors.at(name).clone();
+           for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = 3e38f;
+           c.tensors[name] = t;
+         }
+       }),
+       expect_run_log_kept},
       {"resume a file of another format", resume, 1,
        "--resume {dir}/run.safetensors: metadata 'format' is not 'gat_train' (not a gat_train checkpoint)",
        run_checkpoint_with(metadata_set("format", "other")), expect_no_training},

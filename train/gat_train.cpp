@@ -233,10 +233,7 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
   };
   const Evaluation e =
       evaluate(model, forward, data, Features::choose(data.x, flags.train.sparse_max_density));
-  // Finite parameters can still overflow (3e38 weights): the accuracies of NaN outputs mean nothing.
-  for (const auto& [split, metrics] : {std::pair{"train", e.train}, {"val", e.val}, {"test", e.test}})
-    GAT_CHECK(std::isfinite(metrics.loss), "--load ", flags.load, ": the model's ", split, " loss on ",
-              dataset, " is ", metrics.loss, ": its outputs are not finite numbers, nothing to evaluate");
+  check_finite_evaluation(e, "--load " + flags.load + " on " + dataset);
   if (!flags.quiet)
     std::printf("%s: checkpoint %s: train acc %.4f, val acc %.4f (loss %.4f), test acc %.4f\n",
                 dataset.c_str(), flags.load.c_str(), e.train.acc, e.val.acc, e.val.loss, e.test.acc);
