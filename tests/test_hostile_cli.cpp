@@ -758,6 +758,18 @@ std::vector<Case> cases() {
          }
        }),
        expect_run_log_kept},
+      {"resume into steps that overflow (huge first moments, zero second ones)", resume + "--epochs 4", 0,
+       "gat_train: run 1: the loss was not finite in 2 epoch(s), the first epoch 3 (logged as null): the outputs "
+       "overflowed or turned NaN; the result is epoch ",
+       run_checkpoint_with([](io::Safetensors& c) {
+         for (auto& [name, t] : c.tensors) {
+           const bool first = name.rfind("optimizer.exp_avg.", 0) == 0, second = name.rfind("optimizer.exp_avg_sq.", 0) == 0;
+           if (!first && !second) continue;
+           Tensor edited = t.clone();
+           for (int64_t i = 0; i < edited.numel(); ++i) edited.data<float>()[i] = first ? 3e38f : 0.0f;
+           t = edited;
+         }
+       })},
       {"resume a file of another format", resume, 1,
        "--resume {dir}/run.safetensors: metadata 'format' is not 'gat_train' (not a gat_train checkpoint)",
        run_checkpoint_with(metadata_set("format", "other")), expect_no_training},
