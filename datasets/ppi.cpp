@@ -7,6 +7,7 @@
 
 #include "gat/datasets/npy.h"
 #include "gat/framework/check.h"
+#include "gat/framework/detail/json.h"
 #include "gat/framework/io.h"
 #include "gat/framework/quote.h"
 
@@ -33,11 +34,14 @@ int64_t integer_field(const nlohmann::json& object, const char* key, const std::
 // The node-link JSON's links, after checking that its nodes are the ids 0..num_nodes-1.
 Links read_links(const std::string& path, int64_t num_nodes) {
   nlohmann::json graph;
+  std::string duplicate;
   try {
-    graph = nlohmann::json::parse(io::read_regular_file(path));
+    graph = detail::parse_json_unique_keys(io::read_regular_file(path), duplicate);
   } catch (const nlohmann::json::exception& e) {
     GAT_FAIL(path, ": not valid JSON (", e.what(), ")");
   }
+  GAT_CHECK(duplicate.empty(), path, ": the key ", quote(duplicate),
+            " is given twice in one object (which value is meant cannot be told)");
   GAT_CHECK(graph.is_object(), path, ": the graph is not a JSON object (node-link data)");
   Links links;
   if (const auto directed = graph.find("directed"); directed != graph.end()) {

@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "gat/framework/detail/json.h"
 #include "gat/framework/quote.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -271,22 +272,11 @@ Safetensors parse_safetensors_from(uint64_t size, const ReadAt& read, const std:
   std::string header_text(static_cast<size_t>(header_length), '\0');
   read(8, header_length, header_text.data());
 
-  // A key given twice in one object (a tensor, a metadata entry) would leave one of its values
-  // unused, and readers differ in which one they keep: such a header is refused.
-  std::vector<std::set<std::string>> open_objects;  // the keys seen so far in each enclosing object
+  // A key given twice in one object (a tensor, a metadata entry) is refused.
   std::string duplicate;
-  auto no_duplicate_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using Event = nlohmann::json::parse_event_t;
-    if (event == Event::object_start) open_objects.emplace_back();
-    if (event == Event::object_end) open_objects.pop_back();
-    if (event == Event::key && !open_objects.back().insert(parsed.get<std::string>()).second &&
-        duplicate.empty())
-      duplicate = parsed.get<std::string>();
-    return true;
-  };
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(header_text, no_duplicate_keys);
+    header = gat::detail::parse_json_unique_keys(header_text, duplicate);
   } catch (const nlohmann::json::exception& e) {
     GAT_FAIL("safetensors: ", path, ": bad JSON header: ", e.what());
   }
@@ -631,3 +621,22 @@ void load_into(Module& module, Optimizer& optimizer, const Safetensors& file, co
 }
 
 }  // namespace gat::io
+
+namespace gat::detail {
+
+nlohmann::json parse_json_unique_keys(const std::string& text, std::string& duplicate) {
+  duplicate.clear();
+  std::vector<std::set<std::string>> open_objects;  // the keys seen so far in each enclosing object
+  auto no_duplicate_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) open_objects.emplace_back();
+    if (event == Event::object_end) open_objects.pop_back();
+    if (event == Event::key && !open_objects.back().insert(parsed.get<std::string>()).second &&
+        duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  return nlohmann::json::parse(text, no_duplicate_keys);
+}
+
+}  // namespace gat::detail

@@ -744,6 +744,35 @@ std::vector<Case> cases() {
        "Optimizer::load_state_dict: 'exp_avg_sq.1' holds -1 (at flat index 0), but it is a mean of squares (>= 0)",
        run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.exp_avg_sq.1"].data<float>()[0] = -1; }),
        expect_no_training},
+      {"resume past the epochs asked for", resume + "--epochs 1", 1,
+       "the run is at epoch 2 (trainer.epoch), past the 1 epochs asked for (max_epochs, --epochs): it cannot end at 1; "
+       "ask for 2 or more",
+       make_run, expect_run_log_kept},
+      {"resume parameters whose outputs overflow", resume, 1,
+       "resume: {dir}/run.safetensors: the model's train loss is ",
+       run_checkpoint_with([](io::Safetensors& c) {
+         for (const char* name : {"conv1.att_src", "conv1.att_dst"}) {
+           Tensor t = c.tensors.at(name).clone();
+           for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = 3e38f;
+           c.tensors[name] = t;
+         }
+       }),
+       expect_run_log_kept},
+      {"resume into steps that overflow (huge first moments, zero second ones)", resume + "--epochs 4", 0,
+       "gat_train: run 1: the loss was not finite in 2 epoch(s), the first epoch 3 (logged as null): the outputs "
+       "overflowed or turned NaN; the result is epoch ",
+       run_checkpoint_with([](io::Safetensors& c) {
+         for (auto& [name, t] : c.tensors) {
+           const bool first = name.rfind("optimizer.exp_avg.", 0) == 0, second = name.rfind("optimizer.exp_avg_sq.", 0) == 0;
+           if (!first && !second) continue;
+           Tensor edited = t.clone();
+           for (int64_t i = 0; i < edited.numel(); ++i) edited.data<float>()[i] = first ? 3e38f : 0.0f;
+           t = edited;
+         }
+       })},
+      {"resume a file of another format", resume, 1,
+       "--resume {dir}/run.safetensors: metadata 'format' is not 'gat_train' (not a gat_train checkpoint)",
+       run_checkpoint_with(metadata_set("format", "other")), expect_no_training},
       {"optimiser rate other than the run's --lr", resume, 1,
        "the optimiser's saved rate 'optimizer.lr' 1000 is not the run's --lr 0.005",
        run_checkpoint_with([](io::Safetensors& c) { c.tensors["optimizer.lr"] = Tensor::scalar(1000.0, DType::f64); }),

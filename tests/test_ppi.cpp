@@ -260,6 +260,12 @@ TEST(PpiFiles, RefusesMalformedFolders) {
              "{\"nodes\": [{\"id\": 0}, {\"id\": 1}], \"links\": [{\"source\": \"0\", \"target\": 1}]}");
        },
        {"test_graph.json", "link 0", "\"source\"", "not an integer"}},
+      {"a key given twice (a reader keeping the last would see 1 node)",
+       [](const TempDir& d) {
+         write_bytes(d.file("test_graph.json"),
+                     "{\"nodes\": [{\"id\": 0}, {\"id\": 1}], \"nodes\": [{\"id\": 0}], \"links\": []}");
+       },
+       {"test_graph.json", "nodes", "given twice in one object"}},
       {"nodes and rows differ",
        [](const TempDir& d) {
          write_bytes(d.file("test_graph.json"), "{\"nodes\": [{\"id\": 0}], \"links\": []}");

@@ -67,8 +67,7 @@ io::Metadata CheckpointInfo::to_metadata() const {
 
 CheckpointInfo CheckpointInfo::from_metadata(const io::Metadata& metadata, const std::string& where) {
   const io::MetadataReader read(metadata, where);
-  GAT_CHECK(read.has(kFormat) && read.text(kFormat) == kFormatName, where, ": metadata '", kFormat,
-            "' is not '", kFormatName, "' (not a gat_train checkpoint)");
+  check_checkpoint_format(metadata, where);
   GAT_CHECK(!is_run_checkpoint(metadata), where, ": a run checkpoint (written by --checkpoint after epoch ",
             metadata.at(kCheckpointEpochKey),
             "), not a model saved by --save: continue the run with --resume (and the run's flags), or let "
@@ -90,6 +89,12 @@ bool CheckpointInfo::operator==(const CheckpointInfo& o) const {
 }
 
 bool is_run_checkpoint(const io::Metadata& metadata) { return metadata.count(kCheckpointEpochKey) > 0; }
+
+void check_checkpoint_format(const io::Metadata& metadata, const std::string& where) {
+  const io::MetadataReader read(metadata, where);
+  GAT_CHECK(read.has(kFormat) && read.text(kFormat) == kFormatName, where, ": metadata '", kFormat,
+            "' is not '", kFormatName, "' (not a gat_train checkpoint)");
+}
 
 void check_run_progress(const RunProgress& p, int64_t patience, const std::string& where) {
   const Tensor& steps = p.optimizer_steps;

@@ -38,6 +38,10 @@ struct CheckpointInfo {
 // it was written after (kCheckpointEpochKey).
 bool is_run_checkpoint(const io::Metadata& metadata);
 
+// Refuses metadata whose "format" is not "gat_train" (a file gat_train did not write): the one
+// check of --load's model (CheckpointInfo::from_metadata) and of --resume's run checkpoint.
+void check_checkpoint_format(const io::Metadata& metadata, const std::string& where);
+
 // What a run checkpoint says of the run's progress, each value already read in its own range.
 struct RunProgress {
   int64_t epoch = 0;       // epochs completed

@@ -233,10 +233,7 @@ int evaluate_checkpoint(const Flags& flags, Device device) {
   };
   const Evaluation e =
       evaluate(model, forward, data, Features::choose(data.x, flags.train.sparse_max_density));
-  // Finite parameters can still overflow (3e38 weights): the accuracies of NaN outputs mean nothing.
-  for (const auto& [split, metrics] : {std::pair{"train", e.train}, {"val", e.val}, {"test", e.test}})
-    GAT_CHECK(std::isfinite(metrics.loss), "--load ", flags.load, ": the model's ", split, " loss on ",
-              dataset, " is ", metrics.loss, ": its outputs are not finite numbers, nothing to evaluate");
+  check_finite_evaluation(e, "--load " + flags.load + " on " + dataset);
   if (!flags.quiet)
     std::printf("%s: checkpoint %s: train acc %.4f, val acc %.4f (loss %.4f), test acc %.4f\n",
                 dataset.c_str(), flags.load.c_str(), e.train.acc, e.val.acc, e.val.loss, e.test.acc);
@@ -280,6 +277,29 @@ void check_resumed_run(const Flags& flags, const io::Metadata& run, const io::Me
             "; give the interrupted run's flags and dataset (only --epochs may differ)");
 }
 
+// The epochs of a run whose training or validation loss was not finite (logged as null). Early
+// stopping never remembers them, so such a run (fresh or resumed) ends with an earlier epoch's
+// result; report() says so on stderr rather than leaving it to the log.
+class NonFiniteEpochs {
+ public:
+  void add(const EpochStats& s) {
+    if (std::isfinite(s.loss) && std::isfinite(s.val_loss)) return;
+    if (count_++ == 0) first_ = s.epoch;
+  }
+  void report(int64_t run, const TrainResult& r) const {
+    if (count_ == 0) return;
+    std::fprintf(
+        stderr,
+        "gat_train: run %lld: the loss was not finite in %lld epoch(s), the first epoch %lld (logged as "
+        "null): the outputs overflowed or turned NaN; the result is epoch %lld's, the last remembered\n",
+        static_cast<long long>(run) + 1, static_cast<long long>(count_), static_cast<long long>(first_),
+        static_cast<long long>(r.best_epoch));
+  }
+
+ private:
+  int64_t count_ = 0, first_ = 0;
+};
+
 // A run's closing line: its test score at the remembered epoch ("acc", or "micro-F1" for the
 // inductive model, whose TrainResult holds micro-F1 where it holds accuracy).
 void print_run(const Flags& flags, int64_t run, uint64_t seed, const TrainResult& r, const char* score) {
@@ -301,6 +321,7 @@ int train_runs(const Flags& flags, Device device) {
   if (!flags.resume.empty()) {
     const io::Safetensors file = io::load_safetensors(flags.resume);
     resumed = file.metadata;
+    check_checkpoint_format(resumed, "--resume " + flags.resume);
     GAT_CHECK(is_run_checkpoint(resumed), "--resume ", flags.resume, ": holds no run state (no metadata '",
               kCheckpointEpochKey,
               "'): not a run checkpoint written by --checkpoint (a model saved by --save is evaluated with "
@@ -371,7 +392,9 @@ int train_runs(const Flags& flags, Device device) {
       return model.forward(x, g, gn, data.edge_attr);
     };
     EpochProgress epoch_lines(options.max_epochs);
+    NonFiniteEpochs non_finite;
     auto on_epoch = [&](const EpochStats& s) {
+      non_finite.add(s);
       if (!flags.log.empty()) {
         open_log();
         const nlohmann::json j = {{"run", run},
@@ -402,6 +425,7 @@ int train_runs(const Flags& flags, Device device) {
         sampled ? train_node_classifier_sampled(model, data, options, sampling, device, gen, on_epoch)
                 : train_node_classifier(model, forward, data, x, options, gen, on_epoch);
     open_log();  // a resumed run that had no epoch left still drops the lines after its checkpoint
+    non_finite.report(run, r);
     results.push_back(r);
     if (r.cuda_graphs_note.rfind("not recorded", 0) == 0 || r.cuda_graphs_note.rfind("dropped", 0) == 0)
       std::fprintf(stderr, "gat_train: CUDA graphs %s; the steps ran eagerly\n", r.cuda_graphs_note.c_str());

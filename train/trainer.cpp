@@ -294,6 +294,9 @@ void resume_run(const std::string& path, const TrainOptions& options, Module& mo
   const uint64_t stream = read.unsigned_integer("trainer.next_stream");
   GAT_CHECK(stream >= gen.next_stream(), where, ": the generator is already past the saved stream");
   const int64_t epoch = integer_in(kCheckpointEpochKey, 1, TrainOptions::kEpochsRange.hi);
+  GAT_CHECK(epoch <= options.max_epochs, where, ": the run is at epoch ", epoch, " (", kCheckpointEpochKey,
+            "), past the ", options.max_epochs, " epochs asked for (max_epochs, --epochs): it cannot end at ",
+            options.max_epochs, "; ask for ", epoch, " or more");
   const std::string& stopped = read.text("trainer.stopped");
   GAT_CHECK(stopped == "0" || stopped == "1", where, ": metadata 'trainer.stopped' = '", stopped,
             "' is not 0 or 1");
@@ -365,6 +368,12 @@ Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data
   return read_eval(metrics.to_vector<double>(), 0, data);
 }
 
+void check_finite_evaluation(const Evaluation& e, const std::string& where) {
+  for (const auto& [split, metrics] : {std::pair{"train", e.train}, {"val", e.val}, {"test", e.test}})
+    GAT_CHECK(std::isfinite(metrics.loss), where, ": the model's ", split, " loss is ", metrics.loss,
+              ": its outputs are not finite numbers");
+}
+
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data) {
   return evaluate(model, forward, data, Features::choose(data.x));
 }
@@ -390,7 +399,11 @@ TrainResult train_node_classifier(Module& model, const ForwardFn& forward, const
   GAT_CHECK(checkpoints.every >= 1, "train: checkpoints.every ", checkpoints.every, " must be at least 1");
   LoopState state(options.patience);
   state.best_params.resize(params.size());
-  if (!checkpoints.resume.empty()) resume_run(checkpoints.resume, options, model, optimizer, gen, state);
+  if (!checkpoints.resume.empty()) {
+    resume_run(checkpoints.resume, options, model, optimizer, gen, state);
+    // A fresh run starts from finite outputs; a resumed one must too (as --load's model must).
+    check_finite_evaluation(evaluate(model, forward, data, x), "resume: " + checkpoints.resume);
+  }
   TrainResult& result = state.result;
   std::vector<Tensor>& best_params = state.best_params;
   EarlyStopping& stopping = state.stopping;

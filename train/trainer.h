@@ -13,7 +13,8 @@
 // the optimiser's state, the epoch, the early-stopping state with the parameters it remembers, and the
 // dropout generator's position. A run resumed from it (checkpoints.resume, with the same model,
 // data, options and generator seed) continues exactly as if it had never stopped: the same
-// parameters and the same per-epoch numbers, bit for bit.
+// parameters and the same per-epoch numbers, bit for bit. A checkpoint past max_epochs, or whose
+// model's outputs on the data are not finite, is refused before the first resumed step.
 #pragma once
 
 #include <cstdint>
@@ -129,6 +130,11 @@ struct Evaluation {
 // form); without it the features are Features::choose(data.x).
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data, const Features& x);
 Evaluation evaluate(Module& model, const ForwardFn& forward, const Dataset& data);
+
+// Refuses a model whose train, validation or test loss in `e` is not finite: finite parameters
+// can still overflow (3e38 weights), and the accuracies of NaN outputs mean nothing. The one check
+// of a loaded model (--load) and of a resumed run's (train_node_classifier, before its first step).
+void check_finite_evaluation(const Evaluation& e, const std::string& where);
 
 // The evaluation of logits (N, C) made by the caller, on data's device (data.y's and the
 // splits'): the losses and accuracies of the train, validation and test nodes.
