@@ -167,7 +167,24 @@ pid_t temporary_owner(const std::string& name, const std::string& base) {
 
 bool process_runs(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
+// mkstemps' template for a temporary file of `path`: PATH.gat-<pid>-XXXXXX.tmp.
+std::string temporary_template(const std::string& path) {
+  return path + kTemporaryInfix + std::to_string(::getpid()) + "-XXXXXX" + kTemporarySuffix;
+}
+
+int make_temporary(std::string& name) {
+  return ::mkstemps(name.data(), static_cast<int>(std::string(kTemporarySuffix).size()));
+}
+
 }  // namespace
+
+void check_file_creatable_beside(const std::string& path, const std::string& what) {
+  std::string probe = temporary_template(path);
+  const int fd = make_temporary(probe);
+  GAT_CHECK(fd >= 0, what, ": ", path, ": cannot create a file beside it: ", errno_text());
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
 
 int remove_stale_temporaries(const std::string& path) {
   const std::string dir = parent_directory(path), base = file_name(path);
@@ -192,8 +209,8 @@ OutputFile::OutputFile(std::string path, std::string what) : path_(std::move(pat
   check_save_path(path_, what_);
   remove_stale_temporaries(path_);
   // mkstemps creates the file exclusively (O_EXCL): it never follows a link planted there.
-  tmp_ = path_ + kTemporaryInfix + std::to_string(::getpid()) + "-XXXXXX" + kTemporarySuffix;
-  fd_ = ::mkstemps(tmp_.data(), static_cast<int>(std::string(kTemporarySuffix).size()));
+  tmp_ = temporary_template(path_);
+  fd_ = make_temporary(tmp_);
   GAT_CHECK(fd_ >= 0, what_, ": cannot create a temporary file beside ", path_, ": ", errno_text());
   if (::fchmod(fd_, 0644) != 0) {
     const std::string why = errno_text();

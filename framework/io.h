@@ -72,6 +72,12 @@ class OutputFile {
   bool committed_ = false;
 };
 
+// Creates a temporary file beside `path`, named as OutputFile names its own (so that one left by a
+// kill is cleaned up as theirs are), and removes it. A folder that access() calls writable yet
+// refuses a new file (a file system out of inodes, sysfs) is then refused before any work, not
+// when the output is written at its end. Errors start with `what` and name the path.
+void check_file_creatable_beside(const std::string& path, const std::string& what);
+
 // Removes the temporary files of PATH (PATH.gat-<pid>-XXXXXX.tmp) whose process <pid> no longer
 // runs: what a writer killed before its commit() left. Only regular files (not links) of this
 // user that have exactly that name go; a live process's file stays. Returns how many went.

@@ -12,14 +12,12 @@
 #include <omp.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
@@ -105,23 +103,10 @@ std::string resumed_log(const std::string& path, int64_t epoch) {
   return kept;
 }
 
-// Creates a temporary file beside `path`, named as io::OutputFile names its own (so that one
-// left by a kill is cleaned up as theirs are), and removes it: a folder that access() calls
-// writable yet refuses a new file (a file system out of inodes, sysfs) is refused before the
-// work, rather than when the output is written at its end.
-void check_file_creatable_beside(const std::string& path, const char* flag) {
-  std::string probe = path + ".gat-" + std::to_string(::getpid()) + "-XXXXXX.tmp";
-  const int fd = ::mkstemps(probe.data(), 4);  // 4: the length of ".tmp"
-  GAT_CHECK(fd >= 0, flag, ": ", path, ": cannot create a file beside it: ", std::strerror(errno));
-  ::close(fd);
-  ::unlink(probe.c_str());
-}
-
 // The output flags' paths: each checked before any work (a regular file or a new path, never a
-// link, device or FIFO, in a folder where a file can be created), each different from the others and from
-// every input the run reads: the
-// --resume checkpoint (except that --checkpoint may be it: it is read whole before the first
-// write, and replaced atomically), and the dataset's files.
+// link, device or FIFO, in a folder where a file can be created), each different from the others
+// and from every input the run reads: the --resume checkpoint (except that --checkpoint may be it:
+// it is read whole before the first write, and replaced atomically), and the dataset's files.
 void check_outputs(const Flags& flags) {
   const std::pair<const char*, std::string> outputs[] = {
       {"--save", flags.save}, {"--checkpoint", flags.checkpoint}, {"--log", flags.log}};
@@ -131,7 +116,7 @@ void check_outputs(const Flags& flags) {
     const auto& [flag, path] = outputs[i];
     if (path.empty()) continue;
     io::check_save_path(path, flag);
-    check_file_creatable_beside(path, flag);
+    io::check_file_creatable_beside(path, flag);
     for (size_t k = i + 1; k < std::size(outputs); ++k)
       GAT_CHECK(outputs[k].second.empty() || !io::same_file(path, outputs[k].second), flag, " ", path,
                 " and ", outputs[k].first, " ", outputs[k].second,
