@@ -524,13 +524,10 @@ void with_layout(const char* op, long long rows, int H, int F, std::initializer_
 template <class T, int VEC>
 void merge_chunk_sums(const ChunkRows& rows, const Tensor& part, T* dest, int H, int F) {
   const Tiling tiling(H * F, VEC);
-  with_group(tiling.G, [&](auto group) {
-    constexpr int GM = decltype(group)::value;
-    value_grad_merge_kernel<T, VEC, GM>
-        <<<group_blocks(rows.chunks * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
-            rows, part.data<T>(), dest, nullptr, nullptr, H, F, tiling.tiles);
-    CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
-  });
+  value_grad_merge_kernel<T, VEC>
+      <<<group_blocks(rows.chunks * tiling.tiles, tiling.G), kThreads, 0, cuda::stream()>>>(
+          rows, part.data<T>(), dest, nullptr, nullptr, H, F, tiling.tiles, tiling.G);
+  CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
 }
 
 // The forward's scores and signs as the kernels write them (both null: not saved).
@@ -610,14 +607,11 @@ void gatv2_attention_aggregate_forward(const Gatv2AttentionForwardArgs& args) {
                   part_z.data<T>(), part_acc.data<T>());
           CUDA_CHECK_LAUNCH("gatv2_forward_kernel (chunks)");
           const Tiling tiling(H * F, VEC);
-          with_group(tiling.G, [&](auto group) {
-            constexpr int GM = decltype(group)::value;
-            aggregate_merge_kernel<T, VEC, GM>
-                <<<group_blocks(Nd * tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
-                    graph.row_chunk_ptr().data<int32_t>(), part_m.data<T>(), part_z.data<T>(),
-                    part_acc.data<T>(), out.data<T>(), lse.data<T>(), Nd, H, F, tiling.tiles);
-            CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
-          });
+          aggregate_merge_kernel<T, VEC>
+              <<<group_blocks(Nd * tiling.tiles, tiling.G), kThreads, 0, cuda::stream()>>>(
+                  graph.row_chunk_ptr().data<int32_t>(), part_m.data<T>(), part_z.data<T>(),
+                  part_acc.data<T>(), out.data<T>(), lse.data<T>(), Nd, H, F, tiling.tiles, tiling.G);
+          CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
         });
   });
 }

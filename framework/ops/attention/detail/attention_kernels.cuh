@@ -250,8 +250,10 @@ struct ScatteredEdges {
 
 // Where a group's lane sits: work item, and the lane's VEC features [c, c + VEC) of head h. Of
 // the whole grid, or of the blocks [first_block, first_block + blocks) (a grid that runs two
-// kinds of items, GridSplit).
-template <int G>
+// kinds of items, GridSplit). G, the lanes a group, is a power of two of at most a warp: a launch
+// argument of the kernels that sum nothing across a group's lanes (the forward's, the merges;
+// computed once per thread, it costs nothing per edge, and one kernel then serves every G), a
+// template one of the backward walk's (its per-edge butterflies, warps::group_sum<G>, unroll).
 struct GroupLane {
   long long first_item;  // item of lane group 0 of this warp in this grid-stride round
   long long stride;      // items per grid-stride round
@@ -259,14 +261,14 @@ struct GroupLane {
   int lane;              // lane within the group
   // (Not the second constructor's formula at (0, gridDim.x): the kernels that take one kind of
   // item keep the code measured at 100M edges.)
-  __device__ GroupLane() {
+  __device__ __forceinline__ explicit GroupLane(int G) {
     const long long warp = warps::warp_id();
     group = (threadIdx.x % kWarp) / G;
     lane = threadIdx.x % G;
     first_item = warp * (kWarp / G);
     stride = warps::warp_count() * (kWarp / G);
   }
-  __device__ GroupLane(long long first_block, long long blocks) {
+  __device__ __forceinline__ GroupLane(int G, long long first_block, long long blocks) {
     const long long warp = ((blockIdx.x - first_block) * blockDim.x + threadIdx.x) / kWarp;
     group = (threadIdx.x % kWarp) / G;
     lane = threadIdx.x % G;
@@ -284,9 +286,8 @@ struct GroupLane {
 struct GridSplit {
   unsigned first_blocks = 0;  // the chunks' blocks
   __device__ bool in_first() const { return blockIdx.x < first_blocks; }
-  template <int G>
-  __device__ GroupLane<G> lanes() const {
-    return in_first() ? GroupLane<G>(0, first_blocks) : GroupLane<G>(first_blocks, gridDim.x - first_blocks);
+  __device__ __forceinline__ GroupLane lanes(int G) const {
+    return in_first() ? GroupLane(G, 0, first_blocks) : GroupLane(G, first_blocks, gridDim.x - first_blocks);
   }
 };
 
@@ -476,9 +477,9 @@ inline ChunkRows chunk_rows(const Graph& graph, bool transposed) {
           graph.num_row_chunks()};
 }
 
-// One group per (long row, column tile): merges the row's chunk partials in chunk order (and
-// those of the positive sums when `pos` has them).
-template <class S, int VEC, int G>
+// One group of G lanes per (long row, column tile): merges the row's chunk partials in chunk
+// order (and those of the positive sums when `pos` has them).
+template <class S, int VEC>
 __global__ void __launch_bounds__(kThreads)
     aggregate_merge_kernel(const int32_t* __restrict__ chunk_ptr,    // (N+1,)
                            const Compute<S>* __restrict__ part_m,    // (W, H)
@@ -486,10 +487,10 @@ __global__ void __launch_bounds__(kThreads)
                            const Compute<S>* __restrict__ part_acc,  // (W, H, F)
                            S* __restrict__ out,                      // (N, H, F)
                            Compute<S>* __restrict__ lse,             // (N, H)
-                           long long N, int H, int F, int tiles, PositiveParts<S> pos = {},
+                           long long N, int H, int F, int tiles, int G, PositiveParts<S> pos = {},
                            OutputEpilogue<Compute<S>> epilogue = {}) {
   using T = Compute<S>;
-  const GroupLane<G> g;
+  const GroupLane g(G);
   const int HF = H * F;
   const long long items = N * tiles;
   const bool positive = pos.out != nullptr;
@@ -519,18 +520,19 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One group per (long transposed row, column tile): dV = sum of its chunk partials in order, and
-// (when given) sum[j,h] = sum of part_sum over the chunks, by the lane of the head's first feature.
-template <class S, int VEC, int G>
+// One group of G lanes per (long transposed row, column tile): dV = sum of its chunk partials in
+// order, and (when given) sum[j,h] = sum of part_sum over the chunks, by the lane of the head's
+// first feature.
+template <class S, int VEC>
 __global__ void __launch_bounds__(kThreads)
     value_grad_merge_kernel(ChunkRows rows,
                             const Compute<S>* __restrict__ part_acc,  // (W, H, F) or null
                             S* __restrict__ dV,                       // (N, H, F) or null
                             const Compute<S>* __restrict__ part_sum,  // (W, H) or null
                             S* __restrict__ sum,                      // (N, H) or null
-                            int H, int F, int tiles) {
+                            int H, int F, int tiles, int G) {
   using T = Compute<S>;
-  const GroupLane<G> g;
+  const GroupLane g(G);
   const int HF = H * F;
   const long long items = rows.chunks * tiles;
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {

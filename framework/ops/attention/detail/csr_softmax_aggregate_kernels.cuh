@@ -152,13 +152,14 @@ __device__ __forceinline__ void gather_softmax(const int32_t* __restrict__ src, 
 }
 
 // The lane's column c of a row's H*F columns in tile `tile` and the heads [h0, h1] of its group's
-// tile. A lane past the last column (HF not a multiple of G * VEC) takes the last vector's column:
-// it follows the group (the dropout draws are shared) and writes nothing (`writes`).
-template <int VEC, int G>
+// tile (G lanes). A lane past the last column (HF not a multiple of G * VEC) takes the last
+// vector's column: it follows the group (the dropout draws are shared) and writes nothing
+// (`writes`).
+template <int VEC>
 struct RowTile {
   int c, h, h0, h1;
   bool writes;
-  __device__ __forceinline__ RowTile(int tile, int lane, int F, int HF) {
+  __device__ __forceinline__ RowTile(int tile, int lane, int G, int F, int HF) {
     const int first = tile * G * VEC;
     c = first + lane * VEC;
     writes = c < HF;
@@ -180,14 +181,15 @@ struct ForwardChunks {
   T* part_acc = nullptr;  // (W, H, F)
 };
 
-// One group per (uncut row, column tile), the rows in Graph::row_order (longest first: the groups
+// One group of G lanes (a launch argument: GroupLane) per (uncut row, column tile), the rows in
+// Graph::row_order (longest first: the groups
 // of a warp take rows of about one length, where in index order a warp of 16 groups ran as long
 // as the longest of 16 rows of the graph's skewed degrees), and one group per (chunk of a long
 // row, column tile), writing the chunk's partial state (with kPositive also the positive sums'
 // partials, pos.part_z and pos.part_acc): kItems says which a launch runs (Items::both: the first
 // split.first_blocks blocks take the chunks). With kPositive also pos_out and pos_weight
 // (pos.out, pos.weight).
-template <class S, int VEC, int G, bool kPositive, Items kItems, class Scores>
+template <class S, int VEC, bool kPositive, Items kItems, class Scores>
 __global__ void __launch_bounds__(kThreads)
     aggregate_forward_kernel(const int32_t* __restrict__ row_ptr,    // (N+1,)
                              const int32_t* __restrict__ row_order,  // (rows,)
@@ -197,18 +199,18 @@ __global__ void __launch_bounds__(kThreads)
                              S* __restrict__ out,           // (N, H, F)
                              Compute<S>* __restrict__ lse,  // (N, H)
                              PositiveParts<S> pos, long long rows, int H, int F, int v_stride, int tiles,
-                             DropoutKey key, Compute<S> scale, OutputEpilogue<Compute<S>> epilogue,
+                             int G, DropoutKey key, Compute<S> scale, OutputEpilogue<Compute<S>> epilogue,
                              ForwardChunks<Compute<S>> parts = {}, GridSplit split = {}) {
   using T = Compute<S>;
   SegmentKeep keep(key, G);
   const int HF = H * F;
   if constexpr (kItems != Items::rows) {
     if (kItems == Items::chunks || split.in_first()) {
-      const GroupLane<G> g = kItems == Items::chunks ? GroupLane<G>() : split.lanes<G>();
+      const GroupLane g = kItems == Items::chunks ? GroupLane(G) : split.lanes(G);
       const long long items = parts.rows.chunks * tiles;
       for (long long item = g.first_item + g.group; item < items; item += g.stride) {
         const long long w = tiles == 1 ? item : item / tiles;
-        const RowTile<VEC, G> t(static_cast<int>(item - w * tiles), g.lane, F, HF);
+        const RowTile<VEC> t(static_cast<int>(item - w * tiles), g.lane, G, F, HF);
         const ChunkRange r = find_chunk(row_ptr, parts.rows.ptr, parts.rows.row, w, parts.chunk);
         OnlineState<T, VEC, kPositive> st;
         gather_softmax<S, VEC, kPositive>(src, scores.row(r.row, t.h), V, r.begin, r.end, H, v_stride, t.h,
@@ -225,11 +227,11 @@ __global__ void __launch_bounds__(kThreads)
       return;
     }
   }
-  const GroupLane<G> g = kItems == Items::both ? split.lanes<G>() : GroupLane<G>();
+  const GroupLane g = kItems == Items::both ? split.lanes(G) : GroupLane(G);
   const long long items = rows * tiles;
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
     const long long r = tiles == 1 ? item : item / tiles;  // (a 64-bit division: ~70 instructions)
-    const RowTile<VEC, G> t(static_cast<int>(item - r * tiles), g.lane, F, HF);
+    const RowTile<VEC> t(static_cast<int>(item - r * tiles), g.lane, G, F, HF);
     const long long i = row_order[r];
     const long long begin = row_ptr[i], end = row_ptr[i + 1];
     OnlineState<T, VEC, kPositive> st;
@@ -255,6 +257,7 @@ struct BackwardArgs {
   S* dV;                     // (N, H, F), or null when d values are not asked
   long long N, E;            // N: the graph's sources (rows of the transpose)
   int H, F, tiles;           // tiles: feature tiles of one head
+  int G;                     // lanes a (source, head, tile): Tiling(F, VEC).G (with_walk_group)
   DropoutKey key;
   T scale;
 };
@@ -388,7 +391,8 @@ __device__ __forceinline__ T lane_dot(const Vec<T, VEC>& v, const Vec<T, VEC>& g
 //   walk.edge(e, i, a, da)              with da = keep/(1-p) * G[i,h,:].V[j,h,:]
 // One gather of G serves both. kUnrollBackward entries' loads are issued together and their dots
 // reduced together. The segment's lanes (heads [h0, h1]; SourceSegment) draw the dropout
-// decisions together (`keep`), a window of entries at a time.
+// decisions together (`keep`), a window of entries at a time. G is the group's lanes, or 0: a.G
+// (the generic walk, with_walk_group).
 template <class S, int VEC, int G, class Walk>
 __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<S>& a, long long j, long long begin,
                                                       long long end, int h, int c, int h0, int h1,
@@ -430,10 +434,19 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<S>& a, 
       dot[u] = lane_dot(v, g[u]);
     }
     if (!want_dot) return;
+    if constexpr (G > 0) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) dot[u] = warps::group_sum<G>(dot[u]);
+      for (int u = 0; u < U; ++u) dot[u] = warps::group_sum<G>(dot[u]);
+    } else {  // group_sum's butterfly over a.G lanes, a step for all U dots at a time
+      const unsigned mask = (a.G == kWarp ? 0xffffffffu : (1u << a.G) - 1)
+                            << ((threadIdx.x % kWarp) & ~(a.G - 1));
+      for (int offset = a.G / 2; offset > 0; offset /= 2)
 #pragma unroll
-    for (int u = 0; u < U; ++u) walk.edge(e[u], x[u], w[u], dot[u] * drop[u], threadIdx.x % G == 0);
+        for (int u = 0; u < U; ++u) dot[u] += __shfl_xor_sync(mask, dot[u], offset);
+    }
+    const bool first_lane = threadIdx.x % (G > 0 ? G : a.G) == 0;
+#pragma unroll
+    for (int u = 0; u < U; ++u) walk.edge(e[u], x[u], w[u], dot[u] * drop[u], first_lane);
   };
   for (long long window_begin = begin; window_begin < end;) {
     const ScatteredEdges window(keep, a.t_edge_id, window_begin, end, H, h0, h1);
@@ -452,8 +465,7 @@ __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<S>& a, 
 struct SourceSegment {
   int width;
   bool all_heads;
-  template <int G>
-  __device__ __forceinline__ static SourceSegment of(int H, int tiles) {
+  __device__ __forceinline__ static SourceSegment of(int G, int H, int tiles) {
     const int lanes = H * tiles * G;
     if (lanes <= kWarp && (lanes & (lanes - 1)) == 0) return {lanes, true};
     return {G, false};
@@ -468,13 +480,13 @@ struct SourceSegment {
 struct HeadItem {
   long long n;
   int h, tile, c;
-  template <int VEC, int G>
-  __device__ __forceinline__ static HeadItem of(long long item, int H, int tiles, int lane) {
-    return item < (1LL << 32) ? split<VEC, G, uint32_t>(item, H, tiles, lane)
-                              : split<VEC, G, unsigned long long>(item, H, tiles, lane);
+  template <int VEC>
+  __device__ __forceinline__ static HeadItem of(long long item, int H, int tiles, int G, int lane) {
+    return item < (1LL << 32) ? split<VEC, uint32_t>(item, H, tiles, G, lane)
+                              : split<VEC, unsigned long long>(item, H, tiles, G, lane);
   }
-  template <int VEC, int G, class I>
-  __device__ __forceinline__ static HeadItem split(I item, I H, I tiles, int lane) {
+  template <int VEC, class I>
+  __device__ __forceinline__ static HeadItem split(I item, I H, I tiles, int G, int lane) {
     HeadItem x;
     const I nh = item / tiles;
     x.tile = static_cast<int>(item - nh * tiles);
@@ -501,21 +513,23 @@ struct BackwardChunks {
 // taken in Graph::t_row_order (longest first, as the forward's rows). And one group per (chunk w
 // of a long transposed row, head, feature tile): the chunk's partial dV and sum, and the per-edge
 // values of its edges. kItems says which a launch runs (Items::both: the first
-// split.first_blocks blocks take the chunks).
+// split.first_blocks blocks take the chunks). A group is G lanes, or with G = 0 a.G (the generic
+// walk, with_walk_group).
 template <class S, int VEC, int G, Items kItems, class Grad>
 __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
     attention_grad_kernel(BackwardArgs<S> a, Grad grad,
                           const int32_t* __restrict__ source_order,  // (sources,)
                           long long sources, BackwardChunks<Compute<S>> parts = {}, GridSplit split = {}) {
   using T = Compute<S>;
-  const SourceSegment segment = SourceSegment::of<G>(a.H, a.tiles);
+  const int lanes = G > 0 ? G : a.G;
+  const SourceSegment segment = SourceSegment::of(lanes, a.H, a.tiles);
   SegmentKeep keep(a.key, segment.width);
   if constexpr (kItems != Items::rows) {
     if (kItems == Items::chunks || split.in_first()) {
-      const GroupLane<G> g = kItems == Items::chunks ? GroupLane<G>() : split.lanes<G>();
+      const GroupLane g = kItems == Items::chunks ? GroupLane(lanes) : split.lanes(lanes);
       const long long items = parts.rows.chunks * a.H * a.tiles;
       for (long long item = g.first_item + g.group; item < items; item += g.stride) {
-        const HeadItem x = HeadItem::of<VEC, G>(item, a.H, a.tiles, g.lane);
+        const HeadItem x = HeadItem::of<VEC>(item, a.H, a.tiles, lanes, g.lane);
         const ChunkRange r = find_chunk(a.t_row_ptr, parts.rows.ptr, parts.rows.row, x.n, parts.chunk);
         T acc[VEC] = {};
         auto walk = grad.walk(r.row, x.h, x.tile, a.E, a.H);
@@ -528,10 +542,10 @@ __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
       return;
     }
   }
-  const GroupLane<G> g = kItems == Items::both ? split.lanes<G>() : GroupLane<G>();
+  const GroupLane g = kItems == Items::both ? split.lanes(lanes) : GroupLane(lanes);
   const long long items = sources * a.H * a.tiles;
   for (long long item = g.first_item + g.group; item < items; item += g.stride) {
-    const HeadItem x = HeadItem::of<VEC, G>(item, a.H, a.tiles, g.lane);
+    const HeadItem x = HeadItem::of<VEC>(item, a.H, a.tiles, lanes, g.lane);
     const long long j = source_order[x.n];
     const long long begin = a.t_row_ptr[j], end = a.t_row_ptr[j + 1];
     T acc[VEC] = {};
@@ -629,9 +643,9 @@ __global__ void __launch_bounds__(kThreads)
 // rows' `row_blocks` (Items::both) where both grids fit the device at once, else after
 // rows_alone(). `chunk_groups`: the groups of G lanes a chunk takes. Returns whether chunks ran
 // (their partials to merge).
-template <int G, class Parts, class RowsAlone, class Partials, class LaunchChunks>
-bool launch_rows_and_chunks(const Graph& graph, bool transposed, unsigned row_blocks, long long chunk_groups,
-                            Parts& parts, RowsAlone&& rows_alone, Partials&& partials,
+template <class Parts, class RowsAlone, class Partials, class LaunchChunks>
+bool launch_rows_and_chunks(const Graph& graph, bool transposed, int G, unsigned row_blocks,
+                            long long chunk_groups, Parts& parts, RowsAlone&& rows_alone, Partials&& partials,
                             LaunchChunks&& launch_chunks) {
   const int chunk = graph.chunk_edges();
   const bool split = (transposed ? graph.max_out_degree() : graph.max_in_degree()) > chunk;
@@ -690,47 +704,44 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
   with_gather_vec<S>(N, H, F, {V, o, pos.out, low}, [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
     const Tiling tiling(H * F, VEC);
-    with_group(tiling.G, [&](auto group) {
-      constexpr int G = decltype(group)::value;
-      const Tensor& order = graph.row_order();  // the uncut rows, longest first
-      const unsigned row_blocks = group_blocks(order.numel() * tiling.tiles, G);
-      auto rows_alone = [&] {
-        aggregate_forward_kernel<S, VEC, G, kPositive, Items::rows>
-            <<<row_blocks, kThreads, 0, cuda::stream()>>>(row_ptr, order.data<int32_t>(), src, scores, V, o,
-                                                          l, pos, order.numel(), H, F, v_stride, tiling.tiles,
-                                                          attn_dropout, scale, epilogue);
-        CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
-      };
-      // Long rows: their chunks' partial states, merged in chunk order.
-      ForwardChunks<T> parts;
-      Tensor part_m, part_z, part_acc, part_z_pos, part_acc_pos;
-      auto partials = [&](int64_t chunks) {
-        constexpr DType partial = dtype_of<T>::value;
-        part_m = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial m");
-        part_z = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial z");
-        part_acc = Tensor::empty({chunks, H, F}, partial, Device::cuda, "aggregate partial acc");
-        parts.part_m = part_m.data<T>(), parts.part_z = part_z.data<T>(), parts.part_acc = part_acc.data<T>();
-        if constexpr (kPositive) {
-          part_z_pos = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial z_pos");
-          part_acc_pos = Tensor::empty({chunks, H, F}, partial, Device::cuda, "aggregate partial acc_pos");
-          pos.part_z = part_z_pos.data<T>(), pos.part_acc = part_acc_pos.data<T>();
-        }
-      };
-      auto launch_chunks = [&](auto items, unsigned blocks, GridSplit split) {
-        aggregate_forward_kernel<S, VEC, G, kPositive, decltype(items)::value>
-            <<<blocks, kThreads, 0, cuda::stream()>>>(row_ptr, order.data<int32_t>(), src, scores, V, o, l,
-                                                      pos, order.numel(), H, F, v_stride, tiling.tiles,
-                                                      attn_dropout, scale, epilogue, parts, split);
-        CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
-      };
-      if (!launch_rows_and_chunks<G>(graph, false, row_blocks, tiling.tiles, parts, rows_alone, partials,
-                                     launch_chunks))
-        return;
-      aggregate_merge_kernel<S, VEC, G><<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
-          parts.rows.ptr, parts.part_m, parts.part_z, parts.part_acc, o, l, N, H, F, tiling.tiles, pos,
-          epilogue);
-      CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
-    });
+    const int G = tiling.G;                   // a launch argument (GroupLane)
+    const Tensor& order = graph.row_order();  // the uncut rows, longest first
+    const unsigned row_blocks = group_blocks(order.numel() * tiling.tiles, G);
+    auto rows_alone = [&] {
+      aggregate_forward_kernel<S, VEC, kPositive, Items::rows><<<row_blocks, kThreads, 0, cuda::stream()>>>(
+          row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F, v_stride,
+          tiling.tiles, G, attn_dropout, scale, epilogue);
+      CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
+    };
+    // Long rows: their chunks' partial states, merged in chunk order.
+    ForwardChunks<T> parts;
+    Tensor part_m, part_z, part_acc, part_z_pos, part_acc_pos;
+    auto partials = [&](int64_t chunks) {
+      constexpr DType partial = dtype_of<T>::value;
+      part_m = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial m");
+      part_z = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial z");
+      part_acc = Tensor::empty({chunks, H, F}, partial, Device::cuda, "aggregate partial acc");
+      parts.part_m = part_m.data<T>(), parts.part_z = part_z.data<T>(), parts.part_acc = part_acc.data<T>();
+      if constexpr (kPositive) {
+        part_z_pos = Tensor::empty({chunks, H}, partial, Device::cuda, "aggregate partial z_pos");
+        part_acc_pos = Tensor::empty({chunks, H, F}, partial, Device::cuda, "aggregate partial acc_pos");
+        pos.part_z = part_z_pos.data<T>(), pos.part_acc = part_acc_pos.data<T>();
+      }
+    };
+    auto launch_chunks = [&](auto items, unsigned blocks, GridSplit split) {
+      aggregate_forward_kernel<S, VEC, kPositive, decltype(items)::value>
+          <<<blocks, kThreads, 0, cuda::stream()>>>(row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos,
+                                                    order.numel(), H, F, v_stride, tiling.tiles, G,
+                                                    attn_dropout, scale, epilogue, parts, split);
+      CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
+    };
+    if (!launch_rows_and_chunks(graph, false, G, row_blocks, tiling.tiles, parts, rows_alone, partials,
+                                launch_chunks))
+      return;
+    aggregate_merge_kernel<S, VEC><<<group_blocks(N * tiling.tiles, G), kThreads, 0, cuda::stream()>>>(
+        parts.rows.ptr, parts.part_m, parts.part_z, parts.part_acc, o, l, N, H, F, tiling.tiles, G, pos,
+        epilogue);
+    CUDA_CHECK_LAUNCH("aggregate_merge_kernel");
   });
 }
 
@@ -752,13 +763,62 @@ BackwardArgs<S> backward_args(const Graph& graph, const Tensor& node_value, cons
   return a;
 }
 
-// The walk over the transposed graph with G lanes per (source, head, tile): short rows in one
-// kernel, the chunks of long ones in a second and their dV (and sums) merged in chunk order.
+// Whether the backward walk of rows S and lanes of VEC values has a kernel of its own for groups
+// of G lanes (Tiling(F, VEC).G; else it runs the generic walk, G = 0, whose group sums loop over
+// a runtime G, with_walk_group). G is a template argument of the walk because each edge's dot
+// product is summed across the group by an unrolled butterfly (warps::group_sum<G>), and the walk
+// is bound by its instructions; but each G is then a kernel of its own, for each VEC, each kind
+// of items and each op. So only the groups of the benchmarked shapes have their own:
+//  - f32: lanes of 8 values (a head of 8, the paper's first layer on a large graph) G = 1, the
+//    only one they take; lanes of 4 at 8 features (the first layer on a small graph, the output
+//    layer of 8 classes) G = 2, at 64 G = 16, at 128 and wider heads G = 32; single values at 3
+//    classes (PubMed) G = 4, at 5 to 8 (Cora 7, CiteSeer 6) G = 8, and wider heads of odd F
+//    (PPI's 121 labels) G = 32;
+//  - bf16: lanes of 8 at 8, 64, 128 and 256 features G = 1, 8, 16, 32; pairs at 6 (CiteSeer's
+//    classes) G = 4; single values at 7 (Cora's) G = 8;
+//  - f64 (the finite-difference checks' dtype, where speed does not matter): none.
+template <class S, int VEC>
+constexpr bool walk_group_compiled(int G) {
+  if constexpr (std::is_same_v<S, float>) {
+    if constexpr (VEC == 8) return G == 1;
+    if constexpr (VEC == 4) return G == 2 || G == 16 || G == kWarp;
+    return G == 4 || G == 8 || G == kWarp;
+  } else if constexpr (std::is_same_v<S, bf16>) {
+    if constexpr (VEC == 8) return G == 1 || G == 8 || G == 16 || G == kWarp;
+    if constexpr (VEC == 2) return G == 4;
+    return G == 8;
+  } else {
+    return false;
+  }
+}
+
+// Calls f(Int<G>{}) with the walk's kernel for groups of G lanes (Tiling(F, VEC).G, which the
+// caller has put in BackwardArgs::G): its own where walk_group_compiled, else the generic walk's
+// (Int<0>), which also takes every G when kGeneric (GAT's walk with an edge term: GATConv with
+// edge_dim, in no benchmark). The generic walk sums the same values in the same order, so the
+// bits are the same either way.
+template <class S, int VEC, bool kGeneric, class Fn>
+void with_walk_group(int G, Fn&& f) {
+  if constexpr (kGeneric) {
+    f(Int<0>{});
+  } else {
+    with_group(G, [&](auto group) {
+      if constexpr (walk_group_compiled<S, VEC>(decltype(group)::value))
+        f(group);
+      else
+        f(Int<0>{});
+    });
+  }
+}
+
+// The walk over the transposed graph with a.G lanes per (source, head, tile), by the kernels of
+// G lanes (or the generic ones, G = 0: with_walk_group): short rows in one kernel, the chunks of
+// long ones in a second and their dV (and sums) merged in chunk order.
 template <class S, int VEC, int G, class Grad>
 void walk_transposed(const Graph& graph, const BackwardArgs<S>& a, Grad grad) {
   using T = Compute<S>;
   const Tensor& order = graph.t_row_order();  // the uncut sources, longest first
-  const unsigned source_blocks = group_blocks(order.numel() * a.H * a.tiles, G);
+  const unsigned source_blocks = group_blocks(order.numel() * a.H * a.tiles, a.G);
   auto sources_alone = [&] {
     attention_grad_kernel<S, VEC, G, Items::rows>
         <<<source_blocks, kThreads, 0, cuda::stream()>>>(a, grad, order.data<int32_t>(), order.numel());
@@ -783,18 +843,16 @@ void walk_transposed(const Graph& graph, const BackwardArgs<S>& a, Grad grad) {
         a, grad, order.data<int32_t>(), order.numel(), parts, split);
     CUDA_CHECK_LAUNCH("attention_grad_kernel");
   };
-  if (!launch_rows_and_chunks<G>(graph, true, source_blocks, int64_t{a.H} * a.tiles, parts, sources_alone,
-                                 partials, launch_chunks))
+  if (!launch_rows_and_chunks(graph, true, a.G, source_blocks, int64_t{a.H} * a.tiles, parts, sources_alone,
+                              partials, launch_chunks))
     return;
   if (!a.dV && !grad.sum) return;
   const Tiling row_tiling(a.H * a.F, VEC);
-  with_group(row_tiling.G, [&](auto merge_group) {
-    constexpr int GM = decltype(merge_group)::value;
-    value_grad_merge_kernel<S, VEC, GM>
-        <<<group_blocks(parts.rows.chunks * row_tiling.tiles, GM), kThreads, 0, cuda::stream()>>>(
-            parts.rows, parts.part_acc, a.dV, grad.part_sum, grad.sum, a.H, a.F, row_tiling.tiles);
-    CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
-  });
+  value_grad_merge_kernel<S, VEC>
+      <<<group_blocks(parts.rows.chunks * row_tiling.tiles, row_tiling.G), kThreads, 0, cuda::stream()>>>(
+          parts.rows, parts.part_acc, a.dV, grad.part_sum, grad.sum, a.H, a.F, row_tiling.tiles,
+          row_tiling.G);
+  CUDA_CHECK_LAUNCH("value_grad_merge_kernel");
 }
 
 // Calls f(std::bool_constant<on>{}): a kernel's variant chosen once on the host, not per edge.
@@ -961,8 +1019,9 @@ bool gat_backward(const GatAttentionBackwardArgs& args) {
                                                        static_cast<T>(negative_slope),
                                                        grad_el ? grad_el->data<S>() : nullptr,
                                                        nullptr};
-          with_group(tiling.G,
-                     [&](auto group) { walk_transposed<S, VEC, decltype(group)::value>(graph, a, grad); });
+          a.G = tiling.G;
+          with_walk_group<S, VEC, decltype(term)::value>(
+              tiling.G, [&](auto group) { walk_transposed<S, VEC, decltype(group)::value>(graph, a, grad); });
         });
       });
   return bias_written;
@@ -1011,7 +1070,8 @@ void stored_backward(const CsrSoftmaxAggregateBackwardArgs& args) {
       da = da_parts.data<T>();
     else if constexpr (kDaInDs)
       da = ds;
-    with_group(tiling.G, [&](auto group) {
+    a.G = tiling.G;
+    with_walk_group<S, VEC, false>(tiling.G, [&](auto group) {
       walk_transposed<S, VEC, decltype(group)::value>(graph, a,
                                                       ScoreGrad<S>{edge_scores.data<S>(), lse.data<T>(), da});
     });
