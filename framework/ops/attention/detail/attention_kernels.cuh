@@ -780,6 +780,9 @@ void with_vec(int F, std::initializer_list<const void*> ptrs, Fn&& f) {
 //  - when `rows` x H such lanes fill the device's resident threads: a lane's batches hold half
 //    the edges (kUnrollOf), so where the device has room to spare each lane's chain of loads
 //    waits longer (Cora's step 0.118 -> 0.121 ms).
+// bf16 rows take 8 values (16 bytes), pairs or single values, not with_vec's 4: each lane width
+// is a set of kernels of its own (every group size, with and without each option), and heads of
+// 4 or 12 bf16 features are in no benchmark (the paper's layers take 8 and the classes 7 or 6).
 constexpr int kWideLaneMinHeads = 4;
 template <class T, class Fn>
 void with_gather_vec(long long rows, int H, int F, std::initializer_list<const void*> ptrs, Fn&& f) {
@@ -788,7 +791,13 @@ void with_gather_vec(long long rows, int H, int F, std::initializer_list<const v
         detail::all_aligned(32, ptrs))
       return f(Int<8>{});
   }
-  with_vec<T>(F, ptrs, f);
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (F % 8 == 0 && detail::all_aligned(16, ptrs)) return f(Int<8>{});
+    if (F % 2 == 0 && detail::all_aligned(4, ptrs)) return f(Int<2>{});
+    return f(Int<1>{});
+  } else {
+    with_vec<T>(F, ptrs, f);
+  }
 }
 
 // d bias inside head_rows_dot_kernel: for heads of at most kBiasInRowsF features (a block's
