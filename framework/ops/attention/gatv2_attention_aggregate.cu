@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 #include "gat/framework/cuda_check.h"
@@ -68,7 +69,10 @@ struct Segments {
 // A group of G lanes (a power of two, at most a warp) takes one work item: a segment and a block
 // of G / LH heads. LH lanes (a power of two) hold one head, VEC features each: this lane has
 // features [c, c + VEC) of its head, or none when c >= F; such lanes still join the head's sums.
-// G is a launch argument, LH a template one (the sums' butterflies are unrolled). The items' grid
+// G is a launch argument, LH a template one (the sums' butterflies are unrolled), except for f64
+// (LH = 0: the lanes of a head, lh, worked out from F and VEC as HeadLayout does, and the same
+// butterflies looped: one kernel of each for every F, in the dtype of the gradient checks,
+// where speed does not matter). The items' grid
 // stride is a multiple of head_blocks, so a group keeps one block of heads over all its items
 // (the groups past the largest multiple take none): its sums over them (d att's) stay in its
 // registers, and its row of an (R, H, F) tensor of group sums is group / head_blocks, with
@@ -78,20 +82,28 @@ struct HeadGroupLane {
   long long first_item;  // this group's first item (its index in the grid)
   long long stride;      // items per grid-stride round: groups that take items
   int G, head_blocks;
-  int head;  // the lane's head within the item's block of heads
-  int c;     // the lane's first feature within its head
-  __device__ HeadGroupLane(int G, int VEC, int head_blocks) : G(G), head_blocks(head_blocks) {
+  int lh;     // lanes a head: LH, or (LH = 0) the power of two covering F / VEC, at most a warp
+  int heads;  // heads a group: G / lh
+  int head;   // the lane's head within the item's block of heads
+  int c;      // the lane's first feature within its head
+  __device__ HeadGroupLane(int G, int VEC, int head_blocks, int F) : G(G), head_blocks(head_blocks) {
+    lh = LH;
+    if constexpr (LH == 0) {
+      const int lanes = max((F + VEC - 1) / VEC, 1);
+      for (lh = 1; lh < lanes && lh < kWarp;) lh *= 2;
+    }
     const int lane = threadIdx.x % kWarp, groups = kWarp / G;
     first_item = warps::warp_id() * groups + lane / G;
     stride = warps::warp_count() * groups / head_blocks * head_blocks;
-    head = (lane % G) / LH;
-    c = (lane % LH) * VEC;
+    heads = G / lh;
+    head = (lane % G) / lh;
+    c = (lane % lh) * VEC;
   }
   // This lane's place in the (R, H, F) group sums, or -1 (a lane without features, a group
   // without items).
   __device__ long long sum_at(int H, int F) const {
     if (first_item >= stride) return -1;
-    const int h = static_cast<int>(first_item % head_blocks) * (G / LH) + head;
+    const int h = static_cast<int>(first_item % head_blocks) * heads + head;
     if (h >= H || c >= F) return -1;
     return (first_item / head_blocks * H + h) * static_cast<long long>(F) + c;
   }
@@ -130,13 +142,13 @@ struct LaneItem {
 template <int LH, class Fn>
 __device__ __forceinline__ void for_each_item(const HeadGroupLane<LH>& g, const Segments& seg, int H, int F,
                                               Fn&& f) {
-  const int G = g.G, head_blocks = g.head_blocks;
+  const int head_blocks = g.head_blocks;
   if (g.first_item >= g.stride) return;
   for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
     LaneItem it;
     it.n = item / head_blocks;
-    it.first_head = static_cast<int>(item - it.n * head_blocks) * (G / LH);
-    it.last_head = min(H, it.first_head + G / LH) - 1;
+    it.first_head = static_cast<int>(item - it.n * head_blocks) * g.heads;
+    it.last_head = min(H, it.first_head + g.heads) - 1;
     it.head = it.first_head + g.head;
     seg.get(it.n, it.row, it.begin, it.end);
     it.sums = seg.chunk_ptr ? it.n : it.row;
@@ -173,12 +185,27 @@ __device__ __forceinline__ T score_part(const Vec<T, VEC>& l, const Vec<T, VEC>&
   return p;
 }
 
+// The sum over the lh lanes of a head (HeadGroupLane): warps::group_sum<LH>, or with LH = 0 the
+// same butterfly, looped over a runtime lh.
+template <int LH, class T>
+__device__ __forceinline__ T head_sum(T v, int lh) {
+  if constexpr (LH > 0) {
+    return warps::group_sum<LH>(v);
+  } else {
+    const unsigned lanes = lh == kWarp ? 0xffffffffu : (1u << lh) - 1;
+    const unsigned mask = lanes << ((threadIdx.x % kWarp) & ~(lh - 1));
+    for (int offset = lh / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(mask, v, offset);
+    return v;
+  }
+}
+
 // The score s[e,h] of the lane's head for edge e: its lanes' parts summed by a fixed butterfly
 // (every lane gets the same bits); x as score_part.
 template <class T, int VEC, int LH>
 __device__ __forceinline__ T head_score(const Gatv2Args<T>& a, const Vec<T, VEC>& l, const Vec<T, VEC>& r,
-                                        const Vec<T, VEC>& at, const LaneItem& it, long long e, T (&x)[VEC]) {
-  return warps::group_sum<LH>(score_part(l, r, it.has && a.et ? a.et + it.at(e) : nullptr, at, a.slope, x));
+                                        const Vec<T, VEC>& at, const LaneItem& it, int lh, long long e,
+                                        T (&x)[VEC]) {
+  return head_sum<LH>(score_part(l, r, it.has && a.et ? a.et + it.at(e) : nullptr, at, a.slope, x), lh);
 }
 
 // The mask of the W aligned lanes (W a power of two, at most a warp) that hold this lane.
@@ -256,7 +283,7 @@ __global__ void __launch_bounds__(kThreads)
                          T* __restrict__ part_acc)  // (W, H, F)    (chunk segments)
 {
   SegmentKeep keep(a.key, G);
-  const HeadGroupLane<LH> g(G, VEC, head_blocks);
+  const HeadGroupLane<LH> g(G, VEC, head_blocks, a.F);
   for_each_item(g, seg, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     OnlineState<T, VEC> st;
@@ -272,7 +299,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         T x[VEC];
-        const T s = head_score<T, VEC, LH>(a, l[u], r, at, it, e + u, x);
+        const T s = head_score<T, VEC, LH>(a, l[u], r, at, it, g.lh, e + u, x);
         if (saved.scores) save_edge<T, VEC>(saved, a, it, G, e + u, s, x);
         st.add(s, window.factor(keep, e + u, it.head, a.scale), l[u]);
       }
@@ -322,14 +349,14 @@ __global__ void __launch_bounds__(kThreads)
                              T* __restrict__ att_sums)  // (R, H, F) or null
 {
   SegmentKeep keep(a.key, G);
-  const HeadGroupLane<LH> g(G, VEC, head_blocks);
+  const HeadGroupLane<LH> g(G, VEC, head_blocks, a.F);
   T acc_att[VEC] = {};  // over all the group's items
   for_each_item(g, seg, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     const int q = sign_bit(it, a.P);
     // Lanes that read s[e,h] besides the one that overwrites it: the head's others, and those of
     // a block's heads past H (they take head H - 1).
-    const bool shared_scores = LH > 1 || it.last_head - it.first_head + 1 < G / LH;
+    const bool shared_scores = g.lh > 1 || it.last_head - it.first_head + 1 < g.heads;
     T acc[VEC] = {};
     // Entries [k, k + U) of the window: their loads issued together, then added in order.
     auto entries = [&](const ScatteredEdges& window, long long k, auto count) {
@@ -351,7 +378,7 @@ __global__ void __launch_bounds__(kThreads)
         positive[u] = it.has ? lane_signs(b.signs, e[u], a.words, q) : 0u;
       }
 #pragma unroll
-      for (int u = 0; u < U; ++u) dot[u] = warps::group_sum<LH>(dot_part(gi[u], l));
+      for (int u = 0; u < U; ++u) dot[u] = head_sum<LH>(dot_part(gi[u], l), g.lh);
       // Every lane has read s[e,h] before the head's first lane overwrites it.
       if (write_ds && shared_scores) __syncwarp(aligned_lanes(G));
 #pragma unroll
@@ -387,7 +414,9 @@ __global__ void __launch_bounds__(kThreads)
 // et[e]: t = ds att m gives d edge_term[e] = t and d xr[i] = the sum of t; the rows' part of d att
 // is the sum of ds m (xr[i] + et[e]). Row segments write d xr by row, chunk segments partials
 // (W, H, F) summed by value_grad_merge_kernel; d att's part goes to the group's row of att_sums
-// (HeadGroupLane). Any output may be null. Nothing is summed across lanes.
+// (HeadGroupLane). Any output may be null. Nothing is summed across lanes, so LH buys nothing here:
+// it is launched with LH = 0 (one kernel for every F of a VEC; a head's lanes are worked out once
+// per thread).
 template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads)
     gatv2_row_grad_kernel(Gatv2Args<T> a, Segments seg,
@@ -398,7 +427,7 @@ __global__ void __launch_bounds__(kThreads)
                           T* __restrict__ att_sums,  // (R, H, F) or null
                           T* __restrict__ det)       // (E, H, F) or null
 {
-  const HeadGroupLane<LH> g(G, VEC, head_blocks);
+  const HeadGroupLane<LH> g(G, VEC, head_blocks, a.F);
   T acc_att[VEC] = {};  // over all the group's items
   for_each_item(g, seg, a.H, a.F, [&](const LaneItem& it) {
     if (!it.has) return;
@@ -431,18 +460,20 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The scores alone: one group per (row, block of heads), the head's first lane writes s[e,h];
-// with saved.signs also the signs, as the forward saves them.
+// with saved.signs also the signs, as the forward saves them. Launched with LH = 0 (the score's
+// sums looped, the same bits): it serves gatv2_edge_scores and the backward of a forward that did
+// not save its scores (PyTorch's operators), not the layers' training step.
 template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads) gatv2_scores_kernel(Gatv2Args<T> a, Segments seg,
                                                                 const int32_t* __restrict__ src,  // (E,)
                                                                 int G, int head_blocks, SavedEdges<T> saved) {
-  const HeadGroupLane<LH> g(G, VEC, head_blocks);
+  const HeadGroupLane<LH> g(G, VEC, head_blocks, a.F);
   for_each_item(g, seg, a.H, a.F, [&](const LaneItem& it) {
     const Vec<T, VEC> r = it.lane_vec<T, VEC>(a.xr, it.row), at = it.lane_vec<T, VEC>(a.att, 0);
     for (long long e = it.begin; e < it.end; ++e) {
       const Vec<T, VEC> l = it.lane_vec<T, VEC>(a.xl, src[e]);
       T x[VEC];
-      const T s = head_score<T, VEC, LH>(a, l, r, at, it, e, x);
+      const T s = head_score<T, VEC, LH>(a, l, r, at, it, g.lh, e, x);
       if (saved.signs)
         save_edge<T, VEC>(saved, a, it, G, e, s, x);
       else if (it.first)
@@ -507,7 +538,8 @@ Gatv2Args<T> gatv2_args(const Tensor& xl, const Tensor& xr, const Tensor& att, d
 // Runs f(Int<VEC>{}, Int<LH>{}, layout) for the op's vector width and lanes per head: GAT's
 // choice (with_gather_vec, for `rows` rows of a launch), so that at 8 heads of 8 f32 features on
 // a large graph a lane holds a whole head (LH = 1): the score, da and the dropout decisions cost
-// no butterfly, and a warp walks 4 rows, not 2.
+// no butterfly, and a warp walks 4 rows, not 2. f64 takes LH = 0 (HeadGroupLane: the kernels
+// work out layout.LH themselves).
 template <class T, class Fn>
 void with_layout(const char* op, long long rows, int H, int F, std::initializer_list<const void*> ptrs,
                  Fn&& f) {
@@ -515,6 +547,8 @@ void with_layout(const char* op, long long rows, int H, int F, std::initializer_
     const HeadLayout layout(op, H, F, decltype(vec)::value);
     if constexpr (decltype(vec)::value == 8)
       f(vec, Int<1>{}, layout);  // F = 8
+    else if constexpr (std::is_same_v<T, double>)
+      f(vec, Int<0>{}, layout);
     else
       with_group(layout.LH, [&](auto lh) { f(vec, lh, layout); });
   });
@@ -542,15 +576,15 @@ template <class T>
 void launch_scores(const char* op, const Graph& graph, const Gatv2Args<T>& a, const SavedEdges<T>& saved) {
   // The forward's choice of layout (the same rows and inputs; the out that the op allocates is
   // as aligned), so the forward's bits.
-  with_layout<T>(op, graph.num_dst_nodes(), a.H, a.F, {a.xl, a.xr, a.att, a.et},
-                 [&](auto vec, auto lh, const HeadLayout& layout) {
-                   constexpr int VEC = decltype(vec)::value, LH = decltype(lh)::value;
-                   gatv2_scores_kernel<T, VEC, LH>
-                       <<<group_blocks(graph.num_dst_nodes() * layout.head_blocks, layout.G), kThreads, 0,
-                          cuda::stream()>>>(a, all_rows_of(graph), graph.edge_src().data<int32_t>(), layout.G,
-                                            layout.head_blocks, saved);
-                   CUDA_CHECK_LAUNCH("gatv2_scores_kernel");
-                 });
+  // (with_layout's vectors and layout; LH = 0 whatever layout.LH, gatv2_scores_kernel).
+  with_gather_vec<T>(graph.num_dst_nodes(), a.H, a.F, {a.xl, a.xr, a.att, a.et}, [&](auto vec) {
+    constexpr int VEC = decltype(vec)::value;
+    const HeadLayout layout(op, a.H, a.F, VEC);
+    gatv2_scores_kernel<T, VEC, 0>
+        <<<group_blocks(graph.num_dst_nodes() * layout.head_blocks, layout.G), kThreads, 0, cuda::stream()>>>(
+            a, all_rows_of(graph), graph.edge_src().data<int32_t>(), layout.G, layout.head_blocks, saved);
+    CUDA_CHECK_LAUNCH("gatv2_scores_kernel");
+  });
 }
 
 }  // namespace
@@ -691,7 +725,7 @@ void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& args) 
                   a, b, l.seg, t_dst, t_edge_id, layout.G, layout.head_blocks, rows_needed, out, att);
               CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel");
             } else {
-              gatv2_row_grad_kernel<T, VEC, LH><<<l.blocks, kThreads, 0, cuda::stream()>>>(
+              gatv2_row_grad_kernel<T, VEC, 0><<<l.blocks, kThreads, 0, cuda::stream()>>>(
                   a, l.seg, b.scores_ds, b.signs, layout.G, layout.head_blocks, out, att,
                   data(grad_edge_term));
               CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
