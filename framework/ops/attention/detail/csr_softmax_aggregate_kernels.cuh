@@ -51,7 +51,8 @@ constexpr int kUnrollBackwardOf = sizeof(S) * VEC > 16 ? kUnrollBackward / 2 : k
 // csr_softmax_aggregate's scores, stored (E, H).
 template <class S>
 struct StoredScores {
-  const S* __restrict__ s;  // (E, H)
+  static constexpr bool kGenericGroups = false;  // group_compiled's groups have kernels of their own
+  const S* __restrict__ s;                       // (E, H)
   int H;
   struct Row {
     const S* __restrict__ s;
@@ -70,9 +71,10 @@ struct StoredScores {
 template <class S, bool kTerm>
 struct GatScores {
   using T = Compute<S>;
-  const S* __restrict__ el;    // (Ns, el_stride): el[j,h] at j * el_stride + h
-  const S* __restrict__ er;    // (Nd, H)
-  const S* __restrict__ term;  // (E, H) or null
+  static constexpr bool kGenericGroups = kTerm;  // with the edge term (in no benchmark): kG = 0 only
+  const S* __restrict__ el;                      // (Ns, el_stride): el[j,h] at j * el_stride + h
+  const S* __restrict__ er;                      // (Nd, H)
+  const S* __restrict__ term;                    // (E, H) or null
   int H;
   T slope;        // negative_slope
   int el_stride;  // H, or a packed source row's length (kPackedRow)
@@ -181,15 +183,15 @@ struct ForwardChunks {
   T* part_acc = nullptr;  // (W, H, F)
 };
 
-// One group of G lanes (a launch argument: GroupLane) per (uncut row, column tile), the rows in
-// Graph::row_order (longest first: the groups
+// One group of G lanes (kG, or with kG = 0 the launch argument `lanes`: group_compiled) per
+// (uncut row, column tile), the rows in Graph::row_order (longest first: the groups
 // of a warp take rows of about one length, where in index order a warp of 16 groups ran as long
 // as the longest of 16 rows of the graph's skewed degrees), and one group per (chunk of a long
 // row, column tile), writing the chunk's partial state (with kPositive also the positive sums'
 // partials, pos.part_z and pos.part_acc): kItems says which a launch runs (Items::both: the first
 // split.first_blocks blocks take the chunks). With kPositive also pos_out and pos_weight
 // (pos.out, pos.weight).
-template <class S, int VEC, bool kPositive, Items kItems, class Scores>
+template <class S, int VEC, int kG, bool kPositive, Items kItems, class Scores>
 __global__ void __launch_bounds__(kThreads)
     aggregate_forward_kernel(const int32_t* __restrict__ row_ptr,    // (N+1,)
                              const int32_t* __restrict__ row_order,  // (rows,)
@@ -199,9 +201,10 @@ __global__ void __launch_bounds__(kThreads)
                              S* __restrict__ out,           // (N, H, F)
                              Compute<S>* __restrict__ lse,  // (N, H)
                              PositiveParts<S> pos, long long rows, int H, int F, int v_stride, int tiles,
-                             int G, DropoutKey key, Compute<S> scale, OutputEpilogue<Compute<S>> epilogue,
+                             int lanes, DropoutKey key, Compute<S> scale, OutputEpilogue<Compute<S>> epilogue,
                              ForwardChunks<Compute<S>> parts = {}, GridSplit split = {}) {
   using T = Compute<S>;
+  const int G = kG > 0 ? kG : lanes;
   SegmentKeep keep(key, G);
   const int HF = H * F;
   if constexpr (kItems != Items::rows) {
@@ -257,7 +260,7 @@ struct BackwardArgs {
   S* dV;                     // (N, H, F), or null when d values are not asked
   long long N, E;            // N: the graph's sources (rows of the transpose)
   int H, F, tiles;           // tiles: feature tiles of one head
-  int G;                     // lanes a (source, head, tile): Tiling(F, VEC).G (with_walk_group)
+  int G;                     // lanes a (source, head, tile): Tiling(F, VEC).G (with_compiled_group)
   DropoutKey key;
   T scale;
 };
@@ -392,7 +395,7 @@ __device__ __forceinline__ T lane_dot(const Vec<T, VEC>& v, const Vec<T, VEC>& g
 // One gather of G serves both. kUnrollBackward entries' loads are issued together and their dots
 // reduced together. The segment's lanes (heads [h0, h1]; SourceSegment) draw the dropout
 // decisions together (`keep`), a window of entries at a time. G is the group's lanes, or 0: a.G
-// (the generic walk, with_walk_group).
+// (the generic walk, with_compiled_group).
 template <class S, int VEC, int G, class Walk>
 __device__ __forceinline__ void gather_attention_grad(const BackwardArgs<S>& a, long long j, long long begin,
                                                       long long end, int h, int c, int h0, int h1,
@@ -514,7 +517,7 @@ struct BackwardChunks {
 // of a long transposed row, head, feature tile): the chunk's partial dV and sum, and the per-edge
 // values of its edges. kItems says which a launch runs (Items::both: the first
 // split.first_blocks blocks take the chunks). A group is G lanes, or with G = 0 a.G (the generic
-// walk, with_walk_group).
+// walk, with_compiled_group).
 template <class S, int VEC, int G, Items kItems, class Grad>
 __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
     attention_grad_kernel(BackwardArgs<S> a, Grad grad,
@@ -636,6 +639,57 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- host side -------------------------------------------------------------------------
 
+// Whether the forward (aggregate_forward_kernel) or, with kWalk, the backward walk
+// (attention_grad_kernel) of rows S and lanes of VEC values has a kernel of its own for groups of
+// G lanes (Tiling(H F, VEC).G, or for the walk Tiling(F, VEC).G); else it runs the generic kernel
+// (G = 0), which takes G at launch. The walk sums each edge's dot product across the group by an
+// unrolled butterfly (warps::group_sum<G>); the forward sums nothing across lanes, but with G at
+// launch ptxas spilled registers in kernels that spilled none before (at 8 heads of 8 f32
+// features: 12 bytes in the 100M-edge graph's evaluation forward, 24 in Cora's training forward).
+// Each G is a kernel for each VEC, kind of items, option and op, so only the groups of the
+// benchmarked shapes have their own:
+//  - f32 lanes of 8 values (a head of 8, the paper's first layer on a large graph): G = 8 in the
+//    forward (8 heads), G = 1 in the walk (the only one it takes);
+//  - f32 lanes of 4: G = 2, 16, 32 (8, 64, 128 and more values: a head in the walk, a row in the
+//    forward; Cora's first layer, the 100M-edge graph's output layer);
+//  - f32 single values: G = 4, 8, 32 (3; 5 to 7, Cora's and CiteSeer's classes; from 17, such
+//    as PPI's 121 labels);
+//  - bf16 lanes of 8: G = 1, 8, 16, 32 (8, 64, 128, 256 values); pairs G = 4 (6: CiteSeer's
+//    classes); single values G = 8 (5, 7: Cora's classes);
+//  - f64 (the finite-difference checks' dtype, where speed does not matter): none.
+template <class S, int VEC, bool kWalk>
+constexpr bool group_compiled(int G) {
+  if constexpr (std::is_same_v<S, float>) {
+    if constexpr (VEC == 8) return G == (kWalk ? 1 : 8);
+    if constexpr (VEC == 4) return G == 2 || G == 16 || G == kWarp;
+    return G == 4 || G == 8 || G == kWarp;
+  } else if constexpr (std::is_same_v<S, bf16>) {
+    if constexpr (VEC == 8) return G == 1 || G == 8 || G == 16 || G == kWarp;
+    if constexpr (VEC == 2) return G == 4;
+    return G == 8;
+  } else {
+    return false;
+  }
+}
+
+// Calls f(Int<G>{}) with the kernel for groups of G lanes: its own where group_compiled, else the
+// generic kernel's (Int<0>), which also takes every G when kGeneric (GAT with an edge term:
+// GATConv with edge_dim, in no benchmark). The generic kernels do the same float operations in
+// the same order (the walk's butterfly looped over a runtime G), so the bits are the same.
+template <class S, int VEC, bool kWalk, bool kGeneric, class Fn>
+void with_compiled_group(int G, Fn&& f) {
+  if constexpr (kGeneric) {
+    f(Int<0>{});
+  } else {
+    with_group(G, [&](auto group) {
+      if constexpr (group_compiled<S, VEC, kWalk>(decltype(group)::value))
+        f(group);
+      else
+        f(Int<0>{});
+    });
+  }
+}
+
 // The launches of a kernel that takes uncut rows and long rows' chunks (GridSplit), of the graph
 // or with `transposed` of its transpose: rows_alone() where no row is longer than the graph's
 // chunk. Else the long rows' chunks planned into `parts` (rows, chunk), partials(chunks) to
@@ -704,14 +758,19 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
   with_gather_vec<S>(N, H, F, {V, o, pos.out, low}, [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
     const Tiling tiling(H * F, VEC);
-    const int G = tiling.G;                   // a launch argument (GroupLane)
+    const int G = tiling.G;
     const Tensor& order = graph.row_order();  // the uncut rows, longest first
     const unsigned row_blocks = group_blocks(order.numel() * tiling.tiles, G);
+    // The kernels of G lanes where group_compiled says so (not with GAT's edge term), else kG = 0.
+    constexpr bool kGeneric = Scores::kGenericGroups;
     auto rows_alone = [&] {
-      aggregate_forward_kernel<S, VEC, kPositive, Items::rows><<<row_blocks, kThreads, 0, cuda::stream()>>>(
-          row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos, order.numel(), H, F, v_stride,
-          tiling.tiles, G, attn_dropout, scale, epilogue);
-      CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
+      with_compiled_group<S, VEC, false, kGeneric>(G, [&](auto group) {
+        aggregate_forward_kernel<S, VEC, decltype(group)::value, kPositive, Items::rows>
+            <<<row_blocks, kThreads, 0, cuda::stream()>>>(row_ptr, order.data<int32_t>(), src, scores, V, o,
+                                                          l, pos, order.numel(), H, F, v_stride, tiling.tiles,
+                                                          G, attn_dropout, scale, epilogue);
+        CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
+      });
     };
     // Long rows: their chunks' partial states, merged in chunk order.
     ForwardChunks<T> parts;
@@ -729,11 +788,13 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
       }
     };
     auto launch_chunks = [&](auto items, unsigned blocks, GridSplit split) {
-      aggregate_forward_kernel<S, VEC, kPositive, decltype(items)::value>
-          <<<blocks, kThreads, 0, cuda::stream()>>>(row_ptr, order.data<int32_t>(), src, scores, V, o, l, pos,
-                                                    order.numel(), H, F, v_stride, tiling.tiles, G,
-                                                    attn_dropout, scale, epilogue, parts, split);
-      CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
+      with_compiled_group<S, VEC, false, kGeneric>(G, [&](auto group) {
+        aggregate_forward_kernel<S, VEC, decltype(group)::value, kPositive, decltype(items)::value>
+            <<<blocks, kThreads, 0, cuda::stream()>>>(row_ptr, order.data<int32_t>(), src, scores, V, o, l,
+                                                      pos, order.numel(), H, F, v_stride, tiling.tiles, G,
+                                                      attn_dropout, scale, epilogue, parts, split);
+        CUDA_CHECK_LAUNCH("aggregate_forward_kernel");
+      });
     };
     if (!launch_rows_and_chunks(graph, false, G, row_blocks, tiling.tiles, parts, rows_alone, partials,
                                 launch_chunks))
@@ -763,56 +824,8 @@ BackwardArgs<S> backward_args(const Graph& graph, const Tensor& node_value, cons
   return a;
 }
 
-// Whether the backward walk of rows S and lanes of VEC values has a kernel of its own for groups
-// of G lanes (Tiling(F, VEC).G; else it runs the generic walk, G = 0, whose group sums loop over
-// a runtime G, with_walk_group). G is a template argument of the walk because each edge's dot
-// product is summed across the group by an unrolled butterfly (warps::group_sum<G>), and the walk
-// is bound by its instructions; but each G is then a kernel of its own, for each VEC, each kind
-// of items and each op. So only the groups of the benchmarked shapes have their own:
-//  - f32: lanes of 8 values (a head of 8, the paper's first layer on a large graph) G = 1, the
-//    only one they take; lanes of 4 at 8 features (the first layer on a small graph, the output
-//    layer of 8 classes) G = 2, at 64 G = 16, at 128 and wider heads G = 32; single values at 3
-//    classes (PubMed) G = 4, at 5 to 8 (Cora 7, CiteSeer 6) G = 8, and wider heads of odd F
-//    (PPI's 121 labels) G = 32;
-//  - bf16: lanes of 8 at 8, 64, 128 and 256 features G = 1, 8, 16, 32; pairs at 6 (CiteSeer's
-//    classes) G = 4; single values at 7 (Cora's) G = 8;
-//  - f64 (the finite-difference checks' dtype, where speed does not matter): none.
-template <class S, int VEC>
-constexpr bool walk_group_compiled(int G) {
-  if constexpr (std::is_same_v<S, float>) {
-    if constexpr (VEC == 8) return G == 1;
-    if constexpr (VEC == 4) return G == 2 || G == 16 || G == kWarp;
-    return G == 4 || G == 8 || G == kWarp;
-  } else if constexpr (std::is_same_v<S, bf16>) {
-    if constexpr (VEC == 8) return G == 1 || G == 8 || G == 16 || G == kWarp;
-    if constexpr (VEC == 2) return G == 4;
-    return G == 8;
-  } else {
-    return false;
-  }
-}
-
-// Calls f(Int<G>{}) with the walk's kernel for groups of G lanes (Tiling(F, VEC).G, which the
-// caller has put in BackwardArgs::G): its own where walk_group_compiled, else the generic walk's
-// (Int<0>), which also takes every G when kGeneric (GAT's walk with an edge term: GATConv with
-// edge_dim, in no benchmark). The generic walk sums the same values in the same order, so the
-// bits are the same either way.
-template <class S, int VEC, bool kGeneric, class Fn>
-void with_walk_group(int G, Fn&& f) {
-  if constexpr (kGeneric) {
-    f(Int<0>{});
-  } else {
-    with_group(G, [&](auto group) {
-      if constexpr (walk_group_compiled<S, VEC>(decltype(group)::value))
-        f(group);
-      else
-        f(Int<0>{});
-    });
-  }
-}
-
 // The walk over the transposed graph with a.G lanes per (source, head, tile), by the kernels of
-// G lanes (or the generic ones, G = 0: with_walk_group): short rows in one kernel, the chunks of
+// G lanes (or the generic ones, G = 0: with_compiled_group): short rows in one kernel, the chunks of
 // long ones in a second and their dV (and sums) merged in chunk order.
 template <class S, int VEC, int G, class Grad>
 void walk_transposed(const Graph& graph, const BackwardArgs<S>& a, Grad grad) {
@@ -1020,7 +1033,7 @@ bool gat_backward(const GatAttentionBackwardArgs& args) {
                                                        grad_el ? grad_el->data<S>() : nullptr,
                                                        nullptr};
           a.G = tiling.G;
-          with_walk_group<S, VEC, decltype(term)::value>(
+          with_compiled_group<S, VEC, true, decltype(term)::value>(
               tiling.G, [&](auto group) { walk_transposed<S, VEC, decltype(group)::value>(graph, a, grad); });
         });
       });
@@ -1071,7 +1084,7 @@ void stored_backward(const CsrSoftmaxAggregateBackwardArgs& args) {
     else if constexpr (kDaInDs)
       da = ds;
     a.G = tiling.G;
-    with_walk_group<S, VEC, false>(tiling.G, [&](auto group) {
+    with_compiled_group<S, VEC, true, false>(tiling.G, [&](auto group) {
       walk_transposed<S, VEC, decltype(group)::value>(graph, a,
                                                       ScoreGrad<S>{edge_scores.data<S>(), lse.data<T>(), da});
     });
