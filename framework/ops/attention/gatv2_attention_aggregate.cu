@@ -83,7 +83,7 @@ struct HeadGroupLane {
   long long stride;      // items per grid-stride round: groups that take items
   int G, head_blocks;
   int lh;     // lanes a head: LH, or (LH = 0) the power of two covering F / VEC, at most a warp
-  int heads;  // heads a group: G / lh
+  int heads;  // heads a group: G / lh (group_heads())
   int head;   // the lane's head within the item's block of heads
   int c;      // the lane's first feature within its head
   __device__ HeadGroupLane(int G, int VEC, int head_blocks, int F) : G(G), head_blocks(head_blocks) {
@@ -99,11 +99,14 @@ struct HeadGroupLane {
     head = (lane % G) / lh;
     c = (lane % lh) * VEC;
   }
+  // G / lh: a shift of G at a template LH (what the kernels measured computed, each time: kept
+  // in a register, it cost the f32 pass over the rows spills), else the member.
+  __device__ __forceinline__ int group_heads() const { return LH > 0 ? G / LH : heads; }
   // This lane's place in the (R, H, F) group sums, or -1 (a lane without features, a group
   // without items).
   __device__ long long sum_at(int H, int F) const {
     if (first_item >= stride) return -1;
-    const int h = static_cast<int>(first_item % head_blocks) * heads + head;
+    const int h = static_cast<int>(first_item % head_blocks) * group_heads() + head;
     if (h >= H || c >= F) return -1;
     return (first_item / head_blocks * H + h) * static_cast<long long>(F) + c;
   }
@@ -147,8 +150,8 @@ __device__ __forceinline__ void for_each_item(const HeadGroupLane<LH>& g, const 
   for (long long item = g.first_item; item < seg.count * head_blocks; item += g.stride) {
     LaneItem it;
     it.n = item / head_blocks;
-    it.first_head = static_cast<int>(item - it.n * head_blocks) * g.heads;
-    it.last_head = min(H, it.first_head + g.heads) - 1;
+    it.first_head = static_cast<int>(item - it.n * head_blocks) * g.group_heads();
+    it.last_head = min(H, it.first_head + g.group_heads()) - 1;
     it.head = it.first_head + g.head;
     seg.get(it.n, it.row, it.begin, it.end);
     it.sums = seg.chunk_ptr ? it.n : it.row;
@@ -356,7 +359,7 @@ __global__ void __launch_bounds__(kThreads)
     const int q = sign_bit(it, a.P);
     // Lanes that read s[e,h] besides the one that overwrites it: the head's others, and those of
     // a block's heads past H (they take head H - 1).
-    const bool shared_scores = g.lh > 1 || it.last_head - it.first_head + 1 < g.heads;
+    const bool shared_scores = g.lh > 1 || it.last_head - it.first_head + 1 < g.group_heads();
     T acc[VEC] = {};
     // Entries [k, k + U) of the window: their loads issued together, then added in order.
     auto entries = [&](const ScatteredEdges& window, long long k, auto count) {
@@ -414,9 +417,9 @@ __global__ void __launch_bounds__(kThreads)
 // et[e]: t = ds att m gives d edge_term[e] = t and d xr[i] = the sum of t; the rows' part of d att
 // is the sum of ds m (xr[i] + et[e]). Row segments write d xr by row, chunk segments partials
 // (W, H, F) summed by value_grad_merge_kernel; d att's part goes to the group's row of att_sums
-// (HeadGroupLane). Any output may be null. Nothing is summed across lanes, so LH buys nothing here:
-// it is launched with LH = 0 (one kernel for every F of a VEC; a head's lanes are worked out once
-// per thread).
+// (HeadGroupLane). Any output may be null. Nothing is summed across lanes; but with LH at launch
+// (LH = 0) ptxas spilled more in the f32 kernel of lanes of 4 (40 bytes of loads against 12), the
+// pass of the 100M-edge graph's output layer, so only f64 takes LH = 0 here.
 template <class T, int VEC, int LH>
 __global__ void __launch_bounds__(kThreads)
     gatv2_row_grad_kernel(Gatv2Args<T> a, Segments seg,
@@ -725,7 +728,7 @@ void gatv2_attention_aggregate_backward(const Gatv2AttentionBackwardArgs& args) 
                   a, b, l.seg, t_dst, t_edge_id, layout.G, layout.head_blocks, rows_needed, out, att);
               CUDA_CHECK_LAUNCH("gatv2_source_grad_kernel");
             } else {
-              gatv2_row_grad_kernel<T, VEC, 0><<<l.blocks, kThreads, 0, cuda::stream()>>>(
+              gatv2_row_grad_kernel<T, VEC, LH><<<l.blocks, kThreads, 0, cuda::stream()>>>(
                   a, l.seg, b.scores_ds, b.signs, layout.G, layout.head_blocks, out, att,
                   data(grad_edge_term));
               CUDA_CHECK_LAUNCH("gatv2_row_grad_kernel");
