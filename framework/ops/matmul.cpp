@@ -8,6 +8,7 @@
 #define EIGEN_STACK_ALLOCATION_LIMIT 4096
 #include <Eigen/Core>
 #include <algorithm>
+#include <type_traits>
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/detail/bf16_in_f32.h"
@@ -95,8 +96,8 @@ bool sums_in_k_order(int64_t M, int64_t K, int64_t N, int64_t tile_rows) {
 }
 
 // C (M, N) = A (M, K) · opB (K, N), opB = B (K, N) or B^T for B (N, K), with K < 8: each element's products
-// added in k order from zero (sums_in_k_order), a row's N columns side by side (vectorised), rows over the
-// threads.
+// added in k order from zero (sums_in_k_order), a row's columns side by side in vector registers, rows over
+// the threads.
 template <class T>
 void short_k_product(const T* a, const T* b, bool transpose_b, T* c, int64_t M, int64_t K, int64_t N) {
   T opb[8 * kTile];  // opB (K, N)
@@ -106,12 +107,18 @@ void short_k_product(const T* a, const T* b, bool transpose_b, T* c, int64_t M, 
   detail::parallel_for(
       M,
       [=](int64_t i) {
+        // 16 columns at a time (then 4: N % 4 == 0), their sums in registers across the k steps
+        const T* ai = a + i * K;
         T* ci = c + i * N;
-        for (int64_t j = 0; j < N; ++j) ci[j] = T(0);
-        for (int64_t k = 0; k < K; ++k) {
-          const T v = a[i * K + k];
-          for (int64_t j = 0; j < N; ++j) ci[j] += v * bk[k * N + j];
-        }
+        int64_t j = 0;
+        auto columns = [&](auto width) {
+          T acc[width] = {};
+          for (int64_t k = 0; k < K; ++k)
+            for (int64_t l = 0; l < width; ++l) acc[l] += ai[k] * bk[k * N + j + l];
+          for (int64_t l = 0; l < width; ++l) ci[j + l] = acc[l];
+        };
+        for (; j + 16 <= N; j += 16) columns(std::integral_constant<int64_t, 16>{});
+        for (; j < N; j += 4) columns(std::integral_constant<int64_t, 4>{});
       },
       N * K);
 }
