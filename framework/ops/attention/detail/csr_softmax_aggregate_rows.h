@@ -309,29 +309,25 @@ void Kernels<T>::gat_forward(const GatAttentionForwardArgs& a) {
       a.kept->scores = Tensor::empty({graph.num_edges(), scores.H}, a.el.dtype(), Device::cpu, "kept scores");
       scores.kept = a.kept->scores.template data<T>();
     }
-    aggregate_forward<T, Offset>(graph, scores, a.node_value, a.attn_dropout, kept, out, *a.lse);
+    // out_bias (every row, those without edges too) and the activation, as each row is written
+    const OutputActivation& activation = a.activation;
+    KeepMask* activation_kept = kept_mask(a.kept, &KeptDecisions::activation, out.numel(), true);
+    KeepMask drawn;  // the output dropout's decisions when they are not kept
+    RowEpilogue<T> epilogue;
+    epilogue.bias = a.out_bias.defined() ? a.out_bias.template data<T>() : nullptr;
+    epilogue.elu = activation.elu;
+    epilogue.alpha = static_cast<T>(activation.alpha);
+    if (activation.elu && activation.dropout.active()) {
+      KeepMask& mask = activation_kept ? *activation_kept : drawn;
+      mask = KeepMask(activation.dropout, out.numel());
+      epilogue.keep = mask.data();
+      epilogue.keep_scale = static_cast<T>(activation.keep_scale());
+    }
+    aggregate_forward<T, Offset>(graph, scores, a.node_value, a.attn_dropout, kept, out, *a.lse,
+                                 epilogue.bias || epilogue.elu ? &epilogue : nullptr);
     if (a.pos_out)
       positive_sums<T, Offset>(graph, scores, a.node_value, a.attn_dropout, kept, *a.pos_out, *a.pos_weight);
-    // Inside the generic lambda: g++ 13 (not 12) stops with an internal compiler error in its
-    // target_clones pass when this loop's lambda sits in the explicitly instantiated body itself.
-    if (a.out_bias.defined()) {
-      const int64_t HF = out.size(1) * out.size(2);
-      const T* b = a.out_bias.data<T>();  // (H, F)
-      T* o = out.data<T>();               // (N, H, F)
-      detail::parallel_for(
-          out.size(0),
-          [=](int64_t n) {
-            for (int64_t c = 0; c < HF; ++c) o[n * HF + c] += b[c];
-          },
-          HF);
-    }
   });
-  const OutputActivation& activation = a.activation;
-  KeepMask drawn;  // in place: each element is read before it is written
-  KeepMask* kept = kept_mask(a.kept, &KeptDecisions::activation, out.numel(), true);
-  if (activation.elu)
-    elu_dropout_forward(out, activation.alpha, activation.dropout, activation.keep_scale(), out,
-                        kept ? *kept : drawn);
 }
 
 // cpu_impl::gat_attention_aggregate_backward for el, er, edge_term and values of type T.
