@@ -40,10 +40,15 @@ CsrMatrix CsrMatrix::from_dense(const Tensor& dense) {
     }
     for (size_t k = 0; k < cols; ++k) t_row_ptr[k + 1] += t_row_ptr[k];
     // Entries in id order visit rows in ascending order, so each column comes out sorted by row.
-    std::vector<int32_t> t_entry(col_idx.size());                       // (nnz,)
-    std::vector<int32_t> fill(t_row_ptr.begin(), t_row_ptr.end() - 1);  // (cols,)
-    for (size_t e = 0; e < col_idx.size(); ++e)
-      t_entry[static_cast<size_t>(fill[col_idx[e]]++)] = static_cast<int32_t>(e);
+    std::vector<int32_t> t_entry(col_idx.size());                                // (nnz,)
+    std::vector<int32_t> fill(t_row_ptr.begin(), t_row_ptr.end() - 1);           // (cols,)
+    std::vector<int32_t> t_row_idx(col_idx.size()), t_position(col_idx.size());  // (nnz,), (nnz,)
+    for (size_t e = 0; e < col_idx.size(); ++e) {
+      const int32_t p = fill[col_idx[e]]++;
+      t_entry[static_cast<size_t>(p)] = static_cast<int32_t>(e);
+      t_row_idx[static_cast<size_t>(p)] = row_idx[e];
+      t_position[e] = p;
+    }
     std::vector<int32_t> t_piece_ptr(cols + 1, 0), t_piece_col,
         t_split_cols;  // (cols+1,), (pieces,), (splits,)
     for (size_t k = 0; k < cols; ++k) {
@@ -60,6 +65,8 @@ CsrMatrix CsrMatrix::from_dense(const Tensor& dense) {
     m.values_ = Tensor::from_vector(values, {nnz});
     m.t_row_ptr_ = Tensor::from_vector(t_row_ptr, {m.cols_ + 1});
     m.t_entry_ = Tensor::from_vector(t_entry, {nnz});
+    m.t_row_idx_ = Tensor::from_vector(t_row_idx, {nnz});
+    m.t_position_ = Tensor::from_vector(t_position, {nnz});
     m.t_piece_ptr_ = Tensor::from_vector(t_piece_ptr, {m.cols_ + 1});
     m.t_piece_col_ = Tensor::from_vector(t_piece_col, {static_cast<int64_t>(t_piece_col.size())});
     m.t_split_cols_ = Tensor::from_vector(t_split_cols, {static_cast<int64_t>(t_split_cols.size())});
@@ -87,7 +94,11 @@ CsrMatrix CsrMatrix::to(Device device) const {
   if (!values_.defined()) return out;
   to_each(device, {&out.row_ptr_, &out.col_idx_, &out.row_idx_, &out.values_, &out.t_row_ptr_, &out.t_entry_,
                    &out.t_piece_ptr_, &out.t_piece_col_, &out.t_split_cols_,
-                   &out.t_piece_arrivals_});  // t_piece_arrivals_: zeros
+                   &out.t_piece_arrivals_});             // t_piece_arrivals_: zeros
+  if (device != Device::cpu || !t_row_idx_.defined()) {  // the CPU's arrays stay on the host
+    out.t_row_idx_ = Tensor();
+    out.t_position_ = Tensor();
+  }
   return out;
 }
 

@@ -52,6 +52,12 @@ class CsrMatrix {
   const Tensor& values() const { return values_; }        // (nnz,) f32|f64|bf16
   const Tensor& t_row_ptr() const { return t_row_ptr_; }  // (cols+1,) i32
   const Tensor& t_entry() const { return t_entry_; }      // (nnz,) i32: entry id, by column then row
+  // The transpose for the CPU's products with A^T, which then read every array in order: the row
+  // of each of its entries, t_row_idx[p] = row_idx[t_entry[p]], and where each entry lies in it,
+  // t_position[t_entry[p]] = p (a product puts its values in the transpose's order through it,
+  // writing at random places rather than reading at them). On the host only: undefined on CUDA.
+  const Tensor& t_row_idx() const { return t_row_idx_; }    // (nnz,) i32, or undefined
+  const Tensor& t_position() const { return t_position_; }  // (nnz,) i32, or undefined
   // The transpose's pieces: column k's are [t_piece_ptr[k], t_piece_ptr[k+1]), piece p holds the
   // column's entries from t_row_ptr[k] + (p - t_piece_ptr[k]) * kPieceEntries on.
   static constexpr int kPieceEntries = 64;
@@ -67,7 +73,7 @@ class CsrMatrix {
  private:
   int64_t rows_ = 0, cols_ = 0;
   Tensor row_ptr_, col_idx_, row_idx_, values_, t_row_ptr_, t_entry_, t_piece_ptr_, t_piece_col_,
-      t_split_cols_, t_piece_arrivals_;
+      t_split_cols_, t_piece_arrivals_, t_row_idx_, t_position_;
 };
 
 // The node features a layer takes: a dense (N, F) tensor or a CsrMatrix. Converts implicitly from

@@ -56,6 +56,45 @@ TEST(Matmul, BitwiseIndependentOfThreadCount) {
   EXPECT_EQ(results[0], results[2]);
 }
 
+// A K of at most 7 with whole groups of 4 output columns (Cora's output layer: d x = G (2708, 7) W^T):
+// each element's products added one after another from zero in k order, as Eigen's kernels add them
+// there (matmul.cpp, sums_in_k_order), forward and d a = G b^T, at one and three threads.
+TEST(Matmul, ShortInnerDimensionSumsInKOrder) {
+  std::mt19937_64 rng(12);
+  auto in_k_order = [](const std::vector<float>& x, const std::vector<float>& y, bool y_transposed, int64_t M,
+                       int64_t K, int64_t N) {
+    std::vector<float> out(static_cast<size_t>(M * N));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        float sum = 0.0f;
+        for (int64_t k = 0; k < K; ++k)
+          sum += x[static_cast<size_t>(i * K + k)] *
+                 y[static_cast<size_t>(y_transposed ? j * K + k : k * N + j)];
+        out[static_cast<size_t>(i * N + j)] = sum;
+      }
+    return out;
+  };
+  const int threads = omp_get_max_threads();
+  for (int n : {1, 3})
+    for (auto [M, K, N] : {std::array<int64_t, 3>{2708, 7, 64}, {300, 3, 20}, {130, 5, 128}}) {
+      omp_set_num_threads(n);
+      Tensor a = random_tensor({M, K}, rng, -1, 1, DType::f32),
+             b = random_tensor({K, N}, rng, -1, 1, DType::f32);
+      EXPECT_EQ(ops::matmul(a, b).to_vector<float>(),
+                in_k_order(a.to_vector<float>(), b.to_vector<float>(), false, M, K, N))
+          << M << " x " << K << " x " << N;
+      // d x of x (M, N) w (N, K): G (M, K) w^T, K products an element
+      Tensor x = random_tensor({M, N}, rng, -1, 1, DType::f32).set_requires_grad(),
+             w = random_tensor({N, K}, rng, -1, 1, DType::f32),
+             g = random_tensor({M, K}, rng, -1, 1, DType::f32);
+      ops::matmul(x, w).backward(g);
+      EXPECT_EQ(x.grad().to_vector<float>(),
+                in_k_order(g.to_vector<float>(), w.to_vector<float>(), true, M, K, N))
+          << "d x, " << M << " x " << K << " x " << N;
+    }
+  omp_set_num_threads(threads);
+}
+
 TEST(Matmul, EmptyInnerDimensionGivesZeros) {
   Tensor out = ops::matmul(Tensor::zeros({2, 0}), Tensor::zeros({0, 3}));
   EXPECT_EQ(out.shape(), (Shape{2, 3}));

@@ -8,6 +8,7 @@
 #define EIGEN_STACK_ALLOCATION_LIMIT 4096
 #include <Eigen/Core>
 #include <algorithm>
+#include <type_traits>
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/detail/bf16_in_f32.h"
@@ -82,6 +83,45 @@ void sparse_at_times_g(const T* a, const T* g, T* c, int64_t M, int64_t K, int64
     }
   }
 }
+// Whether C (M, N) = A (M, K) · opB (K, N), cut into gemm's tiles of tile_rows rows (N at most kTile, one
+// column of tiles), is summed by Eigen with each element's K products added one after another from zero, in
+// k order, so that short_k_product gives its bits. Eigen 3.4's kernels, compiled for baseline x86-64 (SSE,
+// no fused multiply-add; -ffp-contract=off), do so when K < 8 (their unrolled loops, which take 8 steps and
+// split a sum between two registers, need K >= 8), the N output columns come in whole groups of 4 (a
+// leftover column's path adds 4 k at a time), no tile is a single row (Eigen then multiplies by a vector,
+// 4 k at a time), and K + rows + N >= 20 (below that a tile is a coefficient-wise product). Cora's d x of
+// the output layer, (2708, 7) x (7, 64), is one.
+bool sums_in_k_order(int64_t M, int64_t K, int64_t N, int64_t tile_rows) {
+  return K < 8 && N % 4 == 0 && N >= 20 && N <= kTile && M % tile_rows != 1;
+}
+
+// C (M, N) = A (M, K) · opB (K, N), opB = B (K, N) or B^T for B (N, K), with K < 8: each element's products
+// added in k order from zero (sums_in_k_order), a row's columns side by side in vector registers, rows over
+// the threads.
+template <class T>
+void short_k_product(const T* a, const T* b, bool transpose_b, T* c, int64_t M, int64_t K, int64_t N) {
+  T opb[8 * kTile];  // opB (K, N)
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t j = 0; j < N; ++j) opb[k * N + j] = transpose_b ? b[j * K + k] : b[k * N + j];
+  const T* bk = opb;
+  detail::parallel_for(
+      M,
+      [=](int64_t i) {
+        // 16 columns at a time (then 4: N % 4 == 0), their sums in registers across the k steps
+        const T* ai = a + i * K;
+        T* ci = c + i * N;
+        int64_t j = 0;
+        auto columns = [&](auto width) {
+          T acc[width] = {};
+          for (int64_t k = 0; k < K; ++k)
+            for (int64_t l = 0; l < width; ++l) acc[l] += ai[k] * bk[k * N + j + l];
+          for (int64_t l = 0; l < width; ++l) ci[j + l] = acc[l];
+        };
+        for (; j + 16 <= N; j += 16) columns(std::integral_constant<int64_t, 16>{});
+        for (; j < N; j += 4) columns(std::integral_constant<int64_t, 4>{});
+      },
+      N * K);
+}
 }  // namespace
 
 namespace cpu_impl {
@@ -104,6 +144,10 @@ void gemm(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, 
     const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
     const bool one_tile = M <= kTile && N <= kTile;
     const int64_t tile_rows = one_tile && work >= kParallelWork ? kThinTileRows : kTile;
+    if (!transpose_a && sums_in_k_order(M, K, N, tile_rows)) {
+      short_k_product(a.data<T>(), b.data<T>(), transpose_b, out.data<T>(), M, K, N);
+      return;
+    }
     const int64_t row_tiles = (M + tile_rows - 1) / tile_rows, col_tiles = (N + kTile - 1) / kTile;
     // Fixed output tiles (kTile x kTile, or kThinTileRows x kTile) spread over the OpenMP threads, each one a
     // single-threaded Eigen product (Eigen starts no threads inside a parallel region of several threads, nor

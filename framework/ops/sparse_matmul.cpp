@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "gat/framework/autograd.h"
 #include "gat/framework/ops/detail/bf16_in_f32.h"
@@ -64,6 +65,21 @@ void sparse_rows(const SparseRows& a, const Tensor& dense, Tensor& out) {
     const T* d = dense.data<T>();                                         // (*, N)
     T* o = out.data<T>();                                                 // (R, N)
     const int64_t R = out.size(0), N = out.size(1);
+    // A^T with the matrix's CPU arrays: its values put in the transpose's order first (read in
+    // order, written at their places t_position), then every array is read in order. Reading
+    // values[t_entry[p]] at random places, a step's weight gradient spent as long in that walk as
+    // in its products.
+    std::unique_ptr<T[]> in_order;  // (nnz,) or null
+    if (a.entry && a.pieces && a.pieces->t_position().defined()) {
+      const int64_t nnz = a.values.numel();
+      in_order.reset(new T[static_cast<size_t>(nnz)]);
+      const int32_t* position = a.pieces->t_position().data<int32_t>();  // (nnz,)
+      T* placed = in_order.get();
+      detail::parallel_for(nnz, [=](int64_t e) { placed[position[e]] = values[e]; });
+      values = placed;
+      index = a.pieces->t_row_idx().data<int32_t>();
+      entry = nullptr;
+    }
     // a row costs a fill of N and N per entry
     detail::parallel_for_rows(ptr, R, N, N, [&](int64_t r) {
       const bool prefetch = omp_get_num_threads() > 1;  // on one thread every row is in its cache

@@ -38,14 +38,16 @@ Tensor sparse_dropout_matmul(const CsrMatrix& a, const DropoutKey& key, const Te
 //  rows:   out (R, N) [r, :] = sum over p in [ptr[r], ptr[r+1]) of values[e] * dense[index[e], :],
 //          e = entry ? entry[p] : p, skipping values[e] == 0. Forward: R = M, ptr = row_ptr,
 //          index = col_idx, dense = b. d b: R = K, ptr = t_row_ptr, entry = t_entry,
-//          index = row_idx, dense = G, pieces = a.
+//          index = row_idx, dense = G, pieces = a (the CPU then reads a's t_position and
+//          t_row_idx, where a has them, instead of entry and index: the same entries in the same order).
 //  dots:   out (nnz,) [e] = g[row_idx[e], :] . b[col_idx[e], :] for g (M, N), b (K, N).
 struct SparseRows {
   const Tensor& ptr;                  // (R+1,) i32
   const Tensor* entry;                // (nnz,) i32, or null for the identity
   const Tensor& index;                // (nnz,) i32: the dense row each entry multiplies
   const Tensor& values;               // (nnz,) f32|f64
-  const CsrMatrix* pieces = nullptr;  // for A^T: the matrix whose transpose's pieces (sparse.h) CUDA may use
+  const CsrMatrix* pieces = nullptr;  // for A^T: the matrix whose transpose's pieces (sparse.h) CUDA may use,
+                                      // whose t_position and t_row_idx the CPU may use
 };
 //  dropout_rows: dropped (nnz,) = kernels::sparse_dropout(a, a.values(), key, keep_scale) and
 //          out (M, N) = the forward's rows of a holding dropped, times dense (K, N).

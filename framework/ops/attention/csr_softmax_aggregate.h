@@ -62,7 +62,8 @@ Tensor csr_softmax_aggregate(const Graph& graph, const Tensor& edge_scores, cons
 // Saves lse (Nd, H) and out, and on CUDA, when er needs a gradient, pos_out (Nd, H, F) and
 // pos_weight (Nd, H) (below: d er without an edge pass), whose storage d node_value then reuses;
 // on the CPU, when a gradient is needed, the dropout decisions of each kind that has at most
-// kMaxKeptDecisions of them (KeptDecisions, below; the others are drawn again);
+// kMaxKeptDecisions of them, and the scores under the same bound (KeptDecisions, below; the others
+// are drawn or computed again);
 // gradients for el, er, edge_term, node_value and bias.
 Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tensor& er,
                                const Tensor& node_value, double negative_slope,
@@ -151,13 +152,17 @@ GAT_DECLARE_KERNEL(csr_softmax, CsrSoftmaxArgs)
 // The dropout decisions (a byte each) that a GAT op's CPU forward draws, kept for its backward,
 // which then reads them instead of drawing them again: the attention dropout's, of the E H (edge,
 // head) indices, and the output activation's, of the N H F output elements. Each is empty until
-// the forward draws it (an inactive key draws nothing).
+// the forward draws it (an inactive key draws nothing). Beside them the attention scores
+// LeakyReLU(el[src] + er[dst] (+ edge_term)) (E, H), which the forward computes and the backward
+// then reads instead of computing them again; undefined until the forward writes them.
 struct KeptDecisions {
   KeepMask attention, activation;
+  Tensor scores;
 };
-// The ops keep a step's decisions when there are at most this many of each kind (4 MB): a
-// small graph's backward then draws nothing, while a large graph's memory peak (its first
-// layer's backward) holds no more than it did.
+// The ops keep a step's decisions when there are at most this many of each kind (4 MB), and
+// its scores when E H is at most this (16 MB in f32): a small graph's backward then draws nothing
+// and computes no score, while a large graph's memory peak (its first layer's backward) holds no
+// more than it did.
 constexpr int64_t kMaxKeptDecisions = int64_t{1} << 22;
 
 // gat_attention_aggregate's inputs, shared by its forward and backward: the scores are computed

@@ -74,17 +74,18 @@ void head_dot_forward(const Tensor& x, const Tensor& a, Tensor& out) {
 
 namespace {
 
-// d a[h,f] = sum_n g[n,h] x[n,h,f]. Stage 1: one partial (H, F) per block of rows; stage 2: the
-// partials summed in order.
-void grad_a_sums(const Tensor& x, const Tensor& grad_out, Tensor& grad_a) {
+// d a_k[h,f] = sum_n g_k[n,h] x[n,h,f] for the `count` (1 or 2) pairs (g_k (N, H), d a_k (H, F)) in one
+// pass over x. Stage 1: one partial (H, F) per block of rows and pair; stage 2: the partials summed in
+// order.
+void grad_a_sums(const Tensor& x, const Tensor* const* grad_out, Tensor* const* grad_a, int count) {
   const int64_t N = x.size(0), H = x.size(1), F = x.size(2), HF = H * F;
   dispatch_float(x.dtype(), "head_dot backward", [&](auto zero) {
     using T = decltype(zero);
-    const T* xp = x.data<T>();        // (N, H, F)
-    const T* g = grad_out.data<T>();  // (N, H)
+    const T* xp = x.data<T>();                                                            // (N, H, F)
+    const T *g1 = grad_out[0]->data<T>(), *g2 = count > 1 ? grad_out[1]->data<T>() : g1;  // (N, H)
     const int64_t rows = head_dot_detail::rows_per_block(N);
     const int64_t blocks = (N + rows - 1) / rows;
-    std::vector<T> partial(static_cast<size_t>(blocks * HF), T(0));  // (blocks, H, F)
+    std::vector<T> partial(static_cast<size_t>(count * blocks * HF), T(0));  // (count, blocks, H, F)
     T* partials = partial.data();
     with_head_width(F, [&](auto Fc) {  // a head of 8 features one vector (lane f adds what f adds)
       using Group = typename attention_rows::HeadGroupOf<T, 8>::type;
@@ -92,24 +93,30 @@ void grad_a_sums(const Tensor& x, const Tensor& grad_out, Tensor& grad_a) {
       detail::parallel_for(
           blocks,
           [=](int64_t b) GAT_GROUP_FN_LAMBDA {
-            T* p = partials + b * HF;
+            T* p1 = partials + b * HF;             // (H, F)
+            T* p2 = partials + (blocks + b) * HF;  // (H, F), when count is 2
             for (int64_t n = b * rows; n < std::min(N, (b + 1) * rows); ++n)
               for (int64_t h = 0; h < H; ++h) {
-                const T gh = g[n * H + h];
-                const T* x = xp + (n * H + h) * Fc;
-                if constexpr (eight)
-                  attention_rows::store_group(p + h * Fc, attention_rows::load_group<Group>(p + h * Fc) +
-                                                              gh * attention_rows::load_group<Group>(x));
-                else
-                  for (int64_t f = 0; f < Fc; ++f) p[h * Fc + f] += gh * x[f];
+                const T* xh = xp + (n * H + h) * Fc;
+                for (int pair = 0; pair < count; ++pair) {
+                  const T gh = (pair == 0 ? g1 : g2)[n * H + h];
+                  T* p = (pair == 0 ? p1 : p2) + h * Fc;
+                  if constexpr (eight)
+                    attention_rows::store_group(
+                        p, attention_rows::load_group<Group>(p) + gh * attention_rows::load_group<Group>(xh));
+                  else
+                    for (int64_t f = 0; f < Fc; ++f) p[f] += gh * xh[f];
+                }
               }
           },
-          rows * HF * element_cost<decltype(Fc)>());
+          count * rows * HF * element_cost<decltype(Fc)>());
     });
-    T* da = grad_a.data<T>();  // (H, F)
-    std::fill(da, da + HF, T(0));
-    for (int64_t b = 0; b < blocks; ++b)
-      for (int64_t c = 0; c < HF; ++c) da[c] += partial[b * HF + c];
+    for (int pair = 0; pair < count; ++pair) {
+      T* da = grad_a[pair]->data<T>();  // (H, F)
+      std::fill(da, da + HF, T(0));
+      for (int64_t b = 0; b < blocks; ++b)
+        for (int64_t c = 0; c < HF; ++c) da[c] += partial[static_cast<size_t>((pair * blocks + b) * HF + c)];
+    }
   });
 }
 
@@ -137,7 +144,11 @@ void head_dot_backward(const Tensor& x, const Tensor& a, const Tensor& grad_out,
       });
     });
   }
-  if (grad_a) grad_a_sums(x, grad_out, *grad_a);
+  if (grad_a) {
+    const Tensor* g[] = {&grad_out};
+    Tensor* d[] = {grad_a};
+    grad_a_sums(x, g, d, 1);
+  }
 }
 
 // The CPU takes both dots in one pass over x, and the dropout in another.
@@ -152,8 +163,9 @@ void head_dot_pair_dropout_forward(const Tensor& x, const Tensor& a1, const Tens
 
 void head_dot_pair_grad_a(const Tensor& x, const Tensor& g1, const Tensor& g2, Tensor& grad_a1,
                           Tensor& grad_a2) {
-  grad_a_sums(x, g1, grad_a1);
-  grad_a_sums(x, g2, grad_a2);
+  const Tensor* g[] = {&g1, &g2};
+  Tensor* d[] = {&grad_a1, &grad_a2};
+  grad_a_sums(x, g, d, 2);
 }
 
 void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep_scale, const KeepMask& kept,

@@ -425,13 +425,35 @@ void for_each_softmax_row(const Graph& graph, const Scores& scores, const Dropou
                   });
 }
 
+// What GAT's forward does to each output row once it is summed, as the row is written (its passes
+// over out took 5% of a Cora step): out_bias added, then ELU, then the output dropout's decisions,
+// each element as elu_dropout_forward takes it (the same operations, so the same values).
+template <class T>
+struct RowEpilogue {
+  const T* bias = nullptr;        // (H F) or null
+  bool elu = false;               // ELU with alpha, then the decisions of keep
+  T alpha = 0;                    //
+  const uint8_t* keep = nullptr;  // (N H F) or null (no output dropout)
+  T keep_scale = 1;               //
+  // out_i (H F,), row i of out
+  GAT_GROUP_FN void operator()(T* out_i, int64_t i, int64_t HF) const {
+    if (bias)
+      for (int64_t c = 0; c < HF; ++c) out_i[c] += bias[c];
+    if (!elu) return;
+    for (int64_t c = 0; c < HF; ++c) out_i[c] = detail::vec_elu(out_i[c], alpha);
+    for (int64_t c = 0; keep && c < HF; ++c)
+      out_i[c] = DropoutKey::apply_kept(out_i[c], keep[i * HF + c], keep_scale);
+  }
+};
+
 // The forward of the fused ops, for any score policy: out (N, H, F) and lse (N, H) from the
 // scores' rows and V (N, H, F), the attention dropout's decisions as for_each_softmax_row takes them. A row's
 // weights w = ex / z * keep first (in place of ex), then out[i, h, :] = the sum of w[k, h] values[src[k], h,
-// :] in edge order (aggregate_heads).
+// :] in edge order (aggregate_heads), then the epilogue (null: none) on out[i].
 template <class T, class Offset, class Scores>
 void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& node_value,
-                       const DropoutKey& attn_dropout, KeepMask* kept, Tensor& out, Tensor& lse) {
+                       const DropoutKey& attn_dropout, KeepMask* kept, Tensor& out, Tensor& lse,
+                       const RowEpilogue<T>* epilogue = nullptr) {
   const int32_t* src = graph.edge_src().data<int32_t>();   // (E,)
   const T* values = node_value.data<T>();                  // (Ns, H, F)
   const int64_t value_count = node_value.numel();          // Ns H F
@@ -459,6 +481,7 @@ void aggregate_forward(const Graph& graph, const Scores& scores, const Tensor& n
             for (int64_t h = 0; h < H; h += W)  // out[i, h .. h + W) from values[src[k], h .. h + W)
               aggregate_heads<V>(o + (i * H + h) * F, w + h, H, degree, values + h * F, src + b, H * F, F,
                                  value_count - h * F);
+            if (epilogue) (*epilogue)(o + i * H * F, i, H * F);
           });
     });
   });

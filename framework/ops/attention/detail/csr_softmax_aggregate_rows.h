@@ -50,6 +50,13 @@ struct GatScores {
   int64_t H;
   // LeakyReLU as x times its factor, 1 or negative_slope, selected lane by lane (x times 1 is x).
   T negative_slope;
+  // The scores a training forward keeps for its backward (KeptDecisions::scores, (E, H)), or null.
+  // Not yet written (the forward): each row's scores are computed into it rather than into the
+  // row's scratch. Written (the backward): a row's scores are read there, not computed again, and
+  // LeakyReLU' comes from their sign where negative_slope >= 0, as the score is then positive
+  // exactly where its argument is (NaN neither). The same values either way.
+  T* kept = nullptr;
+  bool kept_written = false;
   GatScores(const Graph& graph, const Tensor& l, const Tensor& r, const Tensor& t, double slope)
       : src(graph.edge_src().data<int32_t>()),
         el(l.data<T>()),
@@ -67,7 +74,9 @@ struct GatScores {
   // LeakyReLU'(argument)
   template <class V>
   GAT_GROUP_FN V slope(int64_t e, int64_t j, int64_t i, int64_t h) const {
-    return argument<V>(e, j, i, h) > splat<V>(T(0)) ? splat<V>(T(1)) : splat<V>(negative_slope);
+    const V x =
+        kept_written && negative_slope >= T(0) ? load_group<V>(kept + e * H + h) : argument<V>(e, j, i, h);
+    return x > splat<V>(T(0)) ? splat<V>(T(1)) : splat<V>(negative_slope);
   }
   // The scores of edge e = (j -> i), the head group starting at head h.
   template <class V>
@@ -77,7 +86,8 @@ struct GatScores {
   }
   template <class V>
   const T* row(RowScratch<T>& row, int64_t i, int64_t b, int64_t degree) const {
-    T* s = row.s.data();  // (degree, H)
+    if (kept_written) return kept + b * H;
+    T* s = kept ? kept + b * H : row.s.data();  // (degree, H)
     for (int64_t k = 0; k < degree; ++k)
       for (int64_t h = 0; h < H; h += kLanes<T, V>)
         store_group(s + k * H + h, score<V>(b + k, src[b + k], i, h));
@@ -293,31 +303,31 @@ void Kernels<T>::gat_forward(const GatAttentionForwardArgs& a) {
   Tensor& out = *a.out;
   dispatch_offsets(graph, [&](auto offset) {
     using Offset = decltype(offset);
-    const GatScores<T> scores(graph, a.el, a.er, a.edge_term, a.negative_slope);
+    GatScores<T> scores(graph, a.el, a.er, a.edge_term, a.negative_slope);
     KeepMask* kept = kept_mask(a.kept, &KeptDecisions::attention, graph.num_edges() * scores.H, true);
-    aggregate_forward<T, Offset>(graph, scores, a.node_value, a.attn_dropout, kept, out, *a.lse);
+    if (a.kept && graph.num_edges() * scores.H <= kMaxKeptDecisions) {  // the scores, for the backward
+      a.kept->scores = Tensor::empty({graph.num_edges(), scores.H}, a.el.dtype(), Device::cpu, "kept scores");
+      scores.kept = a.kept->scores.template data<T>();
+    }
+    // out_bias (every row, those without edges too) and the activation, as each row is written
+    const OutputActivation& activation = a.activation;
+    KeepMask* activation_kept = kept_mask(a.kept, &KeptDecisions::activation, out.numel(), true);
+    KeepMask drawn;  // the output dropout's decisions when they are not kept
+    RowEpilogue<T> epilogue;
+    epilogue.bias = a.out_bias.defined() ? a.out_bias.template data<T>() : nullptr;
+    epilogue.elu = activation.elu;
+    epilogue.alpha = static_cast<T>(activation.alpha);
+    if (activation.elu && activation.dropout.active()) {
+      KeepMask& mask = activation_kept ? *activation_kept : drawn;
+      mask = KeepMask(activation.dropout, out.numel());
+      epilogue.keep = mask.data();
+      epilogue.keep_scale = static_cast<T>(activation.keep_scale());
+    }
+    aggregate_forward<T, Offset>(graph, scores, a.node_value, a.attn_dropout, kept, out, *a.lse,
+                                 epilogue.bias || epilogue.elu ? &epilogue : nullptr);
     if (a.pos_out)
       positive_sums<T, Offset>(graph, scores, a.node_value, a.attn_dropout, kept, *a.pos_out, *a.pos_weight);
-    // Inside the generic lambda: g++ 13 (not 12) stops with an internal compiler error in its
-    // target_clones pass when this loop's lambda sits in the explicitly instantiated body itself.
-    if (a.out_bias.defined()) {
-      const int64_t HF = out.size(1) * out.size(2);
-      const T* b = a.out_bias.data<T>();  // (H, F)
-      T* o = out.data<T>();               // (N, H, F)
-      detail::parallel_for(
-          out.size(0),
-          [=](int64_t n) {
-            for (int64_t c = 0; c < HF; ++c) o[n * HF + c] += b[c];
-          },
-          HF);
-    }
   });
-  const OutputActivation& activation = a.activation;
-  KeepMask drawn;  // in place: each element is read before it is written
-  KeepMask* kept = kept_mask(a.kept, &KeptDecisions::activation, out.numel(), true);
-  if (activation.elu)
-    elu_dropout_forward(out, activation.alpha, activation.dropout, activation.keep_scale(), out,
-                        kept ? *kept : drawn);
 }
 
 // cpu_impl::gat_attention_aggregate_backward for el, er, edge_term and values of type T.
@@ -338,8 +348,12 @@ void Kernels<T>::gat_backward(const GatAttentionBackwardArgs& a) {
   const Tensor& grad_in = activation.elu ? *a.grad_pre : a.grad_out;  // of out + out_bias
   dispatch_offsets(graph, [&](auto offset) {
     using Offset = decltype(offset);
-    const GatScores<T> scores(graph, a.el, a.er, a.edge_term, a.negative_slope);
+    GatScores<T> scores(graph, a.el, a.er, a.edge_term, a.negative_slope);
     const int64_t H = scores.H;
+    if (a.kept && a.kept->scores.defined()) {  // the forward's scores
+      scores.kept = a.kept->scores.template data<T>();
+      scores.kept_written = true;
+    }
     const bool transient_g = !grad_edge_term && (grad_el || grad_er);
     // Not zero-filled (a serial pass): pass 1 writes every edge's g before anything reads it.
     const std::unique_ptr<T[]> g_buffer(transient_g ? new T[static_cast<size_t>(graph.num_edges() * H)]
