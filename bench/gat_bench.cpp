@@ -38,12 +38,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <new>
 #include <limits>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -55,6 +56,7 @@
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
+#include "gat/framework/io.h"
 #include "gat/framework/neighbor_sampler.h"
 #include "gat/framework/ops/attention/csr_softmax_aggregate.h"
 #include "gat/framework/ops/block_graph.h"
@@ -89,11 +91,11 @@ Graph read_graph(const std::string& path) {
   in.read(reinterpret_cast<char*>(row_ptr.data()), static_cast<std::streamsize>(row_ptr.size() * 4));
   in.read(reinterpret_cast<char*>(col_idx.data()), static_cast<std::streamsize>(col_idx.size() * 4));
   GAT_CHECK(in, "gat_bench: ", path, ": truncated (", n, " nodes, ", e, " edges announced)");
-  return Graph::from_csr(std::move(row_ptr), std::move(col_idx));
-}
   // Bytes past the announced arrays: not this format (/dev/zero read as an empty graph, exit 0).
   GAT_CHECK(in.peek() == std::ifstream::traits_type::eof(), "gat_bench: ", path, ": bytes after the ", n,
             " nodes and ", e, " edges announced (not a graph file of this format)");
+  return Graph::from_csr(std::move(row_ptr), std::move(col_idx));
+}
 
 Tensor random_f32(const Shape& shape, uint64_t seed, Device device) {
   std::mt19937_64 rng(seed);
@@ -302,30 +304,29 @@ nlohmann::json bench_train(const std::string& dataset, const std::string& data_d
 }
 
 // The raw bytes of a host tensor to DIR/name.
-void write_raw(const std::string& dir, const std::string& name, const Tensor& t) {
-  const std::string path = dir + "/" + name;
-  std::ofstream out(path, std::ios::binary);
-  GAT_CHECK(out, "gat_bench: cannot write ", path);
-  out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
-  GAT_CHECK(out, "gat_bench: writing ", path, " failed");
+// Each file is written as gat_train writes its outputs (io::OutputFile): never through a link
+// or into a device or FIFO, whole or not at all (std::ofstream wrote through a link planted in
+// DIR, and a full disk's failed flush at its close went unchecked).
+void write_raw(const std::string& dir, const std::string& name, const std::vector<const Tensor*>& tensors,
+               const std::string& header = "") {
+  io::OutputFile out(dir + "/" + name, "gat_bench --write");
+  out.write(header);
+  for (const Tensor* t : tensors) out.write(t->raw_data(), t->nbytes());
+  out.commit();
 }
 
 // The dataset as bench/neighbor_sampling.py reads it (the graph as read_graph reads it).
 void write_dataset(const Dataset& data, const std::string& dir) {
   const int64_t n = data.graph.num_nodes(), e = data.graph.num_edges();
-  const std::string graph_path = dir + "/graph.bin";
-  std::ofstream out(graph_path, std::ios::binary);
-  GAT_CHECK(out, "gat_bench: cannot write ", graph_path);
-  out.write(reinterpret_cast<const char*>(&n), 8);  // int64 N, int64 E (little-endian hosts)
-  out.write(reinterpret_cast<const char*>(&e), 8);
-  for (const Tensor* t : {&data.graph.row_ptr(), &data.graph.edge_src()})
-    out.write(static_cast<const char*>(t->raw_data()), static_cast<std::streamsize>(t->nbytes()));
-  GAT_CHECK(out, "gat_bench: writing ", graph_path, " failed");
-  write_raw(dir, "x.bin", data.x);
-  write_raw(dir, "y.bin", data.y);
-  write_raw(dir, "train.bin", data.train_index);
-  write_raw(dir, "val.bin", data.val_index);
-  write_raw(dir, "test.bin", data.test_index);
+  std::string header(16, '\0');  // int64 N, int64 E (little-endian hosts)
+  std::memcpy(header.data(), &n, 8);
+  std::memcpy(header.data() + 8, &e, 8);
+  write_raw(dir, "graph.bin", {&data.graph.row_ptr(), &data.graph.edge_src()}, header);
+  write_raw(dir, "x.bin", {&data.x});
+  write_raw(dir, "y.bin", {&data.y});
+  write_raw(dir, "train.bin", {&data.train_index});
+  write_raw(dir, "val.bin", {&data.val_index});
+  write_raw(dir, "test.bin", {&data.test_index});
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -541,13 +542,13 @@ int main(int argc, char** argv) {
   for (auto* sub : {kernel, gatconv, gatv2conv, train, sampled})
     sub->add_option("--device", device_flag)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   CLI11_PARSE(app, argc, argv);
-  if (const std::string why = process::unfit_environment(); !why.empty()) {
   if (*sampled && static_cast<int64_t>(sampled_bench.loader.fanouts.size()) != GAT::kLayers) {
     // (one fanout made "GAT::forward: 1 blocks for 2 layers" after the graph was generated)
     std::fprintf(stderr, "gat_bench: --fanouts: %zu fanouts, the model has %lld layers (one each)\n",
                  sampled_bench.loader.fanouts.size(), static_cast<long long>(GAT::kLayers));
     return 2;
   }
+  if (const std::string why = process::unfit_environment(); !why.empty()) {
     std::fprintf(stderr, "gat_bench: %s\n", why.c_str());
     return 1;
   }

@@ -109,5 +109,25 @@ class GatBenchFlags(unittest.TestCase):
         self.refused(["kernel", "--graph", self.graph], "bad header (2305843009213693952 nodes, 0 edges")
 
 
+class GatBenchWrite(unittest.TestCase):
+    """sampled --write DIR writes its files as gat_train writes outputs: a link planted in DIR is
+    refused, not written through (the file it named was overwritten with the features)."""
+
+    def test_a_link_in_the_folder_is_not_followed(self):
+        with tempfile.TemporaryDirectory(prefix="gat_test_bench_") as top:
+            victim, out = os.path.join(top, "victim"), os.path.join(top, "out")
+            os.mkdir(out)
+            with open(victim, "w") as f:
+                f.write("precious")
+            os.symlink(victim, os.path.join(out, "x.bin"))
+            r = subprocess.run([BENCH, "sampled", "--nodes", "200", "--degree", "4", "--features", "4", "--classes",
+                                "2", "--train", "20", "--val", "20", "--device", "cpu", "--no-eval", "--write", out],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("x.bin is a symbolic link", r.stderr.decode())
+            with open(victim) as f:
+                self.assertEqual(f.read(), "precious")
+
+
 if __name__ == "__main__":
     unittest.main()
