@@ -863,6 +863,12 @@ std::vector<Case> cases() {
        false, "ulimit -v 2000000;"},
       {"--info with --load evaluates nothing, so it is refused", "--dataset {data} --info --load {dir}/m.safetensors", 2,
        "--load excludes --info"},
+      // Hostile campaign 6
+      {"--checkpoint-every without --checkpoint would be ignored, so it is refused", train + "--checkpoint-every 5",
+       2, "--checkpoint-every 5 without --checkpoint"},
+      {"--checkpoint-every with --resume but no --checkpoint writes nothing, so it is refused",
+       resume + "--epochs 4 --checkpoint-every 2", 2, "--checkpoint-every 2 without --checkpoint", make_run,
+       expect_run_log_kept},
   };
   return c;
 }

@@ -269,6 +269,10 @@ Flags parse(int argc, const char* const* argv, const Environment& env) {
     set_inductive(app, flags);
     return flags;
   }
+  // Without --checkpoint nothing is written every N epochs: the flag would be ignored.
+  if (app.count("--checkpoint-every") > 0 && flags.checkpoint.empty())
+    throw UsageError(detail::concat("--checkpoint-every ", flags.checkpoint_every,
+                                    " without --checkpoint: it sets how often --checkpoint writes the run"));
   if (app.count("--fanouts") > 0 && flags.batch_size == 0)
     throw UsageError("--fanouts " + flags.fanouts +
                      " without --batch-size: fanouts are for sampled training");
