@@ -147,7 +147,11 @@ TEST(Cli, ModelChoosesTheLayerAndGATv2HasNoValueDropout) {
 TEST(Cli, TheEnvironmentComesInThroughTheProgram) {
   EXPECT_TRUE(cli::cuda_graphs_enabled(nullptr));
   for (const char* on : {"1", "on", "true", ""}) EXPECT_TRUE(cli::cuda_graphs_enabled(on)) << on;
-  for (const char* off : {"0", "off", "false"}) EXPECT_FALSE(cli::cuda_graphs_enabled(off)) << off;
+  for (const char* on : {"ON", "Yes"}) EXPECT_TRUE(cli::cuda_graphs_enabled(on)) << on;
+  for (const char* off : {"0", "off", "false", "OFF", "no"})
+    EXPECT_FALSE(cli::cuda_graphs_enabled(off)) << off;
+  for (const char* bad : {"maybe", "2", " 0"})  // OFF and no left the graphs on, silently
+    EXPECT_THROW(cli::cuda_graphs_enabled(bad), cli::UsageError) << bad;
   cli::Environment env;
   env.cuda_graphs = false;
   EXPECT_FALSE(parse({}, env).train.cuda_graphs);

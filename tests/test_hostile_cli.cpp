@@ -869,6 +869,10 @@ std::vector<Case> cases() {
       {"--checkpoint-every with --resume but no --checkpoint writes nothing, so it is refused",
        resume + "--epochs 4 --checkpoint-every 2", 2, "--checkpoint-every 2 without --checkpoint", make_run,
        expect_run_log_kept},
+      {"a GAT_CUDA_GRAPHS that is neither on nor off", train + "--quiet", 1,
+       "GAT_CUDA_GRAPHS='maybe' is not 0, off, false, no", nullptr, nullptr, false, "GAT_CUDA_GRAPHS=maybe"},
+      {"GAT_CUDA_GRAPHS=OFF is off (any case)", train + "--quiet", 0, "", nullptr, nullptr, false,
+       "GAT_CUDA_GRAPHS=OFF"},
   };
   return c;
 }

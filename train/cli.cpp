@@ -1,12 +1,14 @@
 #include "gat/train/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <charconv>
 #include <limits>
 #include <type_traits>
 
 #include "gat/datasets/registry.h"
 #include "gat/framework/ops/attention/self_loop_attr.h"
+#include "gat/framework/quote.h"
 
 namespace gat::cli {
 
@@ -226,8 +228,14 @@ const char* const kDescription =
 
 bool cuda_graphs_enabled(const char* value) {
   if (!value) return true;
-  const std::string v = value;
-  return !(v == "0" || v == "off" || v == "false");
+  std::string v = value;
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v.empty() || v == "1" || v == "on" || v == "true" || v == "yes") return true;
+  if (v == "0" || v == "off" || v == "false" || v == "no") return false;
+  // (OFF, or no, used to leave the graphs on without a word)
+  throw UsageError(
+      detail::concat("GAT_CUDA_GRAPHS=", quote(value),
+                     " is not 0, off, false, no (eager steps) or 1, on, true, yes (CUDA graphs)"));
 }
 
 Flags parse(int argc, const char* const* argv, const Environment& env) {
