@@ -873,6 +873,13 @@ std::vector<Case> cases() {
        "GAT_CUDA_GRAPHS='maybe' is not 0, off, false, no", nullptr, nullptr, false, "GAT_CUDA_GRAPHS=maybe"},
       {"GAT_CUDA_GRAPHS=OFF is off (any case)", train + "--quiet", 0, "", nullptr, nullptr, false,
        "GAT_CUDA_GRAPHS=OFF"},
+      {"an escape sequence in a flag's value is shown escaped", train + "--device 'cp\x1b[2Ju'", 2,
+       "--device: cp\\x1b[2Ju not in {cpu,cuda,auto}", nullptr,
+       [](const Scratch&, const Outcome& o) { EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err; }},
+      {"an escape sequence in a download URL is shown escaped", "--dataset cora --data-dir {dir}/empty --info", 1,
+       "127.0.0.1:9/\\x1b[2J", nullptr,
+       [](const Scratch&, const Outcome& o) { EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err; }, false,
+       "GAT_DOWNLOAD_TIMEOUT=2 GAT_DATASET_URL=\"$(printf 'http://127.0.0.1:9/\\033[2J')\""},
   };
   return c;
 }
