@@ -145,9 +145,19 @@ std::string file_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// What a temporary file's name starts with for an output named `base`: `base`, cut to a length
+// that leaves room for ".gat-<pid>-XXXXXX.tmp" within NAME_MAX (255 bytes). A legal name of 250
+// bytes made a temporary name of 270, and its output was refused as "File name too long".
+std::string temporary_stem(const std::string& base) {
+  constexpr size_t kNameMax = 255, kPidDigits = 10, kRandom = 7;  // "-XXXXXX"
+  const size_t room = kNameMax - std::string(kTemporaryInfix).size() - kPidDigits - kRandom -
+                      std::string(kTemporarySuffix).size();
+  return base.size() <= room ? base : base.substr(0, room);
+}
+
 // The pid in `name` when it names a temporary file of `base` (base.gat-<pid>-XXXXXX.tmp), else 0.
 pid_t temporary_owner(const std::string& name, const std::string& base) {
-  const std::string prefix = base + kTemporaryInfix;
+  const std::string prefix = temporary_stem(base) + kTemporaryInfix;
   const size_t suffix = std::string(kTemporarySuffix).size(), random = 6;
   if (name.size() < prefix.size() + 2 + random + suffix || name.compare(0, prefix.size(), prefix) != 0 ||
       name.compare(name.size() - suffix, suffix, kTemporarySuffix) != 0)
@@ -169,7 +179,9 @@ bool process_runs(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 // mkstemps' template for a temporary file of `path`: PATH.gat-<pid>-XXXXXX.tmp.
 std::string temporary_template(const std::string& path) {
-  return path + kTemporaryInfix + std::to_string(::getpid()) + "-XXXXXX" + kTemporarySuffix;
+  const std::string base = file_name(path);
+  return path.substr(0, path.size() - base.size()) + temporary_stem(base) + kTemporaryInfix +
+         std::to_string(::getpid()) + "-XXXXXX" + kTemporarySuffix;
 }
 
 int make_temporary(std::string& name) {

@@ -880,6 +880,12 @@ std::vector<Case> cases() {
        "127.0.0.1:9/\\x1b[2J", nullptr,
        [](const Scratch&, const Outcome& o) { EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err; }, false,
        "GAT_DOWNLOAD_TIMEOUT=2 GAT_DATASET_URL=\"$(printf 'http://127.0.0.1:9/\\033[2J')\""},
+      {"a --save name of 250 bytes, legal, is written (its temporary name is cut to fit)",
+       train + "--quiet --save {dir}/" + std::string(250, 's'), 0, "", nullptr,
+       [](const Scratch& s, const Outcome&) {
+         EXPECT_TRUE(fs::is_regular_file(s.root / std::string(250, 's')));
+         expect_no_temporary_files(s, Outcome{});
+       }},
   };
   return c;
 }
