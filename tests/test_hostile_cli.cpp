@@ -886,6 +886,15 @@ std::vector<Case> cases() {
          EXPECT_TRUE(fs::is_regular_file(s.root / std::string(250, 's')));
          expect_no_temporary_files(s, Outcome{});
        }},
+      {"a folder ./ppi beside --dataset ppi is ambiguous, as ./cora is", "--dataset ppi --info", 1,
+       "'ppi' names both a built-in dataset and the folder ./ppi here: write ./ppi for the folder, or give the "
+       "built-in dataset's data folder",
+       [](const Scratch& s) { fs::create_directories(s.root / "ppi"); }, nullptr, false,
+       "cd {dir} && env -u GAT_DATA_DIR"},
+      {"a folder named like a synthetic-ppi spec is ambiguous", "--dataset synthetic-ppi:3:10:0 --info", 1,
+       "'synthetic-ppi:3:10:0' names both a built-in dataset and the folder ./synthetic-ppi:3:10:0 here",
+       [](const Scratch& s) { fs::create_directories(s.root / "synthetic-ppi:3:10:0"); }, nullptr, false,
+       "cd {dir} &&"},
   };
   return c;
 }
