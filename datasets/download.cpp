@@ -30,6 +30,19 @@ namespace gat {
 
 namespace {
 
+// `url` as messages and progress lines show it: a password in it ("https://user:secret@host/")
+// replaced by ***, as curl -v does (it went to the terminal and to logs in every error).
+std::string shown_url(const std::string& url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  const size_t host = scheme + 3, path = url.find('/', host);
+  const size_t at = url.rfind('@', path == std::string::npos ? std::string::npos : path);
+  if (at == std::string::npos || at < host) return url;
+  const size_t colon = url.find(':', host);
+  if (colon == std::string::npos || colon > at) return url;  // a user name alone is no secret
+  return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
 // What to do when a Planetoid file cannot be had, appended to every error of fetch_planetoid.
 std::string by_hand(const std::string& file, const std::string& url, const std::string& dir) {
   const std::string base = url.substr(0, url.size() - file.size());
@@ -37,7 +50,7 @@ std::string by_hand(const std::string& file, const std::string& url, const std::
   std::string parts;
   for (const char* part : kPlanetoidParts) parts += (parts.empty() ? "" : ",") + std::string(part);
   return detail::concat(".\n  ", file, " is missing from ", dir, ". To get the data by hand, download ", stem,
-                        "{", parts, "} from ", base,
+                        "{", parts, "} from ", shown_url(base),
                         " into that folder, or point --data-dir (or GAT_DATA_DIR) at a folder that ",
                         "holds them.");
 }
@@ -48,7 +61,8 @@ std::string ppi_by_hand(const std::vector<std::string>& missing, const std::stri
   const std::string more =
       missing.size() > 1 ? detail::concat(" and ", missing.size() - 1, " more of PPI's files are") : " is";
   return detail::concat(
-      ".\n  ", missing.front(), more, " missing from ", dir, ". To get PPI by hand, download ", url,
+      ".\n  ", missing.front(), more, " missing from ", dir, ". To get PPI by hand, download ",
+      shown_url(url),
       " into that folder (it is verified and extracted there), or unzip it and put its files ",
       "{train,valid,test}_{graph.json,feats.npy,labels.npy,graph_id.npy} there, or point ",
       "--data-dir (or GAT_DATA_DIR) at a folder that holds them.");
@@ -240,15 +254,16 @@ std::string download(const std::string& file, const std::string& url, const Down
   const CURLcode code = curl_easy_perform(curl);
   curl_easy_cleanup(curl);
   if (transfer.too_large)
-    GAT_FAIL("cannot download ", file, " from ", url, ": the server sent more than ",
+    GAT_FAIL("cannot download ", file, " from ", shown_url(url), ": the server sent more than ",
              human_bytes(static_cast<double>(options.max_bytes)), by_hand);
   if (transfer.overdue)
-    GAT_FAIL("cannot download ", file, " from ", url, ": the downloads took more than ", options.deadline_s,
-             " s in all (GAT_DOWNLOAD_DEADLINE sets the limit)", by_hand);
+    GAT_FAIL("cannot download ", file, " from ", shown_url(url), ": the downloads took more than ",
+             options.deadline_s, " s in all (GAT_DOWNLOAD_DEADLINE sets the limit)", by_hand);
   if (transfer.stalled || code == CURLE_OPERATION_TIMEDOUT)
-    GAT_FAIL("cannot download ", file, " from ", url, ": ", transfer.stalled ? "no data" : "no connection",
-             " for ", options.timeout_s, " s (GAT_DOWNLOAD_TIMEOUT sets the limit)", by_hand);
-  GAT_CHECK(code == CURLE_OK, "cannot download ", file, " from ", url, ": ",
+    GAT_FAIL("cannot download ", file, " from ", shown_url(url), ": ",
+             transfer.stalled ? "no data" : "no connection", " for ", options.timeout_s,
+             " s (GAT_DOWNLOAD_TIMEOUT sets the limit)", by_hand);
+  GAT_CHECK(code == CURLE_OK, "cannot download ", file, " from ", shown_url(url), ": ",
             *error ? error : curl_easy_strerror(code), by_hand);
   return std::move(transfer.body);
 }
@@ -322,11 +337,11 @@ std::string download_archive(const std::string& url, const std::string& dir, con
   DownloadOptions bounded = options;
   bounded.max_bytes = archive.bytes;  // a server that sends more is refused as soon as it does
   const auto deadline = Clock::now() + std::chrono::seconds(options.deadline_s);
-  progress::line(detail::concat("download: ", url, " into ", dir));
+  progress::line(detail::concat("download: ", shown_url(url), " into ", dir));
   std::string bytes = download(kPpiZipName, url, bounded, deadline, by_hand);
   const std::string got = sha256_hex(bytes);
   GAT_CHECK(static_cast<int64_t>(bytes.size()) == archive.bytes && got == archive.sha256, "cannot download ",
-            kPpiZipName, " from ", url, ": ",
+            kPpiZipName, " from ", shown_url(url), ": ",
             static_cast<int64_t>(bytes.size()) != archive.bytes
                 ? detail::concat(bytes.size(), " bytes, expected ", archive.bytes)
                 : detail::concat("its SHA-256 is ", got, ", expected ", archive.sha256),
@@ -375,10 +390,10 @@ void fetch_planetoid(const std::string& name, const std::string& dir, const Down
 #if GAT_WITH_DOWNLOAD
     const Digest& expected = digest_of(file);
     const std::string url = base + "/" + file;
-    progress::line(detail::concat("download: ", url, " into ", dir));
+    progress::line(detail::concat("download: ", shown_url(url), " into ", dir));
     const std::string bytes = download(file, url, options, deadline, by_hand(file, url, dir));
     const std::string got = digest_hex(expected, bytes);
-    GAT_CHECK(got == expected.hex, "cannot download ", file, " from ", url, ": its ",
+    GAT_CHECK(got == expected.hex, "cannot download ", file, " from ", shown_url(url), ": its ",
               kind_name(expected.kind), " is ", got, ", expected ", expected.hex, " (", bytes.size(),
               " bytes, corrupted or not the Planetoid file; ", "nothing was written)",
               by_hand(file, url, dir));

@@ -880,6 +880,10 @@ std::vector<Case> cases() {
        "127.0.0.1:9/\\x1b[2J", nullptr,
        [](const Scratch&, const Outcome& o) { EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err; }, false,
        "GAT_DOWNLOAD_TIMEOUT=2 GAT_DATASET_URL=\"$(printf 'http://127.0.0.1:9/\\033[2J')\""},
+      {"a password in the download URL is not shown", "--dataset cora --data-dir {dir}/empty --info", 1,
+       "http://user:***@127.0.0.1:9/", nullptr,
+       [](const Scratch&, const Outcome& o) { EXPECT_EQ(o.err.find("s3cret"), std::string::npos) << o.err; },
+       false, "GAT_DOWNLOAD_TIMEOUT=2 GAT_DATASET_URL=http://user:s3cret@127.0.0.1:9/"},
       {"a --save name of 250 bytes, legal, is written (its temporary name is cut to fit)",
        train + "--quiet --save {dir}/" + std::string(250, 's'), 0, "", nullptr,
        [](const Scratch& s, const Outcome&) {
