@@ -899,6 +899,13 @@ std::vector<Case> cases() {
        "'synthetic-ppi:3:10:0' names both a built-in dataset and the folder ./synthetic-ppi:3:10:0 here",
        [](const Scratch& s) { fs::create_directories(s.root / "synthetic-ppi:3:10:0"); }, nullptr, false,
        "cd {dir} &&"},
+      {"a UTF-16 file (as Windows saves Unicode text) is named as such", train, 1,
+       "node-feat.csv: UTF-16 text (it starts with the byte order mark FF FE); save it as UTF-8",
+       [](const Scratch& s) {
+         std::string utf16 = "\xff\xfe";
+         for (const char c : read_text(s.data / "node-feat.csv")) utf16 += std::string(1, c) + '\0';
+         s.put("node-feat.csv", utf16);
+       }},
   };
   return c;
 }
