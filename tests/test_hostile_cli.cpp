@@ -899,6 +899,13 @@ std::vector<Case> cases() {
        "'synthetic-ppi:3:10:0' names both a built-in dataset and the folder ./synthetic-ppi:3:10:0 here",
        [](const Scratch& s) { fs::create_directories(s.root / "synthetic-ppi:3:10:0"); }, nullptr, false,
        "cd {dir} &&"},
+      {"resume with --epochs equal to the checkpoint's epoch trains nothing and reports the run",
+       resume + "--epochs 2 --log {dir}/run.jsonl --json", 0, "", make_run,
+       [](const Scratch& s, const Outcome& o) {
+         const std::string log = read_text(s.root / "run.jsonl");
+         EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 2) << log;
+         EXPECT_NE(o.out.find("\"epochs\":[2.0]"), std::string::npos) << o.out;
+       }},
       {"a UTF-16 file (as Windows saves Unicode text) is named as such", train, 1,
        "node-feat.csv: UTF-16 text (it starts with the byte order mark FF FE); save it as UTF-8",
        [](const Scratch& s) {
@@ -906,6 +913,10 @@ std::vector<Case> cases() {
          for (const char c : read_text(s.data / "node-feat.csv")) utf16 += std::string(1, c) + '\0';
          s.put("node-feat.csv", utf16);
        }},
+      {"OMP_NUM_THREADS=0 warns and runs on every core, as PyTorch does", train + "--quiet --json", 0,
+       "OMP_NUM_THREADS", nullptr,
+       [](const Scratch&, const Outcome& o) { EXPECT_NE(o.out.find("\"threads\":"), std::string::npos) << o.out; },
+       false, "OMP_NUM_THREADS=0"},
   };
   return c;
 }

@@ -208,7 +208,8 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
                    ->check(kNonEmpty);
   for (const char* name : kTrainingOnly) load->excludes(app.get_option(name));
   add_number(app, "--threads", flags.threads, "OpenMP threads (default: OMP_NUM_THREADS, else every core)",
-             Flags::kThreadsRange);
+             Flags::kThreadsRange)
+      ->default_str("OMP_NUM_THREADS");  // (the usage said =0, a value the flag refuses)
   app.add_flag("--json", flags.json, "print a JSON summary as the last line");
   auto* info = app.add_flag("--info", flags.info,
                             "print the dataset summary as one JSON line and exit (no training: training "
