@@ -532,10 +532,14 @@ const std::string& MetadataReader::text(const std::string& key) const {
 
 namespace {
 
+// A JSON number, exactly: JSON's parser also takes white space around it (" 3"), which
+// metadata_number never writes and '+3' (refused) shows is not meant.
 nlohmann::json parse_number(const std::string& text, const std::string& where, const std::string& key) {
   nlohmann::json v;
+  const bool bare = !text.empty() && !std::isspace(static_cast<unsigned char>(text.front())) &&
+                    !std::isspace(static_cast<unsigned char>(text.back()));
   try {
-    v = nlohmann::json::parse(text);
+    if (bare) v = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception&) {
   }
   GAT_CHECK(v.is_number(), where, ": metadata ", quote(key), " = ", quote(text), " is not a number");
