@@ -268,38 +268,17 @@ std::string download(const std::string& file, const std::string& url, const Down
   return std::move(transfer.body);
 }
 
-// Writes `bytes` to dir/file through a temporary file in `dir` renamed into place, so that the
-// file is either absent or whole.
+// Writes `bytes` to dir/file as every output is written (io::OutputFile): through a temporary
+// file beside it, dir/file.gat-<pid>-XXXXXX.tmp, renamed into place, so that the file is either
+// absent or whole. One that a killed download left is removed by the next fetch (below).
 void write_atomically(const std::string& dir, const std::string& file, const std::string& bytes) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
   GAT_CHECK(!ec, "cannot create the data folder ", dir, ": ", ec.message());
-  const std::string path = (fs::path(dir) / file).string();
-  std::string temp = (fs::path(dir) / ("." + file + ".XXXXXX")).string();
-  const int fd = mkstemp(temp.data());
-  GAT_CHECK(fd >= 0, "cannot write ", path, ": creating a temporary file in ", dir,
-            " failed: ", std::strerror(errno));
-  // mkstemp makes the file 0600; a downloaded dataset is public data, readable by all.
-  bool ok = ::fchmod(fd, 0644) == 0;
-  int error = ok ? 0 : errno;
-  for (size_t done = 0; ok && done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ok = false;
-      error = n < 0 ? errno : EIO;
-    } else {
-      done += static_cast<size_t>(n);
-    }
-  }
-  if (ok && ::fsync(fd) != 0) ok = false, error = errno;
-  if (::close(fd) != 0 && ok) ok = false, error = errno;
-  if (ok && std::rename(temp.c_str(), path.c_str()) != 0) ok = false, error = errno;
-  if (!ok) {
-    ::unlink(temp.c_str());
-    GAT_FAIL("cannot write ", path, ": ", std::strerror(error));
-  }
+  io::OutputFile out((fs::path(dir) / file).string(), "download");
+  out.write(bytes);
+  out.commit();
 }
 
 // The member of ppi.zip (at `zip_path`) that holds `file`: "ppi/<file>" or "<file>", not both.
@@ -353,6 +332,14 @@ std::string download_archive(const std::string& url, const std::string& dir, con
 
 #endif  // GAT_WITH_DOWNLOAD
 
+// Removes what a download of dir/file killed before its rename left (io::remove_stale_temporaries:
+// only temporaries whose process is gone, so a download running in another process keeps its own).
+// Done for every file a fetch looks at, present or not: the file may have been put there by hand
+// since.
+void remove_stale_downloads(const std::string& dir, const std::string& file) {
+  io::remove_stale_temporaries((std::filesystem::path(dir) / file).string());
+}
+
 // $variable as a number of seconds in [1, 86400], or `fallback` when it is unset or empty.
 long seconds_from_environment(const char* variable, long fallback) {
   const char* env = std::getenv(variable);
@@ -384,6 +371,7 @@ void fetch_planetoid(const std::string& name, const std::string& dir, const Down
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.deadline_s);
   for (const char* part : kPlanetoidParts) {
     const std::string file = "ind." + name + "." + part;
+    remove_stale_downloads(dir, file);
     // Anything there, even a dangling link or an unreadable file, is the file: the loader says
     // what is wrong with it.
     if (io::path_exists((fs::path(dir) / file).string())) continue;
@@ -413,9 +401,12 @@ void fetch_ppi(const std::string& dir, const DownloadOptions& options, const Exp
   namespace fs = std::filesystem;
   check_is_folder(dir, "PPI");
   std::vector<std::string> missing;
-  for (const std::string& file : ppi_raw_files())
+  remove_stale_downloads(dir, kPpiZipName);
+  for (const std::string& file : ppi_raw_files()) {
+    remove_stale_downloads(dir, file);
     // Anything there is the file, as for Planetoid: the loader says what is wrong with it.
     if (!io::path_exists((fs::path(dir) / file).string())) missing.push_back(file);
+  }
   if (missing.empty()) return;
   const std::string by_hand = ppi_by_hand(missing, options.ppi_url, dir);
 #if GAT_WITH_DOWNLOAD
