@@ -308,6 +308,8 @@ Safetensors parse_safetensors_from(uint64_t size, const ReadAt& read, const std:
     header = gat::detail::parse_json_unique_keys(header_text, duplicate);
   } catch (const nlohmann::json::exception& e) {
     GAT_FAIL("safetensors: ", path, ": bad JSON header: ", e.what());
+  } catch (const gat::detail::JsonTooDeep& e) {
+    GAT_FAIL("safetensors: ", path, ": bad JSON header: ", e.what());
   }
   GAT_CHECK(duplicate.empty(), "safetensors: ", path, ": the header holds the key ", quote(duplicate),
             " twice in one object (which value is meant cannot be told)");
@@ -660,8 +662,10 @@ namespace gat::detail {
 nlohmann::json parse_json_unique_keys(const std::string& text, std::string& duplicate) {
   duplicate.clear();
   std::vector<std::set<std::string>> open_objects;  // the keys seen so far in each enclosing object
-  auto no_duplicate_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+  auto no_duplicate_keys = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using Event = nlohmann::json::parse_event_t;
+    if ((event == Event::object_start || event == Event::array_start) && depth >= kMaxJsonDepth)
+      throw JsonTooDeep(concat("arrays and objects nested more than ", kMaxJsonDepth, " deep"));
     if (event == Event::object_start) open_objects.emplace_back();
     if (event == Event::object_end) open_objects.pop_back();
     if (event == Event::key && !open_objects.back().insert(parsed.get<std::string>()).second &&
