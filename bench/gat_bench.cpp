@@ -38,10 +38,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -54,6 +56,7 @@
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
 #include "gat/framework/graph.h"
+#include "gat/framework/io.h"
 #include "gat/framework/neighbor_sampler.h"
 #include "gat/framework/ops/attention/csr_softmax_aggregate.h"
 #include "gat/framework/ops/block_graph.h"
@@ -79,11 +82,18 @@ Graph read_graph(const std::string& path) {
   int64_t n = 0, e = 0;
   in.read(reinterpret_cast<char*>(&n), 8);
   in.read(reinterpret_cast<char*>(&e), 8);
-  GAT_CHECK(in && n >= 0 && e >= 0, "gat_bench: ", path, ": bad header");
+  // int32 row_ptr and col_idx: at most 2^31 - 1 nodes and edges (a bigger count asked for a
+  // vector of 2^61 entries, whose error named no file).
+  constexpr int64_t kMaxCount = std::numeric_limits<int32_t>::max();
+  GAT_CHECK(in && n >= 0 && e >= 0 && n <= kMaxCount && e <= kMaxCount, "gat_bench: ", path, ": bad header (",
+            n, " nodes, ", e, " edges; each count in [0, ", kMaxCount, "])");
   std::vector<int32_t> row_ptr(static_cast<size_t>(n) + 1), col_idx(static_cast<size_t>(e));
   in.read(reinterpret_cast<char*>(row_ptr.data()), static_cast<std::streamsize>(row_ptr.size() * 4));
   in.read(reinterpret_cast<char*>(col_idx.data()), static_cast<std::streamsize>(col_idx.size() * 4));
   GAT_CHECK(in, "gat_bench: ", path, ": truncated (", n, " nodes, ", e, " edges announced)");
+  // Bytes past the announced arrays: not this format (/dev/zero read as an empty graph, exit 0).
+  GAT_CHECK(in.peek() == std::ifstream::traits_type::eof(), "gat_bench: ", path, ": bytes after the ", n,
+            " nodes and ", e, " edges announced (not a graph file of this format)");
   return Graph::from_csr(std::move(row_ptr), std::move(col_idx));
 }
 
@@ -294,30 +304,29 @@ nlohmann::json bench_train(const std::string& dataset, const std::string& data_d
 }
 
 // The raw bytes of a host tensor to DIR/name.
-void write_raw(const std::string& dir, const std::string& name, const Tensor& t) {
-  const std::string path = dir + "/" + name;
-  std::ofstream out(path, std::ios::binary);
-  GAT_CHECK(out, "gat_bench: cannot write ", path);
-  out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
-  GAT_CHECK(out, "gat_bench: writing ", path, " failed");
+// Each file is written as gat_train writes its outputs (io::OutputFile): never through a link
+// or into a device or FIFO, whole or not at all (std::ofstream wrote through a link planted in
+// DIR, and a full disk's failed flush at its close went unchecked).
+void write_raw(const std::string& dir, const std::string& name, const std::vector<const Tensor*>& tensors,
+               const std::string& header = "") {
+  io::OutputFile out(dir + "/" + name, "gat_bench --write");
+  out.write(header);
+  for (const Tensor* t : tensors) out.write(t->raw_data(), t->nbytes());
+  out.commit();
 }
 
 // The dataset as bench/neighbor_sampling.py reads it (the graph as read_graph reads it).
 void write_dataset(const Dataset& data, const std::string& dir) {
   const int64_t n = data.graph.num_nodes(), e = data.graph.num_edges();
-  const std::string graph_path = dir + "/graph.bin";
-  std::ofstream out(graph_path, std::ios::binary);
-  GAT_CHECK(out, "gat_bench: cannot write ", graph_path);
-  out.write(reinterpret_cast<const char*>(&n), 8);  // int64 N, int64 E (little-endian hosts)
-  out.write(reinterpret_cast<const char*>(&e), 8);
-  for (const Tensor* t : {&data.graph.row_ptr(), &data.graph.edge_src()})
-    out.write(static_cast<const char*>(t->raw_data()), static_cast<std::streamsize>(t->nbytes()));
-  GAT_CHECK(out, "gat_bench: writing ", graph_path, " failed");
-  write_raw(dir, "x.bin", data.x);
-  write_raw(dir, "y.bin", data.y);
-  write_raw(dir, "train.bin", data.train_index);
-  write_raw(dir, "val.bin", data.val_index);
-  write_raw(dir, "test.bin", data.test_index);
+  std::string header(16, '\0');  // int64 N, int64 E (little-endian hosts)
+  std::memcpy(header.data(), &n, 8);
+  std::memcpy(header.data() + 8, &e, 8);
+  write_raw(dir, "graph.bin", {&data.graph.row_ptr(), &data.graph.edge_src()}, header);
+  write_raw(dir, "x.bin", {&data.x});
+  write_raw(dir, "y.bin", {&data.y});
+  write_raw(dir, "train.bin", {&data.train_index});
+  write_raw(dir, "val.bin", {&data.val_index});
+  write_raw(dir, "test.bin", {&data.test_index});
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -473,20 +482,27 @@ int main(int argc, char** argv) {
   bool self_loops = false;
   auto* kernel = app.add_subcommand("kernel", "csr_softmax_aggregate forward and backward");
   kernel->add_option("--graph", graph_path, "graph file")->required();
-  kernel->add_option("--heads", heads);
-  kernel->add_option("--features", features);
+  // Sizes are checked here, as gat_train's flags are: --batch-size 0 divided by zero (SIGFPE),
+  // --heads 0 timed an empty tensor with exit status 0.
+  const auto heads_range = CLI::Range(GATConfig::kHeadsRange.lo, GATConfig::kHeadsRange.hi);
+  const auto size_range = CLI::Range(int64_t{1}, int64_t{std::numeric_limits<int32_t>::max()});
+  const auto batch_range =
+      CLI::Range(NeighborLoaderOptions::kBatchSizeRange.lo, NeighborLoaderOptions::kBatchSizeRange.hi);
+  kernel->add_option("--heads", heads)->check(heads_range);
+  kernel->add_option("--features", features)->check(size_range);
   kernel->add_option("--op", kernel_op, "scores: csr_softmax_aggregate; gat: gat_attention_aggregate")
       ->check(CLI::IsMember({"scores", "gat"}));
   auto* gatconv = app.add_subcommand("gatconv", "one GATConv forward + backward");
   auto* gatv2conv = app.add_subcommand("gatv2conv", "one GATv2Conv forward + backward");
   for (auto* sub : {gatconv, gatv2conv}) {
     sub->add_option("--graph", graph_path, "graph file")->required();
-    sub->add_option("--in", in_channels);
-    sub->add_option("--heads", heads);
-    sub->add_option("--out", out_channels);
+    sub->add_option("--in", in_channels)->check(size_range);
+    sub->add_option("--heads", heads)->check(heads_range);
+    sub->add_option("--out", out_channels)->check(size_range);
     sub->add_flag("--self-loops", self_loops);
   }
-  gatconv->add_option("--edge-dim", edge_dim);
+  gatconv->add_option("--edge-dim", edge_dim)
+      ->check(CLI::Range(GATConfig::kEdgeDimRange.lo, GATConfig::kEdgeDimRange.hi));
   auto* train = app.add_subcommand("train", "training step and 200 epochs on a dataset");
   train->add_option("--dataset", dataset);
   train->add_option("--data-dir", data_dir);
@@ -511,17 +527,27 @@ int main(int argc, char** argv) {
                    "the generator's share of edges drawn inside a class")
       ->capture_default_str();
   sampled->add_option("--seed", sampled_bench.seed);
-  sampled->add_option("--fanouts", sampled_bench.loader.fanouts)->delimiter(',');
-  sampled->add_option("--batch-size", sampled_bench.loader.batch_size);
+  sampled->add_option("--fanouts", sampled_bench.loader.fanouts)
+      ->delimiter(',')
+      ->check(CLI::Range(NeighborSamplerOptions::kFanoutRange.lo, NeighborSamplerOptions::kFanoutRange.hi));
+  sampled->add_option("--batch-size", sampled_bench.loader.batch_size)->check(batch_range);
   sampled->add_option("--sample-on", sample_on)->check(CLI::IsMember({"cpu", "device"}));
   sampled->add_option("--gather-on", gather_on)->check(CLI::IsMember({"cpu", "device"}));
   sampled->add_option("--write", sampled_bench.write_dir, "write the dataset here for PyG");
   sampled->add_flag("!--no-eval", sampled_bench.evaluate, "skip the layer-wise inference after the epoch");
-  sampled->add_option("--inference-batch-size", sampled_bench.inference_batch_size,
-                      "destinations per chunk of the layer-wise inference");
+  sampled
+      ->add_option("--inference-batch-size", sampled_bench.inference_batch_size,
+                   "destinations per chunk of the layer-wise inference")
+      ->check(batch_range);
   for (auto* sub : {kernel, gatconv, gatv2conv, train, sampled})
     sub->add_option("--device", device_flag)->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   CLI11_PARSE(app, argc, argv);
+  if (*sampled && static_cast<int64_t>(sampled_bench.loader.fanouts.size()) != GAT::kLayers) {
+    // (one fanout made "GAT::forward: 1 blocks for 2 layers" after the graph was generated)
+    std::fprintf(stderr, "gat_bench: --fanouts: %zu fanouts, the model has %lld layers (one each)\n",
+                 sampled_bench.loader.fanouts.size(), static_cast<long long>(GAT::kLayers));
+    return 2;
+  }
   if (const std::string why = process::unfit_environment(); !why.empty()) {
     std::fprintf(stderr, "gat_bench: %s\n", why.c_str());
     return 1;

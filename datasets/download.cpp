@@ -30,6 +30,19 @@ namespace gat {
 
 namespace {
 
+// `url` as messages and progress lines show it: a password in it ("https://user:secret@host/")
+// replaced by ***, as curl -v does (it went to the terminal and to logs in every error).
+std::string shown_url(const std::string& url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  const size_t host = scheme + 3, path = url.find('/', host);
+  const size_t at = url.rfind('@', path == std::string::npos ? std::string::npos : path);
+  if (at == std::string::npos || at < host) return url;
+  const size_t colon = url.find(':', host);
+  if (colon == std::string::npos || colon > at) return url;  // a user name alone is no secret
+  return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
 // What to do when a Planetoid file cannot be had, appended to every error of fetch_planetoid.
 std::string by_hand(const std::string& file, const std::string& url, const std::string& dir) {
   const std::string base = url.substr(0, url.size() - file.size());
@@ -37,7 +50,7 @@ std::string by_hand(const std::string& file, const std::string& url, const std::
   std::string parts;
   for (const char* part : kPlanetoidParts) parts += (parts.empty() ? "" : ",") + std::string(part);
   return detail::concat(".\n  ", file, " is missing from ", dir, ". To get the data by hand, download ", stem,
-                        "{", parts, "} from ", base,
+                        "{", parts, "} from ", shown_url(base),
                         " into that folder, or point --data-dir (or GAT_DATA_DIR) at a folder that ",
                         "holds them.");
 }
@@ -48,7 +61,8 @@ std::string ppi_by_hand(const std::vector<std::string>& missing, const std::stri
   const std::string more =
       missing.size() > 1 ? detail::concat(" and ", missing.size() - 1, " more of PPI's files are") : " is";
   return detail::concat(
-      ".\n  ", missing.front(), more, " missing from ", dir, ". To get PPI by hand, download ", url,
+      ".\n  ", missing.front(), more, " missing from ", dir, ". To get PPI by hand, download ",
+      shown_url(url),
       " into that folder (it is verified and extracted there), or unzip it and put its files ",
       "{train,valid,test}_{graph.json,feats.npy,labels.npy,graph_id.npy} there, or point ",
       "--data-dir (or GAT_DATA_DIR) at a folder that holds them.");
@@ -240,51 +254,31 @@ std::string download(const std::string& file, const std::string& url, const Down
   const CURLcode code = curl_easy_perform(curl);
   curl_easy_cleanup(curl);
   if (transfer.too_large)
-    GAT_FAIL("cannot download ", file, " from ", url, ": the server sent more than ",
+    GAT_FAIL("cannot download ", file, " from ", shown_url(url), ": the server sent more than ",
              human_bytes(static_cast<double>(options.max_bytes)), by_hand);
   if (transfer.overdue)
-    GAT_FAIL("cannot download ", file, " from ", url, ": the downloads took more than ", options.deadline_s,
-             " s in all (GAT_DOWNLOAD_DEADLINE sets the limit)", by_hand);
+    GAT_FAIL("cannot download ", file, " from ", shown_url(url), ": the downloads took more than ",
+             options.deadline_s, " s in all (GAT_DOWNLOAD_DEADLINE sets the limit)", by_hand);
   if (transfer.stalled || code == CURLE_OPERATION_TIMEDOUT)
-    GAT_FAIL("cannot download ", file, " from ", url, ": ", transfer.stalled ? "no data" : "no connection",
-             " for ", options.timeout_s, " s (GAT_DOWNLOAD_TIMEOUT sets the limit)", by_hand);
-  GAT_CHECK(code == CURLE_OK, "cannot download ", file, " from ", url, ": ",
+    GAT_FAIL("cannot download ", file, " from ", shown_url(url), ": ",
+             transfer.stalled ? "no data" : "no connection", " for ", options.timeout_s,
+             " s (GAT_DOWNLOAD_TIMEOUT sets the limit)", by_hand);
+  GAT_CHECK(code == CURLE_OK, "cannot download ", file, " from ", shown_url(url), ": ",
             *error ? error : curl_easy_strerror(code), by_hand);
   return std::move(transfer.body);
 }
 
-// Writes `bytes` to dir/file through a temporary file in `dir` renamed into place, so that the
-// file is either absent or whole.
+// Writes `bytes` to dir/file as every output is written (io::OutputFile): through a temporary
+// file beside it, dir/file.gat-<pid>-XXXXXX.tmp, renamed into place, so that the file is either
+// absent or whole. One that a killed download left is removed by the next fetch (below).
 void write_atomically(const std::string& dir, const std::string& file, const std::string& bytes) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
   GAT_CHECK(!ec, "cannot create the data folder ", dir, ": ", ec.message());
-  const std::string path = (fs::path(dir) / file).string();
-  std::string temp = (fs::path(dir) / ("." + file + ".XXXXXX")).string();
-  const int fd = mkstemp(temp.data());
-  GAT_CHECK(fd >= 0, "cannot write ", path, ": creating a temporary file in ", dir,
-            " failed: ", std::strerror(errno));
-  // mkstemp makes the file 0600; a downloaded dataset is public data, readable by all.
-  bool ok = ::fchmod(fd, 0644) == 0;
-  int error = ok ? 0 : errno;
-  for (size_t done = 0; ok && done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ok = false;
-      error = n < 0 ? errno : EIO;
-    } else {
-      done += static_cast<size_t>(n);
-    }
-  }
-  if (ok && ::fsync(fd) != 0) ok = false, error = errno;
-  if (::close(fd) != 0 && ok) ok = false, error = errno;
-  if (ok && std::rename(temp.c_str(), path.c_str()) != 0) ok = false, error = errno;
-  if (!ok) {
-    ::unlink(temp.c_str());
-    GAT_FAIL("cannot write ", path, ": ", std::strerror(error));
-  }
+  io::OutputFile out((fs::path(dir) / file).string(), "download");
+  out.write(bytes);
+  out.commit();
 }
 
 // The member of ppi.zip (at `zip_path`) that holds `file`: "ppi/<file>" or "<file>", not both.
@@ -322,11 +316,11 @@ std::string download_archive(const std::string& url, const std::string& dir, con
   DownloadOptions bounded = options;
   bounded.max_bytes = archive.bytes;  // a server that sends more is refused as soon as it does
   const auto deadline = Clock::now() + std::chrono::seconds(options.deadline_s);
-  progress::line(detail::concat("download: ", url, " into ", dir));
+  progress::line(detail::concat("download: ", shown_url(url), " into ", dir));
   std::string bytes = download(kPpiZipName, url, bounded, deadline, by_hand);
   const std::string got = sha256_hex(bytes);
   GAT_CHECK(static_cast<int64_t>(bytes.size()) == archive.bytes && got == archive.sha256, "cannot download ",
-            kPpiZipName, " from ", url, ": ",
+            kPpiZipName, " from ", shown_url(url), ": ",
             static_cast<int64_t>(bytes.size()) != archive.bytes
                 ? detail::concat(bytes.size(), " bytes, expected ", archive.bytes)
                 : detail::concat("its SHA-256 is ", got, ", expected ", archive.sha256),
@@ -337,6 +331,14 @@ std::string download_archive(const std::string& url, const std::string& dir, con
 }
 
 #endif  // GAT_WITH_DOWNLOAD
+
+// Removes what a download of dir/file killed before its rename left (io::remove_stale_temporaries:
+// only temporaries whose process is gone, so a download running in another process keeps its own).
+// Done for every file a fetch looks at, present or not: the file may have been put there by hand
+// since.
+void remove_stale_downloads(const std::string& dir, const std::string& file) {
+  io::remove_stale_temporaries((std::filesystem::path(dir) / file).string());
+}
 
 // $variable as a number of seconds in [1, 86400], or `fallback` when it is unset or empty.
 long seconds_from_environment(const char* variable, long fallback) {
@@ -369,16 +371,17 @@ void fetch_planetoid(const std::string& name, const std::string& dir, const Down
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.deadline_s);
   for (const char* part : kPlanetoidParts) {
     const std::string file = "ind." + name + "." + part;
+    remove_stale_downloads(dir, file);
     // Anything there, even a dangling link or an unreadable file, is the file: the loader says
     // what is wrong with it.
     if (io::path_exists((fs::path(dir) / file).string())) continue;
 #if GAT_WITH_DOWNLOAD
     const Digest& expected = digest_of(file);
     const std::string url = base + "/" + file;
-    progress::line(detail::concat("download: ", url, " into ", dir));
+    progress::line(detail::concat("download: ", shown_url(url), " into ", dir));
     const std::string bytes = download(file, url, options, deadline, by_hand(file, url, dir));
     const std::string got = digest_hex(expected, bytes);
-    GAT_CHECK(got == expected.hex, "cannot download ", file, " from ", url, ": its ",
+    GAT_CHECK(got == expected.hex, "cannot download ", file, " from ", shown_url(url), ": its ",
               kind_name(expected.kind), " is ", got, ", expected ", expected.hex, " (", bytes.size(),
               " bytes, corrupted or not the Planetoid file; ", "nothing was written)",
               by_hand(file, url, dir));
@@ -398,9 +401,12 @@ void fetch_ppi(const std::string& dir, const DownloadOptions& options, const Exp
   namespace fs = std::filesystem;
   check_is_folder(dir, "PPI");
   std::vector<std::string> missing;
-  for (const std::string& file : ppi_raw_files())
+  remove_stale_downloads(dir, kPpiZipName);
+  for (const std::string& file : ppi_raw_files()) {
+    remove_stale_downloads(dir, file);
     // Anything there is the file, as for Planetoid: the loader says what is wrong with it.
     if (!io::path_exists((fs::path(dir) / file).string())) missing.push_back(file);
+  }
   if (missing.empty()) return;
   const std::string by_hand = ppi_by_hand(missing, options.ppi_url, dir);
 #if GAT_WITH_DOWNLOAD

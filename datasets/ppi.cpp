@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "gat/datasets/npy.h"
@@ -28,6 +29,9 @@ int64_t integer_field(const nlohmann::json& object, const char* key, const std::
   GAT_CHECK(it != object.end(), path, ": ", where, " has no \"", key, "\"");
   GAT_CHECK(it->is_number_integer(), path, ": ", where, "'s \"", key, "\" is ", quote(it->dump()),
             ", not an integer");
+  // get<int64_t> wraps an unsigned value past INT64_MAX: 2^64 - 1 was reported as the id -1.
+  GAT_CHECK(!it->is_number_unsigned() || it->get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()},
+            path, ": ", where, "'s \"", key, "\" is ", it->get<uint64_t>(), ", beyond a 64-bit integer");
   return it->get<int64_t>();
 }
 
@@ -39,6 +43,8 @@ Links read_links(const std::string& path, int64_t num_nodes) {
     graph = detail::parse_json_unique_keys(io::read_regular_file(path), duplicate);
   } catch (const nlohmann::json::exception& e) {
     GAT_FAIL(path, ": not valid JSON (", e.what(), ")");
+  } catch (const detail::JsonTooDeep& e) {
+    GAT_FAIL(path, ": not node-link data (", e.what(), ")");
   }
   GAT_CHECK(duplicate.empty(), path, ": the key ", quote(duplicate),
             " is given twice in one object (which value is meant cannot be told)");
@@ -104,6 +110,13 @@ std::vector<GraphData> load_split(const std::string& dir, const std::string& spl
   data.num_features = feats.shape[1];
   data.num_labels = labels.shape[1];
   const std::vector<double> x = feats.values(), y = labels.values(), graph_of = ids.values();
+  // values() is exact below 2^53 only: ids 2^53 and 2^53 + 1 both read as 2^53, and two graphs
+  // became one.
+  constexpr double kExactIds = 9007199254740992.0;  // 2^53
+  for (size_t i = 0; i < graph_of.size(); ++i)
+    GAT_CHECK(std::abs(graph_of[i]) < kExactIds, ids_path, ": row ", i, " has graph id ",
+              std::to_string(graph_of[i]).substr(0, std::to_string(graph_of[i]).find('.')),
+              ", beyond the ids (below 2^53 in magnitude) that can be told apart");
   for (size_t k = 0; k < x.size(); ++k)
     GAT_CHECK(std::isfinite(static_cast<float>(x[k])), feats_path, ": feature [",
               k / static_cast<size_t>(feats.shape[1]), ", ", k % static_cast<size_t>(feats.shape[1]),

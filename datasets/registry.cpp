@@ -109,6 +109,19 @@ bool bare_built_in_name(const std::string& name) {
   return name.find('/') == std::string::npos && (is_planetoid_name(key) || key.rfind("synthetic:", 0) == 0);
 }
 
+// Refuses a bare built-in name (`built_in`: a Planetoid name, ppi, a synthetic spec) that is also
+// the folder ./name here (`folder`): which one is meant cannot be guessed, unless the built-in
+// dataset reads a data folder (`has_data_folder`) and one is given, by --data-dir or by
+// GAT_DATA_DIR (its default) alike.
+void check_not_shadowed(const std::string& name, bool folder, bool has_data_folder,
+                        const std::string& data_dir) {
+  const bool data_dir_given = !data_dir.empty() || data_dir_from_env().has_value();
+  GAT_CHECK(
+      !folder || (has_data_folder && data_dir_given), "load_dataset: '", name,
+      "' names both a built-in dataset and the folder ./", name, " here: write ./", name, " for the folder",
+      has_data_folder ? ", or give the built-in dataset's data folder (--data-dir or GAT_DATA_DIR)" : "");
+}
+
 }  // namespace
 
 bool is_multigraph_dataset(const std::string& name) {
@@ -118,7 +131,10 @@ bool is_multigraph_dataset(const std::string& name) {
 
 MultiGraphDataset load_multigraph_dataset(const std::string& name, const std::string& data_dir) {
   const std::string key = lower(name);
-  if (key.rfind("synthetic-ppi:", 0) == 0) return load_synthetic_ppi(name);
+  const bool synthetic = key.rfind("synthetic-ppi:", 0) == 0;
+  if ((synthetic || key == "ppi") && name.find('/') == std::string::npos)  // (./ppi was never read)
+    check_not_shadowed(name, io::is_directory(name), !synthetic, data_dir);
+  if (synthetic) return load_synthetic_ppi(name);
   if (key == "ppi") {
     const std::string dir = data_dir.empty() ? default_data_dir("ppi") : data_dir;
     fetch_ppi(dir);
@@ -143,13 +159,7 @@ Dataset load_dataset(const std::string& name, const std::string& data_dir) {
   const bool exists = io::path_exists(name);  // a permission error says so here
   const bool folder = exists && io::is_directory(name);
   if (bare_built_in_name(name)) {
-    // A folder of the same name here: which one is meant cannot be guessed, unless a data folder
-    // for the built-in one is given, by --data-dir or by GAT_DATA_DIR (its default) alike.
-    const bool data_dir_given = !data_dir.empty() || data_dir_from_env().has_value();
-    GAT_CHECK(!folder || (planetoid && data_dir_given), "load_dataset: '", name,
-              "' names both a built-in dataset and the folder ./", name, " here: write ./", name,
-              " for the folder",
-              planetoid ? ", or give the built-in dataset's data folder (--data-dir or GAT_DATA_DIR)" : "");
+    check_not_shadowed(name, folder, planetoid, data_dir);
     if (!planetoid) return load_synthetic(name);
     const std::string dir = data_dir.empty() ? default_data_dir() : data_dir;
     fetch_planetoid(key, dir);

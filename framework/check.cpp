@@ -11,20 +11,9 @@ namespace gat {
 namespace detail {
 
 void fail(const char* file, int line, const std::string& raw) {
-  const std::string message = cut_long_words(raw);
+  const std::string message = cut_long_words(raw);  // control bytes escaped there
   const size_t kept = std::min(message.size(), kMaxMessageBytes);
-  std::string text;
-  text.reserve(kept);
-  for (const char c : std::string_view(message).substr(0, kept)) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 || c == '\n' || c == '\t') {
-      text += c;
-    } else {
-      char escaped[5];
-      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
-      text += escaped;
-    }
-  }
+  std::string text = message.substr(0, kept);
   if (kept < message.size()) text += concat("... (a message of ", message.size(), " bytes, cut)");
   const char* base = std::strrchr(file, '/');
   throw Error(concat(text, " [", base ? base + 1 : file, ":", line, "]"));
@@ -32,8 +21,32 @@ void fail(const char* file, int line, const std::string& raw) {
 
 }  // namespace detail
 
-std::string cut_long_words(std::string_view text) {
+namespace {
+
+// `text` with its control bytes but newline and tab written \xNN: a name or value that holds
+// ESC or CR cannot move the cursor or rewrite the terminal that shows the message.
+std::string escape_controls(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte >= 0x20 && byte != 0x7f) || c == '\n' || c == '\t') {
+      out += c;
+    } else {
+      char escaped[5];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out += escaped;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string cut_long_words(std::string_view raw) {
   auto inside_character = [](char c) { return (static_cast<unsigned char>(c) & 0xc0) == 0x80; };
+  const std::string escaped = escape_controls(raw);
+  const std::string_view text = escaped;
   std::string out;
   for (size_t at = 0; at <= text.size();) {
     const size_t end = std::min(text.find(' ', at), text.size());

@@ -145,9 +145,19 @@ std::string file_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// What a temporary file's name starts with for an output named `base`: `base`, cut to a length
+// that leaves room for ".gat-<pid>-XXXXXX.tmp" within NAME_MAX (255 bytes). A legal name of 250
+// bytes made a temporary name of 270, and its output was refused as "File name too long".
+std::string temporary_stem(const std::string& base) {
+  constexpr size_t kNameMax = 255, kPidDigits = 10, kRandom = 7;  // "-XXXXXX"
+  const size_t room = kNameMax - std::string(kTemporaryInfix).size() - kPidDigits - kRandom -
+                      std::string(kTemporarySuffix).size();
+  return base.size() <= room ? base : base.substr(0, room);
+}
+
 // The pid in `name` when it names a temporary file of `base` (base.gat-<pid>-XXXXXX.tmp), else 0.
 pid_t temporary_owner(const std::string& name, const std::string& base) {
-  const std::string prefix = base + kTemporaryInfix;
+  const std::string prefix = temporary_stem(base) + kTemporaryInfix;
   const size_t suffix = std::string(kTemporarySuffix).size(), random = 6;
   if (name.size() < prefix.size() + 2 + random + suffix || name.compare(0, prefix.size(), prefix) != 0 ||
       name.compare(name.size() - suffix, suffix, kTemporarySuffix) != 0)
@@ -169,7 +179,9 @@ bool process_runs(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 // mkstemps' template for a temporary file of `path`: PATH.gat-<pid>-XXXXXX.tmp.
 std::string temporary_template(const std::string& path) {
-  return path + kTemporaryInfix + std::to_string(::getpid()) + "-XXXXXX" + kTemporarySuffix;
+  const std::string base = file_name(path);
+  return path.substr(0, path.size() - base.size()) + temporary_stem(base) + kTemporaryInfix +
+         std::to_string(::getpid()) + "-XXXXXX" + kTemporarySuffix;
 }
 
 int make_temporary(std::string& name) {
@@ -295,6 +307,8 @@ Safetensors parse_safetensors_from(uint64_t size, const ReadAt& read, const std:
   try {
     header = gat::detail::parse_json_unique_keys(header_text, duplicate);
   } catch (const nlohmann::json::exception& e) {
+    GAT_FAIL("safetensors: ", path, ": bad JSON header: ", e.what());
+  } catch (const gat::detail::JsonTooDeep& e) {
     GAT_FAIL("safetensors: ", path, ": bad JSON header: ", e.what());
   }
   GAT_CHECK(duplicate.empty(), "safetensors: ", path, ": the header holds the key ", quote(duplicate),
@@ -520,10 +534,14 @@ const std::string& MetadataReader::text(const std::string& key) const {
 
 namespace {
 
+// A JSON number, exactly: JSON's parser also takes white space around it (" 3"), which
+// metadata_number never writes and '+3' (refused) shows is not meant.
 nlohmann::json parse_number(const std::string& text, const std::string& where, const std::string& key) {
   nlohmann::json v;
+  const bool bare = !text.empty() && !std::isspace(static_cast<unsigned char>(text.front())) &&
+                    !std::isspace(static_cast<unsigned char>(text.back()));
   try {
-    v = nlohmann::json::parse(text);
+    if (bare) v = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception&) {
   }
   GAT_CHECK(v.is_number(), where, ": metadata ", quote(key), " = ", quote(text), " is not a number");
@@ -644,8 +662,10 @@ namespace gat::detail {
 nlohmann::json parse_json_unique_keys(const std::string& text, std::string& duplicate) {
   duplicate.clear();
   std::vector<std::set<std::string>> open_objects;  // the keys seen so far in each enclosing object
-  auto no_duplicate_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+  auto no_duplicate_keys = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using Event = nlohmann::json::parse_event_t;
+    if ((event == Event::object_start || event == Event::array_start) && depth >= kMaxJsonDepth)
+      throw JsonTooDeep(concat("arrays and objects nested more than ", kMaxJsonDepth, " deep"));
     if (event == Event::object_start) open_objects.emplace_back();
     if (event == Event::object_end) open_objects.pop_back();
     if (event == Event::key && !open_objects.back().insert(parsed.get<std::string>()).second &&

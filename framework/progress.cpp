@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cstdio>
 
+#include "gat/framework/quote.h"
+
 namespace gat::progress {
 
 namespace {
@@ -24,7 +26,7 @@ double elapsed_seconds() { return seconds_between(kProgramStart, Clock::now()); 
 
 void line(const std::string& text) {
   if (!on) return;
-  std::fprintf(stderr, "[%8.2f s] %s\n", elapsed_seconds(), text.c_str());
+  std::fprintf(stderr, "[%8.2f s] %s\n", elapsed_seconds(), cut_long_words(text).c_str());
 }
 
 Stage::Stage(std::string what, int64_t work) : what_(std::move(what)), work_(work), start_(Clock::now()) {}

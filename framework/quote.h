@@ -24,9 +24,10 @@ inline constexpr size_t kMaxWordBytes = 256;
 inline constexpr size_t kMaxMessageBytes = 16384;
 }  // namespace detail
 
-// `text` with every word longer than detail::kMaxWordBytes cut so (never inside a UTF-8
-// character). The programs pass what other libraries throw (std::filesystem's errors name
-// paths) through it too.
+// `text` with its control bytes (but newline and tab) written \xNN, and every word longer than
+// detail::kMaxWordBytes cut so (never inside a UTF-8 character). The programs pass what other
+// libraries throw (std::filesystem's errors name paths, CLI11's quote flag values) through it
+// too, and progress lines (a download's URL).
 std::string cut_long_words(std::string_view text);
 
 }  // namespace gat

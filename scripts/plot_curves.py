@@ -14,18 +14,56 @@ import sys
 from collections import defaultdict
 
 
+# The fields plot() draws, each a number (null: a non-finite value, a gap in the curve).
+FIELDS = ("loss", "val_loss", "train_acc", "val_acc", "test_acc")
+
+
+def _integer(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_record(record):
+    """Raises ValueError unless `record` is one of gat_train's epoch lines."""
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    for key in ("run", "epoch"):
+        if key not in record:
+            raise ValueError("no %r" % key)
+        if not _integer(record[key]) or record[key] < (0 if key == "run" else 1):
+            raise ValueError("%r is %s, not an integer >= %d" % (key, json.dumps(record[key]), key == "epoch"))
+    for key in FIELDS:
+        value = record.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError("%r is %s, not a number" % (key, json.dumps(value)[:60]))
+
+
 def read_log(path):
-    """{run: [epoch record, ...]} from gat_train's JSON lines, epochs in order."""
+    """{run: [epoch record, ...]} from gat_train's JSON lines, epochs in order. A line that is
+    not an epoch record of gat_train (no integer run and epoch, a drawn field not a number), an
+    epoch given twice in one run (two logs joined), or a file that cannot be read as UTF-8 ends
+    the script with a message naming the file and the line."""
     runs = defaultdict(list)
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                runs[int(record["run"])].append(record)
-            except (ValueError, KeyError, TypeError) as e:
-                sys.exit("plot_curves.py: %s:%d: not a gat_train --log line (%s)" % (path, number, e))
+    seen = set()
+    try:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                    _check_record(record)
+                except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
+                    sys.exit("plot_curves.py: %s:%d: not a gat_train --log line (%s)" % (path, number, e))
+                key = (record["run"], record["epoch"])
+                if key in seen:
+                    sys.exit("plot_curves.py: %s:%d: run %d has epoch %d twice (two logs joined?)"
+                             % (path, number, key[0], key[1]))
+                seen.add(key)
+                runs[record["run"]].append(record)
+    except OSError as e:
+        sys.exit("plot_curves.py: cannot read %s: %s" % (path, e.strerror or e))
+    except UnicodeDecodeError as e:
+        sys.exit("plot_curves.py: %s: not UTF-8 text (%s); gat_train writes UTF-8" % (path, e.reason))
     if not runs:
         sys.exit("plot_curves.py: %s: no epochs" % path)
     for records in runs.values():

@@ -147,7 +147,11 @@ TEST(Cli, ModelChoosesTheLayerAndGATv2HasNoValueDropout) {
 TEST(Cli, TheEnvironmentComesInThroughTheProgram) {
   EXPECT_TRUE(cli::cuda_graphs_enabled(nullptr));
   for (const char* on : {"1", "on", "true", ""}) EXPECT_TRUE(cli::cuda_graphs_enabled(on)) << on;
-  for (const char* off : {"0", "off", "false"}) EXPECT_FALSE(cli::cuda_graphs_enabled(off)) << off;
+  for (const char* on : {"ON", "Yes"}) EXPECT_TRUE(cli::cuda_graphs_enabled(on)) << on;
+  for (const char* off : {"0", "off", "false", "OFF", "no"})
+    EXPECT_FALSE(cli::cuda_graphs_enabled(off)) << off;
+  for (const char* bad : {"maybe", "2", " 0"})  // OFF and no left the graphs on, silently
+    EXPECT_THROW(cli::cuda_graphs_enabled(bad), cli::UsageError) << bad;
   cli::Environment env;
   env.cuda_graphs = false;
   EXPECT_FALSE(parse({}, env).train.cuda_graphs);
@@ -274,6 +278,11 @@ TEST(CheckpointMetadata, ReadingValidatesEveryValue) {
       {"hidden", "2305843009213693953", "hidden 2305843009213693953 is outside [1, 65536]"},
       {"heads", "8.5", "'heads' = 8.5 is not a 64-bit integer"},
       {"heads", "\"8\"", "'heads' = '\"8\"' is not a number"},
+      {"heads", " 8", "'heads' = ' 8' is not a number"},
+      {"heads", "8\n", "'heads' = '8\n' is not a number"},
+      {"heads", "+8", "'heads' = '+8' is not a number"},
+      {"negative_slope", "0.2 ", "'negative_slope' = '0.2 ' is not a number"},
+      {"seed", "\t1", "'seed' = '\t1' is not a number"},
       {"output_heads", "99999999999999999999", "output_heads"},
       {"in_features", "-3", "in_features -3 is outside [1, 2147483647]"},
       {"num_classes", "4294967296", "num_classes 4294967296 is outside [1, 2147483647]"},

@@ -140,6 +140,45 @@ class Download(unittest.TestCase):
                             "ind.cora.{x,tx,allx,y,ty,ally,graph,test.index} from " + url + "/",
                             "--data-dir", "GAT_DATA_DIR")
 
+    def plant(self, name, text="a killed download's"):
+        os.makedirs(self.cache, exist_ok=True)
+        with open(os.path.join(self.cache, name), "w") as f:
+            f.write(text)
+
+    def test_stale_temporary_of_a_killed_download_is_removed(self):
+        # A download killed before its rename leaves FILE.gat-<pid>-XXXXXX.tmp; <pid> is gone.
+        self.plant("ind.cora.x.gat-999999999-aB3dE9.tmp")
+        self.plant("ind.cora.x.gat-999999998-Zz0000.tmp")
+        with Server("good") as server:
+            done, _ = self.gat_train(server.url, "--info", "--quiet")
+            self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.cached(), sorted("ind.cora." + p for p in PARTS))
+
+    def test_stale_temporary_beside_a_file_already_there_is_removed(self):
+        # The file was put there by hand after the kill: nothing is downloaded, the leftover still goes.
+        os.makedirs(self.cache)
+        for part in PARTS:
+            os.symlink(os.path.join(CORA, "ind.cora." + part), os.path.join(self.cache, "ind.cora." + part))
+        self.plant("ind.cora.graph.gat-999999999-aB3dE9.tmp")
+        self.plant("unrelated.gat-999999999-aB3dE9.tmp", "not a Cora file's")
+        with Server("good") as server:
+            done, _ = self.gat_train(server.url, "--info", "--quiet")
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertEqual(server.request_count(), 0)
+        self.assertEqual(self.cached(), sorted(["unrelated.gat-999999999-aB3dE9.tmp"] +
+                                               ["ind.cora." + p for p in PARTS]))
+
+    def test_temporary_of_a_download_in_another_process_is_kept(self):
+        # <pid> runs (this test): that download is in progress and its file must stay.
+        live = "ind.cora.x.gat-%d-aB3dE9.tmp" % os.getpid()
+        self.plant(live, "in progress")
+        with Server("good") as server:
+            done, _ = self.gat_train(server.url, "--info", "--quiet")
+            self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.cached(), sorted([live] + ["ind.cora." + p for p in PARTS]))
+        with open(os.path.join(self.cache, live)) as f:
+            self.assertEqual(f.read(), "in progress")
+
     def test_bad_timeout_setting_is_an_error(self):
         done, _ = self.gat_train(closed_port_url(), "--info", timeout_s="soon")
         self.assertEqual(done.returncode, 1)

@@ -60,5 +60,74 @@ class GatBenchGuards(unittest.TestCase):
         self.expect_refusal(r, "gat_bench: writing the output to stdout failed")
 
 
+class GatBenchFlags(unittest.TestCase):
+    """Sizes and files are checked before any work (hostile campaign 6): --batch-size 0 divided by
+    zero (SIGFPE), --heads 0 timed empty tensors with exit status 0, /dev/zero read as an empty graph."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory(prefix="gat_test_bench_")
+        self.graph = os.path.join(self.dir.name, "g.bin")
+        with open(self.graph, "wb") as f:
+            f.write(struct.pack("<qq3ii", 2, 1, 0, 0, 1, 0))
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def refused(self, args, message):
+        r = subprocess.run([BENCH] + args + ["--device", "cpu"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=120)
+        self.assertGreater(r.returncode, 0, r.stderr)  # an exit status, not a signal
+        self.assertIn(message, r.stderr.decode())
+
+    def sampled(self, *extra):
+        return ["sampled", "--nodes", "200", "--degree", "4", "--features", "4", "--classes", "2", "--train", "20",
+                "--val", "20"] + list(extra)
+
+    def test_a_batch_size_of_zero(self):
+        self.refused(self.sampled("--batch-size", "0"), "--batch-size: Value 0 not in range")
+
+    def test_a_negative_batch_size(self):
+        self.refused(self.sampled("--batch-size", "-4"), "--batch-size: Value -4 not in range")
+
+    def test_one_fanout_for_two_layers(self):
+        self.refused(self.sampled("--fanouts", "5"), "--fanouts: 1 fanouts, the model has 2 layers")
+
+    def test_zero_heads(self):
+        self.refused(["kernel", "--graph", self.graph, "--heads", "0"], "--heads: Value 0 not in range")
+
+    def test_bytes_after_the_graph(self):
+        with open(self.graph, "ab") as f:
+            f.write(b"junk")
+        self.refused(["kernel", "--graph", self.graph], "bytes after the 2 nodes and 1 edges announced")
+
+    def test_dev_zero_is_no_graph(self):
+        self.refused(["kernel", "--graph", "/dev/zero"], "/dev/zero: bytes after the 0 nodes and 0 edges announced")
+
+    def test_a_node_count_beyond_int32(self):
+        with open(self.graph, "wb") as f:
+            f.write(struct.pack("<qq", 1 << 61, 0))
+        self.refused(["kernel", "--graph", self.graph], "bad header (2305843009213693952 nodes, 0 edges")
+
+
+class GatBenchWrite(unittest.TestCase):
+    """sampled --write DIR writes its files as gat_train writes outputs: a link planted in DIR is
+    refused, not written through (the file it named was overwritten with the features)."""
+
+    def test_a_link_in_the_folder_is_not_followed(self):
+        with tempfile.TemporaryDirectory(prefix="gat_test_bench_") as top:
+            victim, out = os.path.join(top, "victim"), os.path.join(top, "out")
+            os.mkdir(out)
+            with open(victim, "w") as f:
+                f.write("precious")
+            os.symlink(victim, os.path.join(out, "x.bin"))
+            r = subprocess.run([BENCH, "sampled", "--nodes", "200", "--degree", "4", "--features", "4", "--classes",
+                                "2", "--train", "20", "--val", "20", "--device", "cpu", "--no-eval", "--write", out],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("x.bin is a symbolic link", r.stderr.decode())
+            with open(victim) as f:
+                self.assertEqual(f.read(), "precious")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -863,6 +863,60 @@ std::vector<Case> cases() {
        false, "ulimit -v 2000000;"},
       {"--info with --load evaluates nothing, so it is refused", "--dataset {data} --info --load {dir}/m.safetensors", 2,
        "--load excludes --info"},
+      // Hostile campaign 6
+      {"--checkpoint-every without --checkpoint would be ignored, so it is refused", train + "--checkpoint-every 5",
+       2, "--checkpoint-every 5 without --checkpoint"},
+      {"--checkpoint-every with --resume but no --checkpoint writes nothing, so it is refused",
+       resume + "--epochs 4 --checkpoint-every 2", 2, "--checkpoint-every 2 without --checkpoint", make_run,
+       expect_run_log_kept},
+      {"a GAT_CUDA_GRAPHS that is neither on nor off", train + "--quiet", 1,
+       "GAT_CUDA_GRAPHS='maybe' is not 0, off, false, no", nullptr, nullptr, false, "GAT_CUDA_GRAPHS=maybe"},
+      {"GAT_CUDA_GRAPHS=OFF is off (any case)", train + "--quiet", 0, "", nullptr, nullptr, false,
+       "GAT_CUDA_GRAPHS=OFF"},
+      {"an escape sequence in a flag's value is shown escaped", train + "--device 'cp\x1b[2Ju'", 2,
+       "--device: cp\\x1b[2Ju not in {cpu,cuda,auto}", nullptr,
+       [](const Scratch&, const Outcome& o) { EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err; }},
+      {"an escape sequence in a download URL is shown escaped", "--dataset cora --data-dir {dir}/empty --info", 1,
+       "127.0.0.1:9/\\x1b[2J", nullptr,
+       [](const Scratch&, const Outcome& o) { EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err; }, false,
+       "GAT_DOWNLOAD_TIMEOUT=2 GAT_DATASET_URL=\"$(printf 'http://127.0.0.1:9/\\033[2J')\""},
+      {"a password in the download URL is not shown", "--dataset cora --data-dir {dir}/empty --info", 1,
+       "http://user:***@127.0.0.1:9/", nullptr,
+       [](const Scratch&, const Outcome& o) { EXPECT_EQ(o.err.find("s3cret"), std::string::npos) << o.err; },
+       false, "GAT_DOWNLOAD_TIMEOUT=2 GAT_DATASET_URL=http://user:s3cret@127.0.0.1:9/"},
+      {"a --save name of 250 bytes, legal, is written (its temporary name is cut to fit)",
+       train + "--quiet --save {dir}/" + std::string(250, 's'), 0, "", nullptr,
+       [](const Scratch& s, const Outcome&) {
+         EXPECT_TRUE(fs::is_regular_file(s.root / std::string(250, 's')));
+         expect_no_temporary_files(s, Outcome{});
+       }},
+      {"a folder ./ppi beside --dataset ppi is ambiguous, as ./cora is", "--dataset ppi --info", 1,
+       "'ppi' names both a built-in dataset and the folder ./ppi here: write ./ppi for the folder, or give the "
+       "built-in dataset's data folder",
+       [](const Scratch& s) { fs::create_directories(s.root / "ppi"); }, nullptr, false,
+       "cd {dir} && env -u GAT_DATA_DIR"},
+      {"a folder named like a synthetic-ppi spec is ambiguous", "--dataset synthetic-ppi:3:10:0 --info", 1,
+       "'synthetic-ppi:3:10:0' names both a built-in dataset and the folder ./synthetic-ppi:3:10:0 here",
+       [](const Scratch& s) { fs::create_directories(s.root / "synthetic-ppi:3:10:0"); }, nullptr, false,
+       "cd {dir} &&"},
+      {"resume with --epochs equal to the checkpoint's epoch trains nothing and reports the run",
+       resume + "--epochs 2 --log {dir}/run.jsonl --json", 0, "", make_run,
+       [](const Scratch& s, const Outcome& o) {
+         const std::string log = read_text(s.root / "run.jsonl");
+         EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 2) << log;
+         EXPECT_NE(o.out.find("\"epochs\":[2.0]"), std::string::npos) << o.out;
+       }},
+      {"a UTF-16 file (as Windows saves Unicode text) is named as such", train, 1,
+       "node-feat.csv: UTF-16 text (it starts with the byte order mark FF FE); save it as UTF-8",
+       [](const Scratch& s) {
+         std::string utf16 = "\xff\xfe";
+         for (const char c : read_text(s.data / "node-feat.csv")) utf16 += std::string(1, c) + '\0';
+         s.put("node-feat.csv", utf16);
+       }},
+      {"OMP_NUM_THREADS=0 warns and runs on every core, as PyTorch does", train + "--quiet --json", 0,
+       "OMP_NUM_THREADS", nullptr,
+       [](const Scratch&, const Outcome& o) { EXPECT_NE(o.out.find("\"threads\":"), std::string::npos) << o.out; },
+       false, "OMP_NUM_THREADS=0"},
   };
   return c;
 }

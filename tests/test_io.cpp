@@ -268,6 +268,12 @@ TEST(Safetensors, BadFilesAreRefusedWithClearMessages) {
   expect_refused(dir, le64(1000) + "{}", "header length 1000 exceeds");
   expect_refused(dir, safetensors_bytes("{\"t\": [", f32x2), "bad JSON header");
   expect_refused(dir, safetensors_bytes("[1, 2]", ""), "not a JSON object");
+  // A dtype nested 100,000 deep: the message quoting it overflowed the stack (nlohmann's dump()).
+  expect_refused(dir,
+                 safetensors_bytes(one(R"({"dtype":)" + std::string(100000, '[') + std::string(100000, ']') +
+                                       R"(,"shape":[2],"data_offsets":[0,8]})"),
+                                   f32x2),
+                 "bad JSON header: arrays and objects nested more than 64 deep");
   expect_refused(
       dir, safetensors_bytes(one(R"({"dtype":"F16","shape":[2],"data_offsets":[0,4]})"), raw<float>({1.0f})),
       "tensor 't': unsupported dtype \"F16\"");

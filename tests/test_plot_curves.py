@@ -68,6 +68,37 @@ class PlotCurves(unittest.TestCase):
         self.assertEqual(done.returncode, 2)
         self.assertIn(".png or .svg", done.stderr)
 
+    def test_malformed_records_are_refused_naming_the_line(self):
+        """Each of these ended in a Python traceback (KeyError, TypeError, RecursionError,
+        UnicodeDecodeError, FileNotFoundError) or, for a run of 0.5, was drawn as run 0."""
+        good = json.dumps(epoch_record(0, 1))
+        cases = [
+            ('{"run": 0, "loss": 1}', "log.jsonl:1: not a gat_train --log line (no 'epoch')"),
+            (good + "\n" + good.replace('"epoch": 1', '"epoch": "2"'), "log.jsonl:2:", "'epoch' is \"2\""),
+            (good.replace('"run": 0', '"run": 0.5'), "'run' is 0.5, not an integer"),
+            (good.replace('"loss": ', '"loss": "x", "was": '), "'loss' is \"x\", not a number"),
+            (good + "\n" + good, "log.jsonl:2: run 0 has epoch 1 twice"),
+            ("[" * 100000 + "]" * 100000, "log.jsonl:1: not a gat_train --log line"),
+        ]
+        for text, *parts in cases:
+            with open(self.log, "w") as f:
+                f.write(text + "\n")
+            with self.assertRaises(SystemExit) as stop:
+                plot_curves.read_log(self.log)
+            for part in parts:
+                self.assertIn(part, str(stop.exception))
+        with open(self.log, "wb") as f:
+            f.write((good + "\n").encode("utf-16"))
+        with self.assertRaises(SystemExit) as stop:
+            plot_curves.read_log(self.log)
+        self.assertIn("not UTF-8 text", str(stop.exception))
+        with self.assertRaises(SystemExit) as stop:
+            plot_curves.read_log(os.path.join(self.dir.name, "missing.jsonl"))
+        self.assertIn("cannot read", str(stop.exception))
+        with open(self.log, "w") as f:  # null: gat_train's non-finite value, a gap
+            f.write(good.replace('"loss": ', '"loss": null, "was": ') + "\n")
+        self.assertIsNone(plot_curves.read_log(self.log)[0][0]["loss"])
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

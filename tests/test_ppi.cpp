@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -266,6 +267,28 @@ TEST(PpiFiles, RefusesMalformedFolders) {
                      "{\"nodes\": [{\"id\": 0}, {\"id\": 1}], \"nodes\": [{\"id\": 0}], \"links\": []}");
        },
        {"test_graph.json", "nodes", "given twice in one object"}},
+      {"an id past INT64_MAX (read as -1 before)",
+       [](const TempDir& d) {
+         write_bytes(d.file("test_graph.json"),
+                     "{\"nodes\": [{\"id\": 18446744073709551615}, {\"id\": 1}], \"links\": []}");
+       },
+       {"test_graph.json", "node 0's \"id\" is 18446744073709551615, beyond a 64-bit integer"}},
+      {"an id nested 100,000 deep (its message overflowed the stack)",
+       [](const TempDir& d) {
+         write_bytes(d.file("test_graph.json"), "{\"nodes\": [{\"id\": " + std::string(100000, '[') +
+                                                    std::string(100000, ']') +
+                                                    "}, {\"id\": 1}], \"links\": []}");
+       },
+       {"test_graph.json", "nested more than 64 deep"}},
+      {"graph ids 2^53 and 2^53 + 1 (one graph to a double)",
+       [](const TempDir& d) {
+         std::string bytes = npy_bytes("<i8", {2}, {0, 0});
+         const int64_t ids[2] = {int64_t{1} << 53, (int64_t{1} << 53) + 1};
+         std::memcpy(&bytes[bytes.size() - sizeof ids], ids, sizeof ids);
+         write_bytes(d.file("test_graph_id.npy"), bytes);
+       },
+       {"test_graph_id.npy",
+        "row 0 has graph id 9007199254740992, beyond the ids (below 2^53 in magnitude)"}},
       {"nodes and rows differ",
        [](const TempDir& d) {
          write_bytes(d.file("test_graph.json"), "{\"nodes\": [{\"id\": 0}], \"links\": []}");

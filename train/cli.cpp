@@ -1,12 +1,14 @@
 #include "gat/train/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <charconv>
 #include <limits>
 #include <type_traits>
 
 #include "gat/datasets/registry.h"
 #include "gat/framework/ops/attention/self_loop_attr.h"
+#include "gat/framework/quote.h"
 
 namespace gat::cli {
 
@@ -206,7 +208,8 @@ void add_flags(CLI::App& app, Flags& flags, const Environment& env) {
                    ->check(kNonEmpty);
   for (const char* name : kTrainingOnly) load->excludes(app.get_option(name));
   add_number(app, "--threads", flags.threads, "OpenMP threads (default: OMP_NUM_THREADS, else every core)",
-             Flags::kThreadsRange);
+             Flags::kThreadsRange)
+      ->default_str("OMP_NUM_THREADS");  // (the usage said =0, a value the flag refuses)
   app.add_flag("--json", flags.json, "print a JSON summary as the last line");
   auto* info = app.add_flag("--info", flags.info,
                             "print the dataset summary as one JSON line and exit (no training: training "
@@ -226,8 +229,14 @@ const char* const kDescription =
 
 bool cuda_graphs_enabled(const char* value) {
   if (!value) return true;
-  const std::string v = value;
-  return !(v == "0" || v == "off" || v == "false");
+  std::string v = value;
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v.empty() || v == "1" || v == "on" || v == "true" || v == "yes") return true;
+  if (v == "0" || v == "off" || v == "false" || v == "no") return false;
+  // (OFF, or no, used to leave the graphs on without a word)
+  throw UsageError(
+      detail::concat("GAT_CUDA_GRAPHS=", quote(value),
+                     " is not 0, off, false, no (eager steps) or 1, on, true, yes (CUDA graphs)"));
 }
 
 Flags parse(int argc, const char* const* argv, const Environment& env) {
@@ -269,6 +278,10 @@ Flags parse(int argc, const char* const* argv, const Environment& env) {
     set_inductive(app, flags);
     return flags;
   }
+  // Without --checkpoint nothing is written every N epochs: the flag would be ignored.
+  if (app.count("--checkpoint-every") > 0 && flags.checkpoint.empty())
+    throw UsageError(detail::concat("--checkpoint-every ", flags.checkpoint_every,
+                                    " without --checkpoint: it sets how often --checkpoint writes the run"));
   if (app.count("--fanouts") > 0 && flags.batch_size == 0)
     throw UsageError("--fanouts " + flags.fanouts +
                      " without --batch-size: fanouts are for sampled training");

@@ -64,7 +64,8 @@ struct Environment {
   std::string data_dir_default;  // shown in the usage as --data-dir's default
 };
 
-// False when `value` (GAT_CUDA_GRAPHS; null when unset) is 0, off or false; true otherwise.
+// False when `value` (GAT_CUDA_GRAPHS, any case) is 0, off, false or no; true when it is unset,
+// empty, 1, on, true or yes; a UsageError for anything else.
 bool cuda_graphs_enabled(const char* value);
 
 // A bad command line: what() names the flag, the value and what it may be.

@@ -580,7 +580,12 @@ int main(int argc, char** argv) {
   process::ignore_write_signals();
   process::size_thread_stacks();
   cli::Environment env;  // the environment is read here, and only here
-  env.cuda_graphs = cli::cuda_graphs_enabled(std::getenv("GAT_CUDA_GRAPHS"));
+  try {
+    env.cuda_graphs = cli::cuda_graphs_enabled(std::getenv("GAT_CUDA_GRAPHS"));
+  } catch (const cli::UsageError& e) {
+    std::cerr << "gat_train: " << cut_long_words(e.what()) << "\n";
+    return 1;
+  }
   try {
     env.data_dir_default = default_data_dir();
   } catch (const Error&) {  // no home: only a Planetoid dataset without --data-dir needs the folder

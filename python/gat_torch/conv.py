@@ -308,7 +308,12 @@ class _GATBase(torch.nn.Module):
         return state
 
     def _attn_dropout(self) -> float:
-        return float(self.dropout) if self.training and self.dropout > 0 else 0.0
+        # Checked as PyG's F.dropout checks it, in training and eval: a negative or NaN rate was
+        # taken as no dropout.
+        rate = float(self.dropout)
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {rate}")
+        return rate if self.training and rate > 0 else 0.0
 
     def _get_edges(self, edge_index, num_src: int, num_dst: int, num_loops: Optional[int],
                    device) -> _Edges:

@@ -12,11 +12,56 @@ implementations (shapes only, for torch.compile), and wraps them in plain functi
 Per-edge tensors (edge_term, the weights) are in the graph's edge order: edge k of the graph is
 input edge graph.perm[k].
 """
+import functools
 from typing import List, Optional
 
 import torch
 
 _ops = torch.ops.gat_torch
+
+
+def _once_differentiable(op: str):
+    """A backward formula whose own gradient is not implemented (each backward is an operator
+    without an autograd formula), marked as torch.autograd.function.once_differentiable marks
+    one: under create_graph=True its gradients come back attached to a node that raises when a
+    second backward reaches it. Without this, that second backward took them as constants and
+    returned wrong second derivatives (a gradient penalty through the layer, gradgradcheck)
+    without a word. torch's decorator cannot be used as is: the graph's gradients are a list."""
+    message = (f"gat_torch.{op} has no second derivative (its backward is not differentiable): "
+               f"double backward, e.g. autograd.grad(create_graph=True) then backward through "
+               f"those gradients, is not supported").encode()
+
+    def decorate(backward):
+        @functools.wraps(backward)
+        def once(ctx, *grads):
+            with torch.no_grad():
+                outputs = backward(ctx, *grads)
+            if not torch.is_grad_enabled():
+                return outputs
+            outputs = list(outputs)
+            at = [k for k, o in enumerate(outputs) if isinstance(o, torch.Tensor)]
+            if not at:
+                return tuple(outputs)
+            fakes = []
+            for k in at:
+                fake = outputs[k].detach()
+                fake.requires_grad = True
+                fakes.append(fake)
+            # The node's inputs also include what the gradients depend on (the incoming
+            # gradients and the saved tensors that require grad), so that it lies on the path
+            # from them to the inputs: torch.autograd.grad(g, x) only runs nodes on such paths,
+            # and found second derivatives of zero through the detached copies alone.
+            sources = [t for t in (*grads, *ctx.saved_tensors)
+                       if isinstance(t, torch.Tensor) and t.requires_grad]
+            wrapped = torch._C._functions.DelayedError(message, len(fakes) + len(sources))(
+                *fakes, *sources)
+            if isinstance(wrapped, torch.Tensor):
+                wrapped = (wrapped,)
+            for k, w in zip(at, wrapped):
+                outputs[k] = w
+            return tuple(outputs)
+        return once
+    return decorate
 
 
 class Graph:
@@ -110,6 +155,7 @@ def _gat_setup(ctx, inputs, output):
     ctx.save_for_backward(el, er, edge_term, value, out, lse, pos_out, pos_weight)
 
 
+@_once_differentiable("gat_attention")
 def _gat_backward(ctx, grad_out, *_unused):
     el, er, edge_term, value, out, lse, pos_out, pos_weight = ctx.saved_tensors
     needs = ctx.needs_input_grad
@@ -179,6 +225,7 @@ def _head_dot_setup(ctx, inputs, output):
     ctx.save_for_backward(*inputs)
 
 
+@_once_differentiable("head_dot_pair")
 def _head_dot_backward(ctx, grad_el, grad_er):
     x, a_src, a_dst = ctx.saved_tensors
     grad_el = x.new_zeros(x.shape[:2]) if grad_el is None else grad_el.contiguous()
@@ -225,6 +272,7 @@ def _gatv2_setup(ctx, inputs, output):
     ctx.save_for_backward(xl, xr, att, edge_term, out, lse)
 
 
+@_once_differentiable("gatv2_attention")
 def _gatv2_backward(ctx, grad_out, *_unused):
     xl, xr, att, edge_term, out, lse = ctx.saved_tensors
     needs = ctx.needs_input_grad

@@ -308,6 +308,29 @@ def test_gradcheck_f64_through_the_layer(layer, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("layer", ["v1", "v2"])
+def test_double_backward_is_refused_not_wrong(layer, device):
+    """The fused operators have no second derivative. A second backward through gradients taken
+    with create_graph=True raises, as torch's once_differentiable functions do; it returned
+    wrong second derivatives before (PyG's differ by 76 % of their norm), silently. A first
+    backward with create_graph=True, or without it, is unchanged."""
+    torch.manual_seed(3)
+    module = OURS[layer](4, 3, heads=2).to(device, torch.float64)
+    ei = random_edges(6, 6, 10, torch.Generator().manual_seed(4)).to(device)
+    x = torch.randn(6, 4, dtype=torch.float64, device=device, requires_grad=True)
+    (grad,) = torch.autograd.grad(module(x, ei).pow(2).sum(), x, create_graph=True)
+    plain = torch.autograd.grad(module(x, ei).pow(2).sum(), x)[0]
+    assert torch.equal(grad.detach(), plain)
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        grad.pow(2).sum().backward()
+    (grad,) = torch.autograd.grad(module(x, ei).pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        torch.autograd.grad(grad.pow(2).sum(), x)  # runs only the nodes on paths to x
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        torch.autograd.gradgradcheck(lambda x: module(x, ei), (x,))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layer", ["v1", "v2"])
 def test_two_runs_give_bitwise_equal_gradients(layer, device):
     case = CASES["edge_mean"]
 
@@ -608,6 +631,13 @@ def test_refused_inputs_raise_clear_errors():
         GATv2Conv(6, 4)((x, None), ei)
     with pytest.raises(ValueError, match="expected size"):
         GATConv(6, 4)(x, ei, size=(4, 5))
+    # An attention dropout rate outside [0, 1], or NaN, is refused as PyG's F.dropout refuses it,
+    # in training and eval; it was taken as no dropout.
+    for cls in (GATConv, GATv2Conv):
+        for rate in (-0.5, float("nan"), 1.5):
+            for training in (True, False):
+                with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
+                    cls(6, 4, dropout=rate).train(training)(x, ei)
 
 
 def test_layers_train_in_a_small_model():
