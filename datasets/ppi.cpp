@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gat/datasets/npy.h"
+#include "gat/datasets/text.h"
 #include "gat/framework/check.h"
 #include "gat/framework/detail/json.h"
 #include "gat/framework/io.h"
@@ -40,7 +41,9 @@ Links read_links(const std::string& path, int64_t num_nodes) {
   nlohmann::json graph;
   std::string duplicate;
   try {
-    graph = detail::parse_json_unique_keys(io::read_regular_file(path), duplicate);
+    const std::string bytes = io::read_regular_file(path);
+    text::check_not_utf16(bytes, path);
+    graph = detail::parse_json_unique_keys(bytes, duplicate);
   } catch (const nlohmann::json::exception& e) {
     GAT_FAIL(path, ": not valid JSON (", e.what(), ")");
   } catch (const detail::JsonTooDeep& e) {

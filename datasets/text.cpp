@@ -20,16 +20,20 @@ namespace {
 constexpr size_t kInflateChunkBytes = size_t{1} << 16;  // what one inflate() call may produce
 }  // namespace
 
-std::string read_file(const std::string& path) {
-  std::string text = decode(io::read_regular_file(path), path);
+void check_not_utf16(const std::string& bytes, const std::string& path) {
   // UTF-16 (as Windows tools save "Unicode" text): every other byte is 0, and the first field
   // was quoted with its raw byte order mark, FF FE, as "is not a number".
-  const bool le = text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0xff &&
-                  static_cast<unsigned char>(text[1]) == 0xfe;
-  const bool be = text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0xfe &&
-                  static_cast<unsigned char>(text[1]) == 0xff;
+  const bool le = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0xff &&
+                  static_cast<unsigned char>(bytes[1]) == 0xfe;
+  const bool be = bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0xfe &&
+                  static_cast<unsigned char>(bytes[1]) == 0xff;
   GAT_CHECK(!le && !be, path, ": UTF-16 text (it starts with the byte order mark ", le ? "FF FE" : "FE FF",
             "); save it as UTF-8 or ASCII");
+}
+
+std::string read_file(const std::string& path) {
+  std::string text = decode(io::read_regular_file(path), path);
+  check_not_utf16(text, path);
   return text;
 }
 

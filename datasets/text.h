@@ -11,8 +11,14 @@ namespace gat::text {
 
 // The whole of a regular file (io::read_regular_file), decompressed when it is gzip (it starts
 // with the gzip magic bytes; concatenated members are read one after the other). Throws a
-// gat::Error naming the path when it cannot be opened, read or decompressed.
+// gat::Error naming the path when it cannot be opened, read or decompressed, or when it is UTF-16
+// text (check_not_utf16).
 std::string read_file(const std::string& path);
+
+// Throws a gat::Error naming `path` when `bytes` start with a UTF-16 byte order mark (as Windows
+// tools save "Unicode" text), saying to save the file as UTF-8: every reader of text or JSON
+// otherwise quoted the mark's raw bytes in its first error.
+void check_not_utf16(const std::string& bytes, const std::string& path);
 
 // `bytes` decompressed when they start with the gzip magic bytes, else unchanged. A gzip stream
 // may decompress to at most max_gzip_ratio() times its size plus kGzipSlackBytes: deflate can

@@ -917,6 +917,18 @@ std::vector<Case> cases() {
        "OMP_NUM_THREADS", nullptr,
        [](const Scratch&, const Outcome& o) { EXPECT_NE(o.out.find("\"threads\":"), std::string::npos) << o.out; },
        false, "OMP_NUM_THREADS=0"},
+
+      // Hostile campaign 7
+      {"load a header whose dtype is nested 100,000 deep (its message overflowed the stack)",
+       "--load {dir}/deep --device cpu", 1,
+       "{dir}/deep: bad JSON header: arrays and objects nested more than 64 deep",
+       [](const Scratch& s) {
+         const std::string header = R"({"w":{"dtype":)" + std::string(100000, '[') + std::string(100000, ']') +
+                                    R"(,"shape":[2],"data_offsets":[0,8]})";
+         std::string length(8, '\0');
+         for (size_t k = 0; k < 8; ++k) length[k] = static_cast<char>((header.size() >> (8 * k)) & 0xff);
+         write_text(s.root / "deep", length + header + std::string(8, '\0'));
+       }},
   };
   return c;
 }

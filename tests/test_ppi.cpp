@@ -289,6 +289,9 @@ TEST(PpiFiles, RefusesMalformedFolders) {
        },
        {"test_graph_id.npy",
         "row 0 has graph id 9007199254740992, beyond the ids (below 2^53 in magnitude)"}},
+      {"a graph saved as UTF-16 (its byte order mark was quoted raw)",
+       [](const TempDir& d) { write_bytes(d.file("valid_graph.json"), std::string("\xff\xfe{\0}\0", 6)); },
+       {"valid_graph.json: UTF-16 text (it starts with the byte order mark FF FE); save it as UTF-8"}},
       {"nodes and rows differ",
        [](const TempDir& d) {
          write_bytes(d.file("test_graph.json"), "{\"nodes\": [{\"id\": 0}], \"links\": []}");

@@ -16,6 +16,7 @@
 #include <gat/layers/linear.h>
 #include <gat/train/trainer.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -63,12 +64,20 @@ int main(int argc, char** argv) {
   int64_t epochs = 200;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--epochs" && i + 1 < argc)
-      epochs = std::atoll(argv[++i]);
-    else if (arg[0] != '-')
+    if (arg == "--epochs" && i + 1 < argc) {
+      // Whole and in range: atoll read "abc" as 0, "1x" as 1 and 1e20 as 9.2e18 epochs.
+      char* end = nullptr;
+      errno = 0;
+      epochs = std::strtoll(argv[++i], &end, 10);
+      if (end == argv[i] || *end != '\0' || errno != 0 || epochs < 1 || epochs > 1000000)
+        return std::fprintf(stderr, "custom_network: --epochs '%s' is not a whole number in [1, 1000000]\n",
+                            argv[i]),
+               2;
+    } else if (arg[0] != '-') {
       data_dir = arg;
-    else
+    } else {
       return std::fprintf(stderr, "usage: custom_network [DATA_DIR] [--epochs N]\n"), 2;
+    }
   }
   if (data_dir.empty()) return std::fprintf(stderr, "custom_network: give DATA_DIR or set GAT_DATA_DIR\n"), 2;
   try {

@@ -8,6 +8,7 @@
 #include <gat/models/gat.h>
 #include <gat/train/trainer.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -18,9 +19,16 @@ int main(int argc, char** argv) {
   gat::TrainOptions options;  // the paper's recipe
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--epochs" && i + 1 < argc)
-      options.max_epochs = std::atoll(argv[++i]);
-    else if (arg == "--out" && i + 1 < argc)
+    if (arg == "--epochs" && i + 1 < argc) {
+      // The whole argument, a number: atoll read "abc" as 0 (reported as "max_epochs 0") and
+      // "1x" as 1. train() checks the range.
+      const char* text = argv[++i];
+      char* end = nullptr;
+      errno = 0;
+      options.max_epochs = std::strtoll(text, &end, 10);
+      if (end == text || *end != '\0' || errno != 0)
+        return std::fprintf(stderr, "train_gat: --epochs '%s' is not a whole number\n", text), 2;
+    } else if (arg == "--out" && i + 1 < argc)
       out = argv[++i];
     else if (arg[0] != '-')
       data_dir = arg;

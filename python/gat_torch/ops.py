@@ -69,15 +69,32 @@ class Graph:
 
     Built once by Graph.build on the device of its edge list (a stable sort: duplicate edges and
     self loops are kept as listed), then passed to every call. Its arrays are int32 tensors on
-    that device (gat::Graph's, python/csrc/ops.cpp), `counts` five integers.
+    that device (gat::Graph's, python/csrc/ops.cpp), `counts` five integers. The operators trust
+    them: Graph(arrays, counts, perm) takes them unchecked (make graphs with Graph.build), and an
+    in-place change of an array after that is refused at the next call.
     """
 
-    __slots__ = ("arrays", "counts", "perm")
+    __slots__ = ("arrays", "counts", "perm", "_versions")
 
     def __init__(self, arrays: List[torch.Tensor], counts: List[int], perm: torch.Tensor):
         self.arrays = arrays
         self.counts = counts
         self.perm = perm  # (E,) int64: graph edge k is input edge perm[k]
+        self._versions = [a._version for a in arrays]
+
+    def _checked_arrays(self) -> List[torch.Tensor]:
+        """The arrays for the operators, which trust them (as gat::Graph::from_arrays does):
+        an in-place change since the graph was made (graph.arrays[0][1] = 100) read memory
+        out of bounds and crashed the process. A tensor's _version counts in-place changes, so
+        checking costs no device work; torch.compile's traced graphs skip it."""
+        if not torch.compiler.is_compiling():
+            for k, (a, v) in enumerate(zip(self.arrays, self._versions)):
+                if a._version != v:
+                    raise RuntimeError(
+                        f"gat_torch.Graph: its array {k} was changed in place after the graph "
+                        f"was made; the kernels trust its arrays, so build it again "
+                        f"(Graph.build)")
+        return self.arrays
 
     @staticmethod
     def build(src: torch.Tensor, dst: torch.Tensor, num_src: int, num_dst: int) -> "Graph":
@@ -141,7 +158,7 @@ def gat_attention(graph: Graph, el: torch.Tensor, er: torch.Tensor, value: torch
     edge_term and value.
     """
     with_positive = er.requires_grad and er.is_cuda
-    out, _, _, _ = _ops.gat_attention(graph.arrays, graph.counts, el, er, edge_term, value,
+    out, _, _, _ = _ops.gat_attention(graph._checked_arrays(), graph.counts, el, er, edge_term, value,
                                       float(negative_slope), float(dropout), _seed(dropout),
                                       with_positive)
     return out
@@ -196,9 +213,9 @@ def gat_attention_weights(graph: Graph, el: torch.Tensor, er: torch.Tensor,
     """The softmax weights (E, H) of gat_attention, in the graph's edge order, without dropout
     and without autograd (for inspection)."""
     with torch.no_grad():
-        scores = _ops.gat_edge_scores(graph.arrays, graph.counts, el, er, edge_term,
+        scores = _ops.gat_edge_scores(graph._checked_arrays(), graph.counts, el, er, edge_term,
                                       float(negative_slope))
-        return _ops.csr_softmax(graph.arrays, graph.counts, scores)
+        return _ops.csr_softmax(graph._checked_arrays(), graph.counts, scores)
 
 
 @torch.library.register_fake("gat_torch::gat_edge_scores")
@@ -259,7 +276,7 @@ def gatv2_attention(graph: Graph, xl: torch.Tensor, xr: torch.Tensor, att: torch
     xl (Ns, H, F), xr (Nd, H, F), att (H, F), edge_term (E, H, F) or None -> (Nd, H, F).
     Differentiable in xl, xr, att and edge_term.
     """
-    out, _ = _ops.gatv2_attention(graph.arrays, graph.counts, xl, xr, att, edge_term,
+    out, _ = _ops.gatv2_attention(graph._checked_arrays(), graph.counts, xl, xr, att, edge_term,
                                   float(negative_slope), float(dropout), _seed(dropout))
     return out
 
@@ -310,9 +327,9 @@ def gatv2_attention_weights(graph: Graph, xl: torch.Tensor, xr: torch.Tensor, at
     """The softmax weights (E, H) of gatv2_attention, in the graph's edge order, without dropout
     and without autograd (for inspection)."""
     with torch.no_grad():
-        scores = _ops.gatv2_edge_scores(graph.arrays, graph.counts, xl, xr, att, edge_term,
+        scores = _ops.gatv2_edge_scores(graph._checked_arrays(), graph.counts, xl, xr, att, edge_term,
                                         float(negative_slope))
-        return _ops.csr_softmax(graph.arrays, graph.counts, scores)
+        return _ops.csr_softmax(graph._checked_arrays(), graph.counts, scores)
 
 
 @torch.library.register_fake("gat_torch::gatv2_edge_scores")

@@ -43,6 +43,13 @@ if [ "$mode" = package ]; then
     cmake --build "$work/$name" -j "${JOBS:-2}" >"$work/$name.build.log" 2>&1 || { tail -40 "$work/$name.build.log"; exit 1; }
     if [ -f "$data/ind.cora.x" ]; then
       (cd "$work" && "$work/$name/$name" "$data" --epochs 3)
+      # A malformed count is refused with the usage status, before any work: atoll read "1x" as 1
+      # and "abc" as 0 epochs, and 1e20 as 9.2e18 (hours of training).
+      for bad in 1x 99999999999999999999; do
+        status=0
+        (cd "$work" && "$work/$name/$name" "$data" --epochs "$bad" >/dev/null 2>&1) || status=$?
+        [ "$status" = 2 ] || { echo "run.sh: $name --epochs $bad exited $status, not 2" >&2; exit 1; }
+      done
     else
       echo "run.sh: example $name built; not run (no Planetoid files in $data)"
     fi

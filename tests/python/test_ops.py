@@ -366,3 +366,18 @@ def test_torch_compile_fullgraph_traces_the_dropout_draw(device):
 def test_the_package_exports_its_layers():
     assert gat_torch.Graph is ops.Graph
     assert issubclass(gat_torch.GATConv, torch.nn.Module) and issubclass(gat_torch.GATv2Conv, torch.nn.Module)
+
+
+def test_a_graph_changed_in_place_is_refused_not_read_out_of_bounds():
+    """The kernels trust a Graph's arrays: a row pointer or an edge's source set out of range in
+    place after Graph.build read memory out of bounds (SIGSEGV). Each in-place change is now
+    refused at the next call, naming the array."""
+    el, er, value = torch.randn(3, 2), torch.randn(2, 2), torch.randn(3, 2, 4)
+    for k, bad in ((0, 100), (1, 1000), (2, -7)):
+        graph = ops.Graph.build(torch.tensor([0, 1, 2, 2]), torch.tensor([1, 0, 0, 1]), 3, 2)
+        ops.gat_attention(graph, el, er, value, 0.2)
+        graph.arrays[k][1] = bad
+        with pytest.raises(RuntimeError, match=f"array {k} was changed in place"):
+            ops.gat_attention(graph, el, er, value, 0.2)
+        with pytest.raises(RuntimeError, match=f"array {k} was changed in place"):
+            ops.gatv2_attention(graph, value, value[:2], torch.randn(2, 4), 0.2)
