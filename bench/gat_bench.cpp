@@ -55,6 +55,7 @@
 #include "gat/datasets/generator.h"
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
+#include "gat/framework/detail/clock.h"
 #include "gat/framework/graph.h"
 #include "gat/framework/io.h"
 #include "gat/framework/neighbor_sampler.h"
@@ -73,6 +74,7 @@
 #include "timing.h"
 
 using namespace gat;
+using gat::detail::ms_since;
 
 namespace {
 
@@ -267,8 +269,7 @@ nlohmann::json train_epochs(const Dataset& data, const Features& x, DType precis
         epoch_ms.push_back(s.ms);
       });
   cuda::synchronize();
-  const double total =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double total = ms_since(t0);
   auto steady_median = [](std::vector<double> v) {  // after 10 epochs of warm-up
     v.erase(v.begin(), v.begin() + std::min<std::ptrdiff_t>(10, static_cast<std::ptrdiff_t>(v.size()) - 1));
     std::sort(v.begin(), v.end());
@@ -327,10 +328,6 @@ void write_dataset(const Dataset& data, const std::string& dir) {
   write_raw(dir, "train.bin", {&data.train_index});
   write_raw(dir, "val.bin", {&data.val_index});
   write_raw(dir, "test.bin", {&data.test_index});
-}
-
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 struct SampledBench {

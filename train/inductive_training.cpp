@@ -6,6 +6,7 @@
 #include <random>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/detail/clock.h"
 #include "gat/framework/ops/losses.h"
 #include "gat/framework/ops/micro_f1.h"
 #include "gat/framework/optim.h"
@@ -15,11 +16,8 @@ namespace gat {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+using detail::Clock;
+using detail::ms_since;
 
 // A batch on the device, its graph looped once for the three layers.
 struct DeviceBatch {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gat/framework/autograd.h"
+#include "gat/framework/detail/clock.h"
 #include "gat/framework/neighbor_sampler.h"
 #include "gat/framework/ops/accuracy.h"
 #include "gat/framework/ops/classification_metrics.h"
@@ -18,11 +19,8 @@ namespace gat {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+using detail::Clock;
+using detail::ms_since;
 
 // The positions 0..n-1: the index of every row of a batch's logits.
 Tensor all_rows(int64_t n, Device device) {

@@ -18,6 +18,7 @@
 #include "gat/datasets/registry.h"
 #include "gat/framework/autograd.h"
 #include "gat/framework/cuda_runtime.h"
+#include "gat/framework/detail/clock.h"
 #include "gat/framework/ops/accuracy.h"
 #include "gat/framework/ops/attention/self_loop_attr.h"
 #include "gat/framework/ops/classification_metrics.h"
@@ -32,11 +33,8 @@ namespace gat {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+using detail::Clock;
+using detail::ms_since;
 
 // What an epoch reads back, written on the device by ops::classification_metrics and copied to
 // the host in one read: row kStepRow the training step's training nodes (training mode, dropout
