@@ -13,10 +13,7 @@ namespace gat::ops {
 
 namespace {
 
-template <class T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
+using detail::data_or_null;
 
 // An optional per-channel tensor: undefined, or (C,) of x's dtype and device.
 void check_channels(const char* arg, const Tensor& t, const Tensor& x) {

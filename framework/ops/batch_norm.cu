@@ -1,4 +1,5 @@
 #include "gat/framework/ops/batch_norm.h"
+#include "gat/framework/ops/detail/affine_norm.h"
 #include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/ops/reduce.h"
 
@@ -8,10 +9,7 @@ namespace gat::ops::cuda_impl {
 
 namespace {
 
-template <class T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
+using ops::detail::data_or_null;
 
 // v[c] /= n over (C,).
 template <class T>

@@ -12,10 +12,7 @@ namespace gat::ops {
 
 namespace {
 
-template <class T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
+using detail::data_or_null;
 
 // weight or bias: undefined, or (D,) of x's dtype and device.
 void check_affine(const char* arg, const Tensor& t, const Tensor& x, int64_t D) {

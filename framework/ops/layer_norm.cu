@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "gat/framework/cuda_check.h"
+#include "gat/framework/ops/detail/affine_norm.h"
 #include "gat/framework/ops/detail/loops.cuh"
 #include "gat/framework/ops/detail/row_reduce.cuh"
 #include "gat/framework/ops/layer_norm.h"
@@ -100,10 +101,7 @@ struct GradXhatFn {
   }
 };
 
-template <class T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
+using ops::detail::data_or_null;
 
 }  // namespace
 

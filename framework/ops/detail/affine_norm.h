@@ -1,5 +1,5 @@
 // The tape entry that batch_norm and layer_norm share: a normalisation of x with an optional
-// affine weight and bias, each (C,).
+// affine weight and bias, each (C,); and their kernels' view of an optional tensor.
 #pragma once
 
 #include <string>
@@ -9,6 +9,12 @@
 #include "gat/framework/autograd.h"
 
 namespace gat::ops::detail {
+
+// The elements of an optional weight or bias: null where it is undefined.
+template <class T>
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
 
 // Records `out` with the inputs x, weight and bias (the last two only where defined). Its
 // backward allocates grad_x like x and a (C,) gradient for each defined one of weight and bias,
