@@ -243,6 +243,7 @@ void OutputFile::write(const void* bytes, size_t n) {
 }
 
 void OutputFile::commit() {
+  GAT_CHECK(!committed_, what_, ": ", path_, " is already written (commit() was called before)");
   GAT_CHECK(::fsync(fd_) == 0, what_, ": writing ", tmp_, " failed: ", errno_text());
   check_save_path(path_, what_);  // still a regular file or absent, after the time the writing took
   GAT_CHECK(::rename(tmp_.c_str(), path_.c_str()) == 0, what_, ": cannot rename ", tmp_, " to ", path_, ": ",
@@ -261,15 +262,20 @@ bool same_file(const std::string& a, const std::string& b) {
   }, sb{};
   if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0)
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  // The error_code overloads throughout: absolute("") threw a raw filesystem_error.
   std::error_code ea, eb;
-  const std::filesystem::path pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a), ea),
-                              pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b), eb);
+  std::filesystem::path pa = std::filesystem::absolute(a, ea), pb = std::filesystem::absolute(b, eb);
+  if (ea || eb) return false;
+  pa = std::filesystem::weakly_canonical(pa, ea);
+  pb = std::filesystem::weakly_canonical(pb, eb);
   return !ea && !eb && pa == pb;
 }
 
 bool inside_folder(const std::string& path, const std::string& dir) {
   std::error_code ec;
-  std::filesystem::path at = std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
+  std::filesystem::path at = std::filesystem::absolute(path, ec);
+  if (ec) return false;
+  at = std::filesystem::weakly_canonical(at, ec);
   if (ec) return false;
   for (; !at.empty(); at = at.parent_path()) {
     if (same_file(at.string(), dir)) return true;
@@ -409,6 +415,10 @@ class RegularFile {
   uint64_t size() const { return size_; }
   // n bytes at `offset` into `into`, all of them, or a gat::Error naming the file.
   void read(uint64_t offset, uint64_t n, char* into) const;
+  // A gat::Error when a byte follows the size fstat gave: a pseudo-file (/proc, /sys report 0
+  // bytes and read as text) or a file still being written. Reading `size` bytes alone took
+  // /proc/self/status as empty, without a word.
+  void check_nothing_follows() const;
 
  private:
   std::string path_;
@@ -516,10 +526,21 @@ void RegularFile::read(uint64_t offset, uint64_t n, char* into) const {
   }
 }
 
+void RegularFile::check_nothing_follows() const {
+  char more = 0;
+  ssize_t r = 0;
+  do {
+    r = ::pread(fd_, &more, 1, static_cast<off_t>(size_));
+  } while (r < 0 && errno == EINTR);
+  GAT_CHECK(r <= 0, path_, ": has more bytes than its size, ", size_,
+            ", says: a pseudo-file (/proc, /sys) or a file still being written; copy it to a regular file");
+}
+
 std::string read_regular_file(const std::string& path) {
   const RegularFile file(path);
   std::string bytes(static_cast<size_t>(file.size()), '\0');
   file.read(0, file.size(), bytes.data());
+  file.check_nothing_follows();
   return bytes;
 }
 

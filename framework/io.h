@@ -92,7 +92,8 @@ bool inside_folder(const std::string& path, const std::string& dir);
 // The whole content of a regular file (a symbolic link is followed to its target). A directory,
 // a device (/dev/zero), a FIFO or a socket is refused with a gat::Error naming the path and what
 // it is, before anything is read; so is a read error, and a file that cannot be opened says why
-// (errno's reason: permission denied, no such file, a symbolic link to a missing target).
+// (errno's reason: permission denied, no such file, a symbolic link to a missing target). So is a
+// file with more bytes than its size says (a /proc or /sys pseudo-file, a file being written).
 std::string read_regular_file(const std::string& path);
 
 // Whether anything is at `path`, a symbolic link not followed (a dangling link is something):
