@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -224,6 +225,11 @@ OutputFile::OutputFile(std::string path, std::string what) : path_(std::move(pat
   tmp_ = temporary_template(path_);
   fd_ = make_temporary(tmp_);
   GAT_CHECK(fd_ >= 0, what_, ": cannot create a temporary file beside ", path_, ": ", errno_text());
+  // The writer's lock, on the new file: it stays with it through the rename and until this
+  // OutputFile goes (a --log, appended to for the whole run). check_save_path refuses a file so
+  // held: a second run given the same --log replaced the first's, whose lines then went to a
+  // file no longer in any folder, both exiting 0. Where flock is not supported, nothing is held.
+  (void)::flock(fd_, LOCK_EX | LOCK_NB);
   if (::fchmod(fd_, 0644) != 0) {
     const std::string why = errno_text();
     ::close(fd_);
@@ -457,6 +463,21 @@ const char* file_kind(mode_t mode) {
 
 }  // namespace
 
+namespace {
+
+// Whether another open file description holds the writer's lock on the regular file at `path`
+// (OutputFile's, kept while it lives: a --log for the whole run). Any failure to tell (a file
+// system without flock) answers false.
+bool locked_by_a_writer(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;
+  const bool locked = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);  // releases the probe's own lock
+  return locked;
+}
+
+}  // namespace
+
 void check_save_path(const std::string& path, const std::string& what) {
   GAT_CHECK(!path.empty(), what, ": the path is empty");
   struct stat st {};
@@ -464,6 +485,9 @@ void check_save_path(const std::string& path, const std::string& what) {
     GAT_CHECK(S_ISREG(st.st_mode), what, ": ", path, " is ", file_kind(st.st_mode),
               "; only a regular file or a new path is written (a link is not followed)");
     GAT_CHECK(::access(path.c_str(), W_OK) == 0, what, ": ", path, ": ", errno_text());
+    GAT_CHECK(!locked_by_a_writer(path), what, ": ", path,
+              " is being written by another running process (a run's --log, or a file being saved); "
+              "wait for it to end, or choose another path");
   } else {
     GAT_CHECK(errno == ENOENT, what, ": ", path, ": ", errno_text());
   }

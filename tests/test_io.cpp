@@ -402,6 +402,20 @@ TEST(Files, PseudoFilesDoubleCommitsAndEmptyPathsAreClear) {
   out.commit();
   expect_error([&] { out.commit(); }, {"test: ", "out.txt is already written (commit() was called before)"});
   EXPECT_EQ(io::read_regular_file(path), "a");
+  // While an OutputFile lives it holds its file: another OutputFile for the path is refused (a
+  // second run given a running one's --log replaced it); once it is gone, the path is free.
+  {
+    const std::string log = (tmp.path() / "log.jsonl").string();
+    io::OutputFile first(log, "--log");
+    first.write("line 1\n");
+    first.commit();
+    expect_error([&] { io::OutputFile second(log, "--log"); },
+                 {"--log: ", "log.jsonl is being written by another running process"});
+    expect_error([&] { io::check_save_path(log, "--log"); }, {"being written by another running process"});
+    first.write("line 2\n");
+  }
+  io::OutputFile again((tmp.path() / "log.jsonl").string(), "--log");
+  EXPECT_EQ(io::read_regular_file((tmp.path() / "log.jsonl").string()), "line 1\nline 2\n");
   EXPECT_FALSE(io::same_file("", ""));
   EXPECT_FALSE(io::same_file("", path));
   EXPECT_FALSE(io::inside_folder("", tmp.path().string()));
