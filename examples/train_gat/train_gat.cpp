@@ -37,6 +37,16 @@ int main(int argc, char** argv) {
   }
   if (data_dir.empty()) return std::fprintf(stderr, "train_gat: give DATA_DIR or set GAT_DATA_DIR\n"), 2;
   try {
+    // The output is checked before any work, and kept out of the data folder: `--out
+    // DATA_DIR/ind.cora.x` trained, then replaced the Planetoid file with the model (as root even
+    // in a read-only folder), and a bad path (a device, /proc) failed only after training.
+    gat::io::check_save_path(out, "--out");
+    gat::io::check_file_creatable_beside(out, "--out");
+    if (gat::io::inside_folder(out, data_dir))
+      return std::fprintf(stderr,
+                          "train_gat: --out %s is inside the data folder %s; save the model elsewhere\n",
+                          out.c_str(), data_dir.c_str()),
+             2;
     const gat::Device device = gat::cuda::available() ? gat::Device::cuda : gat::Device::cpu;
     const gat::Dataset data = gat::dataset_to(gat::load_training_dataset("cora", data_dir), device);
 
