@@ -531,7 +531,10 @@ int main(int argc, char** argv) {
       ->add_option("--intra-fraction", sampled_bench.intra_fraction,
                    "the generator's share of edges drawn inside a class")
       ->capture_default_str();
-  sampled->add_option("--seed", sampled_bench.seed);
+  // CLI11 read "-1" into the unsigned seed as 2^64 - 1, without a word.
+  sampled->add_option("--seed", sampled_bench.seed)->check([](const std::string& v) {
+    return v.find('-') == std::string::npos ? std::string() : "'" + v + "' is not a seed in [0, 2^64 - 1]";
+  });
   sampled->add_option("--fanouts", sampled_bench.loader.fanouts)
       ->delimiter(',')
       ->check(CLI::Range(NeighborSamplerOptions::kFanoutRange.lo, NeighborSamplerOptions::kFanoutRange.hi));

@@ -108,6 +108,9 @@ class GatBenchFlags(unittest.TestCase):
         args[args.index("--classes") + 1] = "0"
         self.refused(args, "--classes 0 must be positive")
 
+    def test_a_negative_seed(self):  # read as 2^64 - 1 without a word
+        self.refused(self.sampled("--seed", "-1"), "--seed")
+
     def test_an_empty_graph_file(self):  # said "bad header (0 nodes, 0 edges; each count in range)"
         self.refused(["kernel", "--graph", "/dev/null"], "/dev/null: shorter than the 16-byte header")
 
