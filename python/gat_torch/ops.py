@@ -13,6 +13,7 @@ Per-edge tensors (edge_term, the weights) are in the graph's edge order: edge k 
 input edge graph.perm[k].
 """
 import functools
+import numbers
 from typing import List, Optional
 
 import torch
@@ -80,6 +81,19 @@ class Graph:
 
     def __init__(self, arrays: List[torch.Tensor], counts: List[int], perm: torch.Tensor):
         arrays, counts = list(arrays), list(counts)
+        # What the dispatcher needs before validate_graph runs: tensors (a list of lists failed
+        # in pybind11 naming type '?'), integer counts, and one CPU or CUDA device (an array on
+        # 'meta' sent the check to its fake implementation, which passed it).
+        if not all(isinstance(t, torch.Tensor) for t in arrays + [perm]):
+            raise TypeError("gat_torch.Graph: arrays must be 12 tensors and perm a tensor, got "
+                            f"{[type(t).__name__ for t in arrays]} and {type(perm).__name__}")
+        if not all(isinstance(c, numbers.Integral) and not isinstance(c, bool) and -2**63 <= c < 2**63
+                   for c in counts):
+            raise TypeError(f"gat_torch.Graph: counts must be five int64 integers, got {counts}")
+        devices = {t.device for t in arrays + [perm]}
+        if len(devices) != 1 or next(iter(devices)).type not in ("cpu", "cuda"):
+            raise RuntimeError("gat_torch.Graph: the arrays and perm must be on one device, cpu or "
+                               f"cuda, got {sorted(str(d) for d in devices)}")
         _ops.validate_graph(arrays, counts, perm)
         self._take(arrays, counts, perm)
 

@@ -425,6 +425,8 @@ def _bad_graphs():
     yield "perm int32", (arrays, counts, perm.int()), "perm"
     yield "perm repeated", (arrays, counts, torch.zeros_like(perm)), "named twice"
     yield "perm out of range", (arrays, counts, perm + 100), "outside"
+    yield "an array on meta", _with((arrays, counts, perm), 1, src.to("meta")), "one device"
+    yield "perm on meta", (arrays, counts, perm.to("meta")), "one device"
 
 
 @pytest.mark.parametrize("name,parts,message", list(_bad_graphs()), ids=[b[0] for b in _bad_graphs()])
@@ -434,6 +436,15 @@ def test_a_graph_made_from_bad_arrays_is_refused_not_read_out_of_bounds(name, pa
     now checks them (gat::Graph::validate) and raises, naming the fault."""
     with pytest.raises(RuntimeError, match=message):
         ops.Graph(*parts)
+
+
+def test_a_graph_made_from_other_types_is_a_type_error():
+    """Lists for arrays, or float or 2^70 counts, failed in pybind11's cast naming type '?'."""
+    arrays, counts, perm = _good_graph_parts()
+    for bad_arrays, bad_counts in (([a.tolist() for a in arrays], counts), (arrays, [1.5] * 5),
+                                   (arrays, [2**70] * 5), (arrays, [True] * 5)):
+        with pytest.raises(TypeError, match="gat_torch.Graph: (arrays must be 12 tensors|counts must be)"):
+            ops.Graph(bad_arrays, bad_counts, perm)
 
 
 def test_a_graph_made_from_good_arrays_equals_the_built_one():
