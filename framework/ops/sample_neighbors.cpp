@@ -182,11 +182,11 @@ SampledLayer sample_neighbors(const Tensor& row_ptr, const Tensor& edge_src, con
   SampledLayer out;
   out.row_ptr = Tensor::empty({nd + 1}, DType::i32, device, "sampled row_ptr");
   kernels::sampled_row_ends(row_ptr, dst_nodes, draw, out.row_ptr);
-  // The buffers hold `capacity` edges: a bound of the count, so that the host need not wait
-  // for it, or the count itself.
-  int64_t capacity = unread_edge_bound(nd, draw);
+  // The buffers hold `capacity` edges: on CUDA a bound of the count, so that the host need not
+  // wait for it, or the count itself; on the CPU, where reading it costs nothing, the count.
+  int64_t capacity = device == Device::cpu ? -1 : unread_edge_bound(nd, draw);
   if (capacity < 0) {
-    capacity = static_cast<int64_t>(out.row_ptr.rows(nd, nd + 1).item());  // waits for the device
+    capacity = static_cast<int64_t>(out.row_ptr.rows(nd, nd + 1).item());  // waits for a CUDA device
     check_block_size(nd, capacity);
   }
   Tensor edge_ids = Tensor::empty({capacity}, DType::i32, device, "sampled edge_ids");

@@ -20,8 +20,8 @@
 //
 // Waits for the device once (CUDA): the outputs are sized by a bound, Nd x fanout, and the counts
 // of edges and sources are read together at the end. With fanout -1, or a bound past 2^24 edges,
-// the edge count is read first: twice. The outputs are views of the first Es and Ns entries of
-// those buffers.
+// the edge count is read first: twice. On the CPU the edge count is read first (no wait). The
+// outputs are views of the first Es and Ns entries of those buffers.
 //
 // Errors (a gat::Error naming sample_neighbors): a tensor not (.,) i32, the three not on one
 // device, a fanout below -1, a block of 2^31 - 1 edges or more, or of more than 2^31 - 1
