@@ -94,6 +94,7 @@ class Graph:
         if len(devices) != 1 or next(iter(devices)).type not in ("cpu", "cuda"):
             raise RuntimeError("gat_torch.Graph: the arrays and perm must be on one device, cpu or "
                                f"cuda, got {sorted(str(d) for d in devices)}")
+        counts = [int(c) for c in counts]
         _ops.validate_graph(arrays, counts, perm)
         self._take(arrays, counts, perm)
 
@@ -101,7 +102,7 @@ class Graph:
         # Kept as tuples behind read-only properties that hand out new lists: graph.counts[0] = 99
         # or graph.arrays = [...] changed what was checked without moving any tensor's _version.
         self._arrays = tuple(arrays)
-        self._counts = tuple(int(c) for c in counts)
+        self._counts = tuple(counts)
         self._perm = perm
         self._versions = tuple(a._version for a in arrays)
 
