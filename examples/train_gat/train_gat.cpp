@@ -2,7 +2,8 @@
 // early stopping (Adam lr 0.005, L2 5e-4, patience 100), evaluate, save the parameters.
 //
 //   train_gat [DATA_DIR] [--epochs N] [--out gat_cora.safetensors]
-// DATA_DIR holds the Planetoid files (ind.cora.x, ...); without it, $GAT_DATA_DIR.
+// DATA_DIR holds the Planetoid files (ind.cora.x, ...); without it, $GAT_DATA_DIR. --out is
+// checked before training, and may not lie inside DATA_DIR.
 #include <gat/framework/cuda_runtime.h>
 #include <gat/framework/io.h>
 #include <gat/models/gat.h>
