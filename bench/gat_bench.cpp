@@ -84,6 +84,8 @@ Graph read_graph(const std::string& path) {
   int64_t n = 0, e = 0;
   in.read(reinterpret_cast<char*>(&n), 8);
   in.read(reinterpret_cast<char*>(&e), 8);
+  // (An empty file, /dev/null, read as "bad header (0 nodes, 0 edges; each count in range)".)
+  GAT_CHECK(in, "gat_bench: ", path, ": shorter than the 16-byte header (node and edge counts, int64)");
   // int32 row_ptr and col_idx: at most 2^31 - 1 nodes and edges (a bigger count asked for a
   // vector of 2^61 entries, whose error named no file).
   constexpr int64_t kMaxCount = std::numeric_limits<int32_t>::max();
@@ -353,7 +355,10 @@ nlohmann::json bench_sampled(const SampledBench& b, Device device) {
   g.num_features = b.features;
   g.signal = b.signal;
   g.intra_fraction = b.intra_fraction;
-  g.train_per_class = (b.train + b.classes - 1) / b.classes;
+  // Checked before the division: --classes 0 divided by zero (SIGFPE).
+  GAT_CHECK(b.classes > 0 && b.train >= 0, "gat_bench sampled: --classes ", b.classes,
+            " must be positive and --train ", b.train, " not negative");
+  g.train_per_class = b.train / b.classes + (b.train % b.classes != 0);
   g.val_size = b.val;
   g.test_size = b.nodes;  // the rest
   auto t0 = std::chrono::steady_clock::now();
@@ -523,7 +528,10 @@ int main(int argc, char** argv) {
       ->add_option("--intra-fraction", sampled_bench.intra_fraction,
                    "the generator's share of edges drawn inside a class")
       ->capture_default_str();
-  sampled->add_option("--seed", sampled_bench.seed);
+  // CLI11 read "-1" into the unsigned seed as 2^64 - 1, without a word.
+  sampled->add_option("--seed", sampled_bench.seed)->check([](const std::string& v) {
+    return v.find('-') == std::string::npos ? std::string() : "'" + v + "' is not a seed in [0, 2^64 - 1]";
+  });
   sampled->add_option("--fanouts", sampled_bench.loader.fanouts)
       ->delimiter(',')
       ->check(CLI::Range(NeighborSamplerOptions::kFanoutRange.lo, NeighborSamplerOptions::kFanoutRange.hi));

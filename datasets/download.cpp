@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -332,12 +333,50 @@ std::string download_archive(const std::string& url, const std::string& dir, con
 
 #endif  // GAT_WITH_DOWNLOAD
 
+// Whether `name` is a temporary file of dir/`file` as gat wrote downloads before they went through
+// io::OutputFile (up to 429942c): mkstemp's ".FILE.XXXXXX", six letters or digits.
+bool is_old_download_temporary(const std::string& name, const std::string& file) {
+  constexpr size_t kRandom = 6;
+  const std::string prefix = "." + file + ".";
+  if (name.size() != prefix.size() + kRandom || name.compare(0, prefix.size(), prefix) != 0) return false;
+  for (size_t i = prefix.size(); i < name.size(); ++i)
+    if (!std::isalnum(static_cast<unsigned char>(name[i]))) return false;
+  return true;
+}
+
+// How long an old-style temporary must have been left unchanged before it is removed. Its name
+// has no pid, so whether its writer runs cannot be asked; but that writer (a gat binary older than
+// 429942c sharing the data folder) created it only after the whole download was in memory, wrote
+// it in one go, then renamed it: it lived for the seconds a write of at most 8 MB and an fsync
+// take, and every write moved its mtime. Unchanged for ten minutes, it is a killed download's. Even
+// removed mid-write, nothing is lost: that old run's rename fails and it says so; no data file is
+// touched.
+constexpr auto kOldTemporaryAge = std::chrono::minutes(10);
+
+// Removes dir/.FILE.XXXXXX left by an old binary's killed download: a regular file (not a link)
+// of this user, unchanged for kOldTemporaryAge. Nothing renamed them since 429942c, so they stayed.
+void remove_old_download_temporaries(const std::string& dir, const std::string& file) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!is_old_download_temporary(name, file)) continue;
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    const auto modified = std::chrono::system_clock::from_time_t(st.st_mtim.tv_sec);
+    if (std::chrono::system_clock::now() - modified < kOldTemporaryAge) continue;
+    ::unlink(it->path().c_str());
+  }
+}
+
 // Removes what a download of dir/file killed before its rename left (io::remove_stale_temporaries:
-// only temporaries whose process is gone, so a download running in another process keeps its own).
-// Done for every file a fetch looks at, present or not: the file may have been put there by hand
-// since.
+// only temporaries whose process is gone, so a download running in another process keeps its own;
+// and an older binary's .FILE.XXXXXX, above). Done for every file a fetch looks at, present or
+// not: the file may have been put there by hand since.
 void remove_stale_downloads(const std::string& dir, const std::string& file) {
   io::remove_stale_temporaries((std::filesystem::path(dir) / file).string());
+  remove_old_download_temporaries(dir, file);
 }
 
 // $variable as a number of seconds in [1, 86400], or `fallback` when it is unset or empty.

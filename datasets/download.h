@@ -1,7 +1,8 @@
 // Fetching datasets' raw files with libcurl, each checked against a digest below and written
 // atomically (a temporary file in the same folder, FILE.gat-<pid>-XXXXXX.tmp as io::OutputFile
 // names it, renamed into place once verified; each fetch first removes those of its files whose
-// process is gone, what a killed download left):
+// process is gone, what a killed download left, and an older gat's .FILE.XXXXXX unchanged for ten
+// minutes):
 //   - the Planetoid files, each from the Planetoid project's public folder;
 //   - PPI's twelve raw files, extracted from DGL's ppi.zip (what PyTorch Geometric downloads),
 //     which is verified whole before anything is extracted.

@@ -562,6 +562,8 @@ void Graph::validate() const {
               device_name(all[k]->device()), ", row_ptr on ", device_name(row_ptr_.device()));
   }
   const int64_t n = num_dst_nodes_, ns = num_src_nodes_, e = edge_src_.numel();
+  GAT_CHECK(n >= 0 && ns >= 0, op, ": ", ns, " sources and ", n,
+            " destinations; counts must not be negative");
   check_shape(op, "row_ptr", row_ptr_, {n + 1});
   check_shape(op, "t_row_ptr", t_row_ptr_, {ns + 1});
   check_shape(op, "t_edge_dst", t_edge_dst_, {e});

@@ -1,5 +1,6 @@
 #include "gat/framework/graph_batch.h"
 
+#include <algorithm>
 #include <limits>
 #include <numeric>
 
@@ -60,6 +61,8 @@ GraphBatch GraphBatch::to(Device device) const {
 
 GraphBatch batch_graphs(const std::vector<const GraphData*>& graphs) {
   GAT_CHECK(!graphs.empty(), "batch_graphs: no graphs");
+  for (size_t k = 0; k < graphs.size(); ++k)
+    GAT_CHECK(graphs[k], "batch_graphs: graph ", k, " is a null pointer");
   const GraphData& first = *graphs.front();
   GraphBatch out;
   out.node_ptr = {0};
@@ -105,7 +108,32 @@ GraphBatch batch_graphs(const std::vector<GraphData>& graphs) {
   return batch_graphs(pointers);
 }
 
+namespace {
+
+// The batch's offsets as batch_graphs makes them: node_ptr and edge_ptr of B + 1 >= 2 entries,
+// each from 0, non-decreasing, up to N and E. unbatch reads rows by them: a node_ptr changed by
+// hand read past the batch's row pointers.
+void check_offsets(const GraphBatch& batch) {
+  const GraphData& all = batch.data;
+  GAT_CHECK(all.graph.row_ptr().defined() && all.x.defined() && all.y.defined(),
+            "unbatch: the batch has no graph, x or y (batch_graphs makes batches)");
+  const auto check = [](const std::vector<int64_t>& ptr, int64_t total, const char* name, const char* what) {
+    GAT_CHECK(
+        ptr.size() >= 2 && ptr.front() == 0 && ptr.back() == total && std::is_sorted(ptr.begin(), ptr.end()),
+        "unbatch: ", name, " (", ptr.size(), " entries, from ", ptr.empty() ? 0 : ptr.front(), " to ",
+        ptr.empty() ? 0 : ptr.back(), ") must run from 0 to the batch's ", total, " ", what,
+        ", non-decreasing, one entry per graph and one more");
+  };
+  check(batch.node_ptr, all.graph.num_dst_nodes(), "node_ptr", "nodes");
+  check(batch.edge_ptr, all.graph.num_edges(), "edge_ptr", "edges");
+  GAT_CHECK(batch.node_ptr.size() == batch.edge_ptr.size(), "unbatch: node_ptr has ", batch.node_ptr.size(),
+            " entries, edge_ptr ", batch.edge_ptr.size());
+}
+
+}  // namespace
+
 std::vector<GraphData> unbatch(const GraphBatch& batch) {
+  check_offsets(batch);
   const GraphData& all = batch.data;
   GAT_CHECK(all.graph.device() == Device::cpu, "unbatch: the batch is on ", device_name(all.graph.device()),
             " (unbatch on the host)");

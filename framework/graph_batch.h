@@ -41,12 +41,15 @@ struct GraphBatch {
 // The graphs, in order, as one. Every graph on the host, one node set, with at least one node;
 // all with the same feature width, the same target shape beyond the first axis and dtype, and
 // edge features on all of them (of one width) or none. Errors (gat::Error naming the graph and
-// what differs): none given, a graph that breaks these rules, more than 2^31 - 1 nodes or edges.
+// what differs): none given, a null member, a graph that breaks these rules, more than 2^31 - 1
+// nodes or edges.
 GraphBatch batch_graphs(const std::vector<const GraphData*>& graphs);
 GraphBatch batch_graphs(const std::vector<GraphData>& graphs);
 
 // The graphs of a batch back (batch_graphs' inverse, up to the graphs' chunk plans, which the
 // graphs get anew): graph b's nodes renumbered from 0, its rows of x, y and edge_attr copied.
+// Errors (gat::Error): a batch batch_graphs did not make (no graph, x or y; node_ptr or edge_ptr
+// not from 0 to the batch's counts, decreasing, or of different lengths).
 std::vector<GraphData> unbatch(const GraphBatch& batch);
 
 }  // namespace gat

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -224,6 +225,11 @@ OutputFile::OutputFile(std::string path, std::string what) : path_(std::move(pat
   tmp_ = temporary_template(path_);
   fd_ = make_temporary(tmp_);
   GAT_CHECK(fd_ >= 0, what_, ": cannot create a temporary file beside ", path_, ": ", errno_text());
+  // The writer's lock, on the new file: it stays with it through the rename and until this
+  // OutputFile goes (a --log, appended to for the whole run). check_save_path refuses a file so
+  // held: a second run given the same --log replaced the first's, whose lines then went to a
+  // file no longer in any folder, both exiting 0. Where flock is not supported, nothing is held.
+  (void)::flock(fd_, LOCK_EX | LOCK_NB);
   if (::fchmod(fd_, 0644) != 0) {
     const std::string why = errno_text();
     ::close(fd_);
@@ -243,6 +249,7 @@ void OutputFile::write(const void* bytes, size_t n) {
 }
 
 void OutputFile::commit() {
+  GAT_CHECK(!committed_, what_, ": ", path_, " is already written (commit() was called before)");
   GAT_CHECK(::fsync(fd_) == 0, what_, ": writing ", tmp_, " failed: ", errno_text());
   check_save_path(path_, what_);  // still a regular file or absent, after the time the writing took
   GAT_CHECK(::rename(tmp_.c_str(), path_.c_str()) == 0, what_, ": cannot rename ", tmp_, " to ", path_, ": ",
@@ -261,15 +268,20 @@ bool same_file(const std::string& a, const std::string& b) {
   }, sb{};
   if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0)
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  // The error_code overloads throughout: absolute("") threw a raw filesystem_error.
   std::error_code ea, eb;
-  const std::filesystem::path pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a), ea),
-                              pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b), eb);
+  std::filesystem::path pa = std::filesystem::absolute(a, ea), pb = std::filesystem::absolute(b, eb);
+  if (ea || eb) return false;
+  pa = std::filesystem::weakly_canonical(pa, ea);
+  pb = std::filesystem::weakly_canonical(pb, eb);
   return !ea && !eb && pa == pb;
 }
 
 bool inside_folder(const std::string& path, const std::string& dir) {
   std::error_code ec;
-  std::filesystem::path at = std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
+  std::filesystem::path at = std::filesystem::absolute(path, ec);
+  if (ec) return false;
+  at = std::filesystem::weakly_canonical(at, ec);
   if (ec) return false;
   for (; !at.empty(); at = at.parent_path()) {
     if (same_file(at.string(), dir)) return true;
@@ -409,6 +421,10 @@ class RegularFile {
   uint64_t size() const { return size_; }
   // n bytes at `offset` into `into`, all of them, or a gat::Error naming the file.
   void read(uint64_t offset, uint64_t n, char* into) const;
+  // A gat::Error when a byte follows the size fstat gave: a pseudo-file (/proc, /sys report 0
+  // bytes and read as text) or a file still being written. Reading `size` bytes alone took
+  // /proc/self/status as empty, without a word.
+  void check_nothing_follows() const;
 
  private:
   std::string path_;
@@ -447,6 +463,21 @@ const char* file_kind(mode_t mode) {
 
 }  // namespace
 
+namespace {
+
+// Whether another open file description holds the writer's lock on the regular file at `path`
+// (OutputFile's, kept while it lives: a --log for the whole run). Any failure to tell (a file
+// system without flock) answers false.
+bool locked_by_a_writer(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;
+  const bool locked = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);  // releases the probe's own lock
+  return locked;
+}
+
+}  // namespace
+
 void check_save_path(const std::string& path, const std::string& what) {
   GAT_CHECK(!path.empty(), what, ": the path is empty");
   struct stat st {};
@@ -454,6 +485,9 @@ void check_save_path(const std::string& path, const std::string& what) {
     GAT_CHECK(S_ISREG(st.st_mode), what, ": ", path, " is ", file_kind(st.st_mode),
               "; only a regular file or a new path is written (a link is not followed)");
     GAT_CHECK(::access(path.c_str(), W_OK) == 0, what, ": ", path, ": ", errno_text());
+    GAT_CHECK(!locked_by_a_writer(path), what, ": ", path,
+              " is being written by another running process (a run's --log, or a file being saved); "
+              "wait for it to end, or choose another path");
   } else {
     GAT_CHECK(errno == ENOENT, what, ": ", path, ": ", errno_text());
   }
@@ -516,10 +550,21 @@ void RegularFile::read(uint64_t offset, uint64_t n, char* into) const {
   }
 }
 
+void RegularFile::check_nothing_follows() const {
+  char more = 0;
+  ssize_t r = 0;
+  do {
+    r = ::pread(fd_, &more, 1, static_cast<off_t>(size_));
+  } while (r < 0 && errno == EINTR);
+  GAT_CHECK(r <= 0, path_, ": has more bytes than its size, ", size_,
+            ", says: a pseudo-file (/proc, /sys) or a file still being written; copy it to a regular file");
+}
+
 std::string read_regular_file(const std::string& path) {
   const RegularFile file(path);
   std::string bytes(static_cast<size_t>(file.size()), '\0');
   file.read(0, file.size(), bytes.data());
+  file.check_nothing_follows();
   return bytes;
 }
 

@@ -40,9 +40,9 @@ Safetensors load_safetensors(const std::string& path);
 Safetensors parse_safetensors(const std::string& bytes, const std::string& name);
 
 // Throws a gat::Error starting with `what` and naming `path` unless a file can be saved there:
-// `path` is not empty and either names a regular file (not a symbolic link) or does not exist in
-// an existing, writable directory. OutputFile checks it; programs call it before long work that
-// ends in a save.
+// `path` is not empty and either names a regular file (not a symbolic link) that no OutputFile of
+// a running process holds, or does not exist in an existing, writable directory. OutputFile
+// checks it; programs call it before long work that ends in a save.
 void check_save_path(const std::string& path, const std::string& what = "save");
 
 // A file's next content, written the one way every output of the library and of gat_train is:
@@ -52,8 +52,10 @@ void check_save_path(const std::string& path, const std::string& what = "save");
 // checked again first, then the directory fsynced). Until commit() PATH keeps its old content;
 // writes after commit() append to PATH itself (a log that grows line by line). Destroyed before
 // commit(), it removes its temporary file. A process killed before then leaves it: making an
-// OutputFile for PATH first removes those (remove_stale_temporaries). Errors start with `what`
-// (e.g. "--log") and name the file.
+// OutputFile for PATH first removes those (remove_stale_temporaries). While it lives it holds an
+// exclusive flock on its file, the temporary and then PATH, so that another OutputFile for PATH
+// (another run given the same --log) is refused (check_save_path) instead of replacing a file
+// still being appended to. Errors start with `what` (e.g. "--log") and name the file.
 class OutputFile {
  public:
   OutputFile(std::string path, std::string what);
@@ -92,7 +94,8 @@ bool inside_folder(const std::string& path, const std::string& dir);
 // The whole content of a regular file (a symbolic link is followed to its target). A directory,
 // a device (/dev/zero), a FIFO or a socket is refused with a gat::Error naming the path and what
 // it is, before anything is read; so is a read error, and a file that cannot be opened says why
-// (errno's reason: permission denied, no such file, a symbolic link to a missing target).
+// (errno's reason: permission denied, no such file, a symbolic link to a missing target). So is a
+// file with more bytes than its size says (a /proc or /sys pseudo-file, a file being written).
 std::string read_regular_file(const std::string& path);
 
 // Whether anything is at `path`, a symbolic link not followed (a dangling link is something):

@@ -179,6 +179,22 @@ class Download(unittest.TestCase):
         with open(os.path.join(self.cache, live)) as f:
             self.assertEqual(f.read(), "in progress")
 
+    def test_old_style_temporary_is_removed_once_it_is_ten_minutes_old(self):
+        # Before downloads went through io::OutputFile, a killed one left .FILE.XXXXXX, with no
+        # pid: nothing ever removed it. Its writer lived seconds, so one unchanged for ten minutes
+        # goes; a fresh one (an old binary's download, maybe in progress) and look-alikes stay.
+        old, fresh = ".ind.cora.x.aB3dE9", ".ind.cora.graph.Zz0000"
+        keep = [fresh, ".ind.cora.x.aB3dE", ".ind.cora.x.aB3dE9.tmp", ".unrelated.aB3dE9"]
+        for name in [old] + keep:
+            self.plant(name)
+        hour_ago = time.time() - 3600
+        for name in [old] + keep[1:]:
+            os.utime(os.path.join(self.cache, name), (hour_ago, hour_ago))
+        with Server("good") as server:
+            done, _ = self.gat_train(server.url, "--info", "--quiet")
+            self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.cached(), sorted(keep + ["ind.cora." + p for p in PARTS]))
+
     def test_bad_timeout_setting_is_an_error(self):
         done, _ = self.gat_train(closed_port_url(), "--info", timeout_s="soon")
         self.assertEqual(done.returncode, 1)

@@ -103,6 +103,17 @@ class GatBenchFlags(unittest.TestCase):
     def test_dev_zero_is_no_graph(self):
         self.refused(["kernel", "--graph", "/dev/zero"], "/dev/zero: bytes after the 0 nodes and 0 edges announced")
 
+    def test_zero_classes(self):  # divided by zero (SIGFPE), hostile round 8
+        args = self.sampled()
+        args[args.index("--classes") + 1] = "0"
+        self.refused(args, "--classes 0 must be positive")
+
+    def test_a_negative_seed(self):  # read as 2^64 - 1 without a word
+        self.refused(self.sampled("--seed", "-1"), "--seed")
+
+    def test_an_empty_graph_file(self):  # said "bad header (0 nodes, 0 edges; each count in range)"
+        self.refused(["kernel", "--graph", "/dev/null"], "/dev/null: shorter than the 16-byte header")
+
     def test_a_node_count_beyond_int32(self):
         with open(self.graph, "wb") as f:
             f.write(struct.pack("<qq", 1 << 61, 0))

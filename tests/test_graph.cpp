@@ -372,6 +372,17 @@ TEST(Graph, FromArraysRebuildsAGraphFromItsArraysAndPlanRowsGivesItsPlans) {
     wrong.plans.chunk_edges *= 2;
     expect_error([&] { Graph::from_arrays(wrong).validate(); }, {"chunk_edges"});
   }
+  // Negative node counts with empty row pointers (what a front end gets from a 0-element
+  // row_ptr, N = numel - 1) pass every shape check ({N + 1} = {0}); validate() then read
+  // row_ptr[0] out of bounds.
+  GraphArrays empty;
+  empty.num_src_nodes = empty.num_dst_nodes = -1;
+  empty.row_ptr = empty.t_row_ptr = empty.t_edge_id = Tensor::zeros({0}, DType::i32);
+  empty.edge_src = empty.edge_dst = empty.t_edge_dst = Tensor::zeros({0}, DType::i32);
+  empty.plans.row_chunk_ptr = empty.plans.t_row_chunk_ptr = Tensor::zeros({0}, DType::i32);
+  empty.plans.row_chunk_row = empty.plans.t_row_chunk_row = Tensor::zeros({0}, DType::i32);
+  empty.plans.row_order = empty.plans.t_row_order = Tensor::zeros({0}, DType::i32);
+  expect_error([&] { Graph::from_arrays(empty).validate(); }, {"-1 sources and -1 destinations", "negative"});
 }
 
 TEST(Graph, FromEdgesSortsByDestinationThenSource) {

@@ -107,6 +107,26 @@ TEST(GraphBatch, UnbatchGivesTheGraphsBack) {
   EXPECT_EQ(one.batch.to_vector<int32_t>(), (std::vector<int32_t>{0, 0}));
 }
 
+// unbatch reads rows by node_ptr and edge_ptr: a batch not made by batch_graphs (default, or its
+// offsets changed by hand) read past the batch's row pointers (garbage in the message) or threw
+// "use of an undefined Tensor". batch_graphs dereferenced a null member.
+TEST(GraphBatch, UnbatchAndBatchGraphsRefuseBatchesTheyDidNotMake) {
+  expect_error([] { unbatch(GraphBatch{}); }, {"unbatch: the batch has no graph, x or y"});
+  const GraphData a = graph_a(), b = graph_b();
+  for (const auto& [k, value] : {std::pair{1, int64_t{100}}, {1, int64_t{-1}}, {0, int64_t{1}}}) {
+    GraphBatch bad = batch_graphs({a, b});
+    bad.node_ptr[static_cast<size_t>(k)] = value;
+    expect_error([&] { unbatch(bad); }, {"unbatch: node_ptr", "must run from 0"});
+  }
+  GraphBatch short_edges = batch_graphs({a, b});
+  short_edges.edge_ptr.pop_back();
+  expect_error([&] { unbatch(short_edges); }, {"unbatch: edge_ptr"});
+  GraphBatch more_graphs = batch_graphs({a, b});
+  more_graphs.edge_ptr.insert(more_graphs.edge_ptr.begin() + 1, 0);
+  expect_error([&] { unbatch(more_graphs); }, {"node_ptr has 3 entries, edge_ptr 4"});
+  expect_error([] { batch_graphs(std::vector<const GraphData*>{nullptr}); }, {"graph 0 is a null pointer"});
+}
+
 TEST(GraphBatch, ALayerOverTheBatchIsTheLayerOverEachGraph) {
   std::mt19937_64 rng(5);
   std::vector<GraphData> graphs;

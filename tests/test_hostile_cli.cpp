@@ -599,6 +599,17 @@ std::vector<Case> cases() {
        "--log: writing {dir}/log.jsonl failed: File too large", nullptr, nullptr, false,
        "ulimit -f 1;"},  // SIGXFSZ, ignored by gat_train: the write fails with EFBIG
       {"log device", train + "--log /dev/null", 1, "--log: /dev/null is a character device"},
+      // Another run's log, still being appended to (its lock held here by flock(1) for 5 s): a
+      // second run given it replaced it, and the first run's lines went to a file no longer in
+      // any folder, both exiting 0.
+      {"log of a running run", train + "--log {dir}/held.jsonl", 1,
+       "--log: {dir}/held.jsonl is being written by another running process",
+       [](const Scratch& s) { write_text(s.root / "held.jsonl", "{\"epoch\":1}\n"); },
+       [](const Scratch& s, const Outcome& o) {
+         EXPECT_EQ(read_text(s.root / "held.jsonl"), "{\"epoch\":1}\n");
+         expect_no_training(s, o);
+       },
+       false, "flock {dir}/held.jsonl sleep 5 & sleep 0.5 &&"},
       {"epoch abc", resume, 1, "--resume {dir}/run.safetensors: metadata 'trainer.epoch' = 'abc' is not a number",
        run_checkpoint_with(metadata_set("trainer.epoch", "abc")), expect_no_training},
       {"epoch 2^63-1", resume, 1, "metadata trainer.epoch 9223372036854775807 is outside [1, 2147483647]",

@@ -389,6 +389,38 @@ TEST(Files, APathExistsEvenAsADanglingLinkAndAnUnreadableOneSaysWhy) {
   fs::permissions(tmp.path() / "locked", fs::perms::owner_all);
 }
 
+// Misuses a consumer may make of the file helpers: a pseudo-file whose size says 0 (read as empty,
+// without a word), an OutputFile committed twice (a rename error naming the vanished temporary),
+// empty paths to same_file and inside_folder (a raw filesystem_error).
+TEST(Files, PseudoFilesDoubleCommitsAndEmptyPathsAreClear) {
+  expect_error([] { io::read_regular_file("/proc/self/status"); },
+               {"/proc/self/status: has more bytes than its size, 0, says"});
+  TempDir tmp("gat_test_io");
+  const std::string path = (tmp.path() / "out.txt").string();
+  io::OutputFile out(path, "test");
+  out.write("a");
+  out.commit();
+  expect_error([&] { out.commit(); }, {"test: ", "out.txt is already written (commit() was called before)"});
+  EXPECT_EQ(io::read_regular_file(path), "a");
+  // While an OutputFile lives it holds its file: another OutputFile for the path is refused (a
+  // second run given a running one's --log replaced it); once it is gone, the path is free.
+  {
+    const std::string log = (tmp.path() / "log.jsonl").string();
+    io::OutputFile first(log, "--log");
+    first.write("line 1\n");
+    first.commit();
+    expect_error([&] { io::OutputFile second(log, "--log"); },
+                 {"--log: ", "log.jsonl is being written by another running process"});
+    expect_error([&] { io::check_save_path(log, "--log"); }, {"being written by another running process"});
+    first.write("line 2\n");
+  }
+  io::OutputFile again((tmp.path() / "log.jsonl").string(), "--log");
+  EXPECT_EQ(io::read_regular_file((tmp.path() / "log.jsonl").string()), "line 1\nline 2\n");
+  EXPECT_FALSE(io::same_file("", ""));
+  EXPECT_FALSE(io::same_file("", path));
+  EXPECT_FALSE(io::inside_folder("", tmp.path().string()));
+}
+
 TEST(Safetensors, MetadataThatIsNotUtf8IsWrittenReplacedAndNamesAreRefused) {
   TempDir tmp("gat_test_io");
   const std::string path = (tmp.path() / "m.safetensors").string();

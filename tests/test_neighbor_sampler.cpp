@@ -18,6 +18,7 @@
 #include "gat/datasets/generator.h"
 #include "gat/framework/neighbor_sampler.h"
 #include "gat/framework/ops/block_graph.h"
+#include "gat/framework/ops/sample_neighbors.h"
 #include "gat_testing.h"
 
 using namespace gat;
@@ -391,4 +392,42 @@ TEST(NeighborSampler, BadInputIsRefused) {
   expect_error([&] { sampler.sample({50}, 0); }, {"seed 0", "outside [0, 50)"});
   expect_error([&] { sampler.sample({-1}, 0); }, {"outside"});
   expect_error([&] { sampler.sample({1}, uint64_t{1} << 57); }, {"batch key"});
+}
+
+// ops::sample_neighbors called directly, as a consumer may: on the CPU a destination outside the
+// graph, or whose row pointers are out of order, is refused (they read memory out of bounds, a
+// SIGSEGV for -100000, or asked for a buffer of billions of edges). A destination given twice
+// sized its buffers by the graph's E (a bound only for distinct destinations) and wrote past them:
+// it now gives its row twice.
+TEST(NeighborSampler, SampleNeighborsChecksItsDestinationsOnTheCpu) {
+  const Graph ring = Graph::from_edges(5, {0, 1, 2, 3, 4}, {1, 2, 3, 4, 0});
+  const auto nodes = [](std::vector<int32_t> v) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    return Tensor::from_vector(std::move(v), {n});
+  };
+  ops::NeighborDraw draw;
+  draw.fanout = 2;
+  expect_error([&] { ops::sample_neighbors(ring.row_ptr(), ring.edge_src(), nodes({9}), draw); },
+               {"dst_nodes[0] is 9, outside [0, 5)"});
+  expect_error(
+      [&] {
+        ops::sample_neighbors(ring.row_ptr(), ring.edge_src(), nodes({2, -100000}), draw);
+      },
+      {"dst_nodes[1] is -100000"});
+  expect_error(
+      [&] {
+        ops::sample_neighbors(nodes({0, 5, 1, 2, 3, 5}), ring.edge_src(), nodes({1}), draw);
+      },
+      {"dst_nodes[0] is node 1", "[5, 1)"});
+  expect_error(
+      [&] {
+        ops::sample_neighbors(nodes({0, 1, 2, 3, 4, 9}), ring.edge_src(), nodes({4}), draw);
+      },
+      {"dst_nodes[0] is node 4", "[4, 9)", "[0, 5]"});
+  // Node 0 has three in-edges, the graph three edges: {0, 0} keeps six.
+  const Graph star = Graph::from_edges(4, {1, 2, 3}, {0, 0, 0});
+  draw.fanout = 3;
+  const ops::SampledLayer twice = ops::sample_neighbors(star.row_ptr(), star.edge_src(), nodes({0, 0}), draw);
+  EXPECT_EQ(twice.row_ptr.to_vector<int32_t>(), (std::vector<int32_t>{0, 3, 6}));
+  EXPECT_EQ(twice.edge_ids.to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2, 0, 1, 2}));
 }

@@ -337,6 +337,17 @@ TEST(NeighborLoader, BadInputIsRefused) {
                        Device::cpu);
       },
       {"x", "(200, F)"});
+  // Undefined x or y: "use of an undefined Tensor", naming neither the loader nor the argument.
+  expect_error(
+      [&] {
+        NeighborLoader(data.graph, Tensor(), data.y, Tensor(), {1}, loader_options(4, {3, 3}), Device::cpu);
+      },
+      {"NeighborLoader: x and y must be given (x undefined"});
+  expect_error(
+      [&] {
+        NeighborLoader(data.graph, data.x, Tensor(), Tensor(), {1}, loader_options(4, {3, 3}), Device::cpu);
+      },
+      {"NeighborLoader: x and y must be given", "y undefined"});
 }
 
 // The layer-wise inference is the full-graph forward: with chunks of N or more nodes (the

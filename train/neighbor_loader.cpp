@@ -124,6 +124,8 @@ NeighborLoader::NeighborLoader(Graph graph, Tensor x, Tensor y, Tensor edge_attr
   options_.validate();
   const Graph& g = sampler_.graph();
   const int64_t n = g.num_dst_nodes();
+  GAT_CHECK(x_.defined() && y_.defined(), "NeighborLoader: x and y must be given (x ", x_.describe(), ", y ",
+            y_.describe(), ")");
   GAT_CHECK(x_.device() == Device::cpu && x_.dim() == 2 && x_.size(0) == n, "NeighborLoader: x ",
             x_.describe(), " must be (", n, ", F) on the CPU for a graph of ", n, " nodes");
   GAT_CHECK(y_.device() == Device::cpu && y_.dtype() == DType::i32 && y_.dim() == 1 && y_.size(0) == n,

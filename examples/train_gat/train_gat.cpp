@@ -2,7 +2,8 @@
 // early stopping (Adam lr 0.005, L2 5e-4, patience 100), evaluate, save the parameters.
 //
 //   train_gat [DATA_DIR] [--epochs N] [--out gat_cora.safetensors]
-// DATA_DIR holds the Planetoid files (ind.cora.x, ...); without it, $GAT_DATA_DIR.
+// DATA_DIR holds the Planetoid files (ind.cora.x, ...); without it, $GAT_DATA_DIR. --out is
+// checked before training, and may not lie inside DATA_DIR.
 #include <gat/framework/cuda_runtime.h>
 #include <gat/framework/io.h>
 #include <gat/models/gat.h>
@@ -37,6 +38,16 @@ int main(int argc, char** argv) {
   }
   if (data_dir.empty()) return std::fprintf(stderr, "train_gat: give DATA_DIR or set GAT_DATA_DIR\n"), 2;
   try {
+    // The output is checked before any work, and kept out of the data folder: `--out
+    // DATA_DIR/ind.cora.x` trained, then replaced the Planetoid file with the model (as root even
+    // in a read-only folder), and a bad path (a device, /proc) failed only after training.
+    gat::io::check_save_path(out, "--out");
+    gat::io::check_file_creatable_beside(out, "--out");
+    if (gat::io::inside_folder(out, data_dir))
+      return std::fprintf(stderr,
+                          "train_gat: --out %s is inside the data folder %s; save the model elsewhere\n",
+                          out.c_str(), data_dir.c_str()),
+             2;
     const gat::Device device = gat::cuda::available() ? gat::Device::cuda : gat::Device::cpu;
     const gat::Dataset data = gat::dataset_to(gat::load_training_dataset("cora", data_dir), device);
 

@@ -30,14 +30,35 @@ void check_block_size(int64_t nd, int64_t edges) {
 // would otherwise hold memory for nothing. 2^24 edges, 64 MB of ids.
 constexpr int64_t kMaxUnreadEdges = int64_t{1} << 24;
 
-// A bound of a hop's edge count over nd destinations of a graph of `edges` edges that the buffers
-// may take, or -1 where the count must be read: a destination keeps at most `fanout` edges, and
-// without replacement each of its in-edges once at most (the destinations are distinct, so their
-// in-edges are too). Fanout -1 keeps them all: no bound below the graph's.
-int64_t unread_edge_bound(int64_t nd, int64_t edges, const NeighborDraw& draw) {
-  if (draw.fanout < 0) return -1;
-  const int64_t bound = draw.replace ? nd * draw.fanout : std::min(nd * draw.fanout, edges);
+// A bound of a hop's edge count over nd destinations that the buffers may take, or -1 where the
+// count must be read: a destination keeps at most `fanout` edges. Fanout -1 keeps them all: no
+// bound below the graph's. (Not min(nd * fanout, E), which holds only for distinct destinations:
+// a caller's repeated destination then wrote past the buffers.)
+int64_t unread_edge_bound(int64_t nd, const NeighborDraw& draw) {
+  if (draw.fanout < 0 || (draw.fanout > 0 && nd > kMaxUnreadEdges / draw.fanout)) return -1;
+  const int64_t bound = nd * draw.fanout;
   return bound <= kMaxUnreadEdges && nd + bound <= kMaxEdges ? bound : -1;
+}
+
+// On the CPU, where it costs one pass over dst_nodes: every destination in [0, N), and its row
+// [row_ptr[v], row_ptr[v+1]) inside [0, E] and in order. The kernels read those rows unchecked: an
+// id out of range read memory out of bounds (a crash, or a block of garbage); a decreasing row
+// asked for a buffer of billions of edges. (On CUDA the caller checks them: NeighborSampler does
+// its seeds, and each later hop's destinations are nodes the op itself found.)
+void check_destinations(const Tensor& row_ptr, const Tensor& edge_src, const Tensor& dst_nodes) {
+  if (row_ptr.device() != Device::cpu) return;
+  const int64_t n = row_ptr.numel() - 1, e = edge_src.numel();
+  const int32_t* rp = row_ptr.data<int32_t>();     // (N+1,)
+  const int32_t* dst = dst_nodes.data<int32_t>();  // (Nd,)
+  const int64_t bad = gat::detail::first_index_where(dst_nodes.numel(), [&](int64_t i) {
+    const int64_t v = dst[i];
+    return v < 0 || v >= n || rp[v] < 0 || rp[v] > rp[v + 1] || rp[v + 1] > e;
+  });
+  if (bad == dst_nodes.numel()) return;
+  const int64_t v = dst[bad];
+  GAT_CHECK(v >= 0 && v < n, "sample_neighbors: dst_nodes[", bad, "] is ", v, ", outside [0, ", n, ")");
+  GAT_FAIL("sample_neighbors: dst_nodes[", bad, "] is node ", v, ", whose row [", rp[v], ", ", rp[v + 1],
+           ") of row_ptr is not inside [0, ", e, "] in order");
 }
 
 }  // namespace
@@ -155,16 +176,17 @@ SampledLayer sample_neighbors(const Tensor& row_ptr, const Tensor& edge_src, con
   check_same(op, "row_ptr", row_ptr, "dst_nodes", dst_nodes);
   GAT_CHECK(row_ptr.numel() >= 1, op, ": row_ptr is empty (needs N+1 entries)");
   GAT_CHECK(draw.fanout >= -1, op, ": fanout ", draw.fanout, " is below -1 (-1 keeps every in-edge)");
+  check_destinations(row_ptr, edge_src, dst_nodes);
   const Device device = row_ptr.device();
   const int64_t nd = dst_nodes.numel();
   SampledLayer out;
   out.row_ptr = Tensor::empty({nd + 1}, DType::i32, device, "sampled row_ptr");
   kernels::sampled_row_ends(row_ptr, dst_nodes, draw, out.row_ptr);
-  // The buffers hold `capacity` edges: a bound of the count, so that the host need not wait
-  // for it, or the count itself.
-  int64_t capacity = unread_edge_bound(nd, edge_src.numel(), draw);
+  // The buffers hold `capacity` edges: on CUDA a bound of the count, so that the host need not
+  // wait for it, or the count itself; on the CPU, where reading it costs nothing, the count.
+  int64_t capacity = device == Device::cpu ? -1 : unread_edge_bound(nd, draw);
   if (capacity < 0) {
-    capacity = static_cast<int64_t>(out.row_ptr.rows(nd, nd + 1).item());  // waits for the device
+    capacity = static_cast<int64_t>(out.row_ptr.rows(nd, nd + 1).item());  // waits for a CUDA device
     check_block_size(nd, capacity);
   }
   Tensor edge_ids = Tensor::empty({capacity}, DType::i32, device, "sampled edge_ids");

@@ -18,15 +18,18 @@
 // The block row i's edges are [row_ptr[i], row_ptr[i+1]), sorted by (col, edge id): col is the
 // local source of each edge, edge_ids its id in the graph.
 //
-// Waits for the device once (CUDA): the outputs are sized by a bound, Nd x fanout (and, without
-// replacement, the graph's E), and the counts of edges and sources are read together at the
-// end. With fanout -1, or a bound past 2^24 edges, the edge count is read first: twice. The
+// Waits for the device once (CUDA): the outputs are sized by a bound, Nd x fanout, and the counts
+// of edges and sources are read together at the end. With fanout -1, or a bound past 2^24 edges,
+// the edge count is read first: twice. On the CPU the edge count is read first (no wait). The
 // outputs are views of the first Es and Ns entries of those buffers.
 //
 // Errors (a gat::Error naming sample_neighbors): a tensor not (.,) i32, the three not on one
 // device, a fanout below -1, a block of 2^31 - 1 edges or more, or of more than 2^31 - 1
-// destinations and edges together (32-bit local ids). The node ids in dst_nodes are the caller's
-// to check (NeighborSampler checks its seeds; later hops' come from the op).
+// destinations and edges together (32-bit local ids). On the CPU also a node of dst_nodes outside
+// [0, N), or whose row of row_ptr is not in order inside [0, E]. On CUDA those are the caller's to
+// check (NeighborSampler checks its seeds; later hops' come from the op). row_ptr and edge_src are
+// trusted otherwise (a Graph's arrays, which Graph checks); a repeated destination gives its row
+// twice.
 #pragma once
 
 #include <cstdint>

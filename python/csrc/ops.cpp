@@ -154,7 +154,8 @@ gat::Graph graph_of(const std::vector<at::Tensor>& arrays, at::IntArrayRef count
                                        &a.plans.t_row_order};
   for (size_t k = 0; k < kGraphArrays; ++k) {
     TORCH_CHECK(arrays[k].scalar_type() == at::kInt && arrays[k].dim() == 1, "gat_torch.", op,
-                ": graph array ", k, " must be a 1-D int32 tensor, got ", arrays[k].sizes());
+                ": graph array ", k, " must be a 1-D int32 tensor, got ", arrays[k].scalar_type(), " ",
+                arrays[k].sizes());
     *fields[k] = view(arrays[k], op, "graph");
   }
   a.num_dst_nodes = a.row_ptr.numel() - 1;
@@ -167,6 +168,46 @@ gat::Graph graph_of(const std::vector<at::Tensor>& arrays, at::IntArrayRef count
   a.num_self_loops = counts[3];
   a.one_self_loop_per_node = counts[4] != 0;
   return gat::Graph::from_arrays(std::move(a));
+}
+
+// Checks a graph made from arrays the caller gives (gat_torch.Graph(arrays, counts, perm)): every
+// invariant of gat::Graph (Graph::validate, on host copies), the counts as build_graph makes them,
+// and perm a permutation of the edge ids, (E,) int64 on the arrays' device. The operators trust a
+// graph's arrays: a bad one read memory out of bounds (a crash, or wrong results).
+void validate_graph(const std::vector<at::Tensor>& arrays, at::IntArrayRef counts, const at::Tensor& perm) {
+  const char* op = "Graph";
+  TORCH_CHECK(arrays.size() == kGraphArrays, "gat_torch.", op, ": a graph is ", kGraphArrays, " arrays, got ",
+              arrays.size());
+  for (const size_t k :
+       {size_t{0}, size_t{3}})  // row_ptr and t_row_ptr: the node counts are their lengths - 1
+    TORCH_CHECK(arrays[k].numel() >= 1, "gat_torch.", op, ": graph array ", k,
+                " (row pointers, N + 1) must have at least one element, got ", arrays[k].sizes());
+  TORCH_CHECK(static_cast<int64_t>(counts.size()) == kGraphCounts && counts[2] >= 0 &&
+                  counts[2] <= INT32_MAX && (counts[4] == 0 || counts[4] == 1),
+              "gat_torch.", op,
+              ": counts must be five integers (max in-degree, max out-degree, chunk edges "
+              "in [0, 2^31 - 1], self loops, one per node 0 or 1), got ",
+              counts);
+  const gat::Graph graph = graph_of(arrays, counts, op);
+  try {
+    graph.validate();
+  } catch (const gat::Error& e) {
+    TORCH_CHECK(false, "gat_torch.", op, ": the arrays are not a graph: ", e.what());
+  }
+  const int64_t e = graph.num_edges();
+  TORCH_CHECK(perm.scalar_type() == at::kLong && perm.dim() == 1 && perm.numel() == e &&
+                  perm.device() == arrays[0].device(),
+              "gat_torch.", op, ": perm must be a 1-D int64 tensor of the ", e, " edges on ",
+              arrays[0].device(), ", got ", perm.scalar_type(), " ", perm.sizes(), " on ", perm.device());
+  const at::Tensor host = perm.cpu().contiguous();
+  const int64_t* p = host.data_ptr<int64_t>();
+  std::vector<char> seen(static_cast<size_t>(e), 0);
+  for (int64_t k = 0; k < e; ++k) {
+    TORCH_CHECK(p[k] >= 0 && p[k] < e && !seen[static_cast<size_t>(p[k])], "gat_torch.", op, ": perm[", k,
+                "] is ", p[k], (p[k] >= 0 && p[k] < e ? ", named twice" : ", outside [0, E)"),
+                "; perm must be a permutation of the ", e, " edge ids");
+    seen[static_cast<size_t>(p[k])] = 1;
+  }
 }
 
 // row_ptr (n+1,) int32 of `sorted` (E,) int64 row ids in ascending order: where each row starts.
@@ -571,6 +612,7 @@ at::Tensor csr_softmax(const std::vector<at::Tensor>& graph_arrays, at::IntArray
 // Schemas: Tensor[] graph and int[] graph_counts are a gat_torch.Graph (python/gat_torch/ops.py).
 TORCH_LIBRARY(gat_torch, m) {
   m.def("build_graph(Tensor src, Tensor dst, int num_src, int num_dst) -> Tensor[]");
+  m.def("validate_graph(Tensor[] graph, int[] graph_counts, Tensor perm) -> ()");
   m.def(
       "gat_attention(Tensor[] graph, int[] graph_counts, Tensor el, Tensor er, Tensor? edge_term, "
       "Tensor value, float negative_slope, float dropout, Tensor? seed, bool with_positive) "
@@ -603,6 +645,7 @@ TORCH_LIBRARY(gat_torch, m) {
 // One implementation serves CPU and CUDA: gat's kernels:: choose by the tensors' device.
 #define GAT_TORCH_IMPLS(m)                                                  \
   m.impl("build_graph", &gat_torch::build_graph);                           \
+  m.impl("validate_graph", &gat_torch::validate_graph);                     \
   m.impl("gat_attention", &gat_torch::gat_attention);                       \
   m.impl("gat_attention_backward", &gat_torch::gat_attention_backward);     \
   m.impl("gatv2_attention", &gat_torch::gatv2_attention);                   \

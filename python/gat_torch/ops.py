@@ -13,6 +13,7 @@ Per-edge tensors (edge_term, the weights) are in the graph's edge order: edge k 
 input edge graph.perm[k].
 """
 import functools
+import numbers
 from typing import List, Optional
 
 import torch
@@ -70,17 +71,56 @@ class Graph:
     Built once by Graph.build on the device of its edge list (a stable sort: duplicate edges and
     self loops are kept as listed), then passed to every call. Its arrays are int32 tensors on
     that device (gat::Graph's, python/csrc/ops.cpp), `counts` five integers. The operators trust
-    them: Graph(arrays, counts, perm) takes them unchecked (make graphs with Graph.build), and an
-    in-place change of an array after that is refused at the next call.
+    them, so Graph(arrays, counts, perm) checks what it is given first (gat::Graph::validate on
+    host copies: sizes, dtypes, devices, row pointers, indices, the transpose, the plans and
+    counts, perm a permutation; RuntimeError naming the first fault), and an in-place change of
+    an array after that is refused at the next call.
     """
 
-    __slots__ = ("arrays", "counts", "perm", "_versions")
+    __slots__ = ("_arrays", "_counts", "_perm", "_versions")
 
     def __init__(self, arrays: List[torch.Tensor], counts: List[int], perm: torch.Tensor):
-        self.arrays = arrays
-        self.counts = counts
-        self.perm = perm  # (E,) int64: graph edge k is input edge perm[k]
-        self._versions = [a._version for a in arrays]
+        arrays, counts = list(arrays), list(counts)
+        # What the dispatcher needs before validate_graph runs: tensors (a list of lists failed
+        # in pybind11 naming type '?'), integer counts, and one CPU or CUDA device (an array on
+        # 'meta' sent the check to its fake implementation, which passed it).
+        if not all(isinstance(t, torch.Tensor) for t in arrays + [perm]):
+            raise TypeError("gat_torch.Graph: arrays must be 12 tensors and perm a tensor, got "
+                            f"{[type(t).__name__ for t in arrays]} and {type(perm).__name__}")
+        if not all(isinstance(c, numbers.Integral) and not isinstance(c, bool) and -2**63 <= c < 2**63
+                   for c in counts):
+            raise TypeError(f"gat_torch.Graph: counts must be five int64 integers, got {counts}")
+        devices = {t.device for t in arrays + [perm]}
+        if len(devices) != 1 or next(iter(devices)).type not in ("cpu", "cuda"):
+            raise RuntimeError("gat_torch.Graph: the arrays and perm must be on one device, cpu or "
+                               f"cuda, got {sorted(str(d) for d in devices)}")
+        counts = [int(c) for c in counts]
+        _ops.validate_graph(arrays, counts, perm)
+        self._take(arrays, counts, perm)
+
+    def _take(self, arrays: List[torch.Tensor], counts: List[int], perm: torch.Tensor) -> None:
+        # Kept as tuples behind read-only properties that hand out new lists: graph.counts[0] = 99
+        # or graph.arrays = [...] changed what was checked without moving any tensor's _version.
+        self._arrays = tuple(arrays)
+        self._counts = tuple(counts)
+        self._perm = perm
+        self._versions = tuple(a._version for a in arrays)
+
+    @property
+    def arrays(self) -> List[torch.Tensor]:
+        """The twelve int32 arrays (gat::Graph's, in GraphArrays' order): a new list each time."""
+        return list(self._arrays)
+
+    @property
+    def counts(self) -> List[int]:
+        """max in-degree, max out-degree, chunk edges, self loops, one self loop per node (0/1):
+        a new list each time."""
+        return list(self._counts)
+
+    @property
+    def perm(self) -> torch.Tensor:
+        """(E,) int64: graph edge k is input edge perm[k]."""
+        return self._perm
 
     def _checked_arrays(self) -> List[torch.Tensor]:
         """The arrays for the operators, which trust them (as gat::Graph::from_arrays does):
@@ -88,7 +128,7 @@ class Graph:
         out of bounds and crashed the process. A tensor's _version counts in-place changes, so
         checking costs no device work; torch.compile's traced graphs skip it."""
         if not torch.compiler.is_compiling():
-            for k, (a, v) in enumerate(zip(self.arrays, self._versions)):
+            for k, (a, v) in enumerate(zip(self._arrays, self._versions)):
                 if a._version != v:
                     raise RuntimeError(
                         f"gat_torch.Graph: its array {k} was changed in place after the graph "
@@ -101,7 +141,9 @@ class Graph:
         """The graph of the edges src[k] -> dst[k], sources in [0, num_src), destinations in
         [0, num_dst); out-of-range indices raise RuntimeError naming them."""
         out = _ops.build_graph(src, dst, int(num_src), int(num_dst))
-        return Graph(list(out[:12]), out[13].tolist(), out[12])
+        graph = Graph.__new__(Graph)  # build_graph's arrays need no check
+        graph._take(list(out[:12]), out[13].tolist(), out[12])
+        return graph
 
     @property
     def num_dst_nodes(self) -> int:
@@ -335,6 +377,11 @@ def gatv2_attention_weights(graph: Graph, xl: torch.Tensor, xr: torch.Tensor, at
 @torch.library.register_fake("gat_torch::gatv2_edge_scores")
 def _(arrays, counts, xl, xr, att, edge_term, negative_slope):
     return xl.new_empty((arrays[1].shape[0], xl.shape[1]))
+
+
+@torch.library.register_fake("gat_torch::validate_graph")
+def _(arrays, counts, perm):
+    return None
 
 
 @torch.library.register_fake("gat_torch::build_graph")

@@ -300,6 +300,7 @@ def test_opcheck_on_every_operator(device):
         (torch.ops.gat_torch.gat_edge_scores.default, (g, c, el.detach(), er.detach(), term.detach(), 0.2)),
         (torch.ops.gat_torch.gatv2_edge_scores.default, (g, c, xl.detach(), xr.detach(), att.detach(), None, 0.2)),
         (torch.ops.gat_torch.csr_softmax.default, (g, c, torch.randn(graph.num_edges, 2, device=device))),
+        (torch.ops.gat_torch.validate_graph.default, (g, c, graph.perm)),
         (torch.ops.gat_torch.head_dot_pair.default, (value, att.detach().clone().requires_grad_(), att.detach().flip(0))),
         (torch.ops.gat_torch.head_dot_pair_backward.default,
          (value.detach(), att.detach(), att.detach().flip(0), torch.randn(6, 2, dtype=torch.float64, device=device),
@@ -381,3 +382,95 @@ def test_a_graph_changed_in_place_is_refused_not_read_out_of_bounds():
             ops.gat_attention(graph, el, er, value, 0.2)
         with pytest.raises(RuntimeError, match=f"array {k} was changed in place"):
             ops.gatv2_attention(graph, value, value[:2], torch.randn(2, 4), 0.2)
+
+
+def _good_graph_parts():
+    graph = ops.Graph.build(torch.tensor([0, 1, 2, 2, 0]), torch.tensor([1, 0, 0, 1, 0]), 3, 2)
+    return [a.clone() for a in graph.arrays], list(graph.counts), graph.perm.clone()
+
+
+def _with(parts, k, value):
+    arrays, counts, perm = parts
+    arrays = list(arrays)
+    arrays[k] = value
+    return arrays, counts, perm
+
+
+def _bad_graphs():
+    """(name, arrays, counts, perm) each wrong in one way, and the message expected."""
+    arrays, counts, perm = _good_graph_parts()
+    rp, src = arrays[0], arrays[1]
+    yield "src out of range", _with((arrays, counts, perm), 1, src.clone().fill_(7)), "outside"
+    yield "negative src", _with((arrays, counts, perm), 1, src.clone().fill_(-1)), "outside"
+    yield "row_ptr decreasing", _with((arrays, counts, perm), 0, torch.tensor([0, 4, 2], dtype=torch.int32)), \
+        "decreases"
+    yield "row_ptr past E", _with((arrays, counts, perm), 0, torch.tensor([0, 2, 99], dtype=torch.int32)), \
+        "row_ptr"
+    yield "row_ptr empty", _with((arrays, counts, perm), 0, torch.zeros(0, dtype=torch.int32)), \
+        "at least one element"
+    yield "short edge_dst", _with((arrays, counts, perm), 2, arrays[2][:-1].clone()), "edge_dst"
+    yield "int64 array", _with((arrays, counts, perm), 1, src.long()), "int32"
+    yield "2-D array", _with((arrays, counts, perm), 1, src.unsqueeze(0)), "1-D"
+    yield "transposed edge ids", _with((arrays, counts, perm), 5, arrays[5].flip(0).contiguous()), "t_edge_id|transpose"
+    yield "unsorted row", _with((arrays, counts, perm), 1, torch.tensor([2, 0, 1, 0, 2], dtype=torch.int32)), \
+        "sorted|edge_dst|transpose"
+    yield "float array", _with((arrays, counts, perm), 4, arrays[4].float()), "int32"
+    yield "eleven arrays", (arrays[:11], counts, perm), "12 arrays"
+    yield "four counts", (arrays, counts[:4], perm), "counts"
+    yield "max in-degree wrong", (arrays, [counts[0] + 1] + counts[1:], perm), "max_in_degree"
+    yield "chunk edges 2^32 + chunk", (arrays, counts[:2] + [counts[2] + 2**32] + counts[3:], perm), "counts"
+    yield "self loops wrong", (arrays, counts[:3] + [counts[3] + 5] + counts[4:], perm), "self loops"
+    yield "one per node 7", (arrays, counts[:4] + [7], perm), "counts"
+    yield "perm short", (arrays, counts, perm[:-1]), "perm"
+    yield "perm int32", (arrays, counts, perm.int()), "perm"
+    yield "perm repeated", (arrays, counts, torch.zeros_like(perm)), "named twice"
+    yield "perm out of range", (arrays, counts, perm + 100), "outside"
+    yield "an array on meta", _with((arrays, counts, perm), 1, src.to("meta")), "one device"
+    yield "perm on meta", (arrays, counts, perm.to("meta")), "one device"
+
+
+@pytest.mark.parametrize("name,parts,message", list(_bad_graphs()), ids=[b[0] for b in _bad_graphs()])
+def test_a_graph_made_from_bad_arrays_is_refused_not_read_out_of_bounds(name, parts, message):
+    """Graph(arrays, counts, perm) took its arrays unchecked, and the kernels trust them: an
+    out-of-range source or a row pointer past the edges read memory out of bounds (SIGSEGV). It
+    now checks them (gat::Graph::validate) and raises, naming the fault."""
+    with pytest.raises(RuntimeError, match=message):
+        ops.Graph(*parts)
+
+
+def test_a_graph_made_from_other_types_is_a_type_error():
+    """Lists for arrays, or float or 2^70 counts, failed in pybind11's cast naming type '?'."""
+    arrays, counts, perm = _good_graph_parts()
+    for bad_arrays, bad_counts in (([a.tolist() for a in arrays], counts), (arrays, [1.5] * 5),
+                                   (arrays, [2**70] * 5), (arrays, [True] * 5)):
+        with pytest.raises(TypeError, match="gat_torch.Graph: (arrays must be 12 tensors|counts must be)"):
+            ops.Graph(bad_arrays, bad_counts, perm)
+
+
+def test_a_graph_made_from_good_arrays_equals_the_built_one():
+    arrays, counts, perm = _good_graph_parts()
+    el, er, value = torch.randn(3, 2), torch.randn(2, 2), torch.randn(3, 2, 4)
+    built = ops.Graph.build(torch.tensor([0, 1, 2, 2, 0]), torch.tensor([1, 0, 0, 1, 0]), 3, 2)
+    made = ops.Graph(arrays, counts, perm)
+    assert torch.equal(ops.gat_attention(made, el, er, value), ops.gat_attention(built, el, er, value))
+    # Non-contiguous but valid arrays are fine (the operators copy them contiguous).
+    strided = [torch.stack([a, a], 1)[:, 0] for a in arrays]
+    assert not strided[1].is_contiguous()
+    ops.Graph(strided, counts, perm)
+
+
+def test_a_graph_cannot_be_changed_through_its_attributes():
+    """What Graph checked must stay what the kernels read: graph.counts[0] = 99 changed a checked
+    count silently, graph.arrays[0] = t swapped an array. They now change a copy; the attributes
+    cannot be assigned."""
+    graph = ops.Graph.build(torch.tensor([0, 1]), torch.tensor([1, 0]), 2, 2)
+    counts, row_ptr = graph.counts, graph.arrays[0]
+    graph.counts[0] = 99
+    graph.arrays[0] = torch.zeros(3, dtype=torch.int32)
+    assert graph.counts == counts and graph.arrays[0] is row_ptr
+    with pytest.raises(AttributeError):
+        graph.counts = [0, 0, 0, 0, 0]
+    with pytest.raises(AttributeError):
+        graph.arrays = []
+    with pytest.raises(AttributeError):
+        graph.perm = torch.zeros(2, dtype=torch.int64)
