@@ -632,7 +632,7 @@ std::vector<Bf16AttentionRow> attention_rows(const Graph& g, int64_t H, int64_t 
             extras == kAll ? kDeviceProjectedActivationRowUlps : kDeviceProjectedRowUlps,
             kDeviceProjectedOutputUlps};
   };
-  for (bool linear : {false})
+  for (bool linear : {false, true})
     for (Extras extras : {kBare, kBias, kAll}) rows.push_back(projection(linear, extras));
   return rows;
 }

@@ -502,25 +502,35 @@ Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& w
                             const DropoutKey& value_dropout, const Tensor& edge_term, const Tensor& bias,
                             const OutputActivation& activation) {
   const char* op = "gat_linear_attention";
-  if (detail::bf16_in_f32(op, x, weight, att_src, att_dst, edge_term, bias))
+  // bf16 x on CUDA beside f32 parameters takes the fused kernels' bf16 instantiation where they
+  // take its shapes and no d x is asked (they have no composition in bf16 to fall back to); the
+  // CPU, the reference, and every other case compute bf16 in f32.
+  const bool native = bf16_rows_on_cuda(x, weight, att_src, att_dst, bias) &&
+                      (!edge_term.defined() || edge_term.dtype() == DType::bf16) && !x.requires_grad() &&
+                      x.dim() == 2 && att_src.dim() == 2 &&
+                      GAT_CUDA_CALL(cuda_impl::linear_head_dot_takes_bf16(x.size(0), x.size(1),
+                                                                          att_src.size(0), att_src.size(1)));
+  if (!native && detail::bf16_in_f32(op, x, weight, att_src, att_dst, edge_term, bias))
     return detail::rounded_to_bf16(
         gat_linear_attention(graph, detail::widened(x), detail::widened(weight), detail::widened(att_src),
                              detail::widened(att_dst), negative_slope, attn_dropout, value_dropout,
                              detail::widened(edge_term), detail::widened(bias), activation));
   check_node_rows(op, "x", x, 2, graph);
-  check_same(op, "weight", weight, "x", x);
+  check_compute_dtype(op, "weight", weight, "x", x);
   check_dim(op, "weight", weight, 2);
-  check_same(op, "att_src", att_src, "x", x);
+  check_compute_dtype(op, "att_src", att_src, "x", x);
   check_dim(op, "att_src", att_src, 2);
   const int64_t N = x.size(0), K = x.size(1), H = att_src.size(0), F = att_src.size(1);
   GAT_CHECK(weight.size(0) == K && weight.size(1) == H * F, op, ": 'weight' ", weight.describe(),
             " must be (K, H F) = (", K, ", ", H * F, ") for 'x' ", x.describe(), " and 'att_src' ",
             att_src.describe());
-  check_same(op, "att_dst", att_dst, "x", x);
+  check_compute_dtype(op, "att_dst", att_dst, "x", x);
   check_shape(op, "att_dst", att_dst, {H, F});
   check_dropout(op, value_dropout);
-  Tensor el = Tensor::empty({N, H}, x.dtype(), x.device(), "gat_linear_attention el");
-  Tensor er = Tensor::empty({N, H}, x.dtype(), x.device(), "gat_linear_attention er");
+  // el and er in the dtype the rows compute in: f32 beside bf16 x (per-node statistics).
+  const DType stats = compute_dtype(x.dtype());
+  Tensor el = Tensor::empty({N, H}, stats, x.device(), "gat_linear_attention el");
+  Tensor er = Tensor::empty({N, H}, stats, x.device(), "gat_linear_attention er");
   Tensor values = Tensor::empty({N, H, F}, x.dtype(), x.device(), "gat_linear_attention values");
   check_gat_aggregate(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias, activation);
 
@@ -551,14 +561,20 @@ Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& w
         auto like = [](bool need, const Tensor& t, const char* name) {
           return need ? Tensor::empty(t.shape(), t.dtype(), t.device(), name) : Tensor();
         };
-        Tensor dx = like(need_x, x, "d x"), dw = like(need_w, w, "d weight"),
-               d_src = like(need_src, a_src, "d att_src"), d_dst = like(need_dst, a_dst, "d att_dst");
+        // bf16 x takes the fused backward alone, which writes d weight and both d att: those not
+        // asked for are written to scratch.
+        const bool fused_only = x.dtype() == DType::bf16;
+        Tensor dx = like(need_x, x, "d x"), dw = like(need_w || fused_only, w, "d weight"),
+               d_src = like(need_src || fused_only, a_src, "d att_src"),
+               d_dst = like(need_dst || fused_only, a_dst, "d att_dst");
         if (need_terms)
-          kernels::linear_head_dot_pair_backward(x, w, a_src, a_dst, value_dropout, keep_scale, *kept,
-                                                 keep_bits, d.value, d.el, d.er, need_x ? &dx : nullptr,
-                                                 need_w ? &dw : nullptr, need_src ? &d_src : nullptr,
-                                                 need_dst ? &d_dst : nullptr);
-        return std::vector<Tensor>{dx, dw, d_src, d_dst, d.edge_term, d.bias};
+          kernels::linear_head_dot_pair_backward(
+              x, w, a_src, a_dst, value_dropout, keep_scale, *kept, keep_bits, d.value, d.el, d.er,
+              need_x ? &dx : nullptr, dw.defined() ? &dw : nullptr, d_src.defined() ? &d_src : nullptr,
+              d_dst.defined() ? &d_dst : nullptr);
+        auto asked = [](bool need, const Tensor& t) { return need ? t : Tensor(); };
+        return std::vector<Tensor>{
+            dx, asked(need_w, dw), asked(need_src, d_src), asked(need_dst, d_dst), d.edge_term, d.bias};
       });
 }
 
