@@ -114,8 +114,11 @@ void gat_attention_aggregate_forward(const GatAttentionForwardArgs& a) {
   if (a.source_rows.defined()) {
     const char* op = "gat_attention_aggregate (source rows)";
     GAT_CHECK(node_value.is_cuda(), op, ": packed source rows are read by the CUDA kernels only");
-    GAT_CHECK(node_value.size(1) * node_value.size(2) + node_value.size(1) <= kPackedRow, op, ": node_value ",
-              node_value.describe(), " and el do not fit a row of ", kPackedRow);
+    GAT_CHECK(packs_source_row(node_value.size(1), node_value.size(2),
+                               static_cast<int64_t>(dtype_size(node_value.dtype())),
+                               static_cast<int64_t>(dtype_size(a.el.dtype()))),
+              op, ": node_value ", node_value.describe(), " and el ", a.el.describe(),
+              " do not fit a row of ", kPackedRow);
     check_same(op, "source_rows", a.source_rows, "node_value", node_value);
     check_shape(op, "source_rows", a.source_rows, {node_value.size(0), kPackedRow});
   }
@@ -441,12 +444,13 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
 
   // el, er and the values in one pass over wh; on CUDA, when a node's values and el fit a packed
   // row (the output layer), also those rows, which the forward reads instead of the two tensors
-  // (dropped with the forward; the backward reads a source's own row once). bf16 rows, whose el
-  // is f32, are not packed.
+  // (dropped with the forward; the backward reads a source's own row once). A bf16 row holds el
+  // in f32 after its values.
   Tensor values = value_dropout.active()
                       ? Tensor::empty(wh.shape(), wh.dtype(), wh.device(), "gat_projected_attention values")
                       : wh;
-  Tensor rows = wh.is_cuda() && wh.dtype() == stats && H * F + H <= kPackedRow
+  Tensor rows = wh.is_cuda() && packs_source_row(H, F, static_cast<int64_t>(dtype_size(wh.dtype())),
+                                                 static_cast<int64_t>(dtype_size(stats)))
                     ? Tensor::empty({N, int64_t{kPackedRow}}, wh.dtype(), wh.device(),
                                     "gat_projected_attention source rows")
                     : Tensor();

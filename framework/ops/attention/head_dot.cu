@@ -24,7 +24,7 @@ using attention::store_row;
 using attention::widen;
 
 // What the paired forward writes besides the dots (head_dot_pair_dropout_forward): the values
-// dropout(x) and the packed rows [values | out1], each null when not asked.
+// dropout(x) and the packed rows [values | out1] (out1 in its own dtype), each null when not asked.
 template <class S, class T = Compute<S>>
 struct ValueRows {
   S* values = nullptr;  // (N, H, F)
@@ -81,7 +81,8 @@ __global__ void head_dot_forward_kernel(const S* __restrict__ x,            // (
     }
     out1[t] = narrow<O>(acc1);
     if (a2) out2[t] = narrow<O>(acc2);
-    if (row) row[static_cast<long long>(H) * F + h] = narrow<S>(acc1);
+    // el after the values, in O (f32 after bf16 values: packs_source_row).
+    if (row) reinterpret_cast<O*>(row + static_cast<long long>(H) * F)[h] = narrow<O>(acc1);
   }
 }
 

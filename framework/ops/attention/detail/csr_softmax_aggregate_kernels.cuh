@@ -902,19 +902,16 @@ void gat_forward(const GatAttentionForwardArgs& args) {
   epilogue.elu = activation.elu;
   epilogue.activation = {static_cast<T>(activation.alpha), static_cast<T>(activation.keep_scale())};
   epilogue.key = activation.dropout;
-  // el[j] follows the values in a packed source row (f32 and f64 only: bf16 rows' el is f32).
-  const T* el_rows = el.data<T>();
-  if (source_rows) {
-    GAT_CHECK((std::is_same_v<S, T>), "gat_attention_aggregate: packed source rows of ",
-              dtype_name(node_value.dtype()), " values are not taken (el is f32 beside bf16 rows)");
-    if constexpr (std::is_same_v<S, T>) el_rows = source_rows->data<S>() + H * node_value.size(2);
-  }
+  // el[j] follows the values in a packed source row, in T (f32 after bf16 values: the row's
+  // H F values are a whole number of T, packs_source_row), a row being kPackedRow S long.
+  const T* el_rows = source_rows ? reinterpret_cast<const T*>(source_rows->data<S>() + H * node_value.size(2))
+                                 : el.data<T>();
   const GatScores<S, kTerm> scores{el_rows,
                                    er.data<T>(),
                                    kTerm ? edge_term.data<S>() : nullptr,
                                    H,
                                    static_cast<T>(args.negative_slope),
-                                   source_rows ? kPackedRow : H};
+                                   source_rows ? static_cast<int>(kPackedRow * sizeof(S) / sizeof(T)) : H};
   with_flag(pos_out != nullptr, [&](auto positive) {
     aggregate_forward<S, decltype(positive)::value>(*args.graph, scores, node_value, args.attn_dropout, out,
                                                     lse, pos_out, pos_weight, epilogue, source_rows,
