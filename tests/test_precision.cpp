@@ -491,7 +491,9 @@ GAT_INSTANTIATE_DEVICE_TESTS(GatTrainBf16);
 //  - every gradient against f32 on the same bf16 inputs, widened (what the kernels compute before
 //    they round): within kDeviceSameInputsTolerance in the 2-norm;
 //  - against f32 on the unrounded inputs: the output within 1/64 as on the CPU; the row gradients
-//    within 1/16, the scores' gradients within kBf16ScoreGradientTolerance;
+//    within 1/16, the scores' gradients within kBf16ScoreGradientTolerance; or, where the CPU's
+//    bf16 is itself farther (inputs whose rounding crosses more scores over the kink), within the
+//    CPU's distance and one bf16 step (the output) or kDeviceSameInputsTolerance (against_f32);
 //  - two runs: the same bits.
 constexpr double kBf16Ulp = 1.0 / 128;  // of a bf16 in [1, 2): 7 stored significand bits
 constexpr double kDeviceRowUlps = 2, kDeviceScoreUlps = 4;
@@ -520,10 +522,19 @@ constexpr double kDeviceActivationRowUlps = kDeviceRowUlps + 2;
 // tolerance above of the CPU's, and rounds it once more; the CPU sums it from its f32 dV. So dV's
 // error comes scaled by 1 / (1 - p) (1.43 at p = 0.3), plus a rounding of dV and one of d wh, and
 // d wh's row may be smaller than the scaled dV's where the terms cancel: twice the row
-// tolerance, plus one ulp. (el and er are f32 on both devices, so d el and d er add only f32
-// rounding.)
-constexpr double kDeviceProjectedRowUlps = 2 * kDeviceRowUlps + 1,
-                 kDeviceProjectedActivationRowUlps = 2 * kDeviceActivationRowUlps + 1;
+// tolerance, plus one ulp. That holds without value dropout, where the values are wh itself.
+constexpr double kDeviceProjectedRowUlps = 2 * kDeviceRowUlps + 1;
+// With value dropout the device stores the values dropout(wh) in bf16, the CPU in f32, and the
+// scores' gradients d e = a (G . v_j - D) read them: the device's d el and d er (f32, not rounded
+// themselves) move by up to 0.74 ulps of their largest, within the scores' tolerance, but d wh
+// takes them times att, and on a row where d wh's terms cancel that is many ulps of the row.
+// Measured in the CPU's f32 maths on these inputs (issue 48), with the device's rounding points
+// (values, dV, grad_pre and d wh rounded to bf16) against the CPU's bf16: up to 11 ulps of a row
+// bare (1 head of 64) and 26 with the activation (1 head of 64, looped), the H100's own figures
+// on the same rows (11 at node 197, 26 at node 798); the values' rounding alone gives 10.5 and 20,
+// dV's alone at most 2. The H100 was up to 6 ulps above that chain on other rows (15 against 9).
+// So such rows allow 32 ulps; against f32 on the same inputs they still hold 1/64 in the 2-norm.
+constexpr double kDeviceProjectedValueDropoutRowUlps = 32;
 // The projected ops' values, dropout(wh) (or of x W), are stored in bf16 on the device and kept in
 // f32 by the CPU: one more rounding of each value, up to 2^-8 of it, that the output sums. Where
 // a row's values cancel, its largest output is smaller than the values it sums: 2 ulps more.
@@ -557,6 +568,19 @@ void expect_within_ulps_of_largest(const Tensor& got, const Tensor& want, double
   for (double x : w) scale = std::max(scale, std::abs(x));
   const double ulp = scale > 0 ? std::exp2(std::floor(std::log2(scale))) * kBf16Ulp : 0;
   EXPECT_LE(rel_error(got, want) * scale, ulps * ulp) << what << " (largest " << scale << ")";
+}
+
+// The device's distance from f32 on the unrounded inputs: within `tolerance`, or, where the CPU's
+// bf16 (f32 on the rounded inputs, rounded once) is itself farther, within the CPU's distance and
+// the device's own allowance beside it. The distance is the inputs' rounding, which moves scores
+// across LeakyReLU's kink: it depends on the inputs drawn, not on the kernels. One rng draws every
+// row's inputs in turn, so the projection rows gave the rows after them new inputs: the CPU's bf16
+// d er of the aggregate at 1 head of 64 (looped) went from 0.104 from f32 to 0.164. On these
+// inputs the CPU's bf16 was 0.137 (the projected op's d att_dst, 1 head of 7), 0.0160 (the linear
+// op's output, 1 head of 64), 0.164 (that d er) and 0.481 (the linear op's d att_dst, 1 head of
+// 64, looped) from f32; an H100 (issue 48) 0.137, 0.0160, 0.164 and 0.481.
+double against_f32(double tolerance, double cpu_distance, double device_allowance) {
+  return std::max(tolerance, cpu_distance + device_allowance);
 }
 
 // An attention op of the table on a graph: its inputs' shapes, which are bf16 activations (the
@@ -634,7 +658,7 @@ std::vector<Bf16AttentionRow> attention_rows(const Graph& g, int64_t H, int64_t 
     return {{std::string(linear ? "gat_linear_attention" : "gat_projected_attention") + names[extras], f,
              shapes, activation},
             row_gradient,
-            extras == kAll ? kDeviceProjectedActivationRowUlps : kDeviceProjectedRowUlps,
+            extras == kBias ? kDeviceProjectedRowUlps : kDeviceProjectedValueDropoutRowUlps,
             kDeviceProjectedOutputUlps};
   };
   for (bool linear : {false, true})
@@ -674,7 +698,9 @@ TEST_F(CudaBf16Attention, MatchesTheCpuReferenceAndF32AndRepeatsBitForBit) {
                       again = run_row(on_cuda[r].op, cuda_inputs, g.to(Device::cuda));
         EXPECT_EQ(cuda.out.dtype(), DType::bf16);
         expect_rows_within_ulps(cuda.out, cpu.out, on_cpu[r].out_ulps, "output");
-        EXPECT_LE(rel_error(cuda.out, f32.out), kBf16OutputTolerance) << "output against f32";
+        EXPECT_LE(rel_error(cuda.out, f32.out),
+                  against_f32(kBf16OutputTolerance, rel_error(cpu.out, f32.out), kOneBf16Step))
+            << "output against f32";
         EXPECT_TRUE(bitwise_equal(cuda.out, again.out)) << "output, run twice";
         for (size_t k = 0; k < cuda.grads.size(); ++k) {
           const std::string what = "grad of input " + std::to_string(k);
@@ -691,8 +717,9 @@ TEST_F(CudaBf16Attention, MatchesTheCpuReferenceAndF32AndRepeatsBitForBit) {
           EXPECT_LE(norm_error(cuda.grads[k], same_inputs.grads[k]), kDeviceSameInputsTolerance)
               << what << " against f32 on the same inputs";
           EXPECT_LE(norm_error(cuda.grads[k], f32.grads[k]),
-                    row_gradient[k] ? kBf16GradientTolerance : kBf16ScoreGradientTolerance)
-              << what << " against f32";
+                    against_f32(row_gradient[k] ? kBf16GradientTolerance : kBf16ScoreGradientTolerance,
+                                norm_error(cpu.grads[k], f32.grads[k]), kDeviceSameInputsTolerance))
+              << what << " against f32 (the CPU's bf16: " << norm_error(cpu.grads[k], f32.grads[k]) << ")";
           EXPECT_TRUE(bitwise_equal(cuda.grads[k], again.grads[k])) << what << ", run twice";
         }
       }
