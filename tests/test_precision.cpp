@@ -394,7 +394,12 @@ void expect_same_on_both_devices(const Bf16Row& row, const std::string& what, co
   EXPECT_EQ(cuda.dtype(), cpu.dtype()) << what;
   // elu_dropout's CUDA backward reads the bf16 output it keeps, where the CPU reads an f32 one
   // (docs/precision.md): one more rounding, so one more step (measured on an H100: 2 ulps).
-  const double steps = row.name == "elu_dropout" && what != "output" ? 2 : 1;
+  // gat_projected_attention's CUDA kernels store the values dropout(wh) and d values in bf16, where
+  // the CPU keeps f32, and d wh sums the bf16 d values scaled by the value dropout's 1 / (1 - p):
+  // 3 steps (the row tolerances of CudaBf16Attention, below, against the largest element).
+  const double steps = row.name == "elu_dropout" && what != "output" ? 2
+                       : row.name == "gat_projected_attention"       ? 3
+                                                                     : 1;
   const double tol = kF32DeviceTolerance + steps * kOneBf16Step;
   if (!row.elementwise) return expect_close(cuda, cpu, what, tol);
   const std::vector<double> a = host_f64(cpu), b = host_f64(cuda);
@@ -471,8 +476,9 @@ GAT_INSTANTIATE_DEVICE_TESTS(GatTrainBf16);
 
 // ---- the attention ops' own bf16 kernels on CUDA ----
 //
-// On CUDA, head_dot, csr_softmax_aggregate and gat_attention_aggregate read and write bf16 rows themselves:
-// every sum in f32, lse and pos_weight kept in f32, each stored value rounded once. The CPU's bf16
+// On CUDA, head_dot, csr_softmax_aggregate, gat_attention_aggregate and gat_projected_attention read
+// and write bf16 rows themselves: every sum in f32, lse, pos_weight, el and er kept in f32, each
+// stored value rounded once. The CPU's bf16
 // (the f32 op on the bf16 values, rounded once) is their reference. They differ by the order of the
 // f32 sums, and by what the device rounds on the way: it stores the activation's input gradient
 // (grad_pre) in bf16 for its walk over the edges. Its D = G.out and d er are exact in f32 as the
@@ -485,7 +491,9 @@ GAT_INSTANTIATE_DEVICE_TESTS(GatTrainBf16);
 //  - every gradient against f32 on the same bf16 inputs, widened (what the kernels compute before
 //    they round): within kDeviceSameInputsTolerance in the 2-norm;
 //  - against f32 on the unrounded inputs: the output within 1/64 as on the CPU; the row gradients
-//    within 1/16, the scores' gradients within kBf16ScoreGradientTolerance;
+//    within 1/16, the scores' gradients within kBf16ScoreGradientTolerance; or, where the CPU's
+//    bf16 is itself farther (inputs whose rounding crosses more scores over the kink), within the
+//    CPU's distance and one bf16 step (the output) or kDeviceSameInputsTolerance (against_f32);
 //  - two runs: the same bits.
 constexpr double kBf16Ulp = 1.0 / 128;  // of a bf16 in [1, 2): 7 stored significand bits
 constexpr double kDeviceRowUlps = 2, kDeviceScoreUlps = 4;
@@ -509,6 +517,28 @@ constexpr double kBf16ScoreGradientTolerance = 1.0 / 8;
 // graphs (the CPU's f32 maths with grad_pre rounded to bf16 and not; the scores' gradients by at
 // most 1.00 ulp of their largest). So such a row allows 2 ulps more.
 constexpr double kDeviceActivationRowUlps = kDeviceRowUlps + 2;
+// gat_projected_attention's d wh = keep dV / (1 - p) + d el att_src + d er att_dst (p the value
+// dropout's rate): the device sums it in f32 from its bf16 dV, which is itself within the row
+// tolerance above of the CPU's, and rounds it once more; the CPU sums it from its f32 dV. So dV's
+// error comes scaled by 1 / (1 - p) (1.43 at p = 0.3), plus a rounding of dV and one of d wh, and
+// d wh's row may be smaller than the scaled dV's where the terms cancel: twice the row
+// tolerance, plus one ulp. That holds without value dropout, where the values are wh itself.
+constexpr double kDeviceProjectedRowUlps = 2 * kDeviceRowUlps + 1;
+// With value dropout the device stores the values dropout(wh) in bf16, the CPU in f32, and the
+// scores' gradients d e = a (G . v_j - D) read them: the device's d el and d er (f32, not rounded
+// themselves) move by up to 0.74 ulps of their largest, within the scores' tolerance, but d wh
+// takes them times att, and on a row where d wh's terms cancel that is many ulps of the row.
+// Measured in the CPU's f32 maths on these inputs (issue 48), with the device's rounding points
+// (values, dV, grad_pre and d wh rounded to bf16) against the CPU's bf16: up to 11 ulps of a row
+// bare (1 head of 64) and 26 with the activation (1 head of 64, looped), the H100's own figures
+// on the same rows (11 at node 197, 26 at node 798); the values' rounding alone gives 10.5 and 20,
+// dV's alone at most 2. The H100 was up to 6 ulps above that chain on other rows (15 against 9).
+// So such rows allow 32 ulps; against f32 on the same inputs they still hold 1/64 in the 2-norm.
+constexpr double kDeviceProjectedValueDropoutRowUlps = 32;
+// The projected ops' values, dropout(wh) (or of x W), are stored in bf16 on the device and kept in
+// f32 by the CPU: one more rounding of each value, up to 2^-8 of it, that the output sums. Where
+// a row's values cancel, its largest output is smaller than the values it sums: 2 ulps more.
+constexpr double kDeviceProjectedOutputUlps = kDeviceRowUlps + 2;
 
 // The largest of |got - want| over each row (the first dimension) within `ulps` bf16 ulps of the
 // row's largest |want|, ulp(x) = 2^(floor(log2 x) - 7).
@@ -540,19 +570,33 @@ void expect_within_ulps_of_largest(const Tensor& got, const Tensor& want, double
   EXPECT_LE(rel_error(got, want) * scale, ulps * ulp) << what << " (largest " << scale << ")";
 }
 
+// The device's distance from f32 on the unrounded inputs: within `tolerance`, or, where the CPU's
+// bf16 (f32 on the rounded inputs, rounded once) is itself farther, within the CPU's distance and
+// the device's own allowance beside it. The distance is the inputs' rounding, which moves scores
+// across LeakyReLU's kink: it depends on the inputs drawn, not on the kernels. One rng draws every
+// row's inputs in turn, so the projection rows gave the rows after them new inputs: the CPU's bf16
+// d er of the aggregate at 1 head of 64 (looped) went from 0.104 from f32 to 0.164. On these
+// inputs the CPU's bf16 was 0.137 (the projected op's d att_dst, 1 head of 7), 0.0160 (the linear
+// op's output, 1 head of 64), 0.164 (that d er) and 0.481 (the linear op's d att_dst, 1 head of
+// 64, looped) from f32; an H100 (issue 48) 0.137, 0.0160, 0.164 and 0.481.
+double against_f32(double tolerance, double cpu_distance, double device_allowance) {
+  return std::max(tolerance, cpu_distance + device_allowance);
+}
+
 // An attention op of the table on a graph: its inputs' shapes, which are bf16 activations (the
 // others f32 parameters), and which gradients are rows summed once (else the scores' terms).
 struct Bf16AttentionRow {
   Bf16Row op;
   std::vector<bool> row_gradient;
   double row_ulps = kDeviceRowUlps;  // of the row gradients
+  double out_ulps = kDeviceRowUlps;  // of the output's rows
 };
 
 std::vector<Bf16AttentionRow> attention_rows(const Graph& g, int64_t H, int64_t F) {
   const int64_t N = g.num_nodes(), E = g.num_edges();
-  const DropoutKey key{0.4f, 9, 1}, other{0.3f, 9, 2};
+  const DropoutKey key{0.4f, 9, 1}, other{0.3f, 9, 2}, value_key{0.3f, 9, 3};
   const ops::OutputActivation elu_out{true, 1.0, other};
-  return {
+  std::vector<Bf16AttentionRow> rows = {
       {{"head_dot",
         [](const Inputs& in) { return ops::head_dot(in[0], in[1]); },
         {{N, H, F}, {H, F}},
@@ -584,19 +628,57 @@ std::vector<Bf16AttentionRow> attention_rows(const Graph& g, int64_t H, int64_t 
        {false, false, true, false, false},
        kDeviceActivationRowUlps},
   };
+  // The projection ops, el and er f32 from bf16 rows (per-node statistics), the values bf16:
+  // gat_projected_attention (wh, att_src, att_dst) and gat_linear_attention (x of 32 features, the
+  // 100M-edge benchmark's first layer, weight, att_src, att_dst), each bare, with a bias alone (no
+  // value dropout), and with an edge term, a bias and the output activation. The linear op's fused
+  // kernels take bf16 x where they take the shapes (heads of 8) and no d x is asked: its x is not
+  // differentiated, and its other shapes go through f32. d weight and d att are sums over the nodes.
+  enum Extras { kBare, kBias, kAll };
+  auto projection = [=](bool linear, Extras extras) -> Bf16AttentionRow {
+    std::vector<Shape> shapes = linear ? std::vector<Shape>{{N, 32}, {32, H * F}, {H, F}, {H, F}}
+                                       : std::vector<Shape>{{N, H, F}, {H, F}, {H, F}};
+    const size_t lead = shapes.size();
+    if (extras == kAll) shapes.push_back({E, H});
+    if (extras != kBare) shapes.push_back({H * F});
+    std::vector<bool> activation(shapes.size(), false), row_gradient(shapes.size(), false);
+    activation[0] = true;
+    if (extras == kAll) activation[lead] = true;  // the edge term
+    row_gradient[0] = !linear;                    // d wh
+    auto f = [=](const Inputs& in) {
+      const Tensor term = extras == kAll ? in[lead] : Tensor(), bias = extras == kBare ? Tensor() : in.back();
+      const ops::OutputActivation act = extras == kAll ? elu_out : ops::OutputActivation{};
+      const DropoutKey values = extras == kBias ? DropoutKey() : value_key;
+      if (linear)
+        return ops::gat_linear_attention(g, in[0].detach(), in[1], in[2], in[3], 0.2, key, values, term, bias,
+                                         act);
+      return ops::gat_projected_attention(g, in[0], in[1], in[2], 0.2, key, values, term, bias, act);
+    };
+    const char* names[] = {"", " with bias", " with edge term, bias and ELU"};
+    return {{std::string(linear ? "gat_linear_attention" : "gat_projected_attention") + names[extras], f,
+             shapes, activation},
+            row_gradient,
+            extras == kBias ? kDeviceProjectedRowUlps : kDeviceProjectedValueDropoutRowUlps,
+            kDeviceProjectedOutputUlps};
+  };
+  for (bool linear : {false, true})
+    for (Extras extras : {kBare, kBias, kAll}) rows.push_back(projection(linear, extras));
+  return rows;
 }
 
 using CudaBf16Attention = CudaVsCpuTest;
 
-// Heads 1 and 8; F = 8 (lanes of 8 bf16, one 16-byte load), 12 (lanes of 4), 6 (of 2) and 7 (one
-// value at a time: an odd width); a graph whose first quarter of nodes has no in-edge, with a hub
+// Heads 1, 2 and 8; F = 8 (lanes of 8 bf16, one 16-byte load; 8 x 8 and 1 x 8 are GAT's two
+// layers in the benchmark), 12 (lanes of 4), 6 (of 2) and 7 (one value at a time: an odd width),
+// 64; a graph whose first quarter of nodes has no in-edge, with a hub
 // row and a hub transposed row of 300 edges, cut into chunks of 8 (E < 32,768), and its looped form.
 TEST_F(CudaBf16Attention, MatchesTheCpuReferenceAndF32AndRepeatsBitForBit) {
   std::mt19937_64 rng(31);
   const Graph graph = random_graph(1500, 12000, 300, rng);
   for (const Graph& host : {graph, graph.with_self_loops()}) {
     const Graph device = host.to(Device::cuda);
-    for (auto [H, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 7}, {8, 8}, {8, 12}, {1, 64}, {2, 6}}) {
+    for (auto [H, F] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 7}, {8, 8}, {8, 12}, {1, 64}, {2, 6}, {1, 8}}) {
       const std::vector<Bf16AttentionRow> on_cpu = attention_rows(host, H, F),
                                           on_cuda = attention_rows(device, H, F);
       for (size_t r = 0; r < on_cpu.size(); ++r) {
@@ -615,11 +697,17 @@ TEST_F(CudaBf16Attention, MatchesTheCpuReferenceAndF32AndRepeatsBitForBit) {
         const Bf16Run cuda = run_row(on_cuda[r].op, cuda_inputs, g.to(Device::cuda)),
                       again = run_row(on_cuda[r].op, cuda_inputs, g.to(Device::cuda));
         EXPECT_EQ(cuda.out.dtype(), DType::bf16);
-        expect_rows_within_ulps(cuda.out, cpu.out, kDeviceRowUlps, "output");
-        EXPECT_LE(rel_error(cuda.out, f32.out), kBf16OutputTolerance) << "output against f32";
+        expect_rows_within_ulps(cuda.out, cpu.out, on_cpu[r].out_ulps, "output");
+        EXPECT_LE(rel_error(cuda.out, f32.out),
+                  against_f32(kBf16OutputTolerance, rel_error(cpu.out, f32.out), kOneBf16Step))
+            << "output against f32";
         EXPECT_TRUE(bitwise_equal(cuda.out, again.out)) << "output, run twice";
         for (size_t k = 0; k < cuda.grads.size(); ++k) {
           const std::string what = "grad of input " + std::to_string(k);
+          if (!cpu.grads[k].defined()) {  // an input the row does not differentiate (detached)
+            EXPECT_FALSE(cuda.grads[k].defined()) << what;
+            continue;
+          }
           ASSERT_TRUE(cuda.grads[k].defined()) << what;
           EXPECT_EQ(cuda.grads[k].dtype(), cuda_inputs[k].dtype()) << what;
           if (row_gradient[k])
@@ -629,8 +717,9 @@ TEST_F(CudaBf16Attention, MatchesTheCpuReferenceAndF32AndRepeatsBitForBit) {
           EXPECT_LE(norm_error(cuda.grads[k], same_inputs.grads[k]), kDeviceSameInputsTolerance)
               << what << " against f32 on the same inputs";
           EXPECT_LE(norm_error(cuda.grads[k], f32.grads[k]),
-                    row_gradient[k] ? kBf16GradientTolerance : kBf16ScoreGradientTolerance)
-              << what << " against f32";
+                    against_f32(row_gradient[k] ? kBf16GradientTolerance : kBf16ScoreGradientTolerance,
+                                norm_error(cpu.grads[k], f32.grads[k]), kDeviceSameInputsTolerance))
+              << what << " against f32 (the CPU's bf16: " << norm_error(cpu.grads[k], f32.grads[k]) << ")";
           EXPECT_TRUE(bitwise_equal(cuda.grads[k], again.grads[k])) << what << ", run twice";
         }
       }

@@ -114,8 +114,11 @@ void gat_attention_aggregate_forward(const GatAttentionForwardArgs& a) {
   if (a.source_rows.defined()) {
     const char* op = "gat_attention_aggregate (source rows)";
     GAT_CHECK(node_value.is_cuda(), op, ": packed source rows are read by the CUDA kernels only");
-    GAT_CHECK(node_value.size(1) * node_value.size(2) + node_value.size(1) <= kPackedRow, op, ": node_value ",
-              node_value.describe(), " and el do not fit a row of ", kPackedRow);
+    GAT_CHECK(packs_source_row(node_value.size(1), node_value.size(2),
+                               static_cast<int64_t>(dtype_size(node_value.dtype())),
+                               static_cast<int64_t>(dtype_size(a.el.dtype()))),
+              op, ": node_value ", node_value.describe(), " and el ", a.el.describe(),
+              " do not fit a row of ", kPackedRow);
     check_same(op, "source_rows", a.source_rows, "node_value", node_value);
     check_shape(op, "source_rows", a.source_rows, {node_value.size(0), kPackedRow});
   }
@@ -238,7 +241,7 @@ struct GatGrads {
 // The projection entries' node input t (wh or x): floating point, of `dim` dimensions, a row per
 // node of the graph (one node set: its sources are its destinations).
 void check_node_rows(const char* op, const char* name, const Tensor& t, int64_t dim, const Graph& graph) {
-  check_float(op, name, t);
+  check_attention_float(op, name, t);
   check_dim(op, name, t, dim);
   GAT_CHECK(graph.num_src_nodes() == t.size(0) && graph.num_dst_nodes() == t.size(0), op, ": '", name, "' ",
             t.describe(), " must have a row per node of the graph (", graph.num_src_nodes(), " sources, ",
@@ -248,10 +251,16 @@ void check_node_rows(const char* op, const char* name, const Tensor& t, int64_t 
 void check_gat_aggregate(const char* op, const Graph& graph, const Tensor& el, const Tensor& er,
                          const Tensor& node_value, double negative_slope, const DropoutKey& attn_dropout,
                          const Tensor& edge_term, const Tensor& bias, const OutputActivation& activation) {
-  check_gat_score_terms(op, graph, el, er, edge_term);
-  check_same(op, "el", el, "node_value", node_value);
+  // el and er are per-node statistics, kept in the dtype the rows compute in (f32 beside bf16
+  // rows, as lse is: docs/precision.md); the edge term is per edge, in the rows' dtype.
+  check_gat_score_terms(op, graph, el, er, Tensor());
+  check_compute_dtype(op, "el", el, "node_value", node_value);
   check_dim(op, "node_value", node_value, 3);
   const int64_t H = el.size(1), F = node_value.size(2);
+  if (edge_term.defined()) {
+    check_same(op, "edge_term", edge_term, "node_value", node_value);
+    check_shape(op, "edge_term", edge_term, {graph.num_edges(), H});
+  }
   GAT_CHECK(node_value.size(0) == graph.num_src_nodes() && node_value.size(1) == H, op, ": 'node_value' ",
             node_value.describe(), " must be (Ns, H, F) with Ns = ", graph.num_src_nodes(),
             " sources of the graph and H = ", H, " heads of 'el' ", el.describe());
@@ -384,6 +393,11 @@ Tensor gat_attention_aggregate(const Graph& graph, const Tensor& el, const Tenso
     return detail::rounded_to_bf16(gat_attention_aggregate(
         graph, detail::widened(el), detail::widened(er), detail::widened(node_value), negative_slope,
         attn_dropout, detail::widened(edge_term), detail::widened(bias), activation));
+  // CUDA's bf16 kernels take el and er in f32 (per-node statistics); bf16 ones are widened, exactly,
+  // and their gradients rounded back once by the cast's backward.
+  if (detail::is_bf16(node_value) && (detail::is_bf16(el) || detail::is_bf16(er)))
+    return gat_attention_aggregate(graph, detail::widened(el), detail::widened(er), node_value,
+                                   negative_slope, attn_dropout, edge_term, bias, activation);
   check_gat_aggregate(op, graph, el, er, node_value, negative_slope, attn_dropout, edge_term, bias,
                       activation);
   GatSaved saved;
@@ -406,29 +420,37 @@ Tensor gat_projected_attention(const Graph& graph, const Tensor& wh, const Tenso
                                const DropoutKey& value_dropout, const Tensor& edge_term, const Tensor& bias,
                                const OutputActivation& activation) {
   const char* op = "gat_projected_attention";
-  if (detail::bf16_in_f32(op, wh, att_src, att_dst, edge_term, bias))
+  // bf16 wh on CUDA beside f32 parameters takes the op's own kernels (docs/precision.md); the
+  // CPU, the reference, computes bf16 in f32.
+  const bool native = bf16_rows_on_cuda(wh, att_src, att_dst, bias) &&
+                      (!edge_term.defined() || edge_term.dtype() == DType::bf16);
+  if (!native && detail::bf16_in_f32(op, wh, att_src, att_dst, edge_term, bias))
     return detail::rounded_to_bf16(gat_projected_attention(
         graph, detail::widened(wh), detail::widened(att_src), detail::widened(att_dst), negative_slope,
         attn_dropout, value_dropout, detail::widened(edge_term), detail::widened(bias), activation));
   check_node_rows(op, "wh", wh, 3, graph);
   const int64_t N = wh.size(0), H = wh.size(1), F = wh.size(2);
-  check_same(op, "att_src", att_src, "wh", wh);
+  check_compute_dtype(op, "att_src", att_src, "wh", wh);
   check_shape(op, "att_src", att_src, {H, F});
-  check_same(op, "att_dst", att_dst, "wh", wh);
+  check_compute_dtype(op, "att_dst", att_dst, "wh", wh);
   check_shape(op, "att_dst", att_dst, {H, F});
   check_dropout(op, value_dropout);
-  Tensor el = Tensor::empty({N, H}, wh.dtype(), wh.device(), "gat_projected_attention el");
-  Tensor er = Tensor::empty({N, H}, wh.dtype(), wh.device(), "gat_projected_attention er");
+  // el and er in the dtype the rows compute in: f32 beside bf16 wh (per-node statistics).
+  const DType stats = compute_dtype(wh.dtype());
+  Tensor el = Tensor::empty({N, H}, stats, wh.device(), "gat_projected_attention el");
+  Tensor er = Tensor::empty({N, H}, stats, wh.device(), "gat_projected_attention er");
   // Every input checked before any kernel runs (the values have wh's shape).
   check_gat_aggregate(op, graph, el, er, wh, negative_slope, attn_dropout, edge_term, bias, activation);
 
   // el, er and the values in one pass over wh; on CUDA, when a node's values and el fit a packed
   // row (the output layer), also those rows, which the forward reads instead of the two tensors
-  // (dropped with the forward; the backward reads a source's own row once).
+  // (dropped with the forward; the backward reads a source's own row once). A bf16 row holds el
+  // in f32 after its values.
   Tensor values = value_dropout.active()
                       ? Tensor::empty(wh.shape(), wh.dtype(), wh.device(), "gat_projected_attention values")
                       : wh;
-  Tensor rows = wh.is_cuda() && H * F + H <= kPackedRow
+  Tensor rows = wh.is_cuda() && packs_source_row(H, F, static_cast<int64_t>(dtype_size(wh.dtype())),
+                                                 static_cast<int64_t>(dtype_size(stats)))
                     ? Tensor::empty({N, int64_t{kPackedRow}}, wh.dtype(), wh.device(),
                                     "gat_projected_attention source rows")
                     : Tensor();
@@ -484,25 +506,35 @@ Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& w
                             const DropoutKey& value_dropout, const Tensor& edge_term, const Tensor& bias,
                             const OutputActivation& activation) {
   const char* op = "gat_linear_attention";
-  if (detail::bf16_in_f32(op, x, weight, att_src, att_dst, edge_term, bias))
+  // bf16 x on CUDA beside f32 parameters takes the fused kernels' bf16 instantiation where they
+  // take its shapes and no d x is asked (they have no composition in bf16 to fall back to); the
+  // CPU, the reference, and every other case compute bf16 in f32.
+  const bool native = bf16_rows_on_cuda(x, weight, att_src, att_dst, bias) &&
+                      (!edge_term.defined() || edge_term.dtype() == DType::bf16) && !x.requires_grad() &&
+                      x.dim() == 2 && att_src.dim() == 2 &&
+                      GAT_CUDA_CALL(cuda_impl::linear_head_dot_takes_bf16(x.size(0), x.size(1),
+                                                                          att_src.size(0), att_src.size(1)));
+  if (!native && detail::bf16_in_f32(op, x, weight, att_src, att_dst, edge_term, bias))
     return detail::rounded_to_bf16(
         gat_linear_attention(graph, detail::widened(x), detail::widened(weight), detail::widened(att_src),
                              detail::widened(att_dst), negative_slope, attn_dropout, value_dropout,
                              detail::widened(edge_term), detail::widened(bias), activation));
   check_node_rows(op, "x", x, 2, graph);
-  check_same(op, "weight", weight, "x", x);
+  check_compute_dtype(op, "weight", weight, "x", x);
   check_dim(op, "weight", weight, 2);
-  check_same(op, "att_src", att_src, "x", x);
+  check_compute_dtype(op, "att_src", att_src, "x", x);
   check_dim(op, "att_src", att_src, 2);
   const int64_t N = x.size(0), K = x.size(1), H = att_src.size(0), F = att_src.size(1);
   GAT_CHECK(weight.size(0) == K && weight.size(1) == H * F, op, ": 'weight' ", weight.describe(),
             " must be (K, H F) = (", K, ", ", H * F, ") for 'x' ", x.describe(), " and 'att_src' ",
             att_src.describe());
-  check_same(op, "att_dst", att_dst, "x", x);
+  check_compute_dtype(op, "att_dst", att_dst, "x", x);
   check_shape(op, "att_dst", att_dst, {H, F});
   check_dropout(op, value_dropout);
-  Tensor el = Tensor::empty({N, H}, x.dtype(), x.device(), "gat_linear_attention el");
-  Tensor er = Tensor::empty({N, H}, x.dtype(), x.device(), "gat_linear_attention er");
+  // el and er in the dtype the rows compute in: f32 beside bf16 x (per-node statistics).
+  const DType stats = compute_dtype(x.dtype());
+  Tensor el = Tensor::empty({N, H}, stats, x.device(), "gat_linear_attention el");
+  Tensor er = Tensor::empty({N, H}, stats, x.device(), "gat_linear_attention er");
   Tensor values = Tensor::empty({N, H, F}, x.dtype(), x.device(), "gat_linear_attention values");
   check_gat_aggregate(op, graph, el, er, values, negative_slope, attn_dropout, edge_term, bias, activation);
 
@@ -533,14 +565,20 @@ Tensor gat_linear_attention(const Graph& graph, const Tensor& x, const Tensor& w
         auto like = [](bool need, const Tensor& t, const char* name) {
           return need ? Tensor::empty(t.shape(), t.dtype(), t.device(), name) : Tensor();
         };
-        Tensor dx = like(need_x, x, "d x"), dw = like(need_w, w, "d weight"),
-               d_src = like(need_src, a_src, "d att_src"), d_dst = like(need_dst, a_dst, "d att_dst");
+        // bf16 x takes the fused backward alone, which writes d weight and both d att: those not
+        // asked for are written to scratch.
+        const bool fused_only = x.dtype() == DType::bf16;
+        Tensor dx = like(need_x, x, "d x"), dw = like(need_w || fused_only, w, "d weight"),
+               d_src = like(need_src || fused_only, a_src, "d att_src"),
+               d_dst = like(need_dst || fused_only, a_dst, "d att_dst");
         if (need_terms)
-          kernels::linear_head_dot_pair_backward(x, w, a_src, a_dst, value_dropout, keep_scale, *kept,
-                                                 keep_bits, d.value, d.el, d.er, need_x ? &dx : nullptr,
-                                                 need_w ? &dw : nullptr, need_src ? &d_src : nullptr,
-                                                 need_dst ? &d_dst : nullptr);
-        return std::vector<Tensor>{dx, dw, d_src, d_dst, d.edge_term, d.bias};
+          kernels::linear_head_dot_pair_backward(
+              x, w, a_src, a_dst, value_dropout, keep_scale, *kept, keep_bits, d.value, d.el, d.er,
+              need_x ? &dx : nullptr, dw.defined() ? &dw : nullptr, d_src.defined() ? &d_src : nullptr,
+              d_dst.defined() ? &d_dst : nullptr);
+        auto asked = [](bool need, const Tensor& t) { return need ? t : Tensor(); };
+        return std::vector<Tensor>{
+            dx, asked(need_w, dw), asked(need_src, d_src), asked(need_dst, d_dst), d.edge_term, d.bias};
       });
 }
 

@@ -18,7 +18,8 @@ void csr_softmax_aggregate_backward(const CsrSoftmaxAggregateBackwardArgs& args)
 }
 
 void gat_attention_aggregate_forward(const GatAttentionForwardArgs& args) {
-  dispatch_rows(args.el.dtype(), "gat_attention_aggregate", [&](auto zero) {
+  // On the rows' dtype: beside bf16 rows el and er are f32 (GatScores).
+  dispatch_rows(args.node_value.dtype(), "gat_attention_aggregate", [&](auto zero) {
     with_edge_term(args.edge_term,
                    [&](auto term) { gat_forward<decltype(zero), decltype(term)::value>(args); });
   });
@@ -26,7 +27,7 @@ void gat_attention_aggregate_forward(const GatAttentionForwardArgs& args) {
 
 void gat_attention_aggregate_backward(const GatAttentionBackwardArgs& args) {
   bool bias_written = false;
-  dispatch_rows(args.el.dtype(), "gat_attention_aggregate backward",
+  dispatch_rows(args.node_value.dtype(), "gat_attention_aggregate backward",
                 [&](auto zero) { bias_written = gat_backward<decltype(zero)>(args); });
   if (args.bias_taken) *args.bias_taken = bias_written;
 }

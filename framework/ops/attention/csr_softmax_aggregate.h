@@ -114,8 +114,18 @@ Tensor csr_softmax(const Graph& graph, const Tensor& edge_scores);
 // The CUDA kernels' packed rows: 16 values (64 bytes of f32), which the DRAM serves with one
 // access where two arrays' rows at one index cost two (bench/gather_ceiling.cu; each row's start
 // aligned to 64 bytes). The walk packs a destination's gradient, er, lse and D in one when
-// H F + 3 H fit; gat_projected_attention a source's values and el when H F + H fit.
+// H F + 3 H fit; gat_projected_attention a source's values and el when they fit
+// (packs_source_row).
 constexpr int kPackedRow = 16;
+
+// Whether a source's H F values of value_bytes each and its H el of stat_bytes each (f32 beside
+// bf16 values, else the values' own size) fit a packed row of kPackedRow values, el starting on a
+// whole stat after the values: f32 and f64 H F + H <= 16, bf16 (32-byte rows) H F + 2 H <= 16
+// with H F even.
+constexpr bool packs_source_row(int64_t H, int64_t F, int64_t value_bytes, int64_t stat_bytes) {
+  return H * F * value_bytes % stat_bytes == 0 &&
+         H * F * value_bytes + H * stat_bytes <= kPackedRow * value_bytes;
+}
 
 // csr_softmax_aggregate's inputs, shared by its forward and backward.
 struct CsrSoftmaxAggregateInputs {
@@ -205,9 +215,11 @@ struct GatAttentionForwardArgs : GatAttentionInputs {
   Tensor* pos_out = nullptr;     // (N, H, F) or null
   Tensor* pos_weight = nullptr;  // (N, H) or null, f32 for bf16 rows
   Tensor* out_low = nullptr;     // (N, H, F) or null; bf16 rows only (CUDA)
-  // (Ns, kPackedRow) or undefined for none; CUDA only, H F + H <= kPackedRow: row j starts with
-  // node_value[j,:,:] then el[j,:], the same numbers as those tensors, and the forward reads them
-  // there: one 64-byte access an edge where the two tensors cost two.
+  // (Ns, kPackedRow) of node_value's dtype, or undefined for none; CUDA only, where
+  // packs_source_row: row j starts with node_value[j,:,:], then el[j,:] in el's dtype (f32 in a
+  // bf16 row, its bytes right after the values), the same numbers as those tensors, and the
+  // forward reads them there: one 64-byte access an edge (32 bytes in bf16) where the two tensors
+  // cost two.
   Tensor source_rows{};
 };
 GAT_DECLARE_KERNEL(gat_attention_aggregate_forward, GatAttentionForwardArgs)

@@ -14,7 +14,9 @@ namespace {
 // S is the dtype of x and of the (N, ...) tensors beside it, f32, f64 or bf16 (bf16 rows read and
 // written by the attention kernels' load_row and store_row); T = Compute<S> that of the
 // arithmetic, the parameters a1, a2 and their gradients (f32 beside bf16 rows: master weights).
-// For f32 and f64 S is T and these kernels are the code they were.
+// O is the dtype of the dots (N, H) and of their gradients: S (head_dot), or T beside bf16 rows
+// (gat_projected_attention's el and er, per-node statistics kept in f32). For f32 and f64 S, T
+// and O are one type and these kernels are the code they were.
 using attention::Compute;
 using attention::load_row;
 using attention::narrow;
@@ -22,7 +24,7 @@ using attention::store_row;
 using attention::widen;
 
 // What the paired forward writes besides the dots (head_dot_pair_dropout_forward): the values
-// dropout(x) and the packed rows [values | out1], each null when not asked.
+// dropout(x) and the packed rows [values | out1] (out1 in its own dtype), each null when not asked.
 template <class S, class T = Compute<S>>
 struct ValueRows {
   S* values = nullptr;  // (N, H, F)
@@ -38,12 +40,12 @@ struct ValueRows {
 // of 5M one-head rows of 8 took 0.94 ms). Each dot adds its F terms in order, whatever VEC. The
 // keep decision of flat element i is bit i & 3 of the draw for block i >> 2, as DropoutFn's (a
 // thread draws each block it touches, a block shared by two heads twice).
-template <class S, int VEC>
+template <class S, int VEC, class O = S>
 __global__ void head_dot_forward_kernel(const S* __restrict__ x,            // (N, H, F)
                                         const Compute<S>* __restrict__ a1,  // (H, F)
-                                        S* __restrict__ out1,               // (N, H)
+                                        O* __restrict__ out1,               // (N, H)
                                         const Compute<S>* __restrict__ a2,  // (H, F) or null
-                                        S* __restrict__ out2,               // (N, H) or null
+                                        O* __restrict__ out2,               // (N, H) or null
                                         long long NH, int H, int F, ValueRows<S> vr) {
   using T = Compute<S>;
   const DropoutKey key = vr.key.resolved();
@@ -77,9 +79,10 @@ __global__ void head_dot_forward_kernel(const S* __restrict__ x,            // (
       if (vr.values) store_row<S, VEC>(vr.values + t * F + f, value);
       if (row) store_row<S, VEC>(row + ah + f, value);
     }
-    out1[t] = narrow<S>(acc1);
-    if (a2) out2[t] = narrow<S>(acc2);
-    if (row) row[static_cast<long long>(H) * F + h] = narrow<S>(acc1);
+    out1[t] = narrow<O>(acc1);
+    if (a2) out2[t] = narrow<O>(acc2);
+    // el after the values, in O (f32 after bf16 values: packs_source_row).
+    if (row) reinterpret_cast<O*>(row + static_cast<long long>(H) * F)[h] = narrow<O>(acc1);
   }
 }
 
@@ -99,10 +102,10 @@ __global__ void head_dot_grad_x_kernel(const Compute<S>* __restrict__ a,  // (H,
 // A batch's 32 rows' loads are issued before their multiply-adds (in row order): a thread waits a
 // memory latency per batch (1,221 rows a block at 5M nodes, H F = 8: one row at a time 0.16 ms,
 // batches of 8 rows 0.18 ms, of 32 rows 0.15 ms; the block's 8 busy lanes bound it).
-template <class S>
+template <class S, class O = S>
 __global__ void head_dot_grad_a_partial_kernel(const S* __restrict__ x,           // (N, H, F)
-                                               const S* __restrict__ g1,          // (N, H)
-                                               const S* __restrict__ g2,          // (N, H) or null
+                                               const O* __restrict__ g1,          // (N, H)
+                                               const O* __restrict__ g2,          // (N, H) or null
                                                Compute<S>* __restrict__ partial,  // (1 or 2, blocks, H, F)
                                                long long N, int H, int F, int rows, long long blocks) {
   using T = Compute<S>;
@@ -137,14 +140,16 @@ __global__ void head_dot_grad_a_partial_kernel(const S* __restrict__ x,         
 
 // Elements [4 block, 4 block + 4) of head_dot_pair_grad_x, the keep decisions from one draw
 // (as DropoutFn draws them). I indexes elements: 32-bit when their count allows (loops.cuh).
-template <class T, class I>
+// base and dx are rows S; the parameters and the dots' gradients T = Compute<S> (f32 beside bf16
+// rows: base widened, the sum in f32, rounded once at the store).
+template <class S, class I, class T = Compute<S>>
 struct PairGradX {
-  const T* base;  // (N, H, F)
+  const S* base;  // (N, H, F)
   const T* a1;    // (H, F)
   const T* g1;    // (N, H)
   const T* a2;    // (H, F)
   const T* g2;    // (N, H)
-  T* dx;          // (N, H, F), may be base
+  S* dx;          // (N, H, F), may be base
   I n, HF, F;
   DropoutKey key;
   T keep_scale;
@@ -154,7 +159,8 @@ struct PairGradX {
     const I first = static_cast<I>(block) * 4;
     for (I k = 0, i = first; k < 4 && i < n; ++k, ++i) {
       const I t = i / F, c = i % HF;
-      dx[i] = DropoutKey::apply_kept(base[i], (kept >> k) & 1u, keep_scale) + g1[t] * a1[c] + g2[t] * a2[c];
+      const T kept_base = DropoutKey::apply_kept(widen(base[i]), (kept >> k) & 1u, keep_scale);
+      dx[i] = narrow<S>(kept_base + g1[t] * a1[c] + g2[t] * a2[c]);
     }
   }
 };
@@ -165,14 +171,15 @@ void head_dot_pair_grad_x(const Tensor& base, const DropoutKey& key, double keep
                           const Tensor& a1, const Tensor& g1, const Tensor& a2, const Tensor& g2,
                           Tensor& grad_x) {
   const long long n = grad_x.numel(), F = base.size(2), HF = base.size(1) * F;
-  dispatch_float(base.dtype(), "head_dot_pair_grad_x", [&](auto zero) {
-    using T = decltype(zero);
+  attention::dispatch_rows(base.dtype(), "head_dot_pair_grad_x", [&](auto zero) {
+    using S = decltype(zero);
+    using T = Compute<S>;
     auto launch = [&](auto index) {
       using I = decltype(index);
       detail::launch_for_each(
           "head_dot_pair_grad_x", (n + 3) / 4,
-          PairGradX<T, I>{base.data<T>(), a1.data<T>(), g1.data<T>(), a2.data<T>(), g2.data<T>(),
-                          grad_x.data<T>(), static_cast<I>(n), static_cast<I>(HF), static_cast<I>(F), key,
+          PairGradX<S, I>{base.data<S>(), a1.data<T>(), g1.data<T>(), a2.data<T>(), g2.data<T>(),
+                          grad_x.data<S>(), static_cast<I>(n), static_cast<I>(HF), static_cast<I>(F), key,
                           static_cast<T>(key.active() ? keep_scale : 1.0)});
     };
     if (n < (1LL << 31))
@@ -198,11 +205,18 @@ void head_dots_forward(const Tensor& x, const Tensor& a1, Tensor& out1, const Te
     ValueRows<S> vr;
     if (values) vr.values = values->data<S>(), vr.key = key, vr.keep_scale = static_cast<T>(keep_scale);
     if (rows) vr.rows = rows->data<S>(), vr.row_len = static_cast<int>(rows->size(1));
-    auto launch = [&](auto vec) {
-      head_dot_forward_kernel<S, decltype(vec)::value><<<cuda::blocks_for(NH), 256, 0, cuda::stream()>>>(
-          x.data<S>(), a1.data<T>(), out1.data<S>(), a2 ? a2->data<T>() : nullptr,
-          out2 ? out2->data<S>() : nullptr, NH, H, F, vr);
+    auto launch_out = [&](auto vec, auto out_zero) {
+      using O = decltype(out_zero);
+      head_dot_forward_kernel<S, decltype(vec)::value, O><<<cuda::blocks_for(NH), 256, 0, cuda::stream()>>>(
+          x.data<S>(), a1.data<T>(), out1.data<O>(), a2 ? a2->data<T>() : nullptr,
+          out2 ? out2->data<O>() : nullptr, NH, H, F, vr);
       CUDA_CHECK_LAUNCH("head_dot_forward_kernel");
+    };
+    // The dots in f32 beside bf16 rows (the projected op's el and er), else in the rows' dtype.
+    auto launch = [&](auto vec) {
+      if constexpr (!std::is_same_v<S, T>)
+        if (out1.dtype() == dtype_of<T>::value) return launch_out(vec, T{});
+      launch_out(vec, S{});
     };
     constexpr int kVec = 16 / sizeof(S);  // 4 floats, 2 doubles or 8 bf16: 16 bytes
     if (F % kVec == 0 && vr.row_len % kVec == 0 && detail::all_aligned(16, {x.data<S>(), vr.values, vr.rows}))
@@ -231,10 +245,18 @@ void head_dots_grad_a(const Tensor& x, const Tensor& g1, Tensor& grad_a1, const 
     Tensor partial =
         Tensor::empty({halves, blocks, H, F}, dtype_of<T>::value, Device::cuda, "head_dot partial d a");
     const unsigned threads = static_cast<unsigned>(std::min(256, (HF + 31) / 32 * 32));
-    head_dot_grad_a_partial_kernel<S><<<static_cast<unsigned>(blocks), threads, 0, cuda::stream()>>>(
-        x.data<S>(), g1.data<S>(), g2 ? g2->data<S>() : nullptr, partial.data<T>(), N, H, F,
-        static_cast<int>(rows), blocks);
-    CUDA_CHECK_LAUNCH("head_dot_grad_a_partial_kernel");
+    auto partials = [&](auto g_zero) {  // the dots' gradients in f32 beside bf16 rows, or in S
+      using O = decltype(g_zero);
+      head_dot_grad_a_partial_kernel<S, O><<<static_cast<unsigned>(blocks), threads, 0, cuda::stream()>>>(
+          x.data<S>(), g1.data<O>(), g2 ? g2->data<O>() : nullptr, partial.data<T>(), N, H, F,
+          static_cast<int>(rows), blocks);
+      CUDA_CHECK_LAUNCH("head_dot_grad_a_partial_kernel");
+    };
+    bool in_compute = false;
+    if constexpr (!std::is_same_v<S, T>) in_compute = g1.dtype() == dtype_of<T>::value;
+    if constexpr (!std::is_same_v<S, T>)
+      if (in_compute) partials(T{});
+    if (!in_compute) partials(S{});
     // Stage 2: d a[c] = the blocks' partials added in block order.
     detail::ordered_column_sums<T>("head_dot d a sum", partial.data<T>(), blocks, HF, halves,
                                    grad_a1.data<T>(), grad_a2 ? grad_a2->data<T>() : nullptr);

@@ -24,6 +24,8 @@ void linear_head_dot_pair_dropout_forward(const Tensor& x, const Tensor& w, cons
   if (x.is_cuda() && GAT_CUDA_CALL(cuda_impl::linear_head_dot_pair_dropout_forward(
                          x, w, a1, a2, key, keep_scale, values, out1, out2, keep_bits)))
     return;
+  GAT_CHECK(x.dtype() != DType::bf16, "linear_head_dot_pair_dropout_forward: bf16 x ", x.describe(),
+            " that the fused CUDA kernels do not take (cuda_impl::linear_head_dot_takes_bf16, alignment)");
   if (keep_bits) *keep_bits = Tensor();  // not written: the backward draws
   head_dot_pair_dropout_forward(projection(x, w, a1), a1, a2, key, keep_scale, kept, out1, out2, &values,
                                 nullptr);
@@ -39,6 +41,8 @@ void linear_head_dot_pair_backward(const Tensor& x, const Tensor& w, const Tenso
       GAT_CUDA_CALL(cuda_impl::linear_head_dot_pair_backward(x, w, a1, a2, key, keep_scale, keep_bits, base,
                                                              g1, g2, *grad_w, *grad_a1, *grad_a2)))
     return;
+  GAT_CHECK(x.dtype() != DType::bf16, "linear_head_dot_pair_backward: bf16 x ", x.describe(),
+            " is taken by the fused CUDA kernels alone, for d weight and both d att without d x");
   if (grad_x || grad_w) {
     Tensor dp = Tensor::empty(base.shape(), base.dtype(), base.device(), "linear_head_dot dP");  // (N, H, F)
     head_dot_pair_grad_x(base, key, keep_scale, kept, a1, g1, a2, g2, dp);

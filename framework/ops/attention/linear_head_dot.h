@@ -41,6 +41,10 @@ void linear_head_dot_pair_backward(const Tensor& x, const Tensor& w, const Tenso
                                    Tensor* grad_a2);
 }  // namespace kernels
 namespace cuda_impl {  // linear_head_dot.cu: the fused kernels; false when the shapes do not fit them
+// Whether the fused kernels take bf16 x of these shapes, forward and backward (N nodes, K input
+// features, H heads of F): gat_linear_attention's native bf16 route on CUDA, which has no
+// composition to fall back to. (Its tensors must also be 8-byte aligned, as fresh ones are.)
+bool linear_head_dot_takes_bf16(int64_t N, int64_t K, int64_t H, int64_t F);
 bool linear_head_dot_pair_dropout_forward(const Tensor& x, const Tensor& w, const Tensor& a1,
                                           const Tensor& a2, const DropoutKey& key, double keep_scale,
                                           Tensor& values, Tensor& out1, Tensor& out2, Tensor* keep_bits);

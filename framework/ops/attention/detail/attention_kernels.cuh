@@ -529,7 +529,7 @@ __global__ void __launch_bounds__(kThreads)
                             const Compute<S>* __restrict__ part_acc,  // (W, H, F) or null
                             S* __restrict__ dV,                       // (N, H, F) or null
                             const Compute<S>* __restrict__ part_sum,  // (W, H) or null
-                            S* __restrict__ sum,                      // (N, H) or null
+                            Compute<S>* __restrict__ sum,             // (N, H) or null
                             int H, int F, int tiles, int G) {
   using T = Compute<S>;
   const GroupLane g(G);
@@ -554,7 +554,7 @@ __global__ void __launch_bounds__(kThreads)
       const int h = c / F;
       T total = 0;
       for (long long w = w0; w < w1; ++w) total += part_sum[w * H + h];
-      sum[j * H + h] = narrow<S>(total);
+      sum[j * H + h] = total;
     }
   }
 }
@@ -568,7 +568,7 @@ template <class S, class T = Compute<S>>
 struct RowDer {
   const S* pos_out;     // (N, H, F)
   const T* pos_weight;  // (N, H) (not read for bf16)
-  S* der;               // (N, H)
+  T* der;               // (N, H): Compute<S>, as er (GatScores)
   T one_minus_slope;
 };
 
@@ -577,11 +577,11 @@ struct RowDer {
 // single head, three DRAM accesses at 8 heads); head_rows_dot_kernel packs them into one row of
 // `stride` values per node instead: er at offset lead, lse at lead + H, D at lead + 2H, and with
 // lead = H F the node's gradient row G[i] (H, F) before them.
-// The rows are Compute<S>: er widened, and G[i] only where S is (lead is 0 for bf16). For bf16
+// The rows are Compute<S>, as er is, and hold G[i] only where S is (lead is 0 for bf16). For bf16
 // rows out_low (OutputLow, the base), when set, is added to out as it is read.
 template <class S, class T = Compute<S>>
 struct RowPack : OutputLow<S> {
-  const S* er;   // (N, H)
+  const T* er;   // (N, H)
   const T* lse;  // (N, H)
   T* rows;       // (N, stride), or null: D goes to its own (N, H)
   int stride;
@@ -687,7 +687,7 @@ __global__ void __launch_bounds__(kThreads, 4)
       }
     }
     if (row) {
-      row[pack.lead + h] = widen(pack.er[t]);
+      row[pack.lead + h] = pack.er[t];
       row[pack.lead + H + h] = pack.lse[t];
       row[pack.lead + 2 * H + h] = static_cast<T>(acc);
     } else {
@@ -695,10 +695,10 @@ __global__ void __launch_bounds__(kThreads, 4)
     }
     if (der.der) {
       if constexpr (kHasOutputLow<S>)  // pos_out already less pos_weight out (RowDer)
-        der.der[t] = narrow<S>(static_cast<T>(static_cast<double>(der.one_minus_slope) * acc_pos));
+        der.der[t] = static_cast<T>(static_cast<double>(der.one_minus_slope) * acc_pos);
       else
-        der.der[t] = narrow<S>(static_cast<T>(static_cast<double>(der.one_minus_slope) *
-                                              (acc_pos - acc * static_cast<double>(der.pos_weight[t]))));
+        der.der[t] = static_cast<T>(static_cast<double>(der.one_minus_slope) *
+                                    (acc_pos - acc * static_cast<double>(der.pos_weight[t])));
     }
   }
   if (bias_partial) {

@@ -67,19 +67,21 @@ struct StoredScores {
 // GAT's scores, LeakyReLU(el[j,h] + er[i,h] (+ term[e,h] with kTerm)), computed where the edge is
 // visited; the training forward also asks whether the LeakyReLU's argument is positive (d er's
 // positive sums). kTerm is a template argument so that the kernels without an edge term are those
-// measured before it existed (a null check per edge cost about 5% at 100M edges).
+// measured before it existed (a null check per edge cost about 5% at 100M edges). el and er are
+// Compute<S>, per-node statistics as lse is (f32 beside bf16 rows: rounding them moves scores
+// across the LeakyReLU's kink, docs/precision.md); the edge term is per edge, of S.
 template <class S, bool kTerm>
 struct GatScores {
   using T = Compute<S>;
   static constexpr bool kGenericGroups = kTerm;  // with the edge term (in no benchmark): kG = 0 only
-  const S* __restrict__ el;                      // (Ns, el_stride): el[j,h] at j * el_stride + h
-  const S* __restrict__ er;                      // (Nd, H)
+  const T* __restrict__ el;                      // (Ns, el_stride): el[j,h] at j * el_stride + h
+  const T* __restrict__ er;                      // (Nd, H)
   const S* __restrict__ term;                    // (E, H) or null
   int H;
   T slope;        // negative_slope
   int el_stride;  // H, or a packed source row's length (kPackedRow)
   struct Row {
-    const S* __restrict__ el;
+    const T* __restrict__ el;
     const S* __restrict__ term;
     T er_ih;
     int H, h, el_stride;
@@ -87,7 +89,7 @@ struct GatScores {
     // The score of edge e from source j, and whether its LeakyReLU argument is positive. (A
     // 32-bit j times the stride is one wide multiply; a 64-bit one is three.)
     __device__ __forceinline__ T operator()(long long e, int32_t j, bool& positive) const {
-      T x = widen(el[static_cast<long long>(j) * el_stride + h]) + er_ih;
+      T x = el[static_cast<long long>(j) * el_stride + h] + er_ih;
       if constexpr (kTerm) x += widen(term[e * H + h]);
       positive = x > T(0);
       return positive ? x : x * slope;
@@ -98,7 +100,7 @@ struct GatScores {
     }
   };
   __device__ __forceinline__ Row row(long long i, int h) const {
-    return {el, term, widen(er[i * H + h]), H, h, el_stride, slope};
+    return {el, term, er[i * H + h], H, h, el_stride, slope};
   }
 };
 
@@ -285,7 +287,7 @@ struct ScoreGrad {
   const S* s;                             // (E, H)
   const T* lse;                           // (N, H)
   T* da;             // (tiles, E, H) per-tile parts of da, or null when d scores are not asked
-  S* sum = nullptr;  // always null: this op sums nothing over a source
+  T* sum = nullptr;  // always null: this op sums nothing over a source
   T* part_sum = nullptr;
   struct Walk {
     const S* __restrict__ s;
@@ -318,14 +320,14 @@ struct ScoreGrad {
 // asked, written per edge (it is d term). d er needs no edge: head_rows_dot_kernel's RowDer.
 // er, lse and D of destination i, head h are at [i * stride + h] of their pointers (RowPack's
 // rows). kTerm as GatScores'.
-// er, lse and D are RowPack's rows, of Compute<S>.
+// er, lse and D are RowPack's rows, of Compute<S>; el and d el are Compute<S> too (GatScores).
 template <class S, bool kTerm>
 struct GatGrad {
   using T = Compute<S>;
   // As ScoreGrad: 3 blocks per SM (80 registers) measured 60.3 ms against 54.4 ms for the two
   // layers' walks on the 100M-edge graph.
   static constexpr int kBlocksPerSM = 4;
-  const S* el;    // (Ns, H)
+  const T* el;    // (Ns, H)
   const T* er;    // (Nd, stride)
   const S* term;  // (E, H) or null
   const T* lse;   // (Nd, stride)
@@ -333,7 +335,7 @@ struct GatGrad {
   int stride;
   S* g;  // (E, H) d term, or null (always without kTerm)
   T slope;
-  S* sum;       // (Ns, H) d el, or null
+  T* sum;       // (Ns, H) d el, or null
   T* part_sum;  // (W, H) d el of each chunk of a long transposed row (chunk kernel only)
   struct Walk {
     const T* __restrict__ er;
@@ -370,7 +372,7 @@ struct GatGrad {
     }
   };
   __device__ __forceinline__ Walk walk(long long j, int h, int, long long, int H) const {
-    return {er, term, lse, D, stride, g, widen(el[j * H + h]), slope, H, h};
+    return {er, term, lse, D, stride, g, el[j * H + h], slope, H, h};
   }
 };
 
@@ -556,7 +558,7 @@ __global__ void __launch_bounds__(kThreads, Grad::kBlocksPerSM)
     gather_attention_grad<S, VEC, G>(a, j, begin, end, x.h, x.c, segment.first_head(x.h),
                                      segment.last_head(x.h, a.H), keep, walk, acc);
     if (a.dV && x.c < a.F) store_row<S, VEC>(a.dV + (j * a.H + x.h) * a.F + x.c, to_vec(acc));
-    if (grad.sum && g.lane == 0) grad.sum[j * a.H + x.h] = narrow<S>(walk.sum);
+    if (grad.sum && g.lane == 0) grad.sum[j * a.H + x.h] = walk.sum;
   }
 }
 
@@ -900,14 +902,16 @@ void gat_forward(const GatAttentionForwardArgs& args) {
   epilogue.elu = activation.elu;
   epilogue.activation = {static_cast<T>(activation.alpha), static_cast<T>(activation.keep_scale())};
   epilogue.key = activation.dropout;
-  // el[j] follows the values in a packed source row.
-  const S* el_rows = source_rows ? source_rows->data<S>() + H * node_value.size(2) : el.data<S>();
+  // el[j] follows the values in a packed source row, in T (f32 after bf16 values: the row's
+  // H F values are a whole number of T, packs_source_row), a row being kPackedRow S long.
+  const T* el_rows = source_rows ? reinterpret_cast<const T*>(source_rows->data<S>() + H * node_value.size(2))
+                                 : el.data<T>();
   const GatScores<S, kTerm> scores{el_rows,
-                                   er.data<S>(),
+                                   er.data<T>(),
                                    kTerm ? edge_term.data<S>() : nullptr,
                                    H,
                                    static_cast<T>(args.negative_slope),
-                                   source_rows ? kPackedRow : H};
+                                   source_rows ? static_cast<int>(kPackedRow * sizeof(S) / sizeof(T)) : H};
   with_flag(pos_out != nullptr, [&](auto positive) {
     aggregate_forward<S, decltype(positive)::value>(*args.graph, scores, node_value, args.attn_dropout, out,
                                                     lse, pos_out, pos_weight, epilogue, source_rows,
@@ -979,7 +983,7 @@ bool gat_backward(const GatAttentionBackwardArgs& args) {
           check_same(op, "pos_out", pos_out, "out", out);
           check_shape(op, "pos_weight", pos_weight, lse.shape());
           check_same(op, "pos_weight", pos_weight, "lse", lse);
-          der = {pos_out.data<S>(), pos_weight.data<T>(), grad_er->data<S>(),
+          der = {pos_out.data<S>(), pos_weight.data<T>(), grad_er->data<T>(),
                  static_cast<T>(1.0 - negative_slope)};
         }
         // er, lse and D of each destination packed in one row of 4H values (RowPack): the walk
@@ -1005,7 +1009,7 @@ bool gat_backward(const GatAttentionBackwardArgs& args) {
         bias_written = grad_bias && bias_in_rows(H, F);
         Tensor partials;  // of d bias
         RowPack<S> pack;
-        pack.er = er.data<S>(), pack.lse = lse.data<T>(), pack.rows = packed, pack.stride = stride,
+        pack.er = er.data<T>(), pack.lse = lse.data<T>(), pack.rows = packed, pack.stride = stride,
         pack.lead = lead;
         if constexpr (kHasOutputLow<S>)
           if (args.out_low.defined()) pack.out_low = args.out_low.data<S>();
@@ -1022,7 +1026,7 @@ bool gat_backward(const GatAttentionBackwardArgs& args) {
         with_edge_term(edge_term, [&](auto term) {
           const T *const er_rows = packed + lead, *const lse_rows = er_rows + H,
                          *const D_rows = er_rows + 2 * H;
-          const GatGrad<S, decltype(term)::value> grad{el.data<S>(),
+          const GatGrad<S, decltype(term)::value> grad{el.data<T>(),
                                                        er_rows,
                                                        edge_term.defined() ? edge_term.data<S>() : nullptr,
                                                        lse_rows,
@@ -1030,7 +1034,7 @@ bool gat_backward(const GatAttentionBackwardArgs& args) {
                                                        stride,
                                                        grad_edge_term ? grad_edge_term->data<S>() : nullptr,
                                                        static_cast<T>(negative_slope),
-                                                       grad_el ? grad_el->data<S>() : nullptr,
+                                                       grad_el ? grad_el->data<T>() : nullptr,
                                                        nullptr};
           a.G = tiling.G;
           with_compiled_group<S, VEC, true, decltype(term)::value>(
